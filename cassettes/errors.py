@@ -1,0 +1,42 @@
+"""The exception tree of looptap's core.
+
+    CassetteError                       root: everything the core raises on purpose
+    ├── CassetteFormatError(ValueError)  bytes that are not a looptap cassette, or a corrupt one
+    │   └── NewerFormatError             written by a newer looptap than this one
+    ├── CassetteIOError(OSError)         the file could not be read or written
+    └── ImportFormatError(ValueError)    an input to `looptap import` that cannot be read
+
+Each subclass also inherits the builtin it refines, so ``except ValueError`` keeps working for
+callers that do not know looptap. Errors are converted at the boundaries: the CLI prints one line
+and exits non-zero, the proxy logs and keeps traffic flowing.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CassetteError",
+    "CassetteFormatError",
+    "CassetteIOError",
+    "ImportFormatError",
+    "NewerFormatError",
+]
+
+
+class CassetteError(Exception):
+    """Root of the errors raised by ``cassettes``."""
+
+
+class CassetteFormatError(CassetteError, ValueError):
+    """The bytes are not a readable looptap cassette."""
+
+
+class NewerFormatError(CassetteFormatError):
+    """The cassette was written by a newer looptap with a format this version does not know."""
+
+
+class CassetteIOError(CassetteError, OSError):
+    """Reading or writing the cassette file failed."""
+
+
+class ImportFormatError(CassetteError, ValueError):
+    """A file given to ``looptap import`` is not in a format looptap can import."""

@@ -1,0 +1,331 @@
+"""Stream framing: decoded body chunks → events, whatever the Content-Type claims.
+
+Four framings occur in LLM traffic (WIRE.md §0): SSE (``data:`` lines, optionally with ``event:``),
+NDJSON (Ollama), one incrementally written JSON array (Gemini without ``alt=sse``) and AWS
+event-stream binary frames (Bedrock). The framing is sniffed from the bytes, because recorders
+and servers mislabel content types. SSE accepts ``\\n``, ``\\r\\n`` and ``\\r`` line endings and
+skips comment lines. Each event carries the time offset of the chunk that completed it, so TTFT
+and replay pacing can be computed. Nothing here raises on bad input: problems become ``notes``
+and an incomplete trailing piece is kept in ``tail``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+__all__ = ["Event", "Framed", "FramingKind", "frame", "parse_aws_eventstream", "parse_sse"]
+
+FramingKind = Literal["empty", "json", "sse", "ndjson", "json_array", "aws_eventstream", "text", "binary"]
+Chunk = tuple[float | None, bytes]
+
+
+@dataclass
+class Event:
+    #: The payload: joined ``data:`` lines for SSE, one line for NDJSON, one item for arrays,
+    #: the frame payload (decoded as UTF-8) for AWS event-stream.
+    data: str
+    #: SSE ``event:`` name, or AWS ``:event-type`` header.
+    event: str | None = None
+    offset: float | None = None
+    #: AWS event-stream headers (``:message-type``, ``:event-type``, …).
+    headers: dict[str, Any] | None = None
+
+    def json(self) -> Any:
+        """The payload parsed as JSON (raises ``orjson.JSONDecodeError``)."""
+        return orjson.loads(self.data)
+
+
+@dataclass
+class Framed:
+    kind: FramingKind
+    events: list[Event] = field(default_factory=list)
+    #: The parsed body for ``json``.
+    value: Any = None
+    #: Data after the last complete event (a cut stream), kept verbatim.
+    tail: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+class _SSEParser:
+    """Incremental SSE parser (WHATWG event-stream rules, lenient)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._buf = ""
+        self._data: list[str] = []
+        self._event: str | None = None
+        self._has_field = False
+        self.replaced = False
+
+    def feed(self, data: bytes, offset: float | None) -> None:
+        text = self._decoder.decode(data)
+        if "\ufffd" in text:
+            self.replaced = True
+        self._consume(text, offset, final=False)
+
+    def close(self, offset: float | None) -> str:
+        text = self._decoder.decode(b"", final=True)
+        self._consume(text, offset, final=True)
+        tail = self._buf
+        if self._has_field:
+            # The stream ended without the blank line that dispatches the last event. Its data
+            # lines are complete, so it is dispatched; ``tail`` is only a partial *line*.
+            self._dispatch(offset)
+        self._buf = ""
+        return tail
+
+    def _consume(self, text: str, offset: float | None, final: bool) -> None:
+        buf = self._buf + text
+        start = 0
+        n = len(buf)
+        while True:
+            i = start
+            # Find the next line terminator.
+            while i < n and buf[i] != "\n" and buf[i] != "\r":
+                i += 1
+            if i >= n:
+                break
+            if buf[i] == "\r" and i + 1 >= n and not final:
+                break  # a CR at the end of the buffer may be the first half of CRLF
+            line = buf[start:i]
+            start = i + 2 if buf[i] == "\r" and i + 1 < n and buf[i + 1] == "\n" else i + 1
+            self._line(line, offset)
+        self._buf = buf[start:]
+
+    def _line(self, line: str, offset: float | None) -> None:
+        if not line:
+            if self._has_field:
+                self._dispatch(offset)
+            return
+        if line[0] == ":":
+            return  # comment / keep-alive (": OPENROUTER PROCESSING")
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+            self._has_field = True
+        elif name == "event":
+            self._event = value
+            self._has_field = True
+        elif name in ("id", "retry"):
+            self._has_field = True
+        else:
+            # Not SSE at all (e.g. a raw JSON error line inside the stream): keep it as data.
+            self._data.append(line)
+            self._has_field = True
+
+    def _dispatch(self, offset: float | None) -> None:
+        if self._data or self._event is not None:
+            self.events.append(Event(data="\n".join(self._data), event=self._event, offset=offset))
+        self._data = []
+        self._event = None
+        self._has_field = False
+
+
+def parse_sse(chunks: Sequence[Chunk]) -> Framed:
+    p = _SSEParser()
+    last: float | None = None
+    for t, data in chunks:
+        last = t if t is not None else last
+        p.feed(data, t)
+    tail = p.close(last)
+    framed = Framed("sse", p.events, tail=tail)
+    if p.replaced:
+        framed.notes.append("stream is not valid UTF-8; invalid bytes replaced with U+FFFD")
+    return framed
+
+
+def _lines_with_offsets(chunks: Sequence[Chunk]) -> tuple[list[tuple[str, float | None]], str, bool]:
+    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    buf = ""
+    out: list[tuple[str, float | None]] = []
+    replaced = False
+    for t, data in chunks:
+        text = dec.decode(data)
+        replaced = replaced or "\ufffd" in text
+        buf += text
+        *lines, buf = buf.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        out.extend((ln, t) for ln in lines if ln.strip())
+    buf += dec.decode(b"", final=True)
+    return out, buf, replaced
+
+
+def _parse_ndjson(chunks: Sequence[Chunk]) -> Framed:
+    lines, tail, replaced = _lines_with_offsets(chunks)
+    framed = Framed("ndjson", [Event(data=ln, offset=t) for ln, t in lines])
+    if tail.strip():
+        # A last line without its newline: complete if it parses, else a cut line.
+        try:
+            orjson.loads(tail)
+            framed.events.append(Event(data=tail, offset=chunks[-1][0] if chunks else None))
+        except orjson.JSONDecodeError:
+            framed.tail = tail
+    if replaced:
+        framed.notes.append("stream is not valid UTF-8; invalid bytes replaced with U+FFFD")
+    return framed
+
+
+def _parse_json_array(chunks: Sequence[Chunk], body: bytes) -> Framed:
+    """Items of a (possibly cut) JSON array, each with the offset of the chunk that completed it."""
+    text = body.decode("utf-8", "replace")
+    framed = Framed("json_array")
+    # Map character positions back to chunk offsets.
+    bounds: list[tuple[int, float | None]] = []
+    pos = 0
+    for t, data in chunks:
+        pos += len(data.decode("utf-8", "replace"))
+        bounds.append((pos, t))
+    import json
+
+    dec = json.JSONDecoder()
+    i = text.index("[") + 1
+    n = len(text)
+    while True:
+        while i < n and text[i] in " \t\r\n,":
+            i += 1
+        if i >= n:
+            framed.notes.append("JSON array stream has no closing ']'")
+            break
+        if text[i] == "]":
+            break
+        try:
+            _, end = dec.raw_decode(text, i)
+        except ValueError:
+            framed.tail = text[i:]
+            break
+        off = next((t for p, t in bounds if p >= end), bounds[-1][1] if bounds else None)
+        framed.events.append(Event(data=text[i:end], offset=off))
+        i = end
+    return framed
+
+
+_PRELUDE = struct.Struct(">III")
+
+
+def parse_aws_eventstream(chunks: Sequence[Chunk]) -> Framed:
+    """AWS event-stream binary frames (Bedrock). CRCs are checked; a bad or cut frame ends parsing."""
+    framed = Framed("aws_eventstream")
+    buf = b""
+    for t, data in chunks:
+        buf += data
+        while len(buf) >= 12:
+            total, hlen, pcrc = _PRELUDE.unpack_from(buf)
+            if zlib.crc32(buf[:8]) != pcrc or total < 16 or hlen > total - 16:
+                framed.notes.append("AWS event-stream prelude CRC mismatch; rest of the stream kept raw")
+                framed.tail = buf.hex()
+                return framed
+            if len(buf) < total:
+                break
+            frame, buf = buf[:total], buf[total:]
+            if zlib.crc32(frame[:-4]) != struct.unpack(">I", frame[-4:])[0]:
+                framed.notes.append("AWS event-stream message CRC mismatch")
+            headers = _aws_headers(frame[12 : 12 + hlen])
+            payload = frame[12 + hlen : -4]
+            framed.events.append(
+                Event(
+                    data=payload.decode("utf-8", "replace"),
+                    event=str(headers.get(":event-type") or headers.get(":exception-type") or "") or None,
+                    offset=t,
+                    headers=headers,
+                )
+            )
+    if buf:
+        framed.tail = buf.hex()
+        framed.notes.append(f"AWS event-stream ends inside a frame ({len(buf)} bytes)")
+    return framed
+
+
+def _aws_headers(raw: bytes) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    i = 0
+    try:
+        while i < len(raw):
+            nlen = raw[i]
+            name = raw[i + 1 : i + 1 + nlen].decode("utf-8", "replace")
+            i += 1 + nlen
+            typ = raw[i]
+            i += 1
+            value: Any
+            if typ in (0, 1):
+                value = typ == 0
+            elif typ == 2:
+                value = raw[i]
+                i += 1
+            elif typ == 3:
+                value = struct.unpack_from(">h", raw, i)[0]
+                i += 2
+            elif typ == 4:
+                value = struct.unpack_from(">i", raw, i)[0]
+                i += 4
+            elif typ in (5, 8):
+                value = struct.unpack_from(">q", raw, i)[0]
+                i += 8
+            elif typ in (6, 7):
+                ln = struct.unpack_from(">H", raw, i)[0]
+                i += 2
+                b = raw[i : i + ln]
+                value = b.decode("utf-8", "replace") if typ == 7 else b.hex()
+                i += ln
+            elif typ == 9:
+                value = raw[i : i + 16].hex()
+                i += 16
+            else:
+                break
+            out[name] = value
+    except (IndexError, struct.error):
+        pass
+    return out
+
+
+_SSE_STARTS = (b"data:", b"event:", b":", b"id:", b"retry:")
+
+
+def frame(chunks: Sequence[Chunk], content_type: str | None = None) -> Framed:
+    """Sniff the framing of a decoded body and split it into events (never raises)."""
+    body = b"".join(c for _, c in chunks)
+    stripped = body.lstrip()
+    ctype = (content_type or "").lower()
+    if not stripped:
+        return Framed("empty")
+    if "amazon.eventstream" in ctype or (
+        len(body) >= 12 and zlib.crc32(body[:8]) == _PRELUDE.unpack_from(body)[2]
+    ):
+        return parse_aws_eventstream(chunks)
+    if stripped.startswith(_SSE_STARTS):
+        return parse_sse(chunks)
+    if stripped[:1] in (b"{", b"["):
+        try:
+            value = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            value = _NOT_JSON
+        if value is not _NOT_JSON:
+            if isinstance(value, list):
+                if len(chunks) > 1:
+                    return _parse_json_array(chunks, body)
+                off = chunks[-1][0]
+                items = [Event(data=orjson.dumps(v).decode(), offset=off) for v in value]
+                return Framed("json_array", items, value=value)
+            return Framed("json", value=value)
+        if stripped[:1] == b"[":
+            return _parse_json_array(chunks, body)
+        nd = _parse_ndjson(chunks)
+        if nd.events:
+            return nd
+        return Framed("text", tail=body.decode("utf-8", "replace"), notes=["body looks like JSON but does not parse"])
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return Framed("binary", notes=[f"binary body ({len(body)} bytes)"])
+    return Framed("text", tail=text)
+
+
+_NOT_JSON: Any = object()

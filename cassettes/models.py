@@ -1,0 +1,186 @@
+"""The normalised model every provider adapter parses into.
+
+One vocabulary for five API families: a request is a list of messages made of parts (text, tool
+call, tool result, reasoning, refusal, media, other) plus the tools offered, the tool choice and
+the sampling parameters; a response is the parts the model emitted plus what the API reported
+(finish reason raw and normalised, usage, error, completeness).
+
+Token convention (inclusive, as in pydantic-ai): ``input_tokens`` is *all* input tokens, cached or
+not, and ``output_tokens`` includes reasoning tokens. Providers that report differently (Anthropic's
+``input_tokens`` excludes cache reads and writes; Gemini's ``candidatesTokenCount`` excludes
+thoughts) are converted by their adapter. A count the provider did not report is ``None``, never 0.
+
+Nothing the provider sent is lost: unknown keys and enum values are kept in ``raw`` /
+``provider_details`` and never make parsing fail.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ApiError",
+    "FinishReason",
+    "Message",
+    "NormalisedRequest",
+    "NormalisedResponse",
+    "Part",
+    "PartKind",
+    "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+    "Usage",
+]
+
+PartKind = Literal["text", "tool_call", "tool_result", "reasoning", "refusal", "media", "other"]
+
+
+class FinishReason(StrEnum):
+    """Normalised finish classes (WIRE.md §G.1). The raw value is always kept beside it."""
+
+    COMPLETE = "complete"
+    TOOL_CALL = "tool_call"
+    TRUNCATED_LENGTH = "truncated_length"
+    TRUNCATED_CONTEXT = "truncated_context"
+    FILTERED = "filtered"
+    REFUSED = "refused"
+    PAUSED = "paused"
+    TOOL_CALL_ERROR = "tool_call_error"
+    TOOL_LOOP_LIMIT = "tool_loop_limit"
+    PROMPT_BLOCKED = "prompt_blocked"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    NO_GENERATION = "no_generation"
+    OTHER = "other"
+    UNKNOWN = "unknown"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class ToolCall(_Model):
+    """A call the model emitted (layer E)."""
+
+    id: str | None = None
+    name: str | None = None
+    #: Parsed arguments (usually an object). ``None`` when they could not be parsed.
+    arguments: Any = None
+    #: The arguments exactly as they travelled when the wire carries a string (OpenAI, streamed
+    #: Anthropic ``partial_json``); otherwise the compact JSON of the object the wire carried.
+    arguments_raw: str | None = None
+    #: Why ``arguments_raw`` is not valid JSON, when it is not.
+    arguments_error: str | None = None
+    #: ``function`` for client tools; ``custom``, ``server`` (provider-executed) or a hosted type.
+    kind: str = "function"
+
+
+class ToolResult(_Model):
+    """A tool result the client sent back (layer C)."""
+
+    call_id: str | None = None
+    name: str | None = None
+    #: The result flattened to text (non-text parts are described, e.g. ``[image/png]``).
+    content: str = ""
+    #: Only Anthropic has an explicit flag; ``None`` where the wire has none.
+    is_error: bool | None = None
+
+
+class Part(_Model):
+    kind: PartKind
+    text: str | None = None
+    tool_call: ToolCall | None = None
+    tool_result: ToolResult | None = None
+    media_type: str | None = None
+    #: Provider-only data: signatures, ids, annotations, the raw block of an ``other`` part.
+    provider_details: dict[str, Any] | None = None
+
+
+class Message(_Model):
+    #: ``system``, ``developer``, ``user``, ``assistant`` or ``tool`` (Gemini ``model`` → assistant).
+    role: str
+    parts: list[Part] = Field(default_factory=list)
+    provider_details: dict[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text or "" for p in self.parts if p.kind == "text")
+
+
+class ToolSpec(_Model):
+    name: str
+    description: str | None = None
+    #: JSON Schema of the arguments (Gemini's OpenAPI subset is kept as sent).
+    parameters: dict[str, Any] | None = None
+    #: ``function`` for client tools, otherwise the provider's tool type (``web_search``, …).
+    kind: str = "function"
+
+
+class NormalisedRequest(_Model):
+    family: str
+    #: The model the client asked for (from the body, or the URL for Gemini/Bedrock/Azure).
+    model: str | None = None
+    stream: bool = False
+    system: list[Part] = Field(default_factory=list)
+    messages: list[Message] = Field(default_factory=list)
+    tools: list[ToolSpec] = Field(default_factory=list)
+    #: The tool choice as sent, and normalised: ``auto``, ``none``, ``required`` or ``tool:<name>``.
+    tool_choice: Any = None
+    tool_choice_mode: str | None = None
+    #: Everything else that shapes generation (temperature, max tokens, reasoning effort, …).
+    params: dict[str, Any] = Field(default_factory=dict)
+    previous_response_id: str | None = None
+    #: The top-level body key holding the resent history (``messages``, ``input``, ``contents``).
+    history_key: str | None = None
+
+
+class Usage(_Model):
+    """Token counts, inclusive convention (see the module docstring). ``None`` = not reported."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    total_tokens: int | None = None
+    raw: dict[str, Any] | None = None
+
+
+class ApiError(_Model):
+    """An error the API reported: an HTTP error body, or an error event inside a 200 stream."""
+
+    status: int | None = None
+    type: str | None = None
+    code: str | None = None
+    message: str | None = None
+    in_stream: bool = False
+    raw: Any = None
+
+
+class NormalisedResponse(_Model):
+    id: str | None = None
+    #: The model the API says served the call.
+    model: str | None = None
+    role: str = "assistant"
+    parts: list[Part] = Field(default_factory=list)
+    finish_reason_raw: str | None = None
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    error: ApiError | None = None
+    #: ``True`` when the terminal marker was seen (always for non-streamed bodies); ``False`` when a
+    #: stream ended without it (truncated); ``None`` when it cannot be told.
+    complete: bool | None = None
+    #: How many stream events were reassembled (``None`` for a non-streamed body).
+    events: int | None = None
+    provider_details: dict[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text or "" for p in self.parts if p.kind == "text")
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [p.tool_call for p in self.parts if p.kind == "tool_call" and p.tool_call is not None]

@@ -1,0 +1,191 @@
+"""What every provider adapter has: one small surface and the helpers they share.
+
+An adapter recognises its traffic and parses it into :mod:`cassettes.models`:
+
+* :meth:`Provider.recognise` — a score for (method, URL, body); 0 means "not mine";
+* :meth:`Provider.operation` — ``generate`` for a model call, or what else the endpoint does
+  (``count_tokens``, ``retrieve`` …; only ``generate`` round trips are parsed further);
+* :meth:`Provider.parse_request` — the request body → :class:`NormalisedRequest`;
+* :meth:`Provider.parse_response` — a non-streamed 2xx body → :class:`NormalisedResponse`;
+* :meth:`Provider.reassemble` — a framed stream → the same :class:`NormalisedResponse` a
+  non-streamed call would give, with ``complete`` decided by the terminal event;
+* :meth:`Provider.parse_error` — an error body → :class:`ApiError`.
+
+Adapters must be lenient: unknown keys and enum values are kept (``provider_details``), missing
+fields become ``None``. They may raise on hopeless input; the caller turns that into a labelled
+analysis error and keeps the raw round trip.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+from urllib.parse import SplitResult
+
+import orjson
+
+from cassettes.framing import Framed
+from cassettes.models import ApiError, NormalisedRequest, NormalisedResponse, Part, ToolCall
+
+__all__ = [
+    "Provider",
+    "media_part",
+    "as_int",
+    "as_str",
+    "compact_json",
+    "error_from_body",
+    "parse_arguments",
+    "text_of",
+    "tool_call_from_object",
+    "tool_call_from_string",
+]
+
+
+class Provider:
+    family: ClassVar[str] = "unknown"
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        raise NotImplementedError
+
+    def operation(self, method: str, url: SplitResult) -> str:
+        return "generate"
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        return isinstance(body, dict) and body.get("stream") is True
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        return None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        raise NotImplementedError
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        raise NotImplementedError
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        raise NotImplementedError
+
+    def parse_error(self, body: Any, status: int | None) -> ApiError:
+        return error_from_body(body, status)
+
+
+def as_int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v.strip())
+    return None
+
+
+def as_str(v: Any) -> str | None:
+    if v is None:
+        return None
+    return v if isinstance(v, str) else str(v)
+
+
+def compact_json(v: Any) -> str:
+    return orjson.dumps(v).decode()
+
+
+def parse_arguments(raw: str | None) -> tuple[Any, str | None]:
+    """Parse a tool call's argument string. Empty means ``{}`` (what SDKs send for no arguments)."""
+    if raw is None:
+        return None, None
+    if not raw.strip():
+        return {}, None
+    try:
+        return orjson.loads(raw), None
+    except orjson.JSONDecodeError as exc:
+        return None, f"arguments are not valid JSON: {exc}"
+
+
+def tool_call_from_string(call_id: Any, name: Any, raw: Any, kind: str = "function") -> ToolCall:
+    raw_s = raw if isinstance(raw, str) else (compact_json(raw) if raw is not None else None)
+    parsed, err = parse_arguments(raw_s)
+    return ToolCall(
+        id=as_str(call_id) or None,
+        name=as_str(name),
+        arguments=parsed,
+        arguments_raw=raw_s,
+        arguments_error=err,
+        kind=kind,
+    )
+
+
+def tool_call_from_object(call_id: Any, name: Any, args: Any, kind: str = "function") -> ToolCall:
+    """A call whose arguments travel as a JSON object (Anthropic, Gemini, Ollama, Bedrock)."""
+    if isinstance(args, str):
+        return tool_call_from_string(call_id, name, args, kind)
+    return ToolCall(
+        id=as_str(call_id) or None,
+        name=as_str(name),
+        arguments=args,
+        arguments_raw=compact_json(args) if args is not None else None,
+        kind=kind,
+    )
+
+
+def text_of(content: Any) -> str:
+    """Flatten a content value (string, list of text-ish blocks, object) to text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(_block_text(b) for b in content)
+    if isinstance(content, dict):
+        return _block_text(content)
+    return str(content)
+
+
+def _block_text(b: Any) -> str:
+    if isinstance(b, str):
+        return b
+    if not isinstance(b, dict):
+        return str(b)
+    for key in ("text", "output", "content", "refusal"):
+        v = b.get(key)
+        if isinstance(v, str):
+            return v
+        if isinstance(v, list):
+            return text_of(v)
+    kind = b.get("type") or next(iter(b), "part")
+    media = b.get("mime_type") or b.get("media_type") or b.get("mimeType")
+    if media is None and isinstance(b.get("source"), dict):
+        media = b["source"].get("media_type")
+    return f"[{kind}{': ' + media if media else ''}]"
+
+
+def media_part(block: dict[str, Any], media_type: str | None) -> Part:
+    return Part(kind="media", media_type=media_type, provider_details={"block": block})
+
+
+def error_from_body(body: Any, status: int | None, in_stream: bool = False) -> ApiError:
+    """The common error shapes: ``{"error": {...}}``, ``{"error": "text"}``, ``{"message": ...}``."""
+    if isinstance(body, list) and body:
+        body = body[0]
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict):
+        return ApiError(
+            status=status if status is not None else as_int(err.get("code")),
+            type=as_str(err.get("type") or err.get("status")),
+            code=as_str(err.get("code")) if err.get("code") is not None else None,
+            message=as_str(err.get("message")),
+            in_stream=in_stream,
+            raw=body,
+        )
+    if isinstance(err, str):
+        return ApiError(status=status, message=err, in_stream=in_stream, raw=body)
+    if isinstance(body, dict):
+        msg = body.get("message") or body.get("Message") or body.get("detail")
+        return ApiError(
+            status=status,
+            type=as_str(body.get("type") or body.get("__type") or body.get("code")),
+            message=as_str(msg) if msg is not None else None,
+            in_stream=in_stream,
+            raw=body,
+        )
+    return ApiError(status=status, message=as_str(body) if body is not None else None, in_stream=in_stream, raw=body)

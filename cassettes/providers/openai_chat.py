@@ -1,0 +1,354 @@
+"""OpenAI Chat Completions and the OpenAI-compatible servers (WIRE.md §A and §F).
+
+Compatible servers deviate; each deviation handled here is named where it is handled: vLLM and
+OpenRouter ``reasoning``/``reasoning_content``, OpenRouter ``native_finish_reason`` and comment
+keep-alives, Azure's choice-less filter chunks, llama.cpp usage on the finish chunk, Gemini-compat
+tool calls without ``index`` or ``id``, ``delta``/``choices`` of ``null``, errors inside 200 streams.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult
+
+import orjson
+
+from cassettes.framing import Framed
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+from cassettes.providers._base import (
+    Provider,
+    as_int,
+    as_str,
+    error_from_body,
+    media_part,
+    text_of,
+    tool_call_from_string,
+)
+
+__all__ = ["OpenAIChat"]
+
+_FINISH = {
+    "stop": FinishReason.COMPLETE,
+    "length": FinishReason.TRUNCATED_LENGTH,
+    "tool_calls": FinishReason.TOOL_CALL,
+    "function_call": FinishReason.TOOL_CALL,
+    "content_filter": FinishReason.FILTERED,
+    "error": FinishReason.ERROR,
+}
+
+_STRUCTURAL = {"model", "messages", "tools", "tool_choice", "functions", "function_call", "stream"}
+
+
+def finish_class(raw: str | None, has_tool_calls: bool) -> FinishReason | None:
+    if raw is None:
+        return None
+    cls = _FINISH.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
+    # Gemini-compat and Ollama-compat report "stop" on turns that carry tool calls.
+    if cls is FinishReason.COMPLETE and has_tool_calls:
+        return FinishReason.TOOL_CALL
+    return cls
+
+
+def usage_from(u: Any) -> Usage | None:
+    if not isinstance(u, dict):
+        return None
+    pd = u.get("prompt_tokens_details") or {}
+    cd = u.get("completion_tokens_details") or {}
+    cache_read = as_int(pd.get("cached_tokens")) if isinstance(pd, dict) else None
+    if cache_read is None and "prompt_cache_hit_tokens" in u:  # DeepSeek
+        cache_read = as_int(u.get("prompt_cache_hit_tokens"))
+    return Usage(
+        input_tokens=as_int(u.get("prompt_tokens")),
+        output_tokens=as_int(u.get("completion_tokens")),
+        cache_read_tokens=cache_read,
+        cache_write_tokens=as_int(pd.get("cache_write_tokens")) if isinstance(pd, dict) else None,
+        reasoning_tokens=as_int(cd.get("reasoning_tokens")) if isinstance(cd, dict) else None,
+        total_tokens=as_int(u.get("total_tokens")),
+        raw=u,
+    )
+
+
+def _content_parts(content: Any) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [Part(kind="text", text=content)] if content != "" else []
+    parts: list[Part] = []
+    for block in content if isinstance(content, list) else [content]:
+        if not isinstance(block, dict):
+            parts.append(Part(kind="text", text=str(block)))
+            continue
+        t = block.get("type")
+        if t in ("text", "input_text", "output_text"):
+            parts.append(Part(kind="text", text=as_str(block.get("text")) or ""))
+        elif t == "refusal":
+            parts.append(Part(kind="refusal", text=as_str(block.get("refusal"))))
+        elif t == "image_url":
+            url = (block.get("image_url") or {}).get("url") if isinstance(block.get("image_url"), dict) else None
+            media = url.split(";")[0][5:] if isinstance(url, str) and url.startswith("data:") else "image"
+            parts.append(media_part(block, media))
+        elif t in ("input_audio", "file", "audio"):
+            parts.append(media_part(block, t))
+        else:
+            parts.append(Part(kind="other", provider_details={"block": block}))
+    return parts
+
+
+def _message(m: Any) -> Message:
+    if not isinstance(m, dict):
+        return Message(role="unknown", parts=[Part(kind="other", provider_details={"block": m})])
+    role = as_str(m.get("role")) or "unknown"
+    parts: list[Part] = []
+    for key in ("reasoning_content", "reasoning"):
+        if isinstance(m.get(key), str) and m[key]:
+            parts.append(Part(kind="reasoning", text=m[key], provider_details={"field": key}))
+    if role in ("tool", "function"):
+        parts.append(
+            Part(
+                kind="tool_result",
+                tool_result=ToolResult(
+                    call_id=as_str(m.get("tool_call_id")),
+                    name=as_str(m.get("name")),
+                    content=text_of(m.get("content")),
+                ),
+            )
+        )
+    else:
+        parts.extend(_content_parts(m.get("content")))
+    if isinstance(m.get("refusal"), str) and m["refusal"]:
+        parts.append(Part(kind="refusal", text=m["refusal"]))
+    for tc in m.get("tool_calls") or []:
+        if isinstance(tc, dict):
+            parts.append(Part(kind="tool_call", tool_call=_tool_call(tc)))
+    fc = m.get("function_call")
+    if isinstance(fc, dict):
+        parts.append(Part(kind="tool_call", tool_call=tool_call_from_string(None, fc.get("name"), fc.get("arguments"))))
+    extra = {k: v for k, v in m.items() if k not in ("role", "content", "tool_calls", "tool_call_id", "refusal", "function_call", "reasoning", "reasoning_content")}
+    return Message(role=role, parts=parts, provider_details=extra or None)
+
+
+def _tool_call(tc: dict[str, Any]) -> Any:
+    if tc.get("type") == "custom" or "custom" in tc:
+        c = tc.get("custom") or {}
+        call = tool_call_from_string(tc.get("id"), c.get("name"), None, kind="custom")
+        call.arguments = c.get("input")
+        call.arguments_raw = as_str(c.get("input"))
+        return call
+    fn = tc.get("function") or {}
+    return tool_call_from_string(tc.get("id"), fn.get("name"), fn.get("arguments", ""))
+
+
+def _tools(body: dict[str, Any]) -> list[ToolSpec]:
+    out: list[ToolSpec] = []
+    for t in body.get("tools") or []:
+        if not isinstance(t, dict):
+            continue
+        if isinstance(t.get("function"), dict):
+            f = t["function"]
+            out.append(ToolSpec(name=as_str(f.get("name")) or "", description=as_str(f.get("description")), parameters=f.get("parameters") if isinstance(f.get("parameters"), dict) else None))
+        elif isinstance(t.get("custom"), dict):
+            out.append(ToolSpec(name=as_str(t["custom"].get("name")) or "", description=as_str(t["custom"].get("description")), kind="custom"))
+        else:
+            out.append(ToolSpec(name=as_str(t.get("name") or t.get("type")) or "", kind=as_str(t.get("type")) or "other"))
+    for f in body.get("functions") or []:
+        if isinstance(f, dict):
+            out.append(ToolSpec(name=as_str(f.get("name")) or "", description=as_str(f.get("description")), parameters=f.get("parameters") if isinstance(f.get("parameters"), dict) else None))
+    return out
+
+
+def _tool_choice_mode(tc: Any) -> str | None:
+    if tc is None:
+        return None
+    if isinstance(tc, str):
+        return tc
+    if isinstance(tc, dict):
+        for key in ("function", "custom"):
+            if isinstance(tc.get(key), dict) and tc[key].get("name"):
+                return f"tool:{tc[key]['name']}"
+        if tc.get("name"):
+            return f"tool:{tc['name']}"
+        if isinstance(tc.get("allowed_tools"), dict):
+            return as_str(tc["allowed_tools"].get("mode"))
+        return as_str(tc.get("mode") or tc.get("type"))
+    return None
+
+
+class OpenAIChat(Provider):
+    family = "openai_chat"
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        if method.upper() != "POST" or not url.path.rstrip("/").endswith("/chat/completions"):
+            return 0
+        return 3 if isinstance(body, dict) and "messages" in body else 2
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        parts = url.path.split("/")
+        if "deployments" in parts:  # Azure: the deployment chooses the model
+            i = parts.index("deployments")
+            return parts[i + 1] if i + 1 < len(parts) else None
+        return None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b = body if isinstance(body, dict) else {}
+        messages = [_message(m) for m in b.get("messages") or []]
+        system = [p for m in messages if m.role in ("system", "developer") for p in m.parts]
+        tc = b.get("tool_choice", b.get("function_call"))
+        return NormalisedRequest(
+            family=self.family,
+            model=as_str(b.get("model")) or self.model_from_url(url),
+            stream=b.get("stream") is True,
+            system=system,
+            messages=messages,
+            tools=_tools(b),
+            tool_choice=tc,
+            tool_choice_mode=_tool_choice_mode(tc),
+            params={k: v for k, v in b.items() if k not in _STRUCTURAL},
+            history_key="messages",
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b = body if isinstance(body, dict) else {}
+        if "error" in b and not b.get("choices"):
+            err = self.parse_error(b, None)
+            return NormalisedResponse(error=err, finish_reason=FinishReason.ERROR, complete=True)
+        choices = [c for c in (b.get("choices") or []) if isinstance(c, dict)]
+        choice = next((c for c in choices if c.get("index", 0) == 0), choices[0] if choices else {})
+        msg = _message(choice.get("message") or {})
+        raw_finish = as_str(choice.get("finish_reason"))
+        has_calls = any(p.kind == "tool_call" for p in msg.parts)
+        details = {k: b[k] for k in ("system_fingerprint", "service_tier", "provider", "object") if k in b}
+        if "native_finish_reason" in choice:
+            details["native_finish_reason"] = choice["native_finish_reason"]
+        if len(choices) > 1:
+            details["choices"] = len(choices)
+        return NormalisedResponse(
+            id=as_str(b.get("id")),
+            model=as_str(b.get("model")),
+            parts=msg.parts,
+            finish_reason_raw=raw_finish,
+            finish_reason=finish_class(raw_finish, has_calls) if raw_finish is not None else (FinishReason.UNKNOWN if choices else None),
+            usage=usage_from(b.get("usage")),
+            complete=True,
+            provider_details=details or None,
+        )
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        """The SDK's chat-completion stream accumulation (WIRE.md §A.4), lenient for compat servers."""
+        text: list[str] = []
+        reasoning: list[str] = []
+        refusal: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        order: list[int] = []
+        last_index = -1
+        resp_id = model = raw_finish = None
+        usage: Usage | None = None
+        error: ApiError | None = None
+        done = False
+        events = 0
+        details: dict[str, Any] = {}
+        for ev in framed.events:
+            data = ev.data.strip()
+            if data == "[DONE]":
+                done = True
+                continue
+            if not data:
+                continue
+            events += 1
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                details.setdefault("unparsed_events", 0)
+                details["unparsed_events"] += 1
+                continue
+            if not isinstance(chunk, dict):
+                continue
+            if "error" in chunk and not chunk.get("choices"):
+                error = error_from_body(chunk, None, in_stream=True)
+                continue
+            resp_id = resp_id or as_str(chunk.get("id")) or None
+            model = model or as_str(chunk.get("model")) or None
+            if chunk.get("usage"):
+                usage = usage_from(chunk["usage"])  # cumulative where repeated (vLLM): last wins
+            for key in ("system_fingerprint", "service_tier", "provider"):
+                if chunk.get(key) is not None:
+                    details[key] = chunk[key]
+            for choice in chunk.get("choices") or []:
+                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                    if isinstance(choice, dict):
+                        details["choices"] = max(details.get("choices", 1), int(choice.get("index", 0)) + 1)
+                    continue
+                if choice.get("finish_reason") is not None:
+                    raw_finish = as_str(choice["finish_reason"])
+                if "native_finish_reason" in choice and choice["native_finish_reason"] is not None:
+                    details["native_finish_reason"] = choice["native_finish_reason"]
+                if isinstance(choice.get("error"), dict):
+                    error = error_from_body(choice, None, in_stream=True)
+                delta = choice.get("delta")
+                if not isinstance(delta, dict):
+                    continue  # Azure content_filter_offsets chunks have no delta
+                if isinstance(delta.get("content"), str):
+                    text.append(delta["content"])
+                for key in ("reasoning_content", "reasoning"):
+                    if isinstance(delta.get(key), str):
+                        reasoning.append(delta[key])
+                        details["reasoning_field"] = key
+                if isinstance(delta.get("refusal"), str):
+                    refusal.append(delta["refusal"])
+                for tc in delta.get("tool_calls") or []:
+                    if not isinstance(tc, dict):
+                        continue
+                    fn = tc.get("function") or {}
+                    idx = tc.get("index")
+                    if not isinstance(idx, int):
+                        # Gemini-compat: no index; a fragment with an id or a name starts a new call.
+                        idx = last_index + 1 if (tc.get("id") or fn.get("name") or last_index < 0) else last_index
+                    last_index = max(last_index, idx)
+                    if idx not in calls:
+                        calls[idx] = {"id": None, "name": None, "arguments": "", "type": None}
+                        order.append(idx)
+                    st = calls[idx]
+                    if tc.get("id"):
+                        st["id"] = tc["id"]
+                    if tc.get("type"):
+                        st["type"] = tc["type"]
+                    if isinstance(fn.get("name"), str):
+                        st["name"] = (st["name"] or "") + fn["name"] if st["name"] and st["name"] != fn["name"] else fn["name"]
+                    if isinstance(fn.get("arguments"), str):
+                        st["arguments"] += fn["arguments"]
+                    elif fn.get("arguments") is not None:
+                        st["arguments"] += orjson.dumps(fn["arguments"]).decode()
+        parts: list[Part] = []
+        if reasoning:
+            parts.append(Part(kind="reasoning", text="".join(reasoning)))
+        if text:
+            parts.append(Part(kind="text", text="".join(text)))
+        if refusal:
+            parts.append(Part(kind="refusal", text="".join(refusal)))
+        for idx in order:
+            st = calls[idx]
+            parts.append(Part(kind="tool_call", tool_call=tool_call_from_string(st["id"], st["name"], st["arguments"])))
+        finish = finish_class(raw_finish, bool(calls)) if raw_finish is not None else None
+        if finish is None and error is not None:
+            finish = FinishReason.ERROR
+        return NormalisedResponse(
+            id=resp_id,
+            model=model,
+            parts=parts,
+            finish_reason_raw=raw_finish,
+            finish_reason=finish,
+            usage=usage,
+            error=error,
+            complete=done,
+            events=events,
+            provider_details=details or None,
+        )

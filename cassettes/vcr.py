@@ -1,0 +1,118 @@
+"""Import vcrpy / pytest-recording YAML cassettes as :class:`~cassettes.exchange.Exchange` objects.
+
+Real-world variants handled (all seen in ``../shared/corpus``): bodies as strings, as bytes
+(``!!binary``), as ``{string: …}`` mappings or already parsed under ``parsed_body`` (pydantic-ai's
+serializer); gzip bodies with or without a truthful ``Content-Encoding``; header names in any case
+and values as lists or scalars; a whole SSE stream stored as one string; non-LLM calls mixed in.
+An imported stream is one chunk with no timing (vcrpy records none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from cassettes.decoding import decode_chunks
+from cassettes.errors import ImportFormatError
+from cassettes.exchange import Exchange, Headers, header
+
+__all__ = ["load_vcr", "read_vcr"]
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _headers(raw: Any) -> Headers:
+    out: Headers = []
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            for item in v if isinstance(v, list) else [v]:
+                out.append((str(k), "" if item is None else str(item)))
+    elif isinstance(raw, list):  # [[name, value], …]
+        for pair in raw:
+            if isinstance(pair, (list, tuple)) and len(pair) == 2:
+                out.append((str(pair[0]), str(pair[1])))
+    return out
+
+
+def _body(side: dict[str, Any]) -> bytes:
+    if "parsed_body" in side and side["parsed_body"] is not None:
+        return orjson.dumps(side["parsed_body"])
+    b = side.get("body")
+    if isinstance(b, dict):
+        b = b.get("string", b.get("base64_string"))
+    if b is None:
+        return b""
+    if isinstance(b, bytes):
+        return b
+    if isinstance(b, str):
+        return b.encode("utf-8", "surrogatepass")
+    if isinstance(b, (dict, list)):
+        return orjson.dumps(b)
+    return str(b).encode()
+
+
+def _status(raw: Any) -> tuple[int | None, str | None]:
+    if isinstance(raw, dict):
+        code = raw.get("code")
+        return (int(code) if isinstance(code, (int, str)) and str(code).isdigit() else None), raw.get("message")
+    if isinstance(raw, int):
+        return raw, None
+    return None, None
+
+
+def _exchange(item: Any, index: int) -> Exchange:
+    if not isinstance(item, dict) or not isinstance(item.get("request"), dict):
+        raise ImportFormatError(f"interaction {index} has no request")
+    req = item["request"]
+    resp = item.get("response") if isinstance(item.get("response"), dict) else None
+    ex = Exchange(
+        method=str(req.get("method") or "GET").upper(),
+        url=str(req.get("uri") or req.get("url") or ""),
+        request_headers=_headers(req.get("headers")),
+    )
+    req_body = _body(req)
+    dec = decode_chunks([(None, req_body)], header(ex.request_headers, "content-encoding"))
+    ex.request_body = b"".join(c for _, c in dec.chunks)
+    ex.notes.extend(f"request: {n}" for n in dec.notes)
+    if resp is None:
+        ex.notes.append("vcr interaction has no response")
+        return ex
+    ex.status, ex.reason = _status(resp.get("status"))
+    ex.response_headers = _headers(resp.get("headers"))
+    body = _body(resp)
+    if "parsed_body" in resp:
+        # pydantic-ai's serializer stores the body parsed and already decoded.
+        ex.response_chunks = [(None, body)]
+        if header(ex.response_headers, "content-encoding"):
+            ex.notes.append("Content-Encoding header kept from the recording; the body was stored decoded")
+    else:
+        dec = decode_chunks([(None, body)], header(ex.response_headers, "content-encoding"))
+        ex.response_chunks = dec.chunks
+        ex.decoded_from = dec.decoded_from
+        ex.notes.extend(dec.notes)
+    return ex
+
+
+def read_vcr(data: bytes | str, name: str = "<vcr>") -> Iterator[Exchange]:
+    """Exchanges of a vcrpy YAML cassette. Raises :class:`ImportFormatError` if it is not one."""
+    try:
+        doc = yaml.load(data, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise ImportFormatError(f"{name}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("interactions"), list):
+        raise ImportFormatError(f"{name}: not a vcrpy cassette (no 'interactions' list)")
+    for i, item in enumerate(doc["interactions"]):
+        yield _exchange(item, i)
+
+
+def load_vcr(path: str | Path) -> list[Exchange]:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise ImportFormatError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    return list(read_vcr(data, str(p)))

@@ -1,0 +1,33 @@
+"""Access to the real recordings vendored under tests/corpus (copied from ../shared/corpus)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+
+from cassettes.exchange import Exchange
+from cassettes.vcr import load_vcr
+
+CORPUS = Path(os.environ.get("LOOPTAP_CORPUS") or Path(__file__).parent / "corpus")
+
+
+def corpus_files(pattern: str = "**/*.yaml") -> list[Path]:
+    """Cassette files (gRPC ``*.xai.yaml`` recordings excluded: they are not HTTP LLM traffic)."""
+    return sorted(p for p in CORPUS.glob(pattern) if not p.name.endswith(".xai.yaml"))
+
+
+@lru_cache(maxsize=None)
+def _load(path: Path) -> tuple[Exchange, ...]:
+    return tuple(load_vcr(path))
+
+
+def corpus_exchanges(pattern: str = "**/*.yaml") -> Iterator[tuple[Path, int, Exchange]]:
+    for path in corpus_files(pattern):
+        for i, ex in enumerate(_load(path)):
+            yield path, i, ex
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(CORPUS))
