@@ -75,6 +75,10 @@ class Exchange:
         """Attach an already-parsed request body (avoids a second parse)."""
         self._request_json = value
 
+    def forget_request_json(self) -> None:
+        """Drop the cached parse (after the body bytes were replaced)."""
+        self._request_json = _UNSET
+
     def request_header(self, name: str) -> str | None:
         return header(self.request_headers, name)
 

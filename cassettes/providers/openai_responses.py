@@ -1,8 +1,539 @@
-from cassettes.providers._base import Provider
+"""OpenAI Responses (WIRE.md §B) and the servers that speak it (Azure, OpenRouter, DeepSeek,
+Bedrock Mantle, gateways).
+
+Deviations handled here, each named where it is handled: OpenRouter streams without ``event:``
+lines and with a trailing ``data: [DONE]``; reasoning items carrying ``content`` parts
+(``reasoning_text``: gpt-oss via OpenRouter, DeepSeek) besides ``summary``; terminal events whose
+``response.output`` is ``null`` (the SDK then rebuilds the output from ``output_item.done``);
+hand-edited or future ``status`` values (kept raw, classed ``other``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+from urllib.parse import SplitResult, parse_qs
+
+import orjson
+
+from cassettes.framing import Framed
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+from cassettes.providers._base import (
+    Provider,
+    as_int,
+    as_str,
+    error_from_body,
+    media_part,
+    text_of,
+    tool_call_from_string,
+)
+
+__all__ = ["OpenAIResponses"]
+
+Item = dict[str, Any]
+
+_STRUCTURAL = {"model", "input", "instructions", "tools", "tool_choice", "stream", "previous_response_id"}
+
+#: Path segments under ``/responses`` that are other operations on the same resource.
+_SUB_OPERATIONS = {"input_tokens": "count_tokens", "compact": "compact"}
+
+#: Output items the *client* must execute: their presence makes a ``completed`` turn a tool call.
+_CLIENT_CALLS = {"function_call", "custom_tool_call", "computer_call", "local_shell_call", "shell_call", "apply_patch_call"}
+
+#: Input items that carry the result of a client-executed call.
+_CLIENT_OUTPUTS = {
+    "function_call_output",
+    "custom_tool_call_output",
+    "computer_call_output",
+    "local_shell_call_output",
+    "shell_call_output",
+    "apply_patch_call_output",
+}
+
+_TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
+_LIFECYCLE = {"response.created", "response.in_progress", "response.queued"}
+
+
+def _responses_index(url: SplitResult) -> tuple[list[str], int] | None:
+    """Path segments and the position of the last ``responses`` segment (at most 2 from the end)."""
+    segs = [s for s in url.path.split("/") if s]
+    for back in range(min(3, len(segs))):
+        i = len(segs) - 1 - back
+        if segs[i] == "responses":
+            return segs, i
+    return None
+
+
+# --- usage and finish -------------------------------------------------------------------------
+
+
+def usage_from(u: Any) -> Usage | None:
+    """Responses usage is already inclusive: ``input_tokens`` counts cached tokens."""
+    if not isinstance(u, dict):
+        return None
+    ind = u.get("input_tokens_details")
+    outd = u.get("output_tokens_details")
+    ind = ind if isinstance(ind, dict) else {}
+    outd = outd if isinstance(outd, dict) else {}
+    return Usage(
+        input_tokens=as_int(u.get("input_tokens")),
+        output_tokens=as_int(u.get("output_tokens")),
+        cache_read_tokens=as_int(ind.get("cached_tokens")),
+        cache_write_tokens=as_int(ind.get("cache_write_tokens")),
+        reasoning_tokens=as_int(outd.get("reasoning_tokens")),
+        total_tokens=as_int(u.get("total_tokens")),
+        raw=u,
+    )
+
+
+def finish_of(status: str | None, reason: str | None, has_client_calls: bool) -> tuple[str | None, FinishReason | None]:
+    """The raw finish (``status`` or ``status:reason``) and its class (WIRE.md §G.1)."""
+    if status is None:
+        return None, None
+    raw = f"{status}:{reason}" if reason else status
+    if status == "completed":
+        return raw, FinishReason.TOOL_CALL if has_client_calls else FinishReason.COMPLETE
+    if status == "incomplete":
+        if reason == "max_output_tokens":
+            return raw, FinishReason.TRUNCATED_LENGTH
+        if reason == "content_filter":
+            return raw, FinishReason.FILTERED
+        return raw, FinishReason.OTHER
+    if status == "failed":
+        return raw, FinishReason.ERROR
+    if status == "cancelled":
+        return raw, FinishReason.CANCELLED
+    if status in ("queued", "in_progress"):
+        return raw, None  # non-terminal snapshot (background mode)
+    return raw, FinishReason.UNKNOWN if status == "" else FinishReason.OTHER
+
+
+# --- items → parts ----------------------------------------------------------------------------
+
+
+def _media_type(block: Item) -> str | None:
+    for key in ("image_url", "file_data", "file_url"):
+        v = block.get(key)
+        if isinstance(v, str) and v.startswith("data:"):
+            return v[5:].split(";", 1)[0].split(",", 1)[0] or None
+    t = as_str(block.get("type")) or ""
+    if t == "input_image":
+        return "image"
+    if t == "input_file":
+        name = as_str(block.get("filename"))
+        return f"file:{name}" if name else "file"
+    return t or None
+
+
+def _content_parts(content: Any, item_details: Item | None = None) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [Part(kind="text", text=content, provider_details=item_details or None)] if content else []
+    parts: list[Part] = []
+    for block in content if isinstance(content, list) else [content]:
+        if not isinstance(block, dict):
+            parts.append(Part(kind="text", text=str(block)))
+            continue
+        t = block.get("type")
+        if t in ("input_text", "output_text", "text", "summary_text"):
+            details = dict(item_details or {})
+            for key in ("annotations", "logprobs"):
+                if block.get(key):
+                    details[key] = block[key]
+            parts.append(Part(kind="text", text=as_str(block.get("text")) or "", provider_details=details or None))
+        elif t == "refusal":
+            parts.append(Part(kind="refusal", text=as_str(block.get("refusal")), provider_details=item_details or None))
+        elif t == "reasoning_text":
+            parts.append(Part(kind="reasoning", text=as_str(block.get("text")), provider_details=item_details or None))
+        elif t in ("input_image", "input_file", "input_audio"):
+            parts.append(media_part(block, _media_type(block)))
+        else:
+            parts.append(Part(kind="other", provider_details={"block": block}))
+    return parts
+
+
+def _reasoning_part(item: Item) -> Part:
+    texts: list[str] = []
+    for key in ("summary", "content"):
+        for s in item.get(key) or []:
+            if isinstance(s, dict) and isinstance(s.get("text"), str) and s["text"]:
+                texts.append(s["text"])
+            elif isinstance(s, str) and s:
+                texts.append(s)
+    details = {k: item[k] for k in ("id", "encrypted_content", "status") if item.get(k) is not None}
+    if item.get("summary") and item.get("content"):
+        details["has_summary_and_content"] = True
+    return Part(kind="reasoning", text="\n\n".join(texts) if texts else None, provider_details=details or None)
+
+
+def _call_part(item: Item) -> Part:
+    """A client-executed call item (function, custom, computer, shell …) as a tool call."""
+    t = as_str(item.get("type")) or "function_call"
+    details = {k: item[k] for k in ("id", "status", "namespace", "caller") if item.get(k) is not None}
+    if t == "function_call":
+        call = tool_call_from_string(item.get("call_id"), item.get("name"), item.get("arguments", ""))
+    elif t == "custom_tool_call":
+        raw = as_str(item.get("input"))
+        call = ToolCall(id=as_str(item.get("call_id")) or None, name=as_str(item.get("name")), arguments=raw, arguments_raw=raw, kind="custom")
+    else:
+        args = item.get("action", item.get("operation"))
+        call = ToolCall(
+            id=as_str(item.get("call_id")) or None,
+            name=as_str(item.get("name")) or t.removesuffix("_call"),
+            arguments=args,
+            arguments_raw=orjson.dumps(args).decode() if args is not None else None,
+            kind=t,
+        )
+    return Part(kind="tool_call", tool_call=call, provider_details=details or None)
+
+
+def _result_part(item: Item) -> Part:
+    t = as_str(item.get("type"))
+    output = item.get("output")
+    details = {k: item[k] for k in ("id", "status") if item.get(k) is not None}
+    if t != "function_call_output":
+        details["type"] = t
+    return Part(
+        kind="tool_result",
+        tool_result=ToolResult(call_id=as_str(item.get("call_id")), content=text_of(output)),
+        provider_details=details or None,
+    )
+
+
+def _item_role_parts(item: Any) -> tuple[str, list[Part]]:
+    """One input or output item → (role, parts). Roles: the message's own, ``assistant`` for
+    model-produced items, ``tool`` for client-executed results."""
+    if not isinstance(item, dict):
+        return "unknown", [Part(kind="other", provider_details={"block": item})]
+    t = item.get("type")
+    if t in (None, "message") and "role" in item:
+        role = as_str(item.get("role")) or "unknown"
+        details = {k: item[k] for k in ("id", "phase", "status") if item.get(k) is not None}
+        return role, _content_parts(item.get("content"), details or None)
+    if t in _CLIENT_CALLS:
+        return "assistant", [_call_part(item)]
+    if t in _CLIENT_OUTPUTS:
+        return "tool", [_result_part(item)]
+    if t == "reasoning":
+        return "assistant", [_reasoning_part(item)]
+    if t == "item_reference":
+        return "unknown", [Part(kind="other", provider_details={"block": item})]
+    # Hosted-tool calls and their outputs (web_search_call, tool_search_output, compaction …),
+    # and items that carry a role but are no message (``additional_tools``).
+    return as_str(item.get("role")) or "assistant", [Part(kind="other", provider_details={"block": item})]
+
+
+def _messages(input_value: Any) -> list[Message]:
+    if input_value is None:
+        return []
+    if isinstance(input_value, str):
+        return [Message(role="user", parts=[Part(kind="text", text=input_value)])]
+    out: list[Message] = []
+    for item in input_value if isinstance(input_value, list) else [input_value]:
+        role, parts = _item_role_parts(item)
+        is_message = isinstance(item, dict) and item.get("type") in (None, "message") and "role" in item
+        # Consecutive model-side items (reasoning, calls, assistant text) form one assistant turn,
+        # consecutive results one tool turn; user/system messages stay one message per item.
+        if out and not is_message and role in ("assistant", "tool") and out[-1].role == role:
+            out[-1].parts.extend(parts)
+        elif out and is_message and role == "assistant" and out[-1].role == "assistant":
+            out[-1].parts.extend(parts)
+        else:
+            out.append(Message(role=role, parts=parts))
+    return out
+
+
+def _output_parts(output: Any) -> list[Part]:
+    parts: list[Part] = []
+    for item in output if isinstance(output, list) else []:
+        parts.extend(_item_role_parts(item)[1])
+    return parts
+
+
+# --- tools ------------------------------------------------------------------------------------
+
+
+def _tools(tools: Any) -> list[ToolSpec]:
+    out: list[ToolSpec] = []
+    for t in tools if isinstance(tools, list) else []:
+        if not isinstance(t, dict):
+            continue
+        kind = as_str(t.get("type")) or "other"
+        if kind == "function":
+            params = t.get("parameters")
+            out.append(ToolSpec(name=as_str(t.get("name")) or "", description=as_str(t.get("description")), parameters=params if isinstance(params, dict) else None))
+        elif kind == "custom":
+            out.append(ToolSpec(name=as_str(t.get("name")) or "", description=as_str(t.get("description")), kind="custom"))
+        elif kind == "namespace":
+            out.extend(_tools(t.get("tools")))
+        else:
+            name = t.get("name") or t.get("server_label") or kind
+            out.append(ToolSpec(name=as_str(name) or kind, description=as_str(t.get("description")), kind=kind))
+    return out
+
+
+def _tool_choice_mode(tc: Any) -> str | None:
+    if tc is None:
+        return None
+    if isinstance(tc, str):
+        return tc
+    if not isinstance(tc, dict):
+        return None
+    t = tc.get("type")
+    if t == "allowed_tools" or ("mode" in tc and "tools" in tc):
+        return as_str(tc.get("mode"))
+    if tc.get("name"):
+        return f"tool:{tc['name']}"
+    if t == "mcp" and tc.get("server_label"):
+        return f"tool:{tc['server_label']}"
+    if isinstance(t, str) and t not in ("function", "custom"):
+        return f"tool:{t}"  # a forced hosted tool ({"type": "web_search"})
+    return as_str(tc.get("mode") or t)
+
+
+def _system(body: Item, messages: list[Message]) -> list[Part]:
+    parts: list[Part] = []
+    instr = body.get("instructions")
+    if isinstance(instr, str):
+        if instr:
+            parts.append(Part(kind="text", text=instr, provider_details={"field": "instructions"}))
+    elif isinstance(instr, list):
+        for m in _messages(instr):
+            parts.extend(m.parts)
+    parts.extend(p for m in messages if m.role in ("system", "developer") for p in m.parts)
+    return parts
+
+
+# --- the adapter ------------------------------------------------------------------------------
 
 
 class OpenAIResponses(Provider):
     family = "openai_responses"
 
-    def recognise(self, method, url, body):  # placeholder until the adapter lands
-        return 0
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        found = _responses_index(url)
+        if found is None:
+            return 0
+        segs, i = found
+        if i == len(segs) - 1:
+            if method.upper() != "POST":
+                return 0
+            return 3 if isinstance(body, dict) and ("input" in body or "instructions" in body or "previous_response_id" in body) else 2
+        return 2  # /responses/{id}, /responses/{id}/cancel, /responses/input_tokens …
+
+    def operation(self, method: str, url: SplitResult) -> str:
+        found = _responses_index(url)
+        if found is None:
+            return "unknown"
+        segs, i = found
+        rest = segs[i + 1 :]
+        if not rest:
+            return "generate"
+        if len(rest) == 1 and rest[0] in _SUB_OPERATIONS:
+            return _SUB_OPERATIONS[rest[0]]
+        if len(rest) == 2:
+            return {"cancel": "cancel", "input_items": "input_items"}.get(rest[1], rest[1])
+        return "delete" if method.upper() == "DELETE" else "retrieve"
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        if isinstance(body, dict) and body.get("stream") is True:
+            return True
+        # GET /responses/{id}?stream=true resumes a background stream.
+        return parse_qs(url.query).get("stream", [""])[-1].lower() == "true"
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b: Item = body if isinstance(body, dict) else {}
+        inp = b.get("input")
+        messages = _messages(inp)
+        tc = b.get("tool_choice")
+        return NormalisedRequest(
+            family=self.family,
+            model=as_str(b.get("model")),
+            stream=b.get("stream") is True,
+            system=_system(b, messages),
+            messages=messages,
+            tools=_tools(b.get("tools")),
+            tool_choice=tc,
+            tool_choice_mode=_tool_choice_mode(tc),
+            params={k: v for k, v in b.items() if k not in _STRUCTURAL},
+            previous_response_id=as_str(b.get("previous_response_id")),
+            history_key="input" if isinstance(inp, list) else None,
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b: Item = body if isinstance(body, dict) else {}
+        if isinstance(b.get("error"), dict) and "output" not in b and "status" not in b:
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        return self._response(b, in_stream=False)
+
+    def _response(self, r: Item, *, in_stream: bool) -> NormalisedResponse:
+        parts = _output_parts(r.get("output"))
+        has_calls = any(isinstance(it, dict) and it.get("type") in _CLIENT_CALLS for it in r.get("output") or [])
+        inc = r.get("incomplete_details")
+        reason = as_str(inc.get("reason")) if isinstance(inc, dict) else None
+        status = as_str(r.get("status"))
+        raw, cls = finish_of(status, reason, has_calls)
+        error: ApiError | None = None
+        err = r.get("error")
+        if isinstance(err, dict):
+            error = ApiError(
+                type=as_str(err.get("type")),
+                code=as_str(err.get("code")),
+                message=as_str(err.get("message")),
+                in_stream=in_stream,
+                raw=err,
+            )
+            if cls is None:
+                cls = FinishReason.ERROR
+        details = {k: r[k] for k in ("service_tier", "background", "conversation", "previous_response_id", "incomplete_details") if r.get(k) is not None}
+        if r.get("object") not in (None, "response"):
+            details["object"] = r["object"]
+        if status is not None and cls is FinishReason.OTHER and status not in ("incomplete",):
+            details["unknown_status"] = status  # e.g. the hand-edited ``complete`` in the corpus
+        return NormalisedResponse(
+            id=as_str(r.get("id")),
+            model=as_str(r.get("model")),
+            parts=parts,
+            finish_reason_raw=raw,
+            finish_reason=cls,
+            usage=usage_from(r.get("usage")),
+            error=error,
+            complete=True,
+            provider_details=details or None,
+        )
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        """The SDK's ``ResponseStreamState`` accumulation (WIRE.md §B.4), lenient for other servers."""
+        snapshot: Item | None = None
+        terminal: Item | None = None
+        items: dict[int, Item] = {}
+        error: ApiError | None = None
+        events = 0
+        details: dict[str, Any] = {}
+        for ev in framed.events:
+            data = ev.data.strip()
+            if not data:
+                continue
+            if data == "[DONE]":
+                details["done_sentinel"] = True  # OpenRouter ends Responses streams like Chat ones
+                continue
+            events += 1
+            try:
+                d = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                details["unparsed_events"] = details.get("unparsed_events", 0) + 1
+                continue
+            if not isinstance(d, dict):
+                continue
+            etype = as_str(d.get("type")) or ev.event or ""
+            if etype in _LIFECYCLE and isinstance(d.get("response"), dict):
+                snapshot = d["response"]
+            elif etype in _TERMINAL and isinstance(d.get("response"), dict):
+                terminal = d["response"]
+            elif etype == "error":
+                error = error_from_body(d, None, in_stream=True) if isinstance(d.get("error"), dict) else ApiError(
+                    code=as_str(d.get("code")), message=as_str(d.get("message")), in_stream=True, raw=d
+                )
+            else:
+                _apply(items, etype, d)
+        if terminal is not None:
+            resp = dict(terminal)
+            if resp.get("output") is None or (resp.get("output") == [] and items):
+                resp["output"] = [items[i] for i in sorted(items)]
+                details["output_from_events"] = True
+            out = self._response(resp, in_stream=True)
+            out.complete = True
+        else:
+            resp = dict(snapshot or {})
+            resp["output"] = [items[i] for i in sorted(items)]
+            resp["usage"] = None
+            out = self._response(resp, in_stream=True)
+            out.complete = False
+            if out.finish_reason not in (None, FinishReason.ERROR):
+                out.finish_reason = None  # a snapshot status is not how the stream ended
+        if error is not None:
+            out.error = error
+            if out.finish_reason is None or terminal is None:
+                out.finish_reason = FinishReason.ERROR
+        out.events = events
+        if details:
+            out.provider_details = {**(out.provider_details or {}), **details}
+        return out
+
+
+def _apply(items: dict[int, Item], etype: str, d: Item) -> None:
+    """Apply one item/content event to the accumulated output items (by ``output_index``)."""
+    idx = as_int(d.get("output_index"))
+    if idx is None and isinstance(d.get("item_id"), str):
+        idx = next((i for i, it in items.items() if it.get("id") == d["item_id"]), None)
+    if etype in ("response.output_item.added", "response.output_item.done"):
+        if isinstance(d.get("item"), dict):
+            items[idx if idx is not None else len(items)] = copy.deepcopy(d["item"])
+        return
+    if idx is None or idx not in items:
+        return
+    item = items[idx]
+    ci = as_int(d.get("content_index")) or 0
+    if etype in ("response.content_part.added", "response.content_part.done") and isinstance(d.get("part"), dict):
+        content = item.setdefault("content", [])
+        if not isinstance(content, list):
+            return
+        while len(content) <= ci:
+            content.append({})
+        content[ci] = copy.deepcopy(d["part"])
+    elif etype in ("response.output_text.delta", "response.reasoning_text.delta", "response.refusal.delta"):
+        key = "refusal" if etype == "response.refusal.delta" else "text"
+        default_type = {"response.output_text.delta": "output_text", "response.reasoning_text.delta": "reasoning_text"}.get(etype, "refusal")
+        part = _slot(item, "content", ci, default_type)
+        part[key] = (as_str(part.get(key)) or "") + (as_str(d.get("delta")) or "")
+    elif etype in ("response.output_text.done", "response.reasoning_text.done") and isinstance(d.get("text"), str):
+        _slot(item, "content", ci, "output_text" if "output_text" in etype else "reasoning_text")["text"] = d["text"]
+    elif etype == "response.refusal.done" and isinstance(d.get("refusal"), str):
+        _slot(item, "content", ci, "refusal")["refusal"] = d["refusal"]
+    elif etype == "response.output_text.annotation.added" and d.get("annotation") is not None:
+        _slot(item, "content", ci, "output_text").setdefault("annotations", []).append(d["annotation"])
+    elif etype == "response.function_call_arguments.delta":
+        item["arguments"] = (as_str(item.get("arguments")) or "") + (as_str(d.get("delta")) or "")
+    elif etype == "response.function_call_arguments.done":
+        if isinstance(d.get("arguments"), str):
+            item["arguments"] = d["arguments"]
+        if isinstance(d.get("name"), str) and not item.get("name"):
+            item["name"] = d["name"]
+    elif etype == "response.custom_tool_call_input.delta":
+        item["input"] = (as_str(item.get("input")) or "") + (as_str(d.get("delta")) or "")
+    elif etype == "response.custom_tool_call_input.done" and isinstance(d.get("input"), str):
+        item["input"] = d["input"]
+    elif etype in ("response.reasoning_summary_part.added", "response.reasoning_summary_part.done"):
+        si = as_int(d.get("summary_index")) or 0
+        if isinstance(d.get("part"), dict):
+            _slot(item, "summary", si, "summary_text").update(copy.deepcopy(d["part"]))
+    elif etype == "response.reasoning_summary_text.delta":
+        part = _slot(item, "summary", as_int(d.get("summary_index")) or 0, "summary_text")
+        part["text"] = (as_str(part.get("text")) or "") + (as_str(d.get("delta")) or "")
+    elif etype == "response.reasoning_summary_text.done" and isinstance(d.get("text"), str):
+        _slot(item, "summary", as_int(d.get("summary_index")) or 0, "summary_text")["text"] = d["text"]
+
+
+def _slot(item: Item, key: str, index: int, default_type: str) -> Item:
+    """``item[key][index]``, created (with ``type``) when a delta arrives before its part."""
+    seq = item.get(key)
+    if not isinstance(seq, list):
+        seq = item[key] = []
+    while len(seq) <= index:
+        seq.append({"type": default_type})
+    if not isinstance(seq[index], dict):
+        seq[index] = {"type": default_type}
+    slot: Item = seq[index]
+    return slot

@@ -1,0 +1,193 @@
+"""The ``looptap`` command.
+
+Core subcommands live here (``import``, ``show``). Subcommands of the other packages (``run`` and
+``record`` from ``proxy``, ``inspect`` from ``inspector``) register themselves through the
+``looptap.commands`` entry-point group, so this core never imports them.
+
+Errors are converted here, at the boundary: one clear line on stderr and a non-zero exit, never a
+traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cassettes import __version__
+from cassettes.errors import CassetteError
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_ERROR = 2
+
+
+def _err(msg: str) -> None:
+    print(f"looptap: {msg}", file=sys.stderr)
+
+
+def _is_vcr(path: Path) -> bool:
+    return path.suffix.lower() in (".yaml", ".yml")
+
+
+def _load_any(path: Path) -> tuple[list[Any], list[dict[str, Any]], list[str]]:
+    """(exchanges, views, problems) of a looptap cassette or a vcrpy YAML file."""
+    from cassettes.roundtrip import parse_exchange
+    from cassettes.store import read_cassette
+    from cassettes.vcr import load_vcr
+    from cassettes.view import roundtrip_json
+
+    if _is_vcr(path):
+        exchanges = load_vcr(path)
+        for i, ex in enumerate(exchanges):
+            ex.seq = i
+        problems: list[str] = []
+    else:
+        cas = read_cassette(path)
+        exchanges = cas.exchanges
+        problems = [str(p) for p in cas.problems]
+    views = [roundtrip_json(parse_exchange(ex), ex) for ex in exchanges]
+    return exchanges, views, problems
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from cassettes.view import summary_lines
+
+    path = Path(args.file)
+    _, views, problems = _load_any(path)
+    for p in problems:
+        _err(f"warning: {path}: {p}")
+    if args.json:
+        out = sys.stdout.buffer
+        for v in views:
+            out.write(orjson.dumps(v, option=orjson.OPT_APPEND_NEWLINE))
+        out.flush()
+    else:
+        for line in summary_lines(views, problems, title=str(path)):
+            print(line)
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from cassettes.roundtrip import parse_exchange
+    from cassettes.store import CassetteWriter
+    from cassettes.vcr import load_vcr
+
+    inputs = [Path(p) for p in args.inputs]
+    files: list[Path] = []
+    for p in inputs:
+        if p.is_dir():
+            files.extend(sorted(q for q in p.rglob("*") if q.suffix.lower() in (".yaml", ".yml")))
+        else:
+            files.append(p)
+    if not files:
+        _err("error: no input files")
+        return EXIT_ERROR
+    out = Path(args.output) if args.output else None
+    many = len(files) > 1
+    if many and out is not None and out.exists() and not out.is_dir():
+        _err(f"error: several inputs need -o to be a directory, and {out} is a file")
+        return EXIT_ERROR
+    failures = 0
+    for src in files:
+        if many:
+            dest = (out or Path(".")) / (src.stem + ".jsonl")
+        else:
+            dest = out or src.with_suffix(".jsonl")
+        if dest.exists() and not args.force:
+            _err(f"error: {dest} exists (use --force to replace it)")
+            failures += 1
+            continue
+        try:
+            exchanges = load_vcr(src)
+        except CassetteError as exc:
+            _err(f"error: {exc}")
+            failures += 1
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.exists():
+            dest.unlink()
+        fams: dict[str, int] = {}
+        errors = 0
+        with CassetteWriter(dest, meta={"source": "vcr", "imported_from": src.name}) as w:
+            for ex in exchanges:
+                rt = w.append(ex)
+                fams[rt.family] = fams.get(rt.family, 0) + 1
+                errors += bool(rt.analysis_errors)
+        llm = sum(n for f, n in fams.items() if f != "none")
+        fam_text = ", ".join(f"{f} {n}" for f, n in sorted(fams.items()) if f != "none") or "none"
+        flagged = f", {errors} with analysis errors" if errors else ""
+        if not args.quiet:
+            print(f"{src} → {dest}: {len(exchanges)} round trips, {llm} LLM ({fam_text}){flagged}")
+    return EXIT_ERROR if failures else EXIT_OK
+
+
+Registrar = Callable[[Any], None]
+
+
+def _plugins(sub: Any) -> None:
+    """Subcommands contributed by other packages through the ``looptap.commands`` entry points."""
+    for ep in entry_points(group="looptap.commands"):
+        try:
+            register = ep.load()
+        except ImportError as exc:
+            # The package is installed in another environment (e.g. the recorder beside mitmproxy).
+            p = sub.add_parser(ep.name, help=f"(unavailable here: {exc})")
+            p.set_defaults(func=lambda _a, _n=ep.name, _e=exc: (_err(f"error: '{_n}' is unavailable in this environment: {_e}"), EXIT_ERROR)[1])
+            continue
+        register(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="looptap",
+        description="Record, inspect and replay LLM agent traffic; label what the model (E), the API (A) and the client (C) did.",
+    )
+    parser.add_argument("--version", action="version", version=f"looptap {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser("show", help="print a run: one summary per round trip (or --json, one object per line)")
+    p.add_argument("file", help="a looptap cassette (.jsonl) or a vcrpy YAML cassette")
+    p.add_argument("--json", action="store_true", help="one JSON object per round trip (schema looptap.roundtrip/1)")
+    p.set_defaults(func=cmd_show)
+    p = sub.add_parser("import", help="import vcrpy / pytest-recording YAML cassettes")
+    p.add_argument("inputs", nargs="+", help="YAML cassette files or directories of them")
+    p.add_argument("-o", "--output", help="output cassette (one input) or directory (several inputs)")
+    p.add_argument("-f", "--force", action="store_true", help="replace existing output files")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    p.set_defaults(func=cmd_import)
+    _plugins(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        return int(args.func(args))
+    except CassetteError as exc:
+        _err(f"error: {exc}")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        try:
+            sys.stdout = None  # type: ignore[assignment]
+        finally:
+            return EXIT_OK
+    except OSError as exc:
+        _err(f"error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}")
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

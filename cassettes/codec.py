@@ -1,0 +1,363 @@
+"""The cassette codec: exchanges ↔ JSON records, versioned, with history delta encoding.
+
+Never touches the disk (that is :mod:`cassettes.store`). A cassette is JSON Lines: a header record,
+then one record per round trip. See ``docs/cassette-format.md`` for the full schema.
+
+Bodies are stored decoded and readable: a JSON body as JSON (``{"json": …}``), text as text, other
+bytes as base64, and a stream as its ordered chunks with their time offsets
+(``{"chunks": [[0.112, "data: …\\n\\n"], …]}``), so replay can be chunk for chunk at recorded pace.
+
+**History delta encoding.** Every turn of an agent re-sends the whole history, so storing requests
+verbatim grows with the square of the run's length. A request body whose history array (the
+adapter's ``history_key``: ``messages``, ``input``, ``contents``) begins with the history of an
+earlier request is stored as ``{"base": seq, "keep": k, "append": [...]}``: the first ``k`` items of
+that earlier request's history plus what was appended. ``keep`` shorter than the base history means
+the client rewrote or trimmed it (``"rewritten": true``). Other top-level keys equal to the base's
+(tools, system prompt, …) are stored as ``"inherit"``. No base found → the body is stored in full.
+"""
+
+from __future__ import annotations
+
+import base64
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from cassettes.errors import CassetteFormatError, NewerFormatError
+from cassettes.exchange import Exchange
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "MIGRATIONS",
+    "HistoryDecoder",
+    "HistoryEncoder",
+    "dumps_record",
+    "exchange_to_record",
+    "header_record",
+    "loads_record",
+    "migrate",
+    "record_to_exchange",
+]
+
+MAGIC = "looptap-cassette"
+FORMAT_VERSION = 1
+
+#: ``MIGRATIONS[v]`` turns a version-``v`` record into a version ``v + 1`` record. Migrations run
+#: step by step when an older cassette is read; a newer cassette is refused with a clear error.
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def header_record(meta: dict[str, Any] | None = None, created: str | None = None) -> dict[str, Any]:
+    from cassettes import __version__
+
+    return {
+        "type": "header",
+        "format": MAGIC,
+        "format_version": FORMAT_VERSION,
+        "writer": f"looptap {__version__}",
+        "created": created,
+        "meta": meta or {},
+    }
+
+
+def check_header(rec: Any) -> int:
+    """The format version of a header record; raises if it is not a looptap header or too new."""
+    if not isinstance(rec, dict) or rec.get("format") != MAGIC or rec.get("type") != "header":
+        raise CassetteFormatError("not a looptap cassette (the first line is not a looptap header)")
+    version = rec.get("format_version")
+    if not isinstance(version, int) or version < 0:
+        raise CassetteFormatError(f"cassette header has an invalid format_version: {version!r}")
+    if version > FORMAT_VERSION:
+        raise NewerFormatError(
+            f"cassette format {version} was written by a newer looptap ({rec.get('writer', 'unknown')}); "
+            f"this looptap reads formats up to {FORMAT_VERSION}: upgrade looptap to read it"
+        )
+    return version
+
+
+def migrate(rec: dict[str, Any], version: int) -> dict[str, Any]:
+    for v in range(version, FORMAT_VERSION):
+        step = MIGRATIONS.get(v)
+        if step is None:
+            raise CassetteFormatError(f"no migration from cassette format {v} to {v + 1}")
+        rec = step(rec)
+    return rec
+
+
+def dumps_record(rec: dict[str, Any]) -> bytes:
+    return orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
+
+
+def loads_record(line: bytes) -> Any:
+    return orjson.loads(line)
+
+
+# -- bodies ---------------------------------------------------------------------------------
+
+
+def _t(t: float | None) -> float | None:
+    return None if t is None else round(t, 6)
+
+
+def _data_form(data: bytes) -> str | dict[str, str]:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"b64": base64.b64encode(data).decode()}
+
+
+def encode_body(data: bytes, parsed: Any = None) -> dict[str, Any] | None:
+    if not data:
+        return None
+    if parsed is not None:
+        return {"json": parsed}
+    stripped = data.lstrip()[:1]
+    if stripped in (b"{", b"["):
+        try:
+            return {"json": orjson.loads(data)}
+        except orjson.JSONDecodeError:
+            pass
+    form = _data_form(data)
+    return {"text": form} if isinstance(form, str) else form
+
+
+def decode_body(form: Any) -> tuple[bytes, Any]:
+    """(bytes, parsed JSON or None) of a stored body form."""
+    if form is None:
+        return b"", None
+    if not isinstance(form, dict):
+        raise CassetteFormatError(f"body form is not an object: {type(form).__name__}")
+    if "json" in form:
+        return orjson.dumps(form["json"]), form["json"]
+    if "text" in form:
+        return str(form["text"]).encode("utf-8"), None
+    if "b64" in form:
+        return base64.b64decode(form["b64"]), None
+    raise CassetteFormatError(f"unknown body form with keys {sorted(form)}")
+
+
+def encode_chunks(chunks: list[tuple[float | None, bytes]]) -> dict[str, Any] | None:
+    if not chunks or (len(chunks) == 1 and not chunks[0][1]):
+        return None
+    if len(chunks) == 1:
+        form = encode_body(chunks[0][1])
+        if form is not None:
+            form["t"] = _t(chunks[0][0])
+        return form
+    return {"chunks": [[_t(t), _data_form(c)] for t, c in chunks]}
+
+
+def decode_chunks(form: Any) -> list[tuple[float | None, bytes]]:
+    if form is None:
+        return []
+    if isinstance(form, dict) and "chunks" in form:
+        out: list[tuple[float | None, bytes]] = []
+        for item in form["chunks"]:
+            t, data = item
+            if isinstance(data, str):
+                out.append((t, data.encode("utf-8")))
+            elif isinstance(data, dict) and "b64" in data:
+                out.append((t, base64.b64decode(data["b64"])))
+            else:
+                raise CassetteFormatError("a stream chunk is neither text nor base64")
+        return out
+    data, _ = decode_body(form)
+    return [(form.get("t") if isinstance(form, dict) else None, data)]
+
+
+# -- history delta encoding -------------------------------------------------------------------
+
+
+def _item_hash(item: Any) -> int:
+    # Key order is ignored; 64-bit so it fits an array('q').
+    return hash(orjson.dumps(item, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
+
+
+class HistoryEncoder:
+    """Writer-side state: which earlier request each new request's history extends.
+
+    Candidates are found by rolling prefix hash (one pass over the new request's history) and
+    then verified item by item against the stored per-item hashes, so a hash collision can never
+    produce a wrong delta. Memory: eight bytes per history item stored, not the items themselves.
+    """
+
+    def __init__(self) -> None:
+        self._full: dict[int, int] = {}  # rolling hash of a full history → seq
+        self._by_first: dict[int, int] = {}  # first item hash → latest seq starting with it
+        self._hashes: dict[int, array[int]] = {}  # seq → item hashes of its history
+        self._others: dict[int, dict[str, int]] = {}  # seq → {top-level key: value hash}
+        self._keys: dict[int, str] = {}  # seq → history key
+
+    def _common(self, seq: int, items: array[int]) -> int:
+        prev = self._hashes[seq]
+        n = min(len(prev), len(items))
+        k = 0
+        while k < n and prev[k] == items[k]:
+            k += 1
+        return k
+
+    def encode(self, seq: int, body: dict[str, Any], history_key: str | None) -> dict[str, Any]:
+        history = body.get(history_key) if history_key else None
+        if not isinstance(history, list) or not history:
+            return {"json": body}
+        items = array("q", (_item_hash(i) for i in history))
+        base: tuple[int, int] | None = None
+        rewritten = False
+        h = 0
+        best: int | None = None
+        for ih in items:
+            h = hash((h, ih))
+            hit = self._full.get(h)
+            if hit is not None and self._keys.get(hit) == history_key:
+                best = hit
+        if best is not None:
+            k = self._common(best, items)
+            if k == len(self._hashes[best]):
+                base = (best, k)
+        if base is None:
+            cand = self._by_first.get(items[0])
+            if cand is not None and self._keys.get(cand) == history_key:
+                k = self._common(cand, items)
+                if k > 0:
+                    base, rewritten = (cand, k), k < len(self._hashes[cand])
+        others = {key: _item_hash(v) for key, v in body.items() if key != history_key}
+        self._full[h] = seq
+        self._by_first[items[0]] = seq
+        self._hashes[seq] = items
+        self._others[seq] = others
+        self._keys[seq] = history_key or ""
+        if base is None:
+            return {"json": body}
+        base_seq, keep = base
+        base_others = self._others.get(base_seq, {})
+        inherit = [key for key, hv in others.items() if base_others.get(key) == hv]
+        delta: dict[str, Any] = {
+            "base": base_seq,
+            "key": history_key,
+            "keep": keep,
+            "append": history[keep:],
+            "order": list(body),
+            "inherit": inherit,
+            "set": {key: v for key, v in body.items() if key != history_key and key not in inherit},
+        }
+        if rewritten:
+            delta["rewritten"] = True
+        return {"delta": delta}
+
+
+class HistoryDecoder:
+    """Reader-side state: rebuilds delta-encoded request bodies (sharing list items, not copying)."""
+
+    def __init__(self) -> None:
+        self._bodies: dict[int, dict[str, Any]] = {}
+
+    def remember(self, seq: int, body: Any) -> None:
+        if isinstance(body, dict):
+            self._bodies[seq] = body
+
+    def decode(self, form: dict[str, Any]) -> dict[str, Any]:
+        d = form["delta"]
+        base = self._bodies.get(d["base"])
+        if base is None:
+            raise CassetteFormatError(f"history delta refers to round trip {d['base']}, which is missing or unreadable")
+        key = d["key"]
+        history = base.get(key)
+        if not isinstance(history, list) or len(history) < d["keep"]:
+            raise CassetteFormatError(f"history delta keeps {d['keep']} items of round trip {d['base']}, which has fewer")
+        values: dict[str, Any] = dict(d.get("set") or {})
+        for k in d.get("inherit") or []:
+            if k not in base:
+                raise CassetteFormatError(f"history delta inherits {k!r} from round trip {d['base']}, which lacks it")
+            values[k] = base[k]
+        values[key] = history[: d["keep"]] + list(d["append"])
+        order = d.get("order") or list(values)
+        return {k: values[k] for k in order if k in values}
+
+
+# -- exchanges ------------------------------------------------------------------------------
+
+
+def exchange_to_record(
+    ex: Exchange,
+    seq: int,
+    encoder: HistoryEncoder | None = None,
+    history_key: str | None = None,
+    derived: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    parsed = ex.request_json()
+    if isinstance(parsed, dict) and encoder is not None:
+        req_body: dict[str, Any] | None = encoder.encode(seq, parsed, history_key)
+    else:
+        req_body = encode_body(ex.request_body, parsed)
+    rec: dict[str, Any] = {
+        "type": "exchange",
+        "seq": seq,
+        "started": ex.started,
+        "method": ex.method,
+        "url": ex.url,
+        "request": {"headers": [list(h) for h in ex.request_headers], "body": req_body},
+        "response": None
+        if ex.status is None and not ex.response_chunks
+        else {
+            "status": ex.status,
+            "reason": ex.reason,
+            "headers": [list(h) for h in ex.response_headers],
+            "body": encode_chunks(ex.response_chunks),
+        },
+        "timing": {"ttfb": _t(ex.ttfb), "duration": _t(ex.duration)},
+    }
+    if ex.decoded_from:
+        rec["decoded_from"] = ex.decoded_from
+    if ex.transport_error:
+        rec["transport_error"] = ex.transport_error
+    if ex.notes:
+        rec["notes"] = ex.notes
+    if derived is not None:
+        rec["derived"] = derived
+    return rec
+
+
+def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = None) -> Exchange:
+    """Rebuild an :class:`Exchange`. Raises :class:`CassetteFormatError` on a malformed record."""
+    try:
+        req = rec["request"]
+        resp = rec.get("response")
+        ex = Exchange(
+            method=str(rec["method"]),
+            url=str(rec["url"]),
+            request_headers=[(str(k), str(v)) for k, v in req.get("headers") or []],
+            started=rec.get("started"),
+            seq=rec.get("seq"),
+            transport_error=rec.get("transport_error"),
+            notes=list(rec.get("notes") or []),
+            decoded_from=rec.get("decoded_from"),
+        )
+        body_form = req.get("body")
+        if isinstance(body_form, dict) and "delta" in body_form:
+            if decoder is None:
+                raise CassetteFormatError("delta-encoded request body read without history state")
+            parsed: Any = decoder.decode(body_form)
+            ex.request_body = orjson.dumps(parsed)
+            ex.history_delta = {k: v for k, v in body_form["delta"].items() if k in ("base", "keep", "rewritten")}
+            ex.history_delta["appended"] = len(body_form["delta"]["append"])
+        else:
+            ex.request_body, parsed = decode_body(body_form)
+        ex.set_request_json(parsed)
+        if decoder is not None and ex.seq is not None:
+            decoder.remember(ex.seq, parsed)
+        if resp is not None:
+            ex.status = resp.get("status")
+            ex.reason = resp.get("reason")
+            ex.response_headers = [(str(k), str(v)) for k, v in resp.get("headers") or []]
+            ex.response_chunks = decode_chunks(resp.get("body"))
+        timing = rec.get("timing") or {}
+        ex.ttfb = timing.get("ttfb")
+        ex.duration = timing.get("duration")
+        return ex
+    except CassetteFormatError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CassetteFormatError(f"malformed exchange record: {type(exc).__name__}: {exc}") from None

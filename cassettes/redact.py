@@ -1,0 +1,231 @@
+"""Secret redaction, applied to every exchange before anything touches the disk.
+
+Three nets, widest last:
+
+1. **By name** — credential headers (``Authorization``, ``x-api-key``, ``api-key``,
+   ``x-goog-api-key``, cookies, AWS tokens, any header whose name says key/token/secret/auth …
+   except rate-limit counters), credential query parameters (``key``, ``api_key``, ``token``,
+   signatures …) and JSON body keys (``api_key``, ``access_token``, ``password`` …).
+2. **By value learned** — every value removed by name is remembered (for the life of the
+   redactor) and scrubbed wherever else it appears: bodies, URLs, other headers, stream chunks.
+3. **By pattern** — known key formats (OpenAI/Anthropic ``sk-…``, Google ``AIza…``/``ya29.…``,
+   AWS ``AKIA…``, GitHub, Groq, Hugging Face, xAI, JWTs, ``Bearer …``) and any configured
+   pattern, in headers, URLs and bodies, streamed or not.
+
+The replacement keeps the shape readable (``Bearer [REDACTED]``) and never contains characters
+that would break the JSON or SSE it sits in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+
+import orjson
+
+from cassettes.exchange import Exchange, Headers
+
+__all__ = ["REDACTED", "SECRET_PATTERNS", "Redactor", "find_secrets"]
+
+REDACTED = "[REDACTED]"
+
+_SECRET_HEADERS = {
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "cookie",
+    "set-cookie",
+    "x-amz-security-token",
+    "x-amz-credential",
+    "x-auth-token",
+    "x-access-token",
+    "ocp-apim-subscription-key",
+}
+_SECRET_HEADER_NAME = re.compile(r"(?i)(api[-_]?key|token|secret|passw|auth|cookie|session|credential|signature)")
+_SAFE_HEADER_NAME = re.compile(r"(?i)(ratelimit|rate-limit|tokens?-(limit|remaining|reset)|x-stainless|anthropic-beta|www-authenticate)")
+_SECRET_QUERY = re.compile(
+    r"(?i)^(key|api[-_]?key|apikey|token|access[-_]?token|auth|sig|signature|secret|password|"
+    r"x-amz-signature|x-amz-credential|x-amz-security-token|code)$"
+)
+_SECRET_BODY_KEY = re.compile(
+    r"(?i)^(api[-_]?key|apikey|access[-_]?token|refresh[-_]?token|id[-_]?token|client[-_]?secret|"
+    r"password|secret|authorization|x-api-key|private[-_]?key)$"
+)
+
+#: Known credential formats (name, regex). Word-boundary guards keep ``task-…`` from matching ``sk-``.
+SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("openai/anthropic key", r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{16,}"),
+    ("google api key", r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{30,}"),
+    ("google oauth token", r"(?<![A-Za-z0-9_-])ya29\.[0-9A-Za-z_.-]{16,}"),
+    ("aws access key", r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"),
+    ("github token", r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
+    ("groq key", r"(?<![A-Za-z0-9_])gsk_[A-Za-z0-9]{20,}"),
+    ("hugging face token", r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}"),
+    ("xai key", r"(?<![A-Za-z0-9_-])xai-[A-Za-z0-9]{20,}"),
+    ("slack token", r"(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("jwt", r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ("bearer token", r"(?<=Bearer )(?!\[REDACTED\])[A-Za-z0-9._~+/-]{12,}=*"),
+)
+
+
+def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
+    pats = [p for p in patterns if p]
+    return re.compile("|".join(f"(?:{p})" for p in pats)) if pats else None
+
+
+def find_secrets(text: str, extra_patterns: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """(kind, match) for every known-format secret in ``text`` (used by ``looptap verify``)."""
+    out: list[tuple[str, str]] = []
+    for name, pat in SECRET_PATTERNS:
+        out.extend((name, m.group(0)) for m in re.finditer(pat, text))
+    for pat in extra_patterns:
+        out.extend(("configured pattern", m.group(0)) for m in re.finditer(pat, text))
+    return out
+
+
+class Redactor:
+    """Redacts exchanges. Remembers the literal secrets it removed, to scrub them everywhere."""
+
+    def __init__(self, extra_patterns: Iterable[str] = (), extra_headers: Iterable[str] = ()) -> None:
+        self._headers = _SECRET_HEADERS | {h.lower() for h in extra_headers}
+        self._pattern = _compile([p for _, p in SECRET_PATTERNS] + list(extra_patterns))
+        self._literals: set[str] = set()
+        self._literal_re: re.Pattern[str] | None = None
+
+    # -- learning -----------------------------------------------------------------------
+    def _learn(self, value: str) -> None:
+        for piece in re.split(r"[\s,;=]+", value):
+            piece = piece.strip().strip('"')
+            if len(piece) >= 8 and piece.lower() not in ("bearer", "basic") and piece != REDACTED:
+                if piece not in self._literals:
+                    self._literals.add(piece)
+                    self._literal_re = None
+
+    def _literal_pattern(self) -> re.Pattern[str] | None:
+        if self._literal_re is None and self._literals:
+            alts = sorted(self._literals, key=len, reverse=True)
+            self._literal_re = re.compile("|".join(re.escape(a) for a in alts))
+        return self._literal_re
+
+    # -- text -----------------------------------------------------------------------------
+    def scrub(self, text: str) -> str:
+        lit = self._literal_pattern()
+        if lit is not None:
+            text = lit.sub(REDACTED, text)
+            # URL-encoded forms of learned secrets
+            for s in self._literals:
+                q = quote(s, safe="")
+                if q != s and q in text:
+                    text = text.replace(q, REDACTED)
+        if self._pattern is not None:
+            text = self._pattern.sub(REDACTED, text)
+        return text
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        if not data:
+            return data
+        text = data.decode("utf-8", "surrogateescape")
+        out = self.scrub(text)
+        return data if out == text else out.encode("utf-8", "surrogateescape")
+
+    # -- parts of an exchange ---------------------------------------------------------------
+    def _header_value(self, name: str, value: str) -> str:
+        lname = name.lower()
+        if lname in self._headers or (_SECRET_HEADER_NAME.search(lname) and not _SAFE_HEADER_NAME.search(lname)):
+            if not value:
+                return value
+            self._learn(value)
+            scheme, sep, _ = value.partition(" ")
+            if sep and scheme.lower() in ("bearer", "basic", "token", "aws4-hmac-sha256", "digest"):
+                return f"{scheme} {REDACTED}"
+            return REDACTED
+        return value
+
+    def headers(self, headers: Headers) -> Headers:
+        first = [(k, self._header_value(k, v)) for k, v in headers]
+        return [(k, self.scrub(v)) for k, v in first]
+
+    def url(self, url: str) -> str:
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return self.scrub(url)
+        if parts.query:
+            pairs = parse_qsl(parts.query, keep_blank_values=True)
+            changed = False
+            for k, v in pairs:
+                if _SECRET_QUERY.match(k) and v:
+                    self._learn(v)
+                    changed = True
+            if changed:
+                query = "&".join(
+                    f"{quote(k, safe='')}={REDACTED if _SECRET_QUERY.match(k) and v else quote(v, safe='')}"
+                    for k, v in pairs
+                )
+                parts = parts._replace(query=query)
+        if parts.username or parts.password:
+            host = parts.hostname or ""
+            if parts.port:
+                host = f"{host}:{parts.port}"
+            if parts.password:
+                self._learn(parts.password)
+            parts = parts._replace(netloc=f"{REDACTED}@{host}")
+        return self.scrub(urlunsplit(parts))
+
+    def _json_keys(self, value: Any) -> tuple[Any, bool]:
+        if isinstance(value, dict):
+            changed = False
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                if isinstance(k, str) and _SECRET_BODY_KEY.match(k) and isinstance(v, str) and v:
+                    self._learn(v)
+                    out[k] = REDACTED
+                    changed = True
+                else:
+                    nv, c = self._json_keys(v)
+                    out[k] = nv
+                    changed = changed or c
+            return (out if changed else value), changed
+        if isinstance(value, list):
+            changed = False
+            items = []
+            for v in value:
+                nv, c = self._json_keys(v)
+                items.append(nv)
+                changed = changed or c
+            return (items if changed else value), changed
+        return value, False
+
+    def exchange(self, ex: Exchange) -> Exchange:
+        """A redacted copy of ``ex`` (the original is not modified)."""
+        req_headers = self.headers(ex.request_headers)  # learn header secrets first
+        url = self.url(ex.url)
+        body = ex.request_body
+        parsed = ex.request_json()
+        new_parsed: Any = None
+        if parsed is not None:
+            new_parsed, changed = self._json_keys(parsed)
+            if changed:
+                body = orjson.dumps(new_parsed)
+        scrubbed = self.scrub_bytes(body)
+        resp_headers = self.headers(ex.response_headers)
+        chunks = [(t, self.scrub_bytes(c)) for t, c in ex.response_chunks]
+        out = replace(
+            ex,
+            url=url,
+            request_headers=req_headers,
+            request_body=scrubbed,
+            response_headers=resp_headers,
+            response_chunks=chunks,
+            transport_error=self.scrub(ex.transport_error) if ex.transport_error else None,
+            notes=[self.scrub(n) for n in ex.notes],
+        )
+        out.forget_request_json()
+        if scrubbed is ex.request_body and parsed is not None:
+            out.set_request_json(parsed)
+        return out
