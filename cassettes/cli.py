@@ -129,6 +129,20 @@ def cmd_import(args: argparse.Namespace) -> int:
     return EXIT_ERROR if failures else EXIT_OK
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Import the bundled example recording and show it (the README's first command)."""
+    from importlib.resources import as_file, files
+
+    src = files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")
+    dest = Path(args.output)
+    with as_file(src) as path:
+        rc = cmd_import(argparse.Namespace(inputs=[str(path)], output=str(dest), force=True, quiet=False))
+    if rc != EXIT_OK:
+        return rc
+    print()
+    return cmd_show(argparse.Namespace(file=str(dest), json=False))
+
+
 Registrar = Callable[[Any], None]
 
 
@@ -162,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--force", action="store_true", help="replace existing output files")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=cmd_import)
+    p = sub.add_parser("demo", help="import the bundled example recording and show it")
+    p.add_argument("-o", "--output", default="looptap-demo.jsonl", help="where to write the demo cassette")
+    p.set_defaults(func=cmd_demo)
     _plugins(sub)
     return parser
 

@@ -28,9 +28,11 @@ import orjson
 
 from cassettes.exchange import Exchange, Headers
 
-__all__ = ["REDACTED", "SECRET_PATTERNS", "Redactor", "find_secrets"]
+__all__ = ["REDACTED", "URL_TOKEN", "SECRET_PATTERNS", "Redactor", "find_secrets"]
 
 REDACTED = "[REDACTED]"
+#: The replacement inside URLs (brackets would turn a netloc into an IPv6 literal).
+URL_TOKEN = "REDACTED"
 
 _SECRET_HEADERS = {
     "authorization",
@@ -113,17 +115,17 @@ class Redactor:
         return self._literal_re
 
     # -- text -----------------------------------------------------------------------------
-    def scrub(self, text: str) -> str:
+    def scrub(self, text: str, token: str = REDACTED) -> str:
         lit = self._literal_pattern()
         if lit is not None:
-            text = lit.sub(REDACTED, text)
+            text = lit.sub(token, text)
             # URL-encoded forms of learned secrets
             for s in self._literals:
                 q = quote(s, safe="")
                 if q != s and q in text:
-                    text = text.replace(q, REDACTED)
+                    text = text.replace(q, token)
         if self._pattern is not None:
-            text = self._pattern.sub(REDACTED, text)
+            text = self._pattern.sub(token, text)
         return text
 
     def scrub_bytes(self, data: bytes) -> bytes:
@@ -151,10 +153,11 @@ class Redactor:
         return [(k, self.scrub(v)) for k, v in first]
 
     def url(self, url: str) -> str:
+        """Redacted URL. Uses ``REDACTED`` without brackets, which would read as an IPv6 host."""
         try:
             parts = urlsplit(url)
         except ValueError:
-            return self.scrub(url)
+            return self.scrub(url, URL_TOKEN)
         if parts.query:
             pairs = parse_qsl(parts.query, keep_blank_values=True)
             changed = False
@@ -164,7 +167,7 @@ class Redactor:
                     changed = True
             if changed:
                 query = "&".join(
-                    f"{quote(k, safe='')}={REDACTED if _SECRET_QUERY.match(k) and v else quote(v, safe='')}"
+                    f"{quote(k, safe='')}={URL_TOKEN if _SECRET_QUERY.match(k) and v else quote(v, safe='')}"
                     for k, v in pairs
                 )
                 parts = parts._replace(query=query)
@@ -174,8 +177,8 @@ class Redactor:
                 host = f"{host}:{parts.port}"
             if parts.password:
                 self._learn(parts.password)
-            parts = parts._replace(netloc=f"{REDACTED}@{host}")
-        return self.scrub(urlunsplit(parts))
+            parts = parts._replace(netloc=f"{URL_TOKEN}@{host}")
+        return self.scrub(urlunsplit(parts), URL_TOKEN)
 
     def _json_keys(self, value: Any) -> tuple[Any, bool]:
         if isinstance(value, dict):

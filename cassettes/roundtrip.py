@@ -68,7 +68,10 @@ def _looks_llm(url: SplitResult, body: Any) -> bool:
 
 def parse_exchange(ex: Exchange) -> RoundTrip:
     """Parse one exchange. Never raises: every problem becomes an ``analysis_errors`` entry."""
-    url = urlsplit(ex.url)
+    try:
+        url = urlsplit(ex.url)
+    except ValueError:
+        url = urlsplit("")
     rt = RoundTrip(
         seq=ex.seq,
         family="none",

@@ -86,12 +86,12 @@ def _exchange(item: Any, index: int) -> Exchange:
     body = _body(resp)
     if "parsed_body" in resp:
         # pydantic-ai's serializer stores the body parsed and already decoded.
-        ex.response_chunks = [(None, body)]
+        ex.response_chunks = [(None, body)] if body else []
         if header(ex.response_headers, "content-encoding"):
             ex.notes.append("Content-Encoding header kept from the recording; the body was stored decoded")
     else:
         dec = decode_chunks([(None, body)], header(ex.response_headers, "content-encoding"))
-        ex.response_chunks = dec.chunks
+        ex.response_chunks = [c for c in dec.chunks if c[1]]
         ex.decoded_from = dec.decoded_from
         ex.notes.extend(dec.notes)
     return ex

@@ -1,8 +1,525 @@
-from cassettes.providers._base import Provider
+"""Anthropic Messages, direct and through Vertex, Bedrock and gateways (WIRE.md §C).
+
+Endpoints recognised: ``POST …/v1/messages`` (also ``?beta=true`` and behind a gateway prefix such
+as ``/anthropic/v1/messages``), ``…/v1/messages/count_tokens`` (operation ``count_tokens``), Vertex
+``…/publishers/anthropic/models/{m}:rawPredict`` / ``:streamRawPredict`` (model in the URL, not the
+body; ``count-tokens:rawPredict`` is token counting) and Bedrock ``…/model/{id}/invoke`` /
+``invoke-with-response-stream`` when the body carries ``anthropic_version`` (Bedrock Converse is
+another adapter's). Bedrock streams arrive as AWS event-stream frames whose payload is
+``{"bytes": "<base64 of the Anthropic event JSON>"}``; they are unwrapped and reassembled like SSE.
+
+Mapping choices:
+
+* ``system`` holds the top-level ``system`` parts followed by the parts of any mid-conversation
+  ``role: "system"`` message; those messages also stay in ``messages`` at their position (as the
+  OpenAI Chat adapter does with its system messages).
+* ``server_tool_use`` becomes a tool call of kind ``server`` and ``mcp_tool_use`` one of kind
+  ``mcp``: they are model emissions with a name and an input. Their results
+  (``web_search_tool_result``, ``bash_code_execution_tool_result``, ``mcp_tool_result`` …) are
+  provider-executed, not sent by the client, so they are ``other`` parts with the block kept and
+  ``tool_use_id`` / ``type`` lifted into ``provider_details``.
+* Thinking blocks are ``reasoning`` parts with the ``signature`` in ``provider_details``;
+  ``redacted_thinking`` is a ``reasoning`` part without text and with ``redacted`` / ``data``.
+* ``stop_reason: "refusal"`` adds a ``refusal`` part (text = ``stop_details.explanation``) so the
+  model-emission fact is visible next to the finish class.
+* Server tools are ``ToolSpec`` with ``kind`` = their type without the version date
+  (``web_search_20250305`` → ``web_search``).
+* Usage is converted to the inclusive convention: ``input_tokens`` = ``input_tokens`` +
+  ``cache_creation_input_tokens`` + ``cache_read_input_tokens``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import SplitResult, unquote
+
+import orjson
+
+from cassettes.framing import Event, Framed
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+from cassettes.providers._base import (
+    Provider,
+    as_int,
+    as_str,
+    error_from_body,
+    media_part,
+    text_of,
+    tool_call_from_object,
+    tool_call_from_string,
+)
+
+__all__ = ["AnthropicMessages", "finish_class", "usage_from"]
+
+#: A JSON object as it travelled (open-ended: unknown keys are kept).
+JSONObject = dict[str, Any]
+
+_FINISH = {
+    "end_turn": FinishReason.COMPLETE,
+    "stop_sequence": FinishReason.COMPLETE,
+    "max_tokens": FinishReason.TRUNCATED_LENGTH,
+    "model_context_window_exceeded": FinishReason.TRUNCATED_CONTEXT,
+    "tool_use": FinishReason.TOOL_CALL,
+    "pause_turn": FinishReason.PAUSED,
+    "refusal": FinishReason.REFUSED,
+}
+
+_STRUCTURAL = {"model", "messages", "system", "tools", "tool_choice", "stream"}
+
+#: Blocks whose ``input`` is streamed as ``input_json_delta`` fragments, with the call kind.
+_CALL_KINDS = {"tool_use": "function", "server_tool_use": "server", "mcp_tool_use": "mcp"}
+
+_TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
+
+_VERSION_SUFFIX = re.compile(r"_\d{8}$")
+_BEDROCK_PATH = re.compile(r"/model/(?P<model>[^/]+)/(?P<op>invoke|invoke-with-response-stream)$")
+_VERTEX_PATH = re.compile(r"/publishers/anthropic/models/(?P<model>[^/:]+):(?P<op>rawPredict|streamRawPredict)$")
+
+#: Response keys that have a home in :class:`NormalisedResponse`; the rest go to provider_details.
+_RESPONSE_KEYS = {"id", "type", "role", "model", "content", "stop_reason", "usage"}
+
+
+def finish_class(raw: str | None) -> FinishReason | None:
+    """The G.1 class of a ``stop_reason`` (``None`` when there is none)."""
+    if raw is None:
+        return None
+    return _FINISH.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
+
+
+def usage_from(u: Any) -> Usage | None:
+    """Anthropic usage → the inclusive convention (``input_tokens`` excludes cache reads/writes)."""
+    if not isinstance(u, dict):
+        return None
+    uncached = as_int(u.get("input_tokens"))
+    cache_write = as_int(u.get("cache_creation_input_tokens"))
+    cache_read = as_int(u.get("cache_read_input_tokens"))
+    output = as_int(u.get("output_tokens"))
+    details = u.get("output_tokens_details")
+    reasoning = as_int(details.get("thinking_tokens")) if isinstance(details, dict) else None
+    total_in = None if uncached is None else uncached + (cache_write or 0) + (cache_read or 0)
+    return Usage(
+        input_tokens=total_in,
+        output_tokens=output,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        reasoning_tokens=reasoning,
+        total_tokens=total_in + output if total_in is not None and output is not None else None,
+        raw=u,
+    )
+
+
+def _extra(block: JSONObject, used: set[str]) -> JSONObject | None:
+    rest = {k: v for k, v in block.items() if k not in used}
+    return rest or None
+
+
+def _media_type(block: JSONObject) -> str | None:
+    src = block.get("source")
+    if isinstance(src, dict):
+        mt = as_str(src.get("media_type"))
+        if mt:
+            return mt
+    return as_str(block.get("type"))
+
+
+def _call_part(block: JSONObject, json_buf: str | None) -> Part:
+    kind = _CALL_KINDS[str(block.get("type"))]
+    call: ToolCall
+    if json_buf is not None:
+        # Streamed: the fragments as they travelled are the raw arguments (empty means {}).
+        call = tool_call_from_string(block.get("id"), block.get("name"), json_buf, kind=kind)
+    else:
+        call = tool_call_from_object(block.get("id"), block.get("name"), block.get("input"), kind=kind)
+    return Part(kind="tool_call", tool_call=call, provider_details=_extra(block, {"type", "id", "name", "input"}))
+
+
+def _block_part(block: Any, names: dict[str, str], json_buf: str | None = None) -> Part:
+    """One content block (request or response) → one part."""
+    if isinstance(block, str):
+        return Part(kind="text", text=block)
+    if not isinstance(block, dict):
+        return Part(kind="other", provider_details={"block": block})
+    t = block.get("type")
+    if t == "text":
+        return Part(kind="text", text=as_str(block.get("text")) or "", provider_details=_extra(block, {"type", "text"}))
+    if t == "thinking":
+        return Part(kind="reasoning", text=as_str(block.get("thinking")) or "", provider_details=_extra(block, {"type", "thinking"}))
+    if t == "redacted_thinking":
+        details = {"redacted": True, **(_extra(block, {"type"}) or {})}
+        return Part(kind="reasoning", text=None, provider_details=details)
+    if t in _CALL_KINDS:
+        return _call_part(block, json_buf)
+    if t == "tool_result":
+        call_id = as_str(block.get("tool_use_id"))
+        err = block.get("is_error")
+        result = ToolResult(
+            call_id=call_id,
+            name=names.get(call_id) if call_id else None,
+            content=text_of(block.get("content")),
+            is_error=err if isinstance(err, bool) else None,
+        )
+        return Part(kind="tool_result", tool_result=result, provider_details=_extra(block, {"type", "tool_use_id", "content", "is_error"}))
+    if t in ("image", "document"):
+        return media_part(block, _media_type(block))
+    details: JSONObject = {"block": block}
+    if isinstance(t, str):
+        details["type"] = t
+    if "tool_use_id" in block:  # a server / MCP tool result, executed by the provider
+        details["tool_use_id"] = block["tool_use_id"]
+    return Part(kind="other", provider_details=details)
+
+
+def _parts(content: Any, names: dict[str, str]) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [Part(kind="text", text=content)]
+    return [_block_part(b, names) for b in (content if isinstance(content, list) else [content])]
+
+
+def _message(m: Any, names: dict[str, str]) -> Message:
+    if not isinstance(m, dict):
+        return Message(role="unknown", parts=[Part(kind="other", provider_details={"block": m})])
+    return Message(
+        role=as_str(m.get("role")) or "unknown",
+        parts=_parts(m.get("content"), names),
+        provider_details=_extra(m, {"role", "content"}),
+    )
+
+
+def _call_names(messages: list[Any]) -> dict[str, str]:
+    """Call id → tool name for every call in the history (tool_result blocks carry only the id)."""
+    out: dict[str, str] = {}
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        for b in content if isinstance(content, list) else []:
+            if isinstance(b, dict) and b.get("type") in _CALL_KINDS and b.get("id") and b.get("name"):
+                out[str(b["id"])] = str(b["name"])
+    return out
+
+
+def _tools(body: JSONObject) -> list[ToolSpec]:
+    out: list[ToolSpec] = []
+    for t in body.get("tools") or []:
+        if not isinstance(t, dict):
+            continue
+        typ = as_str(t.get("type"))
+        schema = t.get("input_schema")
+        params = schema if isinstance(schema, dict) else None
+        if typ is None or typ == "custom":
+            out.append(ToolSpec(name=as_str(t.get("name")) or "", description=as_str(t.get("description")), parameters=params))
+        else:
+            name = as_str(t.get("name") or t.get("mcp_server_name")) or typ
+            out.append(ToolSpec(name=name, description=as_str(t.get("description")), parameters=params, kind=_VERSION_SUFFIX.sub("", typ)))
+    return out
+
+
+def _tool_choice_mode(tc: Any) -> str | None:
+    if tc is None:
+        return None
+    typ = tc.get("type") if isinstance(tc, dict) else tc
+    if not isinstance(typ, str):
+        return None
+    if typ == "tool" and isinstance(tc, dict) and tc.get("name"):
+        return f"tool:{tc['name']}"
+    return _TOOL_CHOICE.get(typ, typ)
+
+
+def _response(msg: JSONObject, bufs: dict[int, str] | None = None) -> NormalisedResponse:
+    """A message object (non-streamed body or reassembled snapshot) → the normalised response."""
+    bufs = bufs or {}
+    content = msg.get("content")
+    blocks = content if isinstance(content, list) else []
+    parts = [_block_part(b, {}, bufs.get(i)) for i, b in enumerate(blocks)]
+    raw_stop = as_str(msg.get("stop_reason"))
+    details = {k: v for k, v in msg.items() if k not in _RESPONSE_KEYS and v is not None}
+    if msg.get("type") not in (None, "message"):
+        details["type"] = msg["type"]
+    if raw_stop == "refusal":
+        sd = msg.get("stop_details")
+        explanation = as_str(sd.get("explanation")) if isinstance(sd, dict) else None
+        parts.append(Part(kind="refusal", text=explanation, provider_details={"stop_details": sd} if sd is not None else None))
+    return NormalisedResponse(
+        id=as_str(msg.get("id")),
+        model=as_str(msg.get("model")),
+        role=as_str(msg.get("role")) or "assistant",
+        parts=parts,
+        finish_reason_raw=raw_stop,
+        finish_reason=finish_class(raw_stop),
+        usage=usage_from(msg.get("usage")),
+        complete=True,
+        provider_details=details or None,
+    )
+
+
+def _anthropic_error(body: Any, status: int | None, in_stream: bool = False) -> ApiError:
+    """``{"type":"error","error":{type,message},"request_id"}``, also wrapped by Vertex or Bedrock."""
+    if isinstance(body, (str, bytes)):
+        try:
+            body = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return ApiError(status=status, message=body.decode("utf-8", "replace") if isinstance(body, bytes) else body, in_stream=in_stream, raw=body)
+    outer = body[0] if isinstance(body, list) and body and isinstance(body[0], dict) else body
+    err = outer.get("error") if isinstance(outer, dict) else None
+    if isinstance(err, dict):
+        msg = err.get("message")
+        if isinstance(msg, str) and msg.lstrip().startswith("{"):
+            # Vertex: a Google error whose message is the Anthropic error as a JSON string.
+            try:
+                inner = orjson.loads(msg)
+            except orjson.JSONDecodeError:
+                inner = None
+            if isinstance(inner, dict) and isinstance(inner.get("error"), dict):
+                ie = inner["error"]
+                return ApiError(
+                    status=status if status is not None else as_int(err.get("code")),
+                    type=as_str(ie.get("type")),
+                    code=as_str(err.get("status")),
+                    message=as_str(ie.get("message")),
+                    in_stream=in_stream,
+                    raw=body,
+                )
+        if "type" in err and "code" not in err:
+            code = err["details"].get("error_code") if isinstance(err.get("details"), dict) else None
+            return ApiError(
+                status=status,
+                type=as_str(err.get("type")),
+                code=as_str(code),
+                message=as_str(msg),
+                in_stream=in_stream,
+                raw=body,
+            )
+    return error_from_body(body, status, in_stream=in_stream)
+
+
+@dataclass
+class _Block:
+    block: JSONObject
+    #: The concatenated ``partial_json`` fragments (``None`` until the first one arrives).
+    json_buf: str | None = None
+    stopped: bool = False
+
+
+def _bedrock_payload(ev: Event) -> tuple[str | None, Any]:
+    """One AWS event-stream frame → (event name, Anthropic event JSON). Exceptions become ``error``."""
+    headers = ev.headers or {}
+    mtype = headers.get(":message-type")
+    try:
+        payload = orjson.loads(ev.data) if ev.data.strip() else {}
+    except orjson.JSONDecodeError:
+        payload = ev.data
+    if mtype in ("exception", "error"):
+        etype = headers.get(":exception-type") or headers.get(":error-code")
+        message = payload.get("message") or payload.get("Message") if isinstance(payload, dict) else payload
+        message = message or headers.get(":error-message")
+        return "error", {"type": "error", "error": {"type": etype, "message": message}, "bedrock": payload}
+    if isinstance(payload, dict) and isinstance(payload.get("bytes"), str):
+        try:
+            inner = orjson.loads(base64.b64decode(payload["bytes"]))
+        except (binascii.Error, ValueError):
+            return None, None
+        return (inner.get("type") if isinstance(inner, dict) else None), inner
+    return ev.event, payload
 
 
 class AnthropicMessages(Provider):
     family = "anthropic"
 
-    def recognise(self, method, url, body):  # placeholder until the adapter lands
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        if method.upper() != "POST":
+            return 0
+        path = url.path.rstrip("/")
+        is_dict = isinstance(body, dict)
+        if path.endswith("/messages/count_tokens"):
+            return 3
+        if path.endswith("/v1/messages"):
+            return 3 if is_dict and "messages" in body else 2
+        if _VERTEX_PATH.search(path) or path.endswith("/publishers/anthropic/models/count-tokens:rawPredict"):
+            return 3
+        if _BEDROCK_PATH.search(path):
+            return 3 if is_dict and "anthropic_version" in body else 0
+        if path.endswith("/messages") and "/threads/" not in path and is_dict and "messages" in body and "max_tokens" in body:
+            return 2  # a gateway that dropped the version segment
         return 0
+
+    def operation(self, method: str, url: SplitResult) -> str:
+        path = url.path.rstrip("/")
+        if path.endswith("/count_tokens") or path.endswith("/count-tokens:rawPredict"):
+            return "count_tokens"
+        return "generate"
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        path = url.path.rstrip("/")
+        if path.endswith(":streamRawPredict") or path.endswith("/invoke-with-response-stream"):
+            return True
+        return isinstance(body, dict) and body.get("stream") is True
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        path = url.path.rstrip("/")
+        m = _VERTEX_PATH.search(path) or _BEDROCK_PATH.search(path)
+        return unquote(m.group("model")) if m else None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b: JSONObject = body if isinstance(body, dict) else {}
+        raw_messages = b.get("messages") if isinstance(b.get("messages"), list) else []
+        names = _call_names(raw_messages)
+        messages = [_message(m, names) for m in raw_messages]
+        system = _parts(b.get("system"), names)
+        system += [p for m in messages if m.role == "system" for p in m.parts]
+        tc = b.get("tool_choice")
+        return NormalisedRequest(
+            family=self.family,
+            model=as_str(b.get("model")) or self.model_from_url(url),
+            stream=self.is_stream(url, b),
+            system=system,
+            messages=messages,
+            tools=_tools(b),
+            tool_choice=tc,
+            tool_choice_mode=_tool_choice_mode(tc),
+            params={k: v for k, v in b.items() if k not in _STRUCTURAL},
+            history_key="messages",
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b: JSONObject = body if isinstance(body, dict) else {}
+        if b.get("type") == "error" or ("error" in b and "content" not in b):
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        return _response(b)
+
+    def parse_error(self, body: Any, status: int | None) -> ApiError:
+        return _anthropic_error(body, status)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        """``accumulate_event`` of the SDK (WIRE.md §C.4), lenient about order and unknown events."""
+        snapshot: JSONObject = {}
+        usage_raw: JSONObject | None = None
+        blocks: dict[int, _Block] = {}
+        error: ApiError | None = None
+        done = False
+        events = 0
+        notes: JSONObject = {}
+        bedrock = framed.kind == "aws_eventstream"
+        for ev in framed.events:
+            if bedrock:
+                name, data = _bedrock_payload(ev)
+            else:
+                if not ev.data.strip():
+                    continue
+                try:
+                    data = orjson.loads(ev.data)
+                except orjson.JSONDecodeError:
+                    data = None
+                name = ev.event
+            if not isinstance(data, dict):
+                notes["unparsed_events"] = notes.get("unparsed_events", 0) + 1
+                continue
+            events += 1
+            kind = as_str(data.get("type")) or name
+            if kind == "message_start":
+                msg = data.get("message")
+                if isinstance(msg, dict):
+                    snapshot = {k: v for k, v in msg.items() if k != "content"}
+                    usage_raw = dict(msg["usage"]) if isinstance(msg.get("usage"), dict) else usage_raw
+                    for i, b in enumerate(msg.get("content") or []):
+                        if isinstance(b, dict):
+                            blocks[i] = _Block(dict(b))
+            elif kind == "content_block_start":
+                idx = as_int(data.get("index"))
+                cb = data.get("content_block")
+                if idx is not None and isinstance(cb, dict):
+                    blocks[idx] = _Block(dict(cb))
+            elif kind == "content_block_delta":
+                self._apply_delta(blocks, data, notes)
+            elif kind == "content_block_stop":
+                idx = as_int(data.get("index"))
+                if idx is not None and idx in blocks:
+                    blocks[idx].stopped = True
+            elif kind == "message_delta":
+                delta = data.get("delta")
+                if isinstance(delta, dict):
+                    for k, v in delta.items():
+                        if k != "container" or v is not None:
+                            snapshot[k] = v
+                for k, v in data.items():
+                    if k not in ("type", "delta", "usage") and v is not None:
+                        snapshot[k] = v
+                u = data.get("usage")
+                if isinstance(u, dict):
+                    # Cumulative totals: overwrite. Absent optional counts keep the start value.
+                    usage_raw = dict(usage_raw or {})
+                    usage_raw.update({k: v for k, v in u.items() if v is not None or k == "output_tokens"})
+            elif kind == "message_stop":
+                done = True
+                extra = {k: v for k, v in data.items() if k != "type"}
+                if extra:  # Bedrock: amazon-bedrock-invocationMetrics
+                    notes.update(extra)
+            elif kind == "error":
+                error = _anthropic_error(data, None, in_stream=True)
+            elif kind != "ping":
+                unknown = notes.setdefault("unknown_events", [])
+                if kind not in unknown:
+                    unknown.append(kind)
+        order = sorted(blocks)
+        snapshot["content"] = [blocks[i].block for i in order]
+        if usage_raw is not None:
+            snapshot["usage"] = usage_raw
+        bufs = {pos: blocks[i].json_buf for pos, i in enumerate(order) if blocks[i].json_buf is not None}
+        resp = _response(snapshot, {k: v for k, v in bufs.items() if v is not None})
+        unfinished = [i for i in order if not blocks[i].stopped]
+        if unfinished and not done:
+            notes["unfinished_blocks"] = unfinished
+        if order != list(range(len(order))):
+            notes["block_indices"] = order
+        resp.error = error
+        resp.complete = done and error is None
+        resp.events = events
+        if resp.finish_reason is None and error is not None:
+            resp.finish_reason = FinishReason.ERROR
+        if notes:
+            resp.provider_details = {**(resp.provider_details or {}), **notes}
+        return resp
+
+    @staticmethod
+    def _apply_delta(blocks: dict[int, _Block], data: JSONObject, notes: JSONObject) -> None:
+        idx = as_int(data.get("index"))
+        delta = data.get("delta")
+        if idx is None or not isinstance(delta, dict):
+            return
+        dtype = delta.get("type")
+        st = blocks.get(idx)
+        if st is None:
+            # A delta without its content_block_start (a lossy gateway): start the block it implies.
+            implied = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "tool_use"}
+            st = blocks[idx] = _Block({"type": implied.get(str(dtype), "unknown")})
+            notes.setdefault("deltas_without_start", []).append(idx)
+        b = st.block
+        if dtype == "text_delta":
+            b["text"] = (as_str(b.get("text")) or "") + (as_str(delta.get("text")) or "")
+        elif dtype == "input_json_delta":
+            st.json_buf = (st.json_buf or "") + (as_str(delta.get("partial_json")) or "")
+        elif dtype == "thinking_delta":
+            b["thinking"] = (as_str(b.get("thinking")) or "") + (as_str(delta.get("thinking")) or "")
+        elif dtype == "signature_delta":
+            b["signature"] = delta.get("signature")
+        elif dtype == "citations_delta":
+            cites = b.get("citations") if isinstance(b.get("citations"), list) else []
+            b["citations"] = [*cites, delta.get("citation")]
+        else:
+            # compaction_delta and future delta types carry the block's fields whole: set them.
+            for k, v in delta.items():
+                if k != "type":
+                    b[k] = v

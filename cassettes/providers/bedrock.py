@@ -1,8 +1,395 @@
-from cassettes.providers._base import Provider
+"""Amazon Bedrock Converse: ``/model/{modelId}/converse`` and ``/converse-stream``.
+
+Not in WIRE.md; the shapes follow the recordings in the corpus (pydantic-ai ``test_bedrock``) and
+the Bedrock Runtime API reference. ``/model/{id}/invoke*`` is Anthropic's own body on Bedrock and
+belongs to the Anthropic adapter, not here.
+
+Usage: Bedrock's ``inputTokens`` *excludes* cache reads and writes. Every cached recording in the
+corpus has ``totalTokens == inputTokens + outputTokens + cacheReadInputTokens +
+cacheWriteInputTokens`` (e.g. 433 + 16 + 2752 + 0 = 3201), so the adapter adds both cache counts
+to reach the inclusive ``input_tokens`` of :mod:`cassettes.models`.
+
+Streams are AWS event-stream frames; the event name is the ``:event-type`` header and the
+payload carries no ``type``. A stream is complete when ``messageStop`` *and* the trailing
+``metadata`` event (the only carrier of usage) were both seen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult, unquote
+
+import orjson
+
+from cassettes.framing import Framed
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+from cassettes.providers._base import (
+    Provider,
+    as_int,
+    as_str,
+    error_from_body,
+    media_part,
+    tool_call_from_object,
+    tool_call_from_string,
+)
+
+__all__ = ["BedrockConverse"]
+
+Block = dict[str, Any]
+
+_ACTIONS = {"converse": "generate", "converse-stream": "generate", "count-tokens": "count_tokens"}
+
+_FINISH = {
+    "end_turn": FinishReason.COMPLETE,
+    "stop_sequence": FinishReason.COMPLETE,
+    "tool_use": FinishReason.TOOL_CALL,
+    "max_tokens": FinishReason.TRUNCATED_LENGTH,
+    "model_context_window_exceeded": FinishReason.TRUNCATED_CONTEXT,
+    "guardrail_intervened": FinishReason.FILTERED,
+    "content_filtered": FinishReason.FILTERED,
+    "malformed_model_output": FinishReason.TOOL_CALL_ERROR,
+    "malformed_tool_use": FinishReason.TOOL_CALL_ERROR,
+}
+
+_STRUCTURAL = {"messages", "system", "toolConfig", "inferenceConfig", "modelId"}
+
+_DOC_TYPES = {"pdf": "application/pdf", "txt": "text/plain", "csv": "text/csv", "md": "text/markdown", "html": "text/html"}
+
+
+def _split(url: SplitResult) -> tuple[str, str] | None:
+    """(modelId, action) from ``…/model/{modelId}/{action}``; the id may contain encoded ``/``."""
+    path = url.path.rstrip("/")
+    i = path.find("/model/")
+    if i < 0:
+        return None
+    head, sep, action = path[i + len("/model/") :].rpartition("/")
+    if not sep or not head:
+        return None
+    return unquote(head), action
+
+
+def finish_class(raw: str | None) -> FinishReason | None:
+    if raw is None:
+        return None
+    return _FINISH.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
+
+
+def usage_from(u: Any) -> Usage | None:
+    if not isinstance(u, dict):
+        return None
+    inp = as_int(u.get("inputTokens"))
+    read = as_int(u.get("cacheReadInputTokens", u.get("cacheReadInputTokenCount")))
+    write = as_int(u.get("cacheWriteInputTokens", u.get("cacheWriteInputTokenCount")))
+    return Usage(
+        input_tokens=None if inp is None else inp + (read or 0) + (write or 0),
+        output_tokens=as_int(u.get("outputTokens")),
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+        total_tokens=as_int(u.get("totalTokens")),
+        raw=u,
+    )
+
+
+def _media(block: Block, key: str) -> Part:
+    body = block[key] if isinstance(block.get(key), dict) else {}
+    fmt = as_str(body.get("format"))
+    if key == "document":
+        media = _DOC_TYPES.get(fmt or "", f"document/{fmt}" if fmt else "document")
+    else:
+        media = f"{key}/{fmt}" if fmt else key
+    return media_part(block, media)
+
+
+def _result_text(content: Any) -> str:
+    out: list[str] = []
+    for c in content if isinstance(content, list) else []:
+        if not isinstance(c, dict):
+            out.append(str(c))
+        elif isinstance(c.get("text"), str):
+            out.append(c["text"])
+        elif "json" in c:
+            out.append(orjson.dumps(c["json"]).decode())
+        else:
+            kind = next(iter(c), "part")
+            fmt = c[kind].get("format") if isinstance(c.get(kind), dict) else None
+            out.append(f"[{kind}{': ' + fmt if fmt else ''}]")
+    return "".join(out)
+
+
+def _block(block: Any) -> Part:
+    if not isinstance(block, dict):
+        return Part(kind="other", provider_details={"block": block})
+    if isinstance(block.get("text"), str):
+        return Part(kind="text", text=block["text"])
+    if isinstance(block.get("toolUse"), dict):
+        tu = block["toolUse"]
+        kind = "server" if tu.get("type") == "server_tool_use" else "function"
+        return Part(kind="tool_call", tool_call=tool_call_from_object(tu.get("toolUseId"), tu.get("name"), tu.get("input"), kind=kind))
+    if isinstance(block.get("toolResult"), dict):
+        tr = block["toolResult"]
+        status = as_str(tr.get("status"))
+        details = {"type": tr["type"]} if tr.get("type") else None
+        return Part(
+            kind="tool_result",
+            tool_result=ToolResult(
+                call_id=as_str(tr.get("toolUseId")),
+                content=_result_text(tr.get("content")),
+                is_error=None if status is None else status == "error",
+            ),
+            provider_details=details,
+        )
+    if isinstance(block.get("reasoningContent"), dict):
+        rc = block["reasoningContent"]
+        rt = rc.get("reasoningText") if isinstance(rc.get("reasoningText"), dict) else {}
+        details: dict[str, Any] = {}
+        if rt.get("signature") is not None:
+            details["signature"] = rt["signature"]
+        if rc.get("redactedContent") is not None:
+            details["redacted"] = rc["redactedContent"]
+        return Part(kind="reasoning", text=as_str(rt.get("text")), provider_details=details or None)
+    for key in ("image", "document", "video", "audio"):
+        if key in block:
+            return _media(block, key)
+    return Part(kind="other", provider_details={"block": block})
+
+
+def _tools(tool_config: Any) -> list[ToolSpec]:
+    out: list[ToolSpec] = []
+    tools = tool_config.get("tools") if isinstance(tool_config, dict) else None
+    for t in tools if isinstance(tools, list) else []:
+        if not isinstance(t, dict):
+            continue
+        if isinstance(t.get("toolSpec"), dict):
+            spec = t["toolSpec"]
+            schema = spec.get("inputSchema")
+            params = schema.get("json") if isinstance(schema, dict) else None
+            out.append(ToolSpec(name=as_str(spec.get("name")) or "", description=as_str(spec.get("description")), parameters=params if isinstance(params, dict) else None))
+        elif isinstance(t.get("systemTool"), dict):
+            out.append(ToolSpec(name=as_str(t["systemTool"].get("name")) or "", kind="system_tool"))
+        # ``cachePoint`` entries mark a cache boundary, not a tool.
+    return out
+
+
+def _tool_choice_mode(tc: Any) -> str | None:
+    if not isinstance(tc, dict):
+        return None
+    if "auto" in tc:
+        return "auto"
+    if "any" in tc:
+        return "required"
+    if isinstance(tc.get("tool"), dict):
+        return f"tool:{tc['tool'].get('name')}"
+    return next(iter(tc), None)
+
+
+def _details(b: dict[str, Any]) -> dict[str, Any]:
+    return {k: b[k] for k in ("metrics", "trace", "additionalModelResponseFields", "performanceConfig", "serviceTier") if b.get(k) is not None}
 
 
 class BedrockConverse(Provider):
     family = "bedrock"
 
-    def recognise(self, method, url, body):  # placeholder until the adapter lands
-        return 0
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        found = _split(url)
+        if method.upper() != "POST" or found is None or found[1] not in _ACTIONS:
+            return 0
+        return 3 if found[1] != "count-tokens" else 2
+
+    def operation(self, method: str, url: SplitResult) -> str:
+        found = _split(url)
+        return _ACTIONS.get(found[1], "unknown") if found else "unknown"
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        found = _split(url)
+        return found is not None and found[1] == "converse-stream"
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        found = _split(url)
+        return found[0] if found else None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        messages: list[Message] = []
+        for m in b.get("messages") or []:
+            if not isinstance(m, dict):
+                messages.append(Message(role="unknown", parts=[Part(kind="other", provider_details={"block": m})]))
+                continue
+            content = m.get("content")
+            parts = [_block(c) for c in content] if isinstance(content, list) else [_block(content)]
+            messages.append(Message(role=as_str(m.get("role")) or "unknown", parts=parts))
+        system = [_block(s) for s in b.get("system") or []] if isinstance(b.get("system"), list) else []
+        tool_config = b.get("toolConfig")
+        tc = tool_config.get("toolChoice") if isinstance(tool_config, dict) else None
+        params = {k: v for k, v in b.items() if k not in _STRUCTURAL}
+        if isinstance(b.get("inferenceConfig"), dict):
+            params.update(b["inferenceConfig"])  # maxTokens, temperature, topP, stopSequences
+        return NormalisedRequest(
+            family=self.family,
+            model=self.model_from_url(url),
+            stream=self.is_stream(url, b),
+            system=system,
+            messages=messages,
+            tools=_tools(tool_config),
+            tool_choice=tc,
+            tool_choice_mode=_tool_choice_mode(tc),
+            params=params,
+            history_key="messages",
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        if "output" not in b and ("message" in b or "Message" in b):
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        output = b.get("output") if isinstance(b.get("output"), dict) else {}
+        msg = output.get("message") if isinstance(output.get("message"), dict) else {}
+        content = msg.get("content")
+        raw = as_str(b.get("stopReason"))
+        return NormalisedResponse(
+            role=as_str(msg.get("role")) or "assistant",
+            parts=[_block(c) for c in content] if isinstance(content, list) else [],
+            finish_reason_raw=raw,
+            finish_reason=finish_class(raw),
+            usage=usage_from(b.get("usage")),
+            complete=True,
+            provider_details=_details(b) or None,
+        )
+
+    def parse_error(self, body: Any, status: int | None) -> ApiError:
+        if isinstance(body, str):
+            try:
+                body = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                pass
+        return error_from_body(body, status)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        blocks: dict[int, Block] = {}
+        order: list[int] = []
+        role = "assistant"
+        raw_finish: str | None = None
+        usage: Usage | None = None
+        error: ApiError | None = None
+        stopped = have_metadata = False
+        events = 0
+        details: dict[str, Any] = {}
+
+        def block(index: Any, kind: str) -> Block:
+            i = as_int(index)
+            i = i if i is not None else (order[-1] if order else 0)
+            if i not in blocks:
+                blocks[i] = {"kind": kind}
+                order.append(i)
+            return blocks[i]
+
+        for ev in framed.events:
+            events += 1
+            headers = ev.headers or {}
+            try:
+                d = orjson.loads(ev.data) if ev.data.strip() else {}
+            except orjson.JSONDecodeError:
+                d = {"raw": ev.data}
+            if not isinstance(d, dict):
+                d = {"raw": d}
+            mtype = headers.get(":message-type")
+            if mtype in ("exception", "error"):
+                # Modeled exceptions (throttlingException, validationException …) or an error frame.
+                etype = headers.get(":exception-type") or headers.get(":error-code") or ev.event
+                msg = d.get("message") or d.get("Message") or headers.get(":error-message")
+                error = ApiError(type=as_str(etype), message=as_str(msg), in_stream=True, raw=d)
+                continue
+            name = ev.event or headers.get(":event-type")
+            if name == "messageStart":
+                role = as_str(d.get("role")) or role
+            elif name == "contentBlockStart":
+                start = d.get("start") if isinstance(d.get("start"), dict) else {}
+                if isinstance(start.get("toolUse"), dict):
+                    st = block(d.get("contentBlockIndex"), "toolUse")
+                    st["start"] = start["toolUse"]
+                    st.setdefault("input", "")
+                elif isinstance(start.get("toolResult"), dict):
+                    st = block(d.get("contentBlockIndex"), "toolResult")
+                    st["start"] = start["toolResult"]
+                else:
+                    block(d.get("contentBlockIndex"), "other")["start"] = start
+            elif name == "contentBlockDelta":
+                delta = d.get("delta") if isinstance(d.get("delta"), dict) else {}
+                idx = d.get("contentBlockIndex")
+                if isinstance(delta.get("text"), str):
+                    st = block(idx, "text")
+                    st["text"] = st.get("text", "") + delta["text"]
+                elif isinstance(delta.get("toolUse"), dict):
+                    st = block(idx, "toolUse")
+                    piece = delta["toolUse"].get("input")
+                    st["input"] = st.get("input", "") + (piece if isinstance(piece, str) else orjson.dumps(piece).decode())
+                elif isinstance(delta.get("reasoningContent"), dict):
+                    st = block(idx, "reasoning")
+                    rc = delta["reasoningContent"]
+                    if isinstance(rc.get("text"), str):
+                        st["text"] = st.get("text", "") + rc["text"]
+                    if rc.get("signature") is not None:
+                        st["signature"] = rc["signature"]
+                    if rc.get("redactedContent") is not None:
+                        st["redacted"] = st.get("redacted", "") + str(rc["redactedContent"])
+                elif "toolResult" in delta:
+                    st = block(idx, "toolResult")
+                    content = delta["toolResult"]
+                    st.setdefault("content", []).extend(content if isinstance(content, list) else [content])
+                else:
+                    block(idx, "other").setdefault("deltas", []).append(delta)
+            elif name == "contentBlockStop":
+                pass
+            elif name == "messageStop":
+                stopped = True
+                raw_finish = as_str(d.get("stopReason"))
+                if d.get("additionalModelResponseFields") is not None:
+                    details["additionalModelResponseFields"] = d["additionalModelResponseFields"]
+            elif name == "metadata":
+                have_metadata = True
+                usage = usage_from(d.get("usage"))
+                details.update({k: d[k] for k in ("metrics", "trace", "performanceConfig", "serviceTier") if d.get(k) is not None})
+            else:
+                details.setdefault("unknown_events", []).append(name)
+        parts = [_stream_part(blocks[i]) for i in order]
+        finish = finish_class(raw_finish)
+        if error is not None and finish is None:
+            finish = FinishReason.ERROR
+        if stopped and not have_metadata:
+            details["metadata_missing"] = True
+        return NormalisedResponse(
+            role=role,
+            parts=parts,
+            finish_reason_raw=raw_finish,
+            finish_reason=finish,
+            usage=usage,
+            error=error,
+            complete=stopped and have_metadata,
+            events=events,
+            provider_details=details or None,
+        )
+
+
+def _stream_part(st: Block) -> Part:
+    kind = st["kind"]
+    if kind == "text":
+        return Part(kind="text", text=st.get("text", ""))
+    if kind == "toolUse":
+        start = st.get("start") or {}
+        call_kind = "server" if start.get("type") == "server_tool_use" else "function"
+        return Part(kind="tool_call", tool_call=tool_call_from_string(start.get("toolUseId"), start.get("name"), st.get("input", ""), kind=call_kind))
+    if kind == "reasoning":
+        details = {k: st[k] for k in ("signature", "redacted") if k in st}
+        return Part(kind="reasoning", text=st.get("text"), provider_details=details or None)
+    if kind == "toolResult":
+        start = st.get("start") or {}
+        return _block({"toolResult": {**start, "content": st.get("content", [])}})
+    return Part(kind="other", provider_details={k: v for k, v in st.items() if k != "kind"})

@@ -1,8 +1,729 @@
-from cassettes.providers._base import Provider
+"""Gemini ``generateContent`` / ``streamGenerateContent``, AI Studio and Vertex (WIRE.md §D).
+
+The REST API is protobuf-JSON: it answers in lowerCamelCase but accepts snake_case too, and both
+occur in recorded requests, so every key is looked up in both spellings (:func:`_g`). Protobuf-JSON
+also omits zero values, which matters for usage (see :func:`usage_from`).
+
+Recognised by path only (``…/models/{m}:{method}``), whatever the host: AI Studio ``/v1beta/`` and
+``/v1/``, Vertex regional, global, multi-region and express mode (``…/publishers/google/models/…``),
+and gateways that put a prefix in front (``/google-vertex/v1beta1/…``). Vertex's other publishers
+(``anthropic``, ``meta`` …) belong to their own families. Gemini's OpenAI-compatible endpoint
+(``/v1beta/openai/chat/completions``) is family ``openai_chat``. The side APIs (``countTokens``,
+``cachedContents``, ``fileSearchStores``, uploads …) are claimed with their own operation names so
+they are not mistaken for unknown LLM traffic, and are not parsed further.
+
+Decisions worth knowing:
+
+* ``input_tokens`` = ``promptTokenCount`` + ``toolUsePromptTokenCount``: the results of server-side
+  tools (search, code execution) are fed to the model as input and billed as input, and with this
+  sum ``input + output == totalTokenCount``.
+* ``output_tokens`` = ``candidatesTokenCount`` + ``thoughtsTokenCount`` (Gemini excludes thoughts
+  from candidates; the inclusive convention puts them in output).
+* Finish reasons newer than WIRE.md §G.1 (SDK ``FinishReason``): ``MODEL_ARMOR``, ``ESCALATION`` and
+  ``PUP_LIMITED_DISABLED`` are filters, ``CONTINUATION`` is a per-request token limit,
+  ``MALFORMED_RESPONSE`` is an error; anything else unknown is ``other``.
+* ``UNEXPECTED_TOOL_CALL`` stays ``tool_call_error`` even though the candidate carries the call.
+* Server-side tool invocations (``toolCall`` / ``toolResponse`` parts, Gemini 3 with
+  ``includeServerSideToolInvocations``) become a ``tool_call`` of kind ``server`` and a
+  ``tool_result``; ``executableCode`` / ``codeExecutionResult`` stay ``other`` parts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import SplitResult, unquote
+
+import orjson
+
+from cassettes.framing import Framed
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+from cassettes.providers._base import (
+    Provider,
+    as_int,
+    as_str,
+    compact_json,
+    error_from_body,
+    media_part,
+    tool_call_from_object,
+)
+
+__all__ = ["Gemini", "finish_class", "usage_from"]
+
+JSON = dict[str, Any]
+
+# ---------------------------------------------------------------------------------------------
+# Recognition
+
+#: ``…/models/{model}:{method}`` (also tuned models and Vertex endpoints), anchored at the end.
+_METHOD_RE = re.compile(r"/(?:models|tunedModels|endpoints)/([^/:]+):([A-Za-z]+)$")
+_PUBLISHER_RE = re.compile(r"/publishers/([^/]+)/")
+_VERSION_RE = re.compile(r"^v1(?:alpha|beta\d*)?$")
+
+_METHODS: dict[str, str] = {
+    "generateContent": "generate",
+    "streamGenerateContent": "generate",
+    "countTokens": "count_tokens",
+    "computeTokens": "compute_tokens",
+    "embedContent": "embed",
+    "batchEmbedContents": "embed",
+    "batchGenerateContent": "batch",
+    "asyncBatchEmbedContent": "batch",
+}
+
+#: Gemini-only collections under ``/v1beta/…`` (and ``/upload/v1beta/…``) that are not model calls.
+_SIDE_APIS: dict[str, str] = {
+    "cachedContents": "cached_contents",
+    "fileSearchStores": "file_search_stores",
+    "files": "files",
+    "corpora": "corpora",
+    "tunedModels": "tuned_models",
+    "batches": "batches",
+    "operations": "operations",
+    "generatedFiles": "files",
+}
+#: Of those, the ones unique enough to claim on any ``v1*`` version (``/v1/files`` is OpenAI's too).
+_UNIQUE_SIDE_APIS = {"cachedContents", "fileSearchStores", "corpora", "tunedModels", "generatedFiles"}
+
+
+def _method(url: SplitResult) -> tuple[str, str] | None:
+    """(model, method) when the path is a Gemini model method, else ``None``."""
+    path = url.path.rstrip("/")
+    m = _METHOD_RE.search(path)
+    if m is None:
+        return None
+    pub = _PUBLISHER_RE.search(path)
+    if pub is not None and pub.group(1) != "google":
+        return None  # Vertex Model Garden: anthropic, meta, mistralai … are other families
+    return unquote(m.group(1)), m.group(2)
+
+
+def _side_api(url: SplitResult) -> str | None:
+    segs = [s for s in url.path.split("/") if s]
+    if segs and segs[0] == "upload":
+        segs = segs[1:]
+    if len(segs) < 2 or not _VERSION_RE.match(segs[0]):
+        return None
+    coll = segs[1].split(":")[0]
+    if coll not in _SIDE_APIS:
+        return None
+    if coll not in _UNIQUE_SIDE_APIS and segs[0] in ("v1",):
+        return None
+    return _SIDE_APIS[coll]
+
+
+# ---------------------------------------------------------------------------------------------
+# Casing
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
+
+
+def _g(d: Any, key: str, default: Any = None) -> Any:
+    """``d[key]`` in lowerCamelCase or in snake_case (the API accepts both on input)."""
+    if not isinstance(d, dict):
+        return default
+    if key in d:
+        return d[key]
+    return d.get(_snake(key), default)
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+# ---------------------------------------------------------------------------------------------
+# Finish reasons and usage
+
+_FINISH: dict[str, FinishReason] = {
+    "STOP": FinishReason.COMPLETE,
+    "MAX_TOKENS": FinishReason.TRUNCATED_LENGTH,
+    "CONTINUATION": FinishReason.TRUNCATED_LENGTH,
+    "SAFETY": FinishReason.FILTERED,
+    "RECITATION": FinishReason.FILTERED,
+    "BLOCKLIST": FinishReason.FILTERED,
+    "PROHIBITED_CONTENT": FinishReason.FILTERED,
+    "SPII": FinishReason.FILTERED,
+    "IMAGE_SAFETY": FinishReason.FILTERED,
+    "IMAGE_PROHIBITED_CONTENT": FinishReason.FILTERED,
+    "IMAGE_RECITATION": FinishReason.FILTERED,
+    "MODEL_ARMOR": FinishReason.FILTERED,
+    "ESCALATION": FinishReason.FILTERED,
+    "PUP_LIMITED_DISABLED": FinishReason.FILTERED,
+    "MALFORMED_FUNCTION_CALL": FinishReason.TOOL_CALL_ERROR,
+    "UNEXPECTED_TOOL_CALL": FinishReason.TOOL_CALL_ERROR,
+    "TOO_MANY_TOOL_CALLS": FinishReason.TOOL_LOOP_LIMIT,
+    "MALFORMED_RESPONSE": FinishReason.ERROR,
+}
+
+
+def finish_class(raw: str | None, has_calls: bool) -> FinishReason | None:
+    """WIRE.md §G.1 for Gemini: ``STOP`` with ``functionCall`` parts is a tool call."""
+    if raw is None:
+        return None
+    cls = _FINISH.get(raw, FinishReason.OTHER)
+    if cls is FinishReason.COMPLETE and has_calls:
+        return FinishReason.TOOL_CALL
+    return cls
+
+
+def _sum(*vals: int | None) -> int | None:
+    present = [v for v in vals if v is not None]
+    return sum(present) if present else None
+
+
+def usage_from(u: Any) -> Usage | None:
+    """``usageMetadata`` in the inclusive convention (see the module docstring).
+
+    Protobuf-JSON drops zero counts, so a missing ``candidatesTokenCount`` next to a reported
+    ``totalTokenCount`` means 0; the output count is then derived as ``total - input`` instead of
+    being reported as unknown. A count that cannot be derived stays ``None``.
+    """
+    if not isinstance(u, dict):
+        return None
+    prompt = as_int(_g(u, "promptTokenCount"))
+    tool_use = as_int(_g(u, "toolUsePromptTokenCount"))
+    candidates = as_int(_g(u, "candidatesTokenCount"))
+    thoughts = as_int(_g(u, "thoughtsTokenCount"))
+    total = as_int(_g(u, "totalTokenCount"))
+    input_tokens = _sum(prompt, tool_use)
+    output_tokens = _sum(candidates, thoughts)
+    if output_tokens is None and total is not None and input_tokens is not None:
+        output_tokens = max(total - input_tokens, 0)
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=as_int(_g(u, "cachedContentTokenCount")),
+        cache_write_tokens=None,
+        reasoning_tokens=thoughts,
+        total_tokens=total,
+        raw=u,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Parts
+
+#: Part keys that carry content (anything else on a part is metadata kept in provider_details).
+_CONTENT_KEYS = (
+    "text",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+    "toolCall",
+    "toolResponse",
+)
+
+
+def _details(part: JSON, used: set[str]) -> dict[str, Any] | None:
+    """Provider-only data of a part: its signature and any metadata keys not already consumed."""
+    out: dict[str, Any] = {}
+    sig = _g(part, "thoughtSignature")
+    if sig is not None:
+        out["thought_signature"] = sig
+    for k, v in part.items():
+        ck = _camel(k)
+        if ck in used or ck in ("thoughtSignature", "thought"):
+            continue
+        out[ck] = v
+    return out or None
+
+
+def _media_type(block: Any) -> str | None:
+    return as_str(_g(block, "mimeType"))
+
+
+def _flatten_response(resp: Any, parts: Any) -> str:
+    """A ``functionResponse.response`` object (plus multimodal ``parts``) flattened to text."""
+    if isinstance(resp, dict) and len(resp) == 1:
+        (only,) = resp.values()
+        if isinstance(only, str) and next(iter(resp)) in ("output", "result", "return_value", "content"):
+            text = only
+        else:
+            text = compact_json(resp)
+    elif resp is None or resp == {}:
+        text = ""
+    else:
+        text = resp if isinstance(resp, str) else compact_json(resp)
+    for p in parts if isinstance(parts, list) else []:
+        if not isinstance(p, dict):
+            continue
+        if isinstance(_g(p, "text"), str):
+            text += p["text"]
+            continue
+        blob = _g(p, "inlineData") or _g(p, "fileData")
+        text += f"[{_media_type(blob) or 'media'}]"
+    return text
+
+
+def _part(p: Any) -> Part:
+    """One wire part → a normalised part."""
+    if not isinstance(p, dict):
+        return Part(kind="other", provider_details={"block": p})
+    text = _g(p, "text")
+    if isinstance(text, str):
+        kind = "reasoning" if _g(p, "thought") is True else "text"
+        return Part(kind=kind, text=text, provider_details=_details(p, {"text"}))
+    fc = _g(p, "functionCall")
+    if isinstance(fc, dict):
+        call = tool_call_from_object(_g(fc, "id"), _g(fc, "name"), _g(fc, "args"))
+        extra = {_camel(k): v for k, v in fc.items() if _camel(k) not in ("id", "name", "args")}
+        det = _details(p, {"functionCall"}) or {}
+        if extra:
+            det["function_call"] = extra
+        return Part(kind="tool_call", tool_call=call, provider_details=det or None)
+    fr = _g(p, "functionResponse")
+    if isinstance(fr, dict):
+        result = ToolResult(
+            call_id=as_str(_g(fr, "id")),
+            name=as_str(_g(fr, "name")),
+            content=_flatten_response(_g(fr, "response"), _g(fr, "parts")),
+        )
+        return Part(kind="tool_result", tool_result=result, provider_details=_details(p, {"functionResponse"}))
+    for key in ("inlineData", "fileData"):
+        blob = _g(p, key)
+        if isinstance(blob, dict):
+            part = media_part(p, _media_type(blob))
+            sig = _g(p, "thoughtSignature")
+            if sig is not None and part.provider_details is not None:
+                part.provider_details["thought_signature"] = sig
+            return part
+    tc = _g(p, "toolCall")
+    if isinstance(tc, dict):
+        tool_type = as_str(_g(tc, "toolType"))
+        call = tool_call_from_object(_g(tc, "id"), tool_type, _g(tc, "args"), kind="server")
+        return Part(kind="tool_call", tool_call=call, provider_details=_details(p, {"toolCall"}))
+    tr = _g(p, "toolResponse")
+    if isinstance(tr, dict):
+        result = ToolResult(
+            call_id=as_str(_g(tr, "id")),
+            name=as_str(_g(tr, "toolType")),
+            content=_flatten_response(_g(tr, "response"), None),
+        )
+        det = _details(p, {"toolResponse"}) or {}
+        det["server"] = True
+        return Part(kind="tool_result", tool_result=result, provider_details=det)
+    # executableCode, codeExecutionResult, signature-only parts and anything new.
+    det = _details(p, set()) or {}
+    det["block"] = p
+    return Part(kind="other", provider_details=det)
+
+
+def _parts(content: Any) -> list[Part]:
+    if isinstance(content, str):  # SDK shorthand; not valid on the wire but harmless
+        return [Part(kind="text", text=content)]
+    raw = _g(content, "parts")
+    return [_part(p) for p in raw] if isinstance(raw, list) else []
+
+
+def _role(raw: Any) -> str:
+    if raw is None or raw == "":
+        return "user"  # a missing role means user [SDK]
+    if raw == "model":
+        return "assistant"
+    return str(raw)
+
+
+def _message(c: Any) -> Message:
+    if not isinstance(c, dict):
+        return Message(role="unknown", parts=[Part(kind="other", provider_details={"block": c})])
+    extra = {k: v for k, v in c.items() if k not in ("role", "parts")}
+    return Message(role=_role(c.get("role")), parts=_parts(c), provider_details=extra or None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Request
+
+_STRUCTURAL = {
+    "contents",
+    "systemInstruction",
+    "tools",
+    "toolConfig",
+    "generationConfig",
+    "model",
+}
+
+
+def _tools(raw: Any) -> list[ToolSpec]:
+    out: list[ToolSpec] = []
+    for t in raw if isinstance(raw, list) else []:
+        if not isinstance(t, dict):
+            continue
+        for key, val in t.items():
+            ck = _camel(key)
+            if ck == "functionDeclarations":
+                for f in val if isinstance(val, list) else []:
+                    if not isinstance(f, dict):
+                        continue
+                    params = _g(f, "parametersJsonSchema")
+                    if params is None:
+                        params = _g(f, "parameters")
+                    out.append(
+                        ToolSpec(
+                            name=as_str(_g(f, "name")) or "",
+                            description=as_str(_g(f, "description")),
+                            parameters=params if isinstance(params, dict) else None,
+                        )
+                    )
+            else:
+                # Hosted tools: googleSearch, codeExecution, urlContext, fileSearch, googleMaps …
+                out.append(ToolSpec(name=ck, kind=ck))
+    return out
+
+
+_MODES = {"AUTO": "auto", "ANY": "required", "NONE": "none", "VALIDATED": "validated"}
+
+
+def _tool_choice_mode(tool_config: Any) -> str | None:
+    fcc = _g(tool_config, "functionCallingConfig")
+    if not isinstance(fcc, dict):
+        return None
+    mode = as_str(_g(fcc, "mode"))
+    if mode is None:
+        return None
+    names = _g(fcc, "allowedFunctionNames")
+    if mode == "ANY" and isinstance(names, list) and len(names) == 1:
+        return f"tool:{names[0]}"
+    return _MODES.get(mode.upper(), mode.lower())
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams
+
+
+def _set_path(root: JSON, path: str, value: Any, append: bool) -> None:
+    """Set ``value`` at a JSON path like ``$.a.b[0].c`` inside ``root`` (Vertex ``partialArgs``)."""
+    tokens: list[str | int] = []
+    for name, idx in re.findall(r"\.([^.\[\]]+)|\[(\d+)\]", path.removeprefix("$")):
+        tokens.append(int(idx) if idx else name)
+    if not tokens:
+        return
+    node: Any = root
+    for tok, nxt in zip(tokens, tokens[1:]):
+        empty: Any = [] if isinstance(nxt, int) else {}
+        if isinstance(tok, int):
+            if not isinstance(node, list):
+                return
+            while len(node) <= tok:
+                node.append(None)
+            if not isinstance(node[tok], (dict, list)):
+                node[tok] = empty
+            node = node[tok]
+        else:
+            if not isinstance(node, dict):
+                return
+            if not isinstance(node.get(tok), (dict, list)):
+                node[tok] = empty
+            node = node[tok]
+    last = tokens[-1]
+    if isinstance(last, int):
+        if not isinstance(node, list):
+            return
+        while len(node) <= last:
+            node.append(None)
+        old = node[last]
+        node[last] = old + value if append and isinstance(old, str) and isinstance(value, str) else value
+    elif isinstance(node, dict):
+        old = node.get(last)
+        node[last] = old + value if append and isinstance(old, str) and isinstance(value, str) else value
+
+
+def _partial_value(pa: JSON) -> tuple[bool, Any]:
+    for key in ("stringValue", "numberValue", "boolValue"):
+        v = _g(pa, key)
+        if v is not None:
+            return True, v
+    if _g(pa, "nullValue") is not None:
+        return True, None
+    return False, None
+
+
+class _Accumulator:
+    """Rebuilds the parts of candidate 0 from streamed chunks (WIRE.md §D.4)."""
+
+    def __init__(self) -> None:
+        self.parts: list[JSON] = []
+        #: The Vertex streamed call still receiving ``partialArgs`` (``willContinue: true``).
+        self._open_call: JSON | None = None
+        #: json paths whose last fragment said ``willContinue`` (the next fragment appends).
+        self._continuing: set[str] = set()
+
+    def add(self, p: Any) -> None:
+        if not isinstance(p, dict):
+            self.parts.append({"_raw": p})
+            return
+        fc = _g(p, "functionCall")
+        if isinstance(fc, dict):
+            self._add_call(p, fc)
+            return
+        self._open_call = None
+        text = _g(p, "text")
+        sig = _g(p, "thoughtSignature")
+        only_text = all(_camel(k) in ("text", "thought", "thoughtSignature") for k in p)
+        if isinstance(text, str) and only_text:
+            thought = _g(p, "thought") is True
+            prev = self.parts[-1] if self.parts else None
+            if (
+                prev is not None
+                and isinstance(prev.get("text"), str)
+                and (prev.get("thought") is True) == thought
+                and not (sig is not None and prev.get("thoughtSignature") is not None)
+            ):
+                prev["text"] += text
+                if sig is not None:
+                    prev["thoughtSignature"] = sig
+                return
+            if text == "" and sig is None:
+                return  # the empty text that rides on the final chunk
+            new: JSON = {"text": text}
+            if thought:
+                new["thought"] = True
+            if sig is not None:
+                new["thoughtSignature"] = sig
+            self.parts.append(new)
+            return
+        self.parts.append(dict(p))
+
+    def _add_call(self, p: JSON, fc: JSON) -> None:
+        name = _g(fc, "name")
+        cur = self._open_call
+        if cur is not None and (name is None or name == cur["functionCall"].get("name")):
+            call = cur["functionCall"]
+            if _g(fc, "id") is not None and call.get("id") is None:
+                call["id"] = _g(fc, "id")
+            if isinstance(_g(fc, "args"), dict):
+                call.setdefault("args", {}).update(_g(fc, "args"))
+            sig = _g(p, "thoughtSignature")
+            if sig is not None:
+                cur.setdefault("thoughtSignature", sig)
+        else:
+            call = {k: v for k, v in ((_camel(k), v) for k, v in fc.items()) if k not in ("partialArgs", "willContinue")}
+            cur = {_camel(k): v for k, v in p.items() if _camel(k) != "functionCall"}
+            cur["functionCall"] = call
+            self.parts.append(cur)
+            self._continuing = set()
+        partial = _g(fc, "partialArgs")
+        if isinstance(partial, list):
+            args = call.setdefault("args", {})
+            for pa in partial:
+                if not isinstance(pa, dict):
+                    continue
+                path = as_str(_g(pa, "jsonPath"))
+                has, value = _partial_value(pa)
+                if path is None or not has:
+                    continue
+                _set_path(args, path, value, append=path in self._continuing)
+                if _g(pa, "willContinue") is True:
+                    self._continuing.add(path)
+                else:
+                    self._continuing.discard(path)
+        self._open_call = cur if _g(fc, "willContinue") is True else None
+
+
+def _event_payloads(data: str) -> list[Any]:
+    """One event's JSON; a list (JSON-array framing, wrapped errors) yields its items."""
+    value = orjson.loads(data)
+    return value if isinstance(value, list) else [value]
+
+
+# ---------------------------------------------------------------------------------------------
+# Adapter
 
 
 class Gemini(Provider):
     family = "gemini"
 
-    def recognise(self, method, url, body):  # placeholder until the adapter lands
-        return 0
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        hit = _method(url)
+        if hit is not None:
+            op = _METHODS.get(hit[1])
+            if op is None:
+                return 0
+            if op == "generate":
+                return 3 if isinstance(body, dict) and "contents" in body else 2
+            return 1
+        return 1 if _side_api(url) is not None else 0
+
+    def operation(self, method: str, url: SplitResult) -> str:
+        hit = _method(url)
+        if hit is not None:
+            return _METHODS.get(hit[1], hit[1])
+        return _side_api(url) or "other"
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        hit = _method(url)
+        return hit is not None and hit[1] == "streamGenerateContent"
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        hit = _method(url)
+        return hit[0] if hit is not None else None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b = body if isinstance(body, dict) else {}
+        contents = _g(b, "contents")
+        if isinstance(contents, dict):  # a single Content is tolerated by some clients
+            contents = [contents]
+        messages = [_message(c) for c in contents] if isinstance(contents, list) else []
+        tool_config = _g(b, "toolConfig")
+        params: dict[str, Any] = {}
+        gen = _g(b, "generationConfig")
+        if isinstance(gen, dict):
+            params.update({_camel(k): v for k, v in gen.items()})
+        for k, v in b.items():
+            if _camel(k) not in _STRUCTURAL:
+                params[_camel(k)] = v
+        if isinstance(tool_config, dict):
+            # includeServerSideToolInvocations and friends shape generation too.
+            rest = {_camel(k): v for k, v in tool_config.items() if _camel(k) != "functionCallingConfig"}
+            params.update(rest)
+        return NormalisedRequest(
+            family=self.family,
+            model=self.model_from_url(url) or as_str(b.get("model")),
+            stream=self.is_stream(url, body),
+            system=_parts(_g(b, "systemInstruction")),
+            messages=messages,
+            tools=_tools(_g(b, "tools")),
+            tool_choice=tool_config,
+            tool_choice_mode=_tool_choice_mode(tool_config),
+            params=params,
+            history_key="contents",
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        if isinstance(body, list):  # a streamed method answered as one JSON value
+            return self._assemble(list(body), events=None)
+        b = body if isinstance(body, dict) else {}
+        if "error" in b and not b.get("candidates"):
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        resp = self._assemble([b], events=None)
+        resp.complete = True
+        return resp
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        payloads: list[Any] = []
+        unparsed: list[str] = []
+        events = 0
+        for ev in framed.events:
+            data = ev.data.strip()
+            if not data or data == "[DONE]":
+                continue
+            events += 1
+            try:
+                payloads.extend(_event_payloads(data))
+            except orjson.JSONDecodeError:
+                unparsed.append(data)
+        resp = self._assemble(payloads, events=events)
+        if unparsed:
+            details = resp.provider_details or {}
+            details["unparsed_events"] = len(unparsed)
+            resp.provider_details = details
+            # An error object spread over lines without the data: prefix (WIRE.md §D.6).
+            bad = next((u for u in unparsed if u.lstrip("[ \n").startswith('{"error"')), None)
+            if bad is not None and resp.error is None:
+                resp.error = ApiError(message=bad, in_stream=True, raw=bad)
+                resp.complete = False
+                resp.finish_reason = resp.finish_reason or FinishReason.ERROR
+        return resp
+
+    def _assemble(self, chunks: list[Any], events: int | None) -> NormalisedResponse:
+        """Fold full ``GenerateContentResponse`` objects (one, or a stream's chunks) into one."""
+        acc = _Accumulator()
+        resp_id = model = raw_finish = None
+        usage: Usage | None = None
+        error: ApiError | None = None
+        blocked: str | None = None
+        details: dict[str, Any] = {}
+        finished = False
+        for chunk in chunks:
+            if not isinstance(chunk, dict):
+                continue
+            if "error" in chunk and not _g(chunk, "candidates"):
+                error = error_from_body(chunk, None, in_stream=events is not None)
+                continue
+            resp_id = resp_id or as_str(_g(chunk, "responseId")) or None
+            model = model or as_str(_g(chunk, "modelVersion")) or None
+            if _g(chunk, "usageMetadata") is not None:
+                usage = usage_from(_g(chunk, "usageMetadata"))
+            for key in ("createTime", "modelStatus"):
+                if _g(chunk, key) is not None:
+                    details[_snake(key)] = _g(chunk, key)
+            feedback = _g(chunk, "promptFeedback")
+            if isinstance(feedback, dict):
+                details["prompt_feedback"] = feedback
+                if _g(feedback, "blockReason") is not None:
+                    blocked = as_str(_g(feedback, "blockReason"))
+            candidates = _g(chunk, "candidates")
+            for cand in candidates if isinstance(candidates, list) else []:
+                if not isinstance(cand, dict):
+                    continue
+                idx = as_int(_g(cand, "index")) or 0
+                if idx != 0:
+                    details["candidates"] = max(details.get("candidates", 1), idx + 1)
+                    continue
+                parts = _g(_g(cand, "content"), "parts")
+                for p in parts if isinstance(parts, list) else []:
+                    acc.add(p)
+                fr = _g(cand, "finishReason")
+                if fr is not None:
+                    raw_finish = as_str(fr)
+                    finished = True
+                extra = {_camel(k): v for k, v in cand.items() if _camel(k) not in ("content", "finishReason", "index")}
+                if extra:
+                    details.setdefault("candidate", {}).update(extra)
+        out_parts = [_part(p.get("_raw") if set(p) == {"_raw"} else p) for p in acc.parts]
+        has_calls = any(p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function" for p in out_parts)
+        finish = finish_class(raw_finish, has_calls)
+        if finish is None and blocked is not None:
+            raw_finish = blocked
+            finish = FinishReason.PROMPT_BLOCKED
+        if finish is None and error is not None:
+            finish = FinishReason.ERROR
+        return NormalisedResponse(
+            id=resp_id,
+            model=model,
+            parts=out_parts,
+            finish_reason_raw=raw_finish,
+            finish_reason=finish,
+            usage=usage,
+            error=error,
+            complete=(finished or blocked is not None) and error is None,
+            events=events,
+            provider_details=details or None,
+        )
+
+    def parse_error(self, body: Any, status: int | None) -> ApiError:
+        """``{"error":{code,message,status,details}}``, bare or wrapped in a list (WIRE.md §D.6).
+
+        ``code`` is the ``google.rpc.ErrorInfo`` reason when one is given (``API_KEY_INVALID`` …),
+        else the numeric code; ``type`` is the rpc status name. ``raw`` keeps everything,
+        ``RetryInfo.retryDelay`` included.
+        """
+        if isinstance(body, (str, bytes)):
+            try:
+                body = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+                return ApiError(status=status, message=text or None, raw=text)
+        err = error_from_body(body, status)
+        inner = body[0] if isinstance(body, list) and body else body
+        e = _g(inner, "error")
+        if isinstance(e, dict):
+            for d in e.get("details") or []:
+                if isinstance(d, dict) and str(d.get("@type", "")).endswith("google.rpc.ErrorInfo") and d.get("reason"):
+                    err.code = as_str(d["reason"])
+        return err

@@ -1,8 +1,348 @@
-from cassettes.providers._base import Provider
+"""Ollama's native API: ``/api/chat`` and ``/api/generate`` (WIRE.md §E).
+
+Ollama's ``/v1/chat/completions`` is family ``openai_chat``. The other native routes (``/api/embed``,
+``/api/tags``, ``/api/pull`` …) are claimed with their own operation names and not parsed further.
+
+Decisions worth knowing:
+
+* ``stream`` defaults to *true*: a body without ``"stream": false`` streams NDJSON.
+* ``complete`` is ``done: true`` having been seen, for non-streamed bodies too: a genuine
+  non-streamed answer always carries it, and a one-line stream cut after its first line is framed
+  as plain JSON, which this still reports as incomplete.
+* ``done_reason`` ``stop`` becomes ``tool_call`` when the turn carries ``tool_calls`` (native Ollama
+  has no tool-call reason); ``load``/``unload`` are ``no_generation``; an absent reason on the final
+  line is ``unknown``.
+* Counts are ``omitempty`` on the wire: a missing ``prompt_eval_count`` (prompt served from the KV
+  cache) is ``None``, not 0. Durations are nanoseconds and are kept in ``usage.raw``.
+* ``/api/generate`` has a ``prompt`` (one user message) and a ``system`` field instead of
+  ``messages``; its history travels as the opaque ``context`` token array, so ``history_key`` is
+  ``None`` there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult
+
+import orjson
+
+from cassettes.framing import Framed
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+from cassettes.providers._base import (
+    Provider,
+    as_int,
+    as_str,
+    error_from_body,
+    media_part,
+    text_of,
+    tool_call_from_object,
+)
+
+__all__ = ["OllamaChat", "finish_class", "usage_from"]
+
+JSON = dict[str, Any]
+
+_GENERATE_ROUTES = {"chat", "generate"}
+#: The other native routes (operation = the route name).
+_OTHER_ROUTES = {
+    "embed",
+    "embeddings",
+    "tags",
+    "show",
+    "ps",
+    "pull",
+    "push",
+    "create",
+    "copy",
+    "delete",
+    "version",
+    "blobs",
+}
+
+_FINISH = {
+    "stop": FinishReason.COMPLETE,
+    "length": FinishReason.TRUNCATED_LENGTH,
+    "load": FinishReason.NO_GENERATION,
+    "unload": FinishReason.NO_GENERATION,
+}
+
+_STRUCTURAL = {"model", "messages", "tools", "stream", "options", "prompt", "system", "images"}
+_USAGE_KEYS = (
+    "prompt_eval_count",
+    "eval_count",
+    "total_duration",
+    "load_duration",
+    "prompt_eval_duration",
+    "eval_duration",
+)
+
+
+def _route(url: SplitResult) -> str | None:
+    """``chat`` for ``…/api/chat``, ``tags`` for ``…/api/tags`` …; ``None`` when not Ollama's."""
+    segs = [s for s in url.path.split("/") if s]
+    if len(segs) >= 2 and segs[-2] == "api" and segs[-1] in _GENERATE_ROUTES | _OTHER_ROUTES:
+        return segs[-1]
+    if len(segs) >= 3 and segs[-3] == "api" and segs[-2] == "blobs":  # /api/blobs/sha256:…
+        return "blobs"
+    return None
+
+
+def finish_class(raw: str | None, has_calls: bool, done: bool) -> FinishReason | None:
+    """WIRE.md §G.1 for Ollama. ``None`` while no final line was seen."""
+    if not done:
+        return None
+    if raw is None or raw == "":
+        return FinishReason.UNKNOWN
+    cls = _FINISH.get(raw, FinishReason.OTHER)
+    if cls is FinishReason.COMPLETE and has_calls:
+        return FinishReason.TOOL_CALL
+    return cls
+
+
+def usage_from(line: Any) -> Usage | None:
+    """Counts of a final (``done: true``) line; ``None`` when it reports none."""
+    if not isinstance(line, dict):
+        return None
+    raw = {k: line[k] for k in _USAGE_KEYS if k in line}
+    if not raw:
+        return None
+    prompt = as_int(line.get("prompt_eval_count"))
+    output = as_int(line.get("eval_count"))
+    return Usage(
+        input_tokens=prompt,
+        output_tokens=output,
+        total_tokens=prompt + output if prompt is not None and output is not None else None,
+        raw=raw,
+    )
+
+
+def _image_parts(images: Any) -> list[Part]:
+    out: list[Part] = []
+    for img in images if isinstance(images, list) else []:
+        # Base64 strings without a media type; the block keeps the data.
+        out.append(media_part({"image": img}, "image"))
+    return out
+
+
+def _tool_call_parts(calls: Any) -> list[Part]:
+    out: list[Part] = []
+    for tc in calls if isinstance(calls, list) else []:
+        if not isinstance(tc, dict):
+            continue
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        call = tool_call_from_object(tc.get("id"), fn.get("name"), fn.get("arguments"))
+        details = {k: v for k, v in fn.items() if k not in ("name", "arguments")}
+        details.update({k: v for k, v in tc.items() if k not in ("id", "function")})
+        out.append(Part(kind="tool_call", tool_call=call, provider_details=details or None))
+    return out
+
+
+def _message(m: Any) -> Message:
+    if not isinstance(m, dict):
+        return Message(role="unknown", parts=[Part(kind="other", provider_details={"block": m})])
+    role = as_str(m.get("role")) or "unknown"
+    parts: list[Part] = []
+    if isinstance(m.get("thinking"), str) and m["thinking"]:
+        parts.append(Part(kind="reasoning", text=m["thinking"]))
+    if role == "tool":
+        result = ToolResult(
+            call_id=as_str(m.get("tool_call_id")),
+            name=as_str(m.get("tool_name") or m.get("name")),
+            content=text_of(m.get("content")),
+        )
+        parts.append(Part(kind="tool_result", tool_result=result))
+    elif m.get("content") not in (None, ""):
+        parts.append(Part(kind="text", text=text_of(m.get("content"))))
+    parts.extend(_image_parts(m.get("images")))
+    parts.extend(_tool_call_parts(m.get("tool_calls")))
+    known = ("role", "content", "thinking", "images", "tool_calls", "tool_call_id", "tool_name")
+    extra = {k: v for k, v in m.items() if k not in known}
+    return Message(role=role, parts=parts, provider_details=extra or None)
+
+
+def _tools(raw: Any) -> list[ToolSpec]:
+    out: list[ToolSpec] = []
+    for t in raw if isinstance(raw, list) else []:
+        if not isinstance(t, dict):
+            continue
+        f = t.get("function")
+        if isinstance(f, dict):
+            params = f.get("parameters")
+            out.append(
+                ToolSpec(
+                    name=as_str(f.get("name")) or "",
+                    description=as_str(f.get("description")),
+                    parameters=params if isinstance(params, dict) else None,
+                )
+            )
+        else:
+            out.append(ToolSpec(name=as_str(t.get("name") or t.get("type")) or "", kind=as_str(t.get("type")) or "other"))
+    return out
+
+
+class _Accumulator:
+    """Folds response lines (deltas) into one message (WIRE.md §E.4)."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.thinking: list[str] = []
+        self.calls: list[Part] = []
+        self.model: str | None = None
+        self.done = False
+        self.done_reason: str | None = None
+        self.usage: Usage | None = None
+        self.error: ApiError | None = None
+        self.details: dict[str, Any] = {}
+
+    def add(self, line: Any, in_stream: bool) -> None:
+        if not isinstance(line, dict):
+            self.details["unparsed_events"] = self.details.get("unparsed_events", 0) + 1
+            return
+        if "error" in line and "message" not in line and "response" not in line:
+            self.error = error_from_body(line, None, in_stream=in_stream)
+            return
+        self.model = self.model or as_str(line.get("model")) or None
+        if line.get("created_at") is not None:
+            self.details.setdefault("created_at", line["created_at"])
+        msg = line.get("message") if isinstance(line.get("message"), dict) else {}
+        for src in (msg, line):  # /api/chat puts deltas in message, /api/generate at top level
+            if isinstance(src.get("thinking"), str):
+                self.thinking.append(src["thinking"])
+            self.calls.extend(_tool_call_parts(src.get("tool_calls")))
+        if isinstance(msg.get("content"), str):
+            self.text.append(msg["content"])
+        if isinstance(line.get("response"), str):
+            self.text.append(line["response"])
+        if line.get("done") is True:
+            self.done = True
+            self.done_reason = as_str(line.get("done_reason"))
+            self.usage = usage_from(line)
+            if "context" in line:
+                self.details["context_tokens"] = len(line["context"]) if isinstance(line["context"], list) else None
+        if isinstance(line.get("logprobs"), list):
+            self.details.setdefault("logprobs", []).extend(line["logprobs"])
+        for key in ("remote_model", "remote_host"):  # cloud models proxied by a local server
+            if line.get(key) is not None:
+                self.details[key] = line[key]
+
+    def result(self, events: int | None) -> NormalisedResponse:
+        parts: list[Part] = []
+        if "".join(self.thinking):
+            parts.append(Part(kind="reasoning", text="".join(self.thinking)))
+        if "".join(self.text):
+            parts.append(Part(kind="text", text="".join(self.text)))
+        parts.extend(self.calls)
+        finish = finish_class(self.done_reason, bool(self.calls), self.done)
+        if finish is None and self.error is not None:
+            finish = FinishReason.ERROR
+        return NormalisedResponse(
+            model=self.model,
+            parts=parts,
+            finish_reason_raw=self.done_reason,
+            finish_reason=finish,
+            usage=self.usage,
+            error=self.error,
+            complete=self.done and self.error is None,
+            events=events,
+            provider_details=self.details or None,
+        )
 
 
 class OllamaChat(Provider):
     family = "ollama"
 
-    def recognise(self, method, url, body):  # placeholder until the adapter lands
-        return 0
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        route = _route(url)
+        if route is None:
+            return 0
+        if route in _GENERATE_ROUTES:
+            if method.upper() != "POST":
+                return 0
+            if isinstance(body, dict) and ("messages" in body if route == "chat" else "prompt" in body or "model" in body):
+                return 3
+            return 2
+        return 1
+
+    def operation(self, method: str, url: SplitResult) -> str:
+        route = _route(url)
+        if route in _GENERATE_ROUTES:
+            return "generate"
+        return route or "other"
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        if _route(url) not in _GENERATE_ROUTES or not isinstance(body, dict):
+            return False
+        return body.get("stream", True) is not False
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b = body if isinstance(body, dict) else {}
+        generate = _route(url) == "generate" or ("prompt" in b and "messages" not in b)
+        system: list[Part] = []
+        if generate:
+            if isinstance(b.get("system"), str) and b["system"]:
+                system.append(Part(kind="text", text=b["system"]))
+            parts: list[Part] = []
+            if isinstance(b.get("prompt"), str) and b["prompt"]:
+                parts.append(Part(kind="text", text=b["prompt"]))
+            parts.extend(_image_parts(b.get("images")))
+            messages = [Message(role="user", parts=parts)] if parts else []
+        else:
+            messages = [_message(m) for m in b.get("messages") or []]
+            system = [p for m in messages if m.role == "system" for p in m.parts]
+        params: dict[str, Any] = {}
+        if isinstance(b.get("options"), dict):
+            params.update(b["options"])
+        params.update({k: v for k, v in b.items() if k not in _STRUCTURAL})
+        return NormalisedRequest(
+            family=self.family,
+            model=as_str(b.get("model")),
+            stream=self.is_stream(url, body),
+            system=system,
+            messages=messages,
+            tools=_tools(b.get("tools")),
+            params=params,
+            history_key=None if generate else "messages",
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        if isinstance(body, dict) and "error" in body and "message" not in body and "response" not in body:
+            return NormalisedResponse(error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True)
+        acc = _Accumulator()
+        for line in body if isinstance(body, list) else [body]:
+            acc.add(line, in_stream=False)
+        return acc.result(events=None)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        acc = _Accumulator()
+        events = 0
+        for ev in framed.events:
+            data = ev.data.strip()
+            if not data:
+                continue
+            events += 1
+            try:
+                line = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                line = None
+            acc.add(line, in_stream=True)
+        return acc.result(events=events)
+
+    def parse_error(self, body: Any, status: int | None) -> ApiError:
+        """``{"error": "<text>"}`` (a string), or whatever a proxy in front put there."""
+        if isinstance(body, (str, bytes)):
+            try:
+                body = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+                return ApiError(status=status, message=text or None, raw=text)
+        return error_from_body(body, status)

@@ -1,0 +1,62 @@
+"""The architecture rules of STYLE.md, checked."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import cassettes
+from cassettes.providers import FAMILIES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_core_imports_neither_mitmproxy_nor_textual_nor_siblings() -> None:
+    code = (
+        "import sys, pkgutil, importlib, cassettes\n"
+        "for m in pkgutil.walk_packages(cassettes.__path__, 'cassettes.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('mitmproxy', 'textual', 'proxy', 'inspector'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == ""
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_packages_do_not_import_each_other() -> None:
+    for pkg, forbidden in (("cassettes", {"proxy", "inspector", "mitmproxy", "textual"}), ("proxy", {"inspector", "textual"}), ("inspector", {"proxy", "mitmproxy"})):
+        for f in (ROOT / pkg).rglob("*.py"):
+            assert not (_imports(f) & forbidden), f"{f.relative_to(ROOT)} imports {_imports(f) & forbidden}"
+
+
+def test_provider_modules_are_not_imported_outside_the_registry() -> None:
+    """Shared modules talk to adapters only through cassettes.providers (detect / by_family)."""
+    for f in (ROOT / "cassettes").rglob("*.py"):
+        if "providers" in f.parts:
+            continue
+        src = f.read_text()
+        for fam in FAMILIES:
+            assert f"providers.{fam}" not in src, f"{f.relative_to(ROOT)} imports the {fam} adapter directly"
+
+
+def test_all_families_are_registered() -> None:
+    assert set(FAMILIES) == {"openai_chat", "openai_responses", "anthropic", "gemini", "ollama", "bedrock"}
+
+
+def test_public_api_is_sorted_and_importable() -> None:
+    assert cassettes.__all__ == sorted(cassettes.__all__, key=lambda s: (not s.isupper(), s))
+    for name in cassettes.__all__:
+        assert hasattr(cassettes, name)

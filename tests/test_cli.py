@@ -1,0 +1,105 @@
+"""The looptap command: import, show, show --json, demo, and clean errors on bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from _corpus import CORPUS
+
+STREAM = CORPUS / "pydantic-ai/tests/models/cassettes/test_openai/test_run_stream_sync_streams_real_model.yaml"
+
+
+def looptap(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_import_then_show(tmp_path: Path) -> None:
+    out = tmp_path / "run.jsonl"
+    r = looptap("import", str(STREAM), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "2 round trips, 2 LLM (openai_chat 2)" in r.stdout
+    r = looptap("show", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "tool call: get_capital" in r.stdout and "The capital of the UK is London." in r.stdout
+    assert "+2 appended to #0" in r.stdout
+
+
+def test_show_json_schema(tmp_path: Path) -> None:
+    out = tmp_path / "run.jsonl"
+    assert looptap("import", str(STREAM), "-o", str(out)).returncode == 0
+    r = looptap("show", "--json", str(out))
+    rows = [orjson.loads(line) for line in r.stdout.splitlines()]
+    assert len(rows) == 2
+    first, second = rows
+    assert first["schema"] == "looptap.roundtrip/1"
+    assert first["family"] == "openai_chat" and first["stream"] is True and first["status"] == 200
+    assert first["model_requested"] == "gpt-4o-mini" and first["model_served"] == "gpt-4o-mini-2024-07-18"
+    assert first["finish_reason"] == {"raw": "tool_calls", "normalised": "tool_call"}
+    assert first["usage"] == {"input": 53, "output": 15, "cache_read": 0, "cache_write": None, "reasoning": 0, "total": 68}
+    assert first["tool_calls"] == [
+        {"id": "call_ZR5UUuTt3pf61kjwAJIYdVMj", "name": "get_capital", "arguments": {"country": "UK"}, "arguments_raw": '{"country":"UK"}', "arguments_error": None}
+    ]
+    assert first["complete"] is True and first["truncated"] is False and first["analysis_errors"] == []
+    assert second["text"] == "The capital of the UK is London."
+    assert second["request"]["history"] == {"base": 0, "keep": 1, "appended": 2}
+
+
+def test_show_reads_vcr_yaml_directly() -> None:
+    r = looptap("show", "--json", str(STREAM))
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 2
+
+
+def test_import_directory(tmp_path: Path) -> None:
+    src = CORPUS / "llm-anthropic/tests/cassettes/test_anthropic"
+    r = looptap("import", str(src), "-o", str(tmp_path / "out"), "-q")
+    assert r.returncode == 0, r.stderr
+    assert len(list((tmp_path / "out").glob("*.jsonl"))) == len(list(src.glob("*.yaml")))
+
+
+def test_demo(tmp_path: Path) -> None:
+    r = looptap("demo", "-o", str(tmp_path / "demo.jsonl"))
+    assert r.returncode == 0, r.stderr
+    assert "11 round trips, 11 to LLM APIs (anthropic 11)" in r.stdout
+    assert "tool call: get_exchange_rate" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty file"),
+        (b"not json at all\n", "not a looptap cassette"),
+        (b'{"type":"header","format":"looptap-cassette","format_version":7}\n', "written by a newer looptap"),
+        (bytes(range(256)) * 10, "not a looptap cassette"),
+    ],
+)
+def test_bad_files_give_one_line_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    p = tmp_path / "bad.jsonl"
+    p.write_bytes(content)
+    r = looptap("show", str(p))
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
+    r = looptap("show", str(tmp_path / "nope.jsonl"))
+    assert r.returncode == 2 and "cannot open" in r.stderr and "Traceback" not in r.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("interactions: [unclosed")
+    r = looptap("import", str(bad), "-o", str(tmp_path / "x.jsonl"))
+    assert r.returncode == 2 and "not valid YAML" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_torn_cassette_shows_what_it_has(tmp_path: Path) -> None:
+    out = tmp_path / "run.jsonl"
+    assert looptap("import", str(STREAM), "-o", str(out)).returncode == 0
+    data = out.read_bytes()
+    out.write_bytes(data[: len(data) - 200])
+    r = looptap("show", str(out))
+    assert r.returncode == 0
+    assert "torn last record" in r.stderr
+    assert "1 round trips" in r.stdout
