@@ -59,25 +59,25 @@ _SECRET_BODY_KEY = re.compile(
     r"password|secret|authorization|x-api-key|private[-_]?key)$"
 )
 
-#: Known credential formats (name, regex). Word-boundary guards keep ``task-…`` from matching ``sk-``.
+#: Known credential formats (name, regex). Each pattern starts with its literal prefix so the regex
+#: engine can scan for it quickly; the boundary guard is a look-behind placed *after* the prefix
+#: (so ``task-…`` does not match ``sk-``).
 SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("openai/anthropic key", r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{16,}"),
-    ("google api key", r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{30,}"),
-    ("google oauth token", r"(?<![A-Za-z0-9_-])ya29\.[0-9A-Za-z_.-]{16,}"),
-    ("aws access key", r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"),
-    ("github token", r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
-    ("groq key", r"(?<![A-Za-z0-9_])gsk_[A-Za-z0-9]{20,}"),
-    ("hugging face token", r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}"),
-    ("xai key", r"(?<![A-Za-z0-9_-])xai-[A-Za-z0-9]{20,}"),
-    ("slack token", r"(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}"),
-    ("jwt", r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-    ("bearer token", r"(?<=Bearer )(?!\[REDACTED\])[A-Za-z0-9._~+/-]{12,}=*"),
+    ("openai/anthropic key", r"sk-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{16,}"),
+    ("google api key", r"AIza(?<![A-Za-z0-9_-]AIza)[0-9A-Za-z_-]{30,}"),
+    ("google oauth token", r"ya29\.(?<![A-Za-z0-9_-]ya29\.)[0-9A-Za-z_.-]{16,}"),
+    ("aws access key", r"AKIA(?<![A-Z0-9]AKIA)[0-9A-Z]{16}(?![A-Z0-9])"),
+    ("aws temporary key", r"ASIA(?<![A-Z0-9]ASIA)[0-9A-Z]{16}(?![A-Z0-9])"),
+    ("github token", r"gh[pousr]_(?<![A-Za-z0-9_]gh[pousr]_)[A-Za-z0-9]{30,}"),
+    ("github token", r"github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{22,}"),
+    ("groq key", r"gsk_(?<![A-Za-z0-9_]gsk_)[A-Za-z0-9]{20,}"),
+    ("hugging face token", r"hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}"),
+    ("xai key", r"xai-(?<![A-Za-z0-9_-]xai-)[A-Za-z0-9]{20,}"),
+    ("slack token", r"xox[abposr]-(?<![A-Za-z0-9_-]xox[abposr]-)[A-Za-z0-9-]{10,}"),
+    ("jwt", r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ("bearer token", r"Bearer (?!\[REDACTED\])[A-Za-z0-9._~+/-]{12,}=*"),
 )
-
-
-def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
-    pats = [p for p in patterns if p]
-    return re.compile("|".join(f"(?:{p})" for p in pats)) if pats else None
+_COMPILED = tuple(re.compile(p) for _, p in SECRET_PATTERNS)
 
 
 def find_secrets(text: str, extra_patterns: Iterable[str] = ()) -> list[tuple[str, str]]:
@@ -95,38 +95,31 @@ class Redactor:
 
     def __init__(self, extra_patterns: Iterable[str] = (), extra_headers: Iterable[str] = ()) -> None:
         self._headers = _SECRET_HEADERS | {h.lower() for h in extra_headers}
-        self._pattern = _compile([p for _, p in SECRET_PATTERNS] + list(extra_patterns))
+        self._patterns = _COMPILED + tuple(re.compile(p) for p in extra_patterns if p)
         self._literals: set[str] = set()
-        self._literal_re: re.Pattern[str] | None = None
 
     # -- learning -----------------------------------------------------------------------
     def _learn(self, value: str) -> None:
         for piece in re.split(r"[\s,;=]+", value):
             piece = piece.strip().strip('"')
             if len(piece) >= 8 and piece.lower() not in ("bearer", "basic") and piece != REDACTED:
-                if piece not in self._literals:
-                    self._literals.add(piece)
-                    self._literal_re = None
-
-    def _literal_pattern(self) -> re.Pattern[str] | None:
-        if self._literal_re is None and self._literals:
-            alts = sorted(self._literals, key=len, reverse=True)
-            self._literal_re = re.compile("|".join(re.escape(a) for a in alts))
-        return self._literal_re
+                self._literals.add(piece)
 
     # -- text -----------------------------------------------------------------------------
     def scrub(self, text: str, token: str = REDACTED) -> str:
-        lit = self._literal_pattern()
-        if lit is not None:
-            text = lit.sub(token, text)
-            # URL-encoded forms of learned secrets
-            for s in self._literals:
-                q = quote(s, safe="")
-                if q != s and q in text:
-                    text = text.replace(q, token)
-        if self._pattern is not None:
-            text = self._pattern.sub(token, text)
+        for secret in sorted(self._literals, key=len, reverse=True):
+            if secret in text:
+                text = text.replace(secret, token)
+            q = quote(secret, safe="")
+            if q != secret and q in text:
+                text = text.replace(q, token)
+        for pat in self._patterns:
+            text = pat.sub(self._bearer(token) if pat.pattern.startswith("Bearer") else token, text)
         return text
+
+    @staticmethod
+    def _bearer(token: str) -> str:
+        return "Bearer " + token
 
     def scrub_bytes(self, data: bytes) -> bytes:
         if not data:

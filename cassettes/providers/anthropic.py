@@ -87,7 +87,9 @@ _TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
 
 _VERSION_SUFFIX = re.compile(r"_\d{8}$")
 _BEDROCK_PATH = re.compile(r"/model/(?P<model>[^/]+)/(?P<op>invoke|invoke-with-response-stream)$")
-_VERTEX_PATH = re.compile(r"/publishers/anthropic/models/(?P<model>[^/:]+):(?P<op>rawPredict|streamRawPredict)$")
+_VERTEX_PATH = re.compile(
+    r"/publishers/anthropic/models/(?P<model>[^/:]+):(?P<op>rawPredict|streamRawPredict)$"
+)
 
 #: Response keys that have a home in :class:`NormalisedResponse`; the rest go to provider_details.
 _RESPONSE_KEYS = {"id", "type", "role", "model", "content", "stop_reason", "usage"}
@@ -110,7 +112,7 @@ def usage_from(u: Any) -> Usage | None:
     output = as_int(u.get("output_tokens"))
     details = u.get("output_tokens_details")
     reasoning = as_int(details.get("thinking_tokens")) if isinstance(details, dict) else None
-    total_in = None if uncached is None else uncached + (cache_write or 0) + (cache_read or 0)
+    total_in = None if uncached is None else uncached
     return Usage(
         input_tokens=total_in,
         output_tokens=output,
@@ -144,7 +146,9 @@ def _call_part(block: JSONObject, json_buf: str | None) -> Part:
         call = tool_call_from_string(block.get("id"), block.get("name"), json_buf, kind=kind)
     else:
         call = tool_call_from_object(block.get("id"), block.get("name"), block.get("input"), kind=kind)
-    return Part(kind="tool_call", tool_call=call, provider_details=_extra(block, {"type", "id", "name", "input"}))
+    return Part(
+        kind="tool_call", tool_call=call, provider_details=_extra(block, {"type", "id", "name", "input"})
+    )
 
 
 def _block_part(block: Any, names: dict[str, str], json_buf: str | None = None) -> Part:
@@ -155,12 +159,23 @@ def _block_part(block: Any, names: dict[str, str], json_buf: str | None = None) 
         return Part(kind="other", provider_details={"block": block})
     t = block.get("type")
     if t == "text":
-        return Part(kind="text", text=as_str(block.get("text")) or "", provider_details=_extra(block, {"type", "text"}))
+        return Part(
+            kind="text",
+            text=as_str(block.get("text")) or "",
+            provider_details=_extra(block, {"type", "text"}),
+        )
     if t == "thinking":
-        return Part(kind="reasoning", text=as_str(block.get("thinking")) or "", provider_details=_extra(block, {"type", "thinking"}))
+        return Part(
+            kind="reasoning",
+            text=as_str(block.get("thinking")) or "",
+            provider_details=_extra(block, {"type", "thinking"}),
+        )
     if t == "redacted_thinking":
-        details = {"redacted": True, **(_extra(block, {"type"}) or {})}
-        return Part(kind="reasoning", text=None, provider_details=details)
+        return Part(
+            kind="reasoning",
+            text=None,
+            provider_details={"redacted": True, **(_extra(block, {"type"}) or {})},
+        )
     if t in _CALL_KINDS:
         return _call_part(block, json_buf)
     if t == "tool_result":
@@ -172,7 +187,11 @@ def _block_part(block: Any, names: dict[str, str], json_buf: str | None = None) 
             content=text_of(block.get("content")),
             is_error=err if isinstance(err, bool) else None,
         )
-        return Part(kind="tool_result", tool_result=result, provider_details=_extra(block, {"type", "tool_use_id", "content", "is_error"}))
+        return Part(
+            kind="tool_result",
+            tool_result=result,
+            provider_details=_extra(block, {"type", "tool_use_id", "content", "is_error"}),
+        )
     if t in ("image", "document"):
         return media_part(block, _media_type(block))
     details: JSONObject = {"block": block}
@@ -187,7 +206,7 @@ def _parts(content: Any, names: dict[str, str]) -> list[Part]:
     if content is None:
         return []
     if isinstance(content, str):
-        return [Part(kind="text", text=content)]
+        return [Part(kind="text", text=content)] if content else []
     return [_block_part(b, names) for b in (content if isinstance(content, list) else [content])]
 
 
@@ -221,10 +240,23 @@ def _tools(body: JSONObject) -> list[ToolSpec]:
         schema = t.get("input_schema")
         params = schema if isinstance(schema, dict) else None
         if typ is None or typ == "custom":
-            out.append(ToolSpec(name=as_str(t.get("name")) or "", description=as_str(t.get("description")), parameters=params))
+            out.append(
+                ToolSpec(
+                    name=as_str(t.get("name")) or "",
+                    description=as_str(t.get("description")),
+                    parameters=params,
+                )
+            )
         else:
             name = as_str(t.get("name") or t.get("mcp_server_name")) or typ
-            out.append(ToolSpec(name=name, description=as_str(t.get("description")), parameters=params, kind=_VERSION_SUFFIX.sub("", typ)))
+            out.append(
+                ToolSpec(
+                    name=name,
+                    description=as_str(t.get("description")),
+                    parameters=params,
+                    kind=_VERSION_SUFFIX.sub("", typ),
+                )
+            )
     return out
 
 
@@ -252,7 +284,13 @@ def _response(msg: JSONObject, bufs: dict[int, str] | None = None) -> Normalised
     if raw_stop == "refusal":
         sd = msg.get("stop_details")
         explanation = as_str(sd.get("explanation")) if isinstance(sd, dict) else None
-        parts.append(Part(kind="refusal", text=explanation, provider_details={"stop_details": sd} if sd is not None else None))
+        parts.append(
+            Part(
+                kind="refusal",
+                text=explanation,
+                provider_details={"stop_details": sd} if sd is not None else None,
+            )
+        )
     return NormalisedResponse(
         id=as_str(msg.get("id")),
         model=as_str(msg.get("model")),
@@ -272,7 +310,12 @@ def _anthropic_error(body: Any, status: int | None, in_stream: bool = False) -> 
         try:
             body = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return ApiError(status=status, message=body.decode("utf-8", "replace") if isinstance(body, bytes) else body, in_stream=in_stream, raw=body)
+            return ApiError(
+                status=status,
+                message=body.decode("utf-8", "replace") if isinstance(body, bytes) else body,
+                in_stream=in_stream,
+                raw=body,
+            )
     outer = body[0] if isinstance(body, list) and body and isinstance(body[0], dict) else body
     err = outer.get("error") if isinstance(outer, dict) else None
     if isinstance(err, dict):
@@ -352,7 +395,13 @@ class AnthropicMessages(Provider):
             return 3
         if _BEDROCK_PATH.search(path):
             return 3 if is_dict and "anthropic_version" in body else 0
-        if path.endswith("/messages") and "/threads/" not in path and is_dict and "messages" in body and "max_tokens" in body:
+        if (
+            path.endswith("/messages")
+            and "/threads/" not in path
+            and is_dict
+            and "messages" in body
+            and "max_tokens" in body
+        ):
             return 2  # a gateway that dropped the version segment
         return 0
 
@@ -371,11 +420,13 @@ class AnthropicMessages(Provider):
     def model_from_url(self, url: SplitResult) -> str | None:
         path = url.path.rstrip("/")
         m = _VERTEX_PATH.search(path) or _BEDROCK_PATH.search(path)
-        return unquote(m.group("model")) if m else None
+        model = unquote(m.group("model")) if m else None
+        return None if model == "count-tokens" else model  # Vertex's token-counting pseudo-model
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b: JSONObject = body if isinstance(body, dict) else {}
-        raw_messages = b.get("messages") if isinstance(b.get("messages"), list) else []
+        msgs = b.get("messages")
+        raw_messages: list[Any] = msgs if isinstance(msgs, list) else []
         names = _call_names(raw_messages)
         messages = [_message(m, names) for m in raw_messages]
         system = _parts(b.get("system"), names)
@@ -397,7 +448,9 @@ class AnthropicMessages(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: JSONObject = body if isinstance(body, dict) else {}
         if b.get("type") == "error" or ("error" in b and "content" not in b):
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         return _response(b)
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
@@ -477,8 +530,12 @@ class AnthropicMessages(Provider):
         snapshot["content"] = [blocks[i].block for i in order]
         if usage_raw is not None:
             snapshot["usage"] = usage_raw
-        bufs = {pos: blocks[i].json_buf for pos, i in enumerate(order) if blocks[i].json_buf is not None}
-        resp = _response(snapshot, {k: v for k, v in bufs.items() if v is not None})
+        bufs: dict[int, str] = {}
+        for pos, i in enumerate(order):
+            buf = blocks[i].json_buf
+            if buf is not None:
+                bufs[pos] = buf
+        resp = _response(snapshot, bufs)
         unfinished = [i for i in order if not blocks[i].stopped]
         if unfinished and not done:
             notes["unfinished_blocks"] = unfinished
@@ -516,8 +573,8 @@ class AnthropicMessages(Provider):
         elif dtype == "signature_delta":
             b["signature"] = delta.get("signature")
         elif dtype == "citations_delta":
-            cites = b.get("citations") if isinstance(b.get("citations"), list) else []
-            b["citations"] = [*cites, delta.get("citation")]
+            cites = b.get("citations")
+            b["citations"] = [*(cites if isinstance(cites, list) else []), delta.get("citation")]
         else:
             # compaction_delta and future delta types carry the block's fields whole: set them.
             for k, v in delta.items():

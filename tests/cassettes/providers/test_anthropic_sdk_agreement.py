@@ -100,9 +100,11 @@ def test_reassembly_matches_sdk(case: _Case) -> None:
     assert [p.text for p in ours.parts if p.kind == "reasoning" and p.text is not None] == [
         b.thinking for b in blocks if b.type == "thinking"
     ]
-    assert [(p.provider_details or {}).get("signature") for p in ours.parts if p.kind == "reasoning" and p.text is not None] == [
-        b.signature for b in blocks if b.type == "thinking"
-    ]
+    assert [
+        (p.provider_details or {}).get("signature")
+        for p in ours.parts
+        if p.kind == "reasoning" and p.text is not None
+    ] == [b.signature for b in blocks if b.type == "thinking"]
     sdk_calls = [(b.id, b.name, b.input) for b in blocks if b.type in _CALL_TYPES]
     assert [(c.id, c.name, c.arguments) for c in ours.tool_calls] == sdk_calls
 
