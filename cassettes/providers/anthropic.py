@@ -112,7 +112,7 @@ def usage_from(u: Any) -> Usage | None:
     output = as_int(u.get("output_tokens"))
     details = u.get("output_tokens_details")
     reasoning = as_int(details.get("thinking_tokens")) if isinstance(details, dict) else None
-    total_in = None if uncached is None else uncached
+    total_in = None if uncached is None else uncached + (cache_write or 0) + (cache_read or 0)
     return Usage(
         input_tokens=total_in,
         output_tokens=output,
@@ -514,7 +514,7 @@ class AnthropicMessages(Provider):
                 if isinstance(u, dict):
                     # Cumulative totals: overwrite. Absent optional counts keep the start value.
                     usage_raw = dict(usage_raw or {})
-                    usage_raw.update({k: v for k, v in u.items() if v is not None or k == "output_tokens"})
+                    usage_raw.update(u)
             elif kind == "message_stop":
                 done = True
                 extra = {k: v for k, v in data.items() if k != "type"}

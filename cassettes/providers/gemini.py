@@ -31,6 +31,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
@@ -44,6 +45,7 @@ from cassettes.models import (
     NormalisedRequest,
     NormalisedResponse,
     Part,
+    PartKind,
     ToolResult,
     ToolSpec,
     Usage,
@@ -277,7 +279,7 @@ def _part(p: Any) -> Part:
         return Part(kind="other", provider_details={"block": p})
     text = _g(p, "text")
     if isinstance(text, str):
-        kind = "reasoning" if _g(p, "thought") is True else "text"
+        kind: PartKind = "reasoning" if _g(p, "thought") is True else "text"
         return Part(kind=kind, text=text, provider_details=_details(p, {"text"}))
     fc = _g(p, "functionCall")
     if isinstance(fc, dict):
@@ -414,7 +416,7 @@ def _set_path(root: JSON, path: str, value: Any, append: bool) -> None:
     if not tokens:
         return
     node: Any = root
-    for tok, nxt in zip(tokens, tokens[1:]):
+    for tok, nxt in pairwise(tokens):
         empty: Any = [] if isinstance(nxt, int) else {}
         if isinstance(tok, int):
             if not isinstance(node, list):

@@ -139,7 +139,8 @@ def _tool_call_parts(calls: Any) -> list[Part]:
     for tc in calls if isinstance(calls, list) else []:
         if not isinstance(tc, dict):
             continue
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        raw_fn = tc.get("function")
+        fn: JSON = raw_fn if isinstance(raw_fn, dict) else {}
         call = tool_call_from_object(tc.get("id"), fn.get("name"), fn.get("arguments"))
         details = {k: v for k, v in fn.items() if k not in ("name", "arguments")}
         details.update({k: v for k, v in tc.items() if k not in ("id", "function")})
@@ -214,7 +215,8 @@ class _Accumulator:
         self.model = self.model or as_str(line.get("model")) or None
         if line.get("created_at") is not None:
             self.details.setdefault("created_at", line["created_at"])
-        msg = line.get("message") if isinstance(line.get("message"), dict) else {}
+        raw_msg = line.get("message")
+        msg: JSON = raw_msg if isinstance(raw_msg, dict) else {}
         for src in (msg, line):  # /api/chat puts deltas in message, /api/generate at top level
             if isinstance(src.get("thinking"), str):
                 self.thinking.append(src["thinking"])

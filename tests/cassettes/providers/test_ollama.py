@@ -19,7 +19,7 @@ from cassettes.providers import detect
 from cassettes.providers.ollama import OllamaChat
 from cassettes.roundtrip import RoundTrip, parse_exchange
 
-O = OllamaChat()
+OLLAMA = OllamaChat()
 CHAT = "http://localhost:11434/api/chat"
 GENERATE = "http://localhost:11434/api/generate"
 T0 = "2026-08-21T10:00:00.000000Z"
@@ -118,9 +118,9 @@ CHAT_REQUEST: dict[str, Any] = {
 def test_recognise(method: str, url: str, score: int, operation: str) -> None:
     body = {"model": "m", "messages": [], "prompt": "x"}
     u = urlsplit(url)
-    assert O.recognise(method, u, body) == score
+    assert OLLAMA.recognise(method, u, body) == score
     if score:
-        assert O.operation(method, u) == operation
+        assert OLLAMA.operation(method, u) == operation
 
 
 def test_corpus_has_no_native_ollama_traffic_and_compat_goes_to_openai_chat() -> None:
@@ -136,15 +136,15 @@ def test_corpus_has_no_native_ollama_traffic_and_compat_goes_to_openai_chat() ->
 
 @pytest.mark.parametrize(("body", "stream"), [({"model": "m"}, True), ({"model": "m", "stream": True}, True), ({"model": "m", "stream": False}, False)])
 def test_stream_defaults_to_true(body: dict[str, Any], stream: bool) -> None:
-    assert O.is_stream(urlsplit(CHAT), body) is stream
-    assert O.parse_request({**body, "messages": []}, urlsplit(CHAT)).stream is stream
+    assert OLLAMA.is_stream(urlsplit(CHAT), body) is stream
+    assert OLLAMA.parse_request({**body, "messages": []}, urlsplit(CHAT)).stream is stream
 
 
 # --- requests ----------------------------------------------------------------------------------------
 
 
 def test_chat_request() -> None:
-    req = O.parse_request(CHAT_REQUEST, urlsplit(CHAT))
+    req = OLLAMA.parse_request(CHAT_REQUEST, urlsplit(CHAT))
     assert (req.family, req.model, req.stream, req.history_key) == ("ollama", "qwen3:8b", True, "messages")
     assert [p.text for p in req.system] == ["You are terse."]
     assert [m.role for m in req.messages] == ["system", "user", "assistant", "tool"]
@@ -163,7 +163,7 @@ def test_chat_request() -> None:
 
 def test_generate_request() -> None:
     body = {"model": "llama3.2", "prompt": "Why is the sky blue?", "system": "Answer like a pirate.", "images": ["AAAA"], "options": {"num_predict": 64}, "stream": False, "context": [1, 2, 3]}
-    req = O.parse_request(body, urlsplit(GENERATE))
+    req = OLLAMA.parse_request(body, urlsplit(GENERATE))
     assert [p.text for p in req.system] == ["Answer like a pirate."]
     assert [(m.role, [p.kind for p in m.parts]) for m in req.messages] == [("user", ["text", "media"])]
     assert req.messages[0].text == "Why is the sky blue?"
@@ -268,12 +268,12 @@ def test_generate_stream() -> None:
 )
 def test_done_reasons(reason: str | None, cls: FinishReason) -> None:
     line = _final(reason, prompt=None, output=None)
-    r = O.parse_response(line)
-    assert r.finish_reason is cls and r.finish_reason_raw == (reason or None if reason != "" else "") and r.complete is True
+    r = OLLAMA.parse_response(line)
+    assert r.finish_reason is cls and r.finish_reason_raw == reason and r.complete is True
 
 
 def test_missing_counts_are_unknown_not_zero() -> None:
-    r = O.parse_response(_final("stop", prompt=None, output=5))
+    r = OLLAMA.parse_response(_final("stop", prompt=None, output=5))
     assert r.usage is not None and (r.usage.input_tokens, r.usage.output_tokens, r.usage.total_tokens) == (None, 5, None)
 
 
@@ -281,7 +281,7 @@ def test_http_error() -> None:
     rt = _run(CHAT, {"model": "nope", "messages": []}, b'{"error":"model \'nope\' not found"}', status=404, chunked=False)
     err = _resp(rt).error
     assert err is not None and (err.status, err.message, err.in_stream) == (404, "model 'nope' not found", False)
-    assert O.parse_error("upstream timeout", 502).message == "upstream timeout"
+    assert OLLAMA.parse_error("upstream timeout", 502).message == "upstream timeout"
 
 
 def test_registry_sends_native_routes_here() -> None:
