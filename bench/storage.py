@@ -21,7 +21,6 @@ from typing import Any
 import orjson
 
 from cassettes.exchange import Exchange
-from cassettes.roundtrip import parse_exchange
 from cassettes.store import CassetteWriter, read_cassette
 
 

@@ -76,7 +76,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from cassettes.roundtrip import parse_exchange
     from cassettes.store import CassetteWriter
     from cassettes.vcr import load_vcr
 
@@ -146,6 +145,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 Registrar = Callable[[Any], None]
 
 
+def _unavailable(name: str, exc: ImportError) -> Callable[[argparse.Namespace], int]:
+    def run(_args: argparse.Namespace) -> int:
+        _err(f"error: '{name}' is unavailable in this environment: {exc}")
+        return EXIT_ERROR
+
+    return run
+
+
 def _plugins(sub: Any) -> None:
     """Subcommands contributed by other packages through the ``looptap.commands`` entry points."""
     for ep in entry_points(group="looptap.commands"):
@@ -154,7 +161,7 @@ def _plugins(sub: Any) -> None:
         except ImportError as exc:
             # The package is installed in another environment (e.g. the recorder beside mitmproxy).
             p = sub.add_parser(ep.name, help=f"(unavailable here: {exc})")
-            p.set_defaults(func=lambda _a, _n=ep.name, _e=exc: (_err(f"error: '{_n}' is unavailable in this environment: {_e}"), EXIT_ERROR)[1])
+            p.set_defaults(func=_unavailable(ep.name, exc))
             continue
         register(sub)
 

@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["DecodeResult", "MAX_DECODED_BYTES", "decode_chunks", "sniff_encoding"]
+__all__ = ["MAX_DECODED_BYTES", "DecodeResult", "decode_chunks", "sniff_encoding"]
 
 #: Decompression stops here (a compression bomb guard); the raw bytes are kept instead.
 MAX_DECODED_BYTES = 1 << 30

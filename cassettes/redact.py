@@ -28,7 +28,7 @@ import orjson
 
 from cassettes.exchange import Exchange, Headers
 
-__all__ = ["REDACTED", "URL_TOKEN", "SECRET_PATTERNS", "Redactor", "find_secrets"]
+__all__ = ["REDACTED", "SECRET_PATTERNS", "URL_TOKEN", "Redactor", "find_secrets"]
 
 REDACTED = "[REDACTED]"
 #: The replacement inside URLs (brackets would turn a netloc into an IPv6 literal).
@@ -105,6 +105,24 @@ class Redactor:
             if len(piece) >= 8 and piece.lower() not in ("bearer", "basic") and piece != REDACTED:
                 self._literals.add(piece)
 
+    def _learn_header(self, lname: str, value: str) -> None:
+        """Learn only the secret parts of a credential header, not its syntax.
+
+        Cookie attributes (``Domain=api.anthropic.com; HttpOnly``) and SigV4 field names
+        (``SignedHeaders=content-type;host``) are not secrets: learning them would scrub the host
+        from every later URL and ordinary words from every later body.
+        """
+        if lname in ("cookie", "set-cookie"):
+            pairs = value.split(";")
+            for pair in pairs[:1] if lname == "set-cookie" else pairs:
+                _, eq, v = pair.partition("=")
+                self._learn(v if eq else pair)
+        elif value[:17].lower() == "aws4-hmac-sha256 ":
+            for m in re.finditer(r"(?i)\b(Credential|Signature)=([^,\s]+)", value):
+                self._learn(m.group(2).split("/")[0])
+        else:
+            self._learn(value)
+
     # -- text -----------------------------------------------------------------------------
     def scrub(self, text: str, token: str = REDACTED) -> str:
         for secret in sorted(self._literals, key=len, reverse=True):
@@ -128,13 +146,74 @@ class Redactor:
         out = self.scrub(text)
         return data if out == text else out.encode("utf-8", "surrogateescape")
 
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        """Merged (start, end) spans of every secret in ``text``."""
+        found: list[tuple[int, int]] = []
+        for secret in self._literals:
+            for form in {secret, quote(secret, safe="")}:
+                i = text.find(form)
+                while i >= 0:
+                    found.append((i, i + len(form)))
+                    i = text.find(form, i + 1)
+        for pat in self._patterns:
+            found.extend(m.span() for m in pat.finditer(text) if m.end() > m.start())
+        merged: list[tuple[int, int]] = []
+        for s, e in sorted(found):
+            if merged and s <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(e, merged[-1][1]))
+            else:
+                merged.append((s, e))
+        return merged
+
+    def chunks(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
+        """Scrub stream chunks, including a secret split across a chunk boundary.
+
+        Chunks follow socket reads, not events, so a secret can arrive in two pieces that neither
+        chunk shows whole. Each chunk is scrubbed, then the joined stream is searched once more; a
+        secret found across a boundary is replaced where it starts and removed from the chunks
+        it continues into. Offsets and the number of chunks are kept.
+        """
+        out = [(t, self.scrub_bytes(c)) for t, c in chunks]
+        if len(out) < 2:
+            return out
+        texts = [c.decode("utf-8", "surrogateescape") for _, c in out]
+        joined = "".join(texts)
+        spans = self._spans(joined)
+        if not spans:
+            return out
+        result: list[tuple[float | None, bytes]] = []
+        pos = 0
+        k = 0
+        for (t, data), text in zip(out, texts, strict=True):
+            lo, hi = pos, pos + len(text)
+            pos = hi
+            pieces: list[str] = []
+            i = lo
+            while i < hi:
+                while k < len(spans) and spans[k][1] <= i:
+                    k += 1
+                if k < len(spans) and spans[k][0] < hi:
+                    s, e = spans[k]
+                    if s > i:
+                        pieces.append(joined[i:s])
+                        i = s
+                    if s >= lo:
+                        pieces.append(REDACTED)
+                    i = min(e, hi)
+                else:
+                    pieces.append(joined[i:hi])
+                    i = hi
+            new = "".join(pieces)
+            result.append((t, data if new == text else new.encode("utf-8", "surrogateescape")))
+        return result
+
     # -- parts of an exchange ---------------------------------------------------------------
     def _header_value(self, name: str, value: str) -> str:
         lname = name.lower()
         if lname in self._headers or (_SECRET_HEADER_NAME.search(lname) and not _SAFE_HEADER_NAME.search(lname)):
             if not value:
                 return value
-            self._learn(value)
+            self._learn_header(lname, value)
             scheme, sep, _ = value.partition(" ")
             if sep and scheme.lower() in ("bearer", "basic", "token", "aws4-hmac-sha256", "digest"):
                 return f"{scheme} {REDACTED}"
@@ -210,7 +289,7 @@ class Redactor:
                 body = orjson.dumps(new_parsed)
         scrubbed = self.scrub_bytes(body)
         resp_headers = self.headers(ex.response_headers)
-        chunks = [(t, self.scrub_bytes(c)) for t, c in ex.response_chunks]
+        chunks = self.chunks(ex.response_chunks)
         out = replace(
             ex,
             url=url,

@@ -7,7 +7,7 @@ goes wrong here, the caller still has the raw exchange and a view that says what
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, Field
@@ -97,10 +97,6 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult) -> None:
         rt.analysis_errors.append(
             f"request body is {len(ex.request_body)} bytes, over the {MAX_PARSE_BYTES} byte analysis limit; kept raw, not parsed"
         )
-    elif ex.request_body and body is None and ex.method.upper() not in ("GET", "HEAD", "DELETE"):
-        ctype = (ex.request_header("content-type") or "").lower()
-        if "json" in ctype:
-            rt.analysis_errors.append("request body is not valid JSON")
     adapter = providers.detect(ex.method, url, body)
     if adapter is None:
         if _looks_llm(url, body) or too_big_req:
@@ -108,6 +104,8 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult) -> None:
         return
     rt.family = adapter.family
     rt.operation = adapter.operation(ex.method, url)
+    if ex.request_body and body is None and not too_big_req and rt.operation == "generate":
+        rt.analysis_errors.append("request body is not valid JSON; kept raw, not parsed")
     rt.stream = adapter.is_stream(url, body)
     if body is not None and rt.operation == "generate":
         try:

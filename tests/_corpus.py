@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from cassettes.exchange import Exchange
@@ -18,7 +18,7 @@ def corpus_files(pattern: str = "**/*.yaml") -> list[Path]:
     return sorted(p for p in CORPUS.glob(pattern) if not p.name.endswith(".xai.yaml"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(path: Path) -> tuple[Exchange, ...]:
     return tuple(load_vcr(path))
 

@@ -28,11 +28,11 @@ from cassettes.models import ApiError, NormalisedRequest, NormalisedResponse, Pa
 
 __all__ = [
     "Provider",
-    "media_part",
     "as_int",
     "as_str",
     "compact_json",
     "error_from_body",
+    "media_part",
     "parse_arguments",
     "text_of",
     "tool_call_from_object",

@@ -514,7 +514,7 @@ class AnthropicMessages(Provider):
                 if isinstance(u, dict):
                     # Cumulative totals: overwrite. Absent optional counts keep the start value.
                     usage_raw = dict(usage_raw or {})
-                    usage_raw.update(u)
+                    usage_raw.update({k: v for k, v in u.items() if v is not None or k == "output_tokens"})
             elif kind == "message_stop":
                 done = True
                 extra = {k: v for k, v in data.items() if k != "type"}

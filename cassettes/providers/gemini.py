@@ -296,7 +296,9 @@ def _part(p: Any) -> Part:
             name=as_str(_g(fr, "name")),
             content=_flatten_response(_g(fr, "response"), _g(fr, "parts")),
         )
-        return Part(kind="tool_result", tool_result=result, provider_details=_details(p, {"functionResponse"}))
+        return Part(
+            kind="tool_result", tool_result=result, provider_details=_details(p, {"functionResponse"})
+        )
     for key in ("inlineData", "fileData"):
         blob = _g(p, key)
         if isinstance(blob, dict):
@@ -514,7 +516,11 @@ class _Accumulator:
             if sig is not None:
                 cur.setdefault("thoughtSignature", sig)
         else:
-            call = {k: v for k, v in ((_camel(k), v) for k, v in fc.items()) if k not in ("partialArgs", "willContinue")}
+            call = {
+                k: v
+                for k, v in ((_camel(k), v) for k, v in fc.items())
+                if k not in ("partialArgs", "willContinue")
+            }
             cur = {_camel(k): v for k, v in p.items() if _camel(k) != "functionCall"}
             cur["functionCall"] = call
             self.parts.append(cur)
@@ -611,7 +617,9 @@ class Gemini(Provider):
             return self._assemble(list(body), events=None)
         b = body if isinstance(body, dict) else {}
         if "error" in b and not b.get("candidates"):
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         resp = self._assemble([b], events=None)
         resp.complete = True
         return resp
@@ -684,11 +692,18 @@ class Gemini(Provider):
                 if fr is not None:
                     raw_finish = as_str(fr)
                     finished = True
-                extra = {_camel(k): v for k, v in cand.items() if _camel(k) not in ("content", "finishReason", "index")}
+                extra = {
+                    _camel(k): v
+                    for k, v in cand.items()
+                    if _camel(k) not in ("content", "finishReason", "index")
+                }
                 if extra:
                     details.setdefault("candidate", {}).update(extra)
         out_parts = [_part(p.get("_raw") if set(p) == {"_raw"} else p) for p in acc.parts]
-        has_calls = any(p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function" for p in out_parts)
+        has_calls = any(
+            p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function"
+            for p in out_parts
+        )
         finish = finish_class(raw_finish, has_calls)
         if finish is None and blocked is not None:
             raw_finish = blocked
@@ -726,6 +741,10 @@ class Gemini(Provider):
         e = _g(inner, "error")
         if isinstance(e, dict):
             for d in e.get("details") or []:
-                if isinstance(d, dict) and str(d.get("@type", "")).endswith("google.rpc.ErrorInfo") and d.get("reason"):
+                if (
+                    isinstance(d, dict)
+                    and str(d.get("@type", "")).endswith("google.rpc.ErrorInfo")
+                    and d.get("reason")
+                ):
                     err.code = as_str(d["reason"])
         return err

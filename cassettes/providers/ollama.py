@@ -187,7 +187,11 @@ def _tools(raw: Any) -> list[ToolSpec]:
                 )
             )
         else:
-            out.append(ToolSpec(name=as_str(t.get("name") or t.get("type")) or "", kind=as_str(t.get("type")) or "other"))
+            out.append(
+                ToolSpec(
+                    name=as_str(t.get("name") or t.get("type")) or "", kind=as_str(t.get("type")) or "other"
+                )
+            )
     return out
 
 
@@ -230,7 +234,9 @@ class _Accumulator:
             self.done_reason = as_str(line.get("done_reason"))
             self.usage = usage_from(line)
             if "context" in line:
-                self.details["context_tokens"] = len(line["context"]) if isinstance(line["context"], list) else None
+                self.details["context_tokens"] = (
+                    len(line["context"]) if isinstance(line["context"], list) else None
+                )
         if isinstance(line.get("logprobs"), list):
             self.details.setdefault("logprobs", []).extend(line["logprobs"])
         for key in ("remote_model", "remote_host"):  # cloud models proxied by a local server
@@ -270,7 +276,9 @@ class OllamaChat(Provider):
         if route in _GENERATE_ROUTES:
             if method.upper() != "POST":
                 return 0
-            if isinstance(body, dict) and ("messages" in body if route == "chat" else "prompt" in body or "model" in body):
+            if isinstance(body, dict) and (
+                "messages" in body if route == "chat" else "prompt" in body or "model" in body
+            ):
                 return 3
             return 2
         return 1
@@ -318,7 +326,9 @@ class OllamaChat(Provider):
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         if isinstance(body, dict) and "error" in body and "message" not in body and "response" not in body:
-            return NormalisedResponse(error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         acc = _Accumulator()
         for line in body if isinstance(body, list) else [body]:
             acc.add(line, in_stream=False)

@@ -163,7 +163,7 @@ def test_stream_chunks_keep_offsets_and_bytes(tmp_path: Path) -> None:
 def test_header_checks(tmp_path: Path) -> None:
     p = tmp_path / "c.jsonl"
     p.write_bytes(b'{"type":"header","format":"looptap-cassette","format_version":99,"writer":"looptap 9.0"}\n')
-    with pytest.raises(NewerFormatError, match="format 99 .* up to 1"):
+    with pytest.raises(NewerFormatError, match=r"format 99 .* up to 1"):
         read_cassette(p)
     p.write_bytes(b'{"hello": 1}\n')
     with pytest.raises(CassetteFormatError, match="not a looptap cassette"):

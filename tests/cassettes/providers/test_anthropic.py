@@ -602,7 +602,8 @@ def test_stream_tool_call_and_usage_overwrite() -> None:
         _delta(1, {"type": "input_json_delta", "partial_json": "1}"}),
         _block_stop(1),
         ("brand_new_event", {"type": "brand_new_event", "x": 1}),
-        _message_delta("tool_use", output_tokens=42),  # no input/cache counts: the start values survive
+        # Input/cache counts absent or null here: the message_start values survive.
+        _message_delta("tool_use", output_tokens=42, cache_read_input_tokens=None),
         STOP,
     )
     assert resp.complete is True and resp.error is None

@@ -5,14 +5,14 @@ from __future__ import annotations
 import glob
 import struct
 import zlib
-from functools import lru_cache
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 import pytest
-
 from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
+
 from cassettes.exchange import Exchange
 from cassettes.framing import frame, parse_aws_eventstream
 from cassettes.models import FinishReason
@@ -23,7 +23,7 @@ from cassettes.roundtrip import RoundTrip, parse_exchange
 A = BedrockConverse()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _exchanges() -> tuple[tuple[str, int, Exchange, RoundTrip], ...]:
     out = []
     for path in corpus_files():

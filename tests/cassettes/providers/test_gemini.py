@@ -25,7 +25,10 @@ def _gemini_corpus() -> list[tuple[str, int, Exchange]]:
     out = []
     for path, i, ex in corpus_exchanges("pydantic-ai/**/*.yaml"):
         u = urlsplit(ex.url)
-        if u.path.endswith((":generateContent", ":streamGenerateContent")) and "/publishers/anthropic/" not in u.path:
+        if (
+            u.path.endswith((":generateContent", ":streamGenerateContent"))
+            and "/publishers/anthropic/" not in u.path
+        ):
             out.append((rel(path), i, ex))
     return out
 
@@ -57,7 +60,9 @@ def _resp(rt: RoundTrip) -> NormalisedResponse:
     return rt.response
 
 
-def _chunk(parts: list[Any], finish: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
+def _chunk(
+    parts: list[Any], finish: str | None = None, usage: dict[str, int] | None = None
+) -> dict[str, Any]:
     cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
     if finish:
         cand["finishReason"] = finish
@@ -75,7 +80,12 @@ def _chunk(parts: list[Any], finish: str | None = None, usage: dict[str, int] | 
     [
         (AI_STUDIO + ":generateContent", "generate", "gemini-2.5-flash", False),
         (STREAM_URL, "generate", "gemini-2.5-flash", True),
-        ("https://generativelanguage.googleapis.com/v1/models/gemini-pro:generateContent", "generate", "gemini-pro", False),
+        (
+            "https://generativelanguage.googleapis.com/v1/models/gemini-pro:generateContent",
+            "generate",
+            "gemini-pro",
+            False,
+        ),
         (
             "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
             "generate",
@@ -88,13 +98,38 @@ def _chunk(parts: list[Any], finish: str | None = None, usage: dict[str, int] | 
             "gemini-3-pro",
             False,
         ),
-        ("https://aiplatform.eu.rep.googleapis.com/v1/projects/p/locations/eu/publishers/google/models/m1:generateContent", "generate", "m1", False),
-        ("https://aiplatform.googleapis.com/v1beta1/publishers/google/models/m2:streamGenerateContent", "generate", "m2", True),
-        ("http://localhost:8787/google-vertex/v1beta1/publishers/google/models/M:generateContent", "generate", "M", False),
+        (
+            "https://aiplatform.eu.rep.googleapis.com/v1/projects/p/locations/eu/publishers/google/models/m1:generateContent",
+            "generate",
+            "m1",
+            False,
+        ),
+        (
+            "https://aiplatform.googleapis.com/v1beta1/publishers/google/models/m2:streamGenerateContent",
+            "generate",
+            "m2",
+            True,
+        ),
+        (
+            "http://localhost:8787/google-vertex/v1beta1/publishers/google/models/M:generateContent",
+            "generate",
+            "M",
+            False,
+        ),
         (AI_STUDIO + ":countTokens", "count_tokens", "gemini-2.5-flash", False),
         ("https://generativelanguage.googleapis.com/v1beta/cachedContents", "cached_contents", None, False),
-        ("https://generativelanguage.googleapis.com/v1beta/fileSearchStores/abc", "file_search_stores", None, False),
-        ("https://generativelanguage.googleapis.com/upload/v1beta/fileSearchStores/s:uploadToFileSearchStore", "file_search_stores", None, False),
+        (
+            "https://generativelanguage.googleapis.com/v1beta/fileSearchStores/abc",
+            "file_search_stores",
+            None,
+            False,
+        ),
+        (
+            "https://generativelanguage.googleapis.com/upload/v1beta/fileSearchStores/s:uploadToFileSearchStore",
+            "file_search_stores",
+            None,
+            False,
+        ),
     ],
 )
 def test_recognised(url: str, operation: str, model: str | None, stream: bool) -> None:
@@ -128,7 +163,9 @@ def test_corpus_has_gemini_traffic() -> None:
     assert sum(1 for _, _, ex in GEMINI_CORPUS if ":streamGenerateContent" in ex.url) >= 18
 
 
-@pytest.mark.parametrize(("path", "index", "ex"), GEMINI_CORPUS, ids=[f"{p}#{i}" for p, i, _ in GEMINI_CORPUS])
+@pytest.mark.parametrize(
+    ("path", "index", "ex"), GEMINI_CORPUS, ids=[f"{p}#{i}" for p, i, _ in GEMINI_CORPUS]
+)
 def test_corpus_exchange_parses(path: str, index: int, ex: Exchange) -> None:
     rt = parse_exchange(ex)
     assert rt.family == "gemini"
@@ -173,7 +210,12 @@ def test_streamed_tool_call_with_signature() -> None:
     assert sig.startswith("EpwICpkIAXLI2nxl")
     assert r.finish_reason_raw == "STOP" and r.finish_reason is FinishReason.TOOL_CALL
     assert r.usage is not None
-    assert (r.usage.input_tokens, r.usage.output_tokens, r.usage.reasoning_tokens, r.usage.total_tokens) == (29, 212, 202, 241)
+    assert (r.usage.input_tokens, r.usage.output_tokens, r.usage.reasoning_tokens, r.usage.total_tokens) == (
+        29,
+        212,
+        202,
+        241,
+    )
     assert (r.id, r.model) == ("QUVVadTSNJ6_qtsPvN7J8Q0", "gemini-3-pro-preview")
 
 
@@ -187,7 +229,9 @@ def test_tool_result_on_next_request_and_usage_from_last_chunk() -> None:
     # The client sent the signature back URL-safe; it decodes to the same bytes as the server's.
     first = _resp(_one("test_google_streaming_tool_call_thought_signature.yaml", 0)).parts[0].provider_details
     assert first is not None and echoed.provider_details is not None
-    assert base64.urlsafe_b64decode(echoed.provider_details["thought_signature"]) == base64.b64decode(first["thought_signature"])
+    assert base64.urlsafe_b64decode(echoed.provider_details["thought_signature"]) == base64.b64decode(
+        first["thought_signature"]
+    )
     result = req.messages[2].parts[0]
     assert result.kind == "tool_result" and result.tool_result is not None
     assert (result.tool_result.call_id, result.tool_result.name, result.tool_result.content) == (
@@ -195,7 +239,11 @@ def test_tool_result_on_next_request_and_usage_from_last_chunk() -> None:
         "get_country",
         "Mexico",
     )
-    assert req.tools[0].name == "get_country" and req.tools[0].parameters == {"additionalProperties": False, "properties": {}, "type": "object"}
+    assert req.tools[0].name == "get_country" and req.tools[0].parameters == {
+        "additionalProperties": False,
+        "properties": {},
+        "type": "object",
+    }
     r = _resp(rt)
     assert r.text == "The capital of Mexico is Mexico City."
     assert r.usage is not None and r.usage.input_tokens == 257  # promptTokenCount changed on the last chunk
@@ -204,10 +252,19 @@ def test_tool_result_on_next_request_and_usage_from_last_chunk() -> None:
 def test_thinking_stream_merges_parts_and_keeps_signature_on_its_part() -> None:
     r = _resp(_one("test_google_model_thinking_part_iter.yaml", 0))
     assert [p.kind for p in r.parts] == ["reasoning", "text"]
-    assert r.parts[0].text and r.parts[0].text.startswith("**Clarifying User Goals**") and "**Developing a Safety Protocol**" in r.parts[0].text
+    assert (
+        r.parts[0].text
+        and r.parts[0].text.startswith("**Clarifying User Goals**")
+        and "**Developing a Safety Protocol**" in r.parts[0].text
+    )
     assert r.parts[0].provider_details is None
     assert r.parts[1].provider_details is not None and "thought_signature" in r.parts[1].provider_details
-    assert r.usage is not None and r.usage.reasoning_tokens and r.usage.output_tokens and r.usage.output_tokens > r.usage.reasoning_tokens
+    assert (
+        r.usage is not None
+        and r.usage.reasoning_tokens
+        and r.usage.output_tokens
+        and r.usage.output_tokens > r.usage.reasoning_tokens
+    )
 
 
 def test_tool_use_prompt_tokens_count_as_input() -> None:
@@ -249,7 +306,11 @@ def test_safety_block_has_zero_output_derived_from_total() -> None:
     r = _resp(_one("test_google_model_safety_settings.yaml", 0))
     assert r.finish_reason_raw == "SAFETY" and r.finish_reason is FinishReason.FILTERED
     assert r.parts == []
-    assert r.usage is not None and (r.usage.input_tokens, r.usage.output_tokens, r.usage.reasoning_tokens) == (14, 0, None)
+    assert r.usage is not None and (
+        r.usage.input_tokens,
+        r.usage.output_tokens,
+        r.usage.reasoning_tokens,
+    ) == (14, 0, None)
     assert r.provider_details and r.provider_details["candidate"]["safetyRatings"][0]["blocked"] is True
 
 
@@ -263,7 +324,9 @@ def test_prompt_blocked_without_candidates() -> None:
 def test_unexpected_tool_call_is_a_tool_call_error() -> None:
     r = _resp(_one("test_multimodal_tool_return_matrix[direct-binary-audio-google_vertex].yaml", 0))
     assert r.finish_reason_raw == "UNEXPECTED_TOOL_CALL" and r.finish_reason is FinishReason.TOOL_CALL_ERROR
-    assert r.provider_details and r.provider_details["candidate"]["finishMessage"].startswith("Unexpected tool call")
+    assert r.provider_details and r.provider_details["candidate"]["finishMessage"].startswith(
+        "Unexpected tool call"
+    )
 
 
 def test_corpus_http_error() -> None:
@@ -282,8 +345,20 @@ def test_request_fields() -> None:
         "system_instruction": {"parts": [{"text": "be brief"}]},
         "contents": [
             {"parts": [{"text": "look"}, {"inline_data": {"mime_type": "image/png", "data": "AAAA"}}]},
-            {"role": "model", "parts": [{"text": "hmm", "thought": True}, {"functionCall": {"name": "f", "args": {"a": 1}}}]},
-            {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"output": "done"}}}, {"videoMetadata": {"fps": 1}}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "hmm", "thought": True},
+                    {"functionCall": {"name": "f", "args": {"a": 1}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"name": "f", "response": {"output": "done"}}},
+                    {"videoMetadata": {"fps": 1}},
+                ],
+            },
         ],
         "tools": [
             {"functionDeclarations": [{"name": "f", "description": "d", "parameters": {"type": "OBJECT"}}]},
@@ -300,10 +375,19 @@ def test_request_fields() -> None:
     assert [p.kind for p in req.messages[0].parts] == ["text", "media"]
     assert req.messages[0].parts[1].media_type == "image/png"
     assert [p.kind for p in req.messages[1].parts] == ["reasoning", "tool_call"]
-    assert req.messages[1].parts[1].tool_call is not None and req.messages[1].parts[1].tool_call.arguments == {"a": 1}
-    assert req.messages[2].parts[0].tool_result is not None and req.messages[2].parts[0].tool_result.content == "done"
+    assert req.messages[1].parts[1].tool_call is not None and req.messages[1].parts[
+        1
+    ].tool_call.arguments == {"a": 1}
+    assert (
+        req.messages[2].parts[0].tool_result is not None
+        and req.messages[2].parts[0].tool_result.content == "done"
+    )
     assert req.messages[2].parts[1].kind == "other"
-    assert [(t.name, t.kind) for t in req.tools] == [("f", "function"), ("googleSearch", "googleSearch"), ("codeExecution", "codeExecution")]
+    assert [(t.name, t.kind) for t in req.tools] == [
+        ("f", "function"),
+        ("googleSearch", "googleSearch"),
+        ("codeExecution", "codeExecution"),
+    ]
     assert req.tools[0].parameters == {"type": "OBJECT"}
     assert req.tool_choice_mode == "tool:f"
     assert req.params == {"temperature": 0.2, "maxOutputTokens": 50, "safetySettings": []}
@@ -331,7 +415,12 @@ def test_tool_choice_mode(config: dict[str, Any], mode: str | None) -> None:
 
 
 def test_truncated_stream_is_incomplete() -> None:
-    body = _sse(_chunk([{"text": "Once upon"}], usage={"promptTokenCount": 3, "candidatesTokenCount": 2, "totalTokenCount": 5}))
+    body = _sse(
+        _chunk(
+            [{"text": "Once upon"}],
+            usage={"promptTokenCount": 3, "candidatesTokenCount": 2, "totalTokenCount": 5},
+        )
+    )
     r = _resp(_stream(body))
     assert r.text == "Once upon"
     assert r.complete is False and r.finish_reason is None
@@ -342,12 +431,17 @@ def test_mid_stream_error_chunk() -> None:
     err = {"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}
     r = _resp(_stream(_sse(_chunk([{"text": "Par"}]), err)))
     assert r.text == "Par"
-    assert r.error is not None and r.error.in_stream and (r.error.status, r.error.type) == (503, "UNAVAILABLE")
+    assert (
+        r.error is not None and r.error.in_stream and (r.error.status, r.error.type) == (503, "UNAVAILABLE")
+    )
     assert r.complete is False and r.finish_reason is FinishReason.ERROR
 
 
 def test_mid_stream_error_without_data_prefix() -> None:
-    body = _sse(_chunk([{"text": "Par"}])) + b'{\n  "error": {\n    "code": 500,\n    "message": "Internal error",\n    "status": "INTERNAL"\n  }\n}\n'
+    body = (
+        _sse(_chunk([{"text": "Par"}]))
+        + b'{\n  "error": {\n    "code": 500,\n    "message": "Internal error",\n    "status": "INTERNAL"\n  }\n}\n'
+    )
     r = _resp(_stream(body))
     assert r.error is not None and r.error.in_stream and r.complete is False
 
@@ -356,17 +450,31 @@ def test_unknown_finish_reason_and_unknown_part() -> None:
     body = _sse(_chunk([{"hologram": {"x": 1}}, {"text": "ok"}], finish="BRAND_NEW_REASON"))
     r = _resp(_stream(body))
     assert r.finish_reason_raw == "BRAND_NEW_REASON" and r.finish_reason is FinishReason.OTHER
-    assert r.parts[0].kind == "other" and r.parts[0].provider_details == {"hologram": {"x": 1}, "block": {"hologram": {"x": 1}}}
+    assert r.parts[0].kind == "other" and r.parts[0].provider_details == {
+        "hologram": {"x": 1},
+        "block": {"hologram": {"x": 1}},
+    }
     assert r.complete is True
 
 
 def test_malformed_function_call_without_content() -> None:
-    chunk = {"candidates": [{"finishReason": "MALFORMED_FUNCTION_CALL", "index": 0}], "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9}}
+    chunk = {
+        "candidates": [{"finishReason": "MALFORMED_FUNCTION_CALL", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9},
+    }
     r = _resp(_stream(_sse(_chunk([{"text": "Let me"}]), chunk)))
     assert r.finish_reason is FinishReason.TOOL_CALL_ERROR and r.complete is True and r.text == "Let me"
 
 
-@pytest.mark.parametrize(("raw", "cls"), [("TOO_MANY_TOOL_CALLS", FinishReason.TOOL_LOOP_LIMIT), ("MAX_TOKENS", FinishReason.TRUNCATED_LENGTH), ("RECITATION", FinishReason.FILTERED), ("LANGUAGE", FinishReason.OTHER)])
+@pytest.mark.parametrize(
+    ("raw", "cls"),
+    [
+        ("TOO_MANY_TOOL_CALLS", FinishReason.TOOL_LOOP_LIMIT),
+        ("MAX_TOKENS", FinishReason.TRUNCATED_LENGTH),
+        ("RECITATION", FinishReason.FILTERED),
+        ("LANGUAGE", FinishReason.OTHER),
+    ],
+)
 def test_finish_classes(raw: str, cls: FinishReason) -> None:
     r = G.parse_response(_chunk([{"functionCall": {"name": "f", "args": {}}}], finish=raw))
     assert r.finish_reason is cls and r.complete is True
@@ -390,22 +498,61 @@ def test_signature_on_trailing_empty_text_and_separate_signed_parts() -> None:
 
 def test_parallel_calls_stay_separate_and_ordered() -> None:
     body = _sse(
-        _chunk([{"functionCall": {"name": "a", "args": {"x": 1}}}, {"functionCall": {"name": "a", "args": {"x": 2}}}]),
+        _chunk(
+            [
+                {"functionCall": {"name": "a", "args": {"x": 1}}},
+                {"functionCall": {"name": "a", "args": {"x": 2}}},
+            ]
+        ),
         _chunk([{"functionCall": {"name": "b", "args": {}, "id": "c3"}}], finish="STOP"),
     )
     r = _resp(_stream(body))
-    assert [(c.id, c.name, c.arguments) for c in r.tool_calls] == [(None, "a", {"x": 1}), (None, "a", {"x": 2}), ("c3", "b", {})]
+    assert [(c.id, c.name, c.arguments) for c in r.tool_calls] == [
+        (None, "a", {"x": 1}),
+        (None, "a", {"x": 2}),
+        ("c3", "b", {}),
+    ]
     assert r.finish_reason is FinishReason.TOOL_CALL
 
 
 def test_vertex_streamed_function_call_arguments() -> None:
     body = _sse(
         _chunk([{"functionCall": {"name": "write", "willContinue": True}}]),
-        _chunk([{"functionCall": {"partialArgs": [{"jsonPath": "$.path", "stringValue": "a.txt"}, {"jsonPath": "$.text", "stringValue": "hel", "willContinue": True}], "willContinue": True}}]),
-        _chunk([{"functionCall": {"partialArgs": [{"jsonPath": "$.text", "stringValue": "lo"}, {"jsonPath": "$.opts.n", "numberValue": 2}, {"jsonPath": "$.tags[1]", "boolValue": True}], "willContinue": True}}]),
+        _chunk(
+            [
+                {
+                    "functionCall": {
+                        "partialArgs": [
+                            {"jsonPath": "$.path", "stringValue": "a.txt"},
+                            {"jsonPath": "$.text", "stringValue": "hel", "willContinue": True},
+                        ],
+                        "willContinue": True,
+                    }
+                }
+            ]
+        ),
+        _chunk(
+            [
+                {
+                    "functionCall": {
+                        "partialArgs": [
+                            {"jsonPath": "$.text", "stringValue": "lo"},
+                            {"jsonPath": "$.opts.n", "numberValue": 2},
+                            {"jsonPath": "$.tags[1]", "boolValue": True},
+                        ],
+                        "willContinue": True,
+                    }
+                }
+            ]
+        ),
         _chunk([{"functionCall": {}}], finish="STOP"),
     )
-    r = _resp(_stream(body, url="https://aiplatform.googleapis.com/v1/projects/p/locations/global/publishers/google/models/gemini-3-pro:streamGenerateContent?alt=sse"))
+    r = _resp(
+        _stream(
+            body,
+            url="https://aiplatform.googleapis.com/v1/projects/p/locations/global/publishers/google/models/gemini-3-pro:streamGenerateContent?alt=sse",
+        )
+    )
     assert len(r.tool_calls) == 1
     call = r.tool_calls[0]
     assert call.name == "write"
@@ -414,23 +561,50 @@ def test_vertex_streamed_function_call_arguments() -> None:
 
 def test_json_array_stream_gives_the_same_result() -> None:
     chunks = [
-        _chunk([{"text": "Hel"}], usage={"promptTokenCount": 4, "candidatesTokenCount": 1, "totalTokenCount": 5}),
-        _chunk([{"text": "lo"}], finish="STOP", usage={"promptTokenCount": 4, "candidatesTokenCount": 2, "thoughtsTokenCount": 7, "totalTokenCount": 13}),
+        _chunk(
+            [{"text": "Hel"}], usage={"promptTokenCount": 4, "candidatesTokenCount": 1, "totalTokenCount": 5}
+        ),
+        _chunk(
+            [{"text": "lo"}],
+            finish="STOP",
+            usage={
+                "promptTokenCount": 4,
+                "candidatesTokenCount": 2,
+                "thoughtsTokenCount": 7,
+                "totalTokenCount": 13,
+            },
+        ),
     ]
     pieces = [b"[" + orjson.dumps(chunks[0]), b",\r\n" + orjson.dumps(chunks[1]), b"]"]
-    ex = Exchange("POST", AI_STUDIO + ":streamGenerateContent", request_body=b'{"contents":[]}', status=200, response_chunks=[(0.1 * i, c) for i, c in enumerate(pieces)])
+    ex = Exchange(
+        "POST",
+        AI_STUDIO + ":streamGenerateContent",
+        request_body=b'{"contents":[]}',
+        status=200,
+        response_chunks=[(0.1 * i, c) for i, c in enumerate(pieces)],
+    )
     rt = parse_exchange(ex)
     assert rt.framing == "json_array" and not rt.analysis_errors
     r = _resp(rt)
     assert r.text == "Hello" and r.complete is True and r.events == 2
-    assert r.usage is not None and (r.usage.input_tokens, r.usage.output_tokens, r.usage.reasoning_tokens) == (4, 9, 7)
+    assert r.usage is not None and (
+        r.usage.input_tokens,
+        r.usage.output_tokens,
+        r.usage.reasoning_tokens,
+    ) == (4, 9, 7)
     sse = _resp(_stream(_sse(*chunks)))
     assert (sse.parts, sse.usage, sse.finish_reason) == (r.parts, r.usage, r.finish_reason)
 
 
 def test_cut_json_array_stream_is_incomplete() -> None:
     pieces = [b"[" + orjson.dumps(_chunk([{"text": "Hel"}])), b',\r\n{"candidates": [{"content": {"par']
-    ex = Exchange("POST", AI_STUDIO + ":streamGenerateContent", request_body=b'{"contents":[]}', status=200, response_chunks=[(0.1, pieces[0]), (0.2, pieces[1])])
+    ex = Exchange(
+        "POST",
+        AI_STUDIO + ":streamGenerateContent",
+        request_body=b'{"contents":[]}',
+        status=200,
+        response_chunks=[(0.1, pieces[0]), (0.2, pieces[1])],
+    )
     r = _resp(parse_exchange(ex))
     assert r.text == "Hel" and r.complete is False
 
@@ -446,35 +620,82 @@ def test_error_wrapped_in_a_list_keeps_retry_info() -> None:
                 "message": "You exceeded your current quota, please check your plan and billing details.",
                 "status": "RESOURCE_EXHAUSTED",
                 "details": [
-                    {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]},
+                    {
+                        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                        "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}],
+                    },
                     {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"},
                 ],
             }
         }
     ]
-    ex = Exchange("POST", STREAM_URL, request_body=b'{"contents":[]}', status=429, response_chunks=[(0.1, orjson.dumps(body))])
+    ex = Exchange(
+        "POST",
+        STREAM_URL,
+        request_body=b'{"contents":[]}',
+        status=429,
+        response_chunks=[(0.1, orjson.dumps(body))],
+    )
     err = _resp(parse_exchange(ex)).error
     assert err is not None and (err.status, err.type, err.code) == (429, "RESOURCE_EXHAUSTED", "429")
     assert err.raw["error"]["details"][1]["retryDelay"] == "37s"  # the list wrapper is unwrapped
 
 
 def test_error_info_reason_becomes_the_code() -> None:
-    body = {"error": {"code": 400, "message": "API key not valid.", "status": "INVALID_ARGUMENT", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"}]}}
+    body = {
+        "error": {
+            "code": 400,
+            "message": "API key not valid.",
+            "status": "INVALID_ARGUMENT",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "API_KEY_INVALID",
+                    "domain": "googleapis.com",
+                }
+            ],
+        }
+    }
     err = G.parse_error(orjson.dumps(body).decode(), 400)
-    assert (err.status, err.type, err.code, err.message) == (400, "INVALID_ARGUMENT", "API_KEY_INVALID", "API key not valid.")
+    assert (err.status, err.type, err.code, err.message) == (
+        400,
+        "INVALID_ARGUMENT",
+        "API_KEY_INVALID",
+        "API key not valid.",
+    )
     assert G.parse_error("upstream connect error", 502).message == "upstream connect error"
 
 
 def test_usage_missing_counts_stay_unknown() -> None:
-    u = usage_from({"promptTokenCount": 10, "cachedContentTokenCount": 6, "candidatesTokenCount": 3, "totalTokenCount": 13})
-    assert u is not None and (u.input_tokens, u.cache_read_tokens, u.output_tokens, u.reasoning_tokens) == (10, 6, 3, None)
+    u = usage_from(
+        {
+            "promptTokenCount": 10,
+            "cachedContentTokenCount": 6,
+            "candidatesTokenCount": 3,
+            "totalTokenCount": 13,
+        }
+    )
+    assert u is not None and (u.input_tokens, u.cache_read_tokens, u.output_tokens, u.reasoning_tokens) == (
+        10,
+        6,
+        3,
+        None,
+    )
     empty = usage_from({"trafficType": "ON_DEMAND"})
-    assert empty is not None and (empty.input_tokens, empty.output_tokens, empty.total_tokens) == (None, None, None)
+    assert empty is not None and (empty.input_tokens, empty.output_tokens, empty.total_tokens) == (
+        None,
+        None,
+        None,
+    )
 
 
 def test_registry_routes_gemini_and_its_openai_compat_endpoint_apart() -> None:
     body = {"contents": [{"parts": [{"text": "x"}]}]}
     p = detect("POST", urlsplit(AI_STUDIO + ":generateContent"), body)
     assert p is not None and p.family == "gemini"
-    compat = detect("POST", urlsplit("https://generativelanguage.googleapis.com/v1beta/openai/chat/completions"), {"messages": []})
+    compat = detect(
+        "POST",
+        urlsplit("https://generativelanguage.googleapis.com/v1beta/openai/chat/completions"),
+        {"messages": []},
+    )
     assert compat is not None and compat.family == "openai_chat"

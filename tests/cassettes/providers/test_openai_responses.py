@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import glob
 from collections.abc import Iterator
-from functools import lru_cache
+from functools import cache
 from urllib.parse import urlsplit
 
 import orjson
 import pytest
-
 from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
+
 from cassettes.exchange import Exchange
 from cassettes.framing import Event, Framed, frame, parse_sse
 from cassettes.models import FinishReason
@@ -20,7 +20,7 @@ from cassettes.roundtrip import RoundTrip, parse_exchange
 A = OpenAIResponses()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _exchanges() -> tuple[tuple[str, int, Exchange, RoundTrip], ...]:
     """Every corpus exchange whose URL mentions a Responses-family path (or a neighbour we must not claim)."""
     out = []

@@ -19,12 +19,12 @@ import glob
 import json
 import warnings
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import pytest
-
 from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
+
 from cassettes.framing import Framed, frame
 from cassettes.models import NormalisedResponse
 from cassettes.providers.openai_responses import OpenAIResponses
@@ -47,11 +47,12 @@ class Stream:
     ours: NormalisedResponse
 
 
-@lru_cache(maxsize=None)
+@cache
 def _streams(family: str, needle: bytes) -> tuple[Stream, ...]:
     out: list[Stream] = []
     for path in corpus_files():
-        if needle not in path.read_bytes():
+        raw = path.read_bytes()
+        if needle not in raw or b"data:" not in raw:  # streams only (gzipped ones are Anthropic's)
             continue
         for p, i, ex in corpus_exchanges(glob.escape(str(path.relative_to(CORPUS)))):
             rt = parse_exchange(ex)
@@ -124,6 +125,7 @@ def _sdk_chat(framed: Framed) -> ChatOutcome:
     return out
 
 
+@lru_cache(maxsize=None)
 def _chat_results() -> tuple[list[tuple[Stream, ChatOutcome]], list[tuple[str, str]]]:
     compared: list[tuple[Stream, ChatOutcome]] = []
     unreadable: list[tuple[str, str]] = []

@@ -1,0 +1,54 @@
+"""Every HTTP interaction of the real recorded corpus imports and parses (CI walks all of it)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from corpus_report import CorpusReport, walk  # noqa: E402
+
+pytestmark = pytest.mark.corpus
+
+#: Interactions whose analysis errors are correct: the recording itself is broken.
+EXPECTED_ERRORS = {
+    # the recorded request body is cut off (no closing brace): not JSON, flagged
+    ("pydantic-ai/tests/models/cassettes/test_bedrock/test_bedrock_model_other_parameters.yaml", 0),
+    # a mock "demo endpoint" answered a chat completion with text/plain echo text
+    ("pydantic-ai/tests/models/cassettes/test_openai/test_text_response.yaml", 0),
+}
+
+
+@pytest.fixture(scope="module")
+def report() -> CorpusReport:
+    return walk()
+
+
+def test_counts(report: CorpusReport) -> None:
+    assert report.files == 1099
+    assert report.exchanges == 1830
+    for fam in ("openai_chat", "openai_responses", "anthropic", "gemini", "bedrock"):
+        assert report.by_family[fam] > 100, fam
+    assert sum(n for (fam, op, stream), n in report.by_family_stream.items() if stream) > 180
+
+
+def test_only_broken_recordings_have_analysis_errors(report: CorpusReport) -> None:
+    got = {(f, i) for f, i, _, _ in report.errors}
+    assert got == EXPECTED_ERRORS, [e for e in report.errors if (e[0], e[1]) not in EXPECTED_ERRORS]
+
+
+def test_unknown_family_is_only_cohere(report: CorpusReport) -> None:
+    """Cohere's v2 chat API has no adapter: recorded raw and labelled unknown, never dropped."""
+    assert report.unknown and all("api.cohere.com" in url for _, _, url in report.unknown)
+
+
+def test_truncated_streams_are_the_ones_cut_by_an_error(report: CorpusReport) -> None:
+    # Groq ends these streams with an error event and no [DONE]: truncated, error in stream.
+    truncated = {(f, i) for f, i, _ in report.truncated}
+    assert truncated == {
+        ("pydantic-ai/tests/models/cassettes/test_groq/test_tool_use_failed_error_streaming.yaml", 0),
+        ("pydantic-ai/tests/models/cassettes/test_groq/test_tool_use_failed_error_streaming_with_text.yaml", 0),
+    }
+    assert truncated <= {(f, i) for f, i, _ in report.in_stream_errors}
