@@ -479,6 +479,8 @@ class _Accumulator:
         text = _g(p, "text")
         sig = _g(p, "thoughtSignature")
         only_text = all(_camel(k) in ("text", "thought", "thoughtSignature") for k in p)
+        if text is None and only_text and sig is not None:
+            text = ""  # a signature-only part: protobuf-JSON may drop the empty text beside it
         if isinstance(text, str) and only_text:
             thought = _g(p, "thought") is True
             prev = self.parts[-1] if self.parts else None

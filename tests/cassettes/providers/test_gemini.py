@@ -496,6 +496,14 @@ def test_signature_on_trailing_empty_text_and_separate_signed_parts() -> None:
     ]
 
 
+def test_signature_only_part_attaches_to_the_text_before_it() -> None:
+    body = _sse(_chunk([{"text": "Hi"}]), _chunk([{"thoughtSignature": "c2ln"}], finish="STOP"))
+    r = _resp(_stream(body))
+    assert [(p.kind, p.text, p.provider_details) for p in r.parts] == [
+        ("text", "Hi", {"thought_signature": "c2ln"})
+    ]
+
+
 def test_parallel_calls_stay_separate_and_ordered() -> None:
     body = _sse(
         _chunk(

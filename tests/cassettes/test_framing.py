@@ -1,0 +1,122 @@
+"""Stream framing and content decoding, chunk by chunk."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+import brotli
+import orjson
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cassettes.decoding import decode_chunks
+from cassettes.framing import frame, parse_sse
+
+SSE = b'event: a\ndata: {"x":1}\n\n: keep-alive comment\ndata: {"x":2}\ndata: {"y":3}\n\ndata: [DONE]\n\n'
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
+def test_sse_any_line_ending_and_comments(eol: bytes) -> None:
+    body = SSE.replace(b"\n", eol)
+    f = frame([(0.0, body)], "text/event-stream")
+    assert f.kind == "sse"
+    assert [(e.event, e.data) for e in f.events] == [("a", '{"x":1}'), (None, '{"x":2}\n{"y":3}'), (None, "[DONE]")]
+    assert f.tail == ""
+
+
+@given(st.lists(st.integers(min_value=1, max_value=len(SSE) - 1), max_size=8, unique=True), st.sampled_from([b"\n", b"\r\n", b"\r"]))
+@settings(max_examples=200, deadline=None)
+def test_sse_is_the_same_however_the_bytes_are_split(cuts: list[int], eol: bytes) -> None:
+    body = SSE.replace(b"\n", eol)
+    cuts = sorted(c for c in cuts if c < len(body))
+    pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+    whole = parse_sse([(0.0, body)])
+    split = parse_sse([(float(i), p) for i, p in enumerate(pieces)])
+    assert [(e.event, e.data) for e in split.events] == [(e.event, e.data) for e in whole.events]
+
+
+def test_sse_event_offsets_are_the_chunk_that_completed_them() -> None:
+    f = parse_sse([(0.1, b'data: {"a"'), (0.2, b":1}\n"), (0.3, b"\n"), (0.4, b"data: [DONE]\n\n")])
+    assert [(e.data, e.offset) for e in f.events] == [('{"a":1}', 0.3), ("[DONE]", 0.4)]
+
+
+def test_sse_multibyte_char_split_across_chunks() -> None:
+    data = 'data: {"t":"héllo ☃"}\n\n'.encode()
+    i = data.index("☃".encode()) + 1
+    f = parse_sse([(0.0, data[:i]), (0.1, data[i:])])
+    assert orjson.loads(f.events[0].data) == {"t": "héllo ☃"} and not f.notes
+
+
+def test_sse_cut_mid_event_keeps_data_lines_and_tail() -> None:
+    f = parse_sse([(0.0, b'data: {"a":1}\n\ndata: {"b":2}\ndata: {"c"')])
+    # Complete data lines of the unterminated event are dispatched; the cut line is kept as tail.
+    assert [e.data for e in f.events] == ['{"a":1}', '{"b":2}']
+    assert f.tail == 'data: {"c"'
+
+
+def test_ndjson_and_cut_last_line() -> None:
+    f = frame([(0.0, b'{"a":1}\n{"b":2}\n{"c":'), (0.5, b"")], "application/x-ndjson")
+    assert f.kind == "ndjson" and [e.data for e in f.events] == ['{"a":1}', '{"b":2}'] and f.tail == '{"c":'
+
+
+def test_json_array_stream_incremental_and_cut() -> None:
+    f = frame([(0.1, b'[{"a":1}'), (0.2, b',\r\n{"b":[1,2]}'), (0.3, b',\r\n{"c":')], "application/json")
+    assert f.kind == "json_array"
+    assert [(e.data, e.offset) for e in f.events] == [('{"a":1}', 0.1), ('{"b":[1,2]}', 0.2)]
+    assert f.tail == '{"c":'
+    whole = frame([(None, b'[{"a":1},{"b":2}]')], "application/json")
+    assert whole.kind == "json_array" and len(whole.events) == 2
+
+
+def test_sniffing_beats_content_type() -> None:
+    assert frame([(0, b'data: {"a":1}\n\n')], "application/json").kind == "sse"
+    assert frame([(0, b'{"a":1}')], "text/event-stream").kind == "json"
+    assert frame([(0, b"<html>oops</html>")], "application/json").kind == "text"
+    assert frame([(0, b"\x00\xff\xfe")], None).kind == "binary"
+    assert frame([], None).kind == "empty"
+
+
+def _split(data: bytes, n: int) -> list[tuple[float | None, bytes]]:
+    return [(i * 0.01, data[i : i + n]) for i in range(0, len(data), n)]
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress"),
+    [
+        ("gzip", gzip.compress),
+        ("br", brotli.compress),
+        ("zstd", lambda b: zstandard.ZstdCompressor().compress(b)),
+        ("deflate", zlib.compress),
+        ("deflate", lambda b: zlib.compress(b)[2:-4]),  # raw deflate, as some servers send
+    ],
+)
+def test_incremental_decoding_keeps_chunks(encoding: str, compress: object) -> None:
+    plain = SSE * 50
+    packed = compress(plain)  # type: ignore[operator]
+    res = decode_chunks(_split(packed, 37), encoding)
+    assert res.decoded_from == encoding and not res.notes
+    assert b"".join(c for _, c in res.chunks) == plain
+    assert [t for t, _ in res.chunks] == [t for t, _ in _split(packed, 37)]
+
+
+def test_stacked_encodings() -> None:
+    plain = b'{"a":1}' * 100
+    res = decode_chunks([(0.0, brotli.compress(gzip.compress(plain)))], "gzip, br")
+    assert b"".join(c for _, c in res.chunks) == plain
+
+
+def test_lying_headers_keep_bytes_and_say_so() -> None:
+    plain = [(0.0, b'{"a":1}')]
+    res = decode_chunks(plain, "gzip")
+    assert res.chunks == plain and res.decoded_from is None and "not gzip" in res.notes[0]
+    res = decode_chunks([(0.0, gzip.compress(b'{"a":1}'))], None)
+    assert b"".join(c for _, c in res.chunks) == b'{"a":1}' and "without a Content-Encoding" in res.notes[0]
+    corrupt = gzip.compress(b'{"a":1}' * 100)
+    corrupt = corrupt[:20] + b"\x00" * 10 + corrupt[30:]
+    res = decode_chunks([(0.0, corrupt)], "gzip")
+    assert res.chunks == [(0.0, corrupt)] and "could not be decoded" in res.notes[0]
+    res = decode_chunks([(0.0, b"abc")], "compress")
+    assert res.chunks == [(0.0, b"abc")] and "unknown Content-Encoding" in res.notes[0]
