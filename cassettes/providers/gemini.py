@@ -23,6 +23,11 @@ Decisions worth knowing:
   ``PUP_LIMITED_DISABLED`` are filters, ``CONTINUATION`` is a per-request token limit,
   ``MALFORMED_RESPONSE`` is an error; anything else unknown is ``other``.
 * ``UNEXPECTED_TOOL_CALL`` stays ``tool_call_error`` even though the candidate carries the call.
+* A ``functionResponse.response`` of one string under ``output`` / ``result`` / ``content`` /
+  ``return_value`` (pydantic-ai's key) becomes that string; any other object its compact JSON
+  (so ``{"error": …}`` stays visibly an error); multimodal ``parts`` are described (``[image/png]``).
+* ``ApiError.code`` is the ``google.rpc.ErrorInfo`` reason when the body has one, else the numeric
+  code; ``type`` is the rpc status name (``RESOURCE_EXHAUSTED`` …).
 * Server-side tool invocations (``toolCall`` / ``toolResponse`` parts, Gemini 3 with
   ``includeServerSideToolInvocations``) become a ``tool_call`` of kind ``server`` and a
   ``tool_result``; ``executableCode`` / ``codeExecutionResult`` stay ``other`` parts.
