@@ -204,10 +204,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
-            return EXIT_OK
+        # The reader went away (``looptap show … | head``): not an error. Point stdout at
+        # /dev/null so the interpreter's final flush does not complain.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except OSError as exc:
         _err(f"error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}")
         return EXIT_ERROR

@@ -176,6 +176,9 @@ class NormalisedResponse(_Model):
     #: How many stream events were reassembled (``None`` for a non-streamed body).
     events: int | None = None
     provider_details: dict[str, Any] | None = None
+    #: Facts a reader should see that are not parse failures: values the API does not send
+    #: (unknown enum strings), oddities of the recording. Shown as round-trip notes.
+    notes: list[str] = Field(default_factory=list)
 
     @property
     def text(self) -> str:

@@ -130,7 +130,9 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult) -> None:
     if status >= 400:
         rt.response = _error_response(adapter, framed, ex.status)
         return
-    if rt.operation != "generate":
+    # A retrieve of a stored response (Responses API, also resumed background streams) returns the
+    # same response object as generate does.
+    if rt.operation not in ("generate", "retrieve"):
         return
     _parse_response(rt, adapter, framed)
 
@@ -163,5 +165,7 @@ def _parse_response(rt: RoundTrip, adapter: providers.Provider, framed: Framed) 
             rt.analysis_errors.append("empty response body")
         else:
             rt.analysis_errors.append(f"response body is not JSON or a known stream framing ({framed.kind})")
+        if rt.response is not None:
+            rt.notes.extend(rt.response.notes)
     except Exception as exc:
         rt.analysis_errors.append(f"response could not be parsed: {type(exc).__name__}: {exc}")

@@ -63,7 +63,13 @@ _FINISH = {
 
 _STRUCTURAL = {"messages", "system", "toolConfig", "inferenceConfig", "modelId"}
 
-_DOC_TYPES = {"pdf": "application/pdf", "txt": "text/plain", "csv": "text/csv", "md": "text/markdown", "html": "text/html"}
+_DOC_TYPES = {
+    "pdf": "application/pdf",
+    "txt": "text/plain",
+    "csv": "text/csv",
+    "md": "text/markdown",
+    "html": "text/html",
+}
 
 
 def _split(url: SplitResult) -> tuple[str, str] | None:
@@ -76,6 +82,10 @@ def _split(url: SplitResult) -> tuple[str, str] | None:
     if not sep or not head:
         return None
     return unquote(head), action
+
+
+def _obj(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
 
 
 def finish_class(raw: str | None) -> FinishReason | None:
@@ -134,11 +144,13 @@ def _block(block: Any) -> Part:
     if isinstance(block.get("toolUse"), dict):
         tu = block["toolUse"]
         kind = "server" if tu.get("type") == "server_tool_use" else "function"
-        return Part(kind="tool_call", tool_call=tool_call_from_object(tu.get("toolUseId"), tu.get("name"), tu.get("input"), kind=kind))
+        return Part(
+            kind="tool_call",
+            tool_call=tool_call_from_object(tu.get("toolUseId"), tu.get("name"), tu.get("input"), kind=kind),
+        )
     if isinstance(block.get("toolResult"), dict):
         tr = block["toolResult"]
         status = as_str(tr.get("status"))
-        details = {"type": tr["type"]} if tr.get("type") else None
         return Part(
             kind="tool_result",
             tool_result=ToolResult(
@@ -146,11 +158,11 @@ def _block(block: Any) -> Part:
                 content=_result_text(tr.get("content")),
                 is_error=None if status is None else status == "error",
             ),
-            provider_details=details,
+            provider_details={"type": tr["type"]} if tr.get("type") else None,
         )
     if isinstance(block.get("reasoningContent"), dict):
         rc = block["reasoningContent"]
-        rt = rc.get("reasoningText") if isinstance(rc.get("reasoningText"), dict) else {}
+        rt = _obj(rc.get("reasoningText"))
         details: dict[str, Any] = {}
         if rt.get("signature") is not None:
             details["signature"] = rt["signature"]
@@ -173,7 +185,13 @@ def _tools(tool_config: Any) -> list[ToolSpec]:
             spec = t["toolSpec"]
             schema = spec.get("inputSchema")
             params = schema.get("json") if isinstance(schema, dict) else None
-            out.append(ToolSpec(name=as_str(spec.get("name")) or "", description=as_str(spec.get("description")), parameters=params if isinstance(params, dict) else None))
+            out.append(
+                ToolSpec(
+                    name=as_str(spec.get("name")) or "",
+                    description=as_str(spec.get("description")),
+                    parameters=params if isinstance(params, dict) else None,
+                )
+            )
         elif isinstance(t.get("systemTool"), dict):
             out.append(ToolSpec(name=as_str(t["systemTool"].get("name")) or "", kind="system_tool"))
         # ``cachePoint`` entries mark a cache boundary, not a tool.
@@ -193,7 +211,11 @@ def _tool_choice_mode(tc: Any) -> str | None:
 
 
 def _details(b: dict[str, Any]) -> dict[str, Any]:
-    return {k: b[k] for k in ("metrics", "trace", "additionalModelResponseFields", "performanceConfig", "serviceTier") if b.get(k) is not None}
+    return {
+        k: b[k]
+        for k in ("metrics", "trace", "additionalModelResponseFields", "performanceConfig", "serviceTier")
+        if b.get(k) is not None
+    }
 
 
 class BedrockConverse(Provider):
@@ -222,7 +244,9 @@ class BedrockConverse(Provider):
         messages: list[Message] = []
         for m in b.get("messages") or []:
             if not isinstance(m, dict):
-                messages.append(Message(role="unknown", parts=[Part(kind="other", provider_details={"block": m})]))
+                messages.append(
+                    Message(role="unknown", parts=[Part(kind="other", provider_details={"block": m})])
+                )
                 continue
             content = m.get("content")
             parts = [_block(c) for c in content] if isinstance(content, list) else [_block(content)]
@@ -249,9 +273,10 @@ class BedrockConverse(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: dict[str, Any] = body if isinstance(body, dict) else {}
         if "output" not in b and ("message" in b or "Message" in b):
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
-        output = b.get("output") if isinstance(b.get("output"), dict) else {}
-        msg = output.get("message") if isinstance(output.get("message"), dict) else {}
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
+        msg = _obj(_obj(b.get("output")).get("message"))
         content = msg.get("content")
         raw = as_str(b.get("stopReason"))
         return NormalisedResponse(
@@ -311,7 +336,7 @@ class BedrockConverse(Provider):
             if name == "messageStart":
                 role = as_str(d.get("role")) or role
             elif name == "contentBlockStart":
-                start = d.get("start") if isinstance(d.get("start"), dict) else {}
+                start = _obj(d.get("start"))
                 if isinstance(start.get("toolUse"), dict):
                     st = block(d.get("contentBlockIndex"), "toolUse")
                     st["start"] = start["toolUse"]
@@ -322,7 +347,7 @@ class BedrockConverse(Provider):
                 else:
                     block(d.get("contentBlockIndex"), "other")["start"] = start
             elif name == "contentBlockDelta":
-                delta = d.get("delta") if isinstance(d.get("delta"), dict) else {}
+                delta = _obj(d.get("delta"))
                 idx = d.get("contentBlockIndex")
                 if isinstance(delta.get("text"), str):
                     st = block(idx, "text")
@@ -330,7 +355,9 @@ class BedrockConverse(Provider):
                 elif isinstance(delta.get("toolUse"), dict):
                     st = block(idx, "toolUse")
                     piece = delta["toolUse"].get("input")
-                    st["input"] = st.get("input", "") + (piece if isinstance(piece, str) else orjson.dumps(piece).decode())
+                    st["input"] = st.get("input", "") + (
+                        piece if isinstance(piece, str) else orjson.dumps(piece).decode()
+                    )
                 elif isinstance(delta.get("reasoningContent"), dict):
                     st = block(idx, "reasoning")
                     rc = delta["reasoningContent"]
@@ -356,7 +383,13 @@ class BedrockConverse(Provider):
             elif name == "metadata":
                 have_metadata = True
                 usage = usage_from(d.get("usage"))
-                details.update({k: d[k] for k in ("metrics", "trace", "performanceConfig", "serviceTier") if d.get(k) is not None})
+                details.update(
+                    {
+                        k: d[k]
+                        for k in ("metrics", "trace", "performanceConfig", "serviceTier")
+                        if d.get(k) is not None
+                    }
+                )
             else:
                 details.setdefault("unknown_events", []).append(name)
         parts = [_stream_part(blocks[i]) for i in order]
@@ -385,9 +418,14 @@ def _stream_part(st: Block) -> Part:
     if kind == "toolUse":
         start = st.get("start") or {}
         call_kind = "server" if start.get("type") == "server_tool_use" else "function"
-        return Part(kind="tool_call", tool_call=tool_call_from_string(start.get("toolUseId"), start.get("name"), st.get("input", ""), kind=call_kind))
+        return Part(
+            kind="tool_call",
+            tool_call=tool_call_from_string(
+                start.get("toolUseId"), start.get("name"), st.get("input", ""), kind=call_kind
+            ),
+        )
     if kind == "reasoning":
-        details = {k: st[k] for k in ("signature", "redacted") if k in st}
+        details: dict[str, Any] = {k: st[k] for k in ("signature", "redacted") if k in st}
         return Part(kind="reasoning", text=st.get("text"), provider_details=details or None)
     if kind == "toolResult":
         start = st.get("start") or {}

@@ -272,9 +272,12 @@ class OpenAIChat(Provider):
                 continue
             if not isinstance(chunk, dict):
                 continue
-            if "error" in chunk and not chunk.get("choices"):
+            if chunk.get("error"):
+                # An error inside a 200 stream: alone (OpenAI, vLLM) or beside a choice whose
+                # finish_reason is "error" (OpenRouter, WIRE.md §F).
                 error = error_from_body(chunk, None, in_stream=True)
-                continue
+                if not chunk.get("choices"):
+                    continue
             resp_id = resp_id or as_str(chunk.get("id")) or None
             model = model or as_str(chunk.get("model")) or None
             if chunk.get("usage"):

@@ -49,7 +49,14 @@ _STRUCTURAL = {"model", "input", "instructions", "tools", "tool_choice", "stream
 _SUB_OPERATIONS = {"input_tokens": "count_tokens", "compact": "compact"}
 
 #: Output items the *client* must execute: their presence makes a ``completed`` turn a tool call.
-_CLIENT_CALLS = {"function_call", "custom_tool_call", "computer_call", "local_shell_call", "shell_call", "apply_patch_call"}
+_CLIENT_CALLS = {
+    "function_call",
+    "custom_tool_call",
+    "computer_call",
+    "local_shell_call",
+    "shell_call",
+    "apply_patch_call",
+}
 
 #: Input items that carry the result of a client-executed call.
 _CLIENT_OUTPUTS = {
@@ -97,7 +104,9 @@ def usage_from(u: Any) -> Usage | None:
     )
 
 
-def finish_of(status: str | None, reason: str | None, has_client_calls: bool) -> tuple[str | None, FinishReason | None]:
+def finish_of(
+    status: str | None, reason: str | None, has_client_calls: bool
+) -> tuple[str | None, FinishReason | None]:
     """The raw finish (``status`` or ``status:reason``) and its class (WIRE.md §G.1)."""
     if status is None:
         return None, None
@@ -152,11 +161,17 @@ def _content_parts(content: Any, item_details: Item | None = None) -> list[Part]
             for key in ("annotations", "logprobs"):
                 if block.get(key):
                     details[key] = block[key]
-            parts.append(Part(kind="text", text=as_str(block.get("text")) or "", provider_details=details or None))
+            parts.append(
+                Part(kind="text", text=as_str(block.get("text")) or "", provider_details=details or None)
+            )
         elif t == "refusal":
-            parts.append(Part(kind="refusal", text=as_str(block.get("refusal")), provider_details=item_details or None))
+            parts.append(
+                Part(kind="refusal", text=as_str(block.get("refusal")), provider_details=item_details or None)
+            )
         elif t == "reasoning_text":
-            parts.append(Part(kind="reasoning", text=as_str(block.get("text")), provider_details=item_details or None))
+            parts.append(
+                Part(kind="reasoning", text=as_str(block.get("text")), provider_details=item_details or None)
+            )
         elif t in ("input_image", "input_file", "input_audio"):
             parts.append(media_part(block, _media_type(block)))
         else:
@@ -175,7 +190,9 @@ def _reasoning_part(item: Item) -> Part:
     details = {k: item[k] for k in ("id", "encrypted_content", "status") if item.get(k) is not None}
     if item.get("summary") and item.get("content"):
         details["has_summary_and_content"] = True
-    return Part(kind="reasoning", text="\n\n".join(texts) if texts else None, provider_details=details or None)
+    return Part(
+        kind="reasoning", text="\n\n".join(texts) if texts else None, provider_details=details or None
+    )
 
 
 def _call_part(item: Item) -> Part:
@@ -186,7 +203,13 @@ def _call_part(item: Item) -> Part:
         call = tool_call_from_string(item.get("call_id"), item.get("name"), item.get("arguments", ""))
     elif t == "custom_tool_call":
         raw = as_str(item.get("input"))
-        call = ToolCall(id=as_str(item.get("call_id")) or None, name=as_str(item.get("name")), arguments=raw, arguments_raw=raw, kind="custom")
+        call = ToolCall(
+            id=as_str(item.get("call_id")) or None,
+            name=as_str(item.get("name")),
+            arguments=raw,
+            arguments_raw=raw,
+            kind="custom",
+        )
     else:
         args = item.get("action", item.get("operation"))
         call = ToolCall(
@@ -273,14 +296,26 @@ def _tools(tools: Any) -> list[ToolSpec]:
         kind = as_str(t.get("type")) or "other"
         if kind == "function":
             params = t.get("parameters")
-            out.append(ToolSpec(name=as_str(t.get("name")) or "", description=as_str(t.get("description")), parameters=params if isinstance(params, dict) else None))
+            out.append(
+                ToolSpec(
+                    name=as_str(t.get("name")) or "",
+                    description=as_str(t.get("description")),
+                    parameters=params if isinstance(params, dict) else None,
+                )
+            )
         elif kind == "custom":
-            out.append(ToolSpec(name=as_str(t.get("name")) or "", description=as_str(t.get("description")), kind="custom"))
+            out.append(
+                ToolSpec(
+                    name=as_str(t.get("name")) or "", description=as_str(t.get("description")), kind="custom"
+                )
+            )
         elif kind == "namespace":
             out.extend(_tools(t.get("tools")))
         else:
             name = t.get("name") or t.get("server_label") or kind
-            out.append(ToolSpec(name=as_str(name) or kind, description=as_str(t.get("description")), kind=kind))
+            out.append(
+                ToolSpec(name=as_str(name) or kind, description=as_str(t.get("description")), kind=kind)
+            )
     return out
 
 
@@ -330,7 +365,12 @@ class OpenAIResponses(Provider):
         if i == len(segs) - 1:
             if method.upper() != "POST":
                 return 0
-            return 3 if isinstance(body, dict) and ("input" in body or "instructions" in body or "previous_response_id" in body) else 2
+            return (
+                3
+                if isinstance(body, dict)
+                and ("input" in body or "instructions" in body or "previous_response_id" in body)
+                else 2
+            )
         return 2  # /responses/{id}, /responses/{id}/cancel, /responses/input_tokens …
 
     def operation(self, method: str, url: SplitResult) -> str:
@@ -375,12 +415,16 @@ class OpenAIResponses(Provider):
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: Item = body if isinstance(body, dict) else {}
         if isinstance(b.get("error"), dict) and "output" not in b and "status" not in b:
-            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+            return NormalisedResponse(
+                error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
+            )
         return self._response(b, in_stream=False)
 
     def _response(self, r: Item, *, in_stream: bool) -> NormalisedResponse:
         parts = _output_parts(r.get("output"))
-        has_calls = any(isinstance(it, dict) and it.get("type") in _CLIENT_CALLS for it in r.get("output") or [])
+        has_calls = any(
+            isinstance(it, dict) and it.get("type") in _CLIENT_CALLS for it in r.get("output") or []
+        )
         inc = r.get("incomplete_details")
         reason = as_str(inc.get("reason")) if isinstance(inc, dict) else None
         status = as_str(r.get("status"))
@@ -397,11 +441,23 @@ class OpenAIResponses(Provider):
             )
             if cls is None:
                 cls = FinishReason.ERROR
-        details = {k: r[k] for k in ("service_tier", "background", "conversation", "previous_response_id", "incomplete_details") if r.get(k) is not None}
+        details = {
+            k: r[k]
+            for k in (
+                "service_tier",
+                "background",
+                "conversation",
+                "previous_response_id",
+                "incomplete_details",
+            )
+            if r.get(k) is not None
+        }
         if r.get("object") not in (None, "response"):
             details["object"] = r["object"]
+        notes: list[str] = []
         if status is not None and cls is FinishReason.OTHER and status not in ("incomplete",):
             details["unknown_status"] = status  # e.g. the hand-edited ``complete`` in the corpus
+            notes.append(f"status {status!r} is not a value the Responses API sends; kept raw (hand-edited recording?)")
         return NormalisedResponse(
             id=as_str(r.get("id")),
             model=as_str(r.get("model")),
@@ -412,6 +468,7 @@ class OpenAIResponses(Provider):
             error=error,
             complete=True,
             provider_details=details or None,
+            notes=notes,
         )
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
@@ -443,8 +500,12 @@ class OpenAIResponses(Provider):
             elif etype in _TERMINAL and isinstance(d.get("response"), dict):
                 terminal = d["response"]
             elif etype == "error":
-                error = error_from_body(d, None, in_stream=True) if isinstance(d.get("error"), dict) else ApiError(
-                    code=as_str(d.get("code")), message=as_str(d.get("message")), in_stream=True, raw=d
+                error = (
+                    error_from_body(d, None, in_stream=True)
+                    if isinstance(d.get("error"), dict)
+                    else ApiError(
+                        code=as_str(d.get("code")), message=as_str(d.get("message")), in_stream=True, raw=d
+                    )
                 )
             else:
                 _apply(items, etype, d)
@@ -486,7 +547,9 @@ def _apply(items: dict[int, Item], etype: str, d: Item) -> None:
         return
     item = items[idx]
     ci = as_int(d.get("content_index")) or 0
-    if etype in ("response.content_part.added", "response.content_part.done") and isinstance(d.get("part"), dict):
+    if etype in ("response.content_part.added", "response.content_part.done") and isinstance(
+        d.get("part"), dict
+    ):
         content = item.setdefault("content", [])
         if not isinstance(content, list):
             return
@@ -495,11 +558,18 @@ def _apply(items: dict[int, Item], etype: str, d: Item) -> None:
         content[ci] = copy.deepcopy(d["part"])
     elif etype in ("response.output_text.delta", "response.reasoning_text.delta", "response.refusal.delta"):
         key = "refusal" if etype == "response.refusal.delta" else "text"
-        default_type = {"response.output_text.delta": "output_text", "response.reasoning_text.delta": "reasoning_text"}.get(etype, "refusal")
+        default_type = {
+            "response.output_text.delta": "output_text",
+            "response.reasoning_text.delta": "reasoning_text",
+        }.get(etype, "refusal")
         part = _slot(item, "content", ci, default_type)
         part[key] = (as_str(part.get(key)) or "") + (as_str(d.get("delta")) or "")
-    elif etype in ("response.output_text.done", "response.reasoning_text.done") and isinstance(d.get("text"), str):
-        _slot(item, "content", ci, "output_text" if "output_text" in etype else "reasoning_text")["text"] = d["text"]
+    elif etype in ("response.output_text.done", "response.reasoning_text.done") and isinstance(
+        d.get("text"), str
+    ):
+        _slot(item, "content", ci, "output_text" if "output_text" in etype else "reasoning_text")["text"] = d[
+            "text"
+        ]
     elif etype == "response.refusal.done" and isinstance(d.get("refusal"), str):
         _slot(item, "content", ci, "refusal")["refusal"] = d["refusal"]
     elif etype == "response.output_text.annotation.added" and d.get("annotation") is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from corpus_report import CorpusReport, walk  # noqa: E402
+from corpus_report import CorpusReport, walk
 
 pytestmark = pytest.mark.corpus
 
@@ -52,3 +52,23 @@ def test_truncated_streams_are_the_ones_cut_by_an_error(report: CorpusReport) ->
         ("pydantic-ai/tests/models/cassettes/test_groq/test_tool_use_failed_error_streaming_with_text.yaml", 0),
     }
     assert truncated <= {(f, i) for f, i, _ in report.in_stream_errors}
+
+
+def test_hand_edited_recordings_are_flagged() -> None:
+    """The corpus README: some responses were edited by hand (`status: complete`). Flag, never crash."""
+    from _corpus import corpus_exchanges, rel
+
+    from cassettes.roundtrip import parse_exchange
+
+    flagged = {
+        (rel(p), i)
+        for p, i, ex in corpus_exchanges("pydantic-ai/tests/models/cassettes/test_openai_responses/*.yaml")
+        if any("is not a value the Responses API sends" in n for n in parse_exchange(ex).notes)
+    }
+    base = "pydantic-ai/tests/models/cassettes/test_openai_responses/"
+    assert flagged == {
+        (base + "test_openai_previous_response_id.yaml", 0),
+        (base + "test_openai_previous_response_id.yaml", 1),
+        (base + "test_openai_previous_response_id_auto_mode.yaml", 0),
+        (base + "test_openai_responses_verbosity.yaml", 0),
+    }

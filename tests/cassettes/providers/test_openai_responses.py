@@ -25,7 +25,10 @@ def _exchanges() -> tuple[tuple[str, int, Exchange, RoundTrip], ...]:
     """Every corpus exchange whose URL mentions a Responses-family path (or a neighbour we must not claim)."""
     out = []
     for path in corpus_files():
-        if not any(n in path.read_bytes() for n in (b"/responses", b"/conversations", b"/vector_stores", b"/v1/files")):
+        if not any(
+            n in path.read_bytes()
+            for n in (b"/responses", b"/conversations", b"/vector_stores", b"/v1/files")
+        ):
             continue
         for p, i, ex in corpus_exchanges(glob.escape(str(path.relative_to(CORPUS)))):
             out.append((rel(p), i, ex, parse_exchange(ex)))
@@ -82,9 +85,13 @@ def test_corpus_generate_calls_have_request_and_response() -> None:
 
 
 def test_neighbour_endpoints_are_not_claimed() -> None:
-    others = [(ex.method, urlsplit(ex.url).path) for *_, ex, rt in _exchanges() if rt.family == "openai_responses"]
+    others = [
+        (ex.method, urlsplit(ex.url).path) for *_, ex, rt in _exchanges() if rt.family == "openai_responses"
+    ]
     assert not any(p.startswith(("/v1/conversations", "/v1/files", "/v1/vector_stores")) for _, p in others)
-    seen = [rt.family for *_, ex, rt in _exchanges() if "/conversations" in ex.url or "/vector_stores" in ex.url]
+    seen = [
+        rt.family for *_, ex, rt in _exchanges() if "/conversations" in ex.url or "/vector_stores" in ex.url
+    ]
     assert seen and "openai_responses" not in seen  # the corpus does have them
 
 
@@ -115,9 +122,16 @@ def test_function_call_stream() -> None:
     (call,) = resp.tool_calls
     assert call.id == "call_kL0PCQV7M2WMoVX8V8OtYSAL" and call.name == "get_capital"
     assert call.arguments == {"country": "France"} and call.arguments_raw == '{"country":"France"}'
-    assert resp.parts[0].provider_details == {"id": "fc_67e554a1de488191af0831d35cbe082e0794405d35281ae2", "status": "completed"}
+    assert resp.parts[0].provider_details == {
+        "id": "fc_67e554a1de488191af0831d35cbe082e0794405d35281ae2",
+        "status": "completed",
+    }
     assert resp.finish_reason_raw == "completed" and resp.finish_reason is FinishReason.TOOL_CALL
-    assert resp.usage is not None and (resp.usage.input_tokens, resp.usage.output_tokens, resp.usage.total_tokens) == (255, 16, 271)
+    assert resp.usage is not None and (
+        resp.usage.input_tokens,
+        resp.usage.output_tokens,
+        resp.usage.total_tokens,
+    ) == (255, 16, 271)
 
 
 def test_tool_result_request_keeps_the_wire_call_id() -> None:
@@ -153,7 +167,11 @@ def test_background_queued_is_not_a_finish() -> None:
 def test_background_resumed_stream_reassembles() -> None:
     rt = _one("test_background_mode_streaming_starting_after_vcr.yaml", 1)
     assert rt.operation == "retrieve" and rt.stream
-    ex = next(ex for r, i, ex, _ in _exchanges() if r.endswith("test_background_mode_streaming_starting_after_vcr.yaml") and i == 1)
+    ex = next(
+        ex
+        for r, i, ex, _ in _exchanges()
+        if r.endswith("test_background_mode_streaming_starting_after_vcr.yaml") and i == 1
+    )
     resp = A.reassemble(frame(ex.response_chunks))
     assert resp.complete and resp.text == "2 + 2 equals 4." and resp.finish_reason is FinishReason.COMPLETE
 
@@ -161,7 +179,11 @@ def test_background_resumed_stream_reassembles() -> None:
 def test_http_error() -> None:
     resp = _one("test_openai_responses_model_http_error.yaml").response
     assert resp is not None and resp.error is not None
-    assert (resp.error.status, resp.error.type, resp.error.code) == (400, "invalid_request_error", "decimal_below_min_value")
+    assert (resp.error.status, resp.error.type, resp.error.code) == (
+        400,
+        "invalid_request_error",
+        "decimal_below_min_value",
+    )
 
 
 def test_string_input_and_previous_response_id() -> None:
@@ -181,14 +203,24 @@ def test_reasoning_items_keep_encrypted_content() -> None:
         if p.kind == "reasoning" and p.provider_details and p.provider_details.get("encrypted_content")
     ]
     assert found
-    assert all(p.provider_details and str(p.provider_details.get("id", "")).startswith("rs_") for p in found[:5])
+    assert all(
+        p.provider_details and str(p.provider_details.get("id", "")).startswith("rs_") for p in found[:5]
+    )
 
 
 def test_cached_usage_is_inclusive() -> None:
-    cached = [rt.response.usage for *_, rt in _ours() if rt.response and rt.response.usage and rt.response.usage.cache_read_tokens]
+    cached = [
+        rt.response.usage
+        for *_, rt in _ours()
+        if rt.response and rt.response.usage and rt.response.usage.cache_read_tokens
+    ]
     assert cached
     for u in cached:
-        assert u.input_tokens is not None and u.cache_read_tokens is not None and u.input_tokens >= u.cache_read_tokens
+        assert (
+            u.input_tokens is not None
+            and u.cache_read_tokens is not None
+            and u.input_tokens >= u.cache_read_tokens
+        )
 
 
 # --- recognition and operations ----------------------------------------------------------------
@@ -214,7 +246,13 @@ def test_recognise_and_operation(method: str, url: str, operation: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["https://api.openai.com/v1/conversations", "https://api.openai.com/v1/files", "https://api.openai.com/v1/vector_stores/vs_1/files", "https://api.openai.com/v1/chat/completions"]
+    "url",
+    [
+        "https://api.openai.com/v1/conversations",
+        "https://api.openai.com/v1/files",
+        "https://api.openai.com/v1/vector_stores/vs_1/files",
+        "https://api.openai.com/v1/chat/completions",
+    ],
 )
 def test_not_recognised(url: str) -> None:
     assert A.recognise("POST", urlsplit(url), {"input": "hi", "model": "m"}) == 0
@@ -229,11 +267,26 @@ def test_request_items() -> None:
         "instructions": "Be brief.",
         "input": [
             {"role": "developer", "content": "Use tools."},
-            {"role": "user", "content": [{"type": "input_text", "text": "hi"}, {"type": "input_image", "image_url": "data:image/png;base64,AAA"}]},
-            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "think"}], "encrypted_content": "xyz"},
-            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": "{\"a\":1}"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "hi"},
+                    {"type": "input_image", "image_url": "data:image/png;base64,AAA"},
+                ],
+            },
+            {
+                "type": "reasoning",
+                "id": "rs_1",
+                "summary": [{"type": "summary_text", "text": "think"}],
+                "encrypted_content": "xyz",
+            },
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": '{"a":1}'},
             {"type": "custom_tool_call", "call_id": "call_2", "name": "g", "input": "raw text"},
-            {"type": "function_call_output", "call_id": "call_1", "output": [{"type": "input_text", "text": "ok"}]},
+            {
+                "type": "function_call_output",
+                "call_id": "call_1",
+                "output": [{"type": "input_text", "text": "ok"}],
+            },
             {"type": "custom_tool_call_output", "call_id": "call_2", "output": "done"},
             {"type": "item_reference", "id": "msg_9"},
             {"type": "web_search_call", "id": "ws_1", "status": "completed"},
@@ -250,29 +303,52 @@ def test_request_items() -> None:
     }
     req = A.parse_request(body, urlsplit("https://api.openai.com/v1/responses"))
     assert [p.text for p in req.system] == ["Be brief.", "Use tools."]
-    assert [m.role for m in req.messages] == ["developer", "user", "assistant", "tool", "unknown", "assistant"]
+    assert [m.role for m in req.messages] == [
+        "developer",
+        "user",
+        "assistant",
+        "tool",
+        "unknown",
+        "assistant",
+    ]
     user = req.messages[1]
     assert [p.kind for p in user.parts] == ["text", "media"] and user.parts[1].media_type == "image/png"
     turn = req.messages[2]
     assert [p.kind for p in turn.parts] == ["reasoning", "tool_call", "tool_call"]
-    assert turn.parts[0].text == "think" and turn.parts[0].provider_details == {"id": "rs_1", "encrypted_content": "xyz"}
+    assert turn.parts[0].text == "think" and turn.parts[0].provider_details == {
+        "id": "rs_1",
+        "encrypted_content": "xyz",
+    }
     call, custom = turn.parts[1].tool_call, turn.parts[2].tool_call
     assert call is not None and (call.id, call.name, call.arguments) == ("call_1", "f", {"a": 1})
     assert custom is not None and (custom.kind, custom.arguments) == ("custom", "raw text")
     results = [p.tool_result for p in req.messages[3].parts]
     assert [(r.call_id, r.content) for r in results if r] == [("call_1", "ok"), ("call_2", "done")]
     assert req.messages[4].parts[0].kind == "other" and req.messages[5].parts[0].kind == "other"
-    assert [(t.name, t.kind) for t in req.tools] == [("f", "function"), ("g", "custom"), ("web_search", "web_search"), ("docs", "mcp")]
+    assert [(t.name, t.kind) for t in req.tools] == [
+        ("f", "function"),
+        ("g", "custom"),
+        ("web_search", "web_search"),
+        ("docs", "mcp"),
+    ]
     assert req.tool_choice_mode == "tool:f" and req.previous_response_id == "resp_0"
     assert req.params == {"temperature": 0.2} and req.model == "gpt-5"
 
 
 @pytest.mark.parametrize(
     ("choice", "mode"),
-    [("auto", "auto"), ("required", "required"), ({"type": "allowed_tools", "mode": "required", "tools": []}, "required"), ({"type": "web_search"}, "tool:web_search"), ({"type": "mcp", "server_label": "s"}, "tool:s")],
+    [
+        ("auto", "auto"),
+        ("required", "required"),
+        ({"type": "allowed_tools", "mode": "required", "tools": []}, "required"),
+        ({"type": "web_search"}, "tool:web_search"),
+        ({"type": "mcp", "server_label": "s"}, "tool:s"),
+    ],
 )
 def test_tool_choice_modes(choice: object, mode: str) -> None:
-    req = A.parse_request({"input": "x", "tool_choice": choice}, urlsplit("https://api.openai.com/v1/responses"))
+    req = A.parse_request(
+        {"input": "x", "tool_choice": choice}, urlsplit("https://api.openai.com/v1/responses")
+    )
     assert req.tool_choice_mode == mode and req.history_key is None
 
 
@@ -280,15 +356,39 @@ def test_tool_choice_modes(choice: object, mode: str) -> None:
 
 
 def _body(status: str, **extra: object) -> dict[str, object]:
-    return {"id": "resp_1", "object": "response", "status": status, "model": "m", "output": [], "error": None, "incomplete_details": None, **extra}
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "status": status,
+        "model": "m",
+        "output": [],
+        "error": None,
+        "incomplete_details": None,
+        **extra,
+    }
 
 
 @pytest.mark.parametrize(
     ("status", "extra", "raw", "cls"),
     [
-        ("incomplete", {"incomplete_details": {"reason": "max_output_tokens"}}, "incomplete:max_output_tokens", FinishReason.TRUNCATED_LENGTH),
-        ("incomplete", {"incomplete_details": {"reason": "content_filter"}}, "incomplete:content_filter", FinishReason.FILTERED),
-        ("incomplete", {"incomplete_details": {"reason": "brand_new"}}, "incomplete:brand_new", FinishReason.OTHER),
+        (
+            "incomplete",
+            {"incomplete_details": {"reason": "max_output_tokens"}},
+            "incomplete:max_output_tokens",
+            FinishReason.TRUNCATED_LENGTH,
+        ),
+        (
+            "incomplete",
+            {"incomplete_details": {"reason": "content_filter"}},
+            "incomplete:content_filter",
+            FinishReason.FILTERED,
+        ),
+        (
+            "incomplete",
+            {"incomplete_details": {"reason": "brand_new"}},
+            "incomplete:brand_new",
+            FinishReason.OTHER,
+        ),
         ("cancelled", {}, "cancelled", FinishReason.CANCELLED),
         ("in_progress", {}, "in_progress", None),
         ("paused_forever", {}, "paused_forever", FinishReason.OTHER),
@@ -310,32 +410,74 @@ def test_output_items_in_order_and_unknown_items_kept() -> None:
         _body(
             "completed",
             output=[
-                {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "hm"}]},
-                {"type": "message", "id": "msg_1", "role": "assistant", "content": [{"type": "refusal", "refusal": "no"}, {"type": "output_text", "text": "ok", "annotations": [{"type": "url_citation"}]}]},
+                {
+                    "type": "reasoning",
+                    "id": "rs_1",
+                    "summary": [],
+                    "content": [{"type": "reasoning_text", "text": "hm"}],
+                },
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "content": [
+                        {"type": "refusal", "refusal": "no"},
+                        {"type": "output_text", "text": "ok", "annotations": [{"type": "url_citation"}]},
+                    ],
+                },
                 {"type": "hologram_call", "id": "h_1"},
             ],
-            usage={"input_tokens": 10, "input_tokens_details": {"cached_tokens": 4}, "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 3}, "total_tokens": 15},
+            usage={
+                "input_tokens": 10,
+                "input_tokens_details": {"cached_tokens": 4},
+                "output_tokens": 5,
+                "output_tokens_details": {"reasoning_tokens": 3},
+                "total_tokens": 15,
+            },
         )
     )
     assert [p.kind for p in resp.parts] == ["reasoning", "refusal", "text", "other"]
-    assert resp.parts[0].text == "hm" and resp.parts[2].provider_details == {"id": "msg_1", "annotations": [{"type": "url_citation"}]}
+    assert resp.parts[0].text == "hm" and resp.parts[2].provider_details == {
+        "id": "msg_1",
+        "annotations": [{"type": "url_citation"}],
+    }
     assert resp.finish_reason is FinishReason.COMPLETE
     u = resp.usage
-    assert u is not None and (u.input_tokens, u.cache_read_tokens, u.output_tokens, u.reasoning_tokens, u.total_tokens, u.cache_write_tokens) == (10, 4, 5, 3, 15, None)
+    assert u is not None and (
+        u.input_tokens,
+        u.cache_read_tokens,
+        u.output_tokens,
+        u.reasoning_tokens,
+        u.total_tokens,
+        u.cache_write_tokens,
+    ) == (10, 4, 5, 3, 15, None)
 
 
 # --- streams (hand-written) -------------------------------------------------------------------
 
 _CREATED = {"type": "response.created", "response": _body("in_progress")}
 _MSG = [
-    {"type": "response.output_item.added", "output_index": 0, "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}},
-    {"type": "response.content_part.added", "output_index": 0, "content_index": 0, "part": {"type": "output_text", "text": ""}},
+    {
+        "type": "response.output_item.added",
+        "output_index": 0,
+        "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []},
+    },
+    {
+        "type": "response.content_part.added",
+        "output_index": 0,
+        "content_index": 0,
+        "part": {"type": "output_text", "text": ""},
+    },
     {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "Hel"},
     {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "lo"},
 ]
 _CALL = [
-    {"type": "response.output_item.added", "output_index": 1, "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": ""}},
-    {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "{\"a\":"},
+    {
+        "type": "response.output_item.added",
+        "output_index": 1,
+        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": ""},
+    },
+    {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": '{"a":'},
     {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "1}"},
 ]
 
@@ -350,7 +492,13 @@ def test_truncated_stream_is_incomplete_with_partial_content() -> None:
 
 
 def test_error_event_mid_stream() -> None:
-    err = {"type": "error", "code": "server_error", "message": "The server had an error", "param": None, "sequence_number": 5}
+    err = {
+        "type": "error",
+        "code": "server_error",
+        "message": "The server had an error",
+        "param": None,
+        "sequence_number": 5,
+    }
     resp = A.reassemble(_sse(_CREATED, *_MSG, err))
     assert resp.complete is False and resp.finish_reason is FinishReason.ERROR
     assert resp.error is not None and resp.error.in_stream and resp.error.code == "server_error"
@@ -358,7 +506,12 @@ def test_error_event_mid_stream() -> None:
 
 
 def test_incomplete_terminal_event() -> None:
-    final = _body("incomplete", incomplete_details={"reason": "max_output_tokens"}, output=None, usage={"input_tokens": 3, "output_tokens": 7, "total_tokens": 10})
+    final = _body(
+        "incomplete",
+        incomplete_details={"reason": "max_output_tokens"},
+        output=None,
+        usage={"input_tokens": 3, "output_tokens": 7, "total_tokens": 10},
+    )
     resp = A.reassemble(_sse(_CREATED, *_MSG, {"type": "response.incomplete", "response": final}))
     assert resp.complete is True and resp.finish_reason is FinishReason.TRUNCATED_LENGTH
     assert resp.finish_reason_raw == "incomplete:max_output_tokens"
@@ -376,22 +529,59 @@ def test_failed_terminal_event() -> None:
 def test_terminal_event_is_authoritative_and_unknown_events_ignored() -> None:
     final = _body(
         "completed",
-        output=[{"type": "message", "id": "msg_1", "role": "assistant", "content": [{"type": "output_text", "text": "Hello!"}]}],
+        output=[
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Hello!"}],
+            }
+        ],
     )
     odd = {"type": "response.teleport.delta", "output_index": 0, "delta": "?"}
-    resp = A.reassemble(_sse(_CREATED, *_MSG, odd, {"type": "response.completed", "response": final}, names=False, done=True))
+    resp = A.reassemble(
+        _sse(_CREATED, *_MSG, odd, {"type": "response.completed", "response": final}, names=False, done=True)
+    )
     assert resp.complete is True and resp.text == "Hello!" and resp.finish_reason is FinishReason.COMPLETE
 
 
 def test_reasoning_summary_and_refusal_deltas() -> None:
     events = [
         _CREATED,
-        {"type": "response.output_item.added", "output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": []}},
-        {"type": "response.reasoning_summary_part.added", "output_index": 0, "summary_index": 0, "part": {"type": "summary_text", "text": ""}},
-        {"type": "response.reasoning_summary_text.delta", "output_index": 0, "summary_index": 0, "delta": "Think"},
-        {"type": "response.reasoning_summary_text.delta", "output_index": 0, "summary_index": 0, "delta": "ing"},
-        {"type": "response.output_item.added", "output_index": 1, "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}},
-        {"type": "response.content_part.added", "output_index": 1, "content_index": 0, "part": {"type": "refusal", "refusal": ""}},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {"type": "reasoning", "id": "rs_1", "summary": []},
+        },
+        {
+            "type": "response.reasoning_summary_part.added",
+            "output_index": 0,
+            "summary_index": 0,
+            "part": {"type": "summary_text", "text": ""},
+        },
+        {
+            "type": "response.reasoning_summary_text.delta",
+            "output_index": 0,
+            "summary_index": 0,
+            "delta": "Think",
+        },
+        {
+            "type": "response.reasoning_summary_text.delta",
+            "output_index": 0,
+            "summary_index": 0,
+            "delta": "ing",
+        },
+        {
+            "type": "response.output_item.added",
+            "output_index": 1,
+            "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []},
+        },
+        {
+            "type": "response.content_part.added",
+            "output_index": 1,
+            "content_index": 0,
+            "part": {"type": "refusal", "refusal": ""},
+        },
         {"type": "response.refusal.delta", "output_index": 1, "content_index": 0, "delta": "I can't"},
     ]
     resp = A.reassemble(_sse(*events))

@@ -119,13 +119,15 @@ def _sdk_chat(framed: Framed) -> ChatOutcome:
     choice = next((c for c in snap.choices if c.index == 0), None)
     if choice is not None:
         out.text = choice.message.content or ""
-        out.calls = [(tc.id, tc.function.name, _args(tc.function.arguments)) for tc in choice.message.tool_calls or []]
+        out.calls = [
+            (tc.id, tc.function.name, _args(tc.function.arguments)) for tc in choice.message.tool_calls or []
+        ]
         out.finish = choice.finish_reason
     out.usage = _usage_tuple(snap.usage)
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _chat_results() -> tuple[list[tuple[Stream, ChatOutcome]], list[tuple[str, str]]]:
     compared: list[tuple[Stream, ChatOutcome]] = []
     unreadable: list[tuple[str, str]] = []
@@ -143,7 +145,9 @@ def test_chat_streams_agree_with_the_sdk() -> None:
     compared, unreadable = _chat_results()
     assert len(compared) >= 70, f"only {len(compared)} chat streams compared"
     # The SDK requires ``index`` on every list delta entry; OpenRouter's streamed annotations have none.
-    assert [n for n, _ in unreadable] == ["pydantic-ai/tests/models/cassettes/test_openrouter/test_openrouter_web_search_annotations_stream.yaml#0"], unreadable
+    assert [n for n, _ in unreadable] == [
+        "pydantic-ai/tests/models/cassettes/test_openrouter/test_openrouter_web_search_annotations_stream.yaml#0"
+    ], unreadable
     diffs = []
     for s, sdk in compared:
         ours = s.ours
@@ -154,7 +158,11 @@ def test_chat_streams_agree_with_the_sdk() -> None:
             diffs.append((s.name, "tool_calls", sdk.calls, got))
         if sdk.finish != ours.finish_reason_raw:
             diffs.append((s.name, "finish_reason", sdk.finish, ours.finish_reason_raw))
-        mine = (ours.usage.input_tokens, ours.usage.output_tokens, ours.usage.total_tokens) if ours.usage else None
+        mine = (
+            (ours.usage.input_tokens, ours.usage.output_tokens, ours.usage.total_tokens)
+            if ours.usage
+            else None
+        )
         if sdk.usage is not None and not sdk.sdk_error:
             if sdk.usage != mine:
                 diffs.append((s.name, "usage", sdk.usage, mine))
@@ -168,18 +176,14 @@ def test_chat_streams_agree_with_the_sdk() -> None:
 def test_chat_sdk_usage_overwrite_quirk_is_real() -> None:
     """Where the SDK ends with no usage but a chunk reported one, ours is that chunk's usage."""
     compared, _ = _chat_results()
-    quirks = [s.name for s, sdk in compared if sdk.usage is None and sdk.last_reported_usage is not None and not sdk.sdk_error]
+    quirks = [
+        s.name
+        for s, sdk in compared
+        if sdk.usage is None and sdk.last_reported_usage is not None and not sdk.sdk_error
+    ]
     assert quirks == ["pydantic-ai/tests/models/cassettes/test_openai/test_openai_moderation_stream.yaml#0"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "openai_chat.reassemble ignores a top-level `error` when the chunk also has `choices` "
-        "(OpenRouter mid-stream error, WIRE.md §F); the SDK raises APIError on it. Remove this "
-        "mark once the adapter reports the error."
-    ),
-)
 def test_chat_in_stream_errors_are_reported_like_the_sdk() -> None:
     compared, _ = _chat_results()
     raised = [(s.name, s.ours.error) for s, sdk in compared if sdk.sdk_error]
@@ -218,7 +222,9 @@ def test_responses_streams_agree_with_the_sdk() -> None:
         compared += 1
         if sdk.output_text != ours.text:
             diffs.append((s.name, "text", sdk.output_text[:80], ours.text[:80]))
-        calls = [(it.call_id, it.name, _args(it.arguments)) for it in sdk.output if it.type == "function_call"]
+        calls = [
+            (it.call_id, it.name, _args(it.arguments)) for it in sdk.output if it.type == "function_call"
+        ]
         got = [(c.id, c.name, c.arguments) for c in ours.tool_calls if c.kind == "function"]
         if calls != got:
             diffs.append((s.name, "tool_calls", calls, got))
@@ -227,12 +233,28 @@ def test_responses_streams_agree_with_the_sdk() -> None:
         if raw != ours.finish_reason_raw:
             diffs.append((s.name, "status", raw, ours.finish_reason_raw))
         u, o = sdk.usage, ours.usage
-        theirs = (u.input_tokens, u.output_tokens, u.total_tokens, u.input_tokens_details.cached_tokens, u.output_tokens_details.reasoning_tokens) if u else None
-        mine = (o.input_tokens, o.output_tokens, o.total_tokens, o.cache_read_tokens, o.reasoning_tokens) if o else None
+        theirs = (
+            (
+                u.input_tokens,
+                u.output_tokens,
+                u.total_tokens,
+                u.input_tokens_details.cached_tokens,
+                u.output_tokens_details.reasoning_tokens,
+            )
+            if u
+            else None
+        )
+        mine = (
+            (o.input_tokens, o.output_tokens, o.total_tokens, o.cache_read_tokens, o.reasoning_tokens)
+            if o
+            else None
+        )
         if theirs != mine:
             diffs.append((s.name, "usage", theirs, mine))
     assert compared >= 38, f"only {compared} Responses streams compared"
     # A resumed background stream (GET …?starting_after=0) starts at ``response.queued``; the
     # SDK's state machine requires ``response.created`` first. Our adapter reads it.
-    assert [n for n, _ in unreadable] == ["pydantic-ai/tests/models/cassettes/test_openai_responses/test_background_mode_streaming_starting_after_vcr.yaml#1"], unreadable
+    assert [n for n, _ in unreadable] == [
+        "pydantic-ai/tests/models/cassettes/test_openai_responses/test_background_mode_streaming_starting_after_vcr.yaml#1"
+    ], unreadable
     assert diffs == []
