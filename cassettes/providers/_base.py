@@ -42,6 +42,14 @@ __all__ = [
 
 class Provider:
     family: ClassVar[str] = "unknown"
+    #: Regexes matching the API's error texts for mis-paired tool calls and results (WIRE.md
+    #: §G.2). Such a 400 is reported by the API (A) but caused by the client's dispatch (C).
+    pairing_errors: ClassVar[tuple[str, ...]] = ()
+
+    def is_pairing_error(self, message: str | None) -> bool:
+        import re
+
+        return bool(message) and any(re.search(p, message or "") for p in self.pairing_errors)
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         raise NotImplementedError

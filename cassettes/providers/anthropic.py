@@ -381,6 +381,13 @@ def _bedrock_payload(ev: Event) -> tuple[str | None, Any]:
 
 class AnthropicMessages(Provider):
     family = "anthropic"
+    pairing_errors = (
+        r"`tool_use` ids were found without `tool_result` blocks immediately after",
+        r"unexpected `tool_use_id` found in `tool_result` blocks",
+        r"Did not find \d+ `tool_result` block\(s\) at the beginning of this message",
+        r"If an assistant message contains any thinking blocks, the first block must be thinking",
+        r"Expected thinking or redacted_thinking, but found",
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST":

@@ -220,6 +220,12 @@ def _details(b: dict[str, Any]) -> dict[str, Any]:
 
 class BedrockConverse(Provider):
     family = "bedrock"
+    pairing_errors = (
+        r"(?i)toolResult blocks? .{0,80}exceeds? the number of toolUse blocks",
+        r"(?i)number of toolResult blocks .{0,60}toolUse blocks",
+        r"(?i)`tool_use` ids were found without `tool_result` blocks",
+        r"(?i)toolUse.{0,60}without.{0,20}toolResult",
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         found = _split(url)

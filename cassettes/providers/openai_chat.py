@@ -185,6 +185,12 @@ def _tool_choice_mode(tc: Any) -> str | None:
 
 class OpenAIChat(Provider):
     family = "openai_chat"
+    pairing_errors = (
+        r"assistant message with 'tool_calls' must be followed by tool messages",
+        r"(?i)messages with role 'tool' must be a response to a prece",
+        r"'tool_call_id' of '[^']*' not found in 'tool_calls'",
+        r"(?i)tool_call_id.{0,40}(not found|did not have response|must be a response)",
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST" or not url.path.rstrip("/").endswith("/chat/completions"):

@@ -356,6 +356,12 @@ def _system(body: Item, messages: list[Message]) -> list[Part]:
 
 class OpenAIResponses(Provider):
     family = "openai_responses"
+    pairing_errors = (
+        r"No tool output found for (function|custom tool|computer|shell) call",
+        r"No tool call found for (function|custom tool)? ?call output with call_id",
+        r"Duplicate item found with id",
+        r"of type 'reasoning' was provided without its required following item",
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         found = _responses_index(url)

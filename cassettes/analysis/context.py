@@ -1,0 +1,92 @@
+"""What a check sees: one turn, its conversation, and the turn before it.
+
+Checks are plain functions ``check(ctx) -> Iterable[Finding]`` listed per layer in
+:mod:`cassettes.analysis.checks`. They run in recording order, once per generation round trip,
+after the turn's E/A/C views are built. A check that needs memory across turns keeps it in
+``ctx.conv.state`` under its own key. Checks never raise out: the runner catches and reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cassettes.analysis.model import Finding, Layer, Severity, Turn
+from cassettes.exchange import Exchange
+from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
+from cassettes.roundtrip import RoundTrip
+
+__all__ = ["Check", "ConversationState", "TurnContext"]
+
+
+@dataclass(eq=False)
+class ConversationState:
+    id: str
+    family: str
+    turns: list[TurnContext] = field(default_factory=list)
+    #: Free-form memory for checks, keyed by the check's code.
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class TurnContext:
+    seq: int
+    rt: RoundTrip
+    ex: Exchange
+    conv: ConversationState
+    #: Position in the conversation, from 0.
+    index: int
+    prev: TurnContext | None
+    #: The request's full normalised history (``rt.request.messages``).
+    messages: list[Message]
+    #: The turn being built: e/a/c views are filled before the checks run.
+    turn: Turn
+
+    @property
+    def request(self) -> NormalisedRequest | None:
+        return self.rt.request
+
+    @property
+    def response(self) -> NormalisedResponse | None:
+        return self.rt.response
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        return self.rt.request.tools if self.rt.request else []
+
+    @property
+    def history_key(self) -> str:
+        return (self.rt.request.history_key if self.rt.request else None) or "messages"
+
+    def finding(
+        self,
+        code: str,
+        severity: Severity,
+        message: str,
+        *,
+        path: str | None = None,
+        tool_call_id: str | None = None,
+        related_turn: int | None = None,
+        **details: Any,
+    ) -> Finding:
+        """A finding on this turn. ``code`` is ``<layer>.<name>``; the layer is taken from it."""
+        layer = code.split(".", 1)[0]
+        assert layer in ("E", "A", "C"), code
+        lay: Layer = layer  # type: ignore[assignment]
+        return Finding(
+            code=code,
+            layer=lay,
+            severity=severity,
+            message=message,
+            conversation=self.conv.id,
+            turn=self.index,
+            seq=self.seq,
+            path=path,
+            tool_call_id=tool_call_id,
+            related_turn=related_turn,
+            details=details,
+        )
+
+
+Check = Callable[[TurnContext], Iterable[Finding]]

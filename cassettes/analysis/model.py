@@ -1,0 +1,210 @@
+"""What the layer analysis produces: turns in conversations, E/A/C views, findings, token growth.
+
+A *round trip* is one HTTP exchange; a *conversation* is a chain of round trips whose histories
+extend each other; a *turn* is a round trip's place in its conversation (0-based ``index``). For
+every turn the analysis gives three views — what the model emitted (E), what the API reported
+(A), what the client dispatched (C) — plus token accounting and the findings that fired.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cassettes.models import ApiError, FinishReason, Message, ToolSpec, Usage
+
+__all__ = [
+    "ApiView",
+    "CallCheck",
+    "Conversation",
+    "DispatchView",
+    "EmissionView",
+    "Finding",
+    "Layer",
+    "Pairing",
+    "RunAnalysis",
+    "Segments",
+    "Severity",
+    "TokenView",
+    "Turn",
+]
+
+Layer = Literal["E", "A", "C"]
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+class Finding(_Model):
+    """Something a layer did that a careful engineer would want to know about."""
+
+    #: Stable identifier, ``<layer>.<name>`` (e.g. ``C.dropped_tool_result``); never reused.
+    code: str
+    layer: Layer
+    severity: Severity
+    #: One or two sentences a person understands without reading the code.
+    message: str
+    conversation: str | None = None
+    turn: int | None = None
+    #: The round trip's position in the cassette.
+    seq: int | None = None
+    #: JSON path into the request (``messages[4].content[0]``) or response, when one applies.
+    path: str | None = None
+    tool_call_id: str | None = None
+    #: Another turn this finding points at (e.g. the turn whose calls a pairing 400 complains about).
+    related_turn: int | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class CallCheck(_Model):
+    """One tool call the model emitted, checked against what was offered."""
+
+    id: str | None = None
+    name: str | None = None
+    arguments: Any = None
+    arguments_raw: str | None = None
+    #: Why the arguments are not valid JSON, if they are not.
+    parse_error: str | None = None
+    #: Schema violations (missing required, wrong type, not in enum …), each with its JSON path.
+    schema_errors: list[str] = Field(default_factory=list)
+    #: The tool was among those offered in the request (``None`` when no tools list was sent).
+    offered: bool | None = None
+
+
+class EmissionView(_Model):
+    """E — what the model emitted this turn."""
+
+    text: str | None = None
+    reasoning: str | None = None
+    refusal: str | None = None
+    tool_calls: list[CallCheck] = Field(default_factory=list)
+    #: No text, no tool call, no refusal (reasoning alone does not count).
+    empty: bool = False
+
+
+class ApiView(_Model):
+    """A — what the API reported."""
+
+    status: int | None = None
+    finish_reason_raw: str | None = None
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    ttfb: float | None = None
+    ttft: float | None = None
+    duration: float | None = None
+    model_requested: str | None = None
+    model_served: str | None = None
+    request_id: str | None = None
+    #: Rate-limit and retry headers as sent (``x-ratelimit-remaining-tokens``, ``retry-after`` …).
+    rate_limit: dict[str, str] = Field(default_factory=dict)
+    error: ApiError | None = None
+    complete: bool | None = None
+    stream: bool = False
+
+
+class Pairing(_Model):
+    """A tool result the client sent, and the call it answers."""
+
+    call_id: str | None = None
+    name: str | None = None
+    #: Turn whose response emitted the call (``None``: no such call found — an orphan).
+    call_turn: int | None = None
+    is_error: bool | None = None
+    #: Index of the result's message in this request's history.
+    message_index: int | None = None
+
+
+class DispatchView(_Model):
+    """C — what the client sent, relative to the previous turn of the same conversation."""
+
+    #: Messages carried over unchanged from the previous request.
+    kept: int = 0
+    #: Messages of the previous request that were dropped or changed (history rewritten).
+    rewritten: int = 0
+    #: The messages this request added (the assistant echo, tool results, new user input …).
+    appended: list[Message] = Field(default_factory=list)
+    #: Index in this request's history of the first appended message.
+    appended_from: int = 0
+    #: The previous turn's assistant output was echoed back verbatim (``None`` for a first turn).
+    echoed_assistant: bool | None = None
+    pairings: list[Pairing] = Field(default_factory=list)
+    tools_offered: list[str] = Field(default_factory=list)
+    tool_choice: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    #: How this turn was linked to its conversation.
+    link: Literal["start", "extends", "rewritten", "previous_response_id", "header", "retry"] = "start"
+
+
+class Segments(_Model):
+    """The input split by what it carries, estimated from text size and scaled to the reported total."""
+
+    system: int = 0
+    tools: int = 0
+    user: int = 0
+    assistant: int = 0
+    tool_results: int = 0
+    #: Of the above, what this turn appended (new input, not history re-sent).
+    new: int = 0
+
+
+class TokenView(_Model):
+    """Token accounting for one turn (inclusive convention: ``input`` = uncached + cache read + write)."""
+
+    input: int | None = None
+    input_uncached: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    output: int | None = None
+    reasoning: int | None = None
+    #: ``reported`` when the provider sent usage, ``estimated`` when looptap estimated it.
+    source: Literal["reported", "estimated", "missing"] = "missing"
+    segments: Segments | None = None
+    #: Cost of this turn in USD; ``None`` = unknown (no price known), never 0 for unknown.
+    cost: Decimal | None = None
+    cumulative_cost: Decimal | None = None
+    cumulative_input: int | None = None
+    cumulative_output: int | None = None
+    price_source: str | None = None
+
+
+class Turn(_Model):
+    seq: int
+    conversation: str
+    index: int
+    #: seq of the previous turn in this conversation.
+    previous_seq: int | None = None
+    family: str
+    e: EmissionView
+    a: ApiView
+    c: DispatchView
+    tokens: TokenView
+    findings: list[Finding] = Field(default_factory=list)
+
+
+class Conversation(_Model):
+    id: str
+    family: str
+    #: seqs of its turns, in order.
+    turns: list[int] = Field(default_factory=list)
+    #: ``X-Looptap-Conversation`` header value, when the client set one.
+    label: str | None = None
+    #: seq of the turn this conversation branched from (a sub-agent or retry fork), if any.
+    parent_seq: int | None = None
+
+
+class RunAnalysis(_Model):
+    conversations: list[Conversation] = Field(default_factory=list)
+    #: Turns by seq (LLM generation round trips only).
+    turns: dict[int, Turn] = Field(default_factory=dict)
+    findings: list[Finding] = Field(default_factory=list)
+    tools: dict[str, ToolSpec] = Field(default_factory=dict)
