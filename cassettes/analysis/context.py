@@ -17,7 +17,7 @@ from cassettes.exchange import Exchange
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.roundtrip import RoundTrip
 
-__all__ = ["Check", "ConversationState", "TurnContext"]
+__all__ = ["Check", "ConversationState", "FinalCheck", "TurnContext"]
 
 
 @dataclass(eq=False)
@@ -90,3 +90,5 @@ class TurnContext:
 
 
 Check = Callable[[TurnContext], Iterable[Finding]]
+#: Runs once per conversation after the last turn (e.g. "stopped while tool calls were pending").
+FinalCheck = Callable[[ConversationState], Iterable[Finding]]

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cassettes.models import ApiError, FinishReason, Message, ToolSpec, Usage
+from cassettes.models import ApiError, FinishReason, Message, Usage
 
 __all__ = [
     "ApiView",
@@ -207,4 +207,5 @@ class RunAnalysis(_Model):
     #: Turns by seq (LLM generation round trips only).
     turns: dict[int, Turn] = Field(default_factory=dict)
     findings: list[Finding] = Field(default_factory=list)
-    tools: dict[str, ToolSpec] = Field(default_factory=dict)
+    #: Checks that failed with an internal error (the rest of the analysis still ran).
+    errors: list[str] = Field(default_factory=list)

@@ -1,0 +1,13 @@
+"""A — what the API reported: view and checks. (Being written; see the analysis brief.)"""
+
+from __future__ import annotations
+
+from cassettes.analysis.context import Check, FinalCheck, TurnContext
+from cassettes.analysis.model import ApiView
+
+CHECKS: tuple[Check, ...] = ()
+FINAL_CHECKS: tuple[FinalCheck, ...] = ()
+
+
+def build(ctx: TurnContext) -> ApiView:
+    return ApiView()

@@ -1,0 +1,247 @@
+"""Threading round trips into conversations, from the content alone.
+
+Each request's history is reduced to *message keys*: a hash of the message's role and parts, made
+robust to what SDKs and frameworks change when they re-serialise a history — key order,
+whitespace, absent vs null, content as a string vs a list of text parts, tool-call ids rewritten
+(ids are left out; names, arguments and results are kept), reasoning blocks dropped or re-signed.
+
+After each turn two prefixes are registered for its conversation: the request's history, and the
+request's history followed by the assistant message the response produced. A new request joins
+the conversation whose registered prefix it extends the furthest, so interleaved concurrent
+conversations separate cleanly, and parallel conversations that start alike separate at the first
+echoed answer. Lookups are by rolling hash (one pass over the new history). Then, in order:
+
+1. ``X-Looptap-Conversation`` request header — an explicit label always wins;
+2. ``previous_response_id`` (Responses API) — the turn that produced that response;
+3. the longest registered prefix — the conversation it extends (``extends``), or the same
+   request again after a failed attempt (``retry``);
+4. the latest conversation whose history shares its start up to the first non-system message —
+   the history was rewritten (trimmed, summarised, edited: ``rewritten``);
+5. otherwise a new conversation (a new agent, a sub-agent, a side call such as a title).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from cassettes.models import Message, NormalisedResponse, Part
+
+__all__ = ["Link", "Threader", "message_key", "response_message"]
+
+_ROLE = {"developer": "system", "model": "assistant"}
+
+
+def _norm_text(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def _canon(value: Any) -> Any:
+    """Arguments compared as JSON values: key order ignored, absent and null treated alike."""
+    if isinstance(value, dict):
+        return {k: _canon(v) for k, v in sorted(value.items()) if v is not None}
+    if isinstance(value, list):
+        return [_canon(v) for v in value]
+    return value
+
+
+def _part_keys(parts: list[Part]) -> list[Any]:
+    out: list[Any] = []
+    for p in parts:
+        if p.kind in ("text", "refusal"):
+            t = _norm_text(p.text)
+            if not t:
+                continue
+            if out and out[-1][0] == "t":
+                out[-1] = ("t", out[-1][1] + " " + t)
+            else:
+                out.append(("t", t))
+        elif p.kind == "tool_call" and p.tool_call is not None:
+            tc = p.tool_call
+            args = _canon(tc.arguments) if tc.arguments is not None else _norm_text(tc.arguments_raw)
+            out.append(("c", tc.name, args))
+        elif p.kind == "tool_result" and p.tool_result is not None:
+            out.append(("r", _norm_text(p.tool_result.content)))
+        elif p.kind == "media":
+            out.append(("m", p.media_type))
+        # reasoning and provider-specific parts are left out: clients may drop or re-sign them
+    return out
+
+
+def message_key(m: Message) -> int:
+    role = _ROLE.get(m.role, m.role)
+    parts = _part_keys(m.parts)
+    # A tool result is a tool result whether it travels as a `tool` message or inside a user one.
+    if parts and all(k[0] == "r" for k in parts):
+        role = "tool"
+    return hash(orjson.dumps([role, parts], option=orjson.OPT_NON_STR_KEYS))
+
+
+def response_message(resp: NormalisedResponse | None) -> Message | None:
+    """The assistant message a response adds to the history, if it has any content."""
+    if resp is None or resp.error is not None and not resp.parts:
+        return None
+    parts = [p for p in resp.parts if p.kind in ("text", "tool_call", "refusal", "reasoning", "media")]
+    if not _part_keys(parts):
+        return None
+    return Message(role="assistant", parts=parts)
+
+
+@dataclass
+class Link:
+    conversation: str
+    #: Index (in the conversation) of the turn this one follows; ``None`` for a first turn.
+    previous: int | None
+    how: str
+    #: Messages of the previous request carried over unchanged.
+    kept: int = 0
+    #: The previous turn's assistant message was echoed right after the kept prefix.
+    echoed: bool | None = None
+    #: Messages of the previous request (plus its echo) that were dropped or changed.
+    rewritten: int = 0
+
+
+@dataclass
+class _Registered:
+    conversation: str
+    turn: int  # global turn id (index into Threader.turns)
+    length: int  # prefix length in messages
+    with_echo: bool
+
+
+@dataclass
+class _TurnInfo:
+    conversation: str
+    keys: list[int]
+    echo_key: int | None
+    response_id: str | None
+    failed: bool
+    family: str
+
+
+@dataclass
+class Threader:
+    """Assigns each generation round trip to a conversation. Feed turns in recording order."""
+
+    turns: list[_TurnInfo] = field(default_factory=list)
+    _prefix: dict[int, _Registered] = field(default_factory=dict)
+    _by_start: dict[int, int] = field(default_factory=dict)  # start-of-history hash → latest turn id
+    _by_response: dict[str, int] = field(default_factory=dict)
+    _by_label: dict[str, str] = field(default_factory=dict)
+    _last_of: dict[str, int] = field(default_factory=dict)  # conversation → its latest turn id
+    _count: int = 0
+
+    def _new_conversation(self) -> str:
+        self._count += 1
+        return f"c{self._count}"
+
+    @staticmethod
+    def _rolling(keys: list[int]) -> list[int]:
+        out, h = [], 0
+        for k in keys:
+            h = hash((h, k))
+            out.append(h)
+        return out
+
+    @staticmethod
+    def _start_len(messages: list[Message]) -> int:
+        """How many leading messages identify a history's start: through the first non-system one."""
+        for i, m in enumerate(messages):
+            if _ROLE.get(m.role, m.role) != "system":
+                return i + 1
+        return len(messages)
+
+    def add(
+        self,
+        family: str,
+        messages: list[Message],
+        response: NormalisedResponse | None,
+        failed: bool,
+        label: str | None = None,
+        previous_response_id: str | None = None,
+    ) -> Link:
+        keys = [message_key(m) for m in messages]
+        rolling = self._rolling(keys)
+        link = self._link(family, keys, rolling, messages, label, previous_response_id)
+        tid = len(self.turns)
+        echo = response_message(response)
+        info = _TurnInfo(
+            conversation=link.conversation,
+            keys=keys,
+            echo_key=message_key(echo) if echo is not None else None,
+            response_id=response.id if response is not None else None,
+            failed=failed,
+            family=family,
+        )
+        self.turns.append(info)
+        self._last_of[link.conversation] = tid
+        if label:
+            self._by_label[label] = link.conversation
+        if info.response_id:
+            self._by_response[info.response_id] = tid
+        if rolling:
+            self._prefix[hash((family, rolling[-1]))] = _Registered(link.conversation, tid, len(keys), False)
+            start = self._start_len(messages)
+            self._by_start[hash((family, rolling[start - 1]))] = tid
+        if info.echo_key is not None:
+            h = hash((rolling[-1] if rolling else 0, info.echo_key))
+            self._prefix[hash((family, h))] = _Registered(link.conversation, tid, len(keys) + 1, True)
+        return link
+
+    def _link(
+        self,
+        family: str,
+        keys: list[int],
+        rolling: list[int],
+        messages: list[Message],
+        label: str | None,
+        previous_response_id: str | None,
+    ) -> Link:
+        if label:
+            conv = self._by_label.get(label)
+            if conv is None:
+                return Link(self._new_conversation(), None, "header")
+            prev = self._last_of[conv]
+            return self._describe(conv, prev, keys, "header")
+        if previous_response_id and previous_response_id in self._by_response:
+            tid = self._by_response[previous_response_id]
+            return Link(self.turns[tid].conversation, tid, "previous_response_id", kept=0, echoed=None)
+        best: _Registered | None = None
+        for h in rolling:
+            hit = self._prefix.get(hash((family, h)))
+            if hit is not None and (best is None or hit.length >= best.length):
+                best = hit
+        if best is not None:
+            prev_info = self.turns[best.turn]
+            if best.length == len(keys) and not best.with_echo and prev_info.keys == keys:
+                # The same request again: a retry when the earlier attempt failed, else a
+                # parallel conversation that starts the same way.
+                if prev_info.failed:
+                    return Link(best.conversation, best.turn, "retry", kept=len(keys), echoed=None)
+                return Link(self._new_conversation(), None, "start")
+            if self._last_of.get(best.conversation) == best.turn or best.with_echo:
+                return self._describe(best.conversation, best.turn, keys, "extends")
+            return self._describe(best.conversation, best.turn, keys, "extends")
+        if messages:
+            start = self._start_len(messages)
+            tid = self._by_start.get(hash((family, rolling[start - 1])))
+            if tid is not None:
+                conv = self.turns[tid].conversation
+                return self._describe(conv, self._last_of[conv], keys, "rewritten")
+        return Link(self._new_conversation(), None, "start")
+
+    def _describe(self, conv: str, prev: int, keys: list[int], how: str) -> Link:
+        p = self.turns[prev]
+        n = min(len(p.keys), len(keys))
+        kept = 0
+        while kept < n and p.keys[kept] == keys[kept]:
+            kept += 1
+        echoed: bool | None = None
+        rewritten = len(p.keys) - kept
+        if p.echo_key is not None and kept == len(p.keys):
+            echoed = len(keys) > kept and keys[kept] == p.echo_key
+        if rewritten and how == "extends":
+            how = "rewritten"
+        return Link(conv, prev, how, kept=kept, echoed=echoed, rewritten=rewritten)

@@ -1,0 +1,102 @@
+"""The layer analysis of a whole run, in one pass over its round trips (recording order)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from cassettes.analysis import api, dispatch, emission, tokens
+from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
+from cassettes.analysis.conversations import Threader
+from cassettes.analysis.model import (
+    ApiView,
+    Conversation,
+    DispatchView,
+    EmissionView,
+    Finding,
+    RunAnalysis,
+    TokenView,
+    Turn,
+)
+from cassettes.exchange import Exchange
+from cassettes.roundtrip import RoundTrip, parse_exchange
+
+__all__ = ["CHECKS", "FINAL_CHECKS", "analyse"]
+
+#: Every per-turn check, by layer. Order matters only for the order findings are listed in.
+CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS)
+FINAL_CHECKS: tuple[FinalCheck, ...] = (*emission.FINAL_CHECKS, *api.FINAL_CHECKS, *dispatch.FINAL_CHECKS)
+
+_HEADER = "x-looptap-conversation"
+
+
+def _failed(rt: RoundTrip) -> bool:
+    r = rt.response
+    return bool(rt.transport_error) or (rt.status or 0) >= 400 or r is None or r.error is not None or r.complete is False
+
+
+def _run(check: Check | FinalCheck, arg: TurnContext | ConversationState, errors: list[str]) -> Iterable[Finding]:
+    try:
+        return list(check(arg))  # type: ignore[arg-type]
+    except Exception as exc:  # one broken check must not hide the others
+        where = f"turn {arg.seq}" if isinstance(arg, TurnContext) else f"conversation {arg.id}"
+        errors.append(f"check {getattr(check, '__name__', check)} failed on {where}: {type(exc).__name__}: {exc}")
+        return []
+
+
+def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | None = None) -> RunAnalysis:
+    """Thread, view and check every generation round trip of a run."""
+    rts = list(roundtrips) if roundtrips is not None else [parse_exchange(ex) for ex in exchanges]
+    result = RunAnalysis()
+    threader = Threader()
+    contexts: list[TurnContext] = []  # parallel to threader.turns
+    convs: dict[str, ConversationState] = {}
+    records: dict[str, Conversation] = {}
+    for pos, (ex, rt) in enumerate(zip(exchanges, rts, strict=True)):
+        if rt.operation != "generate" or rt.request is None:
+            continue
+        seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
+        label = ex.request_header(_HEADER)
+        link = threader.add(
+            rt.family,
+            rt.request.messages,
+            rt.response,
+            _failed(rt),
+            label=label,
+            previous_response_id=rt.request.previous_response_id,
+        )
+        conv = convs.get(link.conversation)
+        if conv is None:
+            conv = convs[link.conversation] = ConversationState(link.conversation, rt.family)
+            records[link.conversation] = Conversation(id=link.conversation, family=rt.family, label=label)
+            result.conversations.append(records[link.conversation])
+        prev = contexts[link.previous] if link.previous is not None else None
+        turn = Turn(
+            seq=seq,
+            conversation=conv.id,
+            index=len(conv.turns),
+            previous_seq=prev.seq if prev is not None else None,
+            family=rt.family,
+            e=EmissionView(),
+            a=ApiView(),
+            c=DispatchView(),
+            tokens=TokenView(),
+        )
+        ctx = TurnContext(seq=seq, rt=rt, ex=ex, conv=conv, index=turn.index, prev=prev, messages=rt.request.messages, turn=turn)
+        turn.c = dispatch.build(ctx, link)
+        turn.e = emission.build(ctx)
+        turn.a = api.build(ctx)
+        turn.tokens = tokens.build(ctx)
+        for check in CHECKS:
+            turn.findings.extend(_run(check, ctx, result.errors))
+        conv.turns.append(ctx)
+        contexts.append(ctx)
+        records[conv.id].turns.append(seq)
+        result.turns[seq] = turn
+    for conv in convs.values():
+        for final in FINAL_CHECKS:
+            for f in _run(final, conv, result.errors):
+                target = result.turns.get(f.seq) if f.seq is not None else None
+                if target is not None:
+                    target.findings.append(f)
+    result.findings = [f for t in result.turns.values() for f in t.findings]
+    return result
