@@ -221,14 +221,12 @@ class Threader:
                 if prev_info.failed:
                     return Link(best.conversation, best.turn, "retry", kept=len(keys), echoed=None)
                 return Link(self._new_conversation(), None, "start")
-            if self._last_of.get(best.conversation) == best.turn or best.with_echo:
-                return self._describe(best.conversation, best.turn, keys, "extends")
             return self._describe(best.conversation, best.turn, keys, "extends")
         if messages:
             start = self._start_len(messages)
-            tid = self._by_start.get(hash((family, rolling[start - 1])))
-            if tid is not None:
-                conv = self.turns[tid].conversation
+            start_tid = self._by_start.get(hash((family, rolling[start - 1])))
+            if start_tid is not None:
+                conv = self.turns[start_tid].conversation
                 return self._describe(conv, self._last_of[conv], keys, "rewritten")
         return Link(self._new_conversation(), None, "start")
 

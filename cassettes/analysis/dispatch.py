@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
-from cassettes.analysis.context import Check, FinalCheck, TurnContext
-from cassettes.analysis.conversations import Link
-from cassettes.analysis.model import DispatchView, Pairing
+import orjson
+
+from cassettes import providers
+from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
+from cassettes.analysis.conversations import Link, response_message
+from cassettes.analysis.model import DispatchView, Finding, Pairing, Severity
+from cassettes.models import FinishReason, Message, ToolCall
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build"]
+
+
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
+
+
+def _loose_text(m: Message) -> str:
+    text = " ".join(p.text or "" for p in m.parts if p.kind in ("text", "refusal"))
+    return " ".join(_THINK.sub(" ", text).split())
+
+
+def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
+    """The echo kept the answer's substance: same calls (ids aside) and the same text once
+    reasoning the client inlined as ``<think>`` text is set aside."""
+    if expected is None:
+        return None
+    if sent.role not in ("assistant", "model"):
+        return False
+    calls = sorted((p.tool_call.name or "", _canon_args(p.tool_call)) for p in expected.parts if p.tool_call)
+    sent_calls = sorted((p.tool_call.name or "", _canon_args(p.tool_call)) for p in sent.parts if p.tool_call)
+    if calls != sent_calls:
+        return False
+    a, b = _loose_text(expected), _loose_text(sent)
+    return a == b or (bool(a) and bool(b) and (a in b or b in a))
 
 
 def _calls_of(ctx: TurnContext) -> list[tuple[str | None, str | None]]:
@@ -16,22 +44,55 @@ def _calls_of(ctx: TurnContext) -> list[tuple[str | None, str | None]]:
     return [(c.id, c.name) for c in r.tool_calls] if r is not None else []
 
 
+def _canon_args(c: ToolCall) -> str:
+    if c.arguments is not None:
+        return orjson.dumps(c.arguments, option=orjson.OPT_SORT_KEYS).decode()
+    return " ".join((c.arguments_raw or "").split())
+
+
+def _history_calls(messages: list[Message]) -> dict[str, ToolCall]:
+    return {
+        p.tool_call.id: p.tool_call
+        for m in messages
+        for p in m.parts
+        if p.kind == "tool_call" and p.tool_call is not None and p.tool_call.id
+    }
+
+
+def _echo_ids(ctx: TurnContext, appended: list[Message]) -> dict[int, str]:
+    """For each call of the previous turn (by position), the id the client gave it when echoing it
+    back. Frameworks rewrite ids, and invent them for wires that have none (Gemini-compat)."""
+    out: dict[int, str] = {}
+    if ctx.prev is None or ctx.prev.rt.response is None:
+        return out
+    echoed = [p.tool_call for m in appended for p in m.parts if p.kind == "tool_call" and p.tool_call is not None]
+    for i, c in enumerate(ctx.prev.rt.response.tool_calls):
+        for e in echoed:
+            if e.id and ((c.id and e.id == c.id) or (e.name == c.name and _canon_args(e) == _canon_args(c))):
+                out[i] = e.id
+                echoed.remove(e)
+                break
+    return out
+
+
 def build(ctx: TurnContext, link: Link) -> DispatchView:
     req = ctx.rt.request
     assert req is not None
-    kept = link.kept if link.how not in ("start", "previous_response_id", "header") or link.previous is not None else 0
-    if link.how == "previous_response_id":
-        kept = 0
+    kept = link.kept if link.how != "previous_response_id" else 0
     appended = ctx.messages[kept:]
     # Calls emitted earlier in this conversation, by id, and by name for wires without ids.
     registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
     unanswered_by_name: dict[str, list[int]] = ctx.conv.state.setdefault("_unanswered_by_name", {})
+    echo_ids = _echo_ids(ctx, appended)
     if ctx.prev is not None:
-        for cid, name in _calls_of(ctx.prev):
+        for i, (cid, name) in enumerate(_calls_of(ctx.prev)):
+            if i in echo_ids:
+                registry[echo_ids[i]] = ctx.prev.index
             if cid:
                 registry[cid] = ctx.prev.index
-            elif name:
+            elif name and i not in echo_ids:
                 unanswered_by_name.setdefault(name, []).append(ctx.prev.index)
+    in_history = _history_calls(ctx.messages)
     pairings: list[Pairing] = []
     for offset, m in enumerate(appended):
         for p in m.parts:
@@ -39,21 +100,35 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
                 continue
             tr = p.tool_result
             call_turn: int | None = None
+            found = False
             if tr.call_id and tr.call_id in registry:
-                call_turn = registry[tr.call_id]
-            elif not tr.call_id or tr.call_id not in registry:
+                call_turn, found = registry[tr.call_id], True
+            else:
+                # Wires without call ids (Gemini, Ollama) pair by name; clients may invent ids.
                 queue = unanswered_by_name.get(tr.name or "")
-                if queue and not (tr.call_id and any(tr.call_id == c for c, _ in _calls_of_all(ctx))):
-                    call_turn = queue.pop(0)
+                if queue:
+                    call_turn, found = queue.pop(0), True
+                elif tr.call_id and tr.call_id in in_history:
+                    found = True  # a call the client itself put in the history
             pairings.append(
-                Pairing(call_id=tr.call_id, name=tr.name, call_turn=call_turn, is_error=tr.is_error, message_index=kept + offset)
+                Pairing(
+                    call_id=tr.call_id,
+                    name=tr.name,
+                    call_turn=call_turn,
+                    in_history=found,
+                    is_error=tr.is_error,
+                    message_index=kept + offset,
+                )
             )
+    echoed = link.echoed
+    if echoed is False and ctx.prev is not None and kept < len(ctx.messages):
+        echoed = _loosely_echoed(response_message(ctx.prev.rt.response), ctx.messages[kept])
     return DispatchView(
         kept=kept,
         rewritten=link.rewritten,
         appended=appended,
         appended_from=kept,
-        echoed_assistant=link.echoed,
+        echoed_assistant=echoed,
         pairings=pairings,
         tools_offered=[t.name for t in req.tools],
         tool_choice=req.tool_choice_mode,
@@ -62,10 +137,312 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
     )
 
 
-def _calls_of_all(ctx: TurnContext) -> Iterator[tuple[str | None, str | None]]:
-    for t in ctx.conv.turns:
-        yield from _calls_of(t)
+# -- checks ---------------------------------------------------------------------------------
 
 
-CHECKS: tuple[Check, ...] = ()
-FINAL_CHECKS: tuple[FinalCheck, ...] = ()
+def _hk(ctx: TurnContext) -> str:
+    return ctx.history_key
+
+
+def _prev_ok(ctx: TurnContext) -> bool:
+    p = ctx.prev
+    return p is not None and p.rt.response is not None and p.rt.response.error is None and (p.rt.status or 0) < 400
+
+
+def _continues(ctx: TurnContext) -> bool:
+    """This request continues the previous turn's exchange with the model (not a retry/branch)."""
+    return ctx.prev is not None and ctx.turn.c.link in ("extends", "rewritten", "header", "previous_response_id")
+
+
+def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
+    """C.dropped_tool_result — a call the model made last turn has no result in this request."""
+    if not _continues(ctx) or not _prev_ok(ctx):
+        return
+    prev = ctx.prev
+    assert prev is not None and prev.rt.response is not None
+    if prev.rt.response.finish_reason is FinishReason.PAUSED:
+        return
+    if not any(c.kind in ("function", "custom") for c in prev.rt.response.tool_calls):
+        return
+    answered_ids = {p.call_id for p in ctx.turn.c.pairings if p.call_id}
+    echo_ids = _echo_ids(ctx, ctx.turn.c.appended)
+    answered_names: dict[str, int] = {}
+    for p in ctx.turn.c.pairings:
+        if p.call_turn == prev.index and p.name:
+            answered_names[p.name] = answered_names.get(p.name, 0) + 1
+    all_calls = prev.rt.response.tool_calls
+    for i, c in enumerate(all_calls):
+        if c.kind not in ("function", "custom"):
+            continue
+        if (c.id and c.id in answered_ids) or echo_ids.get(i) in answered_ids:
+            continue
+        if not c.id and c.name and answered_names.get(c.name, 0) > 0:
+            answered_names[c.name] -= 1
+            continue
+        yield ctx.finding(
+            "C.dropped_tool_result",
+            Severity.ERROR,
+            f"The model called {c.name}({_short(c.arguments_raw)}) on turn {prev.index} "
+            f"(id {c.id or 'none'}), but this request carries no result for it.",
+            path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}:]",
+            tool_call_id=c.id,
+            related_turn=prev.index,
+            tool=c.name,
+        )
+
+
+def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
+    """C.orphan_tool_result — a tool result whose call id matches no call of this conversation."""
+    if ctx.turn.c.link == "previous_response_id" and ctx.prev is None:
+        return
+    seen: dict[str, int] = {}
+    for p in ctx.turn.c.pairings:
+        if p.call_id:
+            seen[p.call_id] = seen.get(p.call_id, 0) + 1
+            if seen[p.call_id] == 2:
+                yield ctx.finding(
+                    "C.duplicate_tool_result",
+                    Severity.WARNING,
+                    f"Two results were sent for the same call {p.call_id} ({p.name or 'tool'}).",
+                    path=f"{_hk(ctx)}[{p.message_index}]",
+                    tool_call_id=p.call_id,
+                )
+        if p.in_history or ctx.index == 0:
+            continue
+        yield ctx.finding(
+            "C.orphan_tool_result",
+            Severity.ERROR,
+            f"A tool result for call {p.call_id or p.name} was sent, but no call with that "
+            f"{'id' if p.call_id else 'name'} was made earlier in this conversation.",
+            path=f"{_hk(ctx)}[{p.message_index}]",
+            tool_call_id=p.call_id,
+            tool=p.name,
+        )
+
+
+def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:
+    """C.assistant_not_echoed — the previous answer is not in the history the client sent back."""
+    c = ctx.turn.c
+    if c.echoed_assistant is not False or not _continues(ctx) or not _prev_ok(ctx):
+        return
+    prev = ctx.prev
+    assert prev is not None
+    yield ctx.finding(
+        "C.assistant_not_echoed",
+        Severity.WARNING,
+        f"The assistant message of turn {prev.index} is not appended verbatim after the history: "
+        "the client changed or dropped what the model said before sending the next request.",
+        path=f"{_hk(ctx)}[{c.kept}]",
+        related_turn=prev.index,
+    )
+
+
+def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
+    """C.history_trimmed (info) / C.history_mutated (warning) — the history was not only extended."""
+    c = ctx.turn.c
+    if c.rewritten <= 0 or ctx.prev is None or c.link == "previous_response_id":
+        return
+    prev_len = len(ctx.prev.messages)
+    if len(ctx.messages) < prev_len:
+        yield ctx.finding(
+            "C.history_trimmed",
+            Severity.INFO,
+            f"The history was shortened: {prev_len} messages last turn, {len(ctx.messages)} now "
+            f"(kept the first {c.kept}). Intentional trimming or summarising looks like this.",
+            path=f"{_hk(ctx)}[{c.kept}]",
+            related_turn=ctx.prev.index,
+            kept=c.kept,
+        )
+    else:
+        yield ctx.finding(
+            "C.history_mutated",
+            Severity.WARNING,
+            f"Message {c.kept} of the history differs from what was sent on turn {ctx.prev.index}: "
+            "the client rewrote earlier history instead of appending to it.",
+            path=f"{_hk(ctx)}[{c.kept}]",
+            related_turn=ctx.prev.index,
+            changed=c.rewritten,
+        )
+
+
+def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
+    """C.pairing_error — the API rejected the request for mis-paired tool calls and results."""
+    r = ctx.rt.response
+    if r is None or r.error is None or (ctx.rt.status or 0) < 400:
+        return
+    adapter = providers.by_family(ctx.rt.family)
+    if adapter is None or not adapter.is_pairing_error(r.error.message):
+        return
+    related = ctx.prev.index if ctx.prev is not None else None
+    yield ctx.finding(
+        "C.pairing_error",
+        Severity.ERROR,
+        f"The API rejected this request (HTTP {ctx.rt.status}) because tool calls and results are "
+        f"mis-paired: \"{_short(r.error.message, 200)}\". Reported by the API, caused by the client's "
+        + (f"handling of the calls from turn {related}." if related is not None else "dispatch."),
+        related_turn=related,
+        api_message=r.error.message,
+    )
+
+
+def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
+    """C.continued_after_final_answer — another request without new input after a final answer."""
+    prev = ctx.prev
+    if prev is None or not _continues(ctx) or not _prev_ok(ctx):
+        return
+    r = prev.rt.response
+    assert r is not None
+    if r.finish_reason is not FinishReason.COMPLETE or r.tool_calls:
+        return
+    new_input = [m for m in ctx.turn.c.appended if m.role not in ("assistant", "model")]
+    if new_input:
+        return
+    yield ctx.finding(
+        "C.continued_after_final_answer",
+        Severity.WARNING,
+        f"Turn {prev.index} ended with a final answer, yet the client called the model again "
+        "without adding any new input.",
+        related_turn=prev.index,
+    )
+
+
+def check_truncated_treated_as_complete(ctx: TurnContext) -> Iterator[Finding]:
+    """C.truncated_treated_as_complete — a cut-off answer was carried on as if it were whole."""
+    prev = ctx.prev
+    if prev is None or not _continues(ctx) or prev.rt.response is None:
+        return
+    r = prev.rt.response
+    cut = r.finish_reason in (FinishReason.TRUNCATED_LENGTH, FinishReason.TRUNCATED_CONTEXT) or r.complete is False
+    if not cut:
+        return
+    used_calls = any(p.call_turn == prev.index for p in ctx.turn.c.pairings)
+    if not used_calls and not ctx.turn.c.echoed_assistant:
+        return
+    what = "ran its truncated tool calls" if used_calls else "appended the cut-off answer to the history"
+    yield ctx.finding(
+        "C.truncated_treated_as_complete",
+        Severity.WARNING,
+        f"Turn {prev.index} was truncated ({r.finish_reason_raw or 'stream cut'}), but the client {what} "
+        "and carried on as if it were complete.",
+        related_turn=prev.index,
+    )
+
+
+def check_retry(ctx: TurnContext) -> Iterator[Finding]:
+    """C.retry — the identical request was sent again after a failed attempt."""
+    if ctx.turn.c.link != "retry" or ctx.prev is None:
+        return
+    p = ctx.prev.rt
+    status = p.status or 0
+    why = f"HTTP {status}" if status else ("a transport error" if p.transport_error else "an incomplete response")
+    if 400 <= status < 500 and status not in (408, 409, 429):
+        yield ctx.finding(
+            "C.retry_of_rejected_request",
+            Severity.WARNING,
+            f"The client re-sent the identical request after turn {ctx.prev.index} was rejected with "
+            f"{why}; an invalid request fails the same way again.",
+            related_turn=ctx.prev.index,
+        )
+    else:
+        yield ctx.finding(
+            "C.retry",
+            Severity.INFO,
+            f"The identical request was re-sent after turn {ctx.prev.index} failed ({why}).",
+            related_turn=ctx.prev.index,
+        )
+
+
+_ERRORISH = ("error", "exception", "traceback", "failed", "failure")
+
+
+def check_tool_result_error(ctx: TurnContext) -> Iterator[Finding]:
+    """C.tool_result_error — a tool the client ran reported an error."""
+    for p in ctx.turn.c.pairings:
+        m = ctx.messages[p.message_index] if p.message_index is not None and p.message_index < len(ctx.messages) else None
+        content = ""
+        if m is not None:
+            for part in m.parts:
+                if part.tool_result is not None and part.tool_result.call_id == p.call_id:
+                    content = part.tool_result.content
+                    break
+        flagged = p.is_error is True or content.lstrip().lower().startswith(_ERRORISH) or content.lstrip().startswith('{"error"')
+        if flagged:
+            yield ctx.finding(
+                "C.tool_result_error",
+                Severity.INFO,
+                f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is an error: {_short(content, 160)!r}",
+                path=f"{_hk(ctx)}[{p.message_index}]",
+                tool_call_id=p.call_id,
+                tool=p.name,
+            )
+
+
+def _prefix_fingerprint(ctx: TurnContext) -> tuple[int, int]:
+    req = ctx.rt.request
+    assert req is not None
+    system = orjson.dumps([(p.kind, p.text) for p in req.system])
+    tools = orjson.dumps([t.model_dump() for t in req.tools], option=orjson.OPT_SORT_KEYS)
+    return hash(system), hash(tools)
+
+
+def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
+    """C.cache_prefix_broken — the system prompt or tools changed mid-conversation."""
+    if ctx.prev is None or ctx.prev.rt.request is None or ctx.turn.c.link == "previous_response_id":
+        return
+    now, before = _prefix_fingerprint(ctx), _prefix_fingerprint(ctx.prev)
+    changed = [name for name, a, b in (("system prompt", now[0], before[0]), ("tool definitions", now[1], before[1])) if a != b]
+    if not changed and not (ctx.turn.c.rewritten and ctx.turn.c.kept <= 2):
+        return
+    what = " and ".join(changed) if changed else f"message {ctx.turn.c.kept} of the history"
+    prev_usage = ctx.prev.rt.response.usage if ctx.prev.rt.response else None
+    usage = ctx.rt.response.usage if ctx.rt.response else None
+    lost = bool(prev_usage and prev_usage.cache_read_tokens and (usage is None or (usage.cache_read_tokens or 0) < prev_usage.cache_read_tokens))
+    yield ctx.finding(
+        "C.cache_prefix_broken",
+        Severity.WARNING if lost else Severity.INFO,
+        f"The {what} changed since turn {ctx.prev.index}; everything after the change is no longer a "
+        "cached prefix" + (", and cache reads dropped this turn." if lost else "."),
+        related_turn=ctx.prev.index,
+        changed=changed,
+    )
+
+
+def final_pending_calls(conv: ConversationState) -> Iterator[Finding]:
+    """C.stopped_with_pending_calls — the conversation ended while the model waited for results."""
+    if not conv.turns:
+        return
+    last = conv.turns[-1]
+    r = last.rt.response
+    if r is None or r.error is not None or r.finish_reason is not FinishReason.TOOL_CALL:
+        return
+    calls = [c for c in r.tool_calls if c.kind in ("function", "custom")]
+    if not calls:
+        return
+    names = ", ".join(sorted({c.name or "?" for c in calls}))
+    yield last.finding(
+        "C.stopped_with_pending_calls",
+        Severity.INFO,
+        f"The run ended after the model called {names}; no request with the results followed. "
+        "Fine when the call is the agent's final output (e.g. a final_result tool), a bug otherwise.",
+        tool_call_id=calls[0].id,
+    )
+
+
+def _short(text: str | None, n: int = 80) -> str:
+    t = " ".join((text or "").split())
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+CHECKS: tuple[Check, ...] = (
+    check_dropped_tool_result,
+    check_orphan_tool_result,
+    check_assistant_echo,
+    check_history_rewritten,
+    check_pairing_error,
+    check_continued_after_final,
+    check_truncated_treated_as_complete,
+    check_retry,
+    check_tool_result_error,
+    check_cache_prefix,
+)
+FINAL_CHECKS: tuple[FinalCheck, ...] = (final_pending_calls,)

@@ -117,8 +117,10 @@ class Pairing(_Model):
 
     call_id: str | None = None
     name: str | None = None
-    #: Turn whose response emitted the call (``None``: no such call found — an orphan).
+    #: Turn whose response emitted the call (``None`` when no model turn of this run did).
     call_turn: int | None = None
+    #: A matching call exists: emitted by the model, or present in the history the client sent.
+    in_history: bool = False
     is_error: bool | None = None
     #: Index of the result's message in this request's history.
     message_index: int | None = None

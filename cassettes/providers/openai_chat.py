@@ -131,14 +131,20 @@ def _message(m: Any) -> Message:
         if isinstance(tc, dict):
             parts.append(Part(kind="tool_call", tool_call=_tool_call(tc)))
     fc = m.get("function_call")
-    if isinstance(fc, dict):
+    if isinstance(fc, dict) and fc.get("name"):
         parts.append(Part(kind="tool_call", tool_call=tool_call_from_string(None, fc.get("name"), fc.get("arguments"))))
     extra = {k: v for k, v in m.items() if k not in ("role", "content", "tool_calls", "tool_call_id", "refusal", "function_call", "reasoning", "reasoning_content")}
     return Message(role=role, parts=parts, provider_details=extra or None)
 
 
 def _tool_call(tc: dict[str, Any]) -> Any:
-    if tc.get("type") == "custom" or "custom" in tc:
+    fn_named = isinstance(tc.get("function"), dict) and bool(tc["function"].get("name"))
+    custom = tc.get("custom")
+    # Servers written in Go send every union member zero-valued (Snowflake): go by `type`, then
+    # by which member carries a name.
+    if tc.get("type") == "custom" or (
+        tc.get("type") is None and isinstance(custom, dict) and custom.get("name") and not fn_named
+    ):
         c = tc.get("custom") or {}
         call = tool_call_from_string(tc.get("id"), c.get("name"), None, kind="custom")
         call.arguments = c.get("input")
