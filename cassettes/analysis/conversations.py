@@ -81,7 +81,7 @@ def message_key(m: Message) -> int:
 
 def response_message(resp: NormalisedResponse | None) -> Message | None:
     """The assistant message a response adds to the history, if it has any content."""
-    if resp is None or resp.error is not None and not resp.parts:
+    if resp is None or (resp.error is not None and not resp.parts):
         return None
     parts = [p for p in resp.parts if p.kind in ("text", "tool_call", "refusal", "reasoning", "media")]
     if not _part_keys(parts):

@@ -19,9 +19,22 @@ __all__ = ["CHECKS", "FINAL_CHECKS", "build"]
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 
 
+#: Typographic variants that re-serialisation (and some recorders) normalise away.
+_TYPO = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2014": "-", "\u2013": "-", "\u2026": "..."})
+
+
 def _loose_text(m: Message) -> str:
     text = " ".join(p.text or "" for p in m.parts if p.kind in ("text", "refusal"))
-    return " ".join(_THINK.sub(" ", text).split())
+    text = _THINK.sub(" ", text).translate(_TYPO).replace("--", "-")
+    return " ".join(text.split())
+
+
+def _client_calls(m: Message) -> list[tuple[str, str]]:
+    return sorted(
+        (p.tool_call.name or "", _canon_args(p.tool_call))
+        for p in m.parts
+        if p.tool_call is not None and p.tool_call.kind in ("function", "custom")
+    )
 
 
 def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
@@ -31,9 +44,7 @@ def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
         return None
     if sent.role not in ("assistant", "model"):
         return False
-    calls = sorted((p.tool_call.name or "", _canon_args(p.tool_call)) for p in expected.parts if p.tool_call)
-    sent_calls = sorted((p.tool_call.name or "", _canon_args(p.tool_call)) for p in sent.parts if p.tool_call)
-    if calls != sent_calls:
+    if _client_calls(expected) != _client_calls(sent):
         return False
     a, b = _loose_text(expected), _loose_text(sent)
     return a == b or (bool(a) and bool(b) and (a in b or b in a))
@@ -45,6 +56,8 @@ def _calls_of(ctx: TurnContext) -> list[tuple[str | None, str | None]]:
 
 
 def _canon_args(c: ToolCall) -> str:
+    if c.arguments in (None, "", {}) and not (c.arguments_raw or "").strip("{} "):
+        return "{}"
     if c.arguments is not None:
         return orjson.dumps(c.arguments, option=orjson.OPT_SORT_KEYS).decode()
     return " ".join((c.arguments_raw or "").split())
@@ -203,7 +216,8 @@ def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
                 yield ctx.finding(
                     "C.duplicate_tool_result",
                     Severity.WARNING,
-                    f"Two results were sent for the same call {p.call_id} ({p.name or 'tool'}).",
+                    f"Two tool results carry the same call id {p.call_id} ({p.name or 'tool'}): the API "
+                    "cannot tell which call each one answers (a result sent twice, or an id reused).",
                     path=f"{_hk(ctx)}[{p.message_index}]",
                     tool_call_id=p.call_id,
                 )
@@ -243,12 +257,14 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     if c.rewritten <= 0 or ctx.prev is None or c.link == "previous_response_id":
         return
     prev_len = len(ctx.prev.messages)
-    if len(ctx.messages) < prev_len:
+    # A provider item standing for earlier history (a compaction summary) marks a deliberate rewrite.
+    compacted = any(m.parts and all(p.kind == "other" for p in m.parts) for m in ctx.messages[: c.kept + 1])
+    if len(ctx.messages) < prev_len or compacted:
         yield ctx.finding(
             "C.history_trimmed",
             Severity.INFO,
-            f"The history was shortened: {prev_len} messages last turn, {len(ctx.messages)} now "
-            f"(kept the first {c.kept}). Intentional trimming or summarising looks like this.",
+            f"The history was shortened or compacted: {prev_len} messages last turn, {len(ctx.messages)} "
+            f"now (kept the first {c.kept}). Intentional trimming or summarising looks like this.",
             path=f"{_hk(ctx)}[{c.kept}]",
             related_turn=ctx.prev.index,
             kept=c.kept,
@@ -292,7 +308,9 @@ def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
         return
     r = prev.rt.response
     assert r is not None
-    if r.finish_reason is not FinishReason.COMPLETE or r.tool_calls:
+    # A final answer is text and nothing else: provider items (hosted tool calls a client may
+    # have to execute, compaction …) mean the exchange is not over.
+    if r.finish_reason is not FinishReason.COMPLETE or not r.text.strip() or any(p.kind in ("tool_call", "other") for p in r.parts):
         return
     new_input = [m for m in ctx.turn.c.appended if m.role not in ("assistant", "model")]
     if new_input:
