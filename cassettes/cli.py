@@ -37,7 +37,7 @@ def _is_vcr(path: Path) -> bool:
     return path.suffix.lower() in (".yaml", ".yml")
 
 
-def _load_any(path: Path) -> tuple[list[Any], list[dict[str, Any]], list[str]]:
+def _load_any(path: Path) -> tuple[list[Any], list[dict[str, Any]], list[str], Any]:
     """(exchanges, views, problems) of a looptap cassette or a vcrpy YAML file."""
     from cassettes.roundtrip import parse_exchange
     from cassettes.store import read_cassette
@@ -53,15 +53,23 @@ def _load_any(path: Path) -> tuple[list[Any], list[dict[str, Any]], list[str]]:
         cas = read_cassette(path)
         exchanges = cas.exchanges
         problems = [str(p) for p in cas.problems]
-    views = [roundtrip_json(parse_exchange(ex), ex) for ex in exchanges]
-    return exchanges, views, problems
+    from cassettes.analysis import analyse
+    from cassettes.view import turn_json
+
+    rts = [parse_exchange(ex) for ex in exchanges]
+    views = [roundtrip_json(rt, ex) for rt, ex in zip(rts, exchanges, strict=True)]
+    analysis = analyse(exchanges, rts)
+    for v in views:
+        turn = analysis.turns.get(v["seq"])
+        v.update(turn_json(turn) if turn is not None else {"conversation": None, "turn": None, "previous_seq": None, "layers": None, "tokens": None, "findings": []})
+    return exchanges, views, problems, analysis
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from cassettes.view import summary_lines
+    from cassettes.view import analysis_lines, summary_lines
 
     path = Path(args.file)
-    _, views, problems = _load_any(path)
+    _, views, problems, analysis = _load_any(path)
     for p in problems:
         _err(f"warning: {path}: {p}")
     if args.json:
@@ -71,6 +79,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         out.flush()
     else:
         for line in summary_lines(views, problems, title=str(path)):
+            print(line)
+        for line in analysis_lines(analysis):
             print(line)
     return EXIT_OK
 

@@ -12,11 +12,12 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from cassettes.analysis.model import Finding, RunAnalysis, Turn
 from cassettes.exchange import Exchange
 from cassettes.models import Part
 from cassettes.roundtrip import RoundTrip
 
-__all__ = ["SCHEMA", "roundtrip_json", "summary_lines"]
+__all__ = ["SCHEMA", "analysis_lines", "finding_json", "roundtrip_json", "summary_lines", "turn_json"]
 
 SCHEMA = "looptap.roundtrip/1"
 
@@ -138,7 +139,8 @@ def summary_lines(views: list[dict[str, Any]], problems: list[str] | None = None
         model = v["model_served"] or v["model_requested"] or "?"
         mode = "stream" if v["stream"] else "json"
         op = "" if v["operation"] in (None, "generate") else f" [{v['operation']}]"
-        out.append(f"#{v['seq']}  {v['family']}{op}  {model}  {v['status']}  {mode}  {v['method']} {v['host']}{v['path']}")
+        where = f"  {v['conversation']}/turn {v['turn']}" if v.get("conversation") else ""
+        out.append(f"#{v['seq']}{where}  {v['family']}{op}  {model}  {v['status']}  {mode}  {v['method']} {v['host']}{v['path']}")
         fr = v["finish_reason"]
         if fr["raw"] is not None or fr["normalised"] is not None:
             state = "complete" if v["complete"] else ("TRUNCATED" if v["truncated"] else "?")
@@ -168,4 +170,90 @@ def summary_lines(views: list[dict[str, Any]], problems: list[str] | None = None
             out.append(f"    transport error: {v['transport_error']}")
         for a in v["analysis_errors"]:
             out.append(f"    (!) analysis: {a}")
+        for f in v.get("findings") or []:
+            out.append(f"    {_SEV[f['severity']]} {f['layer']} {f['code']}: {f['message']}")
+    return out
+
+
+# -- layer analysis ---------------------------------------------------------------------------
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    return f.model_dump(mode="json")
+
+
+def _message_json(m: Any) -> dict[str, Any]:
+    out: list[dict[str, Any]] = []
+    for p in m.parts:
+        d: dict[str, Any] = {"kind": p.kind}
+        if p.text is not None:
+            d["text"] = p.text
+        if p.tool_call is not None:
+            d["tool_call"] = {"id": p.tool_call.id, "name": p.tool_call.name, "arguments": p.tool_call.arguments}
+        if p.tool_result is not None:
+            d["tool_result"] = {"call_id": p.tool_result.call_id, "name": p.tool_result.name, "content": p.tool_result.content, "is_error": p.tool_result.is_error}
+        if p.media_type is not None:
+            d["media_type"] = p.media_type
+        out.append(d)
+    return {"role": m.role, "parts": out}
+
+
+def turn_json(turn: Turn) -> dict[str, Any]:
+    """The analysis additions to a round trip's JSON object (schema looptap.roundtrip/1)."""
+    c = turn.c
+    return {
+        "conversation": turn.conversation,
+        "turn": turn.index,
+        "previous_seq": turn.previous_seq,
+        "layers": {
+            "E": turn.e.model_dump(mode="json"),
+            "A": turn.a.model_dump(mode="json", exclude={"usage"}) | {"error": turn.a.error.model_dump(mode="json", exclude={"raw"}) if turn.a.error else None},
+            "C": c.model_dump(mode="json", exclude={"appended", "params"}) | {"appended": [_message_json(m) for m in c.appended]},
+        },
+        "tokens": turn.tokens.model_dump(mode="json"),
+        "findings": [finding_json(f) for f in turn.findings],
+    }
+
+
+_SEV = {"error": "✖", "warning": "▲", "info": "·"}
+
+
+def _money(v: Any) -> str:
+    return "unknown" if v is None else f"${float(v):.4f}"
+
+
+def analysis_lines(analysis: RunAnalysis) -> list[str]:
+    """Findings grouped by layer, then the token-cost growth table of each conversation."""
+    out: list[str] = []
+    names = {"E": "E — model emission", "A": "A — API", "C": "C — client dispatch"}
+    out.append("")
+    out.append(f"{len(analysis.conversations)} conversations, {len(analysis.turns)} turns, {len(analysis.findings)} findings")
+    for layer in ("E", "A", "C"):
+        fs = [f for f in analysis.findings if f.layer == layer]
+        out.append("")
+        counts = {sev: sum(1 for f in fs if f.severity.value == sev) for sev in ("error", "warning", "info")}
+        out.append(f"{names[layer]}: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info")
+        for f in sorted(fs, key=lambda f: (f.seq or 0)):
+            where = f"#{f.seq} {f.conversation}/turn {f.turn}"
+            out.append(f"  {_SEV[f.severity.value]} {f.code:34} {where:18} {f.message}")
+    for conv in analysis.conversations:
+        turns = [analysis.turns[s] for s in conv.turns]
+        if not turns:
+            continue
+        out.append("")
+        out.append(f"token growth, conversation {conv.id} ({conv.family}, {len(turns)} turns)")
+        out.append(f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>8} {'written':>8} {'output':>7} {'reason':>7}  {'cost':>9} {'cumulative':>10}  source")
+        for t in turns:
+            k = t.tokens
+
+            def n(v: int | None) -> str:
+                return "-" if v is None else str(v)
+
+            out.append(
+                f"  {t.index:>4} {t.seq:>4} {n(k.input):>8} {n(k.cache_read):>8} {n(k.cache_write):>8} {n(k.output):>7} "
+                f"{n(k.reasoning):>7}  {_money(k.cost):>9} {_money(k.cumulative_cost):>10}  {k.source}"
+            )
+    if analysis.errors:
+        out.append("")
+        out.extend(f"(!) analysis: {e}" for e in analysis.errors)
     return out

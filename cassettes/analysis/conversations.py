@@ -115,6 +115,9 @@ class _Registered:
 class _TurnInfo:
     conversation: str
     keys: list[int]
+    #: Part keys of the history's last message, and of the answer (to recognise a merged echo).
+    last_parts: list[Any]
+    echo_parts: list[Any]
     echo_key: int | None
     response_id: str | None
     failed: bool
@@ -132,6 +135,7 @@ class Threader:
     _by_label: dict[str, str] = field(default_factory=dict)
     _last_of: dict[str, int] = field(default_factory=dict)  # conversation → its latest turn id
     _count: int = 0
+    _messages: list[Message] = field(default_factory=list)
 
     def _new_conversation(self) -> str:
         self._count += 1
@@ -164,12 +168,15 @@ class Threader:
     ) -> Link:
         keys = [message_key(m) for m in messages]
         rolling = self._rolling(keys)
+        self._messages = messages
         link = self._link(family, keys, rolling, messages, label, previous_response_id)
         tid = len(self.turns)
         echo = response_message(response)
         info = _TurnInfo(
             conversation=link.conversation,
             keys=keys,
+            last_parts=_part_keys(messages[-1].parts) if messages else [],
+            echo_parts=_part_keys(echo.parts) if echo is not None else [],
             echo_key=message_key(echo) if echo is not None else None,
             response_id=response.id if response is not None else None,
             failed=failed,
@@ -221,7 +228,9 @@ class Threader:
                 if prev_info.failed:
                     return Link(best.conversation, best.turn, "retry", kept=len(keys), echoed=None)
                 return Link(self._new_conversation(), None, "start")
-            return self._describe(best.conversation, best.turn, keys, "extends")
+            # Compared with the conversation's latest turn, not the older turn it matched best: a
+            # history that extends an earlier turn has dropped or rewritten what came after it.
+            return self._describe(best.conversation, self._last_of[best.conversation], keys, "extends")
         if messages:
             start = self._start_len(messages)
             start_tid = self._by_start.get(hash((family, rolling[start - 1])))
@@ -237,6 +246,14 @@ class Threader:
         while kept < n and p.keys[kept] == keys[kept]:
             kept += 1
         echoed: bool | None = None
+        if kept == len(p.keys) - 1 and kept < len(keys):
+            # Adapters that merge consecutive model-side items into one message (Responses) make
+            # the echo continue the previous last message instead of following it.
+            now = _part_keys(self._messages[kept].parts)
+            last = p.last_parts
+            if now[: len(last)] == last and len(now) > len(last):
+                rest = now[len(last) :]
+                return Link(conv, prev, how, kept=len(p.keys), echoed=(rest[: len(p.echo_parts)] == p.echo_parts) if p.echo_parts else None)
         rewritten = len(p.keys) - kept
         if p.echo_key is not None and kept == len(p.keys):
             echoed = len(keys) > kept and keys[kept] == p.echo_key

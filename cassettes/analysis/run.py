@@ -20,7 +20,7 @@ from cassettes.analysis.model import (
 from cassettes.exchange import Exchange
 from cassettes.roundtrip import RoundTrip, parse_exchange
 
-__all__ = ["CHECKS", "FINAL_CHECKS", "analyse"]
+__all__ = ["CHECKS", "FINAL_CHECKS", "RunAnalyser", "analyse"]
 
 #: Every per-turn check, by layer. Order matters only for the order findings are listed in.
 CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS)
@@ -43,20 +43,31 @@ def _run(check: Check | FinalCheck, arg: TurnContext | ConversationState, errors
         return []
 
 
-def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | None = None) -> RunAnalysis:
-    """Thread, view and check every generation round trip of a run."""
-    rts = list(roundtrips) if roundtrips is not None else [parse_exchange(ex) for ex in exchanges]
-    result = RunAnalysis()
-    threader = Threader()
-    contexts: list[TurnContext] = []  # parallel to threader.turns
-    convs: dict[str, ConversationState] = {}
-    records: dict[str, Conversation] = {}
-    for pos, (ex, rt) in enumerate(zip(exchanges, rts, strict=True)):
+class RunAnalyser:
+    """Incremental analysis: feed round trips in recording order, read turns as they complete.
+
+    The proxy can analyse a run while recording it; :func:`analyse` is the batch form.
+    """
+
+    def __init__(self) -> None:
+        self.result = RunAnalysis()
+        self._threader = Threader()
+        self._contexts: list[TurnContext] = []  # parallel to the threader's turns
+        self._convs: dict[str, ConversationState] = {}
+        self._records: dict[str, Conversation] = {}
+        self._pos = 0
+
+    def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
+        """Analyse one round trip; returns its turn (``None`` for a non-generation round trip)."""
+        rt = rt if rt is not None else parse_exchange(ex)
+        pos = self._pos
+        self._pos += 1
         if rt.operation != "generate" or rt.request is None:
-            continue
+            return None
+        result = self.result
         seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
         label = ex.request_header(_HEADER)
-        link = threader.add(
+        link = self._threader.add(
             rt.family,
             rt.request.messages,
             rt.response,
@@ -64,12 +75,12 @@ def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | Non
             label=label,
             previous_response_id=rt.request.previous_response_id,
         )
-        conv = convs.get(link.conversation)
+        conv = self._convs.get(link.conversation)
         if conv is None:
-            conv = convs[link.conversation] = ConversationState(link.conversation, rt.family)
-            records[link.conversation] = Conversation(id=link.conversation, family=rt.family, label=label)
-            result.conversations.append(records[link.conversation])
-        prev = contexts[link.previous] if link.previous is not None else None
+            conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family)
+            self._records[link.conversation] = Conversation(id=link.conversation, family=rt.family, label=label)
+            result.conversations.append(self._records[link.conversation])
+        prev = self._contexts[link.previous] if link.previous is not None else None
         turn = Turn(
             seq=seq,
             conversation=conv.id,
@@ -89,14 +100,27 @@ def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | Non
         for check in CHECKS:
             turn.findings.extend(_run(check, ctx, result.errors))
         conv.turns.append(ctx)
-        contexts.append(ctx)
-        records[conv.id].turns.append(seq)
+        self._contexts.append(ctx)
+        self._records[conv.id].turns.append(seq)
         result.turns[seq] = turn
-    for conv in convs.values():
-        for final in FINAL_CHECKS:
-            for f in _run(final, conv, result.errors):
-                target = result.turns.get(f.seq) if f.seq is not None else None
-                if target is not None:
-                    target.findings.append(f)
-    result.findings = [f for t in result.turns.values() for f in t.findings]
-    return result
+        return turn
+
+    def finish(self) -> RunAnalysis:
+        """Run the end-of-run checks and return the analysis (call once, after the last round trip)."""
+        result = self.result
+        for conv in self._convs.values():
+            for final in FINAL_CHECKS:
+                for f in _run(final, conv, result.errors):
+                    target = result.turns.get(f.seq) if f.seq is not None else None
+                    if target is not None:
+                        target.findings.append(f)
+        result.findings = [f for t in result.turns.values() for f in t.findings]
+        return result
+
+
+def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | None = None) -> RunAnalysis:
+    """Thread, view and check every generation round trip of a run."""
+    a = RunAnalyser()
+    for i, ex in enumerate(exchanges):
+        a.add(ex, roundtrips[i] if roundtrips is not None else None)
+    return a.finish()
