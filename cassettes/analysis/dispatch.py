@@ -204,6 +204,36 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         )
 
 
+def check_unanswered_history_call(ctx: TurnContext) -> Iterator[Finding]:
+    """C.dropped_tool_result — a call the client put in this request's history has no result after it.
+
+    Covers calls that are not the previous answer's (frameworks insert call + result pairs of
+    their own); the previous answer's calls are checked by :func:`check_dropped_tool_result`.
+    """
+    c = ctx.turn.c
+    if c.link == "previous_response_id":
+        return
+    prev_ids: set[str] = set()
+    if ctx.prev is not None and ctx.prev.rt.response is not None:
+        prev_ids = {x.id for x in ctx.prev.rt.response.tool_calls if x.id}
+        prev_ids |= set(_echo_ids(ctx, c.appended).values())
+    results = {p.call_id for p in c.pairings if p.call_id}
+    for offset, m in enumerate(c.appended):
+        for p in m.parts:
+            tc = p.tool_call
+            if tc is None or tc.kind not in ("function", "custom") or not tc.id or tc.id in prev_ids:
+                continue
+            if tc.id not in results:
+                yield ctx.finding(
+                    "C.dropped_tool_result",
+                    Severity.ERROR,
+                    f"This request's history holds a call to {tc.name} (id {tc.id}) with no result after it.",
+                    path=f"{_hk(ctx)}[{c.appended_from + offset}]",
+                    tool_call_id=tc.id,
+                    tool=tc.name,
+                )
+
+
 def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
     """C.orphan_tool_result — a tool result whose call id matches no call of this conversation."""
     if ctx.turn.c.link == "previous_response_id" and ctx.prev is None:
@@ -251,6 +281,15 @@ def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:
     )
 
 
+def _is_compaction(m: Message) -> bool:
+    """A provider item that stands for summarised earlier history."""
+    for p in m.parts:
+        block = (p.provider_details or {}).get("block")
+        if p.kind == "other" and isinstance(block, dict) and "compact" in str(block.get("type", "")):
+            return True
+    return False
+
+
 def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     """C.history_trimmed (info) / C.history_mutated (warning) — the history was not only extended."""
     c = ctx.turn.c
@@ -258,7 +297,7 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
         return
     prev_len = len(ctx.prev.messages)
     # A provider item standing for earlier history (a compaction summary) marks a deliberate rewrite.
-    compacted = any(m.parts and all(p.kind == "other" for p in m.parts) for m in ctx.messages[: c.kept + 1])
+    compacted = any(_is_compaction(m) for m in ctx.messages[: c.kept + 1])
     if len(ctx.messages) < prev_len or compacted:
         yield ctx.finding(
             "C.history_trimmed",
@@ -453,6 +492,7 @@ def _short(text: str | None, n: int = 80) -> str:
 
 CHECKS: tuple[Check, ...] = (
     check_dropped_tool_result,
+    check_unanswered_history_call,
     check_orphan_tool_result,
     check_assistant_echo,
     check_history_rewritten,
