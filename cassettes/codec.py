@@ -340,12 +340,12 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
             if decoder is None:
                 raise CassetteFormatError("delta-encoded request body read without history state")
             parsed: Any = decoder.decode(body_form)
-            ex.request_body = orjson.dumps(parsed)
+            ex.set_request_json(parsed, lazy_body=True)
             ex.history_delta = {k: v for k, v in body_form["delta"].items() if k in ("base", "keep", "rewritten")}
             ex.history_delta["appended"] = len(body_form["delta"]["append"])
         else:
             ex.request_body, parsed = decode_body(body_form)
-        ex.set_request_json(parsed)
+            ex.set_request_json(parsed)
         if decoder is not None and ex.seq is not None:
             decoder.remember(ex.seq, parsed)
         if resp is not None:

@@ -35,6 +35,8 @@ class Exchange:
     method: str
     url: str
     request_headers: Headers = field(default_factory=list)
+    #: The decoded request body. When a cassette reader rebuilt the body from a history delta it
+    #: holds the parsed JSON and serialises it only if someone asks for the bytes (see below).
     request_body: bytes = b""
     status: int | None = None
     reason: str | None = None
@@ -54,13 +56,28 @@ class Exchange:
     decoded_from: str | None = None
     #: Position in the cassette (assigned by the store).
     seq: int | None = None
-    #: Set by the store when reading: the request body was rebuilt from a history delta.
+    #: Set by the store: the request body extends round trip ``base`` (``{"base", "keep",
+    #: "appended", "rewritten"?}``), so its first ``keep`` history items are that one's.
     history_delta: dict[str, Any] | None = None
     _request_json: Any = field(default=_UNSET, repr=False)
+    _body_pending: bool = field(default=False, repr=False)
+
+    def __getattribute__(self, name: str) -> Any:
+        # Serialise a body rebuilt from JSON only when the bytes are actually needed: analysis
+        # reads the parsed JSON, so long runs never pay to re-encode every turn's full history.
+        if name == "request_body" and object.__getattribute__(self, "_body_pending"):
+            object.__setattr__(self, "_body_pending", False)
+            object.__setattr__(self, "request_body", orjson.dumps(object.__getattribute__(self, "_request_json")))
+        return object.__getattribute__(self, name)
 
     @property
     def response_body(self) -> bytes:
         return b"".join(c for _, c in self.response_chunks)
+
+    @property
+    def request_size(self) -> int:
+        """Size of the request body in bytes (serialises a lazily held body once)."""
+        return len(self.request_body)
 
     def request_json(self) -> Any:
         """The request body parsed as JSON, or ``None`` when it is not JSON (cached)."""
@@ -71,13 +88,17 @@ class Exchange:
                 self._request_json = None
         return self._request_json
 
-    def set_request_json(self, value: Any) -> None:
-        """Attach an already-parsed request body (avoids a second parse)."""
+    def set_request_json(self, value: Any, lazy_body: bool = False) -> None:
+        """Attach an already-parsed request body (avoids a second parse). With ``lazy_body`` the
+        body bytes are produced from it on first access."""
         self._request_json = value
+        if lazy_body:
+            self._body_pending = True
 
     def forget_request_json(self) -> None:
         """Drop the cached parse (after the body bytes were replaced)."""
         self._request_json = _UNSET
+        self._body_pending = False
 
     def request_header(self, name: str) -> str | None:
         return header(self.request_headers, name)

@@ -173,7 +173,11 @@ class TokenView(_Model):
     segments: Segments | None = None
     #: Cost of this turn in USD; ``None`` = unknown (no price known), never 0 for unknown.
     cost: Decimal | None = None
+    #: Sum of the known costs of this conversation so far (``None`` while none is known).
     cumulative_cost: Decimal | None = None
+    #: ``False`` once a billed turn of the conversation had no known price (``cumulative_cost`` is
+    #: then a lower bound); ``None`` while there is no cumulative cost.
+    cost_complete: bool | None = None
     cumulative_input: int | None = None
     cumulative_output: int | None = None
     price_source: str | None = None

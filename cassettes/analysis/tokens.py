@@ -1,10 +1,409 @@
-"""Token accounting and cost per turn. (Being written; see the analysis brief.)"""
+"""Token accounting and cost per turn: what the input was made of, what it cost, how it grew.
+
+No findings are emitted here (catalogue: none); this module fills :class:`TokenView` for every turn.
+
+**Counts.** The adapters already convert usage to the inclusive convention (see
+:mod:`cassettes.models`): ``input`` is every input token, cached or not — OpenAI's
+``prompt_tokens`` already are, Anthropic's ``input_tokens`` are not and the adapter adds
+``cache_read_input_tokens`` and ``cache_creation_input_tokens`` to them. So
+``input_uncached = input - cache_read - cache_write`` for every family, and ``output`` includes
+reasoning. ``source`` is ``reported`` when the provider sent usage, ``estimated`` when it did not
+(a stream without ``include_usage``, an Ollama call that stopped early …) and looptap estimated
+input and output from text size, ``missing`` when the call failed with no usage (an HTTP error or
+a transport failure: nothing to estimate the output from, and nothing billed that we can tell).
+
+**Estimator.** No tokenizer is available offline, so sizes are UTF-8 bytes / 4, rounded up
+(:data:`BYTES_PER_TOKEN`; close to a BPE tokenizer for English prose and code, and for CJK text
+bytes track tokens better than characters do), plus :data:`MESSAGE_OVERHEAD` tokens per message and
+:data:`TOOL_OVERHEAD` per tool schema for the chat template. A media part (image, audio, PDF)
+counts a flat :data:`MEDIA_TOKENS`, encoded blobs inside other parts count nothing. These are
+weights, not counts: when usage is reported, they are scaled to the reported input.
+
+**Segments.** The input split by what it carries — ``system`` (system prompt, instructions,
+system/developer messages), ``tools`` (tool schemas), ``user`` (user text and media),
+``assistant`` (earlier model output sent back: text, reasoning, tool calls) and
+``tool_results`` — estimated per message and scaled with the largest-remainder method so the
+five add up exactly to the reported input. ``new`` is the part this turn appended (the messages
+from ``c.appended_from`` on; on a conversation's first turn, everything), scaled the same way.
+With ``previous_response_id`` the history lives on the server: it is reconstructed from the
+previous turn (its effective history + its output) so the stored part is counted as history.
+Per-message estimates are kept per conversation and only the appended messages are measured on
+each turn, so a turn costs time proportional to what it added, not to the whole history.
+
+**Cost.** From ``genai-prices`` (offline data shipped with the library; never a hand-typed
+table): the provider is found from the request URL when genai-prices knows the host; otherwise
+the adapter's :attr:`~cassettes.providers.Provider.price_provider` (the vendor its wire format
+implies; OpenAI-format hosts have none), else the price is unknown. The model is the served one,
+or the requested one when nothing was served or the two name the same model
+(``models/gemini-2.5-pro`` vs ``gemini-2.5-pro``). The usage passed uses genai-prices' keys, which
+follow the same inclusive convention (its ``input_tokens`` includes cache reads/writes; cached
+tokens are then charged at their own rate). An unknown model or provider gives ``cost = None``,
+never 0, and ``price_source`` says why. ``cumulative_cost`` is the sum of the known costs so far in
+the conversation; ``cost_complete`` is ``False`` once a billed turn had no known price (the
+cumulative is then a lower bound). Turns with ``source == "missing"`` are not priced and do not
+make the cumulative incomplete.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from email.utils import parsedate_to_datetime
+from importlib.metadata import version
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import genai_prices
+import orjson
+from genai_prices.data_snapshot import get_snapshot
+
+from cassettes import providers
 from cassettes.analysis.context import TurnContext
-from cassettes.analysis.model import TokenView
+from cassettes.analysis.model import Segments, TokenView
+from cassettes.models import Message, NormalisedResponse, Part, ToolSpec, Usage
+
+__all__ = [
+    "BYTES_PER_TOKEN",
+    "MEDIA_TOKENS",
+    "MESSAGE_OVERHEAD",
+    "TOOL_OVERHEAD",
+    "apportion",
+    "build",
+    "estimate_text",
+]
+
+#: The estimator: UTF-8 bytes per token.
+BYTES_PER_TOKEN = 4
+#: Chat-template tokens per message (role markers, separators).
+MESSAGE_OVERHEAD = 4
+#: Template tokens per tool schema, beyond its JSON.
+TOOL_OVERHEAD = 8
+#: A media part (image, audio, document), whatever its size: providers bill these by pixels,
+#: seconds or pages, which the bytes do not tell.
+MEDIA_TOKENS = 500
+#: A string longer than this without a space is an encoded blob (base64, encrypted reasoning).
+_BLOB = 512
+
+_PRICES_VERSION = version("genai-prices")
+_STATE = "_tokens"
+
+#: Indices into a message estimate vector. ``_SYS_PARTS`` is the content of system/developer
+#: messages alone: adapters also list it in ``request.system``, which must not count it twice.
+_SYS, _USER, _ASSIST, _RESULTS, _SYS_PARTS = 0, 1, 2, 3, 4
+Vec = tuple[int, int, int, int, int]
+_ZERO: Vec = (0, 0, 0, 0, 0)
+
+
+def estimate_text(text: str | None) -> int:
+    """Estimated tokens of a text: UTF-8 bytes / :data:`BYTES_PER_TOKEN`, rounded up."""
+    if not text:
+        return 0
+    return -(-len(text.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN)
+
+
+def _json_size(v: Any) -> int:
+    """Bytes of a JSON value as text, encoded blobs left out."""
+    if isinstance(v, str):
+        return 0 if len(v) > _BLOB and " " not in v else len(v.encode("utf-8", "surrogatepass")) + 2
+    if isinstance(v, dict):
+        return 2 + sum(len(str(k)) + 4 + _json_size(x) for k, x in v.items())
+    if isinstance(v, list):
+        return 2 + sum(_json_size(x) + 1 for x in v)
+    return len(orjson.dumps(v)) if v is not None else 4
+
+
+def _part_tokens(p: Part) -> int:
+    if p.kind == "tool_call" and p.tool_call is not None:
+        return estimate_text(p.tool_call.name) + estimate_text(p.tool_call.arguments_raw)
+    if p.kind == "tool_result" and p.tool_result is not None:
+        return estimate_text(p.tool_result.content)
+    if p.kind == "media":
+        return MEDIA_TOKENS
+    if p.text:
+        return estimate_text(p.text)
+    if p.kind == "other" and p.provider_details:
+        return -(-_json_size(p.provider_details) // BYTES_PER_TOKEN)
+    return 0
+
+
+def _message_vec(m: Message) -> Vec:
+    """A message's estimate split into (system, user, assistant, tool_results, system content)."""
+    out = [0, 0, 0, 0, 0]
+    role = m.role.lower()
+    home = (
+        _SYS
+        if role in ("system", "developer")
+        else _USER
+        if role == "user"
+        else _RESULTS
+        if role in ("tool", "function")
+        else _ASSIST
+    )
+    out[home] += MESSAGE_OVERHEAD
+    for p in m.parts:
+        n = _part_tokens(p)
+        if p.kind == "tool_result":
+            out[_RESULTS] += n
+        elif p.kind == "tool_call" or (p.kind == "reasoning" and home != _SYS):
+            out[_ASSIST] += n
+        else:
+            out[home] += n
+        if home == _SYS:
+            out[_SYS_PARTS] += n
+    return (out[0], out[1], out[2], out[3], out[4])
+
+
+def _output_vec(resp: NormalisedResponse | None) -> Vec:
+    """A response's output as a history message would carry it (for ``previous_response_id``)."""
+    if resp is None or not resp.parts:
+        return _ZERO
+    return _message_vec(Message(role="assistant", parts=resp.parts))
+
+
+def _output_estimate(resp: NormalisedResponse | None) -> int:
+    if resp is None:
+        return 0
+    return sum(_part_tokens(p) for p in resp.parts)
+
+
+def _tools_tokens(tools: list[ToolSpec]) -> int:
+    n = 0
+    for t in tools:
+        n += TOOL_OVERHEAD + estimate_text(t.name) + estimate_text(t.description)
+        if t.parameters is not None:
+            n += -(-_json_size(t.parameters) // BYTES_PER_TOKEN)
+    return n
+
+
+def _add(a: Vec, b: Vec) -> Vec:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4])
+
+
+def _sub(a: Vec, b: Vec) -> Vec:
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3], a[4] - b[4])
+
+
+def apportion(weights: list[int], total: int) -> list[int]:
+    """Split ``total`` in proportion to ``weights`` into integers that add up to ``total`` exactly
+    (largest remainder). All-zero weights put everything in the first slot."""
+    if total <= 0:
+        return [0] * len(weights)
+    s = sum(weights)
+    if s <= 0:
+        return [total] + [0] * (len(weights) - 1)
+    quotas = [w * total for w in weights]
+    base = [q // s for q in quotas]
+    rest = total - sum(base)
+    order = sorted(range(len(weights)), key=lambda i: (-(quotas[i] % s), i))
+    for i in order[:rest]:
+        base[i] += 1
+    return base
+
+
+@dataclass
+class _ConvTokens:
+    """Per-conversation memory: message estimates as prefix sums, running totals."""
+
+    #: seq of the turn ``prefix`` describes.
+    owner: int | None = None
+    #: Prefix sums of message estimates over the effective history (``prefix[0]`` is zero).
+    prefix: list[Vec] = field(default_factory=lambda: [_ZERO])
+    #: Effective-history index of the request's first message (> 0 after ``previous_response_id``).
+    base: int = 0
+    cost: Decimal | None = None
+    unknown: int = 0
+    input: int | None = None
+    output: int | None = None
+
+
+def _history(ctx: TurnContext, mem: _ConvTokens) -> tuple[Vec, Vec, Vec]:
+    """Estimates of the whole effective history, of what this turn appended, of the request's
+    own messages (the history minus what ``previous_response_id`` stored on the server)."""
+    req = ctx.rt.request
+    prev = ctx.prev
+    msgs = ctx.messages
+    appended_from = ctx.turn.c.appended_from
+    chained = req is not None and req.previous_response_id is not None and prev is not None
+    if chained and prev is not None and mem.owner == prev.seq:
+        mem.prefix.append(_add(mem.prefix[-1], _output_vec(prev.rt.response)))
+        mem.base = len(mem.prefix) - 1
+    elif (
+        not chained
+        and prev is not None
+        and mem.owner == prev.seq
+        and mem.base == 0
+        and 0 <= appended_from < len(mem.prefix)
+        and appended_from <= len(msgs)
+    ):
+        del mem.prefix[appended_from + 1 :]
+    else:  # first turn, a fork from an earlier turn, or a chain we cannot follow: measure it all
+        mem.prefix = [_ZERO]
+        mem.base = 0
+        appended_from = 0 if prev is None else min(appended_from, len(msgs))
+        for m in msgs[:appended_from]:
+            mem.prefix.append(_add(mem.prefix[-1], _message_vec(m)))
+    start = mem.base + appended_from
+    for m in msgs[appended_from:]:
+        mem.prefix.append(_add(mem.prefix[-1], _message_vec(m)))
+    mem.owner = ctx.seq
+    total = mem.prefix[-1]
+    new = total if prev is None else _sub(total, mem.prefix[start])
+    return total, new, _sub(total, mem.prefix[mem.base])
+
+
+def _when(ctx: TurnContext) -> datetime | None:
+    """When the call was made (prices change over time): the recording's clock, or the Date header."""
+    if ctx.ex.started is not None:
+        try:
+            return datetime.fromtimestamp(ctx.ex.started, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            pass
+    date = ctx.ex.response_header("date")
+    if date:
+        try:
+            when = parsedate_to_datetime(date)
+        except (TypeError, ValueError, IndexError):
+            return None
+        return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return None
+
+
+def _same_model(a: str, b: str) -> bool:
+    a, b = a.lower(), b.lower()
+    return a in b or b in a
+
+
+def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str]:
+    """(cost, price_source) for one turn; ``None`` cost with the reason when no price is known."""
+    req, resp = ctx.rt.request, ctx.rt.response
+    adapter = providers.by_family(ctx.rt.family)
+    served = resp.model if resp is not None else None
+    requested = req.model if req is not None else None
+    if adapter is not None:
+        served = adapter.price_model(served) if served else served
+        requested = adapter.price_model(requested) if requested else requested
+    models = [m for m in (served, requested) if m]
+    if served and requested and not _same_model(served, requested):
+        models = [served]  # another model answered: its price, or none
+    if not models:
+        return None, "no price: the model is not known (neither requested nor served)"
+    host = urlsplit(ctx.rt.url).netloc or ctx.rt.url
+    how = ""
+    try:
+        provider_id: str | None = get_snapshot().find_provider(None, None, ctx.rt.url).id
+    except LookupError:
+        provider_id = adapter.price_provider if adapter is not None else None
+        if provider_id is None:
+            return None, f"no price: genai-prices {_PRICES_VERSION} does not know the host {host}"
+        how = f" (host {host} not known to genai-prices; priced as {provider_id}, from the API family)"
+    context = adapter.price_context(resp) if adapter is not None else {}
+    for model in models:
+        try:
+            calc = genai_prices.calc_price(
+                genai_prices.Usage(**usage),
+                model_ref=model,
+                provider_id=provider_id,
+                genai_request_timestamp=_when(ctx),
+                price_context=context or None,
+            )
+        except LookupError:
+            continue
+        except (ValueError, ArithmeticError) as exc:  # usage genai-prices rejects (cache > input …)
+            return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
+        return calc.total_price, f"genai-prices {_PRICES_VERSION}: {calc.provider.id}/{calc.model.id}{how}"
+    return (
+        None,
+        f"no price: genai-prices {_PRICES_VERSION} does not know model {models[0]!r} at {provider_id}",
+    )
+
+
+def _failed_without_usage(ctx: TurnContext) -> bool:
+    rt = ctx.rt
+    resp = rt.response
+    if resp is None or (rt.status or 0) >= 400:
+        return True
+    return bool(rt.transport_error) and not resp.parts
 
 
 def build(ctx: TurnContext) -> TokenView:
-    return TokenView()
+    """The token accounting of one turn (call in recording order, once per turn)."""
+    mem = ctx.conv.state.get(_STATE)
+    if not isinstance(mem, _ConvTokens):
+        mem = ctx.conv.state[_STATE] = _ConvTokens()
+    req = ctx.rt.request
+    resp = ctx.rt.response
+    hist, new_hist, own = _history(ctx, mem)
+    # ``request.system`` also lists the content of system/developer messages: count only the rest
+    # (Anthropic's ``system``, Gemini's ``systemInstruction``, the Responses ``instructions``).
+    system_est = sum(_part_tokens(p) for p in req.system) if req is not None else 0
+    system_est = max(0, system_est - own[_SYS_PARTS])
+    tools_est = _tools_tokens(ctx.tools)
+    weights = [system_est + hist[_SYS], tools_est, hist[_USER], hist[_ASSIST], hist[_RESULTS]]
+    est_input = sum(weights)
+    new_est = sum(new_hist[:_SYS_PARTS]) + (system_est + tools_est if ctx.prev is None else 0)
+
+    usage: Usage | None = resp.usage if resp is not None else None
+    tv = TokenView()
+    reported = usage is not None and (usage.input_tokens is not None or usage.output_tokens is not None)
+    source: Literal["reported", "estimated", "missing"]
+    if reported and usage is not None:
+        source = (
+            "reported" if usage.input_tokens is not None and usage.output_tokens is not None else "estimated"
+        )
+        tv.input = usage.input_tokens if usage.input_tokens is not None else est_input
+        tv.output = usage.output_tokens if usage.output_tokens is not None else _output_estimate(resp)
+        tv.cache_read = usage.cache_read_tokens
+        tv.cache_write = usage.cache_write_tokens
+        tv.reasoning = usage.reasoning_tokens
+        if usage.input_tokens is not None:
+            tv.input_uncached = max(
+                0, usage.input_tokens - (usage.cache_read_tokens or 0) - (usage.cache_write_tokens or 0)
+            )
+    elif _failed_without_usage(ctx):
+        source = "missing"
+    else:
+        source = "estimated"
+        tv.input = est_input
+        tv.output = _output_estimate(resp)
+    tv.source = source
+
+    if tv.input is not None and usage is not None and usage.input_tokens is not None:  # a reported input
+        parts = apportion(weights, tv.input)
+        new = (
+            tv.input
+            if ctx.prev is None
+            else min(tv.input, round(new_est * tv.input / est_input) if est_input else 0)
+        )
+    else:
+        parts, new = weights, new_est
+    tv.segments = Segments(
+        system=parts[0], tools=parts[1], user=parts[2], assistant=parts[3], tool_results=parts[4], new=new
+    )
+
+    if source == "missing":
+        code = ctx.rt.status if ctx.rt.status and ctx.rt.status >= 400 else None
+        why = f"HTTP {code}" if code else ("a transport failure" if ctx.rt.transport_error else "no response")
+        tv.price_source = f"not priced: the call failed ({why}) and reported no usage"
+    else:
+        if usage is not None and source == "reported":
+            adapter = providers.by_family(ctx.rt.family)
+            price_usage = adapter.price_usage(usage) if adapter is not None else {}
+        else:
+            price_usage = {"input_tokens": tv.input or 0, "output_tokens": tv.output or 0}
+        tv.cost, tv.price_source = _price(ctx, price_usage)
+        if tv.cost is not None:
+            mem.cost = (mem.cost or Decimal(0)) + tv.cost
+            if source == "estimated":
+                tv.price_source += " (on estimated tokens)"
+        else:
+            mem.unknown += 1
+    if tv.input is not None:
+        mem.input = (mem.input or 0) + tv.input
+    if tv.output is not None:
+        mem.output = (mem.output or 0) + tv.output
+    tv.cumulative_cost = mem.cost
+    tv.cost_complete = None if mem.cost is None else mem.unknown == 0
+    tv.cumulative_input = mem.input
+    tv.cumulative_output = mem.output
+    return tv

@@ -9,7 +9,9 @@ An adapter recognises its traffic and parses it into :mod:`cassettes.models`:
 * :meth:`Provider.parse_response` — a non-streamed 2xx body → :class:`NormalisedResponse`;
 * :meth:`Provider.reassemble` — a framed stream → the same :class:`NormalisedResponse` a
   non-streamed call would give, with ``complete`` decided by the terminal event;
-* :meth:`Provider.parse_error` — an error body → :class:`ApiError`.
+* :meth:`Provider.parse_error` — an error body → :class:`ApiError`;
+* :attr:`Provider.price_provider`, :meth:`Provider.price_usage`, :meth:`Provider.price_model`,
+  :meth:`Provider.price_context` — what the cost columns need to look a call up in ``genai-prices``.
 
 Adapters must be lenient: unknown keys and enum values are kept (``provider_details``), missing
 fields become ``None``. They may raise on hopeless input; the caller turns that into a labelled
@@ -24,7 +26,7 @@ from urllib.parse import SplitResult
 import orjson
 
 from cassettes.framing import Framed
-from cassettes.models import ApiError, NormalisedRequest, NormalisedResponse, Part, ToolCall
+from cassettes.models import ApiError, NormalisedRequest, NormalisedResponse, Part, ToolCall, Usage
 
 __all__ = [
     "Provider",
@@ -45,6 +47,33 @@ class Provider:
     #: Regexes matching the API's error texts for mis-paired tool calls and results (WIRE.md
     #: §G.2). Such a 400 is reported by the API (A) but caused by the client's dispatch (C).
     pairing_errors: ClassVar[tuple[str, ...]] = ()
+
+    #: genai-prices' provider id for this family's own API, used to price a call whose host
+    #: genai-prices does not recognise (a gateway or local proxy in front of the vendor's API).
+    #: ``None`` when the wire format does not name the vendor (many hosts speak OpenAI's formats).
+    price_provider: ClassVar[str | None] = None
+
+    def price_usage(self, usage: Usage) -> dict[str, int]:
+        """``usage`` as genai-prices usage keys. Both use the inclusive convention: genai-prices'
+        ``input_tokens`` counts cache reads and writes, its ``output_tokens`` counts reasoning."""
+        pairs = (
+            ("input_tokens", usage.input_tokens),
+            ("output_tokens", usage.output_tokens),
+            ("cache_read_tokens", usage.cache_read_tokens),
+            ("cache_write_tokens", usage.cache_write_tokens),
+            ("output_reasoning_tokens", usage.reasoning_tokens),
+        )
+        return {key: v for key, v in pairs if v is not None and v >= 0}
+
+    def price_model(self, model: str) -> str:
+        """A model name as genai-prices knows it (the wire may decorate it with a resource path)."""
+        return model
+
+    def price_context(self, response: NormalisedResponse | None) -> dict[str, str]:
+        """What selects a price variant in genai-prices (the service tier the response reports)."""
+        details = (response.provider_details or {}) if response is not None else {}
+        tier = details.get("service_tier")
+        return {"service_tier": tier} if isinstance(tier, str) and tier else {}
 
     def is_pairing_error(self, message: str | None) -> bool:
         import re

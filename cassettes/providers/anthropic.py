@@ -381,6 +381,7 @@ def _bedrock_payload(ev: Event) -> tuple[str | None, Any]:
 
 class AnthropicMessages(Provider):
     family = "anthropic"
+    price_provider = "anthropic"
     pairing_errors = (
         r"`tool_use` ids were found without `tool_result` blocks immediately after",
         r"unexpected `tool_use_id` found in `tool_result` blocks",
@@ -388,6 +389,17 @@ class AnthropicMessages(Provider):
         r"If an assistant message contains any thinking blocks, the first block must be thinking",
         r"Expected thinking or redacted_thinking, but found",
     )
+
+    def price_usage(self, usage: Usage) -> dict[str, int]:
+        """Adds the 5-minute / 1-hour split of cache writes (``usage.cache_creation``), priced apart."""
+        out = super().price_usage(usage)
+        split = (usage.raw or {}).get("cache_creation")
+        if "cache_write_tokens" in out and isinstance(split, dict):
+            for wire, key in (("ephemeral_5m_input_tokens", "cache_write_5m_tokens"), ("ephemeral_1h_input_tokens", "cache_write_1h_tokens")):
+                n = as_int(split.get(wire))
+                if n:
+                    out[key] = n
+        return out
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST":

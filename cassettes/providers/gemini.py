@@ -562,12 +562,17 @@ def _event_payloads(data: str) -> list[Any]:
 
 class Gemini(Provider):
     family = "gemini"
+    price_provider = "google"
     pairing_errors = (
         r"number of function response parts is equal to the number of function call parts",
         r"function call turn comes immediately after a user turn or after a function response turn",
         r"function response turn comes immediately after a function call turn",
         r"missing a `?thought_signature`?",
     )
+
+    def price_model(self, model: str) -> str:
+        """``modelVersion`` can come back as a resource name (``models/gemini-2.5-pro``)."""
+        return model.rsplit("models/", 1)[-1]
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         hit = _method(url)
