@@ -75,9 +75,9 @@ class Exchange:
         return b"".join(c for _, c in self.response_chunks)
 
     @property
-    def request_size(self) -> int:
-        """Size of the request body in bytes (serialises a lazily held body once)."""
-        return len(self.request_body)
+    def request_is_lazy(self) -> bool:
+        """The body is held as parsed JSON and has not been serialised yet."""
+        return bool(object.__getattribute__(self, "_body_pending"))
 
     def request_json(self) -> Any:
         """The request body parsed as JSON, or ``None`` when it is not JSON (cached)."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from cassettes import providers
 from cassettes.exchange import Exchange
 from cassettes.framing import Framed, frame
-from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse
+from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
 
 __all__ = ["MAX_PARSE_BYTES", "RoundTrip", "parse_exchange"]
 
@@ -48,6 +48,12 @@ class RoundTrip(BaseModel):
     transport_error: str | None = None
     notes: list[str] = Field(default_factory=list)
     analysis_errors: list[str] = Field(default_factory=list)
+    #: Raw history length and the system parts that came from history messages, kept so a later
+    #: request extending this one can be parsed incrementally (only what it appended).
+    _raw_history_len: int | None = PrivateAttr(default=None)
+    _history_system: list[Part] | None = PrivateAttr(default=None)
+    #: Set when the request was parsed incrementally: its first ``keep`` messages are the base's.
+    _reused: tuple[int, int] | None = PrivateAttr(default=None)
 
     @property
     def complete(self) -> bool | None:
@@ -66,8 +72,14 @@ def _looks_llm(url: SplitResult, body: Any) -> bool:
     return any(h in url.path for h in _LLM_HINTS) and isinstance(body, dict)
 
 
-def parse_exchange(ex: Exchange) -> RoundTrip:
-    """Parse one exchange. Never raises: every problem becomes an ``analysis_errors`` entry."""
+def parse_exchange(ex: Exchange, base: RoundTrip | None = None) -> RoundTrip:
+    """Parse one exchange. Never raises: every problem becomes an ``analysis_errors`` entry.
+
+    ``base`` is the parsed round trip that ``ex.history_delta`` says this request extends (the
+    cassette reader records it). Then only the appended part of the history is parsed and the
+    kept part is shared with ``base``, so parsing a long run costs what it appended, not what it
+    re-sent. The result is the same as a full parse (``tests`` check it on the corpus).
+    """
     try:
         url = urlsplit(ex.url)
     except ValueError:
@@ -84,14 +96,72 @@ def parse_exchange(ex: Exchange) -> RoundTrip:
         notes=list(ex.notes),
     )
     try:
-        _parse_into(rt, ex, url)
+        _parse_into(rt, ex, url, base)
     except Exception as exc:  # a bug in an adapter must never lose the round trip
         rt.analysis_errors.append(f"internal error while parsing: {type(exc).__name__}: {exc}")
     return rt
 
 
-def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult) -> None:
-    too_big_req = len(ex.request_body) > MAX_PARSE_BYTES
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def _history_system(req: NormalisedRequest) -> list[Part]:
+    return [p for m in req.messages if m.role in _SYSTEM_ROLES for p in m.parts]
+
+
+def _ends_with(parts: list[Part], tail: list[Part]) -> bool:
+    n = len(tail)
+    return n <= len(parts) and all(a is b for a, b in zip(parts[len(parts) - n :], tail, strict=True))
+
+
+def _incremental(
+    adapter: providers.Provider, body: dict[str, Any], url: SplitResult, ex: Exchange, base: RoundTrip
+) -> tuple[NormalisedRequest, list[Part]] | None:
+    """Parse only the appended history, when the adapter maps raw history items to messages one
+    to one (checked on ``base``) and builds ``system`` as top-level parts + history system parts."""
+    delta = ex.history_delta or {}
+    req = base.request
+    keep = delta.get("keep")
+    if req is None or base._raw_history_len is None or base._history_system is None or not isinstance(keep, int):
+        return None
+    key = req.history_key
+    hist = body.get(key) if key else None
+    if key is None or not isinstance(hist, list) or not 0 <= keep <= min(len(hist), base._raw_history_len):
+        return None
+    if base._raw_history_len != len(req.messages) or not _ends_with(req.system, base._history_system):
+        return None
+    partial = adapter.parse_request({**body, key: hist[keep:]}, url)
+    appended_system = _history_system(partial)
+    if partial.history_key != key or len(partial.messages) != len(hist) - keep or not _ends_with(partial.system, appended_system):
+        return None
+    kept_system = base._history_system if keep == len(req.messages) else _history_system(req.model_copy(update={"messages": req.messages[:keep]}))
+    top = partial.system[: len(partial.system) - len(appended_system)]
+    partial.messages = req.messages[:keep] + partial.messages
+    partial.system = top + kept_system + appended_system
+    return partial, kept_system + appended_system
+
+
+def _parse_request(
+    rt: RoundTrip, adapter: providers.Provider, body: Any, url: SplitResult, ex: Exchange, base: RoundTrip | None
+) -> None:
+    got = None
+    if base is not None and ex.history_delta and isinstance(body, dict):
+        got = _incremental(adapter, body, url, ex, base)
+        if got is not None and base.seq is not None:
+            rt._reused = (base.seq, int(ex.history_delta["keep"]))
+    if got is None:
+        req = adapter.parse_request(body, url)
+        got = req, _history_system(req)
+    req, rt._history_system = got
+    hist = body.get(req.history_key) if isinstance(body, dict) and req.history_key else None
+    rt._raw_history_len = len(hist) if isinstance(hist, list) else None
+    rt.request = req
+
+
+def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip | None = None) -> None:
+    # A body rebuilt from a cassette's history delta is held as JSON: no size to guard, and
+    # asking for its length would serialise it.
+    too_big_req = not ex.request_is_lazy and len(ex.request_body) > MAX_PARSE_BYTES
     body = None if too_big_req else ex.request_json()
     if too_big_req:
         rt.analysis_errors.append(
@@ -104,12 +174,12 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult) -> None:
         return
     rt.family = adapter.family
     rt.operation = adapter.operation(ex.method, url)
-    if ex.request_body and body is None and not too_big_req and rt.operation == "generate":
+    if body is None and not too_big_req and rt.operation == "generate" and ex.request_body:
         rt.analysis_errors.append("request body is not valid JSON; kept raw, not parsed")
     rt.stream = adapter.is_stream(url, body)
     if body is not None and rt.operation == "generate":
         try:
-            rt.request = adapter.parse_request(body, url)
+            _parse_request(rt, adapter, body, url, ex, base)
         except Exception as exc:
             rt.analysis_errors.append(f"request could not be parsed: {type(exc).__name__}: {exc}")
     if ex.status is None and not ex.response_chunks:

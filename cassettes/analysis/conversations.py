@@ -114,7 +114,10 @@ class _Registered:
 @dataclass
 class _TurnInfo:
     conversation: str
-    keys: list[int]
+    #: Message keys and their rolling prefix hashes; kept only while the turn is its
+    #: conversation's latest (memory stays bounded by the live histories, not the run).
+    keys: list[int] | None
+    rolling: list[int] | None
     #: Part keys of the history's last message, and of the answer (to recognise a merged echo).
     last_parts: list[Any]
     echo_parts: list[Any]
@@ -142,12 +145,23 @@ class Threader:
         return f"c{self._count}"
 
     @staticmethod
-    def _rolling(keys: list[int]) -> list[int]:
-        out, h = [], 0
-        for k in keys:
+    def _rolling(keys: list[int], start: list[int] | None = None) -> list[int]:
+        out = list(start or [])
+        h = out[-1] if out else 0
+        for k in keys[len(out) :]:
             h = hash((h, k))
             out.append(h)
         return out
+
+    def _keys(self, messages: list[Message], reuse: tuple[int, int] | None) -> tuple[list[int], list[int]]:
+        if reuse is not None and 0 <= reuse[0] < len(self.turns):
+            base = self.turns[reuse[0]]
+            keep = reuse[1]
+            if base.keys is not None and base.rolling is not None and 0 <= keep <= min(len(base.keys), len(messages)):
+                keys = base.keys[:keep] + [message_key(m) for m in messages[keep:]]
+                return keys, self._rolling(keys, base.rolling[:keep])
+        keys = [message_key(m) for m in messages]
+        return keys, self._rolling(keys)
 
     @staticmethod
     def _start_len(messages: list[Message]) -> int:
@@ -165,9 +179,11 @@ class Threader:
         failed: bool,
         label: str | None = None,
         previous_response_id: str | None = None,
+        reuse: tuple[int, int] | None = None,
     ) -> Link:
-        keys = [message_key(m) for m in messages]
-        rolling = self._rolling(keys)
+        """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
+        earlier turn's (a cassette's history delta): their keys are reused, not recomputed."""
+        keys, rolling = self._keys(messages, reuse)
         self._messages = messages
         link = self._link(family, keys, rolling, messages, label, previous_response_id)
         tid = len(self.turns)
@@ -175,6 +191,7 @@ class Threader:
         info = _TurnInfo(
             conversation=link.conversation,
             keys=keys,
+            rolling=rolling,
             last_parts=_part_keys(messages[-1].parts) if messages else [],
             echo_parts=_part_keys(echo.parts) if echo is not None else [],
             echo_key=message_key(echo) if echo is not None else None,
@@ -183,6 +200,9 @@ class Threader:
             family=family,
         )
         self.turns.append(info)
+        superseded = self._last_of.get(link.conversation)
+        if superseded is not None:
+            self.turns[superseded].keys = self.turns[superseded].rolling = None
         self._last_of[link.conversation] = tid
         if label:
             self._by_label[label] = link.conversation
@@ -216,13 +236,13 @@ class Threader:
             tid = self._by_response[previous_response_id]
             return Link(self.turns[tid].conversation, tid, "previous_response_id", kept=0, echoed=None)
         best: _Registered | None = None
-        for h in rolling:
-            hit = self._prefix.get(hash((family, h)))
-            if hit is not None and (best is None or hit.length >= best.length):
-                best = hit
+        for h in reversed(rolling):  # from the longest prefix down: the first hit is the best
+            best = self._prefix.get(hash((family, h)))
+            if best is not None:
+                break
         if best is not None:
             prev_info = self.turns[best.turn]
-            if best.length == len(keys) and not best.with_echo and prev_info.keys == keys:
+            if best.length == len(keys) and not best.with_echo and prev_info.keys is not None and prev_info.keys == keys:
                 # The same request again: a retry when the earlier attempt failed, else a
                 # parallel conversation that starts the same way.
                 if prev_info.failed:
@@ -230,7 +250,9 @@ class Threader:
                 return Link(self._new_conversation(), None, "start")
             # Compared with the conversation's latest turn, not the older turn it matched best: a
             # history that extends an earlier turn has dropped or rewritten what came after it.
-            return self._describe(best.conversation, self._last_of[best.conversation], keys, "extends")
+            latest = self._last_of[best.conversation]
+            known = best.length - best.with_echo if latest == best.turn else 0
+            return self._describe(best.conversation, latest, keys, "extends", known)
         if messages:
             start = self._start_len(messages)
             start_tid = self._by_start.get(hash((family, rolling[start - 1])))
@@ -239,23 +261,24 @@ class Threader:
                 return self._describe(conv, self._last_of[conv], keys, "rewritten")
         return Link(self._new_conversation(), None, "start")
 
-    def _describe(self, conv: str, prev: int, keys: list[int], how: str) -> Link:
+    def _describe(self, conv: str, prev: int, keys: list[int], how: str, known: int = 0) -> Link:
         p = self.turns[prev]
-        n = min(len(p.keys), len(keys))
-        kept = 0
-        while kept < n and p.keys[kept] == keys[kept]:
+        pkeys = p.keys if p.keys is not None else []
+        n = min(len(pkeys), len(keys))
+        kept = min(known, n)
+        while kept < n and pkeys[kept] == keys[kept]:
             kept += 1
         echoed: bool | None = None
-        if kept == len(p.keys) - 1 and kept < len(keys):
+        if kept == len(pkeys) - 1 and kept < len(keys):
             # Adapters that merge consecutive model-side items into one message (Responses) make
             # the echo continue the previous last message instead of following it.
             now = _part_keys(self._messages[kept].parts)
             last = p.last_parts
             if now[: len(last)] == last and len(now) > len(last):
                 rest = now[len(last) :]
-                return Link(conv, prev, how, kept=len(p.keys), echoed=(rest[: len(p.echo_parts)] == p.echo_parts) if p.echo_parts else None)
-        rewritten = len(p.keys) - kept
-        if p.echo_key is not None and kept == len(p.keys):
+                return Link(conv, prev, how, kept=len(pkeys), echoed=(rest[: len(p.echo_parts)] == p.echo_parts) if p.echo_parts else None)
+        rewritten = len(pkeys) - kept
+        if p.echo_key is not None and kept == len(pkeys):
             echoed = len(keys) > kept and keys[kept] == p.echo_key
         if rewritten and how == "extends":
             how = "rewritten"

@@ -105,7 +105,10 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
                 registry[cid] = ctx.prev.index
             elif name and i not in echo_ids:
                 unanswered_by_name.setdefault(name, []).append(ctx.prev.index)
-    in_history = _history_calls(ctx.messages)
+    # Call ids present in the history the client has sent in this conversation, kept up to date
+    # from what each turn appended (no re-scan of the whole history).
+    in_history: set[str] = ctx.conv.state.setdefault("_history_call_ids", set())
+    in_history.update(_history_calls(appended))
     pairings: list[Pairing] = []
     for offset, m in enumerate(appended):
         for p in m.parts:

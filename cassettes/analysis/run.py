@@ -56,17 +56,26 @@ class RunAnalyser:
         self._convs: dict[str, ConversationState] = {}
         self._records: dict[str, Conversation] = {}
         self._pos = 0
+        self._rts: dict[int, RoundTrip] = {}  # seq → round trip, to parse later requests incrementally
+        self._tid: dict[int, int] = {}  # seq → threader turn id
+        self._owned: set[int] = set()  # seqs whose round trip this analyser parsed (and may trim)
 
     def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
         """Analyse one round trip; returns its turn (``None`` for a non-generation round trip)."""
-        rt = rt if rt is not None else parse_exchange(ex)
         pos = self._pos
         self._pos += 1
+        if rt is None:
+            base_seq = (ex.history_delta or {}).get("base")
+            rt = parse_exchange(ex, self._rts.get(base_seq) if isinstance(base_seq, int) else None)
+            if ex.seq is not None:
+                self._owned.add(ex.seq)
+        seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
+        self._rts[seq] = rt
         if rt.operation != "generate" or rt.request is None:
             return None
         result = self.result
-        seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
         label = ex.request_header(_HEADER)
+        reused = rt._reused
         link = self._threader.add(
             rt.family,
             rt.request.messages,
@@ -74,7 +83,9 @@ class RunAnalyser:
             _failed(rt),
             label=label,
             previous_response_id=rt.request.previous_response_id,
+            reuse=(self._tid[reused[0]], reused[1]) if reused is not None and reused[0] in self._tid else None,
         )
+        self._tid[seq] = len(self._threader.turns) - 1
         conv = self._convs.get(link.conversation)
         if conv is None:
             conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family)
@@ -101,9 +112,20 @@ class RunAnalyser:
             turn.findings.extend(_run(check, ctx, result.errors))
         conv.turns.append(ctx)
         self._contexts.append(ctx)
+        self._trim(prev)
         self._records[conv.id].turns.append(seq)
         result.turns[seq] = turn
         return turn
+
+    def _trim(self, prev: TurnContext | None) -> None:
+        """Drop the full history of the turn before ``prev``: no check looks two turns back, and a
+        long run would otherwise hold one full message list per turn (quadratic memory)."""
+        old = prev.prev if prev is not None else None
+        if old is None or old.seq not in self._owned or old.rt.request is None:
+            return
+        old.messages = []
+        old.rt.request.messages = []
+        old.rt._raw_history_len = None  # no longer a base for incremental parsing
 
     def finish(self) -> RunAnalysis:
         """Run the end-of-run checks and return the analysis (call once, after the last round trip)."""
@@ -119,7 +141,11 @@ class RunAnalyser:
 
 
 def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | None = None) -> RunAnalysis:
-    """Thread, view and check every generation round trip of a run."""
+    """Thread, view and check every generation round trip of a run.
+
+    Without ``roundtrips`` the analyser parses the exchanges itself, incrementally where the
+    cassette recorded history deltas, and keeps memory bounded; with them it uses them as given.
+    """
     a = RunAnalyser()
     for i, ex in enumerate(exchanges):
         a.add(ex, roundtrips[i] if roundtrips is not None else None)

@@ -1,0 +1,56 @@
+"""Linear analysis: parsing only what each request appended gives exactly the full parse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _corpus import corpus_files, rel
+
+from cassettes.analysis import analyse
+from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.store import CassetteWriter, read_cassette
+from cassettes.vcr import load_vcr
+
+pytestmark = pytest.mark.corpus
+
+
+def _signature(ra) -> list[tuple]:  # type: ignore[no-untyped-def]
+    return [
+        (
+            t.seq,
+            t.conversation,
+            t.index,
+            t.c.link,
+            t.c.kept,
+            t.c.echoed_assistant,
+            len(t.c.appended),
+            sorted(f.code for f in t.findings),
+            t.tokens.input,
+            t.tokens.segments.model_dump() if t.tokens.segments else None,
+            str(t.tokens.cost),
+        )
+        for t in ra.turns.values()
+    ]
+
+
+def test_incremental_parse_and_analysis_equal_the_full_ones(tmp_path: Path) -> None:
+    incremental_requests = 0
+    for i, path in enumerate(corpus_files()):
+        out = tmp_path / f"{i}.jsonl"
+        with CassetteWriter(out) as w:
+            for ex in load_vcr(path):
+                w.append(ex)
+        exchanges = read_cassette(out).exchanges
+        parsed: dict[int, RoundTrip] = {}
+        for ex in exchanges:
+            assert ex.seq is not None
+            base_seq = (ex.history_delta or {}).get("base")
+            inc = parse_exchange(ex, parsed.get(base_seq) if isinstance(base_seq, int) else None)
+            full = parse_exchange(ex)
+            parsed[ex.seq] = inc
+            if inc._reused is not None:
+                incremental_requests += 1
+            assert inc.request == full.request, f"{rel(path)}#{ex.seq}"
+        assert _signature(analyse(exchanges)) == _signature(analyse(exchanges, [parse_exchange(e) for e in exchanges])), rel(path)
+    assert incremental_requests > 300
