@@ -1,13 +1,552 @@
-"""A — what the API reported: view and checks. (Being written; see the analysis brief.)"""
+"""A — what the API reported: the per-turn view and the checks on it.
+
+The view (:func:`build`) gathers status, finish reason (raw and normalised), usage, latency, the
+model asked for and the model that served, the request id and the rate-limit headers. Header
+rules are generic, never per provider: the request id is the first response header whose name
+ends in ``request-id``/``requestid``/``correlation-id`` or is ``x-generation-id``; rate-limit
+headers are those whose name contains ``ratelimit``, ``rate-limit``, ``retry-after`` or
+``x-should-retry``.
+
+Findings (layer A — reported by the service about the call):
+
+=============================  ==========  ===========================================================
+code                           severity    fires when
+=============================  ==========  ===========================================================
+``A.truncated_length``         warning /   the output hit the token cap (``length``, ``max_tokens``,
+                               error       ``MAX_TOKENS``, ``incomplete:max_output_tokens``); *error*
+                                           when a tool call's arguments were cut (invalid JSON).
+``A.truncated_context``        warning     generation stopped because the context window was full.
+``A.filtered``                 warning     a content filter / safety system blocked the output.
+``A.prompt_blocked``           warning     the prompt itself was blocked before generation.
+``A.http_error``               error       HTTP 4xx/5xx, with the provider's message — except pairing
+                                           errors (``C.*``: caused by the client's dispatch), 429
+                                           and overload statuses (below).
+``A.rate_limited``             warning     HTTP 429 (with ``retry-after`` / retry delay when sent).
+``A.overloaded``               warning     HTTP 529 or 503: the service was overloaded/unavailable.
+``A.error_in_200``             error       a 2xx response carries an error: an error event inside a
+                                           stream, an error body, or an ``error`` finish.
+``A.stream_truncated``         error       a stream ended without its terminal event (also fired when
+                                           a transport error explains it; the message says so).
+``A.transport_error``          error       the connection failed: the round trip is partial.
+``A.tool_calls_without_calls`` warning     the finish reason promises tool calls (``tool_calls``,
+                                           ``tool_use``) but the response carries none.
+``A.model_mismatch``           info /      the served model is not the requested one (dated
+                               warning     snapshots, ``-latest``, path/region prefixes and version
+                                           suffixes do not count); *warning* when the model family
+                                           differs and the model was named in the body. Once per
+                                           conversation per pair.
+``A.usage_missing``            info        a complete 2xx response without usage (once per
+                                           conversation); for streams, says how to ask for it.
+``A.tool_loop_limit``          warning     the API ended the turn because of too many tool calls.
+``A.paused``                   info        the API paused a long turn (``pause_turn``): the client
+                                           must send the history back to continue.
+``A.malformed_response``       warning     a 2xx body with no output, no finish reason and no error.
+``A.unusual_finish``           info        a finish reason outside the known classes (``other``,
+                                           ``unknown``, ``cancelled``, ``no_generation``).
+=============================  ==========  ===========================================================
+"""
 
 from __future__ import annotations
 
-from cassettes.analysis.context import Check, FinalCheck, TurnContext
-from cassettes.analysis.model import ApiView
+import re
+from collections.abc import Iterator
+from typing import Any
 
-CHECKS: tuple[Check, ...] = ()
-FINAL_CHECKS: tuple[FinalCheck, ...] = ()
+from cassettes import providers
+from cassettes.analysis.context import Check, FinalCheck, TurnContext
+from cassettes.analysis.model import ApiView, Finding, Severity
+from cassettes.models import ApiError, FinishReason, NormalisedResponse
+
+__all__ = ["CHECKS", "FINAL_CHECKS", "build", "same_model"]
+
+_RATE_HEADER = ("ratelimit", "rate-limit", "retry-after", "x-should-retry")
+_REQUEST_ID_SUFFIX = ("request-id", "requestid", "correlation-id")
+_REQUEST_ID_NAMES = ("x-generation-id",)
+_OVERLOADED = (503, 529)
+
+
+# --- the view ---------------------------------------------------------------------------------
+
+
+def _request_id(headers: list[tuple[str, str]]) -> str | None:
+    found: dict[str, str] = {}
+    for k, v in headers:
+        kl = k.lower()
+        if kl.endswith(_REQUEST_ID_SUFFIX) or kl in _REQUEST_ID_NAMES:
+            found.setdefault(kl, v)
+    if not found:
+        return None
+    # Prefer the most specific: ``x-request-id``/``request-id`` over correlation ids.
+    for k, v in found.items():
+        if k.endswith(("request-id", "requestid")):
+            return v
+    return next(iter(found.values()))
 
 
 def build(ctx: TurnContext) -> ApiView:
-    return ApiView()
+    rt = ctx.rt
+    r = rt.response
+    rate = {k.lower(): v for k, v in ctx.ex.response_headers if any(s in k.lower() for s in _RATE_HEADER)}
+    return ApiView(
+        status=rt.status,
+        finish_reason_raw=r.finish_reason_raw if r else None,
+        finish_reason=r.finish_reason if r else None,
+        usage=r.usage if r else None,
+        ttfb=rt.ttfb,
+        ttft=rt.ttft,
+        duration=rt.duration,
+        model_requested=rt.request.model if rt.request else None,
+        model_served=(r.model or None) if r else None,
+        request_id=_request_id(ctx.ex.response_headers),
+        rate_limit=rate,
+        error=r.error if r else None,
+        complete=rt.complete,
+        stream=rt.stream,
+    )
+
+
+# --- model names ------------------------------------------------------------------------------
+
+_DATE = re.compile(r"(?:[-_@]?20\d{2}-?[01]\d-?[0-3]\d)(?=$|[-_:.@])")
+_SUFFIX = re.compile(r"(?:[-:@](?:latest|free|beta))$|(?:-v\d+(?::\d+)?)$|(?::\d+)$|(?<=\d)[-.]0$|-(?:0[1-9]|1[0-2])[0-3]\d$")
+_ALPHA_PREFIX = re.compile(r"^(?:[a-z]+(?:-[a-z]+)*\.)+(?=[a-z])")
+
+
+def _core(model: str) -> str:
+    """A model name stripped of what does not change the model: path and region/vendor prefixes,
+    dated snapshots, ``latest``/``free`` tags and version suffixes."""
+    m = model.strip().lower()
+    m = m.rsplit("/", 1)[-1]
+    m = _ALPHA_PREFIX.sub("", m)
+    for _ in range(3):
+        prev = m
+        m = _SUFFIX.sub("", m)
+        m = _DATE.sub("", m)
+        if m == prev:
+            break
+    return m.strip("-_:.@")
+
+
+def _tokens(core: str) -> list[str]:
+    return [t for t in re.split(r"[^a-z0-9]+", core) if t]
+
+
+def same_model(requested: str, served: str) -> bool:
+    """True when ``served`` is ``requested`` or a snapshot/alias spelling of it."""
+    a, b = _core(requested), _core(served)
+    if a == b:
+        return True
+    ta, tb = _tokens(a), _tokens(b)
+    return "".join(ta) == "".join(tb) or sorted(ta) == sorted(tb)
+
+
+def _family(core: str) -> str:
+    m = re.match(r"[a-z]+", core)
+    return m.group(0) if m else core
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _cap(params: dict[str, Any]) -> tuple[str, int] | None:
+    """The output-token cap the request set (any ``max…tokens`` / ``num_predict`` key, nested)."""
+    stack: list[tuple[str, Any]] = [("", params)]
+    while stack:
+        prefix, d = stack.pop()
+        if not isinstance(d, dict):
+            continue
+        for k, v in d.items():
+            kl = k.lower().replace("_", "")
+            if isinstance(v, int) and not isinstance(v, bool) and (re.fullmatch(r"max\w*tokens", kl) or kl == "numpredict"):
+                return f"{prefix}{k}", v
+            if isinstance(v, dict):
+                stack.append((f"{prefix}{k}.", v))
+    return None
+
+
+def _detail(resp: NormalisedResponse | None, key: str) -> Any:
+    """A provider detail by key, up to two levels deep."""
+    if resp is None or not resp.provider_details:
+        return None
+    stack: list[tuple[Any, int]] = [(resp.provider_details, 0)]
+    while stack:
+        d, depth = stack.pop()
+        if not isinstance(d, dict):
+            continue
+        if d.get(key) is not None:
+            return d[key]
+        if depth < 2:
+            stack.extend((v, depth + 1) for v in d.values() if isinstance(v, dict))
+    return None
+
+
+def _find_key(value: Any, key: str, depth: int = 0) -> Any:
+    if depth > 6:
+        return None
+    if isinstance(value, dict):
+        if key in value:
+            return value[key]
+        for v in value.values():
+            got = _find_key(v, key, depth + 1)
+            if got is not None:
+                return got
+    elif isinstance(value, list):
+        for v in value:
+            got = _find_key(v, key, depth + 1)
+            if got is not None:
+                return got
+    return None
+
+
+def _err_text(err: ApiError) -> str:
+    bits = [b for b in (err.type, err.code) if b and b != str(err.status)]
+    msg = (err.message or "").strip().rstrip(".")
+    if len(msg) > 300:
+        msg = msg[:299] + "…"
+    head = f" ({', '.join(dict.fromkeys(bits))})" if bits else ""
+    return f"{head}: {msg}" if msg else head
+
+
+def _is_pairing(ctx: TurnContext, err: ApiError | None) -> bool:
+    if err is None:
+        return False
+    p = providers.by_family(ctx.rt.family)
+    return p is not None and p.is_pairing_error(err.message)
+
+
+def _output(r: NormalisedResponse) -> str:
+    u = r.usage
+    return f"{u.output_tokens} output tokens" if u is not None and u.output_tokens is not None else "output"
+
+
+# --- checks ---------------------------------------------------------------------------------------
+
+
+def check_truncated(ctx: TurnContext) -> Iterator[Finding]:
+    r = ctx.response
+    if r is None:
+        return
+    if r.finish_reason is FinishReason.TRUNCATED_LENGTH:
+        cap = _cap(ctx.request.params) if ctx.request else None
+        cap_s = f" ({cap[0]}={cap[1]})" if cap else ""
+        cut = [c for c in ctx.turn.e.tool_calls if c.parse_error is not None]
+        e = ctx.turn.e
+        if cut:
+            names = ", ".join(f"`{c.name}`" + (f" (call {c.id})" if c.id else "") for c in cut)
+            yield ctx.finding(
+                "A.truncated_length",
+                Severity.ERROR,
+                f"The output hit the token cap{cap_s} after {_output(r)} while the model was writing the "
+                f"arguments of {names}: they are cut and not valid JSON. Raise the cap or ask for less.",
+                tool_call_id=cut[0].id,
+                finish_reason=r.finish_reason_raw,
+                cap=cap[1] if cap else None,
+                cut_calls=[c.id or c.name for c in cut],
+                effect="E.arguments_not_json",
+            )
+            return
+        if e.text or e.tool_calls:
+            tail = " The answer is incomplete."
+        elif e.reasoning is not None or (r.usage is not None and r.usage.reasoning_tokens):
+            tail = " No visible output was produced: the budget went to reasoning."
+        else:
+            tail = " No visible output was produced."
+        yield ctx.finding(
+            "A.truncated_length",
+            Severity.WARNING,
+            f"The output was cut by the token cap{cap_s} after {_output(r)} "
+            f"(finish reason {r.finish_reason_raw!r}).{tail}",
+            finish_reason=r.finish_reason_raw,
+            cap=cap[1] if cap else None,
+        )
+    elif r.finish_reason is FinishReason.TRUNCATED_CONTEXT:
+        yield ctx.finding(
+            "A.truncated_context",
+            Severity.WARNING,
+            f"Generation stopped because the context window is full (finish reason {r.finish_reason_raw!r}) "
+            f"after {_output(r)}; the answer is incomplete. Trim or summarise the history.",
+            finish_reason=r.finish_reason_raw,
+        )
+
+
+def check_filtered(ctx: TurnContext) -> Iterator[Finding]:
+    r = ctx.response
+    if r is None:
+        return
+    if r.finish_reason is FinishReason.FILTERED:
+        why = _detail(r, "finishMessage")
+        ratings = _detail(r, "safetyRatings")
+        blocked = [
+            str(x.get("category"))
+            for x in (ratings if isinstance(ratings, list) else [])
+            if isinstance(x, dict) and x.get("blocked") is True
+        ]
+        yield ctx.finding(
+            "A.filtered",
+            Severity.WARNING,
+            f"A content filter stopped the output (finish reason {r.finish_reason_raw!r})"
+            + (f": {why.rstrip('.')}." if isinstance(why, str) else ".")
+            + (f" Blocked categories: {', '.join(blocked)}." if blocked else "")
+            + (" Nothing was returned." if not ctx.turn.e.text and not ctx.turn.e.tool_calls else " The output is partial."),
+            finish_reason=r.finish_reason_raw,
+            categories=blocked,
+        )
+    elif r.finish_reason is FinishReason.PROMPT_BLOCKED:
+        why = _detail(r, "blockReasonMessage")
+        yield ctx.finding(
+            "A.prompt_blocked",
+            Severity.WARNING,
+            f"The prompt was blocked before generation (reason {r.finish_reason_raw!r})"
+            + (f": {why}" if isinstance(why, str) else ".")
+            + " Nothing was generated.",
+            finish_reason=r.finish_reason_raw,
+        )
+
+
+def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
+    rt = ctx.rt
+    status = rt.status or 0
+    if status < 400:
+        return
+    err = rt.response.error if rt.response else None
+    if _is_pairing(ctx, err):
+        return  # a C finding: the client mis-paired calls and results
+    text = _err_text(err) if err is not None else ""
+    if status == 429:
+        after = ctx.turn.a.rate_limit.get("retry-after")
+        delay = _find_key(err.raw, "retryDelay") if err is not None else None
+        wait = f" The API asked to retry after {after} s." if after else (f" The API asked to retry in {delay}." if delay else "")
+        limits = {k: v for k, v in ctx.turn.a.rate_limit.items() if "remaining" in k}
+        yield ctx.finding(
+            "A.rate_limited",
+            Severity.WARNING,
+            f"Rate limited (HTTP 429){text}.{wait}".replace("..", "."),
+            status=status,
+            retry_after=after or delay,
+            remaining=limits,
+            error=err.message if err else None,
+        )
+        return
+    if status in _OVERLOADED:
+        yield ctx.finding(
+            "A.overloaded",
+            Severity.WARNING,
+            f"The service was overloaded or unavailable (HTTP {status}){text}. Retrying later usually works.",
+            status=status,
+            error=err.message if err else None,
+        )
+        return
+    yield ctx.finding(
+        "A.http_error",
+        Severity.ERROR,
+        f"The API answered HTTP {status}{text or ' with no error message'}.",
+        status=status,
+        type=err.type if err else None,
+        error_code=err.code if err else None,
+        error=err.message if err else None,
+    )
+
+
+def check_error_in_200(ctx: TurnContext) -> Iterator[Finding]:
+    rt = ctx.rt
+    r = rt.response
+    if r is None or not (200 <= (rt.status or 0) < 300):
+        return
+    err = r.error
+    if err is None and r.finish_reason is not FinishReason.ERROR:
+        return
+    if _is_pairing(ctx, err):
+        return
+    if err is not None:
+        where = "inside the stream" if err.in_stream else "in the body"
+        overloaded = "overload" in f"{err.type} {err.message}".lower()
+        yield ctx.finding(
+            "A.error_in_200",
+            Severity.ERROR,
+            f"The API sent HTTP {rt.status} but reported an error {where}{_err_text(err)}"
+            + (". The service was overloaded; a retry usually works." if overloaded else ".")
+            + (" Output before the error is partial." if r.parts else ""),
+            type=err.type,
+            error_code=err.code,
+            error=err.message,
+            in_stream=err.in_stream,
+        )
+    else:
+        yield ctx.finding(
+            "A.error_in_200",
+            Severity.ERROR,
+            f"The API sent HTTP {rt.status} but ended the turn with an error finish "
+            f"({r.finish_reason_raw!r}).",
+            finish_reason=r.finish_reason_raw,
+        )
+
+
+def check_stream_truncated(ctx: TurnContext) -> Iterator[Finding]:
+    rt = ctx.rt
+    r = rt.response
+    if r is None or r.complete is not False or r.error is not None:
+        return  # an error event ends a stream early on purpose: A.error_in_200
+    why = f" The transport error explains it: {rt.transport_error}." if rt.transport_error else ""
+    e = ctx.turn.e
+    got = []
+    if e.text:
+        got.append(f"{len(e.text)} characters of text")
+    if e.tool_calls:
+        got.append(f"{len(e.tool_calls)} tool call(s)")
+    yield ctx.finding(
+        "A.stream_truncated",
+        Severity.ERROR,
+        f"The stream ended without its terminal event after {r.events or 0} events"
+        + (f" ({', '.join(got)} received)" if got else "")
+        + f"; the answer is incomplete.{why}",
+        events=r.events,
+        transport_error=rt.transport_error,
+    )
+
+
+def check_transport_error(ctx: TurnContext) -> Iterator[Finding]:
+    rt = ctx.rt
+    if not rt.transport_error:
+        return
+    partial = "no response" if rt.status is None else f"HTTP {rt.status}, a partial body"
+    yield ctx.finding(
+        "A.transport_error",
+        Severity.ERROR,
+        f"The connection failed ({rt.transport_error}); the round trip is partial ({partial} was recorded).",
+        transport_error=rt.transport_error,
+    )
+
+
+def check_tool_calls_without_calls(ctx: TurnContext) -> Iterator[Finding]:
+    r = ctx.response
+    if r is None or r.finish_reason is not FinishReason.TOOL_CALL or r.tool_calls or r.complete is False:
+        return
+    yield ctx.finding(
+        "A.tool_calls_without_calls",
+        Severity.WARNING,
+        f"The finish reason {r.finish_reason_raw!r} says the model called tools, but the response carries "
+        "no tool call. A client that trusts the finish reason will look for calls that are not there.",
+        finish_reason=r.finish_reason_raw,
+    )
+
+
+def check_model_mismatch(ctx: TurnContext) -> Iterator[Finding]:
+    a = ctx.turn.a
+    req, served = a.model_requested, a.model_served
+    if not req or not served or req.lower().startswith("arn:") or same_model(req, served):
+        return
+    seen: set[tuple[str, str]] = ctx.conv.state.setdefault("A.model_mismatch", set())
+    if (req, served) in seen:
+        return
+    seen.add((req, served))
+    body = ctx.ex.request_json()
+    named_in_body = isinstance(body, dict) and body.get("model") == req
+    # A fallback list in the request (``"models": [...]``) that names the served model: expected.
+    fallback = isinstance(body, dict) and any(
+        isinstance(v, list) and any(isinstance(x, str) and same_model(x, served) for x in v) for v in body.values()
+    )
+    other_family = _family(_core(req)) != _family(_core(served))
+    warn = other_family and named_in_body and not fallback
+    if fallback:
+        how = ", one of the fallback models the request listed."
+    elif warn:
+        how = ": a different model family answered."
+    else:
+        how = " (an alias or a routed variant)."
+    yield ctx.finding(
+        "A.model_mismatch",
+        Severity.WARNING if warn else Severity.INFO,
+        f"The request asked for `{req}` but `{served}` served it{how}",
+        requested=req,
+        served=served,
+        fallback=fallback,
+    )
+
+
+def check_usage_missing(ctx: TurnContext) -> Iterator[Finding]:
+    rt = ctx.rt
+    r = rt.response
+    u = r.usage if r is not None else None
+    has_usage = u is not None and (u.input_tokens is not None or u.output_tokens is not None)
+    if r is None or has_usage or r.error is not None or r.complete is not True:
+        return
+    if not (200 <= (rt.status or 0) < 300) or r.finish_reason in (None, FinishReason.PROMPT_BLOCKED):
+        return  # a non-terminal snapshot (usage comes with the final one), no response, a blocked prompt
+    if ctx.conv.state.get("A.usage_missing"):
+        return
+    ctx.conv.state["A.usage_missing"] = True
+    hint = ""
+    if rt.stream:
+        opts = ctx.request.params.get("stream_options") if ctx.request else None
+        asked = isinstance(opts, dict) and opts.get("include_usage") is True
+        hint = (
+            " Some APIs report usage in a stream only when asked: on OpenAI-compatible Chat Completions "
+            'send `"stream_options": {"include_usage": true}`.'
+            if not asked
+            else " The request asked for usage in the stream, but none came."
+        )
+    yield ctx.finding(
+        "A.usage_missing",
+        Severity.INFO,
+        f"The API reported no token usage for this {'streamed ' if rt.stream else ''}call; tokens and cost "
+        f"are estimated for it (later turns of this conversation are not flagged again).{hint}",
+        stream=rt.stream,
+    )
+
+
+def check_finish_other(ctx: TurnContext) -> Iterator[Finding]:
+    r = ctx.response
+    if r is None or (ctx.rt.status or 0) >= 400:
+        return
+    f = r.finish_reason
+    if f is None and r.finish_reason_raw is None and not r.parts and r.error is None and r.complete is True:
+        yield ctx.finding(
+            "A.malformed_response",
+            Severity.WARNING,
+            f"The API answered HTTP {ctx.rt.status} with a body that holds no response: no output, no "
+            "finish reason, no error. The client has nothing to act on.",
+        )
+        return
+    if f is FinishReason.PAUSED:
+        yield ctx.finding(
+            "A.paused",
+            Severity.INFO,
+            f"The API paused this long-running turn (finish reason {r.finish_reason_raw!r}); the client must "
+            "send the conversation back, with this response appended, to let it continue.",
+            finish_reason=r.finish_reason_raw,
+        )
+    elif f is FinishReason.TOOL_LOOP_LIMIT:
+        yield ctx.finding(
+            "A.tool_loop_limit",
+            Severity.WARNING,
+            f"The API ended the turn because the model made too many tool calls (finish reason "
+            f"{r.finish_reason_raw!r}).",
+            finish_reason=r.finish_reason_raw,
+        )
+    elif f in (FinishReason.OTHER, FinishReason.UNKNOWN, FinishReason.CANCELLED, FinishReason.NO_GENERATION):
+        meaning = {
+            FinishReason.CANCELLED: "the response was cancelled",
+            FinishReason.NO_GENERATION: "no text was generated (e.g. a model load or unload)",
+        }.get(f, "looptap does not know this value")
+        yield ctx.finding(
+            "A.unusual_finish",
+            Severity.INFO,
+            f"The finish reason is {r.finish_reason_raw!r}: {meaning}.",
+            finish_reason=r.finish_reason_raw,
+            finish_class=f.value,
+        )
+
+
+CHECKS: tuple[Check, ...] = (
+    check_http_error,
+    check_error_in_200,
+    check_transport_error,
+    check_stream_truncated,
+    check_truncated,
+    check_filtered,
+    check_tool_calls_without_calls,
+    check_finish_other,
+    check_model_mismatch,
+    check_usage_missing,
+)
+FINAL_CHECKS: tuple[FinalCheck, ...] = ()

@@ -1,13 +1,602 @@
-"""E — what the model emitted: view and checks. (Being written; see the analysis brief.)"""
+"""E — what the model emitted: the per-turn view and the checks on it.
+
+The view (:func:`build`) lists the text, reasoning, refusal and tool calls of a turn's response.
+Each tool call is checked against the tool the request offered under that name: are the arguments
+JSON, do they satisfy the tool's JSON Schema (validated with ``jsonschema``, the schema's own
+``$schema`` draft or 2020-12 by default, formats not asserted; Gemini's OpenAPI-subset schemas with
+upper-case ``"OBJECT"``/``"STRING"`` types are lower-cased first; a schema that is itself invalid
+is simply not checked).
+
+Findings (layer E — caused by what the model produced):
+
+===========================  ==========  ================================================================
+code                         severity    fires when
+===========================  ==========  ================================================================
+``E.arguments_not_json``     error       a tool call's arguments are not valid JSON. On a turn cut by
+                                         the token cap or a broken stream the cut is the cause: then
+                                         *info*, linked (``details.caused_by``) to ``A.truncated_length``
+                                         / ``A.stream_truncated``, which carry the error.
+``E.arguments_schema``       warning     parsed arguments violate the offered tool's schema (missing
+                                         required property, wrong type, value outside ``enum``,
+                                         unexpected property …); each violation with its JSON path.
+``E.tool_not_offered``       error       a client-executed call (``function``/``custom``) names a tool
+                                         that is not among the request's tools, or no tools were sent.
+``E.repeated_call``          info /      the same call (tool + canonical arguments) was emitted on an
+                             warning     earlier turn of the conversation: *info* the 2nd time (a retry
+                                         or a poll is often legitimate), *warning* from the 3rd (a loop).
+``E.empty_response``         warning     a complete 2xx turn that ended normally carries no text, no
+                                         tool call and no refusal (reasoning alone does not count).
+``E.refusal``                warning     the model refused: a refusal part, or a ``refused`` finish.
+``E.tool_call_error``        error       the API says the model's tool call was malformed or unexpected
+                                         (finish class ``tool_call_error``: Gemini
+                                         ``MALFORMED_FUNCTION_CALL``/``UNEXPECTED_TOOL_CALL``, Bedrock
+                                         ``malformed_tool_use`` …) — reported by A, emitted by E.
+``E.tool_choice_violated``   warning     ``tool_choice`` required a call (or a named tool) and the model
+                                         ended the turn without one / called another tool; or it was
+                                         ``none`` and the model called a tool anyway.
+===========================  ==========  ================================================================
+
+Calls executed by the provider itself (``server``, ``mcp``, hosted tool kinds) are not checked for
+being offered nor counted as loops: the client never dispatched them.
+"""
 
 from __future__ import annotations
 
-from cassettes.analysis.context import Check, FinalCheck, TurnContext
-from cassettes.analysis.model import EmissionView
+from collections.abc import Iterator
+from typing import Any
 
-CHECKS: tuple[Check, ...] = ()
-FINAL_CHECKS: tuple[FinalCheck, ...] = ()
+import orjson
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+from jsonschema.protocols import Validator  # type: ignore[import-untyped]
+from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+
+from cassettes.analysis.context import Check, FinalCheck, TurnContext
+from cassettes.analysis.model import CallCheck, EmissionView, Finding, Severity
+from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec
+
+__all__ = ["CHECKS", "FINAL_CHECKS", "build", "canonical_call", "schema_errors"]
+
+#: Call kinds the client executes (and so must have offered).
+_CLIENT_KINDS = ("function", "custom")
+#: Finish classes whose own (A or E) finding already explains a turn without content.
+_EXPLAINED_EMPTY = {
+    FinishReason.TOOL_CALL,
+    FinishReason.TRUNCATED_LENGTH,
+    FinishReason.TRUNCATED_CONTEXT,
+    FinishReason.FILTERED,
+    FinishReason.REFUSED,
+    FinishReason.PAUSED,
+    FinishReason.TOOL_CALL_ERROR,
+    FinishReason.TOOL_LOOP_LIMIT,
+    FinishReason.PROMPT_BLOCKED,
+    FinishReason.ERROR,
+    FinishReason.CANCELLED,
+    FinishReason.NO_GENERATION,
+}
+#: How jsonschema words an ``additionalProperties: false`` violation.
+_EXTRA = "Additional properties are not allowed"
+#: Schema violations listed per call (the rest are counted).
+_MAX_SCHEMA_ERRORS = 10
+#: Repeats: the n-th identical call from which a repeat is a loop (warning); earlier repeats are info.
+_LOOP_AT = 3
+
+
+# --- schema validation --------------------------------------------------------------------------
+
+
+def _normalise_schema(schema: Any) -> Any:
+    """OpenAPI-subset schemas (Gemini) → JSON Schema: lower-case ``type``, ``nullable`` → null allowed."""
+    if isinstance(schema, list):
+        return [_normalise_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k == "type" and isinstance(v, str):
+            out[k] = v.lower()
+        elif k == "type" and isinstance(v, list):
+            out[k] = [t.lower() if isinstance(t, str) else t for t in v]
+        elif k in ("properties", "$defs", "definitions", "patternProperties") and isinstance(v, dict):
+            out[k] = {name: _normalise_schema(sub) for name, sub in v.items()}
+        elif k in ("enum", "const", "default", "example", "examples", "required"):
+            out[k] = v
+        else:
+            out[k] = _normalise_schema(v)
+    if out.get("nullable") is True and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+        if isinstance(out.get("enum"), list) and None not in out["enum"]:
+            out["enum"] = [*out["enum"], None]
+    return out
+
+
+_VALIDATORS: dict[bytes, Validator | None] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Validator | None:
+    """A compiled validator for ``schema`` (cached: the same tools are re-sent every turn)."""
+    try:
+        key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
+    if key in _VALIDATORS:
+        return _VALIDATORS[key]
+    v: Validator | None
+    try:
+        norm = _normalise_schema(schema)
+        cls = validator_for(norm, default=Draft202012Validator)
+        cls.check_schema(norm)
+        v = cls(norm)
+    except (SchemaError, Exception):  # an invalid or exotic schema is simply not checked
+        v = None
+    if len(_VALIDATORS) > 4096:
+        _VALIDATORS.clear()
+    _VALIDATORS[key] = v
+    return v
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    try:
+        s = orjson.dumps(value).decode()
+    except TypeError:
+        s = repr(value)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _describe(err: Any) -> str:
+    """One violation as ``$.path: what is wrong``, worded for the three common cases."""
+    path = getattr(err, "json_path", "$")
+    v = err.validator
+    if v == "required":
+        missing = [r for r in err.validator_value if isinstance(err.instance, dict) and r not in err.instance]
+        return f"{path}: missing required property {', '.join(repr(m) for m in missing) or err.message}"
+    if v == "type":
+        return f"{path}: {_short(err.instance)} is not of type {_short(err.validator_value)}"
+    if v == "enum":
+        return f"{path}: {_short(err.instance)} is not one of {_short(err.validator_value, 120)}"
+    return f"{path}: {err.message if len(err.message) <= 160 else err.message[:159] + '…'}"
+
+
+def schema_errors(arguments: Any, schema: dict[str, Any] | None) -> list[str]:
+    """Violations of ``schema`` by ``arguments``, each ``$.path: reason``; [] when it cannot check."""
+    if schema is None:
+        return []
+    v = _validator(schema)
+    if v is None:
+        return []
+    try:
+        errors = sorted(v.iter_errors(arguments), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    except Exception:  # unresolvable $ref, recursion … — not checked
+        return []
+    out = [_describe(e) for e in errors[:_MAX_SCHEMA_ERRORS]]
+    if len(errors) > _MAX_SCHEMA_ERRORS:
+        out.append(f"… and {len(errors) - _MAX_SCHEMA_ERRORS} more")
+    return out
+
+
+# --- the view ---------------------------------------------------------------------------------
+
+
+def _spec(tools: list[ToolSpec], name: str | None) -> ToolSpec | None:
+    return next((t for t in tools if t.name == name), None) if name else None
+
+
+def _loaded_tools(ctx: TurnContext) -> list[ToolSpec]:
+    """Tools delivered inside the conversation rather than in the request's tools list: items that
+    carry a ``tools`` array (tool-search outputs, ``additional_tools`` items), in the history this
+    turn appended or in the response. Accumulated per conversation (each message is seen once)."""
+    known: dict[str, ToolSpec] = ctx.conv.state.setdefault("E.loaded_tools", {})
+    parts = [p for m in ctx.turn.c.appended for p in m.parts]
+    if ctx.response is not None:
+        parts.extend(ctx.response.parts)
+    for p in parts:
+        block = (p.provider_details or {}).get("block") if p.kind == "other" else None
+        tools = block.get("tools") if isinstance(block, dict) else None
+        for t in tools if isinstance(tools, list) else []:
+            if isinstance(t, dict) and isinstance(t.get("name"), str):
+                params = t.get("parameters", t.get("input_schema"))
+                kind = str(t["type"]) if isinstance(t.get("type"), str) else "function"
+                known[t["name"]] = ToolSpec(
+                    name=t["name"], parameters=params if isinstance(params, dict) else None, kind=kind
+                )
+    return list(known.values())
+
+
+def _placeholder(c: ToolCall) -> bool:
+    """A zero-valued call some servers serialise (no name, no id, no arguments): not an emission."""
+    return not c.name and not c.id and not (c.arguments_raw or "").strip() and not c.arguments
 
 
 def build(ctx: TurnContext) -> EmissionView:
-    return EmissionView()
+    r = ctx.response
+    if r is None:
+        return EmissionView()
+    texts = [p.text for p in r.parts if p.kind == "text" and p.text]
+    reasoning = [p.text for p in r.parts if p.kind == "reasoning" and p.text]
+    # Zero-valued ``"refusal": ""`` fields (some compat servers send them on every chunk) are no refusal.
+    refusals = [p for p in r.parts if p.kind == "refusal" and (p.text or "").strip()]
+    refusal: str | None = None
+    if refusals or r.finish_reason is FinishReason.REFUSED:
+        refusal = "".join(p.text or "" for p in refusals)
+    sent_tools = [*ctx.tools, *_loaded_tools(ctx)]
+    has_tools = bool(sent_tools)
+    calls: list[CallCheck] = []
+    for c in r.tool_calls:
+        if _placeholder(c):
+            continue
+        spec = _spec(sent_tools, c.name)
+        errs: list[str] = []
+        if spec is not None and c.arguments_error is None and c.kind == "function" and spec.parameters:
+            errs = schema_errors(c.arguments, spec.parameters)
+        calls.append(
+            CallCheck(
+                id=c.id,
+                name=c.name,
+                arguments=c.arguments,
+                arguments_raw=c.arguments_raw,
+                parse_error=c.arguments_error,
+                schema_errors=errs,
+                offered=(spec is not None) if has_tools else None,
+            )
+        )
+    text = "".join(texts)
+    empty = r.error is None and not text.strip() and not calls and refusal is None
+    return EmissionView(
+        text=text or None,
+        reasoning="\n\n".join(t for t in reasoning if t) or None,
+        refusal=refusal,
+        tool_calls=calls,
+        empty=empty,
+    )
+
+
+# --- helpers for the checks ---------------------------------------------------------------------
+
+
+def _ok_2xx(ctx: TurnContext) -> NormalisedResponse | None:
+    """The response of a 2xx turn that arrived whole and without an error, else ``None``."""
+    r = ctx.response
+    if r is None or ctx.rt.transport_error or not (200 <= (ctx.rt.status or 0) < 300):
+        return None
+    if r.error is not None or r.complete is False:
+        return None
+    return r
+
+
+def _label(c: CallCheck) -> str:
+    return f"`{c.name}`" + (f" (call {c.id})" if c.id else "")
+
+
+def _kind_of(ctx: TurnContext, c: CallCheck) -> str:
+    r = ctx.response
+    for tc in r.tool_calls if r is not None else []:
+        if tc.id == c.id and tc.name == c.name:
+            return tc.kind
+    return "function"
+
+
+def _detail(resp: NormalisedResponse | None, key: str) -> str | None:
+    """A provider detail by key, up to two levels deep (``finishMessage``, ``blockReasonMessage`` …)."""
+    if resp is None or not resp.provider_details:
+        return None
+    stack: list[tuple[Any, int]] = [(resp.provider_details, 0)]
+    while stack:
+        d, depth = stack.pop()
+        if not isinstance(d, dict):
+            continue
+        if isinstance(d.get(key), str):
+            return str(d[key])
+        if depth < 2:
+            stack.extend((v, depth + 1) for v in d.values() if isinstance(v, dict))
+    return None
+
+
+def canonical_call(name: str | None, arguments: Any, raw: str | None) -> str:
+    """A call's identity for repeat detection: tool name + arguments as a canonical JSON value."""
+
+    def canon(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: canon(x) for k, x in sorted(v.items()) if x is not None}
+        if isinstance(v, list):
+            return [canon(x) for x in v]
+        if isinstance(v, str):
+            return " ".join(v.split())
+        return v
+
+    args = canon(arguments) if arguments is not None else " ".join((raw or "").split())
+    return f"{name}\x00{orjson.dumps(args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()}"
+
+
+# --- checks ---------------------------------------------------------------------------------------
+
+
+def check_arguments_not_json(ctx: TurnContext) -> Iterator[Finding]:
+    r = ctx.response
+    if r is None:
+        return
+    cut_by_cap = r.finish_reason is FinishReason.TRUNCATED_LENGTH
+    cut_by_stream = r.complete is False or bool(ctx.rt.transport_error)
+    for i, c in enumerate(ctx.turn.e.tool_calls):
+        if c.parse_error is None:
+            continue
+        raw = c.arguments_raw or ""
+        tail = raw[-40:] if len(raw) > 40 else raw
+        if cut_by_cap or cut_by_stream:
+            cause = "A.truncated_length" if cut_by_cap else "A.stream_truncated"
+            why = "the output hit the token cap" if cut_by_cap else "the stream ended early"
+            yield ctx.finding(
+                "E.arguments_not_json",
+                Severity.INFO,
+                f"The arguments of {_label(c)} are not valid JSON because {why} mid-call "
+                f"(they end with {tail!r}); see {cause} on this turn.",
+                path=f"tool_calls[{i}].arguments",
+                tool_call_id=c.id,
+                caused_by=cause,
+                tool=c.name,
+                error=c.parse_error,
+            )
+            continue
+        yield ctx.finding(
+            "E.arguments_not_json",
+            Severity.ERROR,
+            f"The model called {_label(c)} with arguments that are not valid JSON "
+            f"({c.parse_error.removeprefix('arguments are not valid JSON: ')}); they end with {tail!r}. "
+            "The client cannot run this call as emitted.",
+            path=f"tool_calls[{i}].arguments",
+            tool_call_id=c.id,
+            tool=c.name,
+            error=c.parse_error,
+            arguments_raw=raw[:2000],
+        )
+
+
+def check_arguments_schema(ctx: TurnContext) -> Iterator[Finding]:
+    for i, c in enumerate(ctx.turn.e.tool_calls):
+        if not c.schema_errors:
+            continue
+        first = c.schema_errors[0].split(":", 1)[0]
+        listing = "; ".join(c.schema_errors[:4]) + ("; …" if len(c.schema_errors) > 4 else "")
+        # Only unexpected extra properties: most tools ignore them; missing or mistyped ones break the call.
+        extra_only = all(_EXTRA in e for e in c.schema_errors)
+        yield ctx.finding(
+            "E.arguments_schema",
+            Severity.INFO if extra_only else Severity.WARNING,
+            f"The arguments of {_label(c)} do not match the tool's schema: {listing}"
+            + (" (extra arguments only; a tool usually ignores them)." if extra_only else "."),
+            path=f"tool_calls[{i}].arguments{first[1:]}",
+            tool_call_id=c.id,
+            tool=c.name,
+            errors=c.schema_errors,
+            arguments=c.arguments,
+        )
+
+
+def check_tool_not_offered(ctx: TurnContext) -> Iterator[Finding]:
+    r = ctx.response
+    if r is None or r.finish_reason is FinishReason.TOOL_CALL_ERROR:  # E.tool_call_error says it
+        return
+    req = ctx.request
+    offered = [t.name for t in ctx.tools] + [n for n in ctx.conv.state.get("E.loaded_tools", {}) if n not in {t.name for t in ctx.tools}]
+    for i, c in enumerate(ctx.turn.e.tool_calls):
+        if _kind_of(ctx, c) not in _CLIENT_KINDS:
+            continue
+        if c.offered is False:
+            names = ", ".join(f"`{n}`" for n in offered[:12]) + (" …" if len(offered) > 12 else "")
+            yield ctx.finding(
+                "E.tool_not_offered",
+                Severity.ERROR,
+                f"The model called {_label(c)}, which is not among the tools offered in this request ({names}).",
+                path=f"tool_calls[{i}].name",
+                tool_call_id=c.id,
+                tool=c.name,
+                offered=offered,
+            )
+        elif c.offered is None and req is not None and req.previous_response_id is None and not _raw_mentions_tools(ctx):
+            yield ctx.finding(
+                "E.tool_not_offered",
+                Severity.ERROR,
+                f"The model called {_label(c)}, but the request offered no tools at all.",
+                path=f"tool_calls[{i}].name",
+                tool_call_id=c.id,
+                tool=c.name,
+                offered=[],
+            )
+
+
+def _record_results(ctx: TurnContext) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """Tool results seen so far in the conversation: by call id, and the distinct ones by tool name."""
+    by_id: dict[str, str] = ctx.conv.state.setdefault("E.results_by_id", {})
+    by_name: dict[str, set[str]] = ctx.conv.state.setdefault("E.results_by_name", {})
+    for m in ctx.turn.c.appended:
+        for p in m.parts:
+            tr = p.tool_result if p.kind == "tool_result" else None
+            if tr is None:
+                continue
+            content = " ".join(tr.content.split())
+            if tr.call_id:
+                by_id[tr.call_id] = content
+            if tr.name:
+                by_name.setdefault(tr.name, set()).add(content)
+    return by_id, by_name
+
+
+def _raw_mentions_tools(ctx: TurnContext) -> bool:
+    """The raw request has a non-empty tool-ish key the adapter did not turn into tools (a shape it
+    does not know): then "no tools offered" cannot be asserted."""
+    body = ctx.ex.request_json()
+    return isinstance(body, dict) and any("tool" in k.lower() and v for k, v in body.items())
+
+
+def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
+    by_id, by_name = _record_results(ctx)
+    r = ctx.response
+    if r is None or r.complete is False or ctx.rt.transport_error:
+        return
+    # key → [(turn, call id)] of earlier identical calls (one per turn)
+    seen: dict[str, list[tuple[int, str | None]]] = ctx.conv.state.setdefault("E.repeated_call", {})
+    here: set[str] = set()
+    for i, c in enumerate(ctx.turn.e.tool_calls):
+        if c.parse_error is not None or _kind_of(ctx, c) not in _CLIENT_KINDS:
+            continue
+        key = canonical_call(c.name, c.arguments, c.arguments_raw)
+        if key in here:
+            continue  # parallel duplicates in one turn are not a loop across turns
+        here.add(key)
+        earlier = [(t, cid) for t, cid in seen.get(key, []) if t != ctx.index]
+        seen.setdefault(key, []).append((ctx.index, c.id))
+        if not earlier:
+            continue
+        n = len(earlier) + 1
+        turns = [t for t, _ in earlier]
+        # Did the identical calls get different answers? Then the tool is not a pure function of
+        # its arguments (a poll, a random draw): repeating it is no sign of a stuck agent.
+        results = {by_id[cid] for _, cid in earlier if cid and cid in by_id}
+        if not any(cid for _, cid in earlier) and c.name:
+            results = by_name.get(c.name, set())
+        varying = len(results) > 1
+        loop = n >= _LOOP_AT and not varying
+        if varying:
+            tail = "; its results differed, so this looks like polling or sampling, not a loop."
+        elif loop:
+            tail = (": the agent looks stuck in a loop" + (" (it got the same result each time)." if results else "."))
+        else:
+            tail = "; a second try can be legitimate (a retry or a poll)."
+        yield ctx.finding(
+            "E.repeated_call",
+            Severity.WARNING if loop else Severity.INFO,
+            f"The model called {_label(c)} with the same arguments {_short(c.arguments, 80)} for the "
+            f"{_ordinal(n)} time (earlier on turn{'s' if len(turns) > 1 else ''} {', '.join(map(str, turns))}){tail}",
+            path=f"tool_calls[{i}]",
+            tool_call_id=c.id,
+            related_turn=turns[-1],
+            tool=c.name,
+            times=n,
+            turns=[*turns, ctx.index],
+            results_differ=varying,
+        )
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def check_empty_response(ctx: TurnContext) -> Iterator[Finding]:
+    r = _ok_2xx(ctx)
+    if r is None or not ctx.turn.e.empty:
+        return
+    if r.finish_reason in _EXPLAINED_EMPTY:
+        return
+    if r.finish_reason is None:
+        return  # a non-terminal snapshot (background mode), or no response at all: A.malformed_response
+    if any(p.kind == "tool_call" for p in r.parts) or any(p.kind in ("media", "other") for p in r.parts):
+        return  # provider-executed calls, images, hosted-tool items: not empty
+    reasoning = " (it produced reasoning only)" if ctx.turn.e.reasoning else ""
+    out = r.usage.output_tokens if r.usage is not None else None
+    yield ctx.finding(
+        "E.empty_response",
+        Severity.WARNING,
+        f"The model ended the turn normally (finish reason {r.finish_reason_raw!r}) with no text and no "
+        f"tool call{reasoning}" + (f"; {out} output tokens were reported." if out is not None else "."),
+        finish_reason=r.finish_reason_raw,
+        output_tokens=out,
+    )
+
+
+def check_refusal(ctx: TurnContext) -> Iterator[Finding]:
+    e = ctx.turn.e
+    if e.refusal is None:
+        return
+    r = ctx.response
+    said = f": “{e.refusal[:200]}”" if e.refusal else ""
+    raw = r.finish_reason_raw if r is not None else None
+    yield ctx.finding(
+        "E.refusal",
+        Severity.WARNING,
+        f"The model refused to answer{said}" + (f" (finish reason {raw!r})." if raw else "."),
+        refusal=e.refusal,
+        finish_reason=raw,
+    )
+
+
+def check_tool_call_error(ctx: TurnContext) -> Iterator[Finding]:
+    r = ctx.response
+    if r is None or r.finish_reason is not FinishReason.TOOL_CALL_ERROR:
+        return
+    why = _detail(r, "finishMessage") or _detail(r, "finish_message")
+    names = ", ".join(_label(c) for c in ctx.turn.e.tool_calls)
+    offered = [t.name for t in ctx.tools]
+    yield ctx.finding(
+        "E.tool_call_error",
+        Severity.ERROR,
+        f"The API stopped the turn because the model's tool call was malformed or unexpected "
+        f"(finish reason {r.finish_reason_raw!r})"
+        + (f": {why}" if why else "")
+        + (f". Calls emitted: {names}" if names else "")
+        + (f". Tools offered: {', '.join(offered)}." if offered else ". No tools were offered."),
+        finish_reason=r.finish_reason_raw,
+        finish_message=why,
+        calls=[c.name for c in ctx.turn.e.tool_calls],
+    )
+
+
+def check_tool_choice_violated(ctx: TurnContext) -> Iterator[Finding]:
+    r = _ok_2xx(ctx)
+    req = ctx.request
+    if r is None or req is None or not ctx.tools:
+        return
+    mode = req.tool_choice_mode or ""
+    calls = [c for c in ctx.turn.e.tool_calls if _kind_of(ctx, c) in _CLIENT_KINDS]
+    hosted = len(ctx.turn.e.tool_calls) > len(calls) or any(
+        p.kind == "other" and str(((p.provider_details or {}).get("block") or {}).get("type", "")).endswith("_call")
+        for p in r.parts
+    )
+    if r.finish_reason not in (FinishReason.COMPLETE, FinishReason.TOOL_CALL):
+        return  # truncated, filtered … : their own findings
+    if mode == "required" and not calls and not hosted:
+        yield ctx.finding(
+            "E.tool_choice_violated",
+            Severity.WARNING,
+            "The request required a tool call (tool_choice `required`) but the model answered without one.",
+            tool_choice=mode,
+        )
+    elif mode.startswith("tool:"):
+        want = mode[5:]
+        if hosted and not calls:
+            return  # a forced hosted tool (``tool:web_search``) ran on the provider's side
+        if not calls:
+            yield ctx.finding(
+                "E.tool_choice_violated",
+                Severity.WARNING,
+                f"The request forced a call to `{want}` but the model answered without a tool call.",
+                tool_choice=mode,
+            )
+        elif all(c.name != want for c in calls):
+            got = ", ".join(_label(c) for c in calls)
+            yield ctx.finding(
+                "E.tool_choice_violated",
+                Severity.WARNING,
+                f"The request forced a call to `{want}` but the model called {got}.",
+                tool_choice=mode,
+            )
+    elif mode == "none" and calls:
+        got = ", ".join(_label(c) for c in calls)
+        yield ctx.finding(
+            "E.tool_choice_violated",
+            Severity.WARNING,
+            f"The request forbade tool calls (tool_choice `none`) but the model called {got}.",
+            tool_choice=mode,
+        )
+
+
+CHECKS: tuple[Check, ...] = (
+    check_arguments_not_json,
+    check_arguments_schema,
+    check_tool_not_offered,
+    check_tool_call_error,
+    check_repeated_call,
+    check_empty_response,
+    check_refusal,
+    check_tool_choice_violated,
+)
+FINAL_CHECKS: tuple[FinalCheck, ...] = ()
