@@ -10,8 +10,9 @@ data is ever lost to a decoder.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["MAX_DECODED_BYTES", "DecodeResult", "decode_chunks", "sniff_encoding"]
 
@@ -38,36 +39,57 @@ def sniff_encoding(head: bytes) -> str | None:
     return None
 
 
-def _decoder(encoding: str) -> Callable[[bytes], bytes] | None:
-    """An incremental decoder for ``encoding``: feed chunks, get decoded bytes (maybe empty)."""
-    if encoding in ("gzip", "x-gzip"):
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        return d.decompress
-    if encoding == "deflate":
-        return _deflate()
-    if encoding == "br":
-        import brotli
+class _Decoder:
+    """An incremental decoder: ``feed`` chunks, get decoded bytes (maybe empty).
 
-        b = brotli.Decompressor()
-        return b.process  # type: ignore[no-any-return]
-    if encoding == "zstd":
+    ``finished`` says whether the compressed stream reached its end: a body cut in transit decodes
+    to a prefix, and that must be said, not passed off as the whole body. Concatenated gzip members
+    and zstd frames (both legal) are all decoded; other bytes after the end are an error.
+    """
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self.finished = False
+        self._d: Any = None
+
+    def _new(self, data: bytes) -> Any:
+        if self.encoding in ("gzip", "x-gzip"):
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+        if self.encoding == "deflate":
+            return zlib.decompressobj(zlib.MAX_WBITS if sniff_encoding(data[:2]) == "deflate" else -zlib.MAX_WBITS)
         import zstandard
 
-        z = zstandard.ZstdDecompressor().decompressobj()
-        return z.decompress  # type: ignore[no-any-return]
+        return zstandard.ZstdDecompressor().decompressobj()
+
+    def feed(self, data: bytes) -> bytes:
+        if self.encoding == "br":
+            if self._d is None:
+                import brotli
+
+                self._d = brotli.Decompressor()
+            out = self._d.process(data)
+            self.finished = bool(self._d.is_finished())
+            return out  # type: ignore[no-any-return]
+        pieces: list[bytes] = []
+        while data:
+            if self._d is None:
+                self._d = self._new(data)
+                self.finished = False
+            pieces.append(self._d.decompress(data))
+            data = b""
+            if self._d.eof:
+                self.finished = True
+                data = self._d.unused_data
+                if data and self.encoding == "deflate":
+                    raise ValueError(f"{len(data)} bytes after the end of the deflate stream")
+                self._d = None  # the next gzip member / zstd frame, if any
+        return b"".join(pieces)
+
+
+def _decoder(encoding: str) -> _Decoder | None:
+    if encoding in ("gzip", "x-gzip", "deflate", "br", "zstd"):
+        return _Decoder(encoding)
     return None
-
-
-def _deflate() -> Callable[[bytes], bytes]:
-    state: dict[str, zlib._Decompress] = {}
-
-    def feed(data: bytes) -> bytes:
-        if "d" not in state:
-            wbits = zlib.MAX_WBITS if sniff_encoding(data[:2]) == "deflate" else -zlib.MAX_WBITS
-            state["d"] = zlib.decompressobj(wbits)
-        return state["d"].decompress(data)
-
-    return feed
 
 
 def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None) -> DecodeResult:
@@ -99,15 +121,15 @@ def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None) -> Deco
         if head:
             notes.append(f"Content-Encoding says {enc} but the body is not {enc}; kept as received")
         return DecodeResult(list(chunks), None, notes)
-    feed = _decoder(enc)
-    if feed is None:
+    dec = _decoder(enc)
+    if dec is None:
         notes.append(f"unknown Content-Encoding {enc!r}; body kept as received")
         return DecodeResult(list(chunks), None, notes)
     out: list[Chunk] = []
     total = 0
     try:
         for t, data in chunks:
-            piece = feed(data) if data else b""
+            piece = dec.feed(data) if data else b""
             total += len(piece)
             if total > MAX_DECODED_BYTES:
                 notes.append(f"{enc} body decodes to over {MAX_DECODED_BYTES} bytes; kept compressed")
@@ -116,4 +138,9 @@ def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None) -> Deco
     except Exception as exc:  # any decoder failure: keep the original bytes
         notes.append(f"Content-Encoding {enc} could not be decoded ({type(exc).__name__}: {exc}); kept as received")
         return DecodeResult(list(chunks), None, notes)
+    if not dec.finished and head:
+        if total == 0:
+            notes.append(f"{enc} body is cut before any of it could be decoded; kept as received")
+            return DecodeResult(list(chunks), None, notes)
+        notes.append(f"{enc} body is cut short (its compressed stream has no end); the {total} bytes decoded are kept")
     return DecodeResult(out, enc, notes)

@@ -318,7 +318,9 @@ def frame(chunks: Sequence[Chunk], content_type: str | None = None) -> Framed:
         if stripped[:1] == b"[":
             return _parse_json_array(chunks, body)
         nd = _parse_ndjson(chunks)
-        if nd.events:
+        if nd.events and _is_object(nd.events[0].data):
+            # NDJSON lines are objects; a JSON body cut after a newline (pretty-printed, or one
+            # that ended in "\n") is not NDJSON just because it has lines.
             return nd
         return Framed("text", tail=body.decode("utf-8", "replace"), notes=["body looks like JSON but does not parse"])
     try:
@@ -329,3 +331,10 @@ def frame(chunks: Sequence[Chunk], content_type: str | None = None) -> Framed:
 
 
 _NOT_JSON: Any = object()
+
+
+def _is_object(data: str) -> bool:
+    try:
+        return isinstance(orjson.loads(data), dict)
+    except orjson.JSONDecodeError:
+        return False

@@ -169,22 +169,21 @@ class Redactor:
         """Scrub stream chunks, including a secret split across a chunk boundary.
 
         Chunks follow socket reads, not events, so a secret can arrive in two pieces that neither
-        chunk shows whole. Each chunk is scrubbed, then the joined stream is searched once more; a
-        secret found across a boundary is replaced where it starts and removed from the chunks
-        it continues into. Offsets and the number of chunks are kept.
+        chunk shows whole (or that only a pattern sees, half of it). The joined stream is searched;
+        each secret is replaced in the chunk where it starts and removed from the chunks it
+        continues into. Offsets and the number of chunks are kept.
         """
-        out = [(t, self.scrub_bytes(c)) for t, c in chunks]
-        if len(out) < 2:
-            return out
-        texts = [c.decode("utf-8", "surrogateescape") for _, c in out]
+        if len(chunks) < 2:
+            return [(t, self.scrub_bytes(c)) for t, c in chunks]
+        texts = [c.decode("utf-8", "surrogateescape") for _, c in chunks]
         joined = "".join(texts)
         spans = self._spans(joined)
         if not spans:
-            return out
+            return list(chunks)
         result: list[tuple[float | None, bytes]] = []
         pos = 0
         k = 0
-        for (t, data), text in zip(out, texts, strict=True):
+        for (t, data), text in zip(chunks, texts, strict=True):
             lo, hi = pos, pos + len(text)
             pos = hi
             pieces: list[str] = []

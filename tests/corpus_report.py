@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _corpus import corpus_exchanges, corpus_files, rel  # noqa: E402
+from _corpus import corpus_exchanges, corpus_files, rel
 
-from cassettes.roundtrip import parse_exchange  # noqa: E402
+from cassettes.roundtrip import parse_exchange
 
 
 @dataclass
