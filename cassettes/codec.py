@@ -280,6 +280,34 @@ class HistoryDecoder:
 # -- exchanges ------------------------------------------------------------------------------
 
 
+def _header_out(headers: list[tuple[str, str]]) -> list[list[Any]]:
+    """Header pairs as JSON. A value that is not valid Unicode (mitmproxy decodes header bytes
+    with ``surrogateescape``) is stored as ``{"b64": …}`` of its bytes."""
+    out: list[list[Any]] = []
+    for k, v in headers:
+        try:
+            k.encode("utf-8")
+            v.encode("utf-8")
+            out.append([k, v])
+        except UnicodeEncodeError:
+            out.append(
+                [
+                    k.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                    {"b64": base64.b64encode(v.encode("utf-8", "surrogateescape")).decode()},
+                ]
+            )
+    return out
+
+
+def _header_in(headers: Any) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for k, v in headers or []:
+        if isinstance(v, dict) and "b64" in v:
+            v = base64.b64decode(v["b64"]).decode("utf-8", "surrogateescape")
+        out.append((str(k), str(v)))
+    return out
+
+
 def exchange_to_record(
     ex: Exchange,
     seq: int,
@@ -298,13 +326,13 @@ def exchange_to_record(
         "started": ex.started,
         "method": ex.method,
         "url": ex.url,
-        "request": {"headers": [list(h) for h in ex.request_headers], "body": req_body},
+        "request": {"headers": _header_out(ex.request_headers), "body": req_body},
         "response": None
         if ex.status is None and not ex.response_chunks
         else {
             "status": ex.status,
             "reason": ex.reason,
-            "headers": [list(h) for h in ex.response_headers],
+            "headers": _header_out(ex.response_headers),
             "body": encode_chunks(ex.response_chunks),
         },
         "timing": {"ttfb": _t(ex.ttfb), "duration": _t(ex.duration)},
@@ -328,7 +356,7 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
         ex = Exchange(
             method=str(rec["method"]),
             url=str(rec["url"]),
-            request_headers=[(str(k), str(v)) for k, v in req.get("headers") or []],
+            request_headers=_header_in(req.get("headers")),
             started=rec.get("started"),
             seq=rec.get("seq"),
             transport_error=rec.get("transport_error"),
@@ -351,7 +379,7 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
         if resp is not None:
             ex.status = resp.get("status")
             ex.reason = resp.get("reason")
-            ex.response_headers = [(str(k), str(v)) for k, v in resp.get("headers") or []]
+            ex.response_headers = _header_in(resp.get("headers"))
             ex.response_chunks = decode_chunks(resp.get("body"))
         timing = rec.get("timing") or {}
         ex.ttfb = timing.get("ttfb")

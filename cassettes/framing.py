@@ -20,7 +20,16 @@ from typing import Any, Literal
 
 import orjson
 
-__all__ = ["Event", "Framed", "FramingKind", "frame", "parse_aws_eventstream", "parse_sse"]
+__all__ = [
+    "Event",
+    "Framed",
+    "FramingKind",
+    "frame",
+    "is_aws_eventstream",
+    "parse_aws_eventstream",
+    "parse_sse",
+    "reseal_aws_eventstream",
+]
 
 FramingKind = Literal["empty", "json", "sse", "ndjson", "json_array", "aws_eventstream", "text", "binary"]
 Chunk = tuple[float | None, bytes]
@@ -242,6 +251,27 @@ def parse_aws_eventstream(chunks: Sequence[Chunk]) -> Framed:
         framed.tail = buf.hex()
         framed.notes.append(f"AWS event-stream ends inside a frame ({len(buf)} bytes)")
     return framed
+
+
+def is_aws_eventstream(head: bytes) -> bool:
+    """The bytes start with a valid AWS event-stream prelude (its CRC checks out)."""
+    if len(head) < 12:
+        return False
+    total, hlen, pcrc = _PRELUDE.unpack_from(head)
+    return bool(zlib.crc32(head[:8]) == pcrc and total >= 16 and hlen <= total - 16)
+
+
+def reseal_aws_eventstream(data: bytes) -> bytes:
+    """Recompute every frame's message CRC (after a same-length edit of the payload)."""
+    out = bytearray(data)
+    pos = 0
+    while pos + 12 <= len(out):
+        total, _hlen, pcrc = _PRELUDE.unpack_from(out, pos)
+        if zlib.crc32(bytes(out[pos : pos + 8])) != pcrc or total < 16 or pos + total > len(out):
+            break
+        struct.pack_into(">I", out, pos + total - 4, zlib.crc32(bytes(out[pos : pos + total - 4])))
+        pos += total
+    return bytes(out)
 
 
 def _aws_headers(raw: bytes) -> dict[str, Any]:

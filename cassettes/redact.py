@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 import orjson
 
 from cassettes.exchange import Exchange, Headers
+from cassettes.framing import is_aws_eventstream, reseal_aws_eventstream
 
 __all__ = ["REDACTED", "SECRET_PATTERNS", "URL_TOKEN", "Redactor", "find_secrets"]
 
@@ -173,6 +174,8 @@ class Redactor:
         each secret is replaced in the chunk where it starts and removed from the chunks it
         continues into. Offsets and the number of chunks are kept.
         """
+        if is_aws_eventstream(b"".join(c for _, c in chunks[:2])[:12]):
+            return self._binary_frames(chunks)
         if len(chunks) < 2:
             return [(t, self.scrub_bytes(c)) for t, c in chunks]
         texts = [c.decode("utf-8", "surrogateescape") for _, c in chunks]
@@ -204,6 +207,28 @@ class Redactor:
                     i = hi
             new = "".join(pieces)
             result.append((t, data if new == text else new.encode("utf-8", "surrogateescape")))
+        return result
+
+    def _binary_frames(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
+        """Length-prefixed, CRC-checked frames (AWS event-stream): mask secrets with ``*`` of the
+        same length, recompute the frame checksums, and cut the stream at the original chunk
+        boundaries, so the stream still parses and replays frame for frame."""
+        data = b"".join(c for _, c in chunks)
+        text = data.decode("utf-8", "surrogateescape")
+        spans = self._spans(text)
+        if not spans:
+            return list(chunks)
+        masked = list(text)
+        for s, e in spans:
+            for i in range(s, e):
+                if masked[i].isascii():
+                    masked[i] = "*"
+        out = reseal_aws_eventstream("".join(masked).encode("utf-8", "surrogateescape"))
+        result: list[tuple[float | None, bytes]] = []
+        pos = 0
+        for t, c in chunks:
+            result.append((t, out[pos : pos + len(c)]))
+            pos += len(c)
         return result
 
     # -- parts of an exchange ---------------------------------------------------------------

@@ -174,8 +174,11 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
         return
     rt.family = adapter.family
     rt.operation = adapter.operation(ex.method, url)
-    if body is None and not too_big_req and rt.operation == "generate" and ex.request_body:
-        rt.analysis_errors.append("request body is not valid JSON; kept raw, not parsed")
+    if body is None and not too_big_req and rt.operation == "generate":
+        if ex.request_body:
+            rt.analysis_errors.append("request body is not valid JSON; kept raw, not parsed")
+        elif ex.method.upper() == "POST":
+            rt.analysis_errors.append("request has no body: nothing to parse")
     rt.stream = adapter.is_stream(url, body)
     if body is not None and rt.operation == "generate":
         try:

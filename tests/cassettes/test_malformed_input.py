@@ -343,9 +343,6 @@ def test_wrong_content_type_is_sniffed(build: Callable[[], Exchange]) -> None:
     assert_raw_kept(ex, got)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="roundtrip.py: an empty request body of a generate call is not labelled (reported)"
-)
 def test_empty_request_body_is_labelled() -> None:
     ex = fresh(openai_sse(), request_body=b"")
     rt = parse_exchange(ex)
@@ -782,11 +779,6 @@ def test_random_damage_to_a_cassette_file(ops: list[tuple[str, float, bytes]], r
         assert len(after.exchanges) == len(cas.exchanges) + 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="codec.py: a header value that is not valid Unicode makes append raise (reported)",
-)
 def test_header_bytes_that_are_not_utf8() -> None:
     """mitmproxy hands header values decoded with ``surrogateescape``: a latin-1 filename arrives
     as ``'caf\\udce9.txt'``. orjson refuses lone surrogates, so ``append`` raises a bare TypeError
