@@ -59,8 +59,9 @@ class Exchange:
     #: Set by the store: the request body extends round trip ``base`` (``{"base", "keep",
     #: "appended", "rewritten"?}``), so its first ``keep`` history items are that one's.
     history_delta: dict[str, Any] | None = None
-    _request_json: Any = field(default=_UNSET, repr=False)
-    _body_pending: bool = field(default=False, repr=False)
+    # Not init fields: ``dataclasses.replace`` must not carry a parse of the old body over.
+    _request_json: Any = field(default=_UNSET, repr=False, init=False)
+    _body_pending: bool = field(default=False, repr=False, init=False)
 
     def __getattribute__(self, name: str) -> Any:
         # Serialise a body rebuilt from JSON only when the bytes are actually needed: analysis

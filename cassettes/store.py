@@ -91,6 +91,7 @@ def read_cassette(path: str | Path) -> Cassette:
     if first is None:
         raise CassetteFormatError(f"{path}: empty file, not a looptap cassette")
     _, head, _ = first
+    head = head.removeprefix(b"\xef\xbb\xbf")  # a BOM added by an editor
     try:
         header = loads_record(head)
     except orjson.JSONDecodeError:

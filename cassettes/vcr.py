@@ -1,8 +1,8 @@
 """Import vcrpy / pytest-recording YAML cassettes as :class:`~cassettes.exchange.Exchange` objects.
 
 Real-world variants handled (all seen in ``../shared/corpus``): bodies as strings, as bytes
-(``!!binary``), as ``{string: …}`` mappings or already parsed under ``parsed_body`` (pydantic-ai's
-serializer); gzip bodies with or without a truthful ``Content-Encoding``; header names in any case
+(``!!binary``), as ``{string: …}`` mappings, already parsed under ``parsed_body`` (pydantic-ai's
+serializer) or as a parsed mapping under ``body`` itself; gzip bodies with or without a truthful ``Content-Encoding``; header names in any case
 and values as lists or scalars; a whole SSE stream stored as one string; non-LLM calls mixed in.
 An imported stream is one chunk with no timing (vcrpy records none).
 """
@@ -43,7 +43,10 @@ def _body(side: dict[str, Any]) -> bytes:
         return orjson.dumps(side["parsed_body"])
     b = side.get("body")
     if isinstance(b, dict):
-        b = b.get("string", b.get("base64_string"))
+        if "string" in b or "base64_string" in b:
+            b = b.get("string", b.get("base64_string"))
+        else:
+            return orjson.dumps(b)  # a body stored already parsed, without parsed_body's name
     if b is None:
         return b""
     if isinstance(b, bytes):
