@@ -56,7 +56,14 @@ def _load_any(path: Path) -> tuple[list[Any], list[dict[str, Any]], list[str], A
     from cassettes.analysis import analyse
     from cassettes.view import turn_json
 
-    rts = [parse_exchange(ex) for ex in exchanges]
+    by_seq: dict[int, Any] = {}
+    rts = []
+    for ex in exchanges:
+        base_seq = (ex.history_delta or {}).get("base")
+        rt = parse_exchange(ex, by_seq.get(base_seq) if isinstance(base_seq, int) else None)
+        if ex.seq is not None:
+            by_seq[ex.seq] = rt
+        rts.append(rt)
     views = [roundtrip_json(rt, ex) for rt, ex in zip(rts, exchanges, strict=True)]
     analysis = analyse(exchanges, rts)
     for v in views:

@@ -314,10 +314,15 @@ def exchange_to_record(
     encoder: HistoryEncoder | None = None,
     history_key: str | None = None,
     derived: dict[str, Any] | None = None,
+    request_form: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The record of one exchange. ``request_form`` is the request body already encoded (the
+    writer encodes it first, to parse the request incrementally against its history base)."""
     parsed = ex.request_json()
-    if isinstance(parsed, dict) and encoder is not None:
-        req_body: dict[str, Any] | None = encoder.encode(seq, parsed, history_key)
+    if request_form is not None:
+        req_body: dict[str, Any] | None = request_form
+    elif isinstance(parsed, dict) and encoder is not None:
+        req_body = encoder.encode(seq, parsed, history_key)
     else:
         req_body = encode_body(ex.request_body, parsed)
     rec: dict[str, Any] = {

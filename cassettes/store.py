@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -36,12 +37,16 @@ from cassettes.codec import (
     migrate,
     record_to_exchange,
 )
+from cassettes import providers
 from cassettes.errors import CassetteFormatError, CassetteIOError
 from cassettes.exchange import Exchange
 from cassettes.redact import Redactor
 from cassettes.roundtrip import RoundTrip, parse_exchange
 
 __all__ = ["Cassette", "CassetteWriter", "Problem", "iter_lines", "read_cassette"]
+
+#: How many recent round trips the writer keeps as bases for incremental parsing.
+_RECENT = 64
 
 
 @dataclass
@@ -67,8 +72,17 @@ class Cassette:
     format_version: int = 0
 
     def roundtrips(self) -> list[RoundTrip]:
-        """The derived view of every exchange, recomputed from the raw."""
-        return [parse_exchange(ex) for ex in self.exchanges]
+        """The derived view of every exchange, recomputed from the raw (incrementally: a request
+        that extends an earlier one is parsed for what it appended)."""
+        out: list[RoundTrip] = []
+        by_seq: dict[int, RoundTrip] = {}
+        for ex in self.exchanges:
+            base_seq = (ex.history_delta or {}).get("base")
+            rt = parse_exchange(ex, by_seq.get(base_seq) if isinstance(base_seq, int) else None)
+            if ex.seq is not None:
+                by_seq[ex.seq] = rt
+            out.append(rt)
+        return out
 
 
 def iter_lines(path: str | Path) -> Iterator[tuple[int, bytes, bool]]:
@@ -158,6 +172,7 @@ class CassetteWriter:
         self.fsync = fsync
         self._lock = threading.Lock()
         self._encoder = HistoryEncoder()
+        self._recent: dict[int, RoundTrip] = {}  # the latest round trips, bases for incremental parsing
         self._seq = 0
         self._torn = False
         existing = self.path.exists() and self.path.stat().st_size > 0
@@ -197,6 +212,26 @@ class CassetteWriter:
         if self.fsync:
             os.fsync(self._fd)
 
+    def _encode_request(self, ex: Exchange, seq: int) -> tuple[dict[str, Any] | None, RoundTrip | None]:
+        """Encode the request body (history delta when it extends an earlier request) and return
+        that earlier round trip when it is at hand, so only the appended part gets parsed."""
+        body = ex.request_json()
+        if not isinstance(body, dict):
+            return None, None
+        try:
+            adapter = providers.detect(ex.method, urlsplit(ex.url), body)
+        except ValueError:
+            adapter = None
+        key = adapter.history_key(body) if adapter is not None else None
+        form = self._encoder.encode(seq, body, key)
+        delta = form.get("delta")
+        if delta is None:
+            return form, None
+        ex.history_delta = {"base": delta["base"], "keep": delta["keep"], "appended": len(delta["append"])}
+        if delta.get("rewritten"):
+            ex.history_delta["rewritten"] = True
+        return form, self._recent.get(delta["base"])
+
     def append(self, ex: Exchange) -> RoundTrip:
         """Redact, analyse and write one round trip; returns its derived view."""
         with self._lock:
@@ -204,9 +239,12 @@ class CassetteWriter:
             self._seq += 1
             clean = self.redactor.exchange(ex)
             clean.seq = seq
-            rt = parse_exchange(clean)
-            key = rt.request.history_key if rt.request else None
-            rec = exchange_to_record(clean, seq, self._encoder, key, derived=self._view(rt, clean))
+            form, base = self._encode_request(clean, seq)
+            rt = parse_exchange(clean, base)
+            self._recent[seq] = rt
+            while len(self._recent) > _RECENT:
+                self._recent.pop(next(iter(self._recent)))
+            rec = exchange_to_record(clean, seq, derived=self._view(rt, clean), request_form=form)
             try:
                 if self._torn:
                     self._write(b"\n")  # keep the failed partial line separate from this one

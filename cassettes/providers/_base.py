@@ -86,6 +86,15 @@ class Provider:
     def operation(self, method: str, url: SplitResult) -> str:
         return "generate"
 
+    def history_key(self, body: Any) -> str | None:
+        """The top-level key of the resent history (what delta encoding stores incrementally);
+        must agree with ``parse_request(...).history_key``."""
+        if isinstance(body, dict):
+            for key in ("messages", "contents", "input"):
+                if isinstance(body.get(key), list):
+                    return key
+        return None
+
     def is_stream(self, url: SplitResult, body: Any) -> bool:
         return isinstance(body, dict) and body.get("stream") is True
 
