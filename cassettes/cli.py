@@ -39,7 +39,7 @@ def _is_vcr(path: Path) -> bool:
 
 def _load_any(path: Path) -> tuple[list[Any], list[dict[str, Any]], list[str], Any]:
     """(exchanges, views, problems) of a looptap cassette or a vcrpy YAML file."""
-    from cassettes.roundtrip import parse_exchange
+    from cassettes.roundtrip import parse_all
     from cassettes.store import read_cassette
     from cassettes.vcr import load_vcr
     from cassettes.view import roundtrip_json
@@ -56,14 +56,7 @@ def _load_any(path: Path) -> tuple[list[Any], list[dict[str, Any]], list[str], A
     from cassettes.analysis import analyse
     from cassettes.view import turn_json
 
-    by_seq: dict[int, Any] = {}
-    rts = []
-    for ex in exchanges:
-        base_seq = (ex.history_delta or {}).get("base")
-        rt = parse_exchange(ex, by_seq.get(base_seq) if isinstance(base_seq, int) else None)
-        if ex.seq is not None:
-            by_seq[ex.seq] = rt
-        rts.append(rt)
+    rts = parse_all(exchanges)
     views = [roundtrip_json(rt, ex) for rt, ex in zip(rts, exchanges, strict=True)]
     analysis = analyse(exchanges, rts)
     for v in views:

@@ -7,6 +7,7 @@ goes wrong here, the caller still has the raw exchange and a view that says what
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -17,7 +18,7 @@ from cassettes.exchange import Exchange
 from cassettes.framing import Framed, frame
 from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
 
-__all__ = ["MAX_PARSE_BYTES", "RoundTrip", "parse_exchange"]
+__all__ = ["MAX_PARSE_BYTES", "RoundTrip", "parse_all", "parse_exchange"]
 
 #: Bodies larger than this are kept but not parsed (a labelled partial result).
 MAX_PARSE_BYTES = 50 * 1024 * 1024
@@ -156,6 +157,19 @@ def _parse_request(
     hist = body.get(req.history_key) if isinstance(body, dict) and req.history_key else None
     rt._raw_history_len = len(hist) if isinstance(hist, list) else None
     rt.request = req
+
+
+def parse_all(exchanges: Iterable[Exchange]) -> list[RoundTrip]:
+    """Parse a run in order, each request against the earlier one its history delta names."""
+    out: list[RoundTrip] = []
+    by_seq: dict[int, RoundTrip] = {}
+    for ex in exchanges:
+        base_seq = (ex.history_delta or {}).get("base")
+        rt = parse_exchange(ex, by_seq.get(base_seq) if isinstance(base_seq, int) else None)
+        if ex.seq is not None:
+            by_seq[ex.seq] = rt
+        out.append(rt)
+    return out
 
 
 def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip | None = None) -> None:

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from cassettes import providers
 from cassettes.codec import (
     HistoryDecoder,
     HistoryEncoder,
@@ -37,11 +38,10 @@ from cassettes.codec import (
     migrate,
     record_to_exchange,
 )
-from cassettes import providers
 from cassettes.errors import CassetteFormatError, CassetteIOError
 from cassettes.exchange import Exchange
 from cassettes.redact import Redactor
-from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.roundtrip import RoundTrip, parse_all, parse_exchange
 
 __all__ = ["Cassette", "CassetteWriter", "Problem", "iter_lines", "read_cassette"]
 
@@ -74,15 +74,7 @@ class Cassette:
     def roundtrips(self) -> list[RoundTrip]:
         """The derived view of every exchange, recomputed from the raw (incrementally: a request
         that extends an earlier one is parsed for what it appended)."""
-        out: list[RoundTrip] = []
-        by_seq: dict[int, RoundTrip] = {}
-        for ex in self.exchanges:
-            base_seq = (ex.history_delta or {}).get("base")
-            rt = parse_exchange(ex, by_seq.get(base_seq) if isinstance(base_seq, int) else None)
-            if ex.seq is not None:
-                by_seq[ex.seq] = rt
-            out.append(rt)
-        return out
+        return parse_all(self.exchanges)
 
 
 def iter_lines(path: str | Path) -> Iterator[tuple[int, bytes, bool]]:
