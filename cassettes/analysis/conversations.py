@@ -242,10 +242,11 @@ class Threader:
                 break
         if best is not None:
             prev_info = self.turns[best.turn]
-            if best.length == len(keys) and not best.with_echo and prev_info.keys is not None and prev_info.keys == keys:
-                # The same request again: a retry when the earlier attempt failed, else a
-                # parallel conversation that starts the same way.
-                if prev_info.failed:
+            if best.length == len(keys) and not best.with_echo:
+                # Exactly an earlier request again: a retry when that was the conversation's
+                # latest attempt and it failed; otherwise the agent started over (a new run with
+                # the same opening, or a parallel conversation that starts the same way).
+                if prev_info.failed and self._last_of.get(best.conversation) == best.turn:
                     return Link(best.conversation, best.turn, "retry", kept=len(keys), echoed=None)
                 return Link(self._new_conversation(), None, "start")
             # Compared with the conversation's latest turn, not the older turn it matched best: a

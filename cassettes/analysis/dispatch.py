@@ -1,4 +1,41 @@
-"""C — what the client dispatched: view and checks."""
+"""C — what the client dispatched: view and checks.
+
+The view compares each request with the previous turn of its conversation: what was kept, what
+was appended (the answer echoed back, tool results, new input), what was dropped or rewritten, and
+how every tool result pairs with the call it answers — by id, by the id a framework gave the call
+when it echoed it, or by name on wires without ids (Gemini, Ollama). Pairing is checked for every
+provider, including Ollama, which never reports a pairing error itself.
+
+Catalogue (code, severity, when it fires):
+
+==================================  ========  =====================================================
+``C.dropped_tool_result``           error     a call of the previous answer, or a call the client
+                                              put in the history, has no result in this request
+``C.orphan_tool_result``            error     a result whose call id matches no call of the
+                                              conversation or of the history sent
+``C.duplicate_tool_result``         warning   two results carry the same call id
+``C.assistant_not_echoed``          warning   the previous answer is not in the history sent back
+                                              (typographic normalisation and reasoning inlined as
+                                              ``<think>`` text are tolerated)
+``C.history_mutated``               warning   an earlier message was changed in place
+``C.history_trimmed``               info      the history was shortened or compacted (intentional)
+``C.pairing_error``                 error     the API rejected the request with a pairing text
+                                              (WIRE.md §G.2): reported by A, caused by C, linked
+                                              to the turn whose calls were mishandled
+``C.continued_after_final_answer``  warning   a text-only final answer was followed by another
+                                              request with no new input
+``C.truncated_treated_as_complete`` warning   a cut-off answer (token cap, cut stream) was echoed
+                                              or its calls executed as if whole
+``C.retry``                         info      the identical request again after a failed attempt
+``C.retry_of_rejected_request``     warning   ... after a 4xx that will fail the same way
+``C.tool_result_error``             info      a tool result is an error (flag or error text)
+``C.cache_prefix_broken``           info /    system prompt, tool definitions or an early message
+                                    warning   changed mid-conversation (warning when cache reads
+                                              dropped that turn)
+``C.stopped_with_pending_calls``    info      the conversation ended right after the model called
+                                              tools (fine for a final-output tool, a bug otherwise)
+==================================  ========  =====================================================
+"""
 
 from __future__ import annotations
 
