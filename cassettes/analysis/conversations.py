@@ -118,6 +118,11 @@ class _TurnInfo:
     #: conversation's latest (memory stays bounded by the live histories, not the run).
     keys: list[int] | None
     rolling: list[int] | None
+    #: Key of the request's system prompt (top-level and history system messages alike).
+    system: int
+    #: Number of messages in the request. ``keys``/``rolling`` may be longer: a turn that extends
+    #: this one takes the lists over and appends to them instead of copying (linear analysis).
+    length: int
     #: Part keys of the history's last message, and of the answer (to recognise a merged echo).
     last_parts: list[Any]
     echo_parts: list[Any]
@@ -139,6 +144,7 @@ class Threader:
     _last_of: dict[str, int] = field(default_factory=dict)  # conversation → its latest turn id
     _count: int = 0
     _messages: list[Message] = field(default_factory=list)
+    _system: int = 0
 
     def _new_conversation(self) -> str:
         self._count += 1
@@ -146,7 +152,8 @@ class Threader:
 
     @staticmethod
     def _rolling(keys: list[int], start: list[int] | None = None) -> list[int]:
-        out = list(start or [])
+        """Rolling prefix hashes of ``keys``, continuing ``start`` in place when given."""
+        out = start if start is not None else []
         h = out[-1] if out else 0
         for k in keys[len(out) :]:
             h = hash((h, k))
@@ -157,15 +164,22 @@ class Threader:
         if reuse is not None and 0 <= reuse[0] < len(self.turns):
             base = self.turns[reuse[0]]
             keep = reuse[1]
-            if base.keys is not None and base.rolling is not None and 0 <= keep <= min(len(base.keys), len(messages)):
-                keys = base.keys[:keep] + [message_key(m) for m in messages[keep:]]
+            if base.keys is not None and base.rolling is not None and 0 <= keep <= min(base.length, len(messages)):
+                new = [message_key(m) for m in messages[keep:]]
+                if keep == base.length == len(base.keys):
+                    # A pure extension of the latest request: append to its lists, no copy.
+                    keys = base.keys
+                    keys.extend(new)
+                    return keys, self._rolling(keys, base.rolling)
+                keys = base.keys[:keep] + new
                 return keys, self._rolling(keys, base.rolling[:keep])
         keys = [message_key(m) for m in messages]
         return keys, self._rolling(keys)
 
     @staticmethod
     def _start_len(messages: list[Message]) -> int:
-        """How many leading messages identify a history's start: through the first non-system one."""
+        """Where a history's opening ends: at its first non-system message, whose key identifies
+        the conversation when the rest was rewritten (a changed system prompt included)."""
         for i, m in enumerate(messages):
             if _ROLE.get(m.role, m.role) != "system":
                 return i + 1
@@ -180,11 +194,13 @@ class Threader:
         label: str | None = None,
         previous_response_id: str | None = None,
         reuse: tuple[int, int] | None = None,
+        system: list[Part] | None = None,
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed."""
         keys, rolling = self._keys(messages, reuse)
         self._messages = messages
+        self._system = hash(orjson.dumps(_part_keys(system or []), option=orjson.OPT_NON_STR_KEYS))
         link = self._link(family, keys, rolling, messages, label, previous_response_id)
         tid = len(self.turns)
         echo = response_message(response)
@@ -192,6 +208,8 @@ class Threader:
             conversation=link.conversation,
             keys=keys,
             rolling=rolling,
+            length=len(keys),
+            system=self._system,
             last_parts=_part_keys(messages[-1].parts) if messages else [],
             echo_parts=_part_keys(echo.parts) if echo is not None else [],
             echo_key=message_key(echo) if echo is not None else None,
@@ -211,7 +229,7 @@ class Threader:
         if rolling:
             self._prefix[hash((family, rolling[-1]))] = _Registered(link.conversation, tid, len(keys), False)
             start = self._start_len(messages)
-            self._by_start[hash((family, rolling[start - 1]))] = tid
+            self._by_start[hash((family, keys[start - 1]))] = tid
         if info.echo_key is not None:
             h = hash((rolling[-1] if rolling else 0, info.echo_key))
             self._prefix[hash((family, h))] = _Registered(link.conversation, tid, len(keys) + 1, True)
@@ -256,30 +274,36 @@ class Threader:
             return self._describe(best.conversation, latest, keys, "extends", known)
         if messages:
             start = self._start_len(messages)
-            start_tid = self._by_start.get(hash((family, rolling[start - 1])))
+            start_tid = self._by_start.get(hash((family, keys[start - 1])))
             if start_tid is not None:
                 conv = self.turns[start_tid].conversation
-                return self._describe(conv, self._last_of[conv], keys, "rewritten")
+                latest = self._last_of[conv]
+                if self.turns[latest].system != self._system and len(messages) <= start:
+                    # The same opening words under another system prompt and nothing of the
+                    # conversation after them: another agent (a sub-agent, a title call).
+                    return Link(self._new_conversation(), None, "start")
+                return self._describe(conv, latest, keys, "rewritten")
         return Link(self._new_conversation(), None, "start")
 
     def _describe(self, conv: str, prev: int, keys: list[int], how: str, known: int = 0) -> Link:
         p = self.turns[prev]
         pkeys = p.keys if p.keys is not None else []
-        n = min(len(pkeys), len(keys))
+        plen = p.length if p.keys is not None else 0
+        n = min(plen, len(keys))
         kept = min(known, n)
         while kept < n and pkeys[kept] == keys[kept]:
             kept += 1
         echoed: bool | None = None
-        if kept == len(pkeys) - 1 and kept < len(keys):
+        if kept == plen - 1 and kept < len(keys):
             # Adapters that merge consecutive model-side items into one message (Responses) make
             # the echo continue the previous last message instead of following it.
             now = _part_keys(self._messages[kept].parts)
             last = p.last_parts
             if now[: len(last)] == last and len(now) > len(last):
                 rest = now[len(last) :]
-                return Link(conv, prev, how, kept=len(pkeys), echoed=(rest[: len(p.echo_parts)] == p.echo_parts) if p.echo_parts else None)
-        rewritten = len(pkeys) - kept
-        if p.echo_key is not None and kept == len(pkeys):
+                return Link(conv, prev, how, kept=plen, echoed=(rest[: len(p.echo_parts)] == p.echo_parts) if p.echo_parts else None)
+        rewritten = plen - kept
+        if p.echo_key is not None and kept == plen:
             echoed = len(keys) > kept and keys[kept] == p.echo_key
         if rewritten and how == "extends":
             how = "rewritten"

@@ -348,6 +348,8 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
             related_turn=ctx.prev.index,
             kept=c.kept,
         )
+    elif c.kept < len(ctx.messages) and all(m.role in ("system", "developer") for m in ctx.messages[: c.kept + 1]):
+        return  # the opening system prompt was changed: reported by C.cache_prefix_broken
     else:
         yield ctx.finding(
             "C.history_mutated",
@@ -368,7 +370,10 @@ def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
     adapter = providers.by_family(ctx.rt.family)
     if adapter is None or not adapter.is_pairing_error(r.error.message):
         return
-    related = ctx.prev.index if ctx.prev is not None else None
+    attempt = ctx
+    while attempt.turn.c.link == "retry" and attempt.prev is not None:
+        attempt = attempt.prev  # a re-sent copy of a rejected request: blame the turn it answers
+    related = attempt.prev.index if attempt.prev is not None else None
     yield ctx.finding(
         "C.pairing_error",
         Severity.ERROR,
@@ -431,7 +436,12 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
         return
     p = ctx.prev.rt
     status = p.status or 0
-    why = f"HTTP {status}" if status else ("a transport error" if p.transport_error else "an incomplete response")
+    if p.transport_error:
+        why = "a transport error"
+    elif status >= 400:
+        why = f"HTTP {status}"
+    else:
+        why = "an incomplete response"
     if 400 <= status < 500 and status not in (408, 409, 429):
         yield ctx.finding(
             "C.retry_of_rejected_request",

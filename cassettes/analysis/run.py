@@ -84,6 +84,7 @@ class RunAnalyser:
             label=label,
             previous_response_id=rt.request.previous_response_id,
             reuse=(self._tid[reused[0]], reused[1]) if reused is not None and reused[0] in self._tid else None,
+            system=rt.request.system,
         )
         self._tid[seq] = len(self._threader.turns) - 1
         conv = self._convs.get(link.conversation)

@@ -226,6 +226,7 @@ class BedrockConverse(Provider):
         r"(?i)number of toolResult blocks .{0,60}toolUse blocks",
         r"(?i)`tool_use` ids were found without `tool_result` blocks",
         r"(?i)toolUse.{0,60}without.{0,20}toolResult",
+        r"Expected toolResult blocks at messages\.\d+\.content",
     )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:

@@ -25,7 +25,7 @@ terminal event.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,16 +37,27 @@ from cassettes.exchange import Exchange
 
 __all__ = [
     "FAMILIES",
+    "HISTORY_KEY",
     "STREAM_FAMILIES",
     "UNIT",
     "WEATHER",
+    "AgentScript",
     "Call",
     "ErrorReply",
     "Script",
     "Tokens",
     "Tool",
+    "assistant_of",
+    "edit_request",
     "error",
+    "error_results",
     "family_turn",
+    "results_of",
+    "rewrite_call_ids",
+    "set_cache_read",
+    "set_request_body",
+    "set_system",
+    "user_of",
 ]
 
 FAMILIES = ("openai_chat", "openai_responses", "anthropic", "gemini", "ollama", "bedrock")
@@ -856,3 +867,136 @@ class Script:
 
     def analyse(self) -> RunAnalysis:
         return analyse(self.exchanges)
+
+
+# --- request/response edits, system prompts, error results (dispatch and threading tests) ------
+
+HISTORY_KEY = {"openai_chat": "messages", "openai_responses": "input", "anthropic": "messages", "gemini": "contents", "ollama": "messages", "bedrock": "messages"}
+
+
+def edit_request(ex: Exchange, fn: Any) -> Exchange:
+    """Rewrite a recorded request body: ``fn(body)`` edits the parsed JSON in place."""
+    body = orjson.loads(ex.request_body)
+    fn(body)
+    ex.request_body = orjson.dumps(body)
+    ex.forget_request_json()
+    return ex
+
+
+def set_request_body(ex: Exchange, raw: bytes) -> Exchange:
+    """Replace the request bytes as sent (e.g. another serialiser's whitespace and key order)."""
+    ex.request_body = raw
+    ex.forget_request_json()
+    return ex
+
+
+def set_system(family: str, body: Json, text: str) -> None:
+    """Put a system prompt where ``family`` carries it."""
+    key = HISTORY_KEY[family]
+    if family in ("openai_chat", "ollama"):
+        body[key] = [{"role": "system", "content": text}, *[m for m in body[key] if m.get("role") != "system"]]
+    elif family == "openai_responses":
+        body["instructions"] = text
+    elif family == "anthropic":
+        body["system"] = [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]
+    elif family == "gemini":
+        body["systemInstruction"] = {"parts": [{"text": text}]}
+    else:
+        body["system"] = [{"text": text}]
+
+
+def set_cache_read(ex: Exchange, family: str, tokens: int) -> Exchange:
+    """Report ``tokens`` cache-read input tokens in a non-streamed response (Ollama has no cache)."""
+    resp = orjson.loads(ex.response_body)
+    if family == "openai_chat":
+        resp["usage"]["prompt_tokens_details"] = {"cached_tokens": tokens, "audio_tokens": 0}
+    elif family == "openai_responses":
+        resp["usage"]["input_tokens_details"] = {"cached_tokens": tokens}
+    elif family == "anthropic":
+        resp["usage"]["cache_read_input_tokens"] = tokens
+    elif family == "gemini":
+        resp["usageMetadata"]["cachedContentTokenCount"] = tokens
+    elif family == "bedrock":
+        resp["usage"]["cacheReadInputTokens"] = tokens
+    else:
+        raise ValueError(f"{family} reports no cache reads")
+    ex.response_chunks = [(0.05, orjson.dumps(resp))]
+    return ex
+
+
+def error_results(family: str, results: Sequence[tuple[Call, str]]) -> list[Json]:
+    """Tool results flagged as errors the way ``family`` can flag them: Anthropic ``is_error``,
+    Bedrock ``status: error``, Gemini ``{"error": …}``; the others only have the text."""
+    if family == "anthropic":
+        return [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": c.id, "content": out, "is_error": True} for c, out in results]}]
+    if family == "bedrock":
+        return [{"role": "user", "content": [{"toolResult": {"toolUseId": c.id, "content": [{"text": out}], "status": "error"}} for c, out in results]}]
+    if family == "gemini":
+        return [{"role": "user", "parts": [{"functionResponse": {"name": c.name, "response": {"error": out}}} for c, out in results]}]
+    return _RESULTS[family](results)
+
+
+def results_of(family: str, results: Sequence[tuple[Call, str]]) -> list[Json]:
+    """``<family>_results`` by name."""
+    return _RESULTS[family](results)
+
+
+def assistant_of(family: str, text: str | None = None, calls: Sequence[Call] = ()) -> list[Json]:
+    """The history items a client appends for an answer (``<family>_assistant``)."""
+    return _assistant(family, text, calls)
+
+
+def user_of(family: str, text: str) -> Json:
+    """``<family>_user`` by name."""
+    return _USER[family](text)
+
+
+@dataclass
+class AgentScript(Script):
+    """A :class:`Script` with a system prompt (changeable between turns) and request headers."""
+
+    system: str | None = None
+    request_headers: Headers = field(default_factory=list)
+
+    def _add(self, ex: Exchange) -> Exchange:
+        if self.system is not None:
+            system = self.system
+            edit_request(ex, lambda body: set_system(self.family, body, system))
+        ex.request_headers = [*ex.request_headers, *self.request_headers]
+        return super()._add(ex)
+
+    def results_for(self, *results: tuple[Call, str]) -> AgentScript:
+        """Results for chosen calls only (a dispatcher that lost some), in the family's format."""
+        self.history.extend(_RESULTS[self.family](list(results)))
+        return self
+
+
+def rewrite_call_ids(family: str, body: Json, new: Callable[[str], str]) -> None:
+    """Rewrite every call id in a request history (echoed calls and results alike) to ``new(old)``, as
+    frameworks do; for Gemini, which sends no ids, ``new(kind)`` invents them."""
+    for item in body[HISTORY_KEY[family]]:
+        if family == "openai_chat":
+            for tc in item.get("tool_calls") or []:
+                tc["id"] = new(tc["id"])
+            if item.get("role") == "tool":
+                item["tool_call_id"] = new(item["tool_call_id"])
+        elif family == "openai_responses":
+            if "call_id" in item:
+                item["call_id"] = new(item["call_id"])
+        elif family == "anthropic":
+            for b in item["content"] if isinstance(item["content"], list) else []:
+                if b["type"] == "tool_use":
+                    b["id"] = new(b["id"])
+                elif b["type"] == "tool_result":
+                    b["tool_use_id"] = new(b["tool_use_id"])
+        elif family == "bedrock":
+            for b in item["content"]:
+                if "toolUse" in b:
+                    b["toolUse"]["toolUseId"] = new(b["toolUse"]["toolUseId"])
+                if "toolResult" in b:
+                    b["toolResult"]["toolUseId"] = new(b["toolResult"]["toolUseId"])
+        elif family == "gemini":  # the client invents ids Gemini never sent, calls and results in order
+            for p in item["parts"]:
+                for kind in ("functionCall", "functionResponse"):
+                    if kind in p:
+                        p[kind]["id"] = new(kind)
