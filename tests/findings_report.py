@@ -13,10 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _corpus import corpus_files, rel  # noqa: E402
+from _corpus import corpus_files, rel
 
-from cassettes.analysis import analyse  # noqa: E402
-from cassettes.vcr import load_vcr  # noqa: E402
+from cassettes.analysis import analyse
+from cassettes.vcr import load_vcr
 
 
 def main() -> None:
