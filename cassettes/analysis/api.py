@@ -53,7 +53,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from cassettes import providers
-from cassettes.analysis.context import Check, FinalCheck, TurnContext
+from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
 from cassettes.analysis.model import ApiView, Finding, Severity
 from cassettes.models import ApiError, FinishReason, NormalisedResponse
 
@@ -164,22 +164,6 @@ def _cap(params: dict[str, Any]) -> tuple[str, int] | None:
     return None
 
 
-def _detail(resp: NormalisedResponse | None, key: str) -> Any:
-    """A provider detail by key, up to two levels deep."""
-    if resp is None or not resp.provider_details:
-        return None
-    stack: list[tuple[Any, int]] = [(resp.provider_details, 0)]
-    while stack:
-        d, depth = stack.pop()
-        if not isinstance(d, dict):
-            continue
-        if d.get(key) is not None:
-            return d[key]
-        if depth < 2:
-            stack.extend((v, depth + 1) for v in d.values() if isinstance(v, dict))
-    return None
-
-
 def _find_key(value: Any, key: str, depth: int = 0) -> Any:
     if depth > 6:
         return None
@@ -274,8 +258,8 @@ def check_filtered(ctx: TurnContext) -> Iterator[Finding]:
     if r is None:
         return
     if r.finish_reason is FinishReason.FILTERED:
-        why = _detail(r, "finishMessage")
-        ratings = _detail(r, "safetyRatings")
+        why = provider_detail(r, "finishMessage")
+        ratings = provider_detail(r, "safetyRatings")
         blocked = [
             str(x.get("category"))
             for x in (ratings if isinstance(ratings, list) else [])
@@ -292,7 +276,7 @@ def check_filtered(ctx: TurnContext) -> Iterator[Finding]:
             categories=blocked,
         )
     elif r.finish_reason is FinishReason.PROMPT_BLOCKED:
-        why = _detail(r, "blockReasonMessage")
+        why = provider_detail(r, "blockReasonMessage")
         yield ctx.finding(
             "A.prompt_blocked",
             Severity.WARNING,

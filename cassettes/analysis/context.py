@@ -17,7 +17,7 @@ from cassettes.exchange import Exchange
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.roundtrip import RoundTrip
 
-__all__ = ["Check", "ConversationState", "FinalCheck", "TurnContext"]
+__all__ = ["Check", "ConversationState", "FinalCheck", "TurnContext", "provider_detail"]
 
 
 @dataclass(eq=False)
@@ -87,6 +87,23 @@ class TurnContext:
             related_turn=related_turn,
             details=details,
         )
+
+
+def provider_detail(resp: NormalisedResponse | None, key: str) -> Any:
+    """A provider detail of a response by key, up to two levels deep (``finishMessage``,
+    ``blockReasonMessage``, ``safetyRatings`` …), or ``None``."""
+    if resp is None or not resp.provider_details:
+        return None
+    stack: list[tuple[Any, int]] = [(resp.provider_details, 0)]
+    while stack:
+        d, depth = stack.pop()
+        if not isinstance(d, dict):
+            continue
+        if d.get(key) is not None:
+            return d[key]
+        if depth < 2:
+            stack.extend((v, depth + 1) for v in d.values() if isinstance(v, dict))
+    return None
 
 
 Check = Callable[[TurnContext], Iterable[Finding]]

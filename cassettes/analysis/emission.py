@@ -51,7 +51,7 @@ from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 from jsonschema.protocols import Validator  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
-from cassettes.analysis.context import Check, FinalCheck, TurnContext
+from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
 from cassettes.analysis.model import CallCheck, EmissionView, Finding, Severity
 from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec
 
@@ -276,19 +276,8 @@ def _kind_of(ctx: TurnContext, c: CallCheck) -> str:
 
 
 def _detail(resp: NormalisedResponse | None, key: str) -> str | None:
-    """A provider detail by key, up to two levels deep (``finishMessage``, ``blockReasonMessage`` …)."""
-    if resp is None or not resp.provider_details:
-        return None
-    stack: list[tuple[Any, int]] = [(resp.provider_details, 0)]
-    while stack:
-        d, depth = stack.pop()
-        if not isinstance(d, dict):
-            continue
-        if isinstance(d.get(key), str):
-            return str(d[key])
-        if depth < 2:
-            stack.extend((v, depth + 1) for v in d.values() if isinstance(v, dict))
-    return None
+    v = provider_detail(resp, key)
+    return v if isinstance(v, str) else None
 
 
 def canonical_call(name: str | None, arguments: Any, raw: str | None) -> str:

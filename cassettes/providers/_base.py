@@ -26,7 +26,15 @@ from urllib.parse import SplitResult
 import orjson
 
 from cassettes.framing import Framed
-from cassettes.models import ApiError, NormalisedRequest, NormalisedResponse, Part, ToolCall, Usage
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    ToolCall,
+    Usage,
+)
 
 __all__ = [
     "Provider",
@@ -34,6 +42,7 @@ __all__ = [
     "as_str",
     "compact_json",
     "error_from_body",
+    "finish_lookup",
     "media_part",
     "parse_arguments",
     "text_of",
@@ -112,6 +121,14 @@ class Provider:
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         return error_from_body(body, status)
+
+
+def finish_lookup(table: dict[str, FinishReason], raw: str | None) -> FinishReason | None:
+    """The G.1 class of a raw finish value: ``None`` when absent, ``unknown`` for an empty string,
+    ``other`` for a value the table does not know (kept raw by the caller)."""
+    if raw is None:
+        return None
+    return table.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
 
 
 def as_int(v: Any) -> int | None:

@@ -57,6 +57,7 @@ from cassettes.providers._base import (
     as_int,
     as_str,
     error_from_body,
+    finish_lookup,
     media_part,
     text_of,
     tool_call_from_object,
@@ -97,9 +98,7 @@ _RESPONSE_KEYS = {"id", "type", "role", "model", "content", "stop_reason", "usag
 
 def finish_class(raw: str | None) -> FinishReason | None:
     """The G.1 class of a ``stop_reason`` (``None`` when there is none)."""
-    if raw is None:
-        return None
-    return _FINISH.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
+    return finish_lookup(_FINISH, raw)
 
 
 def usage_from(u: Any) -> Usage | None:

@@ -38,6 +38,7 @@ from cassettes.providers._base import (
     as_int,
     as_str,
     error_from_body,
+    finish_lookup,
     media_part,
     tool_call_from_object,
     tool_call_from_string,
@@ -89,9 +90,7 @@ def _obj(v: Any) -> dict[str, Any]:
 
 
 def finish_class(raw: str | None) -> FinishReason | None:
-    if raw is None:
-        return None
-    return _FINISH.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
+    return finish_lookup(_FINISH, raw)
 
 
 def usage_from(u: Any) -> Usage | None:

@@ -30,6 +30,7 @@ from cassettes.providers._base import (
     as_int,
     as_str,
     error_from_body,
+    finish_lookup,
     media_part,
     text_of,
     tool_call_from_string,
@@ -50,9 +51,9 @@ _STRUCTURAL = {"model", "messages", "tools", "tool_choice", "functions", "functi
 
 
 def finish_class(raw: str | None, has_tool_calls: bool) -> FinishReason | None:
-    if raw is None:
+    cls = finish_lookup(_FINISH, raw)
+    if cls is None:
         return None
-    cls = _FINISH.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
     # Gemini-compat and Ollama-compat report "stop" on turns that carry tool calls.
     if cls is FinishReason.COMPLETE and has_tool_calls:
         return FinishReason.TOOL_CALL
