@@ -242,17 +242,27 @@ def analysis_lines(analysis: RunAnalysis) -> list[str]:
             continue
         out.append("")
         out.append(f"token growth, conversation {conv.id} ({conv.family}, {len(turns)} turns)")
-        out.append(f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>8} {'written':>8} {'output':>7} {'reason':>7}  {'cost':>9} {'cumulative':>10}  source")
+        out.append(
+            f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>7} {'written':>7} {'output':>6} {'reason':>6}  "
+            f"{'system':>6} {'tools':>6} {'user':>6} {'history':>7} {'results':>7} {'new':>6}  {'cost':>9} {'cumulative':>10}  source"
+        )
         for t in turns:
             k = t.tokens
+            seg = k.segments
 
             def n(v: int | None) -> str:
                 return "-" if v is None else str(v)
 
-            out.append(
-                f"  {t.index:>4} {t.seq:>4} {n(k.input):>8} {n(k.cache_read):>8} {n(k.cache_write):>8} {n(k.output):>7} "
-                f"{n(k.reasoning):>7}  {_money(k.cost):>9} {_money(k.cumulative_cost):>10}  {k.source}"
+            split = (
+                f"{seg.system:>6} {seg.tools:>6} {seg.user:>6} {seg.assistant:>7} {seg.tool_results:>7} {seg.new:>6}"
+                if seg is not None
+                else f"{'':>6} {'':>6} {'':>6} {'':>7} {'':>7} {'':>6}"
             )
+            out.append(
+                f"  {t.index:>4} {t.seq:>4} {n(k.input):>8} {n(k.cache_read):>7} {n(k.cache_write):>7} {n(k.output):>6} "
+                f"{n(k.reasoning):>6}  {split}  {_money(k.cost):>9} {_money(k.cumulative_cost):>10}  {k.source}"
+            )
+        out.append("  (input split by segment: estimated from text size, scaled to the reported input)")
     if analysis.errors:
         out.append("")
         out.extend(f"(!) analysis: {e}" for e in analysis.errors)
