@@ -11,7 +11,7 @@ from urllib.parse import SplitResult
 
 from cassettes.providers._base import Provider
 
-__all__ = ["FAMILIES", "Provider", "by_family", "detect"]
+__all__ = ["FAMILIES", "LLM_HOSTS", "Provider", "by_family", "detect", "is_llm_host"]
 
 
 #: (module, class) of every adapter, in recognition order.
@@ -55,3 +55,38 @@ def detect(method: str, url: SplitResult, body: Any) -> Provider | None:
 
 def by_family(family: str) -> Provider | None:
     return next((p for p in _PROVIDERS if p.family == family), None)
+
+
+#: Hosts of LLM APIs (glob patterns), recorded by default when the proxy runs as a forward proxy;
+#: other traffic passes through unrecorded. Users add hosts with ``--record-host``.
+LLM_HOSTS: tuple[str, ...] = (
+    "api.openai.com",
+    "*.openai.azure.com",
+    "*.cognitiveservices.azure.com",
+    "api.anthropic.com",
+    "generativelanguage.googleapis.com",
+    "aiplatform.googleapis.com",
+    "*-aiplatform.googleapis.com",
+    "aiplatform.*.rep.googleapis.com",
+    "bedrock-runtime.*.amazonaws.com",
+    "bedrock-mantle.*.api.aws",
+    "openrouter.ai",
+    "api.groq.com",
+    "api.mistral.ai",
+    "api.deepseek.com",
+    "api.together.xyz",
+    "api.fireworks.ai",
+    "api.x.ai",
+    "api.cerebras.ai",
+    "api.cohere.com",
+    "router.huggingface.co",
+    "ollama.com",
+)
+
+
+def is_llm_host(host: str, extra: tuple[str, ...] = ()) -> bool:
+    """The host is an LLM API (``LLM_HOSTS``) or one of ``extra`` (glob patterns)."""
+    from fnmatch import fnmatch
+
+    h = host.lower().rstrip(".")
+    return any(fnmatch(h, p.lower()) for p in (*LLM_HOSTS, *extra))

@@ -1,0 +1,240 @@
+"""The looptap mitmproxy addon: tee every response body, record each completed round trip.
+
+Loads into the embedded launcher (``looptap run`` / ``looptap record``) and into stock tools::
+
+    mitmdump -s proxy/addon.py --set looptap_output=run.jsonl --mode reverse:https://api.openai.com@8001
+    mitmweb  -s proxy/addon.py --set looptap_output=run.jsonl
+
+How it behaves (MITMPROXY.md is the evidence behind each rule):
+
+* Every response is streamed (``flow.response.stream``) through a :class:`Tee` set in
+  ``responseheaders``: mitmproxy would otherwise buffer a whole SSE stream before forwarding it.
+  The tee returns each chunk unchanged, only appends it with a timestamp, and cannot raise.
+* The ``response`` and ``error`` hooks turn the flow into a neutral
+  :class:`~cassettes.exchange.Exchange` in one function (:func:`flow_to_exchange`) and hand it to a
+  writer thread; redaction, parsing and disk I/O never run on mitmproxy's event loop.
+* Completeness is judged later, from the stream's content, by ``cassettes``: the openai sync client
+  hangs up right after ``[DONE]``, which mitmproxy reports as an error although the stream was whole.
+* Fail-open for analysis (the core never raises on bad traffic), loud for storage: a write error is
+  printed to stderr, counted in :attr:`LooptapRecorder.storage_errors`, and never touches what was
+  already written.
+* In forward-proxy mode only LLM API hosts are recorded (``looptap_record_hosts`` adds more);
+  other traffic passes through, streamed and unrecorded.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mitmproxy import ctx, exceptions, http
+from mitmproxy.proxy import mode_specs
+
+from cassettes.errors import CassetteError
+from cassettes.exchange import Exchange
+from cassettes.providers import is_llm_host
+from cassettes.store import CassetteWriter
+
+__all__ = ["LooptapRecorder", "Tee", "addons", "flow_to_exchange"]
+
+_STOP = object()
+
+
+class Tee:
+    """The stream callable: forwards every chunk untouched and keeps a timestamped copy."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[float, bytes]] = []
+
+    def __call__(self, data: bytes) -> bytes:
+        try:
+            if data:
+                self.chunks.append((time.time(), data))
+        except Exception:  # never break the stream: a raising callable drops the chunk
+            pass
+        return data
+
+
+def _fields(headers: Any) -> list[tuple[str, str]]:
+    return [
+        (k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")) for k, v in headers.fields
+    ]
+
+
+def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) -> Exchange:
+    """The one place a mitmproxy flow becomes a neutral exchange (bodies still content-encoded
+    here; the writer decodes them)."""
+    from cassettes.decoding import decode_chunks
+
+    req = flow.request
+    start = req.timestamp_start
+    ex = Exchange(
+        method=req.method,
+        url=req.pretty_url,
+        request_headers=_fields(req.headers),
+        started=start,
+    )
+    raw = req.raw_content or b""
+    dec = decode_chunks([(0.0, raw)], req.headers.get("content-encoding"))
+    ex.request_body = b"".join(c for _, c in dec.chunks)
+    ex.notes.extend(f"request: {n}" for n in dec.notes)
+    resp = flow.response
+    if resp is not None:
+        ex.status = resp.status_code
+        ex.reason = resp.reason
+        ex.response_headers = _fields(resp.headers)
+        if tee is not None:
+            chunks = [(max(0.0, t - start), c) for t, c in tee.chunks]
+        else:
+            body = resp.raw_content or b""
+            chunks = [((resp.timestamp_end or start) - start, body)] if body else []
+        dec = decode_chunks(chunks, resp.headers.get("content-encoding"))
+        ex.response_chunks = [c for c in dec.chunks if c[1]]
+        ex.decoded_from = dec.decoded_from
+        ex.notes.extend(dec.notes)
+        if resp.timestamp_start:
+            ex.ttfb = resp.timestamp_start - start
+        end = resp.timestamp_end or (tee.chunks[-1][0] if tee is not None and tee.chunks else None)
+        if end:
+            ex.duration = end - start
+    if error:
+        ex.transport_error = error
+    return ex
+
+
+class LooptapRecorder:
+    """Records LLM round trips into a looptap cassette."""
+
+    def __init__(self) -> None:
+        self.writer: CassetteWriter | None = None
+        self.recorded = 0
+        self.storage_errors = 0
+        self.failed_records = 0
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._extra_hosts: tuple[str, ...] = ()
+        self.on_recorded: Any = None  # optional callback(RoundTrip), called on the writer thread
+
+    # -- options -------------------------------------------------------------------------------
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "looptap_output",
+            str,
+            "",
+            "Path of the looptap cassette to append recorded LLM round trips to (JSONL). Empty: record nothing.",
+        )
+        loader.add_option(
+            "looptap_record_hosts",
+            Sequence[str],
+            [],
+            "Extra hosts (glob patterns) to record in forward-proxy mode, besides the known LLM API hosts.",
+        )
+        loader.add_option(
+            "looptap_fsync",
+            bool,
+            False,
+            "fsync the cassette after every round trip (slower; survives power loss, not only crashes).",
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        if "looptap_record_hosts" in updated:
+            self._extra_hosts = tuple(ctx.options.looptap_record_hosts)
+        if "looptap_output" in updated or "looptap_fsync" in updated:
+            path = ctx.options.looptap_output
+            self._close_writer()
+            if path:
+                try:
+                    self.writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, fsync=ctx.options.looptap_fsync)
+                except (CassetteError, OSError) as exc:
+                    raise exceptions.OptionsError(f"looptap_output: {exc}") from None
+                self._thread = threading.Thread(target=self._drain, name="looptap-writer", daemon=True)
+                self._thread.start()
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def _records(self, flow: http.HTTPFlow) -> bool:
+        if self.writer is None:
+            return False
+        mode = flow.client_conn.proxy_mode
+        if isinstance(mode, mode_specs.ReverseMode):
+            return True
+        return is_llm_host(flow.request.pretty_host, self._extra_hosts)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        assert flow.response is not None
+        if self._records(flow):
+            tee = Tee()
+            flow.response.stream = tee
+            flow.metadata["looptap_tee"] = tee
+        else:
+            flow.response.stream = True  # never buffer traffic we do not record
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        self._finish(flow, None)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self._finish(flow, flow.error.msg if flow.error else "error")
+
+    def _finish(self, flow: http.HTTPFlow, error: str | None) -> None:
+        if not self._records(flow) or flow.metadata.get("looptap_done"):
+            return
+        flow.metadata["looptap_done"] = True
+        tee = flow.metadata.get("looptap_tee")
+        try:
+            ex = flow_to_exchange(flow, tee, error)
+        except Exception as exc:  # fail open: keep the traffic flowing, say what was lost
+            self.failed_records += 1
+            print(f"looptap: could not capture {flow.request.method} {flow.request.pretty_url}: {exc}", file=sys.stderr)
+            return
+        if tee is not None and flow.response is not None and flow.response.raw_content is None:
+            # Make the flow self-contained for mitmweb / flow files (once, not per chunk).
+            flow.response.raw_content = b"".join(c for _, c in tee.chunks)
+        self._queue.put(ex)
+
+    def done(self) -> None:
+        self._close_writer()
+
+    # -- writer thread ---------------------------------------------------------------------------
+    def _drain(self) -> None:
+        writer = self.writer
+        while True:
+            item = self._queue.get()
+            if item is _STOP or writer is None:
+                self._queue.task_done()
+                return
+            try:
+                rt = writer.append(item)
+                self.recorded += 1
+                if self.on_recorded is not None:
+                    self.on_recorded(rt)
+            except CassetteError as exc:
+                self.storage_errors += 1
+                print(f"looptap: STORAGE ERROR, round trip not recorded: {exc}", file=sys.stderr)
+            except Exception as exc:
+                self.failed_records += 1
+                print(f"looptap: could not record {item.method} {item.url}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        """Wait until every captured round trip is on disk."""
+        self._queue.join()
+
+    def _close_writer(self) -> None:
+        if self.writer is not None:
+            self._queue.put(_STOP)
+            if self._thread is not None:
+                self._thread.join()
+            self.writer.close()
+            self.writer = None
+            self._thread = None
+
+
+#: For ``mitmdump -s proxy/addon.py`` / ``mitmweb -s proxy/addon.py``.
+addons = [LooptapRecorder()]

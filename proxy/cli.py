@@ -1,0 +1,134 @@
+"""``looptap record`` and ``looptap run``, registered with the core CLI through the
+``looptap.commands`` entry points. mitmproxy is imported only when a command runs, so the core's
+``looptap --help`` works in environments without it (the SDK and replay side)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register_record", "register_run"]
+
+_NO_MITMPROXY = (
+    "looptap: error: the recorder needs mitmproxy, which is not installed here; install it in its own "
+    "environment: python3 -m venv .venv-proxy && .venv-proxy/bin/pip install 'looptap[proxy]'"
+)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", required=True, help="cassette to record into (appended to if it exists)")
+    p.add_argument("--port", type=int, default=0, help="first port to listen on (default: free ports)")
+    p.add_argument(
+        "--upstream",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="a reverse listener forwarding to URL (a local vLLM, Ollama, OpenRouter …); NAME openai, "
+        "anthropic or gemini redirects the built-in listener",
+    )
+    p.add_argument("--record-host", action="append", default=[], metavar="HOST", help="also record this host (glob) in forward-proxy mode")
+    p.add_argument("--ssl-insecure", action="store_true", help="do not verify upstream TLS certificates")
+    p.add_argument("--confdir", default="~/.mitmproxy", help="mitmproxy's configuration and CA directory")
+    p.add_argument("--fsync", action="store_true", help="fsync the cassette after every round trip")
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from proxy.launcher import RecorderConfig
+
+    upstreams: dict[str, str] = {}
+    for item in args.upstream:
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url.startswith(("http://", "https://")):
+            raise SystemExit(f"looptap: error: --upstream wants NAME=http(s)://host[:port], got {item!r}")
+        upstreams[name.strip().lower()] = url.strip()
+    return RecorderConfig(
+        output=Path(args.output),
+        base_port=args.port,
+        upstreams=upstreams,
+        record_hosts=tuple(args.record_host),
+        ssl_insecure=args.ssl_insecure,
+        confdir=Path(args.confdir).expanduser(),
+        fsync=args.fsync,
+    )
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    try:
+        from proxy.launcher import BusyPort, record_forever
+    except ImportError:
+        print(_NO_MITMPROXY, file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(record_forever(_config(args)))
+    except BusyPort as exc:
+        print(f"looptap: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _summary(path: Path) -> list[str]:
+    from cassettes.analysis import analyse
+    from cassettes.store import read_cassette
+
+    try:
+        cas = read_cassette(path)
+    except Exception as exc:
+        return [f"looptap: could not read {path} for the summary: {exc}"]
+    run = analyse(cas.exchanges)
+    by_layer = {layer: sum(1 for f in run.findings if f.layer == layer and f.severity.value != "info") for layer in "EAC"}
+    tin = sum(t.tokens.input or 0 for t in run.turns.values())
+    tout = sum(t.tokens.output or 0 for t in run.turns.values())
+    costs = [t.tokens.cost for t in run.turns.values()]
+    known = [c for c in costs if c is not None]
+    cost = f"${float(sum(known)):.4f}" + ("" if len(known) == len(costs) else " (some prices unknown)") if known else "unknown"
+    lines = [
+        f"looptap: {len(cas.exchanges)} round trips in {path}: {len(run.conversations)} conversations, {len(run.turns)} turns",
+        f"looptap: findings (warnings and errors) by layer: E {by_layer['E']}, A {by_layer['A']}, C {by_layer['C']}",
+        f"looptap: tokens in {tin}, out {tout}; cost {cost}",
+        f"looptap: details: looptap show {path}",
+    ]
+    return lines
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    argv = list(args.cmd)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        print("looptap: error: nothing to run (looptap run -o run.jsonl -- python agent.py)", file=sys.stderr)
+        return 2
+    try:
+        from proxy.launcher import BusyPort, run_child
+    except ImportError:
+        print(_NO_MITMPROXY, file=sys.stderr)
+        return 2
+    config = _config(args)
+    try:
+        rc, addon = asyncio.run(run_child(config, argv))
+    except BusyPort as exc:
+        print(f"looptap: error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"looptap: error: {exc}", file=sys.stderr)
+        return 127
+    for line in _summary(config.output):
+        print(line, file=sys.stderr)
+    if addon.storage_errors:
+        print(f"looptap: {addon.storage_errors} round trips could NOT be stored", file=sys.stderr)
+        return rc or 3
+    return rc
+
+
+def register_record(sub: Any) -> None:
+    p = sub.add_parser("record", help="run the recording proxy until Ctrl-C; prints the environment to export")
+    _common(p)
+    p.set_defaults(func=cmd_record)
+
+
+def register_run(sub: Any) -> None:
+    p = sub.add_parser("run", help="record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py")
+    _common(p)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command to run, after --")
+    p.set_defaults(func=cmd_run)

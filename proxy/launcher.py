@@ -1,0 +1,235 @@
+"""The embedded recorder behind ``looptap record`` and ``looptap run``.
+
+One minimal mitmproxy ``Master`` per process (core, proxyserver, next_layer, tlsconfig and the
+looptap addon: measurably cheaper per request than ``DumpMaster``, MITMPROXY.md §4), listening on
+127.0.0.1 only: a reverse listener per API (OpenAI, Anthropic, Gemini, and any ``--upstream``), and
+a forward proxy with mitmproxy's CA for clients that only honour ``HTTPS_PROXY``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import ssl
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mitmproxy import master, options
+from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
+
+from proxy.addon import LooptapRecorder
+
+__all__ = ["BUILTIN_UPSTREAMS", "Listener", "Recorder", "RecorderConfig", "free_port"]
+
+#: name → (upstream, env variable, path suffix SDKs expect on the base URL)
+BUILTIN_UPSTREAMS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "openai": ("https://api.openai.com", ("OPENAI_BASE_URL", "OPENAI_API_BASE"), "/v1"),
+    "anthropic": ("https://api.anthropic.com", ("ANTHROPIC_BASE_URL",), ""),
+    "gemini": ("https://generativelanguage.googleapis.com", ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE"), ""),
+}
+
+
+class BusyPort(OSError):
+    """A listener could not bind its port."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Listener:
+    name: str
+    upstream: str | None  # None: the forward proxy
+    port: int
+    env: tuple[str, ...] = ()
+    suffix: str = ""
+
+    @property
+    def spec(self) -> str:
+        return f"reverse:{self.upstream}@{self.port}" if self.upstream else f"regular@{self.port}"
+
+
+@dataclass
+class RecorderConfig:
+    output: Path
+    base_port: int = 0
+    upstreams: dict[str, str] = field(default_factory=dict)
+    record_hosts: tuple[str, ...] = ()
+    ssl_insecure: bool = False
+    confdir: Path = Path("~/.mitmproxy").expanduser()
+    host: str = "127.0.0.1"
+    fsync: bool = False
+
+    def listeners(self) -> list[Listener]:
+        out: list[Listener] = []
+        names = list(BUILTIN_UPSTREAMS) + [n for n in self.upstreams if n not in BUILTIN_UPSTREAMS]
+        port = self.base_port
+        for name in names:
+            upstream, env, suffix = BUILTIN_UPSTREAMS.get(name, ("", (f"{name.upper().replace('-', '_')}_BASE_URL",), ""))
+            upstream = self.upstreams.get(name, upstream)
+            out.append(Listener(name, upstream.rstrip("/"), port or free_port(), env, suffix))
+            port = port + 1 if port else 0
+        out.append(Listener("forward", None, port or free_port()))
+        return out
+
+
+class _Ready:
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def running(self) -> None:
+        self.event.set()
+
+
+def _ca_bundle(confdir: Path) -> tuple[Path, Path]:
+    """(bundle of the existing trust store + mitmproxy's CA, Node's extra-CA file). Extends the
+    trust store a client already uses; never replaces it."""
+    ca = confdir / "mitmproxy-ca-cert.pem"
+    ca_pem = ca.read_text() if ca.exists() else ""
+    existing = os.environ.get("SSL_CERT_FILE") or ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt"
+    base = Path(existing).read_text() if existing and Path(existing).is_file() else ""
+    bundle = confdir / "looptap-ca-bundle.pem"
+    bundle.write_text(base.rstrip("\n") + "\n" + ca_pem)
+    node_existing = os.environ.get("NODE_EXTRA_CA_CERTS")
+    node_base = Path(node_existing).read_text() if node_existing and Path(node_existing).is_file() else ""
+    node = confdir / "looptap-node-extra-ca.pem"
+    node.write_text((node_base.rstrip("\n") + "\n" if node_base else "") + ca_pem)
+    return bundle, node
+
+
+class Recorder:
+    """The running proxy. Use inside a running event loop: ``await start()``, ``await stop()``."""
+
+    def __init__(self, config: RecorderConfig) -> None:
+        self.config = config
+        self.listeners = config.listeners()
+        self.addon = LooptapRecorder()
+        self.master: master.Master | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.env: dict[str, str] = {}
+
+    async def start(self) -> None:
+        cfg = self.config
+        cfg.confdir.mkdir(parents=True, exist_ok=True)
+        opts = options.Options(
+            mode=[lst.spec for lst in self.listeners],
+            listen_host=cfg.host,
+            confdir=str(cfg.confdir),
+            ssl_insecure=cfg.ssl_insecure,
+        )
+        m = master.Master(opts)
+        ready = _Ready()
+        m.addons.add(core.Core(), proxyserver.Proxyserver(), next_layer.NextLayer(), tlsconfig.TlsConfig(), self.addon, ready)
+        # Addon-owned options exist only once their addon is added.
+        opts.update(
+            connection_strategy="lazy",
+            http3=False,
+            looptap_output=str(cfg.output),
+            looptap_record_hosts=list(cfg.record_hosts),
+            looptap_fsync=cfg.fsync,
+        )
+        self.master = m
+        self._task = asyncio.create_task(m.run())
+        done, _ = await asyncio.wait({self._task, asyncio.create_task(ready.event.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        if self._task in done:
+            self._task.result()  # raises what stopped the master
+        ps = m.addons.get("proxyserver")
+        failed = [(s.mode.full_spec, s.last_exception) for s in ps.servers if not s.is_running]
+        if failed:
+            await self.stop()
+            spec, exc = failed[0]
+            port = spec.rsplit("@", 1)[-1]
+            raise BusyPort(f"cannot listen on {cfg.host}:{port} ({exc})")
+        self.env = self._environment()
+
+    def _environment(self) -> dict[str, str]:
+        host = self.config.host
+        env: dict[str, str] = {}
+        for lst in self.listeners:
+            if lst.upstream is None:
+                proxy = f"http://{host}:{lst.port}"
+                env.update(
+                    HTTPS_PROXY=proxy,
+                    HTTP_PROXY=proxy,
+                    https_proxy=proxy,
+                    http_proxy=proxy,
+                    NODE_USE_ENV_PROXY="1",
+                )
+                no_proxy = [v for v in os.environ.get("NO_PROXY", "").split(",") if v]
+                env["NO_PROXY"] = env["no_proxy"] = ",".join(dict.fromkeys([*no_proxy, "127.0.0.1", "localhost"]))
+            else:
+                for var in lst.env:
+                    env[var] = f"http://{host}:{lst.port}{lst.suffix}"
+        bundle, node = _ca_bundle(self.config.confdir)
+        env.update(
+            SSL_CERT_FILE=str(bundle),
+            REQUESTS_CA_BUNDLE=str(bundle),
+            CURL_CA_BUNDLE=str(bundle),
+            NODE_EXTRA_CA_CERTS=str(node),
+        )
+        return env
+
+    async def stop(self) -> None:
+        """Flush every captured round trip to disk, close the listeners and stop."""
+        m = self.master
+        if m is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(None, self.addon.flush)
+        ps = m.addons.get("proxyserver")
+        try:
+            await ps.servers.update([])  # shutdown() alone leaves the ports open (MITMPROXY.md §1)
+        except Exception:
+            pass
+        m.shutdown()
+        if self._task is not None:
+            try:
+                await self._task
+            except BaseException:
+                pass
+        self.master = None
+
+
+def export_lines(env: dict[str, str]) -> list[str]:
+    return [f"export {k}={v}" for k, v in env.items()]
+
+
+async def record_forever(config: RecorderConfig, out: Sequence[str] | None = None) -> int:
+    rec = Recorder(config)
+    await rec.start()
+    for line in export_lines(rec.env):
+        print(line)
+    print(f"looptap: recording to {config.output} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await rec.stop()
+    print(f"looptap: stopped; {rec.addon.recorded} round trips recorded in {config.output}", file=sys.stderr)
+    return 3 if rec.addon.storage_errors else 0
+
+
+async def run_child(config: RecorderConfig, argv: Sequence[str]) -> tuple[int, LooptapRecorder]:
+    rec = Recorder(config)
+    await rec.start()
+    env = {**os.environ, **rec.env}
+    try:
+        proc = await asyncio.create_subprocess_exec(*argv, env=env)
+    except OSError as exc:
+        await rec.stop()
+        raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # The child gets the terminal's SIGINT itself; SIGTERM is passed on.
+        loop.add_signal_handler(sig, lambda s=sig: proc.send_signal(s) if proc.returncode is None else None)
+    rc = await proc.wait()
+    await rec.stop()
+    return rc, rec.addon
