@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cassettes.providers import REVERSE_UPSTREAMS
+
 __all__ = ["register_record", "register_run"]
 
 _NO_MITMPROXY = (
@@ -26,8 +28,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=URL",
-        help="a reverse listener forwarding to URL (a local vLLM, Ollama, OpenRouter …); NAME openai, "
-        "anthropic or gemini redirects the built-in listener",
+        help="a reverse listener forwarding to URL (a local model server, a gateway …); the NAME of a "
+        f"built-in listener ({', '.join(REVERSE_UPSTREAMS)}) redirects it",
     )
     p.add_argument("--record-host", action="append", default=[], metavar="HOST", help="also record this host (glob) in forward-proxy mode")
     p.add_argument("--ssl-insecure", action="store_true", help="do not verify upstream TLS certificates")

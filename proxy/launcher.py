@@ -21,16 +21,13 @@ from pathlib import Path
 from mitmproxy import master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
+from cassettes.providers import REVERSE_UPSTREAMS
 from proxy.addon import LooptapRecorder
 
 __all__ = ["BUILTIN_UPSTREAMS", "Listener", "Recorder", "RecorderConfig", "free_port"]
 
-#: name → (upstream, env variable, path suffix SDKs expect on the base URL)
-BUILTIN_UPSTREAMS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "openai": ("https://api.openai.com", ("OPENAI_BASE_URL", "OPENAI_API_BASE"), "/v1"),
-    "anthropic": ("https://api.anthropic.com", ("ANTHROPIC_BASE_URL",), ""),
-    "gemini": ("https://generativelanguage.googleapis.com", ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE"), ""),
-}
+#: name → (upstream, base-URL environment variables, path suffix); kept with the providers.
+BUILTIN_UPSTREAMS = REVERSE_UPSTREAMS
 
 
 class BusyPort(OSError):
@@ -63,7 +60,7 @@ class RecorderConfig:
     upstreams: dict[str, str] = field(default_factory=dict)
     record_hosts: tuple[str, ...] = ()
     ssl_insecure: bool = False
-    confdir: Path = Path("~/.mitmproxy").expanduser()
+    confdir: Path = field(default_factory=lambda: Path("~/.mitmproxy").expanduser())
     host: str = "127.0.0.1"
     fsync: bool = False
 
@@ -146,7 +143,8 @@ class Recorder:
             await self.stop()
             spec, exc = failed[0]
             port = spec.rsplit("@", 1)[-1]
-            raise BusyPort(f"cannot listen on {cfg.host}:{port} ({exc})")
+            why = "address already in use" if "already in use" in str(exc) else str(exc)
+            raise BusyPort(f"cannot listen on {cfg.host}:{port}: {why}")
         self.env = self._environment()
 
     def _environment(self) -> dict[str, str]:

@@ -52,6 +52,19 @@ def test_provider_modules_are_not_imported_outside_the_registry() -> None:
             assert f"providers.{fam}" not in src, f"{f.relative_to(ROOT)} imports the {fam} adapter directly"
 
 
+def test_provider_names_stay_in_the_providers_package() -> None:
+    """proxy/ and inspector/ never name an API provider; they ask cassettes.providers."""
+    import re
+
+    names = re.compile(r"(?i)\b(openai|anthropic|gemini|ollama|bedrock|api\.[a-z]+\.com)\b")
+    for pkg in ("proxy", "inspector"):
+        for f in (ROOT / pkg).rglob("*.py"):
+            code = re.sub(r'"""(.|\n)*?"""', "", f.read_text())  # docstrings may give examples
+            code = "\n".join(line.split("#", 1)[0] for line in code.splitlines())
+            hit = names.search(code)
+            assert hit is None, f"{f.relative_to(ROOT)} names a provider: {hit.group(0) if hit else ''}"
+
+
 def test_all_families_are_registered() -> None:
     assert set(FAMILIES) == {"openai_chat", "openai_responses", "anthropic", "gemini", "ollama", "bedrock"}
 

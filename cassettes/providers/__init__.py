@@ -11,7 +11,7 @@ from urllib.parse import SplitResult
 
 from cassettes.providers._base import Provider
 
-__all__ = ["FAMILIES", "LLM_HOSTS", "Provider", "by_family", "detect", "is_llm_host"]
+__all__ = ["FAMILIES", "LLM_HOSTS", "REVERSE_UPSTREAMS", "Provider", "by_family", "detect", "is_llm_host"]
 
 
 #: (module, class) of every adapter, in recognition order.
@@ -90,3 +90,12 @@ def is_llm_host(host: str, extra: tuple[str, ...] = ()) -> bool:
 
     h = host.lower().rstrip(".")
     return any(fnmatch(h, p.lower()) for p in (*LLM_HOSTS, *extra))
+
+
+#: The reverse listeners ``looptap record`` / ``run`` open by default: name → (upstream, the
+#: environment variables SDKs and frameworks read their base URL from, the path suffix they expect).
+REVERSE_UPSTREAMS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "openai": ("https://api.openai.com", ("OPENAI_BASE_URL", "OPENAI_API_BASE"), "/v1"),
+    "anthropic": ("https://api.anthropic.com", ("ANTHROPIC_BASE_URL",), ""),
+    "gemini": ("https://generativelanguage.googleapis.com", ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE"), ""),
+}
