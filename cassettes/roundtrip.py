@@ -254,5 +254,10 @@ def _parse_response(rt: RoundTrip, adapter: providers.Provider, framed: Framed) 
             rt.analysis_errors.append(f"response body is not JSON or a known stream framing ({framed.kind})")
         if rt.response is not None:
             rt.notes.extend(rt.response.notes)
+            if rt.transport_error and rt.response.complete:
+                # Clients hang up as soon as they read the terminal event (the openai sync client
+                # does): the stream is whole, the closed connection is only a fact about it.
+                rt.notes.append(f"connection closed after the stream's terminal event ({rt.transport_error}); the round trip is whole")
+                rt.transport_error = None
     except Exception as exc:
         rt.analysis_errors.append(f"response could not be parsed: {type(exc).__name__}: {exc}")

@@ -203,8 +203,8 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     await rec.start()
     for line in export_lines(rec.env):
         print(line)
+    sys.stdout.flush()  # the exports are out before the ready line
     print(f"looptap: recording to {config.output} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-    sys.stdout.flush()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
