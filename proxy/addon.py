@@ -12,7 +12,8 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
   The tee returns each chunk unchanged, only appends it with a timestamp, and cannot raise.
 * The ``response`` and ``error`` hooks turn the flow into a neutral
   :class:`~cassettes.exchange.Exchange` in one function (:func:`flow_to_exchange`) and hand it to a
-  writer thread; redaction, parsing and disk I/O never run on mitmproxy's event loop.
+  writer process; redaction, parsing and disk I/O never run on mitmproxy's event loop, nor compete
+  with it for the GIL.
 * Completeness is judged later, from the stream's content, by ``cassettes``: the openai sync client
   hangs up right after ``[DONE]``, which mitmproxy reports as an error although the stream was whole.
 * Fail-open for analysis (the core never raises on bad traffic), loud for storage: a write error is
@@ -24,7 +25,6 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
 
 from __future__ import annotations
 
-import queue
 import sys
 import threading
 import time
@@ -39,11 +39,9 @@ from cassettes.errors import CassetteError
 from cassettes.exchange import Exchange
 from cassettes.providers import is_llm_host
 from cassettes.store import CassetteWriter
+from proxy.writer import writer_main
 
 __all__ = ["LooptapRecorder", "Tee", "addons", "flow_to_exchange"]
-
-_STOP = object()
-
 
 class Tee:
     """The stream callable: forwards every chunk untouched and keeps a timestamped copy."""
@@ -110,17 +108,25 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
 
 
 class LooptapRecorder:
-    """Records LLM round trips into a looptap cassette."""
+    """Records LLM round trips into a looptap cassette.
+
+    The hooks only capture (a tee append per chunk, one conversion per round trip); a separate
+    writer *process* redacts, analyses and writes, so that work never competes with the proxy's
+    event loop for the GIL.
+    """
 
     def __init__(self) -> None:
-        self.writer: CassetteWriter | None = None
+        self.output: Path | None = None
         self.recorded = 0
         self.storage_errors = 0
         self.failed_records = 0
-        self._queue: queue.Queue[Any] = queue.Queue()
-        self._thread: threading.Thread | None = None
+        self._sent = 0
+        self._done = threading.Condition()
+        self._inbox: Any = None
+        self._outbox: Any = None
+        self._process: Any = None
+        self._collector: threading.Thread | None = None
         self._extra_hosts: tuple[str, ...] = ()
-        self.on_recorded: Any = None  # optional callback(RoundTrip), called on the writer thread
 
     # -- options -------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
@@ -148,18 +154,28 @@ class LooptapRecorder:
             self._extra_hosts = tuple(ctx.options.looptap_record_hosts)
         if "looptap_output" in updated or "looptap_fsync" in updated:
             path = ctx.options.looptap_output
-            self._close_writer()
+            self._stop_writer()
             if path:
-                try:
-                    self.writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, fsync=ctx.options.looptap_fsync)
-                except (CassetteError, OSError) as exc:
-                    raise exceptions.OptionsError(f"looptap_output: {exc}") from None
-                self._thread = threading.Thread(target=self._drain, name="looptap-writer", daemon=True)
-                self._thread.start()
+                self._start_writer(Path(path), ctx.options.looptap_fsync)
+
+    def _start_writer(self, path: Path, fsync: bool) -> None:
+        import multiprocessing
+
+        try:  # fail early, with a clear message, if the cassette cannot be opened
+            CassetteWriter(path, meta={"source": "looptap proxy"}).close()
+        except (CassetteError, OSError) as exc:
+            raise exceptions.OptionsError(f"looptap_output: {exc}") from None
+        mp = multiprocessing.get_context("spawn")
+        self._inbox, self._outbox = mp.Queue(), mp.Queue()
+        self._process = mp.Process(target=writer_main, args=(str(path), fsync, self._inbox, self._outbox), name="looptap-writer", daemon=True)
+        self._process.start()
+        self.output = path
+        self._collector = threading.Thread(target=self._collect, name="looptap-results", daemon=True)
+        self._collector.start()
 
     # -- hooks -----------------------------------------------------------------------------------
     def _records(self, flow: http.HTTPFlow) -> bool:
-        if self.writer is None:
+        if self._inbox is None:
             return False
         mode = flow.client_conn.proxy_mode
         if isinstance(mode, mode_specs.ReverseMode):
@@ -195,45 +211,58 @@ class LooptapRecorder:
         if tee is not None and flow.response is not None and flow.response.raw_content is None:
             # Make the flow self-contained for mitmweb / flow files (once, not per chunk).
             flow.response.raw_content = b"".join(c for _, c in tee.chunks)
-        self._queue.put(ex)
+        with self._done:
+            self._sent += 1
+        self._inbox.put(ex)
 
     def done(self) -> None:
-        self._close_writer()
+        self._stop_writer()
 
-    # -- writer thread ---------------------------------------------------------------------------
-    def _drain(self) -> None:
-        writer = self.writer
+    # -- the writer process ------------------------------------------------------------------------
+    def _collect(self) -> None:
+        outbox = self._outbox
         while True:
-            item = self._queue.get()
-            if item is _STOP or writer is None:
-                self._queue.task_done()
-                return
             try:
-                rt = writer.append(item)
-                self.recorded += 1
-                if self.on_recorded is not None:
-                    self.on_recorded(rt)
-            except CassetteError as exc:
-                self.storage_errors += 1
-                print(f"looptap: STORAGE ERROR, round trip not recorded: {exc}", file=sys.stderr)
-            except Exception as exc:
-                self.failed_records += 1
-                print(f"looptap: could not record {item.method} {item.url}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            finally:
-                self._queue.task_done()
+                kind, _msg = outbox.get()
+            except (EOFError, OSError, ValueError):
+                return
+            with self._done:
+                if kind == "ok":
+                    self.recorded += 1
+                elif kind == "storage_error":
+                    self.storage_errors += 1
+                elif kind == "failed":
+                    self.failed_records += 1
+                elif kind == "stop":
+                    self._done.notify_all()
+                    return
+                self._done.notify_all()
 
-    def flush(self) -> None:
-        """Wait until every captured round trip is on disk."""
-        self._queue.join()
+    def flush(self, timeout: float = 60.0) -> None:
+        """Wait until every captured round trip has been handled by the writer."""
+        deadline = time.monotonic() + timeout
+        with self._done:
+            while self.recorded + self.storage_errors + self.failed_records < self._sent:
+                if self._process is None or not self._process.is_alive():
+                    lost = self._sent - (self.recorded + self.storage_errors + self.failed_records)
+                    self.storage_errors += lost
+                    print(f"looptap: STORAGE ERROR: the writer process stopped; {lost} round trips not recorded", file=sys.stderr)
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._done.wait(min(left, 0.2))
 
-    def _close_writer(self) -> None:
-        if self.writer is not None:
-            self._queue.put(_STOP)
-            if self._thread is not None:
-                self._thread.join()
-            self.writer.close()
-            self.writer = None
-            self._thread = None
+    def _stop_writer(self) -> None:
+        if self._process is None:
+            return
+        self.flush()
+        self._inbox.put(None)
+        self._process.join(timeout=30)
+        self._outbox.put(("stop", None))
+        if self._collector is not None:
+            self._collector.join(timeout=5)
+        self._process = self._inbox = self._outbox = self._collector = None
 
 
 #: For ``mitmdump -s proxy/addon.py`` / ``mitmweb -s proxy/addon.py``.

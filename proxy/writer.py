@@ -1,0 +1,47 @@
+"""The recorder's writer process: takes captured exchanges from a queue and appends them to the
+cassette (redaction, parsing, encoding, disk I/O), so none of that shares the proxy's GIL.
+
+A module of its own, importing no mitmproxy: the process starts fast, and it is importable by name
+when the addon is loaded as a script (``mitmdump -s proxy/addon.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from cassettes.errors import CassetteError
+from cassettes.store import CassetteWriter
+
+__all__ = ["writer_main"]
+
+
+def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any) -> None:
+    """The writer process: redaction, parsing, encoding and disk I/O away from the proxy's GIL."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when to stop
+    try:
+        writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, fsync=fsync)
+    except (CassetteError, OSError) as exc:
+        outbox.put(("storage_error", f"cannot open {path}: {exc}"))
+        return
+    with writer:
+        while True:
+            try:
+                item = inbox.get()
+            except (EOFError, OSError):  # the proxy died: everything received is on disk
+                break
+            if item is None:
+                break
+            try:
+                writer.append(item)
+                outbox.put(("ok", None))
+            except CassetteError as exc:
+                print(f"looptap: STORAGE ERROR, round trip not recorded: {exc}", file=sys.stderr, flush=True)
+                outbox.put(("storage_error", str(exc)))
+            except Exception as exc:
+                msg = f"could not record {item.method} {item.url}: {type(exc).__name__}: {exc}"
+                print(f"looptap: {msg}", file=sys.stderr, flush=True)
+                outbox.put(("failed", msg))
