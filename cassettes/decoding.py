@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cassettes.exchange import Exchange
+
 __all__ = ["MAX_DECODED_BYTES", "DecodeResult", "decode_chunks", "sniff_encoding"]
 
 #: Decompression stops here (a compression bomb guard); the raw bytes are kept instead.
@@ -144,3 +146,18 @@ def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None) -> Deco
             return DecodeResult(list(chunks), None, notes)
         notes.append(f"{enc} body is cut short (its compressed stream has no end); the {total} bytes decoded are kept")
     return DecodeResult(out, enc, notes)
+
+
+def decode_exchange(ex: Exchange) -> None:
+    """Remove the Content-Encoding from an exchange captured as it crossed the wire (in place):
+    the request body and the response chunks, keeping chunk boundaries and offsets."""
+    if ex.request_body:
+        dec = decode_chunks([(0.0, ex.request_body)], ex.request_header("content-encoding"))
+        ex.request_body = b"".join(c for _, c in dec.chunks)
+        ex.forget_request_json()
+        ex.notes.extend(f"request: {n}" for n in dec.notes)
+    if ex.response_chunks:
+        dec = decode_chunks(ex.response_chunks, ex.response_header("content-encoding"))
+        ex.response_chunks = [c for c in dec.chunks if c[1]]
+        ex.decoded_from = dec.decoded_from
+        ex.notes.extend(dec.notes)

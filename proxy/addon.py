@@ -67,36 +67,26 @@ def _fields(headers: Any) -> list[tuple[str, str]]:
 
 
 def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) -> Exchange:
-    """The one place a mitmproxy flow becomes a neutral exchange (bodies still content-encoded
-    here; the writer decodes them)."""
-    from cassettes.decoding import decode_chunks
-
+    """The one place a mitmproxy flow becomes a neutral exchange. Bodies are left as they crossed
+    the wire (content-encoded): the writer process decodes them, off the proxy's event loop."""
     req = flow.request
     start = req.timestamp_start
     ex = Exchange(
         method=req.method,
         url=req.pretty_url,
         request_headers=_fields(req.headers),
+        request_body=req.raw_content or b"",
         started=start,
     )
-    raw = req.raw_content or b""
-    dec = decode_chunks([(0.0, raw)], req.headers.get("content-encoding"))
-    ex.request_body = b"".join(c for _, c in dec.chunks)
-    ex.notes.extend(f"request: {n}" for n in dec.notes)
     resp = flow.response
     if resp is not None:
         ex.status = resp.status_code
         ex.reason = resp.reason
         ex.response_headers = _fields(resp.headers)
         if tee is not None:
-            chunks = [(max(0.0, t - start), c) for t, c in tee.chunks]
-        else:
-            body = resp.raw_content or b""
-            chunks = [((resp.timestamp_end or start) - start, body)] if body else []
-        dec = decode_chunks(chunks, resp.headers.get("content-encoding"))
-        ex.response_chunks = [c for c in dec.chunks if c[1]]
-        ex.decoded_from = dec.decoded_from
-        ex.notes.extend(dec.notes)
+            ex.response_chunks = [(max(0.0, t - start), c) for t, c in tee.chunks]
+        elif resp.raw_content:
+            ex.response_chunks = [((resp.timestamp_end or start) - start, resp.raw_content)]
         if resp.timestamp_start:
             ex.ttfb = resp.timestamp_start - start
         end = resp.timestamp_end or (tee.chunks[-1][0] if tee is not None and tee.chunks else None)

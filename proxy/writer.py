@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cassettes.decoding import decode_exchange
 from cassettes.errors import CassetteError
 from cassettes.store import CassetteWriter
 
@@ -19,9 +20,14 @@ __all__ = ["writer_main"]
 
 def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any) -> None:
     """The writer process: redaction, parsing, encoding and disk I/O away from the proxy's GIL."""
+    import os
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when to stop
+    try:
+        os.nice(10)  # background work: the proxy's own process keeps the CPU it needs
+    except OSError:
+        pass
     try:
         writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, fsync=fsync)
     except (CassetteError, OSError) as exc:
@@ -36,6 +42,7 @@ def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any) -> None:
             if item is None:
                 break
             try:
+                decode_exchange(item)
                 writer.append(item)
                 outbox.put(("ok", None))
             except CassetteError as exc:
