@@ -49,7 +49,9 @@ _SECRET_HEADERS = {
     "x-access-token",
     "ocp-apim-subscription-key",
 }
-_SECRET_HEADER_NAME = re.compile(r"(?i)(api[-_]?key|token|secret|passw|auth|cookie|session|credential|signature)")
+# Not "session": session and thread ids (X-Claude-Code-Session-Id, Codex's session-id) identify a
+# conversation; they are not credentials, and scrubbing them would erase what links its turns.
+_SECRET_HEADER_NAME = re.compile(r"(?i)(api[-_]?key|token|secret|passw|auth|cookie|credential|signature)")
 _SAFE_HEADER_NAME = re.compile(r"(?i)(ratelimit|rate-limit|tokens?-(limit|remaining|reset)|x-stainless|anthropic-beta|www-authenticate)")
 _SECRET_QUERY = re.compile(
     r"(?i)^(key|api[-_]?key|apikey|token|access[-_]?token|auth|sig|signature|secret|password|"
