@@ -150,7 +150,12 @@ def summary_lines(views: list[dict[str, Any]], problems: list[str] | None = None
         req = v["request"]
         if req:
             hist = req.get("history") or {}
-            extra = f", +{hist['appended']} appended to #{hist['base']}" if hist else ""
+            extra = ""
+            if hist:
+                # A storage fact (which earlier request this one was encoded against), not the
+                # conversation link: that is the conversation/turn shown on the first line.
+                rewritten = ", rewritten" if hist.get("rewritten") else ""
+                extra = f" (stored as #{hist['base']}'s first {hist['keep']} + {hist['appended']} new{rewritten})"
             out.append(f"    request: {req['messages']} messages, {len(req['tools'])} tools{extra}")
         if v["reasoning"]:
             out.append(f"    reasoning: {_clip(v['reasoning'])}")

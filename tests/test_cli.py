@@ -25,7 +25,7 @@ def test_import_then_show(tmp_path: Path) -> None:
     r = looptap("show", str(out))
     assert r.returncode == 0, r.stderr
     assert "tool call: get_capital" in r.stdout and "The capital of the UK is London." in r.stdout
-    assert "+2 appended to #0" in r.stdout
+    assert "(stored as #0's first 1 + 2 new)" in r.stdout
 
 
 def test_show_json_schema(tmp_path: Path) -> None:

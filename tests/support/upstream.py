@@ -51,6 +51,9 @@ stops at its terminal event, like openai-python's sync stream at ``[DONE]``, the
 ``source=<corpus path>#<index>`` to serve that recording. Error statuses carry
 ``x-should-retry: false`` so the SDKs do not retry. Every response says which recording it came
 from in ``x-fake-upstream-source``, and is logged in :attr:`FakeUpstream.served`.
+
+**TLS.** ``FakeUpstream(tls=(cert, key))`` / ``--tls CERT KEY`` serves HTTPS with that certificate
+chain and key (PEM) instead of plain HTTP; :attr:`FakeUpstream.url` then starts with ``https://``.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -754,8 +758,11 @@ class FakeUpstream:
         delay: float = 0.01,
         default_scenario: str | None = None,
         corpus: Path | str = CORPUS,
+        tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
     ) -> None:
         self.host = host
+        #: (certificate chain PEM, private key PEM): serve HTTPS instead of plain HTTP.
+        self.tls = (Path(tls[0]), Path(tls[1])) if tls is not None else None
         self.port = port
         self.delay = delay
         self.default_scenario = default_scenario
@@ -774,11 +781,15 @@ class FakeUpstream:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start_async(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 20)
+        ctx = None
+        if self.tls is not None:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(self.tls[0], self.tls[1])
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 20, ssl=ctx)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop_async(self) -> None:
@@ -873,7 +884,7 @@ class FakeUpstream:
                 conn = (req.header("connection") or "").lower()
                 if not keep or conn == "close":
                     break
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ssl.SSLError):
             pass
         except asyncio.CancelledError:
             pass
@@ -1086,10 +1097,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", default=None, help=f"default scenario ({', '.join(SCENARIOS)}); X-Fake-Upstream overrides it")
     ap.add_argument("--delay", type=float, default=0.01, help="seconds between stream events")
     ap.add_argument("--corpus", default=str(CORPUS))
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS with this certificate chain and key (PEM)")
     args = ap.parse_args(argv)
 
     async def run() -> None:
-        up = FakeUpstream(args.host, args.port, delay=args.delay, default_scenario=args.scenario, corpus=args.corpus)
+        up = FakeUpstream(args.host, args.port, delay=args.delay, default_scenario=args.scenario, corpus=args.corpus, tls=args.tls)
         await up.start_async()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
