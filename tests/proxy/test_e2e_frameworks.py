@@ -28,10 +28,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -43,6 +41,7 @@ if str(REPO) not in sys.path:
 from cassettes.analysis import RunAnalysis, Severity, analyse  # noqa: E402
 from cassettes.roundtrip import RoundTrip, parse_exchange  # noqa: E402
 from cassettes.store import Cassette, read_cassette  # noqa: E402
+from tests.support.harness import outputs  # noqa: E402
 from tests.support.upstream import FakeUpstream, Served  # noqa: E402
 
 PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
@@ -73,17 +72,6 @@ TIMEOUT = 90  # per child process; a run takes a few seconds
 # Helpers
 
 
-@pytest.fixture(scope="module")
-def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One mitmproxy confdir (CA) per module, never the user's ~/.mitmproxy."""
-    return tmp_path_factory.mktemp("mitmproxy-conf")
-
-
-@pytest.fixture
-def secret() -> str:
-    return f"sk-looptap-SENTINEL-{uuid.uuid4().hex}"
-
-
 def base_env(secret: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k.upper() not in _SCRUB}
     env.update(OPENAI_API_KEY=secret, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO))
@@ -110,10 +98,6 @@ import json, os, sys
 def out(**kw):
     print(json.dumps(kw), flush=True)
 '''
-
-
-def outputs(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:

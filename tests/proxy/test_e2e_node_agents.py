@@ -42,8 +42,6 @@ import re
 import shutil
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -56,6 +54,7 @@ if str(REPO) not in sys.path:
 
 from cassettes.roundtrip import RoundTrip, parse_exchange  # noqa: E402
 from cassettes.store import Cassette, read_cassette  # noqa: E402
+from tests.support.harness import outputs  # noqa: E402
 from tests.support.upstream import FakeUpstream, Served  # noqa: E402
 
 PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
@@ -107,23 +106,6 @@ def version_of(pkg: str) -> str:
 # Helpers
 
 
-@pytest.fixture(scope="module")
-def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One mitmproxy confdir (CA) per module, never the user's ~/.mitmproxy."""
-    return tmp_path_factory.mktemp("mitmproxy-conf")
-
-
-@pytest.fixture
-def upstream() -> Iterator[FakeUpstream]:
-    with FakeUpstream(delay=0.01) as up:
-        yield up
-
-
-@pytest.fixture
-def secret() -> str:
-    return f"sk-looptap-SENTINEL-{uuid.uuid4().hex}"
-
-
 def run_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k.upper() not in _SCRUB}
     home = tmp_path / "home"
@@ -152,10 +134,6 @@ def looptap_run(
 def explain(proc: subprocess.CompletedProcess[str], up: FakeUpstream | None = None) -> str:
     served = "" if up is None else "\n--- served\n" + "\n".join(f"{s.method} {s.target} -> {s.status} ({s.scenario})" for s in up.served)
     return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}{served}"
-
-
-def outputs(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
 def expected_view(s: Served) -> tuple[str, list[list[Any]]]:

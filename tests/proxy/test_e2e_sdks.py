@@ -21,8 +21,6 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,6 +33,7 @@ if str(REPO) not in sys.path:
 
 from cassettes.roundtrip import RoundTrip, parse_exchange  # noqa: E402
 from cassettes.store import Cassette, read_cassette  # noqa: E402
+from tests.support.harness import outputs  # noqa: E402
 from tests.support.upstream import FakeUpstream, Served  # noqa: E402
 
 PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
@@ -64,23 +63,6 @@ WEATHER_ARGS = {"city": "value"}
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
-
-
-@pytest.fixture(scope="module")
-def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One mitmproxy confdir (CA) per module, never the user's ~/.mitmproxy."""
-    return tmp_path_factory.mktemp("mitmproxy-conf")
-
-
-@pytest.fixture
-def upstream() -> Iterator[FakeUpstream]:
-    with FakeUpstream(delay=0.01) as up:
-        yield up
-
-
-@pytest.fixture
-def secret() -> str:
-    return f"sk-looptap-SENTINEL-{uuid.uuid4().hex}"
 
 
 def base_env(secret: str) -> dict[str, str]:
@@ -116,10 +98,6 @@ def looptap_run(
     argv = [*RECORDER, "run", *recorder_args(out, confdir, upstream, *extra), "--", *cmd]
     proc = subprocess.run(argv, env=base_env(secret), capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
     return proc, out
-
-
-def outputs(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
