@@ -311,20 +311,13 @@ def _header_in(headers: Any) -> list[tuple[str, str]]:
 def exchange_to_record(
     ex: Exchange,
     seq: int,
-    encoder: HistoryEncoder | None = None,
-    history_key: str | None = None,
     derived: dict[str, Any] | None = None,
     request_form: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of one exchange. ``request_form`` is the request body already encoded (the
-    writer encodes it first, to parse the request incrementally against its history base)."""
-    parsed = ex.request_json()
-    if request_form is not None:
-        req_body: dict[str, Any] | None = request_form
-    elif isinstance(parsed, dict) and encoder is not None:
-        req_body = encoder.encode(seq, parsed, history_key)
-    else:
-        req_body = encode_body(ex.request_body, parsed)
+    writer encodes it with :class:`HistoryEncoder` first, to parse the request incrementally
+    against its history base); without it the body is stored in full."""
+    req_body = request_form if request_form is not None else encode_body(ex.request_body, ex.request_json())
     rec: dict[str, Any] = {
         "type": "exchange",
         "seq": seq,

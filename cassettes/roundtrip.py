@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from cassettes import providers
 from cassettes.exchange import Exchange
 from cassettes.framing import Framed, frame
-from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
+from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 
 __all__ = ["MAX_PARSE_BYTES", "RoundTrip", "parse_all", "parse_exchange"]
 
@@ -106,8 +106,8 @@ def parse_exchange(ex: Exchange, base: RoundTrip | None = None) -> RoundTrip:
 _SYSTEM_ROLES = ("system", "developer")
 
 
-def _history_system(req: NormalisedRequest) -> list[Part]:
-    return [p for m in req.messages if m.role in _SYSTEM_ROLES for p in m.parts]
+def _history_system(messages: list[Message]) -> list[Part]:
+    return [p for m in messages if m.role in _SYSTEM_ROLES for p in m.parts]
 
 
 def _ends_with(parts: list[Part], tail: list[Part]) -> bool:
@@ -132,10 +132,10 @@ def _incremental(
     if base._raw_history_len != len(req.messages) or not _ends_with(req.system, base._history_system):
         return None
     partial = adapter.parse_request({**body, key: hist[keep:]}, url)
-    appended_system = _history_system(partial)
+    appended_system = _history_system(partial.messages)
     if partial.history_key != key or len(partial.messages) != len(hist) - keep or not _ends_with(partial.system, appended_system):
         return None
-    kept_system = base._history_system if keep == len(req.messages) else _history_system(req.model_copy(update={"messages": req.messages[:keep]}))
+    kept_system = base._history_system if keep == len(req.messages) else _history_system(req.messages[:keep])
     top = partial.system[: len(partial.system) - len(appended_system)]
     partial.messages = req.messages[:keep] + partial.messages
     partial.system = top + kept_system + appended_system
@@ -152,7 +152,7 @@ def _parse_request(
             rt._reused = (base.seq, int(ex.history_delta["keep"]))
     if got is None:
         req = adapter.parse_request(body, url)
-        got = req, _history_system(req)
+        got = req, _history_system(req.messages)
     req, rt._history_system = got
     hist = body.get(req.history_key) if isinstance(body, dict) and req.history_key else None
     rt._raw_history_len = len(hist) if isinstance(hist, list) else None

@@ -186,15 +186,22 @@ class CassetteWriter:
             return f.read(1) == b"\n"
 
     def _resume(self) -> None:
+        """Rebuild the history-delta state from an existing cassette, to append to it."""
         cas = read_cassette(self.path)
         for ex in cas.exchanges:
-            rt = parse_exchange(ex)
-            key = rt.request.history_key if rt.request else None
             body = ex.request_json()
             if isinstance(body, dict) and ex.seq is not None:
-                self._encoder.encode(ex.seq, body, key)
+                self._encoder.encode(ex.seq, body, self._history_key(ex, body))
             self._seq = max(self._seq, (ex.seq or 0) + 1)
         self._seq = max(self._seq, len(cas.exchanges) + len(cas.problems))
+
+    @staticmethod
+    def _history_key(ex: Exchange, body: dict[str, Any]) -> str | None:
+        try:
+            adapter = providers.detect(ex.method, urlsplit(ex.url), body)
+        except ValueError:
+            adapter = None
+        return adapter.history_key(body) if adapter is not None else None
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -210,12 +217,7 @@ class CassetteWriter:
         body = ex.request_json()
         if not isinstance(body, dict):
             return None, None
-        try:
-            adapter = providers.detect(ex.method, urlsplit(ex.url), body)
-        except ValueError:
-            adapter = None
-        key = adapter.history_key(body) if adapter is not None else None
-        form = self._encoder.encode(seq, body, key)
+        form = self._encoder.encode(seq, body, self._history_key(ex, body))
         delta = form.get("delta")
         if delta is None:
             return form, None
