@@ -63,14 +63,6 @@ class Exchange:
     _request_json: Any = field(default=_UNSET, repr=False, init=False)
     _body_pending: bool = field(default=False, repr=False, init=False)
 
-    def __getattribute__(self, name: str) -> Any:
-        # Serialise a body rebuilt from JSON only when the bytes are actually needed: analysis
-        # reads the parsed JSON, so long runs never pay to re-encode every turn's full history.
-        if name == "request_body" and object.__getattribute__(self, "_body_pending"):
-            object.__setattr__(self, "_body_pending", False)
-            object.__setattr__(self, "request_body", orjson.dumps(object.__getattribute__(self, "_request_json")))
-        return object.__getattribute__(self, name)
-
     @property
     def response_body(self) -> bytes:
         return b"".join(c for _, c in self.response_chunks)
@@ -78,7 +70,7 @@ class Exchange:
     @property
     def request_is_lazy(self) -> bool:
         """The body is held as parsed JSON and has not been serialised yet."""
-        return bool(object.__getattribute__(self, "_body_pending"))
+        return self._body_pending
 
     def request_json(self) -> Any:
         """The request body parsed as JSON, or ``None`` when it is not JSON (cached)."""
@@ -98,11 +90,33 @@ class Exchange:
 
     def forget_request_json(self) -> None:
         """Drop the cached parse (after the body bytes were replaced)."""
+        if self._body_pending:
+            _ = self.request_body  # serialise a lazily held body before its JSON goes
         self._request_json = _UNSET
-        self._body_pending = False
 
     def request_header(self, name: str) -> str | None:
         return header(self.request_headers, name)
 
     def response_header(self, name: str) -> str | None:
         return header(self.response_headers, name)
+
+
+def _get_request_body(self: Exchange) -> bytes:
+    # A body rebuilt from a cassette's history delta is held as parsed JSON and serialised only
+    # when someone asks for the bytes: analysis reads the JSON, so long runs never pay to
+    # re-encode every turn's full history.
+    if self._body_pending:
+        self._body_pending = False
+        self.__dict__["_body"] = orjson.dumps(self._request_json)
+    body: bytes = self.__dict__["_body"]  # the storage behind the property, not a field
+    return body
+
+
+def _set_request_body(self: Exchange, value: bytes) -> None:
+    self.__dict__["_body"] = value
+    self._body_pending = False
+
+
+# The dataclass keeps ``request_body`` as an init field and in ``replace``/``repr``; the property
+# (installed after the dataclass is built) stores it in ``_body``.
+Exchange.request_body = property(_get_request_body, _set_request_body)  # type: ignore[assignment]
