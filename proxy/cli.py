@@ -37,6 +37,25 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ssl-insecure", action="store_true", help="do not verify upstream TLS certificates")
     p.add_argument("--confdir", default="~/.mitmproxy", help="mitmproxy's configuration and CA directory")
     p.add_argument("--fsync", action="store_true", help="fsync the cassette after every round trip")
+    p.add_argument(
+        "--listen-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address the listeners bind (default 127.0.0.1, loopback only). Anything else exposes the proxy, "
+        "and the API keys passing through it, to other machines: a warning is printed",
+    )
+
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _exposure_warning(host: str) -> str | None:
+    if host in _LOOPBACK or host.startswith("127."):
+        return None
+    return (
+        f"looptap: warning: listening on {host}, not loopback: anyone who can reach this machine can send "
+        "requests through the proxy and read the responses; use it only on a trusted network"
+    )
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -56,10 +75,18 @@ def _config(args: argparse.Namespace) -> Any:
         ssl_insecure=args.ssl_insecure,
         confdir=Path(args.confdir).expanduser(),
         fsync=args.fsync,
+        host=args.listen_host,
     )
 
 
+def _warn_exposure(args: argparse.Namespace) -> None:
+    warning = _exposure_warning(args.listen_host)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+
+
 def cmd_record(args: argparse.Namespace) -> int:
+    _warn_exposure(args)
     try:
         from proxy.launcher import BusyPort, record_forever
     except ImportError:
@@ -109,6 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(_NO_MITMPROXY, file=sys.stderr)
         return 2
     config = _config(args)
+    _warn_exposure(args)
     try:
         rc, addon = asyncio.run(run_child(config, argv))
     except BusyPort as exc:

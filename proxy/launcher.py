@@ -149,6 +149,10 @@ class Recorder:
 
     def _environment(self) -> dict[str, str]:
         host = self.config.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"  # a wildcard bind is reached locally through loopback
+        elif ":" in host:
+            host = f"[{host}]"
         env: dict[str, str] = {}
         for lst in self.listeners:
             if lst.upstream is None:
