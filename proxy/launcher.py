@@ -229,9 +229,14 @@ async def run_child(config: RecorderConfig, argv: Sequence[str]) -> tuple[int, L
         await rec.stop()
         raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
     loop = asyncio.get_running_loop()
+
+    def pass_on(sig: int) -> None:
+        if proc.returncode is None:
+            proc.send_signal(sig)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         # The child gets the terminal's SIGINT itself; SIGTERM is passed on.
-        loop.add_signal_handler(sig, lambda s=sig: proc.send_signal(s) if proc.returncode is None else None)
+        loop.add_signal_handler(sig, pass_on, sig)
     rc = await proc.wait()
     await rec.stop()
     return rc, rec.addon

@@ -25,6 +25,20 @@ def test_mypy_strict() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_mypy_strict_proxy_against_the_recorder_environment() -> None:
+    """proxy/ imports mitmproxy, which lives only in the recorder's environment: mypy runs from
+    here but resolves imports in that interpreter's site-packages."""
+    import os
+
+    proxy_python = os.environ.get("LOOPTAP_PROXY_PYTHON")
+    if not proxy_python:
+        pytest.skip("LOOPTAP_PROXY_PYTHON is not set (the recorder's environment; .ci/run sets it)")
+    out = subprocess.run(
+        [_tool("mypy"), "--strict", "--python-executable", proxy_python, "-p", "proxy"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def test_ruff() -> None:
     out = subprocess.run([_tool("ruff"), "check", "cassettes", "proxy", "inspector", "tests", "bench"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
