@@ -1,0 +1,106 @@
+"""The addon file loads into mitmproxy's own tools, as users run them: ``mitmdump -s proxy/addon.py``
+and ``mitmweb -s proxy/addon.py``, each as a real process in reverse mode in front of the fake
+upstream, with a real HTTP client; the cassette it writes holds the round trips."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from cassettes.store import read_cassette  # noqa: E402
+from tests.support.upstream import FakeUpstream  # noqa: E402
+
+PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
+BIN = PROXY_PYTHON.parent
+
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
+    pytest.mark.skipif(not (BIN / "mitmdump").exists(), reason=f"mitmproxy's tools are not installed beside {PROXY_PYTHON}"),
+]
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            raise AssertionError(f"the tool exited with {proc.returncode}:\n{out}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"nothing listens on {port} after {timeout} s")
+
+
+def _chat(port: int, stream: bool) -> bytes:
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json", "authorization": "Bearer sk-looptap-SENTINEL-stocktools"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return bytes(resp.read())
+
+
+@pytest.mark.parametrize("tool", ["mitmdump", "mitmweb"])
+def test_addon_file_records_through_the_stock_tool(tool: str, tmp_path: Path) -> None:
+    out = tmp_path / "run.jsonl"
+    port = _port()
+    with FakeUpstream(delay=0.005) as up:
+        cmd = [
+            str(BIN / tool),
+            "-s", str(REPO / "proxy" / "addon.py"),
+            "--set", f"looptap_output={out}",
+            "--set", f"confdir={tmp_path / 'conf'}",
+            "--mode", f"reverse:{up.url}@{port}",
+            "--listen-host", "127.0.0.1",
+            "-q",
+        ]  # fmt: skip
+        if tool == "mitmweb":
+            cmd += ["--web-host", "127.0.0.1", "--web-port", str(_port()), "--set", "web_open_browser=false"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
+        try:
+            _wait_listening(port, proc)
+            plain = _chat(port, stream=False)
+            streamed = _chat(port, stream=True)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                log = proc.communicate(timeout=30)[0].decode(errors="replace")
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                log = proc.communicate()[0].decode(errors="replace")
+        served = up.llm_served()
+    assert len(served) == 2, log
+    assert json.loads(plain)["choices"], log
+    assert b"data: [DONE]" in streamed, log
+    cas = read_cassette(out)
+    assert not cas.problems, cas.problems
+    rts = cas.roundtrips()
+    assert [rt.family for rt in rts] == ["openai_chat", "openai_chat"], log
+    assert [rt.stream for rt in rts] == [False, True]
+    assert all(rt.complete for rt in rts)
+    # What the client received is what the cassette holds, byte for byte.
+    assert cas.exchanges[0].response_body == plain
+    assert cas.exchanges[1].response_body == streamed
+    assert b"SENTINEL-stocktools" not in out.read_bytes()
