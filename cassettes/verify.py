@@ -1,0 +1,274 @@
+"""``looptap verify FILE``: scan a cassette for secrets that should never have reached the disk.
+
+The scanner uses the key formats the redactor removes (:data:`cassettes.redact.SECRET_PATTERNS`:
+``sk-…``, ``sk-ant-…``, ``AIza…``, ``ya29.…``, ``AKIA…``, ``ghp_…``, ``xox…-``, JWTs, ``Bearer …`` —
+one list for both), plus configured patterns (``--pattern REGEX``, and ``patterns`` under
+``[tool.looptap.verify]`` in ``pyproject.toml`` or in a ``--config`` TOML file).
+
+Every line of the file is scanned, whatever it holds: a JSON record is walked field by field (so a
+find is reported as ``file:line:field``), a line that is not JSON (a torn record) is scanned as
+text. Besides the text as stored, the scanner looks at the forms a secret can hide in: base64
+bodies and header values (``{"b64": …}``), URL-encoded text (``%2F``), and base64 tokens
+(``Basic …`` credentials, encoded blobs). A find is printed masked (its first characters only),
+so the report itself does not spread the secret.
+
+Exit status: 0 clean, 1 secrets found, 2 the file could not be read or a pattern is invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import re
+import sys
+import tomllib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+
+from cassettes.redact import SECRET_PATTERNS
+
+__all__ = ["Find", "load_config_patterns", "main", "register_verify", "scan_file", "scan_lines"]
+
+EXIT_CLEAN = 0
+EXIT_FOUND = 1
+EXIT_ERROR = 2
+
+_COMPILED = tuple((name, re.compile(p)) for name, p in SECRET_PATTERNS)
+#: Base64 (standard or URL-safe) tokens worth decoding: long enough to hide a key, short enough
+#: that an image or audio payload is not decoded (bodies stored as ``{"b64": …}`` are decoded whole).
+_B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,2048}={0,2}(?![A-Za-z0-9+/_=-])")
+
+
+@dataclass(frozen=True)
+class Find:
+    """One secret found: where (file, line, JSON field path) and what kind."""
+
+    path: str
+    line: int
+    field: str
+    kind: str
+    #: The secret's first characters and its length, never the whole secret.
+    masked: str
+    #: How it was stored: ``text``, ``base64`` or ``url-encoded``.
+    form: str = "text"
+
+    def __str__(self) -> str:
+        how = "" if self.form == "text" else f", {self.form}"
+        return f"{self.path}:{self.line}:{self.field}: {self.kind} ({self.masked}{how})"
+
+
+def _mask(secret: str) -> str:
+    return f"{secret[:6]}… {len(secret)} chars"
+
+
+class _Scanner:
+    def __init__(self, extra_patterns: Iterable[str]) -> None:
+        extra = tuple(("configured pattern", re.compile(p)) for p in extra_patterns if p)
+        self.patterns: tuple[tuple[str, re.Pattern[str]], ...] = _COMPILED + extra
+
+    def _matches(self, text: str) -> Iterator[tuple[str, str]]:
+        for name, pat in self.patterns:
+            for m in pat.finditer(text):
+                if m.group(0):
+                    yield name, m.group(0)
+
+    def text(self, text: str) -> Iterator[tuple[str, str, str]]:
+        """(kind, secret, form) for every secret in ``text`` and in its hidden forms."""
+        seen: set[tuple[str, str]] = set()
+        for kind, secret in self._matches(text):
+            seen.add((kind, secret))
+            yield kind, secret, "text"
+        if "%" in text:
+            decoded = unquote(text)
+            if decoded != text:
+                for kind, secret in self._matches(decoded):
+                    if (kind, secret) not in seen:
+                        seen.add((kind, secret))
+                        yield kind, secret, "url-encoded"
+        for m in _B64_TOKEN.finditer(text):
+            inner = _b64(m.group(0))
+            if inner is None:
+                continue
+            for kind, secret in self._matches(inner):
+                if (kind, secret) not in seen:
+                    seen.add((kind, secret))
+                    yield kind, secret, "base64"
+
+    def blob(self, data: bytes) -> Iterator[tuple[str, str, str]]:
+        """Secrets in bytes stored as base64 (a binary body, a non-UTF-8 header value)."""
+        for kind, secret, form in self.text(data.decode("utf-8", "replace")):
+            yield kind, secret, "base64" if form == "text" else f"base64, {form}"
+
+
+def _b64(token: str) -> str | None:
+    """The text a base64 token decodes to, when it decodes to mostly printable text."""
+    raw = token.rstrip("=")
+    if len(raw) % 4 == 1:
+        return None
+    padded = raw + "=" * (-len(raw) % 4)
+    try:
+        data = base64.b64decode(padded, altchars=b"-_" if ("-" in raw or "_" in raw) else None, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    text = data.decode("utf-8", "replace")
+    printable = sum(1 for c in text if c.isprintable())
+    return text if text and printable >= 0.9 * len(text) else None
+
+
+def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """(field path, leaf) of a JSON value; ``{"b64": …}`` forms are leaves of their own."""
+    if isinstance(value, dict):
+        if set(value) <= {"b64", "t"} and isinstance(value.get("b64"), str):
+            yield path, value
+            return
+        for k, v in value.items():
+            yield from _walk(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _walk(v, f"{path}[{i}]")
+    elif isinstance(value, str):
+        yield path, value
+
+
+def _fields(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Like :func:`_walk`, with header lists (``[[name, value], …]``) reported by header name."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            sub = f"{path}.{k}" if path else str(k)
+            if k == "headers" and isinstance(v, list):
+                for pair in v:
+                    if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str):
+                        yield from _walk(pair[1], f"{sub}[{pair[0]}]")
+                        yield from _walk(pair[0], f"{sub}[{pair[0]}].name")
+                    else:
+                        yield from _walk(pair, sub)
+            else:
+                yield from _fields(v, sub)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _fields(v, f"{path}[{i}]")
+    else:
+        yield from _walk(value, path)
+
+
+def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns: Iterable[str] = ()) -> list[Find]:
+    """Every secret in ``lines`` (the lines of a cassette, without their newlines)."""
+    scanner = _Scanner(extra_patterns)
+    finds: list[Find] = []
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            rec: Any = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            text = raw.decode("utf-8", "replace")
+            for kind, secret, form in scanner.text(text):
+                finds.append(Find(path, n, "(not JSON)", kind, _mask(secret), form))
+            continue
+        for field, leaf in _fields(rec):
+            if isinstance(leaf, dict):
+                try:
+                    data = base64.b64decode(leaf["b64"])
+                except (binascii.Error, ValueError):
+                    data = str(leaf["b64"]).encode()
+                hits = scanner.blob(data)
+            elif isinstance(leaf, str):
+                hits = scanner.text(leaf)
+            else:
+                continue
+            for kind, secret, form in hits:
+                finds.append(Find(path, n, field or "(record)", kind, _mask(secret), form))
+    return finds
+
+
+def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find]:
+    """Every secret in the cassette at ``path``. Raises ``OSError`` if it cannot be read."""
+    p = Path(path)
+    with open(p, "rb") as f:
+        return scan_lines((line.rstrip(b"\r\n") for line in f), str(p), extra_patterns)
+
+
+def load_config_patterns(config: str | Path | None) -> list[str]:
+    """Patterns from a TOML file: ``patterns`` at the top, under ``[verify]`` or under
+    ``[tool.looptap.verify]``. Without ``config``, ``./pyproject.toml``'s ``[tool.looptap.verify]``
+    (if any). Raises ``OSError`` / ``ValueError`` for an unreadable or malformed file."""
+    if config is None:
+        default = Path("pyproject.toml")
+        if not default.is_file():
+            return []
+        config = default
+    with open(config, "rb") as f:
+        doc = tomllib.load(f)
+    for section in (doc.get("tool", {}).get("looptap", {}).get("verify"), doc.get("verify"), doc):
+        if isinstance(section, dict) and "patterns" in section:
+            pats = section["patterns"]
+            if not isinstance(pats, list) or not all(isinstance(p, str) for p in pats):
+                raise ValueError(f"{config}: 'patterns' must be a list of strings")
+            return list(pats)
+    return []
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    try:
+        patterns = [*load_config_patterns(args.config), *args.pattern]
+        for p in patterns:
+            re.compile(p)
+    except re.error as exc:
+        print(f"looptap: error: invalid --pattern: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except (OSError, ValueError) as exc:
+        print(f"looptap: error: cannot read the verify config: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    found = 0
+    failed = 0
+    for file in args.files:
+        try:
+            finds = scan_file(file, patterns)
+        except OSError as exc:
+            print(f"looptap: error: cannot read {file}: {exc.strerror or exc}", file=sys.stderr)
+            failed += 1
+            continue
+        for f in finds:
+            print(f)
+        found += len(finds)
+        if not args.quiet:
+            verdict = f"{len(finds)} secret(s) found" if finds else "clean"
+            print(f"looptap: {file}: {verdict}", file=sys.stderr)
+    if failed:
+        return EXIT_ERROR
+    return EXIT_FOUND if found else EXIT_CLEAN
+
+
+def register_verify(sub: Any) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="scan cassettes for leaked secrets (known key formats, configured patterns); exit 1 on a find",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="cassettes to scan (any text file works)")
+    p.add_argument(
+        "--pattern",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="also report matches of this regular expression (repeatable)",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        help="TOML file with 'patterns = [...]' (default: [tool.looptap.verify] in ./pyproject.toml)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the finds")
+    p.set_defaults(func=cmd_verify)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="looptap")
+    register_verify(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["verify", *(argv or [])])
+    return int(args.func(args))
