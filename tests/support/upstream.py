@@ -43,12 +43,26 @@ request offers (name and schema-valid arguments), so a real agent loop can run i
                         event, then a clean end of body without the terminal marker
 ``reset_mid_stream``    ``after`` (default 3) recorded events, then a TCP reset (``mode=fin``: a
                         plain close); a JSON body is cut in half
+``drip``                a recorded stream sent slowly: one event per ``delay``, or with
+                        ``unit=byte`` its first ``bytes`` (default 256) bytes one byte per write,
+                        then the rest event by event (each write's send time is in ``sent_at``)
+``malformed``           200 with a damaged body: ``kind=json`` (default; cut JSON, honest
+                        Content-Length), ``kind=sse`` (a recorded stream with a non-JSON event and
+                        no terminal event) or ``kind=binary`` (random bytes labelled as SSE)
+``lying_encoding``      a recorded body whose Content-Encoding lies: ``claim=`` the header
+                        (default ``gzip``; ``none`` sends none), ``actual=`` what the bytes really
+                        are (``identity`` default, or ``gzip``: streams flushed per event)
+``big``                 a response of ``size`` bytes (default 1 MiB), ``kind=json`` (one chat
+                        completion, Content-Length, sent in 64 KiB writes) or ``kind=sse`` (chat
+                        chunks of about 64 KiB each, then ``[DONE]``); the body's SHA-256 is in
+                        :attr:`Served.sha256`, and the request body's in :attr:`Served.request_sha256`
 =====================  =========================================================================
 
 Common keys: ``delay=<seconds>`` between stream events (default: the server's ``delay``, 0.01 s),
 ``linger=<seconds>`` to wait after the last event before ending the chunked body (a client that
 stops at its terminal event, like openai-python's sync stream at ``[DONE]``, then hangs up first),
-``source=<corpus path>#<index>`` to serve that recording. Error statuses carry
+``source=<corpus path>#<index>`` to serve that recording, ``set_cookie=<value>`` to add a
+``Set-Cookie`` response header. Error statuses carry
 ``x-should-retry: false`` so the SDKs do not retry. Every response says which recording it came
 from in ``x-fake-upstream-source``, and is logged in :attr:`FakeUpstream.served`.
 
@@ -61,6 +75,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import hashlib
 import itertools
 import json
 import os
@@ -72,6 +87,7 @@ import struct
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -96,6 +112,10 @@ SCENARIOS = (
     "server_error",
     "error_in_stream",
     "reset_mid_stream",
+    "drip",
+    "malformed",
+    "lying_encoding",
+    "big",
 )
 
 FAMILIES = ("openai_chat", "openai_responses", "anthropic", "gemini")
@@ -674,6 +694,13 @@ class Served:
     client_gone: bool = False
     started: float = 0.0
     ended: float | None = None
+    #: When each item of ``chunks`` was written (``time.time()``; streams and ``big`` only).
+    sent_at: list[float] = field(default_factory=list)
+    #: Extra response headers asked for by the request (``set_cookie=``).
+    extra_headers: list[tuple[str, str]] = field(default_factory=list)
+    #: SHA-256 of the response body (``big``) and of the request body (always).
+    sha256: str | None = None
+    request_sha256: str | None = None
 
     @property
     def body(self) -> bytes:
@@ -945,6 +972,7 @@ class FakeUpstream:
     async def _respond(self, req: Request, writer: asyncio.StreamWriter) -> bool:
         """Serve one request; ``False`` when the connection must not be reused."""
         s = Served(next(self._seq), req.method, req.target, req.headers, req.body, started=time.time())
+        s.request_sha256 = hashlib.sha256(req.body).hexdigest()
         self._log(s)
         try:
             return await self._serve(req, s, writer)
@@ -956,7 +984,7 @@ class FakeUpstream:
 
     async def _send_json(self, s: Served, writer: asyncio.StreamWriter, status: int, body: bytes, headers: list[tuple[str, str]] | None = None, ctype: str = "application/json") -> bool:
         hdrs = [(k, v) for k, v in (headers or []) if k.lower() not in ("content-type", "content-length")]
-        hdrs = [("content-type", ctype), *hdrs, ("content-length", str(len(body)))]
+        hdrs = [("content-type", ctype), *hdrs, ("content-length", str(len(body))), *s.extra_headers]
         if status >= 400:
             hdrs.append(("x-should-retry", "false"))
         s.status, s.response_headers = status, hdrs
@@ -973,6 +1001,7 @@ class FakeUpstream:
     ) -> bool:
         hdrs = [(k, v) for k, v in headers if k.lower() not in ("content-length", "transfer-encoding")]
         hdrs.append(("transfer-encoding", "chunked"))
+        hdrs += s.extra_headers
         s.status, s.response_headers = 200, hdrs
         await self._send_head(writer, 200, hdrs)
         for i, chunk in enumerate(chunks):
@@ -984,6 +1013,7 @@ class FakeUpstream:
             writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             await writer.drain()
             s.chunks.append(chunk)
+            s.sent_at.append(time.time())
         if reset_after is not None:
             await self._reset(writer, s, reset_mode)
             return False
@@ -1006,6 +1036,82 @@ class FakeUpstream:
                 pass
         writer.transport.abort() if mode != "fin" else writer.close()
 
+    async def _send_big(self, s: Served, writer: asyncio.StreamWriter, size: int, kind: str) -> bool:
+        """``size`` bytes of a chat completion (JSON with Content-Length, or SSE chunks)."""
+        piece = 64 * 1024
+        h = hashlib.sha256()
+        if kind == "sse":
+            hdrs = [("content-type", "text/event-stream"), ("transfer-encoding", "chunked"), *s.extra_headers]
+            s.status, s.response_headers = 200, hdrs
+            await self._send_head(writer, 200, hdrs)
+            sent, i = 0, 0
+            while sent < size:
+                text = "x" * max(1, min(piece, size - sent - 120))
+                ev = sse_event({"id": "chatcmpl-big", "object": "chat.completion.chunk", "model": "gpt-4o", "choices": [
+                    {"index": 0, "delta": {"content": f"{i:08d}" + text}, "finish_reason": None}]})
+                i += 1
+                await self._write_chunk(writer, s, ev, h, chunked=True)
+                sent += len(ev)
+            for ev in (sse_event({"id": "chatcmpl-big", "object": "chat.completion.chunk", "model": "gpt-4o",
+                                  "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}), b"data: [DONE]\n\n"):
+                await self._write_chunk(writer, s, ev, h, chunked=True)
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        else:
+            prefix = b'{"id":"chatcmpl-big","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"'
+            suffix = b'"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
+            fill = max(0, size - len(prefix) - len(suffix))
+            hdrs = [("content-type", "application/json"), ("content-length", str(len(prefix) + fill + len(suffix))), *s.extra_headers]
+            s.status, s.response_headers = 200, hdrs
+            await self._send_head(writer, 200, hdrs)
+            await self._write_chunk(writer, s, prefix, h)
+            block = (b"0123456789abcdef" * (piece // 16))[:piece]
+            left = fill
+            while left > 0:
+                await self._write_chunk(writer, s, block[: min(piece, left)], h)
+                left -= min(piece, left)
+            await self._write_chunk(writer, s, suffix, h)
+        s.sha256 = h.hexdigest()
+        s.complete = True
+        return True
+
+    async def _write_chunk(self, writer: asyncio.StreamWriter, s: Served, data: bytes, h: Any, chunked: bool = False) -> None:
+        writer.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+        await writer.drain()
+        h.update(data)
+        s.chunks.append(data)
+        s.sent_at.append(time.time())
+
+    async def _send_malformed(self, s: Served, writer: asyncio.StreamWriter, kind: str, delay: float) -> bool:
+        s.source = f"synthesised malformed {kind}"
+        if kind == "binary":
+            import random
+
+            rng = random.Random(20261122)  # the same bytes for every request (direct vs proxied)
+            chunks = [bytes(rng.randrange(256) for _ in range(200)) for _ in range(4)]
+            return await self._send_stream(s, writer, chunks, [("content-type", "text/event-stream")], delay)
+        body = b'{"id":"chatcmpl-cut","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"The capital of Fra'
+        return await self._send_json(s, writer, 200, body, [("x-fake-upstream-source", s.source)])
+
+    async def _send_lying(
+        self, s: Served, writer: asyncio.StreamWriter, chunks: list[bytes], headers: list[tuple[str, str]], stream: bool,
+        params: dict[str, str], delay: float,
+    ) -> bool:
+        claim, actual = params.get("claim", "gzip"), params.get("actual", "identity")
+        if actual == "gzip":
+            comp = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+            chunks = [comp.compress(c) + comp.flush(zlib.Z_SYNC_FLUSH) for c in chunks]
+            chunks[-1] += comp.flush()
+        elif actual != "identity":
+            raise ValueError(f"lying_encoding: actual={actual!r} (identity or gzip)")
+        headers = [(k, v) for k, v in headers if k.lower() != "content-encoding"]
+        if claim != "none":
+            headers.append(("content-encoding", claim))
+        if stream:
+            return await self._send_stream(s, writer, chunks, headers, delay)
+        return await self._send_json(s, writer, 200, b"".join(chunks), headers,
+                                     ctype=next((v for k, v in headers if k.lower() == "content-type"), "application/json"))
+
     async def _serve(self, req: Request, s: Served, writer: asyncio.StreamWriter) -> bool:
         path = req.path
         family = family_of(path) if req.method == "POST" else None
@@ -1025,6 +1131,8 @@ class FakeUpstream:
             sse = True
         scenario, params = parse_scenario(req.header("x-fake-upstream") or self.default_scenario)
         s.scenario = scenario
+        if "set_cookie" in params:
+            s.extra_headers.append(("set-cookie", params["set_cookie"]))
         if scenario not in SCENARIOS:
             msg = f"fake upstream: unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})"
             return await self._send_json(s, writer, 400, _dumps(error_body(family, 400, msg)))
@@ -1037,6 +1145,11 @@ class FakeUpstream:
             s.source = f"synthesised {status}"
             return await self._send_json(s, writer, status, _dumps(error_body(family, status, msg)), extra + [("x-fake-upstream-source", s.source)])
 
+        if scenario == "big":
+            return await self._send_big(s, writer, int(params.get("size", 1 << 20)), params.get("kind", "json"))
+        if scenario == "malformed" and params.get("kind", "json") in ("json", "binary"):
+            return await self._send_malformed(s, writer, params.get("kind", "json"), delay)
+
         tools, results = _offered_tools(family, req.target, body)
         kind = "text"
         if scenario == "tool_call":
@@ -1045,7 +1158,7 @@ class FakeUpstream:
             kind = "toolN"
         elif scenario == "tool_loop":
             kind = "tool1" if results < int(params.get("n", 2)) else "text"
-        stream_pick = s.stream or scenario in ("error_in_stream",)
+        stream_pick = s.stream or scenario in ("error_in_stream", "drip", "malformed")
         try:
             rec = self.corpus.by_source(params["source"]) if "source" in params else self.corpus.pick(family, stream_pick, kind)
         except (LookupError, OSError, ValueError, IndexError) as exc:
@@ -1059,6 +1172,18 @@ class FakeUpstream:
             chunks = [*chunks[:after], stream_error_event(family, after)]
             headers = [(k, v) for k, v in headers if k.lower() != "content-type"] + [("content-type", "text/event-stream")]
             return await self._send_stream(s, writer, chunks, headers, delay)
+
+        if scenario == "malformed":  # kind=sse: a non-JSON event in the middle, no terminal event
+            cut = max(1, len(chunks) // 2)
+            bad = b"data: {not json, " + chunks[cut][:20].replace(b"\n", b" ") + b"\n\n"
+            chunks = [*chunks[:cut], bad, *chunks[cut:-1]]
+            return await self._send_stream(s, writer, chunks, headers, delay)
+        if scenario == "lying_encoding":
+            return await self._send_lying(s, writer, chunks, headers, rec.stream, params, delay)
+        if scenario == "drip" and params.get("unit", "event") == "byte":
+            head = b"".join(chunks)[: int(params.get("bytes", 256))]
+            rest = split_events(b"".join(chunks)[len(head) :])
+            chunks = [head[i : i + 1] for i in range(len(head))] + rest
 
         if not rec.stream:
             if scenario == "reset_mid_stream":

@@ -1,0 +1,207 @@
+"""A running ``looptap record`` (the real recorder, in its own environment) for tests and benches.
+
+The recorder runs from ``$LOOPTAP_PROXY_PYTHON`` (mitmproxy 11 cannot share the test environment,
+see MITMPROXY.md §0), in a new session so that it and its writer process can be killed together.
+:class:`RecorderProcess` waits for the exported environment, knows its listening ports, and reads
+the CPU time and memory of the proxy process and of its writer process from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+__all__ = ["PROXY_PYTHON", "ProcStats", "RecorderProcess", "children", "proc_stats", "proxy_python"]
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Proxy and base-URL variables of the machine must not steer the recorder or the clients.
+SCRUB = (
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL",
+    "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE", "GOOGLE_VERTEX_BASE_URL", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI",
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY",
+)
+
+
+def proxy_python() -> Path | None:
+    """The recorder's interpreter from ``LOOPTAP_PROXY_PYTHON``, or ``None`` when unset/missing."""
+    value = os.environ.get("LOOPTAP_PROXY_PYTHON")
+    if not value or not Path(value).exists():
+        return None
+    return Path(value)
+
+
+PROXY_PYTHON = proxy_python()
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k.upper() not in SCRUB}
+    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO), **extra)
+    return env
+
+
+@dataclass
+class ProcStats:
+    pid: int
+    #: CPU seconds (user + system) used so far.
+    cpu: float
+    #: Resident set size now, and its peak (VmHWM), in bytes.
+    rss: int
+    peak_rss: int
+
+
+def proc_stats(pid: int) -> ProcStats | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    kb = {ln.split(":")[0]: int(ln.split()[1]) for ln in status.splitlines() if ln.startswith(("VmRSS", "VmHWM"))}
+    return ProcStats(pid, cpu, kb.get("VmRSS", 0) * 1024, kb.get("VmHWM", 0) * 1024)
+
+
+def children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                out += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class RecorderProcess:
+    """``looptap record -o OUT --upstream openai=… …`` until :meth:`stop` (SIGINT) or :meth:`kill`."""
+
+    def __init__(
+        self,
+        out: Path,
+        confdir: Path,
+        upstream_url: str | None = None,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        python: Path | None = None,
+        ready_timeout: float = 60.0,
+    ) -> None:
+        py = python or PROXY_PYTHON
+        if py is None:
+            raise RuntimeError("LOOPTAP_PROXY_PYTHON is not set")
+        self.out = out
+        args = [str(py), "-m", "cassettes.cli", "record", "-o", str(out), "--confdir", str(confdir)]
+        if upstream_url:
+            for name in ("openai", "anthropic", "gemini"):
+                args += ["--upstream", f"{name}={upstream_url}"]
+        args += list(extra)
+        self.argv = args
+        self.proc = subprocess.Popen(
+            args, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
+        self.log: list[str] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.env: dict[str, str] = {}
+        deadline = time.monotonic() + ready_timeout
+        ready = False
+        while not ready:
+            try:
+                line = self._lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                self.kill()
+                raise AssertionError("looptap record did not get ready:\n" + self.output)
+            if line.startswith("export "):
+                k, _, v = line[7:].strip().partition("=")
+                self.env[k] = v
+            if "recording to" in line:
+                ready = True
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.log.append(line)
+            self._lines.put(line)
+        self._lines.put(None)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def output(self) -> str:
+        return "".join(self.log)
+
+    def port(self, var: str = "OPENAI_BASE_URL") -> int:
+        port = urlsplit(self.env[var]).port
+        assert port is not None
+        return port
+
+    @property
+    def forward_port(self) -> int:
+        return self.port("HTTP_PROXY")
+
+    def ports(self) -> dict[str, int]:
+        out = {}
+        for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "HTTP_PROXY"):
+            if var in self.env:
+                out[var] = self.port(var)
+        return out
+
+    def writer_pids(self) -> list[int]:
+        """The writer process: the recorder's multiprocessing (spawn) child that is not its
+        resource tracker."""
+        return [c for c in children(self.pid) if "spawn_main" in cmdline(c)]
+
+    def helper_pids(self) -> list[int]:
+        """Every child process of the recorder (writer and multiprocessing's resource tracker)."""
+        return children(self.pid)
+
+    def stats(self) -> dict[str, ProcStats | None]:
+        out: dict[str, ProcStats | None] = {"proxy": proc_stats(self.pid)}
+        for i, pid in enumerate(self.writer_pids()):
+            out["writer" if i == 0 else f"writer{i}"] = proc_stats(pid)
+        return out
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def __enter__(self) -> RecorderProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
