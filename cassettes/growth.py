@@ -1,0 +1,89 @@
+"""Token-cost growth as chart series: one stacked bar per turn and the cumulative cost line.
+
+The turn's :class:`~cassettes.analysis.model.Segments` split the input by what it carries
+(system, tools, user, assistant history, tool results) and say how much of it this turn appended
+(``new``). A stacked bar needs parts that do not overlap, so ``new`` is taken out of the
+categories it came from, in proportion to the estimated size of the appended messages in each
+(the segments are estimates scaled to the reported input; so is this split). System prompt and
+tool schemas are their own parts on every turn, the first one included. Bars stack:
+``system + tools + history + tool_results + new == input``, then ``output`` on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from cassettes.analysis.model import Turn
+from cassettes.analysis.tokens import apportion, estimate_text
+from cassettes.models import Message
+
+__all__ = ["GrowthBar", "growth_bars"]
+
+
+@dataclass(frozen=True)
+class GrowthBar:
+    seq: int
+    turn: int
+    system: int
+    tools: int
+    #: User and assistant messages re-sent from earlier turns.
+    history: int
+    #: Tool results re-sent from earlier turns.
+    tool_results: int
+    #: What this turn appended (on a conversation's first turn, all its messages).
+    new: int
+    output: int
+    #: Sum of the conversation's known costs so far (``None`` while none is known).
+    cumulative_cost: Decimal | None
+    #: ``reported`` / ``estimated`` / ``missing`` (the turn's token source).
+    source: str
+
+    @property
+    def input(self) -> int:
+        return self.system + self.tools + self.history + self.tool_results + self.new
+
+
+def _appended_weights(messages: list[Message]) -> list[int]:
+    """Estimated (user + assistant, tool results) sizes of the appended messages."""
+    talk = results = 0
+    for m in messages:
+        for p in m.parts:
+            if p.tool_result is not None:
+                results += estimate_text(p.tool_result.content)
+            elif p.tool_call is not None:
+                talk += estimate_text(p.tool_call.name) + estimate_text(p.tool_call.arguments_raw)
+            elif m.role in ("tool", "function"):
+                results += estimate_text(p.text)
+            else:
+                talk += estimate_text(p.text)
+    return [talk, results]
+
+
+def growth_bars(turns: Iterable[Turn]) -> list[GrowthBar]:
+    """The bars of the given turns (usually one conversation's, in order)."""
+    out: list[GrowthBar] = []
+    for t in turns:
+        k = t.tokens
+        seg = k.segments
+        output = k.output or 0
+        if seg is None:
+            out.append(GrowthBar(t.seq, t.index, 0, 0, 0, 0, k.input or 0, output, k.cumulative_cost, k.source))
+            continue
+        talk = seg.user + seg.assistant
+        system, tools = seg.system, seg.tools
+        if t.previous_seq is None and t.index == 0:
+            history = results = 0
+            new = talk + seg.tool_results
+        else:
+            new = min(seg.new, talk + seg.tool_results)
+            new_talk, new_results = apportion(_appended_weights(t.c.appended), new)
+            # An estimate can put more in a category than it holds: move the excess to the other.
+            if new_talk > talk:
+                new_talk, new_results = talk, new - talk
+            elif new_results > seg.tool_results:
+                new_talk, new_results = new - seg.tool_results, seg.tool_results
+            history, results = talk - new_talk, seg.tool_results - new_results
+        out.append(GrowthBar(t.seq, t.index, system, tools, history, results, new, output, k.cumulative_cost, k.source))
+    return out

@@ -1,0 +1,348 @@
+"""Reading a cassette a piece at a time: for very large files and for recordings still being written.
+
+:func:`cassettes.store.read_cassette` loads a whole run at once. A viewer of a 1 GB cassette, or of
+one a recorder is still appending to, needs something else:
+
+* :class:`RecordIndex` reads newly *completed* lines (a line the writer has not finished is left
+  alone until its newline arrives; :meth:`RecordIndex.close_tail` reports it as torn once the file
+  is known to be finished) and keeps the byte offset of every record, eight bytes each, so any
+  record can be read again later without holding it.
+* Request bodies stored as history deltas are rebuilt against their base request, which is held
+  in a small LRU cache of recent bodies; a base that fell out of the cache is rebuilt from disk
+  through the offsets. Memory no longer grows with (turns × history length).
+* :class:`IncrementalRun` feeds the records, batch by batch, through the incremental layer
+  analysis (:class:`~cassettes.analysis.run.RunAnalyser`) and then releases each exchange's raw
+  bytes (no check looks at an earlier turn's raw exchange), so what stays in memory is the
+  analysis, not the file. :meth:`IncrementalRun.roundtrip` re-reads one round trip in full (its
+  whole message history) when a viewer shows it.
+
+Damage is reported as :class:`~cassettes.store.Problem` entries exactly as the batch reader does;
+only a file that is not a looptap cassette (or is newer) raises.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cassettes.analysis.model import RunAnalysis, Turn
+from cassettes.analysis.run import RunAnalyser
+from cassettes.codec import HistoryDecoder, check_header, loads_record, migrate, record_to_exchange
+from cassettes.errors import CassetteFormatError, CassetteIOError
+from cassettes.exchange import Exchange
+from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.store import Problem
+
+__all__ = ["Batch", "IncrementalRun", "RecordIndex"]
+
+#: How many bytes are read from the file at a time.
+_BLOCK = 4 * 1024 * 1024
+#: Request bodies kept for rebuilding delta-encoded requests (the most recently used ones).
+BODY_CACHE = 128
+
+
+class RecordIndex:
+    """The complete records of a cassette file and their byte offsets, read incrementally.
+
+    ``poll`` reads what was appended since the last call and returns the new records as
+    ``(line number, record)`` pairs; records that cannot be read become :attr:`problems`.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.header: dict[str, Any] | None = None
+        self.format_version = 0
+        self.problems: list[Problem] = []
+        #: Byte offset and length of every exchange record, in file order.
+        self.offsets: array[int] = array("q")
+        self.lengths: array[int] = array("q")
+        #: seq of each exchange record (parallel to ``offsets``).
+        self.seqs: array[int] = array("q")
+        self._pos_of_seq: dict[int, int] = {}
+        self._pos = 0  # bytes consumed (always at a line start)
+        self._line = 0  # lines consumed
+        self._pending = b""  # bytes of a line whose newline has not arrived yet
+
+    @property
+    def consumed(self) -> int:
+        """Bytes of the file read so far (whole lines only)."""
+        return self._pos
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an unfinished last line (a writer mid-record, or a torn tail)."""
+        return len(self._pending)
+
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return self._pos
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def position(self, seq: int) -> int | None:
+        """Index in :attr:`offsets` of the record with this seq, if it was read."""
+        return self._pos_of_seq.get(seq)
+
+    def poll(self, max_bytes: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+        """New complete exchange records since the last call (at most about ``max_bytes`` read).
+
+        Raises :class:`CassetteFormatError` when the first line is not a looptap header (or a newer
+        one), and :class:`CassetteIOError` when the file cannot be read.
+        """
+        try:
+            f = open(self.path, "rb")
+        except OSError as exc:
+            raise CassetteIOError(f"cannot open {self.path}: {exc.strerror or exc}") from None
+        out: list[tuple[int, dict[str, Any]]] = []
+        with f:
+            f.seek(self._pos + len(self._pending))
+            budget = max_bytes if max_bytes is not None else -1
+            while budget != 0:
+                block = f.read(_BLOCK if budget < 0 else min(_BLOCK, budget))
+                if not block:
+                    break
+                if budget > 0:
+                    budget = max(0, budget - len(block))
+                data = self._pending + block if self._pending else block
+                start = 0
+                while True:
+                    nl = data.find(b"\n", start)
+                    if nl < 0:
+                        break
+                    self._line_done(data[start:nl], self._pos, out)
+                    self._pos += nl + 1 - start
+                    start = nl + 1
+                self._pending = data[start:]
+        return out
+
+    def _line_done(self, raw: bytes, offset: int, out: list[tuple[int, dict[str, Any]]]) -> None:
+        self._line += 1
+        n = self._line
+        raw = raw.rstrip(b"\r")
+        if self.header is None:
+            self._read_header(raw)
+            return
+        if not raw.strip():
+            return
+        try:
+            rec = loads_record(raw)
+        except orjson.JSONDecodeError as exc:
+            self.problems.append(Problem(n, "corrupt", f"corrupt record ({exc}); skipped"))
+            return
+        if not isinstance(rec, dict):
+            self.problems.append(Problem(n, "corrupt", "record is not a JSON object; skipped"))
+            return
+        try:
+            rec = migrate(rec, self.format_version)
+        except CassetteFormatError as exc:
+            self.problems.append(Problem(n, "unreadable", f"{exc}; skipped"))
+            return
+        if rec.get("type") != "exchange":
+            if rec.get("type") not in ("note", "header"):
+                self.problems.append(Problem(n, "unknown-record", f"unknown record type {rec.get('type')!r}; skipped"))
+            return
+        seq = rec.get("seq")
+        if not isinstance(seq, int):
+            seq = len(self.offsets)
+            rec["seq"] = seq
+        self._pos_of_seq[seq] = len(self.offsets)
+        self.offsets.append(offset)
+        self.lengths.append(len(raw))
+        self.seqs.append(seq)
+        out.append((n, rec))
+
+    def _read_header(self, raw: bytes) -> None:
+        raw = raw.removeprefix(b"\xef\xbb\xbf")
+        try:
+            header = loads_record(raw)
+        except orjson.JSONDecodeError:
+            raise CassetteFormatError(f"{self.path}: not a looptap cassette (the first line is not JSON)") from None
+        try:
+            self.format_version = check_header(header)
+        except CassetteFormatError as exc:
+            raise type(exc)(f"{self.path}: {exc}") from None
+        self.header = header
+
+    def close_tail(self) -> Problem | None:
+        """The file is finished: an unfinished last line is a torn record (reported, skipped).
+
+        Raises :class:`CassetteFormatError` when the file held no header at all."""
+        if self.header is None:
+            head = self._pending
+            if not head.strip():
+                raise CassetteFormatError(f"{self.path}: empty file, not a looptap cassette")
+            self._pending = b""
+            self._pos += len(head)
+            self._read_header(head)
+            return None
+        if not self._pending.strip():
+            return None
+        p = Problem(self._line + 1, "torn", f"torn last record ({len(self._pending)} bytes, the writer was interrupted); skipped")
+        self.problems.append(p)
+        self._pos += len(self._pending)
+        self._pending = b""
+        self._line += 1
+        return p
+
+    def read_record(self, seq: int) -> dict[str, Any]:
+        """The record with this seq, read again from disk (it must have been polled)."""
+        i = self._pos_of_seq.get(seq)
+        if i is None:
+            raise KeyError(seq)
+        with open(self.path, "rb") as f:
+            f.seek(self.offsets[i])
+            raw = f.read(self.lengths[i])
+        rec = loads_record(raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf"))
+        if not isinstance(rec, dict):
+            raise CassetteFormatError(f"record {seq} is not a JSON object")
+        rec = migrate(rec, self.format_version)
+        rec.setdefault("seq", seq)
+        return rec
+
+
+def _delta_base(rec: dict[str, Any]) -> int | None:
+    body = (rec.get("request") or {}).get("body")
+    if isinstance(body, dict) and isinstance(body.get("delta"), dict):
+        base = body["delta"].get("base")
+        return base if isinstance(base, int) else None
+    return None
+
+
+class _Bodies:
+    """Rebuilds request bodies, delta-encoded or not, keeping only recent ones in memory."""
+
+    def __init__(self, index: RecordIndex, capacity: int = BODY_CACHE) -> None:
+        self.index = index
+        self.capacity = capacity
+        self._cache: OrderedDict[int, Any] = OrderedDict()
+
+    def _remember(self, seq: int, body: Any) -> None:
+        self._cache[seq] = body
+        self._cache.move_to_end(seq)
+        while len(self._cache) > self.capacity:
+            self._cache.popitem(last=False)
+
+    def _base_body(self, seq: int) -> Any:
+        """The request body of ``seq``, from the cache or rebuilt from disk (iteratively)."""
+        chain: list[dict[str, Any]] = []
+        cur: int | None = seq
+        while cur is not None and cur not in self._cache:
+            try:
+                rec = self.index.read_record(cur)
+            except KeyError:
+                raise CassetteFormatError(f"history delta refers to round trip {cur}, which is missing or unreadable") from None
+            chain.append(rec)
+            cur = _delta_base(rec)
+            if len(chain) > len(self.index) + 1:
+                raise CassetteFormatError(f"history deltas of round trip {seq} form a cycle")
+        body = self._cache[cur] if cur is not None else None
+        for rec in reversed(chain):
+            body = self._decode(rec, cur, body).request_json()
+            cur = rec["seq"]
+        self._cache.move_to_end(seq)
+        return body
+
+    def _decode(self, rec: dict[str, Any], base_seq: int | None, base_body: Any) -> Exchange:
+        decoder = HistoryDecoder()
+        if base_seq is not None:
+            decoder.remember(base_seq, base_body)
+        ex = record_to_exchange(rec, decoder)
+        if isinstance(ex.seq, int):
+            self._remember(ex.seq, ex.request_json())
+        return ex
+
+    def exchange(self, rec: dict[str, Any]) -> Exchange:
+        """The exchange of a record; raises :class:`CassetteFormatError` when it cannot be rebuilt."""
+        base = _delta_base(rec)
+        return self._decode(rec, base, self._base_body(base) if base is not None else None)
+
+
+@dataclass
+class Batch:
+    """What one :meth:`IncrementalRun.step` read."""
+
+    #: The turns analysed in this batch (generation round trips), in recording order.
+    turns: list[Turn]
+    #: Round trips read, including non-generation ones.
+    records: int
+    #: Problems found in this batch (corrupt lines, unreadable records).
+    problems: list[Problem]
+    #: Nothing more to read right now (end of what the file holds).
+    at_end: bool
+
+
+class IncrementalRun:
+    """A cassette read and analysed a batch at a time, with memory bounded by the analysis.
+
+    ``step()`` until ``at_end``; then ``finish()`` for the end-of-run checks. For a recording in
+    progress keep calling ``step()`` (new records appear as the writer completes them) and call
+    ``finish()`` once it is done, if ever.
+    """
+
+    def __init__(self, path: str | Path, body_cache: int = BODY_CACHE) -> None:
+        self.index = RecordIndex(path)
+        self._bodies = _Bodies(self.index, body_cache)
+        # Bodies for viewers re-reading one round trip: a cache of their own, so a viewer thread
+        # can read while another thread steps the analysis.
+        self._viewer_bodies = _Bodies(self.index, 16)
+        self.analyser = RunAnalyser()
+        #: Round trips read so far (generation or not).
+        self.records = 0
+        self.finished = False
+
+    @property
+    def analysis(self) -> RunAnalysis:
+        return self.analyser.result
+
+    @property
+    def problems(self) -> list[Problem]:
+        return self.index.problems
+
+    def step(self, max_bytes: int | None = _BLOCK) -> Batch:
+        """Read and analyse what the file gained (up to about ``max_bytes``)."""
+        before = len(self.index.problems)
+        recs = self.index.poll(max_bytes)
+        turns: list[Turn] = []
+        for line, rec in recs:
+            try:
+                ex = self._bodies.exchange(rec)
+            except CassetteFormatError as exc:
+                self.index.problems.append(Problem(line, "unreadable", f"{exc}; skipped"))
+                continue
+            self.records += 1
+            turn = self.analyser.add(ex)
+            if turn is not None:
+                turns.append(turn)
+            # The analysis has what it needs from the raw exchange (checks read only the current
+            # turn's exchange): drop its bytes so memory holds the analysis, not the file.
+            ex.response_chunks = []
+            ex.request_body = b""
+            ex.set_request_json(None)
+        at_end = self.index.consumed + self.index.pending >= self.index.size()
+        return Batch(turns=turns, records=len(recs), problems=self.index.problems[before:], at_end=at_end)
+
+    def finish(self) -> RunAnalysis:
+        """The file is complete: report a torn tail and run the end-of-run checks (once)."""
+        if not self.finished:
+            self.finished = True
+            self.index.close_tail()
+            self.analyser.finish()
+        return self.analyser.result
+
+    def exchange(self, seq: int) -> Exchange:
+        """The full exchange of a round trip already read, rebuilt from disk (safe to call from
+        another thread than the one calling :meth:`step`)."""
+        return self._viewer_bodies.exchange(self.index.read_record(seq))
+
+    def roundtrip(self, seq: int) -> tuple[Exchange, RoundTrip]:
+        """The exchange and its derived view with the complete message history (parsed in full)."""
+        ex = self.exchange(seq)
+        return ex, parse_exchange(ex)

@@ -1,0 +1,554 @@
+"""The inspector app: reads a run in a worker, shows it turn by turn, plays it back.
+
+Data flow (STYLE.md): the app owns the run being read (a :class:`cassettes.index.IncrementalRun`)
+and hands each widget what it shows (attributes down); widgets report what the user did with
+their own messages (``TurnList.TurnSelected``, ``FindingsTable.FindingChosen`` …, messages up).
+Disk IO runs in thread workers — reading the run, re-reading the selected turn in full — and every
+worker failure ends in :meth:`InspectorApp.on_worker_state_changed`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from cassettes.analysis.model import Finding, Turn
+from cassettes.errors import CassetteError
+from cassettes.growth import growth_bars
+from cassettes.index import Batch, IncrementalRun
+from cassettes.models import NormalisedRequest, ToolResult
+from cassettes.search import SearchHit, search_turns
+from cassettes.timeline import TimelinePoint, text_timeline
+from inspector.screens.help import HelpScreen
+from inspector.screens.search import SearchScreen
+from inspector.widgets.conversations import ALL, ConversationSwitcher
+from inspector.widgets.findings import FindingsTable
+from inspector.widgets.growth import GrowthView
+from inspector.widgets.layers import ApiPane, DispatchPane, EmissionPane
+from inspector.widgets.messages import MessagesView
+from inspector.widgets.status import PlaybackBar, RunStatus
+from inspector.widgets.turn_list import TurnList
+
+__all__ = ["InspectorApp", "build_app"]
+
+Clock = Callable[[], float]
+
+#: Playback speeds, slowest first (× recorded pace).
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+#: Seconds (at 1×) a turn stays on screen during playback after its text has finished.
+DWELL = 1.0
+#: Bytes read before the first screen is drawn (small, so it appears at once), then per batch.
+FIRST_STEP = 256 * 1024
+STEP = 4 * 1024 * 1024
+#: Seconds between looks at a live recording for new records.
+POLL = 0.25
+#: Below these sizes the layout folds (see ``inspector.tcss``).
+NARROW = 110
+TINY_WIDTH, TINY_HEIGHT = 70, 20
+
+
+class InspectorApp(App[None]):
+    """``looptap inspect``: a recorded run, turn by turn."""
+
+    CSS_PATH = "inspector.tcss"
+    TITLE = "looptap inspect"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", tooltip="Leave the inspector", id="app.quit"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="Key bindings and what the panes show", id="app.help"),
+        Binding("space", "play_pause", "Play/pause", tooltip="Play the turns one after another at recorded pace", id="playback.toggle"),
+        Binding("right_square_bracket", "step(1)", "Step", key_display="]", tooltip="Step to the next turn", id="playback.forward"),
+        Binding("left_square_bracket", "step(-1)", "Back", key_display="[", tooltip="Step back to the previous turn", id="playback.back"),
+        Binding("plus,equals_sign", "speed(1)", "Faster", key_display="+", show=False, tooltip="Play faster", id="playback.faster"),
+        Binding("minus", "speed(-1)", "Slower", key_display="-", show=False, tooltip="Play slower", id="playback.slower"),
+        Binding("r", "restream", "Re-stream", tooltip="Re-stream this turn's text at the pace it was recorded", id="playback.restream"),
+        Binding("f", "finding(1)", "Next finding", tooltip="Jump to the next turn with a finding", id="findings.next"),
+        Binding("F", "finding(-1)", "Prev finding", show=False, tooltip="Jump to the previous turn with a finding", id="findings.previous"),
+        Binding("slash", "search", "Search", key_display="/", tooltip="Search text, tool calls, results and findings", id="search.open"),
+        Binding("n", "next_hit(1)", "Next match", show=False, tooltip="Jump to the next search match", id="search.next"),
+        Binding("N", "next_hit(-1)", "Prev match", show=False, tooltip="Jump to the previous search match", id="search.previous"),
+        Binding("c", "next_conversation", "Conversation", tooltip="Show the next conversation (cycles through all)", id="conversations.next"),
+        Binding("1", "tab('turn')", "Turn", show=False, tooltip="The selected turn: messages and E/A/C panes", id="tabs.turn"),
+        Binding("2", "tab('growth')", "Growth", show=False, tooltip="The token-cost growth chart", id="tabs.growth"),
+        Binding("3", "tab('findings')", "Findings", show=False, tooltip="Every finding of the run", id="tabs.findings"),
+    ]
+
+    class RunRead(Message):
+        """The reader worker read another batch of the run."""
+
+        def __init__(self, batch: Batch, progress: float | None) -> None:
+            super().__init__()
+            self.batch = batch
+            self.progress = progress
+
+    class RunCompleted(Message):
+        """The whole file was read and the end-of-run checks ran."""
+
+    class TurnLoaded(Message):
+        """The selected turn was re-read in full: its request and its text timeline."""
+
+        def __init__(self, seq: int, request: NormalisedRequest | None, timeline: list[TimelinePoint]) -> None:
+            super().__init__()
+            self.seq = seq
+            self.request = request
+            self.timeline = timeline
+
+    def __init__(self, path: str | Path, *, live: bool = False, clock: Clock = time.monotonic) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.live = live
+        self.clock = clock
+        self.source = IncrementalRun(self.path)
+        self.turns: list[Turn] = []
+        self.by_seq: dict[int, Turn] = {}
+        self.conv_turns: dict[str, list[Turn]] = {}
+        self.conversation = ALL
+        self.complete = False
+        self.progress: float | None = 0.0
+        self.failed: str | None = None
+        # playback
+        self.playing = False
+        self.speed = 1.0
+        self._loaded: int | None = None
+        self._timeline: list[TimelinePoint] = []
+        self._stream_start: float | None = None
+        self._advance_at: float | None = None
+        # search
+        self._query = ""
+        self._hits: list[SearchHit] = []
+        self._hit = -1
+        self._dirty_findings = True
+        self._dirty_growth = True
+
+    # -- layout -----------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield RunStatus(id="run-status")
+        with Horizontal(id="main"):
+            with Vertical(id="sidebar"):
+                yield ConversationSwitcher(id="conversations")
+                yield TurnList(id="turn-list")
+            with TabbedContent(id="tabs", initial="turn"):
+                with TabPane("Turn", id="turn"):
+                    yield MessagesView(id="messages")
+                    with Horizontal(id="layers"):
+                        yield EmissionPane(id="pane-e")
+                        yield ApiPane(id="pane-a")
+                        yield DispatchPane(id="pane-c")
+                with TabPane("Growth", id="growth"):
+                    yield GrowthView(id="growth-view")
+                with TabPane("Findings", id="findings"):
+                    yield FindingsTable(id="findings-table")
+        yield Static(id="error-view")
+        yield PlaybackBar(id="playback")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(TurnList).focus()
+        self.query_one(MessagesView).show_note(f"reading {self.path.name}…")
+        self._show_status()
+        self._show_playback()
+        self.set_interval(1 / 30, self._tick)
+        self._read_run()
+
+    def on_resize(self) -> None:
+        w, h = self.size
+        self.screen.set_class(w < NARROW, "-narrow")
+        self.screen.set_class(w < TINY_WIDTH or h < TINY_HEIGHT, "-tiny")
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Play / pause", "Play the turns at recorded pace", self.action_play_pause)
+        yield SystemCommand("Next finding", "Jump to the next turn with a finding", lambda: self.action_finding(1))
+        yield SystemCommand("Search the run", "Search text, tool calls, results, findings", self.action_search)
+        yield SystemCommand("Show the growth chart", "Token-cost growth of the conversation", lambda: self.action_tab("growth"))
+        yield SystemCommand("Show the findings", "Every finding of the run", lambda: self.action_tab("findings"))
+        yield SystemCommand("Next conversation", "Cycle through the run's conversations", self.action_next_conversation)
+
+    # -- reading the run (worker) ----------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="reader", exit_on_error=False, name="reader")
+    def _read_run(self) -> None:
+        worker = get_current_worker()
+        run = self.source
+        step = FIRST_STEP
+        while not worker.is_cancelled:
+            batch = run.step(step)
+            step = STEP
+            size = run.index.size()
+            progress = None if batch.at_end else (run.index.consumed / size if size else None)
+            if batch.records or batch.problems or batch.at_end:
+                self.post_message(self.RunRead(batch, progress))
+            if batch.at_end:
+                if not self.live:
+                    run.finish()
+                    self.post_message(self.RunCompleted())
+                    return
+                time.sleep(POLL)
+
+    def on_inspector_app_run_read(self, message: RunRead) -> None:
+        batch = message.batch
+        self.progress = message.progress
+        first = not self.turns
+        for t in batch.turns:
+            self.turns.append(t)
+            self.by_seq[t.seq] = t
+            self.conv_turns.setdefault(t.conversation, []).append(t)
+        if batch.turns:
+            self._dirty_findings = self._dirty_growth = True
+            shown = [t for t in batch.turns if self.conversation in (ALL, t.conversation)]
+            turn_list = self.query_one(TurnList)
+            turn_list.extend(shown)
+            if first:
+                turn_list.show_conversation = len(self.conv_turns) > 1
+            elif len(self.conv_turns) > 1 and self.conversation == ALL:
+                turn_list.show_conversation = True
+            self.query_one(ConversationSwitcher).show_conversations(self.source.analysis.conversations, len(self.turns))
+            self._refresh_selected_results(batch.turns)
+        for p in batch.problems:
+            self.notify(str(p), title="damaged record skipped", severity="warning", timeout=8)
+        self._refresh_tabs()
+        self._show_status()
+        self._show_playback()
+        if not self.turns and batch.at_end:
+            self.query_one(MessagesView).show_note("no LLM turns in this file (yet)" if self.live else "no LLM turns in this file")
+
+    def on_inspector_app_run_completed(self, message: RunCompleted) -> None:
+        self.complete = True
+        self.progress = None
+        torn = [p for p in self.source.problems if p.kind == "torn"]
+        if torn:
+            self.notify(
+                f"{torn[0]}. Showing the {self.source.records} complete round trips.",
+                title="truncated file",
+                severity="warning",
+                timeout=10,
+            )
+        # The end-of-run checks may have added findings to any turn.
+        self._dirty_findings = self._dirty_growth = True
+        self.query_one(TurnList).refresh()
+        seq = self.query_one(TurnList).selected_seq
+        if seq is not None:
+            self._show_turn_panes(self.by_seq[seq])
+        self._refresh_tabs()
+        self._show_status()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place worker failures end up."""
+        if event.state != WorkerState.ERROR:
+            return
+        exc = event.worker.error
+        if isinstance(exc, CassetteError | OSError):
+            text = str(exc)
+        else:
+            text = f"{type(exc).__name__}: {exc} (a bug in looptap: please report it)"
+        if event.worker.name == "reader":
+            self._show_failure(text)
+        else:
+            self.notify(text, title="could not read the turn", severity="error", timeout=10)
+
+    def _show_failure(self, text: str) -> None:
+        self.failed = text
+        hint = ""
+        if "not a looptap cassette" in text:
+            hint = "\n\nA vcrpy / pytest-recording YAML file can be converted with `looptap import FILE`."
+        view = self.query_one("#error-view", Static)
+        view.update(Text.assemble((f"Cannot inspect {self.path}\n\n", "bold"), text, hint, ("\n\nPress q to quit.", "dim")))
+        self.screen.add_class("-failed")
+        self.notify(text, title="cannot read the run", severity="error", timeout=15)
+        self._show_status()
+
+    # -- the selected turn -------------------------------------------------------------------------
+
+    @on(TurnList.TurnSelected)
+    def _turn_selected(self, message: TurnList.TurnSelected) -> None:
+        turn = self.by_seq.get(message.seq)
+        if turn is None:
+            return
+        self._stop_stream()
+        self._advance_at = None
+        self._show_turn_panes(turn)
+        self.query_one(MessagesView).show_note(f"loading turn #{turn.seq}…")
+        self._loaded = None
+        self._load_turn(turn.seq)
+        self._dirty_growth = True
+        self._refresh_tabs()
+        self._show_playback()
+
+    def _show_turn_panes(self, turn: Turn) -> None:
+        self.query_one(EmissionPane).show_turn(turn, self._next_results(turn))
+        self.query_one(ApiPane).show_turn(turn)
+        self.query_one(DispatchPane).show_turn(turn)
+
+    def _next_results(self, turn: Turn) -> dict[str, ToolResult] | None:
+        """Tool results the conversation's next turn sent back, by call id (``None``: no next turn)."""
+        conv = self.conv_turns.get(turn.conversation, [])
+        nxt = next((t for t in conv if t.previous_seq == turn.seq), None)
+        if nxt is None:
+            return None
+        return {
+            p.tool_result.call_id or "": p.tool_result for m in nxt.c.appended for p in m.parts if p.tool_result is not None
+        }
+
+    def _refresh_selected_results(self, new_turns: list[Turn]) -> None:
+        """A live run grew: the selected turn may now have its next turn (and its results)."""
+        seq = self.query_one(TurnList).selected_seq
+        if seq is not None and any(t.previous_seq == seq for t in new_turns):
+            self.query_one(EmissionPane).show_turn(self.by_seq[seq], self._next_results(self.by_seq[seq]))
+
+    @work(thread=True, exclusive=True, group="turn", exit_on_error=False, name="turn")
+    def _load_turn(self, seq: int) -> None:
+        ex, rt = self.source.roundtrip(seq)
+        timeline = text_timeline(ex, rt)
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.TurnLoaded(seq, rt.request, timeline))
+
+    def on_inspector_app_turn_loaded(self, message: TurnLoaded) -> None:
+        if message.seq != self.query_one(TurnList).selected_seq:
+            return
+        turn = self.by_seq[message.seq]
+        self._loaded = message.seq
+        self._timeline = message.timeline
+        note = "" if message.request is not None else "the request could not be parsed"
+        if message.request is None:
+            self.query_one(MessagesView).show_note(f"turn #{message.seq}: {note}")
+        else:
+            self.query_one(MessagesView).show_request(message.request, turn.c.appended_from)
+        if self.playing:
+            if self._timeline:
+                self._start_stream()
+            else:
+                self._advance_at = self.clock() + DWELL / self.speed
+
+    # -- playback ----------------------------------------------------------------------------------
+
+    def _start_stream(self) -> None:
+        self._stream_start = self.clock()
+        self.query_one(EmissionPane).reveal = 0
+        self._show_playback()
+
+    def _stop_stream(self) -> None:
+        if self._stream_start is not None:
+            self._stream_start = None
+            self.query_one(EmissionPane).reveal = None
+            self._show_playback()
+
+    def _tick(self) -> None:
+        now = self.clock()
+        if self._stream_start is not None and self._timeline:
+            pos = (now - self._stream_start) * self.speed
+            chars = 0
+            for p in self._timeline:
+                if p.offset > pos:
+                    break
+                chars = p.chars
+            if pos >= self._timeline[-1].offset:
+                self._stop_stream()
+                if self.playing:
+                    self._advance_at = now + DWELL / self.speed
+            else:
+                self.query_one(EmissionPane).reveal = chars
+        elif self.playing and self._advance_at is not None and now >= self._advance_at:
+            self._advance_at = None
+            if not self._move(1):
+                self.playing = False
+                self.notify("end of the turn list", title="playback")
+                self._show_playback()
+
+    def _move(self, delta: int) -> bool:
+        turn_list = self.query_one(TurnList)
+        target = turn_list.cursor + delta
+        if not 0 <= target < len(turn_list.turns):
+            return False
+        turn_list.cursor = target
+        return True
+
+    def action_play_pause(self) -> None:
+        if not self.turns:
+            return
+        self.playing = not self.playing
+        if self.playing:
+            if self._loaded == self.query_one(TurnList).selected_seq and self._timeline and self._stream_start is None:
+                self._start_stream()
+            elif self._stream_start is None:
+                self._advance_at = self.clock() + DWELL / self.speed
+        else:
+            self._advance_at = None
+            self._stop_stream()
+        self._show_playback()
+
+    def action_step(self, delta: int) -> None:
+        self._move(delta)
+
+    def action_speed(self, direction: int) -> None:
+        i = SPEEDS.index(self.speed) + direction
+        if 0 <= i < len(SPEEDS):
+            # Keep the stream's position when the speed changes mid-stream.
+            if self._stream_start is not None:
+                now = self.clock()
+                pos = (now - self._stream_start) * self.speed
+                self._stream_start = now - pos / SPEEDS[i]
+            self.speed = SPEEDS[i]
+        self._show_playback()
+
+    def action_restream(self) -> None:
+        if self._loaded is None or self._loaded != self.query_one(TurnList).selected_seq:
+            self.notify("the turn is still loading", severity="warning")
+        elif not self._timeline:
+            self.notify("this turn's text was not streamed with recorded timings, so there is nothing to re-stream", title="re-stream")
+        else:
+            self._start_stream()
+
+    # -- findings, conversations, search, tabs -------------------------------------------------
+
+    def action_finding(self, direction: int) -> None:
+        turn_list = self.query_one(TurnList)
+        rows = turn_list.turns
+        i = turn_list.cursor + direction
+        while 0 <= i < len(rows):
+            if rows[i].findings:
+                turn_list.cursor = i
+                self.action_tab("turn")
+                return
+            i += direction
+        self.notify("no further turn with findings in this list", title="findings")
+
+    @on(FindingsTable.FindingChosen)
+    def _finding_chosen(self, message: FindingsTable.FindingChosen) -> None:
+        self._jump(message.finding.seq, message.finding.conversation)
+
+    def _jump(self, seq: int | None, conversation: str | None) -> None:
+        if seq is None:
+            return
+        turn_list = self.query_one(TurnList)
+        if not turn_list.select_seq(seq):
+            self._show_conversation(conversation or ALL, select=seq)
+        self.action_tab("turn")
+        turn_list.focus()
+
+    @on(ConversationSwitcher.ConversationChosen)
+    def _conversation_chosen(self, message: ConversationSwitcher.ConversationChosen) -> None:
+        self._show_conversation(message.conversation)
+
+    def _show_conversation(self, conversation: str, select: int | None = None) -> None:
+        self.conversation = conversation
+        switcher = self.query_one(ConversationSwitcher)
+        if switcher.value != conversation:
+            with switcher.prevent(ConversationSwitcher.Changed):
+                switcher.value = conversation
+        turns = self.turns if conversation == ALL else self.conv_turns.get(conversation, [])
+        turn_list = self.query_one(TurnList)
+        turn_list.show_conversation = conversation == ALL and len(self.conv_turns) > 1
+        turn_list.set_turns(turns, select=select)
+        self._dirty_findings = self._dirty_growth = True
+        self._refresh_tabs()
+        self._show_playback()
+
+    def action_next_conversation(self) -> None:
+        order = [ALL, *self.conv_turns]
+        i = order.index(self.conversation) if self.conversation in order else 0
+        self._show_conversation(order[(i + 1) % len(order)])
+
+    def action_search(self) -> None:
+        turns = list(self.turns)
+
+        def searcher(query: str) -> list[SearchHit]:
+            return search_turns(turns, query)
+
+        def done(result: tuple[str, list[SearchHit], SearchHit | None] | None) -> None:
+            if result is None:
+                return
+            self._query, self._hits, chosen = result
+            if chosen is not None:
+                self._hit = self._hits.index(chosen)
+                self._jump(chosen.seq, chosen.conversation)
+
+        self.push_screen(SearchScreen(searcher, self._query), done)
+
+    def action_next_hit(self, direction: int) -> None:
+        if not self._hits:
+            self.notify("no search yet: press / to search", title="search")
+            return
+        self._hit = (self._hit + direction) % len(self._hits)
+        hit = self._hits[self._hit]
+        self.notify(f"{self._hit + 1}/{len(self._hits)} · {hit.where}: {hit.snippet}", title=f"match for {self._query!r}")
+        self._jump(hit.seq, hit.conversation)
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+        self._refresh_tabs()
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self) -> None:
+        self._refresh_tabs()
+
+    def action_help(self) -> None:
+        groups = [
+            ("Run and playback", [b for b in self.BINDINGS if isinstance(b, Binding)]),
+            ("Turn list", [b for b in TurnList.BINDINGS if isinstance(b, Binding)]),
+            ("Messages", [b for b in MessagesView.BINDINGS if isinstance(b, Binding)]),
+            ("Other", [Binding("ctrl+p", "command_palette", "Commands", tooltip="The command palette"), Binding("tab", "focus_next", "Focus", tooltip="Move focus between the panes")]),
+        ]
+        self.push_screen(HelpScreen(groups))
+
+    # -- keeping the views current -------------------------------------------------------------
+
+    def _shown_findings(self) -> list[Finding]:
+        turns = self.turns if self.conversation == ALL else self.conv_turns.get(self.conversation, [])
+        return [f for t in turns for f in t.findings]
+
+    def _refresh_tabs(self) -> None:
+        """Redraw the findings table and the chart only when visible (they can be large)."""
+        active = self.query_one(TabbedContent).active
+        if active == "findings" and self._dirty_findings:
+            self._dirty_findings = False
+            self.query_one(FindingsTable).show_findings(self._shown_findings())
+        if active == "growth" and self._dirty_growth:
+            self._dirty_growth = False
+            seq = self.query_one(TurnList).selected_seq
+            turn = self.by_seq.get(seq) if seq is not None else None
+            conv = turn.conversation if turn is not None else (self.conversation if self.conversation != ALL else next(iter(self.conv_turns), ""))
+            bars = growth_bars(self.conv_turns.get(conv, []))
+            self.query_one(GrowthView).show_bars(bars, seq, conv)
+
+    def _show_status(self) -> None:
+        problems = len(self.source.problems)
+        note = ""
+        if self.failed:
+            note = "cannot read this file"
+        elif any(p.kind == "torn" for p in self.source.problems):
+            note = "truncated: the last record was cut off"
+        findings = sum(len(t.findings) for t in self.turns)
+        self.query_one(RunStatus).show(
+            self.path.name,
+            len(self.conv_turns),
+            len(self.turns),
+            findings,
+            None if self.complete or self.live else self.progress,
+            problems,
+            self.live,
+            note,
+        )
+
+    def _show_playback(self) -> None:
+        turn_list = self.query_one(TurnList)
+        self.query_one(PlaybackBar).show(
+            self.playing, self.speed, turn_list.cursor, len(turn_list.turns), self._stream_start is not None
+        )
+
+
+def build_app(path: str | Path, *, live: bool = False, clock: Clock | None = None) -> InspectorApp:
+    """The inspector for one cassette (``live``: follow a recording still being written)."""
+    return InspectorApp(path, live=live, clock=clock or time.monotonic)

@@ -1,0 +1,30 @@
+"""``looptap inspect``: registered with the core CLI through the ``looptap.commands`` entry point.
+
+Textual is imported only when the command runs, so ``looptap --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["cmd_inspect", "register_inspect"]
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from inspector.app import build_app
+
+    app = build_app(args.file, live=args.live)
+    app.run()
+    return 0
+
+
+def register_inspect(sub: Any) -> None:
+    p = sub.add_parser(
+        "inspect",
+        help="step through a run in a terminal UI: turns, E/A/C layers, findings, token-cost growth, playback",
+        description="Open a looptap cassette in the inspector. Press ? inside it for the key bindings.",
+    )
+    p.add_argument("file", help="a looptap cassette (.jsonl)")
+    p.add_argument("--live", action="store_true", help="follow a recording still being written: new turns appear as they complete")
+    p.set_defaults(func=cmd_inspect)

@@ -1,0 +1,3 @@
+"""Modal screens: help and search."""
+
+from __future__ import annotations

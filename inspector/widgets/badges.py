@@ -1,0 +1,42 @@
+"""How severities and layers look: shared by the turn list, the panes and the findings table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.text import Text
+
+from cassettes.analysis.model import Finding, Layer, Severity
+
+__all__ = ["LAYERS", "SEVERITY_MARK", "layer_badges", "severity_style", "worst"]
+
+LAYERS: tuple[Layer, ...] = ("E", "A", "C")
+SEVERITY_MARK = {Severity.ERROR: "✖", Severity.WARNING: "▲", Severity.INFO: "·"}
+_RANK = {Severity.INFO: 1, Severity.WARNING: 2, Severity.ERROR: 3}
+
+
+def severity_style(sev: Severity | None) -> str:
+    """Rich style of a badge for the worst finding of a layer (``None``: nothing found)."""
+    if sev is None:
+        return "bold green"
+    return {Severity.ERROR: "bold white on red", Severity.WARNING: "bold black on yellow", Severity.INFO: "bold cyan"}[sev]
+
+
+def worst(findings: Iterable[Finding], layer: Layer | None = None) -> Severity | None:
+    best: Severity | None = None
+    for f in findings:
+        if layer is not None and f.layer != layer:
+            continue
+        if best is None or _RANK[f.severity] > _RANK[best]:
+            best = f.severity
+    return best
+
+
+def layer_badges(findings: list[Finding]) -> Text:
+    """``E A C`` with each letter coloured by its layer's worst finding."""
+    out = Text()
+    for i, layer in enumerate(LAYERS):
+        if i:
+            out.append(" ")
+        out.append(layer, style=severity_style(worst(findings, layer)))
+    return out

@@ -1,0 +1,52 @@
+"""The conversation switcher: a run can hold several conversations (sub-agents, parallel tasks)."""
+
+from __future__ import annotations
+
+from textual.message import Message
+from textual.widgets import Select
+
+from cassettes.analysis.model import Conversation
+
+__all__ = ["ALL", "ConversationSwitcher"]
+
+#: The switcher's value for "every conversation, in recording order".
+ALL = "*"
+
+
+class ConversationSwitcher(Select[str]):
+    """Choose which conversation the turn list shows (or all of them)."""
+
+    class ConversationChosen(Message):
+        """The user picked a conversation (``ALL`` for every one)."""
+
+        def __init__(self, switcher: ConversationSwitcher, conversation: str) -> None:
+            super().__init__()
+            self.switcher = switcher
+            self.conversation = conversation
+
+        @property
+        def control(self) -> ConversationSwitcher:
+            return self.switcher
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__([("all conversations", ALL)], allow_blank=False, value=ALL, id=id, compact=True)
+        self._known: list[tuple[str, str, int]] = []
+
+    def show_conversations(self, conversations: list[Conversation], total_turns: int) -> None:
+        """The conversations found so far, each with its turn count (attributes down)."""
+        known = [(c.id, c.label or c.family, len(c.turns)) for c in conversations]
+        if known == self._known:
+            return
+        self._known = known
+        current = self.value
+        options = [(f"all conversations · {total_turns} turns", ALL)]
+        options += [(f"{cid} · {label} · {n} turn{'s' if n != 1 else ''}", cid) for cid, label, n in known]
+        with self.prevent(Select.Changed):
+            self.set_options(options)
+            ids = {ALL, *(cid for cid, _, _ in known)}
+            self.value = current if isinstance(current, str) and current in ids else ALL
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        if isinstance(event.value, str):
+            self.post_message(self.ConversationChosen(self, event.value))

@@ -1,0 +1,250 @@
+"""The three layer panes of the selected turn: E (emission), A (API verdict), C (client dispatch)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from cassettes.analysis.model import Finding, Layer, Turn
+from cassettes.models import ToolResult
+from inspector.widgets.badges import SEVERITY_MARK, severity_style, worst
+from inspector.widgets.messages import part_text
+
+__all__ = ["ApiPane", "DispatchPane", "EmissionPane", "LayerPane"]
+
+_TEXT_LIMIT = 4000
+
+
+def _findings(findings: list[Finding], layer: Layer) -> list[RenderableType]:
+    out: list[RenderableType] = []
+    for f in findings:
+        if f.layer != layer:
+            continue
+        t = Text()
+        t.append(f"{SEVERITY_MARK[f.severity]} {f.code}", style=severity_style(f.severity))
+        t.append(f"  {f.message}")
+        if f.path:
+            t.append(f"  at {f.path}", style="dim")
+        out.append(t)
+    return out
+
+
+def _kv(rows: list[tuple[str, str | Text]]) -> Table:
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column()
+    for k, v in rows:
+        table.add_row(k, v)
+    return table
+
+
+def _secs(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
+
+
+def _money(v: Decimal | None) -> str:
+    return "unknown" if v is None else f"${v:.4f}"
+
+
+def _n(v: int | None) -> str:
+    return "-" if v is None else f"{v:,}"
+
+
+class LayerPane(VerticalScroll, can_focus=True):
+    """A scrolling pane with one body; its border shows the layer and its worst finding."""
+
+    LAYER: Layer = "E"
+    TITLE = ""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = self.TITLE
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("select a turn", style="dim italic"), classes="pane-body")
+
+    def _set(self, parts: list[RenderableType], turn: Turn | None) -> None:
+        self.query_one(".pane-body", Static).update(Group(*parts))
+        sev = worst(turn.findings, self.LAYER) if turn is not None else None
+        self.set_class(sev is not None, "-has-findings")
+        n = sum(1 for f in turn.findings if f.layer == self.LAYER) if turn is not None else 0
+        self.border_subtitle = f"{SEVERITY_MARK[sev]} {n} finding{'s' if n != 1 else ''}" if sev is not None else "ok"
+
+    def clear(self, note: str) -> None:
+        self._set([Text(note, style="dim italic")], None)
+
+
+class EmissionPane(LayerPane):
+    """E — what the model emitted: text (re-streamed during playback), reasoning, tool calls with
+    their argument checks, and next to each call the result the following turn brought back."""
+
+    LAYER: Layer = "E"
+    TITLE = "E · model emission"
+
+    #: Characters of the text shown while re-streaming (``None``: all of it).
+    reveal: reactive[int | None] = reactive(None)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._turn: Turn | None = None
+        self._results: dict[str, ToolResult] | None = None
+
+    def show_turn(self, turn: Turn, results: dict[str, ToolResult] | None) -> None:
+        """``results``: the tool results the next turn sent, by call id (``None``: no next turn yet)."""
+        self._turn = turn
+        self._results = results
+        self._draw()
+
+    def watch_reveal(self) -> None:
+        self._draw()
+
+    @property
+    def shown_text(self) -> str:
+        """The emitted text as currently shown (a prefix of it while re-streaming)."""
+        text = self._turn.e.text if self._turn is not None else None
+        if not text:
+            return ""
+        return text if self.reveal is None else text[: self.reveal]
+
+    def _draw(self) -> None:
+        turn = self._turn
+        if turn is None:
+            return
+        e = turn.e
+        out: list[RenderableType] = _findings(turn.findings, "E")
+        if e.reasoning:
+            out.append(Text.assemble(("reasoning\n", "bold"), (e.reasoning[:_TEXT_LIMIT], "italic dim")))
+        if e.text:
+            shown = self.shown_text
+            body = Text.assemble(("text", "bold"))
+            if self.reveal is not None and self.reveal < len(e.text):
+                body.append(f"  ▶ streaming {self.reveal:,}/{len(e.text):,}", style="bold yellow")
+            body.append("\n")
+            body.append(shown[:_TEXT_LIMIT])
+            if len(shown) > _TEXT_LIMIT:
+                body.append(f" … ({len(shown) - _TEXT_LIMIT:,} more characters)", style="dim")
+            out.append(body)
+        if e.refusal:
+            out.append(Text.assemble(("refusal  ", "bold red"), e.refusal))
+        for call in e.tool_calls:
+            t = Text.assemble(("⚙ ", "magenta"), (call.name or "?", "bold"), f"({(call.arguments_raw or '')[:_TEXT_LIMIT]})", (f"  id={call.id}", "dim"))
+            if call.parse_error:
+                t.append(f"\n  ✖ arguments are not JSON: {call.parse_error}", style="red")
+            for err in call.schema_errors:
+                t.append(f"\n  ✖ schema: {err}", style="red")
+            if call.offered is False:
+                t.append("\n  ✖ this tool was not offered", style="red")
+            elif not call.parse_error and not call.schema_errors:
+                t.append("\n  ✔ arguments fit the schema" if call.offered else "\n  ✔ arguments parse", style="green")
+            t.append("\n")
+            t.append_text(self._result_line(call.id))
+            out.append(t)
+        if e.empty:
+            out.append(Text("(empty response: no text, no tool call)", style="yellow"))
+        if not out:
+            out.append(Text("nothing emitted (the call failed)", style="dim italic"))
+        self._set(out, turn)
+
+    def _result_line(self, call_id: str | None) -> Text:
+        if self._results is None:
+            return Text("  ↩ no next turn yet: the result has not been sent", style="dim")
+        res = self._results.get(call_id or "")
+        if res is None:
+            return Text("  ↩ the next turn sent no result for this call", style="bold red")
+        head = Text("  ↩ next turn's result", style="bold cyan")
+        if res.is_error:
+            head.append(" (error)", style="bold red")
+        head.append(": ")
+        head.append_text(part_text_result(res))
+        return head
+
+
+def part_text_result(res: ToolResult) -> Text:
+    content = " ".join(res.content.split())
+    return Text(content[:300] + ("…" if len(content) > 300 else ""))
+
+
+class ApiPane(LayerPane):
+    """A — what the API reported: status, finish reason, usage and cost, timing, model, errors."""
+
+    LAYER: Layer = "A"
+    TITLE = "A · API verdict"
+
+    def show_turn(self, turn: Turn) -> None:
+        a, k = turn.a, turn.tokens
+        out: list[RenderableType] = _findings(turn.findings, "A")
+        finish = f"{a.finish_reason_raw or '-'} ({a.finish_reason.value if a.finish_reason else '-'})"
+        complete = "complete" if a.complete else ("TRUNCATED" if a.complete is False else "?")
+        model = a.model_served or "-"
+        if a.model_requested and a.model_served and a.model_requested != a.model_served:
+            model = f"{a.model_served} (asked {a.model_requested})"
+        elif a.model_requested and not a.model_served:
+            model = f"{a.model_requested} (requested)"
+        usage = f"in {_n(k.input)} (uncached {_n(k.input_uncached)}, cache read {_n(k.cache_read)}, written {_n(k.cache_write)})"
+        rows: list[tuple[str, str | Text]] = [
+            ("status", Text(str(a.status or "-"), style="bold red" if (a.status or 0) >= 400 else "bold green")),
+            ("finish", finish),
+            ("stream", f"{'streamed' if a.stream else 'json'}, {complete}"),
+            ("model", model),
+            ("input", usage),
+            ("output", f"{_n(k.output)} (reasoning {_n(k.reasoning)})  [{k.source}]"),
+            ("cost", f"{_money(k.cost)} · so far {_money(k.cumulative_cost)}{'' if k.cost_complete in (None, True) else ' (lower bound)'}"),
+            ("latency", f"total {_secs(a.duration)} · headers {_secs(a.ttfb)} · first token {_secs(a.ttft)}"),
+        ]
+        if a.request_id:
+            rows.append(("request id", a.request_id))
+        for key, v in sorted(a.rate_limit.items()):
+            rows.append((key, v))
+        out.append(_kv(rows))
+        if a.error is not None:
+            err = a.error
+            where = "error event in the stream" if err.in_stream else f"HTTP {err.status}"
+            out.append(Text.assemble((f"{where}: ", "bold red"), f"{err.type or ''} {err.code or ''} {err.message or ''}".strip()))
+        if k.price_source:
+            out.append(Text(f"price: {k.price_source}", style="dim"))
+        self._set(out, turn)
+
+
+class DispatchPane(LayerPane):
+    """C — what the client sent this turn relative to the previous one: kept, rewritten, appended,
+    how the tool results pair with the calls, tools offered and parameters."""
+
+    LAYER: Layer = "C"
+    TITLE = "C · client dispatch"
+
+    def show_turn(self, turn: Turn) -> None:
+        c = turn.c
+        out: list[RenderableType] = _findings(turn.findings, "C")
+        echoed = {None: "-", True: "yes", False: "NO"}[c.echoed_assistant]
+        rows: list[tuple[str, str | Text]] = [
+            ("link", c.link + (f" (previous turn #{turn.previous_seq})" if turn.previous_seq is not None else "")),
+            ("kept", f"{c.kept} messages"),
+            ("rewritten", Text(f"{c.rewritten} messages", style="bold yellow" if c.rewritten else "")),
+            ("appended", f"{len(c.appended)} messages from [{c.appended_from}]"),
+            ("echoed reply", echoed),
+            ("tool choice", c.tool_choice or "-"),
+            ("tools", ", ".join(c.tools_offered) or "-"),
+        ]
+        if c.params:
+            rows.append(("params", ", ".join(f"{k}={v}" for k, v in sorted(c.params.items()))[:300]))
+        out.append(_kv(rows))
+        for i, m in enumerate(c.appended):
+            t = Text.assemble(("+ ", "bold green"), (f"[{c.appended_from + i}] {m.role}", "bold"))
+            for p in m.parts:
+                piece = part_text(p)
+                piece.truncate(200, overflow="ellipsis")
+                t.append("\n  ")
+                t.append_text(piece)
+            out.append(t)
+        for pr in c.pairings:
+            where = f"turn {pr.call_turn}" if pr.call_turn is not None else ("history" if pr.in_history else "no call")
+            style = "red" if not pr.in_history else ("yellow" if pr.is_error else "green")
+            out.append(Text(f"↔ result {pr.call_id} ({pr.name or '?'}) answers a call from {where}{' · error' if pr.is_error else ''}", style=style))
+        self._set(out, turn)

@@ -1,0 +1,141 @@
+"""The messages array of the selected turn, as the model saw it, with what this turn added marked."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from cassettes.models import Message, NormalisedRequest, Part
+
+__all__ = ["MessagesView", "part_text"]
+
+#: Longest part shown in full; longer ones are cut with a note of how much was left out.
+PART_LIMIT = 3000
+#: Messages shown before the older ones are folded (``a`` shows them all).
+FOLD_AFTER = 200
+
+
+def _cut(text: str, limit: int = PART_LIMIT) -> str:
+    return text if len(text) <= limit else text[:limit] + f" … ({len(text) - limit:,} more characters)"
+
+
+def part_text(p: Part) -> Text:
+    """One part of a message, as text."""
+    if p.tool_call is not None:
+        c = p.tool_call
+        return Text.assemble(("⚙ call ", "bold magenta"), (f"{c.name}", "bold"), f"({_cut(c.arguments_raw or '')})", (f"  id={c.id}", "dim"))
+    if p.tool_result is not None:
+        r = p.tool_result
+        head = Text.assemble(("↩ result ", "bold cyan"), (f"for {r.name or ''} ", "bold"), (f"id={r.call_id}", "dim"))
+        if r.is_error:
+            head.append("  error", style="bold red")
+        return Text.assemble(head, "\n", _cut(r.content))
+    if p.kind == "reasoning":
+        return Text(_cut(p.text or ""), style="italic dim")
+    if p.kind == "refusal":
+        return Text.assemble(("refusal: ", "bold red"), _cut(p.text or ""))
+    if p.kind == "media":
+        return Text(f"[{p.media_type or 'media'}]", style="dim")
+    if p.kind == "other":
+        return Text(f"[{p.kind}: {p.text or 'provider-specific block'}]", style="dim")
+    return Text(_cut(p.text or ""))
+
+
+class MessagesView(VerticalScroll, can_focus=True):
+    """The request's history. Messages from ``appended_from`` on are what this turn added (C)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "toggle_all", "All messages", tooltip="Show every message, not only the latest ones", id="messages.all"),
+    ]
+
+    show_all: reactive[bool] = reactive(False)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._request: NormalisedRequest | None = None
+        self._appended_from: int | None = None
+        self._note = "select a turn"
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="messages-body")
+
+    def show_request(self, request: NormalisedRequest | None, appended_from: int | None, note: str = "") -> None:
+        """Show a turn's request (attributes down); ``appended_from`` marks the new messages."""
+        self._request = request
+        self._appended_from = appended_from
+        self._note = note
+        self._draw()
+        self.scroll_to(y=self._new_line(), animate=False)
+
+    def show_note(self, note: str) -> None:
+        self._request = None
+        self._note = note
+        self._draw()
+
+    def watch_show_all(self) -> None:
+        self._draw()
+
+    def action_toggle_all(self) -> None:
+        self.show_all = not self.show_all
+
+    def _new_line(self) -> int:
+        """Roughly where the first new message starts, to scroll it into view."""
+        return 0 if not self._appended_from else max(0, self.virtual_size.height - self.scrollable_content_region.height)
+
+    def _draw(self) -> None:
+        body = self.query_one("#messages-body", Static)
+        req = self._request
+        if req is None:
+            body.update(Text(self._note, style="dim italic"))
+            return
+        msgs = req.messages
+        new_from = self._appended_from if self._appended_from is not None else len(msgs)
+        out: list[RenderableType] = []
+        head = Text.assemble(
+            (f"{len(msgs)} messages", "bold"),
+            f" · {len(req.tools)} tools offered",
+            f" · model {req.model or '?'}",
+        )
+        if new_from < len(msgs):
+            head.append(f" · new this turn: [{new_from}]…[{len(msgs) - 1}]", style="bold green")
+        else:
+            head.append(" · nothing new appended", style="dim")
+        if self._note:
+            head.append(f"  {self._note}", style="yellow")
+        out.append(head)
+        if req.system:
+            sys_text = Text.assemble(("system", "bold yellow"), "\n")
+            sys_text.append_text(Text("\n").join(part_text(p) for p in req.system))
+            out.append(Text(""))
+            out.append(sys_text)
+        start = 0
+        if not self.show_all and len(msgs) > FOLD_AFTER:
+            start = min(new_from, len(msgs) - FOLD_AFTER)
+            out.append(Text(""))
+            out.append(Text(f"… {start:,} earlier messages folded (press a to show all)", style="dim italic"))
+        for i in range(start, len(msgs)):
+            out.append(Text(""))
+            out.append(self._message(i, msgs[i], i >= new_from))
+        body.update(Group(*out))
+
+    @staticmethod
+    def _message(i: int, m: Message, new: bool) -> Text:
+        role_style = {"user": "bold blue", "assistant": "bold magenta", "tool": "bold cyan"}.get(m.role, "bold yellow")
+        t = Text()
+        t.append("▌ NEW " if new else "  ", style="bold green" if new else "")
+        t.append(f"[{i}] ", style="dim")
+        t.append(m.role, style=role_style)
+        for p in m.parts:
+            t.append("\n")
+            piece = part_text(p)
+            if new:
+                piece.stylize("on #0f2f1a")
+            t.append_text(piece)
+        return t
