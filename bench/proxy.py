@@ -304,42 +304,7 @@ def _instrument_hooks(addon: Any, stats: dict[str, list[float]]) -> None:
 
         setattr(addon, name, timed)
 
-    orig_drain = addon._drain
-
-    def drain() -> None:
-        w = addon.writer
-        orig_append = w.append
-
-        def append(ex: Any) -> Any:
-            t, c = perf_counter(), thread_time()
-            try:
-                return orig_append(ex)
-            finally:
-                kind = ex.url.split("/")[3] if ex.url.count("/") >= 3 else "?"
-                stats.setdefault(f"writer.append {kind} (wall)", []).append(perf_counter() - t)
-                stats.setdefault(f"writer.append {kind} (thread cpu)", []).append(thread_time() - c)
-
-        w.append = append
-        orig_drain()
-
-    addon._drain = drain
-
-
-def _instrument_cprofile(addon: Any, profiles: list[Any]) -> None:
-    import cProfile
-
-    orig_drain = addon._drain
-
-    def drain() -> None:
-        prof = cProfile.Profile()
-        profiles.append(("writer thread", prof))
-        prof.enable()
-        try:
-            orig_drain()
-        finally:
-            prof.disable()
-
-    addon._drain = drain
+    # The writer is a separate process (proxy/writer.py): its time is not on these timers.
 
 
 async def serve_looptap(upstream_port: int, workdir: Path, profile: str | None) -> None:
@@ -358,7 +323,6 @@ async def serve_looptap(upstream_port: int, workdir: Path, profile: str | None) 
     elif profile == "cprofile":
         import cProfile
 
-        _instrument_cprofile(rec.addon, profiles)
         loop_prof = cProfile.Profile()
         profiles.append(("event loop thread", loop_prof))
     await rec.start()

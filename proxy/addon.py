@@ -25,9 +25,11 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -117,6 +119,8 @@ class LooptapRecorder:
         self._process: Any = None
         self._collector: threading.Thread | None = None
         self._extra_hosts: tuple[str, ...] = ()
+        #: Round trips finished but not yet handed to the writer (see ``_finish``).
+        self._pending: deque[tuple[http.HTTPFlow, Tee | None, str | None]] = deque()
 
     # -- options -------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
@@ -192,18 +196,37 @@ class LooptapRecorder:
             return
         flow.metadata["looptap_done"] = True
         tee = flow.metadata.get("looptap_tee")
-        try:
-            ex = flow_to_exchange(flow, tee, error)
-        except Exception as exc:  # fail open: keep the traffic flowing, say what was lost
-            self.failed_records += 1
-            print(f"looptap: could not capture {flow.request.method} {flow.request.pretty_url}: {exc}", file=sys.stderr)
-            return
         if tee is not None and flow.response is not None and flow.response.raw_content is None:
             # Make the flow self-contained for mitmweb / flow files (once, not per chunk).
             flow.response.raw_content = b"".join(c for _, c in tee.chunks)
         with self._done:
             self._sent += 1
-        self._inbox.put(ex)
+        # mitmproxy sends the end of a streamed response to the client only after this hook
+        # returns: the conversion and the hand-off run on the next turn of the event loop instead,
+        # off the client's critical path.
+        self._pending.append((flow, tee, error))
+        if len(self._pending) == 1:
+            try:
+                asyncio.get_running_loop().call_soon(self._capture_pending)
+            except RuntimeError:  # no running loop (a direct call, e.g. from a test harness)
+                self._capture_pending()
+
+    def _capture_pending(self) -> None:
+        while self._pending:
+            self._capture(*self._pending.popleft())
+
+    def _capture(self, flow: http.HTTPFlow, tee: Tee | None, error: str | None) -> None:
+        try:
+            ex = flow_to_exchange(flow, tee, error)
+            inbox = self._inbox
+            if inbox is None:
+                raise RuntimeError("the writer is stopped")
+            inbox.put(ex)
+        except Exception as exc:  # fail open: keep the traffic flowing, say what was lost
+            with self._done:
+                self.failed_records += 1
+                self._done.notify_all()
+            print(f"looptap: could not capture {flow.request.method} {flow.request.pretty_url}: {exc}", file=sys.stderr)
 
     def done(self) -> None:
         self._stop_writer()
@@ -230,6 +253,7 @@ class LooptapRecorder:
 
     def flush(self, timeout: float = 60.0) -> None:
         """Wait until every captured round trip has been handled by the writer."""
+        self._capture_pending()
         deadline = time.monotonic() + timeout
         with self._done:
             while self.recorded + self.storage_errors + self.failed_records < self._sent:
@@ -244,6 +268,7 @@ class LooptapRecorder:
                 self._done.wait(min(left, 0.2))
 
     def _stop_writer(self) -> None:
+        self._capture_pending()
         if self._process is None:
             return
         self.flush()
