@@ -139,17 +139,11 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Import the bundled example recording and show it (the README's first command)."""
-    from importlib.resources import as_file, files
+    """Record the bundled example agent through the proxy, offline, and show the run (the
+    README's first command); without the recorder installed, show the bundled recording."""
+    from cassettes.demo import run_demo
 
-    src = files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")
-    dest = Path(args.output)
-    with as_file(src) as path:
-        rc = cmd_import(argparse.Namespace(inputs=[str(path)], output=str(dest), force=True, quiet=False))
-    if rc != EXIT_OK:
-        return rc
-    print()
-    return cmd_show(argparse.Namespace(file=str(dest), json=False))
+    return run_demo(Path(args.output), lambda path: cmd_show(argparse.Namespace(file=str(path), json=False)))
 
 
 Registrar = Callable[[Any], None]
@@ -193,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--force", action="store_true", help="replace existing output files")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=cmd_import)
-    p = sub.add_parser("demo", help="import the bundled example recording and show it")
+    p = sub.add_parser("demo", help="record the bundled example agent through the proxy (offline) and show the run")
     p.add_argument("-o", "--output", default="looptap-demo.jsonl", help="where to write the demo cassette")
     p.set_defaults(func=cmd_demo)
     _plugins(sub)

@@ -137,8 +137,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     config = _config(args)
     _warn_exposure(args)
+    viewer: list[str] | None = None
+    child_log: Path | None = None
+    if args.inspect:
+        import importlib.util
+
+        if importlib.util.find_spec("textual") is None:
+            print(
+                "looptap: error: --inspect needs the inspector in this environment: "
+                "install it with the 'inspector' extra (uv pip install -e '.[proxy,inspector]')",
+                file=sys.stderr,
+            )
+            return 2
+        child_log = Path(str(config.output) + ".log")
+        viewer = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", str(config.output)]
+        print(f"looptap: the command's output goes to {child_log}", file=sys.stderr)
     try:
-        rc, addon = asyncio.run(run_child(config, argv))
+        rc, addon = asyncio.run(run_child(config, argv, child_log=child_log, viewer=viewer))
     except BusyPort as exc:
         print(f"looptap: error: {exc}", file=sys.stderr)
         return 2
@@ -162,5 +177,11 @@ def register_record(sub: Any) -> None:
 def register_run(sub: Any) -> None:
     p = sub.add_parser("run", help="record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py")
     _common(p)
+    p.add_argument(
+        "--inspect",
+        action="store_true",
+        help="open the inspector on the run while it is recorded (the command's output goes to OUTPUT.log); "
+        "looptap exits when the command has finished and the inspector is closed",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=cmd_run)

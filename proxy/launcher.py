@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import ssl
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -219,24 +220,50 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     return 3 if rec.addon.storage_errors else 0
 
 
-async def run_child(config: RecorderConfig, argv: Sequence[str]) -> tuple[int, LooptapRecorder]:
+async def run_child(
+    config: RecorderConfig,
+    argv: Sequence[str],
+    child_log: Path | None = None,
+    viewer: Sequence[str] | None = None,
+) -> tuple[int, LooptapRecorder]:
+    """Record ``argv`` as a child process; its exit status is returned with the addon.
+
+    With ``viewer`` (``looptap run --inspect``), that command runs in the foreground terminal
+    beside the child (the inspector following the cassette live), and the child's output goes to
+    ``child_log`` so it does not draw over the inspector. The run ends when the child has exited
+    and the viewer has been closed."""
     rec = Recorder(config)
     await rec.start()
     env = {**os.environ, **rec.env}
+    log = open(child_log, "ab") if child_log is not None else None  # closed below
     try:
-        proc = await asyncio.create_subprocess_exec(*argv, env=env)
-    except OSError as exc:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, env=env, stdin=subprocess.DEVNULL if viewer else None, stdout=log, stderr=log
+            )
+        except OSError as exc:
+            await rec.stop()
+            raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        loop = asyncio.get_running_loop()
+
+        def pass_on(sig: int) -> None:
+            if proc.returncode is None:
+                proc.send_signal(sig)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            # The child gets the terminal's SIGINT itself; SIGTERM is passed on.
+            loop.add_signal_handler(sig, pass_on, sig)
+        view = None
+        if viewer:
+            try:
+                view = await asyncio.create_subprocess_exec(*viewer)
+            except OSError as exc:
+                print(f"looptap: cannot start the inspector: {exc}", file=sys.stderr)
+        rc = await proc.wait()
+        if view is not None:
+            await view.wait()
         await rec.stop()
-        raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-    loop = asyncio.get_running_loop()
-
-    def pass_on(sig: int) -> None:
-        if proc.returncode is None:
-            proc.send_signal(sig)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        # The child gets the terminal's SIGINT itself; SIGTERM is passed on.
-        loop.add_signal_handler(sig, pass_on, sig)
-    rc = await proc.wait()
-    await rec.stop()
+    finally:
+        if log is not None:
+            log.close()
     return rc, rec.addon

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +14,8 @@ from _corpus import CORPUS
 STREAM = CORPUS / "pydantic-ai/tests/models/cassettes/test_openai/test_run_stream_sync_streams_real_model.yaml"
 
 
-def looptap(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+def looptap(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=180, env=env)
 
 
 def test_import_then_show(tmp_path: Path) -> None:
@@ -60,11 +61,36 @@ def test_import_directory(tmp_path: Path) -> None:
     assert len(list((tmp_path / "out").glob("*.jsonl"))) == len(list(src.glob("*.yaml")))
 
 
-def test_demo(tmp_path: Path) -> None:
-    r = looptap("demo", "-o", str(tmp_path / "demo.jsonl"))
+def test_demo_without_the_recorder_shows_the_bundled_recording(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LOOPTAP_PROXY_PYTHON"}
+    r = looptap("demo", "-o", str(tmp_path / "demo.jsonl"), env=env)
     assert r.returncode == 0, r.stderr
+    assert "the recorder (mitmproxy) is not installed in this environment" in r.stdout
     assert "11 round trips, 11 to LLM APIs (anthropic 11)" in r.stdout
     assert "tool call: get_exchange_rate" in r.stdout
+
+
+def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> None:
+    """The README's first command: the example agent runs its tool loop through the real recorder
+    against the loopback replay of the recorded model answers; the cassette is the live run."""
+    proxy_python = os.environ.get("LOOPTAP_PROXY_PYTHON")
+    if not proxy_python or not Path(proxy_python).exists():
+        pytest.skip("LOOPTAP_PROXY_PYTHON (the recorder's environment) is not set")
+    out = tmp_path / "demo.jsonl"
+    r = looptap("demo", "-o", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "recording the agent: looptap run" in r.stdout
+    # The agent's own output: the answers it got after running its tools.
+    assert "A: The current exchange rate is **1 USD = 0.92 EUR**" in r.stdout
+    assert "A: The current stock price for AAPL (Apple Inc.) is **$150.00**." in r.stdout
+    # The recorder's summary, then the show of what it recorded.
+    assert "looptap: 11 round trips in" in r.stderr and "4 conversations, 11 turns" in r.stderr
+    assert "11 round trips, 11 to LLM APIs (anthropic 11)" in r.stdout
+    assert "POST 127.0.0.1:" in r.stdout  # recorded live, not imported
+    assert "E.arguments_schema" in r.stdout and "C.tool_result_error" in r.stdout
+    data = out.read_bytes()
+    assert b"looptap-demo-key-never-written-to-disk" not in data
+    assert b"x-looptap-conversation" in data.lower()
 
 
 @pytest.mark.parametrize(

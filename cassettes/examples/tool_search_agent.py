@@ -122,7 +122,8 @@ def call_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> d
     base = os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com").rstrip("/")
     body = {"max_tokens": 4096, "messages": messages, "model": MODEL, "stream": False, "tool_choice": {"type": "auto"}, "tools": tools}
     req = urllib.request.Request(
-        f"{base}/v1/messages",
+        # Deferred tools are a beta feature: the SDK's beta client posts to this URL.
+        f"{base}/v1/messages?beta=true",
         data=json.dumps(body).encode(),
         headers={
             "content-type": "application/json",

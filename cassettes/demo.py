@@ -1,0 +1,93 @@
+"""``looptap demo``: record a real agent run through the proxy, offline, then show it.
+
+The agent is ``cassettes/examples/tool_search_agent.py`` (standard library only, a tool loop with
+tool search, deferred tools and argument validation). Its model is the loopback replay server
+serving the answers Claude gave in the bundled recording (``examples/tool_loop_anthropic.yaml``),
+so the run needs no network and no API key. The recorder (``looptap run``) sits in between as it
+would in front of the real API, and the cassette it writes is shown with its findings.
+
+The recorder needs mitmproxy (its own environment, see the README). Without it the demo says so
+and shows the bundled recording imported instead, so the command is useful either way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from importlib.resources import as_file, files
+from pathlib import Path
+
+__all__ = ["recorder_python", "run_demo"]
+
+#: The bundled recording and the agent that reproduces its requests.
+RECORDING = "examples/tool_loop_anthropic.yaml"
+AGENT = "examples/tool_search_agent.py"
+#: The listener the agent's SDK variable points at (``looptap run`` sets ANTHROPIC_BASE_URL for it).
+LISTENER = "anthropic"
+
+
+def recorder_python() -> str | None:
+    """An interpreter that can run the recorder: this one if mitmproxy is importable here, else
+    ``$LOOPTAP_PROXY_PYTHON``, else None."""
+    if importlib.util.find_spec("mitmproxy") is not None:
+        return sys.executable
+    other = os.environ.get("LOOPTAP_PROXY_PYTHON")
+    return other if other and Path(other).exists() else None
+
+
+def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None] = print) -> int:
+    """Record the demo agent into ``dest`` and ``show`` it; the exit status of the two."""
+    from cassettes.replay.server import ReplayServer
+    from cassettes.vcr import load_vcr
+
+    recording = files("cassettes").joinpath(RECORDING)
+    agent = files("cassettes").joinpath(AGENT)
+    python = recorder_python()
+    with as_file(recording) as rec_path, as_file(agent) as agent_path:
+        exchanges = load_vcr(rec_path)
+        if python is None:
+            say(
+                "looptap demo: the recorder (mitmproxy) is not installed in this environment, so this shows the "
+                "bundled recording instead of recording it live. The README's first command installs the recorder."
+            )
+            return _import_and_show(rec_path, dest, show, say)
+        if dest.exists():
+            dest.unlink()
+        with ReplayServer(exchanges) as upstream, tempfile.TemporaryDirectory(prefix="looptap-demo-") as conf:
+            cmd = [
+                python, "-m", "cassettes.cli", "run", "-o", str(dest),
+                "--upstream", f"{LISTENER}={upstream.url}", "--confdir", conf,
+                "--", sys.executable, str(agent_path),
+            ]  # fmt: skip
+            say(f"looptap demo: the model is a loopback server replaying the recorded answers ({upstream.url})")
+            say(f"looptap demo: recording the agent: looptap run -o {dest} -- python {agent_path.name}\n")
+            env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-api03-looptap-demo-key-never-written-to-disk"}
+            sys.stdout.flush()
+            rc = subprocess.run(cmd, env=env, check=False).returncode
+            misses = upstream.misses
+        if misses:
+            say(f"looptap demo: the agent sent {len(misses)} request(s) the recording never had:")
+            for m in misses[:3]:
+                say(f"  {m.headline}")
+        if rc != 0 or not dest.exists():
+            say(f"looptap demo: the recorded run failed (exit status {rc})")
+            return rc or 2
+    say("")
+    return show(dest)
+
+
+def _import_and_show(src: Path, dest: Path, show: Callable[[Path], int], say: Callable[[str], None]) -> int:
+    from cassettes.store import CassetteWriter
+    from cassettes.vcr import load_vcr
+
+    if dest.exists():
+        dest.unlink()
+    with CassetteWriter(dest, meta={"source": "vcr", "imported_from": src.name}) as w:
+        for ex in load_vcr(src):
+            w.append(ex)
+    say(f"{src.name} → {dest}\n")
+    return show(dest)
