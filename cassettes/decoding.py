@@ -53,6 +53,8 @@ class _Decoder:
         self.encoding = encoding
         self.finished = False
         self._d: Any = None
+        #: Deflate: bytes held until two have arrived (zlib-wrapped or raw is told by the first two).
+        self._pending = b""
 
     def _new(self, data: bytes) -> Any:
         if self.encoding in ("gzip", "x-gzip"):
@@ -73,6 +75,10 @@ class _Decoder:
             self.finished = bool(self._d.is_finished())
             return out  # type: ignore[no-any-return]
         pieces: list[bytes] = []
+        if self.encoding == "deflate" and self._d is None and not self.finished and len(self._pending + data) < 2:
+            self._pending += data
+            return b""
+        data, self._pending = self._pending + data, b""
         while data:
             if self._d is None:
                 self._d = self._new(data)
@@ -88,6 +94,16 @@ class _Decoder:
         return b"".join(pieces)
 
 
+def _head(chunks: Sequence[Chunk], n: int) -> bytes:
+    """The first ``n`` bytes of the body, however it is chunked."""
+    out = b""
+    for _, c in chunks:
+        out += c[: n - len(out)]
+        if len(out) >= n:
+            break
+    return out
+
+
 def _decoder(encoding: str) -> _Decoder | None:
     if encoding in ("gzip", "x-gzip", "deflate", "br", "zstd"):
         return _Decoder(encoding)
@@ -98,8 +114,8 @@ def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None) -> Deco
     """Remove the content encoding from ``chunks``, keeping chunk boundaries and offsets."""
     declared = [e.strip().lower() for e in (content_encoding or "").split(",") if e.strip()]
     declared = [e for e in declared if e != "identity"]
-    head = next((c for _, c in chunks if c), b"")
-    sniffed = sniff_encoding(head[:4])
+    head = _head(chunks, 4)  # across chunks: a stream's first read can be a single byte
+    sniffed = sniff_encoding(head)
     notes: list[str] = []
     if not declared:
         if sniffed in ("gzip", "zstd"):
