@@ -4,7 +4,9 @@
     ├── CassetteFormatError(ValueError)  bytes that are not a looptap cassette, or a corrupt one
     │   └── NewerFormatError             written by a newer looptap than this one
     ├── CassetteIOError(OSError)         the file could not be read or written
-    └── ImportFormatError(ValueError)    an input to `looptap import` that cannot be read
+    ├── ImportFormatError(ValueError)    an input to `looptap import` that cannot be read
+    ├── ReplayMiss(LookupError)          replay: no recorded round trip answers a request
+    └── RecorderUnavailable(RuntimeError) recording was asked for, but the recorder (mitmproxy) is not installed
 
 Each subclass also inherits the builtin it refines, so ``except ValueError`` keeps working for
 callers that do not know looptap. Errors are converted at the boundaries: the CLI prints one line
@@ -19,6 +21,8 @@ __all__ = [
     "CassetteIOError",
     "ImportFormatError",
     "NewerFormatError",
+    "RecorderUnavailable",
+    "ReplayMiss",
 ]
 
 
@@ -40,3 +44,12 @@ class CassetteIOError(CassetteError, OSError):
 
 class ImportFormatError(CassetteError, ValueError):
     """A file given to ``looptap import`` is not in a format looptap can import."""
+
+
+class ReplayMiss(CassetteError, LookupError):
+    """Replay found no recorded round trip for a request (or the cassette was exhausted). The
+    message names the closest recorded turn, the JSON paths that differ and the layer implicated."""
+
+
+class RecorderUnavailable(CassetteError, RuntimeError):
+    """Recording was asked for, but the recorder (mitmproxy, in its own environment) is missing."""

@@ -122,6 +122,44 @@ class Provider:
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         return error_from_body(body, status)
 
+    # -- replay: what the replay server and the run diff need to know about a family ----------
+
+    def replay_headers(self) -> tuple[str, ...]:
+        """Request headers that change what the API does (versions, beta flags): compared when
+        replay is strict. Every other header (SDK telemetry, user agent, auth) is ignored."""
+        return ()
+
+    def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:
+        """Ids in a request body that differ from run to run (tool-call ids, made up by the
+        model or the client): matching remaps them consistently instead of comparing them."""
+        try:
+            req = self.parse_request(body, url)
+        except Exception:
+            return []
+        out: list[str] = []
+        for m in req.messages:
+            for p in m.parts:
+                if p.tool_call is not None and p.tool_call.id:
+                    out.append(p.tool_call.id)
+                if p.tool_result is not None and p.tool_result.call_id:
+                    out.append(p.tool_result.call_id)
+        return out
+
+    def replay_error(self, status: int, message: str, code: str) -> Any:
+        """An error body in this API's own shape, which its SDKs parse and surface (message and
+        code intact); the replay server answers with it when it cannot serve a request."""
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+    def api_key_env(self) -> tuple[str, ...]:
+        """Environment variables this API's SDKs read their key from (the first is set to a
+        placeholder when replaying with none set, so a keyless CI run can start the client)."""
+        return ()
+
+    def replay_error_headers(self, retry: bool) -> list[tuple[str, str]]:
+        """Headers that tell this API's SDKs whether to retry an error response."""
+        return [("x-should-retry", "true" if retry else "false")]
+
 
 def finish_lookup(table: dict[str, FinishReason], raw: str | None) -> FinishReason | None:
     """The G.1 class of a raw finish value: ``None`` when absent, ``unknown`` for an empty string,

@@ -471,6 +471,16 @@ class AnthropicMessages(Provider):
             )
         return _response(b)
 
+    def replay_headers(self) -> tuple[str, ...]:
+        return ("anthropic-version", "anthropic-beta")
+
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("ANTHROPIC_API_KEY",)
+
+    def replay_error(self, status: int, message: str, code: str) -> Any:
+        kind = "invalid_request_error" if status < 500 else "api_error"
+        return {"type": "error", "error": {"type": kind, "message": message, "code": code}, "request_id": None}
+
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         return _anthropic_error(body, status)
 

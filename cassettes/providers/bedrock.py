@@ -296,6 +296,9 @@ class BedrockConverse(Provider):
             provider_details=_details(b) or None,
         )
 
+    def replay_error(self, status: int, message: str, code: str) -> Any:
+        return {"message": message, "__type": code}
+
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         if isinstance(body, str):
             try:

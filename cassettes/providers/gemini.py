@@ -741,6 +741,15 @@ class Gemini(Provider):
             provider_details=details or None,
         )
 
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+
+    def replay_error(self, status: int, message: str, code: str) -> Any:
+        # google-genai's APIError reads error.code / message / status (WIRE.md §D); it does not
+        # retry unless the caller configured retry options, so the retry header is harmless.
+        st = "FAILED_PRECONDITION" if status < 500 else "INTERNAL"
+        return {"error": {"code": status, "message": message, "status": st, "details": [{"reason": code}]}}
+
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         """``{"error":{code,message,status,details}}``, bare or wrapped in a list (WIRE.md §D.6).
 

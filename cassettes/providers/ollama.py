@@ -349,6 +349,9 @@ class OllamaChat(Provider):
             acc.add(line, in_stream=True)
         return acc.result(events=events)
 
+    def replay_error(self, status: int, message: str, code: str) -> Any:
+        return {"error": message}  # Ollama's native error body is a bare string
+
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         """``{"error": "<text>"}`` (a string), or whatever a proxy in front put there."""
         if isinstance(body, (str, bytes)):

@@ -229,6 +229,9 @@ class OpenAIChat(Provider):
             history_key="messages",
         )
 
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("OPENAI_API_KEY",)
+
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}
         if "error" in b and not b.get("choices"):

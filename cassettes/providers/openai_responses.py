@@ -418,6 +418,22 @@ class OpenAIResponses(Provider):
             history_key="input" if isinstance(inp, list) else None,
         )
 
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("OPENAI_API_KEY",)
+
+    def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:
+        # Besides call ids: the ids of echoed output items (fc_…, rs_…, msg_…) and the chained
+        # response id are made up by the API per run.
+        out = super().volatile_ids(body, url)
+        b: Item = body if isinstance(body, dict) else {}
+        inp = b.get("input")
+        for item in inp if isinstance(inp, list) else []:
+            if isinstance(item, dict) and isinstance(item.get("id"), str):
+                out.append(item["id"])
+        if isinstance(b.get("previous_response_id"), str):
+            out.append(b["previous_response_id"])
+        return out
+
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: Item = body if isinstance(body, dict) else {}
         if isinstance(b.get("error"), dict) and "output" not in b and "status" not in b:

@@ -1,0 +1,96 @@
+"""``looptap replay`` and ``looptap diff``, registered through the ``looptap.commands`` entry points.
+
+Errors are converted by the core CLI (one line, non-zero exit); these commands only add theirs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["cmd_diff", "cmd_replay", "register_diff", "register_replay"]
+
+
+def _err(msg: str) -> None:
+    print(f"looptap: {msg}", file=sys.stderr)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from cassettes.replay.server import ReplayServer, parse_pace
+
+    try:
+        parse_pace(args.pace)
+    except ValueError as exc:
+        _err(f"error: {exc}")
+        return 2
+    server = ReplayServer(Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict)
+    for p in server.problems:
+        _err(f"warning: {args.file}: {p}")
+
+    async def serve() -> None:
+        try:
+            await server.start_async()
+        except OSError as exc:
+            raise SystemExit(f"looptap: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+        for k, v in server.env.items():
+            print(f"export {k}={v}")
+        sys.stdout.flush()
+        n = len(server.matcher.recorded)
+        _err(f"replaying {args.file}: {n} round trips on {server.url}, pace {args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await server.stop_async()
+
+    asyncio.run(serve())
+    for line in server.report_lines():
+        _err(line.removeprefix("looptap "))
+    for m in server.misses:
+        for line in m.lines():
+            print(line, file=sys.stderr)
+    return 1 if server.misses else 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from cassettes.replay.rundiff import diff_runs, divergence_lines
+    from cassettes.store import read_cassette
+
+    a, b = read_cassette(args.a), read_cassette(args.b)
+    for cas in (a, b):
+        for p in cas.problems:
+            _err(f"warning: {cas.path}: {p}")
+    divs = diff_runs(a.exchanges, b.exchanges)
+    if args.json:
+        doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "divergences": [d.as_json() for d in divs]}
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        sys.stdout.flush()
+    else:
+        for line in divergence_lines(divs, f"looptap diff {args.a} {args.b}"):
+            print(line)
+    return 1 if divs else 0
+
+
+def register_replay(sub: Any) -> None:
+    p = sub.add_parser("replay", help="serve a cassette as a fake upstream; prints the environment to export")
+    p.add_argument("file", help="the cassette to replay (.jsonl)")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
+    p.add_argument("--pace", default="instant", help="stream pace: recorded, instant (default) or xN (N times faster than recorded)")
+    p.add_argument("--strict", action="store_true", help="requests must come in recorded order, with the same API version headers")
+    p.set_defaults(func=cmd_replay)
+
+
+def register_diff(sub: Any) -> None:
+    p = sub.add_parser("diff", help="where two runs of an agent diverge, by conversation, turn and layer (exit 1 if they do)")
+    p.add_argument("a", help="the first run's cassette")
+    p.add_argument("b", help="the second run's cassette")
+    p.add_argument("--json", action="store_true", help="the divergences as JSON")
+    p.set_defaults(func=cmd_diff)

@@ -1,0 +1,425 @@
+"""LLM-aware request matching: which recorded round trip answers a live request, and if none
+does, why not — the closest recorded turn, a JSON-path diff and the layer it implicates.
+
+A request is reduced to a :class:`RequestKey`: method, path, query (credentials dropped) and the
+body. JSON bodies compare semantically (key order ignored, list order kept) after the volatile
+values are normalised: ids the provider adapter names as made up per run (tool-call ids …) become
+``<id:1>``, ``<id:2>`` … in order of first appearance, so a run whose ids differ but pair the same
+way still matches; ISO-8601 timestamps become ``<timestamp>``; a multipart boundary becomes
+``<boundary>``. Headers are ignored (SDK telemetry, user agents, keys) except, in strict mode,
+the few an adapter names as changing what the API does.
+
+The recording is indexed per conversation and turn (the run analysis), so a miss names the turn
+the agent most likely meant: the unplayed turn whose request is closest, preferring the next turn
+of a conversation already under way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import SplitResult, parse_qsl, urlsplit
+
+import orjson
+
+from cassettes import providers
+from cassettes.errors import ReplayMiss
+from cassettes.exchange import Exchange, Headers, header
+from cassettes.replay.jsondiff import Change, format_path, json_diff, short
+
+__all__ = ["Matcher", "Miss", "Recorded", "RequestKey", "Verdict", "attribute", "request_key"]
+
+#: Query parameters that carry credentials, never compared.
+_SECRET_QUERY = frozenset({"key", "api-key", "api_key", "token", "access_token", "x-goog-api-key"})
+_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
+_BOUNDARY = re.compile(r"boundary=\"?([^\";]+)\"?", re.I)
+
+
+@dataclass
+class RequestKey:
+    """A request reduced to what matching compares."""
+
+    method: str
+    path: str
+    query: tuple[tuple[str, str], ...]
+    #: The normalised JSON body, or the body bytes (boundary normalised) when it is not JSON.
+    body: Any
+    is_json: bool
+    #: The body as sent (JSON), for the layer attribution of a diff.
+    raw: Any
+    #: ``<id:N>`` placeholder → the id it replaced.
+    ids: dict[str, str]
+    url: SplitResult
+    adapter: providers.Provider | None
+    headers: Headers = field(default_factory=list)
+
+    @property
+    def digest(self) -> bytes:
+        body = orjson.dumps(self.body, option=orjson.OPT_SORT_KEYS) if self.is_json else self.body
+        return b"\0".join([self.method.encode(), self.path.encode(), repr(self.query).encode(), body])
+
+    @property
+    def target(self) -> str:
+        return self.path + ("?" + "&".join(f"{k}={v}" for k, v in self.query) if self.query else "")
+
+    def history_key(self) -> str | None:
+        if self.adapter is None or not isinstance(self.raw, dict):
+            return None
+        return self.adapter.history_key(self.raw)
+
+
+def _normalise(value: Any, ids: set[str], placeholders: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _normalise(v, ids, placeholders) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalise(v, ids, placeholders) for v in value]
+    if isinstance(value, str):
+        if value in ids:
+            ph = placeholders.get(value)
+            if ph is None:
+                ph = placeholders[value] = f"<id:{len(placeholders) + 1}>"
+            return ph
+        if _TIMESTAMP.match(value):
+            return "<timestamp>"
+    return value
+
+
+def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: Any = None) -> RequestKey:
+    """Normalise one request for matching (``parsed``: the body's JSON when already at hand)."""
+    try:
+        u = urlsplit(url)
+    except ValueError:
+        u = urlsplit("")
+    query = tuple(sorted((k, v) for k, v in parse_qsl(u.query, keep_blank_values=True) if k.lower() not in _SECRET_QUERY))
+    raw = parsed
+    if raw is None and body:
+        try:
+            raw = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raw = None
+    adapter = providers.detect(method.upper(), u, raw) if raw is not None else None
+    if raw is None:
+        data = body
+        ctype = header(headers, "content-type") or ""
+        m = _BOUNDARY.search(ctype) if ctype.lower().startswith("multipart/") else None
+        if m:
+            data = data.replace(m.group(1).encode("latin-1", "replace"), b"<boundary>")
+        return RequestKey(method.upper(), u.path, query, data, False, None, {}, u, None, list(headers))
+    vol: set[str] = set()
+    if adapter is not None:
+        try:
+            vol = {i for i in adapter.volatile_ids(raw, u) if i}
+        except Exception:  # a lenient adapter that still chokes: compare the ids as they are
+            vol = set()
+    placeholders: dict[str, str] = {}
+    norm = _normalise(raw, vol, placeholders)
+    return RequestKey(method.upper(), u.path, query, norm, True, raw, {v: k for k, v in placeholders.items()}, u, adapter, list(headers))
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer attribution of a diff
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a group of differences means: its layer, a sentence, and the JSON path it is at."""
+
+    layer: str
+    message: str
+    path: str
+
+    def __str__(self) -> str:
+        return f"{self.layer}: {self.message}"
+
+
+def _item_view(key: RequestKey, hkey: str, item: Any) -> tuple[str, list[str]]:
+    """(role, [call ids of the tool results in it]) of one raw history item, via the adapter."""
+    if key.adapter is None or not isinstance(key.raw, dict):
+        return "?", []
+    try:
+        req = key.adapter.parse_request({**key.raw, hkey: [item]}, key.url)
+    except Exception:
+        return "?", []
+    if not req.messages:
+        return "?", []
+    msg = req.messages[0]
+    results = [p.tool_result.call_id or p.tool_result.name or "?" for m in req.messages for p in m.parts if p.tool_result is not None]
+    return ("tool" if results else msg.role), results
+
+
+def _system_text(key: RequestKey) -> str | None:
+    if key.adapter is None or not isinstance(key.raw, dict):
+        return None
+    try:
+        req = key.adapter.parse_request(key.raw, key.url)
+    except Exception:
+        return None
+    return "".join(p.text or "" for p in req.system)
+
+
+def attribute(recorded: RequestKey, live: RequestKey, changes: Sequence[Change]) -> list[Verdict]:
+    """Turn a request diff into sentences by layer. Everything a client sends is its dispatch, so
+    request differences are layer C; the wording says which part of the dispatch changed."""
+    out: list[Verdict] = []
+    if (recorded.method, recorded.path) != (live.method, live.path):
+        out.append(Verdict("C", f"the agent called {live.method} {live.path}; the recorded turn is {recorded.method} {recorded.path}", "(url)"))
+    if recorded.query != live.query:
+        out.append(Verdict("C", f"the query string changed (recorded {recorded.target}, got {live.target})", "(url)"))
+    if not recorded.is_json or not live.is_json:
+        if recorded.body != live.body:
+            out.append(Verdict("C", "the request body changed (not JSON, compared byte for byte)", "(body)"))
+        return out
+    hkey = recorded.history_key() or live.history_key()
+    seen_items: set[int] = set()
+    seen_keys: set[str] = set()
+    added_tail: list[int] = []
+    removed_tail: list[int] = []
+    for ch in changes:
+        top = ch.path[0] if ch.path else None
+        if hkey is not None and top == hkey and len(ch.path) >= 2 and isinstance(ch.path[1], int):
+            i = ch.path[1]
+            if len(ch.path) == 2 and ch.kind == "added":
+                added_tail.append(i)
+                continue
+            if len(ch.path) == 2 and ch.kind == "removed":
+                removed_tail.append(i)
+                continue
+            if i in seen_items:
+                continue
+            seen_items.add(i)
+            out.append(_item_verdict(recorded, live, hkey, i, ch))
+        elif isinstance(top, str):
+            if top in seen_keys:
+                continue
+            seen_keys.add(top)
+            out.append(_field_verdict(recorded, live, top, ch))
+        else:
+            out.append(Verdict("C", f"the request body changed: {ch.describe()}", ch.where))
+    if added_tail:
+        first = min(added_tail)
+        role, results = _item_view(live, hkey or "", live.raw[hkey][first]) if hkey else ("?", [])
+        what = f"the tool result for {_orig(live, results[0])}" if results else f"{'an' if role[:1] in 'aeiou' else 'a'} {role} message"
+        n = len(added_tail)
+        out.append(
+            Verdict(
+                "C",
+                f"the agent sent a turn the recording never had: {n} more history item{'s' if n > 1 else ''} than recorded, "
+                f"starting with {what} at {format_path((hkey or '', first))}",
+                format_path((hkey or "", first)),
+            )
+        )
+    if removed_tail:
+        first = min(removed_tail)
+        n = len(removed_tail)
+        out.append(Verdict("C", f"the history is {n} item{'s' if n > 1 else ''} shorter than recorded, from {format_path((hkey or '', first))} (dropped or trimmed)", format_path((hkey or "", first))))
+    return out
+
+
+def _orig(key: RequestKey, ident: str) -> str:
+    return key.ids.get(ident, ident)
+
+
+def _item_verdict(recorded: RequestKey, live: RequestKey, hkey: str, i: int, ch: Change) -> Verdict:
+    role, results = _item_view(recorded, hkey, recorded.raw[hkey][i])
+    where = ch.where
+    if results:
+        _, lresults = _item_view(live, hkey, live.raw[hkey][i]) if i < len(live.raw.get(hkey, [])) else ("?", [])
+        ids = lresults or results
+        cid = _orig(live, ids[0]) if lresults else _orig(recorded, ids[0])
+        return Verdict("C", f"the tool result for {cid} changed ({where})", where)
+    if role == "assistant":
+        return Verdict("C", f"the assistant turn at {format_path((hkey, i))} was not sent back as recorded ({where})", where)
+    if role in ("system", "developer"):
+        return Verdict("C", f"the system prompt changed ({where})", where)
+    if role == "user":
+        return Verdict("C", f"the user input at {format_path((hkey, i))} changed ({where})", where)
+    return Verdict("C", f"history item {format_path((hkey, i))} ({role}) changed ({where})", where)
+
+
+def _field_verdict(recorded: RequestKey, live: RequestKey, top: str, ch: Change) -> Verdict:
+    where = ch.where
+    low = top.lower()
+    if low == "model":
+        return Verdict("C", f"the model requested changed: recorded {short(ch.expected)}, got {short(ch.actual)}", where)
+    if low == "stream":
+        return Verdict("C", f"streaming changed: recorded {short(ch.expected)}, got {short(ch.actual)}", where)
+    if "tool_choice" in low or low == "toolconfig":
+        return Verdict("C", f"the tool choice changed ({where})", where)
+    if "tool" in low or "function" in low:
+        return Verdict("C", f"the tools offered changed ({where})", where)
+    if _system_text(recorded) != _system_text(live):
+        return Verdict("C", f"the system prompt changed ({where})", where)
+    return Verdict("C", f"request parameter {top} changed ({where}: recorded {short(ch.expected)}, got {short(ch.actual)})", where)
+
+
+# ---------------------------------------------------------------------------------------------
+# The matcher
+
+
+@dataclass
+class Recorded:
+    """One recorded round trip and its place in the run."""
+
+    index: int
+    exchange: Exchange
+    key: RequestKey
+    conversation: str | None = None
+    turn: int | None = None
+    plays: int = 0
+
+    @property
+    def label(self) -> str:
+        seq = self.exchange.seq if self.exchange.seq is not None else self.index
+        if self.conversation is not None and self.turn is not None:
+            return f"conversation {self.conversation}, turn {self.turn} (seq {seq})"
+        return f"round trip seq {seq} ({self.key.method} {self.key.path})"
+
+
+@dataclass
+class Miss:
+    """Why a request got no recorded answer."""
+
+    method: str
+    target: str
+    reason: str
+    closest: Recorded | None = None
+    changes: list[Change] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def headline(self) -> str:
+        """One line: where (the closest recorded turn) and what (the first layer verdict)."""
+        where = self.closest.label if self.closest is not None else f"{self.method} {self.target}"
+        return f"{where}: {self.verdicts[0]}" if self.verdicts else f"{where}: {self.reason}"
+
+    def lines(self, max_changes: int = 8) -> list[str]:
+        out = [f"looptap replay: no recorded round trip matches {self.method} {self.target}: {self.reason}"]
+        if self.closest is not None:
+            state = "already played" if self.closest.plays else "not yet played"
+            out.append(f"closest recorded turn: {self.closest.label}, {state}")
+        out.extend(f"  {v}" for v in self.verdicts)
+        if self.changes:
+            out.append("  differences (recording → this request):")
+            out.extend(f"    {c.describe()}" for c in self.changes[:max_changes])
+            if len(self.changes) > max_changes:
+                out.append(f"    … and {len(self.changes) - max_changes} more")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def error(self) -> ReplayMiss:
+        return ReplayMiss(str(self))
+
+
+class Matcher:
+    """Answers live requests from recorded round trips, each played once.
+
+    Default: a request is answered by the first unplayed round trip with an equal key, in
+    recording order, whatever the order across conversations (concurrent agents interleave
+    differently from run to run). ``strict``: only the next unplayed round trip in recording order
+    may answer, and the headers the adapter names as semantic must be equal too.
+    """
+
+    def __init__(self, exchanges: Sequence[Exchange], strict: bool = False) -> None:
+        from cassettes.analysis import analyse
+
+        self.strict = strict
+        analysis = analyse(exchanges)
+        self.recorded: list[Recorded] = []
+        for i, ex in enumerate(exchanges):
+            key = request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json())
+            turn = analysis.turns.get(ex.seq if ex.seq is not None else i)
+            self.recorded.append(Recorded(i, ex, key, turn.conversation if turn else None, turn.index if turn else None))
+        self._by_digest: dict[bytes, list[Recorded]] = {}
+        for r in self.recorded:
+            self._by_digest.setdefault(r.key.digest, []).append(r)
+        self.misses: list[Miss] = []
+
+    # -- matching ------------------------------------------------------------------------------
+    def match(self, method: str, target: str, headers: Headers, body: bytes) -> Recorded | Miss:
+        """The recorded round trip answering this request (marked played), or why there is none."""
+        key = request_key(method, target, headers, body)
+        found = self._find(key)
+        if isinstance(found, Recorded):
+            found.plays += 1
+            return found
+        self.misses.append(found)
+        return found
+
+    def _find(self, key: RequestKey) -> Recorded | Miss:
+        same = self._by_digest.get(key.digest, [])
+        if self.strict:
+            nxt = next((r for r in self.recorded if not r.plays), None)
+            if nxt is not None and nxt in same and self._headers_match(nxt, key):
+                return nxt
+            if nxt is not None and nxt in same:
+                hdrs = ", ".join(h for h in self._semantic(nxt) if header(nxt.key.headers, h) != header(key.headers, h))
+                return Miss(key.method, key.target, f"strict: headers differ from the next recorded turn ({hdrs})", nxt)
+            return self._miss(key, strict_next=nxt)
+        for r in same:
+            if not r.plays:
+                return r
+        return self._miss(key)
+
+    def _semantic(self, r: Recorded) -> tuple[str, ...]:
+        return r.key.adapter.replay_headers() if r.key.adapter is not None else ()
+
+    def _headers_match(self, r: Recorded, key: RequestKey) -> bool:
+        return all(header(r.key.headers, h) == header(key.headers, h) for h in self._semantic(r))
+
+    def _frontier(self) -> set[int]:
+        """Indexes of the next unplayed turn of every conversation (what the agent should send next)."""
+        out: set[int] = set()
+        seen: set[str | None] = set()
+        for r in self.recorded:
+            if r.plays or r.conversation in seen:
+                continue
+            if r.conversation is not None:
+                seen.add(r.conversation)
+            out.add(r.index)
+        return out
+
+    def _miss(self, key: RequestKey, strict_next: Recorded | None = None) -> Miss:
+        unplayed = [r for r in self.recorded if not r.plays]
+        if not self.recorded:
+            return Miss(key.method, key.target, "the cassette holds no round trips")
+        # Every recorded turn is a candidate (an exact repeat of a played one is a repeat, said
+        # so); on equal distance an unplayed turn wins, then the next turn of a conversation.
+        pool = [strict_next] if strict_next is not None else self.recorded
+        frontier = self._frontier()
+        best: tuple[tuple[int, int, int, int, int], Recorded, list[Change]] | None = None
+        for r in pool:
+            changes = self._changes(r.key, key)
+            score = (int((r.key.method, r.key.path) != (key.method, key.path)), len(changes), int(r.plays > 0), int(r.index not in frontier), r.index)
+            if best is None or score < best[0]:
+                best = (score, r, changes)
+        assert best is not None
+        _, closest, changes = best
+        if not unplayed:
+            reason = f"the cassette is exhausted (all {len(self.recorded)} recorded round trips were played)"
+        elif strict_next is not None:
+            reason = "strict: it is not the next recorded round trip"
+        else:
+            reason = f"{len(unplayed)} of {len(self.recorded)} recorded round trips are unplayed, none is this request"
+        verdicts = attribute(closest.key, key, changes)
+        if not verdicts and closest.plays:
+            verdicts = [Verdict("C", f"the request repeats {closest.label}, which was already played (a retry or a repeated call the recording does not have)", "(body)")]
+        elif not verdicts:
+            verdicts = [Verdict("C", "the request differs from the recording", "(body)")]
+        return Miss(key.method, key.target, reason, closest, changes, verdicts)
+
+    @staticmethod
+    def _changes(recorded: RequestKey, live: RequestKey) -> list[Change]:
+        if recorded.is_json and live.is_json:
+            return json_diff(recorded.body, live.body)
+        return [] if recorded.body == live.body else [Change((), "changed", short(recorded.body), short(live.body))]
+
+    # -- reporting -----------------------------------------------------------------------------
+    def unplayed(self) -> list[Recorded]:
+        return [r for r in self.recorded if not r.plays]
+
+    def played(self) -> list[Recorded]:
+        return [r for r in self.recorded if r.plays]

@@ -1,0 +1,300 @@
+"""The looptap pytest plugin: replay cassettes to the real agent code, record them when asked.
+
+    @pytest.mark.looptap                      # cassettes/<module>/<test>.jsonl beside the test file
+    def test_agent(looptap):
+        answer = my_agent.run("Weather in Paris?")   # its SDK reads OPENAI_BASE_URL … from the env
+        assert "sunny" in answer
+        looptap.run.assert_no_findings(layer="C")
+        assert looptap.run.total_tokens < 50_000
+
+The ``looptap`` fixture (requested, or implied by the ``looptap`` marker) points the SDKs' base-URL
+variables at an in-process replay server for the test, and sets a placeholder API key where none
+is set. Record modes, as in pytest-recording (``--looptap-record-mode``):
+
+* ``none`` — replay only; a missing cassette is an error (the default when ``CI`` is set);
+* ``once`` — replay when the cassette exists, else record it (the default otherwise);
+* ``new_episodes`` — replay, and record the requests the cassette cannot answer, appended to it;
+* ``all`` — record every time, replacing the cassette.
+
+Recording runs ``looptap record`` (the mitmproxy recorder, like ``looptap run``) as a child process
+from ``LOOPTAP_PROXY_PYTHON``; it forwards to the real APIs or to ``--looptap-upstream NAME=URL``.
+Replay needs nothing but this package.
+
+A request the cassette cannot answer fails the test with the closest recorded turn, the JSON
+paths that differ and the layer they implicate, even when the agent swallowed the SDK's error.
+``--looptap-fail-unplayed`` also fails a test that left recorded round trips unplayed. The
+terminal summary lists, per test, the round trips played and unplayed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cassettes import providers
+from cassettes.errors import CassetteError, ReplayMiss
+from cassettes.replay.recording import RecorderProcess
+from cassettes.replay.runview import Run
+from cassettes.replay.server import ReplayServer, parse_pace
+
+__all__ = ["LooptapSession", "looptap"]
+
+MODES = ("none", "once", "new_episodes", "all")
+_SESSION = pytest.StashKey["LooptapSession"]()
+_REPORTS = pytest.StashKey[list[str]]()
+_PLACEHOLDER_KEY = "looptap-replay-placeholder-key"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("looptap", "looptap: replay and record LLM traffic")
+    group.addoption("--looptap-record-mode", choices=MODES, default=None, help="none (default when CI is set), once (default otherwise), new_episodes or all")
+    group.addoption("--looptap-fail-unplayed", action="store_true", default=False, help="fail a test that leaves recorded round trips unplayed")
+    group.addoption("--looptap-pace", default=None, help="stream pace when replaying: instant (default), recorded or xN")
+    group.addoption("--looptap-strict", action="store_true", default=False, help="requests must come in recorded order (with the same API version headers)")
+    group.addoption("--looptap-upstream", action="append", default=[], metavar="NAME=URL", help="when recording: forward NAME's API to URL instead of the real one")
+    parser.addini("looptap_record_mode", "default record mode", default="")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None): replay (or record) this test's LLM traffic from a looptap cassette")
+    config.stash[_REPORTS] = []
+
+
+def _record_mode(config: pytest.Config, marker: pytest.Mark | None) -> str:
+    mode = (marker.kwargs.get("record_mode") if marker else None) or config.getoption("--looptap-record-mode") or config.getini("looptap_record_mode")
+    if not mode:
+        mode = "none" if os.environ.get("CI") else "once"
+    if mode not in MODES:
+        raise pytest.UsageError(f"looptap: record mode must be one of {', '.join(MODES)}, not {mode!r}")
+    return str(mode)
+
+
+def _default_path(item: pytest.Item) -> Path:
+    name = re.sub(r"[^\w.\-\[\]]+", "_", item.name)
+    return item.path.parent / "cassettes" / item.path.stem / f"{name}.jsonl"
+
+
+@dataclass
+class LooptapSession:
+    """What the ``looptap`` fixture gives a test."""
+
+    mode: str
+    #: The cassette this test replays or records.
+    path: Path
+    server: ReplayServer | None = None
+    recorder: RecorderProcess | None = None
+    #: Where the recorder writes before the cassette is put in place.
+    recording: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    _run: Run | None = None
+
+    @property
+    def replaying(self) -> bool:
+        return self.server is not None
+
+    @property
+    def url(self) -> str | None:
+        return self.server.url if self.server is not None else None
+
+    @property
+    def run(self) -> Run:
+        """The run so far: the requests the agent sent and the responses replayed; when recording,
+        the recorded cassette (reading it ends the recording)."""
+        if self.server is not None and self.recorder is None:
+            return Run(list(self.server.served))
+        if self._run is None:
+            self.finish_recording()
+            src = self.recording if self.recording is not None and self.recording.exists() else self.path
+            self._run = Run.from_cassette(src) if src.exists() else Run([])
+        return self._run
+
+    def finish_recording(self) -> None:
+        if self.recorder is not None:
+            self.recorder.stop()
+            self.recorder = None
+
+    def misses_text(self) -> str | None:
+        if self.server is None or not self.server.misses:
+            return None
+        misses = self.server.misses
+        head = f"replay miss at {misses[0].headline}"
+        more = f" (and {len(misses) - 1} more unanswered requests)" if len(misses) > 1 else ""
+        return f"{head}{more}\ncassette: {self.path}\n" + "\n\n".join(str(m) for m in misses)
+
+    def unplayed_text(self) -> str | None:
+        if self.server is None:
+            return None
+        left = self.server.unplayed()
+        if not left:
+            return None
+        lines = [f"looptap: {len(left)} recorded round trip(s) of {self.path} were not played:"]
+        lines += [f"  {r.label}: {r.key.method} {r.key.target}" for r in left]
+        return "\n".join(lines)
+
+
+def _api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A placeholder key for each API whose SDK refuses to start without one (replay only)."""
+    for fam in providers.FAMILIES:
+        adapter = providers.by_family(fam)
+        names = adapter.api_key_env() if adapter is not None else ()
+        if names and not any(os.environ.get(n) for n in names):
+            monkeypatch.setenv(names[0], _PLACEHOLDER_KEY)
+
+
+def _upstreams(config: pytest.Config) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in config.getoption("--looptap-upstream") or []:
+        name, sep, url = str(item).partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
+            raise pytest.UsageError(f"looptap: --looptap-upstream wants NAME=http(s)://host[:port], got {item!r}")
+        out[name.strip().lower()] = url.strip()
+    return out
+
+
+def _listener_fallback(recorder_env: dict[str, str]) -> Any:
+    """new_episodes: a request the cassette lacks goes to the recorder's listener for its API."""
+    from urllib.parse import urlsplit
+
+    bases: dict[str, str] = {}
+    for name, (_upstream, variables, _suffix) in providers.REVERSE_UPSTREAMS.items():
+        for var in variables:
+            if var in recorder_env:
+                u = urlsplit(recorder_env[var])
+                bases[name] = f"{u.scheme}://{u.netloc}"
+                break
+
+    def fallback(method: str, target: str) -> str | None:
+        from cassettes.replay.matcher import request_key
+
+        key = request_key(method, target, [], b"")
+        fam = key.adapter.family if key.adapter is not None else None
+        # A listener is named after the vendor; its families share the prefix (the registry's
+        # convention), so the family picks the listener without naming a provider here.
+        for name, base in bases.items():
+            if fam is not None and fam.startswith(name):
+                return base
+        return None
+
+    return fallback
+
+
+@pytest.fixture
+def looptap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LooptapSession]:
+    """Replay (or record) this test's LLM traffic; see the module docstring."""
+    item = request.node
+    marker = item.get_closest_marker("looptap")
+    config = request.config
+    mode = _record_mode(config, marker)
+    given = (marker.args[0] if marker and marker.args else None) or (marker.kwargs.get("path") if marker else None)
+    path = (item.path.parent / given) if given else _default_path(item)
+    pace = (marker.kwargs.get("pace") if marker else None) or config.getoption("--looptap-pace") or "instant"
+    strict = bool((marker.kwargs.get("strict") if marker else None) or config.getoption("--looptap-strict"))
+    try:
+        parse_pace(pace)
+    except ValueError as exc:
+        raise pytest.UsageError(f"looptap: {exc}") from None
+    exists = path.exists() and path.stat().st_size > 0
+    if mode == "none" and not exists:
+        pytest.fail(f"looptap: no cassette at {path} and the record mode is 'none'; record it with --looptap-record-mode=once", pytrace=False)
+    replay = exists and mode in ("none", "once", "new_episodes")
+    record = mode == "all" or (mode == "once" and not exists) or mode == "new_episodes"
+    session = LooptapSession(mode=mode, path=path)
+    try:
+        if record:
+            session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"
+            confdir = tmp_path_factory.getbasetemp() / "looptap-mitmproxy-conf"
+            session.recorder = RecorderProcess(session.recording, upstreams=_upstreams(config), confdir=confdir)
+            try:
+                session.env = dict(session.recorder.start())
+            except CassetteError as exc:
+                pytest.fail(f"looptap: cannot record {path} (mode {mode}): {exc}", pytrace=False)
+        if replay:
+            fallback = _listener_fallback(session.env) if record else None
+            session.server = ReplayServer(path, pace=pace, strict=strict, fallback=fallback).start()
+            session.env = {**session.server.env}
+            url = session.server.url
+            # Fail closed for clients that ignore the base URL and honour a proxy: the replay
+            # server refuses CONNECT, so nothing reaches a real API.
+            no_proxy = ",".join(dict.fromkeys([*(v for v in os.environ.get("NO_PROXY", "").split(",") if v), "127.0.0.1", "localhost"]))
+            session.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url, NO_PROXY=no_proxy, no_proxy=no_proxy)
+            _api_keys(monkeypatch)
+    except BaseException:
+        session.finish_recording()
+        raise
+    for k, v in session.env.items():
+        monkeypatch.setenv(k, v)
+    item.stash[_SESSION] = session
+    try:
+        yield session
+    finally:
+        _teardown(session, config, item.nodeid)
+
+
+def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> None:
+    reports = config.stash.get(_REPORTS, [])
+    if session.server is not None:
+        session.server.stop()
+        reports.extend(f"{nodeid}: {line.removeprefix('looptap ')}" for line in session.server.report_lines())
+    session.finish_recording()
+    rec = session.recording
+    if rec is not None and rec.exists():
+        from cassettes.store import CassetteWriter, read_cassette
+
+        new = read_cassette(rec).exchanges
+        if new:
+            session.path.parent.mkdir(parents=True, exist_ok=True)
+            if session.server is not None:  # new_episodes: append what was recorded now
+                with CassetteWriter(session.path) as w:
+                    for ex in new:
+                        w.append(ex)
+                reports.append(f"{nodeid}: recorded {len(new)} new round trips into {session.path}")
+            else:
+                shutil.move(str(rec), session.path)
+                reports.append(f"{nodeid}: recorded {len(new)} round trips into {session.path}")
+        shutil.rmtree(rec.parent, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _looptap_marker(request: pytest.FixtureRequest) -> None:
+    """The ``looptap`` marker implies the fixture."""
+    if request.node.get_closest_marker("looptap") is not None and "looptap" not in request.fixturenames:
+        request.getfixturevalue("looptap")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """A replay miss fails the test with its explanation, even if the agent swallowed the error."""
+    try:
+        result = yield
+    except BaseException as exc:
+        session = item.stash.get(_SESSION, None)
+        text = session.misses_text() if session is not None else None
+        if text is not None and not isinstance(exc, ReplayMiss):
+            raise ReplayMiss(text) from exc
+        raise
+    session = item.stash.get(_SESSION, None)
+    if session is not None:
+        text = session.misses_text()
+        if text is not None:
+            raise ReplayMiss(text)
+        if item.config.getoption("--looptap-fail-unplayed"):
+            left = session.unplayed_text()
+            if left is not None:
+                raise AssertionError(left)
+    return result
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    reports = config.stash.get(_REPORTS, [])
+    if reports:
+        terminalreporter.section("looptap")
+        for line in reports:
+            terminalreporter.write_line(line)

@@ -1,0 +1,144 @@
+"""Where two runs of the same agent diverge, by conversation, turn and layer (``looptap diff``).
+
+Conversations are paired in the order they started, turns by their index in the conversation.
+For each pair of turns: the requests are compared the way replay matches them (volatile ids and
+timestamps normalised; the differences attributed to the client's dispatch, layer C), then what
+the model emitted (text, tool calls, refusal: layer E) and what the API reported (status, finish
+reason, error, completeness: layer A). Token counts and latencies differ on every real run and
+are not divergences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cassettes.analysis import RunAnalysis, Turn, analyse
+from cassettes.exchange import Exchange
+from cassettes.replay.jsondiff import Change, json_diff
+from cassettes.replay.matcher import attribute, request_key
+
+__all__ = ["Divergence", "diff_runs", "divergence_lines"]
+
+
+@dataclass
+class Divergence:
+    layer: str
+    message: str
+    #: Conversation ids in run A and run B (``None`` where the run has no such conversation).
+    conversation_a: str | None
+    conversation_b: str | None
+    #: Turn index in the conversation (``None`` for a whole missing conversation).
+    turn: int | None = None
+    seq_a: int | None = None
+    seq_b: int | None = None
+    path: str | None = None
+    changes: list[Change] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "layer": self.layer,
+            "message": self.message,
+            "conversation_a": self.conversation_a,
+            "conversation_b": self.conversation_b,
+            "turn": self.turn,
+            "seq_a": self.seq_a,
+            "seq_b": self.seq_b,
+            "path": self.path,
+            "changes": [{"path": c.where, "kind": c.kind, "a": c.expected, "b": c.actual} for c in self.changes],
+        }
+
+
+def _emission(t: Turn) -> dict[str, Any]:
+    return {
+        "text": t.e.text or "",
+        "refusal": t.e.refusal,
+        "tool_calls": [{"name": c.name, "arguments": c.arguments if c.arguments is not None else c.arguments_raw} for c in t.e.tool_calls],
+    }
+
+
+def _api(t: Turn) -> dict[str, Any]:
+    err = t.a.error
+    return {
+        "status": t.a.status,
+        "finish_reason": t.a.finish_reason_raw,
+        "complete": t.a.complete,
+        "error": {"type": err.type, "message": err.message} if err is not None else None,
+    }
+
+
+def _by_seq(exchanges: Sequence[Exchange]) -> dict[int, Exchange]:
+    return {ex.seq if ex.seq is not None else i: ex for i, ex in enumerate(exchanges)}
+
+
+def diff_runs(a: Sequence[Exchange], b: Sequence[Exchange]) -> list[Divergence]:
+    """Every divergence between run ``a`` and run ``b`` (empty: they did the same)."""
+    ra, rb = analyse(a), analyse(b)
+    exa, exb = _by_seq(a), _by_seq(b)
+    out: list[Divergence] = []
+    for i in range(max(len(ra.conversations), len(rb.conversations))):
+        ca = ra.conversations[i] if i < len(ra.conversations) else None
+        cb = rb.conversations[i] if i < len(rb.conversations) else None
+        if ca is None or cb is None:
+            present = ca or cb
+            assert present is not None
+            who = "A" if ca is not None else "B"
+            other = "B" if who == "A" else "A"
+            out.append(Divergence("C", f"run {who} has a conversation run {other} never started ({len(present.turns)} turns)", ca.id if ca else None, cb.id if cb else None))
+            continue
+        out.extend(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id))
+    return out
+
+
+def _diff_conversation(
+    ra: RunAnalysis, rb: RunAnalysis, exa: dict[int, Exchange], exb: dict[int, Exchange], ta: list[int], tb: list[int], ida: str, idb: str
+) -> list[Divergence]:
+    out: list[Divergence] = []
+    for k in range(min(len(ta), len(tb))):
+        sa, sb = ta[k], tb[k]
+        xa, xb = exa[sa], exb[sb]
+        ka = request_key(xa.method, xa.url, xa.request_headers, xa.request_body, xa.request_json())
+        kb = request_key(xb.method, xb.url, xb.request_headers, xb.request_body, xb.request_json())
+        changes = json_diff(ka.body, kb.body) if ka.is_json and kb.is_json else []
+        for v in attribute(ka, kb, changes):
+            mine = [c for c in changes if c.where.startswith(v.path)] if v.path not in ("(url)", "(body)") else []
+            out.append(Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3]))
+        turn_a, turn_b = ra.turns[sa], rb.turns[sb]
+        for layer, view, what in (("E", _emission, "the model emitted something else"), ("A", _api, "the API reported something else")):
+            ch = json_diff(view(turn_a), view(turn_b), ("response",))
+            if ch:
+                fields = ", ".join(dict.fromkeys(str(c.path[1]) for c in ch if len(c.path) > 1))
+                out.append(Divergence(layer, f"{what} ({fields})", ida, idb, k, sa, sb, ch[0].where, ch))
+    if len(ta) != len(tb):
+        longer, who = (ta, "A") if len(ta) > len(tb) else (tb, "B")
+        n = abs(len(ta) - len(tb))
+        k = min(len(ta), len(tb))
+        out.append(
+            Divergence(
+                "C",
+                f"run {who} went on for {n} more turn{'s' if n > 1 else ''} (from turn {k}); the other stopped after turn {k - 1}",
+                ida, idb, k, longer[k] if who == "A" else None, longer[k] if who == "B" else None,
+            )
+        )
+    return out
+
+
+def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 4) -> list[str]:
+    """The text report: grouped by conversation, then turn."""
+    if not divs:
+        return [f"{title}: the runs do not diverge"]
+    lines = [f"{title}: {len(divs)} divergence{'s' if len(divs) > 1 else ''}"]
+    by_conv: dict[tuple[str | None, str | None], list[Divergence]] = {}
+    for d in divs:
+        by_conv.setdefault((d.conversation_a, d.conversation_b), []).append(d)
+    for (ca, cb), group in by_conv.items():
+        lines.append(f"conversation {ca or '-'} (A) ↔ {cb or '-'} (B):")
+        for d in group:
+            where = f"turn {d.turn} (seq {d.seq_a if d.seq_a is not None else '-'} ↔ {d.seq_b if d.seq_b is not None else '-'})" if d.turn is not None else "whole conversation"
+            lines.append(f"  {where}: {d.layer}: {d.message}")
+            for c in d.changes[:max_changes]:
+                lines.append(f"      {c.describe().replace('recorded', 'A').replace(', got', ', B')}")
+            if len(d.changes) > max_changes:
+                lines.append(f"      … and {len(d.changes) - max_changes} more")
+    return lines

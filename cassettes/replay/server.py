@@ -1,0 +1,481 @@
+"""The replay server: a loopback HTTP/1.1 server that answers an agent from a cassette.
+
+Any agent uses it as its base URL (one port serves every API family; requests are routed by what
+they are, not where they go). Recorded responses go out as they were recorded: headers, status,
+and streams chunk for chunk (``Transfer-Encoding: chunked``, one HTTP chunk per recorded chunk,
+flushed each), instantly, at the recorded pace or scaled (``x2`` is twice as fast).
+
+**Fails closed.** A request no recorded round trip answers, or one that arrives after the cassette
+is exhausted, never goes anywhere else: it gets an error in the API's own error shape (so the SDK
+raises it with the message intact) saying which recorded turn is closest, what differs (JSON
+paths) and which layer that implicates, and the miss is kept for the test that ran the agent.
+``CONNECT`` (an agent that ignores the base URL and uses a proxy) is refused.
+
+**Errors once.** A recorded error response is played once, with the header that stops the SDK's
+retries, unless the recording itself shows the SDK retrying (the same request recorded again
+next): then the SDK is told to retry at once, and its retry gets the next recording.
+
+It runs inside an event loop (``await start_async()``) or in a thread of its own (``start()`` /
+``stop()``, or as a context manager) for pytest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from pathlib import Path
+
+import orjson
+
+from cassettes.decoding import decode_chunks
+from cassettes.exchange import Exchange, Headers, header
+from cassettes.providers import REVERSE_UPSTREAMS, Provider
+from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
+from cassettes.store import read_cassette
+
+__all__ = ["MISS_CODE", "MISS_STATUS", "ReplayServer", "parse_pace", "replay_env"]
+
+#: Status and error code of the answer to a request the cassette cannot answer.
+MISS_STATUS = 400
+MISS_CODE = "looptap_replay_miss"
+
+#: Recorded response headers that are not replayed: framing and connection (the server frames
+#: the body itself), encodings (bodies are stored decoded), and per-connection values.
+_DROP = frozenset(
+    {
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "date",
+        "set-cookie",
+        "alt-svc",
+        "strict-transport-security",
+        "x-should-retry",
+        "retry-after",
+        "retry-after-ms",
+    }
+)
+
+#: Where a forwarded request goes when the cassette has no answer (``new_episodes`` recording):
+#: the live request's key (method, path) → base URL of a recording proxy, or ``None``.
+Fallback = Callable[[str, str], str | None]
+
+
+def parse_pace(value: str | float) -> float:
+    """``instant`` → 0, ``recorded`` → 1, ``x2``/``2x``/``2`` → 2 (times faster than recorded)."""
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError("pace must be >= 0")
+        return float(value)
+    v = value.strip().lower()
+    if v == "instant":
+        return 0.0
+    if v == "recorded":
+        return 1.0
+    try:
+        speed = float(v.strip("x"))
+    except ValueError:
+        raise ValueError(f"pace must be 'recorded', 'instant' or xN (a speed factor), not {value!r}") from None
+    if speed <= 0:
+        raise ValueError(f"pace factor must be positive, not {value!r}")
+    return speed
+
+
+def replay_env(url: str) -> dict[str, str]:
+    """The environment variables SDKs read their base URLs from, all pointing at ``url``."""
+    env: dict[str, str] = {}
+    for _name, (_upstream, variables, suffix) in REVERSE_UPSTREAMS.items():
+        for var in variables:
+            env[var] = url + suffix
+    return env
+
+
+@dataclass
+class _Request:
+    method: str
+    target: str
+    headers: Headers
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return header(self.headers, name)
+
+
+class ReplayServer:
+    """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
+
+    def __init__(
+        self,
+        cassette: str | Path | Sequence[Exchange],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        pace: str | float = "instant",
+        strict: bool = False,
+        fallback: Fallback | None = None,
+    ) -> None:
+        if isinstance(cassette, (str, Path)):
+            cas = read_cassette(cassette)
+            self.source = str(cassette)
+            self.problems = [str(p) for p in cas.problems]
+            exchanges: Sequence[Exchange] = cas.exchanges
+        else:
+            self.source = "<exchanges>"
+            self.problems = []
+            exchanges = cassette
+        for i, ex in enumerate(exchanges):
+            if ex.seq is None:
+                ex.seq = i
+        self.host = host
+        self.port = port
+        self.speed = parse_pace(pace)
+        self.matcher = Matcher(exchanges, strict=strict)
+        self.fallback = fallback
+        #: Every request answered, as an exchange: the live request and what was sent back.
+        self.served: list[Exchange] = []
+        #: Per served exchange: the recorded round trip that answered it, or the miss.
+        self.answers: list[Recorded | Miss | str] = []
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: set[asyncio.Task[None]] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    # -- public view ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return replay_env(self.url)
+
+    @property
+    def misses(self) -> list[Miss]:
+        return list(self.matcher.misses)
+
+    def unplayed(self) -> list[Recorded]:
+        return self.matcher.unplayed()
+
+    def report_lines(self) -> list[str]:
+        rec = self.matcher.recorded
+        played = [r for r in rec if r.plays]
+        out = [f"looptap replay {self.source}: played {len(played)} of {len(rec)} recorded round trips, {len(self.matcher.misses)} unmatched requests"]
+        for r in self.unplayed():
+            out.append(f"  unplayed: {r.label}: {r.key.method} {r.key.target}")
+        for m in self.matcher.misses:
+            out.append(f"  unmatched: {m.method} {m.target}: {m.reason}")
+        return out
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start_async(self) -> None:
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 24)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    async def stop_async(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._conns):
+            t.cancel()
+        if self._conns:
+            await asyncio.gather(*self._conns, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    def start(self) -> ReplayServer:
+        """Serve from a thread of its own; returns once listening."""
+        self._thread = threading.Thread(target=self._thread_main, name="looptap-replay", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(15):
+            raise RuntimeError("the replay server did not start within 15 s")
+        if self._error is not None:
+            raise OSError(f"the replay server could not listen on {self.host}:{self.port}: {self._error}") from self._error
+        return self
+
+    def _thread_main(self) -> None:
+        async def run() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            try:
+                await self.start_async()
+            except BaseException as exc:
+                self._error = exc
+                self._ready.set()
+                return
+            self._ready.set()
+            await self._stop.wait()
+            await self.stop_async()
+
+        asyncio.run(run())
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> ReplayServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- HTTP/1.1 ------------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        try:
+            while True:
+                req = await self._read_request(reader, writer)
+                if req is None:
+                    break
+                keep = await self._respond(req, writer)
+                if not keep or (req.header("connection") or "").lower() == "close":
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ssl.SSLError, asyncio.CancelledError):
+            pass
+        finally:
+            self._conns.discard(task)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Request | None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial.strip():
+                raise
+            return None
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3:
+            raise ValueError(f"bad request line {lines[0]!r}")
+        method, target, _version = parts
+        headers: Headers = []
+        for ln in lines[1:]:
+            if ":" in ln:
+                k, v = ln.split(":", 1)
+                headers.append((k.strip(), v.strip()))
+        req = _Request(method.upper(), target, headers, b"")
+        if target.startswith(("http://", "https://")):  # absolute form: sent as to a proxy
+            from urllib.parse import urlsplit
+
+            u = urlsplit(target)
+            req.target = u.path + (f"?{u.query}" if u.query else "")
+        if (req.header("expect") or "").lower() == "100-continue":
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            await writer.drain()
+        if (req.header("transfer-encoding") or "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
+                if size == 0:
+                    while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                        pass
+                    break
+                chunks.append(await reader.readexactly(size))
+                await reader.readexactly(2)
+            req.body = b"".join(chunks)
+        else:
+            n = int(req.header("content-length") or 0)
+            req.body = await reader.readexactly(n) if n else b""
+        enc = req.header("content-encoding")
+        if enc and req.body:
+            req.body = b"".join(c for _, c in decode_chunks([(None, req.body)], enc).chunks)
+        return req
+
+    async def _send_head(self, writer: asyncio.StreamWriter, status: int, headers: Headers) -> None:
+        try:
+            reason = HTTPStatus(status).phrase
+        except ValueError:
+            reason = "Unknown"
+        head = [f"HTTP/1.1 {status} {reason}"] + [f"{k}: {v}" for k, v in headers]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace"))
+        await writer.drain()
+
+    def _log(self, req: _Request, status: int | None, headers: Headers, chunks: list[tuple[float | None, bytes]], answer: Recorded | Miss | str, transport_error: str | None = None) -> None:
+        ex = Exchange(
+            method=req.method,
+            url=self.url + req.target,
+            request_headers=list(req.headers),
+            request_body=req.body,
+            status=status,
+            response_headers=list(headers),
+            response_chunks=chunks,
+            started=time.time(),
+            transport_error=transport_error,
+        )
+        with self._lock:
+            ex.seq = len(self.served)
+            self.served.append(ex)
+            self.answers.append(answer)
+
+    async def _respond(self, req: _Request, writer: asyncio.StreamWriter) -> bool:
+        t0 = asyncio.get_running_loop().time()
+        if req.method == "CONNECT":
+            msg = (f"looptap replay refuses CONNECT {req.target}: the run is replayed offline from {self.source}; "
+                   "point the client's base URL at the replay server instead").encode()
+            await self._send_head(writer, 403, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")])
+            writer.write(msg)
+            await writer.drain()
+            self._log(req, 403, [], [(0.0, msg)], "refused CONNECT")
+            return False
+        answer = self.matcher.match(req.method, req.target, req.headers, req.body)
+        if isinstance(answer, Miss):
+            base = self.fallback(req.method, req.target) if self.fallback is not None else None
+            if base is not None:
+                return await self._forward(req, base, writer, answer)
+            return await self._send_miss(req, writer, answer)
+        return await self._play(req, writer, answer, t0)
+
+    async def _send_miss(self, req: _Request, writer: asyncio.StreamWriter, miss: Miss) -> bool:
+        key = request_key(req.method, req.target, req.headers, req.body)
+        adapter = key.adapter or (miss.closest.key.adapter if miss.closest is not None else None) or Provider()
+        body = orjson.dumps(adapter.replay_error(MISS_STATUS, str(miss), MISS_CODE))
+        headers: Headers = [
+            ("content-type", "application/json"),
+            *adapter.replay_error_headers(retry=False),
+            ("x-looptap-replay", "miss"),
+            ("content-length", str(len(body))),
+        ]
+        await self._send_head(writer, MISS_STATUS, headers)
+        writer.write(body)
+        await writer.drain()
+        self._log(req, MISS_STATUS, headers, [(0.0, body)], miss)
+        return True
+
+    def _recorded_retry(self, rec: Recorded) -> bool:
+        """The recording shows the SDK retrying this error: the same request recorded again later."""
+        return any(r.index > rec.index and not r.plays and r.key.digest == rec.key.digest for r in self.matcher.recorded)
+
+    async def _play(self, req: _Request, writer: asyncio.StreamWriter, rec: Recorded, t0: float) -> bool:
+        ex = rec.exchange
+        loop = asyncio.get_running_loop()
+        speed = self.speed
+
+        async def until(offset: float | None) -> None:
+            if speed and offset is not None:
+                delay = t0 + offset / speed - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+
+        if ex.status is None:  # recorded as a transport failure before any response
+            await until(ex.duration)
+            self._log(req, None, [], [], rec, ex.transport_error or "no response recorded")
+            writer.transport.abort()
+            return False
+        headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in _DROP]
+        if ex.status >= 400:
+            adapter = rec.key.adapter or Provider()
+            retry = self._recorded_retry(rec)
+            headers += adapter.replay_error_headers(retry=retry)
+            if retry:
+                headers += [("retry-after", "0"), ("retry-after-ms", "0")]
+            else:
+                headers += [(k, v) for k, v in ex.response_headers if k.lower() in ("retry-after", "retry-after-ms")]
+        headers.append(("x-looptap-replay", f"seq={ex.seq}"))
+        chunks = [(t, c) for t, c in ex.response_chunks if c]
+        ctype = (ex.response_header("content-type") or "").lower()
+        chunked = len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
+        if not chunked:
+            body = b"".join(c for _, c in chunks)
+            headers.append(("content-length", str(len(body))))
+        else:
+            headers.append(("transfer-encoding", "chunked"))
+        await until(ex.ttfb)
+        await self._send_head(writer, ex.status, headers)
+        sent: list[tuple[float | None, bytes]] = []
+        if not chunked:
+            await until(chunks[0][0] if chunks else None)
+            body = b"".join(c for _, c in chunks)
+            writer.write(body)
+            await writer.drain()
+            sent.append((loop.time() - t0, body))
+        else:
+            for offset, chunk in chunks:
+                await until(offset)
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                await writer.drain()
+                sent.append((loop.time() - t0, chunk))
+        if ex.transport_error:  # the recording broke off here: so does the replay
+            self._log(req, ex.status, headers, sent, rec, ex.transport_error)
+            writer.transport.abort()
+            return False
+        if chunked:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        self._log(req, ex.status, headers, sent, rec)
+        return True
+
+    # -- new episodes: a request the cassette lacks goes to a recording proxy -------------------
+    async def _forward(self, req: _Request, base: str, writer: asyncio.StreamWriter, miss: Miss) -> bool:
+        from urllib.parse import urlsplit
+
+        u = urlsplit(base)
+        host, port = u.hostname or "127.0.0.1", u.port or 80
+        try:
+            r, w = await asyncio.open_connection(host, port, limit=1 << 24)
+        except OSError as exc:
+            miss.reason += f"; forwarding to the recorder at {base} failed: {exc}"
+            return await self._send_miss(req, writer, miss)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        hop = {"host", "connection", "content-length", "transfer-encoding", "keep-alive", "proxy-connection"}
+        hdrs = [(k, v) for k, v in req.headers if k.lower() not in hop]
+        head = [f"{req.method} {req.target} HTTP/1.1", f"Host: {u.netloc}", *(f"{k}: {v}" for k, v in hdrs), f"Content-Length: {len(req.body)}", "Connection: close"]
+        w.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace") + req.body)
+        await w.drain()
+        status_line = (await r.readuntil(b"\r\n")).decode("latin-1")
+        status = int(status_line.split(" ")[1])
+        rhdrs: Headers = []
+        while True:
+            ln = (await r.readuntil(b"\r\n")).decode("latin-1").rstrip("\r\n")
+            if not ln:
+                break
+            k, _, v = ln.partition(":")
+            rhdrs.append((k.strip(), v.strip()))
+        out = [(k, v) for k, v in rhdrs if k.lower() not in ("content-length", "transfer-encoding", "connection", "keep-alive")]
+        out += [("transfer-encoding", "chunked"), ("x-looptap-replay", "recorded-now")]
+        await self._send_head(writer, status, out)
+        sent: list[tuple[float | None, bytes]] = []
+
+        async def relay(data: bytes) -> None:
+            if data:
+                writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+                await writer.drain()
+                sent.append((loop.time() - t0, data))
+
+        if (header(rhdrs, "transfer-encoding") or "").lower() == "chunked":
+            while True:
+                size = int((await r.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
+                if size == 0:
+                    break
+                await relay(await r.readexactly(size))
+                await r.readexactly(2)
+        elif header(rhdrs, "content-length") is not None:
+            await relay(await r.readexactly(int(header(rhdrs, "content-length") or 0)))
+        else:
+            while data := await r.read(65536):
+                await relay(data)
+        w.close()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        self.matcher.misses.remove(miss)  # answered after all: recorded as a new episode
+        self._log(req, status, out, sent, "recorded now")
+        return True
+

@@ -1,0 +1,122 @@
+"""Helpers shared by the replay tests: small cassettes built from real-shaped exchanges."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # `tests.support` is imported from the repository root
+    sys.path.insert(0, str(REPO))
+
+from cassettes.exchange import Exchange  # noqa: E402
+from cassettes.store import CassetteWriter  # noqa: E402
+
+CHAT_URL = "https://api.openai.com/v1/chat/completions"
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+def chat_request(messages: list[dict[str, object]], **extra: object) -> bytes:
+    return orjson.dumps({"model": "gpt-4o", "messages": messages, "tools": TOOLS, **extra})
+
+
+def chat_response(content: str | None = None, call: tuple[str, str, str] | None = None) -> bytes:
+    msg: dict[str, object] = {"role": "assistant", "content": content}
+    if call is not None:
+        cid, name, args = call
+        msg["tool_calls"] = [{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}]
+    return orjson.dumps({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-2024-08-06",
+        "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if call else "stop"}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+    })
+
+
+def chat_exchange(messages: list[dict[str, object]], response: bytes, status: int = 200, **extra: object) -> Exchange:
+    return Exchange(
+        "POST", CHAT_URL, [("content-type", "application/json"), ("x-stainless-os", "Linux")], chat_request(messages, **extra),
+        status=status, response_headers=[("content-type", "application/json")], response_chunks=[(0.01, response)], ttfb=0.01,
+    )
+
+
+SYSTEM = {"role": "system", "content": "Answer with the weather tool."}
+USER = {"role": "user", "content": "Weather in Paris?"}
+CALL = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_A1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]}
+RESULT = {"role": "tool", "tool_call_id": "call_A1", "content": "sunny, 21 C"}
+
+
+def tool_loop() -> list[Exchange]:
+    """Two turns of one conversation: a tool call, then the answer to its result."""
+    return [
+        chat_exchange([SYSTEM, USER], chat_response(call=("call_A1", "get_weather", '{"city":"Paris"}'))),
+        chat_exchange([SYSTEM, USER, CALL, RESULT], chat_response("It is sunny in Paris.")),
+    ]
+
+
+def write(path: Path, exchanges: list[Exchange]) -> Path:
+    with CassetteWriter(path) as w:
+        for ex in exchanges:
+            w.append(ex)
+    return path
+
+
+def sse_exchange(events: list[bytes], gap: float = 0.02, ttfb: float = 0.01, url: str = CHAT_URL, req: bytes | None = None) -> Exchange:
+    """A streamed chat round trip whose chunks are ``events``, ``gap`` seconds apart."""
+    return Exchange(
+        "POST", url, [("content-type", "application/json")], req if req is not None else chat_request([SYSTEM, USER], stream=True),
+        status=200, response_headers=[("content-type", "text/event-stream"), ("x-request-id", "req_1")],
+        response_chunks=[(ttfb + i * gap, e) for i, e in enumerate(events)], ttfb=ttfb,
+    )
+
+
+def chat_events(words: list[str]) -> list[bytes]:
+    out = []
+    for i, w in enumerate(words):
+        delta = {"role": "assistant", "content": w} if i == 0 else {"content": w}
+        out.append(b"data: " + orjson.dumps({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "gpt-4o",
+                                             "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}) + b"\n\n")
+    out.append(b"data: " + orjson.dumps({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "gpt-4o",
+                                         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}) + b"\n\n")
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+def raw_request(url: str, method: str, target: str, body: bytes = b"", headers: dict[str, str] | None = None, timeout: float = 10.0
+                ) -> tuple[int, list[tuple[str, str]], list[tuple[float, bytes]]]:
+    """One HTTP/1.1 request over a plain socket: (status, headers, [(arrival offset, HTTP chunk)]).
+    Keeps the chunk boundaries the server wrote, which any HTTP library would hide."""
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    s = socket.create_connection((u.hostname, u.port), timeout=timeout)
+    hdrs = {"host": u.netloc, "content-length": str(len(body)), "connection": "close", **(headers or {})}
+    head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
+    t0 = time.monotonic()
+    s.sendall(head.encode() + body)
+    f = s.makefile("rb")
+    status = int(f.readline().split()[1])
+    rh: list[tuple[str, str]] = []
+    while (line := f.readline().rstrip(b"\r\n")):
+        k, _, v = line.decode("latin-1").partition(":")
+        rh.append((k.strip().lower(), v.strip()))
+    chunks: list[tuple[float, bytes]] = []
+    d = dict(rh)
+    if d.get("transfer-encoding") == "chunked":
+        while True:
+            size = int(f.readline().split(b";")[0], 16)
+            if size == 0:
+                f.readline()
+                break
+            data = f.read(size)
+            chunks.append((time.monotonic() - t0, data))
+            f.read(2)
+    elif "content-length" in d:
+        chunks.append((time.monotonic() - t0, f.read(int(d["content-length"]))))
+    else:
+        chunks.append((time.monotonic() - t0, f.read()))
+    s.close()
+    return status, rh, chunks
