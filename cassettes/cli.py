@@ -85,15 +85,35 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_IMPORT_SUFFIXES = (".yaml", ".yml", ".mitm", ".flow", ".flows")
+
+
+def _load_import(src: Path) -> tuple[list[Any], str, str]:
+    """(exchanges, source kind, extra summary) of a vcrpy YAML cassette or a mitmproxy flow file,
+    told apart by their first bytes (flow dumps start with a tnetstring length)."""
+    from cassettes.interop.mitmflow import is_flow_file, load_flows
+    from cassettes.vcr import load_vcr
+
+    try:
+        with src.open("rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        head = b""  # the loader below reports the file it cannot read
+    if is_flow_file(head):
+        flows = load_flows(src)
+        skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(flows.skipped.items()))
+        return flows.exchanges, "mitmproxy", f", skipped non-HTTP flows: {skipped}" if skipped else ""
+    return load_vcr(src), "vcr", ""
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from cassettes.store import CassetteWriter
-    from cassettes.vcr import load_vcr
 
     inputs = [Path(p) for p in args.inputs]
     files: list[Path] = []
     for p in inputs:
         if p.is_dir():
-            files.extend(sorted(q for q in p.rglob("*") if q.suffix.lower() in (".yaml", ".yml")))
+            files.extend(sorted(q for q in p.rglob("*") if q.suffix.lower() in _IMPORT_SUFFIXES))
         else:
             files.append(p)
     if not files:
@@ -115,7 +135,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             failures += 1
             continue
         try:
-            exchanges = load_vcr(src)
+            exchanges, kind, extra = _load_import(src)
         except CassetteError as exc:
             _err(f"error: {exc}")
             failures += 1
@@ -125,7 +145,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             dest.unlink()
         fams: dict[str, int] = {}
         errors = 0
-        with CassetteWriter(dest, meta={"source": "vcr", "imported_from": src.name}) as w:
+        with CassetteWriter(dest, meta={"source": kind, "imported_from": src.name}) as w:
             for ex in exchanges:
                 rt = w.append(ex)
                 fams[rt.family] = fams.get(rt.family, 0) + 1
@@ -134,7 +154,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         fam_text = ", ".join(f"{f} {n}" for f, n in sorted(fams.items()) if f != "none") or "none"
         flagged = f", {errors} with analysis errors" if errors else ""
         if not args.quiet:
-            print(f"{src} → {dest}: {len(exchanges)} round trips, {llm} LLM ({fam_text}){flagged}")
+            print(f"{src} → {dest}: {len(exchanges)} round trips, {llm} LLM ({fam_text}){flagged}{extra}")
     return EXIT_ERROR if failures else EXIT_OK
 
 
@@ -181,8 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="a looptap cassette (.jsonl) or a vcrpy YAML cassette")
     p.add_argument("--json", action="store_true", help="one JSON object per round trip (schema looptap.roundtrip/1)")
     p.set_defaults(func=cmd_show)
-    p = sub.add_parser("import", help="import vcrpy / pytest-recording YAML cassettes")
-    p.add_argument("inputs", nargs="+", help="YAML cassette files or directories of them")
+    p = sub.add_parser("import", help="import vcrpy / pytest-recording YAML cassettes and mitmproxy flow files")
+    p.add_argument("inputs", nargs="+", help="YAML cassettes or mitmproxy flow files (.mitm, mitmdump -w), or directories of them")
     p.add_argument("-o", "--output", help="output cassette (one input) or directory (several inputs)")
     p.add_argument("-f", "--force", action="store_true", help="replace existing output files")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")

@@ -11,7 +11,7 @@ from urllib.parse import SplitResult
 
 from cassettes.providers._base import Provider
 
-__all__ = ["FAMILIES", "LLM_HOSTS", "REVERSE_UPSTREAMS", "Provider", "by_family", "detect", "is_llm_host"]
+__all__ = ["FAMILIES", "LLM_HOSTS", "OTEL_PROVIDER_HOSTS", "REVERSE_UPSTREAMS", "Provider", "by_family", "detect", "is_llm_host"]
 
 
 #: (module, class) of every adapter, in recognition order.
@@ -99,3 +99,29 @@ REVERSE_UPSTREAMS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "anthropic": ("https://api.anthropic.com", ("ANTHROPIC_BASE_URL",), ""),
     "gemini": ("https://generativelanguage.googleapis.com", ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE"), ""),
 }
+
+
+#: Hosts (glob patterns, first match wins) → OpenTelemetry GenAI ``gen_ai.provider.name`` (the
+#: semconv well-known values). A family's format served elsewhere (a local server, a gateway) is
+#: named after the family (``Provider.otel_provider``).
+OTEL_PROVIDER_HOSTS: tuple[tuple[str, str], ...] = (
+    ("api.openai.com", "openai"),
+    ("*.openai.azure.com", "azure.ai.openai"),
+    ("*.cognitiveservices.azure.com", "azure.ai.openai"),
+    ("*.services.ai.azure.com", "azure.ai.inference"),
+    ("*.models.ai.azure.com", "azure.ai.inference"),
+    ("api.anthropic.com", "anthropic"),
+    ("generativelanguage.googleapis.com", "gcp.gemini"),
+    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
+    ("*-aiplatform.googleapis.com", "gcp.vertex_ai"),
+    ("aiplatform.*.rep.googleapis.com", "gcp.vertex_ai"),
+    ("bedrock-runtime.*.amazonaws.com", "aws.bedrock"),
+    ("bedrock-mantle.*.api.aws", "aws.bedrock"),
+    ("api.groq.com", "groq"),
+    ("api.mistral.ai", "mistral_ai"),
+    ("api.deepseek.com", "deepseek"),
+    ("api.x.ai", "x_ai"),
+    ("api.perplexity.ai", "perplexity"),
+    ("api.cohere.com", "cohere"),
+    ("api.cohere.ai", "cohere"),
+)

@@ -62,6 +62,22 @@ class Provider:
     #: ``None`` when the wire format does not name the vendor (many hosts speak OpenAI's formats).
     price_provider: ClassVar[str | None] = None
 
+    #: OpenTelemetry GenAI ``gen_ai.provider.name`` for this family's own API, used when the host
+    #: is not a known vendor's (a local server, a gateway): the wire format names the flavour.
+    otel_provider: ClassVar[str] = "unknown"
+    #: OpenTelemetry GenAI ``gen_ai.operation.name`` of a generate call.
+    otel_operation: ClassVar[str] = "chat"
+
+    def otel_provider_name(self, host: str) -> str:
+        """``gen_ai.provider.name`` of a call to ``host`` in this family's format: the vendor the
+        host belongs to when it is a known one (OTEL_PROVIDER_HOSTS), else the family's own."""
+        from fnmatch import fnmatch
+
+        from cassettes.providers import OTEL_PROVIDER_HOSTS
+
+        h = host.lower().rstrip(".")
+        return next((name for pat, name in OTEL_PROVIDER_HOSTS if fnmatch(h, pat)), self.otel_provider)
+
     def price_usage(self, usage: Usage) -> dict[str, int]:
         """``usage`` as genai-prices usage keys. Both use the inclusive convention: genai-prices'
         ``input_tokens`` counts cache reads and writes, its ``output_tokens`` counts reasoning."""

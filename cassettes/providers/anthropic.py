@@ -381,6 +381,7 @@ def _bedrock_payload(ev: Event) -> tuple[str | None, Any]:
 class AnthropicMessages(Provider):
     family = "anthropic"
     price_provider = "anthropic"
+    otel_provider = "anthropic"
     pairing_errors = (
         r"`tool_use` ids were found without `tool_result` blocks immediately after",
         r"unexpected `tool_use_id` found in `tool_result` blocks",

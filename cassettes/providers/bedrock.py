@@ -220,6 +220,7 @@ def _details(b: dict[str, Any]) -> dict[str, Any]:
 class BedrockConverse(Provider):
     family = "bedrock"
     price_provider = "aws"
+    otel_provider = "aws.bedrock"
     pairing_errors = (
         r"(?i)toolResult blocks? .{0,80}exceeds? the number of toolUse blocks",
         r"(?i)number of toolResult blocks .{0,60}toolUse blocks",

@@ -563,6 +563,8 @@ def _event_payloads(data: str) -> list[Any]:
 class Gemini(Provider):
     family = "gemini"
     price_provider = "google"
+    otel_provider = "gcp.gemini"
+    otel_operation = "generate_content"
     pairing_errors = (
         r"number of function response parts is equal to the number of function call parts",
         r"function call turn comes immediately after a user turn or after a function response turn",

@@ -268,6 +268,7 @@ class _Accumulator:
 
 class OllamaChat(Provider):
     family = "ollama"
+    otel_provider = "ollama"  # not a semconv well-known value; custom values are allowed
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _route(url)

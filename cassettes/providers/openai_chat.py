@@ -192,6 +192,7 @@ def _tool_choice_mode(tc: Any) -> str | None:
 
 class OpenAIChat(Provider):
     family = "openai_chat"
+    otel_provider = "openai"
     pairing_errors = (
         r"assistant message with 'tool_calls' must be followed by tool messages",
         r"(?i)messages with role 'tool' must be a response to a prece",

@@ -356,6 +356,7 @@ def _system(body: Item, messages: list[Message]) -> list[Part]:
 
 class OpenAIResponses(Provider):
     family = "openai_responses"
+    otel_provider = "openai"
     pairing_errors = (
         r"No tool output found for (function|custom tool|computer|shell) call",
         r"No tool call found for (function|custom tool)? ?call output with call_id",

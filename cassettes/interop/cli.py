@@ -1,0 +1,123 @@
+"""``looptap export`` and ``looptap textconv`` (registered through the ``looptap.commands`` entry
+points). Errors become one line on stderr and a non-zero exit, in ``cassettes.cli.main``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cassettes.errors import CassetteError, CassetteFormatError
+
+__all__ = ["cmd_export", "cmd_textconv", "register_export", "register_textconv"]
+
+
+class ExportUsageError(CassetteError, ValueError):
+    """The export command line asks for something it cannot do."""
+
+
+def _write(path: str, data: bytes) -> None:
+    if path == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    Path(path).write_bytes(data)
+
+
+def _header(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values or []:
+        name, sep, value = v.partition("=")
+        if not sep or not name.strip():
+            raise ExportUsageError(f"--otel-header wants NAME=VALUE, got {v!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from cassettes.interop.run import load_run
+
+    if not (args.otel or args.otel_endpoint or args.har):
+        raise ExportUsageError("nothing to export: give --otel FILE, --otel-endpoint URL and/or --har FILE")
+    headers = _header(args.otel_header)
+    run = load_run(args.file)
+    for p in run.problems:
+        print(f"looptap: warning: {args.file}: {p}", file=sys.stderr)
+    said: list[str] = []
+    if args.otel or args.otel_endpoint:
+        from cassettes.interop.otel import build_request
+
+        req = build_request(run, content=not args.no_content, project=args.project)
+        n = sum(len(ss["spans"]) for rs in req["resourceSpans"] for ss in rs["scopeSpans"])
+        if args.otel:
+            _write(args.otel, orjson.dumps(req, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+            said.append(f"{n} spans → {args.otel}")
+        if args.otel_endpoint:
+            from cassettes.interop.otlp import send, traces_url
+
+            status = send(req, args.otel_endpoint, protocol=args.otel_protocol, headers=headers)
+            said.append(f"{n} spans → {traces_url(args.otel_endpoint)} (HTTP {status})")
+    if args.har:
+        from cassettes.interop.har import build_har
+
+        har = build_har(run)
+        _write(args.har, orjson.dumps(har, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        said.append(f"{len(har['log']['entries'])} HAR entries → {args.har}")
+    if not args.quiet:
+        for s in said:
+            print(f"{args.file}: {s}", file=sys.stderr)
+    return 0
+
+
+def register_export(sub: Any) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint) or HAR 1.2",
+        description="Export a cassette (or a vcrpy YAML cassette) for other tools: OpenTelemetry GenAI spans "
+        "(one trace per conversation, one span per round trip) for Phoenix, Langfuse or any OTLP collector, "
+        "and HAR 1.2 for browser devtools and mitmweb.",
+    )
+    p.add_argument("file", help="a looptap cassette (.jsonl) or a vcrpy YAML cassette")
+    p.add_argument("--otel", metavar="OUT.json", help="write OTLP/JSON (ExportTraceServiceRequest) to this file ('-' = stdout)")
+    p.add_argument("--otel-endpoint", metavar="URL", help="POST the spans to this OTLP/HTTP endpoint (/v1/traces is appended unless present)")
+    p.add_argument("--otel-protocol", choices=("protobuf", "json"), default="protobuf", help="OTLP/HTTP body encoding (default protobuf)")
+    p.add_argument("--otel-header", action="append", metavar="NAME=VALUE", help="extra HTTP header for the endpoint (repeatable), e.g. authorization")
+    p.add_argument("--project", help="Phoenix project to file the spans under (resource attribute openinference.project.name)")
+    p.add_argument("--no-content", action="store_true", help="leave out message contents, system instructions and tool definitions")
+    p.add_argument("--har", metavar="OUT.har", help="write HAR 1.2 to this file ('-' = stdout)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_textconv(args: argparse.Namespace) -> int:
+    from cassettes.interop.run import load_run
+    from cassettes.interop.textconv import render
+
+    path = Path(args.file)
+    try:
+        run = load_run(path)
+    except CassetteFormatError:
+        # git runs the driver on every file the attribute matches; a JSONL file that is not a
+        # cassette is shown as it is, so `git diff` keeps working on it.
+        sys.stdout.buffer.write(path.read_bytes())
+        return 0
+    out = sys.stdout
+    for line in render(run):
+        out.write(line + "\n")
+    out.flush()
+    return 0
+
+
+def register_textconv(sub: Any) -> None:
+    p = sub.add_parser(
+        "textconv",
+        help="print a cassette as stable line-per-item text (a git diff driver)",
+        description="Print a cassette one item per line (turns, appended messages, response parts, usage, findings; "
+        "no timestamps) so `git diff` shows what changed. Register with: "
+        "echo '*.jsonl diff=looptap' >> .gitattributes; git config diff.looptap.textconv 'looptap textconv'",
+    )
+    p.add_argument("file", help="a looptap cassette (.jsonl) or a vcrpy YAML cassette")
+    p.set_defaults(func=cmd_textconv)

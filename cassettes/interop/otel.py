@@ -1,0 +1,438 @@
+"""A run as OpenTelemetry spans, following the GenAI semantic conventions.
+
+Layout: one **trace per conversation**, holding a root span for the conversation (``looptap
+conversation c1``, kind INTERNAL) and **one CLIENT span per round trip** (its turns), named
+``{gen_ai.operation.name} {model}``. Round trips that belong to no conversation (count-tokens
+calls, non-LLM traffic, unparsed bodies) share one more trace, a span each.
+
+Identity: trace and span ids are hashes of the cassette's header (or, for an input without one,
+of its requests), the conversation id and the round trip's ``seq``, so exporting the same file
+twice gives the same ids, and exporting a recording that has grown since keeps the ids it had.
+
+Time: spans start when the round trip started and last its recorded duration. Imports carry no
+wall-clock start: their round trips are laid out one after the other from the cassette's creation
+time, each lasting its recorded duration, and say so in ``looptap.timing = "synthetic"``.
+
+Attributes (GenAI semconv, development status): ``gen_ai.provider.name`` (from the adapter's
+hook: the vendor of a known host, else the family's format), ``gen_ai.operation.name``,
+``gen_ai.request.*`` (model and sampling parameters), ``gen_ai.response.{id,model,finish_reasons}``,
+``gen_ai.usage.*`` (input and output, cache read and creation, reasoning; the inclusive convention
+the semconv asks for), ``gen_ai.conversation.id``, and — unless ``content=False`` — the JSON
+strings ``gen_ai.system_instructions``, ``gen_ai.input.messages``, ``gen_ai.output.messages`` and
+``gen_ai.tool.definitions`` with parts ``text``, ``tool_call``, ``tool_call_response`` and
+``reasoning``. looptap's own view rides along as ``looptap.*`` attributes (the E/A/C views, token
+source and cost) and every finding as a ``looptap.finding`` span event.
+
+The payload is OTLP/JSON (:func:`build_request`: hex ids, int64 as strings, per the OTLP
+spec); :mod:`cassettes.interop.otlp` encodes the same dict as OTLP protobuf for OTLP/HTTP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from cassettes import __version__, providers
+from cassettes.analysis import Finding, Turn
+from cassettes.exchange import Exchange
+from cassettes.interop.run import Run, timeline
+from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
+from cassettes.roundtrip import RoundTrip
+
+__all__ = ["SCOPE_NAME", "SPAN_KIND_CLIENT", "SPAN_KIND_INTERNAL", "build_request", "span_attributes"]
+
+SCOPE_NAME = "looptap"
+SPAN_KIND_INTERNAL = 1
+SPAN_KIND_CLIENT = 3
+STATUS_ERROR = 2
+
+AttrValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
+
+#: Normalised finish classes → the semconv output-message ``finish_reason`` values.
+_FINISH = {
+    FinishReason.COMPLETE: "stop",
+    FinishReason.TOOL_CALL: "tool_call",
+    FinishReason.TRUNCATED_LENGTH: "length",
+    FinishReason.TRUNCATED_CONTEXT: "length",
+    FinishReason.FILTERED: "content_filter",
+    FinishReason.PROMPT_BLOCKED: "content_filter",
+    FinishReason.ERROR: "error",
+}
+
+#: Sampling parameters as request bodies spell them → ``gen_ai.request.*`` (name, kind).
+_PARAMS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("gen_ai.request.temperature", "double", ("temperature",)),
+    ("gen_ai.request.top_p", "double", ("top_p", "topP")),
+    ("gen_ai.request.top_k", "double", ("top_k", "topK")),
+    ("gen_ai.request.frequency_penalty", "double", ("frequency_penalty", "frequencyPenalty")),
+    ("gen_ai.request.presence_penalty", "double", ("presence_penalty", "presencePenalty")),
+    (
+        "gen_ai.request.max_tokens",
+        "int",
+        ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxOutputTokens", "maxTokens", "num_predict"),
+    ),
+    ("gen_ai.request.seed", "int", ("seed",)),
+    ("gen_ai.request.choice.count", "int", ("n", "candidateCount")),
+    ("gen_ai.request.stop_sequences", "strings", ("stop", "stop_sequences", "stopSequences")),
+)
+
+
+# -- OTLP/JSON values ----------------------------------------------------------------------------
+
+
+def any_value(v: Any) -> dict[str, Any]:
+    """An OTLP ``AnyValue`` in OTLP/JSON form (int64 as a decimal string)."""
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, str):
+        return {"stringValue": v}
+    if isinstance(v, (list, tuple)):
+        return {"arrayValue": {"values": [any_value(x) for x in v]}}
+    return {"stringValue": str(v)}
+
+
+def _attrs(d: dict[str, AttrValue | None]) -> list[dict[str, Any]]:
+    return [{"key": k, "value": any_value(v)} for k, v in d.items() if v is not None]
+
+
+def _nanos(t: float) -> str:
+    return str(round(t * 1_000_000_000))
+
+
+def _json(v: Any) -> str:
+    return orjson.dumps(v).decode()
+
+
+# -- identity ------------------------------------------------------------------------------------
+
+
+def _identity(run: Run) -> bytes:
+    h = hashlib.sha256()
+    if run.header:
+        h.update(orjson.dumps(run.header, option=orjson.OPT_SORT_KEYS))
+    else:  # no header (vcrpy YAML): the requests identify the run
+        for ex in run.exchanges:
+            h.update(f"{ex.method} {ex.url}\n".encode())
+            h.update(ex.request_body)
+    return h.digest()
+
+
+def _hex_id(identity: bytes, *parts: str, size: int) -> str:
+    h = hashlib.sha256(identity)
+    for p in parts:
+        h.update(b"\0" + p.encode())
+    digest = h.digest()[:size]
+    if not any(digest):  # an all-zero id is invalid in OTLP
+        digest = b"\x01" + digest[1:]
+    return digest.hex()
+
+
+# -- messages (semconv parts) --------------------------------------------------------------------
+
+
+def _part(p: Part) -> dict[str, Any]:
+    if p.kind == "text":
+        return {"type": "text", "content": p.text or ""}
+    if p.kind == "reasoning":
+        return {"type": "reasoning", "content": p.text or ""}
+    if p.kind == "tool_call" and p.tool_call is not None:
+        tc = p.tool_call
+        out: dict[str, Any] = {"type": "tool_call", "id": tc.id, "name": tc.name or ""}
+        out["arguments"] = tc.arguments if tc.arguments is not None else tc.arguments_raw
+        if tc.kind != "function":
+            out["tool_kind"] = tc.kind
+        return out
+    if p.kind == "tool_result" and p.tool_result is not None:
+        tr = p.tool_result
+        res: dict[str, Any] = {"type": "tool_call_response", "id": tr.call_id, "response": tr.content}
+        if tr.is_error is not None:
+            res["is_error"] = tr.is_error
+        return res
+    if p.kind == "refusal":
+        return {"type": "refusal", "content": p.text or ""}
+    if p.kind == "media":
+        return {"type": "media", "mime_type": p.media_type}
+    return {"type": "other"}
+
+
+def _message(m: Message) -> dict[str, Any]:
+    return {"role": m.role, "parts": [_part(p) for p in m.parts]}
+
+
+def _system_instructions(req: NormalisedRequest) -> list[dict[str, Any]]:
+    """System parts sent beside the history (instructions that are history messages are already
+    among the input messages, as the semconv wants)."""
+    in_history = {id(p) for m in req.messages if m.role in ("system", "developer") for p in m.parts}
+    return [_part(p) for p in req.system if id(p) not in in_history]
+
+
+def _output_messages(resp: NormalisedResponse) -> list[dict[str, Any]]:
+    if resp.error is not None and not resp.parts:
+        return []
+    fr = resp.finish_reason
+    finish = _FINISH.get(fr, fr.value) if fr is not None else (resp.finish_reason_raw or "unknown")
+    return [{"role": "assistant", "parts": [_part(p) for p in resp.parts], "finish_reason": finish}]
+
+
+def _tool_definitions(req: NormalisedRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for t in req.tools:
+        d: dict[str, Any] = {"type": t.kind, "name": t.name}
+        if t.description is not None:
+            d["description"] = t.description
+        if t.parameters is not None:
+            d["parameters"] = t.parameters
+        out.append(d)
+    return out
+
+
+def _params(req: NormalisedRequest) -> dict[str, AttrValue | None]:
+    out: dict[str, AttrValue | None] = {}
+    for attr, kind, keys in _PARAMS:
+        v = next((req.params[k] for k in keys if k in req.params), None)
+        if v is None or isinstance(v, bool):
+            continue
+        if kind == "double" and isinstance(v, (int, float)):
+            out[attr] = float(v)
+        elif kind == "int" and isinstance(v, int):
+            if attr != "gen_ai.request.choice.count" or v != 1:
+                out[attr] = v
+        elif kind == "strings":
+            vals = [v] if isinstance(v, str) else v
+            if isinstance(vals, list) and vals and all(isinstance(s, str) for s in vals):
+                out[attr] = vals
+    return out
+
+
+# -- spans ---------------------------------------------------------------------------------------
+
+
+def span_attributes(
+    rt: RoundTrip, ex: Exchange, turn: Turn | None, conversation_id: str | None, content: bool = True
+) -> dict[str, AttrValue | None]:
+    """The attributes of one round trip's span (``None`` values are left out)."""
+    url = urlsplit(rt.url)
+    adapter = providers.by_family(rt.family)
+    req, resp = rt.request, rt.response
+    attrs: dict[str, AttrValue | None] = {}
+    if adapter is not None:
+        attrs["gen_ai.operation.name"] = adapter.otel_operation if rt.operation == "generate" else rt.operation
+        attrs["gen_ai.provider.name"] = adapter.otel_provider_name(url.hostname or "")
+    if req is not None:
+        attrs["gen_ai.request.model"] = req.model
+        attrs["gen_ai.request.stream"] = rt.stream
+        attrs.update(_params(req))
+    if resp is not None:
+        attrs["gen_ai.response.id"] = resp.id
+        attrs["gen_ai.response.model"] = resp.model
+        if resp.finish_reason_raw is not None:
+            attrs["gen_ai.response.finish_reasons"] = [resp.finish_reason_raw]
+        u = resp.usage
+        if u is not None:
+            attrs["gen_ai.usage.input_tokens"] = u.input_tokens
+            attrs["gen_ai.usage.output_tokens"] = u.output_tokens
+            attrs["gen_ai.usage.cache_read.input_tokens"] = u.cache_read_tokens
+            attrs["gen_ai.usage.cache_creation.input_tokens"] = u.cache_write_tokens
+            attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
+    attrs["gen_ai.conversation.id"] = conversation_id
+    if content and req is not None:
+        system = _system_instructions(req)
+        if system:
+            attrs["gen_ai.system_instructions"] = _json(system)
+        attrs["gen_ai.input.messages"] = _json([_message(m) for m in req.messages])
+        if req.tools:
+            attrs["gen_ai.tool.definitions"] = _json(_tool_definitions(req))
+    if content and resp is not None:
+        out = _output_messages(resp)
+        if out:
+            attrs["gen_ai.output.messages"] = _json(out)
+    # HTTP client attributes
+    attrs["http.request.method"] = rt.method
+    attrs["url.full"] = rt.url
+    attrs["server.address"] = url.hostname
+    try:
+        attrs["server.port"] = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        pass
+    attrs["http.response.status_code"] = rt.status
+    err = resp.error if resp is not None else None
+    if rt.transport_error:
+        attrs["error.type"] = "transport_error"
+    elif (rt.status or 0) >= 400:
+        attrs["error.type"] = str(rt.status)
+    elif err is not None:
+        attrs["error.type"] = err.type or "api_error"
+    # looptap's own view
+    attrs["looptap.seq"] = rt.seq
+    attrs["looptap.family"] = rt.family
+    attrs["looptap.complete"] = rt.complete
+    if resp is not None and resp.finish_reason is not None:
+        attrs["looptap.finish_reason"] = resp.finish_reason.value
+    if turn is not None:
+        attrs.update(_turn_attributes(turn))
+    if rt.analysis_errors:
+        attrs["looptap.analysis_errors"] = list(rt.analysis_errors)
+    if rt.notes:
+        attrs["looptap.notes"] = list(rt.notes)
+    return attrs
+
+
+def _turn_attributes(turn: Turn) -> dict[str, AttrValue | None]:
+    e, a, c, k = turn.e, turn.a, turn.c, turn.tokens
+    flagged = sorted({f.layer for f in turn.findings if f.severity.value != "info"})
+    cost = float(k.cost) if k.cost is not None else None
+    cumulative = float(k.cumulative_cost) if k.cumulative_cost is not None else None
+    return {
+        "looptap.conversation": turn.conversation,
+        "looptap.turn": turn.index,
+        "looptap.previous_seq": turn.previous_seq,
+        "looptap.e.tool_calls": len(e.tool_calls),
+        "looptap.e.empty": e.empty,
+        "looptap.a.status": a.status,
+        "looptap.a.ttfb_s": a.ttfb,
+        "looptap.a.ttft_s": a.ttft,
+        "looptap.a.duration_s": a.duration,
+        "looptap.a.request_id": a.request_id,
+        "looptap.c.link": c.link,
+        "looptap.c.kept": c.kept,
+        "looptap.c.appended": len(c.appended),
+        "looptap.c.rewritten": c.rewritten,
+        "looptap.c.echoed_assistant": c.echoed_assistant,
+        "looptap.c.tools_offered": list(c.tools_offered) or None,
+        "looptap.tokens.source": k.source,
+        "looptap.cost.usd": cost,
+        "looptap.cost.cumulative_usd": cumulative,
+        "looptap.layers.flagged": flagged or None,
+        "looptap.findings.count": len(turn.findings),
+        "looptap.findings.codes": [f.code for f in turn.findings] or None,
+    }
+
+
+def _finding_event(f: Finding, t: float) -> dict[str, Any]:
+    return {
+        "timeUnixNano": _nanos(t),
+        "name": "looptap.finding",
+        "attributes": _attrs(
+            {
+                "looptap.finding.code": f.code,
+                "looptap.finding.layer": f.layer,
+                "looptap.finding.severity": f.severity.value,
+                "looptap.finding.message": f.message,
+                "looptap.finding.path": f.path,
+                "looptap.finding.tool_call_id": f.tool_call_id,
+                "looptap.finding.related_turn": f.related_turn,
+            }
+        ),
+    }
+
+
+def build_request(run: Run, content: bool = True, project: str | None = None) -> dict[str, Any]:
+    """The run as one OTLP/JSON ``ExportTraceServiceRequest``."""
+    identity = _identity(run)
+    run_tag = identity.hex()[:12]
+    conv_of: dict[int, str] = {}
+    for c in run.analysis.conversations:
+        for s in c.turns:
+            conv_of[s] = c.id
+    spans: list[dict[str, Any]] = []
+    bounds: dict[str, tuple[float, float]] = {}
+    for rt, ex, (start, length, synthetic) in zip(run.roundtrips, run.exchanges, timeline(run), strict=True):
+        seq = ex.seq if ex.seq is not None else 0
+        end = start + length
+        turn = run.analysis.turns.get(seq)
+        conv = conv_of.get(seq)
+        trace = _hex_id(identity, "trace", conv if conv is not None else "", size=16)
+        attrs = span_attributes(rt, ex, turn, f"looptap-{run_tag}-{conv}" if conv else None, content)
+        attrs["looptap.timing"] = "synthetic" if synthetic else "recorded"
+        model = (rt.request.model if rt.request else None) or (rt.response.model if rt.response else None)
+        op = attrs.get("gen_ai.operation.name")
+        name = f"{op} {model}" if op and model else (str(op) if op else f"{rt.method} {urlsplit(rt.url).path or '/'}")
+        span: dict[str, Any] = {
+            "traceId": trace,
+            "spanId": _hex_id(identity, "span", str(seq), size=8),
+            "name": name,
+            "kind": SPAN_KIND_CLIENT,
+            "startTimeUnixNano": _nanos(start),
+            "endTimeUnixNano": _nanos(end),
+            "attributes": _attrs(attrs),
+        }
+        if conv is not None:
+            span["parentSpanId"] = _hex_id(identity, "conversation", conv, size=8)
+            lo, hi = bounds.get(conv, (start, end))
+            bounds[conv] = (min(lo, start), max(hi, end))
+        events: list[dict[str, Any]] = []
+        if rt.ttft is not None:
+            events.append({"timeUnixNano": _nanos(start + max(rt.ttft, 0.0)), "name": "looptap.first_token"})
+        for f in turn.findings if turn is not None else []:
+            events.append(_finding_event(f, end))
+        if events:
+            span["events"] = events
+        error = _error_message(rt)
+        if error is not None:
+            span["status"] = {"code": STATUS_ERROR, "message": error}
+        spans.append(span)
+    roots: list[dict[str, Any]] = []
+    for conv_rec in run.analysis.conversations:
+        if conv_rec.id not in bounds:
+            continue
+        lo, hi = bounds[conv_rec.id]
+        turns = [run.analysis.turns[s] for s in conv_rec.turns if s in run.analysis.turns]
+        last = turns[-1].tokens if turns else None
+        root_attrs: dict[str, AttrValue | None] = {
+            "gen_ai.conversation.id": f"looptap-{run_tag}-{conv_rec.id}",
+            "looptap.conversation": conv_rec.id,
+            "looptap.family": conv_rec.family,
+            "looptap.turns": len(conv_rec.turns),
+            "looptap.label": conv_rec.label,
+            "looptap.parent_seq": conv_rec.parent_seq,
+            "looptap.findings.count": sum(len(t.findings) for t in turns),
+            "looptap.findings.codes": [f.code for t in turns for f in t.findings] or None,
+            "looptap.tokens.cumulative_input": last.cumulative_input if last else None,
+            "looptap.tokens.cumulative_output": last.cumulative_output if last else None,
+            "looptap.cost.cumulative_usd": float(last.cumulative_cost) if last and last.cumulative_cost is not None else None,
+        }
+        roots.append(
+            {
+                "traceId": _hex_id(identity, "trace", conv_rec.id, size=16),
+                "spanId": _hex_id(identity, "conversation", conv_rec.id, size=8),
+                "name": f"looptap conversation {conv_rec.id}",
+                "kind": SPAN_KIND_INTERNAL,
+                "startTimeUnixNano": _nanos(lo),
+                "endTimeUnixNano": _nanos(hi),
+                "attributes": _attrs(root_attrs),
+            }
+        )
+    resource: dict[str, AttrValue | None] = {
+        "service.name": "looptap",
+        "looptap.cassette": run.name,
+        "looptap.run": run_tag,
+        "openinference.project.name": project,
+    }
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _attrs(resource)},
+                "scopeSpans": [{"scope": {"name": SCOPE_NAME, "version": __version__}, "spans": roots + spans}],
+            }
+        ]
+    }
+
+
+def _error_message(rt: RoundTrip) -> str | None:
+    if rt.transport_error:
+        return f"transport error: {rt.transport_error}"
+    err = rt.response.error if rt.response is not None else None
+    if err is not None:
+        where = "error event in the stream" if err.in_stream else f"HTTP {err.status or rt.status}"
+        return f"{where}: {err.message or err.type or 'no message'}"
+    if (rt.status or 0) >= 400:
+        return f"HTTP {rt.status}"
+    return None

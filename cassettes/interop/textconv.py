@@ -1,0 +1,153 @@
+"""A cassette as stable, line-oriented text for ``git diff`` (a git *textconv* driver).
+
+One item per line — a turn's header, each message it appended, each part of the response, the
+finish reason, usage, each finding — with newlines inside texts escaped, so a diff shows the
+message that changed and not a thousand-character JSON line. Nothing that churns between two
+recordings of the same run is printed: no timestamps, no latencies, no costs (prices change with
+the price library), no writer version.
+
+Each turn lists only what its request *appended* to the conversation (the client-dispatch view);
+the history it kept is a count. A change to one message is then one changed line, not one per
+later turn. A request that rewrote its history is listed whole.
+
+Register it (see README, "Interoperability")::
+
+    echo '*.jsonl diff=looptap' >> .gitattributes
+    git config diff.looptap.textconv "looptap textconv"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from cassettes.analysis import Turn
+from cassettes.exchange import Exchange
+from cassettes.interop.run import Run
+from cassettes.models import Message, Part
+from cassettes.roundtrip import RoundTrip
+
+__all__ = ["render"]
+
+_SEV = {"error": "✖", "warning": "▲", "info": "·"}
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _compact(v: Any) -> str:
+    try:
+        return orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return repr(v)
+
+
+def _part(p: Part) -> str:
+    if p.kind == "tool_call" and p.tool_call is not None:
+        tc = p.tool_call
+        args = tc.arguments_raw if tc.arguments is None else _compact(tc.arguments)
+        bad = f"  (!) {tc.arguments_error}" if tc.arguments_error else ""
+        kind = "" if tc.kind == "function" else f" [{tc.kind}]"
+        return f"tool_call {tc.name}{kind} id={tc.id}: {_one_line(args or '')}{bad}"
+    if p.kind == "tool_result" and p.tool_result is not None:
+        tr = p.tool_result
+        err = " (error)" if tr.is_error else ""
+        name = f" {tr.name}" if tr.name else ""
+        return f"tool_result{name} id={tr.call_id}{err}: {_one_line(tr.content)}"
+    if p.kind == "media":
+        return f"media {p.media_type or '?'}"
+    if p.kind == "other":
+        block = (p.provider_details or {}).get("type") or (p.provider_details or {}).get("block", {})
+        return f"other {_one_line(_compact(block))}" if block else "other"
+    return f"{p.kind}: {_one_line(p.text or '')}"
+
+
+def _messages(msgs: list[Message], first: int) -> Iterator[str]:
+    for i, m in enumerate(msgs, start=first):
+        if not m.parts:
+            yield f"  > [{i}] {m.role}: (empty)"
+        for p in m.parts:
+            yield f"  > [{i}] {m.role} {_part(p)}"
+
+
+def _turn_lines(rt: RoundTrip, ex: Exchange, turn: Turn | None) -> Iterator[str]:
+    url = urlsplit(rt.url)
+    where = f" {turn.conversation} turn {turn.index}" if turn is not None else ""
+    req, resp = rt.request, rt.response
+    model = req.model if req and req.model else "?"
+    served = f" → {resp.model}" if resp is not None and resp.model and resp.model != model else ""
+    mode = "stream" if rt.stream else "json"
+    op = "" if rt.operation in (None, "generate") else f" [{rt.operation}]"
+    yield ""
+    if rt.family == "none":
+        yield f"#{rt.seq} {rt.method} {url.netloc}{url.path} {rt.status} (not an LLM call)"
+        return
+    yield f"#{rt.seq}{where} {rt.family}{op} {model}{served} {mode} {rt.method} {url.netloc}{url.path} {rt.status}"
+    if req is not None:
+        for i, p in enumerate(req.system):
+            yield f"  system[{i}] {_part(p)}"
+        if req.tools:
+            yield f"  tools: {', '.join(t.name for t in req.tools)}"
+        if req.tool_choice_mode:
+            yield f"  tool_choice: {req.tool_choice_mode}"
+        for k in sorted(req.params):
+            yield f"  param {k}: {_one_line(_compact(req.params[k]))}"
+        if req.previous_response_id:
+            yield f"  previous_response_id: {req.previous_response_id}"
+        if turn is not None and turn.c.link not in ("start", "rewritten") and not turn.c.rewritten:
+            yield f"  history: {turn.c.kept} kept, {len(turn.c.appended)} appended ({turn.c.link})"
+            yield from _messages(turn.c.appended, turn.c.appended_from)
+        else:
+            if turn is not None and turn.c.rewritten:
+                yield f"  history: rewritten ({turn.c.rewritten} earlier messages dropped or changed), sent whole"
+            yield from _messages(req.messages, 0)
+    if resp is not None:
+        for p in resp.parts:
+            yield f"  < {resp.role} {_part(p)}"
+        if resp.finish_reason_raw is not None or resp.finish_reason is not None:
+            norm = resp.finish_reason.value if resp.finish_reason else None
+            yield f"  finish: {resp.finish_reason_raw} ({norm})"
+        if resp.complete is False:
+            yield "  TRUNCATED (the stream ended without its terminal event)"
+        u = resp.usage
+        if u is not None:
+            pairs = (
+                ("input", u.input_tokens),
+                ("output", u.output_tokens),
+                ("cache_read", u.cache_read_tokens),
+                ("cache_write", u.cache_write_tokens),
+                ("reasoning", u.reasoning_tokens),
+            )
+            yield "  usage: " + ", ".join(f"{k} {v}" for k, v in pairs if v is not None)
+        if resp.error is not None:
+            e = resp.error
+            where_e = "in stream" if e.in_stream else f"HTTP {e.status}"
+            yield f"  error ({where_e}): {e.type or ''} {_one_line(e.message or '')}".rstrip()
+    if rt.transport_error:
+        yield f"  transport error: {_one_line(rt.transport_error)}"
+    for a in rt.analysis_errors:
+        yield f"  (!) analysis: {_one_line(a)}"
+    for f in turn.findings if turn is not None else []:
+        yield f"  {_SEV.get(f.severity.value, '?')} {f.layer} {f.code}: {_one_line(f.message)}"
+
+
+def render(run: Run) -> Iterator[str]:
+    """The lines of the rendering (without newlines)."""
+    a = run.analysis
+    version = run.header.get("format_version")
+    fmt = f"looptap cassette, format {version}" if version is not None else "imported run"
+    yield f"{fmt}: {len(run.exchanges)} round trips, {len(a.conversations)} conversations, {len(a.findings)} findings"
+    for p in run.problems:
+        yield f"! {_one_line(p)}"
+    for conv in a.conversations:
+        parent = f", branched from #{conv.parent_seq}" if conv.parent_seq is not None else ""
+        label = f" label={conv.label}" if conv.label else ""
+        yield f"conversation {conv.id} ({conv.family}): turns {' '.join(f'#{s}' for s in conv.turns)}{parent}{label}"
+    for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
+        yield from _turn_lines(rt, ex, a.turns.get(ex.seq) if ex.seq is not None else None)
+    for e in a.errors:
+        yield f"(!) analysis: {_one_line(e)}"
