@@ -1,0 +1,86 @@
+"""``looptap run --inspect`` in a real terminal (tmux): the inspector follows the run live while the
+example agent's tool loop is recorded; quitting it ends the run with the child's status and the
+summary, and the cassette holds every round trip."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from cassettes.replay.server import ReplayServer  # noqa: E402
+from cassettes.store import read_cassette  # noqa: E402
+from cassettes.vcr import load_vcr  # noqa: E402
+
+PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+    pytest.mark.skipif(not PROXY_PYTHON.exists(), reason=f"recorder environment missing: {PROXY_PYTHON}"),
+]
+
+
+def _screen(session: str) -> str:
+    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True, check=False).stdout
+
+
+def _wait_for(session: str, text: str, timeout: float = 60.0) -> str:
+    deadline = time.monotonic() + timeout
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = _screen(session)
+        if text in screen:
+            return screen
+        time.sleep(0.3)
+    raise AssertionError(f"{text!r} never appeared on the screen:\n{screen}")
+
+
+def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
+    has_textual = subprocess.run([str(PROXY_PYTHON), "-c", "import textual"], capture_output=True, check=False).returncode == 0
+    if not has_textual:
+        pytest.skip("the recorder's environment has no inspector (the 'inspector' extra)")
+    out = tmp_path / "live.jsonl"
+    status = tmp_path / "status"
+    agent = REPO / "cassettes/examples/tool_search_agent.py"
+    session = f"looptap-{uuid.uuid4().hex[:8]}"
+    with ReplayServer(load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml"), pace="x4") as up:
+        cmd = " ".join(
+            shlex.quote(a)
+            for a in [
+                str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "--inspect", "-o", str(out),
+                "--upstream", f"anthropic={up.url}", "--confdir", str(tmp_path / "conf"),
+                "--", sys.executable, str(agent),
+            ]
+        )  # fmt: skip
+        # The inspector draws on the terminal (Textual writes to stderr): nothing is redirected; the
+        # summary is read off the screen once the inspector has closed.
+        script = f"cd {shlex.quote(str(tmp_path))} && ANTHROPIC_API_KEY=sk-ant-test-key {cmd}; echo $? > {status}; sleep 60"
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "45", script], check=True)
+        try:
+            screen = _wait_for(session, "11 turns")  # the last turns arrived while the inspector was open
+            assert "live.jsonl" in screen and "4 conversations" in screen
+            subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+            deadline = time.monotonic() + 30
+            while not status.exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            err = _wait_for(session, "looptap: details:")
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)
+    assert status.exists(), "looptap run did not end after the inspector was closed"
+    assert status.read_text().strip() == "0"
+    assert "11 round trips" in err and "4 conversations, 11 turns" in err, err
+    log = Path(str(out) + ".log").read_text()
+    assert "A: The current stock price for AAPL (Apple Inc.) is **$150.00**." in log
+    cas = read_cassette(out)
+    assert len(cas.exchanges) == 11 and not cas.problems
