@@ -1,0 +1,157 @@
+"""Round trip: corpus recordings → cassette → replay → the official SDKs → recorded again.
+
+1. The cassette is built from real recordings: each official SDK's client script (the one the
+   recorder's own e2e tests run) talks to the fake upstream, which serves corpus recordings (SSE
+   streams event by event, JSON bodies whole); what it served becomes the cassette, one chunk per
+   event, 5 ms apart.
+2. The same script runs against the replay server: it must exit 0 (every replayed stream consumed
+   without error), print for every call exactly the text and tool calls the core's reassembly of
+   the recorded response gives, and the server must have sent each recorded chunk as one HTTP chunk.
+3. With the recorder available (``LOOPTAP_PROXY_PYTHON`` or ``.venv-proxy``): the script runs under
+   ``looptap run`` whose listeners forward to the replay server, at recorded pace; the new cassette's
+   requests and responses equal the original's, chunk for chunk.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cassettes.exchange import Exchange
+from cassettes.replay.server import ReplayServer
+from cassettes.roundtrip import parse_exchange
+from cassettes.store import CassetteWriter, read_cassette
+from tests.support.harness import outputs
+from tests.support.upstream import FakeUpstream
+
+REPO = Path(__file__).resolve().parents[2]
+GAP = 0.005  # seconds between recorded chunks
+
+_PROXY = os.environ.get("LOOPTAP_PROXY_PYTHON") or str(REPO / ".venv-proxy/bin/python")
+HAVE_RECORDER = Path(_PROXY).exists()
+
+#: Base-URL, key and proxy variables of the machine must not steer the clients.
+_SCRUB = (
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL",
+    "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE", "GOOGLE_VERTEX_BASE_URL", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI",
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY",
+)
+
+SDKS = [
+    pytest.param("openai", "OPENAI_CLIENT", id="openai"),
+    pytest.param("anthropic", "ANTHROPIC_CLIENT", id="anthropic"),
+    pytest.param("google.genai", "GEMINI_CLIENT", id="google-genai"),
+]
+
+
+def client_env(base: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k.upper() not in _SCRUB}
+    env.update(OPENAI_API_KEY="sk-replay", ANTHROPIC_API_KEY="sk-replay", GOOGLE_API_KEY="sk-replay", PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO))
+    if base is not None:
+        env.update(OPENAI_BASE_URL=base + "/v1", ANTHROPIC_BASE_URL=base, GOOGLE_GEMINI_BASE_URL=base)
+    return env
+
+
+def client_script(tmp: Path, name: str) -> Path:
+    from tests.proxy import test_e2e_sdks as sdks
+
+    script = tmp / f"{name.lower()}.py"
+    script.write_text(sdks.CLIENT_PRELUDE + textwrap.dedent(getattr(sdks, name)))
+    return script
+
+
+def run_client(script: Path, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}"
+
+
+def view(ex: Exchange) -> tuple[str, list[list[Any]]]:
+    """What the core's reassembly makes of a recorded response: (text, [[tool, arguments]])."""
+    rt = parse_exchange(ex)
+    assert rt.response is not None and rt.response.complete, (ex.url, rt.analysis_errors)
+    return rt.response.text or "", [[c.name, c.arguments] for c in rt.response.tool_calls]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path, list[dict[str, Any]]]]:
+    """Per SDK: (client script, cassette built from the corpus recordings it was served, what it printed)."""
+    out: dict[str, tuple[Path, Path, list[dict[str, Any]]]] = {}
+    for param in SDKS:
+        module, name = param.values
+        if module == "google.genai":
+            pytest.importorskip("google.genai")
+        else:
+            pytest.importorskip(str(module))
+        tmp = tmp_path_factory.mktemp(str(name).lower())
+        script = client_script(tmp, str(name))
+        with FakeUpstream(delay=0.001) as up:
+            proc = run_client(script, client_env(up.url), tmp)
+            assert proc.returncode == 0, explain(proc)
+            served = up.llm_served()
+        cassette = tmp / "corpus-run.jsonl"
+        with CassetteWriter(cassette, meta={"source": "tests/replay corpus round trip"}) as w:
+            for s in served:
+                ex = s.as_exchange()
+                ex.url = "https://upstream.invalid" + s.target
+                ex.ttfb = GAP
+                ex.response_chunks = [(GAP * (i + 1), c) for i, c in enumerate(s.chunks)]
+                w.append(ex)
+        out[str(name)] = (script, cassette, outputs(proc))
+    return out
+
+
+@pytest.mark.parametrize(("module", "name"), SDKS)
+def test_each_sdk_consumes_every_replayed_response(module: str, name: str, built: dict[str, tuple[Path, Path, list[dict[str, Any]]]], tmp_path: Path) -> None:
+    script, cassette, first = built[name]
+    cas = read_cassette(cassette)
+    assert not cas.problems
+    with ReplayServer(cassette) as srv:
+        proc = run_client(script, client_env(srv.url), tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    assert srv.misses == [] and srv.unplayed() == [], srv.report_lines()
+    printed = outputs(proc)
+    assert printed == first  # the same as against the live (fake) upstream
+    assert len(printed) == len(cas.exchanges)
+    for p, ex in zip(printed, cas.exchanges, strict=True):
+        text, calls = view(ex)
+        assert (p["text"] or "") == text, (p["call"], ex.url)
+        assert p["tool_calls"] == calls, (p["call"], ex.url)
+    for ex, sent in zip(cas.exchanges, srv.served, strict=True):
+        assert [c for _, c in sent.response_chunks] == [c for _, c in ex.response_chunks if c], ex.url
+    streams = sum(1 for ex in cas.exchanges if len(ex.response_chunks) > 1)
+    assert streams >= 2 and len(cas.exchanges) - streams >= 2
+    print(f"{name}: {len(cas.exchanges)} responses consumed, {streams} streams ({sum(len(e.response_chunks) for e in cas.exchanges)} chunks)")
+
+
+@pytest.mark.skipif(not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON")
+@pytest.mark.parametrize(("module", "name"), SDKS)
+def test_replayed_then_recorded_again_is_chunk_for_chunk_equal(
+    module: str, name: str, built: dict[str, tuple[Path, Path, list[dict[str, Any]]]], tmp_path: Path
+) -> None:
+    script, cassette, first = built[name]
+    again = tmp_path / "again.jsonl"
+    with ReplayServer(cassette, pace="recorded") as srv:
+        ups = [a for fam in ("openai", "anthropic", "gemini") for a in ("--upstream", f"{fam}={srv.url}")]
+        argv = [_PROXY, "-m", "cassettes.cli", "run", "-o", str(again), "--confdir", str(tmp_path / "conf"), *ups, "--", sys.executable, str(script)]
+        proc = subprocess.run(argv, env=client_env(None), capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    assert outputs(proc) == first
+    assert srv.misses == [] and srv.unplayed() == [], srv.report_lines()
+    a, b = read_cassette(cassette), read_cassette(again)
+    assert not b.problems and len(a.exchanges) == len(b.exchanges)
+    chunks = 0
+    for x, y in zip(a.exchanges, b.exchanges, strict=True):
+        assert x.request_json() == y.request_json(), x.url
+        assert x.status == y.status
+        assert [c for _, c in y.response_chunks] == [c for _, c in x.response_chunks], x.url  # chunk for chunk
+        chunks += len(x.response_chunks)
+    print(f"{name}: {len(a.exchanges)} round trips re-recorded, {chunks} chunks equal")
