@@ -69,7 +69,9 @@ def growth_bars(turns: Iterable[Turn]) -> list[GrowthBar]:
         seg = k.segments
         output = k.output or 0
         if seg is None:
-            out.append(GrowthBar(t.seq, t.index, 0, 0, 0, 0, k.input or 0, output, k.cumulative_cost, k.source))
+            out.append(
+                GrowthBar(t.seq, t.index, 0, 0, 0, 0, k.input or 0, output, k.cumulative_cost, k.source)
+            )
             continue
         talk = seg.user + seg.assistant
         system, tools = seg.system, seg.tools
@@ -85,5 +87,9 @@ def growth_bars(turns: Iterable[Turn]) -> list[GrowthBar]:
             elif new_results > seg.tool_results:
                 new_talk, new_results = new - seg.tool_results, seg.tool_results
             history, results = talk - new_talk, seg.tool_results - new_results
-        out.append(GrowthBar(t.seq, t.index, system, tools, history, results, new, output, k.cumulative_cost, k.source))
+        out.append(
+            GrowthBar(
+                t.seq, t.index, system, tools, history, results, new, output, k.cumulative_cost, k.source
+            )
+        )
     return out

@@ -147,7 +147,9 @@ class RecordIndex:
             return
         if rec.get("type") != "exchange":
             if rec.get("type") not in ("note", "header"):
-                self.problems.append(Problem(n, "unknown-record", f"unknown record type {rec.get('type')!r}; skipped"))
+                self.problems.append(
+                    Problem(n, "unknown-record", f"unknown record type {rec.get('type')!r}; skipped")
+                )
             return
         seq = rec.get("seq")
         if not isinstance(seq, int):
@@ -164,7 +166,9 @@ class RecordIndex:
         try:
             header = loads_record(raw)
         except orjson.JSONDecodeError:
-            raise CassetteFormatError(f"{self.path}: not a looptap cassette (the first line is not JSON)") from None
+            raise CassetteFormatError(
+                f"{self.path}: not a looptap cassette (the first line is not JSON)"
+            ) from None
         try:
             self.format_version = check_header(header)
         except CassetteFormatError as exc:
@@ -185,7 +189,11 @@ class RecordIndex:
             return None
         if not self._pending.strip():
             return None
-        p = Problem(self._line + 1, "torn", f"torn last record ({len(self._pending)} bytes, the writer was interrupted); skipped")
+        p = Problem(
+            self._line + 1,
+            "torn",
+            f"torn last record ({len(self._pending)} bytes, the writer was interrupted); skipped",
+        )
         self.problems.append(p)
         self._pos += len(self._pending)
         self._pending = b""
@@ -238,7 +246,9 @@ class _Bodies:
             try:
                 rec = self.index.read_record(cur)
             except KeyError:
-                raise CassetteFormatError(f"history delta refers to round trip {cur}, which is missing or unreadable") from None
+                raise CassetteFormatError(
+                    f"history delta refers to round trip {cur}, which is missing or unreadable"
+                ) from None
             chain.append(rec)
             cur = _delta_base(rec)
             if len(chain) > len(self.index) + 1:

@@ -66,7 +66,9 @@ def search_turns(turns: Iterable[Turn], query: str, limit: int = 500) -> list[Se
         for where, text in turn_fields(turn):
             at = text.casefold().find(q)
             if at >= 0:
-                hits.append(SearchHit(turn.seq, turn.conversation, turn.index, where, _snippet(text, at, len(q))))
+                hits.append(
+                    SearchHit(turn.seq, turn.conversation, turn.index, where, _snippet(text, at, len(q)))
+                )
                 if len(hits) >= limit:
                     return hits
     return hits

@@ -59,8 +59,8 @@ def text_timeline(ex: Exchange, rt: RoundTrip, max_points: int = MAX_POINTS) -> 
         chars = max(chars, min(len(text), len(final)))
         offset = events[i].offset
         assert offset is not None
-        if out and out[-1].chars == chars:
-            continue
+        if chars == (out[-1].chars if out else 0):
+            continue  # no new text at this point
         out.append(TimelinePoint(offset=offset, chars=chars))
     if not out or out[-1].chars != len(final):
         last = events[-1].offset

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -67,22 +67,132 @@ class InspectorApp(App[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="Leave the inspector", id="app.quit"),
-        Binding("question_mark", "help", "Help", key_display="?", tooltip="Key bindings and what the panes show", id="app.help"),
-        Binding("space", "play_pause", "Play/pause", tooltip="Play the turns one after another at recorded pace", id="playback.toggle"),
-        Binding("right_square_bracket", "step(1)", "Step", key_display="]", tooltip="Step to the next turn", id="playback.forward"),
-        Binding("left_square_bracket", "step(-1)", "Back", key_display="[", tooltip="Step back to the previous turn", id="playback.back"),
-        Binding("plus,equals_sign", "speed(1)", "Faster", key_display="+", show=False, tooltip="Play faster", id="playback.faster"),
-        Binding("minus", "speed(-1)", "Slower", key_display="-", show=False, tooltip="Play slower", id="playback.slower"),
-        Binding("r", "restream", "Re-stream", tooltip="Re-stream this turn's text at the pace it was recorded", id="playback.restream"),
-        Binding("f", "finding(1)", "Next finding", tooltip="Jump to the next turn with a finding", id="findings.next"),
-        Binding("F", "finding(-1)", "Prev finding", show=False, tooltip="Jump to the previous turn with a finding", id="findings.previous"),
-        Binding("slash", "search", "Search", key_display="/", tooltip="Search text, tool calls, results and findings", id="search.open"),
-        Binding("n", "next_hit(1)", "Next match", show=False, tooltip="Jump to the next search match", id="search.next"),
-        Binding("N", "next_hit(-1)", "Prev match", show=False, tooltip="Jump to the previous search match", id="search.previous"),
-        Binding("c", "next_conversation", "Conversation", tooltip="Show the next conversation (cycles through all)", id="conversations.next"),
-        Binding("1", "tab('turn')", "Turn", show=False, tooltip="The selected turn: messages and E/A/C panes", id="tabs.turn"),
-        Binding("2", "tab('growth')", "Growth", show=False, tooltip="The token-cost growth chart", id="tabs.growth"),
-        Binding("3", "tab('findings')", "Findings", show=False, tooltip="Every finding of the run", id="tabs.findings"),
+        Binding(
+            "question_mark",
+            "help",
+            "Help",
+            key_display="?",
+            tooltip="Key bindings and what the panes show",
+            id="app.help",
+        ),
+        Binding(
+            "space",
+            "play_pause",
+            "Play/pause",
+            tooltip="Play the turns one after another at recorded pace",
+            id="playback.toggle",
+        ),
+        Binding(
+            "right_square_bracket",
+            "step(1)",
+            "Step",
+            key_display="]",
+            tooltip="Step to the next turn",
+            id="playback.forward",
+        ),
+        Binding(
+            "left_square_bracket",
+            "step(-1)",
+            "Back",
+            key_display="[",
+            tooltip="Step back to the previous turn",
+            id="playback.back",
+        ),
+        Binding(
+            "plus,equals_sign",
+            "speed(1)",
+            "Faster",
+            key_display="+",
+            show=False,
+            tooltip="Play faster",
+            id="playback.faster",
+        ),
+        Binding(
+            "minus",
+            "speed(-1)",
+            "Slower",
+            key_display="-",
+            show=False,
+            tooltip="Play slower",
+            id="playback.slower",
+        ),
+        Binding(
+            "r",
+            "restream",
+            "Re-stream",
+            tooltip="Re-stream this turn's text at the pace it was recorded",
+            id="playback.restream",
+        ),
+        Binding(
+            "f",
+            "finding(1)",
+            "Next finding",
+            tooltip="Jump to the next turn with a finding",
+            id="findings.next",
+        ),
+        Binding(
+            "F",
+            "finding(-1)",
+            "Prev finding",
+            show=False,
+            tooltip="Jump to the previous turn with a finding",
+            id="findings.previous",
+        ),
+        Binding(
+            "slash",
+            "search",
+            "Search",
+            key_display="/",
+            tooltip="Search text, tool calls, results and findings",
+            id="search.open",
+        ),
+        Binding(
+            "n",
+            "next_hit(1)",
+            "Next match",
+            show=False,
+            tooltip="Jump to the next search match",
+            id="search.next",
+        ),
+        Binding(
+            "N",
+            "next_hit(-1)",
+            "Prev match",
+            show=False,
+            tooltip="Jump to the previous search match",
+            id="search.previous",
+        ),
+        Binding(
+            "c",
+            "next_conversation",
+            "Conversation",
+            tooltip="Show the next conversation (cycles through all)",
+            id="conversations.next",
+        ),
+        Binding(
+            "1",
+            "tab('turn')",
+            "Turn",
+            show=False,
+            tooltip="The selected turn: messages and E/A/C panes",
+            id="tabs.turn",
+        ),
+        Binding(
+            "2",
+            "tab('growth')",
+            "Growth",
+            show=False,
+            tooltip="The token-cost growth chart",
+            id="tabs.growth",
+        ),
+        Binding(
+            "3",
+            "tab('findings')",
+            "Findings",
+            show=False,
+            tooltip="Every finding of the run",
+            id="tabs.findings",
+        ),
     ]
 
     class RunRead(Message):
@@ -99,7 +209,9 @@ class InspectorApp(App[None]):
     class TurnLoaded(Message):
         """The selected turn was re-read in full: its request and its text timeline."""
 
-        def __init__(self, seq: int, request: NormalisedRequest | None, timeline: list[TimelinePoint]) -> None:
+        def __init__(
+            self, seq: int, request: NormalisedRequest | None, timeline: list[TimelinePoint]
+        ) -> None:
             super().__init__()
             self.seq = seq
             self.request = request
@@ -163,19 +275,31 @@ class InspectorApp(App[None]):
         self.set_interval(1 / 30, self._tick)
         self._read_run()
 
-    def on_resize(self) -> None:
-        w, h = self.size
+    def on_resize(self, event: events.Resize) -> None:
+        w, h = event.size
         self.screen.set_class(w < NARROW, "-narrow")
         self.screen.set_class(w < TINY_WIDTH or h < TINY_HEIGHT, "-tiny")
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Play / pause", "Play the turns at recorded pace", self.action_play_pause)
-        yield SystemCommand("Next finding", "Jump to the next turn with a finding", lambda: self.action_finding(1))
-        yield SystemCommand("Search the run", "Search text, tool calls, results, findings", self.action_search)
-        yield SystemCommand("Show the growth chart", "Token-cost growth of the conversation", lambda: self.action_tab("growth"))
-        yield SystemCommand("Show the findings", "Every finding of the run", lambda: self.action_tab("findings"))
-        yield SystemCommand("Next conversation", "Cycle through the run's conversations", self.action_next_conversation)
+        yield SystemCommand(
+            "Next finding", "Jump to the next turn with a finding", lambda: self.action_finding(1)
+        )
+        yield SystemCommand(
+            "Search the run", "Search text, tool calls, results, findings", self.action_search
+        )
+        yield SystemCommand(
+            "Show the growth chart",
+            "Token-cost growth of the conversation",
+            lambda: self.action_tab("growth"),
+        )
+        yield SystemCommand(
+            "Show the findings", "Every finding of the run", lambda: self.action_tab("findings")
+        )
+        yield SystemCommand(
+            "Next conversation", "Cycle through the run's conversations", self.action_next_conversation
+        )
 
     # -- reading the run (worker) ----------------------------------------------------------------
 
@@ -215,7 +339,9 @@ class InspectorApp(App[None]):
                 turn_list.show_conversation = len(self.conv_turns) > 1
             elif len(self.conv_turns) > 1 and self.conversation == ALL:
                 turn_list.show_conversation = True
-            self.query_one(ConversationSwitcher).show_conversations(self.source.analysis.conversations, len(self.turns))
+            self.query_one(ConversationSwitcher).show_conversations(
+                self.source.analysis.conversations, len(self.turns)
+            )
             self._refresh_selected_results(batch.turns)
         for p in batch.problems:
             self.notify(str(p), title="damaged record skipped", severity="warning", timeout=8)
@@ -223,7 +349,9 @@ class InspectorApp(App[None]):
         self._show_status()
         self._show_playback()
         if not self.turns and batch.at_end:
-            self.query_one(MessagesView).show_note("no LLM turns in this file (yet)" if self.live else "no LLM turns in this file")
+            self.query_one(MessagesView).show_note(
+                "no LLM turns in this file (yet)" if self.live else "no LLM turns in this file"
+            )
 
     def on_inspector_app_run_completed(self, message: RunCompleted) -> None:
         self.complete = True
@@ -265,7 +393,11 @@ class InspectorApp(App[None]):
         if "not a looptap cassette" in text:
             hint = "\n\nA vcrpy / pytest-recording YAML file can be converted with `looptap import FILE`."
         view = self.query_one("#error-view", Static)
-        view.update(Text.assemble((f"Cannot inspect {self.path}\n\n", "bold"), text, hint, ("\n\nPress q to quit.", "dim")))
+        view.update(
+            Text.assemble(
+                (f"Cannot inspect {self.path}\n\n", "bold"), text, hint, ("\n\nPress q to quit.", "dim")
+            )
+        )
         self.screen.add_class("-failed")
         self.notify(text, title="cannot read the run", severity="error", timeout=15)
         self._show_status()
@@ -299,7 +431,10 @@ class InspectorApp(App[None]):
         if nxt is None:
             return None
         return {
-            p.tool_result.call_id or "": p.tool_result for m in nxt.c.appended for p in m.parts if p.tool_result is not None
+            p.tool_result.call_id or "": p.tool_result
+            for m in nxt.c.appended
+            for p in m.parts
+            if p.tool_result is not None
         }
 
     def _refresh_selected_results(self, new_turns: list[Turn]) -> None:
@@ -380,7 +515,11 @@ class InspectorApp(App[None]):
             return
         self.playing = not self.playing
         if self.playing:
-            if self._loaded == self.query_one(TurnList).selected_seq and self._timeline and self._stream_start is None:
+            if (
+                self._loaded == self.query_one(TurnList).selected_seq
+                and self._timeline
+                and self._stream_start is None
+            ):
                 self._start_stream()
             elif self._stream_start is None:
                 self._advance_at = self.clock() + DWELL / self.speed
@@ -407,7 +546,10 @@ class InspectorApp(App[None]):
         if self._loaded is None or self._loaded != self.query_one(TurnList).selected_seq:
             self.notify("the turn is still loading", severity="warning")
         elif not self._timeline:
-            self.notify("this turn's text was not streamed with recorded timings, so there is nothing to re-stream", title="re-stream")
+            self.notify(
+                "this turn's text was not streamed with recorded timings, so there is nothing to re-stream",
+                title="re-stream",
+            )
         else:
             self._start_stream()
 
@@ -483,7 +625,10 @@ class InspectorApp(App[None]):
             return
         self._hit = (self._hit + direction) % len(self._hits)
         hit = self._hits[self._hit]
-        self.notify(f"{self._hit + 1}/{len(self._hits)} · {hit.where}: {hit.snippet}", title=f"match for {self._query!r}")
+        self.notify(
+            f"{self._hit + 1}/{len(self._hits)} · {hit.where}: {hit.snippet}",
+            title=f"match for {self._query!r}",
+        )
         self._jump(hit.seq, hit.conversation)
 
     def action_tab(self, tab: str) -> None:
@@ -499,15 +644,21 @@ class InspectorApp(App[None]):
             ("Run and playback", [b for b in self.BINDINGS if isinstance(b, Binding)]),
             ("Turn list", [b for b in TurnList.BINDINGS if isinstance(b, Binding)]),
             ("Messages", [b for b in MessagesView.BINDINGS if isinstance(b, Binding)]),
-            ("Other", [Binding("ctrl+p", "command_palette", "Commands", tooltip="The command palette"), Binding("tab", "focus_next", "Focus", tooltip="Move focus between the panes")]),
+            (
+                "Other",
+                [
+                    Binding("ctrl+p", "command_palette", "Commands", tooltip="The command palette"),
+                    Binding("tab", "focus_next", "Focus", tooltip="Move focus between the panes"),
+                ],
+            ),
         ]
         self.push_screen(HelpScreen(groups))
 
     # -- keeping the views current -------------------------------------------------------------
 
     def _shown_findings(self) -> list[Finding]:
-        turns = self.turns if self.conversation == ALL else self.conv_turns.get(self.conversation, [])
-        return [f for t in turns for f in t.findings]
+        """Every finding of the run (whatever conversation is viewed: a jump switches to it)."""
+        return [f for t in self.turns for f in t.findings]
 
     def _refresh_tabs(self) -> None:
         """Redraw the findings table and the chart only when visible (they can be large)."""
@@ -519,7 +670,11 @@ class InspectorApp(App[None]):
             self._dirty_growth = False
             seq = self.query_one(TurnList).selected_seq
             turn = self.by_seq.get(seq) if seq is not None else None
-            conv = turn.conversation if turn is not None else (self.conversation if self.conversation != ALL else next(iter(self.conv_turns), ""))
+            conv = (
+                turn.conversation
+                if turn is not None
+                else (self.conversation if self.conversation != ALL else next(iter(self.conv_turns), ""))
+            )
             bars = growth_bars(self.conv_turns.get(conv, []))
             self.query_one(GrowthView).show_bars(bars, seq, conv)
 

@@ -26,5 +26,9 @@ def register_inspect(sub: Any) -> None:
         description="Open a looptap cassette in the inspector. Press ? inside it for the key bindings.",
     )
     p.add_argument("file", help="a looptap cassette (.jsonl)")
-    p.add_argument("--live", action="store_true", help="follow a recording still being written: new turns appear as they complete")
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="follow a recording still being written: new turns appear as they complete",
+    )
     p.set_defaults(func=cmd_inspect)

@@ -27,7 +27,9 @@ class HelpScreen(ModalScreen[None]):
     """Key bindings, taken from the bindings themselves so the list cannot go stale."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,question_mark", "dismiss", "Close", tooltip="Close the help screen", id="help.close"),
+        Binding(
+            "escape,q,question_mark", "dismiss", "Close", tooltip="Close the help screen", id="help.close"
+        ),
     ]
 
     def __init__(self, bindings: list[tuple[str, list[Binding]]]) -> None:
@@ -40,7 +42,14 @@ class HelpScreen(ModalScreen[None]):
             box.border_subtitle = "esc to close"
             yield Static(Text(ABOUT))
             for title, bindings in self._groups:
-                table = Table(title=title, title_justify="left", title_style="bold", show_header=False, box=None, padding=(0, 2))
+                table = Table(
+                    title=title,
+                    title_justify="left",
+                    title_style="bold",
+                    show_header=False,
+                    box=None,
+                    padding=(0, 2),
+                )
                 table.add_column(style="bold cyan", no_wrap=True)
                 table.add_column()
                 for b in bindings:

@@ -38,7 +38,9 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
         with Vertical(id="search-box") as box:
             box.border_title = "search the run"
             box.border_subtitle = "enter: search · ↓ then enter: jump · esc: close"
-            yield Input(value=self._query, placeholder="text, tool name, argument, finding code…", id="search-input")
+            yield Input(
+                value=self._query, placeholder="text, tool name, argument, finding code…", id="search-input"
+            )
             yield Static(id="search-summary")
             yield OptionList(id="search-hits")
 
@@ -61,7 +63,12 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
         options.clear_options()
         for i, h in enumerate(hits):
             options.add_option(
-                Option(Text.assemble((f"#{h.seq} {h.conversation}/{h.turn} ", "bold"), (f"{h.where}: ", "cyan"), h.snippet), id=str(i))
+                Option(
+                    Text.assemble(
+                        (f"#{h.seq} {h.conversation}/{h.turn} ", "bold"), (f"{h.where}: ", "cyan"), h.snippet
+                    ),
+                    id=str(i),
+                )
             )
         if hits:
             options.highlighted = 0

@@ -19,7 +19,11 @@ def severity_style(sev: Severity | None) -> str:
     """Rich style of a badge for the worst finding of a layer (``None``: nothing found)."""
     if sev is None:
         return "bold green"
-    return {Severity.ERROR: "bold white on red", Severity.WARNING: "bold black on yellow", Severity.INFO: "bold cyan"}[sev]
+    return {
+        Severity.ERROR: "bold white on red",
+        Severity.WARNING: "bold black on yellow",
+        Severity.INFO: "bold cyan",
+    }[sev]
 
 
 def worst(findings: Iterable[Finding], layer: Layer | None = None) -> Severity | None:

@@ -62,7 +62,9 @@ class GrowthChart(PlotextPlot):
         costs = [float(b.cumulative_cost) if b.cumulative_cost is not None else None for b in bars]
         known = [(x, c) for x, c in zip(xs, costs, strict=True) if c is not None]
         if known:
-            plt.plot([x for x, _ in known], [c for _, c in known], yside="right", color="red", marker="braille")
+            plt.plot(
+                [x for x, _ in known], [c for _, c in known], yside="right", color="red", marker="braille"
+            )
             loose.ylabel("cumulative cost (USD)", yside="right")
         self.refresh()
 
@@ -72,11 +74,17 @@ class GrowthView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield GrowthChart(id="growth-chart")
-        legend = Text("  ".join(f"\u2588 {name}" for name, _ in SERIES) + "  \u2801\u2802 cumulative cost (right axis)")
+        legend = Text(
+            "  ".join(f"\u2588 {name}" for name, _ in SERIES) + "  \u2801\u2802 cumulative cost (right axis)"
+        )
         for i, (_, colour) in enumerate(SERIES):
             start = sum(len(f"\u2588 {n}  ") for n, _ in SERIES[:i])
             legend.stylize(colour if colour != "orange" else "dark_orange", start, start + 1)
-        legend.stylize("red", len(legend) - len("\u2801\u2802 cumulative cost (right axis)"), len(legend) - len(" cumulative cost (right axis)"))
+        legend.stylize(
+            "red",
+            len(legend) - len("\u2801\u2802 cumulative cost (right axis)"),
+            len(legend) - len(" cumulative cost (right axis)"),
+        )
         yield Static(legend, id="growth-legend")
         yield Static(id="growth-detail")
 
@@ -86,7 +94,9 @@ class GrowthView(Vertical):
         lo = max(0, min(at - WINDOW // 2, len(bars) - WINDOW))
         window = bars[lo : lo + WINDOW]
         span = f" (turns {window[0].turn}–{window[-1].turn} of {len(bars)})" if len(bars) > WINDOW else ""
-        self.query_one(GrowthChart).show_bars(window, f"token-cost growth · conversation {conversation}{span}")
+        self.query_one(GrowthChart).show_bars(
+            window, f"token-cost growth · conversation {conversation}{span}"
+        )
         detail = self.query_one("#growth-detail", Static)
         if not bars:
             detail.update("")

@@ -75,7 +75,9 @@ class LayerPane(VerticalScroll, can_focus=True):
         sev = worst(turn.findings, self.LAYER) if turn is not None else None
         self.set_class(sev is not None, "-has-findings")
         n = sum(1 for f in turn.findings if f.layer == self.LAYER) if turn is not None else 0
-        self.border_subtitle = f"{SEVERITY_MARK[sev]} {n} finding{'s' if n != 1 else ''}" if sev is not None else "ok"
+        self.border_subtitle = (
+            f"{SEVERITY_MARK[sev]} {n} finding{'s' if n != 1 else ''}" if sev is not None else "ok"
+        )
 
     def clear(self, note: str) -> None:
         self._set([Text(note, style="dim italic")], None)
@@ -134,7 +136,12 @@ class EmissionPane(LayerPane):
         if e.refusal:
             out.append(Text.assemble(("refusal  ", "bold red"), e.refusal))
         for call in e.tool_calls:
-            t = Text.assemble(("⚙ ", "magenta"), (call.name or "?", "bold"), f"({(call.arguments_raw or '')[:_TEXT_LIMIT]})", (f"  id={call.id}", "dim"))
+            t = Text.assemble(
+                ("⚙ ", "magenta"),
+                (call.name or "?", "bold"),
+                f"({(call.arguments_raw or '')[:_TEXT_LIMIT]})",
+                (f"  id={call.id}", "dim"),
+            )
             if call.parse_error:
                 t.append(f"\n  ✖ arguments are not JSON: {call.parse_error}", style="red")
             for err in call.schema_errors:
@@ -142,7 +149,10 @@ class EmissionPane(LayerPane):
             if call.offered is False:
                 t.append("\n  ✖ this tool was not offered", style="red")
             elif not call.parse_error and not call.schema_errors:
-                t.append("\n  ✔ arguments fit the schema" if call.offered else "\n  ✔ arguments parse", style="green")
+                t.append(
+                    "\n  ✔ arguments fit the schema" if call.offered else "\n  ✔ arguments parse",
+                    style="green",
+                )
             t.append("\n")
             t.append_text(self._result_line(call.id))
             out.append(t)
@@ -183,19 +193,25 @@ class ApiPane(LayerPane):
         finish = f"{a.finish_reason_raw or '-'} ({a.finish_reason.value if a.finish_reason else '-'})"
         complete = "complete" if a.complete else ("TRUNCATED" if a.complete is False else "?")
         model = a.model_served or "-"
-        if a.model_requested and a.model_served and a.model_requested != a.model_served:
+        if a.model_requested and a.model_served and not a.model_served.startswith(a.model_requested):
             model = f"{a.model_served} (asked {a.model_requested})"
         elif a.model_requested and not a.model_served:
             model = f"{a.model_requested} (requested)"
         usage = f"in {_n(k.input)} (uncached {_n(k.input_uncached)}, cache read {_n(k.cache_read)}, written {_n(k.cache_write)})"
         rows: list[tuple[str, str | Text]] = [
-            ("status", Text(str(a.status or "-"), style="bold red" if (a.status or 0) >= 400 else "bold green")),
+            (
+                "status",
+                Text(str(a.status or "-"), style="bold red" if (a.status or 0) >= 400 else "bold green"),
+            ),
             ("finish", finish),
             ("stream", f"{'streamed' if a.stream else 'json'}, {complete}"),
             ("model", model),
             ("input", usage),
             ("output", f"{_n(k.output)} (reasoning {_n(k.reasoning)})  [{k.source}]"),
-            ("cost", f"{_money(k.cost)} · so far {_money(k.cumulative_cost)}{'' if k.cost_complete in (None, True) else ' (lower bound)'}"),
+            (
+                "cost",
+                f"{_money(k.cost)} · so far {_money(k.cumulative_cost)}{'' if k.cost_complete in (None, True) else ' (lower bound)'}",
+            ),
             ("latency", f"total {_secs(a.duration)} · headers {_secs(a.ttfb)} · first token {_secs(a.ttft)}"),
         ]
         if a.request_id:
@@ -206,7 +222,12 @@ class ApiPane(LayerPane):
         if a.error is not None:
             err = a.error
             where = "error event in the stream" if err.in_stream else f"HTTP {err.status}"
-            out.append(Text.assemble((f"{where}: ", "bold red"), f"{err.type or ''} {err.code or ''} {err.message or ''}".strip()))
+            out.append(
+                Text.assemble(
+                    (f"{where}: ", "bold red"),
+                    f"{err.type or ''} {err.code or ''} {err.message or ''}".strip(),
+                )
+            )
         if k.price_source:
             out.append(Text(f"price: {k.price_source}", style="dim"))
         self._set(out, turn)
@@ -224,7 +245,10 @@ class DispatchPane(LayerPane):
         out: list[RenderableType] = _findings(turn.findings, "C")
         echoed = {None: "-", True: "yes", False: "NO"}[c.echoed_assistant]
         rows: list[tuple[str, str | Text]] = [
-            ("link", c.link + (f" (previous turn #{turn.previous_seq})" if turn.previous_seq is not None else "")),
+            (
+                "link",
+                c.link + (f" (previous turn #{turn.previous_seq})" if turn.previous_seq is not None else ""),
+            ),
             ("kept", f"{c.kept} messages"),
             ("rewritten", Text(f"{c.rewritten} messages", style="bold yellow" if c.rewritten else "")),
             ("appended", f"{len(c.appended)} messages from [{c.appended_from}]"),
@@ -244,7 +268,16 @@ class DispatchPane(LayerPane):
                 t.append_text(piece)
             out.append(t)
         for pr in c.pairings:
-            where = f"turn {pr.call_turn}" if pr.call_turn is not None else ("history" if pr.in_history else "no call")
+            where = (
+                f"turn {pr.call_turn}"
+                if pr.call_turn is not None
+                else ("history" if pr.in_history else "no call")
+            )
             style = "red" if not pr.in_history else ("yellow" if pr.is_error else "green")
-            out.append(Text(f"↔ result {pr.call_id} ({pr.name or '?'}) answers a call from {where}{' · error' if pr.is_error else ''}", style=style))
+            out.append(
+                Text(
+                    f"↔ result {pr.call_id} ({pr.name or '?'}) answers a call from {where}{' · error' if pr.is_error else ''}",
+                    style=style,
+                )
+            )
         self._set(out, turn)

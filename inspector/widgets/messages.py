@@ -30,10 +30,17 @@ def part_text(p: Part) -> Text:
     """One part of a message, as text."""
     if p.tool_call is not None:
         c = p.tool_call
-        return Text.assemble(("⚙ call ", "bold magenta"), (f"{c.name}", "bold"), f"({_cut(c.arguments_raw or '')})", (f"  id={c.id}", "dim"))
+        return Text.assemble(
+            ("⚙ call ", "bold magenta"),
+            (f"{c.name}", "bold"),
+            f"({_cut(c.arguments_raw or '')})",
+            (f"  id={c.id}", "dim"),
+        )
     if p.tool_result is not None:
         r = p.tool_result
-        head = Text.assemble(("↩ result ", "bold cyan"), (f"for {r.name or ''} ", "bold"), (f"id={r.call_id}", "dim"))
+        head = Text.assemble(
+            ("↩ result ", "bold cyan"), (f"for {r.name or ''} ", "bold"), (f"id={r.call_id}", "dim")
+        )
         if r.is_error:
             head.append("  error", style="bold red")
         return Text.assemble(head, "\n", _cut(r.content))
@@ -52,7 +59,13 @@ class MessagesView(VerticalScroll, can_focus=True):
     """The request's history. Messages from ``appended_from`` on are what this turn added (C)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("a", "toggle_all", "All messages", tooltip="Show every message, not only the latest ones", id="messages.all"),
+        Binding(
+            "a",
+            "toggle_all",
+            "All messages",
+            tooltip="Show every message, not only the latest ones",
+            id="messages.all",
+        ),
     ]
 
     show_all: reactive[bool] = reactive(False)
@@ -66,7 +79,9 @@ class MessagesView(VerticalScroll, can_focus=True):
     def compose(self) -> ComposeResult:
         yield Static(id="messages-body")
 
-    def show_request(self, request: NormalisedRequest | None, appended_from: int | None, note: str = "") -> None:
+    def show_request(
+        self, request: NormalisedRequest | None, appended_from: int | None, note: str = ""
+    ) -> None:
         """Show a turn's request (attributes down); ``appended_from`` marks the new messages."""
         self._request = request
         self._appended_from = appended_from
@@ -87,7 +102,11 @@ class MessagesView(VerticalScroll, can_focus=True):
 
     def _new_line(self) -> int:
         """Roughly where the first new message starts, to scroll it into view."""
-        return 0 if not self._appended_from else max(0, self.virtual_size.height - self.scrollable_content_region.height)
+        return (
+            0
+            if not self._appended_from
+            else max(0, self.virtual_size.height - self.scrollable_content_region.height)
+        )
 
     def _draw(self) -> None:
         body = self.query_one("#messages-body", Static)
@@ -127,7 +146,9 @@ class MessagesView(VerticalScroll, can_focus=True):
 
     @staticmethod
     def _message(i: int, m: Message, new: bool) -> Text:
-        role_style = {"user": "bold blue", "assistant": "bold magenta", "tool": "bold cyan"}.get(m.role, "bold yellow")
+        role_style = {"user": "bold blue", "assistant": "bold magenta", "tool": "bold cyan"}.get(
+            m.role, "bold yellow"
+        )
         t = Text()
         t.append("▌ NEW " if new else "  ", style="bold green" if new else "")
         t.append(f"[{i}] ", style="dim")

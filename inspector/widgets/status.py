@@ -23,7 +23,9 @@ class RunStatus(Static):
         note: str = "",
     ) -> None:
         t = Text.assemble(("looptap ", "bold"), (name, "bold cyan"))
-        t.append(f"  {conversations} conversation{'s' if conversations != 1 else ''} · {turns} turns · {findings} findings")
+        t.append(
+            f"  {conversations} conversation{'s' if conversations != 1 else ''} · {turns} turns · {findings} findings"
+        )
         if progress is not None:
             t.append(f"  reading {progress:.0%}", style="bold yellow")
         if live:

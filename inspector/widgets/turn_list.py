@@ -35,14 +35,17 @@ def turn_line(turn: Turn, show_conversation: bool) -> Text:
     t.append(f"{where:<8} ")
     t.append_text(layer_badges(turn.findings))
     sev = worst(turn.findings)
-    t.append(f" {SEVERITY_MARK[sev]}{len(turn.findings)}" if sev is not None else "   ", style="bold" if sev else "")
+    t.append(
+        f" {SEVERITY_MARK[sev]}{len(turn.findings)}" if sev is not None else "   ",
+        style="bold" if sev else "",
+    )
     a = turn.a
     if a.error is not None or (a.status or 0) >= 400:
         finish = f"HTTP {a.status}" if a.status else "error"
     elif turn.e.tool_calls:
         finish = f"→{len(turn.e.tool_calls)} call" + ("s" if len(turn.e.tool_calls) > 1 else "")
     else:
-        finish = a.finish_reason.value if a.finish_reason else (a.finish_reason_raw or "?")
+        finish = a.finish_reason_raw or (a.finish_reason.value if a.finish_reason else "?")
     t.append(f" {finish[:10]:<10} ", style="italic")
     k = turn.tokens
     t.append(f"{_tokens(k.input)}→{_tokens(k.output)}", style="dim")
@@ -53,11 +56,31 @@ class TurnList(ScrollView, can_focus=True):
     """The turns of the conversation being viewed. The cursor is the selected turn."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("down,j", "cursor(1)", "Next turn", show=False, tooltip="Select the next turn", id="turns.next"),
-        Binding("up,k", "cursor(-1)", "Previous turn", show=False, tooltip="Select the previous turn", id="turns.previous"),
-        Binding("pagedown", "page(1)", "Page down", show=False, tooltip="Down one screen of turns", id="turns.page_down"),
-        Binding("pageup", "page(-1)", "Page up", show=False, tooltip="Up one screen of turns", id="turns.page_up"),
-        Binding("home,g", "first", "First turn", show=False, tooltip="Select the first turn", id="turns.first"),
+        Binding(
+            "down,j", "cursor(1)", "Next turn", show=False, tooltip="Select the next turn", id="turns.next"
+        ),
+        Binding(
+            "up,k",
+            "cursor(-1)",
+            "Previous turn",
+            show=False,
+            tooltip="Select the previous turn",
+            id="turns.previous",
+        ),
+        Binding(
+            "pagedown",
+            "page(1)",
+            "Page down",
+            show=False,
+            tooltip="Down one screen of turns",
+            id="turns.page_down",
+        ),
+        Binding(
+            "pageup", "page(-1)", "Page up", show=False, tooltip="Up one screen of turns", id="turns.page_up"
+        ),
+        Binding(
+            "home,g", "first", "First turn", show=False, tooltip="Select the first turn", id="turns.first"
+        ),
         Binding("end,G", "last", "Last turn", show=False, tooltip="Select the last turn", id="turns.last"),
     ]
 
@@ -176,7 +199,10 @@ class TurnList(ScrollView, can_focus=True):
         if row == self.cursor:
             cls = "turn-list--cursor" if self.has_focus else "turn-list--cursor-blurred"
             base = base + self.get_component_rich_style(cls)
-        segments = [Segment(s.text, base + s.style if isinstance(s.style, Style) else base) for s in text.render(self.app.console)]
+        segments = [
+            Segment(s.text, base + s.style if isinstance(s.style, Style) else base)
+            for s in text.render(self.app.console)
+        ]
         return Strip(segments, width).crop(0, width)
 
     def on_focus(self) -> None:

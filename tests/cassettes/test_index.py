@@ -1,0 +1,189 @@
+"""The incremental reader (cassettes.index) and the viewer helpers (growth, search, timeline)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "inspector"))
+
+import itertools
+
+import fixture_run
+
+from cassettes.analysis import analyse
+from cassettes.errors import CassetteFormatError, NewerFormatError
+from cassettes.growth import growth_bars
+from cassettes.index import IncrementalRun, RecordIndex
+from cassettes.search import search_turns
+from cassettes.store import read_cassette
+from cassettes.timeline import text_timeline
+
+DEMO = Path(__file__).resolve().parents[2] / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
+
+
+def _read_all(run: IncrementalRun, max_bytes: int | None = None) -> None:
+    while not run.step(max_bytes).at_end:
+        pass
+
+
+@pytest.fixture
+def fx(tmp_path: Path) -> Path:
+    return fixture_run.write(tmp_path / "run.jsonl")
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    from cassettes.cli import main
+
+    out = tmp_path / "demo.jsonl"
+    assert main(["import", str(DEMO), "-o", str(out), "-q"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("max_bytes", [None, 200, 5000])
+def test_incremental_analysis_equals_the_batch_analysis(fx: Path, demo: Path, max_bytes: int | None) -> None:
+    for path in (fx, demo):
+        run = IncrementalRun(path)
+        _read_all(run, max_bytes)
+        got = run.finish()
+        want = analyse(read_cassette(path).exchanges)
+        assert got.model_dump() == want.model_dump()
+        assert run.records == len(read_cassette(path).exchanges)
+
+
+def test_roundtrip_rebuilds_the_full_history_after_the_analysis_released_it(fx: Path) -> None:
+    run = IncrementalRun(fx, body_cache=1)  # every delta base must come back from disk
+    _read_all(run)
+    cas = read_cassette(fx)
+    for ex_want in cas.exchanges:
+        assert ex_want.seq is not None
+        ex, rt = run.roundtrip(ex_want.seq)
+        assert ex.request_json() == ex_want.request_json()
+        assert ex.response_chunks == ex_want.response_chunks
+        assert rt.request is not None
+        assert len(rt.request.messages) == len(ex_want.request_json()["messages"])
+
+
+def test_small_body_cache_gives_the_same_analysis(fx: Path) -> None:
+    run = IncrementalRun(fx, body_cache=1)
+    _read_all(run, 300)
+    assert run.finish().model_dump() == analyse(read_cassette(fx).exchanges).model_dump()
+
+
+def test_live_file_grows_and_unfinished_line_waits_for_its_newline(fx: Path, tmp_path: Path) -> None:
+    lines = fx.read_bytes().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(b"".join(lines[:3]))  # header + 2 records
+    run = IncrementalRun(live)
+    batch = run.step()
+    assert [t.seq for t in batch.turns] == [0, 1] and batch.at_end
+    half = len(lines[3]) // 2
+    with live.open("ab") as f:
+        f.write(lines[3][:half])  # the writer is mid-record
+    batch = run.step()
+    assert batch.turns == [] and batch.problems == [] and run.index.pending == half
+    with live.open("ab") as f:
+        f.write(lines[3][half:] + b"".join(lines[4:]))
+    batch = run.step()
+    assert [t.seq for t in batch.turns] == [2, 3, 4]
+    assert run.problems == []
+    assert run.finish().model_dump() == analyse(read_cassette(fx).exchanges).model_dump()
+
+
+def test_torn_tail_is_reported_once_the_file_is_finished(fx: Path, tmp_path: Path) -> None:
+    data = fx.read_bytes()
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(data[: len(data) - 200])
+    run = IncrementalRun(torn)
+    _read_all(run)
+    assert run.problems == []
+    run.finish()
+    assert [p.kind for p in run.problems] == ["torn"]
+    assert len(run.analysis.turns) == 4
+    assert [str(p) for p in run.problems] == [str(p) for p in read_cassette(torn).problems]
+
+
+def test_corrupt_line_in_the_middle_is_skipped_and_reported(fx: Path, tmp_path: Path) -> None:
+    lines = fx.read_bytes().splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"".join([*lines[:2], b"{not json\n", *lines[2:]]))
+    run = IncrementalRun(bad)
+    _read_all(run)
+    run.finish()
+    assert [p.kind for p in run.problems] == ["corrupt"]
+    assert len(run.analysis.turns) == 5
+
+
+def test_not_a_cassette_and_newer_format_raise(tmp_path: Path) -> None:
+    yaml = tmp_path / "x.yaml"
+    yaml.write_text("interactions: []\n")
+    with pytest.raises(CassetteFormatError, match="not a looptap cassette"):
+        IncrementalRun(yaml).step()
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text('{"type":"header","format":"looptap-cassette","format_version":99}\n')
+    with pytest.raises(NewerFormatError, match="newer looptap"):
+        IncrementalRun(newer).step()
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    run = IncrementalRun(empty)
+    assert run.step().at_end
+    with pytest.raises(CassetteFormatError, match="empty file"):
+        run.finish()
+
+
+def test_index_offsets_point_at_their_records(fx: Path) -> None:
+    index = RecordIndex(fx)
+    recs = index.poll()
+    assert len(index) == 5 == len(recs)
+    for (_, rec), seq in zip(recs, index.seqs, strict=True):
+        assert index.read_record(seq) == rec
+
+
+def test_growth_bars_stack_up_to_the_input(fx: Path, demo: Path) -> None:
+    for path in (fx, demo):
+        analysis = analyse(read_cassette(path).exchanges)
+        for conv in analysis.conversations:
+            turns = [analysis.turns[s] for s in conv.turns]
+            for bar, turn in zip(growth_bars(turns), turns, strict=True):
+                assert bar.input == turn.tokens.input
+                assert min(bar.system, bar.tools, bar.history, bar.tool_results, bar.new) >= 0
+                assert bar.output == turn.tokens.output
+                assert bar.cumulative_cost == turn.tokens.cumulative_cost
+            first = growth_bars(turns)[0]
+            assert first.history == first.tool_results == 0
+
+
+def test_growth_new_input_of_a_tool_result_turn_is_mostly_tool_results(fx: Path) -> None:
+    analysis = analyse(read_cassette(fx).exchanges)
+    bar = growth_bars([analysis.turns[0], analysis.turns[1]])[1]
+    assert bar.new == analysis.turns[1].tokens.segments.new  # type: ignore[union-attr]
+    assert bar.new > 0 and bar.history > 0
+
+
+def test_search_finds_text_calls_results_and_findings(fx: Path) -> None:
+    turns = list(analyse(read_cassette(fx).exchanges).turns.values())
+    assert [(h.seq, h.where) for h in search_turns(turns, "SUNNY")] == [(1, "E text")]
+    assert (2, "E tool call") in [(h.seq, h.where) for h in search_turns(turns, '"town"')]
+    assert (1, "C tool result") in [(h.seq, h.where) for h in search_turns(turns, "temp_c")]
+    assert [h.seq for h in search_turns(turns, "dropped_tool_result")] == [3]
+    assert search_turns(turns, "") == [] and search_turns(turns, "no such words here") == []
+    assert len(search_turns(turns, "e", limit=3)) == 3
+
+
+def test_timeline_follows_the_recorded_chunks(fx: Path) -> None:
+    cas = read_cassette(fx)
+    rts = cas.roundtrips()
+    points = text_timeline(cas.exchanges[1], rts[1])
+    assert rts[1].response is not None
+    text = rts[1].response.text
+    assert text == fixture_run.ANSWER
+    assert len(points) == len(text.split(" "))  # one point per word-sized event
+    assert points[-1].chars == len(text)
+    assert all(a.offset < b.offset and a.chars < b.chars for a, b in itertools.pairwise(points))
+    assert points[1].offset - points[0].offset == pytest.approx(fixture_run.PACE)
+    few = text_timeline(cas.exchanges[1], rts[1], max_points=4)
+    assert len(few) <= 5 and few[-1].chars == len(text)
+    assert text_timeline(cas.exchanges[2], rts[2]) == []  # not streamed

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("textual")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fixture_run
+
+DEMO = Path(__file__).resolve().parents[2] / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
+
+
+@pytest.fixture(scope="session")
+def run_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture run: 2 conversations, 5 turns, findings in E, A and C, streamed turns."""
+    return fixture_run.write(tmp_path_factory.mktemp("fixture") / "run.jsonl")
+
+
+@pytest.fixture(scope="session")
+def demo_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled 11-turn example (4 conversations), imported as ``looptap demo`` does."""
+    from cassettes.cli import main
+
+    out = tmp_path_factory.mktemp("demo") / "demo.jsonl"
+    assert main(["import", str(DEMO), "-o", str(out), "-q"]) == 0
+    return out
+
+
+class FakeClock:
+    """A clock the test moves by hand, for playback at recorded pace."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+Factory = Callable[..., object]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Pilot tests run on asyncio through anyio's pytest plugin (no pytest-asyncio needed)."""
+    return "asyncio"

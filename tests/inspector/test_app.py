@@ -1,0 +1,350 @@
+"""Pilot tests: what a user does in the inspector, and what the screen then shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import FakeClock
+from fixture_run import ANSWER, PACE
+from helpers import loaded, pane_text, plain, until
+from textual.widgets import Static, TabbedContent
+
+from inspector.app import InspectorApp, build_app
+from inspector.screens.help import HelpScreen
+from inspector.screens.search import SearchScreen
+from inspector.widgets.conversations import ALL, ConversationSwitcher
+from inspector.widgets.findings import FindingsTable
+from inspector.widgets.layers import EmissionPane
+from inspector.widgets.turn_list import TurnList, turn_line
+
+pytestmark = pytest.mark.anyio
+
+SIZE = (160, 45)
+
+
+def _selected(app: InspectorApp) -> int | None:
+    return app.query_one(TurnList).selected_seq
+
+
+async def test_first_screen_shows_the_turns_and_the_first_turn(run_file: Path) -> None:
+    app = build_app(run_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        turns = app.query_one(TurnList).turns
+        assert [t.seq for t in turns] == [0, 1, 2, 3, 4]
+        rows = [turn_line(t, True).plain for t in turns]
+        assert rows[0].startswith("#0    c1/0     E A C")
+        assert "✖2" in rows[3]  # the dropped result (error) and the truncation (warning)
+        assert "→2 calls" in rows[2]
+        status = plain(app.query_one("#run-status", Static))
+        assert "2 conversations · 5 turns · 4 findings" in status
+        assert _selected(app) == 0
+        messages = pane_text(app, "#messages")
+        assert "▌ NEW [0] user" in messages and "What is the weather in Paris?" in messages
+        e = pane_text(app, "#pane-e")
+        assert "Let me look that up." in e
+        assert "get_weather" in e and "arguments fit the schema" in e
+        assert "next turn's result" in e and '"temp_c": 21' in e  # the result the next turn sent
+        a = pane_text(app, "#pane-a")
+        assert "tool_use (tool_call)" in a and "streamed, complete" in a and "in 310" in a
+        assert "first token 300 ms" in a
+        c = pane_text(app, "#pane-c")
+        assert "start" in c and "+ [0] user" in c
+
+
+async def test_navigation_moves_through_turns_and_marks_what_each_added(run_file: Path) -> None:
+    app = build_app(run_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("down")
+        await until(pilot, lambda: app._loaded == 1)
+        messages = pane_text(app, "#messages")
+        assert "3 messages" in messages and "new this turn: [1]…[2]" in messages
+        assert "  [0] user" in messages  # kept from the previous turn: not marked
+        assert "▌ NEW [1] assistant" in messages and "▌ NEW [2] user" in messages
+        assert "↩ result for" in messages and "toolu_paris" in messages
+        assert ANSWER[:30] in pane_text(app, "#pane-e")
+        assert "no next turn yet" not in pane_text(app, "#pane-e")  # no tool call, no result line
+        await pilot.press("G")
+        assert _selected(app) == 4
+        await pilot.press("g")
+        assert _selected(app) == 0
+        await pilot.press("right_square_bracket", "right_square_bracket")
+        assert _selected(app) == 2
+        await pilot.press("left_square_bracket")
+        assert _selected(app) == 1
+        await pilot.press("j", "j", "k")
+        assert _selected(app) == 2
+        await until(pilot, lambda: app._loaded == 2)
+        e = pane_text(app, "#pane-e")
+        assert "E.arguments_schema" in e and "missing required property 'city'" in e
+        assert "the next turn sent no result for this call" in e  # toolu_rome was dropped
+        assert "✖ schema:" in e
+
+
+async def test_conversation_switching(run_file: Path) -> None:
+    app = build_app(run_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        turn_list = app.query_one(TurnList)
+        await pilot.press("c")
+        assert app.conversation == "c1" and [t.seq for t in turn_list.turns] == [0, 1]
+        assert turn_line(turn_list.turns[1], turn_list.show_conversation).plain.startswith("#1    turn 1")
+        await pilot.press("c")
+        assert app.conversation == "c2" and [t.seq for t in turn_list.turns] == [2, 3, 4]
+        assert _selected(app) == 2
+        assert app.query_one(ConversationSwitcher).value == "c2"
+        await pilot.press("c")
+        assert app.conversation == ALL and len(turn_list.turns) == 5
+        # the switcher itself
+        app.query_one(ConversationSwitcher).value = "c1"
+        await pilot.pause()
+        assert app.conversation == "c1" and [t.seq for t in turn_list.turns] == [0, 1]
+
+
+async def test_jump_to_findings_by_key_and_from_the_findings_table(run_file: Path) -> None:
+    app = build_app(run_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("f")
+        assert _selected(app) == 2
+        await pilot.press("f")
+        assert _selected(app) == 3
+        await pilot.press("F")
+        assert _selected(app) == 2
+        await pilot.press("G", "f")
+        assert _selected(app) == 4  # no further finding: stays
+        await pilot.press("3")
+        assert app.query_one(TabbedContent).active == "findings"
+        table = app.query_one(FindingsTable)
+        await until(pilot, lambda: len(table.findings) == 4)
+        assert [f.code for f in table.findings] == [
+            "E.arguments_schema",
+            "A.truncated_length",
+            "C.dropped_tool_result",
+            "C.truncated_treated_as_complete",
+        ]
+        await pilot.press("c")  # viewing c1 only: the jump must switch conversation
+        assert app.conversation == "c1"
+        table.focus()
+        table.move_cursor(row=2)
+        await pilot.press("enter")
+        assert app.query_one(TabbedContent).active == "turn"
+        assert _selected(app) == 3
+        assert 3 in [t.seq for t in app.query_one(TurnList).turns]
+        await until(pilot, lambda: app._loaded == 3)
+        assert "C.dropped_tool_result" in pane_text(app, "#pane-c")
+        assert "A.truncated_length" in pane_text(app, "#pane-a")
+
+
+async def test_search_jumps_to_the_hit_and_n_cycles(run_file: Path) -> None:
+    app = build_app(run_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("slash")
+        assert isinstance(app.screen, SearchScreen)
+        await pilot.press(*"snow", "enter")
+        screen = app.screen
+        assert isinstance(screen, SearchScreen)
+        await until(pilot, lambda: bool(screen._hits))
+        assert [(h.seq, h.where) for h in screen._hits] == [
+            (3, "E text"),
+            (3, "C tool result"),
+            (4, "E text"),
+            (4, "C appended assistant"),
+        ]
+        assert "4 matches for 'snow'" in plain(screen.query_one("#search-summary", Static))
+        await pilot.press("tab", "down", "enter")  # the second hit
+        assert not isinstance(app.screen, SearchScreen)
+        assert _selected(app) == 3
+        await pilot.press("n")
+        assert _selected(app) == 4
+        await pilot.press("n", "n")  # past the last hit: wraps to the first
+        assert _selected(app) == 3
+        await pilot.press("N")
+        assert _selected(app) == 4
+
+
+async def test_restream_reveals_the_text_at_recorded_pace(run_file: Path, clock: FakeClock) -> None:
+    app = build_app(run_file, clock=clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("down")
+        await until(pilot, lambda: app._loaded == 1 and bool(app._timeline))
+        pane = app.query_one(EmissionPane)
+        await pilot.press("r")
+        assert pane.reveal == 0
+        # The first words arrive 0.3 s after the request, then one every PACE seconds.
+        clock.advance(0.3 + 2 * PACE + PACE / 2)
+        await until(pilot, lambda: pane.reveal == len("It is sunny "))
+        assert pane.shown_text == "It is sunny "
+        assert "▶ streaming 12/" in pane_text(app, "#pane-e")
+        assert "It is sunny" in pane_text(app, "#pane-e") and "Paris today" not in pane_text(app, "#pane-e")
+        await pilot.press("plus")  # 2×: the position is kept, the rest comes twice as fast
+        assert app.speed == 2.0
+        clock.advance(4 * PACE / 2)
+        await until(pilot, lambda: pane.reveal == len("It is sunny and 21 degrees in "))
+        clock.advance(5.0)
+        await until(pilot, lambda: pane.reveal is None)
+        assert pane.shown_text == ANSWER
+        assert "streaming" not in pane_text(app, "#pane-e")
+
+
+async def test_play_steps_through_turns_and_pauses(run_file: Path, clock: FakeClock) -> None:
+    app = build_app(run_file, clock=clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        pane = app.query_one(EmissionPane)
+        await pilot.press("space")
+        assert app.playing
+        await until(pilot, lambda: pane.reveal == 0)  # turn 0 was streamed: it re-streams first
+        assert "▶ playing" in plain(app.query_one("#playback", Static))
+        clock.advance(10.0)
+        await until(pilot, lambda: pane.reveal is None and app._advance_at is not None)
+        assert _selected(app) == 0
+        clock.advance(1.1)  # the dwell after the text
+        await until(pilot, lambda: _selected(app) == 1)
+        await pilot.press("space")
+        assert not app.playing and pane.reveal is None
+        clock.advance(100.0)
+        await pilot.pause(0.1)
+        assert _selected(app) == 1
+        await pilot.press("minus", "minus")
+        assert app.speed == 0.25
+
+
+async def test_live_follow_shows_new_turns_as_the_file_grows(run_file: Path, tmp_path: Path) -> None:
+    lines = run_file.read_bytes().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(b"".join(lines[:3]))
+    app = build_app(live, live=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: len(app.turns) == 2)
+        assert "● live" in plain(app.query_one("#run-status", Static))
+        await until(pilot, lambda: app._loaded == 0)
+        assert "no next turn yet" not in pane_text(app, "#pane-e")
+        half = len(lines[3]) // 2
+        with live.open("ab") as f:
+            f.write(lines[3][:half])  # the recorder is mid-write: nothing new, no problem
+        await pilot.pause(0.6)
+        assert len(app.turns) == 2 and app.source.problems == []
+        with live.open("ab") as f:
+            f.write(lines[3][half:] + lines[4])
+        await until(pilot, lambda: len(app.turns) == 4)
+        with live.open("ab") as f:
+            f.write(lines[5])
+        await until(pilot, lambda: len(app.turns) == 5)
+        assert [t.seq for t in app.query_one(TurnList).turns] == [0, 1, 2, 3, 4]
+        assert _selected(app) == 0  # the selection stayed
+        assert not app.complete
+
+
+async def test_live_follow_fills_in_the_result_of_the_selected_turn(run_file: Path, tmp_path: Path) -> None:
+    lines = run_file.read_bytes().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(b"".join(lines[:2]))  # header + turn 0 (its tool call has no result yet)
+    app = build_app(live, live=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app._loaded == 0)
+        assert "no next turn yet" in pane_text(app, "#pane-e")
+        with live.open("ab") as f:
+            f.write(lines[2])
+        await until(pilot, lambda: len(app.turns) == 2)
+        assert '"temp_c": 21' in pane_text(app, "#pane-e")
+
+
+async def test_bad_files_give_a_message_on_screen(tmp_path: Path) -> None:
+    yaml = tmp_path / "cassette.yaml"
+    yaml.write_text("interactions:\n- request: {}\n")
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text(
+        '{"type":"header","format":"looptap-cassette","format_version":99,"writer":"looptap 9"}\n'
+    )
+    # (A directory and an empty file fail the same way in the core: tests/cassettes/test_index.py.)
+    cases = [
+        (yaml, "not a looptap cassette", "looptap import"),
+        (newer, "newer looptap", "upgrade looptap"),
+        (tmp_path / "missing.jsonl", "cannot open", "No such file"),
+    ]
+    for path, first, second in cases:
+        app = build_app(path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda app=app: app.failed is not None)  # type: ignore[misc]
+            text = plain(app.query_one("#error-view", Static))
+            assert first in text and second in text, text
+            assert app.screen.has_class("-failed")
+            assert app.query_one("#error-view").display and not app.query_one("#main").display
+            await pilot.press("q")
+        assert app.return_code in (0, None)
+
+
+async def test_truncated_file_shows_what_it_has_with_a_notice(run_file: Path, tmp_path: Path) -> None:
+    data = run_file.read_bytes()
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(data[:-300])
+    app = build_app(torn)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        assert len(app.turns) == 4
+        status = plain(app.query_one("#run-status", Static))
+        assert "truncated: the last record was cut off" in status and "1 problem" in status
+        assert any(
+            "torn last record" in n.message and n.title == "truncated file" for n in app._notifications
+        )
+
+
+async def test_help_screen_and_command_palette(run_file: Path) -> None:
+    app = build_app(run_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = "\n".join(plain(s) for s in app.screen.query(Static))
+        for words in (
+            "Re-stream this turn's text",
+            "Jump to the next turn with a finding",
+            "ctrl+p",
+            "▌ NEW",
+        ):
+            assert words in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "CommandPalette"
+        await pilot.press(*"growth chart")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(pilot, lambda: app.query_one(TabbedContent).active == "growth")
+
+
+async def test_every_binding_is_described() -> None:
+    from inspector.screens.search import SearchScreen
+    from inspector.widgets.messages import MessagesView
+
+    for owner in (InspectorApp, TurnList, MessagesView, HelpScreen, SearchScreen):
+        for b in owner.BINDINGS:
+            assert not isinstance(b, tuple)
+            assert b.description and b.tooltip and b.id, (owner, b)
+
+
+async def test_tiny_and_huge_terminals(run_file: Path) -> None:
+    app = build_app(run_file)
+    async with app.run_test(size=(60, 16)) as pilot:
+        await loaded(pilot)
+        for size, tiny, narrow in (
+            ((60, 16), True, True),
+            ((100, 30), False, True),
+            ((320, 90), False, False),
+            ((30, 8), True, True),
+        ):
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            assert app.screen.has_class("-tiny") is tiny, size
+            assert app.screen.has_class("-narrow") is narrow, size
+            await pilot.press("2", "3", "1")
+        await pilot.press("down")
+        assert _selected(app) == 1
+        await until(pilot, lambda: app._loaded == 1)
+        assert ANSWER[:20] in pane_text(app, "#pane-e")

@@ -1,0 +1,66 @@
+"""Snapshots of the main screens (SVG, compared with the committed ones under __snapshots__).
+
+Fixture cassette, fixed terminal size, pinned Textual (pyproject: textual>=8.2,<8.3); nothing on
+these screens reads the wall clock. Update after an intended change with
+``pytest tests/inspector/test_snapshots.py --snapshot-update`` and review the SVGs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from helpers import loaded, until
+from textual.pilot import Pilot
+
+from inspector.app import InspectorApp, build_app
+
+SIZE = (160, 45)
+
+
+def _at(seq: int, *keys: str) -> Any:
+    async def run_before(pilot: Pilot[None]) -> None:
+        app = await loaded(pilot)
+        app.query_one("#turn-list").select_seq(seq)  # type: ignore[attr-defined]
+        await until(pilot, lambda: app._loaded == seq)
+        for k in keys:
+            await pilot.press(k)
+        await pilot.pause(0.3)
+
+    return run_before
+
+
+def test_main_screen(snap_compare: Any, run_file: Path) -> None:
+    """Turn 1 of c1: the tool result the client appended marked NEW, the streamed answer, A and C."""
+    assert snap_compare(build_app(run_file), terminal_size=SIZE, run_before=_at(1))
+
+
+def test_turn_with_findings(snap_compare: Any, run_file: Path) -> None:
+    """c2 turn 1: a dropped tool result (C error) and a truncation (A warning) in their panes."""
+    assert snap_compare(build_app(run_file), terminal_size=SIZE, run_before=_at(3))
+
+
+def test_growth_chart(snap_compare: Any, demo_file: Path) -> None:
+    """Token-cost growth of the demo's 4-turn conversation c2, turn 3 selected."""
+    assert snap_compare(build_app(demo_file), terminal_size=SIZE, run_before=_at(6, "2"))
+
+
+def test_findings_view(snap_compare: Any, run_file: Path) -> None:
+    assert snap_compare(build_app(run_file), terminal_size=SIZE, run_before=_at(3, "3"))
+
+
+def test_bad_file(snap_compare: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "notes.jsonl"
+    bad.write_text("hello, this is not a cassette\n")
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        app = pilot.app
+        assert isinstance(app, InspectorApp)
+        await until(pilot, lambda: app.failed is not None)
+        # The path is a tmp dir: show a stable one on screen.
+        app.path = Path("notes.jsonl")
+        app._show_failure((app.failed or "").replace(str(bad), "notes.jsonl"))
+        app.clear_notifications()
+        await pilot.pause(0.2)
+
+    assert snap_compare(build_app(bad), terminal_size=(100, 20), run_before=run_before)

@@ -1,0 +1,92 @@
+"""The real command in a real terminal: `looptap inspect FILE` in tmux, keys sent, screen read."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+LOOPTAP = Path(sys.executable).parent / "looptap"
+#: tmux 3.3 sizes a detached window to -x/-y a moment after starting its command; a program that
+#: reads the terminal size at once would see 80×24 (and the SIGWINCH can come before it listens).
+SETTLE = "sleep 0.5; "
+
+
+@pytest.fixture
+def tmux() -> Iterator[Callable[..., str]]:
+    sock = f"looptap-test-{os.getpid()}"
+
+    def run(*args: str) -> str:
+        return subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=20).stdout
+
+    yield run
+    subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True, timeout=20)
+
+
+def _wait_for(tmux: Callable[..., str], text: str, timeout: float = 40.0) -> str:
+    deadline = time.monotonic() + timeout
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = tmux("capture-pane", "-p", "-t", "inspect")
+        if text in screen:
+            return screen
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
+
+
+def test_inspect_in_a_real_terminal(tmux: Callable[..., str], run_file: Path) -> None:
+    if not LOOPTAP.exists():
+        pytest.skip("the looptap script is not installed in this environment")
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        "inspect",
+        "-x",
+        "160",
+        "-y",
+        "45",
+        f"{SETTLE}exec {LOOPTAP} inspect {run_file}",
+    )
+    screen = _wait_for(tmux, "2 conversations · 5 turns · 4 findings")
+    assert "#0    c1/0     E A C" in screen
+    _wait_for(tmux, "▌ NEW [0] user")
+    tmux("send-keys", "-t", "inspect", "f")  # the first turn with a finding: the schema violation
+    screen = _wait_for(tmux, "E.arguments_schema")
+    assert "turn 3 of 5" in screen
+    tmux("send-keys", "-t", "inspect", "3")
+    screen = _wait_for(tmux, "C.dropped_tool_result")
+    assert "C.truncated_treated_as_complete" in screen
+    tmux("send-keys", "-t", "inspect", "q")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "inspect" in tmux("list-sessions"):
+        time.sleep(0.2)
+    assert "inspect" not in tmux("list-sessions")  # q quit the app and the session with it
+
+
+def test_inspect_a_bad_file_in_a_real_terminal(tmux: Callable[..., str], tmp_path: Path) -> None:
+    if not LOOPTAP.exists():
+        pytest.skip("the looptap script is not installed in this environment")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\x00\x01 binary junk\n")
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        "inspect",
+        "-x",
+        "120",
+        "-y",
+        "30",
+        f"{SETTLE}{LOOPTAP} inspect {bad}; sleep 30",
+    )
+    screen = _wait_for(tmux, "Cannot inspect")
+    assert "not a looptap cassette" in screen and "Traceback" not in screen
