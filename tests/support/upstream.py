@@ -61,7 +61,8 @@ request offers (name and schema-valid arguments), so a real agent loop can run i
 Common keys: ``delay=<seconds>`` between stream events (default: the server's ``delay``, 0.01 s),
 ``linger=<seconds>`` to wait after the last event before ending the chunked body (a client that
 stops at its terminal event, like openai-python's sync stream at ``[DONE]``, then hangs up first),
-``source=<corpus path>#<index>`` to serve that recording, ``set_cookie=<value>`` to add a
+``source=<corpus path>#<index>`` to serve that recording, ``set_cookie=<value>`` (or
+``set_cookie_hex=<hex of the value>``, which keeps it out of the request's bytes) to add a
 ``Set-Cookie`` response header. Error statuses carry
 ``x-should-retry: false`` so the SDKs do not retry. Every response says which recording it came
 from in ``x-fake-upstream-source``, and is logged in :attr:`FakeUpstream.served`.
@@ -1133,6 +1134,8 @@ class FakeUpstream:
         s.scenario = scenario
         if "set_cookie" in params:
             s.extra_headers.append(("set-cookie", params["set_cookie"]))
+        if "set_cookie_hex" in params:  # the value kept out of the request's own bytes
+            s.extra_headers.append(("set-cookie", bytes.fromhex(params["set_cookie_hex"]).decode()))
         if scenario not in SCENARIOS:
             msg = f"fake upstream: unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})"
             return await self._send_json(s, writer, 400, _dumps(error_body(family, 400, msg)))
