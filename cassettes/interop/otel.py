@@ -160,7 +160,8 @@ def _part(p: Part) -> dict[str, Any]:
         return {"type": "refusal", "content": p.text or ""}
     if p.kind == "media":
         return {"type": "media", "mime_type": p.media_type}
-    return {"type": "other"}
+    # A block looptap has no kind for (a cache point, a server tool's result …): kept as sent.
+    return {"type": "other", "details": p.provider_details} if p.provider_details else {"type": "other"}
 
 
 def _message(m: Message) -> dict[str, Any]:
