@@ -239,13 +239,25 @@ class CassetteWriter:
             while len(self._recent) > _RECENT:
                 self._recent.pop(next(iter(self._recent)))
             rec = exchange_to_record(clean, seq, derived=self._view(rt, clean), request_form=form)
+            data = dumps_record(rec)
+            if self._torn:
+                data = b"\n" + data  # keep a partial line left by an earlier failure separate
+            start = -1
             try:
-                if self._torn:
-                    self._write(b"\n")  # keep the failed partial line separate from this one
-                    self._torn = False
-                self._write(dumps_record(rec))
+                start = os.lseek(self._fd, 0, os.SEEK_END)
+                self._write(data)
+                self._torn = False
             except OSError as exc:
+                # Take back whatever part of this record reached the file (a full disk, a file
+                # size limit), so the cassette ends with whole records; if even that fails, the
+                # partial line stays and the next record starts on a line of its own.
                 self._torn = True
+                if start >= 0:
+                    try:
+                        os.ftruncate(self._fd, start)
+                        self._torn = data.startswith(b"\n")
+                    except OSError:
+                        pass
                 raise CassetteIOError(f"cannot write to {self.path}: {exc.strerror or exc}") from None
             return rt
 

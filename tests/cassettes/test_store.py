@@ -208,3 +208,51 @@ def test_damage_is_reported_not_fatal(tmp_path: Path) -> None:
     assert kinds == ["corrupt", "torn", "unreadable"]  # record 2 lost its base, reported
     assert [ex.seq for ex in cas.exchanges] == [0]
     assert any("missing or unreadable" in str(p) for p in cas.problems)
+
+
+@pytest.mark.parametrize("truncate_fails", [False, True])
+def test_a_failed_write_leaves_only_whole_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, truncate_fails: bool) -> None:
+    """A write that fails half way (full disk, file size limit) is taken back, so the cassette
+    still ends with whole records; if it cannot be taken back, the next record starts on a new
+    line and the reader reports the partial one."""
+    import os
+
+    from cassettes.errors import CassetteIOError
+
+    path = tmp_path / "run.jsonl"
+    w = CassetteWriter(path)
+    w.append(_ex("first"))
+    real_write = os.write
+    calls = {"n": 0}
+
+    def failing_write(fd: int, data: Any) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return real_write(fd, bytes(data[: len(data) // 2]))  # half the record lands
+        raise OSError(27, "File too large")
+
+    monkeypatch.setattr(os, "write", failing_write)
+    if truncate_fails:
+        monkeypatch.setattr(os, "ftruncate", lambda fd, n: (_ for _ in ()).throw(OSError(5, "I/O error")))
+    with pytest.raises(CassetteIOError, match="File too large"):
+        w.append(_ex("second"))
+    monkeypatch.undo()
+    w.append(_ex("third"))
+    w.close()
+    cas = read_cassette(path)
+    assert [ex.request_json()["messages"][0]["content"] for ex in cas.exchanges] == ["first", "third"]
+    assert len(cas.problems) == (1 if truncate_fails else 0)
+
+
+def _ex(text: str) -> Exchange:
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}]}
+    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}
+    return Exchange(
+        method="POST",
+        url="https://api.openai.com/v1/chat/completions",
+        request_headers=[("content-type", "application/json")],
+        request_body=orjson.dumps(body),
+        status=200,
+        response_headers=[("content-type", "application/json")],
+        response_chunks=[(0.1, orjson.dumps(reply))],
+    )

@@ -1,0 +1,145 @@
+"""The recorder's life cycle as a user meets it: a busy port is one clear line; stopping closes
+every port; a storage failure is loud (stderr, non-zero exit) while the agent's traffic flows on
+and what was already written stays whole."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from cassettes.store import read_cassette  # noqa: E402
+from tests.support.upstream import FakeUpstream  # noqa: E402
+
+PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
+RECORDER = [str(PROXY_PYTHON), "-m", "cassettes.cli"]
+
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and rlimits"),
+    pytest.mark.skipif(not PROXY_PYTHON.exists(), reason=f"recorder environment missing: {PROXY_PYTHON}"),
+]
+
+_SCRUB = (
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "OPENAI_BASE_URL", "OPENAI_API_BASE",
+    "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB and k.lower() not in {s.lower() for s in _SCRUB}}
+    env.update(extra)
+    return env
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def test_busy_port_is_one_clear_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--port", str(port), "--confdir", str(tmp_path / "conf")],
+            capture_output=True, text=True, timeout=60, env=_env(),
+        )  # fmt: skip
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines == [f"looptap: error: cannot listen on 127.0.0.1:{port}: address already in use"], proc.stderr
+    assert proc.stdout == ""  # no export lines for a proxy that is not running
+
+
+def test_stop_closes_every_port(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    ports: set[int] = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        ports |= {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", line)}
+        if line.startswith("export NODE_EXTRA_CA_CERTS"):
+            break
+    assert len(ports) >= 4, ports  # openai, anthropic, gemini, forward
+    assert not any(_bindable(p) for p in ports)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 0
+    assert all(_bindable(p) for p in ports)
+
+
+CLIENT = textwrap.dedent(
+    """
+    import json, os, sys, urllib.request
+    base = os.environ["OPENAI_BASE_URL"]
+    ok = 0
+    for i in range(int(sys.argv[1])):
+        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"request {i} " + "x" * 6000}]}
+        req = urllib.request.Request(base + "/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json", "authorization": "Bearer sk-test"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            ok += bool(json.load(resp)["choices"])
+    print(json.dumps({"ok": ok}))
+    """
+)
+
+
+def test_storage_failure_is_loud_and_harmless(tmp_path: Path) -> None:
+    """The cassette hits a file size limit mid-run (as a full disk would): every request still gets
+    its answer, the failure is on stderr, looptap exits non-zero, and the cassette holds whole
+    records only."""
+    limit = 48_000
+    small_ca = tmp_path / "empty-ca.pem"
+    small_ca.write_text("")  # keep the CA bundle looptap writes under the limit too
+    client = tmp_path / "client.py"
+    client.write_text(CLIENT)
+    out = tmp_path / "run.jsonl"
+    n = 20
+
+    def limit_file_size() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    with FakeUpstream(delay=0.001) as up:
+        proc = subprocess.run(
+            [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),
+             "--", sys.executable, str(client), str(n)],
+            capture_output=True, text=True, timeout=180, env=_env(SSL_CERT_FILE=str(small_ca)), preexec_fn=limit_file_size,
+        )  # fmt: skip
+        served = len(up.llm_served())
+    assert served == n
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"ok": n}, proc.stdout + proc.stderr
+    assert proc.returncode == 3, proc.stderr
+    assert "STORAGE ERROR" in proc.stderr and "could NOT be stored" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    cas = read_cassette(out)
+    assert not cas.problems, cas.problems  # the failed record was taken back: whole records only
+    stored = len(cas.exchanges)
+    assert 0 < stored < n
+    assert out.stat().st_size <= limit
+    m = re.search(r"(\d+) round trips could NOT be stored", proc.stderr)
+    assert m and int(m.group(1)) == n - stored, proc.stderr
+    for i, ex in enumerate(cas.exchanges):
+        assert ex.request_json()["messages"][0]["content"].startswith(f"request {i} ")
