@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -143,6 +144,8 @@ class ReplayServer:
         self.served: list[Exchange] = []
         #: Per served exchange: the recorded round trip that answered it, or the miss.
         self.answers: list[Recorded | Miss | str] = []
+        #: Failures of the server itself (answered with a 500); empty unless looptap has a bug.
+        self.internal_errors: list[str] = []
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
         self._lock = threading.Lock()
@@ -244,7 +247,14 @@ class ReplayServer:
                 req = await self._read_request(reader, writer)
                 if req is None:
                     break
-                keep = await self._respond(req, writer)
+                try:
+                    keep = await self._respond(req, writer)
+                except (ConnectionError, asyncio.CancelledError):
+                    raise
+                except Exception as exc:  # a bug here must reach the test as an error, not a hang
+                    self.internal_errors.append(f"{req.method} {req.target}: {type(exc).__name__}: {exc}")
+                    await self._send_internal_error(writer, exc)
+                    break
                 if not keep or (req.header("connection") or "").lower() == "close":
                     break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ssl.SSLError, asyncio.CancelledError):
@@ -273,8 +283,6 @@ class ReplayServer:
                 headers.append((k.strip(), v.strip()))
         req = _Request(method.upper(), target, headers, b"")
         if target.startswith(("http://", "https://")):  # absolute form: sent as to a proxy
-            from urllib.parse import urlsplit
-
             u = urlsplit(target)
             req.target = u.path + (f"?{u.query}" if u.query else "")
         if (req.header("expect") or "").lower() == "100-continue":
@@ -309,9 +317,15 @@ class ReplayServer:
         await writer.drain()
 
     def _log(self, req: _Request, status: int | None, headers: Headers, chunks: list[tuple[float | None, bytes]], answer: Recorded | Miss | str, transport_error: str | None = None) -> None:
+        # A replayed round trip keeps the recorded origin: the run's analysis (provider, prices)
+        # must see the API that answered, not this loopback server.
+        origin = self.url
+        if isinstance(answer, Recorded):
+            u = urlsplit(answer.exchange.url)
+            origin = f"{u.scheme}://{u.netloc}" if u.scheme and u.netloc else self.url
         ex = Exchange(
             method=req.method,
-            url=self.url + req.target,
+            url=origin + req.target,
             request_headers=list(req.headers),
             request_body=req.body,
             status=status,
@@ -342,6 +356,13 @@ class ReplayServer:
                 return await self._forward(req, base, writer, answer)
             return await self._send_miss(req, writer, answer)
         return await self._play(req, writer, answer, t0)
+
+    async def _send_internal_error(self, writer: asyncio.StreamWriter, exc: Exception) -> None:
+        body = orjson.dumps(Provider().replay_error(500, f"looptap replay: internal error: {type(exc).__name__}: {exc}", "looptap_replay_error"))
+        with contextlib.suppress(Exception):
+            await self._send_head(writer, 500, [("content-type", "application/json"), ("x-should-retry", "false"), ("content-length", str(len(body))), ("connection", "close")])
+            writer.write(body)
+            await writer.drain()
 
     async def _send_miss(self, req: _Request, writer: asyncio.StreamWriter, miss: Miss) -> bool:
         key = request_key(req.method, req.target, req.headers, req.body)
@@ -424,8 +445,6 @@ class ReplayServer:
 
     # -- new episodes: a request the cassette lacks goes to a recording proxy -------------------
     async def _forward(self, req: _Request, base: str, writer: asyncio.StreamWriter, miss: Miss) -> bool:
-        from urllib.parse import urlsplit
-
         u = urlsplit(base)
         host, port = u.hostname or "127.0.0.1", u.port or 80
         try:

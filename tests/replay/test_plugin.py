@@ -1,0 +1,210 @@
+"""The pytest plugin, run on inner test files with ``pytester``.
+
+Replay-only (no recorder, no mitmproxy in this environment): a recorded tool loop replays to the
+openai SDK and passes; a changed agent fails with the turn, the JSON path and the layer; unplayed
+round trips are reported (and fail with ``--looptap-fail-unplayed``); mode ``none`` without a
+cassette fails clearly. With the recorder: a real pydantic-ai agent (multi-turn tool loop against
+the loopback fake upstream) is recorded once through the plugin, replayed offline, then changed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.replay.conftest import tool_loop, write
+from tests.support.upstream import FakeUpstream
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[2]
+_PROXY = os.environ.get("LOOPTAP_PROXY_PYTHON") or str(REPO / ".venv-proxy/bin/python")
+HAVE_RECORDER = Path(_PROXY).exists()
+#: Inner runs: no cache, and without textual's snapshot plugin (its session hook assumes one run per process).
+NOPLUG = ("-p", "no:cacheprovider", "-p", "no:textual-snapshot")
+
+_SCRUB = (
+    "OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE", "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY", "HTTP_PROXY", "HTTPS_PROXY", "CI",
+)
+
+
+def expect(result: pytest.RunResult, *literals: str) -> None:
+    """Lines of the inner run's output, in this order: literal text, ``*`` for anything (unlike
+    ``fnmatch_lines``, brackets are literal: JSON paths have them)."""
+    result.stdout.re_match_lines([".*" + ".*".join(re.escape(part) for part in lit.split("*")) for lit in literals])
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in _SCRUB:
+        monkeypatch.delenv(k, raising=False)
+        monkeypatch.delenv(k.lower(), raising=False)
+
+
+SDK_LOOP = '''
+import os
+import pytest
+from openai import OpenAI
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+SYSTEM = {"role": "system", "content": "Answer with the weather tool."}
+RESULT = "sunny, 21 C"
+
+def agent(turns=2):
+    client = OpenAI(max_retries=0)  # base URL and key from the environment the plugin set
+    msgs = [SYSTEM, {"role": "user", "content": "Weather in Paris?"}]
+    for _ in range(turns):
+        r = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS)
+        m = r.choices[0].message
+        if not m.tool_calls:
+            return m.content
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
+        msgs += [{"role": "tool", "tool_call_id": c.id, "content": RESULT} for c in m.tool_calls]
+
+@pytest.mark.looptap("cassettes/loop.jsonl")
+def test_loop(looptap):
+    assert os.environ["OPENAI_BASE_URL"] == looptap.url + "/v1"
+    assert agent() == "It is sunny in Paris."
+    run = looptap.run
+    assert len(run.turns) == 2 and len(run.conversations) == 1
+    run.assert_no_findings(layer="C")
+    assert run.total_tokens == 120
+    assert run.cost is not None and run.cost > 0
+'''
+
+
+def _inner(pytester: pytest.Pytester, code: str = SDK_LOOP) -> Path:
+    pytester.makepyfile(test_inner=textwrap.dedent(code))
+    (pytester.path / "cassettes").mkdir(exist_ok=True)
+    return write(pytester.path / "cassettes" / "loop.jsonl", tool_loop())
+
+
+def test_replay_passes_offline_without_the_recorder(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("openai")
+    monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", "/nonexistent/python")  # replay must not need it
+    _inner(pytester)
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(passed=1)
+    expect(result, "looptap", "test_loop: replay *loop.jsonl: played 2 of 2 recorded round trips, 0 unmatched requests")
+
+
+def test_changed_agent_fails_naming_turn_path_and_layer(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("openai")
+    _inner(pytester, SDK_LOOP.replace('RESULT = "sunny, 21 C"', 'RESULT = "rainy, 9 C"'))
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(failed=1)
+    expect(result, 'ReplayMiss: replay miss at conversation c1, turn 1 (seq 1): C: the tool result for call_A1 changed (messages[3].content)', 'messages[3].content: recorded "sunny, 21 C", got "rainy, 9 C"')
+
+
+def test_swallowed_miss_still_fails_the_test(pytester: pytest.Pytester) -> None:
+    """An agent that catches the SDK's error does not hide the miss."""
+    pytest.importorskip("openai")
+    code = SDK_LOOP.replace("    assert agent() ==", "    try:\n        agent()\n    except Exception:\n        pass\n    return\n    assert agent() ==")
+    _inner(pytester, code.replace('"Weather in Paris?"', '"Weather in Rome?"'))
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(failed=1)
+    expect(result, "replay miss at conversation c1, turn 0 (seq 0): C: the user input at messages[1] changed (messages[1].content)")
+
+
+def test_unplayed_round_trips_reported_and_optionally_failing(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("openai")
+    code = SDK_LOOP.replace("assert agent() == \"It is sunny in Paris.\"", "agent(turns=1)").replace("assert len(run.turns) == 2 and", "assert")
+    code = code.replace("    assert run.total_tokens == 120\n", "")
+    _inner(pytester, code)
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(passed=1)
+    expect(result, "played 1 of 2 recorded round trips", "unplayed: conversation c1, turn 1 (seq 1): POST /v1/chat/completions")
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none", "--looptap-fail-unplayed")
+    result.assert_outcomes(failed=1)
+    expect(result, "1 recorded round trip(s) of *loop.jsonl were not played:")
+
+
+def test_mode_none_without_a_cassette_fails_clearly(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_inner="import pytest\n@pytest.mark.looptap\ndef test_x():\n    pass\n")
+    monkeypatch.setenv("CI", "1")  # CI: the default mode is none
+    result = pytester.runpytest_inprocess(*NOPLUG)
+    result.assert_outcomes(errors=1)
+    expect(result, "looptap: no cassette at *cassettes/test_inner/test_x.jsonl and the record mode is 'none'; record it with --looptap-record-mode=once")
+
+
+def test_recording_without_the_recorder_says_how_to_install(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", "/nonexistent/python")
+    pytester.makepyfile(test_inner="import pytest\n@pytest.mark.looptap\ndef test_x():\n    pass\n")
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=once")
+    result.assert_outcomes(errors=1)
+    expect(result, "looptap: cannot record *test_x.jsonl (mode once): recording needs the looptap recorder (mitmproxy*LOOPTAP_PROXY_PYTHON")
+
+
+# ---------------------------------------------------------------------------------------------
+# A real framework agent: recorded once through the plugin, replayed offline, then changed
+
+
+PYDANTIC_AI_TEST = '''
+import os
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+
+SYSTEM = "Answer with the weather tool."
+RESULT = "sunny, 21 C in {city}"
+
+def weather_agent():
+    agent = Agent(OpenAIChatModel("gpt-4o"), system_prompt=SYSTEM)
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """The weather in a city right now."""
+        return RESULT.format(city=city)
+
+    return agent
+
+@pytest.mark.looptap("cassettes/weather.jsonl")
+def test_weather_agent(looptap):
+    assert os.environ["OPENAI_BASE_URL"].startswith("http://127.0.0.1:")
+    answer = weather_agent().run_sync("Weather in Paris?").output
+    assert answer
+    run = looptap.run
+    assert len(run.turns) == 2  # the tool call, then the answer to its result
+    run.assert_no_findings(layer="C")
+'''
+
+
+@pytest.mark.skipif(not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON")
+def test_framework_agent_recorded_once_replayed_offline_then_changed(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pydantic_ai")
+    monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_agent=PYDANTIC_AI_TEST)
+    cassette = pytester.path / "cassettes" / "weather.jsonl"
+    # 1. Record once, through the recorder, against the loopback fake upstream's tool loop.
+    with FakeUpstream(delay=0.005, default_scenario="tool_loop:1") as up:
+        result = pytester.runpytest_subprocess(*NOPLUG, "--looptap-record-mode=once", "--looptap-upstream", f"openai={up.url}")
+        served = len(up.llm_served())
+    result.assert_outcomes(passed=1)
+    assert served == 2 and cassette.exists()
+    expect(result, "recorded 2 round trips into *weather.jsonl")
+    # 2. Offline: the upstream is gone, the cassette answers.
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(passed=1)
+    expect(result, "played 2 of 2 recorded round trips, 0 unmatched requests")
+    # 3. The agent changed: a tool's result.
+    pytester.makepyfile(test_agent=PYDANTIC_AI_TEST.replace('RESULT = "sunny, 21 C in {city}"', 'RESULT = "rainy, 9 C in {city}"'))
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(failed=1)
+    result.stdout.re_match_lines([
+        r".*ReplayMiss: replay miss at conversation c1, turn 1 \(seq 1\): C: the tool result for call_\w+ changed \(messages\[3\]\.content\)",
+        r'.*messages\[3\]\.content: recorded "sunny, 21 C in value", got "rainy, 9 C in value"',
+    ])
+    print("\n".join(ln for ln in result.outlines if "ReplayMiss:" in ln or "messages[3].content:" in ln))
+    # 4. The agent changed: its prompt.
+    pytester.makepyfile(test_agent=PYDANTIC_AI_TEST.replace('SYSTEM = "Answer with the weather tool."', 'SYSTEM = "Answer briefly, with the weather tool."'))
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(failed=1)
+    expect(result, 'ReplayMiss: replay miss at conversation c1, turn 0 (seq 0): C: the system prompt changed (messages[0].content)', 'messages[0].content: recorded "Answer with the weather tool.", got "Answer briefly, with the weather tool."')
+    print("\n".join(ln for ln in result.outlines if "ReplayMiss:" in ln or "messages[0].content:" in ln))
