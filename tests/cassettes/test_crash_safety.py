@@ -385,7 +385,9 @@ def test_a_failed_write_is_kept_apart_from_the_next(tmp_path: Path, monkeypatch:
         monkeypatch.undo()
         w.append(sent[2])
     cas = read_cassette(path)
-    assert [p.kind for p in cas.problems] == ["corrupt"]
+    # The half-written line was taken back (truncated to where the record started): whole records
+    # only. tests/cassettes/test_store.py covers the case where even the truncation fails.
+    assert cas.problems == []
     assert [ex.request_json() for ex in cas.exchanges] == [
         orjson.loads(sent[0].request_body),
         orjson.loads(sent[2].request_body),
