@@ -221,7 +221,7 @@ def test_a_failed_write_leaves_only_whole_records(tmp_path: Path, monkeypatch: p
 
     path = tmp_path / "run.jsonl"
     w = CassetteWriter(path)
-    w.append(_ex("first"))
+    w.append(_chat([{"role": "user", "content": "first"}]))
     real_write = os.write
     calls = {"n": 0}
 
@@ -235,24 +235,11 @@ def test_a_failed_write_leaves_only_whole_records(tmp_path: Path, monkeypatch: p
     if truncate_fails:
         monkeypatch.setattr(os, "ftruncate", lambda fd, n: (_ for _ in ()).throw(OSError(5, "I/O error")))
     with pytest.raises(CassetteIOError, match="File too large"):
-        w.append(_ex("second"))
+        w.append(_chat([{"role": "user", "content": "second"}]))
     monkeypatch.undo()
-    w.append(_ex("third"))
+    w.append(_chat([{"role": "user", "content": "third"}]))
     w.close()
     cas = read_cassette(path)
     assert [ex.request_json()["messages"][0]["content"] for ex in cas.exchanges] == ["first", "third"]
     assert len(cas.problems) == (1 if truncate_fails else 0)
 
-
-def _ex(text: str) -> Exchange:
-    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}]}
-    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}
-    return Exchange(
-        method="POST",
-        url="https://api.openai.com/v1/chat/completions",
-        request_headers=[("content-type", "application/json")],
-        request_body=orjson.dumps(body),
-        status=200,
-        response_headers=[("content-type", "application/json")],
-        response_chunks=[(0.1, orjson.dumps(reply))],
-    )
