@@ -224,13 +224,14 @@ def parse_aws_eventstream(chunks: Sequence[Chunk]) -> Framed:
     """AWS event-stream binary frames (Bedrock). CRCs are checked; a bad or cut frame ends parsing."""
     framed = Framed("aws_eventstream")
     buf = b""
-    for t, data in chunks:
+    for n, (t, data) in enumerate(chunks):
         buf += data
         while len(buf) >= 12:
             total, hlen, pcrc = _PRELUDE.unpack_from(buf)
             if zlib.crc32(buf[:8]) != pcrc or total < 16 or hlen > total - 16:
                 framed.notes.append("AWS event-stream prelude CRC mismatch; rest of the stream kept raw")
-                framed.tail = buf.hex()
+                # The rest of the stream: what is buffered *and* the chunks not read yet.
+                framed.tail = (buf + b"".join(c for _, c in chunks[n + 1 :])).hex()
                 return framed
             if len(buf) < total:
                 break

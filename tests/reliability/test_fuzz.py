@@ -252,7 +252,7 @@ def test_damaged_compressed_body_is_never_lost(data: Any, seed: int, enc: str, c
     if res.decoded_from is None:
         assert out == wire, "a body that could not be decoded must be kept as received"
         assert [t for t, _ in res.chunks] == [t for t, _ in chunks]
-    else:
+    elif wire:
         assert res.notes or out, "decoded to nothing without saying so"
 
 
@@ -456,3 +456,22 @@ def test_regression_compressed_stream_whose_first_read_is_one_byte(enc: str) -> 
 def test_regression_one_byte_deflate_body_is_kept() -> None:
     res = decode_chunks([(0.0, b"\x78")], "deflate")
     assert res.decoded_from is None and b"".join(c for _, c in res.chunks) == b"\x78"
+
+
+def test_regression_aws_eventstream_bad_prelude_keeps_the_whole_rest() -> None:
+    """Found by test_framing_does_not_depend_on_chunk_boundaries (Bedrock stream, damaged): after a
+    corrupt prelude the "rest of the stream kept raw" was only what was buffered so far; the chunks
+    not yet read were dropped, so how many bytes survived depended on where the reads fell."""
+    import struct
+
+    def aws_frame(payload: bytes) -> bytes:
+        prelude = struct.pack(">II", 16 + len(payload), 0)
+        prelude += struct.pack(">I", zlib.crc32(prelude))
+        return prelude + payload + struct.pack(">I", zlib.crc32(prelude + payload))
+
+    data = aws_frame(b'{"a":1}') + b"\x00\x00\x8e\x00garbage-garbage-garbage" + aws_frame(b'{"b":2}')
+    whole = frame([(0.0, data)], "application/vnd.amazon.eventstream")
+    for cut in range(1, len(data)):
+        split = frame([(0.0, data[:cut]), (0.1, data[cut:])], "application/vnd.amazon.eventstream")
+        assert [e.data for e in split.events] == [e.data for e in whole.events] == ['{"a":1}']
+        assert split.tail == whole.tail == data[23:].hex(), cut

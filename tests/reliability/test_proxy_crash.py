@@ -1,0 +1,257 @@
+"""SIGKILL the real recorder at random moments: every cassette loads and holds what had completed.
+
+Each run is ``looptap run -o run.jsonl -- python client.py`` (a new session). The client sends
+round trips through the OpenAI base URL as fast as it can (streamed and not, each with a unique
+marker) and prints, after reading each response to its end, the marker, the SHA-256 of the body
+and the time. At a random moment (seeded) the test kills, alternately, the whole process group
+(recorder, writer process and agent at once) or only the recorder's main process. Then:
+
+* the cassette loads (``read_cassette`` does not raise; at most one torn last record);
+* every round trip the agent completed is in it, intact (the recorded body's SHA-256 equals what
+  the agent received), except those that completed in the last instant before the kill: the
+  writer is a separate process fed through a queue, so a round trip finishes on the agent's side a
+  few milliseconds before it reaches the disk. Their number and age are measured and bounded
+  (``GRACE``) — a round trip older than that missing is a failure;
+* nothing in the cassette is damaged: every recorded round trip equals what the agent received.
+
+``LOOPTAP_SLOW=1`` runs 100 kills instead of 4.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cassettes.store import read_cassette
+from tests.support.recorder import PROXY_PYTHON, children, clean_env, cmdline
+from tests.support.reliability import needs_recorder
+from tests.support.upstream import FakeUpstream
+
+pytestmark = [needs_recorder]
+
+SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
+RUNS = 100 if SLOW else 4
+#: A completed round trip may be missing only if it completed this close to the kill.
+GRACE = 0.5
+
+CLIENT = r'''
+import hashlib, http.client, json, os, sys, time
+from urllib.parse import urlsplit
+u = urlsplit(os.environ["OPENAI_BASE_URL"])
+run = sys.argv[1]
+i = 0
+while True:
+    stream = i % 2 == 0
+    marker = f"{run}-{i:05d}"
+    body = json.dumps({"model": "gpt-4o", "stream": stream, "messages": [
+        {"role": "user", "content": f"What is the capital of France? [{marker}]"}]})
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        c.request("POST", u.path + "/chat/completions", body, {
+            "content-type": "application/json", "authorization": "Bearer sk-crash-0123456789abcdefghij",
+            "x-fake-upstream": "text; delay=0.003"})
+        r = c.getresponse()
+        data = r.read()
+    except Exception as e:
+        print(json.dumps({"marker": marker, "error": repr(e)}), flush=True)
+        time.sleep(0.05)
+        i += 1
+        continue
+    finally:
+        c.close()
+    try:  # a JSON body is stored as JSON (not byte for byte): compare it as JSON
+        norm = json.dumps(json.loads(data), sort_keys=True).encode() if not stream else data
+    except ValueError:
+        norm = data
+    print(json.dumps({"marker": marker, "status": r.status, "sha": hashlib.sha256(norm).hexdigest(),
+                      "t": time.time()}), flush=True)
+    i += 1
+'''
+
+
+@dataclass
+class Outcome:
+    run: int
+    how: str
+    cold: bool
+    completed: int = 0
+    recorded: int = 0
+    #: Completed round trips missing from the cassette, with how long before the kill they completed.
+    missing: list[float] = field(default_factory=list)
+    torn: int = 0
+    orphans: list[str] = field(default_factory=list)
+
+
+def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random) -> Outcome:
+    work = root / f"run{i:03d}"
+    work.mkdir()
+    (work / "client.py").write_text(textwrap.dedent(CLIENT))
+    out = work / "run.jsonl"
+    how = "group" if i % 2 == 0 else "recorder"
+    argv = [str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(root / "conf"),
+            "--upstream", f"openai={upstream.url}", "--", sys.executable, str(work / "client.py"), f"r{i:03d}"]
+    proc = subprocess.Popen(argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    assert proc.stderr is not None
+    # Kill at a random moment once round trips reach the disk ("warm"), or, every fifth run, at any
+    # moment from the start, startup included ("cold": see test_round_trips_of_the_first_second_*).
+    cold = i % 5 == 4
+    if cold:
+        time.sleep(rng.uniform(0.2, 5.0))
+    else:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None and not (out.exists() and out.read_bytes().count(b"\n") >= 2):
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 1.5))
+    helpers = children(proc.pid)
+    if how == "group":
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        os.kill(proc.pid, signal.SIGKILL)
+    killed_at = time.time()
+    proc.wait(10)
+    outcome = Outcome(i, how, cold)
+    if how == "recorder":
+        time.sleep(2.0)
+        outcome.orphans = [cmdline(p)[:80] for p in helpers if Path(f"/proc/{p}").exists() and "multiprocessing" in cmdline(p)]
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the agent and any helper left behind
+        except ProcessLookupError:
+            pass
+    lines.append(proc.stdout.read().decode())
+    proc.stdout.close()
+    if proc.stderr is not None:
+        proc.stderr.close()
+    done = [json.loads(ln) for ln in "".join(lines).splitlines() if ln.startswith("{")]
+    done = [d for d in done if "sha" in d]
+    outcome.completed = len(done)
+    if not out.exists() or out.stat().st_size == 0:
+        assert not done, f"run {i}: {len(done)} round trips completed and no cassette"
+        return outcome
+    cas = read_cassette(out)  # never raises on damaged content
+    assert all(p.kind == "torn" for p in cas.problems) and len(cas.problems) <= 1, [str(p) for p in cas.problems]
+    outcome.torn = len(cas.problems)
+    by_marker: dict[str, Any] = {}
+    for ex in cas.exchanges:
+        content = ex.request_json()["messages"][0]["content"]
+        by_marker[content.rsplit("[", 1)[1].rstrip("]")] = ex
+    outcome.recorded = len(by_marker)
+    completed = {d["marker"]: d for d in done}
+    for marker, ex in by_marker.items():
+        d = completed.get(marker)
+        if d is not None:  # what the agent received is what was recorded (byte for byte)
+            body = ex.response_body
+            if not ex.request_json()["stream"]:
+                body = json.dumps(json.loads(body), sort_keys=True).encode()
+            assert hashlib.sha256(body).hexdigest() == d["sha"], marker
+            assert ex.status == d["status"] and not ex.transport_error, marker
+    for marker, d in completed.items():
+        if marker not in by_marker:
+            outcome.missing.append(killed_at - d["t"])
+    return outcome
+
+
+def test_sigkill_at_random_moments(upstream: FakeUpstream, tmp_path: Path) -> None:
+    rng = random.Random(int(os.environ.get("LOOPTAP_CRASH_SEED", "20261122")))
+    seeds = [random.Random(rng.random()) for _ in range(RUNS)]
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = list(pool.map(lambda i: _one_run(i, upstream, tmp_path, seeds[i]), range(RUNS)))
+    completed = sum(o.completed for o in outcomes)
+    missing = [age for o in outcomes if not o.cold for age in o.missing]
+    cold_missing = [age for o in outcomes if o.cold for age in o.missing]
+    summary = (
+        f"{RUNS} kills ({sum(o.how == 'group' for o in outcomes)} whole group, {sum(o.how == 'recorder' for o in outcomes)} recorder only): "
+        f"{completed} round trips completed by the agents, {sum(o.recorded for o in outcomes)} recorded, "
+        f"warm kills: {len(missing)} completed but not yet on disk at the kill (ages {sorted(round(m * 1000) for m in missing)} ms); "
+        f"cold kills: {len(cold_missing)} (ages {sorted(round(m * 1000) for m in cold_missing)} ms); "
+        f"{sum(o.torn for o in outcomes)} torn last records; "
+        f"{sum(bool(o.orphans) for o in outcomes)} recorder-only kills left the writer process running"
+    )
+    print(summary)
+    (tmp_path / "summary.txt").write_text(summary)
+    assert completed > 0, summary
+    assert all(age < GRACE for age in missing), f"completed round trips lost long before the kill: {summary}"
+
+
+@pytest.mark.xfail(strict=True, reason="proxy bug: the writer process outlives a SIGKILLed recorder (it holds its own "
+                   "queue's write end, so inbox.get() never sees EOF); see the reliability report")
+def test_writer_process_exits_when_the_recorder_is_killed(upstream: FakeUpstream, tmp_path: Path) -> None:
+    out = tmp_path / "run.jsonl"
+    argv = [str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(tmp_path / "conf"),
+            "--upstream", f"openai={upstream.url}", "--", "sleep", "60"]
+    proc = subprocess.Popen(argv, env=clean_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        writers: list[int] = []
+        while not writers and time.monotonic() < deadline:
+            writers = [p for p in children(proc.pid) if "spawn_main" in cmdline(p)]
+            time.sleep(0.1)
+        assert writers, "no writer process found"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() and "spawn_main" in cmdline(w) for w in writers):
+            time.sleep(0.1)
+        alive = [w for w in writers if Path(f"/proc/{w}").exists() and "spawn_main" in cmdline(w)]
+        assert not alive, f"writer process(es) {alive} still running 10 s after the recorder was killed"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+ONE_SHOT = r'''
+import http.client, json, os, sys, time
+from urllib.parse import urlsplit
+u = urlsplit(os.environ["OPENAI_BASE_URL"])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+c.request("POST", u.path + "/chat/completions", json.dumps({"model": "gpt-4o", "messages": [
+    {"role": "user", "content": "first [first-round-trip]"}]}), {"content-type": "application/json"})
+r = c.getresponse(); r.read()
+print(json.dumps({"done": r.status}), flush=True)
+time.sleep(60)
+'''
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="proxy bug: looptap run starts the agent (and looptap record says it is recording) before the writer "
+    "process can write; it needs seconds to start (spawn + imports), and the round trips of those seconds exist only "
+    "in a queue, so a SIGKILL then loses them; see the reliability report",
+)
+def test_round_trips_of_the_first_second_survive_a_kill(upstream: FakeUpstream, tmp_path: Path) -> None:
+    """The agent's very first round trip completes; 0.3 s later the whole group is killed. Once the
+    writer is running a round trip reaches the disk within milliseconds (measured: 0–15 ms), so
+    only a writer that is not yet running can lose it."""
+    (tmp_path / "client.py").write_text(ONE_SHOT)
+    out = tmp_path / "run.jsonl"
+    argv = [str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(tmp_path / "conf"),
+            "--upstream", f"openai={upstream.url}", "--", sys.executable, str(tmp_path / "client.py")]
+    proc = subprocess.Popen(argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    assert proc.stdout is not None
+    try:
+        line = proc.stdout.readline()
+        assert b'"done": 200' in line, line
+        time.sleep(0.3)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        proc.stdout.close()
+    assert out.exists(), "no cassette at all"
+    cas = read_cassette(out)
+    assert len(cas.exchanges) == 1, "the agent's first round trip completed 0.3 s before the kill and is not on disk"
