@@ -208,3 +208,53 @@ def test_framework_agent_recorded_once_replayed_offline_then_changed(pytester: p
     result.assert_outcomes(failed=1)
     expect(result, 'ReplayMiss: replay miss at conversation c1, turn 0 (seq 0): C: the system prompt changed (messages[0].content)', 'messages[0].content: recorded "Answer with the weather tool.", got "Answer briefly, with the weather tool."')
     print("\n".join(ln for ln in result.outlines if "ReplayMiss:" in ln or "messages[0].content:" in ln))
+
+
+# ---------------------------------------------------------------------------------------------
+# The README's example, as written there
+
+
+def _readme_example() -> str:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### Regression tests"):]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start:section.index("```", start)]
+
+
+def test_readme_example_replays_and_fails_when_the_tool_changes(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example records (here: its agent run against the loopback fake upstream's tool loop,
+    captured into the cassette the marker names), replays and passes, then fails on a changed tool."""
+    pytest.importorskip("openai")
+    import importlib.util
+
+    from cassettes.store import CassetteWriter
+
+    code = _readme_example()
+    src = pytester.path / "test_weather_agent.py"
+    src.write_text(code)
+    spec = importlib.util.spec_from_file_location("readme_example", src)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    with FakeUpstream(delay=0.001, default_scenario="tool_loop:1") as up:
+        monkeypatch.setenv("OPENAI_BASE_URL", up.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        assert example.weather_agent("What is the weather in Paris?")
+        served = up.llm_served()
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    cassette = pytester.path / "cassettes" / "test_weather_agent" / "test_weather.jsonl"
+    cassette.parent.mkdir(parents=True)
+    with CassetteWriter(cassette) as w:
+        for s in served:
+            ex = s.as_exchange()
+            ex.url = "https://api.openai.com" + s.target
+            w.append(ex)
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(passed=1)
+    src.write_text(code.replace('return f"sunny, 21 C in {city}"', 'return f"rainy, 9 C in {city}"'))
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(failed=1)
+    expect(result, "ReplayMiss: replay miss at conversation c1, turn 1 (seq 1): C: the tool result for call_* changed (messages[3].content)",
+           'messages[3].content: recorded "sunny, 21 C in value", got "rainy, 9 C in value"')
+    print("\n".join(ln for ln in result.outlines if (ln.startswith("E ") and "ReplayMiss" in ln) or "messages[3]" in ln))
