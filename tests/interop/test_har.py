@@ -10,7 +10,6 @@ import json
 import subprocess
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import pytest
@@ -20,77 +19,7 @@ from cassettes.exchange import Exchange
 from cassettes.interop.har import build_har
 from cassettes.interop.mitmflow import load_flows
 from cassettes.interop.run import Run, run_from_exchanges
-from tests.interop.helpers import FIXTURES
-
-_NV = {"type": "object", "required": ["name", "value"], "properties": {"name": {"type": "string"}, "value": {"type": "string"}}}
-_NUM = {"type": "number"}
-#: HAR 1.2 (http://www.softwareishard.com/blog/har-12-spec/): every object with its required fields.
-HAR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["log"],
-    "properties": {
-        "log": {
-            "type": "object",
-            "required": ["version", "creator", "entries"],
-            "properties": {
-                "version": {"const": "1.2"},
-                "creator": {"type": "object", "required": ["name", "version"]},
-                "pages": {"type": "array"},
-                "entries": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["startedDateTime", "time", "request", "response", "cache", "timings"],
-                        "properties": {
-                            "startedDateTime": {"type": "string", "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$"},
-                            "time": {"type": "number", "minimum": 0},
-                            "request": {
-                                "type": "object",
-                                "required": ["method", "url", "httpVersion", "cookies", "headers", "queryString", "headersSize", "bodySize"],
-                                "properties": {
-                                    "cookies": {"type": "array", "items": _NV},
-                                    "headers": {"type": "array", "items": _NV},
-                                    "queryString": {"type": "array", "items": _NV},
-                                    "postData": {"type": "object", "required": ["mimeType", "text"]},
-                                    "headersSize": {"type": "integer"},
-                                    "bodySize": {"type": "integer"},
-                                },
-                            },
-                            "response": {
-                                "type": "object",
-                                "required": ["status", "statusText", "httpVersion", "cookies", "headers", "content", "redirectURL", "headersSize", "bodySize"],
-                                "properties": {
-                                    "status": {"type": "integer"},
-                                    "cookies": {"type": "array", "items": _NV},
-                                    "headers": {"type": "array", "items": _NV},
-                                    "content": {
-                                        "type": "object",
-                                        "required": ["size", "mimeType"],
-                                        "properties": {"size": {"type": "integer"}, "text": {"type": "string"}, "encoding": {"type": "string"}},
-                                    },
-                                    "redirectURL": {"type": "string"},
-                                },
-                            },
-                            "cache": {"type": "object"},
-                            "timings": {
-                                "type": "object",
-                                "required": ["send", "wait", "receive"],
-                                "properties": {
-                                    "send": {"type": "number", "minimum": 0},
-                                    "wait": {"type": "number", "minimum": 0},
-                                    "receive": {"type": "number", "minimum": 0},
-                                    "blocked": _NUM, "dns": _NUM, "connect": _NUM, "ssl": _NUM,
-                                },
-                            },
-                        },
-                        # custom fields must start with an underscore
-                        "propertyNames": {"pattern": "^(_.*|startedDateTime|time|request|response|cache|timings|serverIPAddress|connection|comment|pageref)$"},
-                    },
-                },
-            },
-        }
-    },
-}
+from tests.interop.helpers import FIXTURES, HAR_SCHEMA
 
 
 @pytest.fixture

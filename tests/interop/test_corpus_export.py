@@ -1,0 +1,44 @@
+"""Every real recording in the corpus exports: OTLP (decoded by opentelemetry-proto), HAR (HAR 1.2
+required fields) and the textconv rendering, without an exception and with one span and one entry
+per round trip."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+from _corpus import corpus_files
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from cassettes.interop.har import build_har
+from cassettes.interop.otel import build_request
+from cassettes.interop.otlp import encode_request
+from cassettes.interop.run import run_from_exchanges
+from cassettes.interop.textconv import render
+from cassettes.vcr import load_vcr
+from tests.interop.helpers import HAR_SCHEMA
+
+pytestmark = pytest.mark.corpus
+
+
+def test_every_corpus_recording_exports() -> None:
+    files = corpus_files()
+    assert len(files) > 1000
+    validator = jsonschema.Draft202012Validator(HAR_SCHEMA)
+    exported = 0
+    for path in files:
+        try:
+            exchanges = load_vcr(path)
+        except Exception:
+            continue  # the importer's own tests cover files it refuses
+        run = run_from_exchanges(exchanges, path.name)
+        req = ExportTraceServiceRequest.FromString(encode_request(build_request(run)))
+        spans = [s for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        assert sum(1 for s in spans if s.kind == 3) == len(exchanges), path
+        assert all(len(s.trace_id) == 16 and len(s.span_id) == 8 and s.end_time_unix_nano >= s.start_time_unix_nano for s in spans)
+        har = build_har(run)
+        errors = list(validator.iter_errors(har))
+        assert not errors, f"{path}: {errors[0].message}"
+        lines = list(render(run))
+        assert all("\n" not in line for line in lines)
+        exported += 1
+    assert exported > 1000
