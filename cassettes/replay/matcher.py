@@ -324,19 +324,31 @@ class Matcher:
     """
 
     def __init__(self, exchanges: Sequence[Exchange], strict: bool = False) -> None:
-        from cassettes.analysis import analyse
-
         self.strict = strict
-        analysis = analyse(exchanges)
+        self._exchanges = exchanges
+        self._labelled = False
         self.recorded: list[Recorded] = []
         for i, ex in enumerate(exchanges):
             key = request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json())
-            turn = analysis.turns.get(ex.seq if ex.seq is not None else i)
-            self.recorded.append(Recorded(i, ex, key, turn.conversation if turn else None, turn.index if turn else None))
+            self.recorded.append(Recorded(i, ex, key))
         self._by_digest: dict[bytes, list[Recorded]] = {}
         for r in self.recorded:
             self._by_digest.setdefault(r.key.digest, []).append(r)
         self.misses: list[Miss] = []
+
+    def label(self) -> None:
+        """Place every recorded round trip in its conversation and turn (the run analysis). Done
+        on first need — a miss or a report — so a large cassette starts serving at once."""
+        if self._labelled:
+            return
+        from cassettes.analysis import analyse
+
+        analysis = analyse(self._exchanges)
+        for r in self.recorded:
+            turn = analysis.turns.get(r.exchange.seq if r.exchange.seq is not None else r.index)
+            if turn is not None:
+                r.conversation, r.turn = turn.conversation, turn.index
+        self._labelled = True
 
     # -- matching ------------------------------------------------------------------------------
     def match(self, method: str, target: str, headers: Headers, body: bytes) -> Recorded | Miss:
@@ -383,6 +395,7 @@ class Matcher:
         return out
 
     def _miss(self, key: RequestKey, strict_next: Recorded | None = None) -> Miss:
+        self.label()
         unplayed = [r for r in self.recorded if not r.plays]
         if not self.recorded:
             return Miss(key.method, key.target, "the cassette holds no round trips")
@@ -419,7 +432,10 @@ class Matcher:
 
     # -- reporting -----------------------------------------------------------------------------
     def unplayed(self) -> list[Recorded]:
-        return [r for r in self.recorded if not r.plays]
+        out = [r for r in self.recorded if not r.plays]
+        if out:
+            self.label()
+        return out
 
     def played(self) -> list[Recorded]:
         return [r for r in self.recorded if r.plays]

@@ -50,7 +50,9 @@ def test_tool_call_ids_are_remapped_consistently() -> None:
     call["tool_calls"][0]["id"] = "call_ZZ9"  # type: ignore[index]
     result = {**RESULT, "tool_call_id": "call_ZZ9"}
     hit = m.match("POST", PATH, [("x-stainless-retry-count", "0"), ("user-agent", "other/2")], body([SYSTEM, USER, call, result]))
-    assert isinstance(hit, Recorded) and hit.turn == 1
+    assert isinstance(hit, Recorded) and hit.index == 1
+    m.label()
+    assert (hit.conversation, hit.turn) == ("c1", 1)
     # The result answers a call id that is not the call's: the pairing differs.
     bad = {**RESULT, "tool_call_id": "call_OTHER"}
     miss = Matcher(rec).match("POST", PATH, [], body([SYSTEM, USER, call, bad]))
