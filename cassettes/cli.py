@@ -96,7 +96,7 @@ def _load_import(src: Path) -> tuple[list[Any], str, str]:
 
     try:
         with src.open("rb") as fh:
-            head = fh.read(16)
+            head = fh.read(32)
     except OSError:
         head = b""  # the loader below reports the file it cannot read
     if is_flow_file(head):

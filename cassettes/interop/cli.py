@@ -53,7 +53,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         req = build_request(run, content=not args.no_content, project=args.project)
         n = sum(len(ss["spans"]) for rs in req["resourceSpans"] for ss in rs["scopeSpans"])
         if args.otel:
-            _write(args.otel, orjson.dumps(req, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+            # One request per line: the OTLP file format (what the Collector's otlpjsonfile receiver reads).
+            _write(args.otel, orjson.dumps(req, option=orjson.OPT_APPEND_NEWLINE))
             said.append(f"{n} spans → {args.otel}")
         if args.otel_endpoint:
             from cassettes.interop.otlp import send, traces_url
@@ -80,8 +81,8 @@ def register_export(sub: Any) -> None:
         "(one trace per conversation, one span per round trip) for Phoenix, Langfuse or any OTLP collector, "
         "and HAR 1.2 for browser devtools and mitmweb.",
     )
-    p.add_argument("file", help="a looptap cassette (.jsonl) or a vcrpy YAML cassette")
-    p.add_argument("--otel", metavar="OUT.json", help="write OTLP/JSON (ExportTraceServiceRequest) to this file ('-' = stdout)")
+    p.add_argument("file", help="a looptap cassette (.jsonl), a vcrpy YAML cassette or a mitmproxy flow file")
+    p.add_argument("--otel", metavar="OUT.json", help="write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file format) to this file ('-' = stdout)")
     p.add_argument("--otel-endpoint", metavar="URL", help="POST the spans to this OTLP/HTTP endpoint (/v1/traces is appended unless present)")
     p.add_argument("--otel-protocol", choices=("protobuf", "json"), default="protobuf", help="OTLP/HTTP body encoding (default protobuf)")
     p.add_argument("--otel-header", action="append", metavar="NAME=VALUE", help="extra HTTP header for the endpoint (repeatable), e.g. authorization")

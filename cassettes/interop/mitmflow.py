@@ -43,7 +43,8 @@ KNOWN_VERSION = 21
 OLDEST_VERSION = 7
 
 _MAX_LEN_DIGITS = 12
-_LEADING = re.compile(rb"\d{1,12}:")
+#: A flow dump opens with a dict's length and its first key's length: ``2959:4:type;…``.
+_LEADING = re.compile(rb"\d{1,12}:\d{1,12}:")
 
 
 class TNetStringError(ImportFormatError):

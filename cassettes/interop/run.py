@@ -54,12 +54,20 @@ def run_from_exchanges(
 
 
 def load_run(path: str | Path) -> Run:
-    """A looptap cassette, or a vcrpy YAML cassette (imported on the fly). Raises
-    :class:`~cassettes.errors.CassetteError` for a file that is neither."""
+    """A looptap cassette, or a vcrpy YAML cassette or mitmproxy flow file (imported on the fly).
+    Raises :class:`~cassettes.errors.CassetteError` for a file that is none of them."""
+    from cassettes.interop.mitmflow import is_flow_file, load_flows
     from cassettes.store import read_cassette
     from cassettes.vcr import load_vcr
 
     p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(32)
+    except OSError:
+        head = b""  # read_cassette below says why the file cannot be read
+    if is_flow_file(head):
+        return run_from_exchanges(load_flows(p).exchanges, p.name)
     if p.suffix.lower() in (".yaml", ".yml"):
         run = run_from_exchanges(load_vcr(p), p.name)
         if not run.epoch:  # no header, no recorded start: lay the run out at the file's time

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from cassettes.cli import main
@@ -90,6 +91,19 @@ def test_flow_files_are_told_apart_from_yaml_and_json() -> None:
     assert is_flow_file(FIXTURE.read_bytes()[:16])
     assert not is_flow_file(b"interactions:\n- request:")
     assert not is_flow_file(b'{"log": {}}')
+    assert not is_flow_file(b"1: a YAML mapping")
+
+
+def test_export_and_textconv_read_flow_files_directly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    har = tmp_path / "flows.har"
+    assert main(["export", str(FIXTURE), "--har", str(har), "--otel", str(tmp_path / "o.json"), "-q"]) == 0
+    assert len(orjson.loads(har.read_bytes())["log"]["entries"]) == 4
+    otlp = (tmp_path / "o.json").read_bytes()
+    assert otlp.count(b"\n") == 1 and otlp.endswith(b"\n")  # the OTLP file format: one request per line
+    assert main(["textconv", str(FIXTURE)]) == 0
+    out = capsys.readouterr().out
+    assert "imported run: 4 round trips, 3 conversations" in out
+    assert "  > [0] user text: Capital of France?" in out
 
 
 # -- the fixture written by mitmdump 11 (flow format 21) --------------------------------------------
