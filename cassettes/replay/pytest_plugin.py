@@ -171,10 +171,10 @@ def _listener_fallback(recorder_env: dict[str, str]) -> Any:
                 bases[name] = f"{u.scheme}://{u.netloc}"
                 break
 
-    def fallback(method: str, target: str) -> str | None:
+    def fallback(method: str, target: str, body: bytes) -> str | None:
         from cassettes.replay.matcher import request_key
 
-        key = request_key(method, target, [], b"")
+        key = request_key(method, target, [], body)
         fam = key.adapter.family if key.adapter is not None else None
         # A listener is named after the vendor; its families share the prefix (the registry's
         # convention), so the family picks the listener without naming a provider here.

@@ -66,8 +66,8 @@ _DROP = frozenset(
 )
 
 #: Where a forwarded request goes when the cassette has no answer (``new_episodes`` recording):
-#: the live request's key (method, path) → base URL of a recording proxy, or ``None``.
-Fallback = Callable[[str, str], str | None]
+#: the live request (method, target, body) → base URL of a recording proxy, or ``None``.
+Fallback = Callable[[str, str, bytes], str | None]
 
 
 def parse_pace(value: str | float) -> float:
@@ -351,7 +351,7 @@ class ReplayServer:
             return False
         answer = self.matcher.match(req.method, req.target, req.headers, req.body)
         if isinstance(answer, Miss):
-            base = self.fallback(req.method, req.target) if self.fallback is not None else None
+            base = self.fallback(req.method, req.target, req.body) if self.fallback is not None else None
             if base is not None:
                 return await self._forward(req, base, writer, answer)
             return await self._send_miss(req, writer, answer)

@@ -258,3 +258,44 @@ def test_readme_example_replays_and_fails_when_the_tool_changes(pytester: pytest
     expect(result, "ReplayMiss: replay miss at conversation c1, turn 1 (seq 1): C: the tool result for call_* changed (messages[3].content)",
            'messages[3].content: recorded "sunny, 21 C in value", got "rainy, 9 C in value"')
     print("\n".join(ln for ln in result.outlines if (ln.startswith("E ") and "ReplayMiss" in ln) or "messages[3]" in ln))
+
+
+NEW_EPISODES = SDK_LOOP.replace(
+    '''    assert agent() == "It is sunny in Paris."
+    run = looptap.run
+    assert len(run.turns) == 2 and len(run.conversations) == 1
+    run.assert_no_findings(layer="C")
+    assert run.total_tokens == 120
+    assert run.cost is not None and run.cost > 0''',
+    '''    for city in CITIES:
+        assert agent(city=city)''',
+).replace('assert os.environ["OPENAI_BASE_URL"] == looptap.url + "/v1"', 'assert os.environ["OPENAI_BASE_URL"].startswith("http://127.0.0.1:")').replace("def agent(turns=2):", "CITIES = ['Paris']\n\ndef agent(turns=2, city='Paris'):").replace('"Weather in Paris?"', 'f"Weather in {city}?"')
+
+
+@pytest.mark.skipif(not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON")
+def test_record_modes_all_then_new_episodes(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``all`` records through the recorder; ``new_episodes`` replays what is recorded and sends
+    the rest through the recorder, appended to the cassette; ``none`` then replays all of it."""
+    pytest.importorskip("openai")
+    from cassettes.store import read_cassette
+
+    monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-recording")  # recording needs the caller's key (the upstream here is fake)
+    pytester.makepyfile(test_inner=NEW_EPISODES)
+    cassette = pytester.path / "cassettes" / "loop.jsonl"
+    with FakeUpstream(delay=0.002, default_scenario="tool_loop:1") as up:
+        result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=all", "--looptap-upstream", f"openai={up.url}")
+        result.assert_outcomes(passed=1)
+        assert len(read_cassette(cassette).exchanges) == 2 and len(up.llm_served()) == 2
+        pytester.makepyfile(test_inner=NEW_EPISODES.replace("CITIES = ['Paris']", "CITIES = ['Paris', 'Lyon']"))
+        result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=new_episodes", "--looptap-upstream", f"openai={up.url}")
+        result.assert_outcomes(passed=1)
+        assert len(up.llm_served()) == 4  # Paris replayed, Lyon went to the upstream through the recorder
+    expect(result, "played 2 of 2 recorded round trips, 0 unmatched requests", "recorded 2 new round trips into *loop.jsonl")
+    cas = read_cassette(cassette)
+    assert not cas.problems and len(cas.exchanges) == 4
+    assert all(b"Lyon" in ex.request_body for ex in cas.exchanges[2:])
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none", "--looptap-fail-unplayed")
+    result.assert_outcomes(passed=1)
+    expect(result, "played 4 of 4 recorded round trips, 0 unmatched requests")
