@@ -59,8 +59,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.otel_endpoint:
             from cassettes.interop.otlp import send, traces_url
 
-            status = send(req, args.otel_endpoint, protocol=args.otel_protocol, headers=headers)
-            said.append(f"{n} spans → {traces_url(args.otel_endpoint)} (HTTP {status})")
+            status, posts = send(req, args.otel_endpoint, protocol=args.otel_protocol, headers=headers)
+            in_posts = f", {posts} requests" if posts > 1 else ""
+            said.append(f"{n} spans → {traces_url(args.otel_endpoint)} (HTTP {status}{in_posts})")
     if args.har:
         from cassettes.interop.har import build_har
 

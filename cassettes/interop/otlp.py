@@ -22,7 +22,7 @@ import orjson
 
 from cassettes.errors import CassetteError
 
-__all__ = ["ExportError", "encode_request", "send", "traces_url"]
+__all__ = ["MAX_BODY_BYTES", "ExportError", "batches", "encode_request", "send", "traces_url"]
 
 
 class ExportError(CassetteError, OSError):
@@ -154,25 +154,62 @@ def traces_url(endpoint: str) -> str:
     return e if e.endswith("/v1/traces") else e + "/v1/traces"
 
 
+#: A request body above this is split (collectors commonly refuse bodies over 4 MiB).
+MAX_BODY_BYTES = 3 * 1024 * 1024
+
+
+def _encode(req: Mapping[str, Any], protocol: str) -> bytes:
+    return orjson.dumps(req) if protocol == "json" else encode_request(req)
+
+
+def batches(req: Mapping[str, Any], protocol: str = "protobuf", limit: int = MAX_BODY_BYTES) -> list[bytes]:
+    """The request as one or more bodies of at most ``limit`` bytes (a single span larger than that
+    still goes alone): spans in order, each batch with the same resource and scope. A run's spans
+    carry the whole history they sent, so a long run easily outgrows one request."""
+    whole = _encode(req, protocol)
+    if len(whole) <= limit:
+        return [whole]
+    out: list[bytes] = []
+    for rs in req.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            # What a batch costs besides its spans (resource, scope, the length prefixes that grow
+            # with the batch), then each span's own encoded size.
+            base = len(_encode({"resourceSpans": [{**rs, "scopeSpans": [{**ss, "spans": []}]}]}, protocol)) + 16
+            groups: list[list[Any]] = [[]]
+            size = base
+            for span in ss.get("spans", []):
+                n = len(_encode({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}, protocol))
+                if groups[-1] and size + n > limit:
+                    groups.append([])
+                    size = base
+                groups[-1].append(span)
+                size += n
+            for group in groups:
+                if group:
+                    out.append(_encode({"resourceSpans": [{**rs, "scopeSpans": [{**ss, "spans": group}]}]}, protocol))
+    return out
+
+
 def send(
     req: Mapping[str, Any], endpoint: str, protocol: str = "protobuf", headers: Mapping[str, str] | None = None, timeout: float = 30.0
-) -> int:
-    """POST the request to the OTLP/HTTP endpoint; the HTTP status. Raises :class:`ExportError`."""
-    if protocol == "json":
-        body, ctype = orjson.dumps(req), "application/json"
-    else:
-        body, ctype = encode_request(req), "application/x-protobuf"
+) -> tuple[int, int]:
+    """POST the request to the OTLP/HTTP endpoint, split into bodies of at most
+    :data:`MAX_BODY_BYTES`; ``(last HTTP status, requests sent)``. Raises :class:`ExportError`."""
+    ctype = "application/json" if protocol == "json" else "application/x-protobuf"
     url = traces_url(endpoint)
     if not url.startswith(("http://", "https://")):
         raise ExportError(f"OTLP endpoint must be an http:// or https:// URL, got {endpoint!r}")
-    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": ctype, **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:
-            status: int = resp.status
-    except urllib.error.HTTPError as exc:
-        detail = exc.read()[:300].decode("utf-8", "replace").strip()
-        raise ExportError(f"{url} refused the export: HTTP {exc.code} {exc.reason}{': ' + detail if detail else ''}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ExportError(f"cannot reach {url}: {reason}") from None
-    return status
+    status = 0
+    bodies = batches(req, protocol)
+    for body in bodies:
+        request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": ctype, **(headers or {})})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
+                status = resp.status
+        except urllib.error.HTTPError as exc:
+            detail = exc.read()[:300].decode("utf-8", "replace").strip()
+            raise ExportError(f"{url} refused the export: HTTP {exc.code} {exc.reason}{': ' + detail if detail else ''}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ExportError(f"cannot reach {url}: {reason}") from None
+    return status, len(bodies)

@@ -322,3 +322,25 @@ def test_cli_reports_a_refusing_endpoint_and_bad_input_in_one_line(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 4 and all(line.startswith("looptap: error:") for line in lines), lines
     assert "HTTP 500" in lines[0]
+
+
+@pytest.mark.parametrize("protocol", ["protobuf", "json"])
+def test_a_large_export_is_split_into_requests_that_together_hold_every_span(demo_run: Run, protocol: str) -> None:
+    from cassettes.interop.otlp import batches
+
+    req = build_request(demo_run)
+    whole = batches(req, protocol)
+    assert len(whole) == 1
+    limit = 12_000 if protocol == "protobuf" else 18_000
+    parts = batches(req, protocol, limit=limit)
+    assert len(parts) > 3 and all(len(p) <= limit for p in parts)
+
+    def decode(body: bytes) -> ExportTraceServiceRequest:
+        if protocol == "json":
+            return json_format.Parse(json.dumps(to_protobuf_json(orjson.loads(body))), ExportTraceServiceRequest())
+        return ExportTraceServiceRequest.FromString(body)
+
+    got = [s for body in parts for rs in decode(body).resource_spans for ss in rs.scope_spans for s in ss.spans]
+    want = [s for rs in decode(whole[0]).resource_spans for ss in rs.scope_spans for s in ss.spans]
+    assert got == want
+    assert all(decode(b).resource_spans[0].resource == decode(whole[0]).resource_spans[0].resource for b in parts)
