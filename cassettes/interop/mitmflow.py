@@ -156,8 +156,8 @@ def _url(req: dict[str, Any]) -> str:
     default = {"http": 80, "https": 443}.get(scheme)
     netloc = host if not isinstance(port, int) or port == default else f"{host}:{port}"
     path = _text(req.get("path")) or "/"
-    if path == "*" or not path.startswith("/"):
-        path = "/" + path.lstrip("/") if path != "*" else "*"
+    if not path.startswith("/") and path != "*":  # "*" is OPTIONS' asterisk form
+        path = "/" + path
     return f"{scheme}://{netloc}{path}"
 
 
