@@ -103,8 +103,10 @@ def _attrs(d: dict[str, AttrValue | None]) -> list[dict[str, Any]]:
     return [{"key": k, "value": any_value(v)} for k, v in d.items() if v is not None]
 
 
-def _nanos(t: float) -> str:
-    return str(round(t * 1_000_000_000))
+def _ns(seconds: float) -> int:
+    """Seconds → integer nanoseconds. Offsets are added as integers to a start converted once, so
+    a 0.25 s offset lands on ...250000000, not on whatever the float sum rounds to."""
+    return round(seconds * 1_000_000_000)
 
 
 def _json(v: Any) -> str:
@@ -317,9 +319,9 @@ def _turn_attributes(turn: Turn) -> dict[str, AttrValue | None]:
     }
 
 
-def _finding_event(f: Finding, t: float) -> dict[str, Any]:
+def _finding_event(f: Finding, t_ns: int) -> dict[str, Any]:
     return {
-        "timeUnixNano": _nanos(t),
+        "timeUnixNano": str(t_ns),
         "name": "looptap.finding",
         "attributes": _attrs(
             {
@@ -344,10 +346,11 @@ def build_request(run: Run, content: bool = True, project: str | None = None) ->
         for s in c.turns:
             conv_of[s] = c.id
     spans: list[dict[str, Any]] = []
-    bounds: dict[str, tuple[float, float]] = {}
+    bounds: dict[str, tuple[int, int]] = {}
     for rt, ex, (start, length, synthetic) in zip(run.roundtrips, run.exchanges, timeline(run), strict=True):
         seq = ex.seq if ex.seq is not None else 0
-        end = start + length
+        start_ns = _ns(start)
+        end_ns = start_ns + _ns(length)
         turn = run.analysis.turns.get(seq)
         conv = conv_of.get(seq)
         trace = _hex_id(identity, "trace", conv if conv is not None else "", size=16)
@@ -361,19 +364,19 @@ def build_request(run: Run, content: bool = True, project: str | None = None) ->
             "spanId": _hex_id(identity, "span", str(seq), size=8),
             "name": name,
             "kind": SPAN_KIND_CLIENT,
-            "startTimeUnixNano": _nanos(start),
-            "endTimeUnixNano": _nanos(end),
+            "startTimeUnixNano": str(start_ns),
+            "endTimeUnixNano": str(end_ns),
             "attributes": _attrs(attrs),
         }
         if conv is not None:
             span["parentSpanId"] = _hex_id(identity, "conversation", conv, size=8)
-            lo, hi = bounds.get(conv, (start, end))
-            bounds[conv] = (min(lo, start), max(hi, end))
+            lo, hi = bounds.get(conv, (start_ns, end_ns))
+            bounds[conv] = (min(lo, start_ns), max(hi, end_ns))
         events: list[dict[str, Any]] = []
         if rt.ttft is not None:
-            events.append({"timeUnixNano": _nanos(start + max(rt.ttft, 0.0)), "name": "looptap.first_token"})
+            events.append({"timeUnixNano": str(start_ns + _ns(max(rt.ttft, 0.0))), "name": "looptap.first_token"})
         for f in turn.findings if turn is not None else []:
-            events.append(_finding_event(f, end))
+            events.append(_finding_event(f, end_ns))
         if events:
             span["events"] = events
         error = _error_message(rt)
@@ -406,8 +409,8 @@ def build_request(run: Run, content: bool = True, project: str | None = None) ->
                 "spanId": _hex_id(identity, "conversation", conv_rec.id, size=8),
                 "name": f"looptap conversation {conv_rec.id}",
                 "kind": SPAN_KIND_INTERNAL,
-                "startTimeUnixNano": _nanos(lo),
-                "endTimeUnixNano": _nanos(hi),
+                "startTimeUnixNano": str(lo),
+                "endTimeUnixNano": str(hi),
                 "attributes": _attrs(root_attrs),
             }
         )

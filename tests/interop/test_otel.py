@@ -130,7 +130,7 @@ def test_span_times_come_from_the_recording(tmp_path: Path) -> None:
     for span, ex in zip(llm_spans(build_request(run)), run.exchanges, strict=True):
         assert attrs(span)["looptap.timing"] == "recorded"
         assert int(span["startTimeUnixNano"]) == round(ex.started * 1e9)
-        assert int(span["endTimeUnixNano"]) == round((ex.started + ex.duration) * 1e9)
+        assert int(span["endTimeUnixNano"]) == round(ex.started * 1e9) + round(ex.duration * 1e9)
     # imports without wall-clock times are laid out in order from the cassette's creation time
     demo = load_run(write_cassette(CACHE_WRITE, tmp_path / "c.jsonl"))
     spans = llm_spans(build_request(demo))
@@ -344,3 +344,16 @@ def test_a_large_export_is_split_into_requests_that_together_hold_every_span(dem
     want = [s for rs in decode(whole[0]).resource_spans for ss in rs.scope_spans for s in ss.spans]
     assert got == want
     assert all(decode(b).resource_spans[0].resource == decode(whole[0]).resource_spans[0].resource for b in parts)
+
+
+def test_a_recorded_stream_marks_its_first_token() -> None:
+    ex = load_flows(FIXTURES / "flows_mitmproxy11.mitm").exchanges[1]  # the streamed chat completion
+    ex.response_chunks = [(0.25 + 0.01 * i, c) for i, (_, c) in enumerate(ex.response_chunks)]
+    ex.started, ex.ttfb, ex.duration = 1_700_000_000.0, 0.2, 0.5
+    (span,) = llm_spans(build_request(run_from_exchanges([ex])))
+    assert int(span["startTimeUnixNano"]) == 1_700_000_000_000_000_000
+    assert int(span["endTimeUnixNano"]) == 1_700_000_000_500_000_000
+    (first,) = [e for e in span["events"] if e["name"] == "looptap.first_token"]
+    assert int(first["timeUnixNano"]) == 1_700_000_000_250_000_000
+    a = attrs(span)
+    assert a["gen_ai.request.stream"] is True and a["looptap.a.ttft_s"] == 0.25 and a["looptap.a.ttfb_s"] == 0.2
