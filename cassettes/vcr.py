@@ -38,15 +38,30 @@ def _headers(raw: Any) -> Headers:
     return out
 
 
+def _yaml_value(o: Any) -> Any:
+    """JSON for the YAML values orjson does not take (``!!binary`` inside a parsed body)."""
+    if isinstance(o, bytes):
+        return o.decode("utf-8", "replace")
+    raise TypeError(f"Type is not JSON serializable: {type(o).__name__}")
+
+
+def _json(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value, default=_yaml_value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError as exc:
+        raise ImportFormatError(f"a parsed body that is not JSON: {exc}") from None
+
+
 def _body(side: dict[str, Any]) -> bytes:
     if "parsed_body" in side and side["parsed_body"] is not None:
-        return orjson.dumps(side["parsed_body"])
+        parsed = side["parsed_body"]
+        return parsed if isinstance(parsed, bytes) else _json(parsed)
     b = side.get("body")
     if isinstance(b, dict):
         if "string" in b or "base64_string" in b:
             b = b.get("string", b.get("base64_string"))
         else:
-            return orjson.dumps(b)  # a body stored already parsed, without parsed_body's name
+            return _json(b)  # a body stored already parsed, without parsed_body's name
     if b is None:
         return b""
     if isinstance(b, bytes):
@@ -54,7 +69,7 @@ def _body(side: dict[str, Any]) -> bytes:
     if isinstance(b, str):
         return b.encode("utf-8", "surrogatepass")
     if isinstance(b, (dict, list)):
-        return orjson.dumps(b)
+        return _json(b)
     return str(b).encode()
 
 

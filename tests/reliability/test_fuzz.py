@@ -367,7 +367,7 @@ def test_cassette_cut_at_any_byte_keeps_every_whole_line(cut: int, seed_cassette
     header_end = original.index(b"\n") + 1
     path = tmp_path_factory.mktemp("cut") / "c.jsonl"
     path.write_bytes(original[:cut])
-    if cut < header_end:
+    if cut < header_end - 1:  # the header cut before its closing brace (without its newline it is whole)
         with pytest.raises(CassetteFormatError):
             read_cassette(path)
         return
@@ -475,3 +475,33 @@ def test_regression_aws_eventstream_bad_prelude_keeps_the_whole_rest() -> None:
         split = frame([(0.0, data[:cut]), (0.1, data[cut:])], "application/vnd.amazon.eventstream")
         assert [e.data for e in split.events] == [e.data for e in whole.events] == ['{"a":1}']
         assert split.tail == whole.tail == data[23:].hex(), cut
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "parsed_body: !!binary /58=",
+        "parsed_body: {data: !!binary /58=}",
+        "parsed_body: {1: one, 2: two}",
+        "body: {1: one, nested: {blob: !!binary aGk=}}",
+    ],
+)
+def test_regression_vcr_parsed_body_that_orjson_does_not_take(body: str) -> None:
+    """Found by test_structurally_damaged_vcr_import_or_fail_clearly: a ``parsed_body`` holding
+    ``!!binary`` (or integer keys) made the importer raise a bare ``TypeError`` from orjson, a
+    traceback out of ``looptap import`` instead of an imported body or a clear error."""
+    doc = f"""
+interactions:
+- request:
+    method: POST
+    uri: https://api.openai.com/v1/chat/completions
+    body: '{{"model": "m", "messages": []}}'
+    headers: {{}}
+  response:
+    status: {{code: 200, message: OK}}
+    headers: {{}}
+    {body}
+"""
+    (ex,) = list(read_vcr(doc.encode()))
+    assert ex.response_body
+    parse_exchange(ex)
