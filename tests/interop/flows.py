@@ -56,7 +56,7 @@ def record_flows(proxy_python: str, out: Path, confdir: Path) -> tuple[list[Serv
         args += ["-w", str(out), "--set", f"confdir={confdir}", "-q"]
         proc = subprocess.Popen([proxy_python, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 90  # mitmproxy starts in seconds, slower on a busy machine
             while True:
                 try:
                     socket.create_connection(("127.0.0.1", port), 0.2).close()
