@@ -38,7 +38,6 @@ import orjson
 
 from cassettes import __version__, providers
 from cassettes.analysis import Finding, Turn
-from cassettes.exchange import Exchange
 from cassettes.interop.run import Run, timeline
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.roundtrip import RoundTrip
@@ -218,9 +217,7 @@ def _params(req: NormalisedRequest) -> dict[str, AttrValue | None]:
 # -- spans ---------------------------------------------------------------------------------------
 
 
-def span_attributes(
-    rt: RoundTrip, ex: Exchange, turn: Turn | None, conversation_id: str | None, content: bool = True
-) -> dict[str, AttrValue | None]:
+def span_attributes(rt: RoundTrip, turn: Turn | None, conversation_id: str | None, content: bool = True) -> dict[str, AttrValue | None]:
     """The attributes of one round trip's span (``None`` values are left out)."""
     url = urlsplit(rt.url)
     adapter = providers.by_family(rt.family)
@@ -354,7 +351,7 @@ def build_request(run: Run, content: bool = True, project: str | None = None) ->
         turn = run.analysis.turns.get(seq)
         conv = conv_of.get(seq)
         trace = _hex_id(identity, "trace", conv if conv is not None else "", size=16)
-        attrs = span_attributes(rt, ex, turn, f"looptap-{run_tag}-{conv}" if conv else None, content)
+        attrs = span_attributes(rt, turn, f"looptap-{run_tag}-{conv}" if conv else None, content)
         attrs["looptap.timing"] = "synthetic" if synthetic else "recorded"
         model = (rt.request.model if rt.request else None) or (rt.response.model if rt.response else None)
         op = attrs.get("gen_ai.operation.name")
