@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes.analysis import Turn
-from cassettes.exchange import Exchange
 from cassettes.interop.run import Run
 from cassettes.models import Message, Part
 from cassettes.roundtrip import RoundTrip
@@ -74,7 +73,7 @@ def _messages(msgs: list[Message], first: int) -> Iterator[str]:
             yield f"  > [{i}] {m.role} {_part(p)}"
 
 
-def _turn_lines(rt: RoundTrip, ex: Exchange, turn: Turn | None) -> Iterator[str]:
+def _turn_lines(rt: RoundTrip, turn: Turn | None) -> Iterator[str]:
     url = urlsplit(rt.url)
     where = f" {turn.conversation} turn {turn.index}" if turn is not None else ""
     req, resp = rt.request, rt.response
@@ -148,6 +147,6 @@ def render(run: Run) -> Iterator[str]:
         label = f" label={conv.label}" if conv.label else ""
         yield f"conversation {conv.id} ({conv.family}): turns {' '.join(f'#{s}' for s in conv.turns)}{parent}{label}"
     for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
-        yield from _turn_lines(rt, ex, a.turns.get(ex.seq) if ex.seq is not None else None)
+        yield from _turn_lines(rt, a.turns.get(ex.seq) if ex.seq is not None else None)
     for e in a.errors:
         yield f"(!) analysis: {_one_line(e)}"
