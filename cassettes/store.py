@@ -235,7 +235,9 @@ class CassetteWriter:
             clean.seq = seq
             form, base = self._encode_request(clean, seq)
             rt = parse_exchange(clean, base)
-            self._recent[seq] = rt
+            # A base for a later request needs only the request side: keeping the response too
+            # held up to _RECENT whole responses (a 100 MB stream each) in the writer's memory.
+            self._recent[seq] = rt.model_copy(update={"response": None}) if rt.response is not None else rt
             while len(self._recent) > _RECENT:
                 self._recent.pop(next(iter(self._recent)))
             rec = exchange_to_record(clean, seq, derived=self._view(rt, clean), request_form=form)
