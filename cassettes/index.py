@@ -13,8 +13,15 @@ one a recorder is still appending to, needs something else:
 * :class:`IncrementalRun` feeds the records, batch by batch, through the incremental layer
   analysis (:class:`~cassettes.analysis.run.RunAnalyser`) and then releases each exchange's raw
   bytes (no check looks at an earlier turn's raw exchange), so what stays in memory is the
-  analysis, not the file. :meth:`IncrementalRun.roundtrip` re-reads one round trip in full (its
-  whole message history) when a viewer shows it.
+  analysis, not the file. Turns older than the most recent :data:`KEEP_FULL` keep only what a
+  turn list needs (findings, tool calls, API and token views); their texts and appended messages
+  are kept zlib-compressed and restored by :meth:`IncrementalRun.full_turn`. Equal tool lists
+  and system prompts of consecutive turns are shared. :meth:`IncrementalRun.roundtrip` re-reads
+  one round trip in full (its whole message history) when a viewer shows it.
+
+What still grows with the run is the analysis' own memory per conversation (the threader's
+message keys, the tool results the loop checks compare against, each turn's parsed response):
+linear in what the run added, never in turns × history.
 
 Damage is reported as :class:`~cassettes.store.Problem` entries exactly as the batch reader does;
 only a file that is not a looptap cassette (or is newer) raises.
@@ -22,8 +29,9 @@ only a file that is not a looptap cassette (or is newer) raises.
 
 from __future__ import annotations
 
+import zlib
 from array import array
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +43,7 @@ from cassettes.analysis.run import RunAnalyser
 from cassettes.codec import HistoryDecoder, check_header, loads_record, migrate, record_to_exchange
 from cassettes.errors import CassetteFormatError, CassetteIOError
 from cassettes.exchange import Exchange
+from cassettes.growth import GrowthBar, growth_bars
 from cassettes.roundtrip import RoundTrip, parse_exchange
 from cassettes.store import Problem
 
@@ -44,6 +53,8 @@ __all__ = ["Batch", "IncrementalRun", "RecordIndex"]
 _BLOCK = 4 * 1024 * 1024
 #: Request bodies kept for rebuilding delta-encoded requests (the most recently used ones).
 BODY_CACHE = 128
+#: Turns kept whole in memory (the most recent ones); older turns are parked (see IncrementalRun).
+KEEP_FULL = 256
 
 
 class RecordIndex:
@@ -275,6 +286,24 @@ class _Bodies:
         return self._decode(rec, base, self._base_body(base) if base is not None else None)
 
 
+class _SharingAnalyser(RunAnalyser):
+    """A :class:`RunAnalyser` whose turns share the tool list and system prompt with the previous
+    turn of their conversation when they are equal (every turn re-sends them; one copy is enough)."""
+
+    def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
+        turn = super().add(ex, rt)
+        if turn is not None and self._contexts:
+            ctx = self._contexts[-1]
+            prev = ctx.prev
+            req, before = ctx.rt.request, (prev.rt.request if prev is not None else None)
+            if req is not None and before is not None:
+                if req.tools and req.tools == before.tools:
+                    req.tools = before.tools
+                if req.system and req.system == before.system:
+                    req.system = before.system
+        return turn
+
+
 @dataclass
 class Batch:
     """What one :meth:`IncrementalRun.step` read."""
@@ -297,13 +326,18 @@ class IncrementalRun:
     ``finish()`` once it is done, if ever.
     """
 
-    def __init__(self, path: str | Path, body_cache: int = BODY_CACHE) -> None:
+    def __init__(self, path: str | Path, body_cache: int = BODY_CACHE, keep_full: int = KEEP_FULL) -> None:
         self.index = RecordIndex(path)
         self._bodies = _Bodies(self.index, body_cache)
         # Bodies for viewers re-reading one round trip: a cache of their own, so a viewer thread
         # can read while another thread steps the analysis.
         self._viewer_bodies = _Bodies(self.index, 16)
-        self.analyser = RunAnalyser()
+        self.analyser: RunAnalyser = _SharingAnalyser()
+        #: The token-cost growth bar of every turn, by seq (computed as each turn is analysed).
+        self.bars: dict[int, GrowthBar] = {}
+        self.keep_full = keep_full
+        self._recent: deque[int] = deque()
+        self._parked: dict[int, bytes] = {}
         #: Round trips read so far (generation or not).
         self.records = 0
         self.finished = False
@@ -331,6 +365,10 @@ class IncrementalRun:
             turn = self.analyser.add(ex)
             if turn is not None:
                 turns.append(turn)
+                self.bars[turn.seq] = growth_bars([turn])[0]
+                self._recent.append(turn.seq)
+                while len(self._recent) > self.keep_full:
+                    self._park(self._recent.popleft())
             # The analysis has what it needs from the raw exchange (checks read only the current
             # turn's exchange): drop its bytes so memory holds the analysis, not the file.
             ex.response_chunks = []
@@ -346,6 +384,36 @@ class IncrementalRun:
             self.index.close_tail()
             self.analyser.finish()
         return self.analyser.result
+
+    def _park(self, seq: int) -> None:
+        """Keep an older turn compressed and slim the live one to what lists and checks read.
+
+        The live :class:`Turn` keeps its findings, tool calls, API view, token view and dispatch
+        summary; the texts (``e.text``, ``e.reasoning``) and the appended messages
+        (``c.appended``) go into the compressed copy, which :meth:`full_turn` restores. No check
+        reads them from an earlier turn (checks read the previous turn's round trip, not its views).
+        """
+        turn = self.analyser.result.turns.get(seq)
+        if turn is None or seq in self._parked:
+            return
+        self._parked[seq] = zlib.compress(turn.model_dump_json().encode(), 1)
+        # New view objects, not edits: whoever holds the old ones (a viewer) keeps them whole.
+        turn.e = turn.e.model_copy(update={"text": None, "reasoning": None})
+        turn.c = turn.c.model_copy(update={"appended": []})
+
+    def is_parked(self, seq: int) -> bool:
+        return seq in self._parked
+
+    def full_turn(self, seq: int) -> Turn:
+        """A turn with everything the analysis gave it (restored if it was parked). Safe to call
+        from another thread than :meth:`step`'s; the copy stays whole if the turn is parked later."""
+        live = self.analyser.result.turns[seq]
+        packed = self._parked.get(seq)
+        if packed is None:
+            return live.model_copy()
+        full = Turn.model_validate_json(zlib.decompress(packed))
+        full.findings = live.findings  # end-of-run checks may have added some since
+        return full
 
     def exchange(self, seq: int) -> Exchange:
         """The full exchange of a round trip already read, rebuilt from disk (safe to call from

@@ -26,7 +26,6 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from cassettes.analysis.model import Finding, Turn
 from cassettes.errors import CassetteError
-from cassettes.growth import growth_bars
 from cassettes.index import Batch, IncrementalRun
 from cassettes.models import NormalisedRequest, ToolResult
 from cassettes.search import SearchHit, search_turns
@@ -269,10 +268,14 @@ class InspectorApp(App[None]):
 
     def on_mount(self) -> None:
         self.query_one(TurnList).focus()
-        self.query_one(MessagesView).show_note(f"reading {self.path.name}…")
+        waiting = self.live and not self.path.exists()
+        self.query_one(MessagesView).show_note(
+            f"waiting for {self.path.name} to be created…" if waiting else f"reading {self.path.name}…"
+        )
         self._show_status()
         self._show_playback()
-        self.set_interval(1 / 30, self._tick)
+        # Runs only while playing or re-streaming: an idle timer would take the GIL from the reader.
+        self._ticker = self.set_interval(1 / 30, self._tick, pause=True)
         self._read_run()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -309,6 +312,10 @@ class InspectorApp(App[None]):
         run = self.source
         step = FIRST_STEP
         while not worker.is_cancelled:
+            if self.live and not self.path.exists():
+                # `looptap run --inspect` may start the inspector before the recorder's first write.
+                time.sleep(POLL)
+                continue
             batch = run.step(step)
             step = STEP
             size = run.index.size()
@@ -349,9 +356,8 @@ class InspectorApp(App[None]):
         self._show_status()
         self._show_playback()
         if not self.turns and batch.at_end:
-            self.query_one(MessagesView).show_note(
-                "no LLM turns in this file (yet)" if self.live else "no LLM turns in this file"
-            )
+            note = "waiting for the first turn of the recording…" if self.live else "no LLM turns in this file"
+            self.query_one(MessagesView).show_note(note)
 
     def on_inspector_app_run_completed(self, message: RunCompleted) -> None:
         self.complete = True
@@ -420,9 +426,10 @@ class InspectorApp(App[None]):
         self._show_playback()
 
     def _show_turn_panes(self, turn: Turn) -> None:
-        self.query_one(EmissionPane).show_turn(turn, self._next_results(turn))
-        self.query_one(ApiPane).show_turn(turn)
-        self.query_one(DispatchPane).show_turn(turn)
+        full = self.source.full_turn(turn.seq)  # older turns are kept compressed by the reader
+        self.query_one(EmissionPane).show_turn(full, self._next_results(turn))
+        self.query_one(ApiPane).show_turn(full)
+        self.query_one(DispatchPane).show_turn(full)
 
     def _next_results(self, turn: Turn) -> dict[str, ToolResult] | None:
         """Tool results the conversation's next turn sent back, by call id (``None``: no next turn)."""
@@ -441,7 +448,8 @@ class InspectorApp(App[None]):
         """A live run grew: the selected turn may now have its next turn (and its results)."""
         seq = self.query_one(TurnList).selected_seq
         if seq is not None and any(t.previous_seq == seq for t in new_turns):
-            self.query_one(EmissionPane).show_turn(self.by_seq[seq], self._next_results(self.by_seq[seq]))
+            turn = self.by_seq[seq]
+            self.query_one(EmissionPane).show_turn(self.source.full_turn(seq), self._next_results(turn))
 
     @work(thread=True, exclusive=True, group="turn", exit_on_error=False, name="turn")
     def _load_turn(self, seq: int) -> None:
@@ -472,6 +480,7 @@ class InspectorApp(App[None]):
     def _start_stream(self) -> None:
         self._stream_start = self.clock()
         self.query_one(EmissionPane).reveal = 0
+        self._ticker.resume()
         self._show_playback()
 
     def _stop_stream(self) -> None:
@@ -501,6 +510,8 @@ class InspectorApp(App[None]):
                 self.playing = False
                 self.notify("end of the turn list", title="playback")
                 self._show_playback()
+        if not self.playing and self._stream_start is None:
+            self._ticker.pause()
 
     def _move(self, delta: int) -> bool:
         turn_list = self.query_one(TurnList)
@@ -515,6 +526,7 @@ class InspectorApp(App[None]):
             return
         self.playing = not self.playing
         if self.playing:
+            self._ticker.resume()
             if (
                 self._loaded == self.query_one(TurnList).selected_seq
                 and self._timeline
@@ -604,10 +616,11 @@ class InspectorApp(App[None]):
         self._show_conversation(order[(i + 1) % len(order)])
 
     def action_search(self) -> None:
-        turns = list(self.turns)
+        seqs = [t.seq for t in self.turns]
+        source = self.source
 
         def searcher(query: str) -> list[SearchHit]:
-            return search_turns(turns, query)
+            return search_turns((source.full_turn(s) for s in seqs), query)
 
         def done(result: tuple[str, list[SearchHit], SearchHit | None] | None) -> None:
             if result is None:
@@ -675,7 +688,7 @@ class InspectorApp(App[None]):
                 if turn is not None
                 else (self.conversation if self.conversation != ALL else next(iter(self.conv_turns), ""))
             )
-            bars = growth_bars(self.conv_turns.get(conv, []))
+            bars = [self.source.bars[t.seq] for t in self.conv_turns.get(conv, [])]
             self.query_one(GrowthView).show_bars(bars, seq, conv)
 
     def _show_status(self) -> None:

@@ -17,9 +17,9 @@ from cassettes.models import Message, NormalisedRequest, Part
 __all__ = ["MessagesView", "part_text"]
 
 #: Longest part shown in full; longer ones are cut with a note of how much was left out.
-PART_LIMIT = 3000
+PART_LIMIT = 2000
 #: Messages shown before the older ones are folded (``a`` shows them all).
-FOLD_AFTER = 200
+FOLD_AFTER = 30
 
 
 def _cut(text: str, limit: int = PART_LIMIT) -> str:
@@ -75,6 +75,8 @@ class MessagesView(VerticalScroll, can_focus=True):
         self._request: NormalisedRequest | None = None
         self._appended_from: int | None = None
         self._note = "select a turn"
+        #: What is drawn above the first new message (to scroll past it).
+        self._before_new: list[RenderableType] = []
 
     def compose(self) -> ComposeResult:
         yield Static(id="messages-body")
@@ -87,7 +89,8 @@ class MessagesView(VerticalScroll, can_focus=True):
         self._appended_from = appended_from
         self._note = note
         self._draw()
-        self.scroll_to(y=self._new_line(), animate=False)
+        # Bring what this turn appended into view once laid out (its first message at the top).
+        self.call_after_refresh(self._scroll_to_new)
 
     def show_note(self, note: str) -> None:
         self._request = None
@@ -100,17 +103,20 @@ class MessagesView(VerticalScroll, can_focus=True):
     def action_toggle_all(self) -> None:
         self.show_all = not self.show_all
 
-    def _new_line(self) -> int:
-        """Roughly where the first new message starts, to scroll it into view."""
-        return (
-            0
-            if not self._appended_from
-            else max(0, self.virtual_size.height - self.scrollable_content_region.height)
-        )
+    def _scroll_to_new(self) -> None:
+        if not self._before_new:
+            self.scroll_home(animate=False)
+            return
+        body = self.query_one("#messages-body", Static)
+        console = self.app.console
+        width = max(1, body.content_region.width)
+        lines = console.render_lines(Group(*self._before_new), console.options.update_width(width), pad=False)
+        self.scroll_to(y=len(lines), animate=False)
 
     def _draw(self) -> None:
         body = self.query_one("#messages-body", Static)
         req = self._request
+        self._before_new = []
         if req is None:
             body.update(Text(self._note, style="dim italic"))
             return
@@ -140,6 +146,8 @@ class MessagesView(VerticalScroll, can_focus=True):
             out.append(Text(""))
             out.append(Text(f"… {start:,} earlier messages folded (press a to show all)", style="dim italic"))
         for i in range(start, len(msgs)):
+            if i == new_from and i > start:
+                self._before_new = list(out)
             out.append(Text(""))
             out.append(self._message(i, msgs[i], i >= new_from))
         body.update(Group(*out))

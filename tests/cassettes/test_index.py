@@ -187,3 +187,32 @@ def test_timeline_follows_the_recorded_chunks(fx: Path) -> None:
     few = text_timeline(cas.exchanges[1], rts[1], max_points=4)
     assert len(few) <= 5 and few[-1].chars == len(text)
     assert text_timeline(cas.exchanges[2], rts[2]) == []  # not streamed
+
+
+def test_parked_turns_come_back_whole(fx: Path, demo: Path) -> None:
+    for path in (fx, demo):
+        run = IncrementalRun(path, keep_full=1)
+        _read_all(run, 3000)
+        got = run.finish()
+        want = analyse(read_cassette(path).exchanges)
+        assert len(got.turns) == len(want.turns)
+        last = max(got.turns)
+        for seq, turn in got.turns.items():
+            assert run.is_parked(seq) is (seq != last)
+            if seq != last:
+                assert turn.c.appended == [] and turn.e.text is None  # the live turn is slim
+            assert run.full_turn(seq).model_dump() == want.turns[seq].model_dump()
+            assert run.bars[seq] == growth_bars([want.turns[seq]])[0]
+        # Lists, findings and growth read the slim turns: they are the same as the batch's.
+        assert [f.model_dump() for f in got.findings] == [f.model_dump() for f in want.findings]
+        assert [c.model_dump() for c in got.conversations] == [c.model_dump() for c in want.conversations]
+
+
+def test_a_viewer_copy_stays_whole_when_the_turn_is_parked_later(fx: Path) -> None:
+    run = IncrementalRun(fx, keep_full=2)
+    run.step(4500)  # the header and the first turn
+    seq = min(run.analysis.turns)
+    held = run.full_turn(seq)
+    _read_all(run)
+    assert run.is_parked(seq)
+    assert held.e.text and held.c.appended

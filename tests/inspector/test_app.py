@@ -240,12 +240,18 @@ async def test_live_follow_shows_new_turns_as_the_file_grows(run_file: Path, tmp
         assert not app.complete
 
 
-async def test_live_follow_fills_in_the_result_of_the_selected_turn(run_file: Path, tmp_path: Path) -> None:
+async def test_live_follow_waits_for_the_file_and_fills_in_results(run_file: Path, tmp_path: Path) -> None:
     lines = run_file.read_bytes().splitlines(keepends=True)
     live = tmp_path / "live.jsonl"
-    live.write_bytes(b"".join(lines[:2]))  # header + turn 0 (its tool call has no result yet)
-    app = build_app(live, live=True)
+    app = build_app(live, live=True)  # `looptap run --inspect`: the recorder has not written yet
     async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.5)
+        assert app.failed is None and "waiting for live.jsonl to be created" in pane_text(app, "#messages")
+        live.write_bytes(lines[0])  # the header alone
+        await pilot.pause(0.5)
+        assert app.failed is None and "waiting for the first turn" in pane_text(app, "#messages")
+        with live.open("ab") as f:
+            f.write(lines[1])  # turn 0: its tool call has no result yet
         await until(pilot, lambda: app._loaded == 0)
         assert "no next turn yet" in pane_text(app, "#pane-e")
         with live.open("ab") as f:
