@@ -1,0 +1,356 @@
+"""Inspector benchmark: time to first screen and peak memory for ~10 MB, ~100 MB and ~1 GB cassettes.
+
+A synthetic run of realistic shape: many agent conversations of 100 turns each; every turn streams
+a ~1.5 KB answer as ~60 SSE text deltas with chunk timings, then calls a tool, and the client sends
+back a ~4 KB tool result (so every request re-sends a growing history, stored as a history delta,
+as looptap's writer stores it). One 100-turn conversation is recorded with the real
+``CassetteWriter``; bigger files repeat it with the seqs, history bases and a conversation marker
+in the first user message rewritten, so each copy is its own conversation.
+
+Each measurement runs in a fresh child process: the headless app (``App.run_test``, 160×45) from
+``build_app`` until the turn list shows turns and the first turn's messages are on screen (first
+screen), then until the whole file is read and analysed; peak RSS is the child's ``ru_maxrss``.
+For comparison the batch path (``read_cassette`` + ``analyse``, what ``looptap show`` does) is
+measured on the smaller files. Files go to a temporary directory (``--dir`` keeps them).
+Absolute times come from a shared, noisy 2-core machine: compare the rows with each other.
+
+    python bench/inspector.py [--sizes 10 100 1000] [--dir /tmp/looptap-bench] [--no-batch]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+# This file is bench/inspector.py: keep its directory off the import path, or ``import inspector``
+# would find this script instead of the package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TURNS = 100
+MARK = b"CONV-000000"
+
+TOOLS = [
+    {
+        "name": name,
+        "description": f"{name.replace('_', ' ')} in the workspace; returns JSON with the result and any warnings",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "pattern": {"type": "string"},
+                "limit": {"type": "integer"},
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    }
+    for name in (
+        "read_file",
+        "list_dir",
+        "grep",
+        "run_tests",
+        "write_file",
+        "git_diff",
+        "search_docs",
+        "open_url",
+    )
+]
+WORDS = (
+    "the agent reads the file and then decides which function to call next based on the test output".split()
+)
+
+
+def _sse(events: list[tuple[str, dict[str, Any]]]) -> list[bytes]:
+    return [f"event: {name}\ndata: {orjson.dumps(data).decode()}\n\n".encode() for name, data in events]
+
+
+def _turn(i: int, history: list[dict[str, Any]]) -> Any:
+    from cassettes.exchange import Exchange
+
+    text = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(260))
+    call_id = f"toolu_{i:06d}"
+    args = {"path": f"src/module_{i}.py", "limit": 200}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 4096,
+        "system": "You are a careful coding agent. " * 30,
+        "tools": TOOLS,
+        "stream": True,
+        "messages": history,
+    }
+    events: list[tuple[str, dict[str, Any]]] = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": f"msg_{i:06d}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-5-20250929",
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": {"input_tokens": 1500 + 1200 * i, "output_tokens": 1},
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        ),
+    ]
+    words = text.split(" ")
+    for k in range(0, len(words), 5):
+        piece = " ".join(words[k : k + 5]) + " "
+        events.append(
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}},
+            )
+        )
+    events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    events.append(
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "tool_use", "id": call_id, "name": "read_file", "input": {}},
+            },
+        )
+    )
+    events.append(
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": orjson.dumps(args).decode()},
+            },
+        )
+    )
+    events.append(("content_block_stop", {"type": "content_block_stop", "index": 1}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 420},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    chunks = [(round(0.4 + 0.02 * k, 3), c) for k, c in enumerate(_sse(events))]
+    ex = Exchange(
+        method="POST",
+        url="https://api.anthropic.com/v1/messages",
+        request_headers=[("content-type", "application/json")],
+        request_body=orjson.dumps(body),
+        status=200,
+        response_headers=[("content-type", "text/event-stream")],
+        response_chunks=chunks,
+        started=1_763_700_000.0 + i,
+        ttfb=0.35,
+        duration=chunks[-1][0],
+    )
+    history.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": text},
+                {"type": "tool_use", "id": call_id, "name": "read_file", "input": args},
+            ],
+        }
+    )
+    result = "\n".join(
+        f"{n:4d}  def function_{i}_{n}(x):  return x * {n}  # {WORDS[n % len(WORDS)]}" for n in range(90)
+    )
+    history.append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": result}]}
+    )
+    return ex
+
+
+def template(path: Path) -> None:
+    """One conversation of TURNS turns, recorded with the real writer."""
+    from cassettes.store import CassetteWriter
+
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": f"{MARK.decode()}: fix the failing tests in src/."}
+    ]
+    with CassetteWriter(path, meta={"source": "bench/inspector.py"}) as w:
+        for i in range(TURNS):
+            w.append(_turn(i, history))
+
+
+_SEQ = re.compile(rb'"(seq|base)":(\d+)')
+
+
+def generate(path: Path, target: int, tmpl: Path) -> None:
+    """Copies of the template conversation until the file reaches ``target`` bytes."""
+    lines = tmpl.read_bytes().splitlines(keepends=True)
+    header, records = lines[0], lines[1:]
+    with path.open("wb") as out:
+        out.write(header)
+        size, copy = len(header), 0
+        while size < target:
+            offset = copy * len(records)
+            marker = f"CONV-{copy:06d}".encode()
+
+            def shift(m: re.Match[bytes], offset: int = offset) -> bytes:
+                return b'"' + m.group(1) + b'":' + str(int(m.group(2)) + offset).encode()
+
+            for line in records:
+                line = _SEQ.sub(shift, line).replace(MARK, marker)
+                out.write(line)
+                size += len(line)
+            copy += 1
+
+
+# -- measurement (child process) --------------------------------------------------------------
+
+
+def _hwm_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child_app(path: str) -> dict[str, Any]:
+    import asyncio
+
+    t_start = time.perf_counter()
+    from inspector.app import build_app
+    from inspector.widgets.turn_list import TurnList
+
+    t_import = time.perf_counter() - t_start
+    out: dict[str, Any] = {"import_s": t_import}
+
+    async def main() -> None:
+        t0 = time.perf_counter()
+        app = build_app(path)
+        async with app.run_test(size=(160, 45)) as pilot:
+            while not (app.query_one(TurnList).turns and app._loaded is not None):
+                await pilot.pause(0.01)
+            out["first_screen_s"] = time.perf_counter() - t0
+            out["first_screen_rss_mb"] = _hwm_mb()
+            out["turns_at_first_screen"] = len(app.turns)
+            while not (app.complete or app.failed):
+                await pilot.pause(0.05)
+            out["full_read_s"] = time.perf_counter() - t0
+            out["turns"] = len(app.turns)
+            out["conversations"] = len(app.conv_turns)
+            # A turn deep in the file, its full history re-read from disk through the index.
+            t1 = time.perf_counter()
+            turn_list = app.query_one(TurnList)
+            turn_list.action_last()
+            seq = turn_list.selected_seq
+            while app._loaded != seq:
+                await pilot.pause(0.01)
+            out["last_turn_s"] = time.perf_counter() - t1
+            out["failed"] = app.failed
+
+    asyncio.run(main())
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def child_batch(path: str) -> dict[str, Any]:
+    from cassettes.analysis import analyse
+    from cassettes.store import read_cassette
+
+    t0 = time.perf_counter()
+    cas = read_cassette(path)
+    analysis = analyse(cas.exchanges)
+    return {
+        "batch_s": time.perf_counter() - t0,
+        "turns": len(analysis.turns),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def _child(mode: str, path: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", mode, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3600,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"child {mode} {path} failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000], help="cassette sizes in MB")
+    ap.add_argument("--dir", help="where to write (and reuse) the cassettes; default: a temporary directory")
+    ap.add_argument("--no-batch", action="store_true", help="skip the read_cassette + analyse comparison")
+    ap.add_argument(
+        "--batch-limit", type=int, default=100, help="largest size (MB) measured with the batch path"
+    )
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        mode, path = args.child
+        print(json.dumps(child_app(path) if mode == "app" else child_batch(path)))
+        return
+    tmp = None if args.dir else tempfile.TemporaryDirectory(prefix="looptap-bench-")
+    root = Path(args.dir or (tmp.name if tmp else "."))
+    root.mkdir(parents=True, exist_ok=True)
+    tmpl = root / "template.jsonl"
+    if not tmpl.exists():
+        template(tmpl)
+    rows = []
+    for mb in args.sizes:
+        path = root / f"run-{mb}mb.jsonl"
+        if not path.exists() or path.stat().st_size < mb * 1_000_000:
+            t = time.perf_counter()
+            generate(path, mb * 1_000_000, tmpl)
+            print(
+                f"generated {path.name}: {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t:.1f} s",
+                file=sys.stderr,
+            )
+        app = _child("app", path)
+        batch = _child("batch", path) if not args.no_batch and mb <= args.batch_limit else None
+        rows.append((mb, path.stat().st_size, app, batch))
+        print(f"{mb} MB: {app}" + (f"  batch: {batch}" if batch else ""), file=sys.stderr)
+    print()
+    print(
+        "| cassette | turns (conversations) | first screen | RSS at first screen | whole file read + analysed | peak RSS | last turn's history re-read | `read_cassette` + `analyse` (peak RSS) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for _mb, size, app, batch in rows:
+        b = f"{batch['batch_s']:.1f} s ({batch['peak_rss_mb']:.0f} MB)" if batch else "not run"
+        print(
+            f"| {size / 1e6:,.0f} MB | {app['turns']:,} ({app['conversations']:,}) | {app['first_screen_s']:.2f} s "
+            f"| {app['first_screen_rss_mb']:.0f} MB | {app['full_read_s']:.1f} s | {app['peak_rss_mb']:.0f} MB "
+            f"| {app['last_turn_s']:.2f} s | {b} |"
+        )
+    print(
+        f"\n(start-up imports before the app: {rows[0][2]['import_s']:.2f} s; first screen is measured from build_app)"
+    )
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
