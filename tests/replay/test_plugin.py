@@ -184,7 +184,7 @@ def test_framework_agent_recorded_once_replayed_offline_then_changed(pytester: p
     cassette = pytester.path / "cassettes" / "weather.jsonl"
     # 1. Record once, through the recorder, against the loopback fake upstream's tool loop.
     with FakeUpstream(delay=0.005, default_scenario="tool_loop:1") as up:
-        result = pytester.runpytest_subprocess(*NOPLUG, "--looptap-record-mode=once", "--looptap-upstream", f"openai={up.url}")
+        result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=once", "--looptap-upstream", f"openai={up.url}")
         served = len(up.llm_served())
     result.assert_outcomes(passed=1)
     assert served == 2 and cassette.exists()

@@ -43,11 +43,9 @@ _SCRUB = (
     "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY",
 )
 
-SDKS = [
-    pytest.param("openai", "OPENAI_CLIENT", id="openai"),
-    pytest.param("anthropic", "ANTHROPIC_CLIENT", id="anthropic"),
-    pytest.param("google.genai", "GEMINI_CLIENT", id="google-genai"),
-]
+#: The official SDKs' client scripts of the recorder's e2e tests, run one after the other in one
+#: process (module to import, script name in tests/proxy/test_e2e_sdks.py).
+SDKS = (("openai", "OPENAI_CLIENT"), ("anthropic", "ANTHROPIC_CLIENT"), ("google.genai", "GEMINI_CLIENT"))
 
 
 def client_env(base: str | None) -> dict[str, str]:
@@ -58,11 +56,12 @@ def client_env(base: str | None) -> dict[str, str]:
     return env
 
 
-def client_script(tmp: Path, name: str) -> Path:
+def client_script(tmp: Path) -> Path:
+    """One script running each SDK's calls in turn; every call prints its text and tool calls."""
     from tests.proxy import test_e2e_sdks as sdks
 
-    script = tmp / f"{name.lower()}.py"
-    script.write_text(sdks.CLIENT_PRELUDE + textwrap.dedent(getattr(sdks, name)))
+    script = tmp / "sdk_clients.py"
+    script.write_text(sdks.CLIENT_PRELUDE + "".join(textwrap.dedent(getattr(sdks, name)) for _, name in SDKS))
     return script
 
 
@@ -81,39 +80,45 @@ def view(ex: Exchange) -> tuple[str, list[list[Any]]]:
     return rt.response.text or "", [[c.name, c.arguments] for c in rt.response.tool_calls]
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path, list[dict[str, Any]]]]:
-    """Per SDK: (client script, cassette built from the corpus recordings it was served, what it printed)."""
-    out: dict[str, tuple[Path, Path, list[dict[str, Any]]]] = {}
-    for param in SDKS:
-        module, name = param.values
-        if module == "google.genai":
-            pytest.importorskip("google.genai")
-        else:
-            pytest.importorskip(str(module))
-        tmp = tmp_path_factory.mktemp(str(name).lower())
-        script = client_script(tmp, str(name))
-        with FakeUpstream(delay=0.001) as up:
-            proc = run_client(script, client_env(up.url), tmp)
-            assert proc.returncode == 0, explain(proc)
-            served = up.llm_served()
-        cassette = tmp / "corpus-run.jsonl"
-        with CassetteWriter(cassette, meta={"source": "tests/replay corpus round trip"}) as w:
-            for s in served:
-                ex = s.as_exchange()
-                ex.url = "https://upstream.invalid" + s.target
-                ex.ttfb = GAP
-                ex.response_chunks = [(GAP * (i + 1), c) for i, c in enumerate(s.chunks)]
-                w.append(ex)
-        out[str(name)] = (script, cassette, outputs(proc))
+def build_cassette(tmp: Path) -> tuple[Path, Path, list[dict[str, Any]]]:
+    """(client script, cassette of the corpus recordings it was served, what it printed)."""
+    script = client_script(tmp)
+    with FakeUpstream(delay=0.001) as up:
+        proc = run_client(script, client_env(up.url), tmp)
+        assert proc.returncode == 0, explain(proc)
+        served = up.llm_served()
+    cassette = tmp / "corpus-run.jsonl"
+    with CassetteWriter(cassette, meta={"source": "tests/replay corpus round trip"}) as w:
+        for s in served:
+            ex = s.as_exchange()
+            ex.url = "https://upstream.invalid" + s.target
+            ex.ttfb = GAP
+            ex.response_chunks = [(GAP * (i + 1), c) for i, c in enumerate(s.chunks)]
+            w.append(ex)
+    return script, cassette, outputs(proc)
+
+
+def family_counts(exchanges: list[Exchange]) -> dict[str, tuple[int, int, int]]:
+    """family → (round trips, streams, chunks)."""
+    out: dict[str, tuple[int, int, int]] = {}
+    for ex in exchanges:
+        fam = parse_exchange(ex).family
+        n, st, ch = out.get(fam, (0, 0, 0))
+        out[fam] = (n + 1, st + (len(ex.response_chunks) > 1), ch + len(ex.response_chunks))
     return out
 
 
-@pytest.mark.parametrize(("module", "name"), SDKS)
-def test_each_sdk_consumes_every_replayed_response(module: str, name: str, built: dict[str, tuple[Path, Path, list[dict[str, Any]]]], tmp_path: Path) -> None:
-    script, cassette, first = built[name]
+def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equal(tmp_path: Path) -> None:
+    for module, _ in SDKS:
+        pytest.importorskip(module)
+    script, cassette, first = build_cassette(tmp_path)
     cas = read_cassette(cassette)
     assert not cas.problems
+    counts = family_counts(cas.exchanges)
+    assert set(counts) == {"openai_chat", "openai_responses", "anthropic", "gemini"}
+    assert all(streams >= 1 for _, streams, _ in counts.values()) and sum(n - st for n, st, _ in counts.values()) >= 4
+
+    # 2. Each SDK against the replay server.
     with ReplayServer(cassette) as srv:
         proc = run_client(script, client_env(srv.url), tmp_path)
     assert proc.returncode == 0, explain(proc)
@@ -127,17 +132,11 @@ def test_each_sdk_consumes_every_replayed_response(module: str, name: str, built
         assert p["tool_calls"] == calls, (p["call"], ex.url)
     for ex, sent in zip(cas.exchanges, srv.served, strict=True):
         assert [c for _, c in sent.response_chunks] == [c for _, c in ex.response_chunks if c], ex.url
-    streams = sum(1 for ex in cas.exchanges if len(ex.response_chunks) > 1)
-    assert streams >= 2 and len(cas.exchanges) - streams >= 2
-    print(f"{name}: {len(cas.exchanges)} responses consumed, {streams} streams ({sum(len(e.response_chunks) for e in cas.exchanges)} chunks)")
+    print(f"replayed to the SDKs (family: round trips, streams, chunks): {counts}")
 
-
-@pytest.mark.skipif(not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON")
-@pytest.mark.parametrize(("module", "name"), SDKS)
-def test_replayed_then_recorded_again_is_chunk_for_chunk_equal(
-    module: str, name: str, built: dict[str, tuple[Path, Path, list[dict[str, Any]]]], tmp_path: Path
-) -> None:
-    script, cassette, first = built[name]
+    # 3. Replayed through looptap run (the recorder) at recorded pace, and recorded again.
+    if not HAVE_RECORDER:
+        pytest.skip(f"replay part passed; the re-recording part needs the recorder ({_PROXY} missing; set LOOPTAP_PROXY_PYTHON)")
     again = tmp_path / "again.jsonl"
     with ReplayServer(cassette, pace="recorded") as srv:
         ups = [a for fam in ("openai", "anthropic", "gemini") for a in ("--upstream", f"{fam}={srv.url}")]
@@ -146,12 +145,10 @@ def test_replayed_then_recorded_again_is_chunk_for_chunk_equal(
     assert proc.returncode == 0, explain(proc)
     assert outputs(proc) == first
     assert srv.misses == [] and srv.unplayed() == [], srv.report_lines()
-    a, b = read_cassette(cassette), read_cassette(again)
-    assert not b.problems and len(a.exchanges) == len(b.exchanges)
-    chunks = 0
-    for x, y in zip(a.exchanges, b.exchanges, strict=True):
+    b = read_cassette(again)
+    assert not b.problems and len(b.exchanges) == len(cas.exchanges)
+    for x, y in zip(cas.exchanges, b.exchanges, strict=True):
         assert x.request_json() == y.request_json(), x.url
         assert x.status == y.status
         assert [c for _, c in y.response_chunks] == [c for _, c in x.response_chunks], x.url  # chunk for chunk
-        chunks += len(x.response_chunks)
-    print(f"{name}: {len(a.exchanges)} round trips re-recorded, {chunks} chunks equal")
+    print(f"re-recorded through looptap run, chunk for chunk equal: {family_counts(b.exchanges)}")

@@ -175,8 +175,24 @@ def test_recorded_transport_failure_is_replayed_as_one(tmp_path: Path) -> None:
 # The commands
 
 
-def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``looptap ARGS`` in this process (the boundary's error conversion included)."""
+    import contextlib
+    import io
+
+    from cassettes.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    buf = io.BytesIO()  # `looptap diff --json` writes bytes to sys.stdout.buffer
+    stdout = io.TextIOWrapper(buf, encoding="utf-8", write_through=True)
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(err):
+        try:
+            rc = main(list(args))
+        except SystemExit as exc:
+            rc = int(exc.code or 0)
+    stdout.flush()
+    out.write(buf.getvalue().decode())
+    return subprocess.CompletedProcess(["looptap", *args], rc, out.getvalue(), err.getvalue())
 
 
 def test_replay_command_prints_exports_serves_and_reports(tmp_path: Path) -> None:
