@@ -159,3 +159,19 @@ def test_path_and_non_json_bodies() -> None:
     assert isinstance(junk, Miss) and junk.verdicts
     empty = Matcher([]).match("GET", "/", [], b"")
     assert isinstance(empty, Miss) and empty.reason == "the cassette holds no round trips"
+
+
+def test_strict_compares_the_headers_an_adapter_names() -> None:
+    """An API version header changes what the API does: strict replay compares it; telemetry
+    headers are never compared."""
+    from cassettes.exchange import Exchange
+
+    req = orjson.dumps({"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": "Hi"}]})
+    ex = Exchange("POST", "https://api.anthropic.com/v1/messages", [("anthropic-version", "2023-06-01"), ("x-stainless-lang", "python")],
+                  req, status=200, response_chunks=[(None, b'{"type":"message","content":[]}')])
+    loose = Matcher([ex])
+    assert isinstance(loose.match("POST", "/v1/messages", [("anthropic-version", "2099-01-01")], req), Recorded)
+    strict = Matcher([ex], strict=True)
+    miss = strict.match("POST", "/v1/messages", [("anthropic-version", "2099-01-01"), ("x-stainless-lang", "js")], req)
+    assert isinstance(miss, Miss) and miss.reason == "strict: headers differ from the next recorded turn (anthropic-version)"
+    assert isinstance(strict.match("POST", "/v1/messages", [("Anthropic-Version", "2023-06-01"), ("x-stainless-lang", "js")], req), Recorded)
