@@ -282,7 +282,7 @@ def _pct_ms(xs: list[float]) -> dict[str, float]:
 def _instrument_hooks(addon: Any, stats: dict[str, list[float]]) -> None:
     """Cheap wall-clock timers around the addon's hooks, its tee and the writer's append
     (``--profile hooks``). Instance attributes: mitmproxy looks hooks up at call time."""
-    from time import perf_counter, thread_time
+    from time import perf_counter
 
     for name in ("responseheaders", "response", "error"):
         orig = getattr(addon, name)

@@ -19,6 +19,7 @@ import re
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 MODEL = "claude-sonnet-4-5"
@@ -34,12 +35,14 @@ def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"additionalProperties": False, "properties": props, "required": required, "type": "object"}
 
 
-WEATHER = {
+Tool = dict[str, Any]
+
+WEATHER: Tool = {
     "description": "Get the current weather for a city.",
     "input_schema": _schema({"city": {"type": "string"}}, ["city"]),
     "name": "get_weather",
 }
-SEARCH = {
+SEARCH: Tool = {
     "description": "There are additional tools not yet visible to you. When you need a capability not provided by "
     "your current tools, search here by providing one or more queries to discover and activate relevant tools. "
     "Each query is tokenized into words; tool names and descriptions are scored by token overlap. If no tools are "
@@ -58,7 +61,7 @@ SEARCH = {
     ),
     "name": "search_tools",
 }
-DEFERRED = {
+DEFERRED: dict[str, Tool] = {
     "get_exchange_rate": {
         "description": "Look up the current exchange rate between two currencies.",
         "input_schema": _schema({"from_currency": {"type": "string"}, "to_currency": {"type": "string"}}, ["from_currency", "to_currency"]),
@@ -103,7 +106,7 @@ def stock_lookup(symbol: str) -> str:
     return f"Stock {symbol.upper()}: ${PRICES[symbol.upper()]:.2f}"
 
 
-FUNCTIONS = {"get_weather": get_weather, "get_exchange_rate": get_exchange_rate, "stock_lookup": stock_lookup, "search_tools": search_tools}
+FUNCTIONS: dict[str, Callable[..., str]] = {"get_weather": get_weather, "get_exchange_rate": get_exchange_rate, "stock_lookup": stock_lookup, "search_tools": search_tools}
 
 
 def validation_errors(schema: dict[str, Any], args: dict[str, Any]) -> list[dict[str, Any]]:
@@ -156,7 +159,7 @@ def answer(question: str, max_turns: int = 8) -> str:
     messages: list[dict[str, Any]] = [{"content": [{"text": question, "type": "text"}], "role": "user"}]
     discovered: list[str] = []
     for _ in range(max_turns):
-        tools = [WEATHER, *({"defer_loading": True, "name": n, **DEFERRED[n]} for n in discovered), SEARCH]
+        tools: list[Tool] = [WEATHER, *({"defer_loading": True, "name": n, **DEFERRED[n]} for n in discovered), SEARCH]
         reply = call_model(messages, tools)
         content = [{k: v for k, v in block.items() if k != "caller"} for block in reply["content"]]
         messages.append({"content": content, "role": "assistant"})
