@@ -33,11 +33,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for p in server.problems:
         _err(f"warning: {args.file}: {p}")
 
-    async def serve() -> None:
+    async def serve() -> bool:
         try:
             await server.start_async()
         except OSError as exc:
-            raise SystemExit(f"looptap: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+            why = "address already in use" if "in use" in str(exc) else (exc.strerror or str(exc))
+            _err(f"error: cannot listen on {args.host}:{args.port}: {why}")
+            return False
         for k, v in server.env.items():
             print(f"export {k}={v}")
         sys.stdout.flush()
@@ -49,14 +51,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await server.stop_async()
+        return True
 
-    asyncio.run(serve())
+    if not asyncio.run(serve()):
+        return 2
     for line in server.report_lines():
         _err(line.removeprefix("looptap "))
     for m in server.misses:
         for line in m.lines():
             print(line, file=sys.stderr)
-    return 1 if server.misses else 0
+    return 1 if server.misses or (args.strict and server.unplayed()) else 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -84,7 +88,7 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
     p.add_argument("--pace", default="instant", help="stream pace: recorded, instant (default) or xN (N times faster than recorded)")
-    p.add_argument("--strict", action="store_true", help="requests must come in recorded order, with the same API version headers")
+    p.add_argument("--strict", action="store_true", help="requests must come in recorded order, with the same API version headers; exit 1 if any round trip was left unplayed")
     p.set_defaults(func=cmd_replay)
 
 
