@@ -33,7 +33,7 @@ from cassettes.timeline import TimelinePoint, text_timeline
 from inspector.screens.help import HelpScreen
 from inspector.screens.search import SearchScreen
 from inspector.widgets.conversations import ALL, ConversationSwitcher
-from inspector.widgets.findings import FindingsTable
+from inspector.widgets.findings import FindingsTable, FindingsView
 from inspector.widgets.growth import GrowthView
 from inspector.widgets.layers import ApiPane, DispatchPane, EmissionPane
 from inspector.widgets.messages import MessagesView
@@ -261,7 +261,7 @@ class InspectorApp(App[None]):
                 with TabPane("Growth", id="growth"):
                     yield GrowthView(id="growth-view")
                 with TabPane("Findings", id="findings"):
-                    yield FindingsTable(id="findings-table")
+                    yield FindingsView(id="findings-view")
         yield Static(id="error-view")
         yield PlaybackBar(id="playback")
         yield Footer()
@@ -356,7 +356,9 @@ class InspectorApp(App[None]):
         self._show_status()
         self._show_playback()
         if not self.turns and batch.at_end:
-            note = "waiting for the first turn of the recording…" if self.live else "no LLM turns in this file"
+            note = (
+                "waiting for the first turn of the recording…" if self.live else "no LLM turns in this file"
+            )
             self.query_one(MessagesView).show_note(note)
 
     def on_inspector_app_run_completed(self, message: RunCompleted) -> None:
@@ -647,6 +649,10 @@ class InspectorApp(App[None]):
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
         self._refresh_tabs()
+        if tab == "findings":
+            self.query_one(FindingsTable).focus()
+        elif tab == "turn" and not self.query_one(TurnList).has_focus:
+            self.query_one(TurnList).focus()
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 from cassettes.analysis.model import Finding
 from inspector.widgets.badges import SEVERITY_MARK, severity_style
 
-__all__ = ["FindingsTable"]
+__all__ = ["FindingsTable", "FindingsView"]
 
 
 class FindingsTable(DataTable[str | Text]):
@@ -62,3 +64,34 @@ class FindingsTable(DataTable[str | Text]):
         event.stop()
         if event.row_key.value is not None:
             self.post_message(self.FindingChosen(self, self._findings[int(event.row_key.value)]))
+
+
+class FindingsView(Vertical):
+    """The findings table and, under it, the highlighted finding in full."""
+
+    def compose(self) -> ComposeResult:
+        yield FindingsTable(id="findings-table")
+        yield Static(Text("no findings", style="dim italic"), id="finding-detail")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        table = self.query_one(FindingsTable)
+        key = event.row_key.value
+        if key is None or not 0 <= int(key) < len(table.findings):
+            return
+        f = table.findings[int(key)]
+        t = Text()
+        t.append(f"{SEVERITY_MARK[f.severity]} {f.code}", style=severity_style(f.severity))
+        t.append(
+            f"  {f.severity.value}, layer {f.layer}, turn {f.turn} of {f.conversation} (#{f.seq})\n",
+            style="dim",
+        )
+        t.append(f.message)
+        refs = [
+            f"path {f.path}" if f.path else "",
+            f"tool call {f.tool_call_id}" if f.tool_call_id else "",
+            f"related turn {f.related_turn}" if f.related_turn is not None else "",
+        ]
+        if any(refs):
+            t.append("\n" + " · ".join(r for r in refs if r), style="dim")
+        t.append("\nenter: show this turn", style="dim italic")
+        self.query_one("#finding-detail", Static).update(t)

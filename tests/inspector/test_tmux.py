@@ -31,15 +31,16 @@ def tmux() -> Iterator[Callable[..., str]]:
     subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True, timeout=20)
 
 
-def _wait_for(tmux: Callable[..., str], text: str, timeout: float = 40.0) -> str:
+def _wait_for(tmux: Callable[..., str], *texts: str, timeout: float = 60.0) -> str:
+    """The screen, once every one of ``texts`` is on it (the machine may be slow to start Python)."""
     deadline = time.monotonic() + timeout
     screen = ""
     while time.monotonic() < deadline:
         screen = tmux("capture-pane", "-p", "-t", "inspect")
-        if text in screen:
+        if all(t in screen for t in texts):
             return screen
         time.sleep(0.2)
-    raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
+    raise AssertionError(f"{texts!r} never all appeared; the screen was:\n{screen}")
 
 
 def test_inspect_in_a_real_terminal(tmux: Callable[..., str], run_file: Path) -> None:
@@ -56,15 +57,11 @@ def test_inspect_in_a_real_terminal(tmux: Callable[..., str], run_file: Path) ->
         "45",
         f"{SETTLE}exec {LOOPTAP} inspect {run_file}",
     )
-    screen = _wait_for(tmux, "2 conversations · 5 turns · 4 findings")
-    assert "#0    c1/0     E A C" in screen
-    _wait_for(tmux, "▌ NEW [0] user")
+    _wait_for(tmux, "2 conversations · 5 turns · 4 findings", "#0    c1/0     E A C", "▌ NEW [0] user")
     tmux("send-keys", "-t", "inspect", "f")  # the first turn with a finding: the schema violation
-    screen = _wait_for(tmux, "E.arguments_schema")
-    assert "turn 3 of 5" in screen
+    _wait_for(tmux, "E.arguments_schema", "turn 3 of 5", "Checking both cities.")
     tmux("send-keys", "-t", "inspect", "3")
-    screen = _wait_for(tmux, "C.dropped_tool_result")
-    assert "C.truncated_treated_as_complete" in screen
+    _wait_for(tmux, "C.dropped_tool_result", "C.truncated_treated_as_complete")
     tmux("send-keys", "-t", "inspect", "q")
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and "inspect" in tmux("list-sessions"):
