@@ -16,11 +16,11 @@ __all__ = ["HelpScreen"]
 
 ABOUT = """\
 Each turn is one round trip of a conversation. Three layers act in every turn:
-  E  the model: text, reasoning, tool calls and whether their arguments fit the schema
+  E  the model: text, reasoning, tool calls, whether their arguments fit the schema
   A  the API: status, finish reason, usage, cost, latency, served model, errors
-  C  the client: what the next request kept, rewrote and appended; results paired with calls
-Badges are green when the layer raised nothing, cyan for info, yellow for a warning, red for an error.
-The messages pane shows the request as the model saw it; ▌ NEW marks what this turn appended."""
+  C  the client: what the request kept, rewrote and appended; results paired with calls
+Badges: green = nothing found, cyan = info, yellow = warning, red = error.
+The messages pane is the request as the model saw it; ▌ NEW marks what this turn added."""
 
 
 class HelpScreen(ModalScreen[None]):
