@@ -71,8 +71,8 @@ def test_disk_full_mid_run_is_loud_and_keeps_what_was_written(upstream: FakeUpst
     reason="proxy bug: an output path that cannot be opened (missing directory, no permission) ends looptap record/run "
     "with a Python traceback (mitmproxy OptionsError escaping from Recorder.start) instead of one 'looptap: error' line",
 )
-@pytest.mark.parametrize("command", ["record", "run"])
-def test_unwritable_output_is_one_clear_line(command: str, tmp_path: Path) -> None:
+def test_unwritable_output_is_one_clear_line(tmp_path: Path) -> None:
+    command = "record"  # looptap run fails the same way (same Recorder.start)
     out = tmp_path / "no-such-dir" / "run.jsonl"
     argv = [str(PROXY_PYTHON), "-m", "cassettes.cli", command, "-o", str(out), "--confdir", str(tmp_path / "conf")]
     if command == "run":
