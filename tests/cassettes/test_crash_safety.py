@@ -179,20 +179,25 @@ class Kill:
     cassette: Cassette | None = None
 
 
-def run_and_kill(path: Path, seed: int, delay: float, fsync: bool = False) -> Kill:
-    """Start a writer child, wait until it is writing, let it run ``delay`` seconds, SIGKILL it."""
+def run_and_kill(path: Path, seed: int, delay: float, fsync: bool = False, after: int = 0) -> Kill:
+    """Start a writer child, wait until it is writing and has reported ``after`` appends, let it
+    run ``delay`` seconds more, SIGKILL it. Counting appends first keeps the kills landing
+    mid-run on a loaded machine, where a child may get little CPU within a fixed delay."""
     script = f"import sys; sys.path.insert(0, {str(TESTS_DIR)!r})\n{CHILD_LIB}\nmain(sys.argv[1:])"
     cmd = [sys.executable, "-c", script, str(path), str(seed), "1" if fsync else "0", *_paths()]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=TESTS_DIR.parent)
+    # Unbuffered: communicate() reads the pipe itself, so lines read ahead into a buffer would be lost.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=TESTS_DIR.parent, bufsize=0)
     assert proc.stdout is not None
     first = proc.stdout.readline()
     if first != b"ready\n":
         proc.kill()
         _, err = proc.communicate()
         raise AssertionError(f"writer child failed to start: {first!r} {err.decode()[-2000:]}")
+    seen = b"".join(proc.stdout.readline() for _ in range(after))
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     out, err = proc.communicate()
+    out = seen + out
     assert proc.returncode == -signal.SIGKILL, (
         f"child ended by itself ({proc.returncode}): {err.decode()[-2000:]}"
     )
@@ -225,16 +230,17 @@ def check(kill: Kill, max_problems: int = 1) -> Cassette:
     return cas
 
 
-def _delay(rng: random.Random) -> float:
-    # Kill during the first appends, in the middle of a run, and after many appends.
-    return rng.choice([rng.uniform(0, 0.01), rng.uniform(0, 0.08), rng.uniform(0.05, 0.5)])
+def _delay(rng: random.Random) -> tuple[float, int]:
+    """(seconds, appends first): kill during the first appends, in the middle of a run, and after
+    many appends."""
+    return rng.choice([(rng.uniform(0, 0.01), 0), (rng.uniform(0, 0.08), rng.randrange(1, 10)), (rng.uniform(0.0, 0.05), rng.randrange(10, 120))])
 
 
 def test_sigkill_at_random_moments(tmp_path: Path) -> None:
     rng = random.Random(20250101)
-    jobs = [(tmp_path / f"kill{i}.jsonl", rng.randrange(1 << 30), _delay(rng)) for i in range(KILLS)]
+    jobs = [(tmp_path / f"kill{i}.jsonl", rng.randrange(1 << 30), *_delay(rng)) for i in range(KILLS)]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        kills = list(pool.map(lambda j: run_and_kill(*j), jobs))
+        kills = list(pool.map(lambda j: run_and_kill(j[0], j[1], j[2], after=j[3]), jobs))
     stats = {"appends": 0, "torn": 0, "extra": 0}
     for kill in kills:
         cas = check(kill)
@@ -260,10 +266,10 @@ def test_reopened_writer_seals_the_torn_tail_and_appends(tmp_path: Path) -> None
     jobs = []
     for c in range(CHAINS):
         path = tmp_path / f"chain{c}.jsonl"
-        jobs.append([(path, rng.randrange(1 << 30), rng.uniform(0.15, 0.5)) for _ in range(CHAIN_LENGTH)])
+        jobs.append([(path, rng.randrange(1 << 30), rng.uniform(0.0, 0.1), rng.randrange(2, 12)) for _ in range(CHAIN_LENGTH)])
 
-    def chain(steps: list[tuple[Path, int, float]]) -> list[Kill]:
-        return [run_and_kill(*step) for step in steps]
+    def chain(steps: list[tuple[Path, int, float, int]]) -> list[Kill]:
+        return [run_and_kill(p, seed, delay, after=after) for p, seed, delay, after in steps]
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         chains = list(pool.map(chain, jobs))
@@ -281,10 +287,10 @@ def test_reopened_writer_seals_the_torn_tail_and_appends(tmp_path: Path) -> None
 def test_sigkill_with_fsync(tmp_path: Path) -> None:
     rng = random.Random(99)
     jobs = [
-        (tmp_path / f"fsync{i}.jsonl", rng.randrange(1 << 30), rng.uniform(0.02, 0.4), True) for i in range(4)
+        (tmp_path / f"fsync{i}.jsonl", rng.randrange(1 << 30), rng.uniform(0.0, 0.2), True, rng.randrange(1, 6)) for i in range(4)
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        kills = list(pool.map(lambda j: run_and_kill(*j), jobs))
+        kills = list(pool.map(lambda j: run_and_kill(j[0], j[1], j[2], j[3], after=j[4]), jobs))
     for kill in kills:
         check(kill)
     assert sum(len(k.reported) for k in kills) > 4
