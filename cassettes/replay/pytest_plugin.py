@@ -106,9 +106,10 @@ class LooptapSession:
 
     @property
     def run(self) -> Run:
-        """The run so far: the requests the agent sent and the responses replayed; when recording,
-        the recorded cassette (reading it ends the recording)."""
-        if self.server is not None and self.recorder is None:
+        """The run so far: the requests the agent sent and the responses replayed (or, in
+        ``new_episodes``, recorded now); when only recording, the recorded cassette (reading it
+        ends the recording)."""
+        if self.server is not None:
             return Run(list(self.server.served))
         if self._run is None:
             self.finish_recording()

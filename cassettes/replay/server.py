@@ -316,7 +316,10 @@ class ReplayServer:
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace"))
         await writer.drain()
 
-    def _log(self, req: _Request, status: int | None, headers: Headers, chunks: list[tuple[float | None, bytes]], answer: Recorded | Miss | str, transport_error: str | None = None) -> None:
+    def _log(self, req: _Request, status: int | None, headers: Headers, chunks: list[tuple[float | None, bytes]], answer: Recorded | Miss | str, transport_error: str | None = None) -> Exchange:
+        """Record what is being answered *before* any of it reaches the client (``chunks`` is
+        the list the sender appends to before each write): a test that inspects the run as soon
+        as its client returns must find every byte the client saw."""
         # A replayed round trip keeps the recorded origin: the run's analysis (provider, prices)
         # must see the API that answered, not this loopback server.
         origin = self.url
@@ -338,16 +341,17 @@ class ReplayServer:
             ex.seq = len(self.served)
             self.served.append(ex)
             self.answers.append(answer)
+        return ex
 
     async def _respond(self, req: _Request, writer: asyncio.StreamWriter) -> bool:
         t0 = asyncio.get_running_loop().time()
         if req.method == "CONNECT":
             msg = (f"looptap replay refuses CONNECT {req.target}: the run is replayed offline from {self.source}; "
                    "point the client's base URL at the replay server instead").encode()
+            self._log(req, 403, [], [(0.0, msg)], "refused CONNECT")
             await self._send_head(writer, 403, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")])
             writer.write(msg)
             await writer.drain()
-            self._log(req, 403, [], [(0.0, msg)], "refused CONNECT")
             return False
         answer = self.matcher.match(req.method, req.target, req.headers, req.body)
         if isinstance(answer, Miss):
@@ -374,10 +378,10 @@ class ReplayServer:
             ("x-looptap-replay", "miss"),
             ("content-length", str(len(body))),
         ]
+        self._log(req, MISS_STATUS, headers, [(0.0, body)], miss)
         await self._send_head(writer, MISS_STATUS, headers)
         writer.write(body)
         await writer.drain()
-        self._log(req, MISS_STATUS, headers, [(0.0, body)], miss)
         return True
 
     def _recorded_retry(self, rec: Recorded) -> bool:
@@ -419,28 +423,27 @@ class ReplayServer:
         else:
             headers.append(("transfer-encoding", "chunked"))
         await until(ex.ttfb)
-        await self._send_head(writer, ex.status, headers)
         sent: list[tuple[float | None, bytes]] = []
+        self._log(req, ex.status, headers, sent, rec, ex.transport_error)
+        await self._send_head(writer, ex.status, headers)
         if not chunked:
             await until(chunks[0][0] if chunks else None)
             body = b"".join(c for _, c in chunks)
+            sent.append((loop.time() - t0, body))
             writer.write(body)
             await writer.drain()
-            sent.append((loop.time() - t0, body))
         else:
             for offset, chunk in chunks:
                 await until(offset)
+                sent.append((loop.time() - t0, chunk))
                 writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 await writer.drain()
-                sent.append((loop.time() - t0, chunk))
         if ex.transport_error:  # the recording broke off here: so does the replay
-            self._log(req, ex.status, headers, sent, rec, ex.transport_error)
             writer.transport.abort()
             return False
         if chunked:
             writer.write(b"0\r\n\r\n")
             await writer.drain()
-        self._log(req, ex.status, headers, sent, rec)
         return True
 
     # -- new episodes: a request the cassette lacks goes to a recording proxy -------------------
@@ -470,14 +473,16 @@ class ReplayServer:
             rhdrs.append((k.strip(), v.strip()))
         out = [(k, v) for k, v in rhdrs if k.lower() not in ("content-length", "transfer-encoding", "connection", "keep-alive")]
         out += [("transfer-encoding", "chunked"), ("x-looptap-replay", "recorded-now")]
-        await self._send_head(writer, status, out)
         sent: list[tuple[float | None, bytes]] = []
+        self.matcher.misses.remove(miss)  # answered after all: recorded as a new episode
+        self._log(req, status, out, sent, "recorded now")
+        await self._send_head(writer, status, out)
 
         async def relay(data: bytes) -> None:
             if data:
+                sent.append((loop.time() - t0, data))
                 writer.write(b"%x\r\n%s\r\n" % (len(data), data))
                 await writer.drain()
-                sent.append((loop.time() - t0, data))
 
         if (header(rhdrs, "transfer-encoding") or "").lower() == "chunked":
             while True:
@@ -494,7 +499,5 @@ class ReplayServer:
         w.close()
         writer.write(b"0\r\n\r\n")
         await writer.drain()
-        self.matcher.misses.remove(miss)  # answered after all: recorded as a new episode
-        self._log(req, status, out, sent, "recorded now")
         return True
 

@@ -268,7 +268,8 @@ NEW_EPISODES = SDK_LOOP.replace(
     assert run.total_tokens == 120
     assert run.cost is not None and run.cost > 0''',
     '''    for city in CITIES:
-        assert agent(city=city)''',
+        assert agent(city=city)
+    assert len(looptap.run.turns) == 2 * len(CITIES)''',
 ).replace('assert os.environ["OPENAI_BASE_URL"] == looptap.url + "/v1"', 'assert os.environ["OPENAI_BASE_URL"].startswith("http://127.0.0.1:")').replace("def agent(turns=2):", "CITIES = ['Paris']\n\ndef agent(turns=2, city='Paris'):").replace('"Weather in Paris?"', 'f"Weather in {city}?"')
 
 
