@@ -29,6 +29,7 @@ only a file that is not a looptap cassette (or is newer) raises.
 
 from __future__ import annotations
 
+import os
 import zlib
 from array import array
 from collections import OrderedDict, deque
@@ -114,6 +115,12 @@ class RecordIndex:
             raise CassetteIOError(f"cannot open {self.path}: {exc.strerror or exc}") from None
         out: list[tuple[int, dict[str, Any]]] = []
         with f:
+            size = os.fstat(f.fileno()).st_size
+            if size < self._pos + len(self._pending):
+                raise CassetteIOError(
+                    f"{self.path} shrank from {self._pos + len(self._pending)} to {size} bytes while it was "
+                    "being read (replaced or truncated by another program); open it again"
+                )
             f.seek(self._pos + len(self._pending))
             budget = max_bytes if max_bytes is not None else -1
             while budget != 0:

@@ -14,7 +14,7 @@ import itertools
 import fixture_run
 
 from cassettes.analysis import analyse
-from cassettes.errors import CassetteFormatError, NewerFormatError
+from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.growth import growth_bars
 from cassettes.index import IncrementalRun, RecordIndex
 from cassettes.search import search_turns
@@ -216,3 +216,13 @@ def test_a_viewer_copy_stays_whole_when_the_turn_is_parked_later(fx: Path) -> No
     _read_all(run)
     assert run.is_parked(seq)
     assert held.e.text and held.c.appended
+
+
+def test_a_file_that_shrinks_while_followed_is_an_error(fx: Path, tmp_path: Path) -> None:
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(fx.read_bytes())
+    run = IncrementalRun(live)
+    _read_all(run)
+    live.write_bytes(fx.read_bytes()[:500])  # another recording started over the same path
+    with pytest.raises(CassetteIOError, match="shrank"):
+        run.step()
