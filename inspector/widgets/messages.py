@@ -18,12 +18,20 @@ __all__ = ["MessagesView", "part_text"]
 
 #: Longest part shown in full; longer ones are cut with a note of how much was left out.
 PART_LIMIT = 2000
+#: And at most this many lines of it.
+LINE_LIMIT = 24
 #: Messages shown before the older ones are folded (``a`` shows them all).
-FOLD_AFTER = 30
+FOLD_AFTER = 20
 
 
-def _cut(text: str, limit: int = PART_LIMIT) -> str:
-    return text if len(text) <= limit else text[:limit] + f" … ({len(text) - limit:,} more characters)"
+def _cut(text: str, limit: int = PART_LIMIT, lines: int = LINE_LIMIT) -> str:
+    """A long part shortened (characters and lines), saying how much was left out."""
+    cut = text if len(text) <= limit else text[:limit]
+    rows = cut.split("\n")
+    if len(rows) > lines:
+        cut = "\n".join(rows[:lines])
+    left = len(text) - len(cut)
+    return text if left <= 0 else cut + f" … ({left:,} more characters)"
 
 
 def part_text(p: Part) -> Text:
