@@ -2,7 +2,8 @@
 importer, seeded from real recordings in the corpus.
 
 Seeds are real bodies and streams of every family the corpus has (OpenAI chat and Responses,
-Anthropic, Gemini SSE and JSON-array streams, Bedrock event-stream), mutated the way the wire and
+Anthropic, Gemini SSE and JSON-array streams, Bedrock event-stream) plus an Ollama NDJSON stream
+built to WIRE.md (the corpus has no native Ollama traffic), mutated the way the wire and
 the disk damage them: re-chunked at arbitrary points, truncated, bytes flipped, pieces spliced in
 or dropped. Properties:
 
@@ -113,7 +114,30 @@ def stream_seeds() -> list[Exchange]:
             seeds.append(Exchange(method=ex.method, url=ex.url.replace("alt=sse", ""), request_headers=ex.request_headers,
                                   request_body=ex.request_body, status=ex.status,
                                   response_headers=[("content-type", "application/json")], response_chunks=[(0.0, arr)]))
+    seeds.append(_ollama_stream())
     return seeds
+
+
+def _ollama_stream() -> Exchange:
+    """Ollama's native /api/chat stream (NDJSON; the corpus has no native Ollama traffic), in the
+    shape WIRE.md documents: thinking and text deltas, a tool call, the final ``done`` line."""
+    t0 = "2026-08-21T10:00:00.000000Z"
+
+    def delta(**msg: Any) -> dict[str, Any]:
+        return {"model": "qwen3:8b", "created_at": t0, "message": {"role": "assistant", "content": "", **msg}, "done": False}
+
+    lines = [
+        delta(thinking="The user wants "), delta(thinking="the weather."), delta(content="Let me "), delta(content="check. "),
+        delta(tool_calls=[{"id": "call_1", "function": {"index": 0, "name": "get_weather", "arguments": {"city": "Toronto"}}}]),
+        {"model": "qwen3:8b", "created_at": t0, "message": {"role": "assistant", "content": ""}, "done": True,
+         "done_reason": "stop", "total_duration": 4883583458, "prompt_eval_count": 26, "eval_count": 12},
+    ]
+    body = b"".join(orjson.dumps(x) + b"\n" for x in lines)
+    request = {"model": "qwen3:8b", "messages": [{"role": "user", "content": "Weather in Toronto?"}],
+               "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]}
+    return Exchange(method="POST", url="http://localhost:11434/api/chat", request_body=orjson.dumps(request), status=200,
+                    response_headers=[("content-type", "application/x-ndjson")],
+                    response_chunks=[(0.05 * i, ln) for i, ln in enumerate(body.splitlines(keepends=True))])
 
 
 @cache
@@ -179,7 +203,7 @@ def _events(chunks: list[tuple[float | None, bytes]], ctype: str | None) -> tupl
 
 
 @FUZZ
-@given(data=st.data(), seed=st.sampled_from(range(len(STREAMS) + 3)), damage=st.booleans())
+@given(data=st.data(), seed=st.sampled_from(range(len(STREAMS) + 4)), damage=st.booleans())
 def test_framing_does_not_depend_on_chunk_boundaries(data: Any, seed: int, damage: bool) -> None:
     ex = stream_seeds()[seed % len(stream_seeds())]
     body = ex.response_body
@@ -268,7 +292,7 @@ def _view(ex: Exchange) -> dict[str, Any]:
 
 
 @FUZZ
-@given(data=st.data(), seed=st.sampled_from(range(len(STREAMS) + 3)))
+@given(data=st.data(), seed=st.sampled_from(range(len(STREAMS) + 4)))
 def test_reassembly_of_a_rechunked_stream_equals_the_original(data: Any, seed: int) -> None:
     ex = stream_seeds()[seed % len(stream_seeds())]
     original = _view(ex)
@@ -278,7 +302,7 @@ def test_reassembly_of_a_rechunked_stream_equals_the_original(data: Any, seed: i
 
 
 @FUZZ
-@given(data=st.data(), seed=st.sampled_from(range(len(STREAMS) + 3)), damage=st.booleans())
+@given(data=st.data(), seed=st.sampled_from(range(len(STREAMS) + 4)), damage=st.booleans())
 def test_reassembly_of_a_cut_or_damaged_stream_never_fails_internally(data: Any, seed: int, damage: bool) -> None:
     ex = stream_seeds()[seed % len(stream_seeds())]
     body = ex.response_body
