@@ -86,10 +86,7 @@ class TurnList(ScrollView, can_focus=True):
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"turn-list--cursor", "turn-list--cursor-blurred"}
 
-    DEFAULT_CSS = """
-    TurnList > .turn-list--cursor { background: $accent; color: $text; }
-    TurnList > .turn-list--cursor-blurred { background: $accent 40%; }
-    """
+    # (their colours: inspector.tcss)
 
     class TurnSelected(Message):
         """The cursor moved to a turn."""
