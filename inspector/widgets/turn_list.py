@@ -84,9 +84,8 @@ class TurnList(ScrollView, can_focus=True):
         Binding("end,G", "last", "Last turn", show=False, tooltip="Select the last turn", id="turns.last"),
     ]
 
+    #: The selected row, focused and not (their colours are in inspector.tcss).
     COMPONENT_CLASSES: ClassVar[set[str]] = {"turn-list--cursor", "turn-list--cursor-blurred"}
-
-    # (their colours: inspector.tcss)
 
     class TurnSelected(Message):
         """The cursor moved to a turn."""
