@@ -242,6 +242,7 @@ class InspectorApp(App[None]):
         self._hit = -1
         self._dirty_findings = True
         self._dirty_growth = True
+        self._switcher_convs = -1
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -346,9 +347,10 @@ class InspectorApp(App[None]):
                 turn_list.show_conversation = len(self.conv_turns) > 1
             elif len(self.conv_turns) > 1 and self.conversation == ALL:
                 turn_list.show_conversation = True
-            self.query_one(ConversationSwitcher).show_conversations(
-                self.source.analysis.conversations, len(self.turns)
-            )
+            # The switcher's labels carry turn counts; rebuilding them for every batch of a big
+            # file costs more than it tells: only when a conversation appears, live, or at the end.
+            if self.live or batch.at_end or len(self.conv_turns) != self._switcher_convs:
+                self._update_switcher()
             self._refresh_selected_results(batch.turns)
         for p in batch.problems:
             self.notify(str(p), title="damaged record skipped", severity="warning", timeout=8)
@@ -361,9 +363,16 @@ class InspectorApp(App[None]):
             )
             self.query_one(MessagesView).show_note(note)
 
+    def _update_switcher(self) -> None:
+        self._switcher_convs = len(self.conv_turns)
+        self.query_one(ConversationSwitcher).show_conversations(
+            self.source.analysis.conversations, len(self.turns)
+        )
+
     def on_inspector_app_run_completed(self, message: RunCompleted) -> None:
         self.complete = True
         self.progress = None
+        self._update_switcher()
         torn = [p for p in self.source.problems if p.kind == "torn"]
         if torn:
             self.notify(
