@@ -26,6 +26,8 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
 from __future__ import annotations
 
 import asyncio
+import os
+import queue
 import sys
 import threading
 import time
@@ -44,6 +46,10 @@ from cassettes.store import CassetteWriter
 from proxy.writer import writer_main
 
 __all__ = ["LooptapRecorder", "Tee", "addons", "flow_to_exchange"]
+
+#: Seconds the writer process may take to start (spawn, imports, opening the cassette).
+_WRITER_START_TIMEOUT = 60.0
+
 
 class Tee:
     """The stream callable: forwards every chunk untouched and keeps a timestamped copy."""
@@ -161,8 +167,19 @@ class LooptapRecorder:
             raise exceptions.OptionsError(f"looptap_output: {exc}") from None
         mp = multiprocessing.get_context("spawn")
         self._inbox, self._outbox = mp.Queue(), mp.Queue()
-        self._process = mp.Process(target=writer_main, args=(str(path), fsync, self._inbox, self._outbox), name="looptap-writer", daemon=True)
+        self._process = mp.Process(target=writer_main, args=(str(path), fsync, self._inbox, self._outbox, os.getpid()), name="looptap-writer", daemon=True)
         self._process.start()
+        # Recording starts when the writer can write: until then a round trip would exist only in
+        # a queue, and a crash in the first seconds (spawn + imports) would lose it.
+        try:
+            kind, msg = self._outbox.get(timeout=_WRITER_START_TIMEOUT)
+        except queue.Empty:
+            kind, msg = "storage_error", f"the writer process did not start within {_WRITER_START_TIMEOUT:.0f} s"
+        if kind != "ready":
+            self._process.kill()
+            self._process.join(timeout=5)
+            self._process = self._inbox = self._outbox = None
+            raise exceptions.OptionsError(f"looptap_output: {msg}")
         self.output = path
         self._collector = threading.Thread(target=self._collect, name="looptap-results", daemon=True)
         self._collector.start()

@@ -88,13 +88,13 @@ def _warn_exposure(args: argparse.Namespace) -> None:
 def cmd_record(args: argparse.Namespace) -> int:
     _warn_exposure(args)
     try:
-        from proxy.launcher import BusyPort, record_forever
+        from proxy.launcher import BusyPort, RecorderError, record_forever
     except ImportError:
         print(_NO_MITMPROXY, file=sys.stderr)
         return 2
     try:
         return asyncio.run(record_forever(_config(args)))
-    except BusyPort as exc:
+    except (BusyPort, RecorderError) as exc:
         print(f"looptap: error: {exc}", file=sys.stderr)
         return 2
 
@@ -131,7 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("looptap: error: nothing to run (looptap run -o run.jsonl -- python agent.py)", file=sys.stderr)
         return 2
     try:
-        from proxy.launcher import BusyPort, run_child
+        from proxy.launcher import BusyPort, RecorderError, run_child
     except ImportError:
         print(_NO_MITMPROXY, file=sys.stderr)
         return 2
@@ -154,7 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"looptap: the command's output goes to {child_log}", file=sys.stderr)
     try:
         rc, addon = asyncio.run(run_child(config, argv, child_log=child_log, viewer=viewer))
-    except BusyPort as exc:
+    except (BusyPort, RecorderError) as exc:
         print(f"looptap: error: {exc}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:

@@ -19,16 +19,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mitmproxy import master, options
+from mitmproxy import exceptions, master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
 from cassettes.providers import REVERSE_UPSTREAMS
 from proxy.addon import LooptapRecorder
 
-__all__ = ["BUILTIN_UPSTREAMS", "Listener", "Recorder", "RecorderConfig", "free_port"]
+__all__ = ["BUILTIN_UPSTREAMS", "BusyPort", "Listener", "Recorder", "RecorderConfig", "RecorderError", "free_port"]
 
 #: name → (upstream, base-URL environment variables, path suffix); kept with the providers.
 BUILTIN_UPSTREAMS = REVERSE_UPSTREAMS
+
+
+class RecorderError(RuntimeError):
+    """The recorder could not start (e.g. its cassette cannot be opened): one line for the user."""
 
 
 class BusyPort(OSError):
@@ -125,14 +129,18 @@ class Recorder:
         m = master.Master(opts)
         ready = _Ready()
         m.addons.add(core.Core(), proxyserver.Proxyserver(), next_layer.NextLayer(), tlsconfig.TlsConfig(), self.addon, ready)
-        # Addon-owned options exist only once their addon is added.
-        opts.update(
-            connection_strategy="lazy",
-            http3=False,
-            looptap_output=str(cfg.output),
-            looptap_record_hosts=list(cfg.record_hosts),
-            looptap_fsync=cfg.fsync,
-        )
+        # Addon-owned options exist only once their addon is added. Opening the cassette and
+        # starting its writer happen here (the addon's ``configure``).
+        try:
+            opts.update(
+                connection_strategy="lazy",
+                http3=False,
+                looptap_output=str(cfg.output),
+                looptap_record_hosts=list(cfg.record_hosts),
+                looptap_fsync=cfg.fsync,
+            )
+        except exceptions.OptionsError as exc:
+            raise RecorderError(str(exc).removeprefix("looptap_output: ")) from None
         self.master = m
         self._task = asyncio.create_task(m.run())
         done, _ = await asyncio.wait({self._task, asyncio.create_task(ready.event.wait())}, return_when=asyncio.FIRST_COMPLETED)
@@ -142,9 +150,9 @@ class Recorder:
         failed = [(s.mode.full_spec, s.last_exception) for s in ps.servers if not s.is_running]
         if failed:
             await self.stop()
-            spec, exc = failed[0]
+            spec, cause = failed[0]
             port = spec.rsplit("@", 1)[-1]
-            why = "address already in use" if "already in use" in str(exc) else str(exc)
+            why = "address already in use" if "already in use" in str(cause) else str(cause)
             raise BusyPort(f"cannot listen on {cfg.host}:{port}: {why}")
         self.env = self._environment()
 

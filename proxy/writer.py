@@ -7,6 +7,7 @@ when the addon is loaded as a script (``mitmdump -s proxy/addon.py``).
 
 from __future__ import annotations
 
+import queue
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from cassettes.store import CassetteWriter
 __all__ = ["writer_main"]
 
 
-def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any) -> None:
+def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any, parent: int | None = None) -> None:
     """The writer process: redaction, parsing, encoding and disk I/O away from the proxy's GIL."""
     import os
     import signal
@@ -33,10 +34,20 @@ def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any) -> None:
     except (CassetteError, OSError) as exc:
         outbox.put(("storage_error", f"cannot open {path}: {exc}"))
         return
+    if parent is None:
+        parent = os.getppid()
+    outbox.put(("ready", None))
     with writer:
         while True:
             try:
-                item = inbox.get()
+                item = inbox.get(timeout=0.5)
+            except queue.Empty:
+                # The proxy was killed (SIGKILL gives it no time to say stop): this process holds
+                # the queue's write end too, so it would wait for ever. Everything the proxy had
+                # handed over has been read and written by now.
+                if os.getppid() != parent:
+                    break
+                continue
             except (EOFError, OSError):  # the proxy died: everything received is on disk
                 break
             if item is None:

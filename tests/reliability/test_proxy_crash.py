@@ -34,8 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from cassettes.store import read_cassette
 from tests.support.recorder import PROXY_PYTHON, children, clean_env, cmdline
 from tests.support.reliability import needs_recorder
@@ -195,8 +193,6 @@ def test_sigkill_at_random_moments(upstream: FakeUpstream, tmp_path: Path) -> No
         warnings.warn(f"writer backlog lost at SIGKILL: round trips completed up to {max(late) * 1000:.0f} ms before the kill", stacklevel=1)
 
 
-@pytest.mark.xfail(strict=True, reason="proxy bug: the writer process outlives a SIGKILLed recorder (it holds its own "
-                   "queue's write end, so inbox.get() never sees EOF); see the reliability report")
 def test_writer_process_exits_when_the_recorder_is_killed(upstream: FakeUpstream, tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
     argv = [str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(tmp_path / "conf"),
@@ -205,10 +201,13 @@ def test_writer_process_exits_when_the_recorder_is_killed(upstream: FakeUpstream
     try:
         deadline = time.monotonic() + 60
         writers: list[int] = []
-        while not writers and time.monotonic() < deadline:
-            writers = [p for p in children(proc.pid) if "spawn_main" in cmdline(p)]
+        agent: list[int] = []
+        while not (writers and agent) and time.monotonic() < deadline:
+            kids = children(proc.pid)
+            writers = [p for p in kids if "spawn_main" in cmdline(p)]
+            agent = [p for p in kids if cmdline(p).startswith("sleep")]  # started once the writer is ready
             time.sleep(0.1)
-        assert writers, "no writer process found"
+        assert writers and agent, "no writer process or agent found"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
         deadline = time.monotonic() + 4
@@ -236,12 +235,6 @@ time.sleep(60)
 '''
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="proxy bug: looptap run starts the agent (and looptap record says it is recording) before the writer "
-    "process can write; it needs seconds to start (spawn + imports), and the round trips of those seconds exist only "
-    "in a queue, so a SIGKILL then loses them; see the reliability report",
-)
 def test_round_trips_of_the_first_second_survive_a_kill(upstream: FakeUpstream, tmp_path: Path) -> None:
     """The agent's very first round trip completes; 0.3 s later the whole group is killed. Once the
     writer is running a round trip reaches the disk within milliseconds (measured: 0–15 ms), so

@@ -14,8 +14,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from cassettes.store import read_cassette
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.reliability import needs_recorder
@@ -66,11 +64,6 @@ def test_disk_full_mid_run_is_loud_and_keeps_what_was_written(upstream: FakeUpst
         assert ex.status == 200 and b"[DONE]" in ex.response_body and printed[turn]["bytes"] == len(ex.response_body)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="proxy bug: an output path that cannot be opened (missing directory, no permission) ends looptap record/run "
-    "with a Python traceback (mitmproxy OptionsError escaping from Recorder.start) instead of one 'looptap: error' line",
-)
 def test_unwritable_output_is_one_clear_line(tmp_path: Path) -> None:
     command = "record"  # looptap run fails the same way (same Recorder.start)
     out = tmp_path / "no-such-dir" / "run.jsonl"
