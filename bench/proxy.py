@@ -773,7 +773,7 @@ def report(
     if cpu_l is not None and cpu_s is not None:
         print(
             f"  CPU          looptap - bare+stream = {(cpu_l - cpu_s) / S['looptap'].sent * 1e3:.2f} ms per round trip"
-            " (the proxy process only; looptap's writer runs in a separate, niced process)"
+            " (the proxy process only; looptap's writer runs in a separate process)"
         )
     print(
         f"  buffering    bare mitmproxy SSE TTFB p50 {tb:.0f} ms = {tb / totb:.0%} of its stream ({totb:.0f} ms): buffered;"

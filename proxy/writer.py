@@ -25,10 +25,9 @@ def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any, parent: int | N
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when to stop
-    try:
-        os.nice(10)  # background work: the proxy's own process keeps the CPU it needs
-    except OSError:
-        pass
+    # Not niced: a niced writer on a busy machine got ~10% of a core, fell seconds behind, and a
+    # SIGKILL then lost that backlog (tests/reliability/test_proxy_crash.py measured it). Its work
+    # is off the proxy's event loop either way; the proxy benchmark shows the latency cost.
     try:
         writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, fsync=fsync)
     except (CassetteError, OSError) as exc:
