@@ -125,6 +125,7 @@ class LooptapRecorder:
         self._process: Any = None
         self._collector: threading.Thread | None = None
         self._extra_hosts: tuple[str, ...] = ()
+        self._flow_bodies = True
         #: Round trips finished but not yet handed to the writer (see ``_finish``).
         self._pending: deque[tuple[http.HTTPFlow, Tee | None, str | None]] = deque()
 
@@ -143,6 +144,14 @@ class LooptapRecorder:
             "Extra hosts (glob patterns) to record in forward-proxy mode, besides the known LLM API hosts.",
         )
         loader.add_option(
+            "looptap_flow_bodies",
+            bool,
+            True,
+            "Put each streamed response body back on its flow once it has ended, for the tools that show or "
+            "save flows (mitmweb, mitmdump -w). looptap's own launcher has none and turns this off: one copy less "
+            "of every body in memory.",
+        )
+        loader.add_option(
             "looptap_fsync",
             bool,
             False,
@@ -150,6 +159,8 @@ class LooptapRecorder:
         )
 
     def configure(self, updated: set[str]) -> None:
+        if "looptap_flow_bodies" in updated:
+            self._flow_bodies = bool(ctx.options.looptap_flow_bodies)
         if "looptap_record_hosts" in updated:
             self._extra_hosts = tuple(ctx.options.looptap_record_hosts)
         if "looptap_output" in updated or "looptap_fsync" in updated:
@@ -213,7 +224,7 @@ class LooptapRecorder:
             return
         flow.metadata["looptap_done"] = True
         tee = flow.metadata.get("looptap_tee")
-        if tee is not None and flow.response is not None and flow.response.raw_content is None:
+        if self._flow_bodies and tee is not None and flow.response is not None and flow.response.raw_content is None:
             # Make the flow self-contained for mitmweb / flow files (once, not per chunk).
             flow.response.raw_content = b"".join(c for _, c in tee.chunks)
         with self._done:

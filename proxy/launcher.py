@@ -137,6 +137,7 @@ class Recorder:
                 http3=False,
                 looptap_output=str(cfg.output),
                 looptap_record_hosts=list(cfg.record_hosts),
+                looptap_flow_bodies=False,
                 looptap_fsync=cfg.fsync,
             )
         except exceptions.OptionsError as exc:
