@@ -152,3 +152,31 @@ def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equ
         assert x.status == y.status
         assert [c for _, c in y.response_chunks] == [c for _, c in x.response_chunks], x.url  # chunk for chunk
     print(f"re-recorded through looptap run, chunk for chunk equal: {family_counts(b.exchanges)}")
+
+
+def test_openai_agents_tool_loops_replay_plain_and_streamed(tmp_path: Path) -> None:
+    """openai-agents (Responses API): two tool loops, plain and streamed, recorded from the fake
+    upstream's corpus responses, replayed: same tool calls and answers, every round trip played."""
+    pytest.importorskip("agents")
+    from tests.proxy import test_e2e_frameworks as fw
+
+    # Not named after the package: the script's directory comes first on sys.path.
+    script = tmp_path / "oa_client.py"
+    script.write_text(fw.CLIENT_PRELUDE + textwrap.dedent(fw.OPENAI_AGENTS_CLIENT))
+    env = {"OPENAI_AGENTS_DISABLE_TRACING": "1"}
+    with FakeUpstream(delay=0.001, default_scenario="tool_loop:1") as up:
+        proc = run_client(script, {**client_env(up.url), **env}, tmp_path)
+        assert proc.returncode == 0, explain(proc)
+        served = up.llm_served()
+    cassette = tmp_path / "agents.jsonl"
+    with CassetteWriter(cassette) as w:
+        for s in served:
+            ex = s.as_exchange()
+            ex.response_chunks = [(GAP * (i + 1), c) for i, c in enumerate(s.chunks)]
+            w.append(ex)
+    with ReplayServer(cassette) as srv:
+        again = run_client(script, {**client_env(srv.url), **env}, tmp_path)
+    assert again.returncode == 0, explain(again)
+    assert srv.misses == [] and srv.unplayed() == [], srv.report_lines()
+    assert outputs(again) == outputs(proc)
+    assert [len(e.response_chunks) > 1 for e in read_cassette(cassette).exchanges] == [False, False, True, True]
