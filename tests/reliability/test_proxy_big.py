@@ -37,7 +37,9 @@ WRITER_FACTOR = 8
 
 
 def _served(up: FakeUpstream, marker: str) -> Served:
-    (s,) = [s for s in up.served if marker.encode() in s.request_body[:4096]]
+    # The agent can hold the last byte before the upstream's coroutine has resumed after its final
+    # write and set the digest: wait until the upstream itself calls the response ended.
+    (s,) = up.wait_served(1, timeout=60, pred=lambda s: marker.encode() in s.request_body[:4096])
     return s
 
 
