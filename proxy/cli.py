@@ -142,6 +142,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.inspect:
         import importlib.util
 
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            print("looptap: error: --inspect needs a terminal (stdin and stdout are not one); "
+                  "record without it and open the cassette later with looptap inspect", file=sys.stderr)
+            return 2
+
         if importlib.util.find_spec("textual") is None:
             print(
                 "looptap: error: --inspect needs the inspector in this environment: "
@@ -180,8 +185,9 @@ def register_run(sub: Any) -> None:
     p.add_argument(
         "--inspect",
         action="store_true",
-        help="open the inspector on the run while it is recorded (the command's output goes to OUTPUT.log); "
-        "looptap exits when the command has finished and the inspector is closed",
+        help="open the inspector on the run while it is recorded (the command's output goes to OUTPUT.log, its "
+        "stdin is /dev/null); looptap exits when the command has finished and the inspector is closed (q). "
+        "While the inspector is open, Ctrl-C goes to it, not to the command",
     )
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=cmd_run)
