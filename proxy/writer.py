@@ -25,9 +25,15 @@ def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any, parent: int | N
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when to stop
-    # Not niced: a niced writer on a busy machine got ~10% of a core, fell seconds behind, and a
-    # SIGKILL then lost that backlog (tests/reliability/test_proxy_crash.py measured it). Its work
-    # is off the proxy's event loop either way; the proxy benchmark shows the latency cost.
+    # Niced: on a 2-core machine an un-niced writer competes with the proxy and raised its added
+    # latency from about +0.4 to +1.5 ms p50 (bench/proxy.py, run side by side). The cost: under
+    # heavy CPU contention the writer falls behind (seconds at load average 8-16, measured by
+    # tests/reliability/test_proxy_crash.py), and a SIGKILL of the recorder loses that backlog;
+    # a normal stop (Ctrl-C, SIGTERM, the child exiting) always drains it.
+    try:
+        os.nice(10)
+    except OSError:
+        pass
     try:
         writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, fsync=fsync)
     except (CassetteError, OSError) as exc:
