@@ -215,14 +215,15 @@ def export_lines(env: dict[str, str]) -> list[str]:
 async def record_forever(config: RecorderConfig, out: Sequence[str] | None = None) -> int:
     rec = Recorder(config)
     await rec.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # Handlers first: whoever reads the export lines may signal a stop at once.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     for line in export_lines(rec.env):
         print(line)
     sys.stdout.flush()  # the exports are out before the ready line
     print(f"looptap: recording to {config.output} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await rec.stop()
     print(f"looptap: stopped; {rec.addon.recorded} round trips recorded in {config.output}", file=sys.stderr)
