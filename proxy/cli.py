@@ -38,6 +38,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confdir", default="~/.mitmproxy", help="mitmproxy's configuration and CA directory")
     p.add_argument("--fsync", action="store_true", help="fsync the cassette after every round trip")
     p.add_argument(
+        "--durable",
+        action="store_true",
+        help="hold the end of each response until its round trip is in the cassette: even a SIGKILL of looptap "
+        "then loses no round trip the agent finished receiving (each response waits for the writer)",
+    )
+    p.add_argument(
         "--listen-host",
         default="127.0.0.1",
         metavar="HOST",
@@ -76,6 +82,7 @@ def _config(args: argparse.Namespace) -> Any:
         confdir=Path(args.confdir).expanduser(),
         fsync=args.fsync,
         host=args.listen_host,
+        durable=args.durable,
     )
 
 

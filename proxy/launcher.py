@@ -23,7 +23,7 @@ from mitmproxy import exceptions, master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
 from cassettes.providers import REVERSE_UPSTREAMS
-from proxy.addon import LooptapRecorder
+from proxy.addon import DurableGate, LooptapRecorder
 
 __all__ = ["BUILTIN_UPSTREAMS", "BusyPort", "Listener", "Recorder", "RecorderConfig", "RecorderError", "free_port"]
 
@@ -68,6 +68,7 @@ class RecorderConfig:
     confdir: Path = field(default_factory=lambda: Path("~/.mitmproxy").expanduser())
     host: str = "127.0.0.1"
     fsync: bool = False
+    durable: bool = False
 
     def listeners(self) -> list[Listener]:
         out: list[Listener] = []
@@ -128,7 +129,8 @@ class Recorder:
         )
         m = master.Master(opts)
         ready = _Ready()
-        m.addons.add(core.Core(), proxyserver.Proxyserver(), next_layer.NextLayer(), tlsconfig.TlsConfig(), self.addon, ready)
+        gate = [DurableGate(self.addon)] if cfg.durable else []
+        m.addons.add(core.Core(), proxyserver.Proxyserver(), next_layer.NextLayer(), tlsconfig.TlsConfig(), self.addon, *gate, ready)
         # Addon-owned options exist only once their addon is added. Opening the cassette and
         # starting its writer happen here (the addon's ``configure``).
         try:
@@ -138,6 +140,7 @@ class Recorder:
                 looptap_output=str(cfg.output),
                 looptap_record_hosts=list(cfg.record_hosts),
                 looptap_flow_bodies=False,
+                looptap_durable=cfg.durable,
                 looptap_fsync=cfg.fsync,
             )
         except exceptions.OptionsError as exc:

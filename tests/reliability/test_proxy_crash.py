@@ -94,14 +94,15 @@ class Outcome:
     orphans: list[str] = field(default_factory=list)
 
 
-def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random) -> Outcome:
+def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random, durable: bool = False) -> Outcome:
     work = root / f"run{i:03d}"
     work.mkdir()
     (work / "client.py").write_text(textwrap.dedent(CLIENT))
     out = work / "run.jsonl"
     how = "group" if i % 2 == 0 else "recorder"
     argv = [str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(root / "conf"),
-            "--upstream", f"openai={upstream.url}", "--", sys.executable, str(work / "client.py"), f"r{i:03d}"]
+            "--upstream", f"openai={upstream.url}", *(["--durable"] if durable else []),
+            "--", sys.executable, str(work / "client.py"), f"r{i:03d}"]
     proc = subprocess.Popen(argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     assert proc.stdout is not None
     lines: list[str] = []
@@ -256,3 +257,19 @@ def test_round_trips_of_the_first_second_survive_a_kill(upstream: FakeUpstream, 
     assert out.exists(), "no cassette at all"
     cas = read_cassette(out)
     assert len(cas.exchanges) == 1, "the agent's first round trip completed 0.3 s before the kill and is not on disk"
+
+
+def test_sigkill_with_durable_loses_nothing_completed(upstream: FakeUpstream, tmp_path: Path) -> None:
+    """``--durable``: a response ends only once its round trip is in the cassette, so a SIGKILL at
+    any moment (startup included) loses no round trip the agent finished receiving."""
+    runs = 20 if SLOW else 3
+    rng = random.Random(int(os.environ.get("LOOPTAP_CRASH_SEED", "20261122")) + 1)
+    seeds = [random.Random(rng.random()) for _ in range(runs)]
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = list(pool.map(lambda i: _one_run(i, upstream, tmp_path, seeds[i], durable=True), range(runs)))
+    completed = sum(o.completed for o in outcomes)
+    recorded = sum(o.recorded for o in outcomes)
+    missing = [(o.run, round(age * 1000)) for o in outcomes for age in o.missing]
+    print(f"{runs} durable kills: {completed} round trips completed by the agents, {recorded} recorded, missing {missing}")
+    assert completed > 0
+    assert missing == [], f"completed round trips missing from the cassette (run, ms before the kill): {missing}"
