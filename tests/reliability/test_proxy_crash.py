@@ -262,7 +262,7 @@ def test_round_trips_of_the_first_second_survive_a_kill(upstream: FakeUpstream, 
 def test_sigkill_with_durable_loses_nothing_completed(upstream: FakeUpstream, tmp_path: Path) -> None:
     """``--durable``: a response ends only once its round trip is in the cassette, so a SIGKILL at
     any moment (startup included) loses no round trip the agent finished receiving."""
-    runs = 20 if SLOW else 3
+    runs = int(os.environ.get("LOOPTAP_DURABLE_KILLS", "20" if SLOW else "3"))
     rng = random.Random(int(os.environ.get("LOOPTAP_CRASH_SEED", "20261122")) + 1)
     seeds = [random.Random(rng.random()) for _ in range(runs)]
     with ThreadPoolExecutor(2) as pool:
