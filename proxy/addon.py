@@ -221,6 +221,13 @@ class LooptapRecorder:
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         assert flow.response is not None
         if self._records(flow):
+            if self._durable and "content-length" in flow.response.headers:
+                # A fixed-length body is complete for the client with its last byte, which a tee
+                # would pass on before the round trip is stored; buffered, mitmproxy sends it only
+                # after the hooks, i.e. after the write. (Chunked streams keep streaming: their
+                # terminating chunk is what waits.)
+                flow.response.stream = False
+                return
             tee = Tee()
             flow.response.stream = tee
             flow.metadata["looptap_tee"] = tee
