@@ -37,6 +37,7 @@ import orjson
 from cassettes.decoding import decode_chunks
 from cassettes.exchange import Exchange, Headers, header
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
+from cassettes.replay.background import BackgroundServer
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
 from cassettes.store import read_cassette
 
@@ -110,8 +111,11 @@ class _Request:
         return header(self.headers, name)
 
 
-class ReplayServer:
+class ReplayServer(BackgroundServer):
     """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
+
+    label = "the replay server"
+    read_limit = 1 << 24
 
     def __init__(
         self,
@@ -146,14 +150,8 @@ class ReplayServer:
         self.answers: list[Recorded | Miss | str] = []
         #: Failures of the server itself (answered with a 500); empty unless looptap has a bug.
         self.internal_errors: list[str] = []
-        self._server: asyncio.base_events.Server | None = None
-        self._conns: set[asyncio.Task[None]] = set()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+        self._init_background()
 
     # -- public view ---------------------------------------------------------------------------
     @property
@@ -180,62 +178,6 @@ class ReplayServer:
         for m in self.matcher.misses:
             out.append(f"  unmatched: {m.method} {m.target}: {m.reason}")
         return out
-
-    # -- lifecycle -----------------------------------------------------------------------------
-    async def start_async(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 24)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-
-    async def stop_async(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for t in list(self._conns):
-            t.cancel()
-        if self._conns:
-            await asyncio.gather(*self._conns, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
-
-    def start(self) -> ReplayServer:
-        """Serve from a thread of its own; returns once listening."""
-        self._thread = threading.Thread(target=self._thread_main, name="looptap-replay", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(15):
-            raise RuntimeError("the replay server did not start within 15 s")
-        if self._error is not None:
-            raise OSError(f"the replay server could not listen on {self.host}:{self.port}: {self._error}") from self._error
-        return self
-
-    def _thread_main(self) -> None:
-        async def run() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            try:
-                await self.start_async()
-            except BaseException as exc:
-                self._error = exc
-                self._ready.set()
-                return
-            self._ready.set()
-            await self._stop.wait()
-            await self.stop_async()
-
-        asyncio.run(run())
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
-
-    def __enter__(self) -> ReplayServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- HTTP/1.1 ------------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -97,6 +97,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from cassettes.exchange import Exchange
+from cassettes.replay.background import BackgroundServer
 from cassettes.roundtrip import parse_exchange
 from cassettes.vcr import load_vcr
 
@@ -774,9 +775,11 @@ def _offered_tools(family: str, target: str, body: Any) -> tuple[list[tuple[str,
     return tools, results
 
 
-class FakeUpstream:
+class FakeUpstream(BackgroundServer):
     """The fake upstream. ``start()``/``stop()`` run it in a thread; ``await start_async()`` in a
     running loop; also a context manager."""
+
+    label = "fake upstream"
 
     def __init__(
         self,
@@ -798,79 +801,23 @@ class FakeUpstream:
         self.served: list[Served] = []
         self._lock = threading.Lock()
         self._seq = itertools.count()
-        self._server: asyncio.base_events.Server | None = None
-        self._conns: set[asyncio.Task[None]] = set()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+        self._init_background()
         self._changed = threading.Condition()
 
     @property
     def url(self) -> str:
         return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    async def start_async(self) -> None:
-        ctx = None
-        if self.tls is not None:
-            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            ctx.load_cert_chain(self.tls[0], self.tls[1])
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 20, ssl=ctx)
-        self.port = self._server.sockets[0].getsockname()[1]
+    # -- lifecycle (BackgroundServer) ---------------------------------------------------------
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if self.tls is None:
+            return None
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(self.tls[0], self.tls[1])
+        return ctx
 
-    async def stop_async(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for t in list(self._conns):
-            t.cancel()
-        if self._conns:
-            await asyncio.gather(*self._conns, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
-
-    def start(self) -> FakeUpstream:
-        self._thread = threading.Thread(target=self._thread_main, name="fake-upstream", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(15):
-            raise RuntimeError("fake upstream did not start within 15 s")
-        if self._error is not None:
-            raise RuntimeError(f"fake upstream failed to start: {self._error}") from self._error
-        return self
-
-    def _thread_main(self) -> None:
-        async def run() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            try:
-                await self.start_async()
-            except BaseException as exc:
-                self._error = exc
-                self._ready.set()
-                return
-            self._ready.set()
-            await self._stop.wait()
-            await self.stop_async()
-
-        asyncio.run(run())
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
-            try:
-                self._loop.call_soon_threadsafe(self._stop.set)
-            except RuntimeError:
-                pass
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
-
-    def __enter__(self) -> FakeUpstream:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _start_failed(self, exc: BaseException) -> Exception:
+        return RuntimeError(f"fake upstream failed to start: {exc}")
 
     # -- observation ---------------------------------------------------------------------------
     def wait_served(self, n: int, timeout: float = 10.0, pred: Callable[[Served], bool] | None = None) -> list[Served]:
