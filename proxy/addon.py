@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import queue
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ from cassettes.errors import CassetteError
 from cassettes.exchange import Exchange
 from cassettes.providers import is_llm_host
 from cassettes.store import CassetteWriter
-from proxy.writer import writer_main
+from proxy.writer import SETTLE, FrameReader, enlarge_pipe, frame, writer_main
 
 __all__ = ["DurableGate", "LooptapRecorder", "Tee", "addons", "flow_to_exchange"]
 
@@ -52,20 +51,46 @@ _WRITER_START_TIMEOUT = 60.0
 
 
 class Tee:
-    """The stream callable: forwards every chunk untouched and keeps a timestamped copy."""
+    """The stream callable: forwards every chunk untouched and keeps a timestamped copy.
 
-    __slots__ = ("chunks",)
+    With :meth:`expect`, calls ``on_complete`` once the body's announced length has arrived,
+    before that last chunk is passed on."""
+
+    __slots__ = ("chunks", "_left", "_on_complete")
 
     def __init__(self) -> None:
         self.chunks: list[tuple[float, bytes]] = []
+        self._left = 0
+        self._on_complete: Callable[[], None] | None = None
+
+    def expect(self, length: int, on_complete: Callable[[], None]) -> None:
+        self._left = length
+        self._on_complete = on_complete
 
     def __call__(self, data: bytes) -> bytes:
         try:
             if data:
                 self.chunks.append((time.time(), data))
+                if self._on_complete is not None:
+                    self._left -= len(data)
+                    if self._left <= 0:
+                        done, self._on_complete = self._on_complete, None
+                        done()
         except Exception:  # never break the stream: a raising callable drops the chunk
             pass
         return data
+
+
+def _content_length(headers: Any) -> int | None:
+    """The announced body length of a response, if it has one (not chunked)."""
+    value = headers.get("content-length")
+    if value is None or "chunked" in headers.get("transfer-encoding", "").lower():
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        return None
+    return n if n >= 0 else None
 
 
 def _fields(headers: Any) -> list[tuple[str, str]]:
@@ -120,18 +145,27 @@ class LooptapRecorder:
         self.failed_records = 0
         self._sent = 0
         self._done = threading.Condition()
+        #: The writer process and the two pipes to it (``multiprocessing`` connections, used for
+        #: their file descriptors only; see :mod:`proxy.writer`).
+        self._process: Any = None
         self._inbox: Any = None
         self._outbox: Any = None
-        self._process: Any = None
-        self._collector: threading.Thread | None = None
+        self._answers = FrameReader()
+        self._answers_eof = False
+        self._writer_gone = False
+        #: Frames the pipe could not take yet, oldest first.
+        self._overflow: deque[bytes] = deque()
+        #: Guards the pipes, :attr:`_overflow` and :attr:`_answers` (the event loop and a thread
+        #: in :meth:`flush` may both pump).
+        self._io = threading.Lock()
+        #: The event loop that reads the writer's answers (set once recording runs on one).
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._extra_hosts: tuple[str, ...] = ()
         self._flow_bodies = True
         self._durable = False
         #: Durable mode: one future per round trip handed to the writer, in hand-off order (the
         #: writer answers in that order); resolved when its answer arrives.
         self._acks: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
-        #: Round trips finished but not yet handed to the writer (see ``_finish``).
-        self._pending: deque[tuple[http.HTTPFlow, Tee | None, str | None]] = deque()
 
     # -- options -------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
@@ -177,7 +211,7 @@ class LooptapRecorder:
             self._flow_bodies = bool(ctx.options.looptap_flow_bodies)
         if "looptap_record_hosts" in updated:
             self._extra_hosts = tuple(ctx.options.looptap_record_hosts)
-        if "looptap_output" in updated or "looptap_fsync" in updated:
+        if updated & {"looptap_output", "looptap_fsync", "looptap_durable"}:
             path = ctx.options.looptap_output
             self._stop_writer()
             if path:
@@ -191,23 +225,71 @@ class LooptapRecorder:
         except (CassetteError, OSError) as exc:
             raise exceptions.OptionsError(f"looptap_output: {exc}") from None
         mp = multiprocessing.get_context("spawn")
-        self._inbox, self._outbox = mp.Queue(), mp.Queue()
-        self._process = mp.Process(target=writer_main, args=(str(path), fsync, self._inbox, self._outbox, os.getpid()), name="looptap-writer", daemon=True)
-        self._process.start()
+        in_r, in_w = mp.Pipe(duplex=False)
+        out_r, out_w = mp.Pipe(duplex=False)
+        enlarge_pipe(in_w.fileno())
+        process = mp.Process(target=writer_main, args=(str(path), fsync, in_r, out_w, 0.0 if self._durable else SETTLE), name="looptap-writer", daemon=True)
+        process.start()
+        # Only the writer holds these ends: the proxy's end-of-file is the writer's (and back).
+        in_r.close()
+        out_w.close()
         # Recording starts when the writer can write: until then a round trip would exist only in
-        # a queue, and a crash in the first seconds (spawn + imports) would lose it.
-        try:
-            kind, msg = self._outbox.get(timeout=_WRITER_START_TIMEOUT)
-        except queue.Empty:
-            kind, msg = "storage_error", f"the writer process did not start within {_WRITER_START_TIMEOUT:.0f} s"
+        # this process, and a crash in the first seconds (spawn + imports) would lose it.
+        kind, msg = "storage_error", f"the writer process did not start within {_WRITER_START_TIMEOUT:.0f} s"
+        reader = FrameReader()
+        deadline = time.monotonic() + _WRITER_START_TIMEOUT
+        while (left := deadline - time.monotonic()) > 0 and out_r.poll(left):
+            try:
+                data = os.read(out_r.fileno(), 65536)
+            except OSError:
+                data = b""
+            if not data:
+                kind, msg = "storage_error", "the writer process ended at start-up"
+                break
+            reader.feed(data)
+            frames = reader.frames()
+            if frames:
+                kind, msg = frames[0]
+                break
         if kind != "ready":
-            self._process.kill()
-            self._process.join(timeout=5)
-            self._process = self._inbox = self._outbox = None
+            process.kill()
+            process.join(timeout=5)
+            in_w.close()
+            out_r.close()
             raise exceptions.OptionsError(f"looptap_output: {msg}")
+        os.set_blocking(in_w.fileno(), False)
+        os.set_blocking(out_r.fileno(), False)
+        self._process, self._inbox, self._outbox, self._answers = process, in_w, out_r, reader
+        self._answers_eof = self._writer_gone = False
         self.output = path
-        self._collector = threading.Thread(target=self._collect, name="looptap-results", daemon=True)
-        self._collector.start()
+        self._attach()
+
+    def _attach(self) -> None:
+        """Read the writer's answers on the running event loop (no thread), if there is one and
+        it is not already doing so; without one, :meth:`flush` reads them."""
+        if self._outbox is None or self._loop is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.add_reader(self._outbox.fileno(), self._pump)
+        self._loop = loop
+
+    def _detach(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        try:
+            if self._outbox is not None:
+                loop.remove_reader(self._outbox.fileno())
+            if self._overflow and self._inbox is not None:
+                loop.remove_writer(self._inbox.fileno())
+        except (RuntimeError, ValueError, OSError):  # closed loop or fd: nothing left to remove
+            pass
+
+    def running(self) -> None:
+        self._attach()
 
     # -- hooks -----------------------------------------------------------------------------------
     def _records(self, flow: http.HTTPFlow) -> bool:
@@ -221,39 +303,44 @@ class LooptapRecorder:
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         assert flow.response is not None
         if self._records(flow):
-            if self._durable and "content-length" in flow.response.headers:
+            length = _content_length(flow.response.headers)
+            if self._durable and length is not None:
                 # A fixed-length body is complete for the client with its last byte, which a tee
-                # would pass on before the round trip is stored; buffered, mitmproxy sends it only
+                # passes on before the writer has answered; buffered, mitmproxy sends it only
                 # after the hooks, i.e. after the write. (Chunked streams keep streaming: their
                 # terminating chunk is what waits.)
                 flow.response.stream = False
                 return
             tee = Tee()
+            if length:
+                # Complete with its last byte: hand the round trip over before that byte goes to
+                # the client, so once the agent has it the writer has it (SIGKILL included).
+                tee.expect(length, lambda: self._finish(flow, None))
             flow.response.stream = tee
             flow.metadata["looptap_tee"] = tee
         else:
             flow.response.stream = True  # never buffer traffic we do not record
 
     def response(self, flow: http.HTTPFlow) -> None:
+        tee = flow.metadata.get("looptap_tee")
+        if self._flow_bodies and tee is not None and flow.response is not None and flow.response.raw_content is None:
+            # Make the flow self-contained for mitmweb / flow files (once, not per chunk).
+            flow.response.raw_content = b"".join(c for _, c in tee.chunks)
         self._finish(flow, None)
 
     def error(self, flow: http.HTTPFlow) -> None:
         self._finish(flow, flow.error.msg if flow.error else "error")
 
     def _finish(self, flow: http.HTTPFlow, error: str | None) -> None:
+        """Hand the finished round trip to the writer, now: mitmproxy sends the end of a streamed
+        response (the last chunk of a chunked body) only after this hook returns, so a round trip
+        the agent has is always one the writer has been given. (It used to wait for the next turn
+        of the event loop, and a SIGKILL in between lost it.)"""
         if not self._records(flow) or flow.metadata.get("looptap_done"):
             return
         flow.metadata["looptap_done"] = True
-        tee = flow.metadata.get("looptap_tee")
-        if self._flow_bodies and tee is not None and flow.response is not None and flow.response.raw_content is None:
-            # Make the flow self-contained for mitmweb / flow files (once, not per chunk).
-            flow.response.raw_content = b"".join(c for _, c in tee.chunks)
         with self._done:
             self._sent += 1
-        # mitmproxy sends the end of a streamed response to the client only after this hook
-        # returns: the conversion and the hand-off run on the next turn of the event loop instead,
-        # off the client's critical path.
-        self._pending.append((flow, tee, error))
         if self._durable:
             try:
                 loop = asyncio.get_running_loop()
@@ -261,36 +348,25 @@ class LooptapRecorder:
                 loop = None
             if loop is not None:
                 flow.metadata["looptap_ack"] = (loop, loop.create_future())
-            self._capture_pending()  # the response waits for the writer: start it at once
-            return
-        if len(self._pending) == 1:
-            try:
-                asyncio.get_running_loop().call_soon(self._capture_pending)
-            except RuntimeError:  # no running loop (a direct call, e.g. from a test harness)
-                self._capture_pending()
-
-    def _capture_pending(self) -> None:
-        while self._pending:
-            self._capture(*self._pending.popleft())
+        self._capture(flow, flow.metadata.get("looptap_tee"), error)
 
     def _capture(self, flow: http.HTTPFlow, tee: Tee | None, error: str | None) -> None:
         ack = flow.metadata.pop("looptap_ack", None)
         try:
             ex = flow_to_exchange(flow, tee, error)
-            inbox = self._inbox
-            if inbox is None:
-                raise RuntimeError("the writer is stopped")
+            if self._inbox is None or self._writer_gone:
+                raise RuntimeError("the writer process has stopped")
             if ack is not None:
                 flow.metadata["looptap_wait"] = ack[1]
-                self._acks.append(ack)  # before the put: the writer's answer may come at once
-            inbox.put(ex)
+                self._acks.append(ack)  # before the write: the writer's answer may come at once
+            self._send(frame(ex))
         except Exception as exc:  # fail open: keep the traffic flowing, say what was lost
             if ack is not None:
                 try:
                     self._acks.remove(ack)
                 except ValueError:
                     pass
-                ack[1].set_result(None)
+                _resolve(ack[1])
             with self._done:
                 self.failed_records += 1
                 self._done.notify_all()
@@ -305,66 +381,162 @@ class LooptapRecorder:
         self._stop_writer()
 
     # -- the writer process ------------------------------------------------------------------------
-    def _collect(self) -> None:
-        outbox = self._outbox
-        while True:
-            try:
-                kind, _msg = outbox.get()
-            except (EOFError, OSError, ValueError):
-                return
-            if kind in ("ok", "storage_error", "failed"):
-                self._release_ack()
-            with self._done:
-                if kind == "ok":
-                    self.recorded += 1
-                elif kind == "storage_error":
-                    self.storage_errors += 1
-                elif kind == "failed":
-                    self.failed_records += 1
-                elif kind == "stop":
-                    self._done.notify_all()
+    def _send(self, data: bytes) -> None:
+        """Hand one frame to the writer without ever blocking: what the pipe cannot take now waits
+        in :attr:`_overflow`, written when the pipe has room (by the event loop, or by flush)."""
+        assert self._inbox is not None
+        with self._io:
+            if not self._overflow:
+                try:
+                    n = os.write(self._inbox.fileno(), data)
+                except BlockingIOError:
+                    n = 0
+                except OSError:
+                    self._writer_gone = True
+                    raise RuntimeError("the writer process has stopped") from None
+                if n == len(data):
                     return
-                self._done.notify_all()
+                data = data[n:]
+                if self._loop is not None:
+                    self._loop.add_writer(self._inbox.fileno(), self._pump)
+            self._overflow.append(data)
+
+    def _pump(self) -> None:
+        """Move what is waiting: overflow frames into the writer's pipe, its answers out of the
+        other. Never blocks. Runs on the event loop (reader/writer callbacks) or in :meth:`flush`."""
+        answers: list[Any] = []
+        with self._io:
+            inbox, outbox = self._inbox, self._outbox
+            if self._overflow and inbox is not None:
+                while self._overflow:
+                    buf = self._overflow[0]
+                    try:
+                        n = os.write(inbox.fileno(), buf)
+                    except BlockingIOError:
+                        break
+                    except OSError:  # the writer is gone: flush counts what it never got
+                        self._writer_gone = True
+                        self._overflow.clear()
+                        break
+                    if n < len(buf):
+                        self._overflow[0] = buf[n:]
+                        break
+                    self._overflow.popleft()
+                if not self._overflow and self._loop is not None:
+                    self._loop.remove_writer(inbox.fileno())
+            while outbox is not None and not self._answers_eof:
+                try:
+                    data = os.read(outbox.fileno(), 65536)
+                except BlockingIOError:
+                    break
+                except OSError:
+                    data = b""
+                if not data:
+                    self._answers_eof = True
+                    if self._loop is not None:
+                        self._loop.remove_reader(outbox.fileno())
+                    break
+                self._answers.feed(data)
+            answers = self._answers.frames()
+        for kind, msg in answers:
+            self._on_answer(kind, msg)
+
+    def _on_answer(self, kind: str, msg: Any) -> None:
+        n = msg if kind == "ok" else 1 if kind in ("storage_error", "failed") else 0
+        for _ in range(n):
+            self._release_ack()
+        with self._done:
+            if kind == "ok":
+                self.recorded += n
+            elif kind == "storage_error":
+                self.storage_errors += 1
+            elif kind == "failed":
+                self.failed_records += 1
+            self._done.notify_all()
 
     def _release_ack(self) -> None:
         try:
             loop, fut = self._acks.popleft()
         except IndexError:
             return
+        if loop is self._loop and self._on_loop_thread():
+            _resolve(fut)
+            return
         try:
             loop.call_soon_threadsafe(_resolve, fut)
         except RuntimeError:  # the loop is closed: nobody waits any more
             pass
 
+    def _on_loop_thread(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
+    def _handled(self) -> int:
+        return self.recorded + self.storage_errors + self.failed_records
+
     def flush(self, timeout: float = 60.0) -> None:
         """Wait until every captured round trip has been handled by the writer."""
-        self._capture_pending()
+        # On another thread while the event loop reads the answers: wait for it; else pump here.
+        waits_for_loop = self._loop is not None and self._loop.is_running() and not self._on_loop_thread()
         deadline = time.monotonic() + timeout
-        with self._done:
-            while self.recorded + self.storage_errors + self.failed_records < self._sent:
-                if self._process is None or not self._process.is_alive():
-                    lost = self._sent - (self.recorded + self.storage_errors + self.failed_records)
-                    self.storage_errors += lost
-                    print(f"looptap: STORAGE ERROR: the writer process stopped; {lost} round trips not recorded", file=sys.stderr)
+        while True:
+            with self._done:
+                if self._handled() >= self._sent:
                     return
-                left = deadline - time.monotonic()
-                if left <= 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self._process is None or not self._process.is_alive():
+                if not waits_for_loop:
+                    self._pump()  # its last answers
+                with self._done:
+                    lost = self._sent - self._handled()
+                    if lost > 0:
+                        self.storage_errors += lost
+                        print(f"looptap: STORAGE ERROR: the writer process stopped; {lost} round trips not recorded", file=sys.stderr)
                     return
-                self._done.wait(min(left, 0.2))
+            if waits_for_loop:
+                with self._done:
+                    self._done.wait(min(left, 0.2))
+                continue
+            inbox, outbox = self._inbox, self._outbox
+            if inbox is None or outbox is None:
+                return
+            import select
+
+            wfds = [inbox.fileno()] if self._overflow else []
+            select.select([outbox.fileno()], wfds, [], min(left, 0.2))
+            self._pump()
 
     def _stop_writer(self) -> None:
-        self._capture_pending()
-        while self._acks:  # nothing will answer them once the writer is gone
-            self._release_ack()
         if self._process is None:
+            while self._acks:
+                self._release_ack()
             return
         self.flush()
-        self._inbox.put(None)
-        self._process.join(timeout=30)
-        self._outbox.put(("stop", None))
-        if self._collector is not None:
-            self._collector.join(timeout=5)
-        self._process = self._inbox = self._outbox = self._collector = None
+        self._detach()  # from here on this thread does the pumping
+        inbox, outbox, process = self._inbox, self._outbox, self._process
+        assert inbox is not None and outbox is not None
+        import select
+
+        deadline = time.monotonic() + 30
+        while self._overflow and not self._writer_gone and time.monotonic() < deadline and process.is_alive():
+            select.select([outbox.fileno()], [inbox.fileno()], [], 0.2)
+            self._pump()
+        inbox.close()  # end of file: the writer stores what it has and exits
+        process.join(timeout=30)
+        self._pump()  # the last answers
+        with self._io:
+            outbox.close()
+            lost_overflow = len(self._overflow)
+            self._overflow.clear()
+            self._process = self._inbox = self._outbox = None
+        if lost_overflow:
+            print(f"looptap: STORAGE ERROR: {lost_overflow} round trips were never handed to the writer", file=sys.stderr)
+        while self._acks:  # nothing will answer them once the writer is gone
+            self._release_ack()
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -1,14 +1,30 @@
-"""The recorder's writer process: takes captured exchanges from a queue and appends them to the
-cassette (redaction, parsing, encoding, disk I/O), so none of that shares the proxy's GIL.
+"""The recorder's writer process, and the pipe protocol between it and the proxy.
 
-A module of its own, importing no mitmproxy: the process starts fast, and it is importable by name
-when the addon is loaded as a script (``mitmdump -s proxy/addon.py``).
+The proxy hands each captured exchange to this process (redaction, parsing, encoding, disk I/O),
+so none of that shares the proxy's GIL. A module of its own, importing no mitmproxy: the process
+starts fast, and it is importable by name when the addon is loaded as a script
+(``mitmdump -s proxy/addon.py``).
+
+Two plain OS pipes, one per direction, carry length-prefixed pickles (:func:`frame`):
+
+* **proxy → writer**: one frame per exchange, written by the proxy's event loop itself with a
+  non-blocking ``write`` (no feeder thread: with ``multiprocessing.Queue`` its feeder and a
+  result-collector thread woke on every round trip and took the GIL from the event loop). Once a
+  frame is in the pipe it lives in the kernel: a SIGKILL of the proxy does not lose it, the writer
+  reads it, and the pipe's end-of-file is what tells the writer the proxy is gone.
+* **writer → proxy**: ``("ready", None)`` once the cassette is open, then answers in the order
+  the exchanges came, batched: ``("ok", n)`` for ``n`` stored round trips, ``("storage_error",
+  msg)`` or ``("failed", msg)`` for one that was not.
 """
 
 from __future__ import annotations
 
-import queue
+import os
+import pickle
+import select
+import struct
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,55 +32,159 @@ from cassettes.decoding import decode_exchange
 from cassettes.errors import CassetteError
 from cassettes.store import CassetteWriter
 
-__all__ = ["writer_main"]
+__all__ = ["SETTLE", "FrameReader", "enlarge_pipe", "frame", "writer_main"]
+
+_HEADER = struct.Struct("!Q")
+#: The kernel's pipe buffer, raised from 64 KB where allowed (``/proc/sys/fs/pipe-max-size``, 1 MB by
+#: default): what a SIGKILLed proxy had handed over but the writer had not read yet survives in it.
+PIPE_SIZE = 1 << 20
 
 
-def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any, parent: int | None = None) -> None:
-    """The writer process: redaction, parsing, encoding and disk I/O away from the proxy's GIL."""
-    import os
+#: Seconds the writer lets hand-offs gather before it stores them (not in durable mode, where each
+#: response waits for its write). Storing a round trip the moment it ends put the writer's work
+#: (0.7 ms for a streamed chat turn, 2 ms for a 200 KB history) right on top of the agent's next
+#: request, which the proxy forwards at that same moment: time to first byte rose 1.5-1.8x on a
+#: 2-core machine (bench/proxy.py). Settled, the work falls into the idle time of the stream, and
+#: a batch is one wake-up. What waits meanwhile is in the kernel's pipe, which a SIGKILL of the
+#: proxy does not lose.
+SETTLE = 0.01
+
+
+def frame(obj: Any) -> bytes:
+    """One message on the pipe: 8-byte big-endian length, then the pickle."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(data)) + data
+
+
+def enlarge_pipe(fd: int) -> None:
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)
+    except (OSError, ImportError):
+        pass  # not Linux, or over the limit: the default size only shortens what survives a crash
+
+
+class FrameReader:
+    """Reads whole frames from a pipe: :meth:`feed` what ``os.read`` returned, then :meth:`frames`."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    def frames(self) -> list[Any]:
+        out = []
+        buf = self._buf
+        pos = 0
+        while len(buf) - pos >= _HEADER.size:
+            (n,) = _HEADER.unpack_from(buf, pos)
+            end = pos + _HEADER.size + n
+            if len(buf) < end:
+                break
+            out.append(pickle.loads(memoryview(buf)[pos + _HEADER.size : end]))
+            pos = end
+        if pos:
+            del buf[:pos]
+        return out
+
+    @property
+    def pending(self) -> bool:
+        """A frame (or part of one) is buffered."""
+        return bool(self._buf)
+
+
+class _Answers:
+    """The writer's side of the answer pipe. Writes block (the proxy reads them from its event
+    loop); once the proxy is gone (EPIPE) answers are dropped and the writing goes on."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.ok = 0
+        self.alive = True
+
+    def send(self, kind: str, msg: Any) -> None:
+        if self.ok and kind != "ok":
+            n, self.ok = self.ok, 0
+            self.send("ok", n)
+        if not self.alive:
+            return
+        data = memoryview(frame((kind, msg)))
+        try:
+            while data:
+                data = data[os.write(self.fd, data) :]
+        except OSError:
+            self.alive = False
+
+    def flush(self) -> None:
+        if self.ok:
+            n, self.ok = self.ok, 0
+            self.send("ok", n)
+
+
+def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any, settle: float = 0.0) -> None:
+    """The writer process. ``inbox`` and ``outbox`` are ``multiprocessing`` connections, used only
+    for their file descriptors (the framing is :func:`frame`)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when to stop
     # Niced: on a 2-core machine an un-niced writer competes with the proxy and raised its added
     # latency from about +0.4 to +1.5 ms p50 (bench/proxy.py, run side by side). The cost: under
-    # heavy CPU contention the writer falls behind (seconds at load average 8-16, measured by
-    # tests/reliability/test_proxy_crash.py), and a SIGKILL of the recorder loses that backlog;
-    # a normal stop (Ctrl-C, SIGTERM, the child exiting) always drains it.
+    # heavy CPU contention the writer falls behind, and what it has not read yet waits in the pipe
+    # (survives a SIGKILL of the proxy) or, past the pipe's size, in the proxy (does not).
     try:
         os.nice(10)
     except OSError:
         pass
+    in_fd, out_fd = inbox.fileno(), outbox.fileno()
+    answers = _Answers(out_fd)
     try:
         writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, fsync=fsync)
     except (CassetteError, OSError) as exc:
-        outbox.put(("storage_error", f"cannot open {path}: {exc}"))
+        answers.send("storage_error", f"cannot open {path}: {exc}")
         return
-    if parent is None:
-        parent = os.getppid()
-    outbox.put(("ready", None))
+    answers.send("ready", None)
+    reader = FrameReader()
+    eof = False
     with writer:
-        while True:
-            try:
-                item = inbox.get(timeout=0.5)
-            except queue.Empty:
-                # The proxy was killed (SIGKILL gives it no time to say stop): this process holds
-                # the queue's write end too, so it would wait for ever. Everything the proxy had
-                # handed over has been read and written by now.
-                if os.getppid() != parent:
+        while not eof:
+            data = os.read(in_fd, PIPE_SIZE)  # blocks until the proxy writes, or is gone
+            if settle and data:
+                time.sleep(settle)
+                while select.select([in_fd], [], [], 0)[0]:
+                    more = os.read(in_fd, PIPE_SIZE)
+                    if not more:
+                        eof = True
+                        break
+                    data += more
+            if not data:
+                eof = True  # the proxy closed the pipe (stop) or died (SIGKILL): write what came
+            reader.feed(data)
+            items = reader.frames()
+            for i, item in enumerate(items):
+                if item is None:  # an explicit stop
+                    eof = True
                     break
-                continue
-            except (EOFError, OSError):  # the proxy died: everything received is on disk
-                break
-            if item is None:
-                break
-            try:
-                decode_exchange(item)
-                writer.append(item)
-                outbox.put(("ok", None))
-            except CassetteError as exc:
-                print(f"looptap: STORAGE ERROR, round trip not recorded: {exc}", file=sys.stderr, flush=True)
-                outbox.put(("storage_error", str(exc)))
-            except Exception as exc:
-                msg = f"could not record {item.method} {item.url}: {type(exc).__name__}: {exc}"
-                print(f"looptap: {msg}", file=sys.stderr, flush=True)
-                outbox.put(("failed", msg))
+                _store(writer, item, answers)
+                if i % 32 == 31:  # answer long batches as they go (durable mode waits on them)
+                    answers.flush()
+            if not eof and not select.select([in_fd], [], [], 0)[0]:
+                answers.flush()  # nothing more waiting: say what was stored
+        answers.flush()
+    if reader.pending:
+        answers.send("failed", "the proxy stopped in the middle of handing over a round trip")
+
+
+def _store(writer: CassetteWriter, item: Any, answers: _Answers) -> None:
+    try:
+        decode_exchange(item)
+        writer.append(item)
+        answers.ok += 1
+    except CassetteError as exc:
+        print(f"looptap: STORAGE ERROR, round trip not recorded: {exc}", file=sys.stderr, flush=True)
+        answers.send("storage_error", str(exc))
+    except Exception as exc:
+        msg = f"could not record {item.method} {item.url}: {type(exc).__name__}: {exc}"
+        print(f"looptap: {msg}", file=sys.stderr, flush=True)
+        answers.send("failed", msg)

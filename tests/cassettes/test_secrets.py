@@ -664,3 +664,61 @@ def test_redaction_inside_a_bedrock_frame_keeps_the_stream_readable(bases: dict[
     after = parse_exchange(Redactor().exchange(dressed.exchange))
     assert before.complete is True
     assert after.complete is True and not after.notes
+
+
+def _chat(body: dict[str, Any], auth: str = "Bearer sk-none") -> Exchange:
+    return Exchange(
+        method="POST",
+        url="https://api.openai.com/v1/chat/completions",
+        request_headers=[("authorization", auth), ("content-type", "application/json")],
+        request_body=orjson.dumps(body),
+        started=0.0,
+    )
+
+
+def test_re_sent_history_is_scrubbed_again_once_a_new_secret_is_learned() -> None:
+    """The redactor remembers scrubbed history strings; a literal learned later must still reach
+    a string it had remembered clean."""
+    red = Redactor()
+    token = "opaque-" + secrets.token_hex(12)  # no known format: only learning can catch it
+    history = [{"role": "user", "content": f"the deploy token is {token}, keep it"}]
+    first = red.exchange(_chat({"model": "gpt-4o", "messages": history}))
+    assert token.encode() in first.request_body  # not known yet: nothing says it is a secret
+    second = red.exchange(_chat({"model": "gpt-4o", "messages": history}, auth=f"Bearer {token}"))
+    assert token.encode() not in second.request_body
+    assert token.encode() not in orjson.dumps(second.request_headers)
+    assert b"the deploy token is [REDACTED], keep it" in second.request_body
+
+
+def test_secret_behind_a_json_escape_is_found() -> None:
+    """Strings are scanned decoded: ``\\u0073k-…`` and ``\\nsk-…`` are keys too."""
+    key = "sk-proj-" + "".join(secrets.choice(_ALNUM) for _ in range(32))
+    raw = (
+        b'{"model":"gpt-4o","messages":[{"role":"user","content":"a\\n'
+        + key.encode()
+        + b'"},{"role":"user","content":"\\u0073'
+        + key[1:].encode()
+        + b'"}]}'
+    )
+    ex = replace(_chat({}), request_body=raw)
+    out = Redactor().exchange(ex)
+    assert key[4:].encode() not in out.request_body
+    assert orjson.loads(out.request_body)["messages"][0]["content"] == f"a\n{REDACTED}"
+
+
+def test_a_pattern_that_crosses_lines_falls_back_to_one_scrub_per_string() -> None:
+    red = Redactor(extra_patterns=[r"(?s)BEGIN.*END"])
+    body = {"messages": [{"content": "x BEGIN secret END y"}, {"content": "BEGIN"}, {"content": "END"}]}
+    out = orjson.loads(red.exchange(_chat(body)).request_body)
+    assert [m["content"] for m in out["messages"]] == [f"x {REDACTED} y", "BEGIN", "END"]
+
+
+def test_history_scrub_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cassettes.redact as redact
+
+    monkeypatch.setattr(redact, "_SEEN_CHARS", 10_000)
+    red = Redactor()
+    for i in range(50):
+        red.exchange(_chat({"messages": [{"content": f"{i:04d} " + "w" * 995}]}))
+    assert red._seen_chars <= 10_000
+    assert len(red._seen) <= 11

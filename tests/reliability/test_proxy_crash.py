@@ -42,7 +42,7 @@ from tests.support.upstream import FakeUpstream
 pytestmark = [needs_recorder]
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
-RUNS = 100 if SLOW else 4
+RUNS = int(os.environ.get("LOOPTAP_KILLS", "100" if SLOW else "4"))
 #: A completed round trip missing although it completed longer than this before the kill is warned about.
 GRACE = 0.5
 
@@ -174,11 +174,13 @@ def test_sigkill_at_random_moments(upstream: FakeUpstream, tmp_path: Path) -> No
         outcomes = list(pool.map(lambda i: _one_run(i, upstream, tmp_path, seeds[i]), range(RUNS)))
     completed = sum(o.completed for o in outcomes)
     missing = [age for o in outcomes if not o.cold for age in o.missing]
+    recorder_missing = [(o.run, round(age * 1000)) for o in outcomes if o.how == "recorder" for age in o.missing]
     cold_missing = [age for o in outcomes if o.cold for age in o.missing]
     summary = (
         f"{RUNS} kills ({sum(o.how == 'group' for o in outcomes)} whole group, {sum(o.how == 'recorder' for o in outcomes)} recorder only): "
         f"{completed} round trips completed by the agents, {sum(o.recorded for o in outcomes)} recorded, "
-        f"warm kills: {len(missing)} completed but not yet on disk at the kill (ages {sorted(round(m * 1000) for m in missing)} ms); "
+        f"warm kills: {len(missing)} completed but not yet on disk at the kill (ages {sorted(round(m * 1000) for m in missing)} ms), "
+        f"of them after recorder-only kills {len(recorder_missing)}; "
         f"cold kills: {len(cold_missing)} (ages {sorted(round(m * 1000) for m in cold_missing)} ms); "
         f"{sum(o.torn for o in outcomes)} torn last records; "
         f"{sum(bool(o.orphans) for o in outcomes)} recorder-only kills left the writer process running"
