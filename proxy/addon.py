@@ -10,10 +10,12 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
 * Every response is streamed (``flow.response.stream``) through a :class:`Tee` set in
   ``responseheaders``: mitmproxy would otherwise buffer a whole SSE stream before forwarding it.
   The tee returns each chunk unchanged, only appends it with a timestamp, and cannot raise.
-* The ``response`` and ``error`` hooks turn the flow into a neutral
-  :class:`~cassettes.exchange.Exchange` in one function (:func:`flow_to_exchange`) and hand it to a
-  writer process; redaction, parsing and disk I/O never run on mitmproxy's event loop, nor compete
-  with it for the GIL.
+* The ``response`` and ``error`` hooks (or the tee, at the last byte of a fixed-length body)
+  turn the flow into a neutral :class:`~cassettes.exchange.Exchange` in one function
+  (:func:`flow_to_exchange`) and write it into a pipe to a writer process, before the end of the
+  response reaches the client; redaction, parsing and disk I/O never run on mitmproxy's event
+  loop, nor compete with it for the GIL. The pipe outlives a SIGKILLed proxy and the writer
+  drains it, so such a crash loses nothing the agent had received (:mod:`proxy.writer`).
 * Completeness is judged later, from the stream's content, by ``cassettes``: the openai sync client
   hangs up right after ``[DONE]``, which mitmproxy reports as an error although the stream was whole.
 * Fail-open for analysis (the core never raises on bad traffic), loud for storage: a write error is
