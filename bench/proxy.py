@@ -6,6 +6,7 @@ Runs in the recorder's environment (mitmproxy 11.0.2 + the looptap core; no http
     .venv-proxy/bin/python bench/proxy.py --quick    # smoke run, about 30 s
     .venv-proxy/bin/python bench/proxy.py --quick --profile hooks     # + per-hook timers in looptap
     .venv-proxy/bin/python bench/proxy.py --quick --profile cprofile  # + cProfile of looptap's threads
+    .venv-proxy/bin/python bench/proxy.py --durable  # the looptap column as `looptap record --durable`
 
 Every process is separate, all on 127.0.0.1: the upstream (a stdlib asyncio HTTP/1.1 keep-alive
 server), one subprocess per proxy target, and this process as the client (asyncio streams, its own
@@ -307,13 +308,14 @@ def _instrument_hooks(addon: Any, stats: dict[str, list[float]]) -> None:
     # The writer is a separate process (proxy/writer.py): its time is not on these timers.
 
 
-async def serve_looptap(upstream_port: int, workdir: Path, profile: str | None) -> None:
+async def serve_looptap(upstream_port: int, workdir: Path, profile: str | None, durable: bool = False) -> None:
     from proxy.launcher import Recorder, RecorderConfig
 
     cfg = RecorderConfig(
         output=workdir / "looptap.jsonl",
         upstreams={"openai": f"http://127.0.0.1:{upstream_port}"},
         confdir=workdir / "confdir-looptap",
+        durable=durable,
     )
     rec = Recorder(cfg)
     stats: dict[str, list[float]] = {}
@@ -802,7 +804,7 @@ def report(
         f"machine: shared, noisy {os.cpu_count()}-core box (load avg {load0[0]:.2f} at start, {load1[0]:.2f} at end);"
         " upstream, 3 proxies and this client share those cores, so compare columns within this run,"
         f" not absolute values across runs. p99 of {n['sse_ttfb']} streams is close to the max."
-        f" Mode: {'--quick' if args.quick else 'full'}{' --profile ' + args.profile if args.profile else ''}; wall {wall:.0f} s."
+        f" Mode: {'--quick' if args.quick else 'full'}{' --profile ' + args.profile if args.profile else ''}{' --durable' if args.durable else ''}; wall {wall:.0f} s."
     )
     if args.profile:
         print("  (--profile instruments looptap: its latency columns include the instrumentation)")
@@ -837,7 +839,7 @@ async def main(args: Any) -> None:
     try:
         up = await Child.spawn("upstream")
         common = ["--upstream-port", str(up.port), "--dir", str(workdir)]
-        extra = ["--profile", args.profile] if args.profile else []
+        extra = (["--profile", args.profile] if args.profile else []) + (["--durable"] if args.durable else [])
         spawned = await asyncio.gather(
             Child.spawn("bare", *common),
             Child.spawn("stream", *common),
@@ -885,6 +887,7 @@ def cli() -> None:
     ap.add_argument("--quick", action="store_true", help="~30 s smoke run")
     ap.add_argument("--profile", choices=["hooks", "cprofile"], help="instrument the looptap proxy")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (cassette, profiles)")
+    ap.add_argument("--durable", action="store_true", help="run the looptap target as `looptap record --durable`")
     ap.add_argument("--serve", choices=["upstream", "bare", "stream", "looptap"], help=argparse.SUPPRESS)
     ap.add_argument("--upstream-port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
@@ -894,7 +897,7 @@ def cli() -> None:
     elif args.serve in ("bare", "stream"):
         asyncio.run(serve_bare(args.upstream_port, args.serve == "stream", args.dir))
     elif args.serve == "looptap":
-        asyncio.run(serve_looptap(args.upstream_port, args.dir, args.profile))
+        asyncio.run(serve_looptap(args.upstream_port, args.dir, args.profile, args.durable))
     else:
         asyncio.run(main(args))
 
