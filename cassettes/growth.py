@@ -22,7 +22,7 @@ from cassettes.models import Message
 __all__ = ["GrowthBar", "growth_bars"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GrowthBar:
     seq: int
     turn: int

@@ -11,17 +11,16 @@ one a recorder is still appending to, needs something else:
   in a small LRU cache of recent bodies; a base that fell out of the cache is rebuilt from disk
   through the offsets. Memory no longer grows with (turns × history length).
 * :class:`IncrementalRun` feeds the records, batch by batch, through the incremental layer
-  analysis (:class:`~cassettes.analysis.run.RunAnalyser`) and then releases each exchange's raw
-  bytes (no check looks at an earlier turn's raw exchange), so what stays in memory is the
-  analysis, not the file. Turns older than the most recent :data:`KEEP_FULL` keep only what a
-  turn list needs (findings, tool calls, API and token views); their texts and appended messages
-  are kept zlib-compressed and restored by :meth:`IncrementalRun.full_turn`. Equal tool lists
-  and system prompts of consecutive turns are shared. :meth:`IncrementalRun.roundtrip` re-reads
-  one round trip in full (its whole message history) when a viewer shows it.
+  analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which releases what later turns no
+  longer need) and then releases each exchange's raw bytes. Each analysed turn is kept as a
+  :class:`~cassettes.summary.TurnSummary` (what a turn list, the findings, the growth chart and
+  navigation read: a few hundred bytes); the full turn goes, compressed, to an anonymous
+  temporary file and :meth:`IncrementalRun.full_turn` restores it (a small cache keeps the
+  recently shown ones). :meth:`IncrementalRun.roundtrip` re-reads one round trip in full (its
+  whole message history) when a viewer shows it.
 
-What still grows with the run is the analysis' own memory per conversation (the threader's
-message keys, the tool results the loop checks compare against, each turn's parsed response):
-linear in what the run added, never in turns × history.
+What still grows with the run is a few hundred bytes per turn (the summary, the threader's
+hashes, the checks' memory of call ids) and the latest turn of each conversation.
 
 Damage is reported as :class:`~cassettes.store.Problem` entries exactly as the batch reader does;
 only a file that is not a looptap cassette (or is newer) raises.
@@ -30,12 +29,14 @@ only a file that is not a looptap cassette (or is newer) raises.
 from __future__ import annotations
 
 import os
+import tempfile
+import threading
 import zlib
 from array import array
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -44,9 +45,9 @@ from cassettes.analysis.run import RunAnalyser
 from cassettes.codec import HistoryDecoder, check_header, loads_record, migrate, record_to_exchange
 from cassettes.errors import CassetteFormatError, CassetteIOError
 from cassettes.exchange import Exchange
-from cassettes.growth import GrowthBar, growth_bars
 from cassettes.roundtrip import RoundTrip, parse_exchange
 from cassettes.store import Problem
+from cassettes.summary import TurnSummary, summarise
 
 __all__ = ["Batch", "IncrementalRun", "RecordIndex"]
 
@@ -54,8 +55,8 @@ __all__ = ["Batch", "IncrementalRun", "RecordIndex"]
 _BLOCK = 4 * 1024 * 1024
 #: Request bodies kept for rebuilding delta-encoded requests (the most recently used ones).
 BODY_CACHE = 128
-#: Turns kept whole in memory (the most recent ones); older turns are parked (see IncrementalRun).
-KEEP_FULL = 256
+#: Full turns kept restored for viewers (the most recently shown ones).
+TURN_CACHE = 64
 
 
 class RecordIndex:
@@ -293,30 +294,12 @@ class _Bodies:
         return self._decode(rec, base, self._base_body(base) if base is not None else None)
 
 
-class _SharingAnalyser(RunAnalyser):
-    """A :class:`RunAnalyser` whose turns share the tool list and system prompt with the previous
-    turn of their conversation when they are equal (every turn re-sends them; one copy is enough)."""
-
-    def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
-        turn = super().add(ex, rt)
-        if turn is not None and self._contexts:
-            ctx = self._contexts[-1]
-            prev = ctx.prev
-            req, before = ctx.rt.request, (prev.rt.request if prev is not None else None)
-            if req is not None and before is not None:
-                if req.tools and req.tools == before.tools:
-                    req.tools = before.tools
-                if req.system and req.system == before.system:
-                    req.system = before.system
-        return turn
-
-
 @dataclass
 class Batch:
     """What one :meth:`IncrementalRun.step` read."""
 
     #: The turns analysed in this batch (generation round trips), in recording order.
-    turns: list[Turn]
+    turns: list[TurnSummary]
     #: Round trips read, including non-generation ones.
     records: int
     #: Problems found in this batch (corrupt lines, unreadable records).
@@ -325,32 +308,82 @@ class Batch:
     at_end: bool
 
 
+class _TurnStore:
+    """Full turns, zlib-compressed JSON, in an anonymous temporary file (gone when closed): one
+    writer thread appends while viewer threads read."""
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self._dir = directory
+        self._file: IO[bytes] | None = None
+        self._end = 0
+        self._lock = threading.Lock()
+
+    def put(self, turn: Turn) -> tuple[int, int]:
+        data = zlib.compress(turn.model_dump_json().encode(), 1)
+        with self._lock:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="looptap-turns-", dir=self._dir, buffering=0)
+            at = self._end
+            self._file.seek(at)
+            self._file.write(data)
+            self._end += len(data)
+        return at, len(data)
+
+    def get(self, at: int, length: int) -> Turn:
+        with self._lock:
+            assert self._file is not None
+            self._file.seek(at)
+            data = self._file.read(length)
+        return Turn.model_validate_json(zlib.decompress(data))
+
+    @property
+    def size(self) -> int:
+        return self._end
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
 class IncrementalRun:
-    """A cassette read and analysed a batch at a time, with memory bounded by the analysis.
+    """A cassette read and analysed a batch at a time, with memory bounded by summaries.
 
     ``step()`` until ``at_end``; then ``finish()`` for the end-of-run checks. For a recording in
     progress keep calling ``step()`` (new records appear as the writer completes them) and call
-    ``finish()`` once it is done, if ever.
+    ``finish()`` once it is done, if ever. ``step`` runs in one thread; the viewer methods
+    (:meth:`full_turn`, :meth:`exchange`, :meth:`roundtrip`) may be called from others.
     """
 
-    def __init__(self, path: str | Path, body_cache: int = BODY_CACHE, keep_full: int = KEEP_FULL) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        body_cache: int = BODY_CACHE,
+        turn_cache: int = TURN_CACHE,
+        store_dir: str | Path | None = None,
+    ) -> None:
         self.index = RecordIndex(path)
         self._bodies = _Bodies(self.index, body_cache)
         # Bodies for viewers re-reading one round trip: a cache of their own, so a viewer thread
         # can read while another thread steps the analysis.
         self._viewer_bodies = _Bodies(self.index, 16)
-        self.analyser: RunAnalyser = _SharingAnalyser()
-        #: The token-cost growth bar of every turn, by seq (computed as each turn is analysed).
-        self.bars: dict[int, GrowthBar] = {}
-        self.keep_full = keep_full
-        self._recent: deque[int] = deque()
-        self._parked: dict[int, bytes] = {}
+        self.analyser = RunAnalyser(self._reload, keep_turns=False)
+        #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`).
+        self.summaries: dict[int, TurnSummary] = {}
+        self._where: dict[int, tuple[int, int]] = {}
+        self._store = _TurnStore(store_dir)
+        self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
+        self._turn_cache = turn_cache
+        self._lock = threading.Lock()
         #: Round trips read so far (generation or not).
         self.records = 0
         self.finished = False
 
     @property
     def analysis(self) -> RunAnalysis:
+        """The run's conversations, errors and (once finished) findings; its ``turns`` stay empty
+        (see :attr:`summaries`, :meth:`full_turn`, and :meth:`whole` for small runs)."""
         return self.analyser.result
 
     @property
@@ -361,7 +394,7 @@ class IncrementalRun:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
         before = len(self.index.problems)
         recs = self.index.poll(max_bytes)
-        turns: list[Turn] = []
+        turns: list[TurnSummary] = []
         for line, rec in recs:
             try:
                 ex = self._bodies.exchange(rec)
@@ -371,11 +404,10 @@ class IncrementalRun:
             self.records += 1
             turn = self.analyser.add(ex)
             if turn is not None:
-                turns.append(turn)
-                self.bars[turn.seq] = growth_bars([turn])[0]
-                self._recent.append(turn.seq)
-                while len(self._recent) > self.keep_full:
-                    self._park(self._recent.popleft())
+                summary = summarise(turn)
+                self._where[turn.seq] = self._store.put(turn)
+                self.summaries[turn.seq] = summary
+                turns.append(summary)
             # The analysis has what it needs from the raw exchange (checks read only the current
             # turn's exchange): drop its bytes so memory holds the analysis, not the file.
             ex.response_chunks = []
@@ -384,43 +416,46 @@ class IncrementalRun:
         at_end = self.index.consumed + self.index.pending >= self.index.size()
         return Batch(turns=turns, records=len(recs), problems=self.index.problems[before:], at_end=at_end)
 
-    def finish(self) -> RunAnalysis:
-        """The file is complete: report a torn tail and run the end-of-run checks (once)."""
+    def finish(self) -> None:
+        """The file is complete: report a torn tail and run the end-of-run checks (once; the
+        findings they add appear in the summaries' ``findings``)."""
         if not self.finished:
             self.finished = True
             self.index.close_tail()
             self.analyser.finish()
-        return self.analyser.result
 
-    def _park(self, seq: int) -> None:
-        """Keep an older turn compressed and slim the live one to what lists and checks read.
+    def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
+        """A turn with everything the analysis gave it, restored from the store (a small cache
+        keeps the recently shown ones; ``remember=False`` for a pass over many turns, such as a
+        search). Safe to call from another thread than :meth:`step`'s."""
+        with self._lock:
+            turn = self._turns.get(seq)
+            if turn is not None:
+                self._turns.move_to_end(seq)
+                return turn
+        summary = self.summaries[seq]
+        turn = self._store.get(*self._where[seq])
+        turn.findings = summary.findings  # end-of-run checks may add to them
+        if not remember:
+            return turn
+        with self._lock:
+            self._turns[seq] = turn
+            while len(self._turns) > self._turn_cache:
+                self._turns.popitem(last=False)
+        return turn
 
-        The live :class:`Turn` keeps its findings, tool calls, API view, token view and dispatch
-        summary; the texts (``e.text``, ``e.reasoning``) and the appended messages
-        (``c.appended``) go into the compressed copy, which :meth:`full_turn` restores. No check
-        reads them from an earlier turn (checks read the previous turn's round trip, not its views).
-        """
-        turn = self.analyser.result.turns.get(seq)
-        if turn is None or seq in self._parked:
-            return
-        self._parked[seq] = zlib.compress(turn.model_dump_json().encode(), 1)
-        # New view objects, not edits: whoever holds the old ones (a viewer) keeps them whole.
-        turn.e = turn.e.model_copy(update={"text": None, "reasoning": None})
-        turn.c = turn.c.model_copy(update={"appended": []})
+    def whole(self) -> RunAnalysis:
+        """The analysis with every turn restored (memory grows with the run: for tests, exports
+        and small runs)."""
+        a = self.analyser.result
+        turns = {seq: self.full_turn(seq) for seq in self.summaries}
+        return RunAnalysis(conversations=a.conversations, turns=turns, findings=a.findings, errors=a.errors)
 
-    def is_parked(self, seq: int) -> bool:
-        return seq in self._parked
-
-    def full_turn(self, seq: int) -> Turn:
-        """A turn with everything the analysis gave it (restored if it was parked). Safe to call
-        from another thread than :meth:`step`'s; the copy stays whole if the turn is parked later."""
-        live = self.analyser.result.turns[seq]
-        packed = self._parked.get(seq)
-        if packed is None:
-            return live.model_copy()
-        full = Turn.model_validate_json(zlib.decompress(packed))
-        full.findings = live.findings  # end-of-run checks may have added some since
-        return full
+    def _reload(self, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
+        """An earlier round trip, read again for the analysis (a ``previous_response_id`` that
+        points back at a turn whose context was released)."""
+        ex = self._bodies.exchange(self.index.read_record(seq))
+        return ex, parse_exchange(ex), self.full_turn(seq).model_copy()
 
     def exchange(self, seq: int) -> Exchange:
         """The full exchange of a round trip already read, rebuilt from disk (safe to call from
@@ -431,3 +466,7 @@ class IncrementalRun:
         """The exchange and its derived view with the complete message history (parsed in full)."""
         ex = self.exchange(seq)
         return ex, parse_exchange(ex)
+
+    def close(self) -> None:
+        """Delete the store of full turns (the summaries stay readable)."""
+        self._store.close()

@@ -24,11 +24,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from cassettes.analysis.model import Finding, Turn
+from cassettes.analysis.model import Finding
 from cassettes.errors import CassetteError
 from cassettes.index import Batch, IncrementalRun
 from cassettes.models import NormalisedRequest, ToolResult
 from cassettes.search import SearchHit, search_turns
+from cassettes.summary import TurnSummary
 from cassettes.timeline import TimelinePoint, text_timeline
 from inspector.screens.help import HelpScreen
 from inspector.screens.search import SearchScreen
@@ -222,9 +223,9 @@ class InspectorApp(App[None]):
         self.live = live
         self.clock = clock
         self.source = IncrementalRun(self.path)
-        self.turns: list[Turn] = []
-        self.by_seq: dict[int, Turn] = {}
-        self.conv_turns: dict[str, list[Turn]] = {}
+        self.turns: list[TurnSummary] = []
+        self.by_seq: dict[int, TurnSummary] = {}
+        self.conv_turns: dict[str, list[TurnSummary]] = {}
         self.conversation = ALL
         self.complete = False
         self.progress: float | None = 0.0
@@ -436,13 +437,13 @@ class InspectorApp(App[None]):
         self._refresh_tabs()
         self._show_playback()
 
-    def _show_turn_panes(self, turn: Turn) -> None:
-        full = self.source.full_turn(turn.seq)  # older turns are kept compressed by the reader
+    def _show_turn_panes(self, turn: TurnSummary) -> None:
+        full = self.source.full_turn(turn.seq)  # the reader keeps summaries; the full turn is stored
         self.query_one(EmissionPane).show_turn(full, self._next_results(turn))
         self.query_one(ApiPane).show_turn(full)
         self.query_one(DispatchPane).show_turn(full)
 
-    def _next_results(self, turn: Turn) -> dict[str, ToolResult] | None:
+    def _next_results(self, turn: TurnSummary) -> dict[str, ToolResult] | None:
         """Tool results the conversation's next turn sent back, by call id (``None``: no next turn)."""
         conv = self.conv_turns.get(turn.conversation, [])
         nxt = next((t for t in conv if t.previous_seq == turn.seq), None)
@@ -450,12 +451,12 @@ class InspectorApp(App[None]):
             return None
         return {
             p.tool_result.call_id or "": p.tool_result
-            for m in nxt.c.appended
+            for m in self.source.full_turn(nxt.seq).c.appended
             for p in m.parts
             if p.tool_result is not None
         }
 
-    def _refresh_selected_results(self, new_turns: list[Turn]) -> None:
+    def _refresh_selected_results(self, new_turns: list[TurnSummary]) -> None:
         """A live run grew: the selected turn may now have its next turn (and its results)."""
         seq = self.query_one(TurnList).selected_seq
         if seq is not None and any(t.previous_seq == seq for t in new_turns):
@@ -479,7 +480,7 @@ class InspectorApp(App[None]):
         if message.request is None:
             self.query_one(MessagesView).show_note(f"turn #{message.seq}: {note}")
         else:
-            self.query_one(MessagesView).show_request(message.request, turn.c.appended_from)
+            self.query_one(MessagesView).show_request(message.request, turn.appended_from)
         if self.playing:
             if self._timeline:
                 self._start_stream()
@@ -631,7 +632,7 @@ class InspectorApp(App[None]):
         source = self.source
 
         def searcher(query: str) -> list[SearchHit]:
-            return search_turns((source.full_turn(s) for s in seqs), query)
+            return search_turns((source.full_turn(s, remember=False) for s in seqs), query)
 
         def done(result: tuple[str, list[SearchHit], SearchHit | None] | None) -> None:
             if result is None:
@@ -703,7 +704,7 @@ class InspectorApp(App[None]):
                 if turn is not None
                 else (self.conversation if self.conversation != ALL else next(iter(self.conv_turns), ""))
             )
-            bars = [self.source.bars[t.seq] for t in self.conv_turns.get(conv, [])]
+            bars = [t.bar for t in self.conv_turns.get(conv, [])]
             self.query_one(GrowthView).show_bars(bars, seq, conv)
 
     def _show_status(self) -> None:

@@ -24,7 +24,10 @@ __all__ = ["Check", "ConversationState", "FinalCheck", "TurnContext", "provider_
 class ConversationState:
     id: str
     family: str
+    #: The conversation's most recent turn (earlier ones are released as the run goes on).
     turns: list[TurnContext] = field(default_factory=list)
+    #: Turns analysed so far.
+    count: int = 0
     #: Free-form memory for checks, keyed by the check's code.
     state: dict[str, Any] = field(default_factory=dict)
 
@@ -38,10 +41,13 @@ class TurnContext:
     #: Position in the conversation, from 0.
     index: int
     prev: TurnContext | None
-    #: The request's full normalised history (``rt.request.messages``).
+    #: The request's full normalised history (``rt.request.messages``); emptied once no check
+    #: can need it (two turns later, or when the conversation goes quiet).
     messages: list[Message]
     #: The turn being built: e/a/c views are filled before the checks run.
     turn: Turn
+    #: Length of the history, kept when ``messages`` is released.
+    n_messages: int = 0
 
     @property
     def request(self) -> NormalisedRequest | None:

@@ -32,6 +32,8 @@ from cassettes.models import Message, NormalisedResponse, Part
 __all__ = ["Link", "Threader", "message_key", "response_message"]
 
 _ROLE = {"developer": "system", "model": "assistant"}
+#: The part keys of a turn that is no longer its conversation's latest (never read again).
+_RELEASED: list[Any] = []
 
 
 def _norm_text(text: str | None) -> str:
@@ -103,7 +105,7 @@ class Link:
     rewritten: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Registered:
     conversation: str
     turn: int  # global turn id (index into Threader.turns)
@@ -111,7 +113,7 @@ class _Registered:
     with_echo: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class _TurnInfo:
     conversation: str
     #: Message keys and their rolling prefix hashes; kept only while the turn is its
@@ -123,7 +125,8 @@ class _TurnInfo:
     #: Number of messages in the request. ``keys``/``rolling`` may be longer: a turn that extends
     #: this one takes the lists over and appends to them instead of copying (linear analysis).
     length: int
-    #: Part keys of the history's last message, and of the answer (to recognise a merged echo).
+    #: Part keys of the history's last message, and of the answer (to recognise a merged echo);
+    #: like ``keys``, kept only while the turn is its conversation's latest.
     last_parts: list[Any]
     echo_parts: list[Any]
     echo_key: int | None
@@ -220,7 +223,9 @@ class Threader:
         self.turns.append(info)
         superseded = self._last_of.get(link.conversation)
         if superseded is not None:
-            self.turns[superseded].keys = self.turns[superseded].rolling = None
+            old = self.turns[superseded]
+            old.keys = old.rolling = None
+            old.last_parts = old.echo_parts = _RELEASED
         self._last_of[link.conversation] = tid
         if label:
             self._by_label[label] = link.conversation

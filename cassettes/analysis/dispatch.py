@@ -335,7 +335,7 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     c = ctx.turn.c
     if c.rewritten <= 0 or ctx.prev is None or c.link == "previous_response_id":
         return
-    prev_len = len(ctx.prev.messages)
+    prev_len = ctx.prev.n_messages
     # A provider item standing for earlier history (a compaction summary) marks a deliberate rewrite.
     compacted = any(_is_compaction(m) for m in ctx.messages[: c.kept + 1])
     if len(ctx.messages) < prev_len or compacted:

@@ -392,16 +392,19 @@ def check_tool_not_offered(ctx: TurnContext) -> Iterator[Finding]:
             )
 
 
-def _record_results(ctx: TurnContext) -> tuple[dict[str, str], dict[str, set[str]]]:
-    """Tool results seen so far in the conversation: by call id, and the distinct ones by tool name."""
-    by_id: dict[str, str] = ctx.conv.state.setdefault("E.results_by_id", {})
-    by_name: dict[str, set[str]] = ctx.conv.state.setdefault("E.results_by_name", {})
+def _record_results(ctx: TurnContext) -> tuple[dict[str, int], dict[str, set[int]]]:
+    """Tool results seen so far in the conversation: by call id, and the distinct ones by tool name.
+
+    Only whether results differ is ever asked, so each is kept as a hash of its normalised text,
+    not the text (a long run sends back megabytes of tool results)."""
+    by_id: dict[str, int] = ctx.conv.state.setdefault("E.results_by_id", {})
+    by_name: dict[str, set[int]] = ctx.conv.state.setdefault("E.results_by_name", {})
     for m in ctx.turn.c.appended:
         for p in m.parts:
             tr = p.tool_result if p.kind == "tool_result" else None
             if tr is None:
                 continue
-            content = " ".join(tr.content.split())
+            content = hash(" ".join(tr.content.split()))
             if tr.call_id:
                 by_id[tr.call_id] = content
             if tr.name:

@@ -1,8 +1,19 @@
-"""The layer analysis of a whole run, in one pass over its round trips (recording order)."""
+"""The layer analysis of a whole run, in one pass over its round trips (recording order).
+
+Memory stays bounded by what later turns can still use, not by the run's length: a turn's
+context (its parsed round trip and history) is kept while it is the latest of its conversation
+(and while the turn after it is analysed); the histories of conversations that went quiet are
+released (a late continuation is threaded by the message hashes the threader keeps, and parsed in
+full); a turn an out-of-order ``previous_response_id`` points back to is read again through the
+``reload`` hook. What is kept per turn is the threader's hashes, the checks' memory (ids, hashes)
+and — unless ``keep_turns`` is off — the :class:`Turn` itself.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 
 from cassettes.analysis import api, dispatch, emission, tokens
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
@@ -20,13 +31,46 @@ from cassettes.analysis.model import (
 from cassettes.exchange import Exchange
 from cassettes.roundtrip import RoundTrip, parse_exchange
 
-__all__ = ["CHECKS", "FINAL_CHECKS", "RunAnalyser", "analyse"]
+__all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Reload", "RunAnalyser", "analyse"]
 
 #: Every per-turn check, by layer. Order matters only for the order findings are listed in.
 CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS)
 FINAL_CHECKS: tuple[FinalCheck, ...] = (*emission.FINAL_CHECKS, *api.FINAL_CHECKS, *dispatch.FINAL_CHECKS)
 
+#: Conversations whose latest request keeps its parsed history (the most recently active ones):
+#: the next turn of one of them is parsed incrementally, against it. Older ones are released.
+ACTIVE = 16
+
+#: Given a seq analysed earlier: its exchange, its round trip and its turn, read again.
+Reload = Callable[[int], tuple[Exchange, RoundTrip, Turn]]
+
 _HEADER = "x-looptap-conversation"
+
+
+#: Stands in for the exchange of a turn whose checks have run.
+_NO_EXCHANGE = Exchange(method="", url="")
+_EMPTY_E, _EMPTY_A, _EMPTY_TOKENS = EmissionView(), ApiView(), TokenView()
+_LINK_VIEWS: dict[str, DispatchView] = {}
+
+
+def _slim(turn: Turn) -> Turn:
+    """What the analysis reads of an earlier turn's own :class:`Turn`: how it was linked, and its
+    findings (the same list: the end-of-run checks add to it)."""
+    c = _LINK_VIEWS.get(turn.c.link)
+    if c is None:
+        c = _LINK_VIEWS[turn.c.link] = DispatchView(link=turn.c.link)
+    return Turn.model_construct(
+        seq=turn.seq,
+        conversation=turn.conversation,
+        index=turn.index,
+        previous_seq=turn.previous_seq,
+        family=turn.family,
+        e=_EMPTY_E,
+        a=_EMPTY_A,
+        c=c,
+        tokens=_EMPTY_TOKENS,
+        findings=turn.findings,
+    )
 
 
 def _failed(rt: RoundTrip) -> bool:
@@ -47,35 +91,56 @@ class RunAnalyser:
     """Incremental analysis: feed round trips in recording order, read turns as they complete.
 
     The proxy can analyse a run while recording it; :func:`analyse` is the batch form.
+
+    ``reload`` reads an earlier turn again; without it every turn's context stays in memory (a
+    ``previous_response_id`` may point back at any of them). With ``keep_turns`` off the
+    analyser does not hold the turns it returns (``result.turns`` stays empty; the caller keeps
+    what it needs, and the end-of-run checks still add their findings to the turns they concern).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, reload: Reload | None = None, *, keep_turns: bool = True, active: int = ACTIVE) -> None:
         self.result = RunAnalysis()
+        self._reload = reload
+        self._keep_turns = keep_turns
+        self._active = active
         self._threader = Threader()
-        self._contexts: list[TurnContext] = []  # parallel to the threader's turns
+        self._seq_of_tid = array("q")  # threader turn id → seq
+        # Contexts a later turn may take as its previous one, by threader turn id: the latest
+        # turn of each conversation (every turn when nothing can be reloaded).
+        self._contexts: dict[int, TurnContext] = {}
+        # conversation → threader turn id and recording position of its latest turn
+        self._latest: dict[str, tuple[int, int]] = {}
+        # Conversations whose latest turn keeps its parsed history, least recently active first.
+        self._histories: OrderedDict[str, TurnContext] = OrderedDict()
         self._convs: dict[str, ConversationState] = {}
         self._records: dict[str, Conversation] = {}
         self._pos = 0
-        self._rts: dict[int, RoundTrip] = {}  # seq → round trip, to parse later requests incrementally
-        self._tid: dict[int, int] = {}  # seq → threader turn id
-        self._owned: set[int] = set()  # seqs whose round trip this analyser parsed (and may trim)
+        # Recent round trips by seq (with their threader turn id), to parse a later request
+        # against (a cassette's history delta names its base): a base that is gone is parsed in full.
+        self._rts: OrderedDict[int, tuple[RoundTrip, int | None]] = OrderedDict()
+        self._owned: set[int] = set()  # seqs of live contexts whose round trip this analyser parsed
+        # keep_turns off: the findings of turns that have some, in recording order.
+        self._flagged: dict[int, tuple[int, list[Finding]]] = {}
 
     def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
         """Analyse one round trip; returns its turn (``None`` for a non-generation round trip)."""
         pos = self._pos
         self._pos += 1
+        owned = rt is None
         if rt is None:
             base_seq = (ex.history_delta or {}).get("base")
-            rt = parse_exchange(ex, self._rts.get(base_seq) if isinstance(base_seq, int) else None)
-            if ex.seq is not None:
-                self._owned.add(ex.seq)
+            base = self._rts.get(base_seq) if isinstance(base_seq, int) else None
+            rt = parse_exchange(ex, base[0] if base is not None else None)
         seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
-        self._rts[seq] = rt
         if rt.operation != "generate" or rt.request is None:
+            self._remember(seq, rt, None)
             return None
+        if owned:
+            self._owned.add(seq)
         result = self.result
         label = ex.request_header(_HEADER)
         reused = rt._reused
+        base_entry = self._rts.get(reused[0]) if reused is not None else None
         link = self._threader.add(
             rt.family,
             rt.request.messages,
@@ -83,20 +148,22 @@ class RunAnalyser:
             _failed(rt),
             label=label,
             previous_response_id=rt.request.previous_response_id,
-            reuse=(self._tid[reused[0]], reused[1]) if reused is not None and reused[0] in self._tid else None,
+            reuse=(base_entry[1], reused[1]) if reused is not None and base_entry is not None and base_entry[1] is not None else None,
             system=rt.request.system,
         )
-        self._tid[seq] = len(self._threader.turns) - 1
+        tid = len(self._threader.turns) - 1
+        self._seq_of_tid.append(seq)
+        self._remember(seq, rt, tid)
         conv = self._convs.get(link.conversation)
         if conv is None:
             conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family)
             self._records[link.conversation] = Conversation(id=link.conversation, family=rt.family, label=label)
             result.conversations.append(self._records[link.conversation])
-        prev = self._contexts[link.previous] if link.previous is not None else None
+        prev = self._context(link.previous) if link.previous is not None else None
         turn = Turn(
             seq=seq,
             conversation=conv.id,
-            index=len(conv.turns),
+            index=conv.count,
             previous_seq=prev.seq if prev is not None else None,
             family=rt.family,
             e=EmissionView(),
@@ -104,40 +171,108 @@ class RunAnalyser:
             c=DispatchView(),
             tokens=TokenView(),
         )
-        ctx = TurnContext(seq=seq, rt=rt, ex=ex, conv=conv, index=turn.index, prev=prev, messages=rt.request.messages, turn=turn)
+        ctx = TurnContext(
+            seq=seq,
+            rt=rt,
+            ex=ex,
+            conv=conv,
+            index=turn.index,
+            prev=prev,
+            messages=rt.request.messages,
+            turn=turn,
+            n_messages=len(rt.request.messages),
+        )
         turn.c = dispatch.build(ctx, link)
         turn.e = emission.build(ctx)
         turn.a = api.build(ctx)
         turn.tokens = tokens.build(ctx)
         for check in CHECKS:
             turn.findings.extend(_run(check, ctx, result.errors))
-        conv.turns.append(ctx)
-        self._contexts.append(ctx)
-        self._trim(prev)
+        conv.count += 1
+        conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
+        if prev is not None:
+            self._release_history(prev)
+        self._make_latest(conv.id, tid, pos, ctx)
+        # What a later turn reads of this one is its round trip, history length, index and seq
+        # (checks read only the current turn's exchange and views) ...
+        ctx.ex = _NO_EXCHANGE
+        if not self._keep_turns:
+            ctx.turn = _slim(turn)
+        # ... and, walking back through retries of a failed request (C.pairing_error blames the
+        # turn the first attempt answered), its previous turn: only a failed turn can be retried.
+        if not _failed(rt):
+            ctx.prev = None
         self._records[conv.id].turns.append(seq)
-        result.turns[seq] = turn
+        if self._keep_turns:
+            result.turns[seq] = turn
+        elif turn.findings:
+            self._flagged[seq] = (pos, turn.findings)
         return turn
 
-    def _trim(self, prev: TurnContext | None) -> None:
-        """Drop the full history of the turn before ``prev``: no check looks two turns back, and a
-        long run would otherwise hold one full message list per turn (quadratic memory)."""
-        old = prev.prev if prev is not None else None
-        if old is None or old.seq not in self._owned or old.rt.request is None:
-            return
-        old.messages = []
-        old.rt.request.messages = []
-        old.rt._raw_history_len = None  # no longer a base for incremental parsing
+    def _remember(self, seq: int, rt: RoundTrip, tid: int | None) -> None:
+        self._rts[seq] = (rt, tid)
+        self._rts.move_to_end(seq)
+        while len(self._rts) > 4 * self._active:
+            self._rts.popitem(last=False)
+
+    def _context(self, tid: int) -> TurnContext | None:
+        """The context of an earlier turn, read again if it was released."""
+        ctx = self._contexts.get(tid)
+        if ctx is not None or self._reload is None or not 0 <= tid < len(self._seq_of_tid):
+            return ctx
+        ex, rt, turn = self._reload(self._seq_of_tid[tid])
+        assert rt.request is not None
+        conv = self._convs[turn.conversation]
+        msgs = rt.request.messages
+        return TurnContext(turn.seq, rt, ex, conv, turn.index, None, msgs, turn, len(msgs))
+
+    def _make_latest(self, conv: str, tid: int, pos: int, ctx: TurnContext) -> None:
+        before = self._latest.get(conv)
+        self._latest[conv] = (tid, pos)
+        if before is not None:
+            # Superseded: a later turn reaches it again only through a previous_response_id
+            # (read again when possible). A fork leaves it behind without taking it as prev.
+            old = self._contexts.pop(before[0], None) if self._reload is not None else self._contexts.get(before[0])
+            if old is not None and old is not ctx.prev:
+                self._release_history(old)
+        self._contexts[tid] = ctx
+        self._histories.pop(conv, None)
+        self._histories[conv] = ctx
+        while len(self._histories) > self._active:
+            _, quiet = self._histories.popitem(last=False)
+            self._release_history(quiet)
+
+    def _release_history(self, ctx: TurnContext) -> None:
+        """Drop a turn's parsed history, keeping its length: once the turn after it was checked
+        (no check looks two turns back), or when its conversation went quiet (a continuation is
+        threaded by the hashes the threader keeps, and parsed in full). A long run would otherwise
+        hold one full message list per turn, or per conversation."""
+        ctx.messages = []
+        if ctx.seq in self._owned:
+            self._owned.discard(ctx.seq)
+            if ctx.rt.request is not None:
+                ctx.rt.request.messages = []
+                ctx.rt._raw_history_len = None  # no longer a base for incremental parsing
+        self._rts.pop(ctx.seq, None)
 
     def finish(self) -> RunAnalysis:
         """Run the end-of-run checks and return the analysis (call once, after the last round trip)."""
         result = self.result
+        last = {ctx.seq: (ctx.turn, self._latest[conv.id][1]) for conv in self._convs.values() for ctx in conv.turns}
         for conv in self._convs.values():
             for final in FINAL_CHECKS:
                 for f in _run(final, conv, result.errors):
                     target = result.turns.get(f.seq) if f.seq is not None else None
+                    if target is None and f.seq in last:
+                        target = last[f.seq][0]
                     if target is not None:
                         target.findings.append(f)
-        result.findings = [f for t in result.turns.values() for f in t.findings]
+                        if not self._keep_turns and f.seq is not None and f.seq not in self._flagged:
+                            self._flagged[f.seq] = (last[f.seq][1], target.findings)
+        if self._keep_turns:
+            result.findings = [f for t in result.turns.values() for f in t.findings]
+        else:
+            result.findings = [f for _, fs in sorted(self._flagged.values(), key=lambda p: p[0]) for f in fs]
         return result
 
 
@@ -147,7 +282,19 @@ def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | Non
     Without ``roundtrips`` the analyser parses the exchanges itself, incrementally where the
     cassette recorded history deltas, and keeps memory bounded; with them it uses them as given.
     """
-    a = RunAnalyser()
+    where: dict[int, int] = {}
+
+    def reload(seq: int) -> tuple[Exchange, RoundTrip, Turn]:
+        if not where:
+            for i, ex in enumerate(exchanges):
+                s = roundtrips[i].seq if roundtrips is not None else None
+                s = s if s is not None else (ex.seq if ex.seq is not None else i)
+                where.setdefault(s, i)
+        i = where[seq]
+        ex = exchanges[i]
+        return ex, roundtrips[i] if roundtrips is not None else parse_exchange(ex), a.result.turns[seq]
+
+    a = RunAnalyser(reload)
     for i, ex in enumerate(exchanges):
         a.add(ex, roundtrips[i] if roundtrips is not None else None)
     return a.finish()

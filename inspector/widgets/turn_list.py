@@ -15,7 +15,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from cassettes.analysis.model import Turn
+from cassettes.summary import TurnSummary
 from inspector.widgets.badges import SEVERITY_MARK, layer_badges, worst
 
 __all__ = ["TurnList", "turn_line"]
@@ -27,7 +27,7 @@ def _tokens(n: int | None) -> str:
     return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
 
 
-def turn_line(turn: Turn, show_conversation: bool) -> Text:
+def turn_line(turn: TurnSummary, show_conversation: bool) -> Text:
     """The row of one turn: seq, conversation/turn, E A C badges, findings, finish, tokens."""
     t = Text(no_wrap=True, overflow="ellipsis", end="")
     t.append(f"#{turn.seq:<4} ", style="dim")
@@ -39,16 +39,14 @@ def turn_line(turn: Turn, show_conversation: bool) -> Text:
         f" {SEVERITY_MARK[sev]}{len(turn.findings)}" if sev is not None else "   ",
         style="bold" if sev else "",
     )
-    a = turn.a
-    if a.error is not None or (a.status or 0) >= 400:
-        finish = f"HTTP {a.status}" if a.status else "error"
-    elif turn.e.tool_calls:
-        finish = f"→{len(turn.e.tool_calls)} call" + ("s" if len(turn.e.tool_calls) > 1 else "")
+    if turn.error or (turn.status or 0) >= 400:
+        finish = f"HTTP {turn.status}" if turn.status else "error"
+    elif turn.tool_calls:
+        finish = f"→{turn.tool_calls} call" + ("s" if turn.tool_calls > 1 else "")
     else:
-        finish = a.finish_reason_raw or (a.finish_reason.value if a.finish_reason else "?")
+        finish = turn.finish or "?"
     t.append(f" {finish[:10]:<10} ", style="italic")
-    k = turn.tokens
-    t.append(f"{_tokens(k.input)}→{_tokens(k.output)}", style="dim")
+    t.append(f"{_tokens(turn.input)}→{_tokens(turn.output)}", style="dim")
     return t
 
 
@@ -105,16 +103,16 @@ class TurnList(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self._turns: list[Turn] = []
+        self._turns: list[TurnSummary] = []
         self._row_of: dict[int, int] = {}
 
     # -- data (attributes down) ---------------------------------------------------------------
 
     @property
-    def turns(self) -> list[Turn]:
+    def turns(self) -> list[TurnSummary]:
         return self._turns
 
-    def set_turns(self, turns: list[Turn], select: int | None = None) -> None:
+    def set_turns(self, turns: list[TurnSummary], select: int | None = None) -> None:
         """Show these turns; keep the selected seq if it is among them (or select ``select``)."""
         keep = select if select is not None else self.selected_seq
         self._turns = list(turns)
@@ -124,7 +122,7 @@ class TurnList(ScrollView, can_focus=True):
         self.cursor = row
         self.refresh()
 
-    def extend(self, turns: list[Turn]) -> None:
+    def extend(self, turns: list[TurnSummary]) -> None:
         """Append turns (a live recording grew); the selection stays where it is."""
         first = not self._turns
         for t in turns:

@@ -48,7 +48,8 @@ def test_incremental_analysis_equals_the_batch_analysis(fx: Path, demo: Path, ma
     for path in (fx, demo):
         run = IncrementalRun(path)
         _read_all(run, max_bytes)
-        got = run.finish()
+        run.finish()
+        got = run.whole()
         want = analyse(read_cassette(path).exchanges)
         assert got.model_dump() == want.model_dump()
         assert run.records == len(read_cassette(path).exchanges)
@@ -70,7 +71,8 @@ def test_roundtrip_rebuilds_the_full_history_after_the_analysis_released_it(fx: 
 def test_small_body_cache_gives_the_same_analysis(fx: Path) -> None:
     run = IncrementalRun(fx, body_cache=1)
     _read_all(run, 300)
-    assert run.finish().model_dump() == analyse(read_cassette(fx).exchanges).model_dump()
+    run.finish()
+    assert run.whole().model_dump() == analyse(read_cassette(fx).exchanges).model_dump()
 
 
 def test_live_file_grows_and_unfinished_line_waits_for_its_newline(fx: Path, tmp_path: Path) -> None:
@@ -90,7 +92,8 @@ def test_live_file_grows_and_unfinished_line_waits_for_its_newline(fx: Path, tmp
     batch = run.step()
     assert [t.seq for t in batch.turns] == [2, 3, 4]
     assert run.problems == []
-    assert run.finish().model_dump() == analyse(read_cassette(fx).exchanges).model_dump()
+    run.finish()
+    assert run.whole().model_dump() == analyse(read_cassette(fx).exchanges).model_dump()
 
 
 def test_torn_tail_is_reported_once_the_file_is_finished(fx: Path, tmp_path: Path) -> None:
@@ -102,7 +105,7 @@ def test_torn_tail_is_reported_once_the_file_is_finished(fx: Path, tmp_path: Pat
     assert run.problems == []
     run.finish()
     assert [p.kind for p in run.problems] == ["torn"]
-    assert len(run.analysis.turns) == 4
+    assert len(run.summaries) == 4
     assert [str(p) for p in run.problems] == [str(p) for p in read_cassette(torn).problems]
 
 
@@ -114,7 +117,7 @@ def test_corrupt_line_in_the_middle_is_skipped_and_reported(fx: Path, tmp_path: 
     _read_all(run)
     run.finish()
     assert [p.kind for p in run.problems] == ["corrupt"]
-    assert len(run.analysis.turns) == 5
+    assert len(run.summaries) == 5
 
 
 def test_not_a_cassette_and_newer_format_raise(tmp_path: Path) -> None:
@@ -189,33 +192,46 @@ def test_timeline_follows_the_recorded_chunks(fx: Path) -> None:
     assert text_timeline(cas.exchanges[2], rts[2]) == []  # not streamed
 
 
-def test_parked_turns_come_back_whole(fx: Path, demo: Path) -> None:
+def test_summaries_and_stored_turns_match_the_batch_analysis(fx: Path, demo: Path) -> None:
     for path in (fx, demo):
-        run = IncrementalRun(path, keep_full=1)
+        run = IncrementalRun(path, turn_cache=1)
         _read_all(run, 3000)
-        got = run.finish()
+        run.finish()
         want = analyse(read_cassette(path).exchanges)
-        assert len(got.turns) == len(want.turns)
-        last = max(got.turns)
-        for seq, turn in got.turns.items():
-            assert run.is_parked(seq) is (seq != last)
-            if seq != last:
-                assert turn.c.appended == [] and turn.e.text is None  # the live turn is slim
-            assert run.full_turn(seq).model_dump() == want.turns[seq].model_dump()
-            assert run.bars[seq] == growth_bars([want.turns[seq]])[0]
-        # Lists, findings and growth read the slim turns: they are the same as the batch's.
-        assert [f.model_dump() for f in got.findings] == [f.model_dump() for f in want.findings]
-        assert [c.model_dump() for c in got.conversations] == [c.model_dump() for c in want.conversations]
+        assert list(run.summaries) == list(want.turns)
+        for seq, summary in run.summaries.items():
+            turn = want.turns[seq]
+            assert run.full_turn(seq).model_dump() == turn.model_dump()
+            assert summary.bar == growth_bars([turn])[0]
+            assert summary.findings == turn.findings
+            assert (summary.conversation, summary.index, summary.previous_seq) == (
+                turn.conversation,
+                turn.index,
+                turn.previous_seq,
+            )
+            assert (summary.input, summary.output, summary.tool_calls) == (
+                turn.tokens.input,
+                turn.tokens.output,
+                len(turn.e.tool_calls),
+            )
+            assert summary.appended_from == turn.c.appended_from
+        assert run.analysis.turns == {}  # the reader holds summaries, not turns
+        assert [f.model_dump() for f in run.analysis.findings] == [f.model_dump() for f in want.findings]
+        assert [c.model_dump() for c in run.analysis.conversations] == [
+            c.model_dump() for c in want.conversations
+        ]
+        run.close()
 
 
-def test_a_viewer_copy_stays_whole_when_the_turn_is_parked_later(fx: Path) -> None:
-    run = IncrementalRun(fx, keep_full=2)
-    run.step(4500)  # the header and the first turn
-    seq = min(run.analysis.turns)
-    held = run.full_turn(seq)
+def test_end_of_run_findings_reach_the_summaries(fx: Path) -> None:
+    run = IncrementalRun(fx)
     _read_all(run)
-    assert run.is_parked(seq)
-    assert held.e.text and held.c.appended
+    before = sum(len(s.findings) for s in run.summaries.values())
+    run.finish()
+    want = analyse(read_cassette(fx).exchanges)
+    assert sum(len(s.findings) for s in run.summaries.values()) == len(want.findings) >= before
+    for seq, s in run.summaries.items():
+        assert run.full_turn(seq).findings == s.findings == want.turns[seq].findings
 
 
 def test_a_file_that_shrinks_while_followed_is_an_error(fx: Path, tmp_path: Path) -> None:

@@ -1,0 +1,174 @@
+"""Bounded memory on long runs: what the analysis releases changes nothing it finds, and what it
+keeps per turn does not grow with the run."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import tracemalloc
+from pathlib import Path
+
+import orjson
+import pytest
+from _corpus import corpus_files
+from scenarios import (
+    WEATHER,
+    Call,
+    Tool,
+    anthropic_assistant,
+    anthropic_results,
+    anthropic_turn,
+    anthropic_user,
+    edit_request,
+    openai_responses_results,
+    openai_responses_turn,
+    openai_responses_user,
+)
+
+from cassettes.analysis import analyse
+from cassettes.analysis.model import RunAnalysis, Turn
+from cassettes.analysis.run import RunAnalyser
+from cassettes.exchange import Exchange
+from cassettes.index import IncrementalRun
+from cassettes.store import CassetteWriter
+from cassettes.vcr import load_vcr
+
+
+def _keep_everything(exchanges: list[Exchange], active: int = 1_000_000) -> RunAnalysis:
+    """The analysis without releasing anything (no reload hook, every history kept)."""
+    a = RunAnalyser(active=active)
+    for ex in exchanges:
+        a.add(ex)
+    return a.finish()
+
+
+@pytest.mark.corpus
+def test_releasing_contexts_and_histories_changes_no_finding() -> None:
+    """Every corpus round trip in one run (hundreds of conversations, interleaved or not):
+    analysed keeping everything, releasing as usual, and releasing every history at once."""
+    per_file = [list(load_vcr(p)) for p in corpus_files()]
+    in_order = list(itertools.chain.from_iterable(per_file))
+    interleaved = [ex for group in itertools.zip_longest(*per_file) for ex in group if ex is not None]
+    for exchanges in (in_order, interleaved):
+        for i, ex in enumerate(exchanges):
+            ex.seq = i
+        want = _keep_everything(exchanges).model_dump()
+        assert len(want["conversations"]) > 100
+        assert analyse(exchanges).model_dump() == want
+        assert _keep_everything(exchanges, active=0).model_dump() == want
+        assert _without_turns(exchanges).model_dump() == want
+
+
+def _without_turns(exchanges: list[Exchange]) -> RunAnalysis:
+    """The analysis holding no turns (as the incremental reader runs it), the turns it returned
+    put back together."""
+    from cassettes.roundtrip import parse_exchange
+
+    turns: dict[int, Turn] = {}
+    a = RunAnalyser(
+        lambda seq: (exchanges[seq], parse_exchange(exchanges[seq]), turns[seq]), keep_turns=False
+    )
+    for ex in exchanges:
+        turn = a.add(ex)
+        if turn is not None:
+            turns[turn.seq] = turn
+    got = a.finish()
+    assert got.turns == {}
+    got.turns = turns
+    return got
+
+
+def test_a_fork_to_a_released_turn_reads_it_again() -> None:
+    """``previous_response_id`` pointing back past the latest turn: the released context of that
+    turn is read again, and the analysis is the one that kept it."""
+    call = Call("get_weather", {"city": "Paris"})
+    t0 = openai_responses_turn([openai_responses_user("Weather in Paris?")], None, [call], tools=[WEATHER])
+    rid = orjson.loads(t0.response_body)["id"]
+    t1 = openai_responses_turn(openai_responses_results([(call, "sunny")]), "Sunny.", tools=[WEATHER])
+    t2 = openai_responses_turn([openai_responses_user("Thanks!")], "Welcome.", tools=[WEATHER])
+    t2_rid = orjson.loads(t1.response_body)["id"]
+    edit_request(t1, lambda b: b.update(previous_response_id=rid))
+    edit_request(t2, lambda b: b.update(previous_response_id=t2_rid))
+    # A branch from turn 0 again, this time forgetting the result.
+    fork = openai_responses_turn([openai_responses_user("And in Rome?")], "Checking.", tools=[WEATHER])
+    edit_request(fork, lambda b: b.update(previous_response_id=rid))
+    exchanges = [t0, t1, t2, fork]
+    for i, ex in enumerate(exchanges):
+        ex.seq = i
+    reloaded: list[int] = []
+    want = _keep_everything(exchanges)
+    a = RunAnalyser(lambda seq: (reloaded.append(seq), _reload(exchanges, a, seq))[1])
+    for ex in exchanges:
+        a.add(ex)
+    got = a.finish()
+    assert reloaded == [0]
+    assert got.model_dump() == want.model_dump()
+    assert got.turns[3].previous_seq == 0
+    assert "C.dropped_tool_result" in [f.code for f in got.turns[3].findings]
+
+
+def _reload(exchanges: list[Exchange], a: RunAnalyser, seq: int):  # type: ignore[no-untyped-def]
+    from cassettes.roundtrip import parse_exchange
+
+    return exchanges[seq], parse_exchange(exchanges[seq]), a.result.turns[seq]
+
+
+# -- memory ----------------------------------------------------------------------------------------
+
+_READ = Tool("read_file", {"type": "object", "properties": {"path": {"type": "string"}}}, "Read a file.")
+_RESULT = "\n".join(f"{n:4d}  def f_{n}(x): return x * {n}" for n in range(60))  # ~2 KB
+
+
+def _write_run(path: Path, conversations: int, turns: int) -> Path:
+    """``conversations`` agents, two at a time, each ``turns`` tool-calling turns: every request
+    re-sends its history (stored as history deltas) and every result is ~2 KB."""
+    scripts = []
+    for c in range(conversations):
+        history = [anthropic_user(f"CONV-{c}: fix the tests in src/")]
+        exchanges = []
+        for t in range(turns):
+            call = Call("read_file", {"path": f"src/m_{c}_{t}.py"}, id=f"toolu_{c}_{t}")
+            text = f"Turn {t} of {c}: reading the next file. " * 8
+            exchanges.append(anthropic_turn([*history], text, [call], tools=[_READ]))
+            history.append(anthropic_assistant(text, [call]))
+            history.extend(anthropic_results([(call, f"{c}/{t}\n{_RESULT}")]))
+        scripts.append(exchanges)
+    with CassetteWriter(path) as w:
+        for pair in range(0, conversations, 2):
+            for a, b in itertools.zip_longest(*scripts[pair : pair + 2]):
+                for ex in (a, b):
+                    if ex is not None:
+                        w.append(ex)
+    return path
+
+
+def _retained(path: Path) -> tuple[int, int]:
+    """Bytes still allocated after reading the whole run (Python's own allocations), and turns."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        run = IncrementalRun(path, body_cache=2)
+        while not run.step().at_end:
+            pass
+        run.finish()
+        gc.collect()
+        retained = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    turns = len(run.summaries)
+    run.close()
+    return retained, turns
+
+
+def test_memory_per_turn_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    # Imports and caches (prices, schemas) warmed up, so they are not counted as the run's.
+    _retained(_write_run(tmp_path / "warm.jsonl", 2, 3))
+    small, n_small = _retained(_write_run(tmp_path / "small.jsonl", 24, 12))
+    large, n_large = _retained(_write_run(tmp_path / "large.jsonl", 48, 12))
+    # Each turn re-sends ~2 KB more history than the one before; a turn whose parsed request,
+    # views and texts stayed in memory took 20-50 KB. What stays is its summary, the threader's
+    # hashes, the checks' ids and hashes, and the latest turn of each (12-turn) conversation.
+    per_added_turn = (large - small) / (n_large - n_small)
+    assert per_added_turn < 5_000, f"{per_added_turn:.0f} bytes retained per added turn"
+    assert large / n_large <= small / n_small, "memory per turn grows with the run"
