@@ -109,7 +109,7 @@ def _present(text: str, prefixes: tuple[str, ...]) -> bool:
 def find_secrets(text: str, extra_patterns: Iterable[str] = ()) -> list[tuple[str, str]]:
     """(kind, match) for every known-format secret in ``text`` (used by ``looptap verify``)."""
     out: list[tuple[str, str]] = []
-    for (name, _), pat, prefixes in zip(SECRET_PATTERNS, _COMPILED, _PREFIXES):
+    for (name, _), pat, prefixes in zip(SECRET_PATTERNS, _COMPILED, _PREFIXES, strict=True):
         if _present(text, prefixes):
             out.extend((name, m.group(0)) for m in pat.finditer(text))
     for pat in extra_patterns:
@@ -159,7 +159,7 @@ class Redactor:
         extra = tuple(re.compile(p) for p in extra_patterns if p)
         #: (pattern, prefixes that must occur for it to match; empty: always run it).
         self._patterns: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
-            *zip(_COMPILED, _PREFIXES),
+            *zip(_COMPILED, _PREFIXES, strict=True),
             *((p, ()) for p in extra),
         )
         self._literals: set[str] = set()
@@ -224,31 +224,22 @@ class Redactor:
             self._seen_chars = 0
             self._seen_literals = len(self._literals)
         seen = self._seen
-        out: list[str] = []
-        todo: dict[str, None] = {}
-        for t in texts:
-            r = seen.get(t)
-            if r is None and t:
-                todo[t] = None
-        if todo:
-            new = list(todo)
+        new = list(dict.fromkeys(t for t in texts if t and t not in seen))
+        if new:
             if any(_SEP in t for t in new):
                 done = [self.scrub(t) for t in new]
             else:
                 done = self.scrub(_SEP.join(new)).split(_SEP)
                 if len(done) != len(new):
                     done = [self.scrub(t) for t in new]
-            for t, r in zip(new, done):
+            for t, r in zip(new, done, strict=True):
                 seen[t] = r
                 self._seen_chars += len(t)
-            while self._seen_chars > _SEEN_CHARS and seen:
-                old = next(iter(seen))
-                self._seen_chars -= len(old)
-                del seen[old]
-            fresh = dict(zip(new, done))
-            return [fresh.get(t) or seen.get(t, t) for t in texts]
-        for t in texts:
-            out.append(seen.get(t, t))
+        out = [seen.get(t, t) for t in texts]
+        while self._seen_chars > _SEEN_CHARS and seen:  # forget the oldest first
+            old = next(iter(seen))
+            self._seen_chars -= len(old)
+            del seen[old]
         return out
 
     def _scrub_json(self, value: Any) -> tuple[Any, bool]:

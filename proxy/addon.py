@@ -44,7 +44,7 @@ from cassettes.errors import CassetteError
 from cassettes.exchange import Exchange
 from cassettes.providers import is_llm_host
 from cassettes.store import CassetteWriter
-from proxy.writer import SETTLE, FrameReader, enlarge_pipe, frame, writer_main
+from proxy.writer import SETTLE, FrameReader, enlarge_pipe, frame, write_parts, writer_main
 
 __all__ = ["DurableGate", "LooptapRecorder", "Tee", "addons", "flow_to_exchange"]
 
@@ -58,7 +58,7 @@ class Tee:
     With :meth:`expect`, calls ``on_complete`` once the body's announced length has arrived,
     before that last chunk is passed on."""
 
-    __slots__ = ("chunks", "_left", "_on_complete")
+    __slots__ = ("_left", "_on_complete", "chunks")
 
     def __init__(self) -> None:
         self.chunks: list[tuple[float, bytes]] = []
@@ -155,8 +155,8 @@ class LooptapRecorder:
         self._answers = FrameReader()
         self._answers_eof = False
         self._writer_gone = False
-        #: Frames the pipe could not take yet, oldest first.
-        self._overflow: deque[bytes] = deque()
+        #: Frames (or what is left of them) the pipe could not take yet, oldest first.
+        self._overflow: deque[list[memoryview]] = deque()
         #: Guards the pipes, :attr:`_overflow` and :attr:`_answers` (the event loop and a thread
         #: in :meth:`flush` may both pump).
         self._io = threading.Lock()
@@ -383,25 +383,22 @@ class LooptapRecorder:
         self._stop_writer()
 
     # -- the writer process ------------------------------------------------------------------------
-    def _send(self, data: bytes) -> None:
+    def _send(self, parts: list[memoryview]) -> None:
         """Hand one frame to the writer without ever blocking: what the pipe cannot take now waits
         in :attr:`_overflow`, written when the pipe has room (by the event loop, or by flush)."""
         assert self._inbox is not None
         with self._io:
             if not self._overflow:
                 try:
-                    n = os.write(self._inbox.fileno(), data)
-                except BlockingIOError:
-                    n = 0
+                    parts = write_parts(self._inbox.fileno(), parts)
                 except OSError:
                     self._writer_gone = True
                     raise RuntimeError("the writer process has stopped") from None
-                if n == len(data):
+                if not parts:
                     return
-                data = data[n:]
                 if self._loop is not None:
                     self._loop.add_writer(self._inbox.fileno(), self._pump)
-            self._overflow.append(data)
+            self._overflow.append(parts)
 
     def _pump(self) -> None:
         """Move what is waiting: overflow frames into the writer's pipe, its answers out of the
@@ -411,17 +408,14 @@ class LooptapRecorder:
             inbox, outbox = self._inbox, self._outbox
             if self._overflow and inbox is not None:
                 while self._overflow:
-                    buf = self._overflow[0]
                     try:
-                        n = os.write(inbox.fileno(), buf)
-                    except BlockingIOError:
-                        break
+                        left = write_parts(inbox.fileno(), self._overflow[0])
                     except OSError:  # the writer is gone: flush counts what it never got
                         self._writer_gone = True
                         self._overflow.clear()
                         break
-                    if n < len(buf):
-                        self._overflow[0] = buf[n:]
+                    if left:
+                        self._overflow[0] = left
                         break
                     self._overflow.popleft()
                 if not self._overflow and self._loop is not None:

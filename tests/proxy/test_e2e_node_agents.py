@@ -55,31 +55,18 @@ if str(REPO) not in sys.path:
 from cassettes.roundtrip import RoundTrip, parse_exchange  # noqa: E402
 from cassettes.store import Cassette, read_cassette  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
+from tests.support.recorder import RECORDER, SCRUB, needs_recorder  # noqa: E402
 from tests.support.upstream import FakeUpstream, Served  # noqa: E402
 
-PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
-RECORDER = [str(PROXY_PYTHON), "-m", "cassettes.cli"]
 NPM = Path(os.environ.get("LOOPTAP_NPM_AGENTS") or REPO / ".npm-agents")
 MODULES = NPM / "node_modules"
 NODE = shutil.which("node")
 INSTALL_HINT = f"npm install --prefix {NPM} openai @anthropic-ai/claude-code @openai/codex 'undici@^7'"
 
-pytestmark = [
-    pytest.mark.skipif(sys.platform == "win32", reason="POSIX only"),
-    pytest.mark.skipif(
-        not PROXY_PYTHON.exists(),
-        reason=f"recorder environment missing: {PROXY_PYTHON} does not exist; set LOOPTAP_PROXY_PYTHON or create it "
-        "(python3 -m venv .venv-proxy && .venv-proxy/bin/pip install -e '.[proxy]')",
-    ),
-]
+pytestmark = [needs_recorder]
 
 #: Proxy, base-URL and key variables of the machine must not steer the clients or the recorder.
-_SCRUB = (
-    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL",
-    "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE", "GOOGLE_VERTEX_BASE_URL", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI",
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_MODEL",
-    "ANTHROPIC_CUSTOM_HEADERS", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "NODE_OPTIONS", "NODE_USE_ENV_PROXY",
-)
+_SCRUB = (*SCRUB, "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_MODEL", "ANTHROPIC_CUSTOM_HEADERS", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "NODE_OPTIONS", "NODE_USE_ENV_PROXY")
 
 
 def need(pkg: str, *, bin_name: str | None = None, node: bool = True) -> Path:

@@ -12,13 +12,27 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["PROXY_PYTHON", "ProcStats", "RecorderProcess", "children", "proc_stats", "proxy_python"]
+import pytest
+
+__all__ = [
+    "PROXY_PYTHON",
+    "RECORDER",
+    "SCRUB",
+    "ProcStats",
+    "RecorderProcess",
+    "children",
+    "clean_env",
+    "needs_recorder",
+    "proc_stats",
+    "proxy_python",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,18 +45,30 @@ SCRUB = (
 
 
 def proxy_python() -> Path | None:
-    """The recorder's interpreter from ``LOOPTAP_PROXY_PYTHON``, or ``None`` when unset/missing."""
+    """The recorder's interpreter: ``LOOPTAP_PROXY_PYTHON``, else ``<repo>/.venv-proxy/bin/python``
+    (what ``.ci/run`` creates); ``None`` when neither exists."""
     value = os.environ.get("LOOPTAP_PROXY_PYTHON")
-    if not value or not Path(value).exists():
-        return None
-    return Path(value)
+    path = Path(value) if value else REPO / ".venv-proxy" / "bin" / "python"
+    return path if path.exists() else None
 
 
 PROXY_PYTHON = proxy_python()
+#: ``looptap`` from the recorder's environment.
+RECORDER = [str(PROXY_PYTHON), "-m", "cassettes.cli"]
+
+#: Skips a test when there is no recorder environment, saying how to make one.
+needs_recorder = pytest.mark.skipif(
+    PROXY_PYTHON is None or sys.platform == "win32",
+    reason="the recorder runs in its own environment (mitmproxy 11 pins h11<=0.14): set LOOPTAP_PROXY_PYTHON or "
+    "create .venv-proxy (python3 -m venv .venv-proxy && .venv-proxy/bin/pip install -e '.[proxy]'); POSIX only",
+)
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k.upper() not in SCRUB}
+def clean_env(*, scrub: tuple[str, ...] = (), **extra: str) -> dict[str, str]:
+    """This process's environment without the variables that would steer a client or the recorder
+    (:data:`SCRUB`, plus ``scrub``), with ``extra`` set."""
+    drop = {*SCRUB, *scrub}
+    env = {k: v for k, v in os.environ.items() if k.upper() not in drop}
     env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO), **extra)
     return env
 

@@ -11,21 +11,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-import pytest
-
 from cassettes.exchange import Exchange
 from cassettes.store import Cassette, read_cassette
-from tests.support.recorder import PROXY_PYTHON, RecorderProcess
+from tests.support.recorder import RecorderProcess, needs_recorder
 from tests.support.upstream import FakeUpstream
 from tests.support.wire import Response, http_request
 
 __all__ = ["MODES", "Target", "chat_body", "encoded_forms", "find_on_disk", "needs_recorder", "wait_recorded"]
 
-needs_recorder = pytest.mark.skipif(
-    PROXY_PYTHON is None,
-    reason="LOOPTAP_PROXY_PYTHON is not set (or does not exist): the recorder runs in its own environment, "
-    "e.g. LOOPTAP_PROXY_PYTHON=.venv-proxy/bin/python",
-)
 
 #: How an agent reaches the upstream: directly, through a reverse listener (base URL), or through
 #: the forward proxy (HTTP_PROXY, absolute-form requests).
