@@ -50,6 +50,10 @@ PIPE_SIZE = 1 << 20
 SETTLE = 0.01
 
 
+#: Bytes the writer reads before it stores what they hold: a bound on its memory when it is behind.
+_BATCH = 4 << 20
+
+
 def frame(obj: Any) -> list[memoryview]:
     """One message on the pipe, in two parts (written with ``writev``: a 100 MB body is not copied
     once more to put its header in front): 8-byte big-endian length, then the pickle."""
@@ -165,19 +169,23 @@ def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any, settle: float =
     reader = FrameReader()
     eof = False
     with writer:
+        behind = False
         while not eof:
             data = os.read(in_fd, PIPE_SIZE)  # blocks until the proxy writes, or is gone
-            if settle and data:
-                time.sleep(settle)
-                while select.select([in_fd], [], [], 0)[0]:
-                    more = os.read(in_fd, PIPE_SIZE)
-                    if not more:
-                        eof = True
-                        break
-                    data += more
             if not data:
                 eof = True  # the proxy closed the pipe (stop) or died (SIGKILL): write what came
+            elif settle and not behind:
+                time.sleep(settle)  # (not when behind: then the backlog is the batch)
             reader.feed(data)
+            got = len(data)
+            while not eof and got < _BATCH and select.select([in_fd], [], [], 0)[0]:
+                data = os.read(in_fd, PIPE_SIZE)
+                if not data:
+                    eof = True
+                    break
+                reader.feed(data)
+                got += len(data)
+            behind = got >= _BATCH
             items = reader.frames()
             for i, item in enumerate(items):
                 if item is None:  # an explicit stop
