@@ -27,10 +27,10 @@ pytestmark = [needs_recorder]
 
 MB = int(os.environ.get("LOOPTAP_BIG_MB", "100"))
 SIZE = MB * 1024 * 1024
-#: Peak RSS may exceed the idle RSS by at most this many body sizes. Measured (2 cores, loaded):
-#: proxy +832 MB (7.9×) for 100 MiB — mitmproxy buffers a request body whole (its receive buffer
-#: grows by reallocation), the tee keeps the chunks, the capture joins them, the queue to the writer
-#: pickles them; the writer 553 MB. Bounded per body, not per run: repeated 5 MiB bodies plateau
+#: Peak RSS may exceed the idle RSS by at most this many body sizes. Measured (2 cores): proxy
+#: +541 MB (5.2×) for 100 MiB — mitmproxy buffers a request body whole (its receive buffer grows by
+#: reallocation), the tee keeps the chunks, the hand-off to the writer pickles them; the writer
+#: 467 MB. Bounded per body, not per run: repeated 5 MiB bodies plateau
 #: (tests/reliability/test_big_bodies.py covers the writer's side).
 PROXY_FACTOR = 10
 WRITER_FACTOR = 8
