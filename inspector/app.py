@@ -54,6 +54,8 @@ FIRST_STEP = 256 * 1024
 STEP = 4 * 1024 * 1024
 #: Seconds between looks at a live recording for new records.
 POLL = 0.25
+#: Seconds between screen updates while a file is read (the first batch is shown at once).
+SHOW_EVERY = 1.0
 #: Below these sizes the layout folds (see ``inspector.tcss``).
 NARROW = 110
 TINY_WIDTH, TINY_HEIGHT = 70, 20
@@ -313,6 +315,8 @@ class InspectorApp(App[None]):
         worker = get_current_worker()
         run = self.source
         step = FIRST_STEP
+        held: Batch | None = None  # read but not yet shown
+        shown_at = 0.0
         while not worker.is_cancelled:
             if self.live and not self.path.exists():
                 # `looptap run --inspect` may start the inspector before the recorder's first write.
@@ -320,9 +324,23 @@ class InspectorApp(App[None]):
                 continue
             batch = run.step(step)
             step = STEP
+            if held is not None:
+                held.turns.extend(batch.turns)
+                held.records += batch.records
+                held.problems.extend(batch.problems)
+                held.at_end = batch.at_end
+                batch = held
             size = run.index.size()
             progress = None if batch.at_end else (run.index.consumed / size if size else None)
+            now = time.monotonic()
+            # Every update of the screen takes the interpreter from the reader: while a big file
+            # is read, show what was read a few times a second, not after every block.
+            if not batch.at_end and not batch.problems and now - shown_at < SHOW_EVERY and shown_at:
+                held = batch
+                continue
+            held = None
             if batch.records or batch.problems or batch.at_end:
+                shown_at = now
                 self.post_message(self.RunRead(batch, progress))
             if batch.at_end:
                 if not self.live:
