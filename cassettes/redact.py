@@ -112,8 +112,8 @@ def find_secrets(text: str, extra_patterns: Iterable[str] = ()) -> list[tuple[st
     for (name, _), pat, prefixes in zip(SECRET_PATTERNS, _COMPILED, _PREFIXES, strict=True):
         if _present(text, prefixes):
             out.extend((name, m.group(0)) for m in pat.finditer(text))
-    for pat in extra_patterns:
-        out.extend(("configured pattern", m.group(0)) for m in re.finditer(pat, text))
+    for extra in extra_patterns:
+        out.extend(("configured pattern", m.group(0)) for m in re.finditer(extra, text))
     return out
 
 
