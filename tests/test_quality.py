@@ -28,13 +28,12 @@ def test_mypy_strict() -> None:
 def test_mypy_strict_proxy_against_the_recorder_environment() -> None:
     """proxy/ imports mitmproxy, which lives only in the recorder's environment: mypy runs from
     here but resolves imports in that interpreter's site-packages."""
-    import os
+    from tests.support.recorder import PROXY_PYTHON
 
-    proxy_python = os.environ.get("LOOPTAP_PROXY_PYTHON")
-    if not proxy_python:
-        pytest.skip("LOOPTAP_PROXY_PYTHON is not set (the recorder's environment; .ci/run sets it)")
+    if PROXY_PYTHON is None:
+        pytest.skip("no recorder environment (LOOPTAP_PROXY_PYTHON or .venv-proxy; .ci/run creates it)")
     out = subprocess.run(
-        [_tool("mypy"), "--strict", "--python-executable", proxy_python, "-p", "proxy"], cwd=ROOT, capture_output=True, text=True, timeout=600
+        [_tool("mypy"), "--strict", "--python-executable", str(PROXY_PYTHON), "-p", "proxy"], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
     assert out.returncode == 0, out.stdout + out.stderr
 
