@@ -123,31 +123,19 @@ _SEP = "\n\x00\n"
 _SEEN_CHARS = 64 << 20
 
 
-def _json_strings(value: Any, acc: list[str]) -> None:
-    if isinstance(value, str):
-        acc.append(value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            if isinstance(k, str):
-                acc.append(k)
-            _json_strings(v, acc)
-    elif isinstance(value, list):
-        for v in value:
-            _json_strings(v, acc)
-
-
 def _json_rebuild(value: Any, it: Iterator[str]) -> Any:
-    """``value`` with its strings replaced, in :func:`_json_strings` order, from ``it``."""
+    """``value`` with its strings (keys included) replaced, in :meth:`Redactor._json_collect`
+    order, from ``it``."""
     if isinstance(value, str):
         return next(it)
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for k, v in value.items():
             key = next(it) if isinstance(k, str) else k
-            out[key] = _json_rebuild(v, it)
+            out[key] = next(it) if isinstance(v, str) else _json_rebuild(v, it) if isinstance(v, (dict, list)) else v
         return out
     if isinstance(value, list):
-        return [_json_rebuild(v, it) for v in value]
+        return [next(it) if isinstance(v, str) else _json_rebuild(v, it) if isinstance(v, (dict, list)) else v for v in value]
     return value
 
 
@@ -243,14 +231,44 @@ class Redactor:
         return out
 
     def _scrub_json(self, value: Any) -> tuple[Any, bool]:
-        """``value`` (parsed JSON) with every string, keys included, scrubbed; and whether any
-        changed. Scans the decoded strings, so a secret behind a JSON escape is found too."""
+        """``value`` (parsed JSON) with credential keys' values redacted and every string, keys
+        included, scrubbed; and whether anything changed. Scans the decoded strings, so a secret
+        behind a JSON escape is found too."""
         texts: list[str] = []
-        _json_strings(value, texts)
-        done = self._scrub_strings(texts)
-        if done == texts:
+        found = value if isinstance(value, str) else None
+        if found is not None:
+            texts.append(found)
+        keys = self._json_collect(value, texts) if found is None else False
+        done = self._scrub_strings(texts)  # after the walk: it learned the credential values
+        if not keys and done == texts:
             return value, False
         return _json_rebuild(value, iter(done)), True
+
+    def _json_collect(self, value: Any, acc: list[str]) -> bool:
+        """Appends the strings inside ``value`` (a dict or list) to ``acc`` in
+        :func:`_json_rebuild` order; a credential key's string value is learned and appended as
+        ``REDACTED``. Returns whether there was one. (One walk: this is the writer's hot path.)"""
+        found = False
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(k, str):
+                    acc.append(k)
+                    if isinstance(v, str) and v and _SECRET_BODY_KEY.match(k):
+                        self._learn(v)
+                        acc.append(REDACTED)
+                        found = True
+                        continue
+                if isinstance(v, str):
+                    acc.append(v)
+                elif isinstance(v, (dict, list)) and self._json_collect(v, acc):
+                    found = True
+        elif isinstance(value, list):
+            for v in value:
+                if isinstance(v, str):
+                    acc.append(v)
+                elif isinstance(v, (dict, list)) and self._json_collect(v, acc):
+                    found = True
+        return found
 
     def scrub_bytes(self, data: bytes) -> bytes:
         if not data:
@@ -389,30 +407,6 @@ class Redactor:
             parts = parts._replace(netloc=f"{URL_TOKEN}@{host}")
         return self.scrub(urlunsplit(parts), URL_TOKEN)
 
-    def _json_keys(self, value: Any) -> tuple[Any, bool]:
-        if isinstance(value, dict):
-            changed = False
-            out: dict[str, Any] = {}
-            for k, v in value.items():
-                if isinstance(k, str) and _SECRET_BODY_KEY.match(k) and isinstance(v, str) and v:
-                    self._learn(v)
-                    out[k] = REDACTED
-                    changed = True
-                else:
-                    nv, c = self._json_keys(v)
-                    out[k] = nv
-                    changed = changed or c
-            return (out if changed else value), changed
-        if isinstance(value, list):
-            changed = False
-            items = []
-            for v in value:
-                nv, c = self._json_keys(v)
-                items.append(nv)
-                changed = changed or c
-            return (items if changed else value), changed
-        return value, False
-
     def exchange(self, ex: Exchange) -> Exchange:
         """A redacted copy of ``ex`` (the original is not modified)."""
         req_headers = self.headers(ex.request_headers)  # learn header secrets first
@@ -421,9 +415,8 @@ class Redactor:
         parsed = ex.request_json()
         new_parsed: Any = None
         if parsed is not None:
-            new_parsed, keys_changed = self._json_keys(parsed)  # learns first: the scrub uses it
-            new_parsed, changed = self._scrub_json(new_parsed)
-            scrubbed = orjson.dumps(new_parsed) if changed or keys_changed else body
+            new_parsed, changed = self._scrub_json(parsed)
+            scrubbed = orjson.dumps(new_parsed) if changed else body
         else:
             scrubbed = self.scrub_bytes(body)
         resp_headers = self.headers(ex.response_headers)
