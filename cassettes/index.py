@@ -19,8 +19,9 @@ one a recorder is still appending to, needs something else:
   recently shown ones). :meth:`IncrementalRun.roundtrip` re-reads one round trip in full (its
   whole message history) when a viewer shows it.
 
-What still grows with the run is a few hundred bytes per turn (the summary, the threader's
-hashes, the checks' memory of call ids) and the latest turn of each conversation.
+What still grows with the run is about 3 KB per turn (the summary and growth bar, the threader's
+hashes, the checks' memory of call ids and calls, the index entries) and the latest turn of each
+conversation; the store of full turns takes about 2 KB of disk per turn.
 
 Damage is reported as :class:`~cassettes.store.Problem` entries exactly as the batch reader does;
 only a file that is not a looptap cassette (or is newer) raises.
