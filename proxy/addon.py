@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import sys
 import threading
 import time
@@ -237,18 +238,15 @@ class LooptapRecorder:
         out_w.close()
         # Recording starts when the writer can write: until then a round trip would exist only in
         # this process, and a crash in the first seconds (spawn + imports) would lose it.
+        os.set_blocking(in_w.fileno(), False)
+        os.set_blocking(out_r.fileno(), False)
         kind, msg = "storage_error", f"the writer process did not start within {_WRITER_START_TIMEOUT:.0f} s"
         reader = FrameReader()
         deadline = time.monotonic() + _WRITER_START_TIMEOUT
         while (left := deadline - time.monotonic()) > 0 and out_r.poll(left):
-            try:
-                data = os.read(out_r.fileno(), 65536)
-            except OSError:
-                data = b""
-            if not data:
+            if not _read_available(out_r.fileno(), reader):
                 kind, msg = "storage_error", "the writer process ended at start-up"
                 break
-            reader.feed(data)
             frames = reader.frames()
             if frames:
                 kind, msg = frames[0]
@@ -259,8 +257,6 @@ class LooptapRecorder:
             in_w.close()
             out_r.close()
             raise exceptions.OptionsError(f"looptap_output: {msg}")
-        os.set_blocking(in_w.fileno(), False)
-        os.set_blocking(out_r.fileno(), False)
         self._process, self._inbox, self._outbox, self._answers = process, in_w, out_r, reader
         self._answers_eof = self._writer_gone = False
         self.output = path
@@ -420,19 +416,10 @@ class LooptapRecorder:
                     self._overflow.popleft()
                 if not self._overflow and self._loop is not None:
                     self._loop.remove_writer(inbox.fileno())
-            while outbox is not None and not self._answers_eof:
-                try:
-                    data = os.read(outbox.fileno(), 65536)
-                except BlockingIOError:
-                    break
-                except OSError:
-                    data = b""
-                if not data:
-                    self._answers_eof = True
-                    if self._loop is not None:
-                        self._loop.remove_reader(outbox.fileno())
-                    break
-                self._answers.feed(data)
+            if outbox is not None and not self._answers_eof and not _read_available(outbox.fileno(), self._answers):
+                self._answers_eof = True
+                if self._loop is not None:
+                    self._loop.remove_reader(outbox.fileno())
             answers = self._answers.frames()
         for kind, msg in answers:
             self._on_answer(kind, msg)
@@ -500,8 +487,6 @@ class LooptapRecorder:
             inbox, outbox = self._inbox, self._outbox
             if inbox is None or outbox is None:
                 return
-            import select
-
             wfds = [inbox.fileno()] if self._overflow else []
             select.select([outbox.fileno()], wfds, [], min(left, 0.2))
             self._pump()
@@ -515,8 +500,6 @@ class LooptapRecorder:
         self._detach()  # from here on this thread does the pumping
         inbox, outbox, process = self._inbox, self._outbox, self._process
         assert inbox is not None and outbox is not None
-        import select
-
         deadline = time.monotonic() + 30
         while self._overflow and not self._writer_gone and time.monotonic() < deadline and process.is_alive():
             select.select([outbox.fileno()], [inbox.fileno()], [], 0.2)
@@ -533,6 +516,21 @@ class LooptapRecorder:
             print(f"looptap: STORAGE ERROR: {lost_overflow} round trips were never handed to the writer", file=sys.stderr)
         while self._acks:  # nothing will answer them once the writer is gone
             self._release_ack()
+
+
+def _read_available(fd: int, reader: FrameReader) -> bool:
+    """Feed ``reader`` what the non-blocking ``fd`` holds now; ``False`` once it is at its end
+    (the writer is gone)."""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if not data:
+            return False
+        reader.feed(data)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

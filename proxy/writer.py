@@ -127,9 +127,8 @@ class _Answers:
         self.alive = True
 
     def send(self, kind: str, msg: Any) -> None:
-        if self.ok and kind != "ok":
-            n, self.ok = self.ok, 0
-            self.send("ok", n)
+        if kind != "ok":
+            self.flush()  # the stored ones first: the proxy matches answers by order
         if not self.alive:
             return
         parts = frame((kind, msg))
