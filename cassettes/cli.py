@@ -220,6 +220,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_ERROR
+    from cassettes.untrusted import guard_stdio
+
+    # One output boundary: every line any command prints (its own, a plugin's, an error's) passes
+    # through the sanitiser, so recorded text can never drive the terminal (cassettes/untrusted.py).
+    with guard_stdio():
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except CassetteError as exc:

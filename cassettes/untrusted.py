@@ -21,9 +21,14 @@ The inspector wraps the same function (``inspector/safe.py``) so that wire text 
 
 from __future__ import annotations
 
+import codecs
 import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
-__all__ = ["clean", "clean_line", "has_unsafe"]
+__all__ = ["SafeBinaryStream", "SafeTextStream", "clean", "clean_line", "guard_stdio", "has_unsafe", "json_safe"]
 
 # Format characters that change how neighbouring text is displayed, or hide themselves:
 # bidi marks/embeddings/overrides/isolates, zero-width (non-)joiners and spaces, word joiner and
@@ -77,3 +82,102 @@ def clean_line(text: str) -> str:
 def has_unsafe(text: str) -> bool:
     """Whether :func:`clean` would change ``text`` (newlines and tabs aside)."""
     return _UNSAFE.search(text) is not None
+
+
+# -- the byte form: JSON and other bytes written to stdout ------------------------------------
+
+_UNSAFE_BYTES_TEXT = _UNSAFE  # the same set; newline and tab are kept
+
+
+def _escaped(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    if 0xDC80 <= code <= 0xDCFF:  # an invalid UTF-8 byte, kept by surrogateescape
+        return f"\\x{code - 0xDC00:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    # Outside the BMP: a JSON surrogate pair, so the escape stays valid JSON.
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def json_safe(data: bytes) -> bytes:
+    """``data`` (JSON, or any bytes bound for a terminal) with every control and invisible format
+    character written as a JSON escape (``\\u001b``, ``\\u009b``, ``\\u202e``) and invalid UTF-8
+    bytes as ``\\xNN``. Valid JSON stays valid and parses to the same value: outside strings JSON
+    holds only ASCII structure, and orjson already escapes C0 inside strings; what it leaves raw
+    (C1, bidi, zero-width, line separators) becomes an escape."""
+    text = data.decode("utf-8", "surrogateescape")
+    if _UNSAFE_BYTES_TEXT.search(text) is None:
+        return data
+    return _UNSAFE_BYTES_TEXT.sub(_escaped, text).encode("utf-8", "surrogateescape")
+
+
+class SafeBinaryStream:
+    """A binary stream wrapper that passes everything written through :func:`json_safe`
+    (incrementally: a UTF-8 sequence split between two writes is decoded whole)."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        text = self._decoder.decode(bytes(data))
+        if text:
+            self._raw.write(_UNSAFE_BYTES_TEXT.sub(_escaped, text).encode("utf-8", "surrogateescape"))
+        return len(data)
+
+    def flush(self) -> None:
+        tail = self._decoder.decode(b"", final=True)
+        if tail:
+            self._raw.write(_UNSAFE_BYTES_TEXT.sub(_escaped, tail).encode("utf-8", "surrogateescape"))
+        self._raw.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+class SafeTextStream:
+    """A text stream wrapper that passes everything written through :func:`clean` (newlines and
+    tabs kept); its ``buffer`` is a :class:`SafeBinaryStream`. The CLI installs it on stdout and
+    stderr for the life of a command (:func:`guard_stdio`), so no command can print wire text raw."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        raw_buffer = getattr(raw, "buffer", None)
+        self.buffer = SafeBinaryStream(raw_buffer) if raw_buffer is not None else None
+
+    def write(self, text: str) -> int:
+        self._raw.write(clean(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if self.buffer is not None:
+            self.buffer.flush()
+        self._raw.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+@contextmanager
+def guard_stdio() -> Iterator[None]:
+    """Within the block, ``sys.stdout`` and ``sys.stderr`` are :class:`SafeTextStream` wrappers
+    (full-screen apps such as the inspector write to ``sys.__stdout__`` and are not affected)."""
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, SafeTextStream):
+        sys.stdout = SafeTextStream(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, SafeTextStream):
+        sys.stderr = SafeTextStream(sys.stderr)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        sys.stdout, sys.stderr = saved
