@@ -28,7 +28,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["SafeBinaryStream", "SafeTextStream", "clean", "clean_line", "guard_stdio", "has_unsafe", "json_safe"]
+__all__ = [
+    "SafeBinaryStream",
+    "SafeTextStream",
+    "clean",
+    "clean_line",
+    "guard_stdio",
+    "has_unsafe",
+    "json_safe",
+    "strip_unsafe",
+]
 
 # Format characters that change how neighbouring text is displayed, or hide themselves:
 # bidi marks/embeddings/overrides/isolates, zero-width (non-)joiners and spaces, word joiner and
@@ -77,6 +86,15 @@ def clean(text: str, *, newlines: bool = True) -> str:
 def clean_line(text: str) -> str:
     """:func:`clean` for a one-line field (a cell, a label, a title): newlines shown as ``␤``."""
     return clean(text, newlines=False)
+
+
+def strip_unsafe(text: str) -> str:
+    """``text`` without its controls and invisible format characters (newlines and tabs kept).
+    For places where the width must not change: every removed character is zero cells wide in a
+    terminal, except a lone surrogate, which becomes U+FFFD."""
+    if _UNSAFE.search(text) is None:
+        return text
+    return _UNSAFE.sub(lambda m: "\ufffd" if "\ud800" <= m.group() <= "\udfff" else "", text)
 
 
 def has_unsafe(text: str) -> bool:

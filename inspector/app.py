@@ -10,7 +10,7 @@ worker failure ends in :meth:`InspectorApp.on_worker_state_changed`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -19,7 +19,9 @@ from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.filter import LineFilter
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -31,6 +33,8 @@ from cassettes.models import NormalisedRequest, ToolResult
 from cassettes.search import SearchHit, search_turns
 from cassettes.summary import TurnSummary
 from cassettes.timeline import TimelinePoint, text_timeline
+from cassettes.untrusted import clean, clean_line
+from inspector.safe import UntrustedFilter
 from inspector.screens.help import HelpScreen
 from inspector.screens.search import SearchScreen
 from inspector.widgets.conversations import ALL, ConversationSwitcher
@@ -246,6 +250,26 @@ class InspectorApp(App[None]):
         self._dirty_findings = True
         self._dirty_growth = True
         self._switcher_convs = -1
+        self._untrusted_filter = UntrustedFilter()
+
+    # -- the output boundary (inspector/safe.py) -----------------------------------------------
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then the one that strips any control a widget let through."""
+        return [*super().get_line_filters(), self._untrusted_filter]
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Toasts carry file and wire text (problems, error messages, search queries): cleaned,
+        and never read as markup, whatever the caller asks."""
+        super().notify(clean(message), title=clean_line(title), severity=severity, timeout=timeout, markup=False)
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -431,7 +455,7 @@ class InspectorApp(App[None]):
         view = self.query_one("#error-view", Static)
         view.update(
             Text.assemble(
-                (f"Cannot inspect {self.path}\n\n", "bold"), text, hint, ("\n\nPress q to quit.", "dim")
+                (clean(f"Cannot inspect {self.path}\n\n"), "bold"), clean(text), hint, ("\n\nPress q to quit.", "dim")
             )
         )
         self.screen.add_class("-failed")

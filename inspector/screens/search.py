@@ -15,6 +15,8 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from cassettes.search import SearchHit
+from cassettes.untrusted import clean_line
+from inspector.safe import wire_line
 
 __all__ = ["SearchScreen"]
 
@@ -58,14 +60,16 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
     def _show_hits(self, query: str, hits: list[SearchHit]) -> None:
         self._hits = hits
         summary = f"{len(hits)} match{'es' if len(hits) != 1 else ''} for {query!r}" if query else ""
-        self.query_one("#search-summary", Static).update(summary)
+        self.query_one("#search-summary", Static).update(wire_line(summary))
         options = self.query_one("#search-hits", OptionList)
         options.clear_options()
         for i, h in enumerate(hits):
             options.add_option(
                 Option(
                     Text.assemble(
-                        (f"#{h.seq} {h.conversation}/{h.turn} ", "bold"), (f"{h.where}: ", "cyan"), h.snippet
+                        (clean_line(f"#{h.seq} {h.conversation}/{h.turn} "), "bold"),
+                        (clean_line(f"{h.where}: "), "cyan"),
+                        wire_line(h.snippet),
                     ),
                     id=str(i),
                 )

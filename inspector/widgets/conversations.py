@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.message import Message
 from textual.widgets import Select
 
 from cassettes.analysis.model import Conversation
+from inspector.safe import wire_line
 
 __all__ = ["ALL", "ConversationSwitcher"]
 
@@ -39,8 +41,8 @@ class ConversationSwitcher(Select[str]):
             return
         self._known = known
         current = self.value
-        options = [(f"all conversations · {total_turns} turns", ALL)]
-        options += [(f"{cid} · {label} · {n} turn{'s' if n != 1 else ''}", cid) for cid, label, n in known]
+        options: list[tuple[Text, str]] = [(Text(f"all conversations · {total_turns} turns"), ALL)]
+        options += [(wire_line(f"{cid} · {label} · {n} turn{'s' if n != 1 else ''}"), cid) for cid, label, n in known]
         with self.prevent(Select.Changed):
             self.set_options(options)
             ids = {ALL, *(cid for cid, _, _ in known)}

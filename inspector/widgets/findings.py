@@ -9,12 +9,14 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from cassettes.analysis.model import Finding
+from cassettes.untrusted import clean_line
+from inspector.safe import wire, wire_line
 from inspector.widgets.badges import SEVERITY_MARK, severity_style
 
 __all__ = ["FindingsTable", "FindingsView"]
 
 
-class FindingsTable(DataTable[str | Text]):
+class FindingsTable(DataTable[Text]):
     """Every finding of the run (or of the conversation being viewed), in recording order."""
 
     class FindingChosen(Message):
@@ -52,9 +54,9 @@ class FindingsTable(DataTable[str | Text]):
             self.add_row(
                 Text(SEVERITY_MARK[f.severity], style=severity_style(f.severity)),
                 Text(f.layer, style="bold"),
-                f.code,
-                where,
-                " ".join(f.message.split()),
+                wire_line(f.code),
+                wire_line(where),
+                wire_line(" ".join(f.message.split())),
                 key=str(i),
             )
         if self._findings:
@@ -80,18 +82,18 @@ class FindingsView(Vertical):
             return
         f = table.findings[int(key)]
         t = Text()
-        t.append(f"{SEVERITY_MARK[f.severity]} {f.code}", style=severity_style(f.severity))
+        t.append(f"{SEVERITY_MARK[f.severity]} {clean_line(f.code)}", style=severity_style(f.severity))
         t.append(
-            f"  {f.severity.value}, layer {f.layer}, turn {f.turn} of {f.conversation} (#{f.seq})\n",
+            clean_line(f"  {f.severity.value}, layer {f.layer}, turn {f.turn} of {f.conversation} (#{f.seq})") + "\n",
             style="dim",
         )
-        t.append(f.message)
+        t.append_text(wire(f.message))
         refs = [
             f"path {f.path}" if f.path else "",
             f"tool call {f.tool_call_id}" if f.tool_call_id else "",
             f"related turn {f.related_turn}" if f.related_turn is not None else "",
         ]
         if any(refs):
-            t.append("\n" + " · ".join(r for r in refs if r), style="dim")
+            t.append("\n" + clean_line(" · ".join(r for r in refs if r)), style="dim")
         t.append("\nenter: show this turn", style="dim italic")
         self.query_one("#finding-detail", Static).update(t)

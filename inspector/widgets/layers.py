@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from rich.console import Group, RenderableType
+from rich.highlighter import ReprHighlighter
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,6 +15,8 @@ from textual.widgets import Static
 
 from cassettes.analysis.model import Finding, Layer, Turn
 from cassettes.models import ToolResult
+from cassettes.untrusted import clean, clean_line
+from inspector.safe import wire, wire_line
 from inspector.widgets.badges import SEVERITY_MARK, severity_style, worst
 from inspector.widgets.messages import part_text
 
@@ -28,12 +31,16 @@ def _findings(findings: list[Finding], layer: Layer) -> list[RenderableType]:
         if f.layer != layer:
             continue
         t = Text()
-        t.append(f"{SEVERITY_MARK[f.severity]} {f.code}", style=severity_style(f.severity))
-        t.append(f"  {f.message}")
+        t.append(f"{SEVERITY_MARK[f.severity]} {clean_line(f.code)}", style=severity_style(f.severity))
+        t.append(f"  {clean(f.message)}")
         if f.path:
-            t.append(f"  at {f.path}", style="dim")
+            t.append(f"  at {clean_line(f.path)}", style="dim")
         out.append(t)
     return out
+
+
+
+_HIGHLIGHT = ReprHighlighter()
 
 
 def _kv(rows: list[tuple[str, str | Text]]) -> Table:
@@ -41,7 +48,9 @@ def _kv(rows: list[tuple[str, str | Text]]) -> Table:
     table.add_column(style="dim", no_wrap=True)
     table.add_column()
     for k, v in rows:
-        table.add_row(k, v)
+        # A str cell would be read as markup: wire text goes in as Text, highlighted as Rich
+        # highlights plain strings (numbers, brackets).
+        table.add_row(k, v if isinstance(v, Text) else _HIGHLIGHT(wire_line(v)))
     return table
 
 
@@ -122,30 +131,30 @@ class EmissionPane(LayerPane):
         e = turn.e
         out: list[RenderableType] = _findings(turn.findings, "E")
         if e.reasoning:
-            out.append(Text.assemble(("reasoning\n", "bold"), (e.reasoning[:_TEXT_LIMIT], "italic dim")))
+            out.append(Text.assemble(("reasoning\n", "bold"), (clean(e.reasoning[:_TEXT_LIMIT]), "italic dim")))
         if e.text:
             shown = self.shown_text
             body = Text.assemble(("text", "bold"))
             if self.reveal is not None and self.reveal < len(e.text):
                 body.append(f"  ▶ streaming {self.reveal:,}/{len(e.text):,}", style="bold yellow")
             body.append("\n")
-            body.append(shown[:_TEXT_LIMIT])
+            body.append(clean(shown[:_TEXT_LIMIT]))
             if len(shown) > _TEXT_LIMIT:
                 body.append(f" … ({len(shown) - _TEXT_LIMIT:,} more characters)", style="dim")
             out.append(body)
         if e.refusal:
-            out.append(Text.assemble(("refusal  ", "bold red"), e.refusal))
+            out.append(Text.assemble(("refusal  ", "bold red"), clean(e.refusal)))
         for call in e.tool_calls:
             t = Text.assemble(
                 ("⚙ ", "magenta"),
-                (call.name or "?", "bold"),
-                f"({(call.arguments_raw or '')[:_TEXT_LIMIT]})",
-                (f"  id={call.id}", "dim"),
+                (clean_line(call.name or "?"), "bold"),
+                f"({clean((call.arguments_raw or '')[:_TEXT_LIMIT])})",
+                (f"  id={clean_line(call.id or '')}", "dim"),
             )
             if call.parse_error:
-                t.append(f"\n  ✖ arguments are not JSON: {call.parse_error}", style="red")
+                t.append(f"\n  ✖ arguments are not JSON: {clean(call.parse_error)}", style="red")
             for err in call.schema_errors:
-                t.append(f"\n  ✖ schema: {err}", style="red")
+                t.append(f"\n  ✖ schema: {clean(err)}", style="red")
             if call.offered is False:
                 t.append("\n  ✖ this tool was not offered", style="red")
             elif not call.parse_error and not call.schema_errors:
@@ -178,7 +187,7 @@ class EmissionPane(LayerPane):
 
 def part_text_result(res: ToolResult) -> Text:
     content = " ".join(res.content.split())
-    return Text(content[:300] + ("…" if len(content) > 300 else ""))
+    return wire(content[:300] + ("…" if len(content) > 300 else ""))
 
 
 class ApiPane(LayerPane):
@@ -225,11 +234,11 @@ class ApiPane(LayerPane):
             out.append(
                 Text.assemble(
                     (f"{where}: ", "bold red"),
-                    f"{err.type or ''} {err.code or ''} {err.message or ''}".strip(),
+                    clean(f"{err.type or ''} {err.code or ''} {err.message or ''}".strip()),
                 )
             )
         if k.price_source:
-            out.append(Text(f"price: {k.price_source}", style="dim"))
+            out.append(wire_line(f"price: {k.price_source}", style="dim"))
         self._set(out, turn)
 
 
@@ -260,7 +269,7 @@ class DispatchPane(LayerPane):
             rows.append(("params", ", ".join(f"{k}={v}" for k, v in sorted(c.params.items()))[:300]))
         out.append(_kv(rows))
         for i, m in enumerate(c.appended):
-            t = Text.assemble(("+ ", "bold green"), (f"[{c.appended_from + i}] {m.role}", "bold"))
+            t = Text.assemble(("+ ", "bold green"), (clean_line(f"[{c.appended_from + i}] {m.role}"), "bold"))
             for p in m.parts:
                 piece = part_text(p)
                 piece.truncate(200, overflow="ellipsis")
@@ -275,7 +284,7 @@ class DispatchPane(LayerPane):
             )
             style = "red" if not pr.in_history else ("yellow" if pr.is_error else "green")
             out.append(
-                Text(
+                wire_line(
                     f"↔ result {pr.call_id} ({pr.name or '?'}) answers a call from {where}{' · error' if pr.is_error else ''}",
                     style=style,
                 )

@@ -13,6 +13,8 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from cassettes.models import Message, NormalisedRequest, Part
+from cassettes.untrusted import clean, clean_line
+from inspector.safe import wire, wire_line
 
 __all__ = ["MessagesView", "part_text"]
 
@@ -25,7 +27,9 @@ FOLD_AFTER = 20
 
 
 def _cut(text: str, limit: int = PART_LIMIT, lines: int = LINE_LIMIT) -> str:
-    """A long part shortened (characters and lines), saying how much was left out."""
+    """A long part shortened (characters and lines), saying how much was left out; cleaned
+    (wire text: controls and bidi shown visibly, see inspector/safe.py)."""
+    text = clean(text)
     cut = text if len(text) <= limit else text[:limit]
     rows = cut.split("\n")
     if len(rows) > lines:
@@ -40,14 +44,14 @@ def part_text(p: Part) -> Text:
         c = p.tool_call
         return Text.assemble(
             ("⚙ call ", "bold magenta"),
-            (f"{c.name}", "bold"),
+            (clean_line(f"{c.name}"), "bold"),
             f"({_cut(c.arguments_raw or '')})",
-            (f"  id={c.id}", "dim"),
+            (clean_line(f"  id={c.id}"), "dim"),
         )
     if p.tool_result is not None:
         r = p.tool_result
         head = Text.assemble(
-            ("↩ result ", "bold cyan"), (f"for {r.name or ''} ", "bold"), (f"id={r.call_id}", "dim")
+            ("↩ result ", "bold cyan"), (clean_line(f"for {r.name or ''} "), "bold"), (clean_line(f"id={r.call_id}"), "dim")
         )
         if r.is_error:
             head.append("  error", style="bold red")
@@ -57,9 +61,9 @@ def part_text(p: Part) -> Text:
     if p.kind == "refusal":
         return Text.assemble(("refusal: ", "bold red"), _cut(p.text or ""))
     if p.kind == "media":
-        return Text(f"[{p.media_type or 'media'}]", style="dim")
+        return wire_line(f"[{p.media_type or 'media'}]", style="dim")
     if p.kind == "other":
-        return Text(f"[{p.kind}: {p.text or 'provider-specific block'}]", style="dim")
+        return wire(f"[{p.kind}: {p.text or 'provider-specific block'}]", style="dim")
     return Text(_cut(p.text or ""))
 
 
@@ -168,7 +172,7 @@ class MessagesView(VerticalScroll, can_focus=True):
         t = Text()
         t.append("▌ NEW " if new else "  ", style="bold green" if new else "")
         t.append(f"[{i}] ", style="dim")
-        t.append(m.role, style=role_style)
+        t.append(clean_line(m.role), style=role_style)
         for p in m.parts:
             t.append("\n")
             piece = part_text(p)

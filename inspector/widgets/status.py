@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from cassettes.untrusted import clean_line
+
 __all__ = ["PlaybackBar", "RunStatus"]
 
 
@@ -22,7 +24,7 @@ class RunStatus(Static):
         live: bool,
         note: str = "",
     ) -> None:
-        t = Text.assemble(("looptap ", "bold"), (name, "bold cyan"))
+        t = Text.assemble(("looptap ", "bold"), (clean_line(name), "bold cyan"))
         t.append(
             f"  {conversations} conversation{'s' if conversations != 1 else ''} · {turns} turns · {findings} findings"
         )
@@ -33,7 +35,7 @@ class RunStatus(Static):
         if problems:
             t.append(f"  ⚠ {problems} problem{'s' if problems != 1 else ''}", style="bold yellow")
         if note:
-            t.append(f"  {note}", style="yellow")
+            t.append(f"  {clean_line(note)}", style="yellow")
         self.update(t)
 
 

@@ -16,6 +16,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from cassettes.summary import TurnSummary
+from cassettes.untrusted import clean_line
 from inspector.widgets.badges import SEVERITY_MARK, layer_badges, worst
 
 __all__ = ["TurnList", "turn_line"]
@@ -32,7 +33,7 @@ def turn_line(turn: TurnSummary, show_conversation: bool) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis", end="")
     t.append(f"#{turn.seq:<4} ", style="dim")
     where = f"{turn.conversation}/{turn.index}" if show_conversation else f"turn {turn.index}"
-    t.append(f"{where:<8} ")
+    t.append(f"{clean_line(where):<8} ")
     t.append_text(layer_badges(turn.findings))
     sev = worst(turn.findings)
     t.append(
@@ -45,7 +46,7 @@ def turn_line(turn: TurnSummary, show_conversation: bool) -> Text:
         finish = f"→{turn.tool_calls} call" + ("s" if turn.tool_calls > 1 else "")
     else:
         finish = turn.finish or "?"
-    t.append(f" {finish[:10]:<10} ", style="italic")
+    t.append(f" {clean_line(finish)[:10]:<10} ", style="italic")
     t.append(f"{_tokens(turn.input)}→{_tokens(turn.output)}", style="dim")
     return t
 
