@@ -17,13 +17,30 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["STORE_DEPTH", "WALK_DEPTH", "json_depth", "too_deep"]
+import orjson
+
+__all__ = [
+    "MARKER",
+    "RECORD_DEPTH",
+    "STORE_DEPTH",
+    "WALK_DEPTH",
+    "bounded",
+    "json_depth",
+    "loads",
+    "record_fits",
+    "shallow",
+    "too_deep",
+]
 
 #: Deepest JSON stored as JSON inside a cassette record (orjson writes at most 254 levels; the
 #: record, its request/response and the body form take the rest).
 STORE_DEPTH = 240
 #: Deepest level any recursive walk over untrusted data descends to.
 WALK_DEPTH = 200
+#: orjson writes at most this many levels; a record deeper than this was not written by looptap.
+RECORD_DEPTH = 254
+#: What stands in for a subtree cut at a depth bound.
+MARKER = "[looptap: nested too deep; cut here]"
 
 
 def json_depth(value: Any, limit: int = STORE_DEPTH) -> int:
@@ -49,3 +66,62 @@ def json_depth(value: Any, limit: int = STORE_DEPTH) -> int:
 def too_deep(value: Any, limit: int = WALK_DEPTH) -> bool:
     """Whether ``value`` nests deeper than ``limit``."""
     return json_depth(value, limit) > limit
+
+
+def shallow(value: Any, limit: int = WALK_DEPTH) -> Any:
+    """A copy of ``value`` with every container below ``limit`` levels replaced by :data:`MARKER`
+    (recursion ``limit`` deep at most)."""
+    if isinstance(value, dict):
+        if limit <= 0:
+            return MARKER
+        return {k: shallow(v, limit - 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        if limit <= 0:
+            return MARKER
+        return [shallow(v, limit - 1) for v in value]
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` (≤ :data:`RECORD_DEPTH`), tested at C speed:
+    orjson refuses to write more than 254 levels, so ``value`` wrapped in ``254 - limit`` lists
+    fails to serialise exactly when it is deeper than ``limit``."""
+    wrapped = value
+    for _ in range(RECORD_DEPTH - limit):
+        wrapped = [wrapped]
+    try:
+        orjson.dumps(wrapped, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as exc:
+        return "Recursion" in str(exc)
+    return False
+
+
+def _few_brackets(raw: bytes | str | None, limit: int) -> bool:
+    if raw is None:
+        return False
+    if isinstance(raw, str):
+        return raw.count("[") + raw.count("{") <= limit
+    return raw.count(b"[") + raw.count(b"{") <= limit
+
+
+def bounded(value: Any, raw: bytes | str | None = None) -> Any:
+    """``value`` (parsed JSON) if it nests at most :data:`WALK_DEPTH` levels, else a copy cut there
+    (:func:`shallow`), so every later walk of it is bounded. ``raw``, the text it was parsed from,
+    makes the common case free: fewer brackets than the limit cannot nest deeper."""
+    if not isinstance(value, dict | list) or _few_brackets(raw, WALK_DEPTH):
+        return value
+    return shallow(value, WALK_DEPTH) if _deeper_than(value, WALK_DEPTH) else value
+
+
+def loads(data: bytes | str) -> Any:
+    """``orjson.loads`` for untrusted text, bounded: the result nests at most :data:`WALK_DEPTH`
+    levels (deeper subtrees are cut and marked). Raises ``orjson.JSONDecodeError`` as orjson does
+    (also for more than 1,024 levels)."""
+    return bounded(orjson.loads(data), data)
+
+
+def record_fits(rec: Any, raw: bytes | None = None) -> bool:
+    """Whether a cassette record nests no deeper than looptap writes (:data:`RECORD_DEPTH`)."""
+    if not isinstance(rec, dict | list) or _few_brackets(raw, RECORD_DEPTH):
+        return True
+    return not _deeper_than(rec, RECORD_DEPTH)

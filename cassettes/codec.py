@@ -34,6 +34,8 @@ __all__ = [
     "MIGRATIONS",
     "HistoryDecoder",
     "HistoryEncoder",
+    "check_exchange_record",
+    "depth_safe_record",
     "dumps_record",
     "exchange_to_record",
     "header_record",
@@ -91,8 +93,58 @@ def dumps_record(rec: dict[str, Any]) -> bytes:
     return orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
 
 
+def _raw_form(data: bytes, t: float | None = None) -> dict[str, Any]:
+    form: dict[str, Any] = {"text": data.decode("utf-8")} if _is_utf8(data) else {"b64": base64.b64encode(data).decode()}
+    form["too_deep"] = True
+    if t is not None:
+        form["t"] = t
+    return form
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
+    """``rec`` made writable when something in it nests deeper than orjson writes (255 levels; a
+    model controls how deep its tool-call arguments go): a JSON body too deep is stored as its raw
+    text, labelled ``"too_deep": true`` (reading it back gives the exact bytes), and the derived
+    view keeps its first :data:`~cassettes.bounds.STORE_DEPTH` levels. Nothing recorded is lost."""
+    from cassettes.bounds import STORE_DEPTH, json_depth, shallow
+
+    out = dict(rec)
+    req = dict(out["request"])
+    if isinstance(req.get("body"), dict) and ("json" in req["body"] or "delta" in req["body"]):
+        body = req["body"].get("json", req["body"].get("delta"))
+        if json_depth(body, STORE_DEPTH) > STORE_DEPTH:
+            req["body"] = _raw_form(ex.request_body)
+    out["request"] = req
+    resp = out.get("response")
+    if isinstance(resp, dict) and isinstance(resp.get("body"), dict) and "json" in resp["body"]:
+        if json_depth(resp["body"]["json"], STORE_DEPTH) > STORE_DEPTH:
+            resp = dict(resp)
+            chunks = ex.response_chunks
+            resp["body"] = _raw_form(b"".join(c for _, c in chunks), chunks[0][0] if chunks else None)
+            out["response"] = resp
+    if "derived" in out:
+        out["derived"] = shallow(out["derived"], STORE_DEPTH - 4)
+    return out
+
+
 def loads_record(line: bytes) -> Any:
-    return orjson.loads(line)
+    """One parsed record line. Raises ``orjson.JSONDecodeError`` for a line that is not JSON and
+    :class:`CassetteFormatError` for one nested deeper than looptap writes (every walk of a record
+    is then bounded: see ``cassettes/bounds.py``)."""
+    from cassettes.bounds import RECORD_DEPTH, record_fits
+
+    rec = orjson.loads(line)
+    if not record_fits(rec, line):
+        raise CassetteFormatError(f"record nested deeper than looptap writes ({RECORD_DEPTH} levels)")
+    return rec
 
 
 # -- bodies ---------------------------------------------------------------------------------
@@ -157,6 +209,7 @@ def decode_chunks(form: Any) -> list[tuple[float | None, bytes]]:
         out: list[tuple[float | None, bytes]] = []
         for item in form["chunks"]:
             t, data = item
+            _number(t, "a stream chunk's time offset", 0, 1e9)
             if isinstance(data, str):
                 out.append((t, data.encode("utf-8")))
             elif isinstance(data, dict) and "b64" in data:
@@ -165,7 +218,9 @@ def decode_chunks(form: Any) -> list[tuple[float | None, bytes]]:
                 raise CassetteFormatError("a stream chunk is neither text nor base64")
         return out
     data, _ = decode_body(form)
-    return [(form.get("t") if isinstance(form, dict) else None, data)]
+    t = form.get("t") if isinstance(form, dict) else None
+    _number(t, "the response body's time offset", 0, 1e9)
+    return [(t, data)]
 
 
 # -- history delta encoding -------------------------------------------------------------------
@@ -317,7 +372,12 @@ def exchange_to_record(
     """The record of one exchange. ``request_form`` is the request body already encoded (the
     writer encodes it with :class:`HistoryEncoder` first, to parse the request incrementally
     against its history base); without it the body is stored in full."""
-    req_body = request_form if request_form is not None else encode_body(ex.request_body, ex.request_json())
+    if request_form is not None:
+        req_body: dict[str, Any] | None = request_form
+    elif ex.request_json_cut:  # nested deeper than a walk may go: the raw bytes, labelled
+        req_body = _raw_form(ex.request_body)
+    else:
+        req_body = encode_body(ex.request_body, ex.request_json())
     rec: dict[str, Any] = {
         "type": "exchange",
         "seq": seq,
@@ -346,8 +406,84 @@ def exchange_to_record(
     return rec
 
 
+def _number(value: Any, name: str, low: float, high: float, *, integer: bool = False) -> None:
+    if value is None:
+        return
+    ok = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok:
+        raise CassetteFormatError(f"malformed exchange record: {name} is {type(value).__name__}, not {'an integer' if integer else 'a number'}")
+    if not (low <= value <= high):  # also false for NaN
+        raise CassetteFormatError(f"malformed exchange record: {name} {value!r} is out of range")
+
+
+def _string(value: Any, name: str, *, optional: bool = True, limit: int | None = None) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise CassetteFormatError(f"malformed exchange record: {name} is {type(value).__name__}, not a string")
+    if limit is not None and len(value) > limit:
+        raise CassetteFormatError(f"malformed exchange record: {name} is longer than {limit:,} characters")
+
+
+def _headers_ok(value: Any, name: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list):
+        raise CassetteFormatError(f"malformed exchange record: {name} is not a list of [name, value] pairs")
+    for pair in value:
+        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise CassetteFormatError(f"malformed exchange record: {name} holds something other than [name, value] pairs")
+        v = pair[1]
+        if not (isinstance(v, str) or (isinstance(v, dict) and isinstance(v.get("b64"), str))):
+            raise CassetteFormatError(f"malformed exchange record: {name} has a value that is not a string")
+
+
+def check_exchange_record(rec: dict[str, Any]) -> None:
+    """Raise :class:`CassetteFormatError` naming the first field of an exchange record that has
+    the wrong type or an impossible value, so one bad record is skipped and labelled instead of
+    failing a command later (a status of ``1e21``, a start time of ``"yesterday"``, a URL that
+    does not parse)."""
+    from urllib.parse import urlsplit
+
+    _number(rec.get("seq"), "seq", 0, 2**53, integer=True)
+    _number(rec.get("started"), "started", -1e11, 1e11)
+    _string(rec.get("method"), "method", optional=False, limit=256)
+    _string(rec.get("url"), "url", optional=False)
+    try:
+        _ = urlsplit(rec["url"]).port
+    except ValueError as exc:
+        raise CassetteFormatError(f"malformed exchange record: url does not parse ({exc})") from None
+    req = rec.get("request")
+    if not isinstance(req, dict):
+        raise CassetteFormatError("malformed exchange record: request is not an object")
+    _headers_ok(req.get("headers"), "request.headers")
+    if req.get("body") is not None and not isinstance(req["body"], dict):
+        raise CassetteFormatError("malformed exchange record: request.body is not an object")
+    resp = rec.get("response")
+    if resp is not None:
+        if not isinstance(resp, dict):
+            raise CassetteFormatError("malformed exchange record: response is not an object")
+        _number(resp.get("status"), "response.status", 0, 999, integer=True)
+        _string(resp.get("reason"), "response.reason", limit=65536)
+        _headers_ok(resp.get("headers"), "response.headers")
+        if resp.get("body") is not None and not isinstance(resp["body"], dict):
+            raise CassetteFormatError("malformed exchange record: response.body is not an object")
+    timing = rec.get("timing")
+    if timing is not None:
+        if not isinstance(timing, dict):
+            raise CassetteFormatError("malformed exchange record: timing is not an object")
+        _number(timing.get("ttfb"), "timing.ttfb", 0, 1e9)
+        _number(timing.get("duration"), "timing.duration", 0, 1e9)
+    _string(rec.get("transport_error"), "transport_error")
+    _string(rec.get("decoded_from"), "decoded_from", limit=256)
+    notes = rec.get("notes")
+    if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+        raise CassetteFormatError("malformed exchange record: notes is not a list of strings")
+
+
 def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = None) -> Exchange:
     """Rebuild an :class:`Exchange`. Raises :class:`CassetteFormatError` on a malformed record."""
+    check_exchange_record(rec)
     try:
         req = rec["request"]
         resp = rec.get("response")

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from cassettes import bounds
+
 __all__ = ["Exchange", "Headers", "header"]
 
 Headers = list[tuple[str, str]]
@@ -62,6 +64,7 @@ class Exchange:
     # Not init fields: ``dataclasses.replace`` must not carry a parse of the old body over.
     _request_json: Any = field(default=_UNSET, repr=False, init=False)
     _body_pending: bool = field(default=False, repr=False, init=False)
+    _request_cut: bool = field(default=False, repr=False, init=False)
 
     @property
     def response_body(self) -> bytes:
@@ -73,13 +76,24 @@ class Exchange:
         return self._body_pending
 
     def request_json(self) -> Any:
-        """The request body parsed as JSON, or ``None`` when it is not JSON (cached)."""
+        """The request body parsed as JSON, or ``None`` when it is not JSON (cached). Bounded: a
+        body nested deeper than :data:`cassettes.bounds.WALK_DEPTH` is cut there (see
+        :attr:`request_json_cut`), so whoever walks it is bounded too."""
         if self._request_json is _UNSET:
+            self._request_cut = False
             try:
-                self._request_json = orjson.loads(self.request_body) if self.request_body else None
+                full = orjson.loads(self.request_body) if self.request_body else None
             except orjson.JSONDecodeError:
-                self._request_json = None
+                full = None
+            self._request_json = bounds.bounded(full, self.request_body)
+            self._request_cut = self._request_json is not full
         return self._request_json
+
+    @property
+    def request_json_cut(self) -> bool:
+        """:meth:`request_json` is a cut copy: only the raw body holds all of it (store it raw)."""
+        self.request_json()
+        return self._request_cut
 
     def set_request_json(self, value: Any, lazy_body: bool = False) -> None:
         """Attach an already-parsed request body (avoids a second parse). With ``lazy_body`` the

@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 import orjson
 
+from cassettes import bounds
+
 __all__ = [
     "Event",
     "Framed",
@@ -49,7 +51,7 @@ class Event:
 
     def json(self) -> Any:
         """The payload parsed as JSON (raises ``orjson.JSONDecodeError``)."""
-        return orjson.loads(self.data)
+        return bounds.loads(self.data)
 
 
 @dataclass
@@ -182,7 +184,7 @@ def _parse_ndjson(chunks: Sequence[Chunk]) -> Framed:
     if tail.strip():
         # A last line without its newline: complete if it parses, else a cut line.
         try:
-            orjson.loads(tail)
+            bounds.loads(tail)
             framed.events.append(Event(data=tail, offset=chunks[-1][0] if chunks else None))
         except orjson.JSONDecodeError:
             framed.tail = tail
@@ -343,7 +345,7 @@ def frame(chunks: Sequence[Chunk], content_type: str | None = None) -> Framed:
         return parse_sse(chunks)
     if stripped[:1] in (b"{", b"["):
         try:
-            value = orjson.loads(body)
+            value = bounds.loads(body)
         except orjson.JSONDecodeError:
             value = _NOT_JSON
         if value is not _NOT_JSON:
@@ -374,6 +376,6 @@ _NOT_JSON: Any = object()
 
 def _is_object(data: str) -> bool:
     try:
-        return isinstance(orjson.loads(data), dict)
+        return isinstance(bounds.loads(data), dict)
     except orjson.JSONDecodeError:
         return False

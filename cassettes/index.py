@@ -43,11 +43,18 @@ import orjson
 
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
-from cassettes.codec import HistoryDecoder, check_header, loads_record, migrate, record_to_exchange
+from cassettes.codec import (
+    HistoryDecoder,
+    check_exchange_record,
+    check_header,
+    loads_record,
+    migrate,
+    record_to_exchange,
+)
 from cassettes.errors import CassetteFormatError, CassetteIOError
 from cassettes.exchange import Exchange
 from cassettes.roundtrip import RoundTrip, parse_exchange
-from cassettes.store import Problem
+from cassettes.store import Problem, open_regular
 from cassettes.summary import TurnSummary, summarise
 
 __all__ = ["Batch", "IncrementalRun", "RecordIndex"]
@@ -111,10 +118,7 @@ class RecordIndex:
         Raises :class:`CassetteFormatError` when the first line is not a looptap header (or a newer
         one), and :class:`CassetteIOError` when the file cannot be read.
         """
-        try:
-            f = open(self.path, "rb")
-        except OSError as exc:
-            raise CassetteIOError(f"cannot open {self.path}: {exc.strerror or exc}") from None
+        f = open_regular(self.path)
         out: list[tuple[int, dict[str, Any]]] = []
         with f:
             size = os.fstat(f.fileno()).st_size
@@ -157,6 +161,9 @@ class RecordIndex:
         except orjson.JSONDecodeError as exc:
             self.problems.append(Problem(n, "corrupt", f"corrupt record ({exc}); skipped"))
             return
+        except CassetteFormatError as exc:
+            self.problems.append(Problem(n, "corrupt", f"{exc}; skipped"))
+            return
         if not isinstance(rec, dict):
             self.problems.append(Problem(n, "corrupt", "record is not a JSON object; skipped"))
             return
@@ -170,6 +177,11 @@ class RecordIndex:
                 self.problems.append(
                     Problem(n, "unknown-record", f"unknown record type {rec.get('type')!r}; skipped")
                 )
+            return
+        try:
+            check_exchange_record(rec)
+        except CassetteFormatError as exc:
+            self.problems.append(Problem(n, "unreadable", f"{exc}; skipped"))
             return
         seq = rec.get("seq")
         if not isinstance(seq, int):

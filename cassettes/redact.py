@@ -414,7 +414,7 @@ class Redactor:
         body = ex.request_body
         parsed = ex.request_json()
         new_parsed: Any = None
-        if parsed is not None:
+        if parsed is not None and not ex.request_json_cut:
             new_parsed, changed = self._scrub_json(parsed)
             scrubbed = orjson.dumps(new_parsed) if changed else body
         else:
@@ -432,6 +432,6 @@ class Redactor:
             notes=[self.scrub(n) for n in ex.notes],
         )
         out.forget_request_json()
-        if scrubbed is ex.request_body and parsed is not None:
+        if scrubbed is ex.request_body and parsed is not None and not ex.request_json_cut:
             out.set_request_json(parsed)
         return out

@@ -16,12 +16,13 @@ cassette at all, is newer than this looptap, or cannot be opened.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 import orjson
@@ -31,6 +32,7 @@ from cassettes.codec import (
     HistoryDecoder,
     HistoryEncoder,
     check_header,
+    depth_safe_record,
     dumps_record,
     exchange_to_record,
     header_record,
@@ -77,12 +79,22 @@ class Cassette:
         return parse_all(self.exchanges)
 
 
-def iter_lines(path: str | Path) -> Iterator[tuple[int, bytes, bool]]:
-    """(line number, bytes without newline, has_newline) for each line of the file."""
+def open_regular(path: str | Path) -> BinaryIO:
+    """``path`` opened for reading, refused unless it is a regular file: a device, a FIFO or a
+    socket (``/dev/zero``, ``/dev/stdin``) would never end. Raises :class:`CassetteIOError`."""
     try:
         f = open(path, "rb")
     except OSError as exc:
         raise CassetteIOError(f"cannot open {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        f.close()
+        raise CassetteIOError(f"{path}: not a regular file (a device, pipe or socket is never read)")
+    return f
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes without newline, has_newline) for each line of the file."""
+    f = open_regular(path)
     with f:
         for n, line in enumerate(f, start=1):
             if line.endswith(b"\n"):
@@ -118,6 +130,9 @@ def read_cassette(path: str | Path) -> Cassette:
                 cas.problems.append(Problem(n, "torn", f"torn last record ({len(raw)} bytes, the writer was interrupted); skipped"))
             else:
                 cas.problems.append(Problem(n, "corrupt", f"corrupt record ({exc}); skipped"))
+            continue
+        except CassetteFormatError as exc:
+            cas.problems.append(Problem(n, "corrupt", f"{exc}; skipped"))
             continue
         if not isinstance(rec, dict):
             cas.problems.append(Problem(n, "corrupt", "record is not a JSON object; skipped"))
@@ -190,7 +205,7 @@ class CassetteWriter:
         cas = read_cassette(self.path)
         for ex in cas.exchanges:
             body = ex.request_json()
-            if isinstance(body, dict) and ex.seq is not None:
+            if isinstance(body, dict) and ex.seq is not None and not ex.request_json_cut:
                 self._encoder.encode(ex.seq, body, self._history_key(ex, body))
             self._seq = max(self._seq, (ex.seq or 0) + 1)
         self._seq = max(self._seq, len(cas.exchanges) + len(cas.problems))
@@ -215,8 +230,8 @@ class CassetteWriter:
         """Encode the request body (history delta when it extends an earlier request) and return
         that earlier round trip when it is at hand, so only the appended part gets parsed."""
         body = ex.request_json()
-        if not isinstance(body, dict):
-            return None, None
+        if not isinstance(body, dict) or ex.request_json_cut:
+            return None, None  # (a body cut at the walk bound is stored raw: exchange_to_record)
         form = self._encoder.encode(seq, body, self._history_key(ex, body))
         delta = form.get("delta")
         if delta is None:
@@ -233,7 +248,12 @@ class CassetteWriter:
             self._seq += 1
             clean = self.redactor.exchange(ex)
             clean.seq = seq
-            form, base = self._encode_request(clean, seq)
+            try:
+                form, base = self._encode_request(clean, seq)
+            except orjson.JSONEncodeError:
+                # History items nested deeper than orjson writes cannot be hashed for the delta
+                # encoding: the body is stored whole (raw, see depth_safe_record) instead.
+                form, base = None, None
             rt = parse_exchange(clean, base)
             # A base for a later request needs only the request side: keeping the response too
             # held up to _RECENT whole responses (a 100 MB stream each) in the writer's memory.
@@ -241,7 +261,10 @@ class CassetteWriter:
             while len(self._recent) > _RECENT:
                 self._recent.pop(next(iter(self._recent)))
             rec = exchange_to_record(clean, seq, derived=self._view(rt, clean), request_form=form)
-            data = dumps_record(rec)
+            try:
+                data = dumps_record(rec)
+            except orjson.JSONEncodeError:
+                data = dumps_record(depth_safe_record(rec, clean))
             if self._torn:
                 data = b"\n" + data  # keep a partial line left by an earlier failure separate
             start = -1

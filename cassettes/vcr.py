@@ -115,8 +115,55 @@ def _exchange(item: Any, index: int) -> Exchange:
     return ex
 
 
+#: Deepest YAML nesting loaded (real cassettes nest a dozen levels; the C loader recurses per level
+#: and a 200 KB file of nested brackets crashed it).
+YAML_DEPTH = 200
+#: Most nodes a document may hold once its aliases are expanded: a 603-byte "billion laughs" file
+#: expands to billions (and did grow to 8 GB when its bodies were written out as JSON).
+YAML_EXPANDED = 2_000_000
+
+
+def _check_yaml(data: bytes | str, name: str) -> None:
+    """Refuse YAML nested deeper than :data:`YAML_DEPTH` or expanding (aliases counted as many times
+    as they are used) past :data:`YAML_EXPANDED` nodes. Reads the event stream, which the parser
+    produces without recursion, before anything is composed."""
+    sizes: dict[str, int] = {}
+    stack: list[tuple[str | None, int]] = [(None, 0)]  # (anchor, nodes so far) per open collection
+    total_events = 0
+    try:
+        for ev in yaml.parse(data, Loader=_Loader):
+            total_events += 1
+            if isinstance(ev, yaml.CollectionStartEvent):
+                stack.append((ev.anchor, 1))
+                if len(stack) - 1 > YAML_DEPTH:
+                    raise ImportFormatError(f"{name}: YAML nested deeper than {YAML_DEPTH} levels; not loaded")
+                continue
+            if isinstance(ev, yaml.CollectionEndEvent):
+                anchor, n = stack.pop()
+                if anchor is not None:
+                    sizes[anchor] = n
+            elif isinstance(ev, yaml.ScalarEvent):
+                n = 1
+                if ev.anchor is not None:
+                    sizes[ev.anchor] = 1
+            elif isinstance(ev, yaml.AliasEvent):
+                n = sizes.get(ev.anchor or "", 1)
+            else:
+                continue
+            anchor, count = stack[-1]
+            stack[-1] = (anchor, count + n)
+            if count + n > YAML_EXPANDED:
+                raise ImportFormatError(
+                    f"{name}: YAML expands to more than {YAML_EXPANDED:,} nodes through its aliases "
+                    "(an alias bomb?); not loaded"
+                )
+    except yaml.YAMLError:
+        return  # the loader reports it, with its own message
+
+
 def read_vcr(data: bytes | str, name: str = "<vcr>") -> Iterator[Exchange]:
     """Exchanges of a vcrpy YAML cassette. Raises :class:`ImportFormatError` if it is not one."""
+    _check_yaml(data, name)
     try:
         doc = yaml.load(data, Loader=_Loader)
     except yaml.YAMLError as exc:

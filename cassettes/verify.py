@@ -31,7 +31,9 @@ from urllib.parse import unquote
 
 import orjson
 
+from cassettes.bounds import record_fits
 from cassettes.redact import SECRET_PATTERNS
+from cassettes.store import open_regular
 
 __all__ = ["Find", "load_config_patterns", "main", "register_verify", "scan_file", "scan_lines"]
 
@@ -166,10 +168,14 @@ def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns:
             continue
         try:
             rec: Any = orjson.loads(raw)
+            where = "(nested too deep to walk)"
+            walkable = record_fits(rec, raw)  # a record deeper than looptap writes is scanned as text
         except orjson.JSONDecodeError:
+            walkable, where = False, "(not JSON)"
+        if not walkable:
             text = raw.decode("utf-8", "replace")
             for kind, secret, form in scanner.text(text):
-                finds.append(Find(path, n, "(not JSON)", kind, _mask(secret), form))
+                finds.append(Find(path, n, where, kind, _mask(secret), form))
             continue
         for field, leaf in _fields(rec):
             if isinstance(leaf, dict):
@@ -190,7 +196,7 @@ def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns:
 def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find]:
     """Every secret in the cassette at ``path``. Raises ``OSError`` if it cannot be read."""
     p = Path(path)
-    with open(p, "rb") as f:
+    with open_regular(p) as f:
         return scan_lines((line.rstrip(b"\r\n") for line in f), str(p), extra_patterns)
 
 

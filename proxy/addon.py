@@ -146,6 +146,8 @@ class LooptapRecorder:
         self.recorded = 0
         self.storage_errors = 0
         self.failed_records = 0
+        #: What was lost, one redacted line each (the first few are named in the summary).
+        self.lost: list[str] = []
         self._sent = 0
         self._done = threading.Condition()
         #: The writer process and the two pipes to it (``multiprocessing`` connections, used for
@@ -365,10 +367,12 @@ class LooptapRecorder:
                 except ValueError:
                     pass
                 _resolve(ack[1])
+            what = _safe_line(f"could not capture {flow.request.method} {flow.request.pretty_url}: {exc}")
             with self._done:
                 self.failed_records += 1
+                self.lost.append(what)
                 self._done.notify_all()
-            print(f"looptap: could not capture {flow.request.method} {flow.request.pretty_url}: {exc}", file=sys.stderr)
+            print(f"looptap: {what}", file=sys.stderr)
 
     async def _wait_written(self, flow: http.HTTPFlow) -> None:
         fut = flow.metadata.pop("looptap_wait", None)
@@ -433,8 +437,10 @@ class LooptapRecorder:
                 self.recorded += n
             elif kind == "storage_error":
                 self.storage_errors += 1
+                self.lost.append(str(msg))
             elif kind == "failed":
                 self.failed_records += 1
+                self.lost.append(str(msg))
             self._done.notify_all()
 
     def _release_ack(self) -> None:
@@ -478,6 +484,7 @@ class LooptapRecorder:
                     lost = self._sent - self._handled()
                     if lost > 0:
                         self.storage_errors += lost
+                        self.lost.append(f"{lost} round trips: the writer process stopped before storing them")
                         print(f"looptap: STORAGE ERROR: the writer process stopped; {lost} round trips not recorded", file=sys.stderr)
                     return
             if waits_for_loop:
@@ -513,6 +520,9 @@ class LooptapRecorder:
             self._overflow.clear()
             self._process = self._inbox = self._outbox = None
         if lost_overflow:
+            with self._done:
+                self.storage_errors += lost_overflow
+                self.lost.append(f"{lost_overflow} round trips: never handed to the writer")
             print(f"looptap: STORAGE ERROR: {lost_overflow} round trips were never handed to the writer", file=sys.stderr)
         while self._acks:  # nothing will answer them once the writer is gone
             self._release_ack()
@@ -556,3 +566,14 @@ class DurableGate:
 #: For ``mitmdump -s proxy/addon.py`` / ``mitmweb -s proxy/addon.py``.
 _recorder = LooptapRecorder()
 addons = [_recorder, DurableGate(_recorder)]
+
+
+def _safe_line(text: str) -> str:
+    """A message about a flow, fit for stderr: credentials in the URL and known key formats
+    redacted, one line, controls shown (the writer's redactor, with what it learned, is in another
+    process; its own messages are redacted there)."""
+    from cassettes.redact import Redactor
+    from cassettes.untrusted import clean_line
+
+    r = Redactor()
+    return clean_line(r.scrub(" ".join(r.url(w) if "://" in w else w for w in text.split(" "))))[:500]

@@ -174,10 +174,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 127
     for line in _summary(config.output):
         print(line, file=sys.stderr)
-    if addon.storage_errors:
-        print(f"looptap: {addon.storage_errors} round trips could NOT be stored", file=sys.stderr)
+    from proxy.launcher import report_lost
+
+    if report_lost(addon):
         return rc or 3
     return rc
+
 
 
 def register_record(sub: Any) -> None:

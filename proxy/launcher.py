@@ -230,7 +230,21 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     await stop.wait()
     await rec.stop()
     print(f"looptap: stopped; {rec.addon.recorded} round trips recorded in {config.output}", file=sys.stderr)
-    return 3 if rec.addon.storage_errors else 0
+    return 3 if report_lost(rec.addon) else 0
+
+
+def report_lost(addon: LooptapRecorder) -> bool:
+    """Name what could not be recorded (redacted lines from the recorder), loudly; True if any
+    round trip was lost (``run`` and ``record`` then exit with status 3)."""
+    lost = addon.storage_errors + addon.failed_records
+    if not lost:
+        return False
+    print(f"looptap: {lost} round trips could NOT be stored (exit status 3):", file=sys.stderr)
+    for line in addon.lost[:10]:
+        print(f"looptap:   {line}", file=sys.stderr)
+    if len(addon.lost) > 10:
+        print(f"looptap:   … and {len(addon.lost) - 10} more", file=sys.stderr)
+    return True
 
 
 async def run_child(

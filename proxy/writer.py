@@ -31,6 +31,7 @@ from typing import Any
 from cassettes.decoding import decode_exchange
 from cassettes.errors import CassetteError
 from cassettes.store import CassetteWriter
+from cassettes.untrusted import clean_line
 
 __all__ = ["SETTLE", "FrameReader", "enlarge_pipe", "frame", "write_parts", "writer_main"]
 
@@ -207,9 +208,16 @@ def _store(writer: CassetteWriter, item: Any, answers: _Answers) -> None:
         writer.append(item)
         answers.ok += 1
     except CassetteError as exc:
-        print(f"looptap: STORAGE ERROR, round trip not recorded: {exc}", file=sys.stderr, flush=True)
-        answers.send("storage_error", str(exc))
+        msg = _safe(writer, f"{item.method} {writer.redactor.url(item.url)}: {exc}")
+        print(f"looptap: STORAGE ERROR, round trip not recorded: {msg}", file=sys.stderr, flush=True)
+        answers.send("storage_error", msg)
     except Exception as exc:
-        msg = f"could not record {item.method} {item.url}: {type(exc).__name__}: {exc}"
+        msg = _safe(writer, f"could not record {item.method} {writer.redactor.url(item.url)}: {type(exc).__name__}: {exc}")
         print(f"looptap: {msg}", file=sys.stderr, flush=True)
         answers.send("failed", msg)
+
+
+def _safe(writer: CassetteWriter, text: str) -> str:
+    """A message about a round trip, fit for stderr: redacted with what the cassette's redactor
+    knows (the keys it removed from this run's headers included), one line, controls shown."""
+    return clean_line(writer.redactor.scrub(text))[:500]

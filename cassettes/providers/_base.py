@@ -25,6 +25,7 @@ from urllib.parse import SplitResult
 
 import orjson
 
+from cassettes import bounds
 from cassettes.framing import Framed
 from cassettes.models import (
     ApiError,
@@ -214,7 +215,7 @@ def parse_arguments(raw: str | None) -> tuple[Any, str | None]:
     if not raw.strip():
         return {}, None
     try:
-        return orjson.loads(raw), None
+        return bounds.loads(raw), None
     except orjson.JSONDecodeError as exc:
         return None, f"arguments are not valid JSON: {exc}"
 

@@ -39,6 +39,7 @@ from urllib.parse import SplitResult, unquote
 
 import orjson
 
+from cassettes import bounds
 from cassettes.framing import Event, Framed
 from cassettes.models import (
     ApiError,
@@ -307,7 +308,7 @@ def _anthropic_error(body: Any, status: int | None, in_stream: bool = False) -> 
     """``{"type":"error","error":{type,message},"request_id"}``, also wrapped by Vertex or Bedrock."""
     if isinstance(body, (str, bytes)):
         try:
-            body = orjson.loads(body)
+            body = bounds.loads(body)
         except orjson.JSONDecodeError:
             return ApiError(
                 status=status,
@@ -322,7 +323,7 @@ def _anthropic_error(body: Any, status: int | None, in_stream: bool = False) -> 
         if isinstance(msg, str) and msg.lstrip().startswith("{"):
             # Vertex: a Google error whose message is the Anthropic error as a JSON string.
             try:
-                inner = orjson.loads(msg)
+                inner = bounds.loads(msg)
             except orjson.JSONDecodeError:
                 inner = None
             if isinstance(inner, dict) and isinstance(inner.get("error"), dict):
@@ -361,7 +362,7 @@ def _bedrock_payload(ev: Event) -> tuple[str | None, Any]:
     headers = ev.headers or {}
     mtype = headers.get(":message-type")
     try:
-        payload = orjson.loads(ev.data) if ev.data.strip() else {}
+        payload = bounds.loads(ev.data) if ev.data.strip() else {}
     except orjson.JSONDecodeError:
         payload = ev.data
     if mtype in ("exception", "error"):
@@ -371,7 +372,7 @@ def _bedrock_payload(ev: Event) -> tuple[str | None, Any]:
         return "error", {"type": "error", "error": {"type": etype, "message": message}, "bedrock": payload}
     if isinstance(payload, dict) and isinstance(payload.get("bytes"), str):
         try:
-            inner = orjson.loads(base64.b64decode(payload["bytes"]))
+            inner = bounds.loads(base64.b64decode(payload["bytes"]))
         except (binascii.Error, ValueError):
             return None, None
         return (inner.get("type") if isinstance(inner, dict) else None), inner
@@ -502,7 +503,7 @@ class AnthropicMessages(Provider):
                 if not ev.data.strip():
                     continue
                 try:
-                    data = orjson.loads(ev.data)
+                    data = bounds.loads(ev.data)
                 except orjson.JSONDecodeError:
                     data = None
                 name = ev.event

@@ -21,6 +21,7 @@ from urllib.parse import SplitResult, unquote
 
 import orjson
 
+from cassettes import bounds
 from cassettes.framing import Framed
 from cassettes.models import (
     ApiError,
@@ -303,7 +304,7 @@ class BedrockConverse(Provider):
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         if isinstance(body, str):
             try:
-                body = orjson.loads(body)
+                body = bounds.loads(body)
             except orjson.JSONDecodeError:
                 pass
         return error_from_body(body, status)
@@ -331,7 +332,7 @@ class BedrockConverse(Provider):
             events += 1
             headers = ev.headers or {}
             try:
-                d = orjson.loads(ev.data) if ev.data.strip() else {}
+                d = bounds.loads(ev.data) if ev.data.strip() else {}
             except orjson.JSONDecodeError:
                 d = {"raw": ev.data}
             if not isinstance(d, dict):

@@ -42,6 +42,7 @@ from urllib.parse import SplitResult, unquote
 
 import orjson
 
+from cassettes import bounds
 from cassettes.framing import Framed
 from cassettes.models import (
     ApiError,
@@ -552,7 +553,7 @@ class _Accumulator:
 
 def _event_payloads(data: str) -> list[Any]:
     """One event's JSON; a list (JSON-array framing, wrapped errors) yields its items."""
-    value = orjson.loads(data)
+    value = bounds.loads(data)
     return value if isinstance(value, list) else [value]
 
 
@@ -761,7 +762,7 @@ class Gemini(Provider):
         """
         if isinstance(body, (str, bytes)):
             try:
-                body = orjson.loads(body)
+                body = bounds.loads(body)
             except orjson.JSONDecodeError:
                 text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
                 return ApiError(status=status, message=text or None, raw=text)

@@ -26,6 +26,7 @@ from urllib.parse import SplitResult
 
 import orjson
 
+from cassettes import bounds
 from cassettes.framing import Framed
 from cassettes.models import (
     ApiError,
@@ -344,7 +345,7 @@ class OllamaChat(Provider):
                 continue
             events += 1
             try:
-                line = orjson.loads(data)
+                line = bounds.loads(data)
             except orjson.JSONDecodeError:
                 line = None
             acc.add(line, in_stream=True)
@@ -357,7 +358,7 @@ class OllamaChat(Provider):
         """``{"error": "<text>"}`` (a string), or whatever a proxy in front put there."""
         if isinstance(body, (str, bytes)):
             try:
-                body = orjson.loads(body)
+                body = bounds.loads(body)
             except orjson.JSONDecodeError:
                 text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
                 return ApiError(status=status, message=text or None, raw=text)

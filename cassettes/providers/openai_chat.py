@@ -13,6 +13,7 @@ from urllib.parse import SplitResult
 
 import orjson
 
+from cassettes import bounds
 from cassettes.framing import Framed
 from cassettes.models import (
     ApiError,
@@ -282,7 +283,7 @@ class OpenAIChat(Provider):
                 continue
             events += 1
             try:
-                chunk = orjson.loads(data)
+                chunk = bounds.loads(data)
             except orjson.JSONDecodeError:
                 details.setdefault("unparsed_events", 0)
                 details["unparsed_events"] += 1

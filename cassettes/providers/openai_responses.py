@@ -16,6 +16,7 @@ from urllib.parse import SplitResult, parse_qs
 
 import orjson
 
+from cassettes import bounds
 from cassettes.framing import Framed
 from cassettes.models import (
     ApiError,
@@ -511,7 +512,7 @@ class OpenAIResponses(Provider):
                 continue
             events += 1
             try:
-                d = orjson.loads(data)
+                d = bounds.loads(data)
             except orjson.JSONDecodeError:
                 details["unparsed_events"] = details.get("unparsed_events", 0) + 1
                 continue

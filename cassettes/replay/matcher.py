@@ -24,7 +24,7 @@ from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 import orjson
 
-from cassettes import providers
+from cassettes import bounds, providers
 from cassettes.errors import ReplayMiss
 from cassettes.exchange import Exchange, Headers, header
 from cassettes.replay.jsondiff import Change, format_path, json_diff, short
@@ -96,7 +96,7 @@ def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: An
     raw = parsed
     if raw is None and body:
         try:
-            raw = orjson.loads(body)
+            raw = bounds.loads(body)
         except orjson.JSONDecodeError:
             raw = None
     adapter = providers.detect(method.upper(), u, raw) if raw is not None else None

@@ -1,0 +1,191 @@
+"""Every looptap command on every hostile file, each in its own process: what the user is told,
+and whether anything went wrong (a traceback, a raw control byte on the terminal, a hang, a crash,
+too much memory). Used by ``tests/hostile/test_matrix.py`` and ``bench/hostile.py``."""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.hostile.corpus import RAW_CONTROLS
+
+ROOT = Path(__file__).resolve().parents[2]
+LOOPTAP = [sys.executable, "-m", "cassettes.cli"]
+INSPECT_DRIVER = Path(__file__).with_name("drive_inspector.py")
+#: Address-space cap per child: a bomb must fail inside looptap's bounds, never take the box down.
+AS_LIMIT = 6 * 1024**3
+
+COMMANDS = (
+    "show",
+    "show --json",
+    "textconv",
+    "export --otel",
+    "export --har",
+    "diff self",
+    "diff clean",
+    "verify",
+    "import",
+    "replay",
+    "inspect",
+)
+#: Outputs that are JSON for programs (controls escaped inside strings, never raw).
+_TRACEBACK = re.compile(rb"Traceback \(most recent call last\)|Fatal Python error|Segmentation fault|core dumped")
+
+
+@dataclass
+class Cell:
+    command: str
+    file: str
+    exit: int | None
+    seconds: float
+    peak_rss_mb: float
+    traceback: bool
+    raw_controls: list[str]
+    hang: bool
+    told: str
+
+    @property
+    def ok(self) -> bool:
+        return not (self.traceback or self.raw_controls or self.hang or (self.exit is not None and self.exit < 0))
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        if self.traceback:
+            out.append("traceback")
+        if self.raw_controls:
+            out.append("raw " + "/".join(self.raw_controls))
+        if self.hang:
+            out.append("hang")
+        if self.exit is not None and self.exit < 0:
+            out.append(f"killed by signal {-self.exit}")
+        return out
+
+
+def _limit() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
+    os.setsid()
+
+
+def _run(argv: list[str], timeout: float, cwd: Path, stdin: bytes | None = None) -> tuple[int | None, bytes, bytes, float, float, bool]:
+    """(exit, stdout, stderr, seconds, peak RSS MB, hung) of one child, its RSS from wait4."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.monotonic()
+        p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env, preexec_fn=_limit)
+        hung = threading.Event()
+
+        def kill() -> None:
+            hung.set()
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        finally:
+            timer.cancel()
+        p.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - t0
+        out.seek(0)
+        err.seek(0)
+        return p.returncode, out.read(), err.read(), seconds, usage.ru_maxrss / 1024, hung.is_set()
+
+
+def _replay_argv(file: Path) -> list[str]:
+    """A child that runs `looptap replay FILE`, sends one request to it and stops it with SIGINT,
+    passing the replay command's own output through."""
+    code = f"""
+import os, signal, subprocess, sys, time, urllib.request
+p = subprocess.Popen({LOOPTAP!r} + ["replay", {str(file)!r}], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+url = None
+deadline = time.time() + 30
+while time.time() < deadline:
+    line = p.stdout.readline()
+    if not line:
+        break
+    sys.stdout.buffer.write(line)
+    if line.startswith(b"export OPENAI_BASE_URL="):
+        url = line.split(b"=", 1)[1].strip().decode()
+        break
+if url:
+    req = urllib.request.Request(url.rstrip("/") + "/chat/completions", data=b'{{"model":"gpt-4o","messages":[{{"role":"user","content":"hi"}}]}}',
+                                 headers={{"content-type": "application/json", "authorization": "Bearer sk-test-HOSTILEKEY0123456789"}})
+    try:
+        urllib.request.urlopen(req, timeout=20).read()
+    except Exception as exc:
+        print("request:", type(exc).__name__)
+    p.send_signal(signal.SIGINT)
+rest_out, rest_err = p.communicate(timeout=30)
+sys.stdout.buffer.write(rest_out)
+sys.stderr.buffer.write(rest_err)
+sys.exit(p.returncode)
+"""
+    return [sys.executable, "-c", code]
+
+
+def argv_for(command: str, file: Path, work: Path, clean_file: Path) -> list[str]:
+    out = work / f"{file.stem}.{command.replace(' ', '_').replace('-', '')}.out"
+    match command:
+        case "show":
+            return [*LOOPTAP, "show", str(file)]
+        case "show --json":
+            return [*LOOPTAP, "show", "--json", str(file)]
+        case "textconv":
+            return [*LOOPTAP, "textconv", str(file)]
+        case "export --otel":
+            return [*LOOPTAP, "export", "--otel", str(out), str(file)]
+        case "export --har":
+            return [*LOOPTAP, "export", "--har", str(out), str(file)]
+        case "diff self":
+            return [*LOOPTAP, "diff", str(file), str(file)]
+        case "diff clean":
+            return [*LOOPTAP, "diff", str(clean_file), str(file)]
+        case "verify":
+            return [*LOOPTAP, "verify", str(file)]
+        case "import":
+            return [*LOOPTAP, "import", "-f", "-o", str(out.with_suffix(".jsonl")), str(file)]
+        case "replay":
+            return _replay_argv(file)
+        case "inspect":
+            return [sys.executable, str(INSPECT_DRIVER), str(file)]
+    raise ValueError(command)
+
+
+def _told(stderr: bytes, stdout: bytes) -> str:
+    for stream in (stderr, stdout):
+        for line in stream.decode("utf-8", "replace").splitlines():
+            line = line.strip()
+            if line:
+                return line[:160]
+    return ""
+
+
+def run_cell(command: str, file: Path, work: Path, clean_file: Path, timeout: float = 120) -> Cell:
+    argv = argv_for(command, file, work, clean_file)
+    code, out, err, seconds, rss, hung = _run(argv, timeout, work)
+    texts = (out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "surrogateescape"))
+    leaks = sorted({repr(c) for c in RAW_CONTROLS for text in texts if c in text})
+    return Cell(
+        command=command,
+        file=file.name,
+        exit=code,
+        seconds=seconds,
+        peak_rss_mb=rss,
+        traceback=bool(_TRACEBACK.search(out) or _TRACEBACK.search(err)),
+        raw_controls=leaks,
+        hang=hung,
+        told=_told(err, out),
+    )
