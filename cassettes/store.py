@@ -79,6 +79,25 @@ class Cassette:
         return parse_all(self.exchanges)
 
 
+def private_open(path: str | Path, *, append: bool = False) -> BinaryIO:
+    """``path`` opened for writing, created with mode 0600 (it holds recorded prompts, like the
+    cassette): created with the mode, so there is no moment when others can read it, and an
+    existing file is narrowed to 0600 before anything is written."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        pass
+    return os.fdopen(fd, "ab" if append else "wb")
+
+
+def write_private(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to a file readable by its owner only (see :func:`private_open`)."""
+    with private_open(path) as f:
+        f.write(data)
+
+
 def open_regular(path: str | Path) -> BinaryIO:
     """``path`` opened for reading, refused unless it is a regular file: a device, a FIFO or a
     socket (``/dev/zero``, ``/dev/stdin``) would never end. Raises :class:`CassetteIOError`."""

@@ -23,6 +23,7 @@ from mitmproxy import exceptions, master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
 from cassettes.providers import REVERSE_UPSTREAMS
+from cassettes.store import private_open
 from proxy.addon import DurableGate, LooptapRecorder
 
 __all__ = ["BUILTIN_UPSTREAMS", "BusyPort", "Listener", "Recorder", "RecorderConfig", "RecorderError", "free_port"]
@@ -262,7 +263,8 @@ async def run_child(
     rec = Recorder(config)
     await rec.start()
     env = {**os.environ, **rec.env}
-    log = open(child_log, "ab") if child_log is not None else None  # closed below
+    # The child's output may echo prompts and answers: created 0600, like the cassette.
+    log = private_open(child_log, append=True) if child_log is not None else None  # closed below
     try:
         try:
             proc = await asyncio.create_subprocess_exec(

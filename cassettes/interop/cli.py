@@ -24,7 +24,9 @@ def _write(path: str, data: bytes) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return
-    Path(path).write_bytes(data)
+    from cassettes.store import write_private
+
+    write_private(path, data)  # exports hold the recorded prompts: 0600, like the cassette
 
 
 def _header(values: list[str] | None) -> dict[str, str]:
