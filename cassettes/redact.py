@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
@@ -61,6 +62,51 @@ _SECRET_BODY_KEY = re.compile(
     r"(?i)^(api[-_]?key|apikey|access[-_]?token|refresh[-_]?token|id[-_]?token|client[-_]?secret|"
     r"password|secret|authorization|x-api-key|private[-_]?key)$"
 )
+_NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+#: Words that make a name a credential's wherever they stand (``openai_api_key``, ``secretKey``,
+#: ``aws_secret_access_key``, ``mcp_servers[].authorization_token``, ``bearer``, ``passwd``).
+_SECRET_WORDS = frozenset({
+    "password", "passwd", "passphrase", "pwd", "secret", "secrets", "apikey", "credential", "credentials",
+    "authorization", "bearer", "cookie", "privatekey", "auth", "sig", "signature", "jwt", "otp", "pin",
+})
+#: A name whose last word is one of these names a credential when its value looks like one
+#: (``token``, ``key``, ``auth_token``, ``x_llm_key``): ``{"key": "color"}`` in tool arguments and
+#: ``prompt_cache_key`` stay, ``{"key": "ltQ9f…"}`` goes. Plurals and counts (``max_tokens``,
+#: ``token_count``, ``keywords``, ``input_tokens``) end in another word and never match.
+_SECRET_LAST = frozenset({"token", "key", "keys"})
+
+
+def name_words(name: str) -> list[str]:
+    """The words of a field or header name, lower case: ``openAIApiKey`` → open, ai, api, key."""
+    return [w.lower() for w in _NAME_WORDS.findall(name.replace("-", "_"))]
+
+
+def secret_name(name: str) -> str | None:
+    """``"always"`` when ``name`` (a JSON key, form field, header) names a credential,
+    ``"if-secret"`` when it may (its value decides: :func:`looks_secret`), else ``None``."""
+    if _SECRET_BODY_KEY.match(name):
+        return "always"
+    words = name_words(name)
+    if not words:
+        return None
+    joined = "".join(words)
+    if _SECRET_WORDS.intersection(words) or any(w in joined for w in ("apikey", "privatekey", "secretkey", "accesskey", "clientsecret")):
+        return "always"
+    if words[-1] in _SECRET_LAST or joined.endswith(("authtoken", "accesstoken", "refreshtoken", "idtoken", "sessiontoken")):
+        return "if-secret"
+    return None
+
+
+_SECRETISH = re.compile(r"^[A-Za-z0-9_\-+/=.:~]{16,}$")
+
+
+def looks_secret(value: str) -> bool:
+    """A value shaped like a credential: one token (no spaces) of letters and digits, 20+ characters
+    or 16+ in mixed case. ``"color"``, ``"The API key"``, ``"gpt-4o-2024-08-06"`` are not;
+    ``"ltQ9f3…"``, hex tokens and keys are."""
+    if not _SECRETISH.match(value) or not any(c.isdigit() for c in value) or not any(c.isalpha() for c in value):
+        return False
+    return len(value) >= 20 or (any(c.isupper() for c in value) and any(c.islower() for c in value))
 
 #: Known credential formats (name, regex). Each pattern starts with its literal prefix so the regex
 #: engine can scan for it quickly; the boundary guard is a look-behind placed *after* the prefix
@@ -132,6 +178,9 @@ def _json_rebuild(value: Any, it: Iterator[str]) -> Any:
         out: dict[Any, Any] = {}
         for k, v in value.items():
             key = next(it) if isinstance(k, str) else k
+            if isinstance(v, int | float) and not isinstance(v, bool) and v and isinstance(k, str) and secret_name(k) == "always":
+                out[key] = REDACTED  # a number under a credential's name (a PIN, a numeric key)
+                continue
             out[key] = next(it) if isinstance(v, str) else _json_rebuild(v, it) if isinstance(v, (dict, list)) else v
         return out
     if isinstance(value, list):
@@ -151,11 +200,49 @@ class Redactor:
             *((p, ()) for p in extra),
         )
         self._literals: set[str] = set()
+        self._escaped_cache: dict[str, re.Pattern[str]] = {}
+        #: Extra JSON / form field names to redact always (``body_keys`` of the configuration).
+        self._body_keys: frozenset[str] = frozenset()
         #: Scrubbed forms of JSON strings already seen, for the history an agent re-sends on every
         #: turn (valid while no new literal is learned; :meth:`_scrub_strings`).
         self._seen: dict[str, str] = {}
         self._seen_chars = 0
         self._seen_literals = 0
+
+    @classmethod
+    def configured(
+        cls, headers: Iterable[str] = (), patterns: Iterable[str] = (), config: str | Path | None = None
+    ) -> Redactor:
+        """A redactor with the project's extra names and patterns: ``headers`` and ``patterns``
+        given here (``--redact-header``, ``--redact-pattern``) plus ``headers``, ``patterns`` and
+        ``body_keys`` of the ``[tool.looptap.redact]`` table in ``config`` (default: the
+        ``pyproject.toml`` of the current directory, if any). Raises ``ValueError`` for a bad
+        pattern or table."""
+        import tomllib
+
+        extra_headers, extra_patterns = list(headers), list(patterns)
+        keys: list[str] = []
+        path = Path(config) if config is not None else Path("pyproject.toml")
+        if path.is_file():
+            try:
+                table = tomllib.loads(path.read_text("utf-8")).get("tool", {}).get("looptap", {}).get("redact", {})
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise ValueError(f"cannot read [tool.looptap.redact] from {path}: {exc}") from None
+            if not isinstance(table, dict):
+                raise ValueError(f"{path}: [tool.looptap.redact] is not a table")
+            for name, into in (("headers", extra_headers), ("patterns", extra_patterns), ("body_keys", keys)):
+                value = table.get(name, [])
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ValueError(f"{path}: [tool.looptap.redact] {name} must be a list of strings")
+                into.extend(value)
+        for pat in extra_patterns:
+            try:
+                re.compile(pat)
+            except re.error as exc:
+                raise ValueError(f"invalid redaction pattern {pat!r}: {exc}") from None
+        r = cls(extra_patterns, extra_headers)
+        r._body_keys = frozenset(k.lower() for k in keys)
+        return r
 
     # -- learning -----------------------------------------------------------------------
     def _learn(self, value: str) -> None:
@@ -183,13 +270,30 @@ class Redactor:
             self._learn(value)
 
     # -- text -----------------------------------------------------------------------------
+    def _escaped(self, secret: str) -> re.Pattern[str]:
+        """A learned secret as it may be written inside a JSON string: any character as ``\\uXXXX``,
+        ``/`` as ``\\/`` (an upstream echoing the key in an error, a stream's escaped text)."""
+        pat = self._escaped_cache.get(secret)
+        if pat is None:
+            parts = []
+            for c in secret:
+                alts = [re.escape(c), f"\\\\u{ord(c):04x}", f"\\\\u{ord(c):04X}"]
+                if c == "/":
+                    alts.append(r"\\/")
+                parts.append("(?:" + "|".join(alts) + ")")
+            pat = self._escaped_cache[secret] = re.compile("".join(parts))
+        return pat
+
     def scrub(self, text: str, token: str = REDACTED) -> str:
+        escaped = "\\" in text
         for secret in sorted(self._literals, key=len, reverse=True):
             if secret in text:
                 text = text.replace(secret, token)
             q = quote(secret, safe="")
             if q != secret and q in text:
                 text = text.replace(q, token)
+            if escaped:
+                text = self._escaped(secret).sub(token, text)
         for pat, prefixes in self._patterns:
             if _present(text, prefixes):
                 text = pat.sub(self._bearer(token) if pat.pattern.startswith("Bearer") else token, text)
@@ -253,11 +357,15 @@ class Redactor:
             for k, v in value.items():
                 if isinstance(k, str):
                     acc.append(k)
-                    if isinstance(v, str) and v and _SECRET_BODY_KEY.match(k):
+                    kind = ("always" if k.lower() in self._body_keys else secret_name(k)) if v and not isinstance(v, bool) else None
+                    if kind is not None and isinstance(v, str) and (kind == "always" or looks_secret(v)):
                         self._learn(v)
                         acc.append(REDACTED)
                         found = True
                         continue
+                    if kind == "always" and isinstance(v, int | float):
+                        self._learn(str(v))
+                        found = True  # (a number under a credential's name: rebuilt as text)
                 if isinstance(v, str):
                     acc.append(v)
                 elif isinstance(v, (dict, list)) and self._json_collect(v, acc):
@@ -280,12 +388,15 @@ class Redactor:
     def _spans(self, text: str) -> list[tuple[int, int]]:
         """Merged (start, end) spans of every secret in ``text``."""
         found: list[tuple[int, int]] = []
+        escaped = "\\" in text
         for secret in self._literals:
             for form in {secret, quote(secret, safe="")}:
                 i = text.find(form)
                 while i >= 0:
                     found.append((i, i + len(form)))
                     i = text.find(form, i + 1)
+            if escaped:
+                found.extend(m.span() for m in self._escaped(secret).finditer(text))
         for pat, prefixes in self._patterns:
             if _present(text, prefixes):
                 found.extend(m.span() for m in pat.finditer(text) if m.end() > m.start())
@@ -365,7 +476,8 @@ class Redactor:
     # -- parts of an exchange ---------------------------------------------------------------
     def _header_value(self, name: str, value: str) -> str:
         lname = name.lower()
-        if lname in self._headers or (_SECRET_HEADER_NAME.search(lname) and not _SAFE_HEADER_NAME.search(lname)):
+        named = _SECRET_HEADER_NAME.search(lname) or secret_name(lname) is not None
+        if lname in self._headers or (named and not _SAFE_HEADER_NAME.search(lname)):
             if not value:
                 return value
             self._learn_header(lname, value)
@@ -398,6 +510,13 @@ class Redactor:
                     for k, v in pairs
                 )
                 parts = parts._replace(query=query)
+        segments = parts.path.split("/")
+        for i in range(1, len(segments)):
+            seg = segments[i]
+            if looks_secret(seg) and (secret_name(segments[i - 1]) is not None or segments[i - 1].lower() in ("bot", "keys")):
+                self._learn(seg)  # /key/<key>/, /token/<token>, /bot<id>:<token> forms (scrubbed below)
+            elif seg.lower().startswith("bot") and ":" in seg and looks_secret(seg[3:].split(":", 1)[1] + "0a"):
+                self._learn(seg[3:])
         if parts.username or parts.password:
             host = parts.hostname or ""
             if parts.port:
@@ -407,12 +526,61 @@ class Redactor:
             parts = parts._replace(netloc=f"{URL_TOKEN}@{host}")
         return self.scrub(urlunsplit(parts), URL_TOKEN)
 
+    def _learn_form(self, body: bytes, ctype: str) -> None:
+        """Learn the credential fields of a form-urlencoded or multipart body (``client_secret``,
+        ``refresh_token``, ``api_key``), so that scrubbing the bytes masks them."""
+        if "x-www-form-urlencoded" in ctype:
+            for k, v in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+                kind = secret_name(k)
+                if v and (kind == "always" or (kind and looks_secret(v))):
+                    self._learn(v)
+        elif "multipart/" in ctype:
+            for m in re.finditer(rb'name="([^"\r\n]{1,200})"[^\n]*\n(?:[^\r\n]+\r?\n){0,8}\r?\n(.{0,4096}?)\r?\n--', body, re.S):
+                name = m.group(1).decode("utf-8", "replace")
+                value = m.group(2).decode("utf-8", "replace").strip()
+                kind = secret_name(name)
+                if value and (kind == "always" or (kind and looks_secret(value))):
+                    self._learn(value)
+
+    def _undecoded(self, data: bytes, encoding: str | None) -> tuple[bytes, str] | None:
+        """A body kept as received because its Content-Encoding failed to decode hides whatever
+        is inside from every scrub. Decode what can be decoded; if that holds a secret, return the
+        decoded part with the secrets masked (and a note) to store instead of the raw bytes."""
+        if not data or not encoding:
+            return None
+        out = salvage_decode(data)
+        if not out:
+            return None
+        text = out.decode("utf-8", "surrogateescape")
+        try:
+            parsed, changed = self._scrub_json(orjson.loads(out))
+            scrubbed = orjson.dumps(parsed) if changed else out
+        except orjson.JSONDecodeError:
+            scrubbed = self.scrub(text).encode("utf-8", "surrogateescape")
+            changed = scrubbed != out
+        if not changed:
+            return None
+        return scrubbed, (
+            f"Content-Encoding {encoding} did not decode; what did decode held a secret, so it is stored "
+            "decoded with the secret masked instead of the raw bytes"
+        )
+
     def exchange(self, ex: Exchange) -> Exchange:
         """A redacted copy of ``ex`` (the original is not modified)."""
         req_headers = self.headers(ex.request_headers)  # learn header secrets first
         url = self.url(ex.url)
         body = ex.request_body
-        parsed = ex.request_json()
+        notes = list(ex.notes)
+        req_encoding = ex.request_header("content-encoding")
+        salvaged = self._undecoded(body, req_encoding) if req_encoding and any(
+            n.startswith("request:") for n in ex.notes) else None
+        if salvaged is not None:
+            body = salvaged[0]
+            notes.append("request: " + salvaged[1])
+        ctype = (ex.request_header("content-type") or "").lower()
+        if "form" in ctype:
+            self._learn_form(body, ctype)
+        parsed = ex.request_json() if salvaged is None else None
         new_parsed: Any = None
         if parsed is not None and not ex.request_json_cut:
             new_parsed, changed = self._scrub_json(parsed)
@@ -420,7 +588,14 @@ class Redactor:
         else:
             scrubbed = self.scrub_bytes(body)
         resp_headers = self.headers(ex.response_headers)
-        chunks = self.chunks(ex.response_chunks)
+        resp_chunks = ex.response_chunks
+        resp_encoding = ex.response_header("content-encoding")
+        if resp_encoding and ex.decoded_from is None and resp_chunks:
+            salvaged_resp = self._undecoded(b"".join(c for _, c in resp_chunks), resp_encoding)
+            if salvaged_resp is not None:
+                resp_chunks = [(resp_chunks[0][0], salvaged_resp[0])]
+                notes.append(salvaged_resp[1])
+        chunks = self.chunks(resp_chunks)
         out = replace(
             ex,
             url=url,
@@ -429,9 +604,39 @@ class Redactor:
             response_headers=resp_headers,
             response_chunks=chunks,
             transport_error=self.scrub(ex.transport_error) if ex.transport_error else None,
-            notes=[self.scrub(n) for n in ex.notes],
+            notes=[self.scrub(n) for n in notes],
         )
         out.forget_request_json()
-        if scrubbed is ex.request_body and parsed is not None and not ex.request_json_cut:
+        if scrubbed is ex.request_body and parsed is not None and not ex.request_json_cut and salvaged is None:
             out.set_request_json(parsed)
         return out
+
+
+def salvage_decode(data: bytes, limit: int = 64 << 20) -> bytes:
+    """Whatever of a broken compressed body can be decoded (gzip with a bad CRC or followed by
+    junk, raw or zlib deflate, brotli, zstd), up to ``limit`` bytes; ``b""`` if nothing."""
+    import zlib
+
+    best = b""
+    for wbits in (47, -15):  # 47: gzip or zlib, detected; -15: raw deflate
+        d = zlib.decompressobj(wbits)
+        out = bytearray()
+        for i in range(0, len(data), 4096):
+            try:
+                out += d.decompress(data[i : i + 4096], limit - len(out))
+            except zlib.error:
+                break
+            if d.eof or len(out) >= limit:
+                break
+        if len(out) > len(best):
+            best = bytes(out)
+    if not best:
+        for name in ("brotli", "zstandard"):
+            try:
+                mod = __import__(name)
+                best = mod.decompress(data) if name == "brotli" else mod.ZstdDecompressor().decompressobj().decompress(data)
+            except Exception:
+                continue
+            if best:
+                break
+    return best[:limit]

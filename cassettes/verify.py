@@ -32,7 +32,7 @@ from urllib.parse import unquote
 import orjson
 
 from cassettes.bounds import record_fits
-from cassettes.redact import SECRET_PATTERNS
+from cassettes.redact import SECRET_PATTERNS, salvage_decode
 from cassettes.store import open_regular
 
 __all__ = ["Find", "load_config_patterns", "main", "register_verify", "scan_file", "scan_lines"]
@@ -103,9 +103,15 @@ class _Scanner:
                     yield kind, secret, "base64"
 
     def blob(self, data: bytes) -> Iterator[tuple[str, str, str]]:
-        """Secrets in bytes stored as base64 (a binary body, a non-UTF-8 header value)."""
+        """Secrets in bytes stored as base64 (a binary body, a non-UTF-8 header value), and in
+        what they decompress to, however broken (a body kept compressed because it failed to
+        decode hides its secrets from a plain scan)."""
         for kind, secret, form in self.text(data.decode("utf-8", "replace")):
             yield kind, secret, "base64" if form == "text" else f"base64, {form}"
+        inner = salvage_decode(data)
+        if inner:
+            for kind, secret, form in self.text(inner.decode("utf-8", "replace")):
+                yield kind, secret, "base64, compressed" if form == "text" else f"base64, compressed, {form}"
 
 
 def _b64(token: str) -> str | None:

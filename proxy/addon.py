@@ -187,6 +187,20 @@ class LooptapRecorder:
             "Extra hosts (glob patterns) to record in forward-proxy mode, besides the known LLM API hosts.",
         )
         loader.add_option(
+            "looptap_redact_headers",
+            Sequence[str],
+            [],
+            "Extra header names whose values are redacted before anything is written (besides the built-in "
+            "credential names; also [tool.looptap.redact] headers in ./pyproject.toml).",
+        )
+        loader.add_option(
+            "looptap_redact_patterns",
+            Sequence[str],
+            [],
+            "Extra regular expressions redacted wherever they match, in headers, URLs and bodies (also "
+            "[tool.looptap.redact] patterns in ./pyproject.toml).",
+        )
+        loader.add_option(
             "looptap_flow_bodies",
             bool,
             True,
@@ -233,7 +247,13 @@ class LooptapRecorder:
         in_r, in_w = mp.Pipe(duplex=False)
         out_r, out_w = mp.Pipe(duplex=False)
         enlarge_pipe(in_w.fileno())
-        process = mp.Process(target=writer_main, args=(str(path), fsync, in_r, out_w, 0.0 if self._durable else SETTLE), name="looptap-writer", daemon=True)
+        redact = (list(ctx.options.looptap_redact_headers), list(ctx.options.looptap_redact_patterns))
+        process = mp.Process(
+            target=writer_main,
+            args=(str(path), fsync, in_r, out_w, 0.0 if self._durable else SETTLE, redact),
+            name="looptap-writer",
+            daemon=True,
+        )
         process.start()
         # Only the writer holds these ends: the proxy's end-of-file is the writer's (and back).
         in_r.close()

@@ -38,6 +38,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confdir", default="~/.mitmproxy", help="mitmproxy's configuration and CA directory")
     p.add_argument("--fsync", action="store_true", help="fsync the cassette after every round trip")
     p.add_argument(
+        "--redact-header", action="append", default=[], metavar="NAME",
+        help="also redact this header's value (repeatable; also [tool.looptap.redact] headers in ./pyproject.toml)",
+    )
+    p.add_argument(
+        "--redact-pattern", action="append", default=[], metavar="REGEX",
+        help="also redact whatever matches this regular expression (repeatable; also [tool.looptap.redact] patterns)",
+    )
+    p.add_argument(
         "--durable",
         action="store_true",
         help="hold the end of each response until its round trip is in the cassette: even a SIGKILL of looptap "
@@ -78,6 +86,8 @@ def _config(args: argparse.Namespace) -> Any:
         base_port=args.port,
         upstreams=upstreams,
         record_hosts=tuple(args.record_host),
+        redact_headers=tuple(args.redact_header),
+        redact_patterns=tuple(args.redact_pattern),
         ssl_insecure=args.ssl_insecure,
         confdir=Path(args.confdir).expanduser(),
         fsync=args.fsync,

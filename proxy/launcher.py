@@ -65,6 +65,8 @@ class RecorderConfig:
     base_port: int = 0
     upstreams: dict[str, str] = field(default_factory=dict)
     record_hosts: tuple[str, ...] = ()
+    redact_headers: tuple[str, ...] = ()
+    redact_patterns: tuple[str, ...] = ()
     ssl_insecure: bool = False
     confdir: Path = field(default_factory=lambda: Path("~/.mitmproxy").expanduser())
     host: str = "127.0.0.1"
@@ -140,6 +142,8 @@ class Recorder:
                 http3=False,
                 looptap_output=str(cfg.output),
                 looptap_record_hosts=list(cfg.record_hosts),
+                looptap_redact_headers=list(cfg.redact_headers),
+                looptap_redact_patterns=list(cfg.redact_patterns),
                 looptap_flow_bodies=False,
                 looptap_durable=cfg.durable,
                 looptap_fsync=cfg.fsync,

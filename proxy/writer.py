@@ -30,6 +30,7 @@ from typing import Any
 
 from cassettes.decoding import decode_exchange
 from cassettes.errors import CassetteError
+from cassettes.redact import Redactor
 from cassettes.store import CassetteWriter
 from cassettes.untrusted import clean_line
 
@@ -145,7 +146,9 @@ class _Answers:
             self.send("ok", n)
 
 
-def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any, settle: float = 0.0) -> None:
+def writer_main(
+    path: str, fsync: bool, inbox: Any, outbox: Any, settle: float = 0.0, redact: tuple[list[str], list[str]] = ([], [])
+) -> None:
     """The writer process. ``inbox`` and ``outbox`` are ``multiprocessing`` connections, used only
     for their file descriptors (the framing is :func:`frame`)."""
     import signal
@@ -162,8 +165,9 @@ def writer_main(path: str, fsync: bool, inbox: Any, outbox: Any, settle: float =
     in_fd, out_fd = inbox.fileno(), outbox.fileno()
     answers = _Answers(out_fd)
     try:
-        writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, fsync=fsync)
-    except (CassetteError, OSError) as exc:
+        redactor = Redactor.configured(headers=redact[0], patterns=redact[1])
+        writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, redactor=redactor, fsync=fsync)
+    except (CassetteError, OSError, ValueError) as exc:
         answers.send("storage_error", f"cannot open {path}: {exc}")
         return
     answers.send("ready", None)

@@ -63,7 +63,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
             status, posts = send(req, args.otel_endpoint, protocol=args.otel_protocol, headers=headers)
             in_posts = f", {posts} requests" if posts > 1 else ""
-            said.append(f"{n} spans → {traces_url(args.otel_endpoint)} (HTTP {status}{in_posts})")
+            from cassettes.redact import Redactor
+
+            # The endpoint may carry credentials (user:password@, ?api_key=…): never printed.
+            shown = Redactor().url(traces_url(args.otel_endpoint))
+            said.append(f"{n} spans → {shown} (HTTP {status}{in_posts})")
     if args.har:
         from cassettes.interop.har import build_har
 

@@ -150,8 +150,13 @@ def encode_request(req: Mapping[str, Any]) -> bytes:
 def traces_url(endpoint: str) -> str:
     """The signal URL: an endpoint that already ends in ``/v1/traces`` is used as given, a base
     endpoint gets it appended (as ``OTEL_EXPORTER_OTLP_ENDPOINT`` works)."""
-    e = endpoint.rstrip("/")
-    return e if e.endswith("/v1/traces") else e + "/v1/traces"
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(endpoint)
+    path = parts.path.rstrip("/")
+    if not path.endswith("/v1/traces"):
+        path += "/v1/traces"  # before the query string, not after it
+    return urlunsplit(parts._replace(path=path))
 
 
 #: A request body above this is split (collectors commonly refuse bodies over 4 MiB).
@@ -196,9 +201,12 @@ def send(
     """POST the request to the OTLP/HTTP endpoint, split into bodies of at most
     :data:`MAX_BODY_BYTES`; ``(last HTTP status, requests sent)``. Raises :class:`ExportError`."""
     ctype = "application/json" if protocol == "json" else "application/x-protobuf"
+    from cassettes.redact import Redactor
+
     url = traces_url(endpoint)
+    shown = Redactor().url(url)  # what error messages name: credentials in the URL redacted
     if not url.startswith(("http://", "https://")):
-        raise ExportError(f"OTLP endpoint must be an http:// or https:// URL, got {endpoint!r}")
+        raise ExportError(f"OTLP endpoint must be an http:// or https:// URL, got {shown!r}")
     status = 0
     bodies = batches(req, protocol)
     for body in bodies:
@@ -208,8 +216,8 @@ def send(
                 status = resp.status
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:300].decode("utf-8", "replace").strip()
-            raise ExportError(f"{url} refused the export: HTTP {exc.code} {exc.reason}{': ' + detail if detail else ''}") from None
+            raise ExportError(f"{shown} refused the export: HTTP {exc.code} {exc.reason}{': ' + detail if detail else ''}") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise ExportError(f"cannot reach {url}: {reason}") from None
+            raise ExportError(f"cannot reach {shown}: {reason}") from None
     return status, len(bodies)

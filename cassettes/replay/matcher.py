@@ -27,7 +27,9 @@ import orjson
 from cassettes import bounds, providers
 from cassettes.errors import ReplayMiss
 from cassettes.exchange import Exchange, Headers, header
+from cassettes.redact import Redactor
 from cassettes.replay.jsondiff import Change, format_path, json_diff, short
+from cassettes.untrusted import clean_line
 
 __all__ = ["Matcher", "Miss", "Recorded", "RequestKey", "Verdict", "attribute", "request_key"]
 
@@ -287,6 +289,9 @@ class Miss:
     closest: Recorded | None = None
     changes: list[Change] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
+    #: Knows the credentials of the request that missed (its headers, URL and body), so that
+    #: nothing printed about the miss carries them; ``None``: patterns only.
+    redactor: Redactor | None = None
 
     @property
     def headline(self) -> str:
@@ -305,7 +310,9 @@ class Miss:
             out.extend(f"    {c.describe()}" for c in self.changes[:max_changes])
             if len(self.changes) > max_changes:
                 out.append(f"    … and {len(self.changes) - max_changes} more")
-        return out
+        # What the agent sent is printed to a terminal and into test reports: redacted, one line each.
+        r = self.redactor or Redactor()
+        return [clean_line(r.scrub(line)) for line in out]
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -358,6 +365,7 @@ class Matcher:
         if isinstance(found, Recorded):
             found.plays += 1
             return found
+        found.redactor = _learned(method, target, headers, body)
         self.misses.append(found)
         return found
 
@@ -439,3 +447,13 @@ class Matcher:
 
     def played(self) -> list[Recorded]:
         return [r for r in self.recorded if r.plays]
+
+
+def _learned(method: str, target: str, headers: Headers, body: bytes) -> Redactor:
+    """A redactor that has seen the request (its credential headers, query and body keys)."""
+    r = Redactor()
+    try:
+        r.exchange(Exchange(method, target if "://" in target else "http://replay" + target, list(headers), body))
+    except Exception:  # learning is best effort; the patterns still apply
+        pass
+    return r
