@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 import orjson
 
+from cassettes import bounds
 from cassettes.exchange import Exchange, Headers
 from cassettes.framing import is_aws_eventstream, reseal_aws_eventstream
 
@@ -67,8 +68,11 @@ _NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 #: ``aws_secret_access_key``, ``mcp_servers[].authorization_token``, ``bearer``, ``passwd``).
 _SECRET_WORDS = frozenset({
     "password", "passwd", "passphrase", "pwd", "secret", "secrets", "apikey", "credential", "credentials",
-    "authorization", "bearer", "cookie", "privatekey", "auth", "sig", "signature", "jwt", "otp", "pin",
+    "authorization", "bearer", "cookie", "privatekey", "auth", "jwt", "otp", "pin",
 })
+# Not "signature": Anthropic thinking blocks and Gemini parts carry a ``signature`` /
+# ``thoughtSignature`` the client must send back verbatim (query-string and header signatures are
+# caught by their own rules above).
 #: A name whose last word is one of these names a credential when its value looks like one
 #: (``token``, ``key``, ``auth_token``, ``x_llm_key``): ``{"key": "color"}`` in tool arguments and
 #: ``prompt_cache_key`` stay, ``{"key": "ltQ9f…"}`` goes. Plurals and counts (``max_tokens``,
@@ -368,6 +372,8 @@ class Redactor:
                         found = True  # (a number under a credential's name: rebuilt as text)
                 if isinstance(v, str):
                     acc.append(v)
+                    if v[:1] == "{" and len(v) < (1 << 20):
+                        self._learn_embedded(v)
                 elif isinstance(v, (dict, list)) and self._json_collect(v, acc):
                     found = True
         elif isinstance(value, list):
@@ -377,6 +383,36 @@ class Redactor:
                 elif isinstance(v, (dict, list)) and self._json_collect(v, acc):
                     found = True
         return found
+
+    def _learn_response(self, chunks: list[tuple[float | None, bytes]]) -> None:
+        """Learn the credential fields of a JSON response (an OAuth ``access_token``, a created
+        key) or of the JSON events of a stream, so that scrubbing the chunks masks them."""
+        data = b"".join(c for _, c in chunks)
+        if not data or len(data) > (64 << 20) or not any(m in data for m in (b"token", b"key", b"secret", b"pass", b"auth", b"cred")):
+            return
+        try:
+            docs = [bounds.loads(data)]
+        except orjson.JSONDecodeError:
+            docs = []
+            for line in data.splitlines():
+                if line.startswith(b"data:"):
+                    try:
+                        docs.append(bounds.loads(line[5:]))
+                    except orjson.JSONDecodeError:
+                        continue
+        for doc in docs:
+            if isinstance(doc, dict | list):
+                self._json_collect(doc, [])
+
+    def _learn_embedded(self, text: str) -> None:
+        """JSON inside a JSON string (tool-call arguments, a serialised config): learn the values
+        of its credential keys, which the scrub of the string then masks."""
+        try:
+            inner = bounds.loads(text)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(inner, dict):
+            self._json_collect(inner, [])
 
     def scrub_bytes(self, data: bytes) -> bytes:
         if not data:
@@ -595,6 +631,7 @@ class Redactor:
             if salvaged_resp is not None:
                 resp_chunks = [(resp_chunks[0][0], salvaged_resp[0])]
                 notes.append(salvaged_resp[1])
+        self._learn_response(resp_chunks)
         chunks = self.chunks(resp_chunks)
         out = replace(
             ex,

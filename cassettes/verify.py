@@ -132,7 +132,7 @@ def _b64(token: str) -> str | None:
 def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
     """(field path, leaf) of a JSON value; ``{"b64": …}`` forms are leaves of their own."""
     if isinstance(value, dict):
-        if set(value) <= {"b64", "t"} and isinstance(value.get("b64"), str):
+        if set(value) <= {"b64", "t", "too_deep"} and isinstance(value.get("b64"), str):
             yield path, value
             return
         for k, v in value.items():
@@ -146,6 +146,9 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
 
 def _fields(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """Like :func:`_walk`, with header lists (``[[name, value], …]``) reported by header name."""
+    if isinstance(value, dict) and set(value) <= {"b64", "t", "too_deep"} and isinstance(value.get("b64"), str):
+        yield f"{path}.b64", value  # a stored binary body: scanned as bytes (and what they decompress to)
+        return
     if isinstance(value, dict):
         for k, v in value.items():
             sub = f"{path}.{k}" if path else str(k)

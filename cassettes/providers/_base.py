@@ -20,6 +20,7 @@ analysis error and keeps the raw round trip.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 from urllib.parse import SplitResult
 
@@ -44,6 +45,7 @@ __all__ = [
     "compact_json",
     "error_from_body",
     "finish_lookup",
+    "json_events",
     "media_part",
     "parse_arguments",
     "text_of",
@@ -111,6 +113,16 @@ class Provider:
 
     def operation(self, method: str, url: SplitResult) -> str:
         return "generate"
+
+    def parses(self, operation: str) -> bool:
+        """Whether round trips of ``operation`` have their request and response parsed. Only
+        ``generate`` calls are turns of a loop; a family that also reads a non-loop call (an
+        embedding: usage and cost, no messages) adds its operation here."""
+        return operation == "generate"
+
+    def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+        """Complete a parsed response from the response headers (some APIs report usage only
+        there). ``header`` looks a header up by name, case-insensitively."""
 
     def history_key(self, body: Any) -> str | None:
         """The top-level key of the resent history (what delta encoding stores incrementally);
@@ -184,6 +196,23 @@ def finish_lookup(table: dict[str, FinishReason], raw: str | None) -> FinishReas
     if raw is None:
         return None
     return table.get(raw, FinishReason.UNKNOWN if raw == "" else FinishReason.OTHER)
+
+
+def json_events(framed: Framed) -> Iterator[tuple[str | None, Any]]:
+    """A stream's events as (event name, parsed JSON payload), in order. The ``[DONE]`` sentinel
+    is yielded as ``("[DONE]", None)``; a payload that is not JSON as (name, ``None``); empty
+    payloads (keep-alives) are skipped."""
+    for ev in framed.events:
+        data = ev.data.strip()
+        if not data:
+            continue
+        if data == "[DONE]":
+            yield "[DONE]", None
+            continue
+        try:
+            yield ev.event, bounds.loads(data)
+        except orjson.JSONDecodeError:
+            yield ev.event, None
 
 
 def as_int(v: Any) -> int | None:

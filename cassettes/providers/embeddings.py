@@ -1,0 +1,138 @@
+"""Embedding calls: not turns of a loop, read for their model, usage and cost only.
+
+Routes (operation ``embed``; :meth:`Provider.parses` lets the round trip be parsed although the
+analysis builds no turn from it, so no loop finding can fire on it):
+
+* ``POST …/embeddings`` in OpenAI's shape — OpenAI, Azure OpenAI
+  (``/openai/deployments/{name}/embeddings``), Mistral, vLLM, Together, Voyage
+  (``api.voyageai.com/v1/embeddings``) and other compatible servers. Request ``input`` (string,
+  list of strings, or token arrays) and ``model``; response ``data[].embedding`` (floats, or a
+  base64 string with ``encoding_format: base64``) and ``usage.prompt_tokens`` /
+  ``usage.total_tokens``. Voyage reports only ``total_tokens``, which is then the input count.
+  Schema: the ``openai`` SDK's ``CreateEmbeddingResponse``; Voyage's and Mistral's documented
+  responses have the same keys.
+* ``POST …/v1/embed`` and ``…/v2/embed`` — Cohere. Request ``texts`` (or ``inputs`` in v2),
+  ``model``, ``input_type``; response ``embeddings`` (a list of vectors, or an object keyed by
+  embedding type), ``meta.billed_units.input_tokens``.
+
+Ollama's ``/api/embed`` belongs to the Ollama adapter; Gemini's ``:embedContent`` to Gemini's.
+
+An embedding has no finish reason (``None``) and no output tokens (``None``: not reported, not
+zero). The vectors are not kept in the normalised view (the raw body has them): their count and
+dimension are, in ``provider_details``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult
+
+from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
+from cassettes.providers._base import Provider, as_int, as_str
+from cassettes.providers.openai_completions import prompt_messages
+
+__all__ = ["Embeddings", "embedding_usage", "vectors_summary"]
+
+
+def _route(url: SplitResult) -> str | None:
+    segs = [s for s in url.path.split("/") if s]
+    if not segs:
+        return None
+    if segs[-1] == "embeddings" and not (len(segs) >= 2 and segs[-2] == "api"):  # not Ollama's /api/…
+        return "openai"
+    if segs[-1] == "embed" and len(segs) >= 2 and segs[-2] in ("v1", "v2"):
+        return "cohere"
+    return None
+
+
+def embedding_usage(b: dict[str, Any]) -> Usage | None:
+    """Usage of an embedding response: OpenAI's ``usage`` or Cohere's ``meta.billed_units``."""
+    u = b.get("usage")
+    if isinstance(u, dict):
+        prompt = as_int(u.get("prompt_tokens"))
+        total = as_int(u.get("total_tokens"))
+        return Usage(input_tokens=prompt if prompt is not None else total, total_tokens=total, raw=u)
+    meta = b.get("meta")
+    billed = meta.get("billed_units") if isinstance(meta, dict) else None
+    if isinstance(billed, dict):
+        n = as_int(billed.get("input_tokens"))
+        return Usage(input_tokens=n, total_tokens=n, raw=billed)
+    return None
+
+
+def vectors_summary(vectors: Any) -> dict[str, Any]:
+    """How many vectors and of what dimension / encoding (the vectors themselves stay raw)."""
+    if isinstance(vectors, dict):  # Cohere: {"float": [[...]], "int8": [[...]]}
+        return {"embedding_types": sorted(vectors), **next((vectors_summary(v) for v in vectors.values()), {})}
+    if not isinstance(vectors, list):
+        return {}
+    first = vectors[0] if vectors else None
+    if isinstance(first, dict):  # OpenAI: [{"object": "embedding", "embedding": [...], "index": 0}]
+        first = first.get("embedding")
+    out: dict[str, Any] = {"vectors": len(vectors)}
+    if isinstance(first, list):
+        out["dimensions"] = len(first)
+    elif isinstance(first, str):
+        out["encoding"] = "base64"
+    return out
+
+
+class Embeddings(Provider):
+    family = "embeddings"
+    otel_operation = "embeddings"
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        route = _route(url)
+        if method.upper() != "POST" or route is None:
+            return 0
+        key = ("input",) if route == "openai" else ("texts", "inputs", "images")
+        return 3 if isinstance(body, dict) and any(k in body for k in key) else 2
+
+    def operation(self, method: str, url: SplitResult) -> str:
+        return "embed"
+
+    def parses(self, operation: str) -> bool:
+        return operation == "embed"
+
+    def history_key(self, body: Any) -> str | None:
+        return None
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        parts = url.path.split("/")
+        if "deployments" in parts:  # Azure: the deployment chooses the model
+            i = parts.index("deployments")
+            return parts[i + 1] if i + 1 < len(parts) else None
+        return None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b = body if isinstance(body, dict) else {}
+        key = next((k for k in ("input", "texts", "inputs") if k in b), None)
+        messages: list[Message] = prompt_messages(b.get(key)) if key else []
+        if "images" in b and isinstance(b["images"], list):
+            messages.extend(Message(role="user", parts=[Part(kind="media", media_type="image")]) for _ in b["images"])
+        return NormalisedRequest(
+            family=self.family,
+            model=as_str(b.get("model")) or self.model_from_url(url),
+            messages=messages,
+            params={k: v for k, v in b.items() if k not in ("model", "input", "texts", "inputs", "images")},
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b = body if isinstance(body, dict) else {}
+        if "error" in b or ("message" in b and "embeddings" not in b and "data" not in b):
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        vectors = b.get("data") if "data" in b else b.get("embeddings")
+        details = vectors_summary(vectors)
+        for key in ("response_type", "object"):
+            if b.get(key) is not None:
+                details[key] = b[key]
+        return NormalisedResponse(
+            id=as_str(b.get("id")),
+            model=as_str(b.get("model")),
+            usage=embedding_usage(b),
+            complete=True,
+            provider_details=details or None,
+        )
+
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("OPENAI_API_KEY",)

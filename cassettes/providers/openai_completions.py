@@ -1,0 +1,189 @@
+"""OpenAI's legacy text completions, ``POST …/completions`` (not ``/chat/completions``), as served
+by OpenAI, Azure OpenAI (``/openai/deployments/{name}/completions``), vLLM, Together and the other
+OpenAI-compatible servers.
+
+Schema: the ``openai`` SDK's ``Completion`` / ``CompletionChoice`` / ``CompletionUsage`` types
+(``tests/cassettes/providers/test_text_completions.py`` validates the fixtures against them).
+
+* The request's ``prompt`` (a string, a list of strings, or token arrays) becomes one user message
+  per prompt; ``suffix`` is kept in ``params``. There is no history, so ``history_key`` is ``None``.
+* The response's ``choices[0].text`` is the text; other choices are counted in
+  ``provider_details``. ``finish_reason`` is ``stop``/``length``/``content_filter`` (OpenAI);
+  vLLM adds ``stop_reason`` (the matched stop string or token id, kept), Together sends ``eos``
+  (a stop) and reports ``null`` with the usage on a last chunk.
+* Streams are SSE chunks of the same object ending in ``data: [DONE]``; usage comes on the last
+  chunk when ``stream_options.include_usage`` is set (OpenAI), or on every chunk (vLLM: last wins).
+* Text completions have no tool calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult
+
+from cassettes.framing import Framed
+from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
+from cassettes.providers._base import Provider, as_str, error_from_body, finish_lookup, json_events
+from cassettes.providers.openai_chat import usage_from
+
+__all__ = ["OpenAICompletions", "finish_class", "prompt_messages"]
+
+_FINISH = {
+    "stop": FinishReason.COMPLETE,
+    "eos": FinishReason.COMPLETE,  # Together
+    "eos_token": FinishReason.COMPLETE,
+    "stop_sequence": FinishReason.COMPLETE,
+    "length": FinishReason.TRUNCATED_LENGTH,
+    "content_filter": FinishReason.FILTERED,
+    "abort": FinishReason.CANCELLED,  # vLLM
+    "error": FinishReason.ERROR,
+}
+
+_STRUCTURAL = {"model", "prompt", "stream"}
+
+
+def finish_class(raw: str | None) -> FinishReason | None:
+    return finish_lookup(_FINISH, raw)
+
+
+def prompt_messages(prompt: Any) -> list[Message]:
+    """A completion prompt (string, list of strings, token ids, list of token-id lists) as user
+    messages, one per prompt; token ids are described, not decoded."""
+    if prompt is None:
+        return []
+    items = prompt if isinstance(prompt, list) and not all(isinstance(t, int) for t in prompt) else [prompt]
+    out: list[Message] = []
+    for item in items:
+        if isinstance(item, str):
+            out.append(Message(role="user", parts=[Part(kind="text", text=item)]))
+        elif isinstance(item, list):
+            out.append(Message(role="user", parts=[Part(kind="other", text=f"[{len(item)} prompt token ids]", provider_details={"tokens": len(item)})]))
+        else:
+            out.append(Message(role="user", parts=[Part(kind="other", provider_details={"block": item})]))
+    return out
+
+
+class _Choice:
+    """The text and finish of choice 0, folded over stream chunks or read from one body."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.finish: str | None = None
+        self.details: dict[str, Any] = {}
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        for ch in chunk.get("choices") or []:
+            if not isinstance(ch, dict):
+                continue
+            if ch.get("index", 0) != 0:
+                self.details["choices"] = max(self.details.get("choices", 1), int(ch.get("index") or 0) + 1)
+                continue
+            if isinstance(ch.get("text"), str):
+                self.text.append(ch["text"])
+            if ch.get("finish_reason") is not None:
+                self.finish = as_str(ch["finish_reason"])
+            if ch.get("stop_reason") is not None:  # vLLM: the stop string or token that matched
+                self.details["stop_reason"] = ch["stop_reason"]
+            if ch.get("logprobs") is not None:
+                self.details["logprobs"] = True
+        for key in ("system_fingerprint", "object"):
+            if chunk.get(key) is not None:
+                self.details[key] = chunk[key]
+
+    def parts(self) -> list[Part]:
+        text = "".join(self.text)
+        return [Part(kind="text", text=text)] if text else []
+
+
+class OpenAICompletions(Provider):
+    family = "openai_completions"
+    otel_provider = "openai"
+    otel_operation = "text_completion"
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        path = url.path.rstrip("/")
+        if method.upper() != "POST" or not path.endswith("/completions") or path.endswith("/chat/completions"):
+            return 0
+        # Other "…/completions" routes (fill-in-the-middle under /fim/, Anthropic's /complete is
+        # elsewhere) have their own shapes: only a body with a prompt is claimed firmly.
+        if "/fim/" in path:
+            return 0
+        return 3 if isinstance(body, dict) and "prompt" in body else 1
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        parts = url.path.split("/")
+        if "deployments" in parts:  # Azure: the deployment chooses the model
+            i = parts.index("deployments")
+            return parts[i + 1] if i + 1 < len(parts) else None
+        return None
+
+    def history_key(self, body: Any) -> str | None:
+        return None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b = body if isinstance(body, dict) else {}
+        return NormalisedRequest(
+            family=self.family,
+            model=as_str(b.get("model")) or self.model_from_url(url),
+            stream=b.get("stream") is True,
+            messages=prompt_messages(b.get("prompt")),
+            params={k: v for k, v in b.items() if k not in _STRUCTURAL},
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b = body if isinstance(body, dict) else {}
+        if "error" in b and not b.get("choices"):
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        ch = _Choice()
+        ch.add(b)
+        return NormalisedResponse(
+            id=as_str(b.get("id")),
+            model=as_str(b.get("model")),
+            parts=ch.parts(),
+            finish_reason_raw=ch.finish,
+            finish_reason=finish_class(ch.finish) if ch.finish is not None else (FinishReason.UNKNOWN if b.get("choices") else None),
+            usage=usage_from(b.get("usage")),
+            complete=True,
+            provider_details=ch.details or None,
+        )
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        ch = _Choice()
+        resp_id = model = None
+        usage = error = None
+        done = False
+        events = 0
+        for _, chunk in json_events(framed):
+            if _ == "[DONE]":
+                done = True
+                continue
+            events += 1
+            if not isinstance(chunk, dict):
+                ch.details["unparsed_events"] = ch.details.get("unparsed_events", 0) + 1
+                continue
+            if chunk.get("error"):
+                error = error_from_body(chunk, None, in_stream=True)
+                continue
+            resp_id = resp_id or as_str(chunk.get("id")) or None
+            model = model or as_str(chunk.get("model")) or None
+            if chunk.get("usage"):
+                usage = usage_from(chunk["usage"])
+            ch.add(chunk)
+        finish = finish_class(ch.finish)
+        if finish is None and error is not None:
+            finish = FinishReason.ERROR
+        return NormalisedResponse(
+            id=resp_id,
+            model=model,
+            parts=ch.parts(),
+            finish_reason_raw=ch.finish,
+            finish_reason=finish,
+            usage=usage,
+            error=error,
+            complete=done and error is None,
+            events=events,
+            provider_details=ch.details or None,
+        )
+
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("OPENAI_API_KEY",)
