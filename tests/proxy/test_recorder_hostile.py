@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -37,7 +38,7 @@ class _Upstream(BaseHTTPRequestHandler):
     """Answers every chat request with a tool call whose arguments nest as deep as the request asks
     (``?depth=N``), streamed when the request says so; remembers a digest of every answer."""
 
-    sent: dict[str, str] = {}
+    sent: ClassVar[dict[str, str]] = {}
 
     def log_message(self, *args: object) -> None:
         pass
