@@ -188,13 +188,14 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
         return
     rt.family = adapter.family
     rt.operation = adapter.operation(ex.method, url)
-    if body is None and not too_big_req and rt.operation == "generate":
+    parsed = adapter.parses(rt.operation)  # generate, and the non-loop calls a family reads (embed)
+    if body is None and not too_big_req and parsed:
         if ex.request_body:
             rt.analysis_errors.append("request body is not valid JSON; kept raw, not parsed")
         elif ex.method.upper() == "POST":
             rt.analysis_errors.append("request has no body: nothing to parse")
     rt.stream = adapter.is_stream(url, body)
-    if body is not None and rt.operation == "generate":
+    if body is not None and parsed:
         try:
             _parse_request(rt, adapter, body, url, ex, base)
         except Exception as exc:
@@ -219,9 +220,11 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
         return
     # A retrieve of a stored response (Responses API, also resumed background streams) returns the
     # same response object as generate does.
-    if rt.operation not in ("generate", "retrieve"):
+    if rt.operation != "retrieve" and not parsed:
         return
     _parse_response(rt, adapter, framed)
+    if rt.response is not None:
+        adapter.add_header_facts(rt.response, ex.response_header)
 
 
 def _error_response(adapter: providers.Provider, framed: Framed, status: int | None) -> NormalisedResponse:

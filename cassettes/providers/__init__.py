@@ -22,6 +22,14 @@ _ADAPTERS = (
     ("gemini", "Gemini"),
     ("ollama", "OllamaChat"),
     ("bedrock", "BedrockConverse"),
+    ("bedrock", "BedrockInvoke"),
+    ("openai_completions", "OpenAICompletions"),
+    ("embeddings", "Embeddings"),
+    ("cohere", "CohereChat"),
+    ("anthropic_complete", "AnthropicComplete"),
+    ("text_generation", "Watsonx"),
+    ("text_generation", "TextGenerationInference"),
+    ("text_generation", "SageMaker"),
 )
 
 

@@ -27,7 +27,7 @@ from urllib.parse import SplitResult
 import orjson
 
 from cassettes import bounds
-from cassettes.framing import Framed
+from cassettes.framing import Event, Framed
 from cassettes.models import (
     ApiError,
     FinishReason,
@@ -42,6 +42,7 @@ __all__ = [
     "Provider",
     "as_int",
     "as_str",
+    "aws_payload_bytes",
     "compact_json",
     "error_from_body",
     "finish_lookup",
@@ -213,6 +214,31 @@ def json_events(framed: Framed) -> Iterator[tuple[str | None, Any]]:
             yield ev.event, bounds.loads(data)
         except orjson.JSONDecodeError:
             yield ev.event, None
+
+
+def aws_payload_bytes(ev: Event) -> bytes | None:
+    """The bytes an AWS event-stream ``chunk`` / ``PayloadPart`` frame carries: the base64
+    ``{"bytes": …}`` / ``{"Bytes": …}`` of InvokeModel streams, or the raw payload of SageMaker's.
+    ``None`` for exception and error frames and undecodable payloads."""
+    import base64
+    import binascii
+
+    if (ev.headers or {}).get(":message-type") in ("exception", "error"):
+        return None
+    data = ev.data.strip()
+    if data.startswith("{"):
+        try:
+            payload = bounds.loads(data)
+        except orjson.JSONDecodeError:
+            payload = None
+        if isinstance(payload, dict):
+            b64 = payload.get("bytes", payload.get("Bytes"))
+            if isinstance(b64, str):
+                try:
+                    return base64.b64decode(b64)
+                except (binascii.Error, ValueError):
+                    return None
+    return ev.data.encode()
 
 
 def as_int(v: Any) -> int | None:

@@ -1,8 +1,8 @@
 """Amazon Bedrock Converse: ``/model/{modelId}/converse`` and ``/converse-stream``.
 
 Not in WIRE.md; the shapes follow the recordings in the corpus (pydantic-ai ``test_bedrock``) and
-the Bedrock Runtime API reference. ``/model/{id}/invoke*`` is Anthropic's own body on Bedrock and
-belongs to the Anthropic adapter, not here.
+the Bedrock Runtime API reference. ``/model/{id}/invoke*`` with Anthropic's Messages body belongs
+to the Anthropic adapter; every other InvokeModel body is :class:`BedrockInvoke`'s (at the end).
 
 Usage: Bedrock's ``inputTokens`` *excludes* cache reads and writes. Every cached recording in the
 corpus has ``totalTokens == inputTokens + outputTokens + cacheReadInputTokens +
@@ -16,6 +16,7 @@ payload carries no ``type``. A stream is complete when ``messageStop`` *and* the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
@@ -38,6 +39,7 @@ from cassettes.providers._base import (
     Provider,
     as_int,
     as_str,
+    aws_payload_bytes,
     error_from_body,
     finish_lookup,
     media_part,
@@ -45,7 +47,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 
-__all__ = ["BedrockConverse"]
+__all__ = ["BedrockConverse", "BedrockInvoke"]
 
 Block = dict[str, Any]
 
@@ -443,3 +445,308 @@ def _stream_part(st: Block) -> Part:
         start = st.get("start") or {}
         return _block({"toolResult": {**start, "content": st.get("content", [])}})
     return Part(kind="other", provider_details={k: v for k, v in st.items() if k != "kind"})
+
+
+# -- InvokeModel with the model's own body (everything but Anthropic Messages) ------------------
+#
+# ``/model/{id}/invoke`` and ``/invoke-with-response-stream`` carry each model vendor's native body
+# (Bedrock's "inference parameters for foundation models" reference). Anthropic Messages bodies
+# (``anthropic_version`` with ``messages``) belong to the Anthropic adapter; everything else is
+# read here by its shape, and the model id in the URL tells the rest:
+#
+# * Amazon Nova — the Converse shapes (``schemaVersion: messages-v1``; ``output.message``,
+#   ``stopReason``, ``usage``); the stream's chunks are Converse events keyed by name.
+# * Amazon Titan Text — ``inputText`` → ``results[0].outputText`` / ``completionReason``
+#   (``FINISH``, ``LENGTH``, ``CONTENT_FILTERED``), ``inputTextTokenCount``, ``tokenCount``.
+# * Meta Llama — ``prompt`` → ``generation``, ``stop_reason``, ``prompt_token_count``,
+#   ``generation_token_count``.
+# * Mistral — text ``prompt`` → ``outputs[0].text`` / ``stop_reason``; chat ``messages`` (Mistral
+#   Large) → OpenAI-like ``choices`` whose finish is ``stop_reason``.
+# * Cohere — Command R ``message``/``chat_history`` (Cohere v1 chat, read by the Cohere adapter's
+#   code); Command ``prompt`` → ``generations[0].text`` / ``finish_reason``; Embed ``texts``.
+# * AI21 — Jamba ``messages`` → OpenAI-like ``choices`` and ``usage``; Jurassic-2 ``prompt`` →
+#   ``completions[0].data.text`` / ``finishReason.reason``.
+# * Anthropic's legacy ``prompt`` (Claude 2 / Instant) → read as the Text Completions API.
+# * Embedding models (an ``embed`` model id): Titan ``inputText`` → ``embedding``,
+#   ``inputTextTokenCount``; Cohere ``texts`` → ``embeddings``. Operation ``embed`` (not a turn).
+#
+# Usage the body lacks comes from the ``x-amzn-bedrock-input-token-count`` /
+# ``-output-token-count`` response headers, and in streams from the last chunk's
+# ``amazon-bedrock-invocationMetrics``.
+
+_INVOKE_ACTIONS = ("invoke", "invoke-with-response-stream")
+
+_TEXT_FINISH = {
+    # Titan
+    "FINISH": FinishReason.COMPLETE,
+    "LENGTH": FinishReason.TRUNCATED_LENGTH,
+    "CONTENT_FILTERED": FinishReason.FILTERED,
+    "STOP_CRITERIA_MET": FinishReason.COMPLETE,
+    "RAG_QUERY_WHEN_RAG_DISABLED": FinishReason.OTHER,
+    # Llama, Mistral
+    "stop": FinishReason.COMPLETE,
+    "length": FinishReason.TRUNCATED_LENGTH,
+    "tool_calls": FinishReason.TOOL_CALL,
+    "model_length": FinishReason.TRUNCATED_CONTEXT,
+    # Cohere Command
+    "COMPLETE": FinishReason.COMPLETE,
+    "MAX_TOKENS": FinishReason.TRUNCATED_LENGTH,
+    "ERROR_TOXIC": FinishReason.FILTERED,
+    "ERROR": FinishReason.ERROR,
+    # AI21 Jurassic-2
+    "endoftext": FinishReason.COMPLETE,
+    "stop_sequence": FinishReason.COMPLETE,
+    "max_tokens": FinishReason.TRUNCATED_LENGTH,
+}
+
+
+def _invoke_target(url: SplitResult) -> tuple[str, str] | None:
+    found = _split(url)
+    return found if found is not None and found[1] in _INVOKE_ACTIONS else None
+
+
+def _is_embed_model(model: str | None) -> bool:
+    return "embed" in (model or "").lower()
+
+
+def _text_chunk(d: dict[str, Any]) -> tuple[str, str | None, int | None, int | None]:
+    """(text piece, finish, input tokens, output tokens) of a text-model body or stream chunk."""
+    if "results" in d:  # Titan
+        r = _obj((d.get("results") or [{}])[0])
+        return as_str(r.get("outputText")) or "", as_str(r.get("completionReason")), as_int(d.get("inputTextTokenCount")), as_int(r.get("tokenCount"))
+    if "outputText" in d:  # Titan stream chunk
+        return as_str(d.get("outputText")) or "", as_str(d.get("completionReason")), as_int(d.get("inputTextTokenCount")), as_int(d.get("totalOutputTextTokenCount"))
+    if "generation" in d:  # Llama
+        return as_str(d.get("generation")) or "", as_str(d.get("stop_reason")), as_int(d.get("prompt_token_count")), as_int(d.get("generation_token_count"))
+    if "outputs" in d:  # Mistral text
+        o = _obj((d.get("outputs") or [{}])[0])
+        return as_str(o.get("text")) or "", as_str(o.get("stop_reason")), None, None
+    if "generations" in d:  # Cohere Command
+        g = _obj((d.get("generations") or [{}])[0])
+        return as_str(g.get("text")) or "", as_str(g.get("finish_reason")), None, None
+    if "completions" in d:  # AI21 Jurassic-2
+        c = _obj((d.get("completions") or [{}])[0])
+        prompt_tokens = _obj(d.get("prompt")).get("tokens")
+        out_tokens = _obj(c.get("data")).get("tokens")
+        return (
+            as_str(_obj(c.get("data")).get("text")) or "",
+            as_str(_obj(c.get("finishReason")).get("reason")),
+            len(prompt_tokens) if isinstance(prompt_tokens, list) else None,
+            len(out_tokens) if isinstance(out_tokens, list) else None,
+        )
+    if "choices" in d:  # Mistral / Jamba chat (non-streamed message, or a chunk with message/delta)
+        ch = _obj((d.get("choices") or [{}])[0])
+        msg = _obj(ch.get("message") or ch.get("delta"))
+        text = msg.get("content")
+        return as_str(text) if isinstance(text, str) else "", as_str(ch.get("finish_reason") or ch.get("stop_reason")), None, None
+    if "text" in d and "is_finished" in d:  # Cohere Command stream chunk
+        return as_str(d.get("text")) or "", as_str(d.get("finish_reason")), None, None
+    return "", None, None, None
+
+
+def _metrics_usage(usage: Usage | None, metrics: Any) -> Usage | None:
+    m = _obj(metrics)
+    inp, out = as_int(m.get("inputTokenCount")), as_int(m.get("outputTokenCount"))
+    if inp is None and out is None:
+        return usage
+    u = usage or Usage()
+    u.input_tokens = u.input_tokens if u.input_tokens is not None else inp
+    u.output_tokens = u.output_tokens if u.output_tokens is not None else out
+    if u.input_tokens is not None and u.output_tokens is not None and u.total_tokens is None:
+        u.total_tokens = u.input_tokens + u.output_tokens
+    u.raw = {**(u.raw or {}), "invocationMetrics": m}
+    return u
+
+
+def _synthetic(kind: Any, items: list[tuple[str | None, Any]]) -> Framed:
+    from cassettes.framing import Event
+
+    return Framed(kind, [Event(data=orjson.dumps(v).decode(), event=name) for name, v in items])
+
+
+class BedrockInvoke(Provider):
+    family = "bedrock_invoke"
+    price_provider = "aws"
+    otel_provider = "aws.bedrock"
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        if method.upper() != "POST" or _invoke_target(url) is None:
+            return 0
+        if isinstance(body, dict) and "anthropic_version" in body and "messages" in body:
+            return 0  # Anthropic Messages on Bedrock: the Anthropic adapter's
+        if isinstance(body, dict) and "prompt" in body and "anthropic" in (self.model_from_url(url) or ""):
+            return 4  # Claude 2's legacy prompt, even with anthropic_version set
+        return 2
+
+    def operation(self, method: str, url: SplitResult) -> str:
+        return "embed" if _is_embed_model(self.model_from_url(url)) else "generate"
+
+    def parses(self, operation: str) -> bool:
+        return operation in ("generate", "embed")
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        found = _invoke_target(url)
+        return found is not None and found[1] == "invoke-with-response-stream"
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        found = _split(url)
+        return found[0] if found else None
+
+    def price_model(self, model: str) -> str:
+        """``us.amazon.nova-pro-v1:0`` / an inference-profile ARN → the model id genai-prices knows."""
+        m = model.rsplit("/", 1)[-1]
+        head, _, rest = m.partition(".")
+        return rest if head in ("us", "eu", "apac", "global", "jp", "au", "ca") and rest else m
+
+    def history_key(self, body: Any) -> str | None:
+        if isinstance(body, dict):
+            for key in ("messages", "chat_history"):
+                if isinstance(body.get(key), list):
+                    return key
+        return None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        from cassettes.providers.anthropic_complete import complete_request
+        from cassettes.providers.cohere import v1_request
+        from cassettes.providers.openai_chat import OpenAIChat
+        from cassettes.providers.openai_completions import prompt_messages
+
+        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        model = self.model_from_url(url)
+        stream = self.is_stream(url, b)
+        if "anthropic" in (model or "") and "prompt" in b:
+            return complete_request(b, self.family, model, stream)
+        if "message" in b or "chat_history" in b:
+            return v1_request(b, self.family, model, stream)
+        if "messages" in b and ("schemaVersion" in b or "nova" in (model or "")):
+            req = BedrockConverse().parse_request(b, url)
+            req.family = self.family
+            return req
+        if "messages" in b:
+            req = OpenAIChat().parse_request(b, url)
+            req.family, req.model, req.stream = self.family, model, stream
+            return req
+        key = next((k for k in ("inputText", "prompt", "texts") if k in b), None)
+        params = {k: v for k, v in b.items() if k != key}
+        if isinstance(b.get("textGenerationConfig"), dict):
+            params.update(params.pop("textGenerationConfig"))
+        return NormalisedRequest(
+            family=self.family, model=model, stream=stream, messages=prompt_messages(b.get(key)) if key else [], params=params
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        from cassettes.providers.anthropic_complete import complete_response
+        from cassettes.providers.cohere import v1_response
+        from cassettes.providers.embeddings import vectors_summary
+        from cassettes.providers.openai_chat import OpenAIChat
+
+        b: dict[str, Any] = body if isinstance(body, dict) else {}
+        if ("message" in b or "Message" in b) and len(b) <= 2 and not isinstance(b.get("message"), dict):
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        if isinstance(b.get("output"), dict):  # Nova: Converse's response shape
+            return BedrockConverse().parse_response(b)
+        if "embedding" in b or "embeddings" in b:
+            n = as_int(b.get("inputTextTokenCount"))
+            return NormalisedResponse(
+                id=as_str(b.get("id")),
+                usage=Usage(input_tokens=n, total_tokens=n, raw={"inputTextTokenCount": n}) if n is not None else None,
+                complete=True,
+                provider_details=vectors_summary(b.get("embeddings") if "embeddings" in b else [b.get("embedding")]) or None,
+            )
+        if "completion" in b and "stop_reason" in b:
+            return complete_response(b)
+        if "response_id" in b or "generation_id" in b or ("text" in b and "finish_reason" in b and "is_finished" not in b):
+            return v1_response(b)
+        if "choices" in b:
+            resp = OpenAIChat().parse_response(b)
+            if resp.finish_reason_raw is None:  # Mistral on Bedrock: ``stop_reason`` in the choice
+                raw = _text_chunk(b)[1]
+                has_calls = bool(resp.tool_calls)
+                resp.finish_reason_raw = raw
+                resp.finish_reason = finish_lookup(_TEXT_FINISH, raw)
+                if resp.finish_reason is FinishReason.COMPLETE and has_calls:
+                    resp.finish_reason = FinishReason.TOOL_CALL
+            return resp
+        text, raw, inp, out = _text_chunk(b)
+        return NormalisedResponse(
+            id=as_str(b.get("id")),
+            parts=[Part(kind="text", text=text)] if text else [],
+            finish_reason_raw=raw,
+            finish_reason=finish_lookup(_TEXT_FINISH, raw),
+            usage=_metrics_usage(None, {"inputTokenCount": inp, "outputTokenCount": out}),
+            complete=True,
+        )
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        from cassettes.providers.anthropic_complete import AnthropicComplete
+        from cassettes.providers.cohere import reassemble_v1
+        from cassettes.providers.openai_chat import OpenAIChat
+
+        chunks: list[dict[str, Any]] = []
+        error: ApiError | None = None
+        metrics: Any = None
+        for ev in framed.events:
+            headers = ev.headers or {}
+            if headers.get(":message-type") in ("exception", "error"):
+                error = BedrockConverse().parse_error(ev.data, None)
+                error.type = error.type or as_str(headers.get(":exception-type") or headers.get(":error-code"))
+                error.in_stream = True
+                continue
+            raw = aws_payload_bytes(ev)
+            try:
+                d = bounds.loads(raw) if raw else None
+            except orjson.JSONDecodeError:
+                d = None
+            if isinstance(d, dict):
+                metrics = d.pop("amazon-bedrock-invocationMetrics", metrics)
+                chunks.append(d)
+        first = chunks[0] if chunks else {}
+        resp: NormalisedResponse
+        if any(k in first for k in ("messageStart", "contentBlockDelta", "contentBlockStart")):  # Nova
+            named = [(next(iter(c)), c[next(iter(c))]) for c in chunks if len(c) == 1]
+            resp = BedrockConverse().reassemble(_synthetic("aws_eventstream", named))
+            if not resp.complete and resp.finish_reason_raw is not None:
+                resp.complete = True  # Nova's invoke stream may end without Converse's metadata event
+        elif any("event_type" in c for c in chunks):  # Cohere Command R
+            resp = reassemble_v1(_synthetic("ndjson", [(None, c) for c in chunks]))
+        elif any("completion" in c for c in chunks):  # Anthropic legacy
+            resp = AnthropicComplete().reassemble(_synthetic("sse", [("completion", c) for c in chunks]))
+        elif any("delta" in ch for c in chunks for ch in c.get("choices") or [] if isinstance(ch, dict)):
+            resp = OpenAIChat().reassemble(_synthetic("sse", [(None, c) for c in chunks]))
+            resp.complete = resp.finish_reason_raw is not None
+        else:
+            text: list[str] = []
+            finish: str | None = None
+            inp = out = None
+            for c in chunks:
+                piece, f, i, o = _text_chunk(c)
+                text.append(piece)
+                finish = f or finish
+                inp, out = (i if i is not None else inp), (o if o is not None else out)
+            joined = "".join(text)
+            resp = NormalisedResponse(
+                parts=[Part(kind="text", text=joined)] if joined else [],
+                finish_reason_raw=finish,
+                finish_reason=finish_lookup(_TEXT_FINISH, finish),
+                usage=_metrics_usage(None, {"inputTokenCount": inp, "outputTokenCount": out}),
+                complete=finish is not None,
+            )
+        resp.usage = _metrics_usage(resp.usage, metrics)
+        resp.events = len(framed.events)
+        if error is not None:
+            resp.error = error
+            resp.complete = False
+            resp.finish_reason = resp.finish_reason or FinishReason.ERROR
+        return resp
+
+    def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+        response.usage = _metrics_usage(
+            response.usage,
+            {"inputTokenCount": header("x-amzn-bedrock-input-token-count"), "outputTokenCount": header("x-amzn-bedrock-output-token-count")},
+        )
+
+    def replay_error(self, status: int, message: str, code: str) -> Any:
+        return {"message": message, "__type": code}
+
+    def parse_error(self, body: Any, status: int | None) -> ApiError:
+        return BedrockConverse().parse_error(body, status)

@@ -1,0 +1,448 @@
+"""Cohere chat, v2 (``POST …/v2/chat``) and v1 (``POST …/v1/chat``), and Cohere's own bodies where
+another host serves them (Bedrock InvokeModel with a ``cohere.command-r*`` model uses the v1 body).
+
+Schemas: the ``cohere`` SDK's ``ChatResponse`` (v2), ``NonStreamedChatResponse`` (v1) and their
+stream event types (``tests/cassettes/providers/test_cohere.py`` checks the corpus bodies and the
+fixtures against them).
+
+v2 is OpenAI-like: ``messages`` with ``role`` ``system``/``user``/``assistant``/``tool``,
+``content`` a string or a list of ``{"type": "text"|"thinking"|"image_url"|"document"}`` blocks,
+``tool_calls`` of ``{"id", "type": "function", "function": {"name", "arguments": "<json>"}}``,
+tool results as ``role: tool`` with ``tool_call_id``. The reply is ``message.content`` plus
+``message.tool_plan`` (the model's plan before calling tools, kept as a reasoning part with
+``provider_details.field = "tool_plan"``) and ``message.tool_calls``. Streams are SSE events whose
+``type`` is ``message-start``, ``content-start/-delta/-end``, ``tool-plan-delta``,
+``tool-call-start/-delta/-end``, ``citation-*`` and ``message-end`` (finish and usage).
+
+v1: ``message`` (the new user turn), ``chat_history`` (``role`` ``USER``/``CHATBOT``/``SYSTEM``/
+``TOOL``), ``preamble`` (system), ``tools`` with ``parameter_definitions``, and ``tool_results``
+(``{"call": {"name", "parameters"}, "outputs": [...]}``). The reply is ``text``, ``tool_calls``
+(``{"name", "parameters"}``, no id: the call is matched to its result by name and parameters)
+and ``finish_reason``. Streams are NDJSON events with ``event_type`` ``stream-start``,
+``text-generation``, ``tool-calls-chunk``, ``tool-calls-generation`` and ``stream-end`` (which
+carries the whole response).
+
+Usage: ``usage.billed_units`` (v2; ``meta.billed_units`` in v1) is what Cohere charges and is used
+as input/output tokens; ``usage.tokens`` (the full token counts, including the system template)
+and ``cached_tokens`` stay in ``usage.raw``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult
+
+from cassettes.framing import Framed
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+from cassettes.providers._base import (
+    Provider,
+    as_int,
+    as_str,
+    compact_json,
+    error_from_body,
+    finish_lookup,
+    json_events,
+    media_part,
+    text_of,
+    tool_call_from_object,
+    tool_call_from_string,
+)
+
+__all__ = ["CohereChat", "finish_class", "usage_from", "v1_request", "v1_response"]
+
+JSON = dict[str, Any]
+
+_FINISH = {
+    "COMPLETE": FinishReason.COMPLETE,
+    "STOP_SEQUENCE": FinishReason.COMPLETE,
+    "END_TURN": FinishReason.COMPLETE,  # Bedrock's Cohere models
+    "MAX_TOKENS": FinishReason.TRUNCATED_LENGTH,
+    "TOOL_CALL": FinishReason.TOOL_CALL,
+    "ERROR": FinishReason.ERROR,
+    "ERROR_TOXIC": FinishReason.FILTERED,
+    "ERROR_LIMIT": FinishReason.TRUNCATED_CONTEXT,
+    "USER_CANCEL": FinishReason.CANCELLED,
+    "TIMEOUT": FinishReason.ERROR,
+}
+
+_V1_ROLES = {"USER": "user", "CHATBOT": "assistant", "SYSTEM": "system", "TOOL": "tool"}
+_V2_STRUCTURAL = {"model", "messages", "tools", "stream", "tool_choice"}
+_V1_STRUCTURAL = {"model", "message", "chat_history", "preamble", "tools", "tool_results", "stream"}
+
+
+def finish_class(raw: str | None, has_calls: bool = False) -> FinishReason | None:
+    cls = finish_lookup(_FINISH, raw)
+    if cls is FinishReason.COMPLETE and has_calls:  # v1 reports COMPLETE on a turn with tool calls
+        return FinishReason.TOOL_CALL
+    return cls
+
+
+def usage_from(u: Any) -> Usage | None:
+    """v2 ``usage`` or v1 ``meta``: billed units as the counts, the rest kept raw."""
+    if not isinstance(u, dict):
+        return None
+    billed = u.get("billed_units") if isinstance(u.get("billed_units"), dict) else {}
+    tokens = u.get("tokens") if isinstance(u.get("tokens"), dict) else {}
+    src = billed or tokens
+    if not src:
+        return None
+    inp, out = as_int(src.get("input_tokens")), as_int(src.get("output_tokens"))
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=inp + out if inp is not None and out is not None else None,
+        raw={k: u[k] for k in ("billed_units", "tokens", "cached_tokens") if k in u},
+    )
+
+
+def _version(url: SplitResult) -> str | None:
+    segs = [s for s in url.path.split("/") if s]
+    if len(segs) >= 2 and segs[-1] == "chat" and segs[-2] in ("v1", "v2"):
+        return segs[-2]
+    return None
+
+
+# -- v2 ----------------------------------------------------------------------------------------
+
+
+def _v2_content(content: Any) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [Part(kind="text", text=content)] if content else []
+    out: list[Part] = []
+    for block in content if isinstance(content, list) else [content]:
+        if not isinstance(block, dict):
+            out.append(Part(kind="text", text=str(block)))
+            continue
+        t = block.get("type")
+        if t == "text":
+            out.append(Part(kind="text", text=as_str(block.get("text")) or ""))
+        elif t == "thinking":
+            out.append(Part(kind="reasoning", text=as_str(block.get("thinking"))))
+        elif t in ("image_url", "image", "document"):
+            out.append(media_part(block, "image" if t != "document" else "document"))
+        else:
+            out.append(Part(kind="other", provider_details={"block": block}))
+    return out
+
+
+def _v2_calls(calls: Any) -> list[Part]:
+    out: list[Part] = []
+    for tc in calls if isinstance(calls, list) else []:
+        if isinstance(tc, dict):
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            out.append(Part(kind="tool_call", tool_call=tool_call_from_string(tc.get("id"), fn.get("name"), fn.get("arguments"))))
+    return out
+
+
+def _plan(text: Any) -> list[Part]:
+    return [Part(kind="reasoning", text=text, provider_details={"field": "tool_plan"})] if isinstance(text, str) and text else []
+
+
+def _v2_message(m: Any) -> Message:
+    if not isinstance(m, dict):
+        return Message(role="unknown", parts=[Part(kind="other", provider_details={"block": m})])
+    role = as_str(m.get("role")) or "unknown"
+    if role == "tool":
+        result = ToolResult(call_id=as_str(m.get("tool_call_id")), content=text_of(m.get("content")))
+        return Message(role="tool", parts=[Part(kind="tool_result", tool_result=result)])
+    parts = _plan(m.get("tool_plan")) + _v2_content(m.get("content")) + _v2_calls(m.get("tool_calls"))
+    return Message(role=role, parts=parts)
+
+
+def _v2_tools(tools: Any) -> list[ToolSpec]:
+    out: list[ToolSpec] = []
+    for t in tools if isinstance(tools, list) else []:
+        fn = t.get("function") if isinstance(t, dict) else None
+        if isinstance(fn, dict):
+            params = fn.get("parameters")
+            out.append(ToolSpec(name=as_str(fn.get("name")) or "", description=as_str(fn.get("description")), parameters=params if isinstance(params, dict) else None))
+    return out
+
+
+def _tool_choice_mode(tc: Any) -> str | None:
+    """v2 ``tool_choice`` is ``REQUIRED`` or ``NONE``; absent means auto."""
+    if tc is None:
+        return None
+    return {"REQUIRED": "required", "NONE": "none", "AUTO": "auto"}.get(str(tc).upper(), str(tc))
+
+
+def _v2_response(b: JSON) -> NormalisedResponse:
+    msg = b.get("message") if isinstance(b.get("message"), dict) else {}
+    parts = _v2_message({**msg, "role": "assistant"}).parts
+    raw = as_str(b.get("finish_reason"))
+    has_calls = any(p.kind == "tool_call" for p in parts)
+    details = {"citations": msg["citations"]} if msg.get("citations") else {}
+    return NormalisedResponse(
+        id=as_str(b.get("id")),
+        parts=parts,
+        finish_reason_raw=raw,
+        finish_reason=finish_class(raw, has_calls),
+        usage=usage_from(b.get("usage")),
+        complete=True,
+        provider_details=details or None,
+    )
+
+
+# -- v1 ----------------------------------------------------------------------------------------
+
+
+def _v1_call(tc: Any) -> ToolCall:
+    d = tc if isinstance(tc, dict) else {}
+    return tool_call_from_object(d.get("id"), d.get("name"), d.get("parameters"))
+
+
+def _v1_results(results: Any) -> list[Part]:
+    out: list[Part] = []
+    for r in results if isinstance(results, list) else []:
+        if not isinstance(r, dict):
+            continue
+        call = r.get("call") if isinstance(r.get("call"), dict) else {}
+        outputs = r.get("outputs")
+        content = outputs if isinstance(outputs, str) else compact_json(outputs) if outputs is not None else ""
+        out.append(
+            Part(
+                kind="tool_result",
+                tool_result=ToolResult(name=as_str(call.get("name")), content=content),
+                provider_details={"call": call},
+            )
+        )
+    return out
+
+
+def _v1_message(m: Any) -> Message:
+    if not isinstance(m, dict):
+        return Message(role="unknown", parts=[Part(kind="other", provider_details={"block": m})])
+    role = _V1_ROLES.get(str(m.get("role")).upper(), as_str(m.get("role")) or "unknown")
+    parts: list[Part] = []
+    if isinstance(m.get("message"), str) and m["message"]:
+        parts.append(Part(kind="text", text=m["message"]))
+    for tc in m.get("tool_calls") or []:
+        parts.append(Part(kind="tool_call", tool_call=_v1_call(tc)))
+    parts.extend(_v1_results(m.get("tool_results")))
+    return Message(role=role, parts=parts)
+
+
+def _v1_tools(tools: Any) -> list[ToolSpec]:
+    out: list[ToolSpec] = []
+    for t in tools if isinstance(tools, list) else []:
+        if not isinstance(t, dict):
+            continue
+        defs = t.get("parameter_definitions")
+        params: JSON | None = None
+        if isinstance(defs, dict):  # {"city": {"type": "str", "description": …, "required": true}}
+            params = {
+                "type": "object",
+                "properties": {k: {kk: vv for kk, vv in v.items() if kk != "required"} for k, v in defs.items() if isinstance(v, dict)},
+                "required": [k for k, v in defs.items() if isinstance(v, dict) and v.get("required")],
+            }
+        out.append(ToolSpec(name=as_str(t.get("name")) or "", description=as_str(t.get("description")), parameters=params))
+    return out
+
+
+def v1_request(b: JSON, family: str, model: str | None, stream: bool) -> NormalisedRequest:
+    """A v1 chat body (also Bedrock's ``cohere.command-r*`` InvokeModel body)."""
+    messages = [_v1_message(m) for m in b.get("chat_history") or []]
+    if b.get("tool_results"):
+        messages.append(Message(role="tool", parts=_v1_results(b["tool_results"])))
+    if isinstance(b.get("message"), str) and b["message"]:
+        messages.append(Message(role="user", parts=[Part(kind="text", text=b["message"])]))
+    system = [Part(kind="text", text=b["preamble"])] if isinstance(b.get("preamble"), str) and b["preamble"] else []
+    system += [p for m in messages if m.role == "system" for p in m.parts]
+    return NormalisedRequest(
+        family=family,
+        model=as_str(b.get("model")) or model,
+        stream=stream,
+        system=system,
+        messages=messages,
+        tools=_v1_tools(b.get("tools")),
+        params={k: v for k, v in b.items() if k not in _V1_STRUCTURAL},
+        history_key="chat_history",
+    )
+
+
+def v1_response(b: JSON) -> NormalisedResponse:
+    """A v1 chat response (also the ``stream-end`` event's ``response``, and Bedrock's)."""
+    parts: list[Part] = []
+    if isinstance(b.get("text"), str) and b["text"]:
+        parts.append(Part(kind="text", text=b["text"]))
+    for tc in b.get("tool_calls") or []:
+        parts.append(Part(kind="tool_call", tool_call=_v1_call(tc)))
+    raw = as_str(b.get("finish_reason"))
+    details = {k: b[k] for k in ("generation_id", "citations", "search_queries") if b.get(k)}
+    return NormalisedResponse(
+        id=as_str(b.get("response_id") or b.get("id")),
+        parts=parts,
+        finish_reason_raw=raw,
+        finish_reason=finish_class(raw, any(p.kind == "tool_call" for p in parts)),
+        usage=usage_from(b.get("meta")),
+        complete=True,
+        provider_details=details or None,
+    )
+
+
+class _V2Stream:
+    """Folds v2 stream events (``type``-tagged) into one response."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, Part] = {}
+        self.plan: list[str] = []
+        self.calls: dict[int, JSON] = {}
+        self.raw: str | None = None
+        self.usage: Usage | None = None
+        self.error: ApiError | None = None
+        self.id: str | None = None
+        self.done = False
+
+    def add(self, ev: JSON) -> None:
+        t = ev.get("type")
+        delta = ev.get("delta") if isinstance(ev.get("delta"), dict) else {}
+        msg = delta.get("message") if isinstance(delta.get("message"), dict) else {}
+        idx = as_int(ev.get("index")) or 0
+        if t == "message-start":
+            self.id = as_str(ev.get("id"))
+        elif t in ("content-start", "content-delta"):
+            content = msg.get("content") if isinstance(msg.get("content"), dict) else {}
+            part = self.blocks.setdefault(idx, Part(kind="reasoning" if content.get("type") == "thinking" or "thinking" in content else "text", text=""))
+            piece = content.get("thinking") if part.kind == "reasoning" else content.get("text")
+            part.text = (part.text or "") + (piece if isinstance(piece, str) else "")
+        elif t == "tool-plan-delta":
+            if isinstance(msg.get("tool_plan"), str):
+                self.plan.append(msg["tool_plan"])
+        elif t in ("tool-call-start", "tool-call-delta"):
+            tc = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), dict) else {}
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            st = self.calls.setdefault(idx, {"id": None, "name": None, "arguments": ""})
+            st["id"] = st["id"] or tc.get("id")
+            st["name"] = st["name"] or fn.get("name")
+            if isinstance(fn.get("arguments"), str):
+                st["arguments"] += fn["arguments"]
+        elif t == "message-end":
+            self.done = True
+            self.raw = as_str(delta.get("finish_reason"))
+            self.usage = usage_from(delta.get("usage"))
+            if delta.get("error"):
+                self.error = ApiError(message=as_str(delta["error"]), in_stream=True, raw=ev)
+
+    def result(self, events: int) -> NormalisedResponse:
+        parts = _plan("".join(self.plan)) + [self.blocks[i] for i in sorted(self.blocks)]
+        parts += [Part(kind="tool_call", tool_call=tool_call_from_string(c["id"], c["name"], c["arguments"])) for _, c in sorted(self.calls.items())]
+        finish = finish_class(self.raw, bool(self.calls))
+        return NormalisedResponse(
+            id=self.id,
+            parts=parts,
+            finish_reason_raw=self.raw,
+            finish_reason=finish if finish is not None else (FinishReason.ERROR if self.error else None),
+            usage=self.usage,
+            error=self.error,
+            complete=self.done,
+            events=events,
+        )
+
+
+def reassemble_v1(framed: Framed) -> NormalisedResponse:
+    """v1 NDJSON events: the text as generated, then ``stream-end`` with the whole response."""
+    text: list[str] = []
+    calls: list[Part] = []
+    end: NormalisedResponse | None = None
+    events = 0
+    for _, ev in json_events(framed):
+        events += 1
+        if not isinstance(ev, dict):
+            continue
+        kind = ev.get("event_type")
+        if kind == "text-generation" and isinstance(ev.get("text"), str):
+            text.append(ev["text"])
+        elif kind == "tool-calls-generation":
+            calls = [Part(kind="tool_call", tool_call=_v1_call(tc)) for tc in ev.get("tool_calls") or []]
+        elif kind == "stream-end":
+            resp = ev.get("response") if isinstance(ev.get("response"), dict) else {}
+            end = v1_response({**resp, "finish_reason": ev.get("finish_reason", resp.get("finish_reason"))})
+    if end is not None:
+        end.events = events
+        return end
+    parts = ([Part(kind="text", text="".join(text))] if text else []) + calls
+    return NormalisedResponse(parts=parts, complete=False, events=events)
+
+
+class CohereChat(Provider):
+    family = "cohere"
+    price_provider = "cohere"
+    otel_provider = "cohere"
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        v = _version(url)
+        if method.upper() != "POST" or v is None:
+            return 0
+        if not isinstance(body, dict):
+            return 1
+        if v == "v2":
+            return 3 if "messages" in body else 1
+        return 3 if "message" in body or "chat_history" in body else 1
+
+    def history_key(self, body: Any) -> str | None:
+        if isinstance(body, dict):
+            if isinstance(body.get("messages"), list):
+                return "messages"
+            if isinstance(body.get("chat_history"), list):
+                return "chat_history"
+        return None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b = body if isinstance(body, dict) else {}
+        stream = b.get("stream") is True
+        if _version(url) == "v1" or ("messages" not in b and ("message" in b or "chat_history" in b)):
+            return v1_request(b, self.family, None, stream)
+        messages = [_v2_message(m) for m in b.get("messages") or []]
+        return NormalisedRequest(
+            family=self.family,
+            model=as_str(b.get("model")),
+            stream=stream,
+            system=[p for m in messages if m.role == "system" for p in m.parts],
+            messages=messages,
+            tools=_v2_tools(b.get("tools")),
+            tool_choice=b.get("tool_choice"),
+            tool_choice_mode=_tool_choice_mode(b.get("tool_choice")),
+            params={k: v for k, v in b.items() if k not in _V2_STRUCTURAL},
+            history_key="messages",
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b = body if isinstance(body, dict) else {}
+        if "message" in b and isinstance(b["message"], str) and "text" not in b:
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        if "text" in b or "response_id" in b or "generation_id" in b:
+            return v1_response(b)
+        return _v2_response(b)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        if framed.kind == "ndjson" or any(isinstance(ev, dict) and "event_type" in ev for _, ev in json_events(framed)):
+            return reassemble_v1(framed)
+        acc = _V2Stream()
+        events = 0
+        for _, ev in json_events(framed):
+            events += 1
+            if isinstance(ev, dict):
+                if ev.get("type") == "error" or ("message" in ev and "type" not in ev):
+                    acc.error = error_from_body(ev, None, in_stream=True)
+                    continue
+                acc.add(ev)
+        return acc.result(events)
+
+    def replay_error(self, status: int, message: str, code: str) -> Any:
+        return {"message": message}
+
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("CO_API_KEY", "COHERE_API_KEY")

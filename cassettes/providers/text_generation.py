@@ -1,0 +1,436 @@
+"""Generation endpoints that are neither OpenAI's nor a chat vendor's own: IBM watsonx.ai, Hugging
+Face Text Generation Inference (TGI, also the HF Inference API) and Amazon SageMaker endpoints.
+
+**watsonx.ai** (``…/ml/v1/text/{generation,generation_stream,chat,chat_stream,embeddings}`` and
+``…/ml/v1/deployments/{id}/text/…``; documented in the watsonx.ai REST API reference):
+``generation`` takes ``{"input", "model_id", "parameters"}`` and answers ``{"model_id",
+"results": [{"generated_text", "generated_token_count", "input_token_count", "stop_reason"}]}``;
+``generation_stream`` sends the same object per SSE event (counts cumulative, ``stop_reason``
+``not_finished`` until the last). ``chat`` / ``chat_stream`` are OpenAI Chat Completions bodies
+with ``model_id`` for ``model`` (parsed by the OpenAI Chat adapter's code). ``embeddings``
+(``{"inputs"}`` → ``{"results": [{"embedding"}], "input_token_count"}``) is a non-loop call.
+
+**TGI** (``POST /generate``, ``/generate_stream``, ``/`` and the HF Inference API's
+``/models/{id}``; schema: TGI's OpenAPI document): ``{"inputs", "parameters"}`` →
+``{"generated_text", "details": {"finish_reason", "generated_tokens", "prefill", …}}`` (a list of
+them from ``/`` and the Inference API); the stream sends ``{"token": {"text"}, "generated_text":
+null, "details": null}`` per token, the last with the whole ``generated_text`` and ``details``.
+Output tokens are ``details.generated_tokens``; input tokens come from ``details.prefill`` (only
+when ``decoder_input_details`` was asked), the stream's ``details.input_length`` or the
+``x-prompt-tokens`` response header; the served model from ``x-model-id``.
+
+**SageMaker** (``…/endpoints/{name}/invocations`` and ``/invocations-response-stream``; the body
+is whatever the container takes): a TGI / LMI body (``inputs``), an OpenAI Chat body
+(``messages``, the TGI Messages API and LMI) or a JumpStart body (``text_inputs`` →
+``generated_texts``). The model is the endpoint name. Streams are AWS event-stream
+``PayloadPart`` frames whose bytes, joined, are the container's own stream (TGI SSE or OpenAI
+chunks). SageMaker bills instance time, not tokens: the cost is unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import SplitResult, unquote
+
+from cassettes.framing import Framed, frame
+from cassettes.models import ApiError, FinishReason, NormalisedRequest, NormalisedResponse, Part, Usage
+from cassettes.providers._base import (
+    Provider,
+    as_int,
+    as_str,
+    aws_payload_bytes,
+    error_from_body,
+    finish_lookup,
+    json_events,
+)
+from cassettes.providers.openai_chat import OpenAIChat
+from cassettes.providers.openai_completions import prompt_messages
+
+__all__ = ["SageMaker", "TextGenerationInference", "Watsonx", "tgi_response", "tgi_stream"]
+
+JSON = dict[str, Any]
+
+_CHAT = OpenAIChat()
+
+_TGI_FINISH = {
+    "eos_token": FinishReason.COMPLETE,
+    "stop_sequence": FinishReason.COMPLETE,
+    "length": FinishReason.TRUNCATED_LENGTH,
+}
+
+_WATSONX_FINISH = {
+    "eos_token": FinishReason.COMPLETE,
+    "stop_sequence": FinishReason.COMPLETE,
+    "max_tokens": FinishReason.TRUNCATED_LENGTH,
+    "token_limit": FinishReason.TRUNCATED_CONTEXT,
+    "time_limit": FinishReason.TRUNCATED_LENGTH,
+    "cancelled": FinishReason.CANCELLED,
+    "error": FinishReason.ERROR,
+}
+
+
+def _obj(v: Any) -> JSON:
+    return v if isinstance(v, dict) else {}
+
+
+def _text_parts(text: Any) -> list[Part]:
+    return [Part(kind="text", text=text)] if isinstance(text, str) and text else []
+
+
+def _usage(inp: int | None, out: int | None, raw: JSON) -> Usage | None:
+    if inp is None and out is None:
+        return None
+    return Usage(input_tokens=inp, output_tokens=out, total_tokens=inp + out if inp is not None and out is not None else None, raw=raw or None)
+
+
+def _prompt_request(b: JSON, family: str, model: str | None, key: str, stream: bool) -> NormalisedRequest:
+    params = _obj(b.get("parameters"))
+    return NormalisedRequest(
+        family=family,
+        model=as_str(b.get("model_id") or b.get("model")) or model,
+        stream=stream,
+        messages=prompt_messages(b.get(key)),
+        params={**params, **{k: v for k, v in b.items() if k not in (key, "parameters", "model_id", "model", "stream")}},
+    )
+
+
+def _chat_request(b: JSON, family: str, model: str | None, url: SplitResult) -> NormalisedRequest:
+    req = _CHAT.parse_request(b, url)
+    req.family = family
+    req.model = req.model or as_str(b.get("model_id")) or model
+    req.params.pop("model_id", None)
+    return req
+
+
+def _chat_stream(framed: Framed) -> NormalisedResponse:
+    """OpenAI chunks from a server that may not send ``[DONE]``: complete when a finish was seen."""
+    resp = _CHAT.reassemble(framed)
+    if not resp.complete and resp.finish_reason_raw is not None and resp.error is None:
+        resp.complete = True
+        resp.notes.append("stream has no [DONE] sentinel; complete because a finish_reason was seen")
+    return resp
+
+
+# -- TGI ---------------------------------------------------------------------------------------
+
+
+def tgi_response(body: Any) -> NormalisedResponse:
+    """``{"generated_text", "details"}`` or a list of them (first is the answer)."""
+    items = body if isinstance(body, list) else [body]
+    b = _obj(items[0]) if items else {}
+    details = _obj(b.get("details"))
+    raw = as_str(details.get("finish_reason"))
+    prefill = details.get("prefill")
+    out = as_int(details.get("generated_tokens"))
+    inp = len(prefill) if isinstance(prefill, list) and prefill else as_int(details.get("input_length"))
+    extra: JSON = {"results": len(items)} if len(items) > 1 else {}
+    if details.get("seed") is not None:
+        extra["seed"] = details["seed"]
+    return NormalisedResponse(
+        parts=_text_parts(b.get("generated_text")),
+        finish_reason_raw=raw,
+        finish_reason=finish_lookup(_TGI_FINISH, raw),
+        usage=_usage(inp, out, {k: details[k] for k in ("generated_tokens", "input_length") if k in details}),
+        complete=True,
+        provider_details=extra or None,
+    )
+
+
+def tgi_stream(framed: Framed) -> NormalisedResponse:
+    """Token events; the last carries ``generated_text`` and ``details``; ``{"error"}`` events."""
+    tokens: list[str] = []
+    final: NormalisedResponse | None = None
+    error: ApiError | None = None
+    events = 0
+    for _, ev in json_events(framed):
+        events += 1
+        if not isinstance(ev, dict):
+            continue
+        if ev.get("error") is not None and "token" not in ev:
+            error = ApiError(type=as_str(ev.get("error_type")), message=as_str(ev.get("error")), in_stream=True, raw=ev)
+            continue
+        token = _obj(ev.get("token"))
+        if isinstance(token.get("text"), str) and not token.get("special"):
+            tokens.append(token["text"])
+        if isinstance(ev.get("generated_text"), str) or ev.get("details") is not None:
+            final = tgi_response(ev)
+    if final is None:
+        text = "".join(tokens)
+        return NormalisedResponse(parts=_text_parts(text), finish_reason=FinishReason.ERROR if error else None, error=error, complete=False, events=events)
+    if not final.parts and tokens:
+        final.parts = _text_parts("".join(tokens))
+    final.events = events
+    final.error = error
+    return final
+
+
+def _header_usage(response: NormalisedResponse, inp: str | None, out: str | None) -> None:
+    i, o = as_int(inp), as_int(out)
+    if i is None and o is None:
+        return
+    u = response.usage or Usage()
+    u.input_tokens = u.input_tokens if u.input_tokens is not None else i
+    u.output_tokens = u.output_tokens if u.output_tokens is not None else o
+    if u.input_tokens is not None and u.output_tokens is not None:
+        u.total_tokens = u.input_tokens + u.output_tokens
+    response.usage = u
+
+
+class TextGenerationInference(Provider):
+    family = "tgi"
+    otel_provider = "huggingface"
+    otel_operation = "text_completion"
+
+    def _route(self, url: SplitResult) -> str | None:
+        path = url.path.rstrip("/")
+        if path.endswith("/generate_stream"):
+            return "generate_stream"
+        if path.endswith("/generate") and not path.endswith("/api/generate"):  # Ollama's is /api/generate
+            return "generate"
+        if "/models/" in path:
+            return "models"
+        return "root" if path == "" else None
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        route = self._route(url)
+        if method.upper() != "POST" or route is None or not isinstance(body, dict) or "inputs" not in body:
+            return 0
+        if route == "root":
+            return 1 if "parameters" in body else 0
+        return 3 if route != "models" else 2
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        return self._route(url) == "generate_stream" or (isinstance(body, dict) and body.get("stream") is True)
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        path = url.path.rstrip("/")
+        i = path.find("/models/")
+        return unquote(path[i + len("/models/") :]) if i >= 0 else None
+
+    def history_key(self, body: Any) -> str | None:
+        return None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        return _prompt_request(_obj(body), self.family, self.model_from_url(url), "inputs", self.is_stream(url, body))
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        if isinstance(body, dict) and "error" in body and "generated_text" not in body:
+            return NormalisedResponse(error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True)
+        return tgi_response(body)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        if framed.kind == "json_array":  # a non-streamed list answer, framed as an array
+            resp = tgi_response(framed.value)
+            resp.events = len(framed.events)
+            return resp
+        return tgi_stream(framed)
+
+    def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+        _header_usage(response, header("x-prompt-tokens"), header("x-generated-tokens"))
+        response.model = response.model or header("x-model-id")
+
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("HF_TOKEN",)
+
+
+# -- watsonx -----------------------------------------------------------------------------------
+
+
+def _watsonx_route(url: SplitResult) -> str | None:
+    segs = [s for s in url.path.split("/") if s]
+    if len(segs) >= 2 and segs[-2] == "text" and "ml" in segs:
+        return segs[-1]
+    return None
+
+
+_WATSONX_OPS = {"generation": "generate", "generation_stream": "generate", "chat": "generate", "chat_stream": "generate", "embeddings": "embed"}
+
+
+def _watsonx_result(b: JSON) -> tuple[list[Part], str | None, int | None, int | None]:
+    results = [r for r in b.get("results") or [] if isinstance(r, dict)]
+    r = results[0] if results else {}
+    return (
+        _text_parts(r.get("generated_text")),
+        as_str(r.get("stop_reason")),
+        as_int(r.get("input_token_count")),
+        as_int(r.get("generated_token_count")),
+    )
+
+
+class Watsonx(Provider):
+    family = "watsonx"
+    price_provider = None
+    otel_provider = "ibm.watsonx.ai"
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        route = _watsonx_route(url)
+        if method.upper() != "POST" or route is None:
+            return 0
+        return 3 if route in _WATSONX_OPS else 1
+
+    def operation(self, method: str, url: SplitResult) -> str:
+        route = _watsonx_route(url) or "other"
+        return _WATSONX_OPS.get(route, route)
+
+    def parses(self, operation: str) -> bool:
+        return operation in ("generate", "embed")
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        return (_watsonx_route(url) or "").endswith("_stream")
+
+    def history_key(self, body: Any) -> str | None:
+        return "messages" if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b = _obj(body)
+        route = _watsonx_route(url) or ""
+        if route.startswith("chat"):
+            return _chat_request(b, self.family, None, url)
+        return _prompt_request(b, self.family, None, "inputs" if route == "embeddings" else "input", self.is_stream(url, b))
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b = _obj(body)
+        if "errors" in b and "results" not in b and "choices" not in b:
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        if "choices" in b:
+            resp = _CHAT.parse_response(b)
+            resp.model = resp.model or as_str(b.get("model_id"))
+            return resp
+        if "input_token_count" in b and "results" in b:  # embeddings
+            n = as_int(b.get("input_token_count"))
+            return NormalisedResponse(model=as_str(b.get("model_id")), usage=_usage(n, None, {"input_token_count": n}), complete=True)
+        parts, raw, inp, out = _watsonx_result(b)
+        return NormalisedResponse(
+            model=as_str(b.get("model_id")),
+            parts=parts,
+            finish_reason_raw=raw,
+            finish_reason=finish_lookup(_WATSONX_FINISH, raw),
+            usage=_usage(inp, out, {"input_token_count": inp, "generated_token_count": out}),
+            complete=True,
+        )
+
+    def parse_error(self, body: Any, status: int | None) -> ApiError:
+        """``{"errors": [{"code", "message"}], "trace", "status_code"}``."""
+        errors = body.get("errors") if isinstance(body, dict) else None
+        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+            e = errors[0]
+            return ApiError(status=status, code=as_str(e.get("code")), message=as_str(e.get("message")), raw=body)
+        return error_from_body(body, status)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        if any(isinstance(ev, dict) and "choices" in ev for _, ev in json_events(framed)):
+            return _chat_stream(framed)
+        text: list[str] = []
+        raw: str | None = None
+        model: str | None = None
+        inp = out = None
+        error: ApiError | None = None
+        events = 0
+        for _, ev in json_events(framed):
+            events += 1
+            if not isinstance(ev, dict):
+                continue
+            if "errors" in ev:
+                error = self.parse_error(ev, None)
+                error.in_stream = True
+                continue
+            model = model or as_str(ev.get("model_id"))
+            parts, r, i, o = _watsonx_result(ev)
+            text.extend(p.text or "" for p in parts)
+            raw = r if r not in (None, "not_finished") else raw
+            inp = i if i is not None else inp
+            out = o if o is not None else out
+        finish = finish_lookup(_WATSONX_FINISH, raw)
+        return NormalisedResponse(
+            model=model,
+            parts=_text_parts("".join(text)),
+            finish_reason_raw=raw,
+            finish_reason=finish if finish is not None else (FinishReason.ERROR if error else None),
+            usage=_usage(inp, out, {"input_token_count": inp, "generated_token_count": out}),
+            error=error,
+            complete=raw is not None and error is None,
+            events=events,
+        )
+
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("WATSONX_APIKEY",)
+
+
+# -- SageMaker ---------------------------------------------------------------------------------
+
+
+def _endpoint(url: SplitResult) -> tuple[str, str] | None:
+    segs = [s for s in url.path.split("/") if s]
+    if len(segs) >= 3 and segs[-3] == "endpoints" and segs[-1] in ("invocations", "invocations-response-stream"):
+        return unquote(segs[-2]), segs[-1]
+    return None
+
+
+class SageMaker(Provider):
+    family = "sagemaker"
+    otel_provider = "aws.sagemaker"
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        if method.upper() != "POST" or _endpoint(url) is None:
+            return 0
+        return 3 if "sagemaker" in url.netloc else 2
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        found = _endpoint(url)
+        return found is not None and found[1] == "invocations-response-stream"
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        found = _endpoint(url)
+        return found[0] if found else None
+
+    def history_key(self, body: Any) -> str | None:
+        return "messages" if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b = _obj(body)
+        model = self.model_from_url(url)
+        if "messages" in b:
+            return _chat_request(b, self.family, model, url)
+        key = next((k for k in ("inputs", "text_inputs", "prompt", "input") if k in b), "inputs")
+        return _prompt_request(b, self.family, model, key, self.is_stream(url, b))
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b = _obj(body)
+        if "choices" in b:
+            return _CHAT.parse_response(b)
+        if "generated_texts" in b:  # JumpStart
+            texts = b["generated_texts"]
+            first = texts[0] if isinstance(texts, list) and texts else None
+            return NormalisedResponse(parts=_text_parts(first), complete=True)
+        if ("error" in b or "message" in b) and "generated_text" not in b:
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        return tgi_response(body)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        if framed.kind == "json_array":
+            return tgi_response(framed.value)
+        if framed.kind != "aws_eventstream":
+            inner = framed
+        else:
+            joined = b"".join(aws_payload_bytes(ev) or b"" for ev in framed.events)
+            inner = frame([(None, joined)])
+            errors = [ev for ev in framed.events if (ev.headers or {}).get(":message-type") in ("exception", "error")]
+            if errors:
+                resp = tgi_stream(inner) if inner.events else NormalisedResponse(complete=False)
+                h = errors[-1].headers or {}
+                resp.error = ApiError(type=as_str(h.get(":exception-type") or h.get(":error-code")), message=errors[-1].data or None, in_stream=True)
+                resp.complete = False
+                return resp
+        if any(isinstance(ev, dict) and "choices" in ev for _, ev in json_events(inner)):
+            return _chat_stream(inner)
+        if inner.kind == "json":  # a container that streams one JSON body
+            return self.parse_response(inner.value)
+        return tgi_stream(inner)
+
+    def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+        _header_usage(response, header("x-prompt-tokens"), header("x-generated-tokens"))
+
+    def api_key_env(self) -> tuple[str, ...]:
+        return ()
+
