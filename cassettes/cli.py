@@ -110,26 +110,43 @@ def cmd_import(args: argparse.Namespace) -> int:
     from cassettes.store import CassetteWriter
 
     inputs = [Path(p) for p in args.inputs]
-    files: list[Path] = []
+    # (source file, where it goes under -o): a directory's tree is mirrored (its files keep their
+    # relative paths), so files with the same base name in different folders never collide; with
+    # several inputs each directory is mirrored under its own name.
+    files: list[tuple[Path, Path]] = []
     for p in inputs:
         if p.is_dir():
-            files.extend(sorted(q for q in p.rglob("*") if q.suffix.lower() in _IMPORT_SUFFIXES))
+            base = Path(p.resolve().name) if len(inputs) > 1 else Path()
+            files.extend((q, base / q.relative_to(p)) for q in sorted(p.rglob("*")) if q.suffix.lower() in _IMPORT_SUFFIXES and q.is_file())
         else:
-            files.append(p)
+            files.append((p, Path(p.name)))
     if not files:
         _err("error: no input files")
         return EXIT_ERROR
     out = Path(args.output) if args.output else None
-    many = len(files) > 1
+    many = len(files) > 1 or any(p.is_dir() for p in inputs)  # a directory's -o is a directory
     if many and out is not None and out.exists() and not out.is_dir():
         _err(f"error: several inputs need -o to be a directory, and {out} is a file")
         return EXIT_ERROR
     failures = 0
-    for src in files:
+    # Never lose a file: a destination written earlier in this run is never replaced (two inputs
+    # that map to one name, ``a.yaml`` and ``a.yml``, get distinct names); --force replaces only
+    # files that existed before the run.
+    written: set[Path] = set()
+    for src, rel in files:
         if many:
-            dest = (out or Path(".")) / (src.stem + ".jsonl")
+            dest = (out or Path(".")) / rel.with_suffix(".jsonl")
+            if dest in written:
+                dest = dest.with_name(rel.name + ".jsonl")
+            n = 2
+            while dest in written:
+                dest = dest.with_name(f"{rel.name}.{n}.jsonl")
+                n += 1
+            if dest.name != rel.with_suffix(".jsonl").name and not args.quiet:
+                print(f"note: {src} → {dest} (another input already maps to {rel.with_suffix('.jsonl')})")
         else:
             dest = out or src.with_suffix(".jsonl")
+        written.add(dest)
         if dest.exists() and not args.force:
             _err(f"error: {dest} exists (use --force to replace it)")
             failures += 1

@@ -129,3 +129,45 @@ def test_torn_cassette_shows_what_it_has(tmp_path: Path) -> None:
     assert r.returncode == 0
     assert "torn last record" in r.stderr
     assert "1 round trips" in r.stdout
+
+
+def test_import_directory_mirrors_the_tree(tmp_path: Path) -> None:
+    """A nested tree whose base names collide (the same test name in two folders, ``a.yaml`` next
+    to ``a.yml``): every file is imported, the tree is mirrored, nothing is overwritten."""
+    stream = STREAM.read_bytes()
+    src = tmp_path / "tests"
+    layout = ["test_x.yaml", "models/test_x.yaml", "models/openai/test_x.yaml", "models/openai/test_x.yml", "models/anthropic/test_y.yaml"]
+    for rel in layout:
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(stream)
+    out = tmp_path / "out"
+    r = looptap("import", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    got = sorted(str(p.relative_to(out)) for p in out.rglob("*.jsonl"))
+    assert got == sorted(
+        ["test_x.jsonl", "models/test_x.jsonl", "models/openai/test_x.jsonl", "models/openai/test_x.yml.jsonl", "models/anthropic/test_y.jsonl"]
+    )
+    assert r.stdout.count("2 round trips, 2 LLM (openai_chat 2)") == len(layout)
+    assert "another input already maps to models/openai/test_x.jsonl" in r.stdout
+    for p in out.rglob("*.jsonl"):
+        assert looptap("show", "--json", str(p)).stdout.count("looptap.roundtrip/1") == 2
+
+    # Again without -f: every existing file is refused (exit 2), none is replaced.
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*.jsonl")}
+    r = looptap("import", str(src), "-o", str(out), "-q")
+    assert r.returncode == 2 and r.stderr.count("exists (use --force to replace it)") == len(layout)
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*.jsonl")} == before
+    # With -f: the files of the earlier run are replaced, each by its own source, still one per input.
+    r = looptap("import", str(src), "-o", str(out), "-f", "-q")
+    assert r.returncode == 0, r.stderr
+    assert len(list(out.rglob("*.jsonl"))) == len(layout)
+
+    # Two directory inputs: each mirrored under its own name.
+    other = tmp_path / "more"
+    (other / "models").mkdir(parents=True)
+    (other / "models" / "test_x.yaml").write_bytes(stream)
+    out2 = tmp_path / "out2"
+    r = looptap("import", str(src), str(other), "-o", str(out2), "-q")
+    assert r.returncode == 0, r.stderr
+    assert (out2 / "tests/models/openai/test_x.jsonl").exists() and (out2 / "more/models/test_x.jsonl").exists()
+    assert len(list(out2.rglob("*.jsonl"))) == len(layout) + 1
