@@ -130,7 +130,7 @@ class MessagesView(VerticalScroll, can_focus=True):
         req = self._request
         self._before_new = []
         if req is None:
-            body.update(Text(self._note, style="dim italic"))
+            body.update(wire(self._note, style="dim italic"))
             return
         msgs = req.messages
         new_from = self._appended_from if self._appended_from is not None else len(msgs)
@@ -138,14 +138,14 @@ class MessagesView(VerticalScroll, can_focus=True):
         head = Text.assemble(
             (f"{len(msgs)} messages", "bold"),
             f" · {len(req.tools)} tools offered",
-            f" · model {req.model or '?'}",
+            f" · model {clean_line(req.model or '?')}",
         )
         if new_from < len(msgs):
             head.append(f" · new this turn: [{new_from}]…[{len(msgs) - 1}]", style="bold green")
         else:
             head.append(" · nothing new appended", style="dim")
         if self._note:
-            head.append(f"  {self._note}", style="yellow")
+            head.append(f"  {clean_line(self._note)}", style="yellow")
         out.append(head)
         if req.system:
             sys_text = Text.assemble(("system", "bold yellow"), "\n")

@@ -1,0 +1,54 @@
+"""Every command on every hostile file (tests/hostile/corpus.py), each in its own process: zero
+tracebacks, zero raw control bytes on stdout or stderr, zero hangs or crashes, bounded memory.
+``bench/hostile.py`` prints the same matrix with peak RSS and what the user is told per cell."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from cassettes.store import CassetteWriter
+from tests.hostile.corpus import PWNED_DIR, build, hostile_exchanges
+from tests.hostile.matrix import COMMANDS, Cell, run_cell
+
+#: Generous: the box is shared and noisy; the bombs this guards against took gigabytes.
+RSS_CEILING_MB = 1024
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Cell]]:
+    work = tmp_path_factory.mktemp("hostile")
+    files = build(work / "files")
+    clean = work / "clean.jsonl"
+    with CassetteWriter(clean) as w:
+        for ex in hostile_exchanges("")[:6]:
+            w.append(ex)
+    jobs = [(c, f) for f in files.values() for c in COMMANDS]
+    with ThreadPoolExecutor(2) as pool:
+        yield list(pool.map(lambda job: run_cell(job[0], job[1], work, clean, 240), jobs))
+
+
+def test_no_command_crashes_leaks_controls_or_hangs_on_any_hostile_file(matrix: list[Cell]) -> None:
+    bad = [f"{c.command} {c.file}: {', '.join(c.problems)}; told: {c.told}" for c in matrix if not c.ok]
+    assert not bad, "\n".join(bad)
+
+
+def test_memory_stays_bounded(matrix: list[Cell]) -> None:
+    heavy = [f"{c.command} {c.file}: {c.peak_rss_mb:.0f} MB" for c in matrix if c.peak_rss_mb > RSS_CEILING_MB]
+    assert not heavy, heavy
+
+
+def test_every_bad_file_gets_words_not_silence(matrix: list[Cell]) -> None:
+    """A file that is not a readable cassette is named in a message (error or labelled warning)."""
+    for c in matrix:
+        if c.file in ("binary.jsonl", "empty.jsonl", "newer_version.jsonl", "yaml_alias_bomb.yaml", "yaml_deep_flow.yaml") and c.command in (
+            "show", "verify", "export --otel", "diff self"
+        ):
+            assert c.told, (c.command, c.file)
+
+
+def test_no_markup_action_ran(matrix: list[Cell]) -> None:
+    assert not Path(PWNED_DIR).exists()
