@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -29,6 +30,11 @@ class CorpusReport:
     truncated: list[tuple[str, int, str]] = field(default_factory=list)
     unknown: list[tuple[str, int, str]] = field(default_factory=list)
     in_stream_errors: list[tuple[str, int, str]] = field(default_factory=list)
+    #: Hosts and URLs of the traffic labelled ``none`` (not an LLM call), to review that label.
+    none_hosts: Counter[str] = field(default_factory=Counter)
+    none_urls: list[str] = field(default_factory=list)
+    #: Non-loop calls read for usage (embeddings): how many have usage.
+    with_usage: Counter[str] = field(default_factory=Counter)
 
 
 def walk() -> CorpusReport:
@@ -40,6 +46,11 @@ def walk() -> CorpusReport:
         rep.by_family_stream[(rt.family, rt.operation or "-", rt.stream)] += 1
         if rt.analysis_errors:
             rep.errors.append((rel(path), i, rt.family, rt.analysis_errors))
+        if rt.family == "none":
+            rep.none_hosts[urlsplit(ex.url).netloc] += 1
+            rep.none_urls.append(f"{ex.method} {ex.url}")
+        if rt.response is not None and rt.response.usage is not None:
+            rep.with_usage[rt.family] += 1
         if rt.family == "unknown":
             rep.unknown.append((rel(path), i, ex.url))
         if rt.response is not None and rt.response.complete is False:
@@ -70,6 +81,9 @@ def main() -> None:
     print(f"\nLLM-looking traffic of no known family (kept raw, labelled unknown): {len(rep.unknown)}")
     for f, i, url in rep.unknown:
         print(f"  {f} #{i} {url}")
+    print(f"\nnot LLM calls (labelled none), by host: {sum(rep.none_hosts.values())}")
+    for host, n in rep.none_hosts.most_common():
+        print(f"  {host:40} {n:5}")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from cassettes.models import (
 __all__ = [
     "Provider",
     "as_int",
+    "as_obj",
     "as_str",
     "aws_payload_bytes",
     "compact_json",
@@ -239,6 +240,11 @@ def aws_payload_bytes(ev: Event) -> bytes | None:
                 except (binascii.Error, ValueError):
                     return None
     return ev.data.encode()
+
+
+def as_obj(v: Any) -> dict[str, Any]:
+    """``v`` when it is a JSON object, else an empty one (lenient reads of optional objects)."""
+    return v if isinstance(v, dict) else {}
 
 
 def as_int(v: Any) -> int | None:

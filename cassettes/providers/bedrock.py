@@ -16,7 +16,7 @@ payload carries no ``type``. A stream is complete when ``messageStop`` *and* the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
@@ -538,7 +538,7 @@ def _text_chunk(d: dict[str, Any]) -> tuple[str, str | None, int | None, int | N
         ch = _obj((d.get("choices") or [{}])[0])
         msg = _obj(ch.get("message") or ch.get("delta"))
         text = msg.get("content")
-        return as_str(text) if isinstance(text, str) else "", as_str(ch.get("finish_reason") or ch.get("stop_reason")), None, None
+        return text if isinstance(text, str) else "", as_str(ch.get("finish_reason") or ch.get("stop_reason")), None, None
     if "text" in d and "is_finished" in d:  # Cohere Command stream chunk
         return as_str(d.get("text")) or "", as_str(d.get("finish_reason")), None, None
     return "", None, None, None
@@ -558,7 +558,7 @@ def _metrics_usage(usage: Usage | None, metrics: Any) -> Usage | None:
     return u
 
 
-def _synthetic(kind: Any, items: list[tuple[str | None, Any]]) -> Framed:
+def _synthetic(kind: Any, items: Sequence[tuple[str | None, Any]]) -> Framed:
     from cassettes.framing import Event
 
     return Framed(kind, [Event(data=orjson.dumps(v).decode(), event=name) for name, v in items])

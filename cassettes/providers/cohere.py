@@ -48,6 +48,7 @@ from cassettes.models import (
 from cassettes.providers._base import (
     Provider,
     as_int,
+    as_obj,
     as_str,
     compact_json,
     error_from_body,
@@ -92,8 +93,8 @@ def usage_from(u: Any) -> Usage | None:
     """v2 ``usage`` or v1 ``meta``: billed units as the counts, the rest kept raw."""
     if not isinstance(u, dict):
         return None
-    billed = u.get("billed_units") if isinstance(u.get("billed_units"), dict) else {}
-    tokens = u.get("tokens") if isinstance(u.get("tokens"), dict) else {}
+    billed = as_obj(u.get("billed_units"))
+    tokens = as_obj(u.get("tokens"))
     src = billed or tokens
     if not src:
         return None
@@ -142,7 +143,7 @@ def _v2_calls(calls: Any) -> list[Part]:
     out: list[Part] = []
     for tc in calls if isinstance(calls, list) else []:
         if isinstance(tc, dict):
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            fn = as_obj(tc.get("function"))
             out.append(Part(kind="tool_call", tool_call=tool_call_from_string(tc.get("id"), fn.get("name"), fn.get("arguments"))))
     return out
 
@@ -180,7 +181,7 @@ def _tool_choice_mode(tc: Any) -> str | None:
 
 
 def _v2_response(b: JSON) -> NormalisedResponse:
-    msg = b.get("message") if isinstance(b.get("message"), dict) else {}
+    msg = as_obj(b.get("message"))
     parts = _v2_message({**msg, "role": "assistant"}).parts
     raw = as_str(b.get("finish_reason"))
     has_calls = any(p.kind == "tool_call" for p in parts)
@@ -209,7 +210,7 @@ def _v1_results(results: Any) -> list[Part]:
     for r in results if isinstance(results, list) else []:
         if not isinstance(r, dict):
             continue
-        call = r.get("call") if isinstance(r.get("call"), dict) else {}
+        call = as_obj(r.get("call"))
         outputs = r.get("outputs")
         content = outputs if isinstance(outputs, str) else compact_json(outputs) if outputs is not None else ""
         out.append(
@@ -308,13 +309,13 @@ class _V2Stream:
 
     def add(self, ev: JSON) -> None:
         t = ev.get("type")
-        delta = ev.get("delta") if isinstance(ev.get("delta"), dict) else {}
-        msg = delta.get("message") if isinstance(delta.get("message"), dict) else {}
+        delta = as_obj(ev.get("delta"))
+        msg = as_obj(delta.get("message"))
         idx = as_int(ev.get("index")) or 0
         if t == "message-start":
             self.id = as_str(ev.get("id"))
         elif t in ("content-start", "content-delta"):
-            content = msg.get("content") if isinstance(msg.get("content"), dict) else {}
+            content = as_obj(msg.get("content"))
             part = self.blocks.setdefault(idx, Part(kind="reasoning" if content.get("type") == "thinking" or "thinking" in content else "text", text=""))
             piece = content.get("thinking") if part.kind == "reasoning" else content.get("text")
             part.text = (part.text or "") + (piece if isinstance(piece, str) else "")
@@ -322,8 +323,8 @@ class _V2Stream:
             if isinstance(msg.get("tool_plan"), str):
                 self.plan.append(msg["tool_plan"])
         elif t in ("tool-call-start", "tool-call-delta"):
-            tc = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), dict) else {}
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            tc = as_obj(msg.get("tool_calls"))
+            fn = as_obj(tc.get("function"))
             st = self.calls.setdefault(idx, {"id": None, "name": None, "arguments": ""})
             st["id"] = st["id"] or tc.get("id")
             st["name"] = st["name"] or fn.get("name")
@@ -368,7 +369,7 @@ def reassemble_v1(framed: Framed) -> NormalisedResponse:
         elif kind == "tool-calls-generation":
             calls = [Part(kind="tool_call", tool_call=_v1_call(tc)) for tc in ev.get("tool_calls") or []]
         elif kind == "stream-end":
-            resp = ev.get("response") if isinstance(ev.get("response"), dict) else {}
+            resp = as_obj(ev.get("response"))
             end = v1_response({**resp, "finish_reason": ev.get("finish_reason", resp.get("finish_reason"))})
     if end is not None:
         end.events = events

@@ -38,6 +38,7 @@ from cassettes.models import ApiError, FinishReason, NormalisedRequest, Normalis
 from cassettes.providers._base import (
     Provider,
     as_int,
+    as_obj,
     as_str,
     aws_payload_bytes,
     error_from_body,
@@ -70,10 +71,6 @@ _WATSONX_FINISH = {
 }
 
 
-def _obj(v: Any) -> JSON:
-    return v if isinstance(v, dict) else {}
-
-
 def _text_parts(text: Any) -> list[Part]:
     return [Part(kind="text", text=text)] if isinstance(text, str) and text else []
 
@@ -85,7 +82,7 @@ def _usage(inp: int | None, out: int | None, raw: JSON) -> Usage | None:
 
 
 def _prompt_request(b: JSON, family: str, model: str | None, key: str, stream: bool) -> NormalisedRequest:
-    params = _obj(b.get("parameters"))
+    params = as_obj(b.get("parameters"))
     return NormalisedRequest(
         family=family,
         model=as_str(b.get("model_id") or b.get("model")) or model,
@@ -118,8 +115,8 @@ def _chat_stream(framed: Framed) -> NormalisedResponse:
 def tgi_response(body: Any) -> NormalisedResponse:
     """``{"generated_text", "details"}`` or a list of them (first is the answer)."""
     items = body if isinstance(body, list) else [body]
-    b = _obj(items[0]) if items else {}
-    details = _obj(b.get("details"))
+    b = as_obj(items[0]) if items else {}
+    details = as_obj(b.get("details"))
     raw = as_str(details.get("finish_reason"))
     prefill = details.get("prefill")
     out = as_int(details.get("generated_tokens"))
@@ -150,7 +147,7 @@ def tgi_stream(framed: Framed) -> NormalisedResponse:
         if ev.get("error") is not None and "token" not in ev:
             error = ApiError(type=as_str(ev.get("error_type")), message=as_str(ev.get("error")), in_stream=True, raw=ev)
             continue
-        token = _obj(ev.get("token"))
+        token = as_obj(ev.get("token"))
         if isinstance(token.get("text"), str) and not token.get("special"):
             tokens.append(token["text"])
         if isinstance(ev.get("generated_text"), str) or ev.get("details") is not None:
@@ -212,7 +209,7 @@ class TextGenerationInference(Provider):
         return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        return _prompt_request(_obj(body), self.family, self.model_from_url(url), "inputs", self.is_stream(url, body))
+        return _prompt_request(as_obj(body), self.family, self.model_from_url(url), "inputs", self.is_stream(url, body))
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         if isinstance(body, dict) and "error" in body and "generated_text" not in body:
@@ -283,14 +280,14 @@ class Watsonx(Provider):
         return "messages" if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = _obj(body)
+        b = as_obj(body)
         route = _watsonx_route(url) or ""
         if route.startswith("chat"):
             return _chat_request(b, self.family, None, url)
         return _prompt_request(b, self.family, None, "inputs" if route == "embeddings" else "input", self.is_stream(url, b))
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = _obj(body)
+        b = as_obj(body)
         if "errors" in b and "results" not in b and "choices" not in b:
             return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
         if "choices" in b:
@@ -388,7 +385,7 @@ class SageMaker(Provider):
         return "messages" if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        b = _obj(body)
+        b = as_obj(body)
         model = self.model_from_url(url)
         if "messages" in b:
             return _chat_request(b, self.family, model, url)
@@ -396,7 +393,7 @@ class SageMaker(Provider):
         return _prompt_request(b, self.family, model, key, self.is_stream(url, b))
 
     def parse_response(self, body: Any) -> NormalisedResponse:
-        b = _obj(body)
+        b = as_obj(body)
         if "choices" in b:
             return _CHAT.parse_response(b)
         if "generated_texts" in b:  # JumpStart
