@@ -236,3 +236,62 @@ def test_verify_finds_the_sentinels_when_they_are_put_back(recorded: Path, tmp_p
     leaky.write_bytes(b"\n".join([lines[0], orjson.dumps(rec)]) + b"\n")
     out = subprocess.run([sys.executable, "-m", "cassettes.cli", "verify", str(leaky)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode != 0 and "compressed" in out.stdout + out.stderr, out.stdout + out.stderr
+
+
+def test_through_the_real_recorder(tmp_path: Path) -> None:
+    """The same families through ``looptap record`` itself (reverse listeners, its writer process),
+    with ``--redact-header x-team-ident`` for a header no default would call a credential: no
+    8-character piece of a sentinel in any file under the run's directory (cassette, confdir,
+    TMPDIR) nor in what the recorder printed."""
+    from tests.support.recorder import RecorderProcess, clean_env, needs_recorder
+    from tests.support.upstream import FakeUpstream
+    from tests.support.wire import http_request
+
+    if needs_recorder.args[0]:
+        pytest.skip(needs_recorder.kwargs["reason"])
+    own: dict[str, str] = {}
+
+    def r(loc: str) -> str:
+        own.setdefault(loc, "".join(secrets.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789") for _ in range(28)))
+        return own[loc]
+
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 64, "openai_api_key": r("openai_api_key"),
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"token": {"type": "string"}}}}}],
+            "metadata": {"auth_token": r("auth_token"), "aws_secret_access_key": r("aws_secret_access_key")},
+            "messages_extra": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": orjson.dumps({"token": r("toolargtoken")}).decode()}}]}]}
+    anthropic = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}],
+                 "mcp_servers": [{"type": "url", "url": "https://mcp.example.com/sse", "name": "x", "authorization_token": r("mcp_authorization_token")}]}
+    boundary = "b0undary7"
+    multipart = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"api_key\"\r\n\r\n{r('multipart_api_key')}\r\n--{boundary}--\r\n").encode()
+    bad_crc = bytearray(gzip.compress(orjson.dumps({"model": "m", "messages": [], "secret_key": r("gzip_bad_crc_secret_key")})))
+    bad_crc[-8] ^= 0xFF
+    js = [("content-type", "application/json")]
+    sends = [
+        ("OPENAI_BASE_URL", "/v1/chat/completions", [*js, ("authorization", f"Bearer {r('bearer')}"), ("x-llm-key", r("x-llm-key")),
+                                                     ("x-team-ident", r("x-team-ident (--redact-header)"))], orjson.dumps(chat)),
+        ("ANTHROPIC_BASE_URL", "/v1/messages", [*js, ("x-api-key", r("x-api-key"))], orjson.dumps(anthropic)),
+        ("OPENAI_BASE_URL", "/v1/oauth/token", [("content-type", "application/x-www-form-urlencoded")],
+         f"grant_type=refresh_token&client_secret={r('form_client_secret')}&refresh_token={r('form_refresh_token')}".encode()),
+        ("OPENAI_BASE_URL", f"/key/{r('path_key')}/v1/chat/completions?sig={r('sas_sig')}", js, b'{"model":"m","messages":[]}'),
+        ("OPENAI_BASE_URL", "/v1/files", [("content-type", f"multipart/form-data; boundary={boundary}")], multipart),
+        ("OPENAI_BASE_URL", "/v1/chat/completions", [*js, ("content-encoding", "gzip")], bytes(bad_crc)),
+    ]
+    root = tmp_path
+    (root / "tmp").mkdir()
+    with FakeUpstream(delay=0.0) as up:
+        env = clean_env(TMPDIR=str(root / "tmp"))
+        with RecorderProcess(root / "run.jsonl", root / "conf", up.url, "--redact-header", "x-team-ident", env=env) as rec:
+            for var, target, headers, body in sends:
+                resp = http_request("127.0.0.1", rec.port(var), "POST", target, headers, body)
+                assert resp.complete, (target, resp.error)
+            rc = rec.stop()
+            log = rec.output
+    assert rc == 0, log
+    assert len(read_cassette(root / "run.jsonl").exchanges) == len(sends)
+    outputs = {str(p.relative_to(root)): p.read_bytes().decode("latin-1") for p in sorted(root.rglob("*")) if p.is_file()}
+    outputs["recorder output"] = log
+    found = {where: sorted({n for n, v in own.items() for p in _pieces(v) if p in text}) for where, text in outputs.items()}
+    print(f"\nreal recorder: {len(own)} sentinels; 8-character pieces found per file or stream:")
+    for where, leaks in found.items():
+        print(f"  {where:<40} {len(leaks)}  {', '.join(leaks)}")
+    assert not any(found.values()), found
