@@ -85,6 +85,20 @@ def render() -> str:
         "",
     ]
     out += [f"- `{f}`: {what}" for f, what in FIXTURE_ONLY.items()]
+    out += [
+        "",
+        "## Checked against the official SDK",
+        "",
+        "- `cohere` (the 13 corpus calls): every response validates as the `cohere` SDK's (7.3.1) `ChatResponse` and",
+        "  every request message as `ChatMessageV2`; looptap's text, tool calls (id, name, arguments), finish reason",
+        "  and billed usage agree with the SDK's reading in 13 of 13. The stream and v1 fixtures validate as",
+        "  `StreamedChatResponseV2` / `StreamedChatResponse` events. (Run in a scratch venv: the SDK is not a",
+        "  project dependency.) Cost via genai-prices: `cohere/command-r7b` on every turn.",
+        "- `openai_completions`, `embeddings`: fixtures validated against `openai.types.Completion` /",
+        "  `CreateEmbeddingResponse` inside the tests.",
+        "- `anthropic_complete`: the installed `anthropic` SDK no longer ships the `Completion` type; checked",
+        "  against the documented response only. Bedrock, watsonx, TGI, SageMaker: documented schemas only.",
+    ]
     return "\n".join(out) + "\n"
 
 
