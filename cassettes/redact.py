@@ -370,6 +370,8 @@ class Redactor:
                     if kind == "always" and isinstance(v, int | float):
                         self._learn(str(v))
                         found = True  # (a number under a credential's name: rebuilt as text)
+                    elif kind == "always" and isinstance(v, dict | list):
+                        self._learn_leaves(v)  # {"secret": {"value": "…"}}: what looks like one
                 if isinstance(v, str):
                     acc.append(v)
                     if v[:1] == "{" and len(v) < (1 << 20):
@@ -383,6 +385,20 @@ class Redactor:
                 elif isinstance(v, (dict, list)) and self._json_collect(v, acc):
                     found = True
         return found
+
+    def _learn_leaves(self, value: Any, depth: int = 0) -> None:
+        """Learn the credential-shaped strings and the long numbers inside an object or list that
+        stands under a credential's name (its other keys may be plain words: ``value``, ``data``).
+        Bounded: 32 levels."""
+        if depth > 32:
+            return
+        for v in value.values() if isinstance(value, dict) else value:
+            if isinstance(v, str) and looks_secret(v):
+                self._learn(v)
+            elif isinstance(v, int | float) and not isinstance(v, bool) and len(str(v)) >= 8:
+                self._learn(str(v))
+            elif isinstance(v, dict | list):
+                self._learn_leaves(v, depth + 1)
 
     def _learn_response(self, chunks: list[tuple[float | None, bytes]]) -> None:
         """Learn the credential fields of a JSON response (an OAuth ``access_token``, a created

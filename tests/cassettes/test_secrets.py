@@ -722,3 +722,108 @@ def test_history_scrub_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> Non
         red.exchange(_chat({"messages": [{"content": f"{i:04d} " + "w" * 995}]}))
     assert red._seen_chars <= 10_000
     assert len(red._seen) <= 11
+
+
+# -- issue 13 item 4: names, non-string values, URL paths, configuration, the OTLP endpoint ---------
+
+CREDENTIAL_NAMES = (
+    "token", "key", "openai_api_key", "secret_key", "aws_secret_access_key", "auth_token", "bearer",
+    "authorization_token", "x-llm-key", "openAIApiKey", "clientSecret", "refresh_token", "AWS_SESSION_TOKEN",
+    "privateKey", "passwd", "x-goog-api-key", "azureOpenAIKey", "hf_token",
+)
+LOOK_ALIKES = (
+    "max_tokens", "token_count", "keywords", "input_tokens", "cache_creation_input_tokens", "tokenizer",
+    "key_points", "monkey", "author", "authorName", "session_id", "signature", "thoughtSignature", "tokens",
+    "keyword", "max_output_tokens", "reasoning_tokens", "turkey",
+)
+
+
+@pytest.mark.parametrize("name", CREDENTIAL_NAMES)
+def test_credential_names_are_classified(name: str) -> None:
+    from cassettes.redact import secret_name
+
+    assert secret_name(name) is not None
+
+
+@pytest.mark.parametrize("name", LOOK_ALIKES)
+def test_look_alike_names_are_not(name: str) -> None:
+    from cassettes.redact import secret_name
+
+    assert secret_name(name) is None
+
+
+def _sentinel() -> str:
+    return "Q" + secrets.token_hex(12) + "zK"
+
+
+def test_values_under_credential_names_whatever_their_type() -> None:
+    r = Redactor()
+    nested, number, arg = _sentinel(), 12345678901234, _sentinel()
+    body = {
+        "api_key": number, "secret": {"value": nested, "kind": "static"}, "key": "color", "max_tokens": 1024,
+        "messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "login", "arguments": orjson.dumps({"token": arg, "user": "ada"}).decode()}}]}],
+        "echo": f"the server said {nested} and {arg}",
+    }
+    out, changed = r._scrub_json(body)
+    text = orjson.dumps(out).decode()
+    assert changed and out["api_key"] == REDACTED and out["secret"]["kind"] == "static"
+    for value in (nested, arg, str(number)):
+        assert value not in text
+    assert out["key"] == "color" and out["max_tokens"] == 1024 and '\\"user\\":\\"ada\\"' in text
+
+
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        ("https://api.telegram.org/bot123456:AAH4xYz9Qw8e7r6t5y4u3i2o1pLkJhGfDsA/sendMessage", "/sendMessage"),
+        ("https://gw.example.com/key/Q9f3ltA8b7c6d5e4f3g2h1/v1/chat/completions", "/v1/chat/completions"),
+        ("https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig=Abc123DEF456ghi789%2B%3D&se=1", "sv=2022-11-02"),
+    ],
+)
+def test_secrets_in_url_paths_and_sas_signatures(url: str, kept: str) -> None:
+    out = Redactor().url(url)
+    assert kept in out and "REDACTED" in out
+    assert not any(p in out for p in ("AAH4xYz9", "Q9f3ltA8", "Abc123DEF"))
+
+
+def test_a_plain_url_is_left_alone() -> None:
+    url = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.0-flash:generateContent"
+    assert Redactor().url(url) == url
+
+
+def test_pyproject_table_adds_headers_body_keys_and_patterns(tmp_path: Path) -> None:
+    cfg = tmp_path / "pyproject.toml"
+    cfg.write_text('[tool.looptap.redact]\nheaders = ["x-team-ident"]\nbody_keys = ["tenant_blob"]\npatterns = ["corp-[0-9a-f]{12}"]\n')
+    r = Redactor.configured(config=cfg)
+    ident, blob, corp = _sentinel(), "plain words here", "corp-" + secrets.token_hex(6)
+    ex = Exchange(
+        method="POST", url="https://api.openai.com/v1/chat/completions",
+        request_headers=[("content-type", "application/json"), ("x-team-ident", ident)],
+        request_body=orjson.dumps({"model": "m", "tenant_blob": blob, "messages": [{"role": "user", "content": f"id {corp}"}]}),
+        status=200, response_headers=[("content-type", "application/json")], response_chunks=[(0.0, b"{}")],
+    )
+    out = r.exchange(ex)
+    text = repr(out.request_headers) + out.request_body.decode()
+    assert ident not in text and blob not in text and corp not in text
+    plain = Redactor().exchange(ex)
+    assert ident in repr(plain.request_headers)  # the table is what caught it
+
+
+def test_a_bad_pyproject_table_is_a_clear_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "pyproject.toml"
+    cfg.write_text('[tool.looptap.redact]\nheaders = "x-one"\n')
+    with pytest.raises(ValueError, match="headers must be a list"):
+        Redactor.configured(config=cfg)
+    cfg.write_text('[tool.looptap.redact]\npatterns = ["("]\n')
+    with pytest.raises(ValueError, match="invalid redaction pattern"):
+        Redactor.configured(config=cfg)
+
+
+def test_otlp_endpoint_path_goes_before_the_query_and_is_printed_redacted() -> None:
+    from cassettes.interop.otlp import traces_url
+
+    url = traces_url("https://user:pw5Qx8Lm2Zt@collector.example.com:4318/otlp?api_key=Q9f3ltA8b7c6d5e4f3g2h1")
+    assert url.startswith("https://user:pw5Qx8Lm2Zt@collector.example.com:4318/otlp/v1/traces?api_key=")
+    assert traces_url("http://c:4318/v1/traces/") == "http://c:4318/v1/traces"
+    shown = Redactor().url(url)
+    assert "pw5Qx8Lm2Zt" not in shown and "Q9f3ltA8" not in shown and "/otlp/v1/traces?" in shown
