@@ -220,13 +220,24 @@ def load_config_patterns(config: str | Path | None) -> list[str]:
         config = default
     with open(config, "rb") as f:
         doc = tomllib.load(f)
-    for section in (doc.get("tool", {}).get("looptap", {}).get("verify"), doc.get("verify"), doc):
+    looptap = doc.get("tool", {}).get("looptap", {})
+    looptap = looptap if isinstance(looptap, dict) else {}
+    # The recorder's own patterns ([tool.looptap.redact]) are scanned for too: what it was told to
+    # mask must not be in the file.
+    redact = looptap.get("redact")
+    out: list[str] = []
+    if isinstance(redact, dict) and "patterns" in redact:
+        pats = redact["patterns"]
+        if not isinstance(pats, list) or not all(isinstance(p, str) for p in pats):
+            raise ValueError(f"{config}: [tool.looptap.redact] 'patterns' must be a list of strings")
+        out += pats
+    for section in (looptap.get("verify"), doc.get("verify"), doc):
         if isinstance(section, dict) and "patterns" in section:
             pats = section["patterns"]
             if not isinstance(pats, list) or not all(isinstance(p, str) for p in pats):
                 raise ValueError(f"{config}: 'patterns' must be a list of strings")
-            return list(pats)
-    return []
+            return [*out, *pats]
+    return out
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

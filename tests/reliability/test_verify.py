@@ -130,6 +130,11 @@ def test_configured_patterns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     # From [tool.looptap.verify] in ./pyproject.toml, and from --config.
     (tmp_path / "pyproject.toml").write_text('[tool.looptap.verify]\npatterns = ["corp-tok-[0-9]+"]\n')
     assert verify_main([str(path)]) == 1
+    # The recorder's [tool.looptap.redact] patterns are scanned for as well.
+    (tmp_path / "pyproject.toml").write_text('[tool.looptap.redact]\npatterns = ["corp-tok-[0-9]+"]\n')
+    assert verify_main([str(path)]) == 1
+    (tmp_path / "pyproject.toml").write_text('[tool.looptap.redact]\npatterns = ["other-[0-9]+"]\n')
+    assert verify_main([str(path)]) == 0
     (tmp_path / "pyproject.toml").unlink()
     cfg = tmp_path / "verify.toml"
     cfg.write_text('patterns = ["tok-1234"]\n')
