@@ -387,11 +387,11 @@ class CohereChat(Provider):
         v = _version(url)
         if method.upper() != "POST" or v is None:
             return 0
-        if not isinstance(body, dict):
-            return 1
-        if v == "v2":
-            return 3 if "messages" in body else 1
-        return 3 if "message" in body or "chat_history" in body else 1
+        shaped = isinstance(body, dict) and (("messages" in body) if v == "v2" else ("message" in body or "chat_history" in body))
+        if shaped:
+            return 3
+        # Another service's /v1/chat is not Cohere's: only Cohere's own hosts are claimed unshaped.
+        return 1 if "cohere" in url.netloc.lower() else 0
 
     def history_key(self, body: Any) -> str | None:
         if isinstance(body, dict):

@@ -86,7 +86,10 @@ class Embeddings(Provider):
         if method.upper() != "POST" or route is None:
             return 0
         key = ("input",) if route == "openai" else ("texts", "inputs", "images")
-        return 3 if isinstance(body, dict) and any(k in body for k in key) else 2
+        if isinstance(body, dict) and any(k in body for k in key):
+            return 3
+        # Unshaped: only a body naming a model is an embedding call (else another service's route).
+        return 2 if isinstance(body, dict) and "model" in body else 0
 
     def operation(self, method: str, url: SplitResult) -> str:
         return "embed"

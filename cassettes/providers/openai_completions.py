@@ -108,7 +108,9 @@ class OpenAICompletions(Provider):
         # elsewhere) have their own shapes: only a body with a prompt is claimed firmly.
         if "/fim/" in path:
             return 0
-        return 3 if isinstance(body, dict) and "prompt" in body else 1
+        if isinstance(body, dict) and "prompt" in body:
+            return 3
+        return 1 if isinstance(body, dict) and "model" in body else 0
 
     def model_from_url(self, url: SplitResult) -> str | None:
         parts = url.path.split("/")
@@ -153,8 +155,8 @@ class OpenAICompletions(Provider):
         usage = error = None
         done = False
         events = 0
-        for _, chunk in json_events(framed):
-            if _ == "[DONE]":
+        for name, chunk in json_events(framed):
+            if name == "[DONE]":
                 done = True
                 continue
             events += 1

@@ -381,3 +381,14 @@ def test_unknown_means_llm_looking_and_none_means_not() -> None:
     assert r.family == "unknown"
     r = rt("https://example.com/upload", {"name": "x"}, {"ok": True})
     assert r.family == "none"
+
+
+def test_other_services_routes_are_not_claimed() -> None:
+    """A /v1/chat or /embeddings of another service is not Cohere's or an embedding call: it is
+    left to the LLM-looking check (unknown), never labelled a family it is not."""
+    r = rt("https://chat.example.com/api/v1/chat", {"channel": "c", "text": "hi"}, {"ok": True})
+    assert r.family == "unknown"
+    r = rt("https://vectors.example.com/embeddings", {"collection": "c"}, {"ok": True})
+    assert r.family == "unknown"
+    r = rt("https://api.cohere.com/v2/chat", {}, {"message": "invalid request"}, status=400)
+    assert r.family == "cohere" and r.response is not None and r.response.error is not None
