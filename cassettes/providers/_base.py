@@ -44,6 +44,7 @@ __all__ = [
     "as_obj",
     "as_str",
     "aws_payload_bytes",
+    "azure_deployment",
     "compact_json",
     "error_from_body",
     "finish_lookup",
@@ -240,6 +241,16 @@ def aws_payload_bytes(ev: Event) -> bytes | None:
                 except (binascii.Error, ValueError):
                     return None
     return ev.data.encode()
+
+
+def azure_deployment(url: SplitResult) -> str | None:
+    """The deployment name of an Azure OpenAI URL (``/openai/deployments/{name}/…``): on Azure the
+    deployment, not the body, chooses the model."""
+    parts = url.path.split("/")
+    if "deployments" in parts:
+        i = parts.index("deployments")
+        return parts[i + 1] if i + 1 < len(parts) else None
+    return None
 
 
 def as_obj(v: Any) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
-from cassettes.providers._base import Provider, as_int, as_str
+from cassettes.providers._base import Provider, as_int, as_str, azure_deployment
 from cassettes.providers.openai_completions import prompt_messages
 
 __all__ = ["Embeddings", "embedding_usage", "vectors_summary"]
@@ -101,11 +101,7 @@ class Embeddings(Provider):
         return None
 
     def model_from_url(self, url: SplitResult) -> str | None:
-        parts = url.path.split("/")
-        if "deployments" in parts:  # Azure: the deployment chooses the model
-            i = parts.index("deployments")
-            return parts[i + 1] if i + 1 < len(parts) else None
-        return None
+        return azure_deployment(url)
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = body if isinstance(body, dict) else {}

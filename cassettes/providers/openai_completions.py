@@ -23,7 +23,14 @@ from urllib.parse import SplitResult
 
 from cassettes.framing import Framed
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.providers._base import Provider, as_str, error_from_body, finish_lookup, json_events
+from cassettes.providers._base import (
+    Provider,
+    as_str,
+    azure_deployment,
+    error_from_body,
+    finish_lookup,
+    json_events,
+)
 from cassettes.providers.openai_chat import usage_from
 
 __all__ = ["OpenAICompletions", "finish_class", "prompt_messages"]
@@ -113,11 +120,7 @@ class OpenAICompletions(Provider):
         return 1 if isinstance(body, dict) and "model" in body else 0
 
     def model_from_url(self, url: SplitResult) -> str | None:
-        parts = url.path.split("/")
-        if "deployments" in parts:  # Azure: the deployment chooses the model
-            i = parts.index("deployments")
-            return parts[i + 1] if i + 1 < len(parts) else None
-        return None
+        return azure_deployment(url)
 
     def history_key(self, body: Any) -> str | None:
         return None
