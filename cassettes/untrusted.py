@@ -132,13 +132,17 @@ def json_safe(data: bytes) -> bytes:
 
 class SafeBinaryStream:
     """A binary stream wrapper that passes everything written through :func:`json_safe`
-    (incrementally: a UTF-8 sequence split between two writes is decoded whole)."""
+    (incrementally: a UTF-8 sequence split between two writes is decoded whole). ``text_layer``,
+    when given, is flushed first, so that text printed before the bytes comes out before them."""
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, text_layer: Any = None) -> None:
         self._raw = raw
+        self._text_layer = text_layer
         self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
+        if self._text_layer is not None:
+            self._text_layer.flush()
         text = self._decoder.decode(bytes(data))
         if text:
             self._raw.write(_UNSAFE_BYTES_TEXT.sub(_escaped, text).encode("utf-8", "surrogateescape"))
@@ -162,7 +166,7 @@ class SafeTextStream:
     def __init__(self, raw: Any) -> None:
         self._raw = raw
         raw_buffer = getattr(raw, "buffer", None)
-        self.buffer = SafeBinaryStream(raw_buffer) if raw_buffer is not None else None
+        self.buffer = SafeBinaryStream(raw_buffer, raw) if raw_buffer is not None else None
 
     def write(self, text: str) -> int:
         self._raw.write(clean(text))

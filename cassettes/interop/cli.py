@@ -25,8 +25,10 @@ def _write(path: str, data: bytes) -> None:
         sys.stdout.buffer.flush()
         return
     from cassettes.store import write_private
+    from cassettes.untrusted import json_safe
 
-    write_private(path, data)  # exports hold the recorded prompts: 0600, like the cassette
+    # 0600 like the cassette; C1/bidi/zero-width in strings escaped (same JSON value) for terminals.
+    write_private(path, json_safe(data))
 
 
 def _header(values: list[str] | None) -> dict[str, str]:

@@ -1,0 +1,186 @@
+"""The output boundary for untrusted text (cassettes/untrusted.py) and the CLI that goes through it:
+the sanitiser on every kind of dangerous character, the JSON escaping round trip, and every printing
+command run as a subprocess on a cassette whose every shown field is hostile."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cassettes.store import CassetteWriter
+from cassettes.untrusted import SafeTextStream, clean, clean_line, guard_stdio, has_unsafe, json_safe, strip_unsafe
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Bytes that must never reach a terminal: ESC, BEL, BS, C1 (UTF-8 encoded and bare), bidi, zero-width.
+RAW = (b"\x1b", b"\x07", b"\x08", "\x9b".encode(), "\x85".encode(), "\u202e".encode(), "\u2066".encode(), "\u200b".encode())
+
+
+# -- the sanitiser ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("\x1b[2J", "␛[2J"),  # screen clear
+        ("\x1b]52;c;cHduZWQ=\x07", "␛]52;c;cHduZWQ=␇"),  # OSC 52 clipboard write
+        ("\x1b[1A\x1b[31m", "␛[1A␛[31m"),  # cursor move, colour
+        ("a\rb", "a␍b"),
+        ("\x00\x08\x7f", "␀␈␡"),
+        ("\x9b32m", "\\x9b32m"),  # one-character CSI (C1)
+        ("\x85", "\\x85"),
+        ("abc\u202eevil", "abc\\u202eevil"),  # right-to-left override
+        ("\u2066x\u2069", "\\u2066x\\u2069"),  # isolates
+        ("a\u200bb\u200d", "a\\u200bb\\u200d"),  # zero-width
+        ("\ufeffx", "\\ufeffx"),
+        ("line\u2028sep", "line\\u2028sep"),
+        ("\ud83d", "\\ud83d"),  # a lone surrogate
+        ("\U000e0041", "\\U000e0041"),  # a tag character
+    ],
+)
+def test_clean_shows_every_control_visibly(raw: str, shown: str) -> None:
+    assert clean(raw) == shown
+    assert not has_unsafe(clean(raw))
+    assert has_unsafe(raw)
+
+
+def test_newlines_and_tabs_are_kept_by_clean_and_shown_by_clean_line() -> None:
+    assert clean("a\nb\tc") == "a\nb\tc"
+    assert clean_line("a\nb\tc") == "a␤b c"
+    assert "\n" not in clean_line("x\n" * 5)
+
+
+@pytest.mark.parametrize("text", ["", "plain ASCII [bold] text", "日本語のテキスト", "emoji 🎉👩‍💻🇫🇷", "naïve café — “quotes”", "עברית"])
+def test_plain_text_is_unchanged(text: str) -> None:
+    # The ZWJ inside the family emoji is a joiner: it is shown, so only texts without one are unchanged.
+    if "\u200d" in text:
+        assert "\\u200d" in clean(text)
+    else:
+        assert clean(text) == text
+        assert clean_line(text) == text
+        assert strip_unsafe(text) == text
+
+
+@given(st.text())
+def test_cleaned_text_is_always_safe_and_cleaning_is_stable(text: str) -> None:
+    once = clean(text)
+    assert not has_unsafe(once)
+    assert clean(once) == once  # idempotent on its own output
+    assert "\n" not in clean_line(text) and not has_unsafe(clean_line(text))
+    assert not has_unsafe(strip_unsafe(text))
+
+
+def test_strip_unsafe_keeps_the_width() -> None:
+    assert strip_unsafe("a\x1b[2Jb\u202ec\ud800") == "a[2Jbc\ufffd"
+
+
+# -- JSON written to a terminal or a file --------------------------------------------------------
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3), max_leaves=10))
+def test_json_safe_round_trips_to_the_same_value(value: object) -> None:
+    try:
+        data = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # lone surrogates are not JSON
+        return
+    safe = json_safe(data)
+    assert orjson.loads(safe) == value
+    assert json.loads(safe.decode()) == value
+    text = safe.decode("utf-8")
+    assert not has_unsafe(text)
+
+
+def test_json_safe_escapes_c1_bidi_and_zero_width_that_orjson_emits_raw() -> None:
+    value = {"t": "x\x9b2J\u202eevil\u200b\u2028\x85"}
+    raw = orjson.dumps(value)
+    assert "\u202e".encode() in raw  # orjson leaves it raw: the reason for json_safe
+    safe = json_safe(raw)
+    assert safe == b'{"t":"x\\u009b2J\\u202eevil\\u200b\\u2028\\u0085"}'
+    assert orjson.loads(safe) == value
+
+
+def test_safe_streams_clean_text_and_bytes_even_split_across_writes() -> None:
+    raw = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    stream = SafeTextStream(raw)
+    stream.write("a\x1b[2J")
+    assert stream.buffer is not None
+    bidi = "\u202e".encode()
+    stream.buffer.write(b'"' + bidi[:1])
+    stream.buffer.write(bidi[1:] + b'"')
+    stream.flush()
+    out = raw.buffer.getvalue()  # type: ignore[attr-defined]
+    assert out == b'a\xe2\x90\x9b[2J"\\u202e"'
+
+
+def test_guard_stdio_wraps_and_restores() -> None:
+    before = sys.stdout
+    with guard_stdio():
+        assert isinstance(sys.stdout, SafeTextStream) and isinstance(sys.stderr, SafeTextStream)
+    assert sys.stdout is before
+
+
+# -- every printing command on a hostile cassette -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.hostile.corpus import hostile_exchanges
+
+    path = tmp_path_factory.mktemp("hostile") / "hostile.jsonl"
+    exchanges = hostile_exchanges()
+    assert len(exchanges) >= 6  # text, reasoning, tools, errors, headers, models, labels, URLs
+    with CassetteWriter(path) as w:
+        for ex in exchanges:
+            w.append(ex)
+    return path
+
+
+def _looptap(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "cassettes.cli", *args], cwd=cwd, capture_output=True, timeout=600)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show", "{f}"],
+        ["show", "{f}", "--json"],
+        ["textconv", "{f}"],
+        ["diff", "{f}", "{f}"],
+        ["verify", "{f}"],
+        ["export", "{f}", "--har", "{d}/out.har"],
+        ["export", "{f}", "--otel", "{d}/out.otlp"],
+        ["export", "{f}", "--otel", "-"],
+        ["import", "{f}", "-o", "{d}/imported.jsonl"],
+        ["show", "{d}/missing\x1b[2J.jsonl"],  # an error line naming hostile input
+    ],
+    ids=["show", "show-json", "textconv", "diff", "verify", "export-har", "export-otel", "export-otel-stdout", "import", "error-line"],
+)
+def test_no_command_writes_raw_controls_or_a_traceback(hostile: Path, tmp_path: Path, args: list[str]) -> None:
+    argv = [a.replace("{f}", str(hostile)).replace("{d}", str(tmp_path)) for a in args]
+    proc = _looptap(*argv, cwd=tmp_path)
+    for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+        assert b"Traceback" not in stream, (name, stream[-2000:])
+        leaked = [r for r in RAW if r in stream]
+        assert not leaked, (name, leaked, stream[:300])
+    assert proc.stdout or proc.stderr  # the user is told something
+    if argv[0] == "show" and len(argv) == 2 and "missing" not in argv[1]:
+        assert proc.returncode == 0, proc.stderr[-500:]
+        out = proc.stdout.decode("utf-8")
+        assert "␛]52;c;" in out and "\\u202e" in out  # shown visibly, not dropped
+    if "--json" in argv or argv[-1] == "-":
+        assert proc.returncode == 0, proc.stderr[-500:]
+        assert all(json.loads(line) is not None for line in proc.stdout.splitlines())
+    for written in tmp_path.glob("out.*"):  # exports that people open in terminals and editors
+        data = written.read_bytes()
+        assert not [r for r in RAW if r in data], written.name
+        if written.suffix == ".har":  # one indented document
+            assert json.loads(data)["log"]["entries"]
+        else:  # OTLP: one request per line
+            assert all(json.loads(line) is not None for line in data.splitlines() if line.strip())
