@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import os
 import select
-import sys
 import threading
 import time
 from collections import deque
@@ -45,6 +44,7 @@ from cassettes.errors import CassetteError
 from cassettes.exchange import Exchange
 from cassettes.providers import is_llm_host
 from cassettes.store import CassetteWriter
+from proxy import messages
 from proxy.writer import SETTLE, FrameReader, enlarge_pipe, frame, write_parts, writer_main
 
 __all__ = ["DurableGate", "LooptapRecorder", "Tee", "addons", "flow_to_exchange"]
@@ -248,6 +248,12 @@ class LooptapRecorder:
         out_r, out_w = mp.Pipe(duplex=False)
         enlarge_pipe(in_w.fileno())
         redact = (list(ctx.options.looptap_redact_headers), list(ctx.options.looptap_redact_patterns))
+        try:  # this process's messages are masked with the same extra names and patterns
+            from cassettes.redact import Redactor
+
+            messages.set_redactor(Redactor.configured(headers=redact[0], patterns=redact[1]))
+        except ValueError:
+            pass  # the writer reports a bad pattern when it opens the cassette
         process = mp.Process(
             target=writer_main,
             args=(str(path), fsync, in_r, out_w, 0.0 if self._durable else SETTLE, redact),
@@ -387,12 +393,13 @@ class LooptapRecorder:
                 except ValueError:
                     pass
                 _resolve(ack[1])
-            what = _safe_line(f"could not capture {flow.request.method} {flow.request.pretty_url}: {exc}")
+            messages.learn_headers(flow.request.headers.items(multi=True))
+            what = _safe_line(f"could not capture {flow.request.method} {flow.request.pretty_url}: {type(exc).__name__}: {exc}")
             with self._done:
                 self.failed_records += 1
                 self.lost.append(what)
                 self._done.notify_all()
-            print(f"looptap: {what}", file=sys.stderr)
+            messages.error(f"round trip NOT recorded: {what}")
 
     async def _wait_written(self, flow: http.HTTPFlow) -> None:
         fut = flow.metadata.pop("looptap_wait", None)
@@ -457,11 +464,15 @@ class LooptapRecorder:
                 self.recorded += n
             elif kind == "storage_error":
                 self.storage_errors += 1
-                self.lost.append(str(msg))
+                self.lost.append(_safe_line(str(msg)))
             elif kind == "failed":
                 self.failed_records += 1
-                self.lost.append(str(msg))
+                self.lost.append(_safe_line(str(msg)))
             self._done.notify_all()
+        if kind == "storage_error":
+            messages.error(f"STORAGE ERROR, round trip not recorded: {msg}")
+        elif kind == "failed":
+            messages.error(f"round trip NOT recorded: {msg}")
 
     def _release_ack(self) -> None:
         try:
@@ -505,7 +516,7 @@ class LooptapRecorder:
                     if lost > 0:
                         self.storage_errors += lost
                         self.lost.append(f"{lost} round trips: the writer process stopped before storing them")
-                        print(f"looptap: STORAGE ERROR: the writer process stopped; {lost} round trips not recorded", file=sys.stderr)
+                        messages.error(f"STORAGE ERROR: the writer process stopped; {lost} round trips not recorded")
                     return
             if waits_for_loop:
                 with self._done:
@@ -543,7 +554,7 @@ class LooptapRecorder:
             with self._done:
                 self.storage_errors += lost_overflow
                 self.lost.append(f"{lost_overflow} round trips: never handed to the writer")
-            print(f"looptap: STORAGE ERROR: {lost_overflow} round trips were never handed to the writer", file=sys.stderr)
+            messages.error(f"STORAGE ERROR: {lost_overflow} round trips were never handed to the writer")
         while self._acks:  # nothing will answer them once the writer is gone
             self._release_ack()
 
@@ -589,11 +600,6 @@ addons = [_recorder, DurableGate(_recorder)]
 
 
 def _safe_line(text: str) -> str:
-    """A message about a flow, fit for stderr: credentials in the URL and known key formats
-    redacted, one line, controls shown (the writer's redactor, with what it learned, is in another
-    process; its own messages are redacted there)."""
-    from cassettes.redact import Redactor
-    from cassettes.untrusted import clean_line
-
-    r = Redactor()
-    return clean_line(r.scrub(" ".join(r.url(w) if "://" in w else w for w in text.split(" "))))[:500]
+    """A message about a flow, fit for stderr (:func:`proxy.messages.safe`: redacted, one line,
+    controls shown, bounded)."""
+    return messages.safe(text)

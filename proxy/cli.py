@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.providers import REVERSE_UPSTREAMS
+from proxy import messages
 
 __all__ = ["register_record", "register_run"]
 
@@ -99,10 +100,11 @@ def _config(args: argparse.Namespace) -> Any:
 def _warn_exposure(args: argparse.Namespace) -> None:
     warning = _exposure_warning(args.listen_host)
     if warning:
-        print(warning, file=sys.stderr, flush=True)
+        messages.error(warning.removeprefix("looptap: "))
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    messages.to_stderr()
     _warn_exposure(args)
     try:
         from proxy.launcher import BusyPort, RecorderError, record_forever
@@ -112,7 +114,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(record_forever(_config(args)))
     except (BusyPort, RecorderError) as exc:
-        print(f"looptap: error: {exc}", file=sys.stderr)
+        messages.error(f"error: {exc}")
         return 2
 
 
@@ -123,7 +125,7 @@ def _summary(path: Path) -> list[str]:
     try:
         cas = read_cassette(path)
     except Exception as exc:
-        return [f"looptap: could not read {path} for the summary: {exc}"]
+        return [f"could not read {path} for the summary: {exc}"]
     run = analyse(cas.exchanges)
     by_layer = {layer: sum(1 for f in run.findings if f.layer == layer and f.severity.value != "info") for layer in "EAC"}
     tin = sum(t.tokens.input or 0 for t in run.turns.values())
@@ -132,15 +134,16 @@ def _summary(path: Path) -> list[str]:
     known = [c for c in costs if c is not None]
     cost = f"${float(sum(known)):.4f}" + ("" if len(known) == len(costs) else " (some prices unknown)") if known else "unknown"
     lines = [
-        f"looptap: {len(cas.exchanges)} round trips in {path}: {len(run.conversations)} conversations, {len(run.turns)} turns",
-        f"looptap: findings (warnings and errors) by layer: E {by_layer['E']}, A {by_layer['A']}, C {by_layer['C']}",
-        f"looptap: tokens in {tin}, out {tout}; cost {cost}",
-        f"looptap: details: looptap show {path}",
+        f"{len(cas.exchanges)} round trips in {path}: {len(run.conversations)} conversations, {len(run.turns)} turns",
+        f"findings (warnings and errors) by layer: E {by_layer['E']}, A {by_layer['A']}, C {by_layer['C']}",
+        f"tokens in {tin}, out {tout}; cost {cost}",
+        f"details: looptap show {path}",
     ]
     return lines
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    messages.to_stderr()
     argv = list(args.cmd)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -173,17 +176,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
         child_log = Path(str(config.output) + ".log")
         viewer = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", str(config.output)]
-        print(f"looptap: the command's output goes to {child_log}", file=sys.stderr)
+        messages.emit(f"the command's output goes to {child_log}")
     try:
         rc, addon = asyncio.run(run_child(config, argv, child_log=child_log, viewer=viewer))
     except (BusyPort, RecorderError) as exc:
-        print(f"looptap: error: {exc}", file=sys.stderr)
+        messages.error(f"error: {exc}")
         return 2
     except FileNotFoundError as exc:
-        print(f"looptap: error: {exc}", file=sys.stderr)
+        messages.error(f"error: {exc}")
         return 127
     for line in _summary(config.output):
-        print(line, file=sys.stderr)
+        messages.emit(line)
     from proxy.launcher import report_lost
 
     if report_lost(addon):
@@ -193,13 +196,22 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def register_record(sub: Any) -> None:
-    p = sub.add_parser("record", help="run the recording proxy until Ctrl-C; prints the environment to export")
+    p = sub.add_parser(
+        "record", help="run the recording proxy until Ctrl-C; prints the environment to export",
+        epilog="exit status: 0 every round trip was recorded; 2 the recorder could not start; 3 some round trips "
+        "could NOT be stored (counted and named on stderr). See docs/recorder.md",
+    )
     _common(p)
     p.set_defaults(func=cmd_record)
 
 
 def register_run(sub: Any) -> None:
-    p = sub.add_parser("run", help="record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py")
+    p = sub.add_parser(
+        "run", help="record a command's LLM traffic: looptap run -o run.jsonl -- python agent.py",
+        epilog="exit status: the command's own status; if it succeeded but some round trips could NOT be stored, 3 "
+        "(they are counted and named on stderr whatever the status); 2 the recorder could not start; 127 the "
+        "command could not be started. See docs/recorder.md",
+    )
     _common(p)
     p.add_argument(
         "--inspect",

@@ -24,6 +24,7 @@ from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
 from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.store import private_open
+from proxy import messages
 from proxy.addon import DurableGate, LooptapRecorder
 
 __all__ = ["BUILTIN_UPSTREAMS", "BusyPort", "Listener", "Recorder", "RecorderConfig", "RecorderError", "free_port"]
@@ -231,10 +232,10 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     for line in export_lines(rec.env):
         print(line)
     sys.stdout.flush()  # the exports are out before the ready line
-    print(f"looptap: recording to {config.output} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    messages.emit(f"recording to {config.output} (Ctrl-C to stop)")
     await stop.wait()
     await rec.stop()
-    print(f"looptap: stopped; {rec.addon.recorded} round trips recorded in {config.output}", file=sys.stderr)
+    messages.emit(f"stopped; {rec.addon.recorded} round trips recorded in {config.output}")
     return 3 if report_lost(rec.addon) else 0
 
 
@@ -244,11 +245,11 @@ def report_lost(addon: LooptapRecorder) -> bool:
     lost = addon.storage_errors + addon.failed_records
     if not lost:
         return False
-    print(f"looptap: {lost} round trips could NOT be stored (exit status 3):", file=sys.stderr)
+    messages.error(f"{lost} round trips could NOT be stored (exit status 3):")
     for line in addon.lost[:10]:
-        print(f"looptap:   {line}", file=sys.stderr)
+        messages.error(f"  {line}")
     if len(addon.lost) > 10:
-        print(f"looptap:   … and {len(addon.lost) - 10} more", file=sys.stderr)
+        messages.error(f"  … and {len(addon.lost) - 10} more")
     return True
 
 
@@ -291,7 +292,7 @@ async def run_child(
             try:
                 view = await asyncio.create_subprocess_exec(*viewer)
             except OSError as exc:
-                print(f"looptap: cannot start the inspector: {exc}", file=sys.stderr)
+                messages.error(f"cannot start the inspector: {exc}")
         rc = await proc.wait()
         if view is not None:
             await view.wait()

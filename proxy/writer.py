@@ -23,7 +23,6 @@ import os
 import pickle
 import select
 import struct
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from cassettes.decoding import decode_exchange
 from cassettes.errors import CassetteError
 from cassettes.redact import Redactor
 from cassettes.store import CassetteWriter
-from cassettes.untrusted import clean_line
+from proxy import messages
 
 __all__ = ["SETTLE", "FrameReader", "enlarge_pipe", "frame", "write_parts", "writer_main"]
 
@@ -164,11 +163,13 @@ def writer_main(
         pass
     in_fd, out_fd = inbox.fileno(), outbox.fileno()
     answers = _Answers(out_fd)
+    messages.to_stderr()
     try:
         redactor = Redactor.configured(headers=redact[0], patterns=redact[1])
+        messages.set_redactor(redactor)  # what the cassette's redactor learns is masked in messages too
         writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, redactor=redactor, fsync=fsync)
     except (CassetteError, OSError, ValueError) as exc:
-        answers.send("storage_error", f"cannot open {path}: {exc}")
+        answers.send("storage_error", messages.safe(f"cannot open {path}: {exc}"))
         return
     answers.send("ready", None)
     reader = FrameReader()
@@ -212,16 +213,25 @@ def _store(writer: CassetteWriter, item: Any, answers: _Answers) -> None:
         writer.append(item)
         answers.ok += 1
     except CassetteError as exc:
-        msg = _safe(writer, f"{item.method} {writer.redactor.url(item.url)}: {exc}")
-        print(f"looptap: STORAGE ERROR, round trip not recorded: {msg}", file=sys.stderr, flush=True)
+        msg = messages.safe(f"{_which(item)}: {exc}")
         answers.send("storage_error", msg)
+        if not answers.alive:  # the proxy is gone: say it here (otherwise the proxy does)
+            messages.error(f"STORAGE ERROR, round trip not recorded: {msg}")
     except Exception as exc:
-        msg = _safe(writer, f"could not record {item.method} {writer.redactor.url(item.url)}: {type(exc).__name__}: {exc}")
-        print(f"looptap: {msg}", file=sys.stderr, flush=True)
+        msg = messages.safe(f"could not record {_which(item)}: {type(exc).__name__}: {exc}")
         answers.send("failed", msg)
+        if not answers.alive:
+            messages.error(msg)
 
 
-def _safe(writer: CassetteWriter, text: str) -> str:
-    """A message about a round trip, fit for stderr: redacted with what the cassette's redactor
-    knows (the keys it removed from this run's headers included), one line, controls shown."""
-    return clean_line(writer.redactor.scrub(text))[:500]
+def _which(item: Any) -> str:
+    """Names a round trip in a message: method, URL (redacted by :func:`messages.safe`), sequence
+    number and start time (UTC)."""
+    parts = [str(getattr(item, "method", "?")), str(getattr(item, "url", "?"))]
+    seq = getattr(item, "seq", None)
+    if isinstance(seq, int):
+        parts.append(f"#{seq}")
+    started = getattr(item, "started", None)
+    if isinstance(started, (int, float)):
+        parts.append("at " + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)))
+    return " ".join(parts)

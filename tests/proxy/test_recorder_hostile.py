@@ -170,3 +170,83 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(up
     assert len(read_cassette(out).exchanges) == 3
     for i in range(len(key) - 7):
         assert key[i : i + 8] not in stderr + proc.stdout.decode(), "a piece of the key reached the terminal"
+
+
+def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_masked(upstream: str, tmp_path: Path) -> None:
+    """The addon's conversion of a flow fails, with an exception text that embeds the request's
+    API key (sent in a header only): the round trip is counted and named, `looptap run` exits 3,
+    and the key the message carried is masked (learned from the flow's headers), as are escapes."""
+    key = "ltcapQ" + secrets.token_hex(16)
+    out = tmp_path / "run.jsonl"
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import os, urllib.request\n"
+        "base = os.environ['OPENAI_BASE_URL'].rstrip('/')\n"
+        "for i in range(3):\n"
+        "    req = urllib.request.Request(base + f'/chat/completions?depth=3&n={i}', data=b'{\"model\":\"m\",\"messages\":[]}',\n"
+        f"        headers={{'content-type': 'application/json', 'x-goog-api-key': '{key}'}})\n"
+        "    urllib.request.urlopen(req, timeout=60).read()\n"
+    )
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "try:\n"
+        "    import proxy.addon as a\n"
+        "except ImportError:\n"
+        "    a = None  # the agent's interpreter has no mitmproxy\n"
+        "if a is not None:\n"
+        "    _orig = a.flow_to_exchange\n"
+        "    def flow_to_exchange(flow, *args):\n"
+        "        if 'n=1' in flow.request.url:\n"
+        "            key = flow.request.headers['x-goog-api-key']\n"
+        "            raise RuntimeError('simulated conversion failure \\x1b]52;c;aGk=\\x07 for ' + key)\n"
+        "        return _orig(flow, *args)\n"
+        "    a.flow_to_exchange = flow_to_exchange\n"
+    )
+    env = clean_env()
+    env["PYTHONPATH"] = f"{hook}:{env['PYTHONPATH']}"
+    proc = subprocess.run(
+        [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={upstream}", "--confdir", str(tmp_path / "conf"),
+         "--", sys.executable, str(agent)],
+        capture_output=True, env=env, timeout=300,
+    )
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 3, stderr
+    assert "1 round trips could NOT be stored" in stderr
+    assert "simulated conversion failure" in stderr and "n=1" in stderr and "POST" in stderr
+    assert "\x1b" not in stderr and "\x07" not in stderr  # shown, never emitted
+    assert len(read_cassette(out).exchanges) == 2
+    for i in range(len(key) - 7):
+        assert key[i : i + 8] not in stderr + proc.stdout.decode(), "a piece of the key reached the terminal"
+
+
+def test_every_message_is_redacted_and_cleaned_by_the_logger_itself(caplog: pytest.LogCaptureFixture) -> None:
+    """`proxy.messages` is the one way the recorder speaks: whatever is logged on its logger (even
+    directly) comes out redacted with what the redactor learned, on one line, controls shown, no
+    traceback; without `to_stderr` (mitmdump/mitmweb) errors reach the root log at error level."""
+    import logging
+
+    from cassettes.redact import Redactor
+    from proxy import messages
+
+    key = "ltmsgQ" + secrets.token_hex(16)
+    old = messages._redactor
+    messages.set_redactor(Redactor())
+    try:
+        messages.learn_headers([("x-llm-key", key), ("authorization", f"Bearer {key}x")])
+        with caplog.at_level(logging.INFO, logger="looptap.recorder"):
+            messages.error(f"POST https://h/v1/x?key={key}x&alt=sse: bad body {{\"k\": \"{key}\"}}\n\x1b[2Jnext")
+            try:
+                raise ValueError(key)
+            except ValueError:
+                messages.LOG.exception("direct %s", key)
+        texts = [r.getMessage() for r in caplog.records if r.name == "looptap.recorder"]
+        assert len(texts) == 2 and all(r.levelno == logging.ERROR for r in caplog.records if r.name == "looptap.recorder")
+        for text in texts:
+            assert key[:8] not in text and key[-8:] not in text, text
+            assert "\n" not in text and "\x1b" not in text
+        assert "alt=sse" in texts[0] and "bad body" in texts[0]
+        assert all(r.exc_info is None for r in caplog.records if r.name == "looptap.recorder")
+        assert len(messages.safe("x" * 10_000)) <= messages.MAX_CHARS
+    finally:
+        messages._redactor = old
