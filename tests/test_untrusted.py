@@ -16,7 +16,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cassettes.store import CassetteWriter
-from cassettes.untrusted import SafeTextStream, clean, clean_line, guard_stdio, has_unsafe, json_safe, strip_unsafe
+from cassettes.untrusted import (
+    SafeTextStream,
+    clean,
+    clean_line,
+    guard_stdio,
+    has_unsafe,
+    json_safe,
+    strip_unsafe,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Bytes that must never reach a terminal: ESC, BEL, BS, C1 (UTF-8 encoded and bare), bidi, zero-width.

@@ -1,0 +1,73 @@
+"""The inspector on a cassette whose every shown field is hostile (terminal escapes, bidi, Rich/Textual
+markup and action strings): every tab, every turn, findings, search, help, the command palette and
+toasts visited, then every widget in the DOM walked. Nothing rendered holds a raw control, no markup
+was interpreted (the literal ``[@click=app.quit]`` is visible, the app still runs, no screenshot file
+was written)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable
+from textual.widgets._toast import Toast
+
+from cassettes.store import CassetteWriter
+from cassettes.untrusted import has_unsafe
+from inspector.app import InspectorApp
+from inspector.safe import wire, wire_line
+from tests.hostile.corpus import HOSTILE, PWNED_DIR, hostile_exchanges
+from tests.hostile.drive_inspector import _rendered, drive
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def hostile_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("hostile") / "hostile.jsonl"
+    with CassetteWriter(path) as w:
+        for ex in hostile_exchanges():
+            w.append(ex)
+    return path
+
+
+def test_wire_text_is_cleaned_and_never_markup() -> None:
+    t = wire(HOSTILE)
+    assert not has_unsafe(t.plain)
+    assert "[@click=app.quit]" in t.plain and not t.spans  # literal text, no style parsed from it
+    assert "\n" not in wire_line("a\nb").plain
+
+
+async def test_every_widget_on_every_screen_is_safe(hostile_file: Path, tmp_path: Path) -> None:
+    problems, _told, shown = await drive(hostile_file, tmp_path)
+    assert shown, "the hostile strings never reached the screen: the test would prove nothing"
+    assert not problems, "\n".join(problems)
+    assert not Path(PWNED_DIR).exists()
+
+
+async def test_findings_cells_and_toasts_show_markup_literally(hostile_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = InspectorApp(hostile_file)
+    # Pilot hides toasts and tooltips unless asked: here they are rendered and walked.
+    async with app.run_test(size=(160, 45), notifications=True, tooltips=True) as pilot:
+        for _ in range(2400):
+            if app.complete or app.failed:
+                break
+            await pilot.pause(0.05)
+        # A toast built from wire text: [type=x] once crashed the TUI with a MarkupError.
+        app.notify("tool failed: " + HOSTILE)
+        app.notify("title test", title=HOSTILE)
+        app.notify("[@click=app.quit]Q[/] [type=x]\x1b[2J")
+        await pilot.pause(0.3)
+        app.query_one("#tabs").active = "findings"  # type: ignore[attr-defined]
+        await pilot.pause(0.3)
+        cells = [str(c) for t in app.screen.query(DataTable) for row in range(t.row_count) for c in t.get_row_at(row)]
+        assert any("[@click=" in c for c in cells), cells[:5]
+        lines = [line for w in app.screen.walk_children(with_self=True) for line in _rendered(w)]
+        toasts = " ".join(line for t in app.screen.query(Toast) for line in _rendered(t))
+        assert "tool failed" in toasts and "title test" in toasts
+        assert "[@click=app.quit]Q[/] [type=x]␛[2J" in toasts, toasts
+        assert not [line for line in lines if has_unsafe(line)]
+        assert app.is_running
+        await pilot.press("q")
+    assert not list(tmp_path.glob("*.svg")) and not Path(PWNED_DIR).exists()
