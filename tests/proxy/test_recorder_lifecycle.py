@@ -8,6 +8,7 @@ import json
 import os
 import re
 import resource
+import secrets
 import signal
 import socket
 import subprocess
@@ -99,11 +100,12 @@ CLIENT = textwrap.dedent(
     """
     import json, os, sys, urllib.request
     base = os.environ["OPENAI_BASE_URL"]
+    key = sys.argv[2]
     ok = 0
     for i in range(int(sys.argv[1])):
         body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"request {i} " + "x" * 6000}]}
-        req = urllib.request.Request(base + "/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"content-type": "application/json", "authorization": "Bearer sk-test"})
+        req = urllib.request.Request(base + f"/chat/completions?key={key}", data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json", "authorization": f"Bearer {key}"})
         with urllib.request.urlopen(req, timeout=30) as resp:
             ok += bool(json.load(resp)["choices"])
     print(json.dumps({"ok": ok}))
@@ -114,7 +116,8 @@ CLIENT = textwrap.dedent(
 def test_storage_failure_is_loud_and_harmless(tmp_path: Path) -> None:
     """The cassette hits a file size limit mid-run (as a full disk would): every request still gets
     its answer, the failure is on stderr, looptap exits non-zero, and the cassette holds whole
-    records only."""
+    records only; the key the requests carried (query and header) is printed nowhere."""
+    key = "ltfszQ" + secrets.token_hex(16)
     limit = 48_000
     small_ca = tmp_path / "empty-ca.pem"
     small_ca.write_text("")  # keep the CA bundle looptap writes under the limit too
@@ -129,7 +132,7 @@ def test_storage_failure_is_loud_and_harmless(tmp_path: Path) -> None:
     with FakeUpstream(delay=0.001) as up:
         proc = subprocess.run(
             [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),
-             "--", sys.executable, str(client), str(n)],
+             "--", sys.executable, str(client), str(n), key],
             capture_output=True, text=True, timeout=180, env=_env(SSL_CERT_FILE=str(small_ca)), preexec_fn=limit_file_size,
         )  # fmt: skip
         served = len(up.llm_served())
@@ -138,6 +141,8 @@ def test_storage_failure_is_loud_and_harmless(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     assert "STORAGE ERROR" in proc.stderr and "could NOT be stored" in proc.stderr
     assert "Traceback" not in proc.stderr
+    for i in range(len(key) - 7):
+        assert key[i : i + 8] not in proc.stderr + proc.stdout, "a piece of the key reached the terminal"
     cas = read_cassette(out)
     assert not cas.problems, cas.problems  # the failed record was taken back: whole records only
     stored = len(cas.exchanges)
