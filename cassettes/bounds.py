@@ -21,10 +21,12 @@ import orjson
 
 __all__ = [
     "MARKER",
+    "MAX_LIST",
     "RECORD_DEPTH",
     "STORE_DEPTH",
     "WALK_DEPTH",
     "bounded",
+    "cap_lists",
     "json_depth",
     "loads",
     "record_fits",
@@ -104,13 +106,49 @@ def _few_brackets(raw: bytes | str | None, limit: int) -> bool:
     return raw.count(b"[") + raw.count(b"{") <= limit
 
 
+#: Longest list kept whole for analysis (no real request holds 100,000 messages; a 4 MB body can
+#: hold two million tiny items, and two million parsed messages took gigabytes).
+MAX_LIST = 100_000
+
+
+def _cut_long(value: Any) -> Any:
+    """``value`` with every list longer than :data:`MAX_LIST` cut there and marked (value is
+    already depth-bounded, so the recursion is too)."""
+    if isinstance(value, dict):
+        return {k: _cut_long(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if len(value) > MAX_LIST:
+            return [_cut_long(v) for v in value[:MAX_LIST]] + [MARKER]
+        return [_cut_long(v) for v in value]
+    return value
+
+
+def _has_long(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            if len(node) > MAX_LIST:
+                return True
+            stack.extend(v for v in node if isinstance(v, dict | list))
+        elif isinstance(node, dict):
+            stack.extend(v for v in node.values() if isinstance(v, dict | list))
+    return False
+
+
 def bounded(value: Any, raw: bytes | str | None = None) -> Any:
-    """``value`` (parsed JSON) if it nests at most :data:`WALK_DEPTH` levels, else a copy cut there
-    (:func:`shallow`), so every later walk of it is bounded. ``raw``, the text it was parsed from,
-    makes the common case free: fewer brackets than the limit cannot nest deeper."""
-    if not isinstance(value, dict | list) or _few_brackets(raw, WALK_DEPTH):
+    """``value`` (parsed JSON) if it nests at most :data:`WALK_DEPTH` levels and holds no list
+    longer than :data:`MAX_LIST`, else a copy cut there and marked (:func:`shallow`), so every
+    later walk of it is bounded. ``raw``, the text it was parsed from, makes the common case free:
+    fewer brackets than the depth limit cannot nest deeper, fewer commas cannot make a long list."""
+    if not isinstance(value, dict | list):
         return value
-    return shallow(value, WALK_DEPTH) if _deeper_than(value, WALK_DEPTH) else value
+    if not _few_brackets(raw, WALK_DEPTH) and _deeper_than(value, WALK_DEPTH):
+        value = shallow(value, WALK_DEPTH)
+    many = raw is None or (raw.count(b",") if isinstance(raw, bytes) else raw.count(",")) > MAX_LIST
+    if many and _has_long(value):
+        value = _cut_long(value)
+    return value
 
 
 def loads(data: bytes | str) -> Any:
@@ -125,3 +163,15 @@ def record_fits(rec: Any, raw: bytes | None = None) -> bool:
     if not isinstance(rec, dict | list) or _few_brackets(raw, RECORD_DEPTH):
         return True
     return not _deeper_than(rec, RECORD_DEPTH)
+
+
+def cap_lists(value: Any) -> Any:
+    """``value`` (a parsed request body) with its top-level lists — the history a provider
+    normalises item by item — cut at :data:`MAX_LIST` and marked; the same object when none is
+    that long (a check of a few keys: for bodies read back from a cassette, whose depth the record
+    check already bounded)."""
+    if isinstance(value, dict) and any(isinstance(v, list) and len(v) > MAX_LIST for v in value.values()):
+        return {k: (v[:MAX_LIST] + [MARKER] if isinstance(v, list) and len(v) > MAX_LIST else v) for k, v in value.items()}
+    if isinstance(value, list) and len(value) > MAX_LIST:
+        return value[:MAX_LIST] + [MARKER]
+    return value

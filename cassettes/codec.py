@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from cassettes import bounds
 from cassettes.errors import CassetteFormatError, NewerFormatError
 from cassettes.exchange import Exchange
 
@@ -306,8 +307,15 @@ class HistoryEncoder:
 class HistoryDecoder:
     """Reader-side state: rebuilds delta-encoded request bodies (sharing list items, not copying)."""
 
+    #: Most history items one delta may rebuild (what analysis keeps whole: bounds.MAX_LIST).
+    MAX_ITEMS = 100_000
+    #: Most items all deltas of one reader may rebuild: a 4.5 MB file of 3,000 deltas each keeping
+    #: 2 million items asked for 6 billion (7.8 GB, then MemoryError) before this bound.
+    MAX_TOTAL_ITEMS = 100_000_000
+
     def __init__(self) -> None:
         self._bodies: dict[int, dict[str, Any]] = {}
+        self._rebuilt = 0
 
     def remember(self, seq: int, body: Any) -> None:
         if isinstance(body, dict):
@@ -319,6 +327,17 @@ class HistoryDecoder:
         if base is None:
             raise CassetteFormatError(f"history delta refers to round trip {d['base']}, which is missing or unreadable")
         key = d["key"]
+        keep, append = d["keep"], d["append"]
+        if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0 or not isinstance(append, list):
+            raise CassetteFormatError("history delta with a malformed keep or append")
+        items = keep + len(append)
+        if items > self.MAX_ITEMS:
+            raise CassetteFormatError(f"history delta rebuilds {items:,} items (more than {self.MAX_ITEMS:,}); skipped as a delta bomb")
+        if self._rebuilt + items > self.MAX_TOTAL_ITEMS:
+            raise CassetteFormatError(
+                f"history deltas of this file rebuild more than {self.MAX_TOTAL_ITEMS:,} items in all; skipped as a delta bomb"
+            )
+        self._rebuilt += items
         history = base.get(key)
         if not isinstance(history, list) or len(history) < d["keep"]:
             raise CassetteFormatError(f"history delta keeps {d['keep']} items of round trip {d['base']}, which has fewer")
@@ -507,7 +526,8 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
             ex.history_delta["appended"] = len(body_form["delta"]["append"])
         else:
             ex.request_body, parsed = decode_body(body_form)
-            ex.set_request_json(parsed)
+            capped = bounds.cap_lists(parsed)
+            ex.set_request_json(capped, cut=capped is not parsed)
         if decoder is not None and ex.seq is not None:
             decoder.remember(ex.seq, parsed)
         if resp is not None:

@@ -95,10 +95,12 @@ class Exchange:
         self.request_json()
         return self._request_cut
 
-    def set_request_json(self, value: Any, lazy_body: bool = False) -> None:
+    def set_request_json(self, value: Any, lazy_body: bool = False, cut: bool = False) -> None:
         """Attach an already-parsed request body (avoids a second parse). With ``lazy_body`` the
-        body bytes are produced from it on first access."""
+        body bytes are produced from it on first access; ``cut`` says it is a bounded copy (the
+        bytes hold all of it)."""
         self._request_json = value
+        self._request_cut = cut
         if lazy_body:
             self._body_pending = True
 

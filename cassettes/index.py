@@ -263,6 +263,7 @@ class _Bodies:
         self.index = index
         self.capacity = capacity
         self._cache: OrderedDict[int, Any] = OrderedDict()
+        self._broken: set[int] = set()  # records whose body could not be rebuilt
 
     def _remember(self, seq: int, body: Any) -> None:
         self._cache[seq] = body
@@ -275,6 +276,8 @@ class _Bodies:
         chain: list[dict[str, Any]] = []
         cur: int | None = seq
         while cur is not None and cur not in self._cache:
+            if cur in self._broken:  # known not to rebuild: do not walk its chain again (quadratic)
+                raise CassetteFormatError(f"history delta refers to round trip {cur}, which could not be rebuilt")
             try:
                 rec = self.index.read_record(cur)
             except KeyError:
@@ -287,7 +290,11 @@ class _Bodies:
                 raise CassetteFormatError(f"history deltas of round trip {seq} form a cycle")
         body = self._cache[cur] if cur is not None else None
         for rec in reversed(chain):
-            body = self._decode(rec, cur, body).request_json()
+            try:
+                body = self._decode(rec, cur, body).request_json()
+            except CassetteFormatError:
+                self._broken.add(rec["seq"])
+                raise
             cur = rec["seq"]
         self._cache.move_to_end(seq)
         return body
@@ -304,7 +311,12 @@ class _Bodies:
     def exchange(self, rec: dict[str, Any]) -> Exchange:
         """The exchange of a record; raises :class:`CassetteFormatError` when it cannot be rebuilt."""
         base = _delta_base(rec)
-        return self._decode(rec, base, self._base_body(base) if base is not None else None)
+        try:
+            return self._decode(rec, base, self._base_body(base) if base is not None else None)
+        except CassetteFormatError:
+            if isinstance(rec.get("seq"), int):
+                self._broken.add(rec["seq"])
+            raise
 
 
 @dataclass

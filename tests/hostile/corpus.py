@@ -252,12 +252,17 @@ def _nan_and_url(path: Path) -> None:
 
 
 def _delta_bomb(path: Path, records: int = 3_000, keep: int = 2_000_000) -> None:
+    """A first request whose history holds ``keep`` tiny items, then ``records`` deltas that each
+    keep all of them: 4 MB on disk, billions of items if every delta were rebuilt."""
     good = orjson.loads(_good_record_line())
-    lines = [orjson.dumps(good)]
+    first = orjson.loads(orjson.dumps(good))
+    first["request"]["body"] = {"json": {"model": "gpt-4o", "messages": [0] * keep}}
+    lines = [orjson.dumps(first)]
     for i in range(1, records + 1):
         rec = orjson.loads(orjson.dumps(good))
         rec["seq"] = i
-        rec["request"]["body"] = {"delta": {"base": i - 1, "keep": keep, "append": [{"role": "user", "content": "x"}]}}
+        rec["request"]["body"] = {"delta": {"base": i - 1, "key": "messages", "keep": keep + i - 1, "append": [0],
+                                            "order": ["model", "messages"], "inherit": ["model"], "set": {}}}
         lines.append(orjson.dumps(rec))
     _raw_lines(path, lines)
 
@@ -320,16 +325,11 @@ def _vcr_hostile(path: Path) -> None:
 
 
 def million_tiny(path: Path, n: int = 1_000_000) -> None:
-    good = orjson.loads(_good_record_line())
-    tiny = {"type": good["type"], "seq": 0}
-    for k in ("request", "response"):
-        if k in good:
-            tiny[k] = {kk: good[k][kk] for kk in good[k] if kk in ("method", "url", "status")}
+    """``n`` tiny but valid round-trip records (a header, then a POST with no body and no answer)."""
     with path.open("wb") as fh:
         fh.write(orjson.dumps(header_record({}, created="2026-01-01T00:00:00Z")) + b"\n")
         for i in range(n):
-            tiny["seq"] = i
-            fh.write(orjson.dumps(tiny) + b"\n")
+            fh.write(b'{"type":"exchange","seq":%d,"method":"POST","url":"https://api.openai.com/v1/chat/completions","request":{"headers":[],"body":null},"response":null}\n' % i)
 
 
 #: name → writer. Kept small enough that the whole matrix runs in the default suite.
