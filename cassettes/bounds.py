@@ -38,7 +38,7 @@ __all__ = [
 #: record, its request/response and the body form take the rest).
 STORE_DEPTH = 240
 #: Deepest level any recursive walk over untrusted data descends to.
-WALK_DEPTH = 200
+WALK_DEPTH = 128  # under pydantic-core's JSON recursion limit (the inspector stores turns as JSON)
 #: orjson writes at most this many levels; a record deeper than this was not written by looptap.
 RECORD_DEPTH = 254
 #: What stands in for a subtree cut at a depth bound.

@@ -78,6 +78,12 @@ _SECRET_WORDS = frozenset({
 #: ``prompt_cache_key`` stay, ``{"key": "ltQ9f…"}`` goes. Plurals and counts (``max_tokens``,
 #: ``token_count``, ``keywords``, ``input_tokens``) end in another word and never match.
 _SECRET_LAST = frozenset({"token", "key", "keys"})
+#: Names ending in "key" that are identifiers, never credentials (caching, idempotency, storage).
+_NOT_SECRET_NAMES = frozenset({
+    "promptcachekey", "cachekey", "idempotencykey", "partitionkey", "sortkey", "primarykey", "foreignkey",
+    "dedupkey", "deduplicationkey", "routingkey", "objectkey", "keyid", "publickey",
+})
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(:\d+)?$")
 
 
 def name_words(name: str) -> list[str]:
@@ -94,6 +100,8 @@ def secret_name(name: str) -> str | None:
     if not words:
         return None
     joined = "".join(words)
+    if joined in _NOT_SECRET_NAMES:
+        return None
     if _SECRET_WORDS.intersection(words) or any(w in joined for w in ("apikey", "privatekey", "secretkey", "accesskey", "clientsecret")):
         return "always"
     if words[-1] in _SECRET_LAST or joined.endswith(("authtoken", "accesstoken", "refreshtoken", "idtoken", "sessiontoken")):
@@ -110,6 +118,8 @@ def looks_secret(value: str) -> bool:
     ``"ltQ9f3…"``, hex tokens and keys are."""
     if not _SECRETISH.match(value) or not any(c.isdigit() for c in value) or not any(c.isalpha() for c in value):
         return False
+    if _UUID.match(value):
+        return False  # an identifier (Codex's prompt_cache_key, session and turn ids), not a key
     return len(value) >= 20 or (any(c.isupper() for c in value) and any(c.islower() for c in value))
 
 #: Known credential formats (name, regex). Each pattern starts with its literal prefix so the regex
