@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,10 +26,15 @@ LOOPTAP = Path(sys.executable).parent / "looptap"
 
 @pytest.fixture
 def tmux() -> Iterator[Callable[..., str]]:
-    sock = f"looptap-clip-{os.getpid()}"
+    # A socket of its own per test: a server still shutting down after the previous test's
+    # kill-server must not take (and lose) the next test's new-session.
+    sock = f"looptap-clip-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
     def run(*args: str) -> str:
-        return subprocess.run(["tmux", "-L", sock, "-f", "/dev/null", *args], capture_output=True, text=True, timeout=20).stdout
+        done = subprocess.run(["tmux", "-L", sock, "-f", "/dev/null", *args], capture_output=True, text=True, timeout=20)
+        if args[0] == "new-session" and done.returncode:
+            raise AssertionError(f"tmux new-session failed: {done.stderr}")
+        return done.stdout
 
     yield run
     subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True, timeout=20)

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,7 +23,9 @@ SETTLE = "sleep 0.5; "
 
 @pytest.fixture
 def tmux() -> Iterator[Callable[..., str]]:
-    sock = f"looptap-test-{os.getpid()}"
+    # A socket of its own per test: a server still shutting down after the previous test's
+    # kill-server must not take (and lose) the next test's new-session.
+    sock = f"looptap-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
     def run(*args: str) -> str:
         return subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=20).stdout
