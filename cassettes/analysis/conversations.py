@@ -2,26 +2,40 @@
 
 Each request's history is reduced to *message keys*: a hash of the message's role and parts, made
 robust to what SDKs and frameworks change when they re-serialise a history — key order,
-whitespace, absent vs null, content as a string vs a list of text parts, tool-call ids rewritten
-(ids are left out; names, arguments and results are kept), reasoning blocks dropped or re-signed.
+whitespace, absent vs null, content as a string vs a list of text parts, reasoning blocks dropped or
+re-signed. Each message has two keys for lookups: a *loose* one without tool-call ids (a client may
+rewrite them) and a *strict* one with them (unique ids are what tell apart agents that started
+alike); system messages count as "a system message" in both, so that a request made under another
+system prompt still finds the history it extends.
 
 After each turn two prefixes are registered for its conversation: the request's history, and the
-request's history followed by the assistant message the response produced. A new request joins
-the conversation whose registered prefix it extends the furthest, so interleaved concurrent
-conversations separate cleanly, and parallel conversations that start alike separate at the first
-echoed answer. Lookups are by rolling hash (one pass over the new history). Then, in order:
+request's history followed by the assistant message the response produced. Every registration is
+kept while its turn is its conversation's latest (bounded), so many agents that started alike each
+find their own. A new request looks up the longest registered prefix it extends (strict keys first,
+loose ones where the client rewrote ids) and picks among the turns registered there: the same agent
+(system prompt and tool names), then the turn whose calls the request answers (tool-call ids),
+then a turn still waiting for its continuation, then the most recent. When several conversations
+remain equally likely the link says so (``ambiguous``): nothing in the content can tell them apart.
+
+In order:
 
 1. ``X-Looptap-Conversation`` request header — an explicit label always wins;
 2. ``previous_response_id`` (Responses API) — the turn that produced that response;
-3. the longest registered prefix — the conversation it extends (``extends``), or the same
-   request again after a failed attempt (``retry``);
-4. the latest conversation whose history shares its start up to the first non-system message —
-   the history was rewritten (trimmed, summarised, edited: ``rewritten``);
-5. otherwise a new conversation (a new agent, a sub-agent, a side call such as a title).
+3. the longest registered prefix — the conversation it extends (``extends``), or the same request
+   again after a failed attempt (``retry``). A request made under another system prompt *and*
+   another tool set that extends a conversation's history is another agent working on it (a
+   summary or compaction side call, a handoff): a new conversation, branched from that turn;
+4. a conversation whose history shares its start up to the first non-system message — the history
+   was rewritten (trimmed, summarised, edited: ``rewritten``);
+5. otherwise a new conversation (a new agent, a sub-agent, a side call such as a title); one whose
+   first user message carries the prompt a pending tool call of another conversation asked for
+   (Claude Code's Task tool, an agent-as-tool) is that call's sub-agent, branched from its turn.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +63,8 @@ def _canon(value: Any) -> Any:
     return value
 
 
-def _part_keys(parts: list[Part]) -> list[Any]:
+def _part_keys(parts: list[Part], ids: bool = False) -> list[Any]:
+    """Comparable keys of a message's parts; ``ids`` keeps tool-call ids (the strict key)."""
     out: list[Any] = []
     for p in parts:
         if p.kind in ("text", "refusal"):
@@ -63,9 +78,10 @@ def _part_keys(parts: list[Part]) -> list[Any]:
         elif p.kind == "tool_call" and p.tool_call is not None:
             tc = p.tool_call
             args = _canon(tc.arguments) if tc.arguments is not None else _norm_text(tc.arguments_raw)
-            out.append(("c", tc.name, args))
+            out.append(("c", tc.name, args, tc.id) if ids else ("c", tc.name, args))
         elif p.kind == "tool_result" and p.tool_result is not None:
-            out.append(("r", _norm_text(p.tool_result.content)))
+            tr = p.tool_result
+            out.append(("r", _norm_text(tr.content), tr.call_id) if ids else ("r", _norm_text(tr.content)))
         elif p.kind == "media":
             out.append(("m", p.media_type))
         # reasoning and provider-specific parts are left out: clients may drop or re-sign them
@@ -73,12 +89,37 @@ def _part_keys(parts: list[Part]) -> list[Any]:
 
 
 def message_key(m: Message) -> int:
+    return _message_keys(m)[0]
+
+
+def _message_keys(m: Message) -> tuple[int, int, int]:
+    """The message's key (for comparing histories), and its loose and strict lookup keys."""
     role = _ROLE.get(m.role, m.role)
     parts = _part_keys(m.parts)
     # A tool result is a tool result whether it travels as a `tool` message or inside a user one.
     if parts and all(k[0] == "r" for k in parts):
         role = "tool"
-    return hash(orjson.dumps([role, parts], option=orjson.OPT_NON_STR_KEYS))
+    key = hash(orjson.dumps([role, parts], option=orjson.OPT_NON_STR_KEYS))
+    if role == "system":
+        return key, _SYSTEM_KEY, _SYSTEM_KEY
+    has_ids = any((p.tool_call is not None and p.tool_call.id) or (p.tool_result is not None and p.tool_result.call_id) for p in m.parts)
+    strict = hash(orjson.dumps([role, _part_keys(m.parts, ids=True)], option=orjson.OPT_NON_STR_KEYS)) if has_ids else key
+    return key, key, strict
+
+
+#: What any system message counts as in a lookup key.
+_SYSTEM_KEY = hash("looptap:system")
+
+
+def _call_ids(parts: list[Part]) -> set[str]:
+    """Tool-call ids named by the parts: calls' own ids and the ids results answer."""
+    out: set[str] = set()
+    for p in parts:
+        if p.tool_call is not None and p.tool_call.id:
+            out.add(p.tool_call.id)
+        elif p.tool_result is not None and p.tool_result.call_id:
+            out.add(p.tool_result.call_id)
+    return out
 
 
 def response_message(resp: NormalisedResponse | None) -> Message | None:
@@ -89,6 +130,8 @@ def response_message(resp: NormalisedResponse | None) -> Message | None:
     if not _part_keys(parts):
         return None
     return Message(role="assistant", parts=parts)
+
+
 
 
 @dataclass
@@ -103,6 +146,14 @@ class Link:
     echoed: bool | None = None
     #: Messages of the previous request (plus its echo) that were dropped or changed.
     rewritten: int = 0
+    #: For a new conversation: the threader turn id it branched from (a side call over that turn's
+    #: history, a handoff, a sub-agent started by that turn's tool call).
+    parent: int | None = None
+    #: Why it branched: ``side_call`` (another agent over the history) or ``sub_agent``.
+    branch: str | None = None
+    #: How many conversations this turn could equally belong to (0 or 1: no doubt). Identical
+    #: histories with identical ids cannot be told apart; the most recent waiting one was taken.
+    ambiguous: int = 0
 
 
 @dataclass(slots=True)
@@ -114,25 +165,79 @@ class _Registered:
 
 
 @dataclass(slots=True)
+class _Keys:
+    """A history's keys: ``key`` to compare histories, rolling hashes of the loose and strict
+    lookup keys to find registered prefixes. A turn that extends another takes its lists over."""
+
+    key: list[int] = field(default_factory=list)
+    loose: list[int] = field(default_factory=list)
+    strict: list[int] = field(default_factory=list)
+
+    def extend(self, messages: list[Message]) -> None:
+        lh = self.loose[-1] if self.loose else 0
+        sh = self.strict[-1] if self.strict else 0
+        for m in messages:
+            k, lk, sk = _message_keys(m)
+            lh, sh = hash((lh, lk)), hash((sh, sk))
+            self.key.append(k)
+            self.loose.append(lh)
+            self.strict.append(sh)
+
+    def head(self, n: int) -> _Keys:
+        return _Keys(self.key[:n], self.loose[:n], self.strict[:n])
+
+
+@dataclass(slots=True)
 class _TurnInfo:
     conversation: str
-    #: Message keys and their rolling prefix hashes; kept only while the turn is its
-    #: conversation's latest (memory stays bounded by the live histories, not the run).
-    keys: list[int] | None
-    rolling: list[int] | None
-    #: Key of the request's system prompt (top-level and history system messages alike).
+    #: The history's keys; kept only while the turn is its conversation's latest (memory stays
+    #: bounded by the live histories, not the run). May be longer than ``length``: a turn that
+    #: extends this one takes the lists over and appends to them instead of copying.
+    keys: _Keys | None
+    #: Key of the request's system prompt (top-level and history system messages alike), and of
+    #: the names of the tools it offered: together, which agent made the request.
     system: int
-    #: Number of messages in the request. ``keys``/``rolling`` may be longer: a turn that extends
-    #: this one takes the lists over and appends to them instead of copying (linear analysis).
+    tools: int
+    #: Number of messages in the request.
     length: int
     #: Part keys of the history's last message, and of the answer (to recognise a merged echo);
     #: like ``keys``, kept only while the turn is its conversation's latest.
     last_parts: list[Any]
     echo_parts: list[Any]
     echo_key: int | None
+    #: Tool-call ids of the answer's calls (a later request that answers them continues this turn).
+    echo_ids: frozenset[str]
     response_id: str | None
     failed: bool
     family: str
+
+
+#: Registrations kept per prefix hash once pruned: those still their conversation's latest (up
+#: to this many), plus the newest. A million identical single-turn requests stay bounded.
+_MAX_PER_PREFIX = 256
+#: Recent tool-call argument texts that may be a sub-agent's prompt (text → turn id).
+_MAX_PROMPTS = 4096
+#: Shortest argument text taken as a sub-agent prompt (shorter ones match by accident).
+_MIN_PROMPT = 24
+
+
+def _norm_prompt(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _prompt_strings(value: Any, out: list[str], depth: int = 0) -> None:
+    """String values of a call's arguments long enough to be a prompt (bounded walk)."""
+    if depth > 8 or len(out) > 16:
+        return
+    if isinstance(value, str):
+        if len(value) >= _MIN_PROMPT:
+            out.append(_norm_prompt(value))
+    elif isinstance(value, dict):
+        for v in value.values():
+            _prompt_strings(v, out, depth + 1)
+    elif isinstance(value, list):
+        for v in value[:16]:
+            _prompt_strings(v, out, depth + 1)
 
 
 @dataclass
@@ -140,44 +245,39 @@ class Threader:
     """Assigns each generation round trip to a conversation. Feed turns in recording order."""
 
     turns: list[_TurnInfo] = field(default_factory=list)
-    _prefix: dict[int, _Registered] = field(default_factory=dict)
-    _by_start: dict[int, int] = field(default_factory=dict)  # start-of-history hash → latest turn id
+    _prefix: dict[int, list[_Registered]] = field(default_factory=dict)
+    _by_start: dict[int, list[int]] = field(default_factory=dict)  # start-of-history hash → turn ids
     _by_response: dict[str, int] = field(default_factory=dict)
     _by_label: dict[str, str] = field(default_factory=dict)
     _last_of: dict[str, int] = field(default_factory=dict)  # conversation → its latest turn id
+    _prompts: OrderedDict[str, int] = field(default_factory=OrderedDict)
     _count: int = 0
     _messages: list[Message] = field(default_factory=list)
     _system: int = 0
+    _tools: int = 0
+    _ids: set[str] = field(default_factory=set)
+    #: Tool-call ids of the answers of conversations' latest turns → that turn.
+    _id_turn: dict[str, int] = field(default_factory=dict)
 
     def _new_conversation(self) -> str:
         self._count += 1
         return f"c{self._count}"
 
-    @staticmethod
-    def _rolling(keys: list[int], start: list[int] | None = None) -> list[int]:
-        """Rolling prefix hashes of ``keys``, continuing ``start`` in place when given."""
-        out = start if start is not None else []
-        h = out[-1] if out else 0
-        for k in keys[len(out) :]:
-            h = hash((h, k))
-            out.append(h)
-        return out
-
-    def _keys(self, messages: list[Message], reuse: tuple[int, int] | None) -> tuple[list[int], list[int]]:
+    def _keys(self, messages: list[Message], reuse: tuple[int, int] | None) -> _Keys:
         if reuse is not None and 0 <= reuse[0] < len(self.turns):
             base = self.turns[reuse[0]]
             keep = reuse[1]
-            if base.keys is not None and base.rolling is not None and 0 <= keep <= min(base.length, len(messages)):
-                new = [message_key(m) for m in messages[keep:]]
-                if keep == base.length == len(base.keys):
+            if base.keys is not None and 0 <= keep <= min(base.length, len(messages)):
+                if keep == base.length == len(base.keys.key):
                     # A pure extension of the latest request: append to its lists, no copy.
                     keys = base.keys
-                    keys.extend(new)
-                    return keys, self._rolling(keys, base.rolling)
-                keys = base.keys[:keep] + new
-                return keys, self._rolling(keys, base.rolling[:keep])
-        keys = [message_key(m) for m in messages]
-        return keys, self._rolling(keys)
+                else:
+                    keys = base.keys.head(keep)
+                keys.extend(messages[keep:])
+                return keys
+        keys = _Keys()
+        keys.extend(messages)
+        return keys
 
     @staticmethod
     def _start_len(messages: list[Message]) -> int:
@@ -198,24 +298,30 @@ class Threader:
         previous_response_id: str | None = None,
         reuse: tuple[int, int] | None = None,
         system: list[Part] | None = None,
+        tools: list[str] | None = None,
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed."""
-        keys, rolling = self._keys(messages, reuse)
+        keys = self._keys(messages, reuse)
         self._messages = messages
         self._system = hash(orjson.dumps(_part_keys(system or []), option=orjson.OPT_NON_STR_KEYS))
-        link = self._link(family, keys, rolling, messages, label, previous_response_id)
+        self._tools = hash(tuple(sorted(tools or ())))
+        self._ids = set()
+        for m in messages[-8:]:  # what the request answers sits at its end
+            self._ids |= _call_ids(m.parts)
+        link = self._link(family, keys, messages, label, previous_response_id)
         tid = len(self.turns)
         echo = response_message(response)
         info = _TurnInfo(
             conversation=link.conversation,
             keys=keys,
-            rolling=rolling,
-            length=len(keys),
             system=self._system,
+            tools=self._tools,
+            length=len(messages),
             last_parts=_part_keys(messages[-1].parts) if messages else [],
             echo_parts=_part_keys(echo.parts) if echo is not None else [],
             echo_key=message_key(echo) if echo is not None else None,
+            echo_ids=frozenset(_call_ids(echo.parts)) if echo is not None else frozenset(),
             response_id=response.id if response is not None else None,
             failed=failed,
             family=family,
@@ -224,27 +330,95 @@ class Threader:
         superseded = self._last_of.get(link.conversation)
         if superseded is not None:
             old = self.turns[superseded]
-            old.keys = old.rolling = None
+            old.keys = None
             old.last_parts = old.echo_parts = _RELEASED
+            for i in old.echo_ids:
+                if self._id_turn.get(i) == superseded:
+                    del self._id_turn[i]
+        for i in info.echo_ids:
+            self._id_turn[i] = tid
         self._last_of[link.conversation] = tid
         if label:
             self._by_label[label] = link.conversation
         if info.response_id:
             self._by_response[info.response_id] = tid
-        if rolling:
-            self._prefix[hash((family, rolling[-1]))] = _Registered(link.conversation, tid, len(keys), False)
+        n = len(messages)
+        if n:
+            self._register(family, "l", keys.loose[n - 1], _Registered(link.conversation, tid, n, False))
+            if keys.strict[n - 1] != keys.loose[n - 1]:  # a strict lookup reads "l" where they agree
+                self._register(family, "s", keys.strict[n - 1], _Registered(link.conversation, tid, n, False))
             start = self._start_len(messages)
-            self._by_start[hash((family, keys[start - 1]))] = tid
-        if info.echo_key is not None:
-            h = hash((rolling[-1] if rolling else 0, info.echo_key))
-            self._prefix[hash((family, h))] = _Registered(link.conversation, tid, len(keys) + 1, True)
+            self._add_start(hash((family, keys.key[start - 1])), tid)
+        if echo is not None and info.echo_key is not None:
+            _, lk, sk = _message_keys(echo)
+            lh = hash((keys.loose[n - 1] if n else 0, lk))
+            sh = hash((keys.strict[n - 1] if n else 0, sk))
+            self._register(family, "l", lh, _Registered(link.conversation, tid, n + 1, True))
+            if sh != lh:
+                self._register(family, "s", sh, _Registered(link.conversation, tid, n + 1, True))
+            for p in echo.parts:
+                if p.tool_call is not None:
+                    found: list[str] = []
+                    _prompt_strings(p.tool_call.arguments, found)
+                    for text in found:
+                        self._prompts[text] = tid
+                        self._prompts.move_to_end(text)
+            while len(self._prompts) > _MAX_PROMPTS:
+                self._prompts.popitem(last=False)
         return link
+
+    def _live(self, r: _Registered) -> bool:
+        return self._last_of.get(r.conversation) == r.turn
+
+    def _register(self, family: str, kind: str, h: int, reg: _Registered) -> None:
+        key = hash((family, kind, h))
+        regs = self._prefix.get(key)
+        if regs is None:
+            self._prefix[key] = [reg]
+            return
+        regs.append(reg)
+        if len(regs) > 2 * _MAX_PER_PREFIX:
+            # Keep the registrations still waiting for their continuation, and the newest one.
+            live = [r for r in regs[:-1] if self._live(r)]
+            self._prefix[key] = [*live[-_MAX_PER_PREFIX:], reg]
+
+    def _add_start(self, h: int, tid: int) -> None:
+        regs = self._by_start.get(h)
+        if regs is None:
+            self._by_start[h] = [tid]
+            return
+        regs.append(tid)
+        if len(regs) > 2 * _MAX_PER_PREFIX:
+            live = [t for t in regs[:-1] if self._last_of.get(self.turns[t].conversation) == t]
+            self._by_start[h] = [*live[-_MAX_PER_PREFIX:], tid]
+
+    def _matches(self, family: str, keys: _Keys, strict: bool) -> Iterator[tuple[int, list[_Registered]]]:
+        """Registered prefixes of the history, longest first: (length, registrations). A strict
+        lookup reads the strict table where a prefix carries ids, the loose one elsewhere."""
+        loose = keys.loose
+        rolling = keys.strict if strict else loose
+        for i in range(len(rolling) - 1, -1, -1):
+            kind = "s" if strict and rolling[i] != loose[i] else "l"
+            regs = self._prefix.get(hash((family, kind, rolling[i])))
+            if regs:
+                yield i + 1, regs
+
+    def _rank(self, tid: int, live: bool) -> tuple[bool, bool, bool]:
+        t = self.turns[tid]
+        return (t.system == self._system and t.tools == self._tools, bool(self._ids and t.echo_ids & self._ids), live)
+
+    def _choose(self, regs: list[_Registered]) -> tuple[_Registered, int]:
+        """The most likely registration, and how many conversations rank as high."""
+        regs = regs[-_MAX_PER_PREFIX:]
+        best = max(regs, key=lambda r: (self._rank(r.turn, self._live(r)), r.turn))
+        top = self._rank(best.turn, self._live(best))
+        tied = {r.conversation for r in regs if self._rank(r.turn, self._live(r)) == top}
+        return best, len(tied)
 
     def _link(
         self,
         family: str,
-        keys: list[int],
-        rolling: list[int],
+        keys: _Keys,
         messages: list[Message],
         label: str | None,
         previous_response_id: str | None,
@@ -254,45 +428,96 @@ class Threader:
             if conv is None:
                 return Link(self._new_conversation(), None, "header")
             prev = self._last_of[conv]
-            return self._describe(conv, prev, keys, "header")
+            return self._describe(conv, prev, keys.key, "header")
         if previous_response_id and previous_response_id in self._by_response:
             tid = self._by_response[previous_response_id]
             return Link(self.turns[tid].conversation, tid, "previous_response_id", kept=0, echoed=None)
-        best: _Registered | None = None
-        for h in reversed(rolling):  # from the longest prefix down: the first hit is the best
-            best = self._prefix.get(hash((family, h)))
-            if best is not None:
-                break
-        if best is not None:
+        n = len(keys.key)
+        loose_len = next(self._matches(family, keys, strict=False), (0, []))[0]
+        use_strict = bool(n) and keys.strict[-1] != keys.loose[-1]
+        if use_strict:
+            strict_len = next(self._matches(family, keys, strict=True), (0, []))[0]
+            # Strict keys (with ids) decide when they reach as far, or when the request answers
+            # ids a model gave in this run (a loose match beyond is another agent's identical
+            # history); a client that rewrote the ids reaches further with the loose keys alone.
+            use_strict = strict_len > 0 and (strict_len >= loose_len or any(i in self._id_turn for i in self._ids))
+        repeat = False
+        for length, regs in self._matches(family, keys, strict=use_strict):
+            if length == n:
+                again = [r for r in regs[-64:] if not r.with_echo]
+                if again:
+                    # Exactly an earlier request again: a retry when that was the conversation's
+                    # latest attempt and it failed.
+                    failed = [r for r in again if self.turns[r.turn].failed and self._live(r)]
+                    if failed:
+                        best, tied = self._choose(failed)
+                        if self._rank(best.turn, True)[0]:
+                            return Link(best.conversation, best.turn, "retry", kept=n, echoed=None, ambiguous=tied if tied > 1 else 0)
+                    regs = [r for r in regs if r.with_echo]
+                    # Otherwise the same history as another conversation's request: a parallel
+                    # agent one turn behind (it continues a turn still waiting), or the agent
+                    # started over (a new run with the same opening).
+                    repeat = True
+            if repeat:
+                regs = [r for r in regs if self._live(r)]
+                if not regs:
+                    continue
+            best, tied = self._choose(regs)
             prev_info = self.turns[best.turn]
-            if best.length == len(keys) and not best.with_echo:
-                # Exactly an earlier request again: a retry when that was the conversation's
-                # latest attempt and it failed; otherwise the agent started over (a new run with
-                # the same opening, or a parallel conversation that starts the same way).
-                if prev_info.failed and self._last_of.get(best.conversation) == best.turn:
-                    return Link(best.conversation, best.turn, "retry", kept=len(keys), echoed=None)
-                return Link(self._new_conversation(), None, "start")
+            if prev_info.system != self._system and prev_info.tools != self._tools:
+                # Another agent (another system prompt and other tools) over this history: a
+                # summary or compaction call, a handoff. Its own conversation, branched here.
+                return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call")
             # Compared with the conversation's latest turn, not the older turn it matched best: a
             # history that extends an earlier turn has dropped or rewritten what came after it.
             latest = self._last_of[best.conversation]
             known = best.length - best.with_echo if latest == best.turn else 0
-            return self._describe(best.conversation, latest, keys, "extends", known)
+            link = self._describe(best.conversation, latest, keys.key, "extends", known)
+            link.ambiguous = tied if tied > 1 else 0
+            return link
+        if repeat:
+            return self._start(messages)
         if messages:
             start = self._start_len(messages)
-            start_tid = self._by_start.get(hash((family, keys[start - 1])))
-            if start_tid is not None:
-                conv = self.turns[start_tid].conversation
+            cands = self._by_start.get(hash((family, keys.key[start - 1])))
+            if cands:
+                best_tid = max(cands, key=lambda t: (self._rank(t, self._last_of.get(self.turns[t].conversation) == t), t))
+                info = self.turns[best_tid]
+                conv = info.conversation
                 latest = self._last_of[conv]
-                if self.turns[latest].system != self._system and len(messages) <= start:
+                other_agent = info.system != self._system and info.tools != self._tools
+                if other_agent or (self.turns[latest].system != self._system and len(messages) <= start):
                     # The same opening words under another system prompt and nothing of the
                     # conversation after them: another agent (a sub-agent, a title call).
-                    return Link(self._new_conversation(), None, "start")
-                return self._describe(conv, latest, keys, "rewritten")
-        return Link(self._new_conversation(), None, "start")
+                    return self._start(messages)
+                return self._describe(conv, latest, keys.key, "rewritten")
+        return self._start(messages)
+
+    def _start(self, messages: list[Message]) -> Link:
+        """A new conversation; a sub-agent's when its first user words are a pending call's prompt."""
+        link = Link(self._new_conversation(), None, "start")
+        if not self._prompts:
+            return link
+        for m in messages[:4]:
+            if _ROLE.get(m.role, m.role) != "user":
+                continue
+            text = _norm_prompt(" ".join(p.text for p in m.parts if p.kind == "text" and p.text))
+            if len(text) < _MIN_PROMPT:
+                continue
+            tid = self._prompts.get(text)
+            if tid is None:
+                for prompt, t in reversed(self._prompts.items()):
+                    if prompt in text:
+                        tid = t
+                        break
+            if tid is not None:
+                link.parent, link.branch = tid, "sub_agent"
+            break
+        return link
 
     def _describe(self, conv: str, prev: int, keys: list[int], how: str, known: int = 0) -> Link:
         p = self.turns[prev]
-        pkeys = p.keys if p.keys is not None else []
+        pkeys = p.keys.key if p.keys is not None else []
         plen = p.length if p.keys is not None else 0
         n = min(plen, len(keys))
         kept = min(known, n)

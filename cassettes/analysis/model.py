@@ -206,6 +206,10 @@ class Conversation(_Model):
     label: str | None = None
     #: seq of the turn this conversation branched from (a sub-agent or retry fork), if any.
     parent_seq: int | None = None
+    #: How it branched: ``sub_agent`` (its first words are the prompt a tool call of the parent
+    #: turn asked for: Claude Code's Task tool, an agent used as a tool) or ``side_call`` (another
+    #: system prompt and tool set over the parent's history: a summary, compaction, a handoff).
+    branch: str | None = None
 
 
 class RunAnalysis(_Model):

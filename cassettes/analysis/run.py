@@ -25,6 +25,7 @@ from cassettes.analysis.model import (
     EmissionView,
     Finding,
     RunAnalysis,
+    Severity,
     TokenView,
     Turn,
 )
@@ -150,6 +151,7 @@ class RunAnalyser:
             previous_response_id=rt.request.previous_response_id,
             reuse=(base_entry[1], reused[1]) if reused is not None and base_entry is not None and base_entry[1] is not None else None,
             system=rt.request.system,
+            tools=[t.name for t in rt.request.tools if t.name],
         )
         tid = len(self._threader.turns) - 1
         self._seq_of_tid.append(seq)
@@ -157,7 +159,8 @@ class RunAnalyser:
         conv = self._convs.get(link.conversation)
         if conv is None:
             conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family)
-            self._records[link.conversation] = Conversation(id=link.conversation, family=rt.family, label=label)
+            parent = self._seq_of_tid[link.parent] if link.parent is not None and 0 <= link.parent < len(self._seq_of_tid) - 1 else None
+            self._records[link.conversation] = Conversation(id=link.conversation, family=rt.family, label=label, parent_seq=parent, branch=link.branch if parent is not None else None)
             result.conversations.append(self._records[link.conversation])
         prev = self._context(link.previous) if link.previous is not None else None
         turn = Turn(
@@ -188,6 +191,18 @@ class RunAnalyser:
         turn.tokens = tokens.build(ctx)
         for check in CHECKS:
             turn.findings.extend(_run(check, ctx, result.errors))
+        if link.ambiguous > 1:
+            turn.findings.append(
+                ctx.finding(
+                    "C.thread_ambiguous",
+                    Severity.INFO,
+                    f"This request's history is identical, tool-call ids included, to that of {link.ambiguous} "
+                    "conversations waiting for their next turn; nothing on the wire tells which one it continues, "
+                    f"so looptap took the most recent ({conv.id}). Give each agent unique tool-call ids, or an "
+                    "X-Looptap-Conversation header, to make the threading certain.",
+                    candidates=link.ambiguous,
+                )
+            )
         conv.count += 1
         conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
         if prev is not None:
