@@ -246,7 +246,10 @@ def analysis_lines(analysis: RunAnalysis) -> list[str]:
         if not turns:
             continue
         out.append("")
-        out.append(f"token growth, conversation {conv.id} ({conv.family}, {len(turns)} turns)")
+        branch = ""
+        if conv.parent_seq is not None:
+            branch = f", {'sub-agent of' if conv.branch == 'sub_agent' else 'side call on' if conv.branch == 'side_call' else 'branched from'} #{conv.parent_seq}"
+        out.append(f"token growth, conversation {conv.id} ({conv.family}, {len(turns)} turns{branch})")
         out.append(
             f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>7} {'written':>7} {'output':>6} {'reason':>6}  "
             f"{'system':>6} {'tools':>6} {'user':>6} {'history':>7} {'results':>7} {'new':>6}  {'cost':>9} {'cumulative':>10}  source"

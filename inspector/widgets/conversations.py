@@ -36,7 +36,7 @@ class ConversationSwitcher(Select[str]):
 
     def show_conversations(self, conversations: list[Conversation], total_turns: int) -> None:
         """The conversations found so far, each with its turn count (attributes down)."""
-        known = [(c.id, c.label or c.family, len(c.turns)) for c in conversations]
+        known = [(c.id, _label(c), len(c.turns)) for c in conversations]
         if known == self._known:
             return
         self._known = known
@@ -52,3 +52,14 @@ class ConversationSwitcher(Select[str]):
         event.stop()
         if isinstance(event.value, str):
             self.post_message(self.ConversationChosen(self, event.value))
+
+
+_BRANCH = {"sub_agent": "sub-agent of", "side_call": "side call on"}
+
+
+def _label(c: Conversation) -> str:
+    """What a conversation is: its label or family, and where it branched from."""
+    label = c.label or c.family
+    if c.parent_seq is not None:
+        label += f" · {_BRANCH.get(c.branch or '', 'branched from')} #{c.parent_seq}"
+    return label

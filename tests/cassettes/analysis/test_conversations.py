@@ -300,6 +300,10 @@ def test_task_sub_agent_is_linked_to_the_call_that_started_it(family: str) -> No
     assert (by_id[run.turns[1].conversation].parent_seq, by_id[run.turns[1].conversation].branch) == (0, "sub_agent")
     assert by_id[run.turns[2].conversation].parent_seq is None  # a prompt nobody asked for: no parent
     assert [f for f in run.findings if f.severity != "info"] == []
+    from cassettes.view import analysis_lines
+
+    shown = "\n".join(analysis_lines(run))
+    assert f"conversation {run.turns[1].conversation} ({family}, 2 turns, sub-agent of #0)" in shown
 
 
 @pytest.mark.parametrize("family", FAMILIES)
