@@ -226,6 +226,39 @@ def test_a_client_bug_in_one_of_many_alike_agents_is_found_on_that_agent(family:
         assert BUG_CODES[bug] in {code for _, code in bad}, (seed, bad)
 
 
+REJECTED = {
+    "openai_chat": "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {id}",
+    "anthropic": "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: {id}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+}
+
+
+@pytest.mark.parametrize("family", sorted(REJECTED))
+def test_a_rejected_request_of_one_of_many_alike_agents_is_blamed_on_its_own_turn(family: str) -> None:
+    """One of four alike agents drops a result; the API rejects it with a pairing 400 and the agent
+    gives up. The 400 is that agent's, and blames the turn whose call it left unanswered."""
+    scripts = [_weather_agent(family)[0] for _ in range(3)]
+    bad = AgentScript(family, system="You are a weather agent.")
+    bad.user("Weather in Paris and Rome for the next days?")
+    for t in range(2):
+        paris, rome = Call("get_weather", {"city": "Paris", "day": t}), Call("get_weather", {"city": "Rome", "day": t})
+        bad.reply(calls=[paris, rome])
+        if t == 0:
+            bad.results("sunny", "rain")
+    bad.results_for((paris, "sunny"))
+    body = {"error": {"message": REJECTED[family].format(id=rome.id), "type": "invalid_request_error", "param": None, "code": None}}
+    if family == "anthropic":
+        body = {"type": "error", "error": {"type": "invalid_request_error", "message": REJECTED[family].format(id=rome.id)}}
+    bad.fail(400, body)
+    scripts.insert(1, bad)
+    for seed in range(4):
+        order, who = _interleave(scripts, seed)
+        run = run_of(order)
+        assert len(run.conversations) == 4, seed
+        flagged = [(who[f.seq], f.code, f.related_turn) for f in run.findings if f.severity != "info" and f.seq is not None]
+        assert ((1, 2), "C.pairing_error", 1) in flagged, (seed, flagged)
+        assert {w for w, _, _ in flagged} == {(1, 2)}, (seed, flagged)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_repeated_run_continues_the_second_question(family: str) -> None:
     """A program that asks the same question twice and continues the second one."""
