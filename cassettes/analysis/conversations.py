@@ -34,6 +34,7 @@ In order:
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -217,6 +218,8 @@ class _TurnInfo:
 _MAX_PER_PREFIX = 256
 #: Recent tool-call argument texts that may be a sub-agent's prompt (text → turn id).
 _MAX_PROMPTS = 4096
+#: Recent prompts looked for inside a new conversation's first words (exact matches: all of them).
+_SCAN_PROMPTS = 64
 #: Shortest argument text taken as a sub-agent prompt (shorter ones match by accident).
 _MIN_PROMPT = 24
 
@@ -506,7 +509,9 @@ class Threader:
                 continue
             tid = self._prompts.get(text)
             if tid is None:
-                for prompt, t in reversed(self._prompts.items()):
+                # A prompt the sub-agent's client wrapped in more words: the most recent few only
+                # (a run of many new conversations must not scan every prompt each time).
+                for prompt, t in itertools.islice(reversed(self._prompts.items()), _SCAN_PROMPTS):
                     if prompt in text:
                         tid = t
                         break
