@@ -99,6 +99,11 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
     }
 
 
+def count(n: int, noun: str) -> str:
+    """``1 turn``, ``2 turns``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def _clip(text: str, n: int = 100) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -128,7 +133,7 @@ def summary_lines(views: list[dict[str, Any]], problems: list[str] | None = None
     for v in llm:
         fams[v["family"]] = fams.get(v["family"], 0) + 1
     fam_text = ", ".join(f"{k} {n}" for k, n in sorted(fams.items())) or "none"
-    out.append(f"{len(views)} round trips, {len(llm)} to LLM APIs ({fam_text})")
+    out.append(f"{count(len(views), 'round trip')}, {len(llm)} to LLM APIs ({fam_text})")
     for p in problems or []:
         out.append(f"! {p}")
     for v in views:
@@ -143,20 +148,34 @@ def summary_lines(views: list[dict[str, Any]], problems: list[str] | None = None
         out.append(f"#{v['seq']}{where}  {v['family']}{op}  {model}  {v['status']}  {mode}  {v['method']} {v['host']}{v['path']}")
         fr = v["finish_reason"]
         if fr["raw"] is not None or fr["normalised"] is not None:
-            state = "complete" if v["complete"] else ("TRUNCATED" if v["truncated"] else "?")
-            out.append(f"    finish: {fr['raw']} ({fr['normalised']})  {state}  {_tokens(v)}")
+            # The normalised reason says "complete"; the stream's end is worth a word only when missing.
+            state = "" if v["complete"] else ("  TRUNCATED" if v["truncated"] else "  (end of response not seen)")
+            out.append(f"    finish: {fr['raw']} ({fr['normalised']}){state}  {_tokens(v)}")
         elif v["truncated"]:
             out.append(f"    TRUNCATED  {_tokens(v)}")
         req = v["request"]
+        c = (v.get("layers") or {}).get("C") or {}
         if req:
-            hist = req.get("history") or {}
             extra = ""
-            if hist:
-                # A storage fact (which earlier request this one was encoded against), not the
-                # conversation link: that is the conversation/turn shown on the first line.
-                rewritten = ", rewritten" if hist.get("rewritten") else ""
-                extra = f" (stored as #{hist['base']}'s first {hist['keep']} + {hist['appended']} new{rewritten})"
-            out.append(f"    request: {req['messages']} messages, {len(req['tools'])} tools{extra}")
+            if c and v.get("turn"):
+                # What this turn added to the history its conversation's previous turn sent.
+                rewritten = f", {c['rewritten']} rewritten" if c.get("rewritten") else ""
+                extra = f" ({c['kept']} as before, {len(c.get('appended') or [])} new{rewritten})"
+            out.append(f"    request: {count(req['messages'], 'message')}{extra}, {count(len(req['tools']), 'tool')} offered")
+        names = {p.get("call_id"): p.get("name") for p in c.get("pairings") or [] if p.get("call_id") and p.get("name")}
+        for m in c.get("appended") or []:  # the echoed calls name the results that follow them
+            for part in m.get("parts") or []:
+                call = part.get("tool_call")
+                if call and call.get("id") and call.get("name"):
+                    names.setdefault(call["id"], call["name"])
+        for m in c.get("appended") or []:
+            for part in m.get("parts") or []:
+                tr = part.get("tool_result")
+                if tr is None:
+                    continue
+                name = tr.get("name") or names.get(tr.get("call_id")) or "?"
+                flag = " (error)" if tr.get("is_error") else ""
+                out.append(f"    tool result: {name} id={tr.get('call_id')}{flag} → {_clip(tr.get('content') or '', 80)}")
         if v["reasoning"]:
             out.append(f"    reasoning: {_clip(v['reasoning'])}")
         if v["text"]:
@@ -232,7 +251,7 @@ def analysis_lines(analysis: RunAnalysis) -> list[str]:
     out: list[str] = []
     names = {"E": "E — model emission", "A": "A — API", "C": "C — client dispatch"}
     out.append("")
-    out.append(f"{len(analysis.conversations)} conversations, {len(analysis.turns)} turns, {len(analysis.findings)} findings")
+    out.append(f"{count(len(analysis.conversations), 'conversation')}, {count(len(analysis.turns), 'turn')}, {count(len(analysis.findings), 'finding')}")
     for layer in ("E", "A", "C"):
         fs = [f for f in analysis.findings if f.layer == layer]
         out.append("")
@@ -249,7 +268,8 @@ def analysis_lines(analysis: RunAnalysis) -> list[str]:
         branch = ""
         if conv.parent_seq is not None:
             branch = f", {'sub-agent of' if conv.branch == 'sub_agent' else 'side call on' if conv.branch == 'side_call' else 'branched from'} #{conv.parent_seq}"
-        out.append(f"token growth, conversation {conv.id} ({conv.family}, {len(turns)} turns{branch})")
+        title = f" “{conv.label or conv.title}”" if conv.label or conv.title else ""
+        out.append(f"token growth, conversation {conv.id}{title} ({conv.family}, {count(len(turns), 'turn')}{branch})")
         out.append(
             f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>7} {'written':>7} {'output':>6} {'reason':>6}  "
             f"{'system':>6} {'tools':>6} {'user':>6} {'history':>7} {'results':>7} {'new':>6}  {'cost':>9} {'cumulative':>10}  source"

@@ -121,6 +121,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 def _summary(path: Path) -> list[str]:
     from cassettes.analysis import analyse
     from cassettes.store import read_cassette
+    from cassettes.view import count
 
     try:
         cas = read_cassette(path)
@@ -134,7 +135,7 @@ def _summary(path: Path) -> list[str]:
     known = [c for c in costs if c is not None]
     cost = f"${float(sum(known)):.4f}" + ("" if len(known) == len(costs) else " (some prices unknown)") if known else "unknown"
     lines = [
-        f"{len(cas.exchanges)} round trips in {path}: {len(run.conversations)} conversations, {len(run.turns)} turns",
+        f"{count(len(cas.exchanges), 'round trip')} in {path}: {count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
         f"findings (warnings and errors) by layer: E {by_layer['E']}, A {by_layer['A']}, C {by_layer['C']}",
         f"tokens in {tin}, out {tout}; cost {cost}",
         f"details: looptap show {path}",

@@ -26,7 +26,9 @@ def test_import_then_show(tmp_path: Path) -> None:
     r = looptap("show", str(out))
     assert r.returncode == 0, r.stderr
     assert "tool call: get_capital" in r.stdout and "The capital of the UK is London." in r.stdout
-    assert "(stored as #0's first 1 + 2 new)" in r.stdout
+    assert "request: 3 messages (1 as before, 2 new), 1 tool offered" in r.stdout
+    assert "tool result: get_capital id=call_ZR5UUuTt3pf61kjwAJIYdVMj → London" in r.stdout
+    assert "(complete)  complete" not in r.stdout and "1 tools" not in r.stdout
 
 
 def test_show_json_schema(tmp_path: Path) -> None:
@@ -128,7 +130,7 @@ def test_torn_cassette_shows_what_it_has(tmp_path: Path) -> None:
     r = looptap("show", str(out))
     assert r.returncode == 0
     assert "torn last record" in r.stderr
-    assert "1 round trips" in r.stdout
+    assert "1 round trip, 1 to LLM APIs" in r.stdout
 
 
 def test_import_directory_mirrors_the_tree(tmp_path: Path) -> None:

@@ -204,6 +204,9 @@ class Conversation(_Model):
     turns: list[int] = Field(default_factory=list)
     #: ``X-Looptap-Conversation`` header value, when the client set one.
     label: str | None = None
+    #: The first words of its first user message (at most 60 characters), to tell conversations
+    #: apart at a glance; recorded text, so shown only through the untrusted-text boundary.
+    title: str | None = None
     #: seq of the turn this conversation branched from (a sub-agent or retry fork), if any.
     parent_seq: int | None = None
     #: How it branched: ``sub_agent`` (its first words are the prompt a tool call of the parent

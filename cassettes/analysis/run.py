@@ -30,6 +30,7 @@ from cassettes.analysis.model import (
     Turn,
 )
 from cassettes.exchange import Exchange
+from cassettes.models import Message
 from cassettes.roundtrip import RoundTrip, parse_exchange
 
 __all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Reload", "RunAnalyser", "analyse"]
@@ -72,6 +73,21 @@ def _slim(turn: Turn) -> Turn:
         tokens=_EMPTY_TOKENS,
         findings=turn.findings,
     )
+
+
+#: Longest conversation title, in characters.
+TITLE = 60
+
+
+def _title(messages: Sequence[Message]) -> str | None:
+    """The first words of the first user message that has text (a tool result is not a title)."""
+    for m in messages[:64]:
+        if m.role != "user":
+            continue
+        text = " ".join(" ".join(p.text for p in m.parts if p.kind == "text" and p.text)[: TITLE * 8].split())
+        if text:
+            return text if len(text) <= TITLE else text[: TITLE - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+    return None
 
 
 def _failed(rt: RoundTrip) -> bool:
@@ -160,7 +176,14 @@ class RunAnalyser:
         if conv is None:
             conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family)
             parent = self._seq_of_tid[link.parent] if link.parent is not None and 0 <= link.parent < len(self._seq_of_tid) - 1 else None
-            self._records[link.conversation] = Conversation(id=link.conversation, family=rt.family, label=label, parent_seq=parent, branch=link.branch if parent is not None else None)
+            self._records[link.conversation] = Conversation(
+                id=link.conversation,
+                family=rt.family,
+                label=label,
+                title=_title(rt.request.messages),
+                parent_seq=parent,
+                branch=link.branch if parent is not None else None,
+            )
             result.conversations.append(self._records[link.conversation])
         prev = self._context(link.previous) if link.previous is not None else None
         turn = Turn(

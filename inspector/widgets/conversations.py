@@ -59,7 +59,7 @@ _BRANCH = {"sub_agent": "sub-agent of", "side_call": "side call on"}
 
 def _label(c: Conversation) -> str:
     """What a conversation is: its label or family, and where it branched from."""
-    label = c.label or c.family
+    label = c.label or (f"“{c.title}”" if c.title else c.family)
     if c.parent_seq is not None:
         label += f" · {_BRANCH.get(c.branch or '', 'branched from')} #{c.parent_seq}"
     return label

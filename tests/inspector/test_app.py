@@ -101,6 +101,9 @@ async def test_conversation_switching(run_file: Path) -> None:
         app.query_one(ConversationSwitcher).value = "c1"
         await pilot.pause()
         assert app.conversation == "c1" and [t.seq for t in turn_list.turns] == [0, 1]
+        # conversations are told apart by their first user words, not only c1/c2 and the family
+        labels = [str(prompt) for prompt, _ in app.query_one(ConversationSwitcher)._options]
+        assert all("“" in label for label in labels[1:]), labels
 
 
 async def test_jump_to_findings_by_key_and_from_the_findings_table(run_file: Path) -> None:

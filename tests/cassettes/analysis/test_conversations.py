@@ -336,7 +336,10 @@ def test_task_sub_agent_is_linked_to_the_call_that_started_it(family: str) -> No
     from cassettes.view import analysis_lines
 
     shown = "\n".join(analysis_lines(run))
-    assert f"conversation {run.turns[1].conversation} ({family}, 2 turns, sub-agent of #0)" in shown
+    sub_conv = by_id[run.turns[1].conversation]
+    assert sub_conv.title == "Find the weather in Paris this weekend and report it in…"  # cut at a word, ≤ 60
+    assert f"conversation {sub_conv.id} “{sub_conv.title}” ({family}, 2 turns, sub-agent of #0)" in shown
+    assert by_id[run.turns[0].conversation].title == "Plan a weekend in Paris."
 
 
 @pytest.mark.parametrize("family", FAMILIES)
