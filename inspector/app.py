@@ -169,6 +169,14 @@ class InspectorApp(App[None]):
             id="search.previous",
         ),
         Binding(
+            "a",
+            "all_messages",
+            "All messages",
+            show=False,
+            tooltip="Show every message of the turn's history, not only the latest ones",
+            id="messages.all.app",
+        ),
+        Binding(
             "c",
             "next_conversation",
             "Conversation",
@@ -663,6 +671,10 @@ class InspectorApp(App[None]):
         self._dirty_findings = self._dirty_growth = True
         self._refresh_tabs()
         self._show_playback()
+
+    def action_all_messages(self) -> None:
+        """``a`` from anywhere: the messages pane says "press a to show all" wherever focus is."""
+        self.query_one(MessagesView).action_toggle_all()
 
     def action_next_conversation(self) -> None:
         order = [ALL, *self.conv_turns]

@@ -28,6 +28,7 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", tooltip="Close the search without jumping", id="search.close"),
+        Binding("down", "to_hits", "Matches", show=False, tooltip="Move to the list of matches", id="search.hits"),
     ]
 
     def __init__(self, searcher: Searcher, query: str = "") -> None:
@@ -81,6 +82,14 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
         event.stop()
         if event.option.id is not None:
             self.dismiss((self._query, self._hits, self._hits[int(event.option.id)]))
+
+    def action_to_hits(self) -> None:
+        """↓ from the input moves to the matches (as the border says), where enter jumps."""
+        hits = self.query_one("#search-hits", OptionList)
+        if hits.option_count:
+            hits.focus()
+            if hits.highlighted is None:
+                hits.highlighted = 0
 
     def action_close(self) -> None:
         self.dismiss((self._query, self._hits, None))

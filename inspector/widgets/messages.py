@@ -38,8 +38,9 @@ def _cut(text: str, limit: int = PART_LIMIT, lines: int = LINE_LIMIT) -> str:
     return text if left <= 0 else cut + f" … ({left:,} more characters)"
 
 
-def part_text(p: Part) -> Text:
-    """One part of a message, as text."""
+def part_text(p: Part, names: dict[str, str] | None = None) -> Text:
+    """One part of a message, as text; ``names`` maps call ids to tool names (a result that does
+    not carry its tool's name, as in OpenAI's wire format, is named after the call it answers)."""
     if p.tool_call is not None:
         c = p.tool_call
         return Text.assemble(
@@ -50,9 +51,8 @@ def part_text(p: Part) -> Text:
         )
     if p.tool_result is not None:
         r = p.tool_result
-        head = Text.assemble(
-            ("↩ result ", "bold cyan"), (clean_line(f"for {r.name or ''} "), "bold"), (clean_line(f"id={r.call_id}"), "dim")
-        )
+        name = r.name or (names or {}).get(r.call_id or "")
+        head = Text.assemble(("↩ result ", "bold cyan"), (clean_line(f"for {name} ") if name else "", "bold"), (clean_line(f"id={r.call_id}"), "dim"))
         if r.is_error:
             head.append("  error", style="bold red")
         return Text.assemble(head, "\n", _cut(r.content))
@@ -136,8 +136,8 @@ class MessagesView(VerticalScroll, can_focus=True):
         new_from = self._appended_from if self._appended_from is not None else len(msgs)
         out: list[RenderableType] = []
         head = Text.assemble(
-            (f"{len(msgs)} messages", "bold"),
-            f" · {len(req.tools)} tools offered",
+            (f"{len(msgs)} message{'' if len(msgs) == 1 else 's'}", "bold"),
+            f" · {len(req.tools)} tool{'' if len(req.tools) == 1 else 's'} offered",
             f" · model {clean_line(req.model or '?')}",
         )
         if new_from < len(msgs):
@@ -147,7 +147,9 @@ class MessagesView(VerticalScroll, can_focus=True):
         if self._note:
             head.append(f"  {clean_line(self._note)}", style="yellow")
         out.append(head)
-        if req.system:
+        if req.system and not any(m.role in ("system", "developer") for m in msgs):
+            # Pinned only when it travels apart from the history (a history's own system message
+            # is shown in place, once).
             sys_text = Text.assemble(("system", "bold yellow"), "\n")
             sys_text.append_text(Text("\n").join(part_text(p) for p in req.system))
             out.append(Text(""))
@@ -157,15 +159,16 @@ class MessagesView(VerticalScroll, can_focus=True):
             start = min(new_from, len(msgs) - FOLD_AFTER)
             out.append(Text(""))
             out.append(Text(f"… {start:,} earlier messages folded (press a to show all)", style="dim italic"))
+        names = {p.tool_call.id: p.tool_call.name for m in msgs for p in m.parts if p.tool_call is not None and p.tool_call.id and p.tool_call.name}
         for i in range(start, len(msgs)):
             if i == new_from and i > start:
                 self._before_new = list(out)
             out.append(Text(""))
-            out.append(self._message(i, msgs[i], i >= new_from))
+            out.append(self._message(i, msgs[i], i >= new_from, names))
         body.update(Group(*out))
 
     @staticmethod
-    def _message(i: int, m: Message, new: bool) -> Text:
+    def _message(i: int, m: Message, new: bool, names: dict[str, str] | None = None) -> Text:
         role_style = {"user": "bold blue", "assistant": "bold magenta", "tool": "bold cyan"}.get(
             m.role, "bold yellow"
         )
@@ -175,7 +178,7 @@ class MessagesView(VerticalScroll, can_focus=True):
         t.append(clean_line(m.role), style=role_style)
         for p in m.parts:
             t.append("\n")
-            piece = part_text(p)
+            piece = part_text(p, names)
             if new:
                 piece.stylize("on #0f2f1a")
             t.append_text(piece)

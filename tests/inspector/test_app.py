@@ -357,3 +357,66 @@ async def test_tiny_and_huge_terminals(run_file: Path) -> None:
         assert _selected(app) == 1
         await until(pilot, lambda: app._loaded == 1)
         assert ANSWER[:20] in pane_text(app, "#pane-e")
+
+
+async def test_down_from_the_search_input_then_enter_jumps_as_the_dialog_says(run_file: Path) -> None:
+    app = build_app(run_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("slash", *"snow", "enter")
+        screen = app.screen
+        assert isinstance(screen, SearchScreen)
+        await until(pilot, lambda: bool(screen._hits))
+        assert "↓ then enter: jump" in str(screen.query_one("#search-box").border_subtitle)
+        await pilot.press("down", "enter")  # focus is still in the input: ↓ moves to the matches
+        assert not isinstance(app.screen, SearchScreen)
+        assert _selected(app) == 3
+
+
+async def test_a_shows_all_messages_from_wherever_focus_is(run_file: Path) -> None:
+    from inspector.widgets.messages import MessagesView
+
+    app = build_app(run_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        messages = app.query_one(MessagesView)
+        assert not messages.has_focus and messages.show_all is False
+        await pilot.press("a")
+        assert messages.show_all is True
+        await pilot.press("a")
+        assert messages.show_all is False
+
+
+OPENAI_STREAM = Path("/work/shared/corpus/pydantic-ai/tests/models/cassettes/test_openai/test_run_stream_sync_streams_real_model.yaml")
+
+
+async def test_an_openai_turn_names_its_results_and_shows_its_system_prompt_once(tmp_path: Path) -> None:
+    """OpenAI's tool messages carry no tool name: the result is named after the call it answers;
+    a system prompt that travels in the history is shown there, not pinned above it as well."""
+    import orjson
+
+    from cassettes.store import CassetteWriter
+    from cassettes.vcr import load_vcr
+
+    corpus = Path(__file__).resolve().parents[2] / "tests" / "corpus"
+    src = OPENAI_STREAM if OPENAI_STREAM.exists() else next(corpus.rglob("test_run_stream_sync_streams_real_model.yaml"), None)
+    if src is None:
+        pytest.skip("the OpenAI streaming recording is not available")
+    exchanges = load_vcr(src)
+    for ex in exchanges:  # a system prompt in the history, as OpenAI clients send it
+        body = orjson.loads(ex.request_body)
+        body["messages"].insert(0, {"role": "system", "content": "You answer geography questions."})
+        ex.request_body = orjson.dumps(body)
+        ex.forget_request_json()
+    path = tmp_path / "openai.jsonl"
+    with CassetteWriter(path) as w:
+        for ex in exchanges:
+            w.append(ex)
+    app = build_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("down")
+        await until(pilot, lambda: "↩ result" in pane_text(app, "#messages"))
+        text = pane_text(app, "#messages")
+        assert "↩ result for get_capital id=call_" in text, text
+        assert text.count("You answer geography questions.") == 1, text
