@@ -24,7 +24,11 @@ _NO_MITMPROXY = (
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", required=True, help="cassette to record into (appended to if it exists)")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="FILE",
+        help="cassette to record into; an existing one is replaced (say so on stderr). -o +FILE appends to it "
+        "instead (as mitmproxy's -w +FILE), and the summary then describes this run only",
+    )
     p.add_argument("--port", type=int, default=0, help="first port to listen on (default: free ports)")
     p.add_argument(
         "--upstream",
@@ -73,6 +77,34 @@ def _exposure_warning(host: str) -> str | None:
     )
 
 
+def _output(raw: str) -> tuple[Path, bool]:
+    """The cassette path and whether to append to it (``+FILE``)."""
+    if raw.startswith("+") and len(raw) > 1:
+        return Path(raw[1:]), True
+    return Path(raw), False
+
+
+def _prepare_output(raw: str) -> int:
+    """Replace an existing cassette, or count what is in it when appending (the summary describes
+    this run only). Returns the number of round trips recorded before this run."""
+    path, append = _output(raw)
+    try:
+        st = path.stat()
+    except OSError:
+        return 0
+    if not append:
+        if st.st_size:
+            path.unlink()
+            messages.emit(f"replacing the earlier recording in {path} ({st.st_size:,} bytes); -o +{path} appends to it instead")
+        return 0
+    from cassettes.store import read_cassette
+
+    try:
+        return len(read_cassette(path).exchanges)
+    except Exception:
+        return 0
+
+
 def _config(args: argparse.Namespace) -> Any:
     from proxy.launcher import RecorderConfig
 
@@ -83,7 +115,7 @@ def _config(args: argparse.Namespace) -> Any:
             raise SystemExit(f"looptap: error: --upstream wants NAME=http(s)://host[:port], got {item!r}")
         upstreams[name.strip().lower()] = url.strip()
     return RecorderConfig(
-        output=Path(args.output),
+        output=_output(args.output)[0],
         base_port=args.port,
         upstreams=upstreams,
         record_hosts=tuple(args.record_host),
@@ -111,14 +143,16 @@ def cmd_record(args: argparse.Namespace) -> int:
     except ImportError:
         print(_NO_MITMPROXY, file=sys.stderr)
         return 2
+    config = _config(args)
+    _prepare_output(args.output)
     try:
-        return asyncio.run(record_forever(_config(args)))
+        return asyncio.run(record_forever(config))
     except (BusyPort, RecorderError) as exc:
         messages.error(f"error: {exc}")
         return 2
 
 
-def _summary(path: Path) -> list[str]:
+def _summary(path: Path, before: int = 0) -> list[str]:
     from cassettes.analysis import analyse
     from cassettes.store import read_cassette
     from cassettes.view import count
@@ -127,7 +161,8 @@ def _summary(path: Path) -> list[str]:
         cas = read_cassette(path)
     except Exception as exc:
         return [f"could not read {path} for the summary: {exc}"]
-    run = analyse(cas.exchanges)
+    exchanges = cas.exchanges[before:]  # appended to an earlier recording: this run only
+    run = analyse(exchanges)
     by_layer = {layer: sum(1 for f in run.findings if f.layer == layer and f.severity.value != "info") for layer in "EAC"}
     tin = sum(t.tokens.input or 0 for t in run.turns.values())
     tout = sum(t.tokens.output or 0 for t in run.turns.values())
@@ -135,7 +170,7 @@ def _summary(path: Path) -> list[str]:
     known = [c for c in costs if c is not None]
     cost = f"${float(sum(known)):.4f}" + ("" if len(known) == len(costs) else " (some prices unknown)") if known else "unknown"
     lines = [
-        f"{count(len(cas.exchanges), 'round trip')} in {path}: {count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
+        f"{count(len(exchanges), 'round trip')}{' appended' if before else ''} in {path}: {count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
         f"findings (warnings and errors) by layer: E {by_layer['E']}, A {by_layer['A']}, C {by_layer['C']}",
         f"tokens in {tin}, out {tout}; cost {cost}",
         f"details: looptap show {path}",
@@ -158,6 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     config = _config(args)
     _warn_exposure(args)
+    before = _prepare_output(args.output)
     viewer: list[str] | None = None
     child_log: Path | None = None
     if args.inspect:
@@ -186,7 +222,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         messages.error(f"error: {exc}")
         return 127
-    for line in _summary(config.output):
+    for line in _summary(config.output, before):
         messages.emit(line)
     from proxy.launcher import report_lost
 

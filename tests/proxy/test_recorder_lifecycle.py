@@ -152,3 +152,34 @@ def test_storage_failure_is_loud_and_harmless(tmp_path: Path) -> None:
     assert m and int(m.group(1)) == n - stored, proc.stderr
     for i, ex in enumerate(cas.exchanges):
         assert ex.request_json()["messages"][0]["content"].startswith(f"request {i} ")
+
+
+def test_recording_again_replaces_and_plus_appends(tmp_path: Path) -> None:
+    """``-o FILE`` records afresh (saying it replaced the earlier run), ``-o +FILE`` appends (as
+    mitmproxy's ``-w +FILE``); either way the summary describes this run, not the file's history."""
+    client = tmp_path / "client.py"
+    client.write_text(CLIENT)
+    out = tmp_path / "run.jsonl"
+
+    def record(target: str, n: int) -> subprocess.CompletedProcess[str]:
+        with FakeUpstream(delay=0.001) as up:
+            return subprocess.run(
+                [*RECORDER, "run", "-o", target, "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),
+                 "--", sys.executable, str(client), str(n), "k"],
+                capture_output=True, text=True, timeout=180, env=_env(),
+            )  # fmt: skip
+
+    first = record(str(out), 3)
+    assert first.returncode == 0, first.stderr
+    assert f"3 round trips in {out}: 1 conversation" not in first.stderr  # three separate requests
+    assert f"3 round trips in {out}" in first.stderr and "replacing" not in first.stderr
+    again = record(str(out), 2)
+    assert again.returncode == 0, again.stderr
+    assert f"replacing the earlier recording in {out}" in again.stderr and f"-o +{out} appends" in again.stderr
+    assert f"2 round trips in {out}" in again.stderr
+    assert len(read_cassette(out).exchanges) == 2
+    more = record(f"+{out}", 1)
+    assert more.returncode == 0, more.stderr
+    assert f"1 round trip appended in {out}" in more.stderr and "replacing" not in more.stderr
+    cas = read_cassette(out)
+    assert len(cas.exchanges) == 3 and not cas.problems
