@@ -77,7 +77,14 @@ def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None]
             say(f"looptap demo: the recorded run failed (exit status {rc})")
             return rc or 2
     say("")
-    return show(dest)
+    return _next_steps(show(dest), dest, say)
+
+
+def _next_steps(rc: int, dest: Path, say: Callable[[str], None]) -> int:
+    """What to try next, once the run was shown."""
+    say(f"\nnext: looptap inspect {dest}   (turn by turn in the terminal; ? for the keys)")
+    say("      looptap run -o run.jsonl -- python your_agent.py   (record your own agent)")
+    return rc
 
 
 def _import_and_show(src: Path, dest: Path, show: Callable[[Path], int], say: Callable[[str], None]) -> int:
@@ -90,4 +97,4 @@ def _import_and_show(src: Path, dest: Path, show: Callable[[Path], int], say: Ca
         for ex in load_vcr(src):
             w.append(ex)
     say(f"{src.name} → {dest}\n")
-    return show(dest)
+    return _next_steps(show(dest), dest, say)
