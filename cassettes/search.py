@@ -50,10 +50,20 @@ def turn_fields(turn: Turn) -> Iterator[tuple[str, str]]:
 
 
 def _snippet(text: str, at: int, n: int, width: int = 70) -> str:
+    """Around the match, cut at word boundaries (a word is never shown in part), the match whole."""
     start = max(0, at - width // 3)
-    piece = text[start : start + width]
-    piece = " ".join(piece.split())
-    return ("…" if start > 0 else "") + piece + ("…" if start + width < len(text) else "")
+    end = max(start + width, at + n)
+    if start > 0:  # back to the start of the word the window begins in (a few characters at most)
+        space = text.rfind(" ", max(0, start - 20), start + 1)
+        start = space + 1 if space >= 0 else start
+        if start > at:
+            start = at
+    if end < len(text):
+        space = text.find(" ", end - 1, end + 20)
+        end = space if space >= 0 else end
+        end = max(end, at + n)
+    piece = " ".join(text[start:end].split())
+    return ("…" if start > 0 else "") + piece + ("…" if end < len(text) else "")
 
 
 def search_turns(turns: Iterable[Turn], query: str, limit: int = 500) -> list[SearchHit]:

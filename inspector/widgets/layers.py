@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.highlighter import ReprHighlighter
@@ -242,6 +243,35 @@ class ApiPane(LayerPane):
         self._set(out, turn)
 
 
+#: Longest parameters line, and longest value in it.
+PARAMS_LIMIT = 300
+PARAM_VALUE_LIMIT = 60
+
+
+def params_text(params: dict[str, Any]) -> str:
+    """Request parameters as ``name=value`` pairs, each value as compact JSON (not a Python repr),
+    a long value shortened whole (``…`` inside it, never a cut mid-pair), the line bounded."""
+    import orjson
+
+    out: list[str] = []
+    size = 0
+    items = sorted(params.items())
+    for i, (k, v) in enumerate(items):
+        try:
+            text = orjson.dumps(v, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:
+            text = str(v)
+        if len(text) > PARAM_VALUE_LIMIT:
+            text = text[: PARAM_VALUE_LIMIT - 1] + "…"
+        pair = f"{k}={text}"
+        if size + len(pair) > PARAMS_LIMIT:
+            out.append(f"(+{len(items) - i} more)")
+            break
+        out.append(pair)
+        size += len(pair) + 2
+    return ", ".join(out)
+
+
 class DispatchPane(LayerPane):
     """C — what the client sent this turn relative to the previous one: kept, rewritten, appended,
     how the tool results pair with the calls, tools offered and parameters."""
@@ -266,12 +296,14 @@ class DispatchPane(LayerPane):
             ("tools", ", ".join(c.tools_offered) or "-"),
         ]
         if c.params:
-            rows.append(("params", ", ".join(f"{k}={v}" for k, v in sorted(c.params.items()))[:300]))
+            rows.append(("params", params_text(c.params)))
         out.append(_kv(rows))
         for i, m in enumerate(c.appended):
             t = Text.assemble(("+ ", "bold green"), (clean_line(f"[{c.appended_from + i}] {m.role}"), "bold"))
+            names = {q.tool_call.id: q.tool_call.name for x in c.appended for q in x.parts if q.tool_call is not None and q.tool_call.id and q.tool_call.name}
+            names |= {pr.call_id: pr.name for pr in c.pairings if pr.call_id and pr.name}
             for p in m.parts:
-                piece = part_text(p)
+                piece = part_text(p, names)
                 piece.truncate(200, overflow="ellipsis")
                 t.append("\n  ")
                 t.append_text(piece)
