@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from rich.color import Color
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -17,14 +19,26 @@ __all__ = ["GrowthChart", "GrowthView"]
 #: Most bars drawn at once; longer conversations show a window around the selected turn.
 WINDOW = 60
 
-SERIES = (
-    ("system", "yellow"),
-    ("tools", "orange"),
-    ("history", "blue"),
-    ("tool results", "cyan"),
-    ("new input", "green"),
-    ("output", "magenta"),
+#: Each segment's colour, as an ANSI palette number (0–15): drawn by plotext and by the legend from
+#: this one table, and the same in 16-colour, 256-colour and truecolor terminals (they all show the
+#: base 16 as the terminal's own palette). Neighbours differ in hue *and* brightness, so the stack
+#: stays readable with the common colour-vision deficiencies (red–green above all: no red next to a
+#: green, and the bright/dim pairs tell apart what hue alone would not).
+SERIES: tuple[tuple[str, int], ...] = (
+    ("system", 11),  # bright yellow
+    ("tools", 9),  # bright red
+    ("history", 4),  # blue
+    ("tool results", 14),  # bright cyan
+    ("new input", 2),  # green
+    ("output", 13),  # bright magenta
 )
+#: The cumulative-cost line (braille dots on the right axis).
+COST_COLOUR = 7
+
+
+def swatch(code: int) -> Style:
+    """The Rich style of a palette colour (what the legend and the detail line use)."""
+    return Style(color=Color.from_ansi(code), bold=True)
 
 
 class GrowthChart(PlotextPlot):
@@ -63,10 +77,24 @@ class GrowthChart(PlotextPlot):
         known = [(x, c) for x, c in zip(xs, costs, strict=True) if c is not None]
         if known:
             plt.plot(
-                [x for x, _ in known], [c for _, c in known], yside="right", color="red", marker="braille"
+                [x for x, _ in known], [c for _, c in known], yside="right", color=COST_COLOUR, marker="braille"
             )
             loose.ylabel("cumulative cost (USD)", yside="right")
         self.refresh()
+
+
+def legend_text() -> Text:
+    """The legend, each swatch in its series' colour (from :data:`SERIES`, as the bars are)."""
+    legend = Text()
+    for i, (name, code) in enumerate(SERIES):
+        if i:
+            legend.append("  ")
+        legend.append("\u2588", style=swatch(code))
+        legend.append(f" {name}")
+    legend.append("  ")
+    legend.append("\u2801\u2802", style=swatch(COST_COLOUR))
+    legend.append(" cumulative cost (right axis)")
+    return legend
 
 
 class GrowthView(Vertical):
@@ -74,18 +102,7 @@ class GrowthView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield GrowthChart(id="growth-chart")
-        legend = Text(
-            "  ".join(f"\u2588 {name}" for name, _ in SERIES) + "  \u2801\u2802 cumulative cost (right axis)"
-        )
-        for i, (_, colour) in enumerate(SERIES):
-            start = sum(len(f"\u2588 {n}  ") for n, _ in SERIES[:i])
-            legend.stylize(colour if colour != "orange" else "dark_orange", start, start + 1)
-        legend.stylize(
-            "red",
-            len(legend) - len("\u2801\u2802 cumulative cost (right axis)"),
-            len(legend) - len(" cumulative cost (right axis)"),
-        )
-        yield Static(legend, id="growth-legend")
+        yield Static(legend_text(), id="growth-legend")
         yield Static(id="growth-detail")
 
     def show_bars(self, bars: list[GrowthBar], selected: int | None, conversation: str) -> None:
@@ -109,11 +126,11 @@ class GrowthView(Vertical):
             *[
                 piece
                 for name, value, style in (
-                    ("system", b.system, "yellow"),
-                    ("tools", b.tools, "dark_orange"),
-                    ("history", b.history, "blue"),
-                    ("results", b.tool_results, "cyan"),
-                    ("new", b.new, "green"),
+                    ("system", b.system, swatch(SERIES[0][1])),
+                    ("tools", b.tools, swatch(SERIES[1][1])),
+                    ("history", b.history, swatch(SERIES[2][1])),
+                    ("results", b.tool_results, swatch(SERIES[3][1])),
+                    ("new", b.new, swatch(SERIES[4][1])),
                 )
                 for piece in ((f"{name} {value:,}", style), " · ")
             ][:-1],

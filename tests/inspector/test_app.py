@@ -420,3 +420,37 @@ async def test_an_openai_turn_names_its_results_and_shows_its_system_prompt_once
         text = pane_text(app, "#messages")
         assert "↩ result for get_capital id=call_" in text, text
         assert text.count("You answer geography questions.") == 1, text
+
+
+async def test_growth_segments_are_drawn_in_their_legend_colours(run_file: Path) -> None:
+    """Each stacked segment's colour is its legend swatch's, and no two segments share a colour in
+    16-colour, 256-colour or truecolor terminals (the issue: system drawn in history's colour)."""
+    import re
+    from decimal import Decimal
+
+    from rich.color import ColorSystem
+
+    from cassettes.growth import GrowthBar
+    from inspector.widgets.growth import SERIES, GrowthChart, legend_text
+
+    app = build_app(run_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("2")
+        chart = app.query_one(GrowthChart)
+        bar = GrowthBar(seq=0, turn=0, system=10, tools=10, history=10, tool_results=10, new=10, output=10, cumulative_cost=Decimal("0.01"), source="reported")
+        chart.show_bars([bar], "test")
+        chart.plt.plotsize(40, 30)
+        drawn: list[int] = []
+        for line in chart.plt.build().splitlines():
+            m = re.search(r"\x1b\[38;5;(\d+)m█", line)
+            if m and (not drawn or drawn[-1] != int(m.group(1))):
+                drawn.append(int(m.group(1)))
+        drawn.reverse()  # bottom (system) first
+        assert drawn == [code for _, code in SERIES]
+        legend = legend_text()
+        swatches = [span.style for span in legend.spans if legend.plain[span.start : span.end] == "\u2588"]
+        assert [s.color.number for s in swatches] == drawn  # type: ignore[union-attr]
+        for system in (ColorSystem.STANDARD, ColorSystem.EIGHT_BIT, ColorSystem.TRUECOLOR):
+            shown = [s.color.downgrade(system) for s in swatches]  # type: ignore[union-attr]
+            assert len(set(shown)) == len(SERIES), system
