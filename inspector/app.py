@@ -220,6 +220,13 @@ class InspectorApp(App[None]):
     class RunCompleted(Message):
         """The whole file was read and the end-of-run checks ran."""
 
+    class ChildExited(Message):
+        """``looptap run --inspect``: the recorded command exited with this status."""
+
+        def __init__(self, status: int) -> None:
+            super().__init__()
+            self.status = status
+
     class TurnLoaded(Message):
         """The selected turn was re-read in full: its request and its text timeline."""
 
@@ -231,10 +238,16 @@ class InspectorApp(App[None]):
             self.request = request
             self.timeline = timeline
 
-    def __init__(self, path: str | Path, *, live: bool = False, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, path: str | Path, *, live: bool = False, clock: Clock = time.monotonic, child_status: str | Path | None = None
+    ) -> None:
         super().__init__()
         self.path = Path(path)
         self.live = live
+        #: ``looptap run --inspect``: where the recorder writes the command's exit status, and that
+        #: status once it did (the run then reads as ended, not "live").
+        self.child_status = Path(child_status) if child_status is not None else None
+        self.exit_status: int | None = None
         self.clock = clock
         self.source = IncrementalRun(self.path)
         self.turns: list[TurnSummary] = []
@@ -379,6 +392,17 @@ class InspectorApp(App[None]):
                     run.finish()
                     self.post_message(self.RunCompleted())
                     return
+                status = self._child_exit()
+                if status is not None:
+                    # The recorded command exited and the recorder wrote its last record before
+                    # the status: one more read, then the run is complete.
+                    last = run.step(STEP)
+                    if last.records or last.problems:
+                        self.post_message(self.RunRead(last, None))
+                    run.finish()
+                    self.post_message(self.ChildExited(status))
+                    self.post_message(self.RunCompleted())
+                    return
                 time.sleep(POLL)
 
     def on_inspector_app_run_read(self, message: RunRead) -> None:
@@ -418,6 +442,29 @@ class InspectorApp(App[None]):
         self._switcher_convs = len(self.conv_turns)
         self.query_one(ConversationSwitcher).show_conversations(
             self.source.analysis.conversations, len(self.turns)
+        )
+
+    def _child_exit(self) -> int | None:
+        """The recorded command's exit status, once the recorder wrote it (reader thread)."""
+        if self.child_status is None:
+            return None
+        try:
+            text = self.child_status.read_text().strip()
+        except OSError:
+            return None
+        try:
+            return int(text)
+        except ValueError:
+            return None
+
+    def on_inspector_app_child_exited(self, message: ChildExited) -> None:
+        self.live = False
+        self.exit_status = message.status
+        self._show_status()
+        self.notify(
+            f"The recorded command exited with status {message.status}; the recording is complete.",
+            title="run ended",
+            severity="information" if message.status == 0 else "warning",
         )
 
     def on_inspector_app_run_completed(self, message: RunCompleted) -> None:
@@ -768,6 +815,8 @@ class InspectorApp(App[None]):
             note = "cannot read this file"
         elif any(p.kind == "torn" for p in self.source.problems):
             note = "truncated: the last record was cut off"
+        elif self.exit_status is not None:
+            note = f"ended (exit {self.exit_status})"
         findings = sum(len(t.findings) for t in self.turns)
         self.query_one(RunStatus).show(
             self.path.name,
@@ -787,6 +836,9 @@ class InspectorApp(App[None]):
         )
 
 
-def build_app(path: str | Path, *, live: bool = False, clock: Clock | None = None) -> InspectorApp:
-    """The inspector for one cassette (``live``: follow a recording still being written)."""
-    return InspectorApp(path, live=live, clock=clock or time.monotonic)
+def build_app(
+    path: str | Path, *, live: bool = False, clock: Clock | None = None, child_status: str | Path | None = None
+) -> InspectorApp:
+    """The inspector for one cassette (``live``: follow a recording still being written, until the
+    file ``child_status`` holds the recorded command's exit status)."""
+    return InspectorApp(path, live=live, clock=clock or time.monotonic, child_status=child_status)

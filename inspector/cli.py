@@ -14,7 +14,7 @@ __all__ = ["cmd_inspect", "register_inspect"]
 def cmd_inspect(args: argparse.Namespace) -> int:
     from inspector.app import build_app
 
-    app = build_app(args.file, live=args.live)
+    app = build_app(args.file, live=args.live, child_status=args.child_status)
     app.run()
     return 0
 
@@ -30,5 +30,12 @@ def register_inspect(sub: Any) -> None:
         "--live",
         action="store_true",
         help="follow a recording still being written: new turns appear as they complete",
+    )
+    p.add_argument(
+        "--child-status",
+        metavar="FILE",
+        default=None,
+        help="with --live: the file the recorder writes the recorded command's exit status into "
+        "(looptap run --inspect passes it); once it appears the run is shown as ended",
     )
     p.set_defaults(func=cmd_inspect)

@@ -196,6 +196,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     before = _prepare_output(args.output)
     viewer: list[str] | None = None
     child_log: Path | None = None
+    child_status: Path | None = None
     if args.inspect:
         import importlib.util
 
@@ -212,16 +213,25 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
             return 2
         child_log = Path(str(config.output) + ".log")
-        viewer = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", str(config.output)]
+        import tempfile
+
+        status_dir = tempfile.mkdtemp(prefix="looptap-run-")
+        child_status = Path(status_dir) / "exit-status"
+        viewer = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", "--child-status", str(child_status), str(config.output)]
         messages.emit(f"the command's output goes to {child_log}")
     try:
-        rc, addon = asyncio.run(run_child(config, argv, child_log=child_log, viewer=viewer))
+        rc, addon = asyncio.run(run_child(config, argv, child_log=child_log, viewer=viewer, child_status=child_status))
     except (BusyPort, RecorderError) as exc:
         messages.error(f"error: {exc}")
         return 2
     except FileNotFoundError as exc:
         messages.error(f"error: {exc}")
         return 127
+    if child_status is not None:
+        import shutil
+
+        shutil.rmtree(child_status.parent, ignore_errors=True)
+        messages.emit(f"the command exited with status {rc}")
     for line in _summary(config.output, before):
         messages.emit(line)
     from proxy.launcher import report_lost

@@ -258,13 +258,16 @@ async def run_child(
     argv: Sequence[str],
     child_log: Path | None = None,
     viewer: Sequence[str] | None = None,
+    child_status: Path | None = None,
 ) -> tuple[int, LooptapRecorder]:
     """Record ``argv`` as a child process; its exit status is returned with the addon.
 
     With ``viewer`` (``looptap run --inspect``), that command runs in the foreground terminal
     beside the child (the inspector following the cassette live), and the child's output goes to
     ``child_log`` so it does not draw over the inspector. The run ends when the child has exited
-    and the viewer has been closed."""
+    and the viewer has been closed. A viewer closed early leaves a line on the terminal saying the
+    child still runs (and where its output goes); the child's exit status is written to
+    ``child_status``, where a viewer still open reads it (it stops saying "live")."""
     rec = Recorder(config)
     await rec.start()
     env = {**os.environ, **rec.env}
@@ -293,7 +296,19 @@ async def run_child(
                 view = await asyncio.create_subprocess_exec(*viewer)
             except OSError as exc:
                 messages.error(f"cannot start the inspector: {exc}")
-        rc = await proc.wait()
+        child = asyncio.ensure_future(proc.wait())
+        if view is not None:
+            viewing = asyncio.ensure_future(view.wait())
+            done, _ = await asyncio.wait({child, viewing}, return_when=asyncio.FIRST_COMPLETED)
+            if viewing in done and child not in done:
+                where = f"; its output goes to {child_log}" if child_log is not None else ""
+                messages.emit(f"the inspector was closed; the command is still running{where} (Ctrl-C stops it)")
+        rc = await child
+        if child_status is not None:
+            try:
+                child_status.write_text(str(rc))
+            except OSError:
+                pass
         if view is not None:
             await view.wait()
         await rec.stop()

@@ -70,6 +70,8 @@ def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
         try:
             screen = _wait_for(session, "11 turns")  # the last turns arrived while the inspector was open
             assert "live.jsonl" in screen and "4 conversations" in screen
+            screen = _wait_for(session, "ended (exit 0)")  # the agent exited: no longer "live"
+            assert "● live" not in screen
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
             deadline = time.monotonic() + 30
             while not status.exists() and time.monotonic() < deadline:
@@ -80,7 +82,42 @@ def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
     assert status.exists(), "looptap run did not end after the inspector was closed"
     assert status.read_text().strip() == "0"
     assert "11 round trips" in err and "4 conversations, 11 turns" in err, err
+    assert "the command exited with status 0" in err, err
     log = Path(str(out) + ".log").read_text()
     assert "A: The current stock price for AAPL (Apple Inc.) is **$150.00**." in log
     cas = read_cassette(out)
     assert len(cas.exchanges) == 11 and not cas.problems
+
+
+def test_closing_the_inspector_early_says_the_command_still_runs(tmp_path: Path) -> None:
+    has_textual = subprocess.run([str(PROXY_PYTHON), "-c", "import textual"], capture_output=True, check=False).returncode == 0
+    if not has_textual:
+        pytest.skip("the recorder's environment has no inspector (the 'inspector' extra)")
+    out = tmp_path / "live.jsonl"
+    status = tmp_path / "status"
+    agent = REPO / "cassettes/examples/tool_search_agent.py"
+    session = f"looptap-{uuid.uuid4().hex[:8]}"
+    with ReplayServer(load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml"), pace="x4") as up:
+        cmd = " ".join(
+            shlex.quote(a)
+            for a in [
+                str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "--inspect", "-o", str(out),
+                "--upstream", f"anthropic={up.url}", "--confdir", str(tmp_path / "conf"),
+                "--", "sh", "-c", f"{shlex.quote(sys.executable)} {shlex.quote(str(agent))}; sleep 12",
+            ]
+        )  # fmt: skip
+        script = f"cd {shlex.quote(str(tmp_path))} && ANTHROPIC_API_KEY=sk-ant-test-key {cmd}; echo $? > {status}; sleep 60"
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "45", script], check=True)
+        try:
+            _wait_for(session, "all conversations")  # the inspector is up; the command runs 12 s more
+            subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+            screen = _wait_for(session, "the inspector was closed; the command is still running")
+            assert "live.jsonl.log" in screen  # where its output goes
+            deadline = time.monotonic() + 120
+            while not status.exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            err = _wait_for(session, "looptap: details:")
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)
+    assert status.read_text().strip() == "0"
+    assert "the command exited with status 0" in err and "11 round trips" in err, err
