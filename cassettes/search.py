@@ -54,13 +54,14 @@ def _snippet(text: str, at: int, n: int, width: int = 70) -> str:
     start = max(0, at - width // 3)
     end = max(start + width, at + n)
     if start > 0:  # back to the start of the word the window begins in (a few characters at most)
-        space = text.rfind(" ", max(0, start - 20), start + 1)
-        start = space + 1 if space >= 0 else start
+        lo = max(0, start - 20)
+        space = text.rfind(" ", lo, start + 1)
+        start = space + 1 if space >= 0 else (0 if lo == 0 else start)
         if start > at:
             start = at
     if end < len(text):
         space = text.find(" ", end - 1, end + 20)
-        end = space if space >= 0 else end
+        end = space if space >= 0 else (len(text) if end + 20 >= len(text) else end)
         end = max(end, at + n)
     piece = " ".join(text[start:end].split())
     return ("…" if start > 0 else "") + piece + ("…" if end < len(text) else "")

@@ -169,7 +169,7 @@ def check_cassette(out: Path, served: list[Served], secret: str, proc: subproces
     for s in served:
         values = " ".join(v for k, v in s.request_headers if k.lower() in ("authorization", "x-api-key"))
         assert secret in values, f"served #{s.seq} carried no API key: {s.request_headers}"
-    assert f"{len(served)} round trips" in proc.stderr, explain(proc)  # looptap run's summary
+    assert f"{len(served)} round trip" in proc.stderr, explain(proc)  # looptap run's summary
     return rts
 
 

@@ -154,7 +154,7 @@ def check_client_run(proc: subprocess.CompletedProcess[str], out: Path, up: Fake
     for ex, rt, s in zip(cas.exchanges, rts, served, strict=True):
         assert_same_round_trip(ex, rt, s)
     assert_no_secret(out, secret, served)
-    assert f"{len(served)} round trips" in proc.stderr, explain(proc)  # looptap run's summary
+    assert f"{len(served)} round trip" in proc.stderr, explain(proc)  # looptap run's summary
     return printed
 
 
