@@ -16,7 +16,7 @@ from typing import Any
 
 from cassettes.analysis import RunAnalysis, Turn, analyse
 from cassettes.exchange import Exchange
-from cassettes.replay.jsondiff import Change, json_diff
+from cassettes.replay.jsondiff import Change, json_diff, short
 from cassettes.replay.matcher import attribute, request_key
 
 __all__ = ["Divergence", "diff_runs", "divergence_lines"]
@@ -35,6 +35,12 @@ class Divergence:
     seq_b: int | None = None
     path: str | None = None
     changes: list[Change] = field(default_factory=list)
+    #: ``<id:N>`` placeholders of the compared requests → the ids each run really sent.
+    ids_a: dict[str, str] = field(default_factory=dict)
+    ids_b: dict[str, str] = field(default_factory=dict)
+    #: What the analysis of run B's turn says that run A's does not (code: message), warnings and
+    #: worse: the divergence's likely meaning in looptap's own words (e.g. an orphan tool result).
+    findings_b: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -46,8 +52,38 @@ class Divergence:
             "seq_a": self.seq_a,
             "seq_b": self.seq_b,
             "path": self.path,
-            "changes": [{"path": c.where, "kind": c.kind, "a": c.expected, "b": c.actual} for c in self.changes],
+            "changes": [
+                {"path": c.where, "kind": c.kind, "a": _real(c.expected, self.ids_a), "b": _real(c.actual, self.ids_b)}
+                for c in self.changes
+            ],
+            "findings_b": self.findings_b,
         }
+
+    def change_lines(self, limit: int) -> list[str]:
+        """Each change with the ids each run really sent (not the placeholders they were compared as)."""
+        out = []
+        for c in self.changes[:limit]:
+            a, b = short(_real(c.expected, self.ids_a)), short(_real(c.actual, self.ids_b))
+            if c.kind == "added":
+                out.append(f"{c.where}: only in B: {b}")
+            elif c.kind == "removed":
+                out.append(f"{c.where}: only in A: {a}")
+            else:
+                out.append(f"{c.where}: A {a}, B {b}")
+        return out
+
+
+def _real(value: Any, ids: dict[str, str], depth: int = 0) -> Any:
+    """``value`` with ``<id:N>`` placeholders put back to the ids they stood for (bounded walk)."""
+    if isinstance(value, str):
+        return ids.get(value, value)
+    if depth > 32:
+        return value
+    if isinstance(value, dict):
+        return {k: _real(v, ids, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_real(v, ids, depth + 1) for v in value]
+    return value
 
 
 def _emission(t: Turn) -> dict[str, Any]:
@@ -101,10 +137,15 @@ def _diff_conversation(
         ka = request_key(xa.method, xa.url, xa.request_headers, xa.request_body, xa.request_json())
         kb = request_key(xb.method, xb.url, xb.request_headers, xb.request_body, xb.request_json())
         changes = json_diff(ka.body, kb.body) if ka.is_json and kb.is_json else []
+        turn_a, turn_b = ra.turns[sa], rb.turns[sb]
+        known = {f.code for f in turn_a.findings}
+        said = [f"{f.code}: {f.message}" for f in turn_b.findings if f.layer == "C" and f.severity.value != "info" and f.code not in known]
         for v in attribute(ka, kb, changes):
             mine = [c for c in changes if c.where.startswith(v.path)] if v.path not in ("(url)", "(body)") else []
-            out.append(Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3]))
-        turn_a, turn_b = ra.turns[sa], rb.turns[sb]
+            d = Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3], dict(ka.ids), dict(kb.ids))
+            if v.layer == "C" and said:
+                d.findings_b, said = said, []  # once per turn, on its first C divergence
+            out.append(d)
         for layer, view, what in (("E", _emission, "the model emitted something else"), ("A", _api, "the API reported something else")):
             ch = json_diff(view(turn_a), view(turn_b), ("response",))
             if ch:
@@ -137,8 +178,10 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
         for d in group:
             where = f"turn {d.turn} (seq {d.seq_a if d.seq_a is not None else '-'} ↔ {d.seq_b if d.seq_b is not None else '-'})" if d.turn is not None else "whole conversation"
             lines.append(f"  {where}: {d.layer}: {d.message}")
-            for c in d.changes[:max_changes]:
-                lines.append(f"      {c.describe().replace('recorded', 'A').replace(', got', ', B')}")
+            for f in d.findings_b:
+                lines.append(f"      looptap on B's turn: {f}")
+            for line in d.change_lines(max_changes):
+                lines.append(f"      {line}")
             if len(d.changes) > max_changes:
                 lines.append(f"      … and {len(d.changes) - max_changes} more")
     return lines

@@ -264,3 +264,21 @@ def test_environment_points_every_sdk_at_one_port(tmp_path: Path) -> None:
         parse_pace("x0")
     assert parse_pace("recorded") == 1.0 and parse_pace("2x") == 2.0 and parse_pace("instant") == 0.0
     assert CHAT_URL.startswith("https://")
+
+
+def test_diff_names_real_ids_and_says_what_the_findings_say(tmp_path: Path) -> None:
+    """A result sent back under an id the model never gave: the diff shows each run's real ids (not
+    the <id:N> placeholders they were compared as) and what looptap's findings call it."""
+    a = write(tmp_path / "a.jsonl", tool_loop())
+    good = tool_loop()
+    bogus = chat_exchange([SYSTEM, USER, CALL, {**RESULT, "tool_call_id": "call_bogus"}], chat_response("It is sunny in Paris."))
+    b = write(tmp_path / "b.jsonl", [good[0], bogus])
+    proc = _cli("diff", str(a), str(b))
+    assert proc.returncode == 1, proc.stderr
+    assert "<id:" not in proc.stdout, proc.stdout
+    assert 'A "call_A1", B "call_bogus"' in proc.stdout, proc.stdout
+    assert "looptap on B's turn: C.orphan_tool_result" in proc.stdout, proc.stdout
+    doc = json.loads(_cli("diff", str(a), str(b), "--json").stdout)
+    first = doc["divergences"][0]
+    assert any(f.startswith("C.orphan_tool_result") for f in first["findings_b"])
+    assert "<id:" not in json.dumps(first["changes"])
