@@ -23,10 +23,10 @@ from textual.filter import LineFilter
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Static, Tab, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from cassettes.analysis.model import Finding
+from cassettes.analysis.model import Finding, Layer
 from cassettes.errors import CassetteError
 from cassettes.index import Batch, IncrementalRun
 from cassettes.models import NormalisedRequest, ToolResult
@@ -37,10 +37,11 @@ from cassettes.untrusted import clean, clean_line
 from inspector.safe import UntrustedFilter
 from inspector.screens.help import HelpScreen
 from inspector.screens.search import SearchScreen
+from inspector.widgets.badges import LAYERS, SEVERITY_MARK, worst
 from inspector.widgets.conversations import ALL, ConversationSwitcher
 from inspector.widgets.findings import FindingsTable, FindingsView
 from inspector.widgets.growth import GrowthView
-from inspector.widgets.layers import ApiPane, DispatchPane, EmissionPane
+from inspector.widgets.layers import ApiPane, DispatchPane, EmissionPane, LayerPane
 from inspector.widgets.messages import MessagesView
 from inspector.widgets.status import PlaybackBar, RunStatus
 from inspector.widgets.turn_list import TurnList
@@ -60,8 +61,11 @@ STEP = 4 * 1024 * 1024
 POLL = 0.25
 #: Seconds between screen updates while a file is read (the first batch is shown at once).
 SHOW_EVERY = 1.0
-#: Below these sizes the layout folds (see ``inspector.tcss``).
-NARROW = 110
+#: The narrow layout's layer tabs.
+LAYER_TAB = {"E": "E emission", "A": "A API verdict", "C": "C client"}
+#: Below these sizes the layout folds (see ``inspector.tcss``): under NARROW columns the E, A and
+#: C panes are tabs, one shown at a time at full width.
+NARROW = 120
 TINY_WIDTH, TINY_HEIGHT = 70, 20
 
 
@@ -80,6 +84,35 @@ class InspectorApp(App[None]):
             key_display="?",
             tooltip="Key bindings and what the panes show",
             id="app.help",
+        ),
+        Binding(
+            "slash",
+            "search",
+            "Search",
+            key_display="/",
+            tooltip="Search text, tool calls, results and findings",
+            id="search.open",
+        ),
+        Binding(
+            "f",
+            "finding(1)",
+            "Next finding",
+            tooltip="Jump to the next turn with a finding",
+            id="findings.next",
+        ),
+        Binding(
+            "c",
+            "next_conversation",
+            "Conversation",
+            tooltip="Show the next conversation (cycles through all)",
+            id="conversations.next",
+        ),
+        Binding(
+            "l",
+            "next_layer",
+            "Layer",
+            tooltip="The next layer pane: E, A, C (in narrow terminals the panes are tabs)",
+            id="layers.next",
         ),
         Binding(
             "space",
@@ -130,27 +163,12 @@ class InspectorApp(App[None]):
             id="playback.restream",
         ),
         Binding(
-            "f",
-            "finding(1)",
-            "Next finding",
-            tooltip="Jump to the next turn with a finding",
-            id="findings.next",
-        ),
-        Binding(
             "F",
             "finding(-1)",
             "Prev finding",
             show=False,
             tooltip="Jump to the previous turn with a finding",
             id="findings.previous",
-        ),
-        Binding(
-            "slash",
-            "search",
-            "Search",
-            key_display="/",
-            tooltip="Search text, tool calls, results and findings",
-            id="search.open",
         ),
         Binding(
             "n",
@@ -175,13 +193,6 @@ class InspectorApp(App[None]):
             show=False,
             tooltip="Show every message of the turn's history, not only the latest ones",
             id="messages.all.app",
-        ),
-        Binding(
-            "c",
-            "next_conversation",
-            "Conversation",
-            tooltip="Show the next conversation (cycles through all)",
-            id="conversations.next",
         ),
         Binding(
             "1",
@@ -272,6 +283,8 @@ class InspectorApp(App[None]):
         self._dirty_growth = True
         self._switcher_convs = -1
         self._untrusted_filter = UntrustedFilter()
+        #: The layer pane shown in the narrow layout.
+        self.layer: Layer = "E"
 
     # -- the output boundary (inspector/safe.py) -----------------------------------------------
 
@@ -303,6 +316,7 @@ class InspectorApp(App[None]):
             with TabbedContent(id="tabs", initial="turn"):
                 with TabPane("Turn", id="turn"):
                     yield MessagesView(id="messages")
+                    yield Tabs(*(Tab(LAYER_TAB[x], id=f"layer-{x}") for x in LAYERS), id="layer-tabs")
                     with Horizontal(id="layers"):
                         yield EmissionPane(id="pane-e")
                         yield ApiPane(id="pane-a")
@@ -317,6 +331,9 @@ class InspectorApp(App[None]):
 
     def on_mount(self) -> None:
         self.query_one(TurnList).focus()
+        # Clicks and ``l`` switch the layer tabs; focus stays where the user is (the turn list).
+        self.query_one("#layer-tabs", Tabs).can_focus = False
+        self.show_layer(self.layer)
         waiting = self.live and not self.path.exists()
         self.query_one(MessagesView).show_note(
             f"waiting for {self.path.name} to be created…" if waiting else f"reading {self.path.name}…"
@@ -331,6 +348,58 @@ class InspectorApp(App[None]):
         w, h = event.size
         self.screen.set_class(w < NARROW, "-narrow")
         self.screen.set_class(w < TINY_WIDTH or h < TINY_HEIGHT, "-tiny")
+        self.query_one(Footer).compact = w < NARROW
+
+    # -- the layer panes: side by side, or (narrow) one at a time under tabs ----------------------
+
+    @property
+    def narrow(self) -> bool:
+        return self.screen.has_class("-narrow")
+
+    def _layer_panes(self) -> list[LayerPane]:
+        return [self.query_one(EmissionPane), self.query_one(ApiPane), self.query_one(DispatchPane)]
+
+    def show_layer(self, layer: Layer) -> None:
+        """Make ``layer``'s pane the one shown in the narrow layout (its tab active)."""
+        self.layer = layer
+        for pane in self._layer_panes():
+            pane.set_class(pane.LAYER == layer, "-shown")
+        tabs = self.query_one("#layer-tabs", Tabs)
+        if tabs.active != f"layer-{layer}":
+            tabs.active = f"layer-{layer}"
+
+    @on(Tabs.TabActivated, "#layer-tabs")
+    def _layer_tab(self, event: Tabs.TabActivated) -> None:
+        event.stop()  # not the main tabs
+        if event.tab.id and event.tab.id.startswith("layer-"):
+            layer = event.tab.id.removeprefix("layer-")
+            if layer in LAYERS and layer != self.layer:
+                self.show_layer(layer)  # type: ignore[arg-type]
+
+    def action_next_layer(self) -> None:
+        i = (LAYERS.index(self.layer) + 1) % len(LAYERS)
+        self.show_layer(LAYERS[i])
+        self.action_tab("turn")
+        if not self.narrow:
+            self._layer_panes()[i].focus()
+
+    def _label_layers(self, turn: TurnSummary) -> None:
+        """The layer tabs carry each layer's findings; in the narrow layout, a turn with a warning or
+        an error in a layer other than the one shown brings that layer up (the worst first)."""
+        tabs = self.query_one("#layer-tabs", Tabs)
+        for layer in LAYERS:
+            sev = worst(turn.findings, layer)
+            n = sum(1 for f in turn.findings if f.layer == layer)
+            label = LAYER_TAB[layer] + (f" {SEVERITY_MARK[sev]}{n}" if sev is not None else " ok")
+            tabs.query_one(f"#layer-{layer}", Tab).label = label
+        rank = {None: 0, "info": 1, "warning": 2, "error": 3}
+
+        def level(layer: Layer) -> int:
+            return rank[worst(turn.findings, layer)]
+
+        best = max(LAYERS, key=lambda x: (level(x), -LAYERS.index(x)))
+        if level(best) >= 2 and level(best) > level(self.layer):
+            self.show_layer(best)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -527,6 +596,7 @@ class InspectorApp(App[None]):
         self._stop_stream()
         self._advance_at = None
         self._show_turn_panes(turn)
+        self._label_layers(turn)
         self.query_one(MessagesView).show_note(f"loading turn #{turn.seq}…")
         self._loaded = None
         self._load_turn(turn.seq)
@@ -793,6 +863,8 @@ class InspectorApp(App[None]):
     def _refresh_tabs(self) -> None:
         """Redraw the findings table and the chart only when visible (they can be large)."""
         active = self.query_one(TabbedContent).active
+        # Narrow terminals give the Growth and Findings tabs the whole width (no turn list beside).
+        self.screen.set_class(active != "turn", "-full-tab")
         if active == "findings" and self._dirty_findings:
             self._dirty_findings = False
             self.query_one(FindingsTable).show_findings(self._shown_findings())
@@ -831,8 +903,16 @@ class InspectorApp(App[None]):
 
     def _show_playback(self) -> None:
         turn_list = self.query_one(TurnList)
+        seq = turn_list.selected_seq
+        turn = self.by_seq.get(seq) if seq is not None else None
+        label = f"#{turn.seq} {turn.conversation}/turn {turn.index}" if turn is not None else ""
         self.query_one(PlaybackBar).show(
-            self.playing, self.speed, turn_list.cursor, len(turn_list.turns), self._stream_start is not None
+            self.playing,
+            self.speed,
+            turn_list.cursor,
+            len(turn_list.turns),
+            self._stream_start is not None,
+            label,
         )
 
 

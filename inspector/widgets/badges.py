@@ -8,7 +8,7 @@ from rich.text import Text
 
 from cassettes.analysis.model import Finding, Layer, Severity
 
-__all__ = ["LAYERS", "SEVERITY_MARK", "layer_badges", "severity_style", "worst"]
+__all__ = ["LAYERS", "SEVERITY_MARK", "layer_badges", "severity_style", "superscript", "worst"]
 
 LAYERS: tuple[Layer, ...] = ("E", "A", "C")
 SEVERITY_MARK = {Severity.ERROR: "✖", Severity.WARNING: "▲", Severity.INFO: "·"}
@@ -36,11 +36,23 @@ def worst(findings: Iterable[Finding], layer: Layer | None = None) -> Severity |
     return best
 
 
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def superscript(n: int) -> str:
+    """One character: ``²`` for 2 findings, ``⁺`` for ten or more."""
+    return str(n).translate(_SUPERSCRIPT) if n < 10 else "⁺"
+
+
 def layer_badges(findings: list[Finding]) -> Text:
-    """``E A C`` with each letter coloured by its layer's worst finding."""
+    """``E  A² C ``: each letter coloured by its layer's worst finding, and the layer's number of
+    findings beside its own letter (so a count never reads as another layer's)."""
     out = Text()
     for i, layer in enumerate(LAYERS):
         if i:
             out.append(" ")
-        out.append(layer, style=severity_style(worst(findings, layer)))
+        sev = worst(findings, layer)
+        out.append(layer, style=severity_style(sev))
+        n = sum(1 for f in findings if f.layer == layer)
+        out.append(superscript(n) if n else " ", style=severity_style(sev) if n else "")
     return out

@@ -7,6 +7,7 @@ from textual.message import Message
 from textual.widgets import Select
 
 from cassettes.analysis.model import Conversation
+from cassettes.view import count
 from inspector.safe import wire_line
 
 __all__ = ["ALL", "ConversationSwitcher"]
@@ -41,8 +42,8 @@ class ConversationSwitcher(Select[str]):
             return
         self._known = known
         current = self.value
-        options: list[tuple[Text, str]] = [(Text(f"all conversations · {total_turns} turns"), ALL)]
-        options += [(wire_line(f"{cid} · {label} · {n} turn{'s' if n != 1 else ''}"), cid) for cid, label, n in known]
+        options: list[tuple[Text, str]] = [(Text(f"all conversations · {count(total_turns, 'turn')}"), ALL)]
+        options += [(wire_line(f"{cid} · {label} · {count(n, 'turn')}"), cid) for cid, label, n in known]
         with self.prevent(Select.Changed):
             self.set_options(options)
             ids = {ALL, *(cid for cid, _, _ in known)}

@@ -84,7 +84,7 @@ class FindingsView(Vertical):
         t = Text()
         t.append(f"{SEVERITY_MARK[f.severity]} {clean_line(f.code)}", style=severity_style(f.severity))
         t.append(
-            clean_line(f"  {f.severity.value}, layer {f.layer}, turn {f.turn} of {f.conversation} (#{f.seq})") + "\n",
+            clean_line(f"  {f.severity.value}, layer {f.layer}, #{f.seq} {f.conversation}/turn {f.turn}") + "\n",
             style="dim",
         )
         t.append_text(wire(f.message))

@@ -19,21 +19,22 @@ __all__ = ["GrowthChart", "GrowthView"]
 #: Most bars drawn at once; longer conversations show a window around the selected turn.
 WINDOW = 60
 
-#: Each segment's colour, as an ANSI palette number (0–15): drawn by plotext and by the legend from
-#: this one table, and the same in 16-colour, 256-colour and truecolor terminals (they all show the
-#: base 16 as the terminal's own palette). Neighbours differ in hue *and* brightness, so the stack
-#: stays readable with the common colour-vision deficiencies (red–green above all: no red next to a
-#: green, and the bright/dim pairs tell apart what hue alone would not).
+#: Each segment's colour, as a number of the 256-colour palette: drawn by plotext and by the legend
+#: from this one table. Not the base 16: Textual paints those with its own theme, in which bright
+#: red and bright magenta are one colour (tools and output looked alike). These six follow the
+#: Okabe–Ito palette, made to stay apart for the common colour-vision deficiencies; they stay
+#: distinct downgraded to 16 colours too (tests/inspector/test_app.py simulates protanopia,
+#: deuteranopia and tritanopia and measures the distance of every pair).
 SERIES: tuple[tuple[str, int], ...] = (
-    ("system", 11),  # bright yellow
-    ("tools", 9),  # bright red
-    ("history", 4),  # blue
-    ("tool results", 14),  # bright cyan
-    ("new input", 2),  # green
-    ("output", 13),  # bright magenta
+    ("system", 227),  # yellow
+    ("tools", 166),  # vermillion
+    ("history", 26),  # blue
+    ("tool results", 117),  # sky blue
+    ("new input", 35),  # bluish green
+    ("output", 176),  # reddish purple
 )
-#: The cumulative-cost line (braille dots on the right axis).
-COST_COLOUR = 7
+#: The cumulative-cost line (braille dots on the right axis): light grey.
+COST_COLOUR = 250
 
 
 def swatch(code: int) -> Style:

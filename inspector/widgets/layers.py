@@ -17,6 +17,7 @@ from textual.widgets import Static
 from cassettes.analysis.model import Finding, Layer, Turn
 from cassettes.models import ToolResult
 from cassettes.untrusted import clean, clean_line
+from cassettes.view import count
 from inspector.safe import wire, wire_line
 from inspector.widgets.badges import SEVERITY_MARK, severity_style, worst
 from inspector.widgets.messages import part_text
@@ -288,9 +289,9 @@ class DispatchPane(LayerPane):
                 "link",
                 c.link + (f" (previous turn #{turn.previous_seq})" if turn.previous_seq is not None else ""),
             ),
-            ("kept", f"{c.kept} messages"),
-            ("rewritten", Text(f"{c.rewritten} messages", style="bold yellow" if c.rewritten else "")),
-            ("appended", f"{len(c.appended)} messages from [{c.appended_from}]"),
+            ("kept", count(c.kept, "message")),
+            ("rewritten", Text(count(c.rewritten, "message"), style="bold yellow" if c.rewritten else "")),
+            ("appended", f"{count(len(c.appended), 'message')} from [{c.appended_from}]"),
             ("echoed reply", echoed),
             ("tool choice", c.tool_choice or "-"),
             ("tools", ", ".join(c.tools_offered) or "-"),

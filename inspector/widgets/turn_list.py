@@ -17,7 +17,7 @@ from textual.strip import Strip
 
 from cassettes.summary import TurnSummary
 from cassettes.untrusted import clean_line
-from inspector.widgets.badges import SEVERITY_MARK, layer_badges, worst
+from inspector.widgets.badges import layer_badges
 
 __all__ = ["TurnList", "turn_line"]
 
@@ -28,26 +28,28 @@ def _tokens(n: int | None) -> str:
     return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
 
 
-def turn_line(turn: TurnSummary, show_conversation: bool) -> Text:
-    """The row of one turn: seq, conversation/turn, E A C badges, findings, finish, tokens."""
+def turn_line(turn: TurnSummary, show_conversation: bool, width: int | None = None) -> Text:
+    """The row of one turn: ``#seq``, conversation/turn, the E A C badges with each layer's number of
+    findings beside its letter, the finish, and the tokens in→out. Given a ``width``, the finish is
+    shortened so that the token counts are always whole."""
     t = Text(no_wrap=True, overflow="ellipsis", end="")
     t.append(f"#{turn.seq:<4} ", style="dim")
     where = f"{turn.conversation}/{turn.index}" if show_conversation else f"turn {turn.index}"
-    t.append(f"{clean_line(where):<8} ")
+    t.append(f"{clean_line(where):<7} ")
     t.append_text(layer_badges(turn.findings))
-    sev = worst(turn.findings)
-    t.append(
-        f" {SEVERITY_MARK[sev]}{len(turn.findings)}" if sev is not None else "   ",
-        style="bold" if sev else "",
-    )
     if turn.error or (turn.status or 0) >= 400:
         finish = f"HTTP {turn.status}" if turn.status else "error"
     elif turn.tool_calls:
         finish = f"→{turn.tool_calls} call" + ("s" if turn.tool_calls > 1 else "")
     else:
         finish = turn.finish or "?"
-    t.append(f" {clean_line(finish)[:10]:<10} ", style="italic")
-    t.append(f"{_tokens(turn.input)}→{_tokens(turn.output)}", style="dim")
+    tokens = f"{_tokens(turn.input)}→{_tokens(turn.output)}"
+    room = 10 if width is None else max(0, width - len(t.plain) - len(tokens) - 2)
+    finish = clean_line(finish)
+    if len(finish) > room:
+        finish = finish[: max(0, room - 1)] + "…" if room else ""
+    t.append(f" {finish:<{room}} ", style="italic")
+    t.append(tokens, style="dim")
     return t
 
 
@@ -188,7 +190,7 @@ class TurnList(ScrollView, can_focus=True):
         row = y + int(self.scroll_offset.y)
         if row >= len(self._turns):
             return Strip.blank(width, self.rich_style)
-        text = turn_line(self._turns[row], self.show_conversation)
+        text = turn_line(self._turns[row], self.show_conversation, width)
         text.truncate(width, overflow="ellipsis", pad=True)
         base = self.rich_style
         if row == self.cursor:

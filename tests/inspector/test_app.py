@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import FakeClock
@@ -34,8 +37,10 @@ async def test_first_screen_shows_the_turns_and_the_first_turn(run_file: Path) -
         turns = app.query_one(TurnList).turns
         assert [t.seq for t in turns] == [0, 1, 2, 3, 4]
         rows = [turn_line(t, True).plain for t in turns]
-        assert rows[0].startswith("#0    c1/0     E A C")
-        assert "✖2" in rows[3]  # the dropped result (error) and the truncation (warning)
+        assert rows[0].startswith("#0    c1/0    E  A  C  ")
+        # the dropped result (C, an error) and the truncation (A, a warning): each count by its layer
+        assert "E  A¹ C¹" in rows[3]
+        assert rows[0].endswith("310→40")
         assert "→2 calls" in rows[2]
         status = plain(app.query_one("#run-status", Static))
         assert "2 conversations · 5 turns · 4 findings" in status
@@ -90,7 +95,7 @@ async def test_conversation_switching(run_file: Path) -> None:
         turn_list = app.query_one(TurnList)
         await pilot.press("c")
         assert app.conversation == "c1" and [t.seq for t in turn_list.turns] == [0, 1]
-        assert turn_line(turn_list.turns[1], turn_list.show_conversation).plain.startswith("#1    turn 1")
+        assert turn_line(turn_list.turns[1], turn_list.show_conversation).plain.startswith("#1    turn 1 ")
         await pilot.press("c")
         assert app.conversation == "c2" and [t.seq for t in turn_list.turns] == [2, 3, 4]
         assert _selected(app) == 2
@@ -422,16 +427,46 @@ async def test_an_openai_turn_names_its_results_and_shows_its_system_prompt_once
         assert text.count("You answer geography questions.") == 1, text
 
 
+#: Machado, Oliveira & Fernandes (2009), severity 1.0, on linear RGB.
+CVD = {
+    "normal": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)),
+    "protanopia": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216), (-0.003882, -0.048116, 1.051998)),
+    "deuteranopia": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413), (-0.011820, 0.042940, 0.968881)),
+    "tritanopia": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602), (0.004733, 0.691367, 0.303900)),
+}
+
+
+def _simulate(c: Any, m: tuple[tuple[float, ...], ...]) -> tuple[float, float, float]:
+    def lin(v: int) -> float:
+        x = v / 255
+        return x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4
+
+    v = (lin(c.red), lin(c.green), lin(c.blue))
+    r, g, b = (max(0.0, min(1.0, sum(m[i][j] * v[j] for j in range(3)))) for i in range(3))
+    return r, g, b
+
+
+def _lab(rgb: tuple[float, float, float]) -> tuple[float, float, float]:
+    r, g, b = rgb
+    x, y, z = 0.4124 * r + 0.3576 * g + 0.1805 * b, 0.2126 * r + 0.7152 * g + 0.0722 * b, 0.0193 * r + 0.1192 * g + 0.9505 * b
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116
+
+    fx, fy, fz = f(x / 0.9505), f(y), f(z / 1.089)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
 async def test_growth_segments_are_drawn_in_their_legend_colours(run_file: Path) -> None:
     """Each stacked segment's colour is its legend swatch's, and no two segments share a colour in
     16-colour, 256-colour or truecolor terminals (the issue: system drawn in history's colour)."""
     import re
     from decimal import Decimal
 
-    from rich.color import ColorSystem
+    from rich.color import Color, ColorSystem
 
     from cassettes.growth import GrowthBar
-    from inspector.widgets.growth import SERIES, GrowthChart, legend_text
+    from inspector.widgets.growth import COST_COLOUR, SERIES, GrowthChart, legend_text
 
     app = build_app(run_file)
     async with app.run_test(size=SIZE) as pilot:
@@ -454,3 +489,66 @@ async def test_growth_segments_are_drawn_in_their_legend_colours(run_file: Path)
         for system in (ColorSystem.STANDARD, ColorSystem.EIGHT_BIT, ColorSystem.TRUECOLOR):
             shown = [s.color.downgrade(system) for s in swatches]  # type: ignore[union-attr]
             assert len(set(shown)) == len(SERIES), system
+        # What the screen really shows: Textual paints the base 16 with its theme (where bright red
+        # and bright magenta are one colour), the 256-colour cube as is.
+        rgb = [s.color.get_truecolor(app.ansi_theme) for s in swatches]  # type: ignore[union-attr]
+        cost = Color.from_ansi(COST_COLOUR).get_truecolor(app.ansi_theme)
+        for kind, matrix in CVD.items():
+            seen = [_lab(_simulate(c, matrix)) for c in [*rgb, cost]]
+            closest = min(math.dist(a, b) for a, b in itertools.combinations(seen, 2))
+            assert closest > 10, (kind, closest)  # CIE76 ΔE: >10 tells apart at a glance
+
+
+async def test_narrow_terminal_shows_the_layers_as_tabs(run_file: Path) -> None:
+    """Under 120 columns E, A and C are tabs with one pane at full width (issue 16: at 100×30 the
+    three panes got 2–3 lines each). The tabs say each layer's findings; a turn with a warning or an
+    error in another layer brings that layer up; ``l`` and a click switch."""
+    app = build_app(run_file)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        assert app.narrow
+        shown = [p.id for p in app.query("LayerPane") if p.display]
+        assert shown == ["pane-e"]
+        e = app.query_one("#pane-e")
+        assert e.size.width >= 55 and e.size.height >= 10, e.size  # a real pane, not a sliver
+        await pilot.press("f")  # #2: the schema violation is E's
+        await until(pilot, lambda: app._loaded == 2)
+        assert app.layer == "E" and "E.arguments_schema" in pane_text(app, "#pane-e")
+        await pilot.press("j")  # #3: an A warning and a C error: the error's layer comes up
+        await until(pilot, lambda: app._loaded == 3)
+        assert app.layer == "C" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-c"]
+        labels = [str(t.label) for t in app.query("#layer-tabs Tab")]
+        assert labels == ["E emission ok", "A API verdict ▲1", "C client ✖1"]
+        await pilot.press("l")
+        assert app.layer == "E"
+        await pilot.click("#layer-A")
+        assert app.layer == "A" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-a"]
+        assert "A.truncated_length" in pane_text(app, "#pane-a")
+        await pilot.press("j")  # #4: only a C warning; A, shown, has none: C comes up
+        await until(pilot, lambda: app._loaded == 4)
+        assert app.layer == "C"
+        await pilot.press("g")  # #0: no findings: the layer stays
+        await until(pilot, lambda: app._loaded == 0)
+        assert app.layer == "C"
+
+
+async def test_wide_terminal_shows_the_three_layers_side_by_side(run_file: Path) -> None:
+    app = build_app(run_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        assert not app.narrow and not app.query_one("#layer-tabs").display
+        assert [p.id for p in app.query("LayerPane") if p.display] == ["pane-e", "pane-a", "pane-c"]
+        await pilot.press("l")  # focuses the next pane
+        assert app.focused is not None and app.focused.id == "pane-a"
+
+
+async def test_the_title_bar_keeps_the_counts_whole_with_a_long_file_name(run_file: Path, tmp_path: Path) -> None:
+    long = tmp_path / ("an-agent-run-recorded-overnight-with-a-very-long-name-" * 3 + "end.jsonl")
+    long.write_bytes(run_file.read_bytes())
+    app = build_app(long)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        status = plain(app.query_one("#run-status", Static)).strip()
+        assert status.endswith("│ 2 conversations · 5 turns · 4 findings"), status
+        assert "…" in status and "end.jsonl │" in status  # shortened in its middle, its end kept
+        assert len(status) <= 100

@@ -64,3 +64,51 @@ def test_bad_file(snap_compare: Any, tmp_path: Path) -> None:
         await pilot.pause(0.2)
 
     assert snap_compare(build_app(bad), terminal_size=(100, 20), run_before=run_before)
+
+
+# -- every tab at the two sizes a new user tries (issue 16): 160×45 and 100×30 --------------------
+
+NARROW_SIZE = (100, 30)
+
+
+def _search(query: str) -> Any:
+    async def run_before(pilot: Pilot[None]) -> None:
+        app = await loaded(pilot)
+        app.query_one("#turn-list").select_seq(1)  # type: ignore[attr-defined]
+        await until(pilot, lambda: app._loaded == 1)
+        await pilot.press("slash")
+        for ch in query:
+            await pilot.press(ch)
+        await pilot.press("enter")
+        await pilot.pause(0.5)
+
+    return run_before
+
+
+def test_help_wide(snap_compare: Any, run_file: Path) -> None:
+    assert snap_compare(build_app(run_file), terminal_size=SIZE, run_before=_at(1, "question_mark"))
+
+
+def test_search_wide(snap_compare: Any, run_file: Path) -> None:
+    assert snap_compare(build_app(run_file), terminal_size=SIZE, run_before=_search("weather"))
+
+
+def test_turn_narrow(snap_compare: Any, run_file: Path) -> None:
+    """100×30: E, A and C as tabs; turn #3's error brings C up; the token counts whole."""
+    assert snap_compare(build_app(run_file), terminal_size=NARROW_SIZE, run_before=_at(3))
+
+
+def test_growth_narrow(snap_compare: Any, demo_file: Path) -> None:
+    assert snap_compare(build_app(demo_file), terminal_size=NARROW_SIZE, run_before=_at(6, "2"))
+
+
+def test_findings_narrow(snap_compare: Any, run_file: Path) -> None:
+    assert snap_compare(build_app(run_file), terminal_size=NARROW_SIZE, run_before=_at(3, "3"))
+
+
+def test_help_narrow(snap_compare: Any, run_file: Path) -> None:
+    assert snap_compare(build_app(run_file), terminal_size=NARROW_SIZE, run_before=_at(1, "question_mark"))
+
+
+def test_search_narrow(snap_compare: Any, run_file: Path) -> None:
+    assert snap_compare(build_app(run_file), terminal_size=NARROW_SIZE, run_before=_search("weather"))

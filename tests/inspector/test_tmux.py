@@ -60,9 +60,9 @@ def test_inspect_in_a_real_terminal(tmux: Callable[..., str], run_file: Path) ->
         "45",
         f"{SETTLE}exec {LOOPTAP} inspect {run_file}",
     )
-    _wait_for(tmux, "2 conversations · 5 turns · 4 findings", "#0    c1/0     E A C", "▌ NEW [0] user")
+    _wait_for(tmux, "2 conversations · 5 turns · 4 findings", "#0    c1/0    E  A  C  ", "▌ NEW [0] user")
     tmux("send-keys", "-t", "inspect", "f")  # the first turn with a finding: the schema violation
-    _wait_for(tmux, "E.arguments_schema", "turn 3 of 5", "Checking both cities.")
+    _wait_for(tmux, "E.arguments_schema", "#2 c2/turn 0", "Checking both cities.")
     tmux("send-keys", "-t", "inspect", "3")
     _wait_for(tmux, "C.dropped_tool_result", "C.truncated_treated_as_complete")
     tmux("send-keys", "-t", "inspect", "q")
@@ -70,6 +70,29 @@ def test_inspect_in_a_real_terminal(tmux: Callable[..., str], run_file: Path) ->
     while time.monotonic() < deadline and "inspect" in tmux("list-sessions"):
         time.sleep(0.2)
     assert "inspect" not in tmux("list-sessions")  # q quit the app and the session with it
+
+
+def test_inspect_at_100_by_30(tmux: Callable[..., str], run_file: Path) -> None:
+    """The narrow layout in a real terminal: E, A and C as tabs, one pane at full width; the pane
+    with a turn's warning or error comes up; the footer keeps the conversation and layer keys; the
+    token counts in the turn list are whole."""
+    if not LOOPTAP.exists():
+        pytest.skip("the looptap script is not installed in this environment")
+    tmux("new-session", "-d", "-s", "inspect", "-x", "100", "-y", "30", f"{SETTLE}exec {LOOPTAP} inspect {run_file}")
+    screen = _wait_for(tmux, "E emission ok", "A API verdict ok", "C client ok", "▌ NEW [0] user")
+    assert "c Conversation" in screen and "l Layer" in screen, screen
+    assert "310→40" in screen and "440→20" in screen, screen  # never "310→…"
+    assert "E · model emission" in screen and "A · API verdict" not in screen  # one pane at a time
+    tmux("send-keys", "-t", "inspect", "f")  # #2: the schema violation, in E
+    screen = _wait_for(tmux, "#2 c2/turn 0", "E emission ▲1", "E.arguments_schema")
+    tmux("send-keys", "-t", "inspect", "j")  # #3: an A warning and a C error: C comes up
+    screen = _wait_for(tmux, "#3 c2/turn 1", "C client ✖1", "C.dropped_tool_result")
+    assert "A API verdict ▲1" in screen and "E · model emission" not in screen, screen
+    tmux("send-keys", "-t", "inspect", "l")  # C → E
+    tmux("send-keys", "-t", "inspect", "l")  # E → A
+    screen = _wait_for(tmux, "A · API verdict", "A.truncated_length")
+    assert "C · client dispatch" not in screen, screen
+    tmux("send-keys", "-t", "inspect", "q")
 
 
 def test_inspect_a_bad_file_in_a_real_terminal(tmux: Callable[..., str], tmp_path: Path) -> None:
