@@ -6,7 +6,7 @@ serving the answers Claude gave in the bundled recording (``examples/tool_loop_a
 so the run needs no network and no API key. The recorder (``looptap run``) sits in between as it
 would in front of the real API, and the cassette it writes is shown with its findings.
 
-The recorder needs mitmproxy (its own environment, see the README). Without it the demo says so
+The recorder needs mitmproxy (its own environment, see docs/recorder.md). Without it the demo says so
 and shows the bundled recording imported instead, so the command is useful either way.
 """
 

@@ -17,7 +17,7 @@ __all__ = ["register_record", "register_run"]
 
 _NO_MITMPROXY = (
     "looptap: error: the recorder needs mitmproxy, which is not installed here; install it in its own "
-    "environment (see the README, \"Record an agent\"): python3 -m venv .venv-proxy && "
+    "environment (see docs/recorder.md): python3 -m venv .venv-proxy && "
     ".venv-proxy/bin/pip install uv && .venv-proxy/bin/uv pip install --python .venv-proxy/bin/python "
     "--override .ci/proxy-overrides.txt -e '.[proxy]'"
 )

@@ -10,7 +10,7 @@ Each turn lists only what its request *appended* to the conversation (the client
 the history it kept is a count. A change to one message is then one changed line, not one per
 later turn. A request that rewrote its history is listed whole.
 
-Register it (see README, "Interoperability")::
+Register it (see docs/interop.md)::
 
     echo '*.jsonl diff=looptap' >> .gitattributes
     git config diff.looptap.textconv "looptap textconv"

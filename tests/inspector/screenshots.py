@@ -1,6 +1,9 @@
-"""Regenerate the README's inspector screenshots (docs/inspector-*.svg). Not a test:
+"""Regenerate the inspector's pictures in docs/ (docs/inspector/*.svg, shown by docs/inspector.md and
+the README): every tab, the help and the search, at 160×45 and at 100×30. Not a test::
 
-.venv/bin/python tests/inspector/screenshots.py
+    .venv/bin/python tests/inspector/screenshots.py
+
+The snapshot tests (tests/inspector/test_snapshots.py) check the same screens on every run.
 """
 
 from __future__ import annotations
@@ -20,31 +23,37 @@ from inspector.app import build_app
 from inspector.widgets.turn_list import TurnList
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ROOT / "docs"
+OUT = ROOT / "docs" / "inspector"
+SIZES = {"wide": (160, 45), "narrow": (100, 30)}
 
 
-async def shot(path: Path, seq: int, keys: tuple[str, ...], out: str) -> None:
+async def shot(path: Path, size: tuple[int, int], seq: int, keys: tuple[str, ...], out: str) -> None:
     app = build_app(path)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await loaded(pilot)
         app.query_one(TurnList).select_seq(seq)
         await until(pilot, lambda: app._loaded == seq)
         for k in keys:
             await pilot.press(k)
         await pilot.pause(0.5)
-        app.save_screenshot(filename=out, path=str(DOCS))
-        print(DOCS / out)
+        app.save_screenshot(filename=out, path=str(OUT))
+        print(OUT / out)
 
 
 async def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         demo = Path(tmp) / "looptap-demo.jsonl"
         src = ROOT / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
         assert looptap(["import", str(src), "-o", str(demo), "-q"]) == 0
         run = fixture_run.write(Path(tmp) / "run.jsonl")
-        await shot(demo, 5, (), "inspector-main.svg")
-        await shot(demo, 6, ("2",), "inspector-growth.svg")
-        await shot(run, 3, ("3", "down", "down"), "inspector-findings.svg")
+        for name, size in SIZES.items():
+            await shot(demo, size, 5, (), f"turn-{name}.svg")
+            await shot(run, size, 3, (), f"findings-in-turn-{name}.svg")
+            await shot(demo, size, 6, ("2",), f"growth-{name}.svg")
+            await shot(run, size, 3, ("3", "down", "down"), f"findings-{name}.svg")
+            await shot(run, size, 1, ("question_mark",), f"help-{name}.svg")
+            await shot(run, size, 1, ("slash", *"weather", "enter"), f"search-{name}.svg")
 
 
 if __name__ == "__main__":

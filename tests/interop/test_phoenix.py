@@ -1,7 +1,7 @@
 """The OpenTelemetry export read back by a real Arize Phoenix server.
 
 Behind ``LOOPTAP_PHOENIX=1``: Phoenix is large (about 150 packages) and takes a minute or more to
-start, so it lives in its own environment, ``LOOPTAP_PHOENIX_PYTHON`` (see README,
+start, so it lives in its own environment, ``LOOPTAP_PHOENIX_PYTHON`` (see docs/interop.md,
 "Interoperability"). The test starts ``phoenix serve`` on 127.0.0.1 with a temporary working
 directory, exports the demo run and a reasoning run over OTLP/HTTP (protobuf), and reads the spans
 back through Phoenix's REST API. Phoenix converts GenAI semconv attributes to its own

@@ -211,12 +211,12 @@ def test_framework_agent_recorded_once_replayed_offline_then_changed(pytester: p
 
 
 # ---------------------------------------------------------------------------------------------
-# The README's example, as written there
+# The documented example (docs/testing.md), as written there
 
 
 def _readme_example() -> str:
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### Regression tests"):]
+    readme = (REPO / "docs" / "testing.md").read_text()
+    section = readme[readme.index("# Regression tests"):]
     start = section.index("```python\n") + len("```python\n")
     return section[start:section.index("```", start)]
 
