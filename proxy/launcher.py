@@ -217,6 +217,10 @@ class Recorder:
         self.master = None
 
 
+#: What ``looptap record`` says after a SIGUSR1 flush, followed by the number of round trips stored.
+FLUSHED = "flushed:"
+
+
 def export_lines(env: dict[str, str]) -> list[str]:
     return [f"export {k}={v}" for k, v in env.items()]
 
@@ -229,6 +233,22 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     # Handlers first: whoever reads the export lines may signal a stop at once.
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    # SIGUSR1: store everything captured so far, then say how many round trips the cassette holds
+    # (the pytest plugin records a whole test session through one recorder and cuts the session
+    # cassette into one cassette per test at these marks).
+    flushes: set[asyncio.Task[None]] = set()
+
+    async def flush() -> None:
+        await loop.run_in_executor(None, rec.addon.flush)
+        messages.emit(f"{FLUSHED} {rec.addon.recorded} round trips stored")
+
+    def on_flush() -> None:
+        task = loop.create_task(flush())
+        flushes.add(task)
+        task.add_done_callback(flushes.discard)
+
+    if hasattr(signal, "SIGUSR1"):
+        loop.add_signal_handler(signal.SIGUSR1, on_flush)
     for line in export_lines(rec.env):
         print(line)
     sys.stdout.flush()  # the exports are out before the ready line

@@ -18,7 +18,9 @@ is set. Record modes, as in pytest-recording (``--looptap-record-mode``):
 
 Recording runs ``looptap record`` (the mitmproxy recorder, like ``looptap run``) as a child process
 from ``LOOPTAP_PROXY_PYTHON``; it forwards to the real APIs or to ``--looptap-upstream NAME=URL``.
-Replay needs nothing but this package.
+One recorder serves the whole session (per xdist worker), started when the first test records:
+each test's round trips are cut out of the session's recording at the test's start and end
+(:mod:`cassettes.replay.recording`). Replay needs nothing but this package.
 
 A request the cassette cannot answer fails the test with the closest recorded turn, the JSON
 paths that differ and the layer they implicate, even when the agent swallowed the SDK's error.
@@ -41,7 +43,8 @@ import pytest
 
 from cassettes import providers
 from cassettes.errors import CassetteError, ReplayMiss
-from cassettes.replay.recording import RecorderProcess
+from cassettes.exchange import Exchange
+from cassettes.replay.recording import RecorderProcess, SessionCassette
 from cassettes.replay.runview import Run
 from cassettes.replay.server import ReplayServer, parse_pace
 
@@ -49,6 +52,7 @@ __all__ = ["LooptapSession", "looptap"]
 
 MODES = ("none", "once", "new_episodes", "all")
 _SESSION = pytest.StashKey["LooptapSession"]()
+_RECORDER = pytest.StashKey["SessionRecorder"]()
 _REPORTS = pytest.StashKey[list[str]]()
 _PLACEHOLDER_KEY = "looptap-replay-placeholder-key"
 
@@ -82,6 +86,59 @@ def _default_path(item: pytest.Item) -> Path:
     return item.path.parent / "cassettes" / item.path.stem / f"{name}.jsonl"
 
 
+class SessionRecorder:
+    """The session's one recorder: started by the first test that records, stopped at the end of
+    the session. :meth:`mark` says how many round trips it has stored; a test's round trips are
+    those between its two marks (tests in one process run one after another)."""
+
+    def __init__(self, upstreams: dict[str, str], confdir: Path) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="looptap-session-"))
+        self.process = RecorderProcess(self.dir / "session.jsonl", upstreams=upstreams, confdir=confdir)
+        self.cassette = SessionCassette(self.process.output)
+        self.env: dict[str, str] = {}
+
+    def start(self) -> None:
+        self.env = dict(self.process.start())
+
+    @property
+    def running(self) -> bool:
+        return self.process.running
+
+    def mark(self) -> int:
+        return self.process.flush()
+
+    def between(self, start: int, end: int) -> list[Exchange]:
+        return self.cassette.upto(end)[start:end]
+
+    def stop(self) -> None:
+        self.process.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _session_recorder(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> SessionRecorder:
+    """The running session recorder, started now if there is none (or the last one died)."""
+    rec = config.stash.get(_RECORDER, None)
+    if rec is not None and rec.running:
+        return rec
+    if rec is not None:
+        rec.stop()
+    rec = SessionRecorder(_upstreams(config), tmp_path_factory.getbasetemp() / "looptap-mitmproxy-conf")
+    config.stash[_RECORDER] = rec
+    try:
+        rec.start()
+    except BaseException:
+        rec.stop()
+        del config.stash[_RECORDER]
+        raise
+    return rec
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    rec = config.stash.get(_RECORDER, None)
+    if rec is not None:
+        rec.stop()
+
+
 @dataclass
 class LooptapSession:
     """What the ``looptap`` fixture gives a test."""
@@ -90,8 +147,11 @@ class LooptapSession:
     #: The cassette this test replays or records.
     path: Path
     server: ReplayServer | None = None
-    recorder: RecorderProcess | None = None
-    #: Where the recorder writes before the cassette is put in place.
+    #: The session's recorder while this test records, and how many round trips it had stored
+    #: when the test began.
+    recorder: SessionRecorder | None = None
+    start_mark: int = 0
+    #: Where this test's recorded round trips go before the cassette is put in place.
     recording: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
     _run: Run | None = None
@@ -102,7 +162,18 @@ class LooptapSession:
 
     @property
     def url(self) -> str | None:
-        return self.server.url if self.server is not None else None
+        """Where to point a client that does not read the base-URL variables: the replay server
+        (it answers every API family at its own paths) or, when only recording, the recorder's
+        OpenAI listener (the others: :attr:`base_urls`)."""
+        if self.server is not None:
+            return self.server.url
+        urls = self.base_urls
+        return urls.get("OPENAI_BASE_URL") or next(iter(urls.values()), None)
+
+    @property
+    def base_urls(self) -> dict[str, str]:
+        """The base-URL variables this test's environment got (``OPENAI_BASE_URL`` …)."""
+        return {k: v for k, v in self.env.items() if k.endswith("_BASE_URL") or k.endswith("_HOST")}
 
     @property
     def run(self) -> Run:
@@ -118,9 +189,18 @@ class LooptapSession:
         return self._run
 
     def finish_recording(self) -> None:
-        if self.recorder is not None:
-            self.recorder.stop()
-            self.recorder = None
+        """Cut this test's round trips out of the session's recording into :attr:`recording`."""
+        rec, self.recorder = self.recorder, None
+        if rec is None or self.recording is None:
+            return
+        end = rec.mark()
+        mine = rec.between(self.start_mark, end)
+        if mine:
+            from cassettes.store import CassetteWriter
+
+            with CassetteWriter(self.recording) as w:
+                for ex in mine:
+                    w.append(ex)
 
     def misses_text(self) -> str | None:
         if self.server is None or not self.server.misses:
@@ -211,12 +291,13 @@ def looptap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp
     try:
         if record:
             session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"
-            confdir = tmp_path_factory.getbasetemp() / "looptap-mitmproxy-conf"
-            session.recorder = RecorderProcess(session.recording, upstreams=_upstreams(config), confdir=confdir)
             try:
-                session.env = dict(session.recorder.start())
+                recorder = _session_recorder(config, tmp_path_factory)
+                session.start_mark = recorder.mark()
             except CassetteError as exc:
                 pytest.fail(f"looptap: cannot record {path} (mode {mode}): {exc}", pytrace=False)
+            session.recorder = recorder
+            session.env = dict(recorder.env)
         if replay:
             fallback = _listener_fallback(session.env) if record else None
             session.server = ReplayServer(path, pace=pace, strict=strict, fallback=fallback).start()
@@ -228,7 +309,7 @@ def looptap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp
             session.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url, NO_PROXY=no_proxy, no_proxy=no_proxy)
             _api_keys(monkeypatch)
     except BaseException:
-        session.finish_recording()
+        session.recorder = None
         raise
     for k, v in session.env.items():
         monkeypatch.setenv(k, v)
@@ -244,7 +325,10 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
     if session.server is not None:
         session.server.stop()
         reports.extend(f"{nodeid}: {line.removeprefix('looptap ')}" for line in session.server.report_lines())
-    session.finish_recording()
+    try:
+        session.finish_recording()
+    except CassetteError as exc:
+        pytest.fail(f"looptap: could not store the round trips recorded for {session.path}: {exc}", pytrace=False)
     rec = session.recording
     if rec is not None and rec.exists():
         from cassettes.store import CassetteWriter, read_cassette

@@ -17,9 +17,26 @@ from cassettes.analysis import Finding, RunAnalysis, Severity, Turn, analyse
 from cassettes.exchange import Exchange
 from cassettes.store import read_cassette
 
-__all__ = ["Run"]
+__all__ = ["Run", "RunConversation"]
 
 _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+
+
+class RunConversation(list[Turn]):
+    """One conversation's turns, in order (a list), with what the threading knows of it."""
+
+    def __init__(self, turns: Sequence[Turn], id: str, parent_seq: int | None = None, branch: str | None = None, title: str | None = None) -> None:
+        super().__init__(turns)
+        #: ``c1``, ``c2`` … as in ``looptap show`` and the inspector.
+        self.id = id
+        #: For a sub-agent or a side call: the turn (seq) it branched from, and which it is.
+        self.parent_seq = parent_seq
+        self.branch = branch
+        #: The first words of its first user message.
+        self.title = title
+
+    def __repr__(self) -> str:
+        return f"RunConversation({self.id!r}, {len(self)} turns)"
 
 
 class Run:
@@ -40,8 +57,26 @@ class Run:
         return [self.analysis.turns[s] for s in sorted(self.analysis.turns)]
 
     @property
-    def conversations(self) -> list[list[Turn]]:
-        return [[self.analysis.turns[s] for s in c.turns] for c in self.analysis.conversations]
+    def conversations(self) -> list[RunConversation]:
+        """Each conversation's turns (a list each), with its ``id``, ``parent_seq``, ``branch``
+        and ``title``."""
+        return [
+            RunConversation(
+                [self.analysis.turns[s] for s in c.turns],
+                c.id,
+                c.parent_seq,
+                c.branch,
+                c.title,
+            )
+            for c in self.analysis.conversations
+        ]
+
+    def conversation(self, id: str) -> RunConversation:
+        """The conversation ``id`` (``c1`` …); ``KeyError`` naming the ones there are."""
+        for c in self.conversations:
+            if c.id == id:
+                return c
+        raise KeyError(f"no conversation {id!r} in this run (there are: {', '.join(c.id for c in self.conversations) or 'none'})")
 
     @property
     def round_trips(self) -> int:

@@ -300,3 +300,62 @@ def test_record_modes_all_then_new_episodes(pytester: pytest.Pytester, monkeypat
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none", "--looptap-fail-unplayed")
     result.assert_outcomes(passed=1)
     expect(result, "played 4 of 4 recorded round trips, 0 unmatched requests")
+
+
+SESSION_SUITE = '''
+import os
+import pytest
+from openai import OpenAI
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+def agent(city):
+    client = OpenAI(max_retries=0)
+    msgs = [{"role": "system", "content": "Answer with the weather tool."}, {"role": "user", "content": f"Weather in {city}?"}]
+    for _ in range(3):
+        m = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
+        if not m.tool_calls:
+            return m.content
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
+        msgs += [{"role": "tool", "tool_call_id": c.id, "content": f"sunny in {city}"} for c in m.tool_calls]
+
+@pytest.mark.parametrize("city", ["Paris", "Lyon", "Oslo", "Rome"])
+@pytest.mark.looptap
+def test_city(looptap, city):
+    with open(os.environ["SEEN"], "a") as f:
+        f.write(os.environ["OPENAI_BASE_URL"] + "\\n")
+    assert looptap.url is not None and os.environ["OPENAI_BASE_URL"].startswith(looptap.url)
+    assert agent(city)
+    assert city != "Oslo", "a failing test: its round trips are still its own"
+    run = looptap.run  # ends this test's recording: exactly its own round trips
+    assert run.round_trips == 2 and [t.conversation for t in run.turns] == ["c1", "c1"]
+    assert run.conversations[0].id == "c1" and len(run.conversations[0]) == 2
+'''
+
+
+@pytest.mark.skipif(not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON")
+def test_a_session_records_every_test_through_one_recorder(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 16: each recording test used to start its own recorder (3 s of start-up and more).
+    Now one recorder serves the session, and each test's cassette holds exactly its own round
+    trips, a failing test's included."""
+    pytest.importorskip("openai")
+    from cassettes.store import read_cassette
+
+    seen = pytester.path / "seen.txt"
+    monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-recording")
+    monkeypatch.setenv("SEEN", str(seen))
+    pytester.makepyfile(test_inner=SESSION_SUITE)
+    with FakeUpstream(delay=0.002, default_scenario="tool_loop:1") as up:
+        result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=all", "--looptap-upstream", f"openai={up.url}")
+        served = len(up.llm_served())
+    result.assert_outcomes(passed=3, failed=1)
+    assert served == 8
+    assert len(set(seen.read_text().split())) == 1  # one recorder: every test got the same listener
+    for city in ["Paris", "Lyon", "Oslo", "Rome"]:
+        cas = read_cassette(pytester.path / "cassettes" / "test_inner" / f"test_city[{city}].jsonl")
+        assert not cas.problems and len(cas.exchanges) == 2, city
+        assert all(f"Weather in {city}?".encode() in ex.request_body for ex in cas.exchanges), city
+    expect(result, "test_city[Oslo]: recorded 2 round trips into *test_city[Oslo].jsonl")
