@@ -103,6 +103,11 @@ def register_export(sub: Any) -> None:
 
 
 def cmd_textconv(args: argparse.Namespace) -> int:
+    if args.install:
+        return _install_textconv(Path(args.file or "."))
+    if not args.file:
+        print("looptap textconv: error: give a cassette (or --install in a git repository)", file=sys.stderr)
+        return 2
     from cassettes.interop.run import load_run
     from cassettes.interop.textconv import render
 
@@ -115,9 +120,44 @@ def cmd_textconv(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(path.read_bytes())
         return 0
     out = sys.stdout
-    for line in render(run):
+    for line in render(run, raw_ids=args.raw_ids):
         out.write(line + "\n")
     out.flush()
+    return 0
+
+
+def _install_textconv(repo: Path) -> int:
+    """Register the driver in the git repository at ``repo``: the attribute for ``*.jsonl`` and
+    ``diff.looptap.textconv`` pointing at this interpreter (absolute), so it works whichever
+    environment looptap is installed in and whatever is on git's PATH."""
+    import shlex
+    import subprocess
+
+    try:
+        top = subprocess.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"looptap textconv: error: cannot run git: {exc}", file=sys.stderr)
+        return 2
+    if top.returncode != 0:
+        print(f"looptap textconv: error: {repo} is not inside a git repository", file=sys.stderr)
+        return 2
+    root = Path(top.stdout.strip())
+    command = f"{shlex.quote(sys.executable)} -m cassettes.cli textconv"
+    done = subprocess.run(["git", "-C", str(root), "config", "diff.looptap.textconv", command], capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        print(f"looptap textconv: error: git config failed: {done.stderr.strip()}", file=sys.stderr)
+        return 2
+    attrs = root / ".gitattributes"
+    line = "*.jsonl diff=looptap"
+    have = attrs.read_text().splitlines() if attrs.exists() else []
+    if line not in (h.strip() for h in have):
+        with attrs.open("a") as f:
+            if have and not attrs.read_text().endswith("\n"):
+                f.write("\n")
+            f.write(line + "\n")
+        print(f"looptap: added '{line}' to {attrs}")
+    print(f"looptap: git diff now shows cassettes through: {command}")
+    print("looptap: (git diff --no-textconv shows the raw JSON lines)")
     return 0
 
 
@@ -126,8 +166,10 @@ def register_textconv(sub: Any) -> None:
         "textconv",
         help="print a cassette as stable line-per-item text (a git diff driver)",
         description="Print a cassette one item per line (turns, appended messages, response parts, usage, findings; "
-        "no timestamps) so `git diff` shows what changed. Register with: "
-        "echo '*.jsonl diff=looptap' >> .gitattributes; git config diff.looptap.textconv 'looptap textconv'",
+        "no timestamps; tool-call ids as <id:N>) so `git diff` shows what changed. "
+        "Register it in a repository with: looptap textconv --install",
     )
-    p.add_argument("file", help="a looptap cassette (.jsonl) or a vcrpy YAML cassette")
+    p.add_argument("file", nargs="?", help="a looptap cassette (.jsonl) or a vcrpy YAML cassette (with --install: the repository, default .)")
+    p.add_argument("--raw-ids", action="store_true", help="print tool-call and response ids as recorded, not as <id:N>")
+    p.add_argument("--install", action="store_true", help="register the driver in the git repository here (.gitattributes and git config)")
     p.set_defaults(func=cmd_textconv)

@@ -10,10 +10,16 @@ Each turn lists only what its request *appended* to the conversation (the client
 the history it kept is a count. A change to one message is then one changed line, not one per
 later turn. A request that rewrote its history is listed whole.
 
-Register it (see docs/interop.md)::
+Ids that change with every recording against a real API (tool-call ids, ``previous_response_id``)
+are printed as ``<id:1>``, ``<id:2>`` … in order of first appearance, as ``looptap diff`` compares
+them: a re-recording whose calls pair the same way shows no change (``--raw-ids`` prints them).
+
+Register it in a repository (see docs/interop.md) with ``looptap textconv --install``, which
+writes the attribute and points git at this very interpreter (so it works whichever environment
+looptap lives in)::
 
     echo '*.jsonl diff=looptap' >> .gitattributes
-    git config diff.looptap.textconv "looptap textconv"
+    git config diff.looptap.textconv "/path/to/python -m cassettes.cli textconv"
 """
 
 from __future__ import annotations
@@ -45,18 +51,43 @@ def _compact(v: Any) -> str:
         return repr(v)
 
 
-def _part(p: Part) -> str:
+class _Ids:
+    """Ids that churn between recordings, as ``<id:N>`` in order of first appearance (``raw``: as is)."""
+
+    def __init__(self, raw: bool) -> None:
+        self.raw = raw
+        self.seen: dict[str, str] = {}
+
+    def __call__(self, value: str | None) -> str | None:
+        if value is None or self.raw:
+            return value
+        ph = self.seen.get(value)
+        if ph is None:
+            ph = self.seen[value] = f"<id:{len(self.seen) + 1}>"
+        return ph
+
+    def in_text(self, text: str) -> str:
+        """``text`` with every id seen so far (of 6 characters or more) replaced."""
+        if self.raw:
+            return text
+        for value, ph in self.seen.items():
+            if len(value) >= 6 and value in text:
+                text = text.replace(value, ph)
+        return text
+
+
+def _part(p: Part, ids: _Ids) -> str:
     if p.kind == "tool_call" and p.tool_call is not None:
         tc = p.tool_call
         args = tc.arguments_raw if tc.arguments is None else _compact(tc.arguments)
         bad = f"  (!) {tc.arguments_error}" if tc.arguments_error else ""
         kind = "" if tc.kind == "function" else f" [{tc.kind}]"
-        return f"tool_call {tc.name}{kind} id={tc.id}: {_one_line(args or '')}{bad}"
+        return f"tool_call {tc.name}{kind} id={ids(tc.id)}: {_one_line(args or '')}{bad}"
     if p.kind == "tool_result" and p.tool_result is not None:
         tr = p.tool_result
         err = " (error)" if tr.is_error else ""
         name = f" {tr.name}" if tr.name else ""
-        return f"tool_result{name} id={tr.call_id}{err}: {_one_line(tr.content)}"
+        return f"tool_result{name} id={ids(tr.call_id)}{err}: {_one_line(tr.content)}"
     if p.kind == "media":
         return f"media {p.media_type or '?'}"
     if p.kind == "other":
@@ -65,15 +96,15 @@ def _part(p: Part) -> str:
     return f"{p.kind}: {_one_line(p.text or '')}"
 
 
-def _messages(msgs: list[Message], first: int) -> Iterator[str]:
+def _messages(msgs: list[Message], first: int, ids: _Ids) -> Iterator[str]:
     for i, m in enumerate(msgs, start=first):
         if not m.parts:
             yield f"  > [{i}] {m.role}: (empty)"
         for p in m.parts:
-            yield f"  > [{i}] {m.role} {_part(p)}"
+            yield f"  > [{i}] {m.role} {_part(p, ids)}"
 
 
-def _turn_lines(rt: RoundTrip, turn: Turn | None) -> Iterator[str]:
+def _turn_lines(rt: RoundTrip, turn: Turn | None, ids: _Ids) -> Iterator[str]:
     url = urlsplit(rt.url)
     where = f" {turn.conversation} turn {turn.index}" if turn is not None else ""
     req, resp = rt.request, rt.response
@@ -88,7 +119,7 @@ def _turn_lines(rt: RoundTrip, turn: Turn | None) -> Iterator[str]:
     yield f"#{rt.seq}{where} {rt.family}{op} {model}{served} {mode} {rt.method} {url.netloc}{url.path} {rt.status}"
     if req is not None:
         for i, p in enumerate(req.system):
-            yield f"  system[{i}] {_part(p)}"
+            yield f"  system[{i}] {_part(p, ids)}"
         if req.tools:
             yield f"  tools: {', '.join(t.name for t in req.tools)}"
         if req.tool_choice_mode:
@@ -96,17 +127,17 @@ def _turn_lines(rt: RoundTrip, turn: Turn | None) -> Iterator[str]:
         for k in sorted(req.params):
             yield f"  param {k}: {_one_line(_compact(req.params[k]))}"
         if req.previous_response_id:
-            yield f"  previous_response_id: {req.previous_response_id}"
+            yield f"  previous_response_id: {ids(req.previous_response_id)}"
         if turn is not None and turn.c.link not in ("start", "rewritten") and not turn.c.rewritten:
             yield f"  history: {turn.c.kept} kept, {len(turn.c.appended)} appended ({turn.c.link})"
-            yield from _messages(turn.c.appended, turn.c.appended_from)
+            yield from _messages(turn.c.appended, turn.c.appended_from, ids)
         else:
             if turn is not None and turn.c.rewritten:
                 yield f"  history: rewritten ({turn.c.rewritten} earlier messages dropped or changed), sent whole"
-            yield from _messages(req.messages, 0)
+            yield from _messages(req.messages, 0, ids)
     if resp is not None:
         for p in resp.parts:
-            yield f"  < {resp.role} {_part(p)}"
+            yield f"  < {resp.role} {_part(p, ids)}"
         if resp.finish_reason_raw is not None or resp.finish_reason is not None:
             norm = resp.finish_reason.value if resp.finish_reason else None
             yield f"  finish: {resp.finish_reason_raw} ({norm})"
@@ -131,11 +162,13 @@ def _turn_lines(rt: RoundTrip, turn: Turn | None) -> Iterator[str]:
     for a in rt.analysis_errors:
         yield f"  (!) analysis: {_one_line(a)}"
     for f in turn.findings if turn is not None else []:
-        yield f"  {_SEV.get(f.severity.value, '?')} {f.layer} {f.code}: {_one_line(f.message)}"
+        yield f"  {_SEV.get(f.severity.value, '?')} {f.layer} {f.code}: {_one_line(ids.in_text(f.message))}"
 
 
-def render(run: Run) -> Iterator[str]:
-    """The lines of the rendering (without newlines)."""
+def render(run: Run, raw_ids: bool = False) -> Iterator[str]:
+    """The lines of the rendering (without newlines); ``raw_ids``: tool-call and response ids as
+    recorded instead of ``<id:N>``."""
+    ids = _Ids(raw_ids)
     a = run.analysis
     version = run.header.get("format_version")
     fmt = f"looptap cassette, format {version}" if version is not None else "imported run"
@@ -147,6 +180,6 @@ def render(run: Run) -> Iterator[str]:
         label = f" label={conv.label}" if conv.label else ""
         yield f"conversation {conv.id} ({conv.family}): turns {' '.join(f'#{s}' for s in conv.turns)}{parent}{label}"
     for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
-        yield from _turn_lines(rt, a.turns.get(ex.seq) if ex.seq is not None else None)
+        yield from _turn_lines(rt, a.turns.get(ex.seq) if ex.seq is not None else None, ids)
     for e in a.errors:
         yield f"(!) analysis: {_one_line(e)}"

@@ -16,7 +16,6 @@ from cassettes.cli import main
 from cassettes.interop.run import Run, load_run
 from cassettes.interop.textconv import render
 from cassettes.store import CassetteWriter
-from tests.interop.helpers import REPO
 
 
 def test_rendering_is_line_per_item_and_free_of_churn(demo_run: Run, demo_cassette: Path, tmp_path: Path) -> None:
@@ -28,7 +27,9 @@ def test_rendering_is_line_per_item_and_free_of_churn(demo_run: Run, demo_casset
     assert all("\n" not in line for line in lines)
     assert "#4 c2 turn 1 anthropic claude-sonnet-4-5 → claude-sonnet-4-5-20250929 json POST api.anthropic.com/v1/messages 200" in lines
     assert "  history: 1 kept, 2 appended (extends)" in lines
-    assert '  < assistant tool_call stock_lookup id=toolu_014b9i18P8JdeixyRCGWwgBa: {"ticker":"AAPL"}' in lines
+    assert '  < assistant tool_call stock_lookup id=<id:4>: {"ticker":"AAPL"}' in lines  # ids as looptap diff compares them
+    assert '  < assistant tool_call stock_lookup id=toolu_014b9i18P8JdeixyRCGWwgBa: {"ticker":"AAPL"}' in list(render(demo_run, raw_ids=True))
+    assert any(line.startswith("  ▲ E E.arguments_schema: The arguments of `stock_lookup` (call <id:4>)") for line in lines)
     assert any(line.startswith("  ▲ E E.arguments_schema: The arguments of `stock_lookup`") for line in lines)
     # a cassette re-written at another time (new header, same run) renders the same
     again = tmp_path / "again.jsonl"
@@ -68,32 +69,65 @@ def _rewrite_tool_result(src: Path, dest: Path, old: str, new: str) -> None:
             w.append(ex)
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_git_diff_through_the_driver_shows_the_changed_message(demo_cassette: Path, tmp_path: Path) -> None:
+def _git_diff(repo: Path, *extra: str) -> str:
+    """``git diff`` with a PATH on which no ``looptap`` exists: the driver must not need it."""
+    return subprocess.run(
+        ["git", "-c", "core.pager=cat", "diff", "--no-color", "-U0", *extra], cwd=repo, capture_output=True, text=True, check=True, timeout=120,
+        env={"HOME": str(repo), "PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"},
+    ).stdout
+
+
+def _installed_repo(tmp_path: Path, cassette: Path) -> tuple[Path, Path]:
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
-    (repo / ".gitattributes").write_text("*.jsonl diff=looptap\n")
-    # the README's registration, with this interpreter standing in for the `looptap` script
-    _git(repo, "config", "diff.looptap.textconv", f"{sys.executable} -m cassettes.cli textconv")
+    # the documented registration, run as written (from this environment, wherever it lives)
+    out = subprocess.run([sys.executable, "-m", "cassettes.cli", "textconv", "--install"], cwd=repo, capture_output=True, text=True, check=True, timeout=120)
+    assert "git diff now shows cassettes through" in out.stdout
+    assert (repo / ".gitattributes").read_text() == "*.jsonl diff=looptap\n"
+    assert _git(repo, "config", "diff.looptap.textconv").strip().startswith(sys.executable)
     run_file = repo / "run.jsonl"
-    shutil.copy(demo_cassette, run_file)
+    shutil.copy(cassette, run_file)
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "recorded run")
+    return repo, run_file
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_diff_through_the_driver_shows_the_changed_message(demo_cassette: Path, tmp_path: Path) -> None:
+    repo, run_file = _installed_repo(tmp_path, demo_cassette)
     edited = tmp_path / "edited.jsonl"
     _rewrite_tool_result(demo_cassette, edited, "1 USD = 0.92 EUR", "1 USD = 0.95 EUR")
     shutil.copy(edited, run_file)
-    env_pp = {"PYTHONPATH": str(REPO)}
-    diff = subprocess.run(
-        ["git", "-c", "core.pager=cat", "diff", "--no-color", "-U0"], cwd=repo, capture_output=True, text=True, check=True, timeout=120,
-        env={**env_pp, "HOME": str(repo), "PATH": "/usr/bin:/bin:/usr/local/bin", "GIT_CONFIG_NOSYSTEM": "1"},
-    ).stdout
+    diff = _git_diff(repo)
     changed = [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     assert changed == [
-        "-  > [4] user tool_result get_exchange_rate id=toolu_01AkhyaNEd3ZiaheHj6DiYEv: 1 USD = 0.92 EUR",
-        "+  > [4] user tool_result get_exchange_rate id=toolu_01AkhyaNEd3ZiaheHj6DiYEv: 1 USD = 0.95 EUR",
+        "-  > [4] user tool_result get_exchange_rate id=<id:2>: 1 USD = 0.92 EUR",
+        "+  > [4] user tool_result get_exchange_rate id=<id:2>: 1 USD = 0.95 EUR",
     ], diff
     # without the driver the same change is one long JSON line per touched record
-    raw = subprocess.run(["git", "-c", "core.pager=cat", "diff", "--no-color", "--no-textconv", "-U0"], cwd=repo,
-                         capture_output=True, text=True, check=True, timeout=120).stdout
+    raw = _git_diff(repo, "--no-textconv")
     assert any(len(line) > 500 for line in raw.splitlines() if line.startswith("+"))
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_rerecording_with_new_ids_shows_no_diff(demo_cassette: Path, tmp_path: Path) -> None:
+    """Issue 16: against a real API every re-recording gets new tool-call ids; `looptap diff`
+    says such runs do not diverge, and now the git diff agrees. A changed pairing still shows."""
+    repo, run_file = _installed_repo(tmp_path, demo_cassette)
+    ids = sorted({m for ex in load_run(demo_cassette).exchanges for m in re.findall(rb"toolu_[A-Za-z0-9]+", ex.request_body + ex.response_body)})
+    assert len(ids) >= 4
+    renamed = tmp_path / "renamed.jsonl"
+    with CassetteWriter(renamed, meta={"source": "re-recorded"}) as w:
+        for ex in load_run(demo_cassette).exchanges:
+            for i, old in enumerate(ids):
+                new = f"toolu_RERECORDED{i:04d}xyz".encode()
+                ex.request_body = ex.request_body.replace(old, new)
+                ex.response_chunks = [(t, c.replace(old, new)) for t, c in ex.response_chunks]
+            ex.forget_request_json()
+            w.append(ex)
+    shutil.copy(renamed, run_file)
+    assert _git_diff(repo) == "", "the same run with other ids must not diff"
+    assert "toolu_RERECORDED" in _git_diff(repo, "--no-textconv")  # the bytes did change
+    raw = subprocess.run([sys.executable, "-m", "cassettes.cli", "textconv", "--raw-ids", str(run_file)], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert "id=toolu_RERECORDED0000xyz" in raw
