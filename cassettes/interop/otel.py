@@ -222,7 +222,8 @@ def span_attributes(rt: RoundTrip, turn: Turn | None, conversation_id: str | Non
     url = urlsplit(rt.url)
     adapter = providers.by_family(rt.family)
     req, resp = rt.request, rt.response
-    attrs: dict[str, AttrValue | None] = {}
+    # OpenInference (Phoenix) reads the kind from here; without it a span shows as UNKNOWN.
+    attrs: dict[str, AttrValue | None] = {"openinference.span.kind": "LLM" if rt.family != "none" else None}
     if adapter is not None:
         attrs["gen_ai.operation.name"] = adapter.otel_operation if rt.operation == "generate" else rt.operation
         attrs["gen_ai.provider.name"] = adapter.otel_provider_name(url.hostname or "")
@@ -388,6 +389,9 @@ def build_request(run: Run, content: bool = True, project: str | None = None) ->
         turns = [run.analysis.turns[s] for s in conv_rec.turns if s in run.analysis.turns]
         last = turns[-1].tokens if turns else None
         root_attrs: dict[str, AttrValue | None] = {
+            # A conversation is one agent's run of the loop (Phoenix showed the root as UNKNOWN).
+            "openinference.span.kind": "AGENT",
+            "session.id": f"looptap-{run_tag}-{conv_rec.id}",
             "gen_ai.conversation.id": f"looptap-{run_tag}-{conv_rec.id}",
             "looptap.conversation": conv_rec.id,
             "looptap.family": conv_rec.family,

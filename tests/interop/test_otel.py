@@ -105,6 +105,8 @@ def test_one_trace_per_conversation_one_client_span_per_round_trip(demo_run: Run
         assert {s["traceId"] for s in members} == {root["traceId"]}
         assert all(s["parentSpanId"] == root["spanId"] for s in members)
         assert "parentSpanId" not in root
+        assert attrs(root)["openinference.span.kind"] == "AGENT"  # Phoenix showed UNKNOWN (issue 16)
+        assert all(attrs(s)["openinference.span.kind"] == "LLM" for s in members)
         assert root["startTimeUnixNano"] == min(s["startTimeUnixNano"] for s in members)
         assert root["endTimeUnixNano"] == max(s["endTimeUnixNano"] for s in members)
     assert len({r["traceId"] for r in roots}) == 4

@@ -113,6 +113,7 @@ def test_phoenix_reads_back_spans_attributes_messages_and_findings(phoenix: str,
     llm = [s for s in spans if s["span_kind"] == "LLM"]
     assert len(llm) == 11
     assert sorted(s["name"] for s in spans if s["name"].startswith("looptap conversation")) == [f"looptap conversation c{i}" for i in range(1, 5)]
+    assert {s["span_kind"] for s in spans if s["name"].startswith("looptap conversation")} == {"AGENT"}  # was UNKNOWN
     by_seq = {s["attributes"]["looptap.seq"]: s for s in llm}
     s4 = by_seq[4]
     a = s4["attributes"]
