@@ -288,9 +288,11 @@ def analysis_lines(analysis: RunAnalysis) -> list[str]:
             )
             out.append(
                 f"  {t.index:>4} {t.seq:>4} {n(k.input):>8} {n(k.cache_read):>7} {n(k.cache_write):>7} {n(k.output):>6} "
-                f"{n(k.reasoning):>6}  {split}  {_money(k.cost):>9} {_money(k.cumulative_cost):>10}  {k.source}"
+                f"{n(k.reasoning):>6}  {split}  {('~' if k.price_estimated else '') + _money(k.cost):>9} {_money(k.cumulative_cost):>10}  {k.source}"
             )
         out.append("  (input split by segment: estimated from text size, scaled to the reported input)")
+        if any(analysis.turns[s].tokens.price_estimated for s in conv.turns if s in analysis.turns):
+            out.append("  (~: estimated cost, the list price of the model by its name; the host is not a provider looptap knows)")
     if analysis.errors:
         out.append("")
         out.extend(f"(!) analysis: {e}" for e in analysis.errors)

@@ -168,7 +168,14 @@ def _summary(path: Path, before: int = 0) -> list[str]:
     tout = sum(t.tokens.output or 0 for t in run.turns.values())
     costs = [t.tokens.cost for t in run.turns.values()]
     known = [c for c in costs if c is not None]
-    cost = f"${float(sum(known)):.4f}" + ("" if len(known) == len(costs) else " (some prices unknown)") if known else "unknown"
+    guessed = any(t.tokens.price_estimated for t in run.turns.values() if t.tokens.cost is not None)
+    cost = (
+        ("~" if guessed else "") + f"${float(sum(known)):.4f}"
+        + ("" if len(known) == len(costs) else " (some prices unknown)")
+        + (" (estimated: list prices by model name; the host is not a known provider)" if guessed else "")
+        if known
+        else "unknown"
+    )
     lines = [
         f"{count(len(exchanges), 'round trip')}{' appended' if before else ''} in {path}: {count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
         f"findings (warnings and errors) by layer: E {by_layer['E']}, A {by_layer['A']}, C {by_layer['C']}",

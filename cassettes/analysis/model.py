@@ -181,6 +181,9 @@ class TokenView(_Model):
     cumulative_input: int | None = None
     cumulative_output: int | None = None
     price_source: str | None = None
+    #: The price is a guess: the host is not a provider genai-prices knows (a local server, a
+    #: gateway), so the model's list price was taken by its name. Shown as ``~$…``.
+    price_estimated: bool = False
 
 
 class Turn(_Model):

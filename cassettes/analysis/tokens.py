@@ -295,7 +295,20 @@ def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str
     except LookupError:
         provider_id = adapter.price_provider if adapter is not None else None
         if provider_id is None:
-            return None, f"no price: genai-prices {_PRICES_VERSION} does not know the host {host}"
+            # An OpenAI-compatible server at a host genai-prices does not know (a local upstream,
+            # a gateway, a proxy): the model's list price by its name alone, marked estimated.
+            for model in models:
+                try:
+                    calc = genai_prices.calc_price(genai_prices.Usage(**usage), model_ref=model, genai_request_timestamp=_when(ctx))
+                except LookupError:
+                    continue
+                except (ValueError, ArithmeticError) as exc:
+                    return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
+                return calc.total_price, (
+                    f"estimated: genai-prices {_PRICES_VERSION} list price of {calc.provider.id}/{calc.model.id}, by the model's"
+                    f" name (host {host} is not a provider it knows; a local or proxied server may charge otherwise)"
+                )
+            return None, f"no price: genai-prices {_PRICES_VERSION} does not know the host {host} nor the model {models[0]!r}"
         how = f" (host {host} not known to genai-prices; priced as {provider_id}, from the API family)"
     context = adapter.price_context(resp) if adapter is not None else {}
     for model in models:
@@ -392,6 +405,7 @@ def build(ctx: TurnContext) -> TokenView:
         else:
             price_usage = {"input_tokens": tv.input or 0, "output_tokens": tv.output or 0}
         tv.cost, tv.price_source = _price(ctx, price_usage)
+        tv.price_estimated = tv.price_source.startswith("estimated:")
         if tv.cost is not None:
             mem.cost = (mem.cost or Decimal(0)) + tv.cost
             if source == "estimated":

@@ -221,7 +221,9 @@ class ApiPane(LayerPane):
             ("output", f"{_n(k.output)} (reasoning {_n(k.reasoning)})  [{k.source}]"),
             (
                 "cost",
-                f"{_money(k.cost)} · so far {_money(k.cumulative_cost)}{'' if k.cost_complete in (None, True) else ' (lower bound)'}",
+                f"{'~' if k.price_estimated else ''}{_money(k.cost)} · so far {_money(k.cumulative_cost)}"
+                f"{'' if k.cost_complete in (None, True) else ' (lower bound)'}"
+                f"{' (estimated: list price by model name)' if k.price_estimated else ''}",
             ),
             ("latency", f"total {_secs(a.duration)} · headers {_secs(a.ttfb)} · first token {_secs(a.ttft)}"),
         ]

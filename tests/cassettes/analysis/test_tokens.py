@@ -210,7 +210,27 @@ def test_host_genai_prices_does_not_know_gives_no_price_for_openai_formats() -> 
     tv = _tok(_run(t0), 0)
     assert tv.source == "reported" and tv.input == 40
     assert tv.cost is None and tv.cumulative_cost is None
-    assert tv.price_source is not None and "localhost:11434" in tv.price_source
+    assert tv.price_source is not None and "localhost:11434" in tv.price_source and "qwen3:0.6b" in tv.price_source
+    assert not tv.price_estimated
+
+
+def test_a_known_model_at_an_unknown_host_is_priced_by_name_and_marked_estimated() -> None:
+    """Issue 16: an OpenAI call through a local upstream said "cost unknown" while an Anthropic
+    call on the same host was priced. The model's list price by its name, marked estimated."""
+    local = "http://127.0.0.1:8470/v1/chat/completions"
+    t0 = _ex(
+        local,
+        {"model": "gpt-4o-mini", "messages": _OAI_H0},
+        _oai_resp({"content": "Visit the Louvre."}, "stop", _oai_usage(1000, 0, 100), model="gpt-4o-mini-2024-07-18"),
+    )
+    tv = _tok(_run(t0), 0)
+    assert tv.cost == (1000 * Decimal("0.15") + 100 * Decimal("0.6")) / M
+    assert tv.price_estimated and tv.price_source is not None
+    assert tv.price_source.startswith("estimated:") and "openai/gpt-4o-mini" in tv.price_source and "127.0.0.1:8470" in tv.price_source
+    # at the provider's own host the same call is a plain price
+    known = _tok(_run(_ex("https://api.openai.com/v1/chat/completions", {"model": "gpt-4o-mini", "messages": _OAI_H0},
+                          _oai_resp({"content": "Visit the Louvre."}, "stop", _oai_usage(1000, 0, 100), model="gpt-4o-mini-2024-07-18"))), 0)
+    assert known.cost == tv.cost and not known.price_estimated
 
 
 def _sse(*objs: Any) -> list[bytes]:
