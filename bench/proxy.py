@@ -7,6 +7,7 @@ Runs in the recorder's environment (mitmproxy 11.0.2 + the looptap core; no http
     .venv-proxy/bin/python bench/proxy.py --quick --profile hooks     # + per-hook timers in looptap
     .venv-proxy/bin/python bench/proxy.py --quick --profile cprofile  # + cProfile of looptap's threads
     .venv-proxy/bin/python bench/proxy.py --durable  # the looptap column as `looptap record --durable`
+    .venv-proxy/bin/python bench/proxy.py --uvloop   # + a fifth column: looptap on uvloop's event loop
 
 Every process is separate, all on 127.0.0.1: the upstream (a stdlib asyncio HTTP/1.1 keep-alive
 server), one subprocess per proxy target, and this process as the client (asyncio streams, its own
@@ -66,8 +67,8 @@ import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
-TARGETS = ("direct", "bare", "stream", "looptap")
-LABEL = {"direct": "direct", "bare": "bare mitmproxy", "stream": "bare + stream", "looptap": "looptap"}
+TARGETS: tuple[str, ...] = ("direct", "bare", "stream", "looptap")
+LABEL = {"direct": "direct", "bare": "bare mitmproxy", "stream": "bare + stream", "looptap": "looptap", "uvloop": "looptap+uvloop"}
 N_EVENTS = 20
 GAP = 0.020
 CONC = 50
@@ -308,13 +309,13 @@ def _instrument_hooks(addon: Any, stats: dict[str, list[float]]) -> None:
     # The writer is a separate process (proxy/writer.py): its time is not on these timers.
 
 
-async def serve_looptap(upstream_port: int, workdir: Path, profile: str | None, durable: bool = False) -> None:
+async def serve_looptap(upstream_port: int, workdir: Path, profile: str | None, durable: bool = False, name: str = "looptap") -> None:
     from proxy.launcher import Recorder, RecorderConfig
 
     cfg = RecorderConfig(
-        output=workdir / "looptap.jsonl",
+        output=workdir / f"{name}.jsonl",
         upstreams={"openai": f"http://127.0.0.1:{upstream_port}"},
-        confdir=workdir / "confdir-looptap",
+        confdir=workdir / f"confdir-{name}",
         durable=durable,
     )
     rec = Recorder(cfg)
@@ -844,6 +845,7 @@ async def main(args: Any) -> None:
             Child.spawn("bare", *common),
             Child.spawn("stream", *common),
             Child.spawn("looptap", *common, *extra),
+            *([Child.spawn("uvloop", *common, *extra)] if "uvloop" in TARGETS else []),
         )
         children = {c.target: c for c in spawned}
         ports = {"direct": up.port, **{t: c.port for t, c in children.items()}}
@@ -871,6 +873,10 @@ async def main(args: Any) -> None:
         s = bench.s["looptap"]
         ver = verify_cassette(workdir / "looptap.jsonl", s.sent, s.sse_sent)
         report(bench, children, up, ver, args, time.perf_counter() - t_start, load0, load1)
+        if "uvloop" in TARGETS:
+            su = bench.s["uvloop"]
+            veru = verify_cassette(workdir / "uvloop.jsonl", su.sent, su.sse_sent)
+            uvloop_report(bench, veru)
     finally:
         for c in [*children.values(), *([up] if up else [])]:
             if c.proc.returncode is None:
@@ -882,13 +888,29 @@ async def main(args: Any) -> None:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def uvloop_report(bench: Bench, ver: dict[str, Any]) -> None:
+    """looptap on the default asyncio loop against looptap on uvloop, measured side by side."""
+    S = bench.s
+
+    def p50(t: str, kind: str) -> float:
+        return pct(getattr(S[t], kind), 0.5) * 1000
+
+    print("uvloop (the same recorder, uvloop's event loop), added p50 over bare mitmproxy / bare + stream:")
+    for label, kind, base in (("small JSON", "json", "bare"), ("200 KB request", "big", "bare"), ("SSE TTFB", "sse_ttfb", "stream"), ("SSE per event", "sse_lat", "stream")):
+        a, u, b = p50("looptap", kind), p50("uvloop", kind), p50(base, kind)
+        print(f"  {label:16} looptap {a - b:+.2f} ms   looptap+uvloop {u - b:+.2f} ms   ({a:.2f} vs {u:.2f} ms)")
+    ok = ver["recorded"] == ver["expected"] and ver["sse_ok"] == ver["sse_expected"]
+    print(f"  uvloop cassette: {ver['recorded']} / {ver['expected']} recorded, SSE complete {ver['sse_ok']}/{ver['sse_expected']}  {'MET' if ok else 'NOT MET'}")
+
+
 def cli() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="~30 s smoke run")
     ap.add_argument("--profile", choices=["hooks", "cprofile"], help="instrument the looptap proxy")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (cassette, profiles)")
     ap.add_argument("--durable", action="store_true", help="run the looptap target as `looptap record --durable`")
-    ap.add_argument("--serve", choices=["upstream", "bare", "stream", "looptap"], help=argparse.SUPPRESS)
+    ap.add_argument("--uvloop", action="store_true", help="add a column: the looptap recorder on uvloop (needs uvloop installed)")
+    ap.add_argument("--serve", choices=["upstream", "bare", "stream", "looptap", "uvloop"], help=argparse.SUPPRESS)
     ap.add_argument("--upstream-port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -898,7 +920,15 @@ def cli() -> None:
         asyncio.run(serve_bare(args.upstream_port, args.serve == "stream", args.dir))
     elif args.serve == "looptap":
         asyncio.run(serve_looptap(args.upstream_port, args.dir, args.profile, args.durable))
+    elif args.serve == "uvloop":
+        import uvloop
+
+        uvloop.install()
+        asyncio.run(serve_looptap(args.upstream_port, args.dir, args.profile, args.durable, name="uvloop"))
     else:
+        if args.uvloop:
+            global TARGETS
+            TARGETS = (*TARGETS, "uvloop")
         asyncio.run(main(args))
 
 
