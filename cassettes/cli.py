@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from cassettes import __version__
-from cassettes.errors import CassetteError
+from cassettes.errors import CassetteError, problem_lines
 
 __all__ = ["main"]
 
@@ -70,7 +70,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     path = Path(args.file)
     _, views, problems, analysis = _load_any(path)
-    for p in problems:
+    for p in problem_lines(problems):
         _err(f"warning: {path}: {p}")
     if args.json:
         out = sys.stdout.buffer

@@ -15,6 +15,8 @@ and exits non-zero, the proxy logs and keeps traffic flowing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "CassetteError",
     "CassetteFormatError",
@@ -53,3 +55,17 @@ class ReplayMiss(CassetteError, LookupError):
 
 class RecorderUnavailable(CassetteError, RuntimeError):
     """Recording was asked for, but the recorder (mitmproxy, in its own environment) is missing."""
+
+
+#: Problems of one file named one by one; the rest are counted (a damaged or hostile file can
+#: hold thousands, and a wall of warnings hides the one that matters and can block a pipe).
+PROBLEMS_SHOWN = 10
+
+
+def problem_lines(problems: Sequence[object], limit: int = PROBLEMS_SHOWN) -> list[str]:
+    """The first ``limit`` problems, then one line counting the rest."""
+    lines = [str(p) for p in problems[:limit]]
+    if len(problems) > limit:
+        lines.append(f"… and {len(problems) - limit:,} more problems")
+    return lines
+

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cassettes.analysis.model import Finding, RunAnalysis, Turn
+from cassettes.errors import problem_lines
 from cassettes.exchange import Exchange
 from cassettes.models import Part
 from cassettes.roundtrip import RoundTrip
@@ -134,7 +135,7 @@ def summary_lines(views: list[dict[str, Any]], problems: list[str] | None = None
         fams[v["family"]] = fams.get(v["family"], 0) + 1
     fam_text = ", ".join(f"{k} {n}" for k, n in sorted(fams.items())) or "none"
     out.append(f"{count(len(views), 'round trip')}, {len(llm)} to LLM APIs ({fam_text})")
-    for p in problems or []:
+    for p in problem_lines(problems or []):
         out.append(f"! {p}")
     for v in views:
         out.append("")

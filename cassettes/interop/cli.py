@@ -48,7 +48,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ExportUsageError("nothing to export: give --otel FILE, --otel-endpoint URL and/or --har FILE")
     headers = _header(args.otel_header)
     run = load_run(args.file)
-    for p in run.problems:
+    from cassettes.errors import problem_lines
+
+    for p in problem_lines(run.problems):
         print(f"looptap: warning: {args.file}: {p}", file=sys.stderr)
     said: list[str] = []
     if args.otel or args.otel_endpoint:

@@ -30,7 +30,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _err(f"error: {exc}")
         return 2
     server = ReplayServer(Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict)
-    for p in server.problems:
+    from cassettes.errors import problem_lines
+
+    for p in problem_lines(server.problems):
         _err(f"warning: {args.file}: {p}")
 
     async def serve() -> bool:
@@ -64,12 +66,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from cassettes.errors import problem_lines
     from cassettes.replay.rundiff import diff_runs, divergence_lines
     from cassettes.store import read_cassette
 
     a, b = read_cassette(args.a), read_cassette(args.b)
     for cas in (a, b):
-        for p in cas.problems:
+        for p in problem_lines(cas.problems):
             _err(f"warning: {cas.path}: {p}")
     divs = diff_runs(a.exchanges, b.exchanges)
     if args.json:

@@ -164,11 +164,10 @@ class LooptapSession:
     def url(self) -> str | None:
         """Where to point a client that does not read the base-URL variables: the replay server
         (it answers every API family at its own paths) or, when only recording, the recorder's
-        OpenAI listener (the others: :attr:`base_urls`)."""
+        first listener (every listener: :attr:`base_urls`)."""
         if self.server is not None:
             return self.server.url
-        urls = self.base_urls
-        return urls.get("OPENAI_BASE_URL") or next(iter(urls.values()), None)
+        return next(iter(self.base_urls.values()), None)
 
     @property
     def base_urls(self) -> dict[str, str]:

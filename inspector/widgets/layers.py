@@ -25,6 +25,9 @@ from inspector.widgets.messages import part_text
 __all__ = ["ApiPane", "DispatchPane", "EmissionPane", "LayerPane"]
 
 _TEXT_LIMIT = 4000
+#: Most appended messages, pairings or tool calls a pane draws for one turn (a hostile request can
+#: append 100,000; the panes stayed responsive only with a bound).
+PANE_ITEMS = 200
 
 
 def _findings(findings: list[Finding], layer: Layer) -> list[RenderableType]:
@@ -146,7 +149,9 @@ class EmissionPane(LayerPane):
             out.append(body)
         if e.refusal:
             out.append(Text.assemble(("refusal  ", "bold red"), clean(e.refusal)))
-        for call in e.tool_calls:
+        if len(e.tool_calls) > PANE_ITEMS:
+            out.append(Text(f"… {len(e.tool_calls) - PANE_ITEMS:,} more tool calls not drawn (the first {PANE_ITEMS} are)", style="dim italic"))
+        for call in e.tool_calls[:PANE_ITEMS]:
             t = Text.assemble(
                 ("⚙ ", "magenta"),
                 (clean_line(call.name or "?"), "bold"),
@@ -301,17 +306,22 @@ class DispatchPane(LayerPane):
         if c.params:
             rows.append(("params", params_text(c.params)))
         out.append(_kv(rows))
-        for i, m in enumerate(c.appended):
+        names = {q.tool_call.id: q.tool_call.name for x in c.appended for q in x.parts if q.tool_call is not None and q.tool_call.id and q.tool_call.name}
+        names |= {pr.call_id: pr.name for pr in c.pairings if pr.call_id and pr.name}
+        skipped = max(0, len(c.appended) - PANE_ITEMS)
+        if skipped:
+            out.append(Text(f"… the first {skipped:,} appended messages not drawn (the last {PANE_ITEMS} are)", style="dim italic"))
+        for i, m in enumerate(c.appended[skipped:], start=skipped):
             t = Text.assemble(("+ ", "bold green"), (clean_line(f"[{c.appended_from + i}] {m.role}"), "bold"))
-            names = {q.tool_call.id: q.tool_call.name for x in c.appended for q in x.parts if q.tool_call is not None and q.tool_call.id and q.tool_call.name}
-            names |= {pr.call_id: pr.name for pr in c.pairings if pr.call_id and pr.name}
             for p in m.parts:
                 piece = part_text(p, names)
                 piece.truncate(200, overflow="ellipsis")
                 t.append("\n  ")
                 t.append_text(piece)
             out.append(t)
-        for pr in c.pairings:
+        if len(c.pairings) > PANE_ITEMS:
+            out.append(Text(f"… {len(c.pairings) - PANE_ITEMS:,} more pairings not drawn", style="dim italic"))
+        for pr in c.pairings[-PANE_ITEMS:]:
             where = (
                 f"turn {pr.call_turn}"
                 if pr.call_turn is not None

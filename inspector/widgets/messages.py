@@ -24,6 +24,9 @@ PART_LIMIT = 2000
 LINE_LIMIT = 24
 #: Messages shown before the older ones are folded (``a`` shows them all).
 FOLD_AFTER = 20
+#: Most messages ever drawn for one turn, ``a`` or not (a hostile or huge request can hold 100,000:
+#: drawing them all froze the inspector); the rest are counted, ``looptap show --json`` has them.
+SHOW_AT_MOST = 500
 
 
 def _cut(text: str, limit: int = PART_LIMIT, lines: int = LINE_LIMIT) -> str:
@@ -157,6 +160,17 @@ class MessagesView(VerticalScroll, can_focus=True):
         start = 0
         if not self.show_all and len(msgs) > FOLD_AFTER:
             start = min(new_from, len(msgs) - FOLD_AFTER)
+        if len(msgs) - start > SHOW_AT_MOST:
+            start = len(msgs) - SHOW_AT_MOST
+            out.append(Text(""))
+            out.append(
+                Text(
+                    f"… {start:,} earlier messages not drawn (at most the last {SHOW_AT_MOST:,} of a turn are; "
+                    "looptap show --json has them all)",
+                    style="dim italic",
+                )
+            )
+        elif start:
             out.append(Text(""))
             out.append(Text(f"… {start:,} earlier messages folded (press a to show all)", style="dim italic"))
         names = {p.tool_call.id: p.tool_call.name for m in msgs for p in m.parts if p.tool_call is not None and p.tool_call.id and p.tool_call.name}
