@@ -32,8 +32,10 @@ code                           severity    fires when
                                            ``tool_use``) but the response carries none.
 ``A.model_mismatch``           info /      the served model is not the requested one (dated
                                warning     snapshots, ``-latest``, path/region prefixes and version
-                                           suffixes do not count); *warning* when the model family
-                                           differs and the model was named in the body. Once per
+                                           suffixes do not count, nor an Azure deployment name);
+                                           *warning* when the body named a published model and a
+                                           model of another family answered; info when the name is
+                                           an alias or a router's. Once per
                                            conversation per pair.
 ``A.usage_missing``            info        a complete 2xx response without usage (once per
                                            conversation); for streams, says how to ask for it.
@@ -414,27 +416,56 @@ def check_tool_calls_without_calls(ctx: TurnContext) -> Iterator[Finding]:
     )
 
 
+def _known_model(name: str) -> str | None:
+    """The model genai-prices files ``name`` under (``gpt-4o-2024-08-06`` → ``openai/gpt-4o``), or
+    ``None`` for a name that is no published model: an alias, a deployment, a router."""
+    try:
+        from genai_prices.data_snapshot import get_snapshot
+
+        provider, model = get_snapshot().find_provider_model(name, None, None, None)
+    except (LookupError, ValueError):
+        return None
+    return f"{provider.id}/{model.id}"
+
+
+def _deployment(url: str) -> str | None:
+    """Azure OpenAI's ``/openai/deployments/NAME/…``: the body's ``model`` is that deployment name
+    (the SDK copies it there), not a model; the deployment's model is what serves."""
+    m = re.search(r"/deployments/([^/?#]+)/", url)
+    return m.group(1) if m else None
+
+
 def check_model_mismatch(ctx: TurnContext) -> Iterator[Finding]:
     a = ctx.turn.a
     req, served = a.model_requested, a.model_served
     if not req or not served or req.lower().startswith("arn:") or same_model(req, served):
         return
+    if _deployment(ctx.rt.url) in (req, req.rsplit("/", 1)[-1]):
+        return  # an Azure deployment serves the model it was created with: nothing was swapped
     seen: set[tuple[str, str]] = ctx.conv.state.setdefault("A.model_mismatch", set())
     if (req, served) in seen:
         return
     seen.add((req, served))
+    known_req, known_served = _known_model(req), _known_model(served)
+    if known_req is not None and known_req == known_served:
+        return  # two spellings of one published model (an alias, a snapshot, a vendor prefix)
     body = ctx.ex.request_json()
     named_in_body = isinstance(body, dict) and body.get("model") == req
     # A fallback list in the request (``"models": [...]``) that names the served model: expected.
     fallback = isinstance(body, dict) and any(
         isinstance(v, list) and any(isinstance(x, str) and same_model(x, served) for x in v) for v in body.values()
     )
-    other_family = _family(_core(req)) != _family(_core(served))
-    warn = other_family and named_in_body and not fallback
+    # Warn only when the request named a published model and a model of another family answered.
+    # A name that is no published model (a gateway alias such as LiteLLM's, a router such as
+    # ``openrouter/auto``, a deployment) is expected to resolve to something else; and a vendor's
+    # own aliases move within the family (``deepseek-reasoner`` served by ``deepseek-v4-flash``).
+    warn = known_req is not None and _family(_core(req)) != _family(_core(served)) and named_in_body and not fallback
     if fallback:
         how = ", one of the fallback models the request listed."
     elif warn:
-        how = ": a different model family answered."
+        how = f": a different model answered ({known_req or req} was asked for)."
+    elif known_req is None:
+        how = f" (`{req}` is not a published model name: an alias, a deployment or a router resolved it)."
     else:
         how = " (an alias or a routed variant)."
     yield ctx.finding(

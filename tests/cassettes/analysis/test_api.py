@@ -388,10 +388,52 @@ def test_model_mismatch_other_family_is_a_warning_once() -> None:
 
 
 def test_model_mismatch_same_family_is_info() -> None:
+    """gpt-4o asked, gpt-4o-mini served: told, as info (vendors' aliases move within a family:
+    DeepSeek's deepseek-reasoner is served by its current model, deepseek-v4-flash, in the corpus)."""
     s = Script("openai_chat", model="gpt-4o", defaults={"served_model": "gpt-4o-mini-2024-07-18"})
     s.user("hi")
     s.reply("Hello")
     assert one(s.analyse(), "A.model_mismatch").severity is Severity.INFO
+
+
+def _one_turn(model: str, served: str, url: str | None = None) -> RunAnalysis:
+    from cassettes.analysis import analyse
+
+    s = Script("openai_chat", model=model, defaults={"served_model": served})
+    s.user("hi")
+    s.reply("Hello")
+    exs = s.exchanges
+    if url is not None:
+        for ex in exs:
+            ex.url = url
+    return analyse(exs)
+
+
+@pytest.mark.parametrize("deployment", ["my-gpt4-deployment", "prod", "gpt-4o", "chat"])
+@pytest.mark.parametrize("served", ["gpt-4o-mini-2024-07-18", "gpt-4o-2024-11-20", "gpt-35-turbo"])
+def test_azure_deployment_name_is_no_model_mismatch(deployment: str, served: str) -> None:
+    """Issue 14: on Azure OpenAI the body's model is the deployment name (the SDK copies it from
+    /openai/deployments/NAME/); all 60 warnings on that real traffic were false."""
+    url = f"https://res.openai.azure.com/openai/deployments/{deployment}/chat/completions?api-version=2024-10-21"
+    assert not found(_one_turn(deployment, served, url), "A.model_mismatch")
+
+
+@pytest.mark.parametrize(
+    ("requested", "served"),
+    [("smart", "gpt-4o-2024-08-06"), ("openrouter/auto", "anthropic/claude-3.5-sonnet"), ("my-litellm-alias", "claude-3-5-sonnet-20241022")],
+)
+def test_an_alias_or_router_resolving_is_info(requested: str, served: str) -> None:
+    """Was a warning ("another family answered") for any gateway alias."""
+    f = one(_one_turn(requested, served), "A.model_mismatch")
+    assert f.severity is Severity.INFO and "not a published model name" in f.message
+
+
+@pytest.mark.parametrize(
+    ("requested", "served"),
+    [("claude-3-5-sonnet-latest", "claude-3-5-sonnet-20241022"), ("gpt-4o", "gpt-4o-2024-08-06"), ("openai/gpt-4o", "gpt-4o-2024-08-06")],
+)
+def test_spellings_of_one_published_model_are_no_mismatch(requested: str, served: str) -> None:
+    assert not found(_one_turn(requested, served), "A.model_mismatch")
 
 
 @pytest.mark.parametrize("family", ["openai_chat", "anthropic", "gemini", "openai_responses"])
