@@ -48,7 +48,7 @@ from cassettes import providers
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
 from cassettes.analysis.conversations import Link, response_message
 from cassettes.analysis.model import DispatchView, Finding, Pairing, Severity
-from cassettes.models import FinishReason, Message, ToolCall
+from cassettes.models import FinishReason, Message, NormalisedRequest, ToolCall
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build"]
 
@@ -430,8 +430,31 @@ def check_truncated_treated_as_complete(ctx: TurnContext) -> Iterator[Finding]:
     )
 
 
+def _request_changes(before: NormalisedRequest | None, after: NormalisedRequest | None) -> list[str]:
+    """What differs between two requests beyond their history: model, streaming, tools, tool
+    choice, system prompt, parameters (each named, the model with both values)."""
+    if before is None or after is None:
+        return []
+    out: list[str] = []
+    if (before.model or "") != (after.model or ""):
+        out.append(f"the model ({before.model} → {after.model})")
+    if before.stream != after.stream:
+        out.append("streaming")
+    if [(t.name, t.parameters) for t in before.tools] != [(t.name, t.parameters) for t in after.tools]:
+        out.append("the tools")
+    if before.tool_choice_mode != after.tool_choice_mode:
+        out.append("the tool choice")
+    if [p.text for p in before.system] != [p.text for p in after.system]:
+        out.append("the system prompt")
+    changed = sorted(k for k in set(before.params) | set(after.params) if before.params.get(k) != after.params.get(k))
+    if changed:
+        out.append("parameters " + ", ".join(changed[:5]) + (" …" if len(changed) > 5 else ""))
+    return out
+
+
 def check_retry(ctx: TurnContext) -> Iterator[Finding]:
-    """C.retry — the identical request was sent again after a failed attempt."""
+    """C.retry — the same history was sent again after a failed attempt: the identical request
+    (a retry), or one the client changed (model, tools, parameters …), which is no blind retry."""
     if ctx.turn.c.link != "retry" or ctx.prev is None:
         return
     p = ctx.prev.rt
@@ -442,7 +465,17 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
         why = f"HTTP {status}"
     else:
         why = "an incomplete response"
-    if 400 <= status < 500 and status not in (408, 409, 429):
+    changes = _request_changes(p.request, ctx.rt.request)
+    if changes:
+        yield ctx.finding(
+            "C.retry",
+            Severity.INFO,
+            f"After turn {ctx.prev.index} failed ({why}) the client sent the same history again with "
+            f"{', '.join(changes)} changed: a changed request, not a blind retry.",
+            related_turn=ctx.prev.index,
+            changed=changes,
+        )
+    elif 400 <= status < 500 and status not in (408, 409, 429):
         yield ctx.finding(
             "C.retry_of_rejected_request",
             Severity.WARNING,

@@ -21,6 +21,7 @@ from scenarios import (
     Script,
     assistant_of,
     edit_request,
+    error,
     error_results,
     results_of,
     rewrite_call_ids,
@@ -706,6 +707,33 @@ def test_retry_of_a_rejected_request(family: str) -> None:
     at(run, f, 1, 1, Severity.WARNING)
     assert f.related_turn == 0 and "HTTP 400" in f.message
     assert not found(run, "C.retry")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_changed_model_after_a_rejection_is_no_identical_retry(family: str) -> None:
+    """Issue 14: after a 404 model_not_found the client switched the model and was told it
+    "re-sent the identical request". It fixed the request: say so, as info."""
+    s = Script(family, model="gpt-imaginary-9")
+    s.user("Weather in Paris?")
+    s.fail(404, _error_body(family, 404, "The model `gpt-imaginary-9` does not exist or you do not have access to it."))
+    s.model = "gpt-4.1"
+    s.reply("It is sunny.")
+    run = s.analyse()
+    assert not found(run, "C.retry_of_rejected_request")
+    f = one(run, "C.retry")
+    at(run, f, 1, 1, Severity.INFO)
+    assert "the model (gpt-imaginary-9 → gpt-4.1)" in f.message and "not a blind retry" in f.message
+
+
+@pytest.mark.parametrize("family", ["openai_chat", "anthropic"])
+def test_changed_parameters_after_a_rejection_are_named(family: str) -> None:
+    s = Script(family)
+    s.user("Weather in Paris?")
+    s.reply(error=error(400, _error_body(family, 400, "max_tokens is too large: 999999."), ()), echo=False, max_tokens=999999)
+    s.reply("It is sunny.", max_tokens=1024)
+    run = s.analyse()
+    assert not found(run, "C.retry_of_rejected_request")
+    assert "parameters max_" in one(run, "C.retry").message  # max_tokens, or max_completion_tokens as the chat script sends it
 
 
 @pytest.mark.parametrize("family", FAMILIES)
