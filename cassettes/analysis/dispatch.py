@@ -145,7 +145,16 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
     # Call ids present in the history the client has sent in this conversation, kept up to date
     # from what each turn appended (no re-scan of the whole history).
     in_history: set[str] = ctx.conv.state.setdefault("_history_call_ids", set())
-    in_history.update(_history_calls(appended))
+    appended_calls = _history_calls(appended)
+    in_history.update(appended_calls)
+    # The name of each call by id: wires whose results carry no name (OpenAI's) name them here.
+    call_names: dict[str, str] = ctx.conv.state.setdefault("_call_names", {})
+    if ctx.prev is not None:
+        for i, (cid, name) in enumerate(_calls_of(ctx.prev)):
+            for key in (cid, echo_ids.get(i)):
+                if key and name:
+                    call_names[key] = name
+    call_names.update({cid: c.name for cid, c in appended_calls.items() if c.name})
     pairings: list[Pairing] = []
     for offset, m in enumerate(appended):
         for p in m.parts:
@@ -166,7 +175,7 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
             pairings.append(
                 Pairing(
                     call_id=tr.call_id,
-                    name=tr.name,
+                    name=tr.name or (call_names.get(tr.call_id) if tr.call_id else None),
                     call_turn=call_turn,
                     in_history=found,
                     is_error=tr.is_error,
