@@ -267,6 +267,9 @@ class OpenAIChat(Provider):
         refusal: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         order: list[int] = []
+        #: The pre-tools field (``delta.function_call``: one call, no id), still sent by old
+        #: clients' servers and compat layers.
+        legacy: dict[str, Any] = {"name": None, "arguments": ""}
         last_index = -1
         resp_id = model = raw_finish = None
         usage: Usage | None = None
@@ -325,6 +328,12 @@ class OpenAIChat(Provider):
                         details["reasoning_field"] = key
                 if isinstance(delta.get("refusal"), str):
                     refusal.append(delta["refusal"])
+                fc = delta.get("function_call")
+                if isinstance(fc, dict):
+                    if isinstance(fc.get("name"), str) and fc["name"]:
+                        legacy["name"] = fc["name"] if legacy["name"] in (None, fc["name"]) else legacy["name"] + fc["name"]
+                    if isinstance(fc.get("arguments"), str):
+                        legacy["arguments"] += fc["arguments"]
                 for tc in delta.get("tool_calls") or []:
                     if not isinstance(tc, dict):
                         continue
@@ -358,7 +367,9 @@ class OpenAIChat(Provider):
         for idx in order:
             st = calls[idx]
             parts.append(Part(kind="tool_call", tool_call=tool_call_from_string(st["id"], st["name"], st["arguments"])))
-        finish = finish_class(raw_finish, bool(calls)) if raw_finish is not None else None
+        if legacy["name"]:
+            parts.append(Part(kind="tool_call", tool_call=tool_call_from_string(None, legacy["name"], legacy["arguments"])))
+        finish = finish_class(raw_finish, bool(calls) or bool(legacy["name"])) if raw_finish is not None else None
         if finish is None and error is not None:
             finish = FinishReason.ERROR
         return NormalisedResponse(

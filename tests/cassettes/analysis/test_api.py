@@ -489,3 +489,48 @@ def test_errors_carry_an_error_model() -> None:
     s.fail(400, error(400, ERR_400["anthropic"]).body)
     a = s.analyse().turns[0].a
     assert a.error is not None and a.error.type == "invalid_request_error" and a.finish_reason is FinishReason.ERROR
+
+
+# --- legacy function_call (OpenAI's pre-tools field) ---------------------------------------------
+
+
+def _legacy_exchange(stream: bool) -> Any:
+    import orjson
+
+    from cassettes.exchange import Exchange
+
+    req = {"model": "gpt-3.5-turbo-0613", "messages": [{"role": "user", "content": "Weather in Paris?"}],
+           "functions": [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}],
+           "stream": stream}
+    base = {"id": "chatcmpl-legacy", "model": "gpt-3.5-turbo-0613", "created": 1}
+    if stream:
+        deltas = [{"role": "assistant", "content": None, "function_call": {"name": "get_weather", "arguments": ""}},
+                  {"function_call": {"arguments": '{"ci'}}, {"function_call": {"arguments": 'ty": "Paris"}'}}]
+        events = [{**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+        events.append({**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "function_call"}]})
+        body = b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+        chunks, ctype = [(0.1, body)], "text/event-stream"
+    else:
+        resp = {**base, "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "function_call", "message": {
+            "role": "assistant", "content": None, "function_call": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}}
+        chunks, ctype = [(0.1, orjson.dumps(resp))], "application/json"
+    return Exchange(method="POST", url="https://api.openai.com/v1/chat/completions", request_headers=[("content-type", "application/json")],
+                    request_body=orjson.dumps(req), status=200, response_headers=[("content-type", ctype)], response_chunks=chunks, seq=0)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_legacy_function_call_is_a_tool_call(stream: bool) -> None:
+    """Issue 14: the pre-tools ``function_call`` (non-streamed ``message.function_call``, streamed
+    ``delta.function_call``) is the model's call; no false A.tool_calls_without_calls."""
+    from cassettes.analysis import analyse
+    from cassettes.roundtrip import parse_exchange
+
+    ex = _legacy_exchange(stream)
+    rt = parse_exchange(ex)
+    assert rt.response is not None
+    calls = rt.response.tool_calls
+    assert [(c.name, c.arguments) for c in calls] == [("get_weather", {"city": "Paris"})]
+    assert rt.response.finish_reason is FinishReason.TOOL_CALL
+    run = analyse([ex])
+    assert not found(run, "A.tool_calls_without_calls") and not found(run, "E.tool_not_offered")
