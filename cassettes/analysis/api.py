@@ -56,6 +56,7 @@ from typing import Any
 
 from cassettes import providers
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
+from cassettes.analysis.emission import cut_calls
 from cassettes.analysis.model import ApiView, Finding, Severity
 from cassettes.models import ApiError, FinishReason, NormalisedResponse
 
@@ -215,15 +216,16 @@ def check_truncated(ctx: TurnContext) -> Iterator[Finding]:
     if r.finish_reason is FinishReason.TRUNCATED_LENGTH:
         cap = _cap(ctx.request.params) if ctx.request else None
         cap_s = f" ({cap[0]}={cap[1]})" if cap else ""
-        cut = [c for c in ctx.turn.e.tool_calls if c.parse_error is not None]
         e = ctx.turn.e
+        cut = [e.tool_calls[i] for i in cut_calls(ctx)]
         if cut:
             names = ", ".join(f"`{c.name}`" + (f" (call {c.id})" if c.id else "") for c in cut)
+            how = "they are cut and not valid JSON" if all(c.parse_error is not None for c in cut) else "they are cut short"
             yield ctx.finding(
                 "A.truncated_length",
                 Severity.ERROR,
                 f"The output hit the token cap{cap_s} after {_output(r)} while the model was writing the "
-                f"arguments of {names}: they are cut and not valid JSON. Raise the cap or ask for less.",
+                f"arguments of {names}: {how}. Raise the cap or ask for less.",
                 tool_call_id=cut[0].id,
                 finish_reason=r.finish_reason_raw,
                 cap=cap[1] if cap else None,

@@ -147,8 +147,10 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
     in_history: set[str] = ctx.conv.state.setdefault("_history_call_ids", set())
     appended_calls = _history_calls(appended)
     in_history.update(appended_calls)
-    # The name of each call by id: wires whose results carry no name (OpenAI's) name them here.
-    call_names: dict[str, str] = ctx.conv.state.setdefault("_call_names", {})
+    # The name of each call by id, for wires whose results carry no name (OpenAI's): the calls of
+    # the turn the results answer and the calls this request appended (kept per turn, not per
+    # conversation: the threading's memory per turn stays flat).
+    call_names: dict[str, str] = {}
     if ctx.prev is not None:
         for i, (cid, name) in enumerate(_calls_of(ctx.prev)):
             for key in (cid, echo_ids.get(i)):

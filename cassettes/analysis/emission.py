@@ -296,6 +296,24 @@ def canonical_call(name: str | None, arguments: Any, raw: str | None) -> str:
     return f"{name}\x00{orjson.dumps(args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()}"
 
 
+def cut_calls(ctx: TurnContext) -> list[int]:
+    """Indexes of the tool calls the token cap cut: those whose arguments are not JSON, and, when
+    the response ends inside a call, that last call if its arguments came out empty or off-schema
+    (a non-streamed Anthropic ``tool_use`` cut by ``max_tokens`` arrives with its input parsed as
+    far as it got: valid JSON, just incomplete)."""
+    r = ctx.response
+    if r is None or r.finish_reason is not FinishReason.TRUNCATED_LENGTH:
+        return []
+    calls = ctx.turn.e.tool_calls
+    out = [i for i, c in enumerate(calls) if c.parse_error is not None]
+    last_is_call = bool(r.parts) and r.parts[-1].kind == "tool_call"
+    if calls and last_is_call and (len(calls) - 1) not in out:
+        c = calls[-1]
+        if c.schema_errors or not c.arguments:
+            out.append(len(calls) - 1)
+    return out
+
+
 # --- checks ---------------------------------------------------------------------------------------
 
 
@@ -340,8 +358,22 @@ def check_arguments_not_json(ctx: TurnContext) -> Iterator[Finding]:
 
 
 def check_arguments_schema(ctx: TurnContext) -> Iterator[Finding]:
+    cut = cut_calls(ctx)
     for i, c in enumerate(ctx.turn.e.tool_calls):
-        if not c.schema_errors:
+        if not c.schema_errors or c.parse_error is not None:
+            continue
+        if i in cut:
+            yield ctx.finding(
+                "E.arguments_schema",
+                Severity.INFO,
+                f"The arguments of {_label(c)} are incomplete because the output hit the token cap "
+                f"mid-call ({'; '.join(c.schema_errors[:2])}); see A.truncated_length on this turn.",
+                path=f"tool_calls[{i}].arguments",
+                tool_call_id=c.id,
+                caused_by="A.truncated_length",
+                tool=c.name,
+                errors=c.schema_errors,
+            )
             continue
         first = c.schema_errors[0].split(":", 1)[0]
         listing = "; ".join(c.schema_errors[:4]) + ("; …" if len(c.schema_errors) > 4 else "")

@@ -106,6 +106,31 @@ def test_truncated_length_cutting_a_call_is_an_error(family: str) -> None:
     assert one(run, "E.arguments_not_json").severity is Severity.INFO
 
 
+@pytest.mark.parametrize("family", ["anthropic", "bedrock", "openai_chat"])
+@pytest.mark.parametrize("args", [{}, {"units": "metric"}])
+def test_a_cap_that_cuts_a_parsed_call_is_an_error_and_the_schema_finding_follows_it(family: str, args: dict[str, Any]) -> None:
+    """Issue 14: a non-streamed Anthropic tool_use cut by max_tokens arrives with its input parsed
+    as far as it got (``{}`` or a part): valid JSON, so only E.arguments_schema (a warning) spoke,
+    blaming the model. The cap is the cause: A's error names the cut call, E's finding follows it."""
+    s = Script(family)
+    s.user("Paris please")
+    s.reply(calls=[Call("get_weather", args)], finish=LENGTH[family], max_tokens=16)
+    run = s.analyse()
+    f = one(run, "A.truncated_length")
+    assert (f.seq, f.severity) == (0, Severity.ERROR) and "`get_weather`" in f.message and "cut short" in f.message
+    e = one(run, "E.arguments_schema")
+    assert e.severity is Severity.INFO and e.details["caused_by"] == "A.truncated_length"
+
+
+def test_a_complete_call_before_the_cap_is_not_called_cut() -> None:
+    """A call whose arguments are whole and fit the schema was not cut, whatever the finish."""
+    s = Script("anthropic")
+    s.user("Paris please")
+    s.reply(calls=[Call("get_weather", {"city": "Paris"})], finish="max_tokens", max_tokens=64)
+    f = one(s.analyse(), "A.truncated_length")
+    assert f.severity is Severity.WARNING
+
+
 @pytest.mark.parametrize("family", ["anthropic", "bedrock"])
 def test_truncated_context(family: str) -> None:
     run = two_turns(family, finish="model_context_window_exceeded").analyse()
