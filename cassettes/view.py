@@ -196,7 +196,9 @@ def summary_lines(views: list[dict[str, Any]], problems: list[str] | None = None
         for a in v["analysis_errors"]:
             out.append(f"    (!) analysis: {a}")
         for f in v.get("findings") or []:
-            out.append(f"    {_SEV[f['severity']]} {f['layer']} {f['code']}: {f['message']}")
+            # A consequence sits under its root cause (details.caused_by), indented.
+            under = "  ↳ " if (f.get("details") or {}).get("caused_by") else ""
+            out.append(f"    {under}{_SEV[f['severity']]} {f['layer']} {f['code']}: {f['message']}")
     return out
 
 

@@ -28,6 +28,9 @@ Catalogue (code, severity, when it fires):
                                               or its calls executed as if whole
 ``C.retry``                         info      the identical request again after a failed attempt
 ``C.retry_of_rejected_request``     warning   ... after a 4xx that will fail the same way
+``C.wrong_tool_call_id``            error     results sent under ids the model never gave (the root of
+                                              the orphan results and dropped calls it explains, which
+                                              stay as info with ``caused_by``)
 ``C.tool_result_error``             info      a tool result is an error (flag or error text)
 ``C.cache_prefix_broken``           info /    system prompt, tool definitions or an early message
                                     warning   changed mid-conversation (warning when cache reads
@@ -598,3 +601,58 @@ CHECKS: tuple[Check, ...] = (
     check_cache_prefix,
 )
 FINAL_CHECKS: tuple[FinalCheck, ...] = (final_pending_calls,)
+
+
+# --- root causes ------------------------------------------------------------------------------
+
+
+def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
+    """Lead with the root cause. A client that sent results under ids the model never gave gets
+    one error, ``C.wrong_tool_call_id``, pairing each wrong id with the call it answers (by tool
+    name, else by position); the orphan result and the dropped call it explains stay, as info
+    with ``details.caused_by``, right under it."""
+    prev = ctx.prev
+    if prev is None:
+        return findings
+    orphans = [f for f in findings if f.code == "C.orphan_tool_result" and f.tool_call_id and f.severity is Severity.ERROR]
+    dropped = [f for f in findings if f.code == "C.dropped_tool_result" and f.related_turn == prev.index and f.severity is Severity.ERROR]
+    if not orphans or not dropped:
+        return findings
+    pairs: list[tuple[Finding, Finding]] = []
+    left = list(dropped)
+    for o in orphans:
+        name = o.details.get("tool")
+        match = next((d for d in left if name and d.details.get("tool") == name), None)
+        if match is None and len(orphans) == len(dropped):
+            match = left[0] if left else None
+        if match is not None:
+            left.remove(match)
+            pairs.append((o, match))
+    if not pairs:
+        return findings
+    listing = "; ".join(
+        f"`{o.tool_call_id}` for {d.details.get('tool') or 'a call'} (the model's id: {d.tool_call_id or 'none'})" for o, d in pairs
+    )
+    root = ctx.finding(
+        "C.wrong_tool_call_id",
+        Severity.ERROR,
+        f"The client sent tool results under ids the model never gave: {listing}. The calls of turn "
+        f"{prev.index} therefore look unanswered and the results orphaned; the API pairs results by id.",
+        path=orphans[0].path,
+        tool_call_id=pairs[0][1].tool_call_id,
+        related_turn=prev.index,
+        pairs=[{"sent": o.tool_call_id, "model": d.tool_call_id, "tool": d.details.get("tool")} for o, d in pairs],
+    )
+    folded = {id(f) for pair in pairs for f in pair}
+    out: list[Finding] = []
+    placed = False
+    for f in findings:
+        if id(f) in folded:
+            if not placed:
+                out.append(root)
+                placed = True
+            out.append(f.model_copy(update={"severity": Severity.INFO, "details": {**f.details, "caused_by": "C.wrong_tool_call_id"}}))
+        else:
+            out.append(f)
+    return out
+

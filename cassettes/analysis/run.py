@@ -214,6 +214,7 @@ class RunAnalyser:
         turn.tokens = tokens.build(ctx)
         for check in CHECKS:
             turn.findings.extend(_run(check, ctx, result.errors))
+        turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
         if link.ambiguous > 1:
             turn.findings.append(
                 ctx.finding(

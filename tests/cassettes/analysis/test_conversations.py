@@ -205,7 +205,7 @@ def test_the_same_ids_in_every_agent_is_said_to_be_ambiguous(family: str, n: int
     assert notes and all("X-Looptap-Conversation" in f.message for f in notes)
 
 
-BUG_CODES = {"dropped": "C.dropped_tool_result", "wrong_id": "C.orphan_tool_result", "no_echo": "C.assistant_not_echoed"}
+BUG_CODES = {"dropped": "C.dropped_tool_result", "wrong_id": "C.wrong_tool_call_id", "no_echo": "C.assistant_not_echoed"}
 
 
 @pytest.mark.parametrize("bug", sorted(BUG_CODES))

@@ -249,12 +249,24 @@ def test_orphan_result_with_a_wrong_id(family: str) -> None:
     s.reply("It is sunny.")
     run = s.analyse()
     f = one(run, "C.orphan_tool_result")
-    at(run, f, 1, 1, Severity.ERROR)
     assert f.tool_call_id == (wrong.id if family in ID_FAMILIES else None)
     assert f.path == f"{HISTORY_KEY[family]}[2]"
     assert (wrong.id or wrong.name) in f.message
     d = one(run, "C.dropped_tool_result")  # and the real call went unanswered
     assert d.seq == 1 and d.related_turn == 0 and d.tool_call_id == call.id
+    if family in ID_FAMILIES:
+        # Issue 14: the root cause leads, one error pairing the wrong id with the model's; the
+        # orphan and the dropped call it explains follow it as info (caused_by).
+        root = one(run, "C.wrong_tool_call_id")
+        at(run, root, 1, 1, Severity.ERROR)
+        assert root.details["pairs"] == [{"sent": wrong.id, "model": call.id, "tool": "get_weather"}]
+        assert f"`{wrong.id}`" in root.message and call.id in root.message
+        turn = run.turns[1].findings
+        assert turn.index(root) < turn.index(f) and turn.index(root) < turn.index(d)
+        for consequence in (f, d):
+            assert consequence.severity is Severity.INFO and consequence.details["caused_by"] == "C.wrong_tool_call_id"
+    else:
+        at(run, f, 1, 1, Severity.ERROR)
 
 
 @pytest.mark.parametrize("family", ID_FAMILIES)
