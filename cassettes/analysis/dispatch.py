@@ -77,6 +77,29 @@ def _client_calls(m: Message) -> list[tuple[str, str]]:
     )
 
 
+def _same_calls_but_cut(expected: Message, sent: Message) -> bool:
+    """The echo holds the answer's calls, except that a call the stream or the token cap cut
+    (arguments not JSON, ``{"city": "Pa``) came back completed or emptied by the client's SDK."""
+    def calls(m: Message) -> list[ToolCall]:
+        return [p.tool_call for p in m.parts if p.tool_call is not None and p.tool_call.kind in ("function", "custom")]
+
+    want, got = calls(expected), calls(sent)
+    if len(want) != len(got) or not any(c.arguments_error for c in want):
+        return False
+    for w, g in zip(sorted(want, key=lambda c: c.name or ""), sorted(got, key=lambda c: c.name or ""), strict=True):
+        if (w.name or "") != (g.name or ""):
+            return False
+        if not w.arguments_error:
+            if _canon_args(w) != _canon_args(g):
+                return False
+            continue
+        cut = "".join((w.arguments_raw or "").split())
+        back = "".join((g.arguments_raw or "").split())
+        if not (back.startswith(cut) or _canon_args(g) == "{}"):
+            return False
+    return True
+
+
 def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
     """The echo kept the answer's substance: same calls (ids aside) and the same text once
     reasoning the client inlined as ``<think>`` text is set aside."""
@@ -84,7 +107,7 @@ def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
         return None
     if sent.role not in ("assistant", "model"):
         return False
-    if _client_calls(expected) != _client_calls(sent):
+    if _client_calls(expected) != _client_calls(sent) and not _same_calls_but_cut(expected, sent):
         return False
     a, b = _loose_text(expected), _loose_text(sent)
     return a == b or (bool(a) and bool(b) and (a in b or b in a))

@@ -938,3 +938,33 @@ def test_findings_point_at_the_conversation_turn_not_the_recording_position(fami
     assert f.conversation == run.turns[1].conversation != run.turns[0].conversation
     assert f.related_turn == 0 and f.tool_call_id == bergen.id and "Bergen" in f.message
     assert c_codes(run) == [("C.dropped_tool_result", 3)]
+
+
+@pytest.mark.parametrize("completed", ['{"city": "Pa"}', "{}"])
+def test_an_echo_that_completed_a_cut_call_is_no_missing_echo(completed: str) -> None:
+    """Issue 14: the stream was cut inside a call's JSON (``{"city": "Pa``) and the client's SDK
+    sent the call back completed (or emptied). That is the echo, not a changed answer: no
+    C.assistant_not_echoed; the truncation leads and carrying on is C.truncated_treated_as_complete."""
+    s = Script("openai_chat")
+    s.user("Paris please")
+    call = Call("get_weather", raw='{"city": "Pa', id="call_cut1")
+    s.reply(calls=[call], finish="length", stream=True, echo=False)
+    s.history.append({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_cut1", "type": "function", "function": {"name": "get_weather", "arguments": completed}}]})
+    s.history.append({"role": "tool", "tool_call_id": "call_cut1", "content": "error: bad arguments"})
+    s.reply("Sorry, which city?")
+    run = s.analyse()
+    assert not found(run, "C.assistant_not_echoed")
+    assert one(run, "A.truncated_length").severity is Severity.ERROR
+    assert found(run, "C.truncated_treated_as_complete")
+
+
+def test_an_echo_that_changed_a_cut_call_is_still_told() -> None:
+    s = Script("openai_chat")
+    s.user("Paris please")
+    s.reply(calls=[Call("get_weather", raw='{"city": "Pa', id="call_cut2")], finish="length", stream=True, echo=False)
+    s.history.append({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_cut2", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}]})
+    s.history.append({"role": "tool", "tool_call_id": "call_cut2", "content": "sunny"})
+    s.reply("It is sunny in Rome.")
+    assert found(s.analyse(), "C.assistant_not_echoed")
