@@ -281,6 +281,24 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         )
 
 
+def _item(ctx: TurnContext, message_index: int, part_index: int | None = None) -> str:
+    """The path of a history message (and one of its parts) in the request as sent."""
+    adapter = providers.by_family(ctx.rt.family)
+    path = adapter.item_path(ctx.ex.request_json(), message_index, part_index) if adapter is not None else None
+    return path or f"{_hk(ctx)}[{message_index}]"
+
+
+def _result_part(ctx: TurnContext, pairing_number: int) -> tuple[int, int | None]:
+    """(message index, part index) of the ``pairing_number``-th pairing's tool result."""
+    pairings = ctx.turn.c.pairings
+    mi = pairings[pairing_number].message_index
+    if mi is None or mi >= len(ctx.messages):
+        return (mi or 0), None
+    ordinal = sum(1 for q in pairings[:pairing_number] if q.message_index == mi)
+    result_parts = [k for k, part in enumerate(ctx.messages[mi].parts) if part.kind == "tool_result"]
+    return mi, result_parts[ordinal] if ordinal < len(result_parts) else None
+
+
 def check_unanswered_history_call(ctx: TurnContext) -> Iterator[Finding]:
     """C.dropped_tool_result — a call the client put in this request's history has no result after it.
 
@@ -296,7 +314,7 @@ def check_unanswered_history_call(ctx: TurnContext) -> Iterator[Finding]:
         prev_ids |= set(_echo_ids(ctx, c.appended).values())
     results = {p.call_id for p in c.pairings if p.call_id}
     for offset, m in enumerate(c.appended):
-        for p in m.parts:
+        for k, p in enumerate(m.parts):
             tc = p.tool_call
             if tc is None or tc.kind not in ("function", "custom") or not tc.id or tc.id in prev_ids:
                 continue
@@ -305,7 +323,7 @@ def check_unanswered_history_call(ctx: TurnContext) -> Iterator[Finding]:
                     "C.dropped_tool_result",
                     Severity.ERROR,
                     f"This request's history holds a call to {tc.name} (id {tc.id}) with no result after it.",
-                    path=f"{_hk(ctx)}[{c.appended_from + offset}]",
+                    path=_item(ctx, c.appended_from + offset, k),
                     tool_call_id=tc.id,
                     tool=tc.name,
                 )
@@ -316,7 +334,7 @@ def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
     if ctx.turn.c.link == "previous_response_id" and ctx.prev is None:
         return
     seen: dict[str, int] = {}
-    for p in ctx.turn.c.pairings:
+    for n, p in enumerate(ctx.turn.c.pairings):
         if p.call_id:
             seen[p.call_id] = seen.get(p.call_id, 0) + 1
             if seen[p.call_id] == 2:
@@ -325,7 +343,7 @@ def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
                     Severity.WARNING,
                     f"Two tool results carry the same call id {p.call_id} ({p.name or 'tool'}): the API "
                     "cannot tell which call each one answers (a result sent twice, or an id reused).",
-                    path=f"{_hk(ctx)}[{p.message_index}]",
+                    path=_item(ctx, *_result_part(ctx, n)),
                     tool_call_id=p.call_id,
                 )
         if p.in_history or ctx.index == 0:
@@ -335,7 +353,7 @@ def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
             Severity.ERROR,
             f"A tool result for call {p.call_id or p.name} was sent, but no call with that "
             f"{'id' if p.call_id else 'name'} was made earlier in this conversation.",
-            path=f"{_hk(ctx)}[{p.message_index}]",
+            path=_item(ctx, *_result_part(ctx, n)),
             tool_call_id=p.call_id,
             tool=p.name,
         )

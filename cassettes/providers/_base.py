@@ -161,6 +161,12 @@ class Provider:
         replay is strict. Every other header (SDK telemetry, user agent, auth) is ignored."""
         return ()
 
+    def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
+        """The JSON path of a normalised history message (and one of its parts) in the request as
+        sent, when the wire does not hold one item per message (``None``: ``KEY[message_index]``
+        is right). Only asked when a finding needs a path."""
+        return None
+
     def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:
         """Ids in a request body that differ from run to run (tool-call ids, made up by the
         model or the client): matching remaps them consistently instead of comparing them."""

@@ -420,6 +420,34 @@ class OpenAIResponses(Provider):
             history_key="input" if isinstance(inp, list) else None,
         )
 
+    def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
+        """Consecutive output items (reasoning, calls, results) are one normalised message: walk the
+        items as :func:`_messages` merges them to find the one that holds the part."""
+        inp = body.get("input") if isinstance(body, dict) else None
+        if not isinstance(inp, list):
+            return None
+        msg = -1
+        last_role: str | None = None
+        seen_parts = 0
+        for i, item in enumerate(inp[: bounds.MAX_LIST]):
+            role, parts = _item_role_parts(item)
+            is_message = isinstance(item, dict) and item.get("type") in (None, "message") and "role" in item
+            merged = msg >= 0 and (
+                (not is_message and role in ("assistant", "tool") and last_role == role)
+                or (is_message and role == "assistant" and last_role == "assistant")
+            )
+            if not merged:
+                msg += 1
+                seen_parts = 0
+                last_role = role
+            if msg == message_index:
+                if part_index is None or seen_parts + len(parts) > part_index:
+                    return f"input[{i}]"
+                seen_parts += len(parts)
+            elif msg > message_index:
+                break
+        return None
+
     def api_key_env(self) -> tuple[str, ...]:
         return ("OPENAI_API_KEY",)
 

@@ -35,13 +35,6 @@ from cassettes.analysis.model import Finding, RunAnalysis, Severity
 ID_FAMILIES = ("openai_chat", "openai_responses", "anthropic", "bedrock")
 #: Wires without ids: calls and results pair by tool name.
 NAME_FAMILIES = ("gemini", "ollama")
-#: Adapters that merge consecutive Responses items into one message: finding paths index the
-#: normalised messages, which are not the wire's ``input`` items.
-RESPONSES_PATH = pytest.mark.xfail(
-    strict=True,
-    reason="Responses: finding paths use normalised message indexes; consecutive input items are merged, "
-    "so input[i] names the wrong wire item",
-)
 def _fams(*xfail: tuple[str, pytest.MarkDecorator], among: tuple[str, ...] = FAMILIES) -> list[Any]:
     marks = dict(xfail)
     return [pytest.param(f, marks=marks[f]) if f in marks else f for f in among]
@@ -201,7 +194,7 @@ def test_history_call_without_result(family: str) -> None:
     assert f.tool_call_id == injected.id and f.related_turn is None and "call to get_weather" in f.message
 
 
-@pytest.mark.parametrize("family", _fams(("openai_responses", RESPONSES_PATH), among=ID_FAMILIES))
+@pytest.mark.parametrize("family", ID_FAMILIES)
 def test_history_call_without_result_path(family: str) -> None:
     s, _ = _inserted_call(family, with_result=False)
     # history items: user, answer, the injected call, user — the call is item 2
@@ -337,12 +330,12 @@ def test_duplicate_tool_result(family: str) -> None:
     at(run, f, 1, 1, Severity.WARNING)
     assert call.id is not None and f.tool_call_id == call.id and call.id in f.message
     assert not found(run, "C.orphan_tool_result") and not found(run, "C.dropped_tool_result")
-    if family != "openai_responses":  # history: user, call, result, result again (item 3)
-        assert f.path == f"{HISTORY_KEY[family]}[3]"
+    assert f.path == f"{HISTORY_KEY[family]}[3]"  # history: user, call, result, result again (item 3)
 
 
-@pytest.mark.xfail(strict=True, reason="Responses: results merged into one normalised message; the path names input[2] (the first output), not input[3]")
 def test_duplicate_tool_result_path_responses() -> None:
+    """Responses merges consecutive results into one normalised message; the path names the wire
+    item (input[3], the second output), not the merged message's first item."""
     s = Script("openai_responses")
     s.user("Weather in Paris?")
     s.reply(calls=[Call("get_weather", {"city": "Paris"})])
