@@ -201,14 +201,9 @@ def test_history_call_without_result_path(family: str) -> None:
     assert one(s.analyse(), "C.dropped_tool_result").path == f"{HISTORY_KEY[family]}[2]"
 
 
-ECHO_MERGED = pytest.mark.xfail(
-    strict=True,
-    reason="Responses: the answer and a call the client appended after it merge into one normalised message, "
-    "so the verbatim echo is reported as C.assistant_not_echoed",
-)
 
 
-@pytest.mark.parametrize("family", _fams(("openai_responses", ECHO_MERGED), among=ID_FAMILIES))
+@pytest.mark.parametrize("family", ID_FAMILIES)
 def test_history_call_with_result_is_clean(family: str) -> None:
     s, _ = _inserted_call(family, with_result=True)
     assert c_codes(s.analyse()) == []
