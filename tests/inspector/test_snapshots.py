@@ -77,10 +77,20 @@ def _search(query: str) -> Any:
         app.query_one("#turn-list").select_seq(1)  # type: ignore[attr-defined]
         await until(pilot, lambda: app._loaded == 1)
         await pilot.press("slash")
+        from textual.widgets import Input
+
+        for box in pilot.app.screen.query(Input):  # a blinking cursor would make the picture depend on time
+            box.cursor_blink = False
         for ch in query:
             await pilot.press(ch)
         await pilot.press("enter")
-        await pilot.pause(0.5)
+
+        def searched() -> bool:  # the search runs in a worker: wait for its answer, not a fixed time
+            summary = pilot.app.screen.query("#search-summary")
+            return bool(summary) and "match" in str(summary.first().render())
+
+        await until(pilot, searched)
+        await pilot.pause(0.2)
 
     return run_before
 

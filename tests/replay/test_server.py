@@ -277,8 +277,8 @@ def test_diff_names_real_ids_and_says_what_the_findings_say(tmp_path: Path) -> N
     assert proc.returncode == 1, proc.stderr
     assert "<id:" not in proc.stdout, proc.stdout
     assert 'A "call_A1", B "call_bogus"' in proc.stdout, proc.stdout
-    assert "looptap on B's turn: C.orphan_tool_result" in proc.stdout, proc.stdout
+    assert "looptap on B's turn: C.wrong_tool_call_id" in proc.stdout and "`call_bogus` for get_weather (the model's id: call_A1)" in proc.stdout, proc.stdout
     doc = json.loads(_cli("diff", str(a), str(b), "--json").stdout)
     first = doc["divergences"][0]
-    assert any(f.startswith("C.orphan_tool_result") for f in first["findings_b"])
+    assert any(f.startswith("C.wrong_tool_call_id") for f in first["findings_b"])
     assert "<id:" not in json.dumps(first["changes"])
