@@ -28,6 +28,9 @@ Catalogue (code, severity, when it fires):
                                               or its calls executed as if whole
 ``C.retry``                         info      the identical request again after a failed attempt
 ``C.retry_of_rejected_request``     warning   ... after a 4xx that will fail the same way
+``C.tool_result_as_text``           error     a call's result sent as user text, not as a tool result
+``C.tool_results_split``            error     one turn's results spread over several messages where the
+                                              API wants them in one (Anthropic)
 ``C.wrong_tool_call_id``            error     results sent under ids the model never gave (the root of
                                               the orphan results and dropped calls it explains, which
                                               stay as info with ``caused_by``)
@@ -284,16 +287,67 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         if not c.id and c.name and answered_names.get(c.name, 0) > 0:
             answered_names[c.name] -= 1
             continue
+        as_text = _result_as_text(ctx, c)
+        if as_text is not None:
+            yield ctx.finding(
+                "C.tool_result_as_text",
+                Severity.ERROR,
+                f"The result of {c.name} (call {c.id or 'without id'}, turn {prev.index}) was sent as plain "
+                f"{ctx.messages[as_text].role} text in message [{as_text}], not as a tool result: the API "
+                "does not pair it with the call, which stays unanswered.",
+                path=_item(ctx, as_text),
+                tool_call_id=c.id,
+                related_turn=prev.index,
+                tool=c.name,
+            )
         yield ctx.finding(
             "C.dropped_tool_result",
-            Severity.ERROR,
+            Severity.INFO if as_text is not None else Severity.ERROR,
             f"The model called {c.name}({_short(c.arguments_raw)}) on turn {prev.index} "
-            f"(id {c.id or 'none'}), but this request carries no result for it.",
+            f"(id {c.id or 'none'}), but this request carries no result for it"
+            + (" (its result went as text: see C.tool_result_as_text)." if as_text is not None else "."),
             path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}:]",
             tool_call_id=c.id,
             related_turn=prev.index,
             tool=c.name,
+            **({"caused_by": "C.tool_result_as_text"} if as_text is not None else {}),
         )
+
+
+def _result_as_text(ctx: TurnContext, call: ToolCall) -> int | None:
+    """The index of an appended user message whose text carries this call's result: it names the
+    call's id, or its tool (a name of 4 characters or more) while the message holds no tool result."""
+    c = ctx.turn.c
+    for offset, m in enumerate(c.appended):
+        if m.role != "user" or any(p.kind == "tool_result" for p in m.parts):
+            continue
+        text = " ".join(p.text or "" for p in m.parts if p.kind == "text")
+        if not text:
+            continue
+        if (call.id and call.id in text) or (call.name and len(call.name) >= 4 and re.search(rf"\b{re.escape(call.name)}\b", text)):
+            return c.appended_from + offset
+    return None
+
+
+def check_results_split(ctx: TurnContext) -> Iterator[Finding]:
+    """C.tool_results_split — an API that wants one turn's results together got them spread."""
+    adapter = providers.by_family(ctx.rt.family)
+    prev = ctx.prev
+    if adapter is None or not adapter.results_in_one_message or prev is None:
+        return
+    where = sorted({p.message_index for p in ctx.turn.c.pairings if p.call_turn == prev.index and p.message_index is not None})
+    if len(where) < 2:
+        return
+    listing = ", ".join(f"[{i}]" for i in where)
+    yield ctx.finding(
+        "C.tool_results_split",
+        Severity.ERROR,
+        f"The results of turn {prev.index}'s calls are spread over messages {listing}; this API wants all of "
+        "them in the one user message right after the calls, and answers anything else with a 400.",
+        path=_item(ctx, where[1]),
+        related_turn=prev.index,
+        messages=where,
+    )
 
 
 def _item(ctx: TurnContext, message_index: int, part_index: int | None = None) -> str:
@@ -645,6 +699,7 @@ def _short(text: str | None, n: int = 80) -> str:
 
 CHECKS: tuple[Check, ...] = (
     check_dropped_tool_result,
+    check_results_split,
     check_unanswered_history_call,
     check_orphan_tool_result,
     check_assistant_echo,
@@ -670,6 +725,13 @@ def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]
     prev = ctx.prev
     if prev is None:
         return findings
+    if any(f.code == "C.tool_results_split" for f in findings):
+        findings = [
+            f.model_copy(update={"severity": Severity.INFO, "details": {**f.details, "caused_by": "C.tool_results_split"}})
+            if f.code == "C.pairing_error"
+            else f
+            for f in findings
+        ]
     orphans = [f for f in findings if f.code == "C.orphan_tool_result" and f.tool_call_id and f.severity is Severity.ERROR]
     dropped = [f for f in findings if f.code == "C.dropped_tool_result" and f.related_turn == prev.index and f.severity is Severity.ERROR]
     if not orphans or not dropped:

@@ -62,6 +62,9 @@ class Provider:
     #: Regexes matching the API's error texts for mis-paired tool calls and results (WIRE.md
     #: §G.2). Such a 400 is reported by the API (A) but caused by the client's dispatch (C).
     pairing_errors: ClassVar[tuple[str, ...]] = ()
+    #: The API wants every result of one turn's calls in the single message right after it
+    #: (Anthropic's rule: results spread over several user messages get a 400).
+    results_in_one_message: ClassVar[bool] = False
 
     #: genai-prices' provider id for this family's own API, used to price a call whose host
     #: genai-prices does not recognise (a gateway or local proxy in front of the vendor's API).

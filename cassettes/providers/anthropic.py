@@ -381,6 +381,7 @@ def _bedrock_payload(ev: Event) -> tuple[str | None, Any]:
 
 class AnthropicMessages(Provider):
     family = "anthropic"
+    results_in_one_message = True
     price_provider = "anthropic"
     otel_provider = "anthropic"
     pairing_errors = (

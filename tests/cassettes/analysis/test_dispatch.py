@@ -956,3 +956,56 @@ def test_an_echo_that_changed_a_cut_call_is_still_told() -> None:
     s.history.append({"role": "tool", "tool_call_id": "call_cut2", "content": "sunny"})
     s.reply("It is sunny in Rome.")
     assert found(s.analyse(), "C.assistant_not_echoed")
+
+
+# --- root causes: results as text, results split -------------------------------------------------
+
+
+@pytest.mark.parametrize("family", ["openai_chat", "anthropic", "openai_responses", "gemini"])
+def test_a_result_sent_as_user_text_is_named_as_the_cause(family: str) -> None:
+    """Issue 14: the client put the tool's output in a plain user message. Was: "carries no result"
+    only; now the root (C.tool_result_as_text) leads and the dropped call follows it as info."""
+    s = Script(family)
+    s.user("Weather in Paris?")
+    s.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    s.user("get_weather returned: sunny, 21C")  # instead of a tool result
+    s.reply("It is sunny.")
+    run = s.analyse()
+    root = one(run, "C.tool_result_as_text")
+    at(run, root, 1, 1, Severity.ERROR)
+    assert "get_weather" in root.message and "[2]" in root.message
+    d = one(run, "C.dropped_tool_result")
+    assert d.severity is Severity.INFO and d.details["caused_by"] == "C.tool_result_as_text"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_user_turn_that_merely_mentions_nothing_is_no_result_as_text(family: str) -> None:
+    s = Script(family)
+    s.user("Weather in Paris?")
+    s.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    s.user("Never mind, what about tomorrow?")  # the result really is missing
+    s.reply("Tomorrow it rains.")
+    run = s.analyse()
+    assert not found(run, "C.tool_result_as_text")
+    assert one(run, "C.dropped_tool_result").severity is Severity.ERROR
+
+
+def test_anthropic_results_split_over_two_user_messages() -> None:
+    """Issue 14: Anthropic wants every tool_result of a turn in the one user message after it; a
+    client that sends one message per result got only the API's 400 text. looptap's own check."""
+    s, paris, rome = paris_rome("anthropic")
+    s.history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": paris.id, "content": "sunny"}]})
+    s.history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": rome.id, "content": "cloudy"}]})
+    s.reply("Paris is sunny, Rome is cloudy.")
+    run = s.analyse()
+    f = one(run, "C.tool_results_split")
+    at(run, f, 1, 1, Severity.ERROR)
+    assert f.details["messages"] == [2, 3] and f.path == "messages[3]"
+
+
+@pytest.mark.parametrize("family", ["openai_chat", "openai_responses", "bedrock"])
+def test_results_in_several_messages_are_fine_where_the_api_allows_it(family: str) -> None:
+    s, _, _ = paris_rome(family)
+    s.results("sunny", "cloudy")
+    s.reply("Paris is sunny, Rome is cloudy.")
+    assert not found(s.analyse(), "C.tool_results_split")
