@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -33,54 +33,36 @@ def _err(msg: str) -> None:
     print(f"looptap: {msg}", file=sys.stderr)
 
 
-def _is_vcr(path: Path) -> bool:
-    return path.suffix.lower() in (".yaml", ".yml")
-
-
-def _load_any(path: Path) -> tuple[list[Any], list[dict[str, Any]], list[str], Any]:
-    """(exchanges, views, problems) of a looptap cassette or a vcrpy YAML file."""
-    from cassettes.roundtrip import parse_all
-    from cassettes.store import read_cassette
-    from cassettes.vcr import load_vcr
-    from cassettes.view import roundtrip_json
-
-    if _is_vcr(path):
-        exchanges = load_vcr(path)
-        for i, ex in enumerate(exchanges):
-            ex.seq = i
-        problems: list[str] = []
-    else:
-        cas = read_cassette(path)
-        exchanges = cas.exchanges
-        problems = [str(p) for p in cas.problems]
-    from cassettes.analysis import analyse
-    from cassettes.view import turn_json
-
-    rts = parse_all(exchanges)
-    views = [roundtrip_json(rt, ex) for rt, ex in zip(rts, exchanges, strict=True)]
-    analysis = analyse(exchanges, rts)
-    for v in views:
-        turn = analysis.turns.get(v["seq"])
-        v.update(turn_json(turn) if turn is not None else {"conversation": None, "turn": None, "previous_seq": None, "layers": None, "tokens": None, "findings": []})
-    return exchanges, views, problems, analysis
+_EMPTY_TURN: dict[str, Any] = {"conversation": None, "turn": None, "previous_seq": None, "layers": None, "tokens": None, "findings": []}
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from cassettes.view import analysis_lines, summary_lines
+    from cassettes.interop.run import load_run
+    from cassettes.view import analysis_lines, roundtrip_json, summary_lines, turn_json
 
     path = Path(args.file)
-    _, views, problems, analysis = _load_any(path)
-    for p in problem_lines(problems):
+    run = load_run(path)
+    for p in problem_lines(run.problems):
         _err(f"warning: {path}: {p}")
+    turns = run.analysis.turns
+
+    def views() -> Iterator[dict[str, Any]]:  # one round trip at a time: the run is never held
+        for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
+            v = roundtrip_json(rt, ex)
+            turn = turns.get(v["seq"])
+            v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
+            yield v
+
     if args.json:
         out = sys.stdout.buffer
-        for v in views:
+        for v in views():
             out.write(orjson.dumps(v, option=orjson.OPT_APPEND_NEWLINE))
         out.flush()
     else:
-        for line in summary_lines(views, problems, title=str(path)):
+        lines = summary_lines(views(), run.problems, title=str(path), total=len(run.exchanges), families=run.families)
+        for line in lines:
             print(line)
-        for line in analysis_lines(analysis):
+        for line in analysis_lines(run.analysis):
             print(line)
     return EXIT_OK
 

@@ -35,6 +35,7 @@ import threading
 import zlib
 from array import array
 from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -57,7 +58,7 @@ from cassettes.roundtrip import RoundTrip, parse_exchange
 from cassettes.store import Problem, open_regular
 from cassettes.summary import TurnSummary, summarise
 
-__all__ = ["Batch", "IncrementalRun", "RecordIndex"]
+__all__ = ["Batch", "IncrementalRun", "RecordIndex", "Reread"]
 
 #: How many bytes are read from the file at a time.
 _BLOCK = 4 * 1024 * 1024
@@ -84,10 +85,14 @@ class RecordIndex:
         self.lengths: array[int] = array("q")
         #: seq of each exchange record (parallel to ``offsets``).
         self.seqs: array[int] = array("q")
+        # seq → position, only for records whose seq is not their position (a recorder numbers
+        # them 0, 1, 2…, so this stays empty and a million records cost 24 bytes each).
         self._pos_of_seq: dict[int, int] = {}
         self._pos = 0  # bytes consumed (always at a line start)
         self._line = 0  # lines consumed
         self._pending = b""  # bytes of a line whose newline has not arrived yet
+        #: The last record, when :meth:`close_tail` found it complete without its newline.
+        self.tail: list[tuple[int, dict[str, Any]]] = []
 
     @property
     def consumed(self) -> int:
@@ -109,8 +114,12 @@ class RecordIndex:
         return len(self.offsets)
 
     def position(self, seq: int) -> int | None:
-        """Index in :attr:`offsets` of the record with this seq, if it was read."""
-        return self._pos_of_seq.get(seq)
+        """Index in :attr:`offsets` of the record with this seq, if it was read (the last one
+        when a seq repeats)."""
+        i = self._pos_of_seq.get(seq)
+        if i is not None:
+            return i
+        return seq if 0 <= seq < len(self.seqs) and self.seqs[seq] == seq else None
 
     def poll(self, max_bytes: int | None = None) -> list[tuple[int, dict[str, Any]]]:
         """New complete exchange records since the last call (at most about ``max_bytes`` read).
@@ -187,7 +196,11 @@ class RecordIndex:
         if not isinstance(seq, int):
             seq = len(self.offsets)
             rec["seq"] = seq
-        self._pos_of_seq[seq] = len(self.offsets)
+        pos = len(self.offsets)
+        if seq == pos:
+            self._pos_of_seq.pop(seq, None)
+        else:
+            self._pos_of_seq[seq] = pos
         self.offsets.append(offset)
         self.lengths.append(len(raw))
         self.seqs.append(seq)
@@ -221,6 +234,17 @@ class RecordIndex:
             return None
         if not self._pending.strip():
             return None
+        try:  # a complete record that only lacks its newline (a file edited or cut by hand) is kept
+            complete = isinstance(loads_record(self._pending.rstrip(b"\r")), dict)
+        except (orjson.JSONDecodeError, CassetteFormatError):
+            complete = False
+        if complete:
+            out: list[tuple[int, dict[str, Any]]] = []
+            self._line_done(self._pending, self._pos, out)
+            self._pos += len(self._pending)
+            self._pending = b""
+            self.tail = out
+            return None
         p = Problem(
             self._line + 1,
             "torn",
@@ -234,7 +258,7 @@ class RecordIndex:
 
     def read_record(self, seq: int) -> dict[str, Any]:
         """The record with this seq, read again from disk (it must have been polled)."""
-        i = self._pos_of_seq.get(seq)
+        i = self.position(seq)
         if i is None:
             raise KeyError(seq)
         with open(self.path, "rb") as f:
@@ -403,6 +427,12 @@ class IncrementalRun:
         self._lock = threading.Lock()
         #: Round trips read so far (generation or not).
         self.records = 0
+        #: Round trips read so far by API family ("none" for traffic that is not an LLM API's).
+        self.families: dict[str, int] = {}
+        #: The first recorded start time among the round trips read (epoch seconds).
+        self.first_started: float | None = None
+        # Positions in the index of records the analysis could not read (skipped on every pass).
+        self._skipped: set[int] = set()
         self.finished = False
 
     @property
@@ -419,15 +449,26 @@ class IncrementalRun:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
         before = len(self.index.problems)
         recs = self.index.poll(max_bytes)
+        turns = self._analyse(recs, len(self.index) - len(recs))
+        at_end = self.index.consumed + self.index.pending >= self.index.size()
+        return Batch(turns=turns, records=len(recs), problems=self.index.problems[before:], at_end=at_end)
+
+    def _analyse(self, recs: list[tuple[int, dict[str, Any]]], first: int) -> list[TurnSummary]:
+        """Analyse records the index just read (``first``: the index position of the first one)."""
         turns: list[TurnSummary] = []
-        for line, rec in recs:
+        for i, (line, rec) in enumerate(recs):
             try:
                 ex = self._bodies.exchange(rec)
             except CassetteFormatError as exc:
                 self.index.problems.append(Problem(line, "unreadable", f"{exc}; skipped"))
+                self._skipped.add(first + i)
                 continue
             self.records += 1
+            if ex.started is not None and self.first_started is None:
+                self.first_started = ex.started
             turn = self.analyser.add(ex)
+            family = self.analyser.last_family
+            self.families[family] = self.families.get(family, 0) + 1
             if turn is not None:
                 summary = summarise(turn)
                 self._where[turn.seq] = self._store.put(turn)
@@ -438,8 +479,7 @@ class IncrementalRun:
             ex.response_chunks = []
             ex.request_body = b""
             ex.set_request_json(None)
-        at_end = self.index.consumed + self.index.pending >= self.index.size()
-        return Batch(turns=turns, records=len(recs), problems=self.index.problems[before:], at_end=at_end)
+        return turns
 
     def finish(self) -> None:
         """The file is complete: report a torn tail and run the end-of-run checks (once; the
@@ -447,6 +487,7 @@ class IncrementalRun:
         if not self.finished:
             self.finished = True
             self.index.close_tail()
+            self._analyse(self.index.tail, len(self.index) - len(self.index.tail))
             self.analyser.finish()
 
     def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
@@ -492,6 +533,128 @@ class IncrementalRun:
         ex = self.exchange(seq)
         return ex, parse_exchange(ex)
 
+    def reread(self) -> Reread:
+        """Every round trip read so far, read again from disk in recording order on each pass
+        (for commands that go through a whole run once its analysis is done: memory holds one
+        round trip at a time, not the run)."""
+        return Reread(self)
+
     def close(self) -> None:
         """Delete the store of full turns (the summaries stay readable)."""
         self._store.close()
+
+
+class Reread:
+    """The exchanges and parsed round trips of an :class:`IncrementalRun`, read again from disk in
+    recording order on every pass. :attr:`exchanges` and :attr:`roundtrips` are sized iterables
+    that may be zipped (a small cache of the latest records serves the same record to both), and
+    :attr:`turns` maps a turn's seq to its full turn, restored from the run's store.
+
+    The records the analysis skipped (unreadable) are skipped here too."""
+
+    def __init__(self, run: IncrementalRun, cache: int = 8) -> None:
+        self._run = run
+        self._bodies = _Bodies(run.index, BODY_CACHE)
+        self._recent: OrderedDict[int, list[Any]] = OrderedDict()  # position → [exchange, round trip or None]
+        self._cache = cache
+        self._fh: IO[bytes] | None = None
+        self.exchanges = _Column(self, 0)
+        self.roundtrips = _Column(self, 1)
+        self.turns = _Turns(run)
+
+    def __len__(self) -> int:
+        return len(self._run.index) - len(self._run._skipped)
+
+    def positions(self) -> Iterator[int]:
+        skipped = self._run._skipped
+        return (i for i in range(len(self._run.index)) if i not in skipped)
+
+    def _entry(self, pos: int) -> list[Any]:
+        hit = self._recent.get(pos)
+        if hit is not None:
+            return hit
+        index = self._run.index
+        if self._fh is None:
+            self._fh = open_regular(index.path)
+        self._fh.seek(index.offsets[pos])
+        raw = self._fh.read(index.lengths[pos])
+        rec = loads_record(raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf"))
+        if not isinstance(rec, dict):
+            raise CassetteFormatError(f"record {index.seqs[pos]} is not a JSON object (the file changed while it was read)")
+        rec = migrate(rec, index.format_version)
+        rec.setdefault("seq", index.seqs[pos])
+        entry = [self._bodies.exchange(rec), None]
+        self._recent[pos] = entry
+        while len(self._recent) > self._cache:
+            self._recent.popitem(last=False)
+        return entry
+
+    def exchange(self, pos: int) -> Exchange:
+        ex: Exchange = self._entry(pos)[0]
+        return ex
+
+    def roundtrip(self, pos: int) -> RoundTrip:
+        entry = self._entry(pos)
+        if entry[1] is None:
+            ex = entry[0]
+            base_seq = (ex.history_delta or {}).get("base")
+            base = None
+            if isinstance(base_seq, int):  # parse only what it appended to a recent request
+                base = next((e[1] for e in self._recent.values() if e[1] is not None and e[0].seq == base_seq), None)
+            entry[1] = parse_exchange(ex, base)
+        rt: RoundTrip = entry[1]
+        return rt
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+class _Column:
+    """One column of a :class:`Reread` (exchanges or round trips): sized, iterable, read lazily."""
+
+    def __init__(self, reread: Reread, which: int) -> None:
+        self._reread = reread
+        self._which = which
+
+    def __len__(self) -> int:
+        return len(self._reread)
+
+    def __iter__(self) -> Iterator[Any]:
+        get = self._get()
+        return (get(pos) for pos in self._reread.positions())
+
+    def __getitem__(self, k: int) -> Any:
+        """The k-th round trip (negative counts from the end), read again from disk."""
+        n = len(self)
+        if not -n <= k < n:
+            raise IndexError(k)
+        k %= n
+        skipped = self._reread._run._skipped
+        pos = k if not skipped else next(p for i, p in enumerate(self._reread.positions()) if i == k)
+        return self._get()(pos)
+
+    def _get(self) -> Any:
+        return self._reread.exchange if self._which == 0 else self._reread.roundtrip
+
+
+class _Turns(Mapping[int, Turn]):
+    """seq → full turn, restored from an :class:`IncrementalRun`'s store on each lookup."""
+
+    def __init__(self, run: IncrementalRun) -> None:
+        self._run = run
+
+    def __getitem__(self, seq: int) -> Turn:
+        if seq not in self._run.summaries:
+            raise KeyError(seq)
+        return self._run.full_turn(seq, remember=False)
+
+    def __contains__(self, seq: object) -> bool:
+        return seq in self._run.summaries
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._run.summaries)
+
+    def __len__(self) -> int:
+        return len(self._run.summaries)

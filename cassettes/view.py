@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -124,81 +125,96 @@ def _tokens(v: dict[str, Any]) -> str:
     return ", ".join(bits)
 
 
-def summary_lines(views: list[dict[str, Any]], problems: list[str] | None = None, title: str | None = None) -> list[str]:
-    """A readable per-round-trip summary."""
-    out: list[str] = []
-    llm = [v for v in views if v["family"] != "none"]
+def summary_lines(
+    views: Iterable[dict[str, Any]],
+    problems: list[str] | None = None,
+    title: str | None = None,
+    *,
+    total: int | None = None,
+    families: Mapping[str, int] | None = None,
+) -> Iterator[str]:
+    """A readable per-round-trip summary, a line at a time. ``views`` may be a one-pass stream when
+    ``total`` (round trips) and ``families`` (round trips by family) are given."""
+    if total is None or families is None:
+        views = list(views)
+        total = len(views)
+        families = {}
+        for v in views:
+            families[v["family"]] = families.get(v["family"], 0) + 1
     if title:
-        out.append(title)
-    fams: dict[str, int] = {}
-    for v in llm:
-        fams[v["family"]] = fams.get(v["family"], 0) + 1
+        yield title
+    fams = {k: n for k, n in families.items() if k != "none"}
     fam_text = ", ".join(f"{k} {n}" for k, n in sorted(fams.items())) or "none"
-    out.append(f"{count(len(views), 'round trip')}, {len(llm)} to LLM APIs ({fam_text})")
+    yield f"{count(total, 'round trip')}, {sum(fams.values())} to LLM APIs ({fam_text})"
     for p in problem_lines(problems or []):
-        out.append(f"! {p}")
+        yield f"! {p}"
     for v in views:
-        out.append("")
-        if v["family"] == "none":
-            out.append(f"#{v['seq']}  {v['method']} {v['host']}{v['path']}  → {v['status']}  (not an LLM call)")
-            continue
-        model = v["model_served"] or v["model_requested"] or "?"
-        mode = "stream" if v["stream"] else "json"
-        op = "" if v["operation"] in (None, "generate") else f" [{v['operation']}]"
-        where = f"  {v['conversation']}/turn {v['turn']}" if v.get("conversation") else ""
-        out.append(f"#{v['seq']}{where}  {v['family']}{op}  {model}  {v['status']}  {mode}  {v['method']} {v['host']}{v['path']}")
-        fr = v["finish_reason"]
-        if fr["raw"] is not None or fr["normalised"] is not None:
-            # The normalised reason says "complete"; the stream's end is worth a word only when missing.
-            state = "" if v["complete"] else ("  TRUNCATED" if v["truncated"] else "  (end of response not seen)")
-            out.append(f"    finish: {fr['raw']} ({fr['normalised']}){state}  {_tokens(v)}")
-        elif v["truncated"]:
-            out.append(f"    TRUNCATED  {_tokens(v)}")
-        req = v["request"]
-        c = (v.get("layers") or {}).get("C") or {}
-        if req:
-            extra = ""
-            if c and v.get("turn"):
-                # What this turn added to the history its conversation's previous turn sent.
-                rewritten = f", {c['rewritten']} rewritten" if c.get("rewritten") else ""
-                extra = f" ({c['kept']} as before, {len(c.get('appended') or [])} new{rewritten})"
-            out.append(f"    request: {count(req['messages'], 'message')}{extra}, {count(len(req['tools']), 'tool')} offered")
-        names = {p.get("call_id"): p.get("name") for p in c.get("pairings") or [] if p.get("call_id") and p.get("name")}
-        for m in c.get("appended") or []:  # the echoed calls name the results that follow them
-            for part in m.get("parts") or []:
-                call = part.get("tool_call")
-                if call and call.get("id") and call.get("name"):
-                    names.setdefault(call["id"], call["name"])
-        for m in c.get("appended") or []:
-            for part in m.get("parts") or []:
-                tr = part.get("tool_result")
-                if tr is None:
-                    continue
-                name = tr.get("name") or names.get(tr.get("call_id")) or "?"
-                flag = " (error)" if tr.get("is_error") else ""
-                out.append(f"    tool result: {name} id={tr.get('call_id')}{flag} → {_clip(tr.get('content') or '', 80)}")
-        if v["reasoning"]:
-            out.append(f"    reasoning: {_clip(v['reasoning'])}")
-        if v["text"]:
-            out.append(f"    text: {_clip(v['text'])}")
-        if v["refusal"]:
-            out.append(f"    refusal: {_clip(v['refusal'])}")
-        for tc in v["tool_calls"]:
-            args = tc["arguments_raw"] if tc["arguments_raw"] is not None else ""
-            bad = f"  (!) {tc['arguments_error']}" if tc["arguments_error"] else ""
-            out.append(f"    tool call: {tc['name']}({_clip(args, 80)}) id={tc['id']}{bad}")
-        if v["error"]:
-            e = v["error"]
-            where = "in stream" if e["in_stream"] else f"HTTP {e['status']}"
-            out.append(f"    error ({where}): {e['type'] or ''} {_clip(e['message'] or '', 140)}")
-        if v["transport_error"]:
-            out.append(f"    transport error: {v['transport_error']}")
-        for a in v["analysis_errors"]:
-            out.append(f"    (!) analysis: {a}")
-        for f in v.get("findings") or []:
-            # A consequence sits under its root cause (details.caused_by), indented.
-            under = "  ↳ " if (f.get("details") or {}).get("caused_by") else ""
-            out.append(f"    {under}{_SEV[f['severity']]} {f['layer']} {f['code']}: {f['message']}")
+        yield from _roundtrip_lines(v)
+
+
+def _roundtrip_lines(v: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    out.append("")
+    if v["family"] == "none":
+        out.append(f"#{v['seq']}  {v['method']} {v['host']}{v['path']}  → {v['status']}  (not an LLM call)")
+        return out
+    model = v["model_served"] or v["model_requested"] or "?"
+    mode = "stream" if v["stream"] else "json"
+    op = "" if v["operation"] in (None, "generate") else f" [{v['operation']}]"
+    where = f"  {v['conversation']}/turn {v['turn']}" if v.get("conversation") else ""
+    out.append(f"#{v['seq']}{where}  {v['family']}{op}  {model}  {v['status']}  {mode}  {v['method']} {v['host']}{v['path']}")
+    fr = v["finish_reason"]
+    if fr["raw"] is not None or fr["normalised"] is not None:
+        # The normalised reason says "complete"; the stream's end is worth a word only when missing.
+        state = "" if v["complete"] else ("  TRUNCATED" if v["truncated"] else "  (end of response not seen)")
+        out.append(f"    finish: {fr['raw']} ({fr['normalised']}){state}  {_tokens(v)}")
+    elif v["truncated"]:
+        out.append(f"    TRUNCATED  {_tokens(v)}")
+    req = v["request"]
+    c = (v.get("layers") or {}).get("C") or {}
+    if req:
+        extra = ""
+        if c and v.get("turn"):
+            # What this turn added to the history its conversation's previous turn sent.
+            rewritten = f", {c['rewritten']} rewritten" if c.get("rewritten") else ""
+            extra = f" ({c['kept']} as before, {len(c.get('appended') or [])} new{rewritten})"
+        out.append(f"    request: {count(req['messages'], 'message')}{extra}, {count(len(req['tools']), 'tool')} offered")
+    names = {p.get("call_id"): p.get("name") for p in c.get("pairings") or [] if p.get("call_id") and p.get("name")}
+    for m in c.get("appended") or []:  # the echoed calls name the results that follow them
+        for part in m.get("parts") or []:
+            call = part.get("tool_call")
+            if call and call.get("id") and call.get("name"):
+                names.setdefault(call["id"], call["name"])
+    for m in c.get("appended") or []:
+        for part in m.get("parts") or []:
+            tr = part.get("tool_result")
+            if tr is None:
+                continue
+            name = tr.get("name") or names.get(tr.get("call_id")) or "?"
+            flag = " (error)" if tr.get("is_error") else ""
+            out.append(f"    tool result: {name} id={tr.get('call_id')}{flag} → {_clip(tr.get('content') or '', 80)}")
+    if v["reasoning"]:
+        out.append(f"    reasoning: {_clip(v['reasoning'])}")
+    if v["text"]:
+        out.append(f"    text: {_clip(v['text'])}")
+    if v["refusal"]:
+        out.append(f"    refusal: {_clip(v['refusal'])}")
+    for tc in v["tool_calls"]:
+        args = tc["arguments_raw"] if tc["arguments_raw"] is not None else ""
+        bad = f"  (!) {tc['arguments_error']}" if tc["arguments_error"] else ""
+        out.append(f"    tool call: {tc['name']}({_clip(args, 80)}) id={tc['id']}{bad}")
+    if v["error"]:
+        e = v["error"]
+        where = "in stream" if e["in_stream"] else f"HTTP {e['status']}"
+        out.append(f"    error ({where}): {e['type'] or ''} {_clip(e['message'] or '', 140)}")
+    if v["transport_error"]:
+        out.append(f"    transport error: {v['transport_error']}")
+    for a in v["analysis_errors"]:
+        out.append(f"    (!) analysis: {a}")
+    for f in v.get("findings") or []:
+        # A consequence sits under its root cause (details.caused_by), indented.
+        under = "  ↳ " if (f.get("details") or {}).get("caused_by") else ""
+        out.append(f"    {under}{_SEV[f['severity']]} {f['layer']} {f['code']}: {f['message']}")
     return out
 
 

@@ -138,6 +138,8 @@ class RunAnalyser:
         self._owned: set[int] = set()  # seqs of live contexts whose round trip this analyser parsed
         # keep_turns off: the findings of turns that have some, in recording order.
         self._flagged: dict[int, tuple[int, list[Finding]]] = {}
+        #: The API family of the round trip :meth:`add` took last ("none" when not an LLM API's).
+        self.last_family = "none"
 
     def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
         """Analyse one round trip; returns its turn (``None`` for a non-generation round trip)."""
@@ -149,6 +151,7 @@ class RunAnalyser:
             base = self._rts.get(base_seq) if isinstance(base_seq, int) else None
             rt = parse_exchange(ex, base[0] if base is not None else None)
         seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
+        self.last_family = rt.family
         if rt.operation != "generate" or rt.request is None:
             self._remember(seq, rt, None)
             return None

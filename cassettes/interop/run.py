@@ -1,11 +1,19 @@
-"""A run loaded for export: raw exchanges, their parsed view and the layer analysis."""
+"""A run loaded for a command: raw exchanges, their parsed view and the layer analysis.
+
+A looptap cassette is read as a stream (:class:`~cassettes.index.IncrementalRun`): one pass
+analyses it, keeping the turns' summaries and an index of byte offsets, and every later pass reads
+the round trips again from disk one at a time. So ``show``, ``textconv`` and the exports hold one
+round trip at a time, not the run: a million tiny records cost megabytes. Imports (vcrpy YAML,
+mitmproxy flow files) are loaded whole; they are small by nature and bounded by their loaders.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from cassettes.analysis import RunAnalysis, analyse
 from cassettes.exchange import Exchange
@@ -13,13 +21,24 @@ from cassettes.roundtrip import RoundTrip, parse_all
 
 __all__ = ["Run", "load_run", "run_from_exchanges", "timeline"]
 
+T = TypeVar("T", covariant=True)
+
+
+class Records(Sized, Iterable[T], Protocol[T]):
+    """A run's round trips in recording order: a list, or a column read again from disk on every
+    pass (see :class:`~cassettes.index.Reread`)."""
+
+    def __iter__(self) -> Iterator[T]: ...
+
 
 @dataclass
 class Run:
     #: What the run was read from (shown in exports; never used for identity).
     name: str
-    exchanges: list[Exchange]
-    roundtrips: list[RoundTrip]
+    exchanges: Records[Exchange]
+    roundtrips: Records[RoundTrip]
+    #: ``analysis.turns`` may be a lazy mapping (turns restored one at a time): read it with
+    #: ``[]``, ``get`` and ``in``; never hold all of it.
     analysis: RunAnalysis
     #: The cassette header (``{}`` for inputs that have none, like vcrpy YAML).
     header: dict[str, Any] = field(default_factory=dict)
@@ -27,6 +46,8 @@ class Run:
     #: Epoch seconds to lay out round trips whose start time was not recorded (imports): the
     #: cassette's creation time, so an export of the same file is the same every time.
     epoch: float = 0.0
+    #: Round trips by API family ("none" for traffic that is not an LLM API's).
+    families: dict[str, int] = field(default_factory=dict)
 
 
 def _created(header: dict[str, Any]) -> float | None:
@@ -50,14 +71,42 @@ def run_from_exchanges(
     epoch = _created(hdr)
     if epoch is None:
         epoch = next((ex.started for ex in exchanges if ex.started is not None), 0.0)
-    return Run(name, exchanges, rts, analyse(exchanges, rts), hdr, list(problems or []), epoch)
+    families: dict[str, int] = {}
+    for rt in rts:
+        families[rt.family] = families.get(rt.family, 0) + 1
+    return Run(name, exchanges, rts, analyse(exchanges, rts), hdr, list(problems or []), epoch, families)
+
+
+def stream_run(path: str | Path) -> Run:
+    """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
+    later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one."""
+    from cassettes.errors import CassetteFormatError
+    from cassettes.index import IncrementalRun
+
+    p = Path(path)
+    inc = IncrementalRun(p)
+    while not inc.step().at_end:
+        pass
+    try:
+        inc.finish()
+    except CassetteFormatError as exc:  # nothing but an unfinished header line
+        raise CassetteFormatError(str(exc)) from None
+    a = inc.analysis
+    again = inc.reread()
+    turns: Mapping[int, Any] = again.turns
+    analysis = RunAnalysis.model_construct(conversations=a.conversations, turns=turns, findings=a.findings, errors=a.errors)
+    header = inc.index.header or {}
+    epoch = _created(header)
+    if epoch is None:
+        epoch = inc.first_started if inc.first_started is not None else 0.0
+    problems = [str(x) for x in inc.problems]
+    return Run(p.name, again.exchanges, again.roundtrips, analysis, header, problems, epoch, dict(inc.families))
 
 
 def load_run(path: str | Path) -> Run:
     """A looptap cassette, or a vcrpy YAML cassette or mitmproxy flow file (imported on the fly).
     Raises :class:`~cassettes.errors.CassetteError` for a file that is none of them."""
     from cassettes.interop.mitmflow import is_flow_file, load_flows
-    from cassettes.store import read_cassette
     from cassettes.vcr import load_vcr
 
     p = Path(path)
@@ -65,7 +114,7 @@ def load_run(path: str | Path) -> Run:
         with p.open("rb") as fh:
             head = fh.read(32)
     except OSError:
-        head = b""  # read_cassette below says why the file cannot be read
+        head = b""  # the reader below says why the file cannot be read
     if is_flow_file(head):
         return run_from_exchanges(load_flows(p).exchanges, p.name)
     if p.suffix.lower() in (".yaml", ".yml"):
@@ -73,8 +122,7 @@ def load_run(path: str | Path) -> Run:
         if not run.epoch:  # no header, no recorded start: lay the run out at the file's time
             run.epoch = p.stat().st_mtime
         return run
-    cas = read_cassette(p)
-    return run_from_exchanges(cas.exchanges, p.name, cas.header, [str(x) for x in cas.problems])
+    return stream_run(p)
 
 
 def _length(ex: Exchange) -> float:

@@ -1,0 +1,132 @@
+"""A cassette read as a stream (``load_run`` on a .jsonl file): the same round trips, views, turns
+and findings as the whole-file reader, with memory that does not grow with the records."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from cassettes.codec import header_record
+from cassettes.interop.run import load_run, run_from_exchanges
+from cassettes.store import CassetteWriter, read_cassette
+from cassettes.vcr import load_vcr
+from cassettes.view import roundtrip_json, turn_json
+from tests._corpus import corpus_files
+from tests.hostile.corpus import hostile_exchanges, million_tiny
+
+
+def _views(run: Any) -> list[dict[str, Any]]:
+    out = []
+    for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
+        v = roundtrip_json(rt, ex)
+        turn = run.analysis.turns.get(v["seq"])
+        v["analysis"] = turn_json(turn) if turn is not None else None
+        out.append(v)
+    return out
+
+
+def _whole(path: Path) -> Any:
+    cas = read_cassette(path)
+    return run_from_exchanges(cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems])
+
+
+def _cassette(path: Path, exchanges: list[Any]) -> Path:
+    with CassetteWriter(path) as w:
+        for ex in exchanges:
+            w.append(ex)
+    return path
+
+
+# Agent loops (history deltas, tool pairings, several conversations) from every family.
+_SAMPLES = [p for p in corpus_files() if any(k in p.name for k in ("tool", "agent", "multi", "conversation"))][:40]
+
+
+@pytest.mark.parametrize("source", _SAMPLES, ids=lambda p: p.name)
+def test_the_stream_reads_what_the_whole_file_reader_reads(source: Path, tmp_path: Path) -> None:
+    path = _cassette(tmp_path / "run.jsonl", load_vcr(source))
+    streamed, whole = load_run(path), _whole(path)
+    assert len(streamed.exchanges) == len(whole.exchanges)
+    assert _views(streamed) == _views(whole)
+    assert streamed.analysis.findings == whole.analysis.findings
+    assert streamed.analysis.conversations == whole.analysis.conversations
+    assert streamed.families == whole.families
+    assert streamed.problems == whole.problems
+
+
+def test_hostile_and_damaged_records_read_alike(tmp_path: Path) -> None:
+    path = _cassette(tmp_path / "run.jsonl", hostile_exchanges())
+    data = path.read_bytes().splitlines(keepends=True)
+    # a corrupt line, a record of the wrong type and one whose history delta names nothing
+    data.insert(3, b'{"type":"exchange","seq":\n')
+    data.insert(5, b'{"type":"exchange","seq":"x","method":1}\n')
+    data.insert(6, b'{"type":"exchange","seq":999,"method":"POST","url":"https://api.openai.com/v1/chat/completions",'
+                   b'"request":{"headers":[],"body":{"delta":{"base":4242,"keep":1,"append":[]}}},"response":null}\n')
+    path.write_bytes(b"".join(data))
+    streamed, whole = load_run(path), _whole(path)
+    assert _views(streamed) == _views(whole)
+    assert streamed.analysis.findings == whole.analysis.findings
+    assert len(streamed.problems) == len(whole.problems) >= 2
+
+
+def test_a_last_record_without_its_newline_is_kept(tmp_path: Path) -> None:
+    path = _cassette(tmp_path / "run.jsonl", hostile_exchanges("")[:3])
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    run = load_run(path)
+    assert len(run.exchanges) == len(_whole(path).exchanges) == 3
+    assert run.problems == []
+
+
+def test_a_torn_last_record_is_reported_and_skipped(tmp_path: Path) -> None:
+    path = _cassette(tmp_path / "run.jsonl", hostile_exchanges("")[:3])
+    path.write_bytes(path.read_bytes()[:-40])
+    run = load_run(path)
+    assert len(run.exchanges) == 2
+    assert [p.split(":")[0] for p in run.problems] == [p.split(":")[0] for p in _whole(path).problems]
+    assert "torn last record" in run.problems[0]
+
+
+def test_columns_index_like_lists(tmp_path: Path) -> None:
+    path = _cassette(tmp_path / "run.jsonl", hostile_exchanges("")[:4])
+    run = load_run(path)
+    seqs = [ex.seq for ex in run.exchanges]
+    assert [run.exchanges[i].seq for i in range(4)] == seqs
+    assert run.exchanges[-1].seq == seqs[-1]
+    assert run.roundtrips[1].seq == seqs[1]
+    with pytest.raises(IndexError):
+        run.exchanges[4]
+
+
+def test_memory_does_not_grow_with_the_records(tmp_path: Path) -> None:
+    """The whole-file reader held about 4 KB per record (the exchange, its parse and its view); the
+    stream keeps the index (24 bytes a record) and holds one round trip at a time, plus the records
+    of one 4 MB block of the file while it reads them (bounded by the block, not the file)."""
+    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
+    million_tiny(small, 2_000)
+    million_tiny(big, 40_000)  # 6 MB: more than one block
+
+    def held(path: Path) -> tuple[int, int]:
+        tracemalloc.start()
+        try:
+            run = load_run(path)
+            n = sum(1 for _ in zip(run.roundtrips, run.exchanges, strict=True))
+            assert n == len(run.exchanges)
+            current, peak = tracemalloc.get_traced_memory()
+            return current, peak
+        finally:
+            tracemalloc.stop()
+
+    (kept_small, _), (kept_big, peak_big) = held(small), held(big)
+    per_record = (kept_big - kept_small) / 38_000
+    assert per_record < 100, f"{per_record:.0f} bytes kept per record"
+    assert peak_big < 48 * 2**20, f"peak {peak_big / 2**20:.0f} MB"
+
+
+def test_the_header_alone_is_an_empty_run(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(orjson.dumps(header_record({})) + b"\n")
+    run = load_run(path)
+    assert len(run.exchanges) == 0 and list(run.roundtrips) == [] and len(run.analysis.turns) == 0
