@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,22 @@ class ExportUsageError(CassetteError, ValueError):
     """The export command line asks for something it cannot do."""
 
 
-def _write(path: str, data: bytes) -> None:
-    if path == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-        return
-    from cassettes.store import write_private
-    from cassettes.untrusted import json_safe
+def _write_chunks(path: str, chunks: Iterable[bytes]) -> None:
+    """Write an export to ``path`` ('-': stdout) a piece at a time (a large export is never held
+    whole): 0600 like the cassette; C1, bidi and zero-width characters in strings escaped (the same
+    JSON value) for terminals."""
+    from cassettes.store import private_open
+    from cassettes.untrusted import SafeBinaryStream
 
-    # 0600 like the cassette; C1/bidi/zero-width in strings escaped (same JSON value) for terminals.
-    write_private(path, json_safe(data))
+    fh = sys.stdout.buffer if path == "-" else private_open(path)
+    try:
+        out = SafeBinaryStream(fh)
+        for chunk in chunks:
+            out.write(chunk)
+        out.flush()
+    finally:
+        if fh is not sys.stdout.buffer:
+            fh.close()
 
 
 def _header(values: list[str] | None) -> dict[str, str]:
@@ -54,18 +61,34 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"looptap: warning: {args.file}: {p}", file=sys.stderr)
     said: list[str] = []
     if args.otel or args.otel_endpoint:
-        from cassettes.interop.otel import build_request
+        from cassettes.interop.otel import iter_requests
 
-        req = build_request(run, content=not args.no_content, project=args.project)
-        n = sum(len(ss["spans"]) for rs in req["resourceSpans"] for ss in rs["scopeSpans"])
+        def requests() -> Iterator[dict[str, Any]]:  # a thousand round trips at a time
+            return iter_requests(run, content=not args.no_content, project=args.project)
+
+        def spans(req: dict[str, Any]) -> int:
+            return sum(len(ss["spans"]) for rs in req["resourceSpans"] for ss in rs["scopeSpans"])
+
         if args.otel:
             # One request per line: the OTLP file format (what the Collector's otlpjsonfile receiver reads).
-            _write(args.otel, orjson.dumps(req, option=orjson.OPT_APPEND_NEWLINE))
+            n = 0
+
+            def lines() -> Iterator[bytes]:
+                nonlocal n
+                for req in requests():
+                    n += spans(req)
+                    yield orjson.dumps(req, option=orjson.OPT_APPEND_NEWLINE)
+
+            _write_chunks(args.otel, lines())
             said.append(f"{n} spans → {args.otel}")
         if args.otel_endpoint:
             from cassettes.interop.otlp import send, traces_url
 
-            status, posts = send(req, args.otel_endpoint, protocol=args.otel_protocol, headers=headers)
+            n = posts = status = 0
+            for req in requests():
+                n += spans(req)
+                status, sent = send(req, args.otel_endpoint, protocol=args.otel_protocol, headers=headers)
+                posts += sent
             in_posts = f", {posts} requests" if posts > 1 else ""
             from cassettes.redact import Redactor
 
@@ -73,11 +96,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             shown = Redactor().url(traces_url(args.otel_endpoint))
             said.append(f"{n} spans → {shown} (HTTP {status}{in_posts})")
     if args.har:
-        from cassettes.interop.har import build_har
+        from cassettes.interop.har import har_chunks
 
-        har = build_har(run)
-        _write(args.har, orjson.dumps(har, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-        said.append(f"{len(har['log']['entries'])} HAR entries → {args.har}")
+        _write_chunks(args.har, har_chunks(run))
+        said.append(f"{len(run.exchanges)} HAR entries → {args.har}")
     if not args.quiet:
         for s in said:
             print(f"{args.file}: {s}", file=sys.stderr)

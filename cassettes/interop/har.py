@@ -15,8 +15,11 @@ the entry's ``_looptap`` object: HAR allows custom fields whose names start with
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 from urllib.parse import parse_qsl, urlsplit
 
 from cassettes import __version__
@@ -24,7 +27,7 @@ from cassettes.exchange import Exchange, Headers
 from cassettes.interop.run import Run, timeline
 from cassettes.roundtrip import RoundTrip
 
-__all__ = ["build_har"]
+__all__ = ["build_har", "har_chunks", "iter_entries"]
 
 
 def _iso(ts: float) -> str:
@@ -142,18 +145,30 @@ def _entry(rt: RoundTrip, ex: Exchange, start: float, length: float, synthetic: 
     }
 
 
+def _log(run: Run) -> dict[str, Any]:
+    return {"version": "1.2", "creator": {"name": "looptap", "version": __version__}, "pages": [], "entries": [], "comment": f"looptap run {run.name}"}
+
+
+def iter_entries(run: Run) -> Iterator[dict[str, Any]]:
+    """The run's HAR entries, one round trip at a time."""
+    for rt, ex, (start, length, synthetic) in zip(run.roundtrips, run.exchanges, timeline(run), strict=True):
+        yield _entry(rt, ex, start, length, synthetic, run)
+
+
 def build_har(run: Run) -> dict[str, Any]:
-    """The run as a HAR 1.2 document."""
-    entries = [
-        _entry(rt, ex, start, length, synthetic, run)
-        for rt, ex, (start, length, synthetic) in zip(run.roundtrips, run.exchanges, timeline(run), strict=True)
-    ]
-    return {
-        "log": {
-            "version": "1.2",
-            "creator": {"name": "looptap", "version": __version__},
-            "pages": [],
-            "entries": entries,
-            "comment": f"looptap run {run.name}",
-        }
-    }
+    """The run as a HAR 1.2 document (held whole: :func:`har_chunks` writes a large run)."""
+    log = _log(run)
+    log["entries"] = list(iter_entries(run))
+    return {"log": log}
+
+
+def har_chunks(run: Run) -> Iterator[bytes]:
+    """The document :func:`build_har` makes, as JSON text a piece at a time (an entry per line),
+    so that a run of a million round trips is written without being held."""
+    head, _, tail = orjson.dumps({"log": _log(run)}).partition(b'"entries":[]')
+    yield head + b'"entries":[\n'
+    first = True
+    for entry in iter_entries(run):
+        yield (b"" if first else b",\n") + orjson.dumps(entry)
+        first = False
+    yield b"\n]" + tail + b"\n"

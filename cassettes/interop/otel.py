@@ -30,7 +30,7 @@ spec); :mod:`cassettes.interop.otlp` encodes the same dict as OTLP protobuf for 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,7 +42,7 @@ from cassettes.interop.run import Run, timeline
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.roundtrip import RoundTrip
 
-__all__ = ["SCOPE_NAME", "SPAN_KIND_CLIENT", "SPAN_KIND_INTERNAL", "build_request", "span_attributes"]
+__all__ = ["SCOPE_NAME", "SPAN_KIND_CLIENT", "SPAN_KIND_INTERNAL", "build_request", "iter_requests", "span_attributes"]
 
 SCOPE_NAME = "looptap"
 SPAN_KIND_INTERNAL = 1
@@ -336,9 +336,39 @@ def _finding_event(f: Finding, t_ns: int) -> dict[str, Any]:
 
 
 def build_request(run: Run, content: bool = True, project: str | None = None) -> dict[str, Any]:
-    """The run as one OTLP/JSON ``ExportTraceServiceRequest``."""
+    """The run as one OTLP/JSON ``ExportTraceServiceRequest`` (held whole: :func:`iter_requests`
+    gives a large run in pieces). The conversations' root spans come first."""
+    reqs = list(iter_requests(run, content, project))
+    last = reqs[-1]["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans = [s for r in reqs[:-1] for s in r["resourceSpans"][0]["scopeSpans"][0]["spans"]]
+    roots = [s for s in last if s["kind"] == SPAN_KIND_INTERNAL]
+    rest = [s for s in last if s["kind"] != SPAN_KIND_INTERNAL]
+    return _request(reqs[-1], roots + spans + rest)
+
+
+def _request(like: dict[str, Any], spans: list[dict[str, Any]]) -> dict[str, Any]:
+    rs = like["resourceSpans"][0]
+    ss = rs["scopeSpans"][0]
+    return {"resourceSpans": [{"resource": rs["resource"], "scopeSpans": [{"scope": ss["scope"], "spans": spans}]}]}
+
+
+def iter_requests(run: Run, content: bool = True, project: str | None = None, spans_per_request: int = 1000) -> Iterator[dict[str, Any]]:
+    """The run as OTLP/JSON ``ExportTraceServiceRequest`` objects of at most ``spans_per_request``
+    round-trip spans each (one round trip read at a time), the last one with the conversations'
+    root spans, whose times and totals are known only at the end."""
     identity = _identity(run)
     run_tag = identity.hex()[:12]
+    resource: dict[str, AttrValue | None] = {
+        "service.name": "looptap",
+        "looptap.cassette": run.name,
+        "looptap.run": run_tag,
+        "openinference.project.name": project,
+    }
+    shell = {
+        "resourceSpans": [
+            {"resource": {"attributes": _attrs(resource)}, "scopeSpans": [{"scope": {"name": SCOPE_NAME, "version": __version__}, "spans": []}]}
+        ]
+    }
     conv_of: dict[int, str] = {}
     for c in run.analysis.conversations:
         for s in c.turns:
@@ -381,6 +411,9 @@ def build_request(run: Run, content: bool = True, project: str | None = None) ->
         if error is not None:
             span["status"] = {"code": STATUS_ERROR, "message": error}
         spans.append(span)
+        if len(spans) >= spans_per_request:
+            yield _request(shell, spans)
+            spans = []
     roots: list[dict[str, Any]] = []
     for conv_rec in run.analysis.conversations:
         if conv_rec.id not in bounds:
@@ -415,20 +448,7 @@ def build_request(run: Run, content: bool = True, project: str | None = None) ->
                 "attributes": _attrs(root_attrs),
             }
         )
-    resource: dict[str, AttrValue | None] = {
-        "service.name": "looptap",
-        "looptap.cassette": run.name,
-        "looptap.run": run_tag,
-        "openinference.project.name": project,
-    }
-    return {
-        "resourceSpans": [
-            {
-                "resource": {"attributes": _attrs(resource)},
-                "scopeSpans": [{"scope": {"name": SCOPE_NAME, "version": __version__}, "spans": roots + spans}],
-            }
-        ]
-    }
+    yield _request(shell, spans + roots)
 
 
 def _error_message(rt: RoundTrip) -> str | None:

@@ -130,3 +130,24 @@ def test_the_header_alone_is_an_empty_run(tmp_path: Path) -> None:
     path.write_bytes(orjson.dumps(header_record({})) + b"\n")
     run = load_run(path)
     assert len(run.exchanges) == 0 and list(run.roundtrips) == [] and len(run.analysis.turns) == 0
+
+
+def test_exports_written_in_pieces_hold_the_whole_documents(tmp_path: Path) -> None:
+    """``export`` writes HAR an entry at a time and OTLP a thousand spans a line: the same
+    entries and spans as the documents built whole."""
+    from cassettes.cli import main
+    from cassettes.interop.har import build_har
+    from cassettes.interop.otel import build_request
+
+    path = _cassette(tmp_path / "run.jsonl", hostile_exchanges() * 60)  # > 1,000 round trips
+    har, otel = tmp_path / "out.har", tmp_path / "out.otlp.json"
+    assert main(["export", "--har", str(har), "--otel", str(otel), "-q", str(path)]) == 0
+    run = load_run(path)
+    assert orjson.loads(har.read_bytes()) == orjson.loads(orjson.dumps(build_har(run)))
+    lines = [orjson.loads(line) for line in otel.read_bytes().splitlines()]
+    assert len(lines) >= len(run.exchanges) // 1000 >= 1
+    spans = [s for req in lines for s in req["resourceSpans"][0]["scopeSpans"][0]["spans"]]
+    whole = build_request(run)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    key = lambda s: s["spanId"]  # noqa: E731
+    assert sorted(spans, key=key) == sorted(whole, key=key)
+    assert (har.stat().st_mode & 0o777) == (otel.stat().st_mode & 0o777) == 0o600
