@@ -18,9 +18,9 @@ import base64
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import orjson
-from urllib.parse import parse_qsl, urlsplit
 
 from cassettes import __version__
 from cassettes.exchange import Exchange, Headers
