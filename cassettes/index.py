@@ -589,6 +589,13 @@ class Reread:
             self._recent.popitem(last=False)
         return entry
 
+    def find(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
+        """The round trip with this seq (the last one when a seq repeats), read again from disk."""
+        pos = self._run.index.position(seq)
+        if pos is None or pos in self._run._skipped:
+            return None
+        return self.exchange(pos), self.roundtrip(pos)
+
     def exchange(self, pos: int) -> Exchange:
         ex: Exchange = self._entry(pos)[0]
         return ex

@@ -9,7 +9,7 @@ mitmproxy flow files) are loaded whole; they are small by nature and bounded by 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -48,6 +48,15 @@ class Run:
     epoch: float = 0.0
     #: Round trips by API family ("none" for traffic that is not an LLM API's).
     families: dict[str, int] = field(default_factory=dict)
+    #: Finds one round trip by seq without a pass over the run (set by :func:`stream_run`).
+    finder: Callable[[int], tuple[Exchange, RoundTrip] | None] | None = None
+
+    def roundtrip(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
+        """The exchange and parsed round trip with this seq, if the run holds it."""
+        if self.finder is None:
+            by_seq = {ex.seq: (ex, rt) for ex, rt in zip(self.exchanges, self.roundtrips, strict=True)}
+            self.finder = by_seq.get
+        return self.finder(seq)
 
 
 def _created(header: dict[str, Any]) -> float | None:
@@ -100,7 +109,7 @@ def stream_run(path: str | Path) -> Run:
     if epoch is None:
         epoch = inc.first_started if inc.first_started is not None else 0.0
     problems = [str(x) for x in inc.problems]
-    return Run(p.name, again.exchanges, again.roundtrips, analysis, header, problems, epoch, dict(inc.families))
+    return Run(p.name, again.exchanges, again.roundtrips, analysis, header, problems, epoch, dict(inc.families), again.find)
 
 
 def load_run(path: str | Path) -> Run:

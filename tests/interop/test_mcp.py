@@ -1,0 +1,214 @@
+"""``looptap mcp`` driven by the official MCP Python client: every tool on the demo run, real corpus
+recordings and a hostile cassette; answers bounded; paths outside the roots refused."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from cassettes.interop.mcp import build_server
+from cassettes.interop.query import DEFAULT_BYTES, UNTRUSTED_NOTE
+from cassettes.store import CassetteWriter
+from tests._corpus import corpus_files
+from tests.hostile.corpus import hostile_exchanges
+from tests.interop.helpers import write_cassette
+
+#: A raw control or invisible format character in an answer: what must never reach a model raw.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+LARGEST: dict[str, int] = {}
+
+
+def _calls(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, str]]:
+    async def go() -> list[tuple[bool, str]]:
+        out = []
+        async with Client(server) as c:
+            for name, args in calls:
+                r = await c.call_tool(name, args)
+                out.append((bool(r.is_error), "".join(getattr(p, "text", "") for p in r.content)))
+        return out
+
+    return asyncio.run(go())
+
+
+def _ok(answers: list[tuple[bool, str]], limit: int = DEFAULT_BYTES) -> list[dict[str, Any]]:
+    out = []
+    for is_error, body in answers:
+        assert not is_error, body
+        assert not _UNSAFE.search(body), body[:300]
+        data = orjson.loads(body)
+        # compact size: what the answer holds (the SDK pretty-prints the text)
+        size = len(orjson.dumps(data))
+        LARGEST["bytes"] = max(LARGEST.get("bytes", 0), size)
+        assert size <= limit + 200, f"{size} bytes"
+        out.append(data)
+    return out
+
+
+@pytest.fixture
+def root(tmp_path: Path, demo_cassette: Path) -> Path:
+    d = tmp_path / "runs"
+    d.mkdir()
+    shutil.copy(demo_cassette, d / "demo.jsonl")
+    return d
+
+
+def test_every_tool_on_the_demo_run(root: Path) -> None:
+    server = build_server([str(root)])
+    listed, summary, fs, e_only = _ok(
+        _calls(
+            server,
+            [
+                ("list_runs", {}),
+                ("run_summary", {"run": "demo.jsonl"}),
+                ("findings", {"run": "demo.jsonl"}),
+                ("findings", {"run": "demo.jsonl", "layer": "E"}),
+            ],
+        )
+    )
+    assert listed["total"] == 1
+    (row,) = listed["runs"]
+    assert (row["run"], row["round_trips"], row["conversations"], row["turns"]) == ("demo.jsonl", 11, 4, 11)
+    assert row["findings"] == {"E": {"warning": 1}, "C": {"info": 3}}
+    assert summary["note"] == UNTRUSTED_NOTE
+    assert summary["root_causes"][0]["layer"] == "E" and summary["root_causes"][0]["severity"] == "warning"
+    assert [c["conversation"] for c in summary["conversations_shown"]] == ["c1", "c2", "c3", "c4"]
+    assert fs["total"] == 4 and fs["recorded"]["findings"][0]["severity"] == "warning"
+    assert {f["layer"] for f in e_only["recorded"]["findings"]} == {"E"}
+    bad = e_only["recorded"]["findings"][0]
+    seq = bad["seq"]
+    (turn, by_conv, whole_msg, grown, hits, same, tail, later) = _ok(
+        _calls(
+            server,
+            [
+                ("turn", {"run": "demo.jsonl", "seq": seq}),
+                ("turn", {"run": "demo.jsonl", "conversation": bad["conversation"], "turn": bad["turn"]}),
+                ("turn", {"run": "demo.jsonl", "seq": seq, "message": 0, "chars": 0}),
+                ("growth", {"run": "demo.jsonl", "conversation": "c1"}),
+                ("search", {"query": "exchange rate"}),
+                ("diff", {"run_a": "demo.jsonl", "run_b": "demo.jsonl"}),
+                ("tail", {"run": "demo.jsonl"}),
+                ("tail", {"run": "demo.jsonl", "after_seq": 9}),
+            ],
+        )
+    )
+    assert turn["seq"] == seq and any(f["code"] == bad["code"] for f in turn["findings"])
+    assert turn["recorded"]["E_emitted"]["tool_calls"], "the E finding is on a tool call"
+    assert by_conv["seq"] == seq
+    assert whole_msg["recorded"]["role"] in ("user", "system")
+    assert grown["turns"] == len(grown["growth"]) >= 2 and grown["growth"][-1]["cumulative_cost_usd"] > 0
+    assert hits["hits"] >= 1 and all(h["run"] == "demo.jsonl" for h in hits["recorded"]["hits"])
+    assert same["same"] is True and same["divergences"] == 0
+    assert [r["seq"] for r in tail["recorded"]["round_trips"]] == list(range(11))
+    assert [r["seq"] for r in later["recorded"]["round_trips"]] == [10] and later["last_seq"] == 10
+
+
+def test_a_diff_names_the_layer_and_turn(root: Path, tmp_path: Path) -> None:
+    from cassettes.store import read_cassette
+
+    exs = read_cassette(root / "demo.jsonl").exchanges
+    last = exs[-1]
+    body = orjson.loads(b"".join(c for _, c in last.response_chunks))
+    body["content"] = [{"type": "text", "text": "Something else entirely."}]
+    last.response_chunks = [(0.0, orjson.dumps(body))]
+    with CassetteWriter(root / "changed.jsonl") as w:
+        for ex in exs:
+            w.append(ex)
+    (d,) = _ok(_calls(build_server([str(root)]), [("diff", {"run_a": "demo.jsonl", "run_b": "changed.jsonl"})]))
+    assert not d["same"] and any(x["layer"] == "E" and x["seq_b"] == last.seq for x in d["recorded"]["divergences"])
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../outside.jsonl", "link.jsonl", "notes.txt", "sub", "nope.jsonl", "a\x00b"])
+def test_paths_outside_the_roots_are_refused(root: Path, tmp_path: Path, name: str) -> None:
+    outside = tmp_path / "outside.jsonl"
+    shutil.copy(root / "demo.jsonl", outside)
+    (root / "link.jsonl").symlink_to(outside)  # a symlink leading out of the root
+    (root / "notes.txt").write_text("x")
+    (root / "sub").mkdir()
+    server = build_server([str(root)])
+    ((is_error, body),) = _calls(server, [("run_summary", {"run": name})])
+    assert is_error and "demo" not in body.lower().replace("demo.jsonl", "")
+    listed = _ok(_calls(server, [("list_runs", {})]))[0]
+    assert [r["run"] for r in listed["runs"]] == ["demo.jsonl"], "the symlink leading out is not listed"
+
+
+def test_corpus_runs_answer_within_bounds(tmp_path: Path) -> None:
+    d = tmp_path / "runs"
+    d.mkdir()
+    sources = [p for p in corpus_files() if "agent" in p.name or "tool" in p.name][:12]
+    for i, src in enumerate(sources):
+        write_cassette(src, d / f"{i:02d}-{src.stem}.jsonl")
+    server = build_server([str(d)])
+    first = _ok(_calls(server, [("list_runs", {"limit": 100})]))[0]
+    assert first["total"] == len(sources)
+    names = []
+    page = first
+    while True:
+        names += [r["run"] for r in page["runs"]]
+        if page["next_offset"] is None:
+            break
+        page = _ok(_calls(server, [("list_runs", {"offset": page["next_offset"], "limit": 100})]))[0]
+    assert sorted(names) == sorted(p.name for p in d.iterdir())
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for n in names:
+        calls += [("run_summary", {"run": n}), ("findings", {"run": n, "limit": 200}), ("tail", {"run": n, "limit": 200})]
+    answers = _ok(_calls(server, calls))
+    for summary, fs, tail in zip(answers[0::3], answers[1::3], answers[2::3], strict=True):
+        assert fs["total"] == sum(n for layer in summary["findings"].values() for n in layer.values())
+        assert tail["round_trips"] == summary["round_trips"]
+    turns = [("turn", {"run": n, "seq": s["first_seq"]}) for n, a in zip(names, answers[0::3], strict=True) for s in a["conversations_shown"][:2]]
+    assert turns
+    for t in _ok(_calls(server, turns)):
+        assert t["recorded"]["A_said"]["status"] is not None
+
+
+def test_hostile_recordings_reach_the_agent_as_safe_bounded_data(tmp_path: Path) -> None:
+    d = tmp_path / "runs"
+    d.mkdir()
+    with CassetteWriter(d / "hostile.jsonl") as w:
+        for ex in hostile_exchanges():
+            w.append(ex)
+    server = build_server([str(d)])
+    summary, fs = _ok(_calls(server, [("run_summary", {"run": "hostile.jsonl"}), ("findings", {"run": "hostile.jsonl", "limit": 200})]))
+    seqs = sorted({f["seq"] for f in fs["recorded"]["findings"] if f["seq"] is not None})
+    convs = [c["conversation"] for c in summary["conversations_shown"]]
+    calls: list[tuple[str, dict[str, Any]]] = [("turn", {"run": "hostile.jsonl", "seq": s, "chars": 5000}) for s in seqs]
+    calls += [("growth", {"run": "hostile.jsonl", "conversation": c}) for c in convs]
+    calls += [("tail", {"run": "hostile.jsonl", "limit": 200}), ("search", {"query": "e"}), ("turn", {"run": "hostile.jsonl", "seq": seqs[0], "message": 0, "chars": 0})]
+    answers = _ok(_calls(server, calls), limit=DEFAULT_BYTES)
+    assert len(answers) == len(calls)
+    text = orjson.dumps(answers).decode()
+    assert "\u241b" in text or "\\u001b" in text or "␛" in text, "escapes in the recording are shown visibly"
+
+
+def test_the_stdio_server_as_a_coding_agent_starts_it(root: Path) -> None:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "cassettes.cli", "mcp", "--root", str(root)], env=dict(os.environ))
+
+    async def go() -> tuple[list[str], str]:
+        async with Client(params) as c:
+            tools = [t.name for t in (await c.list_tools()).tools]
+            r = await c.call_tool("run_summary", {"run": "demo.jsonl"})
+            return tools, "".join(getattr(p, "text", "") for p in r.content)
+
+    tools, body = asyncio.run(go())
+    assert tools == ["list_runs", "run_summary", "findings", "turn", "search", "growth", "diff", "tail"]
+    assert orjson.loads(body)["conversations"] == 4
+
+
+def test_the_largest_answer_is_reported(request: pytest.FixtureRequest) -> None:
+    """Not a check: prints the largest answer the tests above saw (for the closing note)."""
+    report: Callable[[str], None] = print
+    report(f"largest MCP answer: {LARGEST.get('bytes', 0)} bytes")
