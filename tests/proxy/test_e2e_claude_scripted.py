@@ -1,0 +1,147 @@
+"""Claude Code (npm) against a scripted upstream, recorded by the real ``looptap run``:
+
+* it debugs a recorded run through ``looptap mcp`` (issue 19): the scripted model calls looptap's
+  tools, reads their answers, and answers "why did the run fail?" from them; looptap records the
+  tool calls and results;
+* it delegates to a sub-agent with its Agent (Task) tool (issue 14): looptap threads the sub-agent's
+  calls as their own conversation under the turn that spawned it, and the main loop continues.
+
+The scripted model (tests/support/scripted.py) decides from each request's content, so the real
+client runs its real loop: MCP start-up, permission checks, tool results, sub-agent prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib.resources import as_file, files
+from pathlib import Path
+from typing import Any
+
+from cassettes.interop.run import load_run
+from tests.interop.helpers import write_cassette
+from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
+from tests.support.harness import outputs
+from tests.support.recorder import needs_recorder
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+
+pytestmark = [needs_recorder]
+
+MODEL = "claude-sonnet-4-5"
+
+
+def _claude(tmp_path: Path, secret: str, up: ScriptedUpstream, confdir: Path, prompt: str, *args: str) -> tuple[Any, Path]:
+    claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
+    env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, **CLAUDE_OFFLINE)
+    cmd = [str(claude), "-p", prompt, "--model", MODEL, "--output-format", "json", "--no-session-persistence", *args]
+    return looptap_run(tmp_path, confdir, cmd, env, upstream=up, timeout=180)  # type: ignore[arg-type]
+
+
+def _last_result(req: ScriptedRequest) -> Any:
+    """The JSON of the latest tool result (an MCP tool answers JSON text)."""
+    results = req.tool_results()
+    return json.loads(results[-1]) if results else None
+
+
+# ---------------------------------------------------------------------------------------------
+# looptap mcp, used by Claude Code to explain a failed run
+
+
+def test_claude_code_explains_a_failed_run_through_looptap_mcp(tmp_path: Path, confdir: Path, secret: str) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
+        write_cassette(Path(src), runs / "agent-run.jsonl")  # the bundled demo: its E finding is the cause
+    truth = load_run(runs / "agent-run.jsonl").analysis
+    worst = sorted(truth.findings, key=lambda f: ({"error": 0, "warning": 1}.get(f.severity.value, 2), f.seq or 0))[0]
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"looptap": {"type": "stdio", "command": sys.executable, "args": ["-m", "cassettes.cli", "mcp", "--root", str(runs)]}}}))
+
+    def route(req: ScriptedRequest) -> Reply:
+        if not any(t.startswith("mcp__looptap__") for t in req.tools):
+            return Reply.say("(side call)", what="side")
+        done = len(req.tool_results())
+        if done == 0:
+            return Reply.tool("mcp__looptap__run_summary", {"run": "agent-run.jsonl"}, what="main:summary")
+        if done == 1:  # the model reads looptap's answer and asks for the root cause's turn
+            root = _last_result(req)["root_causes"][0]
+            return Reply.tool("mcp__looptap__turn", {"run": "agent-run.jsonl", "seq": root["seq"]}, what="main:turn")
+        turn = _last_result(req)
+        f = turn["findings"][0]
+        calls = turn["recorded"]["E_emitted"]["tool_calls"]
+        named = f" ({calls[0]['name']})" if calls else ""
+        return Reply.say(
+            f"The run went wrong at #{turn['seq']} ({turn['conversation']}/turn {turn['turn']}), layer {f['layer']}: "
+            f"{f['code']}{named}.",
+            what="main:answer",
+        )
+
+    with ScriptedUpstream(route) as up:
+        proc, out = _claude(
+            tmp_path, secret, up, confdir, "Why did the run agent-run.jsonl go wrong?",
+            "--mcp-config", str(config), "--strict-mcp-config", "--allowedTools", "mcp__looptap",
+        )
+        log = "\n".join(x.line() for x in up.log)
+    assert proc.returncode == 0, explain(proc) + "\n--- scripted\n" + log
+    answer = outputs(proc)[-1]["result"]
+    conv = worst.conversation
+    assert answer.startswith(f"The run went wrong at #{worst.seq} ({conv}/turn {worst.turn}), layer {worst.layer}: {worst.code}"), answer
+    # looptap recorded Claude Code's calls of its own tools, and their answers
+    run = load_run(out)
+    calls = [c.name for rt in run.roundtrips if rt.response is not None for c in rt.response.tool_calls]
+    assert calls == ["mcp__looptap__run_summary", "mcp__looptap__turn"], log
+    last = list(run.roundtrips)[-1]
+    assert last.request is not None and last.response is not None
+    results = [p.tool_result for m in last.request.messages for p in m.parts if p.tool_result is not None]
+    assert len(results) == 2 and "root_causes" in (results[0].content or "") and worst.code in (results[1].content or "")
+    assert last.response.text == answer
+    assert not [f for f in run.analysis.findings if f.severity.value in ("error", "warning")], [f.code for f in run.analysis.findings]
+    assert secret.encode() not in out.read_bytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# A Task sub-agent, threaded under the turn that spawned it
+
+
+def test_claude_code_sub_agent_is_threaded_under_its_parent(tmp_path: Path, confdir: Path, secret: str) -> None:
+    task = "Count the vowels in the word looptap and report the number."
+
+    def route(req: ScriptedRequest) -> Reply:
+        if not req.tools:
+            return Reply.say("(side call)", what="side")
+        if "cc_is_subagent=true" in req.system:  # the sub-agent's own loop (it could spawn too)
+            return Reply.say("There are 3 vowels in looptap.", what="sub")
+        if not req.tool_results():
+            return Reply.tool("Agent", {"description": "Count vowels", "prompt": task, "subagent_type": "general-purpose"}, what="main:spawn")
+        return Reply.say("The sub-agent counted 3 vowels.", what="main:answer")
+
+    with ScriptedUpstream(route) as up:
+        proc, out = _claude(tmp_path, secret, up, confdir, "Use a sub-agent to count the vowels in looptap.", "--allowedTools", "Agent")
+        log = "\n".join(x.line() for x in up.log)
+    assert proc.returncode == 0, explain(proc) + "\n--- scripted\n" + log
+    assert outputs(proc)[-1]["result"] == "The sub-agent counted 3 vowels.", log
+    whats = [x.reply.what for x in up.log if x.reply is not None]
+    assert whats.count("main:spawn") == 1 and whats.count("sub") >= 1 and whats.count("main:answer") == 1, log
+    run = load_run(out)
+    a = run.analysis
+
+    def seq_of(pred: Any) -> int:
+        (seq,) = [ex.seq for ex, rt in zip(run.exchanges, run.roundtrips, strict=True) if rt.request is not None and pred(rt)]
+        return int(seq)  # type: ignore[arg-type]
+
+    def users(rt: Any) -> str:
+        return " ".join(p.text or "" for m in rt.request.messages if m.role == "user" for p in m.parts)
+
+    spawn = seq_of(lambda rt: rt.response is not None and [c.name for c in rt.response.tool_calls] == ["Agent"])
+    answer = seq_of(lambda rt: rt.response is not None and rt.response.text == "The sub-agent counted 3 vowels.")
+    sub_first = min(
+        ex.seq for ex, rt in zip(run.exchanges, run.roundtrips, strict=True)
+        if rt.request is not None and task in users(rt) and rt.response is not None and rt.response.text.startswith("There are 3")
+    )
+    convs = [(c.id, c.turns, c.branch, c.parent_seq) for c in a.conversations]
+    main = next(c for c in a.conversations if spawn in c.turns)
+    sub = next(c for c in a.conversations if sub_first in c.turns)
+    assert main is not sub, convs
+    assert main.turns[-1] == answer and spawn in main.turns, convs
+    assert sub.parent_seq == spawn and sub.branch == "sub_agent", convs
+    assert not [f for f in a.findings if f.severity.value in ("error", "warning")], [(f.code, f.message) for f in a.findings]
