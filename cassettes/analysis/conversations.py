@@ -112,6 +112,15 @@ def _message_keys(m: Message) -> tuple[int, int, int]:
 _SYSTEM_KEY = hash("looptap:system")
 
 
+_NO_NAMES: frozenset[str] = frozenset()  # one shared empty set: each frozenset() is a new object
+
+
+def _call_names(message: Message) -> frozenset[str]:
+    """Tool names of a message's calls (kept only where calls carry no ids)."""
+    names = frozenset(p.tool_call.name for p in message.parts if p.tool_call is not None and p.tool_call.name)
+    return names if names else _NO_NAMES
+
+
 def _call_ids(parts: list[Part]) -> set[str]:
     """Tool-call ids named by the parts: calls' own ids and the ids results answer."""
     out: set[str] = set()
@@ -211,6 +220,8 @@ class _TurnInfo:
     response_id: str | None
     failed: bool
     family: str
+    #: Tool names of the answer's calls (for APIs whose results name the tool, not a call id).
+    echo_names: frozenset[str] = frozenset()  # noqa: RUF009 (immutable)
 
 
 #: Registrations kept per prefix hash once pruned: those still their conversation's latest (up
@@ -324,7 +335,8 @@ class Threader:
             last_parts=_part_keys(messages[-1].parts) if messages else [],
             echo_parts=_part_keys(echo.parts) if echo is not None else [],
             echo_key=message_key(echo) if echo is not None else None,
-            echo_ids=frozenset(_call_ids(echo.parts)) if echo is not None else frozenset(),
+            echo_ids=frozenset(_call_ids(echo.parts) or _NO_NAMES) if echo is not None else _NO_NAMES,
+            echo_names=_call_names(echo) if echo is not None and not _call_ids(echo.parts) else _NO_NAMES,
             response_id=response.id if response is not None else None,
             failed=failed,
             family=family,
@@ -410,6 +422,19 @@ class Threader:
         t = self.turns[tid]
         return (t.system == self._system and t.tools == self._tools, bool(self._ids and t.echo_ids & self._ids), live)
 
+    def _hands_over(self, prev: _TurnInfo) -> bool:
+        """The request ends with nothing but the results of calls ``prev`` made: the loop goes on
+        under another agent (a handoff: openai-agents, swarm), not a side call over the history,
+        which asks something of its own (a summary, a title) in its last message."""
+        if not self._messages or not (prev.echo_ids or prev.echo_names):
+            return False
+        last = self._messages[-1].parts
+        results = [p.tool_result for p in last if p.tool_result is not None]
+        if not results or any(p.tool_result is None and p.kind == "text" and (p.text or "").strip() for p in last):
+            return False
+        # By call id; where the API names only the tool (Gemini, Ollama), by name.
+        return all(r.call_id in prev.echo_ids if r.call_id else (r.name is not None and r.name in prev.echo_names) for r in results)
+
     def _choose(self, regs: list[_Registered]) -> tuple[_Registered, int]:
         """The most likely registration, and how many conversations rank as high."""
         regs = regs[-_MAX_PER_PREFIX:]
@@ -467,9 +492,9 @@ class Threader:
                     continue
             best, tied = self._choose(regs)
             prev_info = self.turns[best.turn]
-            if prev_info.system != self._system and prev_info.tools != self._tools:
+            if prev_info.system != self._system and prev_info.tools != self._tools and not self._hands_over(prev_info):
                 # Another agent (another system prompt and other tools) over this history: a
-                # summary or compaction call, a handoff. Its own conversation, branched here.
+                # summary, compaction or title call. Its own conversation, branched here.
                 return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call")
             # Compared with the conversation's latest turn, not the older turn it matched best: a
             # history that extends an earlier turn has dropped or rewritten what came after it.

@@ -76,11 +76,39 @@ def _limit() -> None:
     os.setsid()
 
 
+#: Runs the command as its own child and writes that child's peak RSS (KB) to the file named
+#: first. Linux carries a process's RSS high-water mark across fork and exec, so a command started
+#: straight from this (large) process would report this process's size as its own peak; started
+#: from a small launcher, its figure is its own.
+_LAUNCH = """
+import os, signal, sys
+path, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+signal.signal(signal.SIGTERM, lambda *a: os.kill(pid, signal.SIGKILL))
+_, status, usage = os.wait4(pid, 0)
+with open(path, "w") as fh:
+    fh.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+if code < 0:
+    if -code not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
 def _run(argv: list[str], timeout: float, cwd: Path, stdin: bytes | None = None) -> tuple[int | None, bytes, bytes, float, float, bool]:
-    """(exit, stdout, stderr, seconds, peak RSS MB, hung) of one child, its RSS from wait4."""
+    """(exit, stdout, stderr, seconds, peak RSS MB, hung) of one child, its RSS from wait4 in a
+    small launcher (see :data:`_LAUNCH`)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r") as rss_file:
         t0 = time.monotonic()
+        argv = [sys.executable, "-S", "-c", _LAUNCH, rss_file.name, *argv]
         p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env, preexec_fn=_limit)
         hung = threading.Event()
 
@@ -101,7 +129,9 @@ def _run(argv: list[str], timeout: float, cwd: Path, stdin: bytes | None = None)
         seconds = time.monotonic() - t0
         out.seek(0)
         err.seek(0)
-        return p.returncode, out.read(), err.read(), seconds, usage.ru_maxrss / 1024, hung.is_set()
+        measured = rss_file.read().strip()
+        rss_kb = int(measured) if measured.isdigit() else usage.ru_maxrss  # killed: the launcher's figure
+        return p.returncode, out.read(), err.read(), seconds, rss_kb / 1024, hung.is_set()
 
 
 def _replay_argv(file: Path) -> list[str]:

@@ -18,6 +18,8 @@ from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cassettes.interop.run import load_run
 from tests.interop.helpers import write_cassette
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
@@ -144,4 +146,63 @@ def test_claude_code_sub_agent_is_threaded_under_its_parent(tmp_path: Path, conf
     assert main is not sub, convs
     assert main.turns[-1] == answer and spawn in main.turns, convs
     assert sub.parent_seq == spawn and sub.branch == "sub_agent", convs
+    assert not [f for f in a.findings if f.severity.value in ("error", "warning")], [(f.code, f.message) for f in a.findings]
+
+
+# ---------------------------------------------------------------------------------------------
+# An openai-agents handoff: the second agent takes over the same conversation
+
+
+HANDOFF_CLIENT = """
+import asyncio, json, os, sys
+from agents import Agent, Runner, function_tool, set_tracing_disabled
+
+set_tracing_disabled(True)
+base = os.environ.get("OPENAI_BASE_URL", "")
+if not base.startswith("http://127.0.0.1:"):
+    sys.exit(f"OPENAI_BASE_URL is not the recorder's listener: {base!r}")
+
+@function_tool
+def lookup_invoice(invoice: str) -> str:
+    \"\"\"The state of an invoice.\"\"\"
+    return f"invoice {invoice}: paid on 2026-11-02"
+
+billing = Agent(name="billing", instructions="You handle billing questions. Look invoices up.", tools=[lookup_invoice], model="gpt-4o")
+triage = Agent(name="triage", instructions="You route the user to the right specialist.", handoffs=[billing], model="gpt-4o")
+
+async def main():
+    result = await Runner.run(triage, "Is my invoice 42 paid?")
+    print(json.dumps({"final": result.final_output, "agent": result.last_agent.name}), flush=True)
+asyncio.run(main())
+"""
+
+
+def test_openai_agents_handoff_continues_the_conversation(tmp_path: Path, confdir: Path, secret: str) -> None:
+    pytest.importorskip("agents")
+    from tests.proxy.test_e2e_frameworks import explain as explain_py
+    from tests.proxy.test_e2e_frameworks import looptap_run as run_py
+    from tests.proxy.test_e2e_frameworks import python_client
+
+    def route(req: ScriptedRequest) -> Reply:
+        if "transfer_to_billing" in req.tools:
+            return Reply.tool("transfer_to_billing", {}, what="triage:handoff")
+        if not any("invoice 42: paid" in r for r in req.tool_results()):
+            return Reply.tool("lookup_invoice", {"invoice": "42"}, what="billing:lookup")
+        return Reply.say("Invoice 42 was paid on 2026-11-02.", what="billing:answer")
+
+    with ScriptedUpstream(route) as up:
+        cmd = python_client(tmp_path, HANDOFF_CLIENT)
+        proc, out = run_py(tmp_path, confdir, secret, cmd, extra=("--upstream", f"openai={up.url}"), env={"OPENAI_AGENTS_DISABLE_TRACING": "1"})
+        log = "\n".join(x.line() for x in up.log)
+    assert proc.returncode == 0, explain_py(proc) + "\n--- scripted\n" + log
+    assert outputs(proc)[-1] == {"final": "Invoice 42 was paid on 2026-11-02.", "agent": "billing"}, log
+    assert [x.reply.what for x in up.log if x.reply] == ["triage:handoff", "billing:lookup", "billing:answer"], log
+    run = load_run(out)
+    a = run.analysis
+    convs = [(c.id, c.turns, c.branch, c.parent_seq) for c in a.conversations]
+    # The billing agent's requests carry the whole history (the user's question, the transfer call
+    # and its output) under its own instructions: one conversation that changed hands, not three.
+    assert len(a.conversations) == 1 and len(a.conversations[0].turns) == 3, convs
+    turns = [a.turns[s] for s in a.conversations[0].turns]
+    assert [t.c.link for t in turns] == ["start", "extends", "extends"], [t.c.link for t in turns]
     assert not [f for f in a.findings if f.severity.value in ("error", "warning")], [(f.code, f.message) for f in a.findings]

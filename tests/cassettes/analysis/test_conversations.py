@@ -343,8 +343,10 @@ def test_task_sub_agent_is_linked_to_the_call_that_started_it(family: str) -> No
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_handoff_is_its_own_conversation_branched_from_the_handoff_turn(family: str) -> None:
-    """openai-agents: the next agent gets the whole history under its own instructions and tools."""
+def test_handoff_continues_the_conversation_under_the_next_agent(family: str) -> None:
+    """openai-agents: the next agent gets the whole history under its own instructions and tools,
+    ending with the result of the transfer call: the loop goes on (one conversation, the transfer
+    call answered), unlike a side call over the history, which asks something of its own."""
     triage = AgentScript(family, system="You are a triage agent.", tools=(WEATHER, TRANSFER))
     triage.user("Book me a table at Le Comptoir tonight.")
     handoff = Call("transfer_to_booking_agent", {})
@@ -356,11 +358,21 @@ def test_handoff_is_its_own_conversation_branched_from_the_handoff_turn(family: 
     booking.results("booked for 8pm")
     booking.reply("Your table at Le Comptoir is booked for 8pm.")
     run = run_of([triage.exchanges[0], *booking.exchanges])
-    assert threads(run) == [[0], [1, 2]]
+    assert threads(run) == [[0, 1, 2]]
+    assert links(run) == ["start", "extends", "extends"]
+    assert [p.call_id for p in run.turns[1].c.pairings if p.in_history] == [run.turns[0].e.tool_calls[0].id]
+    # Only the true note that the new instructions and tools start the prompt cache afresh.
+    assert {(f.code, f.severity, f.seq) for f in run.findings} <= {("C.cache_prefix_broken", "info", 1)}
+    # The same history under another agent that asks for something of its own (a summary) is a
+    # side call, branched from the turn whose history it read.
+    summary = AgentScript(family, system="Summarise the conversation.", tools=())
+    summary.history = list(triage.history)
+    summary.user("Summarise the conversation so far in one line.")
+    summary.reply("The user wants a table; the triage agent handed over.")
+    run = run_of([triage.exchanges[0], summary.exchanges[0], *booking.exchanges])
+    assert threads(run) == [[0, 2, 3], [1]]
     conv = next(c for c in run.conversations if c.id == run.turns[1].conversation)
     assert (conv.parent_seq, conv.branch) == (0, "side_call")
-    assert links(run) == ["start", "start", "extends"]
-    assert [f for f in run.findings if f.severity != "info"] == []
 
 
 @pytest.mark.parametrize("family", FAMILIES)
