@@ -221,7 +221,7 @@ class _TurnInfo:
     failed: bool
     family: str
     #: Tool names of the answer's calls (for APIs whose results name the tool, not a call id).
-    echo_names: frozenset[str] = frozenset()  # noqa: RUF009 (immutable)
+    echo_names: frozenset[str] = frozenset()
 
 
 #: Registrations kept per prefix hash once pruned: those still their conversation's latest (up
