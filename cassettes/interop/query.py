@@ -177,6 +177,7 @@ class Runs:
             if not r.is_dir():
                 raise QueryError(f"{r} is not a directory")
         self._open: OrderedDict[Path, _Open] = OrderedDict()
+        self._live: OrderedDict[Path, tuple[Any, int]] = OrderedDict()  # file → (IncrementalRun, inode)
         self._keep = keep
 
     # -- files ------------------------------------------------------------------------------
@@ -506,35 +507,62 @@ class Runs:
         return _wrap({"divergences": len(items), "same": not divs, "recorded": {"divergences": shown}, "more": nxt is not None})
 
     def tail(self, run: str, after_seq: int = -1, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
-        """Round trips recorded after ``after_seq`` (a recording in progress: call again with the
-        last seq seen)."""
-        _, r = self.open(run)  # reopened when the file grew (size and mtime change)
+        """Round trips recorded after ``after_seq``. A recording in progress is followed as it
+        grows: the server keeps reading the file where it stopped (only the new records are read
+        and analysed), so call again with the ``last_seq`` of the previous answer."""
+        from cassettes.index import IncrementalRun
+
+        path = self.resolve(run)
+        st = path.stat()
+        live = self._live.get(path)
+        if live is None or live[1] != st.st_ino or st.st_size < live[0].index.consumed:
+            try:
+                live = (IncrementalRun(path), st.st_ino)
+            except CassetteError as exc:
+                raise QueryError(text(str(exc), 300)) from None
+            self._live[path] = live
+            while len(self._live) > self._keep:
+                self._live.popitem(last=False)
+        self._live.move_to_end(path)
+        inc = live[0]
+        try:
+            while not inc.step().at_end:
+                pass
+        except CassetteError as exc:
+            raise QueryError(text(str(exc), 300)) from None
         items: list[dict[str, Any]] = []
-        last = after_seq
-        for ex, rt in zip(r.exchanges, r.roundtrips, strict=True):
-            seq = ex.seq if ex.seq is not None else -1
+        seqs = inc.index.seqs
+        for pos in range(len(seqs)):
+            seq = seqs[pos]
             if seq <= after_seq:
                 continue
-            t = r.analysis.turns.get(seq)
-            items.append(
-                {
-                    "seq": seq,
-                    "family": rt.family,
-                    "status": rt.status,
-                    "conversation": t.conversation if t else None,
-                    "turn": t.index if t else None,
-                    "findings": [f"{f.severity.value} {f.layer} {f.code}" for f in t.findings] if t else [],
-                    "recorded_text": text(t.e.text if t else None, 160),
-                    "recorded_tool_calls": [text(k.name, 80) for k in t.e.tool_calls] if t else [],
-                }
-            )
-            last = seq
+            t = inc.summaries.get(seq)
+            item: dict[str, Any] = {"seq": seq, "llm_turn": t is not None}
+            if t is not None:
+                item.update(
+                    {
+                        "conversation": t.conversation,
+                        "turn": t.index,
+                        "family": t.family,
+                        "status": t.status,
+                        "finish": text(t.finish, 60),
+                        "tool_calls": t.tool_calls,
+                        "findings": [f"{f.severity.value} {f.layer} {f.code}" for f in t.findings],
+                    }
+                )
+            items.append(item)
             if len(items) >= limit:
                 break
-        shown, _ = page(items, 0, limit, _budget(max_bytes))
-        if shown:
-            last = shown[-1]["seq"]
-        return _wrap({"after_seq": after_seq, "last_seq": last, "round_trips": len(r.exchanges), "recorded": {"round_trips": shown}})
+        shown, _ = page(items, 0, max(1, min(limit, 500)), _budget(max_bytes))
+        last = shown[-1]["seq"] if shown else after_seq
+        return {
+            "after_seq": after_seq,
+            "last_seq": last,
+            "round_trips_so_far": len(seqs),
+            "still_being_written": inc.index.pending > 0,
+            "round_trips": shown,
+            "note": "findings of the run's end (e.g. a call never answered) appear once the recording is finished: see findings",
+        }
 
 
 def _budget(max_bytes: int) -> int:

@@ -112,8 +112,8 @@ def test_every_tool_on_the_demo_run(root: Path) -> None:
     assert grown["turns"] == len(grown["growth"]) >= 2 and grown["growth"][-1]["cumulative_cost_usd"] > 0
     assert hits["hits"] >= 1 and all(h["run"] == "demo.jsonl" for h in hits["recorded"]["hits"])
     assert same["same"] is True and same["divergences"] == 0
-    assert [r["seq"] for r in tail["recorded"]["round_trips"]] == list(range(11))
-    assert [r["seq"] for r in later["recorded"]["round_trips"]] == [10] and later["last_seq"] == 10
+    assert [r["seq"] for r in tail["round_trips"]] == list(range(11)) and all(r["llm_turn"] for r in tail["round_trips"])
+    assert [r["seq"] for r in later["round_trips"]] == [10] and later["last_seq"] == 10
 
 
 def test_a_diff_names_the_layer_and_turn(root: Path, tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ def test_corpus_runs_answer_within_bounds(tmp_path: Path) -> None:
     answers = _ok(_calls(server, calls))
     for summary, fs, tail in zip(answers[0::3], answers[1::3], answers[2::3], strict=True):
         assert fs["total"] == sum(n for layer in summary["findings"].values() for n in layer.values())
-        assert tail["round_trips"] == summary["round_trips"]
+        assert tail["round_trips_so_far"] == summary["round_trips"]
     turns = [("turn", {"run": n, "seq": s["first_seq"]}) for n, a in zip(names, answers[0::3], strict=True) for s in a["conversations_shown"][:2]]
     assert turns
     for t in _ok(_calls(server, turns)):
@@ -192,6 +192,36 @@ def test_hostile_recordings_reach_the_agent_as_safe_bounded_data(tmp_path: Path)
     assert len(answers) == len(calls)
     text = orjson.dumps(answers).decode()
     assert "\u241b" in text or "\\u001b" in text or "␛" in text, "escapes in the recording are shown visibly"
+
+
+def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
+    """Records appended between two calls are read (and only they); a half-written last record
+    waits for its newline."""
+    d = tmp_path / "runs"
+    d.mkdir()
+    exchanges = hostile_exchanges("")[:6]
+    live = d / "live.jsonl"
+    with CassetteWriter(live) as w:
+        for ex in exchanges[:3]:
+            w.append(ex)
+    from cassettes.interop.query import Runs
+
+    runs = Runs([d])
+    first = runs.tail("live.jsonl")
+    assert [r["seq"] for r in first["round_trips"]] == [0, 1, 2] and not first["still_being_written"]
+    with CassetteWriter(live) as w:  # the recorder goes on (appending)
+        for ex in exchanges[3:5]:
+            w.append(ex)
+    full = live.read_bytes()
+    with CassetteWriter(live) as w:
+        w.append(exchanges[5])
+    whole = live.read_bytes()
+    live.write_bytes(whole[: len(full) + 20])  # the last record half written
+    second = runs.tail("live.jsonl", after_seq=first["last_seq"])
+    assert [r["seq"] for r in second["round_trips"]] == [3, 4] and second["still_being_written"]
+    live.write_bytes(whole)
+    third = runs.tail("live.jsonl", after_seq=second["last_seq"])
+    assert [r["seq"] for r in third["round_trips"]] == [5] and third["round_trips_so_far"] == 6
 
 
 def test_the_stdio_server_as_a_coding_agent_starts_it(root: Path) -> None:
