@@ -74,3 +74,25 @@ def test_public_api_is_sorted_and_importable() -> None:
     assert cassettes.__all__ == sorted(cassettes.__all__, key=lambda s: (not s.isupper(), s))
     for name in cassettes.__all__:
         assert hasattr(cassettes, name)
+
+
+def test_the_pytest_plugin_loads_nothing_heavy() -> None:
+    """The plugin loads in every pytest session where looptap is installed, used or not (issue 15:
+    it added 1.4-2.0 s). Loading it must import no analysis, server, recorder, pydantic or models:
+    a fixture or marker imports what it needs when a test uses it."""
+    code = (
+        "import sys, pytest; before = set(sys.modules); import cassettes.replay.pytest_plugin; "
+        "new = sorted(set(sys.modules) - before); print('\\n'.join(new))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    heavy = [m for m in out if m.split(".")[0] in ("pydantic", "jsonschema", "genai_prices", "yaml", "orjson", "httpx", "mcp")]
+    ours = [m for m in out if m.startswith("cassettes")]
+    assert not heavy, heavy
+    assert sorted(ours) == ["cassettes", "cassettes.errors", "cassettes.replay", "cassettes.replay.pytest_plugin"], ours
+
+
+def test_the_package_exports_load_on_first_use() -> None:
+    code = "import sys, cassettes; print(sorted(m for m in sys.modules if m.startswith(('cassettes', 'pydantic'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    assert out == "['cassettes']", out
+    assert all(getattr(cassettes, name) is not None for name in cassettes.__all__)

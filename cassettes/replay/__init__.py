@@ -10,11 +10,43 @@ by layer, diff two runs, and the pytest plugin that ties it together.
 
 from __future__ import annotations
 
-from cassettes.replay.jsondiff import Change, json_diff
-from cassettes.replay.matcher import Matcher, Miss, Recorded, Verdict, request_key
-from cassettes.replay.rundiff import Divergence, diff_runs
-from cassettes.replay.runview import Run
-from cassettes.replay.server import ReplayServer, parse_pace, replay_env
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Loaded on first use (PEP 562): the pytest plugin lives in this package and loads in every test
+# session, so importing the package must not import the server, the matcher and the analysis.
+_EXPORTS = {
+    "Change": "cassettes.replay.jsondiff",
+    "json_diff": "cassettes.replay.jsondiff",
+    "Matcher": "cassettes.replay.matcher",
+    "Miss": "cassettes.replay.matcher",
+    "Recorded": "cassettes.replay.matcher",
+    "Verdict": "cassettes.replay.matcher",
+    "request_key": "cassettes.replay.matcher",
+    "Divergence": "cassettes.replay.rundiff",
+    "diff_runs": "cassettes.replay.rundiff",
+    "Run": "cassettes.replay.runview",
+    "ReplayServer": "cassettes.replay.server",
+    "parse_pace": "cassettes.replay.server",
+    "replay_env": "cassettes.replay.server",
+}
+
+if TYPE_CHECKING:
+    from cassettes.replay.jsondiff import Change, json_diff
+    from cassettes.replay.matcher import Matcher, Miss, Recorded, Verdict, request_key
+    from cassettes.replay.rundiff import Divergence, diff_runs
+    from cassettes.replay.runview import Run
+    from cassettes.replay.server import ReplayServer, parse_pace, replay_env
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cassettes.replay' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Change",

@@ -37,16 +37,18 @@ import tempfile
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cassettes import providers
 from cassettes.errors import CassetteError, ReplayMiss
-from cassettes.exchange import Exchange
-from cassettes.replay.recording import RecorderProcess, SessionCassette
-from cassettes.replay.runview import Run
-from cassettes.replay.server import ReplayServer, parse_pace
+
+# Everything else is imported where it is used: this module loads in every pytest session of every
+# project that has looptap installed, whether a test uses it or not.
+if TYPE_CHECKING:
+    from cassettes.exchange import Exchange
+    from cassettes.replay.runview import Run
+    from cassettes.replay.server import ReplayServer
 
 __all__ = ["LooptapSession", "looptap"]
 
@@ -93,6 +95,7 @@ class SessionRecorder:
 
     def __init__(self, upstreams: dict[str, str], confdir: Path) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="looptap-session-"))
+        from cassettes.replay.recording import RecorderProcess, SessionCassette
         self.process = RecorderProcess(self.dir / "session.jsonl", upstreams=upstreams, confdir=confdir)
         self.cassette = SessionCassette(self.process.output)
         self.env: dict[str, str] = {}
@@ -179,6 +182,8 @@ class LooptapSession:
         """The run so far: the requests the agent sent and the responses replayed (or, in
         ``new_episodes``, recorded now); when only recording, the recorded cassette (reading it
         ends the recording)."""
+        from cassettes.replay.runview import Run
+
         if self.server is not None:
             return Run(list(self.server.served))
         if self._run is None:
@@ -222,6 +227,7 @@ class LooptapSession:
 
 def _api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """A placeholder key for each API whose SDK refuses to start without one (replay only)."""
+    from cassettes import providers
     for fam in providers.FAMILIES:
         adapter = providers.by_family(fam)
         names = adapter.api_key_env() if adapter is not None else ()
@@ -244,6 +250,7 @@ def _listener_fallback(recorder_env: dict[str, str]) -> Any:
     from urllib.parse import urlsplit
 
     bases: dict[str, str] = {}
+    from cassettes import providers
     for name, (_upstream, variables, _suffix) in providers.REVERSE_UPSTREAMS.items():
         for var in variables:
             if var in recorder_env:
@@ -277,6 +284,8 @@ def looptap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp
     path = (item.path.parent / given) if given else _default_path(item)
     pace = (marker.kwargs.get("pace") if marker else None) or config.getoption("--looptap-pace") or "instant"
     strict = bool((marker.kwargs.get("strict") if marker else None) or config.getoption("--looptap-strict"))
+    from cassettes.replay.server import ReplayServer, parse_pace
+
     try:
         parse_pace(pace)
     except ValueError as exc:
