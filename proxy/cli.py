@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -136,6 +135,8 @@ def _warn_exposure(args: argparse.Namespace) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    import asyncio  # here, not at the top: `looptap --help` loads every command module
+
     messages.to_stderr()
     _warn_exposure(args)
     try:
@@ -186,6 +187,8 @@ def _summary(path: Path, before: int = 0) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import asyncio  # here, not at the top: `looptap --help` loads every command module
+
     messages.to_stderr()
     argv = list(args.cmd)
     if argv and argv[0] == "--":

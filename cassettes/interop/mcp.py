@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cassettes.interop.query import DEFAULT_BYTES, QueryError, Runs
-
 __all__ = ["build_server", "cmd_mcp", "register_mcp"]
 
 INSTRUCTIONS = (
@@ -35,6 +33,7 @@ def build_server(roots: list[str]) -> Any:
     from mcp_types import ToolAnnotations
 
     from cassettes import __version__
+    from cassettes.interop.query import DEFAULT_BYTES, QueryError, Runs
 
     runs = Runs(roots)
     server = MCPServer(name="looptap", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
@@ -138,6 +137,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except ImportError:
         print("looptap mcp: error: the MCP server needs the mcp package: pip install 'looptap[mcp]'", file=sys.stderr)
         return 2
+    from cassettes.interop.query import QueryError
+
     roots = args.root or ["."]
     try:
         server = build_server([str(Path(r)) for r in roots])

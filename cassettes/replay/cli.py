@@ -6,7 +6,6 @@ Errors are converted by the core CLI (one line, non-zero exit); these commands o
 from __future__ import annotations
 
 import argparse
-import asyncio
 import signal
 import sys
 from pathlib import Path
@@ -22,6 +21,8 @@ def _err(msg: str) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    import asyncio  # here, not at the top: `looptap --help` loads every command module
+
     from cassettes.replay.server import ReplayServer, parse_pace
 
     try:
