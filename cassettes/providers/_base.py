@@ -201,6 +201,43 @@ class Provider:
         """Headers that tell this API's SDKs whether to retry an error response."""
         return [("x-should-retry", "true" if retry else "false")]
 
+    #: Injected faults (``looptap replay --fault``): kind → (HTTP status, error body) as this API
+    #: sends them (WIRE.md §x.6). The base is OpenAI's shape (A.6), which the compatible servers share.
+    fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
+        "rate_limit": (429, {"error": {
+            "message": "Rate limit reached for requests per min (RPM): Limit 500, Used 500, Requested 1. "
+                       "Please try again in 1s. Visit https://platform.openai.com/account/rate-limits to learn more.",
+            "type": "requests", "param": None, "code": "rate_limit_exceeded"}}),
+        "overloaded": (503, {"error": {"message": "The engine is currently overloaded, please try again later",
+                                       "type": "server_error", "param": None, "code": None}}),
+        "server_error": (500, {"error": {"message": "The server had an error while processing your request. Sorry about that!",
+                                         "type": "server_error", "param": None, "code": None}}),
+        "context_length": (400, {"error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+                       "131072 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+    }
+
+    def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
+        """The headers that come with an injected fault: retry hints and the API's rate-limit
+        headers on a rate limit."""
+        out = [("x-request-id", "req_looptap_fault")]
+        if kind == "rate_limit":
+            out += [("retry-after", _seconds(retry_after)), ("x-ratelimit-limit-requests", "500"),
+                    ("x-ratelimit-remaining-requests", "0"), ("x-ratelimit-reset-requests", f"{_seconds(retry_after)}s")]
+        elif kind in ("overloaded", "server_error"):
+            out.append(("retry-after", _seconds(retry_after)))
+        return out
+
+    def fault_event(self, kind: str) -> bytes:
+        """An error inside a 200 stream, framed as this API frames it (its overloaded error)."""
+        return b'data: {"error": {"message": "The server had an error while processing your request. Sorry about that!", "type": "server_error"}}\n\n'
+
+
+def _seconds(value: float) -> str:
+    """A ``retry-after`` value: whole seconds when whole, else with decimals (the SDKs parse both)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
 
 def finish_lookup(table: dict[str, FinishReason], raw: str | None) -> FinishReason | None:
     """The G.1 class of a raw finish value: ``None`` when absent, ``unknown`` for an empty string,

@@ -34,7 +34,7 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import SplitResult, unquote
 
 import orjson
@@ -55,6 +55,7 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     Provider,
+    _seconds,
     as_int,
     as_str,
     error_from_body,
@@ -479,6 +480,29 @@ class AnthropicMessages(Provider):
 
     def api_key_env(self) -> tuple[str, ...]:
         return ("ANTHROPIC_API_KEY",)
+
+    fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
+        "rate_limit": (429, {"type": "error", "error": {"type": "rate_limit_error", "message":
+            "This request would exceed the rate limit for your organization of 50 requests per minute. For details, "
+            "refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers for current usage."},
+            "request_id": "req_looptap_fault"}),
+        "overloaded": (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}, "request_id": "req_looptap_fault"}),
+        "server_error": (500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}, "request_id": "req_looptap_fault"}),
+        "context_length": (400, {"type": "error", "error": {"type": "invalid_request_error",
+            "message": "prompt is too long: 210000 tokens > 200000 maximum"}, "request_id": "req_looptap_fault"}),
+    }
+
+    def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
+        out = [("request-id", "req_looptap_fault")]
+        if kind == "rate_limit":
+            out += [("retry-after", _seconds(retry_after)), ("anthropic-ratelimit-requests-limit", "50"),
+                    ("anthropic-ratelimit-requests-remaining", "0"), ("anthropic-ratelimit-requests-reset", "2026-01-01T00:00:00Z")]
+        elif kind in ("overloaded", "server_error"):
+            out.append(("retry-after", _seconds(retry_after)))
+        return out
+
+    def fault_event(self, kind: str) -> bytes:
+        return b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
 
     def replay_error(self, status: int, message: str, code: str) -> Any:
         kind = "invalid_request_error" if status < 500 else "api_error"

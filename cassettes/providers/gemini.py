@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from itertools import pairwise
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import SplitResult, unquote
 
 import orjson
@@ -746,6 +746,23 @@ class Gemini(Provider):
 
     def api_key_env(self) -> tuple[str, ...]:
         return ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+
+    fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
+        "rate_limit": (429, {"error": {"code": 429, "message": "You exceeded your current quota, please check your plan and billing details. "
+            "For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.",
+            "status": "RESOURCE_EXHAUSTED", "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}]}}),
+        "overloaded": (503, {"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}),
+        "server_error": (500, {"error": {"code": 500, "message": "An internal error has occurred. Please retry or report in "
+            "https://developers.generativeai.google/guide/troubleshooting", "status": "INTERNAL"}}),
+        "context_length": (400, {"error": {"code": 400, "message": "The input token count (1048577) exceeds the maximum number of "
+            "tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}),
+    }
+
+    def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
+        return []  # no rate-limit headers: the wait is RetryInfo.retryDelay in the body (WIRE.md §D.6)
+
+    def fault_event(self, kind: str) -> bytes:
+        return b'data: {"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}\r\n\r\n'
 
     def replay_error(self, status: int, message: str, code: str) -> Any:
         # google-genai's APIError reads error.code / message / status (WIRE.md §D); it does not

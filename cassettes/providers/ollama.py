@@ -21,7 +21,7 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import SplitResult
 
 import orjson
@@ -350,6 +350,19 @@ class OllamaChat(Provider):
                 line = None
             acc.add(line, in_stream=True)
         return acc.result(events=events)
+
+    fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
+        "rate_limit": (429, {"error": "too many requests"}),
+        "overloaded": (503, {"error": "server busy, please try again.  maximum pending requests exceeded"}),
+        "server_error": (500, {"error": "an error was encountered while running the model"}),
+        "context_length": (400, {"error": "the input length exceeds the context length"}),
+    }
+
+    def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
+        return []
+
+    def fault_event(self, kind: str) -> bytes:
+        return b'{"error":"an error was encountered while running the model"}\n'
 
     def replay_error(self, status: int, message: str, code: str) -> Any:
         return {"error": message}  # Ollama's native error body is a bare string

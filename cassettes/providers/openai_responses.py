@@ -365,6 +365,11 @@ class OpenAIResponses(Provider):
         r"of type 'reasoning' was provided without its required following item",
     )
 
+
+    def fault_event(self, kind: str) -> bytes:
+        return (b'event: error\ndata: {"type":"error","code":"server_error","message":"The server had an error while processing '
+                b'your request. Sorry about that!","param":null,"sequence_number":0}\n\n')
+
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         found = _responses_index(url)
         if found is None:

@@ -30,7 +30,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err(f"error: {exc}")
         return 2
-    server = ReplayServer(Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict)
+    plan = None
+    if args.fault:
+        from cassettes.replay.faults import FaultPlan, FaultSpecError, parse_fault
+
+        try:
+            plan = FaultPlan([parse_fault(f) for f in args.fault], seed=args.fault_seed)
+        except FaultSpecError as exc:
+            _err(f"error: {exc}")
+            return 2
+    server = ReplayServer(Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan)
     from cassettes.errors import problem_lines
 
     for p in problem_lines(server.problems):
@@ -60,6 +69,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 2
     for line in server.report_lines():
         _err(line.removeprefix("looptap "))
+    if plan is not None:
+        _err(f"replay: {len(plan.fired)} faults injected" + "".join(f"\n  request {n} (recorded #{seq}): {text}" for n, seq, text in plan.fired[:50]))
     for m in server.misses:
         for line in m.lines():
             print(line, file=sys.stderr)
@@ -93,6 +104,16 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
     p.add_argument("--pace", default="instant", help="stream pace: recorded, instant (default) or xN (N times faster than recorded)")
     p.add_argument("--strict", action="store_true", help="requests must come in recorded order, with the same API version headers; exit 1 if any round trip was left unplayed")
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="SELECTOR:KIND",
+        help="inject a fault in the API's own format (repeatable), e.g. 'turn=1:overloaded*2', 'p=0.2:rate_limit', "
+        "'seq=4:stream_cut=3', '*:slow_first_byte=5'; kinds: rate_limit, overloaded, server_error, context_length, "
+        "reset, slow_first_byte, stall, stream_cut, error_event (docs/faults.md)",
+    )
+    p.add_argument("--fault-seed", type=int, default=0, help="seed of the p= selectors (the same seed, the same faults)")
     p.set_defaults(func=cmd_replay)
 
 

@@ -38,6 +38,7 @@ from cassettes.decoding import decode_chunks
 from cassettes.exchange import Exchange, Headers, header
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
 from cassettes.replay.background import BackgroundServer
+from cassettes.replay.faults import STATUS_KINDS, Fault, FaultPlan
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
 from cassettes.store import read_cassette
 
@@ -126,6 +127,7 @@ class ReplayServer(BackgroundServer):
         pace: str | float = "instant",
         strict: bool = False,
         fallback: Fallback | None = None,
+        faults: FaultPlan | None = None,
     ) -> None:
         if isinstance(cassette, (str, Path)):
             cas = read_cassette(cassette)
@@ -144,6 +146,10 @@ class ReplayServer(BackgroundServer):
         self.speed = parse_pace(pace)
         self.matcher = Matcher(exchanges, strict=strict)
         self.fallback = fallback
+        #: Faults to inject (``--fault``); ``faults.fired`` lists what was injected.
+        self.faults = faults
+        if faults is not None and faults.needs_turns:
+            self.matcher.label()
         #: Every request answered, as an exchange: the live request and what was sent back.
         self.served: list[Exchange] = []
         #: Per served exchange: the recorded round trip that answered it, or the miss.
@@ -301,7 +307,41 @@ class ReplayServer(BackgroundServer):
             if base is not None:
                 return await self._forward(req, base, writer, answer)
             return await self._send_miss(req, writer, answer)
+        fault = self.faults.decide(answer) if self.faults is not None else None
+        if fault is not None:
+            return await self._fault(req, writer, answer, fault, t0)
         return await self._play(req, writer, answer, t0)
+
+    async def _fault(self, req: _Request, writer: asyncio.StreamWriter, rec: Recorded, fault: Fault, t0: float) -> bool:
+        """Answer with an injected fault. A fault that fails the attempt leaves the recorded answer
+        unplayed, so the agent's retry gets it."""
+        adapter = rec.key.adapter or Provider()
+        label = f"fault {fault.text}"
+        if fault.kind == "slow_first_byte":
+            await asyncio.sleep(fault.arg or 0.0)
+            return await self._play(req, writer, rec, asyncio.get_running_loop().time(), fault=fault)
+        if fault.kind == "stall":
+            return await self._play(req, writer, rec, t0, fault=fault)
+        rec.plays -= 1  # this attempt fails: the next one gets the recording
+        if fault.kind == "reset":
+            self._log(req, None, [], [], label, f"looptap fault: {fault.describe()} (connection closed before any response)")
+            writer.transport.abort()
+            return False
+        if fault.kind in STATUS_KINDS:
+            status, obj = adapter.fault_bodies.get(fault.kind) or Provider.fault_bodies[fault.kind]
+            body = orjson.dumps(obj)
+            headers: Headers = [
+                ("content-type", "application/json"),
+                *adapter.fault_headers(fault.kind, fault.arg if fault.arg is not None else 1.0),
+                ("x-looptap-fault", fault.describe()),
+                ("content-length", str(len(body))),
+            ]
+            self._log(req, status, headers, [(0.0, body)], label)
+            await self._send_head(writer, status, headers)
+            writer.write(body)
+            await writer.drain()
+            return True
+        return await self._play(req, writer, rec, t0, fault=fault)  # stream_cut, error_event
 
     async def _send_internal_error(self, writer: asyncio.StreamWriter, exc: Exception) -> None:
         body = orjson.dumps(Provider().replay_error(500, f"looptap replay: internal error: {type(exc).__name__}: {exc}", "looptap_replay_error"))
@@ -330,7 +370,7 @@ class ReplayServer(BackgroundServer):
         """The recording shows the SDK retrying this error: the same request recorded again later."""
         return any(r.index > rec.index and not r.plays and r.key.digest == rec.key.digest for r in self.matcher.recorded)
 
-    async def _play(self, req: _Request, writer: asyncio.StreamWriter, rec: Recorded, t0: float) -> bool:
+    async def _play(self, req: _Request, writer: asyncio.StreamWriter, rec: Recorded, t0: float, fault: Fault | None = None) -> bool:
         ex = rec.exchange
         loop = asyncio.get_running_loop()
         speed = self.speed
@@ -356,9 +396,14 @@ class ReplayServer(BackgroundServer):
             else:
                 headers += [(k, v) for k, v in ex.response_headers if k.lower() in ("retry-after", "retry-after-ms")]
         headers.append(("x-looptap-replay", f"seq={ex.seq}"))
+        if fault is not None:
+            headers.append(("x-looptap-fault", fault.describe()))
         chunks = [(t, c) for t, c in ex.response_chunks if c]
+        if fault is not None and fault.kind in ("stream_cut", "error_event") and len(chunks) == 1 and ex.status < 400:
+            body = chunks[0][1]  # one recorded piece (a JSON answer): cut it, or send the error halfway
+            chunks = [(chunks[0][0], body[: len(body) // 2]), (chunks[0][0], body[len(body) // 2 :])]
         ctype = (ex.response_header("content-type") or "").lower()
-        chunked = len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
+        chunked = (fault is not None and fault.kind in ("stream_cut", "error_event", "stall")) or len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
         if not chunked:
             body = b"".join(c for _, c in chunks)
             headers.append(("content-length", str(len(body))))
@@ -366,7 +411,7 @@ class ReplayServer(BackgroundServer):
             headers.append(("transfer-encoding", "chunked"))
         await until(ex.ttfb)
         sent: list[tuple[float | None, bytes]] = []
-        self._log(req, ex.status, headers, sent, rec, ex.transport_error)
+        logged = self._log(req, ex.status, headers, sent, f"fault {fault.text}" if fault is not None else rec, ex.transport_error)
         await self._send_head(writer, ex.status, headers)
         if not chunked:
             await until(chunks[0][0] if chunks else None)
@@ -375,11 +420,30 @@ class ReplayServer(BackgroundServer):
             writer.write(body)
             await writer.drain()
         else:
-            for offset, chunk in chunks:
+            half = max(1, len(chunks) // 2)
+            cut = int(fault.arg or 0) if fault is not None and fault.kind == "stream_cut" else None
+            for i, (offset, chunk) in enumerate(chunks):
+                if fault is not None and i == half and fault.kind == "stall":
+                    await asyncio.sleep(fault.arg or 0.0)
+                if fault is not None and i == half and fault.kind == "error_event":
+                    adapter = rec.key.adapter or Provider()
+                    event = adapter.fault_event(fault.kind)
+                    sent.append((loop.time() - t0, event))
+                    writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
+                    await writer.drain()
+                    return True  # the stream ends after the error, without its terminal event
+                if cut is not None and i >= cut:
+                    logged.transport_error = f"looptap fault: stream cut after {cut} chunks"
+                    writer.transport.abort()
+                    return False
                 await until(offset)
                 sent.append((loop.time() - t0, chunk))
                 writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 await writer.drain()
+            if cut is not None:  # fewer chunks than the cut: cut before the end of the stream
+                logged.transport_error = f"looptap fault: stream cut after {len(chunks)} chunks"
+                writer.transport.abort()
+                return False
         if ex.transport_error:  # the recording broke off here: so does the replay
             writer.transport.abort()
             return False

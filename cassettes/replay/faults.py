@@ -1,0 +1,178 @@
+"""Faults injected into a replayed run: the API misbehaving, in its own wire format, on chosen
+requests; after the fault clears, the agent's retry gets the recorded answer, so a run can recover.
+
+A fault is written ``SELECTOR:KIND[=ARG][*TIMES]``:
+
+    turn=2:rate_limit*2        the first two attempts at every conversation's turn 2 get a 429
+    seq=4:stream_cut=3         the recorded round trip #4 is cut after 3 chunks, once
+    request=1:reset            the first request the server receives: connection reset
+    tool=get_weather:overloaded every answer that calls get_weather: overloaded (529/503)
+    p=0.2:server_error         each request with probability 0.2 (seeded: --fault-seed)
+    *:slow_first_byte=5        every request: the answer starts after 5 s
+
+Kinds (the bodies and headers are each API's own, from its provider adapter):
+
+    rate_limit[=RETRY_AFTER]   429 with retry-after (default 1 s) and the rate-limit headers
+    overloaded[=RETRY_AFTER]   Anthropic 529 overloaded_error, OpenAI 503, Gemini 503 UNAVAILABLE
+    server_error               500
+    context_length             400 with the API's "too long" text (not retryable)
+    reset                      the connection is closed before any response
+    slow_first_byte=SECONDS    the recorded answer, after a delay
+    stall=SECONDS              a stream pauses halfway for that long, then goes on
+    stream_cut=N               a stream stops after N chunks, without its terminal event
+    error_event                a 200 stream with the API's error event halfway
+
+``TIMES`` counts attempts at one recorded answer: ``*3`` fails the next three attempts at it, then
+serves it. Without ``*`` a fault fires once per recorded answer it selects.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cassettes.replay.matcher import Recorded
+
+__all__ = ["KINDS", "Fault", "FaultPlan", "parse_fault"]
+
+#: kind → (what its argument is, default argument).
+KINDS: dict[str, tuple[str | None, float | None]] = {
+    "rate_limit": ("retry-after seconds", 1.0),
+    "overloaded": ("retry-after seconds", 1.0),
+    "server_error": ("retry-after seconds", 1.0),
+    "context_length": (None, None),
+    "reset": (None, None),
+    "slow_first_byte": ("seconds", 5.0),
+    "stall": ("seconds", 5.0),
+    "stream_cut": ("chunks", 3.0),
+    "error_event": (None, None),
+}
+#: Faults answered with an HTTP error status (the rest change how the recorded answer is sent).
+STATUS_KINDS = frozenset({"rate_limit", "overloaded", "server_error", "context_length"})
+_SELECTORS = ("turn", "seq", "request", "tool", "p", "conversation")
+
+
+class FaultSpecError(ValueError):
+    """A ``--fault`` that cannot be read."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    arg: float | None
+    times: int
+    #: (selector, value): ``("turn", "2")``, ``("p", "0.2")``, ``("*", "")``.
+    selector: tuple[str, str]
+    text: str
+
+    def describe(self) -> str:
+        arg = "" if self.arg is None or KINDS[self.kind][0] is None else f"={self.arg:g}"
+        return f"{self.kind}{arg}"
+
+
+def parse_fault(text: str) -> Fault:
+    """Read ``SELECTOR:KIND[=ARG][*TIMES]``; raises :class:`FaultSpecError` saying what is wrong."""
+    raw = text.strip()
+    where, sep, what = raw.rpartition(":")
+    if not sep:
+        where, what = "*", raw
+    times = 1
+    if "*" in what:
+        what, _, n = what.partition("*")
+        if not n.isdigit() or int(n) < 1:
+            raise FaultSpecError(f"--fault {text!r}: '*' wants a count of attempts (e.g. *3)")
+        times = int(n)
+    kind, _, arg_text = what.partition("=")
+    kind = kind.strip()
+    if kind not in KINDS:
+        raise FaultSpecError(f"--fault {text!r}: unknown fault {kind!r}; one of {', '.join(KINDS)}")
+    meaning, default = KINDS[kind]
+    arg = default
+    if arg_text:
+        if meaning is None:
+            raise FaultSpecError(f"--fault {text!r}: {kind} takes no value")
+        try:
+            arg = float(arg_text)
+        except ValueError:
+            raise FaultSpecError(f"--fault {text!r}: {kind}= wants {meaning}") from None
+        if arg < 0 or arg > 3600:
+            raise FaultSpecError(f"--fault {text!r}: {kind}= wants {meaning} between 0 and 3600")
+    where = where.strip()
+    if where in ("*", "", "all"):
+        selector = ("*", "")
+    else:
+        name, eq, value = where.partition("=")
+        if not eq or name not in _SELECTORS or not value:
+            raise FaultSpecError(f"--fault {text!r}: select requests with one of {', '.join(s + '=…' for s in _SELECTORS)} or *")
+        if name in ("turn", "seq", "request") and not value.isdigit():
+            raise FaultSpecError(f"--fault {text!r}: {name}= wants a number")
+        if name == "p":
+            try:
+                p = float(value)
+            except ValueError:
+                p = -1.0
+            if not 0 < p <= 1:
+                raise FaultSpecError(f"--fault {text!r}: p= wants a probability in (0, 1]")
+        selector = (name, value)
+    return Fault(kind, arg, times, selector, raw)
+
+
+@dataclass
+class FaultPlan:
+    """Which request gets which fault. Decisions are made in the order requests arrive (one event
+    loop): the same run with the same seed gets the same faults."""
+
+    faults: list[Fault]
+    seed: int = 0
+    #: Faults fired so far: (request number, recorded seq, fault text).
+    fired: list[tuple[int, int | None, str]] = field(default_factory=list)
+    _left: dict[tuple[int, int], int] = field(default_factory=dict)
+    _requests: int = 0
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    @property
+    def needs_turns(self) -> bool:
+        return any(f.selector[0] in ("turn", "conversation") for f in self.faults)
+
+    def decide(self, rec: Recorded) -> Fault | None:
+        """The fault for this attempt at ``rec`` (``None``: serve the recorded answer)."""
+        self._requests += 1
+        for i, f in enumerate(self.faults):
+            key = (i, rec.index)
+            left = self._left.get(key)
+            if left is None:
+                if not self._selects(f, rec):
+                    continue
+                left = f.times
+            if left <= 0:
+                continue
+            self._left[key] = left - 1
+            self.fired.append((self._requests, rec.exchange.seq, f.text))
+            return f
+        return None
+
+    def _selects(self, f: Fault, rec: Recorded) -> bool:
+        name, value = f.selector
+        ex = rec.exchange
+        if name == "*":
+            return True
+        if name == "seq":
+            return ex.seq == int(value)
+        if name == "request":
+            return self._requests == int(value)
+        if name == "turn":
+            return rec.turn == int(value)
+        if name == "conversation":
+            return rec.conversation == value
+        if name == "p":
+            return self._rng.random() < float(value)
+        if name == "tool":
+            from cassettes.roundtrip import parse_exchange
+
+            rt = parse_exchange(ex)
+            return rt.response is not None and any(c.name == value for c in rt.response.tool_calls)
+        return False
