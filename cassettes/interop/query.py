@@ -485,10 +485,20 @@ class Runs:
         return {"conversation": conversation, "turns": len(rows), "next_offset": nxt, "growth": shown}
 
     def diff(self, run_a: str, run_b: str, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
-        from cassettes.replay.rundiff import diff_runs
+        from cassettes.replay.rundiff import diff_analysed
 
         (_, a), (_, b) = self.open(run_a), self.open(run_b)
-        divs = diff_runs(list(a.exchanges), list(b.exchanges))
+
+        def exchange(run: Run) -> Any:
+            def get(seq: int) -> Any:
+                found = run.roundtrip(seq)
+                if found is None:
+                    raise KeyError(seq)
+                return found[0]
+
+            return get
+
+        divs = diff_analysed(a.analysis, b.analysis, exchange(a), exchange(b))
         items = [
             {
                 "layer": d.layer,

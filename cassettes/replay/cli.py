@@ -79,14 +79,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
-    from cassettes.replay.rundiff import diff_runs, divergence_lines
-    from cassettes.store import read_cassette
+    from cassettes.replay.rundiff import diff_files, divergence_lines
 
-    a, b = read_cassette(args.a), read_cassette(args.b)
-    for cas in (a, b):
-        for p in problem_lines(cas.problems):
-            _err(f"warning: {cas.path}: {p}")
-    divs = diff_runs(a.exchanges, b.exchanges)
+    divs, problems_a, problems_b = diff_files(args.a, args.b)
+    for path, problems in ((args.a, problems_a), (args.b, problems_b)):
+        for p in problem_lines(problems):
+            _err(f"warning: {path}: {p}")
     if args.json:
         doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "divergences": [d.as_json() for d in divs]}
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))

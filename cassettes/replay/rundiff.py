@@ -10,8 +10,9 @@ are not divergences.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cassettes.analysis import RunAnalysis, Turn, analyse
@@ -110,8 +111,32 @@ def _by_seq(exchanges: Sequence[Exchange]) -> dict[int, Exchange]:
 
 def diff_runs(a: Sequence[Exchange], b: Sequence[Exchange]) -> list[Divergence]:
     """Every divergence between run ``a`` and run ``b`` (empty: they did the same)."""
-    ra, rb = analyse(a), analyse(b)
     exa, exb = _by_seq(a), _by_seq(b)
+    return diff_analysed(analyse(a), analyse(b), exa.__getitem__, exb.__getitem__)
+
+
+def diff_files(path_a: str | Path, path_b: str | Path) -> tuple[list[Divergence], list[str], list[str]]:
+    """:func:`diff_runs` of two recorded files, each read as a stream (one round trip at a time
+    besides the analysis); also each file's problems."""
+    from cassettes.interop.run import load_run
+
+    a, b = load_run(path_a), load_run(path_b)
+
+    def exchange(run: Any) -> Callable[[int], Exchange]:
+        def get(seq: int) -> Exchange:
+            found = run.roundtrip(seq)
+            if found is None:
+                raise KeyError(seq)
+            ex: Exchange = found[0]
+            return ex
+
+        return get
+
+    return diff_analysed(a.analysis, b.analysis, exchange(a), exchange(b)), a.problems, b.problems
+
+
+def diff_analysed(ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange]) -> list[Divergence]:
+    """The divergences of two analysed runs; ``exa``/``exb`` give a round trip's exchange by seq."""
     out: list[Divergence] = []
     for i in range(max(len(ra.conversations), len(rb.conversations))):
         ca = ra.conversations[i] if i < len(ra.conversations) else None
@@ -128,12 +153,12 @@ def diff_runs(a: Sequence[Exchange], b: Sequence[Exchange]) -> list[Divergence]:
 
 
 def _diff_conversation(
-    ra: RunAnalysis, rb: RunAnalysis, exa: dict[int, Exchange], exb: dict[int, Exchange], ta: list[int], tb: list[int], ida: str, idb: str
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], ta: list[int], tb: list[int], ida: str, idb: str
 ) -> list[Divergence]:
     out: list[Divergence] = []
     for k in range(min(len(ta), len(tb))):
         sa, sb = ta[k], tb[k]
-        xa, xb = exa[sa], exb[sb]
+        xa, xb = exa(sa), exb(sb)
         ka = request_key(xa.method, xa.url, xa.request_headers, xa.request_body, xa.request_json())
         kb = request_key(xb.method, xb.url, xb.request_headers, xb.request_body, xb.request_json())
         changes = json_diff(ka.body, kb.body) if ka.is_json and kb.is_json else []

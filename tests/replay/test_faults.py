@@ -15,7 +15,18 @@ import pytest
 
 from cassettes.replay.faults import FaultPlan, FaultSpecError, parse_fault
 from cassettes.replay.server import ReplayServer
-from tests.replay.conftest import REPO, SYSTEM, USER, chat_events, chat_exchange, chat_request, chat_response, sse_exchange, tool_loop, write
+from tests.replay.conftest import (
+    REPO,
+    SYSTEM,
+    USER,
+    chat_events,
+    chat_exchange,
+    chat_request,
+    chat_response,
+    sse_exchange,
+    tool_loop,
+    write,
+)
 from tests.replay.test_server import _anthropic_exchange, _gemini_exchange
 
 TOOLS = orjson.loads(chat_request([]))["tools"]
@@ -174,7 +185,7 @@ def test_reset_is_a_connection_error_and_the_retry_recovers(tmp_path: Path) -> N
 
 
 def test_slow_first_byte_delays_the_recorded_answer(tmp_path: Path) -> None:
-    openai = pytest.importorskip("openai")
+    pytest.importorskip("openai")
     ok = chat_exchange([SYSTEM, USER], chat_response("It is sunny."))
     with _server(tmp_path, [ok], "*:slow_first_byte=0.3") as srv:
         t0 = time.monotonic()
@@ -199,7 +210,7 @@ def test_stream_faults_in_the_openai_sdk(tmp_path: Path) -> None:
     events = chat_events(["Par", "is", " is", " sunny."])
     ex = sse_exchange(events, req=chat_request([SYSTEM, USER], stream=True))
     with _server(tmp_path, [ex], "request=1:stream_cut=2") as srv:
-        with pytest.raises(Exception) as cut:  # noqa: B017, PT011 (the HTTP client's own error for a cut body)
+        with pytest.raises(Exception) as cut:
             _stream(srv)
         assert "incomplete" in str(cut.value).lower() or isinstance(cut.value, openai.APIConnectionError), repr(cut.value)
         assert "stream cut after 2 chunks" in (srv.served[0].transport_error or "")
