@@ -47,6 +47,7 @@ from cassettes.errors import CassetteError, ReplayMiss
 # project that has looptap installed, whether a test uses it or not.
 if TYPE_CHECKING:
     from cassettes.exchange import Exchange
+    from cassettes.replay.faults import FaultPlan
     from cassettes.replay.runview import Run
     from cassettes.replay.server import ReplayServer
 
@@ -70,7 +71,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None): replay (or record) this test's LLM traffic from a looptap cassette")
+    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay")
     config.stash[_REPORTS] = []
 
 
@@ -157,7 +158,14 @@ class LooptapSession:
     #: Where this test's recorded round trips go before the cassette is put in place.
     recording: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
+    #: The faults injected into this replay (marker ``fault=``); ``faults_fired`` says which fired.
+    faults: FaultPlan | None = None
     _run: Run | None = None
+
+    @property
+    def faults_fired(self) -> list[tuple[int, int | None, str]]:
+        """(request number, recorded seq, fault) of every fault injected so far."""
+        return list(self.faults.fired) if self.faults is not None else []
 
     @property
     def replaying(self) -> bool:
@@ -235,6 +243,20 @@ def _api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.setenv(names[0], _PLACEHOLDER_KEY)
 
 
+def _fault_plan(marker: pytest.Mark | None) -> FaultPlan | None:
+    """The marker's ``fault=`` (one spec or a list) and ``fault_seed=``, read."""
+    given = marker.kwargs.get("fault") if marker is not None else None
+    if not given:
+        return None
+    from cassettes.replay.faults import FaultPlan, FaultSpecError, parse_fault
+
+    specs = [given] if isinstance(given, str) else list(given)
+    try:
+        return FaultPlan([parse_fault(str(f)) for f in specs], seed=int(marker.kwargs.get("fault_seed", 0)) if marker is not None else 0)
+    except (FaultSpecError, ValueError) as exc:
+        raise pytest.UsageError(f"looptap: {exc}") from None
+
+
 def _upstreams(config: pytest.Config) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in config.getoption("--looptap-upstream") or []:
@@ -290,12 +312,15 @@ def looptap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp
         parse_pace(pace)
     except ValueError as exc:
         raise pytest.UsageError(f"looptap: {exc}") from None
+    plan = _fault_plan(marker)
     exists = path.exists() and path.stat().st_size > 0
     if mode == "none" and not exists:
         pytest.fail(f"looptap: no cassette at {path} and the record mode is 'none'; record it with --looptap-record-mode=once", pytrace=False)
     replay = exists and mode in ("none", "once", "new_episodes")
     record = mode == "all" or (mode == "once" and not exists) or mode == "new_episodes"
-    session = LooptapSession(mode=mode, path=path)
+    if plan is not None and not replay:
+        pytest.fail(f"looptap: faults are injected into a replayed run, and {path} is being recorded (mode {mode}); record it first", pytrace=False)
+    session = LooptapSession(mode=mode, path=path, faults=plan)
     try:
         if record:
             session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"
@@ -308,7 +333,7 @@ def looptap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp
             session.env = dict(recorder.env)
         if replay:
             fallback = _listener_fallback(session.env) if record else None
-            session.server = ReplayServer(path, pace=pace, strict=strict, fallback=fallback).start()
+            session.server = ReplayServer(path, pace=pace, strict=strict, fallback=fallback, faults=plan).start()
             session.env = {**session.server.env}
             url = session.server.url
             # Fail closed for clients that ignore the base URL and honour a proxy: the replay

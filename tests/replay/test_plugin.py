@@ -360,3 +360,31 @@ def test_a_session_records_every_test_through_one_recorder(pytester: pytest.Pyte
         assert not cas.problems and len(cas.exchanges) == 2, city
         assert all(f"Weather in {city}?".encode() in ex.request_body for ex in cas.exchanges), city
     expect(result, "test_city[Oslo]: recorded 2 round trips into *test_city[Oslo].jsonl")
+
+
+FAULT_TEST = SDK_LOOP.replace("def agent(turns=2):\n    client = OpenAI(max_retries=0)", "def agent(turns=2, retries=2):\n    client = OpenAI(max_retries=retries)") + '''
+
+@pytest.mark.looptap("cassettes/loop.jsonl", fault="turn=1:overloaded=0*2")
+def test_loop_survives_an_overloaded_api(looptap):
+    assert agent() == "It is sunny in Paris."  # the SDK retries twice, then gets the recorded answer
+    assert [seq for _, seq, _ in looptap.faults_fired] == [1, 1]
+    assert [ex.status for ex in looptap.run.exchanges] == [200, 503, 503, 200]
+
+@pytest.mark.looptap("cassettes/loop.jsonl", fault="turn=1:overloaded=0*2")
+def test_loop_without_retries(looptap):
+    agent(retries=0)
+'''
+
+
+def test_a_fault_marker_replays_the_api_misbehaving(pytester: pytest.Pytester) -> None:
+    """docs/faults.md: the recorded test, the same test with the API overloaded on turn 1 (passes:
+    the SDK retries), and with the agent's retries off (fails, saying what the API said)."""
+    pytest.importorskip("openai")
+    _inner(pytester, FAULT_TEST)
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(passed=2, failed=1)
+    expect(result, "*test_loop_without_retries*", "openai.InternalServerError: Error code: 503 - The engine is currently overloaded, please try again later")
+    bad = FAULT_TEST.replace('fault="turn=1:overloaded=0*2")\ndef test_loop_without_retries', 'fault="turn=1:teapot")\ndef test_loop_without_retries')
+    _inner(pytester, bad)
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    assert "looptap: --fault 'turn=1:teapot': unknown fault 'teapot'" in result.stderr.str() + result.stdout.str()
