@@ -48,6 +48,10 @@ class TurnContext:
     turn: Turn
     #: Length of the history, kept when ``messages`` is released.
     n_messages: int = 0
+    #: Kept from a failed attempt's exchange for the check of its retry (the exchange itself is
+    #: released): when it ended (epoch seconds) and the wait its response asked for (seconds).
+    ended: float | None = None
+    retry_after: float | None = None
 
     @property
     def request(self) -> NormalisedRequest | None:
@@ -80,6 +84,10 @@ class TurnContext:
         layer = code.split(".", 1)[0]
         assert layer in ("E", "A", "C"), code
         lay: Layer = layer  # type: ignore[assignment]
+        injected = self.ex.response_header("x-looptap-fault") if layer == "A" else None
+        if injected:  # looptap replay --fault made the API fail here: never the API's own doing
+            message = f"[injected by looptap: {injected}] {message}"
+            details["injected"] = injected
         return Finding(
             code=code,
             layer=lay,

@@ -28,6 +28,7 @@ Catalogue (code, severity, when it fires):
                                               or its calls executed as if whole
 ``C.retry``                         info      the identical request again after a failed attempt
 ``C.retry_of_rejected_request``     warning   ... after a 4xx that will fail the same way
+``C.retry_before_retry_after``      warning   ... sooner than the ``retry-after`` the API asked for
 ``C.tool_result_as_text``           error     a call's result sent as user text, not as a tool result
 ``C.tool_results_split``            error     one turn's results spread over several messages where the
                                               API wants them in one (Anthropic)
@@ -608,12 +609,38 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
             related_turn=ctx.prev.index,
         )
     else:
+        asked = ctx.prev.retry_after
+        waited = _waited(ctx)
+        if asked is not None and waited is not None and asked <= _HONOURED_RETRY_AFTER and waited < asked * 0.9 - 0.05:
+            yield ctx.finding(
+                "C.retry_before_retry_after",
+                Severity.WARNING,
+                f"The client re-sent the request {waited:.2f} s after turn {ctx.prev.index} failed ({why}), though the API "
+                f"asked it to wait {asked:g} s (retry-after): a retry that comes too soon is usually refused again.",
+                related_turn=ctx.prev.index,
+                waited=round(waited, 3),
+                retry_after=asked,
+            )
+            return
         yield ctx.finding(
             "C.retry",
             Severity.INFO,
             f"The identical request was re-sent after turn {ctx.prev.index} failed ({why}).",
             related_turn=ctx.prev.index,
         )
+
+
+#: The official SDKs honour a retry-after up to 60 s and fall back to their own backoff above it
+#: (openai and anthropic ``_base_client``): a sooner retry after a longer ask is not a bug.
+_HONOURED_RETRY_AFTER = 60.0
+
+
+def _waited(ctx: TurnContext) -> float | None:
+    """Seconds from the end of the failed attempt to the start of this one."""
+    ended = ctx.prev.ended if ctx.prev is not None else None
+    if ended is None or ctx.ex.started is None:
+        return None
+    return ctx.ex.started - ended
 
 
 _ERRORISH = ("error", "exception", "traceback", "failed", "failure")

@@ -90,6 +90,19 @@ def _title(messages: Sequence[Message]) -> str | None:
     return None
 
 
+def _retry_after(ex: Exchange) -> float | None:
+    """The wait a response asked for, in seconds (``retry-after-ms``, else ``retry-after`` in
+    seconds; an HTTP date is not read)."""
+    try:
+        ms = ex.response_header("retry-after-ms")
+        if ms is not None:
+            return float(ms) / 1000
+        s = ex.response_header("retry-after")
+        return float(s) if s is not None else None
+    except ValueError:
+        return None
+
+
 def _failed(rt: RoundTrip) -> bool:
     r = rt.response
     return bool(rt.transport_error) or (rt.status or 0) >= 400 or r is None or r.error is not None or r.complete is False
@@ -235,6 +248,9 @@ class RunAnalyser:
         if prev is not None:
             self._release_history(prev)
         self._make_latest(conv.id, tid, pos, ctx)
+        if _failed(rt):  # what the check of a retry reads of the failed attempt
+            ctx.ended = ex.started + max(ex.duration or 0.0, 0.0) if ex.started is not None else None
+            ctx.retry_after = _retry_after(ex)
         # What a later turn reads of this one is its round trip, history length, index and seq
         # (checks read only the current turn's exchange and views) ...
         ctx.ex = _NO_EXCHANGE

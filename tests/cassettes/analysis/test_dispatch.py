@@ -1009,3 +1009,41 @@ def test_results_in_several_messages_are_fine_where_the_api_allows_it(family: st
     s.results("sunny", "cloudy")
     s.reply("Paris is sunny, Rome is cloudy.")
     assert not found(s.analyse(), "C.tool_results_split")
+
+
+@pytest.mark.parametrize(("family", "status"), [(f, st) for f in FAMILIES for st in ((500, 503) if f == "ollama" else (429, 500))])
+@pytest.mark.parametrize(
+    ("asked", "waited", "code"),
+    [
+        ("20", 0.2, "C.retry_before_retry_after"),  # asked 20 s, came back in 0.2 s
+        ("2", 2.5, "C.retry"),  # waited as asked
+        ("120", 0.5, "C.retry"),  # above 60 s the SDKs use their own backoff: not a bug
+        (None, 0.0, "C.retry"),  # nothing asked
+    ],
+)
+def test_retry_sooner_than_the_api_asked(family: str, status: int, asked: str | None, waited: float, code: str) -> None:
+    s = Script(family)
+    s.user("Weather in Paris?")
+    s.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    s.results("sunny")
+    failed = s.fail(status, _error_body(family, status, _TRANSIENT[family][1]), headers=[("retry-after", asked)] if asked else ())
+    retry = s.reply("It is sunny.")
+    failed.started, failed.duration = 1000.0, 0.1
+    retry.started = 1000.1 + waited
+    run = s.analyse()
+    f = one(run, code)
+    at(run, f, 2, 2, Severity.WARNING if code == "C.retry_before_retry_after" else Severity.INFO)
+    if code == "C.retry_before_retry_after":
+        assert f.details["retry_after"] == float(asked or 0) and f.details["waited"] == pytest.approx(waited, abs=0.01)
+        assert not found(run, "C.retry")
+
+
+def test_an_injected_fault_is_labelled_as_injected() -> None:
+    s = Script("openai_chat")
+    s.user("Weather in Paris?")
+    s.fail(503, _error_body("openai_chat", 503, "The engine is currently overloaded, please try again later"), headers=[("x-looptap-fault", "overloaded")])
+    s.reply("It is sunny.")
+    run = s.analyse()
+    f = one(run, "A.overloaded")
+    assert f.message.startswith("[injected by looptap: overloaded] ") and f.details["injected"] == "overloaded"
+    assert not [g for g in run.findings if g.layer != "A" and "injected" in g.details]
