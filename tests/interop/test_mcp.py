@@ -242,3 +242,35 @@ def test_the_largest_answer_is_reported(request: pytest.FixtureRequest) -> None:
     """Not a check: prints the largest answer the tests above saw (for the closing note)."""
     report: Callable[[str], None] = print
     report(f"largest MCP answer: {LARGEST.get('bytes', 0)} bytes")
+
+
+def test_streamable_http_on_loopback(root: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    refused = subprocess.run([sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(root), "--http", f"0.0.0.0:{port}"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "loopback only" in refused.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(root), "--http", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode() if proc.stderr else ""
+                time.sleep(0.2)
+
+        async def go() -> str:
+            async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+                r = await c.call_tool("run_summary", {"run": "demo.jsonl"})
+                return "".join(getattr(p, "text", "") for p in r.content)
+
+        assert orjson.loads(asyncio.run(go()))["conversations"] == 4
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
