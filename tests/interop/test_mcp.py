@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,6 @@ from tests.interop.helpers import write_cassette
 
 #: A raw control or invisible format character in an answer: what must never reach a model raw.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-LARGEST: dict[str, int] = {}
 
 
 def _calls(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, str]]:
@@ -52,7 +50,6 @@ def _ok(answers: list[tuple[bool, str]], limit: int = DEFAULT_BYTES) -> list[dic
         data = orjson.loads(body)
         # compact size: what the answer holds (the SDK pretty-prints the text)
         size = len(orjson.dumps(data))
-        LARGEST["bytes"] = max(LARGEST.get("bytes", 0), size)
         assert size <= limit + 200, f"{size} bytes"
         out.append(data)
     return out
@@ -236,12 +233,6 @@ def test_the_stdio_server_as_a_coding_agent_starts_it(root: Path) -> None:
     tools, body = asyncio.run(go())
     assert tools == ["list_runs", "run_summary", "findings", "turn", "search", "growth", "diff", "tail"]
     assert orjson.loads(body)["conversations"] == 4
-
-
-def test_the_largest_answer_is_reported(request: pytest.FixtureRequest) -> None:
-    """Not a check: prints the largest answer the tests above saw (for the closing note)."""
-    report: Callable[[str], None] = print
-    report(f"largest MCP answer: {LARGEST.get('bytes', 0)} bytes")
 
 
 def test_streamable_http_on_loopback(root: Path) -> None:
