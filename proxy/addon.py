@@ -119,9 +119,9 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         ex.status = resp.status_code
         ex.reason = resp.reason
         ex.response_headers = _fields(resp.headers)
-        if tee is not None:
+        if tee is not None and tee.chunks:
             ex.response_chunks = [(max(0.0, t - start), c) for t, c in tee.chunks]
-        elif resp.raw_content:
+        elif resp.raw_content:  # not streamed through the tee (a response an addon made, e.g. a live fault)
             ex.response_chunks = [((resp.timestamp_end or start) - start, resp.raw_content)]
         if resp.timestamp_start:
             ex.ttfb = resp.timestamp_start - start

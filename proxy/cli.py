@@ -56,6 +56,16 @@ def _common(p: argparse.ArgumentParser) -> None:
         "then loses no round trip the agent finished receiving (each response waits for the writer)",
     )
     p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="SELECTOR:KIND",
+        help="answer chosen LLM requests with an API failure in the API's own format instead of forwarding them "
+        "(repeatable): 'request=2:rate_limit', 'p=0.2:overloaded', '*:slow_first_byte=3'; live kinds: rate_limit, "
+        "overloaded, server_error, context_length, reset, slow_first_byte (docs/faults.md)",
+    )
+    p.add_argument("--fault-seed", type=int, default=0, help="seed of the p= fault selectors (the same seed, the same faults)")
+    p.add_argument(
         "--listen-host",
         default="127.0.0.1",
         metavar="HOST",
@@ -107,6 +117,15 @@ def _prepare_output(raw: str) -> int:
 def _config(args: argparse.Namespace) -> Any:
     from proxy.launcher import RecorderConfig
 
+    if args.fault:
+        from cassettes.replay.faults import FaultSpecError
+        from proxy.faults import live_plan
+
+        try:
+            live_plan(list(args.fault), args.fault_seed)
+        except FaultSpecError as exc:
+            raise SystemExit(f"looptap: error: {exc}") from None
+
     upstreams: dict[str, str] = {}
     for item in args.upstream:
         name, sep, url = item.partition("=")
@@ -125,6 +144,8 @@ def _config(args: argparse.Namespace) -> Any:
         fsync=args.fsync,
         host=args.listen_host,
         durable=args.durable,
+        faults=tuple(args.fault),
+        fault_seed=args.fault_seed,
     )
 
 

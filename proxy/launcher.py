@@ -26,6 +26,7 @@ from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.store import private_open
 from proxy import messages
 from proxy.addon import DurableGate, LooptapRecorder
+from proxy.faults import LiveFaults
 
 __all__ = ["BUILTIN_UPSTREAMS", "BusyPort", "Listener", "Recorder", "RecorderConfig", "RecorderError", "free_port"]
 
@@ -73,6 +74,9 @@ class RecorderConfig:
     host: str = "127.0.0.1"
     fsync: bool = False
     durable: bool = False
+    #: ``--fault`` specs answered in the proxy (proxy/faults.py), and the seed of their ``p=``.
+    faults: tuple[str, ...] = ()
+    fault_seed: int = 0
 
     def listeners(self) -> list[Listener]:
         out: list[Listener] = []
@@ -134,7 +138,8 @@ class Recorder:
         m = master.Master(opts)
         ready = _Ready()
         gate = [DurableGate(self.addon)] if cfg.durable else []
-        m.addons.add(core.Core(), proxyserver.Proxyserver(), next_layer.NextLayer(), tlsconfig.TlsConfig(), self.addon, *gate, ready)
+        faults = [LiveFaults()] if cfg.faults else []
+        m.addons.add(core.Core(), proxyserver.Proxyserver(), next_layer.NextLayer(), tlsconfig.TlsConfig(), *faults, self.addon, *gate, ready)
         # Addon-owned options exist only once their addon is added. Opening the cassette and
         # starting its writer happen here (the addon's ``configure``).
         try:
@@ -149,6 +154,8 @@ class Recorder:
                 looptap_durable=cfg.durable,
                 looptap_fsync=cfg.fsync,
             )
+            if cfg.faults:
+                opts.update(looptap_faults=list(cfg.faults), looptap_fault_seed=cfg.fault_seed)
         except exceptions.OptionsError as exc:
             raise RecorderError(str(exc).removeprefix("looptap_output: ")) from None
         self.master = m

@@ -30,10 +30,21 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from cassettes.replay.matcher import Recorded
+
+
+class Attempt(Protocol):
+    """What a fault plan reads of the request it decides on (a recorded answer in replay)."""
+
+    index: int
+    turn: int | None
+    conversation: str | None
+
+    @property
+    def exchange(self) -> Any: ...
 
 __all__ = ["KINDS", "Fault", "FaultPlan", "parse_fault"]
 
@@ -138,7 +149,7 @@ class FaultPlan:
     def needs_turns(self) -> bool:
         return any(f.selector[0] in ("turn", "conversation") for f in self.faults)
 
-    def decide(self, rec: Recorded) -> Fault | None:
+    def decide(self, rec: Recorded | Attempt) -> Fault | None:
         """The fault for this attempt at ``rec`` (``None``: serve the recorded answer)."""
         self._requests += 1
         for i, f in enumerate(self.faults):
@@ -155,7 +166,7 @@ class FaultPlan:
             return f
         return None
 
-    def _selects(self, f: Fault, rec: Recorded) -> bool:
+    def _selects(self, f: Fault, rec: Recorded | Attempt) -> bool:
         name, value = f.selector
         ex = rec.exchange
         if name == "*":

@@ -1,0 +1,71 @@
+"""``looptap run --fault``: the recorder answers chosen requests with an API failure in the API's
+own format (a chaos run against the real API, here a loopback upstream), records the fault as
+injected, and judges how the agent coped."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cassettes.interop.run import load_run
+from tests.proxy.test_e2e_frameworks import explain, looptap_run, python_client
+from tests.support.harness import outputs
+from tests.support.recorder import needs_recorder
+from tests.support.upstream import FakeUpstream
+
+pytestmark = [needs_recorder]
+
+CLIENT = """
+import openai
+client = openai.OpenAI(max_retries=int(sys.argv[1]) if len(sys.argv) > 1 else 2)
+for i in range(3):
+    try:
+        r = client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": f"Question {i}"}])
+        out(i=i, ok=r.choices[0].message.content is not None)
+    except openai.APIStatusError as exc:
+        out(i=i, error=type(exc).__name__, status=exc.status_code)
+"""
+
+
+@pytest.fixture
+def text_upstream() -> object:
+    with FakeUpstream(delay=0.0, default_scenario="text") as up:
+        yield up
+
+
+def test_live_faults_are_answered_by_the_proxy_and_recorded_as_injected(tmp_path, confdir, text_upstream, secret) -> None:  # type: ignore[no-untyped-def]
+    up = text_upstream
+    cmd = python_client(tmp_path, CLIENT)
+    extra = ("--upstream", f"openai={up.url}", "--fault", "request=1:rate_limit=0", "--fault", "request=4:overloaded=0*2")
+    proc, out = looptap_run(tmp_path, confdir, secret, cmd, extra=extra)
+    assert proc.returncode == 0, explain(proc)
+    # the SDK retried each fault (its default retries) and every question was answered
+    assert outputs(proc) == [{"i": 0, "ok": True}, {"i": 1, "ok": True}, {"i": 2, "ok": True}], explain(proc)
+    run = load_run(out)
+    statuses = [ex.status for ex in run.exchanges]
+    assert statuses == [429, 200, 200, 503, 503, 200], statuses
+    assert len(up.llm_served()) == 3, "the faults never reached the upstream"
+    injected = [ex.response_header("x-looptap-fault") for ex in run.exchanges]
+    assert injected == ["rate_limit=0", None, None, "overloaded=0", "overloaded=0", None]
+    faulted = {ex.seq for ex, fault in zip(run.exchanges, injected, strict=True) if fault}
+    a = [f for f in run.analysis.findings if f.layer == "A" and f.seq in faulted]
+    assert sorted(f.code for f in a) == ["A.overloaded", "A.overloaded", "A.rate_limited"] and all(f.details.get("injected") for f in a)
+    assert all(f.message.startswith("[injected by looptap:") for f in a)
+    assert not [f for f in run.analysis.findings if f.details.get("injected") and f.seq not in faulted]
+    retries = [f for f in run.analysis.findings if f.code == "C.retry"]
+    assert len(retries) == 3 and not [f for f in run.analysis.findings if f.code == "C.retry_before_retry_after"]
+    assert secret.encode() not in out.read_bytes()
+
+
+def test_live_faults_without_retries_and_bad_specs(tmp_path, confdir, text_upstream, secret) -> None:  # type: ignore[no-untyped-def]
+    up = text_upstream
+    cmd = [*python_client(tmp_path, CLIENT), "0"]
+    proc, out = looptap_run(tmp_path, confdir, secret, cmd, extra=("--upstream", f"openai={up.url}", "--fault", "request=2:context_length"))
+    assert proc.returncode == 0, explain(proc)
+    assert outputs(proc)[1] == {"i": 1, "error": "BadRequestError", "status": 400}
+    body = json.loads(load_run(out).exchanges[1].response_body)
+    assert body["error"]["code"] == "context_length_exceeded"
+    for spec, says in (("turn=1:reset", "live, a request is selected by request=N"), ("request=1:stream_cut=2", "stream_cut works in looptap replay only")):
+        bad, _ = looptap_run(tmp_path, confdir, secret, cmd, extra=("--fault", spec))
+        assert bad.returncode != 0 and says in bad.stderr, explain(bad)
