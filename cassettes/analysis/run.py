@@ -313,6 +313,17 @@ class RunAnalyser:
                 ctx.rt._raw_history_len = None  # no longer a base for incremental parsing
         self._rts.pop(ctx.seq, None)
 
+    def release(self) -> None:
+        """Drop what only a later round trip would need (contexts, parsed histories, the threader's
+        tables), once :meth:`finish` has run and nothing more will be added: the result stays."""
+        self._contexts.clear()
+        self._histories.clear()
+        self._convs.clear()
+        self._rts.clear()
+        self._owned.clear()
+        self._latest.clear()
+        self._threader = Threader()
+
     def finish(self) -> RunAnalysis:
         """Run the end-of-run checks and return the analysis (call once, after the last round trip)."""
         result = self.result

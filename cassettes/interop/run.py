@@ -100,6 +100,7 @@ def stream_run(path: str | Path) -> Run:
         inc.finish()
     except CassetteFormatError as exc:  # nothing but an unfinished header line
         raise CassetteFormatError(str(exc)) from None
+    inc.analyser.release()  # the run is complete: keep its analysis, not the analyser's working state
     a = inc.analysis
     again = inc.reread()
     turns: Mapping[int, Any] = again.turns

@@ -13,7 +13,7 @@ A fault is written ``SELECTOR:KIND[=ARG][*TIMES]``:
 Kinds (the bodies and headers are each API's own, from its provider adapter):
 
     rate_limit[=RETRY_AFTER]   429 with retry-after (default 1 s) and the rate-limit headers
-    overloaded[=RETRY_AFTER]   Anthropic 529 overloaded_error, OpenAI 503, Gemini 503 UNAVAILABLE
+    overloaded[=RETRY_AFTER]   the API's own overload status (a 529 or a 503) and body
     server_error               500
     context_length             400 with the API's "too long" text (not retryable)
     reset                      the connection is closed before any response
