@@ -50,6 +50,7 @@ class TurnContext:
     n_messages: int = 0
     #: Kept from a failed attempt's exchange for the check of its retry (the exchange itself is
     #: released): when it ended (epoch seconds) and the wait its response asked for (seconds).
+    started: float | None = None
     ended: float | None = None
     retry_after: float | None = None
 

@@ -29,6 +29,8 @@ Catalogue (code, severity, when it fires):
 ``C.retry``                         info      the identical request again after a failed attempt
 ``C.retry_of_rejected_request``     warning   ... after a 4xx that will fail the same way
 ``C.retry_before_retry_after``      warning   ... sooner than the ``retry-after`` the API asked for
+``C.retry_storm``                   warning   five attempts at one request, each within 0.5 s of the last failure
+``C.gave_up_on_retryable_error``    info      the conversation ended on a 429, 5xx or transport error
 ``C.tool_result_as_text``           error     a call's result sent as user text, not as a tool result
 ``C.tool_results_split``            error     one turn's results spread over several messages where the
                                               API wants them in one (Anthropic)
@@ -609,6 +611,20 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
             related_turn=ctx.prev.index,
         )
     else:
+        storm = _storm(ctx)
+        if storm is not None:
+            n, span = storm
+            yield ctx.finding(
+                "C.retry_storm",
+                Severity.WARNING,
+                f"The client sent the same failed request {n} times within {span:.1f} s, each retry less than "
+                f"{_STORM_GAP:g} s after the last failure ({why}): a retry storm, with no backoff. It makes a rate "
+                "limit or an overloaded API worse; back off exponentially and cap the attempts.",
+                related_turn=ctx.prev.index,
+                attempts=n,
+                seconds=round(span, 3),
+            )
+            return
         asked = ctx.prev.retry_after
         waited = _waited(ctx)
         if asked is not None and waited is not None and asked <= _HONOURED_RETRY_AFTER and waited < asked * 0.9 - 0.05:
@@ -633,6 +649,32 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
 #: The official SDKs honour a retry-after up to 60 s and fall back to their own backoff above it
 #: (openai and anthropic ``_base_client``): a sooner retry after a longer ask is not a bug.
 _HONOURED_RETRY_AFTER = 60.0
+
+
+#: A retry storm: this many attempts at one request in a row, each less than _STORM_GAP seconds
+#: after the previous one failed (an SDK's own backoff waits longer from the second retry on).
+_STORM_ATTEMPTS = 5
+_STORM_GAP = 0.5
+
+
+def _storm(ctx: TurnContext) -> tuple[int, float] | None:
+    """(attempts, seconds) when this attempt makes the chain of quick retries a storm (reported
+    once, on the attempt that reaches :data:`_STORM_ATTEMPTS`)."""
+    chain = [ctx]
+    cur = ctx
+    while cur.turn.c.link == "retry" and cur.prev is not None and len(chain) <= _STORM_ATTEMPTS:
+        chain.append(cur.prev)
+        cur = cur.prev
+    if len(chain) != _STORM_ATTEMPTS:
+        return None
+    starts: list[float] = []
+    for later, earlier in zip(chain, chain[1:], strict=False):
+        begin = later.ex.started if later is ctx else later.started
+        if begin is None or earlier.ended is None or begin - earlier.ended >= _STORM_GAP:
+            return None
+        starts.append(begin)
+    first = chain[-1].started
+    return (_STORM_ATTEMPTS, max(starts) - first) if first is not None else None
 
 
 def _waited(ctx: TurnContext) -> float | None:
@@ -719,6 +761,34 @@ def final_pending_calls(conv: ConversationState) -> Iterator[Finding]:
     )
 
 
+def final_gave_up(conv: ConversationState) -> Iterator[Finding]:
+    """C.gave_up_on_retryable_error — the conversation ended on a failure that a later attempt
+    usually gets past (a rate limit, an overloaded or failing server, a broken connection)."""
+    if not conv.turns:
+        return
+    last = conv.turns[-1]
+    rt = last.rt
+    status = rt.status or 0
+    if rt.transport_error:
+        why = "a transport error"
+    elif status in (408, 409, 429) or status >= 500:
+        why = f"HTTP {status}"
+    else:
+        return
+    attempts = 1
+    cur = last
+    while cur.turn.c.link == "retry" and cur.prev is not None and attempts < 1000:
+        attempts += 1
+        cur = cur.prev
+    yield last.finding(
+        "C.gave_up_on_retryable_error",
+        Severity.INFO,
+        f"The conversation ended on {why}, an error a later attempt usually gets past, after {attempts} "
+        f"attempt{'s' if attempts > 1 else ''}: the client gave up (its retries were off or ran out), or the run was stopped.",
+        attempts=attempts,
+    )
+
+
 def _short(text: str | None, n: int = 80) -> str:
     t = " ".join((text or "").split())
     return t if len(t) <= n else t[: n - 1] + "…"
@@ -738,7 +808,7 @@ CHECKS: tuple[Check, ...] = (
     check_tool_result_error,
     check_cache_prefix,
 )
-FINAL_CHECKS: tuple[FinalCheck, ...] = (final_pending_calls,)
+FINAL_CHECKS: tuple[FinalCheck, ...] = (final_pending_calls, final_gave_up)
 
 
 # --- root causes ------------------------------------------------------------------------------

@@ -249,6 +249,7 @@ class RunAnalyser:
             self._release_history(prev)
         self._make_latest(conv.id, tid, pos, ctx)
         if _failed(rt):  # what the check of a retry reads of the failed attempt
+            ctx.started = ex.started
             ctx.ended = ex.started + max(ex.duration or 0.0, 0.0) if ex.started is not None else None
             ctx.retry_after = _retry_after(ex)
         # What a later turn reads of this one is its round trip, history length, index and seq

@@ -1047,3 +1047,49 @@ def test_an_injected_fault_is_labelled_as_injected() -> None:
     f = one(run, "A.overloaded")
     assert f.message.startswith("[injected by looptap: overloaded] ") and f.details["injected"] == "overloaded"
     assert not [g for g in run.findings if g.layer != "A" and "injected" in g.details]
+
+
+def _timed_fails(family: str, status: int, gaps: list[float], then_answer: bool = True) -> RunAnalysis:
+    """A user turn, then len(gaps)+1 attempts failing with ``status`` (each 0.05 s long, the next
+    starting ``gap`` after the last ended), then (optionally) the answer 0.05 s after the last."""
+    s = Script(family)
+    s.user("Weather in Paris?")
+    t = 1000.0
+    fails = []
+    for gap in [0.0, *gaps]:
+        t += gap
+        ex = s.fail(status, _error_body(family, status, _TRANSIENT[family][1]))
+        ex.started, ex.duration = t, 0.05
+        t += 0.05
+        fails.append(ex)
+    if then_answer:
+        ok = s.reply("It is sunny.")
+        ok.started, ok.duration = t + 0.05, 0.05
+    return s.analyse()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_retry_storm(family: str) -> None:
+    status = 500 if family == "ollama" else 429
+    run = _timed_fails(family, status, [0.01, 0.02, 0.01, 0.03])  # five attempts in 0.27 s
+    f = one(run, "C.retry_storm")
+    at(run, f, 4, 4, Severity.WARNING)
+    assert f.details["attempts"] == 5 and f.details["seconds"] < 0.5
+    backed_off = _timed_fails(family, status, [0.5, 1.0, 2.0, 4.0])  # an SDK's exponential backoff
+    assert not found(backed_off, "C.retry_storm")
+    few = _timed_fails(family, status, [0.01, 0.01])
+    assert not found(few, "C.retry_storm")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_gave_up_on_a_retryable_error(family: str) -> None:
+    status = 500 if family == "ollama" else 429
+    run = _timed_fails(family, status, [1.0, 2.0], then_answer=False)
+    f = one(run, "C.gave_up_on_retryable_error")
+    at(run, f, 2, 2, Severity.INFO)
+    assert f.details["attempts"] == 3 and f"HTTP {status}" in f.message
+    assert not found(_timed_fails(family, status, [1.0, 2.0]), "C.gave_up_on_retryable_error")  # it recovered
+    s = Script(family)
+    s.user("Weather in Paris?")
+    s.fail(400, _error_body(family, 400, "Invalid schema for function 'get_weather'."))
+    assert not found(s.analyse(), "C.gave_up_on_retryable_error")  # not retryable: nothing to give up on
