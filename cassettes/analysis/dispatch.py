@@ -48,6 +48,7 @@ Catalogue (code, severity, when it fires):
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 
@@ -668,7 +669,7 @@ def _storm(ctx: TurnContext) -> tuple[int, float] | None:
     if len(chain) != _STORM_ATTEMPTS:
         return None
     starts: list[float] = []
-    for later, earlier in zip(chain, chain[1:], strict=False):
+    for later, earlier in itertools.pairwise(chain):
         begin = later.ex.started if later is ctx else later.started
         if begin is None or earlier.ended is None or begin - earlier.ended >= _STORM_GAP:
             return None
