@@ -34,7 +34,9 @@ MODEL = "claude-sonnet-4-5"
 
 def _claude(tmp_path: Path, secret: str, up: ScriptedUpstream, confdir: Path, prompt: str, *args: str) -> tuple[Any, Path]:
     claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
-    env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, **CLAUDE_OFFLINE)
+    # Claude Code connects MCP servers in the background by default, so on a loaded machine its
+    # first request can leave before the server's tools are there: wait for them (up to 60 s).
+    env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, MCP_CONNECTION_NONBLOCKING="false", MCP_CONNECT_TIMEOUT_MS="60000", **CLAUDE_OFFLINE)
     cmd = [str(claude), "-p", prompt, "--model", MODEL, "--output-format", "json", "--no-session-persistence", *args]
     return looptap_run(tmp_path, confdir, cmd, env, upstream=up, timeout=180)  # type: ignore[arg-type]
 
