@@ -268,20 +268,24 @@ def test_reopened_writer_seals_the_torn_tail_and_appends(tmp_path: Path) -> None
         path = tmp_path / f"chain{c}.jsonl"
         jobs.append([(path, rng.randrange(1 << 30), rng.uniform(0.0, 0.1), rng.randrange(2, 12)) for _ in range(CHAIN_LENGTH)])
 
-    def chain(steps: list[tuple[Path, int, float, int]]) -> list[Kill]:
-        return [run_and_kill(p, seed, delay, after=after) for p, seed, delay, after in steps]
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        chains = list(pool.map(chain, jobs))
-    for kills in chains:
+    def chain(steps: list[tuple[Path, int, float, int]]) -> dict[int, str]:
+        # Each generation is checked right after its kill, before the next one reopens the file:
+        # checked at the end, the file holds every generation's sealed line, not gen + 1.
         reported: dict[int, str] = {}
-        for gen, kill in enumerate(kills):
+        for gen, (p, seed, delay, after) in enumerate(steps):
+            kill = run_and_kill(p, seed, delay, after=after)
             assert not set(kill.reported) & set(reported), "a reopened writer reused a seq"
             reported.update(kill.reported)
             # Each earlier generation may have left one torn line, now sealed (reported as corrupt).
             cas = check(Kill(kill.path, dict(reported), 0), max_problems=gen + 1)
-            assert sum(p.kind == "torn" for p in cas.problems) <= 1
+            assert sum(pr.kind == "torn" for pr in cas.problems) <= 1
+        return reported
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        chains = list(pool.map(chain, jobs))
+    for job, reported in zip(jobs, chains, strict=True):
         assert len(reported) > CHAIN_LENGTH
+        check(Kill(job[0][0], reported, 0), max_problems=CHAIN_LENGTH)  # the whole chain, at the end
 
 
 def test_sigkill_with_fsync(tmp_path: Path) -> None:
