@@ -10,6 +10,8 @@ An adapter recognises its traffic and parses it into :mod:`cassettes.models`:
 * :meth:`Provider.reassemble` — a framed stream → the same :class:`NormalisedResponse` a
   non-streamed call would give, with ``complete`` decided by the terminal event;
 * :meth:`Provider.parse_error` — an error body → :class:`ApiError`;
+* :meth:`Provider.render_answer` — the other way: an answer → the bytes this API would send
+  for it, streamed or not (replay's rewriting faults: a truncated, filtered or refused answer);
 * :attr:`Provider.price_provider`, :meth:`Provider.price_usage`, :meth:`Provider.price_model`,
   :meth:`Provider.price_context` — what the cost columns need to look a call up in ``genai-prices``.
 
@@ -40,17 +42,24 @@ from cassettes.models import (
 
 __all__ = [
     "Provider",
+    "Rendered",
+    "answer_calls",
+    "answer_text",
     "as_int",
     "as_obj",
     "as_str",
     "aws_payload_bytes",
     "azure_deployment",
+    "call_arguments_object",
+    "call_arguments_text",
     "compact_json",
     "error_from_body",
     "finish_lookup",
     "json_events",
     "media_part",
     "parse_arguments",
+    "pieces",
+    "sse",
     "text_of",
     "tool_call_from_object",
     "tool_call_from_string",
@@ -232,6 +241,65 @@ class Provider:
     def fault_event(self, kind: str) -> bytes:
         """An error inside a 200 stream, framed as this API frames it (its overloaded error)."""
         return b'data: {"error": {"message": "The server had an error while processing your request. Sorry about that!", "type": "server_error"}}\n\n'
+
+    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+        """The bytes this API sends for ``answer`` (its parts, finish reason and usage), streamed
+        when ``stream`` as the API streams, in the form the request at ``url`` asked for; parsing
+        them gives ``answer`` back. ``None``: this API (or this endpoint) has no such form here."""
+        return None
+
+
+class Rendered(tuple[str, list[bytes]]):
+    """(content type, body pieces): one piece for a JSON answer, one per event for a stream."""
+
+    __slots__ = ()
+
+    def __new__(cls, content_type: str, chunks: list[bytes]) -> Rendered:
+        return super().__new__(cls, (content_type, chunks))
+
+    @property
+    def content_type(self) -> str:
+        return self[0]
+
+    @property
+    def chunks(self) -> list[bytes]:
+        return self[1]
+
+
+def sse(obj: Any, event: str | None = None) -> bytes:
+    """One server-sent event carrying ``obj`` as JSON (with an ``event:`` line when named)."""
+    head = b"event: %s\n" % event.encode() if event else b""
+    return head + b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def pieces(text: str, n: int = 3) -> list[str]:
+    """``text`` in up to ``n`` consecutive pieces (a stream's deltas); none for an empty text."""
+    if not text:
+        return []
+    step = max(1, -(-len(text) // n))
+    return [text[i : i + step] for i in range(0, len(text), step)]
+
+
+def answer_text(answer: NormalisedResponse, kind: str = "text") -> str:
+    return "".join(p.text or "" for p in answer.parts if p.kind == kind)
+
+
+def answer_calls(answer: NormalisedResponse) -> list[ToolCall]:
+    """The answer's calls of the client's own functions (the server-side tools ran at the API and
+    are not the client's to run: they are left out of a rendered answer)."""
+    return [p.tool_call for p in answer.parts if p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function"]
+
+
+def call_arguments_text(call: ToolCall) -> str:
+    """A call's arguments as the string a string-carrying API sends (cut ones stay cut)."""
+    if call.arguments_raw is not None:
+        return call.arguments_raw
+    return compact_json(call.arguments if call.arguments is not None else {})
+
+
+def call_arguments_object(call: ToolCall) -> dict[str, Any]:
+    """A call's arguments as the object an object-carrying API sends."""
+    return call.arguments if isinstance(call.arguments, dict) else {}
 
 
 def _seconds(value: float) -> str:

@@ -41,10 +41,15 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     Provider,
+    Rendered,
+    answer_calls,
+    answer_text,
     as_int,
     as_str,
+    call_arguments_object,
     error_from_body,
     media_part,
+    pieces,
     text_of,
     tool_call_from_object,
 )
@@ -96,6 +101,42 @@ def _route(url: SplitResult) -> str | None:
     if len(segs) >= 3 and segs[-3] == "api" and segs[-2] == "blobs":  # /api/blobs/sha256:…
         return "blobs"
     return None
+
+
+def render_native(answer: NormalisedResponse, stream: bool, route: str) -> Rendered | None:
+    """An answer as ``/api/chat`` or ``/api/generate`` sends it: one JSON object, or NDJSON lines
+    ending with the ``done: true`` line that carries ``done_reason`` and the counts."""
+    if answer.finish_reason not in (None, FinishReason.COMPLETE, FinishReason.TOOL_CALL, FinishReason.TRUNCATED_LENGTH):
+        return None  # Ollama has no filter or refusal to say it with
+    done_reason = "length" if answer.finish_reason is FinishReason.TRUNCATED_LENGTH else "stop"
+    text, calls = answer_text(answer), answer_calls(answer)
+    u = answer.usage
+    counts: dict[str, Any] = {}
+    if u is not None:
+        counts = {k: v for k, v in (u.raw or {}).items() if k in _USAGE_KEYS} or {
+            "prompt_eval_count": u.input_tokens or 0, "eval_count": u.output_tokens or 0}
+    head = {"model": answer.model or "", "created_at": "2026-01-01T00:00:00Z"}
+    wire_calls = [{"function": {"name": c.name or "", "arguments": call_arguments_object(c)}} for c in calls]
+
+    def line(piece: str, with_calls: bool, done: bool) -> dict[str, Any]:
+        if route == "chat":
+            msg: dict[str, Any] = {"role": "assistant", "content": piece}
+            if with_calls and wire_calls:
+                msg["tool_calls"] = wire_calls
+            out = {**head, "message": msg, "done": done}
+        else:
+            out = {**head, "response": piece, "done": done}
+        if done:
+            out.update(done_reason=done_reason, **counts)
+        return out
+
+    if not stream:
+        return Rendered("application/json", [orjson.dumps(line(text, True, True))])
+    lines = [line(piece, False, False) for piece in pieces(text)]
+    if wire_calls:
+        lines.append(line("", True, False))
+    lines.append(line("", False, True))
+    return Rendered("application/x-ndjson", [orjson.dumps(obj) + b"\n" for obj in lines])
 
 
 def finish_class(raw: str | None, has_calls: bool, done: bool) -> FinishReason | None:
@@ -350,6 +391,10 @@ class OllamaChat(Provider):
                 line = None
             acc.add(line, in_stream=True)
         return acc.result(events=events)
+
+    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+        route = _route(url)
+        return render_native(answer, stream, route) if route in _GENERATE_ROUTES else None
 
     fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
         "rate_limit": (429, {"error": "too many requests"}),

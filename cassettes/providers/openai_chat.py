@@ -28,11 +28,17 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     Provider,
+    Rendered,
+    answer_calls,
+    answer_text,
     as_int,
     as_str,
+    call_arguments_text,
     error_from_body,
     finish_lookup,
     media_part,
+    pieces,
+    sse,
     text_of,
     tool_call_from_string,
 )
@@ -191,6 +197,72 @@ def _tool_choice_mode(tc: Any) -> str | None:
     return None
 
 
+#: The finish reason this API sends for a normalised class (rendering an answer).
+_RAW_FINISH = {
+    FinishReason.COMPLETE: "stop",
+    FinishReason.TOOL_CALL: "tool_calls",
+    FinishReason.TRUNCATED_LENGTH: "length",
+    FinishReason.FILTERED: "content_filter",
+    FinishReason.REFUSED: "stop",  # a refusal is the message's ``refusal`` text, the finish stays "stop"
+}
+
+
+def _usage_body(u: Usage | None) -> dict[str, Any] | None:
+    if u is None:
+        return None
+    if isinstance(u.raw, dict) and "prompt_tokens" in u.raw:
+        return u.raw
+    out: dict[str, Any] = {"prompt_tokens": u.input_tokens or 0, "completion_tokens": u.output_tokens or 0}
+    out["total_tokens"] = u.total_tokens if u.total_tokens is not None else out["prompt_tokens"] + out["completion_tokens"]
+    if u.cache_read_tokens is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": u.cache_read_tokens}
+    if u.reasoning_tokens is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": u.reasoning_tokens}
+    return out
+
+
+def render_chat(answer: NormalisedResponse, stream: bool, request: Any) -> Rendered:
+    """An answer as a chat completion (JSON) or its chunk stream (SSE ending ``[DONE]``)."""
+    text, refusal, calls = answer_text(answer), answer_text(answer, "refusal"), answer_calls(answer)
+    finish = _RAW_FINISH.get(answer.finish_reason or FinishReason.COMPLETE, answer.finish_reason_raw or "stop")
+    head = {"id": answer.id or "chatcmpl-looptap", "created": 1700000000, "model": answer.model or ""}
+    wire_calls = [
+        {"id": c.id or f"call_looptap_{i}", "type": "function", "function": {"name": c.name or "", "arguments": call_arguments_text(c)}}
+        for i, c in enumerate(calls)
+    ]
+    usage = _usage_body(answer.usage)
+    if not stream:
+        msg: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": refusal or None}
+        if wire_calls:
+            msg["tool_calls"] = wire_calls
+        body = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": finish}]}
+        if usage is not None:
+            body["usage"] = usage
+        return Rendered("application/json", [orjson.dumps(body)])
+    head["object"] = "chat.completion.chunk"
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        return sse({**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]})
+
+    out = [chunk({"role": "assistant", "content": "", "refusal": None})]
+    out += [chunk({"content": piece}) for piece in pieces(text)]
+    out += [chunk({"refusal": piece}) for piece in pieces(refusal)]
+    for i, call in enumerate(wire_calls):
+        fn = call["function"]
+        out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function", "function": {"name": fn["name"], "arguments": ""}}]}))
+        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}) for piece in pieces(fn["arguments"])]
+    options = request.get("stream_options") if isinstance(request, dict) else None
+    if usage is not None and isinstance(options, dict) and options.get("include_usage"):
+        out.append(chunk({}, finish))
+        out.append(sse({**head, "choices": [], "usage": usage}))  # asked for: a chunk of its own
+    elif usage is not None:  # not asked for, yet recorded (the compatible servers): on the last chunk
+        out.append(sse({**head, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}], "usage": usage}))
+    else:
+        out.append(chunk({}, finish))
+    out.append(b"data: [DONE]\n\n")
+    return Rendered("text/event-stream", out)
+
+
 class OpenAIChat(Provider):
     family = "openai_chat"
     otel_provider = "openai"
@@ -233,6 +305,9 @@ class OpenAIChat(Provider):
 
     def api_key_env(self) -> tuple[str, ...]:
         return ("OPENAI_API_KEY",)
+
+    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+        return render_chat(answer, stream, request)
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}

@@ -32,10 +32,16 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     Provider,
+    Rendered,
+    answer_calls,
+    answer_text,
     as_int,
     as_str,
+    call_arguments_text,
     error_from_body,
     media_part,
+    pieces,
+    sse,
     text_of,
     tool_call_from_string,
 )
@@ -355,6 +361,82 @@ def _system(body: Item, messages: list[Message]) -> list[Part]:
 # --- the adapter ------------------------------------------------------------------------------
 
 
+def _usage_body(u: Usage | None) -> dict[str, Any] | None:
+    if u is None:
+        return None
+    if isinstance(u.raw, dict) and "input_tokens" in u.raw:
+        return u.raw
+    i, o = u.input_tokens or 0, u.output_tokens or 0
+    return {
+        "input_tokens": i,
+        "input_tokens_details": {"cached_tokens": u.cache_read_tokens or 0},
+        "output_tokens": o,
+        "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens or 0},
+        "total_tokens": u.total_tokens if u.total_tokens is not None else i + o,
+    }
+
+
+def render_responses(answer: NormalisedResponse, stream: bool, request: Any) -> Rendered:
+    """An answer as a response object (JSON) or its event stream, ending ``response.completed``
+    (``response.incomplete`` when cut by ``max_output_tokens`` or a content filter)."""
+    text, refusal, calls = answer_text(answer), answer_text(answer, "refusal"), answer_calls(answer)
+    finish = answer.finish_reason
+    incomplete = {FinishReason.TRUNCATED_LENGTH: "max_output_tokens", FinishReason.FILTERED: "content_filter"}.get(finish or FinishReason.COMPLETE)
+    rid = answer.id or "resp_looptap"
+    content: list[Item] = []
+    if text:
+        content.append({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+    if refusal:
+        content.append({"type": "refusal", "refusal": refusal})
+    items: list[Item] = []
+    if content:
+        items.append({"type": "message", "id": f"msg_{rid}", "status": "incomplete" if incomplete else "completed", "role": "assistant", "content": content})
+    for i, c in enumerate(calls):
+        items.append({"type": "function_call", "id": f"fc_{rid}_{i}", "call_id": c.id or f"call_looptap_{i}", "name": c.name or "",
+                      "arguments": call_arguments_text(c), "status": "incomplete" if incomplete else "completed"})
+    req = request if isinstance(request, dict) else {}
+    final: Item = {
+        "id": rid, "object": "response", "created_at": 1700000000, "status": "incomplete" if incomplete else "completed",
+        "error": None, "incomplete_details": {"reason": incomplete} if incomplete else None,
+        "instructions": req.get("instructions"), "model": answer.model or as_str(req.get("model")) or "", "output": items,
+        "parallel_tool_calls": True, "previous_response_id": req.get("previous_response_id"), "store": True,
+        "temperature": 1.0, "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": req.get("tools") or [],
+        "top_p": 1.0, "truncation": "disabled", "usage": _usage_body(answer.usage), "metadata": {},
+    }
+    if not stream:
+        return Rendered("application/json", [orjson.dumps(final)])
+    seq = 0
+    out: list[bytes] = []
+
+    def emit(etype: str, **fields: Any) -> None:
+        nonlocal seq
+        out.append(sse({"type": etype, "sequence_number": seq, **fields}, etype))
+        seq += 1
+
+    started = {**final, "status": "in_progress", "incomplete_details": None, "output": [], "usage": None}
+    emit("response.created", response=started)
+    emit("response.in_progress", response=started)
+    for n, item in enumerate(items):
+        if item["type"] == "message":
+            emit("response.output_item.added", output_index=n, item={**item, "status": "in_progress", "content": []})
+            for ci, part in enumerate(item["content"]):
+                empty = {"type": "output_text", "text": "", "annotations": []} if part["type"] == "output_text" else {"type": "refusal", "refusal": ""}
+                emit("response.content_part.added", item_id=item["id"], output_index=n, content_index=ci, part=empty)
+                kind, field = ("output_text", "text") if part["type"] == "output_text" else ("refusal", "refusal")
+                for piece in pieces(part[field]):
+                    emit(f"response.{kind}.delta", item_id=item["id"], output_index=n, content_index=ci, delta=piece)
+                emit(f"response.{kind}.done", item_id=item["id"], output_index=n, content_index=ci, **{field: part[field]})
+                emit("response.content_part.done", item_id=item["id"], output_index=n, content_index=ci, part=part)
+        else:
+            emit("response.output_item.added", output_index=n, item={**item, "status": "in_progress", "arguments": ""})
+            for piece in pieces(item["arguments"]):
+                emit("response.function_call_arguments.delta", item_id=item["id"], output_index=n, delta=piece)
+            emit("response.function_call_arguments.done", item_id=item["id"], output_index=n, arguments=item["arguments"])
+        emit("response.output_item.done", output_index=n, item=item)
+    emit("response.incomplete" if incomplete else "response.completed", response=final)
+    return Rendered("text/event-stream", out)
+
+
 class OpenAIResponses(Provider):
     family = "openai_responses"
     otel_provider = "openai"
@@ -369,6 +451,9 @@ class OpenAIResponses(Provider):
     def fault_event(self, kind: str) -> bytes:
         return (b'event: error\ndata: {"type":"error","code":"server_error","message":"The server had an error while processing '
                 b'your request. Sorry about that!","param":null,"sequence_number":0}\n\n')
+
+    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+        return render_responses(answer, stream, request) if self.operation("POST", url) == "generate" else None
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         found = _responses_index(url)
