@@ -85,8 +85,10 @@ class TurnContext:
         layer = code.split(".", 1)[0]
         assert layer in ("E", "A", "C"), code
         lay: Layer = layer  # type: ignore[assignment]
-        injected = self.ex.response_header("x-looptap-fault") if layer == "A" else None
-        if injected:  # looptap replay --fault made the API fail here: never the API's own doing
+        # looptap replay --fault made the API fail here, or rewrote what the model said: never the
+        # API's or the model's own doing. (How the client then coped, C, is the client's.)
+        injected = self.ex.response_header("x-looptap-fault") if layer in ("A", "E") else None
+        if injected:
             message = f"[injected by looptap: {injected}] {message}"
             details["injected"] = injected
         return Finding(

@@ -45,6 +45,7 @@ __all__ = [
     "Rendered",
     "answer_calls",
     "answer_text",
+    "arguments_not_json",
     "as_int",
     "as_obj",
     "as_str",
@@ -295,6 +296,12 @@ def call_arguments_text(call: ToolCall) -> str:
     if call.arguments_raw is not None:
         return call.arguments_raw
     return compact_json(call.arguments if call.arguments is not None else {})
+
+
+def arguments_not_json(calls: list[ToolCall]) -> bool:
+    """A call's arguments are text that is not JSON: an API that sends arguments as an object
+    cannot carry them."""
+    return any(c.arguments is None and c.arguments_raw is not None for c in calls)
 
 
 def call_arguments_object(call: ToolCall) -> dict[str, Any]:

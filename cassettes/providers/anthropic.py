@@ -59,6 +59,7 @@ from cassettes.providers._base import (
     _seconds,
     answer_calls,
     answer_text,
+    arguments_not_json,
     as_int,
     as_str,
     call_arguments_object,
@@ -131,6 +132,8 @@ def render_messages(answer: NormalisedResponse, stream: bool) -> Rendered | None
     if stop is None:
         return None  # no stop_reason says it (a content filter is not this API's)
     text, calls = answer_text(answer), answer_calls(answer)
+    if not stream and arguments_not_json(calls):
+        return None  # unstreamed, ``input`` is an object: no way to send arguments that are not JSON
     blocks: list[JSONObject] = [{"type": "text", "text": text}] if text else []
     blocks += [{"type": "tool_use", "id": c.id or f"toolu_looptap_{i}", "name": c.name or "", "input": call_arguments_object(c)} for i, c in enumerate(calls)]
     usage = _usage_body(answer.usage)

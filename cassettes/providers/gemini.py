@@ -61,6 +61,7 @@ from cassettes.providers._base import (
     Rendered,
     answer_calls,
     answer_text,
+    arguments_not_json,
     as_int,
     as_str,
     call_arguments_object,
@@ -211,6 +212,8 @@ def render_generate(answer: NormalisedResponse, stream: bool, sse_framing: bool)
     if reason is None:
         return None  # no finishReason says it (Gemini has no refusal field)
     text, calls = answer_text(answer), answer_calls(answer)
+    if arguments_not_json(calls):
+        return None  # ``args`` is an object, streamed or not
     tail: dict[str, Any] = {"finishReason": reason, "index": 0}
     if reason == "SAFETY":
         tail["safetyRatings"] = [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]

@@ -44,6 +44,7 @@ from cassettes.providers._base import (
     Rendered,
     answer_calls,
     answer_text,
+    arguments_not_json,
     as_int,
     as_str,
     call_arguments_object,
@@ -110,6 +111,8 @@ def render_native(answer: NormalisedResponse, stream: bool, route: str) -> Rende
         return None  # Ollama has no filter or refusal to say it with
     done_reason = "length" if answer.finish_reason is FinishReason.TRUNCATED_LENGTH else "stop"
     text, calls = answer_text(answer), answer_calls(answer)
+    if arguments_not_json(calls):
+        return None  # ``arguments`` is an object
     u = answer.usage
     counts: dict[str, Any] = {}
     if u is not None:

@@ -71,6 +71,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _err(line.removeprefix("looptap "))
     if plan is not None:
         _err(f"replay: {len(plan.fired)} faults injected" + "".join(f"\n  request {n} (recorded #{seq}): {text}" for n, seq, text in plan.fired[:50]))
+        if plan.skipped:
+            _err(f"replay: {len(plan.skipped)} faults not injected (the recorded answer was served)"
+                 + "".join(f"\n  request {n} (recorded #{seq}): {text}: {why}" for n, seq, text, why in plan.skipped[:50]))
     for m in server.misses:
         for line in m.lines():
             print(line, file=sys.stderr)

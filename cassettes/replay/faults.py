@@ -22,6 +22,18 @@ Kinds (the bodies and headers are each API's own, from its provider adapter):
     stream_cut=N               a stream stops after N chunks, without its terminal event
     error_event                a 200 stream with the API's error event halfway
 
+Rewriting kinds answer with the recorded answer changed, rendered in the API's own format
+(streamed when the request streams); where an API has no way to say it, the recorded answer is
+served and the replay log says why:
+
+    truncate[=FRACTION]        finish reason length / max tokens: the last tool call's arguments
+                               (or the text) cut, keeping FRACTION of it (default 0.5)
+    content_filter             the API's content filter: the text cut halfway, no tool calls
+    refusal                    the model refuses (the API's refusal field or stop reason)
+    bad_arguments              (model) the first tool call's arguments are not JSON
+    unoffered_tool             (model) the first tool call names a tool that was not offered
+    schema_arguments           (model) the first tool call's arguments break the tool's schema
+
 ``TIMES`` counts attempts at one recorded answer: ``*3`` fails the next three attempts at it, then
 serves it. Without ``*`` a fault fires once per recorded answer it selects.
 """
@@ -33,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from cassettes.models import NormalisedRequest, NormalisedResponse
     from cassettes.replay.matcher import Recorded
 
 
@@ -46,7 +59,7 @@ class Attempt(Protocol):
     @property
     def exchange(self) -> Any: ...
 
-__all__ = ["KINDS", "Fault", "FaultPlan", "parse_fault"]
+__all__ = ["KINDS", "Fault", "FaultPlan", "parse_fault", "rewrite_answer"]
 
 #: kind → (what its argument is, default argument).
 KINDS: dict[str, tuple[str | None, float | None]] = {
@@ -59,9 +72,19 @@ KINDS: dict[str, tuple[str | None, float | None]] = {
     "stall": ("seconds", 5.0),
     "stream_cut": ("chunks", 3.0),
     "error_event": (None, None),
+    "truncate": ("fraction kept", 0.5),
+    "content_filter": (None, None),
+    "refusal": (None, None),
+    "bad_arguments": (None, None),
+    "unoffered_tool": (None, None),
+    "schema_arguments": (None, None),
 }
 #: Faults answered with an HTTP error status (the rest change how the recorded answer is sent).
 STATUS_KINDS = frozenset({"rate_limit", "overloaded", "server_error", "context_length"})
+#: Faults answered with the recorded answer rewritten (see :func:`rewrite_answer`).
+REWRITE_KINDS = frozenset({"truncate", "content_filter", "refusal", "bad_arguments", "unoffered_tool", "schema_arguments"})
+#: What a refusing model says (the text of a refusal field).
+REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 _SELECTORS = ("turn", "seq", "request", "tool", "p", "conversation")
 
 
@@ -110,6 +133,8 @@ def parse_fault(text: str) -> Fault:
             raise FaultSpecError(f"--fault {text!r}: {kind}= wants {meaning}") from None
         if arg < 0 or arg > 3600:
             raise FaultSpecError(f"--fault {text!r}: {kind}= wants {meaning} between 0 and 3600")
+        if kind == "truncate" and not 0 <= arg < 1:
+            raise FaultSpecError(f"--fault {text!r}: truncate= wants the fraction kept, from 0 up to (not including) 1")
     where = where.strip()
     if where in ("*", "", "all"):
         selector = ("*", "")
@@ -139,6 +164,9 @@ class FaultPlan:
     seed: int = 0
     #: Faults fired so far: (request number, recorded seq, fault text).
     fired: list[tuple[int, int | None, str]] = field(default_factory=list)
+    #: Rewriting faults that could not be made, the recorded answer served instead: (request
+    #: number, recorded seq, fault text, why).
+    skipped: list[tuple[int, int | None, str, str]] = field(default_factory=list)
     _left: dict[tuple[int, int], int] = field(default_factory=dict)
     _requests: int = 0
 
@@ -166,6 +194,12 @@ class FaultPlan:
             return f
         return None
 
+    def skip(self, why: str) -> None:
+        """The fault just decided could not be made (the recorded answer was served instead)."""
+        if self.fired:
+            n, seq, text = self.fired.pop()
+            self.skipped.append((n, seq, text, why))
+
     def _selects(self, f: Fault, rec: Recorded | Attempt) -> bool:
         name, value = f.selector
         ex = rec.exchange
@@ -187,3 +221,94 @@ class FaultPlan:
             rt = parse_exchange(ex)
             return rt.response is not None and any(c.name == value for c in rt.response.tool_calls)
         return False
+
+
+# -- rewriting faults --------------------------------------------------------------------------
+
+
+def rewrite_answer(fault: Fault, answer: NormalisedResponse, request: NormalisedRequest | None) -> NormalisedResponse | str:
+    """The recorded ``answer`` as ``fault`` changes it; a string says why it cannot (the answer
+    has no tool call to break, the tool's schema requires nothing …)."""
+    from cassettes.models import FinishReason, Part
+
+    parts = [p for p in answer.parts if p.kind != "reasoning"]  # a thought's signature would not match
+    calls = [i for i, p in enumerate(parts) if p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function"]
+    text = "".join(p.text or "" for p in parts if p.kind == "text")
+    kind = fault.kind
+    update: dict[str, Any] = {"finish_reason_raw": None, "complete": True}
+    if kind == "truncate":
+        keep = fault.arg if fault.arg is not None else 0.5
+        if calls:
+            i = calls[-1]
+            call = parts[i].tool_call
+            assert call is not None
+            raw = _arguments_text(call)
+            cut = raw[: min(int(len(raw) * keep), len(raw) - 1)]
+            partial = dict(list(call.arguments.items())[:-1]) if isinstance(call.arguments, dict) else {}
+            bad = call.model_copy(update={"arguments": partial, "arguments_raw": cut, "arguments_error": "cut by max tokens"})
+            new_parts = [*parts[:i], Part(kind="tool_call", tool_call=bad)]
+        elif text:
+            new_parts = [Part(kind="text", text=text[: int(len(text) * keep)])]
+        else:
+            return "the answer has no text or tool call to cut"
+        return answer.model_copy(update={**update, "parts": new_parts, "finish_reason": FinishReason.TRUNCATED_LENGTH})
+    if kind == "content_filter":
+        kept = [Part(kind="text", text=text[: len(text) // 2])] if text[: len(text) // 2] else []
+        return answer.model_copy(update={**update, "parts": kept, "finish_reason": FinishReason.FILTERED})
+    if kind == "refusal":
+        return answer.model_copy(update={**update, "parts": [Part(kind="refusal", text=REFUSAL_TEXT)], "finish_reason": FinishReason.REFUSED})
+    # The model's faults: the first call of the client's own tools, changed.
+    if not calls:
+        return "the answer calls no tool"
+    i = calls[0]
+    call = parts[i].tool_call
+    assert call is not None
+    if kind == "bad_arguments":
+        raw = _arguments_text(call).rstrip()
+        bad_raw = (raw[:-1] if raw.endswith("}") else raw) + ',}'  # a trailing comma: not JSON
+        changed = call.model_copy(update={"arguments": None, "arguments_raw": bad_raw, "arguments_error": "not JSON"})
+    elif kind == "unoffered_tool":
+        offered = {t.name for t in request.tools} if request is not None else set()
+        name = next(n for n in (f"{call.name}_v2", "run_shell", "run_shell_v2", "looptap_unoffered_tool") if n not in offered)
+        changed = call.model_copy(update={"name": name})
+    else:  # schema_arguments
+        broken = _break_schema(call.name, call.arguments, request)
+        if isinstance(broken, str):
+            return broken
+        changed = call.model_copy(update={"arguments": broken, "arguments_raw": None, "arguments_error": None})
+    new_parts = [*parts[:i], Part(kind="tool_call", tool_call=changed), *parts[i + 1 :]]
+    return answer.model_copy(update={**update, "parts": new_parts, "finish_reason": answer.finish_reason or FinishReason.TOOL_CALL})
+
+
+def _arguments_text(call: Any) -> str:
+    import orjson
+
+    if call.arguments_raw is not None:
+        return str(call.arguments_raw)
+    return orjson.dumps(call.arguments if call.arguments is not None else {}).decode()
+
+
+_WRONG = {"string": 12345, "integer": "not a number", "number": "not a number", "boolean": "yes", "array": "not a list", "object": "not an object"}
+
+
+def _break_schema(name: str | None, arguments: Any, request: NormalisedRequest | None) -> dict[str, Any] | str:
+    """``arguments`` changed so that they break the offered tool's JSON Schema: a required
+    property left out, else a property of the wrong type (checked against the schema)."""
+    from cassettes.analysis.emission import schema_errors
+
+    spec = next((t for t in (request.tools if request is not None else []) if t.name == name), None)
+    schema = spec.parameters if spec is not None else None
+    if not isinstance(schema, dict) or not isinstance(arguments, dict):
+        return f"tool {name!r} was offered without a JSON Schema to break"
+    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    tries: list[dict[str, Any]] = [
+        {k: v for k, v in arguments.items() if k != req} for req in schema.get("required") or [] if req in arguments
+    ]
+    for key, sub in props.items():
+        kind = sub.get("type") if isinstance(sub, dict) else None
+        if isinstance(kind, str) and kind in _WRONG:
+            tries.append({**arguments, key: _WRONG[kind]})
+    for broken in tries:
+        if schema_errors(broken, schema):
+            return broken
+    return f"tool {name!r}'s schema requires nothing the arguments could break"

@@ -34,11 +34,12 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from cassettes import bounds
 from cassettes.decoding import decode_chunks
 from cassettes.exchange import Exchange, Headers, header
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
 from cassettes.replay.background import BackgroundServer
-from cassettes.replay.faults import STATUS_KINDS, Fault, FaultPlan
+from cassettes.replay.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
 from cassettes.store import read_cassette
 
@@ -99,6 +100,14 @@ def replay_env(url: str) -> dict[str, str]:
         for var in variables:
             env[var] = url + suffix
     return env
+
+
+#: Why a rewriting fault could not be rendered for an API (it has no way to say it).
+_NO_FORM = {
+    "content_filter": "this API has no content-filter finish to send",
+    "refusal": "this API has no refusal field or stop reason to send",
+    "bad_arguments": "this API sends tool arguments as a JSON object here, never as text that could fail to parse",
+}
 
 
 @dataclass
@@ -264,15 +273,15 @@ class ReplayServer(BackgroundServer):
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace"))
         await writer.drain()
 
-    def _log(self, req: _Request, status: int | None, headers: Headers, chunks: list[tuple[float | None, bytes]], answer: Recorded | Miss | str, transport_error: str | None = None) -> Exchange:
+    def _log(self, req: _Request, status: int | None, headers: Headers, chunks: list[tuple[float | None, bytes]], answer: Recorded | Miss | str, transport_error: str | None = None, origin_of: Recorded | None = None) -> Exchange:
         """Record what is being answered *before* any of it reaches the client (``chunks`` is
         the list the sender appends to before each write): a test that inspects the run as soon
         as its client returns must find every byte the client saw."""
         # A replayed round trip keeps the recorded origin: the run's analysis (provider, prices)
         # must see the API that answered, not this loopback server.
         origin = self.url
-        if isinstance(answer, Recorded):
-            u = urlsplit(answer.exchange.url)
+        if isinstance(answer, Recorded) or origin_of is not None:
+            u = urlsplit((answer if isinstance(answer, Recorded) else origin_of).exchange.url)  # type: ignore[union-attr]
             origin = f"{u.scheme}://{u.netloc}" if u.scheme and u.netloc else self.url
         ex = Exchange(
             method=req.method,
@@ -322,9 +331,11 @@ class ReplayServer(BackgroundServer):
             return await self._play(req, writer, rec, asyncio.get_running_loop().time(), fault=fault)
         if fault.kind == "stall":
             return await self._play(req, writer, rec, t0, fault=fault)
+        if fault.kind in REWRITE_KINDS:
+            return await self._rewrite(req, writer, rec, fault, adapter, t0)
         rec.plays -= 1  # this attempt fails: the next one gets the recording
         if fault.kind == "reset":
-            self._log(req, None, [], [], label, f"looptap fault: {fault.describe()} (connection closed before any response)")
+            self._log(req, None, [], [], label, f"looptap fault: {fault.describe()} (connection closed before any response)", origin_of=rec)
             writer.transport.abort()
             return False
         if fault.kind in STATUS_KINDS:
@@ -336,12 +347,62 @@ class ReplayServer(BackgroundServer):
                 ("x-looptap-fault", fault.describe()),
                 ("content-length", str(len(body))),
             ]
-            self._log(req, status, headers, [(0.0, body)], label)
+            self._log(req, status, headers, [(0.0, body)], label, origin_of=rec)
             await self._send_head(writer, status, headers)
             writer.write(body)
             await writer.drain()
             return True
         return await self._play(req, writer, rec, t0, fault=fault)  # stream_cut, error_event
+
+    async def _rewrite(self, req: _Request, writer: asyncio.StreamWriter, rec: Recorded, fault: Fault, adapter: Provider, t0: float) -> bool:
+        """Answer with the recorded answer rewritten by ``fault`` (cut, filtered, refused, a broken
+        tool call), rendered in the API's format, streamed when the request streams. Where that
+        cannot be done, the recorded answer is served and the plan notes why."""
+        from urllib.parse import urlsplit
+
+        from cassettes.roundtrip import parse_exchange
+
+        ex = rec.exchange
+        url = urlsplit(req.target)
+        try:
+            body = bounds.loads(req.body) if req.body else None
+        except (orjson.JSONDecodeError, ValueError):
+            body = None
+        rendered, why = None, "the recorded answer is not a model's answer"
+        rt = parse_exchange(ex)
+        if ex.status is not None and 200 <= ex.status < 300 and rt.response is not None and rt.response.error is None:
+            try:
+                request = adapter.parse_request(body, url) if isinstance(body, dict) else None
+            except Exception:  # a request the adapter cannot read: only the tool-aware faults need it
+                request = None
+            new = rewrite_answer(fault, rt.response, request)
+            if isinstance(new, str):
+                why = new
+            else:
+                rendered = adapter.render_answer(new, adapter.is_stream(url, body), url, body)
+                why = _NO_FORM.get(fault.kind, "this API has no form for that answer here")
+        if rendered is None:
+            if self.faults is not None:
+                self.faults.skip(why)
+            return await self._play(req, writer, rec, t0, note=f"fault {fault.text} not injected: {why}; served as recorded")
+        rec.plays -= 1  # the next attempt at this request gets the recording
+        stream = rendered.content_type in ("text/event-stream", "application/x-ndjson") or len(rendered.chunks) > 1
+        headers: Headers = [("content-type", rendered.content_type), ("x-looptap-replay", f"seq={ex.seq}"), ("x-looptap-fault", fault.describe())]
+        if stream:
+            headers.append(("transfer-encoding", "chunked"))
+        else:
+            headers.append(("content-length", str(sum(len(c) for c in rendered.chunks))))
+        sent: list[tuple[float | None, bytes]] = []
+        self._log(req, 200, headers, sent, f"fault {fault.text}", origin_of=rec)
+        await self._send_head(writer, 200, headers)
+        loop = asyncio.get_running_loop()
+        for chunk in rendered.chunks:
+            sent.append((loop.time() - t0, chunk))
+            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if stream else chunk)
+        if stream:
+            writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
 
     async def _send_internal_error(self, writer: asyncio.StreamWriter, exc: Exception) -> None:
         body = orjson.dumps(Provider().replay_error(500, f"looptap replay: internal error: {type(exc).__name__}: {exc}", "looptap_replay_error"))
@@ -370,7 +431,7 @@ class ReplayServer(BackgroundServer):
         """The recording shows the SDK retrying this error: the same request recorded again later."""
         return any(r.index > rec.index and not r.plays and r.key.digest == rec.key.digest for r in self.matcher.recorded)
 
-    async def _play(self, req: _Request, writer: asyncio.StreamWriter, rec: Recorded, t0: float, fault: Fault | None = None) -> bool:
+    async def _play(self, req: _Request, writer: asyncio.StreamWriter, rec: Recorded, t0: float, fault: Fault | None = None, note: str | None = None) -> bool:
         ex = rec.exchange
         loop = asyncio.get_running_loop()
         speed = self.speed
@@ -411,7 +472,9 @@ class ReplayServer(BackgroundServer):
             headers.append(("transfer-encoding", "chunked"))
         await until(ex.ttfb)
         sent: list[tuple[float | None, bytes]] = []
-        logged = self._log(req, ex.status, headers, sent, f"fault {fault.text}" if fault is not None else rec, ex.transport_error)
+        logged = self._log(req, ex.status, headers, sent, f"fault {fault.text}" if fault is not None else rec, ex.transport_error, origin_of=rec)
+        if note is not None:
+            logged.notes.append(note)
         await self._send_head(writer, ex.status, headers)
         if not chunked:
             await until(chunks[0][0] if chunks else None)
