@@ -26,6 +26,8 @@ Catalogue (code, severity, when it fires):
                                               request with no new input
 ``C.truncated_treated_as_complete`` warning   a cut-off answer (token cap, cut stream) was echoed
                                               or its calls executed as if whole
+``C.refusal_treated_as_answer``     warning   a refused or filtered answer was echoed and the loop
+                                              went on with no new input, as if the model had answered
 ``C.retry``                         info      the identical request again after a failed attempt
 ``C.retry_of_rejected_request``     warning   ... after a 4xx that will fail the same way
 ``C.retry_before_retry_after``      warning   ... sooner than the ``retry-after`` the API asked for
@@ -558,6 +560,32 @@ def check_truncated_treated_as_complete(ctx: TurnContext) -> Iterator[Finding]:
     )
 
 
+def check_refusal_treated_as_answer(ctx: TurnContext) -> Iterator[Finding]:
+    """C.refusal_treated_as_answer — the model refused, or the API's filter withheld the answer,
+    and the client put that answer in the history and called again with no new input: its loop
+    took the refusal for a step of the work instead of stopping or asking a person."""
+    prev = ctx.prev
+    if prev is None or not _continues(ctx) or prev.rt.response is None:
+        return
+    r = prev.rt.response
+    refused = r.finish_reason is FinishReason.REFUSED or any(p.kind == "refusal" for p in r.parts)
+    if not refused and r.finish_reason is not FinishReason.FILTERED:
+        return
+    appended = ctx.turn.c.appended
+    # Something was appended (the answer, however echoed; results), and nothing from a person: the
+    # same request again is a retry, new user text is a person taking over.
+    if not appended or any(m.role not in ("assistant", "model", "tool") for m in appended):
+        return
+    what = "the model refused" if refused else f"the API's content filter withheld the answer ({r.finish_reason_raw or 'filtered'})"
+    yield ctx.finding(
+        "C.refusal_treated_as_answer",
+        Severity.WARNING,
+        f"On turn {prev.index} {what}, but the client appended that answer to the history and called "
+        "the model again with no new input, as if it were a step of the work.",
+        related_turn=prev.index,
+    )
+
+
 def _request_changes(before: NormalisedRequest | None, after: NormalisedRequest | None) -> list[str]:
     """What differs between two requests beyond their history: model, streaming, tools, tool
     choice, system prompt, parameters (each named, the model with both values)."""
@@ -805,6 +833,7 @@ CHECKS: tuple[Check, ...] = (
     check_pairing_error,
     check_continued_after_final,
     check_truncated_treated_as_complete,
+    check_refusal_treated_as_answer,
     check_retry,
     check_tool_result_error,
     check_cache_prefix,

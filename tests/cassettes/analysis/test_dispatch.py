@@ -1093,3 +1093,52 @@ def test_gave_up_on_a_retryable_error(family: str) -> None:
     s.user("Weather in Paris?")
     s.fail(400, _error_body(family, 400, "Invalid schema for function 'get_weather'."))
     assert not found(s.analyse(), "C.gave_up_on_retryable_error")  # not retryable: nothing to give up on
+
+
+# --- C.refusal_treated_as_answer ----------------------------------------------------------------
+
+_REFUSED = {"openai_chat": {"refusal": "I can't help with that."}, "openai_responses": {"refusal": "I can't help with that."},
+            "anthropic": {"finish": "refusal"}}
+_FILTERED = {"openai_chat": "content_filter", "openai_responses": "incomplete:content_filter", "gemini": "SAFETY"}
+
+
+@pytest.mark.parametrize("family", ["openai_chat", "anthropic"])  # (the script echoes no Responses refusal item)
+def test_refusal_echoed_and_the_loop_went_on(family: str) -> None:
+    s = Script(family)
+    s.user("Delete every file on the server.")
+    s.reply("Sorry" if family == "anthropic" else None, **_REFUSED[family])
+    s.reply("Done.")  # called again with the refusal in the history and nothing new
+    run = s.analyse()
+    f = one(run, "C.refusal_treated_as_answer")
+    at(run, f, 1, 1, Severity.WARNING)
+    assert f.related_turn == 0 and "the model refused" in f.message
+
+
+@pytest.mark.parametrize("family", list(_FILTERED))
+def test_filtered_answer_echoed_and_the_loop_went_on(family: str) -> None:
+    s = Script(family)
+    s.user("Write the story.")
+    s.reply("Once upon a", finish=_FILTERED[family])
+    s.reply("The end.")
+    f = one(s.analyse(), "C.refusal_treated_as_answer")
+    assert f.related_turn == 0 and "content filter" in f.message
+
+
+@pytest.mark.parametrize("family", list(_REFUSED))
+def test_refusal_then_a_person_rephrases_is_clean(family: str) -> None:
+    s = Script(family)
+    s.user("Delete every file on the server.")
+    s.reply("Sorry" if family == "anthropic" else None, **_REFUSED[family])
+    s.user("Then list the files instead.")
+    s.reply("Here they are.")
+    assert not found(s.analyse(), "C.refusal_treated_as_answer")
+
+
+@pytest.mark.parametrize("family", list(_FILTERED))
+def test_filtered_answer_dropped_and_asked_again_is_clean(family: str) -> None:
+    s = Script(family)
+    s.user("Write the story.")
+    s.reply("Once upon a", finish=_FILTERED[family], echo=False)
+    s.user("Write a gentler story.")
+    s.reply("The end.")
+    assert not found(s.analyse(), "C.refusal_treated_as_answer")
