@@ -19,7 +19,8 @@ Kinds (the bodies and headers are each API's own, from its provider adapter):
     reset                      the connection is closed before any response
     slow_first_byte=SECONDS    the recorded answer, after a delay
     stall=SECONDS              a stream pauses halfway for that long, then goes on
-    stream_cut=N               a stream stops after N chunks, without its terminal event
+    stream_cut=N               a stream stops after N events (at most all but the last), without
+                               its terminal event
     error_event                a 200 stream with the API's error event halfway
 
 Rewriting kinds answer with the recorded answer changed, rendered in the API's own format

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import ssl
 import threading
 import time
@@ -100,6 +101,24 @@ def replay_env(url: str) -> dict[str, str]:
         for var in variables:
             env[var] = url + suffix
     return env
+
+
+_SSE_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+def _events(body: bytes, ctype: str) -> list[bytes]:
+    """A streamed body cut into its events (server-sent events or NDJSON lines), delimiters kept."""
+    if "ndjson" in ctype:
+        return body.splitlines(keepends=True)
+    if "event-stream" not in ctype:
+        return [body] if body else []
+    out, start = [], 0
+    for m in _SSE_EVENT_END.finditer(body):
+        out.append(body[start : m.end()])
+        start = m.end()
+    if start < len(body):
+        out.append(body[start:])
+    return out
 
 
 #: Why a rewriting fault could not be rendered for an API (it has no way to say it).
@@ -460,10 +479,15 @@ class ReplayServer(BackgroundServer):
         if fault is not None:
             headers.append(("x-looptap-fault", fault.describe()))
         chunks = [(t, c) for t, c in ex.response_chunks if c]
-        if fault is not None and fault.kind in ("stream_cut", "error_event") and len(chunks) == 1 and ex.status < 400:
-            body = chunks[0][1]  # one recorded piece (a JSON answer): cut it, or send the error halfway
-            chunks = [(chunks[0][0], body[: len(body) // 2]), (chunks[0][0], body[len(body) // 2 :])]
         ctype = (ex.response_header("content-type") or "").lower()
+        if fault is not None and fault.kind in ("stream_cut", "error_event", "stall") and ex.status < 400:
+            events = _events(b"".join(c for _, c in chunks), ctype)
+            if len(events) > len(chunks):  # a stream recorded in few pieces (vcrpy keeps one): fault it event by event
+                last = chunks[-1][0] if chunks else None
+                chunks = [(last, e) for e in events]
+            elif len(chunks) == 1 and fault.kind != "stall":
+                body = chunks[0][1]  # one recorded piece (a JSON answer): cut it, or send the error halfway
+                chunks = [(chunks[0][0], body[: len(body) // 2]), (chunks[0][0], body[len(body) // 2 :])]
         chunked = (fault is not None and fault.kind in ("stream_cut", "error_event", "stall")) or len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
         if not chunked:
             body = b"".join(c for _, c in chunks)
@@ -485,6 +509,8 @@ class ReplayServer(BackgroundServer):
         else:
             half = max(1, len(chunks) // 2)
             cut = int(fault.arg or 0) if fault is not None and fault.kind == "stream_cut" else None
+            if cut is not None:  # a stream of N events or fewer loses its last one: a cut always cuts
+                cut = min(cut, len(chunks) - 1)
             for i, (offset, chunk) in enumerate(chunks):
                 if fault is not None and i == half and fault.kind == "stall":
                     await asyncio.sleep(fault.arg or 0.0)
@@ -503,10 +529,6 @@ class ReplayServer(BackgroundServer):
                 sent.append((loop.time() - t0, chunk))
                 writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 await writer.drain()
-            if cut is not None:  # fewer chunks than the cut: cut before the end of the stream
-                logged.transport_error = f"looptap fault: stream cut after {len(chunks)} chunks"
-                writer.transport.abort()
-                return False
         if ex.transport_error:  # the recording broke off here: so does the replay
             writer.transport.abort()
             return False

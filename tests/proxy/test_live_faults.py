@@ -69,3 +69,23 @@ def test_live_faults_without_retries_and_bad_specs(tmp_path, confdir, text_upstr
     for spec, says in (("turn=1:reset", "live, a request is selected by request=N"), ("request=1:stream_cut=2", "stream_cut works in looptap replay only")):
         bad, _ = looptap_run(tmp_path, confdir, secret, cmd, extra=("--fault", spec))
         assert bad.returncode != 0 and says in bad.stderr, explain(bad)
+
+
+def test_live_chaos_run_with_a_probability_and_a_seed(tmp_path, confdir, text_upstream, secret) -> None:  # type: ignore[no-untyped-def]
+    """The issue's own command: `looptap run --fault 'p=0.2:rate_limit' --fault-seed 1 -- python agent.py`."""
+    up = text_upstream
+    agent = CLIENT.replace("range(3)", "range(10)")
+    cmd = python_client(tmp_path, agent)
+    proc, out = looptap_run(tmp_path, confdir, secret, cmd, extra=("--upstream", f"openai={up.url}", "--fault", "p=0.2:rate_limit", "--fault-seed", "1"))
+    assert proc.returncode == 0, explain(proc)
+    assert outputs(proc) == [{"i": i, "ok": True} for i in range(10)], explain(proc)  # the SDK's retries absorbed every 429
+    run = load_run(out)
+    injected = [ex for ex in run.exchanges if ex.response_header("x-looptap-fault")]
+    assert injected and all(ex.status == 429 for ex in injected)
+    assert len(run.exchanges) == 10 + len(injected) and len(up.llm_served()) == 10
+    a = [f for f in run.analysis.findings if f.code == "A.rate_limited"]
+    assert len(a) == len(injected) and all(f.message.startswith("[injected by looptap: rate_limit=1]") for f in a)
+    assert len([f for f in run.analysis.findings if f.code == "C.retry"]) == len(injected)
+    # the openai SDK honours retry-after (1 s): no finding blames its handling
+    assert not [f for f in run.analysis.findings if f.code in ("C.retry_before_retry_after", "C.retry_storm", "C.gave_up_on_retryable_error")]
+    print(f"\np=0.2, seed 1: {len(injected)} of {len(run.exchanges)} requests answered 429 by the proxy")

@@ -90,7 +90,10 @@ def sdk_call(family: str, stream: bool, url: str, tool: str, schema: dict[str, A
             for ev in client.responses.create(model="gpt-4o", input="Use the tool.", tools=rtools, stream=True):
                 if ev.type in ("response.completed", "response.incomplete"):
                     final = ev.response
-            assert final is not None
+                if ev.type == "error":  # the SDK hands an error event to the caller as an event
+                    return Seen(f"error event ({ev.code})")
+            if final is None:
+                return Seen("stream ended without response.completed")
             r = final
         else:
             r = client.responses.create(model="gpt-4o", input="Use the tool.", tools=rtools)
