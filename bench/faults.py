@@ -26,6 +26,8 @@ from typing import Any
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
+# Not bench/ itself: its mcp.py would shadow the mcp package the frameworks import.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
 from cassettes.analysis import analyse  # noqa: E402
@@ -34,8 +36,13 @@ from cassettes.replay.faults import FaultPlan, parse_fault  # noqa: E402
 from cassettes.replay.server import ReplayServer  # noqa: E402
 from cassettes.store import CassetteWriter  # noqa: E402
 
-FAULTS = ["rate_limit", "overloaded", "server_error", "context_length", "reset", "slow_first_byte=1", "stream_cut=2", "error_event", "stall=1"]
+FAULTS = ["rate_limit", "overloaded", "server_error", "context_length", "reset", "slow_first_byte=1", "stream_cut=2", "error_event", "stall=1",
+          "truncate", "content_filter", "refusal", "bad_arguments", "unoffered_tool", "schema_arguments"]
 STREAM_ONLY = {"stream_cut=2", "error_event", "stall=1"}
+#: Faults that rewrite the answer: served on a real recorded tool-calling answer, once.
+REWRITING = {"truncate", "content_filter", "refusal", "bad_arguments", "unoffered_tool", "schema_arguments"}
+#: The frameworks, on a text answer: the faults a non-streaming agent run meets.
+FRAMEWORK_FAULTS = ["rate_limit", "overloaded", "server_error", "context_length", "reset", "truncate", "content_filter", "refusal"]
 
 
 def _json_ex(url: str, req: Any, resp: Any) -> Exchange:
@@ -122,31 +129,106 @@ FAMILIES: dict[str, tuple[str, Exchange, Exchange | None, Callable[[str, bool], 
 }
 
 
-def cell(work: Path, family: str, fault: str) -> list[str]:
-    sdk, plain, streamed, call = FAMILIES[family]
+def _pydantic_ai(url: str, stream: bool) -> str:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    agent = Agent(OpenAIChatModel("gpt-4o", provider=OpenAIProvider(base_url=url + "/v1", api_key="x")))
+    return str(agent.run_sync("Hi").output)
+
+
+def _openai_agents(url: str, stream: bool) -> str:
+    import openai
+    from agents import Agent, OpenAIResponsesModel, Runner, set_tracing_disabled
+
+    set_tracing_disabled(True)
+    model = OpenAIResponsesModel("gpt-4o", openai_client=openai.AsyncOpenAI(base_url=url + "/v1", api_key="x"))
+    return str(Runner.run_sync(Agent(name="a", instructions="Be brief.", model=model), "Hi").final_output)
+
+
+#: framework → (label, family, the recorded answer to its request, call)
+FRAMEWORKS: dict[str, tuple[str, str, Any, Callable[[str, bool], str]]] = {
+    "pydantic-ai": ("pydantic-ai", "openai_chat", _CHAT_RESP, _pydantic_ai),
+    "openai-agents": ("openai-agents", "openai_responses", _RESP_RESP, _openai_agents),
+}
+
+
+def _captured(call: Callable[[str], Any]) -> Exchange:
+    """The request a client sends, captured by a first call that misses."""
+    with ReplayServer([_json_ex("https://example.invalid/none", {}, {})]) as srv:
+        try:
+            call(srv.url)
+        except Exception as exc:
+            if not srv.served:
+                raise RuntimeError(f"the client sent nothing: {exc!r}") from exc
+        return srv.served[0]
+
+
+def _seen(seen: Any) -> str:
+    """A rewritten answer as the caller got it, in a few words."""
+    calls = ", ".join(f"{n}({a if isinstance(a, str) else orjson.dumps(a).decode()})" for n, a in seen.calls)
+    bits = [f"finish {seen.finish}"] + ([f"refusal {seen.refusal!r}"] if seen.refusal else []) + ([f"text {seen.text[:20]!r}"] if seen.text else [])
+    return "; ".join(bits + ([f"calls {calls[:80]}"] if calls else ["no calls"]))
+
+
+def _outcome(call: Callable[[], Any]) -> str:
+    try:
+        got = call()
+    except Exception as exc:  # what the caller sees
+        module = ".".join(part for part in type(exc).__module__.split(".") if not part.startswith("_"))
+        return f"{module}.{type(exc).__name__}"
+    if isinstance(got, str):
+        return f"answer ({got[:40]!r})"
+    return _seen(got)
+
+
+def cell(work: Path, family: str, fault: str, framework: str | None = None) -> list[str]:
+    from tests.replay.rewrite_support import cassette_for, sdk_call
+
     stream = fault in STREAM_ONLY
-    ex = streamed if stream else plain
-    if ex is None:
-        return [family, sdk, fault, "(no streamed recording in this bench)", "", "", "", ""]
-    path = work / f"{family}-{fault}.jsonl"
-    with CassetteWriter(path) as w:
-        w.append(ex)
-    plan = FaultPlan([parse_fault(f"request=1:{fault}*2")])
+    times = 1 if fault in REWRITING else 2
+    kind = fault.partition("=")[0]
+    if framework is not None:
+        sdk, family, answer, fcall = FRAMEWORKS[framework]
+        sent = _captured(lambda url: fcall(url, False))
+        target = sent.url.split("://", 1)[1].partition("/")[2]
+        path = work / f"{framework}-{kind}.jsonl"
+        with CassetteWriter(path) as w:
+            w.append(Exchange("POST", f"https://api.openai.com/{target}", [], sent.request_body, status=200,
+                              response_headers=[("content-type", "application/json")], response_chunks=[(0.01, orjson.dumps(answer))]))
+
+        def call(url: str) -> Any:
+            return fcall(url, False)
+    elif fault in REWRITING or (stream and FAMILIES[family][2] is None):
+        sdk = FAMILIES[family][0]
+        path, tool, schema = cassette_for(work, family, stream)  # a real recorded tool-calling answer
+
+        def call(url: str) -> Any:
+            return sdk_call(family, stream, url, tool, schema)
+    else:
+        sdk, plain, streamed, scall = FAMILIES[family]
+        path = work / f"{family}-{kind}.jsonl"
+        with CassetteWriter(path) as w:
+            w.append(streamed if stream else plain)
+
+        def call(url: str) -> Any:
+            return scall(url, stream)
+
+    plan = FaultPlan([parse_fault(f"request=1:{fault}*{times}")])
     t0 = time.monotonic()
     with ReplayServer(path, faults=plan) as srv:
-        try:
-            got = call(srv.url, stream)
-            outcome = f"answer ({got!r})" if got == "Hello" or got.startswith("Hello") else f"answer {got!r}"
-        except Exception as exc:  # what the caller sees
-            module = ".".join(part for part in type(exc).__module__.split(".") if not part.startswith("_"))
-            outcome = f"{module}.{type(exc).__name__}"
+        outcome = _outcome(lambda: call(srv.url))
         served = list(srv.served)
+    if plan.skipped:
+        outcome = f"(not injected: {plan.skipped[0][3]})"
     took = time.monotonic() - t0
     starts = [e.started for e in served if e.started is not None]
     waits = [b - a for a, b in itertools.pairwise(starts)]
     honoured = "-" if fault not in ("rate_limit", "overloaded", "server_error") or not waits else ("yes" if min(waits) >= 0.9 else "no")
     codes = sorted({f"{f.code}" for f in analyse(served).findings if f.severity.value != "info"} | {f"{f.code} (info)" for f in analyse(served).findings if f.severity.value == "info"})
-    return [family, sdk, fault, outcome, str(len(served)), ", ".join(f"{w:.2f}" for w in waits) or "-", honoured, ", ".join(codes) or "-", f"{took:.1f}"]
+    shown = fault if times == 2 else f"{fault} (once)"
+    return [family, sdk, shown, outcome, str(len(served)), ", ".join(f"{w:.2f}" for w in waits) or "-", honoured, ", ".join(codes) or "-", f"{took:.1f}"]
 
 
 def main() -> int:
@@ -157,25 +239,29 @@ def main() -> int:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--faults", default=",".join(FAULTS))
+    ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     args = ap.parse_args()
-    rows = ["| family | SDK | fault (×2) | what the caller got | attempts | waits (s) | honoured retry-after | looptap findings | s |",
+    rows = ["| family | client | fault (×2 unless once) | what the caller got | attempts | waits (s) | honoured retry-after | looptap findings | s |",
             "|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
-        for family in args.families.split(","):
-            for fault in args.faults.split(","):
-                r = cell(Path(tmp), family, fault)
-                rows.append("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |")
-                print(rows[-1], flush=True)
+        jobs = [(family, fault, None) for family in args.families.split(",") if family for fault in args.faults.split(",")]
+        jobs += [("", fault, fw) for fw in args.frameworks.split(",") if fw for fault in FRAMEWORK_FAULTS if fault in args.faults.split(",")]
+        for family, fault, fw in jobs:
+            r = cell(Path(tmp), family, fault, fw)
+            rows.append("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |")
+            print(rows[-1], flush=True)
     if args.write:
         from importlib.metadata import version
 
-        versions = ", ".join(f"{p} {version(p)}" for p in ("openai", "anthropic", "google-genai"))
+        versions = ", ".join(f"{p} {version(p)}" for p in ("openai", "anthropic", "google-genai", "pydantic-ai-slim", "openai-agents"))
         (ROOT / "docs" / "faults-matrix.md").write_text(
             "# What the SDKs do when the API misbehaves\n\n"
             f"Generated by `python bench/faults.py --write` on {datetime.date.today()} ({platform.machine()}; {versions}). "
             "Each cell replays one recorded call with `--fault 'request=1:FAULT*2'` (the first two attempts fail, in the "
-            "API's own format; retry-after 1 s where the API sends one) to the official SDK on its default settings "
-            "(its built-in retries on), then analyses the served run. `attempts` counts requests the server got; `waits` "
+            "API's own format; retry-after 1 s where the API sends one) to the official SDK or framework on its default "
+            "settings (its built-in retries on), then analyses the served run. Rewriting faults (truncate … schema_arguments) "
+            "fire once, on a real recorded tool-calling answer (the frameworks get a text answer); the stream faults of "
+            "Responses and Gemini also play a real recorded stream. `attempts` counts requests the server got; `waits` "
             "are the gaps between them.\n\n" + "\n".join(rows) + "\n"
         )
     return 0

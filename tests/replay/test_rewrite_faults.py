@@ -17,6 +17,8 @@ from cassettes.analysis.emission import schema_errors
 from cassettes.replay.faults import REFUSAL_TEXT
 from tests.replay.rewrite_support import Seen, cassette_for, is_json, replay, sdk_call
 
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the SDKs' notes on old model names
+
 FAMILIES = ["openai_chat", "openai_responses", "anthropic", "gemini"]
 SDK = {"openai_chat": "openai", "openai_responses": "openai", "anthropic": "anthropic", "gemini": "google.genai"}
 #: family → the finish the caller sees for (truncate, content_filter, refusal); None: not injected.
@@ -110,3 +112,33 @@ def test_rewriting_fault_specs() -> None:
         parse_fault("truncate=1")
     with pytest.raises(FaultSpecError, match="refusal takes no value"):
         parse_fault("refusal=3")
+
+
+#: What the caller gets from a cut stream and from an error event inside a 200 stream, per SDK
+#: (exception class name, or the Seen.finish the SDK hands over without raising).
+STREAM_FAULTS = {
+    "openai_chat": ("APIConnectionError", "APIError"),
+    "openai_responses": ("APIConnectionError", "error event (server_error)"),
+    "anthropic": ("RemoteProtocolError", "APIStatusError"),  # anthropic lets the HTTP client's own error out
+    "gemini": ("RemoteProtocolError", "ServerError"),
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_stream_faults_on_real_recorded_streams(cassettes: Any, family: str) -> None:
+    import time
+
+    cas, tool, schema = cassettes[(family, True)]
+    clean = sdk_call_recorded(cas, family, True, tool, schema)
+    cut, event = STREAM_FAULTS[family]
+    out, srv, _ = replay(cas, "request=1:stream_cut=2", family, True, tool, schema)
+    assert type(out).__name__ == cut or (cut == "APIConnectionError" and "incomplete" in str(out).lower()), repr(out)
+    assert "looptap fault: stream cut after" in (srv.served[0].transport_error or "")
+    codes = {f.code for f in analyse(list(srv.served)).findings}
+    assert {"A.stream_truncated", "A.transport_error"} <= codes, codes
+    out, srv, _ = replay(cas, "request=1:error_event", family, True, tool, schema)
+    assert (type(out).__name__ if isinstance(out, BaseException) else out.finish) == event, repr(out)
+    assert "A.error_in_200" in {f.code for f in analyse(list(srv.served)).findings}
+    t0 = time.monotonic()
+    out, srv, _ = replay(cas, "request=1:stall=0.3", family, True, tool, schema)
+    assert out == clean and time.monotonic() - t0 >= 0.3
