@@ -187,7 +187,7 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
             rt.family = "unknown"
         return
     rt.family = adapter.family
-    rt.operation = adapter.operation(ex.method, url)
+    rt.operation = adapter.body_operation(adapter.operation(ex.method, url), body)
     parsed = adapter.parses(rt.operation)  # generate, and the non-loop calls a family reads (embed)
     if body is None and not too_big_req and parsed:
         if ex.request_body:

@@ -54,6 +54,8 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
         "model_requested": req.model if req else None,
         "model_served": resp.model if resp else None,
         "stream": rt.stream,
+        # A turn recorded from a WebSocket session (cassettes.websocket) says so in its notes.
+        "transport": "websocket" if ex is not None and any(n.startswith("websocket ") for n in ex.notes) else "http",
         "status": rt.status,
         "finish_reason": {
             "raw": resp.finish_reason_raw if resp else None,
@@ -160,6 +162,8 @@ def _roundtrip_lines(v: dict[str, Any]) -> list[str]:
         return out
     model = v["model_served"] or v["model_requested"] or "?"
     mode = "stream" if v["stream"] else "json"
+    if v.get("transport") == "websocket":
+        mode = f"websocket {mode}"
     op = "" if v["operation"] in (None, "generate") else f" [{v['operation']}]"
     where = f"  {v['conversation']}/turn {v['turn']}" if v.get("conversation") else ""
     out.append(f"#{v['seq']}{where}  {v['family']}{op}  {model}  {v['status']}  {mode}  {v['method']} {v['host']}{v['path']}")

@@ -348,6 +348,9 @@ class LooptapRecorder:
             flow.response.stream = True  # never buffer traffic we do not record
 
     def response(self, flow: http.HTTPFlow) -> None:
+        if flow.response is not None and flow.response.status_code == 101 and self._records(flow):
+            self._start_session(flow)  # a WebSocket: its turns are recorded as they complete
+            return
         tee = flow.metadata.get("looptap_tee")
         if self._flow_bodies and tee is not None and flow.response is not None and flow.response.raw_content is None:
             # Make the flow self-contained for mitmweb / flow files (once, not per chunk).
@@ -355,7 +358,68 @@ class LooptapRecorder:
         self._finish(flow, None)
 
     def error(self, flow: http.HTTPFlow) -> None:
+        if "looptap_ws" in flow.metadata:
+            return  # websocket_end closes the session
         self._finish(flow, flow.error.msg if flow.error else "error")
+
+    # -- WebSocket sessions (Responses over a WebSocket, …) -----------------------------------------
+    def _start_session(self, flow: http.HTTPFlow) -> None:
+        from cassettes.websocket import WsSession
+
+        assert flow.response is not None
+        flow.metadata["looptap_done"] = True  # the upgrade itself is not a round trip
+        session = WsSession(
+            url=flow.request.pretty_url,
+            request_headers=_fields(flow.request.headers),
+            response_headers=_fields(flow.response.headers),
+            started=flow.request.timestamp_start,
+        )
+        flow.metadata["looptap_ws"] = session
+        if not session.readable:
+            messages.error(_safe_line(
+                f"a WebSocket session on {flow.request.pretty_url} is not one looptap reads as turns: "
+                "it is kept whole, as one record, when it ends"))
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        """Before the message is forwarded: a turn whose terminal event this is reaches the
+        writer before the client has it."""
+        session = flow.metadata.get("looptap_ws")
+        if session is None or flow.websocket is None or not flow.websocket.messages:
+            return
+        m = flow.websocket.messages[-1]
+        try:
+            done = session.message(m.from_client, m.content, m.timestamp)
+        except Exception as exc:  # fail open: the session goes on unrecorded from here
+            flow.metadata.pop("looptap_ws", None)
+            self._lost(_safe_line(f"could not read a WebSocket message on {flow.request.pretty_url}: {type(exc).__name__}: {exc}"))
+            return
+        for ex in done:
+            self._hand_over(ex, flow)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        session = flow.metadata.pop("looptap_ws", None)
+        if session is None or flow.websocket is None:
+            return
+        for ex in session.end(flow.websocket.close_code, flow.websocket.close_reason):
+            self._hand_over(ex, flow)
+
+    def _hand_over(self, ex: Exchange, flow: http.HTTPFlow) -> None:
+        with self._done:
+            self._sent += 1
+        try:
+            if self._inbox is None or self._writer_gone:
+                raise RuntimeError("the writer process has stopped")
+            self._send(frame(ex))
+        except Exception as exc:
+            messages.learn_headers(flow.request.headers.items(multi=True))
+            self._lost(_safe_line(f"could not capture a WebSocket turn on {flow.request.pretty_url}: {type(exc).__name__}: {exc}"))
+
+    def _lost(self, what: str) -> None:
+        with self._done:
+            self.failed_records += 1
+            self.lost.append(what)
+            self._done.notify_all()
+        messages.error(f"round trip NOT recorded: {what}")
 
     def _finish(self, flow: http.HTTPFlow, error: str | None) -> None:
         """Hand the finished round trip to the writer, now: mitmproxy sends the end of a streamed

@@ -243,6 +243,16 @@ class Provider:
         """An error inside a 200 stream, framed as this API frames it (its overloaded error)."""
         return b'data: {"error": {"message": "The server had an error while processing your request. Sorry about that!", "type": "server_error"}}\n\n'
 
+    def body_operation(self, operation: str, body: Any) -> str:
+        """The operation once the body is known (a request can say it generates nothing)."""
+        return operation
+
+    def ws_turns(self) -> tuple[Callable[[Any], bool], Callable[[Any], bool]] | None:
+        """For an API that runs turns over a WebSocket: (does this client message open a turn,
+        does this server message close it), each given the message's JSON (or ``None``).
+        ``None``: this API's WebSocket sessions are not read as turns."""
+        return None
+
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
         """The bytes this API sends for ``answer`` (its parts, finish reason and usage), streamed
         when ``stream`` as the API streams, in the form the request at ``url`` asked for; parsing

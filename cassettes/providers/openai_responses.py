@@ -11,6 +11,7 @@ hand-edited or future ``status`` values (kept raw, classed ``other``).
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
@@ -437,6 +438,17 @@ def render_responses(answer: NormalisedResponse, stream: bool, request: Any) -> 
     return Rendered("text/event-stream", out)
 
 
+_WS_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed", "response.cancelled", "error"})
+
+
+def _ws_opens(msg: Any) -> bool:
+    return isinstance(msg, dict) and msg.get("type") == "response.create"
+
+
+def _ws_closes(msg: Any) -> bool:
+    return isinstance(msg, dict) and msg.get("type") in _WS_TERMINAL
+
+
 class OpenAIResponses(Provider):
     family = "openai_responses"
     otel_provider = "openai"
@@ -451,6 +463,18 @@ class OpenAIResponses(Provider):
     def fault_event(self, kind: str) -> bytes:
         return (b'event: error\ndata: {"type":"error","code":"server_error","message":"The server had an error while processing '
                 b'your request. Sorry about that!","param":null,"sequence_number":0}\n\n')
+
+    def body_operation(self, operation: str, body: Any) -> str:
+        # Over a WebSocket, ``generate: false`` warms the connection up (tools, instructions)
+        # and generates nothing: not a model call.
+        if operation == "generate" and isinstance(body, dict) and body.get("generate") is False:
+            return "prewarm"
+        return operation
+
+    def ws_turns(self) -> tuple[Callable[[Any], bool], Callable[[Any], bool]]:
+        """Responses over a WebSocket: each ``response.create`` message is a turn, answered by the
+        HTTP stream's events one per message up to the terminal one (or an ``error`` message)."""
+        return _ws_opens, _ws_closes
 
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
         return render_responses(answer, stream, request) if self.operation("POST", url) == "generate" else None

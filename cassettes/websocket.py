@@ -1,0 +1,203 @@
+"""A WebSocket session on an LLM path, read as round trips.
+
+Some APIs run an agent's turns over one WebSocket connection instead of one HTTP request each:
+the client sends a message that starts a turn and the server answers with the same events its
+HTTP stream would carry, one per message, up to a terminal event. :class:`WsSession` is fed the
+messages as they cross (direction, bytes, time) and hands back each turn as soon as its terminal
+event arrives, as an ordinary :class:`~cassettes.exchange.Exchange`:
+
+* ``POST`` to the session's URL (``wss`` → ``https``), with the upgrade request's headers;
+* the request body is the client's message as sent;
+* the response is ``text/event-stream``: each server message of the turn as one server-sent
+  event (``event: TYPE`` + ``data: MESSAGE``), at the time it crossed, so the family's stream
+  parser, the findings, ``show``, the inspector and replay read it like an HTTP stream;
+* a turn answered only by an error message becomes the error status it carries, with the
+  message as its body;
+* ``notes`` say it came over a WebSocket (connection, message numbers).
+
+Which message opens a turn and which closes it is the provider's (``Provider.ws_turns``). A
+session whose API has no such rules, messages outside any turn, and a turn cut by the end of the
+connection are kept too (nothing is lost): see :meth:`WsSession.end`.
+
+Bounded: a session keeps at most ``MAX_PENDING_BYTES`` of messages not yet handed over; beyond
+that the oldest are handed over as an unreadable piece, labelled.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+
+from cassettes import bounds, providers
+from cassettes.exchange import Exchange, Headers
+
+__all__ = ["MAX_PENDING_BYTES", "WsSession"]
+
+#: Messages held for one session before they are handed over regardless (a session that never
+#: completes a turn must not grow the recorder without bound).
+MAX_PENDING_BYTES = 64 * 1024 * 1024
+_ids = itertools.count(1)
+
+
+@dataclass
+class _Message:
+    from_client: bool
+    content: bytes
+    t: float
+    n: int
+
+    def json(self) -> Any:
+        try:
+            return bounds.loads(self.content)
+        except (orjson.JSONDecodeError, ValueError):
+            return None
+
+
+@dataclass
+class WsSession:
+    """One WebSocket connection: feed :meth:`message` and :meth:`end`; both return the round
+    trips completed by that call."""
+
+    url: str
+    request_headers: Headers
+    response_headers: Headers = field(default_factory=list)
+    started: float | None = None
+    connection: str = field(default_factory=lambda: f"ws{next(_ids)}")
+    _turn: list[_Message] = field(default_factory=list)
+    _outside: list[_Message] = field(default_factory=list)
+    _pending_bytes: int = 0
+    _count: int = 0
+    _turns: int = 0
+
+    def __post_init__(self) -> None:
+        u = urlsplit(self.url)
+        scheme = {"wss": "https", "ws": "http"}.get(u.scheme, u.scheme)
+        self.http_url = urlunsplit(u._replace(scheme=scheme))
+        self._adapter = providers.detect("POST", urlsplit(self.http_url), {"input": ""})
+        rules = self._adapter.ws_turns() if self._adapter is not None else None
+        self._opens, self._closes = rules if rules is not None else (None, None)
+
+    @property
+    def readable(self) -> bool:
+        """Whether this API's turns can be read from the session."""
+        return self._opens is not None
+
+    def message(self, from_client: bool, content: bytes | str, t: float) -> list[Exchange]:
+        data = content.encode("utf-8", "surrogateescape") if isinstance(content, str) else bytes(content)
+        msg = _Message(from_client, data, t, self._count)
+        self._count += 1
+        out: list[Exchange] = []
+        obj = msg.json() if self._opens is not None else None
+        if from_client and self._opens is not None and self._opens(obj):
+            if self._turn:  # a new turn before the last one closed: the last one is cut
+                out.append(self._exchange(self._turn, cut="the client started the next turn before this one's terminal event"))
+            self._turn = [msg]
+        elif self._turn:
+            self._turn.append(msg)
+            if not from_client and self._closes is not None and self._closes(obj):
+                out.append(self._exchange(self._turn))
+                self._turn = []
+        else:
+            self._outside.append(msg)
+        self._pending_bytes = sum(len(m.content) for m in (*self._turn, *self._outside))
+        if self._pending_bytes > MAX_PENDING_BYTES:
+            out.extend(self._flush(f"over {MAX_PENDING_BYTES} bytes of messages without a turn's end"))
+        return out
+
+    def end(self, close_code: int | None = None, reason: str | None = None, t: float | None = None) -> list[Exchange]:
+        """The connection closed: a turn still open is cut; messages outside any turn are kept
+        as one session record."""
+        why = f"the connection closed (code {close_code}{': ' + reason if reason else ''})"
+        return self._flush(why)
+
+    def _flush(self, why: str) -> list[Exchange]:
+        out = []
+        if self._turn:
+            out.append(self._exchange(self._turn, cut=f"{why} before this turn's terminal event"))
+            self._turn = []
+        if self._outside:
+            out.append(self._session_record(self._outside, why))
+            self._outside = []
+        self._pending_bytes = 0
+        return out
+
+    # -- building exchanges ------------------------------------------------------------------------
+    def _notes(self, msgs: Sequence[_Message], what: str) -> list[str]:
+        return [f"websocket {self.connection}: {what}, messages {msgs[0].n}–{msgs[-1].n} of the connection"]
+
+    def _exchange(self, msgs: list[_Message], cut: str | None = None) -> Exchange:
+        opener, answers = msgs[0], msgs[1:]
+        server = [m for m in answers if not m.from_client]
+        client_later = [m for m in answers if m.from_client]
+        self._turns += 1
+        ex = Exchange(
+            method="POST",
+            url=self.http_url,
+            request_headers=list(self.request_headers),
+            request_body=opener.content,
+            started=opener.t,
+            notes=self._notes(msgs, f"turn {self._turns}"),
+        )
+        if client_later:
+            ex.notes.append(f"{len(client_later)} client messages during the turn kept in the session, not in this round trip")
+            self._outside.extend(client_later)
+        only = server[0].json() if len(server) == 1 else None
+        status = _error_status(only)
+        if status is not None and cut is None:
+            ex.status = status
+            ex.response_headers = [*self.response_headers, ("content-type", "application/json")]
+            ex.response_chunks = [(server[0].t - opener.t, server[0].content)]
+        else:
+            ex.status = 200
+            ex.response_headers = [*self.response_headers, ("content-type", "text/event-stream")]
+            ex.response_chunks = [(m.t - opener.t, _as_event(m)) for m in server]
+        if server:
+            ex.ttfb = server[0].t - opener.t
+            ex.duration = server[-1].t - opener.t
+        if cut is not None:
+            ex.transport_error = cut
+        return ex
+
+    def _session_record(self, msgs: list[_Message], why: str) -> Exchange:
+        """Messages outside any turn (or a whole session whose API looptap cannot read): one
+        record, each message a line ``> `` (client) or ``< `` (server), kept, never parsed."""
+        lines = b"".join((b"> " if m.from_client else b"< ") + m.content.replace(b"\n", b"\\n") + b"\n" for m in msgs)
+        what = "session messages outside any turn" if self.readable else "a WebSocket session looptap cannot read as turns"
+        return Exchange(
+            method="GET",
+            url=self.http_url,
+            request_headers=list(self.request_headers),
+            status=101,
+            response_headers=[*self.response_headers, ("content-type", "text/x-looptap-websocket")],
+            response_chunks=[(msgs[-1].t - (self.started or msgs[0].t), lines)],
+            started=self.started or msgs[0].t,
+            notes=[*self._notes(msgs, what), f"kept as sent ({why})"],
+        )
+
+
+def _as_event(m: _Message) -> bytes:
+    obj = m.json()
+    kind = obj.get("type") if isinstance(obj, dict) and isinstance(obj.get("type"), str) else None
+    head = b"event: " + kind.encode("utf-8", "replace").replace(b"\n", b" ") + b"\n" if kind else b""
+    return head + b"data: " + m.content.replace(b"\r", b"").replace(b"\n", b"\ndata: ") + b"\n\n"
+
+
+def _error_status(obj: Any) -> int | None:
+    """The HTTP status an error message carries (``{"type": "error", "status": 429 …}``)."""
+    if not isinstance(obj, dict) or obj.get("type") != "error":
+        return None
+    for key in ("status", "status_code"):
+        v = obj.get(key)
+        if isinstance(v, int) and 400 <= v <= 599:
+            return v
+    err = obj.get("error")
+    if isinstance(err, dict):
+        v = err.get("status") or err.get("status_code")
+        if isinstance(v, int) and 400 <= v <= 599:
+            return v
+    return None

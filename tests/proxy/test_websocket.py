@@ -1,0 +1,116 @@
+"""WebSocket sessions through the real recorder: Responses over a WebSocket (what Codex and the
+openai SDK's ``beta.responses.connect()`` use) is recorded turn by turn as Responses round trips,
+threaded by ``previous_response_id``; a prewarm is kept and labelled, an error message becomes
+its status; a session looptap cannot read is kept whole with a warning."""
+
+from __future__ import annotations
+
+import pytest
+
+from cassettes.interop.run import load_run
+from tests.proxy.test_e2e_frameworks import explain, looptap_run, python_client
+from tests.support.harness import outputs
+from tests.support.recorder import needs_recorder
+from tests.support.ws_upstream import WsResponsesUpstream
+
+pytestmark = [needs_recorder]
+
+AGENT = """
+import openai
+client = openai.OpenAI()
+tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+with client.beta.responses.connect() as conn:
+    conn.response.create(model="gpt-5", generate=False, tools=tools, instructions="Answer with the weather tool.", input=[])
+    prev = None
+    for ev in conn:
+        if ev.type == "response.completed":
+            prev = ev.response.id
+            break
+    conn.response.create(model="gpt-5", previous_response_id=prev, tools=tools, input=[{"role": "user", "content": "Weather in Paris?"}])
+    call = None
+    for ev in conn:
+        if ev.type == "response.completed":
+            prev = ev.response.id
+            call = next(i for i in ev.response.output if i.type == "function_call")
+            break
+    out(call=call.name, args=call.arguments)
+    conn.response.create(model="gpt-5", previous_response_id=prev, tools=tools,
+                         input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 21 C"}])
+    text = ""
+    for ev in conn:
+        if ev.type == "response.output_text.delta":
+            text += ev.delta
+        if ev.type == "response.completed":
+            prev = ev.response.id
+            break
+    out(final=text)
+    conn.response.create(model="gpt-5", previous_response_id=prev, input=[{"role": "user", "content": "RATE LIMIT please"}])
+    for ev in conn:
+        if ev.type == "error":
+            out(error=ev.error.code)
+            break
+"""
+
+
+def test_responses_over_a_websocket_is_recorded_turn_by_turn(tmp_path, confdir, secret) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("websockets")
+    with WsResponsesUpstream() as up:
+        proc, out = looptap_run(tmp_path, confdir, secret, python_client(tmp_path, AGENT), extra=("--upstream", f"openai={up.url}"))
+    assert proc.returncode == 0, explain(proc)
+    assert outputs(proc) == [{"call": "get_weather", "args": '{"city":"Paris"}'}, {"final": "It is sunny in Paris."}, {"error": "rate_limit_exceeded"}], explain(proc)
+    assert up.connections == 1 and up.paths == ["/v1/responses"]
+    run = load_run(out)
+    exs = run.exchanges
+    assert [ex.status for ex in exs] == [200, 200, 200, 429], [(ex.method, ex.url, ex.status) for ex in exs]
+    assert all(ex.method == "POST" and ex.url.endswith("/v1/responses") and any("websocket" in n for n in ex.notes) for ex in exs)
+    rts = list(run.roundtrips)
+    assert [rt.operation for rt in rts] == ["prewarm", "generate", "generate", "generate"]
+    assert [c.name for c in rts[1].response.tool_calls] == ["get_weather"] and rts[2].response.text == "It is sunny in Paris."
+    convs = run.analysis.conversations
+    assert len(convs) == 1 and convs[0].turns == [1, 2, 3], convs  # threaded by previous_response_id; the prewarm is no turn
+    codes = sorted(f.code for f in run.analysis.findings if f.severity.value != "info")
+    assert codes == ["A.rate_limited"], codes
+    assert secret.encode() not in out.read_bytes()  # the upgrade request's key is redacted like any header
+    assert "0 conversations" not in proc.stderr
+
+
+def test_a_client_bug_over_a_websocket_is_found(tmp_path, confdir, secret) -> None:  # type: ignore[no-untyped-def]
+    """The twin: the agent chains its next question onto the tool-call turn (a stale
+    ``previous_response_id``), so the call it made is never answered."""
+    pytest.importorskip("websockets")
+    buggy = AGENT.replace("""        if ev.type == "response.completed":
+            prev = ev.response.id
+            break
+    out(final=text)""", """        if ev.type == "response.completed":
+            break
+    out(final=text)""")
+    assert buggy != AGENT
+    with WsResponsesUpstream() as up:
+        proc, out = looptap_run(tmp_path, confdir, secret, python_client(tmp_path, buggy), extra=("--upstream", f"openai={up.url}"))
+    assert proc.returncode == 0, explain(proc)
+    run = load_run(out)
+    dropped = [f for f in run.analysis.findings if f.code == "C.dropped_tool_result"]
+    assert len(dropped) == 1 and dropped[0].seq == 3, [(f.code, f.seq) for f in run.analysis.findings]
+
+
+UNREADABLE = """
+from websockets.sync.client import connect
+url = os.environ["OPENAI_BASE_URL"].replace("http://", "ws://") + "/realtime?model=gpt-realtime"
+with connect(url) as ws:
+    ws.send('{"type": "session.update", "session": {"modalities": ["text"]}}')
+    ws.send('{"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]}}')
+out(sent=2)
+"""
+
+
+def test_a_session_looptap_cannot_read_is_kept_whole_with_a_warning(tmp_path, confdir, secret) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("websockets")
+    with WsResponsesUpstream() as up:
+        proc, out = looptap_run(tmp_path, confdir, secret, python_client(tmp_path, UNREADABLE), extra=("--upstream", f"openai={up.url}"))
+    assert proc.returncode == 0, explain(proc)
+    assert "is not one looptap reads as turns" in proc.stderr, explain(proc)
+    run = load_run(out)
+    assert len(run.exchanges) == 1
+    ex = run.exchanges[0]
+    assert ex.status == 101 and ex.response_body.count(b"\n") == 2 and b"> " in ex.response_body and b"session.update" in ex.response_body
+    assert any("cannot read as turns" in n for n in ex.notes)

@@ -1,0 +1,98 @@
+"""A loopback Responses-over-WebSocket server (the API's ``wss://…/v1/responses``), for the
+recorder's and the replay server's WebSocket tests.
+
+Each ``response.create`` message is answered with the events of the HTTP stream, one per message,
+rendered by looptap's own Responses renderer from a scripted answer: a turn whose input carries a
+``function_call_output`` gets text, any other a call of the first offered tool; ``generate: false``
+gets an empty response (a prewarm); an input containing ``RATE LIMIT`` gets an ``error`` message
+with status 429."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from typing import Any
+
+import orjson
+
+from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
+from cassettes.providers.openai_responses import render_responses
+
+
+def _answer(req: dict[str, Any], rid: str) -> NormalisedResponse:
+    items = req.get("input") if isinstance(req.get("input"), list) else []
+    model = str(req.get("model") or "gpt-5")
+    if req.get("generate") is False:
+        return NormalisedResponse(id=rid, model=model, parts=[], finish_reason=FinishReason.COMPLETE, usage=Usage(input_tokens=0, output_tokens=0))
+    if any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in items):
+        return NormalisedResponse(id=rid, model=model, parts=[Part(kind="text", text="It is sunny in Paris.")],
+                                  finish_reason=FinishReason.COMPLETE, usage=Usage(input_tokens=60, output_tokens=8))
+    tools = [t for t in req.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
+    name = tools[0]["name"] if tools else "get_weather"
+    call = ToolCall(id=f"call_{rid}", name=name, arguments={"city": "Paris"})
+    return NormalisedResponse(id=rid, model=model, parts=[Part(kind="tool_call", tool_call=call)],
+                              finish_reason=FinishReason.TOOL_CALL, usage=Usage(input_tokens=40, output_tokens=12))
+
+
+def events(req: dict[str, Any], rid: str) -> list[bytes]:
+    """The server messages for one ``response.create``: the stream's events, one JSON each."""
+    if "RATE LIMIT" in orjson.dumps(req.get("input")).decode():
+        return [orjson.dumps({"type": "error", "status": 429, "error": {"type": "requests", "code": "rate_limit_exceeded",
+                                                                         "message": "Rate limit reached for requests"}})]
+    rendered = render_responses(_answer(req, rid), True, req)
+    return [next(line[6:] for line in ev.split(b"\n") if line.startswith(b"data: ")) for ev in rendered.chunks]
+
+
+class WsResponsesUpstream:
+    """``with WsResponsesUpstream() as up: up.url`` — ws://127.0.0.1:PORT; ``up.received``: the
+    client messages, ``up.connections``: how many sessions were opened."""
+
+    def __init__(self) -> None:
+        self.received: list[Any] = []
+        self.connections = 0
+        self.paths: list[str] = []
+        self._ids = itertools.count()
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    async def _handler(self, ws: Any) -> None:
+        self.connections += 1
+        self.paths.append(ws.request.path)
+        async for raw in ws:
+            msg = orjson.loads(raw)
+            self.received.append(msg)
+            if msg.get("type") != "response.create":
+                continue
+            for ev in events(msg, f"resp_{next(self._ids)}"):
+                await ws.send(ev.decode())
+
+    def _run(self) -> None:
+        from websockets.asyncio.server import serve
+
+        async def main() -> None:
+            self._stop = asyncio.Event()
+            async with serve(self._handler, "127.0.0.1", 0) as server:
+                self.port = next(iter(server.sockets)).getsockname()[1]
+                self._loop = asyncio.get_running_loop()
+                self._ready.set()
+                await self._stop.wait()
+
+        asyncio.run(main())
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> WsResponsesUpstream:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the WebSocket upstream did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
