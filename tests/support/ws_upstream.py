@@ -28,9 +28,14 @@ def _answer(req: dict[str, Any], rid: str) -> NormalisedResponse:
     if any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in items):
         return NormalisedResponse(id=rid, model=model, parts=[Part(kind="text", text="It is sunny in Paris.")],
                                   finish_reason=FinishReason.COMPLETE, usage=Usage(input_tokens=60, output_tokens=8))
+    from tests.support.upstream import synth_args
+
     tools = [t for t in req.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
     name = tools[0]["name"] if tools else "get_weather"
-    call = ToolCall(id=f"call_{rid}", name=name, arguments={"city": "Paris"})
+    args = synth_args(tools[0].get("parameters")) if tools else {"city": "Paris"}
+    if name == "get_weather":
+        args = {"city": "Paris"}
+    call = ToolCall(id=f"call_{rid}", name=name, arguments=args)
     return NormalisedResponse(id=rid, model=model, parts=[Part(kind="tool_call", tool_call=call)],
                               finish_reason=FinishReason.TOOL_CALL, usage=Usage(input_tokens=40, output_tokens=12))
 

@@ -1,0 +1,71 @@
+"""Codex over a WebSocket: `codex exec` with its Responses WebSocket transport on, through
+`looptap run`, against a loopback Responses-over-WebSocket upstream. Every turn is recorded as a
+Responses round trip (the prewarm kept and labelled), threaded, its tools counted."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cassettes.interop.run import load_run
+from tests.proxy.test_e2e_node_agents import explain, looptap_run, need, run_env
+from tests.support.recorder import needs_recorder
+from tests.support.ws_upstream import WsResponsesUpstream
+
+pytestmark = [needs_recorder]
+
+CODEX_WS_CONFIG = """\
+model = "gpt-5-codex"
+model_provider = "looptap"
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+
+[model_providers.looptap]
+name = "looptap recorder"
+base_url = "@OPENAI_BASE_URL@"
+env_key = "LOOPTAP_CODEX_KEY"
+wire_api = "responses"
+supports_websockets = true
+"""
+
+
+def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str) -> None:
+    pytest.importorskip("websockets")
+    codex = need("@openai/codex", bin_name="codex")
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    (tmp_path / "config.toml.in").write_text(CODEX_WS_CONFIG)
+    wrapper = tmp_path / "codex.sh"
+    wrapper.write_text(
+        "#!/bin/sh\nset -e\n"
+        f'sed "s#@OPENAI_BASE_URL@#$OPENAI_BASE_URL#" "{tmp_path}/config.toml.in" > "$CODEX_HOME/config.toml"\n'
+        f'exec "{codex}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = run_env(tmp_path, CODEX_HOME=str(codex_home), LOOPTAP_CODEX_KEY=secret)
+    with WsResponsesUpstream() as up:
+        proc, out = looptap_run(tmp_path, confdir, [str(wrapper), "exec", "--skip-git-repo-check", "What is the weather in Paris?"],
+                                env, extra=("--upstream", f"openai={up.url}"), timeout=120)
+    assert proc.returncode == 0, explain(proc)
+    assert up.connections >= 1, explain(proc)
+    run = load_run(out)
+    rts = list(run.roundtrips)
+    assert [rt.operation for rt in rts] == ["prewarm", "generate", "generate"], [ex.request_body[:200] for ex in run.exchanges]
+    assert all(ex.status == 200 and any(n.startswith("websocket ") for n in ex.notes) for ex in run.exchanges)
+    assert [m.get("type") for m in up.received] == ["response.create"] * 3 and up.received[0].get("generate") is False
+    convs = run.analysis.conversations
+    assert len(convs) == 1 and convs[0].turns == [1, 2], convs  # threaded by previous_response_id
+    first, last = rts[1], rts[2]
+    assert first.request is not None and len(first.request.tools) >= 9  # function tools and a namespace's
+    assert first.response is not None and [c.name for c in first.response.tool_calls] == ["exec_command"]
+    assert last.response is not None and last.response.text == "It is sunny in Paris."
+    loud = [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"]
+    assert loud == [], loud
+    assert secret.encode() not in out.read_bytes()
+    assert "It is sunny in Paris." in proc.stdout, explain(proc)
