@@ -196,6 +196,10 @@ class Provider:
                     out.append(p.tool_result.call_id)
         return out
 
+    #: Top-level request fields replay does not compare: client telemetry that differs every run
+    #: and does not change what the API does.
+    volatile_fields: ClassVar[frozenset[str]] = frozenset()
+
     def replay_error(self, status: int, message: str, code: str) -> Any:
         """An error body in this API's own shape, which its SDKs parse and surface (message and
         code intact); the replay server answers with it when it cannot serve a request."""

@@ -576,7 +576,12 @@ class OpenAIResponses(Provider):
                 out.append(item["id"])
         if isinstance(b.get("previous_response_id"), str):
             out.append(b["previous_response_id"])
+        if isinstance(b.get("prompt_cache_key"), str):  # Codex: its session id, new every run
+            out.append(b["prompt_cache_key"])
         return out
+
+    #: Codex's per-session telemetry (thread, window and session ids, a start time in ms).
+    volatile_fields = frozenset({"client_metadata"})
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: Item = body if isinstance(body, dict) else {}

@@ -116,6 +116,8 @@ def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: An
         except Exception:  # a lenient adapter that still chokes: compare the ids as they are
             vol = set()
     placeholders: dict[str, str] = {}
+    if adapter is not None and adapter.volatile_fields and isinstance(raw, dict):
+        raw = {k: v for k, v in raw.items() if k not in adapter.volatile_fields}
     norm = _normalise(raw, vol, placeholders)
     return RequestKey(method.upper(), u.path, query, norm, True, raw, {v: k for k, v in placeholders.items()}, u, adapter, list(headers))
 

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import re
 import ssl
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +36,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds
+from cassettes import bounds, providers
 from cassettes.decoding import decode_chunks
 from cassettes.exchange import Exchange, Headers, header
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
@@ -223,6 +224,9 @@ class ReplayServer(BackgroundServer):
                 req = await self._read_request(reader, writer)
                 if req is None:
                     break
+                if (req.header("upgrade") or "").lower() == "websocket":
+                    await self._websocket(req, reader, writer)
+                    break
                 try:
                     keep = await self._respond(req, writer)
                 except (ConnectionError, asyncio.CancelledError):
@@ -239,6 +243,84 @@ class ReplayServer(BackgroundServer):
             self._conns.discard(task)
             with contextlib.suppress(Exception):
                 writer.close()
+
+    # -- WebSocket sessions (Responses over a WebSocket) ------------------------------------------
+    async def _websocket(self, req: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answer a WebSocket session from the recorded turns: each message that opens a turn
+        (its API's ``ws_turns``) is matched like an HTTP request to the session's path, and the
+        recorded turn's events are sent back one message each, paced as recorded; a miss gets the
+        API's error message (fail-closed), and the session goes on."""
+        from cassettes.framing import frame as frame_stream
+        from cassettes.replay import wsframes as ws
+
+        key = req.header("sec-websocket-key")
+        adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
+        rules = adapter.ws_turns() if adapter is not None else None
+        if req.method != "GET" or not key or rules is None:
+            msg = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
+            self._log(req, 400, [], [(0.0, msg)], "refused WebSocket")
+            await self._send_head(writer, 400, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")])
+            writer.write(msg)
+            await writer.drain()
+            return
+        assert adapter is not None
+        opens, _ = rules
+        await self._send_head(writer, 101, [("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-accept", ws.accept_key(key))])
+        loop = asyncio.get_running_loop()
+        incoming = ws.MessageReader(reader)
+        while True:
+            try:
+                op, data = await incoming.next()
+            except ws.WsProtocolError as exc:
+                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1002) + str(exc).encode()[:120]))
+                await writer.drain()
+                return
+            if op == ws.PING:
+                writer.write(ws.frame(ws.PONG, data))
+                await writer.drain()
+                continue
+            if op == ws.CLOSE:
+                writer.write(ws.frame(ws.CLOSE, data[:2]))
+                await writer.drain()
+                return
+            if op == ws.PONG:
+                continue
+            try:
+                opened = opens(bounds.loads(data))
+            except (orjson.JSONDecodeError, ValueError):
+                opened = False
+            if not opened:
+                continue  # a session message: nothing is answered for it
+            turn = _Request("POST", req.target, req.headers, data)
+            t0 = loop.time()
+            answer = self.matcher.match("POST", req.target, req.headers, data)
+            if isinstance(answer, Miss):
+                body = orjson.dumps({"type": "error", "status": MISS_STATUS, **adapter.replay_error(MISS_STATUS, str(answer), MISS_CODE)})
+                self._log(turn, MISS_STATUS, [("content-type", "application/json")], [(0.0, body)], answer)
+                writer.write(ws.frame(ws.TEXT, body))
+                await writer.drain()
+                continue
+            ex = answer.exchange
+            error = ex.status is not None and ex.status >= 400
+            if error:
+                messages = [(ex.ttfb, None, b"".join(c for _, c in ex.response_chunks))]
+            else:
+                framed = frame_stream(ex.response_chunks, ex.response_header("content-type"))
+                messages = [(e.offset, e.event, e.data.encode("utf-8", "surrogateescape")) for e in framed.events]
+            sent: list[tuple[float | None, bytes]] = []
+            headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in _DROP]
+            headers.append(("x-looptap-replay", f"seq={ex.seq}"))
+            self._log(turn, ex.status, headers, sent, answer).notes.append("websocket replay")
+            for offset, name, payload in messages:
+                if self.speed and offset is not None:
+                    delay = t0 + offset / self.speed - loop.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                # logged as recorded: an SSE event per message (the error message as its body)
+                logged = payload if error else (b"event: %s\n" % name.encode() if name else b"") + b"data: " + payload + b"\n\n"
+                sent.append((loop.time() - t0, logged))
+                writer.write(ws.frame(ws.TEXT, payload))
+                await writer.drain()
 
     async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Request | None:
         try:

@@ -4,7 +4,6 @@ Responses round trip (the prewarm kept and labelled), threaded, its tools counte
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -63,9 +62,24 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
     assert len(convs) == 1 and convs[0].turns == [1, 2], convs  # threaded by previous_response_id
     first, last = rts[1], rts[2]
     assert first.request is not None and len(first.request.tools) >= 9  # function tools and a namespace's
-    assert first.response is not None and [c.name for c in first.response.tool_calls] == ["exec_command"]
+    assert first.response is not None and [c.name for c in first.response.tool_calls] == ["get_goal"]
     assert last.response is not None and last.response.text == "It is sunny in Paris."
     loud = [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"]
     assert loud == [], loud
     assert secret.encode() not in out.read_bytes()
     assert "It is sunny in Paris." in proc.stdout, explain(proc)
+
+    # The same session replayed offline to Codex from the cassette: no recorder, no upstream.
+    import subprocess
+
+    from cassettes.replay.server import ReplayServer
+
+    with ReplayServer(out) as srv:
+        (codex_home / "config.toml").write_text(CODEX_WS_CONFIG.replace("@OPENAI_BASE_URL@", srv.url + "/v1"))
+        again = subprocess.run([str(codex), "exec", "--skip-git-repo-check", "What is the weather in Paris?"], env=env,
+                               capture_output=True, text=True, timeout=120, cwd=tmp_path / "work", stdin=subprocess.DEVNULL)
+        misses = ["\n".join(m.lines()) for m in srv.misses]
+        served = list(srv.served)
+    assert again.returncode == 0 and "It is sunny in Paris." in again.stdout, (again.stdout[-2000:], again.stderr[-3000:], misses)
+    assert misses == [] and [ex.status for ex in served] == [200, 200, 200], misses
+    assert all("websocket replay" in ex.notes for ex in served)

@@ -31,6 +31,9 @@ def _answer(req: dict[str, Any], rid: str) -> NormalisedResponse:
     from tests.support.upstream import synth_args
 
     tools = [t for t in req.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
+    # Codex's get_goal answers the same way every run (its shell's output carries a random
+    # chunk id): the one to call when the session is replayed.
+    tools.sort(key=lambda t: t.get("name") != "get_goal")
     name = tools[0]["name"] if tools else "get_weather"
     args = synth_args(tools[0].get("parameters")) if tools else {"city": "Paris"}
     if name == "get_weather":
@@ -54,6 +57,12 @@ class WsResponsesUpstream:
     client messages, ``up.connections``: how many sessions were opened."""
 
     def __init__(self) -> None:
+        from cassettes.exchange import Exchange
+        from cassettes.websocket import WsSession
+
+        #: What a recorder would have written: the session's turns, read by looptap's own WsSession.
+        self.exchanges: list[Exchange] = []
+        self._session = WsSession
         self.received: list[Any] = []
         self.connections = 0
         self.paths: list[str] = []
@@ -64,15 +73,21 @@ class WsResponsesUpstream:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     async def _handler(self, ws: Any) -> None:
+        import time
+
         self.connections += 1
         self.paths.append(ws.request.path)
+        session = self._session(f"wss://api.openai.com{ws.request.path}", list(ws.request.headers.raw_items()), [], started=time.time())
         async for raw in ws:
             msg = orjson.loads(raw)
             self.received.append(msg)
+            self.exchanges += session.message(True, raw, time.time())
             if msg.get("type") != "response.create":
                 continue
             for ev in events(msg, f"resp_{next(self._ids)}"):
+                self.exchanges += session.message(False, ev, time.time())
                 await ws.send(ev.decode())
+        self.exchanges += session.end(1000)
 
     def _run(self) -> None:
         from websockets.asyncio.server import serve
