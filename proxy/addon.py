@@ -324,7 +324,7 @@ class LooptapRecorder:
         mode = flow.client_conn.proxy_mode
         if isinstance(mode, mode_specs.ReverseMode):
             return True
-        return is_llm_host(flow.request.pretty_host, self._extra_hosts)
+        return is_llm_host(flow.request.pretty_host, self._extra_hosts, flow.request.path)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         assert flow.response is not None

@@ -102,7 +102,7 @@ class LiveFaults:
 
 
 def _is_llm(flow: http.HTTPFlow) -> bool:
-    return isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode) or is_llm_host(flow.request.pretty_host, ())
+    return isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode) or is_llm_host(flow.request.pretty_host, (), flow.request.path)
 
 
 def _adapter(flow: http.HTTPFlow) -> Provider:

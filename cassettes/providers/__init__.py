@@ -92,12 +92,23 @@ LLM_HOSTS: tuple[str, ...] = (
 )
 
 
-def is_llm_host(host: str, extra: tuple[str, ...] = ()) -> bool:
-    """The host is an LLM API (``LLM_HOSTS``) or one of ``extra`` (glob patterns)."""
+#: Hosts that serve an LLM API under some paths only (the rest of the host is not recorded):
+#: ChatGPT-login Codex talks to ``chatgpt.com/backend-api/codex/responses``.
+LLM_HOST_PATHS: dict[str, tuple[str, ...]] = {
+    "chatgpt.com": ("/backend-api/codex/",),
+}
+
+
+def is_llm_host(host: str, extra: tuple[str, ...] = (), path: str | None = None) -> bool:
+    """The host is an LLM API (``LLM_HOSTS``) or one of ``extra`` (glob patterns), or, with
+    ``path``, a host that serves one under that path (``LLM_HOST_PATHS``)."""
     from fnmatch import fnmatch
 
     h = host.lower().rstrip(".")
-    return any(fnmatch(h, p.lower()) for p in (*LLM_HOSTS, *extra))
+    if any(fnmatch(h, p.lower()) for p in (*LLM_HOSTS, *extra)):
+        return True
+    prefixes = LLM_HOST_PATHS.get(h)
+    return path is not None and prefixes is not None and path.startswith(prefixes)
 
 
 #: The reverse listeners ``looptap record`` / ``run`` open by default: name → (upstream, the

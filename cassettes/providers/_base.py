@@ -196,8 +196,8 @@ class Provider:
                     out.append(p.tool_result.call_id)
         return out
 
-    #: Top-level request fields replay does not compare: client telemetry that differs every run
-    #: and does not change what the API does.
+    #: Request fields replay does not compare, wherever they occur in the body: client telemetry
+    #: that differs every run and does not change what the API does.
     volatile_fields: ClassVar[frozenset[str]] = frozenset()
 
     def replay_error(self, status: int, message: str, code: str) -> Any:

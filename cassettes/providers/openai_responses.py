@@ -296,6 +296,16 @@ def _output_parts(output: Any) -> list[Part]:
 # --- tools ------------------------------------------------------------------------------------
 
 
+def _additional_tools(input_value: Any) -> list[ToolSpec]:
+    """Tools offered in the input: Codex's ``additional_tools`` items (``{"type":
+    "additional_tools", "role": "developer", "tools": [...]}``) carry its tools, namespaces and all."""
+    out: list[ToolSpec] = []
+    for item in input_value if isinstance(input_value, list) else []:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            out.extend(_tools(item.get("tools")))
+    return out
+
+
 def _tools(tools: Any) -> list[ToolSpec]:
     out: list[ToolSpec] = []
     for t in tools if isinstance(tools, list) else []:
@@ -526,7 +536,7 @@ class OpenAIResponses(Provider):
             stream=b.get("stream") is True,
             system=_system(b, messages),
             messages=messages,
-            tools=_tools(b.get("tools")),
+            tools=_tools(b.get("tools")) + _additional_tools(b.get("input")),
             tool_choice=tc,
             tool_choice_mode=_tool_choice_mode(tc),
             params={k: v for k, v in b.items() if k not in _STRUCTURAL},
@@ -580,8 +590,9 @@ class OpenAIResponses(Provider):
             out.append(b["prompt_cache_key"])
         return out
 
-    #: Codex's per-session telemetry (thread, window and session ids, a start time in ms).
-    volatile_fields = frozenset({"client_metadata"})
+    #: Codex's per-session telemetry: thread, window and session ids and a start time in ms
+    #: (``client_metadata``), a turn id and creation time on every input item.
+    volatile_fields = frozenset({"client_metadata", "internal_chat_message_metadata_passthrough"})
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: Item = body if isinstance(body, dict) else {}

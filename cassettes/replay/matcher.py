@@ -72,11 +72,11 @@ class RequestKey:
         return self.adapter.history_key(self.raw)
 
 
-def _normalise(value: Any, ids: set[str], placeholders: dict[str, str]) -> Any:
+def _normalise(value: Any, ids: set[str], placeholders: dict[str, str], drop: frozenset[str] = frozenset()) -> Any:
     if isinstance(value, dict):
-        return {k: _normalise(v, ids, placeholders) for k, v in value.items()}
+        return {k: _normalise(v, ids, placeholders, drop) for k, v in value.items() if k not in drop}
     if isinstance(value, list):
-        return [_normalise(v, ids, placeholders) for v in value]
+        return [_normalise(v, ids, placeholders, drop) for v in value]
     if isinstance(value, str):
         if value in ids:
             ph = placeholders.get(value)
@@ -116,9 +116,7 @@ def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: An
         except Exception:  # a lenient adapter that still chokes: compare the ids as they are
             vol = set()
     placeholders: dict[str, str] = {}
-    if adapter is not None and adapter.volatile_fields and isinstance(raw, dict):
-        raw = {k: v for k, v in raw.items() if k not in adapter.volatile_fields}
-    norm = _normalise(raw, vol, placeholders)
+    norm = _normalise(raw, vol, placeholders, adapter.volatile_fields if adapter is not None else frozenset())
     return RequestKey(method.upper(), u.path, query, norm, True, raw, {v: k for k, v in placeholders.items()}, u, adapter, list(headers))
 
 

@@ -83,3 +83,53 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
     assert again.returncode == 0 and "It is sunny in Paris." in again.stdout, (again.stdout[-2000:], again.stderr[-3000:], misses)
     assert misses == [] and [ex.status for ex in served] == [200, 200, 200], misses
     assert all("websocket replay" in ex.notes for ex in served)
+
+
+def _can_unshare() -> bool:
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        return False
+    probe = subprocess.run(["unshare", "--net", "--mount", "--fork", "true"], capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+def test_codex_default_configuration_in_a_network_namespace(tmp_path: Path, secret: str) -> None:
+    """Codex as people run it: the built-in openai provider, Responses over a WebSocket to
+    wss://api.openai.com through HTTPS_PROXY. In a fresh network namespace api.openai.com resolves
+    to a loopback TLS WebSocket server of ours; looptap run records (trusting that server with
+    --ssl-insecure, Codex trusting looptap's CA the way looptap run arranges), then the cassette is
+    replayed offline to Codex through its openai_base_url key."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("websockets")
+    pytest.importorskip("cryptography")
+    codex = need("@openai/codex", bin_name="codex")
+    if not _can_unshare():
+        pytest.skip("needs root and unshare/ip to make a network namespace")
+    from tests.support.recorder import PROXY_PYTHON
+
+    helper = Path(__file__).with_name("codex_default_ns.py")
+    proc = subprocess.run(["unshare", "--net", "--mount", "--fork", sys.executable, str(helper), str(tmp_path), str(codex), str(PROXY_PYTHON), secret],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["record_rc"] == 0 and "It is sunny in Paris." in r["record_stdout"], r
+    assert r["upstream_paths"] == ["/v1/responses"] and r["upstream_received"] == ["response.create"] * 3, r
+    run = load_run(tmp_path / "run.jsonl")
+    assert [rt.operation for rt in run.roundtrips] == ["prewarm", "generate", "generate"]
+    assert all(ex.url == "https://api.openai.com/v1/responses" for ex in run.exchanges)
+    convs = run.analysis.conversations
+    assert len(convs) == 1 and convs[0].turns == [1, 2]
+    first = run.roundtrips[1]
+    assert first.request is not None and len(first.request.tools) >= 5  # from Codex's additional_tools item
+    assert first.response is not None and [c.name for c in first.response.tool_calls] == ["wait"]
+    assert [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"] == []
+    assert secret.encode() not in (tmp_path / "run.jsonl").read_bytes()
+    # offline replay to Codex with its default provider
+    assert r["replay_rc"] == 0 and "It is sunny in Paris." in r["replay_stdout"], r
+    assert r["replay_misses"] == [] and r["replay_statuses"] == [200, 200, 200], r

@@ -30,10 +30,17 @@ def _answer(req: dict[str, Any], rid: str) -> NormalisedResponse:
                                   finish_reason=FinishReason.COMPLETE, usage=Usage(input_tokens=60, output_tokens=8))
     from tests.support.upstream import synth_args
 
-    tools = [t for t in req.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
-    # Codex's get_goal answers the same way every run (its shell's output carries a random
+    offered = list(req.get("tools") or [])
+    for item in items:  # Codex's default provider offers its tools in an additional_tools item
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            offered += item.get("tools") or []
+    flat = []
+    for t in offered:
+        flat += t.get("tools") or [] if isinstance(t, dict) and t.get("type") == "namespace" else [t]
+    tools = [t for t in flat if isinstance(t, dict) and t.get("type") == "function"]
+    # Codex's get_goal (wait, with its default provider) answers the same way every run (its shell's output carries a random
     # chunk id): the one to call when the session is replayed.
-    tools.sort(key=lambda t: t.get("name") != "get_goal")
+    tools.sort(key=lambda t: (t.get("name") != "get_goal", t.get("name") != "wait"))
     name = tools[0]["name"] if tools else "get_weather"
     args = synth_args(tools[0].get("parameters")) if tools else {"city": "Paris"}
     if name == "get_weather":
@@ -56,7 +63,7 @@ class WsResponsesUpstream:
     """``with WsResponsesUpstream() as up: up.url`` — ws://127.0.0.1:PORT; ``up.received``: the
     client messages, ``up.connections``: how many sessions were opened."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, ssl: Any = None) -> None:
         from cassettes.exchange import Exchange
         from cassettes.websocket import WsSession
 
@@ -71,6 +78,7 @@ class WsResponsesUpstream:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._host, self._port, self._ssl = host, port, ssl
 
     async def _handler(self, ws: Any) -> None:
         import time
@@ -94,7 +102,7 @@ class WsResponsesUpstream:
 
         async def main() -> None:
             self._stop = asyncio.Event()
-            async with serve(self._handler, "127.0.0.1", 0) as server:
+            async with serve(self._handler, self._host, self._port, ssl=self._ssl) as server:
                 self.port = next(iter(server.sockets)).getsockname()[1]
                 self._loop = asyncio.get_running_loop()
                 self._ready.set()
@@ -104,7 +112,7 @@ class WsResponsesUpstream:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self._ssl else 'http'}://{self._host}:{self.port}"
 
     def __enter__(self) -> WsResponsesUpstream:
         self._thread.start()

@@ -1,0 +1,78 @@
+"""cassettes.websocket.WsSession: a WebSocket session read as round trips, message by message."""
+
+from __future__ import annotations
+
+import orjson
+
+from cassettes import websocket
+from cassettes.providers import is_llm_host
+from cassettes.roundtrip import parse_exchange
+from tests.support.ws_upstream import events
+
+
+def _turn(session: websocket.WsSession, req: dict, rid: str, t: float) -> list:
+    out = session.message(True, orjson.dumps(req), t)
+    for i, ev in enumerate(events(req, rid)):
+        out += session.message(False, ev, t + 0.01 * (i + 1))
+    return out
+
+
+def test_each_turn_is_handed_over_at_its_terminal_event() -> None:
+    s = websocket.WsSession("wss://api.openai.com/v1/responses", [("authorization", "Bearer k")], [], started=0.0)
+    req = {"type": "response.create", "model": "gpt-5", "input": [{"role": "user", "content": "Hi"}],
+           "tools": [{"type": "function", "name": "get_weather", "parameters": {}}]}
+    first = s.message(True, orjson.dumps(req), 1.0)
+    assert first == []
+    evs = events(req, "resp_1")
+    for ev in evs[:-1]:
+        assert s.message(False, ev, 1.1) == []  # nothing before the terminal event
+    done = s.message(False, evs[-1], 1.2)
+    assert len(done) == 1
+    ex = done[0]
+    assert (ex.method, ex.url, ex.status) == ("POST", "https://api.openai.com/v1/responses", 200)
+    assert ex.request_body == orjson.dumps(req) and len(ex.response_chunks) == len(evs)
+    rt = parse_exchange(ex)
+    assert rt.family == "openai_responses" and [c.name for c in rt.response.tool_calls] == ["get_weather"]
+    assert rt.response.complete and abs((ex.duration or 0) - 0.2) < 1e-9
+    assert s.end(1000) == []
+
+
+def test_a_turn_cut_by_the_connection_and_messages_outside_turns_are_kept() -> None:
+    s = websocket.WsSession("wss://api.openai.com/v1/responses", [], [], started=0.0)
+    assert s.message(False, b'{"type": "session.created"}', 0.1) == []  # before any turn
+    req = {"type": "response.create", "model": "gpt-5", "input": "Hi"}
+    s.message(True, orjson.dumps(req), 0.2)
+    s.message(False, events(req, "resp_1")[0], 0.3)
+    cut, outside = s.end(1006, "abnormal")
+    assert cut.transport_error and "closed (code 1006: abnormal) before this turn's terminal event" in cut.transport_error
+    rt = parse_exchange(cut)
+    assert rt.transport_error and rt.response is not None and rt.response.complete is False
+    assert outside.status == 101 and outside.response_body == b'< {"type": "session.created"}\n'
+
+
+def test_an_error_message_is_the_turns_status() -> None:
+    s = websocket.WsSession("wss://api.openai.com/v1/responses", [], [], started=0.0)
+    req = {"type": "response.create", "model": "gpt-5", "input": "RATE LIMIT"}
+    (ex,) = _turn(s, req, "resp_1", 1.0)
+    assert ex.status == 429 and parse_exchange(ex).response.error.code == "rate_limit_exceeded"
+
+
+def test_a_session_looptap_cannot_read_is_one_record_and_bounded(monkeypatch) -> None:
+    s = websocket.WsSession("wss://api.openai.com/v1/realtime?model=x", [], [], started=0.0)
+    assert not s.readable
+    assert s.message(True, b'{"type": "session.update"}', 0.1) == []
+    (rec,) = s.end(1000)
+    assert rec.status == 101 and any("cannot read as turns" in n for n in rec.notes)
+    monkeypatch.setattr(websocket, "MAX_PENDING_BYTES", 100)
+    s = websocket.WsSession("wss://api.openai.com/v1/realtime", [], [], started=0.0)
+    out = []
+    for i in range(10):
+        out += s.message(False, b"x" * 30, float(i))
+    assert len(out) >= 2 and all(len(r.response_body) <= 200 for r in out)  # handed over, not held
+
+
+def test_chatgpt_codex_paths_are_recorded_and_nothing_else_there() -> None:
+    assert is_llm_host("chatgpt.com", (), "/backend-api/codex/responses")
+    assert not is_llm_host("chatgpt.com", (), "/backend-api/conversation")
+    assert not is_llm_host("chatgpt.com")
+    assert is_llm_host("api.openai.com", (), "/anything")

@@ -1,0 +1,113 @@
+"""Run inside a fresh network and mount namespace (``unshare --net --mount``, as root): Codex with
+its **default** configuration (the built-in ``openai`` provider, Responses over a WebSocket to
+``wss://api.openai.com/v1/responses`` through ``HTTPS_PROXY``) recorded by ``looptap run``, with
+``api.openai.com`` and ``chatgpt.com`` resolved to a loopback TLS WebSocket server of ours, then
+the cassette replayed offline to Codex (``openai_base_url`` pointed at ``looptap replay``'s server).
+
+    python codex_default_ns.py WORKDIR CODEX RECORDER_PYTHON SECRET [chatgpt]
+
+Prints one JSON line with what happened; the test (test_codex_websocket.py) judges it."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+
+def certificates(work: Path) -> tuple[Path, Path, Path]:
+    """A CA and a server certificate for api.openai.com and chatgpt.com signed by it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "looptap test upstream CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+          .not_valid_after(now + datetime.timedelta(days=2)).add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "api.openai.com")]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("api.openai.com"), x509.DNSName("chatgpt.com")]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    ca_pem, cert_pem, key_pem = work / "upstream-ca.pem", work / "upstream.pem", work / "upstream-key.pem"
+    ca_pem.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_pem.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    key_pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return ca_pem, cert_pem, key_pem
+
+
+def main() -> int:
+    work, codex, recorder, secret = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    chatgpt = len(sys.argv) > 5 and sys.argv[5] == "chatgpt"
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    hosts = work / "hosts"
+    hosts.write_text("127.0.0.1 localhost api.openai.com chatgpt.com\n::1 localhost\n")
+    subprocess.run(["mount", "--bind", str(hosts), "/etc/hosts"], check=True)
+    _, cert_pem, key_pem = certificates(work)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert_pem, key_pem)
+
+    from tests.support.ws_upstream import WsResponsesUpstream
+
+    home = work / "home"
+    codex_home = work / "codex-home"
+    for d in (home, codex_home, work / "cwd"):
+        d.mkdir(exist_ok=True)
+    config = "[analytics]\nenabled = false\n\n[features]\nplugins = false\n"
+    (codex_home / "config.toml").write_text(config)
+    env = {k: v for k, v in os.environ.items() if not k.upper().endswith(("_PROXY", "_API_KEY", "_BASE_URL"))}
+    env.update(HOME=str(home), CODEX_HOME=str(codex_home), PYTHONPATH=str(REPO))
+    if chatgpt:  # signed in with ChatGPT: Codex talks to chatgpt.com/backend-api/codex
+        token = {"id_token": _jwt(), "access_token": secret, "refresh_token": "rt", "account_id": "acc"}
+        (codex_home / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": None, "tokens": token, "last_refresh": datetime.datetime.now(datetime.UTC).isoformat()}))
+    else:
+        env["OPENAI_API_KEY"] = secret
+    out = work / "run.jsonl"
+    result: dict[str, object] = {}
+    with WsResponsesUpstream("127.0.0.1", 443, ctx) as up:
+        rec = subprocess.run([recorder, "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(work / "confdir"), "--ssl-insecure", "--",
+                              codex, "exec", "--skip-git-repo-check", "What is the weather in Paris?"],
+                             env=env, capture_output=True, text=True, timeout=120, cwd=work / "cwd", stdin=subprocess.DEVNULL)
+        result.update(record_rc=rec.returncode, record_stdout=rec.stdout[-3000:], record_stderr=rec.stderr[-4000:],
+                      upstream_paths=up.paths, upstream_received=[m.get("type") for m in up.received])
+    if rec.returncode != 0 or not out.exists():
+        print(json.dumps(result))
+        return 0
+    # Offline: Codex's default provider pointed at the replay server (its openai_base_url key).
+    from cassettes.replay.server import ReplayServer
+
+    with ReplayServer(out) as srv:
+        (codex_home / "config.toml").write_text(f'openai_base_url = "{srv.url}/v1"\n' + config)
+        again = subprocess.run([codex, "exec", "--skip-git-repo-check", "What is the weather in Paris?"], env=env,
+                               capture_output=True, text=True, timeout=120, cwd=work / "cwd", stdin=subprocess.DEVNULL)
+        result.update(replay_rc=again.returncode, replay_stdout=again.stdout[-3000:], replay_stderr=again.stderr[-3000:],
+                      replay_misses=["\n".join(m.lines()) for m in srv.misses], replay_statuses=[ex.status for ex in srv.served])
+    print(json.dumps(result))
+    return 0
+
+
+def _jwt() -> str:
+    import base64
+
+    def b64(obj: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    claims = {"email": "dev@example.com", "https://api.openai.com/auth": {"chatgpt_plan_type": "plus", "chatgpt_account_id": "acc"}}
+    return f"{b64({'alg': 'none'})}.{b64(claims)}.sig"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
