@@ -35,6 +35,9 @@ Measurements, each interleaved across targets in blocks (the order rotates per b
    headers, TTFB (first body byte = first event) and per-event latency (client receive time −
    the upstream's ``time.time()`` at write, carried in each event; same machine clock)
 4. 50 concurrent keep-alive clients, one stream each per round: per-event latency, round time
+4b. WebSocket turns (Responses over a WebSocket, as Codex sends them): one connection per target,
+   a ``response.create`` per turn answered by 20 event messages 20 ms apart; time to the first
+   message and per-message latency (receive time − the upstream's send time in the message)
 5. looptap's cassette, loaded with ``cassettes.store.read_cassette``: round trips recorded ==
    requests sent, every SSE stream complete
 
@@ -175,6 +178,9 @@ async def serve_upstream() -> None:
                         clen = int(v)
                     elif k == b"transfer-encoding" and b"chunked" in v.lower():
                         chunked = True
+                if path.startswith(b"/ws"):
+                    await _serve_ws(lines, reader, writer)
+                    return
                 body = await _read_body(reader, clen, chunked)
                 if path.startswith(b"/sse"):
                     writer.write(sse_head)
@@ -207,6 +213,47 @@ async def serve_upstream() -> None:
     await loop.run_in_executor(None, sys.stdin.buffer.read)  # the parent closes stdin to stop us
     print(json.dumps({"cpu": _cpu() - cpu0}), flush=True)
     server.close()
+
+
+def _ws_event(i: int, turn: bytes, sent: float) -> bytes:
+    """One Responses event of a WebSocket turn, with the upstream's send time in it."""
+    rid = b"resp_%s" % turn
+    if i == 0:
+        return b'{"type":"response.created","sequence_number":0,"sent":%.6f,"response":{"id":"%s","object":"response","status":"in_progress","model":"gpt-5","output":[]}}' % (sent, rid)
+    if i < N_EVENTS - 1:
+        return b'{"type":"response.output_text.delta","sequence_number":%d,"sent":%.6f,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"tok%d "}' % (i, sent, i)
+    return (b'{"type":"response.completed","sequence_number":%d,"sent":%.6f,"response":{"id":"%s","object":"response","status":"completed",'
+            b'"model":"gpt-5","output":[{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text",'
+            b'"text":"done","annotations":[]}]}],"usage":{"input_tokens":10,"output_tokens":18,"total_tokens":28}}}' % (i, sent, rid))
+
+
+async def _serve_ws(lines: list[bytes], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A WebSocket session (RFC 6455 framing from looptap's replay server): each text message is
+    a turn, answered with N_EVENTS messages GAP apart."""
+    from cassettes.replay import wsframes
+
+    loop = asyncio.get_running_loop()
+    key = next(v.strip() for k, _, v in (ln.partition(b":") for ln in lines[1:]) if k.strip().lower() == b"sec-websocket-key")
+    writer.write(b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: %s\r\n\r\n"
+                 % wsframes.accept_key(key.decode()).encode())
+    await writer.drain()
+    incoming = wsframes.MessageReader(reader)
+    turns = 0
+    while True:
+        op, data = await incoming.next()
+        if op == wsframes.CLOSE:
+            writer.write(wsframes.frame(wsframes.CLOSE, data[:2]))
+            await writer.drain()
+            return
+        if op != wsframes.TEXT:
+            continue
+        turns += 1
+        start = loop.time()
+        for i in range(N_EVENTS):
+            if i:
+                await asyncio.sleep(max(0.0, start + i * GAP - loop.time()))
+            writer.write(wsframes.frame(wsframes.TEXT, _ws_event(i, b"%d" % turns, time.time())))
+            await writer.drain()
 
 
 def _cpu() -> float:
@@ -480,6 +527,60 @@ class Conn:
         return SSEResult(t_head, t_first if t_first is not None else t_total, t_total, lats, len(lats), done)
 
 
+class WsConn:
+    """One client WebSocket (masked frames, RFC 6455) to ``/ws/v1/responses``."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.r: asyncio.StreamReader
+        self.w: asyncio.StreamWriter
+
+    async def open(self) -> WsConn:
+        import base64
+
+        self.r, self.w = await asyncio.open_connection("127.0.0.1", self.port)
+        key = base64.b64encode(os.urandom(16))
+        self.w.write(b"GET /ws/v1/responses HTTP/1.1\r\nhost: 127.0.0.1:%d\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+                     b"sec-websocket-key: %s\r\nsec-websocket-version: 13\r\nauthorization: %s\r\n\r\n" % (self.port, key, AUTH.encode()))
+        head = await self.r.readuntil(b"\r\n\r\n")
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            raise RuntimeError(f"WebSocket upgrade refused: {head[:80]!r}")
+        return self
+
+    def send(self, payload: bytes) -> None:
+        mask = os.urandom(4)
+        n = len(payload)
+        head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big"))
+        body = (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
+        self.w.write(head + mask + body)
+
+    async def recv(self) -> bytes:
+        _, b2 = await self.r.readexactly(2)
+        n = b2 & 0x7F
+        if n == 126:
+            n = int.from_bytes(await self.r.readexactly(2), "big")
+        elif n == 127:
+            n = int.from_bytes(await self.r.readexactly(8), "big")
+        return await self.r.readexactly(n)
+
+    async def turn(self, i: int) -> tuple[float, list[float]]:
+        t0 = time.perf_counter()
+        self.send(b'{"type":"response.create","model":"gpt-5","input":[{"role":"user","content":"turn %06d"}]}' % i)
+        lats: list[float] = []
+        first = None
+        for _ in range(N_EVENTS):
+            msg = await self.recv()
+            now = time.time()
+            if first is None:
+                first = time.perf_counter() - t0
+            k = msg.find(b'"sent":')
+            lats.append(now - float(msg[k + 7 : msg.index(b",", k)]))
+        return first or 0.0, lats
+
+    def close(self) -> None:
+        self.w.close()
+
+
 @dataclass
 class Samples:
     json: list[float] = field(default_factory=list)
@@ -490,9 +591,12 @@ class Samples:
     sse_lat: list[float] = field(default_factory=list)
     conc_lat: list[float] = field(default_factory=list)
     conc_round: list[float] = field(default_factory=list)
+    ws_first: list[float] = field(default_factory=list)
+    ws_lat: list[float] = field(default_factory=list)
     sent: int = 0
     sse_sent: int = 0
     sse_broken: int = 0
+    ws_turns: int = 0
 
 
 class Bench:
@@ -557,6 +661,24 @@ class Bench:
                 for t in self._order(b):
                     for _ in range(block):
                         await self._sse(t, conns[t], keep=True)
+        finally:
+            for c in conns.values():
+                c.close()
+
+    async def websocket(self, n: int, block: int, warm: int) -> None:
+        conns = {t: await WsConn(self.ports[t]).open() for t in TARGETS}
+        try:
+            for t in TARGETS:
+                for _ in range(warm):
+                    self.s[t].ws_turns += 1
+                    await conns[t].turn(self._next())
+            for b in range(math.ceil(n / block)):
+                for t in self._order(b):
+                    for _ in range(block):
+                        self.s[t].ws_turns += 1
+                        first, lats = await conns[t].turn(self._next())
+                        self.s[t].ws_first.append(first)
+                        self.s[t].ws_lat.extend(lats)
         finally:
             for c in conns.values():
                 c.close()
@@ -626,7 +748,7 @@ class Child:
             await self.proc.wait()
 
 
-def verify_cassette(path: Path, expected: int, sse_expected: int) -> dict[str, Any]:
+def verify_cassette(path: Path, expected: int, sse_expected: int, ws_expected: int = 0) -> dict[str, Any]:
     from cassettes.store import read_cassette
 
     t = time.perf_counter()
@@ -636,9 +758,12 @@ def verify_cassette(path: Path, expected: int, sse_expected: int) -> dict[str, A
     kinds: dict[str, int] = {}
     sse_total = sse_ok = 0
     incomplete: list[str] = []
+    ws_ok = 0
     for ex, rt in zip(cas.exchanges, rts, strict=True):
         kind = ex.url.split("/")[3]
         kinds[kind] = kinds.get(kind, 0) + 1
+        if kind == "ws":
+            ws_ok += rt.complete is True and rt.response is not None and rt.response.text == "done" and len(ex.response_chunks) == N_EVENTS
         if kind == "sse":
             sse_total += 1
             body = ex.response_body
@@ -655,6 +780,8 @@ def verify_cassette(path: Path, expected: int, sse_expected: int) -> dict[str, A
         "sse_total": sse_total,
         "sse_ok": sse_ok,
         "sse_expected": sse_expected,
+        "ws_ok": ws_ok,
+        "ws_expected": ws_expected,
         "problems": [str(p) for p in cas.problems[:3]],
         "n_problems": len(cas.problems),
         "incomplete": incomplete,
@@ -707,6 +834,9 @@ def report(
     row(f"SSE event latency p50 (n={n['sse_lat']})", lambda t: fmt(p(S[t].sse_lat, 0.5)))
     row("SSE event latency p99", lambda t: fmt(p(S[t].sse_lat, 0.99)))
     row("SSE stream total p50", lambda t: fmt(p(S[t].sse_total, 0.5)))
+    row(f"WS first message p50 (n={len(S['direct'].ws_first)})", lambda t: fmt(p(S[t].ws_first, 0.5)))
+    row(f"WS message latency p50 (n={len(S['direct'].ws_lat)})", lambda t: fmt(p(S[t].ws_lat, 0.5)))
+    row("WS message latency p99", lambda t: fmt(p(S[t].ws_lat, 0.99)))
     row(f"{CONC} conc: event lat p50 (n={n['conc_lat']})", lambda t: fmt(p(S[t].conc_lat, 0.5)))
     row(f"{CONC} conc: event lat p99", lambda t: fmt(p(S[t].conc_lat, 0.99)))
     row(f"{CONC} conc: round total p50 (n={n['conc_round']})", lambda t: fmt(p(S[t].conc_round, 0.5)))
@@ -772,6 +902,12 @@ def report(
         f"  SSE events   added per event p50: looptap {el - ed:+.2f} ms, bare+stream {es - ed:+.2f} ms vs direct;"
         f" {CONC} conc p99 looptap/bare+stream = {cl / cs:.2f}"
     )
+    wl, wb, wd = p(S["looptap"].ws_lat, 0.5), p(S["bare"].ws_lat, 0.5), p(S["direct"].ws_lat, 0.5)
+    wl99, wb99 = p(S["looptap"].ws_lat, 0.99), p(S["bare"].ws_lat, 0.99)
+    print(
+        f"  WebSocket    added per message p50: looptap {wl - wd:+.2f} ms, bare mitmproxy {wb - wd:+.2f} ms vs direct;"
+        f" looptap - bare = {wl - wb:+.2f} ms (p99 {wl99 - wb99:+.2f} ms)"
+    )
     cpu_l, cpu_s = children["looptap"].stats.get("cpu"), children["stream"].stats.get("cpu")
     if cpu_l is not None and cpu_s is not None:
         print(
@@ -785,11 +921,12 @@ def report(
 
     # --- recording -----------------------------------------------------------------------------------
     ls = children["looptap"].stats
-    rec_ok = ver["recorded"] == ver["expected"] and ver["sse_ok"] == ver["sse_expected"] == ver["sse_total"]
+    rec_ok = ver["recorded"] == ver["expected"] and ver["sse_ok"] == ver["sse_expected"] == ver["sse_total"] and ver["ws_ok"] == ver["ws_expected"]
     print("recording (looptap cassette, read back with cassettes.store.read_cassette):")
     print(
         f"  round trips recorded {ver['recorded']} / requests sent {ver['expected']} ({ver['kinds']});"
-        f" SSE streams complete {ver['sse_ok']}/{ver['sse_expected']} (20 events + [DONE], RoundTrip.complete)"
+        f" SSE streams complete {ver['sse_ok']}/{ver['sse_expected']} (20 events + [DONE], RoundTrip.complete);"
+        f" WebSocket turns recorded whole {ver['ws_ok']}/{ver['ws_expected']}"
         f"  {ok(rec_ok)}"
     )
     print(
@@ -860,6 +997,7 @@ async def main(args: Any) -> None:
             ("small JSON", bench.sequential("json", *json_plan)),
             ("200 KB requests", bench.sequential("big", *big_plan)),
             ("SSE streams", bench.streams(*sse_plan)),
+            ("WebSocket turns", bench.websocket(*sse_plan)),
             (f"{CONC} concurrent streams", bench.concurrent(rounds)),
         ]
         for name, coro in phases:
@@ -871,11 +1009,11 @@ async def main(args: Any) -> None:
         await asyncio.gather(*(c.stop() for c in children.values()))
         await up.stop()
         s = bench.s["looptap"]
-        ver = verify_cassette(workdir / "looptap.jsonl", s.sent, s.sse_sent)
+        ver = verify_cassette(workdir / "looptap.jsonl", s.sent + s.ws_turns, s.sse_sent, s.ws_turns)
         report(bench, children, up, ver, args, time.perf_counter() - t_start, load0, load1)
         if "uvloop" in TARGETS:
             su = bench.s["uvloop"]
-            veru = verify_cassette(workdir / "uvloop.jsonl", su.sent, su.sse_sent)
+            veru = verify_cassette(workdir / "uvloop.jsonl", su.sent + su.ws_turns, su.sse_sent, su.ws_turns)
             uvloop_report(bench, veru)
     finally:
         for c in [*children.values(), *([up] if up else [])]:
