@@ -139,6 +139,11 @@ def _incremental(
     top = partial.system[: len(partial.system) - len(appended_system)]
     partial.messages = req.messages[:keep] + partial.messages
     partial.system = top + kept_system + appended_system
+    kept_tools = adapter.history_tools(hist[:keep])  # offered inside the kept history (Responses' additional_tools)
+    if kept_tools:
+        appended_tools = adapter.history_tools(hist[keep:])
+        cut = len(partial.tools) - len(appended_tools)
+        partial.tools = partial.tools[:cut] + kept_tools + partial.tools[cut:]
     return partial, kept_system + appended_system
 
 
@@ -188,6 +193,9 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
         return
     rt.family = adapter.family
     rt.operation = adapter.body_operation(adapter.operation(ex.method, url), body)
+    if ex.status == 101:  # a WebSocket session's messages outside any turn (cassettes.websocket): kept, not a call
+        rt.operation = "websocket"
+        return
     parsed = adapter.parses(rt.operation)  # generate, and the non-loop calls a family reads (embed)
     if body is None and not too_big_req and parsed:
         if ex.request_body:

@@ -79,32 +79,46 @@ class WsSession:
         scheme = {"wss": "https", "ws": "http"}.get(u.scheme, u.scheme)
         self.http_url = urlunsplit(u._replace(scheme=scheme))
         self._adapter = providers.detect("POST", urlsplit(self.http_url), {"input": ""})
-        rules = self._adapter.ws_turns() if self._adapter is not None else None
-        self._opens, self._closes = rules if rules is not None else (None, None)
+        self._rules = self._adapter.ws_turns() if self._adapter is not None else None
+        self._gathered: list[_Message] = []
+        self._last_response_id: str | None = None
+        self._previous: str | None = None
 
     @property
     def readable(self) -> bool:
         """Whether this API's turns can be read from the session."""
-        return self._opens is not None
+        return self._rules is not None
 
     def message(self, from_client: bool, content: bytes | str, t: float) -> list[Exchange]:
         data = content.encode("utf-8", "surrogateescape") if isinstance(content, str) else bytes(content)
         msg = _Message(from_client, data, t, self._count)
         self._count += 1
         out: list[Exchange] = []
-        obj = msg.json() if self._opens is not None else None
-        if from_client and self._opens is not None and self._opens(obj):
+        rules = self._rules
+        obj = msg.json() if rules is not None else None
+        if rules is not None and rules.scrub is not None and obj is not None:
+            scrubbed = rules.scrub(obj)
+            if scrubbed is not None:
+                msg.content, obj = orjson.dumps(scrubbed), scrubbed
+        if rules is None:
+            self._outside.append(msg)
+        elif from_client and rules.opens(obj):
             if self._turn:  # a new turn before the last one closed: the last one is cut
                 out.append(self._exchange(self._turn, cut="the client started the next turn before this one's terminal event"))
             self._turn = [msg]
+            self._previous = self._last_response_id
+        elif from_client and rules.gathers is not None and rules.gathers(obj):
+            self._gathered.append(msg)  # part of the next turn's request
         elif self._turn:
             self._turn.append(msg)
-            if not from_client and self._closes is not None and self._closes(obj):
+            if not from_client and rules.closes(obj):
+                if rules.response_id is not None:
+                    self._last_response_id = rules.response_id(obj) or self._last_response_id
                 out.append(self._exchange(self._turn))
                 self._turn = []
         else:
             self._outside.append(msg)
-        self._pending_bytes = sum(len(m.content) for m in (*self._turn, *self._outside))
+        self._pending_bytes = sum(len(m.content) for m in (*self._turn, *self._outside, *self._gathered))
         if self._pending_bytes > MAX_PENDING_BYTES:
             out.extend(self._flush(f"over {MAX_PENDING_BYTES} bytes of messages without a turn's end"))
         return out
@@ -120,6 +134,10 @@ class WsSession:
         if self._turn:
             out.append(self._exchange(self._turn, cut=f"{why} before this turn's terminal event"))
             self._turn = []
+        if self._gathered:  # gathered for a turn that never started
+            self._outside.extend(self._gathered)
+            self._outside.sort(key=lambda m: m.n)
+            self._gathered = []
         if self._outside:
             out.append(self._session_record(self._outside, why))
             self._outside = []
@@ -135,14 +153,23 @@ class WsSession:
         server = [m for m in answers if not m.from_client]
         client_later = [m for m in answers if m.from_client]
         self._turns += 1
+        body = opener.content
+        if self._rules is not None and self._rules.gathers is not None:
+            gathered, self._gathered = self._gathered, []
+            events = b",".join(m.content if m.json() is not None else _placeholder(m.content) for m in (*gathered, opener))
+            head = orjson.dumps({"type": "looptap.ws_turn", "connection": self.connection, "previous_response_id": self._previous})
+            body = head[:-1] + b',"events":[' + events + b"]}"
         ex = Exchange(
             method="POST",
             url=self.http_url,
             request_headers=list(self.request_headers),
-            request_body=opener.content,
+            request_body=body,
             started=opener.t,
             notes=self._notes(msgs, f"turn {self._turns}"),
         )
+        if client_later and self._rules is not None and self._rules.gathers is not None:
+            self._gathered.extend(client_later)  # sent during this turn: part of the next one's request
+            client_later = []
         if client_later:
             ex.notes.append(f"{len(client_later)} client messages during the turn kept in the session, not in this round trip")
             self._outside.extend(client_later)
@@ -178,6 +205,13 @@ class WsSession:
             started=self.started or msgs[0].t,
             notes=[*self._notes(msgs, what), f"kept as sent ({why})"],
         )
+
+
+def _placeholder(content: bytes) -> bytes:
+    """A message that is not JSON, inside an envelope: its size and hash."""
+    import hashlib
+
+    return orjson.dumps({"looptap_not_json": {"bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()}})
 
 
 def _as_event(m: _Message) -> bytes:

@@ -18,6 +18,7 @@ __all__ = ["FAMILIES", "LLM_HOSTS", "OTEL_PROVIDER_HOSTS", "REVERSE_UPSTREAMS", 
 _ADAPTERS = (
     ("openai_chat", "OpenAIChat"),
     ("openai_responses", "OpenAIResponses"),
+    ("openai_realtime", "OpenAIRealtime"),
     ("anthropic", "AnthropicMessages"),
     ("gemini", "Gemini"),
     ("ollama", "OllamaChat"),

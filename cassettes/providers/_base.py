@@ -23,6 +23,7 @@ analysis error and keeps the raw round trip.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import SplitResult
 
@@ -37,18 +38,21 @@ from cassettes.models import (
     NormalisedResponse,
     Part,
     ToolCall,
+    ToolSpec,
     Usage,
 )
 
 __all__ = [
     "Provider",
     "Rendered",
+    "WsTurns",
     "answer_calls",
     "answer_text",
     "arguments_not_json",
     "as_int",
     "as_obj",
     "as_str",
+    "audio_ref",
     "aws_payload_bytes",
     "azure_deployment",
     "call_arguments_object",
@@ -247,14 +251,18 @@ class Provider:
         """An error inside a 200 stream, framed as this API frames it (its overloaded error)."""
         return b'data: {"error": {"message": "The server had an error while processing your request. Sorry about that!", "type": "server_error"}}\n\n'
 
+    def history_tools(self, items: list[Any]) -> list[ToolSpec]:
+        """Tools offered inside the history (after the top-level ones in ``parse_request``'s
+        ``tools``), so a parse of only the appended history can add those of the kept part."""
+        return []
+
     def body_operation(self, operation: str, body: Any) -> str:
         """The operation once the body is known (a request can say it generates nothing)."""
         return operation
 
-    def ws_turns(self) -> tuple[Callable[[Any], bool], Callable[[Any], bool]] | None:
-        """For an API that runs turns over a WebSocket: (does this client message open a turn,
-        does this server message close it), each given the message's JSON (or ``None``).
-        ``None``: this API's WebSocket sessions are not read as turns."""
+    def ws_turns(self) -> WsTurns | None:
+        """For an API that runs turns over a WebSocket, how its messages make turns (see
+        :class:`WsTurns`). ``None``: this API's WebSocket sessions are not read as turns."""
         return None
 
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
@@ -262,6 +270,27 @@ class Provider:
         when ``stream`` as the API streams, in the form the request at ``url`` asked for; parsing
         them gives ``answer`` back. ``None``: this API (or this endpoint) has no such form here."""
         return None
+
+
+@dataclass(frozen=True)
+class WsTurns:
+    """How an API's WebSocket messages make turns. Each rule is given a message's JSON (or
+    ``None`` when it is not JSON)."""
+
+    #: A client message that starts a turn (the turn's request).
+    opens: Callable[[Any], bool]
+    #: A server message that ends the turn (its terminal event).
+    closes: Callable[[Any], bool]
+    #: Client messages gathered into the next turn's request (a Realtime session's items and
+    #: settings). With it, a turn's request body is an envelope, ``{"type": "looptap.ws_turn",
+    #: "connection", "previous_response_id", "events": [the gathered messages…, the opener]}``;
+    #: without it, the request body is the opener as sent.
+    gathers: Callable[[Any], bool] | None = None
+    #: The response id in a closing message (an envelope's ``previous_response_id`` for the next
+    #: turn, so the turns of one connection thread into one conversation).
+    response_id: Callable[[Any], str | None] | None = None
+    #: A message with its bulky payloads replaced (audio by size and hash), or ``None`` to keep it.
+    scrub: Callable[[Any], Any] | None = None
 
 
 class Rendered(tuple[str, list[bytes]]):
@@ -279,6 +308,19 @@ class Rendered(tuple[str, list[bytes]]):
     @property
     def chunks(self) -> list[bytes]:
         return self[1]
+
+
+def audio_ref(data: str) -> dict[str, Any]:
+    """A base64 audio payload as stored: its decoded size and hash (the audio itself is dropped)."""
+    import base64
+    import binascii
+    import hashlib
+
+    try:
+        raw = base64.b64decode(data, validate=False)
+    except (binascii.Error, ValueError):
+        raw = data.encode("utf-8", "surrogateescape")
+    return {"looptap_audio": {"bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}}
 
 
 def sse(obj: Any, event: str | None = None) -> bytes:

@@ -233,7 +233,7 @@ def render_generate(answer: NormalisedResponse, stream: bool, sse_framing: bool)
     if not stream:
         parts = ([{"text": text}] if text else []) + call_parts
         return Rendered("application/json", [orjson.dumps(response(parts, True))])
-    steps = [[{"text": piece}] for piece in pieces(text)]
+    steps: list[list[dict[str, Any]]] = [[{"text": piece}] for piece in pieces(text)]
     if call_parts:
         steps.append(call_parts)  # a function call arrives whole, in one response
     steps = steps or [[]]

@@ -226,7 +226,7 @@ def render_chat(answer: NormalisedResponse, stream: bool, request: Any) -> Rende
     text, refusal, calls = answer_text(answer), answer_text(answer, "refusal"), answer_calls(answer)
     finish = _RAW_FINISH.get(answer.finish_reason or FinishReason.COMPLETE, answer.finish_reason_raw or "stop")
     head = {"id": answer.id or "chatcmpl-looptap", "created": 1700000000, "model": answer.model or ""}
-    wire_calls = [
+    wire_calls: list[dict[str, Any]] = [
         {"id": c.id or f"call_looptap_{i}", "type": "function", "function": {"name": c.name or "", "arguments": call_arguments_text(c)}}
         for i, c in enumerate(calls)
     ]

@@ -11,7 +11,6 @@ hand-edited or future ``status`` values (kept raw, classed ``other``).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
@@ -34,6 +33,7 @@ from cassettes.models import (
 from cassettes.providers._base import (
     Provider,
     Rendered,
+    WsTurns,
     answer_calls,
     answer_text,
     as_int,
@@ -474,6 +474,9 @@ class OpenAIResponses(Provider):
         return (b'event: error\ndata: {"type":"error","code":"server_error","message":"The server had an error while processing '
                 b'your request. Sorry about that!","param":null,"sequence_number":0}\n\n')
 
+    def history_tools(self, items: list[Any]) -> list[ToolSpec]:
+        return _additional_tools(items)
+
     def body_operation(self, operation: str, body: Any) -> str:
         # Over a WebSocket, ``generate: false`` warms the connection up (tools, instructions)
         # and generates nothing: not a model call.
@@ -481,10 +484,10 @@ class OpenAIResponses(Provider):
             return "prewarm"
         return operation
 
-    def ws_turns(self) -> tuple[Callable[[Any], bool], Callable[[Any], bool]]:
+    def ws_turns(self) -> WsTurns:
         """Responses over a WebSocket: each ``response.create`` message is a turn, answered by the
         HTTP stream's events one per message up to the terminal one (or an ``error`` message)."""
-        return _ws_opens, _ws_closes
+        return WsTurns(_ws_opens, _ws_closes)
 
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
         return render_responses(answer, stream, request) if self.operation("POST", url) == "generate" else None

@@ -301,7 +301,8 @@ def _break_schema(name: str | None, arguments: Any, request: NormalisedRequest |
     schema = spec.parameters if spec is not None else None
     if not isinstance(schema, dict) or not isinstance(arguments, dict):
         return f"tool {name!r} was offered without a JSON Schema to break"
-    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    found = schema.get("properties")
+    props: dict[str, Any] = found if isinstance(found, dict) else {}
     tries: list[dict[str, Any]] = [
         {k: v for k, v in arguments.items() if k != req} for req in schema.get("required") or [] if req in arguments
     ]

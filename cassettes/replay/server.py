@@ -256,7 +256,7 @@ class ReplayServer(BackgroundServer):
         key = req.header("sec-websocket-key")
         adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
         rules = adapter.ws_turns() if adapter is not None else None
-        if req.method != "GET" or not key or rules is None:
+        if req.method != "GET" or not key or rules is None or rules.gathers is not None:
             msg = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
             self._log(req, 400, [], [(0.0, msg)], "refused WebSocket")
             await self._send_head(writer, 400, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")])
@@ -264,7 +264,7 @@ class ReplayServer(BackgroundServer):
             await writer.drain()
             return
         assert adapter is not None
-        opens, _ = rules
+        opens = rules.opens
         await self._send_head(writer, 101, [("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-accept", ws.accept_key(key))])
         loop = asyncio.get_running_loop()
         incoming = ws.MessageReader(reader)
@@ -302,6 +302,7 @@ class ReplayServer(BackgroundServer):
                 continue
             ex = answer.exchange
             error = ex.status is not None and ex.status >= 400
+            messages: list[tuple[float | None, str | None, bytes]]
             if error:
                 messages = [(ex.ttfb, None, b"".join(c for _, c in ex.response_chunks))]
             else:

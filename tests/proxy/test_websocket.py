@@ -93,9 +93,58 @@ def test_a_client_bug_over_a_websocket_is_found(tmp_path, confdir, secret) -> No
     assert len(dropped) == 1 and dropped[0].seq == 3, [(f.code, f.seq) for f in run.analysis.findings]
 
 
+REALTIME = """
+import openai
+client = openai.OpenAI()
+tools = [{"type": "function", "name": "get_weather", "description": "The weather in a city.",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+with client.realtime.connect(model="gpt-realtime") as conn:
+    conn.session.update(session={"type": "realtime", "output_modalities": ["text"], "instructions": "Answer with the weather tool.", "tools": tools})
+    conn.conversation.item.create(item={"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]})
+    conn.response.create()
+    for ev in conn:
+        if ev.type == "response.done":
+            call = ev.response.output[0]
+            break
+    out(call=call.name, args=call.arguments)
+    conn.conversation.item.create(item={"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 21 C"})
+    conn.response.create()
+    text = ""
+    for ev in conn:
+        if ev.type == "response.output_text.delta":
+            text += ev.delta
+        if ev.type == "response.done":
+            break
+    out(final=text)
+"""
+
+
+def test_openai_realtime_in_text_mode_is_recorded_turn_by_turn(tmp_path, confdir, secret) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("websockets")
+    with WsResponsesUpstream() as up:
+        proc, out = looptap_run(tmp_path, confdir, secret, python_client(tmp_path, REALTIME), extra=("--upstream", f"openai={up.url}"))
+    assert proc.returncode == 0, explain(proc)
+    assert outputs(proc) == [{"call": "get_weather", "args": '{"city":"Paris"}'}, {"final": "It is sunny in Paris."}], explain(proc)
+    assert "is not one looptap reads as turns" not in proc.stderr
+    run = load_run(out)
+    turns = [(ex, rt) for ex, rt in zip(run.exchanges, run.roundtrips, strict=True) if rt.operation == "generate"]
+    assert len(turns) == 2 and all(rt.family == "openai_realtime" for _, rt in turns), [(ex.method, ex.url, ex.status) for ex in run.exchanges]
+    (_, first), (_, second) = turns
+    assert first.request is not None and [t.name for t in first.request.tools] == ["get_weather"]
+    assert [p.text for p in first.request.system] == ["Answer with the weather tool."]
+    assert first.response is not None and [(c.name, c.arguments) for c in first.response.tool_calls] == [("get_weather", {"city": "Paris"})]
+    assert (first.response.usage.input_tokens, first.response.usage.output_tokens) == (50, 20)
+    assert second.response is not None and second.response.text == "It is sunny in Paris." and second.response.complete
+    assert second.request is not None and second.request.previous_response_id == first.response.id
+    convs = run.analysis.conversations
+    assert len(convs) == 1 and len(convs[0].turns) == 2, convs  # threaded by the connection's response ids
+    assert [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"] == []
+    assert secret.encode() not in out.read_bytes()
+
+
 UNREADABLE = """
 from websockets.sync.client import connect
-url = os.environ["OPENAI_BASE_URL"].replace("http://", "ws://") + "/realtime?model=gpt-realtime"
+url = os.environ["OPENAI_BASE_URL"].replace("http://", "ws://") + "/audio/stream?model=gpt-realtime"
 with connect(url) as ws:
     ws.send('{"type": "session.update", "session": {"modalities": ["text"]}}')
     ws.send('{"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]}}')

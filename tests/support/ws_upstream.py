@@ -59,6 +59,29 @@ def events(req: dict[str, Any], rid: str) -> list[bytes]:
     return [next(line[6:] for line in ev.split(b"\n") if line.startswith(b"data: ")) for ev in rendered.chunks]
 
 
+def realtime_answer(items: list[dict[str, Any]], tools: list[Any], rid: str) -> list[dict[str, Any]]:
+    """OpenAI Realtime's events for one response.create: a call of the first tool when the last
+    item is the user's message, else text; always ending with response.done and its usage."""
+    last = items[-1] if items else {}
+    usage = {"total_tokens": 70, "input_tokens": 50, "output_tokens": 20, "input_token_details": {"cached_tokens": 0}}
+    head = {"type": "response.created", "response": {"id": rid, "object": "realtime.response", "status": "in_progress", "output": []}}
+    if last.get("type") == "message" and tools:
+        name = tools[0]["name"]
+        item = {"id": f"item_{rid}", "type": "function_call", "status": "completed", "name": name, "call_id": f"call_{rid}", "arguments": '{"city":"Paris"}'}
+        return [head, {"type": "response.output_item.added", "response_id": rid, "output_index": 0, "item": {**item, "arguments": ""}},
+                {"type": "response.function_call_arguments.delta", "response_id": rid, "item_id": item["id"], "output_index": 0, "call_id": item["call_id"], "delta": item["arguments"]},
+                {"type": "response.function_call_arguments.done", "response_id": rid, "item_id": item["id"], "output_index": 0, "call_id": item["call_id"], "name": name, "arguments": item["arguments"]},
+                {"type": "response.output_item.done", "response_id": rid, "output_index": 0, "item": item},
+                {"type": "response.done", "response": {"id": rid, "object": "realtime.response", "status": "completed", "output": [item], "usage": usage}}]
+    text = "It is sunny in Paris."
+    item = {"id": f"item_{rid}", "type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text}]}
+    out = [head, {"type": "response.output_item.added", "response_id": rid, "output_index": 0, "item": {**item, "content": []}}]
+    out += [{"type": "response.output_text.delta", "response_id": rid, "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": d} for d in ("It is ", "sunny in ", "Paris.")]
+    out += [{"type": "response.output_item.done", "response_id": rid, "output_index": 0, "item": item},
+            {"type": "response.done", "response": {"id": rid, "object": "realtime.response", "status": "completed", "output": [item], "usage": usage}}]
+    return out
+
+
 class WsResponsesUpstream:
     """``with WsResponsesUpstream() as up: up.url`` — ws://127.0.0.1:PORT; ``up.received``: the
     client messages, ``up.connections``: how many sessions were opened."""
@@ -86,6 +109,9 @@ class WsResponsesUpstream:
         self.connections += 1
         self.paths.append(ws.request.path)
         session = self._session(f"wss://api.openai.com{ws.request.path}", list(ws.request.headers.raw_items()), [], started=time.time())
+        if "/realtime" in ws.request.path:
+            await self._realtime(ws)
+            return
         async for raw in ws:
             msg = orjson.loads(raw)
             self.received.append(msg)
@@ -96,6 +122,27 @@ class WsResponsesUpstream:
                 self.exchanges += session.message(False, ev, time.time())
                 await ws.send(ev.decode())
         self.exchanges += session.end(1000)
+
+    async def _realtime(self, ws: Any) -> None:
+        """OpenAI Realtime: the session keeps the conversation; each response.create is answered."""
+        items: list[dict[str, Any]] = []
+        tools: list[Any] = []
+        await ws.send(orjson.dumps({"type": "session.created", "session": {"id": "sess_1", "type": "realtime"}}).decode())
+        async for raw in ws:
+            msg = orjson.loads(raw)
+            self.received.append(msg)
+            kind = msg.get("type")
+            if kind == "session.update":
+                tools = msg.get("session", {}).get("tools") or tools
+                await ws.send(orjson.dumps({"type": "session.updated", "session": msg.get("session")}).decode())
+            elif kind == "conversation.item.create":
+                items.append(msg.get("item") or {})
+                await ws.send(orjson.dumps({"type": "conversation.item.added", "item": msg.get("item")}).decode())
+            elif kind == "response.create":
+                for ev in realtime_answer(items, tools, f"resp_{next(self._ids)}"):
+                    if ev["type"] == "response.done":
+                        items.extend(ev["response"]["output"])
+                    await ws.send(orjson.dumps(ev).decode())
 
     def _run(self) -> None:
         from websockets.asyncio.server import serve

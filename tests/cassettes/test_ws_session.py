@@ -58,13 +58,13 @@ def test_an_error_message_is_the_turns_status() -> None:
 
 
 def test_a_session_looptap_cannot_read_is_one_record_and_bounded(monkeypatch) -> None:
-    s = websocket.WsSession("wss://api.openai.com/v1/realtime?model=x", [], [], started=0.0)
+    s = websocket.WsSession("wss://api.openai.com/v1/audio/stream?model=x", [], [], started=0.0)
     assert not s.readable
     assert s.message(True, b'{"type": "session.update"}', 0.1) == []
     (rec,) = s.end(1000)
     assert rec.status == 101 and any("cannot read as turns" in n for n in rec.notes)
     monkeypatch.setattr(websocket, "MAX_PENDING_BYTES", 100)
-    s = websocket.WsSession("wss://api.openai.com/v1/realtime", [], [], started=0.0)
+    s = websocket.WsSession("wss://api.openai.com/v1/audio/stream", [], [], started=0.0)
     out = []
     for i in range(10):
         out += s.message(False, b"x" * 30, float(i))
@@ -76,3 +76,46 @@ def test_chatgpt_codex_paths_are_recorded_and_nothing_else_there() -> None:
     assert not is_llm_host("chatgpt.com", (), "/backend-api/conversation")
     assert not is_llm_host("chatgpt.com")
     assert is_llm_host("api.openai.com", (), "/anything")
+
+
+def test_a_realtime_session_gathers_each_answers_request_and_drops_audio() -> None:
+    """OpenAI Realtime: the client messages before each response.create make its request (an
+    envelope), audio is stored by size and hash, and the turns thread by response id."""
+    from cassettes.analysis import analyse
+    from tests.support.ws_upstream import realtime_answer
+
+    s = websocket.WsSession("wss://api.openai.com/v1/realtime?model=gpt-realtime", [], [], started=0.0)
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    out: list = []
+    t = [0.0]
+
+    def send(client: bool, m: dict) -> None:
+        t[0] += 0.01
+        out.extend(s.message(client, orjson.dumps(m), t[0]))
+
+    send(False, {"type": "session.created", "session": {"id": "sess_1"}})
+    send(True, {"type": "session.update", "session": {"instructions": "Use the tool.", "tools": tools}})
+    items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]}]
+    send(True, {"type": "conversation.item.create", "item": items[0]})
+    send(True, {"type": "input_audio_buffer.append", "audio": "UklGRiQAAABXQVZF"})
+    send(True, {"type": "response.create"})
+    for ev in realtime_answer(items, tools, "resp_1"):
+        send(False, ev)
+    items += [{"type": "function_call_output"}]
+    send(True, {"type": "conversation.item.create", "item": {"type": "function_call_output", "call_id": "call_resp_1", "output": "sunny"}})
+    send(True, {"type": "response.create"})
+    for ev in realtime_answer(items, tools, "resp_2"):
+        send(False, ev)
+    out += s.end(1000)
+    first, second, session = out
+    assert b"UklGRiQAAABXQVZF" not in first.request_body and b'"looptap_audio":{"bytes":12' in first.request_body
+    assert orjson.loads(second.request_body)["previous_response_id"] == "resp_1"
+    assert session.status == 101 and b"session.created" in session.response_body
+    rts = [parse_exchange(ex) for ex in (first, second)]
+    assert [rt.family for rt in rts] == ["openai_realtime"] * 2
+    assert [(c.name, c.arguments) for c in rts[0].response.tool_calls] == [("get_weather", {"city": "Paris"})]
+    assert rts[1].response.text == "It is sunny in Paris." and rts[1].request.messages[0].parts[0].tool_result.content == "sunny"
+    for i, ex in enumerate(out):
+        ex.seq = i
+    run = analyse(out)
+    assert [c.turns for c in run.conversations] == [[0, 1]] and not [f for f in run.findings if f.severity.value != "info"]

@@ -1,0 +1,264 @@
+"""OpenAI Realtime (``wss://api.openai.com/v1/realtime?model=…``), read from its WebSocket turns.
+
+A Realtime session keeps the conversation on the server: the client adds items
+(``conversation.item.create``: user messages, function-call outputs), sets the session
+(``session.update``: instructions, tools) and asks for an answer (``response.create``); the server
+streams ``response.*`` events and ends each answer with ``response.done``, which carries the whole
+response (output items, status, usage). The recorder gathers a turn's client messages into one
+request envelope (``{"type": "looptap.ws_turn", "previous_response_id", "events": [...]}``, see
+``cassettes.websocket``) and the server's events into its stream. Audio is stored by size and
+hash (``{"looptap_audio": {"bytes", "sha256"}}``); transcripts and text are read.
+
+The request holds only what the turn added (the server keeps the rest), threaded to the
+previous turn of the connection by ``previous_response_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult, parse_qs
+
+from cassettes.framing import Framed
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+from cassettes.providers._base import (
+    Provider,
+    WsTurns,
+    as_int,
+    as_str,
+    audio_ref,
+    compact_json,
+    error_from_body,
+    tool_call_from_string,
+)
+
+__all__ = ["OpenAIRealtime"]
+
+Item = dict[str, Any]
+
+#: Server events whose base64 ``delta`` is audio, and client events whose ``audio`` is.
+_AUDIO_DELTAS = frozenset({"response.output_audio.delta", "response.audio.delta"})
+_AUDIO_INPUTS = frozenset({"input_audio_buffer.append"})
+
+
+def _is_realtime(url: SplitResult) -> bool:
+    segs = [s for s in url.path.split("/") if s]
+    return bool(segs) and segs[-1] == "realtime"
+
+
+def _scrub(msg: Any) -> Any:
+    if not isinstance(msg, dict):
+        return None
+    kind = msg.get("type")
+    if kind in _AUDIO_DELTAS and isinstance(msg.get("delta"), str):
+        return {**msg, "delta": audio_ref(msg["delta"])}
+    if kind in _AUDIO_INPUTS and isinstance(msg.get("audio"), str):
+        return {**msg, "audio": audio_ref(msg["audio"])}
+    return None
+
+
+def _response_id(msg: Any) -> str | None:
+    resp = msg.get("response") if isinstance(msg, dict) else None
+    return as_str(resp.get("id")) if isinstance(resp, dict) else None
+
+
+_TURNS = WsTurns(
+    opens=lambda m: isinstance(m, dict) and m.get("type") == "response.create",
+    closes=lambda m: isinstance(m, dict) and m.get("type") == "response.done",
+    gathers=lambda m: True,  # every other client message belongs to the next answer's request
+    response_id=_response_id,
+    scrub=_scrub,
+)
+
+
+def _content_parts(content: Any) -> list[Part]:
+    parts: list[Part] = []
+    for c in content if isinstance(content, list) else []:
+        if not isinstance(c, dict):
+            continue
+        kind = c.get("type")
+        text = c.get("text") if isinstance(c.get("text"), str) else c.get("transcript")
+        if isinstance(text, str) and text:
+            parts.append(Part(kind="text", text=text))
+        elif kind in ("input_audio", "output_audio", "audio"):
+            parts.append(Part(kind="media", media_type="audio", provider_details={"audio": c.get("audio")} if c.get("audio") else None))
+    return parts
+
+
+def _item_message(item: Item) -> Message | None:
+    kind = item.get("type")
+    if kind == "message":
+        return Message(role=as_str(item.get("role")) or "user", parts=_content_parts(item.get("content")))
+    if kind == "function_call_output":
+        out = item.get("output")
+        return Message(role="tool", parts=[Part(kind="tool_result", tool_result=ToolResult(
+            call_id=as_str(item.get("call_id")), content=out if isinstance(out, str) else compact_json(out)))])
+    if kind == "function_call":
+        call = tool_call_from_string(item.get("call_id"), item.get("name"), item.get("arguments"))
+        return Message(role="assistant", parts=[Part(kind="tool_call", tool_call=call)])
+    return None
+
+
+def _tools(tools: Any) -> list[ToolSpec]:
+    out = []
+    for t in tools if isinstance(tools, list) else []:
+        if isinstance(t, dict) and t.get("type", "function") == "function":
+            params = t.get("parameters")
+            out.append(ToolSpec(name=as_str(t.get("name")) or "", description=as_str(t.get("description")),
+                                parameters=params if isinstance(params, dict) else None))
+        elif isinstance(t, dict):
+            out.append(ToolSpec(name=as_str(t.get("name") or t.get("server_label")) or str(t.get("type")), kind=str(t.get("type"))))
+    return out
+
+
+def _usage(u: Any) -> Usage | None:
+    if not isinstance(u, dict):
+        return None
+    found = u.get("input_token_details")
+    ind: Item = found if isinstance(found, dict) else {}
+    return Usage(input_tokens=as_int(u.get("input_tokens")), output_tokens=as_int(u.get("output_tokens")),
+                 cache_read_tokens=as_int(ind.get("cached_tokens")), total_tokens=as_int(u.get("total_tokens")), raw=u)
+
+
+def _finish(resp: Item, has_calls: bool) -> tuple[str | None, FinishReason | None]:
+    status = as_str(resp.get("status"))
+    found = resp.get("status_details")
+    details: Item = found if isinstance(found, dict) else {}
+    reason = as_str(details.get("reason"))
+    raw = f"{status}:{reason}" if status and reason else status
+    if status == "completed":
+        return raw, FinishReason.TOOL_CALL if has_calls else FinishReason.COMPLETE
+    if status == "incomplete":
+        return raw, {"max_output_tokens": FinishReason.TRUNCATED_LENGTH, "content_filter": FinishReason.FILTERED}.get(reason or "", FinishReason.OTHER)
+    if status == "cancelled":
+        return raw, FinishReason.CANCELLED
+    if status == "failed":
+        return raw, FinishReason.ERROR
+    return raw, FinishReason.UNKNOWN if status else None
+
+
+def _response(resp: Item, events: int | None, complete: bool) -> NormalisedResponse:
+    parts: list[Part] = []
+    for item in resp.get("output") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            parts.extend(_content_parts(item.get("content")))
+        elif item.get("type") == "function_call":
+            parts.append(Part(kind="tool_call", tool_call=tool_call_from_string(item.get("call_id"), item.get("name"), item.get("arguments"))))
+    raw, cls = _finish(resp, any(p.kind == "tool_call" for p in parts))
+    details = resp.get("status_details") if isinstance(resp.get("status_details"), dict) else None
+    err = details.get("error") if details else None
+    return NormalisedResponse(
+        id=as_str(resp.get("id")), model=None, parts=parts, finish_reason_raw=raw, finish_reason=cls,
+        usage=_usage(resp.get("usage")), complete=complete, events=events,
+        error=error_from_body({"error": err}, None, in_stream=True) if isinstance(err, dict) else None,
+    )
+
+
+class OpenAIRealtime(Provider):
+    family = "openai_realtime"
+    otel_provider = "openai"
+    price_provider = "openai"
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        if not _is_realtime(url):
+            return 0
+        return 3 if isinstance(body, dict) and body.get("type") == "looptap.ws_turn" else 2
+
+    def ws_turns(self) -> WsTurns:
+        return _TURNS
+
+    def model_from_url(self, url: SplitResult) -> str | None:
+        return parse_qs(url.query).get("model", [None])[-1]
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b: Item = body if isinstance(body, dict) else {}
+        events = [e for e in b.get("events") or [] if isinstance(e, dict)]
+        messages: list[Message] = []
+        system: list[Part] = []
+        tools: list[ToolSpec] = []
+        model = None
+        params: dict[str, Any] = {}
+        for ev in events:
+            kind = ev.get("type")
+            if kind == "session.update" and isinstance(ev.get("session"), dict):
+                sess = ev["session"]
+                if isinstance(sess.get("instructions"), str):
+                    system = [Part(kind="text", text=sess["instructions"])]
+                if "tools" in sess:
+                    tools = _tools(sess.get("tools"))
+                model = as_str(sess.get("model")) or model
+                params.update({k: v for k, v in sess.items() if k not in ("instructions", "tools", "model")})
+            elif kind == "conversation.item.create" and isinstance(ev.get("item"), dict):
+                msg = _item_message(ev["item"])
+                if msg is not None:
+                    messages.append(msg)
+            elif kind == "response.create" and isinstance(ev.get("response"), dict):
+                resp = ev["response"]
+                if isinstance(resp.get("instructions"), str):
+                    system = [Part(kind="text", text=resp["instructions"])]
+                if "tools" in resp:
+                    tools = _tools(resp.get("tools"))
+        return NormalisedRequest(
+            family=self.family, model=model or self.model_from_url(url), stream=True, system=system, messages=messages,
+            tools=tools, params=params, previous_response_id=as_str(b.get("previous_response_id")),
+        )
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b: Item = body if isinstance(body, dict) else {}
+        if b.get("type") == "error" or ("error" in b and "response" not in b):
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        inner = b.get("response")
+        return _response(inner if isinstance(inner, dict) else b, None, True)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        done: Item | None = None
+        created: Item = {}
+        texts: dict[tuple[str, int], str] = {}
+        calls: dict[str, Item] = {}
+        error: ApiError | None = None
+        n = 0
+        for ev in framed.events:
+            try:
+                obj = ev.json()
+            except Exception:
+                continue
+            if not isinstance(obj, dict):
+                continue
+            n += 1
+            kind = obj.get("type")
+            if kind == "response.created" and isinstance(obj.get("response"), dict):
+                created = obj["response"]
+            elif kind in ("response.output_text.delta", "response.text.delta", "response.output_audio_transcript.delta", "response.audio_transcript.delta"):
+                key = (str(obj.get("item_id")), as_int(obj.get("content_index")) or 0)
+                delta = obj.get("delta")
+                texts[key] = texts.get(key, "") + (delta if isinstance(delta, str) else "")
+            elif kind == "response.function_call_arguments.done":
+                calls[str(obj.get("call_id"))] = {"type": "function_call", "call_id": obj.get("call_id"), "name": obj.get("name"), "arguments": obj.get("arguments")}
+            elif kind == "response.done" and isinstance(obj.get("response"), dict):
+                done = obj["response"]
+            elif kind == "error":
+                error = self.parse_error(obj, None)
+                error.in_stream = True
+        if done is not None:
+            out = _response(done, n, True)
+        else:  # cut before response.done: what the deltas said
+            parts = [Part(kind="text", text=t) for t in texts.values() if t]
+            parts += [Part(kind="tool_call", tool_call=tool_call_from_string(c["call_id"], c["name"], c["arguments"])) for c in calls.values()]
+            out = NormalisedResponse(id=as_str(created.get("id")), parts=parts, complete=False, events=n)
+        if error is not None:
+            out.error = error
+        return out
+
+    def parse_error(self, body: Any, status: int | None) -> ApiError:
+        return error_from_body(body, status)
