@@ -18,6 +18,7 @@ that would break the JSON or SSE it sits in.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -116,8 +117,19 @@ def looks_secret(value: str) -> bool:
     """A value shaped like a credential: one token (no spaces) of letters and digits, 20+ characters
     or 16+ in mixed case. ``"color"``, ``"The API key"``, ``"gpt-4o-2024-08-06"`` are not;
     ``"ltQ9f3…"``, hex tokens and keys are."""
-    if not _SECRETISH.match(value) or not any(c.isdigit() for c in value) or not any(c.isalpha() for c in value):
+    if not _SECRETISH.match(value) or not any(c.isalpha() for c in value):
         return False
+    if not any(c.isdigit() for c in value):
+        # Letters only: random case (a generated token; about one in a hundred has no digit), not
+        # a word or a camelCase / PascalCase name (``getWeatherForecastInParis``,
+        # ``TheQuickBrownFox…``: capitals one at a time).
+        letters = [c for c in value if c.isalpha()]
+        upper = sum(c.isupper() for c in letters)
+        pairs = list(itertools.pairwise(letters))
+        changes = sum(a.isupper() != b.isupper() for a, b in pairs)
+        doubled = any(a.isupper() and b.isupper() for a, b in pairs)  # PascalCase words have none
+        share = upper / len(letters)
+        return len(value) >= 20 and 0.2 <= share <= 0.8 and (doubled or (share >= 0.3 and changes >= 10))
     if _UUID.match(value):
         return False  # an identifier (Codex's prompt_cache_key, session and turn ids), not a key
     return len(value) >= 20 or (any(c.isupper() for c in value) and any(c.islower() for c in value))

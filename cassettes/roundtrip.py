@@ -233,6 +233,8 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
     _parse_response(rt, adapter, framed)
     if rt.response is not None:
         adapter.add_header_facts(rt.response, ex.response_header)
+        if rt.response.id is None and isinstance(body, dict) and body.get("type") == "looptap.ws_turn" and isinstance(body.get("turn_id"), str):
+            rt.response.id = body["turn_id"]  # a WebSocket turn of an API without ids (cassettes.websocket)
 
 
 def _error_response(adapter: providers.Provider, framed: Framed, status: int | None) -> NormalisedResponse:

@@ -83,6 +83,7 @@ class WsSession:
         self._gathered: list[_Message] = []
         self._last_response_id: str | None = None
         self._previous: str | None = None
+        self._turn_id: str | None = None
 
     @property
     def readable(self) -> bool:
@@ -107,6 +108,7 @@ class WsSession:
                 out.append(self._exchange(self._turn, cut="the client started the next turn before this one's terminal event"))
             self._turn = [msg]
             self._previous = self._last_response_id
+            self._turn_id = f"{self.connection}/turn{self._turns + 1}"
         elif from_client and rules.gathers is not None and rules.gathers(obj):
             self._gathered.append(msg)  # part of the next turn's request
         elif self._turn:
@@ -114,6 +116,8 @@ class WsSession:
             if not from_client and rules.closes(obj):
                 if rules.response_id is not None:
                     self._last_response_id = rules.response_id(obj) or self._last_response_id
+                else:  # an API without response ids (Gemini Live): the recorder's turn number
+                    self._last_response_id = self._turn_id
                 out.append(self._exchange(self._turn))
                 self._turn = []
         else:
@@ -157,7 +161,10 @@ class WsSession:
         if self._rules is not None and self._rules.gathers is not None:
             gathered, self._gathered = self._gathered, []
             events = b",".join(m.content if m.json() is not None else _placeholder(m.content) for m in (*gathered, opener))
-            head = orjson.dumps({"type": "looptap.ws_turn", "connection": self.connection, "previous_response_id": self._previous})
+            envelope: dict[str, Any] = {"type": "looptap.ws_turn", "connection": self.connection, "previous_response_id": self._previous}
+            if self._rules.response_id is None:
+                envelope["turn_id"] = self._turn_id  # the answer's id, for an API that gives none
+            head = orjson.dumps(envelope)
             body = head[:-1] + b',"events":[' + events + b"]}"
         ex = Exchange(
             method="POST",

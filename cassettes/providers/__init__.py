@@ -21,6 +21,7 @@ _ADAPTERS = (
     ("openai_realtime", "OpenAIRealtime"),
     ("anthropic", "AnthropicMessages"),
     ("gemini", "Gemini"),
+    ("gemini_live", "GeminiLive"),
     ("ollama", "OllamaChat"),
     ("bedrock", "BedrockConverse"),
     ("bedrock", "BedrockInvoke"),

@@ -79,7 +79,8 @@ def test_inspect_at_100_by_30(tmux: Callable[..., str], run_file: Path) -> None:
     if not LOOPTAP.exists():
         pytest.skip("the looptap script is not installed in this environment")
     tmux("new-session", "-d", "-s", "inspect", "-x", "100", "-y", "30", f"{SETTLE}exec {LOOPTAP} inspect {run_file}")
-    screen = _wait_for(tmux, "E emission ok", "A API verdict ok", "C client ok", "▌ NEW [0] user")
+    # (the footer is drawn last: wait for it too, or a loaded machine captures the screen before it)
+    screen = _wait_for(tmux, "E emission ok", "A API verdict ok", "C client ok", "▌ NEW [0] user", "c Conversation", "l Layer")
     assert "c Conversation" in screen and "l Layer" in screen, screen
     assert "310→40" in screen and "440→20" in screen, screen  # never "310→…"
     assert "E · model emission" in screen and "A · API verdict" not in screen  # one pane at a time

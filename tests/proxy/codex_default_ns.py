@@ -22,6 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 
+_HOSTS = ("api.openai.com", "chatgpt.com", "generativelanguage.googleapis.com")
+
+
 def certificates(work: Path) -> tuple[Path, Path, Path]:
     """A CA and a server certificate for api.openai.com and chatgpt.com signed by it."""
     from cryptography import x509
@@ -40,7 +43,7 @@ def certificates(work: Path) -> tuple[Path, Path, Path]:
     leaf = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "api.openai.com")]))
             .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("api.openai.com"), x509.DNSName("chatgpt.com")]), critical=False)
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in _HOSTS]), critical=False)
             .sign(ca_key, hashes.SHA256()))
     ca_pem, cert_pem, key_pem = work / "upstream-ca.pem", work / "upstream.pem", work / "upstream-key.pem"
     ca_pem.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
@@ -52,9 +55,10 @@ def certificates(work: Path) -> tuple[Path, Path, Path]:
 def main() -> int:
     work, codex, recorder, secret = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     chatgpt = len(sys.argv) > 5 and sys.argv[5] == "chatgpt"
+    live = len(sys.argv) > 5 and sys.argv[5] == "live"
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     hosts = work / "hosts"
-    hosts.write_text("127.0.0.1 localhost api.openai.com chatgpt.com\n::1 localhost\n")
+    hosts.write_text(f"127.0.0.1 localhost {' '.join(_HOSTS)}\n::1 localhost\n")
     subprocess.run(["mount", "--bind", str(hosts), "/etc/hosts"], check=True)
     _, cert_pem, key_pem = certificates(work)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -77,6 +81,18 @@ def main() -> int:
         env["OPENAI_API_KEY"] = secret
     out = work / "run.jsonl"
     result: dict[str, object] = {}
+    if live:  # google-genai's Live client (it always speaks wss://, so it goes through HTTPS_PROXY)
+        from tests.proxy.test_websocket import LIVE
+
+        script = work / "live.py"
+        script.write_text("import json, os, sys\ndef out(**kw):\n    print(json.dumps(kw), flush=True)\n" + LIVE)
+        env["GEMINI_API_KEY"] = secret
+        with WsResponsesUpstream("127.0.0.1", 443, ctx) as up:
+            rec = subprocess.run([recorder, "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(work / "confdir"), "--ssl-insecure", "--",
+                                  sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120, cwd=work / "cwd", stdin=subprocess.DEVNULL)
+            result.update(record_rc=rec.returncode, record_stdout=rec.stdout[-3000:], record_stderr=rec.stderr[-4000:], upstream_paths=up.paths)
+        print(json.dumps(result))
+        return 0
     with WsResponsesUpstream("127.0.0.1", 443, ctx) as up:
         rec = subprocess.run([recorder, "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(work / "confdir"), "--ssl-insecure", "--",
                               codex, "exec", "--skip-git-repo-check", "What is the weather in Paris?"],

@@ -5,6 +5,8 @@ its status; a session looptap cannot read is kept whole with a warning."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cassettes.interop.run import load_run
@@ -138,6 +140,78 @@ def test_openai_realtime_in_text_mode_is_recorded_turn_by_turn(tmp_path, confdir
     assert second.request is not None and second.request.previous_response_id == first.response.id
     convs = run.analysis.conversations
     assert len(convs) == 1 and len(convs[0].turns) == 2, convs  # threaded by the connection's response ids
+    assert [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"] == []
+    assert secret.encode() not in out.read_bytes()
+
+
+LIVE = """
+import asyncio
+from google import genai
+from google.genai import types
+
+async def main():
+    client = genai.Client(api_key=os.environ["GEMINI_API_KEY"])
+    config = {"response_modalities": ["TEXT"], "system_instruction": "Answer with the weather tool.",
+              "tools": [{"function_declarations": [{"name": "get_weather", "description": "The weather in a city.",
+                         "parameters": {"type": "OBJECT", "properties": {"city": {"type": "STRING"}}, "required": ["city"]}}]}]}
+    async with client.aio.live.connect(model="gemini-live-2.5-flash", config=config) as session:
+        await session.send_client_content(turns={"role": "user", "parts": [{"text": "Weather in Paris?"}]}, turn_complete=True)
+        call = None
+        async for msg in session.receive():
+            if msg.tool_call:
+                call = msg.tool_call.function_calls[0]
+                break
+        out(call=call.name, args=call.args)
+        await session.send_tool_response(function_responses=[types.FunctionResponse(id=call.id, name=call.name, response={"result": "sunny"})])
+        text = ""
+        async for msg in session.receive():
+            if msg.text:
+                text += msg.text
+            if msg.server_content and msg.server_content.turn_complete:
+                break
+        out(final=text)
+
+asyncio.run(main())
+"""
+
+
+def test_gemini_live_is_recorded_turn_by_turn(tmp_path, secret) -> None:  # type: ignore[no-untyped-def]
+    """google-genai's Live client always speaks wss:// (it rewrites the base URL's scheme), so it
+    cannot use looptap's plain-http listener: it goes through HTTPS_PROXY, as it would to the real
+    API. Run in a network namespace where generativelanguage.googleapis.com is a loopback TLS
+    WebSocket server of ours (tests/proxy/codex_default_ns.py, mode live)."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("websockets")
+    pytest.importorskip("google.genai")
+    pytest.importorskip("cryptography")
+    from tests.proxy.test_codex_websocket import _can_unshare
+    from tests.support.recorder import PROXY_PYTHON
+
+    if not _can_unshare():
+        pytest.skip("needs root and unshare/ip to make a network namespace")
+    helper = Path(__file__).with_name("codex_default_ns.py")
+    proc = subprocess.run(["unshare", "--net", "--mount", "--fork", sys.executable, str(helper), str(tmp_path), "-", str(PROXY_PYTHON), secret, "live"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["record_rc"] == 0, r
+    got = [json.loads(line) for line in r["record_stdout"].splitlines() if line.startswith("{")]
+    assert got == [{"call": "get_weather", "args": {"city": "Paris"}}, {"final": "It is sunny in Paris."}], r
+    out = tmp_path / "run.jsonl"
+    run = load_run(out)
+    turns = [rt for rt in run.roundtrips if rt.operation == "generate"]
+    assert [rt.family for rt in turns] == ["gemini_live", "gemini_live"], [(ex.method, ex.url, ex.status) for ex in run.exchanges]
+    first, second = turns
+    assert first.request is not None and [t.name for t in first.request.tools] == ["get_weather"] and first.request.model == "gemini-live-2.5-flash"
+    assert first.response is not None and [(c.name, c.arguments) for c in first.response.tool_calls] == [("get_weather", {"city": "Paris"})]
+    assert second.request is not None and second.request.messages[0].parts[0].tool_result.name == "get_weather"
+    assert second.response is not None and second.response.text == "It is sunny in Paris." and second.response.complete
+    assert (second.response.usage.input_tokens, second.response.usage.output_tokens) == (40, 9)
+    convs = run.analysis.conversations
+    assert len(convs) == 1 and len(convs[0].turns) == 2, convs  # threaded by the recorder's turn numbers
     assert [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"] == []
     assert secret.encode() not in out.read_bytes()
 

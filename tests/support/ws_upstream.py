@@ -112,6 +112,9 @@ class WsResponsesUpstream:
         if "/realtime" in ws.request.path:
             await self._realtime(ws)
             return
+        if "BidiGenerateContent" in ws.request.path:
+            await self._live(ws)
+            return
         async for raw in ws:
             msg = orjson.loads(raw)
             self.received.append(msg)
@@ -143,6 +146,26 @@ class WsResponsesUpstream:
                     if ev["type"] == "response.done":
                         items.extend(ev["response"]["output"])
                     await ws.send(orjson.dumps(ev).decode())
+
+    async def _live(self, ws: Any) -> None:
+        """Gemini Live: setup, then a function call for the user's question and text for its result."""
+        tools: list[Any] = []
+        usage = {"promptTokenCount": 40, "responseTokenCount": 9, "totalTokenCount": 49}
+        async for raw in ws:
+            msg = orjson.loads(raw)
+            self.received.append(msg)
+            # google-genai writes the message keys in snake_case, the API documents camelCase
+            if "setup" in msg:
+                tools = [d for t in msg["setup"].get("tools") or [] for d in t.get("functionDeclarations") or t.get("function_declarations") or []]
+                await ws.send(orjson.dumps({"setupComplete": {}}).decode())
+            elif ("clientContent" in msg or "client_content" in msg) and tools:
+                call = {"id": f"fc_{next(self._ids)}", "name": tools[0]["name"], "args": {"city": "Paris"}}
+                await ws.send(orjson.dumps({"toolCall": {"functionCalls": [call]}, "usageMetadata": usage}).decode())
+            elif {"toolResponse", "tool_response", "clientContent", "client_content"} & set(msg):
+                for piece in ("It is ", "sunny in ", "Paris."):
+                    await ws.send(orjson.dumps({"serverContent": {"modelTurn": {"role": "model", "parts": [{"text": piece}]}}}).decode())
+                await ws.send(orjson.dumps({"serverContent": {"generationComplete": True}}).decode())
+                await ws.send(orjson.dumps({"serverContent": {"turnComplete": True}, "usageMetadata": usage}).decode())
 
     def _run(self) -> None:
         from websockets.asyncio.server import serve

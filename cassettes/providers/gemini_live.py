@@ -1,0 +1,198 @@
+"""Gemini Live (``wss://…/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent``),
+read from its WebSocket turns.
+
+The client opens with ``setup`` (model, system instruction, tools, generation config), then sends
+``clientContent`` (turns of content, ``turnComplete``), ``realtimeInput`` (audio, video, text as it
+comes) and ``toolResponse`` (function results). The server answers with ``serverContent``
+(``modelTurn`` parts, ``generationComplete``, ``turnComplete``, ``interrupted``, transcriptions),
+``toolCall`` (function calls the client must run) and ``usageMetadata``. A turn opens with a
+``clientContent`` or ``toolResponse`` message and closes with ``turnComplete`` or a ``toolCall``;
+the client messages before it (``setup``, ``realtimeInput``) are gathered into its request
+envelope (``cassettes.websocket``). Audio and video are stored by size and hash. Live has no
+response ids: the recorder numbers the turns of a connection to thread them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult
+
+from cassettes.framing import Framed
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    ToolResult,
+    ToolSpec,
+)
+from cassettes.providers._base import (
+    Provider,
+    WsTurns,
+    as_str,
+    audio_ref,
+    compact_json,
+    error_from_body,
+    tool_call_from_object,
+)
+from cassettes.providers.gemini import _g, _message, _parts, _tools, usage_from
+
+__all__ = ["GeminiLive"]
+
+Item = dict[str, Any]
+
+
+def _is_live(url: SplitResult) -> bool:
+    return url.path.rstrip("/").endswith(("BidiGenerateContent", "BidiGenerateContentConstrained"))
+
+
+def _has(msg: Any, key: str) -> bool:
+    return isinstance(msg, dict) and _g(msg, key) is not None
+
+
+def _closes(msg: Any) -> bool:
+    if _has(msg, "toolCall"):
+        return True
+    content = _g(msg, "serverContent") if isinstance(msg, dict) else None
+    return isinstance(content, dict) and bool(_g(content, "turnComplete"))
+
+
+def _scrub(msg: Any) -> Any:
+    """``realtimeInput`` media chunks by size and hash (``audio``/``video``/``mediaChunks`` data)."""
+    rt = _g(msg, "realtimeInput") if isinstance(msg, dict) else None
+    if not isinstance(rt, dict):
+        return None
+    out = dict(rt)
+    changed = False
+    for key in ("audio", "video"):
+        blob = out.get(key)
+        if isinstance(blob, dict) and isinstance(blob.get("data"), str):
+            out[key] = {**blob, "data": audio_ref(blob["data"])}
+            changed = True
+    chunks = out.get("mediaChunks") or out.get("media_chunks")
+    if isinstance(chunks, list):
+        out["mediaChunks" if "mediaChunks" in out else "media_chunks"] = [
+            {**c, "data": audio_ref(c["data"])} if isinstance(c, dict) and isinstance(c.get("data"), str) else c for c in chunks
+        ]
+        changed = True
+    if not changed:
+        return None
+    key = "realtimeInput" if "realtimeInput" in msg else "realtime_input"
+    return {**msg, key: out}
+
+
+_TURNS = WsTurns(
+    opens=lambda m: _has(m, "clientContent") or _has(m, "toolResponse"),
+    closes=_closes,
+    gathers=lambda m: True,  # setup and realtime input belong to the next turn's request
+    response_id=None,  # Live has none: the recorder numbers the turns
+    scrub=_scrub,
+)
+
+
+class GeminiLive(Provider):
+    family = "gemini_live"
+    otel_provider = "gcp.gemini"
+    price_provider = "google"
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        if not _is_live(url):
+            return 0
+        return 3 if isinstance(body, dict) and body.get("type") == "looptap.ws_turn" else 2
+
+    def ws_turns(self) -> WsTurns:
+        return _TURNS
+
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b: Item = body if isinstance(body, dict) else {}
+        model = None
+        system: list[Part] = []
+        tools: list[ToolSpec] = []
+        params: dict[str, Any] = {}
+        messages: list[Message] = []
+        for ev in b.get("events") or []:
+            if not isinstance(ev, dict):
+                continue
+            setup = _g(ev, "setup")
+            if isinstance(setup, dict):
+                model = as_str(_g(setup, "model")) or model
+                si = _g(setup, "systemInstruction")
+                if si is not None:
+                    system = _parts(si)
+                tools = _tools(_g(setup, "tools")) or tools
+                gen = _g(setup, "generationConfig")
+                if isinstance(gen, dict):
+                    params["generationConfig"] = gen
+            content = _g(ev, "clientContent")
+            if isinstance(content, dict):
+                for turn in _g(content, "turns") or []:
+                    messages.append(_message(turn))
+            rt = _g(ev, "realtimeInput")
+            if isinstance(rt, dict) and isinstance(_g(rt, "text"), str):
+                messages.append(Message(role="user", parts=[Part(kind="text", text=_g(rt, "text"))]))
+            resp = _g(ev, "toolResponse")
+            if isinstance(resp, dict):
+                results = []
+                for fr in _g(resp, "functionResponses") or []:
+                    if isinstance(fr, dict):
+                        out = _g(fr, "response")
+                        results.append(Part(kind="tool_result", tool_result=ToolResult(
+                            call_id=as_str(_g(fr, "id")), name=as_str(_g(fr, "name")),
+                            content=out if isinstance(out, str) else compact_json(out))))
+                messages.append(Message(role="user", parts=results))
+        if isinstance(model, str) and model.startswith("models/"):
+            model = model.removeprefix("models/")
+        return NormalisedRequest(family=self.family, model=model, stream=True, system=system, messages=messages, tools=tools,
+                                 params=params, previous_response_id=as_str(b.get("previous_response_id")))
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        return NormalisedResponse(error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True)
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        parts: list[Part] = []
+        usage = None
+        finish: FinishReason | None = None
+        raw: str | None = None
+        error: ApiError | None = None
+        n = 0
+        for ev in framed.events:
+            try:
+                obj = ev.json()
+            except Exception:
+                continue
+            if not isinstance(obj, dict):
+                continue
+            n += 1
+            content = _g(obj, "serverContent")
+            if isinstance(content, dict):
+                turn = _g(content, "modelTurn")
+                if isinstance(turn, dict):
+                    for p in _parts(turn):
+                        if p.kind == "text" and parts and parts[-1].kind == "text" and p.text is not None:
+                            parts[-1] = Part(kind="text", text=(parts[-1].text or "") + p.text)
+                        else:
+                            parts.append(p)
+                if _g(content, "interrupted"):
+                    finish, raw = FinishReason.CANCELLED, "interrupted"
+                elif _g(content, "turnComplete"):
+                    finish, raw = finish or FinishReason.COMPLETE, raw or "turnComplete"
+            call = _g(obj, "toolCall")
+            if isinstance(call, dict):
+                for fc in _g(call, "functionCalls") or []:
+                    if isinstance(fc, dict):
+                        parts.append(Part(kind="tool_call", tool_call=tool_call_from_object(_g(fc, "id"), _g(fc, "name"), _g(fc, "args"))))
+                finish, raw = FinishReason.TOOL_CALL, "toolCall"
+            if _g(obj, "usageMetadata") is not None:
+                usage = usage_from(_g(obj, "usageMetadata"))
+            if "error" in obj:
+                error = error_from_body(obj, None, in_stream=True)
+        return NormalisedResponse(parts=parts, finish_reason=finish, finish_reason_raw=raw, usage=usage,
+                                  complete=finish is not None, events=n, error=error)
+
+    def parse_error(self, body: Any, status: int | None) -> ApiError:
+        return error_from_body(body, status)
