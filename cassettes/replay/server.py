@@ -301,18 +301,62 @@ class ReplayServer(BackgroundServer):
                 await writer.drain()
                 continue
             ex = answer.exchange
-            error = ex.status is not None and ex.status >= 400
+            fault = self.faults.decide(answer) if self.faults is not None else None
+            status = ex.status
+            error = status is not None and status >= 400
             messages: list[tuple[float | None, str | None, bytes]]
             if error:
                 messages = [(ex.ttfb, None, b"".join(c for _, c in ex.response_chunks))]
             else:
                 framed = frame_stream(ex.response_chunks, ex.response_header("content-type"))
                 messages = [(e.offset, e.event, e.data.encode("utf-8", "surrogateescape")) for e in framed.events]
-            sent: list[tuple[float | None, bytes]] = []
             headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in _DROP]
             headers.append(("x-looptap-replay", f"seq={ex.seq}"))
-            self._log(turn, ex.status, headers, sent, answer).notes.append("websocket replay")
-            for offset, name, payload in messages:
+            cut: int | None = None
+            if fault is not None:
+                # Over a WebSocket the API's failures are messages: a status fault is its error
+                # message with that status, a stream fault acts on the turn's event messages.
+                headers.append(("x-looptap-fault", fault.describe()))
+                if fault.kind == "reset":
+                    answer.plays -= 1
+                    self._log(turn, None, [], [], f"fault {fault.text}", "looptap fault: reset (connection closed)", origin_of=answer)
+                    writer.transport.abort()
+                    return
+                if fault.kind in STATUS_KINDS:
+                    answer.plays -= 1
+                    code, obj = adapter.fault_bodies.get(fault.kind) or Provider.fault_bodies[fault.kind]
+                    status, error = code, True
+                    messages = [(0.0, None, orjson.dumps({"type": "error", "status": code, **(obj if isinstance(obj, dict) else {"error": obj})}))]
+                elif fault.kind in REWRITE_KINDS:
+                    rewritten = self._ws_rewrite(turn, answer, fault, adapter)
+                    if rewritten is None:
+                        headers.pop()  # not injected: served as recorded (the plan says why)
+                    else:
+                        answer.plays -= 1
+                        messages = [(None, None, m) for m in rewritten]
+                elif fault.kind == "slow_first_byte":
+                    await asyncio.sleep(fault.arg or 0.0)
+                    t0 = loop.time()
+                elif fault.kind == "stream_cut":
+                    answer.plays -= 1
+                    cut = min(int(fault.arg or 0), max(0, len(messages) - 1))
+                elif fault.kind == "error_event":
+                    answer.plays -= 1
+                    half = max(1, len(messages) // 2)
+                    event = adapter.fault_event(fault.kind)
+                    data = b"".join(ln[6:] for ln in event.splitlines() if ln.startswith(b"data: "))
+                    messages = [*messages[:half], (messages[half - 1][0] if messages else None, "error", data)]
+            sent: list[tuple[float | None, bytes]] = []
+            logged_ex = self._log(turn, status, headers, sent, f"fault {fault.text}" if fault is not None else answer, origin_of=answer)
+            logged_ex.notes.append("websocket replay")
+            half = max(1, len(messages) // 2)
+            for i, (offset, name, payload) in enumerate(messages):
+                if cut is not None and i >= cut:
+                    logged_ex.transport_error = f"looptap fault: stream cut after {cut} messages"
+                    writer.transport.abort()
+                    return
+                if fault is not None and fault.kind == "stall" and i == half:
+                    await asyncio.sleep(fault.arg or 0.0)
                 if self.speed and offset is not None:
                     delay = t0 + offset / self.speed - loop.time()
                     if delay > 0:
@@ -322,6 +366,35 @@ class ReplayServer(BackgroundServer):
                 sent.append((loop.time() - t0, logged))
                 writer.write(ws.frame(ws.TEXT, payload))
                 await writer.drain()
+
+    def _ws_rewrite(self, turn: _Request, answer: Recorded, fault: Fault, adapter: Provider) -> list[bytes] | None:
+        """A rewriting fault on a WebSocket turn: the rewritten answer's stream events, one message
+        each (``None``: it cannot be made; the plan notes why)."""
+        from cassettes.roundtrip import parse_exchange
+
+        url = urlsplit(turn.target)
+        try:
+            body = bounds.loads(turn.body)
+        except (orjson.JSONDecodeError, ValueError):
+            body = None
+        rt = parse_exchange(answer.exchange)
+        why = "the recorded answer is not a model's answer"
+        if rt.response is not None and rt.response.error is None and (answer.exchange.status or 0) < 400:
+            try:
+                request = adapter.parse_request(body, url) if isinstance(body, dict) else None
+            except Exception:
+                request = None
+            new = rewrite_answer(fault, rt.response, request)
+            if isinstance(new, str):
+                why = new
+            else:
+                rendered = adapter.render_answer(new, True, url, body)
+                if rendered is not None:
+                    return [b"".join(ln[6:] for ln in ev.splitlines() if ln.startswith(b"data: ")) for ev in rendered.chunks]
+                why = _NO_FORM.get(fault.kind, "this API has no form for that answer here")
+        if self.faults is not None:
+            self.faults.skip(why)
+        return None
 
     async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Request | None:
         try:

@@ -102,3 +102,66 @@ def test_framing(tmp_path: Path) -> None:
 
     asyncio.run(run())
     assert wsframes.accept_key("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455's example
+
+
+def _turns(base_url: str) -> list[tuple[str, Any]]:
+    """The same session, recording what each turn ended with (terminal event type and detail)."""
+    import openai
+
+    out: list[tuple[str, Any]] = []
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="x", max_retries=0)
+    with client.beta.responses.connect() as conn:
+        conn.response.create(model="gpt-5", generate=False, tools=TOOLS, instructions="Answer with the weather tool.", input=[])
+        prev = next(ev.response.id for ev in conn if ev.type == "response.completed")
+        conn.response.create(model="gpt-5", previous_response_id=prev, tools=TOOLS, input=[{"role": "user", "content": "Weather in Paris?"}])
+        for ev in conn:
+            if ev.type == "error":
+                out.append(("error", ev.error.code))
+                break
+            if ev.type in ("response.completed", "response.incomplete"):
+                r = ev.response
+                out.append((ev.type, (r.incomplete_details.reason if r.incomplete_details else None,
+                                      [(i.name, i.arguments) for i in r.output if i.type == "function_call"])))
+                break
+    return out
+
+
+@pytest.mark.parametrize(
+    ("fault", "want"),
+    [
+        ("request=2:rate_limit", [("error", "rate_limit_exceeded")]),
+        ("request=2:truncate", [("response.incomplete", ("max_output_tokens", [("get_weather", '{"city":')]))]),
+        ("request=2:unoffered_tool", [("response.completed", (None, [("get_weather_v2", '{"city":"Paris"}')]))]),
+    ],
+)
+def test_faults_over_a_websocket(cassette: tuple[Path, list[Any]], fault: str, want: list[Any]) -> None:
+    """``looptap replay --fault`` on a WebSocket session: a status fault is the API's error message
+    with that status, a rewriting fault the rewritten answer's events; the served turn is labelled."""
+    from cassettes.analysis import analyse
+    from cassettes.replay.faults import FaultPlan, parse_fault
+
+    path, _ = cassette
+    plan = FaultPlan([parse_fault(fault)])
+    with ReplayServer(path, faults=plan) as srv:
+        assert _turns(srv.url) == want
+        served = list(srv.served)
+    assert plan.fired and served[1].response_header("x-looptap-fault")
+    codes = {f.code: f for f in analyse(served).findings}
+    expected = {"rate_limit": "A.rate_limited", "truncate": "A.truncated_length", "unoffered_tool": "E.tool_not_offered"}[fault.split(":")[1]]
+    assert codes[expected].message.startswith("[injected by looptap: ")
+
+
+def test_a_stream_cut_over_a_websocket_closes_the_connection_mid_turn(cassette: tuple[Path, list[Any]]) -> None:
+    from cassettes.analysis import analyse
+    from cassettes.replay.faults import FaultPlan, parse_fault
+
+    path, _ = cassette
+    plan = FaultPlan([parse_fault("request=2:stream_cut=2")])
+    with ReplayServer(path, faults=plan) as srv:
+        with pytest.raises(Exception) as info:  # the SDK's connection error: the turn never ended
+            _turns(srv.url)
+        served = list(srv.served)
+    assert "closed" in repr(info.value).lower() or "connection" in repr(info.value).lower(), repr(info.value)
+    assert served[1].transport_error == "looptap fault: stream cut after 2 messages"
+    codes = {f.code for f in analyse(served).findings}
+    assert {"A.stream_truncated", "A.transport_error"} <= codes, codes
