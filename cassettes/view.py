@@ -35,6 +35,20 @@ def _joined(parts: list[Part], kind: str) -> str | None:
     return "".join(texts) if texts else None
 
 
+def _side_call(rt: RoundTrip, ex: Exchange | None) -> dict[str, Any] | None:
+    """What an MCP tool server's round trip did (``Provider.side_call``), or ``None``."""
+    if ex is None or rt.family != "mcp":
+        return None
+    from cassettes import providers
+    from cassettes.framing import frame
+
+    adapter = providers.by_family(rt.family)
+    try:
+        return adapter.side_call(ex.request_json(), frame(ex.response_chunks, ex.response_header("content-type"))) if adapter else None
+    except Exception:  # a malformed body: the round trip is still listed, without the details
+        return None
+
+
 def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
     resp = rt.response
     req = rt.request
@@ -100,6 +114,7 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
         "transport_error": rt.transport_error,
         "analysis_errors": list(rt.analysis_errors),
         "notes": list(rt.notes),
+        "mcp": _side_call(rt, ex),
     }
 
 
@@ -145,16 +160,51 @@ def summary_lines(
             families[v["family"]] = families.get(v["family"], 0) + 1
     if title:
         yield title
-    fams = {k: n for k, n in families.items() if k != "none"}
+    fams = {k: n for k, n in families.items() if k not in ("none", "mcp")}
     fam_text = ", ".join(f"{k} {n}" for k, n in sorted(fams.items())) or "none"
-    yield f"{count(total, 'round trip')}, {sum(fams.values())} to LLM APIs ({fam_text})"
+    mcp = f", {families['mcp']} to MCP tool servers" if families.get("mcp") else ""
+    yield f"{count(total, 'round trip')}, {sum(fams.values())} to LLM APIs ({fam_text}){mcp}"
     for p in problem_lines(problems or []):
         yield f"! {p}"
+    # The model's tool calls seen so far (id → where), so an MCP tools/call names the call it ran
+    # (bounded: a run's tool-call ids, a few dozen bytes each).
+    calls: dict[str, str] = {}
     for v in views:
-        yield from _roundtrip_lines(v)
+        yield from _roundtrip_lines(v, calls)
+        where = f"#{v['seq']} {v['conversation']}/turn {v['turn']}" if v.get("conversation") else f"#{v['seq']}"
+        for tc in v.get("tool_calls") or []:
+            if tc.get("id") and len(calls) < 100_000:
+                calls[str(tc["id"])] = where
 
 
-def _roundtrip_lines(v: dict[str, Any]) -> list[str]:
+def _mcp_lines(v: dict[str, Any], calls: Mapping[str, str]) -> list[str]:
+    """An MCP tool server's round trip: the method, and for tools/call the tool, its arguments,
+    the model's call it ran (by the tool-use id the client sent) and what came back."""
+    m = v.get("mcp") or {}
+    head = f"#{v['seq']}  mcp {m.get('method', '?')}  {v['status']}  {v['method']} {v['host']}{v['path']}"
+    out = ["", head]
+    if m.get("method") == "tools/call":
+        import orjson
+
+        args = orjson.dumps(m.get("arguments")).decode() if m.get("arguments") is not None else ""
+        out.append(f"    tool: {m.get('tool')}({_clip(args, 200)})")
+        use = m.get("tool_use_id")
+        if use:
+            out.append(f"    runs the model's call id={use}" + (f" from {calls[use]}" if use in calls else " (not in this run's model calls)"))
+        if m.get("error"):
+            out.append(f"    JSON-RPC error {m['error'].get('code')}: {_clip(m['error'].get('message') or '', 200)}")
+        elif m.get("answered"):
+            out.append(f"    {'error result' if m.get('is_error') else 'result'}: {_clip(m.get('result') or '', 200)}")
+        else:
+            out.append("    no reply recorded")
+    elif m.get("tools") is not None:
+        out.append(f"    tools: {', '.join(str(t) for t in m['tools'][:30])}" + (" …" if len(m["tools"]) > 30 else ""))
+    return out
+
+
+def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) -> list[str]:
+    if v["family"] == "mcp":
+        return _mcp_lines(v, calls or {})
     out: list[str] = []
     out.append("")
     if v["family"] == "none":

@@ -324,7 +324,7 @@ class LooptapRecorder:
         mode = flow.client_conn.proxy_mode
         if isinstance(mode, mode_specs.ReverseMode):
             return True
-        return is_llm_host(flow.request.pretty_host, self._extra_hosts, flow.request.path)
+        return is_llm_host(flow.request.pretty_host, self._extra_hosts, flow.request.path) or _is_mcp(flow)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         assert flow.response is not None
@@ -661,6 +661,16 @@ class DurableGate:
 #: For ``mitmdump -s proxy/addon.py`` / ``mitmweb -s proxy/addon.py``.
 _recorder = LooptapRecorder()
 addons = [_recorder, DurableGate(_recorder)]
+
+
+def _is_mcp(flow: http.HTTPFlow) -> bool:
+    """An MCP tool server's traffic, on any host: its headers, or a JSON-RPC body (tool calls are
+    half of the agent's loop; they are recorded beside the model calls)."""
+    req = flow.request
+    if any(h in req.headers for h in ("mcp-protocol-version", "mcp-session-id", "mcp-method")):
+        return True
+    head = (req.raw_content or b"")[:200]
+    return req.method == "POST" and b'"jsonrpc"' in head and b'"method"' in (req.raw_content or b"")[:4096]
 
 
 def _safe_line(text: str) -> str:

@@ -32,6 +32,7 @@ _ADAPTERS = (
     ("text_generation", "Watsonx"),
     ("text_generation", "TextGenerationInference"),
     ("text_generation", "SageMaker"),
+    ("mcp", "Mcp"),
 )
 
 

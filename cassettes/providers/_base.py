@@ -251,6 +251,11 @@ class Provider:
         """An error inside a 200 stream, framed as this API frames it (its overloaded error)."""
         return b'data: {"error": {"message": "The server had an error while processing your request. Sorry about that!", "type": "server_error"}}\n\n'
 
+    def side_call(self, body: Any, framed: Framed) -> dict[str, Any] | None:
+        """For a call that is not a model call but belongs to the loop (an MCP tool server's
+        ``tools/call``): what it did, for ``show`` and ``show --json``. ``None``: nothing to say."""
+        return None
+
     def history_tools(self, items: list[Any]) -> list[ToolSpec]:
         """Tools offered inside the history (after the top-level ones in ``parse_request``'s
         ``tools``), so a parse of only the appended history can add those of the kept part."""

@@ -237,3 +237,65 @@ def test_a_session_looptap_cannot_read_is_kept_whole_with_a_warning(tmp_path, co
     ex = run.exchanges[0]
     assert ex.status == 101 and ex.response_body.count(b"\n") == 2 and b"> " in ex.response_body and b"session.update" in ex.response_body
     assert any("cannot read as turns" in n for n in ex.notes)
+
+
+MCP_CLIENT = """
+import json, os, urllib.request
+for k in ("NO_PROXY", "no_proxy"):
+    os.environ.pop(k, None)  # the tool server is on loopback here: go through looptap's proxy anyway
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": os.environ["HTTP_PROXY"]}))
+url = sys.argv[1]
+def rpc(body, session=None):
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+    if session:
+        headers["mcp-session-id"] = session
+    with opener.open(urllib.request.Request(url, json.dumps(body).encode(), headers)) as r:
+        return r.headers.get("mcp-session-id"), r.read().decode()
+sid, _ = rpc({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+_, text = rpc({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_weather", "arguments": {"city": "Paris"}, "_meta": {"claudecode/toolUseId": "toolu_X"}}}, sid)
+out(reply=text)
+"""
+
+
+def test_mcp_on_any_host_is_recorded_by_protocol(tmp_path, confdir, secret) -> None:  # type: ignore[no-untyped-def]
+    """An MCP tool server on a host no LLM list names (here loopback, through looptap's forward
+    proxy) is recorded because it speaks MCP; plain traffic to the same host is not."""
+    import http.server
+    import json
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            if body["method"] == "initialize":
+                reply, extra = {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}}}, [("mcp-session-id", "sess-1")]
+                data, ctype = json.dumps(reply).encode(), "application/json"
+            else:
+                reply, extra = {"jsonrpc": "2.0", "id": body["id"], "result": {"content": [{"type": "text", "text": "sunny"}], "isError": False}}, []
+                data, ctype = b"event: message\ndata: " + json.dumps(reply).encode() + b"\n\n", "text/event-stream"
+            self.send_response(200)
+            for k, v in [("content-type", ctype), ("content-length", str(len(data))), *extra]:
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+        proc, out = looptap_run(tmp_path, confdir, secret, [*python_client(tmp_path, MCP_CLIENT), url])
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, explain(proc)
+    assert outputs(proc) and "sunny" in outputs(proc)[0]["reply"], explain(proc)
+    run = load_run(out)
+    ops = [rt.operation for rt in run.roundtrips]
+    assert ops == ["mcp initialize", "mcp tools/call"], [(ex.method, ex.url, ex.status) for ex in run.exchanges]
+    from cassettes.view import roundtrip_json
+
+    call = roundtrip_json(run.roundtrips[1], run.exchanges[1])["mcp"]
+    assert (call["tool"], call["arguments"], call["tool_use_id"], call["result"]) == ("get_weather", {"city": "Paris"}, "toolu_X", "sunny")
+    assert secret.encode() not in out.read_bytes()

@@ -1,0 +1,99 @@
+"""MCP tool servers beside the model calls: recognised by protocol on any host, read (tools/list,
+tools/call with JSON or SSE replies, JSON-RPC errors), never taken for model turns, and each
+tools/call shown with the model's call it ran (the tool-use id the client sends in ``_meta``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from cassettes.analysis import analyse
+from cassettes.exchange import Exchange
+from cassettes.store import CassetteWriter
+
+REPO = Path(__file__).resolve().parents[2]
+MCP_URL = "https://mcp.example.com/mcp"
+
+
+def _anthropic(messages: list, content: list, stop: str) -> Exchange:
+    req = {"model": "claude-sonnet-4-5", "max_tokens": 512, "messages": messages,
+           "tools": [{"name": "mcp__weather__get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]}
+    resp = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": content, "stop_reason": stop,
+            "stop_sequence": None, "usage": {"input_tokens": 50, "output_tokens": 10}}
+    return Exchange("POST", "https://api.anthropic.com/v1/messages", [("content-type", "application/json")], orjson.dumps(req), status=200,
+                    response_headers=[("content-type", "application/json")], response_chunks=[(0.1, orjson.dumps(resp))])
+
+
+def _mcp(body: dict, reply: dict | None, sse: bool = True, session: str = "s1") -> Exchange:
+    headers = [("content-type", "application/json"), ("mcp-protocol-version", "2025-11-25"), ("mcp-session-id", session)]
+    if reply is None:
+        return Exchange("POST", MCP_URL, headers, orjson.dumps(body), status=202, response_headers=[], response_chunks=[])
+    data = orjson.dumps(reply)
+    chunks = [(0.05, b"event: message\ndata: " + data + b"\n\n")] if sse else [(0.05, data)]
+    ctype = "text/event-stream" if sse else "application/json"
+    return Exchange("POST", MCP_URL, headers, orjson.dumps(body), status=200, response_headers=[("content-type", ctype)], response_chunks=chunks)
+
+
+def run_exchanges(bad_result: bool = False) -> list[Exchange]:
+    user = {"role": "user", "content": "Weather in Paris?"}
+    call = {"type": "tool_use", "id": "toolu_01P", "name": "mcp__weather__get_weather", "input": {"city": "Paris"}}
+    result_text = "sunny, 21 C"
+    exs = [
+        _mcp({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "claude-code", "version": "2.1.328"}}},
+             {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "weather", "version": "1"}}}, sse=False),
+        _mcp({"jsonrpc": "2.0", "method": "notifications/initialized"}, None),
+        _mcp({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+             {"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "get_weather", "inputSchema": {"type": "object"}}]}}),
+        _anthropic([user], [call], "tool_use"),
+        _mcp({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "get_weather", "arguments": {"city": "Paris"},
+                                                                          "_meta": {"claudecode/toolUseId": "toolu_01P"}}},
+             {"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": result_text}], "isError": False}}),
+        _anthropic([user, {"role": "assistant", "content": [call]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01P", "content": "rainy" if bad_result else result_text}]}],
+                   [{"type": "text", "text": "It is sunny in Paris."}], "end_turn"),
+    ]
+    return exs
+
+
+def test_mcp_calls_are_read_and_never_turns() -> None:
+    exs = run_exchanges()
+    for i, ex in enumerate(exs):
+        ex.seq = i
+    run = analyse(exs)
+    assert [c.turns for c in run.conversations] == [[3, 5]]
+    assert not [f for f in run.findings if f.severity.value != "info"], [(f.code, f.seq) for f in run.findings]
+
+
+def test_show_names_the_models_call_each_tools_call_ran(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with CassetteWriter(path) as w:
+        for ex in run_exchanges():
+            w.append(ex)
+    out = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "6 round trips, 2 to LLM APIs (anthropic 2), 4 to MCP tool servers" in text, text
+    assert "#2  mcp tools/list  200" in text and "tools: get_weather" in text
+    assert '#4  mcp tools/call  200' in text and 'tool: get_weather({"city":"Paris"})' in text
+    assert "runs the model's call id=toolu_01P from #3 c1/turn 0" in text and "result: sunny, 21 C" in text
+    js = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    views = [orjson.loads(line) for line in js.stdout.splitlines() if line.startswith("{")]
+    mcp = [v["mcp"] for v in views if v["family"] == "mcp"]
+    assert [m["method"] for m in mcp] == ["initialize", "notifications/initialized", "tools/list", "tools/call"]
+    assert mcp[3]["tool_use_id"] == "toolu_01P" and mcp[3]["result"] == "sunny, 21 C" and mcp[3]["is_error"] is False
+
+
+def test_a_json_rpc_error_is_shown() -> None:
+    from cassettes.roundtrip import parse_exchange
+    from cassettes.view import roundtrip_json, summary_lines
+
+    ex = _mcp({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "nope", "arguments": {}}},
+              {"jsonrpc": "2.0", "id": 7, "error": {"code": -32602, "message": "Unknown tool: nope"}}, sse=False)
+    ex.seq = 0
+    v = roundtrip_json(parse_exchange(ex), ex)
+    assert v["family"] == "mcp" and v["operation"] == "mcp tools/call" and v["mcp"]["error"] == {"code": -32602, "message": "Unknown tool: nope"}
+    lines = list(summary_lines([v]))
+    assert any("JSON-RPC error -32602: Unknown tool: nope" in ln for ln in lines), lines
