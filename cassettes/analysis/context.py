@@ -53,6 +53,9 @@ class TurnContext:
     started: float | None = None
     ended: float | None = None
     retry_after: float | None = None
+    #: What MCP tool servers answered so far in the run, by the model's tool-use id the client
+    #: sent (``Provider.side_call``): (seq, the call's record).
+    mcp: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def request(self) -> NormalisedRequest | None:

@@ -28,6 +28,11 @@ Catalogue (code, severity, when it fires):
                                               or its calls executed as if whole
 ``C.refusal_treated_as_answer``     warning   a refused or filtered answer was echoed and the loop
                                               went on with no new input, as if the model had answered
+``C.mcp_error_hidden``               warning   an MCP tool server answered the model's call with an
+                                              error, and the result sent back to the model has no
+                                              error flag and none of the error's text
+``C.tool_result_altered``           info      the result sent back to the model is not what the MCP
+                                              server returned (nor a cut of it)
 ``C.retry``                         info      the identical request again after a failed attempt
 ``C.retry_of_rejected_request``     warning   ... after a 4xx that will fail the same way
 ``C.retry_before_retry_after``      warning   ... sooner than the ``retry-after`` the API asked for
@@ -586,6 +591,55 @@ def check_refusal_treated_as_answer(ctx: TurnContext) -> Iterator[Finding]:
     )
 
 
+def _norm(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def check_mcp_results(ctx: TurnContext) -> Iterator[Finding]:
+    """C.mcp_error_hidden / C.tool_result_altered — the results this request sends back, against
+    what the MCP tool server returned for the same call (linked by the tool-use id the client
+    sent the server in ``_meta``)."""
+    if not ctx.mcp:
+        return
+    for m in ctx.turn.c.appended:
+        for p in m.parts:
+            tr = p.tool_result
+            if tr is None or not tr.call_id or tr.call_id not in ctx.mcp:
+                continue
+            seq, side = ctx.mcp[tr.call_id]
+            sent = _norm(tr.content or "")
+            tool = side.get("tool") or "?"
+            if side.get("error") or side.get("is_error"):
+                said = side["error"].get("message") if side.get("error") else side.get("result")
+                said_n = _norm(str(said or ""))[:60]
+                if tr.is_error is not True and said_n and said_n not in sent:
+                    yield ctx.finding(
+                        "C.mcp_error_hidden",
+                        Severity.WARNING,
+                        f"The MCP server answered the model's call {tr.call_id} ({tool}, #{seq}) with an error "
+                        f"(“{_short(str(said), 120)}”), but the client sent it back to the model as a success: no error "
+                        "flag and none of the error's text.",
+                        tool_call_id=tr.call_id,
+                        mcp_seq=seq,
+                    )
+                continue
+            got = _norm(str(side.get("result") or ""))
+            if not side.get("answered") or not got:
+                continue
+            cut = sent.rstrip(".… ").removesuffix("[truncated]").rstrip()
+            if got in sent or (len(cut) >= 20 and got.startswith(cut[: len(cut) - 1])):
+                continue  # the same, wrapped, or a cut of it
+            yield ctx.finding(
+                "C.tool_result_altered",
+                Severity.INFO,
+                f"The result sent back to the model for {tr.call_id} ({tool}) is not what the MCP server returned "
+                f"at #{seq}: the server said “{_short(str(side.get('result')), 100)}”, the model was sent "
+                f"“{_short(tr.content, 100)}”.",
+                tool_call_id=tr.call_id,
+                mcp_seq=seq,
+            )
+
+
 def _request_changes(before: NormalisedRequest | None, after: NormalisedRequest | None) -> list[str]:
     """What differs between two requests beyond their history: model, streaming, tools, tool
     choice, system prompt, parameters (each named, the model with both values)."""
@@ -834,6 +888,7 @@ CHECKS: tuple[Check, ...] = (
     check_continued_after_final,
     check_truncated_treated_as_complete,
     check_refusal_treated_as_answer,
+    check_mcp_results,
     check_retry,
     check_tool_result_error,
     check_cache_prefix,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from cassettes.analysis import api, dispatch, emission, tokens
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
@@ -134,6 +135,7 @@ class RunAnalyser:
         self._keep_turns = keep_turns
         self._active = active
         self._threader = Threader()
+        self._mcp: dict[str, tuple[int, dict[str, Any]]] = {}
         self._seq_of_tid = array("q")  # threader turn id → seq
         # Contexts a later turn may take as its previous one, by threader turn id: the latest
         # turn of each conversation (every turn when nothing can be reloaded).
@@ -154,6 +156,22 @@ class RunAnalyser:
         #: The API family of the round trip :meth:`add` took last ("none" when not an LLM API's).
         self.last_family = "none"
 
+    def _mcp_call(self, seq: int, ex: Exchange, rt: RoundTrip) -> None:
+        """Remember what an MCP tool server answered, under the model's tool-use id the client sent
+        (bounded: the newest 10,000), for the checks of the turn that returns the result."""
+        from cassettes import providers
+        from cassettes.framing import frame
+
+        adapter = providers.by_family(rt.family)
+        try:
+            side = adapter.side_call(ex.request_json(), frame(ex.response_chunks, ex.response_header("content-type"))) if adapter else None
+        except Exception:
+            side = None
+        if side and side.get("tool_use_id"):
+            self._mcp[str(side["tool_use_id"])] = (seq, side)
+            while len(self._mcp) > 10_000:
+                self._mcp.pop(next(iter(self._mcp)))
+
     def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
         """Analyse one round trip; returns its turn (``None`` for a non-generation round trip)."""
         pos = self._pos
@@ -166,6 +184,8 @@ class RunAnalyser:
         seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
         self.last_family = rt.family
         if rt.operation != "generate" or rt.request is None:
+            if rt.operation == "mcp tools/call":
+                self._mcp_call(seq, ex, rt)
             self._remember(seq, rt, None)
             return None
         if owned:
@@ -223,6 +243,7 @@ class RunAnalyser:
             messages=rt.request.messages,
             turn=turn,
             n_messages=len(rt.request.messages),
+            mcp=self._mcp,
         )
         turn.c = dispatch.build(ctx, link)
         turn.e = emission.build(ctx)
@@ -323,6 +344,7 @@ class RunAnalyser:
         self._rts.clear()
         self._owned.clear()
         self._latest.clear()
+        self._mcp.clear()
         self._threader = Threader()
 
     def finish(self) -> RunAnalysis:

@@ -37,10 +37,14 @@ def _mcp(body: dict, reply: dict | None, sse: bool = True, session: str = "s1") 
     return Exchange("POST", MCP_URL, headers, orjson.dumps(body), status=200, response_headers=[("content-type", ctype)], response_chunks=chunks)
 
 
-def run_exchanges(bad_result: bool = False) -> list[Exchange]:
+def run_exchanges(bad_result: bool = False, server_error: str | None = None, sent: dict | None = None) -> list[Exchange]:
+    """initialize, tools/list, a model turn calling the MCP tool, the tools/call (with the model's
+    tool-use id in _meta), the next model turn with the result. ``server_error``: the server's
+    result is an error with that text; ``sent``: the tool_result block the client sends back."""
     user = {"role": "user", "content": "Weather in Paris?"}
     call = {"type": "tool_use", "id": "toolu_01P", "name": "mcp__weather__get_weather", "input": {"city": "Paris"}}
-    result_text = "sunny, 21 C"
+    result_text = server_error or "sunny, 21 C"
+    block = sent or {"type": "tool_result", "tool_use_id": "toolu_01P", "content": "rainy" if bad_result else result_text}
     exs = [
         _mcp({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "claude-code", "version": "2.1.328"}}},
              {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "weather", "version": "1"}}}, sse=False),
@@ -50,9 +54,8 @@ def run_exchanges(bad_result: bool = False) -> list[Exchange]:
         _anthropic([user], [call], "tool_use"),
         _mcp({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "get_weather", "arguments": {"city": "Paris"},
                                                                           "_meta": {"claudecode/toolUseId": "toolu_01P"}}},
-             {"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": result_text}], "isError": False}}),
-        _anthropic([user, {"role": "assistant", "content": [call]},
-                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01P", "content": "rainy" if bad_result else result_text}]}],
+             {"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": result_text}], "isError": server_error is not None}}),
+        _anthropic([user, {"role": "assistant", "content": [call]}, {"role": "user", "content": [block]}],
                    [{"type": "text", "text": "It is sunny in Paris."}], "end_turn"),
     ]
     return exs
@@ -65,6 +68,31 @@ def test_mcp_calls_are_read_and_never_turns() -> None:
     run = analyse(exs)
     assert [c.turns for c in run.conversations] == [[3, 5]]
     assert not [f for f in run.findings if f.severity.value != "info"], [(f.code, f.seq) for f in run.findings]
+
+
+def _c(exs: list[Exchange]) -> list[tuple[str, str, int]]:
+    for i, ex in enumerate(exs):
+        ex.seq = i
+    return [(f.code, f.severity.value, f.seq) for f in analyse(exs).findings if f.code.startswith(("C.mcp", "C.tool_result_altered"))]
+
+
+def test_the_result_sent_back_is_checked_against_what_the_server_returned() -> None:
+    assert _c(run_exchanges()) == []  # sent as returned
+    assert _c(run_exchanges(bad_result=True)) == [("C.tool_result_altered", "info", 5)]
+    wrapped = {"type": "tool_result", "tool_use_id": "toolu_01P", "content": [{"type": "text", "text": "Result: sunny, 21 C"}]}
+    assert _c(run_exchanges(sent=wrapped)) == []  # wrapped is not altered
+    cut = {"type": "tool_result", "tool_use_id": "toolu_01P", "content": "sunny, 21 C"[:6]}
+    assert _c(run_exchanges(sent=cut)) == [("C.tool_result_altered", "info", 5)]  # too short to call a cut
+
+
+def test_an_mcp_error_sent_back_as_a_success_is_found() -> None:
+    err = "City not found: Parus"
+    hidden = {"type": "tool_result", "tool_use_id": "toolu_01P", "content": "done"}
+    assert _c(run_exchanges(server_error=err, sent=hidden)) == [("C.mcp_error_hidden", "warning", 5)]
+    flagged = {"type": "tool_result", "tool_use_id": "toolu_01P", "content": "done", "is_error": True}
+    assert _c(run_exchanges(server_error=err, sent=flagged)) == []
+    told = {"type": "tool_result", "tool_use_id": "toolu_01P", "content": f"Error: {err}"}
+    assert _c(run_exchanges(server_error=err, sent=told)) == []
 
 
 def test_show_names_the_models_call_each_tools_call_ran(tmp_path: Path) -> None:
