@@ -154,17 +154,6 @@ FRAMEWORKS: dict[str, tuple[str, str, Any, Callable[[str, bool], str]]] = {
 }
 
 
-def _captured(call: Callable[[str], Any]) -> Exchange:
-    """The request a client sends, captured by a first call that misses."""
-    with ReplayServer([_json_ex("https://example.invalid/none", {}, {})]) as srv:
-        try:
-            call(srv.url)
-        except Exception as exc:
-            if not srv.served:
-                raise RuntimeError(f"the client sent nothing: {exc!r}") from exc
-        return srv.served[0]
-
-
 def _seen(seen: Any) -> str:
     """A rewritten answer as the caller got it, in a few words."""
     calls = ", ".join(f"{n}({a if isinstance(a, str) else orjson.dumps(a).decode()})" for n, a in seen.calls)
@@ -184,14 +173,14 @@ def _outcome(call: Callable[[], Any]) -> str:
 
 
 def cell(work: Path, family: str, fault: str, framework: str | None = None) -> list[str]:
-    from tests.replay.rewrite_support import cassette_for, sdk_call
+    from tests.replay.rewrite_support import captured, cassette_for, sdk_call
 
     stream = fault in STREAM_ONLY
     times = 1 if fault in REWRITING else 2
     kind = fault.partition("=")[0]
     if framework is not None:
         sdk, family, answer, fcall = FRAMEWORKS[framework]
-        sent = _captured(lambda url: fcall(url, False))
+        sent = captured(lambda url: fcall(url, False))
         target = sent.url.split("://", 1)[1].partition("/")[2]
         path = work / f"{framework}-{kind}.jsonl"
         with CassetteWriter(path) as w:

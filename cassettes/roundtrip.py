@@ -18,7 +18,7 @@ from cassettes.exchange import Exchange
 from cassettes.framing import Framed, frame
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 
-__all__ = ["MAX_PARSE_BYTES", "RoundTrip", "parse_all", "parse_exchange"]
+__all__ = ["MAX_PARSE_BYTES", "RoundTrip", "parse_all", "parse_exchange", "side_call"]
 
 #: Bodies larger than this are kept but not parsed (a labelled partial result).
 MAX_PARSE_BYTES = 50 * 1024 * 1024
@@ -233,7 +233,7 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
     _parse_response(rt, adapter, framed)
     if rt.response is not None:
         adapter.add_header_facts(rt.response, ex.response_header)
-        if rt.response.id is None and isinstance(body, dict) and body.get("type") == "looptap.ws_turn" and isinstance(body.get("turn_id"), str):
+        if rt.response.id is None and providers.is_ws_turn(body) and isinstance(body.get("turn_id"), str):
             rt.response.id = body["turn_id"]  # a WebSocket turn of an API without ids (cassettes.websocket)
 
 
@@ -274,3 +274,15 @@ def _parse_response(rt: RoundTrip, adapter: providers.Provider, framed: Framed) 
                 rt.transport_error = None
     except Exception as exc:
         rt.analysis_errors.append(f"response could not be parsed: {type(exc).__name__}: {exc}")
+
+
+def side_call(ex: Exchange, rt: RoundTrip) -> dict[str, Any] | None:
+    """What a round trip that is not a model call did, when its family says (an MCP tool server's
+    ``tools/call``: ``Provider.side_call``); ``None`` otherwise, or for a body it cannot read."""
+    adapter = providers.by_family(rt.family) if rt.operation != "generate" else None
+    if adapter is None or type(adapter).side_call is providers.Provider.side_call:
+        return None
+    try:
+        return adapter.side_call(ex.request_json(), frame(ex.response_chunks, ex.response_header("content-type")))
+    except Exception:  # a malformed body: the round trip is still listed, without the details
+        return None

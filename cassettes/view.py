@@ -17,7 +17,7 @@ from cassettes.analysis.model import Finding, RunAnalysis, Turn
 from cassettes.errors import problem_lines
 from cassettes.exchange import Exchange
 from cassettes.models import Part
-from cassettes.roundtrip import RoundTrip
+from cassettes.roundtrip import RoundTrip, side_call
 
 __all__ = ["SCHEMA", "analysis_lines", "finding_json", "roundtrip_json", "summary_lines", "turn_json"]
 
@@ -33,20 +33,6 @@ def _iso(ts: float | None) -> str | None:
 def _joined(parts: list[Part], kind: str) -> str | None:
     texts = [p.text for p in parts if p.kind == kind and p.text is not None]
     return "".join(texts) if texts else None
-
-
-def _side_call(rt: RoundTrip, ex: Exchange | None) -> dict[str, Any] | None:
-    """What an MCP tool server's round trip did (``Provider.side_call``), or ``None``."""
-    if ex is None or rt.family != "mcp":
-        return None
-    from cassettes import providers
-    from cassettes.framing import frame
-
-    adapter = providers.by_family(rt.family)
-    try:
-        return adapter.side_call(ex.request_json(), frame(ex.response_chunks, ex.response_header("content-type"))) if adapter else None
-    except Exception:  # a malformed body: the round trip is still listed, without the details
-        return None
 
 
 def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
@@ -114,7 +100,7 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
         "transport_error": rt.transport_error,
         "analysis_errors": list(rt.analysis_errors),
         "notes": list(rt.notes),
-        "mcp": _side_call(rt, ex),
+        "mcp": side_call(ex, rt) if ex is not None else None,
     }
 
 

@@ -35,6 +35,7 @@ import orjson
 
 from cassettes import bounds, providers
 from cassettes.exchange import Exchange, Headers
+from cassettes.providers import WS_TURN
 
 __all__ = ["MAX_PENDING_BYTES", "WsSession"]
 
@@ -161,7 +162,7 @@ class WsSession:
         if self._rules is not None and self._rules.gathers is not None:
             gathered, self._gathered = self._gathered, []
             events = b",".join(m.content if m.json() is not None else _placeholder(m.content) for m in (*gathered, opener))
-            envelope: dict[str, Any] = {"type": "looptap.ws_turn", "connection": self.connection, "previous_response_id": self._previous}
+            envelope: dict[str, Any] = {"type": WS_TURN, "connection": self.connection, "previous_response_id": self._previous}
             if self._rules.response_id is None:
                 envelope["turn_id"] = self._turn_id  # the answer's id, for an API that gives none
             head = orjson.dumps(envelope)

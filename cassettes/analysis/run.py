@@ -32,7 +32,7 @@ from cassettes.analysis.model import (
 )
 from cassettes.exchange import Exchange
 from cassettes.models import Message
-from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.roundtrip import RoundTrip, parse_exchange, side_call
 
 __all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Reload", "RunAnalyser", "analyse"]
 
@@ -156,17 +156,10 @@ class RunAnalyser:
         #: The API family of the round trip :meth:`add` took last ("none" when not an LLM API's).
         self.last_family = "none"
 
-    def _mcp_call(self, seq: int, ex: Exchange, rt: RoundTrip) -> None:
+    def _side_call(self, seq: int, ex: Exchange, rt: RoundTrip) -> None:
         """Remember what an MCP tool server answered, under the model's tool-use id the client sent
         (bounded: the newest 10,000), for the checks of the turn that returns the result."""
-        from cassettes import providers
-        from cassettes.framing import frame
-
-        adapter = providers.by_family(rt.family)
-        try:
-            side = adapter.side_call(ex.request_json(), frame(ex.response_chunks, ex.response_header("content-type"))) if adapter else None
-        except Exception:
-            side = None
+        side = side_call(ex, rt)
         if side and side.get("tool_use_id"):
             self._mcp[str(side["tool_use_id"])] = (seq, side)
             while len(self._mcp) > 10_000:
@@ -184,8 +177,7 @@ class RunAnalyser:
         seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
         self.last_family = rt.family
         if rt.operation != "generate" or rt.request is None:
-            if rt.operation == "mcp tools/call":
-                self._mcp_call(seq, ex, rt)
+            self._side_call(seq, ex, rt)
             self._remember(seq, rt, None)
             return None
         if owned:

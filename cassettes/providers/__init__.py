@@ -9,9 +9,21 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.providers._base import Provider
+from cassettes.providers._base import WS_TURN, Provider, Rendered, is_ws_turn
 
-__all__ = ["FAMILIES", "LLM_HOSTS", "OTEL_PROVIDER_HOSTS", "REVERSE_UPSTREAMS", "Provider", "by_family", "detect", "is_llm_host"]
+__all__ = [
+    "FAMILIES",
+    "LLM_HOSTS",
+    "OTEL_PROVIDER_HOSTS",
+    "REVERSE_UPSTREAMS",
+    "WS_TURN",
+    "Provider",
+    "Rendered",
+    "by_family",
+    "detect",
+    "is_llm_host",
+    "is_ws_turn",
+]
 
 
 #: (module, class) of every adapter, in recognition order.

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 from urllib.parse import SplitResult
 
 import orjson
@@ -43,6 +43,7 @@ from cassettes.models import (
 )
 
 __all__ = [
+    "WS_TURN",
     "Provider",
     "Rendered",
     "WsTurns",
@@ -60,6 +61,7 @@ __all__ = [
     "compact_json",
     "error_from_body",
     "finish_lookup",
+    "is_ws_turn",
     "json_events",
     "media_part",
     "parse_arguments",
@@ -275,6 +277,15 @@ class Provider:
         when ``stream`` as the API streams, in the form the request at ``url`` asked for; parsing
         them gives ``answer`` back. ``None``: this API (or this endpoint) has no such form here."""
         return None
+
+
+#: The ``type`` of a WebSocket turn's request envelope (see :attr:`WsTurns.gathers`).
+WS_TURN = "looptap.ws_turn"
+
+
+def is_ws_turn(body: Any) -> TypeGuard[dict[str, Any]]:
+    """``body`` is a WebSocket turn's request envelope (gathered client messages)."""
+    return isinstance(body, dict) and body.get("type") == WS_TURN
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ from cassettes.providers._base import (
     audio_ref,
     compact_json,
     error_from_body,
+    is_ws_turn,
+    json_events,
     tool_call_from_object,
 )
 from cassettes.providers.gemini import _g, _message, _parts, _tools, usage_from
@@ -100,7 +102,7 @@ class GeminiLive(Provider):
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if not _is_live(url):
             return 0
-        return 3 if isinstance(body, dict) and body.get("type") == "looptap.ws_turn" else 2
+        return 3 if is_ws_turn(body) else 2
 
     def ws_turns(self) -> WsTurns:
         return _TURNS
@@ -160,11 +162,7 @@ class GeminiLive(Provider):
         raw: str | None = None
         error: ApiError | None = None
         n = 0
-        for ev in framed.events:
-            try:
-                obj = ev.json()
-            except Exception:
-                continue
+        for _, obj in json_events(framed):
             if not isinstance(obj, dict):
                 continue
             n += 1
@@ -193,6 +191,3 @@ class GeminiLive(Provider):
                 error = error_from_body(obj, None, in_stream=True)
         return NormalisedResponse(parts=parts, finish_reason=finish, finish_reason_raw=raw, usage=usage,
                                   complete=finish is not None, events=n, error=error)
-
-    def parse_error(self, body: Any, status: int | None) -> ApiError:
-        return error_from_body(body, status)

@@ -38,6 +38,8 @@ from cassettes.providers._base import (
     audio_ref,
     compact_json,
     error_from_body,
+    is_ws_turn,
+    json_events,
     tool_call_from_string,
 )
 
@@ -173,7 +175,7 @@ class OpenAIRealtime(Provider):
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if not _is_realtime(url):
             return 0
-        return 3 if isinstance(body, dict) and body.get("type") == "looptap.ws_turn" else 2
+        return 3 if is_ws_turn(body) else 2
 
     def ws_turns(self) -> WsTurns:
         return _TURNS
@@ -228,11 +230,7 @@ class OpenAIRealtime(Provider):
         calls: dict[str, Item] = {}
         error: ApiError | None = None
         n = 0
-        for ev in framed.events:
-            try:
-                obj = ev.json()
-            except Exception:
-                continue
+        for _, obj in json_events(framed):
             if not isinstance(obj, dict):
                 continue
             n += 1
@@ -259,6 +257,3 @@ class OpenAIRealtime(Provider):
         if error is not None:
             out.error = error
         return out
-
-    def parse_error(self, body: Any, status: int | None) -> ApiError:
-        return error_from_body(body, status)

@@ -39,7 +39,7 @@ import orjson
 from cassettes import bounds, providers
 from cassettes.decoding import decode_chunks
 from cassettes.exchange import Exchange, Headers, header
-from cassettes.providers import REVERSE_UPSTREAMS, Provider
+from cassettes.providers import REVERSE_UPSTREAMS, Provider, Rendered
 from cassettes.replay.background import BackgroundServer
 from cassettes.replay.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
@@ -120,6 +120,11 @@ def _events(body: bytes, ctype: str) -> list[bytes]:
     if start < len(body):
         out.append(body[start:])
     return out
+
+
+def _sse_data(event: bytes) -> bytes:
+    """The payload of one server-sent event (its ``data:`` line), as sent over a WebSocket."""
+    return b"".join(ln[6:] for ln in event.splitlines() if ln.startswith(b"data: "))
 
 
 #: Why a rewriting fault could not be rendered for an API (it has no way to say it).
@@ -328,12 +333,12 @@ class ReplayServer(BackgroundServer):
                     status, error = code, True
                     messages = [(0.0, None, orjson.dumps({"type": "error", "status": code, **(obj if isinstance(obj, dict) else {"error": obj})}))]
                 elif fault.kind in REWRITE_KINDS:
-                    rewritten = self._ws_rewrite(turn, answer, fault, adapter)
-                    if rewritten is None:
+                    rendered = self._rewritten(turn, answer, fault, adapter, stream=True)
+                    if isinstance(rendered, str):
                         headers.pop()  # not injected: served as recorded (the plan says why)
                     else:
                         answer.plays -= 1
-                        messages = [(None, None, m) for m in rewritten]
+                        messages = [(None, None, _sse_data(ev)) for ev in rendered.chunks]
                 elif fault.kind == "slow_first_byte":
                     await asyncio.sleep(fault.arg or 0.0)
                     t0 = loop.time()
@@ -343,8 +348,7 @@ class ReplayServer(BackgroundServer):
                 elif fault.kind == "error_event":
                     answer.plays -= 1
                     half = max(1, len(messages) // 2)
-                    event = adapter.fault_event(fault.kind)
-                    data = b"".join(ln[6:] for ln in event.splitlines() if ln.startswith(b"data: "))
+                    data = _sse_data(adapter.fault_event(fault.kind))
                     messages = [*messages[:half], (messages[half - 1][0] if messages else None, "error", data)]
             sent: list[tuple[float | None, bytes]] = []
             logged_ex = self._log(turn, status, headers, sent, f"fault {fault.text}" if fault is not None else answer, origin_of=answer)
@@ -367,34 +371,36 @@ class ReplayServer(BackgroundServer):
                 writer.write(ws.frame(ws.TEXT, payload))
                 await writer.drain()
 
-    def _ws_rewrite(self, turn: _Request, answer: Recorded, fault: Fault, adapter: Provider) -> list[bytes] | None:
-        """A rewriting fault on a WebSocket turn: the rewritten answer's stream events, one message
-        each (``None``: it cannot be made; the plan notes why)."""
+    def _rewritten(self, req: _Request, rec: Recorded, fault: Fault, adapter: Provider, stream: bool | None = None) -> Rendered | str:
+        """The recorded answer as a rewriting ``fault`` changes it, rendered in the API's format
+        for ``req`` (streamed when ``stream``, else as the request asks); or why it cannot be made
+        (the plan notes it, and the recording is served instead)."""
         from cassettes.roundtrip import parse_exchange
 
-        url = urlsplit(turn.target)
+        ex = rec.exchange
+        url = urlsplit(req.target)
         try:
-            body = bounds.loads(turn.body)
+            body = bounds.loads(req.body) if req.body else None
         except (orjson.JSONDecodeError, ValueError):
             body = None
-        rt = parse_exchange(answer.exchange)
         why = "the recorded answer is not a model's answer"
-        if rt.response is not None and rt.response.error is None and (answer.exchange.status or 0) < 400:
+        rt = parse_exchange(ex)
+        if ex.status is not None and 200 <= ex.status < 300 and rt.response is not None and rt.response.error is None:
             try:
                 request = adapter.parse_request(body, url) if isinstance(body, dict) else None
-            except Exception:
+            except Exception:  # a request the adapter cannot read: only the tool-aware faults need it
                 request = None
             new = rewrite_answer(fault, rt.response, request)
             if isinstance(new, str):
                 why = new
             else:
-                rendered = adapter.render_answer(new, True, url, body)
+                rendered = adapter.render_answer(new, adapter.is_stream(url, body) if stream is None else stream, url, body)
                 if rendered is not None:
-                    return [b"".join(ln[6:] for ln in ev.splitlines() if ln.startswith(b"data: ")) for ev in rendered.chunks]
+                    return rendered
                 why = _NO_FORM.get(fault.kind, "this API has no form for that answer here")
         if self.faults is not None:
             self.faults.skip(why)
-        return None
+        return why
 
     async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Request | None:
         try:
@@ -455,8 +461,9 @@ class ReplayServer(BackgroundServer):
         # A replayed round trip keeps the recorded origin: the run's analysis (provider, prices)
         # must see the API that answered, not this loopback server.
         origin = self.url
-        if isinstance(answer, Recorded) or origin_of is not None:
-            u = urlsplit((answer if isinstance(answer, Recorded) else origin_of).exchange.url)  # type: ignore[union-attr]
+        source = answer if isinstance(answer, Recorded) else origin_of
+        if source is not None:
+            u = urlsplit(source.exchange.url)
             origin = f"{u.scheme}://{u.netloc}" if u.scheme and u.netloc else self.url
         ex = Exchange(
             method=req.method,
@@ -533,33 +540,10 @@ class ReplayServer(BackgroundServer):
         """Answer with the recorded answer rewritten by ``fault`` (cut, filtered, refused, a broken
         tool call), rendered in the API's format, streamed when the request streams. Where that
         cannot be done, the recorded answer is served and the plan notes why."""
-        from urllib.parse import urlsplit
-
-        from cassettes.roundtrip import parse_exchange
-
         ex = rec.exchange
-        url = urlsplit(req.target)
-        try:
-            body = bounds.loads(req.body) if req.body else None
-        except (orjson.JSONDecodeError, ValueError):
-            body = None
-        rendered, why = None, "the recorded answer is not a model's answer"
-        rt = parse_exchange(ex)
-        if ex.status is not None and 200 <= ex.status < 300 and rt.response is not None and rt.response.error is None:
-            try:
-                request = adapter.parse_request(body, url) if isinstance(body, dict) else None
-            except Exception:  # a request the adapter cannot read: only the tool-aware faults need it
-                request = None
-            new = rewrite_answer(fault, rt.response, request)
-            if isinstance(new, str):
-                why = new
-            else:
-                rendered = adapter.render_answer(new, adapter.is_stream(url, body), url, body)
-                why = _NO_FORM.get(fault.kind, "this API has no form for that answer here")
-        if rendered is None:
-            if self.faults is not None:
-                self.faults.skip(why)
-            return await self._play(req, writer, rec, t0, note=f"fault {fault.text} not injected: {why}; served as recorded")
+        rendered = self._rewritten(req, rec, fault, adapter)
+        if isinstance(rendered, str):
+            return await self._play(req, writer, rec, t0, note=f"fault {fault.text} not injected: {rendered}; served as recorded")
         rec.plays -= 1  # the next attempt at this request gets the recording
         stream = rendered.content_type in ("text/event-stream", "application/x-ndjson") or len(rendered.chunks) > 1
         headers: Headers = [("content-type", rendered.content_type), ("x-looptap-replay", f"seq={ex.seq}"), ("x-looptap-fault", fault.describe())]

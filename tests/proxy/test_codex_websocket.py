@@ -9,29 +9,16 @@ from pathlib import Path
 import pytest
 
 from cassettes.interop.run import load_run
-from tests.proxy.test_e2e_node_agents import explain, looptap_run, need, run_env
+from tests.proxy.test_e2e_node_agents import CODEX_CONFIG, explain, looptap_run, need, run_env
 from tests.support.recorder import needs_recorder
 from tests.support.ws_upstream import WsResponsesUpstream
 
 pytestmark = [needs_recorder]
 
-CODEX_WS_CONFIG = """\
-model = "gpt-5-codex"
-model_provider = "looptap"
-
-[analytics]
-enabled = false
-
-[features]
-plugins = false
-
-[model_providers.looptap]
-name = "looptap recorder"
-base_url = "@OPENAI_BASE_URL@"
-env_key = "LOOPTAP_CODEX_KEY"
-wire_api = "responses"
-supports_websockets = true
-"""
+#: The custom-provider setup of test_e2e_node_agents, with Codex's WebSocket transport on.
+CODEX_WS_CONFIG = CODEX_CONFIG.format(base_url="@OPENAI_BASE_URL@", headers="").replace(
+    "supports_websockets = false", "supports_websockets = true"
+)
 
 
 def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str) -> None:

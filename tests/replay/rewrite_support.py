@@ -5,6 +5,7 @@ a real tool-calling answer paired with the exact request the SDK sends (captured
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,16 +147,22 @@ def sdk_call(family: str, stream: bool, url: str, tool: str, schema: dict[str, A
     return seen
 
 
+def captured(call: Callable[[str], Any]) -> Exchange:
+    """The request a client sends, captured by a first call (given the server's URL) that misses."""
+    with ReplayServer([Exchange("POST", "https://example.invalid/none", [], b"{}", status=200, response_chunks=[(0.0, b"{}")])]) as srv:
+        try:
+            call(srv.url)
+        except Exception as exc:
+            if not srv.served:
+                raise RuntimeError(f"the client sent nothing: {exc!r}") from exc
+        return srv.served[0]
+
+
 def cassette_for(tmp: Path, family: str, stream: bool) -> tuple[Path, str, dict[str, Any]]:
     """A one-round-trip cassette: the request the SDK sends (captured from a first call that
     misses), answered by the real recorded tool-calling answer."""
     ex, tool, schema = recorded_answer(family, stream)
-    with ReplayServer([Exchange("POST", "https://example.invalid/none", [], b"{}", status=200, response_chunks=[(0.0, b"{}")])]) as srv:
-        try:
-            sdk_call(family, stream, srv.url, tool, schema)
-        except Exception:
-            pass
-        sent = srv.served[0]
+    sent = captured(lambda url: sdk_call(family, stream, url, tool, schema))
     origin = {"openai_chat": "https://api.openai.com", "openai_responses": "https://api.openai.com",
               "anthropic": "https://api.anthropic.com", "gemini": "https://generativelanguage.googleapis.com"}[family]
     target = sent.url.split("://", 1)[1].partition("/")[2]
