@@ -38,7 +38,7 @@ _EMPTY_TURN: dict[str, Any] = {"conversation": None, "turn": None, "previous_seq
 
 def cmd_show(args: argparse.Namespace) -> int:
     from cassettes.interop.run import load_run
-    from cassettes.view import analysis_lines, roundtrip_json, summary_lines, turn_json
+    from cassettes.view import analysis_lines, mcp_link_json, roundtrip_json, summary_lines, turn_json
 
     path = Path(args.file)
     run = load_run(path)
@@ -51,6 +51,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             v = roundtrip_json(rt, ex)
             turn = turns.get(v["seq"])
             v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
+            link = run.analysis.mcp_calls.get(v["seq"])
+            if link is not None and v.get("mcp") is not None:
+                v["mcp"]["linked"] = mcp_link_json(link)
             yield v
 
     if args.json:

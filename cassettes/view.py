@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from cassettes.analysis.model import Finding, RunAnalysis, Turn
+from cassettes.analysis.model import Finding, McpCall, RunAnalysis, Turn
 from cassettes.errors import problem_lines
 from cassettes.exchange import Exchange
 from cassettes.models import Part
 from cassettes.roundtrip import RoundTrip, side_call
 
-__all__ = ["SCHEMA", "analysis_lines", "finding_json", "roundtrip_json", "summary_lines", "turn_json"]
+__all__ = ["SCHEMA", "analysis_lines", "finding_json", "mcp_link_json", "roundtrip_json", "summary_lines", "turn_json"]
 
 SCHEMA = "looptap.roundtrip/1"
 
@@ -174,9 +174,15 @@ def _mcp_lines(v: dict[str, Any], calls: Mapping[str, str]) -> list[str]:
 
         args = orjson.dumps(m.get("arguments")).decode() if m.get("arguments") is not None else ""
         out.append(f"    tool: {m.get('tool')}({_clip(args, 200)})")
-        use = m.get("tool_use_id")
-        if use:
+        link = m.get("linked") or {}
+        use = link.get("call_id") or m.get("tool_use_id")
+        if link.get("model_seq") is not None:
+            how = "" if link.get("by") == "id" else " (by tool and arguments)"
+            out.append(f"    runs the model's call id={use} from #{link['model_seq']} {link['conversation']}/turn {link['turn']}{how}")
+        elif use:
             out.append(f"    runs the model's call id={use}" + (f" from {calls[use]}" if use in calls else " (not in this run's model calls)"))
+        elif link.get("candidates"):
+            out.append(f"    runs one of {link['candidates']} equal model calls awaiting a result (not linked: nothing on the wire tells which)")
         if m.get("error"):
             out.append(f"    JSON-RPC error {m['error'].get('code')}: {_clip(m['error'].get('message') or '', 200)}")
         elif m.get("answered"):
@@ -279,6 +285,18 @@ def _message_json(m: Any) -> dict[str, Any]:
             d["media_type"] = p.media_type
         out.append(d)
     return {"role": m.role, "parts": out}
+
+
+def mcp_link_json(call: McpCall) -> dict[str, Any]:
+    """The model's call an MCP tools/call ran (``mcp.linked`` in schema looptap.roundtrip/1)."""
+    return {
+        "call_id": call.call_id,
+        "by": call.linked_by,
+        "model_seq": call.model_seq,
+        "conversation": call.conversation,
+        "turn": call.turn,
+        "candidates": call.candidates,
+    }
 
 
 def turn_json(turn: Turn) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import Finding, Layer, Severity, Turn
 from cassettes.exchange import Exchange
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
@@ -53,9 +54,8 @@ class TurnContext:
     started: float | None = None
     ended: float | None = None
     retry_after: float | None = None
-    #: What MCP tool servers answered so far in the run, by the model's tool-use id the client
-    #: sent (``Provider.side_call``): (seq, the call's record).
-    mcp: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    #: What the run's MCP tool servers listed and answered so far, linked to the model's calls.
+    mcp: McpLinker = field(default_factory=McpLinker)
 
     @property
     def request(self) -> NormalisedRequest | None:

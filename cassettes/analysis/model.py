@@ -24,6 +24,7 @@ __all__ = [
     "EmissionView",
     "Finding",
     "Layer",
+    "McpCall",
     "Pairing",
     "RunAnalysis",
     "Segments",
@@ -218,6 +219,28 @@ class Conversation(_Model):
     branch: str | None = None
 
 
+class McpCall(_Model):
+    """An MCP ``tools/call`` and the model's tool call it ran (layer C: the client executing it)."""
+
+    #: seq of the MCP round trip.
+    seq: int
+    tool: str | None = None
+    #: The model's tool-call id it ran, when looptap could tell.
+    call_id: str | None = None
+    #: How: ``id`` (the client sent the model's tool-use id in ``_meta``) or ``name_arguments``
+    #: (the one model call awaiting its result with this tool and these arguments).
+    linked_by: Literal["id", "name_arguments"] | None = None
+    #: The turn whose answer made the call (its seq, conversation and 0-based index).
+    model_seq: int | None = None
+    conversation: str | None = None
+    turn: int | None = None
+    #: Model calls awaiting a result that it could equally have run (several: not linked).
+    candidates: int = 0
+    is_error: bool = False
+    #: The JSON-RPC error's message, when the server answered with one.
+    error: str | None = None
+
+
 class RunAnalysis(_Model):
     conversations: list[Conversation] = Field(default_factory=list)
     #: Turns by seq (LLM generation round trips only).
@@ -225,3 +248,5 @@ class RunAnalysis(_Model):
     findings: list[Finding] = Field(default_factory=list)
     #: Checks that failed with an internal error (the rest of the analysis still ran).
     errors: list[str] = Field(default_factory=list)
+    #: MCP ``tools/call`` round trips by seq, each with the model's call it ran.
+    mcp_calls: dict[int, McpCall] = Field(default_factory=dict)

@@ -14,11 +14,11 @@ from __future__ import annotations
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from cassettes.analysis import api, dispatch, emission, tokens
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
 from cassettes.analysis.conversations import Threader
+from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import (
     ApiView,
     Conversation,
@@ -135,7 +135,7 @@ class RunAnalyser:
         self._keep_turns = keep_turns
         self._active = active
         self._threader = Threader()
-        self._mcp: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._mcp = McpLinker()
         self._seq_of_tid = array("q")  # threader turn id → seq
         # Contexts a later turn may take as its previous one, by threader turn id: the latest
         # turn of each conversation (every turn when nothing can be reloaded).
@@ -157,13 +157,12 @@ class RunAnalyser:
         self.last_family = "none"
 
     def _side_call(self, seq: int, ex: Exchange, rt: RoundTrip) -> None:
-        """Remember what an MCP tool server answered, under the model's tool-use id the client sent
-        (bounded: the newest 10,000), for the checks of the turn that returns the result."""
+        """Take what an MCP tool server listed or answered, linked to the model's call it ran, for
+        the checks of the turn that returns the result."""
         side = side_call(ex, rt)
-        if side and side.get("tool_use_id"):
-            self._mcp[str(side["tool_use_id"])] = (seq, side)
-            while len(self._mcp) > 10_000:
-                self._mcp.pop(next(iter(self._mcp)))
+        call = self._mcp.side_call(seq, side) if side else None
+        if call is not None:
+            self.result.mcp_calls[seq] = call
 
     def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
         """Analyse one round trip; returns its turn (``None`` for a non-generation round trip)."""
@@ -244,6 +243,7 @@ class RunAnalyser:
         for check in CHECKS:
             turn.findings.extend(_run(check, ctx, result.errors))
         turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
+        self._mcp.model_turn(turn, rt.response)
         if link.ambiguous > 1:
             turn.findings.append(
                 ctx.finding(

@@ -104,7 +104,7 @@ def stream_run(path: str | Path) -> Run:
     a = inc.analysis
     again = inc.reread()
     turns: Mapping[int, Any] = again.turns
-    analysis = RunAnalysis.model_construct(conversations=a.conversations, turns=turns, findings=a.findings, errors=a.errors)
+    analysis = RunAnalysis.model_construct(conversations=a.conversations, turns=turns, findings=a.findings, errors=a.errors, mcp_calls=a.mcp_calls)
     header = inc.index.header or {}
     epoch = _created(header)
     if epoch is None:

@@ -81,6 +81,9 @@ class Provider:
     #: The API wants every result of one turn's calls in the single message right after it
     #: (Anthropic's rule: results spread over several user messages get a 400).
     results_in_one_message: ClassVar[bool] = False
+    #: Whether a tool result carries an error flag (``is_error``, a status) a client sets for a
+    #: failed or declined call; without one such a call can only be said in the result's text.
+    tool_error_flag: ClassVar[bool] = False
 
     #: genai-prices' provider id for this family's own API, used to price a call whose host
     #: genai-prices does not recognise (a gateway or local proxy in front of the vendor's API).

@@ -443,6 +443,7 @@ def _bedrock_payload(ev: Event) -> tuple[str | None, Any]:
 class AnthropicMessages(Provider):
     family = "anthropic"
     results_in_one_message = True
+    tool_error_flag = True
     price_provider = "anthropic"
     otel_provider = "anthropic"
     pairing_errors = (

@@ -224,6 +224,7 @@ class BedrockConverse(Provider):
     family = "bedrock"
     price_provider = "aws"
     otel_provider = "aws.bedrock"
+    tool_error_flag = True  # toolResult.status
     pairing_errors = (
         r"(?i)toolResult blocks? .{0,80}exceeds? the number of toolUse blocks",
         r"(?i)number of toolResult blocks .{0,60}toolUse blocks",

@@ -4,6 +4,7 @@ tools/call shown with the model's call it ran (the tool-use id the client sends 
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -37,10 +38,11 @@ def _mcp(body: dict, reply: dict | None, sse: bool = True, session: str = "s1") 
     return Exchange("POST", MCP_URL, headers, orjson.dumps(body), status=200, response_headers=[("content-type", ctype)], response_chunks=chunks)
 
 
-def run_exchanges(bad_result: bool = False, server_error: str | None = None, sent: dict | None = None) -> list[Exchange]:
+def run_exchanges(bad_result: bool = False, server_error: str | None = None, sent: dict | None = None, *, meta: bool = True, run: bool = True) -> list[Exchange]:
     """initialize, tools/list, a model turn calling the MCP tool, the tools/call (with the model's
     tool-use id in _meta), the next model turn with the result. ``server_error``: the server's
-    result is an error with that text; ``sent``: the tool_result block the client sends back."""
+    result is an error with that text; ``sent``: the tool_result block the client sends back;
+    ``meta``: the client sends the model's id in _meta; ``run``: the tools/call is made at all."""
     user = {"role": "user", "content": "Weather in Paris?"}
     call = {"type": "tool_use", "id": "toolu_01P", "name": "mcp__weather__get_weather", "input": {"city": "Paris"}}
     result_text = server_error or "sunny, 21 C"
@@ -53,12 +55,12 @@ def run_exchanges(bad_result: bool = False, server_error: str | None = None, sen
              {"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "get_weather", "inputSchema": {"type": "object"}}]}}),
         _anthropic([user], [call], "tool_use"),
         _mcp({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "get_weather", "arguments": {"city": "Paris"},
-                                                                          "_meta": {"claudecode/toolUseId": "toolu_01P"}}},
+                                                                          **({"_meta": {"claudecode/toolUseId": "toolu_01P"}} if meta else {})}},
              {"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": result_text}], "isError": server_error is not None}}),
         _anthropic([user, {"role": "assistant", "content": [call]}, {"role": "user", "content": [block]}],
                    [{"type": "text", "text": "It is sunny in Paris."}], "end_turn"),
     ]
-    return exs
+    return exs if run else exs[:4] + exs[5:]
 
 
 def test_mcp_calls_are_read_and_never_turns() -> None:
@@ -73,7 +75,7 @@ def test_mcp_calls_are_read_and_never_turns() -> None:
 def _c(exs: list[Exchange]) -> list[tuple[str, str, int]]:
     for i, ex in enumerate(exs):
         ex.seq = i
-    return [(f.code, f.severity.value, f.seq) for f in analyse(exs).findings if f.code.startswith(("C.mcp", "C.tool_result_altered"))]
+    return [(f.code, f.severity.value, f.seq) for f in analyse(exs).findings if f.code.startswith(("C.mcp", "C.tool_result_altered", "C.tool_call_not_executed"))]
 
 
 def test_the_result_sent_back_is_checked_against_what_the_server_returned() -> None:
@@ -125,3 +127,82 @@ def test_a_json_rpc_error_is_shown() -> None:
     assert v["family"] == "mcp" and v["operation"] == "mcp tools/call" and v["mcp"]["error"] == {"code": -32602, "message": "Unknown tool: nope"}
     lines = list(summary_lines([v]))
     assert any("JSON-RPC error -32602: Unknown tool: nope" in ln for ln in lines), lines
+
+
+def test_a_call_without_the_models_id_is_linked_by_tool_and_arguments() -> None:
+    exs = run_exchanges(meta=False)
+    for i, ex in enumerate(exs):
+        ex.seq = i
+    link = analyse(exs).mcp_calls[4]
+    assert (link.call_id, link.linked_by, link.model_seq, link.conversation, link.turn) == ("toolu_01P", "name_arguments", 3, "c1", 0)
+    # the checks read the linked result as they read one linked by id
+    err = "City not found: Parus"
+    hidden = {"type": "tool_result", "tool_use_id": "toolu_01P", "content": "done"}
+    assert _c(run_exchanges(server_error=err, sent=hidden, meta=False)) == [("C.mcp_error_hidden", "warning", 5)]
+    assert _c(run_exchanges(bad_result=True, meta=False)) == [("C.tool_result_altered", "info", 5)]
+    # other arguments than the model asked for: not that call
+    other = run_exchanges(meta=False)
+    other[4] = _mcp({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "get_weather", "arguments": {"city": "Rome"}}},
+                    {"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "sunny, 21 C"}]}})
+    for i, ex in enumerate(other):
+        ex.seq = i
+    assert analyse(other).mcp_calls[4].call_id is None
+
+
+def _twin_agents() -> list[Exchange]:
+    """Two agents started together (other questions), each calling get_weather(Paris) under its own
+    id; the client sends no id to the server, so each tools/call fits both awaiting calls."""
+    exs = run_exchanges(meta=False)
+    a_user = {"role": "user", "content": "Weather in Paris?"}
+    b_user = {"role": "user", "content": "Should I take an umbrella in Paris?"}
+    call_a = {"type": "tool_use", "id": "toolu_01P", "name": "mcp__weather__get_weather", "input": {"city": "Paris"}}
+    call_b = {"type": "tool_use", "id": "toolu_02Q", "name": "mcp__weather__get_weather", "input": {"city": "Paris"}}
+    run_call = exs[4]
+
+    def back(user: dict, call: dict, text: str) -> Exchange:
+        res = {"type": "tool_result", "tool_use_id": call["id"], "content": "sunny, 21 C"}
+        return _anthropic([user, {"role": "assistant", "content": [call]}, {"role": "user", "content": [res]}], [{"type": "text", "text": text}], "end_turn")
+
+    return [*exs[:3], _anthropic([a_user], [call_a], "tool_use"), _anthropic([b_user], [call_b], "tool_use"), run_call, copy.deepcopy(run_call),
+            back(a_user, call_a, "Sunny."), back(b_user, call_b, "No umbrella.")]
+
+
+def test_two_equal_awaiting_calls_are_not_guessed() -> None:
+    exs = _twin_agents()
+    for i, ex in enumerate(exs):
+        ex.seq = i
+    run = analyse(exs)
+    assert len(run.conversations) == 2
+    assert [(c.call_id, c.candidates) for c in run.mcp_calls.values()] == [(None, 2), (None, 2)]
+    assert not [f for f in run.findings if f.severity.value != "info"], [(f.code, f.seq) for f in run.findings]
+
+
+def test_a_result_for_a_call_no_server_ran_is_found() -> None:
+    made_up = {"type": "tool_result", "tool_use_id": "toolu_01P", "content": "sunny, 21 C"}
+    assert _c(run_exchanges(sent=made_up, run=False)) == [("C.tool_call_not_executed", "warning", 4)]
+    assert _c(run_exchanges(sent=made_up, meta=False, run=False)) == [("C.tool_call_not_executed", "warning", 4)]
+    # clean twins: the call ran (linked by id, or only by tool and arguments), or the client said it did not run
+    assert _c(run_exchanges(sent=made_up)) == []
+    assert _c(run_exchanges(sent=made_up, meta=False)) == []
+    declined = {"type": "tool_result", "tool_use_id": "toolu_01P", "content": "The user denied this tool call.", "is_error": True}
+    assert _c(run_exchanges(sent=declined, run=False)) == []
+    # a tool no recorded MCP server listed (the client's own): nothing to say
+    local = run_exchanges(sent=made_up, run=False)
+    local[2] = _mcp({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                    {"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "get_time", "inputSchema": {"type": "object"}}]}})
+    assert _c(local) == []
+    # the twin agents' calls both ran (unlinked): not "never run"
+    assert _c(_twin_agents()) == []
+
+
+def test_show_says_how_a_call_was_linked(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with CassetteWriter(path) as w:
+        for ex in run_exchanges(meta=False):
+            w.append(ex)
+    out = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert "runs the model's call id=toolu_01P from #3 c1/turn 0 (by tool and arguments)" in out.stdout, out.stdout
+    js = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    views = [orjson.loads(line) for line in js.stdout.splitlines() if line.startswith("{")]
+    linked = [v["mcp"].get("linked") for v in views if v["family"] == "mcp" and v["mcp"]["method"] == "tools/call"]
+    assert linked == [{"call_id": "toolu_01P", "by": "name_arguments", "model_seq": 3, "conversation": "c1", "turn": 0, "candidates": 0}]

@@ -1,0 +1,129 @@
+"""Which model tool call each MCP ``tools/call`` ran, and what the run's MCP tool servers offered:
+the state the C checks of a later turn read (``dispatch.check_mcp_results``).
+
+A call is linked by the model's tool-use id when the client sends it to the server (Claude Code's
+``_meta``); otherwise by tool name and arguments to the one model call still awaiting its result
+(sent before it, answered after it). Two awaiting calls that fit equally (concurrent agents doing
+the same thing) leave it unlinked: a wrong link is worse than none. Everything is bounded: the
+newest 10,000 calls of each table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+
+from cassettes.analysis.model import McpCall, Turn
+from cassettes.models import NormalisedResponse
+
+__all__ = ["McpLinker", "runs_tool"]
+
+_LIMIT = 10_000
+
+
+def runs_tool(model_name: str | None, tool: str | None) -> bool:
+    """Whether the model's tool ``model_name`` is the server's ``tool``: the same name, or the
+    name a client gives it to keep servers apart (``mcp__server__tool``, ``server__tool``)."""
+    if not model_name or not tool:
+        return False
+    return model_name == tool or model_name.endswith("__" + tool)
+
+
+def _digest(arguments: Any) -> bytes:
+    """Arguments by a digest of their canonical JSON (equal objects, equal digests)."""
+    try:
+        data = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        data = repr(arguments).encode()
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _put(table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > _LIMIT:
+        table.popitem(last=False)
+
+
+class McpLinker:
+    def __init__(self) -> None:
+        #: What the server answered, by the model's call id it ran: (seq, ``Provider.side_call``).
+        self.results: OrderedDict[str, tuple[int, dict[str, Any]]] = OrderedDict()
+        #: seqs of the tools/call round trips of each server tool name (the newest 64 of each).
+        self.runs: OrderedDict[str, list[int]] = OrderedDict()
+        #: Tool names the run's MCP servers listed (tools/list).
+        self.listed: OrderedDict[str, None] = OrderedDict()
+        #: The model's calls of listed tools: id → (seq, conversation, turn index, name, digest of
+        #: the arguments).
+        self.calls: OrderedDict[str, tuple[int, str, int, str | None, bytes]] = OrderedDict()
+        #: Ids of model calls still awaiting their result.
+        self.pending: OrderedDict[str, None] = OrderedDict()
+
+    def clear(self) -> None:
+        for table in (self.results, self.runs, self.listed, self.calls, self.pending):
+            table.clear()
+
+    def model_turn(self, turn: Turn, response: NormalisedResponse | None) -> None:
+        """A turn was analysed: the results it sends back are no longer awaited; its answer's
+        client tool calls are."""
+        for m in turn.c.appended:
+            for p in m.parts:
+                if p.tool_result is not None and p.tool_result.call_id:
+                    self.pending.pop(p.tool_result.call_id, None)
+        if not self.listed:
+            return  # no MCP server listed tools in this run (yet): nothing to link a call to
+        for tc in response.tool_calls if response is not None else []:
+            if tc.id and tc.kind == "function" and self.server_tool(tc.name) is not None:
+                _put(self.calls, tc.id, (turn.seq, turn.conversation, turn.index, tc.name, _digest(tc.arguments)))
+                _put(self.pending, tc.id, None)
+
+    def side_call(self, seq: int, side: dict[str, Any]) -> McpCall | None:
+        """Take one MCP round trip (``Provider.side_call``'s record); a ``tools/call`` comes back
+        linked to the model's call it ran when that can be told."""
+        if side.get("method") == "tools/list":
+            for name in side.get("tools") or []:
+                if isinstance(name, str):
+                    _put(self.listed, name, None)
+            return None
+        if side.get("method") != "tools/call":
+            return None
+        tool = side.get("tool")
+        if isinstance(tool, str):
+            seqs = self.runs.get(tool) or []
+            _put(self.runs, tool, [*seqs[-63:], seq])
+        err = side.get("error")
+        call = McpCall(seq=seq, tool=tool, is_error=bool(side.get("is_error")), error=err.get("message") if isinstance(err, dict) else None)
+        cid = side.get("tool_use_id")
+        if isinstance(cid, str) and cid:
+            call.call_id, call.linked_by = cid, "id"
+        else:
+            args = _digest(side.get("arguments"))
+            fits = [c for c in reversed(self.pending) if c in self.calls and runs_tool(self.calls[c][3], tool) and self.calls[c][4] == args]
+            if fits and len({self.calls[c][0] for c in fits}) == 1:
+                call.call_id, call.linked_by = fits[-1], "name_arguments"  # the first of that turn's equal calls
+            elif fits:
+                call.candidates = len(fits)
+        if call.call_id is None:
+            return call
+        self.pending.pop(call.call_id, None)
+        _put(self.results, call.call_id, (seq, side))
+        where = self.calls.get(call.call_id)
+        if where is not None:
+            call.model_seq, call.conversation, call.turn = where[0], where[1], where[2]
+        return call
+
+    def server_tool(self, model_name: str | None) -> str | None:
+        """The listed server tool the model's tool ``model_name`` is, if any."""
+        if not model_name:
+            return None
+        if model_name in self.listed:
+            return model_name
+        tail = model_name.rsplit("__", 1)[-1]
+        return tail if tail != model_name and tail in self.listed else None
+
+    def ran_since(self, tool: str, seq: int) -> bool:
+        """Whether a tools/call of ``tool`` was recorded after round trip ``seq``."""
+        return any(s > seq for s in self.runs.get(tool) or [])
