@@ -26,7 +26,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, Tab, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from cassettes.analysis.model import Finding, Layer
+from cassettes.analysis.model import Finding, Layer, McpCall
 from cassettes.errors import CassetteError
 from cassettes.index import Batch, IncrementalRun
 from cassettes.models import NormalisedRequest, ToolResult
@@ -606,9 +606,13 @@ class InspectorApp(App[None]):
 
     def _show_turn_panes(self, turn: TurnSummary) -> None:
         full = self.source.full_turn(turn.seq)  # the reader keeps summaries; the full turn is stored
-        self.query_one(EmissionPane).show_turn(full, self._next_results(turn))
+        self.query_one(EmissionPane).show_turn(full, self._next_results(turn), self._mcp_runs(turn.seq))
         self.query_one(ApiPane).show_turn(full)
         self.query_one(DispatchPane).show_turn(full)
+
+    def _mcp_runs(self, seq: int) -> dict[str, McpCall]:
+        """The MCP tools/call round trips that ran the calls of turn ``seq``, by call id."""
+        return {c.call_id: c for c in self.source.analysis.mcp_calls.values() if c.call_id and c.model_seq == seq}
 
     def _next_results(self, turn: TurnSummary) -> dict[str, ToolResult] | None:
         """Tool results the conversation's next turn sent back, by call id (``None``: no next turn)."""
@@ -628,7 +632,7 @@ class InspectorApp(App[None]):
         seq = self.query_one(TurnList).selected_seq
         if seq is not None and any(t.previous_seq == seq for t in new_turns):
             turn = self.by_seq[seq]
-            self.query_one(EmissionPane).show_turn(self.source.full_turn(seq), self._next_results(turn))
+            self.query_one(EmissionPane).show_turn(self.source.full_turn(seq), self._next_results(turn), self._mcp_runs(seq))
 
     @work(thread=True, exclusive=True, group="turn", exit_on_error=False, name="turn")
     def _load_turn(self, seq: int) -> None:

@@ -95,7 +95,14 @@ class McpLinker:
             seqs = self.runs.get(tool) or []
             _put(self.runs, tool, [*seqs[-63:], seq])
         err = side.get("error")
-        call = McpCall(seq=seq, tool=tool, is_error=bool(side.get("is_error")), error=err.get("message") if isinstance(err, dict) else None)
+        text = side.get("result")
+        call = McpCall(
+            seq=seq,
+            tool=tool,
+            is_error=bool(side.get("is_error")),
+            error=err.get("message") if isinstance(err, dict) else None,
+            result=text[:300] if isinstance(text, str) else None,
+        )
         cid = side.get("tool_use_id")
         if isinstance(cid, str) and cid:
             call.call_id, call.linked_by = cid, "id"

@@ -239,6 +239,8 @@ class McpCall(_Model):
     is_error: bool = False
     #: The JSON-RPC error's message, when the server answered with one.
     error: str | None = None
+    #: The start of the result's text (at most 300 characters); ``None`` when none was recorded.
+    result: str | None = None
 
 
 class RunAnalysis(_Model):

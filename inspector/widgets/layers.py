@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cassettes.analysis.model import Finding, Layer, Turn
+from cassettes.analysis.model import Finding, Layer, McpCall, Turn
 from cassettes.models import ToolResult
 from cassettes.untrusted import clean, clean_line
 from cassettes.view import count
@@ -111,11 +111,14 @@ class EmissionPane(LayerPane):
         super().__init__(id=id)
         self._turn: Turn | None = None
         self._results: dict[str, ToolResult] | None = None
+        self._runs: dict[str, McpCall] = {}
 
-    def show_turn(self, turn: Turn, results: dict[str, ToolResult] | None) -> None:
-        """``results``: the tool results the next turn sent, by call id (``None``: no next turn yet)."""
+    def show_turn(self, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, McpCall] | None = None) -> None:
+        """``results``: the tool results the next turn sent, by call id (``None``: no next turn yet);
+        ``runs``: the MCP tools/call that ran each call, by call id."""
         self._turn = turn
         self._results = results
+        self._runs = runs or {}
         self._draw()
 
     def watch_reveal(self) -> None:
@@ -169,6 +172,10 @@ class EmissionPane(LayerPane):
                     "\n  ✔ arguments fit the schema" if call.offered else "\n  ✔ arguments parse",
                     style="green",
                 )
+            run = self._runs.get(call.id or "")
+            if run is not None:
+                t.append("\n")
+                t.append_text(_mcp_line(run))
             t.append("\n")
             t.append_text(self._result_line(call.id))
             out.append(t)
@@ -190,6 +197,21 @@ class EmissionPane(LayerPane):
         head.append(": ")
         head.append_text(part_text_result(res))
         return head
+
+
+def _mcp_line(run: McpCall) -> Text:
+    """What the MCP tool server did with a call: its round trip, and its result or error."""
+    how = "" if run.linked_by == "id" else ", linked by tool and arguments"
+    t = Text(f"  ⇄ MCP server #{run.seq} ran {clean_line(run.tool or '?')}{how}", style="bold blue")
+    if run.error is not None:
+        t.append(" → JSON-RPC error: ", style="bold red")
+        t.append_text(wire(" ".join(run.error.split())[:300]))
+    elif run.result is not None:
+        t.append(" → error result: " if run.is_error else " → ", style="bold red" if run.is_error else "")
+        t.append_text(wire(" ".join(run.result.split())))
+    else:
+        t.append(" → no reply recorded", style="dim")
+    return t
 
 
 def part_text_result(res: ToolResult) -> Text:
