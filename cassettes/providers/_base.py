@@ -208,6 +208,9 @@ class Provider:
     #: Request fields replay does not compare, wherever they occur in the body: client telemetry
     #: that differs every run and does not change what the API does.
     volatile_fields: ClassVar[frozenset[str]] = frozenset()
+    #: The same, only at the top level of the body (the name may mean something deeper down,
+    #: e.g. a tool parameter).
+    volatile_top_fields: ClassVar[frozenset[str]] = frozenset()
 
     def replay_error(self, status: int, message: str, code: str) -> Any:
         """An error body in this API's own shape, which its SDKs parse and surface (message and

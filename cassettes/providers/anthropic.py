@@ -444,6 +444,9 @@ class AnthropicMessages(Provider):
     family = "anthropic"
     results_in_one_message = True
     tool_error_flag = True
+    #: ``metadata.user_id`` names the client's device and session (Claude Code puts a new
+    #: session id there every run); it changes nothing the model does.
+    volatile_top_fields = frozenset({"metadata"})
     price_provider = "anthropic"
     otel_provider = "anthropic"
     pairing_errors = (

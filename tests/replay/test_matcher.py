@@ -175,3 +175,19 @@ def test_strict_compares_the_headers_an_adapter_names() -> None:
     miss = strict.match("POST", "/v1/messages", [("anthropic-version", "2099-01-01"), ("x-stainless-lang", "js")], req)
     assert isinstance(miss, Miss) and miss.reason == "strict: headers differ from the next recorded turn (anthropic-version)"
     assert isinstance(strict.match("POST", "/v1/messages", [("Anthropic-Version", "2023-06-01"), ("x-stainless-lang", "js")], req), Recorded)
+
+
+def test_anthropic_metadata_is_not_compared_at_the_top_level_only() -> None:
+    """Claude Code sends a new session id in metadata.user_id every run: replay must not miss on
+    it; a tool parameter named ``metadata`` is still compared."""
+
+    def req(user_id: str, prop: str) -> bytes:
+        tool = {"name": "save", "input_schema": {"type": "object", "properties": {"metadata": {"type": prop}}}}
+        return orjson.dumps({"model": "claude-sonnet-4-5", "max_tokens": 64, "metadata": {"user_id": user_id},
+                             "messages": [{"role": "user", "content": "hi"}], "tools": [tool]})
+
+    def key(b: bytes) -> object:
+        return request_key("POST", "https://api.anthropic.com/v1/messages", [("content-type", "application/json")], b).body
+
+    assert key(req('{"session_id":"a"}', "object")) == key(req('{"session_id":"b"}', "object"))
+    assert key(req('{"session_id":"a"}', "object")) != key(req('{"session_id":"a"}', "string"))
