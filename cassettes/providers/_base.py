@@ -212,6 +212,12 @@ class Provider:
     #: e.g. a tool parameter).
     volatile_top_fields: ClassVar[frozenset[str]] = frozenset()
 
+    def replay_chunks(self, chunks: list[tuple[float | None, bytes]], content_type: str, recorded: Any, live: bytes) -> list[tuple[float | None, bytes]]:
+        """The recorded answer's body pieces as replay sends them to ``live`` (the request's
+        bytes; ``recorded``: the recorded request's JSON): as recorded, unless the answer must
+        echo something of the request that matching ignored."""
+        return chunks
+
     def replay_error(self, status: int, message: str, code: str) -> Any:
         """An error body in this API's own shape, which its SDKs parse and surface (message and
         code intact); the replay server answers with it when it cannot serve a request."""

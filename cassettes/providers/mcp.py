@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
+import orjson
+
 from cassettes.framing import Framed
 from cassettes.providers._base import Provider, as_str, compact_json, json_events
 
@@ -54,6 +56,36 @@ class Mcp(Provider):
 
     def body_operation(self, operation: str, body: Any) -> str:
         return f"mcp {body['method']}" if is_mcp_request(body) else operation
+
+    #: The JSON-RPC id is the client's counter: replay matches without it and answers with the
+    #: client's own (``replay_chunks``).
+    volatile_top_fields = frozenset({"id"})
+
+    def replay_chunks(self, chunks: list[tuple[float | None, bytes]], content_type: str, recorded: Any, live: bytes) -> list[tuple[float | None, bytes]]:
+        try:
+            new_id = orjson.loads(live).get("id")
+        except (orjson.JSONDecodeError, AttributeError):
+            return chunks
+        old_id = recorded.get("id") if isinstance(recorded, dict) else None
+        if new_id == old_id or old_id is None:
+            return chunks
+
+        def swap(data: bytes) -> bytes:
+            try:
+                obj = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                return data
+            if isinstance(obj, dict) and obj.get("jsonrpc") == "2.0" and obj.get("id") == old_id and ("result" in obj or "error" in obj):
+                obj["id"] = new_id
+                return orjson.dumps(obj)
+            return data
+
+        body = b"".join(c for _, c in chunks)
+        last = chunks[-1][0] if chunks else None
+        if "event-stream" not in content_type:
+            return [(last, swap(body))]
+        lines = [b"data: " + swap(line[5:].strip()) if line.startswith(b"data:") else line for line in body.split(b"\n")]
+        return [(last, b"\n".join(lines))]
 
     def side_call(self, body: Any, framed: Framed) -> dict[str, Any] | None:
         """What one MCP request did: ``method``, and for ``tools/call`` the ``tool``, its

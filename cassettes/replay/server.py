@@ -620,6 +620,8 @@ class ReplayServer(BackgroundServer):
             headers.append(("x-looptap-fault", fault.describe()))
         chunks = [(t, c) for t, c in ex.response_chunks if c]
         ctype = (ex.response_header("content-type") or "").lower()
+        if rec.key.adapter is not None and rec.key.is_json:
+            chunks = rec.key.adapter.replay_chunks(chunks, ctype, rec.key.raw, req.body)
         if fault is not None and fault.kind in ("stream_cut", "error_event", "stall") and ex.status < 400:
             events = _events(b"".join(c for _, c in chunks), ctype)
             if len(events) > len(chunks):  # a stream recorded in few pieces (vcrpy keeps one): fault it event by event
