@@ -116,7 +116,7 @@ def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: An
         except Exception:  # a lenient adapter that still chokes: compare the ids as they are
             vol = set()
     placeholders: dict[str, str] = {}
-    body = raw
+    body: Any = raw
     if adapter is not None and adapter.volatile_top_fields and isinstance(raw, dict):
         body = {k: v for k, v in raw.items() if k not in adapter.volatile_top_fields}
     norm = _normalise(body, vol, placeholders, adapter.volatile_fields if adapter is not None else frozenset())
