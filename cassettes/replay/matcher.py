@@ -116,10 +116,10 @@ def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: An
         except Exception:  # a lenient adapter that still chokes: compare the ids as they are
             vol = set()
     placeholders: dict[str, str] = {}
-    body: Any = raw
+    compared = raw
     if adapter is not None and adapter.volatile_top_fields and isinstance(raw, dict):
-        body = {k: v for k, v in raw.items() if k not in adapter.volatile_top_fields}
-    norm = _normalise(body, vol, placeholders, adapter.volatile_fields if adapter is not None else frozenset())
+        compared = {k: v for k, v in raw.items() if k not in adapter.volatile_top_fields}
+    norm = _normalise(compared, vol, placeholders, adapter.volatile_fields if adapter is not None else frozenset())
     return RequestKey(method.upper(), u.path, query, norm, True, raw, {v: k for k, v in placeholders.items()}, u, adapter, list(headers))
 
 
