@@ -45,6 +45,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for p in problem_lines(run.problems):
         _err(f"warning: {path}: {p}")
     turns = run.analysis.turns
+    ran = {c.call_id: c for c in run.analysis.mcp_calls.values() if c.call_id}
 
     def views() -> Iterator[dict[str, Any]]:  # one round trip at a time: the run is never held
         for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
@@ -54,6 +55,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             link = run.analysis.mcp_calls.get(v["seq"])
             if link is not None and v.get("mcp") is not None:
                 v["mcp"]["linked"] = mcp_link_json(link)
+            for tc in v["tool_calls"] if ran else []:
+                by = ran.get(tc.get("id") or "")
+                if by is not None:
+                    tc["mcp"] = {"seq": by.seq, "tool": by.tool, "by": by.linked_by}
             yield v
 
     if args.json:

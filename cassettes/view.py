@@ -249,6 +249,8 @@ def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) 
         args = tc["arguments_raw"] if tc["arguments_raw"] is not None else ""
         bad = f"  (!) {tc['arguments_error']}" if tc["arguments_error"] else ""
         out.append(f"    tool call: {tc['name']}({_clip(args, 80)}) id={tc['id']}{bad}")
+        if tc.get("mcp"):
+            out.append(f"      ran by an MCP tool server at #{tc['mcp']['seq']} ({tc['mcp']['tool']})")
     if v["error"]:
         e = v["error"]
         where = "in stream" if e["in_stream"] else f"HTTP {e['status']}"

@@ -202,7 +202,10 @@ def test_show_says_how_a_call_was_linked(tmp_path: Path) -> None:
             w.append(ex)
     out = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert "runs the model's call id=toolu_01P from #3 c1/turn 0 (by tool and arguments)" in out.stdout, out.stdout
+    assert "    tool call: mcp__weather__get_weather({\"city\":\"Paris\"}) id=toolu_01P\n      ran by an MCP tool server at #4 (get_weather)" in out.stdout
     js = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
     views = [orjson.loads(line) for line in js.stdout.splitlines() if line.startswith("{")]
     linked = [v["mcp"].get("linked") for v in views if v["family"] == "mcp" and v["mcp"]["method"] == "tools/call"]
     assert linked == [{"call_id": "toolu_01P", "by": "name_arguments", "model_seq": 3, "conversation": "c1", "turn": 0, "candidates": 0}]
+    assert views[3]["tool_calls"][0]["mcp"] == {"seq": 4, "tool": "get_weather", "by": "name_arguments"}
+    assert "mcp" not in views[5]["tool_calls"] if views[5]["tool_calls"] else True
