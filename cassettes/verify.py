@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import functools
 import re
 import sys
 import tomllib
@@ -32,8 +33,6 @@ from urllib.parse import unquote
 import orjson
 
 from cassettes.bounds import record_fits
-from cassettes.redact import SECRET_PATTERNS, salvage_decode
-from cassettes.store import open_regular
 
 __all__ = ["Find", "load_config_patterns", "main", "register_verify", "scan_file", "scan_lines"]
 
@@ -41,7 +40,12 @@ EXIT_CLEAN = 0
 EXIT_FOUND = 1
 EXIT_ERROR = 2
 
-_COMPILED = tuple((name, re.compile(p)) for name, p in SECRET_PATTERNS)
+@functools.cache
+def _compiled() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """The redactor's key formats, compiled on first use (``looptap --help`` imports this module)."""
+    from cassettes.redact import SECRET_PATTERNS
+
+    return tuple((name, re.compile(p)) for name, p in SECRET_PATTERNS)
 #: Base64 (standard or URL-safe) tokens worth decoding: long enough to hide a key, short enough
 #: that an image or audio payload is not decoded (bodies stored as ``{"b64": …}`` are decoded whole).
 _B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,2048}={0,2}(?![A-Za-z0-9+/_=-])")
@@ -72,7 +76,7 @@ def _mask(secret: str) -> str:
 class _Scanner:
     def __init__(self, extra_patterns: Iterable[str]) -> None:
         extra = tuple(("configured pattern", re.compile(p)) for p in extra_patterns if p)
-        self.patterns: tuple[tuple[str, re.Pattern[str]], ...] = _COMPILED + extra
+        self.patterns: tuple[tuple[str, re.Pattern[str]], ...] = _compiled() + extra
 
     def _matches(self, text: str) -> Iterator[tuple[str, str]]:
         for name, pat in self.patterns:
@@ -108,6 +112,8 @@ class _Scanner:
         decode hides its secrets from a plain scan)."""
         for kind, secret, form in self.text(data.decode("utf-8", "replace")):
             yield kind, secret, "base64" if form == "text" else f"base64, {form}"
+        from cassettes.redact import salvage_decode
+
         inner = salvage_decode(data)
         if inner:
             for kind, secret, form in self.text(inner.decode("utf-8", "replace")):
@@ -205,6 +211,8 @@ def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns:
 def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find]:
     """Every secret in the cassette at ``path``. Raises ``OSError`` if it cannot be read."""
     p = Path(path)
+    from cassettes.store import open_regular
+
     with open_regular(p) as f:
         return scan_lines((line.rstrip(b"\r\n") for line in f), str(p), extra_patterns)
 

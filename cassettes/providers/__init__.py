@@ -6,10 +6,11 @@ request and talks to it through :class:`~cassettes.providers._base.Provider`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
 
-from cassettes.providers._base import WS_TURN, Provider, Rendered, is_ws_turn
+if TYPE_CHECKING:
+    from cassettes.providers._base import WS_TURN, Provider, Rendered, is_ws_turn
 
 __all__ = [
     "FAMILIES",
@@ -47,26 +48,34 @@ _ADAPTERS = (
     ("mcp", "Mcp"),
 )
 
-
-def _load() -> list[Provider]:
-    import importlib
-
-    out: list[Provider] = []
-    for module, cls in _ADAPTERS:
-        mod = importlib.import_module(f"cassettes.providers.{module}")
-        out.append(getattr(mod, cls)())
-    return out
+#: The adapters, made on first use: the host tables below (read by ``looptap --help`` and the
+#: recorder's start-up) cost nothing, the adapters and pydantic are loaded when a body is parsed.
+_PROVIDERS: list[Provider] = []
 
 
-_PROVIDERS: list[Provider] = _load()
-FAMILIES: tuple[str, ...] = tuple(p.family for p in _PROVIDERS)
+def _providers() -> list[Provider]:
+    if not _PROVIDERS:
+        import importlib
+
+        _PROVIDERS.extend(getattr(importlib.import_module(f"cassettes.providers.{m}"), c)() for m, c in _ADAPTERS)
+    return _PROVIDERS
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: the names that need the adapters or the base module
+    if name == "FAMILIES":
+        return tuple(p.family for p in _providers())
+    if name in ("WS_TURN", "Provider", "Rendered", "is_ws_turn"):
+        from cassettes.providers import _base
+
+        return getattr(_base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def detect(method: str, url: SplitResult, body: Any) -> Provider | None:
     """The adapter with the highest positive recognition score, or ``None``."""
     best: Provider | None = None
     best_score = 0
-    for p in _PROVIDERS:
+    for p in _PROVIDERS or _providers():
         try:
             score = p.recognise(method, url, body)
         except Exception:
@@ -77,7 +86,7 @@ def detect(method: str, url: SplitResult, body: Any) -> Provider | None:
 
 
 def by_family(family: str) -> Provider | None:
-    return next((p for p in _PROVIDERS if p.family == family), None)
+    return next((p for p in _PROVIDERS or _providers() if p.family == family), None)
 
 
 #: Hosts of LLM APIs (glob patterns), recorded by default when the proxy runs as a forward proxy;
