@@ -8,11 +8,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 # Exports are loaded on first use (PEP 562), so `import cassettes` (and the pytest plugin, which
 # every test session of every project that installs looptap loads) costs next to nothing.
 _EXPORTS = {
+    "__version__": "cassettes._version",
     "FORMAT_VERSION": "cassettes.codec",
     "CassetteError": "cassettes.errors",
     "CassetteFormatError": "cassettes.errors",

@@ -19,7 +19,6 @@ from typing import Any
 
 import orjson
 
-from cassettes import __version__
 from cassettes.errors import CassetteError, problem_lines
 
 __all__ = ["main"]
@@ -202,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="looptap",
         description="Record, inspect and replay LLM agent traffic; label what the model (E), the API (A) and the client (C) did.",
     )
+    from cassettes._version import __version__
+
     parser.add_argument("--version", action="version", version=f"looptap {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("show", help="print a run: one summary per round trip (or --json, one object per line)")

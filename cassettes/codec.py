@@ -54,7 +54,7 @@ MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
 def header_record(meta: dict[str, Any] | None = None, created: str | None = None) -> dict[str, Any]:
-    from cassettes import __version__
+    from cassettes._version import __version__
 
     return {
         "type": "header",

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from cassettes import __version__
+from cassettes._version import __version__
 from cassettes.exchange import Exchange, Headers
 from cassettes.interop.run import Run, timeline
 from cassettes.roundtrip import RoundTrip

@@ -32,7 +32,7 @@ def build_server(roots: list[str]) -> Any:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import ToolAnnotations
 
-    from cassettes import __version__
+    from cassettes._version import __version__
     from cassettes.interop.query import DEFAULT_BYTES, QueryError, Runs
 
     runs = Runs(roots)

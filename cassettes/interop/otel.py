@@ -36,7 +36,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import __version__, providers
+from cassettes import providers
+from cassettes._version import __version__
 from cassettes.analysis import Finding, Turn
 from cassettes.interop.run import Run, timeline
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
