@@ -96,3 +96,16 @@ def test_the_package_exports_load_on_first_use() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout.strip()
     assert out == "['cassettes']", out
     assert all(getattr(cassettes, name) is not None for name in cassettes.__all__)
+
+
+def test_the_layer_contracts_hold() -> None:
+    """The import-linter contracts of pyproject.toml ([tool.importlinter]): the core above neither
+    the recorder nor the inspector, and cassettes/ in layers, every import counted."""
+    import pytest
+
+    lint = Path(sys.executable).with_name("lint-imports")
+    if not lint.exists():
+        pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
+    out = subprocess.run([str(lint), "--no-cache"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "0 broken" in out.stdout

@@ -1,0 +1,112 @@
+"""Start-up: what each entry point costs before it does any work, side by side with bare Python.
+
+    python bench/startup.py [-n RUNS] [--write]
+
+Each target and its yardstick (``python -c pass`` of the same interpreter, or the same pytest
+session without looptap's plugin) run in turn, with bytecode compiled first as an install has it,, A B A B …, and the figures are medians of the pairs:
+the time over the yardstick and the ratio. The machine's speed drifts less within a pair than
+across a run. ``--write`` writes docs/startup.md. Targets:
+
+* ``looptap --help`` (goal: at most 0.15 s over bare Python);
+* ``looptap show`` on the demo cassette (the bundled example, imported once);
+* ``import cassettes.replay.pytest_plugin`` over ``import pytest``, and a pytest session that does not use the plugin,
+  with and without it (goal: the plugin adds at most 50 ms);
+* ``looptap run -o X -- true`` in the recorder's environment (``.venv-proxy``), when it exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _wall(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    took = time.perf_counter() - t0
+    if proc.returncode not in (0, 1, 5):  # show exits 1 when the run has findings; pytest 5 = no tests
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-500:]}")
+    return took
+
+
+def _pairs(a: list[str], b: list[str], runs: int, env: dict[str, str], cwd: Path) -> tuple[float, float, float, float]:
+    """(median A, median B, median A−B, median A/B) over ``runs`` interleaved pairs, after one warm-up each."""
+    _wall(a, env, cwd)
+    _wall(b, env, cwd)
+    xs, ys = [], []
+    for _ in range(runs):
+        xs.append(_wall(a, env, cwd))
+        ys.append(_wall(b, env, cwd))
+    return (statistics.median(xs), statistics.median(ys), statistics.median(x - y for x, y in zip(xs, ys, strict=True)),
+            statistics.median(x / y for x, y in zip(xs, ys, strict=True)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", "--runs", type=int, default=15)
+    ap.add_argument("--write", action="store_true", help="write docs/startup.md")
+    args = ap.parse_args()
+    venv = Path(sys.prefix)
+    py = str(venv / "bin" / "python") if (venv / "bin" / "python").exists() else sys.executable
+    looptap = [py, "-m", "cassettes.cli"]
+    entry = venv / "bin" / "looptap"
+    if entry.exists():
+        looptap = [str(entry)]
+    bare = [py, "-c", "pass"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP"))}
+    rows: list[tuple[str, str, tuple[float, float, float, float], str]] = []
+    # Users' installs carry bytecode (pip compiles at install); a checkout run with
+    # PYTHONDONTWRITEBYTECODE would compile every module in every process and measure that instead.
+    for interp in {py, os.environ.get("LOOPTAP_PROXY_PYTHON") or str(ROOT / ".venv-proxy" / "bin" / "python")}:
+        if Path(interp).exists():
+            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", str(Path(interp).parents[1] / "lib"), str(ROOT / "cassettes"),
+                            str(ROOT / "proxy"), str(ROOT / "inspector")], capture_output=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        demo = work / "demo.jsonl"
+        subprocess.run([*looptap, "import", str(ROOT / "cassettes" / "examples" / "tool_loop_anthropic.yaml"), "-o", str(demo)],
+                       check=True, capture_output=True, env=env, cwd=work)
+        (work / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+        pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_nothing.py"]
+        rows.append(("`looptap --help`", "`python -c pass`", _pairs([*looptap, "--help"], bare, args.runs, env, work), "≤ 0.15 s over"))
+        rows.append(("`looptap show demo.jsonl`", "`python -c pass`", _pairs([*looptap, "show", str(demo)], bare, args.runs, env, work), ""))
+        rows.append(("`import pytest, cassettes.replay.pytest_plugin`", "`import pytest`",
+                     _pairs([py, "-c", "import pytest, cassettes.replay.pytest_plugin"], [py, "-c", "import pytest"], args.runs, env, work), ""))
+        rows.append(("pytest session, plugin loaded, unused", "the same with `-p no:looptap`",
+                     _pairs(pytest, [*pytest, "-p", "no:looptap"], args.runs, env, work), "≤ 50 ms over"))
+        proxy_py = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" / "bin" / "python")
+        if proxy_py.exists():
+            run = [str(proxy_py), "-m", "cassettes.cli", "run", "-o", str(work / "run.jsonl"), "--confdir", str(work / "conf"), "--", "true"]
+            rows.append(("`looptap run -o X -- true` (recorder env)", "`python -c pass` (recorder env)",
+                         _pairs(run, [str(proxy_py), "-c", "pass"], max(5, args.runs // 3), {**env, "PYTHONPATH": str(ROOT)}, work), ""))
+    lines = [
+        "| target | yardstick | target (median s) | yardstick (median s) | over the yardstick | ratio | goal |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for target, base, (a, b, diff, ratio), goal in rows:
+        lines.append(f"| {target} | {base} | {a:.3f} | {b:.3f} | {diff * 1000:+.0f} ms | {ratio:.1f}× | {goal} |")
+    print("\n".join(lines))
+    if args.write:
+        head = (
+            "# Start-up\n\n"
+            f"Generated by `python bench/startup.py --write` on {datetime.date.today()} ({platform.machine()}, "
+            f"{os.cpu_count()} cores, Python {platform.python_version()}), {args.runs} interleaved pairs per row "
+            "(the recorder row fewer): medians of the pairs. A shared machine: compare the ratios and the time "
+            "over the yardstick, not the absolute seconds.\n\n"
+        )
+        (ROOT / "docs" / "startup.md").write_text(head + "\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
