@@ -36,11 +36,11 @@ _EMPTY_TURN: dict[str, Any] = {"conversation": None, "turn": None, "previous_seq
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from cassettes.interop.run import load_run
+    from cassettes.interop.run import open_run
     from cassettes.view import analysis_lines, mcp_link_json, roundtrip_json, summary_lines, turn_json
 
     path = Path(args.file)
-    run = load_run(path)
+    run = open_run(path)
     for p in problem_lines(run.problems):
         _err(f"warning: {path}: {p}")
     turns = run.analysis.turns
@@ -74,28 +74,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: What ``import`` picks up in a directory (a file named on the command line is read whatever its name).
 _IMPORT_SUFFIXES = (".yaml", ".yml", ".mitm", ".flow", ".flows")
 
 
-def _load_import(src: Path) -> tuple[list[Any], str, str]:
-    """(exchanges, source kind, extra summary) of a vcrpy YAML cassette or a mitmproxy flow file,
-    told apart by their first bytes (flow dumps start with a tnetstring length)."""
-    from cassettes.interop.mitmflow import is_flow_file, load_flows
-    from cassettes.vcr import load_vcr
-
-    try:
-        with src.open("rb") as fh:
-            head = fh.read(32)
-    except OSError:
-        head = b""  # the loader below reports the file it cannot read
-    if is_flow_file(head):
-        flows = load_flows(src)
-        skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(flows.skipped.items()))
-        return flows.exchanges, "mitmproxy", f", skipped non-HTTP flows: {skipped}" if skipped else ""
-    return load_vcr(src), "vcr", ""
-
-
 def cmd_import(args: argparse.Namespace) -> int:
+    from cassettes.interop.run import open_run
     from cassettes.store import CassetteWriter
 
     inputs = [Path(p) for p in args.inputs]
@@ -141,7 +125,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             failures += 1
             continue
         try:
-            exchanges, kind, extra = _load_import(src)
+            run = open_run(src, formats=("vcr", "mitmproxy"))
         except CassetteError as exc:
             _err(f"error: {exc}")
             failures += 1
@@ -151,8 +135,10 @@ def cmd_import(args: argparse.Namespace) -> int:
             dest.unlink()
         fams: dict[str, int] = {}
         errors = 0
-        with CassetteWriter(dest, meta={"source": kind, "imported_from": src.name}) as w:
-            for ex in exchanges:
+        skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(run.skipped.items()))
+        extra = f", skipped non-HTTP flows: {skipped}" if skipped else ""
+        with CassetteWriter(dest, meta={"source": run.kind, "imported_from": src.name}) as w:
+            for ex in run.exchanges:
                 rt = w.append(ex)
                 fams[rt.family] = fams.get(rt.family, 0) + 1
                 errors += bool(rt.analysis_errors)
@@ -160,7 +146,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         fam_text = ", ".join(f"{f} {n}" for f, n in sorted(fams.items()) if f != "none") or "none"
         flagged = f", {errors} with analysis errors" if errors else ""
         if not args.quiet:
-            print(f"{src} → {dest}: {len(exchanges)} round trips, {llm} LLM ({fam_text}){flagged}{extra}")
+            print(f"{src} → {dest}: {len(run.exchanges)} round trips, {llm} LLM ({fam_text}){flagged}{extra}")
     return EXIT_ERROR if failures else EXIT_OK
 
 
@@ -206,11 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"looptap {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("show", help="print a run: one summary per round trip (or --json, one object per line)")
-    p.add_argument("file", help="a looptap cassette (.jsonl) or a vcrpy YAML cassette")
+    p.add_argument("file", help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by content)")
     p.add_argument("--json", action="store_true", help="one JSON object per round trip (schema looptap.roundtrip/1)")
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("import", help="import vcrpy / pytest-recording YAML cassettes and mitmproxy flow files")
-    p.add_argument("inputs", nargs="+", help="YAML cassettes or mitmproxy flow files (.mitm, mitmdump -w), or directories of them")
+    p.add_argument("inputs", nargs="+", help="vcrpy cassettes or mitmproxy flow files (mitmdump -w), or directories of them (*.yaml, *.yml, *.mitm, *.flow, *.flows)")
     p.add_argument("-o", "--output", help="output cassette (one input) or directory (several inputs)")
     p.add_argument("-f", "--force", action="store_true", help="replace existing output files")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")

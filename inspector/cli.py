@@ -12,10 +12,14 @@ __all__ = ["cmd_inspect", "register_inspect"]
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from cassettes.interop.run import cassette_of
     from inspector.app import build_app
 
-    app = build_app(args.file, live=args.live, child_status=args.child_status)
-    app.run()
+    # A vcrpy cassette or a mitmproxy flow file is opened as the other commands open it (told
+    # apart by content) and shown from a temporary cassette; a looptap cassette is read as it is.
+    with cassette_of(args.file, live=args.live) as path:
+        app = build_app(path, live=args.live, child_status=args.child_status)
+        app.run()
     return 0
 
 
@@ -23,9 +27,9 @@ def register_inspect(sub: Any) -> None:
     p = sub.add_parser(
         "inspect",
         help="step through a run in a terminal UI: turns, E/A/C layers, findings, token-cost growth, playback",
-        description="Open a looptap cassette in the inspector. Press ? inside it for the key bindings.",
+        description="Open a run in the inspector (a looptap cassette; a vcrpy cassette or a mitmproxy flow file is imported on the fly). Press ? inside it for the key bindings.",
     )
-    p.add_argument("file", help="a looptap cassette (.jsonl)")
+    p.add_argument("file", help="a looptap cassette (or a vcrpy cassette or mitmproxy flow file, imported on the fly)")
     p.add_argument(
         "--live",
         action="store_true",

@@ -49,12 +49,12 @@ def _header(values: list[str] | None) -> dict[str, str]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from cassettes.interop.run import load_run
+    from cassettes.interop.run import open_run
 
     if not (args.otel or args.otel_endpoint or args.har):
         raise ExportUsageError("nothing to export: give --otel FILE, --otel-endpoint URL and/or --har FILE")
     headers = _header(args.otel_header)
-    run = load_run(args.file)
+    run = open_run(args.file)
     from cassettes.errors import problem_lines
 
     for p in problem_lines(run.problems):
@@ -110,11 +110,11 @@ def register_export(sub: Any) -> None:
     p = sub.add_parser(
         "export",
         help="export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint) or HAR 1.2",
-        description="Export a cassette (or a vcrpy YAML cassette) for other tools: OpenTelemetry GenAI spans "
+        description="Export a run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file) for other tools: OpenTelemetry GenAI spans "
         "(one trace per conversation, one span per round trip) for Phoenix, Langfuse or any OTLP collector, "
         "and HAR 1.2 for browser devtools and mitmweb.",
     )
-    p.add_argument("file", help="a looptap cassette (.jsonl), a vcrpy YAML cassette or a mitmproxy flow file")
+    p.add_argument("file", help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by content)")
     p.add_argument("--otel", metavar="OUT.json", help="write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file format) to this file ('-' = stdout)")
     p.add_argument("--otel-endpoint", metavar="URL", help="POST the spans to this OTLP/HTTP endpoint (/v1/traces is appended unless present)")
     p.add_argument("--otel-protocol", choices=("protobuf", "json"), default="protobuf", help="OTLP/HTTP body encoding (default protobuf)")
@@ -132,12 +132,12 @@ def cmd_textconv(args: argparse.Namespace) -> int:
     if not args.file:
         print("looptap textconv: error: give a cassette (or --install in a git repository)", file=sys.stderr)
         return 2
-    from cassettes.interop.run import load_run
+    from cassettes.interop.run import open_run
     from cassettes.interop.textconv import render
 
     path = Path(args.file)
     try:
-        run = load_run(path)
+        run = open_run(path)
     except CassetteFormatError:
         # git runs the driver on every file the attribute matches; a JSONL file that is not a
         # cassette is shown as it is, so `git diff` keeps working on it.
@@ -193,7 +193,7 @@ def register_textconv(sub: Any) -> None:
         "no timestamps; tool-call ids as <id:N>) so `git diff` shows what changed. "
         "Register it in a repository with: looptap textconv --install",
     )
-    p.add_argument("file", nargs="?", help="a looptap cassette (.jsonl) or a vcrpy YAML cassette (with --install: the repository, default .)")
+    p.add_argument("file", nargs="?", help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (with --install: the repository, default .)")
     p.add_argument("--raw-ids", action="store_true", help="print tool-call and response ids as recorded, not as <id:N>")
     p.add_argument("--install", action="store_true", help="register the driver in the git repository here (.gitattributes and git config)")
     p.set_defaults(func=cmd_textconv)

@@ -27,7 +27,7 @@ import orjson
 
 from cassettes.analysis.model import Finding, Turn
 from cassettes.errors import CassetteError
-from cassettes.interop.run import Run, load_run
+from cassettes.interop.run import Run, open_run
 from cassettes.models import Message
 from cassettes.redact import Redactor
 from cassettes.untrusted import clean
@@ -233,7 +233,7 @@ class Runs:
             self._open.move_to_end(path)
             return path, hit.run
         try:
-            run = load_run(path)
+            run = open_run(path)
         except CassetteError as exc:
             raise QueryError(text(str(exc), 300)) from None
         self._open[path] = _Open(run, stamp)

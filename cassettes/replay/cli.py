@@ -100,7 +100,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def register_replay(sub: Any) -> None:
     p = sub.add_parser("replay", help="serve a cassette as a fake upstream; prints the environment to export")
-    p.add_argument("file", help="the cassette to replay (.jsonl)")
+    p.add_argument("file", help="the run to replay: a looptap cassette, a vcrpy cassette or a mitmproxy flow file")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
     p.add_argument("--pace", default="instant", help="stream pace: recorded, instant (default) or xN (N times faster than recorded)")
@@ -120,7 +120,7 @@ def register_replay(sub: Any) -> None:
 
 def register_diff(sub: Any) -> None:
     p = sub.add_parser("diff", help="where two runs of an agent diverge, by conversation, turn and layer (exit 1 if they do)")
-    p.add_argument("a", help="the first run's cassette")
-    p.add_argument("b", help="the second run's cassette")
+    p.add_argument("a", help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file)")
+    p.add_argument("b", help="the second run (the same formats)")
     p.add_argument("--json", action="store_true", help="the divergences as JSON")
     p.set_defaults(func=cmd_diff)

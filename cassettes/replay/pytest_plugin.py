@@ -47,8 +47,8 @@ from cassettes.errors import CassetteError, ReplayMiss
 # project that has looptap installed, whether a test uses it or not.
 if TYPE_CHECKING:
     from cassettes.exchange import Exchange
+    from cassettes.interop.run import Run
     from cassettes.replay.faults import FaultPlan
-    from cassettes.replay.runview import Run
     from cassettes.replay.server import ReplayServer
 
 __all__ = ["LooptapSession", "looptap"]
@@ -190,7 +190,7 @@ class LooptapSession:
         """The run so far: the requests the agent sent and the responses replayed (or, in
         ``new_episodes``, recorded now); when only recording, the recorded cassette (reading it
         ends the recording)."""
-        from cassettes.replay.runview import Run
+        from cassettes.interop.run import Run
 
         if self.server is not None:
             return Run(list(self.server.served))
@@ -364,9 +364,10 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
         pytest.fail(f"looptap: could not store the round trips recorded for {session.path}: {exc}", pytrace=False)
     rec = session.recording
     if rec is not None and rec.exists():
-        from cassettes.store import CassetteWriter, read_cassette
+        from cassettes.interop.run import open_run
+        from cassettes.store import CassetteWriter
 
-        new = read_cassette(rec).exchanges
+        new = open_run(rec, whole=True).exchanges
         if new:
             session.path.parent.mkdir(parents=True, exist_ok=True)
             if session.server is not None:  # new_episodes: append what was recorded now

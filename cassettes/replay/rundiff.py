@@ -118,9 +118,9 @@ def diff_runs(a: Sequence[Exchange], b: Sequence[Exchange]) -> list[Divergence]:
 def diff_files(path_a: str | Path, path_b: str | Path) -> tuple[list[Divergence], list[str], list[str]]:
     """:func:`diff_runs` of two recorded files, each read as a stream (one round trip at a time
     besides the analysis); also each file's problems."""
-    from cassettes.interop.run import load_run
+    from cassettes.interop.run import open_run
 
-    a, b = load_run(path_a), load_run(path_b)
+    a, b = open_run(path_a), open_run(path_b)
 
     def exchange(run: Any) -> Callable[[int], Exchange]:
         def get(seq: int) -> Exchange:

@@ -43,7 +43,6 @@ from cassettes.providers import REVERSE_UPSTREAMS, Provider, Rendered
 from cassettes.replay.background import BackgroundServer
 from cassettes.replay.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
-from cassettes.store import read_cassette
 
 __all__ = ["MISS_CODE", "MISS_STATUS", "ReplayServer", "parse_pace", "replay_env"]
 
@@ -164,10 +163,14 @@ class ReplayServer(BackgroundServer):
         faults: FaultPlan | None = None,
     ) -> None:
         if isinstance(cassette, (str, Path)):
-            cas = read_cassette(cassette)
+            # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file),
+            # held in memory: every recorded round trip is a candidate answer.
+            from cassettes.interop.run import open_run
+
+            run = open_run(cassette, whole=True)
             self.source = str(cassette)
-            self.problems = [str(p) for p in cas.problems]
-            exchanges: Sequence[Exchange] = cas.exchanges
+            self.problems = run.problems
+            exchanges: Sequence[Exchange] = list(run.exchanges)
         else:
             self.source = "<exchanges>"
             self.problems = []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.replay.runview import Run
+from cassettes.replay import Run
 from tests.replay.conftest import CALL, SYSTEM, USER, chat_exchange, chat_response, tool_loop, write
 
 
