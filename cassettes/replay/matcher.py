@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
@@ -345,6 +345,10 @@ class Matcher:
         for r in self.recorded:
             self._by_digest.setdefault(r.key.digest, []).append(r)
         self.misses: list[Miss] = []
+        self._paths = {r.key.path for r in self.recorded}
+        #: The client's base path → the recording's (``/v1`` → ``/backend-api/codex``), learned
+        #: from the first request that matched a recorded one only under that base (``_rebased``).
+        self.bases: dict[str, str] = {}
 
     def label(self) -> None:
         """Place every recorded round trip in its conversation and turn (the run analysis). Done
@@ -363,14 +367,48 @@ class Matcher:
     # -- matching ------------------------------------------------------------------------------
     def match(self, method: str, target: str, headers: Headers, body: bytes) -> Recorded | Miss:
         """The recorded round trip answering this request (marked played), or why there is none."""
-        key = request_key(method, target, headers, body)
+        live = request_key(method, target, headers, body)
+        key = self._rebased(live)
         found = self._find(key)
         if isinstance(found, Recorded):
             found.plays += 1
             return found
+        if key.path != live.path:
+            found.target = live.target
+            found.reason += f" (its path read under the recording's base, as {key.path})"
         found.redactor = _learned(method, target, headers, body)
         self.misses.append(found)
         return found
+
+    def _rebased(self, key: RequestKey) -> RequestKey:
+        """The request at the recording's base path when the client was pointed at another base.
+
+        A path the recording never used (``/v1/responses``) is read under a recorded base that
+        ends the same way (``/backend-api/codex/responses``: Codex signed in with ChatGPT,
+        replayed through ``openai_base_url``): the first time only if a round trip not yet played
+        then matches it exactly (method, rest of the path, query, body), afterwards by the base so
+        learned — one recorded base per client base. A recorded path always means itself."""
+        if key.path in self._paths:
+            return key
+        live = key.path.split("/")
+        for base, recorded in self.bases.items():
+            if key.path.startswith(base + "/"):
+                return replace(key, path=recorded + key.path[len(base) :])
+        for path in sorted(self._paths):
+            rec = path.split("/")
+            tail = 0
+            while tail < min(len(rec), len(live)) - 1 and rec[-1 - tail] == live[-1 - tail]:
+                tail += 1
+            if not tail:
+                continue
+            base, recorded = "/".join(live[:-tail]), "/".join(rec[:-tail])
+            if base in self.bases:
+                continue
+            alt = replace(key, path=path)
+            if any(not r.plays for r in self._by_digest.get(alt.digest, [])):
+                self.bases[base] = recorded
+                return alt
+        return key
 
     def _find(self, key: RequestKey) -> Recorded | Miss:
         same = self._by_digest.get(key.digest, [])

@@ -1,10 +1,17 @@
 """Run inside a fresh network and mount namespace (``unshare --net --mount``, as root): Codex with
 its **default** configuration (the built-in ``openai`` provider, Responses over a WebSocket to
 ``wss://api.openai.com/v1/responses`` through ``HTTPS_PROXY``) recorded by ``looptap run``, with
-``api.openai.com`` and ``chatgpt.com`` resolved to a loopback TLS WebSocket server of ours, then
-the cassette replayed offline to Codex (``openai_base_url`` pointed at ``looptap replay``'s server).
+``api.openai.com``, ``chatgpt.com`` and ``auth.openai.com`` resolved to a loopback TLS server of
+ours, then the cassette replayed offline to Codex (``openai_base_url`` pointed at ``looptap
+replay``'s server).
 
-    python codex_default_ns.py WORKDIR CODEX RECORDER_PYTHON SECRET [chatgpt]
+    python codex_default_ns.py WORKDIR CODEX RECORDER_PYTHON SECRET [chatgpt|live]
+
+``chatgpt``: Codex signed in with ChatGPT (an ``auth.json`` with tokens, no API key; the access
+token is SECRET). It then talks to ``chatgpt.com/backend-api/…``: the Responses WebSocket at
+``/backend-api/codex/responses`` after a workspace routing discovery
+(``GET /backend-api/wham/accounts/check``), which the server answers; its other backend calls get
+404. Replayed with ``openai_base_url`` and ``chatgpt_base_url`` both at the replay server.
 
 Prints one JSON line with what happened; the test (test_codex_websocket.py) judges it."""
 
@@ -17,12 +24,13 @@ import ssl
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 
-_HOSTS = ("api.openai.com", "chatgpt.com", "generativelanguage.googleapis.com")
+_HOSTS = ("api.openai.com", "chatgpt.com", "auth.openai.com", "generativelanguage.googleapis.com")
 
 
 def certificates(work: Path) -> tuple[Path, Path, Path]:
@@ -74,13 +82,14 @@ def main() -> int:
     (codex_home / "config.toml").write_text(config)
     env = {k: v for k, v in os.environ.items() if not k.upper().endswith(("_PROXY", "_API_KEY", "_BASE_URL"))}
     env.update(HOME=str(home), CODEX_HOME=str(codex_home), PYTHONPATH=str(REPO))
+    result: dict[str, object] = {}
     if chatgpt:  # signed in with ChatGPT: Codex talks to chatgpt.com/backend-api/codex
-        token = {"id_token": _jwt(), "access_token": secret, "refresh_token": "rt", "account_id": "acc"}
+        token = {"id_token": _jwt(), "access_token": secret, "refresh_token": f"rt_{os.urandom(12).hex()}", "account_id": "acc"}
+        result.update(id_token=token["id_token"], refresh_token=token["refresh_token"])
         (codex_home / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": None, "tokens": token, "last_refresh": datetime.datetime.now(datetime.UTC).isoformat()}))
     else:
         env["OPENAI_API_KEY"] = secret
     out = work / "run.jsonl"
-    result: dict[str, object] = {}
     if live:  # google-genai's Live client (it always speaks wss://, so it goes through HTTPS_PROXY)
         from tests.proxy.test_websocket import LIVE
 
@@ -93,26 +102,61 @@ def main() -> int:
             result.update(record_rc=rec.returncode, record_stdout=rec.stdout[-3000:], record_stderr=rec.stderr[-4000:], upstream_paths=up.paths)
         print(json.dumps(result))
         return 0
-    with WsResponsesUpstream("127.0.0.1", 443, ctx) as up:
-        rec = subprocess.run([recorder, "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(work / "confdir"), "--ssl-insecure", "--",
-                              codex, "exec", "--skip-git-repo-check", "What is the weather in Paris?"],
-                             env=env, capture_output=True, text=True, timeout=120, cwd=work / "cwd", stdin=subprocess.DEVNULL)
+    with WsResponsesUpstream("127.0.0.1", 443, ctx, http=_backend if chatgpt else None) as up:
+        rec = _run([recorder, "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(work / "confdir"), "--ssl-insecure", "--",
+                    codex, "exec", "--skip-git-repo-check", "What is the weather in Paris?"], env, work / "cwd")
         result.update(record_rc=rec.returncode, record_stdout=rec.stdout[-3000:], record_stderr=rec.stderr[-4000:],
-                      upstream_paths=up.paths, upstream_received=[m.get("type") for m in up.received])
+                      upstream_paths=up.paths, upstream_received=[m.get("type") for m in up.received],
+                      # every request that reached chatgpt.com (with http): its credentials as booleans, never the values
+                      upstream_requests=[{"method": m, "target": t, "bearer_is_secret": _hdr(h, "authorization") == f"Bearer {secret}",
+                                          "account": _hdr(h, "chatgpt-account-id"), "websocket": _hdr(h, "upgrade") == "websocket"}
+                                         for m, t, h in up.requests])
     if rec.returncode != 0 or not out.exists():
         print(json.dumps(result))
         return 0
     # Offline: Codex's default provider pointed at the replay server (its openai_base_url key).
+    # Signed in with ChatGPT, the backend's other calls go there too (chatgpt_base_url), so none
+    # leaves the machine with the login's token; see the test's docstring for why the turns
+    # cannot go through chatgpt_base_url itself.
     from cassettes.replay.server import ReplayServer
 
     with ReplayServer(out) as srv:
-        (codex_home / "config.toml").write_text(f'openai_base_url = "{srv.url}/v1"\n' + config)
-        again = subprocess.run([codex, "exec", "--skip-git-repo-check", "What is the weather in Paris?"], env=env,
-                               capture_output=True, text=True, timeout=120, cwd=work / "cwd", stdin=subprocess.DEVNULL)
+        keys = f'openai_base_url = "{srv.url}/v1"\n'
+        if chatgpt:
+            keys += f'chatgpt_base_url = "{srv.url}/backend-api/"\n'
+        (codex_home / "config.toml").write_text(keys + config)
+        again = _run([codex, "exec", "--skip-git-repo-check", "What is the weather in Paris?"], env, work / "cwd")
         result.update(replay_rc=again.returncode, replay_stdout=again.stdout[-3000:], replay_stderr=again.stderr[-3000:],
-                      replay_misses=["\n".join(m.lines()) for m in srv.misses], replay_statuses=[ex.status for ex in srv.served])
+                      replay_misses=["\n".join(m.lines()) for m in srv.misses], replay_statuses=[ex.status for ex in srv.served],
+                      replay_miss_targets=[m.target for m in srv.misses], replay_served=[[ex.method, urlsplit(ex.url).path, ex.status, ex.notes] for ex in srv.served],
+                      replay_bases=srv.matcher.bases)
     print(json.dumps(result))
     return 0
+
+
+def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd``; on a timeout, what it printed until killed, with return code -9."""
+    try:
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        def text(b: bytes | str | None) -> str:
+            return b.decode(errors="replace") if isinstance(b, bytes) else b or ""
+
+        return subprocess.CompletedProcess(cmd, -9, text(exc.stdout), text(exc.stderr) + f"\n(killed after {timeout} s)")
+
+
+def _hdr(headers: list[tuple[str, str]], name: str) -> str | None:
+    return next((v for k, v in headers if k.lower() == name), None)
+
+
+def _backend(method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> tuple[int, str, bytes]:
+    """chatgpt.com's answers to ChatGPT-login Codex's calls besides its Responses WebSocket: the
+    workspace routing discovery, which it needs before any turn (the account's backend origin);
+    404 for the rest (models, the connectors' MCP server, settings), which it goes on without."""
+    if method == "GET" and target.startswith("/backend-api/wham/accounts/check"):
+        account = {"id": "acc", "workspace_backend_origin": "https://chatgpt.com", "account_routing_override": "NO_CONSTRAINT"}
+        return 200, "application/json", json.dumps({"accounts": [account]}).encode()
+    return 404, "application/json", b'{"detail": "Not Found"}'
 
 
 def _jwt() -> str:

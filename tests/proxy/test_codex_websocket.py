@@ -120,3 +120,92 @@ def test_codex_default_configuration_in_a_network_namespace(tmp_path: Path, secr
     # offline replay to Codex with its default provider
     assert r["replay_rc"] == 0 and "It is sunny in Paris." in r["replay_stdout"], r
     assert r["replay_misses"] == [] and r["replay_statuses"] == [200, 200, 200], r
+
+
+def test_codex_chatgpt_login_in_a_network_namespace(tmp_path: Path, secret: str) -> None:
+    """Codex signed in with ChatGPT (``auth.json`` tokens, no API key), default configuration,
+    recorded and replayed offline.
+
+    On the wire (0.169): everything goes to ``chatgpt.com/backend-api/`` with
+    ``Authorization: Bearer <access token>`` and ``chatgpt-account-id``. First the workspace
+    routing discovery, ``GET /wham/accounts/check``, whose account entry names the HTTPS origin
+    the turns go to (``workspace_backend_origin``); without an answer Codex runs no turn
+    ("workspace routing discovery failed"). Then ``wss://chatgpt.com/backend-api/codex/responses``
+    (the same ``response.create`` messages as api.openai.com's), and beside it
+    ``GET /codex/models?client_version=…``, ``POST /ps/mcp`` (the connectors' MCP server,
+    ``initialize``) and ``GET /wham/settings/user``, all of which Codex goes on without. No token
+    refresh (``auth.openai.com``) with a fresh ``last_refresh``; the id and refresh tokens are not
+    sent. The id token only has to be a JWT whose payload decodes (no claim is required, no
+    signature is checked); the account id comes from ``tokens.account_id``.
+
+    Recorded: the three Responses round trips (prewarm and two turns) threaded into one
+    conversation; models and the MCP ``initialize`` are recorded (models under the LLM path
+    ``/backend-api/codex/``, MCP because it speaks MCP) but are not turns; ``/wham/…`` is off the
+    recorded paths and not recorded.
+
+    Replayed: **not through ``chatgpt_base_url``.** Pointed there, Codex asks the replay server
+    for the workspace routing discovery first; the cassette does not hold it (off the recorded
+    paths), and could not serve it usefully if it did: the recorded answer names
+    ``https://chatgpt.com`` as the origin (Codex would go back online), and Codex refuses an origin
+    that is not HTTPS ("workspace backend must use an HTTPS origin without credentials"; the replay
+    server is plain HTTP on loopback) or is missing ("workspace routing discovery missing backend
+    origin"). So the turns go through ``openai_base_url`` (a base that is not a ChatGPT backend
+    needs no discovery; the login's token and account header are still sent) and the replay
+    server reads ``/v1/responses`` under the recording's base ``/backend-api/codex``
+    (``Matcher.bases``). ``chatgpt_base_url`` is pointed at the replay server too, so the backend's
+    side calls stay on the machine: the discovery and the settings are misses (fail-closed), which
+    Codex goes on without."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("websockets")
+    pytest.importorskip("cryptography")
+    codex = need("@openai/codex", bin_name="codex")
+    if not _can_unshare():
+        pytest.skip("needs root and unshare/ip to make a network namespace")
+    from tests.support.recorder import PROXY_PYTHON
+
+    helper = Path(__file__).with_name("codex_default_ns.py")
+    proc = subprocess.run(["unshare", "--net", "--mount", "--fork", sys.executable, str(helper), str(tmp_path), str(codex), str(PROXY_PYTHON), secret, "chatgpt"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["record_rc"] == 0 and "It is sunny in Paris." in r["record_stdout"], r
+    assert r["upstream_paths"] == ["/backend-api/codex/responses"] and r["upstream_received"] == ["response.create"] * 3, r
+    wire = r["upstream_requests"]
+    targets = [w["target"].split("?")[0] for w in wire]
+    assert targets.index("/backend-api/wham/accounts/check") < targets.index("/backend-api/codex/responses"), targets
+    assert all(t.startswith("/backend-api/") for t in targets), targets  # no token refresh at auth.openai.com
+    assert all(w["bearer_is_secret"] and w["account"] == "acc" for w in wire), wire
+    assert [w["target"] for w in wire if w["websocket"]] == ["/backend-api/codex/responses"]
+
+    cassette = tmp_path / "run.jsonl"
+    run = load_run(cassette)
+    turns = [rt for rt in run.roundtrips if rt.url == "https://chatgpt.com/backend-api/codex/responses"]
+    assert [rt.operation for rt in turns] == ["prewarm", "generate", "generate"], [(ex.method, ex.url) for ex in run.exchanges]
+    by_seq = {ex.seq: ex for ex in run.exchanges}
+    assert all(rt.status == 200 and any(n.startswith("websocket ") for n in by_seq[rt.seq].notes) for rt in turns)
+    convs = run.analysis.conversations
+    assert len(convs) == 1 and convs[0].turns == [turns[1].seq, turns[2].seq], convs
+    first, last = turns[1], turns[2]
+    assert first.request is not None and len(first.request.tools) >= 5  # from Codex's additional_tools item
+    assert first.response is not None and len(first.response.tool_calls) == 1
+    assert last.response is not None and last.response.text == "It is sunny in Paris."
+    # the side calls: models and the MCP initialize recorded, not turns; /wham/ not recorded
+    side = sorted({(ex.method, ex.url.split("?")[0]) for ex in run.exchanges} - {("POST", "https://chatgpt.com/backend-api/codex/responses")})
+    assert side == [("GET", "https://chatgpt.com/backend-api/codex/models"), ("POST", "https://chatgpt.com/backend-api/ps/mcp")], side
+    assert sum(len(c.turns) for c in convs) == 2
+    assert [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"] == []
+    data = cassette.read_bytes()
+    for token in (secret, r["id_token"], r["refresh_token"]):
+        assert token.encode() not in data
+    assert b"Bearer [REDACTED]" in data
+
+    # offline replay: the turns through openai_base_url, the backend's side calls to the replay server too
+    assert r["replay_rc"] == 0 and "It is sunny in Paris." in r["replay_stdout"], r
+    assert r["replay_bases"] == {"/v1": "/backend-api/codex"}, r
+    played = [s for s in r["replay_served"] if s[1] == "/v1/responses"]
+    assert [s[2] for s in played] == [200, 200, 200] and all("websocket replay" in s[3] for s in played), r["replay_served"]
+    assert "/backend-api/wham/accounts/check" in r["replay_miss_targets"], r
+    assert all(t.startswith("/backend-api/wham/") for t in r["replay_miss_targets"]), r["replay_misses"]

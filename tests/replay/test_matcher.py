@@ -10,7 +10,16 @@ import pytest
 from cassettes.errors import CassetteError, ReplayMiss
 from cassettes.replay.jsondiff import format_path, json_diff
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
-from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_request, tool_loop
+from tests.replay.conftest import (
+    CALL,
+    RESULT,
+    SYSTEM,
+    USER,
+    chat_exchange,
+    chat_request,
+    chat_response,
+    tool_loop,
+)
 
 PATH = "/v1/chat/completions"
 
@@ -159,6 +168,33 @@ def test_path_and_non_json_bodies() -> None:
     assert isinstance(junk, Miss) and junk.verdicts
     empty = Matcher([]).match("GET", "/", [], b"")
     assert isinstance(empty, Miss) and empty.reason == "the cassette holds no round trips"
+
+
+def test_a_client_at_another_base_path_is_read_under_the_recorded_one() -> None:
+    """Codex signed in with ChatGPT records /backend-api/codex/responses; replayed through
+    openai_base_url it asks /v1/responses. An unrecorded path is read under a recorded base that
+    ends the same way, learned from the first exact match and kept; a recorded path means itself."""
+    from cassettes.exchange import Exchange
+
+    rec = tool_loop()
+    for ex in rec:
+        ex.url = "https://chatgpt.com/backend-api/codex/chat/completions"
+    rec.append(Exchange("GET", "https://chatgpt.com/backend-api/codex/models?client_version=1", [], b"", 404, [], [(0.0, b"{}")]))
+    m = Matcher(rec)
+    other = m.match("POST", "/v1/chat/completions", [], body([USER]))  # no recorded body is this: nothing learned
+    assert isinstance(other, Miss) and other.target == "/v1/chat/completions" and m.bases == {}
+    hit = m.match("POST", "/v1/chat/completions", [], body([SYSTEM, USER]))
+    assert isinstance(hit, Recorded) and hit.index == 0 and m.bases == {"/v1": "/backend-api/codex"}
+    assert isinstance(m.match("GET", "/v1/models?client_version=1", [], b""), Recorded)  # by the learned base
+    miss = m.match("POST", "/v1/chat/completions", [], body([SYSTEM, USER, CALL]))
+    assert isinstance(miss, Miss) and miss.target == "/v1/chat/completions" and "as /backend-api/codex/chat/completions" in miss.reason
+    assert miss.closest is not None and miss.closest.index == 1 and not any(v.path == "(url)" for v in miss.verdicts)
+    assert isinstance(m.match("POST", "/v1/chat/completions", [], body([SYSTEM, USER, CALL, RESULT])), Recorded)
+    # a recorded path is never read under another base, nor a path whose last segment differs
+    lone = chat_exchange([USER], chat_response("hi"))
+    lone.url = "https://api.example.com/other/v1/chat/completions"
+    assert isinstance(Matcher([*tool_loop(), lone]).match("POST", PATH, [], body([USER])), Miss)
+    assert isinstance(Matcher(tool_loop()).match("POST", "/v1/responses", [], body([SYSTEM, USER])), Miss)
 
 
 def test_strict_compares_the_headers_an_adapter_names() -> None:

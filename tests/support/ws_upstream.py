@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -82,11 +83,19 @@ def realtime_answer(items: list[dict[str, Any]], tools: list[Any], rid: str) -> 
     return out
 
 
+#: A plain HTTP answer: (method, target, headers, body) → (status, content type, body).
+HttpHandler = Callable[[str, str, list[tuple[str, str]], bytes], tuple[int, str, bytes]]
+
+
 class WsResponsesUpstream:
     """``with WsResponsesUpstream() as up: up.url`` — ws://127.0.0.1:PORT; ``up.received``: the
-    client messages, ``up.connections``: how many sessions were opened."""
+    client messages, ``up.connections``: how many sessions were opened.
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, ssl: Any = None) -> None:
+    With ``http`` (a handler of plain requests) the same port also answers HTTP/1.1 requests that
+    are not WebSocket upgrades (a backend's side endpoints): every request, upgrade or not, is
+    then logged in ``up.requests`` as ``(method, target, headers)``."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, ssl: Any = None, http: HttpHandler | None = None) -> None:
         from cassettes.exchange import Exchange
         from cassettes.websocket import WsSession
 
@@ -96,6 +105,9 @@ class WsResponsesUpstream:
         self.received: list[Any] = []
         self.connections = 0
         self.paths: list[str] = []
+        self.requests: list[tuple[str, str, list[tuple[str, str]]]] = []
+        self._http = http
+        self._inner_port = 0
         self._ids = itertools.count()
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -167,16 +179,74 @@ class WsResponsesUpstream:
                 await ws.send(orjson.dumps({"serverContent": {"generationComplete": True}}).decode())
                 await ws.send(orjson.dumps({"serverContent": {"turnComplete": True}, "usageMetadata": usage}).decode())
 
+    async def _front(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One client connection (with ``http``): plain requests answered here, one after another;
+        a WebSocket upgrade handed, bytes as they come, to the WebSocket server behind."""
+        assert self._http is not None
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, target = lines[0].split(" ")[:2]
+                headers = [(k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)]
+                hdr = {k.lower(): v for k, v in headers}
+                self.requests.append((method, target, headers))
+                if hdr.get("upgrade", "").lower() == "websocket":
+                    await self._pipe(head, reader, writer)
+                    return
+                if hdr.get("transfer-encoding", "").lower() == "chunked":
+                    body = b""
+                    while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+                        body += (await reader.readexactly(size + 2))[:-2]
+                    await reader.readuntil(b"\r\n")
+                else:
+                    body = await reader.readexactly(int(hdr.get("content-length") or 0))
+                status, ctype, answer = self._http(method, target, headers, body)
+                writer.write(f"HTTP/1.1 {status} {'OK' if status < 400 else 'Error'}\r\ncontent-type: {ctype}\r\n"
+                             f"content-length: {len(answer)}\r\n\r\n".encode() + answer)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def _pipe(self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        r, w = await asyncio.open_connection("127.0.0.1", self._inner_port)
+        w.write(head)
+
+        async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except ConnectionError:
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(copy(reader, w), copy(r, writer))
+
     def _run(self) -> None:
         from websockets.asyncio.server import serve
 
         async def main() -> None:
             self._stop = asyncio.Event()
-            async with serve(self._handler, self._host, self._port, ssl=self._ssl) as server:
-                self.port = next(iter(server.sockets)).getsockname()[1]
-                self._loop = asyncio.get_running_loop()
-                self._ready.set()
-                await self._stop.wait()
+            if self._http is None:
+                async with serve(self._handler, self._host, self._port, ssl=self._ssl) as server:
+                    self.port = next(iter(server.sockets)).getsockname()[1]
+                    self._loop = asyncio.get_running_loop()
+                    self._ready.set()
+                    await self._stop.wait()
+                return
+            async with serve(self._handler, "127.0.0.1", 0) as inner:
+                self._inner_port = next(iter(inner.sockets)).getsockname()[1]
+                front = await asyncio.start_server(self._front, self._host, self._port, ssl=self._ssl)
+                async with front:
+                    self.port = front.sockets[0].getsockname()[1]
+                    self._loop = asyncio.get_running_loop()
+                    self._ready.set()
+                    await self._stop.wait()
 
         asyncio.run(main())
 
