@@ -19,7 +19,7 @@ from cassettes.exchange import Exchange
 from cassettes.models import Part
 from cassettes.roundtrip import RoundTrip, side_call
 
-__all__ = ["SCHEMA", "analysis_lines", "finding_json", "mcp_link_json", "roundtrip_json", "summary_lines", "turn_json"]
+__all__ = ["SCHEMA", "SEVERITY_MARK", "analysis_lines", "error_phrase", "finding_json", "mcp_link_json", "roundtrip_json", "summary_lines", "turn_json"]
 
 SCHEMA = "looptap.roundtrip/1"
 
@@ -197,72 +197,92 @@ def _mcp_lines(v: dict[str, Any], calls: Mapping[str, str]) -> list[str]:
 def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) -> list[str]:
     if v["family"] == "mcp":
         return _mcp_lines(v, calls or {})
-    out: list[str] = []
-    out.append("")
     if v["family"] == "none":
-        out.append(f"#{v['seq']}  {v['method']} {v['host']}{v['path']}  → {v['status']}  (not an LLM call)")
-        return out
+        return ["", f"#{v['seq']}  {v['method']} {v['host']}{v['path']}  → {v['status']}  (not an LLM call)"]
+    c = (v.get("layers") or {}).get("C") or {}
+    return ["", _head_line(v), *_finish_lines(v), *_request_lines(v, c), *_result_lines(c), *_answer_lines(v), *_trouble_lines(v)]
+
+
+def _head_line(v: dict[str, Any]) -> str:
     model = v["model_served"] or v["model_requested"] or "?"
     mode = "stream" if v["stream"] else "json"
     if v.get("transport") == "websocket":
         mode = f"websocket {mode}"
     op = "" if v["operation"] in (None, "generate") else f" [{v['operation']}]"
     where = f"  {v['conversation']}/turn {v['turn']}" if v.get("conversation") else ""
-    out.append(f"#{v['seq']}{where}  {v['family']}{op}  {model}  {v['status']}  {mode}  {v['method']} {v['host']}{v['path']}")
+    return f"#{v['seq']}{where}  {v['family']}{op}  {model}  {v['status']}  {mode}  {v['method']} {v['host']}{v['path']}"
+
+
+def _finish_lines(v: dict[str, Any]) -> list[str]:
     fr = v["finish_reason"]
     if fr["raw"] is not None or fr["normalised"] is not None:
         # The normalised reason says "complete"; the stream's end is worth a word only when missing.
         state = "" if v["complete"] else ("  TRUNCATED" if v["truncated"] else "  (end of response not seen)")
-        out.append(f"    finish: {fr['raw']} ({fr['normalised']}){state}  {_tokens(v)}")
-    elif v["truncated"]:
-        out.append(f"    TRUNCATED  {_tokens(v)}")
+        return [f"    finish: {fr['raw']} ({fr['normalised']}){state}  {_tokens(v)}"]
+    return [f"    TRUNCATED  {_tokens(v)}"] if v["truncated"] else []
+
+
+def _request_lines(v: dict[str, Any], c: dict[str, Any]) -> list[str]:
     req = v["request"]
-    c = (v.get("layers") or {}).get("C") or {}
-    if req:
-        extra = ""
-        if c and v.get("turn"):
-            # What this turn added to the history its conversation's previous turn sent.
-            rewritten = f", {c['rewritten']} rewritten" if c.get("rewritten") else ""
-            extra = f" ({c['kept']} as before, {len(c.get('appended') or [])} new{rewritten})"
-        out.append(f"    request: {count(req['messages'], 'message')}{extra}, {count(len(req['tools']), 'tool')} offered")
-    names = {p.get("call_id"): p.get("name") for p in c.get("pairings") or [] if p.get("call_id") and p.get("name")}
-    for m in c.get("appended") or []:  # the echoed calls name the results that follow them
-        for part in m.get("parts") or []:
-            call = part.get("tool_call")
-            if call and call.get("id") and call.get("name"):
-                names.setdefault(call["id"], call["name"])
+    if not req:
+        return []
+    extra = ""
+    if c and v.get("turn"):
+        # What this turn added to the history its conversation's previous turn sent.
+        rewritten = f", {c['rewritten']} rewritten" if c.get("rewritten") else ""
+        extra = f" ({c['kept']} as before, {len(c.get('appended') or [])} new{rewritten})"
+    return [f"    request: {count(req['messages'], 'message')}{extra}, {count(len(req['tools']), 'tool')} offered"]
+
+
+def _appended_parts(c: dict[str, Any], kind: str) -> Iterator[dict[str, Any]]:
     for m in c.get("appended") or []:
         for part in m.get("parts") or []:
-            tr = part.get("tool_result")
-            if tr is None:
-                continue
-            name = tr.get("name") or names.get(tr.get("call_id")) or "?"
-            flag = " (error)" if tr.get("is_error") else ""
-            out.append(f"    tool result: {name} id={tr.get('call_id')}{flag} → {_clip(tr.get('content') or '', 80)}")
-    if v["reasoning"]:
-        out.append(f"    reasoning: {_clip(v['reasoning'])}")
-    if v["text"]:
-        out.append(f"    text: {_clip(v['text'])}")
-    if v["refusal"]:
-        out.append(f"    refusal: {_clip(v['refusal'])}")
+            if part.get(kind):
+                yield part[kind]
+
+
+def _result_lines(c: dict[str, Any]) -> list[str]:
+    names = {p.get("call_id"): p.get("name") for p in c.get("pairings") or [] if p.get("call_id") and p.get("name")}
+    for call in _appended_parts(c, "tool_call"):  # the echoed calls name the results that follow them
+        if call.get("id") and call.get("name"):
+            names.setdefault(call["id"], call["name"])
+    out = []
+    for tr in _appended_parts(c, "tool_result"):
+        name = tr.get("name") or names.get(tr.get("call_id")) or "?"
+        flag = " (error)" if tr.get("is_error") else ""
+        out.append(f"    tool result: {name} id={tr.get('call_id')}{flag} → {_clip(tr.get('content') or '', 80)}")
+    return out
+
+
+def _answer_lines(v: dict[str, Any]) -> list[str]:
+    out = [f"    {k}: {_clip(v[k])}" for k in ("reasoning", "text", "refusal") if v[k]]
     for tc in v["tool_calls"]:
         args = tc["arguments_raw"] if tc["arguments_raw"] is not None else ""
         bad = f"  (!) {tc['arguments_error']}" if tc["arguments_error"] else ""
         out.append(f"    tool call: {tc['name']}({_clip(args, 80)}) id={tc['id']}{bad}")
         if tc.get("mcp"):
             out.append(f"      ran by an MCP tool server at #{tc['mcp']['seq']} ({tc['mcp']['tool']})")
+    return out
+
+
+def error_phrase(status: int | None, in_stream: bool, type_: str | None, message: str) -> str:
+    """``error (in stream): type message`` / ``error (HTTP 429): …`` (show and textconv)."""
+    where = "in stream" if in_stream else f"HTTP {status}"
+    return f"error ({where}): {type_ or ''} {message}"
+
+
+def _trouble_lines(v: dict[str, Any]) -> list[str]:
+    out = []
     if v["error"]:
         e = v["error"]
-        where = "in stream" if e["in_stream"] else f"HTTP {e['status']}"
-        out.append(f"    error ({where}): {e['type'] or ''} {_clip(e['message'] or '', 140)}")
+        out.append("    " + error_phrase(e["status"], e["in_stream"], e["type"], _clip(e["message"] or "", 140)))
     if v["transport_error"]:
         out.append(f"    transport error: {v['transport_error']}")
-    for a in v["analysis_errors"]:
-        out.append(f"    (!) analysis: {a}")
+    out.extend(f"    (!) analysis: {a}" for a in v["analysis_errors"])
     for f in v.get("findings") or []:
         # A consequence sits under its root cause (details.caused_by), indented.
         under = "  ↳ " if (f.get("details") or {}).get("caused_by") else ""
-        out.append(f"    {under}{_SEV[f['severity']]} {f['layer']} {f['code']}: {f['message']}")
+        out.append(f"    {under}{SEVERITY_MARK[f['severity']]} {f['layer']} {f['code']}: {f['message']}")
     return out
 
 
@@ -318,7 +338,8 @@ def turn_json(turn: Turn) -> dict[str, Any]:
     }
 
 
-_SEV = {"error": "✖", "warning": "▲", "info": "·"}
+#: The mark of each finding severity in text output (show, textconv).
+SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "·"}
 
 
 def _money(v: Any) -> str:
@@ -338,7 +359,7 @@ def analysis_lines(analysis: RunAnalysis) -> list[str]:
         out.append(f"{names[layer]}: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info")
         for f in sorted(fs, key=lambda f: (f.seq or 0)):
             where = f"#{f.seq} {f.conversation}/turn {f.turn}"
-            out.append(f"  {_SEV[f.severity.value]} {f.code:34} {where:18} {f.message}")
+            out.append(f"  {SEVERITY_MARK[f.severity.value]} {f.code:34} {where:18} {f.message}")
     for conv in analysis.conversations:
         turns = [analysis.turns[s] for s in conv.turns]
         if not turns:

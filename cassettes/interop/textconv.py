@@ -32,13 +32,11 @@ import orjson
 
 from cassettes.analysis import Turn
 from cassettes.interop.run import Run
-from cassettes.models import Message, Part
+from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.roundtrip import RoundTrip
+from cassettes.view import SEVERITY_MARK, error_phrase
 
 __all__ = ["render"]
-
-_SEV = {"error": "✖", "warning": "▲", "info": "·"}
-
 
 def _one_line(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
@@ -118,51 +116,58 @@ def _turn_lines(rt: RoundTrip, turn: Turn | None, ids: _Ids) -> Iterator[str]:
         return
     yield f"#{rt.seq}{where} {rt.family}{op} {model}{served} {mode} {rt.method} {url.netloc}{url.path} {rt.status}"
     if req is not None:
-        for i, p in enumerate(req.system):
-            yield f"  system[{i}] {_part(p, ids)}"
-        if req.tools:
-            yield f"  tools: {', '.join(t.name for t in req.tools)}"
-        if req.tool_choice_mode:
-            yield f"  tool_choice: {req.tool_choice_mode}"
-        for k in sorted(req.params):
-            yield f"  param {k}: {_one_line(_compact(req.params[k]))}"
-        if req.previous_response_id:
-            yield f"  previous_response_id: {ids(req.previous_response_id)}"
-        if turn is not None and turn.c.link not in ("start", "rewritten") and not turn.c.rewritten:
-            yield f"  history: {turn.c.kept} kept, {len(turn.c.appended)} appended ({turn.c.link})"
-            yield from _messages(turn.c.appended, turn.c.appended_from, ids)
-        else:
-            if turn is not None and turn.c.rewritten:
-                yield f"  history: rewritten ({turn.c.rewritten} earlier messages dropped or changed), sent whole"
-            yield from _messages(req.messages, 0, ids)
+        yield from _request_lines(req, turn, ids)
     if resp is not None:
-        for p in resp.parts:
-            yield f"  < {resp.role} {_part(p, ids)}"
-        if resp.finish_reason_raw is not None or resp.finish_reason is not None:
-            norm = resp.finish_reason.value if resp.finish_reason else None
-            yield f"  finish: {resp.finish_reason_raw} ({norm})"
-        if resp.complete is False:
-            yield "  TRUNCATED (the stream ended without its terminal event)"
-        u = resp.usage
-        if u is not None:
-            pairs = (
-                ("input", u.input_tokens),
-                ("output", u.output_tokens),
-                ("cache_read", u.cache_read_tokens),
-                ("cache_write", u.cache_write_tokens),
-                ("reasoning", u.reasoning_tokens),
-            )
-            yield "  usage: " + ", ".join(f"{k} {v}" for k, v in pairs if v is not None)
-        if resp.error is not None:
-            e = resp.error
-            where_e = "in stream" if e.in_stream else f"HTTP {e.status}"
-            yield f"  error ({where_e}): {e.type or ''} {_one_line(e.message or '')}".rstrip()
+        yield from _response_lines(resp, ids)
     if rt.transport_error:
         yield f"  transport error: {_one_line(rt.transport_error)}"
     for a in rt.analysis_errors:
         yield f"  (!) analysis: {_one_line(a)}"
     for f in turn.findings if turn is not None else []:
-        yield f"  {_SEV.get(f.severity.value, '?')} {f.layer} {f.code}: {_one_line(ids.in_text(f.message))}"
+        yield f"  {SEVERITY_MARK.get(f.severity.value, '?')} {f.layer} {f.code}: {_one_line(ids.in_text(f.message))}"
+
+
+def _request_lines(req: NormalisedRequest, turn: Turn | None, ids: _Ids) -> Iterator[str]:
+    for i, p in enumerate(req.system):
+        yield f"  system[{i}] {_part(p, ids)}"
+    if req.tools:
+        yield f"  tools: {', '.join(t.name for t in req.tools)}"
+    if req.tool_choice_mode:
+        yield f"  tool_choice: {req.tool_choice_mode}"
+    for k in sorted(req.params):
+        yield f"  param {k}: {_one_line(_compact(req.params[k]))}"
+    if req.previous_response_id:
+        yield f"  previous_response_id: {ids(req.previous_response_id)}"
+    if turn is not None and turn.c.link not in ("start", "rewritten") and not turn.c.rewritten:
+        yield f"  history: {turn.c.kept} kept, {len(turn.c.appended)} appended ({turn.c.link})"
+        yield from _messages(turn.c.appended, turn.c.appended_from, ids)
+        return
+    if turn is not None and turn.c.rewritten:
+        yield f"  history: rewritten ({turn.c.rewritten} earlier messages dropped or changed), sent whole"
+    yield from _messages(req.messages, 0, ids)
+
+
+def _response_lines(resp: NormalisedResponse, ids: _Ids) -> Iterator[str]:
+    for p in resp.parts:
+        yield f"  < {resp.role} {_part(p, ids)}"
+    if resp.finish_reason_raw is not None or resp.finish_reason is not None:
+        norm = resp.finish_reason.value if resp.finish_reason else None
+        yield f"  finish: {resp.finish_reason_raw} ({norm})"
+    if resp.complete is False:
+        yield "  TRUNCATED (the stream ended without its terminal event)"
+    u = resp.usage
+    if u is not None:
+        pairs = (
+            ("input", u.input_tokens),
+            ("output", u.output_tokens),
+            ("cache_read", u.cache_read_tokens),
+            ("cache_write", u.cache_write_tokens),
+            ("reasoning", u.reasoning_tokens),
+        )
+        yield "  usage: " + ", ".join(f"{k} {v}" for k, v in pairs if v is not None)
+    if resp.error is not None:
+        e = resp.error
+        yield ("  " + error_phrase(e.status, e.in_stream, e.type, _one_line(e.message or ""))).rstrip()
 
 
 def render(run: Run, raw_ids: bool = False) -> Iterator[str]:
