@@ -208,4 +208,5 @@ def test_codex_chatgpt_login_in_a_network_namespace(tmp_path: Path, secret: str)
     played = [s for s in r["replay_served"] if s[1] == "/v1/responses"]
     assert [s[2] for s in played] == [200, 200, 200] and all("websocket replay" in s[3] for s in played), r["replay_served"]
     assert "/backend-api/wham/accounts/check" in r["replay_miss_targets"], r
-    assert all(t.startswith("/backend-api/wham/") for t in r["replay_miss_targets"]), r["replay_misses"]
+    # only side calls miss: /wham/ (never recorded), and a models refresh beyond the recorded count
+    assert all(t.startswith(("/backend-api/wham/", "/v1/models?")) for t in r["replay_miss_targets"]), r["replay_misses"]
