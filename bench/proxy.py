@@ -391,9 +391,9 @@ async def serve_looptap(upstream_port: int, workdir: Path, profile: str | None, 
     out: dict[str, Any] = {
         "cpu": cpu,
         "stop_s": stop_s,
-        "recorded": rec.addon.recorded,
-        "storage_errors": rec.addon.storage_errors,
-        "failed_records": rec.addon.failed_records,
+        "recorded": rec.addon.handoff.recorded,
+        "storage_errors": rec.addon.handoff.storage_errors,
+        "failed_records": rec.addon.handoff.failed_records,
     }
     if stats:
         out["hooks"] = {k: _pct_ms(v) for k, v in stats.items()}
@@ -962,7 +962,7 @@ def report(
         print("\n".join(buf.getvalue().splitlines()[4:]))
         buf = io.StringIO()
         pstats.Stats(f, stream=buf).strip_dirs().sort_stats("cumulative").print_stats(
-            r"addon.py|store.py|roundtrip.py|redact.py|decoding.py|codec.py", 20
+            r"addon.py|handoff.py|store.py|roundtrip.py|redact.py|decoding.py|codec.py", 20
         )
         print(f"cProfile, looptap {name}, looptap functions by cumulative time:")
         print("\n".join(buf.getvalue().splitlines()[4:]))

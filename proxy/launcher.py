@@ -137,7 +137,7 @@ class Recorder:
         )
         m = master.Master(opts)
         ready = _Ready()
-        gate = [DurableGate(self.addon)] if cfg.durable else []
+        gate = [DurableGate()] if cfg.durable else []
         faults = [LiveFaults()] if cfg.faults else []
         m.addons.add(core.Core(), proxyserver.Proxyserver(), next_layer.NextLayer(), tlsconfig.TlsConfig(), *faults, self.addon, *gate, ready)
         # Addon-owned options exist only once their addon is added. Opening the cassette and
@@ -209,7 +209,7 @@ class Recorder:
         m = self.master
         if m is None:
             return
-        await asyncio.get_running_loop().run_in_executor(None, self.addon.flush)
+        await asyncio.get_running_loop().run_in_executor(None, self.addon.handoff.flush)
         ps = m.addons.get("proxyserver")
         try:
             await ps.servers.update([])  # shutdown() alone leaves the ports open (MITMPROXY.md §1)
@@ -246,8 +246,8 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     flushes: set[asyncio.Task[None]] = set()
 
     async def flush() -> None:
-        await loop.run_in_executor(None, rec.addon.flush)
-        messages.emit(f"{FLUSHED} {rec.addon.recorded} round trips stored")
+        await loop.run_in_executor(None, rec.addon.handoff.flush)
+        messages.emit(f"{FLUSHED} {rec.addon.handoff.recorded} round trips stored")
 
     def on_flush() -> None:
         task = loop.create_task(flush())
@@ -262,21 +262,22 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     messages.emit(f"recording to {config.output} (Ctrl-C to stop)")
     await stop.wait()
     await rec.stop()
-    messages.emit(f"stopped; {rec.addon.recorded} round trips recorded in {config.output}")
+    messages.emit(f"stopped; {rec.addon.handoff.recorded} round trips recorded in {config.output}")
     return 3 if report_lost(rec.addon) else 0
 
 
 def report_lost(addon: LooptapRecorder) -> bool:
     """Name what could not be recorded (redacted lines from the recorder), loudly; True if any
     round trip was lost (``run`` and ``record`` then exit with status 3)."""
-    lost = addon.storage_errors + addon.failed_records
+    h = addon.handoff
+    lost = h.storage_errors + h.failed_records
     if not lost:
         return False
     messages.error(f"{lost} round trips could NOT be stored (exit status 3):")
-    for line in addon.lost[:10]:
+    for line in h.lost[:10]:
         messages.error(f"  {line}")
-    if len(addon.lost) > 10:
-        messages.error(f"  … and {len(addon.lost) - 10} more")
+    if len(h.lost) > 10:
+        messages.error(f"  … and {len(h.lost) - 10} more")
     return True
 
 

@@ -42,6 +42,19 @@ def test_packages_do_not_import_each_other() -> None:
             assert not (_imports(f) & forbidden), f"{f.relative_to(ROOT)} imports {_imports(f) & forbidden}"
 
 
+def test_the_hand_off_to_the_writer_needs_no_mitmproxy() -> None:
+    """proxy/handoff.py (and the writer and logger it uses) run and are unit-tested where
+    mitmproxy is not installed: only the addon, the launcher and the live faults import it."""
+    code = (
+        "import sys, proxy.handoff\n"
+        "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('mitmproxy', 'textual', 'inspector'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == ""
+    for name in ("handoff", "writer", "messages"):
+        assert "mitmproxy" not in _imports(ROOT / "proxy" / f"{name}.py"), name
+
+
 def test_provider_modules_are_not_imported_outside_the_registry() -> None:
     """Shared modules talk to adapters only through cassettes.providers (detect / by_family)."""
     for f in (ROOT / "cassettes").rglob("*.py"):

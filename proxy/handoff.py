@@ -1,0 +1,458 @@
+"""The hand-off of captured round trips to looptap's writer process. No mitmproxy in here: the
+addon (:mod:`proxy.addon`) calls a small API, and this module is tested on its own.
+
+What it promises (docs/recorder.md, tests/proxy/test_handoff.py):
+
+* :meth:`Handoff.hand_over` never blocks the event loop. It writes the round trip's frame into
+  the writer's pipe at once (:func:`proxy.writer.write_parts`, non-blocking); what the pipe cannot
+  take now waits in this process, oldest first, and is written when the pipe has room (by the
+  event loop, or by :meth:`Handoff.flush`). Once in the pipe a round trip lives in the kernel: a
+  SIGKILL of the proxy does not lose it. So a round trip handed over before its last byte goes to
+  the agent is never lost by a crash of the proxy alone.
+* The writer answers in hand-off order (``("ok", n)``, ``("storage_error", msg)``,
+  ``("failed", msg)``). A :class:`Receipt` (``hand_over(..., receipt=True)``, the ``--durable``
+  gate) is released by its own round trip's answer — or as soon as the writer can no longer answer.
+* Every round trip is counted exactly once: :attr:`Handoff.recorded`, :attr:`Handoff.storage_errors`
+  (the writer could not store it, or stopped before it did) or :attr:`Handoff.failed_records`
+  (it could not be read, or never reached the writer: :meth:`Handoff.not_recorded`); each loss is
+  named in :attr:`Handoff.lost` and said through :mod:`proxy.messages` (redacted, one line).
+* :meth:`Handoff.flush` waits until the writer has answered for everything handed over;
+  :meth:`Handoff.close` flushes, ends the writer (end of file on its pipe) and counts what it never
+  stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from proxy import messages
+from proxy.writer import SETTLE, FrameReader, enlarge_pipe, frame, write_parts, writer_main
+
+__all__ = ["START_TIMEOUT", "Handoff", "HandoffError", "Receipt"]
+
+#: Seconds the writer process may take to start (spawn, imports, opening the cassette).
+START_TIMEOUT = 60.0
+
+
+class HandoffError(RuntimeError):
+    """The writer could not start, or a round trip could not be handed to it (one line)."""
+
+
+class WriterProcess(Protocol):
+    """What :class:`Handoff` needs of the writer: a ``multiprocessing.Process`` (or a thread, in tests)."""
+
+    def is_alive(self) -> bool: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+
+class Pipe(Protocol):
+    """One end of a pipe (a ``multiprocessing`` connection): only its file descriptor is used."""
+
+    def fileno(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class Receipt:
+    """One round trip's acknowledgement, made on an event loop: :meth:`wait` returns once the
+    writer has answered for it (stored, or said why not) or can no longer answer."""
+
+    __slots__ = ("_future", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._future: asyncio.Future[None] = loop.create_future()
+
+    @property
+    def released(self) -> bool:
+        return self._future.done()
+
+    async def wait(self) -> None:
+        await self._future
+
+    def _release(self) -> None:
+        """From any thread: on the receipt's own loop at once, else through it."""
+        try:
+            here = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            here = False
+        if here:
+            self._set()
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._set)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    def _set(self) -> None:
+        if not self._future.done():
+            self._future.set_result(None)
+
+
+class Handoff:
+    """The proxy's side of the two pipes to one writer process at a time (:meth:`open` …
+    :meth:`close`, again with another cassette if need be); its counts add up across them."""
+
+    def __init__(self) -> None:
+        self.recorded = 0
+        self.storage_errors = 0
+        self.failed_records = 0
+        #: What was lost, one redacted line each.
+        self.lost: list[str] = []
+        #: One entry per round trip handed over and not answered yet, in hand-off order (the
+        #: writer answers in that order): its receipt, if it has one. Guarded by :attr:`_done`.
+        self._pending: deque[Receipt | None] = deque()
+        self._done = threading.Condition()
+        self._process: WriterProcess | None = None
+        self._inbox: Pipe | None = None
+        self._outbox: Pipe | None = None
+        self._answers = FrameReader()
+        self._answers_eof = False
+        self._writer_gone = False
+        #: Frames (or what is left of them) the pipe could not take yet, oldest first.
+        self._overflow: deque[list[memoryview]] = deque()
+        #: Guards the pipes, :attr:`_overflow` and :attr:`_answers` (the event loop and a thread in
+        #: :meth:`flush` may both pump).
+        self._io = threading.Lock()
+        #: The event loop that moves frames and answers (set by :meth:`attach`), and whether it
+        #: waits for room in the writer's pipe.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writing = False
+
+    # -- starting and stopping -----------------------------------------------------------------
+    def open(
+        self,
+        path: Path,
+        *,
+        fsync: bool = False,
+        settle: float = SETTLE,
+        redact: tuple[Sequence[str], Sequence[str]] = ((), ()),
+        timeout: float = START_TIMEOUT,
+    ) -> None:
+        """Start a writer process on the cassette at ``path`` and return once it can write (a
+        round trip held only in this process in the first seconds would be lost by a crash).
+        Raises :class:`HandoffError` saying why it could not start."""
+        import multiprocessing
+
+        from cassettes.errors import CassetteError
+        from cassettes.store import CassetteWriter
+
+        self.close()
+        try:  # fail early, with a clear message, if the cassette cannot be opened
+            CassetteWriter(path, meta={"source": "looptap proxy"}).close()
+        except (CassetteError, OSError) as exc:
+            raise HandoffError(str(exc)) from None
+        mp = multiprocessing.get_context("spawn")
+        in_r, in_w = mp.Pipe(duplex=False)
+        out_r, out_w = mp.Pipe(duplex=False)
+        enlarge_pipe(in_w.fileno())
+        process = mp.Process(
+            target=writer_main,
+            args=(str(path), fsync, in_r, out_w, settle, (list(redact[0]), list(redact[1]))),
+            name="looptap-writer",
+            daemon=True,
+        )
+        process.start()
+        # Only the writer holds these ends: the proxy's end-of-file is the writer's (and back).
+        in_r.close()
+        out_w.close()
+        try:
+            self.connect(process, in_w, out_r, timeout=timeout)
+        except HandoffError:
+            process.kill()
+            process.join(timeout=5)
+            raise
+
+    def connect(self, process: WriterProcess, inbox: Pipe, outbox: Pipe, timeout: float = START_TIMEOUT) -> None:
+        """Use a started writer: frames go into ``inbox``, its answers come from ``outbox``. Waits
+        for its ``ready`` answer; raises :class:`HandoffError` (both ends closed) without one."""
+        self.close()
+        os.set_blocking(inbox.fileno(), False)
+        os.set_blocking(outbox.fileno(), False)
+        msg = f"the writer process did not start within {timeout:.0f} s"
+        reader = FrameReader()
+        deadline = time.monotonic() + timeout
+        ready = False
+        while (left := deadline - time.monotonic()) > 0 and select.select([outbox.fileno()], [], [], left)[0]:
+            if not _read_available(outbox.fileno(), reader):
+                msg = "the writer process ended at start-up"
+                break
+            frames = reader.frames()
+            if frames:
+                kind, msg = frames[0]
+                ready = kind == "ready"
+                break
+        if not ready:
+            inbox.close()
+            outbox.close()
+            raise HandoffError(str(msg))
+        with self._io:
+            self._process, self._inbox, self._outbox, self._answers = process, inbox, outbox, reader
+            self._answers_eof = self._writer_gone = False
+        self.attach()
+
+    @property
+    def running(self) -> bool:
+        """A writer was started and not closed (it may have died since: hand-offs then fail)."""
+        return self._inbox is not None
+
+    def attach(self) -> None:
+        """Move frames and answers on the running event loop (reader/writer callbacks, no thread),
+        if there is one and it does not already; without one, :meth:`flush` moves them."""
+        if self._outbox is None or self._loop is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        with self._io:
+            loop.add_reader(self._outbox.fileno(), self._pump)
+            if self._overflow and self._inbox is not None:
+                loop.add_writer(self._inbox.fileno(), self._pump)
+                self._writing = True
+            self._loop = loop
+
+    def _detach(self) -> None:
+        loop, self._loop = self._loop, None
+        writing, self._writing = self._writing, False
+        if loop is None:
+            return
+        try:
+            if self._outbox is not None:
+                loop.remove_reader(self._outbox.fileno())
+            if writing and self._inbox is not None:
+                loop.remove_writer(self._inbox.fileno())
+        except (RuntimeError, ValueError, OSError):  # closed loop or fd: nothing left to remove
+            pass
+
+    def close(self) -> None:
+        """Flush, then end the writer (end of file: it stores what it has and exits) and count
+        what it never stored. Waiting receipts are released."""
+        process = self._process
+        if process is None:
+            self._give_up(count=False)
+            return
+        self.flush()
+        self._detach()  # from here on this thread does the pumping
+        inbox, outbox = self._inbox, self._outbox
+        assert inbox is not None and outbox is not None
+        deadline = time.monotonic() + 30
+        while self._overflow and not self._writer_gone and time.monotonic() < deadline and process.is_alive():
+            select.select([outbox.fileno()], [inbox.fileno()], [], 0.2)
+            self._pump()
+        inbox.close()
+        process.join(timeout=30)
+        self._pump()  # the last answers
+        with self._io:
+            outbox.close()
+            self._process = self._inbox = self._outbox = None
+        self._give_up()
+
+    # -- handing over ----------------------------------------------------------------------------
+    def hand_over(self, item: object, *, receipt: bool = False) -> Receipt | None:
+        """Give ``item`` (an :class:`~cassettes.exchange.Exchange`) to the writer now, without
+        blocking. With ``receipt``, and on a running event loop, returns the :class:`Receipt` its
+        answer releases. Raises :class:`HandoffError` (or the pickling error) if it could not be
+        given; nothing is counted then (the caller says what was lost: :meth:`not_recorded`)."""
+        if self._inbox is None or self._writer_gone:
+            raise HandoffError("the writer process has stopped")
+        parts = frame(item)
+        slip: Receipt | None = None
+        if receipt:
+            try:
+                slip = Receipt(asyncio.get_running_loop())
+            except RuntimeError:
+                pass
+        with self._done:
+            self._pending.append(slip)  # before the write: the writer's answer may come at once
+        try:
+            self._send(parts)
+        except HandoffError:
+            with self._done:
+                # Nothing after it was handed over (this thread holds the hand-off order).
+                self._pending.pop()
+            if slip is not None:
+                slip._release()
+            raise
+        return slip
+
+    def not_recorded(self, what: str) -> None:
+        """Count a round trip lost before it reached the writer, and say so (``what``: a line
+        already made safe, :func:`proxy.messages.safe`)."""
+        with self._done:
+            self.failed_records += 1
+            self.lost.append(what)
+            self._done.notify_all()
+        messages.error(f"round trip NOT recorded: {what}")
+
+    def _send(self, parts: list[memoryview]) -> None:
+        assert self._inbox is not None
+        with self._io:
+            if not self._overflow:
+                try:
+                    parts = write_parts(self._inbox.fileno(), parts)
+                except OSError:
+                    self._writer_gone = True
+                    raise HandoffError("the writer process has stopped") from None
+                if not parts:
+                    return
+                if self._loop is not None:
+                    self._loop.add_writer(self._inbox.fileno(), self._pump)
+                    self._writing = True
+            self._overflow.append(parts)
+
+    # -- moving frames and answers ---------------------------------------------------------------
+    def _pump(self) -> None:
+        """Move what is waiting: overflow frames into the writer's pipe, its answers out of the
+        other. Never blocks. Runs on the event loop (reader/writer callbacks) or in :meth:`flush`."""
+        with self._io:
+            self._write_overflow()
+            ended = self._read_answers()
+            answers = self._answers.frames()
+        for kind, msg in answers:
+            self._on_answer(kind, msg)
+        if ended:  # nothing will answer what waits: the responses held for it go on
+            with self._done:
+                waiting = [r for r in self._pending if r is not None]
+                self._pending = deque(None for _ in self._pending)  # still counted by flush / close
+                self._done.notify_all()
+            for r in waiting:
+                r._release()
+
+    def _write_overflow(self) -> None:
+        inbox = self._inbox
+        if inbox is None:
+            return
+        while self._overflow and not self._writer_gone:
+            try:
+                left = write_parts(inbox.fileno(), self._overflow[0])
+            except OSError:  # the writer is gone: what it never got is counted by flush or close
+                self._writer_gone = True
+                break
+            if left:
+                self._overflow[0] = left
+                return
+            self._overflow.popleft()
+        if self._writing and self._loop is not None:
+            self._loop.remove_writer(inbox.fileno())  # all written, or nowhere to write
+            self._writing = False
+
+    def _read_answers(self) -> bool:
+        """Read what the writer said; ``True`` when its end of the pipe has just closed."""
+        outbox = self._outbox
+        if outbox is None or self._answers_eof or _read_available(outbox.fileno(), self._answers):
+            return False
+        self._answers_eof = True
+        if self._loop is not None:
+            self._loop.remove_reader(outbox.fileno())
+        return True
+
+    def _on_answer(self, kind: str, msg: Any) -> None:
+        n = msg if kind == "ok" else 1 if kind in ("storage_error", "failed") else 0
+        released: list[Receipt] = []
+        with self._done:
+            for _ in range(min(n, len(self._pending))):
+                r = self._pending.popleft()
+                if r is not None:
+                    released.append(r)
+            if kind == "ok":
+                self.recorded += n
+            elif kind == "storage_error":
+                self.storage_errors += 1
+                self.lost.append(messages.safe(str(msg)))
+            elif kind == "failed":
+                self.failed_records += 1
+                self.lost.append(messages.safe(str(msg)))
+            self._done.notify_all()
+        for r in released:
+            r._release()
+        if kind == "storage_error":
+            messages.error(f"STORAGE ERROR, round trip not recorded: {msg}")
+        elif kind == "failed":
+            messages.error(f"round trip NOT recorded: {msg}")
+
+    def _on_loop_thread(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
+    def flush(self, timeout: float = 60.0) -> None:
+        """Wait until the writer has answered for every round trip handed over (or is gone: what
+        it never answered is then counted as storage errors). From any thread."""
+        # On another thread while the event loop moves the answers: wait for it; else pump here.
+        waits_for_loop = self._loop is not None and self._loop.is_running() and not self._on_loop_thread()
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._done:
+                if not self._pending:
+                    return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self._process is None or not self._process.is_alive():
+                if not waits_for_loop:
+                    self._pump()  # its last answers
+                self._give_up()
+                return
+            if waits_for_loop:
+                with self._done:
+                    self._done.wait(min(left, 0.2))
+                continue
+            inbox, outbox = self._inbox, self._outbox
+            if inbox is None or outbox is None:
+                return
+            select.select([outbox.fileno()], [inbox.fileno()] if self._overflow else [], [], min(left, 0.2))
+            self._pump()
+
+    def _give_up(self, count: bool = True) -> None:
+        """Nothing will answer what waits (the writer is gone or closed): release the receipts,
+        and count each round trip lost once — in the pipe, the writer stopped before storing it;
+        still in this process (the newest hand-offs), it never reached the writer."""
+        with self._io:
+            never = len(self._overflow)
+            self._overflow.clear()
+        with self._done:
+            waiting, self._pending = self._pending, deque()
+        for r in waiting:
+            if r is not None:
+                r._release()
+        if not count:
+            return
+        never = min(never, len(waiting))
+        if len(waiting) > never:
+            self._count_lost(len(waiting) - never, "the writer process stopped before storing them",
+                             f"the writer process stopped; {len(waiting) - never} round trips not recorded")
+        if never:
+            self._count_lost(never, "never handed to the writer", f"{never} round trips were never handed to the writer")
+
+    def _count_lost(self, n: int, why: str, said: str) -> None:
+        with self._done:
+            self.storage_errors += n
+            self.lost.append(f"{n} round trips: {why}")
+            self._done.notify_all()
+        messages.error(f"STORAGE ERROR: {said}")
+
+
+def _read_available(fd: int, reader: FrameReader) -> bool:
+    """Feed ``reader`` what the non-blocking ``fd`` holds now; ``False`` once it is at its end
+    (the writer is gone)."""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if not data:
+            return False
+        reader.feed(data)
