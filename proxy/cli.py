@@ -15,7 +15,7 @@ from proxy import messages
 __all__ = ["register_record", "register_run"]
 
 _NO_MITMPROXY = (
-    "looptap: error: the recorder needs mitmproxy, which is not installed here; install it in its own "
+    "error: the recorder needs mitmproxy, which is not installed here; install it in its own "
     "environment (see docs/recorder.md): python3 -m venv .venv-proxy && "
     ".venv-proxy/bin/pip install uv && .venv-proxy/bin/uv pip install --python .venv-proxy/bin/python "
     "--override .ci/proxy-overrides.txt -e '.[proxy]'"
@@ -163,7 +163,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     try:
         from proxy.launcher import BusyPort, RecorderError, record_forever
     except ImportError:
-        print(_NO_MITMPROXY, file=sys.stderr)
+        messages.error(_NO_MITMPROXY)
         return 2
     config = _config(args)
     _prepare_output(args.output)
@@ -215,12 +215,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv:
-        print("looptap: error: nothing to run (looptap run -o run.jsonl -- python agent.py)", file=sys.stderr)
+        messages.error("error: nothing to run (looptap run -o run.jsonl -- python agent.py)")
         return 2
     try:
         from proxy.launcher import BusyPort, RecorderError, run_child
     except ImportError:
-        print(_NO_MITMPROXY, file=sys.stderr)
+        messages.error(_NO_MITMPROXY)
         return 2
     config = _config(args)
     _warn_exposure(args)
@@ -232,15 +232,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         import importlib.util
 
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
-            print("looptap: error: --inspect needs a terminal (stdin and stdout are not one); "
-                  "record without it and open the cassette later with looptap inspect", file=sys.stderr)
+            messages.error("error: --inspect needs a terminal (stdin and stdout are not one); "
+                           "record without it and open the cassette later with looptap inspect")
             return 2
 
         if importlib.util.find_spec("textual") is None:
-            print(
-                "looptap: error: --inspect needs the inspector in this environment: "
-                "install it with the 'inspector' extra (uv pip install -e '.[proxy,inspector]')",
-                file=sys.stderr,
+            messages.error(
+                "error: --inspect needs the inspector in this environment: "
+                "install it with the 'inspector' extra (uv pip install -e '.[proxy,inspector]')"
             )
             return 2
         child_log = Path(str(config.output) + ".log")
