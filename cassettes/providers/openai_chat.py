@@ -13,10 +13,8 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes import bounds
 from cassettes.framing import Framed
 from cassettes.models import (
-    ApiError,
     FinishReason,
     Message,
     NormalisedRequest,
@@ -42,6 +40,7 @@ from cassettes.providers._base import (
     text_of,
     tool_call_from_string,
 )
+from cassettes.providers._parts import StreamParts, has_calls
 
 __all__ = ["OpenAIChat"]
 
@@ -337,125 +336,91 @@ class OpenAIChat(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """The SDK's chat-completion stream accumulation (WIRE.md §A.4), lenient for compat servers."""
-        text: list[str] = []
-        reasoning: list[str] = []
-        refusal: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        order: list[int] = []
-        #: The pre-tools field (``delta.function_call``: one call, no id), still sent by old
-        #: clients' servers and compat layers.
-        legacy: dict[str, Any] = {"name": None, "arguments": ""}
-        last_index = -1
-        resp_id = model = raw_finish = None
-        usage: Usage | None = None
-        error: ApiError | None = None
-        done = False
-        events = 0
-        details: dict[str, Any] = {}
-        for ev in framed.events:
-            data = ev.data.strip()
-            if data == "[DONE]":
-                done = True
-                continue
-            if not data:
-                continue
-            events += 1
-            try:
-                chunk = bounds.loads(data)
-            except orjson.JSONDecodeError:
-                details.setdefault("unparsed_events", 0)
-                details["unparsed_events"] += 1
-                continue
-            if not isinstance(chunk, dict):
-                continue
-            if chunk.get("error"):
-                # An error inside a 200 stream: alone (OpenAI, vLLM) or beside a choice whose
-                # finish_reason is "error" (OpenRouter, WIRE.md §F).
-                error = error_from_body(chunk, None, in_stream=True)
-                if not chunk.get("choices"):
-                    continue
-            resp_id = resp_id or as_str(chunk.get("id")) or None
-            model = model or as_str(chunk.get("model")) or None
-            if chunk.get("usage"):
-                usage = usage_from(chunk["usage"])  # cumulative where repeated (vLLM): last wins
-            for key in ("system_fingerprint", "service_tier", "provider"):
-                if chunk.get(key) is not None:
-                    details[key] = chunk[key]
-            for choice in chunk.get("choices") or []:
-                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                    if isinstance(choice, dict):
-                        details["choices"] = max(details.get("choices", 1), int(choice.get("index", 0)) + 1)
-                    continue
-                if choice.get("finish_reason") is not None:
-                    raw_finish = as_str(choice["finish_reason"])
-                if "native_finish_reason" in choice and choice["native_finish_reason"] is not None:
-                    details["native_finish_reason"] = choice["native_finish_reason"]
-                if isinstance(choice.get("error"), dict):
-                    error = error_from_body(choice, None, in_stream=True)
-                delta = choice.get("delta")
-                if not isinstance(delta, dict):
-                    continue  # Azure content_filter_offsets chunks have no delta
-                if isinstance(delta.get("content"), str):
-                    text.append(delta["content"])
-                for key in ("reasoning_content", "reasoning"):
-                    if isinstance(delta.get(key), str):
-                        reasoning.append(delta[key])
-                        details["reasoning_field"] = key
-                if isinstance(delta.get("refusal"), str):
-                    refusal.append(delta["refusal"])
-                fc = delta.get("function_call")
-                if isinstance(fc, dict):
-                    if isinstance(fc.get("name"), str) and fc["name"]:
-                        legacy["name"] = fc["name"] if legacy["name"] in (None, fc["name"]) else legacy["name"] + fc["name"]
-                    if isinstance(fc.get("arguments"), str):
-                        legacy["arguments"] += fc["arguments"]
-                for tc in delta.get("tool_calls") or []:
-                    if not isinstance(tc, dict):
-                        continue
-                    fn = tc.get("function") or {}
-                    idx = tc.get("index")
-                    if not isinstance(idx, int):
-                        # Gemini-compat: no index; a fragment with an id or a name starts a new call.
-                        idx = last_index + 1 if (tc.get("id") or fn.get("name") or last_index < 0) else last_index
-                    last_index = max(last_index, idx)
-                    if idx not in calls:
-                        calls[idx] = {"id": None, "name": None, "arguments": "", "type": None}
-                        order.append(idx)
-                    st = calls[idx]
-                    if tc.get("id"):
-                        st["id"] = tc["id"]
-                    if tc.get("type"):
-                        st["type"] = tc["type"]
-                    if isinstance(fn.get("name"), str):
-                        st["name"] = (st["name"] or "") + fn["name"] if st["name"] and st["name"] != fn["name"] else fn["name"]
-                    if isinstance(fn.get("arguments"), str):
-                        st["arguments"] += fn["arguments"]
-                    elif fn.get("arguments") is not None:
-                        st["arguments"] += orjson.dumps(fn["arguments"]).decode()
-        parts: list[Part] = []
-        if reasoning:
-            parts.append(Part(kind="reasoning", text="".join(reasoning)))
-        if text:
-            parts.append(Part(kind="text", text="".join(text)))
-        if refusal:
-            parts.append(Part(kind="refusal", text="".join(refusal)))
-        for idx in order:
-            st = calls[idx]
-            parts.append(Part(kind="tool_call", tool_call=tool_call_from_string(st["id"], st["name"], st["arguments"])))
-        if legacy["name"]:
-            parts.append(Part(kind="tool_call", tool_call=tool_call_from_string(None, legacy["name"], legacy["arguments"])))
-        finish = finish_class(raw_finish, bool(calls) or bool(legacy["name"])) if raw_finish is not None else None
-        if finish is None and error is not None:
-            finish = FinishReason.ERROR
-        return NormalisedResponse(
-            id=resp_id,
-            model=model,
-            parts=parts,
-            finish_reason_raw=raw_finish,
-            finish_reason=finish,
-            usage=usage,
-            error=error,
-            complete=done,
-            events=events,
-            provider_details=details or None,
-        )
+        return _ChatStream().read(framed)
+
+
+#: The order of a chat answer's parts: reasoning, text, refusal, then the calls as they started.
+_RANK = {"reasoning": 0, "text": 1, "refusal": 2, "tool_call": 3}
+#: The key of the pre-tools call (``delta.function_call``: one call, no id), still sent by old
+#: clients' servers and compat layers; it comes after the others.
+_LEGACY = "function_call"
+
+
+class _ChatStream(StreamParts):
+    """Chat-completion chunks → the answer: choice 0's deltas, tool calls keyed by ``index``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_index = -1
+
+    def on(self, name: str | None, chunk: Any) -> None:
+        if not isinstance(chunk, dict):
+            return
+        if chunk.get("error"):
+            # An error inside a 200 stream: alone (OpenAI, vLLM) or beside a choice whose
+            # finish_reason is "error" (OpenRouter, WIRE.md §F).
+            self.error = error_from_body(chunk, None, in_stream=True)
+            if not chunk.get("choices"):
+                return
+        self.first("id", chunk.get("id"))
+        self.first("model", chunk.get("model"))
+        if chunk.get("usage"):
+            self.usage = usage_from(chunk["usage"])  # cumulative where repeated (vLLM): last wins
+        for key in ("system_fingerprint", "service_tier", "provider"):
+            if chunk.get(key) is not None:
+                self.details[key] = chunk[key]
+        for choice in chunk.get("choices") or []:
+            self._choice(choice)
+
+    def _choice(self, choice: Any) -> None:
+        if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            if isinstance(choice, dict):
+                self.details["choices"] = max(self.details.get("choices", 1), int(choice.get("index", 0)) + 1)
+            return
+        if choice.get("finish_reason") is not None:
+            self.finish_raw = as_str(choice["finish_reason"])
+        if "native_finish_reason" in choice and choice["native_finish_reason"] is not None:
+            self.details["native_finish_reason"] = choice["native_finish_reason"]
+        if isinstance(choice.get("error"), dict):
+            self.error = error_from_body(choice, None, in_stream=True)
+        delta = choice.get("delta")
+        if isinstance(delta, dict):  # Azure content_filter_offsets chunks have no delta
+            self._delta(delta)
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        if isinstance(delta.get("content"), str):
+            self.text("text", delta["content"])
+        for key in ("reasoning_content", "reasoning"):
+            if isinstance(delta.get(key), str):
+                self.text("reasoning", delta[key], "reasoning")
+                self.details["reasoning_field"] = key
+        if isinstance(delta.get("refusal"), str):
+            self.text("refusal", delta["refusal"], "refusal")
+        fc = delta.get("function_call")
+        if isinstance(fc, dict):
+            name = fc.get("name") if isinstance(fc.get("name"), str) and fc["name"] else None
+            self.call(_LEGACY, name=name, args=fc["arguments"] if isinstance(fc.get("arguments"), str) else None)
+        for tc in delta.get("tool_calls") or []:
+            if isinstance(tc, dict):
+                self._tool_call(tc)
+
+    def _tool_call(self, tc: dict[str, Any]) -> None:
+        fn = tc.get("function") or {}
+        idx = tc.get("index")
+        if not isinstance(idx, int):
+            # Gemini-compat: no index; a fragment with an id or a name starts a new call.
+            idx = self.last_index + 1 if (tc.get("id") or fn.get("name") or self.last_index < 0) else self.last_index
+        self.last_index = max(self.last_index, idx)
+        self.call(idx, id=tc.get("id"), name=fn.get("name"), args=fn.get("arguments"))
+
+    def close(self) -> NormalisedResponse:
+        legacy = self.slots.get(_LEGACY)
+        if legacy is not None and not legacy.name:
+            del self.slots[_LEGACY]
+        return self.finish(parts=self.parts(rank=lambda key, st: 4 if key == _LEGACY else _RANK.get(st.kind, 3)))
+
+    def classify(self, parts: list[Part]) -> FinishReason | None:
+        return finish_class(self.finish_raw, has_calls(parts)) if self.finish_raw is not None else None
+
+    def complete(self) -> bool:
+        return self.done  # [DONE] after an error event still ends the stream

@@ -1,0 +1,233 @@
+"""One builder for a streamed answer, and the template every adapter's stream reader follows.
+
+Learnt from pydantic-ai's parts manager: a part is found by the key the vendor gives it (a block
+or choice index, an item or call id, or a name such as ``"text"``), started by its first delta and
+grown by the next ones; the answer lists the parts in the order they started, or ranked by the
+adapter. Text, reasoning and refusal grow by pieces; a tool call by its id, its name and the
+fragments of its arguments; a part the wire describes block by block keeps the adapter's own
+``block`` until the adapter turns it into a part.
+
+An adapter subclasses :class:`StreamParts` and writes a small dispatcher of its events (:meth:`on`);
+:meth:`read` is the template (decode each event, dispatch it, :meth:`close`), and :meth:`finish`
+holds the closing rules every adapter shares: the finish class is the adapter's
+(:meth:`classify`); without one, an error the stream reported makes it ``error``; the stream is
+complete when its terminal event came and no error did (:meth:`complete`); the events are counted;
+what the wire said beside the parts (``unparsed_events``, ``unknown_events`` …) is in
+``provider_details``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import orjson
+
+from cassettes import bounds
+from cassettes.framing import Framed
+from cassettes.models import ApiError, FinishReason, NormalisedResponse, Part, PartKind, Usage
+from cassettes.providers._base import compact_json, tool_call_from_string
+
+__all__ = ["Slot", "StreamParts"]
+
+Key = Hashable
+
+
+@dataclass
+class Slot:
+    """One part being built from its deltas."""
+
+    kind: str
+    #: Text pieces (``None`` until the first one).
+    texts: list[str] | None = None
+    #: A tool call: the vendor's call id, its name and its argument fragments (``None`` until
+    #: the first one).
+    id: Any = None
+    name: Any = None
+    args: list[str] | None = None
+    call_kind: str = "function"
+    details: dict[str, Any] = field(default_factory=dict)
+    #: The adapter's own state of a part it turns into a :class:`Part` itself (a wire block).
+    block: dict[str, Any] = field(default_factory=dict)
+    #: A part that arrived whole.
+    whole: Part | None = None
+    #: The vendor said the part is whole (a block's stop event).
+    closed: bool = False
+
+    @property
+    def text(self) -> str | None:
+        return None if self.texts is None else "".join(self.texts)
+
+    @property
+    def arguments(self) -> str | None:
+        return None if self.args is None else "".join(self.args)
+
+    def add_text(self, piece: str) -> None:
+        if self.texts is None:
+            self.texts = []
+        self.texts.append(piece)
+
+    def add_args(self, piece: str) -> None:
+        if self.args is None:
+            self.args = []
+        self.args.append(piece)
+
+    def part(self) -> Part:
+        if self.whole is not None:
+            return self.whole
+        if self.kind == "tool_call":
+            call = tool_call_from_string(self.id, self.name, self.arguments or "", kind=self.call_kind)
+            return Part(kind="tool_call", tool_call=call, provider_details=self.details or None)
+        return Part(kind=cast(PartKind, self.kind), text=self.text, provider_details=self.details or None)
+
+
+class StreamParts:
+    """The parts of one answer by key, what the stream said about it, and the closing rules."""
+
+    def __init__(self, *, in_stream: bool = True) -> None:
+        self.slots: dict[Key, Slot] = {}
+        self.id: str | None = None
+        self.model: str | None = None
+        self.role = "assistant"
+        self.finish_raw: str | None = None
+        self.usage: Usage | None = None
+        #: The last error the stream reported (an error event, an exception frame).
+        self.error: ApiError | None = None
+        #: The terminal event was seen.
+        self.done = False
+        #: Events read (``None`` for a body that was not streamed).
+        self.events: int | None = 0 if in_stream else None
+        self.in_stream = in_stream
+        self.details: dict[str, Any] = {}
+
+    # -- the template ---------------------------------------------------------------------------
+
+    def read(self, framed: Framed) -> NormalisedResponse:
+        """The answer a stream makes: each event decoded, dispatched, then closed."""
+        for name, data in self.payloads(framed):
+            self.on(name, data)
+        return self.close()
+
+    def payloads(self, framed: Framed) -> Iterable[tuple[str | None, Any]]:
+        """Each event's (name, JSON payload), counted. Keep-alives are skipped, the ``[DONE]``
+        sentinel goes to :meth:`sentinel`, a payload that is not JSON is counted unparsed."""
+        for ev in framed.events:
+            data = ev.data.strip()
+            if not data:
+                continue
+            if data == "[DONE]":
+                self.sentinel()
+                continue
+            self.count()
+            try:
+                value = bounds.loads(data)
+            except orjson.JSONDecodeError:
+                self.unparsed()
+                continue
+            yield ev.event, value
+
+    def sentinel(self) -> None:
+        """``data: [DONE]``: the end of the stream."""
+        self.done = True
+
+    def on(self, name: str | None, data: Any) -> None:
+        """The adapter's dispatcher: one decoded event."""
+        raise NotImplementedError
+
+    def close(self) -> NormalisedResponse:
+        return self.finish()
+
+    # -- what the stream says beside the parts ----------------------------------------------------
+
+    def count(self) -> None:
+        self.events = (self.events or 0) + 1
+
+    def unparsed(self) -> None:
+        self.details["unparsed_events"] = self.details.get("unparsed_events", 0) + 1
+
+    def unknown(self, name: Any, *, repeat: bool = False) -> None:
+        """An event of a type this reader does not know (each type once, or each time)."""
+        seen = self.details.setdefault("unknown_events", [])
+        if repeat or name not in seen:
+            seen.append(name)
+
+    def first(self, attr: str, value: Any) -> None:
+        """Set ``id`` or ``model`` from the first event that carries a non-empty one."""
+        if getattr(self, attr) is None:
+            setattr(self, attr, (value if isinstance(value, str) else (None if value is None else str(value))) or None)
+
+    # -- the parts --------------------------------------------------------------------------------
+
+    def slot(self, key: Key, kind: str) -> Slot:
+        """The part at ``key``, started as ``kind`` when it is new."""
+        st = self.slots.get(key)
+        if st is None:
+            st = self.slots[key] = Slot(kind)
+        return st
+
+    def last_key(self, default: Key) -> Key:
+        return next(reversed(self.slots), default)
+
+    def text(self, key: Key, piece: str, kind: str = "text") -> Slot:
+        """Add a text piece to the ``kind`` part at ``key``."""
+        st = self.slot(key, kind)
+        st.add_text(piece)
+        return st
+
+    def call(self, key: Key, *, id: Any = None, name: Any = None, args: Any = None) -> Slot:
+        """Grow the tool call at ``key``: a later id replaces an earlier one, a name repeated whole is
+        kept once and name fragments are joined, argument fragments are joined (an object as JSON)."""
+        st = self.slot(key, "tool_call")
+        if id:
+            st.id = id
+        if isinstance(name, str):
+            st.name = st.name + name if st.name and st.name != name else name
+        if args is not None:
+            st.add_args(args if isinstance(args, str) else compact_json(args))
+        return st
+
+    def add(self, part: Part) -> None:
+        """A part that arrived whole."""
+        self.slots[object()] = Slot(part.kind, whole=part)
+
+    def parts(self, rank: Callable[[Key, Slot], int] | None = None, convert: Callable[[Slot], Part] | None = None) -> list[Part]:
+        """The parts in the order they started (stably sorted by ``rank`` when given); ``convert``
+        turns the adapter's own slots into parts."""
+        items: Iterator[tuple[Key, Slot]] | list[tuple[Key, Slot]] = iter(self.slots.items())
+        if rank is not None:
+            items = sorted(self.slots.items(), key=lambda kv: rank(*kv))
+        return [convert(st) if convert is not None else st.part() for _, st in items]
+
+    # -- the answer ------------------------------------------------------------------------------
+
+    def classify(self, parts: list[Part]) -> FinishReason | None:
+        """The finish class of ``finish_raw`` (the adapter's)."""
+        return None
+
+    def complete(self) -> bool:
+        return self.done and self.error is None
+
+    def finish(self, response: NormalisedResponse | None = None, parts: list[Part] | None = None) -> NormalisedResponse:
+        """The answer: ``response`` (a snapshot the adapter parsed) or one made of the parts, closed
+        by the shared rules."""
+        if response is None:
+            parts = self.parts() if parts is None else parts
+            response = NormalisedResponse(
+                id=self.id, model=self.model, role=self.role, parts=parts,
+                finish_reason_raw=self.finish_raw, finish_reason=self.classify(parts), usage=self.usage,
+            )
+        if self.error is not None:
+            response.error = self.error
+        if response.finish_reason is None and self.error is not None:
+            response.finish_reason = FinishReason.ERROR
+        response.complete = self.complete()
+        response.events = self.events
+        if self.details:
+            response.provider_details = {**(response.provider_details or {}), **self.details}
+        return response
+
+
+def has_calls(parts: list[Part]) -> bool:
+    """The answer carries a call of the client's own functions."""
+    return any(p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function" for p in parts)
