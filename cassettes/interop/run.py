@@ -297,15 +297,15 @@ def run_from_exchanges(
 
 def sniff(head: bytes) -> str:
     """The format of a file from its first bytes (:data:`HEAD` of them): one of :data:`FORMATS`,
-    ``"har"`` or ``"unknown"``. An empty file counts as a looptap cassette (its reader says it is
-    empty); a JSON object is a looptap cassette unless its first key names another format."""
+    ``"har"``, ``"empty"`` (nothing but white space) or ``"unknown"``. A JSON object is a looptap
+    cassette unless its first key names another format (its reader says what else is wrong)."""
     from cassettes.interop.mitmflow import is_flow_file
 
     if is_flow_file(head):
         return "mitmproxy"
     text = head.removeprefix(_BOM).lstrip()
-    if not text:
-        return "looptap"
+    if not text:  # (a head as long as HEAD was cut: more may follow the white space)
+        return "empty" if len(head) < HEAD else "unknown"
     if text.startswith(b"{"):
         m = _JSON_KEY.match(text)
         key = m.group(1) if m else b""
@@ -322,6 +322,8 @@ def _refused(path: Path, kind: str, formats: Collection[str]) -> CassetteFormatE
     wanted = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
     if kind == "har":
         return CassetteFormatError(f"{path}: a HAR file: looptap writes HAR (export --har) but does not read it; it reads {wanted}")
+    if kind == "empty":
+        return CassetteFormatError(f"{path}: empty file, nothing to read")
     if kind == "unknown":
         return CassetteFormatError(f"{path}: not a looptap cassette, a vcrpy cassette or a mitmproxy flow file (its first bytes are none of these)")
     return CassetteFormatError(f"{path}: {DESCRIBED[kind]}; this command reads {wanted}")

@@ -58,7 +58,8 @@ def odd_yaml(tmp_path: Path) -> Path:
         (b'{"type":"header","format":"looptap-cassette","format_version":1}\n', "looptap"),
         (b'\xef\xbb\xbf{"type":"header"}\n', "looptap"),
         (b'{"type":"exchange","seq":0}\n', "looptap"),  # not a header: the cassette reader says so
-        (b"", "looptap"),  # the cassette reader says the file is empty
+        (b"", "empty"),
+        (b"\n \r\n", "empty"),
         (b'{\n  "log": {\n    "version": "1.2"', "har"),
         *((g, "unknown") for g in GARBAGE),
     ],
@@ -98,6 +99,11 @@ def test_open_run_refuses_what_it_cannot_read(tmp_path: Path) -> None:
         open_run(bad)
     with pytest.raises(CassetteFormatError, match=r"a mitmproxy flow file .*; this command reads a vcrpy cassette"):
         open_run(FLOWS, formats=("vcr",))
+    empty = tmp_path / "empty.yaml"
+    empty.write_bytes(b"\n")
+    for formats in (("looptap", "vcr", "mitmproxy"), ("vcr", "mitmproxy")):
+        with pytest.raises(CassetteFormatError, match="empty file, nothing to read"):
+            open_run(empty, formats=formats)
 
 
 # -- the commands ---------------------------------------------------------------------------------
