@@ -21,7 +21,11 @@ Wire formats written (docs/WIRE.md):
 * OpenAI Responses (``…/responses``): one JSON response (non-streamed only).
 * OpenAI Chat Completions (``…/chat/completions``): one JSON completion (non-streamed only).
 
-Anything else gets a 404 JSON error. Tool-call ids are unique per server (``toolu_s0001``…).
+Anything else gets a 404 JSON error. Tool-call ids are unique per server (``toolu_s0001``…), and
+so are response ids (``Logged.response_id``: what ties a recorded round trip to the route's label).
+
+:func:`claude_code_side_call` tells Claude Code's side calls from its agents' own loops (the
+shapes are described in tests/proxy/test_e2e_claude_scripted.py).
 """
 
 from __future__ import annotations
@@ -138,6 +142,17 @@ class ScriptedRequest:
                 out += [_text_of(p.get("content")) for p in m["content"] if isinstance(p, dict) and p.get("type") == "tool_result"]
         return out
 
+    def last_user_text(self) -> str:
+        """The last text part of the last message when it is the user's (tool results left out)."""
+        m = self.messages[-1] if self.messages else None
+        if not isinstance(m, dict) or m.get("role") != "user":
+            return ""
+        c = m.get("content")
+        if isinstance(c, list):
+            texts = [p["text"] for p in c if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)]
+            return texts[-1] if texts else ""
+        return c if isinstance(c, str) else ""
+
     def summary(self) -> str:
         """One line for the log: model, system prompt's first words, tools, messages."""
         sys_words = " ".join(self.system.split()[:12])
@@ -166,6 +181,25 @@ def _text_of(v: Any, skip_results: bool = False) -> str:
     return ""
 
 
+def claude_code_side_call(req: ScriptedRequest) -> str | None:
+    """Which of Claude Code's side calls ``req`` is, or ``None`` for an agent's own loop (the main
+    loop or a sub-agent's). Claude Code 2.1.328 in ``-p`` mode (tests/proxy/test_e2e_claude_scripted.py):
+
+    * ``tool_use_summary``: no tools, system prompt "Write a short summary label describing what
+      these tool calls accomplished…", one user message quoting the calls (no history);
+    * ``agent_summary``: a running sub-agent's request (its system prompt, tools and history) whose
+      last user message ends with "Describe your most recent action in 3-5 words…";
+    * ``helper``: any other request without tools (a side call of a kind not seen yet).
+    """
+    if req.family != "anthropic":
+        return None
+    if not req.tools:
+        return "tool_use_summary" if "Write a short summary label" in req.system else "helper"
+    if req.last_user_text().startswith("Describe your most recent action"):
+        return "agent_summary"
+    return None
+
+
 @dataclass
 class Logged:
     seq: int
@@ -173,6 +207,8 @@ class Logged:
     reply: Reply | None
     status: int
     ids: list[str] = field(default_factory=list)
+    #: The id of the response served (``msg_s…``, ``resp_s…``, ``chatcmpl-s…``).
+    response_id: str | None = None
 
     def line(self) -> str:
         what = self.reply.what if self.reply else "-"
@@ -283,6 +319,7 @@ class ScriptedUpstream:
 
             def _anthropic(self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged) -> None:
                 msg_id = upstream.new_id("msg_s")
+                logged.response_id = msg_id
                 blocks: list[dict[str, Any]] = []
                 if reply.text:
                     blocks.append({"type": "text", "text": reply.text})
@@ -360,8 +397,9 @@ class ScriptedUpstream:
             output.append({"type": "function_call", "id": self.new_id("fc_s"), "call_id": cid, "name": c.name,
                            "arguments": json.dumps(c.arguments), "status": "completed"})
         out_tokens = max(1, len(json.dumps(output)) // 4)
+        logged.response_id = self.new_id("resp_s")
         return {
-            "id": self.new_id("resp_s"), "object": "response", "created_at": int(time.time()), "status": "completed",
+            "id": logged.response_id, "object": "response", "created_at": int(time.time()), "status": "completed",
             "model": req.model, "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
             "error": None, "incomplete_details": None, "instructions": req.body.get("instructions"), "metadata": {},
             "temperature": 1.0, "top_p": 1.0, "text": {"format": {"type": "text"}}, "truncation": "disabled",
@@ -379,8 +417,9 @@ class ScriptedUpstream:
         if calls:
             message["tool_calls"] = calls
         out_tokens = max(1, len(json.dumps(message)) // 4)
+        logged.response_id = self.new_id("chatcmpl-s")
         return {
-            "id": self.new_id("chatcmpl-s"), "object": "chat.completion", "created": int(time.time()), "model": req.model,
+            "id": logged.response_id, "object": "chat.completion", "created": int(time.time()), "model": req.model,
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop", "logprobs": None}],
             "usage": {"prompt_tokens": usage_in, "completion_tokens": out_tokens, "total_tokens": usage_in + out_tokens},
         }
