@@ -23,13 +23,21 @@ In order:
 2. ``previous_response_id`` (Responses API) — the turn that produced that response;
 3. the longest registered prefix — the conversation it extends (``extends``), or the same request
    again after a failed attempt (``retry``). A request made under another system prompt *and*
-   another tool set that extends a conversation's history is another agent working on it (a
-   summary or compaction side call, a handoff): a new conversation, branched from that turn;
+   another tool set that extends a conversation's history, or repeats one of its requests, is
+   another agent working on it (a summary, compaction or title side call, a handoff): a new
+   conversation, branched from that turn (a handoff, whose request ends with the results of the
+   calls the turn made, goes on in the same conversation). A request, of any agent, that carries
+   the history of a turn whose tool calls are still running — that history or a prefix of it, its
+   last message possibly changed, or all of it plus one question — without the turn's answer and
+   without a result for its calls is not the loop's next step (the loop waits for the results):
+   a side call forked from that turn (Claude Code's progress summary of a running sub-agent);
 4. a conversation whose history shares its start up to the first non-system message — the history
    was rewritten (trimmed, summarised, edited: ``rewritten``);
 5. otherwise a new conversation (a new agent, a sub-agent, a side call such as a title); one whose
    first user message carries the prompt a pending tool call of another conversation asked for
-   (Claude Code's Task tool, an agent-as-tool) is that call's sub-agent, branched from its turn.
+   (Claude Code's Task tool, an agent-as-tool) is that call's sub-agent, branched from its turn —
+   unless it quotes the prompt as a JSON argument value (``"prompt": "…"``): a request that
+   quotes the call is about the call (a summary of the tools used), a side call of that turn.
 """
 
 from __future__ import annotations
@@ -159,7 +167,8 @@ class Link:
     #: For a new conversation: the threader turn id it branched from (a side call over that turn's
     #: history, a handoff, a sub-agent started by that turn's tool call).
     parent: int | None = None
-    #: Why it branched: ``side_call`` (another agent over the history) or ``sub_agent``.
+    #: Why it branched: ``side_call`` (something asked over the history, by another agent or
+    #: while the parent's calls run, or about the parent's call) or ``sub_agent``.
     branch: str | None = None
     #: How many conversations this turn could equally belong to (0 or 1: no doubt). Identical
     #: histories with identical ids cannot be told apart; the most recent waiting one was taken.
@@ -252,6 +261,18 @@ def _prompt_strings(value: Any, out: list[str], depth: int = 0) -> None:
     elif isinstance(value, list):
         for v in value[:16]:
             _prompt_strings(v, out, depth + 1)
+
+
+def _quoted_only(text: str, prompt: str) -> bool:
+    """Every occurrence of ``prompt`` in ``text`` is a JSON member's string value (``"key": "…"``):
+    the text quotes a call's arguments (it is about the call), it does not hand the prompt over."""
+    at = text.find(prompt)
+    while at >= 0:
+        before, after = text[max(0, at - 4) : at], text[at + len(prompt) : at + len(prompt) + 1]
+        if not (before.endswith(('":"', '": "')) and after == '"'):
+            return False
+        at = text.find(prompt, at + 1)
+    return True
 
 
 @dataclass
@@ -435,6 +456,39 @@ class Threader:
         # By call id; where the API names only the tool (Gemini, Ollama), by name.
         return all(r.call_id in prev.echo_ids if r.call_id else (r.name is not None and r.name in prev.echo_names) for r in results)
 
+    def _other_agent(self, t: _TurnInfo) -> bool:
+        """``t`` was made under another system prompt and another tool set than this request."""
+        return t.system != self._system and t.tools != self._tools
+
+    def _forks_running_calls(self, t: _TurnInfo, link: Link) -> bool:
+        """The request, linked to ``t`` (its conversation's latest turn), asks something over
+        ``t``'s history while the calls ``t``'s answer made are still running: it carries that
+        history — or a prefix of it, all but the last message unchanged, or all of it plus one user
+        message with no tool result — without the answer and without a result for the calls. The
+        loop cannot go on without those results, so this is not its next step but a side call
+        forked from ``t`` (Claude Code's progress summary of a running sub-agent appends its
+        question to the last message). A request that answers the calls without echoing them
+        stays (a client bug the conversation's findings name), and so does an edited request after
+        a final answer."""
+        if t.failed or not (t.echo_ids or t.echo_names) or t.keys is None or not self._messages:
+            return False
+        if link.echoed or self._ids & t.echo_ids:
+            return False
+        n = len(self._messages)
+        last = self._messages[-1]
+        results = sum(1 for p in last.parts if p.tool_result is not None)
+        if n == t.length + 1 and link.kept == t.length:
+            # A question of its own after the history, taken while a loop step's calls run (the
+            # turn's request ended with results: asking again after a first answer's calls were
+            # dropped is the client's bug, not a side call).
+            return _ROLE.get(last.role, last.role) == "user" and not results and any(k[0] == "r" for k in t.last_parts)
+        if n > t.length or link.kept < n - 1:
+            return False
+        # Results the last message carries beyond what the turn's own last one did (where calls
+        # have no ids a result names only the tool): none may answer the running calls.
+        carried = sum(1 for k in t.last_parts if k[0] == "r") if n == t.length else 0
+        return results <= carried
+
     def _choose(self, regs: list[_Registered]) -> tuple[_Registered, int]:
         """The most likely registration, and how many conversations rank as high."""
         regs = regs[-_MAX_PER_PREFIX:]
@@ -482,6 +536,11 @@ class Threader:
                         if self._rank(best.turn, True)[0]:
                             return Link(best.conversation, best.turn, "retry", kept=n, echoed=None, ambiguous=tied if tied > 1 else 0)
                     regs = [r for r in regs if r.with_echo]
+                    if not regs and all(self._other_agent(self.turns[r.turn]) for r in again):
+                        # Another agent sent exactly what a turn sent (a title call on the first
+                        # message): a side call over that history, branched from the turn.
+                        best, _ = self._choose(again)
+                        return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call")
                     # Otherwise the same history as another conversation's request: a parallel
                     # agent one turn behind (it continues a turn still waiting), or the agent
                     # started over (a new run with the same opening).
@@ -492,7 +551,7 @@ class Threader:
                     continue
             best, tied = self._choose(regs)
             prev_info = self.turns[best.turn]
-            if prev_info.system != self._system and prev_info.tools != self._tools and not self._hands_over(prev_info):
+            if self._other_agent(prev_info) and not self._hands_over(prev_info):
                 # Another agent (another system prompt and other tools) over this history: a
                 # summary, compaction or title call. Its own conversation, branched here.
                 return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call")
@@ -501,6 +560,8 @@ class Threader:
             latest = self._last_of[best.conversation]
             known = best.length - best.with_echo if latest == best.turn else 0
             link = self._describe(best.conversation, latest, keys.key, "extends", known)
+            if self._forks_running_calls(self.turns[latest], link):
+                return Link(self._new_conversation(), None, "start", parent=latest, branch="side_call")
             link.ambiguous = tied if tied > 1 else 0
             return link
         if repeat:
@@ -533,15 +594,18 @@ class Threader:
             if len(text) < _MIN_PROMPT:
                 continue
             tid = self._prompts.get(text)
+            branch = "sub_agent"
             if tid is None:
                 # A prompt the sub-agent's client wrapped in more words: the most recent few only
                 # (a run of many new conversations must not scan every prompt each time).
                 for prompt, t in itertools.islice(reversed(self._prompts.items()), _SCAN_PROMPTS):
                     if prompt in text:
                         tid = t
+                        if _quoted_only(text, prompt):
+                            branch = "side_call"
                         break
             if tid is not None:
-                link.parent, link.branch = tid, "sub_agent"
+                link.parent, link.branch = tid, branch
             break
         return link
 

@@ -214,8 +214,10 @@ class Conversation(_Model):
     #: seq of the turn this conversation branched from (a sub-agent or retry fork), if any.
     parent_seq: int | None = None
     #: How it branched: ``sub_agent`` (its first words are the prompt a tool call of the parent
-    #: turn asked for: Claude Code's Task tool, an agent used as a tool) or ``side_call`` (another
-    #: system prompt and tool set over the parent's history: a summary, compaction, a handoff).
+    #: turn asked for: Claude Code's Task tool, an agent used as a tool) or ``side_call`` (something
+    #: asked over the parent's history or about its call: another system prompt and tool set over
+    #: it — a summary, compaction, a title —, a question asked while the parent's calls run — a
+    #: progress summary —, or a request quoting the parent's call — a label for the tools used).
     branch: str | None = None
 
 
