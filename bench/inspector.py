@@ -186,7 +186,7 @@ def _turn(i: int, history: list[dict[str, Any]]) -> Any:
 
 def template(path: Path) -> None:
     """One conversation of TURNS turns, recorded with the real writer."""
-    from cassettes.store import CassetteWriter
+    from cassettes.pipeline import CassetteWriter
 
     history: list[dict[str, Any]] = [
         {"role": "user", "content": f"{MARK.decode()}: fix the failing tests in src/."}

@@ -21,7 +21,8 @@ from typing import Any
 import orjson
 
 from cassettes.exchange import Exchange
-from cassettes.store import CassetteWriter, read_cassette
+from cassettes.pipeline import CassetteWriter
+from cassettes.store import read_cassette
 
 
 def _words(rng: random.Random, n: int) -> str:

@@ -33,7 +33,7 @@ _EXPORTS = {
     "RoundTrip": "cassettes.roundtrip",
     "parse_exchange": "cassettes.roundtrip",
     "Cassette": "cassettes.store",
-    "CassetteWriter": "cassettes.store",
+    "CassetteWriter": "cassettes.pipeline",
     "read_cassette": "cassettes.store",
     "load_vcr": "cassettes.vcr",
     "read_vcr": "cassettes.vcr",
@@ -62,9 +62,10 @@ if TYPE_CHECKING:
         ToolSpec,
         Usage,
     )
+    from cassettes.pipeline import CassetteWriter
     from cassettes.redact import Redactor
     from cassettes.roundtrip import RoundTrip, parse_exchange
-    from cassettes.store import Cassette, CassetteWriter, read_cassette
+    from cassettes.store import Cassette, read_cassette
     from cassettes.vcr import load_vcr, read_vcr
     from cassettes.view import roundtrip_json
 

@@ -80,7 +80,7 @@ _IMPORT_SUFFIXES = (".yaml", ".yml", ".mitm", ".flow", ".flows")
 
 def cmd_import(args: argparse.Namespace) -> int:
     from cassettes.interop.run import open_run
-    from cassettes.store import CassetteWriter
+    from cassettes.pipeline import CassetteWriter
 
     inputs = [Path(p) for p in args.inputs]
     # (source file, where it goes under -o): a directory's tree is mirrored (its files keep their

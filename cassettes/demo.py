@@ -88,7 +88,7 @@ def _next_steps(rc: int, dest: Path, say: Callable[[str], None]) -> int:
 
 
 def _import_and_show(src: Path, dest: Path, show: Callable[[Path], int], say: Callable[[str], None]) -> int:
-    from cassettes.store import CassetteWriter
+    from cassettes.pipeline import CassetteWriter
     from cassettes.vcr import load_vcr
 
     if dest.exists():

@@ -1,10 +1,11 @@
-"""Cassette files: append-only writing and forgiving reading.
+"""Cassette files: append-only writing and forgiving reading. Which records go in (redacted,
+delta-encoded, with their derived view) is the recording pipeline's job
+(:mod:`cassettes.pipeline`); this module knows lines and records, not providers or views.
 
 **Writing.** Each round trip becomes one JSON line, written with a single ``write`` on a file
 opened ``O_APPEND`` as soon as the round trip completes (optionally ``fsync``-ed). A process killed
-at any moment leaves at worst one torn last line; every earlier line is whole. Redaction runs
-before encoding, so a secret never reaches the file. Reopening a cassette appends to it; a torn
-tail is sealed off with a newline first, never overwritten.
+at any moment leaves at worst one torn last line; every earlier line is whole. Reopening a
+cassette appends to it; a torn tail is sealed off with a newline first, never overwritten.
 
 **Reading.** The header decides the format version (older → migrated, newer → refused with a clear
 error). A torn last line is reported and skipped; a corrupt line in the middle is reported and
@@ -17,24 +18,18 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import providers
 from cassettes.codec import (
     HistoryDecoder,
-    HistoryEncoder,
     check_header,
-    depth_safe_record,
     dumps_record,
-    exchange_to_record,
     header_record,
     loads_record,
     migrate,
@@ -42,13 +37,9 @@ from cassettes.codec import (
 )
 from cassettes.errors import CassetteFormatError, CassetteIOError
 from cassettes.exchange import Exchange
-from cassettes.redact import Redactor
-from cassettes.roundtrip import RoundTrip, parse_all, parse_exchange
+from cassettes.roundtrip import RoundTrip, parse_all
 
-__all__ = ["Cassette", "CassetteWriter", "Problem", "iter_lines", "read_cassette"]
-
-#: How many recent round trips the writer keeps as bases for incremental parsing.
-_RECENT = 64
+__all__ = ["Cassette", "CassetteFile", "Problem", "iter_lines", "read_cassette"]
 
 
 @dataclass
@@ -180,30 +171,18 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class CassetteWriter:
-    """Appends round trips to a cassette file. Thread-safe; one line per ``append``."""
+class CassetteFile:
+    """A cassette file open for appending whole records: a new file gets its header, an existing
+    one has a torn tail sealed off with a newline (never overwritten). Each record goes out in one
+    ``write`` on a file opened ``O_APPEND`` (``fsync``-ed if asked); a record only partly written
+    (a full disk) is taken back, so the file ends with whole records. Not thread-safe: the
+    recording pipeline (:class:`cassettes.pipeline.CassetteWriter`) serialises its appends."""
 
-    def __init__(
-        self,
-        path: str | Path,
-        meta: dict[str, Any] | None = None,
-        redactor: Redactor | None = None,
-        fsync: bool = False,
-    ) -> None:
-        from cassettes.view import roundtrip_json
-
-        self._view = roundtrip_json
+    def __init__(self, path: str | Path, meta: dict[str, Any] | None = None, fsync: bool = False) -> None:
         self.path = Path(path)
-        self.redactor = redactor or Redactor()
         self.fsync = fsync
-        self._lock = threading.Lock()
-        self._encoder = HistoryEncoder()
-        self._recent: dict[int, RoundTrip] = {}  # the latest round trips, bases for incremental parsing
-        self._seq = 0
         self._torn = False
         existing = self.path.exists() and self.path.stat().st_size > 0
-        if existing:
-            self._resume()
         try:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
@@ -219,24 +198,6 @@ class CassetteWriter:
             f.seek(-1, os.SEEK_END)
             return f.read(1) == b"\n"
 
-    def _resume(self) -> None:
-        """Rebuild the history-delta state from an existing cassette, to append to it."""
-        cas = read_cassette(self.path)
-        for ex in cas.exchanges:
-            body = ex.request_json()
-            if isinstance(body, dict) and ex.seq is not None and not ex.request_json_cut:
-                self._encoder.encode(ex.seq, body, self._history_key(ex, body))
-            self._seq = max(self._seq, (ex.seq or 0) + 1)
-        self._seq = max(self._seq, len(cas.exchanges) + len(cas.problems))
-
-    @staticmethod
-    def _history_key(ex: Exchange, body: dict[str, Any]) -> str | None:
-        try:
-            adapter = providers.detect(ex.method, urlsplit(ex.url), body)
-        except ValueError:
-            adapter = None
-        return adapter.history_key(body) if adapter is not None else None
-
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
@@ -245,73 +206,34 @@ class CassetteWriter:
         if self.fsync:
             os.fsync(self._fd)
 
-    def _encode_request(self, ex: Exchange, seq: int) -> tuple[dict[str, Any] | None, RoundTrip | None]:
-        """Encode the request body (history delta when it extends an earlier request) and return
-        that earlier round trip when it is at hand, so only the appended part gets parsed."""
-        body = ex.request_json()
-        if not isinstance(body, dict) or ex.request_json_cut:
-            return None, None  # (a body cut at the walk bound is stored raw: exchange_to_record)
-        form = self._encoder.encode(seq, body, self._history_key(ex, body))
-        delta = form.get("delta")
-        if delta is None:
-            return form, None
-        ex.history_delta = {"base": delta["base"], "keep": delta["keep"], "appended": len(delta["append"])}
-        if delta.get("rewritten"):
-            ex.history_delta["rewritten"] = True
-        return form, self._recent.get(delta["base"])
-
-    def append(self, ex: Exchange) -> RoundTrip:
-        """Redact, analyse and write one round trip; returns its derived view."""
-        with self._lock:
-            seq = self._seq
-            self._seq += 1
-            clean = self.redactor.exchange(ex)
-            clean.seq = seq
-            try:
-                form, base = self._encode_request(clean, seq)
-            except orjson.JSONEncodeError:
-                # History items nested deeper than orjson writes cannot be hashed for the delta
-                # encoding: the body is stored whole (raw, see depth_safe_record) instead.
-                form, base = None, None
-            rt = parse_exchange(clean, base)
-            # A base for a later request needs only the request side: keeping the response too
-            # held up to _RECENT whole responses (a 100 MB stream each) in the writer's memory.
-            self._recent[seq] = rt.model_copy(update={"response": None}) if rt.response is not None else rt
-            while len(self._recent) > _RECENT:
-                self._recent.pop(next(iter(self._recent)))
-            rec = exchange_to_record(clean, seq, derived=self._view(rt, clean), request_form=form)
-            try:
-                data = dumps_record(rec)
-            except orjson.JSONEncodeError:
-                data = dumps_record(depth_safe_record(rec, clean))
-            if self._torn:
-                data = b"\n" + data  # keep a partial line left by an earlier failure separate
-            start = -1
-            try:
-                start = os.lseek(self._fd, 0, os.SEEK_END)
-                self._write(data)
-                self._torn = False
-            except OSError as exc:
-                # Take back whatever part of this record reached the file (a full disk, a file
-                # size limit), so the cassette ends with whole records; if even that fails, the
-                # partial line stays and the next record starts on a line of its own.
-                self._torn = True
-                if start >= 0:
-                    try:
-                        os.ftruncate(self._fd, start)
-                        self._torn = data.startswith(b"\n")
-                    except OSError:
-                        pass
-                raise CassetteIOError(f"cannot write to {self.path}: {exc.strerror or exc}") from None
-            return rt
+    def append(self, data: bytes) -> None:
+        """Append one encoded record (a line); on failure take back what reached the file."""
+        if self._torn:
+            data = b"\n" + data  # keep a partial line left by an earlier failure separate
+        start = -1
+        try:
+            start = os.lseek(self._fd, 0, os.SEEK_END)
+            self._write(data)
+            self._torn = False
+        except OSError as exc:
+            # Take back whatever part of this record reached the file (a full disk, a file
+            # size limit), so the cassette ends with whole records; if even that fails, the
+            # partial line stays and the next record starts on a line of its own.
+            self._torn = True
+            if start >= 0:
+                try:
+                    os.ftruncate(self._fd, start)
+                    self._torn = data.startswith(b"\n")
+                except OSError:
+                    pass
+            raise CassetteIOError(f"cannot write to {self.path}: {exc.strerror or exc}") from None
 
     def close(self) -> None:
-        with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
-    def __enter__(self) -> CassetteWriter:
+    def __enter__(self) -> CassetteFile:
         return self
 
     def __exit__(self, *exc: object) -> None:

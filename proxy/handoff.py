@@ -144,7 +144,7 @@ class Handoff:
         import multiprocessing
 
         from cassettes.errors import CassetteError
-        from cassettes.store import CassetteWriter
+        from cassettes.pipeline import CassetteWriter
 
         self.close()
         try:  # fail early, with a clear message, if the cassette cannot be opened

@@ -29,8 +29,8 @@ from typing import Any
 
 from cassettes.decoding import decode_exchange
 from cassettes.errors import CassetteError
+from cassettes.pipeline import CassetteWriter
 from cassettes.redact import Redactor
-from cassettes.store import CassetteWriter
 from proxy import messages
 
 __all__ = ["SETTLE", "FrameReader", "enlarge_pipe", "frame", "write_parts", "writer_main"]

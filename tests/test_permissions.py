@@ -11,7 +11,8 @@ import orjson
 
 from cassettes.cli import main
 from cassettes.exchange import Exchange
-from cassettes.store import CassetteWriter, private_open, write_private
+from cassettes.pipeline import CassetteWriter
+from cassettes.store import private_open, write_private
 
 
 def _mode(p: Path) -> int:

@@ -395,7 +395,7 @@ def cassette_of(path: str | Path, *, live: bool = False) -> Iterator[Path]:
     import shutil
     import tempfile
 
-    from cassettes.store import CassetteWriter
+    from cassettes.pipeline import CassetteWriter
 
     run = _read(p, kind, whole=True)
     tmp = Path(tempfile.mkdtemp(prefix="looptap-"))

@@ -208,7 +208,7 @@ class LooptapSession:
         end = rec.mark()
         mine = rec.between(self.start_mark, end)
         if mine:
-            from cassettes.store import CassetteWriter
+            from cassettes.pipeline import CassetteWriter
 
             with CassetteWriter(self.recording) as w:
                 for ex in mine:
@@ -365,7 +365,7 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
     rec = session.recording
     if rec is not None and rec.exists():
         from cassettes.interop.run import open_run
-        from cassettes.store import CassetteWriter
+        from cassettes.pipeline import CassetteWriter
 
         new = open_run(rec, whole=True).exchanges
         if new:

@@ -30,7 +30,8 @@ import pytest
 from _corpus import CORPUS
 
 from cassettes.exchange import Exchange
-from cassettes.store import Cassette, CassetteWriter, read_cassette
+from cassettes.pipeline import CassetteWriter
+from cassettes.store import Cassette, read_cassette
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
 KILLS = 200 if SLOW else 24
@@ -144,7 +145,7 @@ def build(paths, seed):
 
 
 def main(argv):
-    from cassettes.store import CassetteWriter
+    from cassettes.pipeline import CassetteWriter
 
     path, seed, fsync = argv[0], int(argv[1]), argv[2] == "1"
     paths = argv[3:]

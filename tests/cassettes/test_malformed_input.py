@@ -36,9 +36,10 @@ from cassettes.decoding import decode_chunks
 from cassettes.errors import CassetteError, CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.exchange import Exchange
 from cassettes.framing import parse_sse
+from cassettes.pipeline import CassetteWriter
 from cassettes.redact import Redactor
 from cassettes.roundtrip import MAX_PARSE_BYTES, RoundTrip, parse_exchange
-from cassettes.store import CassetteWriter, read_cassette
+from cassettes.store import read_cassette
 from cassettes.vcr import read_vcr
 
 Chunks = list[tuple[float | None, bytes]]

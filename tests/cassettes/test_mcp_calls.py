@@ -13,7 +13,7 @@ import orjson
 
 from cassettes.analysis import analyse
 from cassettes.exchange import Exchange
-from cassettes.store import CassetteWriter
+from cassettes.pipeline import CassetteWriter
 
 REPO = Path(__file__).resolve().parents[2]
 MCP_URL = "https://mcp.example.com/mcp"

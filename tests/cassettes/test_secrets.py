@@ -30,9 +30,10 @@ from _corpus import corpus_exchanges
 
 from cassettes.exchange import Exchange
 from cassettes.framing import parse_aws_eventstream, reseal_aws_eventstream
+from cassettes.pipeline import CassetteWriter
 from cassettes.redact import REDACTED, Redactor
 from cassettes.roundtrip import parse_exchange
-from cassettes.store import CassetteWriter, read_cassette
+from cassettes.store import read_cassette
 
 _ALNUM = string.ascii_letters + string.digits
 _URLSAFE = _ALNUM + "-_"

@@ -13,8 +13,9 @@ from _corpus import corpus_files, rel
 from cassettes import codec
 from cassettes.errors import CassetteFormatError, NewerFormatError
 from cassettes.exchange import Exchange
+from cassettes.pipeline import CassetteWriter
 from cassettes.redact import Redactor
-from cassettes.store import CassetteWriter, read_cassette
+from cassettes.store import read_cassette
 from cassettes.vcr import load_vcr
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from cassettes.codec import header_record
 from cassettes.interop.run import load_run, run_from_exchanges
-from cassettes.store import CassetteWriter, read_cassette
+from cassettes.pipeline import CassetteWriter
+from cassettes.store import read_cassette
 from cassettes.vcr import load_vcr
 from cassettes.view import roundtrip_json, turn_json
 from tests._corpus import corpus_files

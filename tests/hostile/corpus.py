@@ -29,7 +29,7 @@ import orjson
 
 from cassettes.codec import header_record
 from cassettes.exchange import Exchange
-from cassettes.store import CassetteWriter
+from cassettes.pipeline import CassetteWriter
 
 ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[H\x1b[1A\x1b[31mRED\x9b32m\r\u202eevil\u200b\x08"
 #: Where an interpreted screenshot action would write (tests check that it never appears).

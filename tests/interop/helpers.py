@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cassettes.store import CassetteWriter
+from cassettes.pipeline import CassetteWriter
 from cassettes.vcr import load_vcr
 
 REPO = Path(__file__).resolve().parents[2]

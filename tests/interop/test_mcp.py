@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from cassettes.interop.mcp import build_server
 from cassettes.interop.query import DEFAULT_BYTES, UNTRUSTED_NOTE
-from cassettes.store import CassetteWriter
+from cassettes.pipeline import CassetteWriter
 from tests._corpus import corpus_files
 from tests.hostile.corpus import hostile_exchanges
 from tests.interop.helpers import write_cassette

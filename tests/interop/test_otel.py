@@ -24,7 +24,7 @@ from cassettes.interop.mitmflow import load_flows
 from cassettes.interop.otel import build_request
 from cassettes.interop.otlp import encode_request
 from cassettes.interop.run import Run, load_run, run_from_exchanges
-from cassettes.store import CassetteWriter
+from cassettes.pipeline import CassetteWriter
 from tests.interop.helpers import CACHE_WRITE, FIXTURES, REASONING, write_cassette
 
 _IDS = ("traceId", "spanId", "parentSpanId")

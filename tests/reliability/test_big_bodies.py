@@ -8,7 +8,8 @@ import tracemalloc
 from pathlib import Path
 
 from cassettes.exchange import Exchange
-from cassettes.store import CassetteWriter, read_cassette
+from cassettes.pipeline import CassetteWriter
+from cassettes.store import read_cassette
 
 
 def _big_stream(i: int, mib: int) -> Exchange:

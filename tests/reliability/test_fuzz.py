@@ -44,8 +44,9 @@ from cassettes.decoding import decode_chunks
 from cassettes.errors import CassetteFormatError, ImportFormatError
 from cassettes.exchange import Exchange
 from cassettes.framing import frame
+from cassettes.pipeline import CassetteWriter
 from cassettes.roundtrip import parse_exchange
-from cassettes.store import CassetteWriter, read_cassette
+from cassettes.store import read_cassette
 from cassettes.vcr import load_vcr, read_vcr
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"

@@ -22,8 +22,9 @@ import pytest
 
 from cassettes.decoding import decode_exchange
 from cassettes.exchange import Exchange
+from cassettes.pipeline import CassetteWriter
 from cassettes.replay.matcher import Matcher
-from cassettes.store import CassetteWriter, read_cassette
+from cassettes.store import read_cassette
 
 ROOT = Path(__file__).resolve().parents[2]
 SENT: dict[str, str] = {}

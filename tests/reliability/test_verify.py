@@ -16,8 +16,8 @@ import pytest
 from _corpus import CORPUS
 
 from cassettes.exchange import Exchange
+from cassettes.pipeline import CassetteWriter
 from cassettes.redact import SECRET_PATTERNS
-from cassettes.store import CassetteWriter
 from cassettes.vcr import load_vcr
 from cassettes.verify import main as verify_main
 from cassettes.verify import scan_file, scan_lines

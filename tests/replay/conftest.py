@@ -12,7 +12,7 @@ if str(REPO) not in sys.path:  # `tests.support` is imported from the repository
     sys.path.insert(0, str(REPO))
 
 from cassettes.exchange import Exchange  # noqa: E402
-from cassettes.store import CassetteWriter  # noqa: E402
+from cassettes.pipeline import CassetteWriter  # noqa: E402
 
 CHAT_URL = "https://api.openai.com/v1/chat/completions"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
+from cassettes.pipeline import CassetteWriter
 from cassettes.replay.server import ReplayServer
-from cassettes.store import CassetteWriter
 from tests.cassettes.test_mcp_calls import run_exchanges
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}

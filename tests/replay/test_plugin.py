@@ -227,7 +227,7 @@ def test_readme_example_replays_and_fails_when_the_tool_changes(pytester: pytest
     pytest.importorskip("openai")
     import importlib.util
 
-    from cassettes.store import CassetteWriter
+    from cassettes.pipeline import CassetteWriter
 
     code = _readme_example()
     src = pytester.path / "test_weather_agent.py"

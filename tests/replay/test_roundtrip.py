@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 
 from cassettes.exchange import Exchange
+from cassettes.pipeline import CassetteWriter
 from cassettes.replay.server import ReplayServer
 from cassettes.roundtrip import parse_exchange
-from cassettes.store import CassetteWriter, read_cassette
+from cassettes.store import read_cassette
 from tests.support.harness import outputs
 from tests.support.upstream import FakeUpstream
 

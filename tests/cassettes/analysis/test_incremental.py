@@ -8,8 +8,9 @@ import pytest
 from _corpus import corpus_files, rel
 
 from cassettes.analysis import analyse
+from cassettes.pipeline import CassetteWriter
 from cassettes.roundtrip import RoundTrip, parse_exchange
-from cassettes.store import CassetteWriter, read_cassette
+from cassettes.store import read_cassette
 from cassettes.vcr import load_vcr
 
 pytestmark = pytest.mark.corpus

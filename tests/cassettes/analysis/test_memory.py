@@ -30,7 +30,7 @@ from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
 from cassettes.exchange import Exchange
 from cassettes.index import IncrementalRun
-from cassettes.store import CassetteWriter
+from cassettes.pipeline import CassetteWriter
 from cassettes.vcr import load_vcr
 
 
