@@ -33,7 +33,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 from urllib.parse import SplitResult, unquote
 
@@ -73,6 +73,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
     tool_call_from_string,
 )
+from cassettes.providers._parts import Slot, StreamParts
 
 __all__ = ["AnthropicMessages", "finish_class", "usage_from"]
 
@@ -410,14 +411,6 @@ def _anthropic_error(body: Any, status: int | None, in_stream: bool = False) -> 
     return error_from_body(body, status, in_stream=in_stream)
 
 
-@dataclass
-class _Block:
-    block: JSONObject
-    #: The concatenated ``partial_json`` fragments (``None`` until the first one arrives).
-    json_buf: str | None = None
-    stopped: bool = False
-
-
 def _bedrock_payload(ev: Event) -> tuple[str | None, Any]:
     """One AWS event-stream frame → (event name, Anthropic event JSON). Exceptions become ``error``."""
     headers = ev.headers or {}
@@ -582,16 +575,25 @@ class AnthropicMessages(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """``accumulate_event`` of the SDK (WIRE.md §C.4), lenient about order and unknown events."""
-        snapshot: JSONObject = {}
-        usage_raw: JSONObject | None = None
-        blocks: dict[int, _Block] = {}
-        error: ApiError | None = None
-        done = False
-        events = 0
-        notes: JSONObject = {}
-        bedrock = framed.kind == "aws_eventstream"
+        return _MessagesStream(bedrock=framed.kind == "aws_eventstream").read(framed)
+
+
+#: The block a delta implies when its ``content_block_start`` is missing.
+_IMPLIED = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "tool_use"}
+
+
+class _MessagesStream(StreamParts):
+    """Messages events → the message snapshot (blocks keyed by ``index``), read as a body is."""
+
+    def __init__(self, bedrock: bool) -> None:
+        super().__init__()
+        self.bedrock = bedrock
+        self.snapshot: JSONObject = {}
+        self.usage_raw: JSONObject | None = None
+
+    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
         for ev in framed.events:
-            if bedrock:
+            if self.bedrock:
                 name, data = _bedrock_payload(ev)
             else:
                 if not ev.data.strip():
@@ -602,105 +604,117 @@ class AnthropicMessages(Provider):
                     data = None
                 name = ev.event
             if not isinstance(data, dict):
-                notes["unparsed_events"] = notes.get("unparsed_events", 0) + 1
+                self.unparsed()
                 continue
-            events += 1
-            kind = as_str(data.get("type")) or name
-            if kind == "message_start":
-                msg = data.get("message")
-                if isinstance(msg, dict):
-                    snapshot = {k: v for k, v in msg.items() if k != "content"}
-                    usage_raw = dict(msg["usage"]) if isinstance(msg.get("usage"), dict) else usage_raw
-                    for i, b in enumerate(msg.get("content") or []):
-                        if isinstance(b, dict):
-                            blocks[i] = _Block(dict(b))
-            elif kind == "content_block_start":
-                idx = as_int(data.get("index"))
-                cb = data.get("content_block")
-                if idx is not None and isinstance(cb, dict):
-                    blocks[idx] = _Block(dict(cb))
-            elif kind == "content_block_delta":
-                self._apply_delta(blocks, data, notes)
-            elif kind == "content_block_stop":
-                idx = as_int(data.get("index"))
-                if idx is not None and idx in blocks:
-                    blocks[idx].stopped = True
-            elif kind == "message_delta":
-                delta = data.get("delta")
-                if isinstance(delta, dict):
-                    for k, v in delta.items():
-                        if k != "container" or v is not None:
-                            snapshot[k] = v
-                for k, v in data.items():
-                    if k not in ("type", "delta", "usage") and v is not None:
-                        snapshot[k] = v
-                u = data.get("usage")
-                if isinstance(u, dict):
-                    # Cumulative totals: overwrite. Absent optional counts keep the start value.
-                    usage_raw = dict(usage_raw or {})
-                    usage_raw.update({k: v for k, v in u.items() if v is not None or k == "output_tokens"})
-            elif kind == "message_stop":
-                done = True
-                extra = {k: v for k, v in data.items() if k != "type"}
-                if extra:  # Bedrock: amazon-bedrock-invocationMetrics
-                    notes.update(extra)
-            elif kind == "error":
-                error = _anthropic_error(data, None, in_stream=True)
-            elif kind != "ping":
-                unknown = notes.setdefault("unknown_events", [])
-                if kind not in unknown:
-                    unknown.append(kind)
-        order = sorted(blocks)
-        snapshot["content"] = [blocks[i].block for i in order]
-        if usage_raw is not None:
-            snapshot["usage"] = usage_raw
-        bufs: dict[int, str] = {}
-        for pos, i in enumerate(order):
-            buf = blocks[i].json_buf
-            if buf is not None:
-                bufs[pos] = buf
-        resp = _response(snapshot, bufs)
-        unfinished = [i for i in order if not blocks[i].stopped]
-        if unfinished and not done:
-            notes["unfinished_blocks"] = unfinished
-        if order != list(range(len(order))):
-            notes["block_indices"] = order
-        resp.error = error
-        resp.complete = done and error is None
-        resp.events = events
-        if resp.finish_reason is None and error is not None:
-            resp.finish_reason = FinishReason.ERROR
-        if notes:
-            resp.provider_details = {**(resp.provider_details or {}), **notes}
-        return resp
+            self.count()
+            yield name, data
 
-    @staticmethod
-    def _apply_delta(blocks: dict[int, _Block], data: JSONObject, notes: JSONObject) -> None:
+    def on(self, name: str | None, data: Any) -> None:
+        kind = as_str(data.get("type")) or name
+        handler = _MESSAGES_EVENTS.get(kind or "")
+        if handler is not None:
+            handler(self, data)
+        elif kind != "ping":
+            self.unknown(kind)
+
+    def message_start(self, data: JSONObject) -> None:
+        msg = data.get("message")
+        if isinstance(msg, dict):
+            self.snapshot = {k: v for k, v in msg.items() if k != "content"}
+            self.usage_raw = dict(msg["usage"]) if isinstance(msg.get("usage"), dict) else self.usage_raw
+            for i, b in enumerate(msg.get("content") or []):
+                if isinstance(b, dict):
+                    self.slots[i] = Slot("block", block=dict(b))
+
+    def block_start(self, data: JSONObject) -> None:
+        idx = as_int(data.get("index"))
+        cb = data.get("content_block")
+        if idx is not None and isinstance(cb, dict):
+            self.slots[idx] = Slot("block", block=dict(cb))
+
+    def block_delta(self, data: JSONObject) -> None:
         idx = as_int(data.get("index"))
         delta = data.get("delta")
         if idx is None or not isinstance(delta, dict):
             return
-        dtype = delta.get("type")
-        st = blocks.get(idx)
+        st = self.slots.get(idx)
         if st is None:
             # A delta without its content_block_start (a lossy gateway): start the block it implies.
-            implied = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "tool_use"}
-            st = blocks[idx] = _Block({"type": implied.get(str(dtype), "unknown")})
-            notes.setdefault("deltas_without_start", []).append(idx)
-        b = st.block
-        if dtype == "text_delta":
-            b["text"] = (as_str(b.get("text")) or "") + (as_str(delta.get("text")) or "")
-        elif dtype == "input_json_delta":
-            st.json_buf = (st.json_buf or "") + (as_str(delta.get("partial_json")) or "")
-        elif dtype == "thinking_delta":
-            b["thinking"] = (as_str(b.get("thinking")) or "") + (as_str(delta.get("thinking")) or "")
-        elif dtype == "signature_delta":
-            b["signature"] = delta.get("signature")
-        elif dtype == "citations_delta":
-            cites = b.get("citations")
-            b["citations"] = [*(cites if isinstance(cites, list) else []), delta.get("citation")]
-        else:
-            # compaction_delta and future delta types carry the block's fields whole: set them.
+            st = self.slots[idx] = Slot("block", block={"type": _IMPLIED.get(str(delta.get("type")), "unknown")})
+            self.details.setdefault("deltas_without_start", []).append(idx)
+        _grow_block(st, delta)
+
+    def block_stop(self, data: JSONObject) -> None:
+        idx = as_int(data.get("index"))
+        if idx is not None and idx in self.slots:
+            self.slots[idx].closed = True
+
+    def message_delta(self, data: JSONObject) -> None:
+        delta = data.get("delta")
+        if isinstance(delta, dict):
             for k, v in delta.items():
-                if k != "type":
-                    b[k] = v
+                if k != "container" or v is not None:
+                    self.snapshot[k] = v
+        for k, v in data.items():
+            if k not in ("type", "delta", "usage") and v is not None:
+                self.snapshot[k] = v
+        u = data.get("usage")
+        if isinstance(u, dict):
+            # Cumulative totals: overwrite. Absent optional counts keep the start value.
+            self.usage_raw = dict(self.usage_raw or {})
+            self.usage_raw.update({k: v for k, v in u.items() if v is not None or k == "output_tokens"})
+
+    def message_stop(self, data: JSONObject) -> None:
+        self.done = True
+        extra = {k: v for k, v in data.items() if k != "type"}
+        if extra:  # Bedrock: amazon-bedrock-invocationMetrics
+            self.details.update(extra)
+
+    def error_event(self, data: JSONObject) -> None:
+        self.error = _anthropic_error(data, None, in_stream=True)
+
+    def close(self) -> NormalisedResponse:
+        order = sorted(i for i in self.slots if isinstance(i, int))  # block indices (all of the keys)
+        blocks = [self.slots[i] for i in order]
+        self.snapshot["content"] = [st.block for st in blocks]
+        if self.usage_raw is not None:
+            self.snapshot["usage"] = self.usage_raw
+        bufs = {pos: st.arguments for pos, st in enumerate(blocks) if st.arguments is not None}
+        resp = _response(self.snapshot, bufs)
+        unfinished = [i for i, st in zip(order, blocks, strict=True) if not st.closed]
+        if unfinished and not self.done:
+            self.details["unfinished_blocks"] = unfinished
+        if order != list(range(len(order))):
+            self.details["block_indices"] = order
+        return self.finish(resp)
+
+
+_MESSAGES_EVENTS: dict[str, Callable[[_MessagesStream, JSONObject], None]] = {
+    "message_start": _MessagesStream.message_start,
+    "content_block_start": _MessagesStream.block_start,
+    "content_block_delta": _MessagesStream.block_delta,
+    "content_block_stop": _MessagesStream.block_stop,
+    "message_delta": _MessagesStream.message_delta,
+    "message_stop": _MessagesStream.message_stop,
+    "error": _MessagesStream.error_event,
+}
+
+
+def _grow_block(st: Slot, delta: JSONObject) -> None:
+    """Apply one ``content_block_delta`` to its block."""
+    b = st.block
+    dtype = delta.get("type")
+    if dtype == "text_delta":
+        b["text"] = (as_str(b.get("text")) or "") + (as_str(delta.get("text")) or "")
+    elif dtype == "input_json_delta":
+        st.add_args(as_str(delta.get("partial_json")) or "")
+    elif dtype == "thinking_delta":
+        b["thinking"] = (as_str(b.get("thinking")) or "") + (as_str(delta.get("thinking")) or "")
+    elif dtype == "signature_delta":
+        b["signature"] = delta.get("signature")
+    elif dtype == "citations_delta":
+        cites = b.get("citations")
+        b["citations"] = [*(cites if isinstance(cites, list) else []), delta.get("citation")]
+    else:
+        # compaction_delta and future delta types carry the block's fields whole: set them.
+        b.update((k, v) for k, v in delta.items() if k != "type")
