@@ -11,6 +11,7 @@ hand-edited or future ``status`` values (kept raw, classed ``other``).
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
@@ -46,6 +47,7 @@ from cassettes.providers._base import (
     text_of,
     tool_call_from_string,
 )
+from cassettes.providers._parts import Slot, StreamParts
 
 __all__ = ["OpenAIResponses"]
 
@@ -658,127 +660,154 @@ class OpenAIResponses(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """The SDK's ``ResponseStreamState`` accumulation (WIRE.md §B.4), lenient for other servers."""
-        snapshot: Item | None = None
-        terminal: Item | None = None
-        items: dict[int, Item] = {}
-        error: ApiError | None = None
-        events = 0
-        details: dict[str, Any] = {}
-        for ev in framed.events:
-            data = ev.data.strip()
-            if not data:
-                continue
-            if data == "[DONE]":
-                details["done_sentinel"] = True  # OpenRouter ends Responses streams like Chat ones
-                continue
-            events += 1
-            try:
-                d = bounds.loads(data)
-            except orjson.JSONDecodeError:
-                details["unparsed_events"] = details.get("unparsed_events", 0) + 1
-                continue
-            if not isinstance(d, dict):
-                continue
-            etype = as_str(d.get("type")) or ev.event or ""
-            if etype in _LIFECYCLE and isinstance(d.get("response"), dict):
-                snapshot = d["response"]
-            elif etype in _TERMINAL and isinstance(d.get("response"), dict):
-                terminal = d["response"]
-            elif etype == "error":
-                error = (
-                    error_from_body(d, None, in_stream=True)
-                    if isinstance(d.get("error"), dict)
-                    else ApiError(
-                        code=as_str(d.get("code")), message=as_str(d.get("message")), in_stream=True, raw=d
-                    )
-                )
-            else:
-                _apply(items, etype, d)
-        if terminal is not None:
-            resp = dict(terminal)
-            if resp.get("output") is None or (resp.get("output") == [] and items):
-                resp["output"] = [items[i] for i in sorted(items)]
-                details["output_from_events"] = True
-            out = self._response(resp, in_stream=True)
-            out.complete = True
-        else:
-            resp = dict(snapshot or {})
-            resp["output"] = [items[i] for i in sorted(items)]
-            resp["usage"] = None
-            out = self._response(resp, in_stream=True)
-            out.complete = False
-            if out.finish_reason not in (None, FinishReason.ERROR):
-                out.finish_reason = None  # a snapshot status is not how the stream ended
-        if error is not None:
-            out.error = error
-            if out.finish_reason is None or terminal is None:
-                out.finish_reason = FinishReason.ERROR
-        out.events = events
-        if details:
-            out.provider_details = {**(out.provider_details or {}), **details}
-        return out
+        return _ResponsesStream(self._response).read(framed)
 
 
-def _apply(items: dict[int, Item], etype: str, d: Item) -> None:
-    """Apply one item/content event to the accumulated output items (by ``output_index``)."""
-    idx = as_int(d.get("output_index"))
-    if idx is None and isinstance(d.get("item_id"), str):
-        idx = next((i for i, it in items.items() if it.get("id") == d["item_id"]), None)
-    if etype in ("response.output_item.added", "response.output_item.done"):
-        if isinstance(d.get("item"), dict):
-            items[idx if idx is not None else len(items)] = copy.deepcopy(d["item"])
-        return
-    if idx is None or idx not in items:
-        return
-    item = items[idx]
-    ci = as_int(d.get("content_index")) or 0
-    if etype in ("response.content_part.added", "response.content_part.done") and isinstance(
-        d.get("part"), dict
-    ):
-        content = item.setdefault("content", [])
-        if not isinstance(content, list):
+class _ResponsesStream(StreamParts):
+    """Responses events → the terminal response, its output rebuilt from the item events (keyed
+    by ``output_index``) when it has none; a cut stream is read from its last snapshot."""
+
+    def __init__(self, response: Callable[..., NormalisedResponse]) -> None:
+        super().__init__()
+        #: The adapter's reading of a response object.
+        self.response = response
+        self.snapshot: Item | None = None
+        self.terminal: Item | None = None
+
+    def sentinel(self) -> None:
+        self.details["done_sentinel"] = True  # OpenRouter ends Responses streams like Chat ones
+
+    def on(self, name: str | None, d: Any) -> None:
+        if not isinstance(d, dict):
             return
-        while len(content) <= ci:
-            content.append({})
-        content[ci] = copy.deepcopy(d["part"])
-    elif etype in ("response.output_text.delta", "response.reasoning_text.delta", "response.refusal.delta"):
-        key = "refusal" if etype == "response.refusal.delta" else "text"
-        default_type = {
-            "response.output_text.delta": "output_text",
-            "response.reasoning_text.delta": "reasoning_text",
-        }.get(etype, "refusal")
-        part = _slot(item, "content", ci, default_type)
-        part[key] = (as_str(part.get(key)) or "") + (as_str(d.get("delta")) or "")
-    elif etype in ("response.output_text.done", "response.reasoning_text.done") and isinstance(
-        d.get("text"), str
-    ):
-        _slot(item, "content", ci, "output_text" if "output_text" in etype else "reasoning_text")["text"] = d[
-            "text"
-        ]
-    elif etype == "response.refusal.done" and isinstance(d.get("refusal"), str):
-        _slot(item, "content", ci, "refusal")["refusal"] = d["refusal"]
-    elif etype == "response.output_text.annotation.added" and d.get("annotation") is not None:
-        _slot(item, "content", ci, "output_text").setdefault("annotations", []).append(d["annotation"])
-    elif etype == "response.function_call_arguments.delta":
-        item["arguments"] = (as_str(item.get("arguments")) or "") + (as_str(d.get("delta")) or "")
-    elif etype == "response.function_call_arguments.done":
-        if isinstance(d.get("arguments"), str):
-            item["arguments"] = d["arguments"]
-        if isinstance(d.get("name"), str) and not item.get("name"):
-            item["name"] = d["name"]
-    elif etype == "response.custom_tool_call_input.delta":
-        item["input"] = (as_str(item.get("input")) or "") + (as_str(d.get("delta")) or "")
-    elif etype == "response.custom_tool_call_input.done" and isinstance(d.get("input"), str):
+        etype = as_str(d.get("type")) or name or ""
+        if etype in _LIFECYCLE and isinstance(d.get("response"), dict):
+            self.snapshot = d["response"]
+        elif etype in _TERMINAL and isinstance(d.get("response"), dict):
+            self.terminal = d["response"]
+        elif etype == "error":
+            self.error = (
+                error_from_body(d, None, in_stream=True)
+                if isinstance(d.get("error"), dict)
+                else ApiError(code=as_str(d.get("code")), message=as_str(d.get("message")), in_stream=True, raw=d)
+            )
+        else:
+            self._item_event(etype, d)
+
+    def _item_event(self, etype: str, d: Item) -> None:
+        """Apply one item/content event to the accumulated output items (by ``output_index``)."""
+        idx: Any = as_int(d.get("output_index"))
+        if idx is None and isinstance(d.get("item_id"), str):
+            idx = next((i for i, st in self.slots.items() if st.block.get("id") == d["item_id"]), None)
+        if etype in ("response.output_item.added", "response.output_item.done"):
+            if isinstance(d.get("item"), dict):
+                self.slots[idx if idx is not None else len(self.slots)] = Slot("item", block=copy.deepcopy(d["item"]))
+            return
+        grow = _ITEM_EVENTS.get(etype)
+        if idx is not None and idx in self.slots and grow is not None:
+            grow(self.slots[idx].block, d)
+
+    def close(self) -> NormalisedResponse:
+        items = [self.slots[i].block for i in sorted(i for i in self.slots if isinstance(i, int))]
+        if self.terminal is not None:
+            resp = dict(self.terminal)
+            if resp.get("output") is None or (resp.get("output") == [] and items):
+                resp["output"] = items
+                self.details["output_from_events"] = True
+            return self.finish(self.response(resp, in_stream=True))
+        resp = {**(self.snapshot or {}), "output": items, "usage": None}
+        out = self.response(resp, in_stream=True)
+        if out.finish_reason not in (None, FinishReason.ERROR):
+            out.finish_reason = None  # a snapshot status is not how the stream ended
+        return self.finish(out)
+
+    def complete(self) -> bool:
+        return self.terminal is not None
+
+
+def _content_index(d: Item) -> int:
+    return as_int(d.get("content_index")) or 0
+
+
+def _summary_index(d: Item) -> int:
+    return as_int(d.get("summary_index")) or 0
+
+
+def _append(slot: Item, key: str, d: Item) -> None:
+    slot[key] = (as_str(slot.get(key)) or "") + (as_str(d.get("delta")) or "")
+
+
+def _content_part(item: Item, d: Item) -> None:
+    if not isinstance(d.get("part"), dict):
+        return
+    content = item.setdefault("content", [])
+    if not isinstance(content, list):
+        return
+    ci = _content_index(d)
+    while len(content) <= ci:
+        content.append({})
+    content[ci] = copy.deepcopy(d["part"])
+
+
+def _text_done(kind: str) -> Callable[[Item, Item], None]:
+    """``response.<kind>.done``: the whole text (``refusal`` for a refusal) replaces the pieces."""
+    key = "refusal" if kind == "refusal" else "text"
+
+    def done(item: Item, d: Item) -> None:
+        if isinstance(d.get(key), str):
+            _slot(item, "content", _content_index(d), kind)[key] = d[key]
+
+    return done
+
+
+def _annotation(item: Item, d: Item) -> None:
+    if d.get("annotation") is not None:
+        _slot(item, "content", _content_index(d), "output_text").setdefault("annotations", []).append(d["annotation"])
+
+
+def _arguments_done(item: Item, d: Item) -> None:
+    if isinstance(d.get("arguments"), str):
+        item["arguments"] = d["arguments"]
+    if isinstance(d.get("name"), str) and not item.get("name"):
+        item["name"] = d["name"]
+
+
+def _input_done(item: Item, d: Item) -> None:
+    if isinstance(d.get("input"), str):
         item["input"] = d["input"]
-    elif etype in ("response.reasoning_summary_part.added", "response.reasoning_summary_part.done"):
-        si = as_int(d.get("summary_index")) or 0
-        if isinstance(d.get("part"), dict):
-            _slot(item, "summary", si, "summary_text").update(copy.deepcopy(d["part"]))
-    elif etype == "response.reasoning_summary_text.delta":
-        part = _slot(item, "summary", as_int(d.get("summary_index")) or 0, "summary_text")
-        part["text"] = (as_str(part.get("text")) or "") + (as_str(d.get("delta")) or "")
-    elif etype == "response.reasoning_summary_text.done" and isinstance(d.get("text"), str):
-        _slot(item, "summary", as_int(d.get("summary_index")) or 0, "summary_text")["text"] = d["text"]
+
+
+def _summary_part(item: Item, d: Item) -> None:
+    si = _summary_index(d)
+    if isinstance(d.get("part"), dict):
+        _slot(item, "summary", si, "summary_text").update(copy.deepcopy(d["part"]))
+
+
+def _summary_done(item: Item, d: Item) -> None:
+    if isinstance(d.get("text"), str):
+        _slot(item, "summary", _summary_index(d), "summary_text")["text"] = d["text"]
+
+
+#: Item and content events → what they do to the item they name.
+_ITEM_EVENTS: dict[str, Callable[[Item, Item], None]] = {
+    "response.content_part.added": _content_part,
+    "response.content_part.done": _content_part,
+    "response.output_text.delta": lambda item, d: _append(_slot(item, "content", _content_index(d), "output_text"), "text", d),
+    "response.reasoning_text.delta": lambda item, d: _append(_slot(item, "content", _content_index(d), "reasoning_text"), "text", d),
+    "response.refusal.delta": lambda item, d: _append(_slot(item, "content", _content_index(d), "refusal"), "refusal", d),
+    "response.output_text.done": _text_done("output_text"),
+    "response.reasoning_text.done": _text_done("reasoning_text"),
+    "response.refusal.done": _text_done("refusal"),
+    "response.output_text.annotation.added": _annotation,
+    "response.function_call_arguments.delta": lambda item, d: _append(item, "arguments", d),
+    "response.function_call_arguments.done": _arguments_done,
+    "response.custom_tool_call_input.delta": lambda item, d: _append(item, "input", d),
+    "response.custom_tool_call_input.done": _input_done,
+    "response.reasoning_summary_part.added": _summary_part,
+    "response.reasoning_summary_part.done": _summary_part,
+    "response.reasoning_summary_text.delta": lambda item, d: _append(_slot(item, "summary", _summary_index(d), "summary_text"), "text", d),
+    "response.reasoning_summary_text.done": _summary_done,
+}
 
 
 def _slot(item: Item, key: str, index: int, default_type: str) -> Item:
