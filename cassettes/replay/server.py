@@ -28,7 +28,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
@@ -609,31 +609,11 @@ class ReplayServer(BackgroundServer):
             self._log(req, None, [], [], rec, ex.transport_error or "no response recorded")
             writer.transport.abort()
             return False
-        headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in _DROP]
-        if ex.status >= 400:
-            adapter = rec.key.adapter or Provider()
-            retry = self._recorded_retry(rec)
-            headers += adapter.replay_error_headers(retry=retry)
-            if retry:
-                headers += [("retry-after", "0"), ("retry-after-ms", "0")]
-            else:
-                headers += [(k, v) for k, v in ex.response_headers if k.lower() in ("retry-after", "retry-after-ms")]
-        headers.append(("x-looptap-replay", f"seq={ex.seq}"))
-        if fault is not None:
-            headers.append(("x-looptap-fault", fault.describe()))
-        chunks = [(t, c) for t, c in ex.response_chunks if c]
+        headers = self._play_headers(rec, fault)
+        chunks = self._play_chunks(req, rec, fault)
         ctype = (ex.response_header("content-type") or "").lower()
-        if rec.key.adapter is not None and rec.key.is_json:
-            chunks = rec.key.adapter.replay_chunks(chunks, ctype, rec.key.raw, req.body)
-        if fault is not None and fault.kind in ("stream_cut", "error_event", "stall") and ex.status < 400:
-            events = _events(b"".join(c for _, c in chunks), ctype)
-            if len(events) > len(chunks):  # a stream recorded in few pieces (vcrpy keeps one): fault it event by event
-                last = chunks[-1][0] if chunks else None
-                chunks = [(last, e) for e in events]
-            elif len(chunks) == 1 and fault.kind != "stall":
-                body = chunks[0][1]  # one recorded piece (a JSON answer): cut it, or send the error halfway
-                chunks = [(chunks[0][0], body[: len(body) // 2]), (chunks[0][0], body[len(body) // 2 :])]
-        chunked = (fault is not None and fault.kind in ("stream_cut", "error_event", "stall")) or len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
+        cutting = fault is not None and fault.kind in ("stream_cut", "error_event", "stall")
+        chunked = cutting or len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
         if not chunked:
             body = b"".join(c for _, c in chunks)
             headers.append(("content-length", str(len(body))))
@@ -651,34 +631,88 @@ class ReplayServer(BackgroundServer):
             sent.append((loop.time() - t0, body))
             writer.write(body)
             await writer.drain()
-        else:
-            half = max(1, len(chunks) // 2)
-            cut = int(fault.arg or 0) if fault is not None and fault.kind == "stream_cut" else None
-            if cut is not None:  # a stream of N events or fewer loses its last one: a cut always cuts
-                cut = min(cut, len(chunks) - 1)
-            for i, (offset, chunk) in enumerate(chunks):
-                if fault is not None and i == half and fault.kind == "stall":
-                    await asyncio.sleep(fault.arg or 0.0)
-                if fault is not None and i == half and fault.kind == "error_event":
-                    adapter = rec.key.adapter or Provider()
-                    event = adapter.fault_event(fault.kind)
-                    sent.append((loop.time() - t0, event))
-                    writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
-                    await writer.drain()
-                    return True  # the stream ends after the error, without its terminal event
-                if cut is not None and i >= cut:
-                    logged.transport_error = f"looptap fault: stream cut after {cut} chunks"
-                    writer.transport.abort()
-                    return False
-                await until(offset)
-                sent.append((loop.time() - t0, chunk))
-                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                await writer.drain()
+        elif not await self._send_chunks(writer, rec, chunks, fault, until, sent, logged, lambda: loop.time() - t0):
+            return fault is not None and fault.kind == "error_event"  # the stream ended after the error event
         if ex.transport_error:  # the recording broke off here: so does the replay
             writer.transport.abort()
             return False
         if chunked:
             writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        return True
+
+    def _play_headers(self, rec: Recorded, fault: Fault | None) -> Headers:
+        """The recorded response headers as replayed: hop-by-hop ones dropped, an error's retry
+        advice as the adapter gives it, the replay and fault labels added."""
+        ex = rec.exchange
+        assert ex.status is not None
+        headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in _DROP]
+        if ex.status >= 400:
+            adapter = rec.key.adapter or Provider()
+            retry = self._recorded_retry(rec)
+            headers += adapter.replay_error_headers(retry=retry)
+            if retry:
+                headers += [("retry-after", "0"), ("retry-after-ms", "0")]
+            else:
+                headers += [(k, v) for k, v in ex.response_headers if k.lower() in ("retry-after", "retry-after-ms")]
+        headers.append(("x-looptap-replay", f"seq={ex.seq}"))
+        if fault is not None:
+            headers.append(("x-looptap-fault", fault.describe()))
+        return headers
+
+    def _play_chunks(self, req: _Request, rec: Recorded, fault: Fault | None) -> list[tuple[float | None, bytes]]:
+        """The recorded body's pieces as replay sends them: echoing what the request carries
+        (``Provider.replay_chunks``), and cut event by event when a stream fault needs it."""
+        ex = rec.exchange
+        assert ex.status is not None
+        chunks = [(t, c) for t, c in ex.response_chunks if c]
+        ctype = (ex.response_header("content-type") or "").lower()
+        if rec.key.adapter is not None and rec.key.is_json:
+            chunks = rec.key.adapter.replay_chunks(chunks, ctype, rec.key.raw, req.body)
+        if fault is None or fault.kind not in ("stream_cut", "error_event", "stall") or ex.status >= 400:
+            return chunks
+        events = _events(b"".join(c for _, c in chunks), ctype)
+        if len(events) > len(chunks):  # a stream recorded in few pieces (vcrpy keeps one): fault it event by event
+            last = chunks[-1][0] if chunks else None
+            return [(last, e) for e in events]
+        if len(chunks) == 1 and fault.kind != "stall":
+            body = chunks[0][1]  # one recorded piece (a JSON answer): cut it, or send the error halfway
+            return [(chunks[0][0], body[: len(body) // 2]), (chunks[0][0], body[len(body) // 2 :])]
+        return chunks
+
+    async def _send_chunks(
+        self,
+        writer: asyncio.StreamWriter,
+        rec: Recorded,
+        chunks: list[tuple[float | None, bytes]],
+        fault: Fault | None,
+        until: Callable[[float | None], Awaitable[None]],
+        sent: list[tuple[float | None, bytes]],
+        logged: Exchange,
+        now: Callable[[], float],
+    ) -> bool:
+        """Send a chunked body at its recorded pace, a stream fault acting halfway or at its cut;
+        ``False`` when the stream was ended early (cut, or an error event as its last word)."""
+        half = max(1, len(chunks) // 2)
+        cut = int(fault.arg or 0) if fault is not None and fault.kind == "stream_cut" else None
+        if cut is not None:  # a stream of N events or fewer loses its last one: a cut always cuts
+            cut = min(cut, len(chunks) - 1)
+        for i, (offset, chunk) in enumerate(chunks):
+            if fault is not None and i == half and fault.kind == "stall":
+                await asyncio.sleep(fault.arg or 0.0)
+            if fault is not None and i == half and fault.kind == "error_event":
+                event = (rec.key.adapter or Provider()).fault_event(fault.kind)
+                sent.append((now(), event))
+                writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
+                await writer.drain()
+                return False  # the stream ends after the error, without its terminal event
+            if cut is not None and i >= cut:
+                logged.transport_error = f"looptap fault: stream cut after {cut} chunks"
+                writer.transport.abort()
+                return False
+            await until(offset)
+            sent.append((now(), chunk))
+            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             await writer.drain()
         return True
 
