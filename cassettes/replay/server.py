@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import orjson
@@ -43,6 +44,9 @@ from cassettes.providers import REVERSE_UPSTREAMS, Provider, Rendered
 from cassettes.replay.background import BackgroundServer
 from cassettes.replay.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
+
+if TYPE_CHECKING:
+    from cassettes.replay.wsframes import MessageReader
 
 __all__ = ["MISS_CODE", "MISS_STATUS", "ReplayServer", "parse_pace", "replay_env"]
 
@@ -258,121 +262,159 @@ class ReplayServer(BackgroundServer):
         (its API's ``ws_turns``) is matched like an HTTP request to the session's path, and the
         recorded turn's events are sent back one message each, paced as recorded; a miss gets the
         API's error message (fail-closed), and the session goes on."""
-        from cassettes.framing import frame as frame_stream
         from cassettes.replay import wsframes as ws
 
         key = req.header("sec-websocket-key")
         adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
         rules = adapter.ws_turns() if adapter is not None else None
-        if req.method != "GET" or not key or rules is None or rules.gathers is not None:
+        if req.method != "GET" or not key or adapter is None or rules is None or rules.gathers is not None:
             msg = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
             self._log(req, 400, [], [(0.0, msg)], "refused WebSocket")
             await self._send_head(writer, 400, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")])
             writer.write(msg)
             await writer.drain()
             return
-        assert adapter is not None
-        opens = rules.opens
         await self._send_head(writer, 101, [("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-accept", ws.accept_key(key))])
-        loop = asyncio.get_running_loop()
         incoming = ws.MessageReader(reader)
+        while True:
+            data = await self._ws_next(incoming, writer)
+            if data is None:
+                return  # closed, or broken by the client
+            try:
+                opened = rules.opens(bounds.loads(data))
+            except (orjson.JSONDecodeError, ValueError):
+                opened = False
+            if opened and not await self._ws_turn(_Request("POST", req.target, req.headers, data), writer, adapter):
+                return  # a fault closed the connection
+            # (a session message opens no turn: nothing is answered for it)
+
+    @staticmethod
+    async def _ws_next(incoming: MessageReader, writer: asyncio.StreamWriter) -> bytes | None:
+        """The next data message, answering control frames on the way; ``None`` when the
+        session ends (a close, or a protocol error answered with close code 1002)."""
+        from cassettes.replay import wsframes as ws
+
         while True:
             try:
                 op, data = await incoming.next()
             except ws.WsProtocolError as exc:
                 writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1002) + str(exc).encode()[:120]))
                 await writer.drain()
-                return
+                return None
             if op == ws.PING:
                 writer.write(ws.frame(ws.PONG, data))
                 await writer.drain()
-                continue
-            if op == ws.CLOSE:
+            elif op == ws.CLOSE:
                 writer.write(ws.frame(ws.CLOSE, data[:2]))
                 await writer.drain()
-                return
-            if op == ws.PONG:
-                continue
-            try:
-                opened = opens(bounds.loads(data))
-            except (orjson.JSONDecodeError, ValueError):
-                opened = False
-            if not opened:
-                continue  # a session message: nothing is answered for it
-            turn = _Request("POST", req.target, req.headers, data)
-            t0 = loop.time()
-            answer = self.matcher.match("POST", req.target, req.headers, data)
-            if isinstance(answer, Miss):
-                body = orjson.dumps({"type": "error", "status": MISS_STATUS, **adapter.replay_error(MISS_STATUS, str(answer), MISS_CODE)})
-                self._log(turn, MISS_STATUS, [("content-type", "application/json")], [(0.0, body)], answer)
-                writer.write(ws.frame(ws.TEXT, body))
-                await writer.drain()
-                continue
-            ex = answer.exchange
-            fault = self.faults.decide(answer) if self.faults is not None else None
-            status = ex.status
-            error = status is not None and status >= 400
-            messages: list[tuple[float | None, str | None, bytes]]
-            if error:
-                messages = [(ex.ttfb, None, b"".join(c for _, c in ex.response_chunks))]
+                return None
+            elif op != ws.PONG:
+                return bytes(data)
+
+    async def _ws_turn(self, turn: _Request, writer: asyncio.StreamWriter, adapter: Provider) -> bool:
+        """Answer one turn of a WebSocket session; ``False`` when the connection was closed."""
+        from cassettes.replay import wsframes as ws
+
+        answer = self.matcher.match("POST", turn.target, turn.headers, turn.body)
+        if isinstance(answer, Miss):
+            body = orjson.dumps({"type": "error", "status": MISS_STATUS, **adapter.replay_error(MISS_STATUS, str(answer), MISS_CODE)})
+            self._log(turn, MISS_STATUS, [("content-type", "application/json")], [(0.0, body)], answer)
+            writer.write(ws.frame(ws.TEXT, body))
+            await writer.drain()
+            return True
+        fault = self.faults.decide(answer) if self.faults is not None else None
+        if fault is not None and fault.kind == "reset":
+            answer.plays -= 1
+            self._log(turn, None, [], [], f"fault {fault.text}", "looptap fault: reset (connection closed)", origin_of=answer)
+            writer.transport.abort()
+            return False
+        if fault is not None and fault.kind == "slow_first_byte":
+            await asyncio.sleep(fault.arg or 0.0)
+        status, messages, headers, cut = self._ws_plan(turn, answer, adapter, fault)
+        return await self._ws_send(turn, writer, answer, fault, status, messages, headers, cut)
+
+    def _ws_plan(self, turn: _Request, answer: Recorded, adapter: Provider, fault: Fault | None) -> tuple[int | None, list[tuple[float | None, str | None, bytes]], Headers, int | None]:
+        """The recorded turn as messages (offset, event name, payload) with its status, headers
+        and where a stream cut falls, as ``fault`` changes them: over a WebSocket the API's
+        failures are messages — a status fault is its error message with that status, a stream
+        fault acts on the turn's event messages."""
+        from cassettes.framing import frame as frame_stream
+
+        ex = answer.exchange
+        status = ex.status
+        messages: list[tuple[float | None, str | None, bytes]]
+        if status is not None and status >= 400:
+            messages = [(ex.ttfb, None, b"".join(c for _, c in ex.response_chunks))]
+        else:
+            framed = frame_stream(ex.response_chunks, ex.response_header("content-type"))
+            messages = [(e.offset, e.event, e.data.encode("utf-8", "surrogateescape")) for e in framed.events]
+        headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in _DROP]
+        headers.append(("x-looptap-replay", f"seq={ex.seq}"))
+        if fault is None:
+            return status, messages, headers, None
+        headers.append(("x-looptap-fault", fault.describe()))
+        cut: int | None = None
+        if fault.kind in STATUS_KINDS:
+            answer.plays -= 1
+            code, obj = adapter.fault_bodies.get(fault.kind) or Provider.fault_bodies[fault.kind]
+            status = code
+            messages = [(0.0, None, orjson.dumps({"type": "error", "status": code, **(obj if isinstance(obj, dict) else {"error": obj})}))]
+        elif fault.kind in REWRITE_KINDS:
+            rendered = self._rewritten(turn, answer, fault, adapter, stream=True)
+            if isinstance(rendered, str):
+                headers.pop()  # not injected: served as recorded (the plan says why)
             else:
-                framed = frame_stream(ex.response_chunks, ex.response_header("content-type"))
-                messages = [(e.offset, e.event, e.data.encode("utf-8", "surrogateescape")) for e in framed.events]
-            headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in _DROP]
-            headers.append(("x-looptap-replay", f"seq={ex.seq}"))
-            cut: int | None = None
-            if fault is not None:
-                # Over a WebSocket the API's failures are messages: a status fault is its error
-                # message with that status, a stream fault acts on the turn's event messages.
-                headers.append(("x-looptap-fault", fault.describe()))
-                if fault.kind == "reset":
-                    answer.plays -= 1
-                    self._log(turn, None, [], [], f"fault {fault.text}", "looptap fault: reset (connection closed)", origin_of=answer)
-                    writer.transport.abort()
-                    return
-                if fault.kind in STATUS_KINDS:
-                    answer.plays -= 1
-                    code, obj = adapter.fault_bodies.get(fault.kind) or Provider.fault_bodies[fault.kind]
-                    status, error = code, True
-                    messages = [(0.0, None, orjson.dumps({"type": "error", "status": code, **(obj if isinstance(obj, dict) else {"error": obj})}))]
-                elif fault.kind in REWRITE_KINDS:
-                    rendered = self._rewritten(turn, answer, fault, adapter, stream=True)
-                    if isinstance(rendered, str):
-                        headers.pop()  # not injected: served as recorded (the plan says why)
-                    else:
-                        answer.plays -= 1
-                        messages = [(None, None, _sse_data(ev)) for ev in rendered.chunks]
-                elif fault.kind == "slow_first_byte":
-                    await asyncio.sleep(fault.arg or 0.0)
-                    t0 = loop.time()
-                elif fault.kind == "stream_cut":
-                    answer.plays -= 1
-                    cut = min(int(fault.arg or 0), max(0, len(messages) - 1))
-                elif fault.kind == "error_event":
-                    answer.plays -= 1
-                    half = max(1, len(messages) // 2)
-                    data = _sse_data(adapter.fault_event(fault.kind))
-                    messages = [*messages[:half], (messages[half - 1][0] if messages else None, "error", data)]
-            sent: list[tuple[float | None, bytes]] = []
-            logged_ex = self._log(turn, status, headers, sent, f"fault {fault.text}" if fault is not None else answer, origin_of=answer)
-            logged_ex.notes.append("websocket replay")
+                answer.plays -= 1
+                messages = [(None, None, _sse_data(ev)) for ev in rendered.chunks]
+        elif fault.kind == "stream_cut":
+            answer.plays -= 1
+            cut = min(int(fault.arg or 0), max(0, len(messages) - 1))
+        elif fault.kind == "error_event":
+            answer.plays -= 1
             half = max(1, len(messages) // 2)
-            for i, (offset, name, payload) in enumerate(messages):
-                if cut is not None and i >= cut:
-                    logged_ex.transport_error = f"looptap fault: stream cut after {cut} messages"
-                    writer.transport.abort()
-                    return
-                if fault is not None and fault.kind == "stall" and i == half:
-                    await asyncio.sleep(fault.arg or 0.0)
-                if self.speed and offset is not None:
-                    delay = t0 + offset / self.speed - loop.time()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                # logged as recorded: an SSE event per message (the error message as its body)
-                logged = payload if error else (b"event: %s\n" % name.encode() if name else b"") + b"data: " + payload + b"\n\n"
-                sent.append((loop.time() - t0, logged))
-                writer.write(ws.frame(ws.TEXT, payload))
-                await writer.drain()
+            data = _sse_data(adapter.fault_event(fault.kind))
+            messages = [*messages[:half], (messages[half - 1][0] if messages else None, "error", data)]
+        return status, messages, headers, cut
+
+    async def _ws_send(
+        self,
+        turn: _Request,
+        writer: asyncio.StreamWriter,
+        answer: Recorded,
+        fault: Fault | None,
+        status: int | None,
+        messages: list[tuple[float | None, str | None, bytes]],
+        headers: Headers,
+        cut: int | None,
+    ) -> bool:
+        """Send a turn's messages at their recorded pace (a stall halfway, a cut closing the
+        connection: ``False``), logged as the SSE stream they were recorded as."""
+        from cassettes.replay import wsframes as ws
+
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        error = status is not None and status >= 400
+        sent: list[tuple[float | None, bytes]] = []
+        logged_ex = self._log(turn, status, headers, sent, f"fault {fault.text}" if fault is not None else answer, origin_of=answer)
+        logged_ex.notes.append("websocket replay")
+        half = max(1, len(messages) // 2)
+        for i, (offset, name, payload) in enumerate(messages):
+            if cut is not None and i >= cut:
+                logged_ex.transport_error = f"looptap fault: stream cut after {cut} messages"
+                writer.transport.abort()
+                return False
+            if fault is not None and fault.kind == "stall" and i == half:
+                await asyncio.sleep(fault.arg or 0.0)
+            if self.speed and offset is not None:
+                delay = t0 + offset / self.speed - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            # logged as recorded: an SSE event per message (the error message as its body)
+            logged = payload if error else (b"event: %s\n" % name.encode() if name else b"") + b"data: " + payload + b"\n\n"
+            sent.append((loop.time() - t0, logged))
+            writer.write(ws.frame(ws.TEXT, payload))
+            await writer.drain()
+        return True
 
     def _rewritten(self, req: _Request, rec: Recorded, fault: Fault, adapter: Provider, stream: bool | None = None) -> Rendered | str:
         """The recorded answer as a rewriting ``fault`` changes it, rendered in the API's format
