@@ -78,14 +78,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 _IMPORT_SUFFIXES = (".yaml", ".yml", ".mitm", ".flow", ".flows")
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    from cassettes.interop.run import open_run
-    from cassettes.pipeline import CassetteWriter
-
-    inputs = [Path(p) for p in args.inputs]
-    # (source file, where it goes under -o): a directory's tree is mirrored (its files keep their
-    # relative paths), so files with the same base name in different folders never collide; with
-    # several inputs each directory is mirrored under its own name.
+def _import_plan(inputs: list[Path]) -> list[tuple[Path, Path]]:
+    """(source file, where it goes under -o): a directory's tree is mirrored (its files keep
+    their relative paths), so files with the same base name in different folders never collide;
+    with several inputs each directory is mirrored under its own name."""
     files: list[tuple[Path, Path]] = []
     for p in inputs:
         if p.is_dir():
@@ -93,6 +89,53 @@ def cmd_import(args: argparse.Namespace) -> int:
             files.extend((q, base / q.relative_to(p)) for q in sorted(p.rglob("*")) if q.suffix.lower() in _IMPORT_SUFFIXES and q.is_file())
         else:
             files.append((p, Path(p.name)))
+    return files
+
+
+def _import_dest(src: Path, rel: Path, out: Path | None, many: bool, written: set[Path], quiet: bool) -> Path:
+    """Where one input goes. Never lose a file: a destination written earlier in this run is
+    never replaced (two inputs that map to one name, ``a.yaml`` and ``a.yml``, get distinct names)."""
+    if not many:
+        return out or src.with_suffix(".jsonl")
+    dest = (out or Path(".")) / rel.with_suffix(".jsonl")
+    if dest in written:
+        dest = dest.with_name(rel.name + ".jsonl")
+    n = 2
+    while dest in written:
+        dest = dest.with_name(f"{rel.name}.{n}.jsonl")
+        n += 1
+    if dest.name != rel.with_suffix(".jsonl").name and not quiet:
+        print(f"note: {src} → {dest} (another input already maps to {rel.with_suffix('.jsonl')})")
+    return dest
+
+
+def _import_one(src: Path, dest: Path) -> str:
+    """Import one vcrpy or mitmproxy file into a new cassette at ``dest``; the summary line."""
+    from cassettes.interop.run import open_run
+    from cassettes.pipeline import CassetteWriter
+
+    run = open_run(src, formats=("vcr", "mitmproxy"))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        dest.unlink()
+    fams: dict[str, int] = {}
+    errors = 0
+    skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(run.skipped.items()))
+    extra = f", skipped non-HTTP flows: {skipped}" if skipped else ""
+    with CassetteWriter(dest, meta={"source": run.kind, "imported_from": src.name}) as w:
+        for ex in run.exchanges:
+            rt = w.append(ex)
+            fams[rt.family] = fams.get(rt.family, 0) + 1
+            errors += bool(rt.analysis_errors)
+    llm = sum(n for f, n in fams.items() if f != "none")
+    fam_text = ", ".join(f"{f} {n}" for f, n in sorted(fams.items()) if f != "none") or "none"
+    flagged = f", {errors} with analysis errors" if errors else ""
+    return f"{src} → {dest}: {len(run.exchanges)} round trips, {llm} LLM ({fam_text}){flagged}{extra}"
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    inputs = [Path(p) for p in args.inputs]
+    files = _import_plan(inputs)
     if not files:
         _err("error: no input files")
         return EXIT_ERROR
@@ -102,51 +145,22 @@ def cmd_import(args: argparse.Namespace) -> int:
         _err(f"error: several inputs need -o to be a directory, and {out} is a file")
         return EXIT_ERROR
     failures = 0
-    # Never lose a file: a destination written earlier in this run is never replaced (two inputs
-    # that map to one name, ``a.yaml`` and ``a.yml``, get distinct names); --force replaces only
-    # files that existed before the run.
-    written: set[Path] = set()
+    written: set[Path] = set()  # --force replaces only files that existed before the run
     for src, rel in files:
-        if many:
-            dest = (out or Path(".")) / rel.with_suffix(".jsonl")
-            if dest in written:
-                dest = dest.with_name(rel.name + ".jsonl")
-            n = 2
-            while dest in written:
-                dest = dest.with_name(f"{rel.name}.{n}.jsonl")
-                n += 1
-            if dest.name != rel.with_suffix(".jsonl").name and not args.quiet:
-                print(f"note: {src} → {dest} (another input already maps to {rel.with_suffix('.jsonl')})")
-        else:
-            dest = out or src.with_suffix(".jsonl")
+        dest = _import_dest(src, rel, out, many, written, args.quiet)
         written.add(dest)
         if dest.exists() and not args.force:
             _err(f"error: {dest} exists (use --force to replace it)")
             failures += 1
             continue
         try:
-            run = open_run(src, formats=("vcr", "mitmproxy"))
+            line = _import_one(src, dest)
         except CassetteError as exc:
             _err(f"error: {exc}")
             failures += 1
             continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if dest.exists():
-            dest.unlink()
-        fams: dict[str, int] = {}
-        errors = 0
-        skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(run.skipped.items()))
-        extra = f", skipped non-HTTP flows: {skipped}" if skipped else ""
-        with CassetteWriter(dest, meta={"source": run.kind, "imported_from": src.name}) as w:
-            for ex in run.exchanges:
-                rt = w.append(ex)
-                fams[rt.family] = fams.get(rt.family, 0) + 1
-                errors += bool(rt.analysis_errors)
-        llm = sum(n for f, n in fams.items() if f != "none")
-        fam_text = ", ".join(f"{f} {n}" for f, n in sorted(fams.items()) if f != "none") or "none"
-        flagged = f", {errors} with analysis errors" if errors else ""
         if not args.quiet:
-            print(f"{src} → {dest}: {len(run.exchanges)} round trips, {llm} LLM ({fam_text}){flagged}{extra}")
+            print(line)
     return EXIT_ERROR if failures else EXIT_OK
 
 
