@@ -16,7 +16,7 @@ payload carries no ``type``. A stream is complete when ``messageStop`` *and* the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
@@ -46,6 +46,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
     tool_call_from_string,
 )
+from cassettes.providers._parts import StreamParts
 
 __all__ = ["BedrockConverse", "BedrockInvoke"]
 
@@ -313,26 +314,20 @@ class BedrockConverse(Provider):
         return error_from_body(body, status)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        blocks: dict[int, Block] = {}
-        order: list[int] = []
-        role = "assistant"
-        raw_finish: str | None = None
-        usage: Usage | None = None
-        error: ApiError | None = None
-        stopped = have_metadata = False
-        events = 0
-        details: dict[str, Any] = {}
+        return _ConverseStream().read(framed)
 
-        def block(index: Any, kind: str) -> Block:
-            i = as_int(index)
-            i = i if i is not None else (order[-1] if order else 0)
-            if i not in blocks:
-                blocks[i] = {"kind": kind}
-                order.append(i)
-            return blocks[i]
 
+class _ConverseStream(StreamParts):
+    """Converse stream events (named by ``:event-type``) → the answer; blocks keyed by
+    ``contentBlockIndex``, a block without one continues the last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.have_metadata = False
+
+    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
         for ev in framed.events:
-            events += 1
+            self.count()
             headers = ev.headers or {}
             try:
                 d = bounds.loads(ev.data) if ev.data.strip() else {}
@@ -340,90 +335,99 @@ class BedrockConverse(Provider):
                 d = {"raw": ev.data}
             if not isinstance(d, dict):
                 d = {"raw": d}
-            mtype = headers.get(":message-type")
-            if mtype in ("exception", "error"):
+            if headers.get(":message-type") in ("exception", "error"):
                 # Modeled exceptions (throttlingException, validationException …) or an error frame.
                 etype = headers.get(":exception-type") or headers.get(":error-code") or ev.event
                 msg = d.get("message") or d.get("Message") or headers.get(":error-message")
-                error = ApiError(type=as_str(etype), message=as_str(msg), in_stream=True, raw=d)
+                self.error = ApiError(type=as_str(etype), message=as_str(msg), in_stream=True, raw=d)
                 continue
-            name = ev.event or headers.get(":event-type")
-            if name == "messageStart":
-                role = as_str(d.get("role")) or role
-            elif name == "contentBlockStart":
-                start = _obj(d.get("start"))
-                if isinstance(start.get("toolUse"), dict):
-                    st = block(d.get("contentBlockIndex"), "toolUse")
-                    st["start"] = start["toolUse"]
-                    st.setdefault("input", "")
-                elif isinstance(start.get("toolResult"), dict):
-                    st = block(d.get("contentBlockIndex"), "toolResult")
-                    st["start"] = start["toolResult"]
-                else:
-                    block(d.get("contentBlockIndex"), "other")["start"] = start
-            elif name == "contentBlockDelta":
-                delta = _obj(d.get("delta"))
-                idx = d.get("contentBlockIndex")
-                if isinstance(delta.get("text"), str):
-                    st = block(idx, "text")
-                    st["text"] = st.get("text", "") + delta["text"]
-                elif isinstance(delta.get("toolUse"), dict):
-                    st = block(idx, "toolUse")
-                    piece = delta["toolUse"].get("input")
-                    st["input"] = st.get("input", "") + (
-                        piece if isinstance(piece, str) else orjson.dumps(piece).decode()
-                    )
-                elif isinstance(delta.get("reasoningContent"), dict):
-                    st = block(idx, "reasoning")
-                    rc = delta["reasoningContent"]
-                    if isinstance(rc.get("text"), str):
-                        st["text"] = st.get("text", "") + rc["text"]
-                    if rc.get("signature") is not None:
-                        st["signature"] = rc["signature"]
-                    if rc.get("redactedContent") is not None:
-                        st["redacted"] = st.get("redacted", "") + str(rc["redactedContent"])
-                elif "toolResult" in delta:
-                    st = block(idx, "toolResult")
-                    content = delta["toolResult"]
-                    st.setdefault("content", []).extend(content if isinstance(content, list) else [content])
-                else:
-                    block(idx, "other").setdefault("deltas", []).append(delta)
-            elif name == "contentBlockStop":
-                pass
-            elif name == "messageStop":
-                stopped = True
-                raw_finish = as_str(d.get("stopReason"))
-                if d.get("additionalModelResponseFields") is not None:
-                    details["additionalModelResponseFields"] = d["additionalModelResponseFields"]
-            elif name == "metadata":
-                have_metadata = True
-                usage = usage_from(d.get("usage"))
-                details.update(
-                    {
-                        k: d[k]
-                        for k in ("metrics", "trace", "performanceConfig", "serviceTier")
-                        if d.get(k) is not None
-                    }
-                )
-            else:
-                details.setdefault("unknown_events", []).append(name)
-        parts = [_stream_part(blocks[i]) for i in order]
-        finish = finish_class(raw_finish)
-        if error is not None and finish is None:
-            finish = FinishReason.ERROR
-        if stopped and not have_metadata:
-            details["metadata_missing"] = True
-        return NormalisedResponse(
-            role=role,
-            parts=parts,
-            finish_reason_raw=raw_finish,
-            finish_reason=finish,
-            usage=usage,
-            error=error,
-            complete=stopped and have_metadata,
-            events=events,
-            provider_details=details or None,
-        )
+            yield ev.event or headers.get(":event-type"), d
+
+    def on(self, name: str | None, d: Any) -> None:
+        handler = _CONVERSE_EVENTS.get(name or "")
+        if handler is not None:
+            handler(self, d)
+        elif name != "contentBlockStop":
+            self.unknown(name, repeat=True)
+
+    def block(self, index: Any, kind: str) -> Block:
+        """The block at ``index`` (the last one when there is none), started as ``kind``."""
+        i = as_int(index)
+        st = self.slot(i if i is not None else self.last_key(0), "block")
+        st.block.setdefault("kind", kind)
+        return st.block
+
+    def message_start(self, d: Block) -> None:
+        self.role = as_str(d.get("role")) or self.role
+
+    def block_start(self, d: Block) -> None:
+        start = _obj(d.get("start"))
+        if isinstance(start.get("toolUse"), dict):
+            st = self.block(d.get("contentBlockIndex"), "toolUse")
+            st["start"] = start["toolUse"]
+            st.setdefault("input", "")
+        elif isinstance(start.get("toolResult"), dict):
+            self.block(d.get("contentBlockIndex"), "toolResult")["start"] = start["toolResult"]
+        else:
+            self.block(d.get("contentBlockIndex"), "other")["start"] = start
+
+    def block_delta(self, d: Block) -> None:
+        delta = _obj(d.get("delta"))
+        idx = d.get("contentBlockIndex")
+        if isinstance(delta.get("text"), str):
+            st = self.block(idx, "text")
+            st["text"] = st.get("text", "") + delta["text"]
+        elif isinstance(delta.get("toolUse"), dict):
+            st = self.block(idx, "toolUse")
+            piece = delta["toolUse"].get("input")
+            st["input"] = st.get("input", "") + (piece if isinstance(piece, str) else orjson.dumps(piece).decode())
+        elif isinstance(delta.get("reasoningContent"), dict):
+            _reasoning_delta(self.block(idx, "reasoning"), delta["reasoningContent"])
+        elif "toolResult" in delta:
+            content = delta["toolResult"]
+            self.block(idx, "toolResult").setdefault("content", []).extend(content if isinstance(content, list) else [content])
+        else:
+            self.block(idx, "other").setdefault("deltas", []).append(delta)
+
+    def message_stop(self, d: Block) -> None:
+        self.done = True
+        self.finish_raw = as_str(d.get("stopReason"))
+        if d.get("additionalModelResponseFields") is not None:
+            self.details["additionalModelResponseFields"] = d["additionalModelResponseFields"]
+
+    def metadata(self, d: Block) -> None:
+        self.have_metadata = True
+        self.usage = usage_from(d.get("usage"))
+        self.details.update({k: d[k] for k in ("metrics", "trace", "performanceConfig", "serviceTier") if d.get(k) is not None})
+
+    def close(self) -> NormalisedResponse:
+        if self.done and not self.have_metadata:
+            self.details["metadata_missing"] = True
+        return self.finish(parts=self.parts(convert=lambda st: _stream_part(st.block)))
+
+    def classify(self, parts: list[Part]) -> FinishReason | None:
+        return finish_class(self.finish_raw)
+
+    def complete(self) -> bool:
+        return self.done and self.have_metadata
+
+
+_CONVERSE_EVENTS: dict[str, Callable[[_ConverseStream, Block], None]] = {
+    "messageStart": _ConverseStream.message_start,
+    "contentBlockStart": _ConverseStream.block_start,
+    "contentBlockDelta": _ConverseStream.block_delta,
+    "messageStop": _ConverseStream.message_stop,
+    "metadata": _ConverseStream.metadata,
+}
+
+
+def _reasoning_delta(st: Block, rc: Block) -> None:
+    if isinstance(rc.get("text"), str):
+        st["text"] = st.get("text", "") + rc["text"]
+    if rc.get("signature") is not None:
+        st["signature"] = rc["signature"]
+    if rc.get("redactedContent") is not None:
+        st["redacted"] = st.get("redacted", "") + str(rc["redactedContent"])
 
 
 def _stream_part(st: Block) -> Part:
@@ -679,66 +683,7 @@ class BedrockInvoke(Provider):
         )
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        from cassettes.providers.anthropic_complete import AnthropicComplete
-        from cassettes.providers.cohere import reassemble_v1
-        from cassettes.providers.openai_chat import OpenAIChat
-
-        chunks: list[dict[str, Any]] = []
-        error: ApiError | None = None
-        metrics: Any = None
-        for ev in framed.events:
-            headers = ev.headers or {}
-            if headers.get(":message-type") in ("exception", "error"):
-                error = BedrockConverse().parse_error(ev.data, None)
-                error.type = error.type or as_str(headers.get(":exception-type") or headers.get(":error-code"))
-                error.in_stream = True
-                continue
-            raw = aws_payload_bytes(ev)
-            try:
-                d = bounds.loads(raw) if raw else None
-            except orjson.JSONDecodeError:
-                d = None
-            if isinstance(d, dict):
-                metrics = d.pop("amazon-bedrock-invocationMetrics", metrics)
-                chunks.append(d)
-        first = chunks[0] if chunks else {}
-        resp: NormalisedResponse
-        if any(k in first for k in ("messageStart", "contentBlockDelta", "contentBlockStart")):  # Nova
-            named = [(next(iter(c)), c[next(iter(c))]) for c in chunks if len(c) == 1]
-            resp = BedrockConverse().reassemble(_synthetic("aws_eventstream", named))
-            if not resp.complete and resp.finish_reason_raw is not None:
-                resp.complete = True  # Nova's invoke stream may end without Converse's metadata event
-        elif any("event_type" in c for c in chunks):  # Cohere Command R
-            resp = reassemble_v1(_synthetic("ndjson", [(None, c) for c in chunks]))
-        elif any("completion" in c for c in chunks):  # Anthropic legacy
-            resp = AnthropicComplete().reassemble(_synthetic("sse", [("completion", c) for c in chunks]))
-        elif any("delta" in ch for c in chunks for ch in c.get("choices") or [] if isinstance(ch, dict)):
-            resp = OpenAIChat().reassemble(_synthetic("sse", [(None, c) for c in chunks]))
-            resp.complete = resp.finish_reason_raw is not None
-        else:
-            text: list[str] = []
-            finish: str | None = None
-            inp = out = None
-            for c in chunks:
-                piece, f, i, o = _text_chunk(c)
-                text.append(piece)
-                finish = f or finish
-                inp, out = (i if i is not None else inp), (o if o is not None else out)
-            joined = "".join(text)
-            resp = NormalisedResponse(
-                parts=[Part(kind="text", text=joined)] if joined else [],
-                finish_reason_raw=finish,
-                finish_reason=finish_lookup(_TEXT_FINISH, finish),
-                usage=_metrics_usage(None, {"inputTokenCount": inp, "outputTokenCount": out}),
-                complete=finish is not None,
-            )
-        resp.usage = _metrics_usage(resp.usage, metrics)
-        resp.events = len(framed.events)
-        if error is not None:
-            resp.error = error
-            resp.complete = False
-            resp.finish_reason = resp.finish_reason or FinishReason.ERROR
-        return resp
+        return _InvokeStream().read(framed)
 
     def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
         response.usage = _metrics_usage(
@@ -751,3 +696,97 @@ class BedrockInvoke(Provider):
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         return BedrockConverse().parse_error(body, status)
+
+
+class _InvokeStream(StreamParts):
+    """InvokeModel stream chunks (each the model's own stream event, base64 in a frame) → the
+    answer, read by the reader of the model's own format (told by the chunks' shape)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chunks: list[dict[str, Any]] = []
+        self.metrics: Any = None
+
+    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
+        for ev in framed.events:
+            self.count()
+            headers = ev.headers or {}
+            if headers.get(":message-type") in ("exception", "error"):
+                self.error = BedrockConverse().parse_error(ev.data, None)
+                self.error.type = self.error.type or as_str(headers.get(":exception-type") or headers.get(":error-code"))
+                self.error.in_stream = True
+                continue
+            raw = aws_payload_bytes(ev)
+            try:
+                d = bounds.loads(raw) if raw else None
+            except orjson.JSONDecodeError:
+                d = None
+            yield None, d
+
+    def on(self, name: str | None, d: Any) -> None:
+        if isinstance(d, dict):
+            self.metrics = d.pop("amazon-bedrock-invocationMetrics", self.metrics)
+            self.chunks.append(d)
+
+    def close(self) -> NormalisedResponse:
+        resp = _read_chunks(self.chunks)
+        resp.usage = _metrics_usage(resp.usage, self.metrics)
+        self.done = resp.complete is True
+        return self.finish(resp)
+
+
+def _chunk_format(chunks: list[dict[str, Any]]) -> str:
+    """Whose stream format an InvokeModel stream's chunks are in."""
+    first = chunks[0] if chunks else {}
+    if any(k in first for k in ("messageStart", "contentBlockDelta", "contentBlockStart")):
+        return "nova"  # Converse's events, keyed by name
+    if any("event_type" in c for c in chunks):
+        return "cohere"  # Command R: Cohere v1 chat
+    if any("completion" in c for c in chunks):
+        return "anthropic"  # Claude 2's Text Completions
+    if any("delta" in ch for c in chunks for ch in c.get("choices") or [] if isinstance(ch, dict)):
+        return "chat"  # Mistral / Jamba chat: OpenAI's chunks
+    return "text"
+
+
+def _read_chunks(chunks: list[dict[str, Any]]) -> NormalisedResponse:
+    from cassettes.providers.anthropic_complete import AnthropicComplete
+    from cassettes.providers.cohere import reassemble_v1
+    from cassettes.providers.openai_chat import OpenAIChat
+
+    fmt = _chunk_format(chunks)
+    if fmt == "nova":
+        named = [(next(iter(c)), c[next(iter(c))]) for c in chunks if len(c) == 1]
+        resp = BedrockConverse().reassemble(_synthetic("aws_eventstream", named))
+        if not resp.complete and resp.finish_reason_raw is not None:
+            resp.complete = True  # Nova's invoke stream may end without Converse's metadata event
+        return resp
+    if fmt == "cohere":
+        return reassemble_v1(_synthetic("ndjson", [(None, c) for c in chunks]))
+    if fmt == "anthropic":
+        return AnthropicComplete().reassemble(_synthetic("sse", [("completion", c) for c in chunks]))
+    if fmt == "chat":
+        resp = OpenAIChat().reassemble(_synthetic("sse", [(None, c) for c in chunks]))
+        resp.complete = resp.finish_reason_raw is not None
+        return resp
+    return _text_stream(chunks)
+
+
+def _text_stream(chunks: list[dict[str, Any]]) -> NormalisedResponse:
+    """The chunks of a text model (Titan, Llama, Mistral, Cohere Command, AI21)."""
+    text: list[str] = []
+    finish: str | None = None
+    inp = out = None
+    for c in chunks:
+        piece, f, i, o = _text_chunk(c)
+        text.append(piece)
+        finish = f or finish
+        inp, out = (i if i is not None else inp), (o if o is not None else out)
+    joined = "".join(text)
+    return NormalisedResponse(
+        parts=[Part(kind="text", text=joined)] if joined else [],
+        finish_reason_raw=finish,
+        finish_reason=finish_lookup(_TEXT_FINISH, finish),
+        usage=_metrics_usage(None, {"inputTokenCount": inp, "outputTokenCount": out}),
+        complete=finish is not None,
+    )
