@@ -56,7 +56,7 @@ def test_patterns_are_the_redactors() -> None:
     """One list of key formats: verify scans for exactly what the redactor removes."""
     import cassettes.verify as verify
 
-    assert [p.pattern for _, p in verify._COMPILED] == [p for _, p in SECRET_PATTERNS]
+    assert [p.pattern for _, p in verify._compiled()] == [p for _, p in SECRET_PATTERNS]
 
 
 def test_clean_cassette_exits_0_and_a_leak_exits_1(tmp_path: Path) -> None:
