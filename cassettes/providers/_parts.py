@@ -109,6 +109,12 @@ class StreamParts:
             self.on(name, data)
         return self.close()
 
+    def fold(self, chunks: Iterable[Any]) -> NormalisedResponse:
+        """The answer a body made of stream chunks makes (a streamed method answered in one piece)."""
+        for chunk in chunks:
+            self.on(None, chunk)
+        return self.close()
+
     def payloads(self, framed: Framed) -> Iterable[tuple[str | None, Any]]:
         """Each event's (name, JSON payload), counted. Keep-alives are skipped, the ``[DONE]``
         sentinel goes to :meth:`sentinel`, a payload that is not JSON is counted unparsed."""
@@ -187,9 +193,17 @@ class StreamParts:
             st.add_args(args if isinstance(args, str) else compact_json(args))
         return st
 
+    def append(self, kind: str, block: dict[str, Any] | None = None) -> Slot:
+        """A new part with no key of its own (the wire just adds it after the others)."""
+        st = self.slots[object()] = Slot(kind, block=block if block is not None else {})
+        return st
+
+    def last(self) -> Slot | None:
+        return self.slots[next(reversed(self.slots))] if self.slots else None
+
     def add(self, part: Part) -> None:
         """A part that arrived whole."""
-        self.slots[object()] = Slot(part.kind, whole=part)
+        self.append(part.kind).whole = part
 
     def parts(self, rank: Callable[[Key, Slot], int] | None = None, convert: Callable[[Slot], Part] | None = None) -> list[Part]:
         """The parts in the order they started (stably sorted by ``rank`` when given); ``convert``
@@ -213,9 +227,10 @@ class StreamParts:
         by the shared rules."""
         if response is None:
             parts = self.parts() if parts is None else parts
+            finish = self.classify(parts)  # first: a class may come with its own raw value
             response = NormalisedResponse(
                 id=self.id, model=self.model, role=self.role, parts=parts,
-                finish_reason_raw=self.finish_raw, finish_reason=self.classify(parts), usage=self.usage,
+                finish_reason_raw=self.finish_raw, finish_reason=finish, usage=self.usage,
             )
         if self.error is not None:
             response.error = self.error

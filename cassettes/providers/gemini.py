@@ -71,6 +71,7 @@ from cassettes.providers._base import (
     pieces,
     tool_call_from_object,
 )
+from cassettes.providers._parts import StreamParts, has_calls
 
 __all__ = ["Gemini", "finish_class", "usage_from"]
 
@@ -531,53 +532,116 @@ def _partial_value(pa: JSON) -> tuple[bool, Any]:
     return False, None
 
 
-class _Accumulator:
-    """Rebuilds the parts of candidate 0 from streamed chunks (WIRE.md §D.4)."""
+def _event_payloads(data: str) -> list[Any]:
+    """One event's JSON; a list (JSON-array framing, wrapped errors) yields its items."""
+    value = bounds.loads(data)
+    return value if isinstance(value, list) else [value]
 
-    def __init__(self) -> None:
-        self.parts: list[JSON] = []
+
+class _GenerateStream(StreamParts):
+    """``GenerateContentResponse`` chunks (one, or a stream's) → one answer: candidate 0's wire
+    parts, merged as the SDK merges them (WIRE.md §D.4), then read as a body's parts are."""
+
+    def __init__(self, in_stream: bool = True) -> None:
+        super().__init__(in_stream=in_stream)
+        self.blocked: str | None = None
+        #: Events that are not JSON, kept to find an error object spread over lines.
+        self.not_json: list[str] = []
         #: The Vertex streamed call still receiving ``partialArgs`` (``willContinue: true``).
         self._open_call: JSON | None = None
         #: json paths whose last fragment said ``willContinue`` (the next fragment appends).
         self._continuing: set[str] = set()
 
-    def add(self, p: Any) -> None:
+    def payloads(self, framed: Framed) -> list[tuple[str | None, Any]]:
+        out: list[tuple[str | None, Any]] = []
+        for ev in framed.events:
+            data = ev.data.strip()
+            if not data or data == "[DONE]":
+                continue
+            self.count()
+            try:
+                out.extend((None, p) for p in _event_payloads(data))
+            except orjson.JSONDecodeError:
+                self.not_json.append(data)
+        return out
+
+    def on(self, name: str | None, chunk: Any) -> None:
+        if not isinstance(chunk, dict):
+            return
+        if "error" in chunk and not _g(chunk, "candidates"):
+            self.error = error_from_body(chunk, None, in_stream=self.in_stream)
+            return
+        self.first("id", _g(chunk, "responseId"))
+        self.first("model", _g(chunk, "modelVersion"))
+        if _g(chunk, "usageMetadata") is not None:
+            self.usage = usage_from(_g(chunk, "usageMetadata"))
+        for key in ("createTime", "modelStatus"):
+            if _g(chunk, key) is not None:
+                self.details[_snake(key)] = _g(chunk, key)
+        feedback = _g(chunk, "promptFeedback")
+        if isinstance(feedback, dict):
+            self.details["prompt_feedback"] = feedback
+            if _g(feedback, "blockReason") is not None:
+                self.blocked = as_str(_g(feedback, "blockReason"))
+        candidates = _g(chunk, "candidates")
+        for cand in candidates if isinstance(candidates, list) else []:
+            if isinstance(cand, dict):
+                self._candidate(cand)
+
+    def _candidate(self, cand: JSON) -> None:
+        idx = as_int(_g(cand, "index")) or 0
+        if idx != 0:
+            self.details["candidates"] = max(self.details.get("candidates", 1), idx + 1)
+            return
+        parts = _g(_g(cand, "content"), "parts")
+        for p in parts if isinstance(parts, list) else []:
+            self._add(p)
+        fr = _g(cand, "finishReason")
+        if fr is not None:
+            self.finish_raw = as_str(fr)
+            self.done = True
+        extra = {_camel(k): v for k, v in cand.items() if _camel(k) not in ("content", "finishReason", "index")}
+        if extra:
+            self.details.setdefault("candidate", {}).update(extra)
+
+    def _add(self, p: Any) -> None:
         if not isinstance(p, dict):
-            self.parts.append({"_raw": p})
+            self.append("wire", {"_raw": p})
             return
         fc = _g(p, "functionCall")
         if isinstance(fc, dict):
             self._add_call(p, fc)
             return
         self._open_call = None
+        if not self._add_text(p):
+            self.append("wire", dict(p))
+
+    def _add_text(self, p: JSON) -> bool:
+        """A part of text only (a thought, a signature): joined to the text before it when they
+        are alike. ``False`` when ``p`` is not one."""
         text = _g(p, "text")
         sig = _g(p, "thoughtSignature")
-        only_text = all(_camel(k) in ("text", "thought", "thoughtSignature") for k in p)
-        if text is None and only_text and sig is not None:
+        if not all(_camel(k) in ("text", "thought", "thoughtSignature") for k in p):
+            return False
+        if text is None and sig is not None:
             text = ""  # a signature-only part: protobuf-JSON may drop the empty text beside it
-        if isinstance(text, str) and only_text:
-            thought = _g(p, "thought") is True
-            prev = self.parts[-1] if self.parts else None
-            if (
-                prev is not None
-                and isinstance(prev.get("text"), str)
-                and (prev.get("thought") is True) == thought
-                and not (sig is not None and prev.get("thoughtSignature") is not None)
-            ):
-                prev["text"] += text
-                if sig is not None:
-                    prev["thoughtSignature"] = sig
-                return
-            if text == "" and sig is None:
-                return  # the empty text that rides on the final chunk
+        if not isinstance(text, str):
+            return False
+        thought = _g(p, "thought") is True
+        last = self.last()
+        prev = last.block if last is not None else None
+        if prev is not None and _joins(prev, thought, sig):
+            prev["text"] += text
+            if sig is not None:
+                prev["thoughtSignature"] = sig
+        elif text != "" or sig is not None:  # not the empty text that rides on the final chunk
             new: JSON = {"text": text}
             if thought:
                 new["thought"] = True
             if sig is not None:
                 new["thoughtSignature"] = sig
-            self.parts.append(new)
-            return
-        self.parts.append(dict(p))
+            self.append("wire", new)
+        return True
 
     def _add_call(self, p: JSON, fc: JSON) -> None:
         name = _g(fc, "name")
@@ -592,37 +656,58 @@ class _Accumulator:
             if sig is not None:
                 cur.setdefault("thoughtSignature", sig)
         else:
-            call = {
-                k: v
-                for k, v in ((_camel(k), v) for k, v in fc.items())
-                if k not in ("partialArgs", "willContinue")
-            }
+            call = {k: v for k, v in ((_camel(k), v) for k, v in fc.items()) if k not in ("partialArgs", "willContinue")}
             cur = {_camel(k): v for k, v in p.items() if _camel(k) != "functionCall"}
             cur["functionCall"] = call
-            self.parts.append(cur)
+            self.append("wire", cur)
             self._continuing = set()
         partial = _g(fc, "partialArgs")
         if isinstance(partial, list):
-            args = call.setdefault("args", {})
-            for pa in partial:
-                if not isinstance(pa, dict):
-                    continue
-                path = as_str(_g(pa, "jsonPath"))
-                has, value = _partial_value(pa)
-                if path is None or not has:
-                    continue
-                _set_path(args, path, value, append=path in self._continuing)
-                if _g(pa, "willContinue") is True:
-                    self._continuing.add(path)
-                else:
-                    self._continuing.discard(path)
+            self._partial_args(call.setdefault("args", {}), partial)
         self._open_call = cur if _g(fc, "willContinue") is True else None
 
+    def _partial_args(self, args: JSON, partial: list[Any]) -> None:
+        """Vertex's streamed arguments: values set at json paths, strings continued over fragments."""
+        for pa in partial:
+            if not isinstance(pa, dict):
+                continue
+            path = as_str(_g(pa, "jsonPath"))
+            has, value = _partial_value(pa)
+            if path is None or not has:
+                continue
+            _set_path(args, path, value, append=path in self._continuing)
+            if _g(pa, "willContinue") is True:
+                self._continuing.add(path)
+            else:
+                self._continuing.discard(path)
 
-def _event_payloads(data: str) -> list[Any]:
-    """One event's JSON; a list (JSON-array framing, wrapped errors) yields its items."""
-    value = bounds.loads(data)
-    return value if isinstance(value, list) else [value]
+    def close(self) -> NormalisedResponse:
+        if self.not_json:
+            self.details["unparsed_events"] = len(self.not_json)
+            # An error object spread over lines without the data: prefix (WIRE.md §D.6).
+            bad = next((u for u in self.not_json if u.lstrip("[ \n").startswith('{"error"')), None)
+            if bad is not None and self.error is None:
+                self.error = ApiError(message=bad, in_stream=True, raw=bad)
+        return self.finish(parts=self.parts(convert=lambda st: _part(st.block.get("_raw") if set(st.block) == {"_raw"} else st.block)))
+
+    def classify(self, parts: list[Part]) -> FinishReason | None:
+        finish = finish_class(self.finish_raw, has_calls(parts))
+        if finish is None and self.blocked is not None:
+            self.finish_raw = self.blocked
+            finish = FinishReason.PROMPT_BLOCKED
+        return finish
+
+    def complete(self) -> bool:
+        return (self.done or self.blocked is not None) and self.error is None
+
+
+def _joins(prev: JSON, thought: bool, sig: Any) -> bool:
+    """A text part continues the one before: both text, both thoughts or neither, not two signed."""
+    return (
+        isinstance(prev.get("text"), str)
+        and (prev.get("thought") is True) == thought
+        and not (sig is not None and prev.get("thoughtSignature") is not None)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -703,114 +788,18 @@ class Gemini(Provider):
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         if isinstance(body, list):  # a streamed method answered as one JSON value
-            return self._assemble(list(body), events=None)
+            return _GenerateStream(in_stream=False).fold(list(body))
         b = body if isinstance(body, dict) else {}
         if "error" in b and not b.get("candidates"):
             return NormalisedResponse(
                 error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
             )
-        resp = self._assemble([b], events=None)
+        resp = _GenerateStream(in_stream=False).fold([b])
         resp.complete = True
         return resp
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        payloads: list[Any] = []
-        unparsed: list[str] = []
-        events = 0
-        for ev in framed.events:
-            data = ev.data.strip()
-            if not data or data == "[DONE]":
-                continue
-            events += 1
-            try:
-                payloads.extend(_event_payloads(data))
-            except orjson.JSONDecodeError:
-                unparsed.append(data)
-        resp = self._assemble(payloads, events=events)
-        if unparsed:
-            details = resp.provider_details or {}
-            details["unparsed_events"] = len(unparsed)
-            resp.provider_details = details
-            # An error object spread over lines without the data: prefix (WIRE.md §D.6).
-            bad = next((u for u in unparsed if u.lstrip("[ \n").startswith('{"error"')), None)
-            if bad is not None and resp.error is None:
-                resp.error = ApiError(message=bad, in_stream=True, raw=bad)
-                resp.complete = False
-                resp.finish_reason = resp.finish_reason or FinishReason.ERROR
-        return resp
-
-    def _assemble(self, chunks: list[Any], events: int | None) -> NormalisedResponse:
-        """Fold full ``GenerateContentResponse`` objects (one, or a stream's chunks) into one."""
-        acc = _Accumulator()
-        resp_id = model = raw_finish = None
-        usage: Usage | None = None
-        error: ApiError | None = None
-        blocked: str | None = None
-        details: dict[str, Any] = {}
-        finished = False
-        for chunk in chunks:
-            if not isinstance(chunk, dict):
-                continue
-            if "error" in chunk and not _g(chunk, "candidates"):
-                error = error_from_body(chunk, None, in_stream=events is not None)
-                continue
-            resp_id = resp_id or as_str(_g(chunk, "responseId")) or None
-            model = model or as_str(_g(chunk, "modelVersion")) or None
-            if _g(chunk, "usageMetadata") is not None:
-                usage = usage_from(_g(chunk, "usageMetadata"))
-            for key in ("createTime", "modelStatus"):
-                if _g(chunk, key) is not None:
-                    details[_snake(key)] = _g(chunk, key)
-            feedback = _g(chunk, "promptFeedback")
-            if isinstance(feedback, dict):
-                details["prompt_feedback"] = feedback
-                if _g(feedback, "blockReason") is not None:
-                    blocked = as_str(_g(feedback, "blockReason"))
-            candidates = _g(chunk, "candidates")
-            for cand in candidates if isinstance(candidates, list) else []:
-                if not isinstance(cand, dict):
-                    continue
-                idx = as_int(_g(cand, "index")) or 0
-                if idx != 0:
-                    details["candidates"] = max(details.get("candidates", 1), idx + 1)
-                    continue
-                parts = _g(_g(cand, "content"), "parts")
-                for p in parts if isinstance(parts, list) else []:
-                    acc.add(p)
-                fr = _g(cand, "finishReason")
-                if fr is not None:
-                    raw_finish = as_str(fr)
-                    finished = True
-                extra = {
-                    _camel(k): v
-                    for k, v in cand.items()
-                    if _camel(k) not in ("content", "finishReason", "index")
-                }
-                if extra:
-                    details.setdefault("candidate", {}).update(extra)
-        out_parts = [_part(p.get("_raw") if set(p) == {"_raw"} else p) for p in acc.parts]
-        has_calls = any(
-            p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function"
-            for p in out_parts
-        )
-        finish = finish_class(raw_finish, has_calls)
-        if finish is None and blocked is not None:
-            raw_finish = blocked
-            finish = FinishReason.PROMPT_BLOCKED
-        if finish is None and error is not None:
-            finish = FinishReason.ERROR
-        return NormalisedResponse(
-            id=resp_id,
-            model=model,
-            parts=out_parts,
-            finish_reason_raw=raw_finish,
-            finish_reason=finish,
-            usage=usage,
-            error=error,
-            complete=(finished or blocked is not None) and error is None,
-            events=events,
-            provider_details=details or None,
-        )
+        return _GenerateStream().read(framed)
 
     def api_key_env(self) -> tuple[str, ...]:
         return ("GOOGLE_API_KEY", "GEMINI_API_KEY")
