@@ -54,6 +54,7 @@ from cassettes.providers._base import (
     text_of,
     tool_call_from_object,
 )
+from cassettes.providers._parts import StreamParts, has_calls
 
 __all__ = ["OllamaChat", "finish_class", "usage_from"]
 
@@ -240,75 +241,62 @@ def _tools(raw: Any) -> list[ToolSpec]:
     return out
 
 
-class _Accumulator:
-    """Folds response lines (deltas) into one message (WIRE.md §E.4)."""
+class _Lines(StreamParts):
+    """Response lines (deltas) → one message (WIRE.md §E.4): thinking, then text, then the calls."""
 
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.thinking: list[str] = []
-        self.calls: list[Part] = []
-        self.model: str | None = None
-        self.done = False
-        self.done_reason: str | None = None
-        self.usage: Usage | None = None
-        self.error: ApiError | None = None
-        self.details: dict[str, Any] = {}
+    def sentinel(self) -> None:
+        self.count()  # not Ollama's: a line that is not JSON
+        self.unparsed()
 
-    def add(self, line: Any, in_stream: bool) -> None:
+    def on(self, name: str | None, line: Any) -> None:
         if not isinstance(line, dict):
-            self.details["unparsed_events"] = self.details.get("unparsed_events", 0) + 1
+            self.unparsed()
             return
         if "error" in line and "message" not in line and "response" not in line:
-            self.error = error_from_body(line, None, in_stream=in_stream)
+            self.error = error_from_body(line, None, in_stream=self.in_stream)
             return
-        self.model = self.model or as_str(line.get("model")) or None
+        self.first("model", line.get("model"))
         if line.get("created_at") is not None:
             self.details.setdefault("created_at", line["created_at"])
-        raw_msg = line.get("message")
-        msg: JSON = raw_msg if isinstance(raw_msg, dict) else {}
-        for src in (msg, line):  # /api/chat puts deltas in message, /api/generate at top level
-            if isinstance(src.get("thinking"), str):
-                self.thinking.append(src["thinking"])
-            self.calls.extend(_tool_call_parts(src.get("tool_calls")))
-        if isinstance(msg.get("content"), str):
-            self.text.append(msg["content"])
-        if isinstance(line.get("response"), str):
-            self.text.append(line["response"])
+        self._deltas(line)
         if line.get("done") is True:
-            self.done = True
-            self.done_reason = as_str(line.get("done_reason"))
-            self.usage = usage_from(line)
-            if "context" in line:
-                self.details["context_tokens"] = (
-                    len(line["context"]) if isinstance(line["context"], list) else None
-                )
+            self._final(line)
         if isinstance(line.get("logprobs"), list):
             self.details.setdefault("logprobs", []).extend(line["logprobs"])
         for key in ("remote_model", "remote_host"):  # cloud models proxied by a local server
             if line.get(key) is not None:
                 self.details[key] = line[key]
 
-    def result(self, events: int | None) -> NormalisedResponse:
-        parts: list[Part] = []
-        if "".join(self.thinking):
-            parts.append(Part(kind="reasoning", text="".join(self.thinking)))
-        if "".join(self.text):
-            parts.append(Part(kind="text", text="".join(self.text)))
-        parts.extend(self.calls)
-        finish = finish_class(self.done_reason, bool(self.calls), self.done)
-        if finish is None and self.error is not None:
-            finish = FinishReason.ERROR
-        return NormalisedResponse(
-            model=self.model,
-            parts=parts,
-            finish_reason_raw=self.done_reason,
-            finish_reason=finish,
-            usage=self.usage,
-            error=self.error,
-            complete=self.done and self.error is None,
-            events=events,
-            provider_details=self.details or None,
-        )
+    def _deltas(self, line: JSON) -> None:
+        raw_msg = line.get("message")
+        msg: JSON = raw_msg if isinstance(raw_msg, dict) else {}
+        for src in (msg, line):  # /api/chat puts deltas in message, /api/generate at top level
+            if isinstance(src.get("thinking"), str):
+                self.text("reasoning", src["thinking"], "reasoning")
+            for part in _tool_call_parts(src.get("tool_calls")):
+                self.add(part)
+        if isinstance(msg.get("content"), str):
+            self.text("text", msg["content"])
+        if isinstance(line.get("response"), str):
+            self.text("text", line["response"])
+
+    def _final(self, line: JSON) -> None:
+        self.done = True
+        self.finish_raw = as_str(line.get("done_reason"))
+        self.usage = usage_from(line)
+        if "context" in line:
+            self.details["context_tokens"] = len(line["context"]) if isinstance(line["context"], list) else None
+
+    def close(self) -> NormalisedResponse:
+        parts = self.parts(rank=lambda key, st: _RANK.get(st.kind, 2))
+        return self.finish(parts=[p for p in parts if p.kind == "tool_call" or p.text])
+
+    def classify(self, parts: list[Part]) -> FinishReason | None:
+        return finish_class(self.finish_raw, has_calls(parts), self.done)
+
+
+#: The order of an answer's parts: thinking, text, then the calls as they came.
+_RANK = {"reasoning": 0, "text": 1}
 
 
 class OllamaChat(Provider):
@@ -375,25 +363,10 @@ class OllamaChat(Provider):
             return NormalisedResponse(
                 error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True
             )
-        acc = _Accumulator()
-        for line in body if isinstance(body, list) else [body]:
-            acc.add(line, in_stream=False)
-        return acc.result(events=None)
+        return _Lines(in_stream=False).fold(body if isinstance(body, list) else [body])
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        acc = _Accumulator()
-        events = 0
-        for ev in framed.events:
-            data = ev.data.strip()
-            if not data:
-                continue
-            events += 1
-            try:
-                line = bounds.loads(data)
-            except orjson.JSONDecodeError:
-                line = None
-            acc.add(line, in_stream=True)
-        return acc.result(events=events)
+        return _Lines().read(framed)
 
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
         route = _route(url)
