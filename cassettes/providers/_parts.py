@@ -27,7 +27,7 @@ import orjson
 from cassettes import bounds
 from cassettes.framing import Framed
 from cassettes.models import ApiError, FinishReason, NormalisedResponse, Part, PartKind, Usage
-from cassettes.providers._base import compact_json, tool_call_from_string
+from cassettes.providers._base import compact_json, json_events, tool_call_from_string
 
 __all__ = ["Slot", "StreamParts"]
 
@@ -133,6 +133,12 @@ class StreamParts:
                 continue
             yield ev.event, value
 
+    def every_event(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
+        """:func:`json_events`, each counted (the sentinel and payloads that are not JSON too)."""
+        for item in json_events(framed):
+            self.count()
+            yield item
+
     def sentinel(self) -> None:
         """``data: [DONE]``: the end of the stream."""
         self.done = True
@@ -205,7 +211,7 @@ class StreamParts:
         """A part that arrived whole."""
         self.append(part.kind).whole = part
 
-    def parts(self, rank: Callable[[Key, Slot], int] | None = None, convert: Callable[[Slot], Part] | None = None) -> list[Part]:
+    def parts(self, rank: Callable[[Key, Slot], Any] | None = None, convert: Callable[[Slot], Part] | None = None) -> list[Part]:
         """The parts in the order they started (stably sorted by ``rank`` when given); ``convert``
         turns the adapter's own slots into parts."""
         items: Iterator[tuple[Key, Slot]] | list[tuple[Key, Slot]] = iter(self.slots.items())

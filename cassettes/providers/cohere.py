@@ -29,6 +29,7 @@ and ``cached_tokens`` stay in ``usage.raw``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import SplitResult
 
@@ -59,6 +60,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
     tool_call_from_string,
 )
+from cassettes.providers._parts import StreamParts, has_calls
 
 __all__ = ["CohereChat", "finish_class", "usage_from", "v1_request", "v1_response"]
 
@@ -294,20 +296,23 @@ def v1_response(b: JSON) -> NormalisedResponse:
     )
 
 
-class _V2Stream:
-    """Folds v2 stream events (``type``-tagged) into one response."""
+class _V2Stream(StreamParts):
+    """v2 stream events (``type``-tagged) → one response: the tool plan, the content blocks and
+    the tool calls, each keyed by ``index``."""
 
     def __init__(self) -> None:
-        self.blocks: dict[int, Part] = {}
+        super().__init__()
         self.plan: list[str] = []
-        self.calls: dict[int, JSON] = {}
-        self.raw: str | None = None
-        self.usage: Usage | None = None
-        self.error: ApiError | None = None
-        self.id: str | None = None
-        self.done = False
 
-    def add(self, ev: JSON) -> None:
+    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
+        return self.every_event(framed)
+
+    def on(self, name: str | None, ev: Any) -> None:
+        if not isinstance(ev, dict):
+            return
+        if ev.get("type") == "error" or ("message" in ev and "type" not in ev):
+            self.error = error_from_body(ev, None, in_stream=True)
+            return
         t = ev.get("type")
         delta = as_obj(ev.get("delta"))
         msg = as_obj(delta.get("message"))
@@ -315,67 +320,78 @@ class _V2Stream:
         if t == "message-start":
             self.id = as_str(ev.get("id"))
         elif t in ("content-start", "content-delta"):
-            content = as_obj(msg.get("content"))
-            part = self.blocks.setdefault(idx, Part(kind="reasoning" if content.get("type") == "thinking" or "thinking" in content else "text", text=""))
-            piece = content.get("thinking") if part.kind == "reasoning" else content.get("text")
-            part.text = (part.text or "") + (piece if isinstance(piece, str) else "")
+            self._content(idx, as_obj(msg.get("content")))
         elif t == "tool-plan-delta":
             if isinstance(msg.get("tool_plan"), str):
                 self.plan.append(msg["tool_plan"])
         elif t in ("tool-call-start", "tool-call-delta"):
-            tc = as_obj(msg.get("tool_calls"))
-            fn = as_obj(tc.get("function"))
-            st = self.calls.setdefault(idx, {"id": None, "name": None, "arguments": ""})
-            st["id"] = st["id"] or tc.get("id")
-            st["name"] = st["name"] or fn.get("name")
-            if isinstance(fn.get("arguments"), str):
-                st["arguments"] += fn["arguments"]
+            self._call(idx, as_obj(msg.get("tool_calls")))
         elif t == "message-end":
-            self.done = True
-            self.raw = as_str(delta.get("finish_reason"))
-            self.usage = usage_from(delta.get("usage"))
-            if delta.get("error"):
-                self.error = ApiError(message=as_str(delta["error"]), in_stream=True, raw=ev)
+            self._end(ev, delta)
 
-    def result(self, events: int) -> NormalisedResponse:
-        parts = _plan("".join(self.plan)) + [self.blocks[i] for i in sorted(self.blocks)]
-        parts += [Part(kind="tool_call", tool_call=tool_call_from_string(c["id"], c["name"], c["arguments"])) for _, c in sorted(self.calls.items())]
-        finish = finish_class(self.raw, bool(self.calls))
-        return NormalisedResponse(
-            id=self.id,
-            parts=parts,
-            finish_reason_raw=self.raw,
-            finish_reason=finish if finish is not None else (FinishReason.ERROR if self.error else None),
-            usage=self.usage,
-            error=self.error,
-            complete=self.done,
-            events=events,
-        )
+    def _content(self, idx: int, content: JSON) -> None:
+        kind = "reasoning" if content.get("type") == "thinking" or "thinking" in content else "text"
+        st = self.slot((1, idx), kind)
+        piece = content.get("thinking") if st.kind == "reasoning" else content.get("text")
+        st.add_text(piece if isinstance(piece, str) else "")
+
+    def _call(self, idx: int, tc: JSON) -> None:
+        fn = as_obj(tc.get("function"))
+        st = self.slot((2, idx), "tool_call")
+        st.id = st.id or tc.get("id")
+        st.name = st.name or fn.get("name")
+        if isinstance(fn.get("arguments"), str):
+            st.add_args(fn["arguments"])
+
+    def _end(self, ev: JSON, delta: JSON) -> None:
+        self.done = True
+        self.finish_raw = as_str(delta.get("finish_reason"))
+        self.usage = usage_from(delta.get("usage"))
+        if delta.get("error"):
+            self.error = ApiError(message=as_str(delta["error"]), in_stream=True, raw=ev)
+
+    def close(self) -> NormalisedResponse:
+        return self.finish(parts=_plan("".join(self.plan)) + self.parts(rank=lambda key, st: key))
+
+    def classify(self, parts: list[Part]) -> FinishReason | None:
+        return finish_class(self.finish_raw, has_calls(parts))
+
+    def complete(self) -> bool:
+        return self.done
+
+
+class _V1Stream(StreamParts):
+    """v1 NDJSON events: the text as generated, then ``stream-end`` with the whole response."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[Part] = []
+        self.end: NormalisedResponse | None = None
+
+    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
+        return self.every_event(framed)
+
+    def on(self, name: str | None, ev: Any) -> None:
+        if not isinstance(ev, dict):
+            return
+        kind = ev.get("event_type")
+        if kind == "text-generation" and isinstance(ev.get("text"), str):
+            self.text("text", ev["text"])
+        elif kind == "tool-calls-generation":
+            self.calls = [Part(kind="tool_call", tool_call=_v1_call(tc)) for tc in ev.get("tool_calls") or []]
+        elif kind == "stream-end":
+            resp = as_obj(ev.get("response"))
+            self.end = v1_response({**resp, "finish_reason": ev.get("finish_reason", resp.get("finish_reason"))})
+
+    def close(self) -> NormalisedResponse:
+        if self.end is not None:
+            self.end.events = self.events
+            return self.end
+        return self.finish(parts=self.parts() + self.calls)
 
 
 def reassemble_v1(framed: Framed) -> NormalisedResponse:
-    """v1 NDJSON events: the text as generated, then ``stream-end`` with the whole response."""
-    text: list[str] = []
-    calls: list[Part] = []
-    end: NormalisedResponse | None = None
-    events = 0
-    for _, ev in json_events(framed):
-        events += 1
-        if not isinstance(ev, dict):
-            continue
-        kind = ev.get("event_type")
-        if kind == "text-generation" and isinstance(ev.get("text"), str):
-            text.append(ev["text"])
-        elif kind == "tool-calls-generation":
-            calls = [Part(kind="tool_call", tool_call=_v1_call(tc)) for tc in ev.get("tool_calls") or []]
-        elif kind == "stream-end":
-            resp = as_obj(ev.get("response"))
-            end = v1_response({**resp, "finish_reason": ev.get("finish_reason", resp.get("finish_reason"))})
-    if end is not None:
-        end.events = events
-        return end
-    parts = ([Part(kind="text", text="".join(text))] if text else []) + calls
-    return NormalisedResponse(parts=parts, complete=False, events=events)
+    return _V1Stream().read(framed)
 
 
 class CohereChat(Provider):
@@ -431,16 +447,7 @@ class CohereChat(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         if framed.kind == "ndjson" or any(isinstance(ev, dict) and "event_type" in ev for _, ev in json_events(framed)):
             return reassemble_v1(framed)
-        acc = _V2Stream()
-        events = 0
-        for _, ev in json_events(framed):
-            events += 1
-            if isinstance(ev, dict):
-                if ev.get("type") == "error" or ("message" in ev and "type" not in ev):
-                    acc.error = error_from_body(ev, None, in_stream=True)
-                    continue
-                acc.add(ev)
-        return acc.result(events)
+        return _V2Stream().read(framed)
 
     def replay_error(self, status: int, message: str, code: str) -> Any:
         return {"message": message}
