@@ -17,12 +17,14 @@ Schema: the ``anthropic`` SDK's ``Completion`` type and ``CompletionCreateParams
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.framing import Framed
-from cassettes.models import ApiError, FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
+from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import Provider, as_str, error_from_body, finish_lookup, json_events
+from cassettes.providers._parts import StreamParts
 
 __all__ = ["AnthropicComplete", "complete_request", "complete_response", "prompt_turns"]
 
@@ -102,40 +104,42 @@ class AnthropicComplete(Provider):
         return complete_response(b)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        text: list[str] = []
-        raw: str | None = None
-        resp_id = model = None
-        error: ApiError | None = None
-        events = 0
-        for name, ev in json_events(framed):
-            if name == "ping" or (isinstance(ev, dict) and ev.get("type") == "ping"):
-                continue
-            events += 1
-            if not isinstance(ev, dict):
-                continue
-            if name == "error" or ev.get("type") == "error":
-                error = error_from_body(ev, None, in_stream=True)
-                continue
-            resp_id = resp_id or as_str(ev.get("id")) or None
-            model = model or as_str(ev.get("model")) or None
-            if isinstance(ev.get("completion"), str):
-                text.append(ev["completion"])
-            if ev.get("stop_reason") is not None:
-                raw = as_str(ev["stop_reason"])
-        finish = finish_lookup(_FINISH, raw)
-        return NormalisedResponse(
-            id=resp_id,
-            model=model,
-            parts=[Part(kind="text", text="".join(text))] if "".join(text) else [],
-            finish_reason_raw=raw,
-            finish_reason=finish if finish is not None else (FinishReason.ERROR if error else None),
-            error=error,
-            complete=raw is not None and error is None,
-            events=events,
-        )
+        return _CompletionStream().read(framed)
 
     def replay_headers(self) -> tuple[str, ...]:
         return ("anthropic-version",)
 
     def api_key_env(self) -> tuple[str, ...]:
         return ("ANTHROPIC_API_KEY",)
+
+
+class _CompletionStream(StreamParts):
+    """Text Completions events: ``completion`` pieces, the ``stop_reason`` on the last."""
+
+    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
+        for name, ev in json_events(framed):
+            if name != "ping" and not (isinstance(ev, dict) and ev.get("type") == "ping"):
+                self.count()
+                yield name, ev
+
+    def on(self, name: str | None, ev: Any) -> None:
+        if not isinstance(ev, dict):
+            return
+        if name == "error" or ev.get("type") == "error":
+            self.error = error_from_body(ev, None, in_stream=True)
+            return
+        self.first("id", ev.get("id"))
+        self.first("model", ev.get("model"))
+        if isinstance(ev.get("completion"), str):
+            self.text("text", ev["completion"])
+        if ev.get("stop_reason") is not None:
+            self.finish_raw = as_str(ev["stop_reason"])
+
+    def close(self) -> NormalisedResponse:
+        return self.finish(parts=[p for p in self.parts() if p.text])
+
+    def classify(self, parts: list[Part]) -> FinishReason | None:
+        return finish_lookup(_FINISH, self.finish_raw)
+
+    def complete(self) -> bool:
+        return self.finish_raw is not None and self.error is None
