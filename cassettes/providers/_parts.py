@@ -178,6 +178,11 @@ class StreamParts:
             st = self.slots[key] = Slot(kind)
         return st
 
+    def joined(self, key: Key) -> str:
+        """The text of the part at ``key`` (empty when there is none)."""
+        st = self.slots.get(key)
+        return (st.text or "") if st is not None else ""
+
     def last_key(self, default: Key) -> Key:
         return next(reversed(self.slots), default)
 

@@ -29,8 +29,8 @@ from cassettes.providers._base import (
     azure_deployment,
     error_from_body,
     finish_lookup,
-    json_events,
 )
+from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import usage_from
 
 __all__ = ["OpenAICompletions", "finish_class", "prompt_messages"]
@@ -70,15 +70,10 @@ def prompt_messages(prompt: Any) -> list[Message]:
     return out
 
 
-class _Choice:
-    """The text and finish of choice 0, folded over stream chunks or read from one body."""
+class _Completion(StreamParts):
+    """Choice 0's text and finish, folded over stream chunks or read from one body."""
 
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.finish: str | None = None
-        self.details: dict[str, Any] = {}
-
-    def add(self, chunk: dict[str, Any]) -> None:
+    def choices(self, chunk: dict[str, Any]) -> None:
         for ch in chunk.get("choices") or []:
             if not isinstance(ch, dict):
                 continue
@@ -86,9 +81,9 @@ class _Choice:
                 self.details["choices"] = max(self.details.get("choices", 1), int(ch.get("index") or 0) + 1)
                 continue
             if isinstance(ch.get("text"), str):
-                self.text.append(ch["text"])
+                self.text("text", ch["text"])
             if ch.get("finish_reason") is not None:
-                self.finish = as_str(ch["finish_reason"])
+                self.finish_raw = as_str(ch["finish_reason"])
             if ch.get("stop_reason") is not None:  # vLLM: the stop string or token that matched
                 self.details["stop_reason"] = ch["stop_reason"]
             if ch.get("logprobs") is not None:
@@ -97,9 +92,28 @@ class _Choice:
             if chunk.get(key) is not None:
                 self.details[key] = chunk[key]
 
-    def parts(self) -> list[Part]:
-        text = "".join(self.text)
+    def text_parts(self) -> list[Part]:
+        text = self.joined("text")
         return [Part(kind="text", text=text)] if text else []
+
+    def on(self, name: str | None, chunk: Any) -> None:
+        if not isinstance(chunk, dict):
+            self.unparsed()
+            return
+        if chunk.get("error"):
+            self.error = error_from_body(chunk, None, in_stream=True)
+            return
+        self.first("id", chunk.get("id"))
+        self.first("model", chunk.get("model"))
+        if chunk.get("usage"):
+            self.usage = usage_from(chunk["usage"])
+        self.choices(chunk)
+
+    def close(self) -> NormalisedResponse:
+        return self.finish(parts=self.text_parts())
+
+    def classify(self, parts: list[Part]) -> FinishReason | None:
+        return finish_class(self.finish_raw)
 
 
 class OpenAICompletions(Provider):
@@ -139,56 +153,21 @@ class OpenAICompletions(Provider):
         b = body if isinstance(body, dict) else {}
         if "error" in b and not b.get("choices"):
             return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
-        ch = _Choice()
-        ch.add(b)
+        ch = _Completion(in_stream=False)
+        ch.choices(b)
         return NormalisedResponse(
             id=as_str(b.get("id")),
             model=as_str(b.get("model")),
-            parts=ch.parts(),
-            finish_reason_raw=ch.finish,
-            finish_reason=finish_class(ch.finish) if ch.finish is not None else (FinishReason.UNKNOWN if b.get("choices") else None),
+            parts=ch.text_parts(),
+            finish_reason_raw=ch.finish_raw,
+            finish_reason=finish_class(ch.finish_raw) if ch.finish_raw is not None else (FinishReason.UNKNOWN if b.get("choices") else None),
             usage=usage_from(b.get("usage")),
             complete=True,
             provider_details=ch.details or None,
         )
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        ch = _Choice()
-        resp_id = model = None
-        usage = error = None
-        done = False
-        events = 0
-        for name, chunk in json_events(framed):
-            if name == "[DONE]":
-                done = True
-                continue
-            events += 1
-            if not isinstance(chunk, dict):
-                ch.details["unparsed_events"] = ch.details.get("unparsed_events", 0) + 1
-                continue
-            if chunk.get("error"):
-                error = error_from_body(chunk, None, in_stream=True)
-                continue
-            resp_id = resp_id or as_str(chunk.get("id")) or None
-            model = model or as_str(chunk.get("model")) or None
-            if chunk.get("usage"):
-                usage = usage_from(chunk["usage"])
-            ch.add(chunk)
-        finish = finish_class(ch.finish)
-        if finish is None and error is not None:
-            finish = FinishReason.ERROR
-        return NormalisedResponse(
-            id=resp_id,
-            model=model,
-            parts=ch.parts(),
-            finish_reason_raw=ch.finish,
-            finish_reason=finish,
-            usage=usage,
-            error=error,
-            complete=done and error is None,
-            events=events,
-            provider_details=ch.details or None,
-        )
+        return _Completion().read(framed)
 
     def api_key_env(self) -> tuple[str, ...]:
         return ("OPENAI_API_KEY",)
