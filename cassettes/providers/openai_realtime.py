@@ -15,6 +15,7 @@ previous turn of the connection by ``previous_response_id``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
@@ -42,6 +43,7 @@ from cassettes.providers._base import (
     json_events,
     tool_call_from_string,
 )
+from cassettes.providers._parts import Slot, StreamParts
 
 __all__ = ["OpenAIRealtime"]
 
@@ -224,36 +226,57 @@ class OpenAIRealtime(Provider):
         return _response(inner if isinstance(inner, dict) else b, None, True)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        done: Item | None = None
-        created: Item = {}
-        texts: dict[tuple[str, int], str] = {}
-        calls: dict[str, Item] = {}
-        error: ApiError | None = None
-        n = 0
-        for _, obj in json_events(framed):
-            if not isinstance(obj, dict):
-                continue
-            n += 1
-            kind = obj.get("type")
-            if kind == "response.created" and isinstance(obj.get("response"), dict):
-                created = obj["response"]
-            elif kind in ("response.output_text.delta", "response.text.delta", "response.output_audio_transcript.delta", "response.audio_transcript.delta"):
-                key = (str(obj.get("item_id")), as_int(obj.get("content_index")) or 0)
-                delta = obj.get("delta")
-                texts[key] = texts.get(key, "") + (delta if isinstance(delta, str) else "")
-            elif kind == "response.function_call_arguments.done":
-                calls[str(obj.get("call_id"))] = {"type": "function_call", "call_id": obj.get("call_id"), "name": obj.get("name"), "arguments": obj.get("arguments")}
-            elif kind == "response.done" and isinstance(obj.get("response"), dict):
-                done = obj["response"]
-            elif kind == "error":
-                error = self.parse_error(obj, None)
-                error.in_stream = True
-        if done is not None:
-            out = _response(done, n, True)
+        return _RealtimeTurn(self.parse_error).read(framed)
+
+
+#: Events that carry a piece of the answer's text (or of its audio's transcript).
+_TEXT_DELTAS = ("response.output_text.delta", "response.text.delta", "response.output_audio_transcript.delta", "response.audio_transcript.delta")
+
+
+class _RealtimeTurn(StreamParts):
+    """A Realtime turn's server events → ``response.done``'s response; a turn cut before it is
+    read from its deltas (texts keyed by item and content index, calls by call id)."""
+
+    def __init__(self, parse_error: Callable[[Any, int | None], ApiError]) -> None:
+        super().__init__()
+        self.parse_error = parse_error
+        self.created: Item = {}
+        self.final: Item | None = None
+
+    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
+        for name, obj in json_events(framed):
+            if isinstance(obj, dict):
+                self.count()
+                yield name, obj
+
+    def on(self, name: str | None, obj: Any) -> None:
+        kind = obj.get("type")
+        if kind == "response.created" and isinstance(obj.get("response"), dict):
+            self.created = obj["response"]
+        elif kind in _TEXT_DELTAS:
+            delta = obj.get("delta")
+            self.text((str(obj.get("item_id")), as_int(obj.get("content_index")) or 0), delta if isinstance(delta, str) else "")
+        elif kind == "response.function_call_arguments.done":
+            self.slots[str(obj.get("call_id"))] = Slot("tool_call", block=obj)
+        elif kind == "response.done" and isinstance(obj.get("response"), dict):
+            self.final = obj["response"]
+        elif kind == "error":
+            self.error = self.parse_error(obj, None)
+            self.error.in_stream = True
+
+    def close(self) -> NormalisedResponse:
+        if self.final is not None:
+            out = _response(self.final, self.events, True)
         else:  # cut before response.done: what the deltas said
-            parts = [Part(kind="text", text=t) for t in texts.values() if t]
-            parts += [Part(kind="tool_call", tool_call=tool_call_from_string(c["call_id"], c["name"], c["arguments"])) for c in calls.values()]
-            out = NormalisedResponse(id=as_str(created.get("id")), parts=parts, complete=False, events=n)
-        if error is not None:
-            out.error = error
+            parts = [p for p in self.parts(rank=lambda key, st: st.kind == "tool_call", convert=_delta_part) if p.kind != "text" or p.text]
+            out = NormalisedResponse(id=as_str(self.created.get("id")), parts=parts, complete=False, events=self.events)
+        if self.error is not None:
+            out.error = self.error
         return out
+
+
+def _delta_part(st: Slot) -> Part:
+    if st.kind != "tool_call":
+        return Part(kind="text", text=st.text)
+    c = st.block
+    return Part(kind="tool_call", tool_call=tool_call_from_string(c.get("call_id"), c.get("name"), c.get("arguments")))
