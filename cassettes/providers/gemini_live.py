@@ -14,12 +14,12 @@ response ids: the recorder numbers the turns of a connection to thread them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.framing import Framed
 from cassettes.models import (
-    ApiError,
     FinishReason,
     Message,
     NormalisedRequest,
@@ -39,6 +39,7 @@ from cassettes.providers._base import (
     json_events,
     tool_call_from_object,
 )
+from cassettes.providers._parts import StreamParts
 from cassettes.providers.gemini import _g, _message, _parts, _tools, usage_from
 
 __all__ = ["GeminiLive"]
@@ -156,38 +157,53 @@ class GeminiLive(Provider):
         return NormalisedResponse(error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        parts: list[Part] = []
-        usage = None
-        finish: FinishReason | None = None
-        raw: str | None = None
-        error: ApiError | None = None
-        n = 0
-        for _, obj in json_events(framed):
-            if not isinstance(obj, dict):
-                continue
-            n += 1
-            content = _g(obj, "serverContent")
-            if isinstance(content, dict):
-                turn = _g(content, "modelTurn")
-                if isinstance(turn, dict):
-                    for p in _parts(turn):
-                        if p.kind == "text" and parts and parts[-1].kind == "text" and p.text is not None:
-                            parts[-1] = Part(kind="text", text=(parts[-1].text or "") + p.text)
-                        else:
-                            parts.append(p)
-                if _g(content, "interrupted"):
-                    finish, raw = FinishReason.CANCELLED, "interrupted"
-                elif _g(content, "turnComplete"):
-                    finish, raw = finish or FinishReason.COMPLETE, raw or "turnComplete"
-            call = _g(obj, "toolCall")
-            if isinstance(call, dict):
-                for fc in _g(call, "functionCalls") or []:
-                    if isinstance(fc, dict):
-                        parts.append(Part(kind="tool_call", tool_call=tool_call_from_object(_g(fc, "id"), _g(fc, "name"), _g(fc, "args"))))
-                finish, raw = FinishReason.TOOL_CALL, "toolCall"
-            if _g(obj, "usageMetadata") is not None:
-                usage = usage_from(_g(obj, "usageMetadata"))
-            if "error" in obj:
-                error = error_from_body(obj, None, in_stream=True)
-        return NormalisedResponse(parts=parts, finish_reason=finish, finish_reason_raw=raw, usage=usage,
-                                  complete=finish is not None, events=n, error=error)
+        return _LiveTurn().read(framed)
+
+
+class _LiveTurn(StreamParts):
+    """A Live API turn's server messages → the answer: model turn parts (adjacent text joined),
+    tool calls, and how the turn ended (complete, interrupted, or a call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finish_class: FinishReason | None = None
+
+    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
+        for name, obj in json_events(framed):
+            if isinstance(obj, dict):
+                self.count()
+                yield name, obj
+
+    def on(self, name: str | None, obj: Any) -> None:
+        content = _g(obj, "serverContent")
+        if isinstance(content, dict):
+            self._content(content)
+        call = _g(obj, "toolCall")
+        if isinstance(call, dict):
+            for fc in _g(call, "functionCalls") or []:
+                if isinstance(fc, dict):
+                    self.add(Part(kind="tool_call", tool_call=tool_call_from_object(_g(fc, "id"), _g(fc, "name"), _g(fc, "args"))))
+            self.finish_class, self.finish_raw = FinishReason.TOOL_CALL, "toolCall"
+        if _g(obj, "usageMetadata") is not None:
+            self.usage = usage_from(_g(obj, "usageMetadata"))
+        if "error" in obj:
+            self.error = error_from_body(obj, None, in_stream=True)
+
+    def _content(self, content: dict[str, Any]) -> None:
+        turn = _g(content, "modelTurn")
+        if isinstance(turn, dict):
+            for p in _parts(turn):
+                last = self.last()
+                if p.kind == "text" and last is not None and last.kind == "text" and p.text is not None:
+                    last.whole = Part(kind="text", text=(last.part().text or "") + p.text)
+                else:
+                    self.add(p)
+        if _g(content, "interrupted"):
+            self.finish_class, self.finish_raw = FinishReason.CANCELLED, "interrupted"
+        elif _g(content, "turnComplete"):
+            self.finish_class, self.finish_raw = self.finish_class or FinishReason.COMPLETE, self.finish_raw or "turnComplete"
+
+    def close(self) -> NormalisedResponse:
+        # A turn cut without an end is not classed an error here (as a Live session reports it).
+        return NormalisedResponse(parts=self.parts(), finish_reason=self.finish_class, finish_reason_raw=self.finish_raw, usage=self.usage,
+                                  complete=self.finish_class is not None, events=self.events, error=self.error)
