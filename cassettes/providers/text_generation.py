@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
-from cassettes.framing import Framed, frame
+from cassettes.framing import Event, Framed, frame
 from cassettes.models import ApiError, FinishReason, NormalisedRequest, NormalisedResponse, Part, Usage
 from cassettes.providers._base import (
     Provider,
@@ -45,6 +45,7 @@ from cassettes.providers._base import (
     finish_lookup,
     json_events,
 )
+from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.openai_completions import prompt_messages
 
@@ -136,30 +137,36 @@ def tgi_response(body: Any) -> NormalisedResponse:
 
 def tgi_stream(framed: Framed) -> NormalisedResponse:
     """Token events; the last carries ``generated_text`` and ``details``; ``{"error"}`` events."""
-    tokens: list[str] = []
-    final: NormalisedResponse | None = None
-    error: ApiError | None = None
-    events = 0
-    for _, ev in json_events(framed):
-        events += 1
+    return _TgiStream().read(framed)
+
+
+class _TgiStream(StreamParts):
+    def __init__(self) -> None:
+        super().__init__()
+        self.final: NormalisedResponse | None = None
+
+    payloads = StreamParts.every_event
+
+    def on(self, name: str | None, ev: Any) -> None:
         if not isinstance(ev, dict):
-            continue
+            return
         if ev.get("error") is not None and "token" not in ev:
-            error = ApiError(type=as_str(ev.get("error_type")), message=as_str(ev.get("error")), in_stream=True, raw=ev)
-            continue
+            self.error = ApiError(type=as_str(ev.get("error_type")), message=as_str(ev.get("error")), in_stream=True, raw=ev)
+            return
         token = as_obj(ev.get("token"))
         if isinstance(token.get("text"), str) and not token.get("special"):
-            tokens.append(token["text"])
+            self.text("text", token["text"])
         if isinstance(ev.get("generated_text"), str) or ev.get("details") is not None:
-            final = tgi_response(ev)
-    if final is None:
-        text = "".join(tokens)
-        return NormalisedResponse(parts=_text_parts(text), finish_reason=FinishReason.ERROR if error else None, error=error, complete=False, events=events)
-    if not final.parts and tokens:
-        final.parts = _text_parts("".join(tokens))
-    final.events = events
-    final.error = error
-    return final
+            self.final = tgi_response(ev)
+
+    def close(self) -> NormalisedResponse:
+        if self.final is None:
+            return self.finish(parts=_text_parts(self.joined("text")))
+        if not self.final.parts:
+            self.final.parts = _text_parts(self.joined("text"))
+        self.final.events = self.events
+        self.final.error = self.error  # the final event's own finish stands
+        return self.final
 
 
 def _header_usage(response: NormalisedResponse, inp: str | None, out: str | None) -> None:
@@ -318,40 +325,47 @@ class Watsonx(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         if any(isinstance(ev, dict) and "choices" in ev for _, ev in json_events(framed)):
             return _chat_stream(framed)
-        text: list[str] = []
-        raw: str | None = None
-        model: str | None = None
-        inp = out = None
-        error: ApiError | None = None
-        events = 0
-        for _, ev in json_events(framed):
-            events += 1
-            if not isinstance(ev, dict):
-                continue
-            if "errors" in ev:
-                error = self.parse_error(ev, None)
-                error.in_stream = True
-                continue
-            model = model or as_str(ev.get("model_id"))
-            parts, r, i, o = _watsonx_result(ev)
-            text.extend(p.text or "" for p in parts)
-            raw = r if r not in (None, "not_finished") else raw
-            inp = i if i is not None else inp
-            out = o if o is not None else out
-        finish = finish_lookup(_WATSONX_FINISH, raw)
-        return NormalisedResponse(
-            model=model,
-            parts=_text_parts("".join(text)),
-            finish_reason_raw=raw,
-            finish_reason=finish if finish is not None else (FinishReason.ERROR if error else None),
-            usage=_usage(inp, out, {"input_token_count": inp, "generated_token_count": out}),
-            error=error,
-            complete=raw is not None and error is None,
-            events=events,
-        )
+        return _WatsonxStream(self.parse_error).read(framed)
 
     def api_key_env(self) -> tuple[str, ...]:
         return ("WATSONX_APIKEY",)
+
+
+class _WatsonxStream(StreamParts):
+    """watsonx.ai ``generation_stream`` events: each a ``results`` piece, the last with the stop reason."""
+
+    def __init__(self, parse_error: Callable[[Any, int | None], ApiError]) -> None:
+        super().__init__()
+        self.parse_error = parse_error
+        self.inp: int | None = None
+        self.out: int | None = None
+
+    payloads = StreamParts.every_event
+
+    def on(self, name: str | None, ev: Any) -> None:
+        if not isinstance(ev, dict):
+            return
+        if "errors" in ev:
+            self.error = self.parse_error(ev, None)
+            self.error.in_stream = True
+            return
+        self.model = self.model or as_str(ev.get("model_id"))
+        parts, r, i, o = _watsonx_result(ev)
+        for p in parts:
+            self.text("text", p.text or "")
+        self.finish_raw = r if r not in (None, "not_finished") else self.finish_raw
+        self.inp = i if i is not None else self.inp
+        self.out = o if o is not None else self.out
+
+    def close(self) -> NormalisedResponse:
+        self.usage = _usage(self.inp, self.out, {"input_token_count": self.inp, "generated_token_count": self.out})
+        return self.finish(parts=_text_parts(self.joined("text")))
+
+    def classify(self, parts: list[Part]) -> FinishReason | None:
+        return finish_lookup(_WATSONX_FINISH, self.finish_raw)
+
+    def complete(self) -> bool:
+        return self.finish_raw is not None and self.error is None
 
 
 # -- SageMaker ---------------------------------------------------------------------------------
@@ -407,18 +421,13 @@ class SageMaker(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         if framed.kind == "json_array":
             return tgi_response(framed.value)
-        if framed.kind != "aws_eventstream":
-            inner = framed
-        else:
-            joined = b"".join(aws_payload_bytes(ev) or b"" for ev in framed.events)
-            inner = frame([(None, joined)])
-            errors = [ev for ev in framed.events if (ev.headers or {}).get(":message-type") in ("exception", "error")]
-            if errors:
-                resp = tgi_stream(inner) if inner.events else NormalisedResponse(complete=False)
-                h = errors[-1].headers or {}
-                resp.error = ApiError(type=as_str(h.get(":exception-type") or h.get(":error-code")), message=errors[-1].data or None, in_stream=True)
-                resp.complete = False
-                return resp
+        inner, errors = _unwrap(framed)
+        if errors:
+            resp = tgi_stream(inner) if inner.events else NormalisedResponse(complete=False)
+            h = errors[-1].headers or {}
+            resp.error = ApiError(type=as_str(h.get(":exception-type") or h.get(":error-code")), message=errors[-1].data or None, in_stream=True)
+            resp.complete = False
+            return resp
         if any(isinstance(ev, dict) and "choices" in ev for _, ev in json_events(inner)):
             return _chat_stream(inner)
         if inner.kind == "json":  # a container that streams one JSON body
@@ -431,3 +440,12 @@ class SageMaker(Provider):
     def api_key_env(self) -> tuple[str, ...]:
         return ()
 
+
+def _unwrap(framed: Framed) -> tuple[Framed, list[Event]]:
+    """The stream a SageMaker response stream carries (its ``PayloadPart`` frames joined and framed
+    again), and its exception frames."""
+    if framed.kind != "aws_eventstream":
+        return framed, []
+    joined = b"".join(aws_payload_bytes(ev) or b"" for ev in framed.events)
+    errors = [ev for ev in framed.events if (ev.headers or {}).get(":message-type") in ("exception", "error")]
+    return frame([(None, joined)]), errors
