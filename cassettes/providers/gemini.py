@@ -494,32 +494,30 @@ def _set_path(root: JSON, path: str, value: Any, append: bool) -> None:
         return
     node: Any = root
     for tok, nxt in pairwise(tokens):
-        empty: Any = [] if isinstance(nxt, int) else {}
-        if isinstance(tok, int):
-            if not isinstance(node, list):
-                return
-            while len(node) <= tok:
-                node.append(None)
-            if not isinstance(node[tok], (dict, list)):
-                node[tok] = empty
-            node = node[tok]
-        else:
-            if not isinstance(node, dict):
-                return
-            if not isinstance(node.get(tok), (dict, list)):
-                node[tok] = empty
-            node = node[tok]
-    last = tokens[-1]
-    if isinstance(last, int):
-        if not isinstance(node, list):
+        if not _addressable(node, tok):
             return
-        while len(node) <= last:
+        if not isinstance(_at(node, tok), (dict, list)):
+            node[tok] = [] if isinstance(nxt, int) else {}
+        node = node[tok]
+    last = tokens[-1]
+    if _addressable(node, last):
+        old = _at(node, last)
+        node[last] = old + value if append and isinstance(old, str) and isinstance(value, str) else value
+
+
+def _addressable(node: Any, tok: str | int) -> bool:
+    """``node[tok]`` can be set: a list (padded with nulls up to ``tok``) or an object."""
+    if isinstance(tok, int):
+        if not isinstance(node, list):
+            return False
+        while len(node) <= tok:
             node.append(None)
-        old = node[last]
-        node[last] = old + value if append and isinstance(old, str) and isinstance(value, str) else value
-    elif isinstance(node, dict):
-        old = node.get(last)
-        node[last] = old + value if append and isinstance(old, str) and isinstance(value, str) else value
+        return True
+    return isinstance(node, dict)
+
+
+def _at(node: Any, tok: str | int) -> Any:
+    return node[tok] if isinstance(tok, int) else node.get(tok)
 
 
 def _partial_value(pa: JSON) -> tuple[bool, Any]:
