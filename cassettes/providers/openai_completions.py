@@ -18,6 +18,7 @@ Schema: the ``openai`` SDK's ``Completion`` / ``CompletionChoice`` / ``Completio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import SplitResult
 
@@ -29,6 +30,7 @@ from cassettes.providers._base import (
     azure_deployment,
     error_from_body,
     finish_lookup,
+    json_events,
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import usage_from
@@ -95,6 +97,14 @@ class _Completion(StreamParts):
     def text_parts(self) -> list[Part]:
         text = self.joined("text")
         return [Part(kind="text", text=text)] if text else []
+
+    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
+        for name, chunk in json_events(framed):
+            if name == "[DONE]":  # the sentinel, or an event named so
+                self.done = True
+                continue
+            self.count()
+            yield name, chunk
 
     def on(self, name: str | None, chunk: Any) -> None:
         if not isinstance(chunk, dict):
