@@ -46,8 +46,6 @@ class Slot:
     id: Any = None
     name: Any = None
     args: list[str] | None = None
-    call_kind: str = "function"
-    details: dict[str, Any] = field(default_factory=dict)
     #: The adapter's own state of a part it turns into a :class:`Part` itself (a wire block).
     block: dict[str, Any] = field(default_factory=dict)
     #: A part that arrived whole.
@@ -77,9 +75,8 @@ class Slot:
         if self.whole is not None:
             return self.whole
         if self.kind == "tool_call":
-            call = tool_call_from_string(self.id, self.name, self.arguments or "", kind=self.call_kind)
-            return Part(kind="tool_call", tool_call=call, provider_details=self.details or None)
-        return Part(kind=cast(PartKind, self.kind), text=self.text, provider_details=self.details or None)
+            return Part(kind="tool_call", tool_call=tool_call_from_string(self.id, self.name, self.arguments or ""))
+        return Part(kind=cast(PartKind, self.kind), text=self.text)
 
 
 class StreamParts:
@@ -138,6 +135,13 @@ class StreamParts:
         for item in json_events(framed):
             self.count()
             yield item
+
+    def dict_events(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
+        """:func:`json_events` that are JSON objects, each counted (the rest is passed over)."""
+        for name, obj in json_events(framed):
+            if isinstance(obj, dict):
+                self.count()
+                yield name, obj
 
     def sentinel(self) -> None:
         """``data: [DONE]``: the end of the stream."""

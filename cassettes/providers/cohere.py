@@ -29,7 +29,6 @@ and ``cached_tokens`` stay in ``usage.raw``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import SplitResult
 
@@ -304,8 +303,7 @@ class _V2Stream(StreamParts):
         super().__init__()
         self.plan: list[str] = []
 
-    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
-        return self.every_event(framed)
+    payloads = StreamParts.every_event
 
     def on(self, name: str | None, ev: Any) -> None:
         if not isinstance(ev, dict):
@@ -368,8 +366,7 @@ class _V1Stream(StreamParts):
         self.calls: list[Part] = []
         self.end: NormalisedResponse | None = None
 
-    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
-        return self.every_event(framed)
+    payloads = StreamParts.every_event
 
     def on(self, name: str | None, ev: Any) -> None:
         if not isinstance(ev, dict):

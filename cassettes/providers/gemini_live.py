@@ -14,7 +14,6 @@ response ids: the recorder numbers the turns of a connection to thread them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import SplitResult
 
@@ -36,7 +35,6 @@ from cassettes.providers._base import (
     compact_json,
     error_from_body,
     is_ws_turn,
-    json_events,
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts
@@ -168,11 +166,7 @@ class _LiveTurn(StreamParts):
         super().__init__()
         self.finish_class: FinishReason | None = None
 
-    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
-        for name, obj in json_events(framed):
-            if isinstance(obj, dict):
-                self.count()
-                yield name, obj
+    payloads = StreamParts.dict_events
 
     def on(self, name: str | None, obj: Any) -> None:
         content = _g(obj, "serverContent")

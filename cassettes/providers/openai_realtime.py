@@ -15,7 +15,7 @@ previous turn of the connection by ``previous_response_id``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
@@ -40,7 +40,6 @@ from cassettes.providers._base import (
     compact_json,
     error_from_body,
     is_ws_turn,
-    json_events,
     tool_call_from_string,
 )
 from cassettes.providers._parts import Slot, StreamParts
@@ -243,11 +242,7 @@ class _RealtimeTurn(StreamParts):
         self.created: Item = {}
         self.final: Item | None = None
 
-    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
-        for name, obj in json_events(framed):
-            if isinstance(obj, dict):
-                self.count()
-                yield name, obj
+    payloads = StreamParts.dict_events
 
     def on(self, name: str | None, obj: Any) -> None:
         kind = obj.get("type")
