@@ -514,39 +514,59 @@ def _is_embed_model(model: str | None) -> bool:
     return "embed" in (model or "").lower()
 
 
-def _text_chunk(d: dict[str, Any]) -> tuple[str, str | None, int | None, int | None]:
+TextChunk = tuple[str, str | None, int | None, int | None]
+
+
+def _text_chunk(d: dict[str, Any]) -> TextChunk:
     """(text piece, finish, input tokens, output tokens) of a text-model body or stream chunk."""
-    if "results" in d:  # Titan
-        r = _obj((d.get("results") or [{}])[0])
-        return as_str(r.get("outputText")) or "", as_str(r.get("completionReason")), as_int(d.get("inputTextTokenCount")), as_int(r.get("tokenCount"))
-    if "outputText" in d:  # Titan stream chunk
-        return as_str(d.get("outputText")) or "", as_str(d.get("completionReason")), as_int(d.get("inputTextTokenCount")), as_int(d.get("totalOutputTextTokenCount"))
-    if "generation" in d:  # Llama
-        return as_str(d.get("generation")) or "", as_str(d.get("stop_reason")), as_int(d.get("prompt_token_count")), as_int(d.get("generation_token_count"))
-    if "outputs" in d:  # Mistral text
-        o = _obj((d.get("outputs") or [{}])[0])
-        return as_str(o.get("text")) or "", as_str(o.get("stop_reason")), None, None
-    if "generations" in d:  # Cohere Command
-        g = _obj((d.get("generations") or [{}])[0])
-        return as_str(g.get("text")) or "", as_str(g.get("finish_reason")), None, None
-    if "completions" in d:  # AI21 Jurassic-2
-        c = _obj((d.get("completions") or [{}])[0])
-        prompt_tokens = _obj(d.get("prompt")).get("tokens")
-        out_tokens = _obj(c.get("data")).get("tokens")
-        return (
-            as_str(_obj(c.get("data")).get("text")) or "",
-            as_str(_obj(c.get("finishReason")).get("reason")),
-            len(prompt_tokens) if isinstance(prompt_tokens, list) else None,
-            len(out_tokens) if isinstance(out_tokens, list) else None,
-        )
-    if "choices" in d:  # Mistral / Jamba chat (non-streamed message, or a chunk with message/delta)
-        ch = _obj((d.get("choices") or [{}])[0])
-        msg = _obj(ch.get("message") or ch.get("delta"))
-        text = msg.get("content")
-        return text if isinstance(text, str) else "", as_str(ch.get("finish_reason") or ch.get("stop_reason")), None, None
+    for key, read in _TEXT_SHAPES:
+        if key in d:
+            return read(d)
     if "text" in d and "is_finished" in d:  # Cohere Command stream chunk
         return as_str(d.get("text")) or "", as_str(d.get("finish_reason")), None, None
     return "", None, None, None
+
+
+def _first(d: dict[str, Any], key: str) -> dict[str, Any]:
+    return _obj((d.get(key) or [{}])[0])
+
+
+def _titan(d: dict[str, Any]) -> TextChunk:
+    r = _first(d, "results")
+    return as_str(r.get("outputText")) or "", as_str(r.get("completionReason")), as_int(d.get("inputTextTokenCount")), as_int(r.get("tokenCount"))
+
+
+def _jurassic(d: dict[str, Any]) -> TextChunk:
+    c = _first(d, "completions")
+    prompt_tokens = _obj(d.get("prompt")).get("tokens")
+    out_tokens = _obj(c.get("data")).get("tokens")
+    return (
+        as_str(_obj(c.get("data")).get("text")) or "",
+        as_str(_obj(c.get("finishReason")).get("reason")),
+        len(prompt_tokens) if isinstance(prompt_tokens, list) else None,
+        len(out_tokens) if isinstance(out_tokens, list) else None,
+    )
+
+
+def _chat_choice(d: dict[str, Any]) -> TextChunk:
+    """Mistral / Jamba chat: a non-streamed message, or a chunk with message/delta."""
+    ch = _first(d, "choices")
+    text = _obj(ch.get("message") or ch.get("delta")).get("content")
+    return text if isinstance(text, str) else "", as_str(ch.get("finish_reason") or ch.get("stop_reason")), None, None
+
+
+#: The text models' shapes, by the key that tells them (first present wins).
+_TEXT_SHAPES: tuple[tuple[str, Callable[[dict[str, Any]], TextChunk]], ...] = (
+    ("results", _titan),
+    ("outputText", lambda d: (  # Titan stream chunk
+        as_str(d.get("outputText")) or "", as_str(d.get("completionReason")), as_int(d.get("inputTextTokenCount")), as_int(d.get("totalOutputTextTokenCount")))),
+    ("generation", lambda d: (  # Llama
+        as_str(d.get("generation")) or "", as_str(d.get("stop_reason")), as_int(d.get("prompt_token_count")), as_int(d.get("generation_token_count")))),
+    ("outputs", lambda d: (as_str(_first(d, "outputs").get("text")) or "", as_str(_first(d, "outputs").get("stop_reason")), None, None)),  # Mistral text
+    ("generations", lambda d: (as_str(_first(d, "generations").get("text")) or "", as_str(_first(d, "generations").get("finish_reason")), None, None)),  # Cohere Command
+    ("completions", _jurassic),  # AI21 Jurassic-2
+    ("choices", _chat_choice),
+)
 
 
 def _metrics_usage(usage: Usage | None, metrics: Any) -> Usage | None:
