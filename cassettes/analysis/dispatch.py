@@ -190,60 +190,20 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
     assert req is not None
     kept = link.kept if link.how != "previous_response_id" else 0
     appended = ctx.messages[kept:]
-    # Calls emitted earlier in this conversation, by id, and by name for wires without ids.
-    registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
-    unanswered_by_name: dict[str, list[int]] = ctx.conv.state.setdefault("_unanswered_by_name", {})
     echo_ids = _echo_ids(ctx, appended)
-    if ctx.prev is not None:
-        for i, (cid, name) in enumerate(_calls_of(ctx.prev)):
-            if i in echo_ids:
-                registry[echo_ids[i]] = ctx.prev.index
-            if cid:
-                registry[cid] = ctx.prev.index
-            elif name and i not in echo_ids:
-                unanswered_by_name.setdefault(name, []).append(ctx.prev.index)
+    _register_previous_calls(ctx, echo_ids)
     # Call ids present in the history the client has sent in this conversation, kept up to date
     # from what each turn appended (no re-scan of the whole history).
     in_history: set[str] = ctx.conv.state.setdefault("_history_call_ids", set())
     appended_calls = _history_calls(appended)
     in_history.update(appended_calls)
-    # The name of each call by id, for wires whose results carry no name (OpenAI's): the calls of
-    # the turn the results answer and the calls this request appended (kept per turn, not per
-    # conversation: the threading's memory per turn stays flat).
-    call_names: dict[str, str] = {}
-    if ctx.prev is not None:
-        for i, (cid, name) in enumerate(_calls_of(ctx.prev)):
-            for key in (cid, echo_ids.get(i)):
-                if key and name:
-                    call_names[key] = name
-    call_names.update({cid: c.name for cid, c in appended_calls.items() if c.name})
-    pairings: list[Pairing] = []
-    for offset, m in enumerate(appended):
-        for p in m.parts:
-            if p.kind != "tool_result" or p.tool_result is None:
-                continue
-            tr = p.tool_result
-            call_turn: int | None = None
-            found = False
-            if tr.call_id and tr.call_id in registry:
-                call_turn, found = registry[tr.call_id], True
-            else:
-                # Wires without call ids (Gemini, Ollama) pair by name; clients may invent ids.
-                queue = unanswered_by_name.get(tr.name or "")
-                if queue:
-                    call_turn, found = queue.pop(0), True
-                elif tr.call_id and tr.call_id in in_history:
-                    found = True  # a call the client itself put in the history
-            pairings.append(
-                Pairing(
-                    call_id=tr.call_id,
-                    name=tr.name or (call_names.get(tr.call_id) if tr.call_id else None),
-                    call_turn=call_turn,
-                    in_history=found,
-                    is_error=tr.is_error,
-                    message_index=kept + offset,
-                )
-            )
+    names = _call_names(ctx, echo_ids, appended_calls)
+    pairings = [
+        _pairing(ctx, tr, in_history, names, kept + offset)
+        for offset, m in enumerate(appended)
+        for p in m.parts
+        if p.kind == "tool_result" and (tr := p.tool_result) is not None
+    ]
     echoed = link.echoed
     if echoed is False and ctx.prev is not None and kept < len(ctx.messages):
         echoed = _loosely_echoed(response_message(ctx.prev.rt.response), ctx.messages[kept])
@@ -258,6 +218,60 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
         tool_choice=req.tool_choice_mode,
         params=req.params,
         link=link.how,  # type: ignore[arg-type]
+    )
+
+
+def _register_previous_calls(ctx: TurnContext, echo_ids: dict[int, str]) -> None:
+    """Calls emitted earlier in this conversation: by id (and by the id the client echoed them
+    under), and by name for wires without ids, for the results that answer them."""
+    if ctx.prev is None:
+        return
+    registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
+    unanswered_by_name: dict[str, list[int]] = ctx.conv.state.setdefault("_unanswered_by_name", {})
+    for i, (cid, name) in enumerate(_calls_of(ctx.prev)):
+        if i in echo_ids:
+            registry[echo_ids[i]] = ctx.prev.index
+        if cid:
+            registry[cid] = ctx.prev.index
+        elif name and i not in echo_ids:
+            unanswered_by_name.setdefault(name, []).append(ctx.prev.index)
+
+
+def _call_names(ctx: TurnContext, echo_ids: dict[int, str], appended_calls: dict[str, ToolCall]) -> dict[str, str]:
+    """The name of each call by id, for wires whose results carry no name (OpenAI's): the calls
+    of the turn the results answer and the calls this request appended (kept per turn, not per
+    conversation: the threading's memory per turn stays flat)."""
+    names: dict[str, str] = {}
+    if ctx.prev is not None:
+        for i, (cid, name) in enumerate(_calls_of(ctx.prev)):
+            for key in (cid, echo_ids.get(i)):
+                if key and name:
+                    names[key] = name
+    names.update({cid: c.name for cid, c in appended_calls.items() if c.name})
+    return names
+
+
+def _pairing(ctx: TurnContext, tr: ToolResult, in_history: set[str], names: dict[str, str], index: int) -> Pairing:
+    """One result and the call it answers: by id, else by name (wires without call ids, Gemini
+    and Ollama; clients may invent ids), else a call the client itself put in the history."""
+    registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
+    call_turn: int | None = None
+    found = False
+    if tr.call_id and tr.call_id in registry:
+        call_turn, found = registry[tr.call_id], True
+    else:
+        queue = ctx.conv.state.setdefault("_unanswered_by_name", {}).get(tr.name or "")
+        if queue:
+            call_turn, found = queue.pop(0), True
+        elif tr.call_id and tr.call_id in in_history:
+            found = True
+    return Pairing(
+        call_id=tr.call_id,
+        name=tr.name or (names.get(tr.call_id) if tr.call_id else None),
+        call_turn=call_turn,
+        in_history=found,
+        is_error=tr.is_error,
+        message_index=index,
     )
 
 
