@@ -509,38 +509,47 @@ class Threader:
             conv = self._by_label.get(label)
             if conv is None:
                 return Link(self._new_conversation(), None, "header")
-            prev = self._last_of[conv]
-            return self._describe(conv, prev, keys.key, "header")
+            return self._describe(conv, self._last_of[conv], keys.key, "header")
         if previous_response_id and previous_response_id in self._by_response:
             tid = self._by_response[previous_response_id]
             return Link(self.turns[tid].conversation, tid, "previous_response_id", kept=0, echoed=None)
+        link, repeat = self._by_history(family, keys, self._use_strict(family, keys))
+        if link is not None:
+            return link
+        if repeat or not messages:
+            return self._start(messages)
+        return self._by_opening(family, keys, messages)
+
+    def _use_strict(self, family: str, keys: _Keys) -> bool:
+        """Whether the keys with tool-call ids decide: when they reach as far as the loose ones, or
+        when the request answers ids a model gave in this run (a loose match beyond is another
+        agent's identical history); a client that rewrote the ids reaches further with the loose
+        keys alone."""
         n = len(keys.key)
+        if not n or keys.strict[-1] == keys.loose[-1]:
+            return False
         loose_len = next(self._matches(family, keys, strict=False), (0, []))[0]
-        use_strict = bool(n) and keys.strict[-1] != keys.loose[-1]
-        if use_strict:
-            strict_len = next(self._matches(family, keys, strict=True), (0, []))[0]
-            # Strict keys (with ids) decide when they reach as far, or when the request answers
-            # ids a model gave in this run (a loose match beyond is another agent's identical
-            # history); a client that rewrote the ids reaches further with the loose keys alone.
-            use_strict = strict_len > 0 and (strict_len >= loose_len or any(i in self._id_turn for i in self._ids))
+        strict_len = next(self._matches(family, keys, strict=True), (0, []))[0]
+        return strict_len > 0 and (strict_len >= loose_len or any(i in self._id_turn for i in self._ids))
+
+    def _by_history(self, family: str, keys: _Keys, use_strict: bool) -> tuple[Link | None, bool]:
+        """The turn whose history this request extends, longest match first; with whether the
+        request is exactly an earlier request again (``repeat``: only a live turn may take it)."""
+        n = len(keys.key)
         repeat = False
         for length, regs in self._matches(family, keys, strict=use_strict):
             if length == n:
                 again = [r for r in regs[-64:] if not r.with_echo]
                 if again:
-                    # Exactly an earlier request again: a retry when that was the conversation's
-                    # latest attempt and it failed.
-                    failed = [r for r in again if self.turns[r.turn].failed and self._live(r)]
-                    if failed:
-                        best, tied = self._choose(failed)
-                        if self._rank(best.turn, True)[0]:
-                            return Link(best.conversation, best.turn, "retry", kept=n, echoed=None, ambiguous=tied if tied > 1 else 0)
+                    retry = self._retry_of(again, n)
+                    if retry is not None:
+                        return retry, repeat
                     regs = [r for r in regs if r.with_echo]
                     if not regs and all(self._other_agent(self.turns[r.turn]) for r in again):
                         # Another agent sent exactly what a turn sent (a title call on the first
                         # message): a side call over that history, branched from the turn.
                         best, _ = self._choose(again)
-                        return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call")
+                        return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call"), repeat
                     # Otherwise the same history as another conversation's request: a parallel
                     # agent one turn behind (it continues a turn still waiting), or the agent
                     # started over (a new run with the same opening).
@@ -549,38 +558,55 @@ class Threader:
                 regs = [r for r in regs if self._live(r)]
                 if not regs:
                     continue
-            best, tied = self._choose(regs)
-            prev_info = self.turns[best.turn]
-            if self._other_agent(prev_info) and not self._hands_over(prev_info):
-                # Another agent (another system prompt and other tools) over this history: a
-                # summary, compaction or title call. Its own conversation, branched here.
-                return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call")
-            # Compared with the conversation's latest turn, not the older turn it matched best: a
-            # history that extends an earlier turn has dropped or rewritten what came after it.
-            latest = self._last_of[best.conversation]
-            known = best.length - best.with_echo if latest == best.turn else 0
-            link = self._describe(best.conversation, latest, keys.key, "extends", known)
-            if self._forks_running_calls(self.turns[latest], link):
-                return Link(self._new_conversation(), None, "start", parent=latest, branch="side_call")
-            link.ambiguous = tied if tied > 1 else 0
-            return link
-        if repeat:
+            return self._extends(keys, regs), repeat
+        return None, repeat
+
+    def _retry_of(self, again: list[Any], n: int) -> Link | None:
+        """Exactly an earlier request again: a retry when that was the conversation's latest
+        attempt and it failed."""
+        failed = [r for r in again if self.turns[r.turn].failed and self._live(r)]
+        if not failed:
+            return None
+        best, tied = self._choose(failed)
+        if not self._rank(best.turn, True)[0]:
+            return None
+        return Link(best.conversation, best.turn, "retry", kept=n, echoed=None, ambiguous=tied if tied > 1 else 0)
+
+    def _extends(self, keys: _Keys, regs: list[Any]) -> Link:
+        """The request goes on from the best of the turns whose history it extends."""
+        best, tied = self._choose(regs)
+        prev_info = self.turns[best.turn]
+        if self._other_agent(prev_info) and not self._hands_over(prev_info):
+            # Another agent (another system prompt and other tools) over this history: a
+            # summary, compaction or title call. Its own conversation, branched here.
+            return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call")
+        # Compared with the conversation's latest turn, not the older turn it matched best: a
+        # history that extends an earlier turn has dropped or rewritten what came after it.
+        latest = self._last_of[best.conversation]
+        known = best.length - best.with_echo if latest == best.turn else 0
+        link = self._describe(best.conversation, latest, keys.key, "extends", known)
+        if self._forks_running_calls(self.turns[latest], link):
+            return Link(self._new_conversation(), None, "start", parent=latest, branch="side_call")
+        link.ambiguous = tied if tied > 1 else 0
+        return link
+
+    def _by_opening(self, family: str, keys: _Keys, messages: list[Message]) -> Link:
+        """No earlier history is extended: a conversation that begins with the same opening
+        words has rewritten its history — unless another agent opens the same way."""
+        start = self._start_len(messages)
+        cands = self._by_start.get(hash((family, keys.key[start - 1])))
+        if not cands:
             return self._start(messages)
-        if messages:
-            start = self._start_len(messages)
-            cands = self._by_start.get(hash((family, keys.key[start - 1])))
-            if cands:
-                best_tid = max(cands, key=lambda t: (self._rank(t, self._last_of.get(self.turns[t].conversation) == t), t))
-                info = self.turns[best_tid]
-                conv = info.conversation
-                latest = self._last_of[conv]
-                other_agent = info.system != self._system and info.tools != self._tools
-                if other_agent or (self.turns[latest].system != self._system and len(messages) <= start):
-                    # The same opening words under another system prompt and nothing of the
-                    # conversation after them: another agent (a sub-agent, a title call).
-                    return self._start(messages)
-                return self._describe(conv, latest, keys.key, "rewritten")
-        return self._start(messages)
+        best_tid = max(cands, key=lambda t: (self._rank(t, self._last_of.get(self.turns[t].conversation) == t), t))
+        info = self.turns[best_tid]
+        conv = info.conversation
+        latest = self._last_of[conv]
+        other_agent = info.system != self._system and info.tools != self._tools
+        if other_agent or (self.turns[latest].system != self._system and len(messages) <= start):
+            # The same opening words under another system prompt and nothing of the
+            # conversation after them: another agent (a sub-agent, a title call).
+            return self._start(messages)
+        return self._describe(conv, latest, keys.key, "rewritten")
 
     def _start(self, messages: list[Message]) -> Link:
         """A new conversation; a sub-agent's when its first user words are a pending call's prompt."""
