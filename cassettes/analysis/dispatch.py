@@ -960,26 +960,10 @@ def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]
     if prev is None:
         return findings
     if any(f.code == "C.tool_results_split" for f in findings):
-        findings = [
-            f.model_copy(update={"severity": Severity.INFO, "details": {**f.details, "caused_by": "C.tool_results_split"}})
-            if f.code == "C.pairing_error"
-            else f
-            for f in findings
-        ]
+        findings = [_caused_by(f, "C.tool_results_split") if f.code == "C.pairing_error" else f for f in findings]
     orphans = [f for f in findings if f.code == "C.orphan_tool_result" and f.tool_call_id and f.severity is Severity.ERROR]
     dropped = [f for f in findings if f.code == "C.dropped_tool_result" and f.related_turn == prev.index and f.severity is Severity.ERROR]
-    if not orphans or not dropped:
-        return findings
-    pairs: list[tuple[Finding, Finding]] = []
-    left = list(dropped)
-    for o in orphans:
-        name = o.details.get("tool")
-        match = next((d for d in left if name and d.details.get("tool") == name), None)
-        if match is None and len(orphans) == len(dropped):
-            match = left[0] if left else None
-        if match is not None:
-            left.remove(match)
-            pairs.append((o, match))
+    pairs = _wrong_id_pairs(orphans, dropped)
     if not pairs:
         return findings
     listing = "; ".join(
@@ -997,14 +981,32 @@ def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]
     )
     folded = {id(f) for pair in pairs for f in pair}
     out: list[Finding] = []
-    placed = False
     for f in findings:
-        if id(f) in folded:
-            if not placed:
-                out.append(root)
-                placed = True
-            out.append(f.model_copy(update={"severity": Severity.INFO, "details": {**f.details, "caused_by": "C.wrong_tool_call_id"}}))
-        else:
+        if id(f) not in folded:
             out.append(f)
+            continue
+        if not any(x is root for x in out):
+            out.append(root)
+        out.append(_caused_by(f, "C.wrong_tool_call_id"))
     return out
 
+
+def _caused_by(f: Finding, cause: str) -> Finding:
+    """A consequence, folded under its root cause: info, ``details.caused_by`` naming it."""
+    return f.model_copy(update={"severity": Severity.INFO, "details": {**f.details, "caused_by": cause}})
+
+
+def _wrong_id_pairs(orphans: list[Finding], dropped: list[Finding]) -> list[tuple[Finding, Finding]]:
+    """Each orphan result with the dropped call it answers: the one of the same tool, else (as
+    many of each) the next by position."""
+    pairs: list[tuple[Finding, Finding]] = []
+    left = list(dropped)
+    for o in orphans if dropped else []:
+        name = o.details.get("tool")
+        match = next((d for d in left if name and d.details.get("tool") == name), None)
+        if match is None and len(orphans) == len(dropped):
+            match = left[0] if left else None
+        if match is not None:
+            left.remove(match)
+            pairs.append((o, match))
+    return pairs
