@@ -355,16 +355,22 @@ def open_run(path: str | Path, *, whole: bool = False, formats: Collection[str] 
 def _read(p: Path, kind: str, whole: bool) -> Run:
     if kind == "looptap":
         return _read_whole(p) if whole else stream_run(p)
+    # Other tools' files hold what crossed the wire, keys included: they are redacted as they are
+    # read, as `looptap import` redacts them, so no command (export --har, show, mcp) passes a
+    # key on to a file or a terminal.
+    from cassettes.redact import Redactor
+
+    redact = Redactor().exchange
     if kind == "mitmproxy":
         from cassettes.interop.mitmflow import load_flows
 
         flows = load_flows(p)
-        run = run_from_exchanges(flows.exchanges, p.name, kind=kind)
+        run = run_from_exchanges([redact(ex) for ex in flows.exchanges], p.name, kind=kind)
         run.skipped = dict(flows.skipped)
         return run
     from cassettes.vcr import load_vcr
 
-    run = run_from_exchanges(load_vcr(p), p.name, kind=kind)
+    run = run_from_exchanges([redact(ex) for ex in load_vcr(p)], p.name, kind=kind)
     if not run.epoch:  # no header, no recorded start: lay the run out at the file's time
         run.epoch = p.stat().st_mtime
     return run

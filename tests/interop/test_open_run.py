@@ -192,3 +192,27 @@ def test_the_inspector_gets_a_cassette_of_any_format(odd_yaml: Path, tmp_path: P
             assert path == same
     with cassette_of(odd_yaml, live=True) as path:  # --live follows a recording being written
         assert path == odd_yaml
+
+
+def test_keys_in_other_tools_files_never_reach_an_output(tmp_path: Path) -> None:
+    """A flow dump or a vcrpy cassette holds what crossed the wire, keys included (the fixture
+    flows carry ``Bearer sk-looptap-flow-SENTINEL``): every command that reads one redacts it as
+    it reads, so neither a HAR or OTLP file nor the terminal gets the key."""
+    assert b"sk-looptap-flow-SENTINEL" in FLOWS.read_bytes()
+    text = CACHE_WRITE.read_text()
+    key = "sk-ant-api03-" + "SENTINELvcrKEY" * 4
+    i = text.index("headers:")
+    leaky = tmp_path / "leaky.yaml"
+    leaky.write_text(text[:i] + f"headers:\n      x-api-key:\n      - {key}\n" + text[i + len("headers:\n"):])
+    assert key in leaky.read_text()
+    for src, secret in ((FLOWS, "sk-looptap-flow-SENTINEL"), (leaky, key)):
+        har, otel = tmp_path / f"{src.stem}.har", tmp_path / f"{src.stem}.otel.json"
+        r = looptap("export", str(src), "--har", str(har), "--otel", str(otel), "-q")
+        assert r.returncode == 0, r.stderr
+        outputs = [har.read_text(), otel.read_text(), r.stdout, r.stderr]
+        for args in (("show", str(src)), ("show", "--json", str(src)), ("textconv", str(src))):
+            r = looptap(*args)
+            assert r.returncode in (0, 1), r.stderr
+            outputs += [r.stdout, r.stderr]
+        assert not [o[:200] for o in outputs if secret in o]
+        assert "[REDACTED]" in outputs[0]  # the header is there, its value masked
