@@ -122,7 +122,7 @@ class StreamParts:
             if data == "[DONE]":
                 self.sentinel()
                 continue
-            self.count()
+            self.events = (self.events or 0) + 1
             try:
                 value = bounds.loads(data)
             except orjson.JSONDecodeError:
@@ -192,8 +192,13 @@ class StreamParts:
 
     def text(self, key: Key, piece: str, kind: str = "text") -> Slot:
         """Add a text piece to the ``kind`` part at ``key``."""
-        st = self.slot(key, kind)
-        st.add_text(piece)
+        st = self.slots.get(key)
+        if st is None:
+            st = self.slots[key] = Slot(kind)
+        if st.texts is None:
+            st.texts = [piece]
+        else:
+            st.texts.append(piece)
         return st
 
     def call(self, key: Key, *, id: Any = None, name: Any = None, args: Any = None) -> Slot:

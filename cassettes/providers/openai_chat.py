@@ -362,8 +362,8 @@ class _ChatStream(StreamParts):
             self.error = error_from_body(chunk, None, in_stream=True)
             if not chunk.get("choices"):
                 return
-        self.first("id", chunk.get("id"))
-        self.first("model", chunk.get("model"))
+        self.id = self.id or as_str(chunk.get("id")) or None
+        self.model = self.model or as_str(chunk.get("model")) or None
         if chunk.get("usage"):
             self.usage = usage_from(chunk["usage"])  # cumulative where repeated (vLLM): last wins
         for key in ("system_fingerprint", "service_tier", "provider"):
