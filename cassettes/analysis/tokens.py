@@ -51,7 +51,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
 from importlib.metadata import version
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import genai_prices
@@ -345,7 +345,6 @@ def build(ctx: TurnContext) -> TokenView:
     if not isinstance(mem, _ConvTokens):
         mem = ctx.conv.state[_STATE] = _ConvTokens()
     req = ctx.rt.request
-    resp = ctx.rt.response
     hist, new_hist, own = _history(ctx, mem)
     # ``request.system`` also lists the content of system/developer messages: count only the rest
     # (Anthropic's ``system``, Gemini's ``systemInstruction``, the Responses ``instructions``).
@@ -355,63 +354,15 @@ def build(ctx: TurnContext) -> TokenView:
     weights = [system_est + hist[_SYS], tools_est, hist[_USER], hist[_ASSIST], hist[_RESULTS]]
     est_input = sum(weights)
     new_est = sum(new_hist[:_SYS_PARTS]) + (system_est + tools_est if ctx.prev is None else 0)
-
-    usage: Usage | None = resp.usage if resp is not None else None
-    tv = TokenView()
-    reported = usage is not None and (usage.input_tokens is not None or usage.output_tokens is not None)
-    source: Literal["reported", "estimated", "missing"]
-    if reported and usage is not None:
-        source = (
-            "reported" if usage.input_tokens is not None and usage.output_tokens is not None else "estimated"
-        )
-        tv.input = usage.input_tokens if usage.input_tokens is not None else est_input
-        tv.output = usage.output_tokens if usage.output_tokens is not None else _output_estimate(resp)
-        tv.cache_read = usage.cache_read_tokens
-        tv.cache_write = usage.cache_write_tokens
-        tv.reasoning = usage.reasoning_tokens
-        if usage.input_tokens is not None:
-            tv.input_uncached = max(
-                0, usage.input_tokens - (usage.cache_read_tokens or 0) - (usage.cache_write_tokens or 0)
-            )
-    elif _failed_without_usage(ctx):
-        source = "missing"
-    else:
-        source = "estimated"
-        tv.input = est_input
-        tv.output = _output_estimate(resp)
-    tv.source = source
-
+    usage: Usage | None = ctx.rt.response.usage if ctx.rt.response is not None else None
+    tv = _counts(ctx, usage, est_input)
     if tv.input is not None and usage is not None and usage.input_tokens is not None:  # a reported input
         parts = apportion(weights, tv.input)
-        new = (
-            tv.input
-            if ctx.prev is None
-            else min(tv.input, round(new_est * tv.input / est_input) if est_input else 0)
-        )
+        new = tv.input if ctx.prev is None else min(tv.input, round(new_est * tv.input / est_input) if est_input else 0)
     else:
         parts, new = weights, new_est
-    tv.segments = Segments(
-        system=parts[0], tools=parts[1], user=parts[2], assistant=parts[3], tool_results=parts[4], new=new
-    )
-
-    if source == "missing":
-        code = ctx.rt.status if ctx.rt.status and ctx.rt.status >= 400 else None
-        why = f"HTTP {code}" if code else ("a transport failure" if ctx.rt.transport_error else "no response")
-        tv.price_source = f"not priced: the call failed ({why}) and reported no usage"
-    else:
-        if usage is not None and source == "reported":
-            adapter = providers.by_family(ctx.rt.family)
-            price_usage = adapter.price_usage(usage) if adapter is not None else {}
-        else:
-            price_usage = {"input_tokens": tv.input or 0, "output_tokens": tv.output or 0}
-        tv.cost, tv.price_source = _price(ctx, price_usage)
-        tv.price_estimated = tv.price_source.startswith("estimated:")
-        if tv.cost is not None:
-            mem.cost = (mem.cost or Decimal(0)) + tv.cost
-            if source == "estimated":
-                tv.price_source += " (on estimated tokens)"
-        else:
-            mem.unknown += 1
+    tv.segments = Segments(system=parts[0], tools=parts[1], user=parts[2], assistant=parts[3], tool_results=parts[4], new=new)
+    _cost(ctx, tv, usage, mem)
     if tv.input is not None:
         mem.input = (mem.input or 0) + tv.input
     if tv.output is not None:
@@ -421,3 +372,48 @@ def build(ctx: TurnContext) -> TokenView:
     tv.cumulative_input = mem.input
     tv.cumulative_output = mem.output
     return tv
+
+
+def _counts(ctx: TurnContext, usage: Usage | None, est_input: int) -> TokenView:
+    """The turn's token counts: as reported (an estimate filling a side the API left out), else
+    estimated, else missing (a failed call that reported none)."""
+    resp = ctx.rt.response
+    tv = TokenView()
+    if usage is not None and (usage.input_tokens is not None or usage.output_tokens is not None):
+        tv.source = "reported" if usage.input_tokens is not None and usage.output_tokens is not None else "estimated"
+        tv.input = usage.input_tokens if usage.input_tokens is not None else est_input
+        tv.output = usage.output_tokens if usage.output_tokens is not None else _output_estimate(resp)
+        tv.cache_read = usage.cache_read_tokens
+        tv.cache_write = usage.cache_write_tokens
+        tv.reasoning = usage.reasoning_tokens
+        if usage.input_tokens is not None:
+            tv.input_uncached = max(0, usage.input_tokens - (usage.cache_read_tokens or 0) - (usage.cache_write_tokens or 0))
+    elif _failed_without_usage(ctx):
+        tv.source = "missing"
+    else:
+        tv.source = "estimated"
+        tv.input = est_input
+        tv.output = _output_estimate(resp)
+    return tv
+
+
+def _cost(ctx: TurnContext, tv: TokenView, usage: Usage | None, mem: _ConvTokens) -> None:
+    """The turn's price and where it came from, added to the conversation's running cost."""
+    if tv.source == "missing":
+        code = ctx.rt.status if ctx.rt.status and ctx.rt.status >= 400 else None
+        why = f"HTTP {code}" if code else ("a transport failure" if ctx.rt.transport_error else "no response")
+        tv.price_source = f"not priced: the call failed ({why}) and reported no usage"
+        return
+    if usage is not None and tv.source == "reported":
+        adapter = providers.by_family(ctx.rt.family)
+        price_usage = adapter.price_usage(usage) if adapter is not None else {}
+    else:
+        price_usage = {"input_tokens": tv.input or 0, "output_tokens": tv.output or 0}
+    tv.cost, tv.price_source = _price(ctx, price_usage)
+    tv.price_estimated = tv.price_source.startswith("estimated:")
+    if tv.cost is None:
+        mem.unknown += 1
+        return
+    mem.cost = (mem.cost or Decimal(0)) + tv.cost
+    if tv.source == "estimated":
+        tv.price_source += " (on estimated tokens)"
