@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from cassettes.analysis import api, dispatch, emission, tokens
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
-from cassettes.analysis.conversations import Threader
+from cassettes.analysis.conversations import Link, Threader
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import (
     ApiView,
@@ -181,37 +181,12 @@ class RunAnalyser:
             return None
         if owned:
             self._owned.add(seq)
-        result = self.result
         label = ex.request_header(_HEADER)
-        reused = rt._reused
-        base_entry = self._rts.get(reused[0]) if reused is not None else None
-        link = self._threader.add(
-            rt.family,
-            rt.request.messages,
-            rt.response,
-            _failed(rt),
-            label=label,
-            previous_response_id=rt.request.previous_response_id,
-            reuse=(base_entry[1], reused[1]) if reused is not None and base_entry is not None and base_entry[1] is not None else None,
-            system=rt.request.system,
-            tools=[t.name for t in rt.request.tools if t.name],
-        )
+        link = self._thread(rt, label)
         tid = len(self._threader.turns) - 1
         self._seq_of_tid.append(seq)
         self._remember(seq, rt, tid)
-        conv = self._convs.get(link.conversation)
-        if conv is None:
-            conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family)
-            parent = self._seq_of_tid[link.parent] if link.parent is not None and 0 <= link.parent < len(self._seq_of_tid) - 1 else None
-            self._records[link.conversation] = Conversation(
-                id=link.conversation,
-                family=rt.family,
-                label=label,
-                title=_title(rt.request.messages),
-                parent_seq=parent,
-                branch=link.branch if parent is not None else None,
-            )
-            result.conversations.append(self._records[link.conversation])
+        conv = self._conversation(link, rt, label)
         prev = self._context(link.previous) if link.previous is not None else None
         turn = Turn(
             seq=seq,
@@ -224,26 +199,69 @@ class RunAnalyser:
             c=DispatchView(),
             tokens=TokenView(),
         )
-        ctx = TurnContext(
-            seq=seq,
-            rt=rt,
-            ex=ex,
-            conv=conv,
-            index=turn.index,
-            prev=prev,
-            messages=rt.request.messages,
-            turn=turn,
-            n_messages=len(rt.request.messages),
-            mcp=self._mcp,
+        msgs = rt.request.messages
+        ctx = TurnContext(seq=seq, rt=rt, ex=ex, conv=conv, index=turn.index, prev=prev, messages=msgs, turn=turn, n_messages=len(msgs), mcp=self._mcp)
+        self._judge(ctx, link)
+        conv.count += 1
+        conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
+        if prev is not None:
+            self._release_history(prev)
+        self._make_latest(conv.id, tid, pos, ctx)
+        self._settle(ctx)
+        self._records[conv.id].turns.append(seq)
+        if self._keep_turns:
+            self.result.turns[seq] = turn
+        elif turn.findings:
+            self._flagged[seq] = (pos, turn.findings)
+        return turn
+
+    def _thread(self, rt: RoundTrip, label: str | None) -> Link:
+        """The conversation and turn this request continues (the threader's link)."""
+        assert rt.request is not None
+        reused = rt._reused
+        base_entry = self._rts.get(reused[0]) if reused is not None else None
+        return self._threader.add(
+            rt.family,
+            rt.request.messages,
+            rt.response,
+            _failed(rt),
+            label=label,
+            previous_response_id=rt.request.previous_response_id,
+            reuse=(base_entry[1], reused[1]) if reused is not None and base_entry is not None and base_entry[1] is not None else None,
+            system=rt.request.system,
+            tools=[t.name for t in rt.request.tools if t.name],
         )
+
+    def _conversation(self, link: Link, rt: RoundTrip, label: str | None) -> ConversationState:
+        """The state of the conversation ``link`` names, made (with its record) on its first turn."""
+        conv = self._convs.get(link.conversation)
+        if conv is not None:
+            return conv
+        assert rt.request is not None
+        conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family)
+        parent = self._seq_of_tid[link.parent] if link.parent is not None and 0 <= link.parent < len(self._seq_of_tid) - 1 else None
+        self._records[link.conversation] = Conversation(
+            id=link.conversation,
+            family=rt.family,
+            label=label,
+            title=_title(rt.request.messages),
+            parent_seq=parent,
+            branch=link.branch if parent is not None else None,
+        )
+        self.result.conversations.append(self._records[link.conversation])
+        return conv
+
+    def _judge(self, ctx: TurnContext, link: Link) -> None:
+        """The turn's E/A/C views and token accounting, then every check, root causes first."""
+        turn = ctx.turn
         turn.c = dispatch.build(ctx, link)
         turn.e = emission.build(ctx)
         turn.a = api.build(ctx)
         turn.tokens = tokens.build(ctx)
         for check in CHECKS:
-            turn.findings.extend(_run(check, ctx, result.errors))
+            turn.findings.extend(_run(check, ctx, self.result.errors))
         turn.findings[:] = dispatch.fold_root_causes(ctx, turn.findings)
-        self._mcp.model_turn(turn, rt.response)
+        self._mcp.model_turn(turn, ctx.rt.response)
         if link.ambiguous > 1:
             turn.findings.append(
                 ctx.finding(
@@ -251,16 +269,15 @@ class RunAnalyser:
                     Severity.INFO,
                     f"This request's history is identical, tool-call ids included, to that of {link.ambiguous} "
                     "conversations waiting for their next turn; nothing on the wire tells which one it continues, "
-                    f"so looptap took the most recent ({conv.id}). Give each agent unique tool-call ids, or an "
+                    f"so looptap took the most recent ({ctx.conv.id}). Give each agent unique tool-call ids, or an "
                     "X-Looptap-Conversation header, to make the threading certain.",
                     candidates=link.ambiguous,
                 )
             )
-        conv.count += 1
-        conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only
-        if prev is not None:
-            self._release_history(prev)
-        self._make_latest(conv.id, tid, pos, ctx)
+
+    def _settle(self, ctx: TurnContext) -> None:
+        """Keep of a judged turn only what a later turn reads of it."""
+        ex, rt = ctx.ex, ctx.rt
         if _failed(rt):  # what the check of a retry reads of the failed attempt
             ctx.started = ex.started
             ctx.ended = ex.started + max(ex.duration or 0.0, 0.0) if ex.started is not None else None
@@ -269,17 +286,11 @@ class RunAnalyser:
         # (checks read only the current turn's exchange and views) ...
         ctx.ex = _NO_EXCHANGE
         if not self._keep_turns:
-            ctx.turn = _slim(turn)
+            ctx.turn = _slim(ctx.turn)
         # ... and, walking back through retries of a failed request (C.pairing_error blames the
         # turn the first attempt answered), its previous turn: only a failed turn can be retried.
         if not _failed(rt):
             ctx.prev = None
-        self._records[conv.id].turns.append(seq)
-        if self._keep_turns:
-            result.turns[seq] = turn
-        elif turn.findings:
-            self._flagged[seq] = (pos, turn.findings)
-        return turn
 
     def _remember(self, seq: int, rt: RoundTrip, tid: int | None) -> None:
         self._rts[seq] = (rt, tid)
