@@ -674,9 +674,8 @@ def _mcp_not_run(ctx: TurnContext, tr: ToolResult) -> Iterator[Finding]:
     made = mcp.calls.get(tr.call_id or "")
     if made is None or tr.is_error is True:
         return
-    model_seq, _, _, name, _ = made
-    tool = mcp.server_tool(name)
-    if tool is None or mcp.ran_since(tool, model_seq):
+    model_seq, name, tool = made.seq, made.name, made.tool
+    if mcp.ran_since(tool, model_seq):
         return
     adapter = providers.by_family(ctx.rt.family)
     flagged = adapter is not None and adapter.tool_error_flag

@@ -12,24 +12,30 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from cassettes.analysis.model import McpCall, Turn
 from cassettes.models import NormalisedResponse
 
-__all__ = ["McpLinker", "runs_tool"]
+__all__ = ["McpLinker", "ModelCall"]
 
 _LIMIT = 10_000
 
 
-def runs_tool(model_name: str | None, tool: str | None) -> bool:
-    """Whether the model's tool ``model_name`` is the server's ``tool``: the same name, or the
-    name a client gives it to keep servers apart (``mcp__server__tool``, ``server__tool``)."""
-    if not model_name or not tool:
-        return False
-    return model_name == tool or model_name.endswith("__" + tool)
+class ModelCall(NamedTuple):
+    """A model's call of a tool an MCP server listed."""
+
+    seq: int
+    conversation: str
+    turn: int
+    #: The tool's name as the model called it (``mcp__weather__get_weather``) …
+    name: str
+    #: … and as the server listed it (``get_weather``).
+    tool: str
+    #: A digest of the arguments (:func:`_digest`).
+    args: bytes
 
 
 def _digest(arguments: Any) -> bytes:
@@ -56,9 +62,8 @@ class McpLinker:
         self.runs: OrderedDict[str, list[int]] = OrderedDict()
         #: Tool names the run's MCP servers listed (tools/list).
         self.listed: OrderedDict[str, None] = OrderedDict()
-        #: The model's calls of listed tools: id → (seq, conversation, turn index, name, digest of
-        #: the arguments).
-        self.calls: OrderedDict[str, tuple[int, str, int, str | None, bytes]] = OrderedDict()
+        #: The model's calls of listed tools, by call id.
+        self.calls: OrderedDict[str, ModelCall] = OrderedDict()
         #: Ids of model calls still awaiting their result.
         self.pending: OrderedDict[str, None] = OrderedDict()
 
@@ -76,8 +81,9 @@ class McpLinker:
         if not self.listed:
             return  # no MCP server listed tools in this run (yet): nothing to link a call to
         for tc in response.tool_calls if response is not None else []:
-            if tc.id and tc.kind == "function" and self.server_tool(tc.name) is not None:
-                _put(self.calls, tc.id, (turn.seq, turn.conversation, turn.index, tc.name, _digest(tc.arguments)))
+            tool = self.server_tool(tc.name)
+            if tc.id and tc.name and tc.kind == "function" and tool is not None:
+                _put(self.calls, tc.id, ModelCall(turn.seq, turn.conversation, turn.index, tc.name, tool, _digest(tc.arguments)))
                 _put(self.pending, tc.id, None)
 
     def side_call(self, seq: int, side: dict[str, Any]) -> McpCall | None:
@@ -108,8 +114,8 @@ class McpLinker:
             call.call_id, call.linked_by = cid, "id"
         else:
             args = _digest(side.get("arguments"))
-            fits = [c for c in reversed(self.pending) if c in self.calls and runs_tool(self.calls[c][3], tool) and self.calls[c][4] == args]
-            if fits and len({self.calls[c][0] for c in fits}) == 1:
+            fits = [c for c in reversed(self.pending) if c in self.calls and self.calls[c].tool == tool and self.calls[c].args == args]
+            if fits and len({self.calls[c].seq for c in fits}) == 1:
                 call.call_id, call.linked_by = fits[-1], "name_arguments"  # the first of that turn's equal calls
             elif fits:
                 call.candidates = len(fits)
@@ -117,19 +123,21 @@ class McpLinker:
             return call
         self.pending.pop(call.call_id, None)
         _put(self.results, call.call_id, (seq, side))
-        where = self.calls.get(call.call_id)
-        if where is not None:
-            call.model_seq, call.conversation, call.turn = where[0], where[1], where[2]
+        made = self.calls.get(call.call_id)
+        if made is not None:
+            call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
         return call
 
     def server_tool(self, model_name: str | None) -> str | None:
-        """The listed server tool the model's tool ``model_name`` is, if any."""
-        if not model_name:
-            return None
-        if model_name in self.listed:
-            return model_name
-        tail = model_name.rsplit("__", 1)[-1]
-        return tail if tail != model_name and tail in self.listed else None
+        """The listed server tool the model's tool ``model_name`` is, if any: the same name, or
+        the name after a prefix a client adds to keep servers apart (``mcp__server__tool``,
+        ``server__tool``; the longest listed one, so a tool named ``get__weather`` is found)."""
+        name = model_name or ""
+        while name and name not in self.listed:
+            _, sep, name = name.partition("__")
+            if not sep:
+                return None
+        return name or None
 
     def ran_since(self, tool: str, seq: int) -> bool:
         """Whether a tools/call of ``tool`` was recorded after round trip ``seq``."""

@@ -209,3 +209,17 @@ def test_show_says_how_a_call_was_linked(tmp_path: Path) -> None:
     assert linked == [{"call_id": "toolu_01P", "by": "name_arguments", "model_seq": 3, "conversation": "c1", "turn": 0, "candidates": 0}]
     assert views[3]["tool_calls"][0]["mcp"] == {"seq": 4, "tool": "get_weather", "by": "name_arguments"}
     assert "mcp" not in views[5]["tool_calls"] if views[5]["tool_calls"] else True
+
+
+def test_a_server_tool_is_found_behind_any_client_prefix() -> None:
+    from cassettes.analysis.mcp import McpLinker
+
+    linker = McpLinker()
+    linker.side_call(0, {"method": "tools/list", "tools": ["get_weather", "get__time", "time"]})
+    assert linker.server_tool("get_weather") == "get_weather"
+    assert linker.server_tool("mcp__weather__get_weather") == "get_weather"
+    assert linker.server_tool("weather__get_weather") == "get_weather"
+    assert linker.server_tool("mcp__clock__get__time") == "get__time"  # the longest listed name
+    assert linker.server_tool("mcp__weather__forecast") is None
+    assert linker.server_tool("weather__") is None
+    assert linker.server_tool(None) is None
