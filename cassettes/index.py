@@ -515,7 +515,7 @@ class IncrementalRun:
         and small runs)."""
         a = self.analyser.result
         turns = {seq: self.full_turn(seq) for seq in self.summaries}
-        return RunAnalysis(conversations=a.conversations, turns=turns, findings=a.findings, errors=a.errors, mcp_calls=a.mcp_calls)
+        return RunAnalysis(**{**dict(a), "turns": turns})  # every field, the turns restored
 
     def _reload(self, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
         """An earlier round trip, read again for the analysis (a ``previous_response_id`` that

@@ -440,7 +440,7 @@ def stream_run(path: str | Path) -> Run:
     a = inc.analysis
     again = inc.reread()
     turns: Mapping[int, Any] = again.turns
-    analysis = RunAnalysis.model_construct(conversations=a.conversations, turns=turns, findings=a.findings, errors=a.errors, mcp_calls=a.mcp_calls)
+    analysis = a.model_copy(update={"turns": turns})  # every other field as the analysis left it
     header = inc.index.header or {}
     epoch = _created(header)
     if epoch is None:
