@@ -321,6 +321,26 @@ class WsTurns:
     scrub: Callable[[Any], Any] | None = None
 
 
+class WsSession(Provider):
+    """An API spoken only as WebSocket sessions at its own paths (OpenAI Realtime, Gemini Live):
+    a turn's envelope there is surely its own, anything else there probably is."""
+
+    #: How its messages make turns.
+    turns: ClassVar[WsTurns]
+
+    def at(self, url: SplitResult) -> bool:
+        """Whether ``url`` is one of the API's session paths."""
+        raise NotImplementedError
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        if not self.at(url):
+            return 0
+        return 3 if is_ws_turn(body) else 2
+
+    def ws_turns(self) -> WsTurns:
+        return self.turns
+
+
 class Rendered(tuple[str, list[bytes]]):
     """(content type, body pieces): one piece for a JSON answer, one per event for a stream."""
 

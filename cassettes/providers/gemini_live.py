@@ -28,13 +28,12 @@ from cassettes.models import (
     ToolSpec,
 )
 from cassettes.providers._base import (
-    Provider,
+    WsSession,
     WsTurns,
     as_str,
     audio_ref,
     compact_json,
     error_from_body,
-    is_ws_turn,
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts
@@ -93,18 +92,15 @@ _TURNS = WsTurns(
 )
 
 
-class GeminiLive(Provider):
+class GeminiLive(WsSession):
     family = "gemini_live"
     otel_provider = "gcp.gemini"
     price_provider = "google"
 
-    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
-        if not _is_live(url):
-            return 0
-        return 3 if is_ws_turn(body) else 2
+    turns = _TURNS
 
-    def ws_turns(self) -> WsTurns:
-        return _TURNS
+    def at(self, url: SplitResult) -> bool:
+        return _is_live(url)
 
     def api_key_env(self) -> tuple[str, ...]:
         return ("GOOGLE_API_KEY", "GEMINI_API_KEY")

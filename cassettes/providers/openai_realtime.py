@@ -32,14 +32,13 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
-    Provider,
+    WsSession,
     WsTurns,
     as_int,
     as_str,
     audio_ref,
     compact_json,
     error_from_body,
-    is_ws_turn,
     tool_call_from_string,
 )
 from cassettes.providers._parts import Slot, StreamParts
@@ -168,18 +167,15 @@ def _response(resp: Item, events: int | None, complete: bool) -> NormalisedRespo
     )
 
 
-class OpenAIRealtime(Provider):
+class OpenAIRealtime(WsSession):
     family = "openai_realtime"
     otel_provider = "openai"
     price_provider = "openai"
 
-    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
-        if not _is_realtime(url):
-            return 0
-        return 3 if is_ws_turn(body) else 2
+    turns = _TURNS
 
-    def ws_turns(self) -> WsTurns:
-        return _TURNS
+    def at(self, url: SplitResult) -> bool:
+        return _is_realtime(url)
 
     def model_from_url(self, url: SplitResult) -> str | None:
         return parse_qs(url.query).get("model", [None])[-1]
