@@ -5,6 +5,7 @@ Responses round trip (the prewarm kept and labelled), threaded, its tools counte
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,12 +84,9 @@ def _can_unshare() -> bool:
     return probe.returncode == 0
 
 
-def test_codex_default_configuration_in_a_network_namespace(tmp_path: Path, secret: str) -> None:
-    """Codex as people run it: the built-in openai provider, Responses over a WebSocket to
-    wss://api.openai.com through HTTPS_PROXY. In a fresh network namespace api.openai.com resolves
-    to a loopback TLS WebSocket server of ours; looptap run records (trusting that server with
-    --ssl-insecure, Codex trusting looptap's CA the way looptap run arranges), then the cassette is
-    replayed offline to Codex through its openai_base_url key."""
+def _in_namespace(tmp_path: Path, secret: str, *mode: str) -> dict[str, Any]:
+    """codex_default_ns.py in a fresh network and mount namespace (``mode``: its extra argument);
+    the JSON line it prints. Skips where Codex, websockets, cryptography or unshare are missing."""
     import json
     import subprocess
     import sys
@@ -101,10 +99,20 @@ def test_codex_default_configuration_in_a_network_namespace(tmp_path: Path, secr
     from tests.support.recorder import PROXY_PYTHON
 
     helper = Path(__file__).with_name("codex_default_ns.py")
-    proc = subprocess.run(["unshare", "--net", "--mount", "--fork", sys.executable, str(helper), str(tmp_path), str(codex), str(PROXY_PYTHON), secret],
+    proc = subprocess.run(["unshare", "--net", "--mount", "--fork", sys.executable, str(helper), str(tmp_path), str(codex), str(PROXY_PYTHON), secret, *mode],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def test_codex_default_configuration_in_a_network_namespace(tmp_path: Path, secret: str) -> None:
+    """Codex as people run it: the built-in openai provider, Responses over a WebSocket to
+    wss://api.openai.com through HTTPS_PROXY. In a fresh network namespace api.openai.com resolves
+    to a loopback TLS WebSocket server of ours; looptap run records (trusting that server with
+    --ssl-insecure, Codex trusting looptap's CA the way looptap run arranges), then the cassette is
+    replayed offline to Codex through its openai_base_url key."""
+    r = _in_namespace(tmp_path, secret)
     assert r["record_rc"] == 0 and "It is sunny in Paris." in r["record_stdout"], r
     assert r["upstream_paths"] == ["/v1/responses"] and r["upstream_received"] == ["response.create"] * 3, r
     run = load_run(tmp_path / "run.jsonl")
@@ -112,7 +120,7 @@ def test_codex_default_configuration_in_a_network_namespace(tmp_path: Path, secr
     assert all(ex.url == "https://api.openai.com/v1/responses" for ex in run.exchanges)
     convs = run.analysis.conversations
     assert len(convs) == 1 and convs[0].turns == [1, 2]
-    first = run.roundtrips[1]
+    first = list(run.roundtrips)[1]
     assert first.request is not None and len(first.request.tools) >= 5  # from Codex's additional_tools item
     assert first.response is not None and [c.name for c in first.response.tool_calls] == ["wait"]
     assert [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"] == []
@@ -155,22 +163,7 @@ def test_codex_chatgpt_login_in_a_network_namespace(tmp_path: Path, secret: str)
     (``Matcher.bases``). ``chatgpt_base_url`` is pointed at the replay server too, so the backend's
     side calls stay on the machine: the discovery and the settings are misses (fail-closed), which
     Codex goes on without."""
-    import json
-    import subprocess
-    import sys
-
-    pytest.importorskip("websockets")
-    pytest.importorskip("cryptography")
-    codex = need("@openai/codex", bin_name="codex")
-    if not _can_unshare():
-        pytest.skip("needs root and unshare/ip to make a network namespace")
-    from tests.support.recorder import PROXY_PYTHON
-
-    helper = Path(__file__).with_name("codex_default_ns.py")
-    proc = subprocess.run(["unshare", "--net", "--mount", "--fork", sys.executable, str(helper), str(tmp_path), str(codex), str(PROXY_PYTHON), secret, "chatgpt"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    r = _in_namespace(tmp_path, secret, "chatgpt")
     assert r["record_rc"] == 0 and "It is sunny in Paris." in r["record_stdout"], r
     assert r["upstream_paths"] == ["/backend-api/codex/responses"] and r["upstream_received"] == ["response.create"] * 3, r
     wire = r["upstream_requests"]
