@@ -42,6 +42,7 @@ __all__ = [
     "header_record",
     "loads_record",
     "migrate",
+    "read_response",
     "record_to_exchange",
 ]
 
@@ -133,6 +134,7 @@ def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
             out["response"] = resp
     if "derived" in out:
         out["derived"] = shallow(out["derived"], STORE_DEPTH - 4)
+    out.pop("parsed", None)  # a cache of the parse, never cut: a reader parses the raw instead
     return out
 
 
@@ -210,7 +212,8 @@ def decode_chunks(form: Any) -> list[tuple[float | None, bytes]]:
         out: list[tuple[float | None, bytes]] = []
         for item in form["chunks"]:
             t, data = item
-            _number(t, "a stream chunk's time offset", 0, 1e9)
+            if type(t) is not float or not 0 <= t <= 1e9:  # the common case checked in one step
+                _number(t, "a stream chunk's time offset", 0, 1e9)
             if isinstance(data, str):
                 out.append((t, data.encode("utf-8")))
             elif isinstance(data, dict) and "b64" in data:
@@ -500,6 +503,14 @@ def check_exchange_record(rec: dict[str, Any]) -> None:
         raise CassetteFormatError("malformed exchange record: notes is not a list of strings")
 
 
+def read_response(rec: dict[str, Any]) -> tuple[int | None, list[tuple[str, str]], list[tuple[float | None, bytes]]]:
+    """(status, headers, chunks) of a record's response, as a reader rebuilds them."""
+    resp = rec.get("response")
+    if not isinstance(resp, dict):
+        return None, [], []
+    return resp.get("status"), _header_in(resp.get("headers")), decode_chunks(resp.get("body"))
+
+
 def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = None) -> Exchange:
     """Rebuild an :class:`Exchange`. Raises :class:`CassetteFormatError` on a malformed record."""
     check_exchange_record(rec)
@@ -531,10 +542,10 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
         if decoder is not None and ex.seq is not None:
             decoder.remember(ex.seq, parsed)
         if resp is not None:
-            ex.status = resp.get("status")
+            ex.status, ex.response_headers, ex.response_chunks = read_response(rec)
             ex.reason = resp.get("reason")
-            ex.response_headers = _header_in(resp.get("headers"))
-            ex.response_chunks = decode_chunks(resp.get("body"))
+        if isinstance(rec.get("parsed"), dict):
+            ex.stored_parse = rec["parsed"]  # the writer's parse, trusted only if it checks out (cassettes.sealed)
         timing = rec.get("timing") or {}
         ex.ttfb = timing.get("ttfb")
         ex.duration = timing.get("duration")

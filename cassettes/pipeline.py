@@ -2,7 +2,8 @@
 entry point (the recorder's writer process, ``looptap import``, the pytest plugin, the demo).
 
     redact → delta-encode the request's history → parse (incrementally, against the round trip
-    it extends) → derive the view → append to the :class:`~cassettes.store.CassetteFile`
+    it extends) → derive the view → seal the parse (``cassettes.sealed``: readers reuse it
+    instead of parsing the response again) → append to the :class:`~cassettes.store.CassetteFile`
 
 Redaction runs before encoding, so a secret never reaches the file. The caller hands over the
 exchange as the application saw it, its Content-Encoding removed (``cassettes.decoding``).
@@ -17,11 +18,11 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import providers
+from cassettes import providers, sealed
 from cassettes.codec import HistoryEncoder, depth_safe_record, dumps_record, exchange_to_record
 from cassettes.exchange import Exchange
 from cassettes.redact import Redactor
-from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.roundtrip import RoundTrip, parse_exchange, response_side
 from cassettes.store import CassetteFile, read_cassette
 from cassettes.view import roundtrip_json
 
@@ -108,6 +109,9 @@ class CassetteWriter:
             while len(self._recent) > _RECENT:
                 self._recent.pop(next(iter(self._recent)))
             rec = exchange_to_record(clean, seq, derived=roundtrip_json(rt, clean), request_form=form)
+            side = response_side(rt)
+            if side is not None and rt._before_response is not None:
+                sealed.seal(rec, side, rt.family, rt.operation, rt._before_response[0], clean.request_json())
             try:
                 data = dumps_record(rec)
             except orjson.JSONEncodeError:

@@ -13,12 +13,12 @@ from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from cassettes import providers
+from cassettes import providers, sealed
 from cassettes.exchange import Exchange
 from cassettes.framing import Framed, frame
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 
-__all__ = ["MAX_PARSE_BYTES", "RoundTrip", "parse_all", "parse_exchange", "side_call"]
+__all__ = ["MAX_PARSE_BYTES", "RoundTrip", "parse_all", "parse_exchange", "response_side", "side_call"]
 
 #: Bodies larger than this are kept but not parsed (a labelled partial result).
 MAX_PARSE_BYTES = 50 * 1024 * 1024
@@ -55,6 +55,9 @@ class RoundTrip(BaseModel):
     _history_system: list[Part] | None = PrivateAttr(default=None)
     #: Set when the request was parsed incrementally: its first ``keep`` messages are the base's.
     _reused: tuple[int, int] | None = PrivateAttr(default=None)
+    #: (stream, notes, analysis errors) as the request side left them: what the response side
+    #: added comes after (``response_side``, which the writer seals into the record).
+    _before_response: tuple[bool, int, int] | None = PrivateAttr(default=None)
 
     @property
     def complete(self) -> bool | None:
@@ -208,6 +211,43 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
             _parse_request(rt, adapter, body, url, ex, base)
         except Exception as exc:
             rt.analysis_errors.append(f"request could not be parsed: {type(exc).__name__}: {exc}")
+    rt._before_response = (rt.stream, len(rt.notes), len(rt.analysis_errors))
+    if ex.stored_parse is not None:
+        stored, ex.stored_parse = ex.stored_parse, None  # used once: a long run does not keep it
+        side = sealed.restore(stored, ex, rt.family, rt.operation, rt.stream, body)
+        if side is not None:
+            _apply_side(rt, side)
+            return
+    _parse_response_side(rt, adapter, ex, body, parsed)
+
+
+def _apply_side(rt: RoundTrip, side: sealed.ResponseSide) -> None:
+    rt.framing, rt.ttft, rt.stream, rt.transport_error = side.framing, side.ttft, side.stream, side.transport_error
+    rt.notes.extend(side.notes)
+    rt.analysis_errors.extend(side.errors)
+    rt.response = side.response
+
+
+def response_side(rt: RoundTrip) -> sealed.ResponseSide | None:
+    """What parsing the response added to ``rt`` (``None`` when the response was never reached:
+    not a call the family parses, or an internal error before it)."""
+    if rt._before_response is None:
+        return None
+    _, notes, errors = rt._before_response
+    return sealed.ResponseSide(
+        framing=rt.framing,
+        ttft=None if rt.ttft is None else round(rt.ttft, 6),  # as the record stores chunk offsets
+        stream=rt.stream,
+        transport_error=rt.transport_error,
+        notes=rt.notes[notes:],
+        errors=rt.analysis_errors[errors:],
+        response=rt.response,
+    )
+
+
+def _parse_response_side(rt: RoundTrip, adapter: providers.Provider, ex: Exchange, body: Any, parsed: bool) -> None:
+    """Everything parsing the response does. It reads the exchange's response, status, headers
+    and transport error, and of the request only what :func:`sealed.restore` checks."""
     if ex.status is None and not ex.response_chunks:
         if not ex.transport_error:
             rt.analysis_errors.append("no response recorded")

@@ -72,28 +72,53 @@ def _canon(value: Any) -> Any:
     return value
 
 
+#: Recent parts' keys by ``id``, each with its part (so an id is never reused while cached): a
+#: turn keys the same parts several times (its history, its last message, the answer's echo).
+_KEYED: dict[int, tuple[Part, Any]] = {}
+_KEYED_MAX = 512
+
+
+def _part_key(p: Part) -> Any:
+    """One part's key with its tool-call id (``None`` for parts left out of comparisons)."""
+    hit = _KEYED.get(id(p))
+    if hit is not None and hit[0] is p:
+        return hit[1]
+    key: Any = None
+    if p.kind in ("text", "refusal"):
+        t = _norm_text(p.text)
+        key = ("t", t) if t else None
+    elif p.kind == "tool_call" and p.tool_call is not None:
+        tc = p.tool_call
+        args = _canon(tc.arguments) if tc.arguments is not None else _norm_text(tc.arguments_raw)
+        key = ("c", tc.name, args, tc.id)
+    elif p.kind == "tool_result" and p.tool_result is not None:
+        tr = p.tool_result
+        key = ("r", _norm_text(tr.content), tr.call_id)
+    elif p.kind == "media":
+        key = ("m", p.media_type)
+    # reasoning and provider-specific parts are left out: clients may drop or re-sign them
+    if len(_KEYED) >= _KEYED_MAX:
+        _KEYED.clear()
+    _KEYED[id(p)] = (p, key)
+    return key
+
+
 def _part_keys(parts: list[Part], ids: bool = False) -> list[Any]:
     """Comparable keys of a message's parts; ``ids`` keeps tool-call ids (the strict key)."""
     out: list[Any] = []
     for p in parts:
-        if p.kind in ("text", "refusal"):
-            t = _norm_text(p.text)
-            if not t:
-                continue
+        k = _part_key(p)
+        if k is None:
+            continue
+        if k[0] == "t":
             if out and out[-1][0] == "t":
-                out[-1] = ("t", out[-1][1] + " " + t)
+                out[-1] = ("t", out[-1][1] + " " + k[1])
             else:
-                out.append(("t", t))
-        elif p.kind == "tool_call" and p.tool_call is not None:
-            tc = p.tool_call
-            args = _canon(tc.arguments) if tc.arguments is not None else _norm_text(tc.arguments_raw)
-            out.append(("c", tc.name, args, tc.id) if ids else ("c", tc.name, args))
-        elif p.kind == "tool_result" and p.tool_result is not None:
-            tr = p.tool_result
-            out.append(("r", _norm_text(tr.content), tr.call_id) if ids else ("r", _norm_text(tr.content)))
-        elif p.kind == "media":
-            out.append(("m", p.media_type))
-        # reasoning and provider-specific parts are left out: clients may drop or re-sign them
+                out.append(k)
+        elif ids or k[0] == "m":
+            out.append(k)
+        else:
+            out.append(k[:-1])
     return out
 
 
@@ -104,7 +129,8 @@ def message_key(m: Message) -> int:
 def _message_keys(m: Message) -> tuple[int, int, int]:
     """The message's key (for comparing histories), and its loose and strict lookup keys."""
     role = _ROLE.get(m.role, m.role)
-    parts = _part_keys(m.parts)
+    with_ids = _part_keys(m.parts, ids=True)
+    parts = [k[:-1] if k[0] in "cr" else k for k in with_ids]  # the same keys without the ids
     # A tool result is a tool result whether it travels as a `tool` message or inside a user one.
     if parts and all(k[0] == "r" for k in parts):
         role = "tool"
@@ -112,7 +138,7 @@ def _message_keys(m: Message) -> tuple[int, int, int]:
     if role == "system":
         return key, _SYSTEM_KEY, _SYSTEM_KEY
     has_ids = any((p.tool_call is not None and p.tool_call.id) or (p.tool_result is not None and p.tool_result.call_id) for p in m.parts)
-    strict = hash(orjson.dumps([role, _part_keys(m.parts, ids=True)], option=orjson.OPT_NON_STR_KEYS)) if has_ids else key
+    strict = hash(orjson.dumps([role, with_ids], option=orjson.OPT_NON_STR_KEYS)) if has_ids else key
     return key, key, strict
 
 

@@ -167,12 +167,32 @@ def _output_estimate(resp: NormalisedResponse | None) -> int:
     return sum(_part_tokens(p) for p in resp.parts)
 
 
+#: Estimated tokens of tool definitions already seen (a client offers the same tools every turn).
+_TOOL_TOKENS: dict[bytes, int] = {}
+_TOOL_TOKENS_MAX = 4096
+
+
+def _tool_tokens(t: ToolSpec) -> int:
+    n = TOOL_OVERHEAD + estimate_text(t.name) + estimate_text(t.description)
+    if t.parameters is not None:
+        n += -(-_json_size(t.parameters) // BYTES_PER_TOKEN)
+    return n
+
+
 def _tools_tokens(tools: list[ToolSpec]) -> int:
     n = 0
     for t in tools:
-        n += TOOL_OVERHEAD + estimate_text(t.name) + estimate_text(t.description)
-        if t.parameters is not None:
-            n += -(-_json_size(t.parameters) // BYTES_PER_TOKEN)
+        try:
+            key = orjson.dumps([t.name, t.description, t.parameters], option=orjson.OPT_NON_STR_KEYS)
+        except (orjson.JSONEncodeError, TypeError):  # not JSON (an integer beyond 64 bits …): not cached
+            n += _tool_tokens(t)
+            continue
+        got = _TOOL_TOKENS.get(key)
+        if got is None:
+            if len(_TOOL_TOKENS) >= _TOOL_TOKENS_MAX:
+                _TOOL_TOKENS.clear()
+            got = _TOOL_TOKENS[key] = _tool_tokens(t)
+        n += got
     return n
 
 
