@@ -9,11 +9,11 @@ An adapter recognises its traffic and parses it into :mod:`cassettes.models`:
 * :meth:`Provider.parse_response` — a non-streamed 2xx body → :class:`NormalisedResponse`;
 * :meth:`Provider.reassemble` — a framed stream → the same :class:`NormalisedResponse` a
   non-streamed call would give, with ``complete`` decided by the terminal event;
-* :meth:`Provider.parse_error` — an error body → :class:`ApiError`;
-* :meth:`Provider.render_answer` — the other way: an answer → the bytes this API would send
-  for it, streamed or not (replay's rewriting faults: a truncated, filtered or refused answer);
-* :attr:`Provider.price_provider`, :meth:`Provider.price_usage`, :meth:`Provider.price_model`,
-  :meth:`Provider.price_context` — what the cost columns need to look a call up in ``genai-prices``.
+* :meth:`Provider.parse_error` — an error body → :class:`ApiError`.
+
+Besides parsing, an adapter plays four smaller roles, each a base class with its defaults in
+:mod:`cassettes.providers._facets` (client rules, pricing, telemetry, replay): ``Provider``
+inherits them and an adapter overrides, in its one class, what its API does differently.
 
 Adapters must be lenient: unknown keys and enum values are kept (``provider_details``), missing
 fields become ``None``. They may raise on hopeless input; the caller turns that into a labelled
@@ -39,8 +39,8 @@ from cassettes.models import (
     Part,
     ToolCall,
     ToolSpec,
-    Usage,
 )
+from cassettes.providers._facets import ClientRules, Pricing, ReplayShape, Telemetry
 
 __all__ = [
     "WS_TURN",
@@ -73,65 +73,12 @@ __all__ = [
 ]
 
 
-class Provider:
+class Provider(ClientRules, Pricing, Telemetry, ReplayShape):
+    """One API family's adapter: recognising and parsing its traffic (below), and the roles in
+    :mod:`cassettes.providers._facets` (client rules, pricing, telemetry, replay), whose
+    defaults it inherits and overrides where its API differs."""
+
     family: ClassVar[str] = "unknown"
-    #: Regexes matching the API's error texts for mis-paired tool calls and results (WIRE.md
-    #: §G.2). Such a 400 is reported by the API (A) but caused by the client's dispatch (C).
-    pairing_errors: ClassVar[tuple[str, ...]] = ()
-    #: The API wants every result of one turn's calls in the single message right after it
-    #: (Anthropic's rule: results spread over several user messages get a 400).
-    results_in_one_message: ClassVar[bool] = False
-    #: Whether a tool result carries an error flag (``is_error``, a status) a client sets for a
-    #: failed or declined call; without one such a call can only be said in the result's text.
-    tool_error_flag: ClassVar[bool] = False
-
-    #: genai-prices' provider id for this family's own API, used to price a call whose host
-    #: genai-prices does not recognise (a gateway or local proxy in front of the vendor's API).
-    #: ``None`` when the wire format does not name the vendor (many hosts speak OpenAI's formats).
-    price_provider: ClassVar[str | None] = None
-
-    #: OpenTelemetry GenAI ``gen_ai.provider.name`` for this family's own API, used when the host
-    #: is not a known vendor's (a local server, a gateway): the wire format names the flavour.
-    otel_provider: ClassVar[str] = "unknown"
-    #: OpenTelemetry GenAI ``gen_ai.operation.name`` of a generate call.
-    otel_operation: ClassVar[str] = "chat"
-
-    def otel_provider_name(self, host: str) -> str:
-        """``gen_ai.provider.name`` of a call to ``host`` in this family's format: the vendor the
-        host belongs to when it is a known one (OTEL_PROVIDER_HOSTS), else the family's own."""
-        from fnmatch import fnmatch
-
-        from cassettes.providers import OTEL_PROVIDER_HOSTS
-
-        h = host.lower().rstrip(".")
-        return next((name for pat, name in OTEL_PROVIDER_HOSTS if fnmatch(h, pat)), self.otel_provider)
-
-    def price_usage(self, usage: Usage) -> dict[str, int]:
-        """``usage`` as genai-prices usage keys. Both use the inclusive convention: genai-prices'
-        ``input_tokens`` counts cache reads and writes, its ``output_tokens`` counts reasoning."""
-        pairs = (
-            ("input_tokens", usage.input_tokens),
-            ("output_tokens", usage.output_tokens),
-            ("cache_read_tokens", usage.cache_read_tokens),
-            ("cache_write_tokens", usage.cache_write_tokens),
-            ("output_reasoning_tokens", usage.reasoning_tokens),
-        )
-        return {key: v for key, v in pairs if v is not None and v >= 0}
-
-    def price_model(self, model: str) -> str:
-        """A model name as genai-prices knows it (the wire may decorate it with a resource path)."""
-        return model
-
-    def price_context(self, response: NormalisedResponse | None) -> dict[str, str]:
-        """What selects a price variant in genai-prices (the service tier the response reports)."""
-        details = (response.provider_details or {}) if response is not None else {}
-        tier = details.get("service_tier")
-        return {"service_tier": tier} if isinstance(tier, str) and tier else {}
-
-    def is_pairing_error(self, message: str | None) -> bool:
-        import re
-
-        return bool(message) and any(re.search(p, message or "") for p in self.pairing_errors)
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         raise NotImplementedError
@@ -176,13 +123,6 @@ class Provider:
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         return error_from_body(body, status)
 
-    # -- replay: what the replay server and the run diff need to know about a family ----------
-
-    def replay_headers(self) -> tuple[str, ...]:
-        """Request headers that change what the API does (versions, beta flags): compared when
-        replay is strict. Every other header (SDK telemetry, user agent, auth) is ignored."""
-        return ()
-
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
         """The JSON path of a normalised history message (and one of its parts) in the request as
         sent, when the wire does not hold one item per message (``None``: ``KEY[message_index]``
@@ -190,7 +130,7 @@ class Provider:
         return None
 
     def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:
-        """Ids in a request body that differ from run to run (tool-call ids, made up by the
+        """(Replay, beside :class:`ReplayShape`: it needs the parser.) Ids in a request body that differ from run to run (tool-call ids, made up by the
         model or the client): matching remaps them consistently instead of comparing them."""
         try:
             req = self.parse_request(body, url)
@@ -204,66 +144,6 @@ class Provider:
                 if p.tool_result is not None and p.tool_result.call_id:
                     out.append(p.tool_result.call_id)
         return out
-
-    #: Request fields replay does not compare, wherever they occur in the body: client telemetry
-    #: that differs every run and does not change what the API does.
-    volatile_fields: ClassVar[frozenset[str]] = frozenset()
-    #: The same, only at the top level of the body (the name may mean something deeper down,
-    #: e.g. a tool parameter).
-    volatile_top_fields: ClassVar[frozenset[str]] = frozenset()
-
-    def replay_chunks(self, chunks: list[tuple[float | None, bytes]], content_type: str, recorded: Any, live: bytes) -> list[tuple[float | None, bytes]]:
-        """The recorded answer's body pieces as replay sends them to ``live`` (the request's
-        bytes; ``recorded``: the recorded request's JSON): as recorded, unless the answer must
-        echo something of the request that matching ignored."""
-        return chunks
-
-    def replay_error(self, status: int, message: str, code: str) -> Any:
-        """An error body in this API's own shape, which its SDKs parse and surface (message and
-        code intact); the replay server answers with it when it cannot serve a request."""
-        kind = "invalid_request_error" if status < 500 else "server_error"
-        return {"error": {"message": message, "type": kind, "param": None, "code": code}}
-
-    def api_key_env(self) -> tuple[str, ...]:
-        """Environment variables this API's SDKs read their key from (the first is set to a
-        placeholder when replaying with none set, so a keyless CI run can start the client)."""
-        return ()
-
-    def replay_error_headers(self, retry: bool) -> list[tuple[str, str]]:
-        """Headers that tell this API's SDKs whether to retry an error response."""
-        return [("x-should-retry", "true" if retry else "false")]
-
-    #: Injected faults (``looptap replay --fault``): kind → (HTTP status, error body) as this API
-    #: sends them (WIRE.md §x.6). The base is OpenAI's shape (A.6), which the compatible servers share.
-    fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
-        "rate_limit": (429, {"error": {
-            "message": "Rate limit reached for requests per min (RPM): Limit 500, Used 500, Requested 1. "
-                       "Please try again in 1s. Visit https://platform.openai.com/account/rate-limits to learn more.",
-            "type": "requests", "param": None, "code": "rate_limit_exceeded"}}),
-        "overloaded": (503, {"error": {"message": "The engine is currently overloaded, please try again later",
-                                       "type": "server_error", "param": None, "code": None}}),
-        "server_error": (500, {"error": {"message": "The server had an error while processing your request. Sorry about that!",
-                                         "type": "server_error", "param": None, "code": None}}),
-        "context_length": (400, {"error": {
-            "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in "
-                       "131072 tokens. Please reduce the length of the messages.",
-            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
-    }
-
-    def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
-        """The headers that come with an injected fault: retry hints and the API's rate-limit
-        headers on a rate limit."""
-        out = [("x-request-id", "req_looptap_fault")]
-        if kind == "rate_limit":
-            out += [("retry-after", _seconds(retry_after)), ("x-ratelimit-limit-requests", "500"),
-                    ("x-ratelimit-remaining-requests", "0"), ("x-ratelimit-reset-requests", f"{_seconds(retry_after)}s")]
-        elif kind in ("overloaded", "server_error"):
-            out.append(("retry-after", _seconds(retry_after)))
-        return out
-
-    def fault_event(self, kind: str) -> bytes:
-        """An error inside a 200 stream, framed as this API frames it (its overloaded error)."""
-        return b'data: {"error": {"message": "The server had an error while processing your request. Sorry about that!", "type": "server_error"}}\n\n'
 
     def side_call(self, body: Any, framed: Framed) -> dict[str, Any] | None:
         """For a call that is not a model call but belongs to the loop (an MCP tool server's
@@ -282,12 +162,6 @@ class Provider:
     def ws_turns(self) -> WsTurns | None:
         """For an API that runs turns over a WebSocket, how its messages make turns (see
         :class:`WsTurns`). ``None``: this API's WebSocket sessions are not read as turns."""
-        return None
-
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
-        """The bytes this API sends for ``answer`` (its parts, finish reason and usage), streamed
-        when ``stream`` as the API streams, in the form the request at ``url`` asked for; parsing
-        them gives ``answer`` back. ``None``: this API (or this endpoint) has no such form here."""
         return None
 
 
@@ -411,11 +285,6 @@ def arguments_not_json(calls: list[ToolCall]) -> bool:
 def call_arguments_object(call: ToolCall) -> dict[str, Any]:
     """A call's arguments as the object an object-carrying API sends."""
     return call.arguments if isinstance(call.arguments, dict) else {}
-
-
-def _seconds(value: float) -> str:
-    """A ``retry-after`` value: whole seconds when whole, else with decimals (the SDKs parse both)."""
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def finish_lookup(table: dict[str, FinishReason], raw: str | None) -> FinishReason | None:

@@ -56,7 +56,6 @@ from cassettes.models import (
 from cassettes.providers._base import (
     Provider,
     Rendered,
-    _seconds,
     answer_calls,
     answer_text,
     arguments_not_json,
@@ -73,6 +72,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
     tool_call_from_string,
 )
+from cassettes.providers._facets import _seconds
 from cassettes.providers._parts import Slot, StreamParts
 
 __all__ = ["AnthropicMessages", "finish_class", "usage_from"]
