@@ -72,6 +72,13 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="address the listeners bind (default 127.0.0.1, loopback only). Anything else exposes the proxy, "
         "and the API keys passing through it, to other machines: a warning is printed",
     )
+    p.add_argument(
+        "--ready-file",
+        metavar="PATH",
+        help="once listening, write PATH (JSON, mode 0600, atomically): the pid, the listeners' ports and URLs, "
+        "the proxy URL, the CA certificate, the environment the export lines give, the cassette and looptap's "
+        "version; removed when the recorder stops (docs/recorder.md)",
+    )
 
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -146,6 +153,7 @@ def _config(args: argparse.Namespace) -> Any:
         durable=args.durable,
         faults=tuple(args.fault),
         fault_seed=args.fault_seed,
+        ready_file=Path(args.ready_file) if args.ready_file else None,
     )
 
 

@@ -22,7 +22,11 @@ from pathlib import Path
 from mitmproxy import exceptions, master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
+from cassettes._version import __version__
 from cassettes.providers import REVERSE_UPSTREAMS
+from cassettes.replay.ready import SCHEMA as READY_SCHEMA
+from cassettes.replay.ready import VERSION as READY_VERSION
+from cassettes.replay.ready import Ready, ReadyListener, bare_url, remove_ready, write_ready
 from cassettes.store import private_open
 from proxy import messages
 from proxy.addon import DurableGate, LooptapRecorder
@@ -77,6 +81,8 @@ class RecorderConfig:
     #: ``--fault`` specs answered in the proxy (proxy/faults.py), and the seed of their ``p=``.
     faults: tuple[str, ...] = ()
     fault_seed: int = 0
+    #: ``--ready-file``: where to write the ready file once listening (cassettes/replay/ready.py).
+    ready_file: Path | None = None
 
     def listeners(self) -> list[Listener]:
         out: list[Listener] = []
@@ -113,6 +119,21 @@ def _ca_bundle(confdir: Path) -> tuple[Path, Path]:
     node = confdir / "looptap-node-extra-ca.pem"
     node.write_text((node_base.rstrip("\n") + "\n" if node_base else "") + ca_pem)
     return bundle, node
+
+
+def _refused(listeners: Sequence[Listener]) -> str:
+    """Why mitmproxy refuses a listener's mode, in one line."""
+    from mitmproxy.proxy.mode_specs import ProxyMode
+
+    for lst in listeners:
+        try:
+            ProxyMode.parse(lst.spec)
+        except ValueError as exc:
+            if not lst.upstream:
+                return f"{lst.spec}: {exc}"
+            # Not the URL as given: it may hold a password or a key.
+            return f"--upstream {lst.name}: {bare_url(lst.upstream)} is not an upstream mitmproxy takes: http(s)://host[:port], without a path, user or query"
+    return "its proxy modes were refused"
 
 
 class Recorder:
@@ -164,6 +185,10 @@ class Recorder:
         if self._task in done:
             self._task.result()  # raises what stopped the master
         ps = m.addons.get("proxyserver")
+        if len(ps.servers) < len(self.listeners):
+            # mitmproxy refused the modes (logged, not raised): nothing listens at all.
+            await self.stop()
+            raise RecorderError(f"mitmproxy cannot listen as asked: {_refused(self.listeners)}")
         failed = [(s.mode.full_spec, s.last_exception) for s in ps.servers if not s.is_running]
         if failed:
             await self.stop()
@@ -173,16 +198,22 @@ class Recorder:
             raise BusyPort(f"cannot listen on {cfg.host}:{port}: {why}")
         self.env = self._environment()
 
-    def _environment(self) -> dict[str, str]:
+    def _client_host(self) -> str:
+        """The host a local client connects to (in a URL)."""
         host = self.config.host
         if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"  # a wildcard bind is reached locally through loopback
-        elif ":" in host:
-            host = f"[{host}]"
+            return "127.0.0.1"  # a wildcard bind is reached locally through loopback
+        return f"[{host}]" if ":" in host else host
+
+    def url(self, lst: Listener) -> str:
+        """What a client is pointed at: a reverse listener's base URL, the forward proxy's URL."""
+        return f"http://{self._client_host()}:{lst.port}{lst.suffix if lst.upstream else ''}"
+
+    def _environment(self) -> dict[str, str]:
         env: dict[str, str] = {}
         for lst in self.listeners:
             if lst.upstream is None:
-                proxy = f"http://{host}:{lst.port}"
+                proxy = self.url(lst)
                 env.update(
                     HTTPS_PROXY=proxy,
                     HTTP_PROXY=proxy,
@@ -194,7 +225,7 @@ class Recorder:
                 env["NO_PROXY"] = env["no_proxy"] = ",".join(dict.fromkeys([*no_proxy, "127.0.0.1", "localhost"]))
             else:
                 for var in lst.env:
-                    env[var] = f"http://{host}:{lst.port}{lst.suffix}"
+                    env[var] = self.url(lst)
         bundle, node = _ca_bundle(self.config.confdir)
         env.update(
             SSL_CERT_FILE=str(bundle),
@@ -203,6 +234,50 @@ class Recorder:
             NODE_EXTRA_CA_CERTS=str(node),
         )
         return env
+
+    def ready(self) -> Ready:
+        """What the ready file says (cassettes/replay/ready.py): where this recorder listens and
+        what a client needs; no secret (the environment is the export lines')."""
+        forward = next(lst for lst in self.listeners if lst.upstream is None)
+        proxy_vars = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
+        return Ready(
+            schema=READY_SCHEMA,
+            version=READY_VERSION,
+            looptap=__version__,
+            pid=os.getpid(),
+            cassette=str(self.config.output.resolve()),
+            listen_host=self.config.host,
+            listeners=[
+                ReadyListener(
+                    name=lst.name,
+                    mode="reverse" if lst.upstream else "forward",
+                    host=self.config.host,
+                    port=lst.port,
+                    url=self.url(lst),
+                    upstream=bare_url(lst.upstream) if lst.upstream else None,
+                    env=list(lst.env if lst.upstream else proxy_vars),
+                )
+                for lst in self.listeners
+            ],
+            proxy_url=self.url(forward),
+            ca_cert=str(self.config.confdir / "mitmproxy-ca-cert.pem"),
+            env=dict(self.env),
+        )
+
+    def write_ready(self) -> None:
+        """Write the ready file, if one was asked for; a failure stops the start (whoever waits
+        for the file would wait in vain)."""
+        path = self.config.ready_file
+        if path is None:
+            return
+        try:
+            write_ready(path, self.ready())
+        except OSError as exc:
+            raise RecorderError(f"cannot write the ready file {path}: {exc.strerror or exc}") from None
+
+    def remove_ready(self) -> None:
+        if self.config.ready_file is not None:
+            remove_ready(self.config.ready_file)
 
     async def stop(self) -> None:
         """Flush every captured round trip to disk, close the listeners and stop."""
@@ -234,6 +309,7 @@ def export_lines(env: dict[str, str]) -> list[str]:
 
 async def record_forever(config: RecorderConfig, out: Sequence[str] | None = None) -> int:
     rec = Recorder(config)
+    rec.remove_ready()  # one left by an earlier recorder must not be read as this one's
     await rec.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -256,11 +332,17 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
 
     if hasattr(signal, "SIGUSR1"):
         loop.add_signal_handler(signal.SIGUSR1, on_flush)
+    try:
+        rec.write_ready()  # after the handlers: its reader may signal at once
+    except RecorderError:
+        await rec.stop()
+        raise
     for line in export_lines(rec.env):
         print(line)
     sys.stdout.flush()  # the exports are out before the ready line
     messages.emit(f"recording to {config.output} (Ctrl-C to stop)")
     await stop.wait()
+    rec.remove_ready()
     await rec.stop()
     messages.emit(f"stopped; {rec.addon.handoff.recorded} round trips recorded in {config.output}")
     return 3 if report_lost(rec.addon) else 0
@@ -297,7 +379,13 @@ async def run_child(
     child still runs (and where its output goes); the child's exit status is written to
     ``child_status``, where a viewer still open reads it (it stops saying "live")."""
     rec = Recorder(config)
+    rec.remove_ready()  # one left by an earlier recorder must not be read as this one's
     await rec.start()
+    try:
+        rec.write_ready()
+    except RecorderError:
+        await rec.stop()
+        raise
     env = {**os.environ, **rec.env}
     # The child's output may echo prompts and answers: created 0600, like the cassette.
     log = private_open(child_log, append=True) if child_log is not None else None  # closed below
@@ -307,6 +395,7 @@ async def run_child(
                 *argv, env=env, stdin=subprocess.DEVNULL if viewer else None, stdout=log, stderr=log
             )
         except OSError as exc:
+            rec.remove_ready()
             await rec.stop()
             raise FileNotFoundError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
         loop = asyncio.get_running_loop()
@@ -339,6 +428,7 @@ async def run_child(
                 pass
         if view is not None:
             await view.wait()
+        rec.remove_ready()
         await rec.stop()
     finally:
         if log is not None:

@@ -2,8 +2,9 @@
 
 The recorder needs mitmproxy, which lives in its own environment (its h11 pin clashes with the
 SDKs'), so the plugin never imports it: it starts ``looptap record`` with the interpreter named by
-``LOOPTAP_PROXY_PYTHON`` (or this one, when mitmproxy happens to be importable here), reads the
-environment lines it prints, and stops it with SIGINT, which flushes every round trip to disk.
+``LOOPTAP_PROXY_PYTHON`` (or this one, when mitmproxy happens to be importable here), waits for
+the ready file it writes once listening (``--ready-file``: the environment to export, the ports),
+and stops it with SIGINT, which flushes every round trip to disk.
 
 The plugin runs one recorder for a whole test session (per xdist worker): starting one costs
 seconds (importing mitmproxy), a round trip milliseconds. Between tests it sends SIGUSR1, on which
@@ -14,19 +15,23 @@ such marks, which are the test's, and the plugin writes them into the test's own
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
-import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from cassettes.errors import CassetteError, RecorderUnavailable
 from cassettes.exchange import Exchange
+from cassettes.replay.ready import Ready, read_ready
 
 __all__ = ["HOW_TO_INSTALL", "RecorderProcess", "SessionCassette", "recorder_python"]
 
@@ -55,22 +60,43 @@ def recorder_python() -> str | None:
 
 
 class RecorderProcess:
-    """``looptap record -o OUTPUT`` in a child process; ``env`` holds what it says to export."""
+    """``looptap record -o OUTPUT`` in a child process, started by :meth:`start`, which waits for
+    its ready file (:mod:`cassettes.replay.ready`): ``ready`` holds that file, ``env`` what it says
+    to export. ``args`` are more options for ``looptap record``; ``env`` replaces the child's
+    environment (default: this one without proxy variables). The recorder runs in a session of its
+    own, so :meth:`stop` and :meth:`kill` end it and its writer process together."""
 
-    def __init__(self, output: Path, *, upstreams: dict[str, str] | None = None, confdir: Path | None = None, python: str | None = None) -> None:
+    def __init__(
+        self,
+        output: Path,
+        *,
+        upstreams: dict[str, str] | None = None,
+        confdir: Path | None = None,
+        python: str | os.PathLike[str] | None = None,
+        args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.output = output
         self.upstreams = dict(upstreams or {})
         self.confdir = confdir
-        self.python = python or recorder_python()
+        self.python = str(python) if python is not None else recorder_python()
+        self.args = tuple(args)
+        self.child_env = env
         self.env: dict[str, str] = {}
+        self.ready: Ready | None = None
         self.proc: subprocess.Popen[bytes] | None = None
-        self._stderr: list[str] = []
+        #: The recorder's process id (kept after :meth:`stop`).
+        self.pid: int | None = None
+        #: Every line the recorder said, stdout and stderr (guarded by ``_said``).
+        self._lines: list[str] = []
         self._drain: threading.Thread | None = None
+        self._dir: str | None = None
         #: The counts the recorder answered SIGUSR1 with, in order (guarded by ``_said``).
         self._flushed: list[int] = []
         self._said = threading.Condition()
 
-    def start(self, timeout: float = 60.0) -> dict[str, str]:
+    def argv(self, ready_file: Path) -> list[str]:
+        """The command line that starts the recorder."""
         if self.python is None:
             raise RecorderUnavailable(HOW_TO_INSTALL)
         argv = [self.python, "-m", "cassettes.cli", "record", "-o", str(self.output)]
@@ -78,57 +104,57 @@ class RecorderProcess:
             argv += ["--confdir", str(self.confdir)]
         for name, url in self.upstreams.items():
             argv += ["--upstream", f"{name}={url}"]
-        env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-        assert self.proc.stdout is not None and self.proc.stderr is not None
+        return [*argv, *self.args, "--ready-file", str(ready_file)]
+
+    def start(self, timeout: float = 60.0) -> dict[str, str]:
+        """Start the recorder and wait until it listens (its ready file is there); returns the
+        environment a client needs. Raises :class:`RecorderUnavailable` when the recorder cannot
+        run here, :class:`CassetteError` when it exits first or is not ready within ``timeout``
+        (with the end of what it said)."""
+        self._dir = tempfile.mkdtemp(prefix="looptap-recorder-")
+        ready_file = Path(self._dir) / "ready.json"
+        argv = self.argv(ready_file)
+        env = self.child_env if self.child_env is not None else {k: v for k, v in os.environ.items() if k not in _SCRUB}
+        self.proc = proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.pid = proc.pid
+        self._drain = threading.Thread(target=self._drain_output, name="looptap recorder output", daemon=True)
+        self._drain.start()
         deadline = time.monotonic() + timeout
-        fd = self.proc.stderr.fileno()
-        buf = b""
-        while b"recording to" not in buf:
+        while True:
+            try:
+                ready = read_ready(ready_file)
+            except CassetteError:
+                self.stop()
+                raise
+            if ready is not None:
+                break
+            if proc.poll() is not None:
+                self._drain.join(5)  # everything it said, up to its end
+                text = self.log.strip()
+                self.stop()
+                if "needs mitmproxy" in text or "No module named" in text:
+                    raise RecorderUnavailable(f"{HOW_TO_INSTALL} ({text.splitlines()[-1] if text else 'no output'})")
+                raise CassetteError(f"the recorder exited with {proc.returncode} before it was ready: {text[-2000:]}")
             left = deadline - time.monotonic()
             if left <= 0:
+                text = self.log.strip()
                 self.stop()
-                raise CassetteError(f"the recorder did not start within {timeout:.0f} s: {buf.decode(errors='replace')[-2000:]}")
-            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
-            if ready:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                buf += chunk
-            elif self.proc.poll() is not None:
-                break
-        self._stderr.append(buf.decode(errors="replace"))
-        if self.proc.poll() is not None:
-            text = ("".join(self._stderr) + self.proc.stderr.read().decode(errors="replace")).strip()
-            if "needs mitmproxy" in text or "No module named" in text:
-                raise RecorderUnavailable(f"{HOW_TO_INSTALL} ({text.splitlines()[-1] if text else 'no output'})")
-            raise CassetteError(f"the recorder exited with {self.proc.returncode}: {text[-2000:]}")
-        # The exports were flushed to stdout before the ready line went to stderr.
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        data = b""
-        try:
-            while chunk := self.proc.stdout.read(65536):
-                data += chunk
-        except BlockingIOError:
-            pass
-        for line in data.decode(errors="replace").splitlines():
-            if line.startswith("export ") and "=" in line:
-                k, _, v = line.removeprefix("export ").partition("=")
-                self.env[k.strip()] = v.strip()
-        self._drain = threading.Thread(target=self._drain_stderr, daemon=True)
-        self._drain.start()
+                raise CassetteError(f"the recorder did not start within {timeout:.0f} s (no ready file): {text[-2000:]}")
+            with self._said:
+                self._said.wait(min(left, 0.05))
+        self.ready = ready
+        self.env = dict(ready["env"])
         return self.env
 
-    def _drain_stderr(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        for raw in self.proc.stderr:
+    def _drain_output(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for raw in self.proc.stdout:
             line = raw.decode(errors="replace")
             m = _FLUSHED.match(line.strip())
             with self._said:
                 if m:
                     self._flushed.append(int(m.group(1)))
-                else:
-                    self._stderr.append(line)
+                self._lines.append(line)
                 self._said.notify_all()
         with self._said:
             self._said.notify_all()
@@ -159,25 +185,38 @@ class RecorderProcess:
 
     @property
     def log(self) -> str:
-        return "".join(self._stderr)
+        """Everything the recorder said so far (its export lines, notices and errors)."""
+        with self._said:
+            return "".join(self._lines)
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGINT (the recorder flushes and exits), SIGKILL if it hangs; returns its exit code."""
         proc = self.proc
-        if proc is None:
-            return None
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+                pass
+        return self.kill()
+
+    def kill(self) -> int | None:
+        """SIGKILL to the recorder and whatever of its session is left (its writer process);
+        returns its exit code (``None`` if it was not started)."""
+        proc = self.proc
+        if proc is None:
+            return None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
         if self._drain is not None:
             self._drain.join(5)
-        for f in (proc.stdout, proc.stderr):
-            if f is not None:
-                f.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
         self.proc = None
         return proc.returncode
 

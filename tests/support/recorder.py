@@ -2,24 +2,23 @@
 
 The recorder runs from ``$LOOPTAP_PROXY_PYTHON`` (mitmproxy 11 cannot share the test environment,
 see MITMPROXY.md §0), in a new session so that it and its writer process can be killed together.
-:class:`RecorderProcess` waits for the exported environment, knows its listening ports, and reads
-the CPU time and memory of the proxy process and of its writer process from ``/proc``.
+:class:`RecorderProcess` is the shipped one (:mod:`cassettes.replay.recording`, which waits for the
+recorder's ready file) with what tests look at: its listening ports, and the CPU time and memory of
+the proxy process and of its writer process, read from ``/proc``.
 """
 
 from __future__ import annotations
 
 import os
-import queue
-import signal
-import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+
+from cassettes.errors import CassetteError
+from cassettes.replay.recording import RecorderProcess as Shipped
 
 __all__ = [
     "PROXY_PYTHON",
@@ -117,7 +116,12 @@ def cmdline(pid: int) -> str:
 
 
 class RecorderProcess:
-    """``looptap record -o OUT --upstream openai=… …`` until :meth:`stop` (SIGINT) or :meth:`kill`."""
+    """``looptap record -o OUT --upstream openai=… …`` until :meth:`stop` (SIGINT) or :meth:`kill`.
+
+    The shipped :class:`cassettes.replay.recording.RecorderProcess` (which waits for the
+    recorder's ready file) in the tests' terms: started at once, a failure to start is an
+    ``AssertionError`` with all the recorder said, ``output`` is that text, and the ports and the
+    recorder's processes can be looked up."""
 
     def __init__(
         self,
@@ -133,49 +137,26 @@ class RecorderProcess:
         if py is None:
             raise RuntimeError("LOOPTAP_PROXY_PYTHON is not set")
         self.out = out
-        args = [str(py), "-m", "cassettes.cli", "record", "-o", str(out), "--confdir", str(confdir)]
-        if upstream_url:
-            for name in ("openai", "anthropic", "gemini"):
-                args += ["--upstream", f"{name}={upstream_url}"]
-        args += list(extra)
-        self.argv = args
-        self.proc = subprocess.Popen(
-            args, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-        )
-        self.log: list[str] = []
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.env: dict[str, str] = {}
-        deadline = time.monotonic() + ready_timeout
-        ready = False
-        while not ready:
-            try:
-                line = self._lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                line = None
-            if line is None:
-                self.kill()
-                raise AssertionError("looptap record did not get ready:\n" + self.output)
-            if line.startswith("export "):
-                k, _, v = line[7:].strip().partition("=")
-                self.env[k] = v
-            if "recording to" in line:
-                ready = True
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.log.append(line)
-            self._lines.put(line)
-        self._lines.put(None)
+        upstreams = {name: upstream_url for name in ("openai", "anthropic", "gemini")} if upstream_url else {}
+        self.recorder = Shipped(out, upstreams=upstreams, confdir=confdir, python=py, args=extra, env=env or clean_env())
+        try:
+            self.env: dict[str, str] = self.recorder.start(ready_timeout)
+        except CassetteError as exc:
+            raise AssertionError(f"looptap record did not get ready: {exc}\n{self.output}") from None
+        assert self.recorder.pid is not None and self.recorder.ready is not None
+        self._pid = self.recorder.pid
+        self._rc: int | None = None
+        #: The recorder's ready file (cassettes/replay/ready.py).
+        self.ready = self.recorder.ready
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self._pid
 
     @property
     def output(self) -> str:
-        return "".join(self.log)
+        """Everything the recorder said (stdout and stderr)."""
+        return self.recorder.log
 
     def port(self, var: str = "OPENAI_BASE_URL") -> int:
         port = urlsplit(self.env[var]).port
@@ -209,22 +190,15 @@ class RecorderProcess:
         return out
 
     def stop(self, timeout: float = 60) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            self.kill()
+        """SIGINT, then SIGKILL to whatever of the recorder's session is left; its exit code."""
+        rc = self.recorder.stop(timeout)
+        self._rc = rc if rc is not None else self._rc
+        assert self._rc is not None
+        return self._rc
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
+        rc = self.recorder.kill()
+        self._rc = rc if rc is not None else self._rc
 
     def __enter__(self) -> RecorderProcess:
         return self

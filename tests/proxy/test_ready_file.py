@@ -1,0 +1,167 @@
+"""The recorder's ready file (``--ready-file``): written once listening, atomically and 0600, with
+the environment the export lines give and no secret; removed when the recorder stops; and what the
+shipped :class:`cassettes.replay.recording.RecorderProcess` waits for, with a clear error when the
+recorder exits first."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from cassettes.errors import CassetteError, CassetteFormatError
+from cassettes.replay.ready import SCHEMA, VERSION, bare_url, read_ready
+from cassettes.replay.recording import RecorderProcess
+from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
+from tests.support.upstream import FakeUpstream
+from tests.support.wire import http_request
+
+pytestmark = needs_recorder
+
+
+def _wait_ready(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready = read_ready(path)
+        if ready is not None and ready["pid"] == proc.pid:  # not one an earlier recorder left
+            return dict(ready)
+        assert proc.poll() is None, "the recorder exited before it was ready"
+        time.sleep(0.05)
+    raise AssertionError("no ready file")
+
+
+def test_ready_file_says_what_the_export_lines_say(tmp_path: Path) -> None:
+    ready_file = tmp_path / "state" / "ready.json"
+    ready_file.parent.mkdir()
+    # Left by an earlier recorder (killed, so it could not remove it): replaced, never this one's.
+    ready_file.write_text(json.dumps({"schema": SCHEMA, "version": VERSION, "pid": 1, "listeners": [], "env": {}}))
+    proc = subprocess.Popen(
+        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),
+         "--upstream", "vllm=http://127.0.0.1:9/", "--ready-file", str(ready_file)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(), start_new_session=True,
+    )  # fmt: skip
+    try:
+        ready = _wait_ready(ready_file, proc)
+        assert stat.S_IMODE(ready_file.stat().st_mode) == 0o600
+        assert [p.name for p in ready_file.parent.iterdir()] == ["ready.json"]  # no temporary file left
+        assert ready["schema"] == SCHEMA and ready["version"] == VERSION
+        assert ready["pid"] == proc.pid
+        assert ready["cassette"] == str((tmp_path / "run.jsonl").resolve())
+        assert ready["ca_cert"] == str(tmp_path / "conf" / "mitmproxy-ca-cert.pem")
+        assert Path(str(ready["ca_cert"])).is_file()
+        listeners = {lst["name"]: lst for lst in ready["listeners"]}  # type: ignore[attr-defined]
+        assert set(listeners) == {"openai", "anthropic", "gemini", "vllm", "forward"}
+        assert listeners["vllm"]["upstream"] == "http://127.0.0.1:9"
+        assert listeners["forward"]["mode"] == "forward" and ready["proxy_url"] == listeners["forward"]["url"]
+        assert listeners["openai"]["url"] == f"http://127.0.0.1:{listeners['openai']['port']}/v1"
+        for lst in listeners.values():  # each port listens
+            socket.create_connection(("127.0.0.1", lst["port"]), timeout=5).close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines() if line.startswith("export "))
+    assert ready["env"] == exports  # the same names and values, in the same order
+    assert list(ready["env"]) == list(exports)  # type: ignore[call-overload]
+    assert not ready_file.exists()  # the recorder stopped listening: the file is gone
+
+
+def test_run_writes_the_ready_file_before_the_command_starts(tmp_path: Path) -> None:
+    ready_file = tmp_path / "ready.json"
+    seen = tmp_path / "seen.json"
+    probe = f"import shutil; shutil.copy({str(ready_file)!r}, {str(seen)!r})"
+    proc = subprocess.run(
+        [*RECORDER, "run", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),
+         "--ready-file", str(ready_file), "--", str(PROXY_PYTHON), "-c", probe],
+        capture_output=True, text=True, env=clean_env(), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    ready = json.loads(seen.read_text())
+    assert ready["schema"] == SCHEMA and ready["env"]["OPENAI_BASE_URL"].startswith("http://127.0.0.1:")
+    assert not ready_file.exists()
+
+
+def test_an_upstream_mitmproxy_cannot_use_stops_the_start(tmp_path: Path) -> None:
+    """Before, mitmproxy refused the listener specs (logged, not raised) and the recorder said it
+    was recording while nothing listened; the key in the URL is not repeated."""
+    proc = subprocess.run(
+        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),
+         "--upstream", "vllm=https://alice:pw-Q7xLm2@models.example.com:8443/v1?api_key=QQ9f3ltA8b7",
+         "--ready-file", str(tmp_path / "ready.json")],
+        capture_output=True, text=True, env=clean_env(), timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "--upstream vllm: https://models.example.com:8443/v1 is not an upstream mitmproxy takes" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "pw-Q7xLm2" not in proc.stderr and "QQ9f3lt" not in proc.stderr
+    assert proc.stdout == "" and not (tmp_path / "ready.json").exists()
+
+
+def test_bare_url_keeps_no_secret() -> None:
+    assert bare_url("https://alice:pw@models.example.com:8443/v1?api_key=k#f") == "https://models.example.com:8443/v1"
+    assert bare_url("http://[::1]:8000") == "http://[::1]:8000"
+
+
+def test_unwritable_ready_file_stops_the_start(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),
+         "--ready-file", str(tmp_path / "no" / "such" / "dir" / "ready.json")],
+        capture_output=True, text=True, env=clean_env(), timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "cannot write the ready file" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout == ""  # no export lines for a recorder that did not start
+
+
+def test_shipped_recorder_process_reads_the_ready_file(tmp_path: Path) -> None:
+    with FakeUpstream(delay=0.0) as up:
+        rec = RecorderProcess(tmp_path / "run.jsonl", upstreams={"openai": up.url}, confdir=tmp_path / "conf", python=PROXY_PYTHON, env=clean_env())
+        try:
+            env = rec.start()
+            assert rec.ready is not None and rec.ready["pid"] == rec.pid
+            assert env == rec.ready["env"] and "export OPENAI_BASE_URL=" in rec.log
+            port = int(env["OPENAI_BASE_URL"].rsplit(":", 1)[1].split("/")[0])
+            resp = http_request("127.0.0.1", port, "POST", "/v1/chat/completions", [("content-type", "application/json")],
+                                b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}')
+            assert resp.complete and resp.status == 200
+            assert rec.flush() == 1
+        finally:
+            assert rec.stop() == 0, rec.log
+    assert not rec.running and rec.proc is None
+
+
+def test_shipped_recorder_process_says_why_the_recorder_exited(tmp_path: Path) -> None:
+    rec = RecorderProcess(tmp_path / "run.jsonl", confdir=tmp_path / "conf", python=PROXY_PYTHON, env=clean_env(), args=["--fault", "nonsense"])
+    with pytest.raises(CassetteError, match=r"the recorder exited with 1 before it was ready: .*nonsense"):
+        rec.start()
+    assert rec.proc is None
+
+
+def test_shipped_recorder_process_times_out_clearly(tmp_path: Path) -> None:
+    # A "recorder" that says something and never becomes ready.
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'looptap: still thinking' >&2\nexec sleep 60\n")
+    fake.chmod(0o755)
+    rec = RecorderProcess(tmp_path / "run.jsonl", python=fake, env=clean_env())
+    t0 = time.monotonic()
+    with pytest.raises(CassetteError, match=r"did not start within 1 s \(no ready file\): looptap: still thinking"):
+        rec.start(timeout=1)
+    assert time.monotonic() - t0 < 15
+    assert rec.proc is None
+
+
+def test_a_foreign_file_is_not_a_ready_file(tmp_path: Path) -> None:
+    path = tmp_path / "ready.json"
+    assert read_ready(path) is None
+    path.write_text('{"schema": "something.else"}')
+    with pytest.raises(CassetteFormatError, match="not a recorder ready file"):
+        read_ready(path)
+    path.write_text(json.dumps({"schema": SCHEMA, "version": VERSION + 1}))
+    with pytest.raises(CassetteFormatError, match="version"):
+        read_ready(path)
