@@ -29,7 +29,6 @@ import struct
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +42,7 @@ from cassettes.exchange import Exchange, Headers, header
 from cassettes.providers import REVERSE_UPSTREAMS, Provider, Rendered
 from cassettes.replay.background import BackgroundServer
 from cassettes.replay.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
+from cassettes.replay.http1 import MAX_BODY, BadRequest, Request, read_request, refuse
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
 
 if TYPE_CHECKING:
@@ -138,22 +138,13 @@ _NO_FORM = {
 }
 
 
-@dataclass
-class _Request:
-    method: str
-    target: str
-    headers: Headers
-    body: bytes
-
-    def header(self, name: str) -> str | None:
-        return header(self.headers, name)
-
-
 class ReplayServer(BackgroundServer):
     """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
 
     label = "the replay server"
     read_limit = 1 << 24
+    #: The largest request body read; a larger one is answered 413.
+    max_body = MAX_BODY
 
     def __init__(
         self,
@@ -233,7 +224,11 @@ class ReplayServer(BackgroundServer):
         self._conns.add(task)
         try:
             while True:
-                req = await self._read_request(reader, writer)
+                try:
+                    req = await self._read_request(reader, writer)
+                except BadRequest as exc:
+                    await refuse(writer, exc)
+                    break
                 if req is None:
                     break
                 if (req.header("upgrade") or "").lower() == "websocket":
@@ -257,7 +252,7 @@ class ReplayServer(BackgroundServer):
                 writer.close()
 
     # -- WebSocket sessions (Responses over a WebSocket) ------------------------------------------
-    async def _websocket(self, req: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _websocket(self, req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Answer a WebSocket session from the recorded turns: each message that opens a turn
         (its API's ``ws_turns``) is matched like an HTTP request to the session's path, and the
         recorded turn's events are sent back one message each, paced as recorded; a miss gets the
@@ -284,7 +279,7 @@ class ReplayServer(BackgroundServer):
                 opened = rules.opens(bounds.loads(data))
             except (orjson.JSONDecodeError, ValueError):
                 opened = False
-            if opened and not await self._ws_turn(_Request("POST", req.target, req.headers, data), writer, adapter):
+            if opened and not await self._ws_turn(Request("POST", req.target, req.headers, data), writer, adapter):
                 return  # a fault closed the connection
             # (a session message opens no turn: nothing is answered for it)
 
@@ -311,7 +306,7 @@ class ReplayServer(BackgroundServer):
             elif op != ws.PONG:
                 return bytes(data)
 
-    async def _ws_turn(self, turn: _Request, writer: asyncio.StreamWriter, adapter: Provider) -> bool:
+    async def _ws_turn(self, turn: Request, writer: asyncio.StreamWriter, adapter: Provider) -> bool:
         """Answer one turn of a WebSocket session; ``False`` when the connection was closed."""
         from cassettes.replay import wsframes as ws
 
@@ -333,7 +328,7 @@ class ReplayServer(BackgroundServer):
         status, messages, headers, cut = self._ws_plan(turn, answer, adapter, fault)
         return await self._ws_send(turn, writer, answer, fault, status, messages, headers, cut)
 
-    def _ws_plan(self, turn: _Request, answer: Recorded, adapter: Provider, fault: Fault | None) -> tuple[int | None, list[tuple[float | None, str | None, bytes]], Headers, int | None]:
+    def _ws_plan(self, turn: Request, answer: Recorded, adapter: Provider, fault: Fault | None) -> tuple[int | None, list[tuple[float | None, str | None, bytes]], Headers, int | None]:
         """The recorded turn as messages (offset, event name, payload) with its status, headers
         and where a stream cut falls, as ``fault`` changes them: over a WebSocket the API's
         failures are messages — a status fault is its error message with that status, a stream
@@ -378,7 +373,7 @@ class ReplayServer(BackgroundServer):
 
     async def _ws_send(
         self,
-        turn: _Request,
+        turn: Request,
         writer: asyncio.StreamWriter,
         answer: Recorded,
         fault: Fault | None,
@@ -416,7 +411,7 @@ class ReplayServer(BackgroundServer):
             await writer.drain()
         return True
 
-    def _rewritten(self, req: _Request, rec: Recorded, fault: Fault, adapter: Provider, stream: bool | None = None) -> Rendered | str:
+    def _rewritten(self, req: Request, rec: Recorded, fault: Fault, adapter: Provider, stream: bool | None = None) -> Rendered | str:
         """The recorded answer as a rewriting ``fault`` changes it, rendered in the API's format
         for ``req`` (streamed when ``stream``, else as the request asks); or why it cannot be made
         (the plan notes it, and the recording is served instead)."""
@@ -447,47 +442,12 @@ class ReplayServer(BackgroundServer):
             self.faults.skip(why)
         return why
 
-    async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Request | None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial.strip():
-                raise
-            return None
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3:
-            raise ValueError(f"bad request line {lines[0]!r}")
-        method, target, _version = parts
-        headers: Headers = []
-        for ln in lines[1:]:
-            if ":" in ln:
-                k, v = ln.split(":", 1)
-                headers.append((k.strip(), v.strip()))
-        req = _Request(method.upper(), target, headers, b"")
-        if target.startswith(("http://", "https://")):  # absolute form: sent as to a proxy
-            u = urlsplit(target)
-            req.target = u.path + (f"?{u.query}" if u.query else "")
-        if (req.header("expect") or "").lower() == "100-continue":
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            await writer.drain()
-        if (req.header("transfer-encoding") or "").lower() == "chunked":
-            chunks = []
-            while True:
-                size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
-                if size == 0:
-                    while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                        pass
-                    break
-                chunks.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-            req.body = b"".join(chunks)
-        else:
-            n = int(req.header("content-length") or 0)
-            req.body = await reader.readexactly(n) if n else b""
-        enc = req.header("content-encoding")
-        if enc and req.body:
-            req.body = b"".join(c for _, c in decode_chunks([(None, req.body)], enc).chunks)
+    async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Request | None:
+        req = await read_request(reader, writer, max_body=self.max_body)
+        if req is not None:
+            enc = req.header("content-encoding")
+            if enc and req.body:
+                req.body = b"".join(c for _, c in decode_chunks([(None, req.body)], enc).chunks)
         return req
 
     async def _send_head(self, writer: asyncio.StreamWriter, status: int, headers: Headers) -> None:
@@ -499,7 +459,7 @@ class ReplayServer(BackgroundServer):
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace"))
         await writer.drain()
 
-    def _log(self, req: _Request, status: int | None, headers: Headers, chunks: list[tuple[float | None, bytes]], answer: Recorded | Miss | str, transport_error: str | None = None, origin_of: Recorded | None = None) -> Exchange:
+    def _log(self, req: Request, status: int | None, headers: Headers, chunks: list[tuple[float | None, bytes]], answer: Recorded | Miss | str, transport_error: str | None = None, origin_of: Recorded | None = None) -> Exchange:
         """Record what is being answered *before* any of it reaches the client (``chunks`` is
         the list the sender appends to before each write): a test that inspects the run as soon
         as its client returns must find every byte the client saw."""
@@ -527,7 +487,7 @@ class ReplayServer(BackgroundServer):
             self.answers.append(answer)
         return ex
 
-    async def _respond(self, req: _Request, writer: asyncio.StreamWriter) -> bool:
+    async def _respond(self, req: Request, writer: asyncio.StreamWriter) -> bool:
         t0 = asyncio.get_running_loop().time()
         if req.method == "CONNECT":
             msg = (f"looptap replay refuses CONNECT {req.target}: the run is replayed offline from {self.source}; "
@@ -548,7 +508,7 @@ class ReplayServer(BackgroundServer):
             return await self._fault(req, writer, answer, fault, t0)
         return await self._play(req, writer, answer, t0)
 
-    async def _fault(self, req: _Request, writer: asyncio.StreamWriter, rec: Recorded, fault: Fault, t0: float) -> bool:
+    async def _fault(self, req: Request, writer: asyncio.StreamWriter, rec: Recorded, fault: Fault, t0: float) -> bool:
         """Answer with an injected fault. A fault that fails the attempt leaves the recorded answer
         unplayed, so the agent's retry gets it."""
         adapter = rec.key.adapter or Provider()
@@ -581,7 +541,7 @@ class ReplayServer(BackgroundServer):
             return True
         return await self._play(req, writer, rec, t0, fault=fault)  # stream_cut, error_event
 
-    async def _rewrite(self, req: _Request, writer: asyncio.StreamWriter, rec: Recorded, fault: Fault, adapter: Provider, t0: float) -> bool:
+    async def _rewrite(self, req: Request, writer: asyncio.StreamWriter, rec: Recorded, fault: Fault, adapter: Provider, t0: float) -> bool:
         """Answer with the recorded answer rewritten by ``fault`` (cut, filtered, refused, a broken
         tool call), rendered in the API's format, streamed when the request streams. Where that
         cannot be done, the recorded answer is served and the plan notes why."""
@@ -615,7 +575,7 @@ class ReplayServer(BackgroundServer):
             writer.write(body)
             await writer.drain()
 
-    async def _send_miss(self, req: _Request, writer: asyncio.StreamWriter, miss: Miss) -> bool:
+    async def _send_miss(self, req: Request, writer: asyncio.StreamWriter, miss: Miss) -> bool:
         key = request_key(req.method, req.target, req.headers, req.body)
         adapter = key.adapter or (miss.closest.key.adapter if miss.closest is not None else None) or Provider()
         body = orjson.dumps(adapter.replay_error(MISS_STATUS, str(miss), MISS_CODE))
@@ -635,7 +595,7 @@ class ReplayServer(BackgroundServer):
         """The recording shows the SDK retrying this error: the same request recorded again later."""
         return any(r.index > rec.index and not r.plays and r.key.digest == rec.key.digest for r in self.matcher.recorded)
 
-    async def _play(self, req: _Request, writer: asyncio.StreamWriter, rec: Recorded, t0: float, fault: Fault | None = None, note: str | None = None) -> bool:
+    async def _play(self, req: Request, writer: asyncio.StreamWriter, rec: Recorded, t0: float, fault: Fault | None = None, note: str | None = None) -> bool:
         ex = rec.exchange
         loop = asyncio.get_running_loop()
         speed = self.speed
@@ -702,7 +662,7 @@ class ReplayServer(BackgroundServer):
             headers.append(("x-looptap-fault", fault.describe()))
         return headers
 
-    def _play_chunks(self, req: _Request, rec: Recorded, fault: Fault | None) -> list[tuple[float | None, bytes]]:
+    def _play_chunks(self, req: Request, rec: Recorded, fault: Fault | None) -> list[tuple[float | None, bytes]]:
         """The recorded body's pieces as replay sends them: echoing what the request carries
         (``Provider.replay_chunks``), and cut event by event when a stream fault needs it."""
         ex = rec.exchange
@@ -759,7 +719,7 @@ class ReplayServer(BackgroundServer):
         return True
 
     # -- new episodes: a request the cassette lacks goes to a recording proxy -------------------
-    async def _forward(self, req: _Request, base: str, writer: asyncio.StreamWriter, miss: Miss) -> bool:
+    async def _forward(self, req: Request, base: str, writer: asyncio.StreamWriter, miss: Miss) -> bool:
         u = urlsplit(base)
         host, port = u.hostname or "127.0.0.1", u.port or 80
         try:

@@ -97,6 +97,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from cassettes.exchange import Exchange
+from cassettes.replay import http1
 from cassettes.replay.background import BackgroundServer
 from cassettes.roundtrip import parse_exchange
 from cassettes.vcr import load_vcr
@@ -651,16 +652,8 @@ def stream_error_event(family: str, seq: int) -> bytes:
 # The server
 
 
-@dataclass
-class Request:
-    method: str
-    target: str
-    headers: list[tuple[str, str]]
-    body: bytes
-
-    def header(self, name: str) -> str | None:
-        name = name.lower()
-        return next((v for k, v in self.headers if k.lower() == name), None)
+class Request(http1.Request):
+    """A request as the shipped HTTP/1.1 reader reads it, with what the scenarios look at."""
 
     @property
     def path(self) -> str:
@@ -780,6 +773,8 @@ class FakeUpstream(BackgroundServer):
     running loop; also a context manager."""
 
     label = "fake upstream"
+    #: The largest request body read (a larger one is answered 413).
+    max_body = http1.MAX_BODY
 
     def __init__(
         self,
@@ -852,7 +847,11 @@ class FakeUpstream(BackgroundServer):
         self._conns.add(task)
         try:
             while True:
-                req = await self._read_request(reader, writer)
+                try:
+                    req = await self._read_request(reader, writer)
+                except http1.BadRequest as exc:
+                    await http1.refuse(writer, exc)
+                    break
                 if req is None:
                     break
                 keep = await self._respond(req, writer)
@@ -871,42 +870,8 @@ class FakeUpstream(BackgroundServer):
                 pass
 
     async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Request | None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial.strip():
-                raise
-            return None
-        lines = head.decode("latin-1").split("\r\n")
-        method, target, _version = lines[0].split(" ", 2)
-        headers: list[tuple[str, str]] = []
-        for ln in lines[1:]:
-            if ":" in ln:
-                k, v = ln.split(":", 1)
-                headers.append((k.strip(), v.strip()))
-        req = Request(method.upper(), target, headers, b"")
-        if target.startswith(("http://", "https://")):  # absolute form (a proxy's request)
-            u = urlsplit(target)
-            req.target = u.path + (f"?{u.query}" if u.query else "")
-        if (req.header("expect") or "").lower() == "100-continue":
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            await writer.drain()
-        if (req.header("transfer-encoding") or "").lower() == "chunked":
-            parts = []
-            while True:
-                size_line = await reader.readuntil(b"\r\n")
-                size = int(size_line.split(b";")[0].strip(), 16)
-                if size == 0:
-                    while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                        pass
-                    break
-                parts.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-            req.body = b"".join(parts)
-        else:
-            n = int(req.header("content-length") or 0)
-            req.body = await reader.readexactly(n) if n else b""
-        return req
+        req = await http1.read_request(reader, writer, max_body=self.max_body)
+        return None if req is None else Request(req.method, req.target, req.headers, req.body)
 
     async def _send_head(self, writer: asyncio.StreamWriter, status: int, headers: list[tuple[str, str]]) -> None:
         try:

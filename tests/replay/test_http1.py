@@ -1,0 +1,121 @@
+"""The one HTTP/1.1 request reader (cassettes/replay/http1.py), as the replay server and the test
+suite's fake upstream both use it: bodies by length and chunked, ``100-continue``, the absolute
+form; and every request it cannot read (bad request line, bad lengths, oversized head or body)
+answered with a short 400/413/431 and a closed connection, never a traceback or a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from cassettes.exchange import Exchange
+from cassettes.replay import http1
+from cassettes.replay.background import BackgroundServer
+from cassettes.replay.server import ReplayServer
+from tests.support.upstream import FakeUpstream
+
+
+class Echo(BackgroundServer):
+    """The reader alone: answers each request with what it read."""
+
+    label = "echo"
+    read_limit = 4096
+
+    def __init__(self) -> None:
+        self.host, self.port = "127.0.0.1", 0
+        self.read: list[http1.Request] = []
+        self._init_background()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    req = await http1.read_request(reader, writer, max_body=1000)
+                except http1.BadRequest as exc:
+                    await http1.refuse(writer, exc)
+                    break
+                if req is None:
+                    break
+                self.read.append(req)
+                body = f"{req.method} {req.target} {len(req.body)}".encode()
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+def _exchange(port: int, data: bytes, *, until_close: bool = True) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(data)
+        if not until_close:
+            return s.recv(65536)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except ConnectionResetError:  # the server closed with bytes of ours unread: its answer came first
+            pass
+        return out
+
+
+@pytest.fixture
+def echo() -> Iterator[Echo]:
+    with Echo() as srv:
+        yield srv
+
+
+def test_bodies_by_length_and_chunked(echo: Echo) -> None:
+    got = _exchange(echo.port, b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", until_close=False)
+    assert got.endswith(b"POST /a 3")
+    chunked = b"POST http://up.example/v1/x?q=1 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: 1\r\n\r\n"
+    assert _exchange(echo.port, chunked, until_close=False).endswith(b"POST /v1/x?q=1 5")
+    assert echo.read[-1].body == b"abcde" and echo.read[-1].header("transfer-encoding") == "chunked"
+
+
+def test_expect_100_continue(echo: Echo) -> None:
+    with socket.create_connection(("127.0.0.1", echo.port), timeout=10) as s:
+        s.sendall(b"POST /a HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        assert s.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        s.sendall(b"hi")
+        assert s.recv(1000).endswith(b"POST /a 2")
+
+
+BAD = [
+    (b"GARBAGE\r\n\r\n", 400, b"bad request line"),
+    (b"GET  HTTP/1.1\r\n\r\n", 400, b"bad request line"),
+    (b"POST /a HTTP/1.1\r\nContent-Length: ten\r\n\r\n", 400, b"bad Content-Length"),
+    (b"POST /a HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400, b"bad Content-Length"),
+    (b"POST /a HTTP/1.1\r\nContent-Length: 1001\r\n\r\n", 413, b"larger than 1,000 bytes"),
+    (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, b"bad chunk size"),
+    (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n", 400, b"bad chunk size"),
+    (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY", 400, b"CRLF"),
+    (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1f4\r\n" + b"a" * 500 + b"\r\n" + b"1f4\r\n" + b"a" * 500 + b"\r\n1\r\n", 413, b"larger than"),
+    (b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 8000 + b"\r\n\r\n", 431, b"too large"),
+    (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"X: 1\r\n" * 101 + b"\r\n", 400, b"trailer"),
+]
+
+
+@pytest.mark.parametrize(("data", "status", "says"), BAD, ids=[f"{s}-{w.decode()}" for _, s, w in BAD])
+def test_unreadable_requests_get_a_clean_answer(echo: Echo, data: bytes, status: int, says: bytes) -> None:
+    got = _exchange(echo.port, data)
+    assert got.startswith(b"HTTP/1.1 %d " % status), got[:200]
+    assert b"connection: close" in got and says in got and b"Traceback" not in got
+    assert echo.read == []
+
+
+@pytest.mark.parametrize("server", ["replay", "upstream"])
+def test_both_servers_answer_unreadable_requests(server: str) -> None:
+    srv: BackgroundServer = ReplayServer([Exchange(method="GET", url="http://x/ping", status=200)]) if server == "replay" else FakeUpstream()
+    with srv:
+        assert _exchange(srv.port, b"GARBAGE\r\n\r\n").startswith(b"HTTP/1.1 400 Bad Request\r\n")
+        assert _exchange(srv.port, b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % (http1.MAX_BODY + 1)).startswith(
+            b"HTTP/1.1 413 "
+        )
+        assert _exchange(srv.port, b"GET / HTTP/1.1\r\nX: " + b"a" * (srv.read_limit + 10) + b"\r\n\r\n").startswith(b"HTTP/1.1 431 ")
+        # and it still serves
+        assert b"HTTP/1.1 " in _exchange(srv.port, b"GET /ping HTTP/1.1\r\nConnection: close\r\n\r\n")
