@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
 from corpus_report import CorpusReport, walk
 
 pytestmark = pytest.mark.corpus

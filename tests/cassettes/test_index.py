@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
+import itertools
 from pathlib import Path
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "inspector"))
-
-import itertools
-
 import fixture_run
+import pytest
 
 from cassettes.analysis import analyse
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError

@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("textual")
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fixture_run
 

@@ -4,18 +4,13 @@ interpreter (mitmproxy) when ``LOOPTAP_PROXY_PYTHON`` points at it."""
 from __future__ import annotations
 
 import os
-import sys
 from importlib.resources import as_file, files
 from pathlib import Path
 
 import pytest
 
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:  # `tests.support` / `tests.interop` are imported from the repository root
-    sys.path.insert(0, _REPO)
-
-from cassettes.interop.run import Run, load_run  # noqa: E402
-from tests.interop.helpers import write_cassette  # noqa: E402
+from cassettes.interop.run import Run, load_run
+from tests.interop.helpers import write_cassette
 
 
 @pytest.fixture

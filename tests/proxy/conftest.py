@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:  # `tests.support` is imported from the repository root
-    sys.path.insert(0, _REPO)
-
-from tests.support.upstream import FakeUpstream  # noqa: E402
+from tests.support.upstream import FakeUpstream
 
 
 @pytest.fixture(scope="module")

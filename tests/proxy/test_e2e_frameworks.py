@@ -35,8 +35,6 @@ from urllib.parse import urlsplit
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 from cassettes.analysis import RunAnalysis, Severity, analyse  # noqa: E402
 from cassettes.roundtrip import RoundTrip, parse_exchange  # noqa: E402

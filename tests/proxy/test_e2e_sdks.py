@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,13 +26,11 @@ from urllib.parse import urlsplit
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 from cassettes.roundtrip import RoundTrip, parse_exchange  # noqa: E402
 from cassettes.store import Cassette, read_cassette  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
-from tests.support.recorder import RECORDER, SCRUB, needs_recorder  # noqa: E402
+from tests.support.recorder import RECORDER, SCRUB, RecorderProcess, needs_recorder  # noqa: E402
 from tests.support.upstream import FakeUpstream, Served  # noqa: E402
 
 CLIENT_PYTHON = sys.executable  # the test environment: openai, anthropic, google-genai
@@ -361,58 +357,6 @@ def test_stream_whole_when_client_hangs_up_after_terminal_event(tmp_path: Path, 
 # Forward-proxy mode (HTTP_PROXY) with curl
 
 
-class Recording:
-    """A running ``looptap record``: its exported environment, stopped with SIGINT."""
-
-    def __init__(self, out: Path, confdir: Path, secret: str, *extra: str) -> None:
-        argv = [*RECORDER, "record", *recorder_args(out, confdir, None, *extra)]
-        self.proc = subprocess.Popen(
-            argv, env=base_env(secret), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.log: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.env: dict[str, str] = {}
-        deadline = time.monotonic() + 30
-        ready = False
-        while not (ready and "HTTP_PROXY" in self.env):
-            try:
-                line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                line = None
-            if line is None:
-                self.kill()
-                raise AssertionError("looptap record did not get ready:\n" + "".join(self.log))
-            if line.startswith("export "):
-                k, _, v = line[7:].strip().partition("=")
-                self.env[k] = v
-            if "recording to" in line:
-                ready = True
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.log.append(line)
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            return self.proc.wait(20)
-        finally:
-            self.kill()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
-
-    @property
-    def output(self) -> str:
-        return "".join(self.log)
-
-
 def curl(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if k.upper() not in _SCRUB}
     return subprocess.run(["curl", "-sS", "--noproxy", "", *args], capture_output=True, timeout=timeout, env=env)
@@ -421,7 +365,7 @@ def curl(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[bytes]:
 @pytest.mark.skipif(not any((Path(p) / "curl").exists() for p in os.environ.get("PATH", "").split(os.pathsep)), reason="curl not installed")
 def test_curl_through_forward_proxy_records_llm_host(tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str) -> None:
     out = tmp_path / "fwd.jsonl"
-    rec = Recording(out, confdir, secret, "--record-host", "127.0.0.1")
+    rec = RecorderProcess(out, confdir, None, "--record-host", "127.0.0.1", env=base_env(secret), ready_timeout=30)
     try:
         for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "HTTPS_PROXY", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"):
             assert var in rec.env, rec.output

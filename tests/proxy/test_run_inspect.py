@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 from cassettes.replay.server import ReplayServer  # noqa: E402
 from cassettes.store import read_cassette  # noqa: E402

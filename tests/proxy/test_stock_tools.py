@@ -17,8 +17,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 from cassettes.store import read_cassette  # noqa: E402
 from tests.support.upstream import FakeUpstream  # noqa: E402

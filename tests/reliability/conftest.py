@@ -5,18 +5,13 @@ Proxy tests need the recorder's environment in ``LOOPTAP_PROXY_PYTHON`` and skip
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:  # `tests.support` is imported from the repository root
-    sys.path.insert(0, _REPO)
-
-from tests.support.recorder import PROXY_PYTHON, RecorderProcess  # noqa: E402
-from tests.support.upstream import FakeUpstream  # noqa: E402
+from tests.support.recorder import PROXY_PYTHON, RecorderProcess
+from tests.support.upstream import FakeUpstream
 
 
 @pytest.fixture(scope="module")

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import orjson
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # `tests.support` is imported from the repository root
-    sys.path.insert(0, str(REPO))
+from cassettes.exchange import Exchange
+from cassettes.pipeline import CassetteWriter
 
-from cassettes.exchange import Exchange  # noqa: E402
-from cassettes.pipeline import CassetteWriter  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 CHAT_URL = "https://api.openai.com/v1/chat/completions"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]

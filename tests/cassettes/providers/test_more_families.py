@@ -9,19 +9,15 @@ response type first, so it cannot drift from the real shape.
 from __future__ import annotations
 
 import base64
-import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from test_bedrock import _frame  # the AWS event-stream frame builder
 
 from cassettes.exchange import Exchange
 from cassettes.models import FinishReason
 from cassettes.roundtrip import RoundTrip, parse_exchange
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_bedrock import _frame  # the AWS event-stream frame builder
 
 
 def rt(url: str, req: Any, resp: Any, status: int = 200, headers: list[tuple[str, str]] | None = None, chunks: list[bytes] | None = None) -> RoundTrip:
