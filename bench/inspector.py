@@ -232,10 +232,10 @@ def sealed_ok(tmpl: Path) -> bool:
     return taken == [True]
 
 
-def unsealed(tmpl: Path, out: Path) -> None:
-    """The template without its stored parses: what a cassette from another machine, or from a
-    looptap before parse once, costs to read (every response framed and reassembled again)."""
-    lines = tmpl.read_bytes().splitlines(keepends=True)
+def unsealed(run: Path, out: Path) -> None:
+    """A run without its stored parses: what a cassette from another machine, or from a looptap
+    before parse once, costs to read (every response framed and reassembled again)."""
+    lines = run.read_bytes().splitlines(keepends=True)
     with out.open("wb") as f:
         f.write(lines[0])
         for line in lines[1:]:
@@ -432,14 +432,17 @@ def main() -> None:
         template(tmpl)
     if not sealed_ok(tmpl):
         raise SystemExit("the writer's stored parses are not taken back by the reader (cassettes.sealed)")
-    bare = root / "template-unsealed.jsonl"
-    if not bare.exists():
-        unsealed(tmpl, bare)
-    kinds = [("run", tmpl)] + ([] if args.no_unsealed else [("unsealed", bare)])
     rows: list[tuple[str, int, dict[str, Any], dict[str, Any] | None]] = []
     for mb in args.sizes:
-        for name, source in kinds:
-            path = _ensure(root, name, mb, source)
+        run = _ensure(root, "run", mb, tmpl)
+        kinds = [("run", run)]
+        if not args.no_unsealed:
+            # The same run, turn for turn, with its stored parses removed.
+            bare = root / f"unsealed-{mb}mb.jsonl"
+            if not bare.exists() or bare.stat().st_mtime < run.stat().st_mtime:
+                unsealed(run, bare)
+            kinds.append(("unsealed", bare))
+        for name, path in kinds:
             app = _child("app", path)
             batch = _child("batch", path) if not args.no_batch and mb <= args.batch_limit else None
             rows.append((name, path.stat().st_size, app, batch))
@@ -450,7 +453,7 @@ def main() -> None:
     ]
     for name, size, app, batch in rows:
         lines.append(
-            f"| {size / 1e6:,.0f} MB | {'taken' if name == 'run' else 'none: parsed from raw'} "
+            f"| {size / 1e6:,.0f} MB | {'taken' if name == 'run' else 'removed: parsed from raw'} "
             f"| {app['turns']:,} ({app['conversations']:,}) | {app['first_screen_s']:.2f} s "
             f"| {app['first_screen_rss_mb']:.0f} MB | {app['full_read_s']:.1f} s | {app['peak_rss_mb']:.0f} MB "
             f"| {app['last_turn_s']:.2f} s | {_fmt_batch(batch)} |"

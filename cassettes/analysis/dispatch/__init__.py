@@ -1,0 +1,110 @@
+"""C — what the client dispatched: view and checks.
+
+The view (``view.build``) and the checks by theme: ``results`` (tool results and their calls),
+``history`` (what the history sent back kept, echoed and changed), ``mcp_results`` (against what an
+MCP tool server returned), ``retry``, and ``roots`` (root causes first).
+
+The view compares each request with the previous turn of its conversation: what was kept, what
+was appended (the answer echoed back, tool results, new input), what was dropped or rewritten, and
+how every tool result pairs with the call it answers — by id, by the id a framework gave the call
+when it echoed it, or by name on wires without ids (Gemini, Ollama). Pairing is checked for every
+provider, including Ollama, which never reports a pairing error itself.
+
+Catalogue (code, severity, when it fires):
+
+==================================  ========  =====================================================
+``C.dropped_tool_result``           error     a call of the previous answer, or a call the client
+                                              put in the history, has no result in this request
+``C.orphan_tool_result``            error     a result whose call id matches no call of the
+                                              conversation or of the history sent
+``C.duplicate_tool_result``         warning   two results carry the same call id
+``C.assistant_not_echoed``          warning   the previous answer is not in the history sent back
+                                              (typographic normalisation and reasoning inlined as
+                                              ``<think>`` text are tolerated)
+``C.history_mutated``               warning   an earlier message was changed in place
+``C.history_trimmed``               info      the history was shortened or compacted (intentional)
+``C.pairing_error``                 error     the API rejected the request with a pairing text
+                                              (WIRE.md §G.2): reported by A, caused by C, linked
+                                              to the turn whose calls were mishandled
+``C.continued_after_final_answer``  warning   a text-only final answer was followed by another
+                                              request with no new input
+``C.truncated_treated_as_complete`` warning   a cut-off answer (token cap, cut stream) was echoed
+                                              or its calls executed as if whole
+``C.refusal_treated_as_answer``     warning   a refused or filtered answer was echoed and the loop
+                                              went on with no new input, as if the model had answered
+``C.mcp_error_hidden``               warning   an MCP tool server answered the model's call with an
+                                              error, and the result sent back to the model has no
+                                              error flag and none of the error's text
+``C.tool_result_altered``           info      the result sent back to the model is not what the MCP
+                                              server returned (nor a cut of it)
+``C.tool_call_not_executed``        warning   the model called a tool a recorded MCP server listed,
+                                              no server ran it, and the client sent back a result
+                                              not marked as an error (info where the API has no
+                                              error flag for tool results)
+``C.retry``                         info      the identical request again after a failed attempt
+``C.retry_of_rejected_request``     warning   ... after a 4xx that will fail the same way
+``C.retry_before_retry_after``      warning   ... sooner than the ``retry-after`` the API asked for
+``C.retry_storm``                   warning   five attempts at one request, each within 0.5 s of the last failure
+``C.gave_up_on_retryable_error``    info      the conversation ended on a 429, 5xx or transport error
+``C.tool_result_as_text``           error     a call's result sent as user text, not as a tool result
+``C.tool_results_split``            error     one turn's results spread over several messages where the
+                                              API wants them in one (Anthropic)
+``C.wrong_tool_call_id``            error     results sent under ids the model never gave (the root of
+                                              the orphan results and dropped calls it explains, which
+                                              stay as info with ``caused_by``)
+``C.tool_result_error``             info      a tool result is an error (flag or error text)
+``C.cache_prefix_broken``           info /    system prompt, tool definitions or an early message
+                                    warning   changed mid-conversation (warning when cache reads
+                                              dropped that turn)
+``C.stopped_with_pending_calls``    info      the conversation ended right after the model called
+                                              tools (fine for a final-output tool, a bug otherwise)
+==================================  ========  =====================================================
+"""
+
+
+from __future__ import annotations
+
+from cassettes.analysis.context import Check, FinalCheck
+from cassettes.analysis.dispatch.history import (
+    check_assistant_echo,
+    check_cache_prefix,
+    check_continued_after_final,
+    check_history_rewritten,
+    check_refusal_treated_as_answer,
+    check_truncated_treated_as_complete,
+)
+from cassettes.analysis.dispatch.mcp_results import check_mcp_results
+from cassettes.analysis.dispatch.results import (
+    check_dropped_tool_result,
+    check_orphan_tool_result,
+    check_pairing_error,
+    check_results_split,
+    check_tool_result_error,
+    check_unanswered_history_call,
+    final_pending_calls,
+)
+from cassettes.analysis.dispatch.retry import check_retry, final_gave_up
+from cassettes.analysis.dispatch.roots import fold_root_causes
+from cassettes.analysis.dispatch.view import build
+
+__all__ = ["CHECKS", "FINAL_CHECKS", "build", "fold_root_causes"]
+
+CHECKS: tuple[Check, ...] = (
+    check_dropped_tool_result,
+    check_results_split,
+    check_unanswered_history_call,
+    check_orphan_tool_result,
+    check_assistant_echo,
+    check_history_rewritten,
+    check_pairing_error,
+    check_continued_after_final,
+    check_truncated_treated_as_complete,
+    check_refusal_treated_as_answer,
+    check_mcp_results,
+    check_retry,
+    check_tool_result_error,
+    check_cache_prefix,
+)
+
+
+FINAL_CHECKS: tuple[FinalCheck, ...] = (final_pending_calls, final_gave_up)

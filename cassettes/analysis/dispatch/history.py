@@ -1,0 +1,180 @@
+"""C checks on the history sent back: the answer's echo, rewrites, going on after a final,
+truncated or refused answer, a broken cache prefix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import orjson
+
+from cassettes.analysis.context import TurnContext
+from cassettes.analysis.dispatch._shared import _continues, _hk, _prev_ok
+from cassettes.analysis.model import Finding, Severity
+from cassettes.models import FinishReason, Message
+
+
+def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:
+    """C.assistant_not_echoed — the previous answer is not in the history the client sent back."""
+    c = ctx.turn.c
+    if c.echoed_assistant is not False or not _continues(ctx) or not _prev_ok(ctx):
+        return
+    prev = ctx.prev
+    assert prev is not None
+    yield ctx.finding(
+        "C.assistant_not_echoed",
+        Severity.WARNING,
+        f"The assistant message of turn {prev.index} is not appended verbatim after the history: "
+        "the client changed or dropped what the model said before sending the next request.",
+        path=f"{_hk(ctx)}[{c.kept}]",
+        related_turn=prev.index,
+    )
+
+
+def _is_compaction(m: Message) -> bool:
+    """A provider item that stands for summarised earlier history."""
+    for p in m.parts:
+        block = (p.provider_details or {}).get("block")
+        if p.kind == "other" and isinstance(block, dict) and "compact" in str(block.get("type", "")):
+            return True
+    return False
+
+
+def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
+    """C.history_trimmed (info) / C.history_mutated (warning) — the history was not only extended."""
+    c = ctx.turn.c
+    if c.rewritten <= 0 or ctx.prev is None or c.link == "previous_response_id":
+        return
+    prev_len = ctx.prev.n_messages
+    # A provider item standing for earlier history (a compaction summary) marks a deliberate rewrite.
+    compacted = any(_is_compaction(m) for m in ctx.messages[: c.kept + 1])
+    if len(ctx.messages) < prev_len or compacted:
+        yield ctx.finding(
+            "C.history_trimmed",
+            Severity.INFO,
+            f"The history was shortened or compacted: {prev_len} messages last turn, {len(ctx.messages)} "
+            f"now (kept the first {c.kept}). Intentional trimming or summarising looks like this.",
+            path=f"{_hk(ctx)}[{c.kept}]",
+            related_turn=ctx.prev.index,
+            kept=c.kept,
+        )
+    elif c.kept < len(ctx.messages) and all(m.role in ("system", "developer") for m in ctx.messages[: c.kept + 1]):
+        return  # the opening system prompt was changed: reported by C.cache_prefix_broken
+    else:
+        yield ctx.finding(
+            "C.history_mutated",
+            Severity.WARNING,
+            f"Message {c.kept} of the history differs from what was sent on turn {ctx.prev.index}: "
+            "the client rewrote earlier history instead of appending to it.",
+            path=f"{_hk(ctx)}[{c.kept}]",
+            related_turn=ctx.prev.index,
+            changed=c.rewritten,
+        )
+
+
+def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
+    """C.continued_after_final_answer — another request without new input after a final answer."""
+    prev = ctx.prev
+    if prev is None or not _continues(ctx) or not _prev_ok(ctx):
+        return
+    r = prev.rt.response
+    assert r is not None
+    # A final answer is text and nothing else: provider items (hosted tool calls a client may
+    # have to execute, compaction …) mean the exchange is not over.
+    if r.finish_reason is not FinishReason.COMPLETE or not r.text.strip() or any(p.kind in ("tool_call", "other") for p in r.parts):
+        return
+    new_input = [m for m in ctx.turn.c.appended if m.role not in ("assistant", "model")]
+    if new_input:
+        return
+    yield ctx.finding(
+        "C.continued_after_final_answer",
+        Severity.WARNING,
+        f"Turn {prev.index} ended with a final answer, yet the client called the model again "
+        "without adding any new input.",
+        related_turn=prev.index,
+    )
+
+
+def check_truncated_treated_as_complete(ctx: TurnContext) -> Iterator[Finding]:
+    """C.truncated_treated_as_complete — a cut-off answer was carried on as if it were whole."""
+    prev = ctx.prev
+    if prev is None or not _continues(ctx) or prev.rt.response is None:
+        return
+    r = prev.rt.response
+    cut = r.finish_reason in (FinishReason.TRUNCATED_LENGTH, FinishReason.TRUNCATED_CONTEXT) or r.complete is False
+    if not cut:
+        return
+    used_calls = any(p.call_turn == prev.index for p in ctx.turn.c.pairings)
+    if not used_calls and not ctx.turn.c.echoed_assistant:
+        return
+    what = "ran its truncated tool calls" if used_calls else "appended the cut-off answer to the history"
+    yield ctx.finding(
+        "C.truncated_treated_as_complete",
+        Severity.WARNING,
+        f"Turn {prev.index} was truncated ({r.finish_reason_raw or 'stream cut'}), but the client {what} "
+        "and carried on as if it were complete.",
+        related_turn=prev.index,
+    )
+
+
+def check_refusal_treated_as_answer(ctx: TurnContext) -> Iterator[Finding]:
+    """C.refusal_treated_as_answer — the model refused, or the API's filter withheld the answer,
+    and the client put that answer in the history and called again with no new input: its loop
+    took the refusal for a step of the work instead of stopping or asking a person."""
+    prev = ctx.prev
+    if prev is None or not _continues(ctx) or prev.rt.response is None:
+        return
+    r = prev.rt.response
+    refused = r.finish_reason is FinishReason.REFUSED or any(p.kind == "refusal" for p in r.parts)
+    if not refused and r.finish_reason is not FinishReason.FILTERED:
+        return
+    appended = ctx.turn.c.appended
+    # Something was appended (the answer, however echoed; results), and nothing from a person: the
+    # same request again is a retry, new user text is a person taking over.
+    if not appended or any(m.role not in ("assistant", "model", "tool") for m in appended):
+        return
+    what = "the model refused" if refused else f"the API's content filter withheld the answer ({r.finish_reason_raw or 'filtered'})"
+    yield ctx.finding(
+        "C.refusal_treated_as_answer",
+        Severity.WARNING,
+        f"On turn {prev.index} {what}, but the client appended that answer to the history and called "
+        "the model again with no new input, as if it were a step of the work.",
+        related_turn=prev.index,
+    )
+
+
+def _prefix_fingerprint(ctx: TurnContext) -> tuple[int, int]:
+    """Hashes of the system prompt and the tool definitions; the latest turn's are kept in the
+    conversation's state, so each request is fingerprinted once (as this turn, then as the
+    previous one)."""
+    req = ctx.rt.request
+    assert req is not None
+    kept = ctx.conv.state.get("C.prefix")
+    if kept is not None and kept[0] == id(req):  # an id, not the request: state must not hold a history
+        return kept[1]  # type: ignore[no-any-return]
+    system = orjson.dumps([(p.kind, p.text) for p in req.system])
+    tools = orjson.dumps([t.model_dump() for t in req.tools], option=orjson.OPT_SORT_KEYS)
+    fingerprint = hash(system), hash(tools)
+    ctx.conv.state["C.prefix"] = (id(req), fingerprint)
+    return fingerprint
+
+
+def check_cache_prefix(ctx: TurnContext) -> Iterator[Finding]:
+    """C.cache_prefix_broken — the system prompt or tools changed mid-conversation."""
+    if ctx.prev is None or ctx.prev.rt.request is None or ctx.turn.c.link == "previous_response_id":
+        return
+    before, now = _prefix_fingerprint(ctx.prev), _prefix_fingerprint(ctx)
+    changed = [name for name, a, b in (("system prompt", now[0], before[0]), ("tool definitions", now[1], before[1])) if a != b]
+    if not changed and not (ctx.turn.c.rewritten and ctx.turn.c.kept <= 2):
+        return
+    what = " and ".join(changed) if changed else f"message {ctx.turn.c.kept} of the history"
+    prev_usage = ctx.prev.rt.response.usage if ctx.prev.rt.response else None
+    usage = ctx.rt.response.usage if ctx.rt.response else None
+    lost = bool(prev_usage and prev_usage.cache_read_tokens and (usage is None or (usage.cache_read_tokens or 0) < prev_usage.cache_read_tokens))
+    yield ctx.finding(
+        "C.cache_prefix_broken",
+        Severity.WARNING if lost else Severity.INFO,
+        f"The {what} changed since turn {ctx.prev.index}; everything after the change is no longer a "
+        "cached prefix" + (", and cache reads dropped this turn." if lost else "."),
+        related_turn=ctx.prev.index,
+        changed=changed,
+    )

@@ -1,0 +1,231 @@
+"""C checks on tool results: dropped, orphaned, split, sent as text, rejected by the API for
+pairing, errors; calls left pending at the end."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from cassettes import providers
+from cassettes.analysis.context import ConversationState, TurnContext
+from cassettes.analysis.dispatch._shared import _continues, _hk, _item, _prev_ok, _result_part, _short
+from cassettes.analysis.dispatch.view import _echo_ids
+from cassettes.analysis.model import Finding, Severity
+from cassettes.models import FinishReason, ToolCall
+
+
+def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
+    """C.dropped_tool_result — a call the model made last turn has no result in this request."""
+    if not _continues(ctx) or not _prev_ok(ctx):
+        return
+    prev = ctx.prev
+    assert prev is not None and prev.rt.response is not None
+    if prev.rt.response.finish_reason is FinishReason.PAUSED:
+        return
+    if not any(c.kind in ("function", "custom") for c in prev.rt.response.tool_calls):
+        return
+    answered_ids = {p.call_id for p in ctx.turn.c.pairings if p.call_id}
+    echo_ids = _echo_ids(ctx, ctx.turn.c.appended)
+    answered_names: dict[str, int] = {}
+    for p in ctx.turn.c.pairings:
+        if p.call_turn == prev.index and p.name:
+            answered_names[p.name] = answered_names.get(p.name, 0) + 1
+    all_calls = prev.rt.response.tool_calls
+    for i, c in enumerate(all_calls):
+        if c.kind not in ("function", "custom"):
+            continue
+        if (c.id and c.id in answered_ids) or echo_ids.get(i) in answered_ids:
+            continue
+        if not c.id and c.name and answered_names.get(c.name, 0) > 0:
+            answered_names[c.name] -= 1
+            continue
+        as_text = _result_as_text(ctx, c)
+        if as_text is not None:
+            yield ctx.finding(
+                "C.tool_result_as_text",
+                Severity.ERROR,
+                f"The result of {c.name} (call {c.id or 'without id'}, turn {prev.index}) was sent as plain "
+                f"{ctx.messages[as_text].role} text in message [{as_text}], not as a tool result: the API "
+                "does not pair it with the call, which stays unanswered.",
+                path=_item(ctx, as_text),
+                tool_call_id=c.id,
+                related_turn=prev.index,
+                tool=c.name,
+            )
+        yield ctx.finding(
+            "C.dropped_tool_result",
+            Severity.INFO if as_text is not None else Severity.ERROR,
+            f"The model called {c.name}({_short(c.arguments_raw)}) on turn {prev.index} "
+            f"(id {c.id or 'none'}), but this request carries no result for it"
+            + (" (its result went as text: see C.tool_result_as_text)." if as_text is not None else "."),
+            path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}:]",
+            tool_call_id=c.id,
+            related_turn=prev.index,
+            tool=c.name,
+            **({"caused_by": "C.tool_result_as_text"} if as_text is not None else {}),
+        )
+
+
+def _result_as_text(ctx: TurnContext, call: ToolCall) -> int | None:
+    """The index of an appended user message whose text carries this call's result: it names the
+    call's id, or its tool (a name of 4 characters or more) while the message holds no tool result."""
+    c = ctx.turn.c
+    for offset, m in enumerate(c.appended):
+        if m.role != "user" or any(p.kind == "tool_result" for p in m.parts):
+            continue
+        text = " ".join(p.text or "" for p in m.parts if p.kind == "text")
+        if not text:
+            continue
+        if (call.id and call.id in text) or (call.name and len(call.name) >= 4 and re.search(rf"\b{re.escape(call.name)}\b", text)):
+            return c.appended_from + offset
+    return None
+
+
+def check_results_split(ctx: TurnContext) -> Iterator[Finding]:
+    """C.tool_results_split — an API that wants one turn's results together got them spread."""
+    adapter = providers.by_family(ctx.rt.family)
+    prev = ctx.prev
+    if adapter is None or not adapter.results_in_one_message or prev is None:
+        return
+    where = sorted({p.message_index for p in ctx.turn.c.pairings if p.call_turn == prev.index and p.message_index is not None})
+    if len(where) < 2:
+        return
+    listing = ", ".join(f"[{i}]" for i in where)
+    yield ctx.finding(
+        "C.tool_results_split",
+        Severity.ERROR,
+        f"The results of turn {prev.index}'s calls are spread over messages {listing}; this API wants all of "
+        "them in the one user message right after the calls, and answers anything else with a 400.",
+        path=_item(ctx, where[1]),
+        related_turn=prev.index,
+        messages=where,
+    )
+
+
+def check_unanswered_history_call(ctx: TurnContext) -> Iterator[Finding]:
+    """C.dropped_tool_result — a call the client put in this request's history has no result after it.
+
+    Covers calls that are not the previous answer's (frameworks insert call + result pairs of
+    their own); the previous answer's calls are checked by :func:`check_dropped_tool_result`.
+    """
+    c = ctx.turn.c
+    if c.link == "previous_response_id":
+        return
+    prev_ids: set[str] = set()
+    if ctx.prev is not None and ctx.prev.rt.response is not None:
+        prev_ids = {x.id for x in ctx.prev.rt.response.tool_calls if x.id}
+        prev_ids |= set(_echo_ids(ctx, c.appended).values())
+    results = {p.call_id for p in c.pairings if p.call_id}
+    for offset, m in enumerate(c.appended):
+        for k, p in enumerate(m.parts):
+            tc = p.tool_call
+            if tc is None or tc.kind not in ("function", "custom") or not tc.id or tc.id in prev_ids:
+                continue
+            if tc.id not in results:
+                yield ctx.finding(
+                    "C.dropped_tool_result",
+                    Severity.ERROR,
+                    f"This request's history holds a call to {tc.name} (id {tc.id}) with no result after it.",
+                    path=_item(ctx, c.appended_from + offset, k),
+                    tool_call_id=tc.id,
+                    tool=tc.name,
+                )
+
+
+def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
+    """C.orphan_tool_result — a tool result whose call id matches no call of this conversation."""
+    if ctx.turn.c.link == "previous_response_id" and ctx.prev is None:
+        return
+    seen: dict[str, int] = {}
+    for n, p in enumerate(ctx.turn.c.pairings):
+        if p.call_id:
+            seen[p.call_id] = seen.get(p.call_id, 0) + 1
+            if seen[p.call_id] == 2:
+                yield ctx.finding(
+                    "C.duplicate_tool_result",
+                    Severity.WARNING,
+                    f"Two tool results carry the same call id {p.call_id} ({p.name or 'tool'}): the API "
+                    "cannot tell which call each one answers (a result sent twice, or an id reused).",
+                    path=_item(ctx, *_result_part(ctx, n)),
+                    tool_call_id=p.call_id,
+                )
+        if p.in_history or ctx.index == 0:
+            continue
+        yield ctx.finding(
+            "C.orphan_tool_result",
+            Severity.ERROR,
+            f"A tool result for call {p.call_id or p.name} was sent, but no call with that "
+            f"{'id' if p.call_id else 'name'} was made earlier in this conversation.",
+            path=_item(ctx, *_result_part(ctx, n)),
+            tool_call_id=p.call_id,
+            tool=p.name,
+        )
+
+
+def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
+    """C.pairing_error — the API rejected the request for mis-paired tool calls and results."""
+    r = ctx.rt.response
+    if r is None or r.error is None or (ctx.rt.status or 0) < 400:
+        return
+    adapter = providers.by_family(ctx.rt.family)
+    if adapter is None or not adapter.is_pairing_error(r.error.message):
+        return
+    attempt = ctx
+    while attempt.turn.c.link == "retry" and attempt.prev is not None:
+        attempt = attempt.prev  # a re-sent copy of a rejected request: blame the turn it answers
+    related = attempt.prev.index if attempt.prev is not None else None
+    yield ctx.finding(
+        "C.pairing_error",
+        Severity.ERROR,
+        f"The API rejected this request (HTTP {ctx.rt.status}) because tool calls and results are "
+        f"mis-paired: \"{_short(r.error.message, 200)}\". Reported by the API, caused by the client's "
+        + (f"handling of the calls from turn {related}." if related is not None else "dispatch."),
+        related_turn=related,
+        api_message=r.error.message,
+    )
+
+
+_ERRORISH = ("error", "exception", "traceback", "failed", "failure")
+
+
+def check_tool_result_error(ctx: TurnContext) -> Iterator[Finding]:
+    """C.tool_result_error — a tool the client ran reported an error."""
+    for p in ctx.turn.c.pairings:
+        m = ctx.messages[p.message_index] if p.message_index is not None and p.message_index < len(ctx.messages) else None
+        content = ""
+        if m is not None:
+            for part in m.parts:
+                if part.tool_result is not None and part.tool_result.call_id == p.call_id:
+                    content = part.tool_result.content
+                    break
+        flagged = p.is_error is True or content.lstrip().lower().startswith(_ERRORISH) or content.lstrip().startswith('{"error"')
+        if flagged:
+            yield ctx.finding(
+                "C.tool_result_error",
+                Severity.INFO,
+                f"The result of {p.name or 'tool'} ({p.call_id or 'no id'}) is an error: {_short(content, 160)!r}",
+                path=f"{_hk(ctx)}[{p.message_index}]",
+                tool_call_id=p.call_id,
+                tool=p.name,
+            )
+
+
+def final_pending_calls(conv: ConversationState) -> Iterator[Finding]:
+    """C.stopped_with_pending_calls — the conversation ended while the model waited for results."""
+    if not conv.turns:
+        return
+    last = conv.turns[-1]
+    r = last.rt.response
+    if r is None or r.error is not None or r.finish_reason is not FinishReason.TOOL_CALL:
+        return
+    calls = [c for c in r.tool_calls if c.kind in ("function", "custom")]
+    if not calls:
+        return
+    names = ", ".join(sorted({c.name or "?" for c in calls}))
+    yield last.finding(
+        "C.stopped_with_pending_calls",
+        Severity.INFO,
+        f"The run ended after the model called {names}; no request with the results followed. "
+        "Fine when the call is the agent's final output (e.g. a final_result tool), a bug otherwise.",
+        tool_call_id=calls[0].id,
+    )

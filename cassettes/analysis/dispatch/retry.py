@@ -1,0 +1,169 @@
+"""C checks on retries: the same request again after a failure, too soon, after a 4xx, in a storm,
+or given up."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+from cassettes.analysis.context import ConversationState, TurnContext
+from cassettes.analysis.model import Finding, Severity
+from cassettes.models import NormalisedRequest
+
+
+def _request_changes(before: NormalisedRequest | None, after: NormalisedRequest | None) -> list[str]:
+    """What differs between two requests beyond their history: model, streaming, tools, tool
+    choice, system prompt, parameters (each named, the model with both values)."""
+    if before is None or after is None:
+        return []
+    out: list[str] = []
+    if (before.model or "") != (after.model or ""):
+        out.append(f"the model ({before.model} → {after.model})")
+    if before.stream != after.stream:
+        out.append("streaming")
+    if [(t.name, t.parameters) for t in before.tools] != [(t.name, t.parameters) for t in after.tools]:
+        out.append("the tools")
+    if before.tool_choice_mode != after.tool_choice_mode:
+        out.append("the tool choice")
+    if [p.text for p in before.system] != [p.text for p in after.system]:
+        out.append("the system prompt")
+    changed = sorted(k for k in set(before.params) | set(after.params) if before.params.get(k) != after.params.get(k))
+    if changed:
+        out.append("parameters " + ", ".join(changed[:5]) + (" …" if len(changed) > 5 else ""))
+    return out
+
+
+def check_retry(ctx: TurnContext) -> Iterator[Finding]:
+    """C.retry — the same history was sent again after a failed attempt: the identical request
+    (a retry), or one the client changed (model, tools, parameters …), which is no blind retry."""
+    if ctx.turn.c.link != "retry" or ctx.prev is None:
+        return
+    p = ctx.prev.rt
+    status = p.status or 0
+    if p.transport_error:
+        why = "a transport error"
+    elif status >= 400:
+        why = f"HTTP {status}"
+    else:
+        why = "an incomplete response"
+    changes = _request_changes(p.request, ctx.rt.request)
+    if changes:
+        yield ctx.finding(
+            "C.retry",
+            Severity.INFO,
+            f"After turn {ctx.prev.index} failed ({why}) the client sent the same history again with "
+            f"{', '.join(changes)} changed: a changed request, not a blind retry.",
+            related_turn=ctx.prev.index,
+            changed=changes,
+        )
+    elif 400 <= status < 500 and status not in (408, 409, 429):
+        yield ctx.finding(
+            "C.retry_of_rejected_request",
+            Severity.WARNING,
+            f"The client re-sent the identical request after turn {ctx.prev.index} was rejected with "
+            f"{why}; an invalid request fails the same way again.",
+            related_turn=ctx.prev.index,
+        )
+    else:
+        storm = _storm(ctx)
+        if storm is not None:
+            n, span = storm
+            yield ctx.finding(
+                "C.retry_storm",
+                Severity.WARNING,
+                f"The client sent the same failed request {n} times within {span:.1f} s, each retry less than "
+                f"{_STORM_GAP:g} s after the last failure ({why}): a retry storm, with no backoff. It makes a rate "
+                "limit or an overloaded API worse; back off exponentially and cap the attempts.",
+                related_turn=ctx.prev.index,
+                attempts=n,
+                seconds=round(span, 3),
+            )
+            return
+        asked = ctx.prev.retry_after
+        waited = _waited(ctx)
+        if asked is not None and waited is not None and asked <= _HONOURED_RETRY_AFTER and waited < asked * 0.9 - 0.05:
+            yield ctx.finding(
+                "C.retry_before_retry_after",
+                Severity.WARNING,
+                f"The client re-sent the request {waited:.2f} s after turn {ctx.prev.index} failed ({why}), though the API "
+                f"asked it to wait {asked:g} s (retry-after): a retry that comes too soon is usually refused again.",
+                related_turn=ctx.prev.index,
+                waited=round(waited, 3),
+                retry_after=asked,
+            )
+            return
+        yield ctx.finding(
+            "C.retry",
+            Severity.INFO,
+            f"The identical request was re-sent after turn {ctx.prev.index} failed ({why}).",
+            related_turn=ctx.prev.index,
+        )
+
+
+#: The official SDKs honour a retry-after up to 60 s and fall back to their own backoff above it
+#: (openai and anthropic ``_base_client``): a sooner retry after a longer ask is not a bug.
+_HONOURED_RETRY_AFTER = 60.0
+
+
+#: A retry storm: this many attempts at one request in a row, each less than _STORM_GAP seconds
+#: after the previous one failed (an SDK's own backoff waits longer from the second retry on).
+_STORM_ATTEMPTS = 5
+
+
+_STORM_GAP = 0.5
+
+
+def _storm(ctx: TurnContext) -> tuple[int, float] | None:
+    """(attempts, seconds) when this attempt makes the chain of quick retries a storm (reported
+    once, on the attempt that reaches :data:`_STORM_ATTEMPTS`)."""
+    chain = [ctx]
+    cur = ctx
+    while cur.turn.c.link == "retry" and cur.prev is not None and len(chain) <= _STORM_ATTEMPTS:
+        chain.append(cur.prev)
+        cur = cur.prev
+    if len(chain) != _STORM_ATTEMPTS:
+        return None
+    starts: list[float] = []
+    for later, earlier in itertools.pairwise(chain):
+        begin = later.ex.started if later is ctx else later.started
+        if begin is None or earlier.ended is None or begin - earlier.ended >= _STORM_GAP:
+            return None
+        starts.append(begin)
+    first = chain[-1].started
+    return (_STORM_ATTEMPTS, max(starts) - first) if first is not None else None
+
+
+def _waited(ctx: TurnContext) -> float | None:
+    """Seconds from the end of the failed attempt to the start of this one."""
+    ended = ctx.prev.ended if ctx.prev is not None else None
+    if ended is None or ctx.ex.started is None:
+        return None
+    return ctx.ex.started - ended
+
+
+def final_gave_up(conv: ConversationState) -> Iterator[Finding]:
+    """C.gave_up_on_retryable_error — the conversation ended on a failure that a later attempt
+    usually gets past (a rate limit, an overloaded or failing server, a broken connection)."""
+    if not conv.turns:
+        return
+    last = conv.turns[-1]
+    rt = last.rt
+    status = rt.status or 0
+    if rt.transport_error:
+        why = "a transport error"
+    elif status in (408, 409, 429) or status >= 500:
+        why = f"HTTP {status}"
+    else:
+        return
+    attempts = 1
+    cur = last
+    while cur.turn.c.link == "retry" and cur.prev is not None and attempts < 1000:
+        attempts += 1
+        cur = cur.prev
+    yield last.finding(
+        "C.gave_up_on_retryable_error",
+        Severity.INFO,
+        f"The conversation ended on {why}, an error a later attempt usually gets past, after {attempts} "
+        f"attempt{'s' if attempts > 1 else ''}: the client gave up (its retries were off or ran out), or the run was stopped.",
+        attempts=attempts,
+    )

@@ -1,0 +1,212 @@
+"""The C view of a turn: what the request kept, appended and rewritten, and how each tool result
+pairs with its call."""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+
+from cassettes.analysis.context import TurnContext
+from cassettes.analysis.conversations import Link, response_message
+from cassettes.analysis.model import DispatchView, Pairing
+from cassettes.models import Message, ToolCall, ToolResult
+
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
+
+
+#: Typographic variants that re-serialisation (and some recorders) normalise away.
+_TYPO = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2014": "-", "\u2013": "-", "\u2026": "..."})
+
+
+def _loose_text(m: Message) -> str:
+    text = " ".join(p.text or "" for p in m.parts if p.kind in ("text", "refusal"))
+    text = _THINK.sub(" ", text).translate(_TYPO).replace("--", "-")
+    return " ".join(text.split())
+
+
+def _client_calls(m: Message) -> list[tuple[str, str]]:
+    return sorted(
+        (p.tool_call.name or "", _canon_args(p.tool_call))
+        for p in m.parts
+        if p.tool_call is not None and p.tool_call.kind in ("function", "custom")
+    )
+
+
+def _same_calls_but_cut(expected: Message, sent: Message) -> bool:
+    """The echo holds the answer's calls, except that a call the stream or the token cap cut
+    (arguments not JSON, ``{"city": "Pa``) came back completed or emptied by the client's SDK."""
+    def calls(m: Message) -> list[ToolCall]:
+        return [p.tool_call for p in m.parts if p.tool_call is not None and p.tool_call.kind in ("function", "custom")]
+
+    want, got = calls(expected), calls(sent)
+    if len(want) != len(got) or not any(c.arguments_error for c in want):
+        return False
+    for w, g in zip(sorted(want, key=lambda c: c.name or ""), sorted(got, key=lambda c: c.name or ""), strict=True):
+        if (w.name or "") != (g.name or ""):
+            return False
+        if not w.arguments_error:
+            if _canon_args(w) != _canon_args(g):
+                return False
+            continue
+        cut = "".join((w.arguments_raw or "").split())
+        back = "".join((g.arguments_raw or "").split())
+        if not (back.startswith(cut) or _canon_args(g) == "{}"):
+            return False
+    return True
+
+
+def _more_calls_after(want: list[tuple[str, str]], got: list[tuple[str, str]]) -> bool:
+    """Every call of the answer is in the echo, and the echo holds more: calls the client added
+    after the answer, which a wire that merges consecutive items (Responses) folds into the same
+    message. Those calls are checked on their own (C.dropped_tool_result)."""
+    if len(got) <= len(want):
+        return False
+    rest = list(got)
+    for c in want:
+        if c not in rest:
+            return False
+        rest.remove(c)
+    return True
+
+
+def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
+    """The echo kept the answer's substance: same calls (ids aside) and the same text once
+    reasoning the client inlined as ``<think>`` text is set aside."""
+    if expected is None:
+        return None
+    if sent.role not in ("assistant", "model"):
+        return False
+    want, got = _client_calls(expected), _client_calls(sent)
+    if want != got and not _same_calls_but_cut(expected, sent) and not _more_calls_after(want, got):
+        return False
+    a, b = _loose_text(expected), _loose_text(sent)
+    return a == b or (bool(a) and bool(b) and (a in b or b in a))
+
+
+def _calls_of(ctx: TurnContext) -> list[tuple[str | None, str | None]]:
+    r = ctx.rt.response
+    return [(c.id, c.name) for c in r.tool_calls] if r is not None else []
+
+
+def _canon_args(c: ToolCall) -> str:
+    if c.arguments in (None, "", {}) and not (c.arguments_raw or "").strip("{} "):
+        return "{}"
+    if c.arguments is not None:
+        return orjson.dumps(c.arguments, option=orjson.OPT_SORT_KEYS).decode()
+    return " ".join((c.arguments_raw or "").split())
+
+
+def _history_calls(messages: list[Message]) -> dict[str, ToolCall]:
+    return {
+        p.tool_call.id: p.tool_call
+        for m in messages
+        for p in m.parts
+        if p.kind == "tool_call" and p.tool_call is not None and p.tool_call.id
+    }
+
+
+def _echo_ids(ctx: TurnContext, appended: list[Message]) -> dict[int, str]:
+    """For each call of the previous turn (by position), the id the client gave it when echoing it
+    back. Frameworks rewrite ids, and invent them for wires that have none (Gemini-compat)."""
+    out: dict[int, str] = {}
+    if ctx.prev is None or ctx.prev.rt.response is None:
+        return out
+    echoed = [p.tool_call for m in appended for p in m.parts if p.kind == "tool_call" and p.tool_call is not None]
+    for i, c in enumerate(ctx.prev.rt.response.tool_calls):
+        for e in echoed:
+            if e.id and ((c.id and e.id == c.id) or (e.name == c.name and _canon_args(e) == _canon_args(c))):
+                out[i] = e.id
+                echoed.remove(e)
+                break
+    return out
+
+
+def build(ctx: TurnContext, link: Link) -> DispatchView:
+    req = ctx.rt.request
+    assert req is not None
+    kept = link.kept if link.how != "previous_response_id" else 0
+    appended = ctx.messages[kept:]
+    echo_ids = _echo_ids(ctx, appended)
+    _register_previous_calls(ctx, echo_ids)
+    # Call ids present in the history the client has sent in this conversation, kept up to date
+    # from what each turn appended (no re-scan of the whole history).
+    in_history: set[str] = ctx.conv.state.setdefault("_history_call_ids", set())
+    appended_calls = _history_calls(appended)
+    in_history.update(appended_calls)
+    names = _call_names(ctx, echo_ids, appended_calls)
+    pairings = [
+        _pairing(ctx, tr, in_history, names, kept + offset)
+        for offset, m in enumerate(appended)
+        for p in m.parts
+        if p.kind == "tool_result" and (tr := p.tool_result) is not None
+    ]
+    echoed = link.echoed
+    if echoed is False and ctx.prev is not None and kept < len(ctx.messages):
+        echoed = _loosely_echoed(response_message(ctx.prev.rt.response), ctx.messages[kept])
+    return DispatchView(
+        kept=kept,
+        rewritten=link.rewritten,
+        appended=appended,
+        appended_from=kept,
+        echoed_assistant=echoed,
+        pairings=pairings,
+        tools_offered=[t.name for t in req.tools],
+        tool_choice=req.tool_choice_mode,
+        params=req.params,
+        link=link.how,  # type: ignore[arg-type]
+    )
+
+
+def _register_previous_calls(ctx: TurnContext, echo_ids: dict[int, str]) -> None:
+    """Calls emitted earlier in this conversation: by id (and by the id the client echoed them
+    under), and by name for wires without ids, for the results that answer them."""
+    if ctx.prev is None:
+        return
+    registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
+    unanswered_by_name: dict[str, list[int]] = ctx.conv.state.setdefault("_unanswered_by_name", {})
+    for i, (cid, name) in enumerate(_calls_of(ctx.prev)):
+        if i in echo_ids:
+            registry[echo_ids[i]] = ctx.prev.index
+        if cid:
+            registry[cid] = ctx.prev.index
+        elif name and i not in echo_ids:
+            unanswered_by_name.setdefault(name, []).append(ctx.prev.index)
+
+
+def _call_names(ctx: TurnContext, echo_ids: dict[int, str], appended_calls: dict[str, ToolCall]) -> dict[str, str]:
+    """The name of each call by id, for wires whose results carry no name (OpenAI's): the calls
+    of the turn the results answer and the calls this request appended (kept per turn, not per
+    conversation: the threading's memory per turn stays flat)."""
+    names: dict[str, str] = {}
+    if ctx.prev is not None:
+        for i, (cid, name) in enumerate(_calls_of(ctx.prev)):
+            for key in (cid, echo_ids.get(i)):
+                if key and name:
+                    names[key] = name
+    names.update({cid: c.name for cid, c in appended_calls.items() if c.name})
+    return names
+
+
+def _pairing(ctx: TurnContext, tr: ToolResult, in_history: set[str], names: dict[str, str], index: int) -> Pairing:
+    """One result and the call it answers: by id, else by name (wires without call ids, Gemini
+    and Ollama; clients may invent ids), else a call the client itself put in the history."""
+    registry: dict[str, int] = ctx.conv.state.setdefault("_calls_by_id", {})
+    call_turn: int | None = None
+    found = False
+    if tr.call_id and tr.call_id in registry:
+        call_turn, found = registry[tr.call_id], True
+    else:
+        queue = ctx.conv.state.setdefault("_unanswered_by_name", {}).get(tr.name or "")
+        if queue:
+            call_turn, found = queue.pop(0), True
+        elif tr.call_id and tr.call_id in in_history:
+            found = True
+    return Pairing(
+        call_id=tr.call_id,
+        name=tr.name or (names.get(tr.call_id) if tr.call_id else None),
+        call_turn=call_turn,
+        in_history=found,
+        is_error=tr.is_error,
+        message_index=index,
+    )
