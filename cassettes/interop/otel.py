@@ -32,13 +32,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import orjson
 
 from cassettes import providers
 from cassettes._version import __version__
 from cassettes.analysis import Finding, Turn
+from cassettes.analysis.model import Conversation
 from cassettes.interop.run import Run, timeline
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.roundtrip import RoundTrip
@@ -219,8 +220,18 @@ def _params(req: NormalisedRequest) -> dict[str, AttrValue | None]:
 
 
 def span_attributes(rt: RoundTrip, turn: Turn | None, conversation_id: str | None, content: bool = True) -> dict[str, AttrValue | None]:
-    """The attributes of one round trip's span (``None`` values are left out)."""
+    """The attributes of one round trip's span (``None`` values are left out): the GenAI
+    semantic conventions, the content when asked, the HTTP client's, then looptap's own."""
     url = urlsplit(rt.url)
+    attrs = _gen_ai_attributes(rt, url, conversation_id)
+    if content:
+        attrs.update(_content_attributes(rt))
+    attrs.update(_http_attributes(rt, url))
+    attrs.update(_looptap_attributes(rt, turn))
+    return attrs
+
+
+def _gen_ai_attributes(rt: RoundTrip, url: SplitResult, conversation_id: str | None) -> dict[str, AttrValue | None]:
     adapter = providers.by_family(rt.family)
     req, resp = rt.request, rt.response
     # OpenInference (Phoenix) reads the kind from here; without it a span shows as UNKNOWN.
@@ -245,37 +256,47 @@ def span_attributes(rt: RoundTrip, turn: Turn | None, conversation_id: str | Non
             attrs["gen_ai.usage.cache_creation.input_tokens"] = u.cache_write_tokens
             attrs["gen_ai.usage.reasoning.output_tokens"] = u.reasoning_tokens
     attrs["gen_ai.conversation.id"] = conversation_id
-    if content and req is not None:
+    return attrs
+
+
+def _content_attributes(rt: RoundTrip) -> dict[str, AttrValue | None]:
+    """What was said: system instructions, input and output messages, tool definitions."""
+    req, resp = rt.request, rt.response
+    attrs: dict[str, AttrValue | None] = {}
+    if req is not None:
         system = _system_instructions(req)
         if system:
             attrs["gen_ai.system_instructions"] = _json(system)
         attrs["gen_ai.input.messages"] = _json([_message(m) for m in req.messages])
         if req.tools:
             attrs["gen_ai.tool.definitions"] = _json(_tool_definitions(req))
-    if content and resp is not None:
+    if resp is not None:
         out = _output_messages(resp)
         if out:
             attrs["gen_ai.output.messages"] = _json(out)
-    # HTTP client attributes
-    attrs["http.request.method"] = rt.method
-    attrs["url.full"] = rt.url
-    attrs["server.address"] = url.hostname
+    return attrs
+
+
+def _http_attributes(rt: RoundTrip, url: SplitResult) -> dict[str, AttrValue | None]:
+    attrs: dict[str, AttrValue | None] = {"http.request.method": rt.method, "url.full": rt.url, "server.address": url.hostname}
     try:
         attrs["server.port"] = url.port or (443 if url.scheme == "https" else 80)
     except ValueError:
         pass
     attrs["http.response.status_code"] = rt.status
-    err = resp.error if resp is not None else None
+    err = rt.response.error if rt.response is not None else None
     if rt.transport_error:
         attrs["error.type"] = "transport_error"
     elif (rt.status or 0) >= 400:
         attrs["error.type"] = str(rt.status)
     elif err is not None:
         attrs["error.type"] = err.type or "api_error"
-    # looptap's own view
-    attrs["looptap.seq"] = rt.seq
-    attrs["looptap.family"] = rt.family
-    attrs["looptap.complete"] = rt.complete
+    return attrs
+
+
+def _looptap_attributes(rt: RoundTrip, turn: Turn | None) -> dict[str, AttrValue | None]:
+    resp = rt.response
+    attrs: dict[str, AttrValue | None] = {"looptap.seq": rt.seq, "looptap.family": rt.family, "looptap.complete": rt.complete}
     if resp is not None and resp.finish_reason is not None:
         attrs["looptap.finish_reason"] = resp.finish_reason.value
     if turn is not None:
@@ -370,86 +391,93 @@ def iter_requests(run: Run, content: bool = True, project: str | None = None, sp
             {"resource": {"attributes": _attrs(resource)}, "scopeSpans": [{"scope": {"name": SCOPE_NAME, "version": __version__}, "spans": []}]}
         ]
     }
-    conv_of: dict[int, str] = {}
-    for c in run.analysis.conversations:
-        for s in c.turns:
-            conv_of[s] = c.id
+    conv_of = {s: c.id for c in run.analysis.conversations for s in c.turns}
     spans: list[dict[str, Any]] = []
-    bounds: dict[str, tuple[int, int]] = {}
+    bounds: dict[str, tuple[int, int]] = {}  # each conversation's first start and last end
     for rt, ex, (start, length, synthetic) in zip(run.roundtrips, run.exchanges, timeline(run), strict=True):
         seq = ex.seq if ex.seq is not None else 0
-        start_ns = _ns(start)
-        end_ns = start_ns + _ns(length)
-        turn = run.analysis.turns.get(seq)
         conv = conv_of.get(seq)
-        trace = _hex_id(identity, "trace", conv if conv is not None else "", size=16)
-        attrs = span_attributes(rt, turn, f"looptap-{run_tag}-{conv}" if conv else None, content)
-        attrs["looptap.timing"] = "synthetic" if synthetic else "recorded"
-        model = (rt.request.model if rt.request else None) or (rt.response.model if rt.response else None)
-        op = attrs.get("gen_ai.operation.name")
-        name = f"{op} {model}" if op and model else (str(op) if op else f"{rt.method} {urlsplit(rt.url).path or '/'}")
-        span: dict[str, Any] = {
-            "traceId": trace,
-            "spanId": _hex_id(identity, "span", str(seq), size=8),
-            "name": name,
-            "kind": SPAN_KIND_CLIENT,
-            "startTimeUnixNano": str(start_ns),
-            "endTimeUnixNano": str(end_ns),
-            "attributes": _attrs(attrs),
-        }
+        span = _round_trip_span(run, rt, seq, conv, (_ns(start), _ns(start) + _ns(length), synthetic), identity, content)
         if conv is not None:
-            span["parentSpanId"] = _hex_id(identity, "conversation", conv, size=8)
+            start_ns, end_ns = int(span["startTimeUnixNano"]), int(span["endTimeUnixNano"])
             lo, hi = bounds.get(conv, (start_ns, end_ns))
             bounds[conv] = (min(lo, start_ns), max(hi, end_ns))
-        events: list[dict[str, Any]] = []
-        if rt.ttft is not None:
-            events.append({"timeUnixNano": str(start_ns + _ns(max(rt.ttft, 0.0))), "name": "looptap.first_token"})
-        for f in turn.findings if turn is not None else []:
-            events.append(_finding_event(f, end_ns))
-        if events:
-            span["events"] = events
-        error = _error_message(rt)
-        if error is not None:
-            span["status"] = {"code": STATUS_ERROR, "message": error}
         spans.append(span)
         if len(spans) >= spans_per_request:
             yield _request(shell, spans)
             spans = []
-    roots: list[dict[str, Any]] = []
-    for conv_rec in run.analysis.conversations:
-        if conv_rec.id not in bounds:
-            continue
-        lo, hi = bounds[conv_rec.id]
-        turns = [run.analysis.turns[s] for s in conv_rec.turns if s in run.analysis.turns]
-        last = turns[-1].tokens if turns else None
-        root_attrs: dict[str, AttrValue | None] = {
-            # A conversation is one agent's run of the loop (Phoenix showed the root as UNKNOWN).
-            "openinference.span.kind": "AGENT",
-            "session.id": f"looptap-{run_tag}-{conv_rec.id}",
-            "gen_ai.conversation.id": f"looptap-{run_tag}-{conv_rec.id}",
-            "looptap.conversation": conv_rec.id,
-            "looptap.family": conv_rec.family,
-            "looptap.turns": len(conv_rec.turns),
-            "looptap.label": conv_rec.label,
-            "looptap.parent_seq": conv_rec.parent_seq,
-            "looptap.findings.count": sum(len(t.findings) for t in turns),
-            "looptap.findings.codes": [f.code for t in turns for f in t.findings] or None,
-            "looptap.tokens.cumulative_input": last.cumulative_input if last else None,
-            "looptap.tokens.cumulative_output": last.cumulative_output if last else None,
-            "looptap.cost.cumulative_usd": float(last.cumulative_cost) if last and last.cumulative_cost is not None else None,
-        }
-        roots.append(
-            {
-                "traceId": _hex_id(identity, "trace", conv_rec.id, size=16),
-                "spanId": _hex_id(identity, "conversation", conv_rec.id, size=8),
-                "name": f"looptap conversation {conv_rec.id}",
-                "kind": SPAN_KIND_INTERNAL,
-                "startTimeUnixNano": str(lo),
-                "endTimeUnixNano": str(hi),
-                "attributes": _attrs(root_attrs),
-            }
-        )
+    roots = [_conversation_span(run, conv_rec, bounds[conv_rec.id], identity) for conv_rec in run.analysis.conversations if conv_rec.id in bounds]
     yield _request(shell, spans + roots)
+
+
+def _round_trip_span(
+    run: Run, rt: RoundTrip, seq: int, conv: str | None, when: tuple[int, int, bool], identity: bytes, content: bool
+) -> dict[str, Any]:
+    """One round trip's span, a child of its conversation's root span."""
+    start_ns, end_ns, synthetic = when
+    run_tag = identity.hex()[:12]
+    turn = run.analysis.turns.get(seq)
+    attrs = span_attributes(rt, turn, f"looptap-{run_tag}-{conv}" if conv else None, content)
+    attrs["looptap.timing"] = "synthetic" if synthetic else "recorded"
+    model = (rt.request.model if rt.request else None) or (rt.response.model if rt.response else None)
+    op = attrs.get("gen_ai.operation.name")
+    name = f"{op} {model}" if op and model else (str(op) if op else f"{rt.method} {urlsplit(rt.url).path or '/'}")
+    span: dict[str, Any] = {
+        "traceId": _hex_id(identity, "trace", conv if conv is not None else "", size=16),
+        "spanId": _hex_id(identity, "span", str(seq), size=8),
+        "name": name,
+        "kind": SPAN_KIND_CLIENT,
+        "startTimeUnixNano": str(start_ns),
+        "endTimeUnixNano": str(end_ns),
+        "attributes": _attrs(attrs),
+    }
+    if conv is not None:
+        span["parentSpanId"] = _hex_id(identity, "conversation", conv, size=8)
+    events: list[dict[str, Any]] = []
+    if rt.ttft is not None:
+        events.append({"timeUnixNano": str(start_ns + _ns(max(rt.ttft, 0.0))), "name": "looptap.first_token"})
+    for f in turn.findings if turn is not None else []:
+        events.append(_finding_event(f, end_ns))
+    if events:
+        span["events"] = events
+    error = _error_message(rt)
+    if error is not None:
+        span["status"] = {"code": STATUS_ERROR, "message": error}
+    return span
+
+
+def _conversation_span(run: Run, conv_rec: Conversation, bounds: tuple[int, int], identity: bytes) -> dict[str, Any]:
+    """A conversation's root span: from its first round trip's start to its last one's end, with
+    the totals known only at the end of the run."""
+    run_tag = identity.hex()[:12]
+    lo, hi = bounds
+    turns = [run.analysis.turns[s] for s in conv_rec.turns if s in run.analysis.turns]
+    last = turns[-1].tokens if turns else None
+    root_attrs: dict[str, AttrValue | None] = {
+        # A conversation is one agent's run of the loop (Phoenix showed the root as UNKNOWN).
+        "openinference.span.kind": "AGENT",
+        "session.id": f"looptap-{run_tag}-{conv_rec.id}",
+        "gen_ai.conversation.id": f"looptap-{run_tag}-{conv_rec.id}",
+        "looptap.conversation": conv_rec.id,
+        "looptap.family": conv_rec.family,
+        "looptap.turns": len(conv_rec.turns),
+        "looptap.label": conv_rec.label,
+        "looptap.parent_seq": conv_rec.parent_seq,
+        "looptap.findings.count": sum(len(t.findings) for t in turns),
+        "looptap.findings.codes": [f.code for t in turns for f in t.findings] or None,
+        "looptap.tokens.cumulative_input": last.cumulative_input if last else None,
+        "looptap.tokens.cumulative_output": last.cumulative_output if last else None,
+        "looptap.cost.cumulative_usd": float(last.cumulative_cost) if last and last.cumulative_cost is not None else None,
+    }
+    return {
+        "traceId": _hex_id(identity, "trace", conv_rec.id, size=16),
+        "spanId": _hex_id(identity, "conversation", conv_rec.id, size=8),
+        "name": f"looptap conversation {conv_rec.id}",
+        "kind": SPAN_KIND_INTERNAL,
+        "startTimeUnixNano": str(lo),
+        "endTimeUnixNano": str(hi),
+        "attributes": _attrs(root_attrs),
+    }
 
 
 def _error_message(rt: RoundTrip) -> str | None:

@@ -167,59 +167,70 @@ def _system_text(key: RequestKey) -> str | None:
 def attribute(recorded: RequestKey, live: RequestKey, changes: Sequence[Change]) -> list[Verdict]:
     """Turn a request diff into sentences by layer. Everything a client sends is its dispatch, so
     request differences are layer C; the wording says which part of the dispatch changed."""
-    out: list[Verdict] = []
-    if (recorded.method, recorded.path) != (live.method, live.path):
-        out.append(Verdict("C", f"the agent called {live.method} {live.path}; the recorded turn is {recorded.method} {recorded.path}", "(url)"))
-    if recorded.query != live.query:
-        out.append(Verdict("C", f"the query string changed (recorded {recorded.target}, got {live.target})", "(url)"))
+    out = _url_verdicts(recorded, live)
     if not recorded.is_json or not live.is_json:
         if recorded.body != live.body:
             out.append(Verdict("C", "the request body changed (not JSON, compared byte for byte)", "(body)"))
         return out
     hkey = recorded.history_key() or live.history_key()
-    seen_items: set[int] = set()
-    seen_keys: set[str] = set()
     added_tail: list[int] = []
     removed_tail: list[int] = []
-    for ch in changes:
-        top = ch.path[0] if ch.path else None
-        if hkey is not None and top == hkey and len(ch.path) >= 2 and isinstance(ch.path[1], int):
-            i = ch.path[1]
-            if len(ch.path) == 2 and ch.kind == "added":
-                added_tail.append(i)
-                continue
-            if len(ch.path) == 2 and ch.kind == "removed":
-                removed_tail.append(i)
-                continue
-            if i in seen_items:
-                continue
-            seen_items.add(i)
-            out.append(_item_verdict(recorded, live, hkey, i, ch))
-        elif isinstance(top, str):
-            if top in seen_keys:
-                continue
-            seen_keys.add(top)
-            out.append(_field_verdict(recorded, live, top, ch))
-        else:
-            out.append(Verdict("C", f"the request body changed: {ch.describe()}", ch.where))
+    out += _change_verdicts(recorded, live, hkey, changes, added_tail, removed_tail)
     if added_tail:
-        first = min(added_tail)
-        role, results = _item_view(live, hkey or "", live.raw[hkey][first]) if hkey else ("?", [])
-        what = f"the tool result for {_orig(live, results[0])}" if results else f"{'an' if role[:1] in 'aeiou' else 'a'} {role} message"
-        n = len(added_tail)
-        out.append(
-            Verdict(
-                "C",
-                f"the agent sent a turn the recording never had: {n} more history item{'s' if n > 1 else ''} than recorded, "
-                f"starting with {what} at {format_path((hkey or '', first))}",
-                format_path((hkey or "", first)),
-            )
-        )
+        out.append(_added_verdict(live, hkey, added_tail))
     if removed_tail:
         first = min(removed_tail)
         n = len(removed_tail)
         out.append(Verdict("C", f"the history is {n} item{'s' if n > 1 else ''} shorter than recorded, from {format_path((hkey or '', first))} (dropped or trimmed)", format_path((hkey or "", first))))
     return out
+
+
+def _url_verdicts(recorded: RequestKey, live: RequestKey) -> list[Verdict]:
+    out: list[Verdict] = []
+    if (recorded.method, recorded.path) != (live.method, live.path):
+        out.append(Verdict("C", f"the agent called {live.method} {live.path}; the recorded turn is {recorded.method} {recorded.path}", "(url)"))
+    if recorded.query != live.query:
+        out.append(Verdict("C", f"the query string changed (recorded {recorded.target}, got {live.target})", "(url)"))
+    return out
+
+
+def _change_verdicts(
+    recorded: RequestKey, live: RequestKey, hkey: str | None, changes: Sequence[Change], added_tail: list[int], removed_tail: list[int]
+) -> list[Verdict]:
+    """One verdict per changed history item and per changed top-level field; history items added
+    or removed at the end are collected in ``added_tail`` / ``removed_tail`` (said once, after)."""
+    out: list[Verdict] = []
+    seen_items: set[int] = set()
+    seen_keys: set[str] = set()
+    for ch in changes:
+        top = ch.path[0] if ch.path else None
+        if hkey is not None and top == hkey and len(ch.path) >= 2 and isinstance(ch.path[1], int):
+            i = ch.path[1]
+            if len(ch.path) == 2 and ch.kind in ("added", "removed"):
+                (added_tail if ch.kind == "added" else removed_tail).append(i)
+            elif i not in seen_items:
+                seen_items.add(i)
+                out.append(_item_verdict(recorded, live, hkey, i, ch))
+        elif isinstance(top, str):
+            if top not in seen_keys:
+                seen_keys.add(top)
+                out.append(_field_verdict(recorded, live, top, ch))
+        else:
+            out.append(Verdict("C", f"the request body changed: {ch.describe()}", ch.where))
+    return out
+
+
+def _added_verdict(live: RequestKey, hkey: str | None, added_tail: list[int]) -> Verdict:
+    first = min(added_tail)
+    role, results = _item_view(live, hkey or "", live.raw[hkey][first]) if hkey else ("?", [])
+    what = f"the tool result for {_orig(live, results[0])}" if results else f"{'an' if role[:1] in 'aeiou' else 'a'} {role} message"
+    n = len(added_tail)
+    return Verdict(
+        "C",
+        f"the agent sent a turn the recording never had: {n} more history item{'s' if n > 1 else ''} than recorded, "
+        f"starting with {what} at {format_path((hkey or '', first))}",
+        format_path((hkey or "", first)),
+    )
 
 
 def _orig(key: RequestKey, ident: str) -> str:
