@@ -373,6 +373,7 @@ class Threader:
         link = self._link(family, keys, messages, label, previous_response_id)
         tid = len(self.turns)
         echo = response_message(response)
+        echo_keys = _message_keys(echo) if echo is not None else None
         info = _TurnInfo(
             conversation=link.conversation,
             keys=keys,
@@ -381,7 +382,7 @@ class Threader:
             length=len(messages),
             last_parts=_part_keys(messages[-1].parts) if messages else [],
             echo_parts=_part_keys(echo.parts) if echo is not None else [],
-            echo_key=message_key(echo) if echo is not None else None,
+            echo_key=echo_keys[0] if echo_keys is not None else None,
             echo_ids=frozenset(_call_ids(echo.parts) or _NO_NAMES) if echo is not None else _NO_NAMES,
             echo_names=_call_names(echo) if echo is not None and not _call_ids(echo.parts) else _NO_NAMES,
             response_id=response.id if response is not None else None,
@@ -389,7 +390,19 @@ class Threader:
             family=family,
         )
         self.turns.append(info)
-        superseded = self._last_of.get(link.conversation)
+        self._supersede(link.conversation, tid, info)
+        if label:
+            self._by_label[label] = link.conversation
+        if info.response_id:
+            self._by_response[info.response_id] = tid
+        self._register_history(family, keys, messages, link.conversation, tid)
+        if echo is not None and echo_keys is not None:
+            self._register_echo(family, keys, len(messages), echo, echo_keys, link.conversation, tid)
+        return link
+
+    def _supersede(self, conversation: str, tid: int, info: _TurnInfo) -> None:
+        """Turn ``tid`` is now its conversation's latest: release what only the latest keeps."""
+        superseded = self._last_of.get(conversation)
         if superseded is not None:
             old = self.turns[superseded]
             old.keys = None
@@ -399,35 +412,39 @@ class Threader:
                     del self._id_turn[i]
         for i in info.echo_ids:
             self._id_turn[i] = tid
-        self._last_of[link.conversation] = tid
-        if label:
-            self._by_label[label] = link.conversation
-        if info.response_id:
-            self._by_response[info.response_id] = tid
+        self._last_of[conversation] = tid
+
+    def _register_history(self, family: str, keys: _Keys, messages: list[Message], conversation: str, tid: int) -> None:
+        """Register the history sent (loose and strict keys) and its opening, for later requests to find."""
         n = len(messages)
-        if n:
-            self._register(family, "l", keys.loose[n - 1], _Registered(link.conversation, tid, n, False))
-            if keys.strict[n - 1] != keys.loose[n - 1]:  # a strict lookup reads "l" where they agree
-                self._register(family, "s", keys.strict[n - 1], _Registered(link.conversation, tid, n, False))
-            start = self._start_len(messages)
-            self._add_start(hash((family, keys.key[start - 1])), tid)
-        if echo is not None and info.echo_key is not None:
-            _, lk, sk = _message_keys(echo)
-            lh = hash((keys.loose[n - 1] if n else 0, lk))
-            sh = hash((keys.strict[n - 1] if n else 0, sk))
-            self._register(family, "l", lh, _Registered(link.conversation, tid, n + 1, True))
-            if sh != lh:
-                self._register(family, "s", sh, _Registered(link.conversation, tid, n + 1, True))
-            for p in echo.parts:
-                if p.tool_call is not None:
-                    found: list[str] = []
-                    _prompt_strings(p.tool_call.arguments, found)
-                    for text in found:
-                        self._prompts[text] = tid
-                        self._prompts.move_to_end(text)
-            while len(self._prompts) > _MAX_PROMPTS:
-                self._prompts.popitem(last=False)
-        return link
+        if not n:
+            return
+        self._register(family, "l", keys.loose[n - 1], _Registered(conversation, tid, n, False))
+        if keys.strict[n - 1] != keys.loose[n - 1]:  # a strict lookup reads "l" where they agree
+            self._register(family, "s", keys.strict[n - 1], _Registered(conversation, tid, n, False))
+        start = self._start_len(messages)
+        self._add_start(hash((family, keys.key[start - 1])), tid)
+
+    def _register_echo(
+        self, family: str, keys: _Keys, n: int, echo: Message, echo_keys: tuple[int, int, int], conversation: str, tid: int
+    ) -> None:
+        """Register the history plus this turn's answer (what the next request should send), and
+        the prompts the answer's calls quote (a sub-agent's first message)."""
+        _, lk, sk = echo_keys
+        lh = hash((keys.loose[n - 1] if n else 0, lk))
+        sh = hash((keys.strict[n - 1] if n else 0, sk))
+        self._register(family, "l", lh, _Registered(conversation, tid, n + 1, True))
+        if sh != lh:
+            self._register(family, "s", sh, _Registered(conversation, tid, n + 1, True))
+        for p in echo.parts:
+            if p.tool_call is not None:
+                found: list[str] = []
+                _prompt_strings(p.tool_call.arguments, found)
+                for text in found:
+                    self._prompts[text] = tid
+                    self._prompts.move_to_end(text)
+        while len(self._prompts) > _MAX_PROMPTS:
+            self._prompts.popitem(last=False)
 
     def _live(self, r: _Registered) -> bool:
         return self._last_of.get(r.conversation) == r.turn

@@ -211,15 +211,31 @@ def build(ctx: TurnContext) -> EmissionView:
     r = ctx.response
     if r is None:
         return EmissionView()
-    texts = [p.text for p in r.parts if p.kind == "text" and p.text]
+    text = "".join(p.text for p in r.parts if p.kind == "text" and p.text)
     reasoning = [p.text for p in r.parts if p.kind == "reasoning" and p.text]
+    refusal = _refusal(r)
+    calls = _call_checks(ctx, r)
+    return EmissionView(
+        text=text or None,
+        reasoning="\n\n".join(reasoning) or None,
+        refusal=refusal,
+        tool_calls=calls,
+        empty=r.error is None and not text.strip() and not calls and refusal is None,
+    )
+
+
+def _refusal(r: NormalisedResponse) -> str | None:
+    """The refusal text ("" for a refusal without one), or ``None`` when the model did not refuse."""
     # Zero-valued ``"refusal": ""`` fields (some compat servers send them on every chunk) are no refusal.
     refusals = [p for p in r.parts if p.kind == "refusal" and (p.text or "").strip()]
-    refusal: str | None = None
     if refusals or r.finish_reason is FinishReason.REFUSED:
-        refusal = "".join(p.text or "" for p in refusals)
+        return "".join(p.text or "" for p in refusals)
+    return None
+
+
+def _call_checks(ctx: TurnContext, r: NormalisedResponse) -> list[CallCheck]:
+    """Each tool call the model emitted, with its argument checks against the tool offered."""
     sent_tools = [*ctx.tools, *_loaded_tools(ctx)]
-    has_tools = bool(sent_tools)
     calls: list[CallCheck] = []
     for c in r.tool_calls:
         if _placeholder(c):
@@ -236,18 +252,10 @@ def build(ctx: TurnContext) -> EmissionView:
                 arguments_raw=c.arguments_raw,
                 parse_error=c.arguments_error,
                 schema_errors=errs,
-                offered=(spec is not None) if has_tools else None,
+                offered=(spec is not None) if sent_tools else None,
             )
         )
-    text = "".join(texts)
-    empty = r.error is None and not text.strip() and not calls and refusal is None
-    return EmissionView(
-        text=text or None,
-        reasoning="\n\n".join(t for t in reasoning if t) or None,
-        refusal=refusal,
-        tool_calls=calls,
-        empty=empty,
-    )
+    return calls
 
 
 # --- helpers for the checks ---------------------------------------------------------------------

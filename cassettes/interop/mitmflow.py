@@ -186,21 +186,17 @@ def _version(flow: dict[str, Any]) -> int:
     raise ImportFormatError("not a mitmproxy flow: it has no flow format version")
 
 
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def _exchange(flow: dict[str, Any], index: int, version: int) -> Exchange:
     req = flow.get("request")
     if not isinstance(req, dict):
         raise ImportFormatError(f"flow {index} is an HTTP flow without a request")
     ex = Exchange(method=_text(req.get("method")).upper() or "GET", url=_url(req), request_headers=_headers(req.get("headers")))
-    t0 = req.get("timestamp_start")
-    ex.started = float(t0) if isinstance(t0, (int, float)) and not isinstance(t0, bool) else None
-    content = req.get("content")
-    if content is None and req.get("timestamp_end") is not None and header(ex.request_headers, "content-length") not in (None, "0"):
-        ex.notes.append("request body was streamed by mitmproxy and not kept in the flow file")
-    body = content if isinstance(content, bytes) else _text(content).encode() if content else b""
-    if body:
-        dec = decode_chunks([(None, body)], header(ex.request_headers, "content-encoding"))
-        ex.request_body = b"".join(c for _, c in dec.chunks)
-        ex.notes.extend(f"request: {n}" for n in dec.notes)
+    ex.started = _number(req.get("timestamp_start"))
+    _request_body(ex, req)
     if version > KNOWN_VERSION:
         ex.notes.append(f"flow format version {version} is newer than the {KNOWN_VERSION} this importer knows; read leniently")
     resp = flow.get("response")
@@ -211,27 +207,44 @@ def _exchange(flow: dict[str, Any], index: int, version: int) -> Exchange:
         if not ex.transport_error:
             ex.notes.append("mitmproxy flow has no response")
         return ex
+    _response(ex, resp)
+    return ex
+
+
+def _request_body(ex: Exchange, req: dict[str, Any]) -> None:
+    """The request body, its Content-Encoding removed (or a note that mitmproxy did not keep it)."""
+    content = req.get("content")
+    if content is None and req.get("timestamp_end") is not None and header(ex.request_headers, "content-length") not in (None, "0"):
+        ex.notes.append("request body was streamed by mitmproxy and not kept in the flow file")
+    body = content if isinstance(content, bytes) else _text(content).encode() if content else b""
+    if body:
+        dec = decode_chunks([(None, body)], header(ex.request_headers, "content-encoding"))
+        ex.request_body = b"".join(c for _, c in dec.chunks)
+        ex.notes.extend(f"request: {n}" for n in dec.notes)
+
+
+def _response(ex: Exchange, resp: dict[str, Any]) -> None:
+    """Status, headers, timings and the body (decoded, a stream split into its events)."""
     code = resp.get("status_code")
     ex.status = code if isinstance(code, int) and not isinstance(code, bool) else None
     ex.reason = _text(resp.get("reason")) or None
     ex.response_headers = _headers(resp.get("headers"))
-    r0, r1 = resp.get("timestamp_start"), resp.get("timestamp_end")
+    r0, r1 = _number(resp.get("timestamp_start")), _number(resp.get("timestamp_end"))
     if ex.started is not None:
-        if isinstance(r0, (int, float)) and not isinstance(r0, bool):
-            ex.ttfb = max(float(r0) - ex.started, 0.0)
-        if isinstance(r1, (int, float)) and not isinstance(r1, bool):
-            ex.duration = max(float(r1) - ex.started, 0.0)
+        if r0 is not None:
+            ex.ttfb = max(r0 - ex.started, 0.0)
+        if r1 is not None:
+            ex.duration = max(r1 - ex.started, 0.0)
     raw = resp.get("content")
     if raw is None:
         ex.notes.append("response body was streamed by mitmproxy and not kept in the flow file")
-        return ex
+        return
     rbody = raw if isinstance(raw, bytes) else _text(raw).encode()
     dec = decode_chunks([(None, rbody)], header(ex.response_headers, "content-encoding"))
     whole = b"".join(c for _, c in dec.chunks)
     ex.decoded_from = dec.decoded_from
     ex.notes.extend(dec.notes)
     ex.response_chunks = [(None, piece) for piece in _split_stream(whole, header(ex.response_headers, "content-type"))]
-    return ex
 
 
 def read_flows(data: bytes, name: str = "<flows>") -> FlowFile:
