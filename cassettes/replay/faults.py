@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from cassettes.models import NormalisedRequest, NormalisedResponse
+    from cassettes.models import NormalisedRequest, NormalisedResponse, Part
     from cassettes.replay.matcher import Recorded
 
 
@@ -230,14 +230,20 @@ class FaultPlan:
 def rewrite_answer(fault: Fault, answer: NormalisedResponse, request: NormalisedRequest | None) -> NormalisedResponse | str:
     """The recorded ``answer`` as ``fault`` changes it; a string says why it cannot (the answer
     has no tool call to break, the tool's schema requires nothing …)."""
-    from cassettes.models import FinishReason, Part
-
     parts = [p for p in answer.parts if p.kind != "reasoning"]  # a thought's signature would not match
     calls = [i for i, p in enumerate(parts) if p.kind == "tool_call" and p.tool_call is not None and p.tool_call.kind == "function"]
     text = "".join(p.text or "" for p in parts if p.kind == "text")
-    kind = fault.kind
+    if fault.kind in ("truncate", "content_filter", "refusal"):
+        return _api_fault(fault, answer, parts, calls, text)
+    return _model_fault(fault, answer, parts, calls, request)
+
+
+def _api_fault(fault: Fault, answer: NormalisedResponse, parts: list[Part], calls: list[int], text: str) -> NormalisedResponse | str:
+    """The API's faults: the answer cut at the token cap, filtered, or refused."""
+    from cassettes.models import FinishReason, Part
+
     update: dict[str, Any] = {"finish_reason_raw": None, "complete": True}
-    if kind == "truncate":
+    if fault.kind == "truncate":
         keep = fault.arg if fault.arg is not None else 0.5
         if calls:
             i = calls[-1]
@@ -253,22 +259,28 @@ def rewrite_answer(fault: Fault, answer: NormalisedResponse, request: Normalised
         else:
             return "the answer has no text or tool call to cut"
         return answer.model_copy(update={**update, "parts": new_parts, "finish_reason": FinishReason.TRUNCATED_LENGTH})
-    if kind == "content_filter":
+    if fault.kind == "content_filter":
         kept = [Part(kind="text", text=text[: len(text) // 2])] if text[: len(text) // 2] else []
         return answer.model_copy(update={**update, "parts": kept, "finish_reason": FinishReason.FILTERED})
-    if kind == "refusal":
-        return answer.model_copy(update={**update, "parts": [Part(kind="refusal", text=REFUSAL_TEXT)], "finish_reason": FinishReason.REFUSED})
-    # The model's faults: the first call of the client's own tools, changed.
+    return answer.model_copy(update={**update, "parts": [Part(kind="refusal", text=REFUSAL_TEXT)], "finish_reason": FinishReason.REFUSED})
+
+
+def _model_fault(
+    fault: Fault, answer: NormalisedResponse, parts: list[Part], calls: list[int], request: NormalisedRequest | None
+) -> NormalisedResponse | str:
+    """The model's faults: the first call of the client's own tools, changed."""
+    from cassettes.models import FinishReason, Part
+
     if not calls:
         return "the answer calls no tool"
     i = calls[0]
     call = parts[i].tool_call
     assert call is not None
-    if kind == "bad_arguments":
+    if fault.kind == "bad_arguments":
         raw = _arguments_text(call).rstrip()
         bad_raw = (raw[:-1] if raw.endswith("}") else raw) + ',}'  # a trailing comma: not JSON
         changed = call.model_copy(update={"arguments": None, "arguments_raw": bad_raw, "arguments_error": "not JSON"})
-    elif kind == "unoffered_tool":
+    elif fault.kind == "unoffered_tool":
         offered = {t.name for t in request.tools} if request is not None else set()
         name = next(n for n in (f"{call.name}_v2", "run_shell", "run_shell_v2", "looptap_unoffered_tool") if n not in offered)
         changed = call.model_copy(update={"name": name})
@@ -278,6 +290,7 @@ def rewrite_answer(fault: Fault, answer: NormalisedResponse, request: Normalised
             return broken
         changed = call.model_copy(update={"arguments": broken, "arguments_raw": None, "arguments_error": None})
     new_parts = [*parts[:i], Part(kind="tool_call", tool_call=changed), *parts[i + 1 :]]
+    update: dict[str, Any] = {"finish_reason_raw": None, "complete": True}
     return answer.model_copy(update={**update, "parts": new_parts, "finish_reason": answer.finish_reason or FinishReason.TOOL_CALL})
 
 
