@@ -299,48 +299,15 @@ def _listener_fallback(recorder_env: dict[str, str]) -> Any:
 def looptap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LooptapSession]:
     """Replay (or record) this test's LLM traffic; see the module docstring."""
     item = request.node
-    marker = item.get_closest_marker("looptap")
     config = request.config
-    mode = _record_mode(config, marker)
-    given = (marker.args[0] if marker and marker.args else None) or (marker.kwargs.get("path") if marker else None)
-    path = (item.path.parent / given) if given else _default_path(item)
-    pace = (marker.kwargs.get("pace") if marker else None) or config.getoption("--looptap-pace") or "instant"
-    strict = bool((marker.kwargs.get("strict") if marker else None) or config.getoption("--looptap-strict"))
-    from cassettes.replay.server import ReplayServer, parse_pace
-
+    marker = item.get_closest_marker("looptap")
+    opts = _Options.of(item, config, marker)
+    session = LooptapSession(mode=opts.mode, path=opts.path, faults=opts.plan)
     try:
-        parse_pace(pace)
-    except ValueError as exc:
-        raise pytest.UsageError(f"looptap: {exc}") from None
-    plan = _fault_plan(marker)
-    exists = path.exists() and path.stat().st_size > 0
-    if mode == "none" and not exists:
-        pytest.fail(f"looptap: no cassette at {path} and the record mode is 'none'; record it with --looptap-record-mode=once", pytrace=False)
-    replay = exists and mode in ("none", "once", "new_episodes")
-    record = mode == "all" or (mode == "once" and not exists) or mode == "new_episodes"
-    if plan is not None and not replay:
-        pytest.fail(f"looptap: faults are injected into a replayed run, and {path} is being recorded (mode {mode}); record it first", pytrace=False)
-    session = LooptapSession(mode=mode, path=path, faults=plan)
-    try:
-        if record:
-            session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"
-            try:
-                recorder = _session_recorder(config, tmp_path_factory)
-                session.start_mark = recorder.mark()
-            except CassetteError as exc:
-                pytest.fail(f"looptap: cannot record {path} (mode {mode}): {exc}", pytrace=False)
-            session.recorder = recorder
-            session.env = dict(recorder.env)
-        if replay:
-            fallback = _listener_fallback(session.env) if record else None
-            session.server = ReplayServer(path, pace=pace, strict=strict, fallback=fallback, faults=plan).start()
-            session.env = {**session.server.env}
-            url = session.server.url
-            # Fail closed for clients that ignore the base URL and honour a proxy: the replay
-            # server refuses CONNECT, so nothing reaches a real API.
-            no_proxy = ",".join(dict.fromkeys([*(v for v in os.environ.get("NO_PROXY", "").split(",") if v), "127.0.0.1", "localhost"]))
-            session.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url, NO_PROXY=no_proxy, no_proxy=no_proxy)
-            _api_keys(monkeypatch)
+        if opts.record:
+            _start_recording(session, config, tmp_path_factory)
+        if opts.replay:
+            _start_replay(session, opts, monkeypatch)
     except BaseException:
         session.recorder = None
         raise
@@ -351,6 +318,68 @@ def looptap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp
         yield session
     finally:
         _teardown(session, config, item.nodeid)
+
+
+@dataclass
+class _Options:
+    """What the marker and the command line ask of one test's cassette."""
+
+    mode: str
+    path: Path
+    pace: str
+    strict: bool
+    plan: Any
+    replay: bool
+    record: bool
+
+    @classmethod
+    def of(cls, item: pytest.Item, config: pytest.Config, marker: pytest.Mark | None) -> _Options:
+        from cassettes.replay.server import parse_pace
+
+        kw = marker.kwargs if marker else {}
+        mode = _record_mode(config, marker)
+        given = (marker.args[0] if marker and marker.args else None) or kw.get("path")
+        path = (item.path.parent / given) if given else _default_path(item)
+        pace = kw.get("pace") or config.getoption("--looptap-pace") or "instant"
+        strict = bool(kw.get("strict") or config.getoption("--looptap-strict"))
+        try:
+            parse_pace(pace)
+        except ValueError as exc:
+            raise pytest.UsageError(f"looptap: {exc}") from None
+        plan = _fault_plan(marker)
+        exists = path.exists() and path.stat().st_size > 0
+        if mode == "none" and not exists:
+            pytest.fail(f"looptap: no cassette at {path} and the record mode is 'none'; record it with --looptap-record-mode=once", pytrace=False)
+        replay = exists and mode in ("none", "once", "new_episodes")
+        record = mode == "all" or (mode == "once" and not exists) or mode == "new_episodes"
+        if plan is not None and not replay:
+            pytest.fail(f"looptap: faults are injected into a replayed run, and {path} is being recorded (mode {mode}); record it first", pytrace=False)
+        return cls(mode, path, pace, strict, plan, replay, record)
+
+
+def _start_recording(session: LooptapSession, config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> None:
+    session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"
+    try:
+        recorder = _session_recorder(config, tmp_path_factory)
+        session.start_mark = recorder.mark()
+    except CassetteError as exc:
+        pytest.fail(f"looptap: cannot record {session.path} (mode {session.mode}): {exc}", pytrace=False)
+    session.recorder = recorder
+    session.env = dict(recorder.env)
+
+
+def _start_replay(session: LooptapSession, opts: _Options, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cassettes.replay.server import ReplayServer
+
+    fallback = _listener_fallback(session.env) if opts.record else None
+    session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan).start()
+    session.env = {**session.server.env}
+    url = session.server.url
+    # Fail closed for clients that ignore the base URL and honour a proxy: the replay
+    # server refuses CONNECT, so nothing reaches a real API.
+    no_proxy = ",".join(dict.fromkeys([*(v for v in os.environ.get("NO_PROXY", "").split(",") if v), "127.0.0.1", "localhost"]))
+    session.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url, NO_PROXY=no_proxy, no_proxy=no_proxy)
+    _api_keys(monkeypatch)
 
 
 def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> None:
