@@ -72,8 +72,9 @@ def _canon(value: Any) -> Any:
     return value
 
 
-#: Recent parts' keys by ``id``, each with its part (so an id is never reused while cached): a
-#: turn keys the same parts several times (its history, its last message, the answer's echo).
+#: Parts' keys by ``id``, each with its part (so an id is never reused while cached): a turn keys
+#: the same parts several times (its history, its last message, the answer's echo). Emptied when
+#: :meth:`Threader.add` starts and ends, so it never holds a turn's texts between turns.
 _KEYED: dict[int, tuple[Part, Any]] = {}
 _KEYED_MAX = 512
 
@@ -363,6 +364,24 @@ class Threader:
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed."""
+        _KEYED.clear()
+        try:
+            return self._add(family, messages, response, failed, label, previous_response_id, reuse, system, tools)
+        finally:
+            _KEYED.clear()
+
+    def _add(
+        self,
+        family: str,
+        messages: list[Message],
+        response: NormalisedResponse | None,
+        failed: bool,
+        label: str | None,
+        previous_response_id: str | None,
+        reuse: tuple[int, int] | None,
+        system: list[Part] | None,
+        tools: list[str] | None,
+    ) -> Link:
         keys = self._keys(messages, reuse)
         self._messages = messages
         self._system = hash(orjson.dumps(_part_keys(system or []), option=orjson.OPT_NON_STR_KEYS))
