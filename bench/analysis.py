@@ -23,8 +23,8 @@ from typing import Any
 import orjson
 
 from cassettes.analysis.run import RunAnalyser
-from cassettes.codec import dumps_record, header_record
-from cassettes.store import read_cassette
+from cassettes.storage.codec import dumps_record, header_record
+from cassettes.storage.store import read_cassette
 
 TOOLS = [
     {

@@ -38,7 +38,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         files = build(work / "files", [f for f in args.files.split(",") if f] or None, million=args.million)
-        from cassettes.pipeline import CassetteWriter
+        from cassettes.recording.pipeline import CassetteWriter
 
         clean = work / "clean.jsonl"
         with CassetteWriter(clean) as w:

@@ -17,7 +17,7 @@ Absolute times come from a shared, noisy 2-core machine: compare the rows with e
     python bench/inspector.py [--sizes 10 100 1000] [--dir /tmp/looptap-bench] [--no-batch] [--write]
 
 Each size is measured twice, side by side: as recorded (the writer's stored parse of each
-response is taken back, ``cassettes.sealed``) and with the stored parses removed (every response
+response is taken back, ``cassettes.parsing.sealed``) and with the stored parses removed (every response
 framed and reassembled from its raw bytes, as for a cassette from another machine).
 """
 
@@ -82,7 +82,7 @@ def _sse(events: list[tuple[str, dict[str, Any]]]) -> list[bytes]:
 
 
 def _turn(i: int, history: list[dict[str, Any]]) -> Any:
-    from cassettes.exchange import Exchange
+    from cassettes.wire.exchange import Exchange
 
     text = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(260))
     call_id = f"toolu_{i:06d}"
@@ -191,7 +191,7 @@ def _turn(i: int, history: list[dict[str, Any]]) -> Any:
 
 def template(path: Path) -> None:
     """One conversation of TURNS turns, recorded with the real writer."""
-    from cassettes.pipeline import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     history: list[dict[str, Any]] = [
         {"role": "user", "content": f"{MARK.decode()}: fix the failing tests in src/."}
@@ -205,17 +205,17 @@ _SEQ = re.compile(rb'"(seq|base)":(\d+)')
 
 
 def sealed_ok(tmpl: Path) -> bool:
-    """The template's stored parses are ones this machine's looptap takes (``cassettes.sealed``):
+    """The template's stored parses are ones this machine's looptap takes (``cassettes.parsing.sealed``):
     a template written by another parser, or under another key, would be parsed from its raw."""
-    from cassettes.store import read_cassette
+    from cassettes.storage.store import read_cassette
 
     ex = read_cassette(tmpl).exchanges[1]
     if ex.stored_parse is None:
         return False
-    from cassettes.roundtrip import parse_exchange
+    from cassettes.parsing.roundtrip import parse_exchange
 
     taken: list[bool] = []
-    import cassettes.sealed as sealed
+    import cassettes.parsing.sealed as sealed
 
     real = sealed.restore
 
@@ -320,7 +320,7 @@ def child_app(path: str) -> dict[str, Any]:
 
 def child_batch(path: str) -> dict[str, Any]:
     from cassettes.analysis import analyse
-    from cassettes.store import read_cassette
+    from cassettes.storage.store import read_cassette
 
     t0 = time.perf_counter()
     cas = read_cassette(path)
@@ -431,7 +431,7 @@ def main() -> None:
     if not tmpl.exists():
         template(tmpl)
     if not sealed_ok(tmpl):
-        raise SystemExit("the writer's stored parses are not taken back by the reader (cassettes.sealed)")
+        raise SystemExit("the writer's stored parses are not taken back by the reader (cassettes.parsing.sealed)")
     rows: list[tuple[str, int, dict[str, Any], dict[str, Any] | None]] = []
     for mb in args.sizes:
         run = _ensure(root, "run", mb, tmpl)

@@ -178,7 +178,7 @@ def _start_upstream(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
 def check_cassette(path: Path, result: LoadResult) -> dict[str, Any]:
     """Zero lost, zero corrupted, every conversation threaded as its agent sent it."""
     from cassettes.analysis import analyse
-    from cassettes.store import read_cassette
+    from cassettes.storage.store import read_cassette
 
     cas = read_cassette(path)
     by_key: dict[tuple[int, int], Any] = {}

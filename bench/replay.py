@@ -37,8 +37,8 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cassettes.exchange import Exchange  # noqa: E402
-from cassettes.pipeline import CassetteWriter  # noqa: E402
+from cassettes.recording.pipeline import CassetteWriter  # noqa: E402
+from cassettes.wire.exchange import Exchange  # noqa: E402
 
 URL = "https://api.openai.com/v1/chat/completions"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather now", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]

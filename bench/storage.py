@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
-from cassettes.store import read_cassette
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.store import read_cassette
+from cassettes.wire.exchange import Exchange
 
 
 def _words(rng: random.Random, n: int) -> str:

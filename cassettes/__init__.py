@@ -12,36 +12,35 @@ from typing import TYPE_CHECKING, Any
 # every test session of every project that installs looptap loads) costs next to nothing.
 _EXPORTS = {
     "__version__": "cassettes._version",
-    "FORMAT_VERSION": "cassettes.codec",
+    "FORMAT_VERSION": "cassettes.storage.codec",
     "CassetteError": "cassettes.errors",
     "CassetteFormatError": "cassettes.errors",
     "CassetteIOError": "cassettes.errors",
     "ImportFormatError": "cassettes.errors",
     "NewerFormatError": "cassettes.errors",
-    "Exchange": "cassettes.exchange",
-    "ApiError": "cassettes.models",
-    "FinishReason": "cassettes.models",
-    "Message": "cassettes.models",
-    "NormalisedRequest": "cassettes.models",
-    "NormalisedResponse": "cassettes.models",
-    "Part": "cassettes.models",
-    "ToolCall": "cassettes.models",
-    "ToolResult": "cassettes.models",
-    "ToolSpec": "cassettes.models",
-    "Usage": "cassettes.models",
-    "Redactor": "cassettes.redact",
-    "RoundTrip": "cassettes.roundtrip",
-    "parse_exchange": "cassettes.roundtrip",
-    "Cassette": "cassettes.store",
-    "CassetteWriter": "cassettes.pipeline",
-    "read_cassette": "cassettes.store",
-    "load_vcr": "cassettes.vcr",
-    "read_vcr": "cassettes.vcr",
-    "roundtrip_json": "cassettes.view",
+    "Exchange": "cassettes.wire.exchange",
+    "ApiError": "cassettes.parsing.models",
+    "FinishReason": "cassettes.parsing.models",
+    "Message": "cassettes.parsing.models",
+    "NormalisedRequest": "cassettes.parsing.models",
+    "NormalisedResponse": "cassettes.parsing.models",
+    "Part": "cassettes.parsing.models",
+    "ToolCall": "cassettes.parsing.models",
+    "ToolResult": "cassettes.parsing.models",
+    "ToolSpec": "cassettes.parsing.models",
+    "Usage": "cassettes.parsing.models",
+    "Redactor": "cassettes.recording.redact",
+    "RoundTrip": "cassettes.parsing.roundtrip",
+    "parse_exchange": "cassettes.parsing.roundtrip",
+    "Cassette": "cassettes.storage.store",
+    "CassetteWriter": "cassettes.recording.pipeline",
+    "read_cassette": "cassettes.storage.store",
+    "load_vcr": "cassettes.storage.vcr",
+    "read_vcr": "cassettes.storage.vcr",
+    "roundtrip_json": "cassettes.views.schema",
 }
 
 if TYPE_CHECKING:
-    from cassettes.codec import FORMAT_VERSION
     from cassettes.errors import (
         CassetteError,
         CassetteFormatError,
@@ -49,8 +48,7 @@ if TYPE_CHECKING:
         ImportFormatError,
         NewerFormatError,
     )
-    from cassettes.exchange import Exchange
-    from cassettes.models import (
+    from cassettes.parsing.models import (
         ApiError,
         FinishReason,
         Message,
@@ -62,12 +60,14 @@ if TYPE_CHECKING:
         ToolSpec,
         Usage,
     )
-    from cassettes.pipeline import CassetteWriter
-    from cassettes.redact import Redactor
-    from cassettes.roundtrip import RoundTrip, parse_exchange
-    from cassettes.store import Cassette, read_cassette
-    from cassettes.vcr import load_vcr, read_vcr
-    from cassettes.view import roundtrip_json
+    from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+    from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.recording.redact import Redactor
+    from cassettes.storage.codec import FORMAT_VERSION
+    from cassettes.storage.store import Cassette, read_cassette
+    from cassettes.storage.vcr import load_vcr, read_vcr
+    from cassettes.views.schema import roundtrip_json
+    from cassettes.wire.exchange import Exchange
 
 
 def __getattr__(name: str) -> Any:

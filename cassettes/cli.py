@@ -37,7 +37,8 @@ _EMPTY_TURN: dict[str, Any] = {"conversation": None, "turn": None, "previous_seq
 
 def cmd_show(args: argparse.Namespace) -> int:
     from cassettes.interop.run import open_run
-    from cassettes.view import analysis_lines, mcp_link_json, roundtrip_json, summary_lines, turn_json
+    from cassettes.views.schema import roundtrip_json
+    from cassettes.views.view import analysis_lines, mcp_link_json, summary_lines, turn_json
 
     path = Path(args.file)
     run = open_run(path)
@@ -112,7 +113,7 @@ def _import_dest(src: Path, rel: Path, out: Path | None, many: bool, written: se
 def _import_one(src: Path, dest: Path) -> str:
     """Import one vcrpy or mitmproxy file into a new cassette at ``dest``; the summary line."""
     from cassettes.interop.run import open_run
-    from cassettes.pipeline import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     run = open_run(src, formats=("vcr", "mitmproxy"))
     dest.parent.mkdir(parents=True, exist_ok=True)

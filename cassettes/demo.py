@@ -42,7 +42,7 @@ def recorder_python() -> str | None:
 def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None] = print) -> int:
     """Record the demo agent into ``dest`` and ``show`` it; the exit status of the two."""
     from cassettes.replay.server import ReplayServer
-    from cassettes.vcr import load_vcr
+    from cassettes.storage.vcr import load_vcr
 
     recording = files("cassettes").joinpath(RECORDING)
     agent = files("cassettes").joinpath(AGENT)
@@ -88,8 +88,8 @@ def _next_steps(rc: int, dest: Path, say: Callable[[str], None]) -> int:
 
 
 def _import_and_show(src: Path, dest: Path, show: Callable[[Path], int], say: Callable[[str], None]) -> int:
-    from cassettes.pipeline import CassetteWriter
-    from cassettes.vcr import load_vcr
+    from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.storage.vcr import load_vcr
 
     if dest.exists():
         dest.unlink()

@@ -1,6 +1,6 @@
 """``looptap verify FILE``: scan a cassette for secrets that should never have reached the disk.
 
-The scanner uses the key formats the redactor removes (:data:`cassettes.redact.SECRET_PATTERNS`:
+The scanner uses the key formats the redactor removes (:data:`cassettes.recording.redact.SECRET_PATTERNS`:
 ``sk-…``, ``sk-ant-…``, ``AIza…``, ``ya29.…``, ``AKIA…``, ``ghp_…``, ``xox…-``, JWTs, ``Bearer …`` —
 one list for both), plus configured patterns (``--pattern REGEX``, and ``patterns`` under
 ``[tool.looptap.verify]`` in ``pyproject.toml`` or in a ``--config`` TOML file).
@@ -43,7 +43,7 @@ EXIT_ERROR = 2
 @functools.cache
 def _compiled() -> tuple[tuple[str, re.Pattern[str]], ...]:
     """The redactor's key formats, compiled on first use (``looptap --help`` imports this module)."""
-    from cassettes.redact import SECRET_PATTERNS
+    from cassettes.recording.redact import SECRET_PATTERNS
 
     return tuple((name, re.compile(p)) for name, p in SECRET_PATTERNS)
 #: Base64 (standard or URL-safe) tokens worth decoding: long enough to hide a key, short enough
@@ -112,7 +112,7 @@ class _Scanner:
         decode hides its secrets from a plain scan)."""
         for kind, secret, form in self.text(data.decode("utf-8", "replace")):
             yield kind, secret, "base64" if form == "text" else f"base64, {form}"
-        from cassettes.redact import salvage_decode
+        from cassettes.recording.redact import salvage_decode
 
         inner = salvage_decode(data)
         if inner:
@@ -211,7 +211,7 @@ def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns:
 def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find]:
     """Every secret in the cassette at ``path``. Raises ``OSError`` if it cannot be read."""
     p = Path(path)
-    from cassettes.store import open_regular
+    from cassettes.storage.store import open_regular
 
     with open_regular(p) as f:
         return scan_lines((line.rstrip(b"\r\n") for line in f), str(p), extra_patterns)

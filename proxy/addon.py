@@ -11,7 +11,7 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
   ``responseheaders``: mitmproxy would otherwise buffer a whole SSE stream before forwarding it.
   The tee returns each chunk unchanged, only appends it with a timestamp, and cannot raise.
 * The ``response`` and ``error`` hooks (or the tee, at the last byte of a fixed-length body)
-  turn the flow into a neutral :class:`~cassettes.exchange.Exchange` in one function
+  turn the flow into a neutral :class:`~cassettes.wire.exchange.Exchange` in one function
   (:func:`flow_to_exchange`) and hand it to a writer process (:mod:`proxy.handoff`, which imports
   no mitmproxy), before the end of the response reaches the client; redaction, parsing and disk
   I/O never run on mitmproxy's event loop, nor compete with it for the GIL. The pipe outlives a
@@ -37,8 +37,8 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.proxy import mode_specs
 
-from cassettes.exchange import Exchange
 from cassettes.providers import is_llm_host
+from cassettes.wire.exchange import Exchange
 from proxy import messages
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.writer import SETTLE
@@ -212,7 +212,7 @@ class LooptapRecorder:
     def _open(self, path: Path) -> None:
         redact = (list(ctx.options.looptap_redact_headers), list(ctx.options.looptap_redact_patterns))
         try:  # this process's messages are masked with the same extra names and patterns
-            from cassettes.redact import Redactor
+            from cassettes.recording.redact import Redactor
 
             messages.set_redactor(Redactor.configured(headers=redact[0], patterns=redact[1]))
         except ValueError:
@@ -299,7 +299,7 @@ class LooptapRecorder:
 
     # -- WebSocket sessions (Responses over a WebSocket, …) -----------------------------------------
     def _start_session(self, flow: http.HTTPFlow) -> None:
-        from cassettes.websocket import WsSession
+        from cassettes.wire.websocket import WsSession
 
         assert flow.response is not None
         flow.metadata["looptap_done"] = True  # the upgrade itself is not a round trip

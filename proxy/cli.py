@@ -113,7 +113,7 @@ def _prepare_output(raw: str) -> int:
             path.unlink()
             messages.emit(f"replacing the earlier recording in {path} ({st.st_size:,} bytes); -o +{path} appends to it instead")
         return 0
-    from cassettes.store import read_cassette
+    from cassettes.storage.store import read_cassette
 
     try:
         return len(read_cassette(path).exchanges)
@@ -184,8 +184,8 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def _summary(path: Path, before: int = 0) -> list[str]:
     from cassettes.analysis import analyse
-    from cassettes.store import read_cassette
-    from cassettes.view import count
+    from cassettes.storage.store import read_cassette
+    from cassettes.views.view import count
 
     try:
         cas = read_cassette(path)

@@ -27,7 +27,7 @@ from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.replay.ready import SCHEMA as READY_SCHEMA
 from cassettes.replay.ready import VERSION as READY_VERSION
 from cassettes.replay.ready import Ready, ReadyListener, bare_url, remove_ready, write_ready
-from cassettes.store import private_open
+from cassettes.storage.store import private_open
 from proxy import messages
 from proxy.addon import DurableGate, LooptapRecorder
 from proxy.faults import LiveFaults

@@ -1,7 +1,7 @@
 """The one way the recorder (addon, writer process, launcher, CLI) says anything on stderr.
 
 Every message goes through the logger ``looptap.recorder``, whose filter redacts it (the same
-:class:`~cassettes.redact.Redactor` as the cassette: credentials in URLs, known key formats, and
+:class:`~cassettes.recording.redact.Redactor` as the cassette: credentials in URLs, known key formats, and
 every value this process's redactor learned, e.g. a key removed from a header) and cleans it with
 :func:`cassettes.untrusted.clean_line` (URLs and error texts are wire data: controls are shown,
 never emitted), then cuts it to one bounded line. The filter sits on the logger itself, so a
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cassettes.redact import Redactor
+    from cassettes.recording.redact import Redactor
 
 __all__ = ["LOG", "emit", "error", "learn_headers", "safe", "set_redactor", "to_stderr"]
 
@@ -36,7 +36,7 @@ _redactor: Redactor | None = None
 def _get() -> Redactor:
     global _redactor
     if _redactor is None:
-        from cassettes.redact import Redactor
+        from cassettes.recording.redact import Redactor
 
         _redactor = Redactor()
     return _redactor

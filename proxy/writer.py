@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cassettes.decoding import decode_exchange
 from cassettes.errors import CassetteError
-from cassettes.pipeline import CassetteWriter
-from cassettes.redact import Redactor
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording.redact import Redactor
+from cassettes.wire.decoding import decode_exchange
 from proxy import messages
 
 __all__ = ["SETTLE", "FrameReader", "enlarge_pipe", "frame", "write_parts", "writer_main"]

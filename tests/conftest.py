@@ -1,4 +1,4 @@
-"""Suite-wide: looptap's per-user state (the parse-once key of ``cassettes.sealed``) lives in a
+"""Suite-wide: looptap's per-user state (the parse-once key of ``cassettes.parsing.sealed``) lives in a
 temporary directory for the session, never in the home of whoever runs the tests. Set in the
 environment, so the recorder and every other child process the tests start use it too."""
 

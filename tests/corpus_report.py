@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _corpus import corpus_exchanges, corpus_files, rel
 
-from cassettes.roundtrip import parse_exchange
+from cassettes.parsing.roundtrip import parse_exchange
 
 
 @dataclass

@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 
 from cassettes.cli import main
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
-from cassettes.store import private_open, write_private
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.store import private_open, write_private
+from cassettes.wire.exchange import Exchange
 
 
 def _mode(p: Path) -> int:

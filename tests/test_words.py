@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cassettes.search import _snippet
+from cassettes.views.search import _snippet
 
 
 def test_a_search_snippet_keeps_whole_words() -> None:

@@ -14,9 +14,9 @@ from typing import Any
 
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import Finding, Layer, Severity, Turn
-from cassettes.exchange import Exchange
-from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
-from cassettes.roundtrip import RoundTrip
+from cassettes.parsing.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
+from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.wire.exchange import Exchange
 
 __all__ = ["Check", "ConversationState", "FinalCheck", "TurnContext", "provider_detail"]
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cassettes.models import ApiError, FinishReason, Message, Usage
+from cassettes.parsing.models import ApiError, FinishReason, Message, Usage
 
 __all__ = [
     "ApiView",

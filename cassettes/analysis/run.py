@@ -30,9 +30,9 @@ from cassettes.analysis.model import (
     TokenView,
     Turn,
 )
-from cassettes.exchange import Exchange
-from cassettes.models import Message
-from cassettes.roundtrip import RoundTrip, parse_exchange, side_call
+from cassettes.parsing.models import Message
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
+from cassettes.wire.exchange import Exchange
 
 __all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Reload", "RunAnalyser", "analyse"]
 

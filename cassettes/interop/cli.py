@@ -24,7 +24,7 @@ def _write_chunks(path: str, chunks: Iterable[bytes]) -> None:
     """Write an export to ``path`` ('-': stdout) a piece at a time (a large export is never held
     whole): 0600 like the cassette; C1, bidi and zero-width characters in strings escaped (the same
     JSON value) for terminals."""
-    from cassettes.store import private_open
+    from cassettes.storage.store import private_open
     from cassettes.untrusted import SafeBinaryStream
 
     fh = sys.stdout.buffer if path == "-" else private_open(path)
@@ -90,7 +90,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                 status, sent = send(req, args.otel_endpoint, protocol=args.otel_protocol, headers=headers)
                 posts += sent
             in_posts = f", {posts} requests" if posts > 1 else ""
-            from cassettes.redact import Redactor
+            from cassettes.recording.redact import Redactor
 
             # The endpoint may carry credentials (user:password@, ?api_key=…): never printed.
             shown = Redactor().url(traces_url(args.otel_endpoint))

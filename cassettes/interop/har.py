@@ -23,9 +23,9 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from cassettes._version import __version__
-from cassettes.exchange import Exchange, Headers
 from cassettes.interop.run import Run, timeline
-from cassettes.roundtrip import RoundTrip
+from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.wire.exchange import Exchange, Headers
 
 __all__ = ["build_har", "har_chunks", "iter_entries"]
 

@@ -16,7 +16,7 @@ it crossed the wire, still Content-Encoded; null when the body was streamed and 
 ``host``, ``port``, ``authority``, ``path``; the response ``status_code`` and ``reason``. Dict keys
 are text in current files and bytes in very old ones; both are read.
 
-**Conversion.** Each HTTP flow becomes one :class:`~cassettes.exchange.Exchange`: the URL as
+**Conversion.** Each HTTP flow becomes one :class:`~cassettes.wire.exchange.Exchange`: the URL as
 mitmproxy shows it (scheme, host, port unless the default, path), bodies decoded from their
 Content-Encoding, ``started`` / ``ttfb`` / ``duration`` from the message timestamps. A flow file
 keeps a streamed body whole, without chunk times, so an SSE body is split back into its events
@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cassettes.decoding import decode_chunks
 from cassettes.errors import ImportFormatError
-from cassettes.exchange import Exchange, Headers, header
+from cassettes.wire.decoding import decode_chunks
+from cassettes.wire.exchange import Exchange, Headers, header
 
 __all__ = ["FlowFile", "TNetStringError", "is_flow_file", "load_flows", "read_flows", "tnetstring_pop"]
 

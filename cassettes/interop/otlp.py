@@ -201,7 +201,7 @@ def send(
     """POST the request to the OTLP/HTTP endpoint, split into bodies of at most
     :data:`MAX_BODY_BYTES`; ``(last HTTP status, requests sent)``. Raises :class:`ExportError`."""
     ctype = "application/json" if protocol == "json" else "application/x-protobuf"
-    from cassettes.redact import Redactor
+    from cassettes.recording.redact import Redactor
 
     url = traces_url(endpoint)
     shown = Redactor().url(url)  # what error messages name: credentials in the URL redacted

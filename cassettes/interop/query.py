@@ -28,8 +28,8 @@ import orjson
 from cassettes.analysis.model import Finding, Turn
 from cassettes.errors import CassetteError
 from cassettes.interop.run import Run, open_run
-from cassettes.models import Message
-from cassettes.redact import Redactor
+from cassettes.parsing.models import Message
+from cassettes.recording.redact import Redactor
 from cassettes.untrusted import clean
 
 __all__ = ["DEFAULT_BYTES", "UNTRUSTED_NOTE", "QueryError", "Runs"]
@@ -435,7 +435,7 @@ class Runs:
         return _wrap(_fit(body, max_bytes))
 
     def search(self, query: str, run: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
-        from cassettes.search import search_turns
+        from cassettes.views.search import search_turns
 
         if not isinstance(query, str) or not query.strip():
             raise QueryError("search wants a non-empty query")
@@ -520,7 +520,7 @@ class Runs:
         """Round trips recorded after ``after_seq``. A recording in progress is followed as it
         grows: the server keeps reading the file where it stopped (only the new records are read
         and analysed), so call again with the ``last_seq`` of the previous answer."""
-        from cassettes.index import IncrementalRun
+        from cassettes.storage.index import IncrementalRun
 
         path = self.resolve(run)
         st = path.stat()

@@ -12,7 +12,7 @@ file is recognised and refused with a message (looptap writes HAR, it does not r
 else gets one error naming what was tried.
 
 **How each is read.** A looptap cassette is read as a stream (the incremental reader,
-:class:`~cassettes.index.IncrementalRun`): one pass analyses it, keeping the turns' summaries and
+:class:`~cassettes.storage.index.IncrementalRun`): one pass analyses it, keeping the turns' summaries and
 an index of byte offsets, and every later pass reads the round trips again from disk one at a
 time. So ``show``, ``textconv`` and the exports hold one round trip at a time, not the run: a
 million tiny records cost megabytes. ``whole=True`` reads it into memory instead (the replay
@@ -32,8 +32,8 @@ from typing import Any, Protocol, TypeVar
 
 from cassettes.analysis import Finding, RunAnalysis, Severity, Turn, analyse
 from cassettes.errors import CassetteFormatError
-from cassettes.exchange import Exchange
-from cassettes.roundtrip import RoundTrip, parse_all
+from cassettes.parsing.roundtrip import RoundTrip, parse_all
+from cassettes.wire.exchange import Exchange
 
 __all__ = [
     "FORMATS",
@@ -70,7 +70,7 @@ _YAML_START = re.compile(rb"(?:%YAML|---(?:\s|$)|[A-Za-z_][\w.-]*\s*:(?:\s|$))")
 
 class Records(Sized, Iterable[T], Protocol[T]):
     """A run's round trips in recording order: a list, or a column read again from disk on every
-    pass (see :class:`~cassettes.index.Reread`)."""
+    pass (see :class:`~cassettes.storage.index.Reread`)."""
 
     def __iter__(self) -> Iterator[T]: ...
 
@@ -333,7 +333,7 @@ def detect(path: str | Path) -> str:
     """The format of the file at ``path`` (:func:`sniff` of its first bytes). Raises
     :class:`~cassettes.errors.CassetteIOError` for a file that cannot be opened or is not a
     regular file."""
-    from cassettes.store import open_regular
+    from cassettes.storage.store import open_regular
 
     with open_regular(path) as fh:
         return sniff(fh.read(HEAD))
@@ -358,7 +358,7 @@ def _read(p: Path, kind: str, whole: bool) -> Run:
     # Other tools' files hold what crossed the wire, keys included: they are redacted as they are
     # read, as `looptap import` redacts them, so no command (export --har, show, mcp) passes a
     # key on to a file or a terminal.
-    from cassettes.redact import Redactor
+    from cassettes.recording.redact import Redactor
 
     redact = Redactor().exchange
     if kind == "mitmproxy":
@@ -368,7 +368,7 @@ def _read(p: Path, kind: str, whole: bool) -> Run:
         run = run_from_exchanges([redact(ex) for ex in flows.exchanges], p.name, kind=kind)
         run.skipped = dict(flows.skipped)
         return run
-    from cassettes.vcr import load_vcr
+    from cassettes.storage.vcr import load_vcr
 
     run = run_from_exchanges([redact(ex) for ex in load_vcr(p)], p.name, kind=kind)
     if not run.epoch:  # no header, no recorded start: lay the run out at the file's time
@@ -401,7 +401,7 @@ def cassette_of(path: str | Path, *, live: bool = False) -> Iterator[Path]:
     import shutil
     import tempfile
 
-    from cassettes.pipeline import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     run = _read(p, kind, whole=True)
     tmp = Path(tempfile.mkdtemp(prefix="looptap-"))
@@ -416,8 +416,8 @@ def cassette_of(path: str | Path, *, live: bool = False) -> Iterator[Path]:
 
 
 def _read_whole(path: Path) -> Run:
-    """A looptap cassette read into memory (:func:`~cassettes.store.read_cassette`)."""
-    from cassettes.store import read_cassette
+    """A looptap cassette read into memory (:func:`~cassettes.storage.store.read_cassette`)."""
+    from cassettes.storage.store import read_cassette
 
     cas = read_cassette(path)
     return run_from_exchanges(cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems], kind="looptap")
@@ -426,7 +426,7 @@ def _read_whole(path: Path) -> Run:
 def stream_run(path: str | Path) -> Run:
     """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one."""
-    from cassettes.index import IncrementalRun
+    from cassettes.storage.index import IncrementalRun
 
     p = Path(path)
     inc = IncrementalRun(p)

@@ -32,9 +32,9 @@ import orjson
 
 from cassettes.analysis import Turn
 from cassettes.interop.run import Run
-from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.roundtrip import RoundTrip
-from cassettes.view import SEVERITY_MARK, error_phrase
+from cassettes.parsing.models import Message, NormalisedRequest, NormalisedResponse, Part
+from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.views.view import SEVERITY_MARK, error_phrase
 
 __all__ = ["render"]
 

@@ -1,6 +1,6 @@
 """What every provider adapter has: one small surface and the helpers they share.
 
-An adapter recognises its traffic and parses it into :mod:`cassettes.models`:
+An adapter recognises its traffic and parses it into :mod:`cassettes.parsing.models`:
 
 * :meth:`Provider.recognise` — a score for (method, URL, body); 0 means "not mine";
 * :meth:`Provider.operation` — ``generate`` for a model call, or what else the endpoint does
@@ -30,8 +30,7 @@ from urllib.parse import SplitResult
 import orjson
 
 from cassettes import bounds
-from cassettes.framing import Event, Framed
-from cassettes.models import (
+from cassettes.parsing.models import (
     ApiError,
     FinishReason,
     NormalisedRequest,
@@ -41,6 +40,7 @@ from cassettes.models import (
     ToolSpec,
 )
 from cassettes.providers._facets import ClientRules, Pricing, ReplayShape, Telemetry
+from cassettes.wire.framing import Event, Framed
 
 __all__ = [
     "WS_TURN",

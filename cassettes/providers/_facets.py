@@ -17,7 +17,7 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import SplitResult
 
-from cassettes.models import NormalisedResponse, Usage
+from cassettes.parsing.models import NormalisedResponse, Usage
 
 if TYPE_CHECKING:
     from cassettes.providers._base import Rendered

@@ -40,8 +40,7 @@ from urllib.parse import SplitResult, unquote
 import orjson
 
 from cassettes import bounds
-from cassettes.framing import Event, Framed
-from cassettes.models import (
+from cassettes.parsing.models import (
     ApiError,
     FinishReason,
     Message,
@@ -74,6 +73,7 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._facets import _seconds
 from cassettes.providers._parts import Slot, StreamParts
+from cassettes.wire.framing import Event, Framed
 
 __all__ = ["AnthropicMessages", "finish_class", "usage_from"]
 

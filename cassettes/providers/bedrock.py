@@ -7,7 +7,7 @@ to the Anthropic adapter; every other InvokeModel body is :class:`BedrockInvoke`
 Usage: Bedrock's ``inputTokens`` *excludes* cache reads and writes. Every cached recording in the
 corpus has ``totalTokens == inputTokens + outputTokens + cacheReadInputTokens +
 cacheWriteInputTokens`` (e.g. 433 + 16 + 2752 + 0 = 3201), so the adapter adds both cache counts
-to reach the inclusive ``input_tokens`` of :mod:`cassettes.models`.
+to reach the inclusive ``input_tokens`` of :mod:`cassettes.parsing.models`.
 
 Streams are AWS event-stream frames; the event name is the ``:event-type`` header and the
 payload carries no ``type``. A stream is complete when ``messageStop`` *and* the trailing
@@ -23,8 +23,7 @@ from urllib.parse import SplitResult, unquote
 import orjson
 
 from cassettes import bounds
-from cassettes.framing import Framed
-from cassettes.models import (
+from cassettes.parsing.models import (
     ApiError,
     FinishReason,
     Message,
@@ -47,6 +46,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts
+from cassettes.wire.framing import Framed
 
 __all__ = ["BedrockConverse", "BedrockInvoke"]
 
@@ -584,7 +584,7 @@ def _metrics_usage(usage: Usage | None, metrics: Any) -> Usage | None:
 
 
 def _synthetic(kind: Any, items: Sequence[tuple[str | None, Any]]) -> Framed:
-    from cassettes.framing import Event
+    from cassettes.wire.framing import Event
 
     return Framed(kind, [Event(data=orjson.dumps(v).decode(), event=name) for name, v in items])
 

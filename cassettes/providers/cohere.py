@@ -32,8 +32,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.framing import Framed
-from cassettes.models import (
+from cassettes.parsing.models import (
     ApiError,
     FinishReason,
     Message,
@@ -60,6 +59,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.wire.framing import Framed
 
 __all__ = ["CohereChat", "finish_class", "usage_from", "v1_request", "v1_response"]
 

@@ -43,8 +43,7 @@ from urllib.parse import SplitResult, unquote
 import orjson
 
 from cassettes import bounds
-from cassettes.framing import Framed
-from cassettes.models import (
+from cassettes.parsing.models import (
     ApiError,
     FinishReason,
     Message,
@@ -72,6 +71,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.wire.framing import Framed
 
 __all__ = ["Gemini", "finish_class", "usage_from"]
 

@@ -17,8 +17,8 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes.framing import Framed
 from cassettes.providers._base import Provider, as_str, compact_json, json_events
+from cassettes.wire.framing import Framed
 
 __all__ = ["Mcp", "is_mcp_request"]
 

@@ -27,8 +27,7 @@ from urllib.parse import SplitResult
 import orjson
 
 from cassettes import bounds
-from cassettes.framing import Framed
-from cassettes.models import (
+from cassettes.parsing.models import (
     ApiError,
     FinishReason,
     Message,
@@ -55,6 +54,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.wire.framing import Framed
 
 __all__ = ["OllamaChat", "finish_class", "usage_from"]
 

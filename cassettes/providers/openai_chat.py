@@ -13,8 +13,7 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes.framing import Framed
-from cassettes.models import (
+from cassettes.parsing.models import (
     FinishReason,
     Message,
     NormalisedRequest,
@@ -41,6 +40,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIChat"]
 

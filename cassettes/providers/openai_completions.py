@@ -22,8 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.framing import Framed
-from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
+from cassettes.parsing.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import (
     Provider,
     as_str,
@@ -34,6 +33,7 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import usage_from
+from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAICompletions", "finish_class", "prompt_messages"]
 

@@ -18,8 +18,7 @@ from urllib.parse import SplitResult, parse_qs
 import orjson
 
 from cassettes import bounds
-from cassettes.framing import Framed
-from cassettes.models import (
+from cassettes.parsing.models import (
     ApiError,
     FinishReason,
     Message,
@@ -48,6 +47,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import Slot, StreamParts
+from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIResponses"]
 

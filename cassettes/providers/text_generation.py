@@ -33,8 +33,14 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
-from cassettes.framing import Event, Framed, frame
-from cassettes.models import ApiError, FinishReason, NormalisedRequest, NormalisedResponse, Part, Usage
+from cassettes.parsing.models import (
+    ApiError,
+    FinishReason,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    Usage,
+)
 from cassettes.providers._base import (
     Provider,
     as_int,
@@ -48,6 +54,7 @@ from cassettes.providers._base import (
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.openai_completions import prompt_messages
+from cassettes.wire.framing import Event, Framed, frame
 
 __all__ = ["SageMaker", "TextGenerationInference", "Watsonx", "tgi_response", "tgi_stream"]
 

@@ -19,7 +19,7 @@ from http import HTTPStatus
 from urllib.parse import urlsplit
 
 from cassettes.errors import CassetteError
-from cassettes.exchange import Headers, header
+from cassettes.wire.exchange import Headers, header
 
 __all__ = ["MAX_BODY", "MAX_TRAILERS", "BadRequest", "Request", "read_request", "refuse"]
 

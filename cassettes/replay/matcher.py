@@ -26,10 +26,10 @@ import orjson
 
 from cassettes import bounds, providers
 from cassettes.errors import ReplayMiss
-from cassettes.exchange import Exchange, Headers, header
-from cassettes.redact import Redactor
+from cassettes.recording.redact import Redactor
 from cassettes.replay.jsondiff import Change, format_path, json_diff, short
 from cassettes.untrusted import clean_line
+from cassettes.wire.exchange import Exchange, Headers, header
 
 __all__ = ["Matcher", "Miss", "Recorded", "RequestKey", "Verdict", "attribute", "request_key"]
 

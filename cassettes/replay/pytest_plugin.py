@@ -46,10 +46,10 @@ from cassettes.errors import CassetteError, ReplayMiss
 # Everything else is imported where it is used: this module loads in every pytest session of every
 # project that has looptap installed, whether a test uses it or not.
 if TYPE_CHECKING:
-    from cassettes.exchange import Exchange
     from cassettes.interop.run import Run
     from cassettes.replay.faults import FaultPlan
     from cassettes.replay.server import ReplayServer
+    from cassettes.wire.exchange import Exchange
 
 __all__ = ["LooptapSession", "looptap"]
 
@@ -208,7 +208,7 @@ class LooptapSession:
         end = rec.mark()
         mine = rec.between(self.start_mark, end)
         if mine:
-            from cassettes.pipeline import CassetteWriter
+            from cassettes.recording.pipeline import CassetteWriter
 
             with CassetteWriter(self.recording) as w:
                 for ex in mine:
@@ -394,7 +394,7 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
     rec = session.recording
     if rec is not None and rec.exists():
         from cassettes.interop.run import open_run
-        from cassettes.pipeline import CassetteWriter
+        from cassettes.recording.pipeline import CassetteWriter
 
         new = open_run(rec, whole=True).exchanges
         if new:

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cassettes.errors import CassetteError, RecorderUnavailable
-from cassettes.exchange import Exchange
 from cassettes.replay.ready import Ready, read_ready
+from cassettes.wire.exchange import Exchange
 
 __all__ = ["HOW_TO_INSTALL", "RecorderProcess", "SessionCassette", "recorder_python"]
 
@@ -227,7 +227,7 @@ class SessionCassette:
     not once per test). Requests stored as deltas of earlier ones are rebuilt in full."""
 
     def __init__(self, path: Path) -> None:
-        from cassettes.codec import HistoryDecoder
+        from cassettes.storage.codec import HistoryDecoder
 
         self.path = path
         self.exchanges: list[Exchange] = []
@@ -246,9 +246,9 @@ class SessionCassette:
     def _read(self) -> None:
         import orjson
 
-        from cassettes.codec import check_header, loads_record, migrate, record_to_exchange
         from cassettes.errors import CassetteFormatError
-        from cassettes.store import open_regular
+        from cassettes.storage.codec import check_header, loads_record, migrate, record_to_exchange
+        from cassettes.storage.store import open_regular
 
         with open_regular(self.path) as f:
             f.seek(self._offset)

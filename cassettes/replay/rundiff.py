@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.analysis import RunAnalysis, Turn, analyse
-from cassettes.exchange import Exchange
 from cassettes.replay.jsondiff import Change, json_diff, short
 from cassettes.replay.matcher import attribute, request_key
+from cassettes.wire.exchange import Exchange
 
 __all__ = ["Divergence", "diff_runs", "divergence_lines"]
 

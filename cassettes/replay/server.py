@@ -37,13 +37,13 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes import bounds, providers
-from cassettes.decoding import decode_chunks
-from cassettes.exchange import Exchange, Headers, header
 from cassettes.providers import REVERSE_UPSTREAMS, Provider, Rendered
 from cassettes.replay.background import BackgroundServer
 from cassettes.replay.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
 from cassettes.replay.http1 import MAX_BODY, BadRequest, Request, read_request, refuse
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
+from cassettes.wire.decoding import decode_chunks
+from cassettes.wire.exchange import Exchange, Headers, header
 
 if TYPE_CHECKING:
     from cassettes.replay.wsframes import MessageReader
@@ -333,7 +333,7 @@ class ReplayServer(BackgroundServer):
         and where a stream cut falls, as ``fault`` changes them: over a WebSocket the API's
         failures are messages — a status fault is its error message with that status, a stream
         fault acts on the turn's event messages."""
-        from cassettes.framing import frame as frame_stream
+        from cassettes.wire.framing import frame as frame_stream
 
         ex = answer.exchange
         status = ex.status
@@ -415,7 +415,7 @@ class ReplayServer(BackgroundServer):
         """The recorded answer as a rewriting ``fault`` changes it, rendered in the API's format
         for ``req`` (streamed when ``stream``, else as the request asks); or why it cannot be made
         (the plan notes it, and the recording is served instead)."""
-        from cassettes.roundtrip import parse_exchange
+        from cassettes.parsing.roundtrip import parse_exchange
 
         ex = rec.exchange
         url = urlsplit(req.target)

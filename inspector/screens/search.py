@@ -14,8 +14,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from cassettes.search import SearchHit
 from cassettes.untrusted import clean_line
+from cassettes.views.search import SearchHit
 from inspector.safe import wire_line
 
 __all__ = ["SearchScreen"]

@@ -7,7 +7,7 @@ from textual.message import Message
 from textual.widgets import Select
 
 from cassettes.analysis.model import Conversation
-from cassettes.view import count
+from cassettes.views.view import count
 from inspector.safe import wire_line
 
 __all__ = ["ALL", "ConversationSwitcher"]

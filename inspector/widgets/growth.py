@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from cassettes.growth import GrowthBar
+from cassettes.views.growth import GrowthBar
 
 __all__ = ["GrowthChart", "GrowthView"]
 

@@ -15,9 +15,9 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from cassettes.analysis.model import Finding, Layer, McpCall, Turn
-from cassettes.models import ToolResult
+from cassettes.parsing.models import ToolResult
 from cassettes.untrusted import clean, clean_line
-from cassettes.view import count
+from cassettes.views.view import count
 from inspector.safe import wire, wire_line
 from inspector.widgets.badges import SEVERITY_MARK, severity_style, worst
 from inspector.widgets.messages import part_text

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from cassettes.untrusted import clean_line
-from cassettes.view import count
+from cassettes.views.view import count
 
 __all__ = ["PlaybackBar", "RunStatus", "fit_name"]
 

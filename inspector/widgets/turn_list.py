@@ -15,8 +15,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from cassettes.summary import TurnSummary
 from cassettes.untrusted import clean_line
+from cassettes.views.summary import TurnSummary
 from inspector.widgets.badges import layer_badges
 
 __all__ = ["TurnList", "turn_line"]

@@ -73,7 +73,7 @@ def test_hand_edited_recordings_are_flagged() -> None:
     """The corpus README: some responses were edited by hand (`status: complete`). Flag, never crash."""
     from _corpus import corpus_exchanges, rel
 
-    from cassettes.roundtrip import parse_exchange
+    from cassettes.parsing.roundtrip import parse_exchange
 
     flagged = {
         (rel(p), i)

@@ -29,9 +29,9 @@ import orjson
 import pytest
 from _corpus import CORPUS
 
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
-from cassettes.store import Cassette, read_cassette
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.store import Cassette, read_cassette
+from cassettes.wire.exchange import Exchange
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
 KILLS = 200 if SLOW else 24
@@ -54,8 +54,8 @@ FILES = [
 CHILD_LIB = r'''
 import hashlib, random, sys
 import orjson
-from cassettes.exchange import Exchange
-from cassettes.vcr import load_vcr
+from cassettes.wire.exchange import Exchange
+from cassettes.storage.vcr import load_vcr
 
 HISTORY_KEYS = ("messages", "input", "contents")
 
@@ -145,7 +145,7 @@ def build(paths, seed):
 
 
 def main(argv):
-    from cassettes.pipeline import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     path, seed, fsync = argv[0], int(argv[1]), argv[2] == "1"
     paths = argv[3:]
@@ -368,8 +368,8 @@ def test_reopen_after_a_torn_record(tmp_path: Path) -> None:
 
 def test_a_failed_write_is_kept_apart_from_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ENOSPC in the middle of a line: the next append starts on a new line, both neighbours load."""
-    from cassettes import store
     from cassettes.errors import CassetteIOError
+    from cassettes.storage import store
 
     class DiskFull:
         """``os`` as the store sees it, with a disk that fills up in the middle of a line."""
@@ -407,7 +407,7 @@ def test_a_failed_write_is_kept_apart_from_the_next(tmp_path: Path, monkeypatch:
 
 def test_child_builder_is_realistic() -> None:
     """The child's round trips are multi-turn streams of several families, some delta-encoded."""
-    from cassettes.roundtrip import parse_exchange
+    from cassettes.parsing.roundtrip import parse_exchange
 
     runs = _LIB["build"](_paths(), 1)
     sample: list[Exchange] = [next(runs) for _ in range(40)]

@@ -12,8 +12,8 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cassettes.decoding import decode_chunks
-from cassettes.framing import frame, parse_sse
+from cassettes.wire.decoding import decode_chunks
+from cassettes.wire.framing import frame, parse_sse
 
 SSE = b'event: a\ndata: {"x":1}\n\n: keep-alive comment\ndata: {"x":2}\ndata: {"y":3}\n\ndata: [DONE]\n\n'
 

@@ -1,4 +1,4 @@
-"""The incremental reader (cassettes.index) and the viewer helpers (growth, search, timeline)."""
+"""The incremental reader (cassettes.storage.index) and the viewer helpers (growth, search, timeline)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.growth import growth_bars
-from cassettes.index import IncrementalRun, RecordIndex
-from cassettes.search import search_turns
-from cassettes.store import read_cassette
-from cassettes.timeline import text_timeline
+from cassettes.storage.index import IncrementalRun, RecordIndex
+from cassettes.storage.store import read_cassette
+from cassettes.views.growth import growth_bars
+from cassettes.views.search import search_turns
+from cassettes.views.timeline import text_timeline
 
 DEMO = Path(__file__).resolve().parents[2] / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 

@@ -32,15 +32,15 @@ from _corpus import CORPUS, corpus_exchanges
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cassettes.decoding import decode_chunks
 from cassettes.errors import CassetteError, CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.exchange import Exchange
-from cassettes.framing import parse_sse
-from cassettes.pipeline import CassetteWriter
-from cassettes.redact import Redactor
-from cassettes.roundtrip import MAX_PARSE_BYTES, RoundTrip, parse_exchange
-from cassettes.store import read_cassette
-from cassettes.vcr import read_vcr
+from cassettes.parsing.roundtrip import MAX_PARSE_BYTES, RoundTrip, parse_exchange
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording.redact import Redactor
+from cassettes.storage.store import read_cassette
+from cassettes.storage.vcr import read_vcr
+from cassettes.wire.decoding import decode_chunks
+from cassettes.wire.exchange import Exchange
+from cassettes.wire.framing import parse_sse
 
 Chunks = list[tuple[float | None, bytes]]
 

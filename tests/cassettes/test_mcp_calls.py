@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 
 from cassettes.analysis import analyse
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.wire.exchange import Exchange
 
 REPO = Path(__file__).resolve().parents[2]
 MCP_URL = "https://mcp.example.com/mcp"
@@ -117,8 +117,9 @@ def test_show_names_the_models_call_each_tools_call_ran(tmp_path: Path) -> None:
 
 
 def test_a_json_rpc_error_is_shown() -> None:
-    from cassettes.roundtrip import parse_exchange
-    from cassettes.view import roundtrip_json, summary_lines
+    from cassettes.parsing.roundtrip import parse_exchange
+    from cassettes.views.schema import roundtrip_json
+    from cassettes.views.view import summary_lines
 
     ex = _mcp({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "nope", "arguments": {}}},
               {"jsonrpc": "2.0", "id": 7, "error": {"code": -32602, "message": "Unknown tool: nope"}}, sse=False)

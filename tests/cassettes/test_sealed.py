@@ -1,4 +1,4 @@
-"""Parse once (``cassettes.sealed``): the writer's parse of each response, stored with its record,
+"""Parse once (``cassettes.parsing.sealed``): the writer's parse of each response, stored with its record,
 is what a reader gets, exactly what parsing the raw gives, and only when it can be trusted."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import orjson
 import pytest
 from _corpus import corpus_exchanges, corpus_files, rel
 
-from cassettes import sealed
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
-from cassettes.roundtrip import RoundTrip, parse_all
-from cassettes.store import read_cassette
-from cassettes.vcr import load_vcr
+from cassettes.parsing import sealed
+from cassettes.parsing.roundtrip import RoundTrip, parse_all
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.store import read_cassette
+from cassettes.storage.vcr import load_vcr
+from cassettes.wire.exchange import Exchange
 
 
 @pytest.fixture(autouse=True)

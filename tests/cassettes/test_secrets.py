@@ -28,12 +28,12 @@ import orjson
 import pytest
 from _corpus import corpus_exchanges
 
-from cassettes.exchange import Exchange
-from cassettes.framing import parse_aws_eventstream, reseal_aws_eventstream
-from cassettes.pipeline import CassetteWriter
-from cassettes.redact import REDACTED, Redactor
-from cassettes.roundtrip import parse_exchange
-from cassettes.store import read_cassette
+from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording.redact import REDACTED, Redactor
+from cassettes.storage.store import read_cassette
+from cassettes.wire.exchange import Exchange
+from cassettes.wire.framing import parse_aws_eventstream, reseal_aws_eventstream
 
 _ALNUM = string.ascii_letters + string.digits
 _URLSAFE = _ALNUM + "-_"
@@ -715,7 +715,7 @@ def test_a_pattern_that_crosses_lines_falls_back_to_one_scrub_per_string() -> No
 
 
 def test_history_scrub_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cassettes.redact as redact
+    import cassettes.recording.redact as redact
 
     monkeypatch.setattr(redact, "_SEEN_CHARS", 10_000)
     red = Redactor()
@@ -741,14 +741,14 @@ LOOK_ALIKES = (
 
 @pytest.mark.parametrize("name", CREDENTIAL_NAMES)
 def test_credential_names_are_classified(name: str) -> None:
-    from cassettes.redact import secret_name
+    from cassettes.recording.redact import secret_name
 
     assert secret_name(name) is not None
 
 
 @pytest.mark.parametrize("name", LOOK_ALIKES)
 def test_look_alike_names_are_not(name: str) -> None:
-    from cassettes.redact import secret_name
+    from cassettes.recording.redact import secret_name
 
     assert secret_name(name) is None
 
@@ -836,7 +836,7 @@ def test_a_letters_only_token_under_a_token_key_is_redacted() -> None:
     0.003 %), while words and camelCase / PascalCase names there stay."""
     import secrets as _secrets
 
-    from cassettes.redact import looks_secret
+    from cassettes.recording.redact import looks_secret
 
     alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
     found = sum(looks_secret("".join(_secrets.choice(alphabet) for _ in range(28))) for _ in range(5000))

@@ -10,13 +10,13 @@ import orjson
 import pytest
 from _corpus import corpus_files, rel
 
-from cassettes import codec
 from cassettes.errors import CassetteFormatError, NewerFormatError
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
-from cassettes.redact import Redactor
-from cassettes.store import read_cassette
-from cassettes.vcr import load_vcr
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording.redact import Redactor
+from cassettes.storage import codec
+from cassettes.storage.store import read_cassette
+from cassettes.storage.vcr import load_vcr
+from cassettes.wire.exchange import Exchange
 
 
 def _json_or_bytes(data: bytes) -> Any:

@@ -10,12 +10,13 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.codec import header_record
 from cassettes.interop.run import load_run, run_from_exchanges
-from cassettes.pipeline import CassetteWriter
-from cassettes.store import read_cassette
-from cassettes.vcr import load_vcr
-from cassettes.view import roundtrip_json, turn_json
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.codec import header_record
+from cassettes.storage.store import read_cassette
+from cassettes.storage.vcr import load_vcr
+from cassettes.views.schema import roundtrip_json
+from cassettes.views.view import turn_json
 from tests._corpus import corpus_files
 from tests.hostile.corpus import hostile_exchanges, million_tiny
 

@@ -1,4 +1,4 @@
-"""The ``looptap.roundtrip/1`` object is built through its model (``cassettes.view.RoundTripJson``)
+"""The ``looptap.roundtrip/1`` object is built through its model (``cassettes.views.schema.RoundTripJson``)
 and is byte for byte what the hand-made dict it replaced was; its doc table and JSON Schema are
 generated from the model and kept in sync here."""
 
@@ -19,13 +19,12 @@ import pytest
 from pydantic import BaseModel
 
 from cassettes.errors import CassetteError
-from cassettes.exchange import Exchange
 from cassettes.interop.run import open_run
-from cassettes.models import Part
-from cassettes.pipeline import CassetteWriter
-from cassettes.roundtrip import RoundTrip, parse_all, parse_exchange, side_call
-from cassettes.vcr import load_vcr
-from cassettes.view import (
+from cassettes.parsing.models import Part
+from cassettes.parsing.roundtrip import RoundTrip, parse_all, parse_exchange, side_call
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.vcr import load_vcr
+from cassettes.views.schema import (
     SCHEMA,
     RoundTripJson,
     TimingJson,
@@ -35,13 +34,14 @@ from cassettes.view import (
     schema_text,
     write_docs,
 )
+from cassettes.wire.exchange import Exchange
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus"
-REGENERATE = "python -m cassettes.view --doc"
+REGENERATE = "python -m cassettes.views.schema --doc"
 
 
-# -- the builder as it was before the model (frozen copy of cassettes/view.py at 95f0dc4) ------
+# -- the builder as it was before the model (frozen copy of cassettes/views/view.py at 95f0dc4) ------
 
 
 def _old_iso(ts: float | None) -> str | None:

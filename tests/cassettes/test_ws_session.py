@@ -1,12 +1,12 @@
-"""cassettes.websocket.WsSession: a WebSocket session read as round trips, message by message."""
+"""cassettes.wire.websocket.WsSession: a WebSocket session read as round trips, message by message."""
 
 from __future__ import annotations
 
 import orjson
 
-from cassettes import websocket
+from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.providers import is_llm_host
-from cassettes.roundtrip import parse_exchange
+from cassettes.wire import websocket
 from tests.support.ws_upstream import events
 
 

@@ -27,9 +27,9 @@ from typing import Any
 
 import orjson
 
-from cassettes.codec import header_record
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.codec import header_record
+from cassettes.wire.exchange import Exchange
 
 ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[H\x1b[1A\x1b[31mRED\x9b32m\r\u202eevil\u200b\x08"
 #: Where an interpreted screenshot action would write (tests check that it never appears).
@@ -128,7 +128,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
 
 def hostile_exchanges(hostile: str = HOSTILE) -> list[Exchange]:
-    from cassettes.vcr import load_vcr
+    from cassettes.storage.vcr import load_vcr
 
     out: list[Exchange] = []
     for rel in SOURCES:

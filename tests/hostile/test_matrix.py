@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.pipeline import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from tests.hostile.corpus import PWNED_DIR, build, hostile_exchanges
 from tests.hostile.matrix import COMMANDS, Cell, run_cell
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.pipeline import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from tests.hostile.corpus import hostile_exchanges
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

@@ -400,8 +400,8 @@ async def test_an_openai_turn_names_its_results_and_shows_its_system_prompt_once
     a system prompt that travels in the history is shown there, not pinned above it as well."""
     import orjson
 
-    from cassettes.pipeline import CassetteWriter
-    from cassettes.vcr import load_vcr
+    from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.storage.vcr import load_vcr
 
     corpus = Path(__file__).resolve().parents[2] / "tests" / "corpus"
     src = OPENAI_STREAM if OPENAI_STREAM.exists() else next(corpus.rglob("test_run_stream_sync_streams_real_model.yaml"), None)
@@ -465,7 +465,7 @@ async def test_growth_segments_are_drawn_in_their_legend_colours(run_file: Path)
 
     from rich.color import Color, ColorSystem
 
-    from cassettes.growth import GrowthBar
+    from cassettes.views.growth import GrowthBar
     from inspector.widgets.growth import COST_COLOUR, SERIES, GrowthChart, legend_text
 
     app = build_app(run_file)

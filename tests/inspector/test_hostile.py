@@ -12,7 +12,7 @@ import pytest
 from textual.widgets import DataTable
 from textual.widgets._toast import Toast
 
-from cassettes.pipeline import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.untrusted import has_unsafe
 from inspector.app import InspectorApp
 from inspector.safe import wire, wire_line

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cassettes.pipeline import CassetteWriter
-from cassettes.vcr import load_vcr
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.vcr import load_vcr
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus" / "pydantic-ai" / "tests" / "models" / "cassettes"

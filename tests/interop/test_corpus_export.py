@@ -14,7 +14,7 @@ from cassettes.interop.otel import build_request
 from cassettes.interop.otlp import encode_request
 from cassettes.interop.run import run_from_exchanges
 from cassettes.interop.textconv import render
-from cassettes.vcr import load_vcr
+from cassettes.storage.vcr import load_vcr
 from tests.interop.helpers import HAR_SCHEMA
 
 pytestmark = pytest.mark.corpus

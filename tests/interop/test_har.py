@@ -15,10 +15,10 @@ import jsonschema
 import pytest
 
 from cassettes.cli import main
-from cassettes.exchange import Exchange
 from cassettes.interop.har import build_har
 from cassettes.interop.mitmflow import load_flows
 from cassettes.interop.run import Run, run_from_exchanges
+from cassettes.wire.exchange import Exchange
 from tests.interop.helpers import FIXTURES, HAR_SCHEMA
 
 

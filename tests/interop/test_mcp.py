@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from cassettes.interop.mcp import build_server
 from cassettes.interop.query import DEFAULT_BYTES, UNTRUSTED_NOTE
-from cassettes.pipeline import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from tests._corpus import corpus_files
 from tests.hostile.corpus import hostile_exchanges
 from tests.interop.helpers import write_cassette
@@ -114,7 +114,7 @@ def test_every_tool_on_the_demo_run(root: Path) -> None:
 
 
 def test_a_diff_names_the_layer_and_turn(root: Path, tmp_path: Path) -> None:
-    from cassettes.store import read_cassette
+    from cassettes.storage.store import read_cassette
 
     exs = read_cassette(root / "demo.jsonl").exchanges
     last = exs[-1]

@@ -19,7 +19,7 @@ from cassettes.interop.mitmflow import load_flows
 from cassettes.interop.run import Run, cassette_of, open_run, sniff
 from cassettes.replay import ReplayServer
 from cassettes.replay import Run as ReplayRun
-from cassettes.store import read_cassette
+from cassettes.storage.store import read_cassette
 from tests.interop.helpers import CACHE_WRITE, FIXTURES, REASONING, REPO, write_cassette
 
 FLOWS = FIXTURES / "flows_mitmproxy11.mitm"

@@ -24,7 +24,7 @@ from cassettes.interop.mitmflow import load_flows
 from cassettes.interop.otel import build_request
 from cassettes.interop.otlp import encode_request
 from cassettes.interop.run import Run, load_run, run_from_exchanges
-from cassettes.pipeline import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from tests.interop.helpers import CACHE_WRITE, FIXTURES, REASONING, write_cassette
 
 _IDS = ("traceId", "spanId", "parentSpanId")
@@ -247,7 +247,7 @@ def test_findings_ride_as_events_and_layer_labels_as_attributes(demo_run: Run) -
 
 
 def test_errors_set_the_span_status(tmp_path: Path) -> None:
-    from cassettes.exchange import Exchange
+    from cassettes.wire.exchange import Exchange
 
     ex = Exchange(
         method="POST",

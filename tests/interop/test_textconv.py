@@ -15,7 +15,7 @@ import pytest
 from cassettes.cli import main
 from cassettes.interop.run import Run, load_run
 from cassettes.interop.textconv import render
-from cassettes.pipeline import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 
 
 def test_rendering_is_line_per_item_and_free_of_churn(demo_run: Run, demo_cassette: Path, tmp_path: Path) -> None:

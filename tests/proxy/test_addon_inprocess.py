@@ -29,8 +29,8 @@ from mitmproxy.websocket import WebSocketMessage
 from wsproto.frame_protocol import Opcode
 
 import proxy.addon as addon_module
-from cassettes.exchange import Exchange
-from cassettes.store import read_cassette
+from cassettes.storage.store import read_cassette
+from cassettes.wire.exchange import Exchange
 from proxy import messages
 from proxy.addon import RECEIPT, DurableGate, LooptapRecorder, Tee
 

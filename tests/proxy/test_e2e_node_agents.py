@@ -49,8 +49,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-from cassettes.roundtrip import RoundTrip, parse_exchange  # noqa: E402
-from cassettes.store import Cassette, read_cassette  # noqa: E402
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange  # noqa: E402
+from cassettes.storage.store import Cassette, read_cassette  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder  # noqa: E402
 from tests.support.upstream import FakeUpstream, Served  # noqa: E402

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from cassettes.exchange import Exchange
-from cassettes.store import read_cassette
+from cassettes.storage.store import read_cassette
+from cassettes.wire.exchange import Exchange
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.writer import FrameReader, frame, write_parts
 

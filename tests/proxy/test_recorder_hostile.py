@@ -22,7 +22,7 @@ from typing import ClassVar
 
 import pytest
 
-from cassettes.store import read_cassette
+from cassettes.storage.store import read_cassette
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 
 pytestmark = [needs_recorder]
@@ -148,7 +148,7 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(up
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        "import cassettes.pipeline as s\n"
+        "import cassettes.recording.pipeline as s\n"
         "_orig = s.CassetteWriter.append\n"
         "def append(self, ex):\n"
         "    if '&n=2&' in ex.url:\n"
@@ -226,7 +226,7 @@ def test_every_message_is_redacted_and_cleaned_by_the_logger_itself(caplog: pyte
     traceback; without `to_stderr` (mitmdump/mitmweb) errors reach the root log at error level."""
     import logging
 
-    from cassettes.redact import Redactor
+    from cassettes.recording.redact import Redactor
     from proxy import messages
 
     key = "ltmsgQ" + secrets.token_hex(16)

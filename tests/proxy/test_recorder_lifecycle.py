@@ -21,7 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-from cassettes.store import read_cassette  # noqa: E402
+from cassettes.storage.store import read_cassette  # noqa: E402
 from tests.support.upstream import FakeUpstream  # noqa: E402
 
 PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")

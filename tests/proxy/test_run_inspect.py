@@ -18,8 +18,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.replay.server import ReplayServer  # noqa: E402
-from cassettes.store import read_cassette  # noqa: E402
-from cassettes.vcr import load_vcr  # noqa: E402
+from cassettes.storage.store import read_cassette  # noqa: E402
+from cassettes.storage.vcr import load_vcr  # noqa: E402
 
 PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
 

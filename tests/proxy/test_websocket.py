@@ -294,7 +294,7 @@ def test_mcp_on_any_host_is_recorded_by_protocol(tmp_path, confdir, secret) -> N
     run = load_run(out)
     ops = [rt.operation for rt in run.roundtrips]
     assert ops == ["mcp initialize", "mcp tools/call"], [(ex.method, ex.url, ex.status) for ex in run.exchanges]
-    from cassettes.view import roundtrip_json
+    from cassettes.views.schema import roundtrip_json
 
     call = roundtrip_json(run.roundtrips[1], run.exchanges[1])["mcp"]
     assert (call["tool"], call["arguments"], call["tool_use_id"], call["result"]) == ("get_weather", {"city": "Paris"}, "toolu_X", "sunny")

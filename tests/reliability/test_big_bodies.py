@@ -7,9 +7,9 @@ import json
 import tracemalloc
 from pathlib import Path
 
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
-from cassettes.store import read_cassette
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.store import read_cassette
+from cassettes.wire.exchange import Exchange
 
 
 def _big_stream(i: int, mib: int) -> Exchange:

@@ -40,14 +40,14 @@ from _corpus import CORPUS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cassettes.decoding import decode_chunks
 from cassettes.errors import CassetteFormatError, ImportFormatError
-from cassettes.exchange import Exchange
-from cassettes.framing import frame
-from cassettes.pipeline import CassetteWriter
-from cassettes.roundtrip import parse_exchange
-from cassettes.store import read_cassette
-from cassettes.vcr import load_vcr, read_vcr
+from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.store import read_cassette
+from cassettes.storage.vcr import load_vcr, read_vcr
+from cassettes.wire.decoding import decode_chunks
+from cassettes.wire.exchange import Exchange
+from cassettes.wire.framing import frame
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
 EXAMPLES = int(os.environ.get("LOOPTAP_FUZZ_EXAMPLES") or (2000 if SLOW else 40))

@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from cassettes.store import read_cassette
+from cassettes.storage.store import read_cassette
 from tests.support.recorder import RecorderProcess
 from tests.support.reliability import Target, needs_recorder, wait_recorded
 from tests.support.upstream import FakeUpstream, Served

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cassettes.store import read_cassette
+from cassettes.storage.store import read_cassette
 from tests.support.recorder import PROXY_PYTHON, children, clean_env, cmdline
 from tests.support.reliability import needs_recorder
 from tests.support.upstream import FakeUpstream

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from cassettes.exchange import Exchange
-from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.wire.exchange import Exchange
 from tests.support.recorder import RecorderProcess
 from tests.support.reliability import MODES, Target, chat_body, needs_recorder, wait_recorded
 from tests.support.upstream import FakeUpstream, Served

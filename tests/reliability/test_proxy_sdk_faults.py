@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.store import read_cassette
+from cassettes.storage.store import read_cassette
 from tests.support.recorder import RecorderProcess, clean_env
 from tests.support.reliability import needs_recorder
 from tests.support.upstream import FakeUpstream

@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 import pytest
 
-from cassettes.store import read_cassette
+from cassettes.storage.store import read_cassette
 from tests.support.recorder import RecorderProcess, clean_env
 from tests.support.reliability import MODES, find_on_disk, needs_recorder
 from tests.support.upstream import FakeUpstream

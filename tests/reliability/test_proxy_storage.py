@@ -14,7 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from cassettes.store import read_cassette
+from cassettes.storage.store import read_cassette
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.reliability import needs_recorder
 from tests.support.upstream import FakeUpstream

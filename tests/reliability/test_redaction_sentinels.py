@@ -20,11 +20,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.decoding import decode_exchange
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.matcher import Matcher
-from cassettes.store import read_cassette
+from cassettes.storage.store import read_cassette
+from cassettes.wire.decoding import decode_exchange
+from cassettes.wire.exchange import Exchange
 
 ROOT = Path(__file__).resolve().parents[2]
 SENT: dict[str, str] = {}

@@ -15,12 +15,12 @@ from urllib.parse import quote
 import pytest
 from _corpus import CORPUS
 
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
-from cassettes.redact import SECRET_PATTERNS
-from cassettes.vcr import load_vcr
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.recording.redact import SECRET_PATTERNS
+from cassettes.storage.vcr import load_vcr
 from cassettes.verify import main as verify_main
 from cassettes.verify import scan_file, scan_lines
+from cassettes.wire.exchange import Exchange
 from tests.support.reliability import encoded_forms, find_on_disk
 
 KEYS = {

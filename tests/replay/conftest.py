@@ -6,8 +6,8 @@ from pathlib import Path
 
 import orjson
 
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.wire.exchange import Exchange
 
 REPO = Path(__file__).resolve().parents[2]
 

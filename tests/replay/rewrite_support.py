@@ -12,10 +12,10 @@ from typing import Any
 
 import orjson
 
-from cassettes.exchange import Exchange
 from cassettes.replay.faults import FaultPlan, parse_fault
 from cassettes.replay.server import ReplayServer
-from cassettes.vcr import load_vcr
+from cassettes.storage.vcr import load_vcr
+from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import write
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
@@ -46,7 +46,7 @@ class Seen:
 
 def recorded_answer(family: str, stream: bool) -> tuple[Exchange, str, dict[str, Any]]:
     """The recorded exchange, its call's name, and the tool schema to offer under that name."""
-    from cassettes.roundtrip import parse_exchange
+    from cassettes.parsing.roundtrip import parse_exchange
 
     rel, _, idx = ANSWERS[(family, stream)].rpartition("#")
     ex = load_vcr(CORPUS / rel)[int(idx)]

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from cassettes.exchange import Exchange
 from cassettes.replay import http1
 from cassettes.replay.background import BackgroundServer
 from cassettes.replay.server import ReplayServer
+from cassettes.wire.exchange import Exchange
 from tests.support.upstream import FakeUpstream
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.pipeline import CassetteWriter
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.server import ReplayServer
 from tests.cassettes.test_mcp_calls import run_exchanges
 

@@ -227,7 +227,7 @@ def test_readme_example_replays_and_fails_when_the_tool_changes(pytester: pytest
     pytest.importorskip("openai")
     import importlib.util
 
-    from cassettes.pipeline import CassetteWriter
+    from cassettes.recording.pipeline import CassetteWriter
 
     code = _readme_example()
     src = pytester.path / "test_weather_agent.py"
@@ -278,7 +278,7 @@ def test_record_modes_all_then_new_episodes(pytester: pytest.Pytester, monkeypat
     """``all`` records through the recorder; ``new_episodes`` replays what is recorded and sends
     the rest through the recorder, appended to the cassette; ``none`` then replays all of it."""
     pytest.importorskip("openai")
-    from cassettes.store import read_cassette
+    from cassettes.storage.store import read_cassette
 
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
@@ -341,7 +341,7 @@ def test_a_session_records_every_test_through_one_recorder(pytester: pytest.Pyte
     Now one recorder serves the session, and each test's cassette holds exactly its own round
     trips, a failing test's included."""
     pytest.importorskip("openai")
-    from cassettes.store import read_cassette
+    from cassettes.storage.store import read_cassette
 
     seen = pytester.path / "seen.txt"
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)

@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from cassettes.exchange import Exchange
-from cassettes.pipeline import CassetteWriter
+from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.server import ReplayServer
-from cassettes.roundtrip import parse_exchange
-from cassettes.store import read_cassette
+from cassettes.storage.store import read_cassette
+from cassettes.wire.exchange import Exchange
 from tests.support.harness import outputs
 from tests.support.upstream import FakeUpstream
 

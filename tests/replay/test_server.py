@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.exchange import Exchange
 from cassettes.replay.server import MISS_CODE, ReplayServer, parse_pace
+from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import (
     CALL,
     CHAT_URL,

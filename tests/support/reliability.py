@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from cassettes.exchange import Exchange
-from cassettes.store import Cassette, read_cassette
+from cassettes.storage.store import Cassette, read_cassette
+from cassettes.wire.exchange import Exchange
 from tests.support.recorder import RecorderProcess, needs_recorder
 from tests.support.upstream import FakeUpstream
 from tests.support.wire import Response, http_request

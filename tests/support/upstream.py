@@ -96,11 +96,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from cassettes.exchange import Exchange
+from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.replay import http1
 from cassettes.replay.background import BackgroundServer
-from cassettes.roundtrip import parse_exchange
-from cassettes.vcr import load_vcr
+from cassettes.storage.vcr import load_vcr
+from cassettes.wire.exchange import Exchange
 
 __all__ = ["CORPUS", "SCENARIOS", "FakeUpstream", "Served", "main", "split_events"]
 

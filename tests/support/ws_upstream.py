@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
+from cassettes.parsing.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
 from cassettes.providers.openai_responses import render_responses
 
 
@@ -96,8 +96,8 @@ class WsResponsesUpstream:
     then logged in ``up.requests`` as ``(method, target, headers)``."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, ssl: Any = None, http: HttpHandler | None = None) -> None:
-        from cassettes.exchange import Exchange
-        from cassettes.websocket import WsSession
+        from cassettes.wire.exchange import Exchange
+        from cassettes.wire.websocket import WsSession
 
         #: What a recorder would have written: the session's turns, read by looptap's own WsSession.
         self.exchanges: list[Exchange] = []

@@ -10,7 +10,7 @@ import orjson
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.dispatch._shared import _continues, _hk, _prev_ok
 from cassettes.analysis.model import Finding, Severity
-from cassettes.models import FinishReason, Message
+from cassettes.parsing.models import FinishReason, Message
 
 
 def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:

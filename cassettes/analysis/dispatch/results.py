@@ -11,7 +11,7 @@ from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.dispatch._shared import _continues, _hk, _item, _prev_ok, _result_part, _short
 from cassettes.analysis.dispatch.view import _echo_ids
 from cassettes.analysis.model import Finding, Severity
-from cassettes.models import FinishReason, ToolCall
+from cassettes.parsing.models import FinishReason, ToolCall
 
 
 def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:

@@ -33,7 +33,7 @@ import orjson
 
 from cassettes.analysis import analyse
 from cassettes.analysis.model import RunAnalysis
-from cassettes.exchange import Exchange
+from cassettes.wire.exchange import Exchange
 
 __all__ = [
     "FAMILIES",

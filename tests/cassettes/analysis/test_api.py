@@ -9,7 +9,7 @@ from scenarios import FAMILIES, LENGTH, STREAM_FAMILIES, WEATHER, Call, Script, 
 
 from cassettes.analysis.api import same_model
 from cassettes.analysis.model import Finding, RunAnalysis, Severity
-from cassettes.models import FinishReason
+from cassettes.parsing.models import FinishReason
 
 
 def found(run: RunAnalysis, code: str) -> list[Finding]:
@@ -522,7 +522,7 @@ def test_errors_carry_an_error_model() -> None:
 def _legacy_exchange(stream: bool) -> Any:
     import orjson
 
-    from cassettes.exchange import Exchange
+    from cassettes.wire.exchange import Exchange
 
     req = {"model": "gpt-3.5-turbo-0613", "messages": [{"role": "user", "content": "Weather in Paris?"}],
            "functions": [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}],
@@ -549,7 +549,7 @@ def test_legacy_function_call_is_a_tool_call(stream: bool) -> None:
     """Issue 14: the pre-tools ``function_call`` (non-streamed ``message.function_call``, streamed
     ``delta.function_call``) is the model's call; no false A.tool_calls_without_calls."""
     from cassettes.analysis import analyse
-    from cassettes.roundtrip import parse_exchange
+    from cassettes.parsing.roundtrip import parse_exchange
 
     ex = _legacy_exchange(stream)
     rt = parse_exchange(ex)

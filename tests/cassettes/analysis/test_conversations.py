@@ -28,7 +28,7 @@ from scenarios import (
 
 from cassettes.analysis import analyse
 from cassettes.analysis.model import Finding, RunAnalysis
-from cassettes.exchange import Exchange
+from cassettes.wire.exchange import Exchange
 
 Json = dict[str, Any]
 
@@ -333,7 +333,7 @@ def test_task_sub_agent_is_linked_to_the_call_that_started_it(family: str) -> No
     assert (by_id[run.turns[1].conversation].parent_seq, by_id[run.turns[1].conversation].branch) == (0, "sub_agent")
     assert by_id[run.turns[2].conversation].parent_seq is None  # a prompt nobody asked for: no parent
     assert [f for f in run.findings if f.severity != "info"] == []
-    from cassettes.view import analysis_lines
+    from cassettes.views.view import analysis_lines
 
     shown = "\n".join(analysis_lines(run))
     sub_conv = by_id[run.turns[1].conversation]

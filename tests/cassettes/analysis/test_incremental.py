@@ -8,10 +8,10 @@ import pytest
 from _corpus import corpus_files, rel
 
 from cassettes.analysis import analyse
-from cassettes.pipeline import CassetteWriter
-from cassettes.roundtrip import RoundTrip, parse_exchange
-from cassettes.store import read_cassette
-from cassettes.vcr import load_vcr
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.store import read_cassette
+from cassettes.storage.vcr import load_vcr
 
 pytestmark = pytest.mark.corpus
 

@@ -28,10 +28,10 @@ from scenarios import (
 from cassettes.analysis import analyse
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
-from cassettes.exchange import Exchange
-from cassettes.index import IncrementalRun
-from cassettes.pipeline import CassetteWriter
-from cassettes.vcr import load_vcr
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.index import IncrementalRun
+from cassettes.storage.vcr import load_vcr
+from cassettes.wire.exchange import Exchange
 
 
 def _keep_everything(exchanges: list[Exchange], active: int = 1_000_000) -> RunAnalysis:
@@ -62,7 +62,7 @@ def test_releasing_contexts_and_histories_changes_no_finding() -> None:
 def _without_turns(exchanges: list[Exchange]) -> RunAnalysis:
     """The analysis holding no turns (as the incremental reader runs it), the turns it returned
     put back together."""
-    from cassettes.roundtrip import parse_exchange
+    from cassettes.parsing.roundtrip import parse_exchange
 
     turns: dict[int, Turn] = {}
     a = RunAnalyser(
@@ -108,7 +108,7 @@ def test_a_fork_to_a_released_turn_reads_it_again() -> None:
 
 
 def _reload(exchanges: list[Exchange], a: RunAnalyser, seq: int):  # type: ignore[no-untyped-def]
-    from cassettes.roundtrip import parse_exchange
+    from cassettes.parsing.roundtrip import parse_exchange
 
     return exchanges[seq], parse_exchange(exchanges[seq]), a.result.turns[seq]
 

@@ -17,9 +17,9 @@ import pytest
 from _corpus import corpus_files, rel
 
 from cassettes.analysis import analyse
-from cassettes.exchange import Exchange
-from cassettes.roundtrip import parse_exchange
-from cassettes.vcr import load_vcr
+from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.storage.vcr import load_vcr
+from cassettes.wire.exchange import Exchange
 
 Body = dict[str, Any]
 

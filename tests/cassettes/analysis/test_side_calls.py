@@ -24,7 +24,7 @@ from scenarios import FAMILIES, WEATHER, AgentScript, Call, Tool, results_of, us
 
 from cassettes.analysis import analyse
 from cassettes.analysis.model import Conversation, RunAnalysis
-from cassettes.exchange import Exchange
+from cassettes.wire.exchange import Exchange
 
 Json = dict[str, Any]
 

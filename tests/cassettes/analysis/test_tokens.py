@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from cassettes.analysis import analyse
 from cassettes.analysis.model import RunAnalysis, TokenView
 from cassettes.analysis.tokens import apportion, estimate_text
-from cassettes.exchange import Exchange
+from cassettes.wire.exchange import Exchange
 
 WHEN = datetime(2025, 11, 3, 12, 0, tzinfo=UTC).timestamp()
 M = Decimal(1_000_000)

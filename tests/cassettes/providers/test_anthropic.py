@@ -13,12 +13,12 @@ import orjson
 import pytest
 from _corpus import corpus_exchanges, rel
 
-from cassettes.exchange import Exchange
-from cassettes.framing import frame
-from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse
+from cassettes.parsing.models import FinishReason, NormalisedRequest, NormalisedResponse
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.anthropic import AnthropicMessages, finish_class, usage_from
-from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.wire.exchange import Exchange
+from cassettes.wire.framing import frame
 
 A = AnthropicMessages()
 

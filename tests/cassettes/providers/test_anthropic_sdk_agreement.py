@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 import pytest
 from _corpus import corpus_exchanges, rel
 
-from cassettes.exchange import Exchange
-from cassettes.models import NormalisedResponse
-from cassettes.roundtrip import parse_exchange
+from cassettes.parsing.models import NormalisedResponse
+from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.wire.exchange import Exchange
 
 anthropic = pytest.importorskip("anthropic")
 

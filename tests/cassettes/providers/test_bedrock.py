@@ -13,12 +13,12 @@ import orjson
 import pytest
 from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
-from cassettes.exchange import Exchange
-from cassettes.framing import frame, parse_aws_eventstream
-from cassettes.models import FinishReason
+from cassettes.parsing.models import FinishReason
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.bedrock import BedrockConverse
-from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.wire.exchange import Exchange
+from cassettes.wire.framing import frame, parse_aws_eventstream
 
 A = BedrockConverse()
 

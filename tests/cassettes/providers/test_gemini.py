@@ -10,11 +10,11 @@ import orjson
 import pytest
 from _corpus import corpus_exchanges, rel
 
-from cassettes.exchange import Exchange
-from cassettes.models import FinishReason, NormalisedResponse
+from cassettes.parsing.models import FinishReason, NormalisedResponse
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.gemini import Gemini, usage_from
-from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.wire.exchange import Exchange
 
 G = Gemini()
 AI_STUDIO = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash"

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from _corpus import corpus_exchanges, rel
 
-from cassettes.exchange import Exchange
-from cassettes.framing import frame
-from cassettes.roundtrip import parse_exchange
+from cassettes.parsing.roundtrip import parse_exchange
+from cassettes.wire.exchange import Exchange
+from cassettes.wire.framing import frame
 
 genai_types = pytest.importorskip("google.genai.types")
 genai_models = pytest.importorskip("google.genai.models")

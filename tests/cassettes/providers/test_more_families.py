@@ -15,9 +15,9 @@ import orjson
 import pytest
 from test_bedrock import _frame  # the AWS event-stream frame builder
 
-from cassettes.exchange import Exchange
-from cassettes.models import FinishReason
-from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.parsing.models import FinishReason
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.wire.exchange import Exchange
 
 
 def rt(url: str, req: Any, resp: Any, status: int = 200, headers: list[tuple[str, str]] | None = None, chunks: list[bytes] | None = None) -> RoundTrip:

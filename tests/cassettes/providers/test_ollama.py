@@ -13,11 +13,11 @@ import orjson
 import pytest
 from _corpus import corpus_exchanges, rel
 
-from cassettes.exchange import Exchange
-from cassettes.models import FinishReason, NormalisedResponse
+from cassettes.parsing.models import FinishReason, NormalisedResponse
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.ollama import OllamaChat
-from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.wire.exchange import Exchange
 
 OLLAMA = OllamaChat()
 CHAT = "http://localhost:11434/api/chat"

@@ -11,11 +11,11 @@ import orjson
 import pytest
 from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
-from cassettes.exchange import Exchange
-from cassettes.framing import Event, Framed, frame, parse_sse
-from cassettes.models import FinishReason
+from cassettes.parsing.models import FinishReason
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers.openai_responses import OpenAIResponses
-from cassettes.roundtrip import RoundTrip, parse_exchange
+from cassettes.wire.exchange import Exchange
+from cassettes.wire.framing import Event, Framed, frame, parse_sse
 
 A = OpenAIResponses()
 

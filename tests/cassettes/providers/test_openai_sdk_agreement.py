@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
-from cassettes.framing import Framed, frame
-from cassettes.models import NormalisedResponse
+from cassettes.parsing.models import NormalisedResponse
+from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.providers.openai_responses import OpenAIResponses
-from cassettes.roundtrip import parse_exchange
+from cassettes.wire.framing import Framed, frame
 
 openai = pytest.importorskip("openai")
 

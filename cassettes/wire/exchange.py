@@ -62,7 +62,7 @@ class Exchange:
     #: "appended", "rewritten"?}``), so its first ``keep`` history items are that one's.
     history_delta: dict[str, Any] | None = None
     #: Set by the store: the writer's parse of the response as stored with the record, used in
-    #: place of parsing the raw when it checks out (``cassettes.sealed``), then dropped.
+    #: place of parsing the raw when it checks out (``cassettes.parsing.sealed``), then dropped.
     stored_parse: Any = field(default=None, repr=False)
     # Not init fields: ``dataclasses.replace`` must not carry a parse of the old body over.
     _request_json: Any = field(default=_UNSET, repr=False, init=False)

@@ -4,7 +4,7 @@ Some APIs run an agent's turns over one WebSocket connection instead of one HTTP
 the client sends a message that starts a turn and the server answers with the same events its
 HTTP stream would carry, one per message, up to a terminal event. :class:`WsSession` is fed the
 messages as they cross (direction, bytes, time) and hands back each turn as soon as its terminal
-event arrives, as an ordinary :class:`~cassettes.exchange.Exchange`:
+event arrives, as an ordinary :class:`~cassettes.wire.exchange.Exchange`:
 
 * ``POST`` to the session's URL (``wss`` → ``https``), with the upgrade request's headers;
 * the request body is the client's message as sent;
@@ -34,8 +34,8 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from cassettes import bounds, providers
-from cassettes.exchange import Exchange, Headers
 from cassettes.providers import WS_TURN
+from cassettes.wire.exchange import Exchange, Headers
 
 __all__ = ["MAX_PENDING_BYTES", "WsSession"]
 

@@ -1,6 +1,6 @@
 """The cassette codec: exchanges ↔ JSON records, versioned, with history delta encoding.
 
-Never touches the disk (that is :mod:`cassettes.store`). A cassette is JSON Lines: a header record,
+Never touches the disk (that is :mod:`cassettes.storage.store`). A cassette is JSON Lines: a header record,
 then one record per round trip. See ``docs/cassette-format.md`` for the full schema.
 
 Bodies are stored decoded and readable: a JSON body as JSON (``{"json": …}``), text as text, other
@@ -27,7 +27,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.errors import CassetteFormatError, NewerFormatError
-from cassettes.exchange import Exchange
+from cassettes.wire.exchange import Exchange
 
 __all__ = [
     "FORMAT_VERSION",
@@ -545,7 +545,7 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
             ex.status, ex.response_headers, ex.response_chunks = read_response(rec)
             ex.reason = resp.get("reason")
         if isinstance(rec.get("parsed"), dict):
-            ex.stored_parse = rec["parsed"]  # the writer's parse, trusted only if it checks out (cassettes.sealed)
+            ex.stored_parse = rec["parsed"]  # the writer's parse, trusted only if it checks out (cassettes.parsing.sealed)
         timing = rec.get("timing") or {}
         ex.ttfb = timing.get("ttfb")
         ex.duration = timing.get("duration")

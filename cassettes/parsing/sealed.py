@@ -2,7 +2,7 @@
 
 Framing and reassembling a streamed response is most of what reading a run costs, and the writer
 has already done it. So the writer stores its result with the record (``"parsed"``: the response
-side of the :class:`~cassettes.roundtrip.RoundTrip`), and a reader takes it instead of parsing the
+side of the :class:`~cassettes.parsing.roundtrip.RoundTrip`), and a reader takes it instead of parsing the
 raw chunks again, when, and only when, all of this holds:
 
 - the block's MAC checks out under this machine's key (a random 32-byte file, made on the first
@@ -30,10 +30,10 @@ from typing import Any, NamedTuple
 import orjson
 from pydantic import ValidationError
 
-from cassettes.codec import read_response
 from cassettes.errors import CassetteFormatError
-from cassettes.exchange import Exchange, Headers
-from cassettes.models import NormalisedResponse
+from cassettes.parsing.models import NormalisedResponse
+from cassettes.storage.codec import read_response
+from cassettes.wire.exchange import Exchange, Headers
 
 __all__ = ["ResponseSide", "restore", "seal"]
 
@@ -42,7 +42,16 @@ __all__ = ["ResponseSide", "restore", "seal"]
 MAX_SEALED = 512 * 1024
 
 #: The modules whose code decides what a raw response parses to (paths under ``cassettes/``).
-_PARSER_SOURCES = ("bounds.py", "codec.py", "exchange.py", "framing.py", "models.py", "roundtrip.py", "sealed.py", "providers")
+_PARSER_SOURCES = (
+    "bounds.py",
+    "storage/codec.py",
+    "wire/exchange.py",
+    "wire/framing.py",
+    "parsing/models.py",
+    "parsing/roundtrip.py",
+    "parsing/sealed.py",
+    "providers",
+)
 
 _KEY_FILE = "parse.key"
 
@@ -114,7 +123,7 @@ def parser_digest() -> bytes | None:
     sealed or trusted)."""
     if "parser" in _cache:
         return _cache["parser"]
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # cassettes/
     h = hashlib.blake2b(digest_size=16)
     try:
         for name in _PARSER_SOURCES:

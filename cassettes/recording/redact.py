@@ -29,8 +29,8 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 import orjson
 
 from cassettes import bounds
-from cassettes.exchange import Exchange, Headers
-from cassettes.framing import is_aws_eventstream, reseal_aws_eventstream
+from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire.framing import is_aws_eventstream, reseal_aws_eventstream
 
 __all__ = ["REDACTED", "SECRET_PATTERNS", "URL_TOKEN", "Redactor", "find_secrets"]
 

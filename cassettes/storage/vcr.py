@@ -1,4 +1,4 @@
-"""Import vcrpy / pytest-recording YAML cassettes as :class:`~cassettes.exchange.Exchange` objects.
+"""Import vcrpy / pytest-recording YAML cassettes as :class:`~cassettes.wire.exchange.Exchange` objects.
 
 Real-world variants handled (all seen in ``../shared/corpus``): bodies as strings, as bytes
 (``!!binary``), as ``{string: …}`` mappings, already parsed under ``parsed_body`` (pydantic-ai's
@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 import yaml
 
-from cassettes.decoding import decode_chunks
 from cassettes.errors import ImportFormatError
-from cassettes.exchange import Exchange, Headers, header
+from cassettes.wire.decoding import decode_chunks
+from cassettes.wire.exchange import Exchange, Headers, header
 
 __all__ = ["load_vcr", "read_vcr"]
 

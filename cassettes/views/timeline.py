@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cassettes import providers
-from cassettes.exchange import Exchange
-from cassettes.framing import Framed, frame
-from cassettes.roundtrip import RoundTrip
+from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.wire.exchange import Exchange
+from cassettes.wire.framing import Framed, frame
 
 __all__ = ["MAX_POINTS", "TimelinePoint", "text_timeline"]
 

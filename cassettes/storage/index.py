@@ -1,6 +1,6 @@
 """Reading a cassette a piece at a time: for very large files and for recordings still being written.
 
-:func:`cassettes.store.read_cassette` loads a whole run at once. A viewer of a 1 GB cassette, or of
+:func:`cassettes.storage.store.read_cassette` loads a whole run at once. A viewer of a 1 GB cassette, or of
 one a recorder is still appending to, needs something else:
 
 * :class:`RecordIndex` reads newly *completed* lines (a line the writer has not finished is left
@@ -13,7 +13,7 @@ one a recorder is still appending to, needs something else:
 * :class:`IncrementalRun` feeds the records, batch by batch, through the incremental layer
   analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which releases what later turns no
   longer need) and then releases each exchange's raw bytes. Each analysed turn is kept as a
-  :class:`~cassettes.summary.TurnSummary` (what a turn list, the findings, the growth chart and
+  :class:`~cassettes.views.summary.TurnSummary` (what a turn list, the findings, the growth chart and
   navigation read: a few hundred bytes); the full turn goes, compressed, to an anonymous
   temporary file and :meth:`IncrementalRun.full_turn` restores it (a small cache keeps the
   recently shown ones). :meth:`IncrementalRun.roundtrip` re-reads one round trip in full (its
@@ -23,7 +23,7 @@ What still grows with the run is about 3 KB per turn (the summary and growth bar
 hashes, the checks' memory of call ids and calls, the index entries) and the latest turn of each
 conversation; the store of full turns takes about 2 KB of disk per turn.
 
-Damage is reported as :class:`~cassettes.store.Problem` entries exactly as the batch reader does;
+Damage is reported as :class:`~cassettes.storage.store.Problem` entries exactly as the batch reader does;
 only a file that is not a looptap cassette (or is newer) raises.
 """
 
@@ -44,7 +44,9 @@ import orjson
 
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
-from cassettes.codec import (
+from cassettes.errors import CassetteFormatError, CassetteIOError
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.storage.codec import (
     HistoryDecoder,
     check_exchange_record,
     check_header,
@@ -52,11 +54,9 @@ from cassettes.codec import (
     migrate,
     record_to_exchange,
 )
-from cassettes.errors import CassetteFormatError, CassetteIOError
-from cassettes.exchange import Exchange
-from cassettes.roundtrip import RoundTrip, parse_exchange
-from cassettes.store import Problem, open_regular
-from cassettes.summary import TurnSummary, summarise
+from cassettes.storage.store import Problem, open_regular
+from cassettes.views.summary import TurnSummary, summarise
+from cassettes.wire.exchange import Exchange
 
 __all__ = ["Batch", "IncrementalRun", "RecordIndex", "Reread"]
 

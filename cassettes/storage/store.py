@@ -1,6 +1,6 @@
 """Cassette files: append-only writing and forgiving reading. Which records go in (redacted,
 delta-encoded, with their derived view) is the recording pipeline's job
-(:mod:`cassettes.pipeline`); this module knows lines and records, not providers or views.
+(:mod:`cassettes.recording.pipeline`); this module knows lines and records, not providers or views.
 
 **Writing.** Each round trip becomes one JSON line, written with a single ``write`` on a file
 opened ``O_APPEND`` as soon as the round trip completes (optionally ``fsync``-ed). A process killed
@@ -26,7 +26,9 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from cassettes.codec import (
+from cassettes.errors import CassetteFormatError, CassetteIOError
+from cassettes.parsing.roundtrip import RoundTrip, parse_all
+from cassettes.storage.codec import (
     HistoryDecoder,
     check_header,
     dumps_record,
@@ -35,9 +37,7 @@ from cassettes.codec import (
     migrate,
     record_to_exchange,
 )
-from cassettes.errors import CassetteFormatError, CassetteIOError
-from cassettes.exchange import Exchange
-from cassettes.roundtrip import RoundTrip, parse_all
+from cassettes.wire.exchange import Exchange
 
 __all__ = ["Cassette", "CassetteFile", "Problem", "iter_lines", "read_cassette"]
 
@@ -176,7 +176,7 @@ class CassetteFile:
     one has a torn tail sealed off with a newline (never overwritten). Each record goes out in one
     ``write`` on a file opened ``O_APPEND`` (``fsync``-ed if asked); a record only partly written
     (a full disk) is taken back, so the file ends with whole records. Not thread-safe: the
-    recording pipeline (:class:`cassettes.pipeline.CassetteWriter`) serialises its appends."""
+    recording pipeline (:class:`cassettes.recording.pipeline.CassetteWriter`) serialises its appends."""
 
     def __init__(self, path: str | Path, meta: dict[str, Any] | None = None, fsync: bool = False) -> None:
         self.path = Path(path)

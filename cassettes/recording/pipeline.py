@@ -2,11 +2,11 @@
 entry point (the recorder's writer process, ``looptap import``, the pytest plugin, the demo).
 
     redact → delta-encode the request's history → parse (incrementally, against the round trip
-    it extends) → derive the view → seal the parse (``cassettes.sealed``: readers reuse it
-    instead of parsing the response again) → append to the :class:`~cassettes.store.CassetteFile`
+    it extends) → derive the view → seal the parse (``cassettes.parsing.sealed``: readers reuse it
+    instead of parsing the response again) → append to the :class:`~cassettes.storage.store.CassetteFile`
 
 Redaction runs before encoding, so a secret never reaches the file. The caller hands over the
-exchange as the application saw it, its Content-Encoding removed (``cassettes.decoding``).
+exchange as the application saw it, its Content-Encoding removed (``cassettes.wire.decoding``).
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import providers, sealed
-from cassettes.codec import HistoryEncoder, depth_safe_record, dumps_record, exchange_to_record
-from cassettes.exchange import Exchange
-from cassettes.redact import Redactor
-from cassettes.roundtrip import RoundTrip, parse_exchange, response_side
-from cassettes.store import CassetteFile, read_cassette
-from cassettes.view import roundtrip_json
+from cassettes import providers
+from cassettes.parsing import sealed
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, response_side
+from cassettes.recording.redact import Redactor
+from cassettes.storage.codec import HistoryEncoder, depth_safe_record, dumps_record, exchange_to_record
+from cassettes.storage.store import CassetteFile, read_cassette
+from cassettes.views.schema import roundtrip_json
+from cassettes.wire.exchange import Exchange
 
 __all__ = ["CassetteWriter"]
 

@@ -1,11 +1,10 @@
-"""Views of round trips for people and for tools.
+"""The ``looptap.roundtrip/1`` object: :func:`roundtrip_json` and its schema, the models.
 
 :func:`roundtrip_json` is the stable, documented per-round-trip object of ``looptap show --json``
-(schema ``looptap.roundtrip/1``, documented in ``docs/show-json.md``); it is also stored as the
-``derived`` part of each cassette record so ``jq`` can read a cassette directly. Its schema is the
-model :class:`RoundTripJson`, from which the doc's field table and ``docs/roundtrip.schema.json``
-are generated (``python -m cassettes.view --doc``).
-:func:`summary_lines` is the human summary of ``looptap show``.
+(documented in ``docs/show-json.md``); it is also stored as the ``derived`` part of each cassette
+record so ``jq`` can read a cassette directly. Its schema is the model :class:`RoundTripJson`,
+from which the doc's field table and ``docs/roundtrip.schema.json`` are generated
+(``python -m cassettes.views.schema --doc``).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import UnionType
@@ -22,15 +21,13 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cassettes.analysis.model import Finding, McpCall, RunAnalysis, Turn
-from cassettes.errors import problem_lines
-from cassettes.exchange import Exchange
-from cassettes.models import FinishReason, Part
-from cassettes.roundtrip import RoundTrip, side_call
+from cassettes.parsing.models import FinishReason, Part
+from cassettes.parsing.roundtrip import RoundTrip, side_call
+from cassettes.wire.exchange import Exchange
 
 __all__ = [
+    "DOC_MARK",
     "SCHEMA",
-    "SEVERITY_MARK",
     "ErrorJson",
     "FinishReasonJson",
     "RequestJson",
@@ -38,13 +35,10 @@ __all__ = [
     "TimingJson",
     "ToolCallJson",
     "UsageJson",
-    "analysis_lines",
-    "error_phrase",
-    "finding_json",
-    "mcp_link_json",
+    "doc_table",
     "roundtrip_json",
-    "summary_lines",
-    "turn_json",
+    "schema_text",
+    "write_docs",
 ]
 
 SCHEMA = "looptap.roundtrip/1"
@@ -65,7 +59,7 @@ def _joined(parts: list[Part], kind: str) -> str | None:
 # -- the looptap.roundtrip/1 object ------------------------------------------------------------
 #
 # The models below are the schema: the field table of docs/show-json.md and
-# docs/roundtrip.schema.json are generated from them (``python -m cassettes.view --doc``; a test
+# docs/roundtrip.schema.json are generated from them (``python -m cassettes.views.schema --doc``; a test
 # keeps both in sync). Fields are declared in output order, every one always present.
 
 
@@ -264,7 +258,7 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
         model_requested=req.model if req else None,
         model_served=resp.model if resp else None,
         stream=rt.stream,
-        # A turn recorded from a WebSocket session (cassettes.websocket) says so in its notes.
+        # A turn recorded from a WebSocket session (cassettes.wire.websocket) says so in its notes.
         transport="websocket"
         if ex is not None and any(n.startswith("websocket ") for n in ex.notes)
         else "http",
@@ -327,359 +321,10 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
     )
 
 
-def count(n: int, noun: str) -> str:
-    """``1 turn``, ``2 turns``."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
-def _clip(text: str, n: int = 100) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def _tokens(v: dict[str, Any]) -> str:
-    u = v["usage"]
-    if all(x is None for x in u.values()):
-        return "usage not reported"
-    bits = [
-        f"in {u['input'] if u['input'] is not None else '?'}",
-        f"out {u['output'] if u['output'] is not None else '?'}",
-    ]
-    if u["cache_read"]:
-        bits.append(f"cache read {u['cache_read']}")
-    if u["cache_write"]:
-        bits.append(f"cache write {u['cache_write']}")
-    if u["reasoning"]:
-        bits.append(f"reasoning {u['reasoning']}")
-    return ", ".join(bits)
-
-
-def summary_lines(
-    views: Iterable[dict[str, Any]],
-    problems: list[str] | None = None,
-    title: str | None = None,
-    *,
-    total: int | None = None,
-    families: Mapping[str, int] | None = None,
-) -> Iterator[str]:
-    """A readable per-round-trip summary, a line at a time. ``views`` may be a one-pass stream when
-    ``total`` (round trips) and ``families`` (round trips by family) are given."""
-    if total is None or families is None:
-        views = list(views)
-        total = len(views)
-        families = {}
-        for v in views:
-            families[v["family"]] = families.get(v["family"], 0) + 1
-    if title:
-        yield title
-    fams = {k: n for k, n in families.items() if k not in ("none", "mcp")}
-    fam_text = ", ".join(f"{k} {n}" for k, n in sorted(fams.items())) or "none"
-    mcp = f", {families['mcp']} to MCP tool servers" if families.get("mcp") else ""
-    yield f"{count(total, 'round trip')}, {sum(fams.values())} to LLM APIs ({fam_text}){mcp}"
-    for p in problem_lines(problems or []):
-        yield f"! {p}"
-    # The model's tool calls seen so far (id → where), so an MCP tools/call names the call it ran
-    # (bounded: a run's tool-call ids, a few dozen bytes each).
-    calls: dict[str, str] = {}
-    for v in views:
-        yield from _roundtrip_lines(v, calls)
-        where = (
-            f"#{v['seq']} {v['conversation']}/turn {v['turn']}" if v.get("conversation") else f"#{v['seq']}"
-        )
-        for tc in v.get("tool_calls") or []:
-            if tc.get("id") and len(calls) < 100_000:
-                calls[str(tc["id"])] = where
-
-
-def _mcp_lines(v: dict[str, Any], calls: Mapping[str, str]) -> list[str]:
-    """An MCP tool server's round trip: the method, and for tools/call the tool, its arguments,
-    the model's call it ran (by the tool-use id the client sent) and what came back."""
-    m = v.get("mcp") or {}
-    head = f"#{v['seq']}  mcp {m.get('method', '?')}  {v['status']}  {v['method']} {v['host']}{v['path']}"
-    out = ["", head]
-    if m.get("method") == "tools/call":
-        import orjson
-
-        args = orjson.dumps(m.get("arguments")).decode() if m.get("arguments") is not None else ""
-        out.append(f"    tool: {m.get('tool')}({_clip(args, 200)})")
-        link = m.get("linked") or {}
-        use = link.get("call_id") or m.get("tool_use_id")
-        if link.get("model_seq") is not None:
-            how = "" if link.get("by") == "id" else " (by tool and arguments)"
-            out.append(
-                f"    runs the model's call id={use} from #{link['model_seq']} {link['conversation']}/turn {link['turn']}{how}"
-            )
-        elif use:
-            out.append(
-                f"    runs the model's call id={use}"
-                + (f" from {calls[use]}" if use in calls else " (not in this run's model calls)")
-            )
-        elif link.get("candidates"):
-            out.append(
-                f"    runs one of {link['candidates']} equal model calls awaiting a result (not linked: nothing on the wire tells which)"
-            )
-        if m.get("error"):
-            out.append(
-                f"    JSON-RPC error {m['error'].get('code')}: {_clip(m['error'].get('message') or '', 200)}"
-            )
-        elif m.get("answered"):
-            out.append(
-                f"    {'error result' if m.get('is_error') else 'result'}: {_clip(m.get('result') or '', 200)}"
-            )
-        else:
-            out.append("    no reply recorded")
-    elif m.get("tools") is not None:
-        out.append(
-            f"    tools: {', '.join(str(t) for t in m['tools'][:30])}"
-            + (" …" if len(m["tools"]) > 30 else "")
-        )
-    return out
-
-
-def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) -> list[str]:
-    if v["family"] == "mcp":
-        return _mcp_lines(v, calls or {})
-    if v["family"] == "none":
-        return ["", f"#{v['seq']}  {v['method']} {v['host']}{v['path']}  → {v['status']}  (not an LLM call)"]
-    c = (v.get("layers") or {}).get("C") or {}
-    return [
-        "",
-        _head_line(v),
-        *_finish_lines(v),
-        *_request_lines(v, c),
-        *_result_lines(c),
-        *_answer_lines(v),
-        *_trouble_lines(v),
-    ]
-
-
-def _head_line(v: dict[str, Any]) -> str:
-    model = v["model_served"] or v["model_requested"] or "?"
-    mode = "stream" if v["stream"] else "json"
-    if v.get("transport") == "websocket":
-        mode = f"websocket {mode}"
-    op = "" if v["operation"] in (None, "generate") else f" [{v['operation']}]"
-    where = f"  {v['conversation']}/turn {v['turn']}" if v.get("conversation") else ""
-    return f"#{v['seq']}{where}  {v['family']}{op}  {model}  {v['status']}  {mode}  {v['method']} {v['host']}{v['path']}"
-
-
-def _finish_lines(v: dict[str, Any]) -> list[str]:
-    fr = v["finish_reason"]
-    if fr["raw"] is not None or fr["normalised"] is not None:
-        # The normalised reason says "complete"; the stream's end is worth a word only when missing.
-        state = "" if v["complete"] else ("  TRUNCATED" if v["truncated"] else "  (end of response not seen)")
-        return [f"    finish: {fr['raw']} ({fr['normalised']}){state}  {_tokens(v)}"]
-    return [f"    TRUNCATED  {_tokens(v)}"] if v["truncated"] else []
-
-
-def _request_lines(v: dict[str, Any], c: dict[str, Any]) -> list[str]:
-    req = v["request"]
-    if not req:
-        return []
-    extra = ""
-    if c and v.get("turn"):
-        # What this turn added to the history its conversation's previous turn sent.
-        rewritten = f", {c['rewritten']} rewritten" if c.get("rewritten") else ""
-        extra = f" ({c['kept']} as before, {len(c.get('appended') or [])} new{rewritten})"
-    return [
-        f"    request: {count(req['messages'], 'message')}{extra}, {count(len(req['tools']), 'tool')} offered"
-    ]
-
-
-def _appended_parts(c: dict[str, Any], kind: str) -> Iterator[dict[str, Any]]:
-    for m in c.get("appended") or []:
-        for part in m.get("parts") or []:
-            if part.get(kind):
-                yield part[kind]
-
-
-def _result_lines(c: dict[str, Any]) -> list[str]:
-    names = {
-        p.get("call_id"): p.get("name") for p in c.get("pairings") or [] if p.get("call_id") and p.get("name")
-    }
-    for call in _appended_parts(c, "tool_call"):  # the echoed calls name the results that follow them
-        if call.get("id") and call.get("name"):
-            names.setdefault(call["id"], call["name"])
-    out = []
-    for tr in _appended_parts(c, "tool_result"):
-        name = tr.get("name") or names.get(tr.get("call_id")) or "?"
-        flag = " (error)" if tr.get("is_error") else ""
-        out.append(
-            f"    tool result: {name} id={tr.get('call_id')}{flag} → {_clip(tr.get('content') or '', 80)}"
-        )
-    return out
-
-
-def _answer_lines(v: dict[str, Any]) -> list[str]:
-    out = [f"    {k}: {_clip(v[k])}" for k in ("reasoning", "text", "refusal") if v[k]]
-    for tc in v["tool_calls"]:
-        args = tc["arguments_raw"] if tc["arguments_raw"] is not None else ""
-        bad = f"  (!) {tc['arguments_error']}" if tc["arguments_error"] else ""
-        out.append(f"    tool call: {tc['name']}({_clip(args, 80)}) id={tc['id']}{bad}")
-        if tc.get("mcp"):
-            out.append(f"      ran by an MCP tool server at #{tc['mcp']['seq']} ({tc['mcp']['tool']})")
-    return out
-
-
-def error_phrase(status: int | None, in_stream: bool, type_: str | None, message: str) -> str:
-    """``error (in stream): type message`` / ``error (HTTP 429): …`` (show and textconv)."""
-    where = "in stream" if in_stream else f"HTTP {status}"
-    return f"error ({where}): {type_ or ''} {message}"
-
-
-def _trouble_lines(v: dict[str, Any]) -> list[str]:
-    out = []
-    if v["error"]:
-        e = v["error"]
-        out.append(
-            "    " + error_phrase(e["status"], e["in_stream"], e["type"], _clip(e["message"] or "", 140))
-        )
-    if v["transport_error"]:
-        out.append(f"    transport error: {v['transport_error']}")
-    out.extend(f"    (!) analysis: {a}" for a in v["analysis_errors"])
-    for f in v.get("findings") or []:
-        # A consequence sits under its root cause (details.caused_by), indented.
-        under = "  ↳ " if (f.get("details") or {}).get("caused_by") else ""
-        out.append(f"    {under}{SEVERITY_MARK[f['severity']]} {f['layer']} {f['code']}: {f['message']}")
-    return out
-
-
-# -- layer analysis ---------------------------------------------------------------------------
-
-
-def finding_json(f: Finding) -> dict[str, Any]:
-    return f.model_dump(mode="json")
-
-
-def _message_json(m: Any) -> dict[str, Any]:
-    out: list[dict[str, Any]] = []
-    for p in m.parts:
-        d: dict[str, Any] = {"kind": p.kind}
-        if p.text is not None:
-            d["text"] = p.text
-        if p.tool_call is not None:
-            d["tool_call"] = {
-                "id": p.tool_call.id,
-                "name": p.tool_call.name,
-                "arguments": p.tool_call.arguments,
-            }
-        if p.tool_result is not None:
-            d["tool_result"] = {
-                "call_id": p.tool_result.call_id,
-                "name": p.tool_result.name,
-                "content": p.tool_result.content,
-                "is_error": p.tool_result.is_error,
-            }
-        if p.media_type is not None:
-            d["media_type"] = p.media_type
-        out.append(d)
-    return {"role": m.role, "parts": out}
-
-
-def mcp_link_json(call: McpCall) -> dict[str, Any]:
-    """The model's call an MCP tools/call ran (``mcp.linked`` in schema looptap.roundtrip/1)."""
-    return {
-        "call_id": call.call_id,
-        "by": call.linked_by,
-        "model_seq": call.model_seq,
-        "conversation": call.conversation,
-        "turn": call.turn,
-        "candidates": call.candidates,
-    }
-
-
-def turn_json(turn: Turn) -> dict[str, Any]:
-    """The analysis additions to a round trip's JSON object (schema looptap.roundtrip/1)."""
-    c = turn.c
-    return {
-        "conversation": turn.conversation,
-        "turn": turn.index,
-        "previous_seq": turn.previous_seq,
-        "layers": {
-            "E": turn.e.model_dump(mode="json"),
-            "A": turn.a.model_dump(mode="json", exclude={"usage"})
-            | {"error": turn.a.error.model_dump(mode="json", exclude={"raw"}) if turn.a.error else None},
-            "C": c.model_dump(mode="json", exclude={"appended", "params"})
-            | {"appended": [_message_json(m) for m in c.appended]},
-        },
-        "tokens": turn.tokens.model_dump(mode="json"),
-        "findings": [finding_json(f) for f in turn.findings],
-    }
-
-
-#: The mark of each finding severity in text output (show, textconv).
-SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "·"}
-
-
-def _money(v: Any) -> str:
-    return "unknown" if v is None else f"${float(v):.4f}"
-
-
-def analysis_lines(analysis: RunAnalysis) -> list[str]:
-    """Findings grouped by layer, then the token-cost growth table of each conversation."""
-    out: list[str] = []
-    names = {"E": "E — model emission", "A": "A — API", "C": "C — client dispatch"}
-    out.append("")
-    out.append(
-        f"{count(len(analysis.conversations), 'conversation')}, {count(len(analysis.turns), 'turn')}, {count(len(analysis.findings), 'finding')}"
-    )
-    for layer in ("E", "A", "C"):
-        fs = [f for f in analysis.findings if f.layer == layer]
-        out.append("")
-        counts = {sev: sum(1 for f in fs if f.severity.value == sev) for sev in ("error", "warning", "info")}
-        out.append(
-            f"{names[layer]}: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info"
-        )
-        for f in sorted(fs, key=lambda f: f.seq or 0):
-            where = f"#{f.seq} {f.conversation}/turn {f.turn}"
-            out.append(f"  {SEVERITY_MARK[f.severity.value]} {f.code:34} {where:18} {f.message}")
-    for conv in analysis.conversations:
-        turns = [analysis.turns[s] for s in conv.turns]
-        if not turns:
-            continue
-        out.append("")
-        branch = ""
-        if conv.parent_seq is not None:
-            branch = f", {'sub-agent of' if conv.branch == 'sub_agent' else 'side call on' if conv.branch == 'side_call' else 'branched from'} #{conv.parent_seq}"
-        title = f" “{conv.label or conv.title}”" if conv.label or conv.title else ""
-        out.append(
-            f"token growth, conversation {conv.id}{title} ({conv.family}, {count(len(turns), 'turn')}{branch})"
-        )
-        out.append(
-            f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>7} {'written':>7} {'output':>6} {'reason':>6}  "
-            f"{'system':>6} {'tools':>6} {'user':>6} {'history':>7} {'results':>7} {'new':>6}  {'cost':>9} {'cumulative':>10}  source"
-        )
-        for t in turns:
-            k = t.tokens
-            seg = k.segments
-
-            def n(v: int | None) -> str:
-                return "-" if v is None else str(v)
-
-            split = (
-                f"{seg.system:>6} {seg.tools:>6} {seg.user:>6} {seg.assistant:>7} {seg.tool_results:>7} {seg.new:>6}"
-                if seg is not None
-                else f"{'':>6} {'':>6} {'':>6} {'':>7} {'':>7} {'':>6}"
-            )
-            out.append(
-                f"  {t.index:>4} {t.seq:>4} {n(k.input):>8} {n(k.cache_read):>7} {n(k.cache_write):>7} {n(k.output):>6} "
-                f"{n(k.reasoning):>6}  {split}  {('~' if k.price_estimated else '') + _money(k.cost):>9} {_money(k.cumulative_cost):>10}  {k.source}"
-            )
-        out.append("  (input split by segment: estimated from text size, scaled to the reported input)")
-        if any(analysis.turns[s].tokens.price_estimated for s in conv.turns if s in analysis.turns):
-            out.append(
-                "  (~: estimated cost, the list price of the model by its name; the host is not a provider looptap knows)"
-            )
-    if analysis.errors:
-        out.append("")
-        out.extend(f"(!) analysis: {e}" for e in analysis.errors)
-    return out
-
-
 # -- the doc table and the JSON Schema, generated from RoundTripJson ----------------------------
 
 #: The line of docs/show-json.md above the generated table.
-DOC_MARK = "<!-- generated from cassettes/view.py (RoundTripJson) by `python -m cassettes.view --doc`: edit the model, not this table -->"
+DOC_MARK = "<!-- generated from cassettes/views/schema.py (RoundTripJson) by `python -m cassettes.views.schema --doc`: edit the model, not this table -->"
 
 
 def _type_name(t: Any) -> str:
@@ -767,7 +412,7 @@ def write_docs(root: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cassettes.view", description="The looptap.roundtrip/1 schema, from its model."
+        prog="python -m cassettes.views.schema", description="The looptap.roundtrip/1 schema, from its model."
     )
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument(

@@ -1,0 +1,1 @@
+"""The cassette file: its record format and migrations (``codec``), appends and forgiving reads (``store``), the offset index for incremental reading of large files (``index``) and vcrpy cassettes (``vcr``)."""
