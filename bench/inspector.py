@@ -9,7 +9,7 @@ in the first user message rewritten, so each copy is its own conversation.
 
 Each measurement runs in a fresh child process: the headless app (``App.run_test``, 160×45) from
 ``build_app`` until the turn list shows turns and the first turn's messages are on screen (first
-screen), then until the whole file is read and analysed; peak RSS is the child's ``ru_maxrss``.
+screen), then until the whole file is read and analysed; peak RSS is the child's VmHWM.
 The batch path (``read_cassette`` + ``analyse``, what ``looptap show`` does) is measured too, up
 to ``--batch-limit`` MB. Files go to a temporary directory (``--dir`` keeps them).
 Absolute times come from a shared, noisy 2-core machine: compare the rows with each other.
@@ -235,10 +235,9 @@ def sealed_ok(tmpl: Path) -> bool:
 def unsealed(run: Path, out: Path) -> None:
     """A run without its stored parses: what a cassette from another machine, or from a looptap
     before parse once, costs to read (every response framed and reassembled again)."""
-    lines = run.read_bytes().splitlines(keepends=True)
-    with out.open("wb") as f:
-        f.write(lines[0])
-        for line in lines[1:]:
+    with run.open("rb") as src, out.open("wb") as f:
+        f.write(src.readline())
+        for line in src:  # a line at a time: the parent's peak memory is inherited by the children
             rec = orjson.loads(line)
             rec.pop("parsed", None)
             f.write(orjson.dumps(rec) + b"\n")
@@ -269,6 +268,8 @@ def generate(path: Path, target: int, tmpl: Path) -> None:
 
 
 def _hwm_mb() -> float:
+    """This process's peak RSS. Not ``ru_maxrss``: Linux keeps that across ``exec``, so a child
+    would report the benchmark parent's peak (which reads the big files) as its own."""
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith("VmHWM:"):
@@ -314,7 +315,7 @@ def child_app(path: str) -> dict[str, Any]:
             out["failed"] = app.failed
 
     asyncio.run(main())
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mb"] = _hwm_mb()
     return out
 
 
@@ -328,7 +329,7 @@ def child_batch(path: str) -> dict[str, Any]:
     return {
         "batch_s": time.perf_counter() - t0,
         "turns": len(analysis.turns),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": _hwm_mb(),
     }
 
 
