@@ -280,6 +280,9 @@ def _hwm_mb() -> float:
 def child_app(path: str) -> dict[str, Any]:
     import asyncio
 
+    from cassettes.cli import tune_gc
+
+    tune_gc()  # as the looptap command does before any subcommand
     t_start = time.perf_counter()
     from inspector.app import build_app
     from inspector.widgets.turn_list import TurnList
@@ -321,7 +324,10 @@ def child_app(path: str) -> dict[str, Any]:
 
 def child_batch(path: str) -> dict[str, Any]:
     from cassettes.analysis import analyse
+    from cassettes.cli import tune_gc
     from cassettes.storage.store import read_cassette
+
+    tune_gc()  # as the looptap command does before any subcommand
 
     t0 = time.perf_counter()
     cas = read_cassette(path)
