@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import ssl
@@ -46,7 +47,31 @@ class BusyPort(OSError):
     """A listener could not bind its port."""
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel gives outgoing connections as their source ports."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default; other systems use 49152-65535 or this
+    return lo, hi
+
+
 def free_port() -> int:
+    """A port free to listen on, chosen below the ephemeral range when there is room: a port the
+    kernel just said was free inside that range can be taken as the source port of any outgoing
+    connection before mitmproxy binds it (seen in CI as "address already in use")."""
+    lo, _ = _ephemeral_range()
+    if lo > 11_000:
+        rng = random.SystemRandom()
+        for _ in range(64):
+            port = rng.randrange(10_000, lo)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
