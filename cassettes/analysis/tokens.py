@@ -50,17 +50,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
-from importlib.metadata import version
 from typing import Any
 from urllib.parse import urlsplit
 
-import genai_prices
 import orjson
 from genai_prices.data_snapshot import get_snapshot
 
 from cassettes import providers
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.model import Segments, TokenView
+from cassettes.analysis.pricing import PRICES_VERSION, calc_price
 from cassettes.parsing.models import Message, NormalisedResponse, Part, ToolSpec, Usage
 
 __all__ = [
@@ -85,7 +84,7 @@ MEDIA_TOKENS = 500
 #: A string longer than this without a space is an encoded blob (base64, encrypted reasoning).
 _BLOB = 512
 
-_PRICES_VERSION = version("genai-prices")
+_PRICES_VERSION = PRICES_VERSION
 _STATE = "_tokens"
 
 #: Indices into a message estimate vector. ``_SYS_PARTS`` is the content of system/developer
@@ -319,13 +318,13 @@ def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str
             # a gateway, a proxy): the model's list price by its name alone, marked estimated.
             for model in models:
                 try:
-                    calc = genai_prices.calc_price(genai_prices.Usage(**usage), model_ref=model, genai_request_timestamp=_when(ctx))
+                    total, prov, model_id = calc_price(usage, model, when=_when(ctx))
                 except LookupError:
                     continue
                 except (ValueError, ArithmeticError) as exc:
                     return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
-                return calc.total_price, (
-                    f"estimated: genai-prices {_PRICES_VERSION} list price of {calc.provider.id}/{calc.model.id}, by the model's"
+                return total, (
+                    f"estimated: genai-prices {_PRICES_VERSION} list price of {prov}/{model_id}, by the model's"
                     f" name (host {host} is not a provider it knows; a local or proxied server may charge otherwise)"
                 )
             return None, f"no price: genai-prices {_PRICES_VERSION} does not know the host {host} nor the model {models[0]!r}"
@@ -333,18 +332,14 @@ def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str
     context = adapter.price_context(resp) if adapter is not None else {}
     for model in models:
         try:
-            calc = genai_prices.calc_price(
-                genai_prices.Usage(**usage),
-                model_ref=model,
-                provider_id=provider_id,
-                genai_request_timestamp=_when(ctx),
-                price_context=context or None,
+            total, prov, model_id = calc_price(
+                usage, model, provider_id=provider_id, when=_when(ctx), price_context=context or None
             )
         except LookupError:
             continue
         except (ValueError, ArithmeticError) as exc:  # usage genai-prices rejects (cache > input …)
             return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
-        return calc.total_price, f"genai-prices {_PRICES_VERSION}: {calc.provider.id}/{calc.model.id}{how}"
+        return total, f"genai-prices {_PRICES_VERSION}: {prov}/{model_id}{how}"
     return (
         None,
         f"no price: genai-prices {_PRICES_VERSION} does not know model {models[0]!r} at {provider_id}",

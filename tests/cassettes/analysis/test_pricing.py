@@ -1,0 +1,190 @@
+"""``cassettes.analysis.pricing.calc_price`` gives what ``genai_prices.calc_price`` gives, for every
+model of every provider in the bundled snapshot: the same total, provider and model, or the same
+error (type and message).
+
+Every model is tried on a grid of usages; a model with conditional prices, price variants or tiers
+also on the timestamps, contexts and tier edges that select them (about 39,000 cases, 5 s).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
+import genai_prices
+import pytest
+from genai_prices.data_snapshot import get_snapshot
+from genai_prices.types import ModelPrice, TieredPrices
+
+from cassettes.analysis import pricing
+from cassettes.analysis.pricing import calc_price
+
+NOW = datetime(2026, 11, 23, 15, 0, tzinfo=UTC)
+
+USAGES: list[dict[str, int]] = [
+    {"input_tokens": 1200, "output_tokens": 300},
+    {"input_tokens": 0, "output_tokens": 0},
+    {},
+    {"output_tokens": 17},
+    {"input_tokens": 5000, "output_tokens": 40, "cache_read_tokens": 4000},
+    {"input_tokens": 5000, "output_tokens": 40, "cache_read_tokens": 3000, "cache_write_tokens": 1500},
+    {"input_tokens": 9000, "output_tokens": 900, "cache_write_5m_tokens": 800, "cache_write_1h_tokens": 600, "cache_write_tokens": 1400},
+    {"input_tokens": 100, "output_tokens": 10, "cache_read_tokens": 101},  # more cached than input: rejected
+    {"cache_read_tokens": 50, "output_tokens": 5},  # a part without the whole it belongs to
+    {"input_tokens": 800, "input_audio_tokens": 300, "output_tokens": 200, "output_audio_tokens": 120},
+    {"input_tokens": 2000, "output_tokens": 1500, "output_reasoning_tokens": 1200},
+    {"input_tokens": 2000, "output_tokens": 1500, "output_reasoning_tokens": 1600},  # reasoning > output
+    {"input_tokens": 300_000, "output_tokens": 2000, "cache_read_tokens": 100_000},  # past most tiers
+    {"input_tokens": 10, "output_tokens": 1, "web_searches": 2, "input_image_tokens": 4},
+]
+
+
+def _timestamps(model: Any) -> list[datetime]:
+    out = [NOW]
+    if isinstance(model.prices, ModelPrice):
+        return out
+    for cond in model.prices:
+        c = cond.constraint
+        if c is None:
+            continue
+        if hasattr(c, "start_date"):
+            start = datetime.combine(c.start_date, time(0), tzinfo=UTC)
+            out += [start - timedelta(seconds=1), start]
+        else:
+            for t in (c.start_time, c.end_time):
+                at = datetime.combine(NOW.date(), t.replace(tzinfo=t.tzinfo or UTC))
+                out += [at - timedelta(seconds=1), at]
+    return out
+
+
+def _contexts(model: Any) -> list[dict[str, str] | None]:
+    out: list[dict[str, str] | None] = [None]
+    for variant in model.price_variants or ():
+        out.append(dict(variant.when))
+    if model.price_variants:
+        out.append({"service_tier": "default"})
+    return out
+
+
+def _tier_usages(model: Any) -> list[dict[str, int]]:
+    prices = [model.prices] if isinstance(model.prices, ModelPrice) else [c.prices for c in model.prices]
+    starts = {t.start for p in prices for v in p.__dict__.values() if isinstance(v, TieredPrices) for t in v.tiers}
+    out = []
+    for s in sorted(starts):
+        for n in (s, s + 1):
+            out.append({"input_tokens": n, "output_tokens": 100})
+            out.append({"input_tokens": n, "output_tokens": 100, "cache_read_tokens": n // 2})
+    return out
+
+
+def _library(usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime, ctx: Any) -> Any:
+    try:
+        calc = genai_prices.calc_price(
+            genai_prices.Usage(**usage),
+            model_ref=model_ref,
+            provider_id=provider_id,
+            genai_request_timestamp=when,
+            price_context=ctx or None,
+        )
+    except Exception as exc:  # the error itself is what must match
+        return type(exc), str(exc)
+    return calc.total_price, calc.provider.id, calc.model.id
+
+
+def _ours(usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime, ctx: Any) -> Any:
+    try:
+        return calc_price(usage, model_ref, provider_id=provider_id, when=when, price_context=ctx)
+    except Exception as exc:
+        return type(exc), str(exc)
+
+
+def _cases() -> list[tuple[str, str | None, datetime, Any, dict[str, int]]]:
+    cases = []
+    for provider in get_snapshot().providers:
+        for model in provider.models:
+            usages = USAGES + _tier_usages(model)
+            for when in _timestamps(model):
+                for ctx in _contexts(model):
+                    cases += [(model.id, provider.id, when, ctx, u) for u in usages]
+    return cases
+
+
+def test_fast_path_is_taken() -> None:
+    """The equivalence below is not vacuous: the fast path answers by itself for plain usage."""
+    assert pricing._FAST
+    called: list[int] = []
+    real = genai_prices.calc_price
+
+    def counting(*a: Any, **k: Any) -> Any:
+        called.append(1)
+        return real(*a, **k)
+
+    try:
+        genai_prices.calc_price = counting  # type: ignore[assignment]
+        total, prov, model = calc_price(USAGES[5], "claude-sonnet-4-5", provider_id="anthropic", when=NOW)
+    finally:
+        genai_prices.calc_price = real  # type: ignore[assignment]
+    assert called == [] and (prov, model) == ("anthropic", "claude-sonnet-4-5")
+    assert total == real(genai_prices.Usage(**USAGES[5]), "claude-sonnet-4-5", provider_id="anthropic", genai_request_timestamp=NOW).total_price
+    assert total > 0
+
+
+def test_same_as_genai_prices_for_every_model() -> None:
+    cases = _cases()
+    assert len(cases) > 20_000
+    mismatches = []
+    priced = fell_back = 0
+    real = genai_prices.calc_price
+
+    def counting(*a: Any, **k: Any) -> Any:
+        nonlocal fell_back
+        fell_back += 1
+        return real(*a, **k)
+
+    for model_ref, provider_id, when, ctx, usage in cases:
+        want = _library(usage, model_ref, provider_id, when, ctx)
+        genai_prices.calc_price = counting  # type: ignore[assignment]
+        try:
+            got = _ours(usage, model_ref, provider_id, when, ctx)
+        finally:
+            genai_prices.calc_price = real  # type: ignore[assignment]
+        if got != want:
+            mismatches.append((provider_id, model_ref, when.isoformat(), ctx, usage, want, got))
+        priced += isinstance(got[0], Decimal)
+    assert not mismatches, f"{len(mismatches)} of {len(cases)} differ, e.g. {mismatches[:3]}"
+    assert priced > len(cases) * 0.8  # most cases are priced, not errors
+    # and the fast path priced them: the library is asked only for usages it rejects
+    assert fell_back < len(cases) - priced + len(cases) * 0.01, (fell_back, priced, len(cases))
+
+
+def test_without_provider_by_model_name_alone() -> None:
+    """The estimated path (a host genai-prices does not know) looks the model up by name."""
+    for ref in ("gpt-4o", "claude-3-5-haiku-latest", "gemini-2.5-pro", "no-such-model-xyz"):
+        for usage in USAGES[:7]:
+            assert _ours(usage, ref, None, NOW, None) == _library(usage, ref, None, NOW, None)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"input_tokens": 10, "output_tokens": True},  # bool: genai-prices rejects it
+        {"input_tokens": 10.5, "output_tokens": 2},  # a float: genai-prices converts its own way
+        {"input_tokens": -1, "output_tokens": 2},
+        {"input_tokens": 10, "output_tokens": 2, "bogus_tokens": 3},  # a key it does not know: a warning
+    ],
+)
+def test_unusual_usage_goes_to_the_library(usage: dict[str, Any]) -> None:
+    with pytest.warns(UserWarning) if "bogus_tokens" in usage else _nothing():
+        got = _ours(usage, "gpt-4o", "openai", NOW, None)
+    with pytest.warns(UserWarning) if "bogus_tokens" in usage else _nothing():
+        want = _library(usage, "gpt-4o", "openai", NOW, None)
+    assert got == want
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
