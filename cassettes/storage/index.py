@@ -21,7 +21,8 @@ one a recorder is still appending to, needs something else:
 
 What still grows with the run is about 3 KB per turn (the summary and growth bar, the threader's
 hashes, the checks' memory of call ids and calls, the index entries) and the latest turn of each
-conversation; the store of full turns takes about 2 KB of disk per turn.
+conversation; the store of full turns takes about 1 KB of disk per turn (compressed 256 KB of
+turns at a time by a background thread).
 
 Damage is reported as :class:`~cassettes.storage.store.Problem` entries exactly as the batch reader does;
 only a file that is not a looptap cassette (or is newer) raises.
@@ -30,6 +31,7 @@ only a file that is not a looptap cassette (or is newer) raises.
 from __future__ import annotations
 
 import os
+import queue
 import tempfile
 import threading
 import zlib
@@ -358,42 +360,145 @@ class Batch:
 
 
 class _TurnStore:
-    """Full turns, zlib-compressed JSON, in an anonymous temporary file (gone when closed): one
-    writer thread appends while viewer threads read."""
+    """Full turns as JSON, compressed a block of turns at a time into an anonymous temporary file
+    (gone when closed): one thread puts while viewer threads get.
+
+    A turn's place is known when it is put (block, offset, length in the block's JSON), so the
+    caller keeps three integers per turn. The block being filled, and blocks waiting for the
+    compressor, are read from memory. Blocks are compressed by a background thread: zlib lets go
+    of the interpreter while it deflates, so on a second core this costs the reader nothing (a
+    256 KB block of similar turns also deflates twice as fast per turn as turns one by one, and
+    to under half the size).
+    """
+
+    #: Uncompressed bytes per block (about 25 turns of a coding agent).
+    BLOCK = 256 * 1024
+    #: Blocks waiting for the compressor before :meth:`put` compresses one itself.
+    BACKLOG = 8
 
     def __init__(self, directory: str | Path | None = None) -> None:
         self._dir = directory
         self._file: IO[bytes] | None = None
         self._end = 0
         self._lock = threading.Lock()
+        self._filling = bytearray()
+        self._block = 0  # number of the block being filled
+        self._waiting: dict[int, bytes] = {}  # sealed blocks not yet compressed and written
+        self._blocks: dict[int, tuple[int, int]] = {}  # block → (offset, length) in the file
+        self._recent: OrderedDict[int, bytes] = OrderedDict()  # decompressed blocks, last used last
+        self._queue: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+        self._failed: BaseException | None = None
+        self._closed = False
 
-    def put(self, turn: Turn) -> tuple[int, int]:
-        data = zlib.compress(turn.model_dump_json().encode(), 1)
+    def put(self, turn: Turn) -> tuple[int, int, int]:
+        if self._failed is not None:
+            raise self._failed
+        data = turn.__pydantic_serializer__.to_json(turn)
         with self._lock:
+            if self._closed:
+                raise ValueError("the store of full turns is closed")
+            where = (self._block, len(self._filling), len(data))
+            self._filling += data
+            if len(self._filling) < self.BLOCK:
+                return where
+            block, self._block = self._block, self._block + 1
+            self._waiting[block] = bytes(self._filling)
+            self._filling = bytearray()
+            inline = len(self._waiting) > self.BACKLOG
+            if not inline:
+                self._queue.put(block)  # under the lock: the worker's idle exit checks the queue under it
+                if self._worker is None:
+                    self._worker = threading.Thread(target=self._compress_all, name="looptap-turn-store", daemon=True)
+                    self._worker.start()
+        if inline:  # the compressor fell behind: this thread helps
+            self._compress(block)
+        return where
+
+    def _compress_all(self) -> None:
+        """The compressor thread: it ends when told to, or after a second with nothing to do."""
+        while True:
+            try:
+                block = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                with self._lock:
+                    if self._queue.empty():
+                        self._worker = None
+                        return
+                continue
+            if block is None:
+                return
+            try:
+                self._compress(block)
+            except BaseException as exc:  # surfaced by the next put or get
+                self._failed = exc
+
+    def _compress(self, block: int) -> None:
+        with self._lock:
+            data = self._waiting.get(block)
+        if data is None:
+            return
+        packed = zlib.compress(data, 1)  # outside the lock: zlib releases the interpreter
+        with self._lock:
+            if self._closed:
+                return
             if self._file is None:
                 self._file = tempfile.TemporaryFile(prefix="looptap-turns-", dir=self._dir, buffering=0)
             at = self._end
             self._file.seek(at)
-            self._file.write(data)
-            self._end += len(data)
-        return at, len(data)
+            self._file.write(packed)
+            self._end += len(packed)
+            self._blocks[block] = (at, len(packed))
+            del self._waiting[block]
 
-    def get(self, at: int, length: int) -> Turn:
+    def _block_data(self, block: int) -> bytes | bytearray:
+        """A block's JSON (the caller holds the lock)."""
+        if block == self._block:
+            return self._filling
+        data = self._waiting.get(block)
+        if data is not None:
+            return data
+        hit = self._recent.get(block)
+        if hit is not None:
+            self._recent.move_to_end(block)
+            return hit
+        if self._failed is not None:
+            raise self._failed
+        assert self._file is not None
+        at, length = self._blocks[block]
+        self._file.seek(at)
+        raw = zlib.decompress(self._file.read(length))
+        self._recent[block] = raw
+        while len(self._recent) > 4:
+            self._recent.popitem(last=False)
+        return raw
+
+    def get(self, block: int, offset: int, length: int) -> Turn:
         with self._lock:
-            assert self._file is not None
-            self._file.seek(at)
-            data = self._file.read(length)
-        return Turn.model_validate_json(zlib.decompress(data))
+            data = bytes(self._block_data(block)[offset : offset + length])
+        return Turn.model_validate_json(data)
 
     @property
     def size(self) -> int:
-        return self._end
+        """Bytes on disk (compressed blocks) and in memory (blocks not yet compressed)."""
+        with self._lock:
+            return self._end + len(self._filling) + sum(len(d) for d in self._waiting.values())
 
     def close(self) -> None:
         with self._lock:
+            worker = self._worker
+            if worker is not None:
+                self._queue.put(None)
+        if worker is not None:
+            worker.join()
+        with self._lock:
+            self._closed = True
             if self._file is not None:
                 self._file.close()
                 self._file = None
+            self._waiting.clear()
+            self._recent.clear()
+            self._filling = bytearray()
 
 
 class IncrementalRun:
@@ -420,7 +525,7 @@ class IncrementalRun:
         self.analyser = RunAnalyser(self._reload, keep_turns=False)
         #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`).
         self.summaries: dict[int, TurnSummary] = {}
-        self._where: dict[int, tuple[int, int]] = {}
+        self._where: dict[int, tuple[int, int, int]] = {}
         self._store = _TurnStore(store_dir)
         self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
         self._turn_cache = turn_cache

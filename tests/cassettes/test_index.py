@@ -237,3 +237,88 @@ def test_a_file_that_shrinks_while_followed_is_an_error(fx: Path, tmp_path: Path
     live.write_bytes(fx.read_bytes()[:500])  # another recording started over the same path
     with pytest.raises(CassetteIOError, match="shrank"):
         run.step()
+
+
+@pytest.mark.parametrize("backlog", [8, 0])
+def test_turn_store_blocks_round_trip_from_memory_and_disk(
+    fx: Path, monkeypatch: pytest.MonkeyPatch, backlog: int
+) -> None:
+    """Full turns come back identical whether their block is being filled, waits for the
+    compressor, or was compressed to disk (by the background thread, or inline when it lags)."""
+    import threading
+    import time
+
+    from cassettes.storage.index import _TurnStore
+
+    monkeypatch.setattr(_TurnStore, "BLOCK", 3000)
+    monkeypatch.setattr(_TurnStore, "BACKLOG", backlog)
+    want = analyse(read_cassette(fx).exchanges).turns
+    store = _TurnStore()
+    where = {}
+    for _ in range(3):  # enough turns for many blocks
+        for seq, turn in want.items():
+            where[(_, seq)] = (turn, store.put(turn))
+            got = store.get(*where[(_, seq)][1])  # readable at once, from the block being filled
+            assert got.model_dump() == turn.model_dump()
+    blocks = {w[0] for _, w in where.values()}
+    assert len(blocks) > 5
+    deadline = time.monotonic() + 30
+    while store._waiting and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not store._waiting and len(store._blocks) == len(blocks) - 1  # all but the one being filled
+    for turn, w in where.values():
+        assert store.get(*w).model_dump() == turn.model_dump()
+    assert 0 < store.size < sum(w[2] for _, w in where.values())  # compressed
+    if backlog:  # the compressor thread ends once idle, and starts again for the next block
+        deadline = time.monotonic() + 30
+        while store._worker is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store._worker is None
+        for turn in want.values():
+            store.put(turn)
+    store.close()
+    assert not [t for t in threading.enumerate() if t.name == "looptap-turn-store"]
+    with pytest.raises(ValueError, match="closed"):
+        store.put(next(iter(want.values())))
+
+
+@pytest.mark.parametrize("backlog", [0, 8])
+def test_turn_store_write_failure_surfaces_on_the_next_put(
+    fx: Path, monkeypatch: pytest.MonkeyPatch, backlog: int
+) -> None:
+    """A full disk fails the reader's next put, whether the block was compressed inline or by the
+    background thread."""
+    import time
+
+    from cassettes.storage.index import _TurnStore
+
+    monkeypatch.setattr(_TurnStore, "BLOCK", 1000)
+    monkeypatch.setattr(_TurnStore, "BACKLOG", backlog)
+
+    def no_space(*a: object, **k: object) -> object:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("cassettes.storage.index.tempfile.TemporaryFile", no_space)
+    turn = next(iter(analyse(read_cassette(fx).exchanges).turns.values()))
+    store = _TurnStore()
+    deadline = time.monotonic() + 30
+    with pytest.raises(OSError, match="No space"):
+        while time.monotonic() < deadline:
+            store.put(turn)
+            time.sleep(0.001)
+    store.close()
+
+
+def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
+    fx: Path, demo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cassettes.storage.index import _TurnStore
+
+    monkeypatch.setattr(_TurnStore, "BLOCK", 2000)
+    for path in (fx, demo):
+        run = IncrementalRun(path, turn_cache=1)
+        _read_all(run, 3000)
+        run.finish()
+        want = analyse(read_cassette(path).exchanges)
+        assert run.whole().model_dump() == want.model_dump()
+        run.close()
