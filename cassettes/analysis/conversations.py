@@ -52,15 +52,37 @@ import orjson
 
 from cassettes.parsing.models import Message, NormalisedResponse, Part
 
-__all__ = ["Link", "Threader", "message_key", "response_message"]
+__all__ = ["Link", "Threader", "message_key", "response_message", "squashed"]
 
 _ROLE = {"developer": "system", "model": "assistant"}
 #: The part keys of a turn that is no longer its conversation's latest (never read again).
 _RELEASED: list[Any] = []
 
 
-def _norm_text(text: str | None) -> str:
-    return " ".join((text or "").split())
+#: Texts squashed recently (text → squashed): a turn squashes the same texts more than once (a
+#: tool result for threading and for the checks; an answer as this turn's response, then as the
+#: next request's history). Only texts up to _SQUASH_LEN, at most _SQUASH_MAX of them.
+_SQUASHED: dict[str, str] = {}
+_SQUASH_MAX = 256
+_SQUASH_LEN = 256 * 1024
+
+
+def squashed(text: str | None) -> str:
+    """``text`` with every run of whitespace made one space, and none at either end."""
+    if not text:
+        return ""
+    hit = _SQUASHED.get(text)
+    if hit is not None:
+        return hit
+    out = " ".join(text.split())
+    if len(text) <= _SQUASH_LEN:
+        if len(_SQUASHED) >= _SQUASH_MAX:
+            _SQUASHED.clear()
+        _SQUASHED[text] = out
+    return out
+
+
+_norm_text = squashed
 
 
 def _canon(value: Any) -> Any:

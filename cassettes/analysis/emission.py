@@ -52,6 +52,7 @@ from jsonschema.protocols import Validator  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
+from cassettes.analysis.conversations import squashed
 from cassettes.analysis.model import CallCheck, EmissionView, Finding, Severity
 from cassettes.parsing.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec
 
@@ -444,7 +445,7 @@ def _record_results(ctx: TurnContext) -> tuple[dict[str, int], dict[str, set[int
             tr = p.tool_result if p.kind == "tool_result" else None
             if tr is None:
                 continue
-            content = hash(" ".join(tr.content.split()))
+            content = hash(squashed(tr.content))
             if tr.call_id:
                 by_id[tr.call_id] = content
             if tr.name:

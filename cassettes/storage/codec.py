@@ -511,9 +511,11 @@ def read_response(rec: dict[str, Any]) -> tuple[int | None, list[tuple[str, str]
     return resp.get("status"), _header_in(resp.get("headers")), decode_chunks(resp.get("body"))
 
 
-def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = None) -> Exchange:
-    """Rebuild an :class:`Exchange`. Raises :class:`CassetteFormatError` on a malformed record."""
-    check_exchange_record(rec)
+def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = None, *, checked: bool = False) -> Exchange:
+    """Rebuild an :class:`Exchange`. Raises :class:`CassetteFormatError` on a malformed record
+    (``checked``: the caller already passed it through :func:`check_exchange_record`)."""
+    if not checked:
+        check_exchange_record(rec)
     try:
         req = rec["request"]
         resp = rec.get("response")

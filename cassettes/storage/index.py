@@ -325,20 +325,21 @@ class _Bodies:
         self._cache.move_to_end(seq)
         return body
 
-    def _decode(self, rec: dict[str, Any], base_seq: int | None, base_body: Any) -> Exchange:
+    def _decode(self, rec: dict[str, Any], base_seq: int | None, base_body: Any, checked: bool = False) -> Exchange:
         decoder = HistoryDecoder()
         if base_seq is not None:
             decoder.remember(base_seq, base_body)
-        ex = record_to_exchange(rec, decoder)
+        ex = record_to_exchange(rec, decoder, checked=checked)
         if isinstance(ex.seq, int):
             self._remember(ex.seq, ex.request_json())
         return ex
 
-    def exchange(self, rec: dict[str, Any]) -> Exchange:
-        """The exchange of a record; raises :class:`CassetteFormatError` when it cannot be rebuilt."""
+    def exchange(self, rec: dict[str, Any], checked: bool = False) -> Exchange:
+        """The exchange of a record; raises :class:`CassetteFormatError` when it cannot be rebuilt
+        (``checked``: the index's poll already checked the record)."""
         base = _delta_base(rec)
         try:
-            return self._decode(rec, base, self._base_body(base) if base is not None else None)
+            return self._decode(rec, base, self._base_body(base) if base is not None else None, checked)
         except CassetteFormatError:
             if isinstance(rec.get("seq"), int):
                 self._broken.add(rec["seq"])
@@ -563,7 +564,7 @@ class IncrementalRun:
         turns: list[TurnSummary] = []
         for i, (line, rec) in enumerate(recs):
             try:
-                ex = self._bodies.exchange(rec)
+                ex = self._bodies.exchange(rec, checked=True)
             except CassetteFormatError as exc:
                 self.index.problems.append(Problem(line, "unreadable", f"{exc}; skipped"))
                 self._skipped.add(first + i)
