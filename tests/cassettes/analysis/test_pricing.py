@@ -99,8 +99,11 @@ def _ours(usage: dict[str, int], model_ref: str, provider_id: str | None, when: 
         return type(exc), str(exc)
 
 
-def _cases() -> list[tuple[str, str | None, datetime, Any, dict[str, int]]]:
-    cases = []
+Case = tuple[str, str | None, datetime, Any, dict[str, int]]
+
+
+def _cases() -> list[Case]:
+    cases: list[Case] = []
     for provider in get_snapshot().providers:
         for model in provider.models:
             usages = USAGES + _tier_usages(model)
