@@ -100,7 +100,8 @@ def _fields(headers: Any) -> list[tuple[str, str]]:
 
 def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) -> Exchange:
     """The one place a mitmproxy flow becomes a neutral exchange. Bodies are left as they crossed
-    the wire (content-encoded): the writer process decodes them, off the proxy's event loop."""
+    the wire (content-encoded, and marked so): the writer process's recording pipeline decodes
+    them, off the proxy's event loop."""
     req = flow.request
     start = req.timestamp_start
     ex = Exchange(
@@ -109,6 +110,8 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         request_headers=_fields(req.headers),
         request_body=req.raw_content or b"",
         started=start,
+        request_encoded=True,
+        response_encoded=True,
     )
     resp = flow.response
     if resp is not None:

@@ -30,7 +30,6 @@ from typing import Any
 from cassettes.errors import CassetteError
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import Redactor
-from cassettes.wire.decoding import decode_exchange
 from proxy import messages
 
 __all__ = ["SETTLE", "FrameReader", "enlarge_pipe", "frame", "write_parts", "writer_main"]
@@ -209,8 +208,7 @@ def writer_main(
 
 def _store(writer: CassetteWriter, item: Any, answers: _Answers) -> None:
     try:
-        decode_exchange(item)
-        writer.append(item)
+        writer.append(item)  # the pipeline removes the Content-Encoding the proxy left
         answers.ok += 1
     except CassetteError as exc:
         msg = messages.safe(f"{_which(item)}: {exc}")

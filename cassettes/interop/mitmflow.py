@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.errors import ImportFormatError
-from cassettes.wire.decoding import decode_chunks
+from cassettes.wire.decoding import decode_exchange
 from cassettes.wire.exchange import Exchange, Headers, header
 
 __all__ = ["FlowFile", "TNetStringError", "is_flow_file", "load_flows", "read_flows", "tnetstring_pop"]
@@ -216,11 +216,9 @@ def _request_body(ex: Exchange, req: dict[str, Any]) -> None:
     content = req.get("content")
     if content is None and req.get("timestamp_end") is not None and header(ex.request_headers, "content-length") not in (None, "0"):
         ex.notes.append("request body was streamed by mitmproxy and not kept in the flow file")
-    body = content if isinstance(content, bytes) else _text(content).encode() if content else b""
-    if body:
-        dec = decode_chunks([(None, body)], header(ex.request_headers, "content-encoding"))
-        ex.request_body = b"".join(c for _, c in dec.chunks)
-        ex.notes.extend(f"request: {n}" for n in dec.notes)
+    ex.request_body = content if isinstance(content, bytes) else _text(content).encode() if content else b""
+    ex.request_encoded = True
+    decode_exchange(ex)
 
 
 def _response(ex: Exchange, resp: dict[str, Any]) -> None:
@@ -239,11 +237,10 @@ def _response(ex: Exchange, resp: dict[str, Any]) -> None:
     if raw is None:
         ex.notes.append("response body was streamed by mitmproxy and not kept in the flow file")
         return
-    rbody = raw if isinstance(raw, bytes) else _text(raw).encode()
-    dec = decode_chunks([(None, rbody)], header(ex.response_headers, "content-encoding"))
-    whole = b"".join(c for _, c in dec.chunks)
-    ex.decoded_from = dec.decoded_from
-    ex.notes.extend(dec.notes)
+    ex.response_chunks = [(None, raw if isinstance(raw, bytes) else _text(raw).encode())]
+    ex.response_encoded = True
+    decode_exchange(ex)
+    whole = b"".join(c for _, c in ex.response_chunks)
     ex.response_chunks = [(None, piece) for piece in _split_stream(whole, header(ex.response_headers, "content-type"))]
 
 

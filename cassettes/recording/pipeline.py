@@ -1,12 +1,14 @@
 """The recording pipeline: one round trip in, one cassette record out, the same way for every
 entry point (the recorder's writer process, ``looptap import``, the pytest plugin, the demo).
 
-    redact → delta-encode the request's history → parse (incrementally, against the round trip
+    remove Content-Encoding → redact → delta-encode the request's history → parse (incrementally, against the round trip
     it extends) → derive the view → seal the parse (``cassettes.parsing.sealed``: readers reuse it
     instead of parsing the response again) → append to the :class:`~cassettes.storage.store.CassetteFile`
 
 Redaction runs before encoding, so a secret never reaches the file. The caller hands over the
-exchange as the application saw it, its Content-Encoding removed (``cassettes.wire.decoding``).
+exchange as it captured it: a side still content-encoded is marked so (``Exchange.request_encoded``,
+``response_encoded``) and decoded here (``cassettes.wire.decoding.decode_exchange``) before
+anything reads it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from cassettes.recording.redact import Redactor
 from cassettes.storage.codec import HistoryEncoder, depth_safe_record, dumps_record, exchange_to_record
 from cassettes.storage.store import CassetteFile, read_cassette
 from cassettes.views.schema import roundtrip_json
+from cassettes.wire.decoding import decode_exchange
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["CassetteWriter"]
@@ -91,7 +94,8 @@ class CassetteWriter:
         return form, self._recent.get(delta["base"])
 
     def append(self, ex: Exchange) -> RoundTrip:
-        """Redact, encode, parse and write one round trip; returns its parsed round trip."""
+        """Decode, redact, encode, parse and write one round trip; returns its parsed round trip."""
+        decode_exchange(ex)
         with self._lock:
             seq = self._seq
             self._seq += 1

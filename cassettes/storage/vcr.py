@@ -17,7 +17,7 @@ import orjson
 import yaml
 
 from cassettes.errors import ImportFormatError
-from cassettes.wire.decoding import decode_chunks
+from cassettes.wire.decoding import decode_exchange
 from cassettes.wire.exchange import Exchange, Headers, header
 
 __all__ = ["load_vcr", "read_vcr"]
@@ -92,12 +92,10 @@ def _exchange(item: Any, index: int) -> Exchange:
         url=str(req.get("uri") or req.get("url") or ""),
         request_headers=_headers(req.get("headers")),
     )
-    req_body = _body(req)
-    dec = decode_chunks([(None, req_body)], header(ex.request_headers, "content-encoding"))
-    ex.request_body = b"".join(c for _, c in dec.chunks)
-    ex.notes.extend(f"request: {n}" for n in dec.notes)
+    ex.request_body, ex.request_encoded = _body(req), True
     if resp is None:
         ex.notes.append("vcr interaction has no response")
+        decode_exchange(ex)
         return ex
     ex.status, ex.reason = _status(resp.get("status"))
     ex.response_headers = _headers(resp.get("headers"))
@@ -108,10 +106,8 @@ def _exchange(item: Any, index: int) -> Exchange:
         if header(ex.response_headers, "content-encoding"):
             ex.notes.append("Content-Encoding header kept from the recording; the body was stored decoded")
     else:
-        dec = decode_chunks([(None, body)], header(ex.response_headers, "content-encoding"))
-        ex.response_chunks = [c for c in dec.chunks if c[1]]
-        ex.decoded_from = dec.decoded_from
-        ex.notes.extend(dec.notes)
+        ex.response_chunks, ex.response_encoded = [(None, body)], True
+    decode_exchange(ex)
     return ex
 
 

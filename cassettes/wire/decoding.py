@@ -165,15 +165,21 @@ def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None) -> Deco
 
 
 def decode_exchange(ex: Exchange) -> None:
-    """Remove the Content-Encoding from an exchange captured as it crossed the wire (in place):
-    the request body and the response chunks, keeping chunk boundaries and offsets."""
-    if ex.request_body:
-        dec = decode_chunks([(0.0, ex.request_body)], ex.request_header("content-encoding"))
-        ex.request_body = b"".join(c for _, c in dec.chunks)
-        ex.forget_request_json()
-        ex.notes.extend(f"request: {n}" for n in dec.notes)
-    if ex.response_chunks:
-        dec = decode_chunks(ex.response_chunks, ex.response_header("content-encoding"))
-        ex.response_chunks = [c for c in dec.chunks if c[1]]
-        ex.decoded_from = dec.decoded_from
-        ex.notes.extend(dec.notes)
+    """Remove the Content-Encoding from the sides of an exchange that still carry it
+    (``request_encoded`` / ``response_encoded``), in place, keeping chunk boundaries and offsets;
+    a body that cannot be decoded is kept as received, with a note. Idempotent: a decoded side is
+    marked so, and left alone the next time."""
+    if ex.request_encoded:
+        ex.request_encoded = False
+        if ex.request_body:
+            dec = decode_chunks([(0.0, ex.request_body)], ex.request_header("content-encoding"))
+            ex.request_body = b"".join(c for _, c in dec.chunks)
+            ex.forget_request_json()
+            ex.notes.extend(f"request: {n}" for n in dec.notes)
+    if ex.response_encoded:
+        ex.response_encoded = False
+        if ex.response_chunks:
+            dec = decode_chunks(ex.response_chunks, ex.response_header("content-encoding"))
+            ex.response_chunks = [c for c in dec.chunks if c[1]]
+            ex.decoded_from = dec.decoded_from
+            ex.notes.extend(dec.notes)

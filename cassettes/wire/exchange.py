@@ -56,6 +56,11 @@ class Exchange:
     notes: list[str] = field(default_factory=list)
     #: The Content-Encoding the body was decoded from, if any.
     decoded_from: str | None = None
+    #: The request body / response chunks still carry their Content-Encoding, as they crossed the
+    #: wire. :func:`cassettes.wire.decoding.decode_exchange` removes it (and clears these), and
+    #: the recording pipeline runs it first, so an entry point only says what it captured.
+    request_encoded: bool = False
+    response_encoded: bool = False
     #: Position in the cassette (assigned by the store).
     seq: int | None = None
     #: Set by the store: the request body extends round trip ``base`` (``{"base", "keep",

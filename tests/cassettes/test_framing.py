@@ -120,3 +120,50 @@ def test_lying_headers_keep_bytes_and_say_so() -> None:
     assert res.chunks == [(0.0, corrupt)] and "could not be decoded" in res.notes[0]
     res = decode_chunks([(0.0, b"abc")], "compress")
     assert res.chunks == [(0.0, b"abc")] and "unknown Content-Encoding" in res.notes[0]
+
+
+def test_the_recording_pipeline_decodes_what_an_entry_point_marks_encoded(tmp_path: object) -> None:
+    """Every entry point hands the pipeline what it captured: sides marked content-encoded are
+    decoded there, once (decode_exchange is idempotent), and unmarked ones are left alone."""
+    from pathlib import Path
+
+    from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.storage.store import read_cassette
+    from cassettes.wire.decoding import decode_exchange
+    from cassettes.wire.exchange import Exchange
+
+    body = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+    answer = SSE
+    packed = gzip.compress(answer, mtime=0)
+    req_packed = gzip.compress(body, mtime=0)
+
+    def captured(encoded: bool) -> Exchange:
+        return Exchange(
+            "POST",
+            "https://api.openai.com/v1/chat/completions",
+            [("content-type", "application/json"), ("content-encoding", "gzip")],
+            req_packed,
+            200,
+            "OK",
+            [("content-type", "text/event-stream"), ("content-encoding", "gzip")],
+            [(0.01, packed[:20]), (0.02, packed[20:])],
+            request_encoded=encoded,
+            response_encoded=encoded,
+        )
+
+    ex = captured(True)
+    decode_exchange(ex)
+    assert (ex.request_body, b"".join(c for _, c in ex.response_chunks), ex.decoded_from) == (body, answer, "gzip")
+    assert not ex.request_encoded and not ex.response_encoded
+    notes = list(ex.notes)
+    decode_exchange(ex)  # again: nothing to do, nothing noted
+    assert (ex.request_body, b"".join(c for _, c in ex.response_chunks), ex.notes) == (body, answer, notes)
+
+    path = Path(str(tmp_path)) / "run.jsonl"
+    with CassetteWriter(path) as w:
+        w.append(captured(True))  # as the proxy hands it over
+        w.append(captured(False))  # as an importer that already decoded hands it over (here: bytes that happen to be gzip)
+    first, second = read_cassette(path).exchanges
+    assert first.request_body == body and b"".join(c for _, c in first.response_chunks) == answer
+    assert first.decoded_from == "gzip"
+    assert second.request_body == req_packed and second.decoded_from is None

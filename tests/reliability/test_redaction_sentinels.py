@@ -23,7 +23,6 @@ import pytest
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.matcher import Matcher
 from cassettes.storage.store import read_cassette
-from cassettes.wire.decoding import decode_exchange
 from cassettes.wire.exchange import Exchange
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +64,8 @@ def _ex(url: str, headers: list[tuple[str, str]], body: bytes, status: int = 200
         resp_headers or [("content-type", "application/json")],
         [(0.01 * i, c) for i, c in enumerate(chunks or [resp])],
         started=1_700_000_000.0,
+        request_encoded=True,  # as captured on the wire, as the proxy's addon marks them
+        response_encoded=True,
     )
 
 
@@ -184,8 +185,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sentinels") / "run.jsonl"
     with CassetteWriter(out) as w:
         for ex in exchanges():
-            decode_exchange(ex)  # as the recorder's writer does
-            w.append(ex)
+            w.append(ex)  # the pipeline decodes, as in the recorder's writer
     return out
 
 
