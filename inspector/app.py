@@ -4,15 +4,17 @@ Data flow (STYLE.md): the app owns the run being read (a :class:`cassettes.stora
 and hands each widget what it shows (attributes down); widgets report what the user did with
 their own messages (``TurnList.TurnSelected``, ``FindingsTable.FindingChosen`` …, messages up).
 Disk IO runs in thread workers — reading the run, re-reading the selected turn in full — and every
-worker failure ends in :meth:`InspectorApp.on_worker_state_changed`.
+worker failure ends in :meth:`InspectorApp.on_worker_state_changed`. Playback's timing is decided by
+:class:`inspector.playback.Playback` (no Textual); the app applies its decisions to the widgets.
+The key bindings are listed in :mod:`inspector.bindings`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, assert_never
 
 from rich.text import Text
 from textual import events, on, work
@@ -34,6 +36,8 @@ from cassettes.untrusted import clean, clean_line
 from cassettes.views.search import SearchHit, search_turns
 from cassettes.views.summary import TurnSummary
 from cassettes.views.timeline import TimelinePoint, text_timeline
+from inspector.bindings import APP_BINDINGS, HELP_OTHER
+from inspector.playback import Advance, Clock, Decision, Playback, Reveal, StreamEnded, StreamStarted
 from inspector.safe import UntrustedFilter
 from inspector.screens.help import HelpScreen
 from inspector.screens.search import SearchScreen
@@ -48,12 +52,6 @@ from inspector.widgets.turn_list import TurnList
 
 __all__ = ["InspectorApp", "build_app"]
 
-Clock = Callable[[], float]
-
-#: Playback speeds, slowest first (× recorded pace).
-SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
-#: Seconds (at 1×) a turn stays on screen during playback after its text has finished.
-DWELL = 1.0
 #: Bytes read before the first screen is drawn (small, so it appears at once), then per batch.
 FIRST_STEP = 256 * 1024
 STEP = 4 * 1024 * 1024
@@ -75,150 +73,7 @@ class InspectorApp(App[None]):
     CSS_PATH = "inspector.tcss"
     TITLE = "looptap inspect"
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit", tooltip="Leave the inspector", id="app.quit"),
-        Binding(
-            "question_mark",
-            "help",
-            "Help",
-            key_display="?",
-            tooltip="Key bindings and what the panes show",
-            id="app.help",
-        ),
-        Binding(
-            "slash",
-            "search",
-            "Search",
-            key_display="/",
-            tooltip="Search text, tool calls, results and findings",
-            id="search.open",
-        ),
-        Binding(
-            "f",
-            "finding(1)",
-            "Next finding",
-            tooltip="Jump to the next turn with a finding",
-            id="findings.next",
-        ),
-        Binding(
-            "c",
-            "next_conversation",
-            "Conversation",
-            tooltip="Show the next conversation (cycles through all)",
-            id="conversations.next",
-        ),
-        Binding(
-            "l",
-            "next_layer",
-            "Layer",
-            tooltip="The next layer pane: E, A, C (in narrow terminals the panes are tabs)",
-            id="layers.next",
-        ),
-        Binding(
-            "space",
-            "play_pause",
-            "Play/pause",
-            tooltip="Play the turns one after another at recorded pace",
-            id="playback.toggle",
-        ),
-        Binding(
-            "right_square_bracket",
-            "step(1)",
-            "Step",
-            key_display="]",
-            tooltip="Step to the next turn",
-            id="playback.forward",
-        ),
-        Binding(
-            "left_square_bracket",
-            "step(-1)",
-            "Back",
-            key_display="[",
-            tooltip="Step back to the previous turn",
-            id="playback.back",
-        ),
-        Binding(
-            "plus,equals_sign",
-            "speed(1)",
-            "Faster",
-            key_display="+",
-            show=False,
-            tooltip="Play faster",
-            id="playback.faster",
-        ),
-        Binding(
-            "minus",
-            "speed(-1)",
-            "Slower",
-            key_display="-",
-            show=False,
-            tooltip="Play slower",
-            id="playback.slower",
-        ),
-        Binding(
-            "r",
-            "restream",
-            "Re-stream",
-            tooltip="Re-stream this turn's text at the pace it was recorded",
-            id="playback.restream",
-        ),
-        Binding(
-            "F",
-            "finding(-1)",
-            "Prev finding",
-            show=False,
-            tooltip="Jump to the previous turn with a finding",
-            id="findings.previous",
-        ),
-        Binding(
-            "n",
-            "next_hit(1)",
-            "Next match",
-            show=False,
-            tooltip="Jump to the next search match",
-            id="search.next",
-        ),
-        Binding(
-            "N",
-            "next_hit(-1)",
-            "Prev match",
-            show=False,
-            tooltip="Jump to the previous search match",
-            id="search.previous",
-        ),
-        Binding(
-            "a",
-            "all_messages",
-            "All messages",
-            show=False,
-            tooltip="Show every message of the turn's history, not only the latest ones",
-            id="messages.all.app",
-        ),
-        Binding(
-            "1",
-            "tab('turn')",
-            "Turn",
-            show=False,
-            tooltip="The selected turn: messages and E/A/C panes",
-            id="tabs.turn",
-        ),
-        Binding(
-            "2",
-            "tab('growth')",
-            "Growth",
-            show=False,
-            tooltip="The token-cost growth chart",
-            id="tabs.growth",
-        ),
-        Binding(
-            "3",
-            "tab('findings')",
-            "Findings",
-            show=False,
-            tooltip="Every finding of the run",
-            id="tabs.findings",
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
 
     class RunRead(Message):
         """The reader worker read another batch of the run."""
@@ -268,13 +123,9 @@ class InspectorApp(App[None]):
         self.complete = False
         self.progress: float | None = 0.0
         self.failed: str | None = None
-        # playback
-        self.playing = False
-        self.speed = 1.0
+        #: The turn whose full request and timeline were read (``None``: the selected one is loading).
         self._loaded: int | None = None
-        self._timeline: list[TimelinePoint] = []
-        self._stream_start: float | None = None
-        self._advance_at: float | None = None
+        self.playback = Playback(clock)
         # search
         self._query = ""
         self._hits: list[SearchHit] = []
@@ -593,8 +444,7 @@ class InspectorApp(App[None]):
         turn = self.by_seq.get(message.seq)
         if turn is None:
             return
-        self._stop_stream()
-        self._advance_at = None
+        self._apply(self.playback.turn_selected())
         self._show_turn_panes(turn)
         self._label_layers(turn)
         self.query_one(MessagesView).show_note(f"loading turn #{turn.seq}…")
@@ -646,54 +496,47 @@ class InspectorApp(App[None]):
             return
         turn = self.by_seq[message.seq]
         self._loaded = message.seq
-        self._timeline = message.timeline
         note = "" if message.request is not None else "the request could not be parsed"
         if message.request is None:
             self.query_one(MessagesView).show_note(f"turn #{message.seq}: {note}")
         else:
             self.query_one(MessagesView).show_request(message.request, turn.appended_from)
-        if self.playing:
-            if self._timeline:
-                self._start_stream()
-            else:
-                self._advance_at = self.clock() + DWELL / self.speed
+        self._apply(self.playback.turn_loaded(message.timeline))
 
-    # -- playback ----------------------------------------------------------------------------------
+    # -- playback: inspector/playback.py decides, this applies its decisions to the widgets -------
 
-    def _start_stream(self) -> None:
-        self._stream_start = self.clock()
-        self.query_one(EmissionPane).reveal = 0
-        self._ticker.resume()
-        self._show_playback()
+    @property
+    def playing(self) -> bool:
+        return self.playback.playing
 
-    def _stop_stream(self) -> None:
-        if self._stream_start is not None:
-            self._stream_start = None
+    @property
+    def speed(self) -> float:
+        return self.playback.speed
+
+    def _apply(self, decision: Decision) -> None:
+        """Show what :class:`Playback` decided."""
+        if decision is None:
+            return
+        if isinstance(decision, StreamStarted):
+            self.query_one(EmissionPane).reveal = 0
+            self._ticker.resume()
+            self._show_playback()
+        elif isinstance(decision, Reveal):
+            self.query_one(EmissionPane).reveal = decision.chars
+        elif isinstance(decision, StreamEnded):
             self.query_one(EmissionPane).reveal = None
             self._show_playback()
-
-    def _tick(self) -> None:
-        now = self.clock()
-        if self._stream_start is not None and self._timeline:
-            pos = (now - self._stream_start) * self.speed
-            chars = 0
-            for p in self._timeline:
-                if p.offset > pos:
-                    break
-                chars = p.chars
-            if pos >= self._timeline[-1].offset:
-                self._stop_stream()
-                if self.playing:
-                    self._advance_at = now + DWELL / self.speed
-            else:
-                self.query_one(EmissionPane).reveal = chars
-        elif self.playing and self._advance_at is not None and now >= self._advance_at:
-            self._advance_at = None
+        elif isinstance(decision, Advance):
             if not self._move(1):
-                self.playing = False
+                self._apply(self.playback.pause())
                 self.notify("end of the turn list", title="playback")
                 self._show_playback()
-        if not self.playing and self._stream_start is None:
+        else:
+            assert_never(decision)
+
+    def _tick(self) -> None:
+        self._apply(self.playback.tick())
+        if not self.playback.active:
             self._ticker.pause()
 
     def _move(self, delta: int) -> bool:
@@ -707,46 +550,30 @@ class InspectorApp(App[None]):
     def action_play_pause(self) -> None:
         if not self.turns:
             return
-        self.playing = not self.playing
-        if self.playing:
+        loaded = self._loaded == self.query_one(TurnList).selected_seq
+        decision = self.playback.toggle(loaded)
+        if self.playback.playing:
             self._ticker.resume()
-            if (
-                self._loaded == self.query_one(TurnList).selected_seq
-                and self._timeline
-                and self._stream_start is None
-            ):
-                self._start_stream()
-            elif self._stream_start is None:
-                self._advance_at = self.clock() + DWELL / self.speed
-        else:
-            self._advance_at = None
-            self._stop_stream()
+        self._apply(decision)
         self._show_playback()
 
     def action_step(self, delta: int) -> None:
         self._move(delta)
 
     def action_speed(self, direction: int) -> None:
-        i = SPEEDS.index(self.speed) + direction
-        if 0 <= i < len(SPEEDS):
-            # Keep the stream's position when the speed changes mid-stream.
-            if self._stream_start is not None:
-                now = self.clock()
-                pos = (now - self._stream_start) * self.speed
-                self._stream_start = now - pos / SPEEDS[i]
-            self.speed = SPEEDS[i]
+        self.playback.change_speed(direction)
         self._show_playback()
 
     def action_restream(self) -> None:
         if self._loaded is None or self._loaded != self.query_one(TurnList).selected_seq:
             self.notify("the turn is still loading", severity="warning")
-        elif not self._timeline:
+        elif not self.playback.timeline:
             self.notify(
                 "this turn's text was not streamed with recorded timings, so there is nothing to re-stream",
                 title="re-stream",
             )
         else:
-            self._start_stream()
+            self._apply(self.playback.start_stream())
 
     # -- findings, conversations, search, tabs -------------------------------------------------
 
@@ -848,13 +675,7 @@ class InspectorApp(App[None]):
             ("Run and playback", [b for b in self.BINDINGS if isinstance(b, Binding)]),
             ("Turn list", [b for b in TurnList.BINDINGS if isinstance(b, Binding)]),
             ("Messages", [b for b in MessagesView.BINDINGS if isinstance(b, Binding)]),
-            (
-                "Other",
-                [
-                    Binding("ctrl+p", "command_palette", "Commands", tooltip="The command palette"),
-                    Binding("tab", "focus_next", "Focus", tooltip="Move focus between the panes"),
-                ],
-            ),
+            ("Other", HELP_OTHER),
         ]
         self.push_screen(HelpScreen(groups))
 
@@ -911,11 +732,11 @@ class InspectorApp(App[None]):
         turn = self.by_seq.get(seq) if seq is not None else None
         label = f"#{turn.seq} {turn.conversation}/turn {turn.index}" if turn is not None else ""
         self.query_one(PlaybackBar).show(
-            self.playing,
-            self.speed,
+            self.playback.playing,
+            self.playback.speed,
             turn_list.cursor,
             len(turn_list.turns),
-            self._stream_start is not None,
+            self.playback.streaming,
             label,
         )
 

@@ -179,7 +179,7 @@ async def test_restream_reveals_the_text_at_recorded_pace(run_file: Path, clock:
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         await pilot.press("down")
-        await until(pilot, lambda: app._loaded == 1 and bool(app._timeline))
+        await until(pilot, lambda: app._loaded == 1 and bool(app.playback.timeline))
         pane = app.query_one(EmissionPane)
         await pilot.press("r")
         assert pane.reveal == 0
@@ -209,7 +209,7 @@ async def test_play_steps_through_turns_and_pauses(run_file: Path, clock: FakeCl
         await until(pilot, lambda: pane.reveal == 0)  # turn 0 was streamed: it re-streams first
         assert "▶ playing" in plain(app.query_one("#playback", Static))
         clock.advance(10.0)
-        await until(pilot, lambda: pane.reveal is None and app._advance_at is not None)
+        await until(pilot, lambda: pane.reveal is None and app.playback.advance_at is not None)
         assert _selected(app) == 0
         clock.advance(1.1)  # the dwell after the text
         await until(pilot, lambda: _selected(app) == 1)
@@ -220,6 +220,25 @@ async def test_play_steps_through_turns_and_pauses(run_file: Path, clock: FakeCl
         assert _selected(app) == 1
         await pilot.press("minus", "minus")
         assert app.speed == 0.25
+
+
+async def test_play_pauses_at_the_end_of_the_list(run_file: Path, clock: FakeClock) -> None:
+    app = build_app(run_file, clock=clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("end")
+        await until(pilot, lambda: app._loaded == 4)
+        await pilot.press("space")
+        assert app.playing
+        for _ in range(200):  # the last turn streams (or not), dwells, then finds no next turn
+            if not app.playing:
+                break
+            clock.advance(1.0)
+            await pilot.pause(0.05)
+        assert not app.playing and _selected(app) == 4
+        assert app.query_one(EmissionPane).reveal is None
+        assert "⏸ paused" in plain(app.query_one("#playback", Static))
+        assert any(n.message == "end of the turn list" and n.title == "playback" for n in app._notifications)
 
 
 async def test_live_follow_shows_new_turns_as_the_file_grows(run_file: Path, tmp_path: Path) -> None:
