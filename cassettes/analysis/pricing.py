@@ -92,14 +92,16 @@ _PLANS: dict[tuple[Any, ...], _Plan | None] = {}
 # key when it is missing (0), or None where it refuses to infer one.
 _INFERRED: dict[tuple[str, frozenset[str]], int | None] = {}
 _CACHE_MAX = 4096
+_MISSING: Any = object()
 
 
 def _plan(price: Any) -> _Plan | None:
     if type(price) is not ModelPrice:
         return None
     key = tuple((k, id(v)) for k, v in price.__dict__.items())
-    if key in _PLANS:
-        return _PLANS[key]
+    hit: _Plan | None = _PLANS.get(key, _MISSING)  # one lookup: another thread may clear it in between
+    if hit is not _MISSING:
+        return hit
     plan: _Plan | None
     try:
         plan = _Plan(price)
@@ -112,8 +114,9 @@ def _plan(price: Any) -> _Plan | None:
 
 
 def _inferred(key: str, positive: frozenset[str]) -> int | None:
-    if (key, positive) in _INFERRED:
-        return _INFERRED[(key, positive)]
+    hit: int | None = _INFERRED.get((key, positive), _MISSING)
+    if hit is not _MISSING:
+        return hit
     probe = Usage(**dict.fromkeys(positive, 1))
     value: int | None
     try:
@@ -178,7 +181,10 @@ def calc_price(
             else:
                 price = model.get_prices(ts, price_context)
             plan = _plan(price)
-            total = _total(plan, usage) if plan is not None else None
+            try:
+                total = _total(plan, usage) if plan is not None else None
+            except (TypeError, AttributeError, KeyError):  # internals that moved: the library decides
+                total = None
             if total is not None:
                 return total, provider.id, model.id
     calc = genai_prices.calc_price(

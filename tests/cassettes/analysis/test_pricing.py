@@ -191,3 +191,16 @@ class _nothing:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def test_an_internal_that_moved_hands_the_call_to_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path reuses genai-prices internals; if one changes shape under a new release, the
+    call goes to genai_prices.calc_price, never to an exception of ours."""
+
+    def moved(*a: Any, **k: Any) -> Any:
+        raise TypeError("calc_unit_price() takes 3 positional arguments but 4 were given")
+
+    monkeypatch.setattr(pricing, "calc_unit_price", moved)
+    usage = USAGES[5]
+    assert _ours(usage, "claude-sonnet-4-5", "anthropic", NOW, None) == _library(usage, "claude-sonnet-4-5", "anthropic", NOW, None)
+    assert isinstance(_ours(usage, "claude-sonnet-4-5", "anthropic", NOW, None)[0], Decimal)
