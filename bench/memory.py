@@ -32,7 +32,7 @@ COMMANDS = {
 }
 READER = (
     "import sys, time\n"
-    "from cassettes.storage.index import IncrementalRun\n"
+    "from cassettes.views.incremental import IncrementalRun\n"
     "run = IncrementalRun(sys.argv[1])\n"
     "while not run.step().at_end: pass\n"
     "print(len(run.analysis.turns), 'turns;', len(run.problems), 'problems')\n"

@@ -1,6 +1,6 @@
 """The inspector app: reads a run in a worker, shows it turn by turn, plays it back.
 
-Data flow (STYLE.md): the app owns the run being read (a :class:`cassettes.storage.index.IncrementalRun`)
+Data flow (STYLE.md): the app owns the run being read (a :class:`cassettes.views.incremental.IncrementalRun`)
 and hands each widget what it shows (attributes down); widgets report what the user did with
 their own messages (``TurnList.TurnSelected``, ``FindingsTable.FindingChosen`` …, messages up).
 Disk IO runs in thread workers — reading the run, re-reading the selected turn in full — and every
@@ -31,8 +31,8 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from cassettes.analysis.model import Finding, Layer, McpCall
 from cassettes.errors import CassetteError
 from cassettes.parsing.models import NormalisedRequest, ToolResult
-from cassettes.storage.index import Batch, IncrementalRun
 from cassettes.untrusted import clean, clean_line
+from cassettes.views.incremental import Batch, IncrementalRun
 from cassettes.views.search import SearchHit, search_turns
 from cassettes.views.summary import TurnSummary
 from cassettes.views.timeline import TimelinePoint, text_timeline

@@ -59,12 +59,14 @@ _ROLE = {"developer": "system", "model": "assistant"}
 _RELEASED: list[Any] = []
 
 
-#: Texts squashed recently (text → squashed): a turn squashes the same texts more than once (a
-#: tool result for threading and for the checks; an answer as this turn's response, then as the
-#: next request's history). Only texts up to _SQUASH_LEN, at most _SQUASH_MAX of them.
+#: Texts squashed during this turn and the one before (text → squashed): a turn squashes the same
+#: texts more than once (a tool result for threading and for the checks; an answer as this turn's
+#: response, then as the next request's history). :meth:`Threader.add` starts a new generation, so
+#: at most two turns' texts are held; texts over _SQUASH_LEN are not kept.
 _SQUASHED: dict[str, str] = {}
-_SQUASH_MAX = 256
-_SQUASH_LEN = 256 * 1024
+_SQUASHED_BEFORE: dict[str, str] = {}
+_SQUASH_MAX = 1024
+_SQUASH_LEN = 1024 * 1024
 
 
 def squashed(text: str | None) -> str:
@@ -74,12 +76,17 @@ def squashed(text: str | None) -> str:
     hit = _SQUASHED.get(text)
     if hit is not None:
         return hit
-    out = " ".join(text.split())
-    if len(text) <= _SQUASH_LEN:
-        if len(_SQUASHED) >= _SQUASH_MAX:
-            _SQUASHED.clear()
-        _SQUASHED[text] = out
-    return out
+    hit = _SQUASHED_BEFORE.get(text)
+    if hit is None:
+        hit = " ".join(text.split())
+    if len(text) <= _SQUASH_LEN and len(_SQUASHED) < _SQUASH_MAX:
+        _SQUASHED[text] = hit
+    return hit
+
+
+def _next_squash_generation() -> None:
+    global _SQUASHED, _SQUASHED_BEFORE
+    _SQUASHED_BEFORE, _SQUASHED = _SQUASHED, {}
 
 
 _norm_text = squashed
@@ -387,6 +394,7 @@ class Threader:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed."""
         _KEYED.clear()
+        _next_squash_generation()
         try:
             return self._add(family, messages, response, failed, label, previous_response_id, reuse, system, tools)
         finally:

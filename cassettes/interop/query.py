@@ -520,7 +520,7 @@ class Runs:
         """Round trips recorded after ``after_seq``. A recording in progress is followed as it
         grows: the server keeps reading the file where it stopped (only the new records are read
         and analysed), so call again with the ``last_seq`` of the previous answer."""
-        from cassettes.storage.index import IncrementalRun
+        from cassettes.views.incremental import IncrementalRun
 
         path = self.resolve(run)
         st = path.stat()

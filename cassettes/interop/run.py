@@ -12,7 +12,7 @@ file is recognised and refused with a message (looptap writes HAR, it does not r
 else gets one error naming what was tried.
 
 **How each is read.** A looptap cassette is read as a stream (the incremental reader,
-:class:`~cassettes.storage.index.IncrementalRun`): one pass analyses it, keeping the turns' summaries and
+:class:`~cassettes.views.incremental.IncrementalRun`): one pass analyses it, keeping the turns' summaries and
 an index of byte offsets, and every later pass reads the round trips again from disk one at a
 time. So ``show``, ``textconv`` and the exports hold one round trip at a time, not the run: a
 million tiny records cost megabytes. ``whole=True`` reads it into memory instead (the replay
@@ -70,7 +70,7 @@ _YAML_START = re.compile(rb"(?:%YAML|---(?:\s|$)|[A-Za-z_][\w.-]*\s*:(?:\s|$))")
 
 class Records(Sized, Iterable[T], Protocol[T]):
     """A run's round trips in recording order: a list, or a column read again from disk on every
-    pass (see :class:`~cassettes.storage.index.Reread`)."""
+    pass (see :class:`~cassettes.views.incremental.Reread`)."""
 
     def __iter__(self) -> Iterator[T]: ...
 
@@ -426,7 +426,7 @@ def _read_whole(path: Path) -> Run:
 def stream_run(path: str | Path) -> Run:
     """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one."""
-    from cassettes.storage.index import IncrementalRun
+    from cassettes.views.incremental import IncrementalRun
 
     p = Path(path)
     inc = IncrementalRun(p)

@@ -1,4 +1,4 @@
-"""The incremental reader (cassettes.storage.index) and the viewer helpers (growth, search, timeline)."""
+"""The incremental reader (cassettes.storage.index, cassettes.views.incremental) and the viewer helpers (growth, search, timeline)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.storage.index import IncrementalRun, RecordIndex
+from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_cassette
 from cassettes.views.growth import growth_bars
+from cassettes.views.incremental import IncrementalRun
 from cassettes.views.search import search_turns
 from cassettes.views.timeline import text_timeline
 
@@ -248,7 +249,7 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(
     import threading
     import time
 
-    from cassettes.storage.index import _TurnStore
+    from cassettes.views.incremental import _TurnStore
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 3000)
     monkeypatch.setattr(_TurnStore, "BACKLOG", backlog)
@@ -290,7 +291,7 @@ def test_turn_store_write_failure_surfaces_on_the_next_put(
     background thread."""
     import time
 
-    from cassettes.storage.index import _TurnStore
+    from cassettes.views.incremental import _TurnStore
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 1000)
     monkeypatch.setattr(_TurnStore, "BACKLOG", backlog)
@@ -298,7 +299,7 @@ def test_turn_store_write_failure_surfaces_on_the_next_put(
     def no_space(*a: object, **k: object) -> object:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("cassettes.storage.index.tempfile.TemporaryFile", no_space)
+    monkeypatch.setattr("cassettes.views.incremental.tempfile.TemporaryFile", no_space)
     turn = next(iter(analyse(read_cassette(fx).exchanges).turns.values()))
     store = _TurnStore()
     deadline = time.monotonic() + 30
@@ -312,7 +313,7 @@ def test_turn_store_write_failure_surfaces_on_the_next_put(
 def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
     fx: Path, demo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cassettes.storage.index import _TurnStore
+    from cassettes.views.incremental import _TurnStore
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 2000)
     for path in (fx, demo):
@@ -322,3 +323,22 @@ def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
         want = analyse(read_cassette(path).exchanges)
         assert run.whole().model_dump() == want.model_dump()
         run.close()
+
+
+def test_finish_compresses_the_last_block_and_stops_the_compressor(
+    fx: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished run keeps no turn JSON in memory: the block being filled is compressed, the
+    compressor thread ends, and every full turn still comes back."""
+    from cassettes.views.incremental import _TurnStore
+
+    monkeypatch.setattr(_TurnStore, "BLOCK", 3000)
+    run = IncrementalRun(fx)
+    _read_all(run)
+    assert run._store._filling  # a block still being filled before finish
+    run.finish()
+    store = run._store
+    assert not store._filling and not store._waiting and store._worker is None
+    want = analyse(read_cassette(fx).exchanges)
+    assert run.whole().model_dump() == want.model_dump()
+    run.close()

@@ -29,8 +29,8 @@ from cassettes.analysis import analyse
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.index import IncrementalRun
 from cassettes.storage.vcr import load_vcr
+from cassettes.views.incremental import IncrementalRun
 from cassettes.wire.exchange import Exchange
 
 

@@ -1,0 +1,495 @@
+"""A run read and analysed a piece at a time: for very large files and for recordings still being written.
+
+:func:`cassettes.storage.store.read_cassette` plus :func:`cassettes.analysis.analyse` hold a whole run.
+:class:`IncrementalRun` reads the file through :class:`cassettes.storage.index.RecordIndex` (record
+offsets, a torn tail, a file still growing) and feeds the records, batch by batch, through the
+incremental layer analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which releases what later
+turns no longer need), then releases each exchange's raw bytes. Each analysed turn is kept as a
+:class:`~cassettes.views.summary.TurnSummary` (what a turn list, the findings, the growth chart and
+navigation read: a few hundred bytes); the full turn goes, compressed, to an anonymous temporary
+file and :meth:`IncrementalRun.full_turn` restores it (a small cache keeps the recently shown
+ones). :meth:`IncrementalRun.roundtrip` re-reads one round trip in full (its whole message history)
+when a viewer shows it; :class:`Reread` goes through every round trip again, one at a time.
+
+What still grows with the run is about 3 KB per turn (the summary and growth bar, the threader's
+hashes, the checks' memory of call ids and calls, the index entries) and the latest turn of each
+conversation; the store of full turns takes about 1 KB of disk per turn (compressed 256 KB of
+turns at a time by a background thread).
+"""
+
+from __future__ import annotations
+
+import queue
+import tempfile
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from cassettes.analysis.model import RunAnalysis, Turn
+from cassettes.analysis.run import RunAnalyser
+from cassettes.errors import CassetteFormatError
+from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+from cassettes.storage.codec import loads_record, migrate
+from cassettes.storage.index import BLOCK, BODY_CACHE, RecordIndex, RequestBodies
+from cassettes.storage.store import Problem, open_regular
+from cassettes.views.summary import TurnSummary, summarise
+from cassettes.wire.exchange import Exchange
+
+__all__ = ["Batch", "IncrementalRun", "Reread"]
+
+#: Full turns kept restored for viewers (the most recently shown ones).
+TURN_CACHE = 64
+
+
+@dataclass
+class Batch:
+    """What one :meth:`IncrementalRun.step` read."""
+
+    #: The turns analysed in this batch (generation round trips), in recording order.
+    turns: list[TurnSummary]
+    #: Round trips read, including non-generation ones.
+    records: int
+    #: Problems found in this batch (corrupt lines, unreadable records).
+    problems: list[Problem]
+    #: Nothing more to read right now (end of what the file holds).
+    at_end: bool
+
+
+class _TurnStore:
+    """Full turns as JSON, compressed a block of turns at a time into an anonymous temporary file
+    (gone when closed): one thread puts while viewer threads get.
+
+    A turn's place is known when it is put (block, offset, length in the block's JSON), so the
+    caller keeps three integers per turn. The block being filled, and blocks waiting for the
+    compressor, are read from memory. Blocks are compressed by a background thread: zlib lets go
+    of the interpreter while it deflates, so on a second core this costs the reader nothing (a
+    256 KB block of similar turns also deflates twice as fast per turn as turns one by one, and
+    to under half the size).
+    """
+
+    #: Uncompressed bytes per block (about 25 turns of a coding agent).
+    BLOCK = 256 * 1024
+    #: Blocks waiting for the compressor before :meth:`put` compresses one itself.
+    BACKLOG = 8
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self._dir = directory
+        self._file: IO[bytes] | None = None
+        self._end = 0
+        self._lock = threading.Lock()
+        self._filling = bytearray()
+        self._block = 0  # number of the block being filled
+        self._waiting: dict[int, bytes] = {}  # sealed blocks not yet compressed and written
+        self._blocks: dict[int, tuple[int, int]] = {}  # block → (offset, length) in the file
+        self._recent: OrderedDict[int, bytes] = OrderedDict()  # decompressed blocks, last used last
+        self._queue: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+        self._failed: BaseException | None = None
+        self._closed = False
+
+    def put(self, turn: Turn) -> tuple[int, int, int]:
+        if self._failed is not None:
+            raise self._failed
+        data = turn.__pydantic_serializer__.to_json(turn)
+        with self._lock:
+            if self._closed:
+                raise ValueError("the store of full turns is closed")
+            where = (self._block, len(self._filling), len(data))
+            self._filling += data
+            if len(self._filling) < self.BLOCK:
+                return where
+            block, self._block = self._block, self._block + 1
+            self._waiting[block] = bytes(self._filling)
+            self._filling = bytearray()
+            inline = len(self._waiting) > self.BACKLOG
+            if not inline:
+                self._queue.put(block)  # under the lock: the worker's idle exit checks the queue under it
+                if self._worker is None:
+                    self._worker = threading.Thread(target=self._compress_all, name="looptap-turn-store", daemon=True)
+                    self._worker.start()
+        if inline:  # the compressor fell behind: this thread helps
+            self._compress(block)
+        return where
+
+    def _compress_all(self) -> None:
+        """The compressor thread: it ends when told to, or after a second with nothing to do."""
+        while True:
+            try:
+                block = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                with self._lock:
+                    if self._queue.empty():
+                        self._worker = None
+                        return
+                continue
+            if block is None:
+                return
+            try:
+                self._compress(block)
+            except BaseException as exc:  # surfaced by the next put or get
+                self._failed = exc
+
+    def _compress(self, block: int) -> None:
+        with self._lock:
+            data = self._waiting.get(block)
+        if data is None:
+            return
+        packed = zlib.compress(data, 1)  # outside the lock: zlib releases the interpreter
+        with self._lock:
+            if self._closed:
+                return
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="looptap-turns-", dir=self._dir, buffering=0)
+            at = self._end
+            self._file.seek(at)
+            self._file.write(packed)
+            self._end += len(packed)
+            self._blocks[block] = (at, len(packed))
+            del self._waiting[block]
+
+    def _block_data(self, block: int) -> bytes | bytearray:
+        """A block's JSON (the caller holds the lock)."""
+        if block == self._block:
+            return self._filling
+        data = self._waiting.get(block)
+        if data is not None:
+            return data
+        hit = self._recent.get(block)
+        if hit is not None:
+            self._recent.move_to_end(block)
+            return hit
+        if self._failed is not None:
+            raise self._failed
+        assert self._file is not None
+        at, length = self._blocks[block]
+        self._file.seek(at)
+        raw = zlib.decompress(self._file.read(length))
+        self._recent[block] = raw
+        while len(self._recent) > 4:
+            self._recent.popitem(last=False)
+        return raw
+
+    def get(self, block: int, offset: int, length: int) -> Turn:
+        with self._lock:
+            data = bytes(self._block_data(block)[offset : offset + length])
+        return Turn.model_validate_json(data)
+
+    def flush(self) -> None:
+        """Compress the block being filled and wait for the compressor: nothing more is coming
+        (the run is finished), so nothing needs to stay in memory."""
+        with self._lock:
+            if not self._filling or self._closed:
+                block = None
+            else:
+                block, self._block = self._block, self._block + 1
+                self._waiting[block] = bytes(self._filling)
+                self._filling = bytearray()
+        if block is not None:
+            self._compress(block)
+        with self._lock:
+            worker = self._worker
+            if worker is not None:
+                self._queue.put(None)  # the worker compresses what is queued, then ends
+                self._worker = None
+        if worker is not None:
+            worker.join()
+        if self._failed is not None:
+            raise self._failed
+
+    @property
+    def size(self) -> int:
+        """Bytes on disk (compressed blocks) and in memory (blocks not yet compressed)."""
+        with self._lock:
+            return self._end + len(self._filling) + sum(len(d) for d in self._waiting.values())
+
+    def close(self) -> None:
+        with self._lock:
+            worker = self._worker
+            if worker is not None:
+                self._queue.put(None)
+        if worker is not None:
+            worker.join()
+        with self._lock:
+            self._closed = True
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            self._waiting.clear()
+            self._recent.clear()
+            self._filling = bytearray()
+
+
+class IncrementalRun:
+    """A cassette read and analysed a batch at a time, with memory bounded by summaries.
+
+    ``step()`` until ``at_end``; then ``finish()`` for the end-of-run checks. For a recording in
+    progress keep calling ``step()`` (new records appear as the writer completes them) and call
+    ``finish()`` once it is done, if ever. ``step`` runs in one thread; the viewer methods
+    (:meth:`full_turn`, :meth:`exchange`, :meth:`roundtrip`) may be called from others.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        body_cache: int = BODY_CACHE,
+        turn_cache: int = TURN_CACHE,
+        store_dir: str | Path | None = None,
+    ) -> None:
+        self.index = RecordIndex(path)
+        self._bodies = RequestBodies(self.index, body_cache)
+        # Bodies for viewers re-reading one round trip: a cache of their own, so a viewer thread
+        # can read while another thread steps the analysis.
+        self._viewer_bodies = RequestBodies(self.index, 16)
+        self.analyser = RunAnalyser(self._reload, keep_turns=False)
+        #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`).
+        self.summaries: dict[int, TurnSummary] = {}
+        self._where: dict[int, tuple[int, int, int]] = {}
+        self._store = _TurnStore(store_dir)
+        self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
+        self._turn_cache = turn_cache
+        self._lock = threading.Lock()
+        #: Round trips read so far (generation or not).
+        self.records = 0
+        #: Round trips read so far by API family ("none" for traffic that is not an LLM API's).
+        self.families: dict[str, int] = {}
+        #: The first recorded start time among the round trips read (epoch seconds).
+        self.first_started: float | None = None
+        # Positions in the index of records the analysis could not read (skipped on every pass).
+        self._skipped: set[int] = set()
+        self.finished = False
+
+    @property
+    def analysis(self) -> RunAnalysis:
+        """The run's conversations, errors and (once finished) findings; its ``turns`` stay empty
+        (see :attr:`summaries`, :meth:`full_turn`, and :meth:`whole` for small runs)."""
+        return self.analyser.result
+
+    @property
+    def problems(self) -> list[Problem]:
+        return self.index.problems
+
+    def step(self, max_bytes: int | None = BLOCK) -> Batch:
+        """Read and analyse what the file gained (up to about ``max_bytes``)."""
+        before = len(self.index.problems)
+        recs = self.index.poll(max_bytes)
+        turns = self._analyse(recs, len(self.index) - len(recs))
+        at_end = self.index.consumed + self.index.pending >= self.index.size()
+        return Batch(turns=turns, records=len(recs), problems=self.index.problems[before:], at_end=at_end)
+
+    def _analyse(self, recs: list[tuple[int, dict[str, Any]]], first: int) -> list[TurnSummary]:
+        """Analyse records the index just read (``first``: the index position of the first one)."""
+        turns: list[TurnSummary] = []
+        for i, (line, rec) in enumerate(recs):
+            try:
+                ex = self._bodies.exchange(rec, checked=True)
+            except CassetteFormatError as exc:
+                self.index.problems.append(Problem(line, "unreadable", f"{exc}; skipped"))
+                self._skipped.add(first + i)
+                continue
+            self.records += 1
+            if ex.started is not None and self.first_started is None:
+                self.first_started = ex.started
+            turn = self.analyser.add(ex)
+            family = self.analyser.last_family
+            self.families[family] = self.families.get(family, 0) + 1
+            if turn is not None:
+                summary = summarise(turn)
+                self._where[turn.seq] = self._store.put(turn)
+                self.summaries[turn.seq] = summary
+                turns.append(summary)
+            # The analysis has what it needs from the raw exchange (checks read only the current
+            # turn's exchange): drop its bytes so memory holds the analysis, not the file.
+            ex.response_chunks = []
+            ex.request_body = b""
+            ex.set_request_json(None)
+        return turns
+
+    def finish(self) -> None:
+        """The file is complete: report a torn tail and run the end-of-run checks (once; the
+        findings they add appear in the summaries' ``findings``)."""
+        if not self.finished:
+            self.finished = True
+            self.index.close_tail()
+            self._analyse(self.index.tail, len(self.index) - len(self.index.tail))
+            self.analyser.finish()
+            self._store.flush()
+
+    def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
+        """A turn with everything the analysis gave it, restored from the store (a small cache
+        keeps the recently shown ones; ``remember=False`` for a pass over many turns, such as a
+        search). Safe to call from another thread than :meth:`step`'s."""
+        with self._lock:
+            turn = self._turns.get(seq)
+            if turn is not None:
+                self._turns.move_to_end(seq)
+                return turn
+        summary = self.summaries[seq]
+        turn = self._store.get(*self._where[seq])
+        turn.findings = summary.findings  # end-of-run checks may add to them
+        if not remember:
+            return turn
+        with self._lock:
+            self._turns[seq] = turn
+            while len(self._turns) > self._turn_cache:
+                self._turns.popitem(last=False)
+        return turn
+
+    def whole(self) -> RunAnalysis:
+        """The analysis with every turn restored (memory grows with the run: for tests, exports
+        and small runs)."""
+        a = self.analyser.result
+        turns = {seq: self.full_turn(seq) for seq in self.summaries}
+        return RunAnalysis(**{**dict(a), "turns": turns})  # every field, the turns restored
+
+    def _reload(self, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
+        """An earlier round trip, read again for the analysis (a ``previous_response_id`` that
+        points back at a turn whose context was released)."""
+        ex = self._bodies.exchange(self.index.read_record(seq))
+        return ex, parse_exchange(ex), self.full_turn(seq).model_copy()
+
+    def exchange(self, seq: int) -> Exchange:
+        """The full exchange of a round trip already read, rebuilt from disk (safe to call from
+        another thread than the one calling :meth:`step`)."""
+        return self._viewer_bodies.exchange(self.index.read_record(seq))
+
+    def roundtrip(self, seq: int) -> tuple[Exchange, RoundTrip]:
+        """The exchange and its derived view with the complete message history (parsed in full)."""
+        ex = self.exchange(seq)
+        return ex, parse_exchange(ex)
+
+    def reread(self) -> Reread:
+        """Every round trip read so far, read again from disk in recording order on each pass
+        (for commands that go through a whole run once its analysis is done: memory holds one
+        round trip at a time, not the run)."""
+        return Reread(self)
+
+    def close(self) -> None:
+        """Delete the store of full turns (the summaries stay readable)."""
+        self._store.close()
+
+
+class Reread:
+    """The exchanges and parsed round trips of an :class:`IncrementalRun`, read again from disk in
+    recording order on every pass. :attr:`exchanges` and :attr:`roundtrips` are sized iterables
+    that may be zipped (a small cache of the latest records serves the same record to both), and
+    :attr:`turns` maps a turn's seq to its full turn, restored from the run's store.
+
+    The records the analysis skipped (unreadable) are skipped here too."""
+
+    def __init__(self, run: IncrementalRun, cache: int = 8) -> None:
+        self._run = run
+        self._bodies = RequestBodies(run.index, BODY_CACHE)
+        self._recent: OrderedDict[int, list[Any]] = OrderedDict()  # position → [exchange, round trip or None]
+        self._cache = cache
+        self._fh: IO[bytes] | None = None
+        self.exchanges = _Column(self, 0)
+        self.roundtrips = _Column(self, 1)
+        self.turns = _Turns(run)
+
+    def __len__(self) -> int:
+        return len(self._run.index) - len(self._run._skipped)
+
+    def positions(self) -> Iterator[int]:
+        skipped = self._run._skipped
+        return (i for i in range(len(self._run.index)) if i not in skipped)
+
+    def _entry(self, pos: int) -> list[Any]:
+        hit = self._recent.get(pos)
+        if hit is not None:
+            return hit
+        index = self._run.index
+        if self._fh is None:
+            self._fh = open_regular(index.path)
+        self._fh.seek(index.offsets[pos])
+        raw = self._fh.read(index.lengths[pos])
+        rec = loads_record(raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf"))
+        if not isinstance(rec, dict):
+            raise CassetteFormatError(f"record {index.seqs[pos]} is not a JSON object (the file changed while it was read)")
+        rec = migrate(rec, index.format_version)
+        rec.setdefault("seq", index.seqs[pos])
+        entry = [self._bodies.exchange(rec), None]
+        self._recent[pos] = entry
+        while len(self._recent) > self._cache:
+            self._recent.popitem(last=False)
+        return entry
+
+    def find(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
+        """The round trip with this seq (the last one when a seq repeats), read again from disk."""
+        pos = self._run.index.position(seq)
+        if pos is None or pos in self._run._skipped:
+            return None
+        return self.exchange(pos), self.roundtrip(pos)
+
+    def exchange(self, pos: int) -> Exchange:
+        ex: Exchange = self._entry(pos)[0]
+        return ex
+
+    def roundtrip(self, pos: int) -> RoundTrip:
+        entry = self._entry(pos)
+        if entry[1] is None:
+            ex = entry[0]
+            base_seq = (ex.history_delta or {}).get("base")
+            base = None
+            if isinstance(base_seq, int):  # parse only what it appended to a recent request
+                base = next((e[1] for e in self._recent.values() if e[1] is not None and e[0].seq == base_seq), None)
+            entry[1] = parse_exchange(ex, base)
+        rt: RoundTrip = entry[1]
+        return rt
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+class _Column:
+    """One column of a :class:`Reread` (exchanges or round trips): sized, iterable, read lazily."""
+
+    def __init__(self, reread: Reread, which: int) -> None:
+        self._reread = reread
+        self._which = which
+
+    def __len__(self) -> int:
+        return len(self._reread)
+
+    def __iter__(self) -> Iterator[Any]:
+        get = self._get()
+        return (get(pos) for pos in self._reread.positions())
+
+    def __getitem__(self, k: int) -> Any:
+        """The k-th round trip (negative counts from the end), read again from disk."""
+        n = len(self)
+        if not -n <= k < n:
+            raise IndexError(k)
+        k %= n
+        skipped = self._reread._run._skipped
+        pos = k if not skipped else next(p for i, p in enumerate(self._reread.positions()) if i == k)
+        return self._get()(pos)
+
+    def _get(self) -> Any:
+        return self._reread.exchange if self._which == 0 else self._reread.roundtrip
+
+
+class _Turns(Mapping[int, Turn]):
+    """seq → full turn, restored from an :class:`IncrementalRun`'s store on each lookup."""
+
+    def __init__(self, run: IncrementalRun) -> None:
+        self._run = run
+
+    def __getitem__(self, seq: int) -> Turn:
+        if seq not in self._run.summaries:
+            raise KeyError(seq)
+        return self._run.full_turn(seq, remember=False)
+
+    def __contains__(self, seq: object) -> bool:
+        return seq in self._run.summaries
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._run.summaries)
+
+    def __len__(self) -> int:
+        return len(self._run.summaries)
