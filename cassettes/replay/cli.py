@@ -46,6 +46,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _err(f"warning: {args.file}: {p}")
 
     async def serve() -> bool:
+        # Ctrl-C / SIGTERM handled from the start: a caller that stops the server as soon as it
+        # reads the export lines must not land between them and the handlers (a KeyboardInterrupt
+        # there skipped stop_async and could leave the process hanging).
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
         try:
             await server.start_async()
         except OSError as exc:
@@ -57,10 +64,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         n = len(server.matcher.recorded)
         _err(f"replaying {args.file}: {n} round trips on {server.url}, pace {args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await server.stop_async()
         return True

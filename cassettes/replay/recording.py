@@ -59,6 +59,9 @@ def recorder_python() -> str | None:
     return None
 
 
+#: Seconds a recorder that never became ready gets to exit on SIGINT before SIGKILL.
+_NOT_READY_GRACE = 3.0
+
 class RecorderProcess:
     """``looptap record -o OUTPUT`` in a child process, started by :meth:`start`, which waits for
     its ready file (:mod:`cassettes.replay.ready`): ``ready`` holds that file, ``env`` what it says
@@ -124,7 +127,7 @@ class RecorderProcess:
             try:
                 ready = read_ready(ready_file)
             except CassetteError:
-                self.stop()
+                self.stop(timeout=_NOT_READY_GRACE)
                 raise
             if ready is not None:
                 break
@@ -138,7 +141,9 @@ class RecorderProcess:
             left = deadline - time.monotonic()
             if left <= 0:
                 text = self.log.strip()
-                self.stop()
+                # Not ready: nothing recorded, nothing to flush. A short grace, then SIGKILL (a
+                # child that inherited an ignored SIGINT would otherwise cost the full 30 s).
+                self.stop(timeout=_NOT_READY_GRACE)
                 raise CassetteError(f"the recorder did not start within {timeout:.0f} s (no ready file): {text[-2000:]}")
             with self._said:
                 self._said.wait(min(left, 0.05))

@@ -144,9 +144,10 @@ def test_shipped_recorder_process_says_why_the_recorder_exited(tmp_path: Path) -
 
 
 def test_shipped_recorder_process_times_out_clearly(tmp_path: Path) -> None:
-    # A "recorder" that says something and never becomes ready.
+    # A "recorder" that says something and never becomes ready, and ignores SIGINT (as any child
+    # of a process that ignores it does, an xdist worker for one): it is killed after a short grace.
     fake = tmp_path / "python"
-    fake.write_text("#!/bin/sh\necho 'looptap: still thinking' >&2\nexec sleep 60\n")
+    fake.write_text("#!/bin/sh\ntrap '' INT\necho 'looptap: still thinking' >&2\nexec sleep 60\n")
     fake.chmod(0o755)
     rec = RecorderProcess(tmp_path / "run.jsonl", python=fake, env=clean_env())
     t0 = time.monotonic()
