@@ -127,19 +127,22 @@ def _incremental(
     delta = ex.history_delta or {}
     req = base.request
     keep = delta.get("keep")
-    if req is None or base._raw_history_len is None or base._history_system is None or not isinstance(keep, int):
+    # The private attributes read once each (pydantic serves them through a slow __getattr__).
+    raw_len: int | None = base._raw_history_len
+    base_system: list[Part] | None = base._history_system
+    if req is None or raw_len is None or base_system is None or not isinstance(keep, int):
         return None
     key = req.history_key
     hist = body.get(key) if key else None
-    if key is None or not isinstance(hist, list) or not 0 <= keep <= min(len(hist), base._raw_history_len):
+    if key is None or not isinstance(hist, list) or not 0 <= keep <= min(len(hist), raw_len):
         return None
-    if base._raw_history_len != len(req.messages) or not _ends_with(req.system, base._history_system):
+    if raw_len != len(req.messages) or not _ends_with(req.system, base_system):
         return None
     partial = adapter.parse_request({**body, key: hist[keep:]}, url)
     appended_system = _history_system(partial.messages)
     if partial.history_key != key or len(partial.messages) != len(hist) - keep or not _ends_with(partial.system, appended_system):
         return None
-    kept_system = base._history_system if keep == len(req.messages) else _history_system(req.messages[:keep])
+    kept_system = base_system if keep == len(req.messages) else _history_system(req.messages[:keep])
     top = partial.system[: len(partial.system) - len(appended_system)]
     partial.messages = req.messages[:keep] + partial.messages
     partial.system = top + kept_system + appended_system
