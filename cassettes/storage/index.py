@@ -30,12 +30,11 @@ from cassettes.errors import CassetteFormatError, CassetteIOError
 from cassettes.storage.codec import (
     HistoryDecoder,
     check_exchange_record,
-    check_header,
     loads_record,
     migrate,
     record_to_exchange,
 )
-from cassettes.storage.store import Problem, open_regular
+from cassettes.storage.store import Problem, exchange_record, open_regular, read_header
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["BLOCK", "BODY_CACHE", "RecordIndex", "RequestBodies"]
@@ -141,29 +140,11 @@ class RecordIndex:
         if self.header is None:
             self._read_header(raw)
             return
-        if not raw.strip():
+        rec = exchange_record(raw, n, self.format_version)
+        if rec is None:
             return
-        try:
-            rec = loads_record(raw)
-        except orjson.JSONDecodeError as exc:
-            self.problems.append(Problem(n, "corrupt", f"corrupt record ({exc}); skipped"))
-            return
-        except CassetteFormatError as exc:
-            self.problems.append(Problem(n, "corrupt", f"{exc}; skipped"))
-            return
-        if not isinstance(rec, dict):
-            self.problems.append(Problem(n, "corrupt", "record is not a JSON object; skipped"))
-            return
-        try:
-            rec = migrate(rec, self.format_version)
-        except CassetteFormatError as exc:
-            self.problems.append(Problem(n, "unreadable", f"{exc}; skipped"))
-            return
-        if rec.get("type") != "exchange":
-            if rec.get("type") not in ("note", "header"):
-                self.problems.append(
-                    Problem(n, "unknown-record", f"unknown record type {rec.get('type')!r}; skipped")
-                )
+        if isinstance(rec, Problem):
+            self.problems.append(rec)
             return
         try:
             check_exchange_record(rec)
@@ -185,18 +166,7 @@ class RecordIndex:
         out.append((n, rec))
 
     def _read_header(self, raw: bytes) -> None:
-        raw = raw.removeprefix(b"\xef\xbb\xbf")
-        try:
-            header = loads_record(raw)
-        except orjson.JSONDecodeError:
-            raise CassetteFormatError(
-                f"{self.path}: not a looptap cassette (the first line is not JSON)"
-            ) from None
-        try:
-            self.format_version = check_header(header)
-        except CassetteFormatError as exc:
-            raise type(exc)(f"{self.path}: {exc}") from None
-        self.header = header
+        self.header, self.format_version = read_header(self.path, raw)
 
     def close_tail(self) -> Problem | None:
         """The file is finished: an unfinished last line is a torn record (reported, skipped).

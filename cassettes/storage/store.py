@@ -39,7 +39,7 @@ from cassettes.storage.codec import (
 )
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["Cassette", "CassetteFile", "Problem", "iter_lines", "read_cassette"]
+__all__ = ["Cassette", "CassetteFile", "Problem", "exchange_record", "iter_lines", "read_cassette", "read_header"]
 
 
 @dataclass
@@ -113,48 +113,62 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, bytes, bool]]:
                 yield n, line, False
 
 
-def read_cassette(path: str | Path) -> Cassette:
-    lines = iter_lines(path)
-    first = next(lines, None)
-    if first is None:
-        raise CassetteFormatError(f"{path}: empty file, not a looptap cassette")
-    _, head, _ = first
-    head = head.removeprefix(b"\xef\xbb\xbf")  # a BOM added by an editor
+def read_header(path: str | Path, raw: bytes) -> tuple[dict[str, Any], int]:
+    """The header on a cassette's first line and its format version; raises
+    :class:`CassetteFormatError` when the line is not a looptap header (or a newer one)."""
+    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a BOM added by an editor
     try:
-        header = loads_record(head)
+        header = loads_record(raw)
     except orjson.JSONDecodeError:
         raise CassetteFormatError(f"{path}: not a looptap cassette (the first line is not JSON)") from None
     try:
         version = check_header(header)
     except CassetteFormatError as exc:
         raise type(exc)(f"{path}: {exc}") from None
+    return header, version
+
+
+def exchange_record(raw: bytes, n: int, version: int, *, torn: bool = False) -> dict[str, Any] | Problem | None:
+    """Line ``n`` (after the header) as an exchange record migrated to this format, the
+    :class:`Problem` it is skipped for, or ``None`` for a blank line or another kind of record (a
+    note). ``torn``: the line has no newline, so JSON that does not parse is a torn last record."""
+    if not raw.strip():
+        return None
+    try:
+        rec = loads_record(raw)
+    except orjson.JSONDecodeError as exc:
+        if torn:
+            return Problem(n, "torn", f"torn last record ({len(raw)} bytes, the writer was interrupted); skipped")
+        return Problem(n, "corrupt", f"corrupt record ({exc}); skipped")
+    except CassetteFormatError as exc:
+        return Problem(n, "corrupt", f"{exc}; skipped")
+    if not isinstance(rec, dict):
+        return Problem(n, "corrupt", "record is not a JSON object; skipped")
+    try:
+        rec = migrate(rec, version)
+    except CassetteFormatError as exc:
+        return Problem(n, "unreadable", f"{exc}; skipped")
+    if rec.get("type") != "exchange":
+        if rec.get("type") not in ("note", "header"):
+            return Problem(n, "unknown-record", f"unknown record type {rec.get('type')!r}; skipped")
+        return None
+    return rec
+
+
+def read_cassette(path: str | Path) -> Cassette:
+    lines = iter_lines(path)
+    first = next(lines, None)
+    if first is None:
+        raise CassetteFormatError(f"{path}: empty file, not a looptap cassette")
+    header, version = read_header(path, first[1])
     cas = Cassette(path=str(path), header=header, format_version=version)
     decoder = HistoryDecoder()
     for n, raw, has_nl in lines:
-        if not raw.strip():
+        rec = exchange_record(raw, n, version, torn=not has_nl)
+        if rec is None:
             continue
-        try:
-            rec = loads_record(raw)
-        except orjson.JSONDecodeError as exc:
-            if not has_nl:
-                cas.problems.append(Problem(n, "torn", f"torn last record ({len(raw)} bytes, the writer was interrupted); skipped"))
-            else:
-                cas.problems.append(Problem(n, "corrupt", f"corrupt record ({exc}); skipped"))
-            continue
-        except CassetteFormatError as exc:
-            cas.problems.append(Problem(n, "corrupt", f"{exc}; skipped"))
-            continue
-        if not isinstance(rec, dict):
-            cas.problems.append(Problem(n, "corrupt", "record is not a JSON object; skipped"))
-            continue
-        try:
-            rec = migrate(rec, version)
-        except CassetteFormatError as exc:
-            cas.problems.append(Problem(n, "unreadable", f"{exc}; skipped"))
-            continue
-        if rec.get("type") != "exchange":
-            if rec.get("type") not in ("note", "header"):
-                cas.problems.append(Problem(n, "unknown-record", f"unknown record type {rec.get('type')!r}; skipped"))
+        if isinstance(rec, Problem):
+            cas.problems.append(rec)
             continue
         try:
             ex = record_to_exchange(rec, decoder)
