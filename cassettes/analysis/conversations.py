@@ -89,9 +89,6 @@ def _next_squash_generation() -> None:
     _SQUASHED_BEFORE, _SQUASHED = _SQUASHED, {}
 
 
-_norm_text = squashed
-
-
 def _canon(value: Any) -> Any:
     """Arguments compared as JSON values: key order ignored, absent and null treated alike."""
     if isinstance(value, dict):
@@ -115,15 +112,15 @@ def _part_key(p: Part) -> Any:
         return hit[1]
     key: Any = None
     if p.kind in ("text", "refusal"):
-        t = _norm_text(p.text)
+        t = squashed(p.text)
         key = ("t", t) if t else None
     elif p.kind == "tool_call" and p.tool_call is not None:
         tc = p.tool_call
-        args = _canon(tc.arguments) if tc.arguments is not None else _norm_text(tc.arguments_raw)
+        args = _canon(tc.arguments) if tc.arguments is not None else squashed(tc.arguments_raw)
         key = ("c", tc.name, args, tc.id)
     elif p.kind == "tool_result" and p.tool_result is not None:
         tr = p.tool_result
-        key = ("r", _norm_text(tr.content), tr.call_id)
+        key = ("r", squashed(tr.content), tr.call_id)
     elif p.kind == "media":
         key = ("m", p.media_type)
     # reasoning and provider-specific parts are left out: clients may drop or re-sign them

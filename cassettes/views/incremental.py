@@ -102,9 +102,7 @@ class _TurnStore:
             self._filling += data
             if len(self._filling) < self.BLOCK:
                 return where
-            block, self._block = self._block, self._block + 1
-            self._waiting[block] = bytes(self._filling)
-            self._filling = bytearray()
+            block = self._seal()
             inline = len(self._waiting) > self.BACKLOG
             if not inline:
                 self._queue.put(block)  # under the lock: the worker's idle exit checks the queue under it
@@ -114,6 +112,22 @@ class _TurnStore:
         if inline:  # the compressor fell behind: this thread helps
             self._compress(block)
         return where
+
+    def _seal(self) -> int:
+        """End the block being filled: it waits for the compressor (the caller holds the lock)."""
+        block, self._block = self._block, self._block + 1
+        self._waiting[block] = bytes(self._filling)
+        self._filling = bytearray()
+        return block
+
+    def _stop_worker(self) -> None:
+        """Let the compressor finish what is queued, and end."""
+        with self._lock:
+            worker, self._worker = self._worker, None
+            if worker is not None:
+                self._queue.put(None)
+        if worker is not None:
+            worker.join()
 
     def _compress_all(self) -> None:
         """The compressor thread: it ends when told to, or after a second with nothing to do."""
@@ -182,21 +196,10 @@ class _TurnStore:
         """Compress the block being filled and wait for the compressor: nothing more is coming
         (the run is finished), so nothing needs to stay in memory."""
         with self._lock:
-            if not self._filling or self._closed:
-                block = None
-            else:
-                block, self._block = self._block, self._block + 1
-                self._waiting[block] = bytes(self._filling)
-                self._filling = bytearray()
+            block = self._seal() if self._filling and not self._closed else None
         if block is not None:
             self._compress(block)
-        with self._lock:
-            worker = self._worker
-            if worker is not None:
-                self._queue.put(None)  # the worker compresses what is queued, then ends
-                self._worker = None
-        if worker is not None:
-            worker.join()
+        self._stop_worker()
         if self._failed is not None:
             raise self._failed
 
@@ -207,12 +210,7 @@ class _TurnStore:
             return self._end + len(self._filling) + sum(len(d) for d in self._waiting.values())
 
     def close(self) -> None:
-        with self._lock:
-            worker = self._worker
-            if worker is not None:
-                self._queue.put(None)
-        if worker is not None:
-            worker.join()
+        self._stop_worker()
         with self._lock:
             self._closed = True
             if self._file is not None:
