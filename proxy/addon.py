@@ -43,10 +43,12 @@ from proxy import messages
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.writer import SETTLE
 
-__all__ = ["RECEIPT", "DurableGate", "LooptapRecorder", "Tee", "addons", "flow_to_exchange"]
+__all__ = ["RECEIPT", "WS_RECEIPTS", "DurableGate", "LooptapRecorder", "Tee", "addons", "flow_to_exchange"]
 
 #: The flow metadata key of a durable round trip's :class:`~proxy.handoff.Receipt`.
 RECEIPT = "looptap_receipt"
+#: The flow metadata key of the receipts of the WebSocket turns a message completed (durable mode).
+WS_RECEIPTS = "looptap_ws_receipts"
 
 
 class Tee:
@@ -342,10 +344,16 @@ class LooptapRecorder:
             self._hand_over_turn(ex, flow)
 
     def _hand_over_turn(self, ex: Exchange, flow: http.HTTPFlow) -> None:
+        """With ``looptap_durable``, the turn's :class:`~proxy.handoff.Receipt` is left on the
+        flow: :class:`DurableGate` holds the message that completed the turn (its terminal event,
+        or the client's next turn that cut it) until the writer has stored the turn."""
         try:
-            self.handoff.hand_over(ex)
+            receipt = self.handoff.hand_over(ex, receipt=self._durable)
         except Exception as exc:
             self._not_recorded(flow, f"could not capture a WebSocket turn on {flow.request.pretty_url}", exc)
+            return
+        if receipt is not None:
+            flow.metadata.setdefault(WS_RECEIPTS, []).append(receipt)
 
 
 class DurableGate:
@@ -360,11 +368,22 @@ class DurableGate:
     async def error(self, flow: http.HTTPFlow) -> None:
         await _written(flow)
 
+    async def websocket_message(self, flow: http.HTTPFlow) -> None:
+        """mitmproxy forwards a WebSocket message only once this hook returns: the message that
+        completes a turn reaches the agent after the turn is in the cassette."""
+        await _written(flow)
+
+    async def websocket_end(self, flow: http.HTTPFlow) -> None:
+        await _written(flow)
+
 
 async def _written(flow: http.HTTPFlow) -> None:
     receipt = flow.metadata.pop(RECEIPT, None)
     if isinstance(receipt, Receipt):
         await receipt.wait()
+    for r in flow.metadata.pop(WS_RECEIPTS, ()):
+        if isinstance(r, Receipt):
+            await r.wait()
 
 
 #: For ``mitmdump -s proxy/addon.py`` / ``mitmweb -s proxy/addon.py``.

@@ -32,7 +32,7 @@ import proxy.addon as addon_module
 from cassettes.storage.store import read_cassette
 from cassettes.wire.exchange import Exchange
 from proxy import messages
-from proxy.addon import RECEIPT, DurableGate, LooptapRecorder, Tee
+from proxy.addon import RECEIPT, WS_RECEIPTS, DurableGate, LooptapRecorder, Tee
 
 CHAT = b"/v1/chat/completions"
 REQUEST = orjson.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
@@ -237,6 +237,38 @@ def test_websocket_turns_are_handed_over_at_their_terminal_message(tmp_path: Pat
             (ex,) = r.exchanges()
             assert (ex.method, ex.url, ex.status) == ("POST", "https://api.openai.com/v1/responses", 200)
             assert ex.request_body == create and len(ex.response_chunks) == 3
+
+    run(main)
+
+
+def test_durable_holds_the_websocket_message_that_completes_a_turn_until_the_turn_is_stored(tmp_path: Path) -> None:
+    """``looptap_durable`` over a WebSocket: the terminal event's ``websocket_message`` leaves the
+    turn's receipt on the flow, and DurableGate's hook (mitmproxy forwards the message only once it
+    returns) returns once the turn is in the cassette; messages that complete nothing do not wait."""
+    create = orjson.dumps({"type": "response.create", "model": "gpt-5", "input": [{"role": "user", "content": "Hi"}]})
+    done = {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5", "output": [],
+            "usage": {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6}}
+    server = [orjson.dumps({"type": "response.created", "response": {**done, "status": "in_progress"}}),
+              orjson.dumps({"type": "response.completed", "response": done})]
+
+    async def main() -> None:
+        gate = DurableGate()
+        with recording(tmp_path, gate, looptap_durable=True) as r:
+            f = tflow.twebsocketflow(messages=False)
+            f.request.host, f.request.scheme, f.request.port, f.request.path = "api.openai.com", "https", 443, "/v1/responses"
+            f.websocket.messages = []
+            r.rec.response(f)
+            t = f.request.timestamp_start
+            for i, (from_client, content) in enumerate([(True, create), *((False, m) for m in server)]):
+                f.websocket.messages.append(WebSocketMessage(Opcode.TEXT, from_client, content, t + 0.1 * (i + 1)))
+                r.rec.websocket_message(f)
+                last = i == len(server)
+                assert (WS_RECEIPTS in f.metadata) == last, f"message {i}"
+                await asyncio.wait_for(gate.websocket_message(f), 30)
+                assert WS_RECEIPTS not in f.metadata
+                if last:  # the gate returned: the turn is on disk before the message goes on
+                    (ex,) = r.exchanges()
+                    assert ex.request_body == create and not ex.transport_error
 
     run(main)
 
