@@ -39,7 +39,7 @@ from mitmproxy.proxy import mode_specs
 
 from cassettes.providers import is_llm_host
 from cassettes.wire.exchange import Exchange
-from proxy import messages
+from proxy import failures, messages
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.writer import SETTLE
 
@@ -149,6 +149,9 @@ class LooptapRecorder:
         self._extra_hosts: tuple[str, ...] = ()
         self._flow_bodies = True
         self._durable = False
+        #: How each upstream connection ended (reset or closed by the peer), to pass it on as it was.
+        self._ends = failures.Ends()
+        self._proxyserver: Any = None
 
     # -- options -------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
@@ -230,6 +233,7 @@ class LooptapRecorder:
 
     def running(self) -> None:
         self.handoff.attach()  # the writer's answers are read on the event loop
+        self._proxyserver = ctx.master.addons.get("proxyserver")
 
     def done(self) -> None:
         self.handoff.close()
@@ -277,7 +281,56 @@ class LooptapRecorder:
     def error(self, flow: http.HTTPFlow) -> None:
         if "looptap_ws" in flow.metadata:
             return  # websocket_end closes the session
-        self._finish(flow, flow.error.msg if flow.error else "error")
+        msg = flow.error.msg if flow.error else "error"
+        how = self._ends.how(flow.server_conn)
+        if how == failures.RESET:
+            msg += " (the upstream reset the connection)"
+        self._finish(flow, msg)
+        if how is not None and self._records(flow):
+            self._pass_on(flow, how)
+
+    # -- failures passed on as they happened ---------------------------------------------------------
+    def server_connected(self, data: Any) -> None:
+        """Watch how the upstream connection ends (:class:`proxy.failures.Ends`)."""
+        writer = failures.transport_of(self._proxyserver, data.client, data.server)
+        if writer is not None:
+            self._ends.watch(data.server, writer)
+
+    def _pass_on(self, flow: http.HTTPFlow, how: str) -> None:
+        """The upstream reset or closed the connection of a round trip that failed: the agent's
+        connection ends the same way — reset if the upstream's was (an HTTP/1 client connection;
+        an HTTP/2 one carries other streams), and without the 502 page mitmproxy would write when
+        no response had started (the flow is killed: mitmproxy then closes the client connection
+        without a word, as the upstream did)."""
+        if how == failures.RESET and flow.request.http_version.startswith("HTTP/1"):
+            writer = failures.transport_of(self._proxyserver, flow.client_conn, flow.client_conn)
+            if writer is not None:
+                failures.reset_on_close(writer)
+        if flow.response is None and flow.killable:
+            flow.kill()
+
+    def websocket_start(self, flow: http.HTTPFlow) -> None:
+        """A WebSocket peer that goes away without a close frame: mitmproxy would send the other
+        side a close frame ``1000 (OK)``. The other side instead sees its connection end without
+        one, reset if the peer's was."""
+        if "looptap_ws" not in flow.metadata or flow.websocket is None or self._proxyserver is None:
+            return
+        ws = flow.websocket
+        client_writer = failures.transport_of(self._proxyserver, flow.client_conn, flow.client_conn)
+        server_writer = failures.transport_of(self._proxyserver, flow.client_conn, flow.server_conn)
+        if client_writer is None or server_writer is None:
+            return
+        self._ends.watch(flow.client_conn, client_writer)
+        for writer, peer, by_client in ((client_writer, flow.server_conn, False), (server_writer, flow.client_conn, True)):
+
+            def dropped(peer: Any = peer, by_client: bool = by_client) -> bool:
+                return ws.close_code == 1006 and bool(ws.closed_by_client) == by_client and self._ends.how(peer) is not None
+
+            def then(writer: Any = writer, peer: Any = peer) -> None:
+                if self._ends.how(peer) == failures.RESET:
+                    failures.reset_on_close(writer)
+
+            failures.drop_close_frame(writer, dropped, then)
 
     def _finish(self, flow: http.HTTPFlow, error: str | None) -> None:
         """Hand the finished round trip to the writer, now: mitmproxy sends the end of a streamed
@@ -340,7 +393,14 @@ class LooptapRecorder:
         session = flow.metadata.pop("looptap_ws", None)
         if session is None or flow.websocket is None:
             return
-        for ex in session.end(flow.websocket.close_code, flow.websocket.close_reason):
+        ws = flow.websocket
+        reason = ws.close_reason
+        if ws.close_code == 1006:  # no close frame: say who went away, and how
+            peer = flow.client_conn if ws.closed_by_client else flow.server_conn
+            how = self._ends.how(peer)
+            who = "the agent" if ws.closed_by_client else "the upstream"
+            reason = f"no close frame; {who} {'reset' if how == failures.RESET else 'closed'} the connection"
+        for ex in session.end(ws.close_code, reason):
             self._hand_over_turn(ex, flow)
 
     def _hand_over_turn(self, ex: Exchange, flow: http.HTTPFlow) -> None:

@@ -43,6 +43,8 @@ request offers (name and schema-valid arguments), so a real agent loop can run i
                         event, then a clean end of body without the terminal marker
 ``reset_mid_stream``    ``after`` (default 3) recorded events, then a TCP reset (``mode=fin``: a
                         plain close); a JSON body is cut in half
+``reset_before_response`` no response at all: a TCP reset once the request is read (``mode=fin``:
+                        a plain close)
 ``drip``                a recorded stream sent slowly: one event per ``delay``, or with
                         ``unit=byte`` its first ``bytes`` (default 256) bytes one byte per write,
                         then the rest event by event (each write's send time is in ``sent_at``)
@@ -115,6 +117,7 @@ SCENARIOS = (
     "server_error",
     "error_in_stream",
     "reset_mid_stream",
+    "reset_before_response",
     "drip",
     "malformed",
     "lying_encoding",
@@ -1060,6 +1063,10 @@ class FakeUpstream(BackgroundServer):
             s.source = f"synthesised {status}"
             return await self._send_json(s, writer, status, _dumps(error_body(family, status, msg)), extra + [("x-fake-upstream-source", s.source)])
 
+        if scenario == "reset_before_response":
+            s.source = "no response"
+            await self._reset(writer, s, params.get("mode", "rst"))
+            return False
         if scenario == "big":
             return await self._send_big(s, writer, int(params.get("size", 1 << 20)), params.get("kind", "json"))
         if scenario == "malformed" and params.get("kind", "json") in ("json", "binary"):

@@ -5,7 +5,9 @@ Each ``response.create`` message is answered with the events of the HTTP stream,
 rendered by looptap's own Responses renderer from a scripted answer: a turn whose input carries a
 ``function_call_output`` gets text, any other a call of the first offered tool; ``generate: false``
 gets an empty response (a prewarm); an input containing ``RATE LIMIT`` gets an ``error`` message
-with status 429."""
+with status 429; an input containing ``DROP CONNECTION`` gets the turn's first two events, then the
+connection goes away without a close frame: a TCP reset, or a plain close (FIN) with
+``DROP CONNECTION FIN``."""
 
 from __future__ import annotations
 
@@ -133,6 +135,20 @@ class WsResponsesUpstream:
             self.exchanges += session.message(True, raw, time.time())
             if msg.get("type") != "response.create":
                 continue
+            said = orjson.dumps(msg.get("input")).decode()
+            if "DROP CONNECTION" in said:
+                for ev in events(msg, f"resp_{next(self._ids)}")[:2]:
+                    await ws.send(ev.decode())
+                await asyncio.sleep(0.05)  # let the peer read them before the connection goes
+                if "DROP CONNECTION FIN" not in said:
+                    import socket
+                    import struct
+
+                    ws.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    ws.transport.abort()
+                else:
+                    ws.transport.close()
+                return
             for ev in events(msg, f"resp_{next(self._ids)}"):
                 self.exchanges += session.message(False, ev, time.time())
                 await ws.send(ev.decode())
