@@ -23,6 +23,10 @@ How it behaves (MITMPROXY.md is the evidence behind each rule):
   logged (:mod:`proxy.messages`: ``looptap run`` prints it on stderr, mitmdump and mitmweb show it
   in their event log), counted in :attr:`proxy.handoff.Handoff.storage_errors`, and never touches
   what was already written.
+* Failures pass on as they happened (:mod:`proxy.failures`): an upstream that resets or closes the
+  connection of a recorded round trip is a reset or a close to the agent, not mitmproxy's 502
+  page or clean close, and a WebSocket peer gone without a close frame is gone without one for the
+  other side too, not a close ``1000 (OK)``.
 * In forward-proxy mode only LLM API hosts are recorded (``looptap_record_hosts`` adds more);
   other traffic passes through, streamed and unrecorded.
 """
@@ -193,9 +197,10 @@ class LooptapRecorder:
             "looptap_durable",
             bool,
             False,
-            "Hold the end of each recorded response until its round trip is in the cassette, so a crash of the "
-            "recorder (even SIGKILL) never loses a round trip the agent has finished receiving. Each response "
-            "then waits for the writer (about a millisecond on an idle machine, more under load).",
+            "Hold the end of each recorded response (over a WebSocket, the message that completes a turn) until its "
+            "round trip is in the cassette, so a crash of the recorder (even SIGKILL) never loses a round trip the "
+            "agent has finished receiving. Each response then waits for the writer (about a millisecond on an idle "
+            "machine, more under load).",
         )
         loader.add_option(
             "looptap_fsync",

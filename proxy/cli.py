@@ -52,8 +52,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--durable",
         action="store_true",
-        help="hold the end of each response until its round trip is in the cassette: even a SIGKILL of looptap "
-        "then loses no round trip the agent finished receiving (each response waits for the writer)",
+        help="hold the end of each response (over a WebSocket, the message that completes a turn) until its round "
+        "trip is in the cassette: even a SIGKILL of looptap then loses no round trip the agent finished receiving "
+        "(each response waits for the writer)",
     )
     p.add_argument(
         "--fault",
