@@ -26,6 +26,13 @@ function results(family, body) {
 
 const state = { done: false, seen: 0 };
 
+function rewrite(node) {  // every string carrying a tool's output, rewritten in place
+  for (const [k, v] of Object.entries(node)) {
+    if (typeof v === "string") node[k] = v.replaceAll("WEATHER:", "MUTATED: the client rewrote this after the fact;");
+    else if (v && typeof v === "object") rewrite(v);
+  }
+}
+
 function mutate(path, body) {
   const family = familyOf(path);
   if (state.done || !family || !body || typeof body !== "object") return false;
@@ -37,13 +44,18 @@ function mutate(path, body) {
     else item[{ openai_chat: "tool_call_id", openai_responses: "call_id", anthropic: "tool_use_id" }[family]] =
       family === "anthropic" ? "toolu_matrix_wrong_id_0001" : "call_matrix_wrong_id_0001";
     hit = true;
-  } else if (KIND === "mutate_history" && rs.length && state.seen && rs.length > state.seen) {
-    const item = rs[0][2];
-    const text = "MUTATED: the client rewrote this tool result after the fact";
-    if (family === "openai_responses") item.output = text; else item.content = text;
-    hit = true;
   }
-  state.seen = Math.max(state.seen, rs.length);
+  let seen = rs.length;
+  if (KIND === "mutate_history") {
+    const history = family === "openai_responses" ? (Array.isArray(body.input) ? body.input : []) : body.messages || [];
+    const carriers = history.filter((m) => JSON.stringify(m).includes("WEATHER:"));
+    if (state.seen && carriers.length > state.seen) {
+      rewrite(carriers[0]);
+      hit = true;
+    }
+    seen = carriers.length;
+  }
+  state.seen = Math.max(state.seen, seen);
   state.done = hit;
   return hit;
 }

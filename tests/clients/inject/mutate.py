@@ -9,12 +9,14 @@ test can find the mutated round trip in the cassette.
   "forgot" to send it; the API answers 400);
 * ``wrong_id``: the first request carrying a tool result sends its last result under an id no call
   has (the API answers 400);
-* ``mutate_history``: the first request that re-sends a tool result from an earlier turn changes
-  that result's text (the API accepts it; the model sees a history that never happened).
+* ``mutate_history``: the first request that re-sends a tool's output from an earlier turn (a tool
+  result, or the observation a text-protocol client writes as a message) changes its text (the API
+  accepts it; the model sees a history that never happened).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 MARK = "x-matrix-injected"
@@ -80,21 +82,31 @@ class Injector:
                 else:
                     item[key] = "call_matrix_wrong_id_0001" if family != "anthropic" else "toolu_matrix_wrong_id_0001"
             hit = True
-        elif self.kind == "mutate_history" and results and self.seen_results and len(results) > self.seen_results:
-            _box, _i, item = results[0]  # sent on an earlier turn, re-sent now
-            _set_text(family, item, "MUTATED: the client rewrote this tool result after the fact")
-            hit = True
+        elif self.kind == "mutate_history":
+            carriers = [m for m in _history(family, body) if "WEATHER:" in json.dumps(m)]
+            if self.seen_results and len(carriers) > self.seen_results:
+                _rewrite(carriers[0])  # sent on an earlier turn, re-sent now
+                hit = True
+            results = carriers
         self.seen_results = max(self.seen_results, len(results))
         self.done = hit
         return hit
 
 
-def _set_text(family: str, item: dict[str, Any], text: str) -> None:
-    if family == "openai_chat":
-        item["content"] = text
-    elif family == "openai_responses":
-        item["output"] = text
-    elif family == "anthropic":
-        item["content"] = text
-    else:
-        item["functionResponse"]["response"] = {"result": text}
+def _history(family: str, body: dict[str, Any]) -> list[Any]:
+    key = {"openai_responses": "input", "gemini": "contents"}.get(family, "messages")
+    items = body.get(key)
+    return items if isinstance(items, list) else []
+
+
+def _rewrite(node: Any) -> Any:
+    """Every string of ``node`` that carries a tool's output, rewritten in place."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            node[k] = _rewrite(v)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            node[i] = _rewrite(v)
+    elif isinstance(node, str) and "WEATHER:" in node:
+        return node.replace("WEATHER:", "MUTATED: the client rewrote this after the fact;")
+    return node
