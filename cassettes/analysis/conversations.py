@@ -542,6 +542,10 @@ class Threader:
         results = [p.tool_result for p in last if p.tool_result is not None]
         if not results or any(p.tool_result is None and p.kind == "text" and (p.text or "").strip() for p in last):
             return False
+        # The request echoes ``prev``'s calls under their own ids: exact ids say it is the same loop,
+        # whatever ids its results carry (a wrong id is the client's bug, named on this turn).
+        if self._ids & prev.echo_ids:
+            return True
         # By call id; where the API names only the tool (Gemini, Ollama), by name.
         return all(r.call_id in prev.echo_ids if r.call_id else (r.name is not None and r.name in prev.echo_names) for r in results)
 

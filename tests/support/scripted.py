@@ -72,6 +72,9 @@ class ScriptedRequest:
     headers: dict[str, str]
     body: Any
     family: str
+    #: Responses API: the history the server holds for ``previous_response_id`` (its inputs and
+    #: outputs), which :attr:`messages` puts before the request's own input.
+    prior: list[Any] = field(default_factory=list)
 
     # -- views of the body shared by the families ------------------------------------------------
     @property
@@ -80,6 +83,8 @@ class ScriptedRequest:
 
     @property
     def stream(self) -> bool:
+        if self.family == "gemini":
+            return urlsplit(self.path).path.endswith(":streamGenerateContent")
         return bool(self.body.get("stream")) if isinstance(self.body, dict) else False
 
     @property
@@ -91,6 +96,9 @@ class ScriptedRequest:
             return _text_of(b.get("system"))
         if self.family == "openai_responses":
             return str(b.get("instructions") or "")
+        if self.family == "gemini":
+            si = b.get("systemInstruction") or b.get("system_instruction") or {}
+            return _text_of(si.get("parts") if isinstance(si, dict) else si)
         return "\n".join(_text_of(m.get("content")) for m in b.get("messages", []) if isinstance(m, dict) and m.get("role") in ("system", "developer"))
 
     @property
@@ -99,6 +107,9 @@ class ScriptedRequest:
         out = []
         for t in b.get("tools") or []:
             if isinstance(t, dict):
+                for decl in t.get("functionDeclarations") or t.get("function_declarations") or []:
+                    if isinstance(decl, dict) and decl.get("name"):
+                        out.append(str(decl["name"]))
                 name = t.get("name") or (t.get("function") or {}).get("name")
                 if name:
                     out.append(str(name))
@@ -115,17 +126,18 @@ class ScriptedRequest:
     @property
     def messages(self) -> list[Any]:
         b = self.body if isinstance(self.body, dict) else {}
-        items = b.get("input") if self.family == "openai_responses" else b.get("messages")
+        key = {"openai_responses": "input", "gemini": "contents"}.get(self.family, "messages")
+        items = b.get(key)
         if isinstance(items, str):
-            return [{"role": "user", "content": items}]
-        return list(items or [])
+            return [*self.prior, {"role": "user", "content": items}]
+        return [*self.prior, *(items or [])]
 
     def user_texts(self) -> list[str]:
         """The text of every user message, in order (tool results left out)."""
         out = []
         for m in self.messages:
             if isinstance(m, dict) and m.get("role") == "user":
-                t = _text_of(m.get("content"), skip_results=True)
+                t = _text_of(m.get("content", m.get("parts")), skip_results=True)
                 if t:
                     out.append(t)
         return out
@@ -138,6 +150,9 @@ class ScriptedRequest:
                 continue
             if m.get("type") == "function_call_output" or m.get("role") == "tool":
                 out.append(_text_of(m.get("output", m.get("content"))))
+            elif isinstance(m.get("parts"), list):  # Gemini
+                out += [json.dumps(p["functionResponse"].get("response")) for p in m["parts"]
+                        if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
             elif isinstance(m.get("content"), list):
                 out += [_text_of(p.get("content")) for p in m["content"] if isinstance(p, dict) and p.get("type") == "tool_result"]
         return out
@@ -220,6 +235,8 @@ Route = Callable[[ScriptedRequest], Reply]
 
 
 def _family(path: str) -> str | None:
+    if path.endswith((":generateContent", ":streamGenerateContent")):
+        return "gemini"
     if path.endswith("/messages/count_tokens"):
         return "anthropic_count"
     if path.endswith("/messages"):
@@ -232,9 +249,19 @@ def _family(path: str) -> str | None:
 
 
 class ScriptedUpstream:
-    def __init__(self, route: Route, *, delay: float = 0.002) -> None:
+    """``validate=True`` answers a request whose tool results do not pair with its calls as the API
+    does: a 400 with the API's exact text (docs/WIRE.md G.2), before the route is asked."""
+
+    def __init__(self, route: Route, *, delay: float = 0.002, validate: bool = False) -> None:
         self.route = route
         self.delay = delay
+        self.validate = validate
+        #: Responses API: the function calls of each response served, by response id (what
+        #: ``previous_response_id`` brings into a request), and every output item by its id
+        #: (what an ``item_reference`` names).
+        self.response_calls: dict[str, list[str]] = {}
+        self.items: dict[str, dict[str, Any]] = {}
+        self.histories: dict[str, list[Any]] = {}
         self.log: list[Logged] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -271,6 +298,8 @@ class ScriptedUpstream:
                     body = None
                 fam = _family(path)
                 req = ScriptedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, fam or "unknown")
+                if fam == "openai_responses" and isinstance(body, dict) and body.get("previous_response_id"):
+                    req.prior = list(upstream.histories.get(str(body["previous_response_id"]), []))
                 if fam == "anthropic_count":
                     upstream._record(req, None, 200)
                     self._json(200, {"input_tokens": max(1, len(raw) // 4)})
@@ -285,14 +314,34 @@ class ScriptedUpstream:
                     upstream._record(req, Reply(what=f"route error: {exc!r}"), 500)
                     self._json(500, {"error": {"type": "api_error", "message": f"scripted route failed: {exc!r}"}})
                     return
+                if upstream.validate:
+                    problem = pairing_problem(req, upstream)
+                    if problem is not None:
+                        upstream._record(req, Reply(what=f"rejected: {problem}"), 400)
+                        self._json(400, _error_body(fam, problem))
+                        return
                 logged = upstream._record(req, reply, 200)
                 usage_in = max(1, len(raw) // 4)
                 if fam == "anthropic":
                     self._anthropic(req, reply, usage_in, logged)
-                elif fam == "openai_responses":
-                    self._json(200, upstream._responses(req, reply, usage_in, logged))
+                    return
+                if fam == "openai_responses":
+                    body_out = upstream._responses(req, reply, usage_in, logged)
+                elif fam == "gemini":
+                    body_out = upstream._gemini(req, reply, usage_in, logged)
                 else:
-                    self._json(200, upstream._chat(req, reply, usage_in, logged))
+                    body_out = upstream._chat(req, reply, usage_in, logged)
+                if not req.stream:
+                    self._json(200, body_out)
+                    return
+                from tests.support.upstream import synth_stream
+
+                if fam == "openai_chat" and not ((req.body.get("stream_options") or {}).get("include_usage")):
+                    body_out = {**body_out, "usage": None}  # the API sends usage in a stream only when asked
+                if fam == "gemini" and "alt=sse" not in self.path:  # without alt=sse: one JSON array
+                    self._chunks([b"[" + json.dumps(body_out).encode() + b"]"], "application/json; charset=UTF-8")
+                    return
+                self._chunks(synth_stream(fam, body_out), "text/event-stream")
 
             def _body(self) -> bytes:
                 if self.headers.get("transfer-encoding", "").lower() == "chunked":
@@ -362,6 +411,20 @@ class ScriptedUpstream:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 
+            def _chunks(self, chunks: list[bytes], content_type: str) -> None:
+                self.send_response(200)
+                self.send_header("content-type", content_type)
+                self.send_header("cache-control", "no-cache")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                for chunk in chunks:
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    self.wfile.flush()
+                    if upstream.delay:
+                        time.sleep(upstream.delay)
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
             def _event(self, name: str, data: dict[str, Any]) -> None:
                 chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
                 self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
@@ -398,6 +461,10 @@ class ScriptedUpstream:
                            "arguments": json.dumps(c.arguments), "status": "completed"})
         out_tokens = max(1, len(json.dumps(output)) // 4)
         logged.response_id = self.new_id("resp_s")
+        with self._lock:
+            self.response_calls[logged.response_id] = [o["call_id"] for o in output if o["type"] == "function_call"]
+            self.items.update((o["id"], o) for o in output)
+            self.histories[logged.response_id] = [*req.messages, *output]
         return {
             "id": logged.response_id, "object": "response", "created_at": int(time.time()), "status": "completed",
             "model": req.model, "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
@@ -405,6 +472,22 @@ class ScriptedUpstream:
             "temperature": 1.0, "top_p": 1.0, "text": {"format": {"type": "text"}}, "truncation": "disabled",
             "usage": {"input_tokens": usage_in, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": out_tokens,
                       "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": usage_in + out_tokens},
+        }
+
+    def _gemini(self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged) -> dict[str, Any]:
+        parts: list[dict[str, Any]] = []
+        if reply.text:
+            parts.append({"text": reply.text})
+        for c in reply.calls:
+            logged.ids.append(c.name)  # the Gemini API gives calls no id: they pair by name and order
+            parts.append({"functionCall": {"name": c.name, "args": c.arguments}})
+        out_tokens = max(1, len(json.dumps(parts)) // 4)
+        logged.response_id = self.new_id("gem_s")
+        model = urlsplit(req.path).path.rsplit("/", 1)[-1].split(":", 1)[0]
+        return {
+            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": usage_in, "candidatesTokenCount": out_tokens, "totalTokenCount": usage_in + out_tokens},
+            "modelVersion": model, "responseId": logged.response_id,
         }
 
     def _chat(self, req: ScriptedRequest, reply: Reply, usage_in: int, logged: Logged) -> dict[str, Any]:
@@ -423,3 +506,109 @@ class ScriptedUpstream:
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop", "logprobs": None}],
             "usage": {"prompt_tokens": usage_in, "completion_tokens": out_tokens, "total_tokens": usage_in + out_tokens},
         }
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairing checks as the APIs make them (docs/WIRE.md G.2: the exact texts)
+
+
+def _error_body(family: str, message: str) -> dict[str, Any]:
+    if family == "anthropic":
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}, "request_id": "req_scripted"}
+    if family == "gemini":
+        return {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+
+
+def pairing_problem(req: ScriptedRequest, upstream: ScriptedUpstream) -> str | None:
+    """The API's 400 text for a request whose tool results do not pair with its calls, else ``None``."""
+    check = {"openai_chat": _chat_pairing, "anthropic": _anthropic_pairing, "gemini": _gemini_pairing}.get(req.family)
+    if check is not None:
+        return check(req.messages)
+    if req.family == "openai_responses":
+        return _responses_pairing(req, upstream)
+    return None
+
+
+def _chat_pairing(messages: list[Any]) -> str | None:
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        if isinstance(m, dict) and m.get("role") == "tool":
+            return "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+        calls = [c.get("id") for c in (m.get("tool_calls") or [])] if isinstance(m, dict) and m.get("role") == "assistant" else []
+        i += 1
+        if not calls:
+            continue
+        answered = []
+        while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") == "tool":
+            cid = messages[i].get("tool_call_id")
+            if cid not in calls:
+                return f"Invalid parameter: 'tool_call_id' of '{cid}' not found in 'tool_calls' of previous message."
+            answered.append(cid)
+            i += 1
+        missing = [c for c in calls if c not in answered]
+        if missing:
+            return ("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                    f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(map(str, missing))}")
+    return None
+
+
+def _blocks(m: Any, kind: str) -> list[dict[str, Any]]:
+    c = m.get("content") if isinstance(m, dict) else None
+    return [b for b in c if isinstance(b, dict) and b.get("type") == kind] if isinstance(c, list) else []
+
+
+def _anthropic_pairing(messages: list[Any]) -> str | None:
+    for n, m in enumerate(messages):
+        if not isinstance(m, dict):
+            continue
+        uses = [b.get("id") for b in _blocks(m, "tool_use")] if m.get("role") == "assistant" else []
+        prev = messages[n - 1] if n else None
+        prev_uses = [b.get("id") for b in _blocks(prev, "tool_use")] if isinstance(prev, dict) and prev.get("role") == "assistant" else []
+        if m.get("role") == "user" and isinstance(m.get("content"), list):
+            for k, b in enumerate(m["content"]):
+                if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") not in prev_uses:
+                    return (f"messages.{n}.content.{k}: unexpected `tool_use_id` found in `tool_result` blocks: {b.get('tool_use_id')}. "
+                            "Each `tool_result` block must have a corresponding `tool_use` block in the previous message.")
+        if uses and n + 1 < len(messages):
+            answered = {b.get("tool_use_id") for b in _blocks(messages[n + 1], "tool_result")}
+            missing = [u for u in uses if u not in answered]
+            if missing:
+                return (f"messages.{n}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(map(str, missing))}. "
+                        "Each `tool_use` block must have a corresponding `tool_result` block in the next message.")
+    return None
+
+
+def _gemini_pairing(contents: list[Any]) -> str | None:
+    for n, c in enumerate(contents):
+        parts = c.get("parts") if isinstance(c, dict) else None
+        calls = [p for p in parts or [] if isinstance(p, dict) and "functionCall" in p]
+        if not calls or n + 1 >= len(contents):
+            continue
+        nxt = contents[n + 1].get("parts") if isinstance(contents[n + 1], dict) else None
+        answers = [p for p in nxt or [] if isinstance(p, dict) and "functionResponse" in p]
+        if len(answers) != len(calls):
+            return "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn."
+    return None
+
+
+def _responses_pairing(req: ScriptedRequest, upstream: ScriptedUpstream) -> str | None:
+    calls: list[str] = list(upstream.response_calls.get(str(req.body.get("previous_response_id") or ""), []))
+    outputs: list[str] = []
+    for item in req.messages:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "item_reference":
+            item = upstream.items.get(str(item.get("id")), {})
+        if item.get("type") == "function_call":
+            calls.append(str(item.get("call_id")))
+        elif item.get("type") == "function_call_output":
+            cid = str(item.get("call_id"))
+            if cid not in calls:
+                return f"No tool call found for function call output with call_id {cid}."
+            outputs.append(cid)
+    for cid in calls:
+        if cid not in outputs:
+            return f"No tool output found for function call {cid}."
+    return None

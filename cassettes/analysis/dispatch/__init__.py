@@ -19,15 +19,18 @@ Catalogue (code, severity, when it fires):
                                               conversation or of the history sent
 ``C.duplicate_tool_result``         warning   two results carry the same call id
 ``C.assistant_not_echoed``          warning   the previous answer is not in the history sent back
-                                              (typographic normalisation and reasoning inlined as
-                                              ``<think>`` text are tolerated)
+                                              (typographic normalisation, reasoning inlined as
+                                              ``<think>`` text, and a text-protocol answer re-rendered
+                                              with the same words or its observation replaced are
+                                              tolerated)
 ``C.history_mutated``               warning   an earlier message was changed in place
 ``C.history_trimmed``               info      the history was shortened or compacted (intentional)
 ``C.pairing_error``                 error     the API rejected the request with a pairing text
                                               (WIRE.md §G.2): reported by A, caused by C, linked
                                               to the turn whose calls were mishandled
 ``C.continued_after_final_answer``  warning   a text-only final answer was followed by another
-                                              request with no new input
+                                              request with no new input (a text-protocol action,
+                                              ``Action:`` / ``Code:``, is not a final answer)
 ``C.truncated_treated_as_complete`` warning   a cut-off answer (token cap, cut stream) was echoed
                                               or its calls executed as if whole
 ``C.refusal_treated_as_answer``     warning   a refused or filtered answer was echoed and the loop
@@ -47,6 +50,9 @@ Catalogue (code, severity, when it fires):
 ``C.retry_storm``                   warning   five attempts at one request, each within 0.5 s of the last failure
 ``C.gave_up_on_retryable_error``    info      the conversation ended on a 429, 5xx or transport error
 ``C.tool_result_as_text``           error     a call's result sent as user text, not as a tool result
+``C.tool_calls_as_text``            info      the client echoed the answer's calls as text and sends
+                                              the results as text: a transcript (smolagents), no
+                                              call left pending for the API
 ``C.tool_results_split``            error     one turn's results spread over several messages where the
                                               API wants them in one (Anthropic)
 ``C.wrong_tool_call_id``            error     results sent under ids the model never gave (the root of

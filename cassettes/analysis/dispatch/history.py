@@ -3,6 +3,7 @@ truncated or refused answer, a broken cache prefix."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import orjson
@@ -11,6 +12,11 @@ from cassettes.analysis.context import TurnContext
 from cassettes.analysis.dispatch._shared import _continues, _hk, _prev_ok
 from cassettes.analysis.model import Finding, Severity
 from cassettes.parsing.models import FinishReason, Message
+
+
+#: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
+#: "Action Input: …", smolagents' "Action:" JSON blob or "Code:" block), so the answer is not final.
+TEXT_ACTION = re.compile(r"^[ \t]*(Action|Action Input|Code)[ \t]*:", re.M)
 
 
 def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:
@@ -81,6 +87,8 @@ def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
     # A final answer is text and nothing else: provider items (hosted tool calls a client may
     # have to execute, compaction …) mean the exchange is not over.
     if r.finish_reason is not FinishReason.COMPLETE or not r.text.strip() or any(p.kind in ("tool_call", "other") for p in r.parts):
+        return
+    if TEXT_ACTION.search(r.text[:20000]):  # an action for the client's own text loop (ReAct), not an answer
         return
     new_input = [m for m in ctx.turn.c.appended if m.role not in ("assistant", "model")]
     if new_input:

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from cassettes import providers
 from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.dispatch._shared import _continues, _hk, _item, _prev_ok, _result_part, _short
-from cassettes.analysis.dispatch.view import _echo_ids
+from cassettes.analysis.conversations import response_message
+from cassettes.analysis.dispatch.view import _echo_ids, calls_as_text
 from cassettes.analysis.model import Finding, Severity
 from cassettes.parsing.models import FinishReason, ToolCall
 
@@ -24,8 +25,21 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         return
     if not any(c.kind in ("function", "custom") for c in prev.rt.response.tool_calls):
         return
+    appended = ctx.turn.c.appended
+    answer = response_message(prev.rt.response)
+    if answer is not None and appended and calls_as_text(answer, appended[0]):
+        yield ctx.finding(
+            "C.tool_calls_as_text",
+            Severity.INFO,
+            f"The client echoed the tool calls of turn {prev.index} as text, not as calls, and sends their "
+            "results as text too (a transcript, as smolagents and text-protocol agents keep it): the API "
+            "sees no pending call, and the model reads its calls and their results as plain messages.",
+            path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}]",
+            related_turn=prev.index,
+        )
+        return
     answered_ids = {p.call_id for p in ctx.turn.c.pairings if p.call_id}
-    echo_ids = _echo_ids(ctx, ctx.turn.c.appended)
+    echo_ids = _echo_ids(ctx, appended)
     answered_names: dict[str, int] = {}
     for p in ctx.turn.c.pairings:
         if p.call_turn == prev.index and p.name:

@@ -70,18 +70,70 @@ def _more_calls_after(want: list[tuple[str, str]], got: list[tuple[str, str]]) -
     return True
 
 
+_WORD = re.compile(r"\w+")
+#: Where a text-protocol (ReAct) answer hands over to the client: what follows is the observation,
+#: which the client writes itself (models often make one up; clients cut it and put the real one).
+_OBSERVATION = re.compile(r"^\s*Observation\s*:", re.M)
+
+
+def _words(text: str) -> str:
+    """The text's words, one space apart, padded: a rendering-blind form in which JSON and Python
+    reprs, quotes and whitespace no longer differ (``{"city": "Paris"}`` and ``{'city': 'Paris'}``)."""
+    return " " + " ".join(_WORD.findall(text)) + " "
+
+
 def _loosely_echoed(expected: Message | None, sent: Message) -> bool | None:
     """The echo kept the answer's substance: same calls (ids aside) and the same text once
-    reasoning the client inlined as ``<think>`` text is set aside."""
+    reasoning the client inlined as ``<think>`` text is set aside; or, for clients that keep their
+    loop in text, the same words re-rendered (a ReAct ``Action Input`` re-serialised, the real
+    observation written into the echo in place of one the model made up), or the answer's tool
+    calls written out as text (:func:`calls_as_text`)."""
     if expected is None:
         return None
     if sent.role not in ("assistant", "model"):
         return False
     want, got = _client_calls(expected), _client_calls(sent)
-    if want != got and not _same_calls_but_cut(expected, sent) and not _more_calls_after(want, got):
+    as_text = bool(want) and not got and calls_as_text(expected, sent)
+    if want != got and not as_text and not _same_calls_but_cut(expected, sent) and not _more_calls_after(want, got):
         return False
     a, b = _loose_text(expected), _loose_text(sent)
-    return a == b or (bool(a) and bool(b) and (a in b or b in a))
+    if a == b or (bool(a) and bool(b) and (a in b or b in a)) or (as_text and not a):
+        return True
+    raw = " ".join(p.text or "" for p in expected.parts if p.kind == "text")
+    head = _words(_OBSERVATION.split(_THINK.sub(" ", raw), maxsplit=1)[0])
+    return head.strip() != "" and head in _words(b)
+
+
+def calls_as_text(answer: Message, echo: Message) -> bool:
+    """The client echoed the answer's tool calls as text, not as calls (smolagents' "Calling
+    tools: [{'id': …, 'function': {'name': 'get_weather', 'arguments': {'city': 'Paris'}}}]"): every
+    call's name and argument values are in the echo's words, and the echo holds no call itself.
+    The API then sees no pending call, and the results come back as text too."""
+    if echo.role not in ("assistant", "model") or any(p.kind == "tool_call" for p in echo.parts):
+        return False
+    calls = [p.tool_call for p in answer.parts if p.tool_call is not None and p.tool_call.kind in ("function", "custom")]
+    if not calls:
+        return False
+    words = _words(" ".join(p.text or "" for p in echo.parts if p.kind == "text"))
+    for c in calls:
+        if not c.name or _words(c.name) not in words:
+            return False
+        if not all(_words(v) in words for v in _leaf_values(c.arguments) if _words(v).strip()):
+            return False
+    return True
+
+
+def _leaf_values(value: object, depth: int = 0) -> list[str]:
+    """The string and number leaves of a call's arguments (bounded: arguments are untrusted)."""
+    if depth > 20:
+        return []
+    if isinstance(value, dict):
+        return [s for v in list(value.values())[:64] for s in _leaf_values(v, depth + 1)]
+    if isinstance(value, list):
+        return [s for v in value[:64] for s in _leaf_values(v, depth + 1)]
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return [str(value)[:200]]
+    return []
 
 
 def _calls_of(ctx: TurnContext) -> list[tuple[str | None, str | None]]:

@@ -1,0 +1,100 @@
+"""Clients that keep their tool loop in text: ReAct agents (llama-index's ReActAgent, LangChain's
+text agents) and transcript agents (smolagents) are judged on what the API sees, not on whether
+they use the API's tool calls (issue 27 item 7; the client matrix's llama-index and smolagents rows).
+
+* a ReAct answer (Thought / Action / Action Input) is echoed re-rendered: the Action Input as a
+  Python repr instead of JSON, or with the observation written into the echo in place of one the
+  model made up. Same words: echoed. Other words: not echoed;
+* an ``Action:`` answer is a step of the client's loop, not a final answer;
+* smolagents echoes the model's tool calls as text ("Calling tools: [...]") and sends results as
+  "Observation:" user text: no call is pending for the API, so no dropped result and no
+  result-as-text error, one info saying what the client does.
+"""
+
+from __future__ import annotations
+
+import pytest
+from scenarios import WEATHER, Call, Script, Tool, assistant_of, user_of
+
+from cassettes.analysis.model import RunAnalysis, Severity
+
+REACT_FAMILIES = ("openai_chat", "anthropic", "gemini", "openai_responses")
+
+
+def codes(run: RunAnalysis, at_least: Severity = Severity.INFO) -> list[str]:
+    order = [Severity.INFO, Severity.WARNING, Severity.ERROR]
+    return [f.code for f in run.findings if order.index(f.severity) >= order.index(at_least)]
+
+
+def _react(family: str, echo: str, answer: str = 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Paris"}',
+           then_user: str | None = "Observation: WEATHER: Paris is sunny") -> RunAnalysis:
+    s = Script(family)
+    s.user("What is the weather in Paris?")
+    s.reply(answer, echo=False)
+    s.history.extend(assistant_of(family, echo))
+    if then_user is not None:
+        s.history.append(user_of(family, then_user))
+    s.reply("Thought: I can answer.\nAnswer: sunny.")
+    return s.analyse()
+
+
+@pytest.mark.parametrize("family", REACT_FAMILIES)
+def test_react_action_input_rerendered_is_echoed(family: str) -> None:
+    run = _react(family, "Thought: I need the weather.\nAction: get_weather\nAction Input: {'city': 'Paris'}")
+    assert "C.assistant_not_echoed" not in codes(run), run.findings
+    assert run.turns[1].c.echoed_assistant is True
+
+
+@pytest.mark.parametrize("family", REACT_FAMILIES)
+def test_react_echo_with_other_words_is_not_echoed(family: str) -> None:
+    run = _react(family, "Thought: I need the weather.\nAction: get_weather\nAction Input: {'city': 'Lyon'}")
+    assert codes(run, Severity.WARNING) == ["C.assistant_not_echoed"], run.findings
+
+
+@pytest.mark.parametrize("family", REACT_FAMILIES)
+def test_react_observation_written_into_the_echo(family: str) -> None:
+    """The client cut the observation the model made up and wrote the real one into the echo,
+    adding no message of its own: neither a changed echo nor a loop going on after a final answer."""
+    answer = 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Paris"}\nObservation: it is snowing'
+    echo = 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Paris"}\nObservation: WEATHER: Paris is sunny'
+    run = _react(family, echo, answer=answer, then_user=None)
+    assert codes(run, Severity.WARNING) == [], run.findings
+
+
+@pytest.mark.parametrize("family", REACT_FAMILIES)
+def test_final_answer_then_a_call_without_new_input_still_warns(family: str) -> None:
+    """The clean twin's counterpart: a real final answer, echoed, and the model called again with
+    nothing new is still C.continued_after_final_answer."""
+    s = Script(family)
+    s.user("What is the weather in Paris?")
+    s.reply("Thought: I can answer.\nAnswer: sunny.")
+    s.reply("Sunny, as I said.")
+    assert "C.continued_after_final_answer" in codes(s.analyse(), Severity.WARNING)
+
+
+def _smolagents(echo_city: str) -> RunAnalysis:
+    final = Tool("final_answer", {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]})
+    s = Script("openai_chat", tools=[WEATHER, final])
+    s.user("New task:\nWhat is the weather in Paris and Tokyo?")
+    paris, tokyo = Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": echo_city if echo_city == "Tokyo" else "Tokyo"})
+    s.reply(calls=[paris, tokyo], echo=False)
+    rendered = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": {"city": city}}}
+                for c, city in ((paris, "Paris"), (tokyo, echo_city))]
+    s.history.append({"role": "assistant", "content": [{"type": "text", "text": f"Calling tools:\n{rendered!r}"}]})
+    s.history.append({"role": "user", "content": [{"type": "text", "text": "Observation:\nWEATHER: Paris is sunny\nWEATHER: Tokyo is rainy"}]})
+    s.reply(calls=[Call("final_answer", {"answer": "sunny and rainy"})])
+    return s.analyse()
+
+
+def test_smolagents_calls_as_text_leave_nothing_pending() -> None:
+    run = _smolagents("Tokyo")
+    assert codes(run, Severity.WARNING) == [], run.findings
+    assert "C.tool_calls_as_text" in codes(run)
+
+
+def test_calls_echoed_as_text_with_other_arguments_are_not_echoed() -> None:
+    """The twin: the text names a call the model never made (Osaka for Tokyo): the answer was not
+    echoed, and its calls are unanswered."""
+    run = _smolagents("Osaka")
+    assert "C.assistant_not_echoed" in codes(run, Severity.WARNING), run.findings
+    assert "C.tool_calls_as_text" not in codes(run)

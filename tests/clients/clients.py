@@ -1,0 +1,358 @@
+"""The clients of the matrix: each a real SDK, framework or agent running its own tool loop on the
+task of :mod:`route`, as a user would write it (the framework's documented idiom, nothing that
+names looptap: every client reads the base URL ``looptap run`` exports).
+
+A :class:`Client` says which environment runs it (``test``: the suite's own, with the current
+openai/anthropic/google-genai SDKs, pydantic-ai and openai-agents; ``frameworks``: ``.venv-clients``,
+the frameworks that pin ``openai<3``; ``node``: ``.npm-clients``), what a clean run must look like
+(conversations and their turns), and which client bug is injected into its requests for the bug run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The three injected client bugs (tests/clients/inject/mutate.py) and the root causes that name them.
+BUG_CAUSES = {
+    "drop_result": ("C.dropped_tool_result",),
+    "wrong_id": ("C.wrong_tool_call_id", "C.orphan_tool_result"),
+    "mutate_history": ("C.tool_result_altered", "C.history_mutated"),
+}
+
+
+@dataclass(frozen=True)
+class Client:
+    id: str
+    #: What the table shows: the package whose version is reported, and the API family spoken.
+    package: str
+    api: str
+    runtime: str  # "test" | "frameworks" | "node"
+    script: str
+    #: Turns of each conversation of a clean run, sorted (one entry per conversation).
+    turns: tuple[int, ...]
+    bug: str
+    stream: bool = False
+    note: str = ""
+
+
+PY_PRELUDE = '''
+import json, os, sys
+STREAM = os.environ.get("MATRIX_STREAM") == "1"
+TASK = "What is the weather in Paris, Tokyo and Berlin?"
+SYSTEM = "You are a weather assistant. Use the get_weather tool for every city."
+def out(**kw):
+    print(json.dumps(kw), flush=True)
+def get_weather(city: str) -> str:
+    """The weather in a city right now."""
+    return f"WEATHER: {city} is {'sunny' if city == 'Paris' else 'rainy' if city == 'Tokyo' else 'cloudy'}"
+PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+'''
+
+OPENAI_CHAT = '''
+from openai import OpenAI
+client = OpenAI()
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": PARAMS}}]
+messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+for _ in range(8):
+    if STREAM:
+        text, calls = "", {}
+        for chunk in client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools, stream=True,
+                                                    stream_options={"include_usage": True}):
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            text += delta.content or ""
+            for tc in delta.tool_calls or []:
+                e = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+                e["id"] = tc.id or e["id"]
+                e["name"] += (tc.function.name or "") if tc.function else ""
+                e["arguments"] += (tc.function.arguments or "") if tc.function else ""
+        message = {"role": "assistant", "content": text or None}
+        if calls:
+            message["tool_calls"] = [{"id": e["id"], "type": "function", "function": {"name": e["name"], "arguments": e["arguments"]}}
+                                     for _, e in sorted(calls.items())]
+    else:
+        # The idiom docs/testing.md uses: the SDK's message, dumped without its None fields (no "content").
+        message = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools).choices[0].message.model_dump(exclude_none=True)
+    messages.append(message)
+    if not message.get("tool_calls"):
+        out(final=message.get("content"))
+        break
+    for tc in message["tool_calls"]:
+        messages.append({"role": "tool", "tool_call_id": tc["id"], "content": get_weather(**json.loads(tc["function"]["arguments"]))})
+'''
+
+OPENAI_RESPONSES = '''
+from openai import OpenAI
+client = OpenAI()
+tools = [{"type": "function", "name": "get_weather", "description": "The weather in a city", "parameters": PARAMS, "strict": False}]
+if not STREAM:  # stateless: the whole history re-sent, the model's items echoed as the SDK gave them
+    items = [{"role": "user", "content": TASK}]
+    for _ in range(8):
+        r = client.responses.create(model="gpt-4o", instructions=SYSTEM, input=items, tools=tools)
+        items += [o.model_dump(exclude_none=True) for o in r.output]
+        calls = [o for o in r.output if o.type == "function_call"]
+        if not calls:
+            out(final=r.output_text)
+            break
+        items += [{"type": "function_call_output", "call_id": c.call_id, "output": get_weather(**json.loads(c.arguments))} for c in calls]
+else:  # stateful: chained with previous_response_id, only the new outputs sent
+    items, previous = [{"role": "user", "content": TASK}], {}
+    for _ in range(8):
+        with client.responses.stream(model="gpt-4o", instructions=SYSTEM, input=items, tools=tools, **previous) as s:
+            for _event in s:
+                pass
+            r = s.get_final_response()
+        previous = {"previous_response_id": r.id}
+        calls = [o for o in r.output if o.type == "function_call"]
+        if not calls:
+            out(final=r.output_text)
+            break
+        items = [{"type": "function_call_output", "call_id": c.call_id, "output": get_weather(**json.loads(c.arguments))} for c in calls]
+'''
+
+ANTHROPIC = '''
+import anthropic
+client = anthropic.Anthropic()
+tools = [{"name": "get_weather", "description": "The weather in a city", "input_schema": PARAMS}]
+messages = [{"role": "user", "content": TASK}]
+for _ in range(8):
+    kw = dict(model="claude-sonnet-4-5", max_tokens=1024, system=SYSTEM, messages=messages, tools=tools)
+    if STREAM:
+        with client.messages.stream(**kw) as s:
+            m = s.get_final_message()
+    else:
+        m = client.messages.create(**kw)
+    messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]})
+    uses = [b for b in m.content if b.type == "tool_use"]
+    if not uses:
+        out(final="".join(b.text for b in m.content if b.type == "text"))
+        break
+    messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": b.id, "content": get_weather(**b.input)} for b in uses]})
+'''
+
+GOOGLE_GENAI = '''
+from google import genai
+from google.genai import types
+client = genai.Client(api_key=os.environ["GEMINI_API_KEY"])
+if not STREAM:  # automatic function calling: the SDK runs the loop, given the Python function
+    r = client.models.generate_content(model="gemini-2.5-flash", contents=TASK,
+                                       config=types.GenerateContentConfig(tools=[get_weather], system_instruction=SYSTEM))
+    out(final=r.text)
+else:  # the loop by hand, streamed
+    decl = types.FunctionDeclaration(name="get_weather", description="The weather in a city", parameters_json_schema=PARAMS)
+    config = types.GenerateContentConfig(tools=[types.Tool(function_declarations=[decl])], system_instruction=SYSTEM,
+                                         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+    contents = [types.Content(role="user", parts=[types.Part(text=TASK)])]
+    for _ in range(8):
+        parts = []
+        for chunk in client.models.generate_content_stream(model="gemini-2.5-flash", contents=contents, config=config):
+            if chunk.candidates and chunk.candidates[0].content and chunk.candidates[0].content.parts:
+                parts += chunk.candidates[0].content.parts
+        contents.append(types.Content(role="model", parts=parts))
+        calls = [p.function_call for p in parts if p.function_call]
+        if not calls:
+            out(final="".join(p.text or "" for p in parts))
+            break
+        contents.append(types.Content(role="user", parts=[
+            types.Part.from_function_response(name=c.name, response={"result": get_weather(**c.args)}) for c in calls]))
+'''
+
+PYDANTIC_AI = '''
+from pydantic_ai import Agent
+KIND = os.environ["MATRIX_KIND"]
+if KIND == "chat":
+    from pydantic_ai.models.openai import OpenAIChatModel as Model
+    model = Model("gpt-4o")
+elif KIND == "responses":
+    from pydantic_ai.models.openai import OpenAIResponsesModel as Model
+    model = Model("gpt-4o")
+else:
+    from pydantic_ai.models.anthropic import AnthropicModel as Model
+    model = Model("claude-sonnet-4-5")
+agent = Agent(model, system_prompt=SYSTEM)
+agent.tool_plain(get_weather)
+if STREAM:
+    with agent.run_stream_sync(TASK) as result:
+        out(final="".join(result.stream_text(delta=True)))
+else:
+    out(final=agent.run_sync(TASK).output)
+'''
+
+OPENAI_AGENTS = '''
+import asyncio
+from agents import Agent, Runner, function_tool, set_tracing_disabled
+set_tracing_disabled(True)
+tool = function_tool(get_weather)
+weather_agent = Agent(name="weather_agent", instructions=SYSTEM, tools=[tool], model="gpt-4o")
+if os.environ["MATRIX_KIND"] == "handoff":
+    front = Agent(name="front_desk", instructions="Hand weather questions to the weather agent.", handoffs=[weather_agent], model="gpt-4o")
+else:  # the weather agent as a tool of an orchestrator: its loop is a sub-agent conversation
+    front = Agent(name="orchestrator", instructions="Ask the weather expert, then relay its answer.", model="gpt-4o",
+                  tools=[weather_agent.as_tool(tool_name="weather_expert", tool_description="Answers weather questions")])
+async def main():
+    if STREAM:
+        r = Runner.run_streamed(front, TASK)
+        async for _ in r.stream_events():
+            pass
+        out(final=r.final_output)
+    else:
+        out(final=(await Runner.run(front, TASK)).final_output)
+asyncio.run(main())
+'''
+
+LANGGRAPH = '''
+import warnings
+warnings.filterwarnings("ignore")
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.prebuilt import create_react_agent
+agent = create_react_agent(ChatOpenAI(model="gpt-4o", streaming=STREAM), [tool(get_weather)], prompt=SYSTEM)
+result = agent.invoke({"messages": [("user", TASK)]})
+out(final=result["messages"][-1].content)
+'''
+
+LITELLM = '''
+import litellm
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": PARAMS}}]
+messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+for _ in range(8):
+    r = litellm.completion(model="openai/gpt-4o", messages=messages, tools=tools, api_base=os.environ["OPENAI_BASE_URL"], stream=STREAM)
+    if STREAM:
+        r = litellm.stream_chunk_builder(list(r), messages=messages)
+    message = r.choices[0].message
+    messages.append(message)  # LiteLLM's documented loop appends its Message object as it is
+    if not message.tool_calls:
+        out(final=message.content)
+        break
+    for tc in message.tool_calls:
+        messages.append({"role": "tool", "tool_call_id": tc.id, "name": tc.function.name,
+                         "content": get_weather(**json.loads(tc.function.arguments))})
+'''
+
+SMOLAGENTS = '''
+from smolagents import OpenAIServerModel, ToolCallingAgent, tool
+@tool
+def get_weather(city: str) -> str:
+    """The weather in a city right now.
+
+    Args:
+        city: the city
+    """
+    return f"WEATHER: {city} is {'sunny' if city == 'Paris' else 'rainy' if city == 'Tokyo' else 'cloudy'}"
+model = OpenAIServerModel(model_id="gpt-4o", api_base=os.environ["OPENAI_BASE_URL"], api_key=os.environ["OPENAI_API_KEY"])
+agent = ToolCallingAgent(tools=[get_weather], model=model, max_steps=6, verbosity_level=0, stream_outputs=STREAM)
+out(final=str(agent.run(TASK)))
+'''
+
+LLAMA_REACT = '''
+import asyncio
+from llama_index.core.agent.workflow import ReActAgent
+from llama_index.core.tools import FunctionTool
+from llama_index.llms.openai import OpenAI
+llm = OpenAI(model="gpt-4o", api_base=os.environ["OPENAI_BASE_URL"], api_key=os.environ["OPENAI_API_KEY"])
+agent = ReActAgent(tools=[FunctionTool.from_defaults(get_weather)], llm=llm, streaming=STREAM)
+async def main():
+    out(final=str(await agent.run(TASK)))
+asyncio.run(main())
+'''
+
+NODE_PRELUDE = '''
+const { createRequire } = require("node:module");
+const need = createRequire(process.env.NPM_CLIENTS + "/package.json");
+const STREAM = process.env.MATRIX_STREAM === "1";
+const TASK = "What is the weather in Paris, Tokyo and Berlin?";
+const SYSTEM = "You are a weather assistant. Use the get_weather tool for every city.";
+const weather = (city) => `WEATHER: ${city} is ${city === "Paris" ? "sunny" : city === "Tokyo" ? "rainy" : "cloudy"}`;
+const out = (o) => console.log(JSON.stringify(o));
+const PARAMS = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
+'''
+
+OPENAI_NODE = '''
+const OpenAI = need("openai").default;
+(async () => {
+  const client = new OpenAI();
+  const runner = client.chat.completions.runTools({
+    model: "gpt-4o", stream: STREAM,
+    messages: [{ role: "system", content: SYSTEM }, { role: "user", content: TASK }],
+    tools: [{ type: "function", function: { name: "get_weather", description: "The weather in a city", parameters: PARAMS,
+                                             function: ({ city }) => weather(city), parse: JSON.parse } }],
+  });
+  out({ final: await runner.finalContent() });
+})().catch((e) => { console.error(String(e)); process.exit(1); });
+'''
+
+VERCEL_AI = '''
+const { generateText, streamText, tool, stepCountIs, jsonSchema } = need("ai");
+const { createOpenAI } = need("@ai-sdk/openai");
+(async () => {
+  const openai = createOpenAI({ baseURL: process.env.OPENAI_BASE_URL });
+  const model = process.env.MATRIX_KIND === "chat" ? openai.chat("gpt-4o") : openai("gpt-4o");  // openai(): Responses, the default
+  const tools = { get_weather: tool({ description: "The weather in a city", inputSchema: jsonSchema(PARAMS), execute: async ({ city }) => weather(city) }) };
+  const args = { model, system: SYSTEM, prompt: TASK, tools, stopWhen: stepCountIs(8) };
+  if (STREAM) {
+    const r = streamText(args);
+    for await (const _ of r.textStream) {}
+    out({ final: await r.text });
+  } else {
+    out({ final: (await generateText(args)).text });
+  }
+})().catch((e) => { console.error(String(e)); process.exit(1); });
+'''
+
+LANGCHAIN_JS = '''
+const { ChatOpenAI } = need("@langchain/openai");
+const { createReactAgent } = need("@langchain/langgraph/prebuilt");
+const { tool } = need("@langchain/core/tools");
+(async () => {
+  const getWeather = tool(async ({ city }) => weather(city), { name: "get_weather", description: "The weather in a city", schema: PARAMS });
+  const llm = new ChatOpenAI({ model: "gpt-4o", streaming: STREAM, configuration: { baseURL: process.env.OPENAI_BASE_URL } });
+  const agent = createReactAgent({ llm, tools: [getWeather], prompt: SYSTEM });
+  const r = await agent.invoke({ messages: [{ role: "user", content: TASK }] });
+  out({ final: r.messages[r.messages.length - 1].content });
+})().catch((e) => { console.error(String(e)); process.exit(1); });
+'''
+
+CLIENTS: tuple[Client, ...] = (
+    Client("openai-python chat", "openai", "openai_chat", "test", OPENAI_CHAT, (3,), "drop_result"),
+    Client("openai-python chat stream", "openai", "openai_chat", "test", OPENAI_CHAT, (3,), "wrong_id", stream=True),
+    Client("openai-python responses", "openai", "openai_responses", "test", OPENAI_RESPONSES, (3,), "mutate_history",
+           note="stateless: history re-sent"),
+    Client("openai-python responses stream", "openai", "openai_responses", "test", OPENAI_RESPONSES, (3,), "drop_result", stream=True,
+           note="chained with previous_response_id"),
+    Client("anthropic-python", "anthropic", "anthropic", "test", ANTHROPIC, (3,), "wrong_id"),
+    Client("anthropic-python stream", "anthropic", "anthropic", "test", ANTHROPIC, (3,), "mutate_history", stream=True),
+    Client("google-genai", "google-genai", "gemini", "test", GOOGLE_GENAI, (3,), "drop_result", note="automatic function calling"),
+    Client("google-genai stream", "google-genai", "gemini", "test", GOOGLE_GENAI, (3,), "mutate_history", stream=True),
+    Client("pydantic-ai chat", "pydantic-ai-slim", "openai_chat", "test", PYDANTIC_AI, (3,), "wrong_id"),
+    Client("pydantic-ai responses stream", "pydantic-ai-slim", "openai_responses", "test", PYDANTIC_AI, (3,), "drop_result", stream=True),
+    Client("pydantic-ai anthropic", "pydantic-ai-slim", "anthropic", "test", PYDANTIC_AI, (3,), "mutate_history"),
+    Client("openai-agents handoff", "openai-agents", "openai_responses", "test", OPENAI_AGENTS, (4,), "wrong_id",
+           note="handoff to a second agent"),
+    Client("openai-agents agent-as-tool", "openai-agents", "openai_responses", "test", OPENAI_AGENTS, (2, 3), "drop_result", stream=True,
+           note="a sub-agent run as a tool"),
+    Client("langgraph", "langgraph", "openai_chat", "frameworks", LANGGRAPH, (3,), "mutate_history", stream=True,
+           note="create_react_agent + langchain-openai"),
+    Client("litellm", "litellm", "openai_chat", "frameworks", LITELLM, (3,), "wrong_id"),
+    Client("litellm stream", "litellm", "openai_chat", "frameworks", LITELLM, (3,), "drop_result", stream=True),
+    Client("smolagents", "smolagents", "openai_chat", "frameworks", SMOLAGENTS, (3,), "mutate_history",
+           note="ToolCallingAgent, ends with final_answer"),
+    Client("llama-index react", "llama-index-core", "openai_chat", "frameworks", LLAMA_REACT, (4,), "mutate_history",
+           note="ReAct in text, no API tools"),
+    Client("openai-node runTools", "openai", "openai_chat", "node", OPENAI_NODE, (3,), "drop_result", stream=True),
+    Client("vercel-ai chat", "ai", "openai_chat", "node", VERCEL_AI, (3,), "wrong_id"),
+    Client("vercel-ai responses", "ai", "openai_responses", "node", VERCEL_AI, (3,), "drop_result", note="item references, store on"),
+    Client("vercel-ai responses stream", "ai", "openai_responses", "node", VERCEL_AI, (3,), "mutate_history", stream=True),
+    Client("langchain-js", "@langchain/langgraph", "openai_chat", "node", LANGCHAIN_JS, (3,), "wrong_id"),
+)
+
+
+def kind_of(c: Client) -> str:
+    """MATRIX_KIND for scripts shared by several rows."""
+    if c.script is PYDANTIC_AI or c.script.endswith(PYDANTIC_AI):
+        return {"openai_chat": "chat", "openai_responses": "responses"}.get(c.api, "anthropic")
+    if c.script is OPENAI_AGENTS:
+        return "handoff" if "handoff" in c.id else "as_tool"
+    if c.script is VERCEL_AI:
+        return "chat" if c.api == "openai_chat" else "responses"
+    return ""

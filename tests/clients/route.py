@@ -1,0 +1,67 @@
+"""The scripted model of the client matrix: one agent task, answered from each request's content.
+
+Task: "What is the weather in Paris, Tokyo and Berlin?" with one tool, ``get_weather(city)``,
+whose result starts with ``WEATHER:``. The model answers in three turns: two parallel calls
+(Paris, Tokyo), then one call (Berlin), then a final answer starting with ``FORECAST:``. Framework
+shapes on top of that:
+
+* a handoff tool ``transfer_to_weather_agent`` offered without ``get_weather``: the model hands off
+  first (openai-agents handoffs);
+* an agent offered as a tool, ``weather_expert``: the model asks it once, then relays its answer
+  (openai-agents ``as_tool``: the sub-agent's own loop is a conversation of its own);
+* a ``final_answer`` tool (smolagents): the model ends by calling it instead of answering in text;
+* no tools but a ReAct prompt (``Action Input``): the same three steps written as
+  Thought / Action / Action Input text, with the observations read back from the history.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.scripted import Call, Reply, ScriptedRequest
+
+TASK = "What is the weather in Paris, Tokyo and Berlin?"
+FINAL = "FORECAST: Paris sunny 21 C, Tokyo rain 18 C, Berlin cloudy 15 C."
+
+
+def weather(city: str) -> str:
+    """What every client's get_weather tool returns."""
+    return f"WEATHER: {city} is {'sunny' if city == 'Paris' else 'rainy' if city == 'Tokyo' else 'cloudy'}"
+
+
+def _history_text(req: ScriptedRequest) -> str:
+    return json.dumps(req.messages)
+
+
+def route(req: ScriptedRequest) -> Reply:
+    tools = req.tools
+    results = req.tool_results()
+    if not tools and "Action Input" in (req.system + _history_text(req)):
+        return _react(req)
+    if "transfer_to_weather_agent" in tools and "get_weather" not in tools:
+        return Reply.tool("transfer_to_weather_agent", {}, what="handoff")
+    if "weather_expert" in tools:
+        if any("FORECAST" in r for r in results):
+            return Reply.say("The weather expert says: " + FINAL, what="relay")
+        return Reply.tool("weather_expert", {"input": TASK}, what="ask expert")
+    # Cities whose weather the history holds, however the client sent it back: as tool results, or
+    # as text (smolagents renders calls and observations as plain messages).
+    history = _history_text(req)
+    done = sum(f"WEATHER: {c}" in history for c in ("Paris", "Tokyo", "Berlin"))
+    if done == 0:
+        return Reply(calls=(Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Tokyo"})), what="parallel")
+    if done < 3:
+        return Reply.tool("get_weather", {"city": "Berlin"}, what="one call")
+    if "final_answer" in tools:
+        return Reply.tool("final_answer", {"answer": FINAL}, what="final tool")
+    return Reply.say(FINAL, what="final")
+
+
+def _react(req: ScriptedRequest) -> Reply:
+    history = _history_text(req)
+    todo = [c for c in ("Paris", "Tokyo", "Berlin") if f"WEATHER: {c}" not in history]
+    if todo:
+        city = todo[0]
+        text = f"Thought: I need the weather in {city}.\nAction: get_weather\nAction Input: {json.dumps({'city': city})}"
+        return Reply.say(text, what=f"react {city}")
+    return Reply.say(f"Thought: I can answer without using any more tools.\nAnswer: {FINAL}", what="react final")

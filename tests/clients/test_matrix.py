@@ -1,0 +1,176 @@
+"""The client matrix: every client people use, driven through the real ``looptap run`` against a
+scripted upstream that answers like the API (docs/clients.md is generated from these runs by
+``bench/clients.py``).
+
+For each client of :mod:`clients` two runs:
+
+* **clean**: the client's own tool loop on the task of :mod:`route` (parallel calls, 3–4 turns).
+  looptap must find **no warning or error**, thread the right conversations with the right turns,
+  and pair every call with its result;
+* **bug**: the same run with one client bug injected into the client's own requests
+  (tests/clients/inject: a wrapper around httpx or fetch inside the client process, so the bug is
+  the client's as far as anyone on the wire can tell). The upstream answers as the API does (a
+  400 with the API's text where the API refuses), and looptap must name the bug as the root cause:
+  layer C, at the round trip the client broke.
+
+Environments: ``test`` clients run in the suite's own environment; ``frameworks`` in
+``.venv-clients`` (``LOOPTAP_CLIENTS_PYTHON``), made by ``.ci/run`` from tests/clients/requirements.txt;
+``node`` with the packages of ``.npm-clients`` (``LOOPTAP_NPM_CLIENTS``), installed by ``.ci/run``
+from tests/clients/package.json. A missing environment skips its rows, saying how to make it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.clients.clients import BUG_CAUSES, CLIENTS, NODE_PRELUDE, PY_PRELUDE, Client, kind_of
+from tests.clients.route import route
+
+from cassettes.analysis import Severity, analyse
+from cassettes.storage.store import read_cassette
+from tests.support.recorder import RECORDER, SCRUB, needs_recorder
+from tests.support.scripted import ScriptedUpstream
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+INJECT = HERE / "inject"
+CLIENTS_PYTHON = Path(os.environ.get("LOOPTAP_CLIENTS_PYTHON") or REPO / ".venv-clients" / "bin" / "python")
+NPM_CLIENTS = Path(os.environ.get("LOOPTAP_NPM_CLIENTS") or REPO / ".npm-clients")
+NODE = shutil.which("node")
+REPORT = os.environ.get("LOOPTAP_CLIENTS_REPORT")  # a directory: each run's outcome as JSON, for bench/clients.py
+#: A child that made no progress is stopped by pytest's own hang detection, not by a clock here;
+#: this ceiling only keeps a wedged client from holding a CI worker forever.
+CEILING = 600
+
+pytestmark = [needs_recorder]
+
+_SCRUB = (*SCRUB, "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_OPTIONS", "PYTHONPATH", "LANGSMITH_TRACING",
+          "LANGCHAIN_TRACING_V2", "OPENAI_AGENTS_DISABLE_TRACING")
+
+
+@pytest.fixture(scope="module")
+def confdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mitmproxy-conf")
+
+
+def _interpreter(c: Client) -> list[str]:
+    if c.runtime == "test":
+        return [sys.executable]
+    if c.runtime == "frameworks":
+        if not CLIENTS_PYTHON.exists():
+            pytest.skip(f"no frameworks environment at {CLIENTS_PYTHON} (bash .ci/run makes it from tests/clients/requirements.txt)")
+        return [str(CLIENTS_PYTHON)]
+    if NODE is None:
+        pytest.skip("node is not on PATH")
+    if not (NPM_CLIENTS / "node_modules" / c.package / "package.json").exists():
+        pytest.skip(f"{c.package} is not installed in {NPM_CLIENTS} (bash .ci/run installs tests/clients/package.json there)")
+    return [NODE]
+
+
+def _run(c: Client, bug: str | None, tmp_path: Path, confdir: Path, upstream: ScriptedUpstream) -> tuple[subprocess.CompletedProcess[str], Path]:
+    interp = _interpreter(c)
+    script = tmp_path / ("client.cjs" if c.runtime == "node" else "client.py")
+    script.write_text((NODE_PRELUDE if c.runtime == "node" else PY_PRELUDE) + c.script)
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    secret = f"sk-looptap-matrix-{uuid.uuid4().hex}"
+    env = {k: v for k, v in os.environ.items() if k.upper() not in _SCRUB}
+    env.update(
+        HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONUNBUFFERED="1",
+        OPENAI_API_KEY=secret, ANTHROPIC_API_KEY=secret, GEMINI_API_KEY=secret,
+        OPENAI_AGENTS_DISABLE_TRACING="1", LITELLM_LOCAL_MODEL_COST_MAP="True", HF_HUB_OFFLINE="1",
+        LANGSMITH_TRACING="false", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false",
+    )
+    child: list[str] = ["env", f"MATRIX_STREAM={int(c.stream)}", f"MATRIX_KIND={kind_of(c)}", f"NPM_CLIENTS={NPM_CLIENTS}"]
+    if bug:
+        child.append(f"LOOPTAP_MATRIX_BUG={bug}")
+        child.append(f"NODE_OPTIONS=--import={(INJECT / 'inject.mjs').as_uri()}" if c.runtime == "node" else f"PYTHONPATH={INJECT}")
+    out = tmp_path / "run.jsonl"
+    argv = [*RECORDER, "run", "-o", str(out), "--confdir", str(confdir)]
+    for name in ("openai", "anthropic", "gemini"):
+        argv += ["--upstream", f"{name}={upstream.url}"]
+    argv += ["--", *child, *interp, str(script)]
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=CEILING, cwd=work, stdin=subprocess.DEVNULL)
+    assert secret not in out.read_text(errors="replace") if out.exists() else True
+    return proc, out
+
+
+def _explain(proc: subprocess.CompletedProcess[str], up: ScriptedUpstream) -> str:
+    log = "\n".join(entry.line() for entry in up.log)
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-4000:]}\n--- upstream\n{log}"
+
+
+def _final(proc: subprocess.CompletedProcess[str]) -> str | None:
+    for line in proc.stdout.splitlines():
+        if line.startswith('{"final"'):
+            value = json.loads(line)["final"]
+            return str(value)
+    return None
+
+
+def _findings(path: Path) -> tuple[Any, Any]:
+    cas = read_cassette(path)
+    assert not cas.problems, [str(p) for p in cas.problems]
+    return cas, analyse(cas.exchanges, cas.roundtrips())
+
+
+def _serious(an: Any) -> list[Any]:
+    return [f for f in an.findings if f.severity in (Severity.WARNING, Severity.ERROR)]
+
+
+def _report(c: Client, variant: str, **fields: Any) -> None:
+    if not REPORT:
+        return
+    d = Path(REPORT)
+    d.mkdir(parents=True, exist_ok=True)
+    row = {"client": c.id, "package": c.package, "runtime": c.runtime, "api": c.api, "stream": c.stream, "note": c.note,
+           "variant": variant, **fields}
+    (d / f"{c.id.replace(' ', '_')}.{variant}.json").write_text(json.dumps(row, indent=1, default=str))
+
+
+@pytest.mark.parametrize("c", CLIENTS, ids=[c.id for c in CLIENTS])
+def test_clean_run_has_no_false_finding(c: Client, tmp_path: Path, confdir: Path) -> None:
+    with ScriptedUpstream(route, validate=True) as up:
+        proc, out = _run(c, None, tmp_path, confdir, up)
+    why = _explain(proc, up)
+    assert _final(proc) and "FORECAST" in (_final(proc) or ""), why
+    cas, an = _findings(out)
+    llm = [conv for conv in an.conversations if conv.turns]
+    turns = tuple(sorted(len(conv.turns) for conv in llm))
+    serious = _serious(an)
+    _report(c, "clean", conversations=len(llm), turns=turns, expected_turns=c.turns,
+            serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious], ok=not serious and turns == c.turns)
+    assert not serious, [f"{f.code} {f.severity} conv={f.conversation} turn={f.turn}: {f.message}" for f in serious]
+    assert turns == c.turns, (turns, [(conv.id, conv.turns, conv.parent_seq) for conv in an.conversations], why)
+    assert all(e.status == 200 for e in cas.exchanges), why
+
+
+@pytest.mark.parametrize("c", CLIENTS, ids=[c.id for c in CLIENTS])
+def test_injected_bug_is_named(c: Client, tmp_path: Path, confdir: Path) -> None:
+    with ScriptedUpstream(route, validate=True) as up:
+        proc, out = _run(c, c.bug, tmp_path, confdir, up)
+    why = _explain(proc, up)
+    cas, an = _findings(out)
+    marked = [ex.seq for ex in cas.exchanges if any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers)]
+    assert len(marked) == 1, (marked, why)
+    seq = marked[0]
+    turn = an.turns.get(seq)
+    roots = [f for f in _serious(an) if not f.details.get("caused_by")]
+    first = min((f.seq for f in roots if f.seq is not None), default=None)
+    named = [f for f in roots if f.seq == seq and f.layer == "C" and f.code in BUG_CAUSES[c.bug]]
+    _report(c, "bug", bug=c.bug, seq=seq, turn=None if turn is None else turn.index,
+            roots=[f"{f.code} (seq {f.seq}, turn {f.turn})" for f in roots], named=[f.code for f in named],
+            ok=bool(named) and first == seq)
+    assert turn is not None, (seq, why)
+    assert named, ([f"{f.code} {f.layer} seq={f.seq} turn={f.turn} caused_by={f.details.get('caused_by')}" for f in an.findings], why)
+    assert first == seq, ("an earlier root cause than the injected bug", [f"{f.code} seq={f.seq}" for f in roots])
