@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.clients.clients import BUG_CAUSES, CLIENTS, NODE_PRELUDE, PY_PRELUDE, Client, kind_of
-from tests.clients.route import route
 
 from cassettes.analysis import Severity, analyse
 from cassettes.storage.store import read_cassette
+from tests.clients.clients import BUG_CAUSES, CLIENTS, NODE_PRELUDE, PY_PRELUDE, Client, kind_of
+from tests.clients.route import route
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 
