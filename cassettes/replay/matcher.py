@@ -510,4 +510,5 @@ def _learned(method: str, target: str, headers: Headers, body: bytes) -> Redacto
         r.exchange(Exchange(method, target if "://" in target else "http://replay" + target, list(headers), body))
     except Exception:  # learning is best effort; the patterns still apply
         pass
+    r.forget_seen()  # kept with the miss: what it learned, not the request's text
     return r
