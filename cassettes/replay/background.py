@@ -6,7 +6,8 @@ the test suite's fake upstream; both are this class with their own connection ha
 **Out of file descriptors.** When ``accept()`` fails for want of file descriptors (``EMFILE``,
 ``ENFILE``) or memory, asyncio stops accepting for a second and tries again; it also reports
 each failure with a traceback, a hundred a second while the limit holds. The server takes those
-reports over: one warning line per episode (at most one a minute), a count in
+reports over: it closes its idle connections (``_shed_idle``: those waiting for a request), logs
+one warning line per episode (at most one a minute), counts it in
 :attr:`BackgroundServer.accept_pauses`, and accepting resumes by itself as connections close.
 """
 
@@ -82,6 +83,12 @@ class BackgroundServer:
         self._paused = False  # accepting again
         await self._handle(reader, writer)
 
+    def _shed_idle(self) -> int:
+        """Close the connections waiting for a request (a server may close an idle connection at
+        any time), to make room when out of file descriptors; how many. None here: a server that
+        knows which of its connections are idle says so."""
+        return 0
+
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """The loop's exception handler while serving: a failed ``accept()`` on this server's
         socket for want of descriptors is one warning line per episode; anything else goes on
@@ -94,11 +101,12 @@ class BackgroundServer:
                 self._paused = True
                 self.accept_pauses += 1
                 now = time.monotonic()
+                shed = self._shed_idle()
                 if self._warned_at is None or now - self._warned_at >= _WARN_EVERY:
                     self._warned_at = now
                     _logger.warning(
-                        "looptap: %s is out of file descriptors (%s, %d connections open): "
-                        "not accepting new connections until some close", self.label, errno.errorcode.get(exc.errno or 0, "?"), len(self._conns)
+                        "looptap: %s is out of file descriptors (%s, %d connections open): closed %d idle ones; "
+                        "not accepting new connections until some close", self.label, errno.errorcode.get(exc.errno or 0, "?"), len(self._conns), shed
                     )
             return
         if self._prev_handler is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import urlsplit
@@ -87,11 +88,13 @@ async def read_request(
     max_body: int = MAX_BODY,
     idle_timeout: float | None = None,
     read_timeout: float | None = None,
+    started: Callable[[], object] | None = None,
 ) -> Request | None:
     """The next request on the connection, or ``None`` when the client closed it between requests
     or sent nothing for ``idle_timeout`` seconds. Raises :class:`BadRequest` (a head that took
     longer than ``read_timeout``, or a body that paused longer: 408); ``ConnectionError`` for a
-    broken connection."""
+    broken connection. ``started`` is called when the request's first byte has arrived (until
+    then the connection is idle: a server may close it)."""
     try:
         async with asyncio.timeout(idle_timeout):
             first = await reader.readexactly(1)
@@ -101,6 +104,8 @@ async def read_request(
                 first = await reader.readexactly(1)
     except (asyncio.IncompleteReadError, TimeoutError):
         return None
+    if started is not None:
+        started()
     try:
         async with asyncio.timeout(read_timeout):
             head = first + await reader.readuntil(b"\r\n\r\n")

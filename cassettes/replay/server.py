@@ -211,6 +211,8 @@ class ReplayServer(BackgroundServer):
         self.read_timeout = read_timeout
         #: What is left of :data:`RETAIN_BODIES` for request bodies kept in :attr:`served`.
         self.retain_left = retain_bodies
+        #: Connections waiting for their next request (closed first when out of descriptors).
+        self._idle: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._lock = threading.Lock()
         self._init_background()
 
@@ -258,7 +260,8 @@ class ReplayServer(BackgroundServer):
         try:
             while True:
                 try:
-                    req = await self._read_request(reader, writer)
+                    self._idle[task] = writer
+                    req = await self._read_request(reader, writer, lambda: self._idle.pop(task, None))
                 except BadRequest as exc:
                     self.refused += 1
                     if len(self.refusals) < 20:
@@ -284,8 +287,17 @@ class ReplayServer(BackgroundServer):
             pass
         finally:
             self._conns.discard(task)
+            self._idle.pop(task, None)
             with contextlib.suppress(Exception):
                 writer.close()
+
+    def _shed_idle(self) -> int:
+        idle = list(self._idle.values())
+        self._idle.clear()
+        for w in idle:
+            with contextlib.suppress(Exception):
+                w.close()
+        return len(idle)
 
     # -- WebSocket sessions (Responses over a WebSocket) ------------------------------------------
     async def _websocket(self, req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -484,8 +496,8 @@ class ReplayServer(BackgroundServer):
             self.faults.skip(why)
         return why
 
-    async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Request | None:
-        req = await read_request(reader, writer, max_body=self.max_body, idle_timeout=self.idle_timeout, read_timeout=self.read_timeout)
+    async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, started: Callable[[], object] | None = None) -> Request | None:
+        req = await read_request(reader, writer, max_body=self.max_body, idle_timeout=self.idle_timeout, read_timeout=self.read_timeout, started=started)
         if req is not None:
             enc = req.header("content-encoding")
             if enc and req.body:

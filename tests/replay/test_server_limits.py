@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -196,22 +197,29 @@ def test_timeouts_can_be_turned_off() -> None:
 def test_at_the_fd_limit_it_backs_off_with_one_line_and_recovers(tmp_path: Path) -> None:
     """With ``nofile`` at 128 and 200 idle connections held, accepting pauses with one warning
     line (asyncio alone logs a traceback per failed accept, hundreds a second), the idle
-    connections are closed by the idle timeout, and a new request is answered."""
-    child = Child(tmp_path, nofile=128, idle_timeout=1.0)
+    connections are closed to make room (no idle timeout here: that alone), and a new request
+    is answered."""
+    child = Child(tmp_path, nofile=128, idle_timeout=None)
     held: list[socket.socket] = []
     try:
         for _ in range(200):
             held.append(socket.create_connection(("127.0.0.1", child.port), timeout=PATIENCE))
-        closed = 0
-        for s in held:  # every one is closed in the end: the accepted ones by the idle timeout
-            s.settimeout(PATIENCE)
-            try:
-                closed += s.recv(10) == b""
-            except ConnectionResetError:
-                closed += 1
-        assert closed == len(held)
+        for _ in range(int(PATIENCE * 10)):  # until the server says it ran out (progress, not a time limit)
+            if "out of file descriptors" in child.err.read_text(errors="replace"):
+                break
+            time.sleep(0.1)
         got = _ask(child.port, b"GET /after HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
         assert got.startswith(b"HTTP/1.1 400 ") and b"looptap_replay_miss" in got
+        closed = 0
+        for s in held:
+            s.setblocking(False)
+            try:
+                closed += s.recv(10) == b""
+            except BlockingIOError:
+                pass
+            except ConnectionResetError:
+                closed += 1
+        assert closed >= 50, closed  # the idle ones, closed to make room
     finally:
         for s in held:
             s.close()
