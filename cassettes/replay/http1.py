@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 from cassettes.errors import CassetteError
@@ -48,7 +49,6 @@ _REFUSE_DRAIN = 10.0
 _PIECE = 1 << 20
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_TARGET = re.compile(r"[\x21-\x7e]+")
 _VERSION = re.compile(r"HTTP/([0-9])\.([0-9])")
 _DIGITS = re.compile(r"[0-9]{1,19}")
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
@@ -115,14 +115,14 @@ async def read_request(
         raise BadRequest("the request head is too large", 431) from None
     except TimeoutError:
         raise BadRequest(f"the request head did not arrive within {read_timeout:g} s", 408) from None
-    req = _parse_head(head)
+    req, codings, lengths = _parse_head(head)
     if req.target.startswith(("http://", "https://")):  # absolute form: sent as to a proxy
         try:
             u = urlsplit(req.target)
         except ValueError:
             raise BadRequest(f"bad request target {_shown(req.target)}") from None
         req.target = (u.path or "/") + (f"?{u.query}" if u.query else "")
-    chunked, length = _framing(req, max_body)
+    chunked, length = _framing(codings, lengths, max_body)
     if (req.header("expect") or "").lower() == "100-continue":
         writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         await writer.drain()
@@ -133,53 +133,92 @@ async def read_request(
     return req
 
 
-def _parse_head(head: bytes) -> Request:
-    lines = head[:-4].decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
+#: A request line and a block of header lines as RFC 9112 allows them: one regular expression
+#: each checks the common case; a head that does not match is read line by line for the reason.
+_REQUEST_LINE = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP/1\.[0-9]")
+_FIELD_LINES = re.compile(r"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*\r\n)*")
+_FIELD = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\x00-\x08\x0a-\x1f\x7f]*)\r\n")
+
+
+def _parse_head(head: bytes) -> tuple[Request, list[str], list[str]]:
+    """The request of ``head`` (ending with the empty line), with its Transfer-Encoding and
+    Content-Length values."""
+    text = head[:-2].decode("latin-1")
+    eol = text.index("\r\n")
+    line, block = text[:eol], text[eol + 2 :]
+    m = _REQUEST_LINE.fullmatch(line)
+    if m is None:
+        _bad_line(line)
+    method, target = m.group(1), m.group(2)
+    if len(target) > MAX_TARGET:
+        raise BadRequest(f"the request target is {len(target):,} characters long, over {MAX_TARGET:,}", 414)
+    if not (target[0] == "/" or target.startswith(("http://", "https://")) or method == "CONNECT" or (target == "*" and method == "OPTIONS")):
+        raise BadRequest(f"bad request target {_shown(target)}")
+    if block.count("\r\n") > MAX_HEADERS:
+        raise BadRequest(f"more than {MAX_HEADERS} header lines", 431)
+    if _FIELD_LINES.fullmatch(block) is None:
+        _bad_fields(block)
+    headers: Headers = []
+    hosts = 0
+    codings: list[str] = []
+    lengths: list[str] = []
+    for name, value in _FIELD.findall(block):
+        value = value.strip(" \t")
+        headers.append((name, value))
+        lname = name.lower()
+        if lname == "host":
+            hosts += 1
+        elif lname == "transfer-encoding":
+            codings.append(value)
+        elif lname == "content-length":
+            lengths.append(value)
+    if line.endswith("1.1") and hosts != 1:
+        raise BadRequest("an HTTP/1.1 request needs exactly one Host header")
+    return Request(method.upper(), target, headers, b""), codings, lengths
+
+
+def _bad_line(line: str) -> NoReturn:
+    """Why a request line is refused (it does not match :data:`_REQUEST_LINE`)."""
+    parts = line.split(" ")
     if len(parts) != 3 or not _TOKEN.fullmatch(parts[0]) or not parts[1]:
-        raise BadRequest(f"bad request line {_shown(lines[0], 200)}")
-    method, target, version = parts
+        raise BadRequest(f"bad request line {_shown(line, 200)}")
+    _method, target, version = parts
     v = _VERSION.fullmatch(version)
     if v is None:
-        raise BadRequest(f"bad request line {_shown(lines[0], 200)}")
+        raise BadRequest(f"bad request line {_shown(line, 200)}")
     if v.group(1) != "1":
         raise BadRequest(f"HTTP version {version} is not supported (HTTP/1.1 is)", 505)
     if len(target) > MAX_TARGET:
         raise BadRequest(f"the request target is {len(target):,} characters long, over {MAX_TARGET:,}", 414)
-    if not _TARGET.fullmatch(target):
-        raise BadRequest(f"bad request target {_shown(target)}: visible ASCII only")
-    if not (target.startswith(("/", "http://", "https://")) or (method == "CONNECT") or (target == "*" and method == "OPTIONS")):
-        raise BadRequest(f"bad request target {_shown(target)}")
-    if len(lines) - 1 > MAX_HEADERS:
-        raise BadRequest(f"more than {MAX_HEADERS} header lines", 431)
-    headers: Headers = []
-    for ln in lines[1:]:
+    raise BadRequest(f"bad request target {_shown(target)}: visible ASCII only")
+
+
+def _bad_fields(block: str) -> NoReturn:
+    """Why a block of header lines is refused (it does not match :data:`_FIELD_LINES`)."""
+    for ln in block.split("\r\n"):
         if ln[:1] in (" ", "\t"):
             raise BadRequest("a header line is folded (obsolete line folding is not accepted)")
         name, colon, value = ln.partition(":")
         if not colon or not _TOKEN.fullmatch(name):
             raise BadRequest(f"bad header line {_shown(ln)}")
-        value = value.strip(" \t")
         if _BAD_VALUE.search(value):
             raise BadRequest(f"header {_shown(name)} holds a control character")
-        headers.append((name, value))
-    if version == "HTTP/1.1" and sum(1 for k, _ in headers if k.lower() == "host") != 1:
-        raise BadRequest("an HTTP/1.1 request needs exactly one Host header")
-    return Request(method.upper(), target, headers, b"")
+    raise BadRequest("bad header lines")
 
 
-def _framing(req: Request, max_body: int) -> tuple[bool, int]:
+def _framing(codings: list[str], lengths: list[str], max_body: int) -> tuple[bool, int]:
     """(chunked, Content-Length) of the body, read as RFC 9112 section 6 says."""
-    codings = [c.strip().lower() for k, v in req.headers if k.lower() == "transfer-encoding" for c in v.split(",")]
-    lengths = [c.strip() for k, v in req.headers if k.lower() == "content-length" for c in v.split(",")]
     if codings:
         if lengths:
             raise BadRequest("a request with both Transfer-Encoding and Content-Length")
+        codings = [c.strip().lower() for v in codings for c in v.split(",")]
         if codings != ["chunked"]:
             raise BadRequest(f"Transfer-Encoding {_shown(', '.join(codings))} is not supported (only chunked is)", 501)
         return True, 0
     if not lengths:
         return False, 0
+    if len(lengths) > 1 or "," in lengths[0]:
+        lengths = [c.strip() for v in lengths for c in v.split(",")]
     for value in lengths:
         if not _DIGITS.fullmatch(value):
             raise BadRequest(f"bad Content-Length {_shown(value)}: digits only")
