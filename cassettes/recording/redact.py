@@ -639,6 +639,12 @@ class Redactor:
             "decoded with the secret masked instead of the raw bytes"
         )
 
+    def forget_seen(self) -> None:
+        """Drop the cache of strings already scrubbed (what was learned stays): for a redactor
+        kept only to scrub a few lines later, such as a replay miss's."""
+        self._seen.clear()
+        self._seen_chars = 0
+
     def exchange(self, ex: Exchange) -> Exchange:
         """A redacted copy of ``ex`` (the original is not modified)."""
         req_headers = self.headers(ex.request_headers)  # learn header secrets first

@@ -2,17 +2,34 @@
 
 The replay server serves tests from a thread (``start()`` / ``stop()`` or ``with``), and so does
 the test suite's fake upstream; both are this class with their own connection handler.
+
+**Out of file descriptors.** When ``accept()`` fails for want of file descriptors (``EMFILE``,
+``ENFILE``) or memory, asyncio stops accepting for a second and tries again; it also reports
+each failure with a traceback, a hundred a second while the limit holds. The server takes those
+reports over: it closes its idle connections (``_shed_idle``: those waiting for a request), logs
+one warning line per episode (at most one a minute), counts it in
+:attr:`BackgroundServer.accept_pauses`, and accepting resumes by itself as connections close.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import logging
 import ssl
 import threading
-from typing import Self
+import time
+from typing import Any, Self
 
 __all__ = ["BackgroundServer"]
+
+_logger = logging.getLogger("looptap.server")
+#: What asyncio's accept loop reports when ``accept()`` fails for want of resources.
+_ACCEPT_FAILED = "socket.accept() out of system resource"
+_OUT_OF = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+#: Seconds between two warnings about running out of file descriptors.
+_WARN_EVERY = 60.0
 
 
 class BackgroundServer:
@@ -34,6 +51,12 @@ class BackgroundServer:
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        #: Times accepting was paused for want of file descriptors (or memory).
+        self.accept_pauses = 0
+        self._paused = False
+        self._warned_at: float | None = None
+        self._prev_handler: Any = None
+        self._handler_loop: asyncio.AbstractEventLoop | None = None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         raise NotImplementedError
@@ -48,9 +71,48 @@ class BackgroundServer:
     # -- in a running event loop ---------------------------------------------------------------
     async def start_async(self) -> None:
         self._server = await asyncio.start_server(
-            self._handle, self.host, self.port, limit=self.read_limit, ssl=self._ssl_context()
+            self._connected, self.host, self.port, limit=self.read_limit, ssl=self._ssl_context()
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
+        loop = asyncio.get_running_loop()
+        self._prev_handler = loop.get_exception_handler()
+        self._handler_loop = loop
+        loop.set_exception_handler(self._loop_exception)
+
+    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._paused = False  # accepting again
+        await self._handle(reader, writer)
+
+    def _shed_idle(self) -> int:
+        """Close the connections waiting for a request (a server may close an idle connection at
+        any time), to make room when out of file descriptors; how many. None here: a server that
+        knows which of its connections are idle says so."""
+        return 0
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The loop's exception handler while serving: a failed ``accept()`` on this server's
+        socket for want of descriptors is one warning line per episode; anything else goes on
+        to the handler there was before."""
+        exc = context.get("exception")
+        sock = context.get("socket")
+        ours = self._server is not None and sock is not None and any(sock.fileno() == s.fileno() for s in self._server.sockets)
+        if context.get("message") == _ACCEPT_FAILED and ours and isinstance(exc, OSError) and exc.errno in _OUT_OF:
+            if not self._paused:
+                self._paused = True
+                self.accept_pauses += 1
+                now = time.monotonic()
+                shed = self._shed_idle()
+                if self._warned_at is None or now - self._warned_at >= _WARN_EVERY:
+                    self._warned_at = now
+                    _logger.warning(
+                        "looptap: %s is out of file descriptors (%s, %d connections open): closed %d idle ones; "
+                        "not accepting new connections until some close", self.label, errno.errorcode.get(exc.errno or 0, "?"), len(self._conns), shed
+                    )
+            return
+        if self._prev_handler is not None:
+            self._prev_handler(loop, context)
+        else:
+            loop.default_exception_handler(context)
 
     async def stop_async(self) -> None:
         if self._server is not None:
@@ -62,6 +124,10 @@ class BackgroundServer:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        if self._handler_loop is not None:
+            if self._handler_loop.get_exception_handler() == self._loop_exception:
+                self._handler_loop.set_exception_handler(self._prev_handler)
+            self._handler_loop = None
 
     # -- on a thread of its own ----------------------------------------------------------------
     def start(self) -> Self:

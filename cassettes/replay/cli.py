@@ -6,6 +6,7 @@ Errors are converted by the core CLI (one line, non-zero exit); these commands o
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 from pathlib import Path
@@ -39,7 +40,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
         except FaultSpecError as exc:
             _err(f"error: {exc}")
             return 2
-    server = ReplayServer(Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan)
+    from cassettes.replay.server import IDLE_TIMEOUT, READ_TIMEOUT
+
+    timeouts: list[float | None] = []
+    for name, default in (("idle_timeout", IDLE_TIMEOUT), ("read_timeout", READ_TIMEOUT)):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            _err(f"error: --{name.replace('_', '-')} wants seconds (0: no limit), not {value!r}")
+            return 2
+        timeouts.append(default if value is None else (value or None))
+    server = ReplayServer(
+        Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan, idle_timeout=timeouts[0], read_timeout=timeouts[1]
+    )
     from cassettes.errors import problem_lines
 
     for p in problem_lines(server.problems):
@@ -80,7 +92,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for m in server.misses:
         for line in m.lines():
             print(line, file=sys.stderr)
-    return 1 if server.misses or (args.strict and server.unplayed()) else 0
+    return 1 if server.misses or server.internal_errors or (args.strict and server.unplayed()) else 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -118,6 +130,8 @@ def register_replay(sub: Any) -> None:
         "reset, slow_first_byte, stall, stream_cut, error_event (docs/faults.md)",
     )
     p.add_argument("--fault-seed", type=int, default=0, help="seed of the p= selectors (the same seed, the same faults)")
+    p.add_argument("--idle-timeout", type=float, metavar="SECONDS", help="close a connection idle this long between requests or WebSocket frames (default 120; 0: never)")
+    p.add_argument("--read-timeout", type=float, metavar="SECONDS", help="a request head must arrive, and a body may pause, at most this long (default 30; 0: no limit)")
     p.set_defaults(func=cmd_replay)
 
 

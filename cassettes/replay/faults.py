@@ -42,6 +42,7 @@ serves it. Without ``*`` a fault fires once per recorded answer it selects.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -107,51 +108,68 @@ class Fault:
         return f"{self.kind}{arg}"
 
 
+#: A count or an index: ASCII digits only (``str.isdigit`` also takes '²' and other digits
+#: ``int`` refuses), at most nine of them.
+_INT = re.compile(r"[0-9]{1,9}")
+#: A finite decimal number: ASCII digits with an optional fraction; no sign, exponent, ``_``,
+#: ``nan`` or ``inf`` (all of which ``float`` takes).
+_NUM = re.compile(r"[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9}")
+#: Kinds whose argument is a whole number (the rest take a decimal).
+_WHOLE = frozenset({"stream_cut"})
+
+
+def _shown(part: str) -> str:
+    """A part of a spec as a refusal names it: quoted, escaped, at most 40 characters."""
+    return repr(part[:40] + ("…" if len(part) > 40 else ""))
+
+
 def parse_fault(text: str) -> Fault:
-    """Read ``SELECTOR:KIND[=ARG][*TIMES]``; raises :class:`FaultSpecError` saying what is wrong."""
+    """Read ``SELECTOR:KIND[=ARG][*TIMES]``; raises :class:`FaultSpecError` saying what is wrong
+    (one line naming the part that cannot be read). Numbers are ASCII decimal digits, finite."""
     raw = text.strip()
+    spec = _shown(raw)
     where, sep, what = raw.rpartition(":")
     if not sep:
         where, what = "*", raw
     times = 1
     if "*" in what:
         what, _, n = what.partition("*")
-        if not n.isdigit() or int(n) < 1:
-            raise FaultSpecError(f"--fault {text!r}: '*' wants a count of attempts (e.g. *3)")
+        if not _INT.fullmatch(n) or int(n) < 1:
+            raise FaultSpecError(f"--fault {spec}: '*' wants a count of attempts in digits, from 1 (e.g. *3), not {_shown(n)}")
         times = int(n)
     kind, _, arg_text = what.partition("=")
     kind = kind.strip()
     if kind not in KINDS:
-        raise FaultSpecError(f"--fault {text!r}: unknown fault {kind!r}; one of {', '.join(KINDS)}")
+        raise FaultSpecError(f"--fault {spec}: unknown fault {_shown(kind)}; one of {', '.join(KINDS)}")
     meaning, default = KINDS[kind]
     arg = default
     if arg_text:
         if meaning is None:
-            raise FaultSpecError(f"--fault {text!r}: {kind} takes no value")
-        try:
-            arg = float(arg_text)
-        except ValueError:
-            raise FaultSpecError(f"--fault {text!r}: {kind}= wants {meaning}") from None
-        if arg < 0 or arg > 3600:
-            raise FaultSpecError(f"--fault {text!r}: {kind}= wants {meaning} between 0 and 3600")
+            raise FaultSpecError(f"--fault {spec}: {kind} takes no value")
+        whole = kind in _WHOLE
+        if not (_INT if whole else _NUM).fullmatch(arg_text):
+            form = "a whole number in digits" if whole else "a decimal number such as 0.5"
+            raise FaultSpecError(f"--fault {spec}: {kind}= wants {meaning} ({form}), not {_shown(arg_text)}")
+        arg = float(arg_text)
+        if arg > 3600:
+            raise FaultSpecError(f"--fault {spec}: {kind}= wants {meaning} between 0 and 3600, not {_shown(arg_text)}")
         if kind == "truncate" and not 0 <= arg < 1:
-            raise FaultSpecError(f"--fault {text!r}: truncate= wants the fraction kept, from 0 up to (not including) 1")
+            raise FaultSpecError(f"--fault {spec}: truncate= wants the fraction kept, from 0 up to (not including) 1, not {_shown(arg_text)}")
     where = where.strip()
     if where in ("*", "", "all"):
         selector = ("*", "")
     else:
         name, eq, value = where.partition("=")
         if not eq or name not in _SELECTORS or not value:
-            raise FaultSpecError(f"--fault {text!r}: select requests with one of {', '.join(s + '=…' for s in _SELECTORS)} or *")
-        if name in ("turn", "seq", "request") and not value.isdigit():
-            raise FaultSpecError(f"--fault {text!r}: {name}= wants a number")
+            raise FaultSpecError(f"--fault {spec}: select requests with one of {', '.join(s + '=…' for s in _SELECTORS)} or *, not {_shown(where)}")
+        if name in ("turn", "seq", "request"):
+            if not _INT.fullmatch(value):
+                raise FaultSpecError(f"--fault {spec}: {name}= wants a number in digits, not {_shown(value)}")
+            value = str(int(value))
         if name == "p":
-            try:
-                p = float(value)
-            except ValueError:
-                p = -1.0
+            p = float(value) if _NUM.fullmatch(value) else -1.0
             if not 0 < p <= 1:
-                raise FaultSpecError(f"--fault {text!r}: p= wants a probability in (0, 1]")
+                raise FaultSpecError(f"--fault {spec}: p= wants a probability in (0, 1] (a decimal such as 0.2), not {_shown(value)}")
         selector = (name, value)
     return Fault(kind, arg, times, selector, raw)
 

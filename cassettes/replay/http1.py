@@ -6,27 +6,53 @@ headers, at most the stream's buffer limit: ``asyncio.start_server(limit=…)``)
 ``Content-Length`` or ``Transfer-Encoding: chunked`` (at most ``max_body`` bytes), answering
 ``Expect: 100-continue`` on the way. The body is returned as sent (no ``Content-Encoding`` is
 undone). A request that cannot be read raises :class:`BadRequest`, which :func:`refuse` answers
-with a short plain-text 400 (413, 431) before the connection is closed: a malformed or oversized
-request never reaches a handler, and never turns into a traceback.
+with a short plain-text 400 (408, 413, 414, 431, 501, 505) before the connection is closed: a
+malformed or oversized request never reaches a handler, and never turns into a traceback.
+
+The head is read as RFC 9112 says a server must: a request line of a method token, a target
+(origin, absolute, authority or asterisk form, visible ASCII only) and ``HTTP/1.x``; header lines
+``name: value`` with a token name and no whitespace before the colon (no obsolete line folding),
+exactly one ``Host`` in HTTP/1.1; ``Content-Length`` ASCII digits only, several values only when
+they agree; ``Transfer-Encoding`` only ``chunked``, never with a ``Content-Length``; chunk sizes
+hex digits only. Timeouts (``idle_timeout``, ``read_timeout``) are progress based: a connection
+with no request for ``idle_timeout`` seconds is closed, a head must arrive within
+``read_timeout`` and a body may not pause longer than that (answered 408).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 from cassettes.errors import CassetteError
 from cassettes.wire.exchange import Headers, header
 
-__all__ = ["MAX_BODY", "MAX_TRAILERS", "BadRequest", "Request", "read_request", "refuse"]
+__all__ = ["MAX_BODY", "MAX_HEADERS", "MAX_TARGET", "MAX_TRAILERS", "BadRequest", "Request", "read_request", "refuse"]
 
 #: The largest request body read (bytes), unless a server says otherwise.
 MAX_BODY = 1 << 30
 #: The most trailer lines after a chunked body.
 MAX_TRAILERS = 100
+#: The most header lines in a request head (more: 431).
+MAX_HEADERS = 256
+#: The longest request target (more: 414).
+MAX_TARGET = 1 << 16
+#: Seconds a refusal may take to reach a client before the connection is closed anyway.
+_REFUSE_DRAIN = 10.0
+#: How much of a body is read at once (a body arrives in pieces of at most this).
+_PIECE = 1 << 20
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_VERSION = re.compile(r"HTTP/([0-9])\.([0-9])")
+_DIGITS = re.compile(r"[0-9]{1,19}")
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 @dataclass
@@ -42,93 +68,216 @@ class Request:
 
 
 class BadRequest(CassetteError, ValueError):
-    """A request that cannot be read; ``status`` is what to answer (400, 413 or 431)."""
+    """A request that cannot be read; ``status`` is what to answer (400, 408, 413, 414, 431, 501, 505)."""
 
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
 
 
-async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, max_body: int = MAX_BODY) -> Request | None:
-    """The next request on the connection, or ``None`` when the client closed it between requests.
-    Raises :class:`BadRequest`; ``asyncio.IncompleteReadError`` for a client that went away
-    within a request, ``ConnectionError`` for a broken connection."""
+def _shown(text: str | bytes, n: int = 40) -> str:
+    """A piece of the request as an answer names it: escaped, at most ``n`` characters, marked when cut."""
+    cut = text[:n]
+    return repr(cut) + (f"… ({len(text):,} in all)" if len(text) > n else "")
+
+
+async def read_request(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    max_body: int = MAX_BODY,
+    idle_timeout: float | None = None,
+    read_timeout: float | None = None,
+    started: Callable[[], object] | None = None,
+) -> Request | None:
+    """The next request on the connection, or ``None`` when the client closed it between requests
+    or sent nothing for ``idle_timeout`` seconds. Raises :class:`BadRequest` (a head that took
+    longer than ``read_timeout``, or a body that paused longer: 408); ``ConnectionError`` for a
+    broken connection. ``started`` is called when the request's first byte has arrived (until
+    then the connection is idle: a server may close it)."""
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        if exc.partial.strip():
-            raise
+        async with asyncio.timeout(idle_timeout):
+            first = await reader.readexactly(1)
+            for _ in range(4):  # RFC 9112 2.2: ignore empty lines before the request line
+                if first not in (b"\r", b"\n"):
+                    break
+                first = await reader.readexactly(1)
+    except (asyncio.IncompleteReadError, TimeoutError):
         return None
+    if started is not None:
+        started()
+    try:
+        async with asyncio.timeout(read_timeout):
+            head = first + await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as exc:
+        raise BadRequest(f"the request ended before its head did ({len(exc.partial) + 1:,} bytes)") from None
     except asyncio.LimitOverrunError:
         raise BadRequest("the request head is too large", 431) from None
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[0] or not parts[1]:
-        raise BadRequest(f"bad request line {lines[0][:200]!r}")
-    method, target, _version = parts
-    headers: Headers = []
-    for ln in lines[1:]:
-        if ":" in ln:
-            k, v = ln.split(":", 1)
-            headers.append((k.strip(), v.strip()))
-    req = Request(method.upper(), target, headers, b"")
-    if target.startswith(("http://", "https://")):  # absolute form: sent as to a proxy
-        u = urlsplit(target)
-        req.target = u.path + (f"?{u.query}" if u.query else "")
-    chunked = (req.header("transfer-encoding") or "").lower() == "chunked"
-    length = 0 if chunked else _content_length(req.header("content-length"), max_body)
+    except TimeoutError:
+        raise BadRequest(f"the request head did not arrive within {read_timeout:g} s", 408) from None
+    req, codings, lengths = _parse_head(head)
+    if req.target.startswith(("http://", "https://")):  # absolute form: sent as to a proxy
+        try:
+            u = urlsplit(req.target)
+        except ValueError:
+            raise BadRequest(f"bad request target {_shown(req.target)}") from None
+        req.target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+    chunked, length = _framing(codings, lengths, max_body)
     if (req.header("expect") or "").lower() == "100-continue":
         writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         await writer.drain()
     if chunked:
-        req.body = await _chunked(reader, max_body)
-    else:
-        req.body = await reader.readexactly(length) if length else b""
+        req.body = await _chunked(reader, max_body, read_timeout)
+    elif length:
+        req.body = await _exactly(reader, length, read_timeout, "the request body")
     return req
 
 
-def _content_length(value: str | None, max_body: int) -> int:
-    if value is None:
-        return 0
-    try:
-        n = int(value)
-    except ValueError:
-        raise BadRequest(f"bad Content-Length {value[:40]!r}") from None
-    if n < 0:
-        raise BadRequest(f"bad Content-Length {value[:40]!r}")
+#: A request line and a block of header lines as RFC 9112 allows them: one regular expression
+#: each checks the common case; a head that does not match is read line by line for the reason.
+_REQUEST_LINE = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP/1\.[0-9]")
+_FIELD_LINES = re.compile(r"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*\r\n)*")
+_FIELD = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\x00-\x08\x0a-\x1f\x7f]*)\r\n")
+
+
+def _parse_head(head: bytes) -> tuple[Request, list[str], list[str]]:
+    """The request of ``head`` (ending with the empty line), with its Transfer-Encoding and
+    Content-Length values."""
+    text = head[:-2].decode("latin-1")
+    eol = text.index("\r\n")
+    line, block = text[:eol], text[eol + 2 :]
+    m = _REQUEST_LINE.fullmatch(line)
+    if m is None:
+        _bad_line(line)
+    method, target = m.group(1), m.group(2)
+    if len(target) > MAX_TARGET:
+        raise BadRequest(f"the request target is {len(target):,} characters long, over {MAX_TARGET:,}", 414)
+    if not (target[0] == "/" or target.startswith(("http://", "https://")) or method == "CONNECT" or (target == "*" and method == "OPTIONS")):
+        raise BadRequest(f"bad request target {_shown(target)}")
+    if block.count("\r\n") > MAX_HEADERS:
+        raise BadRequest(f"more than {MAX_HEADERS} header lines", 431)
+    if _FIELD_LINES.fullmatch(block) is None:
+        _bad_fields(block)
+    headers: Headers = []
+    hosts = 0
+    codings: list[str] = []
+    lengths: list[str] = []
+    for name, value in _FIELD.findall(block):
+        value = value.strip(" \t")
+        headers.append((name, value))
+        lname = name.lower()
+        if lname == "host":
+            hosts += 1
+        elif lname == "transfer-encoding":
+            codings.append(value)
+        elif lname == "content-length":
+            lengths.append(value)
+    if line.endswith("1.1") and hosts != 1:
+        raise BadRequest("an HTTP/1.1 request needs exactly one Host header")
+    return Request(method.upper(), target, headers, b""), codings, lengths
+
+
+def _bad_line(line: str) -> NoReturn:
+    """Why a request line is refused (it does not match :data:`_REQUEST_LINE`)."""
+    parts = line.split(" ")
+    if len(parts) != 3 or not _TOKEN.fullmatch(parts[0]) or not parts[1]:
+        raise BadRequest(f"bad request line {_shown(line, 200)}")
+    _method, target, version = parts
+    v = _VERSION.fullmatch(version)
+    if v is None:
+        raise BadRequest(f"bad request line {_shown(line, 200)}")
+    if v.group(1) != "1":
+        raise BadRequest(f"HTTP version {version} is not supported (HTTP/1.1 is)", 505)
+    if len(target) > MAX_TARGET:
+        raise BadRequest(f"the request target is {len(target):,} characters long, over {MAX_TARGET:,}", 414)
+    raise BadRequest(f"bad request target {_shown(target)}: visible ASCII only")
+
+
+def _bad_fields(block: str) -> NoReturn:
+    """Why a block of header lines is refused (it does not match :data:`_FIELD_LINES`)."""
+    for ln in block.split("\r\n"):
+        if ln[:1] in (" ", "\t"):
+            raise BadRequest("a header line is folded (obsolete line folding is not accepted)")
+        name, colon, value = ln.partition(":")
+        if not colon or not _TOKEN.fullmatch(name):
+            raise BadRequest(f"bad header line {_shown(ln)}")
+        if _BAD_VALUE.search(value):
+            raise BadRequest(f"header {_shown(name)} holds a control character")
+    raise BadRequest("bad header lines")
+
+
+def _framing(codings: list[str], lengths: list[str], max_body: int) -> tuple[bool, int]:
+    """(chunked, Content-Length) of the body, read as RFC 9112 section 6 says."""
+    if codings:
+        if lengths:
+            raise BadRequest("a request with both Transfer-Encoding and Content-Length")
+        codings = [c.strip().lower() for v in codings for c in v.split(",")]
+        if codings != ["chunked"]:
+            raise BadRequest(f"Transfer-Encoding {_shown(', '.join(codings))} is not supported (only chunked is)", 501)
+        return True, 0
+    if not lengths:
+        return False, 0
+    if len(lengths) > 1 or "," in lengths[0]:
+        lengths = [c.strip() for v in lengths for c in v.split(",")]
+    for value in lengths:
+        if not _DIGITS.fullmatch(value):
+            raise BadRequest(f"bad Content-Length {_shown(value)}: digits only")
+    if len({int(x) for x in lengths}) > 1:
+        raise BadRequest(f"conflicting Content-Length values {_shown(', '.join(lengths))}")
+    n = int(lengths[0])
     if n > max_body:
         raise BadRequest(f"the request body ({n:,} bytes) is larger than {max_body:,} bytes", 413)
-    return n
+    return False, n
 
 
-async def _line(reader: asyncio.StreamReader) -> bytes:
+async def _exactly(reader: asyncio.StreamReader, n: int, timeout: float | None, what: str) -> bytes:
+    """``n`` bytes, read in pieces, none of which may take longer than ``timeout`` seconds."""
+    parts: list[bytes] = []
+    left = n
+    while left:
+        try:
+            async with asyncio.timeout(timeout):
+                data = await reader.read(min(left, _PIECE))
+        except TimeoutError:
+            raise BadRequest(f"{what} stalled: nothing for {timeout:g} s after {n - left:,} of {n:,} bytes", 408) from None
+        if not data:
+            raise BadRequest(f"{what} ended after {n - left:,} of {n:,} bytes")
+        parts.append(data)
+        left -= len(data)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+async def _line(reader: asyncio.StreamReader, timeout: float | None) -> bytes:
     try:
-        return await reader.readuntil(b"\r\n")
+        async with asyncio.timeout(timeout):
+            return await reader.readuntil(b"\r\n")
     except asyncio.LimitOverrunError:
         raise BadRequest("a chunk-size or trailer line is too long") from None
+    except asyncio.IncompleteReadError:
+        raise BadRequest("the chunked request body ended before its last chunk") from None
+    except TimeoutError:
+        raise BadRequest(f"the chunked request body stalled: nothing for {timeout:g} s", 408) from None
 
 
-async def _chunked(reader: asyncio.StreamReader, max_body: int) -> bytes:
+async def _chunked(reader: asyncio.StreamReader, max_body: int, timeout: float | None) -> bytes:
     chunks: list[bytes] = []
     total = 0
     while True:
-        line = await _line(reader)
-        try:
-            size = int(line.split(b";")[0].strip(), 16)
-        except ValueError:
-            raise BadRequest(f"bad chunk size {line[:40]!r}") from None
-        if size < 0:
-            raise BadRequest(f"bad chunk size {line[:40]!r}")
+        line = await _line(reader, timeout)
+        size_text = line[:-2].split(b";")[0].rstrip(b" \t")
+        if not _HEX.fullmatch(size_text):
+            raise BadRequest(f"bad chunk size {_shown(line)}")
+        size = int(size_text, 16)
         if size == 0:
             for _ in range(MAX_TRAILERS + 1):
-                if await _line(reader) == b"\r\n":
+                if await _line(reader, timeout) == b"\r\n":
                     return b"".join(chunks)
             raise BadRequest(f"more than {MAX_TRAILERS} trailer lines")
         total += size
         if total > max_body:
             raise BadRequest(f"the request body is larger than {max_body:,} bytes", 413)
-        chunks.append(await reader.readexactly(size))
-        if await reader.readexactly(2) != b"\r\n":
+        chunks.append(await _exactly(reader, size, timeout, "a chunk of the request body"))
+        if await _exactly(reader, 2, timeout, "a chunk of the request body") != b"\r\n":
             raise BadRequest("a chunk does not end with CRLF")
 
 
@@ -145,4 +294,5 @@ async def refuse(writer: asyncio.StreamWriter, exc: BadRequest) -> None:
     )
     with contextlib.suppress(Exception):
         writer.write(head.encode("latin-1") + body)
-        await writer.drain()
+        async with asyncio.timeout(_REFUSE_DRAIN):  # a client that does not read its answer
+            await writer.drain()

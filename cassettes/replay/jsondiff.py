@@ -8,7 +8,7 @@ removed items.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
@@ -34,13 +34,29 @@ def format_path(path: tuple[PathItem, ...]) -> str:
     return out or "(body)"
 
 
+class Shown(str):
+    """A value already shown by :func:`short`: what a kept :class:`Change` holds in place of a
+    large value (a miss kept for the report must not keep the request's 100 MB string)."""
+
+
 def short(value: Any, limit: int = 80) -> str:
     """A value as compact JSON, clipped to ``limit`` characters."""
+    if isinstance(value, Shown):
+        return str(value)
     try:
         text = orjson.dumps(value).decode()
     except TypeError:
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: The longest request target, path or value a miss message repeats (longer: cut, with a marker).
+ECHO = 2000
+
+
+def clip(text: str, n: int = ECHO) -> str:
+    """``text`` cut to ``n`` characters, with a marker saying how long it was."""
+    return text if len(text) <= n else f"{text[:n]}… [cut: {len(text):,} characters]"
 
 
 @dataclass(frozen=True)
@@ -56,12 +72,23 @@ class Change:
     def where(self) -> str:
         return format_path(self.path)
 
+    def compact(self) -> Change:
+        """This change with each value too long to show whole replaced by how it is shown."""
+        return replace(self, expected=_compact(self.expected), actual=_compact(self.actual))
+
     def describe(self) -> str:
         if self.kind == "added":
             return f"{self.where}: added {short(self.actual)}"
         if self.kind == "removed":
             return f"{self.where}: missing (recorded {short(self.expected)})"
         return f"{self.where}: recorded {short(self.expected)}, got {short(self.actual)}"
+
+
+def _compact(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    shown = short(value)
+    return Shown(shown) if shown.endswith("…") else value
 
 
 def json_diff(expected: Any, actual: Any, path: tuple[PathItem, ...] = (), limit: int = 1000) -> list[Change]:

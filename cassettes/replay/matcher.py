@@ -27,7 +27,7 @@ import orjson
 from cassettes import bounds, providers
 from cassettes.errors import ReplayMiss
 from cassettes.recording.redact import Redactor
-from cassettes.replay.jsondiff import Change, format_path, json_diff, short
+from cassettes.replay.jsondiff import ECHO, Change, clip, format_path, json_diff, short
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Exchange, Headers, header
 
@@ -310,8 +310,8 @@ class Miss:
     @property
     def headline(self) -> str:
         """One line: where (the closest recorded turn) and what (the first layer verdict)."""
-        where = self.closest.label if self.closest is not None else f"{self.method} {self.target}"
-        return f"{where}: {self.verdicts[0]}" if self.verdicts else f"{where}: {self.reason}"
+        where = self.closest.label if self.closest is not None else f"{self.method} {clip(self.target)}"
+        return clip(f"{where}: {self.verdicts[0]}" if self.verdicts else f"{where}: {self.reason}")
 
     def lines(self, max_changes: int = 8) -> list[str]:
         out = [f"looptap replay: no recorded round trip matches {self.method} {self.target}: {self.reason}"]
@@ -324,9 +324,10 @@ class Miss:
             out.extend(f"    {c.describe()}" for c in self.changes[:max_changes])
             if len(self.changes) > max_changes:
                 out.append(f"    … and {len(self.changes) - max_changes} more")
-        # What the agent sent is printed to a terminal and into test reports: redacted, one line each.
+        # What the agent sent is printed to a terminal and into test reports: redacted, one line
+        # each, and bounded (a 9 MB URL is not sent back): scrubbed with a margin, then cut.
         r = self.redactor or Redactor()
-        return [clean_line(r.scrub(line)) for line in out]
+        return [clean_line(r.scrub(line) if len(line) <= ECHO else f"{r.scrub(line[: ECHO + 4096])[:ECHO]}… [cut: {len(line):,} characters]") for line in out]
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -388,6 +389,7 @@ class Matcher:
             found.target = live.target
             found.reason += f" (its path read under the recording's base, as {key.path})"
         found.redactor = _learned(method, target, headers, body)
+        found.changes = [c.compact() for c in found.changes]  # kept for the report: no large values
         self.misses.append(found)
         return found
 
@@ -508,4 +510,5 @@ def _learned(method: str, target: str, headers: Headers, body: bytes) -> Redacto
         r.exchange(Exchange(method, target if "://" in target else "http://replay" + target, list(headers), body))
     except Exception:  # learning is best effort; the patterns still apply
         pass
+    r.forget_seen()  # kept with the miss: what it learned, not the request's text
     return r

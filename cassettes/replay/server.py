@@ -40,7 +40,8 @@ from cassettes import bounds, providers
 from cassettes.providers import REVERSE_UPSTREAMS, Provider, Rendered
 from cassettes.replay.background import BackgroundServer
 from cassettes.replay.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
-from cassettes.replay.http1 import MAX_BODY, BadRequest, Request, read_request, refuse
+from cassettes.replay.http1 import BadRequest, Request, read_request, refuse
+from cassettes.replay.jsondiff import clip
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange, Headers, header
@@ -48,7 +49,16 @@ from cassettes.wire.exchange import Exchange, Headers, header
 if TYPE_CHECKING:
     from cassettes.replay.wsframes import MessageReader
 
-__all__ = ["MISS_CODE", "MISS_STATUS", "ReplayServer", "parse_pace", "replay_env"]
+__all__ = ["IDLE_TIMEOUT", "MISS_CODE", "MISS_STATUS", "READ_TIMEOUT", "RETAIN_BODIES", "ReplayServer", "parse_pace", "replay_env"]
+
+#: Seconds a connection may wait between requests (or WebSocket frames) before it is closed.
+IDLE_TIMEOUT = 120.0
+#: Seconds a request head may take to arrive, and the longest a request body may pause.
+READ_TIMEOUT = 30.0
+#: Bytes of request bodies the server keeps in :attr:`ReplayServer.served` beyond those equal
+#: to a recorded request (which are shared with the recording, free): past it, a served
+#: exchange keeps the body's size in a note instead of the body.
+RETAIN_BODIES = 64 << 20
 
 #: Status and error code of the answer to a request the cassette cannot answer.
 MISS_STATUS = 400
@@ -142,9 +152,10 @@ class ReplayServer(BackgroundServer):
     """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
 
     label = "the replay server"
-    read_limit = 1 << 24
+    #: The largest request head (and chunk-size line) read; a larger one is answered 431.
+    read_limit = 1 << 20
     #: The largest request body read; a larger one is answered 413.
-    max_body = MAX_BODY
+    max_body = 256 << 20
 
     def __init__(
         self,
@@ -156,6 +167,9 @@ class ReplayServer(BackgroundServer):
         strict: bool = False,
         fallback: Fallback | None = None,
         faults: FaultPlan | None = None,
+        idle_timeout: float | None = IDLE_TIMEOUT,
+        read_timeout: float | None = READ_TIMEOUT,
+        retain_bodies: int = RETAIN_BODIES,
     ) -> None:
         if isinstance(cassette, (str, Path)):
             # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file),
@@ -188,6 +202,17 @@ class ReplayServer(BackgroundServer):
         self.answers: list[Recorded | Miss | str] = []
         #: Failures of the server itself (answered with a 500); empty unless looptap has a bug.
         self.internal_errors: list[str] = []
+        #: Requests that could not be read, answered 400 (408, 413 …) and closed: how many, and
+        #: the first few reasons.
+        self.refused = 0
+        self.refusals: list[str] = []
+        #: ``None``: no limit (see :data:`IDLE_TIMEOUT`, :data:`READ_TIMEOUT`).
+        self.idle_timeout = idle_timeout
+        self.read_timeout = read_timeout
+        #: What is left of :data:`RETAIN_BODIES` for request bodies kept in :attr:`served`.
+        self.retain_left = retain_bodies
+        #: Connections waiting for their next request (closed first when out of descriptors).
+        self._idle: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._lock = threading.Lock()
         self._init_background()
 
@@ -211,10 +236,20 @@ class ReplayServer(BackgroundServer):
         rec = self.matcher.recorded
         played = [r for r in rec if r.plays]
         out = [f"looptap replay {self.source}: played {len(played)} of {len(rec)} recorded round trips, {len(self.matcher.misses)} unmatched requests"]
+        if self.internal_errors:
+            out[0] += f", {len(self.internal_errors)} internal errors"
+        if self.refused:
+            out[0] += f", {self.refused} unreadable requests refused"
+        if self.accept_pauses:
+            out[0] += f", accepting paused {self.accept_pauses} times (out of file descriptors)"
         for r in self.unplayed():
-            out.append(f"  unplayed: {r.label}: {r.key.method} {r.key.target}")
+            out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
         for m in self.matcher.misses:
-            out.append(f"  unmatched: {m.method} {m.target}: {m.reason}")
+            out.append(f"  unmatched: {m.method} {clip(m.target)}: {clip(m.reason)}")
+        for e in self.internal_errors[:20]:
+            out.append(f"  internal error (a looptap bug, answered 500): {clip(e)}")
+        for why in self.refusals:
+            out.append(f"  refused: {why}")
         return out
 
     # -- HTTP/1.1 ------------------------------------------------------------------------------
@@ -225,22 +260,26 @@ class ReplayServer(BackgroundServer):
         try:
             while True:
                 try:
-                    req = await self._read_request(reader, writer)
+                    self._idle[task] = writer
+                    req = await self._read_request(reader, writer, lambda: self._idle.pop(task, None))
                 except BadRequest as exc:
+                    self.refused += 1
+                    if len(self.refusals) < 20:
+                        self.refusals.append(f"{exc.status}: {clip(str(exc))}")
                     await refuse(writer, exc)
                     break
                 if req is None:
                     break
-                if (req.header("upgrade") or "").lower() == "websocket":
-                    await self._websocket(req, reader, writer)
-                    break
                 try:
+                    if (req.header("upgrade") or "").lower() == "websocket":
+                        await self._websocket(req, reader, writer)
+                        break
                     keep = await self._respond(req, writer)
-                except (ConnectionError, asyncio.CancelledError):
+                except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
                     raise
                 except Exception as exc:  # a bug here must reach the test as an error, not a hang
-                    self.internal_errors.append(f"{req.method} {req.target}: {type(exc).__name__}: {exc}")
-                    await self._send_internal_error(writer, exc)
+                    self.internal_errors.append(f"{req.method} {clip(req.target)}: {type(exc).__name__}: {clip(str(exc))}")
+                    await self._send_internal_error(writer, exc, websocket=(req.header("upgrade") or "").lower() == "websocket")
                     break
                 if not keep or (req.header("connection") or "").lower() == "close":
                     break
@@ -248,8 +287,17 @@ class ReplayServer(BackgroundServer):
             pass
         finally:
             self._conns.discard(task)
+            self._idle.pop(task, None)
             with contextlib.suppress(Exception):
                 writer.close()
+
+    def _shed_idle(self) -> int:
+        idle = list(self._idle.values())
+        self._idle.clear()
+        for w in idle:
+            with contextlib.suppress(Exception):
+                w.close()
+        return len(idle)
 
     # -- WebSocket sessions (Responses over a WebSocket) ------------------------------------------
     async def _websocket(self, req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -272,7 +320,7 @@ class ReplayServer(BackgroundServer):
         await self._send_head(writer, 101, [("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-accept", ws.accept_key(key))])
         incoming = ws.MessageReader(reader)
         while True:
-            data = await self._ws_next(incoming, writer)
+            data = await self._ws_next(incoming, writer, self.idle_timeout)
             if data is None:
                 return  # closed, or broken by the client
             try:
@@ -284,16 +332,22 @@ class ReplayServer(BackgroundServer):
             # (a session message opens no turn: nothing is answered for it)
 
     @staticmethod
-    async def _ws_next(incoming: MessageReader, writer: asyncio.StreamWriter) -> bytes | None:
+    async def _ws_next(incoming: MessageReader, writer: asyncio.StreamWriter, idle: float | None) -> bytes | None:
         """The next data message, answering control frames on the way; ``None`` when the
-        session ends (a close, or a protocol error answered with close code 1002)."""
+        session ends (a close; a protocol error answered with its close code, 1002 mostly; no
+        frame for ``idle`` seconds, answered 1001)."""
         from cassettes.replay import wsframes as ws
 
         while True:
             try:
-                op, data = await incoming.next()
+                async with asyncio.timeout(idle):
+                    op, data = await incoming.next()
             except ws.WsProtocolError as exc:
-                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1002) + str(exc).encode()[:120]))
+                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", exc.code) + str(exc).encode()[:120]))
+                await writer.drain()
+                return None
+            except TimeoutError:
+                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1001) + f"no frame for {idle:g} s".encode()))
                 await writer.drain()
                 return None
             if op == ws.PING:
@@ -442,12 +496,15 @@ class ReplayServer(BackgroundServer):
             self.faults.skip(why)
         return why
 
-    async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Request | None:
-        req = await read_request(reader, writer, max_body=self.max_body)
+    async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, started: Callable[[], object] | None = None) -> Request | None:
+        req = await read_request(reader, writer, max_body=self.max_body, idle_timeout=self.idle_timeout, read_timeout=self.read_timeout, started=started)
         if req is not None:
             enc = req.header("content-encoding")
             if enc and req.body:
-                req.body = b"".join(c for _, c in decode_chunks([(None, req.body)], enc).chunks)
+                try:
+                    req.body = b"".join(c for _, c in decode_chunks([(None, req.body)], enc).chunks)
+                except (ValueError, MemoryError) as exc:
+                    raise BadRequest(f"the request body could not be decoded ({clip(enc, 40)}): {clip(str(exc), 200)}") from None
         return req
 
     async def _send_head(self, writer: asyncio.StreamWriter, status: int, headers: Headers) -> None:
@@ -481,11 +538,27 @@ class ReplayServer(BackgroundServer):
             started=time.time(),
             transport_error=transport_error,
         )
+        ex.request_body = self._retained(req.body, source, ex)
         with self._lock:
             ex.seq = len(self.served)
             self.served.append(ex)
             self.answers.append(answer)
         return ex
+
+    def _retained(self, body: bytes, source: Recorded | None, ex: Exchange) -> bytes:
+        """The request body as :attr:`served` keeps it: the recorded request's own bytes when it is
+        the same (shared, no copy); else itself while :data:`RETAIN_BODIES` lasts; past that,
+        nothing (a note gives its size): a flood of large requests costs no memory once answered."""
+        if not body:
+            return body
+        if source is not None and source.exchange.request_body == body:
+            return source.exchange.request_body
+        with self._lock:
+            if len(body) <= self.retain_left:
+                self.retain_left -= len(body)
+                return body
+        ex.notes.append(f"request body of {len(body):,} bytes not kept: over the replay server's budget for request bodies that differ from the recording")
+        return b""
 
     async def _respond(self, req: Request, writer: asyncio.StreamWriter) -> bool:
         t0 = asyncio.get_running_loop().time()
@@ -568,8 +641,15 @@ class ReplayServer(BackgroundServer):
         await writer.drain()
         return True
 
-    async def _send_internal_error(self, writer: asyncio.StreamWriter, exc: Exception) -> None:
-        body = orjson.dumps(Provider().replay_error(500, f"looptap replay: internal error: {type(exc).__name__}: {exc}", "looptap_replay_error"))
+    async def _send_internal_error(self, writer: asyncio.StreamWriter, exc: Exception, websocket: bool = False) -> None:
+        if websocket:  # the session is open: close it as an internal error (1011)
+            from cassettes.replay import wsframes as ws
+
+            with contextlib.suppress(Exception):
+                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1011) + clip(f"looptap replay: internal error: {type(exc).__name__}", 100).encode()))
+                await writer.drain()
+            return
+        body = orjson.dumps(Provider().replay_error(500, f"looptap replay: internal error: {type(exc).__name__}: {clip(str(exc))}", "looptap_replay_error"))
         with contextlib.suppress(Exception):
             await self._send_head(writer, 500, [("content-type", "application/json"), ("x-should-retry", "false"), ("content-length", str(len(body))), ("connection", "close")])
             writer.write(body)

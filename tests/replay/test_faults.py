@@ -73,6 +73,73 @@ def test_bad_fault_specs_say_what_is_wrong(text: str, says: str) -> None:
         parse_fault(text)
 
 
+# Numbers are ASCII digits and finite: str.isdigit() takes '²' (which int() refuses: a traceback
+# at start-up, or a 500 for every request), float() takes nan, inf, '1_0', '+3' and ' 3'.
+STRICT = [
+    ("seq=1:reset*²", "'*' wants a count of attempts in digits, from 1 (e.g. *3), not '²'"),
+    ("turn=²:reset", "turn= wants a number in digits, not '²'"),
+    ("seq=١:reset", "seq= wants a number in digits, not '١'"),
+    ("request=1_0:reset", "request= wants a number in digits, not '1_0'"),
+    ("turn=+3:reset", "turn= wants a number in digits, not '+3'"),
+    ("turn=" + "9" * 5000 + ":reset", "turn= wants a number in digits, not '99999"),
+    ("reset*" + "9" * 5000, "'*' wants a count"),
+    ("stall=nan", "stall= wants seconds (a decimal number such as 0.5), not 'nan'"),
+    ("slow_first_byte=nan", "slow_first_byte= wants seconds (a decimal number such as 0.5), not 'nan'"),
+    ("slow_first_byte=inf", "not 'inf'"),
+    ("stall=-0", "not '-0'"),
+    ("stall=1e3", "not '1e3'"),
+    ("stall= 3", "not ' 3'"),
+    ("stream_cut=nan", "stream_cut= wants chunks (a whole number in digits), not 'nan'"),
+    ("stream_cut=2.5", "stream_cut= wants chunks (a whole number in digits), not '2.5'"),
+    ("stream_cut=³", "not '³'"),
+    ("rate_limit=NaN", "rate_limit= wants retry-after seconds (a decimal number such as 0.5), not 'NaN'"),
+    ("truncate=nan", "truncate= wants fraction kept (a decimal number such as 0.5), not 'nan'"),
+    ("p=nan:reset", "p= wants a probability in (0, 1] (a decimal such as 0.2), not 'nan'"),
+    ("p=1e-1:reset", "not '1e-1'"),
+    ("stall=4000", "between 0 and 3600, not '4000'"),
+]
+
+
+@pytest.mark.parametrize(("text", "says"), STRICT, ids=[t[:30] for t, _ in STRICT])
+def test_fault_numbers_are_ascii_digits_and_finite(text: str, says: str) -> None:
+    with pytest.raises(FaultSpecError) as err:
+        parse_fault(text)
+    msg = str(err.value)
+    assert says in msg and "\n" not in msg and len(msg) < 300, msg  # one line, naming the bad part, bounded
+
+
+@pytest.mark.parametrize(
+    ("text", "arg", "selector"),
+    [("stall=0.25", 0.25, ("*", "")), ("stall=.5", 0.5, ("*", "")), ("stall=3.", 3.0, ("*", "")), ("turn=02:stream_cut=2", 2.0, ("turn", "2"))],
+)
+def test_fault_numbers_that_read(text: str, arg: float, selector: tuple[str, str]) -> None:
+    f = parse_fault(text)
+    assert (f.arg, f.selector) == (arg, selector)
+
+
+def test_the_exit_report_counts_internal_errors(tmp_path: Path) -> None:
+    """A bug of the server (here: a fault plan that throws) is answered 500 and counted in the
+    report the replay command prints at exit; the command exits 1."""
+    srv = _server(tmp_path, tool_loop(), "turn=1:reset")
+
+    def broken(rec: Any) -> None:
+        raise RuntimeError("boom")
+
+    assert srv.faults is not None
+    srv.faults.decide = broken  # type: ignore[method-assign]
+    import urllib.error
+    import urllib.request
+
+    with srv:
+        req = urllib.request.Request(srv.url + "/v1/chat/completions", data=chat_request([SYSTEM, USER]), headers={"content-type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=30)
+        assert err.value.code == 500
+    lines = srv.report_lines()
+    assert "1 internal errors" in lines[0]
+    assert any("internal error (a looptap bug, answered 500): POST /v1/chat/completions: RuntimeError: boom" in ln for ln in lines)
+
+
 # -- HTTP status faults, each SDK ------------------------------------------------------------------
 
 
@@ -282,7 +349,9 @@ def test_replay_command_injects_and_reports(tmp_path: Path) -> None:
     openai = pytest.importorskip("openai")
     cas = write(tmp_path / "run.jsonl", [chat_exchange([SYSTEM, USER], chat_response("It is sunny."))])
     bad = subprocess.run([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "turn=x:reset"], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["looptap: error: --fault 'turn=x:reset': turn= wants a number"]
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["looptap: error: --fault 'turn=x:reset': turn= wants a number in digits, not 'x'"]
+    bad = subprocess.run([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "seq=1:reset*²"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["looptap: error: --fault 'seq=1:reset*²': '*' wants a count of attempts in digits, from 1 (e.g. *3), not '²'"]
     p = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "request=1:overloaded=0"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:

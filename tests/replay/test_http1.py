@@ -70,33 +70,62 @@ def echo() -> Iterator[Echo]:
 
 
 def test_bodies_by_length_and_chunked(echo: Echo) -> None:
-    got = _exchange(echo.port, b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", until_close=False)
+    got = _exchange(echo.port, b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc", until_close=False)
     assert got.endswith(b"POST /a 3")
-    chunked = b"POST http://up.example/v1/x?q=1 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: 1\r\n\r\n"
+    chunked = b"POST http://up.example/v1/x?q=1 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: 1\r\n\r\n"
     assert _exchange(echo.port, chunked, until_close=False).endswith(b"POST /v1/x?q=1 5")
     assert echo.read[-1].body == b"abcde" and echo.read[-1].header("transfer-encoding") == "chunked"
 
 
 def test_expect_100_continue(echo: Echo) -> None:
     with socket.create_connection(("127.0.0.1", echo.port), timeout=10) as s:
-        s.sendall(b"POST /a HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        s.sendall(b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
         assert s.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
         s.sendall(b"hi")
         assert s.recv(1000).endswith(b"POST /a 2")
 
 
+H = b"Host: h\r\n"
 BAD = [
     (b"GARBAGE\r\n\r\n", 400, b"bad request line"),
     (b"GET  HTTP/1.1\r\n\r\n", 400, b"bad request line"),
-    (b"POST /a HTTP/1.1\r\nContent-Length: ten\r\n\r\n", 400, b"bad Content-Length"),
-    (b"POST /a HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400, b"bad Content-Length"),
-    (b"POST /a HTTP/1.1\r\nContent-Length: 1001\r\n\r\n", 413, b"larger than 1,000 bytes"),
-    (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, b"bad chunk size"),
-    (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n", 400, b"bad chunk size"),
-    (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY", 400, b"CRLF"),
-    (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1f4\r\n" + b"a" * 500 + b"\r\n" + b"1f4\r\n" + b"a" * 500 + b"\r\n1\r\n", 413, b"larger than"),
-    (b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 8000 + b"\r\n\r\n", 431, b"too large"),
-    (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"X: 1\r\n" * 101 + b"\r\n", 400, b"trailer"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: ten\r\n\r\n", 400, b"bad Content-Length"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: -1\r\n\r\n", 400, b"bad Content-Length"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: 1001\r\n\r\n", 413, b"larger than 1,000 bytes"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400, b"bad chunk size"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n-1\r\n", 400, b"bad chunk size"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n3\r\nabcXY", 400, b"CRLF"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n" + b"1f4\r\n" + b"a" * 500 + b"\r\n" + b"1f4\r\n" + b"a" * 500 + b"\r\n1\r\n", 413, b"larger than"),
+    (b"GET / HTTP/1.1\r\n" + H + b"X-Big: " + b"a" * 8000 + b"\r\n\r\n", 431, b"too large"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n0\r\n" + b"X: 1\r\n" * 101 + b"\r\n", 400, b"trailer"),
+    # RFC 9112 6.3 and 8.6: Content-Length is ASCII digits; several values only when they agree
+    (b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: 1_0\r\n\r\n" + b"a" * 10, 400, b"bad Content-Length '1_0': digits only"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: +3\r\n\r\nabc", 400, b"bad Content-Length '+3'"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: \xb2\r\n\r\nabc", 400, b"bad Content-Length"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: 0x3\r\n\r\nabc", 400, b"bad Content-Length"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: 3\r\nContent-Length: 5\r\n\r\nabcde", 400, b"conflicting Content-Length values '3, 5'"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: 3, 4\r\n\r\nabcd", 400, b"conflicting Content-Length"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: " + b"9" * 30 + b"\r\n\r\n", 400, b"bad Content-Length"),
+    # RFC 9112 6.1: Transfer-Encoding with Content-Length, and codings other than chunked
+    (b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 400, b"both Transfer-Encoding and Content-Length"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501, b"not supported"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n0\r\n\r\n", 400, b"bad chunk size"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n 3\r\nabc\r\n0\r\n\r\n", 400, b"bad chunk size"),
+    (b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n1_0\r\n" + b"a" * 16 + b"\r\n0\r\n\r\n", 400, b"bad chunk size"),
+    # RFC 9112 3 and 5: the request line and header lines
+    (b"GET / HTTP/2.0\r\n" + H + b"\r\n", 505, b"not supported"),
+    (b"GET / HTTP/1.1 extra\r\n" + H + b"\r\n", 400, b"bad request line"),
+    (b"G(T / HTTP/1.1\r\n" + H + b"\r\n", 400, b"bad request line"),
+    (b"GET /a\x01b HTTP/1.1\r\n" + H + b"\r\n", 400, b"visible ASCII only"),
+    (b"GET a/b HTTP/1.1\r\n" + H + b"\r\n", 400, b"bad request target"),
+    (b"GET / HTTP/1.1\r\n\r\n", 400, b"exactly one Host"),
+    (b"GET / HTTP/1.1\r\n" + H + H + b"\r\n", 400, b"exactly one Host"),
+    (b"GET / HTTP/1.1\r\n" + H + b"X-A : 1\r\n\r\n", 400, b"bad header line"),
+    (b"GET / HTTP/1.1\r\n" + H + b"X-A: 1\r\n folded\r\n\r\n", 400, b"folded"),
+    (b"GET / HTTP/1.1\r\n" + H + b"no colon here\r\n\r\n", 400, b"bad header line"),
+    (b"GET / HTTP/1.1\r\n" + H + b"X-A: a\rb\r\n\r\n", 400, b"control character"),
+    (b"GET / HTTP/1.1\r\n" + H + b"X: 1\r\n" * 300 + b"\r\n", 431, b"header lines"),
+    (b"GET http://[::1/ HTTP/1.1\r\n" + H + b"\r\n", 400, b"bad request target"),
 ]
 
 
@@ -105,7 +134,34 @@ def test_unreadable_requests_get_a_clean_answer(echo: Echo, data: bytes, status:
     got = _exchange(echo.port, data)
     assert got.startswith(b"HTTP/1.1 %d " % status), got[:200]
     assert b"connection: close" in got and says in got and b"Traceback" not in got
+    assert len(got) < 1000  # a short plain answer: no request echoed back whole
     assert echo.read == []
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"GET / HTTP/1.1\r\n" + H,  # the head never ends
+        b"POST /a HTTP/1.1\r\n" + H + b"Content-Length: 10\r\n\r\nabc",  # the body ends short
+        b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n3\r\nab",  # a chunk ends short
+        b"POST /a HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n",  # no last chunk
+    ],
+    ids=["head", "body", "chunk", "last-chunk"],
+)
+def test_a_request_cut_short_is_answered(echo: Echo, data: bytes) -> None:
+    """A client that stops sending (half-closes) within a request still gets an answer saying so."""
+    with socket.create_connection(("127.0.0.1", echo.port), timeout=30) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    assert got.startswith(b"HTTP/1.1 400 ") and b"ended" in got, got[:200]
+
+
+def test_identical_lengths_and_leading_empty_lines_are_read(echo: Echo) -> None:
+    got = _exchange(echo.port, b"\r\nPOST /a HTTP/1.1\r\n" + H + b"Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc", until_close=False)
+    assert got.endswith(b"POST /a 3")
 
 
 @pytest.mark.parametrize("server", ["replay", "upstream"])
@@ -113,9 +169,11 @@ def test_both_servers_answer_unreadable_requests(server: str) -> None:
     srv: BackgroundServer = ReplayServer([Exchange(method="GET", url="http://x/ping", status=200)]) if server == "replay" else FakeUpstream()
     with srv:
         assert _exchange(srv.port, b"GARBAGE\r\n\r\n").startswith(b"HTTP/1.1 400 Bad Request\r\n")
-        assert _exchange(srv.port, b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % (http1.MAX_BODY + 1)).startswith(
+        assert _exchange(srv.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n" % (srv.max_body + 1)).startswith(
             b"HTTP/1.1 413 "
         )
-        assert _exchange(srv.port, b"GET / HTTP/1.1\r\nX: " + b"a" * (srv.read_limit + 10) + b"\r\n\r\n").startswith(b"HTTP/1.1 431 ")
+        assert _exchange(srv.port, b"GET / HTTP/1.1\r\nHost: h\r\nX: " + b"a" * (srv.read_limit + 10) + b"\r\n\r\n").startswith(b"HTTP/1.1 431 ")
+        long = _exchange(srv.port, b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: h\r\n\r\n")
+        assert long.startswith(b"HTTP/1.1 414 ") and b"over 65,536" in long and len(long) < 1000
         # and it still serves
-        assert b"HTTP/1.1 " in _exchange(srv.port, b"GET /ping HTTP/1.1\r\nConnection: close\r\n\r\n")
+        assert b"HTTP/1.1 " in _exchange(srv.port, b"GET /ping HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
