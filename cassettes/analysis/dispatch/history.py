@@ -13,7 +13,6 @@ from cassettes.analysis.dispatch._shared import _continues, _hk, _prev_ok
 from cassettes.analysis.model import Finding, Severity
 from cassettes.parsing.models import FinishReason, Message
 
-
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
 #: "Action Input: …", smolagents' "Action:" JSON blob or "Code:" block), so the answer is not final.
 TEXT_ACTION = re.compile(r"^[ \t]*(Action|Action Input|Code)[ \t]*:", re.M)
