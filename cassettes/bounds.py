@@ -29,8 +29,8 @@ __all__ = [
     "WALK_DEPTH",
     "bounded",
     "cap_lists",
-    "json_depth",
     "cut_reason",
+    "json_depth",
     "loads",
     "parse",
     "record_fits",
@@ -208,7 +208,8 @@ def parse(data: bytes | str) -> tuple[Any, str | None]:
     """Untrusted JSON text parsed and bounded like :func:`loads`, with why it was cut (``None``
     when it was not), so a reader can say so ("nested deeper than 128 levels"). JSON nested deeper
     than orjson parses (1,024 levels) is read too, cut at :data:`WALK_DEPTH`: it is valid, only
-    deep. Raises ``orjson.JSONDecodeError`` for text that is not JSON."""
+    deep (what lies below the cut is not checked for syntax). Raises ``orjson.JSONDecodeError``
+    for text that is not JSON."""
     try:
         return _bound(orjson.loads(data), data)
     except orjson.JSONDecodeError as exc:

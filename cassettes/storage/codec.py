@@ -163,9 +163,9 @@ def _bound_request_body(rec: Any) -> None:
     is cut at the bound, as every reader's is. A history delta that deep was never written by
     looptap (a body cut for reading is stored whole): refused."""
     req = rec.get("request") if isinstance(rec, dict) else None
-    form = req.get("body") if isinstance(req, dict) else None
-    if not isinstance(form, dict):
+    if not isinstance(req, dict) or not isinstance(req.get("body"), dict):
         return
+    form = req["body"]
     if "json" in form and bounds.too_deep(form["json"], bounds.WALK_DEPTH):
         req["body"] = {"text": orjson.dumps(form["json"], option=orjson.OPT_NON_STR_KEYS).decode(), "too_deep": True}
     elif "delta" in form and bounds.too_deep(form["delta"], bounds.WALK_DEPTH - 2):
