@@ -510,14 +510,15 @@ FILES: dict[str, Callable[[Path], None]] = {
     "deep_param_240.jsonl": lambda p: _deep_param_stored_json(p, 240),
     "deep_param_200_recorded.jsonl": lambda p: _deep_param_recorded(p, 200),
     "deep_param_10000_recorded.jsonl": lambda p: _deep_param_recorded(p, 10_000),
-    "bombs.jsonl": _bombs_cassette,
+    "bomb_stacked.jsonl": lambda p: _cassette(p, [bomb_exchange("gzip, br")]),
     "bomb_br.yaml": lambda p: _bombs_vcr(p, ("br",)),
     "bomb_zstd.mitm": lambda p: _bombs_flows(p, ("zstd",)),
 }
-#: Built only when named (tests/hostile/test_bombs.py): every bomb in each importer's format.
+#: Built only when named (tests/hostile/test_bombs.py): every bomb in each format.
 #: Reading one costs seconds of CPU per bomb (each is decoded to the budget and redacted, like any
 #: other tool's file), too much for every command of the matrix.
 NAMED_ONLY: dict[str, Callable[[Path], None]] = {
+    "bombs.jsonl": _bombs_cassette,
     "bombs.yaml": _bombs_vcr,
     "bombs.mitm": _bombs_flows,
 }
