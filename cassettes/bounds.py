@@ -15,20 +15,24 @@ is bounded here, once, with named limits:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
 
 __all__ = [
     "MARKER",
+    "MAX_DECODED_BYTES",
     "MAX_LIST",
     "RECORD_DEPTH",
     "STORE_DEPTH",
     "WALK_DEPTH",
     "bounded",
     "cap_lists",
+    "cut_reason",
     "json_depth",
     "loads",
+    "parse",
     "record_fits",
     "shallow",
     "too_deep",
@@ -43,6 +47,11 @@ WALK_DEPTH = 128  # under pydantic-core's JSON recursion limit (the inspector st
 RECORD_DEPTH = 254
 #: What stands in for a subtree cut at a depth bound.
 MARKER = "[looptap: nested too deep; cut here]"
+#: The decompression budget: the most one body may decompress to, per Content-Encoding layer
+#: (``cassettes/wire/decoding.py``), in the recorder, the importers, the readers and the replay
+#: server alike. Above the analysis bound on a body (50 MB, ``parsing.roundtrip``): any body looptap
+#: would read fits; one that decompresses further is kept compressed, as received, and labelled.
+MAX_DECODED_BYTES = 64 << 20
 
 
 def json_depth(value: Any, limit: int = STORE_DEPTH) -> int:
@@ -141,28 +150,89 @@ def bounded(value: Any, raw: bytes | str | None = None) -> Any:
     longer than :data:`MAX_LIST`, else a copy cut there and marked (:func:`shallow`), so every
     later walk of it is bounded. ``raw``, the text it was parsed from, makes the common case free:
     fewer brackets than the depth limit cannot nest deeper, fewer commas cannot make a long list."""
+    return _bound(value, raw)[0]
+
+
+def _bound(value: Any, raw: bytes | str | None) -> tuple[Any, str | None]:
+    """:func:`bounded`, and why it cut (``None`` when it did not)."""
     if not isinstance(value, dict | list):
-        return value
+        return value, None
+    why = None
     if not _few_brackets(raw, WALK_DEPTH) and _deeper_than(value, WALK_DEPTH):
-        value = shallow(value, WALK_DEPTH)
+        value, why = shallow(value, WALK_DEPTH), cut_reason()
     many = raw is None or (raw.count(b",") if isinstance(raw, bytes) else raw.count(",")) > MAX_LIST
     if many and _has_long(value):
         value = _cut_long(value)
-    return value
+        why = f"{why}, and holds a list over {MAX_LIST:,} items" if why else f"holds a list over {MAX_LIST:,} items"
+    return value, why
+
+
+def cut_reason(limit: int = WALK_DEPTH) -> str:
+    """How a value cut at the depth bound is labelled, everywhere."""
+    return f"nested deeper than {limit} levels"
+
+
+#: A JSON string (escapes included) or one bracket: all that decides nesting.
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+
+
+def _cut_text(data: bytes, limit: int) -> bytes:
+    """``data`` (JSON text) with every container that opens below ``limit`` levels replaced by
+    :data:`MARKER` as a JSON string, scanned without recursion: text orjson refuses to parse for
+    its depth (over 1,024 levels) becomes text it parses, cut where :func:`shallow` would cut."""
+    out: list[bytes] = []
+    depth = 0
+    start = 0  # where the text not yet copied begins
+    skipping_from = -1
+    for m in _TOKENS.finditer(data):
+        tok = m.group()
+        if tok[:1] == b'"':
+            continue
+        if tok in (b"[", b"{"):
+            depth += 1
+            if depth == limit + 1 and skipping_from < 0:
+                out.append(data[start : m.start()])
+                skipping_from = m.start()
+        else:
+            depth -= 1
+            if depth == limit and skipping_from >= 0:
+                out.append(orjson.dumps(MARKER))
+                start, skipping_from = m.end(), -1
+    if skipping_from >= 0:
+        return data[:skipping_from] + orjson.dumps(MARKER)  # unbalanced: what orjson then says of it
+    out.append(data[start:])
+    return b"".join(out)
+
+
+def parse(data: bytes | str) -> tuple[Any, str | None]:
+    """Untrusted JSON text parsed and bounded like :func:`loads`, with why it was cut (``None``
+    when it was not), so a reader can say so ("nested deeper than 128 levels"). JSON nested deeper
+    than orjson parses (1,024 levels) is read too, cut at :data:`WALK_DEPTH`: it is valid, only
+    deep (what lies below the cut is not checked for syntax). Raises ``orjson.JSONDecodeError``
+    for text that is not JSON."""
+    try:
+        return _bound(orjson.loads(data), data)
+    except orjson.JSONDecodeError as exc:
+        if not str(exc).startswith("depth limit exceeded"):
+            raise
+    text = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    value, why = _bound(orjson.loads(_cut_text(text, WALK_DEPTH)), None)
+    return value, why or cut_reason()
 
 
 def loads(data: bytes | str) -> Any:
     """``orjson.loads`` for untrusted text, bounded: the result nests at most :data:`WALK_DEPTH`
-    levels (deeper subtrees are cut and marked). Raises ``orjson.JSONDecodeError`` as orjson does
-    (also for more than 1,024 levels)."""
-    return bounded(orjson.loads(data), data)
+    levels (deeper subtrees are cut and marked, however deep: see :func:`parse`). Raises
+    ``orjson.JSONDecodeError`` as orjson does for text that is not JSON."""
+    return parse(data)[0]
 
 
-def record_fits(rec: Any, raw: bytes | None = None) -> bool:
-    """Whether a cassette record nests no deeper than looptap writes (:data:`RECORD_DEPTH`)."""
-    if not isinstance(rec, dict | list) or _few_brackets(raw, RECORD_DEPTH):
+def record_fits(rec: Any, raw: bytes | None = None, limit: int = RECORD_DEPTH) -> bool:
+    """Whether a cassette record nests no deeper than ``limit`` levels (by default, the most
+    looptap writes: :data:`RECORD_DEPTH`)."""
+    if not isinstance(rec, dict | list) or _few_brackets(raw, limit):
         return True
-    return not _deeper_than(rec, RECORD_DEPTH)
+    return not _deeper_than(rec, limit)
 
 
 def cap_lists(value: Any) -> Any:

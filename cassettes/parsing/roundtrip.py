@@ -189,6 +189,10 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
     # asking for its length would serialise it.
     too_big_req = not ex.request_is_lazy and len(ex.request_body) > MAX_PARSE_BYTES
     body = None if too_big_req else ex.request_json()
+    if body is not None and ex.request_json_cut:
+        rt.analysis_errors.append(
+            f"request body {ex.request_cut_reason or 'cut for reading'}: read that far (a marker stands for the rest); the raw body is kept whole"
+        )
     if too_big_req:
         rt.analysis_errors.append(
             f"request body is {len(ex.request_body)} bytes, over the {MAX_PARSE_BYTES} byte analysis limit; kept raw, not parsed"

@@ -695,29 +695,8 @@ class Redactor:
 
 def salvage_decode(data: bytes, limit: int = 64 << 20) -> bytes:
     """Whatever of a broken compressed body can be decoded (gzip with a bad CRC or followed by
-    junk, raw or zlib deflate, brotli, zstd), up to ``limit`` bytes; ``b""`` if nothing."""
-    import zlib
+    junk, raw or zlib deflate, brotli, zstd), up to ``limit`` bytes; ``b""`` if nothing
+    (:func:`cassettes.wire.decoding.salvage`: within the decompression budget)."""
+    from cassettes.wire.decoding import salvage
 
-    best = b""
-    for wbits in (47, -15):  # 47: gzip or zlib, detected; -15: raw deflate
-        d = zlib.decompressobj(wbits)
-        out = bytearray()
-        for i in range(0, len(data), 4096):
-            try:
-                out += d.decompress(data[i : i + 4096], limit - len(out))
-            except zlib.error:
-                break
-            if d.eof or len(out) >= limit:
-                break
-        if len(out) > len(best):
-            best = bytes(out)
-    if not best:
-        for name in ("brotli", "zstandard"):
-            try:
-                mod = __import__(name)
-                best = mod.decompress(data) if name == "brotli" else mod.ZstdDecompressor().decompressobj().decompress(data)
-            except Exception:
-                continue
-            if best:
-                break
-    return best[:limit]
+    return salvage(data, limit)

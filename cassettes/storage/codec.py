@@ -145,9 +145,31 @@ def loads_record(line: bytes) -> Any:
     from cassettes.bounds import RECORD_DEPTH, record_fits
 
     rec = orjson.loads(line)
-    if not record_fits(rec, line):
-        raise CassetteFormatError(f"record nested deeper than looptap writes ({RECORD_DEPTH} levels)")
+    if not record_fits(rec, line, _BODY_LEVELS + bounds.WALK_DEPTH):
+        if not record_fits(rec, line):
+            raise CassetteFormatError(f"record nested deeper than looptap writes ({RECORD_DEPTH} levels)")
+        _bound_request_body(rec)
     return rec
+
+
+#: Levels a record puts above its request body's JSON (record, request, body form).
+_BODY_LEVELS = 3
+
+
+def _bound_request_body(rec: Any) -> None:
+    """A request body stored as JSON nesting deeper than :data:`~cassettes.bounds.WALK_DEPTH`
+    (this looptap stores such a body as its raw text; an older one, or another tool, may not) is
+    turned into that raw text, labelled ``too_deep``: its bytes are the same, and its parsed view
+    is cut at the bound, as every reader's is. A history delta that deep was never written by
+    looptap (a body cut for reading is stored whole): refused."""
+    req = rec.get("request") if isinstance(rec, dict) else None
+    if not isinstance(req, dict) or not isinstance(req.get("body"), dict):
+        return
+    form = req["body"]
+    if "json" in form and bounds.too_deep(form["json"], bounds.WALK_DEPTH):
+        req["body"] = {"text": orjson.dumps(form["json"], option=orjson.OPT_NON_STR_KEYS).decode(), "too_deep": True}
+    elif "delta" in form and bounds.too_deep(form["delta"], bounds.WALK_DEPTH - 2):
+        raise CassetteFormatError(f"history delta {bounds.cut_reason()} (looptap stores such a request whole); skipped")
 
 
 # -- bodies ---------------------------------------------------------------------------------
@@ -537,10 +559,15 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
             ex.set_request_json(parsed, lazy_body=True)
             ex.history_delta = {k: v for k, v in body_form["delta"].items() if k in ("base", "keep", "rewritten")}
             ex.history_delta["appended"] = len(body_form["delta"]["append"])
+        elif isinstance(body_form, dict) and "text" in body_form and str(body_form["text"]).lstrip()[:1] in ("{", "["):
+            # Stored as text though it looks like JSON: nested deeper than a walk may go (labelled
+            # ``too_deep``; or than orjson parses, by an older looptap), or not JSON. Parsed when
+            # first asked for, cut at the bound and labelled so, never passed off as "not JSON".
+            ex.request_body, parsed = decode_body(body_form)
         else:
             ex.request_body, parsed = decode_body(body_form)
             capped = bounds.cap_lists(parsed)
-            ex.set_request_json(capped, cut=capped is not parsed)
+            ex.set_request_json(capped, cut=capped is not parsed, reason=f"holds a list over {bounds.MAX_LIST:,} items")
         if decoder is not None and ex.seq is not None:
             decoder.remember(ex.seq, parsed)
         if resp is not None:

@@ -1,10 +1,21 @@
-"""Content-Encoding removal, chunk by chunk, trusting the bytes over the header.
+"""Content-Encoding removal, chunk by chunk, trusting the bytes over the header, within one budget.
 
 Real traffic lies: recorders keep ``Content-Encoding: gzip`` on bodies they already decoded, and
 some keep gzip bodies without the header. The magic bytes decide (gzip ``1f 8b``, zstd
 ``28 b5 2f fd``, zlib ``78 ..``); brotli has no magic, so it is trusted from the header and checked
 by decoding. When decoding fails the original bytes are kept untouched and a note says why: no
 data is ever lost to a decoder.
+
+**The decompression budget.** A few kilobytes of gzip, brotli or zstd can stand for gigabytes
+(a decompression bomb), so every decoder here is incremental and capped as it goes: no call
+returns more than the room left under :data:`cassettes.bounds.MAX_DECODED_BYTES` (plus one
+brotli buffer), for each encoding and for each layer of stacked encodings (``gzip, br``). A body
+that decompresses past it is kept compressed, exactly as received, with a note saying so. gzip
+and deflate use zlib's ``max_length``; brotli its ``output_buffer_limit`` (brotli ≥ 1.2), or, with
+an older brotli, one input byte at a time (a byte ends at most one 16 MiB meta-block); zstd is fed
+small slices (one block, at most 128 KiB of output, takes at least four input bytes) with the
+window RFC 9659 allows for HTTP (8 MiB). The recorder, the importers (vcrpy, mitmproxy flows),
+the replay server and ``verify``'s look inside broken bodies (:func:`salvage`) all decode here.
 """
 
 from __future__ import annotations
@@ -14,14 +25,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cassettes.bounds import MAX_DECODED_BYTES
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["MAX_DECODED_BYTES", "DecodeResult", "decode_chunks", "sniff_encoding"]
-
-#: Decompression stops here (a compression bomb guard); the raw bytes are kept instead.
-MAX_DECODED_BYTES = 1 << 30
+__all__ = ["MAX_DECODED_BYTES", "DecodeResult", "OverBudget", "decode_chunks", "salvage", "sniff_encoding"]
 
 Chunk = tuple[float | None, bytes]
+
+#: zstd input fed per call: a block of at most 128 KiB output costs at least 4 bytes (an RLE
+#: block), so one call yields at most about 16 MiB.
+_ZSTD_SLICE = 512
+#: The largest zstd window accepted (RFC 9659: HTTP's zstd decoders need no more than 8 MiB).
+_ZSTD_WINDOW = 8 << 20
+
+
+class OverBudget(ValueError):
+    """The body decompresses past the budget; decoding stopped there."""
+
+
+def over_budget_note(enc: str, limit: int = MAX_DECODED_BYTES) -> str:
+    return f"{enc} body decompresses past {limit / (1 << 20):g} MiB (looptap's decompression budget); kept compressed, as received"
 
 
 @dataclass
@@ -41,20 +64,42 @@ def sniff_encoding(head: bytes) -> str | None:
     return None
 
 
+def _brotli_limits() -> bool:
+    """Whether the installed brotli caps one call's output (``output_buffer_limit``, brotli ≥ 1.2)."""
+    import brotli
+
+    return hasattr(brotli.Decompressor(), "can_accept_more_data")
+
+
 class _Decoder:
-    """An incremental decoder: ``feed`` chunks, get decoded bytes (maybe empty).
+    """An incremental decoder: ``feed`` chunks, get decoded bytes (maybe empty); raises
+    :class:`OverBudget` as soon as the output passes ``budget`` bytes in all.
 
     ``finished`` says whether the compressed stream reached its end: a body cut in transit decodes
     to a prefix, and that must be said, not passed off as the whole body. Concatenated gzip members
     and zstd frames (both legal) are all decoded; other bytes after the end are an error.
     """
 
-    def __init__(self, encoding: str) -> None:
+    def __init__(self, encoding: str, budget: int = MAX_DECODED_BYTES) -> None:
         self.encoding = encoding
+        self.budget = budget
+        self.total = 0
         self.finished = False
         self._d: Any = None
         #: Deflate: bytes held until two have arrived (zlib-wrapped or raw is told by the first two).
         self._pending = b""
+        self._br_limits = False
+        self.partial: list[bytes] = []
+
+    def _count(self, out: bytes, pieces: list[bytes]) -> None:
+        self.total += len(out)
+        if out:
+            pieces.append(out)
+        if self.total > self.budget:
+            raise OverBudget(over_budget_note(self.encoding, self.budget))
+
+    def _room(self) -> int:
+        return self.budget - self.total + 1  # one byte over tells "past the budget" from "exactly"
 
     def _new(self, data: bytes) -> Any:
         if self.encoding in ("gzip", "x-gzip"):
@@ -63,35 +108,56 @@ class _Decoder:
             return zlib.decompressobj(zlib.MAX_WBITS if sniff_encoding(data[:2]) == "deflate" else -zlib.MAX_WBITS)
         import zstandard
 
-        return zstandard.ZstdDecompressor().decompressobj()
+        return zstandard.ZstdDecompressor(max_window_size=_ZSTD_WINDOW).decompressobj()
 
     def feed(self, data: bytes) -> bytes:
-        if self.encoding == "br":
-            if self._d is None:
-                import brotli
-
-                self._d = brotli.Decompressor()
-            out = self._d.process(data)
-            self.finished = bool(self._d.is_finished())
-            return out  # type: ignore[no-any-return]
         pieces: list[bytes] = []
+        self.partial = pieces  # what this call decoded before it raised, if it does
+        if self.encoding == "br":
+            self._feed_brotli(data, pieces)
+            return b"".join(pieces)
         if self.encoding == "deflate" and self._d is None and not self.finished and len(self._pending + data) < 2:
             self._pending += data
             return b""
         data, self._pending = self._pending + data, b""
+        zstd = self.encoding == "zstd"
         while data:
             if self._d is None:
                 self._d = self._new(data)
                 self.finished = False
-            pieces.append(self._d.decompress(data))
-            data = b""
+            if zstd:
+                piece, data = data[:_ZSTD_SLICE], data[_ZSTD_SLICE:]
+                self._count(self._d.decompress(piece), pieces)
+            else:
+                self._count(self._d.decompress(data, self._room()), pieces)
+                data = self._d.unconsumed_tail
             if self._d.eof:
                 self.finished = True
-                data = self._d.unused_data
-                if data and self.encoding == "deflate":
-                    raise ValueError(f"{len(data)} bytes after the end of the deflate stream")
+                rest = self._d.unused_data
+                if rest and self.encoding == "deflate":
+                    raise ValueError(f"{len(rest) + len(data)} bytes after the end of the deflate stream")
+                data = rest + data if zstd else rest
                 self._d = None  # the next gzip member / zstd frame, if any
         return b"".join(pieces)
+
+    def _feed_brotli(self, data: bytes, pieces: list[bytes]) -> None:
+        if self._d is None:
+            import brotli
+
+            self._d = brotli.Decompressor()
+            self._br_limits = _brotli_limits()
+        d = self._d
+        if self._br_limits:
+            self._count(d.process(data, output_buffer_limit=self._room()), pieces)
+            while not d.is_finished():  # output held back by the limit: drain it, within budget
+                more = d.process(b"", output_buffer_limit=self._room())
+                self._count(more, pieces)
+                if not more and d.can_accept_more_data():
+                    break
+        else:
+            for i in range(len(data)):
+                self._count(d.process(data[i : i + 1]), pieces)
+        self.finished = bool(d.is_finished())
 
 
 def _head(chunks: Sequence[Chunk], n: int) -> bytes:
@@ -104,14 +170,15 @@ def _head(chunks: Sequence[Chunk], n: int) -> bytes:
     return out
 
 
-def _decoder(encoding: str) -> _Decoder | None:
+def _decoder(encoding: str, budget: int = MAX_DECODED_BYTES) -> _Decoder | None:
     if encoding in ("gzip", "x-gzip", "deflate", "br", "zstd"):
-        return _Decoder(encoding)
+        return _Decoder(encoding, budget)
     return None
 
 
-def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None) -> DecodeResult:
-    """Remove the content encoding from ``chunks``, keeping chunk boundaries and offsets."""
+def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None, budget: int = MAX_DECODED_BYTES) -> DecodeResult:
+    """Remove the content encoding from ``chunks``, keeping chunk boundaries and offsets. Each
+    layer decodes to at most ``budget`` bytes; past it the body is kept as received, with a note."""
     declared = [e.strip().lower() for e in (content_encoding or "").split(",") if e.strip()]
     declared = [e for e in declared if e != "identity"]
     head = _head(chunks, 4)  # across chunks: a stream's first read can be a single byte
@@ -127,10 +194,10 @@ def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None) -> Deco
         # Stacked encodings are applied in order; decode the outermost first.
         result = DecodeResult(list(chunks))
         for enc in reversed(declared):
-            step = decode_chunks(result.chunks, enc)
+            step = decode_chunks(result.chunks, enc, budget)
             result.notes.extend(step.notes)
-            if step.decoded_from is None:
-                return result
+            if step.decoded_from is None:  # kept whole, as received: the header still says what it is
+                return DecodeResult(list(chunks), None, result.notes)
             result.chunks = step.chunks
             result.decoded_from = ",".join(declared)
         return result
@@ -139,23 +206,21 @@ def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None) -> Deco
         if head:
             notes.append(f"Content-Encoding says {enc} but the body is not {enc}; kept as received")
         return DecodeResult(list(chunks), None, notes)
-    dec = _decoder(enc)
+    dec = _decoder(enc, budget)
     if dec is None:
         notes.append(f"unknown Content-Encoding {enc!r}; body kept as received")
         return DecodeResult(list(chunks), None, notes)
     out: list[Chunk] = []
-    total = 0
     try:
         for t, data in chunks:
-            piece = dec.feed(data) if data else b""
-            total += len(piece)
-            if total > MAX_DECODED_BYTES:
-                notes.append(f"{enc} body decodes to over {MAX_DECODED_BYTES} bytes; kept compressed")
-                return DecodeResult(list(chunks), None, notes)
-            out.append((t, piece))
+            out.append((t, dec.feed(data) if data else b""))
+    except OverBudget as exc:
+        notes.append(str(exc))
+        return DecodeResult(list(chunks), None, notes)
     except Exception as exc:  # any decoder failure: keep the original bytes
         notes.append(f"Content-Encoding {enc} could not be decoded ({type(exc).__name__}: {exc}); kept as received")
         return DecodeResult(list(chunks), None, notes)
+    total = dec.total
     if not dec.finished and head:
         if total == 0:
             notes.append(f"{enc} body is cut before any of it could be decoded; kept as received")
@@ -183,3 +248,27 @@ def decode_exchange(ex: Exchange) -> None:
             ex.response_chunks = [c for c in dec.chunks if c[1]]
             ex.decoded_from = dec.decoded_from
             ex.notes.extend(dec.notes)
+
+
+def salvage(data: bytes, limit: int = MAX_DECODED_BYTES) -> bytes:
+    """Whatever of a broken or unlabelled compressed body can be decoded (gzip with a bad CRC or
+    followed by junk, raw or zlib deflate, then brotli, zstd): the longest prefix a decoder gives,
+    at most ``limit`` bytes (a bomb yields its first ``limit`` bytes, never more); ``b""`` if nothing."""
+    best = b""
+    sniffed = sniff_encoding(data[:4])
+    for enc in ("gzip", "deflate", "br", "zstd"):
+        if best and enc == "br":
+            break  # brotli and zstd only for what zlib could not read at all
+        if (enc == "gzip") != (sniffed == "gzip") or (enc == "zstd" and sniffed != "zstd"):
+            continue
+        dec = _Decoder(enc, limit)
+        got: list[bytes] = []
+        try:
+            for i in range(0, len(data), 1 << 16):
+                got.append(dec.feed(data[i : i + (1 << 16)]))
+        except Exception:  # over the limit, or broken: what came out before that is kept
+            got.extend(dec.partial)
+        out = b"".join(got)[:limit]
+        if len(out) > len(best):
+            best = out
+    return best

@@ -73,6 +73,8 @@ class Exchange:
     _request_json: Any = field(default=_UNSET, repr=False, init=False)
     _body_pending: bool = field(default=False, repr=False, init=False)
     _request_cut: bool = field(default=False, repr=False, init=False)
+    #: Why :meth:`request_json` is a cut copy ("nested deeper than 128 levels"), when it is one.
+    request_cut_reason: str | None = field(default=None, repr=False, init=False, compare=False)
 
     @property
     def response_body(self) -> bytes:
@@ -90,11 +92,12 @@ class Exchange:
         if self._request_json is _UNSET:
             self._request_cut = False
             try:
-                full = orjson.loads(self.request_body) if self.request_body else None
+                value, why = bounds.parse(self.request_body) if self.request_body else (None, None)
             except orjson.JSONDecodeError:
-                full = None
-            self._request_json = bounds.bounded(full, self.request_body)
-            self._request_cut = self._request_json is not full
+                value, why = None, None
+            self._request_json = value
+            self._request_cut = why is not None
+            self.request_cut_reason = why
         return self._request_json
 
     @property
@@ -103,12 +106,13 @@ class Exchange:
         self.request_json()
         return self._request_cut
 
-    def set_request_json(self, value: Any, lazy_body: bool = False, cut: bool = False) -> None:
+    def set_request_json(self, value: Any, lazy_body: bool = False, cut: bool = False, reason: str | None = None) -> None:
         """Attach an already-parsed request body (avoids a second parse). With ``lazy_body`` the
         body bytes are produced from it on first access; ``cut`` says it is a bounded copy (the
-        bytes hold all of it)."""
+        bytes hold all of it), ``reason`` why."""
         self._request_json = value
         self._request_cut = cut
+        self.request_cut_reason = reason if cut else None
         if lazy_body:
             self._body_pending = True
 

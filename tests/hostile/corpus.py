@@ -17,6 +17,8 @@ Two kinds:
 
 from __future__ import annotations
 
+import functools
+import gzip
 import json
 import os
 import sys
@@ -324,6 +326,152 @@ def _vcr_hostile(path: Path) -> None:
     path.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}, allow_unicode=True))
 
 
+# -- decompression bombs and deep parameters (issue 29) ---------------------------------------
+
+#: What every bomb decompresses to: sixteen times looptap's decompression budget.
+BOMB_SIZE = 1 << 30
+#: The encodings a bomb is built in; the last is stacked (gzip applied first, then br).
+BOMB_ENCODINGS = ("gzip", "deflate", "br", "zstd", "gzip, br")
+_BLOCK = 16 << 20
+
+
+@functools.cache
+def bomb(encoding: str, size: int = BOMB_SIZE) -> bytes:
+    """A few KB to a MB that decompress to ``size`` zero bytes in ``encoding`` (a valid stream:
+    gzip as concatenated members, zstd as concatenated frames, deflate as repeated full-flush
+    blocks with the right Adler-32, brotli streamed)."""
+    import zlib
+
+    blocks = max(1, size // _BLOCK)
+    zeros = bytes(_BLOCK)
+    if encoding == "gzip":
+        return gzip.compress(zeros, 9, mtime=0) * blocks
+    if encoding == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3).compress(zeros) * blocks
+    if encoding == "deflate":
+        c = zlib.compressobj(9, zlib.DEFLATED, 15)
+        first = c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH)
+        again = c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH)
+        adler = ((blocks * _BLOCK) % 65521) << 16 | 1  # Adler-32 of n zero bytes
+        return first + again * (blocks - 1) + b"\x03\x00" + adler.to_bytes(4, "big")
+    if encoding == "br":
+        import brotli
+
+        comp = brotli.Compressor(quality=5, lgwin=24)
+        return b"".join([comp.process(zeros) for _ in range(blocks)] + [comp.finish()])
+    if encoding == "gzip, br":
+        import brotli
+
+        return bytes(brotli.compress(bomb("gzip", size), quality=5))
+    raise ValueError(encoding)
+
+
+def bomb_exchange(encoding: str) -> Exchange:
+    """A chat call whose request and response bodies are both ``encoding`` bombs, as the recorder
+    hands them on (still encoded)."""
+    return Exchange(
+        "POST",
+        "https://api.openai.com/v1/chat/completions",
+        [("content-type", "application/json"), ("content-encoding", encoding)],
+        bomb(encoding),
+        200,
+        "OK",
+        [("content-type", "application/json"), ("content-encoding", encoding)],
+        [(0.01, bomb(encoding))],
+        started=1_700_000_000.0,
+        request_encoded=True,
+        response_encoded=True,
+    )
+
+
+def _bombs_cassette(path: Path) -> None:
+    """Every bomb through the recorder's pipeline: what it keeps (the bodies as received, labelled)."""
+    _cassette(path, [bomb_exchange(enc) for enc in BOMB_ENCODINGS])
+
+
+def _bombs_vcr(path: Path, encodings: tuple[str, ...] = BOMB_ENCODINGS) -> None:
+    """A vcrpy cassette answered by one bomb per encoding (its requests are plain: the request side
+    decodes through the same code, shown by the cassette and the replay server)."""
+    import yaml
+
+    interactions = [{
+        "request": {"method": "POST", "uri": "https://api.openai.com/v1/chat/completions",
+                    "body": '{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}',
+                    "headers": {"content-type": ["application/json"]}},
+        "response": {"status": {"code": 200, "message": "OK"}, "body": {"string": bomb(enc)},
+                     "headers": {"content-type": ["application/json"], "content-encoding": [enc]}},
+    } for enc in encodings]
+    path.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}))
+
+
+def tnet(v: Any) -> bytes:
+    """A tnetstring encoder (mitmproxy's flow file container), for crafting flows."""
+    if v is None:
+        return b"0:~"
+    if isinstance(v, bool):
+        p, t = (b"true" if v else b"false"), b"!"
+    elif isinstance(v, int):
+        p, t = str(v).encode(), b"#"
+    elif isinstance(v, float):
+        p, t = repr(v).encode(), b"^"
+    elif isinstance(v, bytes):
+        p, t = v, b","
+    elif isinstance(v, str):
+        p, t = v.encode(), b";"
+    elif isinstance(v, list | tuple):
+        p, t = b"".join(tnet(x) for x in v), b"]"
+    elif isinstance(v, dict):
+        p, t = b"".join(tnet(k) + tnet(x) for k, x in v.items()), b"}"
+    else:
+        raise TypeError(v)
+    return str(len(p)).encode() + b":" + p + t
+
+
+def bomb_flow(encoding: str, index: int = 0) -> bytes:
+    """One mitmproxy flow (format 20) answered by an ``encoding`` bomb."""
+    req = {"http_version": b"HTTP/1.1", "headers": [[b"content-type", b"application/json"]],
+           "content": b'{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}', "trailers": None,
+           "timestamp_start": 1700000000.0, "timestamp_end": 1700000000.01, "host": "api.openai.com", "port": 443,
+           "method": b"POST", "scheme": b"https", "authority": b"", "path": b"/v1/chat/completions"}
+    resp = {"http_version": b"HTTP/1.1", "headers": [[b"content-type", b"application/json"], [b"content-encoding", encoding.encode()]],
+            "content": bomb(encoding), "trailers": None,
+            "timestamp_start": 1700000000.5, "timestamp_end": 1700000001.25, "status_code": 200, "reason": b"OK"}
+    return tnet({"version": 20, "type": "http", "id": f"f{index}", "error": None, "client_conn": {}, "server_conn": {},
+                 "intercepted": False, "is_replay": None, "marked": "", "metadata": {}, "comment": "",
+                 "timestamp_created": 1700000000.0, "request": req, "response": resp, "websocket": None, "backup": None})
+
+
+def _bombs_flows(path: Path, encodings: tuple[str, ...] = BOMB_ENCODINGS) -> None:
+    path.write_bytes(b"".join(bomb_flow(enc, i) for i, enc in enumerate(encodings)))
+
+
+def _deep_param_body(depth: int) -> bytes:
+    """A chat request whose ``response_format`` parameter nests ``depth`` levels (valid JSON)."""
+    return b'{"model":"gpt-4o","messages":[{"role":"user","content":"go"}],"response_format":' + _nested(depth) + b"}"
+
+
+_OK = {"id": "x", "object": "chat.completion", "model": "gpt-4o", "choices": [{"index": 0, "finish_reason": "stop",
+       "message": {"role": "assistant", "content": "ok"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+def _deep_param_recorded(path: Path, depth: int) -> None:
+    """The deep parameter recorded live: what the recorder keeps."""
+    _cassette(path, [_chat(_deep_param_body(depth), _OK)])
+
+
+def _deep_param_stored_json(path: Path, depth: int) -> None:
+    """The deep parameter stored as parsed JSON in the record, without the writer's stored parse
+    (a record nests at most 254 levels, so ``depth`` up to about 245): about 1 KB."""
+    good = orjson.loads(_good_record_line())
+    good["request"]["body"] = {"json": orjson.loads(_deep_param_body(depth))}
+    good["response"]["body"] = {"json": _OK}
+    good.pop("parsed", None)
+    good.pop("derived", None)
+    _raw_lines(path, [orjson.dumps(good)])
+
+
 def million_tiny(path: Path, n: int = 1_000_000) -> None:
     """``n`` tiny but valid round-trip records (a header, then a POST with no body and no answer)."""
     with path.open("wb") as fh:
@@ -358,14 +506,29 @@ FILES: dict[str, Callable[[Path], None]] = {
     "empty.jsonl": lambda p: p.write_bytes(b""),
     "header_only.jsonl": lambda p: _raw_lines(p, []),
     "newer_version.jsonl": lambda p: p.write_bytes(orjson.dumps({**header_record({}), "format_version": 99}) + b"\n"),
+    "deep_param_200.jsonl": lambda p: _deep_param_stored_json(p, 200),
+    "deep_param_240.jsonl": lambda p: _deep_param_stored_json(p, 240),
+    "deep_param_200_recorded.jsonl": lambda p: _deep_param_recorded(p, 200),
+    "deep_param_10000_recorded.jsonl": lambda p: _deep_param_recorded(p, 10_000),
+    "bomb_stacked.jsonl": lambda p: _cassette(p, [bomb_exchange("gzip, br")]),
+    "bomb_br.yaml": lambda p: _bombs_vcr(p, ("br",)),
+    "bomb_zstd.mitm": lambda p: _bombs_flows(p, ("zstd",)),
+}
+#: Built only when named (tests/hostile/test_bombs.py): every bomb in each format.
+#: Reading one costs seconds of CPU per bomb (each is decoded to the budget and redacted, like any
+#: other tool's file), too much for every command of the matrix.
+NAMED_ONLY: dict[str, Callable[[Path], None]] = {
+    "bombs.jsonl": _bombs_cassette,
+    "bombs.yaml": _bombs_vcr,
+    "bombs.mitm": _bombs_flows,
 }
 
 
 def build(directory: Path, names: list[str] | None = None, *, million: bool = False) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     out: dict[str, Path] = {}
-    for name, write in FILES.items():
-        if names and name not in names:
+    for name, write in {**FILES, **NAMED_ONLY}.items():
+        if (names and name not in names) or (not names and name in NAMED_ONLY):
             continue
         path = directory / name
         write(path)

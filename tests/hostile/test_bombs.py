@@ -1,0 +1,295 @@
+"""Decompression bombs and deep parameters (issue 29 items 2 and 3), each run in its own process
+under a 1 GiB address-space cap, its peak RSS measured (wait4 through the matrix's launcher):
+
+- every bomb (gzip, deflate, br, zstd, ``gzip, br``; 1 GiB of output each) stops at looptap's
+  decompression budget with a note that says so, the bytes kept as received: in the decoder, in
+  the recorder's pipeline, in vcrpy files, mitmproxy flow files, stored cassettes and the replay
+  server's requests;
+- a request parameter nested 200, 240 or 10,000 levels deep is read by every command and labelled
+  "nested deeper than 128 levels", never a traceback or "not valid JSON".
+
+Before this, under the same cap: each bomb ended in MemoryError (or gigabytes without it), and the
+deep parameter crashed show, textconv, export, diff and inspect with pydantic's recursion limit.
+``tests/hostile/test_matrix.py`` runs every command on the same files (tests/hostile/corpus.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from cassettes.bounds import MAX_DECODED_BYTES
+from tests.hostile.corpus import BOMB_ENCODINGS, build
+from tests.hostile.matrix import _LAUNCH, INSPECT_DRIVER, ROOT
+
+#: The address-space cap of every child here (a bomb took 2 to 8.4 GB before).
+AS_CAP = 1 << 30
+#: Peak RSS allowed (the budget is 64 MiB of output per body; a decoded body is held twice at most).
+RSS_CEILING_MB = 700
+_TRACEBACK = re.compile(rb"Traceback \(most recent call last\)|MemoryError|Fatal Python error|Segmentation fault")
+_OVER = f"decompresses past {MAX_DECODED_BYTES >> 20} MiB"
+_DEEP = "nested deeper than 128 levels"
+
+
+def _cap() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (AS_CAP, AS_CAP))
+    os.setsid()
+
+
+def run_capped(argv: list[str], cwd: Path, timeout: float = 1800) -> tuple[int, str, float]:
+    """(exit, stdout + stderr, peak RSS MB) of ``argv`` under :data:`AS_CAP`. The timeout only
+    keeps a wedged child from holding the suite forever; nothing here asserts on time."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
+    with tempfile.NamedTemporaryFile("r") as rss:
+        p = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCH, rss.name, *argv], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, cwd=cwd, env=env, preexec_fn=_cap)
+        try:
+            stdout, stderr = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)  # its own session: the command and its children too
+            stdout, stderr = p.communicate()
+        kb = rss.read().strip()
+    out = stdout + stderr
+    assert not _TRACEBACK.search(out), out.decode("utf-8", "replace")[-3000:]
+    return p.returncode or 0, out.decode("utf-8", "replace"), int(kb) / 1024 if kb.isdigit() else 0.0
+
+
+LOOPTAP = [sys.executable, "-m", "cassettes.cli"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    names = ["bombs.jsonl", "bombs.yaml", "bombs.mitm", "bomb_br.yaml", "bomb_zstd.mitm", "deep_param_200.jsonl", "deep_param_240.jsonl",
+             "deep_param_200_recorded.jsonl", "deep_param_10000_recorded.jsonl", "hostile_all_families.jsonl"]
+    return build(tmp_path_factory.mktemp("bombs"), names)
+
+
+# -- decompression -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", BOMB_ENCODINGS)
+def test_each_bomb_stops_at_the_budget_in_the_decoder_and_the_salvage(encoding: str, tmp_path: Path) -> None:
+    code = textwrap.dedent(f"""
+        from cassettes.wire.decoding import decode_chunks, salvage
+        from tests.hostile.corpus import bomb
+        raw = bomb({encoding!r})
+        res = decode_chunks([(0.0, raw[:len(raw) // 2]), (0.5, raw[len(raw) // 2:])], {encoding!r})
+        print("kept", res.decoded_from is None and b"".join(c for _, c in res.chunks) == raw)
+        print("notes", res.notes)
+        print("salvaged", len(salvage(raw)))
+    """)
+    exit_code, out, rss = run_capped([sys.executable, "-c", code], tmp_path)
+    assert exit_code == 0, out
+    assert "kept True" in out, out
+    assert _OVER in out and "kept compressed, as received" in out, out
+    salvaged = int(re.search(r"salvaged (\d+)", out).group(1))  # type: ignore[union-attr]
+    assert salvaged <= MAX_DECODED_BYTES
+    assert rss < RSS_CEILING_MB, f"{rss:.0f} MB"
+
+
+def test_a_body_under_the_budget_decodes_whole_in_every_encoding() -> None:
+    """The clean twin: a real-sized body in each encoding (and stacked) decodes to every byte."""
+    import gzip
+    import zlib
+
+    import brotli
+    import zstandard
+
+    from cassettes.wire.decoding import decode_chunks
+
+    plain = b'{"model":"gpt-4o","messages":[' + b'{"role":"user","content":"hello there"},' * 50_000 + b"{}]}"
+    packed = {"gzip": gzip.compress(plain), "deflate": zlib.compress(plain), "br": brotli.compress(plain),
+              "zstd": zstandard.ZstdCompressor().compress(plain), "gzip, br": brotli.compress(gzip.compress(plain))}
+    for enc, data in packed.items():
+        res = decode_chunks([(0.0, data[:100]), (0.1, data[100:])], enc)
+        assert b"".join(c for _, c in res.chunks) == plain and not res.notes, enc
+
+
+def test_brotli_without_an_output_limit_is_fed_a_byte_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorder's environment pins brotli 1.1 (mitmproxy 11), whose ``process`` has no output
+    limit: the fallback stops there too, and decodes a normal body whole."""
+    import brotli
+
+    from cassettes.wire import decoding
+    from tests.hostile.corpus import bomb
+
+    monkeypatch.setattr(decoding, "_brotli_limits", lambda: False)
+    plain = b"data: {}\n\n" * 5000
+    res = decoding.decode_chunks([(0.0, brotli.compress(plain))], "br")
+    assert b"".join(c for _, c in res.chunks) == plain
+    dec = decoding._Decoder("br", 1 << 20)
+    with pytest.raises(decoding.OverBudget):
+        dec.feed(bomb("br"))
+    assert dec.total <= (1 << 20) + (16 << 20)  # at most one meta-block past the limit
+
+
+def test_bomb_files_read_by_every_command_within_the_budget(files: dict[str, Path], tmp_path: Path) -> None:
+    """A cassette holding every bomb (request and response) as the recorder keeps it, and vcrpy
+    and mitmproxy files answered by every bomb: reading commands stay under the cap, and every
+    bomb body is said to be kept compressed."""
+    failures = []
+    expected = {"bombs.yaml": len(BOMB_ENCODINGS), "bombs.mitm": len(BOMB_ENCODINGS), "bombs.jsonl": 2 * len(BOMB_ENCODINGS)}
+    for name, bodies in expected.items():
+        f = files[name]
+        cmds = [["show", "--json"], ["verify"]] if name == "bombs.jsonl" else [["show", "--json"], ["import", "-f", "-o", str(tmp_path / f"{name}.jsonl")]]
+        for cmd in cmds:
+            exit_code, out, rss = run_capped([*LOOPTAP, *cmd, str(f)], tmp_path)
+            if exit_code != 0 or rss >= RSS_CEILING_MB:
+                failures.append(f"{cmd[0]} {name}: exit {exit_code}, {rss:.0f} MB: {out[-300:]}")
+            if cmd == ["show", "--json"]:
+                notes = [n for line in out.splitlines() if line.startswith("{") for n in orjson.loads(line)["notes"]]
+                said = sum(_OVER in n for n in notes)
+                if said != bodies:
+                    failures.append(f"show --json {name}: {said} of {bodies} bodies said to be over the budget: {notes}")
+    assert not failures, "\n".join(failures)
+    for name in ("bombs.yaml", "bombs.mitm"):  # imported: the compressed bytes kept, with their header
+        recs = [orjson.loads(line) for line in (tmp_path / f"{name}.jsonl").read_bytes().splitlines()[1:]]
+        assert [dict(map(tuple, r["response"]["headers"]))["content-encoding"] for r in recs] == list(BOMB_ENCODINGS)
+        assert all("b64" in r["response"]["body"] for r in recs)
+
+
+def _replay(cassette: Path, requests: list[tuple[str, bytes]], cwd: Path) -> tuple[int, str, float]:
+    """``looptap replay`` under the cap, sent ``requests`` (Content-Encoding, body); prints each
+    answer's status and the start of its body. The peak RSS returned is the server's own
+    (VmHWM, read just before it is stopped): it is the capped child's child."""
+    bodies = []
+    for i, (enc, body) in enumerate(requests):
+        (cwd / f"req{i}").write_bytes(body)
+        bodies.append((enc, str(cwd / f"req{i}")))
+    code = textwrap.dedent(f"""
+        import signal, subprocess, sys, urllib.error, urllib.request
+        p = subprocess.Popen({[*LOOPTAP, "replay", str(cassette)]!r}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        url = None
+        for line in p.stdout:
+            sys.stdout.write(line.decode("utf-8", "replace"))
+            if line.startswith(b"export OPENAI_BASE_URL="):
+                url = line.split(b"=", 1)[1].strip().decode()
+                break
+        for enc, path in {bodies!r}:
+            req = urllib.request.Request(url.rstrip("/") + "/chat/completions", data=open(path, "rb").read(),
+                                         headers={{"content-type": "application/json", "content-encoding": enc}})
+            try:
+                with urllib.request.urlopen(req, timeout=600) as r:
+                    print("answer", r.status, r.read()[:300])
+            except urllib.error.HTTPError as exc:
+                print("answer", exc.code, exc.read()[:300])
+        hwm = [l for l in open(f"/proc/{{p.pid}}/status") if l.startswith("VmHWM:")][0].split()[1]
+        print("server_hwm_kb", hwm)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        sys.stdout.write(out.decode("utf-8", "replace") + err.decode("utf-8", "replace"))
+        sys.exit(p.returncode)
+    """)
+    exit_code, out, _ = run_capped([sys.executable, "-c", code], cwd)
+    hwm = re.search(r"server_hwm_kb (\d+)", out)
+    return exit_code, out, int(hwm.group(1)) / 1024 if hwm else float("inf")
+
+
+def test_replay_server_answers_every_bomb_request_within_the_budget(files: dict[str, Path], tmp_path: Path) -> None:
+    from tests.hostile.corpus import bomb
+
+    requests = [(enc, bomb(enc)) for enc in BOMB_ENCODINGS]
+    _, out, rss = _replay(files["hostile_all_families.jsonl"], requests, tmp_path)
+    answers = re.findall(r"^answer (\d+)", out, re.M)
+    assert len(answers) == len(BOMB_ENCODINGS), out[-2000:]
+    assert all(a.startswith("4") for a in answers), out[-2000:]  # a miss or a refusal: never a 500
+    assert rss < RSS_CEILING_MB, f"{rss:.0f} MB"
+
+
+# -- depth ---------------------------------------------------------------------------------------
+
+_DEEP_FILES = ("deep_param_200.jsonl", "deep_param_240.jsonl", "deep_param_200_recorded.jsonl", "deep_param_10000_recorded.jsonl")
+
+
+@pytest.fixture(scope="module")
+def deep_runs(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    yield {n: files[n] for n in _DEEP_FILES}
+
+
+@pytest.mark.parametrize("name", _DEEP_FILES)
+def test_a_deep_parameter_is_read_by_every_command_and_labelled(name: str, deep_runs: dict[str, Path], tmp_path: Path) -> None:
+    f = deep_runs[name]
+    for cmd in (["show"], ["show", "--json"], ["textconv"], ["export", "--har", str(tmp_path / "x.har")],
+                ["export", "--otel", str(tmp_path / "x.otel")], ["diff", str(f)], ["verify"]):
+        exit_code, out, _ = run_capped([*LOOPTAP, *cmd, str(f)], tmp_path)
+        assert exit_code == 0, (cmd, out[-2000:])
+        if cmd[0] in ("show", "textconv"):
+            assert _DEEP in out and "not valid JSON" not in out, (cmd, out[-2000:])
+    exit_code, out, _ = _replay(f, [("identity", b'{"model":"gpt-4o","messages":[{"role":"user","content":"go"}]}')], tmp_path)
+    assert re.search(r"^answer \d+", out, re.M), out[-2000:]
+
+
+def test_a_deep_parameter_in_the_inspector(deep_runs: dict[str, Path], tmp_path: Path) -> None:
+    exit_code, out, _ = run_capped([sys.executable, str(INSPECT_DRIVER), str(deep_runs["deep_param_200.jsonl"])], tmp_path)
+    assert exit_code == 0, out[-3000:]
+
+
+def test_mcp_lists_and_searches_a_root_of_deep_runs(deep_runs: dict[str, Path], tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    root = tmp_path / "root"
+    root.mkdir()
+    for f in deep_runs.values():
+        (root / f.name).write_bytes(f.read_bytes())
+    code = textwrap.dedent(f"""
+        import asyncio, sys
+        from mcp import Client
+        from cassettes.interop.mcp import build_server
+        async def go():
+            async with Client(build_server([{str(root)!r}])) as c:
+                for name, args in (("list_runs", {{}}), ("search", {{"query": "gpt-4o"}})):
+                    r = await c.call_tool(name, args)
+                    print(name, "error" if r.is_error else "ok", "".join(getattr(p, "text", "") for p in r.content).replace("\\n", " ")[:4000])
+        asyncio.run(go())
+    """)
+    exit_code, out, _ = run_capped([sys.executable, "-c", code], tmp_path)
+    assert exit_code == 0 and "list_runs ok" in out and "search ok" in out, out[-3000:]
+    listed = out.split("list_runs ok", 1)[1].split("search ok", 1)[0]
+    for name in _DEEP_FILES:
+        assert name in listed, listed[:2000]
+    assert "could not" not in listed.lower() and "error" not in listed.lower(), listed[:2000]
+
+
+def test_bounds_parse_cuts_any_depth_and_keeps_shallow_json_whole() -> None:
+    from cassettes.bounds import MARKER, WALK_DEPTH, json_depth, parse
+
+    for depth in (WALK_DEPTH, WALK_DEPTH + 1, 200, 1_024, 1_025, 100_000):
+        text = b'{"s":"[{\\"]","a":' * depth + b'"x"' + b"}" * depth
+        value, why = parse(text)
+        assert json_depth(value, 10**6) == min(depth, WALK_DEPTH), depth
+        assert (why is None) == (depth <= WALK_DEPTH), depth
+        if depth > WALK_DEPTH:
+            assert why == "nested deeper than 128 levels" and MARKER in orjson.dumps(value).decode()
+        node = value
+        while isinstance(node, dict):
+            assert node["s"] == '[{"]'  # brackets inside strings never count
+            node = node["a"]
+    with pytest.raises(orjson.JSONDecodeError):
+        parse(b"[1,," + b"[" * 2000 + b"1" + b"]" * 2001)  # not JSON (above the cut) stays not JSON
+
+
+def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None:
+    """Recorded live, the deep request keeps its exact bytes, and every reader says why it is cut."""
+    from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.storage.store import read_cassette
+    from tests.hostile.corpus import _OK, _chat, _deep_param_body
+
+    for depth in (200, 10_000):
+        path = tmp_path / f"d{depth}.jsonl"
+        body = _deep_param_body(depth)
+        with CassetteWriter(path) as w:
+            rt = w.append(_chat(body, _OK))
+        assert any(_DEEP in e for e in rt.analysis_errors), rt.analysis_errors
+        (ex,) = read_cassette(path).exchanges
+        assert ex.request_body == body
+        assert ex.request_json()["model"] == "gpt-4o" and ex.request_json_cut and ex.request_cut_reason == _DEEP
