@@ -1,0 +1,143 @@
+"""Client wire habits that are valid but once read as bugs (issue 27): each test the habit as the
+client sends it (0 warnings), and a twin where the same shape carries a real bug (still found).
+
+* Codex 0.169's default: tools in an ``additional_tools`` input item holding namespaces, later turns
+  chained by ``previous_response_id`` sending only their new items (item 1);
+* the Vercel AI SDK over Responses with ``store`` on: the model's message referred back to as
+  ``{"type": "item_reference", "id": "msg_…"}`` (item 2);
+* Codex's ``spawn_agent`` sub-agent, whose task arrives as an ``agent_message`` (item 5);
+* Claude Code's tool-use summary quoting a short Bash call (item 5);
+* a request repeated word for word after its conversation moved on (item 8).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import pytest
+from scenarios import FAMILIES, AgentScript, Call, edit_request, openai_responses_turn
+
+from cassettes.analysis import analyse
+from cassettes.analysis.model import Conversation, RunAnalysis
+from cassettes.wire.exchange import Exchange
+
+Json = dict[str, Any]
+
+
+def run_of(exchanges: Sequence[Exchange]) -> RunAnalysis:
+    exchanges = list(exchanges)
+    for i, ex in enumerate(exchanges):
+        ex.seq = i
+    return analyse(exchanges)
+
+
+def serious(run: RunAnalysis) -> list[tuple[str, int | None]]:
+    return [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")]
+
+
+def conv_of(run: RunAnalysis, seq: int) -> Conversation:
+    return next(c for c in run.conversations if seq in c.turns)
+
+
+# --- Codex: namespaces in an additional_tools item, turns chained by previous_response_id ---------
+
+
+def _fn(name: str, props: Json | None = None, required: Sequence[str] = ()) -> Json:
+    return {"type": "function", "name": name, "description": name, "strict": False,
+            "parameters": {"type": "object", "properties": props or {}, "required": list(required), "additionalProperties": False}}
+
+
+#: Codex 0.169's tool groups as it sends them (names and shapes from a recording; descriptions cut).
+CODEX_NAMESPACES: list[Json] = [
+    {"type": "namespace", "name": "functions", "description": "Default tools.", "tools": [
+        {"type": "custom", "name": "exec", "description": "Run JavaScript code to orchestrate/compose tool calls",
+         "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}},
+        _fn("wait", {"cell_id": {"type": "string"}}, ["cell_id"])]},
+    {"type": "namespace", "name": "clock", "description": "Time.", "tools": [_fn("sleep", {"ms": {"type": "number"}})]},
+    {"type": "namespace", "name": "collaboration", "description": "Tools for spawning and managing sub-agents.", "tools": [
+        _fn("spawn_agent", {"task_name": {"type": "string"}, "message": {"type": "string", "encrypted": True},
+                            "fork_turns": {"type": "string"}}, ["task_name", "message"]),
+        _fn("wait_agent", {"timeout_ms": {"type": "number"}})]},
+]
+
+
+def _responses_turn(input_items: list[Json], prev: Exchange | None, *, text: str | None = None,
+                    call: tuple[str, Json] | None = None, top_tools: list[Json] | None = None) -> Exchange:
+    """A Responses round trip as Codex makes it: ``input`` holds only the new items when ``prev``
+    is given (``previous_response_id`` its response's id); ``store`` off; a namespaced call
+    carries its ``namespace`` as the API sends it."""
+    calls = [Call(call[0], call[1])] if call else []
+    ex = openai_responses_turn([], text, calls)
+
+    def edit(body: Json) -> None:
+        body.update(input=input_items, tools=top_tools or [], store=False, tool_choice="auto",
+                    include=["reasoning.encrypted_content"], parallel_tool_calls=False)
+        if prev is not None:
+            body["previous_response_id"] = orjson.loads(prev.response_body)["id"]
+
+    edit_request(ex, edit)
+    resp = orjson.loads(ex.response_body)
+    for item in resp["output"]:
+        if item["type"] == "function_call" and item["name"] in ("spawn_agent", "wait_agent"):
+            item["namespace"] = "collaboration"
+    ex.response_chunks = [(0.05, orjson.dumps(resp))]
+    return ex
+
+
+def _call_id(ex: Exchange) -> str:
+    return str(next(i["call_id"] for i in orjson.loads(ex.response_body)["output"] if i["type"] == "function_call"))
+
+
+def _codex_run(*, in_namespace: bool, second: str = "wait_agent", top_level: bool = False) -> list[Exchange]:
+    """Codex's main loop: spawn_agent, then ``second`` (wait_agent), then the answer; the tools
+    offered once in the first turn's additional_tools item (or, ``top_level``, in ``tools`` on
+    every turn)."""
+    tools_item = {"type": "additional_tools", "role": "developer", "tools": CODEX_NAMESPACES}
+    opening = [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]},
+               {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "What is the weather in Paris?"}]}]
+    top = CODEX_NAMESPACES if top_level else None
+    first = _responses_turn(([] if top_level or not in_namespace else [tools_item]) + opening, None,
+                            call=("spawn_agent", {"task_name": "weather", "message": "Find the weather in Paris."}), top_tools=top)
+    out1 = {"type": "function_call_output", "call_id": _call_id(first), "output": '{"task_name":"/root/weather"}'}
+    second_turn = _responses_turn([out1], first, call=(second, {"timeout_ms": 10000}), top_tools=top)
+    out2 = {"type": "function_call_output", "call_id": _call_id(second_turn), "output": '{"message":"Wait completed.","timed_out":false}'}
+    last = _responses_turn([out2], second_turn, text="It is sunny in Paris.", top_tools=top)
+    return [first, second_turn, last]
+
+
+def test_codex_namespaced_tools_offered_in_an_input_item_stay_offered_down_the_chain() -> None:
+    run = run_of(_codex_run(in_namespace=True))
+    assert [c.turns for c in run.conversations] == [[0, 1, 2]]
+    assert serious(run) == [], [(f.code, f.message) for f in run.findings]
+
+
+def test_codex_namespaces_in_top_level_tools_clean_twin() -> None:
+    run = run_of(_codex_run(in_namespace=True, top_level=True))
+    assert serious(run) == []
+
+
+def test_a_tool_in_no_namespace_is_still_not_offered() -> None:
+    """The bug twin: the chained turn calls a tool none of the namespaces holds; the finding
+    lists the tools inside the namespaces, not the namespaces' names."""
+    run = run_of(_codex_run(in_namespace=True, second="delete_repository"))
+    (f,) = [f for f in run.findings if f.severity in ("warning", "error")]
+    assert (f.code, f.seq) == ("E.tool_not_offered", 1)
+    offered = f.details["offered"]
+    assert {"exec", "wait", "sleep", "spawn_agent", "wait_agent"} <= set(offered)
+    assert not {"functions", "clock", "collaboration"} & set(offered), offered
+
+
+def test_namespaces_inside_a_tool_search_output_are_offered() -> None:
+    """Tools a tool search loaded (a ``tool_search_output`` item, namespaces inside) count as offered."""
+    loaded = {"type": "tool_search_output", "call_id": "ts_1", "status": "completed", "execution": "client",
+              "tools": [CODEX_NAMESPACES[2]]}
+    opening = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Spawn a helper."}]}, loaded]
+    first = _responses_turn(opening, None, call=("spawn_agent", {"task_name": "w", "message": "Find the weather in Paris."}),
+                            top_tools=[{"type": "tool_search"}])
+    out1 = {"type": "function_call_output", "call_id": _call_id(first), "output": "{}"}
+    second = _responses_turn([out1], first, call=("wait_agent", {}), top_tools=[{"type": "tool_search"}])
+    assert serious(run_of([first, second])) == []
