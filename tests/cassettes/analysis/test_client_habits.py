@@ -141,3 +141,108 @@ def test_namespaces_inside_a_tool_search_output_are_offered() -> None:
     out1 = {"type": "function_call_output", "call_id": _call_id(first), "output": "{}"}
     second = _responses_turn([out1], first, call=("wait_agent", {}), top_tools=[{"type": "tool_search"}])
     assert serious(run_of([first, second])) == []
+
+
+# --- Codex's spawn_agent: the sub-agent's task arrives as an agent_message ------------------------
+
+
+def _codex_sub_agent(payload: str) -> Exchange:
+    """A Codex sub-agent's first request (0.169, ``fork_turns: none``): its own tools and developer
+    messages, the environment context, then the parent's ``agent_message`` whose encrypted payload
+    is the spawn call's ``message`` as the model wrote it."""
+    tools_item = {"type": "additional_tools", "role": "developer", "tools": CODEX_NAMESPACES}
+    items = [
+        tools_item,
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]},
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<multi_agent_role>You are an agent in a team of agents.</multi_agent_role>"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>\n  <cwd>/work</cwd>\n  <shell>bash</shell>\n</environment_context>"}]},
+        {"type": "agent_message", "id": "amsg_1", "author": "/root", "recipient": "/root/weather",
+         "content": [{"type": "input_text", "text": "Message Type: NEW_TASK\nTask name: /root/weather\nSender: /root\nPayload:\n"},
+                     {"type": "encrypted_content", "encrypted_content": payload}]},
+    ]
+    return _responses_turn(items, None, text="Paris: sunny, 21 C.")
+
+
+#: What the model wrote as spawn_agent's ``message`` (an encrypted argument: opaque to the client).
+TASK_BLOB = "gAAAAABpQ2vX0c1bQ9yR7kY3nP8tLw4sZ_0eHfJm2aUq"
+
+
+def test_codex_sub_agent_is_linked_to_the_turn_that_spawned_it() -> None:
+    first, second, last = _codex_run(in_namespace=True)
+    resp = orjson.loads(first.response_body)
+    resp["output"][0]["arguments"] = json.dumps({"task_name": "weather", "message": TASK_BLOB})
+    first.response_chunks = [(0.05, orjson.dumps(resp))]
+    sub = _codex_sub_agent(TASK_BLOB)
+    run = run_of([first, sub, second, last])
+    assert [c.turns for c in run.conversations] == [[0, 2, 3], [1]]
+    assert (conv_of(run, 1).branch, conv_of(run, 1).parent_seq) == ("sub_agent", 0)
+    assert serious(run) == []
+    # the twin: a sub-agent whose task no pending call sent is a conversation of its own
+    run = run_of([first, _codex_sub_agent("gAAAAABpQ2vXsomethingelse_entirely_0000"), second, last])
+    assert (conv_of(run, 1).branch, conv_of(run, 1).parent_seq) == (None, None)
+
+
+# --- Claude Code's tool-use summary of a short call ----------------------------------------------
+
+SUMMARY_SYSTEM = "Write a short summary label describing what these tool calls accomplished."
+BASH = Call("Bash", {"command": "ls", "description": "List files"})
+
+
+def _summary(args: Json, separators: tuple[str, str]) -> AgentScript:
+    label = AgentScript("anthropic", system=SUMMARY_SYSTEM, tools=())
+    label.user(f"Tools completed:\n\nTool: Bash\nInput: {json.dumps(args, separators=separators)}\nOutput: README.md\n\nLabel:")
+    label.reply("Listed files")
+    return label
+
+
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")], ids=["compact", "spaced"])
+def test_summary_of_a_short_bash_call_is_a_side_call_of_its_turn(separators: tuple[str, str]) -> None:
+    from scenarios import Tool
+
+    bash = Tool("Bash", {"type": "object", "properties": {"command": {"type": "string"}, "description": {"type": "string"}}, "required": ["command"]})
+    main = AgentScript("anthropic", system="You are Claude Code.", tools=(bash,))
+    main.user("What is in this folder?")
+    main.reply(calls=[copy.copy(BASH)])
+    main.results("README.md")
+    main.reply("One file: README.md.")
+    run = run_of([main.exchanges[0], _summary(BASH.args, separators).exchanges[0], main.exchanges[1]])
+    assert [c.turns for c in run.conversations] == [[0, 2], [1]]
+    assert (conv_of(run, 1).branch, conv_of(run, 1).parent_seq) == ("side_call", 0)
+    assert serious(run) == []
+    # the twin: a summary of a call this run never made links to nothing
+    run = run_of([main.exchanges[0], _summary({"command": "pwd", "description": "Where am I"}, separators).exchanges[0], main.exchanges[1]])
+    assert (conv_of(run, 1).branch, conv_of(run, 1).parent_seq) == (None, None)
+
+
+# --- a request repeated word for word: exact tool-call ids win -----------------------------------
+
+
+def _again(ex: Exchange) -> Exchange:
+    rep = copy.deepcopy(ex)
+    rep.request_body = bytes(ex.request_body)
+    rep.forget_request_json()
+    return rep
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f not in ("gemini", "ollama")])  # APIs with call ids
+def test_a_repeated_request_stays_with_the_conversation_its_ids_pair_with(family: str) -> None:
+    """Agent A's second request sent again after A went on; B, started alike, waits. The repeat's
+    tool-call ids are A's: it belongs to A (its history rewritten back to that point), not to B."""
+    a, b = AgentScript(family, system="S"), AgentScript(family, system="S")
+    for s in (a, b):
+        s.user("Weather in Paris?")
+    a.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    a.results("sunny")
+    b.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    b.results("sunny")
+    a1 = a.reply(calls=[Call("get_weather", {"city": "Lyon"})])
+    a.results("rain")
+    a2 = a.reply("Sunny in Paris, rain in Lyon.")
+    b1 = b.reply("Sunny in Paris.")
+    run = run_of([a.exchanges[0], b.exchanges[0], a1, a2, _again(a1), b1])
+    assert [c.turns for c in run.conversations] == [[0, 2, 3, 4], [1, 5]]
+    # A went back after its final answer with no new input: said on A's turn; B is clean
+    assert serious(run) == [("C.continued_after_final_answer", 4)]
+    # the clean twin: B's own next request still goes on in B
+    run = run_of([a.exchanges[0], b.exchanges[0], a1, a2, b1])
+    assert [c.turns for c in run.conversations] == [[0, 2, 3], [1, 4]]
