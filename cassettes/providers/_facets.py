@@ -30,6 +30,17 @@ def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
+def reset_at(retry_after: float, now: float | None = None) -> str:
+    """When a rate limit resets, as the APIs that send a time send it (RFC 3339, UTC, seconds):
+    ``retry_after`` seconds from now, rounded up, so it is never in the past when it arrives."""
+    import math
+    import time
+    from datetime import UTC, datetime
+
+    at = (time.time() if now is None else now) + max(float(retry_after), 0.0)
+    return datetime.fromtimestamp(math.ceil(at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class ClientRules:
     """What the API demands of the client's dispatch (WIRE.md §G)."""
 

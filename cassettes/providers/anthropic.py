@@ -71,7 +71,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
     tool_call_from_string,
 )
-from cassettes.providers._facets import _seconds
+from cassettes.providers._facets import _seconds, reset_at
 from cassettes.providers._parts import Slot, StreamParts
 from cassettes.wire.framing import Event, Framed
 
@@ -558,7 +558,7 @@ class AnthropicMessages(Provider):
         out = [("request-id", "req_looptap_fault")]
         if kind == "rate_limit":
             out += [("retry-after", _seconds(retry_after)), ("anthropic-ratelimit-requests-limit", "50"),
-                    ("anthropic-ratelimit-requests-remaining", "0"), ("anthropic-ratelimit-requests-reset", "2026-01-01T00:00:00Z")]
+                    ("anthropic-ratelimit-requests-remaining", "0"), ("anthropic-ratelimit-requests-reset", reset_at(retry_after))]
         elif kind in ("overloaded", "server_error"):
             out.append(("retry-after", _seconds(retry_after)))
         return out
