@@ -262,7 +262,12 @@ def _item_role_parts(item: Any) -> tuple[str, list[Part]]:
     if t == "reasoning":
         return "assistant", [_reasoning_part(item)]
     if t == "item_reference":
-        return "unknown", [Part(kind="other", provider_details={"block": item})]
+        # An item the API holds (``store`` on) referred to by id instead of sent again: the
+        # Vercel AI SDK sends the model's messages, reasoning and hosted calls this way. The
+        # analysis puts the referenced item back (``item_reference`` names the id); unresolved,
+        # it stands in the model-side turn it belongs to.
+        ref = as_str(item.get("id"))
+        return "assistant", [Part(kind="other", provider_details={"block": item, **({"item_reference": ref} if ref else {})})]
     if t == "agent_message":
         return "user", _agent_message_parts(item)
     # Hosted-tool calls and their outputs (web_search_call, tool_search_output, compaction …),

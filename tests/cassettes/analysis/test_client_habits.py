@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 import pytest
-from scenarios import FAMILIES, AgentScript, Call, edit_request, openai_responses_turn
+from scenarios import FAMILIES, WEATHER, AgentScript, Call, edit_request, openai_responses_turn
 
 from cassettes.analysis import analyse
 from cassettes.analysis.model import Conversation, RunAnalysis
@@ -246,3 +246,48 @@ def test_a_repeated_request_stays_with_the_conversation_its_ids_pair_with(family
     # the clean twin: B's own next request still goes on in B
     run = run_of([a.exchanges[0], b.exchanges[0], a1, a2, b1])
     assert [c.turns for c in run.conversations] == [[0, 2, 3], [1, 4]]
+
+
+# --- the Vercel AI SDK over Responses, store on: the model's items referred to by id ---------------
+
+
+def _vercel_loop(ref: Any, *, reasoning_ref: bool = True) -> list[Exchange]:
+    """@ai-sdk/openai's Responses input with ``store`` on (its default): the model's messages and
+    reasoning items go back as ``{"type": "item_reference", "id": …}``; function calls are sent
+    whole (their outputs pair by call_id). ``ref(item)`` is what the client sends for an item."""
+    user = {"role": "user", "content": [{"type": "input_text", "text": "What is the weather in Paris?"}]}
+    first = openai_responses_turn([user], None, [Call("get_weather", {"city": "Paris"})], reasoning="Look it up.", tools=[WEATHER])
+    resp1 = orjson.loads(first.response_body)
+    rs, fc = resp1["output"][0], resp1["output"][1]
+    hist = [user, ref(rs) if reasoning_ref else rs, {"type": "function_call", "call_id": fc["call_id"], "name": fc["name"], "arguments": fc["arguments"], "id": fc["id"]},
+            {"type": "function_call_output", "call_id": fc["call_id"], "output": "sunny, 21 C"}]
+    second = openai_responses_turn(hist, "It is sunny in Paris.", tools=[WEATHER])
+    msg = orjson.loads(second.response_body)["output"][0]
+    hist2 = [*hist, ref(msg), {"role": "user", "content": [{"type": "input_text", "text": "And tomorrow?"}]}]
+    third = openai_responses_turn(hist2, "Rain tomorrow.", tools=[WEATHER])
+    for ex in (first, second, third):
+        edit_request(ex, lambda body: body.update(store=True))
+    return [first, second, third]
+
+
+def _reference(item: Json) -> Json:
+    return {"type": "item_reference", "id": item["id"]}
+
+
+def test_vercel_item_references_count_as_echoed() -> None:
+    run = run_of(_vercel_loop(_reference))
+    assert [c.turns for c in run.conversations] == [[0, 1, 2]]
+    assert serious(run) == [], [(f.code, f.message) for f in run.findings]
+
+
+def test_vercel_items_sent_whole_clean_twin() -> None:
+    def whole(item: Json) -> Json:
+        return {k: v for k, v in item.items() if k != "status"}
+
+    assert serious(run_of(_vercel_loop(whole))) == []
+
+
+def test_a_reference_to_another_item_is_still_not_echoed() -> None:
+    """The bug twin: the client refers to an item the model never gave this conversation."""
+    run = run_of(_vercel_loop(lambda item: {"type": "item_reference", "id": "msg_" + "0" * 24} if item.get("type") == "message" else _reference(item)))
+    assert ("C.assistant_not_echoed", 2) in serious(run), serious(run)
