@@ -123,6 +123,14 @@ class ReplayShape:
     #: The same, only at the top level of the body (the name may mean something deeper down,
     #: e.g. a tool parameter).
     volatile_top_fields: ClassVar[frozenset[str]] = frozenset()
+    #: Fields whose value is the caller's own data, not the API's fields (tool schemas, a tool
+    #: call's input, a function's response, metadata): inside them ``null`` is a value, kept by
+    #: replay matching. Everywhere else ``null`` and an absent field are the same request.
+    free_form_fields: ClassVar[frozenset[str]] = frozenset(
+        {"parameters", "input_schema", "schema", "json_schema", "arguments", "args", "response", "metadata"}
+    )
+    #: Top-level fields at their documented default, the same request as without them.
+    field_defaults: ClassVar[tuple[tuple[str, Any], ...]] = ()
 
     def replay_chunks(self, chunks: list[tuple[float | None, bytes]], content_type: str, recorded: Any, live: bytes) -> list[tuple[float | None, bytes]]:
         """The recorded answer's body pieces as replay sends them to ``live`` (the request's

@@ -486,6 +486,7 @@ def _ws_closes(msg: Any) -> bool:
 
 
 class OpenAIResponses(Provider):
+    field_defaults = (("stream", False),)
     family = "openai_responses"
     otel_provider = "openai"
     pairing_errors = (

@@ -291,3 +291,63 @@ def test_a_reference_to_another_item_is_still_not_echoed() -> None:
     """The bug twin: the client refers to an item the model never gave this conversation."""
     run = run_of(_vercel_loop(lambda item: {"type": "item_reference", "id": "msg_" + "0" * 24} if item.get("type") == "message" else _reference(item)))
     assert ("C.assistant_not_echoed", 2) in serious(run), serious(run)
+
+
+# --- values the API treats as equal are no history change (issue 27 item 3, C layer) --------------
+
+
+def _rewrap(family: str) -> Any:
+    """The history re-serialised another valid way: nulls for absent fields, lone text parts for
+    strings (``model_dump()`` without ``exclude_none``, a framework's own message objects)."""
+
+    def edit(b: Json) -> None:
+        if family == "openai_chat":
+            for m in b["messages"]:
+                if m["role"] == "assistant" and "tool_calls" in m:
+                    m.update(content=None, refusal=None, name=None)
+                elif isinstance(m.get("content"), str):
+                    m["content"] = [{"type": "text", "text": m["content"]}]
+        elif family == "anthropic":
+            for m in b["messages"]:
+                if isinstance(m["content"], str):
+                    m["content"] = [{"type": "text", "text": m["content"]}]
+                for blk in m["content"]:
+                    if blk["type"] == "tool_result" and isinstance(blk["content"], str):
+                        blk.update(content=[{"type": "text", "text": blk["content"]}], is_error=None)
+        else:
+            for m in b["input"]:
+                if m.get("role") == "user" and isinstance(m.get("content"), str):
+                    m.update(type="message", content=[{"type": "input_text", "text": m["content"]}])
+                if m.get("type") == "function_call":
+                    m.update(id=None, status=None)
+
+    return edit
+
+
+@pytest.mark.parametrize("family", ["openai_chat", "anthropic", "openai_responses"])
+@pytest.mark.parametrize("change", ["equal", "text_changed"])
+def test_equal_encodings_of_the_history_are_no_change(family: str, change: str) -> None:
+    from scenarios import Script
+
+    s = Script(family, tools=[WEATHER])
+    s.user("Weather in Paris?")
+    s.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    s.results("sunny")
+    s.reply("It is sunny.")
+    s.user("And Rome?")
+    s.reply("Rainy.")
+    edit_request(s.exchanges[2], _rewrap(family))
+    if change == "text_changed":  # the bug twin: the tool's result really rewritten
+
+        def reword(b: Json) -> None:
+            if family == "openai_chat":
+                b["messages"][2]["content"] = [{"type": "text", "text": "cloudy"}]
+            elif family == "anthropic":
+                b["messages"][2]["content"][0]["content"] = [{"type": "text", "text": "cloudy"}]
+            else:
+                next(i for i in b["input"] if i.get("type") == "function_call_output")["output"] = "cloudy"
+
+        edit_request(s.exchanges[2], reword)
+    run = run_of(s.exchanges)
+    assert [c.turns for c in run.conversations] == [[0, 1, 2]]
+    assert serious(run) == ([] if change == "equal" else [("C.history_mutated", 2)])
