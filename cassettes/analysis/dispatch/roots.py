@@ -59,13 +59,21 @@ def _cause_of(f: Finding, here: list[Finding], before: list[Finding]) -> Finding
         for c in here:
             if c is f or c.code != code or c.details.get("caused_by"):
                 continue
-            if scope == "turn" or (f.tool_call_id and c.tool_call_id == f.tool_call_id):
+            if scope == "turn" or _same_call(f, c):
                 return c
-        if scope == "call" and f.tool_call_id:
+        if scope == "call":
             for c in before:
-                if c.code == code and c.tool_call_id == f.tool_call_id and not c.details.get("caused_by"):
+                if c.code == code and _same_call(f, c) and not c.details.get("caused_by"):
                     return c
     return None
+
+
+def _same_call(a: Finding, b: Finding) -> bool:
+    """About the same tool call: by id; where calls have no ids (Gemini, Ollama), by tool name."""
+    if a.tool_call_id or b.tool_call_id:
+        return a.tool_call_id == b.tool_call_id
+    tool = a.details.get("tool")
+    return bool(tool) and tool == b.details.get("tool")
 
 
 def _caused_by(f: Finding, cause: Finding | str) -> Finding:
