@@ -293,6 +293,8 @@ _MAX_PER_PREFIX = 256
 _MAX_PROMPTS = 4096
 #: Recent prompts looked for inside a new conversation's first words (exact matches: all of them).
 _SCAN_PROMPTS = 64
+#: Messages read at a new conversation's start for a pending call's prompt (system ones skipped).
+_SCAN_OPENING = 16
 #: Shortest argument text taken as a sub-agent prompt (shorter ones match by accident).
 _MIN_PROMPT = 24
 
@@ -314,6 +316,23 @@ def _prompt_strings(value: Any, out: list[str], depth: int = 0) -> None:
     elif isinstance(value, list):
         for v in value[:16]:
             _prompt_strings(v, out, depth + 1)
+
+
+#: Shortest arguments JSON (whitespace removed) looked for as a quotation of the call.
+_MIN_QUOTE = 16
+
+
+def _quote_key(arguments: Any) -> str | None:
+    """A call's arguments as a quotation would carry them: a JSON object, whitespace removed,
+    case folded (so ``{"a": "b"}`` and ``{"a":"b"}`` agree); ``None`` when too short to tell."""
+    if not isinstance(arguments, dict) or not arguments:
+        return None
+    try:
+        text = orjson.dumps(arguments).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    bare = "".join(text.split()).casefold()
+    return bare if _MIN_QUOTE <= len(bare) <= 4096 else None
 
 
 def _quoted_only(text: str, prompt: str) -> bool:
@@ -339,6 +358,8 @@ class Threader:
     _by_label: dict[str, str] = field(default_factory=dict)
     _last_of: dict[str, int] = field(default_factory=dict)  # conversation → its latest turn id
     _prompts: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    #: Recent calls' arguments as JSON without whitespace (see :func:`_quote_key`) → turn id.
+    _quotes: OrderedDict[str, int] = field(default_factory=OrderedDict)
     _count: int = 0
     _messages: list[Message] = field(default_factory=list)
     _system: int = 0
@@ -489,8 +510,14 @@ class Threader:
                 for text in found:
                     self._prompts[text] = tid
                     self._prompts.move_to_end(text)
+                quote = _quote_key(p.tool_call.arguments)
+                if quote is not None:
+                    self._quotes[quote] = tid
+                    self._quotes.move_to_end(quote)
         while len(self._prompts) > _MAX_PROMPTS:
             self._prompts.popitem(last=False)
+        while len(self._quotes) > _MAX_PROMPTS:
+            self._quotes.popitem(last=False)
 
     def _live(self, r: _Registered) -> bool:
         return self._last_of.get(r.conversation) == r.turn
@@ -630,6 +657,7 @@ class Threader:
         request is exactly an earlier request again (``repeat``: only a live turn may take it)."""
         n = len(keys.key)
         repeat = False
+        owner: _Registered | None = None  # the exact request's turn, when it carries tool-call ids
         for length, regs in self._matches(family, keys, strict=use_strict):
             if length == n:
                 again = [r for r in regs[-64:] if not r.with_echo]
@@ -643,15 +671,25 @@ class Threader:
                         # message): a side call over that history, branched from the turn.
                         best, _ = self._choose(again)
                         return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call"), repeat
+                    if use_strict and keys.strict[n - 1] != keys.loose[n - 1]:
+                        owner = self._choose(again)[0]
                     # Otherwise the same history as another conversation's request: a parallel
                     # agent one turn behind (it continues a turn still waiting), or the agent
                     # started over (a new run with the same opening).
                     repeat = True
             if repeat:
+                if owner is not None and keys.strict[length - 1] == keys.loose[length - 1]:
+                    break  # a prefix without the ids no longer says whose request this is
                 regs = [r for r in regs if self._live(r)]
                 if not regs:
                     continue
             return self._extends(keys, regs), repeat
+        if owner is not None and not self._live(owner):
+            # The same request, tool-call ids included, as a turn of a conversation that has
+            # since gone on, and no conversation waits where those ids lead: that conversation
+            # went back to that point (its history rewritten). Exact ids win over a shorter,
+            # id-less prefix another conversation shares.
+            return self._describe(owner.conversation, self._last_of[owner.conversation], keys.key, "rewritten"), repeat
         return None, repeat
 
     def _retry_of(self, again: list[Any], n: int) -> Link | None:
@@ -704,9 +742,12 @@ class Threader:
     def _start(self, messages: list[Message]) -> Link:
         """A new conversation; a sub-agent's when its first user words are a pending call's prompt."""
         link = Link(self._new_conversation(), None, "start")
-        if not self._prompts:
+        if not self._prompts and not self._quotes:
             return link
-        for m in messages[:4]:
+        # The first few messages after the system ones: a sub-agent's task may follow a context
+        # message of its own (Codex: environment context, then the parent's agent_message).
+        opening = [m for m in messages[:_SCAN_OPENING] if _ROLE.get(m.role, m.role) != "system"][:4]
+        for m in opening:
             if _ROLE.get(m.role, m.role) != "user":
                 continue
             text = _norm_prompt(" ".join(p.text for p in m.parts if p.kind == "text" and p.text))
@@ -723,9 +764,15 @@ class Threader:
                         if _quoted_only(text, prompt):
                             branch = "side_call"
                         break
+            if tid is None:
+                # A request that quotes a recent call's arguments whole (Claude Code's tool-use
+                # summary: ``Input: {"command":"ls"}``), however short their strings: about that call.
+                bare = "".join(text.split())
+                tid = next((t for q, t in itertools.islice(reversed(self._quotes.items()), _SCAN_PROMPTS) if q in bare), None)
+                branch = "side_call"
             if tid is not None:
                 link.parent, link.branch = tid, branch
-            break
+                break
         return link
 
     def _describe(self, conv: str, prev: int, keys: list[int], how: str, known: int = 0) -> Link:

@@ -184,8 +184,11 @@ def _spec(tools: list[ToolSpec], name: str | None) -> ToolSpec | None:
 
 def _loaded_tools(ctx: TurnContext) -> list[ToolSpec]:
     """Tools delivered inside the conversation rather than in the request's tools list: items that
-    carry a ``tools`` array (tool-search outputs, ``additional_tools`` items), in the history this
-    turn appended or in the response. Accumulated per conversation (each message is seen once)."""
+    carry a ``tools`` array (tool-search outputs, ``additional_tools`` items, MCP tool listings), in
+    the history this turn appended or in the response. Accumulated per conversation (each message
+    is seen once), so a later turn chained by ``previous_response_id`` that sends only its new
+    items still has them. A group of tools (a ``namespace``: Codex's ``functions``,
+    ``collaboration`` …) offers the tools inside it, not its own name."""
     known: dict[str, ToolSpec] = ctx.conv.state.setdefault("E.loaded_tools", {})
     parts = [p for m in ctx.turn.c.appended for p in m.parts]
     if ctx.response is not None:
@@ -193,14 +196,30 @@ def _loaded_tools(ctx: TurnContext) -> list[ToolSpec]:
     for p in parts:
         block = (p.provider_details or {}).get("block") if p.kind == "other" else None
         tools = block.get("tools") if isinstance(block, dict) else None
-        for t in tools if isinstance(tools, list) else []:
-            if isinstance(t, dict) and isinstance(t.get("name"), str):
-                params = t.get("parameters", t.get("input_schema"))
-                kind = str(t["type"]) if isinstance(t.get("type"), str) else "function"
-                known[t["name"]] = ToolSpec(
-                    name=t["name"], parameters=params if isinstance(params, dict) else None, kind=kind
-                )
+        _offered_in(tools, known, 0)
     return list(known.values())
+
+
+#: How deep tool groups may nest (a namespace inside a tool-search output inside an item).
+_MAX_TOOL_NESTING = 4
+
+
+def _offered_in(tools: Any, known: dict[str, ToolSpec], depth: int) -> None:
+    """Each tool of a delivered ``tools`` array into ``known``; a group (an entry that holds a
+    ``tools`` array of its own, e.g. ``{"type": "namespace", "name": "functions", "tools": […]}``)
+    contributes its members (bounded nesting)."""
+    if depth > _MAX_TOOL_NESTING or not isinstance(tools, list):
+        return
+    for t in tools:
+        if not isinstance(t, dict):
+            continue
+        if isinstance(t.get("tools"), list):
+            _offered_in(t["tools"], known, depth + 1)
+            continue
+        if isinstance(t.get("name"), str):
+            params = t.get("parameters", t.get("input_schema"))
+            kind = str(t["type"]) if isinstance(t.get("type"), str) else "function"
+            known[t["name"]] = ToolSpec(name=t["name"], parameters=params if isinstance(params, dict) else None, kind=kind)
 
 
 def _placeholder(c: ToolCall) -> bool:

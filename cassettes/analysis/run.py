@@ -30,7 +30,7 @@ from cassettes.analysis.model import (
     TokenView,
     Turn,
 )
-from cassettes.parsing.models import Message
+from cassettes.parsing.models import Message, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
 from cassettes.wire.exchange import Exchange
 
@@ -104,6 +104,54 @@ def _retry_after(ex: Exchange) -> float | None:
         return None
 
 
+#: Answer items remembered by id for item references (the most recent; an older id stays unresolved).
+MAX_REFERENCED_ITEMS = 4096
+
+
+class ItemReferences:
+    """Items of recent answers by their id, to put back in a history that refers to them by id
+    (an ``item_reference`` part: the item is held by the API, ``store`` on). A reference resolved
+    is the answer's parts, each marked ``item_reference``, so the history reads as if the client
+    had sent the item: the echo, threading and history checks compare what the API will use."""
+
+    def __init__(self, limit: int = MAX_REFERENCED_ITEMS) -> None:
+        self._parts: OrderedDict[str, list[Part]] = OrderedDict()
+        self._limit = limit
+
+    def remember(self, response: NormalisedResponse | None) -> None:
+        fresh: set[str] = set()
+        for p in response.parts if response is not None else []:
+            pd = p.provider_details or {}
+            block = pd.get("block")
+            item_id = pd.get("id") if isinstance(pd.get("id"), str) else block.get("id") if isinstance(block, dict) else None
+            if not isinstance(item_id, str) or not item_id:
+                continue
+            if item_id not in fresh:  # an id answered again stands for its latest item
+                fresh.add(item_id)
+                self._parts[item_id] = []
+            self._parts[item_id].append(p)
+            self._parts.move_to_end(item_id)
+        while len(self._parts) > self._limit:
+            self._parts.popitem(last=False)
+
+    def resolve(self, messages: list[Message]) -> None:
+        """Replace, in place, each referenced item this analyser has seen by its parts."""
+        if not self._parts:
+            return
+        for m in messages:
+            if not any(p.kind == "other" and (p.provider_details or {}).get("item_reference") for p in m.parts):
+                continue
+            out: list[Part] = []
+            for p in m.parts:
+                ref = (p.provider_details or {}).get("item_reference") if p.kind == "other" else None
+                known = self._parts.get(ref) if isinstance(ref, str) else None
+                if known is None:
+                    out.append(p)
+                    continue
+                out.extend(q.model_copy(update={"provider_details": {**(q.provider_details or {}), "item_reference": ref}}) for q in known)
+            m.parts[:] = out
+
+
 def _failed(rt: RoundTrip) -> bool:
     r = rt.response
     return bool(rt.transport_error) or (rt.status or 0) >= 400 or r is None or r.error is not None or r.complete is False
@@ -153,6 +201,8 @@ class RunAnalyser:
         self._owned: set[int] = set()  # seqs of live contexts whose round trip this analyser parsed
         # keep_turns off: the findings of turns that have some, in recording order.
         self._flagged: dict[int, tuple[int, list[Finding]]] = {}
+        # Items of recent answers by id, for requests that refer to them instead of sending them.
+        self._items = ItemReferences()
         #: The API family of the round trip :meth:`add` took last ("none" when not an LLM API's).
         self.last_family = "none"
 
@@ -181,6 +231,8 @@ class RunAnalyser:
             return None
         if owned:
             self._owned.add(seq)
+        self._items.resolve(rt.request.messages)
+        self._items.remember(rt.response)
         label = ex.request_header(_HEADER)
         link = self._thread(rt, label)
         tid = len(self._threader.turns) - 1

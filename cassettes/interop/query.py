@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from cassettes.analysis.dispatch import is_consequence, ordered_findings
 from cassettes.analysis.model import Finding, Turn
 from cassettes.errors import CassetteError
 from cassettes.interop.run import Run, open_run
@@ -123,26 +124,9 @@ def _finding(f: Finding, chars: int) -> dict[str, Any]:
     caused_by = f.details.get("caused_by") if isinstance(f.details, dict) else None
     if caused_by:
         d["caused_by"] = text(caused_by, 100)
+        if isinstance(f.details.get("caused_by_seq"), int):
+            d["caused_by_seq"] = f.details["caused_by_seq"]
     return d
-
-
-def ordered_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Root causes first (by severity, then recording order), each followed by the findings it
-    caused; consequences of nothing shown at the end."""
-    fs = list(findings)
-    roots = [f for f in fs if not (f.details or {}).get("caused_by")]
-    roots.sort(key=lambda f: (_SEV.get(f.severity.value, 3), f.seq or 0))
-    out: list[Finding] = []
-    placed: set[int] = set()
-    for r in roots:
-        out.append(r)
-        placed.add(id(r))
-        for f in fs:
-            if id(f) not in placed and (f.details or {}).get("caused_by") == r.code and f.conversation == r.conversation:
-                out.append(f)
-                placed.add(id(f))
-    out.extend(f for f in fs if id(f) not in placed)
-    return out
 
 
 def _message(m: Message, chars: int) -> dict[str, Any]:
@@ -306,7 +290,7 @@ class Runs:
                     "recorded_title": text(c.label or c.title, 120),
                 }
             )
-        roots = [_finding(f, 200) for f in ordered_findings(a.findings) if not (f.details or {}).get("caused_by")][:8]
+        roots = [_finding(f, 200) for f in ordered_findings(a.findings) if not is_consequence(f)][:8]
         out = self._overview(path, r)
         budget = _budget(max_bytes) - _size(out) - _size(roots)
         shown, nxt = page(convs, 0, 200, max(budget, 500))

@@ -243,7 +243,9 @@ class Run:
             lines = [f"{len(found)} finding(s) in {what}:"]
             for f in found:
                 where = f"conversation {f.conversation}, turn {f.turn}" if f.conversation is not None else f"seq {f.seq}"
-                lines.append(f"  {f.layer} {f.severity.value} {f.code} ({where}{', ' + f.path if f.path else ''}): {f.message}")
+                cause = f.details.get("caused_by")
+                lines.append(f"  {f.layer} {f.severity.value} {f.code} ({where}{', ' + f.path if f.path else ''}): {f.message}"
+                             + (f" (caused by {cause})" if cause else ""))
             raise AssertionError("\n".join(lines))
 
     def assert_turns_at_most(self, n: int) -> None:

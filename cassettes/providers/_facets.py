@@ -30,6 +30,17 @@ def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
+def reset_at(retry_after: float, now: float | None = None) -> str:
+    """When a rate limit resets, as the APIs that send a time send it (RFC 3339, UTC, seconds):
+    ``retry_after`` seconds from now, rounded up, so it is never in the past when it arrives."""
+    import math
+    import time
+    from datetime import UTC, datetime
+
+    at = (time.time() if now is None else now) + max(float(retry_after), 0.0)
+    return datetime.fromtimestamp(math.ceil(at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class ClientRules:
     """What the API demands of the client's dispatch (WIRE.md §G)."""
 
@@ -112,6 +123,14 @@ class ReplayShape:
     #: The same, only at the top level of the body (the name may mean something deeper down,
     #: e.g. a tool parameter).
     volatile_top_fields: ClassVar[frozenset[str]] = frozenset()
+    #: Fields whose value is the caller's own data, not the API's fields (tool schemas, a tool
+    #: call's input, a function's response, metadata): inside them ``null`` is a value, kept by
+    #: replay matching. Everywhere else ``null`` and an absent field are the same request.
+    free_form_fields: ClassVar[frozenset[str]] = frozenset(
+        {"parameters", "input_schema", "schema", "json_schema", "arguments", "args", "response", "metadata"}
+    )
+    #: Top-level fields at their documented default, the same request as without them.
+    field_defaults: ClassVar[tuple[tuple[str, Any], ...]] = ()
 
     def replay_chunks(self, chunks: list[tuple[float | None, bytes]], content_type: str, recorded: Any, live: bytes) -> list[tuple[float | None, bytes]]:
         """The recorded answer's body pieces as replay sends them to ``live`` (the request's

@@ -71,7 +71,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
     tool_call_from_string,
 )
-from cassettes.providers._facets import _seconds
+from cassettes.providers._facets import ReplayShape, _seconds, reset_at
 from cassettes.providers._parts import Slot, StreamParts
 from cassettes.wire.framing import Event, Framed
 
@@ -434,6 +434,9 @@ def _bedrock_payload(ev: Event) -> tuple[str | None, Any]:
 
 
 class AnthropicMessages(Provider):
+    # a tool_use block's ``input`` is the call's arguments as the model gave them
+    free_form_fields = frozenset({*ReplayShape.free_form_fields, "input"})
+    field_defaults = (("stream", False),)
     family = "anthropic"
     results_in_one_message = True
     tool_error_flag = True
@@ -558,7 +561,7 @@ class AnthropicMessages(Provider):
         out = [("request-id", "req_looptap_fault")]
         if kind == "rate_limit":
             out += [("retry-after", _seconds(retry_after)), ("anthropic-ratelimit-requests-limit", "50"),
-                    ("anthropic-ratelimit-requests-remaining", "0"), ("anthropic-ratelimit-requests-reset", "2026-01-01T00:00:00Z")]
+                    ("anthropic-ratelimit-requests-remaining", "0"), ("anthropic-ratelimit-requests-reset", reset_at(retry_after))]
         elif kind in ("overloaded", "server_error"):
             out.append(("retry-after", _seconds(retry_after)))
         return out

@@ -45,6 +45,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
     tool_call_from_string,
 )
+from cassettes.providers._facets import ReplayShape
 from cassettes.providers._parts import StreamParts
 from cassettes.wire.framing import Framed
 
@@ -222,6 +223,8 @@ def _details(b: dict[str, Any]) -> dict[str, Any]:
 
 
 class BedrockConverse(Provider):
+    # toolUse.input and a toolResult's {"json": …} are the caller's data
+    free_form_fields = frozenset({*ReplayShape.free_form_fields, "input", "json"})
     family = "bedrock"
     price_provider = "aws"
     otel_provider = "aws.bedrock"

@@ -70,6 +70,7 @@ from cassettes.providers._base import (
     pieces,
     tool_call_from_object,
 )
+from cassettes.providers._facets import ReplayShape
 from cassettes.providers._parts import StreamParts, has_calls
 from cassettes.wire.framing import Framed
 
@@ -713,6 +714,8 @@ def _joins(prev: JSON, thought: bool, sig: Any) -> bool:
 
 
 class Gemini(Provider):
+    free_form_fields = frozenset({*ReplayShape.free_form_fields, "responseSchema", "responseJsonSchema", "parametersJsonSchema",
+                                  "response_schema", "response_json_schema", "parameters_json_schema"})
     family = "gemini"
     price_provider = "google"
     otel_provider = "gcp.gemini"

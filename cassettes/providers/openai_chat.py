@@ -263,6 +263,7 @@ def render_chat(answer: NormalisedResponse, stream: bool, request: Any) -> Rende
 
 
 class OpenAIChat(Provider):
+    field_defaults = (("stream", False), ("n", 1))
     family = "openai_chat"
     otel_provider = "openai"
     pairing_errors = (

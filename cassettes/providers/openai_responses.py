@@ -262,10 +262,34 @@ def _item_role_parts(item: Any) -> tuple[str, list[Part]]:
     if t == "reasoning":
         return "assistant", [_reasoning_part(item)]
     if t == "item_reference":
-        return "unknown", [Part(kind="other", provider_details={"block": item})]
+        # An item the API holds (``store`` on) referred to by id instead of sent again: the
+        # Vercel AI SDK sends the model's messages, reasoning and hosted calls this way. The
+        # analysis puts the referenced item back (``item_reference`` names the id); unresolved,
+        # it stands in the model-side turn it belongs to.
+        ref = as_str(item.get("id"))
+        return "assistant", [Part(kind="other", provider_details={"block": item, **({"item_reference": ref} if ref else {})})]
+    if t == "agent_message":
+        return "user", _agent_message_parts(item)
     # Hosted-tool calls and their outputs (web_search_call, tool_search_output, compaction …),
     # and items that carry a role but are no message (``additional_tools``).
     return as_str(item.get("role")) or "assistant", [Part(kind="other", provider_details={"block": item})]
+
+
+def _agent_message_parts(item: Item) -> list[Part]:
+    """Codex's message from another agent of its team (``{"type": "agent_message", "author":
+    "/root", "recipient": "/root/task", "content": [input_text …, {"type": "encrypted_content",
+    "encrypted_content": …}]}``): a sub-agent's task, an agent's final answer. Input to this
+    agent, so a user message; the encrypted payload is the ``message`` argument of the
+    ``spawn_agent`` call that sent it, as the model wrote it (opaque, compared as is)."""
+    details = {k: item[k] for k in ("id", "author", "recipient") if isinstance(item.get(k), str)}
+    parts: list[Part] = []
+    content = item.get("content")
+    for block in content if isinstance(content, list) else [content]:
+        if isinstance(block, dict) and block.get("type") == "encrypted_content":
+            parts.append(Part(kind="text", text=as_str(block.get("encrypted_content")) or "", provider_details={**details, "encrypted": True}))
+        else:
+            parts.extend(_content_parts(block, details or None))
+    return parts
 
 
 def _messages(input_value: Any) -> list[Message]:
@@ -462,6 +486,7 @@ def _ws_closes(msg: Any) -> bool:
 
 
 class OpenAIResponses(Provider):
+    field_defaults = (("stream", False),)
     family = "openai_responses"
     otel_provider = "openai"
     pairing_errors = (

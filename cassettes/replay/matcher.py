@@ -72,11 +72,36 @@ class RequestKey:
         return self.adapter.history_key(self.raw)
 
 
-def _normalise(value: Any, ids: set[str], placeholders: dict[str, str], drop: frozenset[str] = frozenset()) -> Any:
+#: Content types of a lone text part that is the same as the bare string (``"content": "x"``).
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+#: Fields that take a string or a list of content parts.
+_CONTENT_FIELDS = frozenset({"content", "system"})
+
+
+def _normalise(
+    value: Any,
+    ids: set[str],
+    placeholders: dict[str, str],
+    drop: frozenset[str] = frozenset(),
+    free: frozenset[str] | None = None,
+) -> Any:
+    """The body as compared. With ``free`` (an adapter's free-form fields: the API's semantics
+    are known), what the API treats as the same request is written one way: a ``null`` field is
+    an absent one, and a content list that is one plain text part is its string; inside a
+    free-form field (a tool's schema, a call's input) nothing is rewritten but the ids."""
     if isinstance(value, dict):
-        return {k: _normalise(v, ids, placeholders, drop) for k, v in value.items() if k not in drop}
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if k in drop or (free is not None and v is None):
+                continue
+            inner = None if free is None or k in free else free
+            nv = _normalise(v, ids, placeholders, drop, inner)
+            if inner is not None and k in _CONTENT_FIELDS:
+                nv = _bare_text(nv)
+            out[k] = nv
+        return out
     if isinstance(value, list):
-        return [_normalise(v, ids, placeholders, drop) for v in value]
+        return [_normalise(v, ids, placeholders, drop, free) for v in value]
     if isinstance(value, str):
         if value in ids:
             ph = placeholders.get(value)
@@ -86,6 +111,23 @@ def _normalise(value: Any, ids: set[str], placeholders: dict[str, str], drop: fr
         if _TIMESTAMP.match(value):
             return "<timestamp>"
     return value
+
+
+def _bare_text(content: Any) -> Any:
+    """``[{"type": "text", "text": "x"}]`` (nothing else in the part) → ``"x"``."""
+    if isinstance(content, list) and len(content) == 1:
+        part = content[0]
+        if isinstance(part, dict) and part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str) and set(part) == {"type", "text"}:
+            return part["text"]
+    return content
+
+
+def _without_defaults(body: Any, defaults: tuple[tuple[str, Any], ...]) -> Any:
+    """The body without top-level fields at their documented default (``"stream": false``)."""
+    if not defaults or not isinstance(body, dict):
+        return body
+    at_default = {k for k, v in defaults if k in body and body[k] == v and type(body[k]) is type(v)}
+    return {k: v for k, v in body.items() if k not in at_default} if at_default else body
 
 
 def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: Any = None) -> RequestKey:
@@ -119,7 +161,11 @@ def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: An
     compared = raw
     if adapter is not None and adapter.volatile_top_fields and isinstance(raw, dict):
         compared = {k: v for k, v in raw.items() if k not in adapter.volatile_top_fields}
-    norm = _normalise(compared, vol, placeholders, adapter.volatile_fields if adapter is not None else frozenset())
+    if adapter is not None:
+        compared = _without_defaults(compared, adapter.field_defaults)
+        norm = _normalise(compared, vol, placeholders, adapter.volatile_fields, adapter.free_form_fields)
+    else:  # an API looptap does not read: compared as sent (only ids and times normalised)
+        norm = _normalise(compared, vol, placeholders)
     return RequestKey(method.upper(), u.path, query, norm, True, raw, {v: k for k, v in placeholders.items()}, u, adapter, list(headers))
 
 

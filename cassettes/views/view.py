@@ -227,11 +227,21 @@ def _trouble_lines(v: dict[str, Any]) -> list[str]:
     for f in v.get("findings") or []:
         # A consequence sits under its root cause (details.caused_by), indented.
         under = "  ↳ " if (f.get("details") or {}).get("caused_by") else ""
-        out.append(f"    {under}{SEVERITY_MARK[f['severity']]} {f['layer']} {f['code']}: {f['message']}")
+        out.append(f"    {under}{SEVERITY_MARK[f['severity']]} {f['layer']} {f['code']}: {f['message']}{caused_by_note(f)}")
     return out
 
 
 # -- layer analysis ---------------------------------------------------------------------------
+
+
+def caused_by_note(f: Finding | dict[str, Any]) -> str:
+    """`` (caused by CODE on #SEQ)`` for a consequence folded under its root cause, else ``""``."""
+    d = (f.details if isinstance(f, Finding) else f.get("details")) or {}
+    cause = d.get("caused_by")
+    if not isinstance(cause, str) or not cause:
+        return ""
+    seq = d.get("caused_by_seq")
+    return f" (caused by {cause}{f' on #{seq}' if isinstance(seq, int) else ''})"
 
 
 def finding_json(f: Finding) -> dict[str, Any]:
@@ -319,7 +329,7 @@ def analysis_lines(analysis: RunAnalysis) -> list[str]:
         )
         for f in sorted(fs, key=lambda f: f.seq or 0):
             where = f"#{f.seq} {f.conversation}/turn {f.turn}"
-            out.append(f"  {SEVERITY_MARK[f.severity.value]} {f.code:34} {where:18} {f.message}")
+            out.append(f"  {SEVERITY_MARK[f.severity.value]} {f.code:34} {where:18} {f.message}{caused_by_note(f)}")
     for conv in analysis.conversations:
         turns = [analysis.turns[s] for s in conv.turns]
         if not turns:

@@ -54,7 +54,7 @@ class FindingsTable(DataTable[Text]):
             self.add_row(
                 Text(SEVERITY_MARK[f.severity], style=severity_style(f.severity)),
                 Text(f.layer, style="bold"),
-                wire_line(f.code),
+                wire_line(("↳ " + f.code) if f.details.get("caused_by") else f.code),
                 wire_line(where),
                 wire_line(" ".join(f.message.split())),
                 key=str(i),

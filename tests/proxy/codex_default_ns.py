@@ -5,7 +5,9 @@ its **default** configuration (the built-in ``openai`` provider, Responses over 
 ours, then the cassette replayed offline to Codex (``openai_base_url`` pointed at ``looptap
 replay``'s server).
 
-    python codex_default_ns.py WORKDIR CODEX RECORDER_PYTHON SECRET [chatgpt|live]
+    python codex_default_ns.py WORKDIR CODEX RECORDER_PYTHON SECRET [chatgpt|live|spawn]
+
+``spawn``: the scripted model calls spawn_agent, then wait_agent, then answers (recorded only).
 
 ``chatgpt``: Codex signed in with ChatGPT (an ``auth.json`` with tokens, no API key; the access
 token is SECRET). It then talks to ``chatgpt.com/backend-api/…``: the Responses WebSocket at
@@ -64,6 +66,7 @@ def main() -> int:
     work, codex, recorder, secret = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     chatgpt = len(sys.argv) > 5 and sys.argv[5] == "chatgpt"
     live = len(sys.argv) > 5 and sys.argv[5] == "live"
+    spawn = len(sys.argv) > 5 and sys.argv[5] == "spawn"
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     hosts = work / "hosts"
     hosts.write_text(f"127.0.0.1 localhost {' '.join(_HOSTS)}\n::1 localhost\n")
@@ -102,7 +105,9 @@ def main() -> int:
             result.update(record_rc=rec.returncode, record_stdout=rec.stdout[-3000:], record_stderr=rec.stderr[-4000:], upstream_paths=up.paths)
         print(json.dumps(result))
         return 0
-    with WsResponsesUpstream("127.0.0.1", 443, ctx, http=_backend if chatgpt else None) as up:
+    from tests.support.ws_upstream import spawn_script
+
+    with WsResponsesUpstream("127.0.0.1", 443, ctx, http=_backend if chatgpt else None, answer=spawn_script() if spawn else None) as up:
         rec = _run([recorder, "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(work / "confdir"), "--ssl-insecure", "--",
                     codex, "exec", "--skip-git-repo-check", "What is the weather in Paris?"], env, work / "cwd")
         result.update(record_rc=rec.returncode, record_stdout=rec.stdout[-3000:], record_stderr=rec.stderr[-4000:],
@@ -111,7 +116,7 @@ def main() -> int:
                       upstream_requests=[{"method": m, "target": t, "bearer_is_secret": _hdr(h, "authorization") == f"Bearer {secret}",
                                           "account": _hdr(h, "chatgpt-account-id"), "websocket": _hdr(h, "upgrade") == "websocket"}
                                          for m, t, h in up.requests])
-    if rec.returncode != 0 or not out.exists():
+    if rec.returncode != 0 or not out.exists() or spawn:
         print(json.dumps(result))
         return 0
     # Offline: Codex's default provider pointed at the replay server (its openai_base_url key).

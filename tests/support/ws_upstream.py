@@ -53,13 +53,57 @@ def _answer(req: dict[str, Any], rid: str) -> NormalisedResponse:
                               finish_reason=FinishReason.TOOL_CALL, usage=Usage(input_tokens=40, output_tokens=12))
 
 
-def events(req: dict[str, Any], rid: str) -> list[bytes]:
+def spawn_script() -> Callable[[dict[str, Any], str], NormalisedResponse]:
+    """A model for Codex's sub-agents (``collaboration`` namespace): the root agent (``agent_name``
+    ``/root`` in Codex's turn metadata) calls ``spawn_agent``, then ``wait_agent``, then answers;
+    any other agent answers its task in text at once."""
+    root_turns = itertools.count()
+
+    def answer(req: dict[str, Any], rid: str) -> NormalisedResponse:
+        import json
+
+        model = str(req.get("model") or "gpt-5")
+        if req.get("generate") is False:
+            return NormalisedResponse(id=rid, model=model, parts=[], finish_reason=FinishReason.COMPLETE, usage=Usage(input_tokens=0, output_tokens=0))
+        meta = (req.get("client_metadata") or {}).get("x-codex-turn-metadata") or "{}"
+        agent = json.loads(meta).get("agent_name") if isinstance(meta, str) else None
+        usage = Usage(input_tokens=40, output_tokens=12)
+        if agent not in (None, "/root"):
+            return NormalisedResponse(id=rid, model=model, parts=[Part(kind="text", text="Paris: sunny, 21 C.")], finish_reason=FinishReason.COMPLETE, usage=usage)
+        step = next(root_turns)
+        calls = [("spawn_agent", {"task_name": "weather", "message": "Find the weather in Paris.", "fork_turns": "none"}),
+                 ("wait_agent", {"timeout_ms": 10000})]
+        if step < len(calls):
+            name, args = calls[step]
+            call = ToolCall(id=f"call_{rid}", name=name, arguments=args)
+            return NormalisedResponse(id=rid, model=model, parts=[Part(kind="tool_call", tool_call=call, provider_details={"namespace": "collaboration"})],
+                                      finish_reason=FinishReason.TOOL_CALL, usage=usage)
+        return NormalisedResponse(id=rid, model=model, parts=[Part(kind="text", text="It is sunny in Paris.")], finish_reason=FinishReason.COMPLETE, usage=usage)
+
+    return answer
+
+
+def events(req: dict[str, Any], rid: str, answer: Callable[[dict[str, Any], str], NormalisedResponse] | None = None) -> list[bytes]:
     """The server messages for one ``response.create``: the stream's events, one JSON each."""
     if "RATE LIMIT" in orjson.dumps(req.get("input")).decode():
         return [orjson.dumps({"type": "error", "status": 429, "error": {"type": "requests", "code": "rate_limit_exceeded",
                                                                          "message": "Rate limit reached for requests"}})]
-    rendered = render_responses(_answer(req, rid), True, req)
-    return [next(line[6:] for line in ev.split(b"\n") if line.startswith(b"data: ")) for ev in rendered.chunks]
+    reply = (answer or _answer)(req, rid)
+    rendered = render_responses(reply, True, req)
+    out = [next(line[6:] for line in ev.split(b"\n") if line.startswith(b"data: ")) for ev in rendered.chunks]
+    spaces = {p.tool_call.name: p.provider_details["namespace"] for p in reply.parts
+              if p.tool_call is not None and (p.provider_details or {}).get("namespace")}
+    return [_with_namespace(ev, spaces) for ev in out] if spaces else out
+
+
+def _with_namespace(ev: bytes, spaces: dict[str | None, Any]) -> bytes:
+    """A function_call item as the API sends a call of a namespaced tool: with its ``namespace``."""
+    d = orjson.loads(ev)
+    items = [d.get("item")] + list((d.get("response") or {}).get("output") or [])
+    for item in items:
+        if isinstance(item, dict) and item.get("type") == "function_call" and item.get("name") in spaces:
+            item["namespace"] = spaces[item["name"]]
+    return orjson.dumps(d)
 
 
 def realtime_answer(items: list[dict[str, Any]], tools: list[Any], rid: str) -> list[dict[str, Any]]:
@@ -97,7 +141,8 @@ class WsResponsesUpstream:
     are not WebSocket upgrades (a backend's side endpoints): every request, upgrade or not, is
     then logged in ``up.requests`` as ``(method, target, headers)``."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, ssl: Any = None, http: HttpHandler | None = None) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, ssl: Any = None, http: HttpHandler | None = None,
+                 answer: Callable[[dict[str, Any], str], NormalisedResponse] | None = None) -> None:
         from cassettes.wire.exchange import Exchange
         from cassettes.wire.websocket import WsSession
 
@@ -109,6 +154,7 @@ class WsResponsesUpstream:
         self.paths: list[str] = []
         self.requests: list[tuple[str, str, list[tuple[str, str]]]] = []
         self._http = http
+        self._answer = answer
         self._inner_port = 0
         self._ids = itertools.count()
         self._ready = threading.Event()
@@ -137,7 +183,7 @@ class WsResponsesUpstream:
                 continue
             said = orjson.dumps(msg.get("input")).decode()
             if "DROP CONNECTION" in said:
-                for ev in events(msg, f"resp_{next(self._ids)}")[:2]:
+                for ev in events(msg, f"resp_{next(self._ids)}", self._answer)[:2]:
                     await ws.send(ev.decode())
                 await asyncio.sleep(0.05)  # let the peer read them before the connection goes
                 if "DROP CONNECTION FIN" not in said:
@@ -149,7 +195,7 @@ class WsResponsesUpstream:
                 else:
                     ws.transport.close()
                 return
-            for ev in events(msg, f"resp_{next(self._ids)}"):
+            for ev in events(msg, f"resp_{next(self._ids)}", self._answer):
                 self.exchanges += session.message(False, ev, time.time())
                 await ws.send(ev.decode())
         self.exchanges += session.end(1000)

@@ -2,7 +2,8 @@
 
 The view (``view.build``) and the checks by theme: ``results`` (tool results and their calls),
 ``history`` (what the history sent back kept, echoed and changed), ``mcp_results`` (against what an
-MCP tool server returned), ``retry``, and ``roots`` (root causes first).
+MCP tool server returned), ``retry``, and ``roots`` (root causes first: a finding that follows from another, by the
+table ``roots.CAUSES``, is folded under it as info with ``details.caused_by``, everywhere).
 
 The view compares each request with the previous turn of its conversation: what was kept, what
 was appended (the answer echoed back, tool results, new input), what was dropped or rewritten, and
@@ -90,10 +91,10 @@ from cassettes.analysis.dispatch.results import (
     final_pending_calls,
 )
 from cassettes.analysis.dispatch.retry import check_retry, final_gave_up
-from cassettes.analysis.dispatch.roots import fold_root_causes
+from cassettes.analysis.dispatch.roots import CAUSES, fold_root_causes, is_consequence, ordered_findings
 from cassettes.analysis.dispatch.view import build
 
-__all__ = ["CHECKS", "FINAL_CHECKS", "build", "fold_root_causes"]
+__all__ = ["CAUSES", "CHECKS", "FINAL_CHECKS", "build", "fold_root_causes", "is_consequence", "ordered_findings"]
 
 CHECKS: tuple[Check, ...] = (
     check_dropped_tool_result,

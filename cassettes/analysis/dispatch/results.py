@@ -66,9 +66,9 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
                 related_turn=prev.index,
                 tool=c.name,
             )
-        yield ctx.finding(
+        yield ctx.finding(  # under C.tool_result_as_text when its result went as text (roots.CAUSES)
             "C.dropped_tool_result",
-            Severity.INFO if as_text is not None else Severity.ERROR,
+            Severity.ERROR,
             f"The model called {c.name}({_short(c.arguments_raw)}) on turn {prev.index} "
             f"(id {c.id or 'none'}), but this request carries no result for it"
             + (" (its result went as text: see C.tool_result_as_text)." if as_text is not None else "."),
@@ -76,7 +76,6 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
             tool_call_id=c.id,
             related_turn=prev.index,
             tool=c.name,
-            **({"caused_by": "C.tool_result_as_text"} if as_text is not None else {}),
         )
 
 

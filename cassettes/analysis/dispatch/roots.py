@@ -1,22 +1,105 @@
-"""Root causes first: wrong tool-call ids lead, the orphan results and dropped calls they explain
-fold under them."""
+"""Root causes first, one rule everywhere: a finding that follows from another is folded under it.
+
+A consequence keeps its message and gets ``details.caused_by`` (the cause's code) and
+``details.caused_by_seq`` (the round trip the cause is on); it keeps no severity of its own (info):
+the cause carries it. Every renderer reads this one fold (``show`` text and JSON, the inspector,
+``looptap mcp``, the pytest helpers) and orders with :func:`ordered_findings`.
+
+Which finding follows from which is the table :data:`CAUSES`; wrong tool-call ids are also
+*named* here (``C.wrong_tool_call_id``, made from the orphan results and dropped calls it explains)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.model import Finding, Severity
 
+#: consequence code → its possible causes, most specific first: (cause code, scope). Scope
+#: ``turn``: a finding of that code on the same turn; ``call``: one about the same tool call
+#: (``tool_call_id``), on this turn or on the previous turn of the conversation (the model's call,
+#: then the client's result).
+CAUSES: dict[str, tuple[tuple[str, str], ...]] = {
+    # the API's pairing 400 is its reaction to what the client did to the calls and results
+    "C.pairing_error": (
+        ("C.wrong_tool_call_id", "turn"),
+        ("C.tool_results_split", "turn"),
+        ("C.tool_result_as_text", "turn"),
+        ("C.dropped_tool_result", "turn"),
+        ("C.orphan_tool_result", "turn"),
+        ("C.duplicate_tool_result", "turn"),
+    ),
+    # a result sent as text leaves its call unanswered
+    "C.dropped_tool_result": (("C.tool_result_as_text", "call"),),
+    # a tool that failed because the model called it wrongly
+    "C.tool_result_error": (
+        ("E.tool_not_offered", "call"),
+        ("E.arguments_not_json", "call"),
+        ("E.arguments_schema", "call"),
+    ),
+}
+
 
 def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
-    """Lead with the root cause. A client that sent results under ids the model never gave gets
-    one error, ``C.wrong_tool_call_id``, pairing each wrong id with the call it answers (by tool
-    name, else by position); the orphan result and the dropped call it explains stay, as info
-    with ``details.caused_by``, right under it."""
+    """This turn's findings with every consequence folded under its cause (see the module)."""
+    findings = _name_wrong_ids(ctx, findings)
+    before = ctx.prev.turn.findings if ctx.prev is not None else []
+    out: list[Finding] = []
+    for f in findings:
+        if f.details.get("caused_by"):
+            out.append(_demoted(f))
+            continue
+        cause = _cause_of(f, findings, before)
+        out.append(_caused_by(f, cause) if cause is not None else f)
+    return out
+
+
+def _cause_of(f: Finding, here: list[Finding], before: list[Finding]) -> Finding | None:
+    for code, scope in CAUSES.get(f.code, ()):
+        for c in here:
+            if c is f or c.code != code or c.details.get("caused_by"):
+                continue
+            if scope == "turn" or _same_call(f, c):
+                return c
+        if scope == "call":
+            for c in before:
+                if c.code == code and _same_call(f, c) and not c.details.get("caused_by"):
+                    return c
+    return None
+
+
+def _same_call(a: Finding, b: Finding) -> bool:
+    """About the same tool call: by id; where calls have no ids (Gemini, Ollama), by tool name."""
+    if a.tool_call_id or b.tool_call_id:
+        return a.tool_call_id == b.tool_call_id
+    tool = a.details.get("tool")
+    return bool(tool) and tool == b.details.get("tool")
+
+
+def _caused_by(f: Finding, cause: Finding | str) -> Finding:
+    """A consequence, folded under its root cause: info, ``details.caused_by`` naming it."""
+    details = dict(f.details)
+    if isinstance(cause, Finding):
+        details["caused_by"] = cause.code
+        if cause.seq is not None:
+            details["caused_by_seq"] = cause.seq
+    else:
+        details["caused_by"] = cause
+    return f.model_copy(update={"severity": Severity.INFO, "details": details})
+
+
+def _demoted(f: Finding) -> Finding:
+    """A finding its check already linked to its cause: no severity of its own either."""
+    return f if f.severity is Severity.INFO else f.model_copy(update={"severity": Severity.INFO})
+
+
+def _name_wrong_ids(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
+    """A client that sent results under ids the model never gave gets one error,
+    ``C.wrong_tool_call_id``, pairing each wrong id with the call it answers (by tool name, else
+    by position); the orphan result and the dropped call it explains fold under it."""
     prev = ctx.prev
     if prev is None:
         return findings
-    if any(f.code == "C.tool_results_split" for f in findings):
-        findings = [_caused_by(f, "C.tool_results_split") if f.code == "C.pairing_error" else f for f in findings]
     orphans = [f for f in findings if f.code == "C.orphan_tool_result" and f.tool_call_id and f.severity is Severity.ERROR]
     dropped = [f for f in findings if f.code == "C.dropped_tool_result" and f.related_turn == prev.index and f.severity is Severity.ERROR]
     pairs = _wrong_id_pairs(orphans, dropped)
@@ -43,13 +126,8 @@ def fold_root_causes(ctx: TurnContext, findings: list[Finding]) -> list[Finding]
             continue
         if not any(x is root for x in out):
             out.append(root)
-        out.append(_caused_by(f, "C.wrong_tool_call_id"))
+        out.append(_caused_by(f, root))
     return out
-
-
-def _caused_by(f: Finding, cause: str) -> Finding:
-    """A consequence, folded under its root cause: info, ``details.caused_by`` naming it."""
-    return f.model_copy(update={"severity": Severity.INFO, "details": {**f.details, "caused_by": cause}})
 
 
 def _wrong_id_pairs(orphans: list[Finding], dropped: list[Finding]) -> list[tuple[Finding, Finding]]:
@@ -66,3 +144,33 @@ def _wrong_id_pairs(orphans: list[Finding], dropped: list[Finding]) -> list[tupl
             left.remove(match)
             pairs.append((o, match))
     return pairs
+
+
+_SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+
+
+def is_consequence(f: Finding) -> bool:
+    return bool((f.details or {}).get("caused_by"))
+
+
+def ordered_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Root causes first (by severity, then recording order), each followed by the findings it
+    caused (same code and conversation, on the round trip ``caused_by_seq`` names when it is
+    known); consequences whose cause is not among ``findings`` come at the end."""
+    fs = list(findings)
+    roots = [f for f in fs if not is_consequence(f)]
+    roots.sort(key=lambda f: (_SEVERITY_RANK.get(f.severity.value, 3), f.seq or 0))
+    out: list[Finding] = []
+    placed: set[int] = set()
+    for r in roots:
+        out.append(r)
+        placed.add(id(r))
+        for f in fs:
+            if id(f) in placed or not is_consequence(f):
+                continue
+            d = f.details
+            if d.get("caused_by") == r.code and f.conversation == r.conversation and d.get("caused_by_seq", r.seq) == r.seq:
+                out.append(f)
+                placed.add(id(f))
+    out.extend(f for f in fs if id(f) not in placed)
+    return out

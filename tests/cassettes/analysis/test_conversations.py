@@ -255,7 +255,10 @@ def test_a_rejected_request_of_one_of_many_alike_agents_is_blamed_on_its_own_tur
         run = run_of(order)
         assert len(run.conversations) == 4, seed
         flagged = [(who[f.seq], f.code, f.related_turn) for f in run.findings if f.severity != "info" and f.seq is not None]
-        assert ((1, 2), "C.pairing_error", 1) in flagged, (seed, flagged)
+        # the dropped result is the root cause; the API's pairing 400 is folded under it (info)
+        assert ((1, 2), "C.dropped_tool_result", 1) in flagged, (seed, flagged)
+        (pairing,) = [f for f in run.findings if f.code == "C.pairing_error"]
+        assert who[pairing.seq] == (1, 2) and pairing.related_turn == 1 and pairing.details["caused_by"] == "C.dropped_tool_result"
         assert {w for w, _, _ in flagged} == {(1, 2)}, (seed, flagged)
 
 

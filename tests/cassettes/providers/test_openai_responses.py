@@ -308,9 +308,10 @@ def test_request_items() -> None:
         "user",
         "assistant",
         "tool",
-        "unknown",
-        "assistant",
+        "assistant",  # an item reference stands in the model-side turn (the analysis resolves it)
     ]
+    ref = req.messages[4].parts[0]
+    assert ref.kind == "other" and ref.provider_details is not None and ref.provider_details["item_reference"] == "msg_9"
     user = req.messages[1]
     assert [p.kind for p in user.parts] == ["text", "media"] and user.parts[1].media_type == "image/png"
     turn = req.messages[2]
@@ -324,7 +325,7 @@ def test_request_items() -> None:
     assert custom is not None and (custom.kind, custom.arguments) == ("custom", "raw text")
     results = [p.tool_result for p in req.messages[3].parts]
     assert [(r.call_id, r.content) for r in results if r] == [("call_1", "ok"), ("call_2", "done")]
-    assert req.messages[4].parts[0].kind == "other" and req.messages[5].parts[0].kind == "other"
+    assert [p.kind for p in req.messages[4].parts] == ["other", "other"]  # the reference and the hosted call, one model-side turn
     assert [(t.name, t.kind) for t in req.tools] == [
         ("f", "function"),
         ("g", "custom"),
