@@ -141,8 +141,15 @@ def _prepare_output(target: Any, append: bool) -> int:
     except OSError:
         return 0
     if not append:
-        if st.st_size and remove_if_same(path, target.replaces):
-            messages.emit(f"replacing the earlier recording in {path} ({st.st_size:,} bytes); -o +{path} appends to it instead")
+        if st.st_size:
+            from cassettes.storage.store import is_cassette
+
+            earlier = is_cassette(path)
+            if remove_if_same(path, target.replaces):
+                if earlier:
+                    messages.emit(f"replacing the earlier recording in {path} ({st.st_size:,} bytes); -o +{path} appends to it instead")
+                else:
+                    messages.emit(f"replacing {path} ({st.st_size:,} bytes, not a cassette; --force)")
         return 0
     from cassettes.storage.store import read_cassette
 

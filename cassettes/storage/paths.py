@@ -77,6 +77,8 @@ class Target:
 def describe(st: os.stat_result) -> str:
     """What a non-regular file is, for a message."""
     mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return "a regular file"
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     if stat.S_ISDIR(mode):
