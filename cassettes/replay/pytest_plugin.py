@@ -358,11 +358,14 @@ class _Options:
             from cassettes.storage.paths import UnsafePath, check_target
             from cassettes.storage.store import is_cassette
 
+            refused = None
             try:
                 # Checked before the test runs: only a cassette (or nothing) is written over.
                 check_target(path, "the test's cassette", owned=is_cassette, hint="give the marker another path")
             except UnsafePath as exc:
-                pytest.fail(f"looptap: cannot record (mode {mode}): {exc}", pytrace=False)
+                refused = str(exc)
+            if refused is not None:
+                pytest.fail(f"looptap: cannot record (mode {mode}): {refused}", pytrace=False)
         return cls(mode, path, pace, strict, plan, replay, record)
 
 
