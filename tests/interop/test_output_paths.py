@@ -214,3 +214,25 @@ def test_textconv_install_extends_an_existing_gitattributes(tmp_path: Path) -> N
     assert attrs.read_text() == "*.png binary\n*.jsonl diff=looptap\n"
     assert stat.S_IMODE(attrs.stat().st_mode) == 0o640
     assert sorted(p.name for p in repo.iterdir()) == [".git", ".gitattributes"]
+
+
+# -- demo -o -------------------------------------------------------------------------------------
+
+
+def test_demo_replaces_only_an_earlier_demo(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text(PRECIOUS)
+    env = {k: v for k, v in os.environ.items() if k != "LOOPTAP_PROXY_PYTHON"}  # the bundled recording, no recorder
+    env["PYTHONPATH"] = str(REPO)
+
+    def demo(out: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cassettes.cli", "demo", "-o", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+
+    proc = demo(notes)
+    assert proc.returncode == 2 and f"the demo's cassette {notes} already exists and is not looptap's" in proc.stdout + proc.stderr
+    assert notes.read_text() == PRECIOUS  # was deleted and replaced by the demo's cassette
+    out = tmp_path / "demo.jsonl"
+    for _ in range(2):  # the clean twin: an earlier demo is replaced
+        proc = demo(out)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert out.read_text().count('"type":"header"') == 1
