@@ -9,7 +9,6 @@ recorded and then moved the recording over whatever was at the path, fails here.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
