@@ -126,6 +126,8 @@ def check_target(
         raise UnsafePath(f"{what} {path} is {describe(st)}: looptap does not write to, replace or remove it{extra}")
     if force or (st.st_size == 0 and st.st_uid == os.geteuid()) or (owned is not None and owned(path)):
         return Target(path, FileId.of(st))
+    if owned is None:  # nothing looptap replaces on its own here: only --force does
+        raise UnsafePath(f"{what} {path} exists{f' ({hint})' if hint else ': refused'}")
     raise UnsafePath(f"{what} {path} already exists and is not looptap's: refused{f' ({hint})' if hint else ''}")
 
 

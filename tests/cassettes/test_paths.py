@@ -88,8 +88,10 @@ def test_special_files_are_refused_whatever_force_says(tmp_path: Path, kind: str
 def test_an_existing_file_is_refused_unless_looptaps_or_forced(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("mine\n")
-    with pytest.raises(UnsafePath, match=r"already exists and is not looptap's: refused \(--force replaces it\)"):
+    with pytest.raises(UnsafePath, match=r"exists \(--force replaces it\)"):
         check_target(path, "the export", hint="--force replaces it")
+    with pytest.raises(UnsafePath, match=r"already exists and is not looptap's: refused \(--force replaces it\)"):
+        check_target(path, "the cassette", owned=lambda _p: False, hint="--force replaces it")
     assert check_target(path, "x", force=True).replaces == FileId.of(os.lstat(path))
     assert check_target(path, "x", owned=lambda _p: True).replaces is not None
     empty = tmp_path / "reserved"  # mktemp reserves a name this way: nothing in it to lose

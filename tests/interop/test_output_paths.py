@@ -103,7 +103,7 @@ WORDS = {"dev_null": "is a character device", "private_device": "is a character 
 def test_export_refuses_an_existing_file_unless_forced(tmp_path: Path, cassette: Path, flag: str) -> None:
     out = tmp_path / "notes.txt"
     out.write_text(PRECIOUS)
-    _refused(_looptap(tmp_path, "export", str(cassette), flag, str(out)), f"the export {out} already exists and is not looptap's", "--force")
+    _refused(_looptap(tmp_path, "export", str(cassette), flag, str(out)), f"the export {out} exists (--force replaces it", "--force")
     assert out.read_text() == PRECIOUS  # was overwritten
     proc = _looptap(tmp_path, "export", str(cassette), flag, str(out), "--force")
     assert proc.returncode == 0, proc.stderr
