@@ -26,7 +26,8 @@ COMMANDS = {
     "show": ["show"],
     "show --json": ["show", "--json"],
     "textconv": ["textconv"],
-    "export --otel": ["export", "-q", "--otel", "/dev/null"],
+    # (export refuses a device as its output: a file of the bench's own, replaced each time)
+    "export --otel": ["export", "-q", "--force", "--otel", "OUT"],
     "verify": ["verify"],
     "diff": ["diff", "SELF"],
 }
@@ -53,7 +54,7 @@ def main() -> int:
         _delta_bomb(files["delta bomb"])
         for label, path in files.items():
             size = path.stat().st_size / 1e6
-            cmds = {name: [*LOOPTAP, *[str(path) if a == "SELF" else a for a in argv], str(path)] for name, argv in COMMANDS.items()}
+            cmds = {name: [*LOOPTAP, *[str(path) if a == "SELF" else str(work / "export.otlp") if a == "OUT" else a for a in argv], str(path)] for name, argv in COMMANDS.items()}
             cmds["inspect (reader + analysis)"] = [sys.executable, "-c", READER, str(path)]
             for name, argv in cmds.items():
                 code, out, err, secs, rss, hung = _run(argv, args.timeout, work)

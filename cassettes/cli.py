@@ -15,11 +15,14 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from cassettes.errors import CassetteError, problem_lines
+
+if TYPE_CHECKING:
+    from cassettes.storage.paths import Target
 
 __all__ = ["main"]
 
@@ -110,20 +113,21 @@ def _import_dest(src: Path, rel: Path, out: Path | None, many: bool, written: se
     return dest
 
 
-def _import_one(src: Path, dest: Path) -> str:
-    """Import one vcrpy or mitmproxy file into a new cassette at ``dest``; the summary line."""
+def _import_one(src: Path, target: Target) -> str:
+    """Import one vcrpy or mitmproxy file into a new cassette at the checked ``target``, written
+    under a private name beside it and put in place whole (storage/paths.py); the summary line."""
     from cassettes.interop.run import open_run
     from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.storage.paths import staged
 
+    dest = target.path
     run = open_run(src, formats=("vcr", "mitmproxy"))
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists():
-        dest.unlink()
     fams: dict[str, int] = {}
     errors = 0
     skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(run.skipped.items()))
     extra = f", skipped non-HTTP flows: {skipped}" if skipped else ""
-    with CassetteWriter(dest, meta={"source": run.kind, "imported_from": src.name}) as w:
+    with staged(target) as s, CassetteWriter(s.path, meta={"source": run.kind, "imported_from": src.name}) as w:
         for ex in run.exchanges:
             rt = w.append(ex)
             fams[rt.family] = fams.get(rt.family, 0) + 1
@@ -135,6 +139,8 @@ def _import_one(src: Path, dest: Path) -> str:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from cassettes.storage.paths import UnsafePath, check_target
+
     inputs = [Path(p) for p in args.inputs]
     files = _import_plan(inputs)
     if not files:
@@ -150,12 +156,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     for src, rel in files:
         dest = _import_dest(src, rel, out, many, written, args.quiet)
         written.add(dest)
-        if dest.exists() and not args.force:
-            _err(f"error: {dest} exists (use --force to replace it)")
+        try:
+            # A link, a directory or a device is refused; an existing file unless --force.
+            target = check_target(dest, "the import's output", force=args.force, hint="use --force to replace it")
+        except UnsafePath as exc:
+            _err(f"error: {exc}")
             failures += 1
             continue
         try:
-            line = _import_one(src, dest)
+            line = _import_one(src, target)
         except CassetteError as exc:
             _err(f"error: {exc}")
             failures += 1

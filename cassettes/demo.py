@@ -20,6 +20,10 @@ import tempfile
 from collections.abc import Callable
 from importlib.resources import as_file, files
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cassettes.storage.paths import Target
 
 __all__ = ["recorder_python", "run_demo"]
 
@@ -42,8 +46,17 @@ def recorder_python() -> str | None:
 def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None] = print) -> int:
     """Record the demo agent into ``dest`` and ``show`` it; the exit status of the two."""
     from cassettes.replay.server import ReplayServer
+    from cassettes.storage.paths import UnsafePath, check_target, remove_if_same
+    from cassettes.storage.store import is_cassette
     from cassettes.storage.vcr import load_vcr
 
+    try:
+        # An earlier demo (a cassette) is replaced; any other file, a link, a directory or a
+        # device at -o is refused before anything runs (storage/paths.py).
+        target = check_target(dest, "the demo's cassette", owned=is_cassette, hint="give -o a new path")
+    except UnsafePath as exc:
+        say(f"looptap demo: error: {exc}")
+        return 2
     recording = files("cassettes").joinpath(RECORDING)
     agent = files("cassettes").joinpath(AGENT)
     python = recorder_python()
@@ -54,9 +67,8 @@ def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None]
                 "looptap demo: the recorder (mitmproxy) is not installed in this environment, so this shows the "
                 "bundled recording instead of recording it live. The README's first command installs the recorder."
             )
-            return _import_and_show(rec_path, dest, show, say)
-        if dest.exists():
-            dest.unlink()
+            return _import_and_show(rec_path, target, show, say)
+        remove_if_same(dest, target.replaces)
         with ReplayServer(exchanges) as upstream, tempfile.TemporaryDirectory(prefix="looptap-demo-") as conf:
             cmd = [
                 python, "-m", "cassettes.cli", "run", "-o", str(dest),
@@ -87,13 +99,13 @@ def _next_steps(rc: int, dest: Path, say: Callable[[str], None]) -> int:
     return rc
 
 
-def _import_and_show(src: Path, dest: Path, show: Callable[[Path], int], say: Callable[[str], None]) -> int:
+def _import_and_show(src: Path, target: Target, show: Callable[[Path], int], say: Callable[[str], None]) -> int:
     from cassettes.recording.pipeline import CassetteWriter
+    from cassettes.storage.paths import staged
     from cassettes.storage.vcr import load_vcr
 
-    if dest.exists():
-        dest.unlink()
-    with CassetteWriter(dest, meta={"source": "vcr", "imported_from": src.name}) as w:
+    dest = target.path
+    with staged(target) as s, CassetteWriter(s.path, meta={"source": "vcr", "imported_from": src.name}) as w:
         for ex in load_vcr(src):
             w.append(ex)
     say(f"{src.name} → {dest}\n")

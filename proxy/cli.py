@@ -25,9 +25,11 @@ _NO_MITMPROXY = (
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o", "--output", required=True, metavar="FILE",
-        help="cassette to record into; an existing one is replaced (say so on stderr). -o +FILE appends to it "
+        help="cassette to record into; an existing cassette is replaced (said on stderr), any other existing file "
+        "refused unless --force; a link, a directory or a device is always refused. -o +FILE appends to a cassette "
         "instead (as mitmproxy's -w +FILE), and the summary then describes this run only",
     )
+    p.add_argument("--force", action="store_true", help="let -o replace an existing file that is not a looptap cassette")
     p.add_argument("--port", type=int, default=0, help="first port to listen on (default: free ports)")
     p.add_argument(
         "--upstream",
@@ -101,18 +103,54 @@ def _output(raw: str) -> tuple[Path, bool]:
     return Path(raw), False
 
 
-def _prepare_output(raw: str) -> int:
-    """Replace an existing cassette, or count what is in it when appending (the summary describes
-    this run only). Returns the number of round trips recorded before this run."""
-    path, append = _output(raw)
+def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None = None) -> Any:
+    """Every path this command writes, checked before anything starts (storage/paths.py,
+    docs/reliability.md "Paths looptap writes"): the cassette, the ready file, the command's
+    output log, ``--confdir``. The cassette's :class:`~cassettes.storage.paths.Target`; raises
+    :class:`~cassettes.storage.paths.UnsafePath` or the launcher's ``RecorderError``."""
+    from cassettes.replay.ready import check_ready_path
+    from cassettes.storage.paths import UnsafePath, check_target, same_path
+    from cassettes.storage.store import is_cassette
+    from proxy.launcher import check_confdir
+
+    path, append = _output(args.output)
+    if append:
+        target = check_target(path, "the cassette", owned=is_cassette, hint="-o +FILE appends only to a looptap cassette")
+    else:
+        target = check_target(path, "the cassette", owned=is_cassette, force=args.force, hint="--force replaces it")
+    if config.ready_file is not None:
+        check_ready_path(config.ready_file, cassette=path)
+    if child_log is not None:
+        if config.ready_file is not None and same_path(child_log, config.ready_file):
+            raise UnsafePath(f"the ready file {config.ready_file} is the command's output log: give --ready-file a path of its own")
+        check_target(child_log, "the command's output log", owned=lambda _p: True)
+    check_confdir(config.confdir)
+    return target
+
+
+def _prepare_output(target: Any, append: bool) -> int:
+    """Replace an existing cassette (the checked file, and only while it is still that file),
+    or count what is in it when appending (the summary describes this run only). Returns the
+    number of round trips recorded before this run."""
+    from cassettes.storage.paths import remove_if_same
+
+    path = target.path
+    if target.replaces is None:
+        return 0
     try:
         st = path.stat()
     except OSError:
         return 0
     if not append:
         if st.st_size:
-            path.unlink()
-            messages.emit(f"replacing the earlier recording in {path} ({st.st_size:,} bytes); -o +{path} appends to it instead")
+            from cassettes.storage.store import is_cassette
+
+            earlier = is_cassette(path)
+            if remove_if_same(path, target.replaces):
+                if earlier:
+                    messages.emit(f"replacing the earlier recording in {path} ({st.st_size:,} bytes); -o +{path} appends to it instead")
+                else:
+                    messages.emit(f"replacing {path} ({st.st_size:,} bytes, not a cassette; --force)")
         return 0
     from cassettes.storage.store import read_cassette
 
@@ -175,7 +213,14 @@ def cmd_record(args: argparse.Namespace) -> int:
         messages.error(_NO_MITMPROXY)
         return 2
     config = _config(args)
-    _prepare_output(args.output)
+    from cassettes.errors import CassetteIOError
+
+    try:
+        target = _check_paths(args, config)
+    except (CassetteIOError, RecorderError) as exc:
+        messages.error(f"error: {exc}")
+        return 2
+    _prepare_output(target, _output(args.output)[1])
     try:
         return asyncio.run(record_forever(config))
     except (BusyPort, RecorderError) as exc:
@@ -233,7 +278,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     config = _config(args)
     _warn_exposure(args)
-    before = _prepare_output(args.output)
+    from cassettes.errors import CassetteIOError
+
+    try:
+        target = _check_paths(args, config, Path(str(config.output) + ".log") if args.inspect else None)
+    except (CassetteIOError, RecorderError) as exc:
+        messages.error(f"error: {exc}")
+        return 2
     viewer: list[str] | None = None
     child_log: Path | None = None
     child_status: Path | None = None
@@ -258,6 +309,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         child_status = Path(status_dir) / "exit-status"
         viewer = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", "--child-status", str(child_status), str(config.output)]
         messages.emit(f"the command's output goes to {child_log}")
+    before = _prepare_output(target, _output(args.output)[1])
     try:
         rc, addon = asyncio.run(run_child(config, argv, child_log=child_log, viewer=viewer, child_status=child_status))
     except (BusyPort, RecorderError) as exc:

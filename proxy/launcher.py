@@ -27,7 +27,16 @@ from cassettes._version import __version__
 from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.replay.ready import SCHEMA as READY_SCHEMA
 from cassettes.replay.ready import VERSION as READY_VERSION
-from cassettes.replay.ready import Ready, ReadyListener, bare_url, remove_ready, write_ready
+from cassettes.replay.ready import (
+    Ready,
+    ReadyListener,
+    bare_url,
+    check_ready_path,
+    clear_stale,
+    remove_ready,
+    write_ready,
+)
+from cassettes.storage.paths import FileId, UnsafePath, check_dir, check_target, write_new
 from cassettes.storage.store import private_open
 from proxy import messages
 from proxy.addon import DurableGate, LooptapRecorder
@@ -138,12 +147,37 @@ def _ca_bundle(confdir: Path) -> tuple[Path, Path]:
     existing = os.environ.get("SSL_CERT_FILE") or ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt"
     base = Path(existing).read_text() if existing and Path(existing).is_file() else ""
     bundle = confdir / "looptap-ca-bundle.pem"
-    bundle.write_text(base.rstrip("\n") + "\n" + ca_pem)
+    _write_conf(bundle, base.rstrip("\n") + "\n" + ca_pem)
     node_existing = os.environ.get("NODE_EXTRA_CA_CERTS")
     node_base = Path(node_existing).read_text() if node_existing and Path(node_existing).is_file() else ""
     node = confdir / "looptap-node-extra-ca.pem"
-    node.write_text((node_base.rstrip("\n") + "\n" if node_base else "") + ca_pem)
+    _write_conf(node, (node_base.rstrip("\n") + "\n" if node_base else "") + ca_pem)
     return bundle, node
+
+
+#: The files looptap itself keeps in ``--confdir`` (beside mitmproxy's own).
+CONF_FILES = ("looptap-ca-bundle.pem", "looptap-node-extra-ca.pem")
+
+
+def check_confdir(confdir: Path) -> None:
+    """``--confdir`` checked before anything starts (storage/paths.py): a directory of this user
+    (created 0700 when missing), and looptap's files in it regular files (replaced whole each
+    start), never a link, a directory or a device. Raises :class:`RecorderError`."""
+    try:
+        check_dir(confdir, "--confdir")
+        for name in CONF_FILES:
+            check_target(confdir / name, "the CA bundle", owned=lambda _p: True)
+    except UnsafePath as exc:
+        raise RecorderError(str(exc)) from None
+
+
+def _write_conf(path: Path, text: str) -> None:
+    """One of looptap's files in ``--confdir``, replaced whole (a private temporary renamed over
+    it: a link at its name is refused, never followed). Certificates only: readable by all."""
+    try:
+        write_new(check_target(path, "the CA bundle", owned=lambda _p: True), text.encode(), mode=0o644)
+    except UnsafePath as exc:
+        raise RecorderError(str(exc)) from None
 
 
 def _refused(listeners: Sequence[Listener]) -> str:
@@ -171,10 +205,12 @@ class Recorder:
         self.master: master.Master | None = None
         self._task: asyncio.Task[None] | None = None
         self.env: dict[str, str] = {}
+        #: The ready file this recorder wrote (device, inode): the only one it removes.
+        self._ready_id: FileId | None = None
 
     async def start(self) -> None:
         cfg = self.config
-        cfg.confdir.mkdir(parents=True, exist_ok=True)
+        check_confdir(cfg.confdir)
         opts = options.Options(
             mode=[lst.spec for lst in self.listeners],
             listen_host=cfg.host,
@@ -289,6 +325,18 @@ class Recorder:
             env=dict(self.env),
         )
 
+    def clear_stale_ready(self) -> None:
+        """Check the ready file's path (refused as :class:`RecorderError` unless free or a ready
+        file an earlier recorder left) and remove such a left-over one: it must not be read as
+        this recorder's."""
+        path = self.config.ready_file
+        if path is None:
+            return
+        try:
+            clear_stale(check_ready_path(path, cassette=self.config.output))
+        except UnsafePath as exc:
+            raise RecorderError(str(exc)) from None
+
     def write_ready(self) -> None:
         """Write the ready file, if one was asked for; a failure stops the start (whoever waits
         for the file would wait in vain)."""
@@ -296,13 +344,17 @@ class Recorder:
         if path is None:
             return
         try:
-            write_ready(path, self.ready())
+            self._ready_id = write_ready(path, self.ready())
+        except UnsafePath as exc:
+            raise RecorderError(str(exc)) from None
         except OSError as exc:
             raise RecorderError(f"cannot write the ready file {path}: {exc.strerror or exc}") from None
 
     def remove_ready(self) -> None:
+        """Remove the ready file this recorder wrote, and only while it is still that file."""
         if self.config.ready_file is not None:
-            remove_ready(self.config.ready_file)
+            remove_ready(self.config.ready_file, self._ready_id)
+            self._ready_id = None
 
     async def stop(self) -> None:
         """Flush every captured round trip to disk, close the listeners and stop."""
@@ -334,7 +386,7 @@ def export_lines(env: dict[str, str]) -> list[str]:
 
 async def record_forever(config: RecorderConfig, out: Sequence[str] | None = None) -> int:
     rec = Recorder(config)
-    rec.remove_ready()  # one left by an earlier recorder must not be read as this one's
+    rec.clear_stale_ready()  # one left by an earlier recorder must not be read as this one's
     await rec.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -404,7 +456,7 @@ async def run_child(
     child still runs (and where its output goes); the child's exit status is written to
     ``child_status``, where a viewer still open reads it (it stops saying "live")."""
     rec = Recorder(config)
-    rec.remove_ready()  # one left by an earlier recorder must not be read as this one's
+    rec.clear_stale_ready()  # one left by an earlier recorder must not be read as this one's
     await rec.start()
     try:
         rec.write_ready()
@@ -413,7 +465,13 @@ async def run_child(
         raise
     env = {**os.environ, **rec.env}
     # The child's output may echo prompts and answers: created 0600, like the cassette.
-    log = private_open(child_log, append=True) if child_log is not None else None  # closed below
+    # Appended to, never through a link, only a regular file of this user (storage/paths.py).
+    try:
+        log = private_open(child_log, append=True) if child_log is not None else None  # closed below
+    except OSError as exc:
+        rec.remove_ready()
+        await rec.stop()
+        raise RecorderError(f"cannot write the command's output to {child_log}: {exc}") from None
     try:
         try:
             proc = await asyncio.create_subprocess_exec(

@@ -20,22 +20,38 @@ class ExportUsageError(CassetteError, ValueError):
     """The export command line asks for something it cannot do."""
 
 
-def _write_chunks(path: str, chunks: Iterable[bytes]) -> None:
-    """Write an export to ``path`` ('-': stdout) a piece at a time (a large export is never held
-    whole): 0600 like the cassette; C1, bidi and zero-width characters in strings escaped (the same
+def _export_target(path: str, args: argparse.Namespace) -> Any:
+    """Where an export goes, checked before anything is read (storage/paths.py): ``None`` for
+    stdout; the input itself, a link, a directory, a device, a FIFO or a socket is refused, and an
+    existing file unless ``--force`` (an empty one of this user is taken)."""
+    from cassettes.storage.paths import UnsafePath, check_target, same_path
+
+    if path == "-":
+        return None
+    if same_path(path, args.file):
+        raise UnsafePath(f"the export {path} is the run it exports: give it a path of its own")
+    return check_target(path, "the export", force=args.force, hint="--force replaces it; '-' writes to stdout")
+
+
+def _write_chunks(target: Any, chunks: Iterable[bytes]) -> None:
+    """Write an export to ``target`` (``None``: stdout) a piece at a time (a large export is never
+    held whole): 0600 like the cassette, under a private name beside it and put in place whole
+    when done (storage/paths.py); C1, bidi and zero-width characters in strings escaped (the same
     JSON value) for terminals."""
-    from cassettes.storage.store import private_open
+    from cassettes.storage.paths import staged
     from cassettes.untrusted import SafeBinaryStream
 
-    fh = sys.stdout.buffer if path == "-" else private_open(path)
-    try:
-        out = SafeBinaryStream(fh)
+    if target is None:
+        out = SafeBinaryStream(sys.stdout.buffer)
         for chunk in chunks:
             out.write(chunk)
         out.flush()
-    finally:
-        if fh is not sys.stdout.buffer:
-            fh.close()
+        return
+    with staged(target) as s:
+        out = SafeBinaryStream(s.file)
+        for chunk in chunks:
+            out.write(chunk)
+        out.flush()
 
 
 def _header(values: list[str] | None) -> dict[str, str]:
@@ -54,6 +70,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not (args.otel or args.otel_endpoint or args.har):
         raise ExportUsageError("nothing to export: give --otel FILE, --otel-endpoint URL and/or --har FILE")
     headers = _header(args.otel_header)
+    if args.otel and args.har and args.otel != "-" and args.har != "-":
+        from cassettes.storage.paths import UnsafePath, same_path
+
+        if same_path(args.otel, args.har):
+            raise UnsafePath(f"--otel and --har both name {args.har}: give each its own path")
+    otel_target = _export_target(args.otel, args) if args.otel else None
+    har_target = _export_target(args.har, args) if args.har else None
     run = open_run(args.file)
     from cassettes.errors import problem_lines
 
@@ -79,7 +102,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                     n += spans(req)
                     yield orjson.dumps(req, option=orjson.OPT_APPEND_NEWLINE)
 
-            _write_chunks(args.otel, lines())
+            _write_chunks(otel_target, lines())
             said.append(f"{n} spans → {args.otel}")
         if args.otel_endpoint:
             from cassettes.interop.otlp import send, traces_url
@@ -98,7 +121,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.har:
         from cassettes.interop.har import har_chunks
 
-        _write_chunks(args.har, har_chunks(run))
+        _write_chunks(har_target, har_chunks(run))
         said.append(f"{len(run.exchanges)} HAR entries → {args.har}")
     if not args.quiet:
         for s in said:
@@ -122,6 +145,7 @@ def register_export(sub: Any) -> None:
     p.add_argument("--project", help="Phoenix project to file the spans under (resource attribute openinference.project.name)")
     p.add_argument("--no-content", action="store_true", help="leave out message contents, system instructions and tool definitions")
     p.add_argument("--har", metavar="OUT.har", help="write HAR 1.2 to this file ('-' = stdout)")
+    p.add_argument("--force", action="store_true", help="replace an existing --otel/--har file (a link, a directory or a device is always refused)")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=cmd_export)
 
@@ -166,23 +190,60 @@ def _install_textconv(repo: Path) -> int:
         print(f"looptap textconv: error: {repo} is not inside a git repository", file=sys.stderr)
         return 2
     root = Path(top.stdout.strip())
+    from cassettes.storage.paths import UnsafePath, check_target
+
+    attrs = root / ".gitattributes"
+    try:
+        # An existing .gitattributes is the repository's: extended, never replaced or followed.
+        target = check_target(attrs, "the attributes file", owned=lambda _p: True)
+    except UnsafePath as exc:
+        print(f"looptap textconv: error: {exc}", file=sys.stderr)
+        return 2
     command = f"{shlex.quote(sys.executable)} -m cassettes.cli textconv"
     done = subprocess.run(["git", "-C", str(root), "config", "diff.looptap.textconv", command], capture_output=True, text=True, timeout=30)
     if done.returncode != 0:
         print(f"looptap textconv: error: git config failed: {done.stderr.strip()}", file=sys.stderr)
         return 2
-    attrs = root / ".gitattributes"
     line = "*.jsonl diff=looptap"
-    have = attrs.read_text().splitlines() if attrs.exists() else []
-    if line not in (h.strip() for h in have):
-        with attrs.open("a") as f:
-            if have and not attrs.read_text().endswith("\n"):
-                f.write("\n")
-            f.write(line + "\n")
-        print(f"looptap: added '{line}' to {attrs}")
+    try:
+        if _add_attribute(target, line):
+            print(f"looptap: added '{line}' to {attrs}")
+    except (UnsafePath, CassetteError) as exc:
+        print(f"looptap textconv: error: {exc}", file=sys.stderr)
+        return 2
     print(f"looptap: git diff now shows cassettes through: {command}")
     print("looptap: (git diff --no-textconv shows the raw JSON lines)")
     return 0
+
+
+def _add_attribute(target: Any, line: str) -> bool:
+    """Add ``line`` to the checked ``.gitattributes`` unless it is there: the file is rewritten
+    whole under a private name beside it and renamed into place (its mode kept), so a crash never
+    leaves half of it, and a link put at its name is never followed (storage/paths.py). Whether
+    the line was added."""
+    import os
+    import stat
+
+    from cassettes.storage.paths import staged
+
+    path = target.path
+    old = b""
+    mode = 0o644
+    if target.replaces is not None:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            mode = stat.S_IMODE(os.fstat(fd).st_mode)
+            old = f.read(16 << 20)  # an attributes file is small; a huge one is kept whole below
+            if f.read(1):
+                raise CassetteError(f"{path} is over 16 MiB: looptap does not rewrite it; add '{line}' yourself")
+    if line in (h.strip() for h in old.decode("utf-8", "replace").splitlines()):
+        return False
+    with staged(target, mode=mode) as s:
+        s.file.write(old)
+        if old and not old.endswith(b"\n"):
+            s.file.write(b"\n")
+        s.file.write(line.encode() + b"\n")
+    return True
 
 
 def register_textconv(sub: Any) -> None:

@@ -354,6 +354,18 @@ class _Options:
         record = mode == "all" or (mode == "once" and not exists) or mode == "new_episodes"
         if plan is not None and not replay:
             pytest.fail(f"looptap: faults are injected into a replayed run, and {path} is being recorded (mode {mode}); record it first", pytrace=False)
+        if record:
+            from cassettes.storage.paths import UnsafePath, check_target
+            from cassettes.storage.store import is_cassette
+
+            refused = None
+            try:
+                # Checked before the test runs: only a cassette (or nothing) is written over.
+                check_target(path, "the test's cassette", owned=is_cassette, hint="give the marker another path")
+            except UnsafePath as exc:
+                refused = str(exc)
+            if refused is not None:
+                pytest.fail(f"looptap: cannot record (mode {mode}): {refused}", pytrace=False)
         return cls(mode, path, pace, strict, plan, replay, record)
 
 
@@ -397,17 +409,33 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
         from cassettes.recording.pipeline import CassetteWriter
 
         new = open_run(rec, whole=True).exchanges
-        if new:
-            session.path.parent.mkdir(parents=True, exist_ok=True)
-            if session.server is not None:  # new_episodes: append what was recorded now
-                with CassetteWriter(session.path) as w:
-                    for ex in new:
-                        w.append(ex)
-                reports.append(f"{nodeid}: recorded {len(new)} new round trips into {session.path}")
-            else:
-                shutil.move(str(rec), session.path)
-                reports.append(f"{nodeid}: recorded {len(new)} round trips into {session.path}")
-        shutil.rmtree(rec.parent, ignore_errors=True)
+        try:
+            if new:
+                session.path.parent.mkdir(parents=True, exist_ok=True)
+                if session.server is not None:  # new_episodes: append what was recorded now
+                    with CassetteWriter(session.path) as w:
+                        for ex in new:
+                            w.append(ex)
+                    reports.append(f"{nodeid}: recorded {len(new)} new round trips into {session.path}")
+                else:
+                    _place_recording(rec, session.path)
+                    reports.append(f"{nodeid}: recorded {len(new)} round trips into {session.path}")
+        except CassetteError as exc:
+            pytest.fail(f"looptap: could not store the round trips recorded for {session.path}: {exc}", pytrace=False)
+        finally:
+            shutil.rmtree(rec.parent, ignore_errors=True)
+
+
+def _place_recording(rec: Path, path: Path) -> None:
+    """The test's recording copied to its cassette: checked again (a cassette, or nothing, is
+    replaced; never through a link), written under a private name beside it and put in place
+    whole (storage/paths.py). Raises :class:`CassetteError`."""
+    from cassettes.storage.paths import check_target, staged
+    from cassettes.storage.store import is_cassette, open_regular
+
+    target = check_target(path, "the test's cassette", owned=is_cassette, hint="give the marker another path")
+    with open_regular(rec) as src, staged(target) as s:
+        shutil.copyfileobj(src, s.file)
 
 
 @pytest.fixture(autouse=True)

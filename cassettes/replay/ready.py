@@ -2,25 +2,47 @@
 writes once its listeners accept connections, for a program that starts the recorder and must
 know where it listens without scraping its ``export`` lines.
 
-One JSON object (docs/recorder.md, "The ready file"), written atomically (a temporary file beside
-it, then a rename) with mode 0600, and removed when the recorder stops; a reader sees no file, or
-the whole object. It holds addresses, paths and the client environment, never a secret: the
+One JSON object (docs/recorder.md, "The ready file"), written atomically (a private temporary file
+beside it, then linked into place) with mode 0600, and removed when the recorder stops if it is
+still the file written; a reader sees no file, or the whole object. The path is checked before the
+recorder starts: only a ready file an earlier recorder left is replaced (docs/reliability.md,
+"Paths looptap writes"). It holds addresses, paths and the client environment, never a secret: the
 environment is exactly what the ``export`` lines say (base URLs, proxies, CA bundles), and an
 upstream URL is written without user, password, query or fragment.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Literal, TypedDict
 from urllib.parse import urlsplit
 
 from cassettes.errors import CassetteFormatError
+from cassettes.storage.paths import (
+    FileId,
+    Target,
+    UnsafePath,
+    check_target,
+    remove_if_same,
+    same_path,
+    write_new,
+)
 
-__all__ = ["SCHEMA", "VERSION", "Ready", "ReadyListener", "bare_url", "read_ready", "remove_ready", "write_ready"]
+__all__ = [
+    "SCHEMA",
+    "VERSION",
+    "Ready",
+    "ReadyListener",
+    "bare_url",
+    "check_ready_path",
+    "clear_stale",
+    "read_ready",
+    "remove_ready",
+    "write_ready",
+]
 
 #: The ``schema`` and ``version`` of the object; the version changes when a field's meaning does
 #: (new fields may appear without a change).
@@ -75,29 +97,56 @@ def bare_url(url: str) -> str:
     return f"{u.scheme}://{host}{f':{port}' if port is not None else ''}{u.path}"
 
 
-def write_ready(path: str | Path, ready: Ready) -> None:
-    """Write ``ready`` to ``path`` atomically, readable by its owner only. Raises ``OSError``."""
-    path = Path(path)
-    data = (json.dumps(ready, indent=2) + "\n").encode()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def _is_ready_file(path: Path) -> bool:
+    """Whether ``path`` is a ready file a recorder of this user left (at most 1 MiB is read, no link
+    followed): the one existing file ``--ready-file`` may replace."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o600)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            return False
+        raw = f.read(1 << 20)
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and obj.get("schema") == SCHEMA
 
 
-def remove_ready(path: str | Path) -> None:
-    """Remove the ready file (the recorder stops listening); nothing if it is gone."""
-    with contextlib.suppress(OSError):
-        Path(path).unlink()
+def check_ready_path(path: str | Path, *, cassette: str | Path | None = None) -> Target:
+    """Check ``--ready-file PATH`` before the recorder starts (storage/paths.py): refused when it is
+    the cassette, a link, a directory, a device, a FIFO or a socket, or an existing file that is
+    not a ready file a recorder left; such a left-over one is what :attr:`Target.replaces` names.
+    Raises :class:`~cassettes.storage.paths.UnsafePath`."""
+    path = Path(path)
+    if cassette is not None and same_path(path, cassette):
+        raise UnsafePath(f"the ready file {path} is the cassette: give --ready-file a path of its own")
+    return check_target(path, "the ready file", owned=_is_ready_file, hint="it is not a ready file a recorder left; give --ready-file a new path")
+
+
+def clear_stale(target: Target) -> None:
+    """Remove the left-over ready file :func:`check_ready_path` found (if it is still that very
+    file), so it is never read as this recorder's."""
+    remove_if_same(target.path, target.replaces)
+
+
+def write_ready(path: str | Path, ready: Ready) -> FileId:
+    """Write ``ready`` to ``path`` atomically, readable by its owner only, where no file is (a
+    private temporary beside it, then linked into place: a name taken meanwhile, a link planted
+    there, is left alone and refused). The identity of the file written, for
+    :func:`remove_ready`. Raises ``OSError`` (:class:`~cassettes.storage.paths.UnsafePath` for a
+    name taken)."""
+    data = (json.dumps(ready, indent=2) + "\n").encode()
+    return write_new(Target(Path(path)), data)
+
+
+def remove_ready(path: str | Path, created: FileId | None) -> bool:
+    """Remove the ready file (the recorder stops listening) if it is still the one this recorder
+    wrote (``created``); a file put there since by anyone else is left. Whether it was removed."""
+    return remove_if_same(path, created)
 
 
 def read_ready(path: str | Path) -> Ready | None:

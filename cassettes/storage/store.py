@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from cassettes.errors import CassetteFormatError, CassetteIOError
+from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.parsing.roundtrip import RoundTrip, parse_all
 from cassettes.storage.codec import (
     HistoryDecoder,
@@ -37,9 +37,10 @@ from cassettes.storage.codec import (
     migrate,
     record_to_exchange,
 )
+from cassettes.storage.paths import UnsafePath, describe, open_append
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["Cassette", "CassetteFile", "Problem", "exchange_record", "iter_lines", "read_cassette", "read_header"]
+__all__ = ["Cassette", "CassetteFile", "Problem", "exchange_record", "is_cassette", "iter_lines", "read_cassette", "read_header"]
 
 
 @dataclass
@@ -73,14 +74,31 @@ class Cassette:
 def private_open(path: str | Path, *, append: bool = False) -> BinaryIO:
     """``path`` opened for writing, created with mode 0600 (it holds recorded prompts, like the
     cassette): created with the mode, so there is no moment when others can read it, and an
-    existing file is narrowed to 0600 before anything is written."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
-    fd = os.open(path, flags, 0o600)
-    try:
+    existing file is narrowed to 0600 before anything is written. Never through a link, and
+    only a regular file of this user (storage/paths.py): anything else raises
+    :class:`~cassettes.storage.paths.UnsafePath`."""
+    if append:
+        fd, _ = open_append(path, "the file")
         os.fchmod(fd, 0o600)
-    except OSError:
-        pass
-    return os.fdopen(fd, "ab" if append else "wb")
+        return os.fdopen(fd, "ab")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        fd = -1
+        err = exc
+    if fd < 0:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            raise CassetteIOError(f"cannot open {path} for writing: {err.strerror or err}") from None
+        raise UnsafePath(f"{path} is {describe(st)}: looptap does not write to it") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        os.close(fd)
+        raise UnsafePath(f"{path} is {describe(st) if not stat.S_ISREG(st.st_mode) else 'a file of another user'}: looptap does not write to it")
+    os.fchmod(fd, 0o600)
+    os.ftruncate(fd, 0)
+    return os.fdopen(fd, "wb")
 
 
 def write_private(path: str | Path, data: bytes) -> None:
@@ -126,6 +144,27 @@ def read_header(path: str | Path, raw: bytes) -> tuple[dict[str, Any], int]:
     except CassetteFormatError as exc:
         raise type(exc)(f"{path}: {exc}") from None
     return header, version
+
+
+def is_cassette(path: str | Path) -> bool:
+    """Whether ``path`` is a regular file that starts with a looptap cassette header (its first
+    line, read without following a link and at most 1 MiB of it): a file looptap may replace or
+    append to when a user names it again (storage/paths.py)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        first = f.readline(1 << 20)
+    try:
+        read_header(path, first.rstrip(b"\r\n"))
+    except NewerFormatError:
+        return True  # a newer looptap's: still looptap's
+    except CassetteFormatError:
+        return False
+    return True
 
 
 def exchange_record(raw: bytes, n: int, version: int, *, torn: bool = False) -> dict[str, Any] | Problem | None:
@@ -196,11 +235,10 @@ class CassetteFile:
         self.path = Path(path)
         self.fsync = fsync
         self._torn = False
-        existing = self.path.exists() and self.path.stat().st_size > 0
-        try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise CassetteIOError(f"cannot open {self.path} for writing: {exc.strerror or exc}") from None
+        # Created exclusively, or an existing regular file of this user opened without following
+        # a link (a link, a device, a FIFO, a directory is refused): storage/paths.py.
+        self._fd, _ = open_append(self.path, "the cassette")
+        existing = os.fstat(self._fd).st_size > 0
         if existing:
             if not self._ends_with_newline():
                 self._write(b"\n")  # seal a torn tail so it stays one skipped line
@@ -208,9 +246,11 @@ class CassetteFile:
             self._write(dumps_record(header_record(meta, _now_iso())))
 
     def _ends_with_newline(self) -> bool:
-        with open(self.path, "rb") as f:
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) == b"\n"
+        fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            return os.pread(fd, 1, os.fstat(fd).st_size - 1) == b"\n"
+        finally:
+            os.close(fd)
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)

@@ -1,0 +1,280 @@
+"""Paths a user names that looptap writes or removes: the cassette (``-o``), the ready file,
+exports, imports, ``.gitattributes``, the recorder's ``--confdir`` (docs/reliability.md, "Paths
+looptap writes").
+
+One policy for all of them:
+
+* **checked first** (:func:`check_target`), before anything is recorded or written: a symbolic
+  link, a directory, a device, a FIFO or a socket at the path is refused with one line; an existing
+  regular file is refused unless the caller knows it to be looptap's own (a cassette, a ready file
+  left by a recorder that is gone), or the user said ``--force``; an empty file of one's own holds
+  nothing to lose (``mktemp`` reserves names that way) and is taken;
+* **created exclusively, never through a link**: whole files are written under a private,
+  unpredictable name in the same directory (``mkstemp``: ``O_CREAT|O_EXCL``, mode 0600) and then
+  linked into place (``link`` fails when the name exists) or, for a file checked to be looptap's,
+  renamed over it (``rename`` replaces the name, never what a link points at); files opened to
+  append are opened ``O_NOFOLLOW`` and refused unless regular and their owner's;
+* **removed only when still looptap's**: :func:`remove_if_same` unlinks a path only while it is
+  the very file (device and inode) looptap created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from cassettes.errors import CassetteIOError
+
+__all__ = [
+    "FileId",
+    "Staged",
+    "Target",
+    "UnsafePath",
+    "check_dir",
+    "check_target",
+    "describe",
+    "open_append",
+    "remove_if_same",
+    "same_path",
+    "staged",
+    "write_new",
+]
+
+
+class UnsafePath(CassetteIOError):
+    """A path looptap was asked to write or remove that it refuses to touch: one line for the user."""
+
+
+@dataclass(frozen=True)
+class FileId:
+    """Which file a name referred to: its device and inode."""
+
+    dev: int
+    ino: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileId:
+        return cls(st.st_dev, st.st_ino)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A checked destination: ``replaces`` is the file found there that may be replaced (``None``:
+    the name was free, and must still be when the file is put in place)."""
+
+    path: Path
+    replaces: FileId | None = None
+
+
+def describe(st: os.stat_result) -> str:
+    """What a non-regular file is, for a message."""
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UnsafePath(f"{path}: cannot be checked: {exc.strerror or exc}") from None
+
+
+def check_target(
+    path: str | Path,
+    what: str,
+    *,
+    owned: Callable[[Path], bool] | None = None,
+    force: bool = False,
+    hint: str = "",
+) -> Target:
+    """Check ``path`` before looptap writes ``what`` there (``"the ready file"``, ``"the cassette"``).
+
+    Refused (:class:`UnsafePath`) when the name is a symbolic link, a directory, a device, a FIFO
+    or a socket, whatever ``force`` says; when it is a regular file, it may be replaced if
+    ``owned(path)`` says it is looptap's own, if ``force``, or if it is empty and this user's;
+    anything else is refused, the message ending with ``hint`` (how to say otherwise)."""
+    path = Path(path)
+    st = _lstat(path)
+    if st is None:
+        return Target(path)
+    if not stat.S_ISREG(st.st_mode):
+        extra = "; name the file itself" if stat.S_ISLNK(st.st_mode) else ""
+        raise UnsafePath(f"{what} {path} is {describe(st)}: looptap does not write to, replace or remove it{extra}")
+    if force or (st.st_size == 0 and st.st_uid == os.geteuid()) or (owned is not None and owned(path)):
+        return Target(path, FileId.of(st))
+    if owned is None:  # nothing looptap replaces on its own here: only --force does
+        raise UnsafePath(f"{what} {path} exists{f' ({hint})' if hint else ': refused'}")
+    raise UnsafePath(f"{what} {path} already exists and is not looptap's: refused{f' ({hint})' if hint else ''}")
+
+
+def same_path(a: str | Path, b: str | Path) -> bool:
+    """Whether two names are the same file: the same inode when both exist, else the same absolute
+    path (with the directory's links resolved)."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        pa, pb = Path(a), Path(b)
+        return pa.parent.resolve() / pa.name == pb.parent.resolve() / pb.name
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+@dataclass
+class Staged:
+    """A private file beside its destination, written before it is put in place."""
+
+    path: Path
+    file: BinaryIO
+
+
+@contextlib.contextmanager
+def staged(target: Target, *, mode: int = 0o600) -> Iterator[Staged]:
+    """A private, unpredictably named file (``mkstemp``, mode 0600) in the destination's directory
+    to write; when the block ends without an exception it is flushed, synced and put in place by
+    :func:`_place`, else removed. The caller may also write through ``.path`` (closing ``.file``
+    first is not needed)."""
+    directory = target.path.parent
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise CassetteIOError(f"cannot write in {directory}: {exc.strerror or exc}") from None
+    tmp_path = Path(tmp)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if mode != 0o600:
+                os.fchmod(f.fileno(), mode)
+            yield Staged(tmp_path, f)
+            f.flush()
+            os.fsync(f.fileno())
+        _place(tmp_path, target)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp_path.unlink()
+
+
+def _place(tmp: Path, target: Target) -> None:
+    """Put the written ``tmp`` at ``target.path``: linked when the name must be free (refused if
+    it was taken meanwhile), renamed over the checked file when one may be replaced (refused if
+    another file took its name meanwhile)."""
+    path = target.path
+    if target.replaces is None:
+        try:
+            os.link(tmp, path)  # fails if the name exists, whatever it is; follows nothing
+            return
+        except FileExistsError:
+            raise UnsafePath(f"{path} appeared while looptap was writing it: left as it is") from None
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+                raise CassetteIOError(f"cannot create {path}: {exc.strerror or exc}") from None
+        # A file system without hard links: rename, once the name is checked to be still free.
+        if _lstat(path) is not None:
+            raise UnsafePath(f"{path} appeared while looptap was writing it: left as it is")
+    else:
+        st = _lstat(path)
+        if st is not None and (FileId.of(st) != target.replaces or not stat.S_ISREG(st.st_mode)):
+            raise UnsafePath(f"{path} was replaced by another file while looptap was writing it: left as it is")
+    try:
+        os.replace(tmp, path)  # replaces the name itself, never what a link at it points to
+    except OSError as exc:
+        raise CassetteIOError(f"cannot create {path}: {exc.strerror or exc}") from None
+
+
+def write_new(target: Target, data: bytes, *, mode: int = 0o600) -> FileId:
+    """Write ``data`` whole at ``target`` (:func:`staged`); the identity of the file created."""
+    with staged(target, mode=mode) as s:
+        s.file.write(data)
+        created = FileId.of(os.fstat(s.file.fileno()))
+    return created
+
+
+def remove_if_same(path: str | Path, created: FileId | None) -> bool:
+    """Remove ``path`` if it is still the file ``created`` (what looptap made); a file someone
+    else put there since is left alone. Whether it was removed."""
+    if created is None:
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or FileId.of(st) != created:
+        return False
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
+
+
+def open_append(path: str | Path, what: str) -> tuple[int, bool]:
+    """``path`` opened to append (a file descriptor) and whether it was created: created with
+    ``O_EXCL`` (mode 0600) when the name is free; otherwise opened without following a link
+    (``O_NOFOLLOW``) or blocking on a FIFO, and refused (:class:`UnsafePath`) unless it is a
+    regular file of this user."""
+    path = Path(path)
+    base = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    created = True
+    try:
+        fd = os.open(path, base | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        created = False
+        try:
+            fd = os.open(path, base)
+        except OSError as exc:
+            st = _lstat(path)
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise UnsafePath(f"{what} {path} is {describe(st)}: looptap does not write to it") from None
+            raise CassetteIOError(f"cannot open {path} for writing: {exc.strerror or exc}") from None
+    except OSError as exc:
+        raise CassetteIOError(f"cannot open {path} for writing: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        os.close(fd)
+        why = describe(st) if not stat.S_ISREG(st.st_mode) else "a file of another user"
+        raise UnsafePath(f"{what} {path} is {why}: looptap does not write to it")
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd, created
+
+
+def check_dir(path: str | Path, what: str) -> Path:
+    """A directory looptap keeps files in (``--confdir``): created (mode 0700, with its parents)
+    when missing; refused unless it is a directory of this user (a link to one is followed: the
+    directory is what it names)."""
+    path = Path(path)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise UnsafePath(f"{what} {path} cannot be created: {exc.strerror or exc}") from None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise UnsafePath(f"{what} {path} cannot be checked: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafePath(f"{what} {path} is {describe(st)}, not a directory")
+    if st.st_uid != os.geteuid():
+        raise UnsafePath(f"{what} {path} belongs to another user: looptap keeps its CA and files only in a directory of its own")
+    return path

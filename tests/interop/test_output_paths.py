@@ -1,0 +1,238 @@
+"""The output paths of ``looptap export`` (``--har``, ``--otel``), ``looptap import -o`` and
+``looptap textconv --install`` (issue 28 item 4; docs/reliability.md, "Paths looptap writes"):
+checked before anything is read or written, never written through a link, a device, a FIFO or a
+directory; an existing file replaced only with ``--force``; written whole under a private name
+and put in place.
+
+Only the command line is used, so these run against an older looptap too and show what it did.
+Devices: ``/dev/null`` (checked unchanged after every test) and a private character device made
+with ``mknod`` when this user may."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from importlib.resources import as_file, files
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEV_NULL = Path("/dev/null")
+PRECIOUS = "precious: not looptap's\n"
+
+
+@pytest.fixture(autouse=True)
+def _dev_null_untouched() -> object:
+    def ident() -> tuple[int, int, int, int]:
+        st = os.lstat(DEV_NULL)
+        return st.st_ino, st.st_rdev, st.st_mode, st.st_uid
+
+    before = ident()
+    yield
+    assert ident() == before, "/dev/null was replaced, removed or changed"
+
+
+@pytest.fixture
+def vcr_yaml(tmp_path: Path) -> Path:
+    with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
+        dest = tmp_path / "in" / "loop.yaml"
+        dest.parent.mkdir()
+        shutil.copy(src, dest)
+        return dest
+
+
+@pytest.fixture
+def cassette(tmp_path: Path, vcr_yaml: Path) -> Path:
+    out = tmp_path / "run.jsonl"
+    proc = _looptap(tmp_path, "import", str(vcr_yaml), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _looptap(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout's looptap, wherever the command runs
+    return subprocess.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+
+
+def _refused(proc: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert proc.returncode != 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "error" in lines[0], proc.stderr
+    for w in words:
+        assert w in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def _special(tmp_path: Path, which: str) -> Path:
+    if which == "dev_null":
+        return DEV_NULL
+    if which == "fifo":
+        path = tmp_path / "fifo"
+        os.mkfifo(path)
+        return path
+    if which == "directory":
+        path = tmp_path / "dir"
+        path.mkdir()
+        (path / "keep").write_text(PRECIOUS)
+        return path
+    path = tmp_path / "null-device"
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (PermissionError, AttributeError):
+        pytest.skip("this user cannot make a device node")
+    return path
+
+
+def _ident(path: Path) -> tuple[int, int, int, int]:
+    st = os.lstat(path)
+    return st.st_ino, st.st_mode, st.st_rdev, st.st_size
+
+
+SPECIALS = ["dev_null", "private_device", "fifo", "directory"]
+WORDS = {"dev_null": "is a character device", "private_device": "is a character device", "fifo": "is a FIFO", "directory": "is a directory"}
+
+
+# -- export --har / --otel -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag", ["--har", "--otel"])
+def test_export_refuses_an_existing_file_unless_forced(tmp_path: Path, cassette: Path, flag: str) -> None:
+    out = tmp_path / "notes.txt"
+    out.write_text(PRECIOUS)
+    _refused(_looptap(tmp_path, "export", str(cassette), flag, str(out)), f"the export {out} exists (--force replaces it", "--force")
+    assert out.read_text() == PRECIOUS  # was overwritten
+    proc = _looptap(tmp_path, "export", str(cassette), flag, str(out), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() != PRECIOUS and stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "notes.txt", "run.jsonl"]  # no temporary left
+
+
+@pytest.mark.parametrize("which", SPECIALS)
+def test_export_never_writes_to_a_device_fifo_or_directory(tmp_path: Path, cassette: Path, which: str) -> None:
+    path = _special(tmp_path, which)
+    before = _ident(path)
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK) if which == "fifo" else -1  # a writer would not wait
+    try:
+        for force in ([], ["--force"]):
+            _refused(_looptap(tmp_path, "export", str(cassette), "--har", str(path), *force), WORDS[which])
+    finally:
+        if reader >= 0:
+            assert os.read(reader, 1 << 16) == b""
+            os.close(reader)
+    assert _ident(path) == before  # a device was narrowed to 0600 (fchmod), a FIFO written into
+
+
+def test_export_never_writes_through_a_link(tmp_path: Path, cassette: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text(PRECIOUS)
+    link = tmp_path / "out.har"
+    link.symlink_to(victim)
+    for force in ([], ["--force"]):
+        _refused(_looptap(tmp_path, "export", str(cassette), "--har", str(link), *force), "is a symbolic link")
+    assert victim.read_text() == PRECIOUS and link.is_symlink()  # was truncated and overwritten
+
+
+def test_export_never_replaces_the_run_it_reads(tmp_path: Path, cassette: Path) -> None:
+    before = cassette.read_bytes()
+    _refused(_looptap(tmp_path, "export", str(cassette), "--har", str(cassette), "--force"), "is the run it exports")
+    assert cassette.read_bytes() == before
+
+
+# -- import -o -----------------------------------------------------------------------------------
+
+
+def test_import_never_writes_through_a_link(tmp_path: Path, vcr_yaml: Path) -> None:
+    link = tmp_path / "out.jsonl"
+    link.symlink_to(tmp_path / "elsewhere.jsonl")
+    for force in ([], ["--force"]):
+        _refused(_looptap(tmp_path, "import", str(vcr_yaml), "-o", str(link), *force), "is a symbolic link")
+    assert not (tmp_path / "elsewhere.jsonl").exists() and link.is_symlink()  # was created where it points
+
+
+@pytest.mark.parametrize("which", SPECIALS)
+def test_import_never_replaces_a_device_fifo_or_directory(tmp_path: Path, vcr_yaml: Path, which: str) -> None:
+    path = _special(tmp_path, which)
+    before = _ident(path)
+    _refused(_looptap(tmp_path, "import", str(vcr_yaml), "-o", str(path), "--force"), WORDS[which])
+    assert _ident(path) == before  # --force used to unlink whatever was there
+
+
+def test_import_refuses_an_existing_file_unless_forced(tmp_path: Path, vcr_yaml: Path) -> None:
+    """Already so before (the clean twin); --force now replaces it whole, under a private name."""
+    out = tmp_path / "out.jsonl"
+    out.write_text(PRECIOUS)
+    _refused(_looptap(tmp_path, "import", str(vcr_yaml), "-o", str(out)), "--force")
+    assert out.read_text() == PRECIOUS
+    proc = _looptap(tmp_path, "import", str(vcr_yaml), "-o", str(out), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text().startswith('{"type":"header"') and sorted(p.name for p in tmp_path.iterdir()) == ["in", "out.jsonl"]
+
+
+# -- textconv --install --------------------------------------------------------------------------
+
+
+def _repo(tmp_path: Path) -> Path:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
+    return repo
+
+
+def test_textconv_install_never_writes_through_a_linked_gitattributes(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text(PRECIOUS)
+    (repo / ".gitattributes").symlink_to(victim)
+    _refused(_looptap(repo, "textconv", "--install"), "is a symbolic link")
+    assert victim.read_text() == PRECIOUS  # the attribute line was appended to it
+    assert (repo / ".gitattributes").is_symlink()
+    config = subprocess.run(["git", "-C", str(repo), "config", "diff.looptap.textconv"], capture_output=True, text=True, timeout=60)
+    assert config.stdout == ""  # refused before git's config was touched
+
+
+def test_textconv_install_refuses_a_gitattributes_directory(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    (repo / ".gitattributes").mkdir()
+    _refused(_looptap(repo, "textconv", "--install"), "is a directory")
+
+
+def test_textconv_install_extends_an_existing_gitattributes(tmp_path: Path) -> None:
+    """The clean twin: the repository's own attributes are kept, the line added once, the mode kept."""
+    repo = _repo(tmp_path)
+    attrs = repo / ".gitattributes"
+    attrs.write_text("*.png binary")  # no final newline
+    attrs.chmod(0o640)
+    for _ in range(2):
+        proc = _looptap(repo, "textconv", "--install")
+        assert proc.returncode == 0, proc.stderr
+    assert attrs.read_text() == "*.png binary\n*.jsonl diff=looptap\n"
+    assert stat.S_IMODE(attrs.stat().st_mode) == 0o640
+    assert sorted(p.name for p in repo.iterdir()) == [".git", ".gitattributes"]
+
+
+# -- demo -o -------------------------------------------------------------------------------------
+
+
+def test_demo_replaces_only_an_earlier_demo(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text(PRECIOUS)
+    env = {k: v for k, v in os.environ.items() if k != "LOOPTAP_PROXY_PYTHON"}  # the bundled recording, no recorder
+    env["PYTHONPATH"] = str(REPO)
+
+    def demo(out: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cassettes.cli", "demo", "-o", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+
+    proc = demo(notes)
+    assert proc.returncode == 2 and f"the demo's cassette {notes} already exists and is not looptap's" in proc.stdout + proc.stderr
+    assert notes.read_text() == PRECIOUS  # was deleted and replaced by the demo's cassette
+    out = tmp_path / "demo.jsonl"
+    for _ in range(2):  # the clean twin: an earlier demo is replaced
+        proc = demo(out)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert out.read_text().count('"type":"header"') == 1

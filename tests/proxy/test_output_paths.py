@@ -1,0 +1,245 @@
+"""The recorder's paths (issue 28 item 4): ``--ready-file``, ``-o`` (and ``-o +FILE``) and
+``--confdir`` are checked before anything is recorded; what exists and is not looptap's is refused
+with one line and exit status 2; nothing is written through a link; the ready file is removed at
+stop only while it is still the file the recorder wrote. docs/reliability.md, "Paths looptap
+writes", lists each path with these tests.
+
+Only the command line is used here, so the same tests run against an older looptap and show what
+it did (each fails there). Devices: ``/dev/null`` (checked unchanged after every test) and a
+private character device made with ``mknod`` when this user may (root in a container)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
+
+pytestmark = needs_recorder
+
+DEV_NULL = Path("/dev/null")
+PRECIOUS = "precious: not looptap's\n"
+
+
+@pytest.fixture(autouse=True)
+def _dev_null_untouched() -> object:
+    def ident() -> tuple[int, int, int, int]:
+        st = os.lstat(DEV_NULL)
+        return st.st_ino, st.st_rdev, st.st_mode, st.st_uid
+
+    before = ident()
+    yield
+    assert ident() == before, "/dev/null was replaced, removed or changed"
+
+
+def _run(tmp_path: Path, *args: str, child: str = "pass") -> subprocess.CompletedProcess[str]:
+    """``looptap run ARGS -- python -c CHILD`` (the child exits by itself: no signal needed)."""
+    return subprocess.run(
+        [*RECORDER, "run", "--confdir", str(tmp_path / "conf"), *args, "--", str(PROXY_PYTHON), "-c", child],
+        capture_output=True, text=True, env=clean_env(), timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+
+
+def _refused(proc: subprocess.CompletedProcess[str], *words: str) -> None:
+    """Exit status 2, one line naming the reason, no traceback, and no export line (the recorder
+    never started)."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("looptap: error: "), proc.stderr
+    for w in words:
+        assert w in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def _device(tmp_path: Path, which: str) -> Path:
+    if which == "dev_null":
+        return DEV_NULL
+    if which == "fifo":
+        path = tmp_path / "fifo"
+        os.mkfifo(path)
+        return path
+    path = tmp_path / "null-device"
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # another /dev/null, of this test's own
+    except (PermissionError, AttributeError):
+        pytest.skip("this user cannot make a device node")
+    return path
+
+
+def _ident(path: Path) -> tuple[int, int, int]:
+    st = os.lstat(path)
+    return st.st_ino, st.st_mode, st.st_rdev
+
+
+# -- the ready file -----------------------------------------------------------------------------
+
+
+def test_an_existing_file_is_never_the_ready_file(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text(PRECIOUS)
+    proc = _run(tmp_path, "-o", "run.jsonl", "--ready-file", str(notes))
+    _refused(proc, f"the ready file {notes} already exists and is not looptap's")
+    assert notes.read_text() == PRECIOUS  # was overwritten, then deleted at stop
+    assert not (tmp_path / "run.jsonl").exists()  # refused before recording started
+
+
+def test_the_cassette_is_never_the_ready_file(tmp_path: Path) -> None:
+    proc = _run(tmp_path, "-o", "same.jsonl", "--ready-file", "same.jsonl")
+    _refused(proc, "the ready file same.jsonl is the cassette")  # was: no recording left at all
+    assert not (tmp_path / "same.jsonl").exists()
+    # An existing cassette named twice: kept as it was.
+    first = _run(tmp_path, "-o", "same.jsonl")
+    assert first.returncode == 0, first.stderr
+    before = (tmp_path / "same.jsonl").read_bytes()
+    proc = _run(tmp_path, "-o", "+same.jsonl", "--ready-file", str(tmp_path / "same.jsonl"))
+    _refused(proc, "is the cassette")
+    assert (tmp_path / "same.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize("which", ["dev_null", "private_device", "fifo"])
+def test_a_device_or_fifo_is_never_the_ready_file(tmp_path: Path, which: str) -> None:
+    path = _device(tmp_path, which)
+    before = _ident(path)
+    proc = _run(tmp_path, "-o", "run.jsonl", "--ready-file", str(path))
+    _refused(proc, f"the ready file {path} is a {'FIFO' if which == 'fifo' else 'character device'}")
+    assert _ident(path) == before  # was replaced by a regular file, then deleted at stop
+    assert not (tmp_path / "run.jsonl").exists()
+
+
+def test_a_directory_is_never_the_ready_file(tmp_path: Path) -> None:
+    d = tmp_path / "state"
+    d.mkdir()
+    (d / "keep").write_text(PRECIOUS)
+    proc = _run(tmp_path, "-o", "run.jsonl", "--ready-file", str(d))
+    _refused(proc, f"the ready file {d} is a directory")
+    assert (d / "keep").read_text() == PRECIOUS and os.listdir(d) == ["keep"]
+    assert not (tmp_path / "run.jsonl").exists()  # was: the cassette created, then "cannot write"
+
+
+def test_a_link_is_never_the_ready_file(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text(PRECIOUS)
+    link = tmp_path / "ready.json"
+    link.symlink_to(victim)
+    proc = _run(tmp_path, "-o", "run.jsonl", "--ready-file", str(link))
+    _refused(proc, "is a symbolic link")
+    assert link.is_symlink() and victim.read_text() == PRECIOUS
+
+
+def test_a_ready_file_replaced_by_someone_else_is_not_removed(tmp_path: Path) -> None:
+    """The command replaces the ready file while the recorder runs; at stop the recorder removes
+    only the file it wrote (same device and inode), so the replacement stays."""
+    ready = tmp_path / "ready.json"
+    child = (
+        "import os, pathlib; p = pathlib.Path(os.environ['READY']); assert p.read_text().startswith('{'); "
+        "t = p.with_name('theirs.tmp'); t.write_text('theirs\\n'); os.replace(t, p)"
+    )
+    proc = subprocess.run(
+        [*RECORDER, "run", "--confdir", str(tmp_path / "conf"), "-o", "run.jsonl", "--ready-file", str(ready),
+         "--", str(PROXY_PYTHON), "-c", child],
+        capture_output=True, text=True, env=clean_env(READY=str(ready)), timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert ready.read_text() == "theirs\n"  # was deleted at stop
+    # The clean twin: left alone, the ready file is the recorder's and is removed at stop.
+    ready.unlink()
+    proc = _run(tmp_path, "-o", "run2.jsonl", "--ready-file", str(ready), child=f"assert open({str(ready)!r}).read().startswith('{{')")
+    assert proc.returncode == 0, proc.stderr
+    assert not ready.exists()
+
+
+# -- the cassette (-o) --------------------------------------------------------------------------
+
+
+def test_an_existing_file_that_is_not_a_cassette_is_not_replaced(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text(PRECIOUS)
+    proc = _run(tmp_path, "-o", str(notes))
+    _refused(proc, f"the cassette {notes} already exists and is not looptap's", "--force replaces it")
+    assert notes.read_text() == PRECIOUS  # was deleted and replaced by the recording
+    proc = _run(tmp_path, "-o", f"+{notes}")  # nor appended to
+    _refused(proc, "-o +FILE appends only to a looptap cassette")
+    assert notes.read_text() == PRECIOUS
+    proc = _run(tmp_path, "-o", str(notes), "--force")  # said so: replaced
+    assert proc.returncode == 0, proc.stderr
+    assert notes.read_text().startswith('{"type":"header","format":"looptap-cassette"')
+
+
+def test_an_existing_cassette_is_replaced_or_appended_to_as_documented(tmp_path: Path) -> None:
+    """The clean twin: a looptap cassette named again is replaced (said on stderr), or appended
+    to with ``+``; the behaviour documented before, kept."""
+    first = _run(tmp_path, "-o", "run.jsonl")
+    assert first.returncode == 0, first.stderr
+    header = (tmp_path / "run.jsonl").read_bytes()
+    again = _run(tmp_path, "-o", "run.jsonl")
+    assert again.returncode == 0 and "replacing the earlier recording in run.jsonl" in again.stderr, again.stderr
+    appended = _run(tmp_path, "-o", "+run.jsonl")
+    assert appended.returncode == 0, appended.stderr
+    assert (tmp_path / "run.jsonl").read_bytes().count(b'"type":"header"') == 1 and header
+
+
+@pytest.mark.parametrize("which", ["dev_null", "private_device", "fifo"])
+def test_a_device_or_fifo_is_never_the_cassette(tmp_path: Path, which: str) -> None:
+    path = _device(tmp_path, which)
+    before = _ident(path)
+    # A reader on the FIFO, so a writer opening it does not wait (the recording would go into it).
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK) if which == "fifo" else -1
+    try:
+        for out in (str(path), f"+{path}"):
+            proc = _run(tmp_path, "-o", out)
+            _refused(proc, f"the cassette {path} is a {'FIFO' if which == 'fifo' else 'character device'}")
+    finally:
+        if reader >= 0:
+            assert os.read(reader, 1 << 16) == b""  # nothing was written into it
+            os.close(reader)
+    assert _ident(path) == before  # was: the recording written into the device, lost, exit 0
+
+
+def test_a_directory_is_never_the_cassette(tmp_path: Path) -> None:
+    d = tmp_path / "runs"
+    d.mkdir()
+    proc = _run(tmp_path, "-o", str(d))
+    _refused(proc, f"the cassette {d} is a directory")  # was: a traceback
+    assert os.listdir(d) == []
+
+
+def test_a_link_is_never_the_cassette(tmp_path: Path) -> None:
+    dangling = tmp_path / "run.jsonl"
+    dangling.symlink_to(tmp_path / "elsewhere.jsonl")
+    proc = _run(tmp_path, "-o", str(dangling))
+    _refused(proc, "is a symbolic link")
+    assert not (tmp_path / "elsewhere.jsonl").exists()  # was: created where the link points
+    victim = tmp_path / "victim.jsonl"
+    assert _run(tmp_path, "-o", str(victim)).returncode == 0
+    before = victim.read_bytes()
+    dangling.unlink()
+    dangling.symlink_to(victim)
+    for out in (str(dangling), f"+{dangling}"):
+        _refused(_run(tmp_path, "-o", out), "is a symbolic link")
+    assert victim.read_bytes() == before and dangling.is_symlink()
+
+
+# -- --confdir ----------------------------------------------------------------------------------
+
+
+def test_a_link_planted_in_the_confdir_is_not_followed(tmp_path: Path) -> None:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text(PRECIOUS)
+    (conf / "looptap-ca-bundle.pem").symlink_to(victim)
+    proc = _run(tmp_path, "-o", "run.jsonl")
+    _refused(proc, "looptap-ca-bundle.pem is a symbolic link")
+    assert victim.read_text() == PRECIOUS  # was overwritten with the CA bundle
+    assert not (tmp_path / "run.jsonl").exists()
+
+
+def test_a_confdir_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "conf").write_text(PRECIOUS)
+    proc = _run(tmp_path, "-o", "run.jsonl")
+    _refused(proc, "--confdir", "is a regular file, not a directory")  # was: a traceback
+    assert (tmp_path / "conf").read_text() == PRECIOUS and not (tmp_path / "run.jsonl").exists()
