@@ -222,7 +222,7 @@ def _write_doc(rows: list[str], args: argparse.Namespace) -> None:
         f"*long* is N round trips in conversations of {TURNS:,} turns (history deltas). Records carry no "
         "stored parse, so every reader parses every response. Peak RSS is the process's VmHWM / ru_maxrss; "
         "`mcp list_runs` is the MCP server answering one `list_runs`, `replay` the server started, "
-        "asked once and stopped. How the commands keep memory flat is in [reading.md](reading.md#huge-runs).\n\n"
+        "asked once and stopped. How the commands bound their memory is in [reading.md](reading.md#huge-runs).\n\n"
     )
     DOC.write_text(head + "\n".join(rows) + "\n")
 
