@@ -272,6 +272,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except MemoryError:
+        # Whatever a budget did not foresee: one line, not a traceback (the memory is free again).
+        _err("error: out of memory (the input is too large for the memory this process may use)")
+        return EXIT_ERROR
     except BrokenPipeError:
         # The reader went away (``looptap show … | head``): not an error. Point stdout at
         # /dev/null so the interpreter's final flush does not complain.

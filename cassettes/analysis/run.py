@@ -7,13 +7,23 @@ released (a late continuation is threaded by the message hashes the threader kee
 full); a turn an out-of-order ``previous_response_id`` points back to is read again through the
 ``reload`` hook. What is kept per turn is the threader's hashes, the checks' memory (ids, hashes)
 and — unless ``keep_turns`` is off — the :class:`Turn` itself.
+
+With a ``reload`` hook a conversation that went quiet is *parked*: its latest turn's context (the
+parsed round trip: a few KB of models) is dropped and read again if the conversation goes on;
+the checks' memory of it is kept pickled (tens of bytes where it holds nothing), and the
+end-of-run checks run on it as it stands, their findings applied at :meth:`RunAnalyser.finish`
+unless a later turn continues it. So a run of a million one-turn conversations keeps a small
+record per conversation, not a parsed round trip each. A failed latest turn is not parked (the
+check of its retry reads the failed attempt's timing, which is not stored).
 """
 
 from __future__ import annotations
 
+import pickle
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from cassettes.analysis import api, dispatch, emission, tokens
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
@@ -166,6 +176,22 @@ def _run(check: Check | FinalCheck, arg: TurnContext | ConversationState, errors
         return []
 
 
+@dataclass(slots=True)
+class _Parked:
+    """A quiet conversation whose latest turn's context was dropped (read again if it goes on)."""
+
+    #: The threader turn id and seq of its latest turn.
+    tid: int
+    seq: int
+    #: That turn's findings: the list the caller holds (end-of-run checks add to it).
+    findings: list[Finding]
+    #: The checks' memory of the conversation, pickled.
+    state: bytes
+    #: What the end-of-run checks found on it, and the errors they raised (``None``: nothing).
+    final: list[Finding] | None
+    errors: list[str] | None
+
+
 class RunAnalyser:
     """Incremental analysis: feed round trips in recording order, read turns as they complete.
 
@@ -203,6 +229,8 @@ class RunAnalyser:
         self._flagged: dict[int, tuple[int, list[Finding]]] = {}
         # Items of recent answers by id, for requests that refer to them instead of sending them.
         self._items = ItemReferences()
+        # Quiet conversations whose latest context was dropped (see the module docstring).
+        self._parked: dict[str, _Parked] = {}
         #: The API family of the round trip :meth:`add` took last ("none" when not an LLM API's).
         self.last_family = "none"
 
@@ -239,6 +267,9 @@ class RunAnalyser:
         self._seq_of_tid.append(seq)
         self._remember(seq, rt, tid)
         conv = self._conversation(link, rt, label)
+        parked = self._parked.get(conv.id)
+        if parked is not None:  # a quiet conversation goes on: its latest turn read again
+            self._unpark(parked.tid)
         prev = self._context(link.previous) if link.previous is not None else None
         turn = Turn(
             seq=seq,
@@ -355,6 +386,9 @@ class RunAnalyser:
         ctx = self._contexts.get(tid)
         if ctx is not None or self._reload is None or not 0 <= tid < len(self._seq_of_tid):
             return ctx
+        parked = self._unpark(tid)
+        if parked is not None:
+            return parked
         ex, rt, turn = self._reload(self._seq_of_tid[tid])
         assert rt.request is not None
         conv = self._convs[turn.conversation]
@@ -376,6 +410,58 @@ class RunAnalyser:
         while len(self._histories) > self._active:
             _, quiet = self._histories.popitem(last=False)
             self._release_history(quiet)
+            if quiet is not ctx:  # (the turn being added is parked once it is settled, if ever)
+                self._park(quiet)
+
+    def _park(self, ctx: TurnContext) -> None:
+        """Drop the context of a conversation's latest turn that went quiet (see the module
+        docstring); kept when it cannot be read again as it stands."""
+        conv, rt = ctx.conv, ctx.rt
+        if self._reload is None or ctx.prev is not None or _failed(rt) or conv.turns != [ctx] or conv.id in self._parked:
+            return
+        latest = self._latest.get(conv.id)
+        if latest is None or self._contexts.get(latest[0]) is not ctx:
+            return
+        try:
+            state = pickle.dumps(conv.state, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # a check keeps something that does not pickle: keep the context
+            return
+        errors: list[str] = []
+        final = [f for check in FINAL_CHECKS for f in _run(check, conv, errors)]
+        self._parked[conv.id] = _Parked(latest[0], ctx.seq, ctx.turn.findings, state, final or None, errors or None)
+        del self._contexts[latest[0]]
+        conv.turns = []
+        conv.state = {}
+
+    def _unpark(self, tid: int) -> TurnContext | None:
+        """The context of a parked conversation's latest turn, read again, as it stood when it was
+        parked (history released, exchange dropped), and the conversation live again."""
+        assert self._reload is not None
+        conv_id = self.turns_conversation(tid)
+        parked = self._parked.get(conv_id or "")
+        if conv_id is None or parked is None or parked.tid != tid:
+            return None
+        seq = self._seq_of_tid[tid]
+        _, rt, turn = self._reload(seq)
+        assert rt.request is not None
+        del self._parked[conv_id]
+        conv = self._convs[conv_id]
+        conv.state = pickle.loads(parked.state)  # pickled by this analyser, from its own state
+        if not self._keep_turns:
+            turn = _slim(turn)
+            turn.findings = parked.findings
+        n = len(rt.request.messages)
+        rt.request.messages = []  # as _release_history leaves a quiet conversation's latest turn
+        rt._raw_history_len = None
+        ctx = TurnContext(seq, rt, _NO_EXCHANGE, conv, turn.index, None, [], turn, n, mcp=self._mcp)
+        conv.turns[:] = [ctx]
+        self._contexts[tid] = ctx
+        return ctx
+
+    def turns_conversation(self, tid: int) -> str | None:
+        """The conversation the threader put turn ``tid`` in."""
+        turns = self._threader.turns
+        return turns[tid].conversation if 0 <= tid < len(turns) else None
 
     def _release_history(self, ctx: TurnContext) -> None:
         """Drop a turn's parsed history, keeping its length: once the turn after it was checked
@@ -399,23 +485,29 @@ class RunAnalyser:
         self._rts.clear()
         self._owned.clear()
         self._latest.clear()
+        self._parked.clear()
         self._mcp.clear()
         self._threader = Threader()
 
     def finish(self) -> RunAnalysis:
         """Run the end-of-run checks and return the analysis (call once, after the last round trip)."""
         result = self.result
-        last = {ctx.seq: (ctx.turn, self._latest[conv.id][1]) for conv in self._convs.values() for ctx in conv.turns}
+        last = {ctx.seq: (ctx.turn.findings, self._latest[conv.id][1]) for conv in self._convs.values() for ctx in conv.turns}
         for conv in self._convs.values():
-            for final in FINAL_CHECKS:
-                for f in _run(final, conv, result.errors):
-                    target = result.turns.get(f.seq) if f.seq is not None else None
-                    if target is None and f.seq in last:
-                        target = last[f.seq][0]
-                    if target is not None:
-                        target.findings.append(f)
-                        if not self._keep_turns and f.seq is not None and f.seq not in self._flagged:
-                            self._flagged[f.seq] = (last[f.seq][1], target.findings)
+            parked = self._parked.get(conv.id)
+            if parked is not None:  # its end-of-run checks ran when it was parked
+                last[parked.seq] = (parked.findings, self._latest[conv.id][1])
+                result.errors.extend(parked.errors or ())
+                found: Iterable[Finding] = parked.final or ()
+            else:
+                found = [f for final in FINAL_CHECKS for f in _run(final, conv, result.errors)]
+            for f in found:
+                target = result.turns.get(f.seq) if f.seq is not None else None
+                findings = target.findings if target is not None else (last[f.seq][0] if f.seq in last else None)
+                if findings is not None:
+                    findings.append(f)
+                    if not self._keep_turns and f.seq is not None and f.seq not in self._flagged:
+                        self._flagged[f.seq] = (last[f.seq][1], findings)
         if self._keep_turns:
             result.findings = [f for t in result.turns.values() for f in t.findings]
         else:

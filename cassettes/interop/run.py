@@ -31,17 +31,20 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from cassettes.analysis import Finding, RunAnalysis, Severity, Turn, analyse
-from cassettes.errors import CassetteFormatError
+from cassettes.errors import CassetteError, CassetteFormatError
 from cassettes.parsing.roundtrip import RoundTrip, parse_all
 from cassettes.wire.exchange import Exchange
 
 __all__ = [
     "FORMATS",
+    "MEMORY_BUDGET_MB",
     "Run",
     "RunConversation",
+    "RunTooLargeError",
     "cassette_of",
     "detect",
     "load_run",
+    "memory_budget",
     "open_run",
     "run_from_exchanges",
     "sniff",
@@ -425,15 +428,63 @@ def _read_whole(path: Path) -> Run:
     return run_from_exchanges(cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems], kind="looptap")
 
 
+#: The memory a command may take to analyse a run, in MB, unless ``LOOPTAP_MEMORY_BUDGET_MB``
+#: says otherwise (``0``: no limit); never more than 60 % of an address-space limit (``ulimit -v``).
+MEMORY_BUDGET_MB = 2048
+
+
+class RunTooLargeError(CassetteError, MemoryError):
+    """Analysing the run would take more memory than the budget (:func:`memory_budget`)."""
+
+
+def memory_budget() -> int | None:
+    """The memory budget in bytes (``None``: none), from :data:`MEMORY_BUDGET_MB`, the
+    environment and the process's address-space limit."""
+    import os
+    import resource
+
+    raw = os.environ.get("LOOPTAP_MEMORY_BUDGET_MB", "").strip()
+    mb = int(raw) if raw.isdigit() else MEMORY_BUDGET_MB
+    budget = mb * 1024 * 1024 if mb > 0 else None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY and soft > 0:
+        budget = min(budget or soft, int(soft * 0.6))
+    return budget
+
+
+def _rss() -> int | None:
+    """This process's resident memory in bytes (Linux; ``None`` elsewhere)."""
+    import os
+
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def stream_run(path: str | Path) -> Run:
     """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
-    later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one."""
+    later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
+    :class:`RunTooLargeError` (one clear line, not a ``MemoryError`` half-way) when the analysis
+    outgrows :func:`memory_budget`."""
     from cassettes.views.incremental import IncrementalRun
 
     p = Path(path)
     inc = IncrementalRun(p)
-    while not inc.step().at_end:
-        pass
+    budget = memory_budget()
+    at_end = False
+    while not at_end:
+        at_end = inc.step().at_end
+        used = _rss() if budget is not None else None
+        if used is not None and budget is not None and used > budget:
+            inc.close()
+            raise RunTooLargeError(
+                f"{p}: analysing this run needs more than the memory budget of {budget // 2**20:,} MB "
+                f"({inc.records:,} round trips and {len(inc.analysis.conversations):,} conversations read, "
+                f"{inc.index.consumed * 100 // max(inc.index.size(), 1)} % of the file); "
+                "set LOOPTAP_MEMORY_BUDGET_MB to allow more"
+            )
     try:
         inc.finish()
     except CassetteFormatError as exc:  # nothing but an unfinished header line

@@ -1,0 +1,263 @@
+"""Peak memory and time of the commands that go through a whole run, on huge synthetic runs.
+
+    python bench/huge.py [--sizes 10000 100000 1000000] [--shapes one_turn long] [--only show,verify]
+                         [--dir /tmp/looptap-huge] [--write]
+
+Runs (tests/support/huge.py): ``one_turn`` is N one-turn Chat Completions conversations (a batch job
+through the proxy); ``long`` is N round trips in conversations of 1,000 turns, requests stored as
+history deltas. Each command runs in its own process; its peak RSS is the kernel's high-water mark
+(``VmHWM`` in ``/proc/<pid>/status``, sampled while it runs, and ``ru_maxrss`` from ``wait4`` at
+the end: the larger). ``mcp list_runs`` starts ``looptap mcp`` over a directory holding the run and
+asks it over stdio; ``replay`` starts the server, sends one request and stops it. ``--write``
+writes the table into docs/huge-runs.md. Times come from a shared 2-core machine: read them as
+rough; the memory figures are what the table is for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import IO
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.huge import SHAPES, write_huge  # noqa: E402
+
+LOOPTAP = [sys.executable, "-m", "cassettes.cli"]
+COMMANDS = ("show", "show --json", "textconv", "export --har", "export --otel", "diff", "verify", "mcp list_runs", "replay")
+DOC = ROOT / "docs" / "huge-runs.md"
+TURNS = 1000  # turns per conversation in the "long" shape
+
+
+def _hwm_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+class _Sampler(threading.Thread):
+    """Reads the child's VmHWM every 50 ms until told to stop (the last reading before exit)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak_kb = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.05):
+            self.peak_kb = max(self.peak_kb, _hwm_kb(self.pid))
+
+
+def _wait(p: subprocess.Popen[bytes], sampler: _Sampler, timeout: float) -> tuple[int, float, bool]:
+    """(exit code, peak RSS MB, killed for taking longer than ``timeout``)."""
+    killed = False
+    timer = threading.Timer(timeout, lambda: p.kill())
+    timer.start()
+    try:
+        _, status, usage = os.wait4(p.pid, 0)
+    finally:
+        killed = not timer.is_alive()
+        timer.cancel()
+        sampler.done.set()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, max(sampler.peak_kb, usage.ru_maxrss) / 1024, killed
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
+
+
+def _err_text(err: IO[bytes]) -> str:
+    err.seek(0)
+    return err.read(64 * 1024).decode("utf-8", "replace")
+
+
+def _plain(argv: list[str], timeout: float) -> tuple[int, float, bool, str]:
+    with open(os.devnull, "wb") as null, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(argv, stdout=null, stderr=err, env=_env())
+        sampler = _Sampler(p.pid)
+        sampler.start()
+        code, rss, killed = _wait(p, sampler, timeout)
+        return code, rss, killed, _err_text(err)
+
+
+def _mcp(root: Path, timeout: float) -> tuple[int, float, bool, str]:
+    """``looptap mcp --root ROOT`` asked ``list_runs`` over stdio (newline-delimited JSON-RPC)."""
+    import orjson
+
+    errf = tempfile.TemporaryFile()
+    p = subprocess.Popen([*LOOPTAP, "mcp", "--root", str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, env=_env())
+    sampler = _Sampler(p.pid)
+    sampler.start()
+    assert p.stdin is not None and p.stdout is not None
+    answer = b""
+
+    def talk() -> None:
+        nonlocal answer
+        assert p.stdin is not None and p.stdout is not None
+        msgs = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_runs", "arguments": {}}},
+        ]
+        for m in msgs:
+            p.stdin.write(orjson.dumps(m) + b"\n")
+            p.stdin.flush()
+        for line in p.stdout:
+            if b'"id":2' in line.replace(b" ", b""):
+                answer = line
+                break
+        p.stdin.close()
+
+    t = threading.Thread(target=talk, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        p.kill()
+    code, rss, killed = _wait(p, sampler, 30)
+    err = _err_text(errf)
+    ok = b'"round_trips"' in answer and b"isError\":true" not in answer.replace(b" ", b"")
+    return (code if ok else 1), rss, killed or t.is_alive(), err if ok else (answer.decode("utf-8", "replace")[:300] or err)
+
+
+def _replay(file: Path, timeout: float) -> tuple[int, float, bool, str]:
+    """``looptap replay FILE``: start it, send the first recorded request, stop it with SIGINT."""
+    errf = tempfile.TemporaryFile()
+    p = subprocess.Popen([*LOOPTAP, "replay", str(file)], stdout=subprocess.PIPE, stderr=errf, env=_env())
+    sampler = _Sampler(p.pid)
+    sampler.start()
+    result: list[str] = []
+
+    def talk() -> None:
+        assert p.stdout is not None
+        for line in p.stdout:
+            if line.startswith(b"export OPENAI_BASE_URL="):
+                url = line.split(b"=", 1)[1].strip().decode()
+                body = b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Question 0 of the sweep?"}]}'
+                req = urllib.request.Request(url.rstrip("/") + "/chat/completions", data=body, headers={"content-type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=60) as r:
+                        result.append(f"{r.status}")
+                except Exception as exc:
+                    result.append(f"request failed: {type(exc).__name__}: {exc}")
+                p.send_signal(signal.SIGINT)
+                break
+        for _ in p.stdout:
+            pass
+
+    t = threading.Thread(target=talk, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        p.kill()
+    code, rss, killed = _wait(p, sampler, 60)
+    err = _err_text(errf)
+    ok = result[:1] == ["200"]
+    return (0 if ok else (code or 1)), rss, killed or t.is_alive(), "" if ok else (result[0] if result else err)
+
+
+def measure(command: str, file: Path, root: Path, timeout: float) -> tuple[int, float, float, bool, str]:
+    """(exit, peak RSS MB, seconds, killed, first line of stderr) of one command on one file."""
+    t0 = time.monotonic()
+    if command == "mcp list_runs":
+        code, rss, killed, err = _mcp(root, timeout)
+    elif command == "replay":
+        code, rss, killed, err = _replay(file, timeout)
+    else:
+        argv = {
+            "show": ["show", str(file)],
+            "show --json": ["show", "--json", str(file)],
+            "textconv": ["textconv", str(file)],
+            "export --har": ["export", "-q", "--har", os.devnull, str(file)],
+            "export --otel": ["export", "-q", "--otel", os.devnull, str(file)],
+            "diff": ["diff", str(file), str(file)],
+            "verify": ["verify", str(file)],
+        }[command]
+        code, rss, killed, err = _plain([*LOOPTAP, *argv], timeout)
+    secs = time.monotonic() - t0
+    line = next((x.strip() for x in err.splitlines() if x.strip() and not x.startswith("looptap: warning")), "")
+    return code, rss, secs, killed, line
+
+
+def _file(work: Path, shape: str, n: int) -> tuple[Path, Path]:
+    """The run (made once, kept in ``work``) and a directory holding only it (for ``looptap mcp``)."""
+    path = work / f"{shape}-{n}.jsonl"
+    if not path.exists():
+        tmp = path.with_suffix(".part")
+        write_huge(tmp, n, shape, TURNS)
+        tmp.rename(path)
+    root = work / f"root-{shape}-{n}"
+    root.mkdir(exist_ok=True)
+    link = root / path.name
+    if not link.exists():
+        os.link(path, link)
+    return path, root
+
+
+def _write_doc(rows: list[str], args: argparse.Namespace) -> None:
+    head = (
+        "# Huge runs: peak memory of the commands that read a whole run\n\n"
+        "Generated by `python bench/huge.py --write"
+        + (f" --sizes {' '.join(map(str, args.sizes))}" if args.sizes else "")
+        + f"` on {datetime.date.today()} ({platform.machine()}, {os.cpu_count()} cores, shared: times are rough).\n\n"
+        "Runs from `tests/support/huge.py`: *one-turn* is N one-turn Chat Completions conversations; "
+        f"*long* is N round trips in conversations of {TURNS:,} turns (history deltas). Records carry no "
+        "stored parse, so every reader parses every response. Peak RSS is the process's VmHWM / ru_maxrss; "
+        "`mcp list_runs` is the MCP server answering one `list_runs`, `replay` the server started, "
+        "asked once and stopped. How the commands bound their memory is in [reading.md](reading.md#huge-runs).\n\n"
+    )
+    DOC.write_text(head + "\n".join(rows) + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
+    ap.add_argument("--only", help="comma-separated commands (default: all)")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/looptap-huge"))
+    ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--write", action="store_true", help=f"write the table to {DOC.relative_to(ROOT)}")
+    args = ap.parse_args()
+    commands = [c.strip() for c in args.only.split(",")] if args.only else list(COMMANDS)
+    unknown = [c for c in commands if c not in COMMANDS]
+    if unknown:
+        ap.error(f"unknown command(s) {unknown}; known: {', '.join(COMMANDS)}")
+    args.dir.mkdir(parents=True, exist_ok=True)
+    rows = ["| run | round trips | MB | command | exit | peak RSS MB | seconds | said |", "|---|---:|---:|---|---:|---:|---:|---|"]
+    print("\n".join(rows), flush=True)
+    for shape in args.shapes:
+        for n in args.sizes:
+            file, root = _file(args.dir, shape, n)
+            mb = file.stat().st_size / 1e6
+            for command in commands:
+                code, rss, secs, killed, said = measure(command, file, root, args.timeout)
+                said = re.sub(r"\s+", " ", said)[:80].replace("|", "\\|")
+                label = "one-turn" if shape == "one_turn" else "long"
+                rows.append(f"| {label} | {n:,} | {mb:.0f} | `{command}` | {'killed' if killed else code} | {rss:.0f} | {secs:.1f} | {said} |")
+                print(rows[-1], flush=True)
+    if args.write:
+        _write_doc(rows, args)
+        print(f"wrote {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Huge runs: what a command keeps per conversation stays small, parking a quiet conversation
+changes nothing the analysis finds, and a run beyond the memory budget is refused in one line.
+
+Sizes are small (hundreds of round trips); the figures at 10k-1M are bench/huge.py's."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from pathlib import Path
+
+import orjson
+import pytest
+
+from cassettes.analysis.run import ACTIVE, RunAnalyser, analyse
+from cassettes.cli import main
+from cassettes.interop.run import RunTooLargeError, open_run
+from cassettes.storage.store import read_cassette
+from cassettes.views.incremental import IncrementalRun
+from tests.support.huge import write_huge
+
+_HEADER = b'{"type":"header","format":"looptap-cassette","format_version":1,"writer":"looptap 0.1.0","created":"2026-01-01T00:00:00.000Z","meta":{}}\n'
+
+
+def _retained(path: Path) -> int:
+    """Bytes an incremental read keeps once the run is read and analysed (what a command holds
+    for its second pass, before the analyser's working state is let go)."""
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    inc = IncrementalRun(path)
+    while not inc.step().at_end:
+        pass
+    inc.finish()
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    inc.close()
+    return after - before
+
+
+def test_a_quiet_conversation_keeps_a_small_record(tmp_path: Path) -> None:
+    # Warm imports and caches (prices, schemas) so they are not counted as the run's.
+    _retained(write_huge(tmp_path / "warm.jsonl", 40))
+    small = _retained(write_huge(tmp_path / "small.jsonl", 200))
+    large = _retained(write_huge(tmp_path / "large.jsonl", 600))
+    # A one-turn conversation kept its parsed round trip, views and checks' memory (~17 KB);
+    # parked, it keeps the threader's hashes, its summary and a few hundred bytes of state.
+    per_conversation = (large - small) / 400
+    assert per_conversation < 8_000, f"{per_conversation:.0f} bytes kept per one-turn conversation"
+
+
+def _interleaved(path: Path, conversations: int, turns: int, stop_early: set[int]) -> Path:
+    """``conversations`` tool-calling conversations taking turns round-robin (more than the
+    analyser keeps active, so each is parked between its turns); those in ``stop_early`` stop
+    after their first turn, with a call pending."""
+    lines = [_HEADER]
+    seq = 0
+    history: dict[int, list[dict[str, object]]] = {k: [{"role": "user", "content": f"Task {k}: look things up for me, please."}] for k in range(conversations)}
+    for t in range(turns):
+        for k in range(conversations):
+            if t and k in stop_early:
+                continue
+            call = {"id": f"call_{k}_{t}", "type": "function", "function": {"name": "lookup", "arguments": orjson.dumps({"q": f"{k}-{t}"}).decode()}}
+            final = t == turns - 1
+            message = {"role": "assistant", "content": "Done." if final else None, **({} if final else {"tool_calls": [call]})}
+            resp = {
+                "id": f"chatcmpl-{seq}", "object": "chat.completion", "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop" if final else "tool_calls"}],
+                "usage": {"prompt_tokens": 20 + 10 * t, "completion_tokens": 5, "total_tokens": 25 + 10 * t},
+            }
+            req = {"model": "gpt-4o-mini", "messages": history[k], "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]}
+            rec = {
+                "type": "exchange", "seq": seq, "started": 1767225600.0 + seq, "method": "POST", "url": "https://api.openai.com/v1/chat/completions",
+                "request": {"headers": [["content-type", "application/json"]], "body": {"json": req}},
+                "response": {"status": 200, "reason": "OK", "headers": [["content-type", "application/json"]], "body": {"json": resp, "t": 0.1}},
+                "timing": {"ttfb": 0.4, "duration": 0.5},
+            }
+            lines.append(orjson.dumps(rec) + b"\n")
+            history[k] = [*history[k], message, {"role": "tool", "tool_call_id": call["id"], "content": f"result {k}-{t}"}]
+            seq += 1
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+def test_parking_quiet_conversations_changes_nothing_found(tmp_path: Path) -> None:
+    """Conversations parked between their turns (and some never continued, with a call pending:
+    an end-of-run finding computed when parked) are analysed exactly as when everything is kept."""
+    n = ACTIVE * 3
+    path = _interleaved(tmp_path / "run.jsonl", n, 3, stop_early={1, 7, 20, n - 1})
+    exchanges = read_cassette(path).exchanges
+    keep = RunAnalyser(active=10**6)  # no reload hook: nothing is ever parked
+    for ex in exchanges:
+        keep.add(ex)
+    want = keep.finish()
+    assert any(f.code == "C.stopped_with_pending_calls" for f in want.findings)
+    assert len(want.conversations) == n
+    assert analyse(read_cassette(path).exchanges).model_dump() == want.model_dump()
+    inc = IncrementalRun(path)
+    while not inc.step().at_end:
+        pass
+    inc.finish()
+    assert inc.analyser._parked, "the run never parked a conversation: the test tests nothing"
+    got = inc.whole()
+    inc.close()
+    assert [c.model_dump() for c in got.conversations] == [c.model_dump() for c in want.conversations]
+    assert [f.model_dump() for f in got.findings] == [f.model_dump() for f in want.findings]
+    assert {s: t.model_dump() for s, t in got.turns.items()} == {s: t.model_dump() for s, t in want.turns.items()}
+
+
+def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_huge(tmp_path / "run.jsonl", 300)
+    monkeypatch.setenv("LOOPTAP_MEMORY_BUDGET_MB", "1")
+    with pytest.raises(RunTooLargeError, match="memory budget of 1 MB"):
+        open_run(path)
+    assert main(["show", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "LOOPTAP_MEMORY_BUDGET_MB" in err[0], err
+    monkeypatch.setenv("LOOPTAP_MEMORY_BUDGET_MB", "0")  # no limit
+    assert open_run(path).round_trips == 300

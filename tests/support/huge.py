@@ -1,0 +1,75 @@
+"""Huge runs for measuring memory: a cassette of ``n`` round trips written fast, without the pipeline.
+
+Two shapes (``bench/huge.py`` measures both; tests use small sizes):
+
+* ``one_turn``: ``n`` one-turn Chat Completions conversations, each asking its own question (the
+  shape of a batch job or an evaluation sweep through the proxy);
+* ``long``: ``n`` round trips in conversations of ``turns`` turns each, every request stored as a
+  history delta against the previous one, as the recorder writes them.
+
+Records are what the recorder writes, less the optional ``derived`` and ``parsed`` blocks (a
+reader recomputes both), so every reader parses each response: the slow path, and the one whose
+memory matters.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+__all__ = ["SHAPES", "write_huge"]
+
+SHAPES = ("one_turn", "long")
+
+_HEADER = b'{"type":"header","format":"looptap-cassette","format_version":1,"writer":"looptap 0.1.0","created":"2026-01-01T00:00:00.000Z","meta":{}}\n'
+_URL = "https://api.openai.com/v1/chat/completions"
+_HEADERS = [["content-type", "application/json"]]
+
+
+def _response(seq: int) -> bytes:
+    body = {
+        "id": f"chatcmpl-{seq}",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini-2024-07-18",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": f"Answer {seq}."}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
+    }
+    return orjson.dumps({"status": 200, "reason": "OK", "headers": _HEADERS, "body": {"json": body, "t": 0.1}})
+
+
+def _record(seq: int, body: dict[str, object]) -> bytes:
+    rec = {
+        "type": "exchange",
+        "seq": seq,
+        "started": 1767225600.0 + seq,
+        "method": "POST",
+        "url": _URL,
+        "request": {"headers": _HEADERS, "body": body},
+        "response": orjson.Fragment(_response(seq)),
+        "timing": {"ttfb": 0.4, "duration": 0.5},
+    }
+    return orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def write_huge(path: Path, n: int, shape: str = "one_turn", turns: int = 1000) -> Path:
+    """Write a cassette of ``n`` round trips of ``shape`` (see the module docstring) at ``path``."""
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
+    with path.open("wb") as fh:
+        fh.write(_HEADER)
+        buf: list[bytes] = []
+        for seq in range(n):
+            if shape == "one_turn" or seq % turns == 0:
+                conv = seq if shape == "one_turn" else seq // turns
+                body: dict[str, object] = {"json": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"Question {conv} of the sweep?"}]}}
+            else:
+                keep = 2 * (seq % turns) - 1
+                append = [{"role": "assistant", "content": f"Answer {seq - 1}."}, {"role": "user", "content": f"And then, step {seq}?"}]
+                body = {"delta": {"base": seq - 1, "key": "messages", "keep": keep, "append": append, "order": ["model", "messages"], "inherit": ["model"], "set": {}}}
+            buf.append(_record(seq, body))
+            if len(buf) >= 4096:
+                fh.write(b"".join(buf))
+                buf.clear()
+        fh.write(b"".join(buf))
+    return path
