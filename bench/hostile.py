@@ -1,5 +1,5 @@
 """The hostile-content matrix: every looptap command on every hostile file (tests/hostile/corpus.py),
-each in its own process with a timeout and an address-space cap.
+each in its own process with a CPU-time budget, hang detection by lack of progress and an address-space cap.
 
     python bench/hostile.py [--commands show,verify] [--files a.jsonl,b.yaml] [--million] [--write]
 
@@ -31,7 +31,7 @@ def main() -> int:
     ap.add_argument("--files", default="")
     ap.add_argument("--million", action="store_true", help="add the million-tiny-records cassette")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=180)
+    ap.add_argument("--cpu", type=float, default=180, help="CPU-time budget of one cell, in seconds")
     ap.add_argument("--write", action="store_true", help="write docs/hostile-matrix.md")
     args = ap.parse_args()
     commands = [c for c in args.commands.split(",") if c]
@@ -46,7 +46,7 @@ def main() -> int:
                 w.append(ex)
         jobs = [(c, f) for f in files.values() for c in commands]
         with ThreadPoolExecutor(args.workers) as pool:
-            cells: list[Cell] = list(pool.map(lambda job: run_cell(job[0], job[1], work, clean, args.timeout), jobs))
+            cells: list[Cell] = list(pool.map(lambda job: run_cell(job[0], job[1], work, clean, args.cpu), jobs))
     rows = [
         "| file | command | exit | peak RSS MB | s | problems | what the user is told |",
         "|---|---|---|---|---|---|---|",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import cassettes
 from cassettes.providers import FAMILIES
+from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,7 +98,7 @@ def test_the_pytest_plugin_loads_nothing_heavy() -> None:
         "import sys, pytest; before = set(sys.modules); import cassettes.replay.pytest_plugin; "
         "new = sorted(set(sys.modules) - before); print('\\n'.join(new))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    out = progress.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     heavy = [m for m in out if m.split(".")[0] in ("pydantic", "jsonschema", "genai_prices", "yaml", "orjson", "httpx", "mcp")]
     ours = [m for m in out if m.startswith("cassettes")]
     assert not heavy, heavy
@@ -106,7 +107,7 @@ def test_the_pytest_plugin_loads_nothing_heavy() -> None:
 
 def test_the_package_exports_load_on_first_use() -> None:
     code = "import sys, cassettes; print(sorted(m for m in sys.modules if m.startswith(('cassettes', 'pydantic'))))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    out = progress.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "['cassettes']", out
     assert all(getattr(cassettes, name) is not None for name in cassettes.__all__)
 
@@ -119,6 +120,6 @@ def test_the_layer_contracts_hold() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
     if not lint.exists():
         pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
-    out = subprocess.run([str(lint), "--no-cache"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    out = progress.run([str(lint), "--no-cache"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "0 broken" in out.stdout

@@ -11,11 +11,13 @@ import orjson
 import pytest
 from _corpus import CORPUS
 
+from tests.support import progress
+
 STREAM = CORPUS / "pydantic-ai/tests/models/cassettes/test_openai/test_run_stream_sync_streams_real_model.yaml"
 
 
 def looptap(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=180, env=env)
+    return progress.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
 def test_import_then_show(tmp_path: Path) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +22,7 @@ def _tool(name: str) -> str:
 
 
 def test_mypy_strict() -> None:
-    out = subprocess.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = progress.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -32,12 +33,12 @@ def test_mypy_strict_proxy_against_the_recorder_environment() -> None:
 
     if PROXY_PYTHON is None:
         pytest.skip("no recorder environment (LOOPTAP_PROXY_PYTHON or .venv-proxy; .ci/run creates it)")
-    out = subprocess.run(
-        [_tool("mypy"), "--strict", "--python-executable", str(PROXY_PYTHON), "-p", "proxy"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    out = progress.run(
+        [_tool("mypy"), "--strict", "--python-executable", str(PROXY_PYTHON), "-p", "proxy"], cwd=ROOT, capture_output=True, text=True
     )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_ruff() -> None:
-    out = subprocess.run([_tool("ruff"), "check", "cassettes", "proxy", "inspector", "tests", "bench"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = progress.run([_tool("ruff"), "check", "cassettes", "proxy", "inspector", "tests", "bench"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

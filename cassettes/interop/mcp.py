@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_server", "cmd_mcp", "register_mcp"]
+__all__ = ["build_server", "cmd_mcp", "parse_http", "register_mcp"]
 
 INSTRUCTIONS = (
     "looptap recorded the HTTP traffic of an LLM agent into runs (cassettes). Each round trip is labelled by "
@@ -29,32 +29,45 @@ INSTRUCTIONS = (
 def build_server(roots: list[str]) -> Any:
     """The MCP server (an ``mcp.server.mcpserver.MCPServer``) over the runs under ``roots``."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import ToolAnnotations
+    from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
     from cassettes._version import __version__
-    from cassettes.interop.query import DEFAULT_BYTES, QueryError, Runs
+    from cassettes.interop.query import DEFAULT_BYTES, UNTRUSTED_NOTE, QueryError, Runs, cap_bytes, encode
+    from cassettes.untrusted import clean
 
     runs = Runs(roots)
     server = MCPServer(name="looptap", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
-    def tool(fn: Any) -> Any:
-        @functools.wraps(fn)
-        def call(*args: Any, **kwargs: Any) -> dict[str, Any]:
-            try:
-                out: dict[str, Any] = fn(*args, **kwargs)
-            except QueryError as exc:  # the question's fault: said to the agent, no traceback logged
-                raise ToolError(str(exc)) from None
-            return out
+    def answer(text: str, error: bool = False) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
 
-        server.add_tool(call, name=fn.__name__, description=fn.__doc__, annotations=read_only)
+    def tool(fn: Any) -> Any:
+        """Register ``fn`` as a tool whose answer is one text block of compact JSON, at most
+        ``max_bytes`` bytes (a hard cap, :func:`~cassettes.interop.query.encode`); an error is
+        JSON too, its own words apart from what it quotes (under ``recorded``)."""
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> CallToolResult:
+            max_bytes = kwargs.get("max_bytes", DEFAULT_BYTES)
+            try:
+                cap_bytes(max_bytes)
+                return answer(encode(fn(*args, **kwargs), max_bytes))
+            except QueryError as exc:  # the question's fault: said to the agent, no traceback logged
+                return answer(encode(exc.answer()), error=True)
+            except RecursionError:
+                return answer(encode({"error": "looptap failed on this question: the run is nested too deeply to read"}), error=True)
+            except Exception as exc:  # a reader's failure on one run: said as data, the server goes on
+                reason = clean(f"{type(exc).__name__}: {exc}"[:300])
+                return answer(encode({"note": UNTRUSTED_NOTE, "error": "looptap failed on this question", "recorded": {"reason": reason}}), error=True)
+
+        server.add_tool(call, name=fn.__name__, description=fn.__doc__, annotations=read_only, structured_output=False)
         return fn
 
     @tool
     def list_runs(offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """List the recorded runs (cassettes) under the server's roots, newest first: for each, its path
-        (pass it as `run` to the other tools), round trips, conversations, turns, findings by layer
+        (recorded.runs[].recorded_run: pass it as `run` to the other tools), round trips, conversations, turns, findings by layer
         (E model, A API, C client) and severity, and cost in USD. Paged: pass next_offset as offset."""
         return runs.list_runs(offset, limit, max_bytes)
 
@@ -139,22 +152,55 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return 2
     from cassettes.interop.query import QueryError
 
+    address = None
+    if args.http is not None:
+        try:
+            address = parse_http(args.http)
+        except ValueError as exc:
+            print(f"looptap mcp: error: --http: {exc}", file=sys.stderr)
+            return 2
     roots = args.root or ["."]
     try:
         server = build_server([str(Path(r)) for r in roots])
     except (QueryError, OSError) as exc:
         print(f"looptap mcp: error: {exc}", file=sys.stderr)
         return 2
-    if args.http:
-        host, _, port = args.http.rpartition(":")
-        host = host or "127.0.0.1"
-        if host not in ("127.0.0.1", "localhost", "::1", "[::1]"):
-            print("looptap mcp: error: --http serves on loopback only (127.0.0.1, ::1)", file=sys.stderr)
+    if address is not None:
+        host, port = address
+        import socket
+
+        try:  # a port in use is said in one line before the server (uvicorn) would log a traceback
+            with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind((host, port))
+        except OSError as exc:
+            print(f"looptap mcp: error: --http: cannot listen on {args.http}: {exc.strerror or exc}", file=sys.stderr)
             return 2
-        server.run("streamable-http", host=host.strip("[]"), port=int(port))
+        server.run("streamable-http", host=host, port=port)
     else:
-        server.run()
+        import anyio
+
+        from cassettes.interop.mcpstdio import serve_stdio
+
+        anyio.run(serve_stdio, server)
     return 0
+
+
+_LOOPBACK = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1", "[::1]": "::1"}
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``:PORT``, or ``PORT``) of a loopback address: host and port, or a
+    ValueError saying in one line what is wrong."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "", value
+    host = host or "127.0.0.1"
+    if host not in _LOOPBACK:
+        raise ValueError(f"serves on loopback only (127.0.0.1, localhost, [::1]), not {host!r}")
+    if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+        raise ValueError(f"the port is a number from 1 to 65535, not {port!r} (give HOST:PORT, e.g. 127.0.0.1:8765)")
+    return _LOOPBACK[host], int(port)
 
 
 def register_mcp(sub: Any) -> None:

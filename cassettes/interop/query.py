@@ -33,12 +33,14 @@ from cassettes.parsing.models import Message
 from cassettes.recording.redact import Redactor
 from cassettes.untrusted import clean
 
-__all__ = ["DEFAULT_BYTES", "UNTRUSTED_NOTE", "QueryError", "Runs"]
+__all__ = ["DEFAULT_BYTES", "MAX_BYTES", "MIN_BYTES", "UNTRUSTED_NOTE", "QueryError", "Runs", "cap_bytes", "encode"]
 
 #: Answers are kept under about this many bytes of JSON unless the caller asks for more.
 DEFAULT_BYTES = 6_000
 #: The most any answer may hold.
 MAX_BYTES = 60_000
+#: The least ``max_bytes`` one may ask for (an answer's own words need room).
+MIN_BYTES = 1_000
 #: Texts are clipped to this many characters unless the caller asks for more.
 DEFAULT_CHARS = 400
 RUN_SUFFIXES = (".jsonl", ".yaml", ".yml")
@@ -50,7 +52,21 @@ _SEV = {"error": 0, "warning": 1, "info": 2}
 
 
 class QueryError(CassetteError, ValueError):
-    """A question that cannot be answered (a path outside the roots, an unknown run or turn)."""
+    """A question that cannot be answered (a path outside the roots, an unknown run or turn).
+
+    ``str()`` is looptap's own words only; whatever the message quotes from a file or from the
+    question (a run's name, a cassette's error) is in ``recorded``, made safe, for the fence."""
+
+    def __init__(self, message: str, **recorded: Any) -> None:
+        super().__init__(message)
+        self.recorded = {k: text(v, 300) for k, v in recorded.items() if v is not None}
+
+    def answer(self) -> dict[str, Any]:
+        """The error as an answer: looptap's words, and what they quote under ``recorded``."""
+        out: dict[str, Any] = {"error": str(self)}
+        if self.recorded:
+            out = {"note": UNTRUSTED_NOTE, **out, "recorded": self.recorded}
+        return out
 
 
 _redactor = Redactor()
@@ -115,17 +131,18 @@ def _finding(f: Finding, chars: int) -> dict[str, Any]:
         "seq": f.seq,
         "conversation": f.conversation,
         "turn": f.turn,
-        "recorded_message": text(f.message, chars),
     }
-    if f.path:
-        d["path"] = text(f.path, 200)
-    if f.tool_call_id:
-        d["tool_call_id"] = text(f.tool_call_id, 100)
     caused_by = f.details.get("caused_by") if isinstance(f.details, dict) else None
     if caused_by:
         d["caused_by"] = text(caused_by, 100)
         if isinstance(f.details.get("caused_by_seq"), int):
             d["caused_by_seq"] = f.details["caused_by_seq"]
+    rec: dict[str, Any] = {"message": text(f.message, chars)}
+    if f.path:
+        rec["path"] = text(f.path, 200)
+    if f.tool_call_id:
+        rec["tool_call_id"] = text(f.tool_call_id, 100)
+    d["recorded"] = rec
     return d
 
 
@@ -170,7 +187,7 @@ class Runs:
         """A run's file from its name as listed (relative to a root) or an absolute path; refused
         unless it is a regular cassette file under a root once symlinks are resolved."""
         if not isinstance(name, str) or not name or "\x00" in name or len(name) > 4096:
-            raise QueryError("a run is named by its path as list_runs gives it")
+            raise QueryError("a run is named by its path as list_runs gives it (recorded.runs[].run)")
         given = Path(name)
         candidates = [given] if given.is_absolute() else [r / given for r in self.roots]
         for c in candidates:
@@ -179,11 +196,14 @@ class Runs:
             except (OSError, RuntimeError):
                 continue
             if not any(real.is_relative_to(r) for r in self.roots):
-                raise QueryError(f"{text(name, 200)} is outside the directories this server may read")
+                raise QueryError("this run is outside the directories this server may read", run=name)
             if not real.is_file() or real.suffix.lower() not in RUN_SUFFIXES:
-                raise QueryError(f"{text(name, 200)} is not a cassette (.jsonl) or vcrpy (.yaml) file")
+                raise QueryError("this run is not a cassette (.jsonl) or vcrpy (.yaml) file", run=name)
             return real
-        raise QueryError(f"no run named {text(name, 200)} under the roots (list_runs names them)")
+        for path in self.files():  # a name as list_runs shows it: unsafe characters made visible
+            if text(self._label(path), 300) == name:
+                return path
+        raise QueryError("no run of this name under the roots (list_runs names them)", run=name)
 
     def _label(self, path: Path) -> str:
         for r in self.roots:
@@ -218,8 +238,8 @@ class Runs:
             return path, hit.run
         try:
             run = open_run(path)
-        except CassetteError as exc:
-            raise QueryError(text(str(exc), 300)) from None
+        except CassetteError as exc:  # its message may quote the file (a header's writer, a record)
+            raise QueryError("looptap cannot read this run", run=self._label(path), reason=str(exc)) from None
         self._open[path] = _Open(run, stamp)
         while len(self._open) > self._keep:
             self._open.popitem(last=False)
@@ -242,7 +262,7 @@ class Runs:
                 continue
             cost += float(last.tokens.cumulative_cost)
         return {
-            "run": self._label(path),
+            "recorded_run": text(self._label(path), 300),
             "bytes": path.stat().st_size,
             "round_trips": len(run.exchanges),
             "conversations": len(a.conversations),
@@ -260,10 +280,12 @@ class Runs:
             try:
                 rows.append(self._overview(*self.open(str(p))))
             except QueryError as exc:
-                rows.append({"run": self._label(p), "unreadable": str(exc)})
-        shown, _ = page(rows, 0, len(rows), _budget(max_bytes))
+                rows.append({"recorded_run": text(self._label(p), 300), "unreadable": str(exc), "recorded_reason": exc.recorded.get("reason")})
+            except Exception as exc:  # one run a reader cannot cope with never hides the others
+                rows.append({"recorded_run": text(self._label(p), 300), "unreadable": f"looptap failed on this run ({type(exc).__name__})", "recorded_reason": text(str(exc), 300)})
+        shown, _ = page(rows, 0, len(rows), _budget(max_bytes) - 300)
         after = max(offset, 0) + len(shown)
-        return {"runs": shown, "total": len(files), "next_offset": after if after < len(files) else None}
+        return _wrap({"total": len(files), "next_offset": after if after < len(files) else None, "recorded": {"runs": shown}})
 
     def summary(self, run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         path, r = self.open(run)
@@ -283,7 +305,7 @@ class Runs:
                     "turns": len(c.turns),
                     "first_seq": c.turns[0] if c.turns else None,
                     "parent_seq": c.parent_seq,
-                    "branch": c.branch,
+                    "branch": text(c.branch, 40),
                     "cumulative_input_tokens": last.tokens.cumulative_input if last else None,
                     "cost_usd": float(last.tokens.cumulative_cost) if last and last.tokens.cumulative_cost is not None else None,
                     "finding_codes": codes,
@@ -296,12 +318,14 @@ class Runs:
         shown, nxt = page(convs, 0, 200, max(budget, 500))
         out.update(
             {
-                "families": r.families,
-                "root_causes": roots,
-                "conversations_shown": shown,
                 "more_conversations": None if nxt is None else f"{len(convs) - nxt} more: call findings or growth with a conversation id",
-                "problems_list": [text(p, 200) for p in r.problems[:5]],
-                "analysis_errors": [text(e, 200) for e in a.errors[:5]],
+                "root_causes": roots,
+                "recorded": {
+                    "families": {text(k, 40): v for k, v in r.families.items()},
+                    "conversations": shown,
+                    "problems": [text(p, 200) for p in r.problems[:5]],
+                    "analysis_errors": [text(e, 200) for e in a.errors[:5]],
+                },
             }
         )
         return _wrap(out)
@@ -317,13 +341,16 @@ class Runs:
         limit: int = 30,
         max_bytes: int = DEFAULT_BYTES,
     ) -> dict[str, Any]:
+        layer = _layer(layer)
+        least = _SEV.get((severity or "info").lower()) if isinstance(severity or "info", str) else None
+        if least is None:
+            raise QueryError("severity is error, warning or info (the least severity shown)", severity=str(severity))
         _, r = self.open(run)
         fs = ordered_findings(r.analysis.findings)
-        least = {"error": 0, "warning": 1, "info": 2}.get((severity or "info").lower(), 2)
         fs = [
             f
             for f in fs
-            if (layer is None or f.layer == layer.upper())
+            if (layer is None or f.layer == layer)
             and _SEV.get(f.severity.value, 3) <= least
             and (code is None or f.code == code)
             and (conversation is None or f.conversation == conversation)
@@ -341,7 +368,11 @@ class Runs:
             seq = conv.turns[turn]
         t = a.turns.get(seq)
         if t is None:
-            raise QueryError(f"round trip #{seq} is not an LLM turn of this run")
+            if r.roundtrip(seq) is None:
+                seqs = [ex.seq for ex in r.exchanges if ex.seq is not None]
+                span = f"#{min(seqs)} to #{max(seqs)}" if seqs else "none"
+                raise QueryError(f"seq {seq} is out of range: this run has {len(seqs)} round trips ({span}); run_summary lists its turns")
+            raise QueryError(f"round trip #{seq} is not an LLM turn (the run recorded it, but it is not an LLM API's traffic)")
         return t
 
     def turn(
@@ -363,7 +394,13 @@ class Runs:
         if message is not None:
             if not 0 <= message < len(msgs):
                 raise QueryError(f"the request of #{t.seq} has {len(msgs)} messages (0-based)")
-            return _wrap({"seq": t.seq, "message": message, "recorded": _message(msgs[message], max(chars, 1) if chars else MAX_BYTES // 2)})
+            budget = _budget(max_bytes)
+            whole = max(1, min(chars, budget)) if chars else budget
+            answer = _wrap({"seq": t.seq, "message": message, "recorded": _message(msgs[message], whole)})
+            while (size := _size(answer)) > budget and whole > 40:  # texts shortened until the message fits
+                whole = max(40, whole * budget // size * 9 // 10)
+                answer["recorded"] = _message(msgs[message], whole)
+            return answer
         chars = max(40, min(chars, MAX_BYTES // 2))
         conv = next((c for c in r.analysis.conversations if c.id == t.conversation), None)
         after = None
@@ -388,7 +425,7 @@ class Runs:
                     "appended": [_message(m, chars) for m in c.appended[-6:]],
                     "appended_left_out": max(0, len(c.appended) - 6),
                     "tools_offered": [text(n, 80) for n in c.tools_offered[:40]],
-                    "pairings": [p.model_dump(mode="json") for p in c.pairings[:20]],
+                    "pairings": [_safe(p.model_dump(mode="json"), 100) for p in c.pairings[:20]],
                     "read_a_message_whole": "call turn with message=N (0-based index in the request)",
                 },
                 "E_emitted": {
@@ -413,7 +450,7 @@ class Runs:
                 },
                 "C_next": None
                 if next_turn is None
-                else {"seq": next_turn.seq, "appended": [_message(m, chars) for m in next_turn.c.appended[:6]], "link": next_turn.c.link},
+                else {"seq": next_turn.seq, "appended": [_message(m, chars) for m in next_turn.c.appended[:6]], "link": _safe(next_turn.c.link, 100)},
             },
         }
         return _wrap(_fit(body, max_bytes))
@@ -444,7 +481,7 @@ class Runs:
         _, r = self.open(run)
         conv = next((c for c in r.analysis.conversations if c.id == conversation), None)
         if conv is None:
-            raise QueryError(f"no conversation {text(conversation, 80)} in this run (run_summary lists them)")
+            raise QueryError("no conversation of this id in this run (run_summary lists them)", conversation=conversation)
         rows = []
         for s in conv.turns:
             t = r.analysis.turns.get(s)
@@ -466,11 +503,12 @@ class Runs:
                 }
             )
         shown, nxt = page(rows, offset, max(1, min(limit, 500)), _budget(max_bytes))
-        return {"conversation": conversation, "turns": len(rows), "next_offset": nxt, "growth": shown}
+        return _wrap({"conversation": conv.id, "turns": len(rows), "next_offset": nxt, "growth": shown})
 
     def diff(self, run_a: str, run_b: str, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         from cassettes.replay.rundiff import diff_analysed
 
+        layer = _layer(layer)
         (_, a), (_, b) = self.open(run_a), self.open(run_b)
 
         def exchange(run: Run) -> Any:
@@ -495,7 +533,7 @@ class Runs:
                 "recorded_message": text(d.message, DEFAULT_CHARS),
             }
             for d in divs
-            if layer is None or d.layer == layer.upper()
+            if layer is None or d.layer == layer
         ]
         shown, nxt = page(items, 0, max(1, min(limit, 200)), _budget(max_bytes))
         return _wrap({"divergences": len(items), "same": not divs, "recorded": {"divergences": shown}, "more": nxt is not None})
@@ -513,7 +551,7 @@ class Runs:
             try:
                 live = (IncrementalRun(path), st.st_ino)
             except CassetteError as exc:
-                raise QueryError(text(str(exc), 300)) from None
+                raise QueryError("looptap cannot read this run", run=self._label(path), reason=str(exc)) from None
             self._live[path] = live
             while len(self._live) > self._keep:
                 self._live.popitem(last=False)
@@ -523,7 +561,7 @@ class Runs:
             while not inc.step().at_end:
                 pass
         except CassetteError as exc:
-            raise QueryError(text(str(exc), 300)) from None
+            raise QueryError("looptap cannot read this run", run=self._label(path), reason=str(exc)) from None
         items: list[dict[str, Any]] = []
         seqs = inc.index.seqs
         for pos in range(len(seqs)):
@@ -537,7 +575,7 @@ class Runs:
                     {
                         "conversation": t.conversation,
                         "turn": t.index,
-                        "family": t.family,
+                        "family": text(t.family, 40),
                         "status": t.status,
                         "finish": text(t.finish, 60),
                         "tool_calls": t.tool_calls,
@@ -547,20 +585,69 @@ class Runs:
             items.append(item)
             if len(items) >= limit:
                 break
-        shown, _ = page(items, 0, max(1, min(limit, 500)), _budget(max_bytes))
+        shown, _ = page(items, 0, max(1, min(limit, 500)), _budget(max_bytes) - 400)
         last = shown[-1]["seq"] if shown else after_seq
-        return {
-            "after_seq": after_seq,
-            "last_seq": last,
-            "round_trips_so_far": len(seqs),
-            "still_being_written": inc.index.pending > 0,
-            "round_trips": shown,
-            "note": "findings of the run's end (e.g. a call never answered) appear once the recording is finished: see findings",
-        }
+        return _wrap(
+            {
+                "after_seq": after_seq,
+                "last_seq": last,
+                "round_trips_so_far": len(seqs),
+                "still_being_written": inc.index.pending > 0,
+                "findings_at_the_end": "findings of the run's end (e.g. a call never answered) appear once the recording is finished: see findings",
+                "recorded": {"round_trips": shown},
+            }
+        )
+
+
+def cap_bytes(max_bytes: Any) -> int:
+    """The hard cap of an answer asked for with ``max_bytes``: at least :data:`MIN_BYTES` (a
+    smaller figure is refused, not silently raised), at most :data:`MAX_BYTES`."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < MIN_BYTES:
+        raise QueryError(f"max_bytes is a whole number of bytes, at least {MIN_BYTES} (answers are capped at {MAX_BYTES})")
+    return min(max_bytes, MAX_BYTES)
 
 
 def _budget(max_bytes: int) -> int:
-    return max(1_000, min(int(max_bytes), MAX_BYTES)) - 400
+    return cap_bytes(max_bytes) - 400
+
+
+def _layer(layer: Any) -> str | None:
+    if layer is None:
+        return None
+    if not isinstance(layer, str) or layer.upper() not in ("E", "A", "C"):
+        raise QueryError("layer is E (the model), A (the API) or C (the client)", layer=str(layer))
+    return layer.upper()
+
+
+def encode(answer: dict[str, Any], max_bytes: Any = DEFAULT_BYTES) -> str:
+    """``answer`` as compact JSON of at most :func:`cap_bytes` bytes: a hard cap. An answer that is
+    still too large after its own paging has its texts shortened, then its lists cut, then the
+    part under ``recorded`` left out, each step said in the answer."""
+    cap = cap_bytes(max_bytes)
+    data = orjson.dumps(answer, default=str)
+    if len(data) <= cap:
+        return data.decode()
+    body = dict(answer)
+    for chars, items in ((400, 50), (120, 10), (40, 3), (20, 1)):
+        body = {k: v if k == "note" else _shrink(_cut(v, items), chars) for k, v in answer.items()}
+        body["clipped"] = f"texts and lists shortened to fit max_bytes={cap}; ask with a larger max_bytes, a smaller limit, or message=N"
+        data = orjson.dumps(body, default=str)
+        if len(data) <= cap:
+            return data.decode()
+    kept = {k: v for k, v in body.items() if k != "recorded" and (k == "note" or not isinstance(v, dict | list))}
+    kept["recorded"] = {"omitted": f"this answer does not fit in max_bytes={cap}"}
+    data = orjson.dumps(kept, default=str)
+    if len(data) <= cap:
+        return data.decode()
+    return orjson.dumps({"error": f"this answer does not fit in max_bytes={cap}"}).decode()
+
+
+def _cut(value: Any, items: int) -> Any:
+    if isinstance(value, dict):
+        return {k: _cut(v, items) for k, v in list(value.items())[:items]} | ({"…": f"{len(value) - items} more keys"} if len(value) > items else {})
+    if isinstance(value, list):
+        return [_cut(v, items) for v in value[:items]] + ([f"…{len(value) - items} more items"] if len(value) > items else [])
+    return value
 
 
 def _wrap(answer: dict[str, Any]) -> dict[str, Any]:

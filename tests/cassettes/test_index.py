@@ -16,6 +16,7 @@ from cassettes.views.growth import growth_bars
 from cassettes.views.incremental import IncrementalRun
 from cassettes.views.search import search_turns
 from cassettes.views.timeline import text_timeline
+from tests.support import progress
 
 DEMO = Path(__file__).resolve().parents[2] / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 
@@ -247,7 +248,6 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(
     """Full turns come back identical whether their block is being filled, waits for the
     compressor, or was compressed to disk (by the background thread, or inline when it lags)."""
     import threading
-    import time
 
     from cassettes.views.incremental import _TurnStore
 
@@ -263,17 +263,13 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(
             assert got.model_dump() == turn.model_dump()
     blocks = {w[0] for _, w in where.values()}
     assert len(blocks) > 5
-    deadline = time.monotonic() + 30
-    while store._waiting and time.monotonic() < deadline:
-        time.sleep(0.01)
+    progress.until(lambda: not store._waiting, interval=0.01, what="the compressor's backlog")  # its thread's progress
     assert not store._waiting and len(store._blocks) == len(blocks) - 1  # all but the one being filled
     for turn, w in where.values():
         assert store.get(*w).model_dump() == turn.model_dump()
     assert 0 < store.size < sum(w[2] for _, w in where.values())  # compressed
     if backlog:  # the compressor thread ends once idle, and starts again for the next block
-        deadline = time.monotonic() + 30
-        while store._worker is not None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        progress.until(lambda: store._worker is None, interval=0.05, what="the idle compressor thread's end")
         assert store._worker is None
         for turn in want.values():
             store.put(turn)
@@ -289,7 +285,6 @@ def test_turn_store_write_failure_surfaces_on_the_next_put(
 ) -> None:
     """A full disk fails the reader's next put, whether the block was compressed inline or by the
     background thread."""
-    import time
 
     from cassettes.views.incremental import _TurnStore
 
@@ -302,11 +297,8 @@ def test_turn_store_write_failure_surfaces_on_the_next_put(
     monkeypatch.setattr("cassettes.views.incremental.tempfile.TemporaryFile", no_space)
     turn = next(iter(analyse(read_cassette(fx).exchanges).turns.values()))
     store = _TurnStore()
-    deadline = time.monotonic() + 30
-    with pytest.raises(OSError, match="No space"):
-        while time.monotonic() < deadline:
-            store.put(turn)
-            time.sleep(0.001)
+    with pytest.raises(OSError, match="No space"):  # puts until the failure surfaces (the thread's progress watched)
+        progress.until(lambda: store.put(turn) is None, interval=0.001, what="the write failure to surface")
     store.close()
 
 

@@ -5,7 +5,6 @@ tools/call shown with the model's call it ran (the tool-use id the client sends 
 from __future__ import annotations
 
 import copy
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import orjson
 from cassettes.analysis import analyse
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire.exchange import Exchange
+from tests.support import progress
 
 REPO = Path(__file__).resolve().parents[2]
 MCP_URL = "https://mcp.example.com/mcp"
@@ -102,14 +102,14 @@ def test_show_names_the_models_call_each_tools_call_ran(tmp_path: Path) -> None:
     with CassetteWriter(path) as w:
         for ex in run_exchanges():
             w.append(ex)
-    out = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = progress.run([sys.executable, "-m", "cassettes.cli", "show", str(path)], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "6 round trips, 2 to LLM APIs (anthropic 2), 4 to MCP tool servers" in text, text
     assert "#2  mcp tools/list  200" in text and "tools: get_weather" in text
     assert '#4  mcp tools/call  200' in text and 'tool: get_weather({"city":"Paris"})' in text
     assert "runs the model's call id=toolu_01P from #3 c1/turn 0" in text and "result: sunny, 21 C" in text
-    js = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    js = progress.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)], capture_output=True, text=True, cwd=REPO)
     views = [orjson.loads(line) for line in js.stdout.splitlines() if line.startswith("{")]
     mcp = [v["mcp"] for v in views if v["family"] == "mcp"]
     assert [m["method"] for m in mcp] == ["initialize", "notifications/initialized", "tools/list", "tools/call"]
@@ -201,10 +201,10 @@ def test_show_says_how_a_call_was_linked(tmp_path: Path) -> None:
     with CassetteWriter(path) as w:
         for ex in run_exchanges(meta=False):
             w.append(ex)
-    out = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = progress.run([sys.executable, "-m", "cassettes.cli", "show", str(path)], capture_output=True, text=True, cwd=REPO)
     assert "runs the model's call id=toolu_01P from #3 c1/turn 0 (by tool and arguments)" in out.stdout, out.stdout
     assert "    tool call: mcp__weather__get_weather({\"city\":\"Paris\"}) id=toolu_01P\n      ran by an MCP tool server at #4 (get_weather)" in out.stdout
-    js = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    js = progress.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)], capture_output=True, text=True, cwd=REPO)
     views = [orjson.loads(line) for line in js.stdout.splitlines() if line.startswith("{")]
     linked = [v["mcp"].get("linked") for v in views if v["family"] == "mcp" and v["mcp"]["method"] == "tools/call"]
     assert linked == [{"call_id": "toolu_01P", "by": "name_arguments", "model_seq": 3, "conversation": "c1", "turn": 0, "candidates": 0}]

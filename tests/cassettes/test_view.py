@@ -4,7 +4,6 @@ generated from the model and kept in sync here."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from cassettes.views.schema import (
     write_docs,
 )
 from cassettes.wire.exchange import Exchange
+from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus"
@@ -259,11 +259,10 @@ def test_the_json_schema_validates_show_json_lines_with_their_analysis_additions
     """The schema leaves objects open: the analysis fields of ``show --json``, ``mcp.linked`` and
     ``tool_calls[].mcp`` validate too."""
     path = CORPUS / "pydantic-ai/tests/cassettes/test_temporal/test_mcptoolset_in_temporal_workflow.yaml"
-    r = subprocess.run(
+    r = progress.run(
         [sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)],
         capture_output=True,
         cwd=ROOT,
-        timeout=120,
     )
     assert r.returncode == 0, r.stderr
     views = [orjson.loads(line) for line in r.stdout.splitlines()]

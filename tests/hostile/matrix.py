@@ -11,12 +11,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.hostile.corpus import RAW_CONTROLS
+from tests.support.progress import POLL, STALL, Hung, Watch
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPTAP = [sys.executable, "-m", "cassettes.cli"]
@@ -102,47 +102,51 @@ sys.exit(code)
 """
 
 
-def _run(argv: list[str], timeout: float, cwd: Path, stdin: bytes | None = None) -> tuple[int | None, bytes, bytes, float, float, bool]:
+def _run(argv: list[str], cpu: float, cwd: Path, stdin: bytes | None = None, stall: float = STALL) -> tuple[int | None, bytes, bytes, float, float, bool]:
     """(exit, stdout, stderr, seconds, peak RSS MB, hung) of one child, its RSS from wait4 in a
-    small launcher (see :data:`_LAUNCH`)."""
+    small launcher (see :data:`_LAUNCH`). Hung means no progress (CPU time, I/O, processes of its
+    tree) for ``stall`` seconds, or more than ``cpu`` seconds of CPU time spent (a runaway loop):
+    never a wall-clock limit, so a child slowed by a busy machine is not killed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r") as rss_file:
         t0 = time.monotonic()
         argv = [sys.executable, "-S", "-c", _LAUNCH, rss_file.name, *argv]
         p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env, preexec_fn=_limit)
-        hung = threading.Event()
-
-        def kill() -> None:
-            hung.set()
+        watch = Watch(p.pid, stall=stall, cpu=cpu, what=" ".join(argv[-3:]))
+        hung = False
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
             try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-        timer = threading.Timer(timeout, kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(p.pid, 0)
-        finally:
-            timer.cancel()
+                watch.check()
+            except Hung:
+                hung = True
+                watch.kill()
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                _, status, usage = os.wait4(p.pid, 0)
+                break
+            time.sleep(POLL)
         p.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.monotonic() - t0
         out.seek(0)
         err.seek(0)
         measured = rss_file.read().strip()
         rss_kb = int(measured) if measured.isdigit() else usage.ru_maxrss  # killed: the launcher's figure
-        return p.returncode, out.read(), err.read(), seconds, rss_kb / 1024, hung.is_set()
+        return p.returncode, out.read(), err.read(), seconds, rss_kb / 1024, hung
 
 
 def _replay_argv(file: Path) -> list[str]:
     """A child that runs `looptap replay FILE`, sends one request to it and stops it with SIGINT,
     passing the replay command's own output through."""
     code = f"""
-import os, signal, subprocess, sys, time, urllib.request
+import os, signal, subprocess, sys, urllib.request
 p = subprocess.Popen({LOOPTAP!r} + ["replay", {str(file)!r}], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 url = None
-deadline = time.time() + 30
-while time.time() < deadline:
+while True:  # the matrix watches this process tree for progress: no wall-clock limit here
     line = p.stdout.readline()
     if not line:
         break
@@ -154,11 +158,11 @@ if url:
     req = urllib.request.Request(url.rstrip("/") + "/chat/completions", data=b'{{"model":"gpt-4o","messages":[{{"role":"user","content":"hi"}}]}}',
                                  headers={{"content-type": "application/json", "authorization": "Bearer sk-test-HOSTILEKEY0123456789"}})
     try:
-        urllib.request.urlopen(req, timeout=20).read()
+        urllib.request.urlopen(req).read()
     except Exception as exc:
         print("request:", type(exc).__name__)
     p.send_signal(signal.SIGINT)
-rest_out, rest_err = p.communicate(timeout=30)
+rest_out, rest_err = p.communicate()
 sys.stdout.buffer.write(rest_out)
 sys.stderr.buffer.write(rest_err)
 sys.exit(p.returncode)
@@ -203,9 +207,11 @@ def _told(stderr: bytes, stdout: bytes) -> str:
     return ""
 
 
-def run_cell(command: str, file: Path, work: Path, clean_file: Path, timeout: float = 120) -> Cell:
+def run_cell(command: str, file: Path, work: Path, clean_file: Path, cpu: float = 120, stall: float = STALL) -> Cell:
+    """One command on one file; ``cpu`` is its CPU-time budget in seconds (load does not inflate
+    it as it does wall-clock time), ``stall`` how long it may go without any progress."""
     argv = argv_for(command, file, work, clean_file)
-    code, out, err, seconds, rss, hung = _run(argv, timeout, work)
+    code, out, err, seconds, rss, hung = _run(argv, cpu, work, stall=stall)
     texts = (out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "surrogateescape"))
     leaks = sorted({repr(c) for c in RAW_CONTROLS for text in texts if c in text})
     return Cell(

@@ -37,9 +37,11 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Cell]]:
         if (c != "inspect" or f.name in INSPECTED) and (c, f.name) not in KNOWN_OPEN
     ]
     with ThreadPoolExecutor(2) as pool:
-        # The inspector cells drive every screen of a real app (about 50 s each on a quiet 2-core box,
-        # several times that beside the rest of the suite); 600 s still tells a hang from a slow run.
-        yield list(pool.map(lambda job: run_cell(job[0], job[1], work, clean, 600 if job[0] == "inspect" else 240), jobs))
+        # A cell hangs when it makes no progress (CPU time, I/O) for STALL seconds, or spends more
+        # CPU time than its budget (a runaway loop): the inspector cells drive every screen of a real
+        # app (about 50 s of CPU each), the others need a few. CPU seconds do not grow with the
+        # machine's load, so a slow cell beside the rest of the suite is never called a hang.
+        yield list(pool.map(lambda job: run_cell(job[0], job[1], work, clean, cpu=600 if job[0] == "inspect" else 240), jobs))
 
 
 def test_no_command_crashes_leaks_controls_or_hangs_on_any_hostile_file(matrix: list[Cell]) -> None:

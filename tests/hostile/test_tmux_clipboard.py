@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import time
 import uuid
@@ -18,6 +17,7 @@ import pytest
 
 from cassettes.recording.pipeline import CassetteWriter
 from tests.hostile.corpus import hostile_exchanges
+from tests.support import progress
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -31,13 +31,13 @@ def tmux() -> Iterator[Callable[..., str]]:
     sock = f"looptap-clip-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
     def run(*args: str) -> str:
-        done = subprocess.run(["tmux", "-L", sock, "-f", "/dev/null", *args], capture_output=True, text=True, timeout=20)
+        done = progress.run(["tmux", "-L", sock, "-f", "/dev/null", *args], capture_output=True, text=True)
         if args[0] == "new-session" and done.returncode:
             raise AssertionError(f"tmux new-session failed: {done.stderr}")
         return done.stdout
 
     yield run
-    subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True, timeout=20)
+    progress.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -55,15 +55,10 @@ def _session(tmux: Callable[..., str], name: str, command: str) -> None:
     tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "45", f"sleep 1; {command}", ";", "set", "-g", "set-clipboard", "on")
 
 
-def _wait(tmux: Callable[..., str], name: str, text: str, timeout: float = 90.0) -> str:
-    deadline = time.monotonic() + timeout
-    screen = ""
-    while time.monotonic() < deadline:
-        screen = tmux("capture-pane", "-p", "-S", "-", "-t", name)
-        if text in screen:
-            return screen
-        time.sleep(0.3)
-    raise AssertionError(f"{text!r} never appeared:\n{screen}")
+def _wait(tmux: Callable[..., str], name: str, text: str) -> str:
+    """The screen once ``text`` is on it: no wall-clock limit, hung only when neither the screen
+    nor the programs in tmux make progress."""
+    return progress.wait_screen(lambda: tmux("capture-pane", "-p", "-S", "-", "-t", name), text, pids=progress.tmux_pids(tmux))
 
 
 def test_the_control_run_shows_this_tmux_takes_an_osc52_write(tmux: Callable[..., str]) -> None:

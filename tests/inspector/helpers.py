@@ -11,15 +11,22 @@ from textual.widgets import Static
 from inspector.app import InspectorApp
 
 
-async def until(pilot: Pilot[None], condition: object, timeout: float = 30.0) -> None:
-    """Let the app run until ``condition()`` holds (worker threads post their results)."""
+async def until(pilot: Pilot[None], condition: object) -> None:
+    """Let the app run until ``condition()`` holds (worker threads post their results). No
+    wall-clock limit: hung only when the app's worker threads (and anything this test started)
+    make no progress for ``progress.STALL`` seconds."""
+    import os
+
+    from tests.support.progress import Hung, Watch
+
     assert callable(condition)
-    waited = 0.0
+    watch = Watch(os.getpid(), what=f"waiting for {getattr(condition, '__name__', condition)}")
     while not condition():
-        if waited > timeout:
-            raise AssertionError(f"timed out waiting for {getattr(condition, '__name__', condition)}")
+        try:
+            watch.check()
+        except Hung as exc:
+            raise AssertionError(str(exc)) from None
         await pilot.pause(0.02)
-        waited += 0.02
 
 
 async def loaded(pilot: Pilot[None]) -> InspectorApp:

@@ -6,7 +6,6 @@ boundary is tested at the exact instant.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from conftest import FakeClock
 
 from cassettes.views.timeline import TimelinePoint
 from inspector.playback import DWELL, SPEEDS, Advance, Playback, Reveal, StreamEnded, StreamStarted
+from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,7 +204,7 @@ def test_playing_during_a_restream_carries_it_on() -> None:
 
 def test_playback_imports_no_textual() -> None:
     code = "import sys, inspector.playback; print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))"
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, timeout=120
+    out = progress.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
     assert out.stdout.strip() == "[]"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support import progress
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -28,22 +28,16 @@ def tmux() -> Iterator[Callable[..., str]]:
     sock = f"looptap-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
     def run(*args: str) -> str:
-        return subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=20).stdout
+        return progress.run(["tmux", "-L", sock, *args], capture_output=True, text=True).stdout
 
     yield run
-    subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True, timeout=20)
+    progress.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
 
 
-def _wait_for(tmux: Callable[..., str], *texts: str, timeout: float = 60.0) -> str:
-    """The screen, once every one of ``texts`` is on it (the machine may be slow to start Python)."""
-    deadline = time.monotonic() + timeout
-    screen = ""
-    while time.monotonic() < deadline:
-        screen = tmux("capture-pane", "-p", "-t", "inspect")
-        if all(t in screen for t in texts):
-            return screen
-        time.sleep(0.2)
-    raise AssertionError(f"{texts!r} never all appeared; the screen was:\n{screen}")
+def _wait_for(tmux: Callable[..., str], *texts: str) -> str:
+    """The screen, once every one of ``texts`` is on it (the machine may be slow to start Python:
+    no wall-clock limit, hung only when neither the screen nor the app makes progress)."""
+    return progress.wait_screen(lambda: tmux("capture-pane", "-p", "-t", "inspect"), *texts, pids=progress.tmux_pids(tmux))
 
 
 def test_inspect_in_a_real_terminal(tmux: Callable[..., str], run_file: Path) -> None:
@@ -66,10 +60,8 @@ def test_inspect_in_a_real_terminal(tmux: Callable[..., str], run_file: Path) ->
     tmux("send-keys", "-t", "inspect", "3")
     _wait_for(tmux, "C.dropped_tool_result", "C.truncated_treated_as_complete")
     tmux("send-keys", "-t", "inspect", "q")
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and "inspect" in tmux("list-sessions"):
-        time.sleep(0.2)
-    assert "inspect" not in tmux("list-sessions")  # q quit the app and the session with it
+    # q quit the app and the session with it
+    progress.until(lambda: "inspect" not in tmux("list-sessions"), pids=progress.tmux_pids(tmux), what="the session to end after q")
 
 
 def test_inspect_at_100_by_30(tmux: Callable[..., str], run_file: Path) -> None:

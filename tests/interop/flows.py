@@ -13,10 +13,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
+from tests.support import progress
 from tests.support.upstream import FakeUpstream, Served
 
 #: What the client sends: (path, body, extra headers). A JSON chat completion, the same streamed,
@@ -56,15 +56,16 @@ def record_flows(proxy_python: str, out: Path, confdir: Path) -> tuple[list[Serv
         args += ["-w", str(out), "--set", f"confdir={confdir}", "-q"]
         proc = subprocess.Popen([proxy_python, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 90  # mitmproxy starts in seconds, slower on a busy machine
-            while True:
+            def listening() -> bool:  # mitmproxy starts in seconds, slower on a busy machine
                 try:
                     socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
+                    return True
                 except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
+                    if proc.poll() is not None:
                         raise RuntimeError(f"mitmdump did not start: {proc.stdout.read().decode() if proc.stdout else ''}") from None
-                    time.sleep(0.05)
+                    return False
+
+            progress.until(listening, pids=[proc.pid], interval=0.05, what="mitmdump to listen")
             for path, body, headers in REQUESTS:
                 data = json.dumps(body).encode() if body is not None else None
                 hdrs = {"authorization": f"Bearer {SECRET}", **headers}
@@ -75,11 +76,7 @@ def record_flows(proxy_python: str, out: Path, confdir: Path) -> tuple[list[Serv
                     received.append(resp.read())
         finally:
             proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            progress.wait(proc)  # killed if it stops progressing before it exits
         return list(up.served), received
 
 

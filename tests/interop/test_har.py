@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import subprocess
 from datetime import datetime
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from cassettes.interop.mitmflow import load_flows
 from cassettes.interop.run import Run, run_from_exchanges
 from cassettes.wire.exchange import Exchange
 from tests.interop.helpers import FIXTURES, HAR_SCHEMA
+from tests.support import progress
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ def test_mitmproxy_opens_the_har(proxy_python: str, demo_cassette: Path, tmp_pat
     for cassette in (demo_cassette, flows_cassette):
         har_path = tmp_path / (cassette.stem + ".har")
         assert main(["export", str(cassette), "--har", str(har_path), "-q"]) == 0
-        proc = subprocess.run([proxy_python, "-c", _READ_WITH_MITMPROXY, str(har_path)], capture_output=True, text=True, timeout=120)
+        proc = progress.run([proxy_python, "-c", _READ_WITH_MITMPROXY, str(har_path)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         flows = [json.loads(line) for line in proc.stdout.splitlines()]
         har = json.loads(har_path.read_text())

@@ -25,6 +25,7 @@ from cassettes.recording.pipeline import CassetteWriter
 from tests._corpus import corpus_files
 from tests.hostile.corpus import hostile_exchanges
 from tests.interop.helpers import write_cassette
+from tests.support import progress
 
 #: A raw control or invisible format character in an answer: what must never reach a model raw.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
@@ -77,12 +78,12 @@ def test_every_tool_on_the_demo_run(root: Path) -> None:
         )
     )
     assert listed["total"] == 1
-    (row,) = listed["runs"]
-    assert (row["run"], row["round_trips"], row["conversations"], row["turns"]) == ("demo.jsonl", 11, 4, 11)
+    (row,) = listed["recorded"]["runs"]
+    assert (row["recorded_run"], row["round_trips"], row["conversations"], row["turns"]) == ("demo.jsonl", 11, 4, 11)
     assert row["findings"] == {"E": {"warning": 1}, "C": {"info": 3}}
     assert summary["note"] == UNTRUSTED_NOTE
     assert summary["root_causes"][0]["layer"] == "E" and summary["root_causes"][0]["severity"] == "warning"
-    assert [c["conversation"] for c in summary["conversations_shown"]] == ["c1", "c2", "c3", "c4"]
+    assert [c["conversation"] for c in summary["recorded"]["conversations"]] == ["c1", "c2", "c3", "c4"]
     assert fs["total"] == 4 and fs["recorded"]["findings"][0]["severity"] == "warning"
     assert {f["layer"] for f in e_only["recorded"]["findings"]} == {"E"}
     bad = e_only["recorded"]["findings"][0]
@@ -109,8 +110,8 @@ def test_every_tool_on_the_demo_run(root: Path) -> None:
     assert grown["turns"] == len(grown["growth"]) >= 2 and grown["growth"][-1]["cumulative_cost_usd"] > 0
     assert hits["hits"] >= 1 and all(h["run"] == "demo.jsonl" for h in hits["recorded"]["hits"])
     assert same["same"] is True and same["divergences"] == 0
-    assert [r["seq"] for r in tail["round_trips"]] == list(range(11)) and all(r["llm_turn"] for r in tail["round_trips"])
-    assert [r["seq"] for r in later["round_trips"]] == [10] and later["last_seq"] == 10
+    assert [r["seq"] for r in tail["recorded"]["round_trips"]] == list(range(11)) and all(r["llm_turn"] for r in tail["recorded"]["round_trips"])
+    assert [r["seq"] for r in later["recorded"]["round_trips"]] == [10] and later["last_seq"] == 10
 
 
 def test_a_diff_names_the_layer_and_turn(root: Path, tmp_path: Path) -> None:
@@ -139,7 +140,7 @@ def test_paths_outside_the_roots_are_refused(root: Path, tmp_path: Path, name: s
     ((is_error, body),) = _calls(server, [("run_summary", {"run": name})])
     assert is_error and "demo" not in body.lower().replace("demo.jsonl", "")
     listed = _ok(_calls(server, [("list_runs", {})]))[0]
-    assert [r["run"] for r in listed["runs"]] == ["demo.jsonl"], "the symlink leading out is not listed"
+    assert [r["recorded_run"] for r in listed["recorded"]["runs"]] == ["demo.jsonl"], "the symlink leading out is not listed"
 
 
 def test_corpus_runs_answer_within_bounds(tmp_path: Path) -> None:
@@ -154,7 +155,7 @@ def test_corpus_runs_answer_within_bounds(tmp_path: Path) -> None:
     names = []
     page = first
     while True:
-        names += [r["run"] for r in page["runs"]]
+        names += [r["recorded_run"] for r in page["recorded"]["runs"]]
         if page["next_offset"] is None:
             break
         page = _ok(_calls(server, [("list_runs", {"offset": page["next_offset"], "limit": 100})]))[0]
@@ -166,7 +167,7 @@ def test_corpus_runs_answer_within_bounds(tmp_path: Path) -> None:
     for summary, fs, tail in zip(answers[0::3], answers[1::3], answers[2::3], strict=True):
         assert fs["total"] == sum(n for layer in summary["findings"].values() for n in layer.values())
         assert tail["round_trips_so_far"] == summary["round_trips"]
-    turns = [("turn", {"run": n, "seq": s["first_seq"]}) for n, a in zip(names, answers[0::3], strict=True) for s in a["conversations_shown"][:2]]
+    turns = [("turn", {"run": n, "seq": s["first_seq"]}) for n, a in zip(names, answers[0::3], strict=True) for s in a["recorded"]["conversations"][:2]]
     assert turns
     for t in _ok(_calls(server, turns)):
         assert t["recorded"]["A_said"]["status"] is not None
@@ -181,7 +182,7 @@ def test_hostile_recordings_reach_the_agent_as_safe_bounded_data(tmp_path: Path)
     server = build_server([str(d)])
     summary, fs = _ok(_calls(server, [("run_summary", {"run": "hostile.jsonl"}), ("findings", {"run": "hostile.jsonl", "limit": 200})]))
     seqs = sorted({f["seq"] for f in fs["recorded"]["findings"] if f["seq"] is not None})
-    convs = [c["conversation"] for c in summary["conversations_shown"]]
+    convs = [c["conversation"] for c in summary["recorded"]["conversations"]]
     calls: list[tuple[str, dict[str, Any]]] = [("turn", {"run": "hostile.jsonl", "seq": s, "chars": 5000}) for s in seqs]
     calls += [("growth", {"run": "hostile.jsonl", "conversation": c}) for c in convs]
     calls += [("tail", {"run": "hostile.jsonl", "limit": 200}), ("search", {"query": "e"}), ("turn", {"run": "hostile.jsonl", "seq": seqs[0], "message": 0, "chars": 0})]
@@ -205,7 +206,7 @@ def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
 
     runs = Runs([d])
     first = runs.tail("live.jsonl")
-    assert [r["seq"] for r in first["round_trips"]] == [0, 1, 2] and not first["still_being_written"]
+    assert [r["seq"] for r in first["recorded"]["round_trips"]] == [0, 1, 2] and not first["still_being_written"]
     with CassetteWriter(live) as w:  # the recorder goes on (appending)
         for ex in exchanges[3:5]:
             w.append(ex)
@@ -215,10 +216,10 @@ def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
     whole = live.read_bytes()
     live.write_bytes(whole[: len(full) + 20])  # the last record half written
     second = runs.tail("live.jsonl", after_seq=first["last_seq"])
-    assert [r["seq"] for r in second["round_trips"]] == [3, 4] and second["still_being_written"]
+    assert [r["seq"] for r in second["recorded"]["round_trips"]] == [3, 4] and second["still_being_written"]
     live.write_bytes(whole)
     third = runs.tail("live.jsonl", after_seq=second["last_seq"])
-    assert [r["seq"] for r in third["round_trips"]] == [5] and third["round_trips_so_far"] == 6
+    assert [r["seq"] for r in third["recorded"]["round_trips"]] == [5] and third["round_trips_so_far"] == 6
 
 
 def test_the_stdio_server_as_a_coding_agent_starts_it(root: Path) -> None:
@@ -238,23 +239,23 @@ def test_the_stdio_server_as_a_coding_agent_starts_it(root: Path) -> None:
 def test_streamable_http_on_loopback(root: Path) -> None:
     import socket
     import subprocess
-    import time
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    refused = subprocess.run([sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(root), "--http", f"0.0.0.0:{port}"], capture_output=True, text=True, timeout=60)
+    refused = progress.run([sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(root), "--http", f"0.0.0.0:{port}"], capture_output=True, text=True)
     assert refused.returncode == 2 and "loopback only" in refused.stderr
     proc = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(root), "--http", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        def listening() -> bool:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return True
             except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode() if proc.stderr else ""
-                time.sleep(0.2)
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                return False
+
+        progress.until(listening, pids=[proc.pid], interval=0.2, what="looptap mcp --http to listen")
 
         async def go() -> str:
             async with Client(f"http://127.0.0.1:{port}/mcp") as c:
@@ -264,4 +265,4 @@ def test_streamable_http_on_loopback(root: Path) -> None:
         assert orjson.loads(asyncio.run(go()))["conversations"] == 4
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        progress.wait(proc)

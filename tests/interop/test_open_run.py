@@ -21,13 +21,14 @@ from cassettes.replay import ReplayServer
 from cassettes.replay import Run as ReplayRun
 from cassettes.storage.store import read_cassette
 from tests.interop.helpers import CACHE_WRITE, FIXTURES, REASONING, REPO, write_cassette
+from tests.support import progress
 
 FLOWS = FIXTURES / "flows_mitmproxy11.mitm"
 GARBAGE = [b"not json at all\n", bytes(range(256)) * 10, b"# only a comment\n", b"[1, 2, 3]\n"]
 
 
 def looptap(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=180)
+    return progress.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=REPO)
 
 
 def one_line_error(r: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -144,7 +145,7 @@ def test_replay_serves_a_flow_file(tmp_path: Path) -> None:
         assert line.startswith("export "), line
     finally:
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=30)
+        _out, err = progress.communicate(proc)
     assert f"replaying {FLOWS}: 4 round trips" in err and "Traceback" not in err
 
 

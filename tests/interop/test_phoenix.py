@@ -16,7 +16,6 @@ import os
 import signal
 import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from cassettes.cli import main
 from cassettes.interop.otel import build_request
 from cassettes.interop.run import load_run
 from tests.interop.helpers import REASONING, write_cassette
+from tests.support import progress
 
 PHOENIX_PYTHON = os.environ.get("LOOPTAP_PHOENIX_PYTHON", "")
 pytestmark = pytest.mark.skipif(
@@ -67,39 +67,46 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc = subprocess.Popen([PHOENIX_PYTHON, "-m", "phoenix.server.main", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
+        def healthy() -> bool:
             try:
-                with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
+                with urllib.request.urlopen(base + "/healthz", timeout=2) as r:  # one probe; the wait is watched
                     if r.status == 200:
-                        break
+                        return True
             except OSError:
                 pass
-            if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is not None:
                 pytest.fail(f"phoenix did not start:\n{(work / 'phoenix.log').read_text()[-3000:]}")
-            time.sleep(0.5)
+            return False
+
+        try:
+            progress.until(healthy, pids=[proc.pid], interval=0.5, what="phoenix to start")
+        except progress.Hung as exc:
+            pytest.fail(f"phoenix did not start ({exc}):\n{(work / 'phoenix.log').read_text()[-3000:]}")
         yield base
     finally:
         proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        progress.wait(proc)  # a Phoenix that stops progressing before it exits is killed
         log.close()
 
 
 def _spans(base: str, project: str, expected: int) -> list[dict[str, Any]]:
-    """The project's spans, once Phoenix has ingested ``expected`` of them (ingestion is async)."""
-    deadline = time.monotonic() + 60
-    while True:
+    """The project's spans, once Phoenix has ingested ``expected`` of them (ingestion is async), or
+    as they are once Phoenix (a child of this test) stops making progress."""
+    spans: list[dict[str, Any]] = []
+
+    def ingested() -> bool:
+        nonlocal spans
         try:
-            spans: list[dict[str, Any]] = _get(f"{base}/v1/projects/{project}/spans?limit=1000")["data"]
+            spans = _get(f"{base}/v1/projects/{project}/spans?limit=1000")["data"]
         except OSError:
             spans = []
-        if len(spans) >= expected or time.monotonic() > deadline:
-            return spans
-        time.sleep(0.5)
+        return len(spans) >= expected
+
+    try:
+        progress.until(ingested, interval=0.5, what="phoenix's ingestion")
+    except progress.Hung:
+        pass
+    return spans
 
 
 def test_phoenix_reads_back_spans_attributes_messages_and_findings(phoenix: str, demo_cassette: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from cassettes.cli import main
 from cassettes.interop.run import Run, load_run
 from cassettes.interop.textconv import render
 from cassettes.recording.pipeline import CassetteWriter
+from tests.support import progress
 
 
 def test_rendering_is_line_per_item_and_free_of_churn(demo_run: Run, demo_cassette: Path, tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_a_file_that_is_not_a_cassette_passes_through(tmp_path: Path, capsysbina
 def _git(repo: Path, *args: str) -> str:
     env = {"GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin:/usr/local/bin"}
-    return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True, timeout=120).stdout
+    return progress.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True).stdout
 
 
 def _rewrite_tool_result(src: Path, dest: Path, old: str, new: str) -> None:
@@ -71,8 +71,8 @@ def _rewrite_tool_result(src: Path, dest: Path, old: str, new: str) -> None:
 
 def _git_diff(repo: Path, *extra: str) -> str:
     """``git diff`` with a PATH on which no ``looptap`` exists: the driver must not need it."""
-    return subprocess.run(
-        ["git", "-c", "core.pager=cat", "diff", "--no-color", "-U0", *extra], cwd=repo, capture_output=True, text=True, check=True, timeout=120,
+    return progress.run(
+        ["git", "-c", "core.pager=cat", "diff", "--no-color", "-U0", *extra], cwd=repo, capture_output=True, text=True, check=True,
         env={"HOME": str(repo), "PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"},
     ).stdout
 
@@ -82,7 +82,7 @@ def _installed_repo(tmp_path: Path, cassette: Path) -> tuple[Path, Path]:
     repo.mkdir()
     _git(repo, "init", "-q")
     # the documented registration, run as written (from this environment, wherever it lives)
-    out = subprocess.run([sys.executable, "-m", "cassettes.cli", "textconv", "--install"], cwd=repo, capture_output=True, text=True, check=True, timeout=120)
+    out = progress.run([sys.executable, "-m", "cassettes.cli", "textconv", "--install"], cwd=repo, capture_output=True, text=True, check=True)
     assert "git diff now shows cassettes through" in out.stdout
     assert (repo / ".gitattributes").read_text() == "*.jsonl diff=looptap\n"
     assert _git(repo, "config", "diff.looptap.textconv").strip().startswith(sys.executable)
@@ -129,5 +129,5 @@ def test_a_rerecording_with_new_ids_shows_no_diff(demo_cassette: Path, tmp_path:
     shutil.copy(renamed, run_file)
     assert _git_diff(repo) == "", "the same run with other ids must not diff"
     assert "toolu_RERECORDED" in _git_diff(repo, "--no-textconv")  # the bytes did change
-    raw = subprocess.run([sys.executable, "-m", "cassettes.cli", "textconv", "--raw-ids", str(run_file)], capture_output=True, text=True, check=True, timeout=120).stdout
+    raw = progress.run([sys.executable, "-m", "cassettes.cli", "textconv", "--raw-ids", str(run_file)], capture_output=True, text=True, check=True).stdout
     assert "id=toolu_RERECORDED0000xyz" in raw

@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tests.support import progress
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
@@ -100,8 +102,8 @@ def main() -> int:
         script.write_text("import json, os, sys\ndef out(**kw):\n    print(json.dumps(kw), flush=True)\n" + LIVE)
         env["GEMINI_API_KEY"] = secret
         with WsResponsesUpstream("127.0.0.1", 443, ctx) as up:
-            rec = subprocess.run([recorder, "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(work / "confdir"), "--ssl-insecure", "--",
-                                  sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120, cwd=work / "cwd", stdin=subprocess.DEVNULL)
+            rec = progress.run([recorder, "-m", "cassettes.cli", "run", "-o", str(out), "--confdir", str(work / "confdir"), "--ssl-insecure", "--",
+                                  sys.executable, str(script)], env=env, capture_output=True, text=True, cwd=work / "cwd", stdin=subprocess.DEVNULL)
             result.update(record_rc=rec.returncode, record_stdout=rec.stdout[-3000:], record_stderr=rec.stderr[-4000:], upstream_paths=up.paths)
         print(json.dumps(result))
         return 0
@@ -139,15 +141,13 @@ def main() -> int:
     return 0
 
 
-def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run ``cmd``; on a timeout, what it printed until killed, with return code -9."""
+def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd``; if it stops making progress (no wall-clock limit), what it printed until
+    killed, with return code -9."""
     try:
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as exc:
-        def text(b: bytes | str | None) -> str:
-            return b.decode(errors="replace") if isinstance(b, bytes) else b or ""
-
-        return subprocess.CompletedProcess(cmd, -9, text(exc.stdout), text(exc.stderr) + f"\n(killed after {timeout} s)")
+        return progress.run(cmd, env=env, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL)
+    except progress.Hung as exc:
+        return subprocess.CompletedProcess(cmd, -9, "", f"(killed: {exc})")
 
 
 def _hdr(headers: list[tuple[str, str]], name: str) -> str | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env, needs_recorder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,9 +24,9 @@ def test_the_addon_in_process_in_the_recorders_environment() -> None:
     probe = subprocess.run([str(PROXY_PYTHON), "-c", "import pytest"], capture_output=True)
     if probe.returncode != 0:
         pytest.fail(f"the recorder's environment ({PROXY_PYTHON}) has no pytest: install it there ('uv pip install pytest'; .ci/run does)")
-    proc = subprocess.run(
+    proc = progress.run(
         [str(PROXY_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", TESTS],
-        cwd=REPO, capture_output=True, text=True, timeout=600, env=clean_env(),
+        cwd=REPO, capture_output=True, text=True, env=clean_env(),
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]

@@ -33,6 +33,7 @@ from cassettes.storage.store import read_cassette
 from cassettes.wire.exchange import Exchange
 from proxy import messages
 from proxy.addon import RECEIPT, WS_RECEIPTS, DurableGate, LooptapRecorder, Tee
+from tests.support import progress
 
 CHAT = b"/v1/chat/completions"
 REQUEST = orjson.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
@@ -285,7 +286,7 @@ def test_durable_holds_the_response_until_the_round_trip_is_stored(tmp_path: Pat
             assert f.response.stream is False
             r.rec.response(f)
             assert RECEIPT in f.metadata
-            await asyncio.wait_for(gate.response(f), 30)
+            await progress.wait_async(gate.response(f))
             assert RECEIPT not in f.metadata
             assert len(r.exchanges()) == 1  # in the cassette when the response goes on
             s = llm_flow(resp=sse_response())
@@ -293,11 +294,11 @@ def test_durable_holds_the_response_until_the_round_trip_is_stored(tmp_path: Pat
             for c in SSE:
                 s.response.stream(c)  # a chunked stream still streams; its end waits
             r.rec.response(s)
-            await asyncio.wait_for(gate.response(s), 30)
+            await progress.wait_async(gate.response(s))
             assert len(r.exchanges()) == 2
             other = llm_flow(host="example.com", resp=json_response())
             await r.tctx.cycle(r.rec, other)
-            await asyncio.wait_for(gate.response(other), 5)  # nothing to wait for
+            await progress.wait_async(gate.response(other))  # nothing to wait for
 
     run(main)
 

@@ -11,6 +11,7 @@ import pytest
 
 from cassettes.interop.run import load_run
 from tests.proxy.test_e2e_node_agents import CODEX_CONFIG, explain, looptap_run, need, run_env
+from tests.support import progress
 from tests.support.recorder import needs_recorder
 from tests.support.ws_upstream import WsResponsesUpstream
 
@@ -38,7 +39,7 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
     env = run_env(tmp_path, CODEX_HOME=str(codex_home), LOOPTAP_CODEX_KEY=secret)
     with WsResponsesUpstream() as up:
         proc, out = looptap_run(tmp_path, confdir, [str(wrapper), "exec", "--skip-git-repo-check", "What is the weather in Paris?"],
-                                env, extra=("--upstream", f"openai={up.url}"), timeout=120)
+                                env, extra=("--upstream", f"openai={up.url}"))
     assert proc.returncode == 0, explain(proc)
     assert up.connections >= 1, explain(proc)
     run = load_run(out)
@@ -64,8 +65,8 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
 
     with ReplayServer(out) as srv:
         (codex_home / "config.toml").write_text(CODEX_WS_CONFIG.replace("@OPENAI_BASE_URL@", srv.url + "/v1"))
-        again = subprocess.run([str(codex), "exec", "--skip-git-repo-check", "What is the weather in Paris?"], env=env,
-                               capture_output=True, text=True, timeout=120, cwd=tmp_path / "work", stdin=subprocess.DEVNULL)
+        again = progress.run([str(codex), "exec", "--skip-git-repo-check", "What is the weather in Paris?"], env=env,
+                               capture_output=True, text=True, cwd=tmp_path / "work", stdin=subprocess.DEVNULL)
         misses = ["\n".join(m.lines()) for m in srv.misses]
         served = list(srv.served)
     assert again.returncode == 0 and "It is sunny in Paris." in again.stdout, (again.stdout[-2000:], again.stderr[-3000:], misses)
@@ -76,11 +77,10 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
 def _can_unshare() -> bool:
     import os
     import shutil
-    import subprocess
 
     if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
         return False
-    probe = subprocess.run(["unshare", "--net", "--mount", "--fork", "true"], capture_output=True, timeout=30)
+    probe = progress.run(["unshare", "--net", "--mount", "--fork", "true"], capture_output=True)
     return probe.returncode == 0
 
 
@@ -88,7 +88,6 @@ def _in_namespace(tmp_path: Path, secret: str, *mode: str) -> dict[str, Any]:
     """codex_default_ns.py in a fresh network and mount namespace (``mode``: its extra argument);
     the JSON line it prints. Skips where Codex, websockets, cryptography or unshare are missing."""
     import json
-    import subprocess
     import sys
 
     pytest.importorskip("websockets")
@@ -99,8 +98,8 @@ def _in_namespace(tmp_path: Path, secret: str, *mode: str) -> dict[str, Any]:
     from tests.support.recorder import PROXY_PYTHON
 
     helper = Path(__file__).with_name("codex_default_ns.py")
-    proc = subprocess.run(["unshare", "--net", "--mount", "--fork", sys.executable, str(helper), str(tmp_path), str(codex), str(PROXY_PYTHON), secret, *mode],
-                          capture_output=True, text=True, timeout=300)
+    proc = progress.run(["unshare", "--net", "--mount", "--fork", sys.executable, str(helper), str(tmp_path), str(codex), str(PROXY_PYTHON), secret, *mode],
+                          capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out

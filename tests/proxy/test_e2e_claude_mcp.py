@@ -24,6 +24,7 @@ import pytest
 
 from cassettes.interop.run import load_run
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, REPO, explain, looptap_run, need, run_env
+from tests.support import progress
 from tests.support.harness import outputs
 from tests.support.mcp_server import McpServer
 from tests.support.recorder import needs_recorder
@@ -72,7 +73,7 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(tmp_p
     claude = need("@anthropic-ai/claude-code", bin_name="claude", node=False)
     with McpServer(revision) as mcp, ScriptedUpstream(route) as up:
         proc, out = looptap_run(tmp_path, confdir, _claude_cmd(tmp_path, claude, "$MCP_BASE_URL"), _env(tmp_path, secret),
-                                upstream=up, extra=("--upstream", f"mcp={mcp.url}"), timeout=180)  # type: ignore[arg-type]
+                                upstream=up, extra=("--upstream", f"mcp={mcp.url}"))  # type: ignore[arg-type]
         log = "\n".join(x.line() for x in up.log)
         mcp_log = [(x.http_method, x.rpc_method, x.status, x.headers.get("mcp-method"), x.headers.get("mcp-protocol-version")) for x in mcp.log]
     assert proc.returncode == 0, explain(proc) + "\n--- scripted\n" + log + f"\n--- mcp\n{mcp_log}"
@@ -98,9 +99,9 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(tmp_p
     assert secret.encode() not in out.read_bytes()
 
     # show, show --json and the inspector name the model's call each tools/call ran
-    show = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", str(out)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    show = progress.run([sys.executable, "-m", "cassettes.cli", "show", str(out)], capture_output=True, text=True, cwd=REPO)
     assert f"runs the model's call id={call_id} from #{call_seq} {main.id}/turn {turn}" in show.stdout, show.stdout
-    js = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(out)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    js = progress.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(out)], capture_output=True, text=True, cwd=REPO)
     views = {v["seq"]: v for v in map(orjson.loads, js.stdout.splitlines())}
     assert views[mcp_seq]["mcp"]["linked"] == {"call_id": call_id, "by": "id", "model_seq": call_seq, "conversation": main.id, "turn": turn, "candidates": 0}
     assert views[mcp_seq]["mcp"]["tool_use_id"] == call_id
@@ -111,7 +112,7 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(tmp_p
 
     with ReplayServer(out) as srv:
         env = {**_env(tmp_path, secret), "ANTHROPIC_BASE_URL": srv.url}
-        again = subprocess.run(_claude_cmd(tmp_path, claude, srv.url), env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path / "work", stdin=subprocess.DEVNULL)
+        again = progress.run(_claude_cmd(tmp_path, claude, srv.url), env=env, capture_output=True, text=True, cwd=tmp_path / "work", stdin=subprocess.DEVNULL)
         misses = ["\n".join(m.lines()) for m in srv.misses]
         served = [(ex.method, ex.url.rsplit("/", 1)[-1], ex.status) for ex in srv.served]
     assert again.returncode == 0 and json.loads(again.stdout)["result"] == answer, (again.stdout[-2000:], again.stderr[-3000:], misses)

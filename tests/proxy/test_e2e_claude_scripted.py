@@ -73,7 +73,7 @@ def _claude(
     # first request can leave before the server's tools are there: wait for them (up to 60 s).
     env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, MCP_CONNECTION_NONBLOCKING="false", MCP_CONNECT_TIMEOUT_MS="60000", **CLAUDE_OFFLINE, **(env or {}))
     cmd = [str(claude), "-p", prompt, "--model", MODEL, "--output-format", "json", "--no-session-persistence", *args]
-    return looptap_run(tmp_path, confdir, cmd, env, upstream=up, timeout=180)  # type: ignore[arg-type]
+    return looptap_run(tmp_path, confdir, cmd, env, upstream=up)  # type: ignore[arg-type]
 
 
 def _last_result(req: ScriptedRequest) -> Any:

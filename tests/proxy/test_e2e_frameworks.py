@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 from cassettes.analysis import RunAnalysis, Severity, analyse  # noqa: E402
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange  # noqa: E402
 from cassettes.storage.store import Cassette, read_cassette  # noqa: E402
+from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder  # noqa: E402
 from tests.support.upstream import FakeUpstream, Served  # noqa: E402
@@ -50,7 +51,6 @@ pytestmark = [needs_recorder]
 
 #: Proxy, trust-store and base-URL variables of the machine must not steer the clients or the recorder.
 _SCRUB = (*SCRUB, "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "OPENAI_AGENTS_DISABLE_TRACING", "LOGFIRE_TOKEN")
-TIMEOUT = 90  # per child process; a run takes a few seconds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ def looptap_run(
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / "run.jsonl"
     argv = [*RECORDER, "run", "-o", str(out), "--confdir", str(confdir), *extra, "--", *cmd]
-    proc = subprocess.run(argv, env={**base_env(secret), **(env or {})}, capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path)
+    proc = progress.run(argv, env={**base_env(secret), **(env or {})}, capture_output=True, text=True, cwd=tmp_path)
     return proc, out
 
 
@@ -266,11 +266,11 @@ def make_self_signed(directory: Path) -> tuple[Path, Path]:
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import NameOID
     except ImportError:  # the openssl command line instead
-        subprocess.run(
+        progress.run(
             ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
              "-subj", "/CN=looptap fake upstream", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
              "-keyout", str(key_path), "-out", str(cert_path)],
-            check=True, capture_output=True, timeout=30,
+            check=True, capture_output=True,
         )
         return cert_path, key_path
     key = ec.generate_private_key(ec.SECP256R1())

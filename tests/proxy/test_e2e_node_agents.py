@@ -51,6 +51,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange  # noqa: E402
 from cassettes.storage.store import Cassette, read_cassette  # noqa: E402
+from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder  # noqa: E402
 from tests.support.upstream import FakeUpstream, Served  # noqa: E402
@@ -100,7 +101,7 @@ def run_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def looptap_run(
     tmp_path: Path, confdir: Path, cmd: list[str], env: dict[str, str], *, upstream: FakeUpstream | None = None,
-    extra: tuple[str, ...] = (), timeout: float = 60,
+    extra: tuple[str, ...] = (),
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / "run.jsonl"
     argv = [*RECORDER, "run", "-o", str(out), "--confdir", str(confdir)]
@@ -111,7 +112,7 @@ def looptap_run(
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     env = {**env, "PYTHONPATH": str(REPO)}  # the recorder imports cassettes/ and proxy/ from here
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd=work, stdin=subprocess.DEVNULL)
+    proc = progress.run(argv, env=env, capture_output=True, text=True, cwd=work, stdin=subprocess.DEVNULL)
     return proc, out
 
 

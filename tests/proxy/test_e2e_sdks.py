@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange  # noqa: E402
 from cassettes.storage.store import Cassette, read_cassette  # noqa: E402
+from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, RecorderProcess, needs_recorder  # noqa: E402
 from tests.support.upstream import FakeUpstream, Served  # noqa: E402
@@ -71,7 +71,7 @@ def recorder_args(out: Path, confdir: Path, upstream: FakeUpstream | None = None
 
 def looptap_run(
     tmp_path: Path, confdir: Path, secret: str, client_code: str | None = None, *, cmd: list[str] | None = None,
-    upstream: FakeUpstream | None = None, extra: tuple[str, ...] = (), timeout: float = 60,
+    upstream: FakeUpstream | None = None, extra: tuple[str, ...] = (),
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / "run.jsonl"
     if client_code is not None:
@@ -80,7 +80,7 @@ def looptap_run(
         cmd = [CLIENT_PYTHON, str(script)]
     assert cmd is not None
     argv = [*RECORDER, "run", *recorder_args(out, confdir, upstream, *extra), "--", *cmd]
-    proc = subprocess.run(argv, env=base_env(secret), capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+    proc = progress.run(argv, env=base_env(secret), capture_output=True, text=True, cwd=tmp_path)
     return proc, out
 
 
@@ -357,15 +357,15 @@ def test_stream_whole_when_client_hangs_up_after_terminal_event(tmp_path: Path, 
 # Forward-proxy mode (HTTP_PROXY) with curl
 
 
-def curl(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[bytes]:
+def curl(*args: str) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if k.upper() not in _SCRUB}
-    return subprocess.run(["curl", "-sS", "--noproxy", "", *args], capture_output=True, timeout=timeout, env=env)
+    return progress.run(["curl", "-sS", "--noproxy", "", *args], capture_output=True, env=env)
 
 
 @pytest.mark.skipif(not any((Path(p) / "curl").exists() for p in os.environ.get("PATH", "").split(os.pathsep)), reason="curl not installed")
 def test_curl_through_forward_proxy_records_llm_host(tmp_path: Path, confdir: Path, upstream: FakeUpstream, secret: str) -> None:
     out = tmp_path / "fwd.jsonl"
-    rec = RecorderProcess(out, confdir, None, "--record-host", "127.0.0.1", env=base_env(secret), ready_timeout=30)
+    rec = RecorderProcess(out, confdir, None, "--record-host", "127.0.0.1", env=base_env(secret))
     try:
         for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "HTTPS_PROXY", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"):
             assert var in rec.env, rec.output
@@ -506,17 +506,14 @@ def test_sigkill_mid_run_leaves_a_loadable_cassette(tmp_path: Path, confdir: Pat
     proc = subprocess.Popen(argv, env=base_env(secret), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, cwd=tmp_path)
     try:
         # Kill once the slow stream is under way and the three completed round trips are on disk.
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:
+        def ready() -> bool:
             started = [s for s in upstream.llm_served() if s.stream and s.chunks]
-            if started and out.exists() and out.read_bytes().count(b"\n") >= 4:  # header + 3 records
-                break
-            if proc.poll() is not None:
-                break
-            time.sleep(0.05)
+            return bool(started and out.exists() and out.read_bytes().count(b"\n") >= 4) or proc.poll() is not None  # header + 3 records
+
+        progress.until(ready, interval=0.05, what="the slow stream under way")
         assert proc.poll() is None, f"looptap run ended early: {proc.returncode} {proc.stderr.read() if proc.stderr else ''}"
         os.kill(proc.pid, signal.SIGKILL)  # looptap run itself, not its child
-        proc.wait(10)
+        progress.wait(proc)
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # the orphaned client (same process group)

@@ -25,6 +25,7 @@ from cassettes.storage.store import read_cassette
 from cassettes.wire.exchange import Exchange
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.writer import FrameReader, frame, write_parts
+from tests.support import progress
 
 
 def _ex(i: int, body: bytes = b"") -> Exchange:
@@ -62,14 +63,17 @@ class FakeWriter:
         while parts:
             parts = write_parts(self.out_w.fileno(), parts)
 
-    def take(self, n: int, timeout: float = 10.0) -> list[Any]:
-        """Read frames until ``n`` more have arrived (blocking, with a deadline)."""
+    def take(self, n: int) -> list[Any]:
+        """Read frames until ``n`` more have arrived (blocking; hung only when this process and
+        its children make no progress for ``progress.STALL`` seconds)."""
         want = len(self.got) + n
-        deadline = time.monotonic() + timeout
+        watch = progress.Watch(os.getpid(), progress=lambda: len(self.got), what=f"{n} frames")
         while len(self.got) < want:
-            left = deadline - time.monotonic()
-            assert left > 0, f"only {len(self.got)} of {want} frames arrived"
-            if select.select([self.in_r.fileno()], [], [], left)[0]:
+            try:
+                watch.check()
+            except progress.Hung as exc:
+                raise AssertionError(f"only {len(self.got)} of {want} frames arrived: {exc}") from None
+            if select.select([self.in_r.fileno()], [], [], progress.POLL)[0]:
                 data = os.read(self.in_r.fileno(), 1 << 20)
                 assert data, "the proxy closed the pipe"
                 self.reader.feed(data)
@@ -137,7 +141,7 @@ def test_a_receipt_is_released_once_its_round_trip_is_in_the_cassette(tmp_path: 
         for i in range(5):
             r = h.hand_over(_ex(i), receipt=True)
             assert isinstance(r, Receipt) and not r.released
-            await asyncio.wait_for(r.wait(), 30)
+            await progress.wait_async(r.wait())
             assert h.recorded == i + 1
             assert len(_urls(out)) == i + 1
         h.close()
@@ -208,14 +212,14 @@ def test_answers_release_receipts_in_hand_off_order() -> None:
         assert r1 is not None and r2 is not None and r4 is not None
         assert w.take(4) == ["a", "b", "c", "d"]
         w.answer("ok", 1)
-        await asyncio.wait_for(r1.wait(), 5)
+        await progress.wait_async(r1.wait())
         assert not r2.released and h.recorded == 1
         w.answer("failed", "could not record b: ValueError: x")
-        await asyncio.wait_for(r2.wait(), 5)
+        await progress.wait_async(r2.wait())
         await asyncio.sleep(0.05)
         assert not r4.released, "the answer for c released d's receipt"
         w.answer("ok", 2)
-        await asyncio.wait_for(r4.wait(), 5)
+        await progress.wait_async(r4.wait())
         assert (h.recorded, h.failed_records) == (3, 1)
         assert h.lost == ["could not record b: ValueError: x"]
         h.flush(timeout=1)  # nothing pending: returns at once
@@ -239,7 +243,7 @@ def test_a_writer_that_dies_releases_the_receipts_and_the_loss_is_counted(caplog
         w.die()
         for r in receipts:
             assert r is not None
-            await asyncio.wait_for(r.wait(), 5)
+            await progress.wait_async(r.wait())
         with caplog.at_level(logging.ERROR, logger="looptap.recorder"):
             h.flush(timeout=5)
         assert (h.recorded, h.storage_errors) == (1, 2)
@@ -267,7 +271,7 @@ def test_a_full_pipe_never_blocks_the_hand_off_and_keeps_the_order() -> None:
             h.hand_over((i, body))
         assert time.perf_counter() - t < 5
         got: list[Any] = []
-        reading = threading.Thread(target=lambda: got.extend(w.take(30, timeout=30)))
+        reading = threading.Thread(target=lambda: got.extend(w.take(30)))
         reading.start()
         while reading.is_alive():
             await asyncio.sleep(0.01)  # the loop writes the rest as the pipe makes room
@@ -290,7 +294,7 @@ def test_without_an_event_loop_flush_moves_the_frames_and_the_answers() -> None:
         h.hand_over((i, body))
 
     def writer() -> None:
-        got = w.take(10, timeout=30)
+        got = w.take(10)
         assert [g[0] for g in got] == list(range(10))
         w.answer("ok", 10)
 

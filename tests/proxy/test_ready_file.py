@@ -18,6 +18,7 @@ import pytest
 from cassettes.errors import CassetteError, CassetteFormatError
 from cassettes.replay.ready import SCHEMA, VERSION, bare_url, read_ready
 from cassettes.replay.recording import RecorderProcess
+from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream
 from tests.support.wire import http_request
@@ -25,15 +26,17 @@ from tests.support.wire import http_request
 pytestmark = needs_recorder
 
 
-def _wait_ready(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, object]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready = read_ready(path)
-        if ready is not None and ready["pid"] == proc.pid:  # not one an earlier recorder left
-            return dict(ready)
+def _wait_ready(path: Path, proc: subprocess.Popen[str]) -> dict[str, object]:
+    """The ready file once the recorder wrote it (hung only if the recorder stops progressing)."""
+
+    def ready() -> dict[str, object] | None:
+        found = read_ready(path)
+        if found is not None and found["pid"] == proc.pid:  # not one an earlier recorder left
+            return dict(found)
         assert proc.poll() is None, "the recorder exited before it was ready"
-        time.sleep(0.05)
-    raise AssertionError("no ready file")
+        return None
+
+    return progress.until(ready, pids=[proc.pid], what="the recorder's ready file")
 
 
 def test_ready_file_says_what_the_export_lines_say(tmp_path: Path) -> None:
@@ -64,7 +67,7 @@ def test_ready_file_says_what_the_export_lines_say(tmp_path: Path) -> None:
             socket.create_connection(("127.0.0.1", lst["port"]), timeout=5).close()
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(60)
+        progress.wait(proc)
     out, err = proc.communicate()
     assert proc.returncode == 0, err
     exports = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines() if line.startswith("export "))
@@ -77,10 +80,10 @@ def test_run_writes_the_ready_file_before_the_command_starts(tmp_path: Path) -> 
     ready_file = tmp_path / "ready.json"
     seen = tmp_path / "seen.json"
     probe = f"import shutil; shutil.copy({str(ready_file)!r}, {str(seen)!r})"
-    proc = subprocess.run(
+    proc = progress.run(
         [*RECORDER, "run", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),
          "--ready-file", str(ready_file), "--", str(PROXY_PYTHON), "-c", probe],
-        capture_output=True, text=True, env=clean_env(), timeout=120,
+        capture_output=True, text=True, env=clean_env(),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     ready = json.loads(seen.read_text())
@@ -91,11 +94,11 @@ def test_run_writes_the_ready_file_before_the_command_starts(tmp_path: Path) -> 
 def test_an_upstream_mitmproxy_cannot_use_stops_the_start(tmp_path: Path) -> None:
     """Before, mitmproxy refused the listener specs (logged, not raised) and the recorder said it
     was recording while nothing listened; the key in the URL is not repeated."""
-    proc = subprocess.run(
+    proc = progress.run(
         [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),
          "--upstream", "vllm=https://alice:pw-Q7xLm2@models.example.com:8443/v1?api_key=QQ9f3ltA8b7",
          "--ready-file", str(tmp_path / "ready.json")],
-        capture_output=True, text=True, env=clean_env(), timeout=60,
+        capture_output=True, text=True, env=clean_env(),
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "--upstream vllm: https://models.example.com:8443/v1 is not an upstream mitmproxy takes" in proc.stderr, proc.stderr
@@ -109,10 +112,10 @@ def test_bare_url_keeps_no_secret() -> None:
 
 
 def test_unwritable_ready_file_stops_the_start(tmp_path: Path) -> None:
-    proc = subprocess.run(
+    proc = progress.run(
         [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--confdir", str(tmp_path / "conf"),
          "--ready-file", str(tmp_path / "no" / "such" / "dir" / "ready.json")],
-        capture_output=True, text=True, env=clean_env(), timeout=60,
+        capture_output=True, text=True, env=clean_env(),
     )  # fmt: skip
     assert proc.returncode == 2
     assert "cannot write the ready file" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

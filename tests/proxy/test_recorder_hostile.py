@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from typing import ClassVar
 import pytest
 
 from cassettes.storage.store import read_cassette
+from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 
 pytestmark = [needs_recorder]
@@ -103,10 +103,10 @@ def test_deep_bodies_are_recorded_through_the_real_recorder_and_no_key_is_printe
     out = tmp_path / "run.jsonl"
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
-    proc = subprocess.run(
+    proc = progress.run(
         [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={upstream}", "--confdir", str(tmp_path / "conf"),
          "--", sys.executable, str(agent), key],
-        capture_output=True, env=clean_env(), timeout=600,
+        capture_output=True, env=clean_env(),
     )
     stdout, stderr = proc.stdout.decode(), proc.stderr.decode()
     assert proc.returncode == 0, stderr
@@ -158,10 +158,10 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(up
     )
     env = clean_env()
     env["PYTHONPATH"] = f"{hook}:{env['PYTHONPATH']}"
-    proc = subprocess.run(
+    proc = progress.run(
         [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={upstream}", "--confdir", str(tmp_path / "conf"),
          "--", sys.executable, str(agent)],
-        capture_output=True, env=env, timeout=300,
+        capture_output=True, env=env,
     )
     stderr = proc.stderr.decode()
     assert proc.returncode == 3, stderr
@@ -205,10 +205,10 @@ def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_mask
     )
     env = clean_env()
     env["PYTHONPATH"] = f"{hook}:{env['PYTHONPATH']}"
-    proc = subprocess.run(
+    proc = progress.run(
         [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={upstream}", "--confdir", str(tmp_path / "conf"),
          "--", sys.executable, str(agent)],
-        capture_output=True, env=env, timeout=300,
+        capture_output=True, env=env,
     )
     stderr = proc.stderr.decode()
     assert proc.returncode == 3, stderr

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.storage.store import read_cassette  # noqa: E402
+from tests.support import progress  # noqa: E402
 from tests.support.upstream import FakeUpstream  # noqa: E402
 
 PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
@@ -58,9 +58,9 @@ def test_busy_port_is_one_clear_line(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = subprocess.run(
+        proc = progress.run(
             [*RECORDER, "record", "-o", str(tmp_path / "run.jsonl"), "--port", str(port), "--confdir", str(tmp_path / "conf")],
-            capture_output=True, text=True, timeout=60, env=_env(),
+            capture_output=True, text=True, env=_env(),
         )  # fmt: skip
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -75,18 +75,14 @@ def test_stop_closes_every_port(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
     ports: set[int] = set()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
+    for line in progress.lines(proc, proc.stdout, what="the recorder's export lines"):
         ports |= {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", line)}
         if line.startswith("export NODE_EXTRA_CA_CERTS"):
             break
     assert len(ports) >= 4, ports  # openai, anthropic, gemini, forward
     assert not any(_bindable(p) for p in ports)
     proc.send_signal(signal.SIGINT)
-    rc = proc.wait(timeout=60)
+    rc = progress.wait(proc)
     err = proc.stderr.read()
     assert rc == 0, err
     # The process is gone, so its sockets are too; this checks that nothing it started (the writer
@@ -128,10 +124,10 @@ def test_storage_failure_is_loud_and_harmless(tmp_path: Path) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     with FakeUpstream(delay=0.001) as up:
-        proc = subprocess.run(
+        proc = progress.run(
             [*RECORDER, "run", "-o", str(out), "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),
              "--", sys.executable, str(client), str(n), key],
-            capture_output=True, text=True, timeout=180, env=_env(SSL_CERT_FILE=str(small_ca)), preexec_fn=limit_file_size,
+            capture_output=True, text=True, env=_env(SSL_CERT_FILE=str(small_ca)), preexec_fn=limit_file_size,
         )  # fmt: skip
         served = len(up.llm_served())
     assert served == n
@@ -161,10 +157,10 @@ def test_recording_again_replaces_and_plus_appends(tmp_path: Path) -> None:
 
     def record(target: str, n: int) -> subprocess.CompletedProcess[str]:
         with FakeUpstream(delay=0.001) as up:
-            return subprocess.run(
+            return progress.run(
                 [*RECORDER, "run", "-o", target, "--upstream", f"openai={up.url}", "--confdir", str(tmp_path / "conf"),
                  "--", sys.executable, str(client), str(n), "k"],
-                capture_output=True, text=True, timeout=180, env=_env(),
+                capture_output=True, text=True, env=_env(),
             )  # fmt: skip
 
     first = record(str(out), 3)

@@ -9,7 +9,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -20,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 from cassettes.replay.server import ReplayServer  # noqa: E402
 from cassettes.storage.store import read_cassette  # noqa: E402
 from cassettes.storage.vcr import load_vcr  # noqa: E402
+from tests.support import progress  # noqa: E402
 
 PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
 
@@ -33,15 +33,14 @@ def _screen(session: str) -> str:
     return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True, check=False).stdout
 
 
-def _wait_for(session: str, text: str, timeout: float = 60.0) -> str:
-    deadline = time.monotonic() + timeout
-    screen = ""
-    while time.monotonic() < deadline:
-        screen = _screen(session)
-        if text in screen:
-            return screen
-        time.sleep(0.3)
-    raise AssertionError(f"{text!r} never appeared on the screen:\n{screen}")
+def _tmux_pids() -> list[int]:
+    return progress.tmux_pids(lambda *args: subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout)
+
+
+def _wait_for(session: str, text: str) -> str:
+    """The screen once ``text`` is on it: hung only when neither the screen nor what runs in tmux
+    makes progress (no wall-clock limit: the machine may be busy)."""
+    return progress.wait_screen(lambda: _screen(session), text, pids=_tmux_pids())
 
 
 def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
@@ -71,9 +70,7 @@ def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
             screen = _wait_for(session, "ended (exit 0)")  # the agent exited: no longer "live"
             assert "● live" not in screen
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
-            deadline = time.monotonic() + 30
-            while not status.exists() and time.monotonic() < deadline:
-                time.sleep(0.2)
+            progress.until(status.exists, pids=_tmux_pids(), what="looptap run to end")
             err = _wait_for(session, "looptap: details:")
         finally:
             subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)
@@ -111,9 +108,7 @@ def test_closing_the_inspector_early_says_the_command_still_runs(tmp_path: Path)
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
             screen = _wait_for(session, "the inspector was closed; the command is still running")
             assert "live.jsonl.log" in screen  # where its output goes
-            deadline = time.monotonic() + 120
-            while not status.exists() and time.monotonic() < deadline:
-                time.sleep(0.2)
+            progress.until(status.exists, pids=_tmux_pids(), what="looptap run to end")
             err = _wait_for(session, "looptap: details:")
         finally:
             subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)

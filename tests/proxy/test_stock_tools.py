@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.storage.store import read_cassette  # noqa: E402
+from tests.support import progress  # noqa: E402
 from tests.support.upstream import FakeUpstream  # noqa: E402
 
 PROXY_PYTHON = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or REPO / ".venv-proxy/bin/python")
@@ -36,17 +36,17 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    """Until the tool listens on ``port`` (hung only if it stops progressing)."""
+
+    def listening() -> bool:
         if proc.poll() is not None:
             out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
             raise AssertionError(f"the tool exited with {proc.returncode}:\n{out}")
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"nothing listens on {port} after {timeout} s")
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    progress.until(listening, pids=[proc.pid], what=f"a listener on port {port}")
 
 
 def _chat(port: int, stream: bool) -> bytes:
@@ -83,11 +83,7 @@ def test_addon_file_records_through_the_stock_tool(tool: str, tmp_path: Path) ->
             streamed = _chat(port, stream=True)
         finally:
             proc.send_signal(signal.SIGINT)
-            try:
-                log = proc.communicate(timeout=30)[0].decode(errors="replace")
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                log = proc.communicate()[0].decode(errors="replace")
+            log = progress.communicate(proc)[0].decode(errors="replace")
         served = up.llm_served()
     assert len(served) == 2, log
     assert json.loads(plain)["choices"], log

@@ -11,6 +11,7 @@ import pytest
 
 from cassettes.interop.run import load_run
 from tests.proxy.test_e2e_frameworks import explain, looptap_run, python_client
+from tests.support import progress
 from tests.support.harness import outputs
 from tests.support.recorder import needs_recorder
 from tests.support.ws_upstream import WsResponsesUpstream
@@ -181,7 +182,6 @@ def test_gemini_live_is_recorded_turn_by_turn(tmp_path, secret) -> None:  # type
     API. Run in a network namespace where generativelanguage.googleapis.com is a loopback TLS
     WebSocket server of ours (tests/proxy/codex_default_ns.py, mode live)."""
     import json
-    import subprocess
     import sys
 
     pytest.importorskip("websockets")
@@ -193,8 +193,8 @@ def test_gemini_live_is_recorded_turn_by_turn(tmp_path, secret) -> None:  # type
     if not _can_unshare():
         pytest.skip("needs root and unshare/ip to make a network namespace")
     helper = Path(__file__).with_name("codex_default_ns.py")
-    proc = subprocess.run(["unshare", "--net", "--mount", "--fork", sys.executable, str(helper), str(tmp_path), "-", str(PROXY_PYTHON), secret, "live"],
-                          capture_output=True, text=True, timeout=300)
+    proc = progress.run(["unshare", "--net", "--mount", "--fork", sys.executable, str(helper), str(tmp_path), "-", str(PROXY_PYTHON), secret, "live"],
+                          capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     assert r["record_rc"] == 0, r

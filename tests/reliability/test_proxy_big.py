@@ -39,7 +39,7 @@ WRITER_FACTOR = 8
 def _served(up: FakeUpstream, marker: str) -> Served:
     # The agent can hold the last byte before the upstream's coroutine has resumed after its final
     # write and set the digest: wait until the upstream itself calls the response ended.
-    (s,) = up.wait_served(1, timeout=60, pred=lambda s: marker.encode() in s.request_body[:4096])
+    (s,) = up.wait_served(1, pred=lambda s: marker.encode() in s.request_body[:4096])
     return s
 
 
@@ -53,7 +53,7 @@ def _response(up: FakeUpstream, rec: RecorderProcess, kind: str, mode: str) -> N
     s = _served(up, marker)
     assert resp.complete and resp.status == 200, resp.error
     assert resp.size >= SIZE and resp.sha256 == s.sha256, "the agent did not receive the body the upstream sent"
-    _, found = wait_recorded(rec.out, marker, timeout=300)
+    _, found = wait_recorded(rec.out, marker)
     (ex,) = found
     recorded = ex.response_body
     if kind == "json":  # stored as JSON: equal as JSON
@@ -70,7 +70,7 @@ def _request(up: FakeUpstream, rec: RecorderProcess) -> None:
     assert resp.complete and resp.status == 200, resp.error
     s = _served(up, marker)
     assert s.request_sha256 == hashlib.sha256(body).hexdigest(), "the upstream did not receive the body the agent sent"
-    _, found = wait_recorded(rec.out, marker, timeout=300)
+    _, found = wait_recorded(rec.out, marker)
     (ex,) = found
     assert ex.request_json() == json.loads(body)
 
@@ -93,6 +93,6 @@ def test_100mb_bodies_through_the_recorder(tmp_path: Path) -> None:
         print(report)
         assert proxy.peak_rss - idle.rss <= PROXY_FACTOR * SIZE, report
         assert writer.peak_rss <= WRITER_FACTOR * SIZE + 200e6, report
-        assert rec.stop(timeout=300) == 0, rec.output[-2000:]
+        assert rec.stop() == 0, rec.output[-2000:]
     cas = read_cassette(rec.out)
     assert len(cas.exchanges) == 3 and not cas.problems

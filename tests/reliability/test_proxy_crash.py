@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes.storage.store import read_cassette
+from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, children, clean_env, cmdline
 from tests.support.reliability import needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -115,9 +116,9 @@ def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random, dur
     if cold:
         time.sleep(rng.uniform(0.2, 5.0))
     else:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None and not (out.exists() and out.read_bytes().count(b"\n") >= 2):
-            time.sleep(0.02)
+        progress.until(
+            lambda: proc.poll() is not None or (out.exists() and out.read_bytes().count(b"\n") >= 2), pids=[proc.pid], interval=0.02, what="round trips on disk"
+        )
         time.sleep(rng.uniform(0.0, 1.5))
     helpers = children(proc.pid)
     if how == "group":
@@ -125,7 +126,7 @@ def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random, dur
     else:
         os.kill(proc.pid, signal.SIGKILL)
     killed_at = time.time()
-    proc.wait(10)
+    progress.wait(proc)
     outcome = Outcome(i, how, cold)
     if how == "recorder":
         time.sleep(1.0)
@@ -205,22 +206,27 @@ def test_writer_process_exits_when_the_recorder_is_killed(upstream: FakeUpstream
             "--upstream", f"openai={upstream.url}", "--", "sleep", "60"]
     proc = subprocess.Popen(argv, env=clean_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
         writers: list[int] = []
         agent: list[int] = []
-        while not (writers and agent) and time.monotonic() < deadline:
+
+        def started() -> bool:
+            nonlocal writers, agent
             kids = children(proc.pid)
             writers = [p for p in kids if "spawn_main" in cmdline(p)]
             agent = [p for p in kids if cmdline(p).startswith("sleep")]  # started once the writer is ready
-            time.sleep(0.1)
-        assert writers and agent, "no writer process or agent found"
+            return bool(writers and agent)
+
+        progress.until(started, pids=[proc.pid], what="the writer process and the agent")
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-        deadline = time.monotonic() + 4
-        while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() and "spawn_main" in cmdline(w) for w in writers):
-            time.sleep(0.1)
-        alive = [w for w in writers if Path(f"/proc/{w}").exists() and "spawn_main" in cmdline(w)]
-        assert not alive, f"writer process(es) {alive} still running 4 s after the recorder was killed"
+        progress.wait(proc)
+        # The writers notice the recorder's end and exit: a writer still there that makes no
+        # progress for 60 s (blocked, not shutting down) is the failure, however busy the machine.
+        try:
+            progress.until(
+                lambda: not any(Path(f"/proc/{w}").exists() and "spawn_main" in cmdline(w) for w in writers), pids=writers, stall=60, what="the writers' exit"
+            )
+        except progress.Hung as exc:
+            raise AssertionError(f"writer process(es) still running, idle, after the recorder was killed: {exc}") from None
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -257,7 +263,7 @@ def test_round_trips_of_the_first_second_survive_a_kill(upstream: FakeUpstream, 
         time.sleep(0.3)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        progress.wait(proc)
         proc.stdout.close()
     assert out.exists(), "no cassette at all"
     cas = read_cassette(out)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import itertools
 import threading
-import time
 import uuid
 import zlib
 from collections.abc import Callable
@@ -25,6 +24,7 @@ import pytest
 
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.wire.exchange import Exchange
+from tests.support import progress
 from tests.support.recorder import RecorderProcess
 from tests.support.reliability import MODES, Target, chat_body, needs_recorder, wait_recorded
 from tests.support.upstream import FakeUpstream, Served
@@ -257,9 +257,7 @@ def test_agent_that_hangs_up_early(mode: str, upstream: FakeUpstream, recorder: 
     via = target.request(CHAT, _h("text; delay=0.2"), chat_body(marker), stop=lambda r: len(r.pieces) >= 2)
     assert via.error == "client hung up" and len(via.pieces) == 2
     s = _served(upstream, marker)
-    deadline = time.monotonic() + 10
-    while s.ended is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    progress.until(lambda: s.ended is not None, interval=0.05, what="the upstream stream's end after the agent left")
     assert s.ended is not None and not s.complete, "the upstream stream was not torn down after the agent left"
     assert len(s.chunks) < 12, "the upstream kept streaming to nobody"
     _, found = wait_recorded(recorder.out, marker)

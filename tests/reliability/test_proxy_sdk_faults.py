@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from cassettes.storage.store import read_cassette
+from tests.support import progress
 from tests.support.recorder import RecorderProcess, clean_env
 from tests.support.reliability import needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -51,8 +51,8 @@ for scenario, stream in SCENARIOS:
 
 
 def _run(script: Path, **env: str) -> list[dict[str, object]]:
-    proc = subprocess.run([sys.executable, str(script)], env=clean_env(OPENAI_API_KEY="sk-sdk-faults-0123456789abcdef", **env),
-                          capture_output=True, text=True, timeout=180)
+    proc = progress.run([sys.executable, str(script)], env=clean_env(OPENAI_API_KEY="sk-sdk-faults-0123456789abcdef", **env),
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
 

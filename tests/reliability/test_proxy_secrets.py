@@ -33,6 +33,7 @@ from urllib.parse import quote
 import pytest
 
 from cassettes.storage.store import read_cassette
+from tests.support import progress
 from tests.support.recorder import RecorderProcess, clean_env
 from tests.support.reliability import MODES, find_on_disk, needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -209,7 +210,7 @@ def test_redacted_cassette_keeps_what_debugging_needs(recorded: dict[str, Any]) 
 
 
 def _verify(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cassettes.cli", "verify", *args], capture_output=True, text=True, timeout=120)
+    return progress.run([sys.executable, "-m", "cassettes.cli", "verify", *args], capture_output=True, text=True)
 
 
 def test_looptap_verify_finds_the_recorded_cassette_clean(recorded: dict[str, Any]) -> None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import resource
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 from cassettes.storage.store import read_cassette
+from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.reliability import needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -45,7 +45,7 @@ def test_disk_full_mid_run_is_loud_and_keeps_what_was_written(upstream: FakeUpst
     def small_disk() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    proc = subprocess.run(argv, env=clean_env(), capture_output=True, text=True, timeout=180, preexec_fn=small_disk, cwd=tmp_path)
+    proc = progress.run(argv, env=clean_env(), capture_output=True, text=True, preexec_fn=small_disk, cwd=tmp_path)
     printed = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
     # The agent is not disturbed: every turn answered in full.
     assert [p["turn"] for p in printed] == list(range(12)), proc.stdout + proc.stderr
@@ -70,7 +70,7 @@ def test_unwritable_output_is_one_clear_line(tmp_path: Path) -> None:
     argv = [str(PROXY_PYTHON), "-m", "cassettes.cli", command, "-o", str(out), "--confdir", str(tmp_path / "conf")]
     if command == "run":
         argv += ["--", sys.executable, "-c", "pass"]
-    proc = subprocess.run(argv, env=clean_env(), capture_output=True, text=True, timeout=120)
+    proc = progress.run(argv, env=clean_env(), capture_output=True, text=True)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr, proc.stderr[-1500:]
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("looptap: error")]

@@ -24,6 +24,7 @@ from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.matcher import Matcher
 from cassettes.storage.store import read_cassette
 from cassettes.wire.exchange import Exchange
+from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 SENT: dict[str, str] = {}
@@ -175,7 +176,7 @@ def _leaks(text: str) -> list[str]:
 
 
 def _run(*args: str) -> str:
-    p = subprocess.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    p = progress.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=ROOT)
     assert "Traceback" not in p.stderr, p.stderr
     return p.stdout + p.stderr
 

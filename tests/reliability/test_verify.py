@@ -21,6 +21,7 @@ from cassettes.storage.vcr import load_vcr
 from cassettes.verify import main as verify_main
 from cassettes.verify import scan_file, scan_lines
 from cassettes.wire.exchange import Exchange
+from tests.support import progress
 from tests.support.reliability import encoded_forms, find_on_disk
 
 KEYS = {
@@ -35,7 +36,7 @@ KEYS = {
 
 
 def _verify(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cassettes.cli", "verify", *args], capture_output=True, text=True, timeout=60)
+    return progress.run([sys.executable, "-m", "cassettes.cli", "verify", *args], capture_output=True, text=True)
 
 
 _CLEAN: dict[str, bytes] = {}

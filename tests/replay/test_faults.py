@@ -28,6 +28,7 @@ from tests.replay.conftest import (
     write,
 )
 from tests.replay.test_server import _anthropic_exchange, _gemini_exchange
+from tests.support import progress
 
 TOOLS = orjson.loads(chat_request([]))["tools"]
 
@@ -348,9 +349,9 @@ def test_selectors_pick_turns_seqs_tools_and_seeded_draws(tmp_path: Path) -> Non
 def test_replay_command_injects_and_reports(tmp_path: Path) -> None:
     openai = pytest.importorskip("openai")
     cas = write(tmp_path / "run.jsonl", [chat_exchange([SYSTEM, USER], chat_response("It is sunny."))])
-    bad = subprocess.run([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "turn=x:reset"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    bad = progress.run([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "turn=x:reset"], capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["looptap: error: --fault 'turn=x:reset': turn= wants a number in digits, not 'x'"]
-    bad = subprocess.run([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "seq=1:reset*²"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    bad = progress.run([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "seq=1:reset*²"], capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["looptap: error: --fault 'seq=1:reset*²': '*' wants a count of attempts in digits, from 1 (e.g. *3), not '²'"]
     p = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--fault", "request=1:overloaded=0"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
@@ -368,5 +369,5 @@ def test_replay_command_injects_and_reports(tmp_path: Path) -> None:
         assert r.choices[0].message.content == "It is sunny."
     finally:
         p.send_signal(2)
-        _, err = p.communicate(timeout=30)
+        _, err = progress.communicate(p)
     assert "1 faults injected" in err and "request 1 (recorded #0): request=1:overloaded=0" in err

@@ -28,6 +28,7 @@ from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.server import ReplayServer
 from cassettes.storage.store import read_cassette
 from cassettes.wire.exchange import Exchange
+from tests.support import progress
 from tests.support.harness import outputs
 from tests.support.upstream import FakeUpstream
 
@@ -67,7 +68,7 @@ def client_script(tmp: Path) -> Path:
 
 
 def run_client(script: Path, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120, cwd=cwd)
+    return progress.run([sys.executable, str(script)], env=env, capture_output=True, text=True, cwd=cwd)
 
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
@@ -142,7 +143,7 @@ def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equ
     with ReplayServer(cassette, pace="recorded") as srv:
         ups = [a for fam in ("openai", "anthropic", "gemini") for a in ("--upstream", f"{fam}={srv.url}")]
         argv = [_PROXY, "-m", "cassettes.cli", "run", "-o", str(again), "--confdir", str(tmp_path / "conf"), *ups, "--", sys.executable, str(script)]
-        proc = subprocess.run(argv, env=client_env(None), capture_output=True, text=True, timeout=180, cwd=tmp_path)
+        proc = progress.run(argv, env=client_env(None), capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
     assert outputs(proc) == first
     assert srv.misses == [] and srv.unplayed() == [], srv.report_lines()

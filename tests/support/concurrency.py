@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
 import sys
 import threading
 from collections import defaultdict
@@ -22,6 +21,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.support import progress
 
 REPO = Path(__file__).resolve().parents[2]
 FAMILIES = ("openai_chat", "openai_responses", "anthropic", "gemini")
@@ -320,7 +321,7 @@ class Score:
         return self.conversations == self.n and self.grouped and not self.false_findings and self.bug_found is not False
 
 
-def run_case(family: str, n: int, variant: str, workdir: Path, *, seed: int = 1, timeout: float = 600) -> Score:
+def run_case(family: str, n: int, variant: str, workdir: Path, *, seed: int = 1) -> Score:
     """Record N agents under ``looptap run`` and score the cassette."""
     from tests.support.recorder import RECORDER, clean_env
 
@@ -337,12 +338,12 @@ def run_case(family: str, n: int, variant: str, workdir: Path, *, seed: int = 1,
             argv += ["--upstream", f"{name}={up.url}"]
         argv += ["--", str(REPO / ".venv" / "bin" / "python"), str(script), family, str(n), bug, str(buggy), str(seed),
                  json.dumps(SCHEMA), str(BUG_TURN)]
-        proc = subprocess.run(argv, env=clean_env(), capture_output=True, text=True, timeout=timeout, cwd=workdir)
+        proc = progress.run(argv, env=clean_env(), capture_output=True, text=True, cwd=workdir)
     if proc.returncode != 0:
         score.error = f"looptap run exited {proc.returncode}: {proc.stderr[-1500:]}"
         return score
-    show = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(out)], env=clean_env(),
-                          capture_output=True, text=True, timeout=timeout, cwd=workdir)
+    show = progress.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(out)], env=clean_env(),
+                          capture_output=True, text=True, cwd=workdir)
     if show.returncode != 0:
         score.error = f"looptap show exited {show.returncode}: {show.stderr[-1500:]}"
         return score

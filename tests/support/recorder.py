@@ -9,7 +9,9 @@ the proxy process and of its writer process, read from ``/proc``.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ import pytest
 
 from cassettes.errors import CassetteError
 from cassettes.replay.recording import RecorderProcess as Shipped
+from tests.support import progress
 
 __all__ = [
     "PROXY_PYTHON",
@@ -131,7 +134,7 @@ class RecorderProcess:
         *extra: str,
         env: dict[str, str] | None = None,
         python: Path | None = None,
-        ready_timeout: float = 60.0,
+        ready_timeout: float | None = None,
     ) -> None:
         py = python or PROXY_PYTHON
         if py is None:
@@ -140,7 +143,9 @@ class RecorderProcess:
         upstreams = {name: upstream_url for name in ("openai", "anthropic", "gemini")} if upstream_url else {}
         self.recorder = Shipped(out, upstreams=upstreams, confdir=confdir, python=py, args=extra, env=env or clean_env())
         try:
-            self.env: dict[str, str] = self.recorder.start(ready_timeout)
+            # The shipped helper's own limit (its API takes seconds, no progress signal): the
+            # suite's absolute ceiling unless a test asks for less (a refusal it checks).
+            self.env: dict[str, str] = self.recorder.start(progress.CEILING if ready_timeout is None else ready_timeout)
         except CassetteError as exc:
             raise AssertionError(f"looptap record did not get ready: {exc}\n{self.output}") from None
         assert self.recorder.pid is not None and self.recorder.ready is not None
@@ -189,9 +194,16 @@ class RecorderProcess:
             out["writer" if i == 0 else f"writer{i}"] = proc_stats(pid)
         return out
 
-    def stop(self, timeout: float = 60) -> int:
-        """SIGINT, then SIGKILL to whatever of the recorder's session is left; its exit code."""
-        rc = self.recorder.stop(timeout)
+    def stop(self) -> int:
+        """SIGINT, then SIGKILL to whatever of the recorder's session is left; its exit code. The
+        recorder gets all the time it needs to flush while it makes progress (CPU time, I/O): only
+        a recorder that stopped progressing is killed, however busy the machine."""
+        proc = self.recorder.proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            with contextlib.suppress(progress.Hung):
+                progress.wait(proc, kill=False, what="the recorder's shutdown")
+        rc = self.recorder.stop(0)
         self._rc = rc if rc is not None else self._rc
         assert self._rc is not None
         return self._rc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,13 +66,21 @@ def recorded(cas: Cassette, marker: str) -> list[Exchange]:
     return [ex for ex in cas.exchanges if marker.encode() in ex.request_body or marker in ex.url]
 
 
-def wait_recorded(out: Path, marker: str, n: int = 1, timeout: float = 20.0) -> tuple[Cassette, list[Exchange]]:
-    """The cassette once ``n`` round trips whose request carries ``marker`` are in it."""
-    deadline = time.monotonic() + timeout
+def wait_recorded(out: Path, marker: str, n: int = 1) -> tuple[Cassette, list[Exchange]]:
+    """The cassette once ``n`` round trips whose request carries ``marker`` are in it, or as it is
+    once the recorder (and everything else the test started) stopped making progress and the
+    file stopped growing (the caller's assertion then says what is missing)."""
+    from tests.support.progress import Hung, Watch
+
+    watch = Watch(os.getpid(), progress=lambda: out.stat().st_size if out.exists() else -1, what=f"the recording of {marker}")
     while True:
         cas = read_cassette(out) if out.exists() and out.stat().st_size else None
         found = recorded(cas, marker) if cas is not None else []
-        if len(found) >= n or time.monotonic() > deadline:
+        if len(found) >= n and cas is not None:
+            return cas, found
+        try:
+            watch.check()
+        except Hung:
             assert cas is not None, f"no cassette at {out}"
             return cas, found
         time.sleep(0.1)

@@ -818,18 +818,23 @@ class FakeUpstream(BackgroundServer):
         return RuntimeError(f"fake upstream failed to start: {exc}")
 
     # -- observation ---------------------------------------------------------------------------
-    def wait_served(self, n: int, timeout: float = 10.0, pred: Callable[[Served], bool] | None = None) -> list[Served]:
-        """Wait until ``n`` finished responses (matching ``pred``) were served; returns them."""
-        deadline = time.monotonic() + timeout
+    def wait_served(self, n: int, pred: Callable[[Served], bool] | None = None) -> list[Served]:
+        """Wait until ``n`` finished responses (matching ``pred``) were served; returns them. No
+        wall-clock limit: it gives up (TimeoutError) only when neither this process (the upstream's
+        threads) nor anything the test started made progress for ``progress.STALL`` seconds."""
+        from tests.support.progress import POLL, Hung, Watch
+
+        watch = Watch(os.getpid(), progress=lambda: len(self.served), what="the fake upstream's expected requests")
         with self._changed:
             while True:
                 done = [s for s in self.served if s.ended is not None and (pred is None or pred(s))]
                 if len(done) >= n:
                     return done
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"fake upstream served {len(done)} of {n} expected responses")
-                self._changed.wait(left)
+                try:
+                    watch.check()
+                except Hung as exc:
+                    raise TimeoutError(f"fake upstream served {len(done)} of {n} expected responses: {exc}") from None
+                self._changed.wait(POLL)
 
     def llm_served(self) -> list[Served]:
         return [s for s in self.served if s.family is not None]
