@@ -36,6 +36,7 @@ from cassettes.analysis import Severity, analyse
 from cassettes.storage.store import read_cassette
 from tests.clients.clients import BUG_CAUSES, CLIENTS, NODE_PRELUDE, PY_PRELUDE, Client, kind_of
 from tests.clients.route import route
+from tests.support import progress
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder
 from tests.support.scripted import ScriptedUpstream
 
@@ -46,9 +47,6 @@ CLIENTS_PYTHON = Path(os.environ.get("LOOPTAP_CLIENTS_PYTHON") or REPO / ".venv-
 NPM_CLIENTS = Path(os.environ.get("LOOPTAP_NPM_CLIENTS") or REPO / ".npm-clients")
 NODE = shutil.which("node")
 REPORT = os.environ.get("LOOPTAP_CLIENTS_REPORT")  # a directory: each run's outcome as JSON, for bench/clients.py
-#: A child that made no progress is stopped by pytest's own hang detection, not by a clock here;
-#: this ceiling only keeps a wedged client from holding a CI worker forever.
-CEILING = 600
 
 pytestmark = [needs_recorder]
 
@@ -100,7 +98,8 @@ def _run(c: Client, bug: str | None, tmp_path: Path, confdir: Path, upstream: Sc
     argv += ["--", *child, *interp, str(script)]
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=CEILING, cwd=work, stdin=subprocess.DEVNULL)
+    # A client that makes no progress is stopped by tests.support.progress, never by a clock.
+    proc = progress.run(argv, env=env, capture_output=True, text=True, cwd=work, stdin=subprocess.DEVNULL)
     assert secret not in out.read_text(errors="replace") if out.exists() else True
     return proc, out
 

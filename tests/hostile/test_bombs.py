@@ -32,6 +32,7 @@ import pytest
 from cassettes.bounds import MAX_DECODED_BYTES
 from tests.hostile.corpus import BOMB_ENCODINGS, build
 from tests.hostile.matrix import _LAUNCH, INSPECT_DRIVER, ROOT
+from tests.support import progress
 
 #: The address-space cap of every child here (a bomb took 2 to 8.4 GB before).
 AS_CAP = 1 << 30
@@ -55,7 +56,7 @@ def run_capped(argv: list[str], cwd: Path, timeout: float = 1800) -> tuple[int, 
         p = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCH, rss.name, *argv], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, cwd=cwd, env=env, preexec_fn=_cap)
         try:
-            stdout, stderr = p.communicate(timeout=timeout)
+            stdout, stderr = progress.communicate(p)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)  # its own session: the command and its children too
             stdout, stderr = p.communicate()
@@ -187,7 +188,7 @@ def _replay(cassette: Path, requests: list[tuple[str, bytes]], cwd: Path) -> tup
         hwm = [l for l in open(f"/proc/{{p.pid}}/status") if l.startswith("VmHWM:")][0].split()[1]
         print("server_hwm_kb", hwm)
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=120)
+        out, err = progress.communicate(p)
         sys.stdout.write(out.decode("utf-8", "replace") + err.decode("utf-8", "replace"))
         sys.exit(p.returncode)
     """)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import progress
+
 REPO = Path(__file__).resolve().parents[2]
 DEV_NULL = Path("/dev/null")
 PRECIOUS = "precious: not looptap's\n"
@@ -55,7 +57,7 @@ def cassette(tmp_path: Path, vcr_yaml: Path) -> Path:
 
 def _looptap(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout's looptap, wherever the command runs
-    return subprocess.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+    return progress.run([sys.executable, "-m", "cassettes.cli", *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
 def _refused(proc: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -180,7 +182,7 @@ def _repo(tmp_path: Path) -> Path:
         pytest.skip("git is not installed")
     repo = tmp_path / "repo"
     repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
+    progress.run(["git", "init", "-q", str(repo)], check=True)
     return repo
 
 
@@ -192,7 +194,7 @@ def test_textconv_install_never_writes_through_a_linked_gitattributes(tmp_path: 
     _refused(_looptap(repo, "textconv", "--install"), "is a symbolic link")
     assert victim.read_text() == PRECIOUS  # the attribute line was appended to it
     assert (repo / ".gitattributes").is_symlink()
-    config = subprocess.run(["git", "-C", str(repo), "config", "diff.looptap.textconv"], capture_output=True, text=True, timeout=60)
+    config = progress.run(["git", "-C", str(repo), "config", "diff.looptap.textconv"], capture_output=True, text=True)
     assert config.stdout == ""  # refused before git's config was touched
 
 
@@ -226,7 +228,7 @@ def test_demo_replaces_only_an_earlier_demo(tmp_path: Path) -> None:
     env["PYTHONPATH"] = str(REPO)
 
     def demo(out: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "cassettes.cli", "demo", "-o", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+        return progress.run([sys.executable, "-m", "cassettes.cli", "demo", "-o", str(out)], capture_output=True, text=True, cwd=tmp_path, env=env)
 
     proc = demo(notes)
     assert proc.returncode == 2 and f"the demo's cassette {notes} already exists and is not looptap's" in proc.stdout + proc.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 
 pytestmark = needs_recorder
@@ -38,9 +39,9 @@ def _dev_null_untouched() -> object:
 
 def _run(tmp_path: Path, *args: str, child: str = "pass") -> subprocess.CompletedProcess[str]:
     """``looptap run ARGS -- python -c CHILD`` (the child exits by itself: no signal needed)."""
-    return subprocess.run(
+    return progress.run(
         [*RECORDER, "run", "--confdir", str(tmp_path / "conf"), *args, "--", str(PROXY_PYTHON), "-c", child],
-        capture_output=True, text=True, env=clean_env(), timeout=300, cwd=tmp_path,
+        capture_output=True, text=True, env=clean_env(), cwd=tmp_path,
     )  # fmt: skip
 
 
@@ -138,10 +139,10 @@ def test_a_ready_file_replaced_by_someone_else_is_not_removed(tmp_path: Path) ->
         "import os, pathlib; p = pathlib.Path(os.environ['READY']); assert p.read_text().startswith('{'); "
         "t = p.with_name('theirs.tmp'); t.write_text('theirs\\n'); os.replace(t, p)"
     )
-    proc = subprocess.run(
+    proc = progress.run(
         [*RECORDER, "run", "--confdir", str(tmp_path / "conf"), "-o", "run.jsonl", "--ready-file", str(ready),
          "--", str(PROXY_PYTHON), "-c", child],
-        capture_output=True, text=True, env=clean_env(READY=str(ready)), timeout=300, cwd=tmp_path,
+        capture_output=True, text=True, env=clean_env(READY=str(ready)), cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert ready.read_text() == "theirs\n"  # was deleted at stop

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 import pytest
 
 from cassettes.storage.store import read_cassette
+from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env
 from tests.support.reliability import needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -118,7 +118,7 @@ async function one(how) {
 
 
 def transcript(cmd: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    proc = progress.run(cmd, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
 
