@@ -1,15 +1,18 @@
 """``looptap verify FILE``: scan a cassette for secrets that should never have reached the disk.
 
-The scanner uses the key formats the redactor removes (:data:`cassettes.recording.redact.SECRET_PATTERNS`:
-``sk-…``, ``sk-ant-…``, ``AIza…``, ``ya29.…``, ``AKIA…``, ``ghp_…``, ``xox…-``, JWTs, ``Bearer …`` —
-one list for both), plus configured patterns (``--pattern REGEX``, and ``patterns`` under
-``[tool.looptap.verify]`` in ``pyproject.toml`` or in a ``--config`` TOML file).
+The scanner is the redactor's own detector (:mod:`cassettes.recording.detector`: gitleaks'
+maintained ruleset plus looptap's rules for the LLM vendors' keys — one detector for both, so a key
+``verify`` can find is a key redaction masks), plus configured patterns (``--pattern REGEX``, and
+``patterns`` under ``[tool.looptap.verify]`` in ``pyproject.toml`` or in a ``--config`` TOML file).
 
 Every line of the file is scanned, whatever it holds: a JSON record is walked field by field (so a
 find is reported as ``file:line:field``), a line that is not JSON (a torn record) is scanned as
 text. Besides the text as stored, the scanner looks at the forms a secret can hide in: base64
-bodies and header values (``{"b64": …}``), URL-encoded text (``%2F``), and base64 tokens
-(``Basic …`` credentials, encoded blobs). A find is printed masked (its first characters only),
+bodies and header values (``{"b64": …}``), URL-encoded text (``%2F``), base64 tokens (``Basic …``
+credentials, encoded blobs, ``data:`` URLs), JSON escapes inside stored text (``\\u0073k-…`` in a
+stream's events), and a stream reassembled as its reader would (the text a field carries across
+SSE, NDJSON, WebSocket and AWS event-stream events, joined: a key streamed a few characters per
+event). A find is printed masked (its first characters only),
 so the report itself does not spread the secret.
 
 Exit status: 0 clean, 1 secrets found, 2 the file could not be read or a pattern is invalid.
@@ -20,7 +23,6 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
-import functools
 import re
 import sys
 import tomllib
@@ -40,12 +42,15 @@ EXIT_CLEAN = 0
 EXIT_FOUND = 1
 EXIT_ERROR = 2
 
-@functools.cache
-def _compiled() -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """The redactor's key formats, compiled on first use (``looptap --help`` imports this module)."""
-    from cassettes.recording.redact import SECRET_PATTERNS
+#: A JSON escape inside stored text (``\u0073``, ``\/``, ``\"``, ``\n``).
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([\\/\"bfnrt]))")
+_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
-    return tuple((name, re.compile(p)) for name, p in SECRET_PATTERNS)
+
+def _unescape(text: str) -> str:
+    """``text`` with its JSON escapes decoded (lone surrogates from ``\\ud83d`` kept as they are)."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else _SIMPLE.get(m.group(2), m.group(2)), text)
+
 #: Base64 (standard or URL-safe) tokens worth decoding: long enough to hide a key, short enough
 #: that an image or audio payload is not decoded (bodies stored as ``{"b64": …}`` are decoded whole).
 _B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,2048}={0,2}(?![A-Za-z0-9+/_=-])")
@@ -75,14 +80,14 @@ def _mask(secret: str) -> str:
 
 class _Scanner:
     def __init__(self, extra_patterns: Iterable[str]) -> None:
-        extra = tuple(("configured pattern", re.compile(p)) for p in extra_patterns if p)
-        self.patterns: tuple[tuple[str, re.Pattern[str]], ...] = _compiled() + extra
+        # (imported on use: ``looptap --help`` imports this module)
+        from cassettes.recording.redact import detector
+
+        self.detector = detector(extra_patterns)
 
     def _matches(self, text: str) -> Iterator[tuple[str, str]]:
-        for name, pat in self.patterns:
-            for m in pat.finditer(text):
-                if m.group(0):
-                    yield name, m.group(0)
+        for name, s, e in self.detector.find(text):
+            yield name, text[s:e]
 
     def text(self, text: str) -> Iterator[tuple[str, str, str]]:
         """(kind, secret, form) for every secret in ``text`` and in its hidden forms."""
@@ -90,6 +95,13 @@ class _Scanner:
         for kind, secret in self._matches(text):
             seen.add((kind, secret))
             yield kind, secret, "text"
+        if "\\" in text:
+            decoded = _unescape(text)
+            if decoded != text:
+                for kind, secret in self._matches(decoded):
+                    if (kind, secret) not in seen:
+                        seen.add((kind, secret))
+                        yield kind, secret, "json-escaped"
         if "%" in text:
             decoded = unquote(text)
             if decoded != text:
@@ -205,7 +217,32 @@ def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns:
                 continue
             for kind, secret, form in hits:
                 finds.append(Find(path, n, field or "(record)", kind, _mask(secret), form))
+        finds.extend(_stream_finds(scanner, rec, path, n, {(f.kind, f.masked) for f in finds if f.line == n}))
     return finds
+
+
+def _stream_finds(scanner: _Scanner, rec: Any, path: str, n: int, known: set[tuple[str, str]]) -> list[Find]:
+    """Secrets in a record's response stream reassembled (a key split across events), not
+    already found in one piece."""
+    resp = rec.get("response") if isinstance(rec, dict) else None
+    body = resp.get("body") if isinstance(resp, dict) else None
+    if not isinstance(body, dict):
+        return []
+    from cassettes.errors import CassetteError
+    from cassettes.recording.redact import stream_texts
+    from cassettes.storage.codec import decode_chunks
+
+    try:
+        data = b"".join(c for _, c in decode_chunks(body))  # (a WebSocket session's messages are one piece)
+    except (CassetteError, ValueError, TypeError, binascii.Error):
+        return []
+    out: list[Find] = []
+    for text in stream_texts(data):
+        for kind, secret, form in scanner.text(text):
+            if (kind, _mask(secret)) not in known:
+                known.add((kind, _mask(secret)))
+                out.append(Find(path, n, "response.body (reassembled)", kind, _mask(secret), form))
+    return out
 
 
 def scan_file(path: str | Path, extra_patterns: Iterable[str] = ()) -> list[Find]:

@@ -10,13 +10,13 @@ import secrets
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 from _corpus import CORPUS
 
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.recording.redact import SECRET_PATTERNS
 from cassettes.storage.vcr import load_vcr
 from cassettes.verify import main as verify_main
 from cassettes.verify import scan_file, scan_lines
@@ -54,10 +54,15 @@ def _clean_cassette(path: Path) -> Path:
 
 
 def test_patterns_are_the_redactors() -> None:
-    """One list of key formats: verify scans for exactly what the redactor removes."""
+    """One detector: verify scans with exactly the rules the redactor masks with."""
     import cassettes.verify as verify
+    from cassettes.recording.redact import Redactor
 
-    assert [p.pattern for _, p in verify._compiled()] == [p for _, p in SECRET_PATTERNS]
+    def rules(d: Any) -> list[tuple[str, str]]:
+        return [(r.id, r.source) for r in d.rules]
+
+    assert rules(verify._Scanner(["corp-[0-9]{6}"]).detector) == rules(Redactor(["corp-[0-9]{6}"])._detector)
+    assert len(verify._Scanner([]).detector.rules) > 200  # gitleaks' ruleset and looptap's
 
 
 def test_clean_cassette_exits_0_and_a_leak_exits_1(tmp_path: Path) -> None:
