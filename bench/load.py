@@ -238,7 +238,7 @@ def run_load(agents: int, turns: int, workdir: Path, *, direct: bool = False, pr
                 result.proxy_cpu, result.proxy_peak_rss = p1.cpu - p0.cpu, p1.peak_rss
             if w0 and w1:
                 result.writer_cpu, result.writer_peak_rss = w1.cpu - w0.cpu, w1.peak_rss
-            rc = rec.stop(timeout=300)
+            rc = rec.stop()  # waits while the recorder makes progress (tests.support.progress)
             if rc != 0:
                 result.errors.append(f"looptap record exited {rc}: {rec.output[-1000:]}")
             result.checks = check_cassette(out, result)

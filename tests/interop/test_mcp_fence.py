@@ -134,10 +134,16 @@ def _call_all(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[tupl
 
 def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path) -> None:
     server = build_server([str(root)])
-    ((err, listing),) = _call_all(server, [("list_runs", {"limit": 100, "max_bytes": 60_000})])
-    listed = scan(listing, 60_000)
-    assert not err
-    runs = listed["recorded"]["runs"]
+    # Every page of the listing (a page holds what fits in max_bytes), each answer scanned.
+    runs: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        ((err, listing),) = _call_all(server, [("list_runs", {"offset": offset, "limit": 100, "max_bytes": 60_000})])
+        listed = scan(listing, 60_000)
+        assert not err
+        runs += listed["recorded"]["runs"]
+        assert listed["next_offset"] is None or listed["next_offset"] > offset
+        offset = listed["next_offset"]
     assert listed["total"] == len(runs) == len(list(root.iterdir()))
     names = [r["recorded_run"] for r in runs]
     assert sum(MARK in n for n in names) == len(NAMES), "the attacker's file names are listed, inside the fence"

@@ -2,7 +2,7 @@
 ``O_CREAT|O_TRUNC``, so a link planted there made the recorder overwrite whatever it pointed to.
 Only the interface older versions had is used here (``write_ready(path, ready)``), so the test
 also runs against them and fails there. The rest of the policy: tests/cassettes/test_paths.py and
-tests/proxy/test_output_paths.py."""
+tests/proxy/test_recorder_paths.py."""
 
 from __future__ import annotations
 
