@@ -16,7 +16,6 @@ deep parameter crashed show, textconv, export, diff and inspect with pydantic's 
 from __future__ import annotations
 
 import json
-
 import os
 import re
 import resource
