@@ -26,7 +26,7 @@ pytest.importorskip("mcp")
 from mcp import Client
 
 from cassettes.interop.mcp import build_server
-from cassettes.interop.query import UNTRUSTED_NOTE
+from cassettes.interop.query import RUN_SUFFIXES, UNTRUSTED_NOTE
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.codec import header_record
 from tests.hostile.corpus import ESCAPES, build, hostile_exchanges
@@ -144,7 +144,8 @@ def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path) -> None:
         runs += listed["recorded"]["runs"]
         assert listed["next_offset"] is None or listed["next_offset"] > offset
         offset = listed["next_offset"]
-    assert listed["total"] == len(runs) == len(list(root.iterdir()))
+    # Every run of the root is listed (a mitmproxy flow file, .mitm, is not a run the server serves).
+    assert listed["total"] == len(runs) == sum(p.name.lower().endswith(RUN_SUFFIXES) for p in root.iterdir())
     names = [r["recorded_run"] for r in runs]
     assert sum(MARK in n for n in names) == len(NAMES), "the attacker's file names are listed, inside the fence"
     unreadable = {r["recorded_run"]: r for r in runs if "unreadable" in r}
