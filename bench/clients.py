@@ -1,12 +1,14 @@
 """The client matrix as a table: which clients looptap has been checked against, at which versions,
 and what it said of a clean run and of an injected client bug.
 
-    python bench/clients.py [--from DIR] [--write]
+    python bench/clients.py [--from DIR | --reports DIR] [--write]
 
 Runs tests/clients (the real ``looptap run`` around each client, tests/clients/test_matrix.py) with
 ``LOOPTAP_CLIENTS_REPORT`` set, then renders what each run reported; ``--from DIR`` renders the
-reports of an earlier run instead. ``--write`` writes docs/clients.md. Versions are read from the
-environments the clients ran in (the suite's, ``.venv-clients``, ``.npm-clients``).
+reports of an earlier run instead; ``--reports DIR`` keeps this run's reports and recordings there
+(bench/precision.py --matrix DIR judges them). ``--write`` writes docs/clients.md. Versions are read
+from the environments the clients ran in (the suite's, ``.venv-clients``, ``.npm-clients``,
+``.npm-agents``).
 """
 
 from __future__ import annotations
@@ -23,14 +25,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.clients.clients import CLIENTS, Client  # noqa: E402
+from tests.clients.clients import AGENTS, CLIENTS, Client  # noqa: E402
 from tests.clients.test_matrix import CLIENTS_PYTHON, NPM_CLIENTS  # noqa: E402
 
 
 def _version(c: Client) -> str:
-    if c.runtime == "node":
+    if c.runtime in ("node", "agent"):
+        root = NPM_CLIENTS if c.runtime == "node" else Path(os.environ.get("LOOPTAP_NPM_AGENTS") or REPO / ".npm-agents")
         try:
-            return str(json.loads((NPM_CLIENTS / "node_modules" / c.package / "package.json").read_text())["version"])
+            return str(json.loads((root / "node_modules" / c.package / "package.json").read_text())["version"])
         except (OSError, ValueError, KeyError):
             return "not installed"
     py = sys.executable if c.runtime == "test" else str(CLIENTS_PYTHON)
@@ -67,14 +70,16 @@ def _row(c: Client, reports: Path) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--from", dest="source", type=Path, help="render the reports in DIR instead of running the matrix")
+    ap.add_argument("--reports", type=Path, help="keep this run's reports and recordings in DIR")
     ap.add_argument("--write", action="store_true", help="write docs/clients.md")
     a = ap.parse_args()
     reports = a.source
     if reports is None:
-        reports = Path(tempfile.mkdtemp(prefix="looptap-clients-"))
+        reports = a.reports or Path(tempfile.mkdtemp(prefix="looptap-clients-"))
+        reports.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "LOOPTAP_CLIENTS_REPORT": str(reports)}
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "tests/clients"], cwd=REPO, env=env)
-    rows = [_row(c, reports) for c in CLIENTS]
+    rows = [_row(c, reports) for c in (*CLIENTS, *AGENTS)]
     ok = sum(1 for r in rows if r.count("ok · ") == 2)
     text = "\n".join([
         "# Clients looptap is checked against",
@@ -105,9 +110,14 @@ def main() -> int:
         "| openai-agents | a handoff is a `transfer_to_…` call answered by the SDK; an agent used as a tool runs its own loop | the handoff continues the conversation; the sub-agent is its own conversation under the turn that called it |",
         "| Vercel AI SDK (Responses) | with `store` on (its default) it may refer back to the model's items with `item_reference` | a reference to an item of the previous response counts as the item echoed |",
         "",
-        "Claude Code (sub-agent, side calls, MCP) and Codex 0.169 on its default settings (WebSocket,",
-        "`spawn_agent`) are driven by tests/proxy/test_e2e_claude_scripted.py, test_e2e_claude_mcp.py and",
-        "test_codex_websocket.py.",
+        "| Claude Code (`-p`) | a sub-agent runs in the background: the Agent call's result says it was launched, its answer comes later in a `<task-notification>`; with an SDK host's switches it asks tool-use summaries and a running sub-agent's progress summary | the sub-agent is its own conversation under the turn that spawned it, each side call its own under the turn it was made over |",
+        "| Codex (default settings) | Responses over a WebSocket, turns chained by `previous_response_id`, tools in an `additional_tools` item of namespaces; a `spawn_agent` sub-agent's task arrives as an `agent_message` | namespaced tools are offered tools; the sub-agent is linked to the spawning turn |",
+        "",
+        "The coding agents (tests/clients/test_agents.py) are native executables (Claude Code's Bun build, Codex's",
+        "Rust binary) that no `--require`/`--import` hook reaches: their bug is injected by a relay in the agent's",
+        "own process tree, between the agent and looptap's listener (tests/clients/inject/relay.py; over Codex's",
+        "WebSocket, message by message). Codex's clean run uses its default settings in a network namespace where",
+        "api.openai.com is the scripted model; its bug run points the default provider's `openai_base_url` at the relay.",
         "",
     ])
     print(text)

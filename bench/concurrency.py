@@ -1,17 +1,19 @@
 """Concurrency benchmark through the real recorder (issue 14).
 
-    python bench/concurrency.py [--families a,b] [--n 2,4,16,64] [--variants …] [--seed S] [--write]
+    python bench/concurrency.py [--families a,b] [--n 2,4,16,64] [--variants …] [--seed S] [--write] [--keep DIR]
 
 N agents per family start together with the same prompt under ``looptap run`` (harness:
 tests/support/concurrency.py); prints, per family x N x variant, conversations found vs N, whether
 every conversation holds one agent's turns in order, false findings (warning or worse on a clean
 turn), the bug's codes on the buggy agent's bug turn, and the C.thread_ambiguous count.
-``--write`` writes docs/concurrency.md.
+``--write`` writes docs/concurrency.md; ``--keep DIR`` keeps each case's cassette (``DIR/family-N-variant.jsonl``, the
+ground truth in its private request headers) for bench/precision.py to judge again with another checkout's analysis.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -44,6 +46,7 @@ def main() -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--keep", type=Path, help="keep each case's cassette in this directory")
     a = ap.parse_args()
     rows = []
     print(HEAD, flush=True)
@@ -53,6 +56,9 @@ def main() -> int:
                 t0 = time.monotonic()
                 with tempfile.TemporaryDirectory() as d:
                     s = run_case(fam, n, v, Path(d), seed=a.seed)
+                    if a.keep is not None and (Path(d) / "run.jsonl").exists():
+                        a.keep.mkdir(parents=True, exist_ok=True)
+                        shutil.copy(Path(d) / "run.jsonl", a.keep / f"{fam}-{n}-{v}.jsonl")
                 r = row(s, time.monotonic() - t0)
                 rows.append(r)
                 print(r, flush=True)

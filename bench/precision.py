@@ -1,21 +1,35 @@
-"""Findings precision on real traffic: every warning or error looptap raises over the shared corpus,
-grouped by code, each group judged true or false by hand (the table below), the share of true ones.
+"""Findings precision: every warning or error looptap raises, judged true or false, the share of true
+ones, overall and on multi-turn conversations, on three bodies of traffic:
 
-    .venv/bin/python bench/precision.py            # prints the table
-    .venv/bin/python bench/precision.py --write    # and writes docs/findings-precision.md
+* **corpus**: ``tests/corpus`` (~1,100 vcrpy cassettes recorded by other projects against the real
+  APIs); each group of findings judged by hand (VERDICTS below, keyed by code and, where one code
+  fires for different reasons, by a phrase of the message). A group without a verdict is UNJUDGED
+  and counts as false;
+* **concurrency** (``--concurrency DIR``): the cassettes ``bench/concurrency.py --keep DIR`` kept.
+  Ground truth is each request's private ``X-Bench-Agent``/``X-Bench-Turn`` header: a finding is true
+  only on the buggy agent's bug turn with a code that names its bug;
+* **matrix** (``--matrix DIR``): the cassettes the client matrix kept (tests/clients, with
+  ``LOOPTAP_CLIENTS_REPORT=DIR``). A clean run's findings are all false; a bug run's finding is true
+  only at the round trip the injector marked, in layer C, with a code that names the bug.
 
-The corpus is ``tests/corpus`` (~1,100 vcrpy cassettes recorded by other projects against the real
-APIs). A group found here that has no verdict yet is printed as UNJUDGED and counted as not true:
-judge it (read the cassettes it lists) and add it to VERDICTS. Verdicts are keyed by code and, where
-one code fires for different reasons, by a phrase of the message.
+    .venv/bin/python bench/precision.py [--concurrency DIR] [--matrix DIR] [--json OUT]
+    .venv/bin/python bench/precision.py ... --before BEFORE.json --write   # docs/findings-precision.md
+
+``--json`` saves every judged finding; run this script from another checkout (copy it there, keep
+``LOOPTAP_CORPUS`` on the same corpus) to get the figures of that checkout's analysis on the same
+recordings, and pass them with ``--before``: the page then shows both, side by side.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
+import subprocess
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -24,6 +38,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from _corpus import corpus_files, rel  # noqa: E402
 
 from cassettes.analysis import analyse  # noqa: E402
+from cassettes.storage.store import read_cassette  # noqa: E402
 from cassettes.storage.vcr import load_vcr  # noqa: E402
 
 #: (code, phrase in the message or "") → (true?, why). Judged from every finding's message and the test that
@@ -49,6 +64,21 @@ VERDICTS: dict[tuple[str, str], tuple[bool, str]] = {
     ("A.malformed_response", ""): (True, "HTTP 200 with a body that holds no choices, no finish, no error (the test of an invalid response)"),
 }
 
+#: Codes that name each injected bug (tests/support/concurrency.py's and tests/clients' bugs).
+CONCURRENCY_BUGS = {
+    "dropped_result": {"C.dropped_tool_result", "C.missing_tool_result", "C.unanswered_tool_call"},
+    "wrong_id": {"C.wrong_tool_call_id", "C.orphan_tool_result"},
+    "no_echo": {"C.assistant_not_echoed"},
+}
+MATRIX_BUGS = {
+    "drop_result": {"C.dropped_tool_result"},
+    "wrong_id": {"C.wrong_tool_call_id", "C.orphan_tool_result"},
+    "mutate_history": {"C.tool_result_altered", "C.history_mutated"},
+}
+BUG_TURN = 2  # tests/support/concurrency.py: the buggy agent's request that carries the bug
+
+Record = dict[str, Any]
+
 
 def _verdict(code: str, message: str) -> tuple[bool, str] | None:
     for (c, phrase), v in VERDICTS.items():
@@ -57,13 +87,17 @@ def _verdict(code: str, message: str) -> tuple[bool, str] | None:
     return VERDICTS.get((code, ""))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help="write docs/findings-precision.md")
-    args = ap.parse_args()
-    groups: dict[str, list[str]] = defaultdict(list)
-    verdict_of: dict[str, tuple[bool, str] | None] = {}
-    files = turns = 0
+def _multi(run: Any) -> set[str]:
+    return {c.id for c in run.conversations if len(c.turns) >= 2}
+
+
+def _serious(run: Any) -> list[Any]:
+    return [f for f in run.findings if f.severity.value in ("warning", "error")]
+
+
+def corpus() -> tuple[list[Record], dict[str, int]]:
+    out: list[Record] = []
+    files = turns = multi_turns = 0
     for path in corpus_files():
         exchanges = load_vcr(path)
         for i, ex in enumerate(exchanges):
@@ -71,40 +105,163 @@ def main() -> None:
         run = analyse(exchanges)
         files += 1
         turns += len(run.turns)
-        for f in run.findings:
-            if f.severity.value not in ("warning", "error"):
-                continue
+        multi = _multi(run)
+        multi_turns += sum(len(c.turns) for c in run.conversations if c.id in multi)
+        for f in _serious(run):
             v = _verdict(f.code, f.message)
-            key = f.code if v is None or not any(p and p in f.message for (c, p) in VERDICTS if c == f.code) else f.code + " …"
-            groups[key].append(f"{rel(path)}#{f.seq}")
-            verdict_of[key] = v
-    total = sum(len(v) for v in groups.values())
-    true = sum(len(v) for k, v in groups.items() if (verdict_of[k] or (False, ""))[0])
+            out.append({"section": "corpus", "where": f"{rel(path)}#{f.seq}", "code": f.code, "message": f.message[:300],
+                        "multi": f.conversation in multi, "true": None if v is None else v[0], "why": v[1] if v else ""})
+    return out, {"files": files, "turns": turns, "multi_turns": multi_turns}
+
+
+def _headers(ex: Any) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in ex.request_headers}
+
+
+def _load(path: Path) -> tuple[Any, Any]:
+    cas = read_cassette(path)
+    return cas, analyse(cas.exchanges, cas.roundtrips())
+
+
+def concurrency(d: Path) -> tuple[list[Record], dict[str, int]]:
+    out: list[Record] = []
+    files = turns = 0
+    for path in sorted(d.glob("*.jsonl")):
+        m = re.fullmatch(r"(\w+)-(\d+)-(\w+)\.jsonl", path.name)
+        if not m:
+            continue
+        family, n, variant = m.group(1), int(m.group(2)), m.group(3)
+        cas, run = _load(path)
+        files += 1
+        turns += len(run.turns)
+        truth = {ex.seq: _headers(ex) for ex in cas.exchanges}
+        multi = _multi(run)
+        for f in _serious(run):
+            h = truth.get(f.seq, {})
+            agent, aturn = int(h.get("x-bench-agent", -1)), int(h.get("x-bench-turn", -1))
+            on_bug = variant in CONCURRENCY_BUGS and agent == n // 2 and aturn == BUG_TURN
+            true = on_bug and f.code in CONCURRENCY_BUGS[variant]
+            why = (f"names the injected {variant} on agent {agent}'s turn {aturn}" if true else
+                   f"on the bug turn, but {f.code} does not name {variant}" if on_bug else
+                   f"agent {agent} turn {aturn} is a correct turn")
+            out.append({"section": "concurrency", "where": f"{family} N={n} {variant} #{f.seq}", "code": f.code,
+                        "message": f.message[:300], "multi": f.conversation in multi, "true": true, "why": why})
+    return out, {"files": files, "turns": turns, "multi_turns": turns}
+
+
+def matrix(d: Path) -> tuple[list[Record], dict[str, int]]:
+    out: list[Record] = []
+    files = turns = multi_turns = 0
+    for path in sorted(d.glob("*.jsonl")):
+        report = path.with_suffix(".json")
+        if not report.exists():
+            continue
+        row = json.loads(report.read_text())
+        cas, run = _load(path)
+        files += 1
+        turns += len(run.turns)
+        multi = _multi(run)
+        multi_turns += sum(len(c.turns) for c in run.conversations if c.id in multi)
+        marked = {ex.seq for ex in cas.exchanges if "x-matrix-injected" in _headers(ex)}
+        bug = row.get("bug") if row.get("variant") == "bug" else None
+        for f in _serious(run):
+            true = bool(bug) and f.seq in marked and f.layer == "C" and f.code in MATRIX_BUGS.get(str(bug), set())
+            why = (f"names the injected {bug} where it was injected" if true else
+                   f"the run with {bug} injected at #{sorted(marked)}: not its root cause" if bug else "a clean run")
+            out.append({"section": "matrix", "where": f"{row['client']} ({row['variant']}) #{f.seq}", "code": f.code,
+                        "message": f.message[:300], "multi": f.conversation in multi, "true": true, "why": why})
+    return out, {"files": files, "turns": turns, "multi_turns": multi_turns}
+
+
+def _share(recs: list[Record], multi: bool = False) -> str:
+    recs = [r for r in recs if r["multi"] or not multi]
+    if not recs:
+        return "no warnings or errors"
+    true = sum(1 for r in recs if r["true"])
+    return f"{true} of {len(recs)}: {true / len(recs):.1%}"
+
+
+def render(after: dict[str, Any], before: dict[str, Any] | None) -> str:
+    b_label = f"before ({before['commit']})" if before else "before"
     lines = [
-        "# Findings precision on real traffic",
+        "# Findings precision",
         "",
-        "Generated by `python bench/precision.py --write`: every finding of severity warning or error that looptap",
-        f"raises over the shared corpus ({files:,} cassettes recorded by other projects against the real APIs,",
-        f"{turns:,} turns), grouped by code; each group judged from its findings' messages and the tests that recorded",
-        "them (what each test provoked; verdicts and reasons are a table in the script). A group without a verdict counts as false.",
+        "Generated by `python bench/precision.py --concurrency DIR --matrix DIR --before BEFORE.json --write` (the module's",
+        "docstring says how each body of traffic is judged). Every finding of severity warning or error is judged true",
+        "or false; precision is the share of true ones, over all findings and over those in multi-turn conversations",
+        "(two turns or more). **Before** is the analysis of the checkout named, **after** this one, each run on the",
+        "same recordings (the concurrency and matrix cassettes were recorded once, by this checkout's recorder).",
         "",
-        f"**{true} of {total} true: {true / total:.1%}.**" if total else "**no warnings or errors**",
-        "",
-        "| code | count | verdict | why |",
-        "|---|---|---|---|",
+        f"| traffic | recordings | turns (in multi-turn conversations) | {b_label}: all | before: multi-turn | after ({after['commit']}): all | after: multi-turn |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for key in sorted(groups, key=lambda k: (-len(groups[k]), k)):
-        v = verdict_of[key]
-        verdict = "UNJUDGED" if v is None else ("true" if v[0] else "false")
-        lines.append(f"| `{key}` | {len(groups[key])} | {verdict} | {v[1] if v else 'not judged yet: see ' + groups[key][0]} |")
+    for sec in ("corpus", "concurrency", "matrix"):
+        if sec not in after["sections"]:
+            continue
+        a = after["sections"][sec]
+        b = (before or {}).get("sections", {}).get(sec)
+        st = a["stats"]
+        lines.append(f"| {sec} | {st['files']:,} | {st['turns']:,} ({st['multi_turns']:,}) | "
+                     + (f"{_share(b['findings'])} | {_share(b['findings'], True)}" if b else "not run | not run")
+                     + f" | {_share(a['findings'])} | {_share(a['findings'], True)} |")
+    for sec in ("corpus", "concurrency", "matrix"):
+        if sec not in after["sections"]:
+            continue
+        a = after["sections"][sec]["findings"]
+        b = ((before or {}).get("sections", {}).get(sec) or {}).get("findings")
+        lines += ["", f"## {sec}: findings by code", "", "| code | before | after | verdict | why |", "|---|---|---|---|---|"]
+        groups: dict[str, list[Record]] = defaultdict(list)
+        for r in a:
+            groups[r["code"]].append(r)
+        bcount = Counter(r["code"] for r in b or [])
+        for code in sorted(set(groups) | set(bcount), key=lambda c: (-len(groups.get(c, [])), c)):
+            recs = groups.get(code) or [r for r in b or [] if r["code"] == code]
+            verdicts = {r["true"] for r in recs}
+            verdict = ("UNJUDGED" if None in verdicts else "true" if verdicts == {True} else "false" if verdicts == {False} else
+                       f"{sum(1 for r in recs if r['true'])} true, {sum(1 for r in recs if not r['true'])} false")
+            why = "; ".join(sorted({r["why"] for r in recs if r["true"]}))[:300] or "see the false ones below"
+            lines.append(f"| `{code}` | {bcount.get(code, 0) if b is not None else '–'} | {len(groups.get(code, []))} | {verdict} | {why} |")
+        for label, recs in (("after", a), ("before", b or [])):
+            false = [r for r in recs if not r["true"]]
+            if not false:
+                continue
+            lines += ["", f"False or unjudged ones, {label} ({len(false)}):", ""]
+            lines += [f"- `{r['code']}` at {r['where']}{' (multi-turn)' if r['multi'] else ''}: {r['why'] or 'UNJUDGED'}. "
+                      f"{FALSE_WHY.get((sec, r['code']), '')}".rstrip() for r in false[:60]]
+            if len(false) > 60:
+                lines.append(f"- … and {len(false) - 60} more of the same codes")
     lines += [
         "",
-        "What this does not measure: findings the corpus never provokes (its agents are test suites, not",
-        "concurrent production agents), and recall (a bug missed is no finding). Recall is measured by",
-        "`tests/cassettes/analysis/test_mutations.py` (client bugs injected into clean tool loops) and",
-        "threading under concurrency by the scenario tests in `tests/cassettes/analysis/test_conversations.py`.",
+        "What this does not measure: findings none of these recordings provoke, and recall (a bug missed is no finding;",
+        "the concurrency and matrix bug runs and `tests/cassettes/analysis/test_mutations.py` measure that).",
     ]
-    text = "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
+
+
+#: Why each kind of false finding was false (root causes found by reading the recordings), by section and code.
+FALSE_WHY: dict[tuple[str, str], str] = {}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--concurrency", type=Path, help="cassettes kept by bench/concurrency.py --keep")
+    ap.add_argument("--matrix", type=Path, help="cassettes and reports kept by the client matrix (LOOPTAP_CLIENTS_REPORT)")
+    ap.add_argument("--json", type=Path, help="save every judged finding here")
+    ap.add_argument("--before", type=Path, help="the --json of another checkout, shown beside this one")
+    ap.add_argument("--write", action="store_true", help="write docs/findings-precision.md")
+    args = ap.parse_args()
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    result: dict[str, Any] = {"commit": commit or "?", "sections": {}}
+    for name, fn, arg in (("corpus", corpus, None), ("concurrency", concurrency, args.concurrency), ("matrix", matrix, args.matrix)):
+        if name != "corpus" and arg is None:
+            continue
+        recs, stats = fn(arg) if arg is not None else fn()  # type: ignore[operator]
+        result["sections"][name] = {"findings": recs, "stats": stats}
+        print(f"{name}: {stats}; all {_share(recs)}; multi-turn {_share(recs, True)}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    before = json.loads(args.before.read_text()) if args.before else None
+    text = render(result, before)
     print(text)
     if args.write:
         (ROOT / "docs" / "findings-precision.md").write_text(text)

@@ -26,7 +26,7 @@ class Client:
     #: What the table shows: the package whose version is reported, and the API family spoken.
     package: str
     api: str
-    runtime: str  # "test" | "frameworks" | "node"
+    runtime: str  # "test" | "frameworks" | "node" | "agent" (a coding agent of .npm-agents: tests/clients/test_agents.py)
     script: str
     #: Turns of each conversation of a clean run, sorted (one entry per conversation).
     turns: tuple[int, ...]
@@ -344,6 +344,16 @@ CLIENTS: tuple[Client, ...] = (
     Client("vercel-ai responses", "ai", "openai_responses", "node", VERCEL_AI, (3,), "drop_result", note="item references, store on"),
     Client("vercel-ai responses stream", "ai", "openai_responses", "node", VERCEL_AI, (3,), "mutate_history", stream=True),
     Client("langchain-js", "@langchain/langgraph", "openai_chat", "node", LANGCHAIN_JS, (3,), "wrong_id"),
+)
+
+#: The coding agents (tests/clients/test_agents.py drives them; their runs are not a script of this
+#: module). Claude Code's clean turns depend on how often its side calls fire: the test counts them
+#: from the scripted model's log.
+AGENTS: tuple[Client, ...] = (
+    Client("claude-code", "@anthropic-ai/claude-code", "anthropic", "agent", "", (), "drop_result", stream=True,
+           note="sub-agent, side calls, remote MCP server"),
+    Client("codex", "@openai/codex", "openai_responses", "agent", "", (1, 3), "wrong_id", stream=True,
+           note="default settings: WebSocket, spawn_agent and wait_agent"),
 )
 
 

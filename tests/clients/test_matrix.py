@@ -127,6 +127,13 @@ def _serious(an: Any) -> list[Any]:
     return [f for f in an.findings if f.severity in (Severity.WARNING, Severity.ERROR)]
 
 
+def _keep(c: Client, variant: str, out: Path) -> None:
+    """The run's cassette beside its report (bench/precision.py --matrix judges it again)."""
+    if REPORT and out.exists():
+        Path(REPORT).mkdir(parents=True, exist_ok=True)
+        shutil.copy(out, Path(REPORT) / f"{c.id.replace(' ', '_')}.{variant}.jsonl")
+
+
 def _report(c: Client, variant: str, **fields: Any) -> None:
     if not REPORT:
         return
@@ -147,6 +154,7 @@ def test_clean_run_has_no_false_finding(c: Client, tmp_path: Path, confdir: Path
     llm = [conv for conv in an.conversations if conv.turns]
     turns = tuple(sorted(len(conv.turns) for conv in llm))
     serious = _serious(an)
+    _keep(c, "clean", out)
     _report(c, "clean", conversations=len(llm), turns=turns, expected_turns=c.turns,
             serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious], ok=not serious and turns == c.turns)
     assert not serious, [f"{f.code} {f.severity} conv={f.conversation} turn={f.turn}: {f.message}" for f in serious]
@@ -167,6 +175,7 @@ def test_injected_bug_is_named(c: Client, tmp_path: Path, confdir: Path) -> None
     roots = [f for f in _serious(an) if not f.details.get("caused_by")]
     first = min((f.seq for f in roots if f.seq is not None), default=None)
     named = [f for f in roots if f.seq == seq and f.layer == "C" and f.code in BUG_CAUSES[c.bug]]
+    _keep(c, "bug", out)
     _report(c, "bug", bug=c.bug, seq=seq, turn=None if turn is None else turn.index,
             roots=[f"{f.code} (seq {f.seq}, turn {f.turn})" for f in roots], named=[f.code for f in named],
             ok=bool(named) and first == seq)

@@ -204,23 +204,5 @@ def test_codex_chatgpt_login_in_a_network_namespace(tmp_path: Path, secret: str)
     assert all(t.startswith(("/backend-api/wham/", "/v1/models?")) for t in r["replay_miss_targets"]), r["replay_misses"]
 
 
-def test_codex_spawn_agent_and_wait_agent_in_a_network_namespace(tmp_path: Path, secret: str) -> None:
-    """Codex 0.169 with its default configuration, the scripted model calling spawn_agent, then
-    wait_agent, then answering (tests/support/ws_upstream.py's spawn_script). On the wire: the
-    tools come once, in the first turn's ``additional_tools`` item holding namespaces
-    (``functions``, ``clock``, ``collaboration``); later turns are chained by
-    ``previous_response_id`` and send only their new items; the sub-agent's own first request
-    carries its task as an ``agent_message`` whose ``encrypted_content`` is spawn_agent's
-    ``message``. Looptap: wait_agent is an offered tool (no E.tool_not_offered), the sub-agent is
-    its own conversation linked to the turn that spawned it, no warning-or-worse finding."""
-    r = _in_namespace(tmp_path, secret, "spawn")
-    assert r["record_rc"] == 0 and "It is sunny in Paris." in r["record_stdout"], r
-    run = load_run(tmp_path / "run.jsonl")
-    rts = {rt.seq: rt for rt in run.roundtrips}
-    convs = run.analysis.conversations
-    main = next(c for c in convs if c.parent_seq is None)
-    names = [[c.name for c in rts[s].response.tool_calls] for s in main.turns if rts[s].response is not None]
-    assert names == [["spawn_agent"], ["wait_agent"], []], names
-    (sub,) = [c for c in convs if c is not main]
-    assert (sub.branch, sub.parent_seq) == ("sub_agent", main.turns[0]), convs
-    assert [(f.code, f.seq) for f in run.analysis.findings if f.severity.value != "info"] == []
+# Codex's spawn_agent / wait_agent on its default settings: the client matrix's Codex row
+# (tests/clients/test_agents.py, through _in_namespace's "spawn" mode).

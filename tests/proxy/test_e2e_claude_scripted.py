@@ -3,10 +3,8 @@
 * it debugs a recorded run through ``looptap mcp`` (issue 19): the scripted model calls looptap's
   tools, reads their answers, and answers "why did the run fail?" from them; looptap records the
   tool calls and results;
-* it delegates to a sub-agent with its Agent (Task) tool (issue 14): looptap threads the sub-agent's
-  calls as their own conversation under the turn that spawned it, and the main loop continues;
-* with its side calls switched on, each side call is its own conversation too, under the turn it
-  was made over (issue 14's must-show), and no warning-or-worse finding is raised.
+* its sub-agent and side calls (issue 14): the client matrix's Claude Code row
+  (tests/clients/test_agents.py) runs them, with what is written below about its wire.
 
 The scripted model (tests/support/scripted.py) decides from each request's content, so the real
 client runs its real loop: MCP start-up, permission checks, tool results, sub-agent prompts.
@@ -45,7 +43,6 @@ extraction) were not seen in these ``-p`` runs.
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from importlib.resources import as_file, files
 from pathlib import Path
@@ -142,138 +139,9 @@ def test_claude_code_explains_a_failed_run_through_looptap_mcp(tmp_path: Path, c
     assert secret.encode() not in out.read_bytes()
 
 
-# ---------------------------------------------------------------------------------------------
-# A Task sub-agent, threaded under the turn that spawned it, and Claude Code's side calls
-
-TASK = "Count the vowels in the word looptap and report the number."
-ANSWER = "The sub-agent counted 3 vowels."
-#: What the scripted model answers each side call (the label it asks for).
-SIDE_REPLY = {"tool_use_summary": "Launched vowel counter", "agent_summary": "Counting vowels in looptap", "helper": "(side call)"}
-
-
-def _sub_agent_route(sub_steps: list[dict[str, Any]]) -> Any:
-    """The main loop spawns a sub-agent with the Agent tool, says it waits, and answers once the
-    sub-agent's result arrives (2.1.328 runs it in the background and notifies the main loop); the
-    sub-agent runs ``sub_steps`` (Bash calls' arguments) one per turn, then answers; each side call
-    gets its label."""
-
-    def route(req: ScriptedRequest) -> Reply:
-        side = claude_code_side_call(req)
-        if side:
-            return Reply.say(SIDE_REPLY[side], what=f"side:{side}")
-        done = len(req.tool_results())
-        if "cc_is_subagent=true" in req.system:  # the sub-agent's own loop (it could spawn too)
-            if done < len(sub_steps):
-                return Reply.tool("Bash", sub_steps[done], what=f"sub:step{done + 1}")
-            return Reply.say("There are 3 vowels in looptap.", what="sub")
-        if not done:
-            return Reply.tool("Agent", {"description": "Count vowels", "prompt": TASK, "subagent_type": "general-purpose"}, what="main:spawn")
-        if "<task-notification>" not in req.last_user_text() or "There are 3 vowels" not in req.last_user_text():
-            return Reply.say("Waiting for the sub-agent.", what="main:wait")
-        return Reply.say(ANSWER, what="main:answer")
-
-    return route
-
-
-def _labelled(run: Any, up: ScriptedUpstream) -> dict[int, str]:
-    """Each recorded round trip's seq → what the route took its request for (by response id)."""
-    what = {x.response_id: x.reply.what for x in up.log if x.reply is not None and x.response_id}
-    out = {}
-    for ex, rt in zip(run.exchanges, run.roundtrips, strict=True):
-        if rt.response is not None and rt.response.id in what:
-            out[int(ex.seq)] = what[rt.response.id]
-    return out
-
-
-def test_claude_code_sub_agent_is_threaded_under_its_parent(tmp_path: Path, confdir: Path, secret: str) -> None:
-    with ScriptedUpstream(_sub_agent_route([])) as up:
-        proc, out = _claude(tmp_path, secret, up, confdir, "Use a sub-agent to count the vowels in looptap.", "--allowedTools", "Agent")
-        log = "\n".join(x.line() for x in up.log)
-    assert proc.returncode == 0, explain(proc) + "\n--- scripted\n" + log
-    assert outputs(proc)[-1]["result"] == ANSWER, log
-    whats = [x.reply.what for x in up.log if x.reply is not None]
-    assert whats.count("main:spawn") == 1 and whats.count("sub") >= 1 and whats.count("main:answer") == 1, log
-    assert not [w for w in whats if w.startswith("side:")], log  # plain `claude -p` makes no side calls
-    run = load_run(out)
-    a = run.analysis
-
-    def seq_of(pred: Any) -> int:
-        (seq,) = [ex.seq for ex, rt in zip(run.exchanges, run.roundtrips, strict=True) if rt.request is not None and pred(rt)]
-        return int(seq)  # type: ignore[arg-type]
-
-    def users(rt: Any) -> str:
-        return " ".join(p.text or "" for m in rt.request.messages if m.role == "user" for p in m.parts)
-
-    spawn = seq_of(lambda rt: rt.response is not None and [c.name for c in rt.response.tool_calls] == ["Agent"])
-    answer = seq_of(lambda rt: rt.response is not None and rt.response.text == ANSWER)
-    sub_first = min(
-        ex.seq for ex, rt in zip(run.exchanges, run.roundtrips, strict=True)
-        if rt.request is not None and TASK in users(rt) and rt.response is not None and rt.response.text.startswith("There are 3")
-    )
-    convs = [(c.id, c.turns, c.branch, c.parent_seq) for c in a.conversations]
-    main = next(c for c in a.conversations if spawn in c.turns)
-    sub = next(c for c in a.conversations if sub_first in c.turns)
-    assert main is not sub, convs
-    assert main.turns[-1] == answer and spawn in main.turns, convs
-    assert sub.parent_seq == spawn and sub.branch == "sub_agent", convs
-    assert not [f for f in a.findings if f.severity.value in ("error", "warning")], [(f.code, f.message) for f in a.findings]
-
-
-def test_claude_code_sub_agent_and_side_calls_each_in_their_own_conversation(
-    tmp_path: Path, confdir: Path, secret: str
-) -> None:
-    """Issue 14's must-show: the main loop one conversation, the Task sub-agent its own, linked to
-    the turn that spawned it, and each side call its own, linked to the turn it was made over: the
-    tool-use summary to the turn whose calls it quotes, the sub-agent's progress summary to the
-    sub-agent turn whose Bash call was running. No warning-or-worse finding.
-
-    The progress summary comes 30 s into the sub-agent's run: the sub-agent's second Bash call
-    waits (up to 120 s) until the scripted upstream has received it."""
-    flag = tmp_path / "summary-received"
-    wait = f"import os, time\nfor _ in range(1200):\n    if os.path.exists({str(flag)!r}): break\n    time.sleep(0.1)"
-    steps = [
-        {"command": "echo looptap", "description": "Print the word"},
-        {"command": f"{shlex.quote(sys.executable)} -c {shlex.quote(wait)}", "description": "Wait for the progress summary", "timeout": 180000},
-    ]
-    inner = _sub_agent_route(steps)
-
-    def route(req: ScriptedRequest) -> Reply:
-        reply = inner(req)
-        if reply.what == "side:agent_summary":
-            flag.touch()
-        return reply
-
-    sdk = {"CLAUDE_CODE_EMIT_TOOL_USE_SUMMARIES": "1", "CLAUDE_CODE_AGENT_PROGRESS_SUMMARIES": "1"}
-    with ScriptedUpstream(route) as up:
-        proc, out = _claude(tmp_path, secret, up, confdir, "Use a sub-agent to count the vowels in looptap.", "--allowedTools", "Agent,Bash", env=sdk)
-        log = "\n".join(x.line() for x in up.log)
-    assert proc.returncode == 0, explain(proc) + "\n--- scripted\n" + log
-    assert outputs(proc)[-1]["result"] == ANSWER, log
-    run = load_run(out)
-    a = run.analysis
-    what = _labelled(run, up)
-    assert sorted(what.values()) == sorted(x.reply.what for x in up.log if x.reply is not None), (what, log)
-    seqs = {w: sorted(s for s, v in what.items() if v == w) for w in set(what.values())}
-    assert [len(seqs.get(w, [])) for w in ("main:spawn", "main:answer", "sub:step1", "sub:step2", "sub")] == [1, 1, 1, 1, 1], log
-    sides = [s for s, v in what.items() if v.startswith("side:")]
-    assert seqs.get("side:tool_use_summary") and seqs.get("side:agent_summary") and len(sides) == len(seqs["side:tool_use_summary"]) + len(seqs["side:agent_summary"]), log
-
-    convs = [(c.id, c.turns, c.branch, c.parent_seq, [what.get(t) for t in c.turns]) for c in a.conversations]
-    conv_of = {t: c for c in a.conversations for t in c.turns}
-    (spawn,) = seqs["main:spawn"]
-    main = conv_of[spawn]
-    assert main.turns == sorted(s for s, v in what.items() if v.startswith("main:")) and main.parent_seq is None, convs
-    sub = conv_of[seqs["sub"][0]]
-    assert sub.turns == sorted(s for s, v in what.items() if v.startswith("sub")), convs
-    assert (sub.branch, sub.parent_seq) == ("sub_agent", spawn), convs
-    (running,) = seqs["sub:step2"]  # the sub-agent turn whose call was running when it was summarised
-    for s in sides:
-        side = conv_of[s]
-        parent = spawn if what[s] == "side:tool_use_summary" else running
-        assert side.turns == [s] and (side.branch, side.parent_seq) == ("side_call", parent), (s, what[s], convs)
-    assert len(a.conversations) == 2 + len(sides), convs
-    assert not [f for f in a.findings if f.severity.value in ("error", "warning")], [(f.code, f.seq, f.message) for f in a.findings]
-    assert secret.encode() not in out.read_bytes()
+# The Task sub-agent threaded under the turn that spawned it, and each of Claude Code's side calls
+# in its own conversation (issue 14's must-show), are checked by the client matrix's Claude Code row
+# (tests/clients/test_agents.py), one run with a remote MCP server too.
 
 
 # ---------------------------------------------------------------------------------------------
