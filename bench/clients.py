@@ -78,7 +78,7 @@ def main() -> int:
         reports = a.reports or Path(tempfile.mkdtemp(prefix="looptap-clients-"))
         reports.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "LOOPTAP_CLIENTS_REPORT": str(reports)}
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "tests/clients"], cwd=REPO, env=env)
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "--durations=30", "tests/clients"], cwd=REPO, env=env)
     rows = [_row(c, reports) for c in (*CLIENTS, *AGENTS)]
     ok = sum(1 for r in rows if r.count("ok · ") == 2)
     text = "\n".join([

@@ -239,7 +239,13 @@ def render(after: dict[str, Any], before: dict[str, Any] | None) -> str:
 
 
 #: Why each kind of false finding was false (root causes found by reading the recordings), by section and code.
-FALSE_WHY: dict[tuple[str, str], str] = {}
+FALSE_WHY: dict[tuple[str, str], str] = {
+    ("matrix", "C.assistant_not_echoed"): (
+        "Claude Code's drop_result run: the relay dropped the result from one request only; the agent kept it and sent it "
+        "on its next turn, inserted before the answer of the turn that lacked it. The history did change, but the "
+        "message blames the echo of the model's answer, and it is not folded under the dropped result that explains "
+        "it (a one-request injection; a client that really loses a result keeps losing it)."),
+}
 
 
 def main() -> None:

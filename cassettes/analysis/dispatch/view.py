@@ -184,6 +184,10 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
     # Call ids present in the history the client has sent in this conversation, kept up to date
     # from what each turn appended (no re-scan of the whole history).
     in_history: set[str] = ctx.conv.state.setdefault("_history_call_ids", set())
+    echoed = link.echoed
+    # Where the previous answer's echo should start: after any results sent late (read before this
+    # turn's calls join the history ids).
+    echo_at = _after_late_results(ctx, kept, in_history) if echoed is False else kept
     appended_calls = _history_calls(appended)
     in_history.update(appended_calls)
     names = _call_names(ctx, echo_ids, appended_calls)
@@ -193,9 +197,8 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
         for p in m.parts
         if p.kind == "tool_result" and (tr := p.tool_result) is not None
     ]
-    echoed = link.echoed
-    if echoed is False and ctx.prev is not None and kept < len(ctx.messages):
-        echoed = _loosely_echoed(response_message(ctx.prev.rt.response), ctx.messages[kept])
+    if echoed is False and ctx.prev is not None and echo_at < len(ctx.messages):
+        echoed = _loosely_echoed(response_message(ctx.prev.rt.response), ctx.messages[echo_at])
     return DispatchView(
         kept=kept,
         rewritten=link.rewritten,
@@ -208,6 +211,26 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
         params=req.params,
         link=link.how,  # type: ignore[arg-type]
     )
+
+
+def _after_late_results(ctx: TurnContext, kept: int, earlier: set[str]) -> int:
+    """The index of the first appended message that is not a late result: a result of a call made
+    before the previous answer (its id already in the history) that the previous request lacked. A
+    client that dropped a result on one turn and sends it on the next puts it before the previous
+    answer's echo; the drop is reported on the turn that lacked it, and the answer was echoed."""
+    if ctx.prev is None or ctx.prev.rt.response is None:
+        return kept
+    answered_now = {c.id for c in ctx.prev.rt.response.tool_calls if c.id}
+    i = kept
+    while i < len(ctx.messages):
+        m = ctx.messages[i]
+        if m.role in ("assistant", "model") or not m.parts:
+            break
+        ids = [p.tool_result.call_id if p.tool_result is not None else None for p in m.parts if p.kind == "tool_result"]
+        if len(ids) != len(m.parts) or not all(x and x in earlier and x not in answered_now for x in ids):
+            break
+        i += 1
+    return i
 
 
 def _register_previous_calls(ctx: TurnContext, echo_ids: dict[int, str]) -> None:

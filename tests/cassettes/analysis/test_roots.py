@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from scenarios import WEATHER, AgentScript, Call, Script
+from scenarios import WEATHER, AgentScript, Call, Script, assistant_of, results_of
 
 from cassettes.analysis.dispatch import ordered_findings
 from cassettes.analysis.model import RunAnalysis, Severity
@@ -96,3 +96,35 @@ def test_mcp_and_the_pytest_helper_read_the_same_fold(tmp_path: Path) -> None:
     summary = Runs([tmp_path]).summary("run.jsonl")
     roots = [f["code"] for f in summary["root_causes"]]
     assert "E.arguments_schema" in roots and "C.tool_result_error" not in roots, roots
+
+
+def _late_result(echo_answer: bool, family: str) -> RunAnalysis:
+    """Turn 1's request lacks the result of turn 0's call (a dropped result); turn 2's carries it,
+    inserted before turn 1's answer (the client sent it late), then turn 1's answer and its result
+    (``echo_answer``), or the late result and the new result without turn 1's answer (the twin)."""
+    s = Script(family)
+    s.user("Weather in Paris, then Tokyo?")
+    paris, tokyo = Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Tokyo"})
+    s.reply(calls=[paris])
+    s.reply(calls=[tokyo], echo=False)  # the request carries no result for paris
+    s.history.extend(results_of(family, [(paris, "sunny")]))
+    if echo_answer:
+        s.history.extend(assistant_of(family, None, [tokyo]))
+    s.history.extend(results_of(family, [(tokyo, "rain")]))
+    s.reply("Paris is sunny, Tokyo rainy.")
+    return s.analyse()
+
+
+@pytest.mark.parametrize("family", ["anthropic", "openai_chat"])
+def test_a_result_sent_late_is_not_an_answer_left_unechoed(family: str) -> None:
+    """Claude Code's bug run of the client matrix: the result dropped on turn 1 comes back on turn 2,
+    before turn 1's answer. The drop is the finding; turn 1's answer was echoed."""
+    run = _late_result(True, family)
+    serious = [(f.code, f.turn) for f in run.findings if f.severity is not Severity.INFO]
+    assert serious == [("C.dropped_tool_result", 1)], serious
+
+
+@pytest.mark.parametrize("family", ["anthropic", "openai_chat"])
+def test_a_late_result_does_not_hide_an_answer_left_unechoed(family: str) -> None:
+    run = _late_result(False, family)
+    assert ("C.assistant_not_echoed", 2) in [(f.code, f.turn) for f in run.findings if f.severity is Severity.WARNING]
