@@ -38,7 +38,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 from _corpus import corpus_files, rel  # noqa: E402
 
 from cassettes.analysis import analyse  # noqa: E402
-from cassettes.storage.store import read_cassette  # noqa: E402
 from cassettes.storage.vcr import load_vcr  # noqa: E402
 
 #: (code, phrase in the message or "") → (true?, why). Judged from every finding's message and the test that
@@ -114,13 +113,33 @@ def corpus() -> tuple[list[Record], dict[str, int]]:
     return out, {"files": files, "turns": turns, "multi_turns": multi_turns}
 
 
-def _headers(ex: Any) -> dict[str, str]:
-    return {str(k).lower(): str(v) for k, v in ex.request_headers}
+def _show(path: Path) -> tuple[list[dict[str, Any]], set[str]]:
+    """What ``looptap show --json`` of this checkout says of a cassette (the path a user sees: streamed,
+    parked conversations and all): each round trip's view, and the conversations with two turns or more."""
+    out = subprocess.run([sys.executable, "-m", "cassettes.cli", "show", "--json", str(path)], cwd=ROOT,
+                         capture_output=True, text=True)
+    views = [json.loads(ln) for ln in out.stdout.splitlines() if ln.startswith("{")]
+    views = [v for v in views if v.get("schema") == "looptap.roundtrip/1"]
+    turns = Counter(str(v.get("conversation")) for v in views if v.get("conversation") is not None and v.get("turn") is not None)
+    return views, {c for c, n in turns.items() if n >= 2}
 
 
-def _load(path: Path) -> tuple[Any, Any]:
-    cas = read_cassette(path)
-    return cas, analyse(cas.exchanges, cas.roundtrips())
+def _serious_views(views: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(v, f) for v in views for f in v.get("findings") or [] if f.get("severity") in ("warning", "error")]
+
+
+def _headers(record: dict[str, Any]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in record.get("request", {}).get("headers", [])}
+
+
+def _records(path: Path) -> dict[int, dict[str, Any]]:
+    """The cassette's records by seq (the ground truth lives in their request headers and bodies)."""
+    out: dict[int, dict[str, Any]] = {}
+    for i, line in enumerate(path.read_text().splitlines()[1:]):
+        rec = json.loads(line)
+        derived = rec.get("derived") if isinstance(rec.get("derived"), dict) else {}
+        out[int(derived.get("seq", i))] = rec
+    return out
 
 
 def concurrency(d: Path) -> tuple[list[Record], dict[str, int]]:
@@ -131,22 +150,53 @@ def concurrency(d: Path) -> tuple[list[Record], dict[str, int]]:
         if not m:
             continue
         family, n, variant = m.group(1), int(m.group(2)), m.group(3)
-        cas, run = _load(path)
+        views, multi = _show(path)
+        truth = {seq: _headers(rec) for seq, rec in _records(path).items()}
         files += 1
-        turns += len(run.turns)
-        truth = {ex.seq: _headers(ex) for ex in cas.exchanges}
-        multi = _multi(run)
-        for f in _serious(run):
-            h = truth.get(f.seq, {})
+        turns += sum(1 for v in views if v.get("turn") is not None)
+        for v, f in _serious_views(views):
+            h = truth.get(int(v["seq"]), {})
             agent, aturn = int(h.get("x-bench-agent", -1)), int(h.get("x-bench-turn", -1))
             on_bug = variant in CONCURRENCY_BUGS and agent == n // 2 and aturn == BUG_TURN
-            true = on_bug and f.code in CONCURRENCY_BUGS[variant]
+            code = str(f.get("code"))
+            true = on_bug and code in CONCURRENCY_BUGS[variant]
             why = (f"names the injected {variant} on agent {agent}'s turn {aturn}" if true else
-                   f"on the bug turn, but {f.code} does not name {variant}" if on_bug else
+                   f"on the bug turn, but {code} does not name {variant}" if on_bug else
                    f"agent {agent} turn {aturn} is a correct turn")
-            out.append({"section": "concurrency", "where": f"{family} N={n} {variant} #{f.seq}", "code": f.code,
-                        "message": f.message[:300], "multi": f.conversation in multi, "true": true, "why": why})
+            out.append({"section": "concurrency", "where": f"{family} N={n} {variant} #{v['seq']}", "code": code,
+                        "message": str(f.get("message"))[:300], "multi": str(v.get("conversation")) in multi, "true": true, "why": why})
     return out, {"files": files, "turns": turns, "multi_turns": turns}
+
+
+#: Findings of the matrix's bug runs besides the root cause at the injected round trip, judged one by one from
+#: the recordings: (client id or "*", code, where: "at" the injected round trip or "after" it) → (true?, why).
+MATRIX_JUDGED: dict[tuple[str, str, str], tuple[bool, str]] = {
+    ("*", "C.history_mutated", "after"): (True, "mutate_history rewrites one request only: the next request re-sends the original text, so the history really changed again between the two (a consequence of the bug, not folded under it)"),
+    ("*", "C.pairing_error", "at"): (True, "the scripted API's 400 for the mis-paired result really came; before issue 27 item 4 it kept its own severity beside the root cause"),
+    ("*", "E.repeated_call", "after"): (True, "the model called the same tool again after the result was lost"),
+    ("anthropic-python stream", "C.tool_results_split", "after"): (False, "after the rewritten history is restored, the result of turn 1's call (message [4], re-sent) is read as one of turn 2's results: results re-sent in a rewritten history are taken for new ones"),
+    ("pydantic-ai anthropic", "C.tool_results_split", "after"): (False, "after the rewritten history is restored, the result of turn 1's call (message [4], re-sent) is read as one of turn 2's results: results re-sent in a rewritten history are taken for new ones"),
+    ("google-genai stream", "C.orphan_tool_result", "at"): (False, "Gemini pairs results by name; in the rewritten history the re-sent functionResponses are read as new results, and find no call by that name left to answer"),
+    ("google-genai stream", "C.orphan_tool_result", "after"): (False, "Gemini pairs results by name; in the rewritten history the re-sent functionResponses are read as new results, and find no call by that name left to answer"),
+    ("smolagents", "C.dropped_tool_result", "at"): (False, "smolagents echoes calls and results as text; once the observation text is rewritten the echo no longer matches, the calls are not recognised as sent as text, and their results (sent as text) count as dropped"),
+    ("smolagents", "C.dropped_tool_result", "after"): (False, "smolagents echoes calls and results as text; once the observation text is rewritten the echo no longer matches, the calls are not recognised as sent as text, and their results (sent as text) count as dropped"),
+    ("smolagents", "C.assistant_not_echoed", "at"): (False, "smolagents echoes the model's calls as text (fixed in issue 27: calls echoed as text are an echo)"),
+    ("claude-code", "C.assistant_not_echoed", "after"): (False, "the result dropped from one request comes back on the next, before the previous answer: read as the answer not echoed (fixed by this branch: a late result is skipped before the echo)"),
+    ("codex", "E.tool_not_offered", "at"): (False, "Codex sends its tools as namespaces in an additional_tools item: the offered tools were read as the namespace names (issue 27 item 1, fixed)"),
+    ("codex", "E.tool_not_offered", "after"): (False, "Codex sends its tools as namespaces in an additional_tools item: the offered tools were read as the namespace names (issue 27 item 1, fixed)"),
+}
+
+#: The clean runs' findings of the checkout before issue 27 (each false: a clean run has no bug), why.
+MATRIX_CLEAN_WHY: dict[tuple[str, str], str] = {
+    ("codex", "E.tool_not_offered"): "Codex's namespaced tools in additional_tools read as the namespace names (issue 27 item 1, fixed)",
+    ("llama-index react", "C.assistant_not_echoed"): "the ReAct text loop re-serialises the Action Input as a Python repr in its echo (issue 27 item 7, fixed)",
+    ("smolagents", "C.assistant_not_echoed"): "smolagents echoes the model's tool calls as text (fixed in issue 27's matrix work)",
+    ("smolagents", "C.dropped_tool_result"): "smolagents sends calls and results as text; no call is pending for the API (fixed: C.tool_calls_as_text, info)",
+}
+
+
+def _judge_matrix(client: str, code: str, where: str) -> tuple[bool, str] | None:
+    return MATRIX_JUDGED.get((client, code, where)) or MATRIX_JUDGED.get(("*", code, where))
 
 
 def matrix(d: Path) -> tuple[list[Record], dict[str, int]]:
@@ -157,19 +207,27 @@ def matrix(d: Path) -> tuple[list[Record], dict[str, int]]:
         if not report.exists():
             continue
         row = json.loads(report.read_text())
-        cas, run = _load(path)
+        views, multi = _show(path)
         files += 1
-        turns += len(run.turns)
-        multi = _multi(run)
-        multi_turns += sum(len(c.turns) for c in run.conversations if c.id in multi)
-        marked = {ex.seq for ex in cas.exchanges if "x-matrix-injected" in _headers(ex)}
+        turns += sum(1 for v in views if v.get("turn") is not None)
+        multi_turns += sum(1 for v in views if v.get("turn") is not None and str(v.get("conversation")) in multi)
+        marked = set()
+        for seq, rec in _records(path).items():  # the header, or the metadata of a WebSocket message
+            if "x-matrix-injected" in json.dumps(rec.get("request")):
+                marked.add(seq)
         bug = row.get("bug") if row.get("variant") == "bug" else None
-        for f in _serious(run):
-            true = bool(bug) and f.seq in marked and f.layer == "C" and f.code in MATRIX_BUGS.get(str(bug), set())
-            why = (f"names the injected {bug} where it was injected" if true else
-                   f"the run with {bug} injected at #{sorted(marked)}: not its root cause" if bug else "a clean run")
-            out.append({"section": "matrix", "where": f"{row['client']} ({row['variant']}) #{f.seq}", "code": f.code,
-                        "message": f.message[:300], "multi": f.conversation in multi, "true": true, "why": why})
+        client = str(row["client"])
+        for v, f in _serious_views(views):
+            code, seq = str(f.get("code")), int(v["seq"])
+            if bug and seq in marked and f.get("layer") == "C" and code in MATRIX_BUGS.get(str(bug), set()):
+                true, why = True, f"names the injected {bug} where it was injected"
+            elif bug:
+                judged = _judge_matrix(client, code, "at" if seq in marked else "after")
+                true, why = judged if judged else (False, f"UNJUDGED: the run with {bug} injected at #{sorted(marked)}")
+            else:
+                true, why = False, "a clean run: " + MATRIX_CLEAN_WHY.get((client, code), "UNJUDGED")
+            out.append({"section": "matrix", "where": f"{client} ({row['variant']}) #{seq}", "code": code,
+                        "message": str(f.get("message"))[:300], "multi": str(v.get("conversation")) in multi, "true": true, "why": why})
     return out, {"files": files, "turns": turns, "multi_turns": multi_turns}
 
 
@@ -227,7 +285,7 @@ def render(after: dict[str, Any], before: dict[str, Any] | None) -> str:
                 continue
             lines += ["", f"False or unjudged ones, {label} ({len(false)}):", ""]
             lines += [f"- `{r['code']}` at {r['where']}{' (multi-turn)' if r['multi'] else ''}: {r['why'] or 'UNJUDGED'}. "
-                      f"{FALSE_WHY.get((sec, r['code']), '')}".rstrip() for r in false[:60]]
+                      f"{FALSE_WHY.get((sec, r['code'], r['where'].split(' #')[0]), '')}".rstrip() for r in false[:60]]
             if len(false) > 60:
                 lines.append(f"- … and {len(false) - 60} more of the same codes")
     lines += [
@@ -239,12 +297,13 @@ def render(after: dict[str, Any], before: dict[str, Any] | None) -> str:
 
 
 #: Why each kind of false finding was false (root causes found by reading the recordings), by section and code.
-FALSE_WHY: dict[tuple[str, str], str] = {
-    ("matrix", "C.assistant_not_echoed"): (
-        "Claude Code's drop_result run: the relay dropped the result from one request only; the agent kept it and sent it "
-        "on its next turn, inserted before the answer of the turn that lacked it. The history did change, but the "
-        "message blames the echo of the model's answer, and it is not folded under the dropped result that explains "
-        "it (a one-request injection; a client that really loses a result keeps losing it)."),
+FALSE_WHY: dict[tuple[str, str, str], str] = {
+    ("concurrency", "C.dropped_tool_result", "openai_responses N=64 no_echo"): (
+        "Found by this run, not fixed (parsing, not analysis): with 64 agents the conversation's previous turn had its "
+        "history released, so the request was parsed in full instead of against its base; the full parse groups the two "
+        "consecutive function_call_output items into one message (3 messages), the delta parse keeps them apart (4), and "
+        "the threader's kept count (3) then leaves no appended message: the result that is there is not seen. "
+        "`looptap show` shows it; analyse() on the same cassette does not."),
 }
 
 

@@ -178,7 +178,8 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
     req = ctx.rt.request
     assert req is not None
     kept = link.kept if link.how != "previous_response_id" else 0
-    appended = ctx.messages[kept:]
+    new_from = _rewritten_in_place(ctx, link, kept)
+    appended = ctx.messages[new_from:]
     echo_ids = _echo_ids(ctx, appended)
     _register_previous_calls(ctx, echo_ids)
     # Call ids present in the history the client has sent in this conversation, kept up to date
@@ -192,7 +193,7 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
     in_history.update(appended_calls)
     names = _call_names(ctx, echo_ids, appended_calls)
     pairings = [
-        _pairing(ctx, tr, in_history, names, kept + offset)
+        _pairing(ctx, tr, in_history, names, new_from + offset)
         for offset, m in enumerate(appended)
         for p in m.parts
         if p.kind == "tool_result" and (tr := p.tool_result) is not None
@@ -203,7 +204,7 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
         kept=kept,
         rewritten=link.rewritten,
         appended=appended,
-        appended_from=kept,
+        appended_from=new_from,
         echoed_assistant=echoed,
         pairings=pairings,
         tools_offered=[t.name for t in req.tools],
@@ -211,6 +212,20 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
         params=req.params,
         link=link.how,  # type: ignore[arg-type]
     )
+
+
+def _rewritten_in_place(ctx: TurnContext, link: Link, kept: int) -> int:
+    """Where this turn's own messages start. Normally after the history kept as it was; but when the
+    client rewrote earlier messages in place (``C.history_mutated``) and the previous answer's echo
+    still follows the previous request's length, the messages between are that history re-sent
+    (changed): its tool results answered earlier calls and are not this turn's results."""
+    prev = ctx.prev
+    if link.rewritten <= 0 or prev is None or prev.rt.response is None or kept >= prev.n_messages:
+        return kept
+    at = prev.n_messages
+    if at >= len(ctx.messages) or not _loosely_echoed(response_message(prev.rt.response), ctx.messages[at]):
+        return kept
+    return at
 
 
 def _after_late_results(ctx: TurnContext, kept: int, earlier: set[str]) -> int:

@@ -128,3 +128,50 @@ def test_a_result_sent_late_is_not_an_answer_left_unechoed(family: str) -> None:
 def test_a_late_result_does_not_hide_an_answer_left_unechoed(family: str) -> None:
     run = _late_result(False, family)
     assert ("C.assistant_not_echoed", 2) in [(f.code, f.turn) for f in run.findings if f.severity is Severity.WARNING]
+
+
+def _rewrite(node: object, old: str, new: str) -> None:
+    """Replace ``old`` by ``new`` in every string of a history item, in place."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    for k, v in list(items):
+        if isinstance(v, str):
+            node[k] = v.replace(old, new)  # type: ignore[index]
+        else:
+            _rewrite(v, old, new)
+
+
+def _rewritten_then_restored(family: str, drop_last: bool) -> RunAnalysis:
+    """The client matrix's mutate_history: turn 2's request rewrites turn 0's results (a client bug,
+    C.history_mutated) and turn 3's re-sends them as they were (the history changed again). Each
+    turn otherwise echoes the answer and sends its result (``drop_last``: turn 3 lacks its result)."""
+    s = Script(family)
+    s.user("Weather in Paris, Tokyo and Berlin?")
+    paris, tokyo, berlin, again = (Call("get_weather", {"city": c}) for c in ("Paris", "Tokyo", "Berlin", "Berlin"))
+    s.reply(calls=[paris, tokyo])
+    s.results("WEATHER sunny", "WEATHER rain")
+    s.reply(calls=[berlin])
+    s.results("WEATHER cloudy")
+    first = next(m for m in s.history if "WEATHER sunny" in str(m))
+    _rewrite(first, "WEATHER", "MUTATED")
+    s.reply(calls=[again])
+    _rewrite(first, "MUTATED", "WEATHER")
+    if not drop_last:
+        s.results("WEATHER cloudy")
+    s.reply("Paris sunny, Tokyo rain, Berlin cloudy.")
+    return s.analyse()
+
+
+@pytest.mark.parametrize("family", ["anthropic", "gemini", "openai_chat"])
+def test_results_re_sent_in_a_rewritten_history_are_not_new_results(family: str) -> None:
+    """The results of earlier turns re-sent in a rewritten history answered their calls long ago:
+    only the history change is reported (was also C.tool_results_split on Anthropic, and
+    C.orphan_tool_result on Gemini, which pairs by name)."""
+    run = _rewritten_then_restored(family, drop_last=False)
+    serious = sorted({(f.code, f.turn) for f in run.findings if f.severity is not Severity.INFO})
+    assert serious == [("C.history_mutated", 2), ("C.history_mutated", 3)], serious
+
+
+@pytest.mark.parametrize("family", ["anthropic", "gemini", "openai_chat"])
+def test_a_result_dropped_in_a_rewritten_history_is_still_found(family: str) -> None:
+    run = _rewritten_then_restored(family, drop_last=True)
+    assert ("C.dropped_tool_result", 3) in {(f.code, f.turn) for f in run.findings if f.severity is not Severity.INFO}
