@@ -45,6 +45,11 @@ _ADAPTERS = (
     ("text_generation", "Watsonx"),
     ("text_generation", "TextGenerationInference"),
     ("text_generation", "SageMaker"),
+    ("writer", "Writer"),
+    ("aleph_alpha", "AlephAlpha"),
+    ("replicate", "Replicate"),
+    ("assistants", "OpenAIAssistants"),
+    ("a2a", "A2A"),
     ("mcp", "Mcp"),
 )
 
@@ -167,4 +172,5 @@ OTEL_PROVIDER_HOSTS: tuple[tuple[str, str], ...] = (
     ("api.perplexity.ai", "perplexity"),
     ("api.cohere.com", "cohere"),
     ("api.cohere.ai", "cohere"),
+    ("api.writer.com", "writer"),
 )

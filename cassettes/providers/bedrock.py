@@ -478,6 +478,15 @@ def _stream_part(st: Block) -> Part:
 # * Embedding models (an ``embed`` model id): Titan ``inputText`` → ``embedding``,
 #   ``inputTextTokenCount``; Cohere ``texts`` → ``embeddings``. Operation ``embed`` (not a turn).
 #
+# * A custom-imported model (Custom Model Import) → its container's OpenAI Completions body
+#   (``choices[].text``, ``finish_reason``, ``usage``), streamed as the same chunks.
+#
+# With a guardrail applied, InvokeModel puts ``amazon-bedrock-guardrailAction`` (``INTERVENED`` /
+# ``NONE``) and ``amazon-bedrock-trace`` beside the model's keys, in the body and in stream
+# chunks; they are taken out before the model's format is read (a key beside a known event never
+# hides it), and an intervention ends the answer as blocked (``prompt_blocked`` when the trace
+# says the input was, else ``filtered``), whole.
+#
 # Usage the body lacks comes from the ``x-amzn-bedrock-input-token-count`` /
 # ``-output-token-count`` response headers, and in streams from the last chunk's
 # ``amazon-bedrock-invocationMetrics``.
@@ -552,10 +561,56 @@ def _jurassic(d: dict[str, Any]) -> TextChunk:
 
 
 def _chat_choice(d: dict[str, Any]) -> TextChunk:
-    """Mistral / Jamba chat: a non-streamed message, or a chunk with message/delta."""
+    """Mistral / Jamba chat (a message, or a chunk with a delta) and the OpenAI Completions body of
+    a custom-imported or OpenAI-compatible model (``choices[0].text``, ``usage``)."""
     ch = _first(d, "choices")
     text = _obj(ch.get("message") or ch.get("delta")).get("content")
-    return text if isinstance(text, str) else "", as_str(ch.get("finish_reason") or ch.get("stop_reason")), None, None
+    if not isinstance(text, str):
+        text = ch.get("text")
+    usage = _obj(d.get("usage"))
+    return (
+        text if isinstance(text, str) else "",
+        as_str(ch.get("finish_reason") or ch.get("stop_reason")),
+        as_int(usage.get("prompt_tokens")),
+        as_int(usage.get("completion_tokens")),
+    )
+
+
+#: The keys InvokeModel adds beside a model's own body or stream chunk when a guardrail is
+#: applied (InvokeModel API reference): the action (``INTERVENED`` / ``NONE``) and its trace.
+_GUARDRAIL_ACTION = "amazon-bedrock-guardrailAction"
+_GUARDRAIL_KEYS = (_GUARDRAIL_ACTION, "amazon-bedrock-trace")
+
+
+def _pop_guardrail(d: dict[str, Any], into: dict[str, Any]) -> None:
+    """Move the guardrail keys out of a body or chunk into ``into`` (an intervention is kept over
+    a later ``NONE``)."""
+    for key in _GUARDRAIL_KEYS:
+        if key in d:
+            value = d.pop(key)
+            if key != _GUARDRAIL_ACTION or into.get(key) != "INTERVENED":
+                into[key] = value
+
+
+def _input_blocked(trace: Any) -> bool:
+    """The guardrail trace says the *input* was blocked (``guardrail.input.{id}.…action: BLOCKED``)."""
+    guard = _obj(_obj(trace).get("guardrail"))
+    return "BLOCKED" in orjson.dumps(guard.get("input")).decode() if guard.get("input") else False
+
+
+def _apply_guardrail(resp: NormalisedResponse, found: dict[str, Any]) -> NormalisedResponse:
+    """A guardrail that intervened ended the answer: it is blocked (``prompt_blocked`` when the
+    trace says the input was, else ``filtered``), whole, never truncated."""
+    if not found:
+        return resp
+    resp.provider_details = {**(resp.provider_details or {}), **{k.removeprefix("amazon-bedrock-"): v for k, v in found.items()}}
+    if found.get(_GUARDRAIL_ACTION) != "INTERVENED":
+        return resp
+    if resp.finish_reason not in (FinishReason.FILTERED, FinishReason.PROMPT_BLOCKED):
+        resp.finish_reason = FinishReason.PROMPT_BLOCKED if _input_blocked(found.get("amazon-bedrock-trace")) else FinishReason.FILTERED
+        resp.finish_reason_raw = resp.finish_reason_raw or "guardrailAction: INTERVENED"
+    resp.complete = True
+    return resp
 
 
 #: The text models' shapes, by the key that tells them (first present wins).
@@ -663,12 +718,17 @@ class BedrockInvoke(Provider):
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
+        b: dict[str, Any] = dict(body) if isinstance(body, dict) else {}
+        guard: dict[str, Any] = {}
+        _pop_guardrail(b, guard)
+        return _apply_guardrail(self._parse_body(b), guard)
+
+    def _parse_body(self, b: dict[str, Any]) -> NormalisedResponse:
         from cassettes.providers.anthropic_complete import complete_response
         from cassettes.providers.cohere import v1_response
         from cassettes.providers.embeddings import vectors_summary
         from cassettes.providers.openai_chat import OpenAIChat
 
-        b: dict[str, Any] = body if isinstance(body, dict) else {}
         if ("message" in b or "Message" in b) and len(b) <= 2 and not isinstance(b.get("message"), dict):
             return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
         if isinstance(b.get("output"), dict):  # Nova: Converse's response shape
@@ -685,7 +745,9 @@ class BedrockInvoke(Provider):
             return complete_response(b)
         if "response_id" in b or "generation_id" in b or ("text" in b and "finish_reason" in b and "is_finished" not in b):
             return v1_response(b)
-        if "choices" in b:
+        if "choices" in b and any(isinstance(c, dict) and "text" in c and "message" not in c for c in b["choices"]):
+            pass  # an OpenAI Completions body (a custom-imported model): read below as text
+        elif "choices" in b:
             resp = OpenAIChat().parse_response(b)
             if resp.finish_reason_raw is None:  # Mistral on Bedrock: ``stop_reason`` in the choice
                 raw = _text_chunk(b)[1]
@@ -729,6 +791,8 @@ class _InvokeStream(StreamParts):
         super().__init__()
         self.chunks: list[dict[str, Any]] = []
         self.metrics: Any = None
+        #: The guardrail keys InvokeModel put beside the chunks (``_pop_guardrail``).
+        self.guardrail: dict[str, Any] = {}
 
     def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
         for ev in framed.events:
@@ -749,10 +813,15 @@ class _InvokeStream(StreamParts):
     def on(self, name: str | None, d: Any) -> None:
         if isinstance(d, dict):
             self.metrics = d.pop("amazon-bedrock-invocationMetrics", self.metrics)
-            self.chunks.append(d)
+            _pop_guardrail(d, self.guardrail)
+            for v in d.values():  # a Converse-shaped chunk may carry the keys inside its event
+                if isinstance(v, dict):
+                    _pop_guardrail(v, self.guardrail)
+            if d:
+                self.chunks.append(d)
 
     def close(self) -> NormalisedResponse:
-        resp = _read_chunks(self.chunks)
+        resp = _apply_guardrail(_read_chunks(self.chunks), self.guardrail)
         resp.usage = _metrics_usage(resp.usage, self.metrics)
         self.done = resp.complete is True
         return self.finish(resp)
@@ -760,8 +829,7 @@ class _InvokeStream(StreamParts):
 
 def _chunk_format(chunks: list[dict[str, Any]]) -> str:
     """Whose stream format an InvokeModel stream's chunks are in."""
-    first = chunks[0] if chunks else {}
-    if any(k in first for k in ("messageStart", "contentBlockDelta", "contentBlockStart")):
+    if any(k in c for c in chunks for k in ("messageStart", "contentBlockDelta", "contentBlockStart")):
         return "nova"  # Converse's events, keyed by name
     if any("event_type" in c for c in chunks):
         return "cohere"  # Command R: Cohere v1 chat
@@ -772,6 +840,10 @@ def _chunk_format(chunks: list[dict[str, Any]]) -> str:
     return "text"
 
 
+#: The Converse stream's event names (Nova's InvokeModel chunks are keyed by them).
+_NOVA_EVENTS = frozenset({*_CONVERSE_EVENTS, "contentBlockStop"})
+
+
 def _read_chunks(chunks: list[dict[str, Any]]) -> NormalisedResponse:
     from cassettes.providers.anthropic_complete import AnthropicComplete
     from cassettes.providers.cohere import reassemble_v1
@@ -779,8 +851,13 @@ def _read_chunks(chunks: list[dict[str, Any]]) -> NormalisedResponse:
 
     fmt = _chunk_format(chunks)
     if fmt == "nova":
-        named = [(next(iter(c)), c[next(iter(c))]) for c in chunks if len(c) == 1]
+        # Each chunk is one Converse event keyed by its name; a key beside it that is no event
+        # (one InvokeModel or a later model version adds) never hides the event.
+        named = [(k, v) for c in chunks for k, v in c.items() if k in _NOVA_EVENTS]
+        extra = {k: v for c in chunks for k, v in c.items() if k not in _NOVA_EVENTS}
         resp = BedrockConverse().reassemble(_synthetic("aws_eventstream", named))
+        if extra:
+            resp.provider_details = {**(resp.provider_details or {}), "chunk_keys": extra}
         if not resp.complete and resp.finish_reason_raw is not None:
             resp.complete = True  # Nova's invoke stream may end without Converse's metadata event
         return resp
