@@ -37,7 +37,7 @@ _ADAPTERS = (
     ("gemini_live", "GeminiLive"),
     ("ollama", "OllamaChat"),
     ("bedrock", "BedrockConverse"),
-    ("bedrock", "BedrockInvoke"),
+    ("bedrock_invoke", "BedrockInvoke"),
     ("openai_completions", "OpenAICompletions"),
     ("embeddings", "Embeddings"),
     ("cohere", "CohereChat"),
