@@ -118,6 +118,11 @@ LLM_HOSTS: tuple[str, ...] = (
     "api.cohere.com",
     "router.huggingface.co",
     "ollama.com",
+    "api.writer.com",
+    "api.replicate.com",
+    "api.aleph-alpha.com",
+    "*.ml.cloud.ibm.com",
+    "api.cohere.ai",
 )
 
 
