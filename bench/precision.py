@@ -14,6 +14,7 @@ ones, overall and on multi-turn conversations, on three bodies of traffic:
 
     .venv/bin/python bench/precision.py [--concurrency DIR] [--matrix DIR] [--json OUT]
     .venv/bin/python bench/precision.py ... --before BEFORE.json --write   # docs/findings-precision.md
+    .venv/bin/python bench/precision.py --after AFTER.json --before BEFORE.json --write   # render saved runs
 
 ``--json`` saves every judged finding; run this script from another checkout (copy it there, keep
 ``LOOPTAP_CORPUS`` on the same corpus) to get the figures of that checkout's analysis on the same
@@ -180,7 +181,11 @@ MATRIX_JUDGED: dict[tuple[str, str, str], tuple[bool, str]] = {
     ("google-genai stream", "C.orphan_tool_result", "after"): (False, "Gemini pairs results by name; in the rewritten history the re-sent functionResponses are read as new results, and find no call by that name left to answer"),
     ("smolagents", "C.dropped_tool_result", "at"): (False, "smolagents echoes calls and results as text; once the observation text is rewritten the echo no longer matches, the calls are not recognised as sent as text, and their results (sent as text) count as dropped"),
     ("smolagents", "C.dropped_tool_result", "after"): (False, "smolagents echoes calls and results as text; once the observation text is rewritten the echo no longer matches, the calls are not recognised as sent as text, and their results (sent as text) count as dropped"),
-    ("smolagents", "C.assistant_not_echoed", "at"): (False, "smolagents echoes the model's calls as text (fixed in issue 27: calls echoed as text are an echo)"),
+    ("smolagents", "C.assistant_not_echoed", "before"): (False, "smolagents echoes the model's tool calls as text (as in its clean run; fixed in issue 27's matrix work)"),
+    ("smolagents", "C.dropped_tool_result", "before"): (False, "smolagents sends calls and results as text; no call is pending for the API (as in its clean run; fixed: C.tool_calls_as_text, info)"),
+    ("llama-index react", "C.assistant_not_echoed", "before"): (False, "the ReAct text loop re-serialises the Action Input as a Python repr in its echo (as in its clean run; issue 27 item 7, fixed)"),
+    ("llama-index react", "C.assistant_not_echoed", "after"): (False, "the ReAct text loop re-serialises the Action Input as a Python repr in its echo (as in its clean run; issue 27 item 7, fixed)"),
+    ("openai-agents handoff", "C.dropped_tool_result", "at"): (False, "the handoff request whose result carried the wrong id was threaded as a new conversation (instructions and tools change at a handoff), so the bug was read as a dropped result at turn 0 (issue 27 item 8's class, fixed in b5025d6)"),
     ("claude-code", "C.assistant_not_echoed", "after"): (False, "the result dropped from one request comes back on the next, before the previous answer: read as the answer not echoed (fixed by this branch: a late result is skipped before the echo)"),
     ("codex", "E.tool_not_offered", "at"): (False, "Codex sends its tools as namespaces in an additional_tools item: the offered tools were read as the namespace names (issue 27 item 1, fixed)"),
     ("codex", "E.tool_not_offered", "after"): (False, "Codex sends its tools as namespaces in an additional_tools item: the offered tools were read as the namespace names (issue 27 item 1, fixed)"),
@@ -222,7 +227,8 @@ def matrix(d: Path) -> tuple[list[Record], dict[str, int]]:
             if bug and seq in marked and f.get("layer") == "C" and code in MATRIX_BUGS.get(str(bug), set()):
                 true, why = True, f"names the injected {bug} where it was injected"
             elif bug:
-                judged = _judge_matrix(client, code, "at" if seq in marked else "after")
+                where = "at" if seq in marked else "before" if marked and seq < min(marked) else "after"
+                judged = _judge_matrix(client, code, where)
                 true, why = judged if judged else (False, f"UNJUDGED: the run with {bug} injected at #{sorted(marked)}")
             else:
                 true, why = False, "a clean run: " + MATRIX_CLEAN_WHY.get((client, code), "UNJUDGED")
@@ -313,12 +319,20 @@ def main() -> None:
     ap.add_argument("--matrix", type=Path, help="cassettes and reports kept by the client matrix (LOOPTAP_CLIENTS_REPORT)")
     ap.add_argument("--json", type=Path, help="save every judged finding here")
     ap.add_argument("--before", type=Path, help="the --json of another checkout, shown beside this one")
+    ap.add_argument("--skip-corpus", action="store_true", help="leave the corpus out (to re-judge the other recordings)")
+    ap.add_argument("--after", type=Path, help="render this --json instead of analysing again")
     ap.add_argument("--write", action="store_true", help="write docs/findings-precision.md")
     args = ap.parse_args()
+    if args.after is not None:
+        text = render(json.loads(args.after.read_text()), json.loads(args.before.read_text()) if args.before else None)
+        print(text)
+        if args.write:
+            (ROOT / "docs" / "findings-precision.md").write_text(text)
+        return
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     result: dict[str, Any] = {"commit": commit or "?", "sections": {}}
     for name, fn, arg in (("corpus", corpus, None), ("concurrency", concurrency, args.concurrency), ("matrix", matrix, args.matrix)):
-        if name != "corpus" and arg is None:
+        if (name != "corpus" and arg is None) or (name == "corpus" and args.skip_corpus):
             continue
         recs, stats = fn(arg) if arg is not None else fn()  # type: ignore[operator]
         result["sections"][name] = {"findings": recs, "stats": stats}
