@@ -64,10 +64,15 @@ def write(path: Path, exchanges: list[Exchange]) -> Path:
     return path
 
 
-def long_run(path: Path, conversations: int = 10, turns: int = 100) -> Path:
+def long_exchanges(conversations: int = 10, turns: int = 100) -> list[Exchange]:
     """``conversations`` × ``turns`` turns (1,000 by default), interleaved as agents run side by side."""
     convs = [conversation_turns(c, turns) for c in range(conversations)]
-    return write(path, [ex for i in range(turns) for c in convs for ex in [c[i]]])
+    return [ex for i in range(turns) for c in convs for ex in [c[i]]]
+
+
+def long_run(path: Path, conversations: int = 10, turns: int = 100) -> Path:
+    """:func:`long_exchanges` as a cassette."""
+    return write(path, long_exchanges(conversations, turns))
 
 
 def hostile_run(path: Path) -> Path:

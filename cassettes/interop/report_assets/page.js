@@ -407,6 +407,7 @@
     document.body.dataset.ready = "1";
   }
 
+  document.body.dataset.ready = "reading";  // then "1", or "error": a test tells a page that never ran
   load().then(start, (err) => {
     document.getElementById("summary").textContent = "this report's data could not be read: " + err;
     document.body.dataset.ready = "error";
