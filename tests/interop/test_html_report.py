@@ -127,7 +127,8 @@ def test_export_html_output_rules(demo_cassette: Path, tmp_path: Path) -> None:
     assert again.returncode != 0 and "exists" in again.stderr and "--force" in again.stderr
     assert _looptap("export", "--html", str(demo_cassette), "-o", str(out), "--force").returncode == 0
     assert out.read_bytes() == first, "the same run gives the same page"
-    assert "needs" not in _looptap("export", "--html", str(demo_cassette), "-o", "-").stderr
+    to_stdout = subprocess.run([sys.executable, "-m", "cassettes.cli", "export", "--html", str(demo_cassette), "-o", "-"], capture_output=True, cwd=REPO, check=False)
+    assert to_stdout.returncode == 0 and to_stdout.stdout == first
     no_o = _looptap("export", "--html", str(demo_cassette))
     assert no_o.returncode != 0 and "-o" in no_o.stderr
     no_html = _looptap("export", str(demo_cassette), "-o", str(tmp_path / "x.html"))
@@ -153,3 +154,24 @@ def test_mcp_points_to_the_page_and_its_command_writes_it(demo_cassette: Path, t
     assert done.returncode == 0, done.stderr
     (after,) = _ok(_calls(server, [("web_report", {"run": "demo.jsonl"})]))
     assert after["page"] == str(root / "demo.jsonl.html") and Path(after["page"]).is_file()
+
+
+def test_without_the_html_extra_the_command_says_how_to_install(demo_cassette: Path, tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['jinja2'] = None\n"
+        "from cassettes.cli import main\n"
+        f"sys.exit(main(['export', '--html', {str(demo_cassette)!r}, '-o', {str(tmp_path / 'x.html')!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
+    assert done.returncode != 0
+    assert "pip install 'looptap[html]'" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_start_up_imports_neither_jinja2_nor_the_report() -> None:
+    code = (
+        "import sys, cassettes.cli, cassettes.interop.cli, cassettes.interop.mcp, cassettes.replay.pytest_plugin\n"
+        "print(sorted(m for m in ('jinja2', 'cassettes.interop.report', 'cassettes.interop.htmlpage') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.strip() == "[]"
