@@ -67,6 +67,35 @@ def paint(browser: Any, page_path: Path, loads: int) -> dict[str, float]:
     return {k: statistics.median(r[k] for r in rows if r[k] is not None) for k in ("fp", "fcp", "ready")}
 
 
+def screenshots(browser: Any, demo_page: Path, long_page: Path, folder: Path) -> list[tuple[str, str]]:
+    """The demo's turn and findings views and the 1,000-turn run's last turn and growth chart."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shots: list[tuple[str, str]] = []
+
+    def take(page: Any, name: str, caption: str) -> None:
+        page.screenshot(path=str(folder / name))
+        shots.append((f"html-report/{name}", caption))
+
+    page = browser.new_page(viewport={"width": 1280, "height": 760})
+    page.set_default_timeout(0)
+    page.goto(demo_page.as_uri())
+    page.wait_for_selector('body[data-ready="1"]')
+    page.locator("#turnlist .row", has=page.locator(".badge.warning")).click()
+    take(page, "demo-turn.png", "The demo run: the turn whose tool call broke its schema (E warning), its messages and E/A/C panes")
+    page.click("#tab-findings")
+    take(page, "demo-findings.png", "Findings, root cause first, the consequence under it with caused by")
+    page.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 760})
+    page.set_default_timeout(0)
+    page.goto(long_page.as_uri())
+    page.wait_for_selector('body[data-ready="1"]')
+    page.click("#tab-growth")
+    page.wait_for_selector("#growth canvas")
+    take(page, "long-growth.png", "1,000 turns: token-cost growth of a 100-turn conversation")
+    page.close()
+    return shots
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--write", action="store_true", help="write docs/html-report.md")
@@ -92,8 +121,9 @@ def main() -> None:
                 row.update(paint(browser, out, args.loads))
                 results.append((name, row))
                 print(name, row, file=sys.stderr)
+            version = browser.version
+            shots = screenshots(browser, d / "demo.html", d / "long.html", ROOT / "docs" / "html-report") if args.write else []
             browser.close()
-        version = browser.version if hasattr(browser, "version") else "?"
     head = "| run | cassette | page | page, data not compressed | ratio | build | first paint | first contentful paint | ready |"
     lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in results:
@@ -114,6 +144,7 @@ def main() -> None:
             + table
             + "\n\nSizes are of the whole file (its script, styles and the uPlot chart library included, about 60 KB). "
             "Times are medians of page loads from disk; *ready* is when the turn list and the first turn are drawn.\n"
+            + "".join(f"\n![{caption}]({path})\n" for path, caption in shots)
         )
         print(f"wrote {doc}", file=sys.stderr)
 

@@ -199,16 +199,19 @@ def web_report_answer(path: Path) -> dict[str, Any]:
     (with this interpreter, so it runs whatever is on PATH) and the page beside the run, if any."""
     import shlex
 
+    from cassettes.interop.query import UNTRUSTED_NOTE
     from cassettes.untrusted import clean
 
     page = path.with_name(path.name + ".html")
     command = shlex.join([sys.executable, "-m", "cassettes.cli", "export", "--html", str(path), "-o", str(page)])
     exists = page.is_file() and not page.is_symlink()
     return {
-        "command": clean(command),
-        "page": clean(str(page)) if exists else None,
-        "note": "the page is written by the command (the html extra: pip install 'looptap[html]'); it opens in any "
-        "browser without a server" + ("; one is there already (add --force to the command to write it again)" if exists else ""),
+        "note": UNTRUSTED_NOTE,
+        "how": "run recorded.command in a shell to write the page (it needs the html extra: pip install 'looptap[html]'); "
+        "it opens in any browser without a server"
+        + ("; recorded.page is there already (add --force to the command to write it again)" if exists else ""),
+        # The run's file name is the recording's: inside the fence, made safe.
+        "recorded": {"command": clean(command), "page": clean(str(page)) if exists else None},
     }
 
 

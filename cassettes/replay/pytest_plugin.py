@@ -485,6 +485,7 @@ def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
         from cassettes.interop.report import report_data
 
         run = session.run
+        run.name = f"{item.nodeid} ({session.path.name})"  # the page's title
         try:
             page = render_html(report_data(run))
         except HtmlExtraMissing as exc:

@@ -149,11 +149,11 @@ def test_mcp_points_to_the_page_and_its_command_writes_it(demo_cassette: Path, t
     (root / "demo.jsonl").write_bytes(demo_cassette.read_bytes())
     server = build_server([str(root)])
     (before,) = _ok(_calls(server, [("web_report", {"run": "demo.jsonl"})]))
-    assert before["page"] is None
-    done = subprocess.run(shlex.split(before["command"]), capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert before["recorded"]["page"] is None
+    done = subprocess.run(shlex.split(before["recorded"]["command"]), capture_output=True, text=True, cwd=tmp_path, check=False)
     assert done.returncode == 0, done.stderr
     (after,) = _ok(_calls(server, [("web_report", {"run": "demo.jsonl"})]))
-    assert after["page"] == str(root / "demo.jsonl.html") and Path(after["page"]).is_file()
+    assert after["recorded"]["page"] == str(root / "demo.jsonl.html") and Path(after["recorded"]["page"]).is_file()
 
 
 def test_without_the_html_extra_the_command_says_how_to_install(demo_cassette: Path, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ def test_failed_test_names_a_web_page_of_its_run(pytester: pytest.Pytester) -> N
     assert m, out
     page = Path(m.group(1)).read_text()
     assert "Content-Security-Policy" in page and 'id="looptap-data"' in page
+    assert "<title>looptap · test_inner.py::test_loop (loop.jsonl)</title>" in page
     assert m.group(1).endswith("test_inner.py_test_loop.html")
 
 
