@@ -175,3 +175,23 @@ def test_start_up_imports_neither_jinja2_nor_the_report() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_export_html_never_writes_through_a_link_nor_over_its_run(demo_cassette: Path, tmp_path: Path) -> None:
+    import stat
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    link = tmp_path / "run.html"
+    link.symlink_to(victim)
+    for force in ([], ["--force"]):
+        done = _looptap("export", "--html", str(demo_cassette), "-o", str(link), *force)
+        assert done.returncode != 0 and "is a symbolic link" in done.stderr
+    assert victim.read_text() == "precious" and link.is_symlink()
+    before = demo_cassette.read_bytes()
+    done = _looptap("export", "--html", str(demo_cassette), "-o", str(demo_cassette), "--force")
+    assert done.returncode != 0 and "is the run it exports" in done.stderr
+    assert demo_cassette.read_bytes() == before
+    out = tmp_path / "new.html"
+    assert _looptap("export", "--html", str(demo_cassette), "-o", str(out)).returncode == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600  # like the cassette it shows
