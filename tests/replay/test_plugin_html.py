@@ -13,25 +13,28 @@ from tests.replay.test_plugin import NOPLUG, SDK_LOOP, _clean_env, _inner
 pytest_plugins = ["pytester"]
 __all__ = ["_clean_env"]  # the environment scrub of test_plugin, autouse here too
 
+CHANGED = '''
 
-def test_failed_test_names_a_web_page_of_its_run(pytester: pytest.Pytester) -> None:
+@pytest.mark.looptap("cassettes/loop.jsonl")
+def test_changed(looptap):
+    global RESULT
+    RESULT = "rainy, 9 C"  # the tool now returns something else: a replay miss at turn 1
+    try:
+        agent()
+    finally:
+        RESULT = "sunny, 21 C"
+'''
+
+
+def test_a_failed_test_names_a_web_page_of_its_run_a_passing_one_gets_none(pytester: pytest.Pytester) -> None:
     pytest.importorskip("openai")
     pytest.importorskip("jinja2")
-    _inner(pytester, SDK_LOOP.replace('RESULT = "sunny, 21 C"', 'RESULT = "rainy, 9 C"'))
+    _inner(pytester, SDK_LOOP + CHANGED)
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
-    m = re.search(r"looptap: the run as a web page: (\S+\.html)", out)
-    assert m, out
-    page = Path(m.group(1)).read_text()
+    pages = re.findall(r"looptap: the run as a web page: (\S+\.html)", out)
+    assert len(pages) == 1 and pages[0].endswith("test_inner.py_test_changed.html"), out
+    page = Path(pages[0]).read_text()
     assert "Content-Security-Policy" in page and 'id="looptap-data"' in page
-    assert "<title>looptap · test_inner.py::test_loop (loop.jsonl)</title>" in page
-    assert m.group(1).endswith("test_inner.py_test_loop.html")
-
-
-def test_passing_test_writes_no_page(pytester: pytest.Pytester) -> None:
-    pytest.importorskip("openai")
-    _inner(pytester)
-    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
-    result.assert_outcomes(passed=1)
-    assert "as a web page" not in result.stdout.str()
+    assert "<title>looptap · test_inner.py::test_changed (loop.jsonl)</title>" in page

@@ -24,6 +24,9 @@
     const raw = document.getElementById("looptap-data").textContent;
     const wrapped = JSON.parse(raw);
     if (!wrapped.gzip) return wrapped;
+    if (typeof DecompressionStream === "undefined") {
+      throw new Error("the data is compressed and this browser cannot inflate it (DecompressionStream: Chrome 80, Firefox 113, Safari 16.4 and later)");
+    }
     // Compressed data: base64 of gzip, inflated by the browser's own DecompressionStream.
     const bin = atob(wrapped.gzip);
     const bytes = new Uint8Array(bin.length);
