@@ -181,4 +181,9 @@ def test_script_from_a_recording_never_runs(browser: Any, tmp_path: Path, compre
     assert page.evaluate("document.querySelectorAll('body img, body svg, body iframe, body object').length") == 0
     shot(page, tmp_path / "hostile.png")
     clean_run(page)
+    # The policy is in force: a script put into the page later (as a break-out would) is refused.
+    ran = page.evaluate("(() => { const s = document.createElement('script'); s.textContent = 'window.__late = 1'; document.body.appendChild(s); return '__late' in window; })()")
+    assert ran is False  # an inline script runs as it is inserted: it would be set by now
+    page.wait_for_function("window.__csp.length > 0")  # the refusal is reported (it was refused)
+    assert page.evaluate("window.__csp")[0].startswith("script-src")
     page.close()
