@@ -135,7 +135,9 @@ def _import_one(src: Path, target: Target) -> str:
     llm = sum(n for f, n in fams.items() if f != "none")
     fam_text = ", ".join(f"{f} {n}" for f, n in sorted(fams.items()) if f != "none") or "none"
     flagged = f", {errors} with analysis errors" if errors else ""
-    return f"{src} → {dest}: {len(run.exchanges)} round trips, {llm} LLM ({fam_text}){flagged}{extra}"
+    from cassettes.hints import count
+
+    return f"{src} → {dest}: {count(len(run.exchanges), 'round trip')}, {llm} LLM ({fam_text}){flagged}{extra}"
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-__all__ = ["install_command", "looptap_checkout", "looptap_command"]
+__all__ = ["count", "install_command", "looptap_checkout", "looptap_command", "recorder_install_command"]
 
 
 def _same(a: str, b: str) -> bool:
@@ -83,3 +83,8 @@ def recorder_install_command() -> tuple[str, str]:
     else:
         install = f"{bin_}/uv pip install -q --python {bin_}/python 'looptap[proxy,inspector,mcp]'"
     return f"python3 -m venv {v} && {bin_}/pip install -q uv && {install}", f"{venv}/bin/python"
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 round trip``, ``2 round trips``, ``1,024 requests``: a number and its noun, agreed."""
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"

@@ -75,7 +75,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(f"export {k}={v}")
         sys.stdout.flush()
         n = len(server.matcher.recorded)
-        _err(f"replaying {args.file}: {n} round trips on {server.url}, pace {args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)")
+        from cassettes.hints import count
+
+        _err(f"replaying {args.file}: {count(n, 'round trip')} on {server.url}, pace {args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)")
         await stop.wait()
         await server.stop_async()
         return True
