@@ -231,7 +231,10 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def _summary(path: Path, before: int = 0) -> list[str]:
+    import shlex
+
     from cassettes.analysis import analyse
+    from cassettes.hints import looptap_command
     from cassettes.storage.store import read_cassette
     from cassettes.views.view import count
 
@@ -258,7 +261,7 @@ def _summary(path: Path, before: int = 0) -> list[str]:
         f"{count(len(exchanges), 'round trip')}{' appended' if before else ''} in {path}: {count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
         f"findings (warnings and errors) by layer: E {by_layer['E']}, A {by_layer['A']}, C {by_layer['C']}",
         f"tokens in {tin}, out {tout}; cost {cost}",
-        f"details: looptap show {path}",
+        f"details: {looptap_command()} show {shlex.quote(str(path))}",
     ]
     return lines
 
