@@ -136,8 +136,13 @@ def _bash(line: str, root: Path, env: dict[str, str]) -> subprocess.CompletedPro
     return progress.run(["bash", "-o", "pipefail", "-c", line], cwd=root, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
 
+def _ports(line: str) -> list[int]:
+    """The ports a server command listens on, as it names them (--port N, --http HOST:PORT, @PORT)."""
+    return [int(next(p for p in m if p)) for m in re.findall(r"--port (\d+)|--http \S*:(\d+)|@(\d+)\b", line)]
+
+
 def _port_open(line: str) -> bool:
-    for port in re.findall(r"(?:--port |:|@)(\d{4,5})\b", line):
+    for port in _ports(line):
         try:
             with socket.create_connection(("127.0.0.1", int(port)), timeout=0.2):
                 return True
@@ -146,12 +151,24 @@ def _port_open(line: str) -> bool:
     return False
 
 
+#: What a server prints once it is ready: looptap's "(Ctrl-C to stop)", the export lines, mitmproxy's "listening at".
+_READY = ("Ctrl-C", "export ", "listening at")
+#: What a server's output must not say: looptap's errors, a failed mitmproxy script.
+_FAILED = re.compile(r"\berror: |error in script|Traceback \(most recent call last\):\n(?!.*CancelledError)", re.S)
+
+
 def _serve(line: str, root: Path, env: dict[str, str], out: Path) -> tuple[bool, str]:
     """A server command: up (output, or its port accepts) then stopped with Ctrl-C; or done, status 0."""
     with out.open("w") as sink:
         proc = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=root, env=env, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        progress.until(lambda: proc.poll() is not None or out.stat().st_size > 0 or _port_open(line), pids=[proc.pid], what=line)
+        # up: it says it is ready (a first line can come before: "replacing …", "Loading script …"),
+        # or the port it names accepts (a server that logs nothing)
+        def up() -> bool:
+            said = out.read_text(errors="replace")
+            return any(m in said for m in _READY) or (bool(_ports(line)) and _port_open(line))
+
+        progress.until(lambda: proc.poll() is not None or up(), pids=[proc.pid], what=line)
         if proc.poll() is not None:
             return proc.returncode == 0, out.read_text()
         os.killpg(proc.pid, signal.SIGINT)
@@ -161,7 +178,7 @@ def _serve(line: str, root: Path, env: dict[str, str], out: Path) -> tuple[bool,
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     said = out.read_text()
-    return rc in (0, 130, -signal.SIGINT) and "error" not in said.lower().replace("stderr", ""), said
+    return rc in (0, 130, -signal.SIGINT) and not _FAILED.search(said), said
 
 
 def _install_ok(segment: str) -> tuple[bool, str]:
