@@ -128,6 +128,7 @@ def _env(home: Path, after_setup: bool, root: Path) -> dict[str, str]:
     if after_setup:  # the shell the README's first command leaves
         path.append(str(root / ".venv-proxy" / "bin"))
     env = {k: os.environ[k] for k in keep if k in os.environ}
+    (home / ".codex").mkdir(exist_ok=True)
     env.update(HOME=str(home), PATH=os.pathsep.join(path), GIT_CONFIG_NOSYSTEM="1", CODEX_HOME=str(home / ".codex"))
     return env
 
@@ -274,3 +275,51 @@ if __name__ == "__main__":  # pragma: no cover
             for line in b.lines:
                 print(f"{p.name}\t{b.kind}\t{line}")
     sys.exit(0)
+
+
+def _connects(command: str, args: list[str], env: dict[str, str]) -> list[str]:
+    """The tools of the MCP server a client's config starts (the official MCP client, on stdio)."""
+    import asyncio
+
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    async def go() -> list[str]:
+        async with Client(StdioServerParameters(command=command, args=args, env=env)) as c:
+            return [t.name for t in (await c.list_tools()).tools]
+
+    return asyncio.run(go())
+
+
+def test_codex_and_cursor_configs_start_the_server(clone: Path, tmp_path: Path) -> None:
+    """docs/mcp.md's Codex line (``codex mcp add``, as far as Codex goes offline: it writes
+    ``config.toml``; ``codex mcp list`` does not connect) and Cursor's ``.cursor/mcp.json``: the
+    command each config holds starts a server the MCP client lists looptap's tools from."""
+    import json
+    import tomllib
+
+    pytest.importorskip("mcp")
+    _stage(clone)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = _env(home, after_setup=True, root=clone)
+    looptap = shutil.which("looptap", path=env["PATH"])
+    assert looptap is not None
+    configs: list[tuple[str, str, list[str]]] = []
+    if shutil.which("codex", path=env["PATH"]) is not None:
+        r = _bash('codex mcp add looptap -- "$(command -v looptap)" mcp --root "$PWD/runs"', clone, env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        server = tomllib.loads((home / ".codex" / "config.toml").read_text())["mcp_servers"]["looptap"]
+        configs.append(("codex", server["command"], server["args"]))
+    page = (ROOT / "docs" / "mcp.md").read_text()
+    cursor = json.loads(next(ln for ln in page.splitlines() if ln.startswith('{"mcpServers"') and '"type"' not in ln))
+    (clone / ".cursor").mkdir(exist_ok=True)
+    server = cursor["mcpServers"]["looptap"]
+    server.update(command=looptap, args=[a if a != "/path/to/runs" else str(clone / "runs") for a in server["args"]])
+    (clone / ".cursor" / "mcp.json").write_text(json.dumps(cursor))
+    configs.append(("cursor", server["command"], server["args"]))
+    for name, command, args in configs:
+        assert Path(command).is_absolute(), (name, command)
+        tools = _connects(command, args, env)
+        assert "run_summary" in tools and "findings" in tools, (name, tools)
+        print(f"{name}: {command} {' '.join(args)} -> {len(tools)} tools")
