@@ -49,8 +49,6 @@ def cmd_show(args: argparse.Namespace) -> int:
         _err(f"warning: {path}: {p}")
     turns = run.analysis.turns
     keep = _show_filter(args, run.analysis)
-    if keep is False:
-        return EXIT_ERROR
     ran = {c.call_id: c for c in run.analysis.mcp_calls.values() if c.call_id}
 
     def views() -> Iterator[dict[str, Any]]:  # one round trip at a time: the run is never held
@@ -133,8 +131,8 @@ class _ShowFilter:
         return analysis.model_copy(update={"findings": findings, "conversations": convs})
 
 
-def _show_filter(args: argparse.Namespace, analysis: Any) -> _ShowFilter | bool | None:
-    """The filter ``show`` was asked for, ``None`` for none, ``False`` (said on stderr) when it
+def _show_filter(args: argparse.Namespace, analysis: Any) -> _ShowFilter | None:
+    """The filter ``show`` was asked for, ``None`` for none; a :class:`CassetteError` when it
     names a conversation the run does not have."""
     conversation, turn = getattr(args, "conversation", None), getattr(args, "turn", None)
     layer, severity = getattr(args, "layer", None), getattr(args, "severity", None)
@@ -145,8 +143,7 @@ def _show_filter(args: argparse.Namespace, analysis: Any) -> _ShowFilter | bool 
         from cassettes.untrusted import clean_line
 
         listed = ", ".join(ids[:20]) + (f", … ({len(ids)} in all)" if len(ids) > 20 else "")
-        _err(f"error: --conversation {clean_line(conversation)[:80]}: no such conversation in this run (it has {listed or 'none'})")
-        return False
+        raise CassetteError(f"--conversation {clean_line(conversation)[:80]}: no such conversation in this run (it has {listed or 'none'})")
     return _ShowFilter(conversation, turn, layer, severity)
 
 

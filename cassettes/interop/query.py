@@ -533,7 +533,10 @@ class Runs:
 
             return get
 
-        divs = diff_analysed(a.analysis, b.analysis, exchange(a), exchange(b))
+        from cassettes.replay.cli import different_apis
+
+        unrelated = different_apis(a, b)  # the CLI's rule: runs on different APIs, one divergence
+        divs = [unrelated] if unrelated is not None else diff_analysed(a.analysis, b.analysis, exchange(a), exchange(b))
         items = [
             {
                 "layer": d.layer,

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["cmd_diff", "cmd_replay", "register_diff", "register_replay"]
+__all__ = ["cmd_diff", "cmd_replay", "different_apis", "register_diff", "register_replay"]
 
 
 def _err(msg: str) -> None:
@@ -104,7 +104,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     run_a, run_b = open_run(args.a), open_run(args.b)  # each read once, as a stream
     problems_a, problems_b = run_a.problems, run_b.problems
-    unrelated = _different_apis(run_a, run_b)
+    unrelated = different_apis(run_a, run_b)
     if unrelated is not None:  # nothing to pair turn by turn: one line says so
         divs = [unrelated]
     else:
@@ -150,7 +150,7 @@ def _apis(run: Any) -> list[str]:
     return list(out)
 
 
-def _different_apis(a: Any, b: Any) -> Any:
+def different_apis(a: Any, b: Any) -> Any:
     """A single divergence when the two runs share no API (family and path): their turns are not
     two runs of one agent, and a turn-by-turn diff would only list every field of every request;
     ``None`` when they share one (or either has no LLM turn)."""

@@ -494,7 +494,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "call" and report.failed and session is not None and _CAUSE in item.stash and call.excinfo is not None and call.excinfo.errisinstance(ReplayMiss):
         text = failure_text(session, item.stash[_CAUSE], item.config.rootpath)
         if text is not None:
-            report.longrepr = _Explained(text, str(item.path), item.location[1] or 0)
+            report.longrepr = _Explained(text, str(item.path), item.location[1] or 0)  # type: ignore[assignment]  # pytest's longrepr protocol: toterminal, reprcrash
     return report
 
 

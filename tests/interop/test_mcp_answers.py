@@ -54,3 +54,15 @@ def test_the_diff_carries_both_values(root: Path) -> None:
     answer = orjson.loads(encode(Runs([root]).diff("demo.jsonl", "changed.jsonl"), 6000))
     (e,) = [d for d in answer["recorded"]["divergences"] if d["layer"] == "E"]
     assert any("B \"Something else entirely.\"" in c and " A " in f" {c}" for c in e["recorded_changes"]), e
+
+
+def test_a_diff_of_runs_on_different_apis_is_one_divergence(root: Path, tmp_path: Path) -> None:
+    from _corpus import CORPUS
+
+    from cassettes.cli import main
+
+    src = CORPUS / "pydantic-ai/tests/cassettes/test_settings/test_stop_settings[openai].yaml"
+    assert main(["import", "-q", str(src), "-o", str(root / "openai.jsonl")]) == 0
+    answer = orjson.loads(encode(Runs([root]).diff("demo.jsonl", "openai.jsonl"), 6000))
+    (only,) = answer["recorded"]["divergences"]
+    assert only["recorded_message"].startswith("the runs use different APIs (anthropic POST /v1/messages against openai_chat")
