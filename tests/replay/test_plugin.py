@@ -139,6 +139,10 @@ def test_recording_without_the_recorder_says_how_to_install(pytester: pytest.Pyt
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=once")
     result.assert_outcomes(errors=1)
     expect(result, "looptap: cannot record *test_x.jsonl (mode once): recording needs the looptap recorder (mitmproxy*LOOPTAP_PROXY_PYTHON")
+    # what installs looptap (by the checkout's absolute path), never -e '.[proxy]', which in the
+    # user's project would install the user's project
+    out = result.stdout.str()
+    assert "'.[proxy" not in out and f"-e '{REPO}[proxy" in out, out
 
 
 # ---------------------------------------------------------------------------------------------
