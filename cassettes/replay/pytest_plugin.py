@@ -488,13 +488,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A test failed by a replay miss is reported by :func:`failure_text`: what diverged, once,
-    and where the test made the request, without the SDK's frames."""
+    and where the test made the request, without the SDK's frames. A replayed test that failed
+    (by a miss or otherwise) gets a web page of its run; the failure says where."""
     report = yield
     session = item.stash.get(_SESSION, None)
     if call.when == "call" and report.failed and session is not None and _CAUSE in item.stash and call.excinfo is not None and call.excinfo.errisinstance(ReplayMiss):
         text = failure_text(session, item.stash[_CAUSE], item.config.rootpath)
         if text is not None:
             report.longrepr = _Explained(text, str(item.path), item.location[1] or 0)  # type: ignore[assignment]  # pytest's longrepr protocol: toterminal, reprcrash
+    if report.when == "call" and report.failed and session is not None and session.server is not None:
+        report.sections.append(("looptap", _write_html_report(item, session)))
     return report
 
 
@@ -645,12 +648,3 @@ def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
     except Exception as exc:  # a report is a help, never a second failure
         return f"looptap: could not write a web page of this run: {type(exc).__name__}: {exc}"
 
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    """A replayed test that failed gets a web page of its run; the failure says where."""
-    report = yield
-    session = item.stash.get(_SESSION, None)
-    if report.when == "call" and report.failed and session is not None and session.server is not None:
-        report.sections.append(("looptap", _write_html_report(item, session)))
-    return report
