@@ -439,6 +439,17 @@ class Matcher:
         self.misses.append(found)
         return found
 
+    def release(self, rec: Recorded) -> None:
+        """The attempt ``rec`` was matched to did not get the recorded answer (a fault failed it,
+        or it went live past a cursor): the next attempt at the same request gets it."""
+        if rec.plays > 0:
+            rec.plays -= 1
+
+    def resolve(self, miss: Miss) -> None:
+        """A miss answered after all (passed on to a live upstream): no longer one."""
+        if miss in self.misses:
+            self.misses.remove(miss)
+
     def _rebased(self, key: RequestKey) -> RequestKey:
         """The request at the recording's base path when the client was pointed at another base.
 
