@@ -309,10 +309,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         child_status = Path(status_dir) / "exit-status"
         viewer = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", "--child-status", str(child_status), str(config.output)]
         messages.emit(f"the command's output goes to {child_log}")
-    before = _prepare_output(target, _output(args.output)[1])
+    fork = None
+    if args.from_run is not None:
+        from cassettes.replay.fork import start_fork
+
+        try:
+            fork = start_fork(args, target)
+        except (CassetteIOError, ValueError, OSError) as exc:
+            messages.error(f"error: {exc}")
+            return 2
+    before = _prepare_output(target, fork is not None or _output(args.output)[1])
     try:
-        rc, addon = asyncio.run(run_child(config, argv, child_log=child_log, viewer=viewer, child_status=child_status))
-    except (BusyPort, RecorderError) as exc:
+        rc, addon = asyncio.run(_run_child(run_child, config, argv, child_log, viewer, child_status, fork))
+    except (BusyPort, RecorderError, CassetteIOError) as exc:
         messages.error(f"error: {exc}")
         return 2
     except FileNotFoundError as exc:
@@ -327,9 +336,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         messages.emit(line)
     from proxy.launcher import report_lost
 
+    if fork is not None:
+        for line in fork.report:
+            messages.emit(line)
+        if fork.status and not rc:
+            messages.error("the fork's prefix diverged: a request before the cursor matched no recorded turn (above); exit status 1")
+            rc = 1
     if report_lost(addon):
-        return rc or 3
-    return rc
+        return int(rc or 3)
+    return int(rc)
+
+
+async def _run_child(run_child: Any, config: Any, argv: list[str], child_log: Any, viewer: Any, child_status: Any, fork: Any) -> Any:
+    """``run_child``, with a fork's replay server in front of the recorder when ``--from`` is given."""
+    if fork is None:
+        return await run_child(config, argv, child_log=child_log, viewer=viewer, child_status=child_status)
+    try:
+        return await run_child(config, argv, child_log=child_log, viewer=viewer, child_status=child_status, child_env=fork.start)
+    finally:
+        fork.status = await fork.stop()
 
 
 
@@ -358,5 +383,11 @@ def register_run(sub: Any) -> None:
         "stdin is /dev/null); looptap exits when the command has finished and the inspector is closed (q). "
         "While the inspector is open, Ctrl-C goes to it, not to the command",
     )
+    p.add_argument(
+        "--from", dest="from_run", metavar="RUN@SELECTOR",
+        help="fork a recorded run: its prefix is served from RUN (nothing leaves the machine), from the selected turn "
+        "on (turn=2, seq=7, conversation=c2:turn=1) requests go live and are recorded into -o (docs/fork.md)",
+    )
+    p.add_argument("--model", help="with --from: the model of every request sent live (same API family)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=cmd_run)

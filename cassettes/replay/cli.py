@@ -21,41 +21,80 @@ def _err(msg: str) -> None:
     print(f"looptap: {msg}", file=sys.stderr)
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
-    import asyncio  # here, not at the top: `looptap --help` loads every command module
+class _Usage(Exception):
+    """A command-line value that cannot be used (exit 2, one line)."""
 
-    from cassettes.replay.server import ReplayServer, parse_pace
+
+def _fault_plan(args: argparse.Namespace) -> Any:
+    if not args.fault:
+        return None
+    from cassettes.replay.faults import FaultPlan, FaultSpecError, parse_fault
 
     try:
-        parse_pace(args.pace)
-    except ValueError as exc:
-        _err(f"error: {exc}")
-        return 2
-    plan = None
-    if args.fault:
-        from cassettes.replay.faults import FaultPlan, FaultSpecError, parse_fault
+        return FaultPlan([parse_fault(f) for f in args.fault], seed=args.fault_seed)
+    except FaultSpecError as exc:
+        raise _Usage(str(exc)) from None
 
-        try:
-            plan = FaultPlan([parse_fault(f) for f in args.fault], seed=args.fault_seed)
-        except FaultSpecError as exc:
-            _err(f"error: {exc}")
-            return 2
+
+def _timeouts(args: argparse.Namespace) -> list[float | None]:
     from cassettes.replay.server import IDLE_TIMEOUT, READ_TIMEOUT
 
     timeouts: list[float | None] = []
     for name, default in (("idle_timeout", IDLE_TIMEOUT), ("read_timeout", READ_TIMEOUT)):
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and value >= 0):
-            _err(f"error: --{name.replace('_', '-')} wants seconds (0: no limit), not {value!r}")
-            return 2
+            raise _Usage(f"--{name.replace('_', '-')} wants seconds (0: no limit), not {value!r}")
         timeouts.append(default if value is None else (value or None))
-    server = ReplayServer(
-        Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan, idle_timeout=timeouts[0], read_timeout=timeouts[1]
-    )
+    return timeouts
+
+
+def _cursor(args: argparse.Namespace) -> Any:
+    """``--cursor`` with its ``--live`` upstreams and ``--model`` (a fork's replay server)."""
+    if args.cursor is None:
+        if args.live or args.model:
+            raise _Usage("--live and --model go with --cursor (where the run goes live)")
+        return None
+    from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
+
+    bases: dict[str, str] = {}
+    for item in args.live:
+        name, sep, url = str(item).partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
+            raise _Usage(f"--live wants NAME=http(s)://host[:port], not {item[:80]!r}")
+        bases[name.strip().lower()] = url.strip().rstrip("/")
+    try:
+        return Cursor(parse_cursor(args.cursor), live_router(bases), model=args.model)
+    except CursorError as exc:
+        raise _Usage(str(exc)) from None
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from cassettes.replay.server import ReplayServer, parse_pace
+
+    try:
+        parse_pace(args.pace)
+        plan = _fault_plan(args)
+        idle, read = _timeouts(args)
+        cursor = _cursor(args)
+        server = ReplayServer(
+            Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan, idle_timeout=idle, read_timeout=read, cursor=cursor
+        )
+    except (_Usage, ValueError) as exc:
+        _err(f"error: {exc}")
+        return 2
     from cassettes.errors import problem_lines
 
     for p in problem_lines(server.problems):
         _err(f"warning: {args.file}: {p}")
+    if not _serve(server, args):
+        return 2
+    _report(server, plan, cursor)
+    return 1 if server.misses or server.internal_errors or (args.strict and server.unplayed()) else 0
+
+
+def _serve(server: Any, args: argparse.Namespace) -> bool:
+    """Serve until Ctrl-C / SIGTERM; ``False`` when the server could not listen."""
+    import asyncio  # here, not at the top: `looptap --help` loads every command module
 
     async def serve() -> bool:
         # Ctrl-C / SIGTERM handled from the start: a caller that stops the server as soon as it
@@ -80,10 +119,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         await server.stop_async()
         return True
 
-    if not asyncio.run(serve()):
-        return 2
+    return asyncio.run(serve())
+
+
+def _report(server: Any, plan: Any, cursor: Any) -> None:
     for line in server.report_lines():
         _err(line.removeprefix("looptap "))
+    if cursor is not None:
+        for line in cursor.report_lines():
+            _err(line)
     if plan is not None:
         _err(f"replay: {len(plan.fired)} faults injected" + "".join(f"\n  request {n} (recorded #{seq}): {text}" for n, seq, text in plan.fired[:50]))
         if plan.skipped:
@@ -92,22 +136,26 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for m in server.misses:
         for line in m.lines():
             print(line, file=sys.stderr)
-    return 1 if server.misses or server.internal_errors or (args.strict and server.unplayed()) else 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
     from cassettes.replay.rundiff import diff_files, divergence_lines
 
-    divs, problems_a, problems_b = diff_files(args.a, args.b)
+    notes: list[str] = []
+    divs, problems_a, problems_b = diff_files(args.a, args.b, notes)
     for path, problems in ((args.a, problems_a), (args.b, problems_b)):
         for p in problem_lines(problems):
             _err(f"warning: {path}: {p}")
     if args.json:
-        doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "divergences": [d.as_json() for d in divs]}
+        doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "notes": notes, "divergences": [d.as_json() for d in divs]}
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
         sys.stdout.flush()
     else:
+        from cassettes.untrusted import clean_line
+
+        for line in notes:
+            print(clean_line(line))
         for line in divergence_lines(divs, f"looptap diff {args.a} {args.b}"):
             print(line)
     return 1 if divs else 0
@@ -132,6 +180,9 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--fault-seed", type=int, default=0, help="seed of the p= selectors (the same seed, the same faults)")
     p.add_argument("--idle-timeout", type=float, metavar="SECONDS", help="close a connection idle this long between requests or WebSocket frames (default 120; 0: never)")
     p.add_argument("--read-timeout", type=float, metavar="SECONDS", help="a request head must arrive, and a body may pause, at most this long (default 30; 0: no limit)")
+    p.add_argument("--cursor", metavar="SELECTOR", help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1) requests go to --live upstreams (docs/fork.md)")
+    p.add_argument("--live", action="append", default=[], metavar="NAME=URL", help="with --cursor: where requests of that API go past the cursor (openai=http://127.0.0.1:8001; repeatable)")
+    p.add_argument("--model", help="with --cursor: the model of every request sent live")
     p.set_defaults(func=cmd_replay)
 
 

@@ -91,6 +91,8 @@ class Forward:
     miss: Miss | None = None
     rec: Recorded | None = None
     notes: list[str] = field(default_factory=list)
+    #: The target as sent on (``None``: the request's own).
+    target: str | None = None
 
 
 @dataclass
@@ -106,6 +108,8 @@ Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed
 class Router(Protocol):
     """A fork's cursor (:class:`cassettes.replay.cursor.Cursor`): the answer for a request past
     it (sent live), or ``None`` (replayed as any other)."""
+
+    def bind(self, matcher: Matcher) -> None: ...
 
     def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None: ...
 

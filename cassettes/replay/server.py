@@ -184,8 +184,10 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         self.matcher = Matcher(exchanges, strict=strict)
         #: Faults to inject (``--fault``); ``faults.fired`` lists what was injected.
         self.faults = faults
-        if (faults is not None and faults.needs_turns) or cursor is not None:
+        if faults is not None and faults.needs_turns:
             self.matcher.label()
+        if cursor is not None:
+            cursor.bind(self.matcher)  # placed in the recording's turns (refused if it selects none)
         #: Decides every answer (the senders below only speak it).
         self.planner = Planner(self.matcher, faults, fallback, cursor)
         #: Every request answered, as an exchange: the live request and what was sent back.
@@ -620,7 +622,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         try:
-            response = await upstream.send(req.method, req.target, req.headers, answer.body)
+            response = await upstream.send(req.method, answer.target or req.target, req.headers, answer.body)
         except UpstreamError as exc:
             if answer.miss is not None:
                 answer.miss.reason += f"; forwarding to {answer.base} failed: {exc}"

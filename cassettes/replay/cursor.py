@@ -1,0 +1,200 @@
+"""A fork's cursor in the replay server: up to it, requests are answered from the recording (fail
+closed, as replay always is); from it on, they go to a live upstream and are recorded there.
+
+A cursor is written as a fault's selector is (docs/faults.md): ``turn=2`` (every conversation, from
+its turn 2), ``conversation=c2:turn=1`` (conversation c2 only, from its turn 1; the others stay
+fully replayed), ``conversation=c2`` (all of c2), ``seq=7`` (the recorded round trip #7's
+conversation, from that round trip). Turns and conversations are the recording's (``looptap show``
+names them).
+
+Which requests go live: one the matcher placed at or past the cursor; and, once a conversation
+has gone live, a request that matches nothing whose closest recorded turn is in that conversation
+or past the cursor (the live model answered differently, so the agent's next requests differ from
+the recording: they are the continuation). A request that misses *before* the cursor is a
+divergence of the client and fails closed with the replay diff, as in replay.
+
+``--model`` rewrites the model of every request sent live (the top-level ``model`` field, or the
+``/models/NAME:`` part of the path); a request with neither is sent as it is and the report says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from cassettes import bounds
+from cassettes.errors import CassetteError
+from cassettes.replay.http1 import Request
+from cassettes.replay.matcher import Matcher, Miss, Recorded
+from cassettes.replay.plan import Answer, Forward, Missed
+
+__all__ = ["Cursor", "CursorError", "CursorSpec", "parse_cursor"]
+
+_INT = re.compile(r"[0-9]{1,9}")
+_CONV = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_MODEL_IN_PATH = re.compile(r"(/models/)([^/:]+)(:)")
+
+
+class CursorError(CassetteError, ValueError):
+    """A cursor that cannot be read, or that names nothing in the run."""
+
+
+@dataclass(frozen=True)
+class CursorSpec:
+    """Where a fork starts: ``turn`` (``None``: from the conversation's start), ``conversation``
+    (``None``: every conversation), ``seq`` (a recorded round trip: its conversation, from it)."""
+
+    text: str
+    turn: int | None = None
+    conversation: str | None = None
+    seq: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"text": self.text, "turn": self.turn, "conversation": self.conversation, "seq": self.seq}
+
+
+def parse_cursor(text: str) -> CursorSpec:
+    """Read ``turn=N``, ``seq=N``, ``conversation=ID``, ``conversation=ID:turn=N``."""
+    raw = text.strip()
+    turn = seq = None
+    conversation = None
+    for part in raw.split(":"):
+        name, eq, value = part.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not value:
+            raise CursorError(f"a cursor is turn=N, seq=N, conversation=ID or conversation=ID:turn=N, not {raw[:60]!r}")
+        if name in ("turn", "seq"):
+            if not _INT.fullmatch(value):
+                raise CursorError(f"cursor {raw[:60]!r}: {name}= wants a number in digits, not {value[:20]!r}")
+            if name == "turn":
+                turn = int(value)
+            else:
+                seq = int(value)
+        elif name == "conversation":
+            if not _CONV.fullmatch(value):
+                raise CursorError(f"cursor {raw[:60]!r}: conversation= wants an id such as c2, not {value[:20]!r}")
+            conversation = value
+        else:
+            raise CursorError(f"cursor {raw[:60]!r}: unknown selector {name[:20]!r} (turn=, seq=, conversation=)")
+    if seq is not None and (turn is not None or conversation is not None):
+        raise CursorError(f"cursor {raw[:60]!r}: seq= names a round trip on its own (no turn= or conversation= with it)")
+    return CursorSpec(raw, turn, conversation, seq)
+
+
+@dataclass
+class Cursor:
+    """Routes the requests of one replay at or past ``spec`` to ``live`` (method, target, body →
+    base URL of the live upstream for that API, or ``None``); see the module docstring."""
+
+    spec: CursorSpec
+    live: Callable[[str, str, bytes], str | None]
+    model: str | None = None
+    #: Conversations that went live (their requests past the cursor are the continuation).
+    forked: set[str | None] = field(default_factory=set)
+    #: Requests sent live, and what the report says about them (a model that could not be set …).
+    sent: int = 0
+    notes: list[str] = field(default_factory=list)
+    #: The first recorded round trip at the cursor, per conversation: conversation → seq.
+    starts: dict[str | None, int] = field(default_factory=dict)
+    _by_seq: dict[int, Recorded] = field(default_factory=dict)
+
+    def bind(self, matcher: Matcher) -> None:
+        """Place the cursor in ``matcher``'s recording (labelled by turn); raises
+        :class:`CursorError` when it selects no recorded round trip."""
+        matcher.label()
+        self._by_seq = {r.exchange.seq if r.exchange.seq is not None else r.index: r for r in matcher.recorded}
+        if self.spec.seq is not None and self.spec.seq not in self._by_seq:
+            raise CursorError(f"cursor {self.spec.text!r}: the run has no round trip seq {self.spec.seq} (0-{len(self._by_seq) - 1})")
+        for r in matcher.recorded:
+            if self.at(r):
+                seq = r.exchange.seq if r.exchange.seq is not None else r.index
+                self.starts.setdefault(r.conversation, seq)
+        if not self.starts:
+            convs = sorted({str(r.conversation) for r in matcher.recorded if r.conversation is not None})
+            raise CursorError(f"cursor {self.spec.text!r} selects no recorded turn (conversations: {', '.join(convs[:20]) or 'none'})")
+
+    def at(self, r: Recorded) -> bool:
+        """Whether the recorded round trip ``r`` is at or past the cursor."""
+        spec = self.spec
+        if spec.seq is not None:
+            start = self._by_seq.get(spec.seq)
+            if start is None:
+                return False
+            same = r.conversation == start.conversation if start.conversation is not None else True
+            return same and r.index >= start.index
+        if spec.conversation is not None and r.conversation != spec.conversation:
+            return False
+        if spec.turn is None:
+            return True
+        return r.turn is not None and r.turn >= spec.turn
+
+    def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None:
+        """The answer for a request past the cursor (sent live), or ``None`` (replayed)."""
+        if isinstance(found, Recorded):
+            if not self.at(found):
+                return None
+            rec, miss = found, None
+        else:
+            closest = found.closest
+            if closest is None or not (self.at(closest) or closest.conversation in self.forked):
+                return None  # before the cursor: the client diverged (fails closed)
+            rec, miss = closest, found
+        if websocket:
+            why = "a fork's cursor does not yet send WebSocket turns live (HTTP only); this turn is past the cursor"
+            return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
+        base = self.live(req.method, req.target, req.body)
+        if base is None:
+            why = "past the fork's cursor, but no live upstream serves this API (give one with --upstream NAME=URL)"
+            return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
+        self.forked.add(rec.conversation)
+        self.sent += 1
+        target, body, notes = self._rewritten(req)
+        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target)
+
+    def _rewritten(self, req: Request) -> tuple[str, bytes, list[str]]:
+        """The request as sent live: with the model asked for (``--model``), if it has one."""
+        if self.model is None:
+            return req.target, req.body, []
+        try:
+            doc = bounds.loads(req.body) if req.body else None
+        except (orjson.JSONDecodeError, ValueError):
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("model"), str):
+            was = doc["model"]
+            doc["model"] = self.model
+            return req.target, orjson.dumps(doc), [f"fork: model {was} → {self.model}"]
+        m = _MODEL_IN_PATH.search(req.target)
+        if m is not None:
+            return req.target[: m.start(2)] + self.model + req.target[m.end(2) :], req.body, [f"fork: model {m.group(2)} → {self.model}"]
+        note = f"fork: the model of {req.method} {req.target[:80]} could not be set to {self.model} (no model field in the body or path): sent as it was"
+        if note not in self.notes:
+            self.notes.append(note)
+        return req.target, req.body, [note]
+
+    def report_lines(self) -> list[str]:
+        starts = ", ".join(f"{c or '-'} from seq {s}" for c, s in sorted(self.starts.items(), key=lambda kv: kv[1]))
+        out = [f"fork at {self.spec.text}: {self.sent} requests sent live; went live: {', '.join(sorted(str(c) for c in self.forked)) or 'none'} (cursor: {starts})"]
+        out += [f"  {n}" for n in self.notes]
+        return out
+
+
+def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None]:
+    """Requests → the base URL serving their API: ``bases`` maps a listener name (``openai``,
+    ``anthropic`` … as ``--upstream`` names them) to a URL; an API family belongs to the name it
+    starts with (the providers' naming convention), so no provider is named here."""
+
+    def live(method: str, target: str, body: bytes) -> str | None:
+        from cassettes.replay.matcher import request_key
+
+        key = request_key(method, target, [], body)
+        fam = key.adapter.family if key.adapter is not None else None
+        for name, base in bases.items():
+            if fam is not None and fam.startswith(name):
+                return base
+        return None
+
+    return live

@@ -1,0 +1,174 @@
+"""The cursor (issue 31): a recorded run forked at a turn, its prefix served from the recording and
+its continuation live, with the real openai and anthropic SDKs (streamed and not, four agents at
+once) recorded against one scripted upstream and forked onto a second that answers differently.
+
+Requests are counted at the fakes: the prefix reaches no upstream. One recording per module; each
+fork is one ``looptap run --from``. Waits are by progress (tests.support.progress), never timed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
+from cassettes.replay.fork import origin_of
+from cassettes.replay.server import ReplayServer
+from tests.support import progress
+from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+
+AGENT = Path(__file__).with_name("fork_agent.py")
+LABELS = ("openai", "openai-stream", "anthropic", "anthropic-stream")
+
+
+def origin_route(req: ScriptedRequest) -> Reply:
+    """The recorded model: Paris, then Lyon, then the answer."""
+    n = len(req.tool_results())
+    if n == 0:
+        return Reply.tool("get_weather", {"city": "Paris"})
+    if n == 1:
+        return Reply.tool("get_weather", {"city": "Lyon"})
+    return Reply.say("Sunny in Paris and Lyon.")
+
+
+def new_model_route(req: ScriptedRequest) -> Reply:
+    """The model forked onto: another city at turn 1, another answer after."""
+    if len(req.tool_results()) == 1:
+        return Reply.tool("get_weather", {"city": "Nice"})
+    return Reply.say(f"NEW MODEL ({req.model}): warm everywhere.")
+
+
+def _env() -> dict[str, str]:
+    return clean_env(OPENAI_API_KEY="sk-test-fork", ANTHROPIC_API_KEY="sk-ant-test-fork")
+
+
+def _upstreams(url: str) -> list[str]:
+    return ["--upstream", f"openai={url}", "--upstream", f"anthropic={url}"]
+
+
+def _label_of(req_body: object) -> str:
+    text = orjson.dumps(req_body).decode()
+    return next(label for label in sorted(LABELS, key=len, reverse=True) if f"[{label}]" in text)
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ScriptedUpstream, Path]]:
+    """RUN.jsonl: the four agents recorded through ``looptap run`` against the origin fake."""
+    if RECORDER[0] == "None":
+        pytest.skip("no recorder environment")
+    tmp = tmp_path_factory.mktemp("fork")
+    confdir = tmp / "conf"
+    run = tmp / "run.jsonl"
+    with ScriptedUpstream(origin_route, validate=True) as fake:
+        proc = progress.run([*RECORDER, "run", "-o", str(run), "--confdir", str(confdir), *_upstreams(fake.url), "--", sys.executable, str(AGENT)],
+                            env=_env(), capture_output=True, text=True, cwd=tmp)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        assert len(fake.log) == 12, [x.line() for x in fake.log]  # 4 agents x 3 turns
+        yield run, fake, confdir
+
+
+def _fork(origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path, cursor: str, *extra: str) -> tuple[object, Path, ScriptedUpstream]:
+    run, _, confdir = origin
+    branch = tmp_path / "branch.jsonl"
+    with ScriptedUpstream(new_model_route, validate=True) as fake2:
+        argv = [*RECORDER, "run", "--from", f"{run}@{cursor}", *extra, "-o", str(branch), "--confdir", str(confdir), *_upstreams(fake2.url),
+                "--", sys.executable, str(AGENT)]
+        proc = progress.run(argv, env=_env(), capture_output=True, text=True, cwd=tmp_path)
+    return proc, branch, fake2
+
+
+@needs_recorder
+def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path) -> None:
+    run, fake1, _ = origin
+    before = len(fake1.log)
+    proc, branch, fake2 = _fork(origin, tmp_path, "turn=2", "--model", "new-model-1")
+    assert proc.returncode == 0, proc.stderr[-4000:]  # type: ignore[attr-defined]
+    assert len(fake1.log) == before  # the prefix (8 round trips) reached no upstream
+    assert len(fake2.log) == 4 and {_label_of(x.request.body) for x in fake2.log} == set(LABELS)
+    assert all(len(x.request.tool_results()) == 2 and x.request.model == "new-model-1" for x in fake2.log)
+    for label in LABELS:
+        assert f"{label}: NEW MODEL (new-model-1)" in proc.stdout  # type: ignore[attr-defined]
+    o = origin_of(branch)
+    assert o is not None and o["run"] == str(run) and o["cursor"]["turn"] == 2 and o["model"] == "new-model-1"
+    assert len(o["starts"]) == 4 and o["seq"] == min(o["starts"].values())
+    assert origin_of(run) is None  # a plain recording names no origin
+    # The branch records what went live: the continuation only, with the model asked for.
+    from cassettes.interop.run import open_run
+
+    recorded = list(open_run(branch, whole=True).exchanges)
+    assert len(recorded) == 4 and all(orjson.loads(ex.request_body)["model"] == "new-model-1" for ex in recorded)
+    diff = progress.run([*RECORDER, "diff", str(run), str(branch)], capture_output=True, text=True, env=_env())
+    assert diff.returncode == 1, diff.stdout + diff.stderr
+    assert "lined up from the cursor" in diff.stdout
+    assert diff.stdout.count("turn 2 (seq") >= 4 and "E: the model emitted something else" in diff.stdout, diff.stdout
+    first = next(ln for ln in diff.stdout.splitlines() if ln.strip().startswith("turn "))
+    assert first.strip().startswith("turn 2") and "C: the model requested changed" in first, diff.stdout  # the first difference: --model
+
+
+@needs_recorder
+def test_a_cursor_in_one_conversation_leaves_the_others_replayed(origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path) -> None:
+    run, fake1, _ = origin
+    from cassettes.interop.run import open_run
+
+    r = open_run(run, whole=True)
+    by_seq = {ex.seq: ex for ex in r.exchanges}
+    conv = next(c.id for c in r.analysis.conversations if _label_of(orjson.loads(by_seq[c.turns[0]].request_body)) == "anthropic-stream")
+    before = len(fake1.log)
+    proc, _, fake2 = _fork(origin, tmp_path, f"conversation={conv}:turn=1")
+    assert proc.returncode == 0, proc.stderr[-4000:]  # type: ignore[attr-defined]
+    assert len(fake1.log) == before
+    assert [_label_of(x.request.body) for x in fake2.log] == ["anthropic-stream", "anthropic-stream"]  # turn 1 (Nice), then the answer
+    assert "openai: Sunny in Paris and Lyon." in proc.stdout and "anthropic-stream: NEW MODEL" in proc.stdout  # type: ignore[attr-defined]
+    assert f"went live: {conv}" in proc.stderr  # type: ignore[attr-defined]
+
+
+# -- in-process: the cursor's routing, without the recorder --------------------------------------
+
+
+def _chat(messages: list[dict[str, object]], model: str = "gpt-4o") -> bytes:
+    from tests.replay.conftest import TOOLS
+
+    return orjson.dumps({"model": model, "messages": messages, "tools": TOOLS})
+
+
+def test_the_cursor_routes_past_it_live_and_fails_closed_before_it() -> None:
+    from openai import BadRequestError, OpenAI
+
+    from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, tool_loop
+
+    with ScriptedUpstream(new_model_route) as live:
+        cursor = Cursor(parse_cursor("turn=1"), live_router({"openai": live.url}), model="other-model")
+        with ReplayServer(tool_loop(), cursor=cursor) as srv:
+            client = OpenAI(base_url=srv.url + "/v1", api_key="sk-x", max_retries=0)
+            tools = orjson.loads(_chat([]))["tools"]
+            # before the cursor, a changed request is the client's divergence: failed closed, nothing sent live
+            with pytest.raises(BadRequestError, match=r"no recorded round trip"):
+                client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, {"role": "user", "content": "Weather in Rome?"}], tools=tools)  # type: ignore[list-item]
+            assert live.log == []
+            first = client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER], tools=tools)  # type: ignore[list-item]
+            assert first.choices[0].message.tool_calls and live.log == []  # turn 0: from the recording
+            second = client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT], tools=tools)  # type: ignore[list-item]
+            assert second.choices[0].message.tool_calls and second.choices[0].message.tool_calls[0].function.arguments == '{"city": "Nice"}'
+            assert len(live.log) == 1 and live.log[0].request.model == "other-model"
+            served = srv.served[-1]
+            assert orjson.loads(served.request_body)["model"] == "gpt-4o"  # the client's own request, as it sent it
+            assert any("model gpt-4o → other-model" in n for n in served.notes)
+        assert len(srv.misses) == 1 and "Weather in Rome" in str(srv.misses[0])
+        assert cursor.forked == {srv.matcher.recorded[1].conversation} and cursor.sent == 1
+
+
+def test_a_cursor_that_selects_nothing_is_refused() -> None:
+    from tests.replay.conftest import tool_loop
+
+    with pytest.raises(CursorError, match="selects no recorded turn"):
+        ReplayServer(tool_loop(), cursor=Cursor(parse_cursor("turn=7"), live_router({})))
+    with pytest.raises(CursorError, match="no round trip seq 9"):
+        ReplayServer(tool_loop(), cursor=Cursor(parse_cursor("seq=9"), live_router({})))
+    for bad in ("turn=x", "seq=1:turn=2", "tool=x", "turn"):
+        with pytest.raises(CursorError):
+            parse_cursor(bad)
