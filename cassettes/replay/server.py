@@ -134,6 +134,13 @@ def _events(body: bytes, ctype: str) -> list[bytes]:
     return out
 
 
+def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Fault | None) -> bool:
+    """Whether a recorded answer is replayed chunked (a stream, several pieces, a stream fault)."""
+    ctype = (ex.response_header("content-type") or "").lower()
+    cutting = fault is not None and fault.kind in ("stream_cut", "error_event", "stall")
+    return cutting or len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
+
+
 class ReplayServer(WebSocketReplay, BackgroundServer):
     """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
 
@@ -263,11 +270,10 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         dog = Watchdog(task)
         try:
             await self._serve(reader, writer, task, dog)
-        except asyncio.CancelledError:
-            if not dog.expired():
-                raise
-            self.write_timeouts += 1  # the only deadline left armed outside a read: a write
-            writer.transport.abort()
+        except asyncio.CancelledError:  # a stop (ends the connection quietly, as before), or a write that timed out
+            if dog.expired():
+                self.write_timeouts += 1  # the only deadline left armed outside a read: a write
+                writer.transport.abort()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ssl.SSLError):
             pass
         finally:
@@ -509,9 +515,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             return False
         headers = self._play_headers(rec, fault)
         chunks = self._play_chunks(req, rec, fault)
-        ctype = (ex.response_header("content-type") or "").lower()
-        cutting = fault is not None and fault.kind in ("stream_cut", "error_event", "stall")
-        chunked = cutting or len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
+        chunked = _chunked(ex, chunks, fault)
         headers.append(("transfer-encoding", "chunked") if chunked else ("content-length", str(sum(len(c) for _, c in chunks))))
         await until(ex.ttfb)
         sent: list[tuple[float | None, bytes]] = []

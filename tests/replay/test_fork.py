@@ -23,6 +23,7 @@ from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 AGENT = Path(__file__).with_name("fork_agent.py")
+pytest_plugins = ["pytester"]
 LABELS = ("openai", "openai-stream", "anthropic", "anthropic-stream")
 
 
@@ -172,3 +173,50 @@ def test_a_cursor_that_selects_nothing_is_refused() -> None:
     for bad in ("turn=x", "seq=1:turn=2", "tool=x", "turn"):
         with pytest.raises(CursorError):
             parse_cursor(bad)
+
+
+# -- from a pytest test: the marker's fork= ---------------------------------------------------------
+
+FORK_TEST = '''
+import os
+import pytest
+from openai import OpenAI
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+def agent():
+    client = OpenAI(max_retries=0)
+    msgs = [{"role": "system", "content": "Answer with the weather tool."}, {"role": "user", "content": "Weather in Paris?"}]
+    for _ in range(5):
+        m = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
+        if not m.tool_calls:
+            return m.content
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
+        msgs += [{"role": "tool", "tool_call_id": c.id, "content": "sunny, 21 C"} for c in m.tool_calls]
+
+@pytest.mark.looptap("cassettes/loop.jsonl", fork="turn=1", live={"openai": os.environ["FAKE_NEW_MODEL"]}, model="new-model-2")
+def test_forked(looptap):
+    answer = agent()
+    assert answer.startswith("NEW MODEL (new-model-2)")
+    run = looptap.run                      # the run as served: turn 0 replayed, turn 1 from the new model
+    run.assert_no_findings(layer="C")
+    assert len(run.turns) <= 3
+'''
+
+
+def test_a_pytest_test_forks_a_cassette_at_turn_1_onto_a_new_model(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("openai")
+    from tests.replay.conftest import tool_loop, write
+
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "HTTP_PROXY", "HTTPS_PROXY", "CI"):
+        monkeypatch.delenv(k, raising=False)
+    pytester.makepyfile(test_inner=FORK_TEST)
+    (pytester.path / "cassettes").mkdir()
+    write(pytester.path / "cassettes" / "loop.jsonl", tool_loop())
+    with ScriptedUpstream(new_model_route) as fake:
+        monkeypatch.setenv("FAKE_NEW_MODEL", fake.url)
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=none")
+    result.assert_outcomes(passed=1)
+    # turn 0 replayed; turn 1 live (the new model calls the tool again), then its answer
+    assert [x.request.model for x in fake.log] == ["new-model-2", "new-model-2"] and len(fake.log[0].request.tool_results()) == 1
