@@ -340,7 +340,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for line in fork.report:
             messages.emit(line)
         if fork.status and not rc:
-            messages.error("the fork's prefix diverged: a request before the cursor matched no recorded turn (above); exit status 1")
+            messages.error("the fork failed (above): a request before the cursor matched no recorded turn (the client diverged), or an edit never applied; exit status 1")
             rc = 1
     if report_lost(addon):
         return int(rc or 3)
@@ -389,5 +389,9 @@ def register_run(sub: Any) -> None:
         "on (turn=2, seq=7, conversation=c2:turn=1) requests go live and are recorded into -o (docs/fork.md)",
     )
     p.add_argument("--model", help="with --from: the model of every request sent live (same API family)")
+    p.add_argument(
+        "--edit", action="append", default=[], metavar="TARGET=@FILE",
+        help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=cmd_run)

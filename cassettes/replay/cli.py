@@ -51,10 +51,11 @@ def _timeouts(args: argparse.Namespace) -> list[float | None]:
 def _cursor(args: argparse.Namespace) -> Any:
     """``--cursor`` with its ``--live`` upstreams and ``--model`` (a fork's replay server)."""
     if args.cursor is None:
-        if args.live or args.model:
-            raise _Usage("--live and --model go with --cursor (where the run goes live)")
+        if args.live or args.model or args.edit:
+            raise _Usage("--live, --model and --edit go with --cursor (where the run goes live)")
         return None
     from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
+    from cassettes.replay.edits import EditError, parse_edit
 
     bases: dict[str, str] = {}
     for item in args.live:
@@ -63,9 +64,14 @@ def _cursor(args: argparse.Namespace) -> Any:
             raise _Usage(f"--live wants NAME=http(s)://host[:port], not {item[:80]!r}")
         bases[name.strip().lower()] = url.strip().rstrip("/")
     try:
-        return Cursor(parse_cursor(args.cursor), live_router(bases), model=args.model)
-    except CursorError as exc:
+        spec = parse_cursor(args.cursor)
+        edits = [parse_edit(e) for e in args.edit]
+    except (CursorError, EditError) as exc:
         raise _Usage(str(exc)) from None
+    for e in edits:
+        if e.selector is not None and e.selector != spec.text:
+            raise _Usage(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; its selector, if given, is the cursor's")
+    return Cursor(spec, live_router(bases), model=args.model, edits=edits)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -89,7 +95,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not _serve(server, args):
         return 2
     _report(server, plan, cursor)
-    return 1 if server.misses or server.internal_errors or (args.strict and server.unplayed()) else 0
+    return 1 if server.misses or server.internal_errors or (args.strict and server.unplayed()) or (cursor is not None and cursor.unapplied()) else 0
 
 
 def _serve(server: Any, args: argparse.Namespace) -> bool:
@@ -183,6 +189,7 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--cursor", metavar="SELECTOR", help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1) requests go to --live upstreams (docs/fork.md)")
     p.add_argument("--live", action="append", default=[], metavar="NAME=URL", help="with --cursor: where requests of that API go past the cursor (openai=http://127.0.0.1:8001; repeatable)")
     p.add_argument("--model", help="with --cursor: the model of every request sent live")
+    p.add_argument("--edit", action="append", default=[], metavar="TARGET=@FILE", help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)")
     p.set_defaults(func=cmd_replay)
 
 

@@ -28,6 +28,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.errors import CassetteError
+from cassettes.replay.edits import Edit, apply_edits
 from cassettes.replay.http1 import Request
 from cassettes.replay.matcher import Matcher, Miss, Recorded
 from cassettes.replay.plan import Answer, Forward, Missed
@@ -93,6 +94,8 @@ class Cursor:
     spec: CursorSpec
     live: Callable[[str, str, bytes], str | None]
     model: str | None = None
+    #: What-if edits made in every request sent live (:mod:`cassettes.replay.edits`).
+    edits: list[Edit] = field(default_factory=list)
     #: Conversations that went live (their requests past the cursor are the continuation).
     forked: set[str | None] = field(default_factory=set)
     #: Requests sent live, and what the report says about them (a model that could not be set …).
@@ -153,7 +156,13 @@ class Cursor:
         self.forked.add(rec.conversation)
         self.sent += 1
         target, body, notes = self._rewritten(req)
-        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target)
+        headers = None
+        if self.edits:
+            body, done = apply_edits(req.method, req.target, body, self.edits)
+            if done:
+                notes.append(f"fork: edited {', '.join(done)}")
+                headers = [*req.headers, ("x-looptap-edited", ", ".join(done))]
+        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target, headers=headers)
 
     def _rewritten(self, req: Request) -> tuple[str, bytes, list[str]]:
         """The request as sent live: with the model asked for (``--model``), if it has one."""
@@ -175,10 +184,16 @@ class Cursor:
             self.notes.append(note)
         return req.target, req.body, [note]
 
+    def unapplied(self) -> list[Edit]:
+        """Edits whose target no request sent live carried (an error: the fork exits 1)."""
+        return [e for e in self.edits if not e.applied]
+
     def report_lines(self) -> list[str]:
         starts = ", ".join(f"{c or '-'} from seq {s}" for c, s in sorted(self.starts.items(), key=lambda kv: kv[1]))
         out = [f"fork at {self.spec.text}: {self.sent} requests sent live; went live: {', '.join(sorted(str(c) for c in self.forked)) or 'none'} (cursor: {starts})"]
         out += [f"  {n}" for n in self.notes]
+        out += [f"  edit {e.label}: made in {e.applied} requests sent live" for e in self.edits if e.applied]
+        out += [f"  error: edit {e.label} never applied: no request sent live carries it (check the call id / index, and that the cursor is at or before the turn that first sends it)" for e in self.unapplied()]
         return out
 
 

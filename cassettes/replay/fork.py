@@ -50,8 +50,9 @@ def parse_from(text: str) -> ForkSource:
     return ForkSource(path, parse_cursor(sel))
 
 
-def origin_meta(source: ForkSource, model: str | None, starts: dict[str | None, int] | None = None) -> dict[str, Any]:
+def origin_meta(source: ForkSource, model: str | None, starts: dict[str | None, int] | None = None, edits: list[str] | None = None) -> dict[str, Any]:
     return {
+        "edits": list(edits or []),
         "run": str(source.run),
         "cursor": source.cursor.as_json(),
         "seq": min(starts.values()) if starts else source.cursor.seq,
@@ -60,7 +61,7 @@ def origin_meta(source: ForkSource, model: str | None, starts: dict[str | None, 
     }
 
 
-def write_branch_header(path: Path, source: ForkSource, model: str | None) -> None:
+def write_branch_header(path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None) -> None:
     """Start the branch cassette: its header names the origin (the recorder appends after it)."""
     from cassettes.interop.run import open_run
     from cassettes.replay.cursor import Cursor
@@ -69,7 +70,7 @@ def write_branch_header(path: Path, source: ForkSource, model: str | None) -> No
 
     cursor = Cursor(source.cursor, lambda *_: None)
     cursor.bind(Matcher(list(open_run(source.run, whole=True).exchanges)))
-    CassetteFile(path, meta={"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts)}).close()
+    CassetteFile(path, meta={"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts, edits)}).close()
 
 
 def origin_of(path: str | Path) -> dict[str, Any] | None:
@@ -112,6 +113,8 @@ class ForkReplay:
 
     source: ForkSource
     model: str | None = None
+    #: ``--edit`` specs, passed on as given (checked by :func:`start_fork`).
+    edits: list[str] = field(default_factory=list)
     python: str = sys.executable
     proc: asyncio.subprocess.Process | None = None
     url: str | None = None
@@ -126,6 +129,8 @@ class ForkReplay:
             argv += ["--live", f"{name}={base}"]
         if self.model is not None:
             argv += ["--model", self.model]
+        for e in self.edits:
+            argv += ["--edit", e]
         return argv
 
     async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:
@@ -189,5 +194,11 @@ def start_fork(args: Any, target: Any) -> ForkReplay:
         from cassettes.storage.paths import remove_if_same
 
         remove_if_same(path, target.replaces)
-    write_branch_header(path, source, args.model)
-    return ForkReplay(source, model=args.model)
+    from cassettes.replay.edits import parse_edit
+
+    edits = [parse_edit(e) for e in args.edit]  # refused here, before anything starts
+    for e in edits:
+        if e.selector is not None and e.selector != source.cursor.text:
+            raise CassetteError(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({source.cursor.text}) on; its selector, if given, is the cursor's")
+    write_branch_header(path, source, args.model, [e.label for e in edits])
+    return ForkReplay(source, model=args.model, edits=list(args.edit))

@@ -91,8 +91,9 @@ class Forward:
     miss: Miss | None = None
     rec: Recorded | None = None
     notes: list[str] = field(default_factory=list)
-    #: The target as sent on (``None``: the request's own).
+    #: The target and headers as sent on (``None``: the request's own).
     target: str | None = None
+    headers: list[tuple[str, str]] | None = None
 
 
 @dataclass

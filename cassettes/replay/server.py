@@ -626,7 +626,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         try:
-            response = await upstream.send(req.method, answer.target or req.target, req.headers, answer.body)
+            response = await upstream.send(req.method, answer.target or req.target, answer.headers if answer.headers is not None else req.headers, answer.body)
         except UpstreamError as exc:
             if answer.miss is not None:
                 answer.miss.reason += f"; forwarding to {answer.base} failed: {exc}"

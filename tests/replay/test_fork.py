@@ -220,3 +220,55 @@ def test_a_pytest_test_forks_a_cassette_at_turn_1_onto_a_new_model(pytester: pyt
     result.assert_outcomes(passed=1)
     # turn 0 replayed; turn 1 live (the new model calls the tool again), then its answer
     assert [x.request.model for x in fake.log] == ["new-model-2", "new-model-2"] and len(fake.log[0].request.tool_results()) == 1
+
+
+# -- what-if edits ----------------------------------------------------------------------------------
+
+
+def test_an_edit_reaches_every_request_sent_live_and_not_the_clients_log(tmp_path: Path) -> None:
+    from openai import OpenAI
+
+    from cassettes.replay.edits import parse_edit
+    from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, tool_loop
+
+    (tmp_path / "result.txt").write_text("STORM WARNING in Paris")
+    with ScriptedUpstream(new_model_route) as live:
+        edits = [parse_edit("turn=1:tool_result[call_A1]=@result.txt", base=tmp_path), parse_edit("system=Answer briefly.")]
+        cursor = Cursor(parse_cursor("turn=1"), live_router({"openai": live.url}), edits=edits)
+        with ReplayServer(tool_loop(), cursor=cursor) as srv:
+            client = OpenAI(base_url=srv.url + "/v1", api_key="sk-x", max_retries=0)
+            tools = orjson.loads(_chat([]))["tools"]
+            client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER], tools=tools)  # type: ignore[list-item]
+            r = client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT], tools=tools)  # type: ignore[list-item]
+            call2 = r.choices[0].message.tool_calls[0]  # type: ignore[index]
+            follow = [{"role": "assistant", "content": None, "tool_calls": [{"id": call2.id, "type": "function", "function": {"name": "get_weather", "arguments": call2.function.arguments}}]},  # type: ignore[union-attr]
+                      {"role": "tool", "tool_call_id": call2.id, "content": "sunny in Nice"}]
+            client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT, *follow], tools=tools)  # type: ignore[list-item]
+        assert len(live.log) == 2
+        for x in live.log:  # the upstream saw the edit in every request past the cursor
+            assert x.request.tool_results()[0] == "STORM WARNING in Paris" and x.request.system == "Answer briefly."
+            assert x.request.headers["x-looptap-edited"] == "tool_result[call_A1], system"
+        assert live.log[1].request.tool_results()[1] == "sunny in Nice"  # the rest untouched
+        for ex in srv.served[1:]:  # the client's own requests, as it sent them
+            assert b"STORM" not in ex.request_body and any("edited tool_result[call_A1]" in n for n in ex.notes)
+    assert cursor.unapplied() == [] and [e.applied for e in edits] == [2, 2]
+
+
+def test_an_edit_that_never_applies_is_an_error(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    from cassettes.replay.edits import EditError, parse_edit
+    from tests.replay.conftest import tool_loop, write
+
+    run = write(tmp_path / "run.jsonl", tool_loop())
+    argv = [sys.executable, "-m", "cassettes.cli", "replay", str(run), "--cursor", "turn=1", "--live", "openai=http://127.0.0.1:9", "--edit", "tool_result[call_NOPE]=x"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    assert proc.stdout is not None
+    next(iter(progress.lines(proc, proc.stdout, what="the export lines")))
+    proc.send_signal(signal.SIGINT)
+    _, err = progress.communicate(proc)
+    assert proc.returncode == 1 and "edit tool_result[call_NOPE] never applied" in err, err
+    for bad in ("tool_result=x", "nothing[1]=x", "user[a]=x", "system"):
+        with pytest.raises(EditError):
+            parse_edit(bad)
