@@ -157,6 +157,13 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))]
 
 
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) the process has used: unlike wall-clock rates, not inflated by
+    other people's load on the shared machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(tree: Path, cas: Path, n_json: int, offsets: list[list[float]], seq_streams: int, conc_streams: int) -> dict[str, object]:
     """One server (``looptap replay`` from the checkout ``tree``) measured: load time, requests/s
     over 1 and 8 connections, chunk timing errors."""
@@ -170,8 +177,10 @@ def measure(tree: Path, cas: Path, n_json: int, offsets: list[list[float]], seq_
         port = int(line.strip().rsplit(":", 1)[1].split("/")[0])
         bodies = [request_body(i) for i in range(n_json)]
         half = n_json // 2
+        c0 = cpu_of(proc.pid)
         rps1 = asyncio.run(throughput(port, bodies[:half], 1))
         rps8 = asyncio.run(throughput(port, bodies[half:], 8))
+        cpu_us = (cpu_of(proc.pid) - c0) / n_json * 1e6
         s = [(request_body(100_000 + i, stream=True), offsets[i]) for i in range(seq_streams + conc_streams)]
         seq_err: list[float] = []
         for body, rec in s[:seq_streams]:
@@ -181,7 +190,7 @@ def measure(tree: Path, cas: Path, n_json: int, offsets: list[list[float]], seq_
         proc.send_signal(2)
         _, err = proc.communicate(timeout=30)
     played = next((ln for ln in err.splitlines() if "played" in ln), "")
-    return {"load": load_s, "rps1": rps1, "rps8": rps8, "seq": seq_err, "conc": conc_err, "played": played.strip(), "half": half}
+    return {"load": load_s, "cpu_us": cpu_us, "rps1": rps1, "rps8": rps8, "seq": seq_err, "conc": conc_err, "played": played.strip(), "half": half}
 
 
 def main() -> int:
@@ -203,7 +212,8 @@ def main() -> int:
         for _ in range(2 if args.against else 1):
             for name, tree in trees:
                 runs[name].append(measure(tree, cas, n_json, offsets, seq_streams, conc_streams))
-    best = {name: max(rs, key=lambda r: float(r["rps1"])) | {"rps8": max(float(r["rps8"]) for r in rs)} for name, rs in runs.items()}
+    best = {name: max(rs, key=lambda r: float(r["rps1"])) | {"rps8": max(float(r["rps8"]) for r in rs), "cpu_us": min(float(r["cpu_us"]) for r in rs)}
+            for name, rs in runs.items()}
     this = best["this"]
     half = int(this["half"])  # type: ignore[call-overload]
     print(f"replay benchmark ({'quick' if args.quick else 'full'}): cassette of {n_json} JSON + {seq_streams + conc_streams} streamed round trips "
@@ -219,6 +229,7 @@ def main() -> int:
         ratio = f" | {vals[0] / vals[1]:.2f}×" if args.against and vals[1] else ""
         print(f"| {label} | " + " | ".join(f"{v:,.0f}" for v in vals) + ratio + " |")
 
+    row(f"server CPU per non-streamed request, µs (all {n_json}; lower is better)", "cpu_us")
     row(f"non-streamed requests/s, 1 keep-alive connection ({half} requests)", "rps1")
     row(f"non-streamed requests/s, 8 keep-alive connections ({n_json - half} requests)", "rps8")
     for label, key in ((f"1 stream at a time ({seq_streams} streams × {chunks} chunks)", "seq"), (f"{conc_streams} streams at once ({conc_streams} × {chunks} chunks)", "conc")):

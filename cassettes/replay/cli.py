@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["cmd_diff", "cmd_replay", "register_diff", "register_replay"]
+__all__ = ["cmd_compare", "cmd_diff", "cmd_replay", "register_compare", "register_diff", "register_replay"]
 
 
 def _err(msg: str) -> None:
@@ -199,3 +199,73 @@ def register_diff(sub: Any) -> None:
     p.add_argument("b", help="the second run (the same formats)")
     p.add_argument("--json", action="store_true", help="the divergences as JSON")
     p.set_defaults(func=cmd_diff)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from decimal import Decimal, InvalidOperation
+
+    from cassettes.interop.run import open_run
+    from cassettes.providers import REVERSE_UPSTREAMS
+    from cassettes.replay.compare import BudgetError, check_budget, compare_run, plan_requests
+    from cassettes.replay.cursor import live_router
+
+    if args.samples < 1:
+        _err("error: --samples wants a count from 1")
+        return 2
+    try:
+        max_cost = Decimal(args.max_cost) if args.max_cost is not None else None
+    except InvalidOperation:
+        _err(f"error: --max-cost wants dollars (0.50), not {args.max_cost[:40]!r}")
+        return 2
+    bases = {name: up for name, (up, _v, _s) in REVERSE_UPSTREAMS.items()}
+    for item in args.upstream:
+        name, sep, url = str(item).partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
+            _err(f"error: --upstream wants NAME=http(s)://host[:port], not {item[:80]!r}")
+            return 2
+        bases[name.strip().lower()] = url.strip().rstrip("/")
+    headers = []
+    for h in args.header:
+        k, sep, v = str(h).partition(":")
+        if not sep or not k.strip():
+            _err("error: --header wants 'NAME: VALUE'")
+            return 2
+        headers.append((k.strip(), v.strip()))
+    run = open_run(args.file, whole=True)
+    planned = plan_requests(run)
+    try:
+        for line in check_budget(planned, args.samples, args.max_requests, max_cost):
+            _err(line)
+    except BudgetError as exc:
+        _err(f"error: {exc}")
+        return 2
+    if args.dry_run:
+        from cassettes.untrusted import clean_line
+
+        for p in planned:
+            print(clean_line(f"would send {args.samples}×: seq {p.seq} (conversation {p.conversation}, turn {p.turn}) {p.ex.method} {p.ex.url}"
+                             + (f" with model {args.model}" if args.model else "")))
+        return 0
+    result = compare_run(run, planned, live_router(bases), args.model, args.samples, headers)
+    result.run = str(args.file)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(result.as_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        sys.stdout.flush()
+    else:
+        for line in result.lines():
+            print(line)
+    return 0
+
+
+def register_compare(sub: Any) -> None:
+    p = sub.add_parser("compare", help="send a run's recorded requests to a candidate model (teacher-forced, K samples) and compare by layer")
+    p.add_argument("file", help="the recorded run")
+    p.add_argument("--model", help="the candidate model (default: the recorded one)")
+    p.add_argument("--upstream", action="append", default=[], metavar="NAME=URL", help="where requests of that API go (default: the real API)")
+    p.add_argument("--samples", type=int, default=1, metavar="K", help="answers per recorded turn (agreement rates with K > 1)")
+    p.add_argument("--max-requests", type=int, metavar="N", help="refuse (before sending) when more requests would be sent")
+    p.add_argument("--max-cost", metavar="USD", help="refuse (before sending) when the estimated cost is higher")
+    p.add_argument("--dry-run", action="store_true", help="list what would be sent; send nothing")
+    p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header to send (credentials: a cassette holds none)")
+    p.add_argument("--json", action="store_true", help="the comparison as JSON")
+    p.set_defaults(func=cmd_compare)

@@ -33,7 +33,7 @@ from cassettes.replay.http1 import Request
 from cassettes.replay.matcher import Matcher, Miss, Recorded
 from cassettes.replay.plan import Answer, Forward, Missed
 
-__all__ = ["Cursor", "CursorError", "CursorSpec", "parse_cursor"]
+__all__ = ["Cursor", "CursorError", "CursorSpec", "live_router", "parse_cursor", "with_model"]
 
 _INT = re.compile(r"[0-9]{1,9}")
 _CONV = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -166,23 +166,10 @@ class Cursor:
 
     def _rewritten(self, req: Request) -> tuple[str, bytes, list[str]]:
         """The request as sent live: with the model asked for (``--model``), if it has one."""
-        if self.model is None:
-            return req.target, req.body, []
-        try:
-            doc = bounds.loads(req.body) if req.body else None
-        except (orjson.JSONDecodeError, ValueError):
-            doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("model"), str):
-            was = doc["model"]
-            doc["model"] = self.model
-            return req.target, orjson.dumps(doc), [f"fork: model {was} → {self.model}"]
-        m = _MODEL_IN_PATH.search(req.target)
-        if m is not None:
-            return req.target[: m.start(2)] + self.model + req.target[m.end(2) :], req.body, [f"fork: model {m.group(2)} → {self.model}"]
-        note = f"fork: the model of {req.method} {req.target[:80]} could not be set to {self.model} (no model field in the body or path): sent as it was"
-        if note not in self.notes:
+        target, body, note = with_model(req.method, req.target, req.body, self.model)
+        if note is not None and note.startswith("could not") and note not in self.notes:
             self.notes.append(note)
-        return req.target, req.body, [note]
+        return target, body, [f"fork: {note}"] if note is not None else []
 
     def unapplied(self) -> list[Edit]:
         """Edits whose target no request sent live carried (an error: the fork exits 1)."""
@@ -213,3 +200,22 @@ def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None
         return None
 
     return live
+
+
+def with_model(method: str, target: str, body: bytes, model: str | None) -> tuple[str, bytes, str | None]:
+    """(target, body) with the model set to ``model`` (the body's top-level ``model``, or the
+    ``/models/NAME:`` part of the path), and a note saying what changed or that it could not."""
+    if model is None:
+        return target, body, None
+    try:
+        doc = bounds.loads(body) if body else None
+    except (orjson.JSONDecodeError, ValueError):
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("model"), str):
+        was = doc["model"]
+        doc["model"] = model
+        return target, orjson.dumps(doc), f"model {was} → {model}"
+    m = _MODEL_IN_PATH.search(target)
+    if m is not None:
+        return target[: m.start(2)] + model + target[m.end(2) :], body, f"model {m.group(2)} → {model}"
+    return target, body, f"could not set the model of {method} {target[:80]} to {model} (no model field in the body or path): sent as it was"
