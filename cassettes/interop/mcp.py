@@ -140,7 +140,17 @@ def build_server(roots: list[str]) -> Any:
         a recording in progress by calling again with the last_seq of the previous answer."""
         return runs.tail(run, after_seq, limit, max_bytes)
 
-    del list_runs, run_summary, findings, turn, search, growth, diff, tail
+    @tool
+    def fork_diff(branch: str, run: str | None = None, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+        """Where a branch (made by `looptap run --from RUN@SELECTOR`: a run forked at a turn onto a live
+        or other model, or with an edited tool result) differs from the run it was forked from, lined up
+        from the cursor: by layer and turn, with the cursor, model and edits of the fork. Read-only: it
+        never starts a run or sends a request. `run` defaults to the origin the branch names."""
+        from cassettes.interop.forkquery import fork_diff as answer_fork
+
+        return answer_fork(runs, branch, run, layer, limit, max_bytes)
+
+    del list_runs, run_summary, findings, turn, search, growth, diff, tail, fork_diff
     return server
 
 

@@ -109,6 +109,13 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(o
     assert diff.stdout.count("turn 2 (seq") >= 4 and "E: the model emitted something else" in diff.stdout, diff.stdout
     first = next(ln for ln in diff.stdout.splitlines() if ln.strip().startswith("turn "))
     assert first.strip().startswith("turn 2") and "C: the model requested changed" in first, diff.stdout  # the first difference: --model
+    # looptap mcp's read-only fork_diff says the same (the origin found from the branch's header)
+    from cassettes.interop.forkquery import fork_diff
+    from cassettes.interop.query import Runs
+
+    answer = fork_diff(Runs([str(run.parent), str(tmp_path)]), str(branch))
+    assert answer["cursor"] == "turn=2" and answer["model"] == "new-model-1" and answer["divergences"] == 8
+    assert {(d["turn"], d["layer"]) for d in answer["recorded"]["divergences"]} == {(2, "C"), (2, "E")}
 
 
 @needs_recorder
