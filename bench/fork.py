@@ -128,7 +128,7 @@ def main() -> int:
         for i in range(n):
             conversation(client, i, times)
         rows["plain recording (recorder → fake)"] = (times[0] + times[1], (cpu([rec.pid]) - c0) / (2 * n))
-        rec.flush()
+        rec.stop()  # stores every round trip: the cassette the fork replays
 
         proc, url = replay_server(run)
         client = Client(url)

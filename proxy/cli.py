@@ -262,6 +262,43 @@ def _summary(path: Path, before: int = 0) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    repeat = getattr(args, "repeat", 1)
+    if repeat < 1 or (repeat > 1 and args.from_run is None):
+        messages.error("error: --repeat K (K from 1) goes with --from: the agent run K times from the cursor")
+        return 2
+    if repeat == 1:
+        return _run_once(args)
+    return _run_repeated(args, repeat)
+
+
+def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
+    """``--repeat K``: K forks into OUTPUT.1 … OUTPUT.K, then how they agree turn by turn."""
+    import copy
+
+    out, _ = _output(args.output)
+    branches: list[str] = []
+    rc = 0
+    for i in range(1, repeat + 1):
+        one = copy.copy(args)
+        one.output = str(out.with_name(f"{out.stem}.{i}{out.suffix}"))
+        messages.emit(f"--repeat: run {i} of {repeat} into {one.output}")
+        rc = rc or _run_once(one)
+        branches.append(one.output)
+    from cassettes.errors import CassetteError
+    from cassettes.replay.fork import parse_from
+    from cassettes.replay.repeat import agreement, agreement_lines
+
+    try:
+        rows = agreement(parse_from(args.from_run).run, [b for b in branches if Path(b).exists()])
+    except CassetteError as exc:
+        messages.error(f"error: the branches could not be compared: {exc}")
+        return rc or 1
+    for line in agreement_lines(rows, repeat):
+        messages.emit(line)
+    return rc
+
+
+def _run_once(args: argparse.Namespace) -> int:
     import asyncio  # here, not at the top: `looptap --help` loads every command module
 
     messages.to_stderr()
@@ -389,6 +426,7 @@ def register_run(sub: Any) -> None:
         "on (turn=2, seq=7, conversation=c2:turn=1) requests go live and are recorded into -o (docs/fork.md)",
     )
     p.add_argument("--model", help="with --from: the model of every request sent live (same API family)")
+    p.add_argument("--repeat", type=int, default=1, metavar="K", help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) and say per turn how the branches agree")
     p.add_argument(
         "--edit", action="append", default=[], metavar="TARGET=@FILE",
         help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)",

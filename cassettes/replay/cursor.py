@@ -176,8 +176,11 @@ class Cursor:
         return [e for e in self.edits if not e.applied]
 
     def report_lines(self) -> list[str]:
-        starts = ", ".join(f"{c or '-'} from seq {s}" for c, s in sorted(self.starts.items(), key=lambda kv: kv[1]))
-        out = [f"fork at {self.spec.text}: {self.sent} requests sent live; went live: {', '.join(sorted(str(c) for c in self.forked)) or 'none'} (cursor: {starts})"]
+        starts = sorted(self.starts.items(), key=lambda kv: kv[1])
+        where = ", ".join(f"{c or '-'} from seq {s}" for c, s in starts[:10]) + (f", … {len(starts) - 10} more" if len(starts) > 10 else "")
+        live = sorted(str(c) for c in self.forked)
+        went = ", ".join(live[:10]) + (f", … {len(live) - 10} more" if len(live) > 10 else "")
+        out = [f"fork at {self.spec.text}: {self.sent} requests sent live; went live: {went or 'none'} (cursor: {where})"]
         out += [f"  {n}" for n in self.notes]
         out += [f"  edit {e.label}: made in {e.applied} requests sent live" for e in self.edits if e.applied]
         out += [f"  error: edit {e.label} never applied: no request sent live carries it (check the call id / index, and that the cursor is at or before the turn that first sends it)" for e in self.unapplied()]

@@ -211,13 +211,12 @@ def _diff_turn(ra: RunAnalysis, rb: RunAnalysis, xa: Exchange, xb: Exchange, sa:
     return out
 
 
-def diff_fork(
+def _pair_fork(
     ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any]
-) -> tuple[list[Divergence], list[str]]:
-    """A branch (``rb``, forked from ``ra`` at ``origin``'s cursor) lined up from the cursor: each
-    conversation of the branch continues the origin's conversation whose turn at the cursor its
-    first request is closest to; the turns before the cursor are the origin's (served from it,
-    equal by construction) and are not compared. Also lines that say how the two were lined up."""
+) -> tuple[list[tuple[str, list[int], int, Any]], list[Any], dict[str, tuple[list[int], int]]]:
+    """How a branch lines up with its origin: (origin conversation, its seqs from the cursor, turn
+    index there, branch conversation) per pair; the branch conversations no origin conversation
+    continues; the origin conversations at the cursor the branch has no turn of."""
     starts = origin.get("starts") if isinstance(origin.get("starts"), dict) else {}
     at: dict[str, tuple[list[int], int]] = {}  # origin conversation → (its seqs from the cursor, turn index there)
     for ca in ra.conversations:
@@ -225,8 +224,8 @@ def diff_fork(
         if isinstance(seq, int) and seq in ca.turns:
             i = ca.turns.index(seq)
             at[str(ca.id)] = (ca.turns[i:], i)
-    out: list[Divergence] = []
-    said: list[str] = []
+    pairs: list[tuple[str, list[int], int, Any]] = []
+    lone: list[Any] = []
     free = dict(at)
     for cb in rb.conversations:
         xb = exb(cb.turns[0])
@@ -239,15 +238,45 @@ def diff_fork(
             if best is None or n < best[0]:
                 best = (n, cid)
         if best is None:
-            out.append(Divergence("C", f"the branch has a conversation past the cursor that no conversation of the origin continues ({len(cb.turns)} turns)", None, cb.id))
+            lone.append(cb)
             continue
         seqs, turn = free.pop(best[1])
-        said.append(f"conversation {best[1]} (A) ↔ {cb.id} (B): lined up from the cursor at turn {turn} (turns 0-{turn - 1} served from A)" if turn else
-                    f"conversation {best[1]} (A) ↔ {cb.id} (B): live from its first turn")
-        out.extend(_diff_conversation(ra, rb, exa, exb, seqs, cb.turns, best[1], cb.id, offset=turn))
+        pairs.append((best[1], seqs, turn, cb))
+    return pairs, lone, free
+
+
+def fork_pairs(
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any]
+) -> list[tuple[str, int, int | None, int]]:
+    """Every turn of a branch lined up with its origin: (origin conversation, turn index, the
+    origin's seq of that turn or ``None`` when the origin stopped before it, the branch's seq)."""
+    out: list[tuple[str, int, int | None, int]] = []
+    for cid, seqs, turn, cb in _pair_fork(ra, rb, exa, exb, origin)[0]:
+        for k, sb in enumerate(cb.turns):
+            out.append((cid, turn + k, seqs[k] if k < len(seqs) else None, sb))
+    return out
+
+
+def diff_fork(
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any]
+) -> tuple[list[Divergence], list[str]]:
+    """A branch (``rb``, forked from ``ra`` at ``origin``'s cursor) lined up from the cursor: each
+    conversation of the branch continues the origin's conversation whose turn at the cursor its
+    first request is closest to; the turns before the cursor are the origin's (served from it,
+    equal by construction) and are not compared. Also lines that say how the two were lined up."""
+    pairs, lone, free = _pair_fork(ra, rb, exa, exb, origin)
+    out: list[Divergence] = []
+    said: list[str] = []
+    for cb in lone:
+        out.append(Divergence("C", f"the branch has a conversation past the cursor that no conversation of the origin continues ({len(cb.turns)} turns)", None, cb.id))
+    for cid, seqs, turn, cb in pairs:
+        said.append(f"conversation {cid} (A) ↔ {cb.id} (B): lined up from the cursor at turn {turn} (turns 0-{turn - 1} served from A)" if turn else
+                    f"conversation {cid} (A) ↔ {cb.id} (B): live from its first turn")
+        out.extend(_diff_conversation(ra, rb, exa, exb, seqs, cb.turns, cid, cb.id, offset=turn))
     for cid, (seqs, turn) in free.items():
         out.append(Divergence("C", f"conversation {cid} reached the cursor (turn {turn}) in A but has no turn past it in the branch: the agent stopped before it", cid, None, turn, seqs[0]))
-    replayed = [str(c.id) for c in ra.conversations if str(c.id) not in at]
+    gone_live = {cid for cid, *_ in pairs} | set(free)
+    replayed = [str(c.id) for c in ra.conversations if str(c.id) not in gone_live]
     if replayed:
         said.append(f"replayed in full from A (not past the cursor, equal by construction): {', '.join(replayed[:20])}")
     return out, said

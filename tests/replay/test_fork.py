@@ -119,7 +119,9 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(o
 
 
 @needs_recorder
-def test_a_cursor_in_one_conversation_leaves_the_others_replayed(origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path) -> None:
+def test_a_cursor_in_one_conversation_leaves_the_others_replayed_and_repeat_says_how_branches_agree(
+    origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
+) -> None:
     run, fake1, _ = origin
     from cassettes.interop.run import open_run
 
@@ -127,12 +129,18 @@ def test_a_cursor_in_one_conversation_leaves_the_others_replayed(origin: tuple[P
     by_seq = {ex.seq: ex for ex in r.exchanges}
     conv = next(c.id for c in r.analysis.conversations if _label_of(orjson.loads(by_seq[c.turns[0]].request_body)) == "anthropic-stream")
     before = len(fake1.log)
-    proc, _, fake2 = _fork(origin, tmp_path, f"conversation={conv}:turn=1")
+    proc, branch, fake2 = _fork(origin, tmp_path, f"conversation={conv}:turn=1", "--repeat", "2")
     assert proc.returncode == 0, proc.stderr[-4000:]  # type: ignore[attr-defined]
     assert len(fake1.log) == before
-    assert [_label_of(x.request.body) for x in fake2.log] == ["anthropic-stream", "anthropic-stream"]  # turn 1 (Nice), then the answer
-    assert "openai: Sunny in Paris and Lyon." in proc.stdout and "anthropic-stream: NEW MODEL" in proc.stdout  # type: ignore[attr-defined]
-    assert f"went live: {conv}" in proc.stderr  # type: ignore[attr-defined]
+    # per run: turn 1 (Nice), then the answer, from the one conversation past the cursor only
+    assert [_label_of(x.request.body) for x in fake2.log] == ["anthropic-stream"] * 4
+    assert proc.stdout.count("openai: Sunny in Paris and Lyon.") == 2 and proc.stdout.count("anthropic-stream: NEW MODEL") == 2  # type: ignore[attr-defined]
+    err = proc.stderr  # type: ignore[attr-defined]
+    assert err.count(f"went live: {conv}") == 2 and branch.with_name("branch.1.jsonl").exists() and branch.with_name("branch.2.jsonl").exists()
+    # the scripted new model answers alike every time: systematic, not variance
+    assert f"conversation {conv}, turn 1: 2 branches, with each other 100% (1 distinct answer), with the recording 0%: systematic" in err, err[-3000:]
+    # turn 2 is a text answer in the recording and in both branches (answers compare as compare's do: calls, or "text")
+    assert f"conversation {conv}, turn 2: 2 branches, with each other 100% (1 distinct answer), with the recording 100%: as recorded in every branch" in err
 
 
 # -- in-process: the cursor's routing, without the recorder --------------------------------------
