@@ -187,7 +187,7 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--idle-timeout", type=float, metavar="SECONDS", help="close a connection idle this long between requests or WebSocket frames (default 120; 0: never)")
     p.add_argument("--read-timeout", type=float, metavar="SECONDS", help="a request head must arrive, and a body may pause, at most this long (default 30; 0: no limit)")
     p.add_argument("--cursor", metavar="SELECTOR", help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1) requests go to --live upstreams (docs/fork.md)")
-    p.add_argument("--live", action="append", default=[], metavar="NAME=URL", help="with --cursor: where requests of that API go past the cursor (openai=http://127.0.0.1:8001; repeatable)")
+    p.add_argument("--live", action="append", default=[], metavar="NAME=URL", help="with --cursor: where requests of that API go past the cursor (NAME as --upstream names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)")
     p.add_argument("--model", help="with --cursor: the model of every request sent live")
     p.add_argument("--edit", action="append", default=[], metavar="TARGET=@FILE", help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)")
     p.set_defaults(func=cmd_replay)

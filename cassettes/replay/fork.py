@@ -94,7 +94,7 @@ def origin_of(path: str | Path) -> dict[str, Any] | None:
 
 
 def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:
-    """The recorder's reverse listener per API name (``openai`` → ``http://127.0.0.1:PORT``)."""
+    """The recorder's reverse listener per API name (its name → ``http://127.0.0.1:PORT``)."""
     from cassettes.providers import REVERSE_UPSTREAMS
 
     bases: dict[str, str] = {}

@@ -71,7 +71,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1', live={'openai': URL}, model=None: the cassette's prefix replayed, from the cursor on live (docs/fork.md)")
+    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1', live={NAME: URL}, model=None: the cassette's prefix replayed, from the cursor on live (docs/fork.md)")
     config.stash[_REPORTS] = []
 
 
@@ -267,7 +267,7 @@ def _fork_cursor(marker: pytest.Mark | None) -> Any:
 
     live = marker.kwargs.get("live") or {}
     if not isinstance(live, dict) or not live:
-        raise pytest.UsageError("looptap: fork= needs live={'openai': 'http://…'} (where requests past the cursor go)")
+        raise pytest.UsageError("looptap: fork= needs live={NAME: 'http://…'} (NAME as --looptap-upstream names an API: where requests past the cursor go)")
     try:
         return Cursor(parse_cursor(str(given)), live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=marker.kwargs.get("model"))
     except CursorError as exc:
