@@ -189,7 +189,7 @@ class Cursor:
 
 def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None]:
     """Requests → the base URL serving their API: ``bases`` maps a listener name (as
-    ``--upstream`` names them, :data:`cassettes.providers.REVERSE_UPSTREAMS`) to a URL; an API family belongs to the name it
+    ``--upstream`` names them: the providers' reverse upstreams) to a URL; an API family belongs to the name it
     starts with (the providers' naming convention), so no provider is named here."""
 
     def live(method: str, target: str, body: bytes) -> str | None:
