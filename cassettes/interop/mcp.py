@@ -141,6 +141,18 @@ def build_server(roots: list[str]) -> Any:
         return runs.tail(run, after_seq, limit, max_bytes)
 
     @tool
+    def fork_diff(branch: str, run: str | None = None, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+        """Where a branch (made by `looptap run --from RUN@SELECTOR`: a run forked at a turn onto a live
+        or other model, or with an edited tool result) differs from the run it was forked from, lined up
+        from the cursor: by layer and turn, with the cursor, model and edits of the fork. Read-only: it
+        never starts a run or sends a request. `run` defaults to the origin the branch names."""
+        from cassettes.interop.forkquery import fork_diff as answer_fork
+
+        return answer_fork(runs, branch, run, layer, limit, max_bytes)
+
+    del fork_diff
+
+    @tool
     def web_report(run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Where to get a run as one self-contained web page to show a person (turns with E/A/C badges,
         the messages, findings root cause first, the token-cost growth chart): the command that writes

@@ -77,7 +77,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay")
+    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1', live={NAME: URL}, model=None: the cassette's prefix replayed, from the cursor on live (docs/fork.md)")
     config.stash[_REPORTS] = []
 
 
@@ -265,6 +265,23 @@ def _fault_plan(marker: pytest.Mark | None) -> FaultPlan | None:
         raise pytest.UsageError(f"looptap: {exc}") from None
 
 
+def _fork_cursor(marker: pytest.Mark | None) -> Any:
+    """The marker's ``fork=`` cursor, with ``live=`` ({API name: base URL}) and ``model=``."""
+    given = marker.kwargs.get("fork") if marker is not None else None
+    if not given:
+        return None
+    assert marker is not None
+    from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
+
+    live = marker.kwargs.get("live") or {}
+    if not isinstance(live, dict) or not live:
+        raise pytest.UsageError("looptap: fork= needs live={NAME: 'http://…'} (NAME as --looptap-upstream names an API: where requests past the cursor go)")
+    try:
+        return Cursor(parse_cursor(str(given)), live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=marker.kwargs.get("model"))
+    except CursorError as exc:
+        raise pytest.UsageError(f"looptap: {exc}") from None
+
+
 def _upstreams(config: pytest.Config) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in config.getoption("--looptap-upstream") or []:
@@ -339,6 +356,8 @@ class _Options:
     plan: Any
     replay: bool
     record: bool
+    #: ``fork=``: the cursor past which requests go live (``None``: all replayed).
+    cursor: Any = None
 
     @classmethod
     def of(cls, item: pytest.Item, config: pytest.Config, marker: pytest.Mark | None) -> _Options:
@@ -374,7 +393,7 @@ class _Options:
                 refused = str(exc)
             if refused is not None:
                 pytest.fail(f"looptap: cannot record (mode {mode}): {refused}", pytrace=False)
-        return cls(mode, path, pace, strict, plan, replay, record)
+        return cls(mode, path, pace, strict, plan, replay, record, _fork_cursor(marker))
 
 
 def _start_recording(session: LooptapSession, config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -392,7 +411,10 @@ def _start_replay(session: LooptapSession, opts: _Options, monkeypatch: pytest.M
     from cassettes.replay.server import ReplayServer
 
     fallback = _listener_fallback(session.env) if opts.record else None
-    session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan).start()
+    try:
+        session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan, cursor=opts.cursor).start()
+    except CassetteError as exc:  # a cursor that selects nothing in the cassette
+        pytest.fail(f"looptap: {exc}", pytrace=False)
     session.env = {**session.server.env}
     url = session.server.url
     # Fail closed for clients that ignore the base URL and honour a proxy: the replay
@@ -488,13 +510,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A test failed by a replay miss is reported by :func:`failure_text`: what diverged, once,
-    and where the test made the request, without the SDK's frames."""
+    and where the test made the request, without the SDK's frames. A replayed test that failed
+    (by a miss or otherwise) gets a web page of its run; the failure says where."""
     report = yield
     session = item.stash.get(_SESSION, None)
     if call.when == "call" and report.failed and session is not None and _CAUSE in item.stash and call.excinfo is not None and call.excinfo.errisinstance(ReplayMiss):
         text = failure_text(session, item.stash[_CAUSE], item.config.rootpath)
         if text is not None:
             report.longrepr = _Explained(text, str(item.path), item.location[1] or 0)  # type: ignore[assignment]  # pytest's longrepr protocol: toterminal, reprcrash
+    if report.when == "call" and report.failed and session is not None and session.server is not None:
+        report.sections.append(("looptap", _write_html_report(item, session)))
     return report
 
 
@@ -645,12 +670,3 @@ def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
     except Exception as exc:  # a report is a help, never a second failure
         return f"looptap: could not write a web page of this run: {type(exc).__name__}: {exc}"
 
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    """A replayed test that failed gets a web page of its run; the failure says where."""
-    report = yield
-    session = item.stash.get(_SESSION, None)
-    if report.when == "call" and report.failed and session is not None and session.server is not None:
-        report.sections.append(("looptap", _write_html_report(item, session)))
-    return report
