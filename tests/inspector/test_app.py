@@ -352,9 +352,8 @@ async def test_help_screen_and_command_palette(run_file: Path) -> None:
 
 async def test_every_binding_is_described() -> None:
     from inspector.screens.search import SearchScreen
-    from inspector.widgets.messages import MessagesView
-
     from inspector.widgets.layers import LayerPane
+    from inspector.widgets.messages import MessagesView
 
     for owner in (InspectorApp, TurnList, MessagesView, LayerPane, HelpScreen, SearchScreen):
         for b in owner.BINDINGS:
