@@ -598,6 +598,7 @@ class InspectorApp(App[None]):
         first = not self._order
         summaries = self.source.summaries
         fresh: list[int] = []
+        findings = 0
         for t in batch.turns:
             if t.seq in self._pos:
                 self._repeat(t.seq)
@@ -605,8 +606,9 @@ class InspectorApp(App[None]):
             self._pos[t.seq] = len(self._order)
             self._order.append(t.seq)
             self._conv.setdefault(t.conversation, []).append(t.seq)
-            self.finding_count += len(t.findings)
+            findings += len(t.findings)
             fresh.append(t.seq)
+        self.finding_count += findings  # one reactive change a batch, not one a turn
         if fresh:
             self._dirty_findings = self._dirty_growth = True
             shown = [s for s in fresh if self.conversation in (ALL, summaries[s].conversation)]
@@ -622,6 +624,8 @@ class InspectorApp(App[None]):
             if self.live or batch.at_end or len(self._conv) != self._switcher_convs:
                 self._update_switcher()
             self._refresh_selected_results(fresh)
+            self.listed = len(self.turn_list.seqs)
+            self.position = self.turn_list.cursor
             if first or self.live:
                 self._fit_sidebar()
         for p in batch.problems:

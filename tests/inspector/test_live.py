@@ -38,7 +38,8 @@ async def test_g_follows_new_turns(run_file: Path, tmp_path: Path) -> None:
             assert turns.selected_seq == 1 and turns.following
             rec.write(lines[3])
             await until(pilot, lambda: turns.selected_seq == 2)
-            assert "following new turns" in plain(app.query_one("#playback", Static))
+            bar = plain(app.query_one("#playback", Static))
+            assert "following new turns" in bar and "(3/3)" in bar, bar
             await pilot.press("k")  # moving away stops following
             rec.write(lines[4])
             await until(pilot, lambda: len(app.turns) == 4)
