@@ -14,12 +14,14 @@ from proxy import messages
 
 __all__ = ["register_record", "register_run"]
 
-_NO_MITMPROXY = (
-    "error: the recorder needs mitmproxy, which is not installed here; install it in its own "
-    "environment (see docs/recorder.md): python3 -m venv .venv-proxy && "
-    ".venv-proxy/bin/pip install uv && .venv-proxy/bin/uv pip install --python .venv-proxy/bin/python "
-    "--override .ci/proxy-overrides.txt -e '.[proxy]'"
-)
+def _no_mitmproxy() -> str:
+    from cassettes.hints import recorder_install_command
+
+    command, python = recorder_install_command()
+    return (
+        f"error: the recorder needs mitmproxy, which is not installed in {sys.prefix}; install it in its own "
+        f"environment (see docs/recorder.md): {command}; then run {python.removesuffix('/python')}/looptap"
+    )
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -210,7 +212,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     try:
         from proxy.launcher import BusyPort, RecorderError, record_forever
     except ImportError:
-        messages.error(_NO_MITMPROXY)
+        messages.error(_no_mitmproxy())
         return 2
     config = _config(args)
     from cassettes.errors import CassetteIOError
@@ -229,7 +231,10 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def _summary(path: Path, before: int = 0) -> list[str]:
+    import shlex
+
     from cassettes.analysis import analyse
+    from cassettes.hints import looptap_command
     from cassettes.storage.store import read_cassette
     from cassettes.views.view import count
 
@@ -256,7 +261,7 @@ def _summary(path: Path, before: int = 0) -> list[str]:
         f"{count(len(exchanges), 'round trip')}{' appended' if before else ''} in {path}: {count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
         f"findings (warnings and errors) by layer: E {by_layer['E']}, A {by_layer['A']}, C {by_layer['C']}",
         f"tokens in {tin}, out {tout}; cost {cost}",
-        f"details: looptap show {path}",
+        f"details: {looptap_command()} show {shlex.quote(str(path))}",
     ]
     return lines
 
@@ -274,7 +279,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         from proxy.launcher import BusyPort, RecorderError, run_child
     except ImportError:
-        messages.error(_NO_MITMPROXY)
+        messages.error(_no_mitmproxy())
         return 2
     config = _config(args)
     _warn_exposure(args)
@@ -297,10 +302,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
 
         if importlib.util.find_spec("textual") is None:
-            messages.error(
-                "error: --inspect needs the inspector in this environment: "
-                "install it with the 'inspector' extra (uv pip install -e '.[proxy,inspector]')"
-            )
+            from cassettes.hints import install_command
+
+            messages.error(f"error: --inspect needs the inspector in this environment: {install_command('proxy', 'inspector')}")
             return 2
         child_log = Path(str(config.output) + ".log")
         import tempfile

@@ -421,7 +421,9 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     await stop.wait()
     rec.remove_ready()
     await rec.stop()
-    messages.emit(f"stopped; {rec.addon.handoff.recorded} round trips recorded in {config.output}")
+    from cassettes.hints import count
+
+    messages.emit(f"stopped; {count(rec.addon.handoff.recorded, 'round trip')} recorded in {config.output}")
     return 3 if report_lost(rec.addon) else 0
 
 
@@ -432,7 +434,9 @@ def report_lost(addon: LooptapRecorder) -> bool:
     lost = h.storage_errors + h.failed_records
     if not lost:
         return False
-    messages.error(f"{lost} round trips could NOT be stored (exit status 3):")
+    from cassettes.hints import count
+
+    messages.error(f"{count(lost, 'round trip')} could NOT be stored (exit status 3):")
     for line in h.lost[:10]:
         messages.error(f"  {line}")
     if len(h.lost) > 10:

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["cmd_diff", "cmd_replay", "register_diff", "register_replay"]
+__all__ = ["cmd_diff", "cmd_replay", "different_apis", "register_diff", "register_replay"]
 
 
 def _err(msg: str) -> None:
@@ -75,7 +75,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(f"export {k}={v}")
         sys.stdout.flush()
         n = len(server.matcher.recorded)
-        _err(f"replaying {args.file}: {n} round trips on {server.url}, pace {args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)")
+        from cassettes.hints import count
+
+        _err(f"replaying {args.file}: {count(n, 'round trip')} on {server.url}, pace {args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)")
         await stop.wait()
         await server.stop_async()
         return True
@@ -97,9 +99,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
-    from cassettes.replay.rundiff import diff_files, divergence_lines
+    from cassettes.interop.run import open_run
+    from cassettes.replay.rundiff import diff_analysed, divergence_lines
 
-    divs, problems_a, problems_b = diff_files(args.a, args.b)
+    run_a, run_b = open_run(args.a), open_run(args.b)  # each read once, as a stream
+    problems_a, problems_b = run_a.problems, run_b.problems
+    unrelated = different_apis(run_a, run_b)
+    if unrelated is not None:  # nothing to pair turn by turn: one line says so
+        divs = [unrelated]
+    else:
+        divs = diff_analysed(run_a.analysis, run_b.analysis, _exchange(run_a), _exchange(run_b))
     for path, problems in ((args.a, problems_a), (args.b, problems_b)):
         for p in problem_lines(problems):
             _err(f"warning: {path}: {p}")
@@ -107,10 +116,50 @@ def cmd_diff(args: argparse.Namespace) -> int:
         doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "divergences": [d.as_json() for d in divs]}
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
         sys.stdout.flush()
+    elif unrelated is not None:
+        print(f"looptap diff {args.a} {args.b}: {unrelated.message}")
     else:
         for line in divergence_lines(divs, f"looptap diff {args.a} {args.b}"):
             print(line)
     return 1 if divs else 0
+
+
+def _exchange(run: Any) -> Any:
+    """A run's round trip by seq (what the diff reads of each paired turn)."""
+
+    def get(seq: int) -> Any:
+        found = run.roundtrip(seq)
+        if found is None:
+            raise KeyError(seq)
+        return found[0]
+
+    return get
+
+
+def _apis(run: Any) -> list[str]:
+    """The APIs a run's conversations call (family, method and path), in order of first use."""
+    from urllib.parse import urlsplit
+
+    out: dict[str, None] = {}
+    for conv in run.analysis.conversations:
+        if not conv.turns:
+            continue
+        found = run.roundtrip(conv.turns[0])
+        where = f" {found[0].method} {urlsplit(found[0].url).path}" if found is not None else ""
+        out[f"{conv.family}{where}"] = None
+    return list(out)
+
+
+def different_apis(a: Any, b: Any) -> Any:
+    """A single divergence when the two runs share no API (family and path): their turns are not
+    two runs of one agent, and a turn-by-turn diff would only list every field of every request;
+    ``None`` when they share one (or either has no LLM turn)."""
+    from cassettes.replay.rundiff import Divergence
+
+    apis_a, apis_b = _apis(a), _apis(b)
+    if not apis_a or not apis_b or set(apis_a) & set(apis_b):
+        return None
+    return Divergence("A", f"the runs use different APIs ({', '.join(apis_a[:3])} against {', '.join(apis_b[:3])}): not two runs of one agent, nothing to compare turn by turn", None, None)
 
 
 def register_replay(sub: Any) -> None:
