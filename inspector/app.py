@@ -646,13 +646,12 @@ class InspectorApp(App[None]):
             self.messages.show_note(note)
 
     def _repeat(self, seq: int) -> None:
-        """A seq the run reported twice (two cassettes joined into one file): the source keeps the
-        later record; the list keeps one row, which shows it (the row, the status and the detail
-        read the same summary)."""
+        """A seq the run reported twice (records appended again): the source keeps the later
+        record; the list keeps one row, which shows it (the row, the status and the detail read
+        the same summary)."""
         if not self._repeated:
             self.notify(
-                f"turn #{seq} appears twice: this file looks like two recordings joined; each seq shows "
-                "its last record (merge runs with `looptap import A B -o merged.jsonl`)",
+                f"turn #{seq} appears twice in this file: each seq shows its last record",
                 title="repeated turns",
                 severity="warning",
                 timeout=12,

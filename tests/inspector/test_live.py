@@ -175,12 +175,24 @@ def test_inspect_of_a_missing_file_fails_before_the_ui_in_one_line(tmp_path: Pat
         assert err.count("\n") == 1 and "cannot open" in err and why in err, err
 
 
-async def test_a_concatenated_file_shows_one_row_per_seq_and_agrees_everywhere(run_file: Path, tmp_path: Path) -> None:
-    """`cat a.jsonl b.jsonl`: the run reports each seq twice; the list, the status line and the
-    detail pane show the same turns (issue 32: duplicate `#0`, a status bar disagreeing with the
-    list, a detail pane not following `G`)."""
+async def test_a_concatenated_file_is_refused_on_screen_as_the_run_refuses_it(run_file: Path, tmp_path: Path) -> None:
+    """`cat a.jsonl b.jsonl`: the core refuses a second header; the inspector says what it says."""
     joined = tmp_path / "joined.jsonl"
     joined.write_bytes(run_file.read_bytes() * 2)
+    app = build_app(joined)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.failed is not None or app.complete)
+        assert app.failed is not None and "cassettes joined" in app.failed, app.failed
+        assert "several cassettes joined" in plain(app.query_one("#error-view", Static))
+
+
+async def test_a_run_reporting_seqs_twice_shows_one_row_per_seq_and_agrees_everywhere(run_file: Path, tmp_path: Path) -> None:
+    """Records of one run appended again (no second header): the run reports each seq twice; the
+    list, the status line and the detail pane show the same turns (issue 32: duplicate `#0`, a
+    status bar disagreeing with the list, a detail pane not following `G`)."""
+    lines = _lines(run_file)
+    joined = tmp_path / "joined.jsonl"
+    joined.write_bytes(b"".join(lines) + b"".join(lines[1:]))
     app = build_app(joined)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
