@@ -12,13 +12,36 @@ __all__ = ["cmd_inspect", "register_inspect"]
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    import errno
+    import os
+    import stat
+    import sys
+
+    from cassettes.storage.store import being_written
+    from cassettes.untrusted import clean_line
+
+    live = bool(args.live)
+    if not live:
+        # A file that cannot be opened fails here, in one line, before the terminal UI starts
+        # (``--live`` waits for a file that does not exist yet).
+        try:
+            os.close(os.open(args.file, os.O_RDONLY | os.O_NONBLOCK))  # a FIFO must not block here
+            if stat.S_ISDIR(os.stat(args.file).st_mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        except OSError as exc:
+            print(f"looptap: error: cannot open {clean_line(str(args.file))}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        # A recording in progress (a looptap writer holds the file open) is followed as with
+        # ``--live``: the user asked to see the run, and the run is not over yet.
+        live = being_written(args.file)
+
     from cassettes.interop.run import cassette_of
     from inspector.app import build_app
 
     # A vcrpy cassette or a mitmproxy flow file is opened as the other commands open it (told
     # apart by content) and shown from a temporary cassette; a looptap cassette is read as it is.
-    with cassette_of(args.file, live=args.live) as path:
-        app = build_app(path, live=args.live, child_status=args.child_status)
+    with cassette_of(args.file, live=live) as path:
+        app = build_app(path, live=live, child_status=args.child_status)
         app.run()
     return 0
 
@@ -33,7 +56,8 @@ def register_inspect(sub: Any) -> None:
     p.add_argument(
         "--live",
         action="store_true",
-        help="follow a recording still being written: new turns appear as they complete",
+        help="follow a recording still being written, or not yet created: new turns appear as they "
+        "complete (a file a recorder has open is followed without it)",
     )
     p.add_argument(
         "--child-status",

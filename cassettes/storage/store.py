@@ -16,6 +16,7 @@ cassette at all, is newer than this looptap, or cannot be opened.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 from collections.abc import Iterator
@@ -40,7 +41,7 @@ from cassettes.storage.codec import (
 from cassettes.storage.paths import UnsafePath, describe, open_append
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["Cassette", "CassetteFile", "Problem", "exchange_record", "is_cassette", "iter_lines", "read_cassette", "read_header"]
+__all__ = ["Cassette", "CassetteFile", "Problem", "being_written", "exchange_record", "is_cassette", "iter_lines", "read_cassette", "read_header"]
 
 
 @dataclass
@@ -235,6 +236,26 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def being_written(path: str | Path) -> bool:
+    """Whether a looptap writer (:class:`CassetteFile`: a recorder, the pytest plugin) has ``path``
+    open right now: it holds a shared ``flock`` from opening the file until closing it, released by
+    the kernel if the writer dies. ``False`` for a missing file, a file nobody writes, or a file
+    system without ``flock``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing releases the lock if it was taken
+    return False
+
+
 class CassetteFile:
     """A cassette file open for appending whole records: a new file gets its header, an existing
     one has a torn tail sealed off with a newline (never overwritten). Each record goes out in one
@@ -249,6 +270,12 @@ class CassetteFile:
         # Created exclusively, or an existing regular file of this user opened without following
         # a link (a link, a device, a FIFO, a directory is refused): storage/paths.py.
         self._fd, _ = open_append(self.path, "the cassette")
+        # A shared lock held while the file is open for writing (released when it is closed or
+        # the writer dies): :func:`being_written` tells a reader that a recording is in progress.
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            pass  # a file system without flock: readers then see it as not being written
         existing = os.fstat(self._fd).st_size > 0
         if existing:
             if not self._ends_with_newline():

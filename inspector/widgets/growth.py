@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 from rich.color import Color
@@ -74,14 +75,47 @@ class GrowthChart(PlotextPlot):
         loose.stacked_bar(xs, columns, color=[c for _, c in SERIES], width=0.7)
         plt.xlabel("turn")
         plt.ylabel("tokens")
+        # Whole tokens and dollars on the axes (plotext's own ticks read 1034.2 and 0.0123).
+        top = max(sum(col[i] for col in columns) for i in range(len(bars)))
+        ticks = nice_ticks(top)
+        loose.yticks(ticks, [token_label(t) for t in ticks])
+        loose.ylim(0, ticks[-1])
         costs = [float(b.cumulative_cost) if b.cumulative_cost is not None else None for b in bars]
         known = [(x, c) for x, c in zip(xs, costs, strict=True) if c is not None]
         if known:
             plt.plot(
                 [x for x, _ in known], [c for _, c in known], yside="right", color=COST_COLOUR, marker="braille"
             )
+            cost_ticks = nice_ticks(max(c for _, c in known))
+            loose.yticks(cost_ticks, [dollars(t) for t in cost_ticks], yside="right")
+            loose.ylim(0, cost_ticks[-1], yside="right")
             loose.ylabel("cumulative cost (USD)", yside="right")
         self.refresh()
+
+
+def nice_ticks(top: float, count: int = 5) -> list[float]:
+    """Ticks from 0 past ``top`` at a round step (1, 2 or 5 times a power of ten)."""
+    if top <= 0:
+        return [0.0, 1.0]
+    raw = top / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    n = math.ceil(top / step - 1e-9)
+    return [round(i * step, 12) for i in range(n + 1)]
+
+
+def token_label(v: float) -> str:
+    """A token axis tick: whole tokens, thousands as ``k``."""
+    if v >= 10_000:
+        return f"{v / 1000:g}k"
+    return f"{round(v):,}"
+
+
+def dollars(v: float) -> str:
+    """A cost axis tick in dollars with the digits the step needs (``$0``, ``$0.002``, ``$1.5``)."""
+    if v == 0:
+        return "$0"
+    return "$" + (f"{v:.6f}".rstrip("0").rstrip(".") if v < 1 else f"{v:,.2f}".rstrip("0").rstrip("."))
 
 
 def legend_text() -> Text:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.highlighter import ReprHighlighter
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
@@ -22,7 +23,7 @@ from inspector.safe import wire, wire_line
 from inspector.widgets.badges import SEVERITY_MARK, severity_style, worst
 from inspector.widgets.messages import part_text
 
-__all__ = ["ApiPane", "DispatchPane", "EmissionPane", "LayerPane"]
+__all__ = ["PANE_BINDINGS", "ApiPane", "DispatchPane", "EmissionPane", "LayerPane"]
 
 _TEXT_LIMIT = 4000
 #: Most appended messages, pairings or tool calls a pane draws for one turn (a hostile request can
@@ -71,8 +72,19 @@ def _n(v: int | None) -> str:
     return "-" if v is None else f"{v:,}"
 
 
+#: Keys of a focused pane (the layer panes and the messages): ``j``/``k`` still move the turns,
+#: ``esc`` gives focus back to the turn list; the arrows scroll the pane.
+PANE_BINDINGS: list[BindingType] = [
+    Binding("j", "app.turn(1)", "Next turn", show=False, tooltip="Select the next turn (focus stays here)", id="pane.next_turn"),
+    Binding("k", "app.turn(-1)", "Previous turn", show=False, tooltip="Select the previous turn (focus stays here)", id="pane.previous_turn"),
+    Binding("escape", "app.focus_turns", "Turn list", show=False, tooltip="Focus the turn list again", id="pane.to_list"),
+]
+
+
 class LayerPane(VerticalScroll, can_focus=True):
     """A scrolling pane with one body; its border shows the layer and its worst finding."""
+
+    BINDINGS: ClassVar[list[BindingType]] = PANE_BINDINGS
 
     LAYER: Layer = "E"
     TITLE = ""

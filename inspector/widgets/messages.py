@@ -24,26 +24,33 @@ PART_LIMIT = 2000
 LINE_LIMIT = 24
 #: Messages shown before the older ones are folded (``a`` shows them all).
 FOLD_AFTER = 20
+#: With ``a``: the longest part shown (no line limit).
+FULL_PART_LIMIT = 20_000
 #: Most messages ever drawn for one turn, ``a`` or not (a hostile or huge request can hold 100,000:
 #: drawing them all froze the inspector); the rest are counted, ``looptap show --json`` has them.
 SHOW_AT_MOST = 500
 
 
-def _cut(text: str, limit: int = PART_LIMIT, lines: int = LINE_LIMIT) -> str:
+def _cut_part(text: str, limit: int = PART_LIMIT, lines: int | None = LINE_LIMIT) -> str:
     """A long part shortened (characters and lines), saying how much was left out; cleaned
     (wire text: controls and bidi shown visibly, see inspector/safe.py)."""
     text = clean(text)
     cut = text if len(text) <= limit else text[:limit]
     rows = cut.split("\n")
-    if len(rows) > lines:
+    if lines is not None and len(rows) > lines:
         cut = "\n".join(rows[:lines])
     left = len(text) - len(cut)
     return text if left <= 0 else cut + f" … ({left:,} more characters)"
 
 
-def part_text(p: Part, names: dict[str, str] | None = None) -> Text:
+def part_text(p: Part, names: dict[str, str] | None = None, full: bool = False) -> Text:
     """One part of a message, as text; ``names`` maps call ids to tool names (a result that does
-    not carry its tool's name, as in OpenAI's wire format, is named after the call it answers)."""
+    not carry its tool's name, as in OpenAI's wire format, is named after the call it answers);
+    ``full``: long parts up to :data:`FULL_PART_LIMIT` characters, every line."""
+
+    def _cut(text: str) -> str:
+        return _cut_part(text, FULL_PART_LIMIT, None) if full else _cut_part(text)
+
     if p.tool_call is not None:
         c = p.tool_call
         return Text.assemble(
@@ -81,6 +88,9 @@ class MessagesView(VerticalScroll, can_focus=True):
             tooltip="Show every message, not only the latest ones",
             id="messages.all",
         ),
+        Binding("j", "app.turn(1)", "Next turn", show=False, tooltip="Select the next turn (focus stays here)", id="messages.next_turn"),
+        Binding("k", "app.turn(-1)", "Previous turn", show=False, tooltip="Select the previous turn (focus stays here)", id="messages.previous_turn"),
+        Binding("escape", "app.focus_turns", "Turn list", show=False, tooltip="Focus the turn list again", id="messages.to_list"),
     ]
 
     show_all: reactive[bool] = reactive(False)
@@ -143,10 +153,13 @@ class MessagesView(VerticalScroll, can_focus=True):
             f" · {len(req.tools)} tool{'' if len(req.tools) == 1 else 's'} offered",
             f" · model {clean_line(req.model or '?')}",
         )
-        if new_from < len(msgs):
+        if new_from == len(msgs) - 1:
+            head.append(f" · new this turn: [{new_from}]", style="bold green")
+        elif new_from < len(msgs):
             head.append(f" · new this turn: [{new_from}]…[{len(msgs) - 1}]", style="bold green")
         else:
             head.append(" · nothing new appended", style="dim")
+        head.append(" · all, parts whole (a: fold)" if self.show_all else " · a: all, parts whole", style="cyan" if self.show_all else "dim")
         if self._note:
             head.append(f"  {clean_line(self._note)}", style="yellow")
         out.append(head)
@@ -178,11 +191,11 @@ class MessagesView(VerticalScroll, can_focus=True):
             if i == new_from and i > start:
                 self._before_new = list(out)
             out.append(Text(""))
-            out.append(self._message(i, msgs[i], i >= new_from, names))
+            out.append(self._message(i, msgs[i], i >= new_from, names, self.show_all))
         body.update(Group(*out))
 
     @staticmethod
-    def _message(i: int, m: Message, new: bool, names: dict[str, str] | None = None) -> Text:
+    def _message(i: int, m: Message, new: bool, names: dict[str, str] | None = None, full: bool = False) -> Text:
         role_style = {"user": "bold blue", "assistant": "bold magenta", "tool": "bold cyan"}.get(
             m.role, "bold yellow"
         )
@@ -192,7 +205,7 @@ class MessagesView(VerticalScroll, can_focus=True):
         t.append(clean_line(m.role), style=role_style)
         for p in m.parts:
             t.append("\n")
-            piece = part_text(p, names)
+            piece = part_text(p, names, full)
             if new:
                 piece.stylize("on #0f2f1a")
             t.append_text(piece)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, overload
 
 from rich.segment import Segment
 from rich.style import Style
@@ -19,7 +20,7 @@ from cassettes.untrusted import clean_line
 from cassettes.views.summary import TurnSummary
 from inspector.widgets.badges import layer_badges
 
-__all__ = ["TurnList", "turn_line"]
+__all__ = ["TurnList", "short_finish", "turn_line", "turn_width"]
 
 
 def _tokens(n: int | None) -> str:
@@ -28,26 +29,45 @@ def _tokens(n: int | None) -> str:
     return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
 
 
+def _finish(turn: TurnSummary) -> str:
+    if turn.error or (turn.status or 0) >= 400:
+        return f"HTTP {turn.status}" if turn.status else "error"
+    if turn.tool_calls:
+        return f"→{turn.tool_calls} call" + ("s" if turn.tool_calls > 1 else "")
+    return clean_line(turn.finish or "?")
+
+
+def short_finish(finish: str, room: int) -> str:
+    """``finish`` in at most ``room`` cells, shortened by whole words, never cut mid-word:
+    ``end_turn`` → ``end``, ``→2 calls`` → ``→2``, ``HTTP 500`` → ``500``; nothing if even its
+    first word does not fit."""
+    if len(finish) <= room:
+        return finish
+    if finish.startswith("HTTP "):
+        word = finish.removeprefix("HTTP ")
+    else:
+        word = finish.replace("_", " ").replace("-", " ").split(" ")[0]
+    return word if 0 < len(word) <= room else ""
+
+
+def turn_width(turn: TurnSummary, show_conversation: bool) -> int:
+    """Cells the row of ``turn`` needs with its finish whole."""
+    return len(turn_line(turn, show_conversation).plain)
+
+
 def turn_line(turn: TurnSummary, show_conversation: bool, width: int | None = None) -> Text:
     """The row of one turn: ``#seq``, conversation/turn, the E A C badges with each layer's number of
     findings beside its letter, the finish, and the tokens in→out. Given a ``width``, the finish is
-    shortened so that the token counts are always whole."""
+    shortened by whole words (:func:`short_finish`) so that the token counts are always whole."""
     t = Text(no_wrap=True, overflow="ellipsis", end="")
     t.append(f"#{turn.seq:<4} ", style="dim")
     where = f"{turn.conversation}/{turn.index}" if show_conversation else f"turn {turn.index}"
     t.append(f"{clean_line(where):<7} ")
     t.append_text(layer_badges(turn.findings))
-    if turn.error or (turn.status or 0) >= 400:
-        finish = f"HTTP {turn.status}" if turn.status else "error"
-    elif turn.tool_calls:
-        finish = f"→{turn.tool_calls} call" + ("s" if turn.tool_calls > 1 else "")
-    else:
-        finish = turn.finish or "?"
+    finish = _finish(turn)
     tokens = f"{_tokens(turn.input)}→{_tokens(turn.output)}"
-    room = 10 if width is None else max(0, width - len(t.plain) - len(tokens) - 2)
-    finish = clean_line(finish)
-    if len(finish) > room:
-        finish = finish[: max(0, room - 1)] + "…" if room else ""
+    room = max(10, len(finish)) if width is None else max(0, width - len(t.plain) - len(tokens) - 2)
+    finish = short_finish(finish, room)
     t.append(f" {finish:<{room}} ", style="italic")
     t.append(tokens, style="dim")
     return t
@@ -103,82 +123,103 @@ class TurnList(ScrollView, can_focus=True):
     cursor: reactive[int] = reactive(0, always_update=True, repaint=True)
     #: Show ``c1/3`` (several conversations listed) instead of ``turn 3``.
     show_conversation: reactive[bool] = reactive(False, repaint=True)
+    #: ``G`` pressed: the cursor stays on the last turn as turns are added (a live recording).
+    following: reactive[bool] = reactive(False)
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self._turns: list[TurnSummary] = []
+        self._seqs: list[int] = []
+        self._summaries: Mapping[int, TurnSummary] = {}
         self._row_of: dict[int, int] = {}
 
     # -- data (attributes down) ---------------------------------------------------------------
 
     @property
-    def turns(self) -> list[TurnSummary]:
-        return self._turns
+    def turns(self) -> Sequence[TurnSummary]:
+        """The listed turns, in order (read from the run's summaries: the list holds seqs)."""
+        return _Rows(self._seqs, self._summaries)
 
-    def set_turns(self, turns: list[TurnSummary], select: int | None = None) -> None:
-        """Show these turns; keep the selected seq if it is among them (or select ``select``)."""
+    @property
+    def seqs(self) -> list[int]:
+        return self._seqs
+
+    def set_turns(self, seqs: list[int], summaries: Mapping[int, TurnSummary], select: int | None = None) -> None:
+        """List these turns (seqs into ``summaries``, the run's own); keep the selected seq if it is
+        among them (or select ``select``)."""
         keep = select if select is not None else self.selected_seq
-        self._turns = list(turns)
-        self._row_of = {t.seq: i for i, t in enumerate(self._turns)}
+        self._seqs = list(seqs)
+        self._summaries = summaries
+        self._row_of = {s: i for i, s in enumerate(self._seqs)}
         self._resize()
-        row = self._row_of.get(keep, 0) if keep is not None else 0
-        self.cursor = row
+        self.cursor = self._row_of.get(keep, 0) if keep is not None else 0
         self.refresh()
 
-    def extend(self, turns: list[TurnSummary]) -> None:
-        """Append turns (a live recording grew); the selection stays where it is."""
-        first = not self._turns
-        for t in turns:
-            self._row_of[t.seq] = len(self._turns)
-            self._turns.append(t)
+    def extend(self, seqs: list[int]) -> None:
+        """Append turns (a live recording grew); the selection stays where it is, or, following
+        (``G``), moves to the new last turn."""
+        first = not self._seqs
+        for s in seqs:
+            if s in self._row_of:
+                continue
+            self._row_of[s] = len(self._seqs)
+            self._seqs.append(s)
         self._resize()
-        if first and self._turns:
-            self.cursor = 0
+        if (first and self._seqs) or (self.following and seqs):
+            self._set_cursor(len(self._seqs) - 1 if self.following else 0)
         self.refresh()
 
     @property
     def selected_seq(self) -> int | None:
-        if 0 <= self.cursor < len(self._turns):
-            return self._turns[self.cursor].seq
+        if 0 <= self.cursor < len(self._seqs):
+            return self._seqs[self.cursor]
         return None
 
     def select_seq(self, seq: int) -> bool:
         row = self._row_of.get(seq)
         if row is None:
             return False
-        self.cursor = row
+        self.move_to(row)
         return True
 
+    def move_to(self, row: int) -> None:
+        """A move the user asked for: it ends following unless it lands on the last row by ``G``."""
+        self.following = False
+        self.cursor = row
+
+    def _set_cursor(self, row: int) -> None:
+        self.cursor = row
+
     def _resize(self) -> None:
-        self.virtual_size = Size(self.scrollable_content_region.width or 40, len(self._turns))
+        self.virtual_size = Size(self.scrollable_content_region.width or 40, len(self._seqs))
 
     # -- behaviour ----------------------------------------------------------------------------
 
     def validate_cursor(self, value: int) -> int:
-        return max(0, min(value, len(self._turns) - 1)) if self._turns else 0
+        return max(0, min(value, len(self._seqs) - 1)) if self._seqs else 0
 
     def watch_cursor(self, old: int, new: int) -> None:
-        if not self._turns:
+        if not self._seqs:
             return
         self.scroll_to_region(Region(0, new, 1, 1), animate=False, force=True)
-        self.post_message(self.TurnSelected(self, self._turns[new].seq))
+        self.post_message(self.TurnSelected(self, self._seqs[new]))
 
     def action_cursor(self, delta: int) -> None:
-        self.cursor += delta
+        self.move_to(self.cursor + delta)
 
     def action_page(self, direction: int) -> None:
-        self.cursor += direction * max(1, self.scrollable_content_region.height - 1)
+        self.move_to(self.cursor + direction * max(1, self.scrollable_content_region.height - 1))
 
     def action_first(self) -> None:
-        self.cursor = 0
+        self.move_to(0)
 
     def action_last(self) -> None:
-        self.cursor = len(self._turns) - 1
+        self.move_to(len(self._seqs) - 1)
+        self.following = True
 
     def on_click(self, event: events.Click) -> None:
         row = int(self.scroll_offset.y + event.y)
-        if 0 <= row < len(self._turns):
-            self.cursor = row
+        if 0 <= row < len(self._seqs):
+            self.move_to(row)
 
     def on_resize(self, event: events.Resize) -> None:
         self._resize()
@@ -188,9 +229,9 @@ class TurnList(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         row = y + int(self.scroll_offset.y)
-        if row >= len(self._turns):
+        if row >= len(self._seqs):
             return Strip.blank(width, self.rich_style)
-        text = turn_line(self._turns[row], self.show_conversation, width)
+        text = turn_line(self._summaries[self._seqs[row]], self.show_conversation, width)
         text.truncate(width, overflow="ellipsis", pad=True)
         base = self.rich_style
         if row == self.cursor:
@@ -207,3 +248,25 @@ class TurnList(ScrollView, can_focus=True):
 
     def on_blur(self) -> None:
         self.refresh()
+
+
+class _Rows(Sequence[TurnSummary]):
+    """The listed turns as a sequence, read through to the run's summaries."""
+
+    def __init__(self, seqs: list[int], summaries: Mapping[int, TurnSummary]) -> None:
+        self._seqs = seqs
+        self._summaries = summaries
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    @overload
+    def __getitem__(self, i: int) -> TurnSummary: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[TurnSummary]: ...
+
+    def __getitem__(self, i: int | slice) -> TurnSummary | list[TurnSummary]:
+        if isinstance(i, slice):
+            return [self._summaries[s] for s in self._seqs[i]]
+        return self._summaries[self._seqs[i]]

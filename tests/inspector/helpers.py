@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 from rich.console import Console
 from textual.pilot import Pilot
@@ -48,3 +49,35 @@ def plain(widget: Static) -> str:
 
 def pane_text(app: InspectorApp, selector: str) -> str:
     return plain(app.query_one(f"{selector} Static", Static))
+
+
+class Recording:
+    """A recorder writing ``path`` as looptap's writer does (``CassetteFile``): the file is held
+    open with a shared ``flock`` while recording, which is how the inspector tells a recording in
+    progress from a finished file. ``close()`` is the recorder exiting."""
+
+    def __init__(self, path: Path) -> None:
+        import fcntl
+        import os
+
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def write(self, data: bytes) -> None:
+        import os
+
+        os.write(self._fd, data)
+
+    def close(self) -> None:
+        import os
+
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Recording:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

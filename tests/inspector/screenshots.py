@@ -1,5 +1,5 @@
 """Regenerate the inspector's pictures in docs/ (docs/inspector/*.svg, shown by docs/inspector.md and
-the README): every tab, the help and the search, at 160×45 and at 100×30. Not a test::
+the README): every tab, the help and the search, at 160×45, 100×30 and 80×24. Not a test::
 
     .venv/bin/python tests/inspector/screenshots.py
 
@@ -24,7 +24,7 @@ from inspector.widgets.turn_list import TurnList
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "inspector"
-SIZES = {"wide": (160, 45), "narrow": (100, 30)}
+SIZES = {"wide": (160, 45), "narrow": (100, 30), "compact": (80, 24)}
 
 
 async def shot(path: Path, size: tuple[int, int], seq: int, keys: tuple[str, ...], out: str) -> None:

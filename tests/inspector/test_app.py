@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from conftest import FakeClock
 from fixture_run import ANSWER, PACE
-from helpers import loaded, pane_text, plain, until
+from helpers import Recording, loaded, pane_text, plain, until
 from textual.widgets import Static, TabbedContent
 
 from inspector.app import InspectorApp, build_app
@@ -238,13 +238,14 @@ async def test_play_pauses_at_the_end_of_the_list(run_file: Path, clock: FakeClo
         assert not app.playing and _selected(app) == 4
         assert app.query_one(EmissionPane).reveal is None
         assert "⏸ paused" in plain(app.query_one("#playback", Static))
-        assert any(n.message == "end of the turn list" and n.title == "playback" for n in app._notifications)
+        assert "end of the turn list" in plain(app.query_one("#playback", Static))
 
 
 async def test_live_follow_shows_new_turns_as_the_file_grows(run_file: Path, tmp_path: Path) -> None:
     lines = run_file.read_bytes().splitlines(keepends=True)
     live = tmp_path / "live.jsonl"
-    live.write_bytes(b"".join(lines[:3]))
+    recorder = Recording(live)
+    recorder.write(b"".join(lines[:3]))
     app = build_app(live, live=True)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: len(app.turns) == 2)
@@ -252,19 +253,17 @@ async def test_live_follow_shows_new_turns_as_the_file_grows(run_file: Path, tmp
         await until(pilot, lambda: app._loaded == 0)
         assert "no next turn yet" not in pane_text(app, "#pane-e")
         half = len(lines[3]) // 2
-        with live.open("ab") as f:
-            f.write(lines[3][:half])  # the recorder is mid-write: nothing new, no problem
+        recorder.write(lines[3][:half])  # the recorder is mid-write: nothing new, no problem
         await pilot.pause(0.6)
         assert len(app.turns) == 2 and app.source.problems == []
-        with live.open("ab") as f:
-            f.write(lines[3][half:] + lines[4])
+        recorder.write(lines[3][half:] + lines[4])
         await until(pilot, lambda: len(app.turns) == 4)
-        with live.open("ab") as f:
-            f.write(lines[5])
+        recorder.write(lines[5])
         await until(pilot, lambda: len(app.turns) == 5)
         assert [t.seq for t in app.query_one(TurnList).turns] == [0, 1, 2, 3, 4]
         assert _selected(app) == 0  # the selection stayed
         assert not app.complete
+        recorder.close()
 
 
 async def test_live_follow_waits_for_the_file_and_fills_in_results(run_file: Path, tmp_path: Path) -> None:
@@ -274,17 +273,16 @@ async def test_live_follow_waits_for_the_file_and_fills_in_results(run_file: Pat
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.5)
         assert app.failed is None and "waiting for live.jsonl to be created" in pane_text(app, "#messages")
-        live.write_bytes(lines[0])  # the header alone
-        await pilot.pause(0.5)
-        assert app.failed is None and "waiting for the first turn" in pane_text(app, "#messages")
-        with live.open("ab") as f:
-            f.write(lines[1])  # turn 0: its tool call has no result yet
-        await until(pilot, lambda: app._loaded == 0)
-        assert "no next turn yet" in pane_text(app, "#pane-e")
-        with live.open("ab") as f:
-            f.write(lines[2])
-        await until(pilot, lambda: len(app.turns) == 2)
-        assert '"temp_c": 21' in pane_text(app, "#pane-e")
+        with Recording(live) as recorder:
+            recorder.write(lines[0])  # the header alone
+            await until(pilot, lambda: "waiting for the first turn" in pane_text(app, "#messages"))
+            assert app.failed is None and "no turns yet" in pane_text(app, "#messages")
+            recorder.write(lines[1])  # turn 0: its tool call has no result yet
+            await until(pilot, lambda: app._loaded == 0)
+            await until(pilot, lambda: "no next turn yet" in pane_text(app, "#pane-e"))
+            recorder.write(lines[2])
+            await until(pilot, lambda: len(app.turns) == 2)
+            await until(pilot, lambda: '"temp_c": 21' in pane_text(app, "#pane-e"))
 
 
 async def test_bad_files_give_a_message_on_screen(tmp_path: Path) -> None:
@@ -354,9 +352,10 @@ async def test_help_screen_and_command_palette(run_file: Path) -> None:
 
 async def test_every_binding_is_described() -> None:
     from inspector.screens.search import SearchScreen
+    from inspector.widgets.layers import LayerPane
     from inspector.widgets.messages import MessagesView
 
-    for owner in (InspectorApp, TurnList, MessagesView, HelpScreen, SearchScreen):
+    for owner in (InspectorApp, TurnList, MessagesView, LayerPane, HelpScreen, SearchScreen):
         for b in owner.BINDINGS:
             assert not isinstance(b, tuple)
             assert b.description and b.tooltip and b.id, (owner, b)
@@ -366,15 +365,17 @@ async def test_tiny_and_huge_terminals(run_file: Path) -> None:
     app = build_app(run_file)
     async with app.run_test(size=(60, 16)) as pilot:
         await loaded(pilot)
-        for size, tiny, narrow in (
-            ((60, 16), True, True),
-            ((100, 30), False, True),
-            ((320, 90), False, False),
-            ((30, 8), True, True),
+        for size, tiny, compact, narrow in (
+            ((60, 16), True, True, False),
+            ((80, 24), False, True, False),
+            ((100, 30), False, False, True),
+            ((320, 90), False, False, False),
+            ((30, 8), True, True, False),
         ):
             await pilot.resize_terminal(*size)
             await pilot.pause()
             assert app.screen.has_class("-tiny") is tiny, size
+            assert app.screen.has_class("-compact") is compact, size
             assert app.screen.has_class("-narrow") is narrow, size
             await pilot.press("2", "3", "1")
         await pilot.press("down")
@@ -529,26 +530,26 @@ async def test_narrow_terminal_shows_the_layers_as_tabs(run_file: Path) -> None:
         shown = [p.id for p in app.query("LayerPane") if p.display]
         assert shown == ["pane-e"]
         e = app.query_one("#pane-e")
-        assert e.size.width >= 55 and e.size.height >= 10, e.size  # a real pane, not a sliver
+        assert e.size.width >= 50 and e.size.height >= 4, e.size  # a real pane, not a sliver
         await pilot.press("f")  # #2: the schema violation is E's
         await until(pilot, lambda: app._loaded == 2)
-        assert app.layer == "E" and "E.arguments_schema" in pane_text(app, "#pane-e")
+        assert app.view == "E" and "E.arguments_schema" in pane_text(app, "#pane-e")
         await pilot.press("j")  # #3: an A warning and a C error: the error's layer comes up
         await until(pilot, lambda: app._loaded == 3)
-        assert app.layer == "C" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-c"]
-        labels = [str(t.label) for t in app.query("#layer-tabs Tab")]
+        assert app.view == "C" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-c"]
+        labels = [str(t.label) for t in app.query("#layer-tabs Tab") if t.display]
         assert labels == ["E emission ok", "A API verdict ▲1", "C client ✖1"]
         await pilot.press("l")
-        assert app.layer == "E"
+        assert app.view == "E"
         await pilot.click("#layer-A")
-        assert app.layer == "A" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-a"]
+        assert app.view == "A" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-a"]
         assert "A.truncated_length" in pane_text(app, "#pane-a")
         await pilot.press("j")  # #4: only a C warning; A, shown, has none: C comes up
         await until(pilot, lambda: app._loaded == 4)
-        assert app.layer == "C"
+        assert app.view == "C"
         await pilot.press("g")  # #0: no findings: the layer stays
         await until(pilot, lambda: app._loaded == 0)
-        assert app.layer == "C"
+        assert app.view == "C"
 
 
 async def test_wide_terminal_shows_the_three_layers_side_by_side(run_file: Path) -> None:

@@ -122,3 +122,28 @@ def test_help_narrow(snap_compare: Any, run_file: Path) -> None:
 
 def test_search_narrow(snap_compare: Any, run_file: Path) -> None:
     assert snap_compare(build_app(run_file), terminal_size=NARROW_SIZE, run_before=_search("weather"))
+
+
+# -- the compact layout (issue 32: 80×24) and a big terminal --------------------------------------
+
+COMPACT_SIZE = (80, 24)
+BIG_SIZE = (200, 60)
+
+
+def test_turn_compact(snap_compare: Any, run_file: Path) -> None:
+    """80×24: the turn list above one pane; turn #3's C error brings C up; every count in the tabs."""
+    assert snap_compare(build_app(run_file), terminal_size=COMPACT_SIZE, run_before=_at(3))
+
+
+def test_messages_compact(snap_compare: Any, run_file: Path) -> None:
+    """80×24 after ``a``: the messages tab, every message, parts whole."""
+    assert snap_compare(build_app(run_file), terminal_size=COMPACT_SIZE, run_before=_at(1, "a"))
+
+
+def test_growth_compact(snap_compare: Any, demo_file: Path) -> None:
+    assert snap_compare(build_app(demo_file), terminal_size=COMPACT_SIZE, run_before=_at(6, "2"))
+
+
+def test_turn_big(snap_compare: Any, run_file: Path) -> None:
+    """200×60 with focus in the A pane (``l``): the playback line says so."""
+    assert snap_compare(build_app(run_file), terminal_size=BIG_SIZE, run_before=_at(3, "l"))

@@ -1,0 +1,98 @@
+"""What the inspector needs of a run being read: the seam between the app and the core's reader.
+
+The app holds no copy of the run's turns: the summaries live in the reader (``summaries``, by seq)
+and the app keeps only seq indexes (recording order, per conversation). Everything the app asks of
+the reader is listed here, so a change of the core's run types touches this protocol and the one
+place that builds the reader (:func:`open_source`), not the app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol
+
+from cassettes.analysis.model import Conversation, McpCall, Turn
+from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.storage.store import Problem
+from cassettes.views.incremental import Batch
+from cassettes.views.summary import TurnSummary
+from cassettes.wire.exchange import Exchange
+
+__all__ = ["TurnSource", "open_source"]
+
+
+class TurnSource(Protocol):
+    """A run read a batch at a time (``step`` in one thread; the viewer methods from others)."""
+
+    @property
+    def summaries(self) -> Mapping[int, TurnSummary]: ...
+
+    @property
+    def problems(self) -> list[Problem]: ...
+
+    @property
+    def records(self) -> int: ...
+
+    def step(self, max_bytes: int | None = ...) -> Batch: ...
+
+    def progress(self) -> float | None:
+        """Share of the file read so far (``None``: unknown)."""
+        ...
+
+    def finish(self) -> None: ...
+
+    def conversations(self) -> list[Conversation]: ...
+
+    def mcp_calls(self) -> list[McpCall]: ...
+
+    def full_turn(self, seq: int, *, remember: bool = True) -> Turn: ...
+
+    def roundtrip(self, seq: int) -> tuple[Exchange, RoundTrip]: ...
+
+
+class _Incremental:
+    """:class:`cassettes.views.incremental.IncrementalRun` behind :class:`TurnSource`."""
+
+    def __init__(self, path: Path) -> None:
+        from cassettes.views.incremental import IncrementalRun
+
+        self.run = IncrementalRun(path)
+
+    @property
+    def summaries(self) -> Mapping[int, TurnSummary]:
+        return self.run.summaries
+
+    @property
+    def problems(self) -> list[Problem]:
+        return self.run.problems
+
+    @property
+    def records(self) -> int:
+        return self.run.records
+
+    def step(self, max_bytes: int | None = 4 * 1024 * 1024) -> Batch:
+        return self.run.step(max_bytes)
+
+    def progress(self) -> float | None:
+        size = self.run.index.size()
+        return self.run.index.consumed / size if size else None
+
+    def finish(self) -> None:
+        self.run.finish()
+
+    def conversations(self) -> list[Conversation]:
+        return list(self.run.analysis.conversations)
+
+    def mcp_calls(self) -> list[McpCall]:
+        return list(self.run.analysis.mcp_calls.values())
+
+    def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
+        return self.run.full_turn(seq, remember=remember)
+
+    def roundtrip(self, seq: int) -> tuple[Exchange, RoundTrip]:
+        return self.run.roundtrip(seq)
+
+
+def open_source(path: Path) -> TurnSource:
+    return _Incremental(path)
