@@ -124,7 +124,7 @@ def diff_files(path_a: str | Path, path_b: str | Path) -> tuple[list[Divergence]
 
     def exchange(run: Any) -> Callable[[int], Exchange]:
         def get(seq: int) -> Exchange:
-            found = run.roundtrip(seq)
+            found = run.by_seq(seq)
             if found is None:
                 raise KeyError(seq)
             ex: Exchange = found[0]

@@ -8,8 +8,8 @@ turns no longer need), then releases each exchange's raw bytes. Each analysed tu
 :class:`~cassettes.views.summary.TurnSummary` (what a turn list, the findings, the growth chart and
 navigation read: a few hundred bytes); the full turn goes, compressed, to an anonymous temporary
 file and :meth:`IncrementalRun.full_turn` restores it (a small cache keeps the recently shown
-ones). :meth:`IncrementalRun.roundtrip` re-reads one round trip in full (its whole message history)
-when a viewer shows it; :class:`Reread` goes through every round trip again, one at a time.
+ones). :meth:`IncrementalRun.by_seq` re-reads one round trip in full (its whole message history)
+when a viewer shows it; :meth:`IncrementalRun.reread` goes through every round trip again, one at a time.
 
 What still grows with the run is about 3 KB per turn (the summary and growth bar, the threader's
 hashes, the checks' memory of call ids and calls, the index entries) and the latest turn of each
@@ -39,7 +39,7 @@ from cassettes.storage.store import Problem, open_regular
 from cassettes.views.summary import TurnSummary, summarise
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["Batch", "IncrementalRun", "Reread"]
+__all__ = ["Batch", "IncrementalRun"]
 
 #: Full turns kept restored for viewers (the most recently shown ones).
 TURN_CACHE = 64
@@ -227,7 +227,7 @@ class IncrementalRun:
     ``step()`` until ``at_end``; then ``finish()`` for the end-of-run checks. For a recording in
     progress keep calling ``step()`` (new records appear as the writer completes them) and call
     ``finish()`` once it is done, if ever. ``step`` runs in one thread; the viewer methods
-    (:meth:`full_turn`, :meth:`exchange`, :meth:`roundtrip`) may be called from others.
+    (:meth:`full_turn`, :meth:`exchange_by_seq`, :meth:`by_seq`) may be called from others.
     """
 
     def __init__(
@@ -283,7 +283,7 @@ class IncrementalRun:
         turns: list[TurnSummary] = []
         for i, (line, rec) in enumerate(recs):
             try:
-                ex = self._bodies.exchange(rec, checked=True)
+                ex = self._bodies.rebuild(rec, checked=True)
             except CassetteFormatError as exc:
                 self.index.problems.append(Problem(line, "unreadable", f"{exc}; skipped"))
                 self._skipped.add(first + i)
@@ -346,31 +346,32 @@ class IncrementalRun:
     def _reload(self, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
         """An earlier round trip, read again for the analysis (a ``previous_response_id`` that
         points back at a turn whose context was released)."""
-        ex = self._bodies.exchange(self.index.read_record(seq))
+        ex = self._bodies.rebuild(self.index.read_record(seq))
         return ex, parse_exchange(ex), self.full_turn(seq).model_copy()
 
-    def exchange(self, seq: int) -> Exchange:
-        """The full exchange of a round trip already read, rebuilt from disk (safe to call from
+    def exchange_by_seq(self, seq: int) -> Exchange:
+        """The full exchange of the round trip with this seq, already read, rebuilt from disk (safe to call from
         another thread than the one calling :meth:`step`)."""
-        return self._viewer_bodies.exchange(self.index.read_record(seq))
+        return self._viewer_bodies.rebuild(self.index.read_record(seq))
 
-    def roundtrip(self, seq: int) -> tuple[Exchange, RoundTrip]:
-        """The exchange and its derived view with the complete message history (parsed in full)."""
-        ex = self.exchange(seq)
+    def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip]:
+        """The exchange and parsed round trip with this seq, with the complete message history
+        (parsed in full)."""
+        ex = self.exchange_by_seq(seq)
         return ex, parse_exchange(ex)
 
-    def reread(self) -> Reread:
+    def reread(self) -> _Reread:
         """Every round trip read so far, read again from disk in recording order on each pass
         (for commands that go through a whole run once its analysis is done: memory holds one
         round trip at a time, not the run)."""
-        return Reread(self)
+        return _Reread(self)
 
     def close(self) -> None:
         """Delete the store of full turns (the summaries stay readable)."""
         self._store.close()
 
 
-class Reread:
+class _Reread:
     """The exchanges and parsed round trips of an :class:`IncrementalRun`, read again from disk in
     recording order on every pass. :attr:`exchanges` and :attr:`roundtrips` are sized iterables
     that may be zipped (a small cache of the latest records serves the same record to both), and
@@ -409,24 +410,24 @@ class Reread:
             raise CassetteFormatError(f"record {index.seqs[pos]} is not a JSON object (the file changed while it was read)")
         rec = migrate(rec, index.format_version)
         rec.setdefault("seq", index.seqs[pos])
-        entry = [self._bodies.exchange(rec), None]
+        entry = [self._bodies.rebuild(rec), None]
         self._recent[pos] = entry
         while len(self._recent) > self._cache:
             self._recent.popitem(last=False)
         return entry
 
-    def find(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
+    def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
         """The round trip with this seq (the last one when a seq repeats), read again from disk."""
         pos = self._run.index.position(seq)
         if pos is None or pos in self._run._skipped:
             return None
-        return self.exchange(pos), self.roundtrip(pos)
+        return self.exchange_at(pos), self.roundtrip_at(pos)
 
-    def exchange(self, pos: int) -> Exchange:
+    def exchange_at(self, pos: int) -> Exchange:
         ex: Exchange = self._entry(pos)[0]
         return ex
 
-    def roundtrip(self, pos: int) -> RoundTrip:
+    def roundtrip_at(self, pos: int) -> RoundTrip:
         entry = self._entry(pos)
         if entry[1] is None:
             ex = entry[0]
@@ -445,9 +446,9 @@ class Reread:
 
 
 class _Column:
-    """One column of a :class:`Reread` (exchanges or round trips): sized, iterable, read lazily."""
+    """One column of a :class:`_Reread` (exchanges or round trips): sized, iterable, read lazily."""
 
-    def __init__(self, reread: Reread, which: int) -> None:
+    def __init__(self, reread: _Reread, which: int) -> None:
         self._reread = reread
         self._which = which
 
@@ -469,7 +470,7 @@ class _Column:
         return self._get()(pos)
 
     def _get(self) -> Any:
-        return self._reread.exchange if self._which == 0 else self._reread.roundtrip
+        return self._reread.exchange_at if self._which == 0 else self._reread.roundtrip_at
 
 
 class _Turns(Mapping[int, Turn]):

@@ -117,4 +117,4 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(tmp_path: Path, m
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "LOOPTAP_MEMORY_BUDGET_MB" in err[0], err
     monkeypatch.setenv("LOOPTAP_MEMORY_BUDGET_MB", "0")  # no limit
-    assert open_run(path).round_trips == 300
+    assert len(open_run(path)) == 300

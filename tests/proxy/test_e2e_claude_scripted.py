@@ -53,7 +53,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.interop.run import load_run
+from cassettes.interop.run import open_run
 from tests.interop.helpers import write_cassette
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
 from tests.support.harness import outputs
@@ -92,7 +92,7 @@ def test_claude_code_explains_a_failed_run_through_looptap_mcp(tmp_path: Path, c
     runs.mkdir()
     with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
         write_cassette(Path(src), runs / "agent-run.jsonl")  # the bundled demo: its E finding is the cause
-    truth = load_run(runs / "agent-run.jsonl").analysis
+    truth = open_run(runs / "agent-run.jsonl").analysis
     worst = sorted(truth.findings, key=lambda f: ({"error": 0, "warning": 1}.get(f.severity.value, 2), f.seq or 0))[0]
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"looptap": {"type": "stdio", "command": sys.executable, "args": ["-m", "cassettes.cli", "mcp", "--root", str(runs)]}}}))
@@ -130,7 +130,7 @@ def test_claude_code_explains_a_failed_run_through_looptap_mcp(tmp_path: Path, c
     conv = worst.conversation
     assert answer.startswith(f"The run went wrong at #{worst.seq} ({conv}/turn {worst.turn}), layer {worst.layer}: {worst.code}"), answer
     # looptap recorded Claude Code's calls of its own tools, and their answers
-    run = load_run(out)
+    run = open_run(out)
     calls = [c.name for rt in run.roundtrips if rt.response is not None for c in rt.response.tool_calls]
     assert calls == ["mcp__looptap__run_summary", "mcp__looptap__turn"], log
     last = list(run.roundtrips)[-1]
@@ -194,7 +194,7 @@ def test_claude_code_sub_agent_is_threaded_under_its_parent(tmp_path: Path, conf
     whats = [x.reply.what for x in up.log if x.reply is not None]
     assert whats.count("main:spawn") == 1 and whats.count("sub") >= 1 and whats.count("main:answer") == 1, log
     assert not [w for w in whats if w.startswith("side:")], log  # plain `claude -p` makes no side calls
-    run = load_run(out)
+    run = open_run(out)
     a = run.analysis
 
     def seq_of(pred: Any) -> int:
@@ -249,7 +249,7 @@ def test_claude_code_sub_agent_and_side_calls_each_in_their_own_conversation(
         log = "\n".join(x.line() for x in up.log)
     assert proc.returncode == 0, explain(proc) + "\n--- scripted\n" + log
     assert outputs(proc)[-1]["result"] == ANSWER, log
-    run = load_run(out)
+    run = open_run(out)
     a = run.analysis
     what = _labelled(run, up)
     assert sorted(what.values()) == sorted(x.reply.what for x in up.log if x.reply is not None), (what, log)
@@ -324,7 +324,7 @@ def test_openai_agents_handoff_continues_the_conversation(tmp_path: Path, confdi
     assert proc.returncode == 0, explain_py(proc) + "\n--- scripted\n" + log
     assert outputs(proc)[-1] == {"final": "Invoice 42 was paid on 2026-11-02.", "agent": "billing"}, log
     assert [x.reply.what for x in up.log if x.reply] == ["triage:handoff", "billing:lookup", "billing:answer"], log
-    run = load_run(out)
+    run = open_run(out)
     a = run.analysis
     convs = [(c.id, c.turns, c.branch, c.parent_seq) for c in a.conversations]
     # The billing agent's requests carry the whole history (the user's question, the transfer call
