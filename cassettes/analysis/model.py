@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from enum import StrEnum
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -246,7 +247,9 @@ class McpCall(_Model):
 
 
 class RunAnalysis(_Model):
-    conversations: list[Conversation] = Field(default_factory=list)
+    #: In order of their first turn. The analyser keeps them compact and gives each as a
+    #: :class:`Conversation` on access (a copy: read it, do not change it).
+    conversations: Sequence[Conversation] = Field(default_factory=list)
     #: Turns by seq (LLM generation round trips only).
     turns: dict[int, Turn] = Field(default_factory=dict)
     findings: list[Finding] = Field(default_factory=list)

@@ -473,7 +473,7 @@ def _stream(path: str | Path) -> Run:
     from cassettes.views.incremental import IncrementalRun
 
     p = Path(path)
-    inc = IncrementalRun(p)
+    inc = IncrementalRun(p, summaries=False)
     budget = memory_budget()
     at_end = False
     while not at_end:
@@ -518,18 +518,16 @@ def _length(ex: Exchange) -> float:
     return max(ex.ttfb or 0.0, 0.0)
 
 
-def timeline(run: Run) -> list[tuple[float, float, bool]]:
-    """``(start, seconds, synthetic)`` per exchange. A round trip without a recorded start (an
-    import) is laid out after the previous one, from the run's epoch, so the layout is the same
-    on every export of the same file."""
-    out: list[tuple[float, float, bool]] = []
+def timeline(run: Run) -> Iterator[tuple[float, float, bool]]:
+    """``(start, seconds, synthetic)`` per exchange, in order (one pass over the run, nothing
+    kept). A round trip without a recorded start (an import) is laid out after the previous one,
+    from the run's epoch, so the layout is the same on every export of the same file."""
     cursor = run.epoch
     for ex in run.exchanges:
         length = _length(ex)
         if ex.started is None:
-            out.append((cursor, length, True))
+            yield cursor, length, True
             cursor += length + 0.001
         else:
-            out.append((ex.started, length, False))
+            yield ex.started, length, False
             cursor = max(cursor, ex.started + length)
-    return out

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import queue
 import tempfile
+from array import array
+from bisect import bisect_left
 import threading
 import zlib
 from collections import OrderedDict
@@ -221,6 +223,49 @@ class _TurnStore:
             self._filling = bytearray()
 
 
+class _Places:
+    """Where each turn sits in the store, by seq: four integers per turn in arrays (a dict of
+    tuples costs ten times that), looked up by bisection while seqs come in increasing order (a
+    cassette's do), through a dict once one does not."""
+
+    def __init__(self) -> None:
+        self._seqs = array("q")
+        self._where = array("q")  # block, offset, length per turn
+        self._dict: dict[int, int] | None = None  # seq → position, once seqs stop increasing
+
+    def put(self, seq: int, where: tuple[int, int, int]) -> None:
+        if self._dict is None and self._seqs and seq <= self._seqs[-1]:
+            self._dict = {s: i for i, s in enumerate(self._seqs)}
+        if self._dict is not None:
+            self._dict[seq] = len(self._seqs)
+        self._seqs.append(seq)
+        self._where.extend(where)
+
+    def _pos(self, seq: int) -> int | None:
+        if self._dict is not None:
+            return self._dict.get(seq)
+        i = bisect_left(self._seqs, seq)
+        return i if i < len(self._seqs) and self._seqs[i] == seq else None
+
+    def get(self, seq: int) -> tuple[int, int, int]:
+        i = self._pos(seq)
+        if i is None:
+            raise KeyError(seq)
+        w = self._where
+        return w[3 * i], w[3 * i + 1], w[3 * i + 2]
+
+    def __contains__(self, seq: int) -> bool:
+        return self._pos(seq) is not None
+
+    def __len__(self) -> int:
+        return len(self._dict) if self._dict is not None else len(self._seqs)
+
+    def __iter__(self) -> Iterator[int]:
+        if self._dict is not None:
+            return iter(self._dict)
+        return iter(self._seqs)
+
+
 class IncrementalRun:
     """A cassette read and analysed a batch at a time, with memory bounded by summaries.
 
@@ -236,6 +281,8 @@ class IncrementalRun:
         body_cache: int = BODY_CACHE,
         turn_cache: int = TURN_CACHE,
         store_dir: str | Path | None = None,
+        *,
+        summaries: bool = True,
     ) -> None:
         self.index = RecordIndex(path)
         self._bodies = RequestBodies(self.index, body_cache)
@@ -243,9 +290,12 @@ class IncrementalRun:
         # can read while another thread steps the analysis.
         self._viewer_bodies = RequestBodies(self.index, 16)
         self.analyser = RunAnalyser(self._reload, keep_turns=False)
-        #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`).
+        #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`); left
+        #: empty with ``summaries=False`` (a command going through the run once: the turns are
+        #: read from the store only, which keeps memory at a few integers per turn).
         self.summaries: dict[int, TurnSummary] = {}
-        self._where: dict[int, tuple[int, int, int]] = {}
+        self._summarise = summaries
+        self._places = _Places()
         self._store = _TurnStore(store_dir)
         self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
         self._turn_cache = turn_cache
@@ -295,10 +345,11 @@ class IncrementalRun:
             family = self.analyser.last_family
             self.families[family] = self.families.get(family, 0) + 1
             if turn is not None:
-                summary = summarise(turn)
-                self._where[turn.seq] = self._store.put(turn)
-                self.summaries[turn.seq] = summary
-                turns.append(summary)
+                self._places.put(turn.seq, self._store.put(turn))
+                if self._summarise:
+                    summary = summarise(turn)
+                    self.summaries[turn.seq] = summary
+                    turns.append(summary)
             # The analysis has what it needs from the raw exchange (checks read only the current
             # turn's exchange): drop its bytes so memory holds the analysis, not the file.
             ex.response_chunks = []
@@ -325,9 +376,11 @@ class IncrementalRun:
             if turn is not None:
                 self._turns.move_to_end(seq)
                 return turn
-        summary = self.summaries[seq]
-        turn = self._store.get(*self._where[seq])
-        turn.findings = summary.findings  # end-of-run checks may add to them
+        turn = self._store.get(*self._places.get(seq))
+        summary = self.summaries.get(seq)
+        findings = summary.findings if summary is not None else self.analyser.findings_of(seq)
+        if findings is not None:
+            turn.findings = findings  # end-of-run checks may add to them
         if not remember:
             return turn
         with self._lock:
@@ -340,8 +393,8 @@ class IncrementalRun:
         """The analysis with every turn restored (memory grows with the run: for tests, exports
         and small runs)."""
         a = self.analyser.result
-        turns = {seq: self.full_turn(seq) for seq in self.summaries}
-        return RunAnalysis(**{**dict(a), "turns": turns})  # every field, the turns restored
+        turns = {seq: self.full_turn(seq) for seq in self._places}
+        return RunAnalysis(**{**dict(a), "conversations": list(a.conversations), "turns": turns})  # every field, the turns restored
 
     def _reload(self, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
         """An earlier round trip, read again for the analysis (a ``previous_response_id`` that
@@ -480,15 +533,15 @@ class _Turns(Mapping[int, Turn]):
         self._run = run
 
     def __getitem__(self, seq: int) -> Turn:
-        if seq not in self._run.summaries:
+        if seq not in self._run._places:
             raise KeyError(seq)
         return self._run.full_turn(seq, remember=False)
 
     def __contains__(self, seq: object) -> bool:
-        return seq in self._run.summaries
+        return isinstance(seq, int) and seq in self._run._places
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._run.summaries)
+        return iter(self._run._places)
 
     def __len__(self) -> int:
-        return len(self._run.summaries)
+        return len(self._run._places)
