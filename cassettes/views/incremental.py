@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import queue
 import tempfile
-from array import array
-from bisect import bisect_left
 import threading
 import zlib
+from array import array
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
