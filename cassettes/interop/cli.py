@@ -67,16 +67,26 @@ def _header(values: list[str] | None) -> dict[str, str]:
 def cmd_export(args: argparse.Namespace) -> int:
     from cassettes.interop.run import open_run
 
-    if not (args.otel or args.otel_endpoint or args.har):
-        raise ExportUsageError("nothing to export: give --otel FILE, --otel-endpoint URL and/or --har FILE")
+    html: str | None = None
+    if getattr(args, "html", False) or getattr(args, "output", None):
+        if not args.html:
+            raise ExportUsageError("-o names the --html page: looptap export --html RUN -o run.html")
+        if not args.output:
+            raise ExportUsageError("--html writes to the file -o names: looptap export --html RUN -o run.html ('-o -' = stdout)")
+        html = args.output
+    if not (args.otel or args.otel_endpoint or args.har or html):
+        raise ExportUsageError("nothing to export: give --otel FILE, --otel-endpoint URL, --har FILE and/or --html -o FILE")
     headers = _header(args.otel_header)
-    if args.otel and args.har and args.otel != "-" and args.har != "-":
-        from cassettes.storage.paths import UnsafePath, same_path
+    outs = [(flag, v) for flag, v in (("--otel", args.otel), ("--har", args.har), ("--html", html)) if v and v != "-"]
+    from cassettes.storage.paths import UnsafePath, same_path
 
-        if same_path(args.otel, args.har):
-            raise UnsafePath(f"--otel and --har both name {args.har}: give each its own path")
+    for i, (flag_a, a) in enumerate(outs):
+        for flag_b, b in outs[i + 1 :]:
+            if same_path(a, b):
+                raise UnsafePath(f"{flag_a} and {flag_b} both name {b}: give each its own path")
     otel_target = _export_target(args.otel, args) if args.otel else None
     har_target = _export_target(args.har, args) if args.har else None
+    html_target = _export_target(html, args) if html else None
     run = open_run(args.file)
     from cassettes.errors import problem_lines
 
@@ -123,19 +133,33 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         _write_chunks(har_target, har_chunks(run))
         said.append(f"{len(run.exchanges)} HAR entries → {args.har}")
+    if html:
+        said.append(write_html_report(run, html_target, html))
     if not args.quiet:
         for s in said:
             print(f"{args.file}: {s}", file=sys.stderr)
     return 0
 
 
+def write_html_report(run: Any, target: Any, shown: str) -> str:
+    """Write ``run`` as one self-contained web page (``looptap export --html``) to ``target``
+    (``None``: stdout); what was written, for the summary line."""
+    from cassettes.interop.htmlpage import render_html
+    from cassettes.interop.report import report_data
+
+    data = report_data(run)
+    page = render_html(data).encode()
+    _write_chunks(target, [page])
+    return f"{data['totals']['turns']} turns as a web page ({len(page) / 1024:,.0f} KB) → {shown}"
+
+
 def register_export(sub: Any) -> None:
     p = sub.add_parser(
         "export",
-        help="export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint) or HAR 1.2",
+        help="export a run as OpenTelemetry GenAI spans (OTLP JSON file or OTLP/HTTP endpoint), HAR 1.2 or a web page",
         description="Export a run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file) for other tools: OpenTelemetry GenAI spans "
         "(one trace per conversation, one span per round trip) for Phoenix, Langfuse or any OTLP collector, "
-        "and HAR 1.2 for browser devtools and mitmweb.",
+        "HAR 1.2 for browser devtools and mitmweb, and one self-contained web page to share (looptap export --html RUN -o run.html).",
     )
     p.add_argument("file", help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by content)")
     p.add_argument("--otel", metavar="OUT.json", help="write OTLP/JSON (one ExportTraceServiceRequest per line, the OTLP file format) to this file ('-' = stdout)")
@@ -145,7 +169,9 @@ def register_export(sub: Any) -> None:
     p.add_argument("--project", help="Phoenix project to file the spans under (resource attribute openinference.project.name)")
     p.add_argument("--no-content", action="store_true", help="leave out message contents, system instructions and tool definitions")
     p.add_argument("--har", metavar="OUT.har", help="write HAR 1.2 to this file ('-' = stdout)")
-    p.add_argument("--force", action="store_true", help="replace an existing --otel/--har file (a link, a directory or a device is always refused)")
+    p.add_argument("--html", action="store_true", help="write the run as one self-contained web page to -o (turns, messages, findings, growth chart; needs the html extra)")
+    p.add_argument("-o", "--output", metavar="OUT.html", help="where --html writes the page ('-' = stdout)")
+    p.add_argument("--force", action="store_true", help="replace an existing --otel/--har/--html file (a link, a directory or a device is always refused)")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=cmd_export)
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_server", "cmd_mcp", "parse_http", "register_mcp"]
+__all__ = ["build_server", "cmd_mcp", "parse_http", "register_mcp", "web_report_answer"]
 
 INSTRUCTIONS = (
     "looptap recorded the HTTP traffic of an LLM agent into runs (cassettes). Each round trip is labelled by "
@@ -140,6 +140,14 @@ def build_server(roots: list[str]) -> Any:
         a recording in progress by calling again with the last_seq of the previous answer."""
         return runs.tail(run, after_seq, limit, max_bytes)
 
+    @tool
+    def web_report(run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+        """Where to get a run as one self-contained web page to show a person (turns with E/A/C badges,
+        the messages, findings root cause first, the token-cost growth chart): the command that writes
+        it (this server only reads, it writes nothing) and the page, if one is already beside the run."""
+        return web_report_answer(runs.resolve(run))
+
+    del web_report
     del list_runs, run_summary, findings, turn, search, growth, diff, tail
     return server
 
@@ -184,6 +192,27 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
         anyio.run(serve_stdio, server)
     return 0
+
+
+def web_report_answer(path: Path) -> dict[str, Any]:
+    """The ``web_report`` answer for the run at ``path``: the ``looptap export --html`` command
+    (with this interpreter, so it runs whatever is on PATH) and the page beside the run, if any."""
+    import shlex
+
+    from cassettes.interop.query import UNTRUSTED_NOTE
+    from cassettes.untrusted import clean
+
+    page = path.with_name(path.name + ".html")
+    command = shlex.join([sys.executable, "-m", "cassettes.cli", "export", "--html", str(path), "-o", str(page)])
+    exists = page.is_file() and not page.is_symlink()
+    return {
+        "note": UNTRUSTED_NOTE,
+        "how": "run recorded.command in a shell to write the page (it needs the html extra: pip install 'looptap[html]'); "
+        "it opens in any browser without a server"
+        + ("; recorded.page is there already (add --force to the command to write it again)" if exists else ""),
+        # The run's file name is the recording's: inside the fence, made safe.
+        "recorded": {"command": clean(command), "page": clean(str(page)) if exists else None},
+    }
 
 
 _LOOPBACK = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1", "[::1]": "::1"}

@@ -37,7 +37,7 @@ _ADAPTERS = (
     ("gemini_live", "GeminiLive"),
     ("ollama", "OllamaChat"),
     ("bedrock", "BedrockConverse"),
-    ("bedrock", "BedrockInvoke"),
+    ("bedrock_invoke", "BedrockInvoke"),
     ("openai_completions", "OpenAICompletions"),
     ("embeddings", "Embeddings"),
     ("cohere", "CohereChat"),
@@ -45,6 +45,11 @@ _ADAPTERS = (
     ("text_generation", "Watsonx"),
     ("text_generation", "TextGenerationInference"),
     ("text_generation", "SageMaker"),
+    ("writer", "Writer"),
+    ("aleph_alpha", "AlephAlpha"),
+    ("replicate", "Replicate"),
+    ("assistants", "OpenAIAssistants"),
+    ("a2a", "A2A"),
     ("mcp", "Mcp"),
 )
 
@@ -113,6 +118,11 @@ LLM_HOSTS: tuple[str, ...] = (
     "api.cohere.com",
     "router.huggingface.co",
     "ollama.com",
+    "api.writer.com",
+    "api.replicate.com",
+    "api.aleph-alpha.com",
+    "*.ml.cloud.ibm.com",
+    "api.cohere.ai",
 )
 
 
@@ -167,4 +177,5 @@ OTEL_PROVIDER_HOSTS: tuple[tuple[str, str], ...] = (
     ("api.perplexity.ai", "perplexity"),
     ("api.cohere.com", "cohere"),
     ("api.cohere.ai", "cohere"),
+    ("api.writer.com", "writer"),
 )

@@ -33,7 +33,6 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 from urllib.parse import SplitResult, unquote
 
@@ -55,27 +54,20 @@ from cassettes.parsing.models import (
 from cassettes.providers._base import (
     Provider,
     Rendered,
-    answer_calls,
-    answer_text,
-    arguments_not_json,
     as_int,
     as_str,
-    call_arguments_object,
-    call_arguments_text,
     error_from_body,
     finish_lookup,
     media_part,
-    pieces,
-    sse,
     text_of,
     tool_call_from_object,
     tool_call_from_string,
 )
 from cassettes.providers._facets import ReplayShape, _seconds, reset_at
-from cassettes.providers._parts import Slot, StreamParts
+from cassettes.providers.anthropic_render import render_messages
 from cassettes.wire.framing import Event, Framed
 
-__all__ = ["AnthropicMessages", "finish_class", "usage_from"]
+__all__ = ["AnthropicMessages", "finish_class", "render_messages", "usage_from"]
 
 #: A JSON object as it travelled (open-ended: unknown keys are kept).
 JSONObject = dict[str, Any]
@@ -106,57 +98,6 @@ _VERTEX_PATH = re.compile(
 #: Response keys that have a home in :class:`NormalisedResponse`; the rest go to provider_details.
 _RESPONSE_KEYS = {"id", "type", "role", "model", "content", "stop_reason", "usage"}
 
-
-#: The ``stop_reason`` for a normalised class (rendering an answer).
-_RAW_FINISH = {
-    FinishReason.COMPLETE: "end_turn",
-    FinishReason.TOOL_CALL: "tool_use",
-    FinishReason.TRUNCATED_LENGTH: "max_tokens",
-    FinishReason.REFUSED: "refusal",
-}
-
-
-def _usage_body(u: Usage | None) -> JSONObject:
-    if u is not None and isinstance(u.raw, dict) and "output_tokens" in u.raw:
-        return u.raw
-    if u is None:
-        return {"input_tokens": 0, "output_tokens": 0}
-    cached = (u.cache_read_tokens or 0) + (u.cache_write_tokens or 0)
-    return {"input_tokens": max(0, (u.input_tokens or 0) - cached), "output_tokens": u.output_tokens or 0,
-            "cache_read_input_tokens": u.cache_read_tokens or 0, "cache_creation_input_tokens": u.cache_write_tokens or 0}
-
-
-def render_messages(answer: NormalisedResponse, stream: bool) -> Rendered | None:
-    """An answer as a message (JSON) or its event stream (``message_start`` … ``message_stop``).
-    A tool call's cut arguments stream as they are; unstreamed, ``input`` holds what parsed."""
-    stop = _RAW_FINISH.get(answer.finish_reason or FinishReason.COMPLETE)
-    if stop is None:
-        return None  # no stop_reason says it (a content filter is not this API's)
-    text, calls = answer_text(answer), answer_calls(answer)
-    if not stream and arguments_not_json(calls):
-        return None  # unstreamed, ``input`` is an object: no way to send arguments that are not JSON
-    blocks: list[JSONObject] = [{"type": "text", "text": text}] if text else []
-    blocks += [{"type": "tool_use", "id": c.id or f"toolu_looptap_{i}", "name": c.name or "", "input": call_arguments_object(c)} for i, c in enumerate(calls)]
-    usage = _usage_body(answer.usage)
-    msg: JSONObject = {"id": answer.id or "msg_looptap", "type": "message", "role": "assistant", "model": answer.model or "",
-                       "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}
-    if not stream:
-        return Rendered("application/json", [orjson.dumps(msg)])
-    out = [sse({"type": "message_start", "message": {**msg, "content": [], "stop_reason": None,
-                                                        "usage": {**usage, "output_tokens": 1}}}, "message_start")]
-    for i, block in enumerate(blocks):
-        if block["type"] == "text":
-            out.append(sse({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}, "content_block_start"))
-            deltas = [{"type": "text_delta", "text": piece} for piece in pieces(block["text"])]
-        else:
-            out.append(sse({"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}}, "content_block_start"))
-            deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in pieces(call_arguments_text(calls[i - (1 if text else 0)]))]
-        out += [sse({"type": "content_block_delta", "index": i, "delta": d}, "content_block_delta") for d in deltas]
-        out.append(sse({"type": "content_block_stop", "index": i}, "content_block_stop"))
-    out.append(sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                    "usage": {"output_tokens": usage.get("output_tokens", 0)}}, "message_delta"))
-    out.append(sse({"type": "message_stop"}, "message_stop"))
-    return Rendered("text/event-stream", out)
 
 
 def finish_class(raw: str | None) -> FinishReason | None:
@@ -578,146 +519,9 @@ class AnthropicMessages(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """``accumulate_event`` of the SDK (WIRE.md §C.4), lenient about order and unknown events."""
-        return _MessagesStream(bedrock=framed.kind == "aws_eventstream").read(framed)
+        from cassettes.providers.anthropic_stream import MessagesStream
+
+        return MessagesStream(bedrock=framed.kind == "aws_eventstream").read(framed)
 
 
 #: The block a delta implies when its ``content_block_start`` is missing.
-_IMPLIED = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "tool_use"}
-
-
-class _MessagesStream(StreamParts):
-    """Messages events → the message snapshot (blocks keyed by ``index``), read as a body is."""
-
-    def __init__(self, bedrock: bool) -> None:
-        super().__init__()
-        self.bedrock = bedrock
-        self.snapshot: JSONObject = {}
-        self.usage_raw: JSONObject | None = None
-
-    def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
-        for ev in framed.events:
-            if self.bedrock:
-                name, data = _bedrock_payload(ev)
-            else:
-                if not ev.data.strip():
-                    continue
-                try:
-                    data = bounds.loads(ev.data)
-                except orjson.JSONDecodeError:
-                    data = None
-                name = ev.event
-            if not isinstance(data, dict):
-                self.unparsed()
-                continue
-            self.count()
-            yield name, data
-
-    def on(self, name: str | None, data: Any) -> None:
-        kind = as_str(data.get("type")) or name
-        handler = _MESSAGES_EVENTS.get(kind or "")
-        if handler is not None:
-            handler(self, data)
-        elif kind != "ping":
-            self.unknown(kind)
-
-    def message_start(self, data: JSONObject) -> None:
-        msg = data.get("message")
-        if isinstance(msg, dict):
-            self.snapshot = {k: v for k, v in msg.items() if k != "content"}
-            self.usage_raw = dict(msg["usage"]) if isinstance(msg.get("usage"), dict) else self.usage_raw
-            for i, b in enumerate(msg.get("content") or []):
-                if isinstance(b, dict):
-                    self.slots[i] = Slot("block", block=dict(b))
-
-    def block_start(self, data: JSONObject) -> None:
-        idx = as_int(data.get("index"))
-        cb = data.get("content_block")
-        if idx is not None and isinstance(cb, dict):
-            self.slots[idx] = Slot("block", block=dict(cb))
-
-    def block_delta(self, data: JSONObject) -> None:
-        idx = as_int(data.get("index"))
-        delta = data.get("delta")
-        if idx is None or not isinstance(delta, dict):
-            return
-        st = self.slots.get(idx)
-        if st is None:
-            # A delta without its content_block_start (a lossy gateway): start the block it implies.
-            st = self.slots[idx] = Slot("block", block={"type": _IMPLIED.get(str(delta.get("type")), "unknown")})
-            self.details.setdefault("deltas_without_start", []).append(idx)
-        _grow_block(st, delta)
-
-    def block_stop(self, data: JSONObject) -> None:
-        idx = as_int(data.get("index"))
-        if idx is not None and idx in self.slots:
-            self.slots[idx].closed = True
-
-    def message_delta(self, data: JSONObject) -> None:
-        delta = data.get("delta")
-        if isinstance(delta, dict):
-            for k, v in delta.items():
-                if k != "container" or v is not None:
-                    self.snapshot[k] = v
-        for k, v in data.items():
-            if k not in ("type", "delta", "usage") and v is not None:
-                self.snapshot[k] = v
-        u = data.get("usage")
-        if isinstance(u, dict):
-            # Cumulative totals: overwrite. Absent optional counts keep the start value.
-            self.usage_raw = dict(self.usage_raw or {})
-            self.usage_raw.update({k: v for k, v in u.items() if v is not None or k == "output_tokens"})
-
-    def message_stop(self, data: JSONObject) -> None:
-        self.done = True
-        extra = {k: v for k, v in data.items() if k != "type"}
-        if extra:  # Bedrock: amazon-bedrock-invocationMetrics
-            self.details.update(extra)
-
-    def error_event(self, data: JSONObject) -> None:
-        self.error = _anthropic_error(data, None, in_stream=True)
-
-    def close(self) -> NormalisedResponse:
-        order = sorted(i for i in self.slots if isinstance(i, int))  # block indices (all of the keys)
-        blocks = [self.slots[i] for i in order]
-        self.snapshot["content"] = [st.block for st in blocks]
-        if self.usage_raw is not None:
-            self.snapshot["usage"] = self.usage_raw
-        bufs = {pos: st.arguments for pos, st in enumerate(blocks) if st.arguments is not None}
-        resp = _response(self.snapshot, bufs)
-        unfinished = [i for i, st in zip(order, blocks, strict=True) if not st.closed]
-        if unfinished and not self.done:
-            self.details["unfinished_blocks"] = unfinished
-        if order != list(range(len(order))):
-            self.details["block_indices"] = order
-        return self.finish(resp)
-
-
-_MESSAGES_EVENTS: dict[str, Callable[[_MessagesStream, JSONObject], None]] = {
-    "message_start": _MessagesStream.message_start,
-    "content_block_start": _MessagesStream.block_start,
-    "content_block_delta": _MessagesStream.block_delta,
-    "content_block_stop": _MessagesStream.block_stop,
-    "message_delta": _MessagesStream.message_delta,
-    "message_stop": _MessagesStream.message_stop,
-    "error": _MessagesStream.error_event,
-}
-
-
-def _grow_block(st: Slot, delta: JSONObject) -> None:
-    """Apply one ``content_block_delta`` to its block."""
-    b = st.block
-    dtype = delta.get("type")
-    if dtype == "text_delta":
-        b["text"] = (as_str(b.get("text")) or "") + (as_str(delta.get("text")) or "")
-    elif dtype == "input_json_delta":
-        st.add_args(as_str(delta.get("partial_json")) or "")
-    elif dtype == "thinking_delta":
-        b["thinking"] = (as_str(b.get("thinking")) or "") + (as_str(delta.get("thinking")) or "")
-    elif dtype == "signature_delta":
-        b["signature"] = delta.get("signature")
-    elif dtype == "citations_delta":
-        cites = b.get("citations")
-        b["citations"] = [*(cites if isinstance(cites, list) else []), delta.get("citation")]
-    else:
-        # compaction_delta and future delta types carry the block's fields whole: set them.
-        b.update((k, v) for k, v in delta.items() if k != "type")

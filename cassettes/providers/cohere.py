@@ -22,6 +22,11 @@ and ``finish_reason``. Streams are NDJSON events with ``event_type`` ``stream-st
 ``text-generation``, ``tool-calls-chunk``, ``tool-calls-generation`` and ``stream-end`` (which
 carries the whole response).
 
+v1 ``/v1/generate`` (text generation; the SDK's ``Generation`` and ``GenerateStreamedResponse``):
+``{"prompt", "model", "max_tokens", …}`` → ``{"id", "generations": [{"id", "text", "finish_reason"}],
+"prompt", "meta"}``; streamed as the v1 NDJSON events (``text-generation`` with ``text``, then
+``stream-end`` with ``finish_reason`` and ``response.generations``). Read by the v1 code.
+
 Usage: ``usage.billed_units`` (v2; ``meta.billed_units`` in v1) is what Cohere charges and is used
 as input/output tokens; ``usage.tokens`` (the full token counts, including the system template)
 and ``cached_tokens`` stay in ``usage.raw``.
@@ -109,10 +114,27 @@ def usage_from(u: Any) -> Usage | None:
 
 
 def _version(url: SplitResult) -> str | None:
+    """``v1`` / ``v2`` for the chat routes, ``generate`` for v1's ``/v1/generate``."""
     segs = [s for s in url.path.split("/") if s]
     if len(segs) >= 2 and segs[-1] == "chat" and segs[-2] in ("v1", "v2"):
         return segs[-2]
+    if len(segs) >= 2 and segs[-1] == "generate" and segs[-2] == "v1":
+        return "generate"
     return None
+
+
+def generate_request(b: JSON, family: str, model: str | None, stream: bool) -> NormalisedRequest:
+    """A v1 ``/generate`` request: ``prompt`` (one user message), ``preset`` or the sampling
+    parameters; no history."""
+    from cassettes.providers.openai_completions import prompt_messages
+
+    return NormalisedRequest(
+        family=family,
+        model=as_str(b.get("model")) or model,
+        stream=stream,
+        messages=prompt_messages(b.get("prompt")),
+        params={k: v for k, v in b.items() if k not in ("model", "prompt", "stream")},
+    )
 
 
 # -- v2 ----------------------------------------------------------------------------------------
@@ -280,10 +302,17 @@ def v1_response(b: JSON) -> NormalisedResponse:
     parts: list[Part] = []
     if isinstance(b.get("text"), str) and b["text"]:
         parts.append(Part(kind="text", text=b["text"]))
+    generations = [g for g in b.get("generations") or [] if isinstance(g, dict)]
+    if "text" not in b and generations:  # /v1/generate: the first generation is the answer
+        b = {**b, "finish_reason": b.get("finish_reason") or generations[0].get("finish_reason")}
+        if isinstance(generations[0].get("text"), str) and generations[0]["text"]:
+            parts.append(Part(kind="text", text=generations[0]["text"]))
     for tc in b.get("tool_calls") or []:
         parts.append(Part(kind="tool_call", tool_call=_v1_call(tc)))
     raw = as_str(b.get("finish_reason"))
-    details = {k: b[k] for k in ("generation_id", "citations", "search_queries") if b.get(k)}
+    details: JSON = {k: b[k] for k in ("generation_id", "citations", "search_queries") if b.get(k)}
+    if len(generations) > 1:
+        details["generations"] = len(generations)
     return NormalisedResponse(
         id=as_str(b.get("response_id") or b.get("id")),
         parts=parts,
@@ -372,6 +401,8 @@ class _V1Stream(StreamParts):
         if not isinstance(ev, dict):
             return
         kind = ev.get("event_type")
+        if kind is None and "is_finished" in ev:  # /v1/generate's events before event_type was added
+            kind = "stream-end" if ev.get("is_finished") else "text-generation"
         if kind == "text-generation" and isinstance(ev.get("text"), str):
             self.text("text", ev["text"])
         elif kind == "tool-calls-generation":
@@ -379,6 +410,8 @@ class _V1Stream(StreamParts):
         elif kind == "stream-end":
             resp = as_obj(ev.get("response"))
             self.end = v1_response({**resp, "finish_reason": ev.get("finish_reason", resp.get("finish_reason"))})
+            if not self.end.parts and self.joined("text"):  # a generate stream's end may hold no text
+                self.end.parts = [Part(kind="text", text=self.joined("text"))]
 
     def close(self) -> NormalisedResponse:
         if self.end is not None:
@@ -400,6 +433,8 @@ class CohereChat(Provider):
         v = _version(url)
         if method.upper() != "POST" or v is None:
             return 0
+        if v == "generate":
+            return 3 if isinstance(body, dict) and "prompt" in body else (1 if "cohere" in url.netloc.lower() else 0)
         shaped = isinstance(body, dict) and (("messages" in body) if v == "v2" else ("message" in body or "chat_history" in body))
         if shaped:
             return 3
@@ -417,6 +452,8 @@ class CohereChat(Provider):
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = body if isinstance(body, dict) else {}
         stream = b.get("stream") is True
+        if _version(url) == "generate":
+            return generate_request(b, self.family, None, stream)
         if _version(url) == "v1" or ("messages" not in b and ("message" in b or "chat_history" in b)):
             return v1_request(b, self.family, None, stream)
         messages = [_v2_message(m) for m in b.get("messages") or []]
@@ -437,7 +474,7 @@ class CohereChat(Provider):
         b = body if isinstance(body, dict) else {}
         if "message" in b and isinstance(b["message"], str) and "text" not in b:
             return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
-        if "text" in b or "response_id" in b or "generation_id" in b:
+        if "text" in b or "response_id" in b or "generation_id" in b or "generations" in b:
             return v1_response(b)
         return _v2_response(b)
 

@@ -15,6 +15,14 @@ analysis builds no turn from it, so no loop finding can fire on it):
   ``model``, ``input_type``; response ``embeddings`` (a list of vectors, or an object keyed by
   embedding type), ``meta.billed_units.input_tokens``.
 
+* ``POST …/models/{model}:predict`` — Vertex AI text embeddings (``text-embedding-*``,
+  ``text-multilingual-embedding-*``, ``gemini-embedding-*``; google-cloud-aiplatform's
+  ``TextEmbeddingModel``). Request ``{"instances": [{"content", "task_type"?, "title"?}],
+  "parameters"}``; response ``{"predictions": [{"embeddings": {"values", "statistics":
+  {"token_count", "truncated"}}}], "metadata": {"billableCharacterCount"}}``: the input tokens are
+  the sum of ``token_count``. Only ``:predict`` bodies whose instances hold ``content`` are claimed
+  (other ``:predict`` models take other instances).
+
 Ollama's ``/api/embed`` belongs to the Ollama adapter; Gemini's ``:embedContent`` to Gemini's.
 
 An embedding has no finish reason (``None``) and no output tokens (``None``: not reported, not
@@ -42,7 +50,33 @@ def _route(url: SplitResult) -> str | None:
         return "openai"
     if segs[-1] == "embed" and len(segs) >= 2 and segs[-2] in ("v1", "v2"):
         return "cohere"
+    if segs[-1].endswith(":predict") and "models" in segs:
+        return "vertex"
     return None
+
+
+def _vertex_instances(body: Any) -> list[Any] | None:
+    """A Vertex ``:predict`` body's instances when they are text-embedding ones (``content``)."""
+    inst = body.get("instances") if isinstance(body, dict) else None
+    if isinstance(inst, list) and inst and all(isinstance(i, dict) and isinstance(i.get("content"), str) for i in inst):
+        return inst
+    return None
+
+
+def _vertex_response(b: dict[str, Any]) -> NormalisedResponse:
+    preds = [p for p in b.get("predictions") or [] if isinstance(p, dict)]
+    vectors = [p["embeddings"].get("values") for p in preds if isinstance(p.get("embeddings"), dict)]
+    counts = [as_int(p["embeddings"].get("statistics", {}).get("token_count")) for p in preds if isinstance(p.get("embeddings"), dict) and isinstance(p["embeddings"].get("statistics"), dict)]
+    n = sum(c for c in counts if c is not None) if counts and any(c is not None for c in counts) else None
+    details = vectors_summary(vectors)
+    if isinstance(b.get("metadata"), dict):
+        details["metadata"] = b["metadata"]
+    return NormalisedResponse(
+        model=as_str(b.get("deployedModelId")),
+        usage=Usage(input_tokens=n, total_tokens=n, raw={"token_count": counts}) if n is not None else None,
+        complete=True,
+        provider_details=details or None,
+    )
 
 
 def embedding_usage(b: dict[str, Any]) -> Usage | None:
@@ -85,6 +119,8 @@ class Embeddings(Provider):
         route = _route(url)
         if method.upper() != "POST" or route is None:
             return 0
+        if route == "vertex":
+            return 4 if _vertex_instances(body) is not None else 0
         key = ("input",) if route == "openai" else ("texts", "inputs", "images")
         if isinstance(body, dict) and any(k in body for k in key):
             return 3
@@ -101,10 +137,20 @@ class Embeddings(Provider):
         return None
 
     def model_from_url(self, url: SplitResult) -> str | None:
+        if _route(url) == "vertex":
+            return url.path.rstrip("/").rsplit("/", 1)[-1].removesuffix(":predict")
         return azure_deployment(url)
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = body if isinstance(body, dict) else {}
+        inst = _vertex_instances(b)
+        if inst is not None:
+            return NormalisedRequest(
+                family=self.family,
+                model=self.model_from_url(url),
+                messages=prompt_messages([i["content"] for i in inst]),
+                params={"parameters": b["parameters"]} if "parameters" in b else {},
+            )
         key = next((k for k in ("input", "texts", "inputs") if k in b), None)
         messages: list[Message] = prompt_messages(b.get(key)) if key else []
         if "images" in b and isinstance(b["images"], list):
@@ -120,6 +166,8 @@ class Embeddings(Provider):
         b = body if isinstance(body, dict) else {}
         if "error" in b or ("message" in b and "embeddings" not in b and "data" not in b):
             return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        if "predictions" in b:
+            return _vertex_response(b)
         vectors = b.get("data") if "data" in b else b.get("embeddings")
         details = vectors_summary(vectors)
         for key in ("response_type", "object"):

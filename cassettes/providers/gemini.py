@@ -36,7 +36,6 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import re
-from itertools import pairwise
 from typing import Any, ClassVar
 from urllib.parse import SplitResult, unquote
 
@@ -58,23 +57,19 @@ from cassettes.parsing.models import (
 from cassettes.providers._base import (
     Provider,
     Rendered,
-    answer_calls,
-    answer_text,
-    arguments_not_json,
     as_int,
     as_str,
-    call_arguments_object,
     compact_json,
     error_from_body,
     media_part,
-    pieces,
     tool_call_from_object,
 )
 from cassettes.providers._facets import ReplayShape
-from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.providers._parts import StreamParts
+from cassettes.providers.gemini_render import render_generate
 from cassettes.wire.framing import Framed
 
-__all__ = ["Gemini", "finish_class", "usage_from"]
+__all__ = ["Gemini", "finish_class", "render_generate", "usage_from"]
 
 JSON = dict[str, Any]
 
@@ -184,67 +179,6 @@ _FINISH: dict[str, FinishReason] = {
     "MALFORMED_RESPONSE": FinishReason.ERROR,
 }
 
-
-#: The ``finishReason`` for a normalised class (rendering an answer).
-_RAW_FINISH = {
-    FinishReason.COMPLETE: "STOP",
-    FinishReason.TOOL_CALL: "STOP",
-    FinishReason.TRUNCATED_LENGTH: "MAX_TOKENS",
-    FinishReason.FILTERED: "SAFETY",
-}
-
-
-def _usage_body(u: Usage | None) -> dict[str, Any] | None:
-    if u is None:
-        return None
-    if isinstance(u.raw, dict) and ("totalTokenCount" in u.raw or "promptTokenCount" in u.raw):
-        return u.raw
-    out = {"promptTokenCount": u.input_tokens or 0, "candidatesTokenCount": max(0, (u.output_tokens or 0) - (u.reasoning_tokens or 0))}
-    if u.reasoning_tokens:
-        out["thoughtsTokenCount"] = u.reasoning_tokens
-    out["totalTokenCount"] = u.total_tokens if u.total_tokens is not None else (u.input_tokens or 0) + (u.output_tokens or 0)
-    return out
-
-
-def render_generate(answer: NormalisedResponse, stream: bool, sse_framing: bool) -> Rendered | None:
-    """An answer as a GenerateContentResponse (JSON), or streamed: one response per piece, as
-    server-sent events with ``alt=sse``, else one JSON array written as it grows. A filtered
-    answer carries the safety rating that blocked it."""
-    reason = _RAW_FINISH.get(answer.finish_reason or FinishReason.COMPLETE)
-    if reason is None:
-        return None  # no finishReason says it (Gemini has no refusal field)
-    text, calls = answer_text(answer), answer_calls(answer)
-    if arguments_not_json(calls):
-        return None  # ``args`` is an object, streamed or not
-    tail: dict[str, Any] = {"finishReason": reason, "index": 0}
-    if reason == "SAFETY":
-        tail["safetyRatings"] = [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]
-    head = {"modelVersion": answer.model or "", "responseId": answer.id or "looptap"}
-    usage = _usage_body(answer.usage)
-    call_parts = [{"functionCall": {**({"id": c.id} if c.id else {}), "name": c.name or "", "args": call_arguments_object(c)}} for c in calls]
-
-    def response(parts: list[dict[str, Any]], last: bool) -> dict[str, Any]:
-        cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}} if parts else {}
-        if last:
-            cand.update(tail)
-        out: dict[str, Any] = {"candidates": [cand] if cand else [], **head}
-        if last and usage is not None:
-            out["usageMetadata"] = usage
-        return out
-
-    if not stream:
-        parts = ([{"text": text}] if text else []) + call_parts
-        return Rendered("application/json", [orjson.dumps(response(parts, True))])
-    steps: list[list[dict[str, Any]]] = [[{"text": piece}] for piece in pieces(text)]
-    if call_parts:
-        steps.append(call_parts)  # a function call arrives whole, in one response
-    steps = steps or [[]]
-    bodies = [response(parts, i == len(steps) - 1) for i, parts in enumerate(steps)]
-    if sse_framing:
-        return Rendered("text/event-stream", [b"data: " + orjson.dumps(b) + b"\r\n\r\n" for b in bodies])
-    chunks = [(b"[" if i == 0 else b",\r\n") + orjson.dumps(b) for i, b in enumerate(bodies)]
-    chunks.append(b"]")
-    return Rendered("application/json", chunks)
 
 
 def finish_class(raw: str | None, has_calls: bool) -> FinishReason | None:
@@ -482,231 +416,12 @@ def _tool_choice_mode(tool_config: Any) -> str | None:
     return _MODES.get(mode.upper(), mode.lower())
 
 
-# ---------------------------------------------------------------------------------------------
-# Streams
+def _reader(in_stream: bool = True) -> StreamParts:
+    """The stream reader (:mod:`cassettes.providers.gemini_stream`, which reads parts with this
+    module's helpers)."""
+    from cassettes.providers.gemini_stream import GenerateStream
 
-
-def _set_path(root: JSON, path: str, value: Any, append: bool) -> None:
-    """Set ``value`` at a JSON path like ``$.a.b[0].c`` inside ``root`` (Vertex ``partialArgs``)."""
-    tokens: list[str | int] = []
-    for name, idx in re.findall(r"\.([^.\[\]]+)|\[(\d+)\]", path.removeprefix("$")):
-        tokens.append(int(idx) if idx else name)
-    if not tokens:
-        return
-    node: Any = root
-    for tok, nxt in pairwise(tokens):
-        if not _addressable(node, tok):
-            return
-        if not isinstance(_at(node, tok), (dict, list)):
-            node[tok] = [] if isinstance(nxt, int) else {}
-        node = node[tok]
-    last = tokens[-1]
-    if _addressable(node, last):
-        old = _at(node, last)
-        node[last] = old + value if append and isinstance(old, str) and isinstance(value, str) else value
-
-
-def _addressable(node: Any, tok: str | int) -> bool:
-    """``node[tok]`` can be set: a list (padded with nulls up to ``tok``) or an object."""
-    if isinstance(tok, int):
-        if not isinstance(node, list):
-            return False
-        while len(node) <= tok:
-            node.append(None)
-        return True
-    return isinstance(node, dict)
-
-
-def _at(node: Any, tok: str | int) -> Any:
-    return node[tok] if isinstance(tok, int) else node.get(tok)
-
-
-def _partial_value(pa: JSON) -> tuple[bool, Any]:
-    for key in ("stringValue", "numberValue", "boolValue"):
-        v = _g(pa, key)
-        if v is not None:
-            return True, v
-    if _g(pa, "nullValue") is not None:
-        return True, None
-    return False, None
-
-
-def _event_payloads(data: str) -> list[Any]:
-    """One event's JSON; a list (JSON-array framing, wrapped errors) yields its items."""
-    value = bounds.loads(data)
-    return value if isinstance(value, list) else [value]
-
-
-class _GenerateStream(StreamParts):
-    """``GenerateContentResponse`` chunks (one, or a stream's) → one answer: candidate 0's wire
-    parts, merged as the SDK merges them (WIRE.md §D.4), then read as a body's parts are."""
-
-    def __init__(self, in_stream: bool = True) -> None:
-        super().__init__(in_stream=in_stream)
-        self.blocked: str | None = None
-        #: Events that are not JSON, kept to find an error object spread over lines.
-        self.not_json: list[str] = []
-        #: The Vertex streamed call still receiving ``partialArgs`` (``willContinue: true``).
-        self._open_call: JSON | None = None
-        #: json paths whose last fragment said ``willContinue`` (the next fragment appends).
-        self._continuing: set[str] = set()
-
-    def payloads(self, framed: Framed) -> list[tuple[str | None, Any]]:
-        out: list[tuple[str | None, Any]] = []
-        for ev in framed.events:
-            data = ev.data.strip()
-            if not data or data == "[DONE]":
-                continue
-            self.count()
-            try:
-                out.extend((None, p) for p in _event_payloads(data))
-            except orjson.JSONDecodeError:
-                self.not_json.append(data)
-        return out
-
-    def on(self, name: str | None, chunk: Any) -> None:
-        if not isinstance(chunk, dict):
-            return
-        if "error" in chunk and not _g(chunk, "candidates"):
-            self.error = error_from_body(chunk, None, in_stream=self.in_stream)
-            return
-        self.first("id", _g(chunk, "responseId"))
-        self.first("model", _g(chunk, "modelVersion"))
-        if _g(chunk, "usageMetadata") is not None:
-            self.usage = usage_from(_g(chunk, "usageMetadata"))
-        for key in ("createTime", "modelStatus"):
-            if _g(chunk, key) is not None:
-                self.details[_snake(key)] = _g(chunk, key)
-        feedback = _g(chunk, "promptFeedback")
-        if isinstance(feedback, dict):
-            self.details["prompt_feedback"] = feedback
-            if _g(feedback, "blockReason") is not None:
-                self.blocked = as_str(_g(feedback, "blockReason"))
-        candidates = _g(chunk, "candidates")
-        for cand in candidates if isinstance(candidates, list) else []:
-            if isinstance(cand, dict):
-                self._candidate(cand)
-
-    def _candidate(self, cand: JSON) -> None:
-        idx = as_int(_g(cand, "index")) or 0
-        if idx != 0:
-            self.details["candidates"] = max(self.details.get("candidates", 1), idx + 1)
-            return
-        parts = _g(_g(cand, "content"), "parts")
-        for p in parts if isinstance(parts, list) else []:
-            self._add(p)
-        fr = _g(cand, "finishReason")
-        if fr is not None:
-            self.finish_raw = as_str(fr)
-            self.done = True
-        extra = {_camel(k): v for k, v in cand.items() if _camel(k) not in ("content", "finishReason", "index")}
-        if extra:
-            self.details.setdefault("candidate", {}).update(extra)
-
-    def _add(self, p: Any) -> None:
-        if not isinstance(p, dict):
-            self.append("wire", {"_raw": p})
-            return
-        fc = _g(p, "functionCall")
-        if isinstance(fc, dict):
-            self._add_call(p, fc)
-            return
-        self._open_call = None
-        if not self._add_text(p):
-            self.append("wire", dict(p))
-
-    def _add_text(self, p: JSON) -> bool:
-        """A part of text only (a thought, a signature): joined to the text before it when they
-        are alike. ``False`` when ``p`` is not one."""
-        text = _g(p, "text")
-        sig = _g(p, "thoughtSignature")
-        if not all(_camel(k) in ("text", "thought", "thoughtSignature") for k in p):
-            return False
-        if text is None and sig is not None:
-            text = ""  # a signature-only part: protobuf-JSON may drop the empty text beside it
-        if not isinstance(text, str):
-            return False
-        thought = _g(p, "thought") is True
-        last = self.last()
-        prev = last.block if last is not None else None
-        if prev is not None and _joins(prev, thought, sig):
-            prev["text"] += text
-            if sig is not None:
-                prev["thoughtSignature"] = sig
-        elif text != "" or sig is not None:  # not the empty text that rides on the final chunk
-            new: JSON = {"text": text}
-            if thought:
-                new["thought"] = True
-            if sig is not None:
-                new["thoughtSignature"] = sig
-            self.append("wire", new)
-        return True
-
-    def _add_call(self, p: JSON, fc: JSON) -> None:
-        name = _g(fc, "name")
-        cur = self._open_call
-        if cur is not None and (name is None or name == cur["functionCall"].get("name")):
-            call = cur["functionCall"]
-            if _g(fc, "id") is not None and call.get("id") is None:
-                call["id"] = _g(fc, "id")
-            if isinstance(_g(fc, "args"), dict):
-                call.setdefault("args", {}).update(_g(fc, "args"))
-            sig = _g(p, "thoughtSignature")
-            if sig is not None:
-                cur.setdefault("thoughtSignature", sig)
-        else:
-            call = {k: v for k, v in ((_camel(k), v) for k, v in fc.items()) if k not in ("partialArgs", "willContinue")}
-            cur = {_camel(k): v for k, v in p.items() if _camel(k) != "functionCall"}
-            cur["functionCall"] = call
-            self.append("wire", cur)
-            self._continuing = set()
-        partial = _g(fc, "partialArgs")
-        if isinstance(partial, list):
-            self._partial_args(call.setdefault("args", {}), partial)
-        self._open_call = cur if _g(fc, "willContinue") is True else None
-
-    def _partial_args(self, args: JSON, partial: list[Any]) -> None:
-        """Vertex's streamed arguments: values set at json paths, strings continued over fragments."""
-        for pa in partial:
-            if not isinstance(pa, dict):
-                continue
-            path = as_str(_g(pa, "jsonPath"))
-            has, value = _partial_value(pa)
-            if path is None or not has:
-                continue
-            _set_path(args, path, value, append=path in self._continuing)
-            if _g(pa, "willContinue") is True:
-                self._continuing.add(path)
-            else:
-                self._continuing.discard(path)
-
-    def close(self) -> NormalisedResponse:
-        if self.not_json:
-            self.details["unparsed_events"] = len(self.not_json)
-            # An error object spread over lines without the data: prefix (WIRE.md §D.6).
-            bad = next((u for u in self.not_json if u.lstrip("[ \n").startswith('{"error"')), None)
-            if bad is not None and self.error is None:
-                self.error = ApiError(message=bad, in_stream=True, raw=bad)
-        return self.finish(parts=self.parts(convert=lambda st: _part(st.block.get("_raw") if set(st.block) == {"_raw"} else st.block)))
-
-    def classify(self, parts: list[Part]) -> FinishReason | None:
-        finish = finish_class(self.finish_raw, has_calls(parts))
-        if finish is None and self.blocked is not None:
-            self.finish_raw = self.blocked
-            finish = FinishReason.PROMPT_BLOCKED
-        return finish
-
-    def complete(self) -> bool:
-        return (self.done or self.blocked is not None) and self.error is None
-
-
-def _joins(prev: JSON, thought: bool, sig: Any) -> bool:
-    """A text part continues the one before: both text, both thoughts or neither, not two signed."""
-    return (
-        isinstance(prev.get("text"), str)
-        and (prev.get("thought") is True) == thought
-        and not (sig is not None and prev.get("thoughtSignature") is not None)
-    )
+    return GenerateStream(in_stream=in_stream)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -789,18 +504,18 @@ class Gemini(Provider):
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         if isinstance(body, list):  # a streamed method answered as one JSON value
-            return _GenerateStream(in_stream=False).fold(list(body))
+            return _reader(in_stream=False).fold(list(body))
         b = body if isinstance(body, dict) else {}
         if "error" in b and not b.get("candidates"):
             return NormalisedResponse(
                 error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
             )
-        resp = _GenerateStream(in_stream=False).fold([b])
+        resp = _reader(in_stream=False).fold([b])
         resp.complete = True
         return resp
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        return _GenerateStream().read(framed)
+        return _reader().read(framed)
 
     def api_key_env(self) -> tuple[str, ...]:
         return ("GOOGLE_API_KEY", "GEMINI_API_KEY")

@@ -107,51 +107,65 @@ class GeminiLive(WsProvider):
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b: Item = body if isinstance(body, dict) else {}
-        model = None
-        system: list[Part] = []
-        tools: list[ToolSpec] = []
-        params: dict[str, Any] = {}
-        messages: list[Message] = []
+        req = _LiveRequest()
         for ev in b.get("events") or []:
-            if not isinstance(ev, dict):
-                continue
-            setup = _g(ev, "setup")
-            if isinstance(setup, dict):
-                model = as_str(_g(setup, "model")) or model
-                si = _g(setup, "systemInstruction")
-                if si is not None:
-                    system = _parts(si)
-                tools = _tools(_g(setup, "tools")) or tools
-                gen = _g(setup, "generationConfig")
-                if isinstance(gen, dict):
-                    params["generationConfig"] = gen
-            content = _g(ev, "clientContent")
-            if isinstance(content, dict):
-                for turn in _g(content, "turns") or []:
-                    messages.append(_message(turn))
-            rt = _g(ev, "realtimeInput")
-            if isinstance(rt, dict) and isinstance(_g(rt, "text"), str):
-                messages.append(Message(role="user", parts=[Part(kind="text", text=_g(rt, "text"))]))
-            resp = _g(ev, "toolResponse")
-            if isinstance(resp, dict):
-                results = []
-                for fr in _g(resp, "functionResponses") or []:
-                    if isinstance(fr, dict):
-                        out = _g(fr, "response")
-                        results.append(Part(kind="tool_result", tool_result=ToolResult(
-                            call_id=as_str(_g(fr, "id")), name=as_str(_g(fr, "name")),
-                            content=out if isinstance(out, str) else compact_json(out))))
-                messages.append(Message(role="user", parts=results))
+            if isinstance(ev, dict):
+                req.take(ev)
+        model = req.model
         if isinstance(model, str) and model.startswith("models/"):
             model = model.removeprefix("models/")
-        return NormalisedRequest(family=self.family, model=model, stream=True, system=system, messages=messages, tools=tools,
-                                 params=params, previous_response_id=as_str(b.get("previous_response_id")))
+        return NormalisedRequest(family=self.family, model=model, stream=True, system=req.system, messages=req.messages, tools=req.tools,
+                                 params=req.params, previous_response_id=as_str(b.get("previous_response_id")))
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         return NormalisedResponse(error=self.parse_error(body, None), finish_reason=FinishReason.ERROR, complete=True)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return _LiveTurn().read(framed)
+
+
+class _LiveRequest:
+    """A turn's gathered client messages folded into one request: ``setup`` (model, system
+    instruction, tools, generation config), ``clientContent`` turns, ``realtimeInput`` text and
+    ``toolResponse`` function responses."""
+
+    def __init__(self) -> None:
+        self.model: str | None = None
+        self.system: list[Part] = []
+        self.tools: list[ToolSpec] = []
+        self.params: dict[str, Any] = {}
+        self.messages: list[Message] = []
+
+    def take(self, ev: Item) -> None:
+        setup = _g(ev, "setup")
+        if isinstance(setup, dict):
+            self.setup(setup)
+        content = _g(ev, "clientContent")
+        if isinstance(content, dict):
+            self.messages.extend(_message(turn) for turn in _g(content, "turns") or [])
+        rt = _g(ev, "realtimeInput")
+        if isinstance(rt, dict) and isinstance(_g(rt, "text"), str):
+            self.messages.append(Message(role="user", parts=[Part(kind="text", text=_g(rt, "text"))]))
+        resp = _g(ev, "toolResponse")
+        if isinstance(resp, dict):
+            self.messages.append(Message(role="user", parts=[_function_response(fr) for fr in _g(resp, "functionResponses") or [] if isinstance(fr, dict)]))
+
+    def setup(self, setup: Item) -> None:
+        self.model = as_str(_g(setup, "model")) or self.model
+        si = _g(setup, "systemInstruction")
+        if si is not None:
+            self.system = _parts(si)
+        self.tools = _tools(_g(setup, "tools")) or self.tools
+        gen = _g(setup, "generationConfig")
+        if isinstance(gen, dict):
+            self.params["generationConfig"] = gen
+
+
+def _function_response(fr: Item) -> Part:
+    out = _g(fr, "response")
+    return Part(kind="tool_result", tool_result=ToolResult(
+        call_id=as_str(_g(fr, "id")), name=as_str(_g(fr, "name")),
+        content=out if isinstance(out, str) else compact_json(out)))
 
 
 class _LiveTurn(StreamParts):

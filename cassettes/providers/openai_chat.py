@@ -239,27 +239,37 @@ def render_chat(answer: NormalisedResponse, stream: bool, request: Any) -> Rende
             body["usage"] = usage
         return Rendered("application/json", [orjson.dumps(body)])
     head["object"] = "chat.completion.chunk"
-
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-        return sse({**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]})
-
-    out = [chunk({"role": "assistant", "content": "", "refusal": None})]
-    out += [chunk({"content": piece}) for piece in pieces(text)]
-    out += [chunk({"refusal": piece}) for piece in pieces(refusal)]
-    for i, call in enumerate(wire_calls):
-        fn = call["function"]
-        out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function", "function": {"name": fn["name"], "arguments": ""}}]}))
-        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}) for piece in pieces(fn["arguments"])]
+    out = _delta_chunks(head, text, refusal, wire_calls)
     options = request.get("stream_options") if isinstance(request, dict) else None
-    if usage is not None and isinstance(options, dict) and options.get("include_usage"):
-        out.append(chunk({}, finish))
-        out.append(sse({**head, "choices": [], "usage": usage}))  # asked for: a chunk of its own
-    elif usage is not None:  # not asked for, yet recorded (the compatible servers): on the last chunk
-        out.append(sse({**head, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}], "usage": usage}))
-    else:
-        out.append(chunk({}, finish))
+    out += _last_chunks(head, finish, usage, isinstance(options, dict) and bool(options.get("include_usage")))
     out.append(b"data: [DONE]\n\n")
     return Rendered("text/event-stream", out)
+
+
+def _chunk(head: dict[str, Any], delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+    return sse({**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]})
+
+
+def _delta_chunks(head: dict[str, Any], text: str, refusal: str, wire_calls: list[dict[str, Any]]) -> list[bytes]:
+    """The role chunk, the text and refusal pieces, each call's head and argument pieces."""
+    out = [_chunk(head, {"role": "assistant", "content": "", "refusal": None})]
+    out += [_chunk(head, {"content": piece}) for piece in pieces(text)]
+    out += [_chunk(head, {"refusal": piece}) for piece in pieces(refusal)]
+    for i, call in enumerate(wire_calls):
+        fn = call["function"]
+        out.append(_chunk(head, {"tool_calls": [{"index": i, "id": call["id"], "type": "function", "function": {"name": fn["name"], "arguments": ""}}]}))
+        out += [_chunk(head, {"tool_calls": [{"index": i, "function": {"arguments": piece}}]}) for piece in pieces(fn["arguments"])]
+    return out
+
+
+def _last_chunks(head: dict[str, Any], finish: str, usage: dict[str, Any] | None, asked: bool) -> list[bytes]:
+    """The finish, and the usage: a chunk of its own when asked for (``include_usage``), on the
+    last chunk when recorded without being asked (the compatible servers)."""
+    if usage is not None and asked:
+        return [_chunk(head, {}, finish), sse({**head, "choices": [], "usage": usage})]
+    if usage is not None:
+        return [sse({**head, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}], "usage": usage})]
+    return [_chunk(head, {}, finish)]
 
 
 class OpenAIChat(Provider):

@@ -177,6 +177,10 @@ class OpenAICompletions(Provider):
         )
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
+        from cassettes.providers.writer import is_value_stream, value_stream
+
+        if is_value_stream(framed):  # Writer's completions behind another host: no [DONE] to expect
+            return value_stream(framed)
         return _Completion().read(framed)
 
     def api_key_env(self) -> tuple[str, ...]:

@@ -182,35 +182,13 @@ class OpenAIRealtime(WsProvider):
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b: Item = body if isinstance(body, dict) else {}
-        events = [e for e in b.get("events") or [] if isinstance(e, dict)]
-        messages: list[Message] = []
-        system: list[Part] = []
-        tools: list[ToolSpec] = []
-        model = None
-        params: dict[str, Any] = {}
-        for ev in events:
-            kind = ev.get("type")
-            if kind == "session.update" and isinstance(ev.get("session"), dict):
-                sess = ev["session"]
-                if isinstance(sess.get("instructions"), str):
-                    system = [Part(kind="text", text=sess["instructions"])]
-                if "tools" in sess:
-                    tools = _tools(sess.get("tools"))
-                model = as_str(sess.get("model")) or model
-                params.update({k: v for k, v in sess.items() if k not in ("instructions", "tools", "model")})
-            elif kind == "conversation.item.create" and isinstance(ev.get("item"), dict):
-                msg = _item_message(ev["item"])
-                if msg is not None:
-                    messages.append(msg)
-            elif kind == "response.create" and isinstance(ev.get("response"), dict):
-                resp = ev["response"]
-                if isinstance(resp.get("instructions"), str):
-                    system = [Part(kind="text", text=resp["instructions"])]
-                if "tools" in resp:
-                    tools = _tools(resp.get("tools"))
+        req = _SessionRequest()
+        for ev in b.get("events") or []:
+            if isinstance(ev, dict):
+                req.take(ev)
         return NormalisedRequest(
-            family=self.family, model=model or self.model_from_url(url), stream=True, system=system, messages=messages,
-            tools=tools, params=params, previous_response_id=as_str(b.get("previous_response_id")),
+            family=self.family, model=req.model or self.model_from_url(url), stream=True, system=req.system, messages=req.messages,
+            tools=req.tools, params=req.params, previous_response_id=as_str(b.get("previous_response_id")),
         )
 
     def parse_response(self, body: Any) -> NormalisedResponse:
@@ -222,6 +200,40 @@ class OpenAIRealtime(WsProvider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return _RealtimeTurn(self.parse_error).read(framed)
+
+
+class _SessionRequest:
+    """A turn's gathered client events folded into one request: the session's settings
+    (``session.update``), the items added (``conversation.item.create``) and the response's own
+    instructions and tools (``response.create``), later ones winning."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.system: list[Part] = []
+        self.tools: list[ToolSpec] = []
+        self.model: str | None = None
+        self.params: dict[str, Any] = {}
+
+    def take(self, ev: Item) -> None:
+        kind = ev.get("type")
+        if kind == "session.update" and isinstance(ev.get("session"), dict):
+            sess = ev["session"]
+            self.settings(sess)
+            self.model = as_str(sess.get("model")) or self.model
+            self.params.update({k: v for k, v in sess.items() if k not in ("instructions", "tools", "model")})
+        elif kind == "conversation.item.create" and isinstance(ev.get("item"), dict):
+            msg = _item_message(ev["item"])
+            if msg is not None:
+                self.messages.append(msg)
+        elif kind == "response.create" and isinstance(ev.get("response"), dict):
+            self.settings(ev["response"])
+
+    def settings(self, d: Item) -> None:
+        """Instructions and tools, as a session or a response sets them."""
+        if isinstance(d.get("instructions"), str):
+            self.system = [Part(kind="text", text=d["instructions"])]
+        if "tools" in d:
+            self.tools = _tools(d.get("tools"))
 
 
 #: Events that carry a piece of the answer's text (or of its audio's transcript).

@@ -249,8 +249,12 @@ class TextGenerationInference(Provider):
 
 
 def _watsonx_route(url: SplitResult) -> str | None:
+    """``generation``, ``generation_stream``, ``chat`` … from ``…/ml/v1/text/{op}`` (also under
+    ``/ml/v1/deployments/{id}/``), or from IBM's own hosts without the ``ml`` segment (the IBM
+    Generative AI service's ``/v2/text/generation_stream``, the same bodies)."""
     segs = [s for s in url.path.split("/") if s]
-    if len(segs) >= 2 and segs[-2] == "text" and "ml" in segs:
+    host = (url.hostname or "").lower()
+    if len(segs) >= 2 and segs[-2] == "text" and ("ml" in segs or host.endswith(".ibm.com")):
         return segs[-1]
     return None
 

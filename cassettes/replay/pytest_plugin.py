@@ -474,3 +474,40 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.section("looptap")
         for line in reports:
             terminalreporter.write_line(line)
+
+
+def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
+    """A failed replayed test's run as a web page (``looptap export --html``), under pytest's cache
+    directory (``.pytest_cache/d/looptap-reports/``): the line the failure shows. Never fails the
+    test itself: a page that cannot be written says why instead."""
+    try:
+        from cassettes.interop.htmlpage import HtmlExtraMissing, render_html
+        from cassettes.interop.report import report_data
+
+        run = session.run
+        run.name = f"{item.nodeid} ({session.path.name})"  # the page's title
+        try:
+            page = render_html(report_data(run))
+        except HtmlExtraMissing as exc:
+            return f"looptap: no web page of this run: {exc}"
+        cache = getattr(item.config, "cache", None)
+        folder = Path(cache.mkdir("looptap-reports")) if cache is not None else Path(tempfile.mkdtemp(prefix="looptap-reports-"))
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid).strip("_")[-150:] or "test"
+        from cassettes.storage.paths import check_target, staged
+
+        path = folder / f"{name}.html"
+        with staged(check_target(path, "the test's web report", force=True)) as s:
+            s.file.write(page.encode())
+        return f"looptap: the run as a web page: {path}  ({len(run.exchanges)} round trips; open it in a browser)"
+    except Exception as exc:  # a report is a help, never a second failure
+        return f"looptap: could not write a web page of this run: {type(exc).__name__}: {exc}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A replayed test that failed gets a web page of its run; the failure says where."""
+    report = yield
+    session = item.stash.get(_SESSION, None)
+    if report.when == "call" and report.failed and session is not None and session.server is not None:
+        report.sections.append(("looptap", _write_html_report(item, session)))
+    return report

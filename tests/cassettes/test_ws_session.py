@@ -78,6 +78,15 @@ def test_chatgpt_codex_paths_are_recorded_and_nothing_else_there() -> None:
     assert is_llm_host("api.openai.com", (), "/anything")
 
 
+def test_the_hosts_of_every_api_looptap_reads_are_recorded_by_default() -> None:
+    """Writer, Replicate, Aleph Alpha, watsonx and Cohere's old host: read since issue 27 item 9,
+    so a forward proxy records them without --record-host."""
+    for host in ("api.writer.com", "api.replicate.com", "api.aleph-alpha.com", "us-south.ml.cloud.ibm.com",
+                 "eu-de.ml.cloud.ibm.com", "api.cohere.ai"):
+        assert is_llm_host(host), host
+    assert not is_llm_host("cloud.ibm.com")
+
+
 def test_a_realtime_session_gathers_each_answers_request_and_drops_audio() -> None:
     """OpenAI Realtime: the client messages before each response.create make its request (an
     envelope), audio is stored by size and hash, and the turns thread by response id."""

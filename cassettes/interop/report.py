@@ -1,0 +1,323 @@
+"""The data of ``looptap export --html``: a run as one JSON object the page renders.
+
+The page (``cassettes/interop/htmlpage.py`` and its assets) only lays out what this computes, as
+the inspector does for the terminal: the conversations, each turn's row (E/A/C badges, finish,
+tokens), its layers, the messages its request carried, the findings root cause first (a
+consequence right after its cause, with ``caused_by``, as ``looptap show`` orders them) and the
+token-cost growth bars.
+
+**Size.** A conversation re-sends its history on every turn, so the messages are stored once: a
+table of distinct messages (``messages``), and for each turn the list of their indices, written
+as a delta against the turn it follows (``[base_seq, keep, [new indices]]``: the first ``keep``
+of the base turn's list, then these). A part longer than :data:`PART_LIMIT` characters is cut,
+saying how much was left out (``looptap show --json`` has it whole).
+
+**Untrusted text.** Every string is passed through :func:`cassettes.untrusted.clean` (controls,
+bidi overrides and invisible characters shown visibly, as in the terminal); the page escapes the
+JSON for its ``<script type="application/json">`` element and writes text with ``textContent``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from cassettes.analysis import Finding, Turn
+from cassettes.analysis.dispatch.roots import ordered_findings
+from cassettes.parsing.models import Message, Part
+from cassettes.untrusted import clean
+
+__all__ = ["PART_LIMIT", "SCHEMA", "report_data"]
+
+SCHEMA = "looptap.report/1"
+#: Longest part kept in full (characters); the rest is counted.
+PART_LIMIT = 8000
+#: Deepest JSON value walked when cleaning (tool-call arguments are wire JSON).
+_DEPTH = 64
+_RANK = {"error": 3, "warning": 2, "info": 1}
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None:
+        return None
+    if len(text) <= PART_LIMIT:
+        return text
+    return text[:PART_LIMIT] + f" … ({len(text) - PART_LIMIT:,} more characters: looptap show --json has them)"
+
+
+def _part(p: Part) -> dict[str, Any]:
+    d: dict[str, Any] = {"k": p.kind}
+    if p.text is not None:
+        d["t"] = _cut(p.text)
+    if p.tool_call is not None:
+        c = p.tool_call
+        d["call"] = {"id": c.id, "name": c.name, "args": _cut(c.arguments_raw)}
+    if p.tool_result is not None:
+        r = p.tool_result
+        d["result"] = {"id": r.call_id, "name": r.name, "content": _cut(r.content), "error": r.is_error}
+    if p.media_type is not None:
+        d["media"] = p.media_type
+    return d
+
+
+def _message(m: Message) -> dict[str, Any]:
+    return {"role": m.role, "parts": [_part(p) for p in m.parts]}
+
+
+def _money(v: Decimal | None) -> str | None:
+    return None if v is None else str(v)
+
+
+def _finding(f: Finding) -> dict[str, Any]:
+    d = f.details or {}
+    out: dict[str, Any] = {
+        "code": f.code,
+        "layer": f.layer,
+        "severity": f.severity.value,
+        "message": f.message,
+        "seq": f.seq,
+        "conversation": f.conversation,
+        "turn": f.turn,
+        "path": f.path,
+    }
+    if isinstance(d.get("caused_by"), str) and d["caused_by"]:
+        out["caused_by"] = d["caused_by"]
+        if isinstance(d.get("caused_by_seq"), int):
+            out["caused_by_seq"] = d["caused_by_seq"]
+    return out
+
+
+def _badges(findings: Iterable[Finding]) -> dict[str, list[Any]]:
+    """Per layer: the worst severity (``None`` when the layer raised nothing) and the count."""
+    out: dict[str, list[Any]] = {layer: [None, 0] for layer in ("E", "A", "C")}
+    for f in findings:
+        b = out[f.layer]
+        b[1] += 1
+        sev = f.severity.value
+        if b[0] is None or _RANK[sev] > _RANK[b[0]]:
+            b[0] = sev
+    return out
+
+
+def _layers(t: Turn) -> dict[str, Any]:
+    e, a, c, k = t.e, t.a, t.c, t.tokens
+    return {
+        "E": {
+            "text": _cut(e.text),
+            "reasoning": _cut(e.reasoning),
+            "refusal": _cut(e.refusal),
+            "empty": e.empty,
+            "calls": [
+                {
+                    "id": tc.id,
+                    "name": tc.name,
+                    "args": _cut(tc.arguments_raw),
+                    "parse_error": tc.parse_error,
+                    "schema_errors": tc.schema_errors,
+                    "offered": tc.offered,
+                }
+                for tc in e.tool_calls
+            ],
+        },
+        "A": {
+            "status": a.status,
+            "finish_raw": a.finish_reason_raw,
+            "finish": a.finish_reason.value if a.finish_reason else None,
+            "model_requested": a.model_requested,
+            "model_served": a.model_served,
+            "request_id": a.request_id,
+            "ttfb": a.ttfb,
+            "ttft": a.ttft,
+            "duration": a.duration,
+            "stream": a.stream,
+            "complete": a.complete,
+            "rate_limit": a.rate_limit,
+            "error": a.error.model_dump(mode="json", exclude={"raw"}) if a.error else None,
+            "tokens": {
+                "input": k.input,
+                "cache_read": k.cache_read,
+                "cache_write": k.cache_write,
+                "output": k.output,
+                "reasoning": k.reasoning,
+                "source": k.source,
+                "cost": _money(k.cost),
+                "cumulative_cost": _money(k.cumulative_cost),
+                "price_estimated": k.price_estimated,
+            },
+        },
+        "C": {
+            "link": c.link,
+            "kept": c.kept,
+            "rewritten": c.rewritten,
+            "appended_from": c.appended_from,
+            "echoed_assistant": c.echoed_assistant,
+            "pairings": [p.model_dump(mode="json") for p in c.pairings],
+            "tools_offered": c.tools_offered,
+            "tool_choice": c.tool_choice,
+        },
+    }
+
+
+def _cleaned(v: Any, depth: int = 0) -> Any:
+    """Every string of ``v`` through :func:`clean` (a value nested deeper than :data:`_DEPTH` is
+    replaced by a note: wire JSON can nest without end)."""
+    if isinstance(v, str):
+        return clean(v)
+    if depth > _DEPTH:
+        return "(nested too deep to show)"
+    if isinstance(v, dict):
+        return {clean(str(k)): _cleaned(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_cleaned(x, depth + 1) for x in v]
+    return v
+
+
+class _Messages:
+    """The table of distinct messages and, per turn, its history as a delta on the turn before."""
+
+    def __init__(self) -> None:
+        self.table: list[dict[str, Any]] = []
+        self._index: dict[bytes, int] = {}
+        self.ids: dict[int, list[int]] = {}
+
+    def add(self, m: dict[str, Any]) -> int:
+        key = orjson.dumps(m)
+        i = self._index.get(key)
+        if i is None:
+            i = self._index[key] = len(self.table)
+            self.table.append(m)
+        return i
+
+    def history(self, seq: int, ids: list[int], base: int | None) -> list[Any]:
+        self.ids[seq] = ids
+        prev = self.ids.get(base) if base is not None else None
+        keep = 0
+        if prev is not None:
+            n = min(len(prev), len(ids))
+            while keep < n and prev[keep] == ids[keep]:
+                keep += 1
+        return [base if keep else None, keep, ids[keep:]]
+
+
+def report_data(run: Any) -> dict[str, Any]:
+    """The page's data for ``run`` (a :class:`cassettes.interop.run.Run`), every string cleaned.
+    One pass over the round trips (read from disk one at a time for a streamed cassette)."""
+    analysis = run.analysis
+    turns_by_seq = analysis.turns
+    msgs = _Messages()
+    rows: list[dict[str, Any]] = []
+    detail: dict[str, Any] = {}
+    answered: dict[tuple[str, str], int] = {}
+    cost: Decimal | None = None
+    cost_complete = True
+    for rt in run.roundtrips:
+        seq = rt.seq
+        if seq is None or seq not in turns_by_seq:
+            continue
+        t: Turn = turns_by_seq[seq]
+        req = rt.request
+        history: list[Any] = [None, 0, []]
+        pinned = False
+        if req is not None:
+            ids = []
+            # The system prompt pinned first only when it travels apart from the history (a
+            # history's own system message is shown in place, once), as the inspector does.
+            pinned = bool(req.system) and not any(m.role in ("system", "developer") for m in req.messages)
+            if pinned:
+                ids.append(msgs.add({"role": "system", "parts": [_part(p) for p in req.system]}))
+            ids.extend(msgs.add(_message(m)) for m in req.messages)
+            history = msgs.history(seq, ids, t.previous_seq)
+        for p in t.c.pairings:
+            if p.call_id:
+                answered.setdefault((t.conversation, p.call_id), seq)
+        ordered = ordered_findings(t.findings)
+        k = t.tokens
+        if k.cost is not None:
+            cost = (cost or Decimal(0)) + k.cost
+        else:
+            cost_complete = False
+        rows.append(
+            {
+                "seq": seq,
+                "conv": t.conversation,
+                "turn": t.index,
+                "prev": t.previous_seq,
+                "badges": _badges(t.findings),
+                "finish": t.a.finish_reason_raw or (t.a.finish_reason.value if t.a.finish_reason else None),
+                "status": t.a.status,
+                "error": t.a.error is not None,
+                "calls": len(t.e.tool_calls),
+                "in": k.input,
+                "out": k.output,
+                "model": t.a.model_served or t.a.model_requested,
+            }
+        )
+        detail[str(seq)] = {
+            "layers": _layers(t),
+            "findings": [_finding(f) for f in ordered],
+            "history": history,
+            "parsed": req is not None,
+            "appended_from": t.c.appended_from + (1 if pinned else 0),
+            "method": rt.method,
+            "path": urlsplit(rt.url).path,
+            "family": rt.family,
+        }
+    # Each tool call with the turn whose request carried its result (the inspector's "result").
+    for row in rows:
+        d = detail[str(row["seq"])]
+        for call in d["layers"]["E"]["calls"]:
+            call["answered_by"] = answered.get((row["conv"], call["id"])) if call["id"] else None
+    from cassettes.views.growth import growth_bars
+
+    conversations = []
+    growth: dict[str, list[list[Any]]] = {}
+    for conv in analysis.conversations:
+        turns = [turns_by_seq[s] for s in conv.turns if s in turns_by_seq]
+        conversations.append(
+            {
+                "id": conv.id,
+                "title": conv.label or conv.title,
+                "family": conv.family,
+                "turns": [t.seq for t in turns],
+                "parent_seq": conv.parent_seq,
+                "branch": conv.branch,
+            }
+        )
+        growth[conv.id] = [
+            [b.seq, b.turn, b.system, b.tools, b.history, b.tool_results, b.new, b.output,
+             None if b.cumulative_cost is None else float(b.cumulative_cost), b.source]
+            for b in growth_bars(turns)
+        ]  # fmt: skip
+    findings = [_finding(f) for f in ordered_findings(analysis.findings)]
+    counts = {sev: sum(1 for f in analysis.findings if f.severity.value == sev) for sev in ("error", "warning", "info")}
+    from cassettes._version import __version__
+
+    data = {
+        "schema": SCHEMA,
+        "looptap": __version__,
+        "name": str(run.name),
+        "round_trips": run.round_trips,
+        "totals": {
+            "turns": len(rows),
+            "conversations": len(conversations),
+            "input": sum(r["in"] or 0 for r in rows),
+            "output": sum(r["out"] or 0 for r in rows),
+            "cost": _money(cost),
+            "cost_complete": cost_complete,
+            "findings": counts,
+        },
+        "problems": [str(p) for p in run.problems],
+        "analysis_errors": list(analysis.errors),
+        "conversations": conversations,
+        "turns": rows,
+        "detail": detail,
+        "messages": msgs.table,
+        "findings": findings,
+        "growth": growth,
+    }
+    cleaned: dict[str, Any] = _cleaned(data)
+    return cleaned

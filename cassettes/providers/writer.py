@@ -1,0 +1,139 @@
+"""Writer's API (``api.writer.com``): ``POST /v1/chat`` and ``POST /v1/completions``.
+
+Shapes from the official SDK (``writer-sdk-python``, ``writerai/types``), generated from Writer's
+OpenAPI document:
+
+* ``/v1/chat`` takes an OpenAI Chat Completions body (``model``, ``messages``, ``tools``,
+  ``stream``) and answers ``ChatCompletion`` (``object: chat.completion``, ``choices[].message``,
+  ``finish_reason`` ``stop``/``length``/``content_filter``/``tool_calls``, ``usage``); streamed,
+  ``chat.completion.chunk`` events. Read by the OpenAI Chat adapter's code under this family.
+* ``/v1/completions`` takes ``{"model", "prompt", "max_tokens", "stop", "stream", …}`` and answers
+  ``Completion``: ``{"choices": [{"text", "log_probs"}], "model"}`` — **no finish reason and no
+  usage**. Streamed, every event is a ``CompletionChunk`` ``{"value": "…"}`` and the stream ends
+  when the connection closes: there is no ``[DONE]`` and no terminal event, so whether it was
+  whole cannot be told from the stream (``complete`` is ``None``, never a truncation).
+
+The path is OpenAI's legacy ``/completions`` too: on Writer's host, or for a body without
+Writer's host whose stream is ``{"value"}`` events (``OpenAICompletions`` hands those here), the
+Writer reading wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult
+
+from cassettes.parsing.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
+from cassettes.providers._base import Provider, as_str, json_events
+from cassettes.providers._parts import StreamParts
+from cassettes.wire.framing import Framed
+
+__all__ = ["Writer", "is_value_stream", "value_stream"]
+
+
+def _route(url: SplitResult) -> str | None:
+    path = url.path.rstrip("/")
+    if path.endswith("/v1/chat"):
+        return "chat"
+    if path.endswith("/v1/completions"):
+        return "completions"
+    return None
+
+
+def _writer_host(url: SplitResult) -> bool:
+    host = (url.hostname or "").lower()
+    return host == "writer.com" or host.endswith(".writer.com")
+
+
+def is_value_stream(framed: Framed) -> bool:
+    """Every JSON event of the stream is Writer's ``{"value": str}`` completion chunk."""
+    seen = False
+    for name, ev in json_events(framed):
+        if name == "[DONE]":
+            return False
+        if not (isinstance(ev, dict) and isinstance(ev.get("value"), str) and "choices" not in ev):
+            return False
+        seen = True
+    return seen
+
+
+class _ValueStream(StreamParts):
+    payloads = StreamParts.every_event
+
+    def on(self, name: str | None, ev: Any) -> None:
+        if isinstance(ev, dict) and isinstance(ev.get("value"), str):
+            self.text("text", ev["value"])
+        elif isinstance(ev, dict) and ev.get("error") is not None:
+            from cassettes.providers._base import error_from_body
+
+            self.error = error_from_body(ev, None, in_stream=True)
+        else:
+            self.unparsed()
+
+    def close(self) -> NormalisedResponse:
+        text = self.joined("text")
+        resp = self.finish(parts=[Part(kind="text", text=text)] if text else [])
+        if resp.error is None:
+            resp.complete = None  # the API sends no terminal event: a whole stream cannot be told
+            resp.notes.append("Writer completion stream: the API sends no finish reason and no end event, so completeness cannot be told")
+        return resp
+
+
+def value_stream(framed: Framed) -> NormalisedResponse:
+    """A stream of Writer ``{"value"}`` completion chunks → the answer."""
+    return _ValueStream().read(framed)
+
+
+class Writer(Provider):
+    family = "writer"
+    otel_provider = "writer"
+    price_provider = None
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        route = _route(url)
+        if method.upper() != "POST" or route is None:
+            return 0
+        if _writer_host(url):
+            return 5  # over OpenAI's legacy completions, whose path this is too
+        # Off Writer's host (a gateway, a base-URL override): /v1/chat with a messages body is
+        # no one else's (Cohere's v1 chat sends ``message``, its v2 is /v2/chat).
+        return 2 if route == "chat" and isinstance(body, dict) and "messages" in body else 0
+
+    def history_key(self, body: Any) -> str | None:
+        return "messages" if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        from cassettes.providers.openai_chat import OpenAIChat
+        from cassettes.providers.openai_completions import OpenAICompletions
+
+        req = (OpenAIChat() if "messages" in (body if isinstance(body, dict) else {}) else OpenAICompletions()).parse_request(body, url)
+        req.family = self.family
+        return req
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        from cassettes.providers.openai_chat import OpenAIChat
+
+        b = body if isinstance(body, dict) else {}
+        if any(isinstance(c, dict) and "message" in c for c in b.get("choices") or []):
+            return OpenAIChat().parse_response(b)
+        if "choices" not in b:
+            return NormalisedResponse(error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True)
+        first = next((c for c in b["choices"] if isinstance(c, dict)), {})
+        text = first.get("text")
+        return NormalisedResponse(
+            model=as_str(b.get("model")),
+            parts=[Part(kind="text", text=text)] if isinstance(text, str) and text else [],
+            complete=True,
+            provider_details={"choices": len(b["choices"])} if len(b["choices"]) > 1 else None,
+        )
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        if is_value_stream(framed):
+            return value_stream(framed)
+        from cassettes.providers.text_generation import _chat_stream
+
+        return _chat_stream(framed)
+
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("WRITER_API_KEY",)
+

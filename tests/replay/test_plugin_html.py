@@ -1,0 +1,40 @@
+"""The pytest plugin writes a web page of a failed replayed test's run (``looptap export --html``)
+and names it in the failure; a passing test gets none."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.replay.test_plugin import NOPLUG, SDK_LOOP, _clean_env, _inner
+
+pytest_plugins = ["pytester"]
+__all__ = ["_clean_env"]  # the environment scrub of test_plugin, autouse here too
+
+CHANGED = '''
+
+@pytest.mark.looptap("cassettes/loop.jsonl")
+def test_changed(looptap):
+    global RESULT
+    RESULT = "rainy, 9 C"  # the tool now returns something else: a replay miss at turn 1
+    try:
+        agent()
+    finally:
+        RESULT = "sunny, 21 C"
+'''
+
+
+def test_a_failed_test_names_a_web_page_of_its_run_a_passing_one_gets_none(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("openai")
+    pytest.importorskip("jinja2")
+    _inner(pytester, SDK_LOOP + CHANGED)
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    pages = re.findall(r"looptap: the run as a web page: (\S+\.html)", out)
+    assert len(pages) == 1 and pages[0].endswith("test_inner.py_test_changed.html"), out
+    page = Path(pages[0]).read_text()
+    assert "Content-Security-Policy" in page and 'id="looptap-data"' in page
+    assert "<title>looptap · test_inner.py::test_changed (loop.jsonl)</title>" in page
