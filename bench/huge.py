@@ -186,16 +186,19 @@ def measure(command: str, file: Path, root: Path, timeout: float) -> tuple[int, 
     elif command == "replay":
         code, rss, killed, err = _replay(file, timeout)
     else:
+        out = file.with_name(f"{file.stem}.export.out")
         argv = {
             "show": ["show", str(file)],
             "show --json": ["show", "--json", str(file)],
             "textconv": ["textconv", str(file)],
-            "export --har": ["export", "-q", "--har", os.devnull, str(file)],
-            "export --otel": ["export", "-q", "--otel", os.devnull, str(file)],
+            "export --har": ["export", "-q", "--har", str(out), str(file)],
+            "export --otel": ["export", "-q", "--otel", str(out), str(file)],
             "diff": ["diff", str(file), str(file)],
             "verify": ["verify", str(file)],
         }[command]
+        out.unlink(missing_ok=True)  # (exports refuse a device such as /dev/null, and an existing file)
         code, rss, killed, err = _plain([*LOOPTAP, *argv], timeout)
+        out.unlink(missing_ok=True)
     secs = time.monotonic() - t0
     line = next((x.strip() for x in err.splitlines() if x.strip() and not x.startswith("looptap: warning")), "")
     return code, rss, secs, killed, line
