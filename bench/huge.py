@@ -138,7 +138,7 @@ def _mcp(root: Path, timeout: float) -> tuple[int, float, bool, str]:
         p.kill()
     code, rss, killed = _wait(p, sampler, 30)
     err = _err_text(errf)
-    ok = b'"round_trips"' in answer and b"isError\":true" not in answer.replace(b" ", b"")
+    ok = b"round_trips" in answer and b"isError\":true" not in answer.replace(b" ", b"")
     return (code if ok else 1), rss, killed or t.is_alive(), err if ok else (answer.decode("utf-8", "replace")[:300] or err)
 
 
