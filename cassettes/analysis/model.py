@@ -13,7 +13,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
 
 from cassettes.parsing.models import ApiError, FinishReason, Message, Usage
 
@@ -257,3 +257,7 @@ class RunAnalysis(_Model):
     errors: list[str] = Field(default_factory=list)
     #: MCP ``tools/call`` round trips by seq, each with the model's call it ran.
     mcp_calls: dict[int, McpCall] = Field(default_factory=dict)
+
+    @field_serializer("conversations", mode="wrap")
+    def _conversations_as_list(self, value: Sequence[Conversation], handler: SerializerFunctionWrapHandler) -> Any:
+        return handler(list(value))  # the analyser's compact Sequence dumps as the list it stands for
