@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/replay.py            # about a minute
     .venv/bin/python bench/replay.py --quick    # smoke run, a few seconds
+    .venv/bin/python bench/replay.py --against /tmp/main-checkout   # side by side with another checkout
 
 The server runs as ``looptap replay`` in its own process (its real path: cassette load, matching,
 serving); this process is the client, asyncio streams with minimal HTTP/1.1 framing, keep-alive.
@@ -156,50 +157,87 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))]
 
 
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) the process has used: unlike wall-clock rates, not inflated by
+    other people's load on the shared machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(tree: Path, cas: Path, n_json: int, offsets: list[list[float]], seq_streams: int, conc_streams: int) -> dict[str, object]:
+    """One server (``looptap replay`` from the checkout ``tree``) measured: load time, requests/s
+    over 1 and 8 connections, chunk timing errors."""
+    proc = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--pace", "recorded"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)})
+    try:
+        assert proc.stdout is not None
+        t0 = time.perf_counter()
+        line = proc.stdout.readline()
+        load_s = time.perf_counter() - t0
+        port = int(line.strip().rsplit(":", 1)[1].split("/")[0])
+        bodies = [request_body(i) for i in range(n_json)]
+        half = n_json // 2
+        c0 = cpu_of(proc.pid)
+        rps1 = asyncio.run(throughput(port, bodies[:half], 1))
+        rps8 = asyncio.run(throughput(port, bodies[half:], 8))
+        cpu_us = (cpu_of(proc.pid) - c0) / n_json * 1e6
+        s = [(request_body(100_000 + i, stream=True), offsets[i]) for i in range(seq_streams + conc_streams)]
+        seq_err: list[float] = []
+        for body, rec in s[:seq_streams]:
+            seq_err += asyncio.run(timing(port, [(body, rec)]))
+        conc_err = asyncio.run(timing(port, s[seq_streams:]))
+    finally:
+        proc.send_signal(2)
+        _, err = proc.communicate(timeout=30)
+    played = next((ln for ln in err.splitlines() if "played" in ln), "")
+    return {"load": load_s, "cpu_us": cpu_us, "rps1": rps1, "rps8": rps8, "seq": seq_err, "conc": conc_err, "played": played.strip(), "half": half}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--against", type=Path, metavar="CHECKOUT", help="also measure the server of another checkout (e.g. a git worktree of main), side by side")
     args = ap.parse_args()
     n_json = 400 if args.quick else 3000
     seq_streams, conc_streams, chunks = (2, 4, 40) if args.quick else (6, 8, 80)
+    trees = [("this", REPO)] + ([("against", args.against.resolve())] if args.against else [])
     with tempfile.TemporaryDirectory() as tmp:
         cas = Path(tmp) / "bench.jsonl"
         t0 = time.perf_counter()
         offsets = build(cas, n_json, seq_streams + conc_streams, chunks)
         build_s = time.perf_counter() - t0
-        proc = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(cas), "--pace", "recorded"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-        try:
-            assert proc.stdout is not None
-            t0 = time.perf_counter()
-            line = proc.stdout.readline()
-            load_s = time.perf_counter() - t0
-            port = int(line.strip().rsplit(":", 1)[1].split("/")[0])
-            bodies = [request_body(i) for i in range(n_json)]
-            half = n_json // 2
-            rps1 = asyncio.run(throughput(port, bodies[:half], 1))
-            rps8 = asyncio.run(throughput(port, bodies[half:], 8))
-            s = [(request_body(100_000 + i, stream=True), offsets[i]) for i in range(seq_streams + conc_streams)]
-            seq_err: list[float] = []
-            for body, rec in s[:seq_streams]:
-                seq_err += asyncio.run(timing(port, [(body, rec)]))
-            conc_err = asyncio.run(timing(port, s[seq_streams:]))
-        finally:
-            proc.send_signal(2)
-            _, err = proc.communicate(timeout=30)
-    played = next((ln for ln in err.splitlines() if "played" in ln), "")
+        # Interleaved (this, against, this, against): the shared machine's load hits both alike;
+        # the better of the two runs of each is reported.
+        runs: dict[str, list[dict[str, object]]] = {name: [] for name, _ in trees}
+        for _ in range(2 if args.against else 1):
+            for name, tree in trees:
+                runs[name].append(measure(tree, cas, n_json, offsets, seq_streams, conc_streams))
+    best = {name: max(rs, key=lambda r: float(r["rps1"])) | {"rps8": max(float(r["rps8"]) for r in rs), "cpu_us": min(float(r["cpu_us"]) for r in rs)}
+            for name, rs in runs.items()}
+    this = best["this"]
+    half = int(this["half"])  # type: ignore[call-overload]
     print(f"replay benchmark ({'quick' if args.quick else 'full'}): cassette of {n_json} JSON + {seq_streams + conc_streams} streamed round trips "
-          f"(built in {build_s:.1f} s; server loaded and listening after {load_s:.1f} s)")
-    print(f"server report: {played.strip()}")
+          f"(built in {build_s:.1f} s; server loaded and listening after {float(this['load']):.1f} s)")  # type: ignore[arg-type]
+    print(f"server report: {this['played']}")
     print()
-    print("| measurement | value |")
-    print("|---|---|")
-    print(f"| non-streamed requests/s, 1 keep-alive connection ({half} requests) | {rps1:,.0f} |")
-    print(f"| non-streamed requests/s, 8 keep-alive connections ({n_json - half} requests) | {rps8:,.0f} |")
-    for label, errs in ((f"1 stream at a time ({seq_streams} streams × {chunks} chunks)", seq_err),
-                        (f"{conc_streams} streams at once ({conc_streams} × {chunks} chunks)", conc_err)):
-        print(f"| chunk timing error at recorded pace, {label}: p50 / p99 / max (ms) | "
-              f"{pct(errs, 50):.2f} / {pct(errs, 99):.2f} / {max(errs):.2f} (min {min(errs):.2f}) |")
+    names = [name for name, _ in trees]
+    print("| measurement | " + " | ".join(f"{n} ({t})" if n == "against" else n for n, t in trees) + (" | this / against |" if args.against else " |"))
+    print("|---|" + "---|" * (len(names) + (1 if args.against else 0)))
+
+    def row(label: str, key: str) -> None:
+        vals = [float(best[n][key]) for n in names]  # type: ignore[arg-type]
+        ratio = f" | {vals[0] / vals[1]:.2f}×" if args.against and vals[1] else ""
+        print(f"| {label} | " + " | ".join(f"{v:,.0f}" for v in vals) + ratio + " |")
+
+    row(f"server CPU per non-streamed request, µs (all {n_json}; lower is better)", "cpu_us")
+    row(f"non-streamed requests/s, 1 keep-alive connection ({half} requests)", "rps1")
+    row(f"non-streamed requests/s, 8 keep-alive connections ({n_json - half} requests)", "rps8")
+    for label, key in ((f"1 stream at a time ({seq_streams} streams × {chunks} chunks)", "seq"), (f"{conc_streams} streams at once ({conc_streams} × {chunks} chunks)", "conc")):
+        cells = []
+        for n in names:
+            errs: list[float] = best[n][key]  # type: ignore[assignment]
+            cells.append(f"{pct(errs, 50):.2f} / {pct(errs, 99):.2f} / {max(errs):.2f}")
+        print(f"| chunk timing error at recorded pace, {label}: p50 / p99 / max (ms) | " + " | ".join(cells) + (" | |" if args.against else " |"))
     total = statistics.fmean(o[-1] for o in offsets)
     print()
     print(f"(each stream lasts {total:.2f} s as recorded; a negative error would be a chunk sent early)")

@@ -48,6 +48,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for p in problem_lines(run.problems):
         _err(f"warning: {path}: {p}")
     turns = run.analysis.turns
+    keep = _show_filter(args, run.analysis)
     ran = {c.call_id: c for c in run.analysis.mcp_calls.values() if c.call_id}
 
     def views() -> Iterator[dict[str, Any]]:  # one round trip at a time: the run is never held
@@ -64,18 +65,86 @@ def cmd_show(args: argparse.Namespace) -> int:
                     tc["mcp"] = {"seq": by.seq, "tool": by.tool, "by": by.linked_by}
             yield v
 
+    shown = 0
+
+    def kept() -> Iterator[dict[str, Any]]:  # the filters: a predicate on what is printed
+        nonlocal shown
+        for v in views():
+            if keep is None or keep.roundtrip(v):
+                shown += 1
+                yield v
+
     if args.json:
         out = sys.stdout.buffer
-        for v in views():
+        for v in kept():
             out.write(orjson.dumps(v, option=orjson.OPT_APPEND_NEWLINE))
         out.flush()
     else:
-        lines = summary_lines(views(), run.problems, title=str(path), total=len(run.exchanges), families=run.families)
+        lines = summary_lines(kept(), run.problems, title=str(path), total=len(run.exchanges), families=run.families)
         for line in lines:
             print(line)
-        for line in analysis_lines(run.analysis):
+        for line in analysis_lines(keep.analysis(run.analysis) if keep is not None else run.analysis):
             print(line)
+        if keep is not None:
+            from cassettes.hints import count
+
+            print(f"\nfiltered ({keep.said}): {count(shown, 'round trip')} of {len(run.exchanges):,} shown")
     return EXIT_OK
+
+
+_SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+
+
+class _ShowFilter:
+    """``show --conversation/--turn/--layer/--severity``: which round trips and findings print.
+    A round trip is kept when it is in the conversation and turn asked for and, with a layer or
+    severity, has a finding of that layer at least that severe."""
+
+    def __init__(self, conversation: str | None, turn: int | None, layer: str | None, severity: str | None) -> None:
+        self.conversation, self.turn, self.layer = conversation, turn, layer
+        self.least = _SEVERITY_RANK[severity] if severity else None
+        self.said = ", ".join(
+            f"{k} {v}" for k, v in (("conversation", conversation), ("turn", turn), ("layer", layer), ("severity", severity and f">= {severity}")) if v is not None
+        )
+
+    def _finding(self, f: dict[str, Any]) -> bool:
+        return (self.layer is None or f.get("layer") == self.layer) and (self.least is None or _SEVERITY_RANK.get(str(f.get("severity")), 0) >= self.least)
+
+    def _place(self, conversation: Any, turn: Any) -> bool:
+        return (self.conversation is None or conversation == self.conversation) and (self.turn is None or turn == self.turn)
+
+    def roundtrip(self, v: dict[str, Any]) -> bool:
+        if not self._place(v.get("conversation"), v.get("turn")):
+            return False
+        if self.layer is None and self.least is None:
+            return True
+        return any(self._finding(f) for f in v.get("findings") or [])
+
+    def analysis(self, analysis: Any) -> Any:
+        """The analysis with only the findings and conversations asked for (a shallow copy)."""
+        findings = [f for f in analysis.findings if self._place(f.conversation, f.turn) and self._finding({"layer": f.layer, "severity": f.severity.value})]
+        with_findings = {f.conversation for f in findings}
+        convs = [
+            c for c in analysis.conversations
+            if (self.conversation is None or c.id == self.conversation) and ((self.layer is None and self.least is None) or c.id in with_findings)
+        ]
+        return analysis.model_copy(update={"findings": findings, "conversations": convs})
+
+
+def _show_filter(args: argparse.Namespace, analysis: Any) -> _ShowFilter | None:
+    """The filter ``show`` was asked for, ``None`` for none; a :class:`CassetteError` when it
+    names a conversation the run does not have."""
+    conversation, turn = getattr(args, "conversation", None), getattr(args, "turn", None)
+    layer, severity = getattr(args, "layer", None), getattr(args, "severity", None)
+    if conversation is None and turn is None and layer is None and severity is None:
+        return None
+    ids = [c.id for c in analysis.conversations]
+    if conversation is not None and conversation not in ids:
+        from cassettes.untrusted import clean_line
+
+        listed = ", ".join(ids[:20]) + (f", … ({len(ids)} in all)" if len(ids) > 20 else "")
+        raise CassetteError(f"--conversation {clean_line(conversation)[:80]}: no such conversation in this run (it has {listed or 'none'})")
+    return _ShowFilter(conversation, turn, layer, severity)
 
 
 #: What ``import`` picks up in a directory (a file named on the command line is read whatever its name).
@@ -99,8 +168,8 @@ def _import_plan(inputs: list[Path]) -> list[tuple[Path, Path]]:
 def _import_dest(src: Path, rel: Path, out: Path | None, many: bool, written: set[Path], quiet: bool) -> Path:
     """Where one input goes. Never lose a file: a destination written earlier in this run is
     never replaced (two inputs that map to one name, ``a.yaml`` and ``a.yml``, get distinct names)."""
-    if not many:
-        return out or src.with_suffix(".jsonl")
+    if not many:  # without -o: the input's name, in the current directory (never beside the input)
+        return out or Path(src.with_suffix(".jsonl").name)
     dest = (out or Path(".")) / rel.with_suffix(".jsonl")
     if dest in written:
         dest = dest.with_name(rel.name + ".jsonl")
@@ -135,7 +204,9 @@ def _import_one(src: Path, target: Target) -> str:
     llm = sum(n for f, n in fams.items() if f != "none")
     fam_text = ", ".join(f"{f} {n}" for f, n in sorted(fams.items()) if f != "none") or "none"
     flagged = f", {errors} with analysis errors" if errors else ""
-    return f"{src} → {dest}: {len(run.exchanges)} round trips, {llm} LLM ({fam_text}){flagged}{extra}"
+    from cassettes.hints import count
+
+    return f"{src} → {dest}: {count(len(run.exchanges), 'round trip')}, {llm} LLM ({fam_text}){flagged}{extra}"
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -218,10 +289,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="print a run: one summary per round trip (or --json, one object per line)")
     p.add_argument("file", help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by content)")
     p.add_argument("--json", action="store_true", help="one JSON object per round trip (schema looptap.roundtrip/1)")
+    p.add_argument("--conversation", metavar="ID", help="only this conversation's round trips and findings (c1, c2, …)")
+    p.add_argument("--turn", type=int, metavar="N", help="only turn N (0-based) of each conversation shown")
+    p.add_argument("--layer", choices=("E", "A", "C"), help="only round trips with a finding of this layer, and those findings")
+    p.add_argument("--severity", choices=("error", "warning", "info"), help="only round trips with a finding at least this severe, and those findings")
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("import", help="import vcrpy / pytest-recording YAML cassettes and mitmproxy flow files")
     p.add_argument("inputs", nargs="+", help="vcrpy cassettes or mitmproxy flow files (mitmdump -w), or directories of them (*.yaml, *.yml, *.mitm, *.flow, *.flows)")
-    p.add_argument("-o", "--output", help="output cassette (one input) or directory (several inputs)")
+    p.add_argument("-o", "--output", help="output cassette (one input; default: the input's name as .jsonl in the current directory) "
+                   "or directory (several inputs or a directory; default: the current directory)")
     p.add_argument("-f", "--force", action="store_true", help="replace existing output files")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=cmd_import)

@@ -94,8 +94,13 @@ def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None]
 
 def _next_steps(rc: int, dest: Path, say: Callable[[str], None]) -> int:
     """What to try next, once the run was shown."""
-    say(f"\nnext: looptap inspect {dest}   (turn by turn in the terminal; ? for the keys)")
-    say("      looptap run -o run.jsonl -- python your_agent.py   (record your own agent)")
+    import shlex
+
+    from cassettes.hints import looptap_command
+
+    me = looptap_command()  # as the user runs looptap, so the lines run as printed
+    say(f"\nnext: {me} inspect {shlex.quote(str(dest))}   (turn by turn in the terminal; ? for the keys)")
+    say(f"      {me} run -o run.jsonl -- python your_agent.py   (record your own agent)")
     return rc
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import os
 import re
 import sys
 import tomllib
@@ -298,7 +299,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     found = 0
     failed = 0
-    for file in args.files:
+    files: list[str] = []
+    for given in args.files:
+        if Path(given).is_dir():
+            inside = _files_under(Path(given))
+            if not inside and not args.quiet:
+                print(f"looptap: {given}: no recordings under it ({', '.join(_DIR_SUFFIXES)})", file=sys.stderr)
+            files.extend(inside)
+        else:
+            files.append(given)
+    for file in files:
         try:
             finds = scan_file(file, patterns)
         except OSError as exc:
@@ -309,11 +319,31 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f)
         found += len(finds)
         if not args.quiet:
-            verdict = f"{len(finds)} secret(s) found" if finds else "clean"
+            from cassettes.hints import count
+
+            verdict = f"{count(len(finds), 'secret')} found" if finds else "clean"
             print(f"looptap: {file}: {verdict}", file=sys.stderr)
     if failed:
         return EXIT_ERROR
     return EXIT_FOUND if found else EXIT_CLEAN
+
+
+#: What ``verify DIR`` scans: recordings and what is exported from them (the same as ``import DIR``
+#: reads, plus looptap's own cassettes and exports).
+_DIR_SUFFIXES = (".jsonl", ".yaml", ".yml", ".har", ".json")
+
+
+def _files_under(root: Path) -> list[str]:
+    """The recordings under ``root``, sorted; hidden directories (``.git``, ``.venv``) and
+    ``node_modules`` skipped, links not followed."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "node_modules")
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            if p.suffix.lower() in _DIR_SUFFIXES and not p.is_symlink() and p.is_file():
+                out.append(str(p))
+    return out
 
 
 def register_verify(sub: Any) -> None:
@@ -321,7 +351,8 @@ def register_verify(sub: Any) -> None:
         "verify",
         help="scan cassettes for leaked secrets (known key formats, configured patterns); exit 1 on a find",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="cassettes to scan (any text file works)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="cassettes to scan (any text file works), or directories: their "
+                   "*.jsonl, *.yaml, *.yml, *.har and *.json files, hidden directories skipped")
     p.add_argument(
         "--pattern",
         action="append",

@@ -14,12 +14,14 @@ from proxy import messages
 
 __all__ = ["register_record", "register_run"]
 
-_NO_MITMPROXY = (
-    "error: the recorder needs mitmproxy, which is not installed here; install it in its own "
-    "environment (see docs/recorder.md): python3 -m venv .venv-proxy && "
-    ".venv-proxy/bin/pip install uv && .venv-proxy/bin/uv pip install --python .venv-proxy/bin/python "
-    "--override .ci/proxy-overrides.txt -e '.[proxy]'"
-)
+def _no_mitmproxy() -> str:
+    from cassettes.hints import recorder_install_command
+
+    command, python = recorder_install_command()
+    return (
+        f"error: the recorder needs mitmproxy, which is not installed in {sys.prefix}; install it in its own "
+        f"environment (see docs/recorder.md): {command}; then run {python.removesuffix('/python')}/looptap"
+    )
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -210,7 +212,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     try:
         from proxy.launcher import BusyPort, RecorderError, record_forever
     except ImportError:
-        messages.error(_NO_MITMPROXY)
+        messages.error(_no_mitmproxy())
         return 2
     config = _config(args)
     from cassettes.errors import CassetteIOError
@@ -229,7 +231,10 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def _summary(path: Path, before: int = 0) -> list[str]:
+    import shlex
+
     from cassettes.analysis import analyse
+    from cassettes.hints import looptap_command
     from cassettes.storage.store import read_cassette
     from cassettes.views.view import count
 
@@ -256,12 +261,49 @@ def _summary(path: Path, before: int = 0) -> list[str]:
         f"{count(len(exchanges), 'round trip')}{' appended' if before else ''} in {path}: {count(len(run.conversations), 'conversation')}, {count(len(run.turns), 'turn')}",
         f"findings (warnings and errors) by layer: E {by_layer['E']}, A {by_layer['A']}, C {by_layer['C']}",
         f"tokens in {tin}, out {tout}; cost {cost}",
-        f"details: looptap show {path}",
+        f"details: {looptap_command()} show {shlex.quote(str(path))}",
     ]
     return lines
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    repeat = getattr(args, "repeat", 1)
+    if repeat < 1 or (repeat > 1 and args.from_run is None):
+        messages.error("error: --repeat K (K from 1) goes with --from: the agent run K times from the cursor")
+        return 2
+    if repeat == 1:
+        return _run_once(args)
+    return _run_repeated(args, repeat)
+
+
+def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
+    """``--repeat K``: K forks into OUTPUT.1 … OUTPUT.K, then how they agree turn by turn."""
+    import copy
+
+    out, _ = _output(args.output)
+    branches: list[str] = []
+    rc = 0
+    for i in range(1, repeat + 1):
+        one = copy.copy(args)
+        one.output = str(out.with_name(f"{out.stem}.{i}{out.suffix}"))
+        messages.emit(f"--repeat: run {i} of {repeat} into {one.output}")
+        rc = rc or _run_once(one)
+        branches.append(one.output)
+    from cassettes.errors import CassetteError
+    from cassettes.replay.fork import parse_from
+    from cassettes.replay.repeat import agreement, agreement_lines
+
+    try:
+        rows = agreement(parse_from(args.from_run).run, [b for b in branches if Path(b).exists()])
+    except CassetteError as exc:
+        messages.error(f"error: the branches could not be compared: {exc}")
+        return rc or 1
+    for line in agreement_lines(rows, repeat):
+        messages.emit(line)
+    return rc
+
+
+def _run_once(args: argparse.Namespace) -> int:
     import asyncio  # here, not at the top: `looptap --help` loads every command module
 
     messages.to_stderr()
@@ -274,7 +316,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         from proxy.launcher import BusyPort, RecorderError, run_child
     except ImportError:
-        messages.error(_NO_MITMPROXY)
+        messages.error(_no_mitmproxy())
         return 2
     config = _config(args)
     _warn_exposure(args)
@@ -297,10 +339,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
 
         if importlib.util.find_spec("textual") is None:
-            messages.error(
-                "error: --inspect needs the inspector in this environment: "
-                "install it with the 'inspector' extra (uv pip install -e '.[proxy,inspector]')"
-            )
+            from cassettes.hints import install_command
+
+            messages.error(f"error: --inspect needs the inspector in this environment: {install_command('proxy', 'inspector')}")
             return 2
         child_log = Path(str(config.output) + ".log")
         import tempfile
@@ -309,10 +350,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         child_status = Path(status_dir) / "exit-status"
         viewer = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", "--child-status", str(child_status), str(config.output)]
         messages.emit(f"the command's output goes to {child_log}")
-    before = _prepare_output(target, _output(args.output)[1])
+    fork = None
+    if args.from_run is not None:
+        from cassettes.replay.fork import start_fork
+
+        try:
+            fork = start_fork(args, target)
+        except (CassetteIOError, ValueError, OSError) as exc:
+            messages.error(f"error: {exc}")
+            return 2
+    before = _prepare_output(target, fork is not None or _output(args.output)[1])
     try:
-        rc, addon = asyncio.run(run_child(config, argv, child_log=child_log, viewer=viewer, child_status=child_status))
-    except (BusyPort, RecorderError) as exc:
+        rc, addon = asyncio.run(_run_child(run_child, config, argv, child_log, viewer, child_status, fork))
+    except (BusyPort, RecorderError, CassetteIOError) as exc:
         messages.error(f"error: {exc}")
         return 2
     except FileNotFoundError as exc:
@@ -327,9 +377,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         messages.emit(line)
     from proxy.launcher import report_lost
 
+    if fork is not None:
+        for line in fork.report:
+            messages.emit(line)
+        if fork.status and not rc:
+            messages.error("the fork failed (above): a request before the cursor matched no recorded turn (the client diverged), or an edit never applied; exit status 1")
+            rc = 1
     if report_lost(addon):
-        return rc or 3
-    return rc
+        return int(rc or 3)
+    return int(rc)
+
+
+async def _run_child(run_child: Any, config: Any, argv: list[str], child_log: Any, viewer: Any, child_status: Any, fork: Any) -> Any:
+    """``run_child``, with a fork's replay server in front of the recorder when ``--from`` is given."""
+    if fork is None:
+        return await run_child(config, argv, child_log=child_log, viewer=viewer, child_status=child_status)
+    try:
+        return await run_child(config, argv, child_log=child_log, viewer=viewer, child_status=child_status, child_env=fork.start)
+    finally:
+        fork.status = await fork.stop()
 
 
 
@@ -357,6 +423,17 @@ def register_run(sub: Any) -> None:
         help="open the inspector on the run while it is recorded (the command's output goes to OUTPUT.log, its "
         "stdin is /dev/null); looptap exits when the command has finished and the inspector is closed (q). "
         "While the inspector is open, Ctrl-C goes to it, not to the command",
+    )
+    p.add_argument(
+        "--from", dest="from_run", metavar="RUN@SELECTOR",
+        help="fork a recorded run: its prefix is served from RUN (nothing leaves the machine), from the selected turn "
+        "on (turn=2, seq=7, conversation=c2:turn=1) requests go live and are recorded into -o (docs/fork.md)",
+    )
+    p.add_argument("--model", help="with --from: the model of every request sent live (same API family)")
+    p.add_argument("--repeat", type=int, default=1, metavar="K", help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) and say per turn how the branches agree")
+    p.add_argument(
+        "--edit", action="append", default=[], metavar="TARGET=@FILE",
+        help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)",
     )
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=cmd_run)

@@ -16,7 +16,7 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -421,7 +421,9 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     await stop.wait()
     rec.remove_ready()
     await rec.stop()
-    messages.emit(f"stopped; {rec.addon.handoff.recorded} round trips recorded in {config.output}")
+    from cassettes.hints import count
+
+    messages.emit(f"stopped; {count(rec.addon.handoff.recorded, 'round trip')} recorded in {config.output}")
     return 3 if report_lost(rec.addon) else 0
 
 
@@ -432,7 +434,9 @@ def report_lost(addon: LooptapRecorder) -> bool:
     lost = h.storage_errors + h.failed_records
     if not lost:
         return False
-    messages.error(f"{lost} round trips could NOT be stored (exit status 3):")
+    from cassettes.hints import count
+
+    messages.error(f"{count(lost, 'round trip')} could NOT be stored (exit status 3):")
     for line in h.lost[:10]:
         messages.error(f"  {line}")
     if len(h.lost) > 10:
@@ -446,6 +450,7 @@ async def run_child(
     child_log: Path | None = None,
     viewer: Sequence[str] | None = None,
     child_status: Path | None = None,
+    child_env: Callable[[dict[str, str]], Awaitable[dict[str, str]]] | None = None,
 ) -> tuple[int, LooptapRecorder]:
     """Record ``argv`` as a child process; its exit status is returned with the addon.
 
@@ -454,7 +459,8 @@ async def run_child(
     ``child_log`` so it does not draw over the inspector. The run ends when the child has exited
     and the viewer has been closed. A viewer closed early leaves a line on the terminal saying the
     child still runs (and where its output goes); the child's exit status is written to
-    ``child_status``, where a viewer still open reads it (it stops saying "live")."""
+    ``child_status``, where a viewer still open reads it (it stops saying "live"). ``child_env``
+    turns the recorder's environment into the child's (a fork puts its replay server in front)."""
     rec = Recorder(config)
     rec.clear_stale_ready()  # one left by an earlier recorder must not be read as this one's
     await rec.start()
@@ -463,7 +469,12 @@ async def run_child(
     except RecorderError:
         await rec.stop()
         raise
-    env = {**os.environ, **rec.env}
+    try:
+        env = {**os.environ, **(await child_env(dict(rec.env)) if child_env is not None else rec.env)}
+    except Exception:
+        rec.remove_ready()
+        await rec.stop()
+        raise
     # The child's output may echo prompts and answers: created 0600, like the cassette.
     # Appended to, never through a link, only a regular file of this user (storage/paths.py).
     try:

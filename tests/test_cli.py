@@ -72,7 +72,8 @@ def test_demo_without_the_recorder_shows_the_bundled_recording(tmp_path: Path) -
     assert "the recorder (mitmproxy) is not installed in this environment" in r.stdout
     assert "11 round trips, 11 to LLM APIs (anthropic 11)" in r.stdout
     assert "tool call: get_exchange_rate" in r.stdout
-    assert f"next: looptap inspect {tmp_path / 'demo.jsonl'}" in r.stdout
+    # as this user runs looptap (here: python -m cassettes.cli), so the line runs as printed
+    assert f"next: {sys.executable} -m cassettes.cli inspect {tmp_path / 'demo.jsonl'}" in r.stdout
 
 
 def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> None:
@@ -92,7 +93,7 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     assert "looptap: 11 round trips in" in r.stderr and "4 conversations, 11 turns" in r.stderr
     assert "11 round trips, 11 to LLM APIs (anthropic 11)" in r.stdout
     assert "POST 127.0.0.1:" in r.stdout  # recorded live, not imported
-    assert f"next: looptap inspect {out}" in r.stdout
+    assert f"next: {sys.executable} -m cassettes.cli inspect {out}" in r.stdout  # as this user runs looptap
     assert "E.arguments_schema" in r.stdout and "C.tool_result_error" in r.stdout
     data = out.read_bytes()
     assert b"looptap-demo-key-never-written-to-disk" not in data

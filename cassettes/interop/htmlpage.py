@@ -75,9 +75,9 @@ def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
     try:
         import jinja2
     except ImportError as exc:
-        raise HtmlExtraMissing(
-            "export --html needs Jinja2 (the html extra): pip install 'looptap[html]'"
-        ) from exc
+        from cassettes.hints import install_command
+
+        raise HtmlExtraMissing(f"export --html needs Jinja2 (the html extra): {install_command('html')}") from exc
     script = _asset("uPlot.iife.min.js") + "\n" + _asset("page.js")
     style = _asset("uPlot.min.css") + "\n" + _asset("page.css")
     csp = (

@@ -141,6 +141,18 @@ def build_server(roots: list[str]) -> Any:
         return runs.tail(run, after_seq, limit, max_bytes)
 
     @tool
+    def fork_diff(branch: str, run: str | None = None, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+        """Where a branch (made by `looptap run --from RUN@SELECTOR`: a run forked at a turn onto a live
+        or other model, or with an edited tool result) differs from the run it was forked from, lined up
+        from the cursor: by layer and turn, with the cursor, model and edits of the fork. Read-only: it
+        never starts a run or sends a request. `run` defaults to the origin the branch names."""
+        from cassettes.interop.forkquery import fork_diff as answer_fork
+
+        return answer_fork(runs, branch, run, layer, limit, max_bytes)
+
+    del fork_diff
+
+    @tool
     def web_report(run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Where to get a run as one self-contained web page to show a person (turns with E/A/C badges,
         the messages, findings root cause first, the token-cost growth chart): the command that writes
@@ -153,13 +165,6 @@ def build_server(roots: list[str]) -> Any:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        print("looptap mcp: error: the MCP server needs the mcp package: pip install 'looptap[mcp]'", file=sys.stderr)
-        return 2
-    from cassettes.interop.query import QueryError
-
     address = None
     if args.http is not None:
         try:
@@ -167,12 +172,22 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"looptap mcp: error: --http: {exc}", file=sys.stderr)
             return 2
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        from cassettes.hints import install_command
+
+        return _refuse(f"looptap mcp: error: the MCP server needs the mcp package, not installed in {sys.prefix}: {install_command('mcp')}", address is None)
+    from cassettes.interop.query import QueryError
+
     roots = args.root or ["."]
+    for r in roots:
+        if not Path(r).is_dir():
+            return _refuse(f"looptap mcp: error: the root directory {'is not a directory' if Path(r).exists() else 'does not exist'}: {r}", address is None)
     try:
         server = build_server([str(Path(r)) for r in roots])
     except (QueryError, OSError) as exc:
-        print(f"looptap mcp: error: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"looptap mcp: error: {exc}", address is None)
     if address is not None:
         host, port = address
         import socket
@@ -199,6 +214,7 @@ def web_report_answer(path: Path) -> dict[str, Any]:
     (with this interpreter, so it runs whatever is on PATH) and the page beside the run, if any."""
     import shlex
 
+    from cassettes.hints import install_command
     from cassettes.interop.query import UNTRUSTED_NOTE
     from cassettes.untrusted import clean
 
@@ -207,12 +223,47 @@ def web_report_answer(path: Path) -> dict[str, Any]:
     exists = page.is_file() and not page.is_symlink()
     return {
         "note": UNTRUSTED_NOTE,
-        "how": "run recorded.command in a shell to write the page (it needs the html extra: pip install 'looptap[html]'); "
+        "how": f"run recorded.command in a shell to write the page (it needs the html extra: {install_command('html')}); "
         "it opens in any browser without a server"
         + ("; recorded.page is there already (add --force to the command to write it again)" if exists else ""),
         # The run's file name is the recording's: inside the fence, made safe.
         "recorded": {"command": clean(command), "page": clean(str(page)) if exists else None},
     }
+
+
+#: A JSON-RPC request line read by :func:`_refuse` (the client's ``initialize`` is small).
+_REFUSE_LINE = 1024 * 1024
+
+
+def _refuse(message: str, stdio: bool) -> int:
+    """A server that cannot start says why on stderr and, on stdio to a client (stdin not a
+    terminal), answers each request with a JSON-RPC error carrying the same line, until the
+    client closes stdin: coding agents show an ``initialize`` error (Claude Code: ``Failed to
+    connect — -32603: looptap mcp: error: …``) but never the server's stderr. Exit status 2."""
+    import orjson
+
+    print(message, file=sys.stderr)
+    if not stdio or sys.stdin.isatty():
+        return 2
+    raw, out = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        line = raw.readline(_REFUSE_LINE + 1)
+        if not line:
+            return 2
+        while len(line) > _REFUSE_LINE and not line.endswith(b"\n"):  # skipped, never held
+            more = raw.readline(64 * 1024)
+            if not more or more.endswith(b"\n"):
+                line = b"{}"
+                break
+        try:
+            msg = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            msg = {"id": None}
+        if not isinstance(msg, dict) or "id" not in msg:
+            continue  # a notification gets no answer
+        id_ = msg["id"] if isinstance(msg["id"], str | int) and not isinstance(msg["id"], bool) else None
+        out.write(orjson.dumps({"jsonrpc": "2.0", "id": id_, "error": {"code": -32603, "message": message}}, option=orjson.OPT_APPEND_NEWLINE))
+        out.flush()
 
 
 _LOOPBACK = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "::1": "::1", "[::1]": "::1"}

@@ -79,8 +79,16 @@ def text(value: Any, limit: int | None = DEFAULT_CHARS) -> Any:
         return None
     s = _redactor.scrub(clean(value if isinstance(value, str) else str(value)))
     if limit is not None and len(s) > limit:
-        return f"{s[:limit]}…[clipped: {len(s)} characters in all]"
+        return f"{_whole_words(s, limit)}…[clipped: {len(s)} characters in all]"
     return s
+
+
+def _whole_words(s: str, limit: int) -> str:
+    """``s`` cut to at most ``limit`` characters, at a space when one is near the end (a word
+    that matters is left out whole, never cut in two)."""
+    cut = s[:limit]
+    space = cut.rfind(" ", max(0, limit - 40))
+    return cut[:space] if space > 0 and limit < len(s) and not s[limit].isspace() else cut
 
 
 def _safe(value: Any, limit: int, depth: int = 0) -> Any:
@@ -312,10 +320,15 @@ class Runs:
                     "recorded_title": text(c.label or c.title, 120),
                 }
             )
-        roots = [_finding(f, 200) for f in ordered_findings(a.findings) if not is_consequence(f)][:8]
+        # The root causes are the answer: their messages get room (the top one whole up to 1,000
+        # characters), and the conversations are paged into what is left, before any text is cut.
+        found = [f for f in ordered_findings(a.findings) if not is_consequence(f)][:8]
+        roots = [_finding(f, 1000 if i == 0 else 400) for i, f in enumerate(found)]
         out = self._overview(path, r)
+        while len(roots) > 1 and _size(out) + _size(roots) > _budget(max_bytes) - 300:
+            roots.pop()  # the least severe root causes go before the top one is cut
         budget = _budget(max_bytes) - _size(out) - _size(roots)
-        shown, nxt = page(convs, 0, 200, max(budget, 500))
+        shown, nxt = page(convs, 0, 200, budget) if budget > 200 else ([], 0 if convs else None)
         out.update(
             {
                 "more_conversations": None if nxt is None else f"{len(convs) - nxt} more: call findings or growth with a conversation id",
@@ -520,7 +533,10 @@ class Runs:
 
             return get
 
-        divs = diff_analysed(a.analysis, b.analysis, exchange(a), exchange(b))
+        from cassettes.replay.cli import different_apis
+
+        unrelated = different_apis(a, b)  # the CLI's rule: runs on different APIs, one divergence
+        divs = [unrelated] if unrelated is not None else diff_analysed(a.analysis, b.analysis, exchange(a), exchange(b))
         items = [
             {
                 "layer": d.layer,
@@ -531,6 +547,8 @@ class Runs:
                 "seq_b": d.seq_b,
                 "path": text(d.path, 200),
                 "recorded_message": text(d.message, DEFAULT_CHARS),
+                # what the CLI's diff shows under it: each run's value (ids as each run sent them)
+                "recorded_changes": [text(line, 300) for line in d.change_lines(3)],
             }
             for d in divs
             if layer is None or d.layer == layer

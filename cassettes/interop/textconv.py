@@ -177,7 +177,9 @@ def render(run: Run, raw_ids: bool = False) -> Iterator[str]:
     a = run.analysis
     version = run.header.get("format_version")
     fmt = f"looptap cassette, format {version}" if version is not None else "imported run"
-    yield f"{fmt}: {len(run.exchanges)} round trips, {len(a.conversations)} conversations, {len(a.findings)} findings"
+    from cassettes.hints import count
+
+    yield f"{fmt}: {count(len(run.exchanges), 'round trip')}, {count(len(a.conversations), 'conversation')}, {count(len(a.findings), 'finding')}"
     for p in run.problems:
         yield f"! {_one_line(p)}"
     for conv in a.conversations:

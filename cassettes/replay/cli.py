@@ -14,48 +14,93 @@ from typing import Any
 
 import orjson
 
-__all__ = ["cmd_diff", "cmd_replay", "register_diff", "register_replay"]
+__all__ = ["cmd_compare", "cmd_diff", "cmd_replay", "different_apis", "register_compare", "register_diff", "register_replay"]
 
 
 def _err(msg: str) -> None:
     print(f"looptap: {msg}", file=sys.stderr)
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
-    import asyncio  # here, not at the top: `looptap --help` loads every command module
+class _Usage(Exception):
+    """A command-line value that cannot be used (exit 2, one line)."""
 
-    from cassettes.replay.server import ReplayServer, parse_pace
+
+def _fault_plan(args: argparse.Namespace) -> Any:
+    if not args.fault:
+        return None
+    from cassettes.replay.faults import FaultPlan, FaultSpecError, parse_fault
 
     try:
-        parse_pace(args.pace)
-    except ValueError as exc:
-        _err(f"error: {exc}")
-        return 2
-    plan = None
-    if args.fault:
-        from cassettes.replay.faults import FaultPlan, FaultSpecError, parse_fault
+        return FaultPlan([parse_fault(f) for f in args.fault], seed=args.fault_seed)
+    except FaultSpecError as exc:
+        raise _Usage(str(exc)) from None
 
-        try:
-            plan = FaultPlan([parse_fault(f) for f in args.fault], seed=args.fault_seed)
-        except FaultSpecError as exc:
-            _err(f"error: {exc}")
-            return 2
+
+def _timeouts(args: argparse.Namespace) -> list[float | None]:
     from cassettes.replay.server import IDLE_TIMEOUT, READ_TIMEOUT
 
     timeouts: list[float | None] = []
     for name, default in (("idle_timeout", IDLE_TIMEOUT), ("read_timeout", READ_TIMEOUT)):
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and value >= 0):
-            _err(f"error: --{name.replace('_', '-')} wants seconds (0: no limit), not {value!r}")
-            return 2
+            raise _Usage(f"--{name.replace('_', '-')} wants seconds (0: no limit), not {value!r}")
         timeouts.append(default if value is None else (value or None))
-    server = ReplayServer(
-        Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan, idle_timeout=timeouts[0], read_timeout=timeouts[1]
-    )
+    return timeouts
+
+
+def _cursor(args: argparse.Namespace) -> Any:
+    """``--cursor`` with its ``--live`` upstreams and ``--model`` (a fork's replay server)."""
+    if args.cursor is None:
+        if args.live or args.model or args.edit:
+            raise _Usage("--live, --model and --edit go with --cursor (where the run goes live)")
+        return None
+    from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
+    from cassettes.replay.edits import EditError, parse_edit
+
+    bases: dict[str, str] = {}
+    for item in args.live:
+        name, sep, url = str(item).partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
+            raise _Usage(f"--live wants NAME=http(s)://host[:port], not {item[:80]!r}")
+        bases[name.strip().lower()] = url.strip().rstrip("/")
+    try:
+        spec = parse_cursor(args.cursor)
+        edits = [parse_edit(e) for e in args.edit]
+    except (CursorError, EditError) as exc:
+        raise _Usage(str(exc)) from None
+    for e in edits:
+        if e.selector is not None and e.selector != spec.text:
+            raise _Usage(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; its selector, if given, is the cursor's")
+    return Cursor(spec, live_router(bases), model=args.model, edits=edits)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from cassettes.replay.server import ReplayServer, parse_pace
+
+    try:
+        parse_pace(args.pace)
+        plan = _fault_plan(args)
+        idle, read = _timeouts(args)
+        cursor = _cursor(args)
+        server = ReplayServer(
+            Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan, idle_timeout=idle, read_timeout=read, cursor=cursor
+        )
+    except (_Usage, ValueError) as exc:
+        _err(f"error: {exc}")
+        return 2
     from cassettes.errors import problem_lines
 
     for p in problem_lines(server.problems):
         _err(f"warning: {args.file}: {p}")
+    if not _serve(server, args):
+        return 2
+    _report(server, plan, cursor)
+    return 1 if server.misses or server.internal_errors or (args.strict and server.unplayed()) or (cursor is not None and cursor.unapplied()) else 0
+
+
+def _serve(server: Any, args: argparse.Namespace) -> bool:
+    """Serve until Ctrl-C / SIGTERM; ``False`` when the server could not listen."""
+    import asyncio  # here, not at the top: `looptap --help` loads every command module
 
     async def serve() -> bool:
         # Ctrl-C / SIGTERM handled from the start: a caller that stops the server as soon as it
@@ -75,15 +120,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(f"export {k}={v}")
         sys.stdout.flush()
         n = len(server.matcher.recorded)
-        _err(f"replaying {args.file}: {n} round trips on {server.url}, pace {args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)")
+        from cassettes.hints import count
+
+        _err(f"replaying {args.file}: {count(n, 'round trip')} on {server.url}, pace {args.pace}{', strict' if args.strict else ''} (Ctrl-C to stop)")
         await stop.wait()
         await server.stop_async()
         return True
 
-    if not asyncio.run(serve()):
-        return 2
+    return asyncio.run(serve())
+
+
+def _report(server: Any, plan: Any, cursor: Any) -> None:
     for line in server.report_lines():
         _err(line.removeprefix("looptap "))
+    if cursor is not None:
+        for line in cursor.report_lines():
+            _err(line)
     if plan is not None:
         _err(f"replay: {len(plan.fired)} faults injected" + "".join(f"\n  request {n} (recorded #{seq}): {text}" for n, seq, text in plan.fired[:50]))
         if plan.skipped:
@@ -92,25 +144,80 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for m in server.misses:
         for line in m.lines():
             print(line, file=sys.stderr)
-    return 1 if server.misses or server.internal_errors or (args.strict and server.unplayed()) else 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
-    from cassettes.replay.rundiff import diff_files, divergence_lines
+    from cassettes.interop.run import open_run
+    from cassettes.replay.rundiff import diff_analysed, divergence_lines, fork_lined_up
 
-    divs, problems_a, problems_b = diff_files(args.a, args.b)
+    run_a, run_b = open_run(args.a), open_run(args.b)  # each read once, as a stream
+    problems_a, problems_b = run_a.problems, run_b.problems
+    notes: list[str] = []
+    # A branch forked from A is lined up from its cursor; else runs on no common API are one line.
+    forked = fork_lined_up(args.a, args.b, run_a, run_b, notes)
+    unrelated = None if forked is not None else different_apis(run_a, run_b)
+    if forked is not None:
+        divs = forked
+    elif unrelated is not None:  # nothing to pair turn by turn: one line says so
+        divs = [unrelated]
+    else:
+        divs = diff_analysed(run_a.analysis, run_b.analysis, _exchange(run_a), _exchange(run_b))
     for path, problems in ((args.a, problems_a), (args.b, problems_b)):
         for p in problem_lines(problems):
             _err(f"warning: {path}: {p}")
     if args.json:
-        doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "divergences": [d.as_json() for d in divs]}
+        doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "notes": notes, "divergences": [d.as_json() for d in divs]}
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
         sys.stdout.flush()
+    elif unrelated is not None:
+        print(f"looptap diff {args.a} {args.b}: {unrelated.message}")
     else:
+        from cassettes.untrusted import clean_line
+
+        for line in notes:
+            print(clean_line(line))
         for line in divergence_lines(divs, f"looptap diff {args.a} {args.b}"):
             print(line)
     return 1 if divs else 0
+
+
+def _exchange(run: Any) -> Any:
+    """A run's round trip by seq (what the diff reads of each paired turn)."""
+
+    def get(seq: int) -> Any:
+        found = run.roundtrip(seq)
+        if found is None:
+            raise KeyError(seq)
+        return found[0]
+
+    return get
+
+
+def _apis(run: Any) -> list[str]:
+    """The APIs a run's conversations call (family, method and path), in order of first use."""
+    from urllib.parse import urlsplit
+
+    out: dict[str, None] = {}
+    for conv in run.analysis.conversations:
+        if not conv.turns:
+            continue
+        found = run.roundtrip(conv.turns[0])
+        where = f" {found[0].method} {urlsplit(found[0].url).path}" if found is not None else ""
+        out[f"{conv.family}{where}"] = None
+    return list(out)
+
+
+def different_apis(a: Any, b: Any) -> Any:
+    """A single divergence when the two runs share no API (family and path): their turns are not
+    two runs of one agent, and a turn-by-turn diff would only list every field of every request;
+    ``None`` when they share one (or either has no LLM turn)."""
+    from cassettes.replay.rundiff import Divergence
+
+    apis_a, apis_b = _apis(a), _apis(b)
+    if not apis_a or not apis_b or set(apis_a) & set(apis_b):
+        return None
+    return Divergence("A", f"the runs use different APIs ({', '.join(apis_a[:3])} against {', '.join(apis_b[:3])}): not two runs of one agent, nothing to compare turn by turn", None, None)
 
 
 def register_replay(sub: Any) -> None:
@@ -132,6 +239,10 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--fault-seed", type=int, default=0, help="seed of the p= selectors (the same seed, the same faults)")
     p.add_argument("--idle-timeout", type=float, metavar="SECONDS", help="close a connection idle this long between requests or WebSocket frames (default 120; 0: never)")
     p.add_argument("--read-timeout", type=float, metavar="SECONDS", help="a request head must arrive, and a body may pause, at most this long (default 30; 0: no limit)")
+    p.add_argument("--cursor", metavar="SELECTOR", help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1) requests go to --live upstreams (docs/fork.md)")
+    p.add_argument("--live", action="append", default=[], metavar="NAME=URL", help="with --cursor: where requests of that API go past the cursor (NAME as --upstream names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)")
+    p.add_argument("--model", help="with --cursor: the model of every request sent live")
+    p.add_argument("--edit", action="append", default=[], metavar="TARGET=@FILE", help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)")
     p.set_defaults(func=cmd_replay)
 
 
@@ -141,3 +252,73 @@ def register_diff(sub: Any) -> None:
     p.add_argument("b", help="the second run (the same formats)")
     p.add_argument("--json", action="store_true", help="the divergences as JSON")
     p.set_defaults(func=cmd_diff)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from decimal import Decimal, InvalidOperation
+
+    from cassettes.interop.run import open_run
+    from cassettes.providers import REVERSE_UPSTREAMS
+    from cassettes.replay.compare import BudgetError, check_budget, compare_run, plan_requests
+    from cassettes.replay.cursor import live_router
+
+    if args.samples < 1:
+        _err("error: --samples wants a count from 1")
+        return 2
+    try:
+        max_cost = Decimal(args.max_cost) if args.max_cost is not None else None
+    except InvalidOperation:
+        _err(f"error: --max-cost wants dollars (0.50), not {args.max_cost[:40]!r}")
+        return 2
+    bases = {name: up for name, (up, _v, _s) in REVERSE_UPSTREAMS.items()}
+    for item in args.upstream:
+        name, sep, url = str(item).partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
+            _err(f"error: --upstream wants NAME=http(s)://host[:port], not {item[:80]!r}")
+            return 2
+        bases[name.strip().lower()] = url.strip().rstrip("/")
+    headers = []
+    for h in args.header:
+        k, sep, v = str(h).partition(":")
+        if not sep or not k.strip():
+            _err("error: --header wants 'NAME: VALUE'")
+            return 2
+        headers.append((k.strip(), v.strip()))
+    run = open_run(args.file, whole=True)
+    planned = plan_requests(run)
+    try:
+        for line in check_budget(planned, args.samples, args.max_requests, max_cost):
+            _err(line)
+    except BudgetError as exc:
+        _err(f"error: {exc}")
+        return 2
+    if args.dry_run:
+        from cassettes.untrusted import clean_line
+
+        for p in planned:
+            print(clean_line(f"would send {args.samples}×: seq {p.seq} (conversation {p.conversation}, turn {p.turn}) {p.ex.method} {p.ex.url}"
+                             + (f" with model {args.model}" if args.model else "")))
+        return 0
+    result = compare_run(run, planned, live_router(bases), args.model, args.samples, headers)
+    result.run = str(args.file)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(result.as_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        sys.stdout.flush()
+    else:
+        for line in result.lines():
+            print(line)
+    return 0
+
+
+def register_compare(sub: Any) -> None:
+    p = sub.add_parser("compare", help="send a run's recorded requests to a candidate model (teacher-forced, K samples) and compare by layer")
+    p.add_argument("file", help="the recorded run")
+    p.add_argument("--model", help="the candidate model (default: the recorded one)")
+    p.add_argument("--upstream", action="append", default=[], metavar="NAME=URL", help="where requests of that API go (default: the real API)")
+    p.add_argument("--samples", type=int, default=1, metavar="K", help="answers per recorded turn (agreement rates with K > 1)")
+    p.add_argument("--max-requests", type=int, metavar="N", help="refuse (before sending) when more requests would be sent")
+    p.add_argument("--max-cost", metavar="USD", help="refuse (before sending) when the estimated cost is higher")
+    p.add_argument("--dry-run", action="store_true", help="list what would be sent; send nothing")
+    p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header to send (credentials: a cassette holds none)")
+    p.add_argument("--json", action="store_true", help="the comparison as JSON")
+    p.set_defaults(func=cmd_compare)

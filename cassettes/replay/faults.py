@@ -137,41 +137,49 @@ def parse_fault(text: str) -> Fault:
         if not _INT.fullmatch(n) or int(n) < 1:
             raise FaultSpecError(f"--fault {spec}: '*' wants a count of attempts in digits, from 1 (e.g. *3), not {_shown(n)}")
         times = int(n)
+    kind, arg = _kind_and_arg(spec, what)
+    return Fault(kind, arg, times, _selector(spec, where.strip()), raw)
+
+
+def _kind_and_arg(spec: str, what: str) -> tuple[str, float | None]:
+    """``KIND[=ARG]`` of a fault: the kind, and its argument (the kind's default when not given)."""
     kind, _, arg_text = what.partition("=")
     kind = kind.strip()
     if kind not in KINDS:
         raise FaultSpecError(f"--fault {spec}: unknown fault {_shown(kind)}; one of {', '.join(KINDS)}")
     meaning, default = KINDS[kind]
-    arg = default
-    if arg_text:
-        if meaning is None:
-            raise FaultSpecError(f"--fault {spec}: {kind} takes no value")
-        whole = kind in _WHOLE
-        if not (_INT if whole else _NUM).fullmatch(arg_text):
-            form = "a whole number in digits" if whole else "a decimal number such as 0.5"
-            raise FaultSpecError(f"--fault {spec}: {kind}= wants {meaning} ({form}), not {_shown(arg_text)}")
-        arg = float(arg_text)
-        if arg > 3600:
-            raise FaultSpecError(f"--fault {spec}: {kind}= wants {meaning} between 0 and 3600, not {_shown(arg_text)}")
-        if kind == "truncate" and not 0 <= arg < 1:
-            raise FaultSpecError(f"--fault {spec}: truncate= wants the fraction kept, from 0 up to (not including) 1, not {_shown(arg_text)}")
-    where = where.strip()
+    if not arg_text:
+        return kind, default
+    if meaning is None:
+        raise FaultSpecError(f"--fault {spec}: {kind} takes no value")
+    whole = kind in _WHOLE
+    if not (_INT if whole else _NUM).fullmatch(arg_text):
+        form = "a whole number in digits" if whole else "a decimal number such as 0.5"
+        raise FaultSpecError(f"--fault {spec}: {kind}= wants {meaning} ({form}), not {_shown(arg_text)}")
+    arg = float(arg_text)
+    if arg > 3600:
+        raise FaultSpecError(f"--fault {spec}: {kind}= wants {meaning} between 0 and 3600, not {_shown(arg_text)}")
+    if kind == "truncate" and not 0 <= arg < 1:
+        raise FaultSpecError(f"--fault {spec}: truncate= wants the fraction kept, from 0 up to (not including) 1, not {_shown(arg_text)}")
+    return kind, arg
+
+
+def _selector(spec: str, where: str) -> tuple[str, str]:
+    """The ``SELECTOR`` of a fault as (name, value); ``("*", "")`` for every request."""
     if where in ("*", "", "all"):
-        selector = ("*", "")
-    else:
-        name, eq, value = where.partition("=")
-        if not eq or name not in _SELECTORS or not value:
-            raise FaultSpecError(f"--fault {spec}: select requests with one of {', '.join(s + '=…' for s in _SELECTORS)} or *, not {_shown(where)}")
-        if name in ("turn", "seq", "request"):
-            if not _INT.fullmatch(value):
-                raise FaultSpecError(f"--fault {spec}: {name}= wants a number in digits, not {_shown(value)}")
-            value = str(int(value))
-        if name == "p":
-            p = float(value) if _NUM.fullmatch(value) else -1.0
-            if not 0 < p <= 1:
-                raise FaultSpecError(f"--fault {spec}: p= wants a probability in (0, 1] (a decimal such as 0.2), not {_shown(value)}")
-        selector = (name, value)
-    return Fault(kind, arg, times, selector, raw)
+        return ("*", "")
+    name, eq, value = where.partition("=")
+    if not eq or name not in _SELECTORS or not value:
+        raise FaultSpecError(f"--fault {spec}: select requests with one of {', '.join(s + '=…' for s in _SELECTORS)} or *, not {_shown(where)}")
+    if name in ("turn", "seq", "request"):
+        if not _INT.fullmatch(value):
+            raise FaultSpecError(f"--fault {spec}: {name}= wants a number in digits, not {_shown(value)}")
+        value = str(int(value))
+    if name == "p":
+        p = float(value) if _NUM.fullmatch(value) else -1.0
+        if not 0 < p <= 1:
+            raise FaultSpecError(f"--fault {spec}: p= wants a probability in (0, 1] (a decimal such as 0.2), not {_shown(value)}")
+    return (name, value)
 
 
 @dataclass

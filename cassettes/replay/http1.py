@@ -16,7 +16,11 @@ exactly one ``Host`` in HTTP/1.1; ``Content-Length`` ASCII digits only, several 
 they agree; ``Transfer-Encoding`` only ``chunked``, never with a ``Content-Length``; chunk sizes
 hex digits only. Timeouts (``idle_timeout``, ``read_timeout``) are progress based: a connection
 with no request for ``idle_timeout`` seconds is closed, a head must arrive within
-``read_timeout`` and a body may not pause longer than that (answered 408).
+``read_timeout`` and a body may not pause longer than that (answered 408). They are kept by one
+:class:`Watchdog` per connection (a deadline moved per phase, one timer), not a timer per read.
+
+:data:`HOP_BY_HOP` is the one set of headers that belong to a connection, not to a message: no
+server or forwarder of looptap passes them on.
 """
 
 from __future__ import annotations
@@ -33,7 +37,14 @@ from urllib.parse import urlsplit
 from cassettes.errors import CassetteError
 from cassettes.wire.exchange import Headers, header
 
-__all__ = ["MAX_BODY", "MAX_HEADERS", "MAX_TARGET", "MAX_TRAILERS", "BadRequest", "Request", "read_request", "refuse"]
+__all__ = ["HOP_BY_HOP", "MAX_BODY", "MAX_HEADERS", "MAX_TARGET", "MAX_TRAILERS", "BadRequest", "Request", "Watchdog", "read_request", "refuse"]
+
+#: Headers of the connection, not of the message (RFC 9110 7.6.1, and the framing headers a
+#: sender sets itself): never relayed or replayed as they came.
+HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+     "transfer-encoding", "upgrade", "content-length", "host"}
+)
 
 #: The largest request body read (bytes), unless a server says otherwise.
 MAX_BODY = 1 << 30
@@ -75,6 +86,63 @@ class BadRequest(CassetteError, ValueError):
         self.status = status
 
 
+class Watchdog:
+    """The deadlines of one connection, kept by one timer: each phase (idle, a head, a body piece,
+    a write) moves the deadline (a float, no timer made or cancelled for it); the timer, when it
+    fires, cancels the connection's task if the deadline has passed, else waits on until it. A
+    phase that catches the cancellation asks :meth:`expired` whether it was this watchdog's (then
+    it is taken back: the task goes on) or someone else's (a server stopping: let it through)."""
+
+    def __init__(self, task: asyncio.Task[object] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        task = task if task is not None else asyncio.current_task()
+        assert task is not None
+        self._task = task
+        self._deadline: float | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._fired = False
+
+    def arm(self, seconds: float | None) -> None:
+        """From now, the phase may last ``seconds`` (``None``: no limit)."""
+        if seconds is None:
+            self._deadline = None
+            return
+        self._deadline = deadline = self._loop.time() + seconds
+        if self._handle is not None and self._handle.when() > deadline:  # an earlier deadline than the timer's
+            self._handle.cancel()
+            self._handle = None
+        if self._handle is None:
+            self._handle = self._loop.call_at(deadline, self._check)
+
+    def disarm(self) -> None:
+        self._deadline = None
+
+    def _check(self) -> None:
+        self._handle = None
+        if self._deadline is None:
+            return
+        if self._loop.time() >= self._deadline:
+            self._deadline = None
+            self._fired = True
+            self._task.cancel()
+        else:
+            self._handle = self._loop.call_at(self._deadline, self._check)
+
+    def expired(self) -> bool:
+        """Whether the cancellation being handled came from this watchdog (taken back if so)."""
+        if not self._fired:
+            return False
+        self._fired = False
+        self._task.uncancel()
+        return True
+
+    def close(self) -> None:
+        self._deadline = None
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
 def _shown(text: str | bytes, n: int = 40) -> str:
     """A piece of the request as an answer names it: escaped, at most ``n`` characters, marked when cut."""
     cut = text[:n]
@@ -89,32 +157,59 @@ async def read_request(
     idle_timeout: float | None = None,
     read_timeout: float | None = None,
     started: Callable[[], object] | None = None,
+    watchdog: Watchdog | None = None,
 ) -> Request | None:
     """The next request on the connection, or ``None`` when the client closed it between requests
     or sent nothing for ``idle_timeout`` seconds. Raises :class:`BadRequest` (a head that took
     longer than ``read_timeout``, or a body that paused longer: 408); ``ConnectionError`` for a
     broken connection. ``started`` is called when the request's first byte has arrived (until
-    then the connection is idle: a server may close it)."""
+    then the connection is idle: a server may close it). ``watchdog``: the connection's (a server
+    keeps one per connection); without it, one for this request."""
+    own = watchdog is None
+    dog = Watchdog() if watchdog is None else watchdog
     try:
-        async with asyncio.timeout(idle_timeout):
+        return await _read_request(reader, writer, dog, max_body, idle_timeout, read_timeout, started)
+    finally:
+        dog.disarm()
+        if own:
+            dog.close()
+
+
+async def _read_request(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    dog: Watchdog,
+    max_body: int,
+    idle_timeout: float | None,
+    read_timeout: float | None,
+    started: Callable[[], object] | None,
+) -> Request | None:
+    dog.arm(idle_timeout)
+    try:
+        first = await reader.readexactly(1)
+        for _ in range(4):  # RFC 9112 2.2: ignore empty lines before the request line
+            if first not in (b"\r", b"\n"):
+                break
             first = await reader.readexactly(1)
-            for _ in range(4):  # RFC 9112 2.2: ignore empty lines before the request line
-                if first not in (b"\r", b"\n"):
-                    break
-                first = await reader.readexactly(1)
-    except (asyncio.IncompleteReadError, TimeoutError):
+    except asyncio.IncompleteReadError:
         return None
+    except asyncio.CancelledError:
+        if dog.expired():
+            return None
+        raise
     if started is not None:
         started()
+    dog.arm(read_timeout)
     try:
-        async with asyncio.timeout(read_timeout):
-            head = first + await reader.readuntil(b"\r\n\r\n")
+        head = first + await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
         raise BadRequest(f"the request ended before its head did ({len(exc.partial) + 1:,} bytes)") from None
     except asyncio.LimitOverrunError:
         raise BadRequest("the request head is too large", 431) from None
-    except TimeoutError:
-        raise BadRequest(f"the request head did not arrive within {read_timeout:g} s", 408) from None
+    except asyncio.CancelledError:
+        if dog.expired():
+            raise BadRequest(f"the request head did not arrive within {read_timeout:g} s", 408) from None
+        raise
     req, codings, lengths = _parse_head(head)
     if req.target.startswith(("http://", "https://")):  # absolute form: sent as to a proxy
         try:
@@ -127,9 +222,9 @@ async def read_request(
         writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         await writer.drain()
     if chunked:
-        req.body = await _chunked(reader, max_body, read_timeout)
+        req.body = await _chunked(reader, max_body, read_timeout, dog)
     elif length:
-        req.body = await _exactly(reader, length, read_timeout, "the request body")
+        req.body = await _exactly(reader, length, read_timeout, "the request body", dog)
     return req
 
 
@@ -230,16 +325,18 @@ def _framing(codings: list[str], lengths: list[str], max_body: int) -> tuple[boo
     return False, n
 
 
-async def _exactly(reader: asyncio.StreamReader, n: int, timeout: float | None, what: str) -> bytes:
+async def _exactly(reader: asyncio.StreamReader, n: int, timeout: float | None, what: str, dog: Watchdog) -> bytes:
     """``n`` bytes, read in pieces, none of which may take longer than ``timeout`` seconds."""
     parts: list[bytes] = []
     left = n
     while left:
+        dog.arm(timeout)
         try:
-            async with asyncio.timeout(timeout):
-                data = await reader.read(min(left, _PIECE))
-        except TimeoutError:
-            raise BadRequest(f"{what} stalled: nothing for {timeout:g} s after {n - left:,} of {n:,} bytes", 408) from None
+            data = await reader.read(min(left, _PIECE))
+        except asyncio.CancelledError:
+            if dog.expired():
+                raise BadRequest(f"{what} stalled: nothing for {timeout:g} s after {n - left:,} of {n:,} bytes", 408) from None
+            raise
         if not data:
             raise BadRequest(f"{what} ended after {n - left:,} of {n:,} bytes")
         parts.append(data)
@@ -247,37 +344,39 @@ async def _exactly(reader: asyncio.StreamReader, n: int, timeout: float | None, 
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-async def _line(reader: asyncio.StreamReader, timeout: float | None) -> bytes:
+async def _line(reader: asyncio.StreamReader, timeout: float | None, dog: Watchdog) -> bytes:
+    dog.arm(timeout)
     try:
-        async with asyncio.timeout(timeout):
-            return await reader.readuntil(b"\r\n")
+        return await reader.readuntil(b"\r\n")
     except asyncio.LimitOverrunError:
         raise BadRequest("a chunk-size or trailer line is too long") from None
     except asyncio.IncompleteReadError:
         raise BadRequest("the chunked request body ended before its last chunk") from None
-    except TimeoutError:
-        raise BadRequest(f"the chunked request body stalled: nothing for {timeout:g} s", 408) from None
+    except asyncio.CancelledError:
+        if dog.expired():
+            raise BadRequest(f"the chunked request body stalled: nothing for {timeout:g} s", 408) from None
+        raise
 
 
-async def _chunked(reader: asyncio.StreamReader, max_body: int, timeout: float | None) -> bytes:
+async def _chunked(reader: asyncio.StreamReader, max_body: int, timeout: float | None, dog: Watchdog) -> bytes:
     chunks: list[bytes] = []
     total = 0
     while True:
-        line = await _line(reader, timeout)
+        line = await _line(reader, timeout, dog)
         size_text = line[:-2].split(b";")[0].rstrip(b" \t")
         if not _HEX.fullmatch(size_text):
             raise BadRequest(f"bad chunk size {_shown(line)}")
         size = int(size_text, 16)
         if size == 0:
             for _ in range(MAX_TRAILERS + 1):
-                if await _line(reader, timeout) == b"\r\n":
+                if await _line(reader, timeout, dog) == b"\r\n":
                     return b"".join(chunks)
             raise BadRequest(f"more than {MAX_TRAILERS} trailer lines")
         total += size
         if total > max_body:
             raise BadRequest(f"the request body is larger than {max_body:,} bytes", 413)
-        chunks.append(await _exactly(reader, size, timeout, "a chunk of the request body"))
-        if await _exactly(reader, 2, timeout, "a chunk of the request body") != b"\r\n":
+        chunks.append(await _exactly(reader, size, timeout, "a chunk of the request body", dog))
+        if await _exactly(reader, 2, timeout, "a chunk of the request body", dog) != b"\r\n":
             raise BadRequest("a chunk does not end with CRLF")
 
 

@@ -143,30 +143,34 @@ def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: An
             raw = bounds.loads(body)
         except orjson.JSONDecodeError:
             raw = None
-    adapter = providers.detect(method.upper(), u, raw) if raw is not None else None
     if raw is None:
-        data = body
-        ctype = header(headers, "content-type") or ""
-        m = _BOUNDARY.search(ctype) if ctype.lower().startswith("multipart/") else None
-        if m:
-            data = data.replace(m.group(1).encode("latin-1", "replace"), b"<boundary>")
-        return RequestKey(method.upper(), u.path, query, data, False, None, {}, u, None, list(headers))
-    vol: set[str] = set()
-    if adapter is not None:
-        try:
-            vol = {i for i in adapter.volatile_ids(raw, u) if i}
-        except Exception:  # a lenient adapter that still chokes: compare the ids as they are
-            vol = set()
+        return RequestKey(method.upper(), u.path, query, _opaque_body(headers, body), False, None, {}, u, None, list(headers))
+    adapter = providers.detect(method.upper(), u, raw)
     placeholders: dict[str, str] = {}
-    compared = raw
-    if adapter is not None and adapter.volatile_top_fields and isinstance(raw, dict):
-        compared = {k: v for k, v in raw.items() if k not in adapter.volatile_top_fields}
-    if adapter is not None:
-        compared = _without_defaults(compared, adapter.field_defaults)
-        norm = _normalise(compared, vol, placeholders, adapter.volatile_fields, adapter.free_form_fields)
-    else:  # an API looptap does not read: compared as sent (only ids and times normalised)
-        norm = _normalise(compared, vol, placeholders)
+    norm = _normalised_json(raw, u, adapter, placeholders)
     return RequestKey(method.upper(), u.path, query, norm, True, raw, {v: k for k, v in placeholders.items()}, u, adapter, list(headers))
+
+
+def _opaque_body(headers: Headers, body: bytes) -> bytes:
+    """A body that is not JSON, as compared: a multipart boundary written ``<boundary>``."""
+    ctype = header(headers, "content-type") or ""
+    m = _BOUNDARY.search(ctype) if ctype.lower().startswith("multipart/") else None
+    return body.replace(m.group(1).encode("latin-1", "replace"), b"<boundary>") if m else body
+
+
+def _normalised_json(raw: Any, u: SplitResult, adapter: providers.Provider | None, placeholders: dict[str, str]) -> Any:
+    """A JSON body as compared: the adapter's volatile ids, fields and defaults written one way."""
+    if adapter is None:  # an API looptap does not read: compared as sent (only ids and times normalised)
+        return _normalise(raw, set(), placeholders)
+    try:
+        vol = {i for i in adapter.volatile_ids(raw, u) if i}
+    except Exception:  # a lenient adapter that still chokes: compare the ids as they are
+        vol = set()
+    compared = raw
+    if adapter.volatile_top_fields and isinstance(raw, dict):
+        compared = {k: v for k, v in raw.items() if k not in adapter.volatile_top_fields}
+    compared = _without_defaults(compared, adapter.field_defaults)
+    return _normalise(compared, vol, placeholders, adapter.volatile_fields, adapter.free_form_fields)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,6 +442,17 @@ class Matcher:
         found.changes = [c.compact() for c in found.changes]  # kept for the report: no large values
         self.misses.append(found)
         return found
+
+    def release(self, rec: Recorded) -> None:
+        """The attempt ``rec`` was matched to did not get the recorded answer (a fault failed it,
+        or it went live past a cursor): the next attempt at the same request gets it."""
+        if rec.plays > 0:
+            rec.plays -= 1
+
+    def resolve(self, miss: Miss) -> None:
+        """A miss answered after all (passed on to a live upstream): no longer one."""
+        if miss in self.misses:
+            self.misses.remove(miss)
 
     def _rebased(self, key: RequestKey) -> RequestKey:
         """The request at the recording's base path when the client was pointed at another base.

@@ -23,9 +23,12 @@ each test's round trips are cut out of the session's recording at the test's sta
 (:mod:`cassettes.replay.recording`). Replay needs nothing but this package.
 
 A request the cassette cannot answer fails the test with the closest recorded turn, the JSON
-paths that differ and the layer they implicate, even when the agent swallowed the SDK's error.
-``--looptap-fail-unplayed`` also fails a test that left recorded round trips unplayed. The
-terminal summary lists, per test, the round trips played and unplayed.
+paths that differ and the layer they implicate, even when the agent swallowed the SDK's error:
+said once, with the test's own frames that made the request and none of the SDK's
+(:func:`failure_text`). ``--looptap-fail-unplayed`` (or ``looptap_fail_unplayed = true`` in the
+ini file, or the marker's ``fail_unplayed=True``) also fails a test that left recorded round trips
+unplayed. The terminal summary lists, per test, the round trips played and unplayed and the faults
+injected.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ MODES = ("none", "once", "new_episodes", "all")
 _SESSION = pytest.StashKey["LooptapSession"]()
 _RECORDER = pytest.StashKey["SessionRecorder"]()
 _REPORTS = pytest.StashKey[list[str]]()
+#: The exception the test raised when a replay miss made it fail (the SDK's error, an assertion).
+_CAUSE = pytest.StashKey["BaseException | None"]()
 _PLACEHOLDER_KEY = "looptap-replay-placeholder-key"
 
 
@@ -68,10 +73,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--looptap-strict", action="store_true", default=False, help="requests must come in recorded order (with the same API version headers)")
     group.addoption("--looptap-upstream", action="append", default=[], metavar="NAME=URL", help="when recording: forward NAME's API to URL instead of the real one")
     parser.addini("looptap_record_mode", "default record mode", default="")
+    parser.addini("looptap_fail_unplayed", "fail a test that leaves recorded round trips unplayed", type="bool", default=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay")
+    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1', live={NAME: URL}, model=None: the cassette's prefix replayed, from the cursor on live (docs/fork.md)")
     config.stash[_REPORTS] = []
 
 
@@ -228,7 +234,9 @@ class LooptapSession:
         left = self.server.unplayed()
         if not left:
             return None
-        lines = [f"looptap: {len(left)} recorded round trip(s) of {self.path} were not played:"]
+        n = len(left)
+        lines = [f"looptap: {n} recorded round trip{'s' if n != 1 else ''} of {self.path} {'were' if n != 1 else 'was'} not played "
+                 "(the test asked for every one: fail_unplayed):"]
         lines += [f"  {r.label}: {r.key.method} {r.key.target}" for r in left]
         return "\n".join(lines)
 
@@ -254,6 +262,23 @@ def _fault_plan(marker: pytest.Mark | None) -> FaultPlan | None:
     try:
         return FaultPlan([parse_fault(str(f)) for f in specs], seed=int(marker.kwargs.get("fault_seed", 0)) if marker is not None else 0)
     except (FaultSpecError, ValueError) as exc:
+        raise pytest.UsageError(f"looptap: {exc}") from None
+
+
+def _fork_cursor(marker: pytest.Mark | None) -> Any:
+    """The marker's ``fork=`` cursor, with ``live=`` ({API name: base URL}) and ``model=``."""
+    given = marker.kwargs.get("fork") if marker is not None else None
+    if not given:
+        return None
+    assert marker is not None
+    from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
+
+    live = marker.kwargs.get("live") or {}
+    if not isinstance(live, dict) or not live:
+        raise pytest.UsageError("looptap: fork= needs live={NAME: 'http://…'} (NAME as --looptap-upstream names an API: where requests past the cursor go)")
+    try:
+        return Cursor(parse_cursor(str(given)), live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=marker.kwargs.get("model"))
+    except CursorError as exc:
         raise pytest.UsageError(f"looptap: {exc}") from None
 
 
@@ -331,6 +356,8 @@ class _Options:
     plan: Any
     replay: bool
     record: bool
+    #: ``fork=``: the cursor past which requests go live (``None``: all replayed).
+    cursor: Any = None
 
     @classmethod
     def of(cls, item: pytest.Item, config: pytest.Config, marker: pytest.Mark | None) -> _Options:
@@ -366,7 +393,7 @@ class _Options:
                 refused = str(exc)
             if refused is not None:
                 pytest.fail(f"looptap: cannot record (mode {mode}): {refused}", pytrace=False)
-        return cls(mode, path, pace, strict, plan, replay, record)
+        return cls(mode, path, pace, strict, plan, replay, record, _fork_cursor(marker))
 
 
 def _start_recording(session: LooptapSession, config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -384,7 +411,10 @@ def _start_replay(session: LooptapSession, opts: _Options, monkeypatch: pytest.M
     from cassettes.replay.server import ReplayServer
 
     fallback = _listener_fallback(session.env) if opts.record else None
-    session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan).start()
+    try:
+        session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan, cursor=opts.cursor).start()
+    except CassetteError as exc:  # a cursor that selects nothing in the cassette
+        pytest.fail(f"looptap: {exc}", pytrace=False)
     session.env = {**session.server.env}
     url = session.server.url
     # Fail closed for clients that ignore the base URL and honour a proxy: the replay
@@ -398,7 +428,7 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
     reports = config.stash.get(_REPORTS, [])
     if session.server is not None:
         session.server.stop()
-        reports.extend(f"{nodeid}: {line.removeprefix('looptap ')}" for line in session.server.report_lines())
+        reports.extend(f"{nodeid}: {line.removeprefix('looptap ')}" for line in _summary_lines(session))
     try:
         session.finish_recording()
     except CassetteError as exc:
@@ -445,6 +475,13 @@ def _looptap_marker(request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("looptap")
 
 
+def _fail_unplayed(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("looptap")
+    if marker is not None and marker.kwargs.get("fail_unplayed") is not None:
+        return bool(marker.kwargs["fail_unplayed"])
+    return bool(item.config.getoption("--looptap-fail-unplayed") or item.config.getini("looptap_fail_unplayed"))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """A replay miss fails the test with its explanation, even if the agent swallowed the error."""
@@ -454,18 +491,149 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         session = item.stash.get(_SESSION, None)
         text = session.misses_text() if session is not None else None
         if text is not None and not isinstance(exc, ReplayMiss):
+            item.stash[_CAUSE] = exc
             raise ReplayMiss(text) from exc
         raise
     session = item.stash.get(_SESSION, None)
     if session is not None:
         text = session.misses_text()
         if text is not None:
+            item.stash[_CAUSE] = None
             raise ReplayMiss(text)
-        if item.config.getoption("--looptap-fail-unplayed"):
+        if _fail_unplayed(item):
             left = session.unplayed_text()
             if left is not None:
-                raise AssertionError(left)
+                pytest.fail(left, pytrace=False)
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A test failed by a replay miss is reported by :func:`failure_text`: what diverged, once,
+    and where the test made the request, without the SDK's frames. A replayed test that failed
+    (by a miss or otherwise) gets a web page of its run; the failure says where."""
+    report = yield
+    session = item.stash.get(_SESSION, None)
+    if call.when == "call" and report.failed and session is not None and _CAUSE in item.stash and call.excinfo is not None and call.excinfo.errisinstance(ReplayMiss):
+        text = failure_text(session, item.stash[_CAUSE], item.config.rootpath)
+        if text is not None:
+            report.longrepr = _Explained(text, str(item.path), item.location[1] or 0)  # type: ignore[assignment]  # pytest's longrepr protocol: toterminal, reprcrash
+    if report.when == "call" and report.failed and session is not None and session.server is not None:
+        report.sections.append(("looptap", _write_html_report(item, session)))
+    return report
+
+
+class _Crash:
+    """What pytest's short summary reads of a failure (``reprcrash``)."""
+
+    def __init__(self, message: str, path: str, lineno: int) -> None:
+        self.message, self.path, self.lineno = message, path, lineno
+
+
+class _Explained:
+    """A failure's report as plain lines (pytest's ``longrepr`` protocol)."""
+
+    def __init__(self, text: str, path: str, lineno: int) -> None:
+        self.text = text
+        self.reprcrash = _Crash(text.splitlines()[0], path, lineno)
+
+    def toterminal(self, tw: Any) -> None:
+        for line in self.text.splitlines():
+            tw.line(line, red=line.startswith("ReplayMiss"))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+#: Frames of these trees are never shown in a failure: the SDKs', pytest's and looptap's own.
+_HIDDEN = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python")
+_MOST_FRAMES = 6
+
+
+def _test_frames(exc: BaseException | None, root: Path) -> list[str]:
+    """The test's own frames that led to ``exc`` (under pytest's root, outside every installed
+    package and looptap), two lines each, the innermost last; at most :data:`_MOST_FRAMES`."""
+    import linecache
+    import traceback
+
+    if exc is None:
+        return []
+    package = str(Path(__file__).resolve().parents[1])
+    out: list[str] = []
+    for fs in traceback.extract_tb(exc.__traceback__):
+        path = fs.filename
+        if any(h in path for h in _HIDDEN) or path.startswith(package) or not path.startswith(str(root)):
+            continue
+        code = (fs.line or linecache.getline(path, fs.lineno or 0)).strip()
+        out.append(f"  {os.path.relpath(path, root)}:{fs.lineno}: in {fs.name}")
+        if code:
+            out.append(f"      {code[:160]}")
+    return out[-2 * _MOST_FRAMES:]
+
+
+def failure_text(session: LooptapSession, cause: BaseException | None, root: Path) -> str | None:
+    """The failure message of a test that a replay miss failed, said once: the first miss (where:
+    conversation, turn and seq; the layer's verdict; the JSON paths, recorded vs got), the other
+    misses in a line each, where the test made the request and what the agent got instead. One
+    function, so other reports can add their lines to it."""
+    if session.server is None or not session.server.misses:
+        return None
+    misses = session.server.misses
+    first = misses[0]
+    lines = [f"ReplayMiss: replay miss at {first.headline}", f"cassette: {session.path}"]
+    body = first.lines()
+    lines.append("  " + body[0].removeprefix("looptap replay: "))
+    verdicts = {f"  {v}" for v in first.verdicts[:1]}
+    lines += [f"  {ln}" for ln in body[1:] if ln not in verdicts]
+    if len(misses) > 1:
+        lines.append(f"and {len(misses) - 1} more unanswered request{'s' if len(misses) > 2 else ''}:")
+        lines += [f"  {m.headline}" for m in misses[1:4]]
+        if len(misses) > 4:
+            lines.append(f"  … and {len(misses) - 4} more (the terminal summary lists them)")
+    frames = _test_frames(cause, root)
+    if frames:
+        lines.append("where the test made the request:")
+        lines += frames
+    if cause is None:
+        lines.append("the agent caught the error looptap's replay answered with; the test failed on the miss")
+    elif not isinstance(cause, AssertionError):
+        from cassettes.untrusted import clean_line
+
+        first_line = str(cause).splitlines()[0] if str(cause) else ""
+        said, ours, _ = first_line.partition("looptap replay:")
+        said = clean_line(f"{type(cause).__module__}.{type(cause).__qualname__}: {said.rstrip(' -:')}")[:200]
+        lines.append(f"the agent got: {said}" + (" (looptap's answer to the unmatched request)" if ours else ""))
+    return "\n".join(lines)
+
+
+def _summary_lines(session: LooptapSession) -> list[str]:
+    """The replay server's report for the terminal summary, a request answered by an injected
+    fault that still carries the recorded answer (cut, slowed, rewritten) counted as played, and
+    the faults injected, each with the recorded turn it hit."""
+    server = session.server
+    assert server is not None
+    lines = server.report_lines()
+    lines[0] = re.sub(r"\b1 unmatched requests\b", "1 unmatched request", re.sub(r"\bof 1 recorded round trips\b", "of 1 recorded round trip", lines[0]))
+    fired = session.faults.fired if session.faults is not None else []
+    if not fired:
+        return lines
+    from cassettes.replay.faults import STATUS_KINDS, parse_fault
+
+    by_seq = {r.exchange.seq: r for r in server.matcher.recorded}
+    answered = {r.exchange.seq for r in server.matcher.recorded if r.plays}
+    for _n, seq, text in fired:
+        if seq is not None and parse_fault(text).kind not in (*STATUS_KINDS, "reset"):
+            answered.add(seq)
+    lines[0] = re.sub(r"played \d+ of", f"played {len(answered)} of", lines[0], count=1)
+    faulted = {f"  unplayed: {by_seq[seq].label}:" for seq in answered - {r.exchange.seq for r in server.matcher.recorded if r.plays} if seq in by_seq}
+    lines = [ln for ln in lines if not any(ln.startswith(f) for f in faulted)]  # answered, by the fault
+    lines.append(f"  faults injected: {len(fired)}")
+    for n, seq, text in fired[:20]:
+        where = by_seq[seq].label if seq in by_seq else f"seq {seq}"
+        lines.append(f"    request {n}: {text} at {where}")
+    if len(fired) > 20:
+        lines.append(f"    … and {len(fired) - 20} more")
+    return lines
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -502,12 +670,3 @@ def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
     except Exception as exc:  # a report is a help, never a second failure
         return f"looptap: could not write a web page of this run: {type(exc).__name__}: {exc}"
 
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    """A replayed test that failed gets a web page of its run; the failure says where."""
-    report = yield
-    session = item.stash.get(_SESSION, None)
-    if report.when == "call" and report.failed and session is not None and session.server is not None:
-        report.sections.append(("looptap", _write_html_report(item, session)))
-    return report

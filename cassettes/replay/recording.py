@@ -33,17 +33,22 @@ from cassettes.errors import CassetteError, RecorderUnavailable
 from cassettes.replay.ready import Ready, read_ready
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["HOW_TO_INSTALL", "RecorderProcess", "SessionCassette", "recorder_python"]
+__all__ = ["RecorderProcess", "SessionCassette", "how_to_install", "recorder_python"]
 
 #: The recorder's answer to SIGUSR1 (proxy/launcher.py ``FLUSHED``), with the number stored.
 _FLUSHED = re.compile(r"^looptap: flushed: (\d+) round trips stored$")
 
-HOW_TO_INSTALL = (
-    "recording needs the looptap recorder (mitmproxy, in its own environment): create it with "
-    "`python3 -m venv .venv-proxy && .venv-proxy/bin/pip install uv && .venv-proxy/bin/uv pip install "
-    "--python .venv-proxy/bin/python --override .ci/proxy-overrides.txt -e '.[proxy]'` and set "
-    "LOOPTAP_PROXY_PYTHON=.venv-proxy/bin/python; or replay only (--looptap-record-mode=none) with a recorded cassette"
-)
+def how_to_install() -> str:
+    """What to do when no recorder is there: the command that creates its environment (by the
+    looptap checkout's absolute path: it runs from the user's own project too)."""
+    from cassettes.hints import recorder_install_command
+
+    command, python = recorder_install_command()
+    return (
+        f"recording needs the looptap recorder (mitmproxy, in its own environment): create it with `{command}` and set "
+        f"LOOPTAP_PROXY_PYTHON={python}; or replay only (--looptap-record-mode=none) with a recorded cassette"
+    )
+
 
 #: Variables of the machine that must not steer the recorder (it listens on loopback).
 _SCRUB = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -101,7 +106,7 @@ class RecorderProcess:
     def argv(self, ready_file: Path) -> list[str]:
         """The command line that starts the recorder."""
         if self.python is None:
-            raise RecorderUnavailable(HOW_TO_INSTALL)
+            raise RecorderUnavailable(how_to_install())
         argv = [self.python, "-m", "cassettes.cli", "record", "-o", str(self.output)]
         if self.confdir is not None:
             argv += ["--confdir", str(self.confdir)]
@@ -136,7 +141,7 @@ class RecorderProcess:
                 text = self.log.strip()
                 self.stop()
                 if "needs mitmproxy" in text or "No module named" in text:
-                    raise RecorderUnavailable(f"{HOW_TO_INSTALL} ({text.splitlines()[-1] if text else 'no output'})")
+                    raise RecorderUnavailable(f"{how_to_install()} ({text.splitlines()[-1] if text else 'no output'})")
                 raise CassetteError(f"the recorder exited with {proc.returncode} before it was ready: {text[-2000:]}")
             left = deadline - time.monotonic()
             if left <= 0:

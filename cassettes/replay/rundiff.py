@@ -115,9 +115,11 @@ def diff_runs(a: Sequence[Exchange], b: Sequence[Exchange]) -> list[Divergence]:
     return diff_analysed(analyse(a), analyse(b), exa.__getitem__, exb.__getitem__)
 
 
-def diff_files(path_a: str | Path, path_b: str | Path) -> tuple[list[Divergence], list[str], list[str]]:
+def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None = None) -> tuple[list[Divergence], list[str], list[str]]:
     """:func:`diff_runs` of two recorded files, each read as a stream (one round trip at a time
-    besides the analysis); also each file's problems."""
+    besides the analysis); also each file's problems. When B is a branch forked from A (its
+    header names A as its origin), the two are lined up from the cursor (:func:`diff_fork`) and
+    ``notes`` gets the lines saying how."""
     from cassettes.interop.run import open_run
 
     a, b = open_run(path_a), open_run(path_b)
@@ -132,7 +134,39 @@ def diff_files(path_a: str | Path, path_b: str | Path) -> tuple[list[Divergence]
 
         return get
 
+    forked = fork_lined_up(path_a, path_b, a, b, notes)
+    if forked is not None:
+        return forked, a.problems, b.problems
     return diff_analysed(a.analysis, b.analysis, exchange(a), exchange(b)), a.problems, b.problems
+
+
+def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes: list[str] | None) -> list[Divergence] | None:
+    """When B (opened ``b``) is a branch forked from A (its header names A as its origin), the
+    divergences lined up from the cursor (:func:`diff_fork`), and ``notes`` gets the lines saying
+    how; ``None`` when B is not A's branch."""
+    from cassettes.replay.fork import origin_of
+
+    origin = origin_of(path_b)
+    if origin is None or Path(str(origin.get("run", ""))).name != Path(path_a).name:
+        return None
+
+    def exchange(run: Any) -> Callable[[int], Exchange]:
+        def get(seq: int) -> Exchange:
+            found = run.roundtrip(seq)
+            if found is None:
+                raise KeyError(seq)
+            ex: Exchange = found[0]
+            return ex
+
+        return get
+
+    divs, said = diff_fork(a.analysis, b.analysis, exchange(a), exchange(b), origin)
+    cursor = origin.get("cursor")
+    where = cursor.get("text") if isinstance(cursor, dict) else None
+    if notes is not None:
+        notes.append(f"B is a branch of A forked at {where}: lined up from the cursor; the prefix is A's, served from it (equal by construction)")
+        notes.extend(said)
+    return divs
 
 
 def diff_analysed(ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange]) -> list[Divergence]:
@@ -153,29 +187,14 @@ def diff_analysed(ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchang
 
 
 def _diff_conversation(
-    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], ta: list[int], tb: list[int], ida: str, idb: str
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], ta: list[int], tb: list[int], ida: str, idb: str,
+    offset: int = 0,
 ) -> list[Divergence]:
+    """The divergences of two conversations turn by turn (``ta``/``tb``: their seqs; ``offset``:
+    the turn index of their first, when lined up from a fork's cursor)."""
     out: list[Divergence] = []
     for k in range(min(len(ta), len(tb))):
-        sa, sb = ta[k], tb[k]
-        xa, xb = exa(sa), exb(sb)
-        ka = request_key(xa.method, xa.url, xa.request_headers, xa.request_body, xa.request_json())
-        kb = request_key(xb.method, xb.url, xb.request_headers, xb.request_body, xb.request_json())
-        changes = json_diff(ka.body, kb.body) if ka.is_json and kb.is_json else []
-        turn_a, turn_b = ra.turns[sa], rb.turns[sb]
-        known = {f.code for f in turn_a.findings}
-        said = [f"{f.code}: {f.message}" for f in turn_b.findings if f.layer == "C" and f.severity.value != "info" and f.code not in known]
-        for v in attribute(ka, kb, changes):
-            mine = [c for c in changes if c.where.startswith(v.path)] if v.path not in ("(url)", "(body)") else []
-            d = Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3], dict(ka.ids), dict(kb.ids))
-            if v.layer == "C" and said:
-                d.findings_b, said = said, []  # once per turn, on its first C divergence
-            out.append(d)
-        for layer, view, what in (("E", _emission, "the model emitted something else"), ("A", _api, "the API reported something else")):
-            ch = json_diff(view(turn_a), view(turn_b), ("response",))
-            if ch:
-                fields = ", ".join(dict.fromkeys(str(c.path[1]) for c in ch if len(c.path) > 1))
-                out.append(Divergence(layer, f"{what} ({fields})", ida, idb, k, sa, sb, ch[0].where, ch))
+        out += _diff_turn(ra, rb, exa(ta[k]), exb(tb[k]), ta[k], tb[k], k + offset, ida, idb)
     if len(ta) != len(tb):
         longer, who = (ta, "A") if len(ta) > len(tb) else (tb, "B")
         n = abs(len(ta) - len(tb))
@@ -183,11 +202,106 @@ def _diff_conversation(
         out.append(
             Divergence(
                 "C",
-                f"run {who} went on for {n} more turn{'s' if n > 1 else ''} (from turn {k}); the other stopped after turn {k - 1}",
-                ida, idb, k, longer[k] if who == "A" else None, longer[k] if who == "B" else None,
+                f"run {who} went on for {n} more turn{'s' if n > 1 else ''} (from turn {k + offset}); the other stopped after turn {k + offset - 1}",
+                ida, idb, k + offset, longer[k] if who == "A" else None, longer[k] if who == "B" else None,
             )
         )
     return out
+
+
+def _diff_turn(ra: RunAnalysis, rb: RunAnalysis, xa: Exchange, xb: Exchange, sa: int, sb: int, k: int, ida: str, idb: str) -> list[Divergence]:
+    """One pair of turns: the request (layer C, as replay matches), what the model emitted (E)
+    and what the API reported (A)."""
+    out: list[Divergence] = []
+    ka = request_key(xa.method, xa.url, xa.request_headers, xa.request_body, xa.request_json())
+    kb = request_key(xb.method, xb.url, xb.request_headers, xb.request_body, xb.request_json())
+    changes = json_diff(ka.body, kb.body) if ka.is_json and kb.is_json else []
+    turn_a, turn_b = ra.turns[sa], rb.turns[sb]
+    known = {f.code for f in turn_a.findings}
+    said = [f"{f.code}: {f.message}" for f in turn_b.findings if f.layer == "C" and f.severity.value != "info" and f.code not in known]
+    for v in attribute(ka, kb, changes):
+        mine = [c for c in changes if c.where.startswith(v.path)] if v.path not in ("(url)", "(body)") else []
+        d = Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3], dict(ka.ids), dict(kb.ids))
+        if v.layer == "C" and said:
+            d.findings_b, said = said, []  # once per turn, on its first C divergence
+        out.append(d)
+    for layer, view, what in (("E", _emission, "the model emitted something else"), ("A", _api, "the API reported something else")):
+        ch = json_diff(view(turn_a), view(turn_b), ("response",))
+        if ch:
+            fields = ", ".join(dict.fromkeys(str(c.path[1]) for c in ch if len(c.path) > 1))
+            out.append(Divergence(layer, f"{what} ({fields})", ida, idb, k, sa, sb, ch[0].where, ch))
+    return out
+
+
+def _pair_fork(
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any]
+) -> tuple[list[tuple[str, list[int], int, Any]], list[Any], dict[str, tuple[list[int], int]]]:
+    """How a branch lines up with its origin: (origin conversation, its seqs from the cursor, turn
+    index there, branch conversation) per pair; the branch conversations no origin conversation
+    continues; the origin conversations at the cursor the branch has no turn of."""
+    starts = origin.get("starts") if isinstance(origin.get("starts"), dict) else {}
+    at: dict[str, tuple[list[int], int]] = {}  # origin conversation → (its seqs from the cursor, turn index there)
+    for ca in ra.conversations:
+        seq = starts.get(str(ca.id)) if isinstance(starts, dict) else None
+        if isinstance(seq, int) and seq in ca.turns:
+            i = ca.turns.index(seq)
+            at[str(ca.id)] = (ca.turns[i:], i)
+    pairs: list[tuple[str, list[int], int, Any]] = []
+    lone: list[Any] = []
+    free = dict(at)
+    for cb in rb.conversations:
+        xb = exb(cb.turns[0])
+        kb = request_key(xb.method, xb.url, xb.request_headers, xb.request_body, xb.request_json())
+        best: tuple[int, str] | None = None
+        for cid, (seqs, _) in free.items():
+            xa = exa(seqs[0])
+            ka = request_key(xa.method, xa.url, xa.request_headers, xa.request_body, xa.request_json())
+            n = len(json_diff(ka.body, kb.body)) if ka.is_json and kb.is_json else (0 if ka.body == kb.body else 1)
+            if best is None or n < best[0]:
+                best = (n, cid)
+        if best is None:
+            lone.append(cb)
+            continue
+        seqs, turn = free.pop(best[1])
+        pairs.append((best[1], seqs, turn, cb))
+    return pairs, lone, free
+
+
+def fork_pairs(
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any]
+) -> list[tuple[str, int, int | None, int]]:
+    """Every turn of a branch lined up with its origin: (origin conversation, turn index, the
+    origin's seq of that turn or ``None`` when the origin stopped before it, the branch's seq)."""
+    out: list[tuple[str, int, int | None, int]] = []
+    for cid, seqs, turn, cb in _pair_fork(ra, rb, exa, exb, origin)[0]:
+        for k, sb in enumerate(cb.turns):
+            out.append((cid, turn + k, seqs[k] if k < len(seqs) else None, sb))
+    return out
+
+
+def diff_fork(
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any]
+) -> tuple[list[Divergence], list[str]]:
+    """A branch (``rb``, forked from ``ra`` at ``origin``'s cursor) lined up from the cursor: each
+    conversation of the branch continues the origin's conversation whose turn at the cursor its
+    first request is closest to; the turns before the cursor are the origin's (served from it,
+    equal by construction) and are not compared. Also lines that say how the two were lined up."""
+    pairs, lone, free = _pair_fork(ra, rb, exa, exb, origin)
+    out: list[Divergence] = []
+    said: list[str] = []
+    for cb in lone:
+        out.append(Divergence("C", f"the branch has a conversation past the cursor that no conversation of the origin continues ({len(cb.turns)} turns)", None, cb.id))
+    for cid, seqs, turn, cb in pairs:
+        said.append(f"conversation {cid} (A) ↔ {cb.id} (B): lined up from the cursor at turn {turn} (turns 0-{turn - 1} served from A)" if turn else
+                    f"conversation {cid} (A) ↔ {cb.id} (B): live from its first turn")
+        out.extend(_diff_conversation(ra, rb, exa, exb, seqs, cb.turns, cid, cb.id, offset=turn))
+    for cid, (seqs, turn) in free.items():
+        out.append(Divergence("C", f"conversation {cid} reached the cursor (turn {turn}) in A but has no turn past it in the branch: the agent stopped before it", cid, None, turn, seqs[0]))
+    gone_live = {cid for cid, *_ in pairs} | set(free)
+    replayed = [str(c.id) for c in ra.conversations if str(c.id) not in gone_live]
+    if replayed:
+        said.append(f"replayed in full from A (not past the cursor, equal by construction): {', '.join(replayed[:20])}")
+    return out, said
 
 
 def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 4) -> list[str]:

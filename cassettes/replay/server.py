@@ -31,30 +31,39 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from http import HTTPStatus
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import orjson
 
-from cassettes import bounds, providers
-from cassettes.providers import REVERSE_UPSTREAMS, Provider, Rendered
+from cassettes.providers import REVERSE_UPSTREAMS, Provider
 from cassettes.replay.background import BackgroundServer
-from cassettes.replay.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
-from cassettes.replay.http1 import BadRequest, Request, read_request, refuse
+from cassettes.replay.faults import Fault, FaultPlan
+from cassettes.replay.http1 import HOP_BY_HOP, BadRequest, Request, Watchdog, read_request, refuse
 from cassettes.replay.jsondiff import clip
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
+from cassettes.replay.plan import (
+    Fallback,
+    FaultStatus,
+    Forward,
+    Missed,
+    Planner,
+    Play,
+    Reset,
+    Rewritten,
+    Router,
+)
+from cassettes.replay.wsserve import WebSocketReplay
 from cassettes.wire.decoding import decode_chunks
-from cassettes.wire.exchange import Exchange, Headers, header
+from cassettes.wire.exchange import Exchange, Headers
 
-if TYPE_CHECKING:
-    from cassettes.replay.wsframes import MessageReader
-
-__all__ = ["IDLE_TIMEOUT", "MISS_CODE", "MISS_STATUS", "READ_TIMEOUT", "RETAIN_BODIES", "ReplayServer", "parse_pace", "replay_env"]
+__all__ = ["IDLE_TIMEOUT", "MISS_CODE", "MISS_STATUS", "READ_TIMEOUT", "RETAIN_BODIES", "WRITE_TIMEOUT", "ReplayServer", "parse_pace", "replay_env"]
 
 #: Seconds a connection may wait between requests (or WebSocket frames) before it is closed.
 IDLE_TIMEOUT = 120.0
 #: Seconds a request head may take to arrive, and the longest a request body may pause.
 READ_TIMEOUT = 30.0
+#: Seconds a client may leave an answer unread (no byte of it taken) before its connection is dropped.
+WRITE_TIMEOUT = 60.0
 #: Bytes of request bodies the server keeps in :attr:`ReplayServer.served` beyond those equal
 #: to a recorded request (which are shared with the recording, free): past it, a served
 #: exchange keeps the body's size in a note instead of the body.
@@ -66,26 +75,16 @@ MISS_CODE = "looptap_replay_miss"
 
 #: Recorded response headers that are not replayed: framing and connection (the server frames
 #: the body itself), encodings (bodies are stored decoded), and per-connection values.
-_DROP = frozenset(
-    {
-        "content-length",
-        "content-encoding",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "date",
-        "set-cookie",
-        "alt-svc",
-        "strict-transport-security",
-        "x-should-retry",
-        "retry-after",
-        "retry-after-ms",
-    }
-)
-
-#: Where a forwarded request goes when the cassette has no answer (``new_episodes`` recording):
-#: the live request (method, target, body) → base URL of a recording proxy, or ``None``.
-Fallback = Callable[[str, str, bytes], str | None]
+_DROP = HOP_BY_HOP | {
+    "content-encoding",
+    "date",
+    "set-cookie",
+    "alt-svc",
+    "strict-transport-security",
+    "x-should-retry",
+    "retry-after",
+    "retry-after-ms",
+}
 
 
 def parse_pace(value: str | float) -> float:
@@ -135,20 +134,14 @@ def _events(body: bytes, ctype: str) -> list[bytes]:
     return out
 
 
-def _sse_data(event: bytes) -> bytes:
-    """The payload of one server-sent event (its ``data:`` line), as sent over a WebSocket."""
-    return b"".join(ln[6:] for ln in event.splitlines() if ln.startswith(b"data: "))
+def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Fault | None) -> bool:
+    """Whether a recorded answer is replayed chunked (a stream, several pieces, a stream fault)."""
+    ctype = (ex.response_header("content-type") or "").lower()
+    cutting = fault is not None and fault.kind in ("stream_cut", "error_event", "stall")
+    return cutting or len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
 
 
-#: Why a rewriting fault could not be rendered for an API (it has no way to say it).
-_NO_FORM = {
-    "content_filter": "this API has no content-filter finish to send",
-    "refusal": "this API has no refusal field or stop reason to send",
-    "bad_arguments": "this API sends tool arguments as a JSON object here, never as text that could fail to parse",
-}
-
-
-class ReplayServer(BackgroundServer):
+class ReplayServer(WebSocketReplay, BackgroundServer):
     """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
 
     label = "the replay server"
@@ -156,6 +149,9 @@ class ReplayServer(BackgroundServer):
     read_limit = 1 << 20
     #: The largest request body read; a larger one is answered 413.
     max_body = 256 << 20
+    miss_status = MISS_STATUS
+    miss_code = MISS_CODE
+    drop_headers = _DROP
 
     def __init__(
         self,
@@ -169,7 +165,9 @@ class ReplayServer(BackgroundServer):
         faults: FaultPlan | None = None,
         idle_timeout: float | None = IDLE_TIMEOUT,
         read_timeout: float | None = READ_TIMEOUT,
+        write_timeout: float | None = WRITE_TIMEOUT,
         retain_bodies: int = RETAIN_BODIES,
+        cursor: Router | None = None,
     ) -> None:
         if isinstance(cassette, (str, Path)):
             # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file),
@@ -191,11 +189,14 @@ class ReplayServer(BackgroundServer):
         self.port = port
         self.speed = parse_pace(pace)
         self.matcher = Matcher(exchanges, strict=strict)
-        self.fallback = fallback
         #: Faults to inject (``--fault``); ``faults.fired`` lists what was injected.
         self.faults = faults
         if faults is not None and faults.needs_turns:
             self.matcher.label()
+        if cursor is not None:
+            cursor.bind(self.matcher)  # placed in the recording's turns (refused if it selects none)
+        #: Decides every answer (the senders below only speak it).
+        self.planner = Planner(self.matcher, faults, fallback, cursor)
         #: Every request answered, as an exchange: the live request and what was sent back.
         self.served: list[Exchange] = []
         #: Per served exchange: the recorded round trip that answered it, or the miss.
@@ -206,9 +207,12 @@ class ReplayServer(BackgroundServer):
         #: the first few reasons.
         self.refused = 0
         self.refusals: list[str] = []
-        #: ``None``: no limit (see :data:`IDLE_TIMEOUT`, :data:`READ_TIMEOUT`).
+        #: Connections dropped because the client left its answer unread for ``write_timeout``.
+        self.write_timeouts = 0
+        #: ``None``: no limit (see :data:`IDLE_TIMEOUT`, :data:`READ_TIMEOUT`, :data:`WRITE_TIMEOUT`).
         self.idle_timeout = idle_timeout
         self.read_timeout = read_timeout
+        self.write_timeout = write_timeout
         #: What is left of :data:`RETAIN_BODIES` for request bodies kept in :attr:`served`.
         self.retain_left = retain_bodies
         #: Connections waiting for their next request (closed first when out of descriptors).
@@ -226,6 +230,10 @@ class ReplayServer(BackgroundServer):
         return replay_env(self.url)
 
     @property
+    def fallback(self) -> Fallback | None:
+        return self.planner.fallback
+
+    @property
     def misses(self) -> list[Miss]:
         return list(self.matcher.misses)
 
@@ -240,6 +248,8 @@ class ReplayServer(BackgroundServer):
             out[0] += f", {len(self.internal_errors)} internal errors"
         if self.refused:
             out[0] += f", {self.refused} unreadable requests refused"
+        if self.write_timeouts:
+            out[0] += f", {self.write_timeouts} connections dropped (answer unread for {self.write_timeout:g} s)"
         if self.accept_pauses:
             out[0] += f", accepting paused {self.accept_pauses} times (out of file descriptors)"
         for r in self.unplayed():
@@ -257,39 +267,49 @@ class ReplayServer(BackgroundServer):
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
+        dog = Watchdog(task)
         try:
-            while True:
-                try:
-                    self._idle[task] = writer
-                    req = await self._read_request(reader, writer, lambda: self._idle.pop(task, None))
-                except BadRequest as exc:
-                    self.refused += 1
-                    if len(self.refusals) < 20:
-                        self.refusals.append(f"{exc.status}: {clip(str(exc))}")
-                    await refuse(writer, exc)
-                    break
-                if req is None:
-                    break
-                try:
-                    if (req.header("upgrade") or "").lower() == "websocket":
-                        await self._websocket(req, reader, writer)
-                        break
-                    keep = await self._respond(req, writer)
-                except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-                    raise
-                except Exception as exc:  # a bug here must reach the test as an error, not a hang
-                    self.internal_errors.append(f"{req.method} {clip(req.target)}: {type(exc).__name__}: {clip(str(exc))}")
-                    await self._send_internal_error(writer, exc, websocket=(req.header("upgrade") or "").lower() == "websocket")
-                    break
-                if not keep or (req.header("connection") or "").lower() == "close":
-                    break
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ssl.SSLError, asyncio.CancelledError):
+            await self._serve(reader, writer, task, dog)
+        except asyncio.CancelledError:  # a stop (ends the connection quietly, as before), or a write that timed out
+            if dog.expired():
+                self.write_timeouts += 1  # the only deadline left armed outside a read: a write
+                writer.transport.abort()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ssl.SSLError):
             pass
         finally:
+            dog.close()
             self._conns.discard(task)
             self._idle.pop(task, None)
             with contextlib.suppress(Exception):
                 writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, task: asyncio.Task[None], dog: Watchdog) -> None:
+        while True:
+            try:
+                self._idle[task] = writer
+                req = await self._read_request(reader, writer, lambda: self._idle.pop(task, None), dog)
+            except BadRequest as exc:
+                self.refused += 1
+                if len(self.refusals) < 20:
+                    self.refusals.append(f"{exc.status}: {clip(str(exc))}")
+                await refuse(writer, exc)
+                return
+            if req is None:
+                return
+            websocket = (req.header("upgrade") or "").lower() == "websocket"
+            try:
+                if websocket:
+                    await self._websocket(req, reader, writer, dog)
+                    return
+                keep = await self._respond(req, writer, dog)
+            except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # a bug here must reach the test as an error, not a hang
+                self.internal_errors.append(f"{req.method} {clip(req.target)}: {type(exc).__name__}: {clip(str(exc))}")
+                await self._send_internal_error(writer, exc, websocket=websocket)
+                return
+            if not keep or (req.header("connection") or "").lower() == "close":
+                return
 
     def _shed_idle(self) -> int:
         idle = list(self._idle.values())
@@ -299,205 +319,24 @@ class ReplayServer(BackgroundServer):
                 w.close()
         return len(idle)
 
-    # -- WebSocket sessions (Responses over a WebSocket) ------------------------------------------
-    async def _websocket(self, req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Answer a WebSocket session from the recorded turns: each message that opens a turn
-        (its API's ``ws_turns``) is matched like an HTTP request to the session's path, and the
-        recorded turn's events are sent back one message each, paced as recorded; a miss gets the
-        API's error message (fail-closed), and the session goes on."""
-        from cassettes.replay import wsframes as ws
-
-        key = req.header("sec-websocket-key")
-        adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
-        rules = adapter.ws_turns() if adapter is not None else None
-        if req.method != "GET" or not key or adapter is None or rules is None or rules.gathers is not None:
-            msg = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
-            self._log(req, 400, [], [(0.0, msg)], "refused WebSocket")
-            await self._send_head(writer, 400, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")])
-            writer.write(msg)
+    async def _drain(self, writer: asyncio.StreamWriter, dog: Watchdog | None) -> None:
+        """Wait until the client has taken what was written (at most ``write_timeout`` with no
+        progress: then the connection is dropped, see :meth:`_handle`)."""
+        if dog is None:
             await writer.drain()
             return
-        await self._send_head(writer, 101, [("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-accept", ws.accept_key(key))])
-        incoming = ws.MessageReader(reader)
-        while True:
-            data = await self._ws_next(incoming, writer, self.idle_timeout)
-            if data is None:
-                return  # closed, or broken by the client
-            try:
-                opened = rules.opens(bounds.loads(data))
-            except (orjson.JSONDecodeError, ValueError):
-                opened = False
-            if opened and not await self._ws_turn(Request("POST", req.target, req.headers, data), writer, adapter):
-                return  # a fault closed the connection
-            # (a session message opens no turn: nothing is answered for it)
-
-    @staticmethod
-    async def _ws_next(incoming: MessageReader, writer: asyncio.StreamWriter, idle: float | None) -> bytes | None:
-        """The next data message, answering control frames on the way; ``None`` when the
-        session ends (a close; a protocol error answered with its close code, 1002 mostly; no
-        frame for ``idle`` seconds, answered 1001)."""
-        from cassettes.replay import wsframes as ws
-
-        while True:
-            try:
-                async with asyncio.timeout(idle):
-                    op, data = await incoming.next()
-            except ws.WsProtocolError as exc:
-                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", exc.code) + str(exc).encode()[:120]))
-                await writer.drain()
-                return None
-            except TimeoutError:
-                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1001) + f"no frame for {idle:g} s".encode()))
-                await writer.drain()
-                return None
-            if op == ws.PING:
-                writer.write(ws.frame(ws.PONG, data))
-                await writer.drain()
-            elif op == ws.CLOSE:
-                writer.write(ws.frame(ws.CLOSE, data[:2]))
-                await writer.drain()
-                return None
-            elif op != ws.PONG:
-                return bytes(data)
-
-    async def _ws_turn(self, turn: Request, writer: asyncio.StreamWriter, adapter: Provider) -> bool:
-        """Answer one turn of a WebSocket session; ``False`` when the connection was closed."""
-        from cassettes.replay import wsframes as ws
-
-        answer = self.matcher.match("POST", turn.target, turn.headers, turn.body)
-        if isinstance(answer, Miss):
-            body = orjson.dumps({"type": "error", "status": MISS_STATUS, **adapter.replay_error(MISS_STATUS, str(answer), MISS_CODE)})
-            self._log(turn, MISS_STATUS, [("content-type", "application/json")], [(0.0, body)], answer)
-            writer.write(ws.frame(ws.TEXT, body))
-            await writer.drain()
-            return True
-        fault = self.faults.decide(answer) if self.faults is not None else None
-        if fault is not None and fault.kind == "reset":
-            answer.plays -= 1
-            self._log(turn, None, [], [], f"fault {fault.text}", "looptap fault: reset (connection closed)", origin_of=answer)
-            writer.transport.abort()
-            return False
-        if fault is not None and fault.kind == "slow_first_byte":
-            await asyncio.sleep(fault.arg or 0.0)
-        status, messages, headers, cut = self._ws_plan(turn, answer, adapter, fault)
-        return await self._ws_send(turn, writer, answer, fault, status, messages, headers, cut)
-
-    def _ws_plan(self, turn: Request, answer: Recorded, adapter: Provider, fault: Fault | None) -> tuple[int | None, list[tuple[float | None, str | None, bytes]], Headers, int | None]:
-        """The recorded turn as messages (offset, event name, payload) with its status, headers
-        and where a stream cut falls, as ``fault`` changes them: over a WebSocket the API's
-        failures are messages — a status fault is its error message with that status, a stream
-        fault acts on the turn's event messages."""
-        from cassettes.wire.framing import frame as frame_stream
-
-        ex = answer.exchange
-        status = ex.status
-        messages: list[tuple[float | None, str | None, bytes]]
-        if status is not None and status >= 400:
-            messages = [(ex.ttfb, None, b"".join(c for _, c in ex.response_chunks))]
-        else:
-            framed = frame_stream(ex.response_chunks, ex.response_header("content-type"))
-            messages = [(e.offset, e.event, e.data.encode("utf-8", "surrogateescape")) for e in framed.events]
-        headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in _DROP]
-        headers.append(("x-looptap-replay", f"seq={ex.seq}"))
-        if fault is None:
-            return status, messages, headers, None
-        headers.append(("x-looptap-fault", fault.describe()))
-        cut: int | None = None
-        if fault.kind in STATUS_KINDS:
-            answer.plays -= 1
-            code, obj = adapter.fault_bodies.get(fault.kind) or Provider.fault_bodies[fault.kind]
-            status = code
-            messages = [(0.0, None, orjson.dumps({"type": "error", "status": code, **(obj if isinstance(obj, dict) else {"error": obj})}))]
-        elif fault.kind in REWRITE_KINDS:
-            rendered = self._rewritten(turn, answer, fault, adapter, stream=True)
-            if isinstance(rendered, str):
-                headers.pop()  # not injected: served as recorded (the plan says why)
-            else:
-                answer.plays -= 1
-                messages = [(None, None, _sse_data(ev)) for ev in rendered.chunks]
-        elif fault.kind == "stream_cut":
-            answer.plays -= 1
-            cut = min(int(fault.arg or 0), max(0, len(messages) - 1))
-        elif fault.kind == "error_event":
-            answer.plays -= 1
-            half = max(1, len(messages) // 2)
-            data = _sse_data(adapter.fault_event(fault.kind))
-            messages = [*messages[:half], (messages[half - 1][0] if messages else None, "error", data)]
-        return status, messages, headers, cut
-
-    async def _ws_send(
-        self,
-        turn: Request,
-        writer: asyncio.StreamWriter,
-        answer: Recorded,
-        fault: Fault | None,
-        status: int | None,
-        messages: list[tuple[float | None, str | None, bytes]],
-        headers: Headers,
-        cut: int | None,
-    ) -> bool:
-        """Send a turn's messages at their recorded pace (a stall halfway, a cut closing the
-        connection: ``False``), logged as the SSE stream they were recorded as."""
-        from cassettes.replay import wsframes as ws
-
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
-        error = status is not None and status >= 400
-        sent: list[tuple[float | None, bytes]] = []
-        logged_ex = self._log(turn, status, headers, sent, f"fault {fault.text}" if fault is not None else answer, origin_of=answer)
-        logged_ex.notes.append("websocket replay")
-        half = max(1, len(messages) // 2)
-        for i, (offset, name, payload) in enumerate(messages):
-            if cut is not None and i >= cut:
-                logged_ex.transport_error = f"looptap fault: stream cut after {cut} messages"
-                writer.transport.abort()
-                return False
-            if fault is not None and fault.kind == "stall" and i == half:
-                await asyncio.sleep(fault.arg or 0.0)
-            if self.speed and offset is not None:
-                delay = t0 + offset / self.speed - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-            # logged as recorded: an SSE event per message (the error message as its body)
-            logged = payload if error else (b"event: %s\n" % name.encode() if name else b"") + b"data: " + payload + b"\n\n"
-            sent.append((loop.time() - t0, logged))
-            writer.write(ws.frame(ws.TEXT, payload))
-            await writer.drain()
-        return True
-
-    def _rewritten(self, req: Request, rec: Recorded, fault: Fault, adapter: Provider, stream: bool | None = None) -> Rendered | str:
-        """The recorded answer as a rewriting ``fault`` changes it, rendered in the API's format
-        for ``req`` (streamed when ``stream``, else as the request asks); or why it cannot be made
-        (the plan notes it, and the recording is served instead)."""
-        from cassettes.parsing.roundtrip import parse_exchange
-
-        ex = rec.exchange
-        url = urlsplit(req.target)
+        dog.arm(self.write_timeout)
         try:
-            body = bounds.loads(req.body) if req.body else None
-        except (orjson.JSONDecodeError, ValueError):
-            body = None
-        why = "the recorded answer is not a model's answer"
-        rt = parse_exchange(ex)
-        if ex.status is not None and 200 <= ex.status < 300 and rt.response is not None and rt.response.error is None:
-            try:
-                request = adapter.parse_request(body, url) if isinstance(body, dict) else None
-            except Exception:  # a request the adapter cannot read: only the tool-aware faults need it
-                request = None
-            new = rewrite_answer(fault, rt.response, request)
-            if isinstance(new, str):
-                why = new
-            else:
-                rendered = adapter.render_answer(new, adapter.is_stream(url, body) if stream is None else stream, url, body)
-                if rendered is not None:
-                    return rendered
-                why = _NO_FORM.get(fault.kind, "this API has no form for that answer here")
-        if self.faults is not None:
-            self.faults.skip(why)
-        return why
+            await writer.drain()
+        finally:
+            dog.disarm()
 
-    async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, started: Callable[[], object] | None = None) -> Request | None:
-        req = await read_request(reader, writer, max_body=self.max_body, idle_timeout=self.idle_timeout, read_timeout=self.read_timeout, started=started)
+    async def _read_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, started: Callable[[], object] | None = None, dog: Watchdog | None = None
+    ) -> Request | None:
+        req = await read_request(
+            reader, writer, max_body=self.max_body, idle_timeout=self.idle_timeout, read_timeout=self.read_timeout, started=started, watchdog=dog
+        )
         if req is not None:
             enc = req.header("content-encoding")
             if enc and req.body:
@@ -507,14 +346,20 @@ class ReplayServer(BackgroundServer):
                     raise BadRequest(f"the request body could not be decoded ({clip(enc, 40)}): {clip(str(exc), 200)}") from None
         return req
 
-    async def _send_head(self, writer: asyncio.StreamWriter, status: int, headers: Headers) -> None:
+    async def _send_head(self, writer: asyncio.StreamWriter, status: int, headers: Headers, dog: Watchdog | None = None) -> None:
         try:
             reason = HTTPStatus(status).phrase
         except ValueError:
             reason = "Unknown"
         head = [f"HTTP/1.1 {status} {reason}"] + [f"{k}: {v}" for k, v in headers]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace"))
-        await writer.drain()
+        await self._drain(writer, dog)
+
+    async def _send_whole(self, writer: asyncio.StreamWriter, status: int, headers: Headers, body: bytes, dog: Watchdog | None) -> None:
+        """A whole answer at once (the caller has put its content-length in ``headers``)."""
+        await self._send_head(writer, status, headers, dog)
+        writer.write(body)
+        await self._drain(writer, dog)
 
     def _log(self, req: Request, status: int | None, headers: Headers, chunks: list[tuple[float | None, bytes]], answer: Recorded | Miss | str, transport_error: str | None = None, origin_of: Recorded | None = None) -> Exchange:
         """Record what is being answered *before* any of it reaches the client (``chunks`` is
@@ -560,85 +405,65 @@ class ReplayServer(BackgroundServer):
         ex.notes.append(f"request body of {len(body):,} bytes not kept: over the replay server's budget for request bodies that differ from the recording")
         return b""
 
-    async def _respond(self, req: Request, writer: asyncio.StreamWriter) -> bool:
+    # -- the HTTP sender: speaks what the planner decided ------------------------------------------
+    async def _respond(self, req: Request, writer: asyncio.StreamWriter, dog: Watchdog | None = None) -> bool:
         t0 = asyncio.get_running_loop().time()
         if req.method == "CONNECT":
             msg = (f"looptap replay refuses CONNECT {req.target}: the run is replayed offline from {self.source}; "
                    "point the client's base URL at the replay server instead").encode()
             self._log(req, 403, [], [(0.0, msg)], "refused CONNECT")
-            await self._send_head(writer, 403, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")])
-            writer.write(msg)
-            await writer.drain()
+            await self._send_whole(writer, 403, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")], msg, dog)
             return False
-        answer = self.matcher.match(req.method, req.target, req.headers, req.body)
-        if isinstance(answer, Miss):
-            base = self.fallback(req.method, req.target, req.body) if self.fallback is not None else None
-            if base is not None:
-                return await self._forward(req, base, writer, answer)
-            return await self._send_miss(req, writer, answer)
-        fault = self.faults.decide(answer) if self.faults is not None else None
-        if fault is not None:
-            return await self._fault(req, writer, answer, fault, t0)
-        return await self._play(req, writer, answer, t0)
-
-    async def _fault(self, req: Request, writer: asyncio.StreamWriter, rec: Recorded, fault: Fault, t0: float) -> bool:
-        """Answer with an injected fault. A fault that fails the attempt leaves the recorded answer
-        unplayed, so the agent's retry gets it."""
-        adapter = rec.key.adapter or Provider()
-        label = f"fault {fault.text}"
-        if fault.kind == "slow_first_byte":
-            await asyncio.sleep(fault.arg or 0.0)
-            return await self._play(req, writer, rec, asyncio.get_running_loop().time(), fault=fault)
-        if fault.kind == "stall":
-            return await self._play(req, writer, rec, t0, fault=fault)
-        if fault.kind in REWRITE_KINDS:
-            return await self._rewrite(req, writer, rec, fault, adapter, t0)
-        rec.plays -= 1  # this attempt fails: the next one gets the recording
-        if fault.kind == "reset":
-            self._log(req, None, [], [], label, f"looptap fault: {fault.describe()} (connection closed before any response)", origin_of=rec)
+        answer = self.planner.plan(req)
+        if isinstance(answer, Play):
+            if answer.fault is not None and answer.fault.kind == "slow_first_byte":
+                await asyncio.sleep(answer.fault.arg or 0.0)
+                t0 = asyncio.get_running_loop().time()
+            return await self._play(req, writer, answer, t0, dog)
+        if isinstance(answer, Missed):
+            return await self._send_miss(req, writer, answer.miss, dog)
+        if isinstance(answer, Forward):
+            return await self._forward(req, writer, answer, dog)
+        if isinstance(answer, Reset):
+            self._log(req, None, [], [], f"fault {answer.fault.text}", f"looptap fault: {answer.fault.describe()} (connection closed before any response)", origin_of=answer.rec)
             writer.transport.abort()
             return False
-        if fault.kind in STATUS_KINDS:
-            status, obj = adapter.fault_bodies.get(fault.kind) or Provider.fault_bodies[fault.kind]
-            body = orjson.dumps(obj)
-            headers: Headers = [
-                ("content-type", "application/json"),
-                *adapter.fault_headers(fault.kind, fault.arg if fault.arg is not None else 1.0),
-                ("x-looptap-fault", fault.describe()),
-                ("content-length", str(len(body))),
-            ]
-            self._log(req, status, headers, [(0.0, body)], label, origin_of=rec)
-            await self._send_head(writer, status, headers)
-            writer.write(body)
-            await writer.drain()
-            return True
-        return await self._play(req, writer, rec, t0, fault=fault)  # stream_cut, error_event
+        if isinstance(answer, FaultStatus):
+            return await self._send_fault_status(req, writer, answer, dog)
+        return await self._send_rewritten(req, writer, answer, t0, dog)
 
-    async def _rewrite(self, req: Request, writer: asyncio.StreamWriter, rec: Recorded, fault: Fault, adapter: Provider, t0: float) -> bool:
-        """Answer with the recorded answer rewritten by ``fault`` (cut, filtered, refused, a broken
-        tool call), rendered in the API's format, streamed when the request streams. Where that
-        cannot be done, the recorded answer is served and the plan notes why."""
-        ex = rec.exchange
-        rendered = self._rewritten(req, rec, fault, adapter)
-        if isinstance(rendered, str):
-            return await self._play(req, writer, rec, t0, note=f"fault {fault.text} not injected: {rendered}; served as recorded")
-        rec.plays -= 1  # the next attempt at this request gets the recording
+    async def _send_fault_status(self, req: Request, writer: asyncio.StreamWriter, answer: FaultStatus, dog: Watchdog | None) -> bool:
+        body = orjson.dumps(answer.body)
+        headers: Headers = [
+            ("content-type", "application/json"),
+            *answer.headers,
+            ("x-looptap-fault", answer.fault.describe()),
+            ("content-length", str(len(body))),
+        ]
+        self._log(req, answer.status, headers, [(0.0, body)], f"fault {answer.fault.text}", origin_of=answer.rec)
+        await self._send_whole(writer, answer.status, headers, body, dog)
+        return True
+
+    async def _send_rewritten(self, req: Request, writer: asyncio.StreamWriter, answer: Rewritten, t0: float, dog: Watchdog | None) -> bool:
+        """The recorded answer rewritten by a fault (cut, filtered, refused, a broken tool call),
+        streamed when the request streams."""
+        rendered, ex = answer.rendered, answer.rec.exchange
         stream = rendered.content_type in ("text/event-stream", "application/x-ndjson") or len(rendered.chunks) > 1
-        headers: Headers = [("content-type", rendered.content_type), ("x-looptap-replay", f"seq={ex.seq}"), ("x-looptap-fault", fault.describe())]
+        headers: Headers = [("content-type", rendered.content_type), ("x-looptap-replay", f"seq={ex.seq}"), ("x-looptap-fault", answer.fault.describe())]
         if stream:
             headers.append(("transfer-encoding", "chunked"))
         else:
             headers.append(("content-length", str(sum(len(c) for c in rendered.chunks))))
         sent: list[tuple[float | None, bytes]] = []
-        self._log(req, 200, headers, sent, f"fault {fault.text}", origin_of=rec)
-        await self._send_head(writer, 200, headers)
+        self._log(req, 200, headers, sent, f"fault {answer.fault.text}", origin_of=answer.rec)
+        await self._send_head(writer, 200, headers, dog)
         loop = asyncio.get_running_loop()
         for chunk in rendered.chunks:
             sent.append((loop.time() - t0, chunk))
             writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if stream else chunk)
         if stream:
             writer.write(b"0\r\n\r\n")
-        await writer.drain()
+        await self._drain(writer, dog)
         return True
 
     async def _send_internal_error(self, writer: asyncio.StreamWriter, exc: Exception, websocket: bool = False) -> None:
@@ -651,11 +476,9 @@ class ReplayServer(BackgroundServer):
             return
         body = orjson.dumps(Provider().replay_error(500, f"looptap replay: internal error: {type(exc).__name__}: {clip(str(exc))}", "looptap_replay_error"))
         with contextlib.suppress(Exception):
-            await self._send_head(writer, 500, [("content-type", "application/json"), ("x-should-retry", "false"), ("content-length", str(len(body))), ("connection", "close")])
-            writer.write(body)
-            await writer.drain()
+            await self._send_whole(writer, 500, [("content-type", "application/json"), ("x-should-retry", "false"), ("content-length", str(len(body))), ("connection", "close")], body, None)
 
-    async def _send_miss(self, req: Request, writer: asyncio.StreamWriter, miss: Miss) -> bool:
+    async def _send_miss(self, req: Request, writer: asyncio.StreamWriter, miss: Miss, dog: Watchdog | None = None) -> bool:
         key = request_key(req.method, req.target, req.headers, req.body)
         adapter = key.adapter or (miss.closest.key.adapter if miss.closest is not None else None) or Provider()
         body = orjson.dumps(adapter.replay_error(MISS_STATUS, str(miss), MISS_CODE))
@@ -666,16 +489,15 @@ class ReplayServer(BackgroundServer):
             ("content-length", str(len(body))),
         ]
         self._log(req, MISS_STATUS, headers, [(0.0, body)], miss)
-        await self._send_head(writer, MISS_STATUS, headers)
-        writer.write(body)
-        await writer.drain()
+        await self._send_whole(writer, MISS_STATUS, headers, body, dog)
         return True
 
     def _recorded_retry(self, rec: Recorded) -> bool:
         """The recording shows the SDK retrying this error: the same request recorded again later."""
         return any(r.index > rec.index and not r.plays and r.key.digest == rec.key.digest for r in self.matcher.recorded)
 
-    async def _play(self, req: Request, writer: asyncio.StreamWriter, rec: Recorded, t0: float, fault: Fault | None = None, note: str | None = None) -> bool:
+    async def _play(self, req: Request, writer: asyncio.StreamWriter, answer: Play, t0: float, dog: Watchdog | None = None) -> bool:
+        rec, fault = answer.rec, answer.fault
         ex = rec.exchange
         loop = asyncio.get_running_loop()
         speed = self.speed
@@ -693,34 +515,28 @@ class ReplayServer(BackgroundServer):
             return False
         headers = self._play_headers(rec, fault)
         chunks = self._play_chunks(req, rec, fault)
-        ctype = (ex.response_header("content-type") or "").lower()
-        cutting = fault is not None and fault.kind in ("stream_cut", "error_event", "stall")
-        chunked = cutting or len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
-        if not chunked:
-            body = b"".join(c for _, c in chunks)
-            headers.append(("content-length", str(len(body))))
-        else:
-            headers.append(("transfer-encoding", "chunked"))
+        chunked = _chunked(ex, chunks, fault)
+        headers.append(("transfer-encoding", "chunked") if chunked else ("content-length", str(sum(len(c) for _, c in chunks))))
         await until(ex.ttfb)
         sent: list[tuple[float | None, bytes]] = []
         logged = self._log(req, ex.status, headers, sent, f"fault {fault.text}" if fault is not None else rec, ex.transport_error, origin_of=rec)
-        if note is not None:
-            logged.notes.append(note)
-        await self._send_head(writer, ex.status, headers)
+        if answer.note is not None:
+            logged.notes.append(answer.note)
+        await self._send_head(writer, ex.status, headers, dog)
         if not chunked:
             await until(chunks[0][0] if chunks else None)
             body = b"".join(c for _, c in chunks)
             sent.append((loop.time() - t0, body))
             writer.write(body)
-            await writer.drain()
-        elif not await self._send_chunks(writer, rec, chunks, fault, until, sent, logged, lambda: loop.time() - t0):
+            await self._drain(writer, dog)
+        elif not await self._send_chunks(writer, rec, chunks, fault, until, sent, logged, lambda: loop.time() - t0, dog):
             return fault is not None and fault.kind == "error_event"  # the stream ended after the error event
         if ex.transport_error:  # the recording broke off here: so does the replay
             writer.transport.abort()
             return False
         if chunked:
             writer.write(b"0\r\n\r\n")
-            await writer.drain()
+            await self._drain(writer, dog)
         return True
 
     def _play_headers(self, rec: Recorded, fault: Fault | None) -> Headers:
@@ -772,6 +588,7 @@ class ReplayServer(BackgroundServer):
         sent: list[tuple[float | None, bytes]],
         logged: Exchange,
         now: Callable[[], float],
+        dog: Watchdog | None = None,
     ) -> bool:
         """Send a chunked body at its recorded pace, a stream fault acting halfway or at its cut;
         ``False`` when the stream was ended early (cut, or an error event as its last word)."""
@@ -786,7 +603,7 @@ class ReplayServer(BackgroundServer):
                 event = (rec.key.adapter or Provider()).fault_event(fault.kind)
                 sent.append((now(), event))
                 writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
-                await writer.drain()
+                await self._drain(writer, dog)
                 return False  # the stream ends after the error, without its terminal event
             if cut is not None and i >= cut:
                 logged.transport_error = f"looptap fault: stream cut after {cut} chunks"
@@ -795,61 +612,54 @@ class ReplayServer(BackgroundServer):
             await until(offset)
             sent.append((now(), chunk))
             writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            await writer.drain()
+            await self._drain(writer, dog)
         return True
 
-    # -- new episodes: a request the cassette lacks goes to a recording proxy -------------------
-    async def _forward(self, req: Request, base: str, writer: asyncio.StreamWriter, miss: Miss) -> bool:
-        u = urlsplit(base)
-        host, port = u.hostname or "127.0.0.1", u.port or 80
-        try:
-            r, w = await asyncio.open_connection(host, port, limit=1 << 24)
-        except OSError as exc:
-            miss.reason += f"; forwarding to the recorder at {base} failed: {exc}"
-            return await self._send_miss(req, writer, miss)
+    # -- passed on: new episodes, or past a fork's cursor ---------------------------------------
+    async def _forward(self, req: Request, writer: asyncio.StreamWriter, answer: Forward, dog: Watchdog | None = None) -> bool:
+        """Send the request on to ``answer.base`` and relay its answer as it arrives (chunked);
+        an upstream that cannot be reached or breaks off is said in the API's error shape (a
+        miss for new episodes) or by breaking the connection off the same way."""
+        from cassettes.replay.forward import Upstream, UpstreamError
+
+        upstream = Upstream(answer.base)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        hop = {"host", "connection", "content-length", "transfer-encoding", "keep-alive", "proxy-connection"}
-        hdrs = [(k, v) for k, v in req.headers if k.lower() not in hop]
-        head = [f"{req.method} {req.target} HTTP/1.1", f"Host: {u.netloc}", *(f"{k}: {v}" for k, v in hdrs), f"Content-Length: {len(req.body)}", "Connection: close"]
-        w.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace") + req.body)
-        await w.drain()
-        status_line = (await r.readuntil(b"\r\n")).decode("latin-1")
-        status = int(status_line.split(" ")[1])
-        rhdrs: Headers = []
-        while True:
-            ln = (await r.readuntil(b"\r\n")).decode("latin-1").rstrip("\r\n")
-            if not ln:
-                break
-            k, _, v = ln.partition(":")
-            rhdrs.append((k.strip(), v.strip()))
-        out = [(k, v) for k, v in rhdrs if k.lower() not in ("content-length", "transfer-encoding", "connection", "keep-alive")]
-        out += [("transfer-encoding", "chunked"), ("x-looptap-replay", "recorded-now")]
+        try:
+            response = await upstream.send(req.method, answer.target or req.target, answer.headers if answer.headers is not None else req.headers, answer.body)
+        except UpstreamError as exc:
+            if answer.miss is not None:
+                answer.miss.reason += f"; forwarding to {answer.base} failed: {exc}"
+                return await self._send_miss(req, writer, answer.miss, dog)
+            return await self._send_upstream_error(req, writer, answer, str(exc), dog)
+        out = upstream.relayed_headers(response) + [("transfer-encoding", "chunked"), ("x-looptap-replay", answer.why)]
+        if answer.miss is not None:
+            self.matcher.resolve(answer.miss)  # answered after all: recorded as a new episode
         sent: list[tuple[float | None, bytes]] = []
-        self.matcher.misses.remove(miss)  # answered after all: recorded as a new episode
-        self._log(req, status, out, sent, "recorded now")
-        await self._send_head(writer, status, out)
-
-        async def relay(data: bytes) -> None:
-            if data:
-                sent.append((loop.time() - t0, data))
-                writer.write(b"%x\r\n%s\r\n" % (len(data), data))
-                await writer.drain()
-
-        if (header(rhdrs, "transfer-encoding") or "").lower() == "chunked":
-            while True:
-                size = int((await r.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
-                if size == 0:
-                    break
-                await relay(await r.readexactly(size))
-                await r.readexactly(2)
-        elif header(rhdrs, "content-length") is not None:
-            await relay(await r.readexactly(int(header(rhdrs, "content-length") or 0)))
-        else:
-            while data := await r.read(65536):
-                await relay(data)
-        w.close()
+        logged = self._log(req, response.status, out, sent, answer.why, origin_of=answer.rec)
+        logged.notes.extend(answer.notes)
+        await self._send_head(writer, response.status, out, dog)
+        try:
+            async for data in response.pieces():
+                if data:
+                    sent.append((loop.time() - t0, data))
+                    writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    await self._drain(writer, dog)
+        except UpstreamError as exc:
+            logged.transport_error = str(exc)
+            writer.transport.abort()
+            return False
         writer.write(b"0\r\n\r\n")
-        await writer.drain()
+        await self._drain(writer, dog)
         return True
 
+    async def _send_upstream_error(self, req: Request, writer: asyncio.StreamWriter, answer: Forward, why: str, dog: Watchdog | None) -> bool:
+        """The live upstream past the cursor failed: a 502 in the API's error shape."""
+        key = request_key(req.method, req.target, req.headers, req.body)
+        adapter = key.adapter or Provider()
+        body = orjson.dumps(adapter.replay_error(502, f"looptap: the live upstream failed: {why}", "looptap_upstream_error"))
+        headers: Headers = [("content-type", "application/json"), ("x-looptap-replay", answer.why), ("content-length", str(len(body)))]
+        logged = self._log(req, 502, headers, [(0.0, body)], answer.why, why, origin_of=answer.rec)
+        logged.notes.extend(answer.notes)
+        await self._send_whole(writer, 502, headers, body, dog)
+        return True

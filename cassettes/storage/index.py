@@ -140,7 +140,10 @@ class RecordIndex:
         if self.header is None:
             self._read_header(raw)
             return
-        rec = exchange_record(raw, n, self.format_version)
+        try:
+            rec = exchange_record(raw, n, self.format_version)
+        except CassetteFormatError as exc:
+            raise CassetteFormatError(f"{self.path}: {exc}") from None
         if rec is None:
             return
         if isinstance(rec, Problem):

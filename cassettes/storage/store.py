@@ -188,7 +188,15 @@ def exchange_record(raw: bytes, n: int, version: int, *, torn: bool = False) -> 
     except CassetteFormatError as exc:
         return Problem(n, "unreadable", f"{exc}; skipped")
     if rec.get("type") != "exchange":
-        if rec.get("type") not in ("note", "header"):
+        if rec.get("type") == "header":
+            # Two cassettes joined (`cat a.jsonl b.jsonl > c.jsonl`): read as one, they would show
+            # two runs' seqs twice over and pair turns across them. Refused whole, never skipped.
+            raise CassetteFormatError(
+                f"line {n} is a second cassette header: this file is several cassettes joined one after another "
+                "(cat a.jsonl b.jsonl > c.jsonl?); looptap reads one run per file: keep the files apart and name each, "
+                "or record further round trips into one cassette with -o +FILE"
+            )
+        if rec.get("type") != "note":
             return Problem(n, "unknown-record", f"unknown record type {rec.get('type')!r}; skipped")
         return None
     return rec
@@ -203,7 +211,10 @@ def read_cassette(path: str | Path) -> Cassette:
     cas = Cassette(path=str(path), header=header, format_version=version)
     decoder = HistoryDecoder()
     for n, raw, has_nl in lines:
-        rec = exchange_record(raw, n, version, torn=not has_nl)
+        try:
+            rec = exchange_record(raw, n, version, torn=not has_nl)
+        except CassetteFormatError as exc:
+            raise CassetteFormatError(f"{path}: {exc}") from None
         if rec is None:
             continue
         if isinstance(rec, Problem):

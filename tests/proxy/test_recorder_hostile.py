@@ -165,7 +165,7 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(up
     )
     stderr = proc.stderr.decode()
     assert proc.returncode == 3, stderr
-    assert "1 round trips could NOT be stored" in stderr
+    assert "1 round trip could NOT be stored" in stderr
     assert "simulated failure" in stderr and "n=2" in stderr  # named
     assert len(read_cassette(out).exchanges) == 3
     for i in range(len(key) - 7):
@@ -212,7 +212,7 @@ def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_mask
     )
     stderr = proc.stderr.decode()
     assert proc.returncode == 3, stderr
-    assert "1 round trips could NOT be stored" in stderr
+    assert "1 round trip could NOT be stored" in stderr
     assert "simulated conversion failure" in stderr and "n=1" in stderr and "POST" in stderr
     assert "\x1b" not in stderr and "\x07" not in stderr  # shown, never emitted
     assert len(read_cassette(out).exchanges) == 2

@@ -122,7 +122,7 @@ def test_unplayed_round_trips_reported_and_optionally_failing(pytester: pytest.P
     expect(result, "played 1 of 2 recorded round trips", "unplayed: conversation c1, turn 1 (seq 1): POST /v1/chat/completions")
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none", "--looptap-fail-unplayed")
     result.assert_outcomes(failed=1)
-    expect(result, "1 recorded round trip(s) of *loop.jsonl were not played:")
+    expect(result, "1 recorded round trip of *loop.jsonl was not played (*fail_unplayed):")
 
 
 def test_mode_none_without_a_cassette_fails_clearly(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,6 +139,10 @@ def test_recording_without_the_recorder_says_how_to_install(pytester: pytest.Pyt
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=once")
     result.assert_outcomes(errors=1)
     expect(result, "looptap: cannot record *test_x.jsonl (mode once): recording needs the looptap recorder (mitmproxy*LOOPTAP_PROXY_PYTHON")
+    # what installs looptap (by the checkout's absolute path), never -e '.[proxy]', which in the
+    # user's project would install the user's project
+    out = result.stdout.str()
+    assert "'.[proxy" not in out and f"-e '{REPO}[proxy" in out, out
 
 
 # ---------------------------------------------------------------------------------------------

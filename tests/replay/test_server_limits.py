@@ -22,7 +22,7 @@ import pytest
 
 from cassettes.replay import wsframes
 from cassettes.replay.server import ReplayServer
-from tests.replay.conftest import REPO, SYSTEM, USER, chat_request, tool_loop
+from tests.replay.conftest import REPO, SYSTEM, USER, chat_request, chat_response, tool_loop
 
 #: A generous bound on any wait for the server (a hang shows as this running out).
 PATIENCE = 120.0
@@ -189,6 +189,27 @@ def test_timeouts_can_be_turned_off() -> None:
         s.settimeout(1.0)
         with pytest.raises(TimeoutError):
             s.recv(100)  # still open
+
+
+def test_a_client_that_leaves_its_answer_unread_is_dropped() -> None:
+    """A client that sends a request and never reads the (8 MB) answer: once the socket buffers
+    are full and nothing moves for ``write_timeout``, the server drops the connection and counts
+    it (it waited on the write forever). Waited for by progress, not by a timed step."""
+    from tests.replay.conftest import chat_exchange
+    from tests.support.progress import until
+
+    big = chat_response("w" * (8 * MB))  # over the loopback socket buffers (4 MB at most by default)
+    exchanges = [chat_exchange([SYSTEM, USER], big)]
+    with ReplayServer(exchanges, write_timeout=0.3) as srv, socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        body = exchanges[0].request_body
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        until(lambda: srv.write_timeouts == 1, what="the unread answer's connection dropped")
+        assert "1 connections dropped (answer unread for 0.3 s)" in srv.report_lines()[0]
+        s.settimeout(PATIENCE)
+        got = s.recv(13)  # the start of what was in the buffers (reading it all through a 4 KB window is slow)
+    assert got.startswith(b"HTTP/1.1 200 ")
 
 
 # -- the file-descriptor limit ------------------------------------------------------------------------

@@ -183,7 +183,7 @@ def communicate(
         try:
             return proc.communicate(input, timeout=POLL)  # a sampling interval, not a limit
         except subprocess.TimeoutExpired:
-            pass
+            input = None  # handed over once: a retry that passes it again is refused (ValueError)
         try:
             watch.check()
         except Hung as exc:

@@ -1,0 +1,183 @@
+"""What-if edits of a fork: an item of the history rewritten in every request sent live past the
+cursor, so "what if the tool had returned X" needs no change to the agent (docs/fork.md).
+
+    tool_result[CALL_ID]=@file.txt     the result of that tool call (any API: the item carrying the id)
+    system=@prompt.txt                 the system prompt (instructions)
+    user[N]=@question.txt              the N-th user message (0: the first)
+    …=text                             the new text inline instead of from a file
+
+The client keeps sending the original; the replay server rewrites each request it sends on, and
+marks it (``x-looptap-edited`` request header, recorded in the branch). The rewriting is
+structural and API-neutral: a tool result is the JSON object that carries the call's id next to
+its content (``content``, ``output`` or ``response``); the system prompt and a user message are the
+strings the API's adapter reads them from, replaced where they occur. An edit that never applies
+is an error (the report names it, the fork exits 1), not a silent no-op.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from cassettes.errors import CassetteError
+
+__all__ = ["Edit", "EditError", "apply_edits", "parse_edit"]
+
+_TARGET = re.compile(r"(tool_result|user)\[([^\]]{1,200})\]|(system)")
+#: Where the target starts (after an optional ``SELECTOR:``), and whether the value is ``@file``.
+_SPEC = re.compile(r"(?:^|(?<=:))(tool_result\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]|system)=(@?)")
+#: Bytes read from an ``@file``.
+_MAX_FILE = 8 << 20
+#: Depth of the JSON walk (a request nested deeper is not edited below it).
+_DEPTH = 64
+_CONTENT_KEYS = ("content", "output", "response")
+
+
+class EditError(CassetteError, ValueError):
+    """An ``--edit`` that cannot be read."""
+
+
+@dataclass
+class Edit:
+    spec: str
+    #: ``tool_result``, ``system`` or ``user``.
+    kind: str
+    #: The call id (tool_result) or the index (user).
+    key: str | None
+    value: str
+    #: The selector written before the target (``turn=1:``), or ``None``.
+    selector: str | None = None
+    #: Requests this edit changed.
+    applied: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}[{self.key}]" if self.key is not None else self.kind
+
+
+def parse_edit(spec: str, base: Path | None = None) -> Edit:
+    """Read ``[SELECTOR:]TARGET=@FILE`` or ``[SELECTOR:]TARGET=TEXT`` (a file relative to ``base``,
+    default the working directory)."""
+    m = _SPEC.search(spec)
+    if m is None:
+        raise EditError(f"--edit wants [SELECTOR:]TARGET=@file or TARGET=text, the target tool_result[CALL_ID], system or user[N]; not {spec[:80]!r}")
+    selector = spec[: m.start()].rstrip(":") or None
+    t = _TARGET.fullmatch(m.group(1))
+    assert t is not None
+    kind, key = t.group(1) or t.group(3), t.group(2)
+    value = spec[m.end() :]
+    if m.group(2):
+        path = (base or Path.cwd()) / value
+        try:
+            with open(path, "rb") as f:
+                data = f.read(_MAX_FILE + 1)
+        except OSError as exc:
+            raise EditError(f"--edit {spec[:80]!r}: cannot read {value[:200]!r}: {exc.strerror or exc}") from None
+        if len(data) > _MAX_FILE:
+            raise EditError(f"--edit {spec[:80]!r}: {value[:200]!r} is larger than {_MAX_FILE:,} bytes")
+        value = data.decode("utf-8", "replace")
+    return Edit(spec, kind, key, value, selector)
+
+
+def apply_edits(method: str, target: str, body: bytes, edits: list[Edit]) -> tuple[bytes, list[str]]:
+    """``body`` with every edit that applies to it made; the labels of those that did."""
+    if not edits or not body:
+        return body, []
+    from cassettes import bounds
+
+    try:
+        doc = bounds.loads(body)
+    except (orjson.JSONDecodeError, ValueError):
+        return body, []
+    done: list[str] = []
+    for e in edits:
+        if e.kind == "tool_result":
+            n = _tool_result(doc, e.key or "", e.value, 0)
+        else:
+            old = _adapter_text(method, target, doc, e)
+            n = _replace_string(doc, old, e.value, 0) if old else 0
+        if n:
+            e.applied += 1
+            done.append(e.label)
+    return (orjson.dumps(doc), done) if done else (body, [])
+
+
+def _tool_result(node: Any, call_id: str, value: str, depth: int) -> int:
+    """Replace the content of every object carrying ``call_id`` as a result (not as a call)."""
+    if depth > _DEPTH:
+        return 0
+    n = 0
+    if isinstance(node, dict):
+        carries = any(isinstance(v, str) and v == call_id and "id" in k.lower() for k, v in node.items())
+        is_call = any(k in node for k in ("arguments", "input", "args", "function"))
+        slot = next((k for k in _CONTENT_KEYS if k in node), None)
+        if carries and not is_call and slot is not None:
+            node[slot] = _as_content(node[slot], value)
+            n += 1
+        for v in node.values():
+            n += _tool_result(v, call_id, value, depth + 1)
+    elif isinstance(node, list):
+        for v in node:
+            n += _tool_result(v, call_id, value, depth + 1)
+    return n
+
+
+def _as_content(old: Any, value: str) -> Any:
+    """``value`` in the shape the old content had: a string, a list of text parts, an object."""
+    if isinstance(old, list):
+        kind = next((p.get("type") for p in old if isinstance(p, dict) and isinstance(p.get("text"), str)), "text")
+        return [{"type": kind, "text": value}]
+    if isinstance(old, dict):
+        return {"content": value}
+    return value
+
+
+def _adapter_text(method: str, target: str, doc: Any, e: Edit) -> str | None:
+    """The text the edit replaces (the system prompt, the N-th user message), as the API's
+    adapter reads the request."""
+    from cassettes import providers
+
+    url = urlsplit(target)
+    adapter = providers.detect(method.upper(), url, doc) if isinstance(doc, dict) else None
+    if adapter is None:
+        return None
+    try:
+        req = adapter.parse_request(doc, url)
+    except Exception:  # a request the adapter cannot read is not edited
+        return None
+    if e.kind == "system":
+        texts = [p.text for p in req.system if p.text]
+        return texts[0] if len(texts) == 1 else None
+    users = [m for m in req.messages if m.role == "user" and any(p.text for p in m.parts) and not any(p.tool_result is not None for p in m.parts)]
+    i = int(e.key or 0)
+    if i >= len(users):
+        return None
+    texts = [p.text for p in users[i].parts if p.text]
+    return texts[0] if len(texts) == 1 else None
+
+
+def _replace_string(node: Any, old: str, new: str, depth: int) -> int:
+    """Replace every string value equal to ``old`` (and a text part holding it) with ``new``."""
+    if depth > _DEPTH:
+        return 0
+    n = 0
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(v, str) and v == old:
+                node[k] = new
+                n += 1
+            else:
+                n += _replace_string(v, old, new, depth + 1)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            if isinstance(v, str) and v == old:
+                node[i] = new
+                n += 1
+            else:
+                n += _replace_string(v, old, new, depth + 1)
+    return n

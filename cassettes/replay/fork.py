@@ -1,0 +1,204 @@
+"""``looptap run --from RUN@SELECTOR``: run an agent again, its recorded prefix served from RUN and
+its continuation live from the cursor on (docs/fork.md).
+
+The agent talks to a replay server (a child process: ``looptap replay RUN --cursor SELECTOR
+--live NAME=URL …``) that answers the prefix from the recording, fail closed; a request past the
+cursor goes on to the recorder's listener for its API, which sends it to the live upstream and
+records it into the branch cassette. The recorder's process stays what it is (no matcher, no
+analysis in it); nothing before the cursor leaves the machine.
+
+The branch cassette's header names its origin (``meta.origin``: the run, the cursor, the first
+seq at it, the model asked for), so ``looptap diff RUN branch`` lines the two up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from cassettes.errors import CassetteError
+from cassettes.replay.cursor import CursorSpec, parse_cursor
+
+__all__ = ["ForkReplay", "ForkSource", "origin_of", "parse_from"]
+
+#: The key of the branch's origin in the cassette header's ``meta``.
+ORIGIN = "origin"
+
+
+@dataclass(frozen=True)
+class ForkSource:
+    run: Path
+    cursor: CursorSpec
+
+
+def parse_from(text: str) -> ForkSource:
+    """``RUN.jsonl@SELECTOR`` (the selector as docs/fork.md says); the run must exist."""
+    run, at, sel = text.rpartition("@")
+    if not at or not run or not sel:
+        raise CassetteError(f"--from wants RUN.jsonl@SELECTOR (e.g. run.jsonl@turn=2), not {text[:80]!r}")
+    path = Path(run)
+    if not path.is_file():
+        raise CassetteError(f"--from: no such run {run[:200]!r}")
+    return ForkSource(path, parse_cursor(sel))
+
+
+def origin_meta(source: ForkSource, model: str | None, starts: dict[str | None, int] | None = None, edits: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "edits": list(edits or []),
+        "run": str(source.run),
+        "cursor": source.cursor.as_json(),
+        "seq": min(starts.values()) if starts else source.cursor.seq,
+        "starts": {str(k): v for k, v in (starts or {}).items()},
+        "model": model,
+    }
+
+
+def write_branch_header(path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None) -> None:
+    """Start the branch cassette: its header names the origin (the recorder appends after it)."""
+    from cassettes.interop.run import open_run
+    from cassettes.replay.cursor import Cursor
+    from cassettes.replay.matcher import Matcher
+    from cassettes.storage.store import CassetteFile
+
+    cursor = Cursor(source.cursor, lambda *_: None)
+    cursor.bind(Matcher(list(open_run(source.run, whole=True).exchanges)))
+    CassetteFile(path, meta={"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts, edits)}).close()
+
+
+def origin_of(path: str | Path) -> dict[str, Any] | None:
+    """The origin a branch cassette names in its header, or ``None`` (not a branch, or not a
+    looptap cassette: older files have no such field)."""
+    import orjson
+
+    from cassettes import bounds
+
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20)
+        doc = bounds.loads(first)
+    except (OSError, ValueError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("type") != "header":
+        return None
+    meta = doc.get("meta")
+    origin = meta.get(ORIGIN) if isinstance(meta, dict) else None
+    return origin if isinstance(origin, dict) else None
+
+
+def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:
+    """The recorder's reverse listener per API name (its name → ``http://127.0.0.1:PORT``)."""
+    from cassettes.providers import REVERSE_UPSTREAMS
+
+    bases: dict[str, str] = {}
+    for name, (_upstream, variables, _suffix) in REVERSE_UPSTREAMS.items():
+        for var in variables:
+            if var in recorder_env:
+                u = urlsplit(recorder_env[var])
+                bases[name] = f"{u.scheme}://{u.netloc}"
+                break
+    return bases
+
+
+@dataclass
+class ForkReplay:
+    """The replay server of a fork, as a child process (see the module docstring)."""
+
+    source: ForkSource
+    model: str | None = None
+    #: ``--edit`` specs, passed on as given (checked by :func:`start_fork`).
+    edits: list[str] = field(default_factory=list)
+    python: str = sys.executable
+    proc: asyncio.subprocess.Process | None = None
+    url: str | None = None
+    report: list[str] = field(default_factory=list)
+    #: The replay server's exit status once stopped (1: the prefix diverged).
+    status: int = 0
+    _err: Any = None
+
+    def argv(self, bases: dict[str, str]) -> list[str]:
+        argv = [self.python, "-m", "cassettes.cli", "replay", str(self.source.run), "--cursor", self.source.cursor.text]
+        for name, base in bases.items():
+            argv += ["--live", f"{name}={base}"]
+        if self.model is not None:
+            argv += ["--model", self.model]
+        for e in self.edits:
+            argv += ["--edit", e]
+        return argv
+
+    async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:
+        """Start the replay server with the recorder's listeners as its live upstreams; the
+        environment the agent runs with (every base URL at the replay server)."""
+        from cassettes.replay.server import replay_env
+
+        self._err = tempfile.TemporaryFile()
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.argv(live_bases(recorder_env)), stdout=asyncio.subprocess.PIPE, stderr=self._err, stdin=asyncio.subprocess.DEVNULL
+        )
+        assert self.proc.stdout is not None
+        want = len(replay_env("http://x"))
+        env: dict[str, str] = {}
+        while len(env) < want:
+            line = (await self.proc.stdout.readline()).decode("utf-8", "replace").strip()
+            if not line:
+                await self.proc.wait()
+                raise CassetteError("the fork's replay server did not start: " + " ".join(self._said()[-5:]))
+            name, _, value = line.removeprefix("export ").partition("=")
+            env[name] = value
+        self.url = env.get("OPENAI_BASE_URL", "").removesuffix("/v1") or None
+        # Only the base URLs: the recorder's proxy variables would send a client past the replay.
+        return {**{k: v for k, v in recorder_env.items() if not k.lower().endswith("_proxy") and k != "NODE_USE_ENV_PROXY"}, **env}
+
+    def _said(self) -> list[str]:
+        if self._err is None:
+            return []
+        self._err.seek(0)
+        said: bytes = self._err.read(1 << 20)
+        return said.decode("utf-8", "replace").splitlines()
+
+    async def stop(self) -> int:
+        """Stop the replay server; its exit status (1: a request before the cursor missed, the
+        client diverged) with its report in :attr:`report`."""
+        if self.proc is None:
+            return 0
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGINT)
+        rc = await self.proc.wait()
+        self.report = self._said()
+        if self._err is not None:
+            self._err.close()
+            self._err = None
+        return rc
+
+
+def recorder_env_for_child(env: dict[str, str]) -> dict[str, str]:
+    """The environment of the agent's process: this one's, with ``env`` over it."""
+    return {**os.environ, **env}
+
+
+def start_fork(args: Any, target: Any) -> ForkReplay:
+    """For ``looptap run --from``: the fork's replay server, not yet started; the branch cassette
+    ``-o`` (checked by the caller: ``target``) begun with a header naming its origin. Raises
+    :class:`CassetteError` (a ``--from`` that names no run or no turn)."""
+    source = parse_from(args.from_run)
+    path = Path(target.path)
+    if target.replaces is not None:
+        from cassettes.storage.paths import remove_if_same
+
+        remove_if_same(path, target.replaces)
+    from cassettes.replay.edits import parse_edit
+
+    edits = [parse_edit(e) for e in args.edit]  # refused here, before anything starts
+    for e in edits:
+        if e.selector is not None and e.selector != source.cursor.text:
+            raise CassetteError(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({source.cursor.text}) on; its selector, if given, is the cursor's")
+    write_branch_header(path, source, args.model, [e.label for e in edits])
+    return ForkReplay(source, model=args.model, edits=list(args.edit))

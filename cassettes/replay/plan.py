@@ -1,0 +1,193 @@
+"""What the replay server answers a request with, decided before a byte is sent.
+
+:meth:`Planner.plan` reads a request (HTTP, or a turn of a WebSocket session) and returns an
+:data:`Answer`: the recorded answer (:class:`Play`, possibly under a fault that only changes how
+it is sent), a rewritten one (:class:`Rewritten`), an injected API error (:class:`FaultStatus`),
+a reset (:class:`Reset`), a request passed on to a live upstream (:class:`Forward`: new episodes
+being recorded, or a conversation past its cursor) or a miss (:class:`Missed`). The senders
+(:mod:`cassettes.replay.server` for HTTP, :mod:`cassettes.replay.wsserve` for WebSocket) only
+speak what was decided. The matcher's bookkeeping stays the matcher's: an attempt that does not
+get the recorded answer gives it back with :meth:`Matcher.release`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import orjson
+
+from cassettes import bounds
+from cassettes.providers import Provider, Rendered
+from cassettes.replay.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
+from cassettes.replay.http1 import Request
+from cassettes.replay.matcher import Matcher, Miss, Recorded
+
+__all__ = ["Answer", "FaultStatus", "Forward", "Missed", "Planner", "Play", "Reset", "Rewritten"]
+
+#: Where a request the cassette has no answer for goes (``new_episodes`` recording): the live
+#: request (method, target, body) → base URL of a recording proxy, or ``None``.
+Fallback = Callable[[str, str, bytes], str | None]
+
+#: Why a rewriting fault could not be rendered for an API (it has no way to say it).
+_NO_FORM = {
+    "content_filter": "this API has no content-filter finish to send",
+    "refusal": "this API has no refusal field or stop reason to send",
+    "bad_arguments": "this API sends tool arguments as a JSON object here, never as text that could fail to parse",
+}
+#: Faults that leave the attempt with the recorded answer (it is only sent differently).
+_KEEP_PLAY = frozenset({"slow_first_byte", "stall"})
+
+
+@dataclass
+class Play:
+    """The recorded answer; ``fault`` (slow first byte, stall, stream cut, error event) changes
+    how it is sent; ``note`` goes into the served exchange's notes."""
+
+    rec: Recorded
+    fault: Fault | None = None
+    note: str | None = None
+
+
+@dataclass
+class Rewritten:
+    """The recorded answer as a rewriting fault changed it, rendered in the API's format."""
+
+    rec: Recorded
+    fault: Fault
+    rendered: Rendered
+
+
+@dataclass
+class FaultStatus:
+    """The API's own error for a status fault (429, 529/503, 500, 400 too long)."""
+
+    rec: Recorded
+    fault: Fault
+    status: int
+    body: Any
+    headers: list[tuple[str, str]]
+
+
+@dataclass
+class Reset:
+    """The connection is closed before any answer."""
+
+    rec: Recorded
+    fault: Fault
+
+
+@dataclass
+class Forward:
+    """Passed on to ``base`` (a live upstream or a recorder in front of one) and relayed back.
+    ``miss``: the cassette had no answer (new episodes); ``rec``: it had one, but the request is
+    past the cursor. ``body``: the request body as sent on (a rewrite: another model)."""
+
+    base: str
+    body: bytes
+    why: str
+    miss: Miss | None = None
+    rec: Recorded | None = None
+    notes: list[str] = field(default_factory=list)
+    #: The target and headers as sent on (``None``: the request's own).
+    target: str | None = None
+    headers: list[tuple[str, str]] | None = None
+
+
+@dataclass
+class Missed:
+    """No recorded answer, nowhere to send it: fail closed with the API's error."""
+
+    miss: Miss
+
+
+Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed
+
+
+class Router(Protocol):
+    """A fork's cursor (:class:`cassettes.replay.cursor.Cursor`): the answer for a request past
+    it (sent live), or ``None`` (replayed as any other)."""
+
+    def bind(self, matcher: Matcher) -> None: ...
+
+    def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None: ...
+
+
+class Planner:
+    """Decides every answer of one replay server (see the module docstring). ``cursor``, when
+    set, is asked first about each request the matcher placed: past it, the request goes live."""
+
+    def __init__(self, matcher: Matcher, faults: FaultPlan | None = None, fallback: Fallback | None = None, cursor: Router | None = None) -> None:
+        self.matcher = matcher
+        self.faults = faults
+        self.fallback = fallback
+        #: A fork's cursor (``None``: every request replayed).
+        self.cursor = cursor
+
+    def plan(self, req: Request, websocket: bool = False) -> Answer:
+        """The answer to ``req`` (for a WebSocket turn: ``websocket``, its answer always streamed)."""
+        found = self.matcher.match(req.method, req.target, req.headers, req.body)
+        if self.cursor is not None:
+            live = self.cursor.route(req, found, websocket)
+            if live is not None:
+                return live
+        if isinstance(found, Miss):
+            base = self.fallback(req.method, req.target, req.body) if self.fallback is not None and not websocket else None
+            if base is not None:
+                return Forward(base, req.body, "recorded now", miss=found)
+            return Missed(found)
+        fault = self.faults.decide(found) if self.faults is not None else None
+        if fault is None:
+            return Play(found)
+        return self._faulted(req, found, fault, websocket)
+
+    def _faulted(self, req: Request, rec: Recorded, fault: Fault, websocket: bool) -> Answer:
+        adapter = rec.key.adapter or Provider()
+        if fault.kind in REWRITE_KINDS:
+            rendered = self.rewritten(req, rec, fault, adapter, stream=True if websocket else None)
+            if isinstance(rendered, str):
+                return Play(rec, None, f"fault {fault.text} not injected: {rendered}; served as recorded")
+            self.matcher.release(rec)  # the next attempt at this request gets the recording
+            return Rewritten(rec, fault, rendered)
+        if fault.kind not in _KEEP_PLAY:
+            self.matcher.release(rec)  # this attempt fails: the next one gets the recording
+        if fault.kind == "reset":
+            return Reset(rec, fault)
+        if fault.kind in STATUS_KINDS:
+            status, obj = adapter.fault_bodies.get(fault.kind) or Provider.fault_bodies[fault.kind]
+            headers = adapter.fault_headers(fault.kind, fault.arg if fault.arg is not None else 1.0)
+            return FaultStatus(rec, fault, status, obj, list(headers))
+        return Play(rec, fault)  # slow_first_byte, stall, stream_cut, error_event
+
+    def rewritten(self, req: Request, rec: Recorded, fault: Fault, adapter: Provider, stream: bool | None = None) -> Rendered | str:
+        """The recorded answer as a rewriting ``fault`` changes it, rendered in the API's format
+        for ``req`` (streamed when ``stream``, else as the request asks); or why it cannot be made
+        (the fault plan notes it, and the recording is served instead)."""
+        from cassettes.parsing.roundtrip import parse_exchange
+
+        ex = rec.exchange
+        url = urlsplit(req.target)
+        try:
+            body = bounds.loads(req.body) if req.body else None
+        except (orjson.JSONDecodeError, ValueError):
+            body = None
+        why = "the recorded answer is not a model's answer"
+        rt = parse_exchange(ex)
+        if ex.status is not None and 200 <= ex.status < 300 and rt.response is not None and rt.response.error is None:
+            try:
+                request = adapter.parse_request(body, url) if isinstance(body, dict) else None
+            except Exception:  # a request the adapter cannot read: only the tool-aware faults need it
+                request = None
+            new = rewrite_answer(fault, rt.response, request)
+            if isinstance(new, str):
+                why = new
+            else:
+                rendered = adapter.render_answer(new, adapter.is_stream(url, body) if stream is None else stream, url, body)
+                if rendered is not None:
+                    return rendered
+                why = _NO_FORM.get(fault.kind, "this API has no form for that answer here")
+        if self.faults is not None:
+            self.faults.skip(why)
+        return why

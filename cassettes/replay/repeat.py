@@ -1,0 +1,81 @@
+"""``looptap run --from RUN@SELECTOR --repeat K``: the agent run K times from the cursor, and per turn
+past it, how the K branches agree with each other and with the recording: a difference all K
+branches share is systematic (the model or the edit), one they do not is the model's variance.
+
+A turn's answer is compared as ``looptap compare`` does: the tool calls with their arguments (or
+text / a refusal / an error). Each branch is lined up with the origin from the cursor
+(:func:`cassettes.replay.rundiff.fork_pairs`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["TurnAgreement", "agreement", "agreement_lines"]
+
+
+@dataclass
+class TurnAgreement:
+    conversation: str
+    turn: int
+    recorded: str | None
+    answers: list[str] = field(default_factory=list)
+
+    @property
+    def with_each_other(self) -> float:
+        return Counter(self.answers).most_common(1)[0][1] / len(self.answers) if self.answers else 0.0
+
+    @property
+    def with_recording(self) -> float:
+        return sum(a == self.recorded for a in self.answers) / len(self.answers) if self.answers else 0.0
+
+
+def _answer(turn: Any) -> str:
+    """What counts as the same answer of a turn (the analysis' view of it)."""
+    if turn.a.error is not None:
+        return f"error {turn.a.status}"
+    calls = [[c.name, c.arguments if c.arguments is not None else c.arguments_raw] for c in turn.e.tool_calls]
+    if calls:
+        return orjson.dumps(calls, option=orjson.OPT_SORT_KEYS).decode()
+    return "refusal" if turn.e.refusal else "text"
+
+
+def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement]:
+    """Per (origin conversation, turn) past the cursor: the K branches' answers and the recording's."""
+    from cassettes.interop.run import open_run
+    from cassettes.replay.fork import origin_of
+    from cassettes.replay.rundiff import fork_pairs
+
+    a = open_run(run, whole=True)
+    by_a = {ex.seq: ex for ex in a.exchanges}
+    out: dict[tuple[str, int], TurnAgreement] = {}
+    for path in branches:
+        origin = origin_of(path)
+        if origin is None:
+            continue
+        b = open_run(path, whole=True)
+        by_b = {ex.seq: ex for ex in b.exchanges}
+        for conv_a, turn, seq_a, seq_b in fork_pairs(a.analysis, b.analysis, by_a.__getitem__, by_b.__getitem__, origin):
+            rec = a.analysis.turns.get(seq_a) if seq_a is not None else None
+            ta = out.setdefault((conv_a, turn), TurnAgreement(conv_a, turn, _answer(rec) if rec is not None else None))
+            tb = b.analysis.turns.get(seq_b) if seq_b is not None else None
+            ta.answers.append(_answer(tb) if tb is not None else "(no such turn)")
+    return [out[k] for k in sorted(out)]
+
+
+def agreement_lines(rows: list[TurnAgreement], k: int) -> list[str]:
+    from cassettes.untrusted import clean_line
+
+    out = [f"looptap run --repeat {k}: per turn past the cursor, how the {k} branches agree"]
+    for r in rows:
+        distinct = len(set(r.answers))
+        kind = ("systematic: every branch answers alike, unlike the recording" if distinct == 1 and r.with_recording == 0
+                else "as recorded in every branch" if r.with_recording == 1 else "the model's variance: the branches differ")
+        out.append(f"  conversation {r.conversation}, turn {r.turn}: {len(r.answers)} branches, with each other {r.with_each_other:.0%} "
+                   f"({distinct} distinct answer{'s' if distinct != 1 else ''}), with the recording {r.with_recording:.0%}: {kind}")
+    return [clean_line(line) for line in out]

@@ -1,0 +1,226 @@
+"""The replay server's WebSocket sender: a session (Responses over a WebSocket) answered turn by
+turn from the recording, each turn decided by the same :class:`~cassettes.replay.plan.Planner`
+as an HTTP request and spoken here as WebSocket messages.
+
+Each message that opens a turn (its API's ``ws_turns``) is planned like an HTTP request to the
+session's path; the recorded turn's events go back one message each, paced as recorded. Over a
+WebSocket the API's failures are messages: a miss or a status fault is the API's error message
+(the session goes on), a stream fault acts on the turn's event messages, a reset closes the
+connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from cassettes import bounds, providers
+from cassettes.providers import Provider
+from cassettes.replay.http1 import Request, Watchdog
+from cassettes.replay.plan import FaultStatus, Forward, Missed, Planner, Play, Reset, Rewritten
+from cassettes.wire.exchange import Exchange, Headers
+
+if TYPE_CHECKING:
+    from cassettes.replay.matcher import Miss, Recorded
+    from cassettes.replay.wsframes import MessageReader
+
+__all__ = ["WebSocketReplay", "sse_data"]
+
+#: A message of a turn: (recorded offset, SSE event name, payload).
+Message = tuple[float | None, str | None, bytes]
+
+
+def sse_data(event: bytes) -> bytes:
+    """The payload of one server-sent event (its ``data:`` line), as sent over a WebSocket."""
+    return b"".join(ln[6:] for ln in event.splitlines() if ln.startswith(b"data: "))
+
+
+@dataclass
+class _Turn:
+    """A turn as it is to be spoken: status, messages, headers, where a cut falls."""
+
+    status: int | None
+    messages: list[Message]
+    headers: Headers
+    cut: int | None = None
+    stall: float | None = None
+
+
+class WebSocketReplay:
+    """Mixed into the replay server (which provides what is declared here)."""
+
+    planner: Planner
+    speed: float
+    idle_timeout: float | None
+    write_timeout: float | None
+    miss_status: int
+    miss_code: str
+    drop_headers: frozenset[str]
+    _log: Callable[..., Exchange]
+    _send_head: Callable[..., Any]
+
+    async def _drain(self, writer: asyncio.StreamWriter, dog: Watchdog | None) -> None:
+        raise NotImplementedError
+
+    async def _websocket(self, req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dog: Watchdog | None = None) -> None:
+        """Answer a WebSocket session from the recorded turns (see the module docstring)."""
+        from cassettes.replay import wsframes as ws
+
+        key = req.header("sec-websocket-key")
+        adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
+        rules = adapter.ws_turns() if adapter is not None else None
+        if req.method != "GET" or not key or adapter is None or rules is None or rules.gathers is not None:
+            msg = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
+            self._log(req, 400, [], [(0.0, msg)], "refused WebSocket")
+            await self._send_head(writer, 400, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")], dog)
+            writer.write(msg)
+            await self._drain(writer, dog)
+            return
+        await self._send_head(writer, 101, [("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-accept", ws.accept_key(key))], dog)
+        incoming = ws.MessageReader(reader)
+        while True:
+            data = await self._ws_next(incoming, writer, dog)
+            if data is None:
+                return  # closed, or broken by the client
+            try:
+                opened = rules.opens(bounds.loads(data))
+            except (orjson.JSONDecodeError, ValueError):
+                opened = False
+            if opened and not await self._ws_turn(Request("POST", req.target, req.headers, data), writer, adapter, dog):
+                return  # a fault closed the connection
+            # (a session message opens no turn: nothing is answered for it)
+
+    async def _ws_next(self, incoming: MessageReader, writer: asyncio.StreamWriter, dog: Watchdog | None) -> bytes | None:
+        """The next data message, answering control frames on the way; ``None`` when the
+        session ends (a close; a protocol error answered with its close code, 1002 mostly; no
+        frame for ``idle_timeout`` seconds, answered 1001)."""
+        from cassettes.replay import wsframes as ws
+
+        idle = self.idle_timeout
+        while True:
+            if dog is not None:
+                dog.arm(idle)
+            try:
+                op, data = await incoming.next()
+            except ws.WsProtocolError as exc:
+                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", exc.code) + str(exc).encode()[:120]))
+                await self._drain(writer, dog)
+                return None
+            except asyncio.CancelledError:
+                if dog is None or not dog.expired():
+                    raise
+                writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1001) + f"no frame for {idle:g} s".encode()))
+                await self._drain(writer, dog)
+                return None
+            finally:
+                if dog is not None:
+                    dog.disarm()
+            if op == ws.PING:
+                writer.write(ws.frame(ws.PONG, data))
+                await self._drain(writer, dog)
+            elif op == ws.CLOSE:
+                writer.write(ws.frame(ws.CLOSE, data[:2]))
+                await self._drain(writer, dog)
+                return None
+            elif op != ws.PONG:
+                return bytes(data)
+
+    async def _ws_turn(self, turn: Request, writer: asyncio.StreamWriter, adapter: Provider, dog: Watchdog | None) -> bool:
+        """Answer one turn of a WebSocket session; ``False`` when the connection was closed."""
+
+        answer = self.planner.plan(turn, websocket=True)
+        assert not isinstance(answer, Forward)  # the planner passes no WebSocket turn on
+        if isinstance(answer, Missed):
+            await self._ws_miss(turn, writer, adapter, answer.miss, dog)
+            return True
+        if isinstance(answer, Reset):
+            self._log(turn, None, [], [], f"fault {answer.fault.text}", "looptap fault: reset (connection closed)", origin_of=answer.rec)
+            writer.transport.abort()
+            return False
+        rec = answer.rec
+        fault = answer.fault
+        if fault is not None and fault.kind == "slow_first_byte":
+            await asyncio.sleep(fault.arg or 0.0)
+        spoken = self._ws_spoken(answer, adapter)
+        label: Recorded | str = f"fault {fault.text}" if fault is not None else rec
+        sent: list[tuple[float | None, bytes]] = []
+        logged = self._log(turn, spoken.status, spoken.headers, sent, label, origin_of=rec)
+        logged.notes.append("websocket replay")
+        if isinstance(answer, Play) and answer.note is not None:
+            logged.notes.append(answer.note)
+        return await self._ws_send(writer, spoken, logged, sent, dog)
+
+    async def _ws_miss(self, turn: Request, writer: asyncio.StreamWriter, adapter: Provider, miss: Miss, dog: Watchdog | None) -> None:
+        from cassettes.replay import wsframes as ws
+
+        body = orjson.dumps({"type": "error", "status": self.miss_status, **adapter.replay_error(self.miss_status, str(miss), self.miss_code)})
+        self._log(turn, self.miss_status, [("content-type", "application/json")], [(0.0, body)], miss)
+        writer.write(ws.frame(ws.TEXT, body))
+        await self._drain(writer, dog)
+
+    def _ws_spoken(self, answer: Play | Rewritten | FaultStatus, adapter: Provider) -> _Turn:
+        """The recorded turn as messages, as the decided answer changes them."""
+        from cassettes.wire.framing import frame as frame_stream
+
+        ex = answer.rec.exchange
+        status = ex.status
+        messages: list[Message]
+        if status is not None and status >= 400:
+            messages = [(ex.ttfb, None, b"".join(c for _, c in ex.response_chunks))]
+        else:
+            framed = frame_stream(ex.response_chunks, ex.response_header("content-type"))
+            messages = [(e.offset, e.event, e.data.encode("utf-8", "surrogateescape")) for e in framed.events]
+        headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in self.drop_headers]
+        headers.append(("x-looptap-replay", f"seq={ex.seq}"))
+        fault = answer.fault
+        if fault is None:
+            return _Turn(status, messages, headers)
+        headers.append(("x-looptap-fault", fault.describe()))
+        if isinstance(answer, FaultStatus):
+            obj = answer.body
+            body = orjson.dumps({"type": "error", "status": answer.status, **(obj if isinstance(obj, dict) else {"error": obj})})
+            return _Turn(answer.status, [(0.0, None, body)], headers)
+        if isinstance(answer, Rewritten):
+            return _Turn(status, [(None, None, sse_data(ev)) for ev in answer.rendered.chunks], headers)
+        if fault.kind == "stream_cut":
+            return _Turn(status, messages, headers, cut=min(int(fault.arg or 0), max(0, len(messages) - 1)))
+        if fault.kind == "error_event":
+            half = max(1, len(messages) // 2)
+            data = sse_data(adapter.fault_event(fault.kind))
+            return _Turn(status, [*messages[:half], (messages[half - 1][0] if messages else None, "error", data)], headers)
+        if fault.kind == "stall":
+            return _Turn(status, messages, headers, stall=fault.arg or 0.0)
+        return _Turn(status, messages, headers)
+
+    async def _ws_send(self, writer: asyncio.StreamWriter, turn: _Turn, logged: Exchange, sent: list[tuple[float | None, bytes]], dog: Watchdog | None) -> bool:
+        """Send a turn's messages at their recorded pace (a stall halfway, a cut closing the
+        connection: ``False``), logged as the SSE stream they were recorded as."""
+        from cassettes.replay import wsframes as ws
+
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        error = turn.status is not None and turn.status >= 400
+        half = max(1, len(turn.messages) // 2)
+        for i, (offset, name, payload) in enumerate(turn.messages):
+            if turn.cut is not None and i >= turn.cut:
+                logged.transport_error = f"looptap fault: stream cut after {turn.cut} messages"
+                writer.transport.abort()
+                return False
+            if turn.stall is not None and i == half:
+                await asyncio.sleep(turn.stall)
+            if self.speed and offset is not None:
+                delay = t0 + offset / self.speed - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            # logged as recorded: an SSE event per message (the error message as its body)
+            shown = payload if error else (b"event: %s\n" % name.encode() if name else b"") + b"data: " + payload + b"\n\n"
+            sent.append((loop.time() - t0, shown))
+            writer.write(ws.frame(ws.TEXT, payload))
+            await self._drain(writer, dog)
+        return True

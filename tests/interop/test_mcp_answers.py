@@ -1,0 +1,68 @@
+"""``looptap mcp``'s answers root-cause first (issue 32 item 5): the top root cause is never
+clipped (the word that matters is what gets cut), other parts give way first; a clipped text ends
+on a whole word; the diff carries the two values the CLI's diff shows."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from cassettes.interop.query import Runs, encode, text
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.storage.store import read_cassette
+
+WHOLE = "missing required property 'symbol'."
+
+
+@pytest.fixture
+def root(tmp_path: Path, demo_cassette: Path) -> Path:
+    d = tmp_path / "runs"
+    d.mkdir()
+    shutil.copy(demo_cassette, d / "demo.jsonl")
+    return d
+
+
+@pytest.mark.parametrize("max_bytes", [6000, 1500, 1000])
+def test_the_top_root_cause_is_whole_and_other_parts_give_way(root: Path, max_bytes: int) -> None:
+    body = encode(Runs([root]).summary("demo.jsonl", max_bytes), max_bytes)
+    assert len(body.encode()) <= max_bytes
+    top = orjson.loads(body)["root_causes"][0]
+    assert top["code"] == "E.arguments_schema" and top["seq"] == 4 and top["conversation"] == "c2"
+    assert top["recorded"]["message"].endswith(WHOLE), top
+    assert "C.tool_result_error" not in [f["code"] for f in orjson.loads(body)["root_causes"]]  # folded under it
+
+
+def test_a_clipped_text_ends_on_a_whole_word() -> None:
+    said = text("the client dropped the result of get_weather " * 20, 103)
+    kept = said.split("…[clipped")[0]
+    assert len(kept) <= 103 and kept.endswith(("the", "client", "dropped", "result", "of", "get_weather")), kept
+    assert text("x" * 300, 100).startswith("x" * 100 + "…[clipped: 300")  # one long word: cut where it must be
+
+
+def test_the_diff_carries_both_values(root: Path) -> None:
+    exs = read_cassette(root / "demo.jsonl").exchanges
+    last = exs[-1]
+    body = orjson.loads(b"".join(c for _, c in last.response_chunks))
+    body["content"] = [{"type": "text", "text": "Something else entirely."}]
+    last.response_chunks = [(0.0, orjson.dumps(body))]
+    with CassetteWriter(root / "changed.jsonl") as w:
+        for ex in exs:
+            w.append(ex)
+    answer = orjson.loads(encode(Runs([root]).diff("demo.jsonl", "changed.jsonl"), 6000))
+    (e,) = [d for d in answer["recorded"]["divergences"] if d["layer"] == "E"]
+    assert any("B \"Something else entirely.\"" in c and " A " in f" {c}" for c in e["recorded_changes"]), e
+
+
+def test_a_diff_of_runs_on_different_apis_is_one_divergence(root: Path, tmp_path: Path) -> None:
+    from _corpus import CORPUS
+
+    from cassettes.cli import main
+
+    src = CORPUS / "pydantic-ai/tests/cassettes/test_settings/test_stop_settings[openai].yaml"
+    assert main(["import", "-q", str(src), "-o", str(root / "openai.jsonl")]) == 0
+    answer = orjson.loads(encode(Runs([root]).diff("demo.jsonl", "openai.jsonl"), 6000))
+    (only,) = answer["recorded"]["divergences"]
+    assert only["recorded_message"].startswith("the runs use different APIs (anthropic POST /v1/messages against openai_chat")

@@ -1,0 +1,109 @@
+"""A tool-loop agent on the real SDKs, for the fork tests: four conversations at once (threads),
+openai Chat and anthropic Messages, each streamed and not. Each asks for the weather until the
+model stops calling the tool (at most 5 turns) and prints ``LABEL: final text``.
+
+    python fork_agent.py [LABEL ...]     # default: all four
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+
+TOOL = {"name": "get_weather", "description": "The weather in a city.", "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+
+
+def weather(city: str) -> str:
+    return f"sunny, 21 C in {city}"
+
+
+def openai_loop(label: str, stream: bool) -> str:
+    from openai import OpenAI
+
+    client = OpenAI(max_retries=0)
+    tools = [{"type": "function", "function": {"name": TOOL["name"], "description": TOOL["description"], "parameters": TOOL["schema"]}}]
+    messages: list[dict[str, object]] = [{"role": "system", "content": "Use the weather tool."}, {"role": "user", "content": f"[{label}] Weather in three cities?"}]
+    for _ in range(5):
+        if stream:
+            text, calls = "", {}
+            for chunk in client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=tools, stream=True):  # type: ignore[arg-type]
+                d = chunk.choices[0].delta if chunk.choices else None
+                if d is None:
+                    continue
+                text += d.content or ""
+                for tc in d.tool_calls or []:
+                    c = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                    c["id"] = tc.id or c["id"]
+                    if tc.function is not None:
+                        c["name"] += tc.function.name or ""
+                        c["arguments"] += tc.function.arguments or ""
+            tool_calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls.values()]
+        else:
+            msg = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=tools).choices[0].message  # type: ignore[arg-type]
+            text = msg.content or ""
+            tool_calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in msg.tool_calls or []]
+        if not tool_calls:
+            return text
+        messages.append({"role": "assistant", "content": text or None, "tool_calls": tool_calls})
+        for c in tool_calls:
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": weather(**json.loads(c["function"]["arguments"]))})
+    return "(no answer after 5 turns)"
+
+
+def anthropic_loop(label: str, stream: bool) -> str:
+    from anthropic import Anthropic
+
+    client = Anthropic(max_retries=0)
+    tools = [{"name": TOOL["name"], "description": TOOL["description"], "input_schema": TOOL["schema"]}]
+    messages: list[dict[str, object]] = [{"role": "user", "content": f"[{label}] Weather in three cities?"}]
+    for _ in range(5):
+        kwargs = {"model": "claude-haiku-4-5", "max_tokens": 200, "system": "Use the weather tool.", "messages": messages, "tools": tools}
+        if stream:
+            with client.messages.stream(**kwargs) as s:  # type: ignore[arg-type]
+                msg = s.get_final_message()
+        else:
+            msg = client.messages.create(**kwargs)  # type: ignore[arg-type]
+        uses = [b for b in msg.content if b.type == "tool_use"]
+        text = "".join(b.text for b in msg.content if b.type == "text")
+        if not uses:
+            return text
+        messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]})
+        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": b.id, "content": weather(**b.input)} for b in uses]})  # type: ignore[arg-type]
+    return "(no answer after 5 turns)"
+
+
+AGENTS = {
+    "openai": lambda: openai_loop("openai", False),
+    "openai-stream": lambda: openai_loop("openai-stream", True),
+    "anthropic": lambda: anthropic_loop("anthropic", False),
+    "anthropic-stream": lambda: anthropic_loop("anthropic-stream", True),
+}
+
+
+def main() -> int:
+    labels = sys.argv[1:] or list(AGENTS)
+    out: dict[str, str] = {}
+    errors: list[str] = []
+
+    def run(label: str) -> None:
+        try:
+            out[label] = AGENTS[label]()
+        except Exception as exc:  # said, and the exit status says so
+            errors.append(f"{label}: {type(exc).__name__}: {str(exc)[:2000]}")
+
+    threads = [threading.Thread(target=run, args=(label,)) for label in labels]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for label in labels:
+        if label in out:
+            print(f"{label}: {out[label]}")
+    for e in errors:
+        print(f"ERROR {e}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
