@@ -1,7 +1,10 @@
 """Peak memory and time of the commands that go through a whole run, on huge synthetic runs.
 
     python bench/huge.py [--sizes 10000 100000 1000000] [--shapes one_turn long] [--only show,verify]
-                         [--dir /tmp/looptap-huge] [--write]
+                         [--dir /tmp/looptap-huge] [--tree PATH] [--as-mb 2048] [--write]
+
+``--tree`` runs the commands of another checkout (e.g. a worktree of main, for a before/after
+table); ``--as-mb`` runs each command under an address-space limit (``prlimit --as``).
 
 Runs (tests/support/huge.py): ``one_turn`` is N one-turn Chat Completions conversations (a batch job
 through the proxy); ``long`` is N round trips in conversations of 1,000 turns, requests stored as
@@ -36,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 from tests.support.huge import SHAPES, write_huge  # noqa: E402
 
 LOOPTAP = [sys.executable, "-m", "cassettes.cli"]
+TREE = ROOT  # whose commands are measured (--tree)
 COMMANDS = ("show", "show --json", "textconv", "export --har", "export --otel", "diff", "verify", "mcp list_runs", "replay")
 DOC = ROOT / "docs" / "huge-runs.md"
 TURNS = 1000  # turns per conversation in the "long" shape
@@ -82,7 +86,7 @@ def _wait(p: subprocess.Popen[bytes], sampler: _Sampler, timeout: float) -> tupl
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
+    return {**os.environ, "PYTHONPATH": str(TREE), "NO_COLOR": "1", "COLUMNS": "160"}
 
 
 def _err_text(err: IO[bytes]) -> str:
@@ -134,7 +138,7 @@ def _mcp(root: Path, timeout: float) -> tuple[int, float, bool, str]:
         p.kill()
     code, rss, killed = _wait(p, sampler, 30)
     err = _err_text(errf)
-    ok = b'"round_trips"' in answer and b"isError\":true" not in answer.replace(b" ", b"")
+    ok = b"round_trips" in answer and b"isError\":true" not in answer.replace(b" ", b"")
     return (code if ok else 1), rss, killed or t.is_alive(), err if ok else (answer.decode("utf-8", "replace")[:300] or err)
 
 
@@ -182,16 +186,19 @@ def measure(command: str, file: Path, root: Path, timeout: float) -> tuple[int, 
     elif command == "replay":
         code, rss, killed, err = _replay(file, timeout)
     else:
+        out = file.with_name(f"{file.stem}.export.out")
         argv = {
             "show": ["show", str(file)],
             "show --json": ["show", "--json", str(file)],
             "textconv": ["textconv", str(file)],
-            "export --har": ["export", "-q", "--har", os.devnull, str(file)],
-            "export --otel": ["export", "-q", "--otel", os.devnull, str(file)],
+            "export --har": ["export", "-q", "--har", str(out), str(file)],
+            "export --otel": ["export", "-q", "--otel", str(out), str(file)],
             "diff": ["diff", str(file), str(file)],
             "verify": ["verify", str(file)],
         }[command]
+        out.unlink(missing_ok=True)  # (exports refuse a device such as /dev/null, and an existing file)
         code, rss, killed, err = _plain([*LOOPTAP, *argv], timeout)
+        out.unlink(missing_ok=True)
     secs = time.monotonic() - t0
     line = next((x.strip() for x in err.splitlines() if x.strip() and not x.startswith("looptap: warning")), "")
     return code, rss, secs, killed, line
@@ -235,7 +242,14 @@ def main() -> int:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/looptap-huge"))
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--write", action="store_true", help=f"write the table to {DOC.relative_to(ROOT)}")
+    ap.add_argument("--tree", type=Path, help="measure the commands of this checkout instead")
+    ap.add_argument("--as-mb", type=int, help="address-space limit per command, in MB (prlimit --as)")
     args = ap.parse_args()
+    global TREE, LOOPTAP
+    if args.tree:
+        TREE = args.tree.resolve()
+    if args.as_mb:
+        LOOPTAP = ["prlimit", f"--as={args.as_mb * 1024 * 1024}", *LOOPTAP]
     commands = [c.strip() for c in args.only.split(",")] if args.only else list(COMMANDS)
     unknown = [c for c in commands if c not in COMMANDS]
     if unknown:

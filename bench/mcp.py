@@ -82,9 +82,9 @@ def main() -> int:
     size = path.stat().st_size / 2**20
     bare = _timed([sys.executable, "-c", "pass"])
     show = _timed([sys.executable, "-m", "cassettes.cli", "show", str(path)])
-    from cassettes.interop.run import load_run
+    from cassettes.interop.run import open_run
 
-    run = load_run(path)
+    run = open_run(path)
     conv = run.analysis.conversations[len(run.analysis.conversations) // 2]
     seq = conv.turns[len(conv.turns) // 2]
     rows = asyncio.run(_session(root, path.name, conv.id, seq))

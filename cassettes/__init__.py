@@ -1,6 +1,7 @@
 """looptap's core: cassettes of LLM traffic, read truthfully and stored well.
 
 No mitmproxy and no textual here: everything a test suite needs works with this package alone.
+A run, in any format looptap reads, is opened one way: ``open_run(path)`` gives a :class:`Run`.
 """
 
 from __future__ import annotations
@@ -32,11 +33,9 @@ _EXPORTS = {
     "Redactor": "cassettes.recording.redact",
     "RoundTrip": "cassettes.parsing.roundtrip",
     "parse_exchange": "cassettes.parsing.roundtrip",
-    "Cassette": "cassettes.storage.store",
     "CassetteWriter": "cassettes.recording.pipeline",
-    "read_cassette": "cassettes.storage.store",
-    "load_vcr": "cassettes.storage.vcr",
-    "read_vcr": "cassettes.storage.vcr",
+    "Run": "cassettes.interop.run",
+    "open_run": "cassettes.interop.run",
     "roundtrip_json": "cassettes.views.schema",
 }
 
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
         ImportFormatError,
         NewerFormatError,
     )
+    from cassettes.interop.run import Run, open_run
     from cassettes.parsing.models import (
         ApiError,
         FinishReason,
@@ -64,8 +64,6 @@ if TYPE_CHECKING:
     from cassettes.recording.pipeline import CassetteWriter
     from cassettes.recording.redact import Redactor
     from cassettes.storage.codec import FORMAT_VERSION
-    from cassettes.storage.store import Cassette, read_cassette
-    from cassettes.storage.vcr import load_vcr, read_vcr
     from cassettes.views.schema import roundtrip_json
     from cassettes.wire.exchange import Exchange
 
@@ -86,7 +84,6 @@ def __dir__() -> list[str]:
 __all__ = [
     "FORMAT_VERSION",
     "ApiError",
-    "Cassette",
     "CassetteError",
     "CassetteFormatError",
     "CassetteIOError",
@@ -101,14 +98,13 @@ __all__ = [
     "Part",
     "Redactor",
     "RoundTrip",
+    "Run",
     "ToolCall",
     "ToolResult",
     "ToolSpec",
     "Usage",
     "__version__",
-    "load_vcr",
+    "open_run",
     "parse_exchange",
-    "read_cassette",
-    "read_vcr",
     "roundtrip_json",
 ]

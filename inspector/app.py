@@ -840,7 +840,7 @@ class InspectorApp(App[None]):
 
     @work(thread=True, exclusive=True, group="turn", exit_on_error=False, name="turn")
     def _load_turn(self, seq: int) -> None:
-        ex, rt = self.source.roundtrip(seq)
+        ex, rt = self.source.by_seq(seq)
         timeline = text_timeline(ex, rt)
         if not get_current_worker().is_cancelled:
             self.post_message(self.TurnLoaded(seq, rt.request, timeline))

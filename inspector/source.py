@@ -48,7 +48,7 @@ class TurnSource(Protocol):
 
     def full_turn(self, seq: int, *, remember: bool = True) -> Turn: ...
 
-    def roundtrip(self, seq: int) -> tuple[Exchange, RoundTrip]: ...
+    def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip]: ...
 
 
 class _Incremental:
@@ -90,8 +90,8 @@ class _Incremental:
     def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
         return self.run.full_turn(seq, remember=remember)
 
-    def roundtrip(self, seq: int) -> tuple[Exchange, RoundTrip]:
-        return self.run.roundtrip(seq)
+    def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip]:
+        return self.run.by_seq(seq)
 
 
 def open_source(path: Path) -> TurnSource:

@@ -8,11 +8,12 @@ every turn the analysis gives three views — what the model emitted (E), what t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
 
 from cassettes.parsing.models import ApiError, FinishReason, Message, Usage
 
@@ -246,7 +247,9 @@ class McpCall(_Model):
 
 
 class RunAnalysis(_Model):
-    conversations: list[Conversation] = Field(default_factory=list)
+    #: In order of their first turn. The analyser keeps them compact and gives each as a
+    #: :class:`Conversation` on access (a copy: read it, do not change it).
+    conversations: Sequence[Conversation] = Field(default_factory=list)
     #: Turns by seq (LLM generation round trips only).
     turns: dict[int, Turn] = Field(default_factory=dict)
     findings: list[Finding] = Field(default_factory=list)
@@ -254,3 +257,7 @@ class RunAnalysis(_Model):
     errors: list[str] = Field(default_factory=list)
     #: MCP ``tools/call`` round trips by seq, each with the model's call it ran.
     mcp_calls: dict[int, McpCall] = Field(default_factory=dict)
+
+    @field_serializer("conversations", mode="wrap")
+    def _conversations_as_list(self, value: Sequence[Conversation], handler: SerializerFunctionWrapHandler) -> Any:
+        return handler(list(value))  # the analyser's compact Sequence dumps as the list it stands for

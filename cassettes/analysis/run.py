@@ -22,8 +22,9 @@ from __future__ import annotations
 import pickle
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from cassettes.analysis import api, dispatch, emission, tokens
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
@@ -44,7 +45,7 @@ from cassettes.parsing.models import Message, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Reload", "RunAnalyser", "analyse"]
+__all__ = ["ACTIVE", "CHECKS", "FINAL_CHECKS", "Conversations", "Reload", "RunAnalyser", "analyse"]
 
 #: Every per-turn check, by layer. Order matters only for the order findings are listed in.
 CHECKS: tuple[Check, ...] = (*emission.CHECKS, *api.CHECKS, *dispatch.CHECKS)
@@ -112,6 +113,63 @@ def _retry_after(ex: Exchange) -> float | None:
         return float(s) if s is not None else None
     except ValueError:
         return None
+
+
+class _ConvRecord:
+    """A conversation's record as the analyser keeps it: a :class:`Conversation` without
+    pydantic's per-instance cost (a pydantic model is about 1.2 KB; this, a fifth of that), which
+    matters for a run of a million conversations."""
+
+    __slots__ = ("branch", "family", "id", "label", "parent_seq", "title", "turns")
+
+    def __init__(self, id: str, family: str, label: str | None, title: str | None, parent_seq: int | None, branch: str | None) -> None:
+        self.id, self.family, self.label, self.title, self.parent_seq, self.branch = id, family, label, title, parent_seq, branch
+        self.turns: list[int] = []
+
+    def model(self) -> Conversation:
+        return Conversation.model_construct(
+            id=self.id, family=self.family, turns=list(self.turns), label=self.label, title=self.title, parent_seq=self.parent_seq, branch=self.branch
+        )
+
+
+class Conversations(Sequence[Conversation]):
+    """A run's conversations in order of their first turn, each given as a :class:`Conversation`
+    made on access from the analyser's compact record (so a copy: changing it changes nothing)."""
+
+    def __init__(self, conversations: Iterable[Conversation] = ()) -> None:
+        self._records: list[_ConvRecord] = []
+        for c in conversations:
+            r = _ConvRecord(c.id, c.family, c.label, c.title, c.parent_seq, c.branch)
+            r.turns = list(c.turns)
+            self._add(r)
+
+    def _add(self, record: _ConvRecord) -> None:
+        self._records.append(record)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, i: int) -> Conversation: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Conversation]: ...
+    def __getitem__(self, i: int | slice) -> Conversation | list[Conversation]:
+        if isinstance(i, slice):
+            return [r.model() for r in self._records[i]]
+        return self._records[i].model()
+
+    def __iter__(self) -> Iterator[Conversation]:
+        return (r.model() for r in self._records)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Conversations({len(self)})"
 
 
 #: Answer items remembered by id for item references (the most recent; an older id stays unresolved).
@@ -205,6 +263,8 @@ class RunAnalyser:
 
     def __init__(self, reload: Reload | None = None, *, keep_turns: bool = True, active: int = ACTIVE) -> None:
         self.result = RunAnalysis()
+        self._conversations = Conversations()
+        self.result.conversations = self._conversations
         self._reload = reload
         self._keep_turns = keep_turns
         self._active = active
@@ -219,7 +279,7 @@ class RunAnalyser:
         # Conversations whose latest turn keeps its parsed history, least recently active first.
         self._histories: OrderedDict[str, TurnContext] = OrderedDict()
         self._convs: dict[str, ConversationState] = {}
-        self._records: dict[str, Conversation] = {}
+        self._records: dict[str, _ConvRecord] = {}
         self._pos = 0
         # Recent round trips by seq (with their threader turn id), to parse a later request
         # against (a cassette's history delta names its base): a base that is gone is parsed in full.
@@ -323,15 +383,10 @@ class RunAnalyser:
         assert rt.request is not None
         conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family)
         parent = self._seq_of_tid[link.parent] if link.parent is not None and 0 <= link.parent < len(self._seq_of_tid) - 1 else None
-        self._records[link.conversation] = Conversation(
-            id=link.conversation,
-            family=rt.family,
-            label=label,
-            title=_title(rt.request.messages),
-            parent_seq=parent,
-            branch=link.branch if parent is not None else None,
+        record = self._records[link.conversation] = _ConvRecord(
+            link.conversation, rt.family, label, _title(rt.request.messages), parent, link.branch if parent is not None else None
         )
-        self.result.conversations.append(self._records[link.conversation])
+        self._conversations._add(record)
         return conv
 
     def _judge(self, ctx: TurnContext, link: Link) -> None:
@@ -457,6 +512,12 @@ class RunAnalyser:
         conv.turns[:] = [ctx]
         self._contexts[tid] = ctx
         return ctx
+
+    def findings_of(self, seq: int) -> list[Finding] | None:
+        """With ``keep_turns`` off: the findings of the turn ``seq`` when it has some (the list the
+        end-of-run checks add to), else ``None``."""
+        flagged = self._flagged.get(seq)
+        return flagged[1] if flagged is not None else None
 
     def turns_conversation(self, tid: int) -> str | None:
         """The conversation the threader put turn ``tid`` in."""

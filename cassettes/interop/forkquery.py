@@ -24,7 +24,7 @@ __all__ = ["fork_diff"]
 
 def _exchange(run: Run) -> Any:
     def get(seq: int) -> Any:
-        found = run.roundtrip(seq)
+        found = run.by_seq(seq)
         if found is None:
             raise KeyError(seq)
         return found[0]

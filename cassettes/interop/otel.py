@@ -376,8 +376,8 @@ def _request(like: dict[str, Any], spans: list[dict[str, Any]]) -> dict[str, Any
 
 def iter_requests(run: Run, content: bool = True, project: str | None = None, spans_per_request: int = 1000) -> Iterator[dict[str, Any]]:
     """The run as OTLP/JSON ``ExportTraceServiceRequest`` objects of at most ``spans_per_request``
-    round-trip spans each (one round trip read at a time), the last one with the conversations'
-    root spans, whose times and totals are known only at the end."""
+    round-trip spans each (one round trip read at a time), the last ones with the conversations'
+    root spans (as many to a request), whose times and totals are known only at the end."""
     identity = _identity(run)
     run_tag = identity.hex()[:12]
     resource: dict[str, AttrValue | None] = {
@@ -391,13 +391,14 @@ def iter_requests(run: Run, content: bool = True, project: str | None = None, sp
             {"resource": {"attributes": _attrs(resource)}, "scopeSpans": [{"scope": {"name": SCOPE_NAME, "version": __version__}, "spans": []}]}
         ]
     }
-    conv_of = {s: c.id for c in run.analysis.conversations for s in c.turns}
+    turns = run.analysis.turns
     spans: list[dict[str, Any]] = []
     bounds: dict[str, tuple[int, int]] = {}  # each conversation's first start and last end
     for rt, ex, (start, length, synthetic) in zip(run.roundtrips, run.exchanges, timeline(run), strict=True):
         seq = ex.seq if ex.seq is not None else 0
-        conv = conv_of.get(seq)
-        span = _round_trip_span(run, rt, seq, conv, (_ns(start), _ns(start) + _ns(length), synthetic), identity, content)
+        turn = turns.get(seq)
+        conv = turn.conversation if turn is not None else None
+        span = _round_trip_span(run, rt, seq, conv, turn, (_ns(start), _ns(start) + _ns(length), synthetic), identity, content)
         if conv is not None:
             start_ns, end_ns = int(span["startTimeUnixNano"]), int(span["endTimeUnixNano"])
             lo, hi = bounds.get(conv, (start_ns, end_ns))
@@ -406,17 +407,26 @@ def iter_requests(run: Run, content: bool = True, project: str | None = None, sp
         if len(spans) >= spans_per_request:
             yield _request(shell, spans)
             spans = []
-    roots = [_conversation_span(run, conv_rec, bounds[conv_rec.id], identity) for conv_rec in run.analysis.conversations if conv_rec.id in bounds]
-    yield _request(shell, spans + roots)
+    # The conversations' root spans, at most spans_per_request to a request (a run of a million
+    # conversations is not one request of a million roots).
+    roots = (_conversation_span(run, conv_rec, bounds[conv_rec.id], identity) for conv_rec in run.analysis.conversations if conv_rec.id in bounds)
+    chunk: list[dict[str, Any]] = []
+    first = True
+    for root in roots:
+        chunk.append(root)
+        if len(chunk) >= spans_per_request:
+            yield _request(shell, spans + chunk if first else chunk)
+            spans, chunk, first = [], [], False
+    if first or chunk:
+        yield _request(shell, spans + chunk if first else chunk)
 
 
 def _round_trip_span(
-    run: Run, rt: RoundTrip, seq: int, conv: str | None, when: tuple[int, int, bool], identity: bytes, content: bool
+    run: Run, rt: RoundTrip, seq: int, conv: str | None, turn: Turn | None, when: tuple[int, int, bool], identity: bytes, content: bool
 ) -> dict[str, Any]:
     """One round trip's span, a child of its conversation's root span."""
     start_ns, end_ns, synthetic = when
     run_tag = identity.hex()[:12]
-    turn = run.analysis.turns.get(seq)
     attrs = span_attributes(rt, turn, f"looptap-{run_tag}-{conv}" if conv else None, content)
     attrs["looptap.timing"] = "synthetic" if synthetic else "recorded"
     model = (rt.request.model if rt.request else None) or (rt.response.model if rt.response else None)

@@ -381,7 +381,7 @@ class Runs:
             seq = conv.turns[turn]
         t = a.turns.get(seq)
         if t is None:
-            if r.roundtrip(seq) is None:
+            if r.by_seq(seq) is None:
                 seqs = [ex.seq for ex in r.exchanges if ex.seq is not None]
                 span = f"#{min(seqs)} to #{max(seqs)}" if seqs else "none"
                 raise QueryError(f"seq {seq} is out of range: this run has {len(seqs)} round trips ({span}); run_summary lists its turns")
@@ -402,7 +402,7 @@ class Runs:
         ``chars``)."""
         _, r = self.open(run)
         t = self._turn(r, seq, conversation, turn)
-        found = r.roundtrip(t.seq)
+        found = r.by_seq(t.seq)
         msgs = found[1].request.messages if found and found[1].request is not None else []
         if message is not None:
             if not 0 <= message < len(msgs):
@@ -526,7 +526,7 @@ class Runs:
 
         def exchange(run: Run) -> Any:
             def get(seq: int) -> Any:
-                found = run.roundtrip(seq)
+                found = run.by_seq(seq)
                 if found is None:
                     raise KeyError(seq)
                 return found[0]

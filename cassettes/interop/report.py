@@ -300,7 +300,7 @@ def report_data(run: Any) -> dict[str, Any]:
         "schema": SCHEMA,
         "looptap": __version__,
         "name": str(run.name),
-        "round_trips": run.round_trips,
+        "round_trips": len(run),
         "totals": {
             "turns": len(rows),
             "conversations": len(conversations),

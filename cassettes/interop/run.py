@@ -1,9 +1,15 @@
-"""Opening a run: :func:`open_run` and the one :class:`Run` every command, the pytest plugin and
-the MCP server use.
+"""Reading a run: :func:`open_run`, the one entry point, and the one :class:`Run` every command,
+the pytest plugin and the MCP server use (both exported from :mod:`cassettes`).
 
     run = open_run("run.jsonl")        # or a vcrpy cassette, or a mitmproxy flow file
     run.assert_no_findings(layer="C")
-    for rt, ex in zip(run.roundtrips, run.exchanges): ...
+    for rt, ex in zip(run.roundtrips, run.exchanges): ...   # recording order, one at a time
+    run.by_seq(4)                      # (exchange, round trip) with seq 4, read from disk
+    len(run)                           # how many round trips
+
+**Seq and position.** A round trip's *seq* is the number the recorder gave it (``#4`` in
+``looptap show``); its *position* is its place in the file. ``by_seq`` takes a seq; ``run.exchanges``
+and ``run.roundtrips`` are in position order (``run.roundtrips[k]`` is the k-th, read again).
 
 **The format is told from the file's first bytes, once** (:func:`sniff`), never from its name: a
 looptap cassette (JSON lines opening with the looptap header), a vcrpy / pytest-recording cassette
@@ -11,10 +17,10 @@ looptap cassette (JSON lines opening with the looptap header), a vcrpy / pytest-
 file is recognised and refused with a message (looptap writes HAR, it does not read it); anything
 else gets one error naming what was tried.
 
-**How each is read.** A looptap cassette is read as a stream (the incremental reader,
-:class:`~cassettes.views.incremental.IncrementalRun`): one pass analyses it, keeping the turns' summaries and
-an index of byte offsets, and every later pass reads the round trips again from disk one at a
-time. So ``show``, ``textconv`` and the exports hold one round trip at a time, not the run: a
+**How each is read.** A looptap cassette is read as a stream (the large-file reader,
+:class:`~cassettes.views.incremental.IncrementalRun`, behind the same :class:`Run`): one pass
+analyses it, keeping an index of byte offsets and the analysed turns on disk, and every later pass
+reads the round trips again from disk one at a time. So ``show``, ``textconv`` and the exports hold one round trip at a time, not the run: a
 million tiny records cost megabytes. ``whole=True`` reads it into memory instead (the replay
 server and the pytest plugin, which need every exchange at hand) and analyses it on first use.
 Imports (vcrpy, mitmproxy) are loaded whole; they are small by nature and bounded by their loaders.
@@ -43,10 +49,8 @@ __all__ = [
     "RunTooLargeError",
     "cassette_of",
     "detect",
-    "load_run",
     "memory_budget",
     "open_run",
-    "run_from_exchanges",
     "sniff",
     "timeline",
 ]
@@ -73,7 +77,7 @@ _YAML_START = re.compile(rb"(?:%YAML|---(?:\s|$)|[A-Za-z_][\w.-]*\s*:(?:\s|$))")
 
 class Records(Sized, Iterable[T], Protocol[T]):
     """A run's round trips in recording order: a list, or a column read again from disk on every
-    pass (see :class:`~cassettes.views.incremental.Reread`)."""
+    pass (see :meth:`~cassettes.views.incremental.IncrementalRun.reread`)."""
 
     def __iter__(self) -> Iterator[T]: ...
 
@@ -102,9 +106,9 @@ class Run:
     """A run: its raw exchanges, their parsed round trips, the layer analysis, and the assertion
     helpers a regression test uses (``cassettes.replay.Run`` is this class).
 
-    ``Run(exchanges)`` analyses exchanges held in memory (parsed and analysed on first use);
-    :func:`open_run` opens a file. ``roundtrips`` are the parsed round trips; ``round_trips`` is
-    their number.
+    :func:`open_run` opens a file; :meth:`Run.of` takes exchanges held in memory (parsed and
+    analysed on first use). ``roundtrips`` are the parsed round trips, ``len(run)`` their number,
+    :meth:`by_seq` one of them by seq.
     """
 
     def __init__(
@@ -144,9 +148,26 @@ class Run:
         self.skipped: dict[str, int] = skipped or {}
 
     @classmethod
+    def of(
+        cls, exchanges: list[Exchange], name: str = "<run>", header: dict[str, Any] | None = None, problems: list[str] | None = None, kind: str = "exchanges"
+    ) -> Run:
+        """A run of exchanges held in memory, numbered in order where they carry no seq."""
+        for i, ex in enumerate(exchanges):
+            if ex.seq is None:
+                ex.seq = i
+        return cls(exchanges, name=name, header=header, problems=problems or (), kind=kind)
+
+    @classmethod
     def from_cassette(cls, path: str | Path) -> Run:
-        """:func:`open_run` with the exchanges held in memory (``whole=True``)."""
+        """Deprecated spelling of ``open_run(path, whole=True)`` (docs/testing.md names it)."""
         return open_run(path, whole=True)
+
+    def __len__(self) -> int:
+        """How many round trips the run holds."""
+        return len(self.exchanges)
+
+    def __bool__(self) -> bool:  # a run is a run, even an empty one
+        return True
 
     # -- the parsed view and the analysis (computed on first use for exchanges in memory) --------
     @property
@@ -170,8 +191,8 @@ class Run:
                 self._families[rt.family] = self._families.get(rt.family, 0) + 1
         return self._families
 
-    def roundtrip(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
-        """The exchange and parsed round trip with this seq, if the run holds it."""
+    def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
+        """The exchange and parsed round trip with this seq (not a position), if the run holds it."""
         if self.finder is None:
             by_seq = {ex.seq: (ex, rt) for ex, rt in zip(self.exchanges, self.roundtrips, strict=True)}
             self.finder = by_seq.get
@@ -197,11 +218,6 @@ class Run:
             if c.id == id:
                 return c
         raise KeyError(f"no conversation {id!r} in this run (there are: {', '.join(c.id for c in self.conversations) or 'none'})")
-
-    @property
-    def round_trips(self) -> int:
-        """How many round trips the run holds."""
-        return len(self.exchanges)
 
     @property
     def input_tokens(self) -> int:
@@ -267,7 +283,7 @@ class Run:
             raise AssertionError(f"the run cost ${self.cost:.6f}, more than ${limit}")
 
     def __repr__(self) -> str:
-        return f"Run({len(self.exchanges)} round trips, {len(self.turns)} turns, {self.total_tokens} tokens)"
+        return f"Run({len(self)} round trips, {len(self.turns)} turns, {self.total_tokens} tokens)"
 
 
 def _created(header: dict[str, Any]) -> float | None:
@@ -288,16 +304,6 @@ def _epoch(header: dict[str, Any], exchanges: Iterable[Exchange]) -> float:
     if isinstance(exchanges, list):  # a run read from disk has its epoch given
         return next((ex.started for ex in exchanges if ex.started is not None), 0.0)
     return 0.0
-
-
-def run_from_exchanges(
-    exchanges: list[Exchange], name: str = "<run>", header: dict[str, Any] | None = None, problems: list[str] | None = None, kind: str = "exchanges"
-) -> Run:
-    """A run of exchanges held in memory, numbered in order where they carry no seq."""
-    for i, ex in enumerate(exchanges):
-        if ex.seq is None:
-            ex.seq = i
-    return Run(exchanges, name=name, header=header, problems=problems or (), kind=kind)
 
 
 def sniff(head: bytes) -> str:
@@ -359,7 +365,7 @@ def open_run(path: str | Path, *, whole: bool = False, formats: Collection[str] 
 
 def _read(p: Path, kind: str, whole: bool) -> Run:
     if kind == "looptap":
-        return _read_whole(p) if whole else stream_run(p)
+        return _read_whole(p) if whole else _stream(p)
     # Other tools' files hold what crossed the wire, keys included: they are redacted as they are
     # read, as `looptap import` redacts them, so no command (export --har, show, mcp) passes a
     # key on to a file or a terminal.
@@ -370,19 +376,15 @@ def _read(p: Path, kind: str, whole: bool) -> Run:
         from cassettes.interop.mitmflow import load_flows
 
         flows = load_flows(p)
-        run = run_from_exchanges([redact(ex) for ex in flows.exchanges], p.name, kind=kind)
+        run = Run.of([redact(ex) for ex in flows.exchanges], p.name, kind=kind)
         run.skipped = dict(flows.skipped)
         return run
     from cassettes.storage.vcr import load_vcr
 
-    run = run_from_exchanges([redact(ex) for ex in load_vcr(p)], p.name, kind=kind)
+    run = Run.of([redact(ex) for ex in load_vcr(p)], p.name, kind=kind)
     if not run.epoch:  # no header, no recorded start: lay the run out at the file's time
         run.epoch = p.stat().st_mtime
     return run
-
-
-#: The name :func:`open_run` had before it told every format apart (kept for callers of it).
-load_run = open_run
 
 
 @contextmanager
@@ -425,7 +427,7 @@ def _read_whole(path: Path) -> Run:
     from cassettes.storage.store import read_cassette
 
     cas = read_cassette(path)
-    return run_from_exchanges(cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems], kind="looptap")
+    return Run.of(cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems], kind="looptap")
 
 
 #: The memory a command may take to analyse a run, in MB, unless ``LOOPTAP_MEMORY_BUDGET_MB``
@@ -463,7 +465,7 @@ def _rss() -> int | None:
         return None
 
 
-def stream_run(path: str | Path) -> Run:
+def _stream(path: str | Path) -> Run:
     """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`RunTooLargeError` (one clear line, not a ``MemoryError`` half-way) when the analysis
@@ -471,7 +473,7 @@ def stream_run(path: str | Path) -> Run:
     from cassettes.views.incremental import IncrementalRun
 
     p = Path(path)
-    inc = IncrementalRun(p)
+    inc = IncrementalRun(p, summaries=False)
     budget = memory_budget()
     at_end = False
     while not at_end:
@@ -501,7 +503,7 @@ def stream_run(path: str | Path) -> Run:
     problems = [str(x) for x in inc.problems]
     return Run(
         again.exchanges, analysis, name=p.name, roundtrips=again.roundtrips, header=header, problems=problems,
-        epoch=epoch, families=dict(inc.families), finder=again.find, kind="looptap",
+        epoch=epoch, families=dict(inc.families), finder=again.by_seq, kind="looptap",
     )
 
 
@@ -516,18 +518,16 @@ def _length(ex: Exchange) -> float:
     return max(ex.ttfb or 0.0, 0.0)
 
 
-def timeline(run: Run) -> list[tuple[float, float, bool]]:
-    """``(start, seconds, synthetic)`` per exchange. A round trip without a recorded start (an
-    import) is laid out after the previous one, from the run's epoch, so the layout is the same
-    on every export of the same file."""
-    out: list[tuple[float, float, bool]] = []
+def timeline(run: Run) -> Iterator[tuple[float, float, bool]]:
+    """``(start, seconds, synthetic)`` per exchange, in order (one pass over the run, nothing
+    kept). A round trip without a recorded start (an import) is laid out after the previous one,
+    from the run's epoch, so the layout is the same on every export of the same file."""
     cursor = run.epoch
     for ex in run.exchanges:
         length = _length(ex)
         if ex.started is None:
-            out.append((cursor, length, True))
+            yield cursor, length, True
             cursor += length + 0.001
         else:
-            out.append((ex.started, length, False))
+            yield ex.started, length, False
             cursor = max(cursor, ex.started + length)
-    return out

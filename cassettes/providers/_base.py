@@ -195,7 +195,7 @@ class WsTurns:
     scrub: Callable[[Any], Any] | None = None
 
 
-class WsSession(Provider):
+class WsProvider(Provider):
     """An API spoken only as WebSocket sessions at its own paths (OpenAI Realtime, Gemini Live):
     a turn's envelope there is surely its own, anything else there probably is."""
 

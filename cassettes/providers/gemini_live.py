@@ -27,7 +27,7 @@ from cassettes.parsing.models import (
     ToolSpec,
 )
 from cassettes.providers._base import (
-    WsSession,
+    WsProvider,
     WsTurns,
     as_str,
     audio_ref,
@@ -92,7 +92,7 @@ _TURNS = WsTurns(
 )
 
 
-class GeminiLive(WsSession):
+class GeminiLive(WsProvider):
     family = "gemini_live"
     otel_provider = "gcp.gemini"
     price_provider = "google"

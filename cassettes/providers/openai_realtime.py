@@ -31,7 +31,7 @@ from cassettes.parsing.models import (
     Usage,
 )
 from cassettes.providers._base import (
-    WsSession,
+    WsProvider,
     WsTurns,
     as_int,
     as_str,
@@ -167,7 +167,7 @@ def _response(resp: Item, events: int | None, complete: bool) -> NormalisedRespo
     )
 
 
-class OpenAIRealtime(WsSession):
+class OpenAIRealtime(WsProvider):
     family = "openai_realtime"
     otel_provider = "openai"
     price_provider = "openai"

@@ -186,7 +186,7 @@ def _exchange(run: Any) -> Any:
     """A run's round trip by seq (what the diff reads of each paired turn)."""
 
     def get(seq: int) -> Any:
-        found = run.roundtrip(seq)
+        found = run.by_seq(seq)
         if found is None:
             raise KeyError(seq)
         return found[0]
@@ -202,7 +202,7 @@ def _apis(run: Any) -> list[str]:
     for conv in run.analysis.conversations:
         if not conv.turns:
             continue
-        found = run.roundtrip(conv.turns[0])
+        found = run.by_seq(conv.turns[0])
         where = f" {found[0].method} {urlsplit(found[0].url).path}" if found is not None else ""
         out[f"{conv.family}{where}"] = None
     return list(out)

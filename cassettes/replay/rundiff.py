@@ -126,7 +126,7 @@ def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None =
 
     def exchange(run: Any) -> Callable[[int], Exchange]:
         def get(seq: int) -> Exchange:
-            found = run.roundtrip(seq)
+            found = run.by_seq(seq)
             if found is None:
                 raise KeyError(seq)
             ex: Exchange = found[0]
@@ -152,7 +152,7 @@ def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes:
 
     def exchange(run: Any) -> Callable[[int], Exchange]:
         def get(seq: int) -> Exchange:
-            found = run.roundtrip(seq)
+            found = run.by_seq(seq)
             if found is None:
                 raise KeyError(seq)
             ex: Exchange = found[0]

@@ -283,7 +283,7 @@ class RequestBodies:
             self._remember(ex.seq, ex.request_json())
         return ex
 
-    def exchange(self, rec: dict[str, Any], checked: bool = False) -> Exchange:
+    def rebuild(self, rec: dict[str, Any], checked: bool = False) -> Exchange:
         """The exchange of a record; raises :class:`CassetteFormatError` when it cannot be rebuilt
         (``checked``: the index's poll already checked the record)."""
         base = _delta_base(rec)

@@ -8,8 +8,8 @@ turns no longer need), then releases each exchange's raw bytes. Each analysed tu
 :class:`~cassettes.views.summary.TurnSummary` (what a turn list, the findings, the growth chart and
 navigation read: a few hundred bytes); the full turn goes, compressed, to an anonymous temporary
 file and :meth:`IncrementalRun.full_turn` restores it (a small cache keeps the recently shown
-ones). :meth:`IncrementalRun.roundtrip` re-reads one round trip in full (its whole message history)
-when a viewer shows it; :class:`Reread` goes through every round trip again, one at a time.
+ones). :meth:`IncrementalRun.by_seq` re-reads one round trip in full (its whole message history)
+when a viewer shows it; :meth:`IncrementalRun.reread` goes through every round trip again, one at a time.
 
 What still grows with the run is about 3 KB per turn (the summary and growth bar, the threader's
 hashes, the checks' memory of call ids and calls, the index entries) and the latest turn of each
@@ -23,6 +23,8 @@ import queue
 import tempfile
 import threading
 import zlib
+from array import array
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -39,7 +41,7 @@ from cassettes.storage.store import Problem, open_regular
 from cassettes.views.summary import TurnSummary, summarise
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["Batch", "IncrementalRun", "Reread"]
+__all__ = ["Batch", "IncrementalRun"]
 
 #: Full turns kept restored for viewers (the most recently shown ones).
 TURN_CACHE = 64
@@ -221,13 +223,56 @@ class _TurnStore:
             self._filling = bytearray()
 
 
+class _Places:
+    """Where each turn sits in the store, by seq: four integers per turn in arrays (a dict of
+    tuples costs ten times that), looked up by bisection while seqs come in increasing order (a
+    cassette's do), through a dict once one does not."""
+
+    def __init__(self) -> None:
+        self._seqs = array("q")
+        self._where = array("q")  # block, offset, length per turn
+        self._dict: dict[int, int] | None = None  # seq → position, once seqs stop increasing
+
+    def put(self, seq: int, where: tuple[int, int, int]) -> None:
+        if self._dict is None and self._seqs and seq <= self._seqs[-1]:
+            self._dict = {s: i for i, s in enumerate(self._seqs)}
+        if self._dict is not None:
+            self._dict[seq] = len(self._seqs)
+        self._seqs.append(seq)
+        self._where.extend(where)
+
+    def _pos(self, seq: int) -> int | None:
+        if self._dict is not None:
+            return self._dict.get(seq)
+        i = bisect_left(self._seqs, seq)
+        return i if i < len(self._seqs) and self._seqs[i] == seq else None
+
+    def get(self, seq: int) -> tuple[int, int, int]:
+        i = self._pos(seq)
+        if i is None:
+            raise KeyError(seq)
+        w = self._where
+        return w[3 * i], w[3 * i + 1], w[3 * i + 2]
+
+    def __contains__(self, seq: int) -> bool:
+        return self._pos(seq) is not None
+
+    def __len__(self) -> int:
+        return len(self._dict) if self._dict is not None else len(self._seqs)
+
+    def __iter__(self) -> Iterator[int]:
+        if self._dict is not None:
+            return iter(self._dict)
+        return iter(self._seqs)
+
+
 class IncrementalRun:
     """A cassette read and analysed a batch at a time, with memory bounded by summaries.
 
     ``step()`` until ``at_end``; then ``finish()`` for the end-of-run checks. For a recording in
     progress keep calling ``step()`` (new records appear as the writer completes them) and call
     ``finish()`` once it is done, if ever. ``step`` runs in one thread; the viewer methods
-    (:meth:`full_turn`, :meth:`exchange`, :meth:`roundtrip`) may be called from others.
+    (:meth:`full_turn`, :meth:`exchange_by_seq`, :meth:`by_seq`) may be called from others.
     """
 
     def __init__(
@@ -236,6 +281,8 @@ class IncrementalRun:
         body_cache: int = BODY_CACHE,
         turn_cache: int = TURN_CACHE,
         store_dir: str | Path | None = None,
+        *,
+        summaries: bool = True,
     ) -> None:
         self.index = RecordIndex(path)
         self._bodies = RequestBodies(self.index, body_cache)
@@ -243,9 +290,12 @@ class IncrementalRun:
         # can read while another thread steps the analysis.
         self._viewer_bodies = RequestBodies(self.index, 16)
         self.analyser = RunAnalyser(self._reload, keep_turns=False)
-        #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`).
+        #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`); left
+        #: empty with ``summaries=False`` (a command going through the run once: the turns are
+        #: read from the store only, which keeps memory at a few integers per turn).
         self.summaries: dict[int, TurnSummary] = {}
-        self._where: dict[int, tuple[int, int, int]] = {}
+        self._summarise = summaries
+        self._places = _Places()
         self._store = _TurnStore(store_dir)
         self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
         self._turn_cache = turn_cache
@@ -283,7 +333,7 @@ class IncrementalRun:
         turns: list[TurnSummary] = []
         for i, (line, rec) in enumerate(recs):
             try:
-                ex = self._bodies.exchange(rec, checked=True)
+                ex = self._bodies.rebuild(rec, checked=True)
             except CassetteFormatError as exc:
                 self.index.problems.append(Problem(line, "unreadable", f"{exc}; skipped"))
                 self._skipped.add(first + i)
@@ -295,10 +345,11 @@ class IncrementalRun:
             family = self.analyser.last_family
             self.families[family] = self.families.get(family, 0) + 1
             if turn is not None:
-                summary = summarise(turn)
-                self._where[turn.seq] = self._store.put(turn)
-                self.summaries[turn.seq] = summary
-                turns.append(summary)
+                self._places.put(turn.seq, self._store.put(turn))
+                if self._summarise:
+                    summary = summarise(turn)
+                    self.summaries[turn.seq] = summary
+                    turns.append(summary)
             # The analysis has what it needs from the raw exchange (checks read only the current
             # turn's exchange): drop its bytes so memory holds the analysis, not the file.
             ex.response_chunks = []
@@ -325,9 +376,11 @@ class IncrementalRun:
             if turn is not None:
                 self._turns.move_to_end(seq)
                 return turn
-        summary = self.summaries[seq]
-        turn = self._store.get(*self._where[seq])
-        turn.findings = summary.findings  # end-of-run checks may add to them
+        turn = self._store.get(*self._places.get(seq))
+        summary = self.summaries.get(seq)
+        findings = summary.findings if summary is not None else self.analyser.findings_of(seq)
+        if findings is not None:
+            turn.findings = findings  # end-of-run checks may add to them
         if not remember:
             return turn
         with self._lock:
@@ -340,37 +393,38 @@ class IncrementalRun:
         """The analysis with every turn restored (memory grows with the run: for tests, exports
         and small runs)."""
         a = self.analyser.result
-        turns = {seq: self.full_turn(seq) for seq in self.summaries}
-        return RunAnalysis(**{**dict(a), "turns": turns})  # every field, the turns restored
+        turns = {seq: self.full_turn(seq) for seq in self._places}
+        return RunAnalysis(**{**dict(a), "conversations": list(a.conversations), "turns": turns})  # every field, the turns restored
 
     def _reload(self, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
         """An earlier round trip, read again for the analysis (a ``previous_response_id`` that
         points back at a turn whose context was released)."""
-        ex = self._bodies.exchange(self.index.read_record(seq))
+        ex = self._bodies.rebuild(self.index.read_record(seq))
         return ex, parse_exchange(ex), self.full_turn(seq).model_copy()
 
-    def exchange(self, seq: int) -> Exchange:
-        """The full exchange of a round trip already read, rebuilt from disk (safe to call from
+    def exchange_by_seq(self, seq: int) -> Exchange:
+        """The full exchange of the round trip with this seq, already read, rebuilt from disk (safe to call from
         another thread than the one calling :meth:`step`)."""
-        return self._viewer_bodies.exchange(self.index.read_record(seq))
+        return self._viewer_bodies.rebuild(self.index.read_record(seq))
 
-    def roundtrip(self, seq: int) -> tuple[Exchange, RoundTrip]:
-        """The exchange and its derived view with the complete message history (parsed in full)."""
-        ex = self.exchange(seq)
+    def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip]:
+        """The exchange and parsed round trip with this seq, with the complete message history
+        (parsed in full)."""
+        ex = self.exchange_by_seq(seq)
         return ex, parse_exchange(ex)
 
-    def reread(self) -> Reread:
+    def reread(self) -> _Reread:
         """Every round trip read so far, read again from disk in recording order on each pass
         (for commands that go through a whole run once its analysis is done: memory holds one
         round trip at a time, not the run)."""
-        return Reread(self)
+        return _Reread(self)
 
     def close(self) -> None:
         """Delete the store of full turns (the summaries stay readable)."""
         self._store.close()
 
 
-class Reread:
+class _Reread:
     """The exchanges and parsed round trips of an :class:`IncrementalRun`, read again from disk in
     recording order on every pass. :attr:`exchanges` and :attr:`roundtrips` are sized iterables
     that may be zipped (a small cache of the latest records serves the same record to both), and
@@ -409,24 +463,24 @@ class Reread:
             raise CassetteFormatError(f"record {index.seqs[pos]} is not a JSON object (the file changed while it was read)")
         rec = migrate(rec, index.format_version)
         rec.setdefault("seq", index.seqs[pos])
-        entry = [self._bodies.exchange(rec), None]
+        entry = [self._bodies.rebuild(rec), None]
         self._recent[pos] = entry
         while len(self._recent) > self._cache:
             self._recent.popitem(last=False)
         return entry
 
-    def find(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
+    def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
         """The round trip with this seq (the last one when a seq repeats), read again from disk."""
         pos = self._run.index.position(seq)
         if pos is None or pos in self._run._skipped:
             return None
-        return self.exchange(pos), self.roundtrip(pos)
+        return self.exchange_at(pos), self.roundtrip_at(pos)
 
-    def exchange(self, pos: int) -> Exchange:
+    def exchange_at(self, pos: int) -> Exchange:
         ex: Exchange = self._entry(pos)[0]
         return ex
 
-    def roundtrip(self, pos: int) -> RoundTrip:
+    def roundtrip_at(self, pos: int) -> RoundTrip:
         entry = self._entry(pos)
         if entry[1] is None:
             ex = entry[0]
@@ -445,9 +499,9 @@ class Reread:
 
 
 class _Column:
-    """One column of a :class:`Reread` (exchanges or round trips): sized, iterable, read lazily."""
+    """One column of a :class:`_Reread` (exchanges or round trips): sized, iterable, read lazily."""
 
-    def __init__(self, reread: Reread, which: int) -> None:
+    def __init__(self, reread: _Reread, which: int) -> None:
         self._reread = reread
         self._which = which
 
@@ -469,7 +523,7 @@ class _Column:
         return self._get()(pos)
 
     def _get(self) -> Any:
-        return self._reread.exchange if self._which == 0 else self._reread.roundtrip
+        return self._reread.exchange_at if self._which == 0 else self._reread.roundtrip_at
 
 
 class _Turns(Mapping[int, Turn]):
@@ -479,15 +533,15 @@ class _Turns(Mapping[int, Turn]):
         self._run = run
 
     def __getitem__(self, seq: int) -> Turn:
-        if seq not in self._run.summaries:
+        if seq not in self._run._places:
             raise KeyError(seq)
         return self._run.full_turn(seq, remember=False)
 
     def __contains__(self, seq: object) -> bool:
-        return seq in self._run.summaries
+        return isinstance(seq, int) and seq in self._run._places
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._run.summaries)
+        return iter(self._run._places)
 
     def __len__(self) -> int:
-        return len(self._run.summaries)
+        return len(self._run._places)

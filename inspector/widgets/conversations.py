@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import Select
@@ -35,7 +37,7 @@ class ConversationSwitcher(Select[str]):
         super().__init__([("all conversations", ALL)], allow_blank=False, value=ALL, id=id, compact=True)
         self._known: list[tuple[str, str, int]] = []
 
-    def show_conversations(self, conversations: list[Conversation], total_turns: int) -> None:
+    def show_conversations(self, conversations: Sequence[Conversation], total_turns: int) -> None:
         """The conversations found so far, each with its turn count (attributes down)."""
         known = [(c.id, _label(c), len(c.turns)) for c in conversations]
         if known == self._known:

@@ -6,6 +6,7 @@ Sizes are small (hundreds of round trips); the figures at 10k-1M are bench/huge.
 from __future__ import annotations
 
 import gc
+import os
 import tracemalloc
 from pathlib import Path
 
@@ -117,4 +118,31 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(tmp_path: Path, m
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "LOOPTAP_MEMORY_BUDGET_MB" in err[0], err
     monkeypatch.setenv("LOOPTAP_MEMORY_BUDGET_MB", "0")  # no limit
-    assert open_run(path).round_trips == 300
+    assert len(open_run(path)) == 300
+
+
+def _kept_by_open_run(path: Path) -> int:
+    """Bytes a command's ``open_run`` keeps once the run is read and analysed (its second pass
+    reads the round trips again from disk)."""
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    run = open_run(path)
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert len(run) > 0
+    return after - before
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("LOOPTAP_SLOW"), reason="LOOPTAP_SLOW=1 (about 2 minutes under tracemalloc)")
+def test_a_command_keeps_a_few_hundred_bytes_per_quiet_conversation(tmp_path: Path) -> None:
+    # What grows with a run of one-turn conversations once a command has read it: the turns'
+    # places in the store (integers in arrays), each conversation's slotted record, the checks'
+    # findings. With a TurnSummary, a growth bar and a pydantic Conversation each it was ~2 KB.
+    _kept_by_open_run(write_huge(tmp_path / "warm.jsonl", 40))
+    small = _kept_by_open_run(write_huge(tmp_path / "small.jsonl", 200))
+    large = _kept_by_open_run(write_huge(tmp_path / "large.jsonl", 700))
+    per_conversation = (large - small) / 500
+    assert per_conversation < 1_000, f"{per_conversation:.0f} bytes kept per one-turn conversation"

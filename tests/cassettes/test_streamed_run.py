@@ -1,4 +1,4 @@
-"""A cassette read as a stream (``load_run`` on a .jsonl file): the same round trips, views, turns
+"""A cassette read as a stream (``open_run`` on a .jsonl file): the same round trips, views, turns
 and findings as the whole-file reader, with memory that does not grow with the records."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.interop.run import load_run, run_from_exchanges
+from cassettes.interop.run import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.codec import header_record
 from cassettes.storage.store import read_cassette
@@ -33,7 +33,7 @@ def _views(run: Any) -> list[dict[str, Any]]:
 
 def _whole(path: Path) -> Any:
     cas = read_cassette(path)
-    return run_from_exchanges(cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems])
+    return Run.of(cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems])
 
 
 def _cassette(path: Path, exchanges: list[Any]) -> Path:
@@ -50,7 +50,7 @@ _SAMPLES = [p for p in corpus_files() if any(k in p.name for k in ("tool", "agen
 @pytest.mark.parametrize("source", _SAMPLES, ids=lambda p: p.name)
 def test_the_stream_reads_what_the_whole_file_reader_reads(source: Path, tmp_path: Path) -> None:
     path = _cassette(tmp_path / "run.jsonl", load_vcr(source))
-    streamed, whole = load_run(path), _whole(path)
+    streamed, whole = open_run(path), _whole(path)
     assert len(streamed.exchanges) == len(whole.exchanges)
     assert _views(streamed) == _views(whole)
     assert streamed.analysis.findings == whole.analysis.findings
@@ -68,7 +68,7 @@ def test_hostile_and_damaged_records_read_alike(tmp_path: Path) -> None:
     data.insert(6, b'{"type":"exchange","seq":999,"method":"POST","url":"https://api.openai.com/v1/chat/completions",'
                    b'"request":{"headers":[],"body":{"delta":{"base":4242,"keep":1,"append":[]}}},"response":null}\n')
     path.write_bytes(b"".join(data))
-    streamed, whole = load_run(path), _whole(path)
+    streamed, whole = open_run(path), _whole(path)
     assert _views(streamed) == _views(whole)
     assert streamed.analysis.findings == whole.analysis.findings
     assert len(streamed.problems) == len(whole.problems) >= 2
@@ -77,7 +77,7 @@ def test_hostile_and_damaged_records_read_alike(tmp_path: Path) -> None:
 def test_a_last_record_without_its_newline_is_kept(tmp_path: Path) -> None:
     path = _cassette(tmp_path / "run.jsonl", hostile_exchanges("")[:3])
     path.write_bytes(path.read_bytes().rstrip(b"\n"))
-    run = load_run(path)
+    run = open_run(path)
     assert len(run.exchanges) == len(_whole(path).exchanges) == 3
     assert run.problems == []
 
@@ -85,7 +85,7 @@ def test_a_last_record_without_its_newline_is_kept(tmp_path: Path) -> None:
 def test_a_torn_last_record_is_reported_and_skipped(tmp_path: Path) -> None:
     path = _cassette(tmp_path / "run.jsonl", hostile_exchanges("")[:3])
     path.write_bytes(path.read_bytes()[:-40])
-    run = load_run(path)
+    run = open_run(path)
     assert len(run.exchanges) == 2
     assert [p.split(":")[0] for p in run.problems] == [p.split(":")[0] for p in _whole(path).problems]
     assert "torn last record" in run.problems[0]
@@ -93,7 +93,7 @@ def test_a_torn_last_record_is_reported_and_skipped(tmp_path: Path) -> None:
 
 def test_columns_index_like_lists(tmp_path: Path) -> None:
     path = _cassette(tmp_path / "run.jsonl", hostile_exchanges("")[:4])
-    run = load_run(path)
+    run = open_run(path)
     seqs = [ex.seq for ex in run.exchanges]
     assert [run.exchanges[i].seq for i in range(4)] == seqs
     assert run.exchanges[-1].seq == seqs[-1]
@@ -113,7 +113,7 @@ def test_memory_does_not_grow_with_the_records(tmp_path: Path) -> None:
     def held(path: Path) -> tuple[int, int]:
         tracemalloc.start()
         try:
-            run = load_run(path)
+            run = open_run(path)
             n = sum(1 for _ in zip(run.roundtrips, run.exchanges, strict=True))
             assert n == len(run.exchanges)
             current, peak = tracemalloc.get_traced_memory()
@@ -130,7 +130,7 @@ def test_memory_does_not_grow_with_the_records(tmp_path: Path) -> None:
 def test_the_header_alone_is_an_empty_run(tmp_path: Path) -> None:
     path = tmp_path / "empty.jsonl"
     path.write_bytes(orjson.dumps(header_record({})) + b"\n")
-    run = load_run(path)
+    run = open_run(path)
     assert len(run.exchanges) == 0 and list(run.roundtrips) == [] and len(run.analysis.turns) == 0
 
 
@@ -144,7 +144,7 @@ def test_exports_written_in_pieces_hold_the_whole_documents(tmp_path: Path) -> N
     path = _cassette(tmp_path / "run.jsonl", hostile_exchanges() * 60)  # > 1,000 round trips
     har, otel = tmp_path / "out.har", tmp_path / "out.otlp.json"
     assert main(["export", "--har", str(har), "--otel", str(otel), "-q", str(path)]) == 0
-    run = load_run(path)
+    run = open_run(path)
     assert orjson.loads(har.read_bytes()) == orjson.loads(orjson.dumps(build_har(run)))
     lines = [orjson.loads(line) for line in otel.read_bytes().splitlines()]
     assert len(lines) >= len(run.exchanges) // 1000 >= 1

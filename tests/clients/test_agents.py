@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.interop.run import load_run
+from cassettes.interop.run import open_run
 from tests.clients.clients import AGENTS, BUG_CAUSES, Client
 from tests.clients.test_matrix import INJECT, _keep, _report
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
@@ -178,7 +178,7 @@ def _serious(a: Any) -> list[Any]:
 
 def test_claude_code_clean_run(claude_clean: dict[str, Any]) -> None:
     proc, out, what_by_id, why = claude_clean["proc"], claude_clean["out"], claude_clean["what"], claude_clean["why"]
-    run = load_run(out)
+    run = open_run(out, whole=True)
     a = run.analysis
     llm = [c for c in a.conversations if c.turns]
     serious = _serious(a)
@@ -231,7 +231,7 @@ def test_claude_code_injected_bug_is_named(claude_bug: dict[str, Any]) -> None:
 def test_codex_clean_run(codex_clean: dict[str, Any]) -> None:
     r, out, why = codex_clean["r"], codex_clean["out"], codex_clean["why"]
     assert r["record_rc"] == 0 and "It is sunny in Paris." in r["record_stdout"], why
-    run = load_run(out)
+    run = open_run(out, whole=True)
     a = run.analysis
     rts = {rt.seq: rt for rt in run.roundtrips}
     llm = [c for c in a.conversations if c.turns]
@@ -259,7 +259,7 @@ def test_codex_injected_bug_is_named(codex_bug: dict[str, Any]) -> None:
 
 
 def _named(c: Client, out: Path, why: str, is_marked: Any) -> None:
-    run = load_run(out)
+    run = open_run(out, whole=True)
     a = run.analysis
     seqs = [int(ex.seq) for ex in run.exchanges if is_marked(ex)]  # type: ignore[arg-type]
     assert len(seqs) == 1, (seqs, why)

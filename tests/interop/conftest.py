@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.interop.run import Run, load_run
+from cassettes.interop.run import Run, open_run
 from tests.interop.helpers import write_cassette
 
 
@@ -22,7 +22,7 @@ def demo_cassette(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def demo_run(demo_cassette: Path) -> Run:
-    return load_run(demo_cassette)
+    return open_run(demo_cassette)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from cassettes.interop.har import build_har
 from cassettes.interop.otel import build_request
 from cassettes.interop.otlp import encode_request
-from cassettes.interop.run import run_from_exchanges
+from cassettes.interop.run import Run
 from cassettes.interop.textconv import render
 from cassettes.storage.vcr import load_vcr
 from tests.interop.helpers import HAR_SCHEMA
@@ -30,7 +30,7 @@ def test_every_corpus_recording_exports() -> None:
             exchanges = load_vcr(path)
         except Exception:
             continue  # the importer's own tests cover files it refuses
-        run = run_from_exchanges(exchanges, path.name)
+        run = Run.of(exchanges, path.name)
         req = ExportTraceServiceRequest.FromString(encode_request(build_request(run)))
         spans = [s for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
         assert sum(1 for s in spans if s.kind == 3) == len(exchanges), path

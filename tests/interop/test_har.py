@@ -16,7 +16,7 @@ import pytest
 from cassettes.cli import main
 from cassettes.interop.har import build_har
 from cassettes.interop.mitmflow import load_flows
-from cassettes.interop.run import Run, run_from_exchanges
+from cassettes.interop.run import Run
 from cassettes.wire.exchange import Exchange
 from tests.interop.helpers import FIXTURES, HAR_SCHEMA
 from tests.support import progress
@@ -24,7 +24,7 @@ from tests.support import progress
 
 @pytest.fixture
 def flows_run() -> Run:
-    return run_from_exchanges(load_flows(FIXTURES / "flows_mitmproxy11.mitm").exchanges, "flows")
+    return Run.of(load_flows(FIXTURES / "flows_mitmproxy11.mitm").exchanges, "flows")
 
 
 def test_har_has_every_required_field(demo_run: Run, flows_run: Run) -> None:
@@ -79,7 +79,7 @@ def test_binary_bodies_are_base64_and_query_strings_split() -> None:
         ttfb=0.01,
         duration=0.02,
     )
-    har = build_har(run_from_exchanges([ex]))
+    har = build_har(Run.of([ex]))
     jsonschema.validate(har, HAR_SCHEMA)
     (entry,) = har["log"]["entries"]
     content = entry["response"]["content"]
@@ -117,9 +117,9 @@ def test_mitmproxy_opens_the_har(proxy_python: str, demo_cassette: Path, tmp_pat
         assert proc.returncode == 0, proc.stderr
         flows = [json.loads(line) for line in proc.stdout.splitlines()]
         har = json.loads(har_path.read_text())
-        from cassettes.interop.run import load_run
+        from cassettes.interop.run import open_run
 
-        run = load_run(cassette)
+        run = open_run(cassette)
         assert len(flows) == len(run.exchanges) == len(har["log"]["entries"])
         for flow, ex, entry in zip(flows, run.exchanges, har["log"]["entries"], strict=True):
             assert (flow["method"], flow["url"], flow["status"]) == (ex.method, ex.url, ex.status)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from cassettes.interop.report import report_data
-from cassettes.interop.run import open_run, run_from_exchanges
+from cassettes.interop.run import Run, open_run
 from tests.interop.html_runs import PAYLOADS, hostile_run, long_exchanges
 
 pytest.importorskip("jinja2", reason="the html extra (jinja2) is not installed")
@@ -130,7 +130,7 @@ def long_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # 40 conversations of 25 turns: 1,000 turns at a quarter of the parsing 10 × 100 costs (each
     # request re-sends its history), analysed in memory (the page of a cassette of the same run is
     # the same: the demo's is read from its file); bench/html_report.py measures 10 × 100 from disk.
-    run = run_from_exchanges(long_exchanges(conversations=40, turns=25), "long.jsonl")
+    run = Run.of(long_exchanges(conversations=40, turns=25), "long.jsonl")
     out = d / "long.html"
     out.write_text(render_html(report_data(run)))
     return out

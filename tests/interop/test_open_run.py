@@ -81,12 +81,12 @@ def test_every_format_opens_into_the_one_run(tmp_path: Path, odd_yaml: Path) -> 
     for key in ("looptap", "vcr"):  # the same recording, two containers
         assert runs[key].families == {"bedrock": 2} and len(runs[key].turns) == 2
         assert runs[key].total_tokens == runs["looptap"].total_tokens > 0
-    assert runs["json"].round_trips == open_run(REASONING).round_trips > 0
+    assert len(runs["json"]) == len(open_run(REASONING)) > 0
     assert runs["json"].total_tokens == open_run(REASONING).total_tokens > 0
     assert runs["mitmproxy"].families == {"openai_chat": 2, "anthropic": 1, "none": 1}
     whole = open_run(cassette, whole=True)
     assert isinstance(whole.exchanges, list) and whole.analysis.findings == runs["looptap"].analysis.findings
-    assert Run.from_cassette(FLOWS).round_trips == 4  # the pytest plugin's helper reads any format too
+    assert len(Run.from_cassette(FLOWS)) == 4  # the pytest plugin's helper reads any format too
 
 
 def test_open_run_refuses_what_it_cannot_read(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from cassettes.cli import main
 from cassettes.interop.mitmflow import load_flows
 from cassettes.interop.otel import build_request
 from cassettes.interop.otlp import encode_request
-from cassettes.interop.run import Run, load_run, run_from_exchanges
+from cassettes.interop.run import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from tests.interop.helpers import CACHE_WRITE, FIXTURES, REASONING, write_cassette
 
@@ -69,9 +69,9 @@ def llm_spans(req: dict[str, Any]) -> list[dict[str, Any]]:
 def test_payload_is_a_valid_otlp_export_request_in_json_and_protobuf(source: str, demo_run: Run, tmp_path: Path) -> None:
     run = {
         "demo": lambda: demo_run,
-        "reasoning": lambda: load_run(write_cassette(REASONING, tmp_path / "r.jsonl")),
-        "cache": lambda: load_run(write_cassette(CACHE_WRITE, tmp_path / "c.jsonl")),
-        "flows": lambda: run_from_exchanges(load_flows(FIXTURES / "flows_mitmproxy11.mitm").exchanges, "flows"),
+        "reasoning": lambda: open_run(write_cassette(REASONING, tmp_path / "r.jsonl")),
+        "cache": lambda: open_run(write_cassette(CACHE_WRITE, tmp_path / "c.jsonl")),
+        "flows": lambda: Run.of(load_flows(FIXTURES / "flows_mitmproxy11.mitm").exchanges, "flows"),
     }[source]()
     req = build_request(run)
     text = orjson.dumps(req).decode()
@@ -114,13 +114,13 @@ def test_one_trace_per_conversation_one_client_span_per_round_trip(demo_run: Run
 
 
 def test_ids_are_stable_across_exports_and_when_the_recording_grows(demo_cassette: Path, tmp_path: Path) -> None:
-    first = build_request(load_run(demo_cassette))
-    assert build_request(load_run(demo_cassette)) == first
+    first = build_request(open_run(demo_cassette))
+    assert build_request(open_run(demo_cassette)) == first
     grown = tmp_path / "grown.jsonl"
     grown.write_bytes(demo_cassette.read_bytes())
     with CassetteWriter(grown) as w:  # the recording goes on: one more round trip
-        w.append(load_run(demo_cassette).exchanges[0])
-    again = build_request(load_run(grown))
+        w.append(open_run(demo_cassette).exchanges[0])
+    again = build_request(open_run(grown))
     old = {attrs(s)["looptap.seq"]: (s["traceId"], s["spanId"]) for s in llm_spans(first)}
     new = {attrs(s)["looptap.seq"]: (s["traceId"], s["spanId"]) for s in llm_spans(again)}
     assert len(new) == len(old) + 1
@@ -128,13 +128,13 @@ def test_ids_are_stable_across_exports_and_when_the_recording_grows(demo_cassett
 
 
 def test_span_times_come_from_the_recording(tmp_path: Path) -> None:
-    run = run_from_exchanges(load_flows(FIXTURES / "flows_mitmproxy11.mitm").exchanges, "flows")
+    run = Run.of(load_flows(FIXTURES / "flows_mitmproxy11.mitm").exchanges, "flows")
     for span, ex in zip(llm_spans(build_request(run)), run.exchanges, strict=True):
         assert attrs(span)["looptap.timing"] == "recorded"
         assert int(span["startTimeUnixNano"]) == round(ex.started * 1e9)
         assert int(span["endTimeUnixNano"]) == round(ex.started * 1e9) + round(ex.duration * 1e9)
     # imports without wall-clock times are laid out in order from the cassette's creation time
-    demo = load_run(write_cassette(CACHE_WRITE, tmp_path / "c.jsonl"))
+    demo = open_run(write_cassette(CACHE_WRITE, tmp_path / "c.jsonl"))
     spans = llm_spans(build_request(demo))
     starts = [int(s["startTimeUnixNano"]) for s in spans]
     assert starts == sorted(starts) and len(set(starts)) == len(starts)
@@ -176,7 +176,7 @@ def test_genai_attributes_and_messages_of_a_tool_loop(demo_run: Run) -> None:
 
 
 def test_reasoning_parts_and_reasoning_and_cache_tokens(tmp_path: Path) -> None:
-    run = load_run(write_cassette(REASONING, tmp_path / "r.jsonl"))
+    run = open_run(write_cassette(REASONING, tmp_path / "r.jsonl"))
     a0, a1 = (attrs(s) for s in llm_spans(build_request(run)))
     assert a0["gen_ai.provider.name"] == "deepseek"  # an OpenAI-format API on a known vendor's host
     assert a0["gen_ai.usage.reasoning.output_tokens"] == 18
@@ -188,14 +188,14 @@ def test_reasoning_parts_and_reasoning_and_cache_tokens(tmp_path: Path) -> None:
     inp = json.loads(a1["gen_ai.input.messages"])
     assert [p["type"] for p in inp[1]["parts"]] == ["reasoning", "tool_call"]
     assert inp[2]["role"] == "tool" and inp[2]["parts"][0]["type"] == "tool_call_response"
-    cache = [attrs(s) for s in llm_spans(build_request(load_run(write_cassette(CACHE_WRITE, tmp_path / "c.jsonl"))))]
+    cache = [attrs(s) for s in llm_spans(build_request(open_run(write_cassette(CACHE_WRITE, tmp_path / "c.jsonl"))))]
     assert cache[0]["gen_ai.provider.name"] == "aws.bedrock"
     assert any(a.get("gen_ai.usage.cache_creation.input_tokens", 0) > 0 for a in cache)
     assert any(a.get("gen_ai.usage.cache_read.input_tokens", 0) > 0 for a in cache)
 
 
 def test_system_instructions_are_what_was_sent_beside_the_history(tmp_path: Path) -> None:
-    run = load_run(write_cassette(CACHE_WRITE, tmp_path / "c.jsonl"))
+    run = open_run(write_cassette(CACHE_WRITE, tmp_path / "c.jsonl"))
     a = attrs(llm_spans(build_request(run))[0])
     system = json.loads(a["gen_ai.system_instructions"])
     assert system[0]["type"] == "text" and "SINGLE NUMBER" in system[0]["content"]
@@ -258,7 +258,7 @@ def test_errors_set_the_span_status(tmp_path: Path) -> None:
         response_headers=[("content-type", "application/json")],
         response_chunks=[(None, b'{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}')],
     )
-    (span,) = llm_spans(build_request(run_from_exchanges([ex])))
+    (span,) = llm_spans(build_request(Run.of([ex])))
     assert span["status"] == {"code": 2, "message": "HTTP 429: Rate limit reached"}
     assert attrs(span)["error.type"] == "429"
     assert "gen_ai.output.messages" not in attrs(span)
@@ -352,7 +352,7 @@ def test_a_recorded_stream_marks_its_first_token() -> None:
     ex = load_flows(FIXTURES / "flows_mitmproxy11.mitm").exchanges[1]  # the streamed chat completion
     ex.response_chunks = [(0.25 + 0.01 * i, c) for i, (_, c) in enumerate(ex.response_chunks)]
     ex.started, ex.ttfb, ex.duration = 1_700_000_000.0, 0.2, 0.5
-    (span,) = llm_spans(build_request(run_from_exchanges([ex])))
+    (span,) = llm_spans(build_request(Run.of([ex])))
     assert int(span["startTimeUnixNano"]) == 1_700_000_000_000_000_000
     assert int(span["endTimeUnixNano"]) == 1_700_000_000_500_000_000
     (first,) = [e for e in span["events"] if e["name"] == "looptap.first_token"]

@@ -25,7 +25,7 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.interop.otel import build_request
-from cassettes.interop.run import load_run
+from cassettes.interop.run import open_run
 from tests.interop.helpers import REASONING, write_cassette
 from tests.support import progress
 
@@ -111,7 +111,7 @@ def _spans(base: str, project: str, expected: int) -> list[dict[str, Any]]:
 
 def test_phoenix_reads_back_spans_attributes_messages_and_findings(phoenix: str, demo_cassette: Path) -> None:
     assert main(["export", str(demo_cassette), "--otel-endpoint", phoenix, "--project", "looptap-demo", "-q"]) == 0
-    sent = build_request(load_run(demo_cassette))
+    sent = build_request(open_run(demo_cassette))
     sent_spans = sent["resourceSpans"][0]["scopeSpans"][0]["spans"]
     spans = _spans(phoenix, "looptap-demo", len(sent_spans))
     assert len(spans) == len(sent_spans) == 15

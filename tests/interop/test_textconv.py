@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.interop.run import Run, load_run
+from cassettes.interop.run import Run, open_run
 from cassettes.interop.textconv import render
 from cassettes.recording.pipeline import CassetteWriter
 from tests.support import progress
@@ -20,7 +20,7 @@ from tests.support import progress
 
 def test_rendering_is_line_per_item_and_free_of_churn(demo_run: Run, demo_cassette: Path, tmp_path: Path) -> None:
     lines = list(render(demo_run))
-    assert lines == list(render(load_run(demo_cassette)))
+    assert lines == list(render(open_run(demo_cassette)))
     text = "\n".join(lines)
     assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", text)  # no timestamps
     assert "cost" not in text and "looptap 0." not in text  # no costs (prices change), no writer version
@@ -34,9 +34,9 @@ def test_rendering_is_line_per_item_and_free_of_churn(demo_run: Run, demo_casset
     # a cassette re-written at another time (new header, same run) renders the same
     again = tmp_path / "again.jsonl"
     with CassetteWriter(again, meta={"source": "copy"}) as w:
-        for ex in load_run(demo_cassette).exchanges:
+        for ex in open_run(demo_cassette).exchanges:
             w.append(ex)
-    assert list(render(load_run(again))) == lines
+    assert list(render(open_run(again))) == lines
 
 
 def test_each_message_appears_once(demo_run: Run) -> None:
@@ -61,7 +61,7 @@ def _git(repo: Path, *args: str) -> str:
 def _rewrite_tool_result(src: Path, dest: Path, old: str, new: str) -> None:
     """The same run, except one tool result the client sent (from that turn on)."""
     with CassetteWriter(dest, meta={"source": "edited"}) as w:
-        for ex in load_run(src).exchanges:
+        for ex in open_run(src).exchanges:
             body = ex.request_json()
             text = orjson.dumps(body).decode().replace(old, new)
             ex.request_body = text.encode()
@@ -115,11 +115,11 @@ def test_a_rerecording_with_new_ids_shows_no_diff(demo_cassette: Path, tmp_path:
     """Issue 16: against a real API every re-recording gets new tool-call ids; `looptap diff`
     says such runs do not diverge, and now the git diff agrees. A changed pairing still shows."""
     repo, run_file = _installed_repo(tmp_path, demo_cassette)
-    ids = sorted({m for ex in load_run(demo_cassette).exchanges for m in re.findall(rb"toolu_[A-Za-z0-9]+", ex.request_body + ex.response_body)})
+    ids = sorted({m for ex in open_run(demo_cassette).exchanges for m in re.findall(rb"toolu_[A-Za-z0-9]+", ex.request_body + ex.response_body)})
     assert len(ids) >= 4
     renamed = tmp_path / "renamed.jsonl"
     with CassetteWriter(renamed, meta={"source": "re-recorded"}) as w:
-        for ex in load_run(demo_cassette).exchanges:
+        for ex in open_run(demo_cassette).exchanges:
             for i, old in enumerate(ids):
                 new = f"toolu_RERECORDED{i:04d}xyz".encode()
                 ex.request_body = ex.request_body.replace(old, new)

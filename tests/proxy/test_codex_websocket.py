@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.interop.run import load_run
+from cassettes.interop.run import open_run
 from tests.proxy.test_e2e_node_agents import CODEX_CONFIG, explain, looptap_run, need, run_env
 from tests.support import progress
 from tests.support.recorder import needs_recorder
@@ -42,7 +42,7 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
                                 env, extra=("--upstream", f"openai={up.url}"))
     assert proc.returncode == 0, explain(proc)
     assert up.connections >= 1, explain(proc)
-    run = load_run(out)
+    run = open_run(out)
     rts = list(run.roundtrips)
     assert [rt.operation for rt in rts] == ["prewarm", "generate", "generate"], [ex.request_body[:200] for ex in run.exchanges]
     assert all(ex.status == 200 and any(n.startswith("websocket ") for n in ex.notes) for ex in run.exchanges)
@@ -114,7 +114,7 @@ def test_codex_default_configuration_in_a_network_namespace(tmp_path: Path, secr
     r = _in_namespace(tmp_path, secret)
     assert r["record_rc"] == 0 and "It is sunny in Paris." in r["record_stdout"], r
     assert r["upstream_paths"] == ["/v1/responses"] and r["upstream_received"] == ["response.create"] * 3, r
-    run = load_run(tmp_path / "run.jsonl")
+    run = open_run(tmp_path / "run.jsonl")
     assert [rt.operation for rt in run.roundtrips] == ["prewarm", "generate", "generate"]
     assert all(ex.url == "https://api.openai.com/v1/responses" for ex in run.exchanges)
     convs = run.analysis.conversations
@@ -173,7 +173,7 @@ def test_codex_chatgpt_login_in_a_network_namespace(tmp_path: Path, secret: str)
     assert [w["target"] for w in wire if w["websocket"]] == ["/backend-api/codex/responses"]
 
     cassette = tmp_path / "run.jsonl"
-    run = load_run(cassette)
+    run = open_run(cassette)
     turns = [rt for rt in run.roundtrips if rt.url == "https://chatgpt.com/backend-api/codex/responses"]
     assert [rt.operation for rt in turns] == ["prewarm", "generate", "generate"], [(ex.method, ex.url) for ex in run.exchanges]
     by_seq = {ex.seq: ex for ex in run.exchanges}

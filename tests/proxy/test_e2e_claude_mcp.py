@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.interop.run import load_run
+from cassettes.interop.run import open_run
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, REPO, explain, looptap_run, need, run_env
 from tests.support import progress
 from tests.support.harness import outputs
@@ -84,7 +84,7 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(tmp_p
     if revision == "2026-07-28":  # stateless: the method in a header, no session
         assert all(h == m for _, m, _, h, _ in mcp_log), mcp_log
 
-    run = load_run(out)
+    run = open_run(out)
     rts = list(zip(run.exchanges, run.roundtrips, strict=True))
     assert [rt.operation for _, rt in rts if rt.family == "mcp" and rt.operation != "mcp"] == [f"mcp {m}" for m in [*first, "tools/call"]]
     (call_seq, call_id), = [(ex.seq, c.id) for ex, rt in rts if rt.response is not None for c in rt.response.tool_calls if c.name == TOOL]

@@ -50,7 +50,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.interop.run import load_run
+from cassettes.interop.run import open_run
 from tests.interop.helpers import write_cassette
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
 from tests.support.harness import outputs
@@ -89,7 +89,7 @@ def test_claude_code_explains_a_failed_run_through_looptap_mcp(tmp_path: Path, c
     runs.mkdir()
     with as_file(files("cassettes").joinpath("examples/tool_loop_anthropic.yaml")) as src:
         write_cassette(Path(src), runs / "agent-run.jsonl")  # the bundled demo: its E finding is the cause
-    truth = load_run(runs / "agent-run.jsonl").analysis
+    truth = open_run(runs / "agent-run.jsonl").analysis
     worst = sorted(truth.findings, key=lambda f: ({"error": 0, "warning": 1}.get(f.severity.value, 2), f.seq or 0))[0]
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"looptap": {"type": "stdio", "command": sys.executable, "args": ["-m", "cassettes.cli", "mcp", "--root", str(runs)]}}}))
@@ -127,7 +127,7 @@ def test_claude_code_explains_a_failed_run_through_looptap_mcp(tmp_path: Path, c
     conv = worst.conversation
     assert answer.startswith(f"The run went wrong at #{worst.seq} ({conv}/turn {worst.turn}), layer {worst.layer}: {worst.code}"), answer
     # looptap recorded Claude Code's calls of its own tools, and their answers
-    run = load_run(out)
+    run = open_run(out)
     calls = [c.name for rt in run.roundtrips if rt.response is not None for c in rt.response.tool_calls]
     assert calls == ["mcp__looptap__run_summary", "mcp__looptap__turn"], log
     last = list(run.roundtrips)[-1]
@@ -192,7 +192,7 @@ def test_openai_agents_handoff_continues_the_conversation(tmp_path: Path, confdi
     assert proc.returncode == 0, explain_py(proc) + "\n--- scripted\n" + log
     assert outputs(proc)[-1] == {"final": "Invoice 42 was paid on 2026-11-02.", "agent": "billing"}, log
     assert [x.reply.what for x in up.log if x.reply] == ["triage:handoff", "billing:lookup", "billing:answer"], log
-    run = load_run(out)
+    run = open_run(out)
     a = run.analysis
     convs = [(c.id, c.turns, c.branch, c.parent_seq) for c in a.conversations]
     # The billing agent's requests carry the whole history (the user's question, the transfer call

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from cassettes.interop.run import load_run
+from cassettes.interop.run import open_run
 from tests.proxy.test_e2e_frameworks import explain, looptap_run, python_client
 from tests.support.harness import outputs
 from tests.support.recorder import needs_recorder
@@ -42,7 +42,7 @@ def test_live_faults_are_answered_by_the_proxy_and_recorded_as_injected(tmp_path
     assert proc.returncode == 0, explain(proc)
     # the SDK retried each fault (its default retries) and every question was answered
     assert outputs(proc) == [{"i": 0, "ok": True}, {"i": 1, "ok": True}, {"i": 2, "ok": True}], explain(proc)
-    run = load_run(out)
+    run = open_run(out)
     statuses = [ex.status for ex in run.exchanges]
     assert statuses == [429, 200, 200, 503, 503, 200], statuses
     assert len(up.llm_served()) == 3, "the faults never reached the upstream"
@@ -64,7 +64,7 @@ def test_live_faults_without_retries_and_bad_specs(tmp_path, confdir, text_upstr
     proc, out = looptap_run(tmp_path, confdir, secret, cmd, extra=("--upstream", f"openai={up.url}", "--fault", "request=2:context_length"))
     assert proc.returncode == 0, explain(proc)
     assert outputs(proc)[1] == {"i": 1, "error": "BadRequestError", "status": 400}
-    body = json.loads(load_run(out).exchanges[1].response_body)
+    body = json.loads(open_run(out).exchanges[1].response_body)
     assert body["error"]["code"] == "context_length_exceeded"
     for spec, says in (("turn=1:reset", "live, a request is selected by request=N"), ("request=1:stream_cut=2", "stream_cut works in looptap replay only")):
         bad, _ = looptap_run(tmp_path, confdir, secret, cmd, extra=("--fault", spec))
@@ -79,7 +79,7 @@ def test_live_chaos_run_with_a_probability_and_a_seed(tmp_path, confdir, text_up
     proc, out = looptap_run(tmp_path, confdir, secret, cmd, extra=("--upstream", f"openai={up.url}", "--fault", "p=0.2:rate_limit", "--fault-seed", "1"))
     assert proc.returncode == 0, explain(proc)
     assert outputs(proc) == [{"i": i, "ok": True} for i in range(10)], explain(proc)  # the SDK's retries absorbed every 429
-    run = load_run(out)
+    run = open_run(out)
     injected = [ex for ex in run.exchanges if ex.response_header("x-looptap-fault")]
     assert injected and all(ex.status == 429 for ex in injected)
     assert len(run.exchanges) == 10 + len(injected) and len(up.llm_served()) == 10

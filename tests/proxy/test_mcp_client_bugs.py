@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.interop.run import load_run
+from cassettes.interop.run import open_run
 from tests.proxy.test_e2e_frameworks import explain, looptap_run, python_client
 from tests.support.harness import outputs
 from tests.support.mcp_server import McpServer
@@ -114,7 +114,7 @@ def test_each_mcp_client_bug_is_found_on_its_turn_and_its_clean_twin_is_not(tmp_
     assert outputs(proc)[-1]["text"].startswith("Done: ")
     ran = bug not in ("skip", "declined")
     assert methods == ["initialize", "notifications/initialized", "tools/list", *(["tools/call"] if ran else [])], methods
-    run = load_run(out)
+    run = open_run(out)
     a = run.analysis
     assert len(a.conversations) == 1 and len(a.conversations[0].turns) == 2
     answer_seq = a.conversations[0].turns[1]

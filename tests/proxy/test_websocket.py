@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.interop.run import load_run
+from cassettes.interop.run import open_run
 from tests.proxy.test_e2e_frameworks import explain, looptap_run, python_client
 from tests.support import progress
 from tests.support.harness import outputs
@@ -62,7 +62,7 @@ def test_responses_over_a_websocket_is_recorded_turn_by_turn(tmp_path, confdir, 
     assert proc.returncode == 0, explain(proc)
     assert outputs(proc) == [{"call": "get_weather", "args": '{"city":"Paris"}'}, {"final": "It is sunny in Paris."}, {"error": "rate_limit_exceeded"}], explain(proc)
     assert up.connections == 1 and up.paths == ["/v1/responses"]
-    run = load_run(out)
+    run = open_run(out)
     exs = run.exchanges
     assert [ex.status for ex in exs] == [200, 200, 200, 429], [(ex.method, ex.url, ex.status) for ex in exs]
     assert all(ex.method == "POST" and ex.url.endswith("/v1/responses") and any("websocket" in n for n in ex.notes) for ex in exs)
@@ -91,7 +91,7 @@ def test_a_client_bug_over_a_websocket_is_found(tmp_path, confdir, secret) -> No
     with WsResponsesUpstream() as up:
         proc, out = looptap_run(tmp_path, confdir, secret, python_client(tmp_path, buggy), extra=("--upstream", f"openai={up.url}"))
     assert proc.returncode == 0, explain(proc)
-    run = load_run(out)
+    run = open_run(out)
     dropped = [f for f in run.analysis.findings if f.code == "C.dropped_tool_result"]
     assert len(dropped) == 1 and dropped[0].seq == 3, [(f.code, f.seq) for f in run.analysis.findings]
 
@@ -129,7 +129,7 @@ def test_openai_realtime_in_text_mode_is_recorded_turn_by_turn(tmp_path, confdir
     assert proc.returncode == 0, explain(proc)
     assert outputs(proc) == [{"call": "get_weather", "args": '{"city":"Paris"}'}, {"final": "It is sunny in Paris."}], explain(proc)
     assert "is not one looptap reads as turns" not in proc.stderr
-    run = load_run(out)
+    run = open_run(out)
     turns = [(ex, rt) for ex, rt in zip(run.exchanges, run.roundtrips, strict=True) if rt.operation == "generate"]
     assert len(turns) == 2 and all(rt.family == "openai_realtime" for _, rt in turns), [(ex.method, ex.url, ex.status) for ex in run.exchanges]
     (_, first), (_, second) = turns
@@ -201,7 +201,7 @@ def test_gemini_live_is_recorded_turn_by_turn(tmp_path, secret) -> None:  # type
     got = [json.loads(line) for line in r["record_stdout"].splitlines() if line.startswith("{")]
     assert got == [{"call": "get_weather", "args": {"city": "Paris"}}, {"final": "It is sunny in Paris."}], r
     out = tmp_path / "run.jsonl"
-    run = load_run(out)
+    run = open_run(out)
     turns = [rt for rt in run.roundtrips if rt.operation == "generate"]
     assert [rt.family for rt in turns] == ["gemini_live", "gemini_live"], [(ex.method, ex.url, ex.status) for ex in run.exchanges]
     first, second = turns
@@ -232,7 +232,7 @@ def test_a_session_looptap_cannot_read_is_kept_whole_with_a_warning(tmp_path, co
         proc, out = looptap_run(tmp_path, confdir, secret, python_client(tmp_path, UNREADABLE), extra=("--upstream", f"openai={up.url}"))
     assert proc.returncode == 0, explain(proc)
     assert "is not one looptap reads as turns" in proc.stderr, explain(proc)
-    run = load_run(out)
+    run = open_run(out)
     assert len(run.exchanges) == 1
     ex = run.exchanges[0]
     assert ex.status == 101 and ex.response_body.count(b"\n") == 2 and b"> " in ex.response_body and b"session.update" in ex.response_body
@@ -291,7 +291,7 @@ def test_mcp_on_any_host_is_recorded_by_protocol(tmp_path, confdir, secret) -> N
         server.shutdown()
     assert proc.returncode == 0, explain(proc)
     assert outputs(proc) and "sunny" in outputs(proc)[0]["reply"], explain(proc)
-    run = load_run(out)
+    run = open_run(out)
     ops = [rt.operation for rt in run.roundtrips]
     assert ops == ["mcp initialize", "mcp tools/call"], [(ex.method, ex.url, ex.status) for ex in run.exchanges]
     from cassettes.views.schema import roundtrip_json

@@ -14,7 +14,7 @@ from tests.replay.conftest import CALL, SYSTEM, USER, chat_exchange, chat_respon
 def test_clean_tool_loop() -> None:
     run = Run(tool_loop())
     assert len(run.turns) == 2 and [len(c) for c in run.conversations] == [2]
-    assert run.round_trips == 2
+    assert len(run) == 2
     assert (run.input_tokens, run.output_tokens, run.total_tokens) == (100, 20, 120)
     assert run.cost is not None and run.cost > 0 and run.cost_complete
     run.assert_no_findings(layer="C")

@@ -76,7 +76,7 @@ def test_a_tool_error_after_a_call_against_the_schema_is_folded_under_it() -> No
 
 def test_mcp_and_the_pytest_helper_read_the_same_fold(tmp_path: Path) -> None:
     from cassettes.interop.query import Runs
-    from cassettes.interop.run import load_run
+    from cassettes.interop.run import open_run
     from cassettes.recording.pipeline import CassetteWriter
 
     s = Script("openai_chat", tools=[WEATHER])
@@ -88,7 +88,7 @@ def test_mcp_and_the_pytest_helper_read_the_same_fold(tmp_path: Path) -> None:
     with CassetteWriter(path) as w:
         for ex in s.exchanges:
             w.append(ex)
-    run = load_run(path)
+    run = open_run(path)
     with pytest.raises(AssertionError) as info:
         run.assert_no_findings(min_severity="info")
     assert "C.tool_result_error" in str(info.value) and "(caused by E.arguments_schema)" in str(info.value)
