@@ -214,7 +214,7 @@ async def test_disk_reads_for_the_selected_turn_run_in_workers(run_file: Path) -
     history happen off the UI thread (issue 30 item 6)."""
     app = build_app(run_file)
     threads: list[str] = []
-    full_turn, roundtrip = app.source.full_turn, app.source.roundtrip
+    full_turn, roundtrip = app.source.full_turn, app.source.by_seq
 
     def spy_full(seq: int, *, remember: bool = True) -> object:
         threads.append(threading.current_thread().name)
@@ -225,7 +225,7 @@ async def test_disk_reads_for_the_selected_turn_run_in_workers(run_file: Path) -
         return roundtrip(seq)
 
     app.source.full_turn = spy_full  # type: ignore[method-assign,assignment]
-    app.source.roundtrip = spy_rt  # type: ignore[method-assign,assignment]
+    app.source.by_seq = spy_rt  # type: ignore[method-assign,assignment]
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         for key in ("j", "j", "G", "g"):
