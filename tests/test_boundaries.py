@@ -56,6 +56,18 @@ def test_the_hand_off_to_the_writer_needs_no_mitmproxy() -> None:
         assert "mitmproxy" not in _imports(ROOT / "proxy" / f"{name}.py"), name
 
 
+def test_the_proxy_process_imports_only_the_pipe_protocol() -> None:
+    """The mitmproxy process hands round trips over through :mod:`proxy.pipe`; the writer's
+    pipeline (pydantic, the parser, the codec, the store) is imported in the writer process only.
+    Through proxy/handoff.py -> proxy/writer.py the proxy process imported twenty core modules."""
+    code = (
+        "import sys, proxy.handoff, proxy.pipe, proxy.writer\n"
+        "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('cassettes', 'pydantic', 'pydantic_core'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == ""
+
+
 def test_provider_modules_are_not_imported_outside_the_registry() -> None:
     """Shared modules talk to adapters only through cassettes.providers (detect / by_family)."""
     for f in (ROOT / "cassettes").rglob("*.py"):
