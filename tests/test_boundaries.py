@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +136,18 @@ def test_the_layer_contracts_hold() -> None:
     out = progress.run([str(lint), "--no-cache"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "0 broken" in out.stdout
+
+
+def test_no_module_reads_a_round_trips_private_fields() -> None:
+    """What other modules need of a RoundTrip is public (``reused``, ``requested_stream``,
+    ``forget_history_base``); its private attributes are its own module's."""
+    private = re.compile(r"\.(_before_response|_reused|_raw_history_len|_history_system)\b")
+    found = [
+        f"{f.relative_to(ROOT)}:{i}"
+        for pkg in ("cassettes", "proxy", "inspector")
+        for f in (ROOT / pkg).rglob("*.py")
+        if f.name != "roundtrip.py"
+        for i, line in enumerate(f.read_text("utf-8").splitlines(), 1)
+        if private.search(line)
+    ]
+    assert found == []

@@ -116,8 +116,9 @@ class CassetteWriter:
                 self._recent.pop(next(iter(self._recent)))
             rec = exchange_to_record(clean, seq, request_form=form)
             side = response_side(rt)
-            if side is not None and rt._before_response is not None:
-                sealed.seal(rec, side, rt.family, rt.operation, rt._before_response[0], clean.request_json())
+            stream = rt.requested_stream
+            if side is not None and stream is not None:
+                sealed.seal(rec, side, rt.family, rt.operation, stream, clean.request_json())
             try:
                 data = dumps_record(rec)
             except orjson.JSONEncodeError:
