@@ -56,7 +56,7 @@ PACKAGES: dict[str, str] = {
     "cassettes/wire": "What crossed the wire, uninterpreted: the raw exchange, Content-Encoding decoding and stream framing (SSE, NDJSON, JSON arrays, AWS event streams).",
     "cassettes/parsing": "Raw bytes to meaning: one exchange parsed through its provider (``roundtrip``) into the normalised models (:mod:`cassettes.models`), and parse once (``sealed``: the writer's parse reused by readers). The adapters themselves live in ``cassettes/providers/``.",
     "cassettes/storage": "Files of round trips: the cassette's record format and migrations (``codec``), appends and forgiving reads (``store``), the offset index for incremental reading of large files (``index``), vcrpy cassettes (``vcr``), mitmproxy flow files (``mitmflow``) and the paths looptap writes (``paths``).",
-    "cassettes/recording": "The one recording pipeline (redact, delta-encode, parse, seal, append), the redactor and its secret detector, and WebSocket sessions read as turns (``websocket``).",
+    "cassettes/recording": "The one recording pipeline (redact, delta-encode, parse, seal, append), the redactor (``redact``, ``names``, ``streams``) and its secret detector, and WebSocket sessions read as turns (``websocket``).",
     "cassettes/interop": """Interoperability: a run out to other tools, and the commands that move runs in and out.
 
 * :mod:`cassettes.interop.otel` — OpenTelemetry GenAI spans (OTLP/JSON, OTLP/HTTP protobuf);
@@ -104,7 +104,8 @@ LAYOUT = """\
     and its model (`schema`), turn summaries, search, timelines, token growth;
   - `analysis/` (conversations, the E/A/C views and findings, token accounting and prices, MCP
     linking) beside `recording/` (the one recording `pipeline`: Content-Encoding removed → redact →
-    delta-encode → parse → seal → file; the `redact`or and its secret `detector`, shared with
+    delta-encode → parse → seal → file; the `redact`or, with what names a credential (`names`), a
+    stream's events found and rewritten in place (`streams`) and the secret `detector` shared with
     `verify`; WebSocket sessions read as turns, `websocket`);
   - `parsing/` — raw bytes to meaning: `roundtrip` (one exchange through its provider) and
     `sealed` (the writer's parse stored with its record, taken by a reader when this machine's key
