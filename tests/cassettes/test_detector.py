@@ -66,7 +66,7 @@ def test_a_keyword_across_the_search_windows_border_is_found() -> None:
 
 
 def test_the_keyword_search_of_a_large_body_holds_a_bounded_memory() -> None:
-    """A 64 MB body: the detector's peak memory stays within a small multiple of it. The automaton's
+    """A 16 MB body: the detector's peak memory stays within a small multiple of it. The automaton's
     answer for the whole text took eight bytes a character (a 100 MB body: +900 MB in the
     recorder's writer, 1,493 MB peak; show of the five-bomb file 836 MB)."""
     import subprocess
@@ -76,11 +76,11 @@ def test_the_keyword_search_of_a_large_body_holds_a_bounded_memory() -> None:
         "import resource\n"
         "from cassettes.recording.detector import default_detector\n"
         "d = default_detector(); d.spans('warm-up sk-')\n"
-        "text = '0123456789abcdef' * (4 << 20)\n"
+        "text = '0123456789abcdef' * (1 << 20)\n"
         "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "assert d.spans(text) == []\n"
         "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2])
     grown_mb = int(out.stdout.strip())
-    assert grown_mb < 3 * 64, f"+{grown_mb} MB for a 64 MB body"
+    assert grown_mb < 3 * 16, f"+{grown_mb} MB for a 16 MB body"
