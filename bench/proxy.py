@@ -749,11 +749,12 @@ class Child:
 
 
 def verify_cassette(path: Path, expected: int, sse_expected: int, ws_expected: int = 0) -> dict[str, Any]:
+    from cassettes.parsing.roundtrip import parse_all
     from cassettes.storage.store import read_cassette
 
     t = time.perf_counter()
     cas = read_cassette(path)
-    rts = cas.roundtrips()
+    rts = parse_all(cas.exchanges)
     load_s = time.perf_counter() - t
     kinds: dict[str, int] = {}
     sse_total = sse_ok = 0

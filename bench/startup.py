@@ -1,6 +1,6 @@
 """Start-up: what each entry point costs before it does any work, side by side with bare Python.
 
-    python bench/startup.py [-n RUNS] [--write]
+    python bench/startup.py [-n RUNS] [--write] [--against REF]
 
 Each target and its yardstick (``python -c pass`` of the same interpreter, or the same pytest
 session without looptap's plugin) run in turn, with bytecode compiled first as an install has it,, A B A B …, and the figures are medians of the pairs:
@@ -12,6 +12,11 @@ across a run. ``--write`` writes docs/startup.md. Targets:
 * ``import cassettes.replay.pytest_plugin`` over ``import pytest``, and a pytest session that does not use the plugin,
   with and without it (goal: the plugin adds at most 50 ms);
 * ``looptap run -o X -- true`` in the recorder's environment (``.venv-proxy``), when it exists.
+
+``--against REF`` (a commit, e.g. ``HEAD~1`` or ``main``) adds the commands a user waits on run
+from this tree and from REF's (a temporary ``git worktree``, put first on ``PYTHONPATH``),
+interleaved in one run: ``looptap --help``, ``looptap show`` of the demo run, ``looptap run -- true``
+(the recorder's start-up and stop) and ``looptap replay`` until its export lines.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,10 +57,66 @@ def _pairs(a: list[str], b: list[str], runs: int, env: dict[str, str], cwd: Path
             statistics.median(x / y for x, y in zip(xs, ys, strict=True)))
 
 
+def _until_export(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Seconds until ``looptap replay`` prints its export lines (then it is stopped)."""
+    import signal
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if b"export " in line:
+            break
+    took = time.perf_counter() - t0
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    return took
+
+
+def _against(ref: str, py: str, proxy_py: Path, runs: int, env: dict[str, str], work: Path, demo: Path) -> list[str]:
+    """Rows: each command from this tree and from ``ref``'s, A B A B …, medians of the pairs."""
+    old = work / "against"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old), ref], check=True)
+    try:
+        lines = [f"| command | this tree (median s) | {ref} (median s) | difference | ratio |", "|---|---:|---:|---:|---:|"]
+
+        def on(tree: Path, interp: str, *argv: str) -> list[str]:
+            return ["env", f"PYTHONPATH={tree}", interp, "-m", "cassettes.cli", *argv]
+
+        def row(name: str, a: list[str], b: list[str], wall: Any = _wall, n: int = runs) -> None:
+            xs, ys = [], []
+            wall(a, env, work)
+            wall(b, env, work)
+            for _ in range(n):
+                xs.append(wall(a, env, work))
+                ys.append(wall(b, env, work))
+            ma, mb = statistics.median(xs), statistics.median(ys)
+            lines.append(f"| {name} | {ma:.3f} | {mb:.3f} | {(ma - mb) * 1000:+.0f} ms | {statistics.median(x / y for x, y in zip(xs, ys, strict=True)):.2f}× |")
+
+        row("`looptap --help`", on(ROOT, py, "--help"), on(old, py, "--help"))
+        row("`looptap show` (demo run, 11 round trips)", on(ROOT, py, "show", str(demo)), on(old, py, "show", str(demo)))
+        row("`looptap replay` until its export lines", on(ROOT, py, "replay", str(demo)), on(old, py, "replay", str(demo)),
+            wall=_until_export)
+        if proxy_py.exists():
+            conf = str(work / "conf")
+            row("`looptap run -o X -- true` (recorder env)",
+                on(ROOT, str(proxy_py), "run", "-o", str(work / "a.jsonl"), "--force", "--confdir", conf, "--", "true"),
+                on(old, str(proxy_py), "run", "-o", str(work / "b.jsonl"), "--force", "--confdir", conf, "--", "true"), n=max(5, runs // 3))
+        return lines
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)], check=False)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", "--runs", type=int, default=15)
     ap.add_argument("--write", action="store_true", help="write docs/startup.md")
+    ap.add_argument("--against", metavar="REF", help="also run the commands from REF's tree, side by side")
+    ap.add_argument("--only-against", action="store_true", help="with --against: only those rows")
     args = ap.parse_args()
     venv = Path(sys.prefix)
     py = str(venv / "bin" / "python") if (venv / "bin" / "python").exists() else sys.executable
@@ -77,6 +139,11 @@ def main() -> int:
         subprocess.run([*looptap, "import", str(ROOT / "cassettes" / "examples" / "tool_loop_anthropic.yaml"), "-o", str(demo)],
                        check=True, capture_output=True, env=env, cwd=work)
         (work / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+        if args.against:
+            proxy_py = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" / "bin" / "python")
+            print("\n".join(_against(args.against, py, proxy_py, args.runs, env, work, demo)))
+            if args.only_against:
+                return 0
         pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_nothing.py"]
         rows.append(("`looptap --help`", "`python -c pass`", _pairs([*looptap, "--help"], bare, args.runs, env, work), "≤ 0.15 s over"))
         rows.append(("`looptap show demo.jsonl`", "`python -c pass`", _pairs([*looptap, "show", str(demo)], bare, args.runs, env, work), ""))

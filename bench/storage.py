@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from cassettes.parsing.roundtrip import parse_all
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_cassette
 from cassettes.wire.exchange import Exchange
@@ -97,7 +98,7 @@ def main() -> None:
         cas = read_cassette(path)
         t_load = time.perf_counter() - t0
         t0 = time.perf_counter()
-        views = cas.roundtrips()
+        views = parse_all(cas.exchanges)
         t_parse = time.perf_counter() - t0
         assert len(cas.exchanges) == a.turns and not cas.problems
         assert [ex.request_json() for ex in cas.exchanges[-3:]] == [orjson.loads(ex.request_body) for ex in exchanges[-3:]]

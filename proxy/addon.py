@@ -45,7 +45,7 @@ from cassettes.providers import is_llm_host
 from cassettes.wire.exchange import Exchange
 from proxy import failures, messages
 from proxy.handoff import Handoff, HandoffError, Receipt
-from proxy.writer import SETTLE
+from proxy.pipe import SETTLE
 
 __all__ = ["RECEIPT", "WS_RECEIPTS", "DurableGate", "LooptapRecorder", "Tee", "addons", "flow_to_exchange"]
 

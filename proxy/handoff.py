@@ -4,7 +4,7 @@ addon (:mod:`proxy.addon`) calls a small API, and this module is tested on its o
 What it promises (docs/recorder.md, tests/proxy/test_handoff.py):
 
 * :meth:`Handoff.hand_over` never blocks the event loop. It writes the round trip's frame into
-  the writer's pipe at once (:func:`proxy.writer.write_parts`, non-blocking); what the pipe cannot
+  the writer's pipe at once (:func:`proxy.pipe.write_parts`, non-blocking); what the pipe cannot
   take now waits in this process, oldest first, and is written when the pipe has room (by the
   event loop, or by :meth:`Handoff.flush`). Once in the pipe a round trip lives in the kernel: a
   SIGKILL of the proxy does not lose it. So a round trip handed over before its last byte goes to
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from proxy import messages
-from proxy.writer import SETTLE, FrameReader, enlarge_pipe, frame, write_parts, writer_main
+from proxy.pipe import SETTLE, FrameReader, enlarge_pipe, frame, write_parts
 
 __all__ = ["START_TIMEOUT", "Handoff", "HandoffError", "Receipt"]
 
@@ -143,14 +143,9 @@ class Handoff:
         Raises :class:`HandoffError` saying why it could not start."""
         import multiprocessing
 
-        from cassettes.errors import CassetteError
-        from cassettes.recording.pipeline import CassetteWriter
+        from proxy.writer import writer_main  # (the writer process imports the pipeline; this one does not)
 
         self.close()
-        try:  # fail early, with a clear message, if the cassette cannot be opened
-            CassetteWriter(path, meta={"source": "looptap proxy"}).close()
-        except (CassetteError, OSError) as exc:
-            raise HandoffError(str(exc)) from None
         mp = multiprocessing.get_context("spawn")
         in_r, in_w = mp.Pipe(duplex=False)
         out_r, out_w = mp.Pipe(duplex=False)

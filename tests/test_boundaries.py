@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,18 @@ def test_the_hand_off_to_the_writer_needs_no_mitmproxy() -> None:
     assert out.stdout.strip() == ""
     for name in ("handoff", "writer", "messages"):
         assert "mitmproxy" not in _imports(ROOT / "proxy" / f"{name}.py"), name
+
+
+def test_the_proxy_process_imports_only_the_pipe_protocol() -> None:
+    """The mitmproxy process hands round trips over through :mod:`proxy.pipe`; the writer's
+    pipeline (pydantic, the parser, the codec, the store) is imported in the writer process only.
+    Through proxy/handoff.py -> proxy/writer.py the proxy process imported twenty core modules."""
+    code = (
+        "import sys, proxy.handoff, proxy.pipe, proxy.writer\n"
+        "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('cassettes', 'pydantic', 'pydantic_core'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == ""
 
 
 def test_provider_modules_are_not_imported_outside_the_registry() -> None:
@@ -123,3 +136,18 @@ def test_the_layer_contracts_hold() -> None:
     out = progress.run([str(lint), "--no-cache"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "0 broken" in out.stdout
+
+
+def test_no_module_reads_a_round_trips_private_fields() -> None:
+    """What other modules need of a RoundTrip is public (``reused``, ``requested_stream``,
+    ``forget_history_base``); its private attributes are its own module's."""
+    private = re.compile(r"\.(_before_response|_reused|_raw_history_len|_history_system)\b")
+    found = [
+        f"{f.relative_to(ROOT)}:{i}"
+        for pkg in ("cassettes", "proxy", "inspector")
+        for f in (ROOT / pkg).rglob("*.py")
+        if f.name != "roundtrip.py"
+        for i, line in enumerate(f.read_text("utf-8").splitlines(), 1)
+        if private.search(line)
+    ]
+    assert found == []

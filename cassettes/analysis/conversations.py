@@ -55,38 +55,55 @@ from cassettes.parsing.models import Message, NormalisedResponse, Part
 __all__ = ["Link", "Threader", "message_key", "response_message", "squashed"]
 
 _ROLE = {"developer": "system", "model": "assistant"}
-#: The part keys of a turn that is no longer its conversation's latest (never read again).
-_RELEASED: list[Any] = []
-
-
-#: Texts squashed during this turn and the one before (text → squashed): a turn squashes the same
-#: texts more than once (a tool result for threading and for the checks; an answer as this turn's
-#: response, then as the next request's history). :meth:`Threader.add` starts a new generation, so
-#: at most two turns' texts are held; texts over _SQUASH_LEN are not kept.
-_SQUASHED: dict[str, str] = {}
-_SQUASHED_BEFORE: dict[str, str] = {}
 _SQUASH_MAX = 1024
 _SQUASH_LEN = 1024 * 1024
+_KEYED_MAX = 512
 
 
 def squashed(text: str | None) -> str:
     """``text`` with every run of whitespace made one space, and none at either end."""
-    if not text:
-        return ""
-    hit = _SQUASHED.get(text)
-    if hit is not None:
+    return " ".join(text.split()) if text else ""
+
+
+class _Memo:
+    """What one :class:`Threader` remembers within a turn, its own (no module state: two analyses
+    in one process never clear each other's):
+
+    * texts squashed during this turn and the one before (text → squashed): a turn squashes the
+      same texts more than once (an answer as this turn's response, then as the next request's
+      history). :meth:`turn` starts a new generation, so at most two turns' texts are held; texts
+      over ``_SQUASH_LEN`` are not kept;
+    * parts' keys by ``id``, each with its part (so an id is never reused while cached): a turn
+      keys the same parts several times (its history, its last message, the answer's echo).
+      Emptied when a turn starts and ends, so it never holds a turn's texts between turns.
+    """
+
+    __slots__ = ("before", "keyed", "squashed")
+
+    def __init__(self) -> None:
+        self.squashed: dict[str, str] = {}
+        self.before: dict[str, str] = {}
+        self.keyed: dict[int, tuple[Part, Any]] = {}
+
+    def turn(self) -> None:
+        self.before, self.squashed = self.squashed, {}
+        self.keyed = {}
+
+    def end(self) -> None:
+        self.keyed = {}
+
+    def squash(self, text: str | None) -> str:
+        if not text:
+            return ""
+        hit = self.squashed.get(text)
+        if hit is not None:
+            return hit
+        hit = self.before.get(text)
+        if hit is None:
+            hit = " ".join(text.split())
+        if len(text) <= _SQUASH_LEN and len(self.squashed) < _SQUASH_MAX:
+            self.squashed[text] = hit
         return hit
-    hit = _SQUASHED_BEFORE.get(text)
-    if hit is None:
-        hit = " ".join(text.split())
-    if len(text) <= _SQUASH_LEN and len(_SQUASHED) < _SQUASH_MAX:
-        _SQUASHED[text] = hit
-    return hit
-
-
-def _next_squash_generation() -> None:
-    global _SQUASHED, _SQUASHED_BEFORE
-    _SQUASHED_BEFORE, _SQUASHED = _SQUASHED, {}
 
 
 def _canon(value: Any) -> Any:
@@ -98,43 +115,40 @@ def _canon(value: Any) -> Any:
     return value
 
 
-#: Parts' keys by ``id``, each with its part (so an id is never reused while cached): a turn keys
-#: the same parts several times (its history, its last message, the answer's echo). Emptied when
-#: :meth:`Threader.add` starts and ends, so it never holds a turn's texts between turns.
-_KEYED: dict[int, tuple[Part, Any]] = {}
-_KEYED_MAX = 512
-
-
-def _part_key(p: Part) -> Any:
+def _part_key(p: Part, memo: _Memo | None = None) -> Any:
     """One part's key with its tool-call id (``None`` for parts left out of comparisons)."""
-    hit = _KEYED.get(id(p))
-    if hit is not None and hit[0] is p:
-        return hit[1]
+    keyed = memo.keyed if memo is not None else None
+    if keyed is not None:
+        hit = keyed.get(id(p))
+        if hit is not None and hit[0] is p:
+            return hit[1]
+    squash = memo.squash if memo is not None else squashed
     key: Any = None
     if p.kind in ("text", "refusal"):
-        t = squashed(p.text)
+        t = squash(p.text)
         key = ("t", t) if t else None
     elif p.kind == "tool_call" and p.tool_call is not None:
         tc = p.tool_call
-        args = _canon(tc.arguments) if tc.arguments is not None else squashed(tc.arguments_raw)
+        args = _canon(tc.arguments) if tc.arguments is not None else squash(tc.arguments_raw)
         key = ("c", tc.name, args, tc.id)
     elif p.kind == "tool_result" and p.tool_result is not None:
         tr = p.tool_result
-        key = ("r", squashed(tr.content), tr.call_id)
+        key = ("r", squash(tr.content), tr.call_id)
     elif p.kind == "media":
         key = ("m", p.media_type)
     # reasoning and provider-specific parts are left out: clients may drop or re-sign them
-    if len(_KEYED) >= _KEYED_MAX:
-        _KEYED.clear()
-    _KEYED[id(p)] = (p, key)
+    if keyed is not None:
+        if len(keyed) >= _KEYED_MAX:
+            keyed.clear()
+        keyed[id(p)] = (p, key)
     return key
 
 
-def _part_keys(parts: list[Part], ids: bool = False) -> list[Any]:
+def _part_keys(parts: list[Part], ids: bool = False, memo: _Memo | None = None) -> list[Any]:
     """Comparable keys of a message's parts; ``ids`` keeps tool-call ids (the strict key)."""
     out: list[Any] = []
     for p in parts:
-        k = _part_key(p)
+        k = _part_key(p, memo)
         if k is None:
             continue
         if k[0] == "t":
@@ -153,10 +167,10 @@ def message_key(m: Message) -> int:
     return _message_keys(m)[0]
 
 
-def _message_keys(m: Message) -> tuple[int, int, int]:
+def _message_keys(m: Message, memo: _Memo | None = None) -> tuple[int, int, int]:
     """The message's key (for comparing histories), and its loose and strict lookup keys."""
     role = _ROLE.get(m.role, m.role)
-    with_ids = _part_keys(m.parts, ids=True)
+    with_ids = _part_keys(m.parts, ids=True, memo=memo)
     parts = [k[:-1] if k[0] in "cr" else k for k in with_ids]  # the same keys without the ids
     # A tool result is a tool result whether it travels as a `tool` message or inside a user one.
     if parts and all(k[0] == "r" for k in parts):
@@ -193,12 +207,12 @@ def _call_ids(parts: list[Part]) -> set[str]:
     return out
 
 
-def response_message(resp: NormalisedResponse | None) -> Message | None:
+def response_message(resp: NormalisedResponse | None, memo: _Memo | None = None) -> Message | None:
     """The assistant message a response adds to the history, if it has any content."""
     if resp is None or (resp.error is not None and not resp.parts):
         return None
     parts = [p for p in resp.parts if p.kind in ("text", "tool_call", "refusal", "reasoning", "media")]
-    if not _part_keys(parts):
+    if not _part_keys(parts, memo=memo):
         return None
     return Message(role="assistant", parts=parts)
 
@@ -245,11 +259,11 @@ class _Keys:
     loose: list[int] = field(default_factory=list)
     strict: list[int] = field(default_factory=list)
 
-    def extend(self, messages: list[Message]) -> None:
+    def extend(self, messages: list[Message], memo: _Memo | None = None) -> None:
         lh = self.loose[-1] if self.loose else 0
         sh = self.strict[-1] if self.strict else 0
         for m in messages:
-            k, lk, sk = _message_keys(m)
+            k, lk, sk = _message_keys(m, memo)
             lh, sh = hash((lh, lk)), hash((sh, sk))
             self.key.append(k)
             self.loose.append(lh)
@@ -273,9 +287,9 @@ class _TurnInfo:
     #: Number of messages in the request.
     length: int
     #: Part keys of the history's last message, and of the answer (to recognise a merged echo);
-    #: like ``keys``, kept only while the turn is its conversation's latest.
-    last_parts: list[Any]
-    echo_parts: list[Any]
+    #: like ``keys``, kept only while the turn is its conversation's latest (``None``: released).
+    last_parts: list[Any] | None
+    echo_parts: list[Any] | None
     echo_key: int | None
     #: Tool-call ids of the answer's calls (a later request that answers them continues this turn).
     echo_ids: frozenset[str]
@@ -367,6 +381,8 @@ class Threader:
     _ids: set[str] = field(default_factory=set)
     #: Tool-call ids of the answers of conversations' latest turns → that turn.
     _id_turn: dict[str, int] = field(default_factory=dict)
+    #: This threader's memo of squashed texts and part keys (:class:`_Memo`).
+    _memo: _Memo = field(default_factory=_Memo)
 
     def _new_conversation(self) -> str:
         self._count += 1
@@ -382,10 +398,10 @@ class Threader:
                     keys = base.keys
                 else:
                     keys = base.keys.head(keep)
-                keys.extend(messages[keep:])
+                keys.extend(messages[keep:], self._memo)
                 return keys
         keys = _Keys()
-        keys.extend(messages)
+        keys.extend(messages, self._memo)
         return keys
 
     @staticmethod
@@ -411,12 +427,11 @@ class Threader:
     ) -> Link:
         """Thread one request. ``reuse=(turn id, keep)`` says its first ``keep`` messages are that
         earlier turn's (a cassette's history delta): their keys are reused, not recomputed."""
-        _KEYED.clear()
-        _next_squash_generation()
+        self._memo.turn()
         try:
             return self._add(family, messages, response, failed, label, previous_response_id, reuse, system, tools)
         finally:
-            _KEYED.clear()
+            self._memo.end()
 
     def _add(
         self,
@@ -432,23 +447,24 @@ class Threader:
     ) -> Link:
         keys = self._keys(messages, reuse)
         self._messages = messages
-        self._system = hash(orjson.dumps(_part_keys(system or []), option=orjson.OPT_NON_STR_KEYS))
+        memo = self._memo
+        self._system = hash(orjson.dumps(_part_keys(system or [], memo=memo), option=orjson.OPT_NON_STR_KEYS))
         self._tools = hash(tuple(sorted(tools or ())))
         self._ids = set()
         for m in messages[-8:]:  # what the request answers sits at its end
             self._ids |= _call_ids(m.parts)
         link = self._link(family, keys, messages, label, previous_response_id)
         tid = len(self.turns)
-        echo = response_message(response)
-        echo_keys = _message_keys(echo) if echo is not None else None
+        echo = response_message(response, memo)
+        echo_keys = _message_keys(echo, memo) if echo is not None else None
         info = _TurnInfo(
             conversation=link.conversation,
             keys=keys,
             system=self._system,
             tools=self._tools,
             length=len(messages),
-            last_parts=_part_keys(messages[-1].parts) if messages else [],
-            echo_parts=_part_keys(echo.parts) if echo is not None else [],
+            last_parts=_part_keys(messages[-1].parts, memo=memo) if messages else [],
+            echo_parts=_part_keys(echo.parts, memo=memo) if echo is not None else [],
             echo_key=echo_keys[0] if echo_keys is not None else None,
             echo_ids=frozenset(_call_ids(echo.parts) or _NO_NAMES) if echo is not None else _NO_NAMES,
             echo_names=_call_names(echo) if echo is not None and not _call_ids(echo.parts) else _NO_NAMES,
@@ -473,7 +489,7 @@ class Threader:
         if superseded is not None:
             old = self.turns[superseded]
             old.keys = None
-            old.last_parts = old.echo_parts = _RELEASED
+            old.last_parts = old.echo_parts = None  # released: read only while the latest
             for i in old.echo_ids:
                 if self._id_turn.get(i) == superseded:
                     del self._id_turn[i]
@@ -601,12 +617,12 @@ class Threader:
             # A question of its own after the history, taken while a loop step's calls run (the
             # turn's request ended with results: asking again after a first answer's calls were
             # dropped is the client's bug, not a side call).
-            return _ROLE.get(last.role, last.role) == "user" and not results and any(k[0] == "r" for k in t.last_parts)
+            return _ROLE.get(last.role, last.role) == "user" and not results and any(k[0] == "r" for k in t.last_parts or ())
         if n > t.length or link.kept < n - 1:
             return False
         # Results the last message carries beyond what the turn's own last one did (where calls
         # have no ids a result names only the tool): none may answer the running calls.
-        carried = sum(1 for k in t.last_parts if k[0] == "r") if n == t.length else 0
+        carried = sum(1 for k in t.last_parts or () if k[0] == "r") if n == t.length else 0
         return results <= carried
 
     def _choose(self, regs: list[_Registered]) -> tuple[_Registered, int]:
@@ -787,8 +803,8 @@ class Threader:
         if kept == plen - 1 and kept < len(keys):
             # Adapters that merge consecutive model-side items into one message (Responses) make
             # the echo continue the previous last message instead of following it.
-            now = _part_keys(self._messages[kept].parts)
-            last = p.last_parts
+            now = _part_keys(self._messages[kept].parts, memo=self._memo)
+            last = p.last_parts or []
             if now[: len(last)] == last and len(now) > len(last):
                 rest = now[len(last) :]
                 return Link(conv, prev, how, kept=plen, echoed=(rest[: len(p.echo_parts)] == p.echo_parts) if p.echo_parts else None)

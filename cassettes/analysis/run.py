@@ -361,7 +361,7 @@ class RunAnalyser:
     def _thread(self, rt: RoundTrip, label: str | None) -> Link:
         """The conversation and turn this request continues (the threader's link)."""
         assert rt.request is not None
-        reused = rt._reused
+        reused = rt.reused
         base_entry = self._rts.get(reused[0]) if reused is not None else None
         return self._threader.add(
             rt.family,
@@ -507,7 +507,7 @@ class RunAnalyser:
             turn.findings = parked.findings
         n = len(rt.request.messages)
         rt.request.messages = []  # as _release_history leaves a quiet conversation's latest turn
-        rt._raw_history_len = None
+        rt.forget_history_base()
         ctx = TurnContext(seq, rt, _NO_EXCHANGE, conv, turn.index, None, [], turn, n, mcp=self._mcp)
         conv.turns[:] = [ctx]
         self._contexts[tid] = ctx
@@ -534,7 +534,7 @@ class RunAnalyser:
             self._owned.discard(ctx.seq)
             if ctx.rt.request is not None:
                 ctx.rt.request.messages = []
-                ctx.rt._raw_history_len = None  # no longer a base for incremental parsing
+                ctx.rt.forget_history_base()
         self._rts.pop(ctx.seq, None)
 
     def release(self) -> None:

@@ -61,6 +61,23 @@ class RoundTrip(BaseModel):
     _before_response: tuple[bool, int, int] | None = PrivateAttr(default=None)
 
     @property
+    def reused(self) -> tuple[int, int] | None:
+        """(seq of the base, messages kept) when the request was parsed incrementally: its first
+        ``keep`` messages are the base's (the threader reuses their keys); ``None`` otherwise."""
+        return self._reused
+
+    @property
+    def requested_stream(self) -> bool | None:
+        """Whether the request side asked for a stream (what a sealed response side is checked
+        against); ``None`` when the response was never reached (:func:`response_side`)."""
+        return self._before_response[0] if self._before_response is not None else None
+
+    def forget_history_base(self) -> None:
+        """This round trip is no longer a base for parsing a later request incrementally (its
+        history was released); a request that extends it is parsed in full."""
+        self._raw_history_len = None
+
+    @property
     def complete(self) -> bool | None:
         if self.transport_error:
             return False
@@ -184,7 +201,9 @@ def parse_all(exchanges: Iterable[Exchange]) -> list[RoundTrip]:
     return out
 
 
-def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip | None = None) -> None:
+def _request_body(rt: RoundTrip, ex: Exchange) -> tuple[bool, Any]:
+    """(whether the request body is over the analysis limit, its JSON or ``None``), with what
+    limited its reading said in ``rt.analysis_errors``."""
     # A body rebuilt from a cassette's history delta is held as JSON: no size to guard, and
     # asking for its length would serialise it.
     too_big_req = not ex.request_is_lazy and len(ex.request_body) > MAX_PARSE_BYTES
@@ -197,6 +216,11 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
         rt.analysis_errors.append(
             f"request body is {len(ex.request_body)} bytes, over the {MAX_PARSE_BYTES} byte analysis limit; kept raw, not parsed"
         )
+    return too_big_req, body
+
+
+def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip | None = None) -> None:
+    too_big_req, body = _request_body(rt, ex)
     adapter = providers.detect(ex.method, url, body)
     if adapter is None:
         if _looks_llm(url, body) or too_big_req:

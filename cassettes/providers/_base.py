@@ -39,7 +39,7 @@ from cassettes.parsing.models import (
     ToolCall,
     ToolSpec,
 )
-from cassettes.providers._facets import ClientRules, Pricing, ReplayShape, Telemetry
+from cassettes.providers._facets import ClientRules, Pricing, Rendered, ReplayShape, Telemetry
 from cassettes.wire.framing import Event, Framed
 
 __all__ = [
@@ -213,23 +213,6 @@ class WsProvider(Provider):
 
     def ws_turns(self) -> WsTurns:
         return self.turns
-
-
-class Rendered(tuple[str, list[bytes]]):
-    """(content type, body pieces): one piece for a JSON answer, one per event for a stream."""
-
-    __slots__ = ()
-
-    def __new__(cls, content_type: str, chunks: list[bytes]) -> Rendered:
-        return super().__new__(cls, (content_type, chunks))
-
-    @property
-    def content_type(self) -> str:
-        return self[0]
-
-    @property
-    def chunks(self) -> list[bytes]:
-        return self[1]
 
 
 def audio_ref(data: str) -> dict[str, Any]:

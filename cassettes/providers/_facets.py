@@ -14,15 +14,12 @@ an adapter overrides what its API does differently, in one class:
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 from urllib.parse import SplitResult
 
 from cassettes.parsing.models import NormalisedResponse, Usage
 
-if TYPE_CHECKING:
-    from cassettes.providers._base import Rendered
-
-__all__ = ["ClientRules", "Pricing", "ReplayShape", "Telemetry"]
+__all__ = ["ClientRules", "Pricing", "Rendered", "ReplayShape", "Telemetry"]
 
 
 def _seconds(value: float) -> str:
@@ -40,6 +37,23 @@ def reset_at(retry_after: float, now: float | None = None) -> str:
     at = (time.time() if now is None else now) + max(float(retry_after), 0.0)
     return datetime.fromtimestamp(math.ceil(at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+
+class Rendered(tuple[str, list[bytes]]):
+    """(content type, body pieces): one piece for a JSON answer, one per event for a stream (what
+    the replay facet renders; here, not in ``_base``, so the two modules do not import each other)."""
+
+    __slots__ = ()
+
+    def __new__(cls, content_type: str, chunks: list[bytes]) -> Rendered:
+        return super().__new__(cls, (content_type, chunks))
+
+    @property
+    def content_type(self) -> str:
+        return self[0]
+
+    @property
+    def chunks(self) -> list[bytes]:
+        return self[1]
 
 class ClientRules:
     """What the API demands of the client's dispatch (WIRE.md §G)."""

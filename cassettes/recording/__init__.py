@@ -1,1 +1,1 @@
-"""The one recording pipeline (redact, delta-encode, parse, derived view, seal, append) and the redactor."""
+"""The one recording pipeline (redact, delta-encode, parse, seal, append) and the redactor."""

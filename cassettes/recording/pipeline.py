@@ -2,10 +2,12 @@
 entry point (the recorder's writer process, ``looptap import``, the pytest plugin, the demo).
 
     remove Content-Encoding → redact → delta-encode the request's history → parse (incrementally, against the round trip
-    it extends) → derive the view → seal the parse (``cassettes.parsing.sealed``: readers reuse it
+    it extends) → seal the parse (``cassettes.parsing.sealed``: readers reuse it
     instead of parsing the response again) → append to the :class:`~cassettes.storage.store.CassetteFile`
 
-Redaction runs before encoding, so a secret never reaches the file. The caller hands over the
+Redaction runs before encoding, so a secret never reaches the file. Nothing is computed per
+record that no reader reads: the ``looptap.roundtrip/1`` view (``derived``, stored until 2026-11)
+is ``looptap show --json``'s, made when asked for; readers ignore the block in older files. The caller hands over the
 exchange as it captured it: a side still content-encoded is marked so (``Exchange.request_encoded``,
 ``response_encoded``) and decoded here (``cassettes.wire.decoding.decode_exchange``) before
 anything reads it.
@@ -26,7 +28,6 @@ from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, response_side
 from cassettes.recording.redact import Redactor
 from cassettes.storage.codec import HistoryEncoder, depth_safe_record, dumps_record, exchange_to_record
 from cassettes.storage.store import CassetteFile, read_cassette
-from cassettes.views.schema import roundtrip_json
 from cassettes.wire.decoding import decode_exchange
 from cassettes.wire.exchange import Exchange
 
@@ -113,10 +114,11 @@ class CassetteWriter:
             self._recent[seq] = rt.model_copy(update={"response": None}) if rt.response is not None else rt
             while len(self._recent) > _RECENT:
                 self._recent.pop(next(iter(self._recent)))
-            rec = exchange_to_record(clean, seq, derived=roundtrip_json(rt, clean), request_form=form)
+            rec = exchange_to_record(clean, seq, request_form=form)
             side = response_side(rt)
-            if side is not None and rt._before_response is not None:
-                sealed.seal(rec, side, rt.family, rt.operation, rt._before_response[0], clean.request_json())
+            stream = rt.requested_stream
+            if side is not None and stream is not None:
+                sealed.seal(rec, side, rt.family, rt.operation, stream, clean.request_json())
             try:
                 data = dumps_record(rec)
             except orjson.JSONEncodeError:

@@ -24,13 +24,7 @@ that would break the JSON or SSE it sits in.
 from __future__ import annotations
 
 import base64
-import binascii
-import bisect
-import functools
-import itertools
 import re
-import struct
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -41,112 +35,34 @@ import orjson
 
 from cassettes import bounds
 from cassettes.recording.detector import Detector, default_detector
+from cassettes.recording.names import (
+    _SAFE_HEADER_NAME,
+    _SECRET_HEADER_NAME,
+    _SECRET_HEADERS,
+    _SECRET_QUERY,
+    REDACTED,
+    URL_TOKEN,
+    looks_secret,
+    named_spans,
+    secret_name,
+)
+from cassettes.recording.streams import (
+    STREAM_BYTES,
+    apply_edits,
+    aws_frame,
+    json_frames,
+    json_lines,
+    mask_channel,
+    merge,
+    rewrite,
+    stream_texts,
+    string_leaves,
+)
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.framing import is_aws_eventstream, reseal_aws_eventstream
 
-__all__ = ["REDACTED", "URL_TOKEN", "Redactor", "detector", "find_secrets", "stream_texts"]
+__all__ = ["REDACTED", "URL_TOKEN", "Redactor", "detector", "find_secrets", "looks_secret", "secret_name", "stream_texts"]
 
-REDACTED = "[REDACTED]"
-#: The replacement inside URLs (brackets would turn a netloc into an IPv6 literal).
-URL_TOKEN = "REDACTED"
-
-_SECRET_HEADERS = {
-    "mcp-session-id",  # a bearer of the MCP session: whoever holds it speaks in it
-    "authorization",
-    "proxy-authorization",
-    "x-api-key",
-    "api-key",
-    "x-goog-api-key",
-    "cookie",
-    "set-cookie",
-    "x-amz-security-token",
-    "x-amz-credential",
-    "x-auth-token",
-    "x-access-token",
-    "ocp-apim-subscription-key",
-}
-# Not "session": session and thread ids (X-Claude-Code-Session-Id, Codex's session-id) identify a
-# conversation; they are not credentials, and scrubbing them would erase what links its turns.
-_SECRET_HEADER_NAME = re.compile(r"(?i)(api[-_]?key|token|secret|passw|auth|cookie|credential|signature)")
-_SAFE_HEADER_NAME = re.compile(r"(?i)(ratelimit|rate-limit|tokens?-(limit|remaining|reset)|x-stainless|anthropic-beta|www-authenticate)")
-_SECRET_QUERY = re.compile(
-    r"(?i)^(key|api[-_]?key|apikey|token|access[-_]?token|auth|sig|signature|secret|password|"
-    r"x-amz-signature|x-amz-credential|x-amz-security-token|code)$"
-)
-_SECRET_BODY_KEY = re.compile(
-    r"(?i)^(api[-_]?key|apikey|access[-_]?token|refresh[-_]?token|id[-_]?token|client[-_]?secret|"
-    r"password|secret|authorization|x-api-key|private[-_]?key)$"
-)
-_NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-#: Words that make a name a credential's wherever they stand (``openai_api_key``, ``secretKey``,
-#: ``aws_secret_access_key``, ``mcp_servers[].authorization_token``, ``bearer``, ``passwd``).
-_SECRET_WORDS = frozenset({
-    "password", "passwd", "passphrase", "pwd", "secret", "secrets", "apikey", "credential", "credentials",
-    "authorization", "bearer", "cookie", "privatekey", "auth", "jwt", "otp", "pin",
-})
-# Not "signature": Anthropic thinking blocks and Gemini parts carry a ``signature`` /
-# ``thoughtSignature`` the client must send back verbatim (query-string and header signatures are
-# caught by their own rules above).
-#: A name whose last word is one of these names a credential when its value looks like one
-#: (``token``, ``key``, ``auth_token``, ``x_llm_key``): ``{"key": "color"}`` in tool arguments and
-#: ``prompt_cache_key`` stay, ``{"key": "ltQ9f…"}`` goes. Plurals and counts (``max_tokens``,
-#: ``token_count``, ``keywords``, ``input_tokens``) end in another word and never match.
-_SECRET_LAST = frozenset({"token", "key", "keys"})
-#: Names ending in "key" that are identifiers, never credentials (caching, idempotency, storage).
-_NOT_SECRET_NAMES = frozenset({
-    "promptcachekey", "cachekey", "idempotencykey", "partitionkey", "sortkey", "primarykey", "foreignkey",
-    "dedupkey", "deduplicationkey", "routingkey", "objectkey", "keyid", "publickey",
-})
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(:\d+)?$")
-
-
-def name_words(name: str) -> list[str]:
-    """The words of a field or header name, lower case: ``openAIApiKey`` → open, ai, api, key."""
-    return [w.lower() for w in _NAME_WORDS.findall(name.replace("-", "_"))]
-
-
-@functools.lru_cache(maxsize=4096)
-def secret_name(name: str) -> str | None:
-    """``"always"`` when ``name`` (a JSON key, form field, header) names a credential,
-    ``"if-secret"`` when it may (its value decides: :func:`looks_secret`), else ``None``."""
-    if _SECRET_BODY_KEY.match(name):
-        return "always"
-    words = name_words(name)
-    if not words:
-        return None
-    joined = "".join(words)
-    if joined in _NOT_SECRET_NAMES:
-        return None
-    if _SECRET_WORDS.intersection(words) or any(w in joined for w in ("apikey", "privatekey", "secretkey", "accesskey", "clientsecret")):
-        return "always"
-    if words[-1] in _SECRET_LAST or joined.endswith(("authtoken", "accesstoken", "refreshtoken", "idtoken", "sessiontoken")):
-        return "if-secret"
-    return None
-
-
-_SECRETISH = re.compile(r"^[A-Za-z0-9_\-+/=.:~]{16,}$")
-
-
-def looks_secret(value: str) -> bool:
-    """A value shaped like a credential: one token (no spaces) of letters and digits, 20+ characters
-    or 16+ in mixed case. ``"color"``, ``"The API key"``, ``"gpt-4o-2024-08-06"`` are not;
-    ``"ltQ9f3…"``, hex tokens and keys are."""
-    if not _SECRETISH.match(value) or not any(c.isalpha() for c in value):
-        return False
-    if not any(c.isdigit() for c in value):
-        # Letters only: random case (a generated token; about one in a hundred has no digit), not
-        # a word or a camelCase / PascalCase name (``getWeatherForecastInParis``,
-        # ``TheQuickBrownFox…``: capitals one at a time).
-        letters = [c for c in value if c.isalpha()]
-        upper = sum(c.isupper() for c in letters)
-        pairs = list(itertools.pairwise(letters))
-        changes = sum(a.isupper() != b.isupper() for a, b in pairs)
-        doubled = any(a.isupper() and b.isupper() for a, b in pairs)  # PascalCase words have none
-        share = upper / len(letters)
-        return len(value) >= 20 and 0.2 <= share <= 0.8 and (doubled or (share >= 0.3 and changes >= 10))
-    if _UUID.match(value):
-        return False  # an identifier (Codex's prompt_cache_key, session and turn ids), not a key
-    return len(value) >= 20 or (any(c.isupper() for c in value) and any(c.islower() for c in value))
 
 def detector(extra_patterns: Iterable[str] = ()) -> Detector:
     """The shared secret detector (:mod:`cassettes.recording.detector`: gitleaks' ruleset and
@@ -161,33 +77,8 @@ def find_secrets(text: str, extra_patterns: Iterable[str] = ()) -> list[tuple[st
 
 #: Joins the strings of a JSON body for one scrub: no known pattern matches a NUL or a newline.
 _SEP = "\n\x00\n"
-#: Some name that says credential occurs in an event's text (lower-cased) when any field of it
-#: can be a credential's (:func:`secret_name`): the other events skip the walk by name.
-_NAME_MARKERS = (b"key", b"token", b"secret", b"pass", b"pwd", b"auth", b"cred", b"bearer", b"cookie", b"jwt", b"otp", b"pin")
-
-
-def _named_spans(data: bytes, spans: list[tuple[int, int]]) -> list[bool]:
-    """For each (start, end) of ``data`` (sorted, not overlapping), whether a name that may be a
-    credential's occurs in it. One search of the whole stream per marker: per event, a
-    case-insensitive regex took 80 µs and twelve ``in`` tests 30 µs."""
-    low = data.lower()
-    hits: list[int] = []
-    for m in _NAME_MARKERS:
-        i = low.find(m)
-        while i >= 0:
-            hits.append(i)
-            i = low.find(m, i + 1)
-    hits.sort()
-    out = [False] * len(spans)
-    k = 0
-    for j, (a, b) in enumerate(spans):
-        k = bisect.bisect_left(hits, a, k)
-        out[j] = k < len(hits) and hits[k] < b
-    return out
 #: JSON bodies larger than this are scrubbed as bytes only, not string by string.
 _WHOLE_BYTES = 8 << 20
-#: Streams larger than this are scrubbed as bytes only, not event by event.
-_STREAM_BYTES = 64 << 20
 #: How much already-scrubbed text a redactor remembers (characters; a few agents' histories).
 _SEEN_CHARS = 64 << 20
 
@@ -314,7 +205,7 @@ class Redactor:
                 text = text.replace(q, token)
             if escaped:
                 text = self._escaped(secret).sub(token, text)
-        spans = _merge(self._detector.spans(text))
+        spans = merge(self._detector.spans(text))
         if spans:
             pieces: list[str] = []
             pos = 0
@@ -377,19 +268,11 @@ class Redactor:
         found = False
         if isinstance(value, dict):
             for k, v in value.items():
-                if isinstance(k, str):
-                    acc.append(k)
-                    kind = ("always" if k.lower() in self._body_keys else secret_name(k)) if v and not isinstance(v, bool) else None
-                    if kind is not None and isinstance(v, str) and (kind == "always" or looks_secret(v)):
-                        self._learn(v)
-                        acc.append(REDACTED)
-                        found = True
+                named = self._collect_named(k, v, acc) if isinstance(k, str) else None
+                if named is not None:
+                    found = True
+                    if named:  # its value is appended (as REDACTED) already
                         continue
-                    if kind == "always" and isinstance(v, int | float):
-                        self._learn(str(v))
-                        found = True  # (a number under a credential's name: rebuilt as text)
-                    elif kind == "always" and isinstance(v, dict | list):
-                        self._learn_leaves(v)  # {"secret": {"value": "…"}}: what looks like one
                 if isinstance(v, str):
                     acc.append(v)
                     if v[:1] == "{" and len(v) < (1 << 20):
@@ -403,6 +286,26 @@ class Redactor:
                 elif isinstance(v, (dict, list)) and self._json_collect(v, acc):
                     found = True
         return found
+
+    def _collect_named(self, k: str, v: Any, acc: list[str]) -> bool | None:
+        """A JSON key and what its name says of its value: the key is appended to ``acc``; a
+        credential's string value is learned and appended as ``REDACTED`` (True: the value is
+        done); a number under a credential's name is learned (False: it is rebuilt as text);
+        ``None`` when nothing was found here."""
+        acc.append(k)
+        kind = ("always" if k.lower() in self._body_keys else secret_name(k)) if v and not isinstance(v, bool) else None
+        if kind is None:
+            return None
+        if isinstance(v, str) and (kind == "always" or looks_secret(v)):
+            self._learn(v)
+            acc.append(REDACTED)
+            return True
+        if kind == "always" and isinstance(v, int | float):
+            self._learn(str(v))
+            return False
+        if kind == "always" and isinstance(v, dict | list):
+            self._learn_leaves(v)  # {"secret": {"value": "…"}}: what looks like one
+        return None
 
     def _learn_leaves(self, value: Any, depth: int = 0) -> None:
         """Learn the credential-shaped strings and the long numbers inside an object or list that
@@ -498,7 +401,7 @@ class Redactor:
             if escaped:
                 found.extend(m.span() for m in self._escaped(secret).finditer(text))
         found.extend(self._detector.spans(text))
-        return _merge(found)
+        return merge(found)
 
     def chunks(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
         """Scrub stream chunks, including a secret split across a chunk boundary.
@@ -553,10 +456,10 @@ class Redactor:
         in every event it spans. Events that change are written back in place; the chunks keep
         their number and times."""
         data = b"".join(c for _, c in chunks)
-        if not data or len(data) > _STREAM_BYTES:
+        if not data or len(data) > STREAM_BYTES:
             return chunks
         session = data.startswith((b"> ", b"< "))  # a WebSocket session's messages (wire.websocket)
-        docs = _json_lines(data) if session or data.count(b"\n") >= 2 else []
+        docs = json_lines(data) if session or data.count(b"\n") >= 2 else []
         if len(docs) < 2 and not session:
             # One JSON body: its strings are searched decoded too (a key behind "\u0073k-…").
             head = len(data) - len(data.lstrip())
@@ -566,23 +469,23 @@ class Redactor:
                 docs = [(head, len(data.rstrip()), bounds.loads(data))]
             except orjson.JSONDecodeError:
                 return chunks
-        changed = self._mask_docs([d for _, _, d in docs], _named_spans(data, [(a, b) for a, b, _ in docs]))
+        changed = self._mask_docs([d for _, _, d in docs], named_spans(data, [(a, b) for a, b, _ in docs]))
         if not changed:
             return chunks
         # (the masking edited the parsed events in place: the originals are parsed again)
-        edits = [(docs[i][0], docs[i][1], _rewrite(data[docs[i][0] : docs[i][1]], bounds.loads(data[docs[i][0] : docs[i][1]]), doc))
+        edits = [(docs[i][0], docs[i][1], rewrite(data[docs[i][0] : docs[i][1]], bounds.loads(data[docs[i][0] : docs[i][1]]), doc))
                  for i, doc in sorted(changed.items())]
-        return _apply_edits(chunks, data, edits)
+        return apply_edits(chunks, data, edits)
 
     def _stream_frames(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
         """AWS event-stream frames (Bedrock) redacted like :meth:`_stream_lines`: each frame's JSON
         payload, or the JSON event base64-encoded in its ``bytes`` field (InvokeModel streams);
         changed frames are rebuilt with their lengths and checksums."""
         data = b"".join(c for _, c in chunks)
-        if len(data) > _STREAM_BYTES:
+        if len(data) > STREAM_BYTES:
             return chunks
-        frames, docs, originals = _json_frames(data)
-        named = _named_spans(data, [(a, b) for a, b, _, _ in frames])
+        frames, docs, originals = json_frames(data)
+        named = named_spans(data, [(a, b) for a, b, _, _ in frames])
         named = [n or f[3] is not None for n, f in zip(named, frames, strict=True)]  # (base64 hides the names)
         changed = self._mask_docs(docs, named) if len(docs) >= 2 else {}
         if not changed:
@@ -590,15 +493,15 @@ class Redactor:
         edits = []
         for i, doc in sorted(changed.items()):
             start, end, hlen, wrapper = frames[i]
-            payload = orjson.dumps(doc) if wrapper is not None else _rewrite(originals[i], bounds.loads(originals[i]), doc)
+            payload = orjson.dumps(doc) if wrapper is not None else rewrite(originals[i], bounds.loads(originals[i]), doc)
             if wrapper is not None:
                 payload = orjson.dumps({**wrapper, "bytes": base64.b64encode(payload).decode()})
-            edits.append((start, end, _aws_frame(data[start + 12 : start + 12 + hlen], payload)))
-        return _apply_edits(chunks, data, edits)
+            edits.append((start, end, aws_frame(data[start + 12 : start + 12 + hlen], payload)))
+        return apply_edits(chunks, data, edits)
 
     def _mask_docs(self, docs: list[Any], named: list[bool]) -> dict[int, Any]:
         """Redact a stream's JSON events: by field name in the events whose text names a credential
-        anywhere (``named``: :func:`_named_spans`), then the strings each field carries across events,
+        anywhere (``named``: :func:`named_spans`), then the strings each field carries across events,
         joined (a text delta's whole text; a field seen once is its own), scanned for learned
         values and known formats. Returns the events that changed, by index."""
         texts: list[str] = []
@@ -619,7 +522,7 @@ class Redactor:
         channels: dict[str, list[tuple[int, Any, Any, str]]] = {}
         for i, doc in enumerate(new_docs):
             if isinstance(doc, dict | list):
-                _string_leaves(doc, "", i, channels)
+                string_leaves(doc, "", i, channels)
         for pieces in channels.values():
             joined = "".join(p[3] for p in pieces)
             spans = self._spans(joined)
@@ -629,27 +532,7 @@ class Redactor:
                 found = joined[s:e]  # learned: masked wherever else it appears (request history, raw bytes)
                 if len(found) >= 8 and found != REDACTED and not any(c.isspace() for c in found):
                     self._literals.add(found)  # (not a key block's lines: "-----BEGIN" would mask every PEM)
-            pos = 0
-            k = 0
-            for i, container, key, value in pieces:
-                lo, hi = pos, pos + len(value)
-                pos = hi
-                while k < len(spans) and spans[k][1] <= lo:
-                    k += 1
-                if k >= len(spans) or spans[k][0] >= hi:
-                    continue
-                parts: list[str] = []
-                j = lo
-                for ss, se in spans[k:]:
-                    if ss >= hi:
-                        break
-                    if ss > j:
-                        parts.append(joined[j:ss])
-                    if ss >= lo:
-                        parts.append(REDACTED)  # where the secret starts; removed from the pieces it continues into
-                    j = max(j, min(se, hi))
-                parts.append(joined[j:hi])
-                container[key] = "".join(parts)
+            for i in mask_channel(pieces, joined, spans):
                 out[i] = new_docs[i]
         return out
 
@@ -724,25 +607,8 @@ class Redactor:
         except ValueError:
             return self.scrub(url, URL_TOKEN)
         if parts.query:
-            pairs = parse_qsl(parts.query, keep_blank_values=True)
-            changed = False
-            for k, v in pairs:
-                if _SECRET_QUERY.match(k) and v:
-                    self._learn(v)
-                    changed = True
-            if changed:
-                query = "&".join(
-                    f"{quote(k, safe='')}={URL_TOKEN if _SECRET_QUERY.match(k) and v else quote(v, safe='')}"
-                    for k, v in pairs
-                )
-                parts = parts._replace(query=query)
-        segments = parts.path.split("/")
-        for i in range(1, len(segments)):
-            seg = segments[i]
-            if looks_secret(seg) and (secret_name(segments[i - 1]) is not None or segments[i - 1].lower() in ("bot", "keys")):
-                self._learn(seg)  # /key/<key>/, /token/<token>, /bot<id>:<token> forms (scrubbed below)
-            elif seg.lower().startswith("bot") and ":" in seg and looks_secret(seg[3:].split(":", 1)[1] + "0a"):
-                self._learn(seg[3:])
+            parts = parts._replace(query=self._query(parts.query))
+        self._learn_path(parts.path)
         if parts.username or parts.password:
             host = parts.hostname or ""
             if parts.port:
@@ -751,6 +617,28 @@ class Redactor:
                 self._learn(parts.password)
             parts = parts._replace(netloc=f"{URL_TOKEN}@{host}")
         return self.scrub(urlunsplit(parts), URL_TOKEN)
+
+    def _query(self, query: str) -> str:
+        """A query string with its credential parameters' values learned and masked."""
+        pairs = parse_qsl(query, keep_blank_values=True)
+        secret = [bool(_SECRET_QUERY.match(k) and v) for k, v in pairs]
+        if not any(secret):
+            return query
+        for (_, v), s in zip(pairs, secret, strict=True):
+            if s:
+                self._learn(v)
+        return "&".join(f"{quote(k, safe='')}={URL_TOKEN if s else quote(v, safe='')}" for (k, v), s in zip(pairs, secret, strict=True))
+
+    def _learn_path(self, path: str) -> None:
+        """Learn a credential in a URL's path: /key/<key>/, /token/<token>, /bot<id>:<token>
+        (the scrub of the whole URL then masks it)."""
+        segments = path.split("/")
+        for i in range(1, len(segments)):
+            seg = segments[i]
+            if looks_secret(seg) and (secret_name(segments[i - 1]) is not None or segments[i - 1].lower() in ("bot", "keys")):
+                self._learn(seg)
+            elif seg.lower().startswith("bot") and ":" in seg and looks_secret(seg[3:].split(":", 1)[1] + "0a"):
+                self._learn(seg[3:])
 
     def _learn_form(self, body: bytes, ctype: str) -> None:
         """Learn the credential fields of a form-urlencoded or multipart body (``client_secret``,
@@ -801,227 +689,56 @@ class Redactor:
         """A redacted copy of ``ex`` (the original is not modified)."""
         req_headers = self.headers(ex.request_headers)  # learn header secrets first
         url = self.url(ex.url)
-        body = ex.request_body
         notes = list(ex.notes)
-        req_encoding = ex.request_header("content-encoding")
-        salvaged = self._undecoded(body, req_encoding) if req_encoding and any(
-            n.startswith("request:") for n in ex.notes) else None
-        if salvaged is not None:
-            body = salvaged[0]
-            notes.append("request: " + salvaged[1])
-        ctype = (ex.request_header("content-type") or "").lower()
-        if "form" in ctype:
-            self._learn_form(body, ctype)
-        parsed = ex.request_json() if salvaged is None else None
-        new_parsed: Any = None
-        if parsed is not None and not ex.request_json_cut:
-            new_parsed, changed = self._scrub_json(parsed)
-            scrubbed = orjson.dumps(new_parsed) if changed else body
-        else:
-            scrubbed = self.scrub_bytes(body)
+        body, parsed = self._request_body(ex, notes)
         resp_headers = self.headers(ex.response_headers)
-        resp_chunks = ex.response_chunks
-        resp_encoding = ex.response_header("content-encoding")
-        if resp_encoding and ex.decoded_from is None and resp_chunks:
-            salvaged_resp = self._undecoded(b"".join(c for _, c in resp_chunks), resp_encoding)
-            if salvaged_resp is not None:
-                resp_chunks = [(resp_chunks[0][0], salvaged_resp[0])]
-                notes.append(salvaged_resp[1])
-        self._learn_response(resp_chunks)
-        self._learn_minted(ex.url, resp_chunks)
-        chunks = self.chunks(resp_chunks)
+        chunks = self._response_chunks(ex, notes)
         out = replace(
             ex,
             url=url,
             request_headers=req_headers,
-            request_body=scrubbed,
+            request_body=body,
             response_headers=resp_headers,
             response_chunks=chunks,
             transport_error=self.scrub(ex.transport_error) if ex.transport_error else None,
             notes=[self.scrub(n) for n in notes],
         )
         out.forget_request_json()
-        if scrubbed is ex.request_body and parsed is not None and not ex.request_json_cut and salvaged is None:
-            out.set_request_json(parsed)
+        if body is ex.request_body and parsed is not None:
+            out.set_request_json(parsed)  # unchanged: its parse is kept
         return out
 
+    def _request_body(self, ex: Exchange, notes: list[str]) -> tuple[bytes, Any]:
+        """The request body redacted, and its parsed JSON when that may be kept (``None`` else).
+        A body kept encoded because it did not decode is stored decoded and masked when what did
+        decode holds a secret (noted in ``notes``)."""
+        body = ex.request_body
+        req_encoding = ex.request_header("content-encoding")
+        salvaged = self._undecoded(body, req_encoding) if req_encoding and any(n.startswith("request:") for n in ex.notes) else None
+        if salvaged is not None:
+            notes.append("request: " + salvaged[1])
+            body = salvaged[0]
+        ctype = (ex.request_header("content-type") or "").lower()
+        if "form" in ctype:
+            self._learn_form(body, ctype)
+        parsed = ex.request_json() if salvaged is None else None
+        if parsed is None or ex.request_json_cut:
+            return self.scrub_bytes(body), None
+        new_parsed, changed = self._scrub_json(parsed)
+        return (orjson.dumps(new_parsed), None) if changed else (body, parsed)
 
-def _json_lines(data: bytes) -> list[tuple[int, int, Any]]:
-    """(start, end, parsed) of each line of ``data`` that holds a JSON object or array: an SSE
-    ``data:`` line, an NDJSON line, a WebSocket session's ``> `` / ``< `` message."""
-    docs: list[tuple[int, int, Any]] = []
-    pos = 0
-    for line in data.split(b"\n"):
-        start, end = pos, pos + len(line)
-        pos = end + 1
-        if line.endswith(b"\r"):
-            end -= 1
-        head = line[:6]
-        if head.startswith(b"data:"):
-            start += 6 if head.startswith(b"data: ") else 5
-        elif head.startswith((b"> ", b"< ")):
-            start += 2
-        if end - start < 2 or data[start : start + 1] not in (b"{", b"["):
-            continue
-        try:
-            docs.append((start, end, bounds.loads(data[start:end])))
-        except orjson.JSONDecodeError:
-            continue
-    return docs
-
-
-def _json_frames(data: bytes) -> tuple[list[tuple[int, int, int, dict[str, Any] | None]], list[Any], list[bytes]]:
-    """The AWS event-stream frames of ``data`` that carry JSON: (start, end, headers' length, the
-    wrapper when the event is base64 in its ``bytes`` field), the JSON events, the payloads."""
-    frames: list[tuple[int, int, int, dict[str, Any] | None]] = []  # start, end, headers' length, wrapper
-    docs: list[Any] = []
-    originals: list[bytes] = []
-    pos = 0
-    while pos + 16 <= len(data):
-        total, hlen, pcrc = struct.unpack_from(">III", data, pos)
-        if zlib.crc32(data[pos : pos + 8]) != pcrc or total < 16 or pos + total > len(data) or hlen > total - 16:
-            break
-        payload = data[pos + 12 + hlen : pos + total - 4]
-        try:
-            doc = bounds.loads(payload) if payload[:1] in (b"{", b"[") else None
-        except orjson.JSONDecodeError:
-            doc = None
-        wrapper = None
-        if isinstance(doc, dict) and isinstance(doc.get("bytes"), str):
-            try:
-                wrapper, doc = doc, bounds.loads(base64.b64decode(doc["bytes"], validate=True))
-            except (binascii.Error, ValueError, orjson.JSONDecodeError):
-                wrapper = None
-        if doc is not None:
-            frames.append((pos, pos + total, hlen, wrapper))
-            docs.append(doc)
-            originals.append(payload)
-        pos += total
-    return frames, docs, originals
-
-
-def stream_texts(data: bytes) -> list[str]:
-    """The text each field of a stream's JSON events carries across events, joined (a text
-    delta's whole text), for SSE, NDJSON, WebSocket session lines and AWS event-stream frames:
-    what ``looptap verify`` scans besides each event."""
-    if len(data) > _STREAM_BYTES:
-        return []
-    docs = _json_frames(data)[1] if is_aws_eventstream(data[:12]) else [d for _, _, d in _json_lines(data)]
-    channels: dict[str, list[tuple[int, Any, Any, str]]] = {}
-    for i, doc in enumerate(docs):
-        if isinstance(doc, dict | list):
-            _string_leaves(doc, "", i, channels)
-    return ["".join(p[3] for p in pieces) for pieces in channels.values() if len(pieces) > 1]
-
-
-def _string_leaves(value: Any, path: str, i: int, out: dict[str, list[tuple[int, Any, Any, str]]], depth: int = 0) -> None:
-    """Appends (event, container, key, string) to ``out[path]`` for each string value in
-    ``value`` (bounded: 32 levels)."""
-    if depth > 32:
-        return
-    for k, v in value.items() if isinstance(value, dict) else enumerate(value):
-        if type(v) is str:
-            if v:
-                p = f"{path}/{k}"
-                found = out.get(p)
-                if found is None:
-                    out[p] = [(i, value, k, v)]
-                else:
-                    found.append((i, value, k, v))
-        elif isinstance(v, dict | list):
-            _string_leaves(v, f"{path}/{k}", i, out, depth + 1)
-
-
-def _leaf_changes(old: Any, new: Any, out: list[tuple[Any, Any]], depth: int = 0) -> bool:
-    """The (old, new) leaves that differ between two JSON values of one shape; False when the
-    shapes (or the keys) differ."""
-    if depth > 32:
-        return False
-    if isinstance(old, dict) and isinstance(new, dict):
-        if list(old) != list(new):
-            return False
-        return all(_leaf_changes(old[k], new[k], out, depth + 1) for k in old)
-    if isinstance(old, list) and isinstance(new, list):
-        return len(old) == len(new) and all(_leaf_changes(a, b, out, depth + 1) for a, b in zip(old, new, strict=True))
-    if isinstance(old, dict | list) or isinstance(new, dict | list):
-        return False
-    if old != new or type(old) is not type(new):
-        out.append((old, new))
-    return True
-
-
-def _rewrite(raw: bytes, old: Any, new: Any) -> bytes:
-    """The JSON text ``raw`` (which parses to ``old``) changed to say ``new``, keeping its
-    formatting: each changed value is replaced where it is written. Falls back to writing
-    ``new`` afresh when a value cannot be found as written (an unusual escape)."""
-    import json
-
-    pairs: list[tuple[Any, Any]] = []
-    if _leaf_changes(old, new, pairs):
-        text = raw.decode("utf-8", "surrogateescape")
-        for a, b in pairs:
-            forms = {orjson.dumps(a).decode(), json.dumps(a)} if isinstance(a, str) else {json.dumps(a)}
-            rep = orjson.dumps(b).decode().replace("\\", "\\\\")  # (a replacement template: backslashes doubled)
-            for form in forms:
-                text = re.sub(r"([:\[,]\s*)" + re.escape(form) + r"(?=\s*[,}\]])", r"\g<1>" + rep, text)
-        out = text.encode("utf-8", "surrogateescape")
-        try:
-            if orjson.loads(out) == new:
-                return out
-        except orjson.JSONDecodeError:
-            pass
-    return orjson.dumps(new)
-
-
-def _aws_frame(headers: bytes, payload: bytes) -> bytes:
-    """One AWS event-stream frame: prelude, its CRC, headers, payload, message CRC."""
-    total = 16 + len(headers) + len(payload)
-    prelude = struct.pack(">II", total, len(headers))
-    head = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + payload
-    return head + struct.pack(">I", zlib.crc32(head))
-
-
-def _apply_edits(chunks: list[tuple[float | None, bytes]], data: bytes, edits: list[tuple[int, int, bytes]]) -> list[tuple[float | None, bytes]]:
-    """``chunks`` (whose bytes joined are ``data``) with each (start, end, replacement) of
-    ``edits`` applied: the replacement goes into the chunk where the edited range starts, and the
-    rest of the range is removed from the chunks it continues into."""
-    out: list[tuple[float | None, bytes]] = []
-    pos = 0
-    k = 0
-    for t, c in chunks:
-        lo, hi = pos, pos + len(c)
-        pos = hi
-        parts: list[bytes] = []
-        i = lo
-        while i < hi:
-            while k < len(edits) and edits[k][1] <= i:
-                k += 1
-            if k < len(edits) and edits[k][0] < hi:
-                s, e, rep = edits[k]
-                if s > i:
-                    parts.append(data[i:s])
-                    i = s
-                if s >= lo:
-                    parts.append(rep)
-                i = max(i, min(e, hi))
-                if e <= hi:
-                    k += 1
-            else:
-                parts.append(data[i:hi])
-                i = hi
-        out.append((t, b"".join(parts)))
-    return out
-
-
-def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted spans, the overlapping and touching ones merged."""
-    merged: list[tuple[int, int]] = []
-    for s, e in sorted(spans):
-        if merged and s <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(e, merged[-1][1]))
-        else:
-            merged.append((s, e))
-    return merged
+    def _response_chunks(self, ex: Exchange, notes: list[str]) -> list[tuple[float | None, bytes]]:
+        """The response chunks redacted (credentials it mints or returns learned first)."""
+        resp_chunks = ex.response_chunks
+        resp_encoding = ex.response_header("content-encoding")
+        if resp_encoding and ex.decoded_from is None and resp_chunks:
+            salvaged = self._undecoded(b"".join(c for _, c in resp_chunks), resp_encoding)
+            if salvaged is not None:
+                resp_chunks = [(resp_chunks[0][0], salvaged[0])]
+                notes.append(salvaged[1])
+        self._learn_response(resp_chunks)
+        self._learn_minted(ex.url, resp_chunks)
+        return self.chunks(resp_chunks)
 
 
 def salvage_decode(data: bytes, limit: int = 64 << 20) -> bytes:

@@ -28,7 +28,6 @@ from typing import Any, BinaryIO
 import orjson
 
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
-from cassettes.parsing.roundtrip import RoundTrip, parse_all
 from cassettes.storage.codec import (
     HistoryDecoder,
     check_header,
@@ -65,11 +64,6 @@ class Cassette:
     stored_views: list[dict[str, Any] | None] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     format_version: int = 0
-
-    def roundtrips(self) -> list[RoundTrip]:
-        """The derived view of every exchange, recomputed from the raw (incrementally: a request
-        that extends an earlier one is parsed for what it appended)."""
-        return parse_all(self.exchanges)
 
 
 def private_open(path: str | Path, *, append: bool = False) -> BinaryIO:

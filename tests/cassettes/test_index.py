@@ -10,6 +10,7 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
+from cassettes.parsing.roundtrip import parse_all
 from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_cassette
 from cassettes.views.growth import growth_bars
@@ -175,7 +176,7 @@ def test_search_finds_text_calls_results_and_findings(fx: Path) -> None:
 
 def test_timeline_follows_the_recorded_chunks(fx: Path) -> None:
     cas = read_cassette(fx)
-    rts = cas.roundtrips()
+    rts = parse_all(cas.exchanges)
     points = text_timeline(cas.exchanges[1], rts[1])
     assert rts[1].response is not None
     text = rts[1].response.text

@@ -4,6 +4,7 @@ is what a reader gets, exactly what parsing the raw gives, and only when it can 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +221,19 @@ def test_a_response_too_deep_to_store_is_stored_without_its_parse(tmp_path: Path
     rec = orjson.loads(path.read_bytes().splitlines()[1])
     assert "parsed" not in rec
     assert len(read_cassette(path).exchanges) == 1
+
+
+def test_nothing_is_stored_per_record_that_no_reader_reads(tmp_path: Path) -> None:
+    """The writer no longer computes the ``looptap.roundtrip/1`` view for every record (``derived``:
+    no reader read it; ``show --json`` makes it when asked). A file that holds it (written before)
+    reads as one that does not."""
+    exchanges = [ex for _, _, ex in itertools.islice(corpus_exchanges(), 20)]
+    path = tmp_path / "run.jsonl"
+    _record(path, exchanges)
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()[1:]]
+    assert len(lines) == 20 and not any("derived" in rec for rec in lines)
+    old = tmp_path / "old.jsonl"
+    head, *rest = path.read_bytes().splitlines()
+    old.write_bytes(b"\n".join([head, *(orjson.dumps({**orjson.loads(r), "derived": {"schema": "looptap.roundtrip/1"}}) for r in rest)]) + b"\n")
+    new_rts = [_view(rt) for rt in parse_all(read_cassette(path).exchanges)]
+    assert [_view(rt) for rt in parse_all(read_cassette(old).exchanges)] == new_rts

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from cassettes.analysis import Severity, analyse
+from cassettes.parsing.roundtrip import parse_all
 from cassettes.storage.store import read_cassette
 from tests.clients.clients import BUG_CAUSES, CLIENTS, NODE_PRELUDE, PY_PRELUDE, Client, kind_of
 from tests.clients.route import route
@@ -120,7 +121,7 @@ def _final(proc: subprocess.CompletedProcess[str]) -> str | None:
 def _findings(path: Path) -> tuple[Any, Any]:
     cas = read_cassette(path)
     assert not cas.problems, [str(p) for p in cas.problems]
-    return cas, analyse(cas.exchanges, cas.roundtrips())
+    return cas, analyse(cas.exchanges, parse_all(cas.exchanges))
 
 
 def _serious(an: Any) -> list[Any]:

@@ -37,7 +37,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.analysis import RunAnalysis, Severity, analyse  # noqa: E402
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange  # noqa: E402
+from cassettes.parsing.roundtrip import (  # noqa: E402
+    RoundTrip,
+    parse_all,
+    parse_exchange,
+)
 from cassettes.storage.store import Cassette, read_cassette  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
@@ -91,7 +95,7 @@ def explain(proc: subprocess.CompletedProcess[str]) -> str:
 
 def load(out: Path) -> tuple[Cassette, list[RoundTrip]]:
     cas = read_cassette(out)
-    return cas, cas.roundtrips()
+    return cas, parse_all(cas.exchanges)
 
 
 def assert_recorded(cas: Cassette, rts: list[RoundTrip], served: list[Served], origin: str | None = None) -> None:

@@ -49,7 +49,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-from cassettes.parsing.roundtrip import RoundTrip, parse_exchange  # noqa: E402
+from cassettes.parsing.roundtrip import RoundTrip, parse_all, parse_exchange  # noqa: E402
 from cassettes.storage.store import Cassette, read_cassette  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
@@ -130,7 +130,7 @@ def expected_view(s: Served) -> tuple[str, list[list[Any]]]:
 def load(out: Path) -> tuple[Cassette, list[RoundTrip]]:
     cas = read_cassette(out)
     assert not cas.problems, [str(p) for p in cas.problems]
-    return cas, cas.roundtrips()
+    return cas, parse_all(cas.exchanges)
 
 
 def recorded_request_json(s: Served) -> Any:

@@ -24,7 +24,7 @@ import pytest
 from cassettes.storage.store import read_cassette
 from cassettes.wire.exchange import Exchange
 from proxy.handoff import Handoff, HandoffError, Receipt
-from proxy.writer import FrameReader, frame, write_parts
+from proxy.pipe import FrameReader, frame, write_parts
 from tests.support import progress
 
 

@@ -17,6 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
+from cassettes.parsing.roundtrip import parse_all  # noqa: E402
 from cassettes.storage.store import read_cassette  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.upstream import FakeUpstream  # noqa: E402
@@ -90,7 +91,7 @@ def test_addon_file_records_through_the_stock_tool(tool: str, tmp_path: Path) ->
     assert b"data: [DONE]" in streamed, log
     cas = read_cassette(out)
     assert not cas.problems, cas.problems
-    rts = cas.roundtrips()
+    rts = parse_all(cas.exchanges)
     assert [rt.family for rt in rts] == ["openai_chat", "openai_chat"], log
     assert [rt.stream for rt in rts] == [False, True]
     assert all(rt.complete for rt in rts)

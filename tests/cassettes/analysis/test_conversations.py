@@ -771,3 +771,31 @@ def test_a_turn_missing_from_the_recording(family: str) -> None:
     # kept counts the previous request's messages; its answer was echoed after them
     assert (c.link, c.kept, c.echoed_assistant, c.rewritten, len(c.appended)) == ("extends", 1, True, 0, 4)
     assert not [f for f in c_findings(run) if f.severity != "info"]
+
+
+def test_a_threader_keeps_its_memo_and_its_released_turns_to_itself() -> None:
+    """No hidden shared state (issue 30 item 5): the memo of squashed texts and part keys belongs to
+    the threader (module-level dicts, cleared by every threader's ``add``, were shared by every
+    analysis in the process), and a superseded turn's released keys are ``None``, not a shared
+    empty list that reads like "no parts"."""
+    from cassettes.analysis import conversations
+    from cassettes.analysis.conversations import Threader
+    from cassettes.parsing.models import Message, NormalisedResponse, Part
+
+    def containers() -> dict[str, int]:
+        return {k: len(v) for k, v in vars(conversations).items() if isinstance(v, dict | list | set) and not k.startswith("__")}
+
+    before = containers()
+    a, b = Threader(), Threader()
+    history: list[Message] = [Message(role="user", parts=[Part(kind="text", text="  What is   the weather in Paris?  ")])]
+    for i in range(3):
+        answer = NormalisedResponse(parts=[Part(kind="text", text=f"It is sunny, {i}.")])
+        for t in (a, b):
+            t.add("openai_chat", list(history), answer, failed=False)
+        history += [Message(role="assistant", parts=answer.parts), Message(role="user", parts=[Part(kind="text", text=f"And day {i}?")])]
+    assert containers() == before, "threading changed module-level state"
+    assert a._memo is not b._memo and a._memo.squashed and a._memo.squashed == b._memo.squashed
+    assert [t.conversation for t in a.turns] == [t.conversation for t in b.turns] == ["c1"] * 3
+    released, latest = a.turns[0], a.turns[-1]
+    assert released.last_parts is None and released.echo_parts is None and released.keys is None
+    assert latest.last_parts and latest.echo_parts

@@ -50,7 +50,7 @@ def test_incremental_parse_and_analysis_equal_the_full_ones(tmp_path: Path) -> N
             inc = parse_exchange(ex, parsed.get(base_seq) if isinstance(base_seq, int) else None)
             full = parse_exchange(ex)
             parsed[ex.seq] = inc
-            if inc._reused is not None:
+            if inc.reused is not None:
                 incremental_requests += 1
             assert inc.request == full.request, f"{rel(path)}#{ex.seq}"
         assert _signature(analyse(exchanges)) == _signature(analyse(exchanges, [parse_exchange(e) for e in exchanges])), rel(path)
