@@ -48,6 +48,7 @@ def by_order(path: Path) -> tuple[int, int]:
     a request of an agent's turn t >= 1 is ambiguous when, at its place in the recording, more than one
     agent (itself included) has had exactly t turns answered: their histories are identical, ids included."""
     from cassettes.analysis import analyse
+    from cassettes.parsing.roundtrip import parse_all
     from cassettes.storage.store import read_cassette
 
     cas = read_cassette(path)
@@ -59,7 +60,7 @@ def by_order(path: Path) -> tuple[int, int]:
         if turn >= 1 and sum(1 for k in answered.values() if k == turn) > 1:
             implied += 1
         answered[agent] = turn + 1
-    found = sum(1 for f in analyse(cas.exchanges, cas.roundtrips()).findings if f.code == "C.thread_ambiguous")
+    found = sum(1 for f in analyse(cas.exchanges, parse_all(cas.exchanges)).findings if f.code == "C.thread_ambiguous")
     return found, implied
 
 
