@@ -49,6 +49,11 @@ MOVES: tuple[tuple[str, str], ...] = (
     ("cassettes/interop/mcp.py", "cassettes/mcp/server.py"),
     ("cassettes/interop/mcpstdio.py", "cassettes/mcp/stdio.py"),
     ("cassettes/interop/query.py", "cassettes/mcp/query.py"),
+    # The HTML report (export --html, and the pytest plugin's page of a failed test) is a view of
+    # a run: its data builder and its page, beside show's text and JSON (replay may import views).
+    ("cassettes/interop/report.py", "cassettes/views/report.py"),
+    ("cassettes/interop/htmlpage.py", "cassettes/views/htmlpage.py"),
+    ("cassettes/interop/report_assets", "cassettes/views/report_assets"),
 )
 
 #: New packages and their docstrings (also rewritten in existing packages whose contents changed).

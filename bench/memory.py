@@ -33,7 +33,7 @@ COMMANDS = {
 }
 READER = (
     "import sys, time\n"
-    "from cassettes.views.incremental import IncrementalRun\n"
+    "from cassettes.reading.incremental import IncrementalRun\n"
     "run = IncrementalRun(sys.argv[1])\n"
     "while not run.step().at_end: pass\n"
     "print(len(run.analysis.turns), 'turns;', len(run.problems), 'problems')\n"

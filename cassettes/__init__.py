@@ -20,22 +20,22 @@ _EXPORTS = {
     "ImportFormatError": "cassettes.errors",
     "NewerFormatError": "cassettes.errors",
     "Exchange": "cassettes.wire.exchange",
-    "ApiError": "cassettes.parsing.models",
-    "FinishReason": "cassettes.parsing.models",
-    "Message": "cassettes.parsing.models",
-    "NormalisedRequest": "cassettes.parsing.models",
-    "NormalisedResponse": "cassettes.parsing.models",
-    "Part": "cassettes.parsing.models",
-    "ToolCall": "cassettes.parsing.models",
-    "ToolResult": "cassettes.parsing.models",
-    "ToolSpec": "cassettes.parsing.models",
-    "Usage": "cassettes.parsing.models",
+    "ApiError": "cassettes.models",
+    "FinishReason": "cassettes.models",
+    "Message": "cassettes.models",
+    "NormalisedRequest": "cassettes.models",
+    "NormalisedResponse": "cassettes.models",
+    "Part": "cassettes.models",
+    "ToolCall": "cassettes.models",
+    "ToolResult": "cassettes.models",
+    "ToolSpec": "cassettes.models",
+    "Usage": "cassettes.models",
     "Redactor": "cassettes.recording.redact",
     "RoundTrip": "cassettes.parsing.roundtrip",
     "parse_exchange": "cassettes.parsing.roundtrip",
     "CassetteWriter": "cassettes.recording.pipeline",
-    "Run": "cassettes.interop.run",
-    "open_run": "cassettes.interop.run",
+    "Run": "cassettes.reading.run",
+    "open_run": "cassettes.reading.run",
     "roundtrip_json": "cassettes.views.schema",
 }
 
@@ -47,8 +47,7 @@ if TYPE_CHECKING:
         ImportFormatError,
         NewerFormatError,
     )
-    from cassettes.interop.run import Run, open_run
-    from cassettes.parsing.models import (
+    from cassettes.models import (
         ApiError,
         FinishReason,
         Message,
@@ -61,6 +60,7 @@ if TYPE_CHECKING:
         Usage,
     )
     from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
+    from cassettes.reading.run import Run, open_run
     from cassettes.recording.pipeline import CassetteWriter
     from cassettes.recording.redact import Redactor
     from cassettes.storage.codec import FORMAT_VERSION

@@ -39,7 +39,7 @@ _EMPTY_TURN: dict[str, Any] = {"conversation": None, "turn": None, "previous_seq
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from cassettes.interop.run import open_run
+    from cassettes.reading.run import open_run
     from cassettes.views.schema import roundtrip_json
     from cassettes.views.view import analysis_lines, mcp_link_json, summary_lines, turn_json
 
@@ -185,7 +185,7 @@ def _import_dest(src: Path, rel: Path, out: Path | None, many: bool, written: se
 def _import_one(src: Path, target: Target) -> str:
     """Import one vcrpy or mitmproxy file into a new cassette at the checked ``target``, written
     under a private name beside it and put in place whole (storage/paths.py); the summary line."""
-    from cassettes.interop.run import open_run
+    from cassettes.reading.run import open_run
     from cassettes.recording.pipeline import CassetteWriter
     from cassettes.storage.paths import staged
 

@@ -40,10 +40,10 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from cassettes.analysis.model import Finding, Layer, McpCall, Turn
 from cassettes.errors import CassetteError
-from cassettes.parsing.models import NormalisedRequest, ToolResult
+from cassettes.models import NormalisedRequest, ToolResult
+from cassettes.reading.incremental import Batch
 from cassettes.storage.store import being_written
 from cassettes.untrusted import clean, clean_line
-from cassettes.views.incremental import Batch
 from cassettes.views.search import SearchHit, search_turns
 from cassettes.views.summary import TurnSummary
 from cassettes.views.timeline import TimelinePoint, text_timeline

@@ -35,7 +35,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         # ``--live``: the user asked to see the run, and the run is not over yet.
         live = being_written(args.file)
 
-    from cassettes.interop.run import cassette_of
+    from cassettes.reading.run import cassette_of
     from inspector.app import build_app
 
     # A vcrpy cassette or a mitmproxy flow file is opened as the other commands open it (told

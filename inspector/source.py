@@ -14,8 +14,8 @@ from typing import Protocol
 
 from cassettes.analysis.model import Conversation, McpCall, Turn
 from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.reading.incremental import Batch
 from cassettes.storage.store import Problem
-from cassettes.views.incremental import Batch
 from cassettes.views.summary import TurnSummary
 from cassettes.wire.exchange import Exchange
 
@@ -52,10 +52,10 @@ class TurnSource(Protocol):
 
 
 class _Incremental:
-    """:class:`cassettes.views.incremental.IncrementalRun` behind :class:`TurnSource`."""
+    """:class:`cassettes.reading.incremental.IncrementalRun` behind :class:`TurnSource`."""
 
     def __init__(self, path: Path) -> None:
-        from cassettes.views.incremental import IncrementalRun
+        from cassettes.reading.incremental import IncrementalRun
 
         self.run = IncrementalRun(path)
 

@@ -55,7 +55,7 @@ def test_a_concatenation_of_cassettes_is_refused_by_every_reader(demo: Path, tmp
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert said in err and str(joined) in err, (argv, err)
-    from cassettes.interop.query import QueryError, Runs
+    from cassettes.mcp.query import QueryError, Runs
 
     with pytest.raises(QueryError) as exc:
         Runs([str(tmp_path)]).summary("joined.jsonl", 6000)

@@ -58,7 +58,7 @@ from cassettes import providers
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
 from cassettes.analysis.emission import cut_calls
 from cassettes.analysis.model import ApiView, Finding, Severity
-from cassettes.parsing.models import ApiError, FinishReason, NormalisedResponse
+from cassettes.models import ApiError, FinishReason, NormalisedResponse
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build", "same_model"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import Finding, Layer, Severity, Turn
-from cassettes.parsing.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
+from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.wire.exchange import Exchange
 

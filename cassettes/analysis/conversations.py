@@ -50,7 +50,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.parsing.models import Message, NormalisedResponse, Part
+from cassettes.models import Message, NormalisedResponse, Part
 
 __all__ = ["Link", "Threader", "message_key", "response_message", "squashed"]
 

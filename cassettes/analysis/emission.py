@@ -54,7 +54,7 @@ from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
 from cassettes.analysis.conversations import squashed
 from cassettes.analysis.model import CallCheck, EmissionView, Finding, Severity
-from cassettes.parsing.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec
+from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build", "canonical_call", "schema_errors"]
 

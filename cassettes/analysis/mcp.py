@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from cassettes.analysis.model import McpCall, Turn
-from cassettes.parsing.models import NormalisedResponse
+from cassettes.models import NormalisedResponse
 
 __all__ = ["McpLinker", "ModelCall"]
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
 
-from cassettes.parsing.models import ApiError, FinishReason, Message, Usage
+from cassettes.models import ApiError, FinishReason, Message, Usage
 
 __all__ = [
     "ApiView",

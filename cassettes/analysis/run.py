@@ -41,7 +41,7 @@ from cassettes.analysis.model import (
     TokenView,
     Turn,
 )
-from cassettes.parsing.models import Message, NormalisedResponse, Part
+from cassettes.models import Message, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
 from cassettes.wire.exchange import Exchange
 

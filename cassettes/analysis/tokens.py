@@ -3,7 +3,7 @@
 No findings are emitted here (catalogue: none); this module fills :class:`TokenView` for every turn.
 
 **Counts.** The adapters already convert usage to the inclusive convention (see
-:mod:`cassettes.parsing.models`): ``input`` is every input token, cached or not — OpenAI's
+:mod:`cassettes.models`): ``input`` is every input token, cached or not — OpenAI's
 ``prompt_tokens`` already are, Anthropic's ``input_tokens`` are not and the adapter adds
 ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` to them. So
 ``input_uncached = input - cache_read - cache_write`` for every family, and ``output`` includes
@@ -60,7 +60,7 @@ from cassettes import providers
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.model import Segments, TokenView
 from cassettes.analysis.pricing import PRICES_VERSION, calc_price
-from cassettes.parsing.models import Message, NormalisedResponse, Part, ToolSpec, Usage
+from cassettes.models import Message, NormalisedResponse, Part, ToolSpec, Usage
 
 __all__ = [
     "BYTES_PER_TOKEN",

@@ -65,7 +65,7 @@ def _header(values: list[str] | None) -> dict[str, str]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from cassettes.interop.run import open_run
+    from cassettes.reading.run import open_run
 
     html: str | None = None
     if getattr(args, "html", False) or getattr(args, "output", None):
@@ -144,8 +144,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def write_html_report(run: Any, target: Any, shown: str) -> str:
     """Write ``run`` as one self-contained web page (``looptap export --html``) to ``target``
     (``None``: stdout); what was written, for the summary line."""
-    from cassettes.interop.htmlpage import render_html
-    from cassettes.interop.report import report_data
+    from cassettes.views.htmlpage import render_html
+    from cassettes.views.report import report_data
 
     data = report_data(run)
     page = render_html(data).encode()
@@ -182,8 +182,8 @@ def cmd_textconv(args: argparse.Namespace) -> int:
     if not args.file:
         print("looptap textconv: error: give a cassette (or --install in a git repository)", file=sys.stderr)
         return 2
-    from cassettes.interop.run import open_run
     from cassettes.interop.textconv import render
+    from cassettes.reading.run import open_run
 
     path = Path(args.file)
     try:

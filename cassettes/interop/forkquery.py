@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes.interop.query import (
+from cassettes.mcp.query import (
     DEFAULT_BYTES,
     DEFAULT_CHARS,
     QueryError,
@@ -17,7 +17,7 @@ from cassettes.interop.query import (
     page,
     text,
 )
-from cassettes.interop.run import Run
+from cassettes.reading.run import Run
 
 __all__ = ["fork_diff"]
 

@@ -23,8 +23,8 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from cassettes._version import __version__
-from cassettes.interop.run import Run, timeline
 from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.reading.run import Run, timeline
 from cassettes.wire.exchange import Exchange, Headers
 
 __all__ = ["build_har", "har_chunks", "iter_entries"]

@@ -40,9 +40,9 @@ from cassettes import providers
 from cassettes._version import __version__
 from cassettes.analysis import Finding, Turn
 from cassettes.analysis.model import Conversation
-from cassettes.interop.run import Run, timeline
-from cassettes.parsing.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
+from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.reading.run import Run, timeline
 
 __all__ = ["SCOPE_NAME", "SPAN_KIND_CLIENT", "SPAN_KIND_INTERNAL", "build_request", "iter_requests", "span_attributes"]
 

@@ -31,9 +31,9 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes.analysis import Turn
-from cassettes.interop.run import Run
-from cassettes.parsing.models import Message, NormalisedRequest, NormalisedResponse, Part
+from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.reading.run import Run
 from cassettes.views.view import SEVERITY_MARK, error_phrase
 
 __all__ = ["render"]

@@ -14,8 +14,8 @@ from urllib.parse import SplitResult, urlsplit
 from pydantic import BaseModel, Field, PrivateAttr
 
 from cassettes import providers
+from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing import sealed
-from cassettes.parsing.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.framing import Framed, frame
 
@@ -228,7 +228,7 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
         return
     rt.family = adapter.family
     rt.operation = adapter.body_operation(adapter.operation(ex.method, url), body)
-    if ex.status == 101:  # a WebSocket session's messages outside any turn (cassettes.wire.websocket): kept, not a call
+    if ex.status == 101:  # a WebSocket session's messages outside any turn (cassettes.recording.websocket): kept, not a call
         rt.operation = "websocket"
         return
     parsed = adapter.parses(rt.operation)  # generate, and the non-loop calls a family reads (embed)
@@ -306,7 +306,7 @@ def _parse_response_side(rt: RoundTrip, adapter: providers.Provider, ex: Exchang
     if rt.response is not None:
         adapter.add_header_facts(rt.response, ex.response_header)
         if rt.response.id is None and providers.is_ws_turn(body) and isinstance(body.get("turn_id"), str):
-            rt.response.id = body["turn_id"]  # a WebSocket turn of an API without ids (cassettes.wire.websocket)
+            rt.response.id = body["turn_id"]  # a WebSocket turn of an API without ids (cassettes.recording.websocket)
 
 
 def _error_response(adapter: providers.Provider, framed: Framed, status: int | None) -> NormalisedResponse:

@@ -31,7 +31,7 @@ import orjson
 from pydantic import ValidationError
 
 from cassettes.errors import CassetteFormatError
-from cassettes.parsing.models import NormalisedResponse
+from cassettes.models import NormalisedResponse
 from cassettes.storage.codec import read_response
 from cassettes.wire.exchange import Exchange, Headers
 
@@ -47,7 +47,7 @@ _PARSER_SOURCES = (
     "storage/codec.py",
     "wire/exchange.py",
     "wire/framing.py",
-    "parsing/models.py",
+    "models.py",
     "parsing/roundtrip.py",
     "parsing/sealed.py",
     "providers",

@@ -1,6 +1,6 @@
 """What every provider adapter has: one small surface and the helpers they share.
 
-An adapter recognises its traffic and parses it into :mod:`cassettes.parsing.models`:
+An adapter recognises its traffic and parses it into :mod:`cassettes.models`:
 
 * :meth:`Provider.recognise` — a score for (method, URL, body); 0 means "not mine";
 * :meth:`Provider.operation` — ``generate`` for a model call, or what else the endpoint does
@@ -30,7 +30,7 @@ from urllib.parse import SplitResult
 import orjson
 
 from cassettes import bounds
-from cassettes.parsing.models import (
+from cassettes.models import (
     ApiError,
     FinishReason,
     NormalisedRequest,

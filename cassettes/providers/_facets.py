@@ -17,7 +17,7 @@ import re
 from typing import Any, ClassVar
 from urllib.parse import SplitResult
 
-from cassettes.parsing.models import NormalisedResponse, Usage
+from cassettes.models import NormalisedResponse, Usage
 
 __all__ = ["ClientRules", "Pricing", "Rendered", "ReplayShape", "Telemetry"]
 

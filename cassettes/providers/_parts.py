@@ -25,7 +25,7 @@ from typing import Any, cast
 import orjson
 
 from cassettes import bounds
-from cassettes.parsing.models import ApiError, FinishReason, NormalisedResponse, Part, PartKind, Usage
+from cassettes.models import ApiError, FinishReason, NormalisedResponse, Part, PartKind, Usage
 from cassettes.providers._base import compact_json, json_events, tool_call_from_string
 from cassettes.wire.framing import Framed
 

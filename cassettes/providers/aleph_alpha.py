@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.parsing.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
+from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
 from cassettes.providers._base import (
     Provider,
     as_int,

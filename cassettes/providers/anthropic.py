@@ -39,7 +39,7 @@ from urllib.parse import SplitResult, unquote
 import orjson
 
 from cassettes import bounds
-from cassettes.parsing.models import (
+from cassettes.models import (
     ApiError,
     FinishReason,
     Message,

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.parsing.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
+from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import Provider, as_str, error_from_body, finish_lookup, json_events
 from cassettes.providers._parts import StreamParts
 from cassettes.wire.framing import Framed

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from cassettes import bounds
-from cassettes.parsing.models import (
+from cassettes.models import (
     NormalisedResponse,
 )
 from cassettes.providers._base import (

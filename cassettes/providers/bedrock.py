@@ -9,7 +9,7 @@ to the Anthropic adapter; every other InvokeModel body is :class:`BedrockInvoke`
 Usage: Bedrock's ``inputTokens`` *excludes* cache reads and writes. Every cached recording in the
 corpus has ``totalTokens == inputTokens + outputTokens + cacheReadInputTokens +
 cacheWriteInputTokens`` (e.g. 433 + 16 + 2752 + 0 = 3201), so the adapter adds both cache counts
-to reach the inclusive ``input_tokens`` of :mod:`cassettes.parsing.models`.
+to reach the inclusive ``input_tokens`` of :mod:`cassettes.models`.
 
 Streams are AWS event-stream frames; the event name is the ``:event-type`` header and the
 payload carries no ``type``. A stream is complete when ``messageStop`` *and* the trailing
@@ -24,7 +24,7 @@ from urllib.parse import SplitResult, unquote
 import orjson
 
 from cassettes import bounds
-from cassettes.parsing.models import (
+from cassettes.models import (
     ApiError,
     FinishReason,
     Message,

@@ -12,7 +12,7 @@ from urllib.parse import SplitResult
 import orjson
 
 from cassettes import bounds
-from cassettes.parsing.models import (
+from cassettes.models import (
     ApiError,
     FinishReason,
     NormalisedRequest,

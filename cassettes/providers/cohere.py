@@ -37,7 +37,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.parsing.models import (
+from cassettes.models import (
     ApiError,
     FinishReason,
     Message,

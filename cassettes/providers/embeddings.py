@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.parsing.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
+from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
 from cassettes.providers._base import Provider, as_int, as_str, azure_deployment
 from cassettes.providers.openai_completions import prompt_messages
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.parsing.models import (
+from cassettes.models import (
     FinishReason,
     NormalisedResponse,
     Usage,

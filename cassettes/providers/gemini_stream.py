@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from cassettes import bounds
-from cassettes.parsing.models import (
+from cassettes.models import (
     ApiError,
     FinishReason,
     NormalisedResponse,

@@ -13,7 +13,7 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes.parsing.models import (
+from cassettes.models import (
     FinishReason,
     Message,
     NormalisedRequest,

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.parsing.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
+from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import (
     Provider,
     as_str,

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import SplitResult, parse_qs
 
 from cassettes import bounds
-from cassettes.parsing.models import (
+from cassettes.models import (
     ApiError,
     FinishReason,
     NormalisedRequest,

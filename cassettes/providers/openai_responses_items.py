@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.parsing.models import (
+from cassettes.models import (
     Message,
     Part,
     ToolCall,

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.parsing.models import FinishReason, NormalisedResponse, Usage
+from cassettes.models import FinishReason, NormalisedResponse, Usage
 from cassettes.providers._base import (
     Rendered,
     answer_calls,

@@ -10,7 +10,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from cassettes.parsing.models import ApiError, FinishReason, NormalisedResponse
+from cassettes.models import ApiError, FinishReason, NormalisedResponse
 from cassettes.providers._base import as_int, as_str, error_from_body
 from cassettes.providers._parts import Slot, StreamParts
 

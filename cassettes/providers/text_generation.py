@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
-from cassettes.parsing.models import (
+from cassettes.models import (
     ApiError,
     FinishReason,
     NormalisedRequest,

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult
 
-from cassettes.parsing.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
+from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import Provider, as_str, json_events
 from cassettes.providers._parts import StreamParts
 from cassettes.wire.framing import Framed

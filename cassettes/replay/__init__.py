@@ -5,7 +5,7 @@ by layer, diff two runs, and the pytest plugin that ties it together.
     Matcher        which recorded round trip answers a request; ``Miss`` when none does
     json_diff      JSON-path differences (``messages[4].content[0].content``)
     Run            a recorded or replayed run with its assertion helpers (findings by layer, tokens,
-                   cost): the one run class, :class:`cassettes.interop.run.Run`
+                   cost): the one run class, :class:`cassettes.reading.run.Run`
     diff_runs      where two runs of the same agent diverge (``looptap diff``)
 """
 
@@ -26,14 +26,14 @@ _EXPORTS = {
     "request_key": "cassettes.replay.matcher",
     "Divergence": "cassettes.replay.rundiff",
     "diff_runs": "cassettes.replay.rundiff",
-    "Run": "cassettes.interop.run",
+    "Run": "cassettes.reading.run",
     "ReplayServer": "cassettes.replay.server",
     "parse_pace": "cassettes.replay.server",
     "replay_env": "cassettes.replay.server",
 }
 
 if TYPE_CHECKING:
-    from cassettes.interop.run import Run
+    from cassettes.reading.run import Run
     from cassettes.replay.jsondiff import Change, json_diff
     from cassettes.replay.matcher import Matcher, Miss, Recorded, Verdict, request_key
     from cassettes.replay.rundiff import Divergence, diff_runs

@@ -148,7 +148,7 @@ def _report(server: Any, plan: Any, cursor: Any) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
-    from cassettes.interop.run import open_run
+    from cassettes.reading.run import open_run
     from cassettes.replay.rundiff import diff_analysed, divergence_lines, fork_lined_up
 
     run_a, run_b = open_run(args.a), open_run(args.b)  # each read once, as a stream
@@ -257,8 +257,8 @@ def register_diff(sub: Any) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     from decimal import Decimal, InvalidOperation
 
-    from cassettes.interop.run import open_run
     from cassettes.providers import REVERSE_UPSTREAMS
+    from cassettes.reading.run import open_run
     from cassettes.replay.compare import BudgetError, check_budget, compare_run, plan_requests
     from cassettes.replay.cursor import live_router
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from cassettes.parsing.models import NormalisedRequest, NormalisedResponse, Part
+    from cassettes.models import NormalisedRequest, NormalisedResponse, Part
     from cassettes.replay.matcher import Recorded
 
 
@@ -266,7 +266,7 @@ def rewrite_answer(fault: Fault, answer: NormalisedResponse, request: Normalised
 
 def _api_fault(fault: Fault, answer: NormalisedResponse, parts: list[Part], calls: list[int], text: str) -> NormalisedResponse | str:
     """The API's faults: the answer cut at the token cap, filtered, or refused."""
-    from cassettes.parsing.models import FinishReason, Part
+    from cassettes.models import FinishReason, Part
 
     update: dict[str, Any] = {"finish_reason_raw": None, "complete": True}
     if fault.kind == "truncate":
@@ -295,7 +295,7 @@ def _model_fault(
     fault: Fault, answer: NormalisedResponse, parts: list[Part], calls: list[int], request: NormalisedRequest | None
 ) -> NormalisedResponse | str:
     """The model's faults: the first call of the client's own tools, changed."""
-    from cassettes.parsing.models import FinishReason, Part
+    from cassettes.models import FinishReason, Part
 
     if not calls:
         return "the answer calls no tool"

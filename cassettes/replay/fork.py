@@ -63,7 +63,7 @@ def origin_meta(source: ForkSource, model: str | None, starts: dict[str | None, 
 
 def write_branch_header(path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None) -> None:
     """Start the branch cassette: its header names the origin (the recorder appends after it)."""
-    from cassettes.interop.run import open_run
+    from cassettes.reading.run import open_run
     from cassettes.replay.cursor import Cursor
     from cassettes.replay.matcher import Matcher
     from cassettes.storage.store import CassetteFile

@@ -49,7 +49,7 @@ from cassettes.errors import CassetteError, ReplayMiss
 # Everything else is imported where it is used: this module loads in every pytest session of every
 # project that has looptap installed, whether a test uses it or not.
 if TYPE_CHECKING:
-    from cassettes.interop.run import Run
+    from cassettes.reading.run import Run
     from cassettes.replay.faults import FaultPlan
     from cassettes.replay.server import ReplayServer
     from cassettes.wire.exchange import Exchange
@@ -196,7 +196,7 @@ class LooptapSession:
         """The run so far: the requests the agent sent and the responses replayed (or, in
         ``new_episodes``, recorded now); when only recording, the recorded cassette (reading it
         ends the recording)."""
-        from cassettes.interop.run import Run
+        from cassettes.reading.run import Run
 
         if self.server is not None:
             return Run(list(self.server.served))
@@ -435,7 +435,7 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
         pytest.fail(f"looptap: could not store the round trips recorded for {session.path}: {exc}", pytrace=False)
     rec = session.recording
     if rec is not None and rec.exists():
-        from cassettes.interop.run import open_run
+        from cassettes.reading.run import open_run
         from cassettes.recording.pipeline import CassetteWriter
 
         new = open_run(rec, whole=True).exchanges
@@ -649,8 +649,8 @@ def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
     directory (``.pytest_cache/d/looptap-reports/``): the line the failure shows. Never fails the
     test itself: a page that cannot be written says why instead."""
     try:
-        from cassettes.interop.htmlpage import HtmlExtraMissing, render_html
-        from cassettes.interop.report import report_data
+        from cassettes.views.htmlpage import HtmlExtraMissing, render_html
+        from cassettes.views.report import report_data
 
         run = session.run
         run.name = f"{item.nodeid} ({session.path.name})"  # the page's title

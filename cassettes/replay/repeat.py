@@ -47,7 +47,7 @@ def _answer(turn: Any) -> str:
 
 def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement]:
     """Per (origin conversation, turn) past the cursor: the K branches' answers and the recording's."""
-    from cassettes.interop.run import open_run
+    from cassettes.reading.run import open_run
     from cassettes.replay.fork import origin_of
     from cassettes.replay.rundiff import fork_pairs
 

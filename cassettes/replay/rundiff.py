@@ -120,7 +120,7 @@ def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None =
     besides the analysis); also each file's problems. When B is a branch forked from A (its
     header names A as its origin), the two are lined up from the cursor (:func:`diff_fork`) and
     ``notes`` gets the lines saying how."""
-    from cassettes.interop.run import open_run
+    from cassettes.reading.run import open_run
 
     a, b = open_run(path_a), open_run(path_b)
 

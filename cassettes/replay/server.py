@@ -172,7 +172,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         if isinstance(cassette, (str, Path)):
             # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file),
             # held in memory: every recorded round trip is a candidate answer.
-            from cassettes.interop.run import open_run
+            from cassettes.reading.run import open_run
 
             run = open_run(cassette, whole=True)
             self.source = str(cassette)

@@ -13,7 +13,7 @@ one a recorder is still appending to, needs something else:
 
 Damage is reported as :class:`~cassettes.storage.store.Problem` entries exactly as the batch reader does;
 only a file that is not a looptap cassette (or is newer) raises. What drives the analysis over
-these records, batch by batch, is :class:`cassettes.views.incremental.IncrementalRun`.
+these records, batch by batch, is :class:`cassettes.reading.incremental.IncrementalRun`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from decimal import Decimal
 
 from cassettes.analysis.model import Turn
 from cassettes.analysis.tokens import apportion, estimate_text
-from cassettes.parsing.models import Message
+from cassettes.models import Message
 
 __all__ = ["GrowthBar", "growth_bars"]
 

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cassettes.parsing.models import FinishReason, Part
+from cassettes.models import FinishReason, Part
 from cassettes.parsing.roundtrip import RoundTrip, side_call
 from cassettes.wire.exchange import Exchange
 
@@ -258,7 +258,7 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
         model_requested=req.model if req else None,
         model_served=resp.model if resp else None,
         stream=rt.stream,
-        # A turn recorded from a WebSocket session (cassettes.wire.websocket) says so in its notes.
+        # A turn recorded from a WebSocket session (cassettes.recording.websocket) says so in its notes.
         transport="websocket"
         if ex is not None and any(n.startswith("websocket ") for n in ex.notes)
         else "http",

@@ -16,7 +16,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from cassettes.analysis.model import Finding, Layer, McpCall, Turn
-from cassettes.parsing.models import ToolResult
+from cassettes.models import ToolResult
 from cassettes.untrusted import clean, clean_line
 from cassettes.views.view import count
 from inspector.safe import wire, wire_line

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cassettes.parsing.models import Message, NormalisedRequest, Part
+from cassettes.models import Message, NormalisedRequest, Part
 from cassettes.untrusted import clean, clean_line
 from inspector.safe import wire, wire_line
 

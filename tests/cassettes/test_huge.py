@@ -15,9 +15,9 @@ import pytest
 
 from cassettes.analysis.run import ACTIVE, RunAnalyser, analyse
 from cassettes.cli import main
-from cassettes.interop.run import RunTooLargeError, open_run
+from cassettes.reading.incremental import IncrementalRun
+from cassettes.reading.run import RunTooLargeError, open_run
 from cassettes.storage.store import read_cassette
-from cassettes.views.incremental import IncrementalRun
 from tests.support.huge import write_huge
 
 _HEADER = b'{"type":"header","format":"looptap-cassette","format_version":1,"writer":"looptap 0.1.0","created":"2026-01-01T00:00:00.000Z","meta":{}}\n'

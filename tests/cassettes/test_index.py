@@ -1,4 +1,4 @@
-"""The incremental reader (cassettes.storage.index, cassettes.views.incremental) and the viewer helpers (growth, search, timeline)."""
+"""The incremental reader (cassettes.storage.index, cassettes.reading.incremental) and the viewer helpers (growth, search, timeline)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from cassettes.analysis import analyse
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.parsing.roundtrip import parse_all
+from cassettes.reading.incremental import IncrementalRun
 from cassettes.storage.index import RecordIndex
 from cassettes.storage.store import read_cassette
 from cassettes.views.growth import growth_bars
-from cassettes.views.incremental import IncrementalRun
 from cassettes.views.search import search_turns
 from cassettes.views.timeline import text_timeline
 from tests.support import progress
@@ -250,7 +250,7 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(
     compressor, or was compressed to disk (by the background thread, or inline when it lags)."""
     import threading
 
-    from cassettes.views.incremental import _TurnStore
+    from cassettes.reading.incremental import _TurnStore
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 3000)
     monkeypatch.setattr(_TurnStore, "BACKLOG", backlog)
@@ -287,7 +287,7 @@ def test_turn_store_write_failure_surfaces_on_the_next_put(
     """A full disk fails the reader's next put, whether the block was compressed inline or by the
     background thread."""
 
-    from cassettes.views.incremental import _TurnStore
+    from cassettes.reading.incremental import _TurnStore
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 1000)
     monkeypatch.setattr(_TurnStore, "BACKLOG", backlog)
@@ -295,7 +295,7 @@ def test_turn_store_write_failure_surfaces_on_the_next_put(
     def no_space(*a: object, **k: object) -> object:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("cassettes.views.incremental.tempfile.TemporaryFile", no_space)
+    monkeypatch.setattr("cassettes.reading.incremental.tempfile.TemporaryFile", no_space)
     turn = next(iter(analyse(read_cassette(fx).exchanges).turns.values()))
     store = _TurnStore()
     with pytest.raises(OSError, match="No space"):  # puts until the failure surfaces (the thread's progress watched)
@@ -306,7 +306,7 @@ def test_turn_store_write_failure_surfaces_on_the_next_put(
 def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
     fx: Path, demo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cassettes.views.incremental import _TurnStore
+    from cassettes.reading.incremental import _TurnStore
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 2000)
     for path in (fx, demo):
@@ -323,7 +323,7 @@ def test_finish_compresses_the_last_block_and_stops_the_compressor(
 ) -> None:
     """A finished run keeps no turn JSON in memory: the block being filled is compressed, the
     compressor thread ends, and every full turn still comes back."""
-    from cassettes.views.incremental import _TurnStore
+    from cassettes.reading.incremental import _TurnStore
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 3000)
     run = IncrementalRun(fx)

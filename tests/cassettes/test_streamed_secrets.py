@@ -24,9 +24,9 @@ import pytest
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import REDACTED, Redactor
+from cassettes.recording.websocket import WsSession
 from cassettes.storage.store import read_cassette
 from cassettes.wire.exchange import Exchange
-from cassettes.wire.websocket import WsSession
 from tests.support.secret_streams import (
     bedrock_converse,
     bedrock_invoke,

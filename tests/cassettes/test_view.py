@@ -18,9 +18,9 @@ import pytest
 from pydantic import BaseModel
 
 from cassettes.errors import CassetteError
-from cassettes.interop.run import open_run
-from cassettes.parsing.models import Part
+from cassettes.models import Part
 from cassettes.parsing.roundtrip import RoundTrip, parse_all, parse_exchange, side_call
+from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
 from cassettes.views.schema import (

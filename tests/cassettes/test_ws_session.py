@@ -1,4 +1,4 @@
-"""cassettes.wire.websocket.WsSession: a WebSocket session read as round trips, message by message."""
+"""cassettes.recording.websocket.WsSession: a WebSocket session read as round trips, message by message."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import orjson
 
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.providers import is_llm_host
-from cassettes.wire import websocket
+from cassettes.recording import websocket
 from tests.support.ws_upstream import events
 
 

@@ -174,7 +174,7 @@ async def test_at_200x60_focus_in_a_layer_pane_keeps_the_keys_working_and_says_s
 
 
 def test_new_this_turn_names_one_message_once() -> None:
-    from cassettes.parsing.models import Message, NormalisedRequest, Part
+    from cassettes.models import Message, NormalisedRequest, Part
     from inspector.widgets.messages import MessagesView
 
     view = MessagesView()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.interop.run import Run, open_run
+from cassettes.reading.run import Run, open_run
 from tests.interop.helpers import write_cassette
 
 

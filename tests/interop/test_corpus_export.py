@@ -12,8 +12,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from cassettes.interop.har import build_har
 from cassettes.interop.otel import build_request
 from cassettes.interop.otlp import encode_request
-from cassettes.interop.run import Run
 from cassettes.interop.textconv import render
+from cassettes.reading.run import Run
 from cassettes.storage.vcr import load_vcr
 from tests.interop.helpers import HAR_SCHEMA
 

@@ -15,8 +15,8 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.interop.har import build_har
-from cassettes.interop.mitmflow import load_flows
-from cassettes.interop.run import Run
+from cassettes.reading.run import Run
+from cassettes.storage.mitmflow import load_flows
 from cassettes.wire.exchange import Exchange
 from tests.interop.helpers import FIXTURES, HAR_SCHEMA
 from tests.support import progress
@@ -117,7 +117,7 @@ def test_mitmproxy_opens_the_har(proxy_python: str, demo_cassette: Path, tmp_pat
         assert proc.returncode == 0, proc.stderr
         flows = [json.loads(line) for line in proc.stdout.splitlines()]
         har = json.loads(har_path.read_text())
-        from cassettes.interop.run import open_run
+        from cassettes.reading.run import open_run
 
         run = open_run(cassette)
         assert len(flows) == len(run.exchanges) == len(har["log"]["entries"])

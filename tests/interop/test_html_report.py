@@ -18,13 +18,13 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.interop.report import report_data
-from cassettes.interop.run import open_run
+from cassettes.reading.run import open_run
+from cassettes.views.report import report_data
 from tests.interop.html_runs import PAYLOADS, hostile_run
 
 jinja2 = pytest.importorskip("jinja2")
 
-from cassettes.interop.htmlpage import embed_json, render_html  # noqa: E402
+from cassettes.views.htmlpage import embed_json, render_html  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -150,7 +150,7 @@ def test_mcp_points_to_the_page_and_its_command_writes_it(demo_cassette: Path, t
     pytest.importorskip("mcp")
     import shlex
 
-    from cassettes.interop.mcp import build_server
+    from cassettes.mcp.server import build_server
     from tests.interop.test_mcp import _calls, _ok
 
     root = tmp_path / "runs"
@@ -179,8 +179,8 @@ def test_without_the_html_extra_the_command_says_how_to_install(demo_cassette: P
 
 def test_start_up_imports_neither_jinja2_nor_the_report() -> None:
     code = (
-        "import sys, cassettes.cli, cassettes.interop.cli, cassettes.interop.mcp, cassettes.replay.pytest_plugin\n"
-        "print(sorted(m for m in ('jinja2', 'cassettes.interop.report', 'cassettes.interop.htmlpage') if m in sys.modules))\n"
+        "import sys, cassettes.cli, cassettes.interop.cli, cassettes.mcp.server, cassettes.replay.pytest_plugin\n"
+        "print(sorted(m for m in ('jinja2', 'cassettes.views.report', 'cassettes.views.htmlpage') if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert done.stdout.strip() == "[]"

@@ -19,8 +19,8 @@ pytest.importorskip("mcp")
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from cassettes.interop.mcp import build_server
-from cassettes.interop.query import DEFAULT_BYTES, UNTRUSTED_NOTE
+from cassettes.mcp.query import DEFAULT_BYTES, UNTRUSTED_NOTE
+from cassettes.mcp.server import build_server
 from cassettes.recording.pipeline import CassetteWriter
 from tests._corpus import corpus_files
 from tests.hostile.corpus import hostile_exchanges
@@ -202,7 +202,7 @@ def test_tail_follows_a_recording_as_it_grows(tmp_path: Path) -> None:
     with CassetteWriter(live) as w:
         for ex in exchanges[:3]:
             w.append(ex)
-    from cassettes.interop.query import Runs
+    from cassettes.mcp.query import Runs
 
     runs = Runs([d])
     first = runs.tail("live.jsonl")

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.interop.query import Runs, encode, text
+from cassettes.mcp.query import Runs, encode, text
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_cassette
 

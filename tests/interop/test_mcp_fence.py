@@ -25,8 +25,8 @@ pytest.importorskip("mcp")
 
 from mcp import Client
 
-from cassettes.interop.mcp import build_server
-from cassettes.interop.query import RUN_SUFFIXES, UNTRUSTED_NOTE
+from cassettes.mcp.query import RUN_SUFFIXES, UNTRUSTED_NOTE
+from cassettes.mcp.server import build_server
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.codec import header_record
 from tests.hostile.corpus import ESCAPES, build, hostile_exchanges
@@ -179,7 +179,7 @@ def test_every_answer_keeps_untrusted_text_inside_the_fence(root: Path) -> None:
 
 
 def test_a_turn_asked_for_a_billion_characters_stays_under_max_bytes(root: Path) -> None:
-    from cassettes.interop.query import Runs, encode
+    from cassettes.mcp.query import Runs, encode
 
     runs = Runs([root])
     for kwargs in ({"seq": 0, "chars": 10**9}, {"seq": 0, "message": 0, "chars": 10**9}, {"seq": 0, "message": 0, "chars": 0}):

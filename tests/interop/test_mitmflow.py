@@ -15,8 +15,8 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.errors import ImportFormatError
-from cassettes.interop.mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
 from cassettes.parsing.roundtrip import parse_all
+from cassettes.storage.mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
 from cassettes.storage.store import read_cassette
 from tests.interop.helpers import FIXTURES, REPO
 

@@ -15,10 +15,10 @@ import orjson
 import pytest
 
 from cassettes.errors import CassetteFormatError
-from cassettes.interop.mitmflow import load_flows
-from cassettes.interop.run import Run, cassette_of, open_run, sniff
+from cassettes.reading.run import Run, cassette_of, open_run, sniff
 from cassettes.replay import ReplayServer
 from cassettes.replay import Run as ReplayRun
+from cassettes.storage.mitmflow import load_flows
 from cassettes.storage.store import read_cassette
 from tests.interop.helpers import CACHE_WRITE, FIXTURES, REASONING, REPO, write_cassette
 from tests.support import progress

@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.interop.run import open_run
+from cassettes.reading.run import open_run
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, REPO, explain, looptap_run, need, run_env
 from tests.support import progress
 from tests.support.harness import outputs

@@ -99,7 +99,7 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(o
     assert len(o["starts"]) == 4 and o["seq"] == min(o["starts"].values())
     assert origin_of(run) is None  # a plain recording names no origin
     # The branch records what went live: the continuation only, with the model asked for.
-    from cassettes.interop.run import open_run
+    from cassettes.reading.run import open_run
 
     recorded = list(open_run(branch, whole=True).exchanges)
     assert len(recorded) == 4 and all(orjson.loads(ex.request_body)["model"] == "new-model-1" for ex in recorded)
@@ -111,7 +111,7 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(o
     assert first.strip().startswith("turn 2") and "C: the model requested changed" in first, diff.stdout  # the first difference: --model
     # looptap mcp's read-only fork_diff says the same (the origin found from the branch's header)
     from cassettes.interop.forkquery import fork_diff
-    from cassettes.interop.query import Runs
+    from cassettes.mcp.query import Runs
 
     answer = fork_diff(Runs([str(run.parent), str(tmp_path)]), str(branch))
     assert answer["cursor"] == "turn=2" and answer["model"] == "new-model-1" and answer["divergences"] == 8
@@ -123,7 +123,7 @@ def test_a_cursor_in_one_conversation_leaves_the_others_replayed_and_repeat_says
     origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path
 ) -> None:
     run, fake1, _ = origin
-    from cassettes.interop.run import open_run
+    from cassettes.reading.run import open_run
 
     r = open_run(run, whole=True)
     by_seq = {ex.seq: ex for ex in r.exchanges}

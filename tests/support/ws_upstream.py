@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from cassettes.parsing.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
+from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
 from cassettes.providers.openai_responses import render_responses
 
 
@@ -143,8 +143,8 @@ class WsResponsesUpstream:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, ssl: Any = None, http: HttpHandler | None = None,
                  answer: Callable[[dict[str, Any], str], NormalisedResponse] | None = None) -> None:
+        from cassettes.recording.websocket import WsSession
         from cassettes.wire.exchange import Exchange
-        from cassettes.wire.websocket import WsSession
 
         #: What a recorder would have written: the session's turns, read by looptap's own WsSession.
         self.exchanges: list[Exchange] = []

@@ -11,7 +11,7 @@ import orjson
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.dispatch._shared import _continues, _hk, _prev_ok
 from cassettes.analysis.model import Finding, Severity
-from cassettes.parsing.models import FinishReason, Message
+from cassettes.models import FinishReason, Message
 
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
 #: "Action Input: …", smolagents' "Action:" JSON blob or "Code:" block), so the answer is not final.

@@ -10,7 +10,7 @@ from cassettes import providers
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.dispatch._shared import _norm, _short
 from cassettes.analysis.model import Finding, Severity
-from cassettes.parsing.models import ToolResult
+from cassettes.models import ToolResult
 
 
 def check_mcp_results(ctx: TurnContext) -> Iterator[Finding]:

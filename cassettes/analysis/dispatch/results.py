@@ -12,7 +12,7 @@ from cassettes.analysis.conversations import response_message
 from cassettes.analysis.dispatch._shared import _continues, _hk, _item, _prev_ok, _result_part, _short
 from cassettes.analysis.dispatch.view import _echo_ids, calls_as_text
 from cassettes.analysis.model import Finding, Severity
-from cassettes.parsing.models import FinishReason, ToolCall
+from cassettes.models import FinishReason, ToolCall
 
 
 def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:

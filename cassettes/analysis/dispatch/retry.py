@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.model import Finding, Severity
-from cassettes.parsing.models import NormalisedRequest
+from cassettes.models import NormalisedRequest
 
 
 def _request_changes(before: NormalisedRequest | None, after: NormalisedRequest | None) -> list[str]:

@@ -10,7 +10,7 @@ import orjson
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.conversations import Link, response_message
 from cassettes.analysis.model import DispatchView, Pairing
-from cassettes.parsing.models import Message, ToolCall, ToolResult
+from cassettes.models import Message, ToolCall, ToolResult
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 

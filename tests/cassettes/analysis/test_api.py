@@ -9,7 +9,7 @@ from scenarios import FAMILIES, LENGTH, STREAM_FAMILIES, WEATHER, Call, Script, 
 
 from cassettes.analysis.api import same_model
 from cassettes.analysis.model import Finding, RunAnalysis, Severity
-from cassettes.parsing.models import FinishReason
+from cassettes.models import FinishReason
 
 
 def found(run: RunAnalysis, code: str) -> list[Finding]:

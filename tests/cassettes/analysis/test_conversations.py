@@ -780,7 +780,7 @@ def test_a_threader_keeps_its_memo_and_its_released_turns_to_itself() -> None:
     empty list that reads like "no parts"."""
     from cassettes.analysis import conversations
     from cassettes.analysis.conversations import Threader
-    from cassettes.parsing.models import Message, NormalisedResponse, Part
+    from cassettes.models import Message, NormalisedResponse, Part
 
     def containers() -> dict[str, int]:
         return {k: len(v) for k, v in vars(conversations).items() if isinstance(v, dict | list | set) and not k.startswith("__")}

@@ -1154,6 +1154,6 @@ def test_filtered_answer_dropped_and_asked_again_is_clean(family: str) -> None:
 
 def test_the_tool_fingerprint_covers_every_field_of_a_tool() -> None:
     """C.cache_prefix_broken fingerprints each ToolSpec field by field: a new field must join it."""
-    from cassettes.parsing.models import ToolSpec
+    from cassettes.models import ToolSpec
 
     assert set(ToolSpec.model_fields) == {"name", "description", "parameters", "kind"}

@@ -28,9 +28,9 @@ from scenarios import (
 from cassettes.analysis import analyse
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
+from cassettes.reading.incremental import IncrementalRun
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
-from cassettes.views.incremental import IncrementalRun
 from cassettes.wire.exchange import Exchange
 
 

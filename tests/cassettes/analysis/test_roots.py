@@ -75,8 +75,8 @@ def test_a_tool_error_after_a_call_against_the_schema_is_folded_under_it() -> No
 
 
 def test_mcp_and_the_pytest_helper_read_the_same_fold(tmp_path: Path) -> None:
-    from cassettes.interop.query import Runs
-    from cassettes.interop.run import open_run
+    from cassettes.mcp.query import Runs
+    from cassettes.reading.run import open_run
     from cassettes.recording.pipeline import CassetteWriter
 
     s = Script("openai_chat", tools=[WEATHER])

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from _corpus import corpus_exchanges, rel
 
-from cassettes.parsing.models import FinishReason, NormalisedRequest, NormalisedResponse
+from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.anthropic import AnthropicMessages, finish_class, usage_from

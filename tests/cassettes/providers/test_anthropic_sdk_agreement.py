@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 from _corpus import corpus_exchanges, rel
 
-from cassettes.parsing.models import NormalisedResponse
+from cassettes.models import NormalisedResponse
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.wire.exchange import Exchange
 

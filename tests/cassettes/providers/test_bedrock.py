@@ -13,7 +13,7 @@ import orjson
 import pytest
 from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
-from cassettes.parsing.models import FinishReason
+from cassettes.models import FinishReason
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.bedrock import BedrockConverse

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from _corpus import corpus_exchanges, rel
 
-from cassettes.parsing.models import FinishReason, NormalisedResponse
+from cassettes.models import FinishReason, NormalisedResponse
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers import detect
 from cassettes.providers.gemini import Gemini, usage_from

@@ -15,7 +15,7 @@ import orjson
 import pytest
 from test_bedrock import _frame  # the AWS event-stream frame builder
 
-from cassettes.parsing.models import FinishReason
+from cassettes.models import FinishReason
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.wire.exchange import Exchange
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
-from cassettes.parsing.models import FinishReason
+from cassettes.models import FinishReason
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers.openai_responses import OpenAIResponses
 from cassettes.wire.exchange import Exchange

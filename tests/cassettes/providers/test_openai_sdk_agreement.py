@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
-from cassettes.parsing.models import NormalisedResponse
+from cassettes.models import NormalisedResponse
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.providers.openai_responses import OpenAIResponses
 from cassettes.wire.framing import Framed, frame

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from test_more_families import BEDROCK, _chunk, rt, sse
 
-from cassettes.parsing.models import FinishReason
+from cassettes.models import FinishReason
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.storage.vcr import load_vcr
 

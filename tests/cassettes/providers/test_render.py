@@ -13,7 +13,7 @@ import pytest
 from _corpus import corpus_exchanges
 
 from cassettes import providers
-from cassettes.parsing.models import FinishReason, NormalisedResponse
+from cassettes.models import FinishReason, NormalisedResponse
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.wire.exchange import Exchange
 
@@ -106,7 +106,7 @@ def test_corpus_answers_render_and_parse_back() -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_ollama_renders_chat_and_generate(stream: bool) -> None:
-    from cassettes.parsing.models import Part, ToolCall, Usage
+    from cassettes.models import Part, ToolCall, Usage
 
     adapter = providers.detect("POST", urlsplit("http://127.0.0.1:11434/api/chat"), {"model": "m", "messages": []})
     assert adapter is not None and adapter.family == "ollama"

@@ -1,6 +1,6 @@
 """``looptap export --html``: a run as one self-contained web page.
 
-The data comes from :func:`cassettes.interop.report.report_data`; this module only puts it in a
+The data comes from :func:`cassettes.views.report.report_data`; this module only puts it in a
 page: a Jinja2 template (autoescaped: the run's name is the only recorded text it writes itself),
 the page's script and styles, and uPlot (MIT, vendored from npm with its licence in
 ``report_assets/``) for the token-cost growth chart. Jinja2 is the ``html`` extra, imported here
@@ -51,7 +51,7 @@ def embed_json(value: Any) -> str:
 
 
 def _asset(name: str) -> str:
-    return files("cassettes.interop").joinpath("report_assets", name).read_text(encoding="utf-8")
+    return files("cassettes.views").joinpath("report_assets", name).read_text(encoding="utf-8")
 
 
 def _hash(text: str) -> str:
@@ -70,7 +70,7 @@ def _payload(data: dict[str, Any], compress: bool | None) -> str:
 
 
 def render_html(data: dict[str, Any], *, compress: bool | None = None) -> str:
-    """The page for ``data`` (:func:`~cassettes.interop.report.report_data`). ``compress``:
+    """The page for ``data`` (:func:`~cassettes.views.report.report_data`). ``compress``:
     ``None`` decides by size, ``True`` / ``False`` force it (tests)."""
     try:
         import jinja2

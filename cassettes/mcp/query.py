@@ -28,8 +28,8 @@ import orjson
 from cassettes.analysis.dispatch import is_consequence, ordered_findings
 from cassettes.analysis.model import Finding, Turn
 from cassettes.errors import CassetteError
-from cassettes.interop.run import Run, open_run
-from cassettes.parsing.models import Message
+from cassettes.models import Message
+from cassettes.reading.run import Run, open_run
 from cassettes.recording.redact import Redactor
 from cassettes.untrusted import clean
 
@@ -560,7 +560,7 @@ class Runs:
         """Round trips recorded after ``after_seq``. A recording in progress is followed as it
         grows: the server keeps reading the file where it stopped (only the new records are read
         and analysed), so call again with the ``last_seq`` of the previous answer."""
-        from cassettes.views.incremental import IncrementalRun
+        from cassettes.reading.incremental import IncrementalRun
 
         path = self.resolve(run)
         st = path.stat()

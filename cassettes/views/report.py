@@ -1,6 +1,6 @@
 """The data of ``looptap export --html``: a run as one JSON object the page renders.
 
-The page (``cassettes/interop/htmlpage.py`` and its assets) only lays out what this computes, as
+The page (``cassettes/views/htmlpage.py`` and its assets) only lays out what this computes, as
 the inspector does for the terminal: the conversations, each turn's row (E/A/C badges, finish,
 tokens), its layers, the messages its request carried, the findings root cause first (a
 consequence right after its cause, with ``caused_by``, as ``looptap show`` orders them) and the
@@ -28,7 +28,7 @@ import orjson
 
 from cassettes.analysis import Finding, Turn
 from cassettes.analysis.dispatch.roots import ordered_findings
-from cassettes.parsing.models import Message, Part
+from cassettes.models import Message, Part
 from cassettes.untrusted import clean
 
 __all__ = ["PART_LIMIT", "SCHEMA", "report_data"]
@@ -204,7 +204,7 @@ class _Messages:
 
 
 def report_data(run: Any) -> dict[str, Any]:
-    """The page's data for ``run`` (a :class:`cassettes.interop.run.Run`), every string cleaned.
+    """The page's data for ``run`` (a :class:`cassettes.reading.run.Run`), every string cleaned.
     One pass over the round trips (read from disk one at a time for a streamed cassette)."""
     analysis = run.analysis
     turns_by_seq = analysis.turns

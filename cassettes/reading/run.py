@@ -18,7 +18,7 @@ file is recognised and refused with a message (looptap writes HAR, it does not r
 else gets one error naming what was tried.
 
 **How each is read.** A looptap cassette is read as a stream (the large-file reader,
-:class:`~cassettes.views.incremental.IncrementalRun`, behind the same :class:`Run`): one pass
+:class:`~cassettes.reading.incremental.IncrementalRun`, behind the same :class:`Run`): one pass
 analyses it, keeping an index of byte offsets and the analysed turns on disk, and every later pass
 reads the round trips again from disk one at a time. So ``show``, ``textconv`` and the exports hold one round trip at a time, not the run: a
 million tiny records cost megabytes. ``whole=True`` reads it into memory instead (the replay
@@ -77,7 +77,7 @@ _YAML_START = re.compile(rb"(?:%YAML|---(?:\s|$)|[A-Za-z_][\w.-]*\s*:(?:\s|$))")
 
 class Records(Sized, Iterable[T], Protocol[T]):
     """A run's round trips in recording order: a list, or a column read again from disk on every
-    pass (see :meth:`~cassettes.views.incremental.IncrementalRun.reread`)."""
+    pass (see :meth:`~cassettes.reading.incremental.IncrementalRun.reread`)."""
 
     def __iter__(self) -> Iterator[T]: ...
 
@@ -310,7 +310,7 @@ def sniff(head: bytes) -> str:
     """The format of a file from its first bytes (:data:`HEAD` of them): one of :data:`FORMATS`,
     ``"har"``, ``"empty"`` (nothing but white space) or ``"unknown"``. A JSON object is a looptap
     cassette unless its first key names another format (its reader says what else is wrong)."""
-    from cassettes.interop.mitmflow import is_flow_file
+    from cassettes.storage.mitmflow import is_flow_file
 
     if is_flow_file(head):
         return "mitmproxy"
@@ -373,7 +373,7 @@ def _read(p: Path, kind: str, whole: bool) -> Run:
 
     redact = Redactor().exchange
     if kind == "mitmproxy":
-        from cassettes.interop.mitmflow import load_flows
+        from cassettes.storage.mitmflow import load_flows
 
         flows = load_flows(p)
         run = Run.of([redact(ex) for ex in flows.exchanges], p.name, kind=kind)
@@ -470,7 +470,7 @@ def _stream(path: str | Path) -> Run:
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`RunTooLargeError` (one clear line, not a ``MemoryError`` half-way) when the analysis
     outgrows :func:`memory_budget`."""
-    from cassettes.views.incremental import IncrementalRun
+    from cassettes.reading.incremental import IncrementalRun
 
     p = Path(path)
     inc = IncrementalRun(p, summaries=False)

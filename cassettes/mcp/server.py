@@ -1,7 +1,7 @@
 """``looptap mcp``: a read-only MCP server over recorded runs, for the coding agent that debugs an
 agent (Claude Code, Codex, Cursor). Built on the official ``mcp`` SDK (``pip install
 'looptap[mcp]'``), imported only when the command runs. The answers come from
-:mod:`cassettes.interop.query`: bounded, paged, recorded text delimited and made safe.
+:mod:`cassettes.mcp.query`: bounded, paged, recorded text delimited and made safe.
 
     looptap mcp --root ./runs                        # stdio (what coding agents start)
     looptap mcp --root ./runs --http 127.0.0.1:8765  # streamable HTTP on loopback
@@ -32,7 +32,7 @@ def build_server(roots: list[str]) -> Any:
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
     from cassettes._version import __version__
-    from cassettes.interop.query import DEFAULT_BYTES, UNTRUSTED_NOTE, QueryError, Runs, cap_bytes, encode
+    from cassettes.mcp.query import DEFAULT_BYTES, UNTRUSTED_NOTE, QueryError, Runs, cap_bytes, encode
     from cassettes.untrusted import clean
 
     runs = Runs(roots)
@@ -44,7 +44,7 @@ def build_server(roots: list[str]) -> Any:
 
     def tool(fn: Any) -> Any:
         """Register ``fn`` as a tool whose answer is one text block of compact JSON, at most
-        ``max_bytes`` bytes (a hard cap, :func:`~cassettes.interop.query.encode`); an error is
+        ``max_bytes`` bytes (a hard cap, :func:`~cassettes.mcp.query.encode`); an error is
         JSON too, its own words apart from what it quotes (under ``recorded``)."""
 
         @functools.wraps(fn)
@@ -178,7 +178,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         from cassettes.hints import install_command
 
         return _refuse(f"looptap mcp: error: the MCP server needs the mcp package, not installed in {sys.prefix}: {install_command('mcp')}", address is None)
-    from cassettes.interop.query import QueryError
+    from cassettes.mcp.query import QueryError
 
     roots = args.root or ["."]
     for r in roots:
@@ -203,7 +203,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     else:
         import anyio
 
-        from cassettes.interop.mcpstdio import serve_stdio
+        from cassettes.mcp.stdio import serve_stdio
 
         anyio.run(serve_stdio, server)
     return 0
@@ -215,7 +215,7 @@ def web_report_answer(path: Path) -> dict[str, Any]:
     import shlex
 
     from cassettes.hints import install_command
-    from cassettes.interop.query import UNTRUSTED_NOTE
+    from cassettes.mcp.query import UNTRUSTED_NOTE
     from cassettes.untrusted import clean
 
     page = path.with_name(path.name + ".html")

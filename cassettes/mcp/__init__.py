@@ -1,0 +1,1 @@
+"""``looptap mcp``: the MCP server (``server``), its stdio transport (``stdio``) and the queries it answers over a root of runs (``query``)."""
