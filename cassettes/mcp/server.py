@@ -146,7 +146,7 @@ def build_server(roots: list[str]) -> Any:
         or other model, or with an edited tool result) differs from the run it was forked from, lined up
         from the cursor: by layer and turn, with the cursor, model and edits of the fork. Read-only: it
         never starts a run or sends a request. `run` defaults to the origin the branch names."""
-        from cassettes.interop.forkquery import fork_diff as answer_fork
+        from cassettes.mcp.forkquery import fork_diff as answer_fork
 
         return answer_fork(runs, branch, run, layer, limit, max_bytes)
 

@@ -110,7 +110,7 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(o
     first = next(ln for ln in diff.stdout.splitlines() if ln.strip().startswith("turn "))
     assert first.strip().startswith("turn 2") and "C: the model requested changed" in first, diff.stdout  # the first difference: --model
     # looptap mcp's read-only fork_diff says the same (the origin found from the branch's header)
-    from cassettes.interop.forkquery import fork_diff
+    from cassettes.mcp.forkquery import fork_diff
     from cassettes.mcp.query import Runs
 
     answer = fork_diff(Runs([str(run.parent), str(tmp_path)]), str(branch))
