@@ -19,7 +19,7 @@ payload carries no ``type``. A stream is complete when ``messageStop`` *and* the
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import SplitResult, unquote
+from urllib.parse import SplitResult
 
 import orjson
 
@@ -31,193 +31,28 @@ from cassettes.models import (
     NormalisedRequest,
     NormalisedResponse,
     Part,
-    ToolResult,
-    ToolSpec,
-    Usage,
 )
 from cassettes.providers._base import (
     Provider,
-    as_int,
     as_str,
     error_from_body,
-    finish_lookup,
-    media_part,
-    tool_call_from_object,
 )
 from cassettes.providers._facets import ReplayShape
+from cassettes.providers.bedrock_body import (
+    _ACTIONS,
+    _STRUCTURAL,
+    _block,
+    _details,
+    _obj,
+    _split,
+    _tool_choice_mode,
+    _tools,
+    finish_class,
+    usage_from,
+)
 from cassettes.wire.framing import Framed
 
-__all__ = ["BedrockConverse"]  # BedrockInvoke still importable from here (module __getattr__)
-
-Block = dict[str, Any]
-
-_ACTIONS = {"converse": "generate", "converse-stream": "generate", "count-tokens": "count_tokens"}
-
-_FINISH = {
-    "end_turn": FinishReason.COMPLETE,
-    "stop_sequence": FinishReason.COMPLETE,
-    "tool_use": FinishReason.TOOL_CALL,
-    "max_tokens": FinishReason.TRUNCATED_LENGTH,
-    "model_context_window_exceeded": FinishReason.TRUNCATED_CONTEXT,
-    "guardrail_intervened": FinishReason.FILTERED,
-    "content_filtered": FinishReason.FILTERED,
-    "malformed_model_output": FinishReason.TOOL_CALL_ERROR,
-    "malformed_tool_use": FinishReason.TOOL_CALL_ERROR,
-}
-
-_STRUCTURAL = {"messages", "system", "toolConfig", "inferenceConfig", "modelId"}
-
-_DOC_TYPES = {
-    "pdf": "application/pdf",
-    "txt": "text/plain",
-    "csv": "text/csv",
-    "md": "text/markdown",
-    "html": "text/html",
-}
-
-
-def _split(url: SplitResult) -> tuple[str, str] | None:
-    """(modelId, action) from ``…/model/{modelId}/{action}``; the id may contain encoded ``/``."""
-    path = url.path.rstrip("/")
-    i = path.find("/model/")
-    if i < 0:
-        return None
-    head, sep, action = path[i + len("/model/") :].rpartition("/")
-    if not sep or not head:
-        return None
-    return unquote(head), action
-
-
-def _obj(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
-def finish_class(raw: str | None) -> FinishReason | None:
-    return finish_lookup(_FINISH, raw)
-
-
-def usage_from(u: Any) -> Usage | None:
-    if not isinstance(u, dict):
-        return None
-    inp = as_int(u.get("inputTokens"))
-    read = as_int(u.get("cacheReadInputTokens", u.get("cacheReadInputTokenCount")))
-    write = as_int(u.get("cacheWriteInputTokens", u.get("cacheWriteInputTokenCount")))
-    return Usage(
-        input_tokens=None if inp is None else inp + (read or 0) + (write or 0),
-        output_tokens=as_int(u.get("outputTokens")),
-        cache_read_tokens=read,
-        cache_write_tokens=write,
-        total_tokens=as_int(u.get("totalTokens")),
-        raw=u,
-    )
-
-
-def _media(block: Block, key: str) -> Part:
-    body = block[key] if isinstance(block.get(key), dict) else {}
-    fmt = as_str(body.get("format"))
-    if key == "document":
-        media = _DOC_TYPES.get(fmt or "", f"document/{fmt}" if fmt else "document")
-    else:
-        media = f"{key}/{fmt}" if fmt else key
-    return media_part(block, media)
-
-
-def _result_text(content: Any) -> str:
-    out: list[str] = []
-    for c in content if isinstance(content, list) else []:
-        if not isinstance(c, dict):
-            out.append(str(c))
-        elif isinstance(c.get("text"), str):
-            out.append(c["text"])
-        elif "json" in c:
-            out.append(orjson.dumps(c["json"]).decode())
-        else:
-            kind = next(iter(c), "part")
-            fmt = c[kind].get("format") if isinstance(c.get(kind), dict) else None
-            out.append(f"[{kind}{': ' + fmt if fmt else ''}]")
-    return "".join(out)
-
-
-def _block(block: Any) -> Part:
-    if not isinstance(block, dict):
-        return Part(kind="other", provider_details={"block": block})
-    if isinstance(block.get("text"), str):
-        return Part(kind="text", text=block["text"])
-    if isinstance(block.get("toolUse"), dict):
-        tu = block["toolUse"]
-        kind = "server" if tu.get("type") == "server_tool_use" else "function"
-        return Part(
-            kind="tool_call",
-            tool_call=tool_call_from_object(tu.get("toolUseId"), tu.get("name"), tu.get("input"), kind=kind),
-        )
-    if isinstance(block.get("toolResult"), dict):
-        tr = block["toolResult"]
-        status = as_str(tr.get("status"))
-        return Part(
-            kind="tool_result",
-            tool_result=ToolResult(
-                call_id=as_str(tr.get("toolUseId")),
-                content=_result_text(tr.get("content")),
-                is_error=None if status is None else status == "error",
-            ),
-            provider_details={"type": tr["type"]} if tr.get("type") else None,
-        )
-    if isinstance(block.get("reasoningContent"), dict):
-        rc = block["reasoningContent"]
-        rt = _obj(rc.get("reasoningText"))
-        details: dict[str, Any] = {}
-        if rt.get("signature") is not None:
-            details["signature"] = rt["signature"]
-        if rc.get("redactedContent") is not None:
-            details["redacted"] = rc["redactedContent"]
-        return Part(kind="reasoning", text=as_str(rt.get("text")), provider_details=details or None)
-    for key in ("image", "document", "video", "audio"):
-        if key in block:
-            return _media(block, key)
-    return Part(kind="other", provider_details={"block": block})
-
-
-def _tools(tool_config: Any) -> list[ToolSpec]:
-    out: list[ToolSpec] = []
-    tools = tool_config.get("tools") if isinstance(tool_config, dict) else None
-    for t in tools if isinstance(tools, list) else []:
-        if not isinstance(t, dict):
-            continue
-        if isinstance(t.get("toolSpec"), dict):
-            spec = t["toolSpec"]
-            schema = spec.get("inputSchema")
-            params = schema.get("json") if isinstance(schema, dict) else None
-            out.append(
-                ToolSpec(
-                    name=as_str(spec.get("name")) or "",
-                    description=as_str(spec.get("description")),
-                    parameters=params if isinstance(params, dict) else None,
-                )
-            )
-        elif isinstance(t.get("systemTool"), dict):
-            out.append(ToolSpec(name=as_str(t["systemTool"].get("name")) or "", kind="system_tool"))
-        # ``cachePoint`` entries mark a cache boundary, not a tool.
-    return out
-
-
-def _tool_choice_mode(tc: Any) -> str | None:
-    if not isinstance(tc, dict):
-        return None
-    if "auto" in tc:
-        return "auto"
-    if "any" in tc:
-        return "required"
-    if isinstance(tc.get("tool"), dict):
-        return f"tool:{tc['tool'].get('name')}"
-    return next(iter(tc), None)
-
-
-def _details(b: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: b[k]
-        for k in ("metrics", "trace", "additionalModelResponseFields", "performanceConfig", "serviceTier")
-        if b.get(k) is not None
-    }
+__all__ = ["BedrockConverse"]
 
 
 class BedrockConverse(Provider):
@@ -319,10 +154,3 @@ class BedrockConverse(Provider):
 
         return ConverseStream().read(framed)
 
-
-def __getattr__(name: str) -> Any:  # PEP 562: BedrockInvoke lives in bedrock_invoke (it imports this module)
-    if name == "BedrockInvoke":
-        from cassettes.providers.bedrock_invoke import BedrockInvoke
-
-        return BedrockInvoke
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

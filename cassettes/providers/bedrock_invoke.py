@@ -28,7 +28,8 @@ from cassettes.providers._base import (
     finish_lookup,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers.bedrock import BedrockConverse, _obj, _split
+from cassettes.providers.bedrock import BedrockConverse
+from cassettes.providers.bedrock_body import _obj, _split
 from cassettes.providers.bedrock_stream import _CONVERSE_EVENTS
 from cassettes.wire.framing import Framed
 

@@ -24,7 +24,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers.bedrock import Block, _block, _obj, finish_class, usage_from
+from cassettes.providers.bedrock_body import Block, _block, _obj, finish_class, usage_from
 from cassettes.wire.framing import Framed
 
 __all__ = ["ConverseStream"]

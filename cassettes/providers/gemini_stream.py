@@ -25,7 +25,7 @@ from cassettes.providers._base import (
     error_from_body,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.gemini import JSON, _camel, _g, _part, _snake, finish_class, usage_from
+from cassettes.providers.gemini_body import JSON, _camel, _g, _part, _snake, finish_class, usage_from
 from cassettes.wire.framing import Framed
 
 __all__ = ["GenerateStream"]
