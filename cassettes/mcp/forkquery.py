@@ -17,19 +17,8 @@ from cassettes.mcp.query import (
     page,
     text,
 )
-from cassettes.reading.run import Run
 
 __all__ = ["fork_diff"]
-
-
-def _exchange(run: Run) -> Any:
-    def get(seq: int) -> Any:
-        found = run.by_seq(seq)
-        if found is None:
-            raise KeyError(seq)
-        return found[0]
-
-    return get
 
 
 def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
@@ -43,7 +32,7 @@ def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None
     if origin is None:
         raise QueryError("this run is not a branch (its header names no origin: it was not made by looptap run --from)", run=branch)
     apath, a = runs.open(run if run is not None else str(origin.get("run", "")))
-    divs, said = diff_fork(a.analysis, b.analysis, _exchange(a), _exchange(b), origin)
+    divs, said = diff_fork(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq, origin)
     cursor = origin.get("cursor")
     items = [
         {"layer": d.layer, "conversation_origin": d.conversation_a, "conversation_branch": d.conversation_b, "turn": d.turn,

@@ -524,19 +524,10 @@ class Runs:
         layer = _layer(layer)
         (_, a), (_, b) = self.open(run_a), self.open(run_b)
 
-        def exchange(run: Run) -> Any:
-            def get(seq: int) -> Any:
-                found = run.by_seq(seq)
-                if found is None:
-                    raise KeyError(seq)
-                return found[0]
-
-            return get
-
         from cassettes.replay.cli import different_apis
 
         unrelated = different_apis(a, b)  # the CLI's rule: runs on different APIs, one divergence
-        divs = [unrelated] if unrelated is not None else diff_analysed(a.analysis, b.analysis, exchange(a), exchange(b))
+        divs = [unrelated] if unrelated is not None else diff_analysed(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq)
         items = [
             {
                 "layer": d.layer,

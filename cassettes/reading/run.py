@@ -198,6 +198,14 @@ class Run:
             self.finder = by_seq.get
         return self.finder(seq)
 
+    def exchange_by_seq(self, seq: int) -> Exchange:
+        """The exchange with this seq; ``KeyError`` when the run holds none (what a diff reads of
+        each paired turn, as :meth:`IncrementalRun.exchange_by_seq`)."""
+        found = self.by_seq(seq)
+        if found is None:
+            raise KeyError(seq)
+        return found[0]
+
     # -- what happened -------------------------------------------------------------------------
     @property
     def turns(self) -> list[Turn]:

@@ -162,7 +162,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     elif unrelated is not None:  # nothing to pair turn by turn: one line says so
         divs = [unrelated]
     else:
-        divs = diff_analysed(run_a.analysis, run_b.analysis, _exchange(run_a), _exchange(run_b))
+        divs = diff_analysed(run_a.analysis, run_b.analysis, run_a.exchange_by_seq, run_b.exchange_by_seq)
     for path, problems in ((args.a, problems_a), (args.b, problems_b)):
         for p in problem_lines(problems):
             _err(f"warning: {path}: {p}")
@@ -180,18 +180,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
         for line in divergence_lines(divs, f"looptap diff {args.a} {args.b}"):
             print(line)
     return 1 if divs else 0
-
-
-def _exchange(run: Any) -> Any:
-    """A run's round trip by seq (what the diff reads of each paired turn)."""
-
-    def get(seq: int) -> Any:
-        found = run.by_seq(seq)
-        if found is None:
-            raise KeyError(seq)
-        return found[0]
-
-    return get
 
 
 def _apis(run: Any) -> list[str]:

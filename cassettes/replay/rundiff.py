@@ -124,20 +124,10 @@ def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None =
 
     a, b = open_run(path_a), open_run(path_b)
 
-    def exchange(run: Any) -> Callable[[int], Exchange]:
-        def get(seq: int) -> Exchange:
-            found = run.by_seq(seq)
-            if found is None:
-                raise KeyError(seq)
-            ex: Exchange = found[0]
-            return ex
-
-        return get
-
     forked = fork_lined_up(path_a, path_b, a, b, notes)
     if forked is not None:
         return forked, a.problems, b.problems
-    return diff_analysed(a.analysis, b.analysis, exchange(a), exchange(b)), a.problems, b.problems
+    return diff_analysed(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq), a.problems, b.problems
 
 
 def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes: list[str] | None) -> list[Divergence] | None:
@@ -150,17 +140,7 @@ def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes:
     if origin is None or Path(str(origin.get("run", ""))).name != Path(path_a).name:
         return None
 
-    def exchange(run: Any) -> Callable[[int], Exchange]:
-        def get(seq: int) -> Exchange:
-            found = run.by_seq(seq)
-            if found is None:
-                raise KeyError(seq)
-            ex: Exchange = found[0]
-            return ex
-
-        return get
-
-    divs, said = diff_fork(a.analysis, b.analysis, exchange(a), exchange(b), origin)
+    divs, said = diff_fork(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq, origin)
     cursor = origin.get("cursor")
     where = cursor.get("text") if isinstance(cursor, dict) else None
     if notes is not None:
