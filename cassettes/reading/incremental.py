@@ -242,6 +242,8 @@ class _Places:
         self._where.extend(where)
 
     def _pos(self, seq: int) -> int | None:
+        if not isinstance(seq, int):  # a round trip read without a seq (a malformed record) has no place
+            return None
         if self._dict is not None:
             return self._dict.get(seq)
         i = bisect_left(self._seqs, seq)

@@ -97,7 +97,10 @@ class LayerPane(VerticalScroll, can_focus=True):
         yield Static(Text("select a turn", style="dim italic"), classes="pane-body")
 
     def _set(self, parts: list[RenderableType], turn: Turn | None) -> None:
-        self.query_one(".pane-body", Static).update(Group(*parts))
+        bodies = self.query(".pane-body")
+        if not bodies:  # the pane is being torn down (a worker's message as the app closes)
+            return
+        bodies.first(Static).update(Group(*parts))
         sev = worst(turn.findings, self.LAYER) if turn is not None else None
         self.set_class(sev is not None, "-has-findings")
         n = sum(1 for f in turn.findings if f.layer == self.LAYER) if turn is not None else 0

@@ -104,7 +104,7 @@ def test_closing_the_inspector_early_says_the_command_still_runs(tmp_path: Path)
         script = f"cd {shlex.quote(str(tmp_path))} && ANTHROPIC_API_KEY=sk-ant-test-key {cmd}; echo $? > {status}; sleep 60"
         subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "45", script], check=True)
         try:
-            _wait_for(session, "all conversations")  # the inspector is up; the command runs 12 s more
+            _wait_for(session, "q quit")  # the inspector is up (its key line, in every layout); the command runs 12 s more
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
             screen = _wait_for(session, "the inspector was closed; the command is still running")
             assert "live.jsonl.log" in screen  # where its output goes
