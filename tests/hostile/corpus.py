@@ -32,6 +32,7 @@ import orjson
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.codec import header_record
 from cassettes.wire.exchange import Exchange
+from tests.support.tnetstring import tnet
 
 ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[H\x1b[1A\x1b[31mRED\x9b32m\r\u202eevil\u200b\x08"
 #: Where an interpreted screenshot action would write (tests check that it never appears).
@@ -405,28 +406,6 @@ def _bombs_vcr(path: Path, encodings: tuple[str, ...] = BOMB_ENCODINGS) -> None:
     } for enc in encodings]
     path.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}))
 
-
-def tnet(v: Any) -> bytes:
-    """A tnetstring encoder (mitmproxy's flow file container), for crafting flows."""
-    if v is None:
-        return b"0:~"
-    if isinstance(v, bool):
-        p, t = (b"true" if v else b"false"), b"!"
-    elif isinstance(v, int):
-        p, t = str(v).encode(), b"#"
-    elif isinstance(v, float):
-        p, t = repr(v).encode(), b"^"
-    elif isinstance(v, bytes):
-        p, t = v, b","
-    elif isinstance(v, str):
-        p, t = v.encode(), b";"
-    elif isinstance(v, list | tuple):
-        p, t = b"".join(tnet(x) for x in v), b"]"
-    elif isinstance(v, dict):
-        p, t = b"".join(tnet(k) + tnet(x) for k, x in v.items()), b"}"
-    else:
-        raise TypeError(v)
-    return str(len(p)).encode() + b":" + p + t
 
 
 def bomb_flow(encoding: str, index: int = 0) -> bytes:

@@ -19,31 +19,10 @@ from cassettes.parsing.roundtrip import parse_all
 from cassettes.storage.mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
 from cassettes.storage.store import read_cassette
 from tests.interop.helpers import FIXTURES, REPO
+from tests.support.tnetstring import tnet
 
 FIXTURE = FIXTURES / "flows_mitmproxy11.mitm"
 
-
-def tnet(v: Any) -> bytes:
-    """A tnetstring encoder for crafting flows (the reader under test never sees this code)."""
-    if v is None:
-        return b"0:~"
-    if isinstance(v, bool):
-        p, t = (b"true" if v else b"false"), b"!"
-    elif isinstance(v, int):
-        p, t = str(v).encode(), b"#"
-    elif isinstance(v, float):
-        p, t = repr(v).encode(), b"^"
-    elif isinstance(v, bytes):
-        p, t = v, b","
-    elif isinstance(v, str):
-        p, t = v.encode(), b";"
-    elif isinstance(v, (list, tuple)):
-        p, t = b"".join(tnet(x) for x in v), b"]"
-    elif isinstance(v, dict):
-        p, t = b"".join(tnet(k) + tnet(x) for k, x in v.items()), b"}"
-    else:
-        raise TypeError(v)
-    return str(len(p)).encode() + b":" + p + t
 
 
 def http_flow(version: Any = 20, *, body: bytes = b"", resp_body: bytes | None = b"{}", headers: list[Any] | None = None,
