@@ -46,12 +46,16 @@ def _start(tmux: Callable[..., str], path: Path, width: int, height: int) -> Non
     tmux("new-session", "-d", "-s", "inspect", "-x", str(width), "-y", str(height), f"{SETTLE}exec {LOOPTAP} inspect {path}")
 
 
-def _key_line_whole(screen: str, width: int) -> None:
-    """The last line is the key line, every key whole (issue 32: `space P▏^p palette`)."""
+def _key_line_whole(tmux: Callable[..., str], width: int) -> None:
+    """The last line is the key line, every key whole (issue 32: `space P▏^p palette`). Waited
+    for: the key line is drawn again once the app has the terminal's final size, and a loaded
+    machine can capture the screen between the two."""
     from inspector.widgets.keys import key_line
 
+    want = key_line(width - 2).plain.strip()
+    screen = _wait_for(tmux, want)
     last = screen.rstrip("\n").splitlines()[-1].strip()
-    assert last == key_line(width - 2).plain.strip(), (last, screen)
+    assert last == want, (last, screen)
 
 
 def test_inspect_at_200_by_60(tmux: Callable[..., str], run_file: Path) -> None:
@@ -59,7 +63,7 @@ def test_inspect_at_200_by_60(tmux: Callable[..., str], run_file: Path) -> None:
     turns, the screen says where focus is, and `2` shows the growth chart."""
     _start(tmux, run_file, 200, 60)
     screen = _wait_for(tmux, "2 conversations · 5 turns · 4 findings", "#0    c1/0    E  A  C  ", "▌ NEW [0] user", "^p commands")
-    _key_line_whole(screen, 200)
+    _key_line_whole(tmux, 200)
     assert "E · model emission" in screen and "A · API verdict" in screen and "C · client dispatch" in screen
     tmux("send-keys", "-t", "inspect", "f")  # the first turn with a finding: the schema violation
     _wait_for(tmux, "E.arguments_schema", "#2 c2/turn 0", "Checking both cities.")
@@ -83,7 +87,7 @@ def test_inspect_at_100_by_30(tmux: Callable[..., str], run_file: Path) -> None:
     _start(tmux, run_file, 100, 30)
     # (the key line is drawn last: wait for it too, or a loaded machine captures the screen before it)
     screen = _wait_for(tmux, "E emission ok", "A API verdict ok", "C client ok", "▌ NEW [0] user", "c conv", "l layer")
-    _key_line_whole(screen, 100)
+    _key_line_whole(tmux, 100)
     assert "310→40" in screen and "440→20" in screen, screen  # never "310→…"
     for finish in ("→1 call ", "→2 calls", "max_tokens", "end_turn"):
         assert finish in screen, (finish, screen)
@@ -105,7 +109,7 @@ def test_inspect_at_80_by_24(tmux: Callable[..., str], run_file: Path) -> None:
     layer's finding count on screen; the key line whole."""
     _start(tmux, run_file, 80, 24)
     screen = _wait_for(tmux, "Messages", "E emission ok", "A API verdict ok", "C client ok", "#4    c2/2", "l layer")
-    _key_line_whole(screen, 80)
+    _key_line_whole(tmux, 80)
     assert "E · model emission" in screen and "max_tokens" in screen, screen
     tmux("send-keys", "-t", "inspect", "j", "j", "j")  # #3: A warning, C error: C comes up
     screen = _wait_for(tmux, "#3 c2/turn 1", "A API verdict ▲1", "C client ✖1", "C.dropped_tool_result")
