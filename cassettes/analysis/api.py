@@ -214,39 +214,7 @@ def check_truncated(ctx: TurnContext) -> Iterator[Finding]:
     if r is None:
         return
     if r.finish_reason is FinishReason.TRUNCATED_LENGTH:
-        cap = _cap(ctx.request.params) if ctx.request else None
-        cap_s = f" ({cap[0]}={cap[1]})" if cap else ""
-        e = ctx.turn.e
-        cut = [e.tool_calls[i] for i in cut_calls(ctx)]
-        if cut:
-            names = ", ".join(f"`{c.name}`" + (f" (call {c.id})" if c.id else "") for c in cut)
-            how = "they are cut and not valid JSON" if all(c.parse_error is not None for c in cut) else "they are cut short"
-            yield ctx.finding(
-                "A.truncated_length",
-                Severity.ERROR,
-                f"The output hit the token cap{cap_s} after {_output(r)} while the model was writing the "
-                f"arguments of {names}: {how}. Raise the cap or ask for less.",
-                tool_call_id=cut[0].id,
-                finish_reason=r.finish_reason_raw,
-                cap=cap[1] if cap else None,
-                cut_calls=[c.id or c.name for c in cut],
-                effect="E.arguments_not_json",
-            )
-            return
-        if e.text or e.tool_calls:
-            tail = " The answer is incomplete."
-        elif e.reasoning is not None or (r.usage is not None and r.usage.reasoning_tokens):
-            tail = " No visible output was produced: the budget went to reasoning."
-        else:
-            tail = " No visible output was produced."
-        yield ctx.finding(
-            "A.truncated_length",
-            Severity.WARNING,
-            f"The output was cut by the token cap{cap_s} after {_output(r)} "
-            f"(finish reason {r.finish_reason_raw!r}).{tail}",
-            finish_reason=r.finish_reason_raw,
-            cap=cap[1] if cap else None,
-        )
+        yield _truncated_length(ctx, r)
     elif r.finish_reason is FinishReason.TRUNCATED_CONTEXT:
         yield ctx.finding(
             "A.truncated_context",
@@ -255,6 +223,43 @@ def check_truncated(ctx: TurnContext) -> Iterator[Finding]:
             f"after {_output(r)}; the answer is incomplete. Trim or summarise the history.",
             finish_reason=r.finish_reason_raw,
         )
+
+
+def _truncated_length(ctx: TurnContext, r: NormalisedResponse) -> Finding:
+    """The output hit the token cap: an error when it cut tool calls' arguments, else a warning
+    that says what was left."""
+    cap = _cap(ctx.request.params) if ctx.request else None
+    cap_s = f" ({cap[0]}={cap[1]})" if cap else ""
+    e = ctx.turn.e
+    cut = [e.tool_calls[i] for i in cut_calls(ctx)]
+    if cut:
+        names = ", ".join(f"`{c.name}`" + (f" (call {c.id})" if c.id else "") for c in cut)
+        how = "they are cut and not valid JSON" if all(c.parse_error is not None for c in cut) else "they are cut short"
+        return ctx.finding(
+            "A.truncated_length",
+            Severity.ERROR,
+            f"The output hit the token cap{cap_s} after {_output(r)} while the model was writing the "
+            f"arguments of {names}: {how}. Raise the cap or ask for less.",
+            tool_call_id=cut[0].id,
+            finish_reason=r.finish_reason_raw,
+            cap=cap[1] if cap else None,
+            cut_calls=[c.id or c.name for c in cut],
+            effect="E.arguments_not_json",
+        )
+    if e.text or e.tool_calls:
+        tail = " The answer is incomplete."
+    elif e.reasoning is not None or (r.usage is not None and r.usage.reasoning_tokens):
+        tail = " No visible output was produced: the budget went to reasoning."
+    else:
+        tail = " No visible output was produced."
+    return ctx.finding(
+        "A.truncated_length",
+        Severity.WARNING,
+        f"The output was cut by the token cap{cap_s} after {_output(r)} "
+        f"(finish reason {r.finish_reason_raw!r}).{tail}",
+        finish_reason=r.finish_reason_raw,
+        cap=cap[1] if cap else None,
+    )
 
 
 def check_filtered(ctx: TurnContext) -> Iterator[Finding]:
@@ -437,13 +442,39 @@ def _deployment(url: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _not_swapped(ctx: TurnContext, req: str, served: str) -> bool:
+    """The served name is the requested model itself: the same model, an ARN, or an Azure
+    deployment (it serves the model it was created with: nothing was swapped)."""
+    return (
+        req.lower().startswith("arn:")
+        or same_model(req, served)
+        or _deployment(ctx.rt.url) in (req, req.rsplit("/", 1)[-1])
+    )
+
+
+def _listed_fallback(body: object, served: str) -> bool:
+    """A fallback list in the request (``"models": [...]``) names the served model: expected."""
+    return isinstance(body, dict) and any(
+        isinstance(v, list) and any(isinstance(x, str) and same_model(x, served) for x in v) for v in body.values()
+    )
+
+
+def _mismatch_how(req: str, known_req: str | None, *, fallback: bool, warn: bool) -> str:
+    """The end of the model-mismatch sentence: why the served model differs, as far as is known."""
+    if fallback:
+        return ", one of the fallback models the request listed."
+    if warn:
+        return f": a different model answered ({known_req or req} was asked for)."
+    if known_req is None:
+        return f" (`{req}` is not a published model name: an alias, a deployment or a router resolved it)."
+    return " (an alias or a routed variant)."
+
+
 def check_model_mismatch(ctx: TurnContext) -> Iterator[Finding]:
     a = ctx.turn.a
     req, served = a.model_requested, a.model_served
-    if not req or not served or req.lower().startswith("arn:") or same_model(req, served):
+    if not req or not served or _not_swapped(ctx, req, served):
         return
-    if _deployment(ctx.rt.url) in (req, req.rsplit("/", 1)[-1]):
-        return  # an Azure deployment serves the model it was created with: nothing was swapped
     seen: set[tuple[str, str]] = ctx.conv.state.setdefault("A.model_mismatch", set())
     if (req, served) in seen:
         return
@@ -453,23 +484,13 @@ def check_model_mismatch(ctx: TurnContext) -> Iterator[Finding]:
         return  # two spellings of one published model (an alias, a snapshot, a vendor prefix)
     body = ctx.ex.request_json()
     named_in_body = isinstance(body, dict) and body.get("model") == req
-    # A fallback list in the request (``"models": [...]``) that names the served model: expected.
-    fallback = isinstance(body, dict) and any(
-        isinstance(v, list) and any(isinstance(x, str) and same_model(x, served) for x in v) for v in body.values()
-    )
+    fallback = _listed_fallback(body, served)
     # Warn only when the request named a published model and a model of another family answered.
     # A name that is no published model (a gateway alias such as LiteLLM's, a router such as
     # ``openrouter/auto``, a deployment) is expected to resolve to something else; and a vendor's
     # own aliases move within the family (``deepseek-reasoner`` served by ``deepseek-v4-flash``).
     warn = known_req is not None and _family(_core(req)) != _family(_core(served)) and named_in_body and not fallback
-    if fallback:
-        how = ", one of the fallback models the request listed."
-    elif warn:
-        how = f": a different model answered ({known_req or req} was asked for)."
-    elif known_req is None:
-        how = f" (`{req}` is not a published model name: an alias, a deployment or a router resolved it)."
-    else:
-        how = " (an alias or a routed variant)."
+    how = _mismatch_how(req, known_req, fallback=fallback, warn=warn)
     yield ctx.finding(
         "A.model_mismatch",
         Severity.WARNING if warn else Severity.INFO,

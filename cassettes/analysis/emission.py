@@ -496,36 +496,48 @@ def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
         here.add(key)
         earlier = [(t, cid) for t, cid in seen.get(key, []) if t != ctx.index]
         seen.setdefault(key, []).append((ctx.index, c.id))
-        if not earlier:
-            continue
-        n = len(earlier) + 1
-        turns = [t for t, _ in earlier]
-        # Did the identical calls get different answers? Then the tool is not a pure function of
-        # its arguments (a poll, a random draw): repeating it is no sign of a stuck agent.
-        results = {by_id[cid] for _, cid in earlier if cid and cid in by_id}
-        if not any(cid for _, cid in earlier) and c.name:
-            results = by_name.get(c.name, set())
-        varying = len(results) > 1
-        loop = n >= _LOOP_AT and not varying
-        if varying:
-            tail = "; its results differed, so this looks like polling or sampling, not a loop."
-        elif loop:
-            tail = (": the agent looks stuck in a loop" + (" (it got the same result each time)." if results else "."))
-        else:
-            tail = "; a second try can be legitimate (a retry or a poll)."
-        yield ctx.finding(
-            "E.repeated_call",
-            Severity.WARNING if loop else Severity.INFO,
-            f"The model called {_label(c)} with the same arguments {_short(c.arguments, 80)} for the "
-            f"{_ordinal(n)} time (earlier on turn{'s' if len(turns) > 1 else ''} {', '.join(map(str, turns))}){tail}",
-            path=f"tool_calls[{i}]",
-            tool_call_id=c.id,
-            related_turn=turns[-1],
-            tool=c.name,
-            times=n,
-            turns=[*turns, ctx.index],
-            results_differ=varying,
-        )
+        if earlier:
+            yield _repeated(ctx, i, c, [t for t, _ in earlier], _earlier_results(c, earlier, by_id, by_name))
+
+
+def _earlier_results(
+    c: CallCheck, earlier: list[tuple[int, str | None]], by_id: dict[str, int], by_name: dict[str, set[int]]
+) -> set[int]:
+    """The distinct results (hashes) the earlier identical calls got: by their ids, else (calls
+    without ids) every result of the tool. Did the identical calls get different answers? Then
+    the tool is not a pure function of its arguments (a poll, a random draw): repeating it is no
+    sign of a stuck agent."""
+    results = {by_id[cid] for _, cid in earlier if cid and cid in by_id}
+    if not any(cid for _, cid in earlier) and c.name:
+        results = by_name.get(c.name, set())
+    return results
+
+
+def _repeated(ctx: TurnContext, i: int, c: CallCheck, turns: list[int], results: set[int]) -> Finding:
+    """Call ``i`` repeats identical calls of ``turns``, whose results were ``results``: a warning
+    from the :data:`_LOOP_AT`-th time when the results did not differ, else a note."""
+    n = len(turns) + 1
+    varying = len(results) > 1
+    loop = n >= _LOOP_AT and not varying
+    if varying:
+        tail = "; its results differed, so this looks like polling or sampling, not a loop."
+    elif loop:
+        tail = ": the agent looks stuck in a loop" + (" (it got the same result each time)." if results else ".")
+    else:
+        tail = "; a second try can be legitimate (a retry or a poll)."
+    return ctx.finding(
+        "E.repeated_call",
+        Severity.WARNING if loop else Severity.INFO,
+        f"The model called {_label(c)} with the same arguments {_short(c.arguments, 80)} for the "
+        f"{_ordinal(n)} time (earlier on turn{'s' if len(turns) > 1 else ''} {', '.join(map(str, turns))}){tail}",
+        path=f"tool_calls[{i}]",
+        tool_call_id=c.id,
+        related_turn=turns[-1],
+        tool=c.name,
+        times=n,
+        turns=[*turns, ctx.index],
+        results_differ=varying,
+    )
 
 
 def _ordinal(n: int) -> str:
@@ -605,40 +617,31 @@ def check_tool_choice_violated(ctx: TurnContext) -> Iterator[Finding]:
     )
     if r.finish_reason not in (FinishReason.COMPLETE, FinishReason.TOOL_CALL):
         return  # truncated, filtered … : their own findings
-    if mode == "required" and not calls and not hosted:
-        yield ctx.finding(
-            "E.tool_choice_violated",
-            Severity.WARNING,
-            "The request required a tool call (tool_choice `required`) but the model answered without one.",
-            tool_choice=mode,
-        )
-    elif mode.startswith("tool:"):
+    broken = _choice_broken(mode, calls, hosted=hosted)
+    if broken is not None:
+        yield ctx.finding("E.tool_choice_violated", Severity.WARNING, broken, tool_choice=mode)
+
+
+def _choice_broken(mode: str, calls: list[CallCheck], *, hosted: bool) -> str | None:
+    """How the client's ``calls`` (``hosted``: the provider ran a tool of its own) break the
+    request's tool choice ``mode``; ``None``: they keep it."""
+    got = ", ".join(_label(c) for c in calls)
+    if mode == "required":
+        if calls or hosted:
+            return None
+        return "The request required a tool call (tool_choice `required`) but the model answered without one."
+    if mode.startswith("tool:"):
         want = mode[5:]
         if hosted and not calls:
-            return  # a forced hosted tool (``tool:web_search``) ran on the provider's side
+            return None  # a forced hosted tool (``tool:web_search``) ran on the provider's side
         if not calls:
-            yield ctx.finding(
-                "E.tool_choice_violated",
-                Severity.WARNING,
-                f"The request forced a call to `{want}` but the model answered without a tool call.",
-                tool_choice=mode,
-            )
-        elif all(c.name != want for c in calls):
-            got = ", ".join(_label(c) for c in calls)
-            yield ctx.finding(
-                "E.tool_choice_violated",
-                Severity.WARNING,
-                f"The request forced a call to `{want}` but the model called {got}.",
-                tool_choice=mode,
-            )
-    elif mode == "none" and calls:
-        got = ", ".join(_label(c) for c in calls)
-        yield ctx.finding(
-            "E.tool_choice_violated",
-            Severity.WARNING,
-            f"The request forbade tool calls (tool_choice `none`) but the model called {got}.",
-            tool_choice=mode,
-        )
+            return f"The request forced a call to `{want}` but the model answered without a tool call."
+        if all(c.name != want for c in calls):
+            return f"The request forced a call to `{want}` but the model called {got}."
+        return None
+    if mode == "none" and calls:
+        return f"The request forbade tool calls (tool_choice `none`) but the model called {got}."
+    return None
 
 
 CHECKS: tuple[Check, ...] = (

@@ -109,16 +109,7 @@ class McpLinker:
             error=err.get("message") if isinstance(err, dict) else None,
             result=text[:300] if isinstance(text, str) else None,
         )
-        cid = side.get("tool_use_id")
-        if isinstance(cid, str) and cid:
-            call.call_id, call.linked_by = cid, "id"
-        else:
-            args = _digest(side.get("arguments"))
-            fits = [c for c in reversed(self.pending) if c in self.calls and self.calls[c].tool == tool and self.calls[c].args == args]
-            if fits and len({self.calls[c].seq for c in fits}) == 1:
-                call.call_id, call.linked_by = fits[-1], "name_arguments"  # the first of that turn's equal calls
-            elif fits:
-                call.candidates = len(fits)
+        self._link(call, side)
         if call.call_id is None:
             return call
         self.pending.pop(call.call_id, None)
@@ -127,6 +118,25 @@ class McpLinker:
         if made is not None:
             call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
         return call
+
+    def _link(self, call: McpCall, side: dict[str, Any]) -> None:
+        """Which model call ``call`` ran: the id the client sent with it, else the one pending call
+        of that tool with the same arguments (the first of one turn's equal calls); several turns'
+        equal calls fit: not linked, their number kept."""
+        cid = side.get("tool_use_id")
+        if isinstance(cid, str) and cid:
+            call.call_id, call.linked_by = cid, "id"
+            return
+        args = _digest(side.get("arguments"))
+        fits = [
+            c
+            for c in reversed(self.pending)
+            if c in self.calls and self.calls[c].tool == call.tool and self.calls[c].args == args
+        ]
+        if fits and len({self.calls[c].seq for c in fits}) == 1:
+            call.call_id, call.linked_by = fits[-1], "name_arguments"
+        elif fits:
+            call.candidates = len(fits)
 
     def server_tool(self, model_name: str | None) -> str | None:
         """The listed server tool the model's tool ``model_name`` is, if any: the same name, or

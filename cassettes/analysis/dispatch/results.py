@@ -38,14 +38,21 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
             related_turn=prev.index,
         )
         return
+    for c in _unanswered_calls(ctx, prev.index, prev.rt.response.tool_calls):
+        yield from _dropped(ctx, prev.index, c)
+
+
+def _unanswered_calls(ctx: TurnContext, prev_turn: int, calls: list[ToolCall]) -> Iterator[ToolCall]:
+    """The client-side calls of the previous turn this request answers neither by id (the
+    model's, or the one the client echoed it under) nor, for calls without ids, by tool name (one
+    result of that tool per call)."""
     answered_ids = {p.call_id for p in ctx.turn.c.pairings if p.call_id}
-    echo_ids = _echo_ids(ctx, appended)
+    echo_ids = _echo_ids(ctx, ctx.turn.c.appended)
     answered_names: dict[str, int] = {}
     for p in ctx.turn.c.pairings:
-        if p.call_turn == prev.index and p.name:
+        if p.call_turn == prev_turn and p.name:
             answered_names[p.name] = answered_names.get(p.name, 0) + 1
-    all_calls = prev.rt.response.tool_calls
-    for i, c in enumerate(all_calls):
+    for i, c in enumerate(calls):
         if c.kind not in ("function", "custom"):
             continue
         if (c.id and c.id in answered_ids) or echo_ids.get(i) in answered_ids:
@@ -53,30 +60,35 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         if not c.id and c.name and answered_names.get(c.name, 0) > 0:
             answered_names[c.name] -= 1
             continue
-        as_text = _result_as_text(ctx, c)
-        if as_text is not None:
-            yield ctx.finding(
-                "C.tool_result_as_text",
-                Severity.ERROR,
-                f"The result of {c.name} (call {c.id or 'without id'}, turn {prev.index}) was sent as plain "
-                f"{ctx.messages[as_text].role} text in message [{as_text}], not as a tool result: the API "
-                "does not pair it with the call, which stays unanswered.",
-                path=_item(ctx, as_text),
-                tool_call_id=c.id,
-                related_turn=prev.index,
-                tool=c.name,
-            )
-        yield ctx.finding(  # under C.tool_result_as_text when its result went as text (roots.CAUSES)
-            "C.dropped_tool_result",
+        yield c
+
+
+def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]:
+    """The unanswered call ``c``: dropped, and (first) its result sent as text when it was."""
+    as_text = _result_as_text(ctx, c)
+    if as_text is not None:
+        yield ctx.finding(
+            "C.tool_result_as_text",
             Severity.ERROR,
-            f"The model called {c.name}({_short(c.arguments_raw)}) on turn {prev.index} "
-            f"(id {c.id or 'none'}), but this request carries no result for it"
-            + (" (its result went as text: see C.tool_result_as_text)." if as_text is not None else "."),
-            path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}:]",
+            f"The result of {c.name} (call {c.id or 'without id'}, turn {prev_turn}) was sent as plain "
+            f"{ctx.messages[as_text].role} text in message [{as_text}], not as a tool result: the API "
+            "does not pair it with the call, which stays unanswered.",
+            path=_item(ctx, as_text),
             tool_call_id=c.id,
-            related_turn=prev.index,
+            related_turn=prev_turn,
             tool=c.name,
         )
+    yield ctx.finding(  # under C.tool_result_as_text when its result went as text (roots.CAUSES)
+        "C.dropped_tool_result",
+        Severity.ERROR,
+        f"The model called {c.name}({_short(c.arguments_raw)}) on turn {prev_turn} "
+        f"(id {c.id or 'none'}), but this request carries no result for it"
+        + (" (its result went as text: see C.tool_result_as_text)." if as_text is not None else "."),
+        path=f"{_hk(ctx)}[{ctx.turn.c.appended_from}:]",
+        tool_call_id=c.id,
+        related_turn=prev_turn,
+        tool=c.name,
+    )
 
 
 def _result_as_text(ctx: TurnContext, call: ToolCall) -> int | None:

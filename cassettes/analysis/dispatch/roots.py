@@ -105,19 +105,7 @@ def _name_wrong_ids(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
     pairs = _wrong_id_pairs(orphans, dropped)
     if not pairs:
         return findings
-    listing = "; ".join(
-        f"`{o.tool_call_id}` for {d.details.get('tool') or 'a call'} (the model's id: {d.tool_call_id or 'none'})" for o, d in pairs
-    )
-    root = ctx.finding(
-        "C.wrong_tool_call_id",
-        Severity.ERROR,
-        f"The client sent tool results under ids the model never gave: {listing}. The calls of turn "
-        f"{prev.index} therefore look unanswered and the results orphaned; the API pairs results by id.",
-        path=orphans[0].path,
-        tool_call_id=pairs[0][1].tool_call_id,
-        related_turn=prev.index,
-        pairs=[{"sent": o.tool_call_id, "model": d.tool_call_id, "tool": d.details.get("tool")} for o, d in pairs],
-    )
+    root = _wrong_ids(ctx, prev.index, orphans[0].path, pairs)
     folded = {id(f) for pair in pairs for f in pair}
     out: list[Finding] = []
     for f in findings:
@@ -128,6 +116,24 @@ def _name_wrong_ids(ctx: TurnContext, findings: list[Finding]) -> list[Finding]:
             out.append(root)
         out.append(_caused_by(f, root))
     return out
+
+
+def _wrong_ids(ctx: TurnContext, prev_turn: int, path: str | None, pairs: list[tuple[Finding, Finding]]) -> Finding:
+    """``C.wrong_tool_call_id``: each (orphan result, dropped call) pair is one result sent under
+    an id the model never gave."""
+    listing = "; ".join(
+        f"`{o.tool_call_id}` for {d.details.get('tool') or 'a call'} (the model's id: {d.tool_call_id or 'none'})" for o, d in pairs
+    )
+    return ctx.finding(
+        "C.wrong_tool_call_id",
+        Severity.ERROR,
+        f"The client sent tool results under ids the model never gave: {listing}. The calls of turn "
+        f"{prev_turn} therefore look unanswered and the results orphaned; the API pairs results by id.",
+        path=path,
+        tool_call_id=pairs[0][1].tool_call_id,
+        related_turn=prev_turn,
+        pairs=[{"sent": o.tool_call_id, "model": d.tool_call_id, "tool": d.details.get("tool")} for o, d in pairs],
+    )
 
 
 def _wrong_id_pairs(orphans: list[Finding], dropped: list[Finding]) -> list[tuple[Finding, Finding]]:
