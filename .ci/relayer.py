@@ -63,7 +63,7 @@ PACKAGES: dict[str, str] = {
     "cassettes/wire": "What crossed the wire, uninterpreted: the raw exchange, Content-Encoding decoding and stream framing (SSE, NDJSON, JSON arrays, AWS event streams).",
     "cassettes/parsing": "Raw bytes to meaning: one exchange parsed through its provider (``roundtrip``) into the normalised models (:mod:`cassettes.models`), and parse once (``sealed``: the writer's parse reused by readers). The adapters themselves live in ``cassettes/providers/``.",
     "cassettes/storage": "Files of round trips: the cassette's record format and migrations (``codec``), appends and forgiving reads (``store``), the offset index for incremental reading of large files (``index``), vcrpy cassettes (``vcr``), mitmproxy flow files (``mitmflow``) and the paths looptap writes (``paths``).",
-    "cassettes/recording": "The one recording pipeline (redact, delta-encode, parse, seal, append), the redactor (``redact``, ``names``, ``streams``) and its secret detector, and WebSocket sessions read as turns (``websocket``).",
+    "cassettes/recording": "The one recording pipeline (redact, delta-encode, parse, seal, append), the redactor (``redact``, ``bodies``, ``scrub``, ``names``, ``streams``) and its secret detector, and WebSocket sessions read as turns (``websocket``).",
     "cassettes/interop": """Interoperability: a run out to other tools, and the commands that move runs in and out.
 
 * :mod:`cassettes.interop.otel` — OpenTelemetry GenAI spans (OTLP/JSON, OTLP/HTTP protobuf);
@@ -75,7 +75,7 @@ Files read in (vcrpy cassettes, mitmproxy flows) are read by :mod:`cassettes.sto
 """,
     "cassettes/views": "A run for people and tools: ``show`` text and the ``show --json`` object (``view``, ``schema``), turn summaries, search, timelines and token growth.",
     "cassettes/reading": "Reading a run: ``open_run`` and :class:`~cassettes.reading.run.Run` (``run``), and the large or growing run read a batch at a time (``incremental``).",
-    "cassettes/mcp": "``looptap mcp``: the MCP server (``server``), its stdio transport (``stdio``) and the queries it answers over a root of runs (``query``).",
+    "cassettes/mcp": "``looptap mcp``: the MCP server (``server``), its stdio transport (``stdio``) and the queries it answers over a root of runs (``query``), in bounded safe JSON (``answers``) with recorded parts (``recorded``).",
 }
 
 #: The layer contract of cassettes/, top to bottom, in whole packages (and the base modules).
@@ -102,7 +102,8 @@ LAYOUT = """\
   packages, checked by `tests/test_boundaries.py`). Top to bottom:
   - `cli` (the `looptap` command); then `demo`, `verify`;
   - `interop/` (export and import: OpenTelemetry, HAR, textconv, the `import`/`export`
-    commands) beside `mcp/` (`looptap mcp`: `server`, `stdio`, and the `query` it answers);
+    commands) beside `mcp/` (`looptap mcp`: `server`, `stdio`, and the `query` it answers, in bounded safe JSON
+    (`answers`) with recorded parts (`recorded`));
   - `replay/` — server, matcher, HTTP/1.1 reader, faults, pytest plugin, recorder helper and its
     ready file, where two runs diverge (`rundiff`);
   - `reading/` — a run: `open_run` and `Run` (`run`), and the large or growing run read a batch at
@@ -111,7 +112,8 @@ LAYOUT = """\
     and its model (`schema`), turn summaries, search, timelines, token growth;
   - `analysis/` (conversations, the E/A/C views and findings, token accounting and prices, MCP
     linking) beside `recording/` (the one recording `pipeline`: Content-Encoding removed → redact →
-    delta-encode → parse → seal → file; the `redact`or, with what names a credential (`names`), a
+    delta-encode → parse → seal → file; the `redact`or (headers, URLs, exchanges) on `bodies` (by
+    field name, streams too) on `scrub` (by value learned and by pattern), with what names a credential (`names`), a
     stream's events found and rewritten in place (`streams`) and the secret `detector` shared with
     `verify`; WebSocket sessions read as turns, `websocket`);
   - `parsing/` — raw bytes to meaning: `roundtrip` (one exchange through its provider) and
