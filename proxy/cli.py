@@ -303,6 +303,38 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     return rc
 
 
+def _inspect_viewer(config: Any) -> tuple[list[str], Path, Path] | str:
+    """``--inspect``: the inspector's command line (following the recording), the file the
+    command's output goes to, and where the recorder writes the command's exit status; or why
+    the inspector cannot run here."""
+    import importlib.util
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return ("error: --inspect needs a terminal (stdin and stdout are not one); "
+                "record without it and open the cassette later with looptap inspect")
+    if importlib.util.find_spec("textual") is None:
+        from cassettes.hints import install_command
+
+        return f"error: --inspect needs the inspector in this environment: {install_command('proxy', 'inspector')}"
+    child_log = Path(str(config.output) + ".log")
+    import tempfile
+
+    status_dir = tempfile.mkdtemp(prefix="looptap-run-")
+    child_status = Path(status_dir) / "exit-status"
+    viewer = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", "--child-status", str(child_status), str(config.output)]
+    return viewer, child_log, child_status
+
+
+def _fork_status(fork: Any, rc: int) -> int:
+    """A fork's report said, and the run's status: 1 when the fork failed and the command did not."""
+    for line in fork.report:
+        messages.emit(line)
+    if fork.status and not rc:
+        messages.error("the fork failed (above): a request before the cursor matched no recorded turn (the client diverged), or an edit never applied; exit status 1")
+        return 1
+    return rc
+
+
 def _run_once(args: argparse.Namespace) -> int:
     import asyncio  # here, not at the top: `looptap --help` loads every command module
 
@@ -331,24 +363,11 @@ def _run_once(args: argparse.Namespace) -> int:
     child_log: Path | None = None
     child_status: Path | None = None
     if args.inspect:
-        import importlib.util
-
-        if not (sys.stdin.isatty() and sys.stdout.isatty()):
-            messages.error("error: --inspect needs a terminal (stdin and stdout are not one); "
-                           "record without it and open the cassette later with looptap inspect")
+        inspecting = _inspect_viewer(config)
+        if isinstance(inspecting, str):
+            messages.error(inspecting)
             return 2
-
-        if importlib.util.find_spec("textual") is None:
-            from cassettes.hints import install_command
-
-            messages.error(f"error: --inspect needs the inspector in this environment: {install_command('proxy', 'inspector')}")
-            return 2
-        child_log = Path(str(config.output) + ".log")
-        import tempfile
-
-        status_dir = tempfile.mkdtemp(prefix="looptap-run-")
-        child_status = Path(status_dir) / "exit-status"
-        viewer = [sys.executable, "-m", "cassettes.cli", "inspect", "--live", "--child-status", str(child_status), str(config.output)]
+        viewer, child_log, child_status = inspecting
         messages.emit(f"the command's output goes to {child_log}")
     fork = None
     if args.from_run is not None:
@@ -378,11 +397,7 @@ def _run_once(args: argparse.Namespace) -> int:
     from proxy.launcher import report_lost
 
     if fork is not None:
-        for line in fork.report:
-            messages.emit(line)
-        if fork.status and not rc:
-            messages.error("the fork failed (above): a request before the cursor matched no recorded turn (the client diverged), or an edit never applied; exit status 1")
-            rc = 1
+        rc = _fork_status(fork, rc)
     if report_lost(addon):
         return int(rc or 3)
     return int(rc)

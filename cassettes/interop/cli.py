@@ -64,26 +64,78 @@ def _header(values: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _html_output(args: argparse.Namespace) -> str | None:
+    """Where ``--html`` writes (``-o``; ``None``: no page asked for); each needs the other."""
+    if not (getattr(args, "html", False) or getattr(args, "output", None)):
+        return None
+    if not args.html:
+        raise ExportUsageError("-o names the --html page: looptap export --html RUN -o run.html")
+    if not args.output:
+        raise ExportUsageError("--html writes to the file -o names: looptap export --html RUN -o run.html ('-o -' = stdout)")
+    output: str = args.output
+    return output
+
+
+def _distinct_outputs(outputs: list[tuple[str, str]]) -> None:
+    """Refuse two outputs (``(flag, path)``) that name one file."""
+    from cassettes.storage.paths import UnsafePath, same_path
+
+    for i, (flag_a, a) in enumerate(outputs):
+        for flag_b, b in outputs[i + 1 :]:
+            if same_path(a, b):
+                raise UnsafePath(f"{flag_a} and {flag_b} both name {b}: give each its own path")
+
+
+def _otel_requests(run: Any, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """The run's OTLP export requests, a thousand round trips at a time."""
+    from cassettes.interop.otel import iter_requests
+
+    return iter_requests(run, content=not args.no_content, project=args.project)
+
+
+def _spans(req: dict[str, Any]) -> int:
+    return sum(len(ss["spans"]) for rs in req["resourceSpans"] for ss in rs["scopeSpans"])
+
+
+def _export_otel_file(run: Any, args: argparse.Namespace, target: Any) -> str:
+    """``--otel``: one request per line, the OTLP file format (what the Collector's otlpjsonfile
+    receiver reads); what was written, for the summary line."""
+    n = 0
+
+    def lines() -> Iterator[bytes]:
+        nonlocal n
+        for req in _otel_requests(run, args):
+            n += _spans(req)
+            yield orjson.dumps(req, option=orjson.OPT_APPEND_NEWLINE)
+
+    _write_chunks(target, lines())
+    return f"{n} spans → {args.otel}"
+
+
+def _export_otel_endpoint(run: Any, args: argparse.Namespace, headers: dict[str, str]) -> str:
+    """``--otel-endpoint``: the requests POSTed; what was sent, for the summary line."""
+    from cassettes.interop.otlp import send, traces_url
+    from cassettes.recording.redact import Redactor
+
+    n = posts = status = 0
+    for req in _otel_requests(run, args):
+        n += _spans(req)
+        status, sent = send(req, args.otel_endpoint, protocol=args.otel_protocol, headers=headers)
+        posts += sent
+    in_posts = f", {posts} requests" if posts > 1 else ""
+    # The endpoint may carry credentials (user:password@, ?api_key=…): never printed.
+    shown = Redactor().url(traces_url(args.otel_endpoint))
+    return f"{n} spans → {shown} (HTTP {status}{in_posts})"
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from cassettes.reading.run import open_run
 
-    html: str | None = None
-    if getattr(args, "html", False) or getattr(args, "output", None):
-        if not args.html:
-            raise ExportUsageError("-o names the --html page: looptap export --html RUN -o run.html")
-        if not args.output:
-            raise ExportUsageError("--html writes to the file -o names: looptap export --html RUN -o run.html ('-o -' = stdout)")
-        html = args.output
+    html = _html_output(args)
     if not (args.otel or args.otel_endpoint or args.har or html):
         raise ExportUsageError("nothing to export: give --otel FILE, --otel-endpoint URL, --har FILE and/or --html -o FILE")
     headers = _header(args.otel_header)
-    outs = [(flag, v) for flag, v in (("--otel", args.otel), ("--har", args.har), ("--html", html)) if v and v != "-"]
-    from cassettes.storage.paths import UnsafePath, same_path
-
-    for i, (flag_a, a) in enumerate(outs):
-        for flag_b, b in outs[i + 1 :]:
-            if same_path(a, b):
-                raise UnsafePath(f"{flag_a} and {flag_b} both name {b}: give each its own path")
+    _distinct_outputs([(flag, v) for flag, v in (("--otel", args.otel), ("--har", args.har), ("--html", html)) if v and v != "-"])
     otel_target = _export_target(args.otel, args) if args.otel else None
     har_target = _export_target(args.har, args) if args.har else None
     html_target = _export_target(html, args) if html else None
@@ -93,41 +145,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     for p in problem_lines(run.problems):
         print(f"looptap: warning: {args.file}: {p}", file=sys.stderr)
     said: list[str] = []
-    if args.otel or args.otel_endpoint:
-        from cassettes.interop.otel import iter_requests
-
-        def requests() -> Iterator[dict[str, Any]]:  # a thousand round trips at a time
-            return iter_requests(run, content=not args.no_content, project=args.project)
-
-        def spans(req: dict[str, Any]) -> int:
-            return sum(len(ss["spans"]) for rs in req["resourceSpans"] for ss in rs["scopeSpans"])
-
-        if args.otel:
-            # One request per line: the OTLP file format (what the Collector's otlpjsonfile receiver reads).
-            n = 0
-
-            def lines() -> Iterator[bytes]:
-                nonlocal n
-                for req in requests():
-                    n += spans(req)
-                    yield orjson.dumps(req, option=orjson.OPT_APPEND_NEWLINE)
-
-            _write_chunks(otel_target, lines())
-            said.append(f"{n} spans → {args.otel}")
-        if args.otel_endpoint:
-            from cassettes.interop.otlp import send, traces_url
-
-            n = posts = status = 0
-            for req in requests():
-                n += spans(req)
-                status, sent = send(req, args.otel_endpoint, protocol=args.otel_protocol, headers=headers)
-                posts += sent
-            in_posts = f", {posts} requests" if posts > 1 else ""
-            from cassettes.recording.redact import Redactor
-
-            # The endpoint may carry credentials (user:password@, ?api_key=…): never printed.
-            shown = Redactor().url(traces_url(args.otel_endpoint))
-            said.append(f"{n} spans → {shown} (HTTP {status}{in_posts})")
+    if args.otel:
+        said.append(_export_otel_file(run, args, otel_target))
+    if args.otel_endpoint:
+        said.append(_export_otel_endpoint(run, args, headers))
     if args.har:
         from cassettes.interop.har import har_chunks
 

@@ -71,7 +71,8 @@ def _ms(seconds: float | None) -> float:
     return round(max(seconds or 0.0, 0.0) * 1000, 3)
 
 
-def _entry(rt: RoundTrip, ex: Exchange, start: float, length: float, synthetic: bool, run: Run) -> dict[str, Any]:
+def _request(ex: Exchange) -> dict[str, Any]:
+    """HAR's ``request``: the recorded request, its body as ``postData``."""
     url = urlsplit(ex.url)
     request: dict[str, Any] = {
         "method": ex.method,
@@ -89,6 +90,11 @@ def _entry(rt: RoundTrip, ex: Exchange, start: float, length: float, synthetic: 
         if enc:
             post["_encoding"] = enc  # HAR 1.2 has no encoding for postData; said for readers that care
         request["postData"] = post
+    return request
+
+
+def _response(ex: Exchange) -> dict[str, Any]:
+    """HAR's ``response``: the recorded response (a transport error as ``_error``)."""
     body = ex.response_body
     text, enc = _text(body)
     content: dict[str, Any] = {"size": len(body), "mimeType": _mime(ex.response_headers), "text": text}
@@ -107,8 +113,12 @@ def _entry(rt: RoundTrip, ex: Exchange, start: float, length: float, synthetic: 
     }
     if ex.transport_error:
         response["_error"] = ex.transport_error
-    wait = min(ex.ttfb, length) if ex.ttfb is not None else length
-    receive = max(length - wait, 0.0)
+    return response
+
+
+def _looptap(rt: RoundTrip, ex: Exchange, synthetic: bool, run: Run) -> dict[str, Any]:
+    """The entry's ``_looptap`` extension: what looptap read of the round trip, and its turn's
+    findings."""
     turn = run.analysis.turns.get(ex.seq) if ex.seq is not None else None
     resp = rt.response
     looptap: dict[str, Any] = {
@@ -134,6 +144,14 @@ def _entry(rt: RoundTrip, ex: Exchange, start: float, length: float, synthetic: 
         looptap["analysis_errors"] = list(rt.analysis_errors)
     if rt.notes:
         looptap["notes"] = list(rt.notes)
+    return looptap
+
+
+def _entry(rt: RoundTrip, ex: Exchange, start: float, length: float, synthetic: bool, run: Run) -> dict[str, Any]:
+    request = _request(ex)
+    response = _response(ex)
+    wait = min(ex.ttfb, length) if ex.ttfb is not None else length
+    receive = max(length - wait, 0.0)
     return {
         "startedDateTime": _iso(start),
         "time": round(_ms(wait) + _ms(receive), 3),
@@ -141,7 +159,7 @@ def _entry(rt: RoundTrip, ex: Exchange, start: float, length: float, synthetic: 
         "response": response,
         "cache": {},
         "timings": {"blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": _ms(wait), "receive": _ms(receive)},
-        "_looptap": looptap,
+        "_looptap": _looptap(rt, ex, synthetic, run),
     }
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -36,6 +36,9 @@ import orjson
 from cassettes import bounds, providers
 from cassettes.providers import WS_TURN
 from cassettes.wire.exchange import Exchange, Headers
+
+if TYPE_CHECKING:
+    from cassettes.providers._base import WsTurns
 
 __all__ = ["MAX_PENDING_BYTES", "WsSession"]
 
@@ -95,38 +98,61 @@ class WsSession:
         data = content.encode("utf-8", "surrogateescape") if isinstance(content, str) else bytes(content)
         msg = _Message(from_client, data, t, self._count)
         self._count += 1
-        out: list[Exchange] = []
+        out = self._place(msg, self._read(msg))
+        self._pending_bytes = sum(len(m.content) for m in (*self._turn, *self._outside, *self._gathered))
+        if self._pending_bytes > MAX_PENDING_BYTES:
+            out.extend(self._flush(f"over {MAX_PENDING_BYTES} bytes of messages without a turn's end"))
+        return out
+
+    def _read(self, msg: _Message) -> Any:
+        """The message's JSON (``None``: not JSON, or an API whose turns are not read), scrubbed as
+        the API's rules say (the bytes kept too)."""
         rules = self._rules
         obj = msg.json() if rules is not None else None
         if rules is not None and rules.scrub is not None and obj is not None:
             scrubbed = rules.scrub(obj)
             if scrubbed is not None:
                 msg.content, obj = orjson.dumps(scrubbed), scrubbed
+        return obj
+
+    def _place(self, msg: _Message, obj: Any) -> list[Exchange]:
+        """Put the message where the API's rules say (it opens a turn, is gathered for the next
+        turn's request, belongs to the open turn — perhaps closing it — or is outside any turn);
+        the round trips that completes."""
+        rules = self._rules
         if rules is None:
             self._outside.append(msg)
-        elif from_client and rules.opens(obj):
-            if self._turn:  # a new turn before the last one closed: the last one is cut
-                out.append(self._exchange(self._turn, cut="the client started the next turn before this one's terminal event"))
-            self._turn = [msg]
-            self._previous = self._last_response_id
-            self._turn_id = f"{self.connection}/turn{self._turns + 1}"
-        elif from_client and rules.gathers is not None and rules.gathers(obj):
+        elif msg.from_client and rules.opens(obj):
+            return self._open(msg)
+        elif msg.from_client and rules.gathers is not None and rules.gathers(obj):
             self._gathered.append(msg)  # part of the next turn's request
         elif self._turn:
             self._turn.append(msg)
-            if not from_client and rules.closes(obj):
-                if rules.response_id is not None:
-                    self._last_response_id = rules.response_id(obj) or self._last_response_id
-                else:  # an API without response ids (Gemini Live): the recorder's turn number
-                    self._last_response_id = self._turn_id
-                out.append(self._exchange(self._turn))
-                self._turn = []
+            if not msg.from_client and rules.closes(obj):
+                return [self._close(rules, obj)]
         else:
             self._outside.append(msg)
-        self._pending_bytes = sum(len(m.content) for m in (*self._turn, *self._outside, *self._gathered))
-        if self._pending_bytes > MAX_PENDING_BYTES:
-            out.extend(self._flush(f"over {MAX_PENDING_BYTES} bytes of messages without a turn's end"))
+        return []
+
+    def _open(self, msg: _Message) -> list[Exchange]:
+        """A client message opens a turn (cutting the open one, if any)."""
+        out: list[Exchange] = []
+        if self._turn:  # a new turn before the last one closed: the last one is cut
+            out.append(self._exchange(self._turn, cut="the client started the next turn before this one's terminal event"))
+        self._turn = [msg]
+        self._previous = self._last_response_id
+        self._turn_id = f"{self.connection}/turn{self._turns + 1}"
         return out
+
+    def _close(self, rules: WsTurns, obj: Any) -> Exchange:
+        """The server's terminal event closed the open turn: its round trip."""
+        if rules.response_id is not None:
+            self._last_response_id = rules.response_id(obj) or self._last_response_id
+        else:  # an API without response ids (Gemini Live): the recorder's turn number
+            self._last_response_id = self._turn_id
+        ex = self._exchange(self._turn)
+        self._turn = []
+        return ex
 
     def end(self, close_code: int | None = None, reason: str | None = None, t: float | None = None) -> list[Exchange]:
         """The connection closed: a turn still open is cut; messages outside any turn are kept

@@ -37,7 +37,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -361,18 +361,12 @@ class _Options:
 
     @classmethod
     def of(cls, item: pytest.Item, config: pytest.Config, marker: pytest.Mark | None) -> _Options:
-        from cassettes.replay.server import parse_pace
-
         kw = marker.kwargs if marker else {}
         mode = _record_mode(config, marker)
         given = (marker.args[0] if marker and marker.args else None) or kw.get("path")
         path = (item.path.parent / given) if given else _default_path(item)
-        pace = kw.get("pace") or config.getoption("--looptap-pace") or "instant"
+        pace = _pace(kw, config)
         strict = bool(kw.get("strict") or config.getoption("--looptap-strict"))
-        try:
-            parse_pace(pace)
-        except ValueError as exc:
-            raise pytest.UsageError(f"looptap: {exc}") from None
         plan = _fault_plan(marker)
         exists = path.exists() and path.stat().st_size > 0
         if mode == "none" and not exists:
@@ -382,18 +376,34 @@ class _Options:
         if plan is not None and not replay:
             pytest.fail(f"looptap: faults are injected into a replayed run, and {path} is being recorded (mode {mode}); record it first", pytrace=False)
         if record:
-            from cassettes.storage.paths import UnsafePath, check_target
-            from cassettes.storage.store import is_cassette
-
-            refused = None
-            try:
-                # Checked before the test runs: only a cassette (or nothing) is written over.
-                check_target(path, "the test's cassette", owned=is_cassette, hint="give the marker another path")
-            except UnsafePath as exc:
-                refused = str(exc)
-            if refused is not None:
-                pytest.fail(f"looptap: cannot record (mode {mode}): {refused}", pytrace=False)
+            _check_recordable(path, mode)
         return cls(mode, path, pace, strict, plan, replay, record, _fork_cursor(marker))
+
+
+def _pace(kw: Mapping[str, Any], config: pytest.Config) -> str:
+    """The replay pace the marker or the command line asks for (``instant`` by default), checked."""
+    from cassettes.replay.server import parse_pace
+
+    pace: str = kw.get("pace") or config.getoption("--looptap-pace") or "instant"
+    try:
+        parse_pace(pace)
+    except ValueError as exc:
+        raise pytest.UsageError(f"looptap: {exc}") from None
+    return pace
+
+
+def _check_recordable(path: Path, mode: str) -> None:
+    """Checked before the test runs: only a cassette (or nothing) is written over."""
+    from cassettes.storage.paths import UnsafePath, check_target
+    from cassettes.storage.store import is_cassette
+
+    refused = None
+    try:
+        check_target(path, "the test's cassette", owned=is_cassette, hint="give the marker another path")
+    except UnsafePath as exc:
+        refused = str(exc)
+    if refused is not None:
+        pytest.fail(f"looptap: cannot record (mode {mode}): {refused}", pytrace=False)
 
 
 def _start_recording(session: LooptapSession, config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -203,76 +203,60 @@ class _Messages:
         return [base if keep else None, keep, ids[keep:]]
 
 
-def report_data(run: Any) -> dict[str, Any]:
-    """The page's data for ``run`` (a :class:`cassettes.reading.run.Run`), every string cleaned.
-    One pass over the round trips (read from disk one at a time for a streamed cassette)."""
-    analysis = run.analysis
-    turns_by_seq = analysis.turns
-    msgs = _Messages()
-    rows: list[dict[str, Any]] = []
-    detail: dict[str, Any] = {}
-    answered: dict[tuple[str, str], int] = {}
-    cost: Decimal | None = None
-    cost_complete = True
-    for rt in run.roundtrips:
-        seq = rt.seq
-        if seq is None or seq not in turns_by_seq:
-            continue
-        t: Turn = turns_by_seq[seq]
-        req = rt.request
-        history: list[Any] = [None, 0, []]
-        pinned = False
-        if req is not None:
-            ids = []
-            # The system prompt pinned first only when it travels apart from the history (a
-            # history's own system message is shown in place, once), as the inspector does.
-            pinned = bool(req.system) and not any(m.role in ("system", "developer") for m in req.messages)
-            if pinned:
-                ids.append(msgs.add({"role": "system", "parts": [_part(p) for p in req.system]}))
-            ids.extend(msgs.add(_message(m)) for m in req.messages)
-            history = msgs.history(seq, ids, t.previous_seq)
-        for p in t.c.pairings:
-            if p.call_id:
-                answered.setdefault((t.conversation, p.call_id), seq)
-        ordered = ordered_findings(t.findings)
-        k = t.tokens
-        if k.cost is not None:
-            cost = (cost or Decimal(0)) + k.cost
-        else:
-            cost_complete = False
-        rows.append(
-            {
-                "seq": seq,
-                "conv": t.conversation,
-                "turn": t.index,
-                "prev": t.previous_seq,
-                "badges": _badges(t.findings),
-                "finish": t.a.finish_reason_raw or (t.a.finish_reason.value if t.a.finish_reason else None),
-                "status": t.a.status,
-                "error": t.a.error is not None,
-                "calls": len(t.e.tool_calls),
-                "in": k.input,
-                "out": k.output,
-                "model": t.a.model_served or t.a.model_requested,
-            }
-        )
-        detail[str(seq)] = {
-            "layers": _layers(t),
-            "findings": [_finding(f) for f in ordered],
-            "history": history,
-            "parsed": req is not None,
-            "appended_from": t.c.appended_from + (1 if pinned else 0),
-            "method": rt.method,
-            "path": urlsplit(rt.url).path,
-            "family": rt.family,
-        }
-    # Each tool call with the turn whose request carried its result (the inspector's "result").
-    for row in rows:
-        d = detail[str(row["seq"])]
-        for call in d["layers"]["E"]["calls"]:
-            call["answered_by"] = answered.get((row["conv"], call["id"])) if call["id"] else None
+def _history(msgs: _Messages, rt: Any, t: Turn) -> tuple[list[Any], bool]:
+    """The turn's history as a delta on its previous turn's (``[base, kept, new ids]``), and
+    whether the system prompt was pinned first."""
+    req = rt.request
+    if req is None:
+        return [None, 0, []], False
+    ids = []
+    # The system prompt pinned first only when it travels apart from the history (a
+    # history's own system message is shown in place, once), as the inspector does.
+    pinned = bool(req.system) and not any(m.role in ("system", "developer") for m in req.messages)
+    if pinned:
+        ids.append(msgs.add({"role": "system", "parts": [_part(p) for p in req.system]}))
+    ids.extend(msgs.add(_message(m)) for m in req.messages)
+    return msgs.history(t.seq, ids, t.previous_seq), pinned
+
+
+def _row(t: Turn) -> dict[str, Any]:
+    """The turn's row in the page's turn list."""
+    k = t.tokens
+    return {
+        "seq": t.seq,
+        "conv": t.conversation,
+        "turn": t.index,
+        "prev": t.previous_seq,
+        "badges": _badges(t.findings),
+        "finish": t.a.finish_reason_raw or (t.a.finish_reason.value if t.a.finish_reason else None),
+        "status": t.a.status,
+        "error": t.a.error is not None,
+        "calls": len(t.e.tool_calls),
+        "in": k.input,
+        "out": k.output,
+        "model": t.a.model_served or t.a.model_requested,
+    }
+
+
+def _detail(rt: Any, t: Turn, history: list[Any], pinned: bool) -> dict[str, Any]:
+    """What the page shows of the selected turn."""
+    return {
+        "layers": _layers(t),
+        "findings": [_finding(f) for f in ordered_findings(t.findings)],
+        "history": history,
+        "parsed": rt.request is not None,
+        "appended_from": t.c.appended_from + (1 if pinned else 0),
+        "method": rt.method,
+        "path": urlsplit(rt.url).path,
+        "family": rt.family,
+    }
+
+
+def _conversations(analysis: Any) -> tuple[list[dict[str, Any]], dict[str, list[list[Any]]]]:
+    """Each conversation, and its growth chart's bars."""
     from cassettes.views.growth import growth_bars
 
+    turns_by_seq = analysis.turns
     conversations = []
     growth: dict[str, list[list[Any]]] = {}
     for conv in analysis.conversations:
@@ -292,6 +276,41 @@ def report_data(run: Any) -> dict[str, Any]:
              None if b.cumulative_cost is None else float(b.cumulative_cost), b.source]
             for b in growth_bars(turns)
         ]  # fmt: skip
+    return conversations, growth
+
+
+def report_data(run: Any) -> dict[str, Any]:
+    """The page's data for ``run`` (a :class:`cassettes.reading.run.Run`), every string cleaned.
+    One pass over the round trips (read from disk one at a time for a streamed cassette)."""
+    analysis = run.analysis
+    turns_by_seq = analysis.turns
+    msgs = _Messages()
+    rows: list[dict[str, Any]] = []
+    detail: dict[str, Any] = {}
+    answered: dict[tuple[str, str], int] = {}
+    cost: Decimal | None = None
+    cost_complete = True
+    for rt in run.roundtrips:
+        seq = rt.seq
+        if seq is None or seq not in turns_by_seq:
+            continue
+        t: Turn = turns_by_seq[seq]
+        history, pinned = _history(msgs, rt, t)
+        for p in t.c.pairings:
+            if p.call_id:
+                answered.setdefault((t.conversation, p.call_id), seq)
+        if t.tokens.cost is not None:
+            cost = (cost or Decimal(0)) + t.tokens.cost
+        else:
+            cost_complete = False
+        rows.append(_row(t))
+        detail[str(seq)] = _detail(rt, t, history, pinned)
+    # Each tool call with the turn whose request carried its result (the inspector's "result").
+    for row in rows:
+        d = detail[str(row["seq"])]
+        for call in d["layers"]["E"]["calls"]:
+            call["answered_by"] = answered.get((row["conv"], call["id"])) if call["id"] else None
+    conversations, growth = _conversations(analysis)
     findings = [_finding(f) for f in ordered_findings(analysis.findings)]
     counts = {sev: sum(1 for f in analysis.findings if f.severity.value == sev) for sev in ("error", "warning", "info")}
     from cassettes._version import __version__

@@ -191,17 +191,29 @@ def decode_chunks(chunks: Sequence[Chunk], content_encoding: str | None, budget:
         else:
             return DecodeResult(list(chunks))
     if len(declared) > 1:
-        # Stacked encodings are applied in order; decode the outermost first.
-        result = DecodeResult(list(chunks))
-        for enc in reversed(declared):
-            step = decode_chunks(result.chunks, enc, budget)
-            result.notes.extend(step.notes)
-            if step.decoded_from is None:  # kept whole, as received: the header still says what it is
-                return DecodeResult(list(chunks), None, result.notes)
-            result.chunks = step.chunks
-            result.decoded_from = ",".join(declared)
-        return result
-    enc = declared[0]
+        return _decode_stacked(chunks, declared, budget)
+    return _decode_one(chunks, declared[0], head, sniffed, notes, budget)
+
+
+def _decode_stacked(chunks: Sequence[Chunk], declared: list[str], budget: int) -> DecodeResult:
+    """Stacked encodings are applied in order; decode the outermost first. A layer kept whole
+    keeps the whole body as received (the header still says what it is)."""
+    result = DecodeResult(list(chunks))
+    for enc in reversed(declared):
+        step = decode_chunks(result.chunks, enc, budget)
+        result.notes.extend(step.notes)
+        if step.decoded_from is None:
+            return DecodeResult(list(chunks), None, result.notes)
+        result.chunks = step.chunks
+        result.decoded_from = ",".join(declared)
+    return result
+
+
+def _decode_one(
+    chunks: Sequence[Chunk], enc: str, head: bytes, sniffed: str | None, notes: list[str], budget: int
+) -> DecodeResult:
+    """One encoding removed; a body that is not what the header says, an unknown encoding, a
+    decoder failure or a body over ``budget`` is kept as received, with a note."""
     if enc in ("gzip", "x-gzip", "zstd") and sniffed != ("gzip" if enc == "x-gzip" else enc):
         if head:
             notes.append(f"Content-Encoding says {enc} but the body is not {enc}; kept as received")
