@@ -53,7 +53,7 @@ def count(root: Path) -> tuple[dict[str, str], dict[str, str]]:
     sys.path.insert(0, str(root))
     classes: dict[str, str] = {}
     entries: dict[str, str] = {}
-    funcs: list[tuple[str, str, object]] = []
+    funcs: list[object] = []
     for name in _modules(root):
         try:
             mod = importlib.import_module(name)
@@ -66,8 +66,8 @@ def count(root: Path) -> tuple[dict[str, str], dict[str, str]]:
                 if marks:
                     classes.setdefault(obj.__qualname__, f"{obj.__module__} ({', '.join(marks)})")
             elif inspect.isfunction(obj) and obj.__module__.startswith("cassettes"):
-                funcs.append((attr, name, obj))
-    for attr, where, fn in funcs:
+                funcs.append(obj)
+    for fn in funcs:
         ret = inspect.signature(fn).return_annotation  # a string under `from __future__ import annotations`
         ret_name = str(ret).split("[")[0].strip("'\" ")
         if ret_name.rsplit(".", 1)[-1] in classes:
