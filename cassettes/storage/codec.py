@@ -281,12 +281,27 @@ class HistoryEncoder:
         return k
 
     def encode(self, seq: int, body: dict[str, Any], history_key: str | None) -> dict[str, Any]:
+        """The stored form of ``body``: ``{"json": body}``, or ``{"delta": ...}`` when its history
+        extends (or rewrites the tail of) an earlier request's."""
         history = body.get(history_key) if history_key else None
         if not isinstance(history, list) or not history:
             return {"json": body}
         items = array("q", (_item_hash(i) for i in history))
-        base: tuple[int, int] | None = None
-        rewritten = False
+        full, base, rewritten = self._base(items, history_key)
+        others = {key: _item_hash(v) for key, v in body.items() if key != history_key}
+        self._full[full] = seq
+        self._by_first[items[0]] = seq
+        self._hashes[seq] = items
+        self._others[seq] = others
+        self._keys[seq] = history_key or ""
+        if base is None:
+            return {"json": body}
+        return {"delta": self._delta(body, history, history_key, base, rewritten, others)}
+
+    def _base(self, items: array[int], history_key: str | None) -> tuple[int, tuple[int, int] | None, bool]:
+        """(the rolling hash of the whole history, (base seq, items kept) or ``None``, whether the
+        base's tail was rewritten): the latest earlier history this one extends whole, else the
+        latest one it shares its first items with."""
         h = 0
         best: int | None = None
         for ih in items:
@@ -297,21 +312,17 @@ class HistoryEncoder:
         if best is not None:
             k = self._common(best, items)
             if k == len(self._hashes[best]):
-                base = (best, k)
-        if base is None:
-            cand = self._by_first.get(items[0])
-            if cand is not None and self._keys.get(cand) == history_key:
-                k = self._common(cand, items)
-                if k > 0:
-                    base, rewritten = (cand, k), k < len(self._hashes[cand])
-        others = {key: _item_hash(v) for key, v in body.items() if key != history_key}
-        self._full[h] = seq
-        self._by_first[items[0]] = seq
-        self._hashes[seq] = items
-        self._others[seq] = others
-        self._keys[seq] = history_key or ""
-        if base is None:
-            return {"json": body}
+                return h, (best, k), False
+        cand = self._by_first.get(items[0])
+        if cand is not None and self._keys.get(cand) == history_key:
+            k = self._common(cand, items)
+            if k > 0:
+                return h, (cand, k), k < len(self._hashes[cand])
+        return h, None, False
+
+    def _delta(
+        self, body: dict[str, Any], history: list[Any], history_key: str | None, base: tuple[int, int], rewritten: bool, others: dict[str, int]
+    ) -> dict[str, Any]:
         base_seq, keep = base
         base_others = self._others.get(base_seq, {})
         inherit = [key for key, hv in others.items() if base_others.get(key) == hv]
@@ -326,7 +337,7 @@ class HistoryEncoder:
         }
         if rewritten:
             delta["rewritten"] = True
-        return {"delta": delta}
+        return delta
 
 
 class HistoryDecoder:
