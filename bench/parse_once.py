@@ -17,7 +17,8 @@ For each phase, the calls of the functions that parse a body: the request side
 (``_parse_request``: the adapter reads the request's messages) and the response side
 (``_parse_response_side``: framing and reassembly; ``frame``: a response's chunks framed, by
 whoever), and how many stored responses were restored from the record (``sealed.restore``
-answering). Per phase per record, so the figures read as "times each body was parsed".
+answering); and, by a counting hook, how many request messages were parsed (a request parsed
+against the one it extends parses only what it appended). Per phase per record, so the figures read as "times each body was parsed".
 ``--against REF`` runs the same in REF's tree (a temporary ``git worktree``) and prints both.
 """
 
@@ -61,6 +62,18 @@ for p in files:
 out = Path(sys.argv[2]) / "run.jsonl"
 counted = json.loads(sys.argv[4])
 
+# Request messages parsed (a counting hook: all of a request's messages, or only those appended to
+# the base it was parsed against).
+from cassettes.parsing import roundtrip
+_real = roundtrip._parse_request
+_messages = [0]
+def _counting(rt, *args):
+    _real(rt, *args)
+    n = len(rt.request.messages) if rt.request is not None else 0
+    reused = getattr(rt, "reused", None)
+    _messages[0] += n - reused[1] if reused is not None else n
+roundtrip._parse_request = _counting
+
 def counts(prof):
     st = pstats.Stats(prof)
     got = {}
@@ -68,6 +81,7 @@ def counts(prof):
         for label, mod, fn in counted:
             if path.endswith(mod) and name == fn:
                 got[label] = got.get(label, 0) + nc
+    got["request messages parsed"], _messages[0] = _messages[0], 0
     return got
 
 result = {"records": len(exchanges)}
@@ -129,11 +143,12 @@ def measure(tree: Path, records: int) -> dict[str, object]:
 def _table(name: str, r: dict[str, object]) -> list[str]:
     n = int(str(r["records"]))
     lines = [f"{name}: {n} round trips ({r['turns']} turns)"]
-    lines.append(f"  {'phase':<30}" + "".join(f"{label:>22}" for label, _, _ in COUNTED))
+    labels = [label for label, _, _ in COUNTED] + ["request messages parsed"]
+    lines.append(f"  {'phase':<30}" + "".join(f"{label:>25}" for label in labels))
     for phase in ("recorder", "inspector: open", "inspector: select every turn", "show"):
         got = r[phase]
         assert isinstance(got, dict)
-        lines.append(f"  {phase:<30}" + "".join(f"{got.get(label, 0):>14} ({got.get(label, 0) / n:4.2f})" for label, _, _ in COUNTED))
+        lines.append(f"  {phase:<30}" + "".join(f"{got.get(label, 0):>17} ({got.get(label, 0) / n:5.2f})" for label in labels))
     return lines
 
 

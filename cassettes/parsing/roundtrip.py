@@ -1,8 +1,8 @@
-"""One raw :class:`~cassettes.wire.exchange.Exchange` → its derived view, a :class:`RoundTrip`.
+"""One raw :class:`~cassettes.wire.exchange.Exchange` → its parse, a :class:`RoundTrip`.
 
 This is the single entry point from raw bytes to meaning: pick the adapter, frame the body, parse
 or reassemble, and record every problem as a labelled analysis error instead of raising. Whatever
-goes wrong here, the caller still has the raw exchange and a view that says what is missing.
+goes wrong here, the caller still has the raw exchange and a parse that says what is missing.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ _LLM_HINTS = ("/chat", "/completions", "/messages", "/responses", "/generate", "
 
 
 class RoundTrip(BaseModel):
-    """The derived view of one round trip (recomputable from the raw exchange at any time)."""
+    """The parse of one round trip (recomputable from the raw exchange at any time)."""
 
     seq: int | None = None
     #: An adapter's family, ``unknown`` for LLM-looking traffic no adapter claims, ``none`` for

@@ -114,9 +114,9 @@ def _is_utf8(data: bytes) -> bool:
 def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
     """``rec`` made writable when something in it nests deeper than orjson writes (255 levels; a
     model controls how deep its tool-call arguments go): a JSON body too deep is stored as its raw
-    text, labelled ``"too_deep": true`` (reading it back gives the exact bytes), and the derived
-    view keeps its first :data:`~cassettes.bounds.STORE_DEPTH` levels. Nothing recorded is lost."""
-    from cassettes.bounds import STORE_DEPTH, json_depth, shallow
+    text, labelled ``"too_deep": true`` (reading it back gives the exact bytes). Nothing recorded
+    is lost."""
+    from cassettes.bounds import STORE_DEPTH, json_depth
 
     out = dict(rec)
     req = dict(out["request"])
@@ -132,8 +132,6 @@ def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
             chunks = ex.response_chunks
             resp["body"] = _raw_form(b"".join(c for _, c in chunks), chunks[0][0] if chunks else None)
             out["response"] = resp
-    if "derived" in out:
-        out["derived"] = shallow(out["derived"], STORE_DEPTH - 4)
     out.pop("parsed", None)  # a cache of the parse, never cut: a reader parses the raw instead
     return out
 
@@ -421,7 +419,6 @@ def _header_in(headers: Any) -> list[tuple[str, str]]:
 def exchange_to_record(
     ex: Exchange,
     seq: int,
-    derived: dict[str, Any] | None = None,
     request_form: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of one exchange. ``request_form`` is the request body already encoded (the
@@ -456,8 +453,6 @@ def exchange_to_record(
         rec["transport_error"] = ex.transport_error
     if ex.notes:
         rec["notes"] = ex.notes
-    if derived is not None:
-        rec["derived"] = derived
     return rec
 
 
