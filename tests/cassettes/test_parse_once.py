@@ -15,6 +15,7 @@ from _corpus import corpus_files
 
 from cassettes.parsing import roundtrip
 from cassettes.reading.incremental import IncrementalRun
+from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
@@ -112,6 +113,12 @@ def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(tmp_path: Path
     assert not parses.responses, f"stored responses parsed again on selection: {sorted(parses.responses)}"
     assert parses.messages <= opened, (parses.messages, opened)
     run.close()
+    # A command's pass over the run (open_run, as show and the exports read it): no stored
+    # response parsed again either.
+    parses.clear()
+    every = open_run(path)
+    assert sum(1 for _ in zip(every.roundtrips, every.exchanges, strict=True)) == len(exchanges)
+    assert not parses.responses, f"stored responses parsed again by open_run: {sorted(parses.responses)}"
 
 
 def test_the_recorder_writes_the_same_records_without_parsing_requests(tmp_path: Path) -> None:
