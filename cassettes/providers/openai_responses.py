@@ -123,6 +123,31 @@ def _ws_closes(msg: Any) -> bool:
     return isinstance(msg, dict) and msg.get("type") in _WS_TERMINAL
 
 
+def _ws_thread(request: Any, closing: Any) -> tuple[str | None, str | None, list[Any]]:
+    """(previous_response_id, the answer's id, the turn's input items then its output items)."""
+    req = request if isinstance(request, dict) else {}
+    prev = req.get("previous_response_id")
+    given = req.get("input")
+    items: list[Any] = list(given) if isinstance(given, list) else [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else []
+    resp = closing.get("response") if isinstance(closing, dict) else None
+    rid = None
+    if isinstance(resp, dict):
+        rid = resp.get("id") if isinstance(resp.get("id"), str) else None
+        output = resp.get("output")
+        items += output if isinstance(output, list) else []
+    return (prev if isinstance(prev, str) else None), rid, items
+
+
+def _ws_standalone(request: Any, history: list[Any]) -> Any:
+    """The ``response.create`` without ``previous_response_id``, its input the whole history: what
+    the API itself would have taken the earlier response to mean (its input and output, then this
+    turn's input)."""
+    if not isinstance(request, dict):
+        return request
+    _, _, own = _ws_thread(request, None)
+    return {**{k: v for k, v in request.items() if k != "previous_response_id"}, "input": [*history, *own]}
+
+
 class OpenAIResponses(Provider):
     field_defaults = (("stream", False),)
     family = "openai_responses"
@@ -152,7 +177,7 @@ class OpenAIResponses(Provider):
     def ws_turns(self) -> WsTurns:
         """Responses over a WebSocket: each ``response.create`` message is a turn, answered by the
         HTTP stream's events one per message up to the terminal one (or an ``error`` message)."""
-        return WsTurns(_ws_opens, _ws_closes)
+        return WsTurns(_ws_opens, _ws_closes, thread=_ws_thread, standalone=_ws_standalone)
 
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
         return render_responses(answer, stream, request) if self.operation("POST", url) == "generate" else None

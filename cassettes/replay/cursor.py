@@ -146,14 +146,20 @@ class Cursor:
             if closest is None or not (self.at(closest) or closest.conversation in self.forked):
                 return None  # before the cursor: the client diverged (fails closed)
             rec, miss = closest, found
-        if websocket:
-            why = "a fork's cursor does not yet send WebSocket turns live (HTTP only); this turn is past the cursor"
-            return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
         base = self.live(req.method, req.target, req.body)
         if base is None:
             why = "past the fork's cursor, but no live upstream serves this API (give one with --upstream NAME=URL)"
             return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
         self.forked.add(rec.conversation)
+        if websocket:  # the session goes live: wsserve sends each turn through outgoing() itself
+            return Forward(base, req.body, "live past the cursor", miss=miss, rec=rec)
+        target, body, notes, headers = self.outgoing(req)
+        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target, headers=headers)
+
+    def outgoing(self, req: Request) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]:
+        """A request sent live, as it is sent: the model asked for (``--model``), the edits made
+        (``--edit``; marked by an ``x-looptap-edited`` header); its target, body, notes, headers
+        (``None``: the request's own). Counted in :attr:`sent`."""
         self.sent += 1
         target, body, notes = self._rewritten(req)
         headers = None
@@ -162,7 +168,7 @@ class Cursor:
             if done:
                 notes.append(f"fork: edited {', '.join(done)}")
                 headers = [*req.headers, ("x-looptap-edited", ", ".join(done))]
-        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target, headers=headers)
+        return target, body, notes, headers
 
     def _rewritten(self, req: Request) -> tuple[str, bytes, list[str]]:
         """The request as sent live: with the model asked for (``--model``), if it has one."""
