@@ -8,6 +8,8 @@ self-contained (its ``previous_response_id`` named an answer the live model neve
 ``looptap diff`` names the first differing turn and layer.
 
 One recording and one fork per module (both ``looptap run``); waits are by progress, never timed.
+The in-process test at the end forks the openai SDK's WebSocket session the same way without the
+recorder (the replay server's live upstream a fake), with ``--model`` and an ``--edit``.
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ from cassettes.replay.fork import origin_of
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 
-pytestmark = [needs_recorder]
-
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 TASK = "What is the weather in Paris?"
 NEW_ANSWER = "NEW MODEL: it is raining in Paris."
 
@@ -103,6 +104,7 @@ def _why(f: dict[str, Any]) -> str:
     return f"exit {p.returncode}\n--- stdout\n{p.stdout[-2000:]}\n--- stderr\n{p.stderr[-5000:]}"
 
 
+@needs_recorder
 def test_codex_forked_over_its_websocket_goes_live_past_the_cursor_only(forked: dict[str, Any]) -> None:
     run = open_run(forked["run"], whole=True)
     rts = {rt.seq: rt for rt in run.roundtrips}
@@ -128,6 +130,7 @@ def test_codex_forked_over_its_websocket_goes_live_past_the_cursor_only(forked: 
     assert "fork at turn=1: 2 requests sent live; went live: c1" in fork.stderr, _why(forked)
 
 
+@needs_recorder
 def test_the_branch_names_its_origin_and_diff_names_the_first_differing_turn(forked: dict[str, Any]) -> None:
     assert forked["fork"].returncode == 0, _why(forked)
     o = origin_of(forked["branch"])
@@ -142,3 +145,75 @@ def test_the_branch_names_its_origin_and_diff_names_the_first_differing_turn(for
     assert diff.returncode == 1 and "lined up from the cursor" in diff.stdout, diff.stdout + diff.stderr
     first = next(ln for ln in diff.stdout.splitlines() if ln.strip().startswith("turn "))
     assert first.strip().startswith("turn 1") and "E: the model emitted something else" in first, diff.stdout
+
+
+def agent(base_url: str) -> list[Any]:
+    """The openai SDK's tool loop over one WebSocket (tests/replay/test_websocket_replay.py's),
+    every turn ending at its terminal event or an error message."""
+    import openai
+
+    from tests.replay.test_websocket_replay import TOOLS
+
+    out: list[Any] = []
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="x", max_retries=0)
+    with client.beta.responses.connect() as conn:
+        conn.response.create(model="gpt-5", generate=False, tools=TOOLS, instructions="Answer with the weather tool.", input=[])
+        prev = next(ev.response.id for ev in conn if ev.type == "response.completed")
+        turn: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+        for _ in range(2):
+            conn.response.create(model="gpt-5", previous_response_id=prev, tools=TOOLS, input=turn)
+            text = ""
+            for ev in conn:
+                if ev.type == "error":
+                    return [*out, ("error", ev.error.code)]
+                if ev.type == "response.output_text.delta":
+                    text += ev.delta
+                if ev.type == "response.completed":
+                    break
+            prev = ev.response.id
+            calls = [i for i in ev.response.output if i.type == "function_call"]
+            if not calls:
+                return [*out, text]
+            out.append((calls[0].name, calls[0].arguments))
+            turn = [{"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny"}]
+    return out
+
+
+def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_edits(tmp_path: Path) -> None:
+    """The openai SDK's WebSocket tool loop (prewarm, a call, its result, the answer) recorded,
+    then replayed with the cursor at turn 1 (the result): turn 0 from the recording, turn 1 sent
+    live over a WebSocket, self-contained, with the model asked for and the tool result edited."""
+    pytest.importorskip("websockets")
+    from cassettes.replay.cursor import Cursor, live_router, parse_cursor
+    from cassettes.replay.edits import parse_edit
+    from cassettes.replay.server import ReplayServer
+    from tests.replay.conftest import write
+    from tests.replay.test_websocket_replay import TOOLS
+    from tests.support.ws_upstream import WsResponsesUpstream
+
+    def stormy(req: dict[str, Any], rid: str) -> NormalisedResponse:
+        return NormalisedResponse(id=f"new_{rid}", model=str(req.get("model")), parts=[Part(kind="text", text="Stormy in Paris.")],
+                                  finish_reason=FinishReason.COMPLETE, usage=Usage(input_tokens=9, output_tokens=3))
+
+    with WsResponsesUpstream() as fake1:
+        recorded = agent(fake1.url)
+    path = write(tmp_path / "ws.jsonl", fake1.exchanges)
+    assert recorded == [("get_weather", '{"city":"Paris"}'), "It is sunny in Paris."]
+    edit = parse_edit("tool_result[call_resp_1]=storm warning")
+    with WsResponsesUpstream(answer=stormy) as fake2:
+        cursor = Cursor(parse_cursor("turn=1"), live_router({"openai": fake2.url}), model="new-model", edits=[edit])
+        with ReplayServer(path, cursor=cursor) as srv:
+            assert agent(srv.url) == [("get_weather", '{"city":"Paris"}'), "Stormy in Paris."]
+            served = list(srv.served)
+    assert len(fake1.received) == 3  # the recording's own three; the fork sent the first fake nothing
+    (sent,) = fake2.received  # the prewarm and turn 0 were served from the recording
+    assert sent["model"] == "new-model" and "previous_response_id" not in sent, sent
+    assert [(i.get("type"), i.get("role") or i.get("name")) for i in sent["input"]] == [
+        (None, "user"), ("function_call", "get_weather"), ("function_call_output", None)], sent["input"]
+    assert sent["input"][-1]["output"] == "storm warning" and sent["tools"] == TOOLS  # the edit made; the turn's own fields kept
+    assert cursor.sent == 1 and edit.applied == 1 and cursor.forked == {srv.matcher.recorded[1].conversation}
+    live = served[-1]
+    assert "websocket live" in live.notes and any("self-contained" in n for n in live.notes), live.notes
+    assert any("model gpt-5 → new-model" in n for n in live.notes) and any("edited tool_result[call_resp_1]" in n for n in live.notes)
+    assert b'"previous_response_id"' in live.request_body  # the log keeps what the client sent
+    assert b"Stormy in Paris." in b"".join(c for _, c in live.response_chunks)
