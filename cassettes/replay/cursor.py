@@ -13,6 +13,10 @@ or past the cursor (the live model answered differently, so the agent's next req
 the recording: they are the continuation). A request that misses *before* the cursor is a
 divergence of the client and fails closed with the replay diff, as in replay.
 
+Over a WebSocket the cursor places a session's turns the same way; the session's first turn at
+or past it makes the whole session live from there (:mod:`cassettes.replay.wsserve`), each turn
+sent through :meth:`Cursor.outgoing` as an HTTP request is.
+
 ``--model`` rewrites the model of every request sent live (the top-level ``model`` field, or the
 ``/models/NAME:`` part of the path); a request with neither is sent as it is and the report says so.
 """

@@ -62,7 +62,7 @@ class Threads:
         or a chain that leads to one)."""
         parts: list[list[Any]] = []
         at: str | None = rid
-        for _ in range(self.limit):
+        for _ in range(len(self._answers) + 1):  # each answer once; more is a loop
             if at is None:
                 break
             got = self._answers.get(at)

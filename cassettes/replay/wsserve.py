@@ -7,6 +7,11 @@ session's path; the recorded turn's events go back one message each, paced as re
 WebSocket the API's failures are messages: a miss or a status fault is the API's error message
 (the session goes on), a stream fault acts on the turn's event messages, a reset closes the
 connection.
+
+Past a fork's cursor (:mod:`cassettes.replay.cursor`) the session goes live: at its first turn at
+or past the cursor the server opens a WebSocket to the live upstream (:mod:`cassettes.replay.wslive`)
+and relays the session both ways to its end, each turn sent self-contained when it continues an
+answer the live upstream never gave, with the fork's model and edits (docs/fork.md).
 """
 
 from __future__ import annotations

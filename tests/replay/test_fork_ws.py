@@ -217,3 +217,64 @@ def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_
     assert any("model gpt-5 → new-model" in n for n in live.notes) and any("edited tool_result[call_resp_1]" in n for n in live.notes)
     assert b'"previous_response_id"' in live.request_body  # the log keeps what the client sent
     assert b"Stormy in Paris." in b"".join(c for _, c in live.response_chunks)
+
+
+def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(tmp_path: Path) -> None:
+    """Past the cursor with the live upstream down: the turn gets the API's error message (502,
+    saying where the session could not be opened); nothing before the cursor is affected."""
+    pytest.importorskip("websockets")
+    import socket
+
+    from cassettes.replay.cursor import Cursor, live_router, parse_cursor
+    from cassettes.replay.server import ReplayServer
+    from tests.replay.conftest import write
+    from tests.support.ws_upstream import WsResponsesUpstream
+
+    with WsResponsesUpstream() as fake1:
+        agent(fake1.url)
+    path = write(tmp_path / "ws.jsonl", fake1.exchanges)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{s.getsockname()[1]}"
+    cursor = Cursor(parse_cursor("turn=1"), live_router({"openai": down}))
+    with ReplayServer(path, cursor=cursor) as srv:
+        assert agent(srv.url) == [("get_weather", '{"city":"Paris"}'), ("error", "looptap_upstream_error")]
+        last = srv.served[-1]
+    assert last.status == 502 and b"opening the live session" in b"".join(c for _, c in last.response_chunks)
+
+
+def test_threads_walk_the_chain_of_answers_and_say_when_they_cannot() -> None:
+    from cassettes.replay.wslive import Threads
+
+    t = Threads(limit=3)
+    t.add("r0", None, [])
+    t.add("r1", "r0", ["u1", "a1"])
+    t.add("r2", "r1", ["u2", "a2"])
+    assert t.history("r2") == ["u1", "a1", "u2", "a2"] and t.history("r1") == ["u1", "a1"]
+    assert t.history("nope") is None
+    t.add("r3", "r2", ["u3"])  # over the limit: r0, the oldest, is forgotten, so the chain is broken
+    assert t.history("r3") is None
+    loop = Threads(limit=4)
+    loop.add("a", "b", [1])
+    loop.add("b", "a", [2])
+    assert loop.history("a") is None  # a chain that loops is no history
+
+
+def test_client_side_frames_are_masked_and_a_servers_are_read_unmasked() -> None:
+    import asyncio
+
+    from cassettes.replay import wsframes as ws
+
+    async def read(data: bytes, from_server: bool) -> tuple[int, bytes]:
+        r = asyncio.StreamReader()
+        r.feed_data(data)
+        r.feed_eof()
+        return await ws.MessageReader(r, from_server=from_server).next()
+
+    payload = b'{"type":"response.create"}' * 10
+    masked = ws.frame(ws.TEXT, payload, masked=True)
+    assert payload not in masked and asyncio.run(read(masked, False)) == (ws.TEXT, payload)
+    assert asyncio.run(read(ws.frame(ws.TEXT, payload), True)) == (ws.TEXT, payload)
+    for data, from_server in ((masked, True), (ws.frame(ws.TEXT, payload), False)):
+        with pytest.raises(ws.WsProtocolError):
+            asyncio.run(read(data, from_server))
