@@ -15,7 +15,6 @@ recorder (the replay server's live upstream a fake), with ``--model`` and an ``-
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
