@@ -178,7 +178,19 @@ def agent(base_url: str) -> list[Any]:
     return out
 
 
-def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_edits(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def sdk_cassette(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any], int]:
+    """The SDK's session recorded once: the cassette, what the agent got, the messages the fake received."""
+    pytest.importorskip("websockets")
+    from tests.replay.conftest import write
+    from tests.support.ws_upstream import WsResponsesUpstream
+
+    with WsResponsesUpstream() as fake1:
+        recorded = agent(fake1.url)
+    return write(tmp_path_factory.mktemp("fork-ws-sdk") / "ws.jsonl", fake1.exchanges), recorded, len(fake1.received)
+
+
+def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_edits(sdk_cassette: tuple[Path, list[Any], int]) -> None:
     """The openai SDK's WebSocket tool loop (prewarm, a call, its result, the answer) recorded,
     then replayed with the cursor at turn 1 (the result): turn 0 from the recording, turn 1 sent
     live over a WebSocket, self-contained, with the model asked for and the tool result edited."""
@@ -186,7 +198,6 @@ def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_
     from cassettes.replay.cursor import Cursor, live_router, parse_cursor
     from cassettes.replay.edits import parse_edit
     from cassettes.replay.server import ReplayServer
-    from tests.replay.conftest import write
     from tests.replay.test_websocket_replay import TOOLS
     from tests.support.ws_upstream import WsResponsesUpstream
 
@@ -194,17 +205,14 @@ def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_
         return NormalisedResponse(id=f"new_{rid}", model=str(req.get("model")), parts=[Part(kind="text", text="Stormy in Paris.")],
                                   finish_reason=FinishReason.COMPLETE, usage=Usage(input_tokens=9, output_tokens=3))
 
-    with WsResponsesUpstream() as fake1:
-        recorded = agent(fake1.url)
-    path = write(tmp_path / "ws.jsonl", fake1.exchanges)
-    assert recorded == [("get_weather", '{"city":"Paris"}'), "It is sunny in Paris."]
+    path, recorded, received = sdk_cassette
+    assert recorded == [("get_weather", '{"city":"Paris"}'), "It is sunny in Paris."] and received == 3
     edit = parse_edit("tool_result[call_resp_1]=storm warning")
     with WsResponsesUpstream(answer=stormy) as fake2:
         cursor = Cursor(parse_cursor("turn=1"), live_router({"openai": fake2.url}), model="new-model", edits=[edit])
         with ReplayServer(path, cursor=cursor) as srv:
             assert agent(srv.url) == [("get_weather", '{"city":"Paris"}'), "Stormy in Paris."]
             served = list(srv.served)
-    assert len(fake1.received) == 3  # the recording's own three; the fork sent the first fake nothing
     (sent,) = fake2.received  # the prewarm and turn 0 were served from the recording
     assert sent["model"] == "new-model" and "previous_response_id" not in sent, sent
     assert [(i.get("type"), i.get("role") or i.get("name")) for i in sent["input"]] == [
@@ -218,7 +226,7 @@ def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_
     assert b"Stormy in Paris." in b"".join(c for _, c in live.response_chunks)
 
 
-def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(tmp_path: Path) -> None:
+def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(sdk_cassette: tuple[Path, list[Any], int]) -> None:
     """Past the cursor with the live upstream down: the turn gets the API's error message (502,
     saying where the session could not be opened); nothing before the cursor is affected."""
     pytest.importorskip("websockets")
@@ -226,12 +234,8 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(tmp_pa
 
     from cassettes.replay.cursor import Cursor, live_router, parse_cursor
     from cassettes.replay.server import ReplayServer
-    from tests.replay.conftest import write
-    from tests.support.ws_upstream import WsResponsesUpstream
 
-    with WsResponsesUpstream() as fake1:
-        agent(fake1.url)
-    path = write(tmp_path / "ws.jsonl", fake1.exchanges)
+    path = sdk_cassette[0]
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         down = f"http://127.0.0.1:{s.getsockname()[1]}"
