@@ -207,7 +207,7 @@ class WebSocketReplay:
         logged.notes.append("websocket replay")
         if isinstance(answer, Play) and answer.note is not None:
             logged.notes.append(answer.note)
-        if rules.thread is not None and isinstance(answer, Play) and spoken.messages:
+        if rules.thread is not None and self.planner.cursor is not None and isinstance(answer, Play) and spoken.messages:
             self._ws_thread(rules, msg, spoken.messages[-1][2])
         return await self._ws_send(writer, spoken, logged, sent, dog)
 
