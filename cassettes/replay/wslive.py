@@ -6,7 +6,7 @@ from then on it relays the session to a live upstream (the recorder's listener, 
 it). A turn there may continue an answer the live upstream never gave (a ``previous_response_id``
 of an answer replayed from the recording): :class:`Threads` keeps, for every answer the server
 gave or relayed, the items it left in its conversation, so that turn can be sent self-contained
-(the API's adapter says how: :attr:`cassettes.providers.WsTurns.standalone`).
+(the API's adapter says how: its turn rules' ``standalone``).
 
 The connection is RFC 6455's client side: the opening handshake (no extension offered, so the
 upstream sends plain frames), masked frames out, the upstream's unmasked frames in. Connecting
@@ -29,7 +29,7 @@ from cassettes.replay.forward import CONNECT_TIMEOUT, READ_TIMEOUT, UpstreamErro
 from cassettes.replay.http1 import HOP_BY_HOP
 
 if TYPE_CHECKING:
-    from cassettes.providers._base import WsTurns
+    from cassettes.providers import WsTurns
     from cassettes.wire.exchange import Exchange
 
 __all__ = ["LiveSocket", "Threads", "as_sent_live", "threads_of"]

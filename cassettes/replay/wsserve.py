@@ -32,7 +32,7 @@ from cassettes.replay.plan import Answer, FaultStatus, Forward, Missed, Planner,
 from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:
-    from cassettes.providers._base import WsTurns
+    from cassettes.providers import WsTurns
     from cassettes.replay.matcher import Miss, Recorded
     from cassettes.replay.wsframes import MessageReader
     from cassettes.replay.wslive import LiveSocket, Threads
