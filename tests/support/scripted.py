@@ -288,6 +288,9 @@ class ScriptedUpstream:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # The head and the body go out in two writes: with Nagle on, a keep-alive client's
+            # delayed ACK held each answer ~40 ms (bench/fork.py's plain recording row).
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
