@@ -150,6 +150,13 @@ class Provider(ClientRules, Pricing, Telemetry, ReplayShape):
         ``tools/call``): what it did, for ``show`` and ``show --json``. ``None``: nothing to say."""
         return None
 
+    def joins(self, prev: Any, item: Any) -> bool:
+        """Whether the raw history ``item`` continues the normalised message of the item before it,
+        ``prev``, instead of starting its own (an adapter that merges consecutive items says when).
+        A parse of only a request's appended items is used only where the first of them does not
+        join the last kept one, so it gives what the full parse gives."""
+        return False
+
     def history_tools(self, items: list[Any]) -> list[ToolSpec]:
         """Tools offered inside the history (after the top-level ones in ``parse_request``'s
         ``tools``), so a parse of only the appended history can add those of the kept part."""

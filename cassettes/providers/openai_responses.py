@@ -32,7 +32,9 @@ from cassettes.providers._base import (
 from cassettes.providers.openai_responses_items import (
     _CLIENT_CALLS,
     _additional_tools,
+    _item_joins,
     _item_role_parts,
+    _joins,
     _messages,
     _output_parts,
     _system,
@@ -237,23 +239,21 @@ class OpenAIResponses(Provider):
             history_key="input" if isinstance(inp, list) else None,
         )
 
+    def joins(self, prev: Any, item: Any) -> bool:
+        return _item_joins(prev, item)
+
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
-        """Consecutive output items (reasoning, calls, results) are one normalised message: walk the
+        """Consecutive model-side items (reasoning, calls, text) are one normalised message: walk the
         items as :func:`_messages` merges them to find the one that holds the part."""
         inp = body.get("input") if isinstance(body, dict) else None
         if not isinstance(inp, list):
             return None
         msg = -1
-        last_role: str | None = None
+        last_role = ""
         seen_parts = 0
         for i, item in enumerate(inp[: bounds.MAX_LIST]):
             role, parts = _item_role_parts(item)
-            is_message = isinstance(item, dict) and item.get("type") in (None, "message") and "role" in item
-            merged = msg >= 0 and (
-                (not is_message and role in ("assistant", "tool") and last_role == role)
-                or (is_message and role == "assistant" and last_role == "assistant")
-            )
-            if not merged:
+            if not (msg >= 0 and _joins(last_role, role)):
                 msg += 1
                 seen_parts = 0
                 last_role = role
