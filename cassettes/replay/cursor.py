@@ -28,7 +28,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.errors import CassetteError
-from cassettes.replay.edits import Edit, apply_edits
+from cassettes.replay.edits import Edit, apply_edits, edited_headers
 from cassettes.replay.http1 import Request
 from cassettes.replay.matcher import Matcher, Miss, Recorded
 from cassettes.replay.plan import Answer, Forward, Missed
@@ -96,6 +96,9 @@ class Cursor:
     model: str | None = None
     #: What-if edits made in every request sent live (:mod:`cassettes.replay.edits`).
     edits: list[Edit] = field(default_factory=list)
+    #: The live upstreams are looptap recorders: an edited request carries its marks to them
+    #: (:func:`cassettes.replay.edits.edited_headers`), so the branch keeps the client's request.
+    via_recorder: bool = False
     #: Conversations that went live (their requests past the cursor are the continuation).
     forked: set[str | None] = field(default_factory=set)
     #: Requests sent live, and what the report says about them (a model that could not be set …).
@@ -158,10 +161,10 @@ class Cursor:
         target, body, notes = self._rewritten(req)
         headers = None
         if self.edits:
-            body, done = apply_edits(req.method, req.target, body, self.edits)
-            if done:
-                notes.append(f"fork: edited {', '.join(done)}")
-                headers = [*req.headers, ("x-looptap-edited", ", ".join(done))]
+            body, marks = apply_edits(req.method, req.target, body, self.edits, self.spec.text)
+            if marks:
+                notes.append(f"fork: edited {', '.join(dict.fromkeys(m['edit'] for m in marks))}")
+                headers = edited_headers(req.headers, marks, self.via_recorder)
         return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target, headers=headers)
 
     def _rewritten(self, req: Request) -> tuple[str, bytes, list[str]]:

@@ -12,7 +12,7 @@ from typing import Any
 from cassettes.analysis.model import Finding, McpCall, RunAnalysis, Turn
 from cassettes.errors import problem_lines
 
-__all__ = ["SEVERITY_MARK", "analysis_lines", "count", "error_phrase", "finding_json", "mcp_link_json", "summary_lines", "turn_json"]
+__all__ = ["SEVERITY_MARK", "analysis_lines", "count", "edit_text", "edits_json", "error_phrase", "finding_json", "mcp_link_json", "summary_lines", "turn_json"]
 
 def count(n: int, noun: str) -> str:
     """``1 turn``, ``2 turns``."""
@@ -131,9 +131,10 @@ def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) 
     c = (v.get("layers") or {}).get("C") or {}
     return [
         "",
-        _head_line(v),
+        _head_line(v) + ("  EDITED" if v.get("edits") else ""),
         *_finish_lines(v),
         *_request_lines(v, c),
+        *_edit_lines(v),
         *_result_lines(c),
         *_answer_lines(v),
         *_trouble_lines(v),
@@ -171,6 +172,34 @@ def _request_lines(v: dict[str, Any], c: dict[str, Any]) -> list[str]:
     return [
         f"    request: {count(req['messages'], 'message')}{extra}, {count(len(req['tools']), 'tool')} offered"
     ]
+
+
+def edits_json(marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A fork's edit marks of one round trip (cassettes.wire.edited) as ``show --json`` gives them:
+    each with the edited ``item`` named (``messages[3]``)."""
+    from cassettes.wire.edited import item_of
+
+    return [{"edit": m["edit"], "item": item_of(m), **{k: v for k, v in m.items() if k != "edit"}} for m in marks]
+
+
+def edit_text(value: Any) -> str:
+    """An edited item's value as text: a string as it is, text parts joined, else its JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in value):
+        return " ".join(p["text"] for p in value)
+    import orjson
+
+    return orjson.dumps(value).decode()
+
+
+def _edit_lines(v: dict[str, Any]) -> list[str]:
+    out = []
+    for m in v.get("edits") or []:
+        sel = f" (from {m['selector']})" if m.get("selector") else ""
+        was = "the client's text not kept" if m.get("before_omitted") else f"client sent → {_clip(edit_text(m.get('before')), 80)}"
+        out.append(f"    edited: {m['edit']} at {m['item']}{sel}: {was}")
+    return out
 
 
 def _appended_parts(c: dict[str, Any], kind: str) -> Iterator[dict[str, Any]]:
