@@ -30,7 +30,7 @@ import orjson
 from cassettes.errors import CassetteError
 from cassettes.wire import edited
 
-__all__ = ["Edit", "EditError", "apply_edits", "edited_headers", "parse_edit"]
+__all__ = ["Edit", "EditError", "apply_edits", "edit_notes", "edited_headers", "parse_edit"]
 
 _TARGET = re.compile(r"(tool_result|user)\[([^\]]{1,200})\]|(system)")
 #: Where the target starts (after an optional ``SELECTOR:``), and whether the value is ``@file``.
@@ -188,3 +188,14 @@ def edited_headers(headers: list[tuple[str, str]], marks: list[dict[str, Any]], 
     which the recorder removes before the request goes upstream. Any other upstream gets no mark."""
     kept = [(k, v) for k, v in headers if k.lower() != edited.HEADER]
     return [*kept, (edited.HEADER, edited.to_header(marks))] if via_recorder else kept
+
+
+def edit_notes(marks: list[dict[str, Any]], inside: str | None = None) -> list[str]:
+    """A round trip's edit marks as short phrases (``tool_result[call_A1] at messages[3]``); with
+    ``inside`` (a JSON path such as ``messages[3].content``), only the marks of the item it is in."""
+    out: dict[str, None] = {}
+    for m in marks:
+        item = edited.item_of(m)
+        if inside is None or inside == item or inside.startswith((item + ".", item + "[")):
+            out[f"{m['edit']} at {item}"] = None
+    return list(out)

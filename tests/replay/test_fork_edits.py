@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -127,3 +128,64 @@ def test_show_marks_the_edited_turns_and_items(forked: dict[str, Any]) -> None:
 def _label(body: Any) -> str:
     text = orjson.dumps(body).decode()
     return next(a for a in sorted(AGENTS, key=len, reverse=True) if f"[{a}]" in text)
+
+
+@needs_recorder
+def test_diff_marks_the_edited_requests(forked: dict[str, Any]) -> None:
+    diff = progress.run([*RECORDER, "diff", str(forked["run"]), str(forked["branch"])], capture_output=True, text=True, env=_env())
+    assert diff.returncode == 1, diff.stderr
+    marked = [ln for ln in diff.stdout.splitlines() if "EDITED by the fork in B's request: tool_result[" in ln]
+    assert len(marked) == 4 and all(" at messages[" in ln for ln in marked), diff.stdout
+    js = progress.run([*RECORDER, "diff", "--json", str(forked["run"]), str(forked["branch"])], capture_output=True, text=True, env=_env())
+    divs = orjson.loads(js.stdout)["divergences"]
+    assert sum(bool(d["edited_b"]) for d in divs) == 4 and all(d["layer"] == "C" and "changed" in d["message"] for d in divs if d["edited_b"])
+
+
+# -- the marks themselves: read as untrusted, the client's request given back --------------------
+
+
+def test_marks_round_trip_through_the_header_and_give_the_client_body_back() -> None:
+    from cassettes.replay.edits import apply_edits, edited_headers, parse_edit
+    from cassettes.wire import edited
+
+    body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]})
+    new, marks = apply_edits("POST", "/v1/chat/completions", body, [parse_edit("tool_result[call_1]=STORM")], "turn=1")
+    assert orjson.loads(new)["messages"][1]["content"] == "STORM" and marks[0]["path"] == ["messages", 1, "content"] and marks[0]["before"] == "sunny"
+    hdrs = edited_headers([("X-Looptap-Edit", "forged"), ("a", "b")], marks, via_recorder=True)
+    assert [k for k, _ in hdrs] == ["a", edited.HEADER]  # a marker the client sent never passes
+    assert edited_headers([("a", "b")], marks, via_recorder=False) == [("a", "b")]  # no recorder: no marker at all
+    back = edited.from_header(hdrs[-1][1])
+    assert back == marks and edited.client_body(orjson.loads(new), back) == orjson.loads(body)
+    assert orjson.loads(new)["messages"][1]["content"] == "STORM"  # given back on a copy
+    for bad in ("", "!!!", "e30", edited.to_header([{**marks[0], "edit": "rm -rf"}]), edited.to_header([{**marks[0], "path": []}]),
+                edited.to_header([{**marks[0], "before_sha256": "x"}]), edited.to_header([{k: v for k, v in marks[0].items() if k != "before"}])):
+        assert edited.from_header(bad) is None, bad
+    assert edited.client_body({"messages": []}, marks) is None  # a path not in the body
+
+
+def test_a_mark_too_large_for_the_header_travels_by_its_digest(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cassettes.wire import edited
+
+    m = edited.mark("system", "turn=0", ["system"], "x" * 5000, "short")
+    monkeypatch.setattr(edited, "MAX_HEADER", 4000)
+    (back,) = edited.from_header(edited.to_header([m])) or [None]
+    assert back is not None and back["before_omitted"] and "before" not in back and back["before_sha256"] == edited.digest("x" * 5000)
+    assert edited.client_body({"system": "short"}, [back]) is None
+
+
+def test_the_marks_are_redacted_and_stored_and_a_malformed_one_is_dropped(tmp_path: Path) -> None:
+    from cassettes.recording.redact import Redactor
+    from cassettes.storage.codec import exchange_to_record, record_to_exchange
+    from cassettes.wire import edited
+    from tests.replay.conftest import tool_loop
+
+    ex = tool_loop()[1]
+    secret = "sk-proj-" + "A1b2C3d4E5f6G7h8" * 4
+    ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], f"key {secret}", "STORM")]
+    red = Redactor().exchange(ex)
+    assert red.edits is not None and secret not in orjson.dumps(red.edits).decode() and ex.edits[0]["before"] == f"key {secret}"
+    rec = exchange_to_record(red, 1)
+    assert record_to_exchange(orjson.loads(orjson.dumps(rec))).edits == red.edits
+    rec["edits"] = [{"edit": "system", "path": "nope"}]
+    back = record_to_exchange(rec)
+    assert back.edits is None and any("edit marks are malformed" in n for n in back.notes)
