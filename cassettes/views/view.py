@@ -12,7 +12,7 @@ from typing import Any
 from cassettes.analysis.model import Finding, McpCall, RunAnalysis, Turn
 from cassettes.errors import problem_lines
 
-__all__ = ["SEVERITY_MARK", "analysis_lines", "count", "edit_text", "edits_json", "error_phrase", "finding_json", "mcp_link_json", "summary_lines", "turn_json"]
+__all__ = ["SEVERITY_MARK", "analysis_lines", "count", "edit_text", "edited_messages", "edits_json", "error_phrase", "finding_json", "mcp_link_json", "summary_lines", "turn_json"]
 
 def count(n: int, noun: str) -> str:
     """``1 turn``, ``2 turns``."""
@@ -191,6 +191,30 @@ def edit_text(value: Any) -> str:
     import orjson
 
     return orjson.dumps(value).decode()
+
+
+def edited_messages(request: Any, marks: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Which messages of a parsed request (:class:`cassettes.models.NormalisedRequest`) a fork's
+    edit marks rewrote, by index (``-1``: the system prompt sent apart from the history). Found by
+    what each edit names, API-neutral: the message carrying that call's result, the N-th user
+    message, the system message."""
+    msgs = request.messages
+    out: dict[int, list[dict[str, Any]]] = {}
+    for m in marks:
+        label = str(m.get("edit", ""))
+        idx: int | None = None
+        if label.startswith("tool_result[") and label.endswith("]"):
+            cid = label[len("tool_result[") : -1]
+            idx = next((i for i, msg in enumerate(msgs) if any(p.tool_result is not None and p.tool_result.call_id == cid for p in msg.parts)), None)
+        elif label.startswith("user[") and label.endswith("]") and label[5:-1].isdigit():
+            users = [i for i, msg in enumerate(msgs) if msg.role == "user" and any(p.text for p in msg.parts) and not any(p.tool_result is not None for p in msg.parts)]
+            n = int(label[5:-1])
+            idx = users[n] if n < len(users) else None
+        elif label == "system":
+            idx = next((i for i, msg in enumerate(msgs) if msg.role in ("system", "developer")), -1)
+        if idx is not None and all(x.get("edit") != label for x in out.get(idx, [])):
+            out.setdefault(idx, []).append(m)
+    return out
 
 
 def _edit_lines(v: dict[str, Any]) -> list[str]:
