@@ -189,3 +189,23 @@ def test_the_marks_are_redacted_and_stored_and_a_malformed_one_is_dropped(tmp_pa
     rec["edits"] = [{"edit": "system", "path": "nope"}]
     back = record_to_exchange(rec)
     assert back.edits is None and any("edit marks are malformed" in n for n in back.notes)
+
+
+def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_path: Path) -> None:
+    """The agent replayed against a branch sends what it always sent (its tool's own result), not
+    the edit: the branch's marks give that request back, so replay matches it."""
+    from openai import OpenAI
+
+    from cassettes.reading.run import open_run
+    from cassettes.replay.server import ReplayServer
+    from cassettes.wire import edited
+    from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_exchange, chat_response, write
+
+    storm = {**RESULT, "content": "STORM"}
+    ex = chat_exchange([SYSTEM, USER, CALL, storm], chat_response("Stay home: a storm."))
+    ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], RESULT["content"], "STORM")]
+    branch = write(tmp_path / "branch.jsonl", [ex])
+    with ReplayServer(list(open_run(branch, whole=True).exchanges)) as srv:
+        client = OpenAI(base_url=srv.url + "/v1", api_key="sk-x", max_retries=0)
+        r = client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT], tools=orjson.loads(ex.request_body)["tools"])  # type: ignore[list-item]
+    assert r.choices[0].message.content == "Stay home: a storm." and not srv.misses
