@@ -453,6 +453,8 @@ def exchange_to_record(
         rec["transport_error"] = ex.transport_error
     if ex.notes:
         rec["notes"] = ex.notes
+    if ex.edits:
+        rec["edits"] = ex.edits  # a fork's what-if edits (cassettes.wire.edited)
     return rec
 
 
@@ -539,6 +541,15 @@ def read_response(rec: dict[str, Any]) -> tuple[int | None, list[tuple[str, str]
     return resp.get("status"), _header_in(resp.get("headers")), decode_chunks(resp.get("body"))
 
 
+def _read_edits(ex: Exchange, value: Any) -> None:
+    """A fork's edit marks (cassettes.wire.edited), checked; marks that are not such are noted and dropped."""
+    from cassettes.wire import edited
+
+    ex.edits = edited.checked(value)
+    if ex.edits is None:
+        ex.notes.append("edits: the record's edit marks are malformed; ignored")
+
+
 def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = None, *, checked: bool = False) -> Exchange:
     """Rebuild an :class:`Exchange`. Raises :class:`CassetteFormatError` on a malformed record
     (``checked``: the caller already passed it through :func:`check_exchange_record`)."""
@@ -557,6 +568,8 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
             notes=list(rec.get("notes") or []),
             decoded_from=rec.get("decoded_from"),
         )
+        if "edits" in rec:
+            _read_edits(ex, rec["edits"])
         body_form = req.get("body")
         if isinstance(body_form, dict) and "delta" in body_form:
             if decoder is None:
