@@ -67,6 +67,7 @@ from inspector.turns import TurnIndex
 from inspector.widgets.badges import LAYERS
 from inspector.widgets.conversations import ALL, ConversationSwitcher
 from inspector.widgets.findings import FindingsTable, FindingsView
+from inspector.widgets.fork import ForkPane, ForkRead, read_fork
 from inspector.widgets.growth import GrowthView
 from inspector.widgets.keys import KeyBar
 from inspector.widgets.layers import ApiPane, DispatchPane, EmissionPane, LayerPane
@@ -577,6 +578,7 @@ class InspectorApp(App[None]):
         self.complete = True
         self.progress = None
         self._update_switcher()
+        self._read_fork()
         torn = [p for p in self.source.problems if p.kind == "torn"]
         if torn:
             self.notify(
@@ -594,6 +596,22 @@ class InspectorApp(App[None]):
             self._load_panes(self.selected)
             self._label_tabs()
         self._refresh_tabs()
+
+    # -- a branch beside its origin (inspector/widgets/fork.py draws what the core computes) ------
+
+    @work(thread=True, exclusive=True, group="fork", exit_on_error=False, name="fork")
+    def _read_fork(self) -> None:
+        read = read_fork(self.path)
+        if read is not None and not get_current_worker().is_cancelled:
+            self.post_message(read)
+
+    async def on_fork_read(self, message: ForkRead) -> None:
+        if not self._screen_stack:
+            return  # (a worker's message as the app closed)
+        if not self.query("#fork-view"):
+            await self.tabs.add_pane(TabPane("Fork", ForkPane(id="fork-view"), id="fork"))
+            self.notice = "this run is a branch: 4 shows it beside its origin"
+        self.query_one("#fork-view", ForkPane).show_view(message.view, message.note)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures end up."""
@@ -686,7 +704,7 @@ class InspectorApp(App[None]):
         if message.request is None:
             self.messages.show_note(f"turn #{message.seq}: the request could not be parsed")
         else:
-            self.messages.show_request(message.request, turn.appended_from)
+            self.messages.show_request(message.request, turn.appended_from, edits=message.edits)
         self._apply(self.playback.turn_loaded(message.timeline))
         self._sync_playback()
 
@@ -849,10 +867,15 @@ class InspectorApp(App[None]):
         self.notice = f"match {self._hit + 1}/{len(self._hits)} for {self._query!r}: {hit.where}: {' '.join(hit.snippet.split())}"
 
     def action_tab(self, tab: str) -> None:
+        if tab == "fork" and not self.query("#fork-view"):
+            self.notice = "not a branch: 4 shows a forked run (looptap run --from) beside its origin"
+            return
         self.tabs.active = tab
         self._refresh_tabs()
         if tab == "findings":
             self.findings_table.focus()
+        elif tab == "fork":
+            self.query_one("#fork-view", ForkPane).focus()  # o: origin or branch past the cursor
         elif not self.turn_list.has_focus:
             # The growth chart takes no keys; the turn list keeps j/k working under it.
             self.turn_list.focus()

@@ -9,6 +9,8 @@ text timeline, for the messages view and playback). The app's workers
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.message import Message
 
 from cassettes.analysis.model import McpCall, Turn
@@ -36,11 +38,13 @@ class TurnShown(Message):
 class TurnLoaded(Message):
     """The selected turn was re-read in full: its request and its text timeline."""
 
-    def __init__(self, seq: int, request: NormalisedRequest | None, timeline: list[TimelinePoint]) -> None:
+    def __init__(self, seq: int, request: NormalisedRequest | None, timeline: list[TimelinePoint], edits: list[dict[str, Any]] | None = None) -> None:
         super().__init__()
         self.seq = seq
         self.request = request
         self.timeline = timeline
+        #: A fork's what-if edits made in this request (cassettes.wire.edited), if any.
+        self.edits = edits
 
 
 def results_sent_back(source: TurnSource, seq: int) -> dict[str, ToolResult]:
@@ -68,4 +72,4 @@ def read_panes(source: TurnSource, index: TurnIndex, seq: int) -> TurnShown | No
 def read_turn(source: TurnSource, seq: int) -> TurnLoaded:
     """Turn ``seq``'s request and text timeline, from its round trip read in full."""
     ex, rt = source.by_seq(seq)
-    return TurnLoaded(seq, rt.request, text_timeline(ex, rt))
+    return TurnLoaded(seq, rt.request, text_timeline(ex, rt), ex.edits)

@@ -71,7 +71,7 @@ def _cursor(args: argparse.Namespace) -> Any:
     for e in edits:
         if e.selector is not None and e.selector != spec.text:
             raise _Usage(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; its selector, if given, is the cursor's")
-    return Cursor(spec, live_router(bases), model=args.model, edits=edits)
+    return Cursor(spec, live_router(bases), model=args.model, edits=edits, via_recorder=args.live_recorder)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -231,6 +231,7 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--live", action="append", default=[], metavar="NAME=URL", help="with --cursor: where requests of that API go past the cursor (NAME as --upstream names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)")
     p.add_argument("--model", help="with --cursor: the model of every request sent live")
     p.add_argument("--edit", action="append", default=[], metavar="TARGET=@FILE", help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)")
+    p.add_argument("--live-recorder", action="store_true", help="with --edit: the --live upstreams are looptap recorders (an edited request carries the client's original to them; looptap run --from sets this)")
     p.set_defaults(func=cmd_replay)
 
 
@@ -289,6 +290,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 0
     result = compare_run(run, planned, live_router(bases), args.model, args.samples, headers)
     result.run = str(args.file)
+    if args.report is not None:  # saved for later readers (looptap mcp's comparison tool): what --json prints
+        from pathlib import Path
+
+        saved = Path(args.report) if args.report else Path(str(args.file) + ".compare.json")
+        saved.write_bytes(orjson.dumps(result.as_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        _err(f"comparison saved to {saved}")
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(result.as_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
         sys.stdout.flush()
@@ -309,4 +316,6 @@ def register_compare(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="list what would be sent; send nothing")
     p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header to send (credentials: a cassette holds none)")
     p.add_argument("--json", action="store_true", help="the comparison as JSON")
+    p.add_argument("--report", nargs="?", const="", metavar="FILE.json",
+                   help="also save the comparison as JSON (default file: RUN.compare.json beside the run), for looptap mcp's comparison tool")
     p.set_defaults(func=cmd_compare)

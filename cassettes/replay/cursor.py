@@ -13,6 +13,10 @@ or past the cursor (the live model answered differently, so the agent's next req
 the recording: they are the continuation). A request that misses *before* the cursor is a
 divergence of the client and fails closed with the replay diff, as in replay.
 
+Over a WebSocket the cursor places a session's turns the same way; the session's first turn at
+or past it makes the whole session live from there (:mod:`cassettes.replay.wsserve`), each turn
+sent through :meth:`Cursor.outgoing` as an HTTP request is.
+
 ``--model`` rewrites the model of every request sent live (the top-level ``model`` field, or the
 ``/models/NAME:`` part of the path); a request with neither is sent as it is and the report says so.
 """
@@ -28,7 +32,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.errors import CassetteError
-from cassettes.replay.edits import Edit, apply_edits
+from cassettes.replay.edits import Edit, apply_edits, edited_headers
 from cassettes.replay.http1 import Request
 from cassettes.replay.matcher import Matcher, Miss, Recorded
 from cassettes.replay.plan import Answer, Forward, Missed
@@ -96,6 +100,9 @@ class Cursor:
     model: str | None = None
     #: What-if edits made in every request sent live (:mod:`cassettes.replay.edits`).
     edits: list[Edit] = field(default_factory=list)
+    #: The live upstreams are looptap recorders: an edited request carries its marks to them
+    #: (:func:`cassettes.replay.edits.edited_headers`), so the branch keeps the client's request.
+    via_recorder: bool = False
     #: Conversations that went live (their requests past the cursor are the continuation).
     forked: set[str | None] = field(default_factory=set)
     #: Requests sent live, and what the report says about them (a model that could not be set …).
@@ -146,23 +153,29 @@ class Cursor:
             if closest is None or not (self.at(closest) or closest.conversation in self.forked):
                 return None  # before the cursor: the client diverged (fails closed)
             rec, miss = closest, found
-        if websocket:
-            why = "a fork's cursor does not yet send WebSocket turns live (HTTP only); this turn is past the cursor"
-            return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
         base = self.live(req.method, req.target, req.body)
         if base is None:
             why = "past the fork's cursor, but no live upstream serves this API (give one with --upstream NAME=URL)"
             return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
         self.forked.add(rec.conversation)
+        if websocket:  # the session goes live: wsserve sends each turn through outgoing() itself
+            return Forward(base, req.body, "live past the cursor", miss=miss, rec=rec)
+        target, body, notes, headers = self.outgoing(req)
+        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target, headers=headers)
+
+    def outgoing(self, req: Request) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]:
+        """A request sent live, as it is sent: the model asked for (``--model``), the edits made
+        (``--edit``; its marks carried to a looptap recorder, :func:`cassettes.replay.edits.edited_headers`); its target, body, notes, headers
+        (``None``: the request's own). Counted in :attr:`sent`."""
         self.sent += 1
         target, body, notes = self._rewritten(req)
         headers = None
         if self.edits:
-            body, done = apply_edits(req.method, req.target, body, self.edits)
-            if done:
-                notes.append(f"fork: edited {', '.join(done)}")
-                headers = [*req.headers, ("x-looptap-edited", ", ".join(done))]
-        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target, headers=headers)
+            body, marks = apply_edits(req.method, req.target, body, self.edits, self.spec.text)
+            if marks:
+                notes.append(f"fork: edited {', '.join(dict.fromkeys(m['edit'] for m in marks))}")
+                headers = edited_headers(req.headers, marks, self.via_recorder)
+        return target, body, notes, headers
 
     def _rewritten(self, req: Request) -> tuple[str, bytes, list[str]]:
         """The request as sent live: with the model asked for (``--model``), if it has one."""
