@@ -54,6 +54,30 @@ ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPT
 SECTIONS = ("startup", "replay", "batch", "inspector")
 
 
+def _metadata(tree: Path, where: Path) -> Path:
+    """A ``looptap`` dist-info holding ``tree``'s own entry points (pyproject.toml), for the front of
+    its ``PYTHONPATH``: the installed one names this tree's plugin functions, which an older tree
+    may not have (``importlib.metadata`` takes the first distribution of a name on the path)."""
+    import tomllib
+
+    project = tomllib.loads((tree / "pyproject.toml").read_text())["project"]
+    info = where / f"{project['name']}-{project.get('version', '0')}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project.get('version', '0')}\n")
+    groups = {"console_scripts": project.get("scripts", {}), **project.get("entry-points", {})}
+    (info / "entry_points.txt").write_text("".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n" for g, eps in groups.items()))
+    return where
+
+
+#: Each tree's dist-info directory (:func:`_metadata`).
+_META: dict[Path, Path] = {}
+
+
+def _path(tree: Path) -> str:
+    """The ``PYTHONPATH`` a tree runs with: the tree, then its entry points (:func:`_metadata`)."""
+    return f"{tree}{os.pathsep}{_META[tree]}" if tree in _META else str(tree)
+
+
 def _load() -> str:
     return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -155,14 +179,15 @@ def startup(trees: list[tuple[str, Path]], runs: int, work: Path) -> list[str]:
             subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", *(str(t) for _, t in trees)], capture_output=True)
 
     def on(tree: Path, interp: str, *argv: str) -> tuple[list[str], dict[str, str]]:
-        return [interp, "-m", "cassettes.cli", *argv], {**ENV, "PYTHONPATH": str(tree)}
+        return [interp, "-m", "cassettes.cli", *argv], {**ENV, "PYTHONPATH": _path(tree)}
 
     cmds: dict[str, Callable[[Path, int], tuple[float, float]]] = {
         "show": lambda t, i: _wall(*on(t, PY, "show", str(two)), cwd=work),
         "replay": lambda t, i: _wall(*on(t, PY, "replay", str(two)), cwd=work, until=b"export "),
     }
     if PROXY_PY.exists():
-        cmds["run"] = lambda t, i: _wall(*on(t, str(PROXY_PY), "run", "-o", str(work / f"r{i}.jsonl"), "--force", "--confdir", str(work / "conf"), "--", "true"),
+        made = iter(range(1_000_000))  # a new output each time: older trees have no --force
+        cmds["run"] = lambda t, i: _wall(*on(t, str(PROXY_PY), "run", "-o", str(work / f"r{next(made)}.jsonl"), "--confdir", str(work / "conf"), "--", "true"),
                                          cwd=work, peaks=True)
     bare: list[float] = []
     got: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -196,6 +221,17 @@ def startup(trees: list[tuple[str, Path]], runs: int, work: Path) -> list[str]:
 
 def replay(trees: list[tuple[str, Path]], work: Path) -> list[str]:
     bench = _module("replay")
+    real = bench.subprocess
+
+    class _WithMeta:  # its server started with the tree's entry points too (see _metadata)
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        @staticmethod
+        def Popen(*a: Any, env: dict[str, str], **k: Any) -> Any:
+            return real.Popen(*a, env={**env, "PYTHONPATH": _path(Path(env["PYTHONPATH"]))}, **k)
+
+    bench.subprocess = _WithMeta()
     n_json, seq_streams, conc_streams, chunks = 400, 2, 4, 40  # bench/replay.py --quick
     cas = work / "replay.jsonl"
     offsets = bench.build(cas, n_json, seq_streams + conc_streams, chunks)
@@ -217,7 +253,7 @@ def replay(trees: list[tuple[str, Path]], work: Path) -> list[str]:
 def _child(tree: Path, mode: str, path: Path) -> dict[str, Any]:
     """Each tree's own bench/inspector.py child (its own names for its own internals)."""
     proc = subprocess.run([PY, str(tree / "bench" / "inspector.py"), "--child", mode, str(path)], capture_output=True, text=True,
-                          env={**ENV, "PYTHONPATH": str(tree)}, cwd=tree)
+                          env={**ENV, "PYTHONPATH": _path(tree)}, cwd=tree)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1][:200] if proc.stderr.strip() else f"exit {proc.returncode}"}
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -228,7 +264,7 @@ def _show_big(tree: Path, path: Path) -> tuple[float, float]:
     """``looptap show FILE`` to /dev/null: seconds and peak RSS (MB, by wait4)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([PY, "-m", "cassettes.cli", "show", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**ENV, "PYTHONPATH": str(tree)}, cwd=tree)
+                            env={**ENV, "PYTHONPATH": _path(tree)}, cwd=tree)
     _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -315,6 +351,8 @@ def main() -> int:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
         trees[0] = (f"this tree ({head}{' + changes' if dirty else ''})", ROOT)
+        for i, (_, tree) in enumerate(trees):
+            _META[tree] = _metadata(tree, work / f"meta-{i}")
         try:
             big = None
             for section in SECTIONS:
