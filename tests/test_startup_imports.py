@@ -36,12 +36,12 @@ def _exchange(messages: list[dict[str, object]], answer: dict[str, object], tool
     )
 
 
-def _run(path: Path, tools: bool) -> Path:
-    """Two round trips of one conversation: with ``tools``, a call checked against the tool's
-    schema and the answer to its result; without, two plain chat turns."""
+def _run(path: Path, tools: bool, arguments: str = '{"city":"Paris"}') -> Path:
+    """Two round trips of one conversation: with ``tools``, a call (``arguments``) checked against
+    the tool's schema and the answer to its result; without, two plain chat turns."""
     user = {"role": "user", "content": "Weather in Paris?"}
     if tools:
-        call = {"id": "call_A1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+        call = {"id": "call_A1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
         first = _exchange([user], {"content": None, "tool_calls": [call]}, tools)
         second = _exchange([user, {"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "tool", "tool_call_id": "call_A1", "content": "sunny"}],
                            {"content": "It is sunny in Paris."}, tools)
@@ -80,10 +80,16 @@ def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_pa
     assert _loaded(mods, ("proxy", "inspector", "cassettes.replay", "cassettes.mcp", "cassettes.interop.cli")) == []
 
 
-def test_show_loads_the_schema_validator_when_a_call_is_checked(tmp_path: Path) -> None:
-    """The twin: a tool call checked against its schema loads jsonschema, and still no updater."""
-    path = _run(tmp_path / "tools.jsonl", tools=True)
-    mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(path)!r}])")
+def test_show_checks_a_plain_call_without_the_schema_validator(tmp_path: Path) -> None:
+    """A call that plainly satisfies its tool's schema is told valid without jsonschema
+    (cassettes/analysis/plain_schema.py); one that does not is checked by jsonschema, whose words
+    the finding carries."""
+    mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(_run(tmp_path / 'tools.jsonl', tools=True))!r}])")
+    assert "cassettes.analysis.emission" in mods
+    assert _loaded(mods, NEVER) == []
+    assert _loaded(mods, SCHEMA_CHECK) == []
+    bad = _run(tmp_path / "bad.jsonl", tools=True, arguments='{"city":5}')
+    mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(bad)!r}])")
     assert "jsonschema" in mods
     assert _loaded(mods, NEVER) == []
 

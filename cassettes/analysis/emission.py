@@ -50,6 +50,7 @@ import orjson
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
 from cassettes.analysis.conversations import squashed
 from cassettes.analysis.model import CallCheck, EmissionView, Finding, Severity
+from cassettes.analysis.plain_schema import surely_valid
 from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -167,6 +168,8 @@ def schema_errors(arguments: Any, schema: dict[str, Any] | None) -> list[str]:
     """Violations of ``schema`` by ``arguments``, each ``$.path: reason``; [] when it cannot check."""
     if schema is None:
         return []
+    if surely_valid(arguments, _normalise_schema(schema)):
+        return []  # what jsonschema would say, without loading it (cassettes/analysis/plain_schema.py)
     v = _validator(schema)
     if v is None:
         return []
