@@ -40,7 +40,7 @@ _EMPTY_TURN: dict[str, Any] = {"conversation": None, "turn": None, "previous_seq
 def cmd_show(args: argparse.Namespace) -> int:
     from cassettes.reading.run import open_run
     from cassettes.views.schema import roundtrip_json
-    from cassettes.views.view import analysis_lines, mcp_link_json, summary_lines, turn_json
+    from cassettes.views.view import analysis_lines, edits_json, mcp_link_json, summary_lines, turn_json
 
     path = Path(args.file)
     run = open_run(path)
@@ -53,6 +53,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     def views() -> Iterator[dict[str, Any]]:  # one round trip at a time: the run is never held
         for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
             v = roundtrip_json(rt, ex)
+            if ex.edits:
+                v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)
             turn = turns.get(v["seq"])
             v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
             link = run.analysis.mcp_calls.get(v["seq"])

@@ -11,9 +11,10 @@ from the app's reactive state (:attr:`InspectorApp.run_state`, :attr:`InspectorA
 Playback's timing is decided by :class:`inspector.playback.Playback` (no Textual); the app applies
 its decisions to the widgets. The key bindings are listed in :mod:`inspector.bindings`.
 
-Three layouts, by terminal size (``inspector.tcss``): wide (three layer panes side by side), narrow
-(under 120 columns: the layer panes as tabs) and compact (under 100 columns or 28 rows: the turn
-list above one pane at full width, the messages one of its tabs).
+Beside it: :mod:`inspector.reader` (the reading loop the reader worker runs, and its messages),
+:mod:`inspector.turns` (the seq indexes the app keeps into the source's summaries) and
+:mod:`inspector.layout` (the three layouts by terminal size, and what they show: decided there,
+applied here).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import ClassVar, Literal, assert_never
+from typing import ClassVar, assert_never
 
 from rich.text import Text
 from textual import events, on, work
@@ -30,7 +31,6 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.filter import LineFilter
-from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -38,24 +38,36 @@ from textual.widget import Widget
 from textual.widgets import Static, Tab, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from cassettes.analysis.model import Finding, Layer, McpCall, Turn
+from cassettes.analysis.model import Layer
 from cassettes.errors import CassetteError
-from cassettes.models import NormalisedRequest, ToolResult
-from cassettes.reading.incremental import Batch
-from cassettes.storage.store import being_written
 from cassettes.untrusted import clean, clean_line
 from cassettes.views.search import SearchHit, search_turns
 from cassettes.views.summary import TurnSummary
-from cassettes.views.timeline import TimelinePoint, text_timeline
 from inspector.bindings import APP_BINDINGS, HELP_OTHER
+from inspector.layout import (
+    FOCUS_NAMES,
+    TAB_LABEL,
+    VIEWS,
+    View,
+    layer_to_bring_up,
+    layout_classes,
+    sidebar_width,
+    tab_labels,
+    tab_view,
+    width_sample,
+)
 from inspector.playback import Advance, Clock, Decision, Playback, Reveal, StreamEnded, StreamStarted
+from inspector.reader import ChildExited, RecorderClosed, RunCompleted, RunRead, read_run
 from inspector.safe import UntrustedFilter
 from inspector.screens.help import HelpScreen
 from inspector.screens.search import SearchScreen
+from inspector.selected import TurnLoaded, TurnShown, read_panes, read_turn
 from inspector.source import TurnSource, open_source
-from inspector.widgets.badges import LAYERS, SEVERITY_MARK, worst
+from inspector.turns import TurnIndex
+from inspector.widgets.badges import LAYERS
 from inspector.widgets.conversations import ALL, ConversationSwitcher
 from inspector.widgets.findings import FindingsTable, FindingsView
+from inspector.widgets.fork import ForkPane, ForkRead, read_fork
 from inspector.widgets.growth import GrowthView
 from inspector.widgets.keys import KeyBar
 from inspector.widgets.layers import ApiPane, DispatchPane, EmissionPane, LayerPane
@@ -65,33 +77,7 @@ from inspector.widgets.turn_list import TurnList, turn_width
 
 __all__ = ["InspectorApp", "build_app"]
 
-#: Bytes read before the first screen is drawn (small, so it appears at once), then per batch.
-FIRST_STEP = 256 * 1024
-STEP = 4 * 1024 * 1024
-#: Seconds between looks at a live recording for new records.
-POLL = 0.25
-#: Seconds between screen updates while a file is read (the first batch is shown at once).
-SHOW_EVERY = 1.0
-#: The layer tabs (narrow and compact layouts): long labels, and the short ones used when the long
-#: ones do not all fit. ``M`` (the messages) is a tab only in the compact layout.
-View = Literal["M", "E", "A", "C"]
-VIEWS: tuple[View, ...] = ("M", "E", "A", "C")
-TAB_LABEL: dict[View, tuple[str, str]] = {
-    "M": ("Messages", "Msgs"),
-    "E": ("E emission", "E"),
-    "A": ("A API verdict", "A"),
-    "C": ("C client", "C"),
-}
-#: Below these sizes the layout folds (see ``inspector.tcss``): under NARROW columns the E, A and
-#: C panes are tabs; under COMPACT_WIDTH columns or COMPACT_HEIGHT rows the turn list goes above
-#: one pane at full width; under TINY_* only the list and that pane remain.
-NARROW = 120
-COMPACT_WIDTH, COMPACT_HEIGHT = 100, 28
-TINY_WIDTH, TINY_HEIGHT = 70, 20
-#: The turn list's width: what its rows need, within these bounds (a share of the terminal).
-LIST_MIN, LIST_SHARE = 30, 0.42
-
-_RANK = {None: 0, "info": 1, "warning": 2, "error": 3}
+# (the layout's sizes and tabs: inspector/layout.py; the reader's steps: inspector/reader.py)
 
 
 class InspectorApp(App[None]):
@@ -137,50 +123,6 @@ class InspectorApp(App[None]):
     run_state: reactive[RunState] = reactive(RunState)
     play_state: reactive[PlayState] = reactive(PlayState)
 
-    class RunRead(Message):
-        """The reader worker read another batch of the run."""
-
-        def __init__(self, batch: Batch, progress: float | None) -> None:
-            super().__init__()
-            self.batch = batch
-            self.progress = progress
-
-    class RunCompleted(Message):
-        """The whole file was read and the end-of-run checks ran."""
-
-    class ChildExited(Message):
-        """``looptap run --inspect``: the recorded command exited with this status."""
-
-        def __init__(self, status: int) -> None:
-            super().__init__()
-            self.status = status
-
-    class RecorderClosed(Message):
-        """The recorder closed the file being followed: the recording is over."""
-
-    class TurnShown(Message):
-        """The selected turn restored from the store, with what its next turn sent back."""
-
-        def __init__(
-            self, seq: int, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, McpCall]
-        ) -> None:
-            super().__init__()
-            self.seq = seq
-            self.turn = turn
-            self.results = results
-            self.runs = runs
-
-    class TurnLoaded(Message):
-        """The selected turn was re-read in full: its request and its text timeline."""
-
-        def __init__(
-            self, seq: int, request: NormalisedRequest | None, timeline: list[TimelinePoint]
-        ) -> None:
-            super().__init__()
-            self.seq = seq
-            self.request = request
-            self.timeline = timeline
-
     def __init__(
         self, path: str | Path, *, live: bool = False, clock: Clock = time.monotonic, child_status: str | Path | None = None
     ) -> None:
@@ -190,11 +132,8 @@ class InspectorApp(App[None]):
         self.child_status = Path(child_status) if child_status is not None else None
         self.clock = clock
         self.source: TurnSource = open_source(self.path)
-        # Seq indexes into the source's summaries (the one copy of the turns): recording order,
-        # and each conversation's turns.
-        self._order: list[int] = []
-        self._conv: dict[str, list[int]] = {}
-        self._pos: dict[int, int] = {}  # each seq's place in recording order
+        # Seq indexes into the source's summaries (the one copy of the turns).
+        self.index = TurnIndex(self.source)
         self.conversation = ALL
         #: The turn whose full request and timeline were read (``None``: the selected one is loading).
         self._loaded: int | None = None
@@ -269,13 +208,12 @@ class InspectorApp(App[None]):
     @property
     def turns(self) -> list[TurnSummary]:
         """Every turn read so far, in recording order (from the source's summaries)."""
-        summaries = self.source.summaries
-        return [summaries[s] for s in self._order]
+        return self.index.turns
 
     @property
     def conv_turns(self) -> dict[str, list[int]]:
         """Each conversation's turns (seqs), in order."""
-        return self._conv
+        return self.index.conv
 
     def summary(self, seq: int | None) -> TurnSummary | None:
         return self.source.summaries.get(seq) if seq is not None else None
@@ -338,12 +276,10 @@ class InspectorApp(App[None]):
         self._read_run()
 
     def on_resize(self, event: events.Resize) -> None:
-        w, h = event.size
-        compact = w < COMPACT_WIDTH or h < COMPACT_HEIGHT
-        self.screen_stack[0].set_class(w < NARROW and not compact, "-narrow")
-        self.screen_stack[0].set_class(compact, "-compact")
-        self.screen_stack[0].set_class(w < TINY_WIDTH or h < TINY_HEIGHT, "-tiny")
-        if compact:
+        classes = layout_classes(*event.size)
+        for name, on_ in classes.items():
+            self.screen_stack[0].set_class(on_, name)
+        if classes["-compact"]:
             self.layer_tabs.show("layer-M")
         else:
             self.layer_tabs.hide("layer-M")
@@ -371,15 +307,10 @@ class InspectorApp(App[None]):
         if self.compact:
             self.sidebar.styles.width = None
             return
-        width = self.size.width
-        # Rows of the first and the latest turns tell the widths well enough (a row's width varies
-        # with its finish and token counts only); looking at every turn of a huge run would not pay.
-        seqs = self.turn_list.seqs
-        sample = seqs[:200] + seqs[-200:] if len(seqs) > 400 else seqs
         summaries = self.source.summaries
+        sample = width_sample(self.turn_list.seqs)
         need = max((turn_width(summaries[s], self.turn_list.show_conversation) for s in sample), default=40)
-        cap = int(width * LIST_SHARE) if width < NARROW else 56
-        self.sidebar.styles.width = max(LIST_MIN, min(need + 2, cap))
+        self.sidebar.styles.width = sidebar_width(self.size.width, need)
 
     # -- the layer panes: side by side, or (narrow, compact) one at a time under tabs --------------
 
@@ -406,10 +337,9 @@ class InspectorApp(App[None]):
         # ``active`` is stale, and would undo that change.
         if event.tab.id != self.layer_tabs.active or not self._screen_stack:
             return
-        if event.tab.id and event.tab.id.startswith("layer-"):
-            view = event.tab.id.removeprefix("layer-")
-            if view in VIEWS and view != self.view:
-                self.show_view(view)  # type: ignore[arg-type]
+        view = tab_view(event.tab.id)
+        if view is not None and view != self.view:
+            self.show_view(view)
 
     def action_next_layer(self) -> None:
         order: tuple[View, ...] = VIEWS if self.compact else LAYERS
@@ -430,7 +360,7 @@ class InspectorApp(App[None]):
             if self.notice.startswith("focus:"):
                 self.notice = ""
             return
-        name = {"pane-e": "E pane", "pane-a": "A pane", "pane-c": "C pane", "messages": "messages"}.get(widget.id or "")
+        name = FOCUS_NAMES.get(widget.id or "")
         if name is not None:
             self.notice = f"focus: {name} · ↑↓ scroll · j/k turns · esc list"
         elif self.notice.startswith("focus:"):
@@ -440,19 +370,9 @@ class InspectorApp(App[None]):
         """Each layer tab says its layer's findings (``E ✖1``); the long labels if they all fit the
         tab strip, else the short ones, so every layer's count is always on screen."""
         turn = turn if turn is not None else self.summary(self.selected)
-        findings = turn.findings if turn is not None else []
-        marks: dict[View, str] = {"M": ""}
-        for layer in LAYERS:
-            sev = worst(findings, layer)
-            n = sum(1 for f in findings if f.layer == layer)
-            marks[layer] = f" {SEVERITY_MARK[sev]}{n}" if sev is not None else " ok"
-        shown = [v for v in VIEWS if v != "M" or self.compact]
         room = (self.layer_tabs.size.width or self.size.width) - 2
-        # Each tab takes its label and two cells of padding.
-        long = sum(len(TAB_LABEL[v][0] + marks[v]) + 2 for v in shown)
-        pick = 0 if long <= room else 1
-        for v in VIEWS:
-            label = TAB_LABEL[v][pick] + (marks[v] if v != "M" else "")
+        labels = tab_labels(turn.findings if turn is not None else [], compact=self.compact, room=room)
+        for v, label in labels.items():
             self.layer_tabs.query_one(f"#layer-{v}", Tab).label = label
 
     def _bring_up_findings(self, turn: TurnSummary, *, jump: bool = False) -> None:
@@ -461,16 +381,9 @@ class InspectorApp(App[None]):
         layer has none. ``jump`` (``f``, a finding chosen): even from the messages tab."""
         if not self.narrow or (self.view == "M" and not jump):
             return
-
-        def level(layer: Layer) -> int:
-            return _RANK[worst(turn.findings, layer)]
-
-        best = max(LAYERS, key=lambda x: (level(x), -LAYERS.index(x)))
-        if level(best) == 0:
-            return
-        current = level(self.view) if self.view != "M" else 0
-        if (level(best) >= 2 and level(best) > current) or current == 0:
-            self.show_view(best)
+        layer = layer_to_bring_up(turn.findings, self.view)
+        if layer is not None:
+            self.show_view(layer)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -542,92 +455,28 @@ class InspectorApp(App[None]):
     @work(thread=True, exclusive=True, group="reader", exit_on_error=False, name="reader")
     def _read_run(self) -> None:
         worker = get_current_worker()
-        run = self.source
-        step = FIRST_STEP
-        held: Batch | None = None  # read but not yet shown
-        shown_at = 0.0
-        while not worker.is_cancelled:
-            if self.live and not self.path.exists():
-                # `looptap run --inspect` may start the inspector before the recorder's first write.
-                time.sleep(POLL)
-                continue
-            # Looked at before reading: a writer that closed the file wrote its last record first.
-            closed = self.live and self.child_status is None and not being_written(self.path)
-            batch = run.step(step)
-            step = STEP
-            if held is not None:
-                held.turns.extend(batch.turns)
-                held.records += batch.records
-                held.problems.extend(batch.problems)
-                held.at_end = batch.at_end
-                batch = held
-            progress = None if batch.at_end else run.progress()
-            now = time.monotonic()
-            # Every update of the screen takes the interpreter from the reader: while a big file
-            # is read, show what was read a few times a second, not after every block.
-            if not batch.at_end and not batch.problems and now - shown_at < SHOW_EVERY and shown_at:
-                held = batch
-                continue
-            held = None
-            if batch.records or batch.problems or batch.at_end:
-                shown_at = now
-                self.post_message(self.RunRead(batch, progress))
-            if batch.at_end:
-                if not self.live:
-                    run.finish()
-                    self.post_message(self.RunCompleted())
-                    return
-                status = self._child_exit()
-                if status is not None or (closed and self.path.stat().st_size > 0):
-                    # The recorded command exited (the recorder wrote its last record before the
-                    # status) or the recorder closed the file: one more read, then it is complete.
-                    last = run.step(STEP)
-                    if last.records or last.problems:
-                        self.post_message(self.RunRead(last, None))
-                    run.finish()
-                    self.post_message(self.ChildExited(status) if status is not None else self.RecorderClosed())
-                    self.post_message(self.RunCompleted())
-                    return
-                time.sleep(POLL)
+        read_run(
+            self.source,
+            self.path,
+            live=self.live,
+            child_status=self.child_status,
+            post=self.post_message,
+            cancelled=lambda: worker.is_cancelled,
+        )
 
-    def on_inspector_app_run_read(self, message: RunRead) -> None:
+    def on_run_read(self, message: RunRead) -> None:
         if not self._screen_stack:
             return  # (read as the app closed)
         batch = message.batch
         self.progress = message.progress
-        first = not self._order
-        summaries = self.source.summaries
-        fresh: list[int] = []
-        findings = 0
-        for t in batch.turns:
-            if t.seq in self._pos:
-                self._repeat(t.seq)
-                continue
-            self._pos[t.seq] = len(self._order)
-            self._order.append(t.seq)
-            self._conv.setdefault(t.conversation, []).append(t.seq)
-            findings += len(t.findings)
-            fresh.append(t.seq)
-        self.finding_count += findings  # one reactive change a batch, not one a turn
+        first = not self.index.order
+        added = self.index.add(batch.turns)
+        for seq in added.repeated:
+            self._repeat(seq)
+        fresh = added.fresh
+        self.finding_count += added.findings  # one reactive change a batch, not one a turn
         if fresh:
-            self._dirty_findings = self._dirty_growth = True
-            shown = [s for s in fresh if self.conversation in (ALL, summaries[s].conversation)]
-            if first:
-                self.turn_list.show_conversation = len(self._conv) > 1
-                self.turn_list.set_turns(self._order if self.conversation == ALL else self._conv.get(self.conversation, []), summaries)
-            else:
-                if len(self._conv) > 1 and self.conversation == ALL:
-                    self.turn_list.show_conversation = True
-                self.turn_list.extend(shown)
-            # The switcher's labels carry turn counts; rebuilding them for every batch of a big
-            # file costs more than it tells: only when a conversation appears, live, or at the end.
-            if self.live or batch.at_end or len(self._conv) != self._switcher_convs:
-                self._update_switcher()
-            self._refresh_selected_results(fresh)
-            self.listed = len(self.turn_list.seqs)
-            self.position = self.turn_list.cursor
-            if first or self.live:
-                self._fit_sidebar()
+            self._show_fresh(fresh, first=first, at_end=batch.at_end)
         for p in batch.problems:
             self.notify(str(p), title="damaged record skipped", severity="warning", timeout=8)
         self._counts()
@@ -638,17 +487,39 @@ class InspectorApp(App[None]):
             self.waiting = False
             if not self.turn_list.following:
                 self._apply(Advance())
-        if not self._order and batch.at_end:
+        if not self.index.order and batch.at_end:
             if self.live:
                 note = "no turns yet: waiting for the first turn of the recording…"
             else:
                 note = "no LLM turns in this file"
             self.messages.show_note(note)
 
+    def _show_fresh(self, fresh: list[int], *, first: bool, at_end: bool) -> None:
+        """Turns read for the first time: into the list (those of the conversation viewed)."""
+        self._dirty_findings = self._dirty_growth = True
+        multi = len(self.index.conv) > 1
+        if first:
+            self.turn_list.show_conversation = multi
+            self.turn_list.set_turns(self.index.seqs(self.conversation), self.source.summaries)
+        else:
+            if multi and self.conversation == ALL:
+                self.turn_list.show_conversation = True
+            summaries = self.source.summaries
+            self.turn_list.extend([s for s in fresh if self.conversation in (ALL, summaries[s].conversation)])
+        # The switcher's labels carry turn counts; rebuilding them for every batch of a big
+        # file costs more than it tells: only when a conversation appears, live, or at the end.
+        if self.live or at_end or len(self.index.conv) != self._switcher_convs:
+            self._update_switcher()
+        self._refresh_selected_results(fresh)
+        self.listed = len(self.turn_list.seqs)
+        self.position = self.turn_list.cursor
+        if first or self.live:
+            self._fit_sidebar()
+
     def _repeat(self, seq: int) -> None:
         """A seq the run reported twice (records appended again): the source keeps the later
         record; the list keeps one row, which shows it (the row, the status and the detail read
-        the same summary)."""
+        the same summary; the index moved it to its later record's conversation)."""
         if not self._repeated:
             self.notify(
                 f"turn #{seq} appears twice in this file: each seq shows its last record",
@@ -657,46 +528,25 @@ class InspectorApp(App[None]):
                 timeout=12,
             )
         self._repeated.add(seq)
-        # The later record may belong to another conversation: move the seq there.
-        turn = self.source.summaries[seq]
-        for conv, seqs in self._conv.items():
-            if seq in seqs and conv != turn.conversation:
-                seqs.remove(seq)
-                self._conv.setdefault(turn.conversation, []).append(seq)
-                break
-        self._conv = {c: s for c, s in self._conv.items() if s}
         self._dirty_findings = self._dirty_growth = True
         self.turn_list.refresh()
         if self.selected == seq:
             self._load_panes(seq)
 
     def _counts(self) -> None:
-        self.conversation_count = len(self._conv)
-        self.turn_count = len(self._order)
+        self.conversation_count = len(self.index.conv)
+        self.turn_count = len(self.index.order)
         self.problem_count = len(self.source.problems)
         self.torn = any(p.kind == "torn" for p in self.source.problems)
 
     def _update_switcher(self) -> None:
-        self._switcher_convs = len(self._conv)
+        self._switcher_convs = len(self.index.conv)
         convs = self.source.conversations()
         # The switcher lists the conversations the list can show (a repeated seq moves turns).
-        counted = [c for c in convs if c.id in self._conv]
-        self.switcher.show_conversations(counted, len(self._order))
+        counted = [c for c in convs if c.id in self.index.conv]
+        self.switcher.show_conversations(counted, len(self.index.order))
 
-    def _child_exit(self) -> int | None:
-        """The recorded command's exit status, once the recorder wrote it (reader thread)."""
-        if self.child_status is None:
-            return None
-        try:
-            text = self.child_status.read_text().strip()
-        except OSError:
-            return None
-        try:
-            return int(text)
-        except ValueError:
-            return None
-
-    def on_inspector_app_child_exited(self, message: ChildExited) -> None:
+    def on_child_exited(self, message: ChildExited) -> None:
         if not self._screen_stack:
             return  # (a worker's message as the app closed)
         self.live = False
@@ -708,7 +558,7 @@ class InspectorApp(App[None]):
         )
         self._end_wait()
 
-    def on_inspector_app_recorder_closed(self, message: RecorderClosed) -> None:
+    def on_recorder_closed(self, message: RecorderClosed) -> None:
         if not self._screen_stack:
             return  # (a worker's message as the app closed)
         self.live = False
@@ -722,12 +572,13 @@ class InspectorApp(App[None]):
             self._apply(self.playback.pause())
             self._sync_playback()
 
-    def on_inspector_app_run_completed(self, message: RunCompleted) -> None:
+    def on_run_completed(self, message: RunCompleted) -> None:
         if not self._screen_stack:
             return  # (a worker's message as the app closed)
         self.complete = True
         self.progress = None
         self._update_switcher()
+        self._read_fork()
         torn = [p for p in self.source.problems if p.kind == "torn"]
         if torn:
             self.notify(
@@ -737,8 +588,7 @@ class InspectorApp(App[None]):
                 timeout=10,
             )
         # The end-of-run checks may have added findings to any turn.
-        summaries = self.source.summaries
-        self.finding_count = sum(len(summaries[s].findings) for s in self._order)
+        self.finding_count = self.index.finding_count()
         self._counts()
         self._dirty_findings = self._dirty_growth = True
         self.turn_list.refresh()
@@ -746,6 +596,22 @@ class InspectorApp(App[None]):
             self._load_panes(self.selected)
             self._label_tabs()
         self._refresh_tabs()
+
+    # -- a branch beside its origin (inspector/widgets/fork.py draws what the core computes) ------
+
+    @work(thread=True, exclusive=True, group="fork", exit_on_error=False, name="fork")
+    def _read_fork(self) -> None:
+        read = read_fork(self.path)
+        if read is not None and not get_current_worker().is_cancelled:
+            self.post_message(read)
+
+    async def on_fork_read(self, message: ForkRead) -> None:
+        if not self._screen_stack:
+            return  # (a worker's message as the app closed)
+        if not self.query("#fork-view"):
+            await self.tabs.add_pane(TabPane("Fork", ForkPane(id="fork-view"), id="fork"))
+            self.notice = "this run is a branch: 4 shows it beside its origin"
+        self.query_one("#fork-view", ForkPane).show_view(message.view, message.note)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures end up."""
@@ -796,33 +662,15 @@ class InspectorApp(App[None]):
         self._dirty_growth = True
         self._refresh_tabs()
 
-    def _next_seq(self, turn: TurnSummary) -> int | None:
-        """The conversation's next turn (the one that sent this turn's tool results back)."""
-        summaries = self.source.summaries
-        return next((s for s in self._conv.get(turn.conversation, []) if summaries[s].previous_seq == turn.seq), None)
-
     @work(thread=True, exclusive=True, group="panes", exit_on_error=False, name="panes")
     def _load_panes(self, seq: int) -> None:
-        """The selected turn from the store (a temp-file read, zlib, validation) and the tool results
-        its next turn sent back: disk reads, so in a worker."""
-        turn = self.summary(seq)
-        if turn is None:
-            return
-        nxt = self._next_seq(turn)
-        full = self.source.full_turn(seq)
-        results: dict[str, ToolResult] | None = None
-        if nxt is not None:
-            results = {
-                p.tool_result.call_id or "": p.tool_result
-                for m in self.source.full_turn(nxt).c.appended
-                for p in m.parts
-                if p.tool_result is not None
-            }
-        runs = {c.call_id: c for c in self.source.mcp_calls() if c.call_id and c.model_seq == seq}
-        if not get_current_worker().is_cancelled:
-            self.post_message(self.TurnShown(seq, full, results, runs))
+        """The selected turn from the store and the tool results its next turn sent back: disk
+        reads, so in a worker."""
+        shown = read_panes(self.source, self.index, seq)
+        if shown is not None and not get_current_worker().is_cancelled:
+            self.post_message(shown)
 
-    def on_inspector_app_turn_shown(self, message: TurnShown) -> None:
+    def on_turn_shown(self, message: TurnShown) -> None:
         if not self._screen_stack:
             return  # (a worker's message as the app closed)
         if message.seq != self.selected:
@@ -840,12 +688,11 @@ class InspectorApp(App[None]):
 
     @work(thread=True, exclusive=True, group="turn", exit_on_error=False, name="turn")
     def _load_turn(self, seq: int) -> None:
-        ex, rt = self.source.by_seq(seq)
-        timeline = text_timeline(ex, rt)
+        loaded = read_turn(self.source, seq)
         if not get_current_worker().is_cancelled:
-            self.post_message(self.TurnLoaded(seq, rt.request, timeline))
+            self.post_message(loaded)
 
-    def on_inspector_app_turn_loaded(self, message: TurnLoaded) -> None:
+    def on_turn_loaded(self, message: TurnLoaded) -> None:
         if not self._screen_stack:
             return  # (a worker's message as the app closed)
         if message.seq != self.selected:
@@ -857,7 +704,7 @@ class InspectorApp(App[None]):
         if message.request is None:
             self.messages.show_note(f"turn #{message.seq}: the request could not be parsed")
         else:
-            self.messages.show_request(message.request, turn.appended_from)
+            self.messages.show_request(message.request, turn.appended_from, edits=message.edits)
         self._apply(self.playback.turn_loaded(message.timeline))
         self._sync_playback()
 
@@ -902,7 +749,7 @@ class InspectorApp(App[None]):
         return True
 
     def action_play_pause(self) -> None:
-        if not self._order:
+        if not self.index.order:
             return
         if self.waiting:
             self.waiting = False
@@ -972,8 +819,8 @@ class InspectorApp(App[None]):
         if self.switcher.value != conversation:
             with self.switcher.prevent(ConversationSwitcher.Changed):
                 self.switcher.value = conversation
-        seqs = self._order if conversation == ALL else self._conv.get(conversation, [])
-        self.turn_list.show_conversation = conversation == ALL and len(self._conv) > 1
+        seqs = self.index.seqs(conversation)
+        self.turn_list.show_conversation = conversation == ALL and len(self.index.conv) > 1
         self.turn_list.set_turns(seqs, self.source.summaries, select=select)
         self.listed = len(seqs)
         self._dirty_findings = self._dirty_growth = True
@@ -988,12 +835,12 @@ class InspectorApp(App[None]):
         self.messages.action_toggle_all()
 
     def action_next_conversation(self) -> None:
-        order = [ALL, *self._conv]
+        order = [ALL, *self.index.conv]
         i = order.index(self.conversation) if self.conversation in order else 0
         self._show_conversation(order[(i + 1) % len(order)])
 
     def action_search(self) -> None:
-        seqs = list(self._order)
+        seqs = list(self.index.order)
         source = self.source
 
         def searcher(query: str) -> list[SearchHit]:
@@ -1020,10 +867,15 @@ class InspectorApp(App[None]):
         self.notice = f"match {self._hit + 1}/{len(self._hits)} for {self._query!r}: {hit.where}: {' '.join(hit.snippet.split())}"
 
     def action_tab(self, tab: str) -> None:
+        if tab == "fork" and not self.query("#fork-view"):
+            self.notice = "not a branch: 4 shows a forked run (looptap run --from) beside its origin"
+            return
         self.tabs.active = tab
         self._refresh_tabs()
         if tab == "findings":
             self.findings_table.focus()
+        elif tab == "fork":
+            self.query_one("#fork-view", ForkPane).focus()  # o: origin or branch past the cursor
         elif not self.turn_list.has_focus:
             # The growth chart takes no keys; the turn list keeps j/k working under it.
             self.turn_list.focus()
@@ -1044,11 +896,6 @@ class InspectorApp(App[None]):
 
     # -- keeping the views current -------------------------------------------------------------
 
-    def _shown_findings(self) -> list[Finding]:
-        """Every finding of the run (whatever conversation is viewed: a jump switches to it)."""
-        summaries = self.source.summaries
-        return [f for s in self._order for f in summaries[s].findings]
-
     def _refresh_tabs(self) -> None:
         """Redraw the findings table and the chart only when visible (they can be large)."""
         if not self._screen_stack:
@@ -1058,19 +905,13 @@ class InspectorApp(App[None]):
         self.screen_stack[0].set_class(active != "turn", "-full-tab")
         if active == "findings" and self._dirty_findings:
             self._dirty_findings = False
-            self.findings_table.show_findings(self._shown_findings())
+            # Every finding of the run (whatever conversation is viewed: a jump switches to it).
+            self.findings_table.show_findings(self.index.findings())
         if active == "growth" and self._dirty_growth:
             self._dirty_growth = False
             seq = self.selected
-            turn = self.summary(seq)
-            conv = (
-                turn.conversation
-                if turn is not None
-                else (self.conversation if self.conversation != ALL else next(iter(self._conv), ""))
-            )
-            summaries = self.source.summaries
-            bars = [summaries[s].bar for s in self._conv.get(conv, [])]
-            self.growth_view.show_bars(bars, seq, conv)
+            conv = self.index.growth_conversation(self.summary(seq), self.conversation)
+            self.growth_view.show_bars(self.index.bars(conv), seq, conv)
 
 
 def build_app(

@@ -156,6 +156,14 @@ APP_BINDINGS: list[BindingType] = [
         tooltip="Every finding of the run",
         id="tabs.findings",
     ),
+    Binding(
+        "4",
+        "tab('fork')",
+        "Fork",
+        show=False,
+        tooltip="A branch (looptap run --from) beside its origin: the fork point, edited items",
+        id="tabs.fork",
+    ),
 ]
 
 #: Keys of Textual itself that the help screen lists under "Other".

@@ -42,6 +42,7 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.proxy import mode_specs
 
 from cassettes.providers import is_llm_host
+from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
 from proxy import failures, messages
 from proxy.handoff import Handoff, HandoffError, Receipt
@@ -51,6 +52,8 @@ __all__ = ["RECEIPT", "WS_RECEIPTS", "DurableGate", "LooptapRecorder", "Tee", "a
 
 #: The flow metadata key of a durable round trip's :class:`~proxy.handoff.Receipt`.
 RECEIPT = "looptap_receipt"
+#: The flow metadata key of a fork's edit marks, taken off the request (cassettes.wire.edited).
+EDITS = "looptap_edits"
 #: The flow metadata key of the receipts of the WebSocket turns a message completed (durable mode).
 WS_RECEIPTS = "looptap_ws_receipts"
 
@@ -135,6 +138,11 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
             ex.duration = end - start
     if error:
         ex.transport_error = error
+    marks = flow.metadata.get(EDITS)
+    if marks is not None:
+        ex.edits = edited.from_header(marks)
+        if ex.edits is None:
+            ex.notes.append("edits: the request's edit marks could not be read; dropped")
     return ex
 
 
@@ -251,6 +259,13 @@ class LooptapRecorder:
         if isinstance(mode, mode_specs.ReverseMode):
             return True
         return is_llm_host(flow.request.pretty_host, self._extra_hosts, flow.request.path) or _is_mcp(flow)
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        """A fork's edit marks (:mod:`cassettes.wire.edited`) are for the cassette: taken off the
+        request here, before it goes upstream, whether the flow is recorded or not."""
+        if edited.HEADER in flow.request.headers:
+            flow.metadata[EDITS] = "\n".join(flow.request.headers.get_all(edited.HEADER))
+            del flow.request.headers[edited.HEADER]
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         assert flow.response is not None

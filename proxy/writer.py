@@ -77,7 +77,7 @@ def writer_main(
     try:
         redactor = Redactor.configured(headers=redact[0], patterns=redact[1])
         messages.set_redactor(redactor)  # what the cassette's redactor learns is masked in messages too
-        writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, redactor=redactor, fsync=fsync)
+        writer = CassetteWriter(Path(path), meta={"source": "looptap proxy"}, redactor=redactor, fsync=fsync, requests=False)
     except (CassetteError, OSError, ValueError) as exc:
         answers.send("storage_error", messages.safe(f"cannot open {path}: {exc}"))
         return

@@ -1,8 +1,8 @@
-"""One raw :class:`~cassettes.wire.exchange.Exchange` → its derived view, a :class:`RoundTrip`.
+"""One raw :class:`~cassettes.wire.exchange.Exchange` → its parse, a :class:`RoundTrip`.
 
 This is the single entry point from raw bytes to meaning: pick the adapter, frame the body, parse
 or reassemble, and record every problem as a labelled analysis error instead of raising. Whatever
-goes wrong here, the caller still has the raw exchange and a view that says what is missing.
+goes wrong here, the caller still has the raw exchange and a parse that says what is missing.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ _LLM_HINTS = ("/chat", "/completions", "/messages", "/responses", "/generate", "
 
 
 class RoundTrip(BaseModel):
-    """The derived view of one round trip (recomputable from the raw exchange at any time)."""
+    """The parse of one round trip (recomputable from the raw exchange at any time)."""
 
     seq: int | None = None
     #: An adapter's family, ``unknown`` for LLM-looking traffic no adapter claims, ``none`` for
@@ -94,8 +94,13 @@ def _looks_llm(url: SplitResult, body: Any) -> bool:
     return any(h in url.path for h in _LLM_HINTS) and isinstance(body, dict)
 
 
-def parse_exchange(ex: Exchange, base: RoundTrip | None = None) -> RoundTrip:
+def parse_exchange(ex: Exchange, base: RoundTrip | None = None, *, request: bool = True) -> RoundTrip:
     """Parse one exchange. Never raises: every problem becomes an ``analysis_errors`` entry.
+
+    ``request=False`` leaves the request's messages unparsed (``rt.request`` is ``None``): what the
+    recorder's writer asks, since it stores the response side only (:mod:`cassettes.parsing.sealed`)
+    and the request side is what a reader parses (once, incrementally). The family, operation and
+    stream, which the response side needs, are told all the same.
 
     ``base`` is the parsed round trip that ``ex.history_delta`` says this request extends (the
     cassette reader records it). Then only the appended part of the history is parsed and the
@@ -118,7 +123,7 @@ def parse_exchange(ex: Exchange, base: RoundTrip | None = None) -> RoundTrip:
         notes=list(ex.notes),
     )
     try:
-        _parse_into(rt, ex, url, base)
+        _parse_into(rt, ex, url, base, request)
     except Exception as exc:  # a bug in an adapter must never lose the round trip
         rt.analysis_errors.append(f"internal error while parsing: {type(exc).__name__}: {exc}")
     return rt
@@ -221,7 +226,7 @@ def _request_body(rt: RoundTrip, ex: Exchange) -> tuple[bool, Any]:
     return too_big_req, body
 
 
-def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip | None = None) -> None:
+def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip | None = None, request: bool = True) -> None:
     too_big_req, body = _request_body(rt, ex)
     adapter = providers.detect(ex.method, url, body)
     if adapter is None:
@@ -240,7 +245,7 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
         elif ex.method.upper() == "POST":
             rt.analysis_errors.append("request has no body: nothing to parse")
     rt.stream = adapter.is_stream(url, body)
-    if body is not None and parsed:
+    if body is not None and parsed and request:
         try:
             _parse_request(rt, adapter, body, url, ex, base)
         except Exception as exc:

@@ -9,14 +9,14 @@ raw chunks again, when, and only when, all of this holds:
   write, readable by its owner only: ``$LOOPTAP_STATE_DIR``, else ``$XDG_STATE_HOME/looptap``, else
   ``~/.local/state/looptap``). A cassette from anywhere else, or edited by hand, is parsed from its
   raw bytes, so a file can never show one thing and replay another;
-- the MAC covers the parser's source (a digest of the modules that turn raw bytes into a view), so
+- the MAC covers the parser's source (a digest of the modules that turn raw bytes into a parse), so
   a looptap that parses differently re-parses;
 - it covers everything the response side reads: status, headers, every chunk with its time offset,
   the transport error, and what the request side decided (family, operation, stream).
 
 Anything else (no key, another machine, a torn or edited block, a model that does not validate)
 means the raw is parsed, exactly as before: the block only ever saves time. The raw stays the
-truth (``DESIGN.md``: the derived view can always be recomputed from it).
+truth (``DESIGN.md``: what is derived can always be recomputed from it).
 """
 
 from __future__ import annotations

@@ -45,6 +45,9 @@ __all__ = ["Batch", "IncrementalRun"]
 
 #: Full turns kept restored for viewers (the most recently shown ones).
 TURN_CACHE = 64
+#: Round trips a viewer read lately (:meth:`IncrementalRun.by_seq`), kept as bases for parsing the
+#: next one's request incrementally.
+SHOWN = 16
 
 
 @dataclass
@@ -291,6 +294,7 @@ class IncrementalRun:
         # Bodies for viewers re-reading one round trip: a cache of their own, so a viewer thread
         # can read while another thread steps the analysis.
         self._viewer_bodies = RequestBodies(self.index, 16)
+        self._shown: OrderedDict[int, RoundTrip] = OrderedDict()  # by_seq's latest, request side only
         self.analyser = RunAnalyser(self._reload, keep_turns=False)
         #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`); left
         #: empty with ``summaries=False`` (a command going through the run once: the turns are
@@ -410,10 +414,22 @@ class IncrementalRun:
         return self._viewer_bodies.rebuild(self.index.read_record(seq))
 
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip]:
-        """The exchange and parsed round trip with this seq, with the complete message history
-        (parsed in full)."""
+        """The exchange and parsed round trip with this seq, with the complete message history.
+        The response is the writer's parse (sealed in the record); the request is parsed against
+        the round trip it extends when that one was shown lately (only what it appended is
+        parsed: a viewer going through a conversation parses each message once), else in full."""
         ex = self.exchange_by_seq(seq)
-        return ex, parse_exchange(ex)
+        base_seq = (ex.history_delta or {}).get("base")
+        with self._lock:
+            base = self._shown.get(base_seq) if isinstance(base_seq, int) else None
+        rt = parse_exchange(ex, base)
+        with self._lock:
+            # A base needs only the request side (a response may be a 100 MB stream).
+            self._shown[seq] = rt.model_copy(update={"response": None}) if rt.response is not None else rt
+            self._shown.move_to_end(seq)
+            while len(self._shown) > SHOWN:
+                self._shown.popitem(last=False)
+        return ex, rt
 
     def reread(self) -> _Reread:
         """Every round trip read so far, read again from disk in recording order on each pass

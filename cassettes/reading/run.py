@@ -171,7 +171,7 @@ class Run:
     def __bool__(self) -> bool:  # a run is a run, even an empty one
         return True
 
-    # -- the parsed view and the analysis (computed on first use for exchanges in memory) --------
+    # -- the parsed round trips and the analysis (computed on first use for exchanges in memory)
     @property
     def roundtrips(self) -> Records[RoundTrip]:
         if self._roundtrips is None:

@@ -46,8 +46,14 @@ class CassetteWriter:
         meta: dict[str, Any] | None = None,
         redactor: Redactor | None = None,
         fsync: bool = False,
+        *,
+        requests: bool = True,
     ) -> None:
         self.path = Path(path)
+        #: Whether :meth:`append` parses each request too (the round trip it returns has its
+        #: ``request``). Nothing stored needs it (the record keeps the response side's parse; a
+        #: reader parses the request side): the recorder passes ``False`` and parses no request.
+        self.requests = requests
         self.redactor = redactor or Redactor()
         self._lock = threading.Lock()
         self._encoder = HistoryEncoder()
@@ -108,12 +114,13 @@ class CassetteWriter:
                 # History items nested deeper than orjson writes cannot be hashed for the delta
                 # encoding: the body is stored whole (raw, see depth_safe_record) instead.
                 form, base = None, None
-            rt = parse_exchange(clean, base)
-            # A base for a later request needs only the request side: keeping the response too
-            # held up to _RECENT whole responses (a 100 MB stream each) in the writer's memory.
-            self._recent[seq] = rt.model_copy(update={"response": None}) if rt.response is not None else rt
-            while len(self._recent) > _RECENT:
-                self._recent.pop(next(iter(self._recent)))
+            rt = parse_exchange(clean, base, request=self.requests)
+            if self.requests:
+                # A base for a later request needs only the request side: keeping the response too
+                # held up to _RECENT whole responses (a 100 MB stream each) in the writer's memory.
+                self._recent[seq] = rt.model_copy(update={"response": None}) if rt.response is not None else rt
+                while len(self._recent) > _RECENT:
+                    self._recent.pop(next(iter(self._recent)))
             rec = exchange_to_record(clean, seq, request_form=form)
             side = response_side(rt)
             stream = rt.requested_stream

@@ -702,6 +702,7 @@ class Redactor:
             response_chunks=chunks,
             transport_error=self.scrub(ex.transport_error) if ex.transport_error else None,
             notes=[self.scrub(n) for n in notes],
+            edits=self._scrub_json(ex.edits)[0] if ex.edits else ex.edits,
         )
         out.forget_request_json()
         if body is ex.request_body and parsed is not None:

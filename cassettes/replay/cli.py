@@ -71,7 +71,7 @@ def _cursor(args: argparse.Namespace) -> Any:
     for e in edits:
         if e.selector is not None and e.selector != spec.text:
             raise _Usage(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; its selector, if given, is the cursor's")
-    return Cursor(spec, live_router(bases), model=args.model, edits=edits)
+    return Cursor(spec, live_router(bases), model=args.model, edits=edits, via_recorder=args.live_recorder)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -231,6 +231,7 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--live", action="append", default=[], metavar="NAME=URL", help="with --cursor: where requests of that API go past the cursor (NAME as --upstream names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)")
     p.add_argument("--model", help="with --cursor: the model of every request sent live")
     p.add_argument("--edit", action="append", default=[], metavar="TARGET=@FILE", help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)")
+    p.add_argument("--live-recorder", action="store_true", help="with --edit: the --live upstreams are looptap recorders (an edited request carries the client's original to them; looptap run --from sets this)")
     p.set_defaults(func=cmd_replay)
 
 

@@ -32,7 +32,7 @@ import orjson
 
 from cassettes import bounds
 from cassettes.errors import CassetteError
-from cassettes.replay.edits import Edit, apply_edits
+from cassettes.replay.edits import Edit, apply_edits, edited_headers
 from cassettes.replay.http1 import Request
 from cassettes.replay.matcher import Matcher, Miss, Recorded
 from cassettes.replay.plan import Answer, Forward, Missed
@@ -100,6 +100,9 @@ class Cursor:
     model: str | None = None
     #: What-if edits made in every request sent live (:mod:`cassettes.replay.edits`).
     edits: list[Edit] = field(default_factory=list)
+    #: The live upstreams are looptap recorders: an edited request carries its marks to them
+    #: (:func:`cassettes.replay.edits.edited_headers`), so the branch keeps the client's request.
+    via_recorder: bool = False
     #: Conversations that went live (their requests past the cursor are the continuation).
     forked: set[str | None] = field(default_factory=set)
     #: Requests sent live, and what the report says about them (a model that could not be set …).
@@ -162,16 +165,16 @@ class Cursor:
 
     def outgoing(self, req: Request) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]:
         """A request sent live, as it is sent: the model asked for (``--model``), the edits made
-        (``--edit``; marked by an ``x-looptap-edited`` header); its target, body, notes, headers
+        (``--edit``; its marks carried to a looptap recorder, :func:`cassettes.replay.edits.edited_headers`); its target, body, notes, headers
         (``None``: the request's own). Counted in :attr:`sent`."""
         self.sent += 1
         target, body, notes = self._rewritten(req)
         headers = None
         if self.edits:
-            body, done = apply_edits(req.method, req.target, body, self.edits)
-            if done:
-                notes.append(f"fork: edited {', '.join(done)}")
-                headers = [*req.headers, ("x-looptap-edited", ", ".join(done))]
+            body, marks = apply_edits(req.method, req.target, body, self.edits, self.spec.text)
+            if marks:
+                notes.append(f"fork: edited {', '.join(dict.fromkeys(m['edit'] for m in marks))}")
+                headers = edited_headers(req.headers, marks, self.via_recorder)
         return target, body, notes, headers
 
     def _rewritten(self, req: Request) -> tuple[str, bytes, list[str]]:

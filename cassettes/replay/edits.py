@@ -7,7 +7,10 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
     …=text                             the new text inline instead of from a file
 
 The client keeps sending the original; the replay server rewrites each request it sends on, and
-marks it (``x-looptap-edited`` request header, recorded in the branch). The rewriting is
+marks each item it rewrote (:mod:`cassettes.wire.edited`: the item's path, the client's value,
+digests). Sent to a looptap recorder, the marks travel in a request header the recorder removes
+before the request goes upstream, and the branch records them beside the request the upstream
+received, so the client's own request is in the branch too. The rewriting is
 structural and API-neutral: a tool result is the JSON object that carries the call's id next to
 its content (``content``, ``output`` or ``response``); the system prompt and a user message are the
 strings the API's adapter reads them from, replaced where they occur. An edit that never applies
@@ -25,8 +28,9 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes.errors import CassetteError
+from cassettes.wire import edited
 
-__all__ = ["Edit", "EditError", "apply_edits", "parse_edit"]
+__all__ = ["Edit", "EditError", "apply_edits", "edit_notes", "edited_headers", "parse_edit"]
 
 _TARGET = re.compile(r"(tool_result|user)\[([^\]]{1,200})\]|(system)")
 #: Where the target starts (after an optional ``SELECTOR:``), and whether the value is ``@file``.
@@ -84,8 +88,10 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
     return Edit(spec, kind, key, value, selector)
 
 
-def apply_edits(method: str, target: str, body: bytes, edits: list[Edit]) -> tuple[bytes, list[str]]:
-    """``body`` with every edit that applies to it made; the labels of those that did."""
+def apply_edits(method: str, target: str, body: bytes, edits: list[Edit], selector: str | None = None) -> tuple[bytes, list[dict[str, Any]]]:
+    """``body`` with every edit that applies to it made; a mark per item rewritten
+    (:func:`cassettes.wire.edited.mark`: the edit, ``selector`` unless the edit names its own, the
+    item's JSON path, the client's value there and the digests of both)."""
     if not edits or not body:
         return body, []
     from cassettes import bounds
@@ -94,37 +100,39 @@ def apply_edits(method: str, target: str, body: bytes, edits: list[Edit]) -> tup
         doc = bounds.loads(body)
     except (orjson.JSONDecodeError, ValueError):
         return body, []
-    done: list[str] = []
+    marks: list[dict[str, Any]] = []
     for e in edits:
+        hits: list[tuple[list[str | int], Any, Any]] = []
         if e.kind == "tool_result":
-            n = _tool_result(doc, e.key or "", e.value, 0)
+            _tool_result(doc, e.key or "", e.value, [], hits)
         else:
             old = _adapter_text(method, target, doc, e)
-            n = _replace_string(doc, old, e.value, 0) if old else 0
-        if n:
+            if old:
+                _replace_string(doc, old, e.value, [], hits)
+        if hits:
             e.applied += 1
-            done.append(e.label)
-    return (orjson.dumps(doc), done) if done else (body, [])
+            marks += [edited.mark(e.label, e.selector or selector, path, before, after) for path, before, after in hits]
+    return (orjson.dumps(doc), marks) if marks else (body, [])
 
 
-def _tool_result(node: Any, call_id: str, value: str, depth: int) -> int:
+def _tool_result(node: Any, call_id: str, value: str, path: list[str | int], hits: list[tuple[list[str | int], Any, Any]]) -> None:
     """Replace the content of every object carrying ``call_id`` as a result (not as a call)."""
-    if depth > _DEPTH:
-        return 0
-    n = 0
+    if len(path) > _DEPTH:
+        return
     if isinstance(node, dict):
         carries = any(isinstance(v, str) and v == call_id and "id" in k.lower() for k, v in node.items())
         is_call = any(k in node for k in ("arguments", "input", "args", "function"))
         slot = next((k for k in _CONTENT_KEYS if k in node), None)
         if carries and not is_call and slot is not None:
-            node[slot] = _as_content(node[slot], value)
-            n += 1
-        for v in node.values():
-            n += _tool_result(v, call_id, value, depth + 1)
+            before = node[slot]
+            node[slot] = _as_content(before, value)
+            hits.append(([*path, slot], before, node[slot]))
+        for k, v in node.items():
+            if k != slot or not carries:
+                _tool_result(v, call_id, value, [*path, k], hits)
     elif isinstance(node, list):
-        for v in node:
-            n += _tool_result(v, call_id, value, depth + 1)
-    return n
+        for i, v in enumerate(node):
+            _tool_result(v, call_id, value, [*path, i], hits)
 
 
 def _as_content(old: Any, value: str) -> Any:
@@ -161,23 +169,33 @@ def _adapter_text(method: str, target: str, doc: Any, e: Edit) -> str | None:
     return texts[0] if len(texts) == 1 else None
 
 
-def _replace_string(node: Any, old: str, new: str, depth: int) -> int:
+def _replace_string(node: Any, old: str, new: str, path: list[str | int], hits: list[tuple[list[str | int], Any, Any]]) -> None:
     """Replace every string value equal to ``old`` (and a text part holding it) with ``new``."""
-    if depth > _DEPTH:
-        return 0
-    n = 0
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if isinstance(v, str) and v == old:
-                node[k] = new
-                n += 1
-            else:
-                n += _replace_string(v, old, new, depth + 1)
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            if isinstance(v, str) and v == old:
-                node[i] = new
-                n += 1
-            else:
-                n += _replace_string(v, old, new, depth + 1)
-    return n
+    if len(path) > _DEPTH:
+        return
+    items: Any = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in list(items):
+        if isinstance(v, str) and v == old:
+            node[k] = new
+            hits.append(([*path, k], old, new))
+        else:
+            _replace_string(v, old, new, [*path, k], hits)
+
+
+def edited_headers(headers: list[tuple[str, str]], marks: list[dict[str, Any]], via_recorder: bool) -> list[tuple[str, str]]:
+    """The headers of an edited request as sent on: a marker the client sent never passes; to a
+    looptap recorder (``via_recorder``) the marks go in :data:`cassettes.wire.edited.HEADER`,
+    which the recorder removes before the request goes upstream. Any other upstream gets no mark."""
+    kept = [(k, v) for k, v in headers if k.lower() != edited.HEADER]
+    return [*kept, (edited.HEADER, edited.to_header(marks))] if via_recorder else kept
+
+
+def edit_notes(marks: list[dict[str, Any]], inside: str | None = None) -> list[str]:
+    """A round trip's edit marks as short phrases (``tool_result[call_A1] at messages[3]``); with
+    ``inside`` (a JSON path such as ``messages[3].content``), only the marks of the item it is in."""
+    out: dict[str, None] = {}
+    for m in marks:
+        item = edited.item_of(m)
+        if inside is None or inside == item or inside.startswith((item + ".", item + "[")):
+            out[f"{m['edit']} at {item}"] = None
+    return list(out)

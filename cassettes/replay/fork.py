@@ -131,6 +131,8 @@ class ForkReplay:
             argv += ["--model", self.model]
         for e in self.edits:
             argv += ["--edit", e]
+        if self.edits:
+            argv.append("--live-recorder")  # the recorder keeps the client's request beside the edited one
         return argv
 
     async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:

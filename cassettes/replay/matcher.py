@@ -386,6 +386,17 @@ class Miss:
         return ReplayMiss(str(self))
 
 
+def _client_key(ex: Exchange) -> RequestKey | None:
+    """The key of the request the client sent, where a fork's what-if edit rewrote what was
+    recorded as sent upstream; ``None`` when the marks do not give it back."""
+    from cassettes.wire.edited import client_body
+
+    body = client_body(ex.request_json(), ex.edits or [])
+    if body is None:
+        return None
+    return request_key(ex.method, ex.url, ex.request_headers, orjson.dumps(body), body)
+
+
 class Matcher:
     """Answers live requests from recorded round trips, each played once.
 
@@ -402,6 +413,8 @@ class Matcher:
         self.recorded: list[Recorded] = []
         for i, ex in enumerate(exchanges):
             key = request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json())
+            if ex.edits:  # a fork's edited request: the agent sends its own (cassettes.wire.edited)
+                key = _client_key(ex) or key
             self.recorded.append(Recorded(i, ex, key))
         self._by_digest: dict[bytes, list[Recorded]] = {}
         for r in self.recorded:

@@ -33,7 +33,7 @@ from cassettes.errors import CassetteError, RecorderUnavailable
 from cassettes.replay.ready import Ready, read_ready
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["RecorderProcess", "SessionCassette", "how_to_install", "recorder_python"]
+__all__ = ["RecorderProcess", "how_to_install", "recorder_python"]
 
 #: The recorder's answer to SIGUSR1 (proxy/launcher.py ``FLUSHED``), with the number stored.
 _FLUSHED = re.compile(r"^looptap: flushed: (\d+) round trips stored$")
@@ -232,18 +232,18 @@ class RecorderProcess:
 
 
 class SessionCassette:
-    """Reads a cassette that a running recorder appends to, a few records at a time: the round
-    trips stored since the last read are parsed once (a session's cassette is read once in all,
-    not once per test). Requests stored as deltas of earlier ones are rebuilt in full."""
+    """The pytest plugin's reader of the cassette its recorder is still appending to, read as far as
+    the plugin asks: the offset index and request bodies the inspector reads a growing run with
+    (:mod:`cassettes.storage.index`), each round trip rebuilt once (a session's cassette is read
+    once in all, not once per test), requests stored as deltas rebuilt in full."""
 
     def __init__(self, path: Path) -> None:
-        from cassettes.storage.codec import HistoryDecoder
+        from cassettes.storage.index import RecordIndex, RequestBodies
 
         self.path = path
         self.exchanges: list[Exchange] = []
-        self._offset = 0
-        self._version: int | None = None
-        self._decoder = HistoryDecoder()
+        self._index = RecordIndex(path)
+        self._bodies = RequestBodies(self._index)
 
     def upto(self, n: int) -> list[Exchange]:
         """The first ``n`` round trips (read from the file as far as needed)."""
@@ -254,27 +254,7 @@ class SessionCassette:
         return self.exchanges[:n]
 
     def _read(self) -> None:
-        import orjson
-
-        from cassettes.errors import CassetteFormatError
-        from cassettes.storage.codec import check_header, loads_record, migrate, record_to_exchange
-        from cassettes.storage.store import open_regular
-
-        with open_regular(self.path) as f:
-            f.seek(self._offset)
-            data = f.read()
-        end = data.rfind(b"\n") + 1  # whole lines only: the writer may be mid-record
-        for raw in data[:end].splitlines():
-            self._offset += len(raw) + 1
-            if not raw.strip():
-                continue
-            try:
-                rec = loads_record(raw)
-            except (orjson.JSONDecodeError, CassetteFormatError) as exc:
-                raise CassetteError(f"{self.path}: unreadable record in the session recording: {exc}") from None
-            if self._version is None:
-                self._version = check_header(rec)
-                continue
-            rec = migrate(rec, self._version)
-            if rec.get("type") == "exchange":
-                self.exchanges.append(record_to_exchange(rec, self._decoder))
+        for _, rec in self._index.poll():  # whole lines only: the writer may be mid-record
+            self.exchanges.append(self._bodies.rebuild(rec, checked=True))
+        if self._index.problems:
+            raise CassetteError(f"{self.path}: unreadable record in the session recording: {self._index.problems[0]}")

@@ -42,6 +42,8 @@ class Divergence:
     #: What the analysis of run B's turn says that run A's does not (code: message), warnings and
     #: worse: the divergence's likely meaning in looptap's own words (e.g. an orphan tool result).
     findings_b: list[str] = field(default_factory=list)
+    #: The items a fork's what-if edit rewrote in B's request (``tool_result[ID] at messages[3]``).
+    edited_b: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +60,7 @@ class Divergence:
                 for c in self.changes
             ],
             "findings_b": self.findings_b,
+            "edited_b": self.edited_b,
         }
 
     def change_lines(self, limit: int) -> list[str]:
@@ -215,6 +218,11 @@ def _diff_turn(ra: RunAnalysis, rb: RunAnalysis, xa: Exchange, xb: Exchange, sa:
         if ch:
             fields = ", ".join(dict.fromkeys(str(c.path[1]) for c in ch if len(c.path) > 1))
             out.append(Divergence(layer, f"{what} ({fields})", ida, idb, k, sa, sb, ch[0].where, ch))
+    if xb.edits:
+        from cassettes.replay.edits import edit_notes
+
+        for d in out:  # a C divergence inside an item the fork's edit rewrote is that edit
+            d.edited_b = edit_notes(xb.edits, d.path) if d.layer == "C" else []
     return out
 
 
@@ -304,6 +312,8 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
             lines.append(f"  {where}: {d.layer}: {d.message}")
             for f in d.findings_b:
                 lines.append(f"      looptap on B's turn: {f}")
+            if d.edited_b and d.layer == "C":
+                lines.append(f"      EDITED by the fork in B's request: {', '.join(d.edited_b)}")
             for line in d.change_lines(max_changes):
                 lines.append(f"      {line}")
             if len(d.changes) > max_changes:

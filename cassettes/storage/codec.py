@@ -114,9 +114,9 @@ def _is_utf8(data: bytes) -> bool:
 def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
     """``rec`` made writable when something in it nests deeper than orjson writes (255 levels; a
     model controls how deep its tool-call arguments go): a JSON body too deep is stored as its raw
-    text, labelled ``"too_deep": true`` (reading it back gives the exact bytes), and the derived
-    view keeps its first :data:`~cassettes.bounds.STORE_DEPTH` levels. Nothing recorded is lost."""
-    from cassettes.bounds import STORE_DEPTH, json_depth, shallow
+    text, labelled ``"too_deep": true`` (reading it back gives the exact bytes). Nothing recorded
+    is lost."""
+    from cassettes.bounds import STORE_DEPTH, json_depth
 
     out = dict(rec)
     req = dict(out["request"])
@@ -132,8 +132,6 @@ def depth_safe_record(rec: dict[str, Any], ex: Exchange) -> dict[str, Any]:
             chunks = ex.response_chunks
             resp["body"] = _raw_form(b"".join(c for _, c in chunks), chunks[0][0] if chunks else None)
             out["response"] = resp
-    if "derived" in out:
-        out["derived"] = shallow(out["derived"], STORE_DEPTH - 4)
     out.pop("parsed", None)  # a cache of the parse, never cut: a reader parses the raw instead
     return out
 
@@ -281,12 +279,27 @@ class HistoryEncoder:
         return k
 
     def encode(self, seq: int, body: dict[str, Any], history_key: str | None) -> dict[str, Any]:
+        """The stored form of ``body``: ``{"json": body}``, or ``{"delta": ...}`` when its history
+        extends (or rewrites the tail of) an earlier request's."""
         history = body.get(history_key) if history_key else None
         if not isinstance(history, list) or not history:
             return {"json": body}
         items = array("q", (_item_hash(i) for i in history))
-        base: tuple[int, int] | None = None
-        rewritten = False
+        full, base, rewritten = self._base(items, history_key)
+        others = {key: _item_hash(v) for key, v in body.items() if key != history_key}
+        self._full[full] = seq
+        self._by_first[items[0]] = seq
+        self._hashes[seq] = items
+        self._others[seq] = others
+        self._keys[seq] = history_key or ""
+        if base is None:
+            return {"json": body}
+        return {"delta": self._delta(body, history, history_key, base, rewritten, others)}
+
+    def _base(self, items: array[int], history_key: str | None) -> tuple[int, tuple[int, int] | None, bool]:
+        """(the rolling hash of the whole history, (base seq, items kept) or ``None``, whether the
+        base's tail was rewritten): the latest earlier history this one extends whole, else the
+        latest one it shares its first items with."""
         h = 0
         best: int | None = None
         for ih in items:
@@ -297,21 +310,17 @@ class HistoryEncoder:
         if best is not None:
             k = self._common(best, items)
             if k == len(self._hashes[best]):
-                base = (best, k)
-        if base is None:
-            cand = self._by_first.get(items[0])
-            if cand is not None and self._keys.get(cand) == history_key:
-                k = self._common(cand, items)
-                if k > 0:
-                    base, rewritten = (cand, k), k < len(self._hashes[cand])
-        others = {key: _item_hash(v) for key, v in body.items() if key != history_key}
-        self._full[h] = seq
-        self._by_first[items[0]] = seq
-        self._hashes[seq] = items
-        self._others[seq] = others
-        self._keys[seq] = history_key or ""
-        if base is None:
-            return {"json": body}
+                return h, (best, k), False
+        cand = self._by_first.get(items[0])
+        if cand is not None and self._keys.get(cand) == history_key:
+            k = self._common(cand, items)
+            if k > 0:
+                return h, (cand, k), k < len(self._hashes[cand])
+        return h, None, False
+
+    def _delta(
+        self, body: dict[str, Any], history: list[Any], history_key: str | None, base: tuple[int, int], rewritten: bool, others: dict[str, int]
+    ) -> dict[str, Any]:
         base_seq, keep = base
         base_others = self._others.get(base_seq, {})
         inherit = [key for key, hv in others.items() if base_others.get(key) == hv]
@@ -326,7 +335,7 @@ class HistoryEncoder:
         }
         if rewritten:
             delta["rewritten"] = True
-        return {"delta": delta}
+        return delta
 
 
 class HistoryDecoder:
@@ -410,7 +419,6 @@ def _header_in(headers: Any) -> list[tuple[str, str]]:
 def exchange_to_record(
     ex: Exchange,
     seq: int,
-    derived: dict[str, Any] | None = None,
     request_form: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of one exchange. ``request_form`` is the request body already encoded (the
@@ -445,8 +453,8 @@ def exchange_to_record(
         rec["transport_error"] = ex.transport_error
     if ex.notes:
         rec["notes"] = ex.notes
-    if derived is not None:
-        rec["derived"] = derived
+    if ex.edits:
+        rec["edits"] = ex.edits  # a fork's what-if edits (cassettes.wire.edited)
     return rec
 
 
@@ -533,6 +541,15 @@ def read_response(rec: dict[str, Any]) -> tuple[int | None, list[tuple[str, str]
     return resp.get("status"), _header_in(resp.get("headers")), decode_chunks(resp.get("body"))
 
 
+def _read_edits(ex: Exchange, value: Any) -> None:
+    """A fork's edit marks (cassettes.wire.edited), checked; marks that are not such are noted and dropped."""
+    from cassettes.wire import edited
+
+    ex.edits = edited.checked(value)
+    if ex.edits is None:
+        ex.notes.append("edits: the record's edit marks are malformed; ignored")
+
+
 def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = None, *, checked: bool = False) -> Exchange:
     """Rebuild an :class:`Exchange`. Raises :class:`CassetteFormatError` on a malformed record
     (``checked``: the caller already passed it through :func:`check_exchange_record`)."""
@@ -551,6 +568,8 @@ def record_to_exchange(rec: dict[str, Any], decoder: HistoryDecoder | None = Non
             notes=list(rec.get("notes") or []),
             decoded_from=rec.get("decoded_from"),
         )
+        if "edits" in rec:
+            _read_edits(ex, rec["edits"])
         body_form = req.get("body")
         if isinstance(body_form, dict) and "delta" in body_form:
             if decoder is None:

@@ -1,6 +1,6 @@
 """Cassette files: append-only writing and forgiving reading. Which records go in (redacted,
-delta-encoded, with their derived view) is the recording pipeline's job
-(:mod:`cassettes.recording.pipeline`); this module knows lines and records, not providers or views.
+delta-encoded, with the writer's parse of the response) is the recording pipeline's job
+(:mod:`cassettes.recording.pipeline`); this module knows lines and records, not providers or parses.
 
 **Writing.** Each round trip becomes one JSON line, written with a single ``write`` on a file
 opened ``O_APPEND`` as soon as the round trip completes (optionally ``fsync``-ed). A process killed
@@ -60,8 +60,6 @@ class Cassette:
     path: str
     header: dict[str, Any]
     exchanges: list[Exchange] = field(default_factory=list)
-    #: The derived views stored with each exchange (``None`` where absent).
-    stored_views: list[dict[str, Any] | None] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     format_version: int = 0
 
@@ -221,8 +219,6 @@ def read_cassette(path: str | Path) -> Cassette:
             cas.problems.append(Problem(n, "unreadable", f"{exc}; skipped"))
             continue
         cas.exchanges.append(ex)
-        derived = rec.get("derived")
-        cas.stored_views.append(derived if isinstance(derived, dict) else None)
     return cas
 
 

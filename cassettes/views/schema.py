@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cassettes.models import FinishReason, Part
+from cassettes.models import ApiError, FinishReason, NormalisedRequest, NormalisedResponse, Part, Usage
 from cassettes.parsing.roundtrip import RoundTrip, side_call
 from cassettes.wire.exchange import Exchange
 
@@ -242,8 +242,6 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
     """``rt`` (and its exchange, when at hand) as a :class:`RoundTripJson` object, in JSON values."""
     resp = rt.response
     req = rt.request
-    usage = resp.usage if resp else None
-    err = resp.error if resp else None
     url = urlsplit(rt.url)
     complete = rt.complete
     return _object(
@@ -259,66 +257,76 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
         model_requested=req.model if req else None,
         model_served=resp.model if resp else None,
         stream=rt.stream,
-        # A turn recorded from a WebSocket session (cassettes.recording.websocket) says so in its notes.
-        transport="websocket"
-        if ex is not None and any(n.startswith("websocket ") for n in ex.notes)
-        else "http",
+        transport=_transport(ex),
         status=rt.status,
-        finish_reason=_object(
-            FinishReasonJson,
-            raw=resp.finish_reason_raw if resp else None,
-            normalised=resp.finish_reason.value if resp and resp.finish_reason else None,
-        ),
-        usage=_object(
-            UsageJson,
-            input=usage.input_tokens if usage else None,
-            output=usage.output_tokens if usage else None,
-            cache_read=usage.cache_read_tokens if usage else None,
-            cache_write=usage.cache_write_tokens if usage else None,
-            reasoning=usage.reasoning_tokens if usage else None,
-            total=usage.total_tokens if usage else None,
-        ),
-        tool_calls=[
-            _object(
-                ToolCallJson,
-                id=tc.id,
-                name=tc.name,
-                arguments=tc.arguments,
-                arguments_raw=tc.arguments_raw,
-                arguments_error=tc.arguments_error,
-            )
-            for tc in (resp.tool_calls if resp else [])
-        ],
+        finish_reason=_finish_json(resp),
+        usage=_usage_json(resp.usage if resp else None),
+        tool_calls=_tool_calls_json(resp),
         text=_joined(resp.parts, "text") if resp else None,
         reasoning=_joined(resp.parts, "reasoning") if resp else None,
         refusal=_joined(resp.parts, "refusal") if resp else None,
-        error=None
-        if err is None
-        else _object(
-            ErrorJson,
-            status=err.status,
-            type=err.type,
-            code=err.code,
-            message=err.message,
-            in_stream=err.in_stream,
-        ),
+        error=_error_json(resp.error if resp else None),
         complete=complete,
         truncated=complete is False,
         timing=_object(TimingJson, ttfb=rt.ttfb, ttft=rt.ttft, duration=rt.duration),
-        request=None
-        if req is None
-        else _object(
-            RequestJson,
-            messages=len(req.messages),
-            tools=[t.name for t in req.tools],
-            tool_choice=req.tool_choice_mode,
-            previous_response_id=req.previous_response_id,
-            history=ex.history_delta if ex is not None else None,
-        ),
+        request=_request_json(req, ex),
         transport_error=rt.transport_error,
         analysis_errors=list(rt.analysis_errors),
         notes=list(rt.notes),
         mcp=side_call(ex, rt) if ex is not None else None,
+    )
+
+
+def _transport(ex: Exchange | None) -> str:
+    # A turn recorded from a WebSocket session (cassettes.recording.websocket) says so in its notes.
+    return "websocket" if ex is not None and any(n.startswith("websocket ") for n in ex.notes) else "http"
+
+
+def _finish_json(resp: NormalisedResponse | None) -> dict[str, Any]:
+    return _object(
+        FinishReasonJson,
+        raw=resp.finish_reason_raw if resp else None,
+        normalised=resp.finish_reason.value if resp and resp.finish_reason else None,
+    )
+
+
+def _usage_json(usage: Usage | None) -> dict[str, Any]:
+    if usage is None:
+        return _object(UsageJson, input=None, output=None, cache_read=None, cache_write=None, reasoning=None, total=None)
+    return _object(
+        UsageJson,
+        input=usage.input_tokens,
+        output=usage.output_tokens,
+        cache_read=usage.cache_read_tokens,
+        cache_write=usage.cache_write_tokens,
+        reasoning=usage.reasoning_tokens,
+        total=usage.total_tokens,
+    )
+
+
+def _tool_calls_json(resp: NormalisedResponse | None) -> list[dict[str, Any]]:
+    return [
+        _object(ToolCallJson, id=tc.id, name=tc.name, arguments=tc.arguments, arguments_raw=tc.arguments_raw, arguments_error=tc.arguments_error)
+        for tc in (resp.tool_calls if resp else [])
+    ]
+
+
+def _error_json(err: ApiError | None) -> dict[str, Any] | None:
+    if err is None:
+        return None
+    return _object(ErrorJson, status=err.status, type=err.type, code=err.code, message=err.message, in_stream=err.in_stream)
+
+
+def _request_json(req: NormalisedRequest | None, ex: Exchange | None) -> dict[str, Any] | None:
+    if req is None:
+        return None
+    return _object(
+        RequestJson,
+        messages=len(req.messages),
+        tools=[t.name for t in req.tools],
+        tool_choice=req.tool_choice_mode,
+        previous_response_id=req.previous_response_id,
+        history=ex.history_delta if ex is not None else None,
     )
 
 

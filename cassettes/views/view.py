@@ -12,7 +12,7 @@ from typing import Any
 from cassettes.analysis.model import Finding, McpCall, RunAnalysis, Turn
 from cassettes.errors import problem_lines
 
-__all__ = ["SEVERITY_MARK", "analysis_lines", "count", "error_phrase", "finding_json", "mcp_link_json", "summary_lines", "turn_json"]
+__all__ = ["SEVERITY_MARK", "analysis_lines", "count", "edit_text", "edited_messages", "edits_json", "error_phrase", "finding_json", "mcp_link_json", "summary_lines", "turn_json"]
 
 def count(n: int, noun: str) -> str:
     """``1 turn``, ``2 turns``."""
@@ -131,9 +131,10 @@ def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) 
     c = (v.get("layers") or {}).get("C") or {}
     return [
         "",
-        _head_line(v),
+        _head_line(v) + ("  EDITED" if v.get("edits") else ""),
         *_finish_lines(v),
         *_request_lines(v, c),
+        *_edit_lines(v),
         *_result_lines(c),
         *_answer_lines(v),
         *_trouble_lines(v),
@@ -171,6 +172,58 @@ def _request_lines(v: dict[str, Any], c: dict[str, Any]) -> list[str]:
     return [
         f"    request: {count(req['messages'], 'message')}{extra}, {count(len(req['tools']), 'tool')} offered"
     ]
+
+
+def edits_json(marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A fork's edit marks of one round trip (cassettes.wire.edited) as ``show --json`` gives them:
+    each with the edited ``item`` named (``messages[3]``)."""
+    from cassettes.wire.edited import item_of
+
+    return [{"edit": m["edit"], "item": item_of(m), **{k: v for k, v in m.items() if k != "edit"}} for m in marks]
+
+
+def edit_text(value: Any) -> str:
+    """An edited item's value as text: a string as it is, text parts joined, else its JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in value):
+        return " ".join(p["text"] for p in value)
+    import orjson
+
+    return orjson.dumps(value).decode()
+
+
+def edited_messages(request: Any, marks: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Which messages of a parsed request (:class:`cassettes.models.NormalisedRequest`) a fork's
+    edit marks rewrote, by index (``-1``: the system prompt sent apart from the history). Found by
+    what each edit names, API-neutral: the message carrying that call's result, the N-th user
+    message, the system message."""
+    msgs = request.messages
+    out: dict[int, list[dict[str, Any]]] = {}
+    for m in marks:
+        label = str(m.get("edit", ""))
+        idx: int | None = None
+        if label.startswith("tool_result[") and label.endswith("]"):
+            cid = label[len("tool_result[") : -1]
+            idx = next((i for i, msg in enumerate(msgs) if any(p.tool_result is not None and p.tool_result.call_id == cid for p in msg.parts)), None)
+        elif label.startswith("user[") and label.endswith("]") and label[5:-1].isdigit():
+            users = [i for i, msg in enumerate(msgs) if msg.role == "user" and any(p.text for p in msg.parts) and not any(p.tool_result is not None for p in msg.parts)]
+            n = int(label[5:-1])
+            idx = users[n] if n < len(users) else None
+        elif label == "system":
+            idx = next((i for i, msg in enumerate(msgs) if msg.role in ("system", "developer")), -1)
+        if idx is not None and all(x.get("edit") != label for x in out.get(idx, [])):
+            out.setdefault(idx, []).append(m)
+    return out
+
+
+def _edit_lines(v: dict[str, Any]) -> list[str]:
+    out = []
+    for m in v.get("edits") or []:
+        sel = f" (from {m['selector']})" if m.get("selector") else ""
+        was = "the client's text not kept" if m.get("before_omitted") else f"client sent → {_clip(edit_text(m.get('before')), 80)}"
+        out.append(f"    edited: {m['edit']} at {m['item']}{sel}: {was}")
+    return out
 
 
 def _appended_parts(c: dict[str, Any], kind: str) -> Iterator[dict[str, Any]]:

@@ -61,6 +61,9 @@ class Exchange:
     #: the recording pipeline runs it first, so an entry point only says what it captured.
     request_encoded: bool = False
     response_encoded: bool = False
+    #: A fork's what-if edits made in this request (:mod:`cassettes.wire.edited`): the request
+    #: is what the upstream received, these marks give back the client's own.
+    edits: list[dict[str, Any]] | None = None
     #: Position in the cassette (assigned by the store).
     seq: int | None = None
     #: Set by the store: the request body extends round trip ``base`` (``{"base", "keep",

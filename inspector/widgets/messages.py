@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -14,6 +14,7 @@ from textual.widgets import Static
 
 from cassettes.models import Message, NormalisedRequest, Part
 from cassettes.untrusted import clean, clean_line
+from cassettes.views.view import edit_text, edited_messages
 from inspector.safe import wire, wire_line
 
 __all__ = ["MessagesView", "part_text"]
@@ -77,6 +78,19 @@ def part_text(p: Part, names: dict[str, str] | None = None, full: bool = False) 
     return Text(_cut(p.text or ""))
 
 
+def _client_sent(marks: list[dict[str, Any]], full: bool = False) -> Text:
+    """Below an edited message: what the client had sent there (the model saw the edit)."""
+    t = Text()
+    for m in marks:
+        t.append(f"\n  ✎ {clean_line(str(m.get('edit')))}: the client sent ", style="yellow")
+        if m.get("before_omitted"):
+            t.append("(too large to keep; known by its digest)", style="dim")
+        else:
+            t.append("\n")
+            t.append(_cut_part(edit_text(m.get("before")), FULL_PART_LIMIT if full else PART_LIMIT, None if full else LINE_LIMIT), style="dim")
+    return t
+
+
 class MessagesView(VerticalScroll, can_focus=True):
     """The request's history. Messages from ``appended_from`` on are what this turn added (C)."""
 
@@ -100,6 +114,9 @@ class MessagesView(VerticalScroll, can_focus=True):
         self._request: NormalisedRequest | None = None
         self._appended_from: int | None = None
         self._note = "select a turn"
+        self._edits: list[dict[str, Any]] = []
+        #: Message index (-1: the system prompt apart) → the edit marks that rewrote it.
+        self._edited: dict[int, list[dict[str, Any]]] = {}
         #: What is drawn above the first new message (to scroll past it).
         self._before_new: list[RenderableType] = []
 
@@ -107,12 +124,16 @@ class MessagesView(VerticalScroll, can_focus=True):
         yield Static(id="messages-body")
 
     def show_request(
-        self, request: NormalisedRequest | None, appended_from: int | None, note: str = ""
+        self, request: NormalisedRequest | None, appended_from: int | None, note: str = "", edits: list[dict[str, Any]] | None = None
     ) -> None:
-        """Show a turn's request (attributes down); ``appended_from`` marks the new messages."""
+        """Show a turn's request (attributes down); ``appended_from`` marks the new messages;
+        ``edits``, a fork's what-if edits of it (the messages they rewrote marked, with what the
+        client had sent)."""
         self._request = request
         self._appended_from = appended_from
         self._note = note
+        self._edits = edits or []
+        self._edited = edited_messages(request, self._edits) if request is not None and edits else {}
         self._draw()
         # Bring what this turn appended into view once laid out (its first message at the top).
         self.call_after_refresh(self._scroll_to_new)
@@ -162,12 +183,17 @@ class MessagesView(VerticalScroll, can_focus=True):
         head.append(" · all, parts whole (a: fold)" if self.show_all else " · a: all, parts whole", style="cyan" if self.show_all else "dim")
         if self._note:
             head.append(f"  {clean_line(self._note)}", style="yellow")
+        if self._edits:
+            labels = ", ".join(dict.fromkeys(str(m.get("edit")) for m in self._edits))
+            head.append(f" · ✎ EDITED by the fork: {clean_line(labels)}", style="bold yellow")
         out.append(head)
         if req.system and not any(m.role in ("system", "developer") for m in msgs):
             # Pinned only when it travels apart from the history (a history's own system message
             # is shown in place, once).
             sys_text = Text.assemble(("system", "bold yellow"), "\n")
             sys_text.append_text(Text("\n").join(part_text(p) for p in req.system))
+            if -1 in self._edited:
+                sys_text.append_text(_client_sent(self._edited[-1]))
             out.append(Text(""))
             out.append(sys_text)
         start = 0
@@ -191,11 +217,14 @@ class MessagesView(VerticalScroll, can_focus=True):
             if i == new_from and i > start:
                 self._before_new = list(out)
             out.append(Text(""))
-            out.append(self._message(i, msgs[i], i >= new_from, names, self.show_all))
+            msg = self._message(i, msgs[i], i >= new_from, names, self.show_all, i in self._edited)
+            if i in self._edited:
+                msg.append_text(_client_sent(self._edited[i], self.show_all))
+            out.append(msg)
         body.update(Group(*out))
 
     @staticmethod
-    def _message(i: int, m: Message, new: bool, names: dict[str, str] | None = None, full: bool = False) -> Text:
+    def _message(i: int, m: Message, new: bool, names: dict[str, str] | None = None, full: bool = False, edited: bool = False) -> Text:
         role_style = {"user": "bold blue", "assistant": "bold magenta", "tool": "bold cyan"}.get(
             m.role, "bold yellow"
         )
@@ -203,6 +232,8 @@ class MessagesView(VerticalScroll, can_focus=True):
         t.append("▌ NEW " if new else "  ", style="bold green" if new else "")
         t.append(f"[{i}] ", style="dim")
         t.append(clean_line(m.role), style=role_style)
+        if edited:
+            t.append("  ✎ EDITED by the fork", style="bold yellow")
         for p in m.parts:
             t.append("\n")
             piece = part_text(p, names, full)

@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fixture_run
+import fork_fixture
 from helpers import loaded, until
 
 from cassettes.cli import main as looptap
@@ -40,6 +41,17 @@ async def shot(path: Path, size: tuple[int, int], seq: int, keys: tuple[str, ...
         print(OUT / out)
 
 
+async def fork_shot(path: Path, size: tuple[int, int], out: str) -> None:
+    app = build_app(path)
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot)
+        await until(pilot, lambda: bool(app.query("#fork-view")) and app.query_one("#fork-view")._view is not None)  # type: ignore[attr-defined]
+        await pilot.press("4")
+        await pilot.pause(0.5)
+        app.save_screenshot(filename=out, path=str(OUT))
+        print(OUT / out)
+
+
 async def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,6 +66,10 @@ async def main() -> None:
             await shot(run, size, 3, ("3", "down", "down"), f"findings-{name}.svg")
             await shot(run, size, 1, ("question_mark",), f"help-{name}.svg")
             await shot(run, size, 1, ("slash", *"weather", "enter"), f"search-{name}.svg")
+        # A branch (looptap run --from, a what-if edit) beside its origin: the Fork tab, and the edited message.
+        branch = fork_fixture.write(Path(tmp))
+        await shot(branch, SIZES["wide"], 0, (), "fork-edited-wide.svg")
+        await fork_shot(branch, SIZES["wide"], "fork-wide.svg")
 
 
 if __name__ == "__main__":

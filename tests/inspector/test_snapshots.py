@@ -147,3 +147,18 @@ def test_growth_compact(snap_compare: Any, demo_file: Path) -> None:
 def test_turn_big(snap_compare: Any, run_file: Path) -> None:
     """200×60 with focus in the A pane (``l``): the playback line says so."""
     assert snap_compare(build_app(run_file), terminal_size=BIG_SIZE, run_before=_at(3, "l"))
+
+
+def test_fork_tab(snap_compare: Any, tmp_path: Path) -> None:
+    """A branch forked at turn 1 with its first tool result edited, beside its origin (4): the
+    origin's turn 0 served, the fork point, the branch's turns 1 and 2 with the edit and the
+    differences marked."""
+    from fork_fixture import write
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        app = await loaded(pilot)
+        await until(pilot, lambda: bool(app.query("#fork-view")) and app.query_one("#fork-view")._view is not None)  # type: ignore[attr-defined]
+        await pilot.press("4")
+        await pilot.pause(0.3)
+
+    assert snap_compare(build_app(write(tmp_path)), terminal_size=SIZE, run_before=run_before)

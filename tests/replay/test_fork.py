@@ -262,7 +262,7 @@ def test_an_edit_reaches_every_request_sent_live_and_not_the_clients_log(tmp_pat
         assert len(live.log) == 2
         for x in live.log:  # the upstream saw the edit in every request past the cursor
             assert x.request.tool_results()[0] == "STORM WARNING in Paris" and x.request.system == "Answer briefly."
-            assert x.request.headers["x-looptap-edited"] == "tool_result[call_A1], system"
+            assert not any(k.lower().startswith("x-looptap-edit") for k in x.request.headers)  # no marker reaches an upstream
         assert live.log[1].request.tool_results()[1] == "sunny in Nice"  # the rest untouched
         for ex in srv.served[1:]:  # the client's own requests, as it sent them
             assert b"STORM" not in ex.request_body and any("edited tool_result[call_A1]" in n for n in ex.notes)

@@ -1,0 +1,175 @@
+"""Parse once: how often each request and each response body is parsed on its way from the
+recorder to the screen, counted by cProfile (issue 30 item 3's evidence).
+
+    python bench/parse_once.py [--against REF] [--files N]
+
+One run built from the corpus's multi-turn recordings (the first ``--files`` Anthropic and OpenAI
+files, all their round trips in one cassette, history-delta encoded as the recorder writes it)
+goes through three phases, each under cProfile:
+
+* ``recorder``: the writer process's ``CassetteWriter`` as ``proxy/writer.py`` builds it;
+* ``inspector``: ``IncrementalRun`` stepped to the end (what the inspector reads as it opens a run),
+  then every turn selected once in recording order (``by_seq``, the text timeline, ``full_turn``:
+  what ``inspector/app.py`` does on a selection);
+* ``show``: ``looptap show`` of the file.
+
+For each phase, the calls of the functions that parse a body: the request side
+(``_parse_request``: the adapter reads the request's messages) and the response side
+(``_parse_response_side``: framing and reassembly; ``frame``: a response's chunks framed, by
+whoever), and how many stored responses were restored from the record (``sealed.restore``
+answering); and, by a counting hook, how many request messages were parsed (a request parsed
+against the one it extends parses only what it appended). Per phase per record, so the figures read as "times each body was parsed".
+``--against REF`` runs the same in REF's tree (a temporary ``git worktree``) and prints both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The functions counted: (label, module, qualified name).
+COUNTED = (
+    ("request parsed", "cassettes/parsing/roundtrip.py", "_parse_request"),
+    ("response parsed", "cassettes/parsing/roundtrip.py", "_parse_response_side"),
+    ("response framed", "cassettes/wire/framing.py", "frame"),
+    ("sealed parse checked", "cassettes/parsing/sealed.py", "restore"),
+)
+
+_CHILD = r'''
+import cProfile, contextlib, io, json, pstats, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[1] + "/tests")
+from _corpus import corpus_files
+from cassettes.storage.vcr import load_vcr
+from cassettes.recording.pipeline import CassetteWriter
+
+files = [p for p in corpus_files("**/*.yaml") if "anthropic" in str(p) or "openai" in str(p)]
+exchanges = []
+for p in files:
+    got = load_vcr(p)
+    if len(got) >= 3:
+        exchanges.extend(got)
+    if len(exchanges) >= int(sys.argv[3]):
+        break
+out = Path(sys.argv[2]) / "run.jsonl"
+counted = json.loads(sys.argv[4])
+
+# Request messages parsed (a counting hook: all of a request's messages, or only those appended to
+# the base it was parsed against).
+from cassettes.parsing import roundtrip
+_real = roundtrip._parse_request
+_messages = [0]
+def _counting(rt, *args):
+    _real(rt, *args)
+    n = len(rt.request.messages) if rt.request is not None else 0
+    reused = getattr(rt, "reused", None)
+    _messages[0] += n - reused[1] if reused is not None else n
+roundtrip._parse_request = _counting
+
+def counts(prof):
+    st = pstats.Stats(prof)
+    got = {}
+    for (path, _line, name), (cc, nc, *_rest) in st.stats.items():
+        for label, mod, fn in counted:
+            if path.endswith(mod) and name == fn:
+                got[label] = got.get(label, 0) + nc
+    got["request messages parsed"], _messages[0] = _messages[0], 0
+    return got
+
+result = {"records": len(exchanges)}
+prof = cProfile.Profile()
+prof.enable()
+try:
+    w = CassetteWriter(out, meta={"source": "looptap proxy"}, requests=False)
+except TypeError:  # an older tree: the recorder's writer took no such option
+    w = CassetteWriter(out, meta={"source": "looptap proxy"})
+with w:
+    for ex in exchanges:
+        w.append(ex)
+prof.disable()
+result["recorder"] = counts(prof)
+
+from cassettes.reading.incremental import IncrementalRun
+from cassettes.views.timeline import text_timeline
+prof = cProfile.Profile()
+prof.enable()
+run = IncrementalRun(out)
+while not run.step().at_end:
+    pass
+run.finish()
+prof.disable()
+result["inspector: open"] = counts(prof)
+prof = cProfile.Profile()
+prof.enable()
+for seq in sorted(run.summaries):
+    ex, rt = run.by_seq(seq)
+    text_timeline(ex, rt)
+    run.full_turn(seq)
+prof.disable()
+result["inspector: select every turn"] = counts(prof)
+result["turns"] = len(run.summaries)
+run.close()
+
+from cassettes.cli import main
+prof = cProfile.Profile()
+prof.enable()
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["show", str(out)])
+prof.disable()
+result["show"] = counts(prof)
+print(json.dumps(result))
+'''
+
+
+def measure(tree: Path, records: int) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="looptap-parse-once-") as tmp:
+        env = {**os.environ, "LOOPTAP_STATE_DIR": str(Path(tmp) / "state"), "PYTHONPATH": str(tree)}
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(tree), tmp, str(records), json.dumps(COUNTED)],
+            env=env, cwd=tree, capture_output=True, text=True, check=True,
+        )
+    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _table(name: str, r: dict[str, object]) -> list[str]:
+    n = int(str(r["records"]))
+    lines = [f"{name}: {n} round trips ({r['turns']} turns)"]
+    labels = [label for label, _, _ in COUNTED] + ["request messages parsed"]
+    lines.append(f"  {'phase':<30}" + "".join(f"{label:>25}" for label in labels))
+    for phase in ("recorder", "inspector: open", "inspector: select every turn", "show"):
+        got = r[phase]
+        assert isinstance(got, dict)
+        lines.append(f"  {phase:<30}" + "".join(f"{got.get(label, 0):>17} ({got.get(label, 0) / n:5.2f})" for label in labels))
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--against", help="a commit to measure beside this tree")
+    ap.add_argument("--records", type=int, default=200, help="round trips in the run (whole corpus files until this many)")
+    args = ap.parse_args()
+    print("calls per phase (per round trip in brackets); counted by cProfile")
+    if args.against:
+        old = Path(tempfile.mkdtemp(prefix="looptap-old-"))
+        subprocess.run(["git", "worktree", "add", "--detach", str(old), args.against], cwd=ROOT, check=True, capture_output=True)
+        try:
+            # The corpus is data: the older tree reads this tree's (the same files).
+            for line in _table(f"{args.against}", measure(old, args.records)):
+                print(line)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, check=True, capture_output=True)
+    for line in _table("this tree", measure(ROOT, args.records)):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

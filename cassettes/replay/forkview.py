@@ -1,0 +1,140 @@
+"""A branch beside its origin, for the inspector's Fork tab (docs/inspector.md): per conversation,
+the origin's turns before the cursor (served from it), the fork point, then each turn past the
+cursor as the origin had it and as the branch has it, the items a what-if edit rewrote and the
+divergences :func:`cassettes.replay.rundiff.diff_fork` finds there.
+
+Computed here (the core); the inspector only draws :class:`ForkView`. The origin is found from the
+branch's header (``meta.origin.run``): as written, then beside the branch; when it is in neither
+place the view says so and lists the branch's turns alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ForkRow", "ForkView", "find_origin", "fork_view"]
+
+#: Turns listed per conversation before the cursor (the older ones are counted).
+PREFIX_ROWS = 50
+#: Turns past the cursor listed per conversation.
+PAST_ROWS = 500
+
+
+@dataclass
+class ForkRow:
+    """One turn: ``part`` is ``prefix`` (before the cursor: the origin's, served from it),
+    ``fork`` (the fork point's line), or ``past`` (at or past the cursor: both sides)."""
+
+    conversation: str
+    part: str
+    turn: int | None = None
+    origin_seq: int | None = None
+    branch_seq: int | None = None
+    #: One line each: what the model emitted at this turn (tool calls, text), the finish.
+    origin: str | None = None
+    branch: str | None = None
+    #: The items a what-if edit rewrote in the branch's request (``tool_result[ID] at messages[3]``).
+    edited: list[str] = field(default_factory=list)
+    #: What diff_fork says differs at this turn (``C: …``, ``E: …``).
+    divergences: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ForkView:
+    branch: str
+    #: The origin as the branch's header names it, and where it was found (``None``: not found).
+    origin_name: str
+    origin_path: str | None
+    cursor: str
+    model: str | None
+    edits: list[str]
+    rows: list[ForkRow]
+    #: Lines that say how the two were lined up, or why they could not be.
+    notes: list[str]
+
+
+def find_origin(branch: Path, origin: dict[str, Any]) -> Path | None:
+    """The origin file a branch names: as written (relative to the working directory), then
+    beside the branch (relative to its directory, then by name)."""
+    name = str(origin.get("run") or "")
+    if not name:
+        return None
+    for p in (Path(name), branch.parent / name, branch.parent / Path(name).name):
+        if p.is_file() and p.resolve() != branch.resolve():
+            return p
+    return None
+
+
+def _emitted(turn: Any) -> str:
+    """What a turn's model emitted, in one line (recorded text: the caller cleans it)."""
+    if turn is None:
+        return "-"
+    e = turn.e
+    bits = [f"{c.name}({c.arguments_raw or ''})" for c in e.tool_calls[:4]]
+    if len(e.tool_calls) > 4:
+        bits.append(f"… {len(e.tool_calls) - 4} more calls")
+    if e.text:
+        bits.append(repr(" ".join(e.text.split())[:120]))
+    if e.refusal:
+        bits.append("refusal")
+    fin = turn.a.finish_reason_raw
+    text = ", ".join(bits) or "(nothing emitted)"
+    return f"{text}  [{fin}]" if fin else text
+
+
+def fork_view(branch: str | Path) -> ForkView | None:
+    """The view of ``branch`` beside its origin, or ``None`` when its header names no origin."""
+    from cassettes.reading.run import open_run
+    from cassettes.replay.edits import edit_notes
+    from cassettes.replay.fork import origin_of
+    from cassettes.replay.rundiff import diff_fork, fork_pairs
+
+    path = Path(branch)
+    origin = origin_of(path)
+    if origin is None:
+        return None
+    cursor = origin.get("cursor")
+    where = str(cursor.get("text")) if isinstance(cursor, dict) else "?"
+    edits = [str(e) for e in origin.get("edits") or [] if isinstance(e, str)]
+    model = origin.get("model") if isinstance(origin.get("model"), str) else None
+    name = str(origin.get("run") or "?")
+    found = find_origin(path, origin)
+    rb = open_run(path, whole=True)
+    view = ForkView(str(path), name, str(found) if found is not None else None, where, model, edits, [], [])
+    if found is None:
+        view.notes.append(f"the origin {name} is not here (looked as written and beside the branch): the turns before the cursor cannot be shown, only the branch's")
+        for conv in rb.analysis.conversations:
+            view.rows.append(ForkRow(str(conv.id), "fork", None))
+            for sb in conv.turns[:PAST_ROWS]:
+                t = rb.analysis.turns.get(sb)
+                xb = rb.exchange_by_seq(sb)
+                view.rows.append(ForkRow(str(conv.id), "past", t.index if t else None, None, sb, None, _emitted(t), edit_notes(xb.edits or [])))
+        return view
+    ra = open_run(found, whole=True)
+    divs, said = diff_fork(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin)
+    view.notes += said
+    by_turn: dict[tuple[int | None, int | None], list[str]] = {}
+    for d in divs:
+        by_turn.setdefault((d.seq_a, d.seq_b), []).append(f"{d.layer}: {d.message}")
+    pairs = fork_pairs(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin)
+    convs = {str(c.id): c for c in ra.analysis.conversations}
+    done: set[str] = set()
+    for cid, k, sa, sb in pairs:
+        if cid not in done:
+            done.add(cid)
+            seqs = convs[cid].turns if cid in convs else []
+            prefix = seqs[:k]
+            if len(prefix) > PREFIX_ROWS:
+                view.rows.append(ForkRow(cid, "prefix", None, origin=f"… {len(prefix) - PREFIX_ROWS} earlier turns"))
+            for i, s in enumerate(prefix[-PREFIX_ROWS:], start=max(0, len(prefix) - PREFIX_ROWS)):
+                view.rows.append(ForkRow(cid, "prefix", i, s, None, _emitted(ra.analysis.turns.get(s))))
+            view.rows.append(ForkRow(cid, "fork", k))
+        if sum(1 for r in view.rows if r.conversation == cid and r.part == "past") >= PAST_ROWS:
+            continue
+        xb = rb.exchange_by_seq(sb)
+        row = ForkRow(cid, "past", k, sa, sb, _emitted(ra.analysis.turns.get(sa)) if sa is not None else "(the origin stopped before this turn)",
+                      _emitted(rb.analysis.turns.get(sb)), edit_notes(xb.edits or []), by_turn.get((sa, sb), []))
+        view.rows.append(row)
+    return view

@@ -1,0 +1,75 @@
+"""Reading the selected turn, in thread workers: what the panes and the messages view show.
+
+Two reads, each a message to the app: the turn restored from the store (a temp-file read, zlib,
+validation) with the tool results its next turn sent back and its MCP calls (:class:`TurnShown`,
+for the layer panes), and the round trip re-read in full (:class:`TurnLoaded`: its request and its
+text timeline, for the messages view and playback). The app's workers
+(:meth:`inspector.app.InspectorApp._load_panes`, ``_load_turn``) run these functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+from cassettes.analysis.model import McpCall, Turn
+from cassettes.models import NormalisedRequest, ToolResult
+from cassettes.views.timeline import TimelinePoint, text_timeline
+from inspector.source import TurnSource
+from inspector.turns import TurnIndex
+
+__all__ = ["TurnLoaded", "TurnShown", "read_panes", "read_turn"]
+
+
+class TurnShown(Message):
+    """The selected turn restored from the store, with what its next turn sent back."""
+
+    def __init__(
+        self, seq: int, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, McpCall]
+    ) -> None:
+        super().__init__()
+        self.seq = seq
+        self.turn = turn
+        self.results = results
+        self.runs = runs
+
+
+class TurnLoaded(Message):
+    """The selected turn was re-read in full: its request and its text timeline."""
+
+    def __init__(self, seq: int, request: NormalisedRequest | None, timeline: list[TimelinePoint], edits: list[dict[str, Any]] | None = None) -> None:
+        super().__init__()
+        self.seq = seq
+        self.request = request
+        self.timeline = timeline
+        #: A fork's what-if edits made in this request (cassettes.wire.edited), if any.
+        self.edits = edits
+
+
+def results_sent_back(source: TurnSource, seq: int) -> dict[str, ToolResult]:
+    """The tool results turn ``seq`` sent (those its previous turn asked for), by call id."""
+    return {
+        p.tool_result.call_id or "": p.tool_result
+        for m in source.full_turn(seq).c.appended
+        for p in m.parts
+        if p.tool_result is not None
+    }
+
+
+def read_panes(source: TurnSource, index: TurnIndex, seq: int) -> TurnShown | None:
+    """What the layer panes show of turn ``seq`` (``None``: no such turn)."""
+    turn = source.summaries.get(seq)
+    if turn is None:
+        return None
+    nxt = index.next_seq(turn)
+    full = source.full_turn(seq)
+    results = results_sent_back(source, nxt) if nxt is not None else None
+    runs = {c.call_id: c for c in source.mcp_calls() if c.call_id and c.model_seq == seq}
+    return TurnShown(seq, full, results, runs)
+
+
+def read_turn(source: TurnSource, seq: int) -> TurnLoaded:
+    """Turn ``seq``'s request and text timeline, from its round trip read in full."""
+    ex, rt = source.by_seq(seq)
+    return TurnLoaded(seq, rt.request, text_timeline(ex, rt), ex.edits)

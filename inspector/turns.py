@@ -1,0 +1,104 @@
+"""The app's index of the turns read so far: seqs into the source's summaries, no copy of them.
+
+Recording order, each conversation's turns and each seq's place in recording order; a seq the
+run reports twice (records appended again) keeps one place, and moves to the conversation of its
+later record. Plain Python (no Textual): :class:`inspector.app.InspectorApp` holds one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from cassettes.analysis.model import Finding
+from cassettes.views.growth import GrowthBar
+from cassettes.views.summary import TurnSummary
+from inspector.source import TurnSource
+from inspector.widgets.conversations import ALL
+
+__all__ = ["Added", "TurnIndex"]
+
+
+@dataclass
+class Added:
+    """What one batch added to the index."""
+
+    #: Seqs seen for the first time, in recording order.
+    fresh: list[int] = field(default_factory=list)
+    #: Seqs seen before (the source now holds their later record).
+    repeated: list[int] = field(default_factory=list)
+    #: Findings of the fresh turns.
+    findings: int = 0
+
+
+class TurnIndex:
+    """Seq indexes into ``source.summaries`` (the one copy of the turns)."""
+
+    def __init__(self, source: TurnSource) -> None:
+        self.source = source
+        #: Every seq, in recording order.
+        self.order: list[int] = []
+        #: Each conversation's seqs, in order.
+        self.conv: dict[str, list[int]] = {}
+        #: Each seq's place in recording order.
+        self.pos: dict[int, int] = {}
+
+    @property
+    def turns(self) -> list[TurnSummary]:
+        summaries = self.source.summaries
+        return [summaries[s] for s in self.order]
+
+    def add(self, turns: Iterable[TurnSummary]) -> Added:
+        added = Added()
+        for t in turns:
+            if t.seq in self.pos:
+                self._moved(t.seq)
+                added.repeated.append(t.seq)
+                continue
+            self.pos[t.seq] = len(self.order)
+            self.order.append(t.seq)
+            self.conv.setdefault(t.conversation, []).append(t.seq)
+            added.findings += len(t.findings)
+            added.fresh.append(t.seq)
+        return added
+
+    def _moved(self, seq: int) -> None:
+        """The later record of ``seq`` may belong to another conversation: move the seq there."""
+        turn = self.source.summaries[seq]
+        for conv, seqs in self.conv.items():
+            if seq in seqs and conv != turn.conversation:
+                seqs.remove(seq)
+                self.conv.setdefault(turn.conversation, []).append(seq)
+                break
+        self.conv = {c: s for c, s in self.conv.items() if s}
+
+    def seqs(self, conversation: str) -> list[int]:
+        """The seqs of ``conversation`` (:data:`ALL`: every one)."""
+        return self.order if conversation == ALL else self.conv.get(conversation, [])
+
+    def next_seq(self, turn: TurnSummary) -> int | None:
+        """The conversation's next turn (the one that sent this turn's tool results back)."""
+        summaries = self.source.summaries
+        return next(
+            (s for s in self.conv.get(turn.conversation, []) if summaries[s].previous_seq == turn.seq), None
+        )
+
+    def findings(self) -> list[Finding]:
+        """Every finding of the run, in recording order."""
+        summaries = self.source.summaries
+        return [f for s in self.order for f in summaries[s].findings]
+
+    def finding_count(self) -> int:
+        summaries = self.source.summaries
+        return sum(len(summaries[s].findings) for s in self.order)
+
+    def growth_conversation(self, selected: TurnSummary | None, viewed: str) -> str:
+        """The conversation the growth chart shows: the selected turn's, else the one viewed, else
+        the first."""
+        if selected is not None:
+            return selected.conversation
+        return viewed if viewed != ALL else next(iter(self.conv), "")
+
+    def bars(self, conversation: str) -> list[GrowthBar]:
+        summaries = self.source.summaries
+        return [summaries[s].bar for s in self.conv.get(conversation, [])]

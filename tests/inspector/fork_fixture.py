@@ -1,0 +1,79 @@
+"""A recorded run and a branch forked from it at turn 1 with the first tool result edited, as
+``looptap run --from run.jsonl@turn=1 --edit 'tool_result[call_A1]=@storm.txt'`` writes them
+(tests/replay/test_fork_edits.py makes real ones through the recorder; these are built in-process
+for the inspector's tests and snapshot)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.wire import edited
+from cassettes.wire.exchange import Exchange
+
+URL = "https://api.openai.com/v1/chat/completions"
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+SYSTEM = {"role": "system", "content": "Use the weather tool."}
+USER = {"role": "user", "content": "Weather in Paris, then somewhere warm?"}
+ORIGINAL = "sunny, 21 C in Paris"
+EDITED = "STORM WARNING: no flights from Paris"
+
+
+def _call(cid: str, city: str) -> dict[str, object]:
+    return {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": f'{{"city":"{city}"}}'}}]}
+
+
+def _result(cid: str, text: str) -> dict[str, object]:
+    return {"role": "tool", "tool_call_id": cid, "content": text}
+
+
+def _answer(content: str | None, call: tuple[str, str] | None = None) -> bytes:
+    msg: dict[str, object] = {"role": "assistant", "content": content}
+    if call is not None:
+        msg["tool_calls"] = [{"id": call[0], "type": "function", "function": {"name": "get_weather", "arguments": f'{{"city":"{call[1]}"}}'}}]
+    return orjson.dumps({"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-2024-08-06",
+                         "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if call else "stop"}],
+                         "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}})
+
+
+def _exchange(messages: list[dict[str, object]], response: bytes, model: str = "gpt-4o") -> Exchange:
+    body = orjson.dumps({"model": model, "messages": messages, "tools": TOOLS})
+    return Exchange("POST", URL, [("content-type", "application/json")], body, status=200, response_headers=[("content-type", "application/json")],
+                    response_chunks=[(0.01, response)], ttfb=0.01, started=1763768400.0)
+
+
+def origin() -> list[Exchange]:
+    """Paris, then Lyon, then the answer."""
+    h0 = [SYSTEM, USER]
+    h1 = [*h0, _call("call_A1", "Paris"), _result("call_A1", ORIGINAL)]
+    h2 = [*h1, _call("call_A2", "Lyon"), _result("call_A2", "sunny, 19 C in Lyon")]
+    return [_exchange(h0, _answer(None, ("call_A1", "Paris"))), _exchange(h1, _answer(None, ("call_A2", "Lyon"))), _exchange(h2, _answer("Sunny in Paris and Lyon."))]
+
+
+def branch() -> list[Exchange]:
+    """From turn 1, live: the model saw the storm and went to Nice; each request marked."""
+    h1 = [SYSTEM, USER, _call("call_A1", "Paris"), _result("call_A1", EDITED)]
+    h2 = [*h1, _call("call_B1", "Nice"), _result("call_B1", "sunny, 24 C in Nice")]
+    out = [_exchange(h1, _answer(None, ("call_B1", "Nice"))), _exchange(h2, _answer("Go to Nice: the storm grounds Paris."))]
+    for ex in out:
+        ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], ORIGINAL, EDITED)]
+    return out
+
+
+def write(folder: Path, *, with_origin: bool = True) -> Path:
+    """``run.jsonl`` (unless ``with_origin`` is false) and ``branch.jsonl`` in ``folder``; the branch's path."""
+    run = folder / "run.jsonl"
+    if with_origin:
+        with CassetteWriter(run) as w:
+            for ex in origin():
+                w.append(ex)
+    meta = {"source": "looptap run --from", "origin": {"edits": ["tool_result[call_A1]"], "run": "run.jsonl",
+                                                       "cursor": {"text": "turn=1", "turn": 1, "conversation": None, "seq": None},
+                                                       "seq": 1, "starts": {"c1": 1}, "model": None}}
+    path = folder / "branch.jsonl"
+    with CassetteWriter(path, meta=meta) as w:
+        for ex in branch():
+            w.append(ex)
+    return path
