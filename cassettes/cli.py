@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -266,9 +265,19 @@ def _unavailable(name: str, exc: ImportError) -> Callable[[argparse.Namespace], 
     return run
 
 
-def _plugins(sub: Any) -> None:
-    """Subcommands contributed by other packages through the ``looptap.commands`` entry points."""
-    for ep in entry_points(group="looptap.commands"):
+#: The subcommands this module defines itself: a command line naming one loads no plugin.
+_CORE_COMMANDS = ("show", "import", "demo")
+
+
+def _plugins(sub: Any, command: str | None = None) -> None:
+    """Subcommands contributed by other packages through the ``looptap.commands`` entry points:
+    only ``command``'s when one by that name is installed (a command line runs one command; the
+    others' modules need not load), else all of them (help, or a name to complain about)."""
+    from importlib.metadata import entry_points
+
+    eps = list(entry_points(group="looptap.commands"))
+    named = [ep for ep in eps if ep.name == command]
+    for ep in named or eps:
         try:
             register = ep.load()
         except ImportError as exc:
@@ -279,14 +288,34 @@ def _plugins(sub: Any) -> None:
         register(sub)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """``--version``: the installed version, read when asked (``importlib.metadata`` is not
+    loaded by every command)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from cassettes._version import __version__
+
+        parser.exit(message=f"looptap {__version__}\n")
+
+
+def _command(argv: Sequence[str] | None) -> str | None:
+    """The subcommand a command line names: its first argument that is not an option (the
+    top-level options, ``-h`` and ``--version``, take no value)."""
+    args = sys.argv[1:] if argv is None else argv
+    return next((a for a in args if not a.startswith("-")), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``looptap`` parser; with ``command``, only that subcommand's plugin is loaded (all of
+    them when it names none)."""
     parser = argparse.ArgumentParser(
         prog="looptap",
         description="Record, inspect and replay LLM agent traffic; label what the model (E), the API (A) and the client (C) did.",
     )
-    from cassettes._version import __version__
-
-    parser.add_argument("--version", action="version", version=f"looptap {__version__}")
+    parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("show", help="print a run: one summary per round trip (or --json, one object per line)")
     p.add_argument("file", help="a looptap cassette, a vcrpy cassette or a mitmproxy flow file (told apart by content)")
@@ -306,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="record the bundled example agent through the proxy (offline) and show the run")
     p.add_argument("-o", "--output", default="looptap-demo.jsonl", help="where to write the demo cassette")
     p.set_defaults(func=cmd_demo)
-    _plugins(sub)
+    if command not in _CORE_COMMANDS:
+        _plugins(sub, command)
     return parser
 
 
@@ -328,7 +358,7 @@ def tune_gc() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_command(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

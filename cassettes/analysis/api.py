@@ -427,7 +427,7 @@ def _known_model(name: str) -> str | None:
     """The model genai-prices files ``name`` under (``gpt-4o-2024-08-06`` → ``openai/gpt-4o``), or
     ``None`` for a name that is no published model: an alias, a deployment, a router."""
     try:
-        from genai_prices.data_snapshot import get_snapshot
+        from cassettes.analysis.price_data import get_snapshot
 
         provider, model = get_snapshot().find_provider_model(name, None, None, None)
     except (LookupError, ValueError):

@@ -43,18 +43,18 @@ being offered nor counted as loops: the client never dispatched them.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
-from jsonschema.protocols import Validator  # type: ignore[import-untyped]
-from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
 from cassettes.analysis.conversations import squashed
 from cassettes.analysis.model import CallCheck, EmissionView, Finding, Severity
+from cassettes.analysis.plain_schema import surely_valid
 from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator  # type: ignore[import-untyped]
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build", "canonical_call", "schema_errors"]
 
@@ -122,6 +122,12 @@ def _validator(schema: dict[str, Any]) -> Validator | None:
         return None
     if key in _VALIDATORS:
         return _VALIDATORS[key]
+    # Here, not at the top: jsonschema (with referencing, attrs, rpds) is loaded when the first
+    # schema is checked, not by every command that imports the analysis.
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+    from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+
     v: Validator | None
     try:
         norm = _normalise_schema(schema)
@@ -162,6 +168,8 @@ def schema_errors(arguments: Any, schema: dict[str, Any] | None) -> list[str]:
     """Violations of ``schema`` by ``arguments``, each ``$.path: reason``; [] when it cannot check."""
     if schema is None:
         return []
+    if surely_valid(arguments, _normalise_schema(schema)):
+        return []  # what jsonschema would say, without loading it (cassettes/analysis/plain_schema.py)
     v = _validator(schema)
     if v is None:
         return []

@@ -30,16 +30,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
-from importlib.metadata import version
 from types import SimpleNamespace
 from typing import Any
 
-import genai_prices
-from genai_prices.data_snapshot import get_snapshot
+from cassettes.analysis.price_data import PRICES_VERSION, get_snapshot, library
 
 __all__ = ["PRICES_VERSION", "calc_price"]
-
-PRICES_VERSION = version("genai-prices")
 
 try:  # the internals the fast path reuses; any move sends every call to the library itself
     from genai_prices.decompose import compute_leaf_values, is_descendant_or_self
@@ -187,6 +183,7 @@ def calc_price(
                 total = None
             if total is not None:
                 return total, provider.id, model.id
+    genai_prices = library()
     calc = genai_prices.calc_price(
         genai_prices.Usage(**usage),
         model_ref=model_ref,

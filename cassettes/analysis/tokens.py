@@ -54,11 +54,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-from genai_prices.data_snapshot import get_snapshot
 
 from cassettes import providers
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.model import Segments, TokenView
+from cassettes.analysis.price_data import get_snapshot
 from cassettes.analysis.pricing import PRICES_VERSION, calc_price
 from cassettes.models import Message, NormalisedResponse, Part, ToolSpec, Usage
 
@@ -293,18 +293,41 @@ def _same_model(a: str, b: str) -> bool:
     return a in b or b in a
 
 
-def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str]:
-    """(cost, price_source) for one turn; ``None`` cost with the reason when no price is known."""
+def _price_models(ctx: TurnContext, adapter: providers.Provider | None) -> list[str]:
+    """The model names to price a turn by, as genai-prices knows them: the served one, then the
+    requested one; only the served one when another model answered."""
     req, resp = ctx.rt.request, ctx.rt.response
-    adapter = providers.by_family(ctx.rt.family)
     served = resp.model if resp is not None else None
     requested = req.model if req is not None else None
     if adapter is not None:
         served = adapter.price_model(served) if served else served
         requested = adapter.price_model(requested) if requested else requested
-    models = [m for m in (served, requested) if m]
     if served and requested and not _same_model(served, requested):
-        models = [served]  # another model answered: its price, or none
+        return [served]  # another model answered: its price, or none
+    return [m for m in (served, requested) if m]
+
+
+def _price_by_name(ctx: TurnContext, usage: dict[str, int], models: list[str], host: str) -> tuple[Decimal | None, str]:
+    """An OpenAI-compatible server at a host genai-prices does not know (a local upstream, a
+    gateway, a proxy): the model's list price by its name alone, marked estimated."""
+    for model in models:
+        try:
+            total, prov, model_id = calc_price(usage, model, when=_when(ctx))
+        except LookupError:
+            continue
+        except (ValueError, ArithmeticError) as exc:
+            return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
+        return total, (
+            f"estimated: genai-prices {_PRICES_VERSION} list price of {prov}/{model_id}, by the model's"
+            f" name (host {host} is not a provider it knows; a local or proxied server may charge otherwise)"
+        )
+    return None, f"no price: genai-prices {_PRICES_VERSION} does not know the host {host} nor the model {models[0]!r}"
+
+
+def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str]:
+    """(cost, price_source) for one turn; ``None`` cost with the reason when no price is known."""
+    adapter = providers.by_family(ctx.rt.family)
+    models = _price_models(ctx, adapter)
     if not models:
         return None, "no price: the model is not known (neither requested nor served)"
     host = urlsplit(ctx.rt.url).netloc or ctx.rt.url
@@ -314,22 +337,9 @@ def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str
     except LookupError:
         provider_id = adapter.price_provider if adapter is not None else None
         if provider_id is None:
-            # An OpenAI-compatible server at a host genai-prices does not know (a local upstream,
-            # a gateway, a proxy): the model's list price by its name alone, marked estimated.
-            for model in models:
-                try:
-                    total, prov, model_id = calc_price(usage, model, when=_when(ctx))
-                except LookupError:
-                    continue
-                except (ValueError, ArithmeticError) as exc:
-                    return None, f"no price: genai-prices {_PRICES_VERSION} rejected the usage: {exc}"
-                return total, (
-                    f"estimated: genai-prices {_PRICES_VERSION} list price of {prov}/{model_id}, by the model's"
-                    f" name (host {host} is not a provider it knows; a local or proxied server may charge otherwise)"
-                )
-            return None, f"no price: genai-prices {_PRICES_VERSION} does not know the host {host} nor the model {models[0]!r}"
+            return _price_by_name(ctx, usage, models, host)
         how = f" (host {host} not known to genai-prices; priced as {provider_id}, from the API family)"
-    context = adapter.price_context(resp) if adapter is not None else {}
+    context = adapter.price_context(ctx.rt.response) if adapter is not None else {}
     for model in models:
         try:
             total, prov, model_id = calc_price(

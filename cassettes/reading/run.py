@@ -34,12 +34,14 @@ from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from cassettes.analysis import Finding, RunAnalysis, Severity, Turn, analyse
 from cassettes.errors import CassetteError, CassetteFormatError
 from cassettes.parsing.roundtrip import RoundTrip, parse_all
 from cassettes.wire.exchange import Exchange
+
+if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
+    from cassettes.analysis import Finding, RunAnalysis, Severity, Turn
 
 __all__ = [
     "FORMATS",
@@ -82,10 +84,10 @@ class Records(Sized, Iterable[T], Protocol[T]):
     def __iter__(self) -> Iterator[T]: ...
 
 
-_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+_RANK = {"info": 0, "warning": 1, "error": 2}  # by Severity (a StrEnum: its members are these keys)
 
 
-class RunConversation(list[Turn]):
+class RunConversation(list["Turn"]):
     """One conversation's turns, in order (a list), with what the threading knows of it."""
 
     def __init__(self, turns: Sequence[Turn], id: str, parent_seq: int | None = None, branch: str | None = None, title: str | None = None) -> None:
@@ -179,6 +181,8 @@ class Run:
     @property
     def analysis(self) -> RunAnalysis:
         if self._analysis is None:
+            from cassettes.analysis import analyse
+
             self._analysis = analyse(list(self.exchanges), list(self.roundtrips))
         return self._analysis
 
@@ -251,18 +255,20 @@ class Run:
     def cost_complete(self) -> bool:
         return all(t.tokens.cost is not None for t in self.turns)
 
-    def findings(self, layer: str | None = None, min_severity: str | Severity = Severity.WARNING) -> list[Finding]:
+    def findings(self, layer: str | None = None, min_severity: str | Severity = "warning") -> list[Finding]:
         """Findings (of one layer, ``E``/``A``/``C``), at or above ``min_severity``."""
+        from cassettes.analysis import Severity
+
         floor = _RANK[Severity(min_severity)]
         if layer is not None and layer not in ("E", "A", "C"):
             raise ValueError(f"layer must be 'E', 'A' or 'C', not {layer!r}")
         return [f for f in self.analysis.findings if (layer is None or f.layer == layer) and _RANK[f.severity] >= floor]
 
-    def findings_by_layer(self, min_severity: str | Severity = Severity.WARNING) -> dict[str, list[Finding]]:
+    def findings_by_layer(self, min_severity: str | Severity = "warning") -> dict[str, list[Finding]]:
         return {layer: self.findings(layer, min_severity) for layer in ("E", "A", "C")}
 
     # -- assertions ----------------------------------------------------------------------------
-    def assert_no_findings(self, layer: str | None = None, min_severity: str | Severity = Severity.WARNING) -> None:
+    def assert_no_findings(self, layer: str | None = None, min_severity: str | Severity = "warning") -> None:
         """Fail (``AssertionError``) listing every finding of ``layer`` at or above ``min_severity``."""
         found = self.findings(layer, min_severity)
         if found:

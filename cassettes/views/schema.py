@@ -65,9 +65,10 @@ def _joined(parts: list[Part], kind: str) -> str | None:
 
 class _Object(BaseModel):
     """An object of the schema. Its fields say what the JSON holds; ``roundtrip_json`` builds the
-    JSON itself (:func:`_object`), so these models are instantiated only to validate it."""
+    JSON itself (:func:`_object`), so these models are instantiated only to validate it: their
+    validators are built then (``defer_build``), not by every command that imports this module."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 class FinishReasonJson(_Object):

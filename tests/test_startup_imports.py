@@ -1,0 +1,129 @@
+"""What the commands a user waits on import before they answer (issue 30): ``looptap show`` of a
+small run and ``looptap replay`` up to its export lines load no network client, no JSON Schema
+validator unless a schema is checked, and not genai-prices' price updater. Checked by the module
+names in ``sys.modules`` of a fresh interpreter, not by time (the figures are bench/startup.py's).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import orjson
+
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.wire.exchange import Exchange
+from tests.support import progress
+
+URL = "https://api.openai.com/v1/chat/completions"
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+#: Never needed before these commands answer: a network client and its event loop, the price
+#: updater that uses them, the dependencies of a schema check.
+NEVER = ("httpx", "httpx2", "genai_prices.update_prices", "anyio", "h11", "httpcore")
+SCHEMA_CHECK = ("jsonschema", "referencing", "jsonschema_specifications", "rpds")
+
+
+def _exchange(messages: list[dict[str, object]], answer: dict[str, object], tools: bool) -> Exchange:
+    body: dict[str, object] = {"model": "gpt-4o", "messages": messages, **({"tools": TOOLS} if tools else {})}
+    response = {
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-2024-08-06",
+        "choices": [{"index": 0, "message": {"role": "assistant", **answer}, "finish_reason": "tool_calls" if "tool_calls" in answer else "stop"}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+    }
+    return Exchange(
+        "POST", URL, [("content-type", "application/json")], orjson.dumps(body),
+        status=200, response_headers=[("content-type", "application/json")], response_chunks=[(0.01, orjson.dumps(response))], ttfb=0.01,
+    )
+
+
+def _run(path: Path, tools: bool, arguments: str = '{"city":"Paris"}') -> Path:
+    """Two round trips of one conversation: with ``tools``, a call (``arguments``) checked against
+    the tool's schema and the answer to its result; without, two plain chat turns."""
+    user = {"role": "user", "content": "Weather in Paris?"}
+    if tools:
+        call = {"id": "call_A1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
+        first = _exchange([user], {"content": None, "tool_calls": [call]}, tools)
+        second = _exchange([user, {"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "tool", "tool_call_id": "call_A1", "content": "sunny"}],
+                           {"content": "It is sunny in Paris."}, tools)
+    else:
+        first = _exchange([user], {"content": "Which Paris?"}, tools)
+        second = _exchange([user, {"role": "assistant", "content": "Which Paris?"}, {"role": "user", "content": "France."}], {"content": "Sunny."}, tools)
+    with CassetteWriter(path) as w:
+        w.append(first)
+        w.append(second)
+    return path
+
+
+def _modules(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after ``code`` (its stdout goes nowhere)."""
+    script = (
+        "import os, sys\n"
+        "real = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n"
+        f"{code}\n"
+        "os.write(real, '\\n'.join(sorted(sys.modules)).encode())\n"
+    )
+    out = progress.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
+    return set(out.stdout.split())
+
+
+def _loaded(mods: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in mods if m in names or m.startswith(tuple(f"{n}." for n in names)))
+
+
+def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_path: Path) -> None:
+    path = _run(tmp_path / "chat.jsonl", tools=False)
+    mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(path)!r}])")
+    assert "cassettes.analysis.tokens" in mods and "genai_prices.data" in mods  # it did analyse and price the run
+    assert _loaded(mods, NEVER) == []
+    assert _loaded(mods, SCHEMA_CHECK) == []
+    # a core command loads no other command's module (their entry points are not loaded)
+    assert _loaded(mods, ("proxy", "inspector", "cassettes.replay", "cassettes.mcp", "cassettes.interop.cli")) == []
+
+
+def test_show_checks_a_plain_call_without_the_schema_validator(tmp_path: Path) -> None:
+    """A call that plainly satisfies its tool's schema is told valid without jsonschema
+    (cassettes/analysis/plain_schema.py); one that does not is checked by jsonschema, whose words
+    the finding carries."""
+    mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(_run(tmp_path / 'tools.jsonl', tools=True))!r}])")
+    assert "cassettes.analysis.emission" in mods
+    assert _loaded(mods, NEVER) == []
+    assert _loaded(mods, SCHEMA_CHECK) == []
+    bad = _run(tmp_path / "bad.jsonl", tools=True, arguments='{"city":5}')
+    mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(bad)!r}])")
+    assert "jsonschema" in mods
+    assert _loaded(mods, NEVER) == []
+
+
+def test_replay_serves_without_the_analysis(tmp_path: Path) -> None:
+    """``looptap replay`` up to its export lines: the server is built, the recording indexed;
+    the analysis (and pricing, schema checks) loads when a miss or the report needs it."""
+    path = _run(tmp_path / "tools.jsonl", tools=True)
+    mods = _modules(
+        "import cassettes.cli, cassettes.replay.cli\n"
+        "from cassettes.replay.server import ReplayServer\n"
+        f"s = ReplayServer({str(path)!r})\n"
+        "assert len(s.matcher.recorded) == 2\n"
+    )
+    assert _loaded(mods, NEVER) == []
+    assert _loaded(mods, SCHEMA_CHECK) == []
+    assert _loaded(mods, ("cassettes.analysis", "genai_prices")) == []
+
+
+def test_genai_prices_is_whole_for_whoever_asks() -> None:
+    """The package registered without its updater is the real one on first use of any of its names."""
+    code = (
+        "import sys\n"
+        "from cassettes.analysis.pricing import calc_price, PRICES_VERSION\n"
+        "assert 'genai_prices.update_prices' not in sys.modules\n"
+        "import genai_prices\n"
+        "from genai_prices import Usage, UpdatePrices, calc_price as lib_calc\n"
+        "assert 'genai_prices.update_prices' in sys.modules\n"
+        "assert genai_prices.__version__ == PRICES_VERSION\n"
+        "from importlib.metadata import version\n"
+        "assert PRICES_VERSION == version('genai-prices')\n"
+        "mine = calc_price({'input_tokens': 1000, 'output_tokens': 100}, 'gpt-4o', provider_id='openai')\n"
+        "lib = lib_calc(Usage(input_tokens=1000, output_tokens=100), model_ref='gpt-4o', provider_id='openai')\n"
+        "assert mine == (lib.total_price, lib.provider.id, lib.model.id), (mine, lib)\n"
+    )
+    mods = _modules(code)
+    assert "genai_prices.data" in mods
