@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError
-from cassettes.models import ToolCall, ToolSpec
+from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
 from cassettes.replay.cursor import with_model
 from cassettes.wire.exchange import Exchange, Headers
 
@@ -240,12 +240,21 @@ def _sample(ex: Exchange, latency: float, tools: list[ToolSpec]) -> Sample:
     rt = parse_exchange(ex)
     r = rt.response
     if r is None or ex.status is None or ex.status >= 400 or r.error is not None:
-        why = (r.error.message if r is not None and r.error is not None else None) or ex.transport_error or f"status {ex.status}"
-        return Sample(ex.status, [], "", False, None, None, latency, error=str(why)[:500])
+        return Sample(ex.status, [], "", False, None, None, latency, error=_failure(ex, r)[:500])
     calls = [c for c in r.tool_calls if c.name or c.id or (c.arguments_raw or "").strip() or c.arguments]  # not a zero-valued placeholder
-    refusal = any(p.kind == "refusal" for p in r.parts) or (r.finish_reason is not None and str(r.finish_reason.value) == "refusal")
-    return Sample(ex.status, [(c.name or "?", c.arguments if c.arguments is not None else c.arguments_raw) for c in calls], r.text, refusal,
+    return Sample(ex.status, [(c.name or "?", c.arguments if c.arguments is not None else c.arguments_raw) for c in calls], r.text, _refused(r),
                   r.finish_reason_raw, r.usage.output_tokens if r.usage else None, latency, checks=[_check(c, tools) for c in calls])
+
+
+def _failure(ex: Exchange, r: NormalisedResponse | None) -> str:
+    """Why a sample has no answer: the API's error message, else the transport error, else its status."""
+    why = (r.error.message if r is not None and r.error is not None else None) or ex.transport_error or f"status {ex.status}"
+    return str(why)
+
+
+def _refused(r: NormalisedResponse) -> bool:
+    """Whether the model refused: a refusal part, or a refusal finish."""
+    return any(p.kind == "refusal" for p in r.parts) or (r.finish_reason is not None and str(r.finish_reason.value) == "refusal")
 
 
 def _check(c: ToolCall, tools: list[ToolSpec]) -> ArgumentCheck:

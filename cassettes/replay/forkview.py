@@ -95,42 +95,23 @@ def fork_view(branch: str | Path) -> ForkView | None:
     origin = origin_of(path)
     if origin is None:
         return None
-    cursor = origin.get("cursor")
-    where = str(cursor.get("text")) if isinstance(cursor, dict) else "?"
-    edits = [str(e) for e in origin.get("edits") or [] if isinstance(e, str)]
-    model = origin.get("model") if isinstance(origin.get("model"), str) else None
-    name = str(origin.get("run") or "?")
     found = find_origin(path, origin)
     rb = open_run(path, whole=True)
-    view = ForkView(str(path), name, str(found) if found is not None else None, where, model, edits, [], [])
+    view = _header(path, origin, found)
     if found is None:
-        view.notes.append(f"the origin {name} is not here (looked as written and beside the branch): the turns before the cursor cannot be shown, only the branch's")
-        for conv in rb.analysis.conversations:
-            view.rows.append(ForkRow(str(conv.id), "fork", None))
-            for sb in conv.turns[:PAST_ROWS]:
-                t = rb.analysis.turns.get(sb)
-                xb = rb.exchange_by_seq(sb)
-                view.rows.append(ForkRow(str(conv.id), "past", t.index if t else None, None, sb, None, _emitted(t), edit_notes(xb.edits or [])))
+        _branch_only(view, rb)
         return view
     ra = open_run(found, whole=True)
     divs, said = diff_fork(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin)
     view.notes += said
-    by_turn: dict[tuple[int | None, int | None], list[str]] = {}
-    for d in divs:
-        by_turn.setdefault((d.seq_a, d.seq_b), []).append(f"{d.layer}: {d.message}")
+    by_turn = _divergences_by_turn(divs)
     pairs = fork_pairs(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin)
     convs = {str(c.id): c for c in ra.analysis.conversations}
     done: set[str] = set()
     for cid, k, sa, sb in pairs:
         if cid not in done:
             done.add(cid)
-            seqs = convs[cid].turns if cid in convs else []
-            prefix = seqs[:k]
-            if len(prefix) > PREFIX_ROWS:
-                view.rows.append(ForkRow(cid, "prefix", None, origin=f"… {len(prefix) - PREFIX_ROWS} earlier turns"))
-            for i, s in enumerate(prefix[-PREFIX_ROWS:], start=max(0, len(prefix) - PREFIX_ROWS)):
-                view.rows.append(ForkRow(cid, "prefix", i, s, None, _emitted(ra.analysis.turns.get(s))))
-            view.rows.append(ForkRow(cid, "fork", k))
+            _prefix_rows(view, ra, cid, k, convs[cid].turns if cid in convs else [])
         if sum(1 for r in view.rows if r.conversation == cid and r.part == "past") >= PAST_ROWS:
             continue
         xb = rb.exchange_by_seq(sb)
@@ -138,3 +119,47 @@ def fork_view(branch: str | Path) -> ForkView | None:
                       _emitted(rb.analysis.turns.get(sb)), edit_notes(xb.edits or []), by_turn.get((sa, sb), []))
         view.rows.append(row)
     return view
+
+
+def _header(path: Path, origin: dict[str, Any], found: Path | None) -> ForkView:
+    """The view with no rows yet: what the branch's header says of its origin (cursor, edits,
+    model) and where the origin was found."""
+    cursor = origin.get("cursor")
+    where = str(cursor.get("text")) if isinstance(cursor, dict) else "?"
+    edits = [str(e) for e in origin.get("edits") or [] if isinstance(e, str)]
+    model = origin.get("model") if isinstance(origin.get("model"), str) else None
+    name = str(origin.get("run") or "?")
+    return ForkView(str(path), name, str(found) if found is not None else None, where, model, edits, [], [])
+
+
+def _branch_only(view: ForkView, rb: Any) -> None:
+    """The rows when the origin is not here: a note saying so, then each branch conversation's
+    first turns on their own."""
+    from cassettes.replay.edits import edit_notes
+
+    view.notes.append(f"the origin {view.origin_name} is not here (looked as written and beside the branch): the turns before the cursor cannot be shown, only the branch's")
+    for conv in rb.analysis.conversations:
+        view.rows.append(ForkRow(str(conv.id), "fork", None))
+        for sb in conv.turns[:PAST_ROWS]:
+            t = rb.analysis.turns.get(sb)
+            xb = rb.exchange_by_seq(sb)
+            view.rows.append(ForkRow(str(conv.id), "past", t.index if t else None, None, sb, None, _emitted(t), edit_notes(xb.edits or [])))
+
+
+def _divergences_by_turn(divs: list[Any]) -> dict[tuple[int | None, int | None], list[str]]:
+    """The divergences as lines, by the pair of seqs (origin, branch) of their turn."""
+    by_turn: dict[tuple[int | None, int | None], list[str]] = {}
+    for d in divs:
+        by_turn.setdefault((d.seq_a, d.seq_b), []).append(f"{d.layer}: {d.message}")
+    return by_turn
+
+
+def _prefix_rows(view: ForkView, ra: Any, cid: str, k: int, seqs: list[int]) -> None:
+    """The origin's turns before the cursor (turn ``k``) of conversation ``cid``: the last
+    :data:`PREFIX_ROWS` of them (a line counting the earlier ones), then the fork row."""
+    prefix = seqs[:k]
+    if len(prefix) > PREFIX_ROWS:
+        view.rows.append(ForkRow(cid, "prefix", None, origin=f"… {len(prefix) - PREFIX_ROWS} earlier turns"))
+    for i, s in enumerate(prefix[-PREFIX_ROWS:], start=max(0, len(prefix) - PREFIX_ROWS)):
+        view.rows.append(ForkRow(cid, "prefix", i, s, None, _emitted(ra.analysis.turns.get(s))))
+    view.rows.append(ForkRow(cid, "fork", k))

@@ -200,19 +200,8 @@ def _diff_conversation(
 def _diff_turn(ra: RunAnalysis, rb: RunAnalysis, xa: Exchange, xb: Exchange, sa: int, sb: int, k: int, ida: str, idb: str) -> list[Divergence]:
     """One pair of turns: the request (layer C, as replay matches), what the model emitted (E)
     and what the API reported (A)."""
-    out: list[Divergence] = []
-    ka = request_key(xa.method, xa.url, xa.request_headers, xa.request_body, xa.request_json())
-    kb = request_key(xb.method, xb.url, xb.request_headers, xb.request_body, xb.request_json())
-    changes = json_diff(ka.body, kb.body) if ka.is_json and kb.is_json else []
     turn_a, turn_b = ra.turns[sa], rb.turns[sb]
-    known = {f.code for f in turn_a.findings}
-    said = [f"{f.code}: {f.message}" for f in turn_b.findings if f.layer == "C" and f.severity.value != "info" and f.code not in known]
-    for v in attribute(ka, kb, changes):
-        mine = [c for c in changes if c.where.startswith(v.path)] if v.path not in ("(url)", "(body)") else []
-        d = Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3], dict(ka.ids), dict(kb.ids))
-        if v.layer == "C" and said:
-            d.findings_b, said = said, []  # once per turn, on its first C divergence
-        out.append(d)
+    out = _request_divergences(xa, xb, _new_client_findings(turn_a, turn_b), sa, sb, k, ida, idb)
     for layer, view, what in (("E", _emission, "the model emitted something else"), ("A", _api, "the API reported something else")):
         ch = json_diff(view(turn_a), view(turn_b), ("response",))
         if ch:
@@ -223,6 +212,30 @@ def _diff_turn(ra: RunAnalysis, rb: RunAnalysis, xa: Exchange, xb: Exchange, sa:
 
         for d in out:  # a C divergence inside an item the fork's edit rewrote is that edit
             d.edited_b = edit_notes(xb.edits, d.path) if d.layer == "C" else []
+    return out
+
+
+def _new_client_findings(turn_a: Turn, turn_b: Turn) -> list[str]:
+    """The client-dispatch findings (warnings and errors) run B has at a turn and run A has not."""
+    known = {f.code for f in turn_a.findings}
+    return [f"{f.code}: {f.message}" for f in turn_b.findings if f.layer == "C" and f.severity.value != "info" and f.code not in known]
+
+
+def _request_divergences(
+    xa: Exchange, xb: Exchange, said: list[str], sa: int, sb: int, k: int, ida: str, idb: str
+) -> list[Divergence]:
+    """How two requests differ as replay matches them (each with its body changes), the first
+    C divergence carrying ``said`` (B's new client findings at this turn)."""
+    out: list[Divergence] = []
+    ka = request_key(xa.method, xa.url, xa.request_headers, xa.request_body, xa.request_json())
+    kb = request_key(xb.method, xb.url, xb.request_headers, xb.request_body, xb.request_json())
+    changes = json_diff(ka.body, kb.body) if ka.is_json and kb.is_json else []
+    for v in attribute(ka, kb, changes):
+        mine = [c for c in changes if c.where.startswith(v.path)] if v.path not in ("(url)", "(body)") else []
+        d = Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3], dict(ka.ids), dict(kb.ids))
+        if v.layer == "C" and said:
+            d.findings_b, said = said, []  # once per turn, on its first C divergence
+        out.append(d)
     return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from cassettes.analysis.model import Finding, McpCall, RunAnalysis, Turn
+from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis, Turn
 from cassettes.errors import problem_lines
 
 __all__ = ["SEVERITY_MARK", "analysis_lines", "count", "edit_text", "edited_messages", "edits_json", "error_phrase", "finding_json", "mcp_link_json", "summary_lines", "turn_json"]
@@ -202,19 +202,33 @@ def edited_messages(request: Any, marks: list[dict[str, Any]]) -> dict[int, list
     out: dict[int, list[dict[str, Any]]] = {}
     for m in marks:
         label = str(m.get("edit", ""))
-        idx: int | None = None
-        if label.startswith("tool_result[") and label.endswith("]"):
-            cid = label[len("tool_result[") : -1]
-            idx = next((i for i, msg in enumerate(msgs) if any(p.tool_result is not None and p.tool_result.call_id == cid for p in msg.parts)), None)
-        elif label.startswith("user[") and label.endswith("]") and label[5:-1].isdigit():
-            users = [i for i, msg in enumerate(msgs) if msg.role == "user" and any(p.text for p in msg.parts) and not any(p.tool_result is not None for p in msg.parts)]
-            n = int(label[5:-1])
-            idx = users[n] if n < len(users) else None
-        elif label == "system":
-            idx = next((i for i, msg in enumerate(msgs) if msg.role in ("system", "developer")), -1)
+        idx = _edited_index(msgs, label)
         if idx is not None and all(x.get("edit") != label for x in out.get(idx, [])):
             out.setdefault(idx, []).append(m)
     return out
+
+
+def _edited_index(msgs: list[Any], label: str) -> int | None:
+    """The index of the message an edit ``label`` names (``-1``: the system prompt sent apart),
+    ``None`` when no message is that one or the label is of no kind known here."""
+    if label.startswith("tool_result[") and label.endswith("]"):
+        return _result_index(msgs, label[len("tool_result[") : -1])
+    if label.startswith("user[") and label.endswith("]") and label[5:-1].isdigit():
+        return _user_index(msgs, int(label[5:-1]))
+    if label == "system":
+        return next((i for i, msg in enumerate(msgs) if msg.role in ("system", "developer")), -1)
+    return None
+
+
+def _result_index(msgs: list[Any], call_id: str) -> int | None:
+    """The message carrying the result of call ``call_id``."""
+    return next((i for i, msg in enumerate(msgs) if any(p.tool_result is not None and p.tool_result.call_id == call_id for p in msg.parts)), None)
+
+
+def _user_index(msgs: list[Any], n: int) -> int | None:
+    """The ``n``-th user message that says something (text, not a tool result)."""
+    users = [i for i, msg in enumerate(msgs) if msg.role == "user" and any(p.text for p in msg.parts) and not any(p.tool_result is not None for p in msg.parts)]
+    return users[n] if n < len(users) else None
 
 
 def _edit_lines(v: dict[str, Any]) -> list[str]:
@@ -365,64 +379,80 @@ def _money(v: Any) -> str:
     return "unknown" if v is None else f"${float(v):.4f}"
 
 
+#: Each finding layer's heading in text output, in the order they are shown.
+_LAYER_NAMES = {"E": "E — model emission", "A": "A — API", "C": "C — client dispatch"}
+#: How a conversation's heading says what it branched from, by its ``branch`` kind.
+_BRANCH_WORDS = {"sub_agent": "sub-agent of", "side_call": "side call on"}
+
+
 def analysis_lines(analysis: RunAnalysis) -> list[str]:
     """Findings grouped by layer, then the token-cost growth table of each conversation."""
     out: list[str] = []
-    names = {"E": "E — model emission", "A": "A — API", "C": "C — client dispatch"}
     out.append("")
     out.append(
         f"{count(len(analysis.conversations), 'conversation')}, {count(len(analysis.turns), 'turn')}, {count(len(analysis.findings), 'finding')}"
     )
-    for layer in ("E", "A", "C"):
-        fs = [f for f in analysis.findings if f.layer == layer]
-        out.append("")
-        counts = {sev: sum(1 for f in fs if f.severity.value == sev) for sev in ("error", "warning", "info")}
-        out.append(
-            f"{names[layer]}: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info"
-        )
-        for f in sorted(fs, key=lambda f: f.seq or 0):
-            where = f"#{f.seq} {f.conversation}/turn {f.turn}"
-            out.append(f"  {SEVERITY_MARK[f.severity.value]} {f.code:34} {where:18} {f.message}{caused_by_note(f)}")
+    for layer in _LAYER_NAMES:
+        out += _layer_lines(analysis, layer)
     for conv in analysis.conversations:
-        turns = [analysis.turns[s] for s in conv.turns]
-        if not turns:
-            continue
-        out.append("")
-        branch = ""
-        if conv.parent_seq is not None:
-            branch = f", {'sub-agent of' if conv.branch == 'sub_agent' else 'side call on' if conv.branch == 'side_call' else 'branched from'} #{conv.parent_seq}"
-        title = f" “{conv.label or conv.title}”" if conv.label or conv.title else ""
-        out.append(
-            f"token growth, conversation {conv.id}{title} ({conv.family}, {count(len(turns), 'turn')}{branch})"
-        )
-        out.append(
-            f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>7} {'written':>7} {'output':>6} {'reason':>6}  "
-            f"{'system':>6} {'tools':>6} {'user':>6} {'history':>7} {'results':>7} {'new':>6}  {'cost':>9} {'cumulative':>10}  source"
-        )
-        for t in turns:
-            k = t.tokens
-            seg = k.segments
-
-            def n(v: int | None) -> str:
-                return "-" if v is None else str(v)
-
-            split = (
-                f"{seg.system:>6} {seg.tools:>6} {seg.user:>6} {seg.assistant:>7} {seg.tool_results:>7} {seg.new:>6}"
-                if seg is not None
-                else f"{'':>6} {'':>6} {'':>6} {'':>7} {'':>7} {'':>6}"
-            )
-            out.append(
-                f"  {t.index:>4} {t.seq:>4} {n(k.input):>8} {n(k.cache_read):>7} {n(k.cache_write):>7} {n(k.output):>6} "
-                f"{n(k.reasoning):>6}  {split}  {('~' if k.price_estimated else '') + _money(k.cost):>9} {_money(k.cumulative_cost):>10}  {k.source}"
-            )
-        out.append("  (input split by segment: estimated from text size, scaled to the reported input)")
-        if any(analysis.turns[s].tokens.price_estimated for s in conv.turns if s in analysis.turns):
-            out.append(
-                "  (~: estimated cost, the list price of the model by its name; the host is not a provider looptap knows)"
-            )
+        out += _growth_lines(analysis, conv)
     if analysis.errors:
         out.append("")
         out.extend(f"(!) analysis: {e}" for e in analysis.errors)
     return out
+
+
+def _layer_lines(analysis: RunAnalysis, layer: str) -> list[str]:
+    """One layer's heading (its counts by severity), then its findings in recording order."""
+    fs = [f for f in analysis.findings if f.layer == layer]
+    counts = {sev: sum(1 for f in fs if f.severity.value == sev) for sev in ("error", "warning", "info")}
+    out = ["", f"{_LAYER_NAMES[layer]}: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info"]
+    for f in sorted(fs, key=lambda f: f.seq or 0):
+        where = f"#{f.seq} {f.conversation}/turn {f.turn}"
+        out.append(f"  {SEVERITY_MARK[f.severity.value]} {f.code:34} {where:18} {f.message}{caused_by_note(f)}")
+    return out
+
+
+def _growth_lines(analysis: RunAnalysis, conv: Conversation) -> list[str]:
+    """A conversation's token-cost growth table (nothing for a conversation with no turn)."""
+    turns = [analysis.turns[s] for s in conv.turns]
+    if not turns:
+        return []
+    branch = ""
+    if conv.parent_seq is not None:
+        branch = f", {_BRANCH_WORDS.get(conv.branch or '', 'branched from')} #{conv.parent_seq}"
+    title = f" “{conv.label or conv.title}”" if conv.label or conv.title else ""
+    out = [
+        "",
+        f"token growth, conversation {conv.id}{title} ({conv.family}, {count(len(turns), 'turn')}{branch})",
+        f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>7} {'written':>7} {'output':>6} {'reason':>6}  "
+        f"{'system':>6} {'tools':>6} {'user':>6} {'history':>7} {'results':>7} {'new':>6}  {'cost':>9} {'cumulative':>10}  source",
+    ]
+    out += [_growth_row(t) for t in turns]
+    out.append("  (input split by segment: estimated from text size, scaled to the reported input)")
+    if any(analysis.turns[s].tokens.price_estimated for s in conv.turns if s in analysis.turns):
+        out.append(
+            "  (~: estimated cost, the list price of the model by its name; the host is not a provider looptap knows)"
+        )
+    return out
+
+
+def _growth_row(t: Turn) -> str:
+    """One turn's row of the growth table (``-``: a count the response did not report)."""
+    k = t.tokens
+    seg = k.segments
+
+    def n(v: int | None) -> str:
+        return "-" if v is None else str(v)
+
+    split = (
+        f"{seg.system:>6} {seg.tools:>6} {seg.user:>6} {seg.assistant:>7} {seg.tool_results:>7} {seg.new:>6}"
+        if seg is not None
+        else f"{'':>6} {'':>6} {'':>6} {'':>7} {'':>7} {'':>6}"
+    )
+    return (
+        f"  {t.index:>4} {t.seq:>4} {n(k.input):>8} {n(k.cache_read):>7} {n(k.cache_write):>7} {n(k.output):>6} "
+        f"{n(k.reasoning):>6}  {split}  {('~' if k.price_estimated else '') + _money(k.cost):>9} {_money(k.cumulative_cost):>10}  {k.source}"
+    )
 
 

@@ -24,7 +24,7 @@ import base64
 import binascii
 import hashlib
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -91,30 +91,45 @@ def checked(value: Any) -> list[dict[str, Any]] | None:
         return None
     out: list[dict[str, Any]] = []
     for m in value:
-        if not isinstance(m, dict):
-            return None
-        label, sel, path = m.get("edit"), m.get("selector"), m.get("path")
-        if not isinstance(label, str) or not _LABEL.fullmatch(label):
-            return None
-        if sel is not None and not (isinstance(sel, str) and len(sel) <= _KEY_LEN):
-            return None
-        if not isinstance(path, list) or not 0 < len(path) <= _PATH_LEN:
-            return None
-        if not all((isinstance(p, str) and len(p) <= _KEY_LEN) or (isinstance(p, int) and not isinstance(p, bool) and 0 <= p < 1 << 31) for p in path):
-            return None
-        one: dict[str, Any] = {"edit": label, "selector": sel, "path": list(path)}
-        for k in ("before_sha256", "after_sha256"):
-            if not (isinstance(m.get(k), str) and _SHA.fullmatch(m[k])):
-                return None
-            one[k] = m[k]
-        if "before" in m and not bounds.too_deep(m["before"]):
-            one["before"] = m["before"]
-        elif m.get("before_omitted") is True or "before" in m:
-            one["before_omitted"] = True
-        else:
+        one = _checked_mark(m)
+        if one is None:
             return None
         out.append(one)
     return out
+
+
+def _checked_mark(m: Any) -> dict[str, Any] | None:
+    """One mark in the shape above (unknown keys dropped), or ``None``: a label of the known
+    form, a short selector or none, a bounded path, both digests, and the client's value (or
+    word that it was omitted, also when it is too deep to keep)."""
+    if not isinstance(m, dict):
+        return None
+    label, sel, path = m.get("edit"), m.get("selector"), m.get("path")
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
+        return None
+    if sel is not None and not (isinstance(sel, str) and len(sel) <= _KEY_LEN):
+        return None
+    if not _checked_path(path):
+        return None
+    one: dict[str, Any] = {"edit": label, "selector": sel, "path": list(path)}
+    for k in ("before_sha256", "after_sha256"):
+        if not (isinstance(m.get(k), str) and _SHA.fullmatch(m[k])):
+            return None
+        one[k] = m[k]
+    if "before" in m and not bounds.too_deep(m["before"]):
+        one["before"] = m["before"]
+    elif m.get("before_omitted") is True or "before" in m:
+        one["before_omitted"] = True
+    else:
+        return None
+    return one
+
+
+def _checked_path(path: Any) -> TypeGuard[list[Any]]:
+    """A path of 1 to :data:`_PATH_LEN` steps, each a short key or a non-negative 31-bit index."""
+    if not isinstance(path, list) or not 0 < len(path) <= _PATH_LEN:
+        return False
+    return all((isinstance(p, str) and len(p) <= _KEY_LEN) or (isinstance(p, int) and not isinstance(p, bool) and 0 <= p < 1 << 31) for p in path)
 
 
 def client_body(doc: Any, marks: list[dict[str, Any]]) -> Any:
