@@ -50,6 +50,7 @@ from typing import Any
 
 import orjson
 
+from cassettes.analysis.spill import KEEP, Spill, SpillMap
 from cassettes.models import Message, NormalisedResponse, Part
 
 __all__ = ["Link", "Threader", "message_key", "response_message", "squashed"]
@@ -361,16 +362,42 @@ def _quoted_only(text: str, prompt: str) -> bool:
     return True
 
 
+class _TurnInfos:
+    """The threader's turns by id: a list whose older entries live in a :class:`SpillMap`."""
+
+    def __init__(self, spill: Spill, keep: int) -> None:
+        self._map: SpillMap[int, _TurnInfo] = SpillMap(spill, keep)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, tid: int) -> _TurnInfo:
+        if tid < 0:
+            tid += self._n
+        if not 0 <= tid < self._n:
+            raise IndexError(tid)
+        return self._map[tid]
+
+    def append(self, info: _TurnInfo) -> None:
+        self._map[self._n] = info
+        self._n += 1
+
+    def trim(self) -> None:
+        self._map.trim()
+
+
 @dataclass
 class Threader:
     """Assigns each generation round trip to a conversation. Feed turns in recording order."""
 
-    turns: list[_TurnInfo] = field(default_factory=list)
-    _prefix: dict[int, list[_Registered]] = field(default_factory=dict)
-    _by_start: dict[int, list[int]] = field(default_factory=dict)  # start-of-history hash → turn ids
-    _by_response: dict[str, int] = field(default_factory=dict)
+    #: Every turn threaded so far, by turn id (spilled to disk past :data:`~.spill.KEEP`).
+    turns: _TurnInfos = field(init=False)
+    _prefix: SpillMap[int, list[_Registered]] = field(init=False)
+    _by_start: SpillMap[int, list[int]] = field(init=False)  # start-of-history hash → turn ids
+    _by_response: SpillMap[str, int] = field(init=False)
     _by_label: dict[str, str] = field(default_factory=dict)
-    _last_of: dict[str, int] = field(default_factory=dict)  # conversation → its latest turn id
+    _last_of: SpillMap[str, int] = field(init=False)  # conversation → its latest turn id
     _prompts: OrderedDict[str, int] = field(default_factory=OrderedDict)
     #: Recent calls' arguments as JSON without whitespace (see :func:`_quote_key`) → turn id.
     _quotes: OrderedDict[str, int] = field(default_factory=OrderedDict)
@@ -380,9 +407,27 @@ class Threader:
     _tools: int = 0
     _ids: set[str] = field(default_factory=set)
     #: Tool-call ids of the answers of conversations' latest turns → that turn.
-    _id_turn: dict[str, int] = field(default_factory=dict)
+    _id_turn: SpillMap[str, int] = field(init=False)
     #: This threader's memo of squashed texts and part keys (:class:`_Memo`).
     _memo: _Memo = field(default_factory=_Memo)
+    #: Where the tables above keep what does not fit in memory (``keep`` entries each).
+    keep: int = KEEP
+
+    def __post_init__(self) -> None:
+        spill = self._spill = Spill()
+        self.turns = _TurnInfos(spill, self.keep)
+        self._prefix, self._by_start = SpillMap(spill, self.keep), SpillMap(spill, self.keep)
+        self._by_response, self._last_of, self._id_turn = SpillMap(spill, self.keep), SpillMap(spill, self.keep), SpillMap(spill, self.keep)
+
+    def _trim(self) -> None:
+        """Spill what does not fit (between requests: no entry is held then)."""
+        self.turns.trim()
+        for table in (self._prefix, self._by_start, self._by_response, self._last_of, self._id_turn):
+            table.trim()
+
+    def close(self) -> None:
+        """Remove the file the tables spilled to (if any)."""
+        self._spill.close()
 
     def _new_conversation(self) -> str:
         self._count += 1
@@ -432,6 +477,7 @@ class Threader:
             return self._add(family, messages, response, failed, label, previous_response_id, reuse, system, tools)
         finally:
             self._memo.end()
+            self._trim()
 
     def _add(
         self,
