@@ -298,8 +298,9 @@ def main() -> int:
                 label = "one-turn" if shape == "one_turn" else "long"
                 rows.append(f"| {label} | {n:,} | {mb:.0f} | `{command}` | {'killed' if killed else code} | {rss:.0f} | {secs:.1f} | {said} |")
                 print(rows[-1], flush=True)
+                if args.write:  # after each row: a long run stopped half-way keeps what it measured
+                    _write_doc(rows, args)
     if args.write:
-        _write_doc(rows, args)
         print(f"wrote {DOC.relative_to(ROOT)}")
     return 0
 
