@@ -4,6 +4,7 @@ by side in one run.
 
     .venv/bin/python bench/fork.py            # N = 150 two-turn conversations
     .venv/bin/python bench/fork.py --quick    # N = 30
+    .venv/bin/python bench/fork.py --write    # and the table into docs/fork.md ("What a fork costs")
 
 A cassette of N conversations of two turns each (OpenAI Chat, non-streamed, ~1 KB requests) is
 recorded against a scripted fake upstream; then the same 2N requests are sent, one at a time over
@@ -14,9 +15,12 @@ one keep-alive connection, to
 3. ``looptap replay RUN --cursor turn=1 --live openai=<recorder>`` with that recorder in front of
    the fake (the fork): turn 0 of each conversation is before the cursor, turn 1 after it.
 
-Reported: the median and p90 wall time per request (ms), and the CPU time the looptap processes
-used per request (µs; not inflated by other people's load on the shared machine). Needs the
-recorder's environment (``LOOPTAP_PROXY_PYTHON``).
+Reported: the median and p90 wall time per request (ms), each median as a ratio of plain replay's,
+and the CPU time the looptap processes used per request (µs; not inflated by other people's load
+on the shared machine): for the fork, the replay server's and its recorder's together; for plain
+recording, the recorder's. The load average is printed before and after (the machine is shared:
+wall times move with it, the CPU figures much less). Needs the recorder's environment
+(``LOOPTAP_PROXY_PYTHON``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ import orjson
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+DOC = REPO / "docs" / "fork.md"
+BEGIN, END = "<!-- fork-cost:begin (bench/fork.py --write) -->", "<!-- fork-cost:end -->"
 
 from cassettes.replay.recording import RecorderProcess  # noqa: E402
 from tests.support.recorder import children, proc_stats  # noqa: E402
@@ -114,8 +120,10 @@ def stop(proc: subprocess.Popen[str]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--write", action="store_true", help="write the table into docs/fork.md")
     args = ap.parse_args()
     n = 30 if args.quick else 150
+    load0 = os.getloadavg()
     rows: dict[str, tuple[list[float], float]] = {}
     with tempfile.TemporaryDirectory() as tmp, ScriptedUpstream(route, delay=0.0) as fake:
         run = Path(tmp) / "run.jsonl"
@@ -168,16 +176,28 @@ def main() -> int:
         live.stop()
         rows["fork, before the cursor (served from the recording)"] = (times[0], c_prefix / n)
         rows["fork, after the cursor (replay → recorder → fake)"] = (times[1], c_live / max(1, len(recorded)))
+    load1 = os.getloadavg()
     base = statistics.median(rows["plain replay"][0])
-    print(f"fork benchmark ({'quick' if args.quick else 'full'}): {n} two-turn conversations, one request at a time, one keep-alive connection")
-    print(f"fork replay server: {next((ln for ln in err.splitlines() if 'fork at' in ln), '').strip()}")
-    print()
-    print("| path | requests | median ms | p90 ms | median / plain replay | looptap CPU µs per request |")
-    print("|---|---|---|---|---|---|")
+    lines = ["| path | requests | median ms | p90 ms | median / plain replay | looptap CPU µs per request |", "|---|---|---|---|---|---|"]
     for label, (ts, c) in rows.items():
         ts = sorted(ts)
         med = statistics.median(ts)
-        print(f"| {label} | {len(ts)} | {med * 1e3:.2f} | {ts[int(0.9 * (len(ts) - 1))] * 1e3:.2f} | {med / base:.2f}× | {c * 1e6:,.0f} |")
+        lines.append(f"| {label} | {len(ts)} | {med * 1e3:.2f} | {ts[int(0.9 * (len(ts) - 1))] * 1e3:.2f} | {med / base:.2f}× | {c * 1e6:,.0f} |")
+    table = "\n".join(lines)
+    load = f"load average {load0[0]:.1f} before, {load1[0]:.1f} after on {os.cpu_count()} cores"
+    print(f"fork benchmark ({'quick' if args.quick else 'full'}): {n} two-turn conversations, one request at a time, one keep-alive connection; {load}")
+    print(f"fork replay server: {next((ln for ln in err.splitlines() if 'fork at' in ln), '').strip()}")
+    print()
+    print(table)
+    if args.write:
+        text = DOC.read_text()
+        if BEGIN not in text or END not in text:
+            raise SystemExit(f"{DOC} has no {BEGIN} … {END} section")
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        stamp = time.strftime("%Y-%m-%d", time.gmtime())
+        DOC.write_text(f"{head}{BEGIN}\n{table}\n\n(measured {stamp} with `bench/fork.py{' --quick' if args.quick else ''}`: {n} two-turn conversations; {load})\n{END}{tail}")
+        print(f"wrote {DOC.relative_to(REPO)}")
     return 0
 
 

@@ -1,9 +1,12 @@
-"""The MCP answer about a fork (``fork_diff``): where a branch (``looptap run --from``) differs
-from the run it was forked from, lined up from the cursor (:func:`cassettes.replay.rundiff.diff_fork`).
-Read-only: it reads the two cassettes, never starts a run or sends a request."""
+"""The MCP answers about a fork and a comparison. ``fork_diff``: where a branch (``looptap run
+--from``) differs from the run it was forked from, lined up from the cursor
+(:func:`cassettes.replay.rundiff.diff_fork`). ``comparison``: a report ``looptap compare --report``
+saved (teacher-forced samples of a candidate model, by turn and layer). Read-only: they read files
+under the roots, never start a run or send a request."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from cassettes.mcp.query import (
@@ -18,7 +21,7 @@ from cassettes.mcp.query import (
     text,
 )
 
-__all__ = ["fork_diff"]
+__all__ = ["comparison", "fork_diff"]
 
 
 def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
@@ -50,3 +53,124 @@ def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None
         "recorded": {"lined_up": [text(s, 300) for s in said[:50]], "divergences": shown},
         "more": nxt is not None,
     })
+
+
+#: A saved comparison larger than this is refused (a report holds K samples of every turn, texts
+#: clipped to 2,000 characters: a run of thousands of turns stays far below it).
+MAX_REPORT_BYTES = 64 << 20
+#: What marks a file as a ``looptap compare --report`` (its ``looptap`` field).
+REPORT_KIND = "compare"
+_TALLY = ("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered")
+
+
+def report_path(runs: Runs, name: str) -> Path:
+    """The saved comparison ``name`` names: a ``.json`` report under a root, or a run whose report
+    was saved beside it (``RUN.compare.json``, what ``--report`` without a file writes)."""
+    if not isinstance(name, str) or not name or "\x00" in name or len(name) > 4096:
+        raise QueryError("a comparison is named by the path of its report (.json) or of its run, under the roots")
+    given = Path(name)
+    for c in [given] if given.is_absolute() else [r / given for r in runs.roots]:
+        try:
+            real = c.resolve(strict=True)
+        except (OSError, RuntimeError):
+            continue
+        if not any(real.is_relative_to(r) for r in runs.roots):
+            raise QueryError("this file is outside the directories this server may read", report=name)
+        if real.is_file() and real.suffix.lower() != ".json":
+            beside = real.with_name(real.name + ".compare.json")
+            if beside.is_file() and not beside.is_symlink():
+                return beside
+            raise QueryError("no comparison saved beside this run (looptap compare RUN --report writes RUN.compare.json)", report=name)
+        if not real.is_file():
+            raise QueryError("this is not a file", report=name)
+        return real
+    raise QueryError("no file of this name under the roots", report=name)
+
+
+def _count(value: Any) -> int | float | None:
+    """A number from the report (anything else, and a bool, is no number)."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def comparison(runs: Runs, report: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+    """A saved comparison: per turn, agreement with the recording and with itself, the argument
+    checks (JSON, schema-valid, JSON-equal), what the recorded client never handled; paged by turn.
+    Every string of the report (it is a file: anything may have edited it) is under ``recorded``."""
+    import orjson
+
+    path = report_path(runs, report)
+    if path.stat().st_size > MAX_REPORT_BYTES:
+        raise QueryError(f"this report is over {MAX_REPORT_BYTES >> 20} MiB: not read", report=report)
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise QueryError("this report is not JSON", report=report, reason=str(exc)) from None
+    if not isinstance(doc, dict) or doc.get("looptap") != REPORT_KIND or not isinstance(doc.get("turns"), list):
+        raise QueryError("this file is not a comparison report (looptap compare --report writes them)", report=report)
+    turns = [t for t in doc["turns"] if isinstance(t, dict)]
+    items = [_turn(t) for t in turns[max(offset, 0):]]
+    shown, nxt = page(items, 0, max(1, min(limit, 200)), _budget(max_bytes))
+    tally = _dict(doc.get("arguments"))
+    agreements = [a for a in (_count(t.get("agreement")) for t in turns) if a is not None]
+    return _wrap({
+        "samples": _count(doc.get("samples")),
+        "turns": len(turns),
+        "agreement": round(sum(agreements) / len(agreements), 4) if agreements else None,
+        "arguments": {k: _count(tally.get(k)) for k in _TALLY},
+        "recorded": {"report": text(str(path.name), 200), "run": text(doc.get("run"), 300), "model": text(doc.get("model"), 100), "turns": shown},
+        "next_offset": None if nxt is None else max(offset, 0) + nxt,
+    })
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any, most: int) -> list[Any]:
+    return value[:most] if isinstance(value, list) else []
+
+
+def _turn(t: dict[str, Any]) -> dict[str, Any]:
+    """One turn of a report, every string made safe (the report's texts are the models' words)."""
+    args = _dict(t.get("arguments"))
+    samples = [s for s in _list(t.get("samples"), 50) if isinstance(s, dict)]
+    said: dict[str, int] = {}
+    violations: dict[str, int] = {}
+    for s in samples:
+        key = _said(s)
+        said[key] = said.get(key, 0) + 1
+        for c in _list(s.get("calls"), 10):
+            for e in _list(_dict(c).get("schema_errors"), 10):
+                v = f"{_dict(c).get('name')}: {e}"
+                violations[v] = violations.get(v, 0) + 1
+    return {
+        "seq": _count(t.get("seq")), "turn": _count(t.get("turn")), "conversation": text(t.get("conversation"), 40),
+        "agreement": _count(t.get("agreement")), "self_agreement": _count(t.get("self_agreement")),
+        "arguments": {k: _count(args.get(k)) for k in _TALLY},
+        "recorded_answer": text(_said(_dict(t.get("recorded"))), 300),
+        "answers": [{"n": n, "said": text(k, 300)} for k, n in sorted(said.items(), key=lambda kv: -kv[1])[:5]],
+        "schema_violations": [{"n": n, "violation": text(v, 300)} for v, n in sorted(violations.items(), key=lambda kv: -kv[1])[:5]],
+        "finish": [text(s.get("finish"), 40) for s in samples[:10]],
+        "new_to_client": [text(x, 300) for x in _list(t.get("new_to_client"), 10)],
+    }
+
+
+def _said(s: dict[str, Any]) -> str:
+    """A sample as one line: its calls with their arguments, its error, or its text (what the CLI's
+    report says)."""
+    import orjson
+
+    if s.get("error") is not None:
+        return f"error {s.get('status')}: {str(s.get('error'))[:100]}"
+    calls = _list(s.get("calls"), 10)
+    if calls:
+        out = []
+        for item in calls:
+            c = _dict(item)
+            try:
+                args = orjson.dumps(c.get("arguments")).decode()[:80]
+            except TypeError:
+                args = "?"
+            out.append(f"{c.get('name')}({args})")
+        return ", ".join(out)
+    return "refusal" if s.get("refusal") is True else f"text {str(s.get('text') or '')[:60]!r}"

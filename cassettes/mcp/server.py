@@ -153,6 +153,20 @@ def build_server(roots: list[str]) -> Any:
     del fork_diff
 
     @tool
+    def comparison(report: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+        """A comparison saved by `looptap compare RUN --model NAME --report` (each recorded request sent
+        to a candidate model K times, teacher-forced): per turn, how often the candidate agrees with the
+        recording and with itself, its calls' arguments checked (JSON, valid against the tool's declared
+        schema, JSON-equal to the recording), what the recorded client never handled; paged by turn.
+        `report` is the report's path, or the run's when the report was saved beside it. Read-only: it
+        never starts a comparison or sends a request."""
+        from cassettes.mcp.forkquery import comparison as answer_comparison
+
+        return answer_comparison(runs, report, offset, limit, max_bytes)
+
+    del comparison
+
+    @tool
     def web_report(run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Where to get a run as one self-contained web page to show a person (turns with E/A/C badges,
         the messages, findings root cause first, the token-cost growth chart): the command that writes

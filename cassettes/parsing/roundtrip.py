@@ -155,6 +155,8 @@ def _incremental(
         return None
     if raw_len != len(req.messages) or not _ends_with(req.system, base_system):
         return None
+    if 0 < keep < len(hist) and adapter.joins(hist[keep - 1], hist[keep]):
+        return None  # the first appended item continues the last kept message: only the full parse says how
     partial = adapter.parse_request({**body, key: hist[keep:]}, url)
     appended_system = _history_system(partial.messages)
     if partial.history_key != key or len(partial.messages) != len(hist) - keep or not _ends_with(partial.system, appended_system):

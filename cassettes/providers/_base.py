@@ -150,6 +150,13 @@ class Provider(ClientRules, Pricing, Telemetry, ReplayShape):
         ``tools/call``): what it did, for ``show`` and ``show --json``. ``None``: nothing to say."""
         return None
 
+    def joins(self, prev: Any, item: Any) -> bool:
+        """Whether the raw history ``item`` continues the normalised message of the item before it,
+        ``prev``, instead of starting its own (an adapter that merges consecutive items says when).
+        A parse of only a request's appended items is used only where the first of them does not
+        join the last kept one, so it gives what the full parse gives."""
+        return False
+
     def history_tools(self, items: list[Any]) -> list[ToolSpec]:
         """Tools offered inside the history (after the top-level ones in ``parse_request``'s
         ``tools``), so a parse of only the appended history can add those of the kept part."""
@@ -193,6 +200,14 @@ class WsTurns:
     response_id: Callable[[Any], str | None] | None = None
     #: A message with its bulky payloads replaced (audio by size and hash), or ``None`` to keep it.
     scrub: Callable[[Any], Any] | None = None
+    #: For a session that goes live part-way (a fork's cursor, docs/fork.md): ``thread(request,
+    #: closing)`` → (the id of the earlier answer the request continues, or ``None``; the answer's
+    #: own id, read from ``closing`` (``None`` without one); the items the turn adds to the
+    #: conversation: its input, then the answer's output).
+    thread: Callable[[Any, Any], tuple[str | None, str | None, list[Any]]] | None = None
+    #: ``standalone(request, history)`` → the request carrying ``history`` (the conversation's items
+    #: before it) itself, no longer continuing an earlier answer a live upstream never gave.
+    standalone: Callable[[Any, list[Any]], Any] | None = None
 
 
 class WsProvider(Provider):

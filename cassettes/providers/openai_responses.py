@@ -32,7 +32,9 @@ from cassettes.providers._base import (
 from cassettes.providers.openai_responses_items import (
     _CLIENT_CALLS,
     _additional_tools,
+    _item_joins,
     _item_role_parts,
+    _joins,
     _messages,
     _output_parts,
     _system,
@@ -123,6 +125,31 @@ def _ws_closes(msg: Any) -> bool:
     return isinstance(msg, dict) and msg.get("type") in _WS_TERMINAL
 
 
+def _ws_thread(request: Any, closing: Any) -> tuple[str | None, str | None, list[Any]]:
+    """(previous_response_id, the answer's id, the turn's input items then its output items)."""
+    req = request if isinstance(request, dict) else {}
+    prev = req.get("previous_response_id")
+    given = req.get("input")
+    items: list[Any] = list(given) if isinstance(given, list) else [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else []
+    resp = closing.get("response") if isinstance(closing, dict) else None
+    rid = None
+    if isinstance(resp, dict):
+        rid = resp.get("id") if isinstance(resp.get("id"), str) else None
+        output = resp.get("output")
+        items += output if isinstance(output, list) else []
+    return (prev if isinstance(prev, str) else None), rid, items
+
+
+def _ws_standalone(request: Any, history: list[Any]) -> Any:
+    """The ``response.create`` without ``previous_response_id``, its input the whole history: what
+    the API itself would have taken the earlier response to mean (its input and output, then this
+    turn's input)."""
+    if not isinstance(request, dict):
+        return request
+    _, _, own = _ws_thread(request, None)
+    return {**{k: v for k, v in request.items() if k != "previous_response_id"}, "input": [*history, *own]}
+
+
 class OpenAIResponses(Provider):
     field_defaults = (("stream", False),)
     family = "openai_responses"
@@ -152,7 +179,7 @@ class OpenAIResponses(Provider):
     def ws_turns(self) -> WsTurns:
         """Responses over a WebSocket: each ``response.create`` message is a turn, answered by the
         HTTP stream's events one per message up to the terminal one (or an ``error`` message)."""
-        return WsTurns(_ws_opens, _ws_closes)
+        return WsTurns(_ws_opens, _ws_closes, thread=_ws_thread, standalone=_ws_standalone)
 
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
         return render_responses(answer, stream, request) if self.operation("POST", url) == "generate" else None
@@ -212,23 +239,21 @@ class OpenAIResponses(Provider):
             history_key="input" if isinstance(inp, list) else None,
         )
 
+    def joins(self, prev: Any, item: Any) -> bool:
+        return _item_joins(prev, item)
+
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
-        """Consecutive output items (reasoning, calls, results) are one normalised message: walk the
+        """Consecutive model-side items (reasoning, calls, text) are one normalised message: walk the
         items as :func:`_messages` merges them to find the one that holds the part."""
         inp = body.get("input") if isinstance(body, dict) else None
         if not isinstance(inp, list):
             return None
         msg = -1
-        last_role: str | None = None
+        last_role = ""
         seen_parts = 0
         for i, item in enumerate(inp[: bounds.MAX_LIST]):
             role, parts = _item_role_parts(item)
-            is_message = isinstance(item, dict) and item.get("type") in (None, "message") and "role" in item
-            merged = msg >= 0 and (
-                (not is_message and role in ("assistant", "tool") and last_role == role)
-                or (is_message and role == "assistant" and last_role == "assistant")
-            )
-            if not merged:
+            if not (msg >= 0 and _joins(last_role, role)):
                 msg += 1
                 seen_parts = 0
                 last_role = role

@@ -207,16 +207,28 @@ def _messages(input_value: Any) -> list[Message]:
     out: list[Message] = []
     for item in input_value if isinstance(input_value, list) else [input_value]:
         role, parts = _item_role_parts(item)
-        is_message = isinstance(item, dict) and item.get("type") in (None, "message") and "role" in item
-        # Consecutive model-side items (reasoning, calls, assistant text) form one assistant turn,
-        # consecutive results one tool turn; user/system messages stay one message per item.
-        if out and not is_message and role in ("assistant", "tool") and out[-1].role == role:
-            out[-1].parts.extend(parts)
-        elif out and is_message and role == "assistant" and out[-1].role == "assistant":
+        if out and _joins(out[-1].role, role):
             out[-1].parts.extend(parts)
         else:
             out.append(Message(role=role, parts=parts))
     return out
+
+
+def _joins(last_role: str, role: str) -> bool:
+    """Whether an item of ``role`` continues the message before it (of ``last_role``): consecutive
+    model-side items (reasoning, calls, assistant text) form one assistant turn. Everything else is
+    one message per item: user and system messages, and each tool result (as Chat's ``tool``
+    messages). Results are not grouped because a client that sends a result whose call it did not
+    echo puts it right after the previous turn's last result: grouped, the later request's parse
+    would fold the new result into a message the earlier request already had, so a history's
+    parse would not extend its prefix's parse (and a parse of only the appended items, which
+    keeps it apart, would disagree with the full one)."""
+    return role == "assistant" and last_role == "assistant"
+
+
+def _item_joins(prev: Any, item: Any) -> bool:
+    """Whether the input ``item`` continues the normalised message of the item before it, ``prev``."""
+    return _joins(_item_role_parts(prev)[0], _item_role_parts(item)[0])
 
 
 def _output_parts(output: Any) -> list[Part]:

@@ -289,6 +289,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 0
     result = compare_run(run, planned, live_router(bases), args.model, args.samples, headers)
     result.run = str(args.file)
+    if args.report is not None:  # saved for later readers (looptap mcp's comparison tool): what --json prints
+        from pathlib import Path
+
+        saved = Path(args.report) if args.report else Path(str(args.file) + ".compare.json")
+        saved.write_bytes(orjson.dumps(result.as_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        _err(f"comparison saved to {saved}")
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(result.as_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
         sys.stdout.flush()
@@ -309,4 +315,6 @@ def register_compare(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="list what would be sent; send nothing")
     p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header to send (credentials: a cassette holds none)")
     p.add_argument("--json", action="store_true", help="the comparison as JSON")
+    p.add_argument("--report", nargs="?", const="", metavar="FILE.json",
+                   help="also save the comparison as JSON (default file: RUN.compare.json beside the run), for looptap mcp's comparison tool")
     p.set_defaults(func=cmd_compare)

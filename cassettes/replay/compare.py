@@ -2,10 +2,14 @@
 forced (each request is the recorded one, with the recorded history, so a divergence does not
 compound), ``--samples K`` times each, and the answers compared with the recording by layer.
 
-Per turn: E — which tools were called with which arguments (JSON-equal to the recording or not),
-whether the text changed, refusals; A — finish reasons, usage, latency, errors; and whether the
-recorded client would be handed something it never handled in the recording (a tool never called,
-a finish reason never seen). With K > 1, agreement rates: how often a sample agrees with the
+Per turn: E — which tools were called with which arguments: whether they parse as JSON, whether
+they satisfy the schema of the tool as the recorded request declared it (``tools``, ``functions``,
+``functionDeclarations`` …: whatever the family's adapter reads; checked by
+:func:`cassettes.analysis.emission.schema_errors`, the same validator and bounds as the
+``E.arguments_schema`` check), whether they are JSON-equal to the recording; whether the text
+changed, refusals; A — finish reasons, usage, latency, errors; and whether the
+recorded client would be handed something it never handled in the recording (a tool never called
+in it, or not even offered by the request; a finish reason never seen). With K > 1, agreement rates: how often a sample agrees with the
 recording (same tool calls, same arguments; or, for a text answer, a text answer) and how often
 the samples agree with their own most common answer.
 
@@ -28,10 +32,11 @@ from typing import Any
 import orjson
 
 from cassettes.errors import CassetteError
+from cassettes.models import ToolCall, ToolSpec
 from cassettes.replay.cursor import with_model
 from cassettes.wire.exchange import Exchange, Headers
 
-__all__ = ["BudgetError", "Comparison", "Sample", "TurnComparison", "compare_run", "plan_requests"]
+__all__ = ["ArgumentCheck", "BudgetError", "Comparison", "Sample", "TurnComparison", "compare_run", "plan_requests"]
 
 #: Request headers not sent to the candidate: the connection's, and what redaction left in place of a secret.
 _NOT_SENT = frozenset({"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive"})
@@ -39,6 +44,32 @@ _NOT_SENT = frozenset({"host", "content-length", "connection", "transfer-encodin
 
 class BudgetError(CassetteError):
     """The comparison would exceed ``--max-requests`` or ``--max-cost``: nothing was sent."""
+
+
+@dataclass
+class ArgumentCheck:
+    """One tool call's arguments against the tool the recorded request declared under its name."""
+
+    name: str
+    #: The arguments parse as JSON.
+    json: bool
+    #: The request offered a tool of that name (``None``: it offered no tools at all).
+    offered: bool | None
+    #: The offered tool declares a schema that could be checked (a schema that is itself invalid is not).
+    checked: bool = False
+    #: Violations of that schema, each ``$.path: reason`` (bounded as ``E.arguments_schema``'s).
+    schema_errors: list[str] = field(default_factory=list)
+    #: Why the arguments are not JSON.
+    parse_error: str | None = None
+
+    @property
+    def schema_valid(self) -> bool | None:
+        """``None`` when there was nothing to check against (or the arguments are not JSON)."""
+        return None if not (self.json and self.checked) else not self.schema_errors
+
+    def as_json(self) -> dict[str, Any]:
+        return {"json": self.json, "offered": self.offered, "schema_valid": self.schema_valid, "schema_errors": self.schema_errors,
+                "parse_error": self.parse_error}
 
 
 @dataclass
@@ -52,6 +83,8 @@ class Sample:
     output_tokens: int | None
     latency: float
     error: str | None = None
+    #: Each call's arguments checked (JSON, schema, offered), in the order of ``calls``.
+    checks: list[ArgumentCheck] = field(default_factory=list)
 
     @property
     def signature(self) -> str:
@@ -85,13 +118,35 @@ class TurnComparison:
             return 0.0
         return Counter(s.signature for s in self.samples).most_common(1)[0][1] / len(self.samples)
 
+    @property
+    def arguments(self) -> dict[str, int]:
+        """The samples' calls tallied: how many, how many with JSON arguments, how many checked
+        against a declared schema and valid, how many JSON-equal to a recorded call of that tool,
+        how many name a tool the request did not offer."""
+        recorded = {_canon(n, a) for n, a in self.recorded.calls}
+        out = dict.fromkeys(("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered"), 0)
+        for s in self.samples:
+            for (name, args), c in zip(s.calls, s.checks, strict=True):
+                out["calls"] += 1
+                out["json"] += c.json
+                out["schema_checked"] += c.schema_valid is not None
+                out["schema_valid"] += c.schema_valid is True
+                out["equal_to_recording"] += c.json and _canon(name, args) in recorded
+                out["not_offered"] += c.offered is False
+        return out
+
+    def schema_violations(self) -> list[tuple[str, int]]:
+        """The samples' schema violations, ``tool: $.path: reason``, most common first."""
+        return Counter(f"{c.name}: {e}" for s in self.samples for c in s.checks for e in c.schema_errors).most_common()
+
     def as_json(self) -> dict[str, Any]:
         def sample(s: Sample) -> dict[str, Any]:
-            return {"status": s.status, "calls": [{"name": n, "arguments": a} for n, a in s.calls], "text": s.text[:2000], "refusal": s.refusal,
-                    "finish": s.finish, "output_tokens": s.output_tokens, "latency": round(s.latency, 4), "error": s.error}
+            checks = s.checks if len(s.checks) == len(s.calls) else [None] * len(s.calls)
+            return {"status": s.status, "calls": [{"name": n, "arguments": a, **(c.as_json() if c is not None else {})} for (n, a), c in zip(s.calls, checks, strict=True)],
+                    "text": s.text[:2000], "refusal": s.refusal, "finish": s.finish, "output_tokens": s.output_tokens, "latency": round(s.latency, 4), "error": s.error}
 
         return {"seq": self.seq, "conversation": self.conversation, "turn": self.turn, "agreement": self.agreement, "self_agreement": self.self_agreement,
-                "new_to_client": self.new_to_client, "recorded": sample(self.recorded), "samples": [sample(s) for s in self.samples]}
+                "arguments": self.arguments, "new_to_client": self.new_to_client, "recorded": sample(self.recorded), "samples": [sample(s) for s in self.samples]}
 
 
 @dataclass
@@ -101,8 +156,17 @@ class Comparison:
     samples: int
     turns: list[TurnComparison]
 
+    def summary(self) -> dict[str, int]:
+        """The argument tallies of every turn added up (the E line of the whole comparison)."""
+        total: Counter[str] = Counter()
+        for t in self.turns:
+            total.update(t.arguments)
+        return {k: total[k] for k in ("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered")}
+
     def as_json(self) -> dict[str, Any]:
-        return {"run": self.run, "model": self.model, "samples": self.samples, "turns": [t.as_json() for t in self.turns]}
+        # "looptap": what marks a saved report (``--report``) for ``looptap mcp``'s ``comparison``.
+        return {"looptap": "compare", "run": self.run, "model": self.model, "samples": self.samples, "arguments": self.summary(),
+                "turns": [t.as_json() for t in self.turns]}
 
     def lines(self) -> list[str]:
         from cassettes.untrusted import clean_line
@@ -114,10 +178,37 @@ class Comparison:
             out.append(f"  E recorded: {_said(t.recorded)}")
             for sig, n in Counter(_said(s) for s in t.samples).most_common(5):
                 out.append(f"  E {n}× {sig}")
+            if t.arguments["calls"]:
+                out.append(f"  E arguments: {_tally(t.arguments)}")
+            for violation, n in t.schema_violations()[:5]:
+                out.append(f"  E {n}× off the schema: {violation[:200]}")
             out.append(_api_line(t))
             for new in t.new_to_client:
                 out.append(f"  C new to the client: {new}")
+        summary = self.summary()
+        if summary["calls"]:
+            out.append(f"E over all turns: {_tally(summary)}")
         return [clean_line(line) for line in out]
+
+
+def _tally(a: dict[str, int]) -> str:
+    n = a["calls"]
+    line = f"{n} calls; JSON {a['json']}/{n}; schema-valid {a['schema_valid']}/{a['schema_checked']}"
+    if a["schema_checked"] < a["json"]:
+        line += f" ({a['json'] - a['schema_checked']} with no schema to check)"
+    line += f"; JSON-equal to the recording {a['equal_to_recording']}/{n}"
+    if a["not_offered"]:
+        line += f"; {a['not_offered']} name a tool the request did not offer"
+    return line
+
+
+def _canon(name: str, arguments: Any) -> str:
+    """A call as comparable text: the tool's name and its arguments as canonical JSON (key order
+    does not matter; unparsable arguments stay the raw string, equal only to the same string)."""
+    try:
+        return name + "\x00" + orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return name + "\x00" + repr(arguments)
 
 
 def _api_line(t: TurnComparison) -> str:
@@ -142,7 +233,8 @@ def _said(s: Sample) -> str:
     return "refusal" if s.refusal else f"text {s.text[:60]!r}"
 
 
-def _sample(ex: Exchange, latency: float) -> Sample:
+def _sample(ex: Exchange, latency: float, tools: list[ToolSpec]) -> Sample:
+    """The answer in ``ex``, its calls checked against ``tools`` (those the recorded request declared)."""
     from cassettes.parsing.roundtrip import parse_exchange
 
     rt = parse_exchange(ex)
@@ -150,9 +242,32 @@ def _sample(ex: Exchange, latency: float) -> Sample:
     if r is None or ex.status is None or ex.status >= 400 or r.error is not None:
         why = (r.error.message if r is not None and r.error is not None else None) or ex.transport_error or f"status {ex.status}"
         return Sample(ex.status, [], "", False, None, None, latency, error=str(why)[:500])
-    calls = [(c.name or "?", c.arguments if c.arguments is not None else c.arguments_raw) for c in r.tool_calls]
+    calls = [c for c in r.tool_calls if c.name or c.id or (c.arguments_raw or "").strip() or c.arguments]  # not a zero-valued placeholder
     refusal = any(p.kind == "refusal" for p in r.parts) or (r.finish_reason is not None and str(r.finish_reason.value) == "refusal")
-    return Sample(ex.status, calls, r.text, refusal, r.finish_reason_raw, r.usage.output_tokens if r.usage else None, latency)
+    return Sample(ex.status, [(c.name or "?", c.arguments if c.arguments is not None else c.arguments_raw) for c in calls], r.text, refusal,
+                  r.finish_reason_raw, r.usage.output_tokens if r.usage else None, latency, checks=[_check(c, tools) for c in calls])
+
+
+def _check(c: ToolCall, tools: list[ToolSpec]) -> ArgumentCheck:
+    """``c``'s arguments: JSON? valid against the declared schema of its tool? (jsonschema is
+    imported with the check, when a comparison first needs it.)"""
+    from cassettes.analysis.emission import schema_errors
+
+    spec = next((t for t in tools if t.name == c.name), None) if c.name else None
+    parsed = c.arguments_error is None and (c.arguments is not None or not (c.arguments_raw or "").strip())
+    out = ArgumentCheck(c.name or "?", json=parsed, offered=(spec is not None) if tools else None, parse_error=c.arguments_error)
+    if parsed and spec is not None and spec.parameters and c.kind == "function":
+        out.checked = True
+        out.schema_errors = schema_errors(c.arguments if c.arguments is not None else {}, spec.parameters)
+    return out
+
+
+def _offered(ex: Exchange) -> list[ToolSpec]:
+    """The tools the recorded request declared (as its family's adapter reads them)."""
+    from cassettes.parsing.roundtrip import parse_exchange
+
+    req = parse_exchange(ex).request
+    return list(req.tools) if req is not None else []
 
 
 @dataclass
@@ -229,15 +344,18 @@ def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, 
     async def go() -> None:
         for p in planned:
             base = live(p.ex.method, p.ex.url, p.ex.request_body)
-            tc = TurnComparison(p.seq, p.conversation, p.turn, _sample(p.ex, p.ex.duration or 0.0))
+            tools = _offered(p.ex)
+            tc = TurnComparison(p.seq, p.conversation, p.turn, _sample(p.ex, p.ex.duration or 0.0, tools))
             for _ in range(samples):
                 if base is None:
                     tc.samples.append(Sample(None, [], "", False, None, None, 0.0, error="no upstream serves this API (give one with --upstream NAME=URL)"))
                     continue
                 ex, latency = await _send(base, p, model, headers)
-                tc.samples.append(_sample(ex, latency))
+                tc.samples.append(_sample(ex, latency, tools))
             new = {n for s in tc.samples for n, _ in s.calls} - recorded_tools
-            tc.new_to_client += [f"the tool {n} (never called in the recording)" for n in sorted(new)]
+            offered = {t.name for t in tools}
+            tc.new_to_client += [f"the tool {n} (never called in the recording" + (")" if n in offered else "; not even offered by the request: the client has no handler for it)")
+                                 for n in sorted(new)]
             tc.new_to_client += [f"finish reason {f} (never seen in the recording)" for f in sorted({s.finish for s in tc.samples if s.finish} - recorded_finish)]
             turns.append(tc)
 

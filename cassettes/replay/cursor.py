@@ -13,6 +13,10 @@ or past the cursor (the live model answered differently, so the agent's next req
 the recording: they are the continuation). A request that misses *before* the cursor is a
 divergence of the client and fails closed with the replay diff, as in replay.
 
+Over a WebSocket the cursor places a session's turns the same way; the session's first turn at
+or past it makes the whole session live from there (:mod:`cassettes.replay.wsserve`), each turn
+sent through :meth:`Cursor.outgoing` as an HTTP request is.
+
 ``--model`` rewrites the model of every request sent live (the top-level ``model`` field, or the
 ``/models/NAME:`` part of the path); a request with neither is sent as it is and the report says so.
 """
@@ -146,14 +150,20 @@ class Cursor:
             if closest is None or not (self.at(closest) or closest.conversation in self.forked):
                 return None  # before the cursor: the client diverged (fails closed)
             rec, miss = closest, found
-        if websocket:
-            why = "a fork's cursor does not yet send WebSocket turns live (HTTP only); this turn is past the cursor"
-            return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
         base = self.live(req.method, req.target, req.body)
         if base is None:
             why = "past the fork's cursor, but no live upstream serves this API (give one with --upstream NAME=URL)"
             return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
         self.forked.add(rec.conversation)
+        if websocket:  # the session goes live: wsserve sends each turn through outgoing() itself
+            return Forward(base, req.body, "live past the cursor", miss=miss, rec=rec)
+        target, body, notes, headers = self.outgoing(req)
+        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target, headers=headers)
+
+    def outgoing(self, req: Request) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]:
+        """A request sent live, as it is sent: the model asked for (``--model``), the edits made
+        (``--edit``; marked by an ``x-looptap-edited`` header); its target, body, notes, headers
+        (``None``: the request's own). Counted in :attr:`sent`."""
         self.sent += 1
         target, body, notes = self._rewritten(req)
         headers = None
@@ -162,7 +172,7 @@ class Cursor:
             if done:
                 notes.append(f"fork: edited {', '.join(done)}")
                 headers = [*req.headers, ("x-looptap-edited", ", ".join(done))]
-        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target, headers=headers)
+        return target, body, notes, headers
 
     def _rewritten(self, req: Request) -> tuple[str, bytes, list[str]]:
         """The request as sent live: with the model asked for (``--model``), if it has one."""

@@ -114,6 +114,8 @@ class Router(Protocol):
 
     def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None: ...
 
+    def outgoing(self, req: Request) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]: ...
+
 
 class Planner:
     """Decides every answer of one replay server (see the module docstring). ``cursor``, when

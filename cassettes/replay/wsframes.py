@@ -50,20 +50,28 @@ def accept_key(key: str) -> str:
     return base64.b64encode(hashlib.sha1(key.strip().encode("ascii") + _GUID).digest()).decode("ascii")
 
 
-def frame(opcode: int, payload: bytes = b"") -> bytes:
-    """One final, unmasked frame (what a server sends)."""
+def frame(opcode: int, payload: bytes = b"", masked: bool = False) -> bytes:
+    """One final frame: unmasked (what a server sends), or ``masked`` (what a client sends)."""
     n = len(payload)
+    bit = 0x80 if masked else 0
     if n < 126:
-        head = struct.pack("!BB", 0x80 | opcode, n)
+        head = struct.pack("!BB", 0x80 | opcode, bit | n)
     elif n < 1 << 16:
-        head = struct.pack("!BBH", 0x80 | opcode, 126, n)
+        head = struct.pack("!BBH", 0x80 | opcode, bit | 126, n)
     else:
-        head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
-    return head + payload
+        head = struct.pack("!BBQ", 0x80 | opcode, bit | 127, n)
+    if not masked:
+        return head + payload
+    import os
+
+    mask = os.urandom(4)
+    keys = (mask * (n // 4 + 1))[:n]
+    return head + mask + ((int.from_bytes(payload, "big") ^ int.from_bytes(keys, "big")).to_bytes(n, "big") if n else b"")
 
 
-async def _read_frame(reader: asyncio.StreamReader, room: int) -> tuple[bool, int, bytes]:
-    """One frame; a data frame's payload may be at most ``room`` bytes (what is left of the bound)."""
+async def _read_frame(reader: asyncio.StreamReader, room: int, from_server: bool = False) -> tuple[bool, int, bytes]:
+    """One frame; a data frame's payload may be at most ``room`` bytes (what is left of the bound).
+    A client's frames are masked; a server's (``from_server``: read by a client) are not."""
     b1, b2 = await reader.readexactly(2)
     fin, opcode = bool(b1 & 0x80), b1 & 0x0F
     if b1 & 0x70:
@@ -79,6 +87,10 @@ async def _read_frame(reader: asyncio.StreamReader, room: int) -> tuple[bool, in
         (n,) = struct.unpack("!Q", await reader.readexactly(8))
     if opcode in _DATA and n > room:
         raise WsProtocolError(f"a message over {MAX_MESSAGE:,} bytes (frames counted with {FRAME_COST} bytes each)", 1009)
+    if from_server:
+        if masked:
+            raise WsProtocolError("a server frame with a mask")
+        return fin, opcode, await reader.readexactly(n)
     if not masked:
         raise WsProtocolError("a client frame without a mask")
     mask = await reader.readexactly(4)
@@ -105,11 +117,13 @@ def _check_close(data: bytes) -> None:
 
 
 class MessageReader:
-    """Reads a client's messages off one connection. Control frames may arrive between the
-    fragments of a message (RFC 6455 §5.4): the partial message is kept across them."""
+    """Reads a client's messages off one connection (a server's, read by a client: ``from_server``).
+    Control frames may arrive between the fragments of a message (RFC 6455 §5.4): the partial
+    message is kept across them."""
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(self, reader: asyncio.StreamReader, from_server: bool = False) -> None:
         self.reader = reader
+        self.from_server = from_server
         self._parts = bytearray()
         self._first: int | None = None
         self._cost = 0
@@ -118,7 +132,7 @@ class MessageReader:
         """The next message (``TEXT``/``BINARY``, reassembled from its fragments) or control
         frame (``PING``, ``PONG``, ``CLOSE``), as (opcode, payload)."""
         while True:
-            fin, opcode, data = await _read_frame(self.reader, MAX_MESSAGE - self._cost - FRAME_COST)
+            fin, opcode, data = await _read_frame(self.reader, MAX_MESSAGE - self._cost - FRAME_COST, self.from_server)
             if opcode == CLOSE:
                 _check_close(data)
             if opcode in _CONTROL:

@@ -7,6 +7,11 @@ session's path; the recorded turn's events go back one message each, paced as re
 WebSocket the API's failures are messages: a miss or a status fault is the API's error message
 (the session goes on), a stream fault acts on the turn's event messages, a reset closes the
 connection.
+
+Past a fork's cursor (:mod:`cassettes.replay.cursor`) the session goes live: at its first turn at
+or past the cursor the server opens a WebSocket to the live upstream (:mod:`cassettes.replay.wslive`)
+and relays the session both ways to its end, each turn sent self-contained when it continues an
+answer the live upstream never gave, with the fork's model and edits (docs/fork.md).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import asyncio
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 import orjson
@@ -23,12 +28,14 @@ import orjson
 from cassettes import bounds, providers
 from cassettes.providers import Provider
 from cassettes.replay.http1 import Request, Watchdog
-from cassettes.replay.plan import FaultStatus, Forward, Missed, Planner, Play, Reset, Rewritten
+from cassettes.replay.plan import Answer, FaultStatus, Forward, Missed, Planner, Play, Reset, Rewritten
 from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:
+    from cassettes.providers import WsTurns
     from cassettes.replay.matcher import Miss, Recorded
     from cassettes.replay.wsframes import MessageReader
+    from cassettes.replay.wslive import LiveSocket, Threads
 
 __all__ = ["WebSocketReplay", "sse_data"]
 
@@ -50,6 +57,39 @@ class _Turn:
     headers: Headers
     cut: int | None = None
     stall: float | None = None
+
+
+class _Live:
+    """A session past the cursor: its connection to the live upstream, the task relaying the
+    upstream's messages, and the turn they are logged with (the one last sent)."""
+
+    def __init__(self, sock: LiveSocket) -> None:
+        self.sock = sock
+        self.pump: asyncio.Task[None] | None = None
+        self.sent: list[tuple[float | None, bytes]] = []
+        self.logged: Exchange | None = None
+        self.request: Any = None
+        self.t0 = 0.0
+
+    def turn(self, sent: list[tuple[float | None, bytes]], logged: Exchange, request: Any) -> None:
+        self.sent, self.logged, self.request = sent, logged, request
+        self.t0 = asyncio.get_running_loop().time()
+
+    def stop(self) -> None:
+        """The client's session ended: close the live one (1000) and stop relaying."""
+        from cassettes.replay import wsframes as ws
+
+        if self.pump is not None:
+            self.pump.cancel()
+        if not self.sock.writer.is_closing():
+            self.sock.writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1000), masked=True))
+        self.sock.close()
+
+
+def _miss(turn: Request, why: str, rec: Recorded | None) -> Miss:
+    from cassettes.replay.matcher import Miss
+
+    return Miss(turn.method, turn.target, why, rec)
 
 
 class WebSocketReplay:
@@ -76,33 +116,48 @@ class WebSocketReplay:
         adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
         rules = adapter.ws_turns() if adapter is not None else None
         if req.method != "GET" or not key or adapter is None or rules is None or rules.gathers is not None:
-            msg = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
-            self._log(req, 400, [], [(0.0, msg)], "refused WebSocket")
-            await self._send_head(writer, 400, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")], dog)
-            writer.write(msg)
+            refusal = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
+            self._log(req, 400, [], [(0.0, refusal)], "refused WebSocket")
+            await self._send_head(writer, 400, [("content-type", "text/plain"), ("content-length", str(len(refusal))), ("connection", "close")], dog)
+            writer.write(refusal)
             await self._drain(writer, dog)
             return
         await self._send_head(writer, 101, [("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-accept", ws.accept_key(key))], dog)
         incoming = ws.MessageReader(reader)
-        while True:
-            data = await self._ws_next(incoming, writer, dog)
-            if data is None:
-                return  # closed, or broken by the client
-            try:
-                opened = rules.opens(bounds.loads(data))
-            except (orjson.JSONDecodeError, ValueError):
-                opened = False
-            if opened and not await self._ws_turn(Request("POST", req.target, req.headers, data), writer, adapter, dog):
-                return  # a fault closed the connection
-            # (a session message opens no turn: nothing is answered for it)
+        live: _Live | None = None
+        try:
+            while True:
+                data = await self._ws_next(incoming, writer, dog, live is None)
+                if data is None:
+                    return  # closed, or broken by the client
+                try:
+                    msg = bounds.loads(data)
+                except (orjson.JSONDecodeError, ValueError):
+                    msg = None
+                opened = rules.opens(msg)
+                turn = Request("POST", req.target, req.headers, data)
+                if live is not None:  # past the cursor: every message goes on to the live upstream
+                    await (self._ws_live_turn(live, turn, msg, rules, None) if opened else live.sock.send(ws.TEXT, data))
+                    continue
+                if not opened:
+                    continue  # a session message opens no turn: nothing is answered for it
+                answer = self.planner.plan(turn, websocket=True)
+                if isinstance(answer, Forward):
+                    live = await self._ws_go_live(req, turn, msg, answer, writer, adapter, rules, dog)
+                elif not await self._ws_turn(turn, answer, writer, adapter, rules, msg, dog):
+                    return  # a fault closed the connection
+        finally:
+            if live is not None:
+                live.stop()
 
-    async def _ws_next(self, incoming: MessageReader, writer: asyncio.StreamWriter, dog: Watchdog | None) -> bytes | None:
+    async def _ws_next(self, incoming: MessageReader, writer: asyncio.StreamWriter, dog: Watchdog | None, idles: bool = True) -> bytes | None:
         """The next data message, answering control frames on the way; ``None`` when the
         session ends (a close; a protocol error answered with its close code, 1002 mostly; no
-        frame for ``idle_timeout`` seconds, answered 1001)."""
+        frame for ``idle_timeout`` seconds, answered 1001: not while the session is live, when
+        the client may wait as long as the live model takes)."""
         from cassettes.replay import wsframes as ws
 
-        idle = self.idle_timeout
+        idle = self.idle_timeout if idles else None
         while True:
             if dog is not None:
                 dog.arm(idle)
@@ -131,11 +186,9 @@ class WebSocketReplay:
             elif op != ws.PONG:
                 return bytes(data)
 
-    async def _ws_turn(self, turn: Request, writer: asyncio.StreamWriter, adapter: Provider, dog: Watchdog | None) -> bool:
-        """Answer one turn of a WebSocket session; ``False`` when the connection was closed."""
-
-        answer = self.planner.plan(turn, websocket=True)
-        assert not isinstance(answer, Forward)  # the planner passes no WebSocket turn on
+    async def _ws_turn(self, turn: Request, answer: Answer, writer: asyncio.StreamWriter, adapter: Provider, rules: WsTurns, msg: Any, dog: Watchdog | None) -> bool:
+        """Answer one turn of a WebSocket session as planned; ``False`` when the connection was closed."""
+        assert not isinstance(answer, Forward)
         if isinstance(answer, Missed):
             await self._ws_miss(turn, writer, adapter, answer.miss, dog)
             return True
@@ -154,13 +207,117 @@ class WebSocketReplay:
         logged.notes.append("websocket replay")
         if isinstance(answer, Play) and answer.note is not None:
             logged.notes.append(answer.note)
+        if rules.thread is not None and self.planner.cursor is not None and isinstance(answer, Play) and spoken.messages:
+            self._ws_thread(rules, msg, spoken.messages[-1][2])
         return await self._ws_send(writer, spoken, logged, sent, dog)
 
-    async def _ws_miss(self, turn: Request, writer: asyncio.StreamWriter, adapter: Provider, miss: Miss, dog: Watchdog | None) -> None:
+    # -- past a fork's cursor: the session relayed to a live upstream ------------------------------
+    @property
+    def ws_threads(self) -> Threads:
+        """What every answer given or relayed over this server's sessions stood for."""
+        from cassettes.replay.wslive import Threads
+
+        got = self.__dict__.get("_ws_threads")
+        if got is None:
+            got = self.__dict__["_ws_threads"] = Threads()
+        return cast("Threads", got)
+
+    def _ws_thread(self, rules: WsTurns, msg: Any, closing: bytes, known: set[str] | None = None) -> None:
+        """Remember what the answer closing a turn (``closing``, a message) stood for."""
+        assert rules.thread is not None
+        try:
+            doc = bounds.loads(closing)
+        except (orjson.JSONDecodeError, ValueError):
+            return
+        if not rules.closes(doc):
+            return
+        prev, rid, items = rules.thread(msg, doc)
+        self.ws_threads.add(rid, prev, items)
+        if known is not None and rid is not None:
+            known.add(rid)
+
+    async def _ws_go_live(self, req: Request, turn: Request, msg: Any, answer: Forward, writer: asyncio.StreamWriter, adapter: Provider,
+                          rules: WsTurns, dog: Watchdog | None) -> _Live | None:
+        """The session reaches the cursor: open it at the live upstream (the recorder's listener)
+        and send this turn; from now on the session is relayed both ways. An upstream that cannot
+        be reached is the API's error message (the session goes on, not live)."""
+        from cassettes.replay.forward import UpstreamError
+        from cassettes.replay.wslive import LiveSocket
+
+        try:
+            sock = await LiveSocket.open(answer.base, req.target, req.headers)
+        except UpstreamError as exc:
+            rec = answer.rec
+            why = f"past the fork's cursor; opening the live session at {answer.base} failed: {exc}"
+            await self._ws_miss(turn, writer, adapter, answer.miss if answer.miss is not None else _miss(turn, why, rec), dog, status=502)
+            return None
+        live = _Live(sock)
+        live.pump = asyncio.create_task(self._ws_pump(live, writer, rules))
+        await self._ws_live_turn(live, turn, msg, rules, answer.rec)
+        return live
+
+    async def _ws_live_turn(self, live: _Live, turn: Request, msg: Any, rules: WsTurns, rec: Recorded | None) -> None:
+        """Send one turn to the live upstream: self-contained if it continues an answer the
+        upstream never gave (one replayed from the recording), with the fork's model and edits."""
         from cassettes.replay import wsframes as ws
 
-        body = orjson.dumps({"type": "error", "status": self.miss_status, **adapter.replay_error(self.miss_status, str(miss), self.miss_code)})
-        self._log(turn, self.miss_status, [("content-type", "application/json")], [(0.0, body)], miss)
+        notes: list[str] = []
+        body = turn.body
+        if rules.thread is not None and rules.standalone is not None:
+            prev, _, _ = rules.thread(msg, None)
+            if prev is not None and prev not in live.sock.known:
+                history = self.ws_threads.history(prev)
+                if history is not None:
+                    body = orjson.dumps(rules.standalone(msg, history))
+                    notes.append(f"fork: sent self-contained: it continued {prev[:80]}, an answer the live upstream never gave; "
+                                 f"the {len(history)} items that answer stood for are its input instead")
+                else:
+                    notes.append(f"fork: continues {prev[:80]}, an answer this replay server never saw: sent as it is")
+        cursor = self.planner.cursor
+        if cursor is not None:
+            _, body, more, _ = cursor.outgoing(Request(turn.method, turn.target, turn.headers, body))
+            notes += more
+        sent: list[tuple[float | None, bytes]] = []
+        logged = self._log(turn, 200, [], sent, "live past the cursor", origin_of=rec)
+        logged.notes += ["websocket live", *notes]
+        live.turn(sent, logged, bounds.loads(body) if body is not turn.body else msg)
+        await live.sock.send(ws.TEXT, body)
+
+    async def _ws_pump(self, live: _Live, writer: asyncio.StreamWriter, rules: WsTurns) -> None:
+        """The live upstream's messages to the client as they come, each logged with its turn;
+        the upstream's close closes the client's session, an upstream that breaks off breaks it."""
+        from cassettes.replay import wsframes as ws
+
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                op, data = await live.sock.next()
+                if op == ws.PING:
+                    await live.sock.send(ws.PONG, data)
+                    continue
+                if op == ws.PONG:
+                    continue
+                if op == ws.CLOSE:
+                    writer.write(ws.frame(ws.CLOSE, data[:2]))
+                    await writer.drain()
+                    return
+                live.sent.append((loop.time() - live.t0, b"data: " + data + b"\n\n"))
+                writer.write(ws.frame(op, data))
+                await writer.drain()
+                if rules.thread is not None:
+                    self._ws_thread(rules, live.request, data, live.sock.known)
+        except (ws.WsProtocolError, asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+            if live.logged is not None:
+                live.logged.transport_error = f"the live upstream broke off the session: {exc}"
+            writer.transport.abort()
+
+    async def _ws_miss(self, turn: Request, writer: asyncio.StreamWriter, adapter: Provider, miss: Miss, dog: Watchdog | None, status: int | None = None) -> None:
+        from cassettes.replay import wsframes as ws
+
+        status = status or self.miss_status
+        code = self.miss_code if status == self.miss_status else "looptap_upstream_error"
+        body = orjson.dumps({"type": "error", "status": status, **adapter.replay_error(status, str(miss), code)})
+        self._log(turn, status, [("content-type", "application/json")], [(0.0, body)], miss)
         writer.write(ws.frame(ws.TEXT, body))
         await self._drain(writer, dog)
 

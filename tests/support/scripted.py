@@ -44,7 +44,13 @@ from urllib.parse import urlsplit
 @dataclass(frozen=True)
 class Call:
     name: str
-    arguments: dict[str, Any]
+    #: The arguments; a string is sent as it is where the wire carries arguments as a string
+    #: (Chat, Responses): how a test makes a model emit arguments that are not JSON.
+    arguments: dict[str, Any] | str
+
+    @property
+    def wire(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,7 @@ class Reply:
         return cls(text=text, what=what)
 
     @classmethod
-    def tool(cls, name: str, arguments: dict[str, Any], what: str = "", text: str = "") -> Reply:
+    def tool(cls, name: str, arguments: dict[str, Any] | str, what: str = "", text: str = "") -> Reply:
         return cls(text=text, calls=(Call(name, arguments),), what=what)
 
 
@@ -282,6 +288,9 @@ class ScriptedUpstream:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # The head and the body go out in two writes: with Nagle on, a keep-alive client's
+            # delayed ACK held each answer ~40 ms (bench/fork.py's plain recording row).
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -458,7 +467,7 @@ class ScriptedUpstream:
             cid = self.new_id("call_s")
             logged.ids.append(cid)
             output.append({"type": "function_call", "id": self.new_id("fc_s"), "call_id": cid, "name": c.name,
-                           "arguments": json.dumps(c.arguments), "status": "completed"})
+                           "arguments": c.wire, "status": "completed"})
         out_tokens = max(1, len(json.dumps(output)) // 4)
         logged.response_id = self.new_id("resp_s")
         with self._lock:
@@ -495,7 +504,7 @@ class ScriptedUpstream:
         for c in reply.calls:
             cid = self.new_id("call_s")
             logged.ids.append(cid)
-            calls.append({"id": cid, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}})
+            calls.append({"id": cid, "type": "function", "function": {"name": c.name, "arguments": c.wire}})
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
         if calls:
             message["tool_calls"] = calls

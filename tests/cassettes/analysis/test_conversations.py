@@ -735,7 +735,7 @@ def test_dispatch_view_over_a_tool_loop(family: str) -> None:
     run = s.analyse()
     assert c_codes(run) == [] and threads(run) == [[0, 1, 2]]
     t0, t1, t2 = (run.turns[i].c for i in range(3))
-    per_result = family in ("openai_chat", "ollama")  # one message per result
+    per_result = family in ("openai_chat", "ollama", "openai_responses")  # one message per result
     # turn 0: only the user message
     assert (t0.kept, t0.appended_from, t0.echoed_assistant, t0.link) == (0, 0, None, "start")
     assert [m.role for m in t0.appended] == ["user"] and t0.tools_offered == ["get_weather"]

@@ -99,8 +99,8 @@ def test_view_of_a_tool_loop(family: str) -> None:
     # Named in every family: from the result (Gemini, Anthropic-less wires) or from its call
     # (OpenAI's results carry only the id; show --json had name null, issue 14).
     assert [p.name for p in c1.pairings] == ["get_weather", "get_weather"]
-    # The echoed answer, then the results: one message per result (Chat, Ollama) or one for all.
-    one_each = family in ("openai_chat", "ollama")
+    # The echoed answer, then the results: one message per result (Chat, Ollama, Responses) or one for all.
+    one_each = family in ("openai_chat", "ollama", "openai_responses")
     assert c1.appended[0].role == "assistant"
     assert len(c1.appended) == (3 if one_each else 2)
     assert [p.message_index for p in c1.pairings] == ([2, 3] if one_each else [2, 2])

@@ -308,9 +308,10 @@ def test_request_items() -> None:
         "user",
         "assistant",
         "tool",
+        "tool",  # one message per result, as Chat's tool messages (a history's parse then extends its prefix's)
         "assistant",  # an item reference stands in the model-side turn (the analysis resolves it)
     ]
-    ref = req.messages[4].parts[0]
+    ref = req.messages[5].parts[0]
     assert ref.kind == "other" and ref.provider_details is not None and ref.provider_details["item_reference"] == "msg_9"
     user = req.messages[1]
     assert [p.kind for p in user.parts] == ["text", "media"] and user.parts[1].media_type == "image/png"
@@ -323,9 +324,9 @@ def test_request_items() -> None:
     call, custom = turn.parts[1].tool_call, turn.parts[2].tool_call
     assert call is not None and (call.id, call.name, call.arguments) == ("call_1", "f", {"a": 1})
     assert custom is not None and (custom.kind, custom.arguments) == ("custom", "raw text")
-    results = [p.tool_result for p in req.messages[3].parts]
+    results = [p.tool_result for m in req.messages[3:5] for p in m.parts]
     assert [(r.call_id, r.content) for r in results if r] == [("call_1", "ok"), ("call_2", "done")]
-    assert [p.kind for p in req.messages[4].parts] == ["other", "other"]  # the reference and the hosted call, one model-side turn
+    assert [p.kind for p in req.messages[5].parts] == ["other", "other"]  # the reference and the hosted call, one model-side turn
     assert [(t.name, t.kind) for t in req.tools] == [
         ("f", "function"),
         ("g", "custom"),
