@@ -50,173 +50,22 @@ from typing import Any
 
 import orjson
 
+from cassettes.analysis.message_keys import (
+    _NO_NAMES,
+    _ROLE,
+    _call_ids,
+    _call_names,
+    _Memo,
+    _message_keys,
+    _part_keys,
+    message_key,
+    response_message,
+    squashed,
+)
+from cassettes.analysis.spill import KEEP, Spill, SpillMap
 from cassettes.models import Message, NormalisedResponse, Part
 
 __all__ = ["Link", "Threader", "message_key", "response_message", "squashed"]
-
-_ROLE = {"developer": "system", "model": "assistant"}
-_SQUASH_MAX = 1024
-_SQUASH_LEN = 1024 * 1024
-_KEYED_MAX = 512
-
-
-def squashed(text: str | None) -> str:
-    """``text`` with every run of whitespace made one space, and none at either end."""
-    return " ".join(text.split()) if text else ""
-
-
-class _Memo:
-    """What one :class:`Threader` remembers within a turn, its own (no module state: two analyses
-    in one process never clear each other's):
-
-    * texts squashed during this turn and the one before (text → squashed): a turn squashes the
-      same texts more than once (an answer as this turn's response, then as the next request's
-      history). :meth:`turn` starts a new generation, so at most two turns' texts are held; texts
-      over ``_SQUASH_LEN`` are not kept;
-    * parts' keys by ``id``, each with its part (so an id is never reused while cached): a turn
-      keys the same parts several times (its history, its last message, the answer's echo).
-      Emptied when a turn starts and ends, so it never holds a turn's texts between turns.
-    """
-
-    __slots__ = ("before", "keyed", "squashed")
-
-    def __init__(self) -> None:
-        self.squashed: dict[str, str] = {}
-        self.before: dict[str, str] = {}
-        self.keyed: dict[int, tuple[Part, Any]] = {}
-
-    def turn(self) -> None:
-        self.before, self.squashed = self.squashed, {}
-        self.keyed = {}
-
-    def end(self) -> None:
-        self.keyed = {}
-
-    def squash(self, text: str | None) -> str:
-        if not text:
-            return ""
-        hit = self.squashed.get(text)
-        if hit is not None:
-            return hit
-        hit = self.before.get(text)
-        if hit is None:
-            hit = " ".join(text.split())
-        if len(text) <= _SQUASH_LEN and len(self.squashed) < _SQUASH_MAX:
-            self.squashed[text] = hit
-        return hit
-
-
-def _canon(value: Any) -> Any:
-    """Arguments compared as JSON values: key order ignored, absent and null treated alike."""
-    if isinstance(value, dict):
-        return {k: _canon(v) for k, v in sorted(value.items()) if v is not None}
-    if isinstance(value, list):
-        return [_canon(v) for v in value]
-    return value
-
-
-def _part_key(p: Part, memo: _Memo | None = None) -> Any:
-    """One part's key with its tool-call id (``None`` for parts left out of comparisons)."""
-    keyed = memo.keyed if memo is not None else None
-    if keyed is not None:
-        hit = keyed.get(id(p))
-        if hit is not None and hit[0] is p:
-            return hit[1]
-    squash = memo.squash if memo is not None else squashed
-    key: Any = None
-    if p.kind in ("text", "refusal"):
-        t = squash(p.text)
-        key = ("t", t) if t else None
-    elif p.kind == "tool_call" and p.tool_call is not None:
-        tc = p.tool_call
-        args = _canon(tc.arguments) if tc.arguments is not None else squash(tc.arguments_raw)
-        key = ("c", tc.name, args, tc.id)
-    elif p.kind == "tool_result" and p.tool_result is not None:
-        tr = p.tool_result
-        key = ("r", squash(tr.content), tr.call_id)
-    elif p.kind == "media":
-        key = ("m", p.media_type)
-    # reasoning and provider-specific parts are left out: clients may drop or re-sign them
-    if keyed is not None:
-        if len(keyed) >= _KEYED_MAX:
-            keyed.clear()
-        keyed[id(p)] = (p, key)
-    return key
-
-
-def _part_keys(parts: list[Part], ids: bool = False, memo: _Memo | None = None) -> list[Any]:
-    """Comparable keys of a message's parts; ``ids`` keeps tool-call ids (the strict key)."""
-    out: list[Any] = []
-    for p in parts:
-        k = _part_key(p, memo)
-        if k is None:
-            continue
-        if k[0] == "t":
-            if out and out[-1][0] == "t":
-                out[-1] = ("t", out[-1][1] + " " + k[1])
-            else:
-                out.append(k)
-        elif ids or k[0] == "m":
-            out.append(k)
-        else:
-            out.append(k[:-1])
-    return out
-
-
-def message_key(m: Message) -> int:
-    return _message_keys(m)[0]
-
-
-def _message_keys(m: Message, memo: _Memo | None = None) -> tuple[int, int, int]:
-    """The message's key (for comparing histories), and its loose and strict lookup keys."""
-    role = _ROLE.get(m.role, m.role)
-    with_ids = _part_keys(m.parts, ids=True, memo=memo)
-    parts = [k[:-1] if k[0] in "cr" else k for k in with_ids]  # the same keys without the ids
-    # A tool result is a tool result whether it travels as a `tool` message or inside a user one.
-    if parts and all(k[0] == "r" for k in parts):
-        role = "tool"
-    key = hash(orjson.dumps([role, parts], option=orjson.OPT_NON_STR_KEYS))
-    if role == "system":
-        return key, _SYSTEM_KEY, _SYSTEM_KEY
-    has_ids = any((p.tool_call is not None and p.tool_call.id) or (p.tool_result is not None and p.tool_result.call_id) for p in m.parts)
-    strict = hash(orjson.dumps([role, with_ids], option=orjson.OPT_NON_STR_KEYS)) if has_ids else key
-    return key, key, strict
-
-
-#: What any system message counts as in a lookup key.
-_SYSTEM_KEY = hash("looptap:system")
-
-
-_NO_NAMES: frozenset[str] = frozenset()  # one shared empty set: each frozenset() is a new object
-
-
-def _call_names(message: Message) -> frozenset[str]:
-    """Tool names of a message's calls (kept only where calls carry no ids)."""
-    names = frozenset(p.tool_call.name for p in message.parts if p.tool_call is not None and p.tool_call.name)
-    return names if names else _NO_NAMES
-
-
-def _call_ids(parts: list[Part]) -> set[str]:
-    """Tool-call ids named by the parts: calls' own ids and the ids results answer."""
-    out: set[str] = set()
-    for p in parts:
-        if p.tool_call is not None and p.tool_call.id:
-            out.add(p.tool_call.id)
-        elif p.tool_result is not None and p.tool_result.call_id:
-            out.add(p.tool_result.call_id)
-    return out
-
-
-def response_message(resp: NormalisedResponse | None, memo: _Memo | None = None) -> Message | None:
-    """The assistant message a response adds to the history, if it has any content."""
-    if resp is None or (resp.error is not None and not resp.parts):
-        return None
-    parts = [p for p in resp.parts if p.kind in ("text", "tool_call", "refusal", "reasoning", "media")]
-    if not _part_keys(parts, memo=memo):
-        return None
-    return Message(role="assistant", parts=parts)
-
-
 
 
 @dataclass
@@ -361,16 +210,42 @@ def _quoted_only(text: str, prompt: str) -> bool:
     return True
 
 
+class _TurnInfos:
+    """The threader's turns by id: a list whose older entries live in a :class:`SpillMap`."""
+
+    def __init__(self, spill: Spill, keep: int) -> None:
+        self._map: SpillMap[int, _TurnInfo] = SpillMap(spill, keep)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, tid: int) -> _TurnInfo:
+        if tid < 0:
+            tid += self._n
+        if not 0 <= tid < self._n:
+            raise IndexError(tid)
+        return self._map[tid]
+
+    def append(self, info: _TurnInfo) -> None:
+        self._map[self._n] = info
+        self._n += 1
+
+    def trim(self) -> None:
+        self._map.trim()
+
+
 @dataclass
 class Threader:
     """Assigns each generation round trip to a conversation. Feed turns in recording order."""
 
-    turns: list[_TurnInfo] = field(default_factory=list)
-    _prefix: dict[int, list[_Registered]] = field(default_factory=dict)
-    _by_start: dict[int, list[int]] = field(default_factory=dict)  # start-of-history hash → turn ids
-    _by_response: dict[str, int] = field(default_factory=dict)
+    #: Every turn threaded so far, by turn id (spilled to disk past :data:`~.spill.KEEP`).
+    turns: _TurnInfos = field(init=False)
+    _prefix: SpillMap[int, list[_Registered]] = field(init=False)
+    _by_start: SpillMap[int, list[int]] = field(init=False)  # start-of-history hash → turn ids
+    _by_response: SpillMap[str, int] = field(init=False)
     _by_label: dict[str, str] = field(default_factory=dict)
-    _last_of: dict[str, int] = field(default_factory=dict)  # conversation → its latest turn id
+    _last_of: SpillMap[str, int] = field(init=False)  # conversation → its latest turn id
     _prompts: OrderedDict[str, int] = field(default_factory=OrderedDict)
     #: Recent calls' arguments as JSON without whitespace (see :func:`_quote_key`) → turn id.
     _quotes: OrderedDict[str, int] = field(default_factory=OrderedDict)
@@ -380,9 +255,27 @@ class Threader:
     _tools: int = 0
     _ids: set[str] = field(default_factory=set)
     #: Tool-call ids of the answers of conversations' latest turns → that turn.
-    _id_turn: dict[str, int] = field(default_factory=dict)
+    _id_turn: SpillMap[str, int] = field(init=False)
     #: This threader's memo of squashed texts and part keys (:class:`_Memo`).
     _memo: _Memo = field(default_factory=_Memo)
+    #: Where the tables above keep what does not fit in memory (``keep`` entries each).
+    keep: int = KEEP
+
+    def __post_init__(self) -> None:
+        spill = self._spill = Spill()
+        self.turns = _TurnInfos(spill, self.keep)
+        self._prefix, self._by_start = SpillMap(spill, self.keep), SpillMap(spill, self.keep)
+        self._by_response, self._last_of, self._id_turn = SpillMap(spill, self.keep), SpillMap(spill, self.keep), SpillMap(spill, self.keep)
+
+    def _trim(self) -> None:
+        """Spill what does not fit (between requests: no entry is held then)."""
+        self.turns.trim()
+        for table in (self._prefix, self._by_start, self._by_response, self._last_of, self._id_turn):
+            table.trim()
+
+    def close(self) -> None:
+        """Remove the file the tables spilled to (if any)."""
+        self._spill.close()
 
     def _new_conversation(self) -> str:
         self._count += 1
@@ -432,6 +325,7 @@ class Threader:
             return self._add(family, messages, response, failed, label, previous_response_id, reuse, system, tools)
         finally:
             self._memo.end()
+            self._trim()
 
     def _add(
         self,
@@ -596,6 +490,13 @@ class Threader:
         """``t`` was made under another system prompt and another tool set than this request."""
         return t.system != self._system and t.tools != self._tools
 
+    def _calls_running(self, t: _TurnInfo, link: Link) -> bool:
+        """``t``'s answer made calls, and the request (linked to ``t``) neither echoes the answer
+        nor answers any of them: they may still be running."""
+        if t.failed or not (t.echo_ids or t.echo_names) or t.keys is None or not self._messages:
+            return False
+        return not (link.echoed or self._ids & t.echo_ids)
+
     def _forks_running_calls(self, t: _TurnInfo, link: Link) -> bool:
         """The request, linked to ``t`` (its conversation's latest turn), asks something over
         ``t``'s history while the calls ``t``'s answer made are still running: it carries that
@@ -606,9 +507,7 @@ class Threader:
         question to the last message). A request that answers the calls without echoing them
         stays (a client bug the conversation's findings name), and so does an edited request after
         a final answer."""
-        if t.failed or not (t.echo_ids or t.echo_names) or t.keys is None or not self._messages:
-            return False
-        if link.echoed or self._ids & t.echo_ids:
+        if not self._calls_running(t, link):
             return False
         n = len(self._messages)
         last = self._messages[-1]
@@ -675,24 +574,10 @@ class Threader:
         repeat = False
         owner: _Registered | None = None  # the exact request's turn, when it carries tool-call ids
         for length, regs in self._matches(family, keys, strict=use_strict):
-            if length == n:
-                again = [r for r in regs[-64:] if not r.with_echo]
-                if again:
-                    retry = self._retry_of(again, n)
-                    if retry is not None:
-                        return retry, repeat
-                    regs = [r for r in regs if r.with_echo]
-                    if not regs and all(self._other_agent(self.turns[r.turn]) for r in again):
-                        # Another agent sent exactly what a turn sent (a title call on the first
-                        # message): a side call over that history, branched from the turn.
-                        best, _ = self._choose(again)
-                        return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call"), repeat
-                    if use_strict and keys.strict[n - 1] != keys.loose[n - 1]:
-                        owner = self._choose(again)[0]
-                    # Otherwise the same history as another conversation's request: a parallel
-                    # agent one turn behind (it continues a turn still waiting), or the agent
-                    # started over (a new run with the same opening).
-                    repeat = True
+            if length == n:  # (the longest match comes first: this is the first round, if any)
+                link, regs, owner, repeat = self._same_request(regs, n, keys, use_strict)
+                if link is not None:
+                    return link, repeat
             if repeat:
                 if owner is not None and keys.strict[length - 1] == keys.loose[length - 1]:
                     break  # a prefix without the ids no longer says whose request this is
@@ -707,6 +592,31 @@ class Threader:
             # id-less prefix another conversation shares.
             return self._describe(owner.conversation, self._last_of[owner.conversation], keys.key, "rewritten"), repeat
         return None, repeat
+
+    def _same_request(
+        self, regs: list[_Registered], n: int, keys: _Keys, use_strict: bool
+    ) -> tuple[Link | None, list[_Registered], _Registered | None, bool]:
+        """The request is exactly a registered history (``n`` messages): its link when that
+        decides it (a retry, or another agent's side call); else the registrations left to
+        extend, the exact request's turn when tool-call ids name it, and whether it repeats an
+        earlier request."""
+        again = [r for r in regs[-64:] if not r.with_echo]
+        if not again:
+            return None, regs, None, False
+        retry = self._retry_of(again, n)
+        if retry is not None:
+            return retry, regs, None, False
+        regs = [r for r in regs if r.with_echo]
+        if not regs and all(self._other_agent(self.turns[r.turn]) for r in again):
+            # Another agent sent exactly what a turn sent (a title call on the first
+            # message): a side call over that history, branched from the turn.
+            best, _ = self._choose(again)
+            return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call"), regs, None, False
+        owner = self._choose(again)[0] if use_strict and keys.strict[n - 1] != keys.loose[n - 1] else None
+        # Otherwise the same history as another conversation's request: a parallel agent one
+        # turn behind (it continues a turn still waiting), or the agent started over (a new
+        # run with the same opening).
+        return None, regs, owner, True
 
     def _retry_of(self, again: list[Any], n: int) -> Link | None:
         """Exactly an earlier request again: a retry when that was the conversation's latest

@@ -24,9 +24,10 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import Any, overload
 
 from cassettes.analysis import api, dispatch, emission, tokens
+from cassettes.analysis import spill as spill_tables
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
 from cassettes.analysis.conversations import Link, Threader
 from cassettes.analysis.mcp import McpLinker
@@ -41,6 +42,7 @@ from cassettes.analysis.model import (
     TokenView,
     Turn,
 )
+from cassettes.analysis.spill import KEEP, Spill, SpillMap
 from cassettes.models import Message, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
 from cassettes.wire.exchange import Exchange
@@ -134,20 +136,36 @@ class _ConvRecord:
 
 class Conversations(Sequence[Conversation]):
     """A run's conversations in order of their first turn, each given as a :class:`Conversation`
-    made on access from the analyser's compact record (so a copy: changing it changes nothing)."""
+    made on access from the analyser's compact record (so a copy: changing it changes nothing).
+    Past ``keep`` records the least recently used are kept on disk (:mod:`.spill`)."""
 
-    def __init__(self, conversations: Iterable[Conversation] = ()) -> None:
-        self._records: list[_ConvRecord] = []
+    def __init__(self, conversations: Iterable[Conversation] = (), *, spill: Spill | None = None, keep: int = KEEP) -> None:
+        self._records: SpillMap[int, _ConvRecord] = SpillMap(spill, keep)
+        self._n = 0
         for c in conversations:
             r = _ConvRecord(c.id, c.family, c.label, c.title, c.parent_seq, c.branch)
             r.turns = list(c.turns)
             self._add(r)
+        self.trim()
 
-    def _add(self, record: _ConvRecord) -> None:
-        self._records.append(record)
+    def _add(self, record: _ConvRecord) -> int:
+        """Add a record; its position."""
+        self._records[self._n] = record
+        self._n += 1
+        return self._n - 1
+
+    def record(self, i: int) -> _ConvRecord:
+        """The record at ``i``, to change (until the next :meth:`trim`)."""
+        return self._records[i]
+
+    def trim(self) -> None:
+        self._records.trim()
 
     def __len__(self) -> int:
-        return len(self._records)
+        return self._n
+
+    def _model(self, i: int) -> Conversation:
+        return self._records.peek(i).model()
 
     @overload
     def __getitem__(self, i: int) -> Conversation: ...
@@ -155,11 +173,22 @@ class Conversations(Sequence[Conversation]):
     def __getitem__(self, i: slice) -> list[Conversation]: ...
     def __getitem__(self, i: int | slice) -> Conversation | list[Conversation]:
         if isinstance(i, slice):
-            return [r.model() for r in self._records[i]]
-        return self._records[i].model()
+            return [self._model(j) for j in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._model(i)
 
     def __iter__(self) -> Iterator[Conversation]:
-        return (r.model() for r in self._records)
+        return (self._model(i) for i in range(self._n))
+
+    def ids(self) -> Iterator[str]:
+        """The conversations' ids, in order."""
+        return (self._records.peek(i).id for i in range(self._n))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # (a copy holds its records in memory)
+        return (Conversations, (list(self),))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):
@@ -261,25 +290,31 @@ class RunAnalyser:
     what it needs, and the end-of-run checks still add their findings to the turns they concern).
     """
 
-    def __init__(self, reload: Reload | None = None, *, keep_turns: bool = True, active: int = ACTIVE) -> None:
+    def __init__(self, reload: Reload | None = None, *, keep_turns: bool = True, active: int = ACTIVE, keep: int | None = None) -> None:
+        keep = spill_tables.KEEP if keep is None else keep  # (read now: a test may set a small one)
         self.result = RunAnalysis()
-        self._conversations = Conversations()
+        # The per-conversation tables below keep their recently used entries in memory and the
+        # others on disk (:mod:`.spill`): a conversation that went quiet costs no memory.
+        spill = self._spill = Spill()
+        self._conversations = Conversations(spill=spill, keep=keep)
         self.result.conversations = self._conversations
         self._reload = reload
         self._keep_turns = keep_turns
         self._active = active
-        self._threader = Threader()
+        self._keep = keep
+        self._threader = Threader(keep=keep)
         self._mcp = McpLinker()
         self._seq_of_tid = array("q")  # threader turn id → seq
         # Contexts a later turn may take as its previous one, by threader turn id: the latest
         # turn of each conversation (every turn when nothing can be reloaded).
         self._contexts: dict[int, TurnContext] = {}
         # conversation → threader turn id and recording position of its latest turn
-        self._latest: dict[str, tuple[int, int]] = {}
+        self._latest: SpillMap[str, tuple[int, int]] = SpillMap(spill, keep)
         # Conversations whose latest turn keeps its parsed history, least recently active first.
         self._histories: OrderedDict[str, TurnContext] = OrderedDict()
-        self._convs: dict[str, ConversationState] = {}
-        self._records: dict[str, _ConvRecord] = {}
+        # (a conversation's state is spilled only once no context refers to it: parked)
+        self._convs: SpillMap[str, ConversationState] = SpillMap(spill, keep, lambda _, c: not c.turns)
+        self._records: SpillMap[str, int] = SpillMap(spill, keep)  # conversation → its record's position
         self._pos = 0
         # Recent round trips by seq (with their threader turn id), to parse a later request
         # against (a cassette's history delta names its base): a base that is gone is parsed in full.
@@ -290,7 +325,8 @@ class RunAnalyser:
         # Items of recent answers by id, for requests that refer to them instead of sending them.
         self._items = ItemReferences()
         # Quiet conversations whose latest context was dropped (see the module docstring).
-        self._parked: dict[str, _Parked] = {}
+        # (spilled when no list of findings is shared: see :meth:`finish`)
+        self._parked: SpillMap[str, _Parked] = SpillMap(spill, keep, lambda _, p: not (p.findings or p.final or p.errors))
         #: The API family of the round trip :meth:`add` took last ("none" when not an LLM API's).
         self.last_family = "none"
 
@@ -304,6 +340,18 @@ class RunAnalyser:
 
     def add(self, ex: Exchange, rt: RoundTrip | None = None) -> Turn | None:
         """Analyse one round trip; returns its turn (``None`` for a non-generation round trip)."""
+        try:
+            return self._add(ex, rt)
+        finally:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Spill what does not fit (between round trips: no entry is held then)."""
+        for table in (self._latest, self._convs, self._records, self._parked):
+            table.trim()
+        self._conversations.trim()
+
+    def _add(self, ex: Exchange, rt: RoundTrip | None) -> Turn | None:
         pos = self._pos
         self._pos += 1
         owned = rt is None
@@ -351,7 +399,7 @@ class RunAnalyser:
             self._release_history(prev)
         self._make_latest(conv.id, tid, pos, ctx)
         self._settle(ctx)
-        self._records[conv.id].turns.append(seq)
+        self._conversations.record(self._records[conv.id]).turns.append(seq)
         if self._keep_turns:
             self.result.turns[seq] = turn
         elif turn.findings:
@@ -383,10 +431,8 @@ class RunAnalyser:
         assert rt.request is not None
         conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family)
         parent = self._seq_of_tid[link.parent] if link.parent is not None and 0 <= link.parent < len(self._seq_of_tid) - 1 else None
-        record = self._records[link.conversation] = _ConvRecord(
-            link.conversation, rt.family, label, _title(rt.request.messages), parent, link.branch if parent is not None else None
-        )
-        self._conversations._add(record)
+        record = _ConvRecord(link.conversation, rt.family, label, _title(rt.request.messages), parent, link.branch if parent is not None else None)
+        self._records[link.conversation] = self._conversations._add(record)
         return conv
 
     def _judge(self, ctx: TurnContext, link: Link) -> None:
@@ -547,33 +593,50 @@ class RunAnalyser:
         self._owned.clear()
         self._latest.clear()
         self._parked.clear()
+        self._records.clear()
         self._mcp.clear()
-        self._threader = Threader()
+        self._threader.close()
+        self._threader = Threader(keep=self._keep)
 
     def finish(self) -> RunAnalysis:
         """Run the end-of-run checks and return the analysis (call once, after the last round trip)."""
         result = self.result
-        last = {ctx.seq: (ctx.turn.findings, self._latest[conv.id][1]) for conv in self._convs.values() for ctx in conv.turns}
-        for conv in self._convs.values():
-            parked = self._parked.get(conv.id)
-            if parked is not None:  # its end-of-run checks ran when it was parked
-                last[parked.seq] = (parked.findings, self._latest[conv.id][1])
-                result.errors.extend(parked.errors or ())
-                found: Iterable[Finding] = parked.final or ()
-            else:
-                found = [f for final in FINAL_CHECKS for f in _run(final, conv, result.errors)]
-            for f in found:
-                target = result.turns.get(f.seq) if f.seq is not None else None
-                findings = target.findings if target is not None else (last[f.seq][0] if f.seq in last else None)
-                if findings is not None:
-                    findings.append(f)
-                    if not self._keep_turns and f.seq is not None and f.seq not in self._flagged:
-                        self._flagged[f.seq] = (last[f.seq][1], findings)
+        # The latest turn of each conversation: its findings (the list end-of-run checks add to)
+        # and position. Live conversations first; a parked one's as its turn comes (in order).
+        last: SpillMap[int, tuple[list[Finding], int]] = SpillMap(self._spill, self._keep, lambda _, v: not v[0])
+        for conv_id, conv in list(self._convs.hot_items()):
+            for ctx in conv.turns:
+                last[ctx.seq] = (ctx.turn.findings, self._latest[conv_id][1])
+        for conv_id in self._conversations.ids():
+            for f in self._final_findings(conv_id, last):
+                self._apply_final(f, last)
+            last.trim()
         if self._keep_turns:
             result.findings = [f for t in result.turns.values() for f in t.findings]
         else:
             result.findings = [f for _, fs in sorted(self._flagged.values(), key=lambda p: p[0]) for f in fs]
         return result
+
+    def _final_findings(self, conv_id: str, last: SpillMap[int, tuple[list[Finding], int]]) -> Iterable[Finding]:
+        """What the end-of-run checks found on one conversation (run when it was parked, if it was)."""
+        if conv_id in self._parked:
+            parked = self._parked.peek(conv_id)  # one with findings to add to is in memory
+            last[parked.seq] = (parked.findings, self._latest.peek(conv_id)[1])
+            self.result.errors.extend(parked.errors or ())
+            return parked.final or ()
+        conv = self._convs.peek(conv_id)
+        return [f for final in FINAL_CHECKS for f in _run(final, conv, self.result.errors)]
+
+    def _apply_final(self, f: Finding, last: SpillMap[int, tuple[list[Finding], int]]) -> None:
+        """Add an end-of-run finding to its turn's findings."""
+        target = self.result.turns.get(f.seq) if f.seq is not None else None
+        latest = last.get(f.seq) if target is None and f.seq is not None else None
+        findings = target.findings if target is not None else (latest[0] if latest is not None else None)
+        if findings is None:
+            return
+        findings.append(f)
+        if not self._keep_turns and f.seq is not None and f.seq not in self._flagged and latest is not None:
+            self._flagged[f.seq] = (latest[1], findings)
 
 
 def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | None = None) -> RunAnalysis:

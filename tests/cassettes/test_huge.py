@@ -146,3 +146,63 @@ def test_a_command_keeps_a_few_hundred_bytes_per_quiet_conversation(tmp_path: Pa
     large = _kept_by_open_run(write_huge(tmp_path / "large.jsonl", 700))
     per_conversation = (large - small) / 500
     assert per_conversation < 1_000, f"{per_conversation:.0f} bytes kept per one-turn conversation"
+
+
+def _peak_kept(path: Path) -> int:
+    """Bytes an incremental read holds once every round trip is analysed, before the end-of-run
+    checks: the analysis's working state at its largest (every conversation still continuable)."""
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    inc = IncrementalRun(path, summaries=False)  # as the commands read a run (open_run)
+    while not inc.step().at_end:
+        pass
+    gc.collect()
+    # (less the block of turns being filled for the turn store: up to 256 KB, however long the run)
+    after = tracemalloc.get_traced_memory()[0] - inc._store._filling.__sizeof__()
+    tracemalloc.stop()
+    inc.finish()
+    inc.close()
+    return after - before
+
+
+def test_the_analysis_state_of_a_quiet_conversation_is_spilled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the threader and the analyser keep per conversation (history hashes, its record, the
+    checks' memory) goes to disk past a fixed number of entries: memory per conversation is the
+    offset indexes' few bytes per round trip (~70), not kilobytes (3.2 KB per one-turn
+    conversation before; a million of them took 3 GB)."""
+    from cassettes.analysis import spill
+
+    monkeypatch.setattr(spill, "KEEP", 64)
+    _peak_kept(write_huge(tmp_path / "warm.jsonl", 100))
+    small = _peak_kept(write_huge(tmp_path / "small.jsonl", 200))
+    large = _peak_kept(write_huge(tmp_path / "large.jsonl", 1_000))
+    per_conversation = (large - small) / 800
+    assert per_conversation < 150, f"{per_conversation:.0f} bytes kept per one-turn conversation while analysing"
+
+
+@pytest.mark.parametrize("keep", [1, 5, 24])
+def test_a_spilled_analysis_equals_the_one_held_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: int) -> None:
+    """With tables spilled after ``keep`` entries (history hashes, turns, records, parked
+    conversations on disk and read back), the analysis is the one made holding everything."""
+    from cassettes.analysis import spill
+
+    n = ACTIVE * 3
+    path = _interleaved(tmp_path / "run.jsonl", n, 3, stop_early={1, 7, 20, n - 1})
+    want = RunAnalyser(active=10**6, keep=10**9)
+    for ex in read_cassette(path).exchanges:
+        want.add(ex)
+    expected = want.finish()
+    monkeypatch.setattr(spill, "KEEP", keep)
+    inc = IncrementalRun(path)
+    while not inc.step().at_end:
+        pass
+    inc.finish()
+    assert inc.analyser._spill.used and inc.analyser._threader._spill.used, "nothing was spilled: the test tests nothing"
+    got = inc.whole()
+    inc.close()
+    assert [c.model_dump() for c in got.conversations] == [c.model_dump() for c in expected.conversations]
+    assert [f.model_dump() for f in got.findings] == [f.model_dump() for f in expected.findings]
+    assert {s: t.model_dump() for s, t in got.turns.items()} == {s: t.model_dump() for s, t in expected.turns.items()}
+    held = analyse(read_cassette(path).exchanges)
+    assert held.model_dump() == expected.model_dump()

@@ -778,12 +778,17 @@ def test_a_threader_keeps_its_memo_and_its_released_turns_to_itself() -> None:
     the threader (module-level dicts, cleared by every threader's ``add``, were shared by every
     analysis in the process), and a superseded turn's released keys are ``None``, not a shared
     empty list that reads like "no parts"."""
-    from cassettes.analysis import conversations
+    from cassettes.analysis import conversations, message_keys
     from cassettes.analysis.conversations import Threader
     from cassettes.models import Message, NormalisedResponse, Part
 
     def containers() -> dict[str, int]:
-        return {k: len(v) for k, v in vars(conversations).items() if isinstance(v, dict | list | set) and not k.startswith("__")}
+        return {
+            f"{m.__name__}.{k}": len(v)
+            for m in (conversations, message_keys)
+            for k, v in vars(m).items()
+            if isinstance(v, dict | list | set) and not k.startswith("__")
+        }
 
     before = containers()
     a, b = Threader(), Threader()

@@ -1,0 +1,234 @@
+"""Tables that keep their recent entries in memory and the rest in a temporary file.
+
+The analysis of a run keeps a few small records per conversation and per turn for as long as a
+later turn may continue it (the threader's history hashes, the conversation's record, the checks'
+memory of a quiet conversation). A run of a million one-turn conversations would hold a million
+of each; a :class:`SpillMap` holds at most ``keep`` of them in memory (the most recently used)
+and writes the others, pickled, to an SQLite file in a private temporary directory (mode 0700,
+the file 0600, removed when the table is dropped or the process exits). Nothing is written for a
+run small enough to fit: the file is made on the first spill.
+
+What a table holds is what the analysis derives from the cassette (hashes, ids, counts, titles):
+nothing the cassette does not already hold. An entry read back is a copy; the table writes an
+entry back when it evicts it, so a caller may change an entry it got — but must not keep it
+past the next :meth:`SpillMap.trim` (the analysers trim between round trips, when they hold no
+entry). ``evictable`` keeps an entry in memory while something else refers to it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pickle
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    import sqlite3
+
+__all__ = ["KEEP", "Spill", "SpillMap"]
+
+K = TypeVar("K", int, str)
+V = TypeVar("V")
+
+#: Entries a table keeps in memory before it spills the least recently used ones
+#: (``LOOPTAP_SPILL_KEEP`` sets another, e.g. a small one to test the spilled path on a small run).
+_KEEP = os.environ.get("LOOPTAP_SPILL_KEEP", "").strip()
+KEEP = int(_KEEP) if _KEEP.isdigit() and int(_KEEP) > 0 else 20_000
+
+_BLOOM_BITS = 1 << 24  # 2 MB: a few % of false positives at a few million spilled keys
+_MASK = _BLOOM_BITS - 1
+
+
+def _close(db: sqlite3.Connection | None, where: str) -> None:
+    if db is not None:
+        db.close()
+    shutil.rmtree(where, ignore_errors=True)
+
+
+class Spill:
+    """One temporary SQLite file shared by the tables of one analysis (made on first use)."""
+
+    def __init__(self) -> None:
+        self._db: sqlite3.Connection | None = None
+        self._dir: str | None = None
+        self._tables = 0
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    def table(self) -> str:
+        self._tables += 1
+        return f"t{self._tables}"
+
+    def db(self, table: str) -> sqlite3.Connection:
+        if self._db is None:
+            import sqlite3
+
+            self._dir = tempfile.mkdtemp(prefix="looptap-spill-")  # 0700
+            path = os.path.join(self._dir, "spill.db")
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=OFF")
+            self._db.execute("PRAGMA synchronous=OFF")
+            self._db.execute("PRAGMA temp_store=FILE")
+            self._finalizer = weakref.finalize(self, _close, self._db, self._dir)
+        self._db.execute(f"CREATE TABLE IF NOT EXISTS {table} (k PRIMARY KEY, v BLOB) WITHOUT ROWID")
+        return self._db
+
+    @property
+    def used(self) -> bool:
+        """Whether anything was spilled to disk."""
+        return self._db is not None
+
+    def close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+        self._db = None
+
+
+class SpillMap(MutableMapping[K, V], Generic[K, V]):
+    """A mapping of int or str keys holding its ``keep`` most recently used entries in memory and
+    the others in ``spill`` (see the module docstring). Iteration order is not insertion order."""
+
+    def __init__(self, spill: Spill | None = None, keep: int = KEEP, evictable: Callable[[K, V], bool] | None = None) -> None:
+        self._spill = spill if spill is not None else Spill()
+        self._table = self._spill.table()
+        self._hot: dict[K, V] = {}
+        self._keep = keep
+        self._evictable: Callable[[K, V], bool] | None = evictable
+        self._cold = 0  # entries on disk
+        self._floor = 0  # entries in memory after the last trim
+        self._bloom: bytearray | None = None  # keys ever spilled (made on the first spill)
+
+    # -- the bloom filter: most lookups of a key never spilled do not reach the file -------------
+    @staticmethod
+    def _bits(key: K) -> tuple[int, int, int]:
+        h = hash(key) & 0xFFFFFFFFFFFFFFFF
+        return h & _MASK, (h >> 24) & _MASK, ((h >> 40) ^ (h * 0x9E3779B1)) & _MASK
+
+    def _maybe_cold(self, key: K) -> bool:
+        bloom = self._bloom
+        if bloom is None or not self._cold:
+            return False
+        return all(bloom[b >> 3] & (1 << (b & 7)) for b in self._bits(key))
+
+    def _mark(self, key: K) -> None:
+        assert self._bloom is not None
+        for b in self._bits(key):
+            self._bloom[b >> 3] |= 1 << (b & 7)
+
+    def _read(self, key: K, take: bool) -> tuple[bool, V | None]:
+        if not self._maybe_cold(key):
+            return False, None
+        db = self._spill.db(self._table)
+        row = db.execute(f"SELECT v FROM {self._table} WHERE k = ?", (key,)).fetchone()
+        if row is None:
+            return False, None
+        if take:
+            db.execute(f"DELETE FROM {self._table} WHERE k = ?", (key,))
+            self._cold -= 1
+        value: V = pickle.loads(row[0])  # written by this process, from its own values
+        return True, value
+
+    # -- the mapping -------------------------------------------------------------------------
+    def __getitem__(self, key: K) -> V:
+        hot = self._hot
+        if key in hot:
+            value = hot.pop(key)
+            hot[key] = value  # most recently used last
+            return value
+        found, got = self._read(key, take=True)
+        if not found:
+            raise KeyError(key)
+        hot[key] = got  # type: ignore[assignment]
+        return got  # type: ignore[return-value]
+
+    def peek(self, key: K) -> V:
+        """The entry, read without making it recently used (a copy when it is on disk: for reading)."""
+        if key in self._hot:
+            return self._hot[key]
+        found, value = self._read(key, take=False)
+        if not found:
+            raise KeyError(key)
+        return value  # type: ignore[return-value]
+
+    def __contains__(self, key: object) -> bool:
+        if key in self._hot:
+            return True
+        if not isinstance(key, (int, str)) or not self._maybe_cold(key):  # type: ignore[arg-type]
+            return False
+        db = self._spill.db(self._table)
+        return db.execute(f"SELECT 1 FROM {self._table} WHERE k = ?", (key,)).fetchone() is not None
+
+    def __setitem__(self, key: K, value: V) -> None:
+        hot = self._hot
+        if key in hot:
+            del hot[key]
+        elif self._maybe_cold(key):
+            self._read(key, take=True)
+        hot[key] = value
+
+    def __delitem__(self, key: K) -> None:
+        if key in self._hot:
+            del self._hot[key]
+            return
+        found, _ = self._read(key, take=True)
+        if not found:
+            raise KeyError(key)
+
+    def __len__(self) -> int:
+        return len(self._hot) + self._cold
+
+    def __iter__(self) -> Iterator[K]:
+        yield from list(self._hot)
+        if self._cold:
+            db = self._spill.db(self._table)
+            yield from [k for (k,) in db.execute(f"SELECT k FROM {self._table}")]
+
+    def clear(self) -> None:
+        self._hot.clear()
+        if self._cold:
+            self._spill.db(self._table).execute(f"DELETE FROM {self._table}")
+        self._cold = 0
+        self._bloom = None
+
+    def hot_items(self) -> Iterator[tuple[K, V]]:
+        """The entries held in memory (every entry ``evictable`` refuses to spill is among them)."""
+        return iter(list(self._hot.items()))
+
+    @property
+    def in_memory(self) -> int:
+        return len(self._hot)
+
+    def trim(self) -> None:
+        """Write the least recently used entries beyond ``keep`` to disk (those ``evictable``
+        allows). Call only when no caller holds an entry it may still change."""
+        hot = self._hot
+        # (past entries ``evictable`` kept, so that a table of many such is not scanned each time)
+        if len(hot) <= max(self._keep, self._floor + self._keep // 2):
+            return
+        over = len(hot) - self._keep
+        # Half of ``keep`` at a time, so a table at its limit does not write on every call.
+        over += self._keep // 2
+        out: list[tuple[K, bytes]] = []
+        ok = self._evictable
+        for key in list(itertools.islice(iter(hot), over)):
+            value = hot[key]
+            if ok is not None and not ok(key, value):
+                hot[key] = hot.pop(key)  # still referred to: keep it, as recently used
+                continue
+            del hot[key]
+            out.append((key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
+        self._floor = len(hot)
+        if not out:
+            return
+        if self._bloom is None:
+            self._bloom = bytearray(_BLOOM_BITS // 8)
+        for key, _ in out:
+            self._mark(key)
+        db = self._spill.db(self._table)
+        db.executemany(f"INSERT INTO {self._table} (k, v) VALUES (?, ?)", out)
+        self._cold += len(out)
+
