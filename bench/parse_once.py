@@ -10,7 +10,8 @@ goes through three phases, each under cProfile:
 * ``recorder``: the writer process's ``CassetteWriter`` as ``proxy/writer.py`` builds it;
 * ``inspector``: a run followed as it grows (``open_run(path, follow=True)``) stepped to the end (what the inspector reads as it opens a run),
   then every turn selected once in recording order (``by_seq``, the text timeline, ``full_turn``:
-  what ``inspector/app.py`` does on a selection);
+  what ``inspector/app.py`` does on a selection); then, opened again, every turn reached by a jump
+  (last first: ``by_seq`` alone, no turn before it shown);
 * ``show``: ``looptap show`` of the file.
 
 For each phase, the calls of the functions that parse a body: the request side
@@ -123,6 +124,17 @@ prof.disable()
 result["inspector: select every turn"] = counts(prof)
 result["turns"] = len(run.summaries)
 run.close()
+run = follow()  # opened again (not counted): every turn reached by a jump, the last first
+while not run.step().at_end:
+    pass
+run.finish()
+prof = cProfile.Profile()
+prof.enable()
+for seq in sorted(run.summaries, reverse=True):
+    run.by_seq(seq)
+prof.disable()
+result["inspector: jump to every turn"] = counts(prof)
+run.close()
 
 from cassettes.cli import main
 prof = cProfile.Profile()
@@ -151,7 +163,7 @@ def _table(name: str, r: dict[str, object]) -> list[str]:
     lines = [f"{name}: {n} round trips ({r['turns']} turns)"]
     labels = [label for label, _, _ in COUNTED] + ["request messages parsed"]
     lines.append(f"  {'phase':<30}" + "".join(f"{label:>25}" for label in labels))
-    for phase in ("recorder", "inspector: open", "inspector: select every turn", "show"):
+    for phase in ("recorder", "inspector: open", "inspector: select every turn", "inspector: jump to every turn", "show"):
         got = r[phase]
         assert isinstance(got, dict)
         lines.append(f"  {phase:<30}" + "".join(f"{got.get(label, 0):>17} ({got.get(label, 0) / n:5.2f})" for label in labels))

@@ -329,6 +329,9 @@ class RunAnalyser:
         self._parked: SpillMap[str, _Parked] = SpillMap(spill, keep, lambda _, p: not (p.findings or p.final or p.errors))
         #: The API family of the round trip :meth:`add` took last ("none" when not an LLM API's).
         self.last_family = "none"
+        #: Called with each round trip :meth:`add` parses, before the analysis reads it (a reader
+        #: keeps that parse for its printers and viewers: parsed once, cassettes.reading.incremental).
+        self.on_parse: Callable[[RoundTrip], None] | None = None
 
     def _side_call(self, seq: int, ex: Exchange, rt: RoundTrip) -> None:
         """Take what an MCP tool server listed or answered, linked to the model's call it ran, for
@@ -359,6 +362,8 @@ class RunAnalyser:
             base_seq = (ex.history_delta or {}).get("base")
             base = self._rts.get(base_seq) if isinstance(base_seq, int) else None
             rt = parse_exchange(ex, base[0] if base is not None else None)
+            if self.on_parse is not None:
+                self.on_parse(rt)
         seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
         self.last_family = rt.family
         if rt.operation != "generate" or rt.request is None:

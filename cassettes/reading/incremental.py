@@ -21,6 +21,7 @@ turns at a time by a background thread).
 
 from __future__ import annotations
 
+import pickle
 import queue
 import tempfile
 import threading
@@ -47,9 +48,12 @@ __all__: list[str] = []  # the reader behind cassettes.Run (open_run): not a sec
 
 #: Full turns kept restored for viewers (the most recently shown ones).
 TURN_CACHE = 64
-#: Round trips a viewer read lately (:meth:`RunReader.by_seq`), kept as bases for parsing the
-#: next one's request incrementally.
-SHOWN = 16
+#: Parses restored lately (their request side), kept as bases for restoring the next one's
+#: request (its kept messages are its base's): the latest turn of that many conversations.
+SHOWN = 64
+#: A request's messages are kept whole every this many links of a chain of requests that each
+#: extend the previous one (:class:`_Parses`), so restoring one reads at most this many records.
+CHECKPOINT = 16
 
 
 @dataclass
@@ -99,9 +103,12 @@ class _TurnStore:
         self._closed = False
 
     def put(self, turn: Turn) -> tuple[int, int, int]:
+        return self.put_data(turn.__pydantic_serializer__.to_json(turn))
+
+    def put_data(self, data: bytes) -> tuple[int, int, int]:
+        """Keep ``data``; where it is (block, offset, length), for :meth:`get_data`."""
         if self._failed is not None:
             raise self._failed
-        data = turn.__pydantic_serializer__.to_json(turn)
         with self._lock:
             if self._closed:
                 raise ValueError("the store of full turns is closed")
@@ -195,9 +202,11 @@ class _TurnStore:
         return raw
 
     def get(self, block: int, offset: int, length: int) -> Turn:
+        return Turn.model_validate_json(self.get_data(block, offset, length))
+
+    def get_data(self, block: int, offset: int, length: int) -> bytes:
         with self._lock:
-            data = bytes(self._block_data(block)[offset : offset + length])
-        return Turn.model_validate_json(data)
+            return bytes(self._block_data(block)[offset : offset + length])
 
     def flush(self) -> None:
         """Compress the block being filled and wait for the compressor: nothing more is coming
@@ -226,6 +235,52 @@ class _TurnStore:
             self._waiting.clear()
             self._recent.clear()
             self._filling = bytearray()
+
+
+class _Parses:
+    """Each round trip's parse as the analysis made it (:attr:`RunAnalyser.on_parse`), by position
+    in the index, kept compactly in a store like the turns' (compressed blocks in an anonymous
+    temporary file of this process: what is read back is what this process wrote, so it is
+    pickled). A request parsed against the one it extends keeps only the messages it appended
+    and names its base (seq, messages kept); every :data:`CHECKPOINT`-th link of such a chain
+    keeps its messages whole, so restoring a round trip reads at most that many records."""
+
+    def __init__(self, directory: str | Path | None) -> None:
+        self._store = _TurnStore(directory)
+        self._where = array("q")  # block, offset, length per position (-1: no parse kept)
+        self._depth = array("B")  # per position: links to the nearest whole message list
+
+    def put(self, pos: int, rt: RoundTrip, base_pos: int | None) -> None:
+        while len(self._depth) < pos:  # (a record the analysis skipped)
+            self._where.extend((-1, 0, 0))
+            self._depth.append(0)
+        req, reused = rt.request, rt.reused
+        keep = 0
+        base_seq: int | None = None
+        depth = 0
+        if req is not None and reused is not None and base_pos is not None and base_pos < pos and self._depth[base_pos] + 1 < CHECKPOINT:
+            base_seq, keep = reused
+            depth = self._depth[base_pos] + 1
+            req = req.model_copy(update={"messages": req.messages[keep:]})
+        packed = rt.model_copy(update={"request": req})
+        packed.forget_history_base()
+        packed._history_system = None  # (only a base for parsing needs it: a restored parse is none)
+        self._where.extend(self._store.put_data(pickle.dumps((base_seq, keep, packed), pickle.HIGHEST_PROTOCOL)))
+        self._depth.append(depth)
+
+    def get(self, pos: int) -> tuple[int | None, int, RoundTrip] | None:
+        """(base seq or ``None``, messages kept from it, the parse with the rest) at ``pos``."""
+        if not 0 <= pos < len(self._depth) or self._where[3 * pos] < 0:
+            return None
+        w = self._where
+        got: tuple[int | None, int, RoundTrip] = pickle.loads(self._store.get_data(w[3 * pos], w[3 * pos + 1], w[3 * pos + 2]))
+        return got
+
+    def flush(self) -> None:
+        self._store.flush()
+
+    def close(self) -> None:
+        self._store.close()
 
 
 class _Places:
@@ -296,8 +351,13 @@ class RunReader:
         # Bodies for viewers re-reading one round trip: a cache of their own, so a viewer thread
         # can read while another thread steps the analysis.
         self._viewer_bodies = RequestBodies(self.index, 16)
-        self._shown: OrderedDict[int, RoundTrip] = OrderedDict()  # by_seq's latest, request side only
+        # Parses restored lately, by position, request side only (bases for the next ones).
+        self._shown: OrderedDict[int, RoundTrip] = OrderedDict()
         self.analyser = RunAnalyser(self._reload, keep_turns=False)
+        # The analysis' parse of each round trip, kept for the printers and viewers (parse once).
+        self._parses = _Parses(store_dir)
+        self._at = 0  # position in the index of the record being analysed
+        self.analyser.on_parse = self._keep_parse
         #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`); left
         #: empty with ``summaries=False`` (a command going through the run once: the turns are
         #: read from the store only, which keeps memory at a few integers per turn).
@@ -349,6 +409,7 @@ class RunReader:
             self.records += 1
             if ex.started is not None and self.first_started is None:
                 self.first_started = ex.started
+            self._at = first + i
             turn = self.analyser.add(ex)
             family = self.analyser.last_family
             self.families[family] = self.families.get(family, 0) + 1
@@ -365,6 +426,50 @@ class RunReader:
             ex.set_request_json(None)
         return turns
 
+    def _keep_parse(self, rt: RoundTrip) -> None:
+        """The analyser parsed the round trip being analysed: keep that parse (before the analysis
+        reads it, which resolves referenced items in place)."""
+        reused = rt.reused
+        self._parses.put(self._at, rt, self.index.position(reused[0]) if reused is not None else None)
+
+    def parse_at(self, pos: int) -> RoundTrip | None:
+        """The analysis' parse of the round trip at ``pos`` (a position in the index), restored,
+        with its request's whole message history; ``None`` when none was kept (the caller parses).
+        Safe to call from another thread than :meth:`step`'s."""
+        chain: list[tuple[int, int | None, int, RoundTrip]] = []
+        base: RoundTrip | None = None
+        p = pos
+        while True:
+            with self._lock:
+                hit = self._shown.get(p) if p != pos else None
+            if hit is not None:
+                base = hit
+                break
+            got = self._parses.get(p)
+            if got is None:
+                return None
+            base_seq, keep, rt = got
+            chain.append((p, base_seq, keep, rt))
+            if base_seq is None:
+                break
+            q = self.index.position(base_seq)
+            if q is None or q >= p:
+                return None
+            p = q
+        for p, base_seq, keep, rt in reversed(chain):
+            if base_seq is not None:
+                if base is None or base.request is None or rt.request is None or len(base.request.messages) < keep:
+                    return None
+                rt.request.messages = base.request.messages[:keep] + rt.request.messages
+            with self._lock:
+                # A base needs only the request side (a response may be a 100 MB stream).
+                self._shown[p] = rt.model_copy(update={"response": None}) if rt.response is not None else rt
+                self._shown.move_to_end(p)
+                while len(self._shown) > SHOWN:
+                    self._shown.popitem(last=False)
+            base = rt
+        return base
+
     def finish(self) -> None:
         """The file is complete: report a torn tail and run the end-of-run checks (once; the
         findings they add appear in the summaries' ``findings``)."""
@@ -374,6 +479,7 @@ class RunReader:
             self._analyse(self.index.tail, len(self.index) - len(self.index.tail))
             self.analyser.finish()
             self._store.flush()
+            self._parses.flush()
 
     def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
         """A turn with everything the analysis gave it, restored from the store (a small cache
@@ -417,21 +523,12 @@ class RunReader:
 
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip]:
         """The exchange and parsed round trip with this seq, with the complete message history.
-        The response is the writer's parse (sealed in the record); the request is parsed against
-        the round trip it extends when that one was shown lately (only what it appended is
-        parsed: a viewer going through a conversation parses each message once), else in full."""
+        The parse is the analysis' (:meth:`parse_at`: nothing is parsed again, a jump to a turn
+        included); a round trip the analysis kept no parse of is parsed."""
         ex = self.exchange_by_seq(seq)
-        base_seq = (ex.history_delta or {}).get("base")
-        with self._lock:
-            base = self._shown.get(base_seq) if isinstance(base_seq, int) else None
-        rt = parse_exchange(ex, base)
-        with self._lock:
-            # A base needs only the request side (a response may be a 100 MB stream).
-            self._shown[seq] = rt.model_copy(update={"response": None}) if rt.response is not None else rt
-            self._shown.move_to_end(seq)
-            while len(self._shown) > SHOWN:
-                self._shown.popitem(last=False)
-        return ex, rt
+        pos = self.index.position(seq)
+        rt = self.parse_at(pos) if pos is not None else None
+        return ex, rt if rt is not None else parse_exchange(ex)
 
     def reread(self) -> _Reread:
         """Every round trip read so far, read again from disk in recording order on each pass
@@ -440,8 +537,9 @@ class RunReader:
         return _Reread(self)
 
     def close(self) -> None:
-        """Delete the store of full turns (the summaries stay readable)."""
+        """Delete the store of full turns and parses (the summaries stay readable)."""
         self._store.close()
+        self._parses.close()
 
 
 class _Reread:
@@ -502,6 +600,8 @@ class _Reread:
 
     def roundtrip_at(self, pos: int) -> RoundTrip:
         entry = self._entry(pos)
+        if entry[1] is None:
+            entry[1] = self._run.parse_at(pos)  # the analysis' parse: not parsed again
         if entry[1] is None:
             ex = entry[0]
             base_seq = (ex.history_delta or {}).get("base")

@@ -1,7 +1,8 @@
 """Parse once, from the recorder to the screen: each response body is parsed by the recorder's writer
-alone (readers take its sealed parse), each request by a reader alone (the writer stores nothing of
-its request parse, so it makes none), and a viewer going through a run's turns parses each
-appended message once. Counted on corpus runs by wrapping the two functions that parse a body."""
+alone (readers take its sealed parse), each request by a reader's analysis alone (the writer stores
+nothing of its request parse, so it makes none), and what prints or shows a round trip afterwards
+(``show``'s printing pass, a viewer's selection or jump) takes the analysis' parse: nothing is parsed
+again. Counted on corpus runs by wrapping the two functions that parse a body."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from _corpus import corpus_files
 
 from cassettes.parsing import roundtrip
+from cassettes.reading import incremental
 from cassettes.reading.run import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
@@ -147,3 +149,52 @@ def test_a_cassette_without_sealed_parses_is_parsed_from_its_raw(tmp_path: Path,
     assert {s: run.full_turn(s).model_dump() for s in run.summaries} == turns
     run.close()
     trusted.close()
+
+
+def _fresh(path: Path) -> dict[int, dict[str, Any]]:
+    """Every round trip of the cassette at ``path`` parsed afresh, in full, by seq."""
+    from cassettes.storage.store import read_records
+
+    return {rt.seq: rt.model_dump() for rt in roundtrip.parse_all(read_records(path).exchanges) if rt.seq is not None}
+
+
+@pytest.mark.parametrize("shape", ["corpus", "long chains"])
+def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
+    """``looptap show`` reads a run twice (to analyse it, then to print it a round trip at a time)
+    and the inspector jumps to any turn: both take the parse the analysis made, restored from the
+    reader's store, so no request and no response is parsed a second time, and what they get is
+    what a full parse gives. "long chains": conversations of 40 turns each extending the one
+    before (deeper than a checkpoint), interleaved, with a small cache of bases, so restoring goes
+    back through stored bases."""
+    path = tmp_path / "run.jsonl"
+    if shape == "corpus":
+        _record(path, _multi_turn(), requests=False)
+    else:
+        from support.huge import write_huge
+
+        write_huge(path, 160, "long", turns=40)
+        lines = path.read_bytes().splitlines(keepends=True)
+        quarter = (len(lines) - 1) // 4  # four conversations of 40, interleaved round trip by round trip
+        body = [lines[1 + c * quarter + k] for k in range(quarter) for c in range(4)]
+        path.write_bytes(lines[0] + b"".join(body))
+        monkeypatch.setattr(incremental, "SHOWN", 2)
+    fresh = _fresh(path)
+    parses = Parses(monkeypatch)
+    # show: one pass analyses (each body parsed once there), the printing pass parses nothing.
+    every = open_run(path)
+    assert set(parses.requests.values()) == {1} and len(parses.requests) >= len(fresh) // 2
+    parses.clear()
+    printed = {rt.seq: rt.model_dump() for rt, _ in zip(every.roundtrips, every.exchanges, strict=True)}
+    assert not parses.requests, f"requests parsed again to print: {sorted(parses.requests)}"
+    assert not parses.responses, f"responses parsed again to print: {sorted(parses.responses)}"
+    assert printed == fresh
+    # The inspector: every turn reached by a jump (last first), none parsed again.
+    run = _opened(path)
+    parses.clear()
+    seqs = sorted(run.summaries, reverse=True)
+    assert len(seqs) > 20
+    for seq in seqs:
+        _, rt = run.by_seq(seq)
+        assert rt.model_dump() == fresh[seq], seq
+    assert not parses.requests and not parses.responses, (sorted(parses.requests), sorted(parses.responses))
+    run.close()
