@@ -128,6 +128,7 @@ run = follow()  # opened again (not counted): every turn reached by a jump, the 
 while not run.step().at_end:
     pass
 run.finish()
+_messages[0] = 0  # (the opening's, not counted)
 prof = cProfile.Profile()
 prof.enable()
 for seq in sorted(run.summaries, reverse=True):
