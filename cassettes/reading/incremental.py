@@ -263,8 +263,7 @@ class _Parses:
             depth = self._depth[base_pos] + 1
             req = req.model_copy(update={"messages": req.messages[keep:]})
         packed = rt.model_copy(update={"request": req})
-        packed.forget_history_base()
-        packed._history_system = None  # (only a base for parsing needs it: a restored parse is none)
+        packed.forget_history_base()  # (a restored parse is no base for parsing a request)
         self._where.extend(self._store.put_data(pickle.dumps((base_seq, keep, packed), pickle.HIGHEST_PROTOCOL)))
         self._depth.append(depth)
 
