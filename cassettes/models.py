@@ -59,7 +59,11 @@ class FinishReason(StrEnum):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    # Each model's validator is built on first use, not at import (``defer_build``): a process
+    # that imports the models and validates none (``looptap --help``, the pytest plugin, a
+    # subcommand's imports) skips the build and pydantic's plugin discovery, which loads
+    # ``importlib.metadata`` and reads every installed package's entry points.
+    model_config = ConfigDict(extra="forbid", frozen=False, defer_build=True)
 
 
 class ToolCall(_Model):
