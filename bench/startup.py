@@ -129,8 +129,9 @@ HOW = """
 ## What keeps it short
 
 - Heavy modules are imported inside the functions that use them (`looptap --help` loads no command's work).
-- The pydantic models (`cassettes/models.py`, `RoundTrip`, the `--json` schema) build their validators on first
-  use (`defer_build`): importing them costs their class creation only.
+- The `--json` schema's models build their validators on first use (`defer_build`). The core models do not:
+  `show` and `replay` validate nearly all of them at once (measured: no gain), and pydantic before 2.14 may
+  use a parent's validator when two threads build one model at once.
 - A subcommand the core provides (`replay`, `diff`, `export` …) is registered from `cassettes.cli._OWN_COMMANDS`;
   only the recorder's and the inspector's are looked up among the installed packages' entry points.
 - genai-prices' network updater is never imported (`cassettes/analysis/price_data.py`); jsonschema loads only for

@@ -59,11 +59,7 @@ class FinishReason(StrEnum):
 
 
 class _Model(BaseModel):
-    # Each model's validator is built on first use, not at import (``defer_build``): a process
-    # that imports the models and validates none (``looptap --help``, the pytest plugin, a
-    # subcommand's imports) skips the build and pydantic's plugin discovery, which loads
-    # ``importlib.metadata`` and reads every installed package's entry points.
-    model_config = ConfigDict(extra="forbid", frozen=False, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=False)
 
 
 class ToolCall(_Model):

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr
 
 from cassettes import providers
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
@@ -30,8 +30,6 @@ _LLM_HINTS = ("/chat", "/completions", "/messages", "/responses", "/generate", "
 
 class RoundTrip(BaseModel):
     """The parse of one round trip (recomputable from the raw exchange at any time)."""
-
-    model_config = ConfigDict(defer_build=True)  # built on first use (cassettes/models.py says why)
 
     seq: int | None = None
     #: An adapter's family, ``unknown`` for LLM-looking traffic no adapter claims, ``none`` for
