@@ -39,10 +39,25 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: The CPU seconds (user + system) of the last command :func:`_wall` or :func:`_until_export` ran,
+#: its descendants included: on a loaded machine the wall time waits for a core, the CPU time
+#: much less so, and on a quiet one the two agree.
+_CPU = [0.0]
+
+
+def _children_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _wall(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     took = time.perf_counter() - t0
+    _CPU[0] = _children_cpu() - c0
     if proc.returncode not in (0, 1, 5):  # show exits 1 when the run has findings; pytest 5 = no tests
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-500:]}")
     return took
@@ -71,6 +86,9 @@ def _until_export(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
         if b"export " in line:
             break
     took = time.perf_counter() - t0
+    with open(f"/proc/{proc.pid}/stat") as f:  # its CPU up to here (not its report after the stop)
+        fields = f.read().rsplit(")", 1)[1].split()
+    _CPU[0] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(30)
@@ -90,24 +108,33 @@ def _against(ref: str, py: str, proxy_py: Path, runs: int, env: dict[str, str], 
     two = work / "two.jsonl"  # the demo's first two round trips
     two.write_bytes(b"".join(demo.read_bytes().splitlines(keepends=True)[:3]))
     try:
-        bare = statistics.median(_wall([py, "-c", "pass"], env, work) for _ in range(max(5, runs)))
-        lines = [f"Bare `python -c pass`: {bare:.3f} s (median).", "",
-                 f"| command | this tree (median s) | {ref} (median s) | difference | ratio | this tree over bare Python |",
-                 "|---|---:|---:|---:|---:|---:|"]
+        walls, cpus = [], []
+        for _ in range(max(5, runs)):
+            walls.append(_wall([py, "-c", "pass"], env, work))
+            cpus.append(_CPU[0])
+        bare, bare_cpu = statistics.median(walls), statistics.median(cpus)
+        lines = [f"Bare `python -c pass`: {bare:.3f} s wall, {bare_cpu:.3f} s CPU (medians). The CPU columns are user + system "
+                 "seconds of the command's processes (for replay, up to its export lines): on a loaded machine the wall time "
+                 "waits for a core and the CPU time much less; on a quiet one they agree.", "",
+                 f"| command | this tree (median s) | {ref} (median s) | difference | ratio | this tree over bare Python "
+                 f"| CPU: this tree | CPU: {ref} | CPU: this tree over bare |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
         def on(tree: Path, interp: str, *argv: str) -> list[str]:
             return ["env", f"PYTHONPATH={tree}", interp, "-m", "cassettes.cli", *argv]
 
         def row(name: str, a: list[str], b: list[str], wall: Any = _wall, n: int = runs) -> None:
-            xs, ys = [], []
+            xs, ys, cx, cy = [], [], [], []
             wall(a, env, work)
             wall(b, env, work)
             for _ in range(n):
                 xs.append(wall(a, env, work))
+                cx.append(_CPU[0])
                 ys.append(wall(b, env, work))
-            ma, mb = statistics.median(xs), statistics.median(ys)
+                cy.append(_CPU[0])
+            ma, mb, ca, cb = statistics.median(xs), statistics.median(ys), statistics.median(cx), statistics.median(cy)
             lines.append(f"| {name} | {ma:.3f} | {mb:.3f} | {(ma - mb) * 1000:+.0f} ms | {statistics.median(x / y for x, y in zip(xs, ys, strict=True)):.2f}× "
-                         f"| {(ma - bare) * 1000:+.0f} ms |")
+                         f"| {(ma - bare) * 1000:+.0f} ms | {ca:.3f} | {cb:.3f} | {(ca - bare_cpu) * 1000:+.0f} ms |")
 
         row("`looptap --help`", on(ROOT, py, "--help"), on(old, py, "--help"))
         row("`looptap show` (demo run, 11 round trips)", on(ROOT, py, "show", str(demo)), on(old, py, "show", str(demo)))
