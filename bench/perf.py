@@ -51,7 +51,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PY = str(Path(sys.prefix) / "bin" / "python") if (Path(sys.prefix) / "bin" / "python").exists() else sys.executable
 PROXY_PY = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" / "bin" / "python")
-ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONPATH"))}
+#: Without PYTHONDONTWRITEBYTECODE (a checkout's shell may set it): with it, every child compiles
+#: every module it imports whose bytecode is missing, and the start-up measured is the compiler's.
+ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"))}
 SECTIONS = ("startup", "replay", "batch", "inspector")
 
 
@@ -175,9 +177,10 @@ def startup(trees: list[tuple[str, Path]], runs: int, work: Path) -> list[str]:
     subprocess.run([PY, "-m", "cassettes.cli", "import", str(ROOT / "cassettes" / "examples" / "tool_loop_anthropic.yaml"), "-o", str(demo)],
                    check=True, capture_output=True, cwd=work, env={**ENV, "PYTHONPATH": str(ROOT)})
     two.write_bytes(b"".join(demo.read_bytes().splitlines(keepends=True)[:3]))
-    for interp in {PY, str(PROXY_PY)}:  # an install's bytecode, for every tree
+    for interp in {PY, str(PROXY_PY)}:  # an install's bytecode, for every tree and the environments' packages
         if Path(interp).exists():
-            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", *(str(t) for _, t in trees)], capture_output=True)
+            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", str(Path(interp).parents[1] / "lib"), *(str(t) for _, t in trees)],
+                           capture_output=True)
 
     def on(tree: Path, interp: str, *argv: str) -> tuple[list[str], dict[str, str]]:
         return [interp, "-m", "cassettes.cli", *argv], {**ENV, "PYTHONPATH": _path(tree)}
