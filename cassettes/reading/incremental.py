@@ -219,6 +219,12 @@ class _TurnStore:
         if self._failed is not None:
             raise self._failed
 
+    def buffered(self) -> int:
+        """Bytes held in memory for the file: the block being filled and blocks waiting for the
+        compressor (at most :data:`BACKLOG` + 2 blocks, however long the run)."""
+        with self._lock:
+            return len(self._filling) + sum(len(d) for d in self._waiting.values())
+
     @property
     def size(self) -> int:
         """Bytes on disk (compressed blocks) and in memory (blocks not yet compressed)."""
@@ -247,7 +253,7 @@ class _Parses:
 
     def __init__(self, directory: str | Path | None) -> None:
         self._store = _TurnStore(directory)
-        self._where = array("q")  # block, offset, length per position (-1: no parse kept)
+        self._where = array("i")  # block, offset, length per position (-1: no parse kept; a block is 256 KB)
         self._depth = array("B")  # per position: links to the nearest whole message list
 
     def put(self, pos: int, rt: RoundTrip, base_pos: int | None) -> None:
@@ -274,6 +280,10 @@ class _Parses:
         w = self._where
         got: tuple[int | None, int, RoundTrip] = pickle.loads(self._store.get_data(w[3 * pos], w[3 * pos + 1], w[3 * pos + 2]))
         return got
+
+    def buffered(self) -> int:
+        """Bytes held in memory for the store (bounded, whatever the run's length)."""
+        return self._store.buffered()
 
     def flush(self) -> None:
         self._store.flush()

@@ -157,6 +157,7 @@ def _peak_kept(path: Path) -> int:
     inc = RunReader(path, summaries=False)  # as the commands read a run (open_run)
     while not inc.step().at_end:
         pass
+    inc._parses.flush()  # (its blocks waiting for the compressor: a few MB at most, however long the run)
     gc.collect()
     # (less the block of turns being filled for the turn store: up to 256 KB, however long the run)
     after = tracemalloc.get_traced_memory()[0] - inc._store._filling.__sizeof__()
@@ -178,7 +179,9 @@ def test_the_analysis_state_of_a_quiet_conversation_is_spilled(tmp_path: Path, m
     small = _peak_kept(write_huge(tmp_path / "small.jsonl", 200))
     large = _peak_kept(write_huge(tmp_path / "large.jsonl", 1_000))
     per_conversation = (large - small) / 800
-    assert per_conversation < 150, f"{per_conversation:.0f} bytes kept per one-turn conversation while analysing"
+    # (150 before the reader kept each round trip's parse for its printers and viewers: the store
+    # of parses adds 13 bytes of place per round trip, its data on disk)
+    assert per_conversation < 170, f"{per_conversation:.0f} bytes kept per one-turn conversation while analysing"
 
 
 @pytest.mark.parametrize("keep", [1, 5, 24])
