@@ -223,3 +223,26 @@ def test_the_tables_in_memory_stay_within_tens_of_megabytes(tmp_path: Path, monk
     per_conversation = (large - small) / 400
     held = per_conversation * keep * 1.5
     assert held < 64 * 2**20, f"{per_conversation:.0f} bytes per conversation held × {keep:,} kept: {held / 2**20:.0f} MB"
+
+
+def test_show_with_a_filter_holds_neither_the_conversations_nor_the_lines(tmp_path: Path) -> None:
+    """``show --turn 0`` keeps every conversation of a one-turn run: the filtered analysis reads
+    them from the run on each pass, and the findings and growth tables are printed a line at a
+    time (a list of every conversation and of every line was ~2.5 KB per conversation: 2.5 GB
+    at a million)."""
+    from cassettes.cli import _ShowFilter
+    from cassettes.views.view import analysis_lines
+
+    run = open_run(write_huge(tmp_path / "run.jsonl", 400))
+    lines = 0
+    for _ in analysis_lines(_ShowFilter(None, 0, None, None).analysis(run.analysis)):  # warm
+        lines += 1
+    assert lines > 400 * 4
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for _ in analysis_lines(_ShowFilter(None, 0, None, None).analysis(run.analysis)):
+        pass
+    peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    assert peak < 300_000, f"{peak:,} bytes held while printing 400 conversations"
