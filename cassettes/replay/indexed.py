@@ -6,7 +6,8 @@ command uses, :class:`~cassettes.storage.index.RecordIndex`), hands each exchang
 :class:`~cassettes.replay.matcher.Matcher` (which keeps a hash of its request key) and lets it
 go; a played round trip is read again from disk by its offset. The run analysis that places the
 round trips in conversations and turns (needed for a miss or the report only) is the streamed
-one (:func:`~cassettes.reading.run.open_run`).
+one (:func:`~cassettes.reading.run.open_run`). The memory budget of the commands that read a
+whole run (``LOOPTAP_MEMORY_BUDGET_MB``) holds here too: one line, never a ``MemoryError``.
 """
 
 from __future__ import annotations
@@ -54,11 +55,21 @@ class IndexedRecordings:
         if self._scanned:
             raise RuntimeError("the recording was already scanned")
         self._scanned = True
+        from cassettes.reading.run import RunTooLargeError, _rss, memory_budget
+
         index = self.index
+        budget = memory_budget()
         while True:
             recs = index.poll(BLOCK)
             at_end = index.consumed + index.pending >= index.size()
             yield from self._take(recs, len(index) - len(recs))
+            used = _rss() if budget is not None else None
+            if used is not None and budget is not None and used > budget:
+                raise RunTooLargeError(
+                    f"{self.path}: serving this run needs more than the memory budget of {budget // 2**20:,} MB "
+                    f"({len(self._pos):,} round trips read, {index.consumed * 100 // max(index.size(), 1)} % of the file); "
+                    "set LOOPTAP_MEMORY_BUDGET_MB to allow more"
+                )
             if at_end:
                 break
         index.close_tail()

@@ -96,3 +96,16 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(tmp_path: Path, monkeypatc
     assert main(["diff", "--json", str(a), str(b)]) == 1
     doc = orjson.loads(capsys.readouterr().out)
     assert len(doc["divergences"]) == 5 and doc["left_out"] == 7
+
+
+def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from cassettes.cli import main
+    from cassettes.reading.run import RunTooLargeError
+
+    path = write_huge(tmp_path / "run.jsonl", 50)
+    monkeypatch.setenv("LOOPTAP_MEMORY_BUDGET_MB", "1")
+    with pytest.raises(RunTooLargeError, match="memory budget of 1 MB"):
+        ReplayServer(path)
+    assert main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "LOOPTAP_MEMORY_BUDGET_MB" in err[0], err
