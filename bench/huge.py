@@ -16,8 +16,8 @@ writes the table into docs/huge-runs.md. Times come from a shared 2-core machine
 rough; the memory figures are what the table is for.
 
 Sizes and commands may be measured by separate processes at once (the 1M rows take hours of CPU
-each): run each without ``--write``, its output to a file, and merge the rows into the doc once
-with ``--merge FILE...``. ``SIGUSR1`` to a bench process stops the command it is measuring: the
+each): run each without ``--write``, its output to a file, and write their rows into the doc once
+with ``--merge FILE...`` (the doc's table is then those rows only). ``SIGUSR1`` to a bench process stops the command it is measuring: the
 row says ``stopped``, with the peak RSS sampled so far and the CPU seconds it had used (a
 partial figure, never a finished one).
 """
@@ -263,11 +263,12 @@ def _key(row: str) -> tuple[int, int, int] | None:
 _HEAD = ("| run | round trips | MB | command | exit | peak RSS MB | seconds | said |", "|---|---:|---:|---|---:|---:|---:|---|")
 
 
-def _write_doc(rows: list[str], args: argparse.Namespace) -> None:
+def _write_doc(rows: list[str], args: argparse.Namespace, fresh: bool = False) -> None:
     """Write the table into the doc, keeping the rows of earlier runs this one did not measure
-    (the 1M rows take hours: each size can be measured in a run of its own)."""
+    (the 1M rows take hours: each size can be measured in a run of its own); ``fresh``: only
+    ``rows`` (``--merge``: the rows of one tree, measured by concurrent runs)."""
     merged: dict[tuple[int, int, int], str] = {}
-    if DOC.exists():
+    if DOC.exists() and not fresh:
         for line in DOC.read_text().splitlines():
             k = _key(line)
             if k is not None:
@@ -306,11 +307,11 @@ def main() -> int:
     ap.add_argument("--write", action="store_true", help=f"write the table to {DOC.relative_to(ROOT)}")
     ap.add_argument("--tree", type=Path, help="measure the commands of this checkout instead")
     ap.add_argument("--as-mb", type=int, help="address-space limit per command, in MB (prlimit --as)")
-    ap.add_argument("--merge", type=Path, nargs="+", metavar="FILE", help="write the rows printed by other runs (their output files) into the doc, and stop")
+    ap.add_argument("--merge", type=Path, nargs="+", metavar="FILE", help="write the rows printed by other runs (their output files) into the doc as its table, and stop")
     args = ap.parse_args()
     if args.merge:
         rows = [line for f in args.merge for line in f.read_text().splitlines() if _key(line) is not None]
-        _write_doc([*_HEAD, *rows], args)
+        _write_doc([*_HEAD, *rows], args, fresh=True)
         print(f"merged {len(rows)} rows into {DOC.relative_to(ROOT)}")
         return 0
     signal.signal(signal.SIGUSR1, _on_usr1)

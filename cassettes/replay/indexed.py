@@ -23,7 +23,10 @@ from cassettes.storage.index import BLOCK, BODY_CACHE, RecordIndex, RequestBodie
 from cassettes.storage.store import Problem, open_regular
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["IndexedRecordings"]
+__all__ = ["WHOLE_BELOW", "IndexedRecordings"]
+
+#: A recording up to this size is read whole to place its round trips in turns (:meth:`labels`).
+WHOLE_BELOW = 16 << 20
 
 
 class IndexedRecordings:
@@ -109,7 +112,9 @@ class IndexedRecordings:
         (the streamed analysis: memory flat in the run's length)."""
         from cassettes.reading.run import open_run
 
-        run = open_run(self.path)
+        # A small run is analysed in memory, as a run held whole is (faster to start: a miss is
+        # answered while the client waits); a large one as a stream.
+        run = open_run(self.path, whole=self.index.size() <= WHOLE_BELOW)
         turns = run.analysis.turns
         for i in range(len(self._pos)):
             turn = turns.get(self.seq(i))
