@@ -83,8 +83,9 @@ async def test_a_user_scroll_is_kept_through_a_change_of_layout(run_file: Path, 
         view = await _open(app, pilot, "request", gate)
         assert view.holding_new and view.scroll_y > 0
         view.focus()
-        await pilot.press("home")
-        assert view.scroll_y == 0 and not view.holding_new
+        await pilot.press("home")  # (animated: wait for it to arrive)
+        assert not view.holding_new
+        await until(pilot, lambda: view.scroll_y == 0)
         await pilot.resize_terminal(104, 32)  # a new layout: the user's place is kept
         await until(pilot, lambda: app.size == (104, 32))
         await pilot.pause()
