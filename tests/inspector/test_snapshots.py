@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from helpers import loaded, settled, shown, until
 from textual.pilot import Pilot
 
