@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import until
 from textual.widgets import DataTable
 from textual.widgets._toast import Toast
 
@@ -50,10 +51,7 @@ async def test_findings_cells_and_toasts_show_markup_literally(hostile_file: Pat
     app = InspectorApp(hostile_file)
     # Pilot hides toasts and tooltips unless asked: here they are rendered and walked.
     async with app.run_test(size=(160, 45), notifications=True, tooltips=True) as pilot:
-        for _ in range(2400):
-            if app.complete or app.failed:
-                break
-            await pilot.pause(0.05)
+        await until(pilot, lambda: app.complete or app.failed)  # hung only when nothing progresses
         # A toast built from wire text: [type=x] once crashed the TUI with a MarkupError.
         app.notify("tool failed: " + HOSTILE)
         app.notify("title test", title=HOSTILE)
