@@ -18,7 +18,7 @@ Sections (``--only``):
   0.3 s over bare Python.
 * ``replay`` — requests/s of ``looptap replay`` (bench/replay.py's ``measure``, its quick sizes).
 * ``batch`` — a ~``--size`` MB run (bench/inspector.py's synthetic agent run, stored parses taken)
-  read and analysed by each tree: ``read_cassette`` + ``analyse`` in one process (each tree's own
+  read and analysed by each tree: ``read_records`` + ``analyse`` in one process (each tree's own
   ``bench/inspector.py --child batch``: the figure of docs/inspector-performance.md, 45.8 s and
   2,550 MB on 2026-11-23) and ``looptap show FILE`` to ``/dev/null``: seconds and peak RSS.
   Goal: 20 s, 500 MB.
@@ -307,7 +307,7 @@ def batch(trees: list[tuple[str, Path]], path: Path) -> list[str]:
     for b, _ in rows[1:]:
         ok = "batch_s" in rows[0][0] and "batch_s" in b
         ratios.append(f"{rows[0][0]['batch_s'] / b['batch_s']:.2f}×, {rows[0][0]['peak_rss_mb'] / b['peak_rss_mb']:.2f}×" if ok else "")
-    lines.append("| `read_cassette` + `analyse` (goal ≤ 20 s, ≤ 500 MB) | " + " | ".join(cell(b) for b, _ in rows) + " | " + " | ".join(ratios) + " |")
+    lines.append("| `read_records` + `analyse` (goal ≤ 20 s, ≤ 500 MB) | " + " | ".join(cell(b) for b, _ in rows) + " | " + " | ".join(ratios) + " |")
     lines.append("| `looptap show FILE > /dev/null` | " + " | ".join(f"{s:.1f} s, {r:,.0f} MB" for _, (s, r) in rows) + " | "
                  + " | ".join(f"{rows[0][1][0] / s:.2f}×, {rows[0][1][1] / r:.2f}×" for _, (s, r) in rows[1:]) + " |")
     return lines
