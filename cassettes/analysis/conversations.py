@@ -277,6 +277,11 @@ class Threader:
         """Remove the file the tables spilled to (if any)."""
         self._spill.close()
 
+    def squash(self, text: str | None) -> str:
+        """:func:`squashed`, through this threader's memo: the checks of a turn squash the texts
+        its threading squashed a moment before (a tool result's, for one)."""
+        return self._memo.squash(text)
+
     def _new_conversation(self) -> str:
         self._count += 1
         return f"c{self._count}"
