@@ -57,3 +57,27 @@ def test_a_tool_result_is_squashed_once_per_turn(family: str, monkeypatch: pytes
     # once in the run: the threader's memo keeps a turn's texts for the next turn too (where the
     # same text is history); the check asked the memo, not ``squashed`` again
     assert len(calls) == 1, len(calls)
+
+
+def test_a_spilled_batch_is_one_transaction() -> None:
+    """A table that spills writes its batch in one transaction, not one commit per row (in
+    autocommit mode each row was a commit: ten times the time for a batch of 10,000)."""
+    from cassettes.analysis.spill import Spill, SpillMap
+
+    spill = Spill()
+    table: SpillMap[int, str] = SpillMap(spill, keep=10)
+    for i in range(30):
+        table[i] = f"value {i}"
+    db = spill.db("t1")
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+    try:
+        table.trim()
+    finally:
+        db.set_trace_callback(None)
+    statements = [s for s in statements if not s.startswith("CREATE TABLE")]
+    inserts = [s for s in statements if s.startswith("INSERT")]
+    assert len(inserts) == 25  # 30 entries, 10 kept, and half of keep more spilled at once
+    assert statements[0] == "BEGIN" and statements[-1] == "COMMIT", statements[:2] + statements[-2:]
+    assert [table[i] for i in range(30)] == [f"value {i}" for i in range(30)]  # read back alike
+    spill.close()
