@@ -172,14 +172,20 @@ def _wall(cmd: list[str], env: dict[str, str], cwd: Path, until: bytes | None = 
 # -- sections -------------------------------------------------------------------------------
 
 
+def _compile(trees: list[tuple[str, Path]]) -> None:
+    """An install's bytecode, for every tree (a fresh worktree would otherwise compile on its first
+    run, inside the measurement)."""
+    for interp in {PY, str(PROXY_PY)}:
+        if Path(interp).exists():
+            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", *(str(t) for _, t in trees)], capture_output=True)
+
+
 def startup(trees: list[tuple[str, Path]], runs: int, work: Path) -> list[str]:
     demo, two = work / "demo.jsonl", work / "two.jsonl"
     subprocess.run([PY, "-m", "cassettes.cli", "import", str(ROOT / "cassettes" / "examples" / "tool_loop_anthropic.yaml"), "-o", str(demo)],
                    check=True, capture_output=True, cwd=work, env={**ENV, "PYTHONPATH": str(ROOT)})
     two.write_bytes(b"".join(demo.read_bytes().splitlines(keepends=True)[:3]))
-    for interp in {PY, str(PROXY_PY)}:  # an install's bytecode, for every tree
-        if Path(interp).exists():
-            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", *(str(t) for _, t in trees)], capture_output=True)
+    _compile(trees)
 
     def on(tree: Path, interp: str, *argv: str) -> tuple[list[str], dict[str, str]]:
         return [interp, "-m", "cassettes.cli", *argv], {**ENV, "PYTHONPATH": _path(tree)}
@@ -320,6 +326,7 @@ def _big_run(size: int, where: Path) -> Path:
 
 
 def batch(trees: list[tuple[str, Path]], path: Path) -> list[str]:
+    _compile(trees)
     labels = [label for label, _ in trees]
     rows = []
     for label, tree in trees:
@@ -352,6 +359,7 @@ def batch(trees: list[tuple[str, Path]], path: Path) -> list[str]:
 
 
 def inspector(trees: list[tuple[str, Path]], path: Path) -> list[str]:
+    _compile(trees)
     labels = [label for label, _ in trees]
     apps = []
     for label, tree in trees:

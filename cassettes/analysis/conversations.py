@@ -277,10 +277,11 @@ class Threader:
         """Remove the file the tables spilled to (if any)."""
         self._spill.close()
 
-    def squash(self, text: str | None) -> str:
-        """:func:`squashed`, through this threader's memo: the checks of a turn squash the texts
-        its threading squashed a moment before (a tool result's, for one)."""
-        return self._memo.squash(text)
+    @property
+    def memo(self) -> _Memo:
+        """This threader's memo: the checks of a turn key the texts and parts its threading keyed
+        a moment before (a tool result, the previous answer)."""
+        return self._memo
 
     def _new_conversation(self) -> str:
         self._count += 1

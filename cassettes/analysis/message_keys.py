@@ -11,7 +11,7 @@ import orjson
 
 from cassettes.models import Message, NormalisedResponse, Part
 
-__all__ = ["message_key", "response_message", "squashed"]
+__all__ = ["Memo", "message_key", "response_message", "squashed"]
 
 _ROLE = {"developer": "system", "model": "assistant"}
 _SQUASH_MAX = 1024
@@ -74,6 +74,10 @@ class _Memo:
         if len(text) <= _SQUASH_LEN and len(self.squashed) < _SQUASH_MAX:
             self.squashed[text] = hit
         return hit
+
+
+#: The memo's public name (what a check is given: :attr:`~cassettes.analysis.context.TurnContext.memo`).
+Memo = _Memo
 
 
 def _canon(value: Any) -> Any:

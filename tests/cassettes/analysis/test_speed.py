@@ -81,3 +81,28 @@ def test_a_spilled_batch_is_one_transaction() -> None:
     assert statements[0] == "BEGIN" and statements[-1] == "COMMIT", statements[:2] + statements[-2:]
     assert [table[i] for i in range(30)] == [f"value {i}" for i in range(30)]  # read back alike
     spill.close()
+
+
+@pytest.mark.parametrize("family", ["openai_chat", "anthropic"])
+def test_an_answer_is_squashed_once_per_run(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer with tool calls is keyed by the threading (as this turn's answer, then as the
+    next request's history) and by the next turn's dropped-result check: one squash in all, the
+    others read the threader's memo."""
+    answer = "I will read\n the file  first, then decide."
+    calls: list[str] = []
+    real = message_keys.squashed
+
+    def counting(text: str | None) -> str:
+        if text == answer:
+            calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(message_keys, "squashed", counting)
+    s = Script(family, tools=[Tool("read_file", {"path": {"type": "string"}})])
+    s.user("read it")
+    s.reply(answer, calls=[Call("read_file", {"path": "a.py"})])
+    s.results("contents")
+    s.reply("done")
+    run = s.analyse()
+    assert len(run.turns) == 2 and not [f for f in run.findings if f.layer == "C"]
+    assert len(calls) == 1, len(calls)
