@@ -24,7 +24,7 @@ import orjson
 
 from cassettes.analysis.run import RunAnalyser
 from cassettes.storage.codec import dumps_record, header_record
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 
 TOOLS = [
     {
@@ -118,7 +118,7 @@ def run(turns: int) -> dict[str, float]:
         history_bytes, wire = write_run(path, turns)
         size = os.path.getsize(path)
         t0 = time.perf_counter()
-        cas = read_cassette(path)
+        cas = read_records(path)
         t_read = time.perf_counter() - t0
         analyser = RunAnalyser()
         per_turn: list[float] = []

@@ -49,9 +49,9 @@ def by_order(path: Path) -> tuple[int, int]:
     agent (itself included) has had exactly t turns answered: their histories are identical, ids included."""
     from cassettes.analysis import analyse
     from cassettes.parsing.roundtrip import parse_all
-    from cassettes.storage.store import read_cassette
+    from cassettes.storage.store import read_records
 
-    cas = read_cassette(path)
+    cas = read_records(path)
     answered: dict[int, int] = {}
     implied = 0
     for ex in sorted(cas.exchanges, key=lambda e: e.seq or 0):

@@ -10,7 +10,7 @@ in the first user message rewritten, so each copy is its own conversation.
 Each measurement runs in a fresh child process: the headless app (``App.run_test``, 160×45) from
 ``build_app`` until the turn list shows turns and the first turn's messages are on screen (first
 screen), then until the whole file is read and analysed; peak RSS is the child's VmHWM.
-The batch path (``read_cassette`` + ``analyse``, what ``looptap show`` does) is measured too, up
+The batch path (``read_records`` + ``analyse``, what ``looptap show`` does) is measured too, up
 to ``--batch-limit`` MB. Files go to a temporary directory (``--dir`` keeps them).
 Absolute times come from a shared, noisy 2-core machine: compare the rows with each other.
 
@@ -207,9 +207,9 @@ _SEQ = re.compile(rb'"(seq|base)":(\d+)')
 def sealed_ok(tmpl: Path) -> bool:
     """The template's stored parses are ones this machine's looptap takes (``cassettes.parsing.sealed``):
     a template written by another parser, or under another key, would be parsed from its raw."""
-    from cassettes.storage.store import read_cassette
+    from cassettes.storage.store import read_records
 
-    ex = read_cassette(tmpl).exchanges[1]
+    ex = read_records(tmpl).exchanges[1]
     if ex.stored_parse is None:
         return False
     from cassettes.parsing.roundtrip import parse_exchange
@@ -325,12 +325,12 @@ def child_app(path: str) -> dict[str, Any]:
 def child_batch(path: str) -> dict[str, Any]:
     from cassettes.analysis import analyse
     from cassettes.cli import tune_gc
-    from cassettes.storage.store import read_cassette
+    from cassettes.storage.store import read_records
 
     tune_gc()  # as the looptap command does before any subcommand
 
     t0 = time.perf_counter()
-    cas = read_cassette(path)
+    cas = read_records(path)
     analysis = analyse(cas.exchanges)
     return {
         "batch_s": time.perf_counter() - t0,
@@ -412,7 +412,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000], help="cassette sizes in MB")
     ap.add_argument("--dir", help="where to write (and reuse) the cassettes; default: a temporary directory")
-    ap.add_argument("--no-batch", action="store_true", help="skip the read_cassette + analyse comparison")
+    ap.add_argument("--no-batch", action="store_true", help="skip the read_records + analyse comparison")
     ap.add_argument(
         "--batch-limit", type=int, default=1000, help="largest size (MB) measured with the batch path"
     )
@@ -455,7 +455,7 @@ def main() -> None:
             rows.append((name, path.stat().st_size, app, batch))
             print(f"{name} {mb} MB: {app}" + (f"  batch: {batch}" if batch else ""), file=sys.stderr)
     lines = [
-        "| cassette | stored parses | turns (conversations) | first screen | RSS at first screen | whole file read + analysed | peak RSS | last turn's history re-read | `read_cassette` + `analyse` (peak RSS) |",
+        "| cassette | stored parses | turns (conversations) | first screen | RSS at first screen | whole file read + analysed | peak RSS | last turn's history re-read | `read_records` + `analyse` (peak RSS) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, size, app, batch in rows:

@@ -118,7 +118,7 @@ def _marker(body: bytes) -> str | None:
 
 def one_kill(kind: str, agents: int, durable: bool, upstream: str, work: Path, rng: random.Random, python: Path) -> Kill:
     """One ``looptap run`` killed (whole group, SIGKILL) after 1–3 s of traffic."""
-    from cassettes.storage.store import read_cassette
+    from cassettes.storage.store import read_records
     from tests.support.recorder import clean_env
 
     work.mkdir(parents=True)
@@ -145,7 +145,7 @@ def one_kill(kind: str, agents: int, durable: bool, upstream: str, work: Path, r
     k = Kill(kind, agents, durable, completed=len(got), rate=sum(1 for t in got.values() if killed - t <= 1.0))
     recorded: set[str] = set()
     if out.exists():
-        for ex in read_cassette(out).exchanges:
+        for ex in read_records(out).exchanges:
             m = _marker(ex.request_body)
             if m is not None and not ex.transport_error:
                 recorded.add(m)

@@ -33,8 +33,8 @@ COMMANDS = {
 }
 READER = (
     "import sys, time\n"
-    "from cassettes.reading.incremental import IncrementalRun\n"
-    "run = IncrementalRun(sys.argv[1])\n"
+    "from cassettes.reading.run import open_run\n"
+    "run = open_run(sys.argv[1], follow=True)\n"
     "while not run.step().at_end: pass\n"
     "print(len(run.analysis.turns), 'turns;', len(run.problems), 'problems')\n"
 )

@@ -8,7 +8,7 @@ files, all their round trips in one cassette, history-delta encoded as the recor
 goes through three phases, each under cProfile:
 
 * ``recorder``: the writer process's ``CassetteWriter`` as ``proxy/writer.py`` builds it;
-* ``inspector``: ``IncrementalRun`` stepped to the end (what the inspector reads as it opens a run),
+* ``inspector``: a run followed as it grows (``open_run(path, follow=True)``) stepped to the end (what the inspector reads as it opens a run),
   then every turn selected once in recording order (``by_seq``, the text timeline, ``full_turn``:
   what ``inspector/app.py`` does on a selection);
 * ``show``: ``looptap show`` of the file.
@@ -97,11 +97,17 @@ with w:
 prof.disable()
 result["recorder"] = counts(prof)
 
-from cassettes.reading.incremental import IncrementalRun
 from cassettes.views.timeline import text_timeline
+try:  # the inspector's reader: a Run followed as it grows (IncrementalRun before it was folded in)
+    from cassettes.reading.run import open_run
+    open_run(out, follow=True).close()
+    follow = lambda: open_run(out, follow=True)
+except TypeError:
+    from cassettes.reading.incremental import IncrementalRun
+    follow = lambda: IncrementalRun(out)
 prof = cProfile.Profile()
 prof.enable()
-run = IncrementalRun(out)
+run = follow()
 while not run.step().at_end:
     pass
 run.finish()

@@ -22,7 +22,7 @@ import orjson
 
 from cassettes.parsing.roundtrip import parse_all
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 
 
@@ -95,7 +95,7 @@ def main() -> None:
         t_write = time.perf_counter() - t0
         size = os.path.getsize(path)
         t0 = time.perf_counter()
-        cas = read_cassette(path)
+        cas = read_records(path)
         t_load = time.perf_counter() - t0
         t0 = time.perf_counter()
         views = parse_all(cas.exchanges)

@@ -51,13 +51,14 @@ class TurnSource(Protocol):
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip]: ...
 
 
-class _Incremental:
-    """:class:`cassettes.reading.incremental.IncrementalRun` behind :class:`TurnSource`."""
+class _Followed:
+    """A :class:`cassettes.Run` followed as its file grows (``open_run(path, follow=True)``)
+    behind :class:`TurnSource`."""
 
     def __init__(self, path: Path) -> None:
-        from cassettes.reading.incremental import IncrementalRun
+        from cassettes.reading.run import open_run
 
-        self.run = IncrementalRun(path)
+        self.run = open_run(path, follow=True)
 
     @property
     def summaries(self) -> Mapping[int, TurnSummary]:
@@ -65,7 +66,7 @@ class _Incremental:
 
     @property
     def problems(self) -> list[Problem]:
-        return self.run.problems
+        return self.run.damage
 
     @property
     def records(self) -> int:
@@ -75,8 +76,7 @@ class _Incremental:
         return self.run.step(max_bytes)
 
     def progress(self) -> float | None:
-        size = self.run.index.size()
-        return self.run.index.consumed / size if size else None
+        return self.run.progress()
 
     def finish(self) -> None:
         self.run.finish()
@@ -91,8 +91,11 @@ class _Incremental:
         return self.run.full_turn(seq, remember=remember)
 
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip]:
-        return self.run.by_seq(seq)
+        found = self.run.by_seq(seq)
+        if found is None:
+            raise KeyError(seq)
+        return found
 
 
 def open_source(path: Path) -> TurnSource:
-    return _Incremental(path)
+    return _Followed(path)

@@ -154,10 +154,10 @@ def _prepare_output(target: Any, append: bool) -> int:
                 else:
                     messages.emit(f"replacing {path} ({st.st_size:,} bytes, not a cassette; --force)")
         return 0
-    from cassettes.storage.store import read_cassette
+    from cassettes.reading.run import open_run
 
     try:
-        return len(read_cassette(path).exchanges)
+        return len(open_run(path, whole=True, formats=("looptap",)))
     except Exception:
         return 0
 
@@ -235,14 +235,14 @@ def _summary(path: Path, before: int = 0) -> list[str]:
 
     from cassettes.analysis import analyse
     from cassettes.hints import looptap_command
-    from cassettes.storage.store import read_cassette
+    from cassettes.reading.run import open_run
     from cassettes.views.view import count
 
     try:
-        cas = read_cassette(path)
+        recorded = open_run(path, whole=True, formats=("looptap",))
     except Exception as exc:
         return [f"could not read {path} for the summary: {exc}"]
-    exchanges = cas.exchanges[before:]  # appended to an earlier recording: this run only
+    exchanges = list(recorded.exchanges)[before:]  # appended to an earlier recording: this run only
     run = analyse(exchanges)
     by_layer = {layer: sum(1 for f in run.findings if f.layer == layer and f.severity.value != "info") for layer in "EAC"}
     tin = sum(t.tokens.input or 0 for t in run.turns.values())

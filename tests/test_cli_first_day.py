@@ -60,10 +60,10 @@ def test_a_concatenation_of_cassettes_is_refused_by_every_reader(demo: Path, tmp
     with pytest.raises(QueryError) as exc:
         Runs([str(tmp_path)]).summary("joined.jsonl", 6000)
     assert said in orjson.dumps(exc.value.answer()).decode()
-    from cassettes.storage.store import read_cassette
+    from cassettes.storage.store import read_records
 
     with pytest.raises(Exception, match="second cassette header"):
-        read_cassette(joined)
+        read_records(joined)
 
 
 def test_a_cassette_appended_to_is_not_a_concatenation(demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,29 +1,29 @@
-"""Layer analysis: conversations, E/A/C views per turn, findings by layer, token-cost growth."""
+"""Layer analysis: conversations, E/A/C layers per turn, findings by layer, token-cost growth."""
 
 from __future__ import annotations
 
 from cassettes.analysis.model import (
-    ApiView,
+    ApiReport,
     Conversation,
-    DispatchView,
-    EmissionView,
+    Dispatch,
+    Emission,
     Finding,
     RunAnalysis,
     Severity,
-    TokenView,
+    TokenCount,
     Turn,
 )
 from cassettes.analysis.run import analyse
 
 __all__ = [
-    "ApiView",
+    "ApiReport",
     "Conversation",
-    "DispatchView",
-    "EmissionView",
+    "Dispatch",
+    "Emission",
     "Finding",
     "RunAnalysis",
     "Severity",
-    "TokenView",
+    "TokenCount",
     "Turn",
     "analyse",
 ]

@@ -1,6 +1,6 @@
-"""A — what the API reported: the per-turn view and the checks on it.
+"""A — what the API reported: the per-turn layer and the checks on it.
 
-The view (:func:`build`) gathers status, finish reason (raw and normalised), usage, latency, the
+The layer (:func:`build`) gathers status, finish reason (raw and normalised), usage, latency, the
 model asked for and the model that served, the request id and the rate-limit headers. Header
 rules are generic, never per provider: the request id is the first response header whose name
 ends in ``request-id``/``requestid``/``correlation-id`` or is ``x-generation-id``; rate-limit
@@ -57,7 +57,7 @@ from typing import Any
 from cassettes import providers
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
 from cassettes.analysis.emission import cut_calls
-from cassettes.analysis.model import ApiView, Finding, Severity
+from cassettes.analysis.model import ApiReport, Finding, Severity
 from cassettes.models import ApiError, FinishReason, NormalisedResponse
 
 __all__ = ["CHECKS", "FINAL_CHECKS", "build", "same_model"]
@@ -68,7 +68,7 @@ _REQUEST_ID_NAMES = ("x-generation-id",)
 _OVERLOADED = (503, 529)
 
 
-# --- the view ---------------------------------------------------------------------------------
+# --- the layer --------------------------------------------------------------------------------
 
 
 def _request_id(headers: list[tuple[str, str]]) -> str | None:
@@ -86,11 +86,11 @@ def _request_id(headers: list[tuple[str, str]]) -> str | None:
     return next(iter(found.values()))
 
 
-def build(ctx: TurnContext) -> ApiView:
+def build(ctx: TurnContext) -> ApiReport:
     rt = ctx.rt
     r = rt.response
     rate = {k.lower(): v for k, v in ctx.ex.response_headers if any(s in k.lower() for s in _RATE_HEADER)}
-    return ApiView(
+    return ApiReport(
         status=rt.status,
         finish_reason_raw=r.finish_reason_raw if r else None,
         finish_reason=r.finish_reason if r else None,

@@ -2,7 +2,7 @@
 
 Checks are plain functions ``check(ctx) -> Iterable[Finding]`` listed per layer in
 :mod:`cassettes.analysis.checks`. They run in recording order, once per generation round trip,
-after the turn's E/A/C views are built. A check that needs memory across turns keeps it in
+after the turn's E/A/C layers are built. A check that needs memory across turns keeps it in
 ``ctx.conv.state`` under its own key. Checks never raise out: the runner catches and reports.
 """
 
@@ -46,7 +46,7 @@ class TurnContext:
     #: The request's full normalised history (``rt.request.messages``); emptied once no check
     #: can need it (two turns later, or when the conversation goes quiet).
     messages: list[Message]
-    #: The turn being built: e/a/c views are filled before the checks run.
+    #: The turn being built: e/a/c layers are filled before the checks run.
     turn: Turn
     #: Length of the history, kept when ``messages`` is released.
     n_messages: int = 0

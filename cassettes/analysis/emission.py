@@ -1,6 +1,6 @@
-"""E — what the model emitted: the per-turn view and the checks on it.
+"""E — what the model emitted: the per-turn layer and the checks on it.
 
-The view (:func:`build`) lists the text, reasoning, refusal and tool calls of a turn's response.
+The layer (:func:`build`) lists the text, reasoning, refusal and tool calls of a turn's response.
 Each tool call is checked against the tool the request offered under that name: are the arguments
 JSON, do they satisfy the tool's JSON Schema (validated with ``jsonschema``, the schema's own
 ``$schema`` draft or 2020-12 by default, formats not asserted; Gemini's OpenAPI-subset schemas with
@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from cassettes.analysis.context import Check, FinalCheck, TurnContext, provider_detail
-from cassettes.analysis.model import CallCheck, EmissionView, Finding, Severity
+from cassettes.analysis.model import CallCheck, Emission, Finding, Severity
 from cassettes.analysis.plain_schema import surely_valid
 from cassettes.models import FinishReason, NormalisedResponse, ToolCall, ToolSpec
 
@@ -182,7 +182,7 @@ def schema_errors(arguments: Any, schema: dict[str, Any] | None) -> list[str]:
     return out
 
 
-# --- the view ---------------------------------------------------------------------------------
+# --- the layer --------------------------------------------------------------------------------
 
 
 def _spec(tools: list[ToolSpec], name: str | None) -> ToolSpec | None:
@@ -234,15 +234,15 @@ def _placeholder(c: ToolCall) -> bool:
     return not c.name and not c.id and not (c.arguments_raw or "").strip() and not c.arguments
 
 
-def build(ctx: TurnContext) -> EmissionView:
+def build(ctx: TurnContext) -> Emission:
     r = ctx.response
     if r is None:
-        return EmissionView()
+        return Emission()
     text = "".join(p.text for p in r.parts if p.kind == "text" and p.text)
     reasoning = [p.text for p in r.parts if p.kind == "reasoning" and p.text]
     refusal = _refusal(r)
     calls = _call_checks(ctx, r)
-    return EmissionView(
+    return Emission(
         text=text or None,
         reasoning="\n\n".join(reasoning) or None,
         refusal=refusal,

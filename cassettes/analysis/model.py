@@ -1,8 +1,8 @@
-"""What the layer analysis produces: turns in conversations, E/A/C views, findings, token growth.
+"""What the layer analysis produces: turns in conversations, E/A/C layers, findings, token growth.
 
 A *round trip* is one HTTP exchange; a *conversation* is a chain of round trips whose histories
 extend each other; a *turn* is a round trip's place in its conversation (0-based ``index``). For
-every turn the analysis gives three views — what the model emitted (E), what the API reported
+every turn the analysis gives three layers — what the model emitted (E), what the API reported
 (A), what the client dispatched (C) — plus token accounting and the findings that fired.
 """
 
@@ -18,11 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from cassettes.models import ApiError, FinishReason, Message, Usage
 
 __all__ = [
-    "ApiView",
+    "ApiReport",
     "CallCheck",
     "Conversation",
-    "DispatchView",
-    "EmissionView",
+    "Dispatch",
+    "Emission",
     "Finding",
     "Layer",
     "McpCall",
@@ -30,7 +30,7 @@ __all__ = [
     "RunAnalysis",
     "Segments",
     "Severity",
-    "TokenView",
+    "TokenCount",
     "Turn",
 ]
 
@@ -83,7 +83,7 @@ class CallCheck(_Model):
     offered: bool | None = None
 
 
-class EmissionView(_Model):
+class Emission(_Model):
     """E — what the model emitted this turn."""
 
     text: str | None = None
@@ -94,7 +94,7 @@ class EmissionView(_Model):
     empty: bool = False
 
 
-class ApiView(_Model):
+class ApiReport(_Model):
     """A — what the API reported."""
 
     status: int | None = None
@@ -128,7 +128,7 @@ class Pairing(_Model):
     message_index: int | None = None
 
 
-class DispatchView(_Model):
+class Dispatch(_Model):
     """C — what the client sent, relative to the previous turn of the same conversation."""
 
     #: Messages carried over unchanged from the previous request.
@@ -161,7 +161,7 @@ class Segments(_Model):
     new: int = 0
 
 
-class TokenView(_Model):
+class TokenCount(_Model):
     """Token accounting for one turn (inclusive convention: ``input`` = uncached + cache read + write)."""
 
     input: int | None = None
@@ -195,10 +195,10 @@ class Turn(_Model):
     #: seq of the previous turn in this conversation.
     previous_seq: int | None = None
     family: str
-    e: EmissionView
-    a: ApiView
-    c: DispatchView
-    tokens: TokenView
+    e: Emission
+    a: ApiReport
+    c: Dispatch
+    tokens: TokenCount
     findings: list[Finding] = Field(default_factory=list)
 
 

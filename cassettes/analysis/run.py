@@ -32,14 +32,14 @@ from cassettes.analysis.context import Check, ConversationState, FinalCheck, Tur
 from cassettes.analysis.conversations import Link, Threader
 from cassettes.analysis.mcp import McpLinker
 from cassettes.analysis.model import (
-    ApiView,
+    ApiReport,
     Conversation,
-    DispatchView,
-    EmissionView,
+    Dispatch,
+    Emission,
     Finding,
     RunAnalysis,
     Severity,
-    TokenView,
+    TokenCount,
     Turn,
 )
 from cassettes.analysis.spill import KEEP, Spill, SpillMap
@@ -65,8 +65,8 @@ _HEADER = "x-looptap-conversation"
 
 #: Stands in for the exchange of a turn whose checks have run.
 _NO_EXCHANGE = Exchange(method="", url="")
-_EMPTY_E, _EMPTY_A, _EMPTY_TOKENS = EmissionView(), ApiView(), TokenView()
-_LINK_VIEWS: dict[str, DispatchView] = {}
+_EMPTY_E, _EMPTY_A, _EMPTY_TOKENS = Emission(), ApiReport(), TokenCount()
+_LINK_VIEWS: dict[str, Dispatch] = {}
 
 
 def _slim(turn: Turn) -> Turn:
@@ -74,7 +74,7 @@ def _slim(turn: Turn) -> Turn:
     findings (the same list: the end-of-run checks add to it)."""
     c = _LINK_VIEWS.get(turn.c.link)
     if c is None:
-        c = _LINK_VIEWS[turn.c.link] = DispatchView(link=turn.c.link)
+        c = _LINK_VIEWS[turn.c.link] = Dispatch(link=turn.c.link)
     return Turn.model_construct(
         seq=turn.seq,
         conversation=turn.conversation,
@@ -385,10 +385,10 @@ class RunAnalyser:
             index=conv.count,
             previous_seq=prev.seq if prev is not None else None,
             family=rt.family,
-            e=EmissionView(),
-            a=ApiView(),
-            c=DispatchView(),
-            tokens=TokenView(),
+            e=Emission(),
+            a=ApiReport(),
+            c=Dispatch(),
+            tokens=TokenCount(),
         )
         msgs = rt.request.messages
         ctx = TurnContext(seq=seq, rt=rt, ex=ex, conv=conv, index=turn.index, prev=prev, messages=msgs, turn=turn, n_messages=len(msgs), mcp=self._mcp, memo=self._threader.memo)
@@ -436,7 +436,7 @@ class RunAnalyser:
         return conv
 
     def _judge(self, ctx: TurnContext, link: Link) -> None:
-        """The turn's E/A/C views and token accounting, then every check, root causes first."""
+        """The turn's E/A/C layers and token accounting, then every check, root causes first."""
         turn = ctx.turn
         turn.c = dispatch.build(ctx, link)
         turn.e = emission.build(ctx)
@@ -467,7 +467,7 @@ class RunAnalyser:
             ctx.ended = ex.started + max(ex.duration or 0.0, 0.0) if ex.started is not None else None
             ctx.retry_after = _retry_after(ex)
         # What a later turn reads of this one is its round trip, history length, index and seq
-        # (checks read only the current turn's exchange and views) ...
+        # (checks read only the current turn's exchange and layers) ...
         ctx.ex = _NO_EXCHANGE
         if not self._keep_turns:
             ctx.turn = _slim(ctx.turn)
@@ -640,7 +640,7 @@ class RunAnalyser:
 
 
 def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | None = None) -> RunAnalysis:
-    """Thread, view and check every generation round trip of a run.
+    """Thread, build the layers of and check every generation round trip of a run.
 
     Without ``roundtrips`` the analyser parses the exchanges itself, incrementally where the
     cassette recorded history deltas, and keeps memory bounded; with them it uses them as given.

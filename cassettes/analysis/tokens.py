@@ -1,6 +1,6 @@
 """Token accounting and cost per turn: what the input was made of, what it cost, how it grew.
 
-No findings are emitted here (catalogue: none); this module fills :class:`TokenView` for every turn.
+No findings are emitted here (catalogue: none); this module fills :class:`TokenCount` for every turn.
 
 **Counts.** The adapters already convert usage to the inclusive convention (see
 :mod:`cassettes.models`): ``input`` is every input token, cached or not — OpenAI's
@@ -57,7 +57,7 @@ import orjson
 
 from cassettes import providers
 from cassettes.analysis.context import TurnContext
-from cassettes.analysis.model import Segments, TokenView
+from cassettes.analysis.model import Segments, TokenCount
 from cassettes.analysis.price_data import get_snapshot
 from cassettes.analysis.pricing import PRICES_VERSION, calc_price
 from cassettes.models import Message, NormalisedResponse, Part, ToolSpec, Usage
@@ -364,7 +364,7 @@ def _failed_without_usage(ctx: TurnContext) -> bool:
     return bool(rt.transport_error) and not resp.parts
 
 
-def build(ctx: TurnContext) -> TokenView:
+def build(ctx: TurnContext) -> TokenCount:
     """The token accounting of one turn (call in recording order, once per turn)."""
     mem = ctx.conv.state.get(_STATE)
     if not isinstance(mem, _ConvTokens):
@@ -399,11 +399,11 @@ def build(ctx: TurnContext) -> TokenView:
     return tv
 
 
-def _counts(ctx: TurnContext, usage: Usage | None, est_input: int) -> TokenView:
+def _counts(ctx: TurnContext, usage: Usage | None, est_input: int) -> TokenCount:
     """The turn's token counts: as reported (an estimate filling a side the API left out), else
     estimated, else missing (a failed call that reported none)."""
     resp = ctx.rt.response
-    tv = TokenView()
+    tv = TokenCount()
     if usage is not None and (usage.input_tokens is not None or usage.output_tokens is not None):
         tv.source = "reported" if usage.input_tokens is not None and usage.output_tokens is not None else "estimated"
         tv.input = usage.input_tokens if usage.input_tokens is not None else est_input
@@ -422,7 +422,7 @@ def _counts(ctx: TurnContext, usage: Usage | None, est_input: int) -> TokenView:
     return tv
 
 
-def _cost(ctx: TurnContext, tv: TokenView, usage: Usage | None, mem: _ConvTokens) -> None:
+def _cost(ctx: TurnContext, tv: TokenCount, usage: Usage | None, mem: _ConvTokens) -> None:
     """The turn's price and where it came from, added to the conversation's running cost."""
     if tv.source == "missing":
         code = ctx.rt.status if ctx.rt.status and ctx.rt.status >= 400 else None

@@ -89,7 +89,7 @@ class Runs:
             if not r.is_dir():
                 raise QueryError(f"{r} is not a directory")
         self._open: OrderedDict[Path, _Open] = OrderedDict()
-        self._live: OrderedDict[Path, tuple[Any, int]] = OrderedDict()  # file → (IncrementalRun, inode)
+        self._live: OrderedDict[Path, tuple[Any, int]] = OrderedDict()  # file → (Run followed as it grows, inode)
         self._keep = keep
 
     # -- files ------------------------------------------------------------------------------
@@ -376,14 +376,14 @@ class Runs:
         """Round trips recorded after ``after_seq``. A recording in progress is followed as it
         grows: the server keeps reading the file where it stopped (only the new records are read
         and analysed), so call again with the ``last_seq`` of the previous answer."""
-        from cassettes.reading.incremental import IncrementalRun
+        from cassettes.reading.run import open_run
 
         path = self.resolve(run)
         st = path.stat()
         live = self._live.get(path)
-        if live is None or live[1] != st.st_ino or st.st_size < live[0].index.consumed:
+        if live is None or live[1] != st.st_ino or st.st_size < live[0].read_bytes:
             try:
-                live = (IncrementalRun(path), st.st_ino)
+                live = (open_run(path, follow=True), st.st_ino)
             except CassetteError as exc:
                 raise QueryError("looptap cannot read this run", run=self._label(path), reason=str(exc)) from None
             self._live[path] = live
@@ -397,7 +397,7 @@ class Runs:
         except CassetteError as exc:
             raise QueryError("looptap cannot read this run", run=self._label(path), reason=str(exc)) from None
         items: list[dict[str, Any]] = []
-        seqs = inc.index.seqs
+        seqs = inc.seqs
         for pos in range(len(seqs)):
             seq = seqs[pos]
             if seq <= after_seq:
@@ -426,7 +426,7 @@ class Runs:
                 "after_seq": after_seq,
                 "last_seq": last,
                 "round_trips_so_far": len(seqs),
-                "still_being_written": inc.index.pending > 0,
+                "still_being_written": inc.still_written,
                 "findings_at_the_end": "findings of the run's end (e.g. a call never answered) appear once the recording is finished: see findings",
                 "recorded": {"round_trips": shown},
             }

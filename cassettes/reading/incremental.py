@@ -1,15 +1,17 @@
-"""A run read and analysed a piece at a time: for very large files and for recordings still being written.
+"""The reader behind :class:`cassettes.Run` for a looptap cassette: read and analysed a piece at a time,
+for very large files and for recordings still being written (``open_run(path)``, which reads a run
+to its end, and ``open_run(path, follow=True)``, which follows it as it grows). Not a second way to
+read a run: :class:`RunReader` is what :class:`~cassettes.reading.run.Run` delegates to.
 
-:func:`cassettes.storage.store.read_cassette` plus :func:`cassettes.analysis.analyse` hold a whole run.
-:class:`IncrementalRun` reads the file through :class:`cassettes.storage.index.RecordIndex` (record
+:class:`RunReader` reads the file through :class:`cassettes.storage.index.RecordIndex` (record
 offsets, a torn tail, a file still growing) and feeds the records, batch by batch, through the
 incremental layer analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which releases what later
 turns no longer need), then releases each exchange's raw bytes. Each analysed turn is kept as a
 :class:`~cassettes.views.summary.TurnSummary` (what a turn list, the findings, the growth chart and
 navigation read: a few hundred bytes); the full turn goes, compressed, to an anonymous temporary
-file and :meth:`IncrementalRun.full_turn` restores it (a small cache keeps the recently shown
-ones). :meth:`IncrementalRun.by_seq` re-reads one round trip in full (its whole message history)
-when a viewer shows it; :meth:`IncrementalRun.reread` goes through every round trip again, one at a time.
+file and :meth:`RunReader.full_turn` restores it (a small cache keeps the recently shown
+ones). :meth:`RunReader.by_seq` re-reads one round trip in full (its whole message history)
+when a viewer shows it; :meth:`RunReader.reread` goes through every round trip again, one at a time.
 
 What still grows with the run is about 3 KB per turn (the summary and growth bar, the threader's
 hashes, the checks' memory of call ids and calls, the index entries) and the latest turn of each
@@ -41,18 +43,18 @@ from cassettes.storage.store import Problem, open_regular
 from cassettes.views.summary import TurnSummary, summarise
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["Batch", "IncrementalRun"]
+__all__: list[str] = []  # the reader behind cassettes.Run (open_run): not a second public way to read a run
 
 #: Full turns kept restored for viewers (the most recently shown ones).
 TURN_CACHE = 64
-#: Round trips a viewer read lately (:meth:`IncrementalRun.by_seq`), kept as bases for parsing the
+#: Round trips a viewer read lately (:meth:`RunReader.by_seq`), kept as bases for parsing the
 #: next one's request incrementally.
 SHOWN = 16
 
 
 @dataclass
 class Batch:
-    """What one :meth:`IncrementalRun.step` read."""
+    """What one :meth:`RunReader.step` read."""
 
     #: The turns analysed in this batch (generation round trips), in recording order.
     turns: list[TurnSummary]
@@ -271,8 +273,8 @@ class _Places:
         return iter(self._seqs)
 
 
-class IncrementalRun:
-    """A cassette read and analysed a batch at a time, with memory bounded by summaries.
+class RunReader:
+    """A cassette read and analysed a batch at a time, with memory bounded by summaries (behind :class:`~cassettes.reading.run.Run`).
 
     ``step()`` until ``at_end``; then ``finish()`` for the end-of-run checks. For a recording in
     progress keep calling ``step()`` (new records appear as the writer completes them) and call
@@ -443,14 +445,14 @@ class IncrementalRun:
 
 
 class _Reread:
-    """The exchanges and parsed round trips of an :class:`IncrementalRun`, read again from disk in
+    """The exchanges and parsed round trips of an :class:`RunReader`, read again from disk in
     recording order on every pass. :attr:`exchanges` and :attr:`roundtrips` are sized iterables
     that may be zipped (a small cache of the latest records serves the same record to both), and
     :attr:`turns` maps a turn's seq to its full turn, restored from the run's store.
 
     The records the analysis skipped (unreadable) are skipped here too."""
 
-    def __init__(self, run: IncrementalRun, cache: int = 8) -> None:
+    def __init__(self, run: RunReader, cache: int = 8) -> None:
         self._run = run
         self._bodies = RequestBodies(run.index, BODY_CACHE)
         self._recent: OrderedDict[int, list[Any]] = OrderedDict()  # position → [exchange, round trip or None]
@@ -545,9 +547,9 @@ class _Column:
 
 
 class _Turns(Mapping[int, Turn]):
-    """seq → full turn, restored from an :class:`IncrementalRun`'s store on each lookup."""
+    """seq → full turn, restored from an :class:`RunReader`'s store on each lookup."""
 
-    def __init__(self, run: IncrementalRun) -> None:
+    def __init__(self, run: RunReader) -> None:
         self._run = run
 
     def __getitem__(self, seq: int) -> Turn:

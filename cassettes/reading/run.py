@@ -8,8 +8,9 @@ the pytest plugin and the MCP server use (both exported from :mod:`cassettes`).
     len(run)                           # how many round trips
 
 **Seq and position.** A round trip's *seq* is the number the recorder gave it (``#4`` in
-``looptap show``); its *position* is its place in the file. ``by_seq`` takes a seq; ``run.exchanges``
-and ``run.roundtrips`` are in position order (``run.roundtrips[k]`` is the k-th, read again).
+``looptap show``); its *position* is its place in the file. ``by_seq`` takes a seq, ``at`` a
+position; ``run.exchanges`` and ``run.roundtrips`` are in position order (``run.roundtrips[k]`` is
+the k-th, read again).
 
 **The format is told from the file's first bytes, once** (:func:`sniff`), never from its name: a
 looptap cassette (JSON lines opening with the looptap header), a vcrpy / pytest-recording cassette
@@ -18,12 +19,15 @@ file is recognised and refused with a message (looptap writes HAR, it does not r
 else gets one error naming what was tried.
 
 **How each is read.** A looptap cassette is read as a stream (the large-file reader,
-:class:`~cassettes.reading.incremental.IncrementalRun`, behind the same :class:`Run`): one pass
+:class:`~cassettes.reading.incremental.RunReader`, behind the same :class:`Run`): one pass
 analyses it, keeping an index of byte offsets and the analysed turns on disk, and every later pass
 reads the round trips again from disk one at a time. So ``show``, ``textconv`` and the exports hold one round trip at a time, not the run: a
 million tiny records cost megabytes. ``whole=True`` reads it into memory instead (the replay
 server and the pytest plugin, which need every exchange at hand) and analyses it on first use.
 Imports (vcrpy, mitmproxy) are loaded whole; they are small by nature and bounded by their loaders.
+``follow=True`` follows a looptap cassette as it is written (the inspector, the MCP server's
+``tail``): :meth:`Run.step` reads what it gained, :meth:`Run.summaries` and :meth:`Run.full_turn`
+give the turns read so far, :meth:`Run.finish` ends it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
     from cassettes.analysis import Finding, RunAnalysis, Severity, Turn
+    from cassettes.reading.incremental import Batch, RunReader
+    from cassettes.storage.store import Problem
+    from cassettes.views.summary import TurnSummary
 
 __all__ = [
     "FORMATS",
@@ -68,6 +75,8 @@ DESCRIBED = {
     "mitmproxy": "a mitmproxy flow file (mitmdump -w)",
     "har": "a HAR file",
 }
+#: How much of a followed file :meth:`Run.step` reads at a time, by default (bytes).
+STEP_BYTES = 4 * 1024 * 1024
 #: How many bytes :func:`sniff` is given.
 HEAD = 4096
 
@@ -79,9 +88,11 @@ _YAML_START = re.compile(rb"(?:%YAML|---(?:\s|$)|[A-Za-z_][\w.-]*\s*:(?:\s|$))")
 
 class Records(Sized, Iterable[T], Protocol[T]):
     """A run's round trips in recording order: a list, or a column read again from disk on every
-    pass (see :meth:`~cassettes.reading.incremental.IncrementalRun.reread`)."""
+    pass (see :meth:`~cassettes.reading.incremental.RunReader.reread`)."""
 
     def __iter__(self) -> Iterator[T]: ...
+
+    def __getitem__(self, k: int) -> T: ...
 
 
 _RANK = {"info": 0, "warning": 1, "error": 2}  # by Severity (a StrEnum: its members are these keys)
@@ -127,6 +138,7 @@ class Run:
         finder: Callable[[int], tuple[Exchange, RoundTrip] | None] | None = None,
         kind: str = "exchanges",
         skipped: dict[str, int] | None = None,
+        reader: RunReader | None = None,
     ) -> None:
         #: What the run was read from (shown in exports; never used for identity).
         self.name = name
@@ -137,11 +149,14 @@ class Run:
         self._analysis = analysis
         #: The cassette header (``{}`` for inputs that have none, like vcrpy YAML).
         self.header: dict[str, Any] = header if header is not None else {}
-        self.problems: list[str] = list(problems)
+        self._problems: list[str] = list(problems)
+        # A looptap cassette read as a stream, or followed as it grows: the reader behind this run.
+        self._reader = reader
         #: Epoch seconds to lay out round trips whose start time was not recorded (imports): the
         #: cassette's creation time, so an export of the same file is the same every time.
         self.epoch = epoch if epoch is not None else _epoch(self.header, self.exchanges)
         self._families = families
+        self._summaries: dict[int, TurnSummary] | None = None
         #: Finds one round trip by seq without a pass over the run (set for a streamed cassette).
         self.finder = finder
         #: The format it was read from: one of :data:`FORMATS`, or ``"exchanges"`` (in memory).
@@ -165,8 +180,102 @@ class Run:
         return open_run(path, whole=True)
 
     def __len__(self) -> int:
-        """How many round trips the run holds."""
+        """How many round trips the run holds (so far, for a run being followed)."""
         return len(self.exchanges)
+
+    @property
+    def problems(self) -> list[str]:
+        """Damage found while reading (never raised), one line each (:attr:`damage`: the same, by line and kind)."""
+        if self._reader is not None:
+            return [str(p) for p in self._reader.problems]
+        return self._problems
+
+    @problems.setter
+    def problems(self, value: list[str]) -> None:
+        self._problems = list(value)
+
+    @property
+    def damage(self) -> list[Problem]:
+        """Damage found while reading a looptap cassette, by line and kind (``torn``, ``corrupt`` …);
+        empty for other inputs (their readers say what they skipped in :attr:`problems`)."""
+        return self._reader.problems if self._reader is not None else []
+
+    # -- a run followed as it grows (``open_run(path, follow=True)``; the inspector, the MCP tail)
+    def step(self, max_bytes: int | None = STEP_BYTES) -> Batch:
+        """Read and analyse what the file gained (up to about ``max_bytes``): the turns analysed,
+        the damage found, and whether the end of what the file holds was reached. A run that is
+        not followed is read already (``at_end``, nothing new)."""
+        if self._reader is None:
+            from cassettes.reading.incremental import Batch
+
+            return Batch(turns=[], records=0, problems=[], at_end=True)
+        return self._reader.step(max_bytes)
+
+    def finish(self) -> None:
+        """The file is complete: report a torn tail and run the end-of-run checks (once)."""
+        r = self._reader
+        if r is None or r.finished:
+            return
+        r.finish()
+        header = r.index.header or {}
+        self.header = header
+        created = _created(header)
+        self.epoch = created if created is not None else (r.first_started if r.first_started is not None else 0.0)
+        self._families = dict(r.families)
+
+    def progress(self) -> float | None:
+        """Share of the file read so far (``None``: unknown, or an empty file)."""
+        if self._reader is None:
+            return 1.0
+        size = self._reader.index.size()
+        return self._reader.index.consumed / size if size else None
+
+    @property
+    def records(self) -> int:
+        """Round trips read so far (all of them for a run that is not followed)."""
+        return self._reader.records if self._reader is not None else len(self)
+
+    @property
+    def seqs(self) -> Sequence[int]:
+        """The seqs of the round trips read so far, in recording order."""
+        if self._reader is not None:
+            return self._reader.index.seqs
+        return [ex.seq for ex in self.exchanges if ex.seq is not None]
+
+    @property
+    def read_bytes(self) -> int:
+        """How far into the file the reader got (bytes; 0 for a run not read from a looptap cassette)."""
+        return self._reader.index.consumed if self._reader is not None else 0
+
+    @property
+    def still_written(self) -> bool:
+        """The file ends in a record not yet complete (a recording in progress, or a torn one)."""
+        return self._reader is not None and self._reader.index.pending > 0
+
+    @property
+    def summaries(self) -> Mapping[int, TurnSummary]:
+        """Every turn read so far, by seq, as a summary (what a turn list shows); the full turn:
+        :meth:`full_turn`."""
+        if self._reader is not None:
+            return self._reader.summaries
+        if self._summaries is None:
+            from cassettes.views.summary import summarise
+
+            turns = self.analysis.turns
+            self._summaries = {s: summarise(turns[s]) for s in sorted(turns)}
+        return self._summaries
+
+    def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
+        """Turn ``seq`` with everything the analysis gave it (``KeyError`` when there is none);
+        ``remember=False`` for a pass over many turns (a search): not kept in the reader's cache."""
+        if self._reader is not None:
+            return self._reader.full_turn(seq, remember=remember)
+        return self.analysis.turns[seq]
+
+    def close(self) -> None:
+        """Let go of what the reader keeps on disk (the store of full turns and parses)."""
+        if self._reader is not None:
+            self._reader.close()
 
     def __bool__(self) -> bool:  # a run is a run, even an empty one
         return True
@@ -180,6 +289,10 @@ class Run:
 
     @property
     def analysis(self) -> RunAnalysis:
+        if self._analysis is None and self._reader is not None:
+            # Followed and not finished (or not yet settled): the conversations, errors and findings
+            # so far; its ``turns`` stay empty (:attr:`summaries`, :meth:`full_turn`).
+            return self._reader.analysis
         if self._analysis is None:
             from cassettes.analysis import analyse
 
@@ -197,14 +310,23 @@ class Run:
 
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
         """The exchange and parsed round trip with this seq (not a position), if the run holds it."""
+        if self.finder is None and self._reader is not None:
+            return self._reader.by_seq(seq)
         if self.finder is None:
             by_seq = {ex.seq: (ex, rt) for ex, rt in zip(self.exchanges, self.roundtrips, strict=True)}
             self.finder = by_seq.get
         return self.finder(seq)
 
+    def at(self, pos: int) -> tuple[Exchange, RoundTrip]:
+        """The exchange and parsed round trip at this position (the ``pos``-th in the file, from 0;
+        negative counts from the end), not a seq: ``run.at(k)`` is ``run.exchanges[k]`` with its parse."""
+        return self.exchanges[pos], self.roundtrips[pos]
+
     def exchange_by_seq(self, seq: int) -> Exchange:
         """The exchange with this seq; ``KeyError`` when the run holds none (what a diff reads of
-        each paired turn, as :meth:`IncrementalRun.exchange_by_seq`)."""
+        each paired turn)."""
+        if self._reader is not None and self.finder is None:
+            return self._reader.exchange_by_seq(seq)
         found = self.by_seq(seq)
         if found is None:
             raise KeyError(seq)
@@ -364,13 +486,20 @@ def detect(path: str | Path) -> str:
         return sniff(fh.read(HEAD))
 
 
-def open_run(path: str | Path, *, whole: bool = False, formats: Collection[str] = FORMATS) -> Run:
+def open_run(path: str | Path, *, whole: bool = False, follow: bool = False, formats: Collection[str] = FORMATS) -> Run:
     """The run in the file at ``path``, in whichever of :data:`FORMATS` it is (told from its first
     bytes). A looptap cassette is read as a stream unless ``whole``; ``formats`` narrows what is
     accepted (``looptap import`` takes no looptap cassette). Raises
     :class:`~cassettes.errors.CassetteError` for a file that cannot be opened, is in none of the
-    formats (naming what was tried), or is damaged beyond reading."""
+    formats (naming what was tried), or is damaged beyond reading.
+
+    ``follow``: a looptap cassette that may still be growing (a recording in progress), read as
+    it is written: nothing is read yet; :meth:`Run.step` reads what the file gained, and
+    :meth:`Run.finish` runs the end-of-run checks once it is complete (the inspector, the MCP
+    server's ``tail``). :func:`cassette_of` turns another format into a cassette to follow."""
     p = Path(path)
+    if follow:
+        return _follow(p, summaries=True)
     kind = detect(p)
     if kind not in formats:
         raise _refused(p, kind, formats)
@@ -437,10 +566,10 @@ def cassette_of(path: str | Path, *, live: bool = False) -> Iterator[Path]:
 
 
 def _read_whole(path: Path) -> Run:
-    """A looptap cassette read into memory (:func:`~cassettes.storage.store.read_cassette`)."""
-    from cassettes.storage.store import read_cassette
+    """A looptap cassette read into memory (:func:`~cassettes.storage.store.read_records`)."""
+    from cassettes.storage.store import read_records
 
-    cas = read_cassette(path)
+    cas = read_records(path)
     return Run.of(cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems], kind="looptap")
 
 
@@ -479,46 +608,47 @@ def _rss() -> int | None:
         return None
 
 
+def _follow(p: Path, *, summaries: bool) -> Run:
+    """A run over the reader of a looptap cassette, nothing read yet (see :func:`open_run`)."""
+    from cassettes.reading.incremental import RunReader
+
+    reader = RunReader(p, summaries=summaries)
+    again = reader.reread()
+    return Run(again.exchanges, name=p.name, roundtrips=again.roundtrips, kind="looptap", reader=reader, epoch=0.0)
+
+
 def _stream(path: str | Path) -> Run:
     """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`RunTooLargeError` (one clear line, not a ``MemoryError`` half-way) when the analysis
     outgrows :func:`memory_budget`."""
-    from cassettes.reading.incremental import IncrementalRun
-
     p = Path(path)
-    inc = IncrementalRun(p, summaries=False)
+    run = _follow(p, summaries=False)
+    reader = run._reader
+    assert reader is not None
     budget = memory_budget()
     at_end = False
     while not at_end:
-        at_end = inc.step().at_end
+        at_end = run.step().at_end
         used = _rss() if budget is not None else None
         if used is not None and budget is not None and used > budget:
-            inc.close()
+            run.close()
             raise RunTooLargeError(
                 f"{p}: analysing this run needs more than the memory budget of {budget // 2**20:,} MB "
-                f"({inc.records:,} round trips and {len(inc.analysis.conversations):,} conversations read, "
-                f"{inc.index.consumed * 100 // max(inc.index.size(), 1)} % of the file); "
+                f"({reader.records:,} round trips and {len(reader.analysis.conversations):,} conversations read, "
+                f"{reader.index.consumed * 100 // max(reader.index.size(), 1)} % of the file); "
                 "set LOOPTAP_MEMORY_BUDGET_MB to allow more"
             )
     try:
-        inc.finish()
+        run.finish()
     except CassetteFormatError as exc:  # nothing but an unfinished header line
         raise CassetteFormatError(str(exc)) from None
-    inc.analyser.release()  # the run is complete: keep its analysis, not the analyser's working state
-    a = inc.analysis
-    again = inc.reread()
+    reader.analyser.release()  # the run is complete: keep its analysis, not the analyser's working state
+    again = reader.reread()
     turns: Mapping[int, Any] = again.turns
-    analysis = a.model_copy(update={"turns": turns})  # every other field as the analysis left it
-    header = inc.index.header or {}
-    epoch = _created(header)
-    if epoch is None:
-        epoch = inc.first_started if inc.first_started is not None else 0.0
-    problems = [str(x) for x in inc.problems]
-    return Run(
-        again.exchanges, analysis, name=p.name, roundtrips=again.roundtrips, header=header, problems=problems,
-        epoch=epoch, families=dict(inc.families), finder=again.by_seq, kind="looptap",
-    )
+    run._analysis = reader.analysis.model_copy(update={"turns": turns})  # every other field as the analysis left it
+    run.exchanges, run._roundtrips, run.finder = again.exchanges, again.roundtrips, again.by_seq
+    return run
 
 
 def _length(ex: Exchange) -> float:

@@ -27,7 +27,7 @@ from cassettes.parsing import sealed
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, response_side
 from cassettes.recording.redact import Redactor
 from cassettes.storage.codec import HistoryEncoder, depth_safe_record, dumps_record, exchange_to_record
-from cassettes.storage.store import CassetteFile, read_cassette
+from cassettes.storage.store import CassetteFile, read_records
 from cassettes.wire.decoding import decode_exchange
 from cassettes.wire.exchange import Exchange
 
@@ -69,7 +69,7 @@ class CassetteWriter:
 
     def _resume(self) -> None:
         """Rebuild the history-delta state from an existing cassette, to append to it."""
-        cas = read_cassette(self.path)
+        cas = read_records(self.path)
         for ex in cas.exchanges:
             body = ex.request_json()
             if isinstance(body, dict) and ex.seq is not None and not ex.request_json_cut:

@@ -3,7 +3,7 @@ the origin's turns before the cursor (served from it), the fork point, then each
 cursor as the origin had it and as the branch has it, the items a what-if edit rewrote and the
 divergences :func:`cassettes.replay.rundiff.diff_fork` finds there.
 
-Computed here (the core); the inspector only draws :class:`ForkView`. The origin is found from the
+Computed here (the core); the inspector only draws :class:`ForkComparison`. The origin is found from the
 branch's header (``meta.origin.run``): as written, then beside the branch; when it is in neither
 place the view says so and lists the branch's turns alone.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ForkRow", "ForkView", "find_origin", "fork_view"]
+__all__ = ["ForkComparison", "ForkRow", "find_origin", "fork_view"]
 
 #: Turns listed per conversation before the cursor (the older ones are counted).
 PREFIX_ROWS = 50
@@ -42,7 +42,7 @@ class ForkRow:
 
 
 @dataclass
-class ForkView:
+class ForkComparison:
     branch: str
     #: The origin as the branch's header names it, and where it was found (``None``: not found).
     origin_name: str
@@ -84,7 +84,7 @@ def _emitted(turn: Any) -> str:
     return f"{text}  [{fin}]" if fin else text
 
 
-def fork_view(branch: str | Path) -> ForkView | None:
+def fork_view(branch: str | Path) -> ForkComparison | None:
     """The view of ``branch`` beside its origin, or ``None`` when its header names no origin."""
     from cassettes.reading.run import open_run
     from cassettes.replay.edits import edit_notes
@@ -121,7 +121,7 @@ def fork_view(branch: str | Path) -> ForkView | None:
     return view
 
 
-def _header(path: Path, origin: dict[str, Any], found: Path | None) -> ForkView:
+def _header(path: Path, origin: dict[str, Any], found: Path | None) -> ForkComparison:
     """The view with no rows yet: what the branch's header says of its origin (cursor, edits,
     model) and where the origin was found."""
     cursor = origin.get("cursor")
@@ -129,10 +129,10 @@ def _header(path: Path, origin: dict[str, Any], found: Path | None) -> ForkView:
     edits = [str(e) for e in origin.get("edits") or [] if isinstance(e, str)]
     model = origin.get("model") if isinstance(origin.get("model"), str) else None
     name = str(origin.get("run") or "?")
-    return ForkView(str(path), name, str(found) if found is not None else None, where, model, edits, [], [])
+    return ForkComparison(str(path), name, str(found) if found is not None else None, where, model, edits, [], [])
 
 
-def _branch_only(view: ForkView, rb: Any) -> None:
+def _branch_only(view: ForkComparison, rb: Any) -> None:
     """The rows when the origin is not here: a note saying so, then each branch conversation's
     first turns on their own."""
     from cassettes.replay.edits import edit_notes
@@ -154,7 +154,7 @@ def _divergences_by_turn(divs: list[Any]) -> dict[tuple[int | None, int | None],
     return by_turn
 
 
-def _prefix_rows(view: ForkView, ra: Any, cid: str, k: int, seqs: list[int]) -> None:
+def _prefix_rows(view: ForkComparison, ra: Any, cid: str, k: int, seqs: list[int]) -> None:
     """The origin's turns before the cursor (turn ``k``) of conversation ``cid``: the last
     :data:`PREFIX_ROWS` of them (a line counting the earlier ones), then the fork row."""
     prefix = seqs[:k]

@@ -196,14 +196,14 @@ class LooptapSession:
         """The run so far: the requests the agent sent and the responses replayed (or, in
         ``new_episodes``, recorded now); when only recording, the recorded cassette (reading it
         ends the recording)."""
-        from cassettes.reading.run import Run
+        from cassettes.reading.run import Run, open_run
 
         if self.server is not None:
             return Run(list(self.server.served))
         if self._run is None:
             self.finish_recording()
             src = self.recording if self.recording is not None and self.recording.exists() else self.path
-            self._run = Run.from_cassette(src) if src.exists() else Run([])
+            self._run = open_run(src, whole=True) if src.exists() else Run([])
         return self._run
 
     def finish_recording(self) -> None:

@@ -1,6 +1,6 @@
 """Reading a cassette file a piece at a time: its records, their offsets, and request bodies rebuilt.
 
-:func:`cassettes.storage.store.read_cassette` loads a whole run at once. A viewer of a 1 GB cassette, or of
+:func:`cassettes.storage.store.read_records` loads a whole run at once. A viewer of a 1 GB cassette, or of
 one a recorder is still appending to, needs something else:
 
 * :class:`RecordIndex` reads newly *completed* lines (a line the writer has not finished is left
@@ -13,7 +13,7 @@ one a recorder is still appending to, needs something else:
 
 Damage is reported as :class:`~cassettes.storage.store.Problem` entries exactly as the batch reader does;
 only a file that is not a looptap cassette (or is newer) raises. What drives the analysis over
-these records, batch by batch, is :class:`cassettes.reading.incremental.IncrementalRun`.
+these records, batch by batch, is :class:`cassettes.reading.incremental.RunReader`.
 """
 
 from __future__ import annotations

@@ -35,7 +35,9 @@ from cassettes.errors import ImportFormatError
 from cassettes.wire.decoding import decode_exchange
 from cassettes.wire.exchange import Exchange, Headers, header
 
-__all__ = ["FlowFile", "TNetStringError", "is_flow_file", "load_flows", "read_flows", "tnetstring_pop"]
+# FlowFile, load_flows and read_flows are the storage layer's reading of a flow file: a run is read
+# with cassettes.open_run, which takes a flow file too.
+__all__ = ["TNetStringError", "is_flow_file", "tnetstring_pop"]
 
 #: The newest flow format version whose layout this reader was written against (mitmproxy 11/12).
 KNOWN_VERSION = 21

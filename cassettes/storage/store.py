@@ -40,7 +40,7 @@ from cassettes.storage.codec import (
 from cassettes.storage.paths import UnsafePath, describe, open_append
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["Cassette", "CassetteFile", "Problem", "being_written", "exchange_record", "is_cassette", "iter_lines", "read_cassette", "read_header"]
+__all__ = ["CassetteFile", "Problem", "being_written", "exchange_record", "is_cassette", "iter_lines", "read_header"]
 
 
 @dataclass
@@ -56,7 +56,11 @@ class Problem:
 
 
 @dataclass
-class Cassette:
+class RecordFile:
+    """A looptap cassette's records, decoded and held in memory: what :func:`read_records` gives
+    (the storage layer's own reading, for appending to a cassette and for tests of the format).
+    A run is read with :func:`cassettes.open_run`, which gives a :class:`~cassettes.Run`."""
+
     path: str
     header: dict[str, Any]
     exchanges: list[Exchange] = field(default_factory=list)
@@ -195,13 +199,15 @@ def exchange_record(raw: bytes, n: int, version: int, *, torn: bool = False) -> 
     return rec
 
 
-def read_cassette(path: str | Path) -> Cassette:
+def read_records(path: str | Path) -> RecordFile:
+    """Every record of the looptap cassette at ``path`` decoded into memory, with the damage found
+    (lower level than :func:`cassettes.open_run`, which reads any format, as a stream)."""
     lines = iter_lines(path)
     first = next(lines, None)
     if first is None:
         raise CassetteFormatError(f"{path}: empty file, not a looptap cassette")
     header, version = read_header(path, first[1])
-    cas = Cassette(path=str(path), header=header, format_version=version)
+    cas = RecordFile(path=str(path), header=header, format_version=version)
     decoder = HistoryDecoder()
     for n, raw, has_nl in lines:
         try:

@@ -1,7 +1,7 @@
 """The Fork tab of a branch (a run forked with ``looptap run --from``): the origin's turns before
 the cursor, the fork point, and each turn past it as the branch has it or, with ``o``, as the
 origin had it; what a what-if edit rewrote and what differs, marked. Draws a
-:class:`cassettes.replay.forkview.ForkView` (the core computes it)."""
+:class:`cassettes.replay.forkview.ForkComparison` (the core computes it)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cassettes.replay.forkview import ForkRow, ForkView
+from cassettes.replay.forkview import ForkComparison, ForkRow
 from cassettes.untrusted import clean_line
 from inspector.safe import wire, wire_line
 
@@ -36,13 +36,13 @@ class ForkPane(VerticalScroll, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._view: ForkView | None = None
+        self._view: ForkComparison | None = None
         self._note = "reading the branch and its origin…"
 
     def compose(self) -> ComposeResult:
         yield Static(id="fork-body")
 
-    def show_view(self, view: ForkView | None, note: str = "") -> None:
+    def show_view(self, view: ForkComparison | None, note: str = "") -> None:
         self._view = view
         self._note = note
         self._draw()
@@ -70,7 +70,7 @@ class ForkPane(VerticalScroll, can_focus=True):
             out.append(self._row(row))
         body.update(Group(*out))
 
-    def _head(self, v: ForkView) -> Text:
+    def _head(self, v: ForkComparison) -> Text:
         t = Text.assemble(("branch", "bold magenta"), " of ", (clean_line(v.origin_name), "bold"), " forked at ", (clean_line(v.cursor), "bold yellow"))
         if v.model:
             t.append(f" · model {clean_line(v.model)}")
@@ -116,7 +116,7 @@ class ForkPane(VerticalScroll, can_focus=True):
 class ForkRead(Message):
     """The run is a branch: its view beside its origin (``view`` ``None``: it could not be read, ``note`` says why)."""
 
-    def __init__(self, view: ForkView | None, note: str = "") -> None:
+    def __init__(self, view: ForkComparison | None, note: str = "") -> None:
         super().__init__()
         self.view = view
         self.note = note

@@ -3,7 +3,7 @@
 A child process (``python -c``) appends realistic multi-turn streamed round trips, built from real
 recordings of five provider families, and prints the seq and a digest of each append once it has
 returned. The test kills it with SIGKILL at a random moment (seeded) and then checks the file:
-``read_cassette`` does not raise, every append the child reported is there and equal (request
+``read_records`` does not raise, every append the child reported is there and equal (request
 body JSON and response chunks), there is at most one torn record, and nothing else is damaged.
 Chains of kills on one file check that a reopened writer seals the torn tail and appends after it.
 A deterministic variant truncates a finished cassette at many byte offsets.
@@ -30,7 +30,7 @@ import pytest
 from _corpus import CORPUS
 
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import Cassette, read_cassette
+from cassettes.storage.store import RecordFile, read_records
 from cassettes.wire.exchange import Exchange
 
 SLOW = os.environ.get("LOOPTAP_SLOW") == "1"
@@ -177,7 +177,7 @@ class Kill:
     path: Path
     reported: dict[int, str]
     delay: float
-    cassette: Cassette | None = None
+    cassette: RecordFile | None = None
 
 
 def run_and_kill(path: Path, seed: int, delay: float, fsync: bool = False, after: int = 0) -> Kill:
@@ -210,9 +210,9 @@ def run_and_kill(path: Path, seed: int, delay: float, fsync: bool = False, after
     return Kill(path, reported, delay)
 
 
-def check(kill: Kill, max_problems: int = 1) -> Cassette:
+def check(kill: Kill, max_problems: int = 1) -> RecordFile:
     """The invariants after a kill; returns the cassette."""
-    cas = read_cassette(kill.path)  # must not raise
+    cas = read_records(kill.path)  # must not raise
     kill.cassette = cas
     torn = [p for p in cas.problems if p.kind == "torn"]
     assert len(torn) <= 1, cas.problems
@@ -330,7 +330,7 @@ def test_truncated_at_any_offset(tmp_path: Path) -> None:
     cut = tmp_path / "cut.jsonl"
     for off in sorted(o for o in offsets if ends[0] <= o <= len(data)):
         cut.write_bytes(data[:off])
-        cas = read_cassette(cut)
+        cas = read_records(cut)
         whole = sum(1 for e in ends[1:] if e <= off)
         # An append cut just before its newline is still whole JSON: it loads (at most one extra).
         assert whole <= len(cas.exchanges) <= whole + 1, off
@@ -352,7 +352,7 @@ def test_reopen_after_a_torn_record(tmp_path: Path) -> None:
         new = [w.append(ex) for ex in sent[len(digests) :]]
     raw = path.read_bytes()
     assert raw.startswith(data[:torn_at] + b"\n"), "the torn tail was sealed, not overwritten"
-    cas = read_cassette(path)
+    cas = read_records(path)
     assert [p.kind for p in cas.problems] == ["corrupt"] and cas.problems[0].line == len(ends)
     old = cas.exchanges[: len(digests) - 1]
     assert [digest(ex.request_json(), ex.response_chunks) for ex in old] == digests[:-1]
@@ -395,7 +395,7 @@ def test_a_failed_write_is_kept_apart_from_the_next(tmp_path: Path, monkeypatch:
             w.append(sent[1])
         monkeypatch.undo()
         w.append(sent[2])
-    cas = read_cassette(path)
+    cas = read_records(path)
     # The half-written line was taken back (truncated to where the record started): whole records
     # only. tests/cassettes/test_store.py covers the case where even the truncation fails.
     assert cas.problems == []

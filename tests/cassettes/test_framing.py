@@ -128,7 +128,7 @@ def test_the_recording_pipeline_decodes_what_an_entry_point_marks_encoded(tmp_pa
     from pathlib import Path
 
     from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.storage.store import read_cassette
+    from cassettes.storage.store import read_records
     from cassettes.wire.decoding import decode_exchange
     from cassettes.wire.exchange import Exchange
 
@@ -163,7 +163,7 @@ def test_the_recording_pipeline_decodes_what_an_entry_point_marks_encoded(tmp_pa
     with CassetteWriter(path) as w:
         w.append(captured(True))  # as the proxy hands it over
         w.append(captured(False))  # as an importer that already decoded hands it over (here: bytes that happen to be gzip)
-    first, second = read_cassette(path).exchanges
+    first, second = read_records(path).exchanges
     assert first.request_body == body and b"".join(c for _, c in first.response_chunks) == answer
     assert first.decoded_from == "gzip"
     assert second.request_body == req_packed and second.decoded_from is None

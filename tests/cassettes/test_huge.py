@@ -15,9 +15,9 @@ import pytest
 
 from cassettes.analysis.run import ACTIVE, RunAnalyser, analyse
 from cassettes.cli import main
-from cassettes.reading.incremental import IncrementalRun
+from cassettes.reading.incremental import RunReader
 from cassettes.reading.run import RunTooLargeError, open_run
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.support.huge import write_huge
 
 _HEADER = b'{"type":"header","format":"looptap-cassette","format_version":1,"writer":"looptap 0.1.0","created":"2026-01-01T00:00:00.000Z","meta":{}}\n'
@@ -29,7 +29,7 @@ def _retained(path: Path) -> int:
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    inc = IncrementalRun(path)
+    inc = RunReader(path)
     while not inc.step().at_end:
         pass
     inc.finish()
@@ -89,15 +89,15 @@ def test_parking_quiet_conversations_changes_nothing_found(tmp_path: Path) -> No
     an end-of-run finding computed when parked) are analysed exactly as when everything is kept."""
     n = ACTIVE * 3
     path = _interleaved(tmp_path / "run.jsonl", n, 3, stop_early={1, 7, 20, n - 1})
-    exchanges = read_cassette(path).exchanges
+    exchanges = read_records(path).exchanges
     keep = RunAnalyser(active=10**6)  # no reload hook: nothing is ever parked
     for ex in exchanges:
         keep.add(ex)
     want = keep.finish()
     assert any(f.code == "C.stopped_with_pending_calls" for f in want.findings)
     assert len(want.conversations) == n
-    assert analyse(read_cassette(path).exchanges).model_dump() == want.model_dump()
-    inc = IncrementalRun(path)
+    assert analyse(read_records(path).exchanges).model_dump() == want.model_dump()
+    inc = RunReader(path)
     while not inc.step().at_end:
         pass
     inc.finish()
@@ -154,7 +154,7 @@ def _peak_kept(path: Path) -> int:
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    inc = IncrementalRun(path, summaries=False)  # as the commands read a run (open_run)
+    inc = RunReader(path, summaries=False)  # as the commands read a run (open_run)
     while not inc.step().at_end:
         pass
     gc.collect()
@@ -190,11 +190,11 @@ def test_a_spilled_analysis_equals_the_one_held_in_memory(tmp_path: Path, monkey
     n = ACTIVE * 3
     path = _interleaved(tmp_path / "run.jsonl", n, 3, stop_early={1, 7, 20, n - 1})
     want = RunAnalyser(active=10**6, keep=10**9)
-    for ex in read_cassette(path).exchanges:
+    for ex in read_records(path).exchanges:
         want.add(ex)
     expected = want.finish()
     monkeypatch.setattr(spill, "KEEP", keep)
-    inc = IncrementalRun(path)
+    inc = RunReader(path)
     while not inc.step().at_end:
         pass
     inc.finish()
@@ -204,5 +204,5 @@ def test_a_spilled_analysis_equals_the_one_held_in_memory(tmp_path: Path, monkey
     assert [c.model_dump() for c in got.conversations] == [c.model_dump() for c in expected.conversations]
     assert [f.model_dump() for f in got.findings] == [f.model_dump() for f in expected.findings]
     assert {s: t.model_dump() for s, t in got.turns.items()} == {s: t.model_dump() for s, t in expected.turns.items()}
-    held = analyse(read_cassette(path).exchanges)
+    held = analyse(read_records(path).exchanges)
     assert held.model_dump() == expected.model_dump()

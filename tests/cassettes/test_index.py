@@ -11,9 +11,9 @@ import pytest
 from cassettes.analysis import analyse
 from cassettes.errors import CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.parsing.roundtrip import parse_all
-from cassettes.reading.incremental import IncrementalRun
+from cassettes.reading.incremental import RunReader
 from cassettes.storage.index import RecordIndex
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.views.growth import growth_bars
 from cassettes.views.search import search_turns
 from cassettes.views.timeline import text_timeline
@@ -22,7 +22,7 @@ from tests.support import progress
 DEMO = Path(__file__).resolve().parents[2] / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 
 
-def _read_all(run: IncrementalRun, max_bytes: int | None = None) -> None:
+def _read_all(run: RunReader, max_bytes: int | None = None) -> None:
     while not run.step(max_bytes).at_end:
         pass
 
@@ -44,19 +44,19 @@ def demo(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("max_bytes", [None, 200, 5000])
 def test_incremental_analysis_equals_the_batch_analysis(fx: Path, demo: Path, max_bytes: int | None) -> None:
     for path in (fx, demo):
-        run = IncrementalRun(path)
+        run = RunReader(path)
         _read_all(run, max_bytes)
         run.finish()
         got = run.whole()
-        want = analyse(read_cassette(path).exchanges)
+        want = analyse(read_records(path).exchanges)
         assert got.model_dump() == want.model_dump()
-        assert run.records == len(read_cassette(path).exchanges)
+        assert run.records == len(read_records(path).exchanges)
 
 
 def test_roundtrip_rebuilds_the_full_history_after_the_analysis_released_it(fx: Path) -> None:
-    run = IncrementalRun(fx, body_cache=1)  # every delta base must come back from disk
+    run = RunReader(fx, body_cache=1)  # every delta base must come back from disk
     _read_all(run)
-    cas = read_cassette(fx)
+    cas = read_records(fx)
     for ex_want in cas.exchanges:
         assert ex_want.seq is not None
         ex, rt = run.by_seq(ex_want.seq)
@@ -67,17 +67,17 @@ def test_roundtrip_rebuilds_the_full_history_after_the_analysis_released_it(fx: 
 
 
 def test_small_body_cache_gives_the_same_analysis(fx: Path) -> None:
-    run = IncrementalRun(fx, body_cache=1)
+    run = RunReader(fx, body_cache=1)
     _read_all(run, 300)
     run.finish()
-    assert run.whole().model_dump() == analyse(read_cassette(fx).exchanges).model_dump()
+    assert run.whole().model_dump() == analyse(read_records(fx).exchanges).model_dump()
 
 
 def test_live_file_grows_and_unfinished_line_waits_for_its_newline(fx: Path, tmp_path: Path) -> None:
     lines = fx.read_bytes().splitlines(keepends=True)
     live = tmp_path / "live.jsonl"
     live.write_bytes(b"".join(lines[:3]))  # header + 2 records
-    run = IncrementalRun(live)
+    run = RunReader(live)
     batch = run.step()
     assert [t.seq for t in batch.turns] == [0, 1] and batch.at_end
     half = len(lines[3]) // 2
@@ -91,27 +91,27 @@ def test_live_file_grows_and_unfinished_line_waits_for_its_newline(fx: Path, tmp
     assert [t.seq for t in batch.turns] == [2, 3, 4]
     assert run.problems == []
     run.finish()
-    assert run.whole().model_dump() == analyse(read_cassette(fx).exchanges).model_dump()
+    assert run.whole().model_dump() == analyse(read_records(fx).exchanges).model_dump()
 
 
 def test_torn_tail_is_reported_once_the_file_is_finished(fx: Path, tmp_path: Path) -> None:
     data = fx.read_bytes()
     torn = tmp_path / "torn.jsonl"
     torn.write_bytes(data[: len(data) - 200])
-    run = IncrementalRun(torn)
+    run = RunReader(torn)
     _read_all(run)
     assert run.problems == []
     run.finish()
     assert [p.kind for p in run.problems] == ["torn"]
     assert len(run.summaries) == 4
-    assert [str(p) for p in run.problems] == [str(p) for p in read_cassette(torn).problems]
+    assert [str(p) for p in run.problems] == [str(p) for p in read_records(torn).problems]
 
 
 def test_corrupt_line_in_the_middle_is_skipped_and_reported(fx: Path, tmp_path: Path) -> None:
     lines = fx.read_bytes().splitlines(keepends=True)
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"".join([*lines[:2], b"{not json\n", *lines[2:]]))
-    run = IncrementalRun(bad)
+    run = RunReader(bad)
     _read_all(run)
     run.finish()
     assert [p.kind for p in run.problems] == ["corrupt"]
@@ -122,14 +122,14 @@ def test_not_a_cassette_and_newer_format_raise(tmp_path: Path) -> None:
     yaml = tmp_path / "x.yaml"
     yaml.write_text("interactions: []\n")
     with pytest.raises(CassetteFormatError, match="not a looptap cassette"):
-        IncrementalRun(yaml).step()
+        RunReader(yaml).step()
     newer = tmp_path / "newer.jsonl"
     newer.write_text('{"type":"header","format":"looptap-cassette","format_version":99}\n')
     with pytest.raises(NewerFormatError, match="newer looptap"):
-        IncrementalRun(newer).step()
+        RunReader(newer).step()
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    run = IncrementalRun(empty)
+    run = RunReader(empty)
     assert run.step().at_end
     with pytest.raises(CassetteFormatError, match="empty file"):
         run.finish()
@@ -145,7 +145,7 @@ def test_index_offsets_point_at_their_records(fx: Path) -> None:
 
 def test_growth_bars_stack_up_to_the_input(fx: Path, demo: Path) -> None:
     for path in (fx, demo):
-        analysis = analyse(read_cassette(path).exchanges)
+        analysis = analyse(read_records(path).exchanges)
         for conv in analysis.conversations:
             turns = [analysis.turns[s] for s in conv.turns]
             for bar, turn in zip(growth_bars(turns), turns, strict=True):
@@ -158,14 +158,14 @@ def test_growth_bars_stack_up_to_the_input(fx: Path, demo: Path) -> None:
 
 
 def test_growth_new_input_of_a_tool_result_turn_is_mostly_tool_results(fx: Path) -> None:
-    analysis = analyse(read_cassette(fx).exchanges)
+    analysis = analyse(read_records(fx).exchanges)
     bar = growth_bars([analysis.turns[0], analysis.turns[1]])[1]
     assert bar.new == analysis.turns[1].tokens.segments.new  # type: ignore[union-attr]
     assert bar.new > 0 and bar.history > 0
 
 
 def test_search_finds_text_calls_results_and_findings(fx: Path) -> None:
-    turns = list(analyse(read_cassette(fx).exchanges).turns.values())
+    turns = list(analyse(read_records(fx).exchanges).turns.values())
     assert [(h.seq, h.where) for h in search_turns(turns, "SUNNY")] == [(1, "E text")]
     assert (2, "E tool call") in [(h.seq, h.where) for h in search_turns(turns, '"town"')]
     assert (1, "C tool result") in [(h.seq, h.where) for h in search_turns(turns, "temp_c")]
@@ -175,7 +175,7 @@ def test_search_finds_text_calls_results_and_findings(fx: Path) -> None:
 
 
 def test_timeline_follows_the_recorded_chunks(fx: Path) -> None:
-    cas = read_cassette(fx)
+    cas = read_records(fx)
     rts = parse_all(cas.exchanges)
     points = text_timeline(cas.exchanges[1], rts[1])
     assert rts[1].response is not None
@@ -192,10 +192,10 @@ def test_timeline_follows_the_recorded_chunks(fx: Path) -> None:
 
 def test_summaries_and_stored_turns_match_the_batch_analysis(fx: Path, demo: Path) -> None:
     for path in (fx, demo):
-        run = IncrementalRun(path, turn_cache=1)
+        run = RunReader(path, turn_cache=1)
         _read_all(run, 3000)
         run.finish()
-        want = analyse(read_cassette(path).exchanges)
+        want = analyse(read_records(path).exchanges)
         assert list(run.summaries) == list(want.turns)
         for seq, summary in run.summaries.items():
             turn = want.turns[seq]
@@ -222,11 +222,11 @@ def test_summaries_and_stored_turns_match_the_batch_analysis(fx: Path, demo: Pat
 
 
 def test_end_of_run_findings_reach_the_summaries(fx: Path) -> None:
-    run = IncrementalRun(fx)
+    run = RunReader(fx)
     _read_all(run)
     before = sum(len(s.findings) for s in run.summaries.values())
     run.finish()
-    want = analyse(read_cassette(fx).exchanges)
+    want = analyse(read_records(fx).exchanges)
     assert sum(len(s.findings) for s in run.summaries.values()) == len(want.findings) >= before
     for seq, s in run.summaries.items():
         assert run.full_turn(seq).findings == s.findings == want.turns[seq].findings
@@ -235,7 +235,7 @@ def test_end_of_run_findings_reach_the_summaries(fx: Path) -> None:
 def test_a_file_that_shrinks_while_followed_is_an_error(fx: Path, tmp_path: Path) -> None:
     live = tmp_path / "live.jsonl"
     live.write_bytes(fx.read_bytes())
-    run = IncrementalRun(live)
+    run = RunReader(live)
     _read_all(run)
     live.write_bytes(fx.read_bytes()[:500])  # another recording started over the same path
     with pytest.raises(CassetteIOError, match="shrank"):
@@ -254,7 +254,7 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 3000)
     monkeypatch.setattr(_TurnStore, "BACKLOG", backlog)
-    want = analyse(read_cassette(fx).exchanges).turns
+    want = analyse(read_records(fx).exchanges).turns
     store = _TurnStore()
     where = {}
     for _ in range(3):  # enough turns for many blocks
@@ -296,7 +296,7 @@ def test_turn_store_write_failure_surfaces_on_the_next_put(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("cassettes.reading.incremental.tempfile.TemporaryFile", no_space)
-    turn = next(iter(analyse(read_cassette(fx).exchanges).turns.values()))
+    turn = next(iter(analyse(read_records(fx).exchanges).turns.values()))
     store = _TurnStore()
     with pytest.raises(OSError, match="No space"):  # puts until the failure surfaces (the thread's progress watched)
         progress.until(lambda: store.put(turn) is None, interval=0.001, what="the write failure to surface")
@@ -310,10 +310,10 @@ def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 2000)
     for path in (fx, demo):
-        run = IncrementalRun(path, turn_cache=1)
+        run = RunReader(path, turn_cache=1)
         _read_all(run, 3000)
         run.finish()
-        want = analyse(read_cassette(path).exchanges)
+        want = analyse(read_records(path).exchanges)
         assert run.whole().model_dump() == want.model_dump()
         run.close()
 
@@ -326,12 +326,12 @@ def test_finish_compresses_the_last_block_and_stops_the_compressor(
     from cassettes.reading.incremental import _TurnStore
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 3000)
-    run = IncrementalRun(fx)
+    run = RunReader(fx)
     _read_all(run)
     assert run._store._filling  # a block still being filled before finish
     run.finish()
     store = run._store
     assert not store._filling and not store._waiting and store._worker is None
-    want = analyse(read_cassette(fx).exchanges)
+    want = analyse(read_records(fx).exchanges)
     assert run.whole().model_dump() == want.model_dump()
     run.close()

@@ -1,7 +1,7 @@
 """Bad input never raises and never loses bytes: it becomes a labelled partial result.
 
 Every case goes through ``parse_exchange`` (which must say what happened, in ``analysis_errors`` or
-``notes``) and through ``CassetteWriter`` → ``read_cassette`` (which must give back the raw bytes
+``notes``) and through ``CassetteWriter`` → ``read_records`` (which must give back the raw bytes
 exactly: a body that is not valid JSON is stored as text or base64; a valid JSON body is stored
 parsed and comes back equal as JSON). Cases are built from real recordings: streams cut in every
 framing, mislabelled content types, non-UTF-8 bytes, lying Content-Encoding headers, bodies over
@@ -36,7 +36,7 @@ from cassettes.errors import CassetteError, CassetteFormatError, CassetteIOError
 from cassettes.parsing.roundtrip import MAX_PARSE_BYTES, RoundTrip, parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import Redactor
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.storage.vcr import read_vcr
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange
@@ -208,7 +208,7 @@ def write_read(*exchanges: Exchange) -> tuple[list[RoundTrip], list[Exchange]]:
     path = _tmp() / f"c{next(_names)}.jsonl"
     with CassetteWriter(path) as w:
         views = [w.append(ex) for ex in exchanges]
-    cas = read_cassette(path)
+    cas = read_records(path)
     assert cas.problems == [], [str(p) for p in cas.problems]
     assert len(cas.exchanges) == len(exchanges)
     os.unlink(path)
@@ -658,7 +658,7 @@ def test_empty_file(tmp_path: Path) -> None:
     p = tmp_path / "empty.jsonl"
     p.write_bytes(b"")
     with pytest.raises(CassetteFormatError, match="empty file, not a looptap cassette"):
-        read_cassette(p)
+        read_records(p)
 
 
 @pytest.mark.parametrize(
@@ -677,7 +677,7 @@ def test_first_line_is_not_a_header(tmp_path: Path, first: bytes) -> None:
     p = tmp_path / "c.jsonl"
     p.write_bytes(first + b"\n" + _valid_cassette(tmp_path / "v.jsonl").split(b"\n", 1)[1])
     with pytest.raises(CassetteFormatError, match="not a looptap cassette"):
-        read_cassette(p)
+        read_records(p)
 
 
 def test_newer_format_is_refused_clearly(tmp_path: Path) -> None:
@@ -687,7 +687,7 @@ def test_newer_format_is_refused_clearly(tmp_path: Path) -> None:
     header = orjson.loads(head) | {"format_version": 99, "writer": "looptap 9.9"}
     p.write_bytes(orjson.dumps(header) + b"\n" + rest)
     with pytest.raises(NewerFormatError) as info:
-        read_cassette(p)
+        read_records(p)
     msg = str(info.value)
     assert "99" in msg and "looptap 9.9" in msg and "up to 1" in msg and "upgrade" in msg and str(p) in msg
     assert isinstance(info.value, ValueError)
@@ -701,7 +701,7 @@ def test_corrupt_line_in_the_middle(tmp_path: Path) -> None:
     assert len(lines) == 6 and lines[-1] == b""
     lines[2] = lines[2][:40] + b"\x00garbage\xff" + lines[2][60:]
     p.write_bytes(b"\n".join(lines))
-    cas = read_cassette(p)
+    cas = read_records(p)
     assert [(pr.line, pr.kind) for pr in cas.problems] == [(3, "corrupt")]
     assert [ex.seq for ex in cas.exchanges] == [0, 2, 3]
     assert "line 3" in str(cas.problems[0])
@@ -722,7 +722,7 @@ def test_valid_json_that_is_not_an_exchange(tmp_path: Path) -> None:
         b'{"type": "from-the-future", "seq": 9}',
     ]
     p.write_bytes(b"\n".join([*lines[:2], *odd, *lines[2:]]))
-    cas = read_cassette(p)
+    cas = read_records(p)
     assert len(cas.exchanges) == 4
     assert len(cas.problems) == len(odd)
     assert {pr.kind for pr in cas.problems} == {"corrupt", "unreadable", "unknown-record"}
@@ -734,7 +734,7 @@ def test_random_binary_files(tmp_path: Path) -> None:
     for _ in range(30):
         p.write_bytes(rng.randbytes(rng.randrange(1, 5000)))
         try:
-            cas = read_cassette(p)
+            cas = read_records(p)
         except CassetteFormatError as exc:
             assert "not a looptap cassette" in str(exc) or "empty file" in str(exc)
         else:
@@ -747,15 +747,15 @@ def test_header_then_random_binary_lines(tmp_path: Path) -> None:
     data = _valid_cassette(p, n=2)
     junk = b"\n".join(rng.randbytes(rng.randrange(1, 300)).replace(b"\n", b"") for _ in range(20))
     p.write_bytes(data + junk + b"\n")
-    cas = read_cassette(p)
+    cas = read_records(p)
     assert len(cas.exchanges) == 2 and 1 <= len(cas.problems) <= 20
 
 
 def test_not_a_file(tmp_path: Path) -> None:
     with pytest.raises(CassetteIOError, match="cannot open"):
-        read_cassette(tmp_path / "missing.jsonl")
+        read_records(tmp_path / "missing.jsonl")
     with pytest.raises(CassetteIOError, match="cannot open"):
-        read_cassette(tmp_path)
+        read_records(tmp_path)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -765,7 +765,7 @@ def test_random_damage_to_a_cassette_file(ops: list[tuple[str, float, bytes]], r
     path = _tmp() / f"d{next(_names)}.jsonl"
     path.write_bytes(_mutate(_pristine(), ops))
     try:
-        cas = read_cassette(path)
+        cas = read_records(path)
     except CassetteError as exc:
         assert str(exc)
         return
@@ -776,7 +776,7 @@ def test_random_damage_to_a_cassette_file(ops: list[tuple[str, float, bytes]], r
                 w.append(ollama_ndjson())
         except CassetteError:
             return
-        after = read_cassette(path)
+        after = read_records(path)
         assert len(after.exchanges) == len(cas.exchanges) + 1
 
 

@@ -14,8 +14,7 @@ import pytest
 from _corpus import corpus_files
 
 from cassettes.parsing import roundtrip
-from cassettes.reading.incremental import IncrementalRun
-from cassettes.reading.run import open_run
+from cassettes.reading.run import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
@@ -79,8 +78,8 @@ def _record(path: Path, exchanges: list[Exchange], **options: Any) -> None:
             w.append(dataclasses.replace(ex))
 
 
-def _opened(path: Path) -> IncrementalRun:
-    run = IncrementalRun(path)
+def _opened(path: Path) -> Run:
+    run = open_run(path, follow=True)
     while not run.step().at_end:
         pass
     run.finish()

@@ -15,7 +15,7 @@ from _corpus import corpus_exchanges, corpus_files, rel
 from cassettes.parsing import sealed
 from cassettes.parsing.roundtrip import RoundTrip, parse_all
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 
@@ -71,7 +71,7 @@ def test_every_corpus_cassette_reads_back_as_parsing_its_raw_would(tmp_path: Pat
             rec = orjson.loads(line)
             records += 1
             sealed_records += "parsed" in rec
-        cas = read_cassette(out)
+        cas = read_records(out)
         raw = parse_all(_without_blocks(cas.exchanges))
         before = len(seen)
         fast = parse_all(cas.exchanges)
@@ -95,7 +95,7 @@ def _one_run(tmp_path: Path) -> Path:
 def test_the_reader_takes_the_sealed_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _one_run(tmp_path)
     seen = _restores(monkeypatch)
-    parse_all(read_cassette(path).exchanges)
+    parse_all(read_records(path).exchanges)
     assert seen and all(seen)
 
 
@@ -103,16 +103,16 @@ def test_another_machines_cassette_is_parsed_from_its_raw(tmp_path: Path, monkey
     path = _one_run(tmp_path)
     monkeypatch.setenv("LOOPTAP_STATE_DIR", str(tmp_path / "elsewhere"))  # no key there
     seen = _restores(monkeypatch)
-    cas = read_cassette(path)
+    cas = read_records(path)
     got = parse_all(cas.exchanges)
     assert seen and not any(seen)
-    assert [_view(r) for r in got] == [_view(r) for r in parse_all(_without_blocks(read_cassette(path).exchanges))]
+    assert [_view(r) for r in got] == [_view(r) for r in parse_all(_without_blocks(read_records(path).exchanges))]
     # Reading never makes a key; a key made elsewhere does not fit either.
     assert not (tmp_path / "elsewhere").exists()
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "parse.key").write_bytes(b"k" * 32)
     seen.clear()
-    parse_all(read_cassette(path).exchanges)
+    parse_all(read_records(path).exchanges)
     assert seen and not any(seen)
 
 
@@ -143,7 +143,7 @@ def test_an_edited_block_is_not_believed(tmp_path: Path, monkeypatch: pytest.Mon
     _rewrite(path, lie)
     assert b"LOOKS-HARMLESS" in path.read_bytes()
     seen = _restores(monkeypatch)
-    got = parse_all(read_cassette(path).exchanges)
+    got = parse_all(read_records(path).exchanges)
     assert seen and not any(seen)
     assert "LOOKS-HARMLESS" not in orjson.dumps([_view(r) for r in got]).decode()
 
@@ -168,7 +168,7 @@ def test_an_edited_raw_response_is_parsed_again(tmp_path: Path, monkeypatch: pyt
     _rewrite(path, edit)
     assert edited
     seen = _restores(monkeypatch)
-    got = parse_all(read_cassette(path).exchanges)
+    got = parse_all(read_records(path).exchanges)
     assert "EDITED-IN-THE-RAW" in orjson.dumps([_view(r) for r in got]).decode()
     assert 0 < seen.count(False) <= edited
 
@@ -177,7 +177,7 @@ def test_a_parser_that_changed_parses_again(tmp_path: Path, monkeypatch: pytest.
     path = _one_run(tmp_path)
     monkeypatch.setitem(sealed._cache, "parser", b"another parser's source")
     seen = _restores(monkeypatch)
-    parse_all(read_cassette(path).exchanges)
+    parse_all(read_records(path).exchanges)
     assert seen and not any(seen)
 
 
@@ -188,7 +188,7 @@ def test_no_state_directory_means_nothing_sealed_and_nothing_lost(tmp_path: Path
     path = _one_run(tmp_path)
     recs = [orjson.loads(x) for x in path.read_bytes().splitlines()[1:]]
     assert recs and not any("parsed" in r for r in recs)
-    assert len(read_cassette(path).exchanges) == len(recs)
+    assert len(read_records(path).exchanges) == len(recs)
 
 
 def test_the_key_is_private(_own_key: Path, tmp_path: Path) -> None:
@@ -220,7 +220,7 @@ def test_a_response_too_deep_to_store_is_stored_without_its_parse(tmp_path: Path
     _record(path, [ex])
     rec = orjson.loads(path.read_bytes().splitlines()[1])
     assert "parsed" not in rec
-    assert len(read_cassette(path).exchanges) == 1
+    assert len(read_records(path).exchanges) == 1
 
 
 def test_nothing_is_stored_per_record_that_no_reader_reads(tmp_path: Path) -> None:
@@ -235,5 +235,5 @@ def test_nothing_is_stored_per_record_that_no_reader_reads(tmp_path: Path) -> No
     old = tmp_path / "old.jsonl"
     head, *rest = path.read_bytes().splitlines()
     old.write_bytes(b"\n".join([head, *(orjson.dumps({**orjson.loads(r), "derived": {"schema": "looptap.roundtrip/1"}}) for r in rest)]) + b"\n")
-    new_rts = [_view(rt) for rt in parse_all(read_cassette(path).exchanges)]
-    assert [_view(rt) for rt in parse_all(read_cassette(old).exchanges)] == new_rts
+    new_rts = [_view(rt) for rt in parse_all(read_records(path).exchanges)]
+    assert [_view(rt) for rt in parse_all(read_records(old).exchanges)] == new_rts

@@ -31,7 +31,7 @@ from _corpus import corpus_exchanges
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import REDACTED, Redactor
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from cassettes.wire.framing import parse_aws_eventstream
 
@@ -498,7 +498,7 @@ def test_no_secret_reaches_the_file(family: str, bases: dict[str, Exchange], tmp
     assert len(vault.all) >= 20
     assert_no_leak(out, vault)
 
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert cas.problems == []
     got, got_err = cas.exchanges
     # Nothing that is not a secret was touched.
@@ -576,7 +576,7 @@ def test_one_redactor_for_a_whole_run_keeps_hosts_and_words(
             for ex in plain:
                 w.append(ex)
     assert_no_leak(out, vault)
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert cas.problems == [] and len(cas.exchanges) == 2 * len(plain)
     for got, sent in zip(cas.exchanges, plain + plain, strict=True):
         assert urlsplit(got.url).netloc == urlsplit(sent.url).netloc
@@ -599,7 +599,7 @@ def test_real_anthropic_cookies_do_not_erase_the_host(tmp_path: Path) -> None:
     with CassetteWriter(out) as w:
         for ex in exchanges:
             w.append(ex)
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert [ex.url for ex in cas.exchanges] == [ex.url for ex in exchanges]
     raw = out.read_bytes()
     for ex in exchanges:
@@ -652,7 +652,7 @@ def test_secret_in_a_non_utf8_chunk_stored_as_base64(tmp_path: Path) -> None:
         w.append(ex)
     assert b'"b64"' in out.read_bytes()
     assert_no_leak(out, vault)
-    got = read_cassette(out).exchanges[0]
+    got = read_records(out).exchanges[0]
     assert got.response_chunks == [(0.1, b"\xff\xfe data: [REDACTED] [REDACTED] \x80\n\n"), (0.2, b"\xc3")]
 
 

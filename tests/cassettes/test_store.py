@@ -14,7 +14,7 @@ from cassettes.errors import CassetteFormatError, NewerFormatError
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import Redactor
 from cassettes.storage import codec
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 
@@ -50,7 +50,7 @@ def test_every_corpus_cassette_survives_write_and_read(tmp_path: Path) -> None:
         with CassetteWriter(out) as w:
             for ex in exchanges:
                 w.append(ex)
-        cas = read_cassette(out)
+        cas = read_records(out)
         assert cas.problems == [], rel(path)
         assert len(cas.exchanges) == len(exchanges), rel(path)
         for a, b in zip(expected, cas.exchanges, strict=True):
@@ -93,7 +93,7 @@ def test_history_is_delta_encoded_and_rebuilt(tmp_path: Path) -> None:
         d = rec["request"]["body"]["delta"]
         assert (d["base"], d["keep"], len(d["append"])) == (i - 1, 2 * i, 2)
         assert "tools" in d["inherit"] and "model" in d["inherit"]
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert [ex.request_json() for ex in cas.exchanges] == sent
     assert cas.exchanges[5].history_delta == {"base": 4, "keep": 10, "appended": 2}
 
@@ -123,7 +123,7 @@ def test_rewritten_history_interleaved_conversations_and_retries(tmp_path: Path)
     assert deltas[4]["base"] in (0, 2) and deltas[4]["keep"] == 1
     assert (deltas[5]["base"], deltas[5]["keep"], deltas[5]["append"]) == (4, 2, [])
     assert deltas[6]["set"] == {"temperature": 0.5} and deltas[6]["base"] == 5
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert [ex.request_json() for ex in cas.exchanges] == bodies
     assert [list(ex.request_json()) for ex in cas.exchanges] == [list(b) for b in bodies]  # key order kept
 
@@ -136,7 +136,7 @@ def test_rewrite_of_the_tail_is_labelled(tmp_path: Path) -> None:
         w.append(_chat(h[:3] + [{"role": "user", "content": "summary of 3..5"}]))
     d = _records(out)[1]["request"]["body"]["delta"]
     assert d == d | {"base": 0, "keep": 3, "rewritten": True}
-    assert read_cassette(out).exchanges[1].request_json()["messages"][3]["content"] == "summary of 3..5"
+    assert read_records(out).exchanges[1].request_json()["messages"][3]["content"] == "summary of 3..5"
 
 
 def test_appending_to_an_existing_cassette_continues_seq_and_deltas(tmp_path: Path) -> None:
@@ -149,7 +149,7 @@ def test_appending_to_an_existing_cassette_continues_seq_and_deltas(tmp_path: Pa
     recs = _records(out)
     assert [r["seq"] for r in recs] == [0, 1]
     assert recs[1]["request"]["body"]["delta"]["base"] == 0
-    assert len(read_cassette(out).exchanges) == 2
+    assert len(read_records(out).exchanges) == 2
 
 
 def test_stream_chunks_keep_offsets_and_bytes(tmp_path: Path) -> None:
@@ -158,17 +158,17 @@ def test_stream_chunks_keep_offsets_and_bytes(tmp_path: Path) -> None:
     ex = Exchange("POST", "https://x/v1/chat/completions", request_body=b"{}", status=200, response_chunks=chunks)
     with CassetteWriter(out) as w:
         w.append(ex)
-    assert read_cassette(out).exchanges[0].response_chunks == chunks
+    assert read_records(out).exchanges[0].response_chunks == chunks
 
 
 def test_header_checks(tmp_path: Path) -> None:
     p = tmp_path / "c.jsonl"
     p.write_bytes(b'{"type":"header","format":"looptap-cassette","format_version":99,"writer":"looptap 9.0"}\n')
     with pytest.raises(NewerFormatError, match=r"format 99 .* up to 1"):
-        read_cassette(p)
+        read_records(p)
     p.write_bytes(b'{"hello": 1}\n')
     with pytest.raises(CassetteFormatError, match="not a looptap cassette"):
-        read_cassette(p)
+        read_records(p)
 
 
 def test_step_by_step_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,7 +190,7 @@ def test_step_by_step_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(codec, "FORMAT_VERSION", 3)
     monkeypatch.setattr(codec, "MIGRATIONS", {1: step1, 2: step2})
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert steps == [1, 2] and len(cas.exchanges) == 1 and cas.format_version == 1
 
 
@@ -204,7 +204,7 @@ def test_damage_is_reported_not_fatal(tmp_path: Path) -> None:
     # corrupt record 1 (the base of record 2's delta) and tear the last one
     damaged = lines[0] + lines[1] + b'{"type":"exchange", garbage\n' + lines[3] + lines[4][: len(lines[4]) // 2]
     out.write_bytes(damaged)
-    cas = read_cassette(out)
+    cas = read_records(out)
     kinds = sorted(p.kind for p in cas.problems)
     assert kinds == ["corrupt", "torn", "unreadable"]  # record 2 lost its base, reported
     assert [ex.seq for ex in cas.exchanges] == [0]
@@ -240,7 +240,7 @@ def test_a_failed_write_leaves_only_whole_records(tmp_path: Path, monkeypatch: p
     monkeypatch.undo()
     w.append(_chat([{"role": "user", "content": "third"}]))
     w.close()
-    cas = read_cassette(path)
+    cas = read_records(path)
     assert [ex.request_json()["messages"][0]["content"] for ex in cas.exchanges] == ["first", "third"]
     assert len(cas.problems) == (1 if truncate_fails else 0)
 

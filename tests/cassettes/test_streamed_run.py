@@ -13,7 +13,7 @@ import pytest
 from cassettes.reading.run import Run, open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.codec import header_record
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr
 from cassettes.views.schema import roundtrip_json
 from cassettes.views.view import turn_json
@@ -32,7 +32,7 @@ def _views(run: Any) -> list[dict[str, Any]]:
 
 
 def _whole(path: Path) -> Any:
-    cas = read_cassette(path)
+    cas = read_records(path)
     return Run.of(cas.exchanges, path.name, cas.header, [str(p) for p in cas.problems])
 
 

@@ -25,7 +25,7 @@ from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import REDACTED, Redactor
 from cassettes.recording.websocket import WsSession
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from tests.support.secret_streams import (
     bedrock_converse,
@@ -98,7 +98,7 @@ def test_a_streamed_secret_is_masked_everywhere(framing: str, cut: str, tmp_path
     found = leaks(out, _all(keys, own))
     assert not found, found
     # Still readable: the reply's words and where each key was.
-    got = read_cassette(out).exchanges[0]
+    got = read_records(out).exchanges[0]
     rt = parse_exchange(got)
     assert rt.response is not None and rt.complete
     said = rt.response.text or ""
@@ -159,7 +159,7 @@ def test_a_secret_streamed_over_a_websocket_is_masked(path: str, tmp_path: Path)
     _write(out, exchanges)
     found = leaks(out, {**_all(keys, own), "subprotocol key": proto_key}) + leaks(out, {"password": short}, fragment=len(short))
     assert not found, found
-    cas = read_cassette(out)
+    cas = read_records(out)
     protos = {ex.request_header("sec-websocket-protocol") for ex in cas.exchanges}
     assert protos == {"realtime, openai-insecure-api-key.[REDACTED], openai-beta.realtime-v1"}
 
@@ -186,7 +186,7 @@ def test_mcp_session_ids_and_minted_keys_are_redacted(tmp_path: Path) -> None:
     _write(out, [mcp, minted, token, reuse])
     found = leaks(out, {"mcp session id": sid, "ephemeral key": ek, "gemini token": gemini})
     assert not found, found
-    got = read_cassette(out).exchanges
+    got = read_records(out).exchanges
     assert got[0].request_header("mcp-session-id") == REDACTED
     assert orjson.loads(got[1].response_body) == {"value": REDACTED, "expires_at": 1756310470, "session": {"type": "realtime", "model": "gpt-realtime"}}
     assert orjson.loads(got[2].response_body)["uses"] == 1

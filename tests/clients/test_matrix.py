@@ -34,7 +34,7 @@ import pytest
 
 from cassettes.analysis import Severity, analyse
 from cassettes.parsing.roundtrip import parse_all
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.clients.clients import BUG_CAUSES, CLIENTS, NODE_PRELUDE, PY_PRELUDE, Client, kind_of
 from tests.clients.route import route
 from tests.support import progress
@@ -119,7 +119,7 @@ def _final(proc: subprocess.CompletedProcess[str]) -> str | None:
 
 
 def _findings(path: Path) -> tuple[Any, Any]:
-    cas = read_cassette(path)
+    cas = read_records(path)
     assert not cas.problems, [str(p) for p in cas.problems]
     return cas, analyse(cas.exchanges, parse_all(cas.exchanges))
 

@@ -287,7 +287,7 @@ def test_bounds_parse_cuts_any_depth_and_keeps_shallow_json_whole() -> None:
 def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None:
     """Recorded live, the deep request keeps its exact bytes, and every reader says why it is cut."""
     from cassettes.recording.pipeline import CassetteWriter
-    from cassettes.storage.store import read_cassette
+    from cassettes.storage.store import read_records
     from tests.hostile.corpus import _OK, _chat, _deep_param_body
 
     for depth in (200, 10_000):
@@ -296,6 +296,6 @@ def test_the_recorder_labels_a_deep_parameter_truthfully(tmp_path: Path) -> None
         with CassetteWriter(path) as w:
             rt = w.append(_chat(body, _OK))
         assert any(_DEEP in e for e in rt.analysis_errors), rt.analysis_errors
-        (ex,) = read_cassette(path).exchanges
+        (ex,) = read_records(path).exchanges
         assert ex.request_body == body
         assert ex.request_json()["model"] == "gpt-4o" and ex.request_json_cut and ex.request_cut_reason == _DEEP

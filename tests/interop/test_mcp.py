@@ -115,9 +115,9 @@ def test_every_tool_on_the_demo_run(root: Path) -> None:
 
 
 def test_a_diff_names_the_layer_and_turn(root: Path, tmp_path: Path) -> None:
-    from cassettes.storage.store import read_cassette
+    from cassettes.storage.store import read_records
 
-    exs = read_cassette(root / "demo.jsonl").exchanges
+    exs = read_records(root / "demo.jsonl").exchanges
     last = exs[-1]
     body = orjson.loads(b"".join(c for _, c in last.response_chunks))
     body["content"] = [{"type": "text", "text": "Something else entirely."}]

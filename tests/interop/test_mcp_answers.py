@@ -12,7 +12,7 @@ import pytest
 
 from cassettes.mcp.query import Runs, encode, text
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 
 WHOLE = "missing required property 'symbol'."
 
@@ -43,7 +43,7 @@ def test_a_clipped_text_ends_on_a_whole_word() -> None:
 
 
 def test_the_diff_carries_both_values(root: Path) -> None:
-    exs = read_cassette(root / "demo.jsonl").exchanges
+    exs = read_records(root / "demo.jsonl").exchanges
     last = exs[-1]
     body = orjson.loads(b"".join(c for _, c in last.response_chunks))
     body["content"] = [{"type": "text", "text": "Something else entirely."}]

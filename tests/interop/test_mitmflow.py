@@ -17,7 +17,7 @@ from cassettes.cli import main
 from cassettes.errors import ImportFormatError
 from cassettes.parsing.roundtrip import parse_all
 from cassettes.storage.mitmflow import is_flow_file, load_flows, read_flows, tnetstring_pop
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.interop.helpers import FIXTURES, REPO
 from tests.support.tnetstring import tnet
 
@@ -119,7 +119,7 @@ def test_cli_import_of_flow_file_writes_a_redacted_cassette(tmp_path: Path) -> N
     )
     assert proc.returncode == 0, proc.stderr
     assert "4 round trips, 3 LLM (anthropic 1, openai_chat 2)" in proc.stdout
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert cas.header["meta"]["source"] == "mitmproxy" and not cas.problems
     assert len(cas.exchanges) == 4
     assert b"sk-looptap-flow-SENTINEL" in FIXTURE.read_bytes()  # the secret is in the capture …

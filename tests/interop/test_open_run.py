@@ -19,7 +19,7 @@ from cassettes.reading.run import Run, cassette_of, open_run, sniff
 from cassettes.replay import ReplayServer
 from cassettes.replay import Run as ReplayRun
 from cassettes.storage.mitmflow import load_flows
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.interop.helpers import CACHE_WRITE, FIXTURES, REASONING, REPO, write_cassette
 from tests.support import progress
 
@@ -161,7 +161,7 @@ def test_import_takes_an_odd_name_and_refuses_a_cassette(odd_yaml: Path, tmp_pat
     out = tmp_path / "imported.jsonl"
     r = looptap("import", str(odd_yaml), "-o", str(out))
     assert r.returncode == 0, r.stderr
-    assert read_cassette(out).header["meta"]["source"] == "vcr"
+    assert read_records(out).header["meta"]["source"] == "vcr"
     one_line_error(looptap("import", str(out), "-o", str(tmp_path / "again.jsonl")), "a looptap cassette", "this command reads a vcrpy cassette")
 
 
@@ -181,7 +181,7 @@ def test_the_inspector_gets_a_cassette_of_any_format(odd_yaml: Path, tmp_path: P
     for src, source in ((FLOWS, "mitmproxy"), (odd_yaml, "vcr")):
         with cassette_of(src) as path:
             assert path != src and path.suffix == ".jsonl"
-            cas = read_cassette(path)
+            cas = read_records(path)
             assert cas.header["meta"] == {"source": source, "imported_from": src.name}
             assert len(cas.exchanges) == len(open_run(src).exchanges)
         assert not path.exists() and not path.parent.exists()

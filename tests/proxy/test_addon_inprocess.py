@@ -29,7 +29,7 @@ from mitmproxy.websocket import WebSocketMessage
 from wsproto.frame_protocol import Opcode
 
 import proxy.addon as addon_module
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from proxy import messages
 from proxy.addon import RECEIPT, WS_RECEIPTS, DurableGate, LooptapRecorder, Tee
@@ -91,7 +91,7 @@ class Recording:
         return self.rec
 
     def exchanges(self) -> list[Exchange]:
-        return read_cassette(self.out).exchanges
+        return read_records(self.out).exchanges
 
 
 @contextmanager

@@ -42,7 +42,7 @@ from cassettes.parsing.roundtrip import (  # noqa: E402
     parse_all,
     parse_exchange,
 )
-from cassettes.storage.store import Cassette, read_cassette  # noqa: E402
+from cassettes.storage.store import RecordFile, read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder  # noqa: E402
@@ -93,12 +93,12 @@ def explain(proc: subprocess.CompletedProcess[str]) -> str:
     return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-6000:]}"
 
 
-def load(out: Path) -> tuple[Cassette, list[RoundTrip]]:
-    cas = read_cassette(out)
+def load(out: Path) -> tuple[RecordFile, list[RoundTrip]]:
+    cas = read_records(out)
     return cas, parse_all(cas.exchanges)
 
 
-def assert_recorded(cas: Cassette, rts: list[RoundTrip], served: list[Served], origin: str | None = None) -> None:
+def assert_recorded(cas: RecordFile, rts: list[RoundTrip], served: list[Served], origin: str | None = None) -> None:
     """The cassette holds exactly the round trips the upstream served, complete (at ``origin``)."""
     assert not cas.problems, [str(p) for p in cas.problems]
     assert len(cas.exchanges) == len(served), ([ex.url for ex in cas.exchanges], [s.target for s in served])

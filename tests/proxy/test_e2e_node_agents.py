@@ -50,7 +50,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.parsing.roundtrip import RoundTrip, parse_all, parse_exchange  # noqa: E402
-from cassettes.storage.store import Cassette, read_cassette  # noqa: E402
+from cassettes.storage.store import RecordFile, read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, needs_recorder  # noqa: E402
@@ -127,8 +127,8 @@ def expected_view(s: Served) -> tuple[str, list[list[Any]]]:
     return rt.response.text, [[c.name, c.arguments] for c in rt.response.tool_calls]
 
 
-def load(out: Path) -> tuple[Cassette, list[RoundTrip]]:
-    cas = read_cassette(out)
+def load(out: Path) -> tuple[RecordFile, list[RoundTrip]]:
+    cas = read_records(out)
     assert not cas.problems, [str(p) for p in cas.problems]
     return cas, parse_all(cas.exchanges)
 

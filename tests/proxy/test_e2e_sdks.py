@@ -27,7 +27,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.parsing.roundtrip import RoundTrip, parse_all, parse_exchange  # noqa: E402
-from cassettes.storage.store import Cassette, read_cassette  # noqa: E402
+from cassettes.storage.store import RecordFile, read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.harness import outputs  # noqa: E402
 from tests.support.recorder import RECORDER, SCRUB, RecorderProcess, needs_recorder  # noqa: E402
@@ -95,8 +95,8 @@ def expected_view(s: Served) -> tuple[str, list[list[Any]]]:
     return rt.response.text, [[c.name, c.arguments] for c in rt.response.tool_calls]
 
 
-def load(out: Path) -> tuple[Cassette, list[RoundTrip]]:
-    cas = read_cassette(out)
+def load(out: Path) -> tuple[RecordFile, list[RoundTrip]]:
+    cas = read_records(out)
     return cas, parse_all(cas.exchanges)
 
 
@@ -408,7 +408,7 @@ def test_forward_proxy_passes_other_hosts_through_unrecorded(tmp_path: Path, con
     assert [s.target for s in served] == ["/ping", "/v1/chat/completions"]
     # Both went through the forward proxy (absolute-form requests become origin-form upstream).
     assert all(s.complete for s in served)
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert cas.exchanges == [] and not cas.problems
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.pipe import FrameReader, frame, write_parts
@@ -93,7 +93,7 @@ class FakeWriter:
 
 
 def _urls(path: Path) -> list[str]:
-    return [ex.url for ex in read_cassette(path).exchanges]
+    return [ex.url for ex in read_records(path).exchanges]
 
 
 # -- with the real writer process ---------------------------------------------------------------

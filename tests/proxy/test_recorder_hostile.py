@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import pytest
 
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 
@@ -113,7 +113,7 @@ def test_deep_bodies_are_recorded_through_the_real_recorder_and_no_key_is_printe
     # The agent got byte for byte what the upstream sent.
     got = json.loads(stdout.strip().splitlines()[-1])
     assert set(got) and all(got[p] == _Upstream.sent[p] for p in got), (got, _Upstream.sent)
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert not cas.problems
     assert len(cas.exchanges) == 2 * len(DEPTHS), stderr
     # Every response body is stored exactly, however deep.
@@ -167,7 +167,7 @@ def test_a_round_trip_that_cannot_be_stored_is_named_and_the_exit_is_non_zero(up
     assert proc.returncode == 3, stderr
     assert "1 round trip could NOT be stored" in stderr
     assert "simulated failure" in stderr and "n=2" in stderr  # named
-    assert len(read_cassette(out).exchanges) == 3
+    assert len(read_records(out).exchanges) == 3
     for i in range(len(key) - 7):
         assert key[i : i + 8] not in stderr + proc.stdout.decode(), "a piece of the key reached the terminal"
 
@@ -215,7 +215,7 @@ def test_a_capture_failure_in_the_addon_is_counted_named_and_its_header_key_mask
     assert "1 round trip could NOT be stored" in stderr
     assert "simulated conversion failure" in stderr and "n=1" in stderr and "POST" in stderr
     assert "\x1b" not in stderr and "\x07" not in stderr  # shown, never emitted
-    assert len(read_cassette(out).exchanges) == 2
+    assert len(read_records(out).exchanges) == 2
     for i in range(len(key) - 7):
         assert key[i : i + 8] not in stderr + proc.stdout.decode(), "a piece of the key reached the terminal"
 

@@ -20,7 +20,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-from cassettes.storage.store import read_cassette  # noqa: E402
+from cassettes.storage.store import read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.upstream import FakeUpstream  # noqa: E402
 
@@ -137,7 +137,7 @@ def test_storage_failure_is_loud_and_harmless(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     for i in range(len(key) - 7):
         assert key[i : i + 8] not in proc.stderr + proc.stdout, "a piece of the key reached the terminal"
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert not cas.problems, cas.problems  # the failed record was taken back: whole records only
     stored = len(cas.exchanges)
     assert 0 < stored < n
@@ -171,9 +171,9 @@ def test_recording_again_replaces_and_plus_appends(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert f"replacing the earlier recording in {out}" in again.stderr and f"-o +{out} appends" in again.stderr
     assert f"2 round trips in {out}" in again.stderr
-    assert len(read_cassette(out).exchanges) == 2
+    assert len(read_records(out).exchanges) == 2
     more = record(f"+{out}", 1)
     assert more.returncode == 0, more.stderr
     assert f"1 round trip appended in {out}" in more.stderr and "replacing" not in more.stderr
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert len(cas.exchanges) == 3 and not cas.problems

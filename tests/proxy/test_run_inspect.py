@@ -17,7 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.replay.server import ReplayServer  # noqa: E402
-from cassettes.storage.store import read_cassette  # noqa: E402
+from cassettes.storage.store import read_records  # noqa: E402
 from cassettes.storage.vcr import load_vcr  # noqa: E402
 from tests.support import progress  # noqa: E402
 
@@ -80,7 +80,7 @@ def test_run_inspect_follows_the_recording_live(tmp_path: Path) -> None:
     assert "the command exited with status 0" in err, err
     log = Path(str(out) + ".log").read_text()
     assert "A: The current stock price for AAPL (Apple Inc.) is **$150.00**." in log
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert len(cas.exchanges) == 11 and not cas.problems
 
 

@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.parsing.roundtrip import parse_all  # noqa: E402
-from cassettes.storage.store import read_cassette  # noqa: E402
+from cassettes.storage.store import read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.upstream import FakeUpstream  # noqa: E402
 
@@ -89,7 +89,7 @@ def test_addon_file_records_through_the_stock_tool(tool: str, tmp_path: Path) ->
     assert len(served) == 2, log
     assert json.loads(plain)["choices"], log
     assert b"data: [DONE]" in streamed, log
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert not cas.problems, cas.problems
     rts = parse_all(cas.exchanges)
     assert [rt.family for rt in rts] == ["openai_chat", "openai_chat"], log

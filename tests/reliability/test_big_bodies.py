@@ -8,7 +8,7 @@ import tracemalloc
 from pathlib import Path
 
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 
 
@@ -38,6 +38,6 @@ def test_writer_does_not_keep_the_responses_it_wrote(tmp_path: Path) -> None:
         tracemalloc.stop()
         w.close()
     assert held < 8 * 1024 * 1024, f"the writer still holds {held / 1e6:.0f} MB after writing 12 × 4 MiB"
-    cas = read_cassette(tmp_path / "big.jsonl")
+    cas = read_records(tmp_path / "big.jsonl")
     assert len(cas.exchanges) == 12 and not cas.problems
     assert all(len(ex.response_body) > 4_000_000 for ex in cas.exchanges)

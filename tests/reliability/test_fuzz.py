@@ -43,7 +43,7 @@ from hypothesis import strategies as st
 from cassettes.errors import CassetteFormatError, ImportFormatError
 from cassettes.parsing.roundtrip import parse_all, parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr, read_vcr
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange
@@ -365,7 +365,7 @@ def test_damaged_cassette_loads_what_it_can(data: Any, seed_cassette: tuple[byte
     lines = original.split(b"\n")
     header_intact = bad.split(b"\n", 1)[0] == lines[0]
     try:
-        cas = read_cassette(path)
+        cas = read_records(path)
     except CassetteFormatError:
         assert not header_intact, "an intact header must never make the whole file unreadable"
         return
@@ -375,7 +375,7 @@ def test_damaged_cassette_loads_what_it_can(data: Any, seed_cassette: tuple[byte
     # Every record line that survived byte for byte and stands on its own (stored in full, not as
     # a history delta whose base may be damaged) loads, and loads as it was written.
     path.write_bytes(original)
-    originals = {ex.seq: _digest(ex) for ex in read_cassette(path).exchanges}
+    originals = {ex.seq: _digest(ex) for ex in read_records(path).exchanges}
     loaded = {_digest(ex) for ex in cas.exchanges}
     bad_lines = set(bad.split(b"\n")[1:-1]) | ({bad.rsplit(b"\n", 1)[-1]} if bad.endswith(b"\n") else set())
     for line in lines[1:]:
@@ -394,9 +394,9 @@ def test_cassette_cut_at_any_byte_keeps_every_whole_line(cut: int, seed_cassette
     path.write_bytes(original[:cut])
     if cut < header_end - 1:  # the header cut before its closing brace (without its newline it is whole)
         with pytest.raises(CassetteFormatError):
-            read_cassette(path)
+            read_records(path)
         return
-    cas = read_cassette(path)
+    cas = read_records(path)
     whole = max(0, original[:cut].count(b"\n") - 1)
     assert len(cas.exchanges) == whole
     assert [p.kind for p in cas.problems] == ([] if cut == len(original) or original[cut - 1 : cut] == b"\n" else ["torn"])

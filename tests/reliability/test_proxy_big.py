@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.support.recorder import RecorderProcess
 from tests.support.reliability import Target, needs_recorder, wait_recorded
 from tests.support.upstream import FakeUpstream, Served
@@ -97,5 +97,5 @@ def test_100mb_bodies_through_the_recorder(tmp_path: Path) -> None:
         assert proxy.peak_rss - idle.rss <= PROXY_FACTOR * SIZE, report
         assert writer.peak_rss <= WRITER_FACTOR * SIZE + 200e6, report
         assert rec.stop() == 0, rec.output[-2000:]
-    cas = read_cassette(rec.out)
+    cas = read_records(rec.out)
     assert len(cas.exchanges) == 3 and not cas.problems

@@ -6,7 +6,7 @@ marker) and prints, after reading each response to its end, the marker, the SHA-
 and the time. At a random moment (seeded) the test kills, alternately, the whole process group
 (recorder, writer process and agent at once) or only the recorder's main process. Then:
 
-* the cassette loads (``read_cassette`` does not raise; at most one torn last record);
+* the cassette loads (``read_records`` does not raise; at most one torn last record);
 * every recorded round trip is intact: its body's SHA-256 equals what the agent received;
 * no holes: the round trips the agent completed but the cassette lacks are the *last* ones;
 * **a kill of the recorder alone loses nothing the agent completed**: a round trip is handed to
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, children, clean_env, cmdline
 from tests.support.reliability import needs_recorder
@@ -145,7 +145,7 @@ def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random, dur
     if not out.exists() or out.stat().st_size == 0:
         assert not done, f"run {i}: {len(done)} round trips completed and no cassette"
         return outcome
-    cas = read_cassette(out)  # never raises on damaged content
+    cas = read_records(out)  # never raises on damaged content
     assert all(p.kind == "torn" for p in cas.problems) and len(cas.problems) <= 1, [str(p) for p in cas.problems]
     outcome.torn = len(cas.problems)
     by_marker: dict[str, Any] = {}
@@ -266,7 +266,7 @@ def test_round_trips_of_the_first_second_survive_a_kill(upstream: FakeUpstream, 
         progress.wait(proc)
         proc.stdout.close()
     assert out.exists(), "no cassette at all"
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert len(cas.exchanges) == 1, "the agent's first round trip completed 0.3 s before the kill and is not on disk"
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.reliability import needs_recorder
 from tests.support.ws_upstream import WsResponsesUpstream
@@ -124,7 +124,7 @@ def kill_run(i: int, upstream: WsResponsesUpstream, root: Path, rng: random.Rand
     if not out.exists() or out.stat().st_size == 0:
         outcome.missing = [killed_at - t for t in received.values()]
         return outcome
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert all(p.kind == "torn" for p in cas.problems) and len(cas.problems) <= 1, [str(p) for p in cas.problems]
     outcome.torn = len(cas.problems)
     whole: set[str] = set()

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env
 from tests.support.reliability import needs_recorder
@@ -149,7 +149,7 @@ def test_the_openai_and_anthropic_sdks_see_an_upstream_reset_as_they_do_directly
     # ... and the agent sees through looptap what it sees directly.
     for d, p in zip(direct, proxied, strict=True):
         assert p == d, f"through looptap run:\n  {p}\ndirectly:\n  {d}"
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert not cas.problems
     errors = [ex.transport_error for ex in cas.exchanges]
     assert len(errors) == 16 and all(errors), errors  # every failure recorded as one
@@ -190,7 +190,7 @@ def test_websocket_clients_see_an_upstream_drop_without_close_frame_as_they_do_d
             if d["case"] == "DROP CONNECTION":
                 d.pop("events")
         assert proxied_js == direct_js
-    cas = read_cassette(out)
+    cas = read_records(out)
     cut = [ex.transport_error or "" for ex in cas.exchanges if ex.method == "POST"]
     assert len(cut) == 4 and all("1006: no close frame; the upstream" in c for c in cut), cut
     assert sum("the upstream reset the connection" in c for c in cut) == 2, cut

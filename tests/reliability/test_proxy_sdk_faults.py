@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.support import progress
 from tests.support.recorder import RecorderProcess, clean_env
 from tests.support.reliability import needs_recorder
@@ -73,7 +73,7 @@ def test_openai_sdk_sees_the_same_faults_through_the_recorder(upstream: FakeUpst
         assert rec.stop() == 0
     assert reverse == direct
     assert forward in ([], direct)
-    cas = read_cassette(tmp_path / "run.jsonl")
+    cas = read_records(tmp_path / "run.jsonl")
     assert not cas.problems
     llm = [ex for ex in cas.exchanges if "/chat/completions" in ex.url]
     assert len(llm) == 12 * (2 if SLOW else 1), "every round trip of the proxied runs recorded"

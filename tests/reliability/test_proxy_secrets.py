@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 import pytest
 
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.support import progress
 from tests.support.recorder import RecorderProcess, clean_env
 from tests.support.reliability import MODES, find_on_disk, needs_recorder
@@ -159,7 +159,7 @@ def test_the_upstream_set_its_cookie(recorded: dict[str, Any]) -> None:
 
 def test_every_round_trip_is_recorded(recorded: dict[str, Any]) -> None:
     assert recorded["rc"] == 0, recorded["log"]
-    cas = read_cassette(recorded["out"])
+    cas = read_records(recorded["out"])
     assert not cas.problems
     assert len(cas.exchanges) == len(FAMILIES) * len(MODES)
     statuses = [ex.status for ex in cas.exchanges]
@@ -198,7 +198,7 @@ def test_no_sentinel_in_the_recorders_output(recorded: dict[str, Any]) -> None:
 
 def test_redacted_cassette_keeps_what_debugging_needs(recorded: dict[str, Any]) -> None:
     """Redaction leaves the names, the shape and the non-secret content readable."""
-    cas = read_cassette(recorded["out"])
+    cas = read_records(recorded["out"])
     for ex in cas.exchanges:
         names = {k.lower() for k, _ in ex.request_headers}
         assert {"authorization", "x-api-key", "cookie", "x-goog-api-key"} <= names

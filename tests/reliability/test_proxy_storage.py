@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.reliability import needs_recorder
@@ -56,7 +56,7 @@ def test_disk_full_mid_run_is_loud_and_keeps_what_was_written(upstream: FakeUpst
     # What was written before the disk filled up still loads, intact; at most the record that hit
     # the limit is torn.
     assert out.stat().st_size <= limit
-    cas = read_cassette(out)
+    cas = read_records(out)
     assert 1 <= len(cas.exchanges) < 12
     assert all(p.kind == "torn" for p in cas.problems) and len(cas.problems) <= 1, [str(p) for p in cas.problems]
     for ex in cas.exchanges:

@@ -22,7 +22,7 @@ import pytest
 
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.matcher import Matcher
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from tests.support import progress
 
@@ -209,7 +209,7 @@ def test_no_piece_of_any_sentinel_reaches_any_file_or_stream(recorded: Path, tmp
     outputs["diff"] = _run("diff", str(clean), str(recorded))
     outputs["verify"] = _run("verify", str(recorded))
     # The replay miss report, for a request that carries the secrets again.
-    m = Matcher(read_cassette(clean).exchanges)
+    m = Matcher(read_records(clean).exchanges)
     first = exchanges()[0]
     miss = m.match("POST", "/v1/chat/completions?api_key=" + s("queryapikey"), first.request_headers, first.request_body)
     outputs["replay miss report"] = "\n".join(miss.lines()) if not hasattr(miss, "exchange") else ""
@@ -221,7 +221,7 @@ def test_no_piece_of_any_sentinel_reaches_any_file_or_stream(recorded: Path, tmp
 
 
 def test_the_look_alikes_and_tool_schemas_survive(recorded: Path) -> None:
-    body = read_cassette(recorded).exchanges[0].request_json()
+    body = read_records(recorded).exchanges[0].request_json()
     for k, v in LOOKALIKES.items():
         assert body[k] == v, k
     props = body["tools"][0]["function"]["parameters"]["properties"]
@@ -289,7 +289,7 @@ def test_through_the_real_recorder(tmp_path: Path) -> None:
             rc = rec.stop()
             log = rec.output
     assert rc == 0, log
-    assert len(read_cassette(root / "run.jsonl").exchanges) == len(sends)
+    assert len(read_records(root / "run.jsonl").exchanges) == len(sends)
     outputs = {str(p.relative_to(root)): p.read_bytes().decode("latin-1") for p in sorted(root.rglob("*")) if p.is_file()}
     outputs["recorder output"] = log
     found = {where: sorted({n for n, v in own.items() for p in _pieces(v) if p in text}) for where, text in outputs.items()}

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from tests.support.recorder import RecorderProcess, clean_env, needs_recorder
 from tests.support.secret_streams import (
     bedrock_converse,
@@ -239,7 +239,7 @@ def test_the_agent_received_every_key_whole(recorded: dict[str, Any]) -> None:
 
 
 def test_everything_was_recorded(recorded: dict[str, Any]) -> None:
-    cas = read_cassette(recorded["out"])
+    cas = read_records(recorded["out"])
     assert not cas.problems
     kinds = [ex.response_header("content-type") or "" for ex in cas.exchanges]
     assert sum("event-stream" in k for k in kinds) >= 3 and "application/x-ndjson" in kinds

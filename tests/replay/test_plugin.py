@@ -282,7 +282,7 @@ def test_record_modes_all_then_new_episodes(pytester: pytest.Pytester, monkeypat
     """``all`` records through the recorder; ``new_episodes`` replays what is recorded and sends
     the rest through the recorder, appended to the cassette; ``none`` then replays all of it."""
     pytest.importorskip("openai")
-    from cassettes.storage.store import read_cassette
+    from cassettes.storage.store import read_records
 
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
@@ -292,13 +292,13 @@ def test_record_modes_all_then_new_episodes(pytester: pytest.Pytester, monkeypat
     with FakeUpstream(delay=0.002, default_scenario="tool_loop:1") as up:
         result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=all", "--looptap-upstream", f"openai={up.url}")
         result.assert_outcomes(passed=1)
-        assert len(read_cassette(cassette).exchanges) == 2 and len(up.llm_served()) == 2
+        assert len(read_records(cassette).exchanges) == 2 and len(up.llm_served()) == 2
         pytester.makepyfile(test_inner=NEW_EPISODES.replace("CITIES = ['Paris']", "CITIES = ['Paris', 'Lyon']"))
         result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=new_episodes", "--looptap-upstream", f"openai={up.url}")
         result.assert_outcomes(passed=1)
         assert len(up.llm_served()) == 4  # Paris replayed, Lyon went to the upstream through the recorder
     expect(result, "played 2 of 2 recorded round trips, 0 unmatched requests", "recorded 2 new round trips into *loop.jsonl")
-    cas = read_cassette(cassette)
+    cas = read_records(cassette)
     assert not cas.problems and len(cas.exchanges) == 4
     assert all(b"Lyon" in ex.request_body for ex in cas.exchanges[2:])
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none", "--looptap-fail-unplayed")
@@ -345,7 +345,7 @@ def test_a_session_records_every_test_through_one_recorder(pytester: pytest.Pyte
     Now one recorder serves the session, and each test's cassette holds exactly its own round
     trips, a failing test's included."""
     pytest.importorskip("openai")
-    from cassettes.storage.store import read_cassette
+    from cassettes.storage.store import read_records
 
     seen = pytester.path / "seen.txt"
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
@@ -360,7 +360,7 @@ def test_a_session_records_every_test_through_one_recorder(pytester: pytest.Pyte
     assert served == 8
     assert len(set(seen.read_text().split())) == 1  # one recorder: every test got the same listener
     for city in ["Paris", "Lyon", "Oslo", "Rome"]:
-        cas = read_cassette(pytester.path / "cassettes" / "test_inner" / f"test_city[{city}].jsonl")
+        cas = read_records(pytester.path / "cassettes" / "test_inner" / f"test_city[{city}].jsonl")
         assert not cas.problems and len(cas.exchanges) == 2, city
         assert all(f"Weather in {city}?".encode() in ex.request_body for ex in cas.exchanges), city
     expect(result, "test_city[Oslo]: recorded 2 round trips into *test_city[Oslo].jsonl")

@@ -48,7 +48,7 @@ def test_into_a_new_cassette(looptap):
 @pytest.mark.skipif(not HAVE_RECORDER, reason=f"recorder environment missing ({_PROXY}); set LOOPTAP_PROXY_PYTHON")
 def test_recording_never_replaces_what_is_not_a_cassette(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("openai")
-    from cassettes.storage.store import read_cassette
+    from cassettes.storage.store import read_records
 
     monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", _PROXY)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
@@ -74,5 +74,5 @@ def test_recording_never_replaces_what_is_not_a_cassette(pytester: pytest.Pytest
     assert os.listdir(runs) == []  # the recording was moved into it
     assert victim.read_text() == PRECIOUS and (pytester.path / "link.jsonl").is_symlink()
     fresh = pytester.path / "fresh.jsonl"
-    assert len(read_cassette(fresh).exchanges) == 1  # the clean twin: recorded
+    assert len(read_records(fresh).exchanges) == 1  # the clean twin: recorded
     assert not [p.name for p in pytester.path.iterdir() if p.name.endswith(".tmp")]

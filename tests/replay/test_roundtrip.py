@@ -26,7 +26,7 @@ import pytest
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.server import ReplayServer
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from tests.support import progress
 from tests.support.harness import outputs
@@ -114,7 +114,7 @@ def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equ
     for module, _ in SDKS:
         pytest.importorskip(module)
     script, cassette, first = build_cassette(tmp_path)
-    cas = read_cassette(cassette)
+    cas = read_records(cassette)
     assert not cas.problems
     counts = family_counts(cas.exchanges)
     assert set(counts) == {"openai_chat", "openai_responses", "anthropic", "gemini"}
@@ -147,7 +147,7 @@ def test_sdks_consume_replayed_streams_and_a_re_recording_is_chunk_for_chunk_equ
     assert proc.returncode == 0, explain(proc)
     assert outputs(proc) == first
     assert srv.misses == [] and srv.unplayed() == [], srv.report_lines()
-    b = read_cassette(again)
+    b = read_records(again)
     assert not b.problems and len(b.exchanges) == len(cas.exchanges)
     for x, y in zip(cas.exchanges, b.exchanges, strict=True):
         assert x.request_json() == y.request_json(), x.url
@@ -181,4 +181,4 @@ def test_openai_agents_tool_loops_replay_plain_and_streamed(tmp_path: Path) -> N
     assert again.returncode == 0, explain(again)
     assert srv.misses == [] and srv.unplayed() == [], srv.report_lines()
     assert outputs(again) == outputs(proc)
-    assert [len(e.response_chunks) > 1 for e in read_cassette(cassette).exchanges] == [False, False, True, True]
+    assert [len(e.response_chunks) > 1 for e in read_records(cassette).exchanges] == [False, False, True, True]

@@ -13,7 +13,7 @@ from _corpus import corpus_files
 from cassettes.errors import CassetteError
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.recording import SessionCassette
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 
@@ -46,7 +46,7 @@ def test_reads_as_far_as_asked_and_waits_for_a_half_written_record(tmp_path: Pat
     path.write_bytes(whole)  # the writer finished it
     again = session.upto(len(exchanges))
     assert again[: len(got)] == got
-    full = read_cassette(path).exchanges
+    full = read_records(path).exchanges
     assert [ex.request_json() for ex in again] == [ex.request_json() for ex in full]
     assert [ex.response_chunks for ex in again] == [ex.response_chunks for ex in full]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from cassettes.storage.store import Cassette, read_cassette
+from cassettes.storage.store import RecordFile, read_records
 from cassettes.wire.exchange import Exchange
 from tests.support.recorder import RecorderProcess, needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -62,11 +62,11 @@ def chat_body(marker: str, stream: bool = True, history: list[dict[str, Any]] | 
     return json.dumps({"model": "gpt-4o", "messages": msgs, "stream": stream, **extra}).encode()
 
 
-def recorded(cas: Cassette, marker: str) -> list[Exchange]:
+def recorded(cas: RecordFile, marker: str) -> list[Exchange]:
     return [ex for ex in cas.exchanges if marker.encode() in ex.request_body or marker in ex.url]
 
 
-def wait_recorded(out: Path, marker: str, n: int = 1) -> tuple[Cassette, list[Exchange]]:
+def wait_recorded(out: Path, marker: str, n: int = 1) -> tuple[RecordFile, list[Exchange]]:
     """The cassette once ``n`` round trips whose request carries ``marker`` are in it, or as it is
     once the recorder (and everything else the test started) stopped making progress and the
     file stopped growing (the caller's assertion then says what is missing)."""
@@ -74,7 +74,7 @@ def wait_recorded(out: Path, marker: str, n: int = 1) -> tuple[Cassette, list[Ex
 
     watch = Watch(os.getpid(), progress=lambda: out.stat().st_size if out.exists() else -1, what=f"the recording of {marker}")
     while True:
-        cas = read_cassette(out) if out.exists() and out.stat().st_size else None
+        cas = read_records(out) if out.exists() and out.stat().st_size else None
         found = recorded(cas, marker) if cas is not None else []
         if len(found) >= n and cas is not None:
             return cas, found

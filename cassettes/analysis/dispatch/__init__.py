@@ -1,11 +1,11 @@
-"""C — what the client dispatched: view and checks.
+"""C — what the client dispatched: layer and checks.
 
-The view (``view.build``) and the checks by theme: ``results`` (tool results and their calls),
+The layer (``layer.build``) and the checks by theme: ``results`` (tool results and their calls),
 ``history`` (what the history sent back kept, echoed and changed), ``mcp_results`` (against what an
 MCP tool server returned), ``retry``, and ``roots`` (root causes first: a finding that follows from another, by the
 table ``roots.CAUSES``, is folded under it as info with ``details.caused_by``, everywhere).
 
-The view compares each request with the previous turn of its conversation: what was kept, what
+The layer compares each request with the previous turn of its conversation: what was kept, what
 was appended (the answer echoed back, tool results, new input), what was dropped or rewritten, and
 how every tool result pairs with the call it answers — by id, by the id a framework gave the call
 when it echoed it, or by name on wires without ids (Gemini, Ollama). Pairing is checked for every
@@ -80,6 +80,7 @@ from cassettes.analysis.dispatch.history import (
     check_refusal_treated_as_answer,
     check_truncated_treated_as_complete,
 )
+from cassettes.analysis.dispatch.layer import build
 from cassettes.analysis.dispatch.mcp_results import check_mcp_results
 from cassettes.analysis.dispatch.results import (
     check_dropped_tool_result,
@@ -92,7 +93,6 @@ from cassettes.analysis.dispatch.results import (
 )
 from cassettes.analysis.dispatch.retry import check_retry, final_gave_up
 from cassettes.analysis.dispatch.roots import CAUSES, fold_root_causes, is_consequence, ordered_findings
-from cassettes.analysis.dispatch.view import build
 
 __all__ = ["CAUSES", "CHECKS", "FINAL_CHECKS", "build", "fold_root_causes", "is_consequence", "ordered_findings"]
 

@@ -10,7 +10,7 @@ from cassettes import providers
 from cassettes.analysis.context import ConversationState, TurnContext
 from cassettes.analysis.conversations import response_message
 from cassettes.analysis.dispatch._shared import _continues, _hk, _item, _prev_ok, _result_part, _short
-from cassettes.analysis.dispatch.view import _echo_ids, calls_as_text
+from cassettes.analysis.dispatch.layer import _echo_ids, calls_as_text
 from cassettes.analysis.model import Finding, Severity
 from cassettes.models import FinishReason, ToolCall
 

@@ -10,7 +10,7 @@ from _corpus import corpus_files, rel
 from cassettes.analysis import analyse
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr
 
 pytestmark = pytest.mark.corpus
@@ -42,7 +42,7 @@ def test_incremental_parse_and_analysis_equal_the_full_ones(tmp_path: Path) -> N
         with CassetteWriter(out) as w:
             for ex in load_vcr(path):
                 w.append(ex)
-        exchanges = read_cassette(out).exchanges
+        exchanges = read_records(out).exchanges
         parsed: dict[int, RoundTrip] = {}
         for ex in exchanges:
             assert ex.seq is not None

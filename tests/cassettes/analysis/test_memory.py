@@ -28,7 +28,7 @@ from scenarios import (
 from cassettes.analysis import analyse
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
-from cassettes.reading.incremental import IncrementalRun
+from cassettes.reading.incremental import RunReader
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
@@ -148,7 +148,7 @@ def _retained(path: Path) -> tuple[int, int]:
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        run = IncrementalRun(path, body_cache=2)
+        run = RunReader(path, body_cache=2)
         while not run.step().at_end:
             pass
         run.finish()

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cassettes.analysis import analyse
-from cassettes.analysis.model import RunAnalysis, TokenView
+from cassettes.analysis.model import RunAnalysis, TokenCount
 from cassettes.analysis.tokens import apportion, estimate_text
 from cassettes.wire.exchange import Exchange
 
@@ -65,11 +65,11 @@ def _run(*exs: Exchange) -> RunAnalysis:
     return analyse(list(exs))
 
 
-def _tok(ra: RunAnalysis, seq: int) -> TokenView:
+def _tok(ra: RunAnalysis, seq: int) -> TokenCount:
     return ra.turns[seq].tokens
 
 
-def _seg_sum(tv: TokenView) -> int:
+def _seg_sum(tv: TokenCount) -> int:
     s = tv.segments
     assert s is not None
     return s.system + s.tools + s.user + s.assistant + s.tool_results

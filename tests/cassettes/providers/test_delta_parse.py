@@ -25,7 +25,7 @@ import pytest
 from cassettes.analysis import analyse
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.store import read_cassette
+from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from tests.support.concurrency import (
     BUG_TURN,
@@ -79,7 +79,7 @@ def _assert_delta_equals_full(exchanges: list[Exchange], tmp: Path, label: str) 
     with CassetteWriter(path) as w:
         for ex in exchanges:
             w.append(ex)
-    read = read_cassette(path).exchanges
+    read = read_records(path).exchanges
     parsed: dict[int, RoundTrip] = {}
     deltas = 0
     for ex in read:

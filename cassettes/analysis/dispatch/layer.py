@@ -1,4 +1,4 @@
-"""The C view of a turn: what the request kept, appended and rewritten, and how each tool result
+"""The C layer of a turn: what the request kept, appended and rewritten, and how each tool result
 pairs with its call."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import orjson
 
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.conversations import Link, response_message
-from cassettes.analysis.model import DispatchView, Pairing
+from cassettes.analysis.model import Dispatch, Pairing
 from cassettes.models import Message, ToolCall, ToolResult
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
@@ -174,7 +174,7 @@ def _echo_ids(ctx: TurnContext, appended: list[Message]) -> dict[int, str]:
     return out
 
 
-def build(ctx: TurnContext, link: Link) -> DispatchView:
+def build(ctx: TurnContext, link: Link) -> Dispatch:
     req = ctx.rt.request
     assert req is not None
     kept = link.kept if link.how != "previous_response_id" else 0
@@ -200,7 +200,7 @@ def build(ctx: TurnContext, link: Link) -> DispatchView:
     ]
     if echoed is False and ctx.prev is not None and echo_at < len(ctx.messages):
         echoed = _loosely_echoed(response_message(ctx.prev.rt.response), ctx.messages[echo_at])
-    return DispatchView(
+    return Dispatch(
         kept=kept,
         rewritten=link.rewritten,
         appended=appended,
