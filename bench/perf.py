@@ -53,7 +53,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PY = str(Path(sys.prefix) / "bin" / "python") if (Path(sys.prefix) / "bin" / "python").exists() else sys.executable
 PROXY_PY = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" / "bin" / "python")
-ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONPATH"))}
+#: Without PYTHONDONTWRITEBYTECODE (a checkout's shell may set it): with it, every child compiles
+#: every module it imports whose bytecode is missing, and the start-up measured is the compiler's.
+ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"))}
 SECTIONS = ("startup", "replay", "batch", "inspector")
 
 
@@ -175,9 +177,10 @@ def _wall(cmd: list[str], env: dict[str, str], cwd: Path, until: bytes | None = 
 def _compile(trees: list[tuple[str, Path]]) -> None:
     """An install's bytecode, for every tree (a fresh worktree would otherwise compile on its first
     run, inside the measurement)."""
-    for interp in {PY, str(PROXY_PY)}:
+    for interp in {PY, str(PROXY_PY)}:  # every tree and the environments' packages
         if Path(interp).exists():
-            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", *(str(t) for _, t in trees)], capture_output=True)
+            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", str(Path(interp).parents[1] / "lib"), *(str(t) for _, t in trees)],
+                           capture_output=True)
 
 
 def startup(trees: list[tuple[str, Path]], runs: int, work: Path) -> list[str]:
