@@ -15,8 +15,11 @@ across a run. ``--write`` writes docs/startup.md. Targets:
 
 ``--against REF`` (a commit, e.g. ``HEAD~1`` or ``main``) adds the commands a user waits on run
 from this tree and from REF's (a temporary ``git worktree``, put first on ``PYTHONPATH``),
-interleaved in one run: ``looptap --help``, ``looptap show`` of the demo run, ``looptap run -- true``
-(the recorder's start-up and stop) and ``looptap replay`` until its export lines.
+interleaved in one run: ``looptap --help``, ``looptap show`` of the demo run and of its first two
+round trips, ``looptap replay`` of those until its export lines (goal for both: at most 0.3 s over
+bare Python), and ``looptap run -- true`` (the recorder's start-up and stop). With ``--write`` that
+table goes into docs/startup.md too. Children run without ``PYTHONDONTWRITEBYTECODE``, on bytecode
+compiled first for both trees and the environments.
 """
 
 from __future__ import annotations
@@ -36,10 +39,25 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: The CPU seconds (user + system) of the last command :func:`_wall` or :func:`_until_export` ran,
+#: its descendants included: on a loaded machine the wall time waits for a core, the CPU time
+#: much less so, and on a quiet one the two agree.
+_CPU = [0.0]
+
+
+def _children_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _wall(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     took = time.perf_counter() - t0
+    _CPU[0] = _children_cpu() - c0
     if proc.returncode not in (0, 1, 5):  # show exits 1 when the run has findings; pytest 5 = no tests
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-500:]}")
     return took
@@ -68,6 +86,9 @@ def _until_export(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
         if b"export " in line:
             break
     took = time.perf_counter() - t0
+    with open(f"/proc/{proc.pid}/stat") as f:  # its CPU up to here (not its report after the stop)
+        fields = f.read().rsplit(")", 1)[1].split()
+    _CPU[0] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(30)
@@ -81,26 +102,45 @@ def _against(ref: str, py: str, proxy_py: Path, runs: int, env: dict[str, str], 
     """Rows: each command from this tree and from ``ref``'s, A B A B …, medians of the pairs."""
     old = work / "against"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old), ref], check=True)
+    for interp in {py, str(proxy_py)}:  # its bytecode too, as an install has it
+        if Path(interp).exists():
+            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", str(old)], capture_output=True)
+    two = work / "two.jsonl"  # the demo's first two round trips
+    two.write_bytes(b"".join(demo.read_bytes().splitlines(keepends=True)[:3]))
     try:
-        lines = [f"| command | this tree (median s) | {ref} (median s) | difference | ratio |", "|---|---:|---:|---:|---:|"]
+        walls, cpus = [], []
+        for _ in range(max(5, runs)):
+            walls.append(_wall([py, "-c", "pass"], env, work))
+            cpus.append(_CPU[0])
+        bare, bare_cpu = statistics.median(walls), statistics.median(cpus)
+        lines = [f"Bare `python -c pass`: {bare:.3f} s wall, {bare_cpu:.3f} s CPU (medians). The CPU columns are user + system "
+                 "seconds of the command's processes (for replay, up to its export lines): on a loaded machine the wall time "
+                 "waits for a core and the CPU time much less; on a quiet one they agree.", "",
+                 f"| command | this tree (median s) | {ref} (median s) | difference | ratio | this tree over bare Python "
+                 f"| CPU: this tree | CPU: {ref} | CPU: this tree over bare |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
         def on(tree: Path, interp: str, *argv: str) -> list[str]:
             return ["env", f"PYTHONPATH={tree}", interp, "-m", "cassettes.cli", *argv]
 
         def row(name: str, a: list[str], b: list[str], wall: Any = _wall, n: int = runs) -> None:
-            xs, ys = [], []
+            xs, ys, cx, cy = [], [], [], []
             wall(a, env, work)
             wall(b, env, work)
             for _ in range(n):
                 xs.append(wall(a, env, work))
+                cx.append(_CPU[0])
                 ys.append(wall(b, env, work))
-            ma, mb = statistics.median(xs), statistics.median(ys)
-            lines.append(f"| {name} | {ma:.3f} | {mb:.3f} | {(ma - mb) * 1000:+.0f} ms | {statistics.median(x / y for x, y in zip(xs, ys, strict=True)):.2f}× |")
+                cy.append(_CPU[0])
+            ma, mb, ca, cb = statistics.median(xs), statistics.median(ys), statistics.median(cx), statistics.median(cy)
+            lines.append(f"| {name} | {ma:.3f} | {mb:.3f} | {(ma - mb) * 1000:+.0f} ms | {statistics.median(x / y for x, y in zip(xs, ys, strict=True)):.2f}× "
+                         f"| {(ma - bare) * 1000:+.0f} ms | {ca:.3f} | {cb:.3f} | {(ca - bare_cpu) * 1000:+.0f} ms |")
 
         row("`looptap --help`", on(ROOT, py, "--help"), on(old, py, "--help"))
         row("`looptap show` (demo run, 11 round trips)", on(ROOT, py, "show", str(demo)), on(old, py, "show", str(demo)))
-        row("`looptap replay` until its export lines", on(ROOT, py, "replay", str(demo)), on(old, py, "replay", str(demo)),
-            wall=_until_export)
+        row("`looptap show` (2 round trips; goal ≤ 0.3 s over bare)", on(ROOT, py, "show", str(two)), on(old, py, "show", str(two)))
+        row("`looptap replay` (2 round trips) until its export lines (goal ≤ 0.3 s over bare)", on(ROOT, py, "replay", str(two)),
+            on(old, py, "replay", str(two)), wall=_until_export)
         if proxy_py.exists():
             conf = str(work / "conf")
             row("`looptap run -o X -- true` (recorder env)",
@@ -109,6 +149,26 @@ def _against(ref: str, py: str, proxy_py: Path, runs: int, env: dict[str, str], 
         return lines
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)], check=False)
+
+
+#: What keeps the start-up short, written under the figures (docs/startup.md).
+HOW = """
+## What keeps it short
+
+- Heavy modules are imported inside the functions that use them (`looptap --help` loads no command's work).
+- The `--json` schema's models build their validators on first use (`defer_build`). The core models do not:
+  `show` and `replay` validate nearly all of them at once (measured: no gain), and pydantic before 2.14 may
+  use a parent's validator when two threads build one model at once.
+- A subcommand the core provides (`replay`, `diff`, `export` …) is registered from `cassettes.cli._OWN_COMMANDS`;
+  only the recorder's and the inspector's are looked up among the installed packages' entry points.
+- genai-prices' network updater is never imported (`cassettes/analysis/price_data.py`); jsonschema loads only for
+  arguments that are not plainly valid (`cassettes/analysis/plain_schema.py`); `replay` imports no analysis before
+  it serves.
+- `looptap` freezes the heap at exit (`gc.freeze` from `atexit`): the interpreter's last collection walked
+  every object a command left, a fifth of a small `show`'s CPU time.
+
+`tests/test_startup_imports.py` holds these boundaries by the modules a fresh interpreter loads (no timings in tests).
+"""
 
 
 def main() -> int:
@@ -125,7 +185,7 @@ def main() -> int:
     if entry.exists():
         looptap = [str(entry)]
     bare = [py, "-c", "pass"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONDONTWRITEBYTECODE"))}
     rows: list[tuple[str, str, tuple[float, float, float, float], str]] = []
     # Users' installs carry bytecode (pip compiles at install); a checkout run with
     # PYTHONDONTWRITEBYTECODE would compile every module in every process and measure that instead.
@@ -139,9 +199,14 @@ def main() -> int:
         subprocess.run([*looptap, "import", str(ROOT / "cassettes" / "examples" / "tool_loop_anthropic.yaml"), "-o", str(demo)],
                        check=True, capture_output=True, env=env, cwd=work)
         (work / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+        against: list[str] = []
         if args.against:
             proxy_py = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" / "bin" / "python")
-            print("\n".join(_against(args.against, py, proxy_py, args.runs, env, work, demo)))
+            load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+            against = [f"## Side by side with `{args.against}`", "",
+                       f"Load average (1/5/15 min) at the start: {load}. Each command from this tree and from `{args.against}`'s, "
+                       "in turn, in one run; medians.", "", *_against(args.against, py, proxy_py, args.runs, env, work, demo)]
+            print("\n".join(against))
             if args.only_against:
                 return 0
         pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_nothing.py"]
@@ -171,7 +236,8 @@ def main() -> int:
             "(the recorder row fewer): medians of the pairs. A shared machine: compare the ratios and the time "
             "over the yardstick, not the absolute seconds.\n\n"
         )
-        (ROOT / "docs" / "startup.md").write_text(head + "\n".join(lines) + "\n")
+        (ROOT / "docs" / "startup.md").write_text(head + "\n".join(lines) + "\n" + "".join(f"\n{x}" for x in against) + ("\n" if against else "")
+                                                  + HOW)
     return 0
 
 

@@ -288,12 +288,33 @@ def _unavailable(name: str, exc: ImportError) -> Callable[[argparse.Namespace], 
 
 #: The subcommands this module defines itself: a command line naming one loads no plugin.
 _CORE_COMMANDS = ("show", "import", "demo")
+#: The ``looptap.commands`` entry points (pyproject.toml) that the core itself provides: a command
+#: line naming one of them registers it directly (``importlib.metadata`` and the scan of every
+#: installed package's entry points cost more than the command's own start-up). The commands of
+#: the recorder and the inspector, which may live in another environment, are found as entry points.
+#: tests/test_startup_imports.py checks this table against pyproject.toml.
+_OWN_COMMANDS = {
+    "replay": "cassettes.replay.cli:register_replay",
+    "diff": "cassettes.replay.cli:register_diff",
+    "compare": "cassettes.replay.cli:register_compare",
+    "export": "cassettes.interop.cli:register_export",
+    "textconv": "cassettes.interop.cli:register_textconv",
+    "mcp": "cassettes.mcp.server:register_mcp",
+    "verify": "cassettes.verify:register_verify",
+}
 
 
 def _plugins(sub: Any, command: str | None = None) -> None:
     """Subcommands contributed by other packages through the ``looptap.commands`` entry points:
     only ``command``'s when one by that name is installed (a command line runs one command; the
     others' modules need not load), else all of them (help, or a name to complain about)."""
+    own = _OWN_COMMANDS.get(command or "")
+    if own is not None:  # the core's own: no need to read every installed package's metadata
+        from importlib import import_module
+
+        module, _, name = own.partition(":")
+        getattr(import_module(module), name)(sub)
+        return
     from importlib.metadata import entry_points
 
     eps = list(entry_points(group="looptap.commands"))
@@ -372,10 +393,18 @@ GC_THRESHOLDS = (10_000, 10, 10)
 
 
 def tune_gc() -> None:
-    """Collect less often, as :data:`GC_THRESHOLDS` says (what ``looptap`` does at start)."""
+    """Collect less often, as :data:`GC_THRESHOLDS` says (what ``looptap`` does at start), and
+    not at the interpreter's exit: there the collector walked every object the command left (the
+    modules, pydantic's validators, the run), a fifth of a small ``show``'s CPU time, to free
+    memory the process gives back by ending. ``gc.freeze`` runs from ``atexit``, so only when the
+    process ends (a test calling :func:`main` keeps its collector until then); the exit handlers
+    still run, and files are closed by their ``with`` blocks, not by the collector."""
+    import atexit
     import gc
 
     gc.set_threshold(*GC_THRESHOLDS)
+    atexit.unregister(gc.freeze)  # once, however often main() runs in one process
+    atexit.register(gc.freeze)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

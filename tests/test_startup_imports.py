@@ -1,12 +1,14 @@
 """What the commands a user waits on import before they answer (issue 30): ``looptap show`` of a
 small run and ``looptap replay`` up to its export lines load no network client, no JSON Schema
-validator unless a schema is checked, and not genai-prices' price updater. Checked by the module
-names in ``sys.modules`` of a fresh interpreter, not by time (the figures are bench/startup.py's).
+validator unless a schema is checked, and not genai-prices' price updater; a core subcommand is
+found without reading every installed package's metadata; the process does not walk its heap at exit. Checked by the module names in ``sys.modules`` (and the
+collector's state) of a fresh interpreter, not by time (the figures are bench/startup.py's).
 """
 
 from __future__ import annotations
 
 import sys
+import tomllib
 from pathlib import Path
 
 import orjson
@@ -127,3 +129,41 @@ def test_genai_prices_is_whole_for_whoever_asks() -> None:
     )
     mods = _modules(code)
     assert "genai_prices.data" in mods
+
+
+def test_a_core_subcommand_is_registered_without_reading_package_metadata() -> None:
+    """``looptap replay`` (and every other subcommand the core itself provides) is registered from
+    :data:`cassettes.cli._OWN_COMMANDS`, not by scanning every installed package's entry points;
+    the table says what pyproject.toml's ``looptap.commands`` says for the core's commands."""
+    from cassettes.cli import _OWN_COMMANDS
+
+    declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["entry-points"]["looptap.commands"]
+    assert _OWN_COMMANDS == {name: target for name, target in declared.items() if target.startswith("cassettes.")}
+    code = (
+        "import sys\n"
+        "import cassettes.cli as c\n"
+        f"for name in {sorted(_OWN_COMMANDS)!r}:\n"
+        "    assert name in c.build_parser(name)._subparsers._group_actions[0].choices\n"
+        "print('LOADED', *sorted(n for n in ('importlib.metadata',) if n in sys.modules))\n"
+    )
+    out = progress.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1]).stdout
+    assert out.strip() == "LOADED", out
+
+
+def test_the_command_line_does_not_collect_garbage_at_exit(tmp_path: Path) -> None:
+    """At the interpreter's exit the collector walked every object ``looptap show`` left (modules,
+    validators, the run): a quarter of a small show's CPU time. ``main`` freezes the heap at exit
+    (``gc.freeze`` from ``atexit``), after which the collector has nothing to walk. An exit handler
+    registered before ``main`` runs after its own and sees the frozen heap."""
+    path = _run(tmp_path / "chat.jsonl", tools=False)
+    code = (
+        "import atexit, gc, os\n"
+        "atexit.register(lambda: os.write(2, f'FROZEN {gc.get_freeze_count()}\\n'.encode()))\n"
+        "real = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n"
+        "from cassettes.cli import main\n"
+        f"main(['show', {str(path)!r}])\n"
+        "main(['show', '--json', " + repr(str(path)) + "])\n"
+    )
+    err = progress.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1]).stderr
+    frozen = [int(line.split()[1]) for line in err.splitlines() if line.startswith("FROZEN ")]
+    assert len(frozen) == 1 and frozen[0] > 10_000, err

@@ -318,6 +318,14 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         for key, _ in out:
             self._mark(key)
         db = self._spill.db(self._table)
-        db.executemany(f"INSERT INTO {self._table} (k, v) VALUES (?, ?)", out)
+        # One transaction for the batch: in autocommit mode every row was a commit of its own
+        # (ten times the time for a batch of 10,000, the analysis's largest single cost at 1 GB).
+        db.execute("BEGIN")
+        try:
+            db.executemany(f"INSERT INTO {self._table} (k, v) VALUES (?, ?)", out)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
         self._cold += len(out)
 
