@@ -14,6 +14,12 @@ the end: the larger). ``mcp list_runs`` starts ``looptap mcp`` over a directory 
 asks it over stdio; ``replay`` starts the server, sends one request and stops it. ``--write``
 writes the table into docs/huge-runs.md. Times come from a shared 2-core machine: read them as
 rough; the memory figures are what the table is for.
+
+Sizes and commands may be measured by separate processes at once (the 1M rows take hours of CPU
+each): run each without ``--write``, its output to a file, and write their rows into the doc once
+with ``--merge FILE...`` (the doc's table is then those rows only). ``SIGUSR1`` to a bench process stops the command it is measuring: the
+row says ``stopped``, with the peak RSS sampled so far and the CPU seconds it had used (a
+partial figure, never a finished one).
 """
 
 from __future__ import annotations
@@ -56,6 +62,18 @@ def _hwm_kb(pid: int) -> int:
     return 0
 
 
+#: Set by SIGUSR1: stop the command being measured and report how far it got.
+_STOP = threading.Event()
+_CHILD: list[subprocess.Popen[bytes]] = []
+
+
+def _on_usr1(signum: int, frame: object) -> None:
+    _STOP.set()
+    for p in _CHILD:
+        if p.returncode is None:
+            p.kill()
+
+
 class _Sampler(threading.Thread):
     """Reads the child's VmHWM every 50 ms until told to stop (the last reading before exit)."""
 
@@ -70,18 +88,24 @@ class _Sampler(threading.Thread):
             self.peak_kb = max(self.peak_kb, _hwm_kb(self.pid))
 
 
+_CPU = [0.0]  # CPU seconds the last command measured used (from wait4)
+
+
 def _wait(p: subprocess.Popen[bytes], sampler: _Sampler, timeout: float) -> tuple[int, float, bool]:
     """(exit code, peak RSS MB, killed for taking longer than ``timeout``)."""
     killed = False
     timer = threading.Timer(timeout, lambda: p.kill())
     timer.start()
+    _CHILD.append(p)
     try:
         _, status, usage = os.wait4(p.pid, 0)
     finally:
         killed = not timer.is_alive()
         timer.cancel()
         sampler.done.set()
+        _CHILD.remove(p)
     p.returncode = os.waitstatus_to_exitcode(status)
+    _CPU[0] = usage.ru_utime + usage.ru_stime
     return p.returncode, max(sampler.peak_kb, usage.ru_maxrss) / 1024, killed
 
 
@@ -111,6 +135,7 @@ def _mcp(root: Path, timeout: float) -> tuple[int, float, bool, str]:
     p = subprocess.Popen([*LOOPTAP, "mcp", "--root", str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, env=_env())
     sampler = _Sampler(p.pid)
     sampler.start()
+    _CHILD.append(p)
     assert p.stdin is not None and p.stdout is not None
     answer = b""
 
@@ -136,6 +161,7 @@ def _mcp(root: Path, timeout: float) -> tuple[int, float, bool, str]:
     t.join(timeout)
     if t.is_alive():
         p.kill()
+    _CHILD.remove(p)
     code, rss, killed = _wait(p, sampler, 30)
     err = _err_text(errf)
     ok = b"round_trips" in answer and b"isError\":true" not in answer.replace(b" ", b"")
@@ -148,6 +174,7 @@ def _replay(file: Path, timeout: float) -> tuple[int, float, bool, str]:
     p = subprocess.Popen([*LOOPTAP, "replay", str(file)], stdout=subprocess.PIPE, stderr=errf, env=_env())
     sampler = _Sampler(p.pid)
     sampler.start()
+    _CHILD.append(p)
     result: list[str] = []
 
     def talk() -> None:
@@ -172,6 +199,7 @@ def _replay(file: Path, timeout: float) -> tuple[int, float, bool, str]:
     t.join(timeout)
     if t.is_alive():
         p.kill()
+    _CHILD.remove(p)
     code, rss, killed = _wait(p, sampler, 60)
     err = _err_text(errf)
     ok = result[:1] == ["200"]
@@ -232,11 +260,15 @@ def _key(row: str) -> tuple[int, int, int] | None:
     return (0 if cells[0] == "one-turn" else 1, n, command)
 
 
-def _write_doc(rows: list[str], args: argparse.Namespace) -> None:
+_HEAD = ("| run | round trips | MB | command | exit | peak RSS MB | seconds | said |", "|---|---:|---:|---|---:|---:|---:|---|")
+
+
+def _write_doc(rows: list[str], args: argparse.Namespace, fresh: bool = False) -> None:
     """Write the table into the doc, keeping the rows of earlier runs this one did not measure
-    (the 1M rows take hours: each size can be measured in a run of its own)."""
+    (the 1M rows take hours: each size can be measured in a run of its own); ``fresh``: only
+    ``rows`` (``--merge``: the rows of one tree, measured by concurrent runs)."""
     merged: dict[tuple[int, int, int], str] = {}
-    if DOC.exists():
+    if DOC.exists() and not fresh:
         for line in DOC.read_text().splitlines():
             k = _key(line)
             if k is not None:
@@ -275,7 +307,14 @@ def main() -> int:
     ap.add_argument("--write", action="store_true", help=f"write the table to {DOC.relative_to(ROOT)}")
     ap.add_argument("--tree", type=Path, help="measure the commands of this checkout instead")
     ap.add_argument("--as-mb", type=int, help="address-space limit per command, in MB (prlimit --as)")
+    ap.add_argument("--merge", type=Path, nargs="+", metavar="FILE", help="write the rows printed by other runs (their output files) into the doc as its table, and stop")
     args = ap.parse_args()
+    if args.merge:
+        rows = [line for f in args.merge for line in f.read_text().splitlines() if _key(line) is not None]
+        _write_doc([*_HEAD, *rows], args, fresh=True)
+        print(f"merged {len(rows)} rows into {DOC.relative_to(ROOT)}")
+        return 0
+    signal.signal(signal.SIGUSR1, _on_usr1)
     global TREE, LOOPTAP
     if args.tree:
         TREE = args.tree.resolve()
@@ -286,7 +325,7 @@ def main() -> int:
     if unknown:
         ap.error(f"unknown command(s) {unknown}; known: {', '.join(COMMANDS)}")
     args.dir.mkdir(parents=True, exist_ok=True)
-    rows = ["| run | round trips | MB | command | exit | peak RSS MB | seconds | said |", "|---|---:|---:|---|---:|---:|---:|---|"]
+    rows = list(_HEAD)
     print("\n".join(rows), flush=True)
     for shape in args.shapes:
         for n in args.sizes:
@@ -296,10 +335,15 @@ def main() -> int:
                 code, rss, secs, killed, said = measure(command, file, root, args.timeout)
                 said = re.sub(r"\s+", " ", said)[:80].replace("|", "\\|")
                 label = "one-turn" if shape == "one_turn" else "long"
-                rows.append(f"| {label} | {n:,} | {mb:.0f} | `{command}` | {'killed' if killed else code} | {rss:.0f} | {secs:.1f} | {said} |")
+                exit_: object = "killed" if killed else code
+                if _STOP.is_set():  # a partial figure: the peak so far, and how much CPU it had had
+                    exit_, said = "stopped", f"stopped after {_CPU[0]:,.0f} s of CPU: peak RSS so far"
+                rows.append(f"| {label} | {n:,} | {mb:.0f} | `{command}` | {exit_} | {rss:.0f} | {secs:.1f} | {said} |")
                 print(rows[-1], flush=True)
                 if args.write:  # after each row: a long run stopped half-way keeps what it measured
                     _write_doc(rows, args)
+                if _STOP.is_set():
+                    return 0
     if args.write:
         print(f"wrote {DOC.relative_to(ROOT)}")
     return 0

@@ -2,7 +2,7 @@
 
     python bench/perf.py [--against REF ...] [-n RUNS] [--size MB] [--dir DIR] [--only SECTION ...] [--write]
 
-Each REF (default: ``426db11``, the commit before issue 30's work, and ``main``) is checked out
+Each REF (default: ``63aa822``, main before session 14's work on issue 30) is checked out
 in a temporary ``git worktree`` and run from there (``PYTHONPATH`` = its tree), with the same
 interpreters, inputs and machine as this tree, interleaved where the measurement is short, so a
 change in the machine's load hits every tree alike. The machine is shared and its load moves:
@@ -18,10 +18,12 @@ Sections (``--only``):
   0.3 s over bare Python.
 * ``replay`` — requests/s of ``looptap replay`` (bench/replay.py's ``measure``, its quick sizes).
 * ``batch`` — a ~``--size`` MB run (bench/inspector.py's synthetic agent run, stored parses taken)
-  read and analysed by each tree: ``read_records`` + ``analyse`` in one process (each tree's own
-  ``bench/inspector.py --child batch``: the figure of docs/inspector-performance.md, 45.8 s and
-  2,550 MB on 2026-11-23) and ``looptap show FILE`` to ``/dev/null``: seconds and peak RSS.
-  Goal: 20 s, 500 MB.
+  read and analysed by each tree the way a user's script does it, through the public entry point
+  (``cassettes.open_run(path)``, which streams a looptap cassette, then its findings, turns and
+  conversations: :data:`_BATCH`, the same code on every tree), and ``looptap show FILE`` to
+  ``/dev/null``: wall seconds, CPU seconds (user + system, which the machine's load does not
+  inflate as much) and peak RSS. Goal: 20 s, 500 MB. (Until 2026-11-24 this row measured
+  ``read_cassette`` + ``analyse``, which holds the whole run: 45.8 s and 2,550 MB at 1 GB.)
 * ``inspector`` — the same run in the inspector (each tree's ``bench/inspector.py --child app``):
   first screen, whole file read and analysed, peak RSS.
 
@@ -172,15 +174,21 @@ def _wall(cmd: list[str], env: dict[str, str], cwd: Path, until: bytes | None = 
 # -- sections -------------------------------------------------------------------------------
 
 
+def _compile(trees: list[tuple[str, Path]]) -> None:
+    """An install's bytecode, for every tree (a fresh worktree would otherwise compile on its first
+    run, inside the measurement)."""
+    for interp in {PY, str(PROXY_PY)}:  # every tree and the environments' packages
+        if Path(interp).exists():
+            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", str(Path(interp).parents[1] / "lib"), *(str(t) for _, t in trees)],
+                           capture_output=True)
+
+
 def startup(trees: list[tuple[str, Path]], runs: int, work: Path) -> list[str]:
     demo, two = work / "demo.jsonl", work / "two.jsonl"
     subprocess.run([PY, "-m", "cassettes.cli", "import", str(ROOT / "cassettes" / "examples" / "tool_loop_anthropic.yaml"), "-o", str(demo)],
                    check=True, capture_output=True, cwd=work, env={**ENV, "PYTHONPATH": str(ROOT)})
     two.write_bytes(b"".join(demo.read_bytes().splitlines(keepends=True)[:3]))
-    for interp in {PY, str(PROXY_PY)}:  # an install's bytecode, for every tree and the environments' packages
-        if Path(interp).exists():
-            subprocess.run([interp, "-m", "compileall", "-q", "-j", "0", str(Path(interp).parents[1] / "lib"), *(str(t) for _, t in trees)],
-                           capture_output=True)
+    _compile(trees)
 
     def on(tree: Path, interp: str, *argv: str) -> tuple[list[str], dict[str, str]]:
         return [interp, "-m", "cassettes.cli", *argv], {**ENV, "PYTHONPATH": _path(tree)}
@@ -264,8 +272,37 @@ def _child(tree: Path, mode: str, path: Path) -> dict[str, Any]:
     return result
 
 
-def _show_big(tree: Path, path: Path) -> tuple[float, float]:
-    """``looptap show FILE`` to /dev/null: seconds and peak RSS (MB, by wait4)."""
+#: The batch child, the same code for every tree (run with its ``PYTHONPATH``): a run read and
+#: analysed as a user's script does it, through the public entry point.
+_BATCH = """
+import json, os, sys, time
+from cassettes.cli import tune_gc
+tune_gc()  # as the looptap command does
+t0, c0 = time.perf_counter(), os.times()
+from cassettes import open_run
+run = open_run(sys.argv[1])
+a = run.analysis
+out = {"findings": len(a.findings), "turns": len(a.turns), "conversations": len(a.conversations)}
+c1 = os.times()
+out["batch_s"] = time.perf_counter() - t0
+out["cpu_s"] = (c1.user - c0.user) + (c1.system - c0.system)
+with open("/proc/self/status") as f:
+    out["peak_rss_mb"] = next(int(x.split()[1]) / 1024 for x in f if x.startswith("VmHWM:"))
+print(json.dumps(out))
+"""
+
+
+def _stream_batch(tree: Path, path: Path) -> dict[str, Any]:
+    """:data:`_BATCH` on ``tree``: seconds, CPU seconds and peak RSS (VmHWM, this process's own)."""
+    proc = subprocess.run([PY, "-c", _BATCH, str(path)], capture_output=True, text=True, env={**ENV, "PYTHONPATH": _path(tree)}, cwd=tree)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1][:200] if proc.stderr.strip() else f"exit {proc.returncode}"}
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _show_big(tree: Path, path: Path) -> tuple[float, float, float]:
+    """``looptap show FILE`` to /dev/null: seconds, CPU seconds and peak RSS (MB, by wait4)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([PY, "-m", "cassettes.cli", "show", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**ENV, "PYTHONPATH": _path(tree)}, cwd=tree)
@@ -275,7 +312,7 @@ def _show_big(tree: Path, path: Path) -> tuple[float, float]:
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode not in (0, 1):
         raise SystemExit(f"looptap show {path} ({tree}) exited {proc.returncode}: {err[-800:]}")
-    return took, usage.ru_maxrss / 1024
+    return took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def _big_run(size: int, where: Path) -> Path:
@@ -292,31 +329,43 @@ def _big_run(size: int, where: Path) -> Path:
 
 
 def batch(trees: list[tuple[str, Path]], path: Path) -> list[str]:
+    _compile(trees)
     labels = [label for label, _ in trees]
+    batches = []
+    for label, tree in trees:  # every tree's batch, then every tree's show: the main figure first
+        batches.append(_stream_batch(tree, path))
+        print(f"  batch {label}: {batches[-1]} (load {_load()})", file=sys.stderr, flush=True)
     rows = []
-    for label, tree in trees:
-        b = _child(tree, "batch", path)
+    for (label, tree), b in zip(trees, batches, strict=True):
         s = _show_big(tree, path)
-        print(f"  batch {label}: {b}; show {s[0]:.1f} s {s[1]:.0f} MB (load {_load()})", file=sys.stderr, flush=True)
+        print(f"  show {label}: {s[0]:.1f} s, CPU {s[1]:.1f} s, {s[2]:.0f} MB (load {_load()})", file=sys.stderr, flush=True)
         rows.append((b, s))
     mb = path.stat().st_size / 1e6
 
     def cell(b: dict[str, Any]) -> str:
-        return f"{b['batch_s']:.1f} s, {b['peak_rss_mb']:,.0f} MB" if "batch_s" in b else f"failed: {b['error']}"
+        return f"{b['batch_s']:.1f} s (CPU {b['cpu_s']:.1f} s), {b['peak_rss_mb']:,.0f} MB" if "batch_s" in b else f"failed: {b['error']}"
 
-    lines = [f"| {mb:,.0f} MB run, {rows[0][0].get('turns', 0):,} turns | " + " | ".join(labels) + " | " + " | ".join(f"{labels[0]} / {lb} (time, peak)" for lb in labels[1:]) + " |",
+    def ratio(a: dict[str, Any], b: dict[str, Any]) -> str:
+        if "batch_s" not in a or "batch_s" not in b:
+            return ""
+        return f"{a['batch_s'] / b['batch_s']:.2f}× (CPU {a['cpu_s'] / b['cpu_s']:.2f}×), {a['peak_rss_mb'] / b['peak_rss_mb']:.2f}×"
+
+    head = rows[0][0]
+    lines = [f"| {mb:,.0f} MB run, {head.get('turns', 0):,} turns, {head.get('conversations', 0):,} conversations, {head.get('findings', 0):,} findings | "
+             + " | ".join(labels) + " | " + " | ".join(f"{labels[0]} / {lb} (time, peak)" for lb in labels[1:]) + " |",
              "|---|" + "---:|" * (2 * len(labels) - 1)]
-    ratios = []
-    for b, _ in rows[1:]:
-        ok = "batch_s" in rows[0][0] and "batch_s" in b
-        ratios.append(f"{rows[0][0]['batch_s'] / b['batch_s']:.2f}×, {rows[0][0]['peak_rss_mb'] / b['peak_rss_mb']:.2f}×" if ok else "")
-    lines.append("| `read_records` + `analyse` (goal ≤ 20 s, ≤ 500 MB) | " + " | ".join(cell(b) for b, _ in rows) + " | " + " | ".join(ratios) + " |")
-    lines.append("| `looptap show FILE > /dev/null` | " + " | ".join(f"{s:.1f} s, {r:,.0f} MB" for _, (s, r) in rows) + " | "
-                 + " | ".join(f"{rows[0][1][0] / s:.2f}×, {rows[0][1][1] / r:.2f}×" for _, (s, r) in rows[1:]) + " |")
+    lines.append("| `open_run(path)` + its analysis (goal ≤ 20 s, ≤ 500 MB) | " + " | ".join(cell(b) for b, _ in rows) + " | "
+                 + " | ".join(ratio(head, b) for b, _ in rows[1:]) + " |")
+    lines.append("| `looptap show FILE > /dev/null` | " + " | ".join(f"{s:.1f} s (CPU {c:.1f} s), {r:,.0f} MB" for _, (s, c, r) in rows) + " | "
+                 + " | ".join(f"{rows[0][1][0] / s:.2f}× (CPU {rows[0][1][1] / c:.2f}×), {rows[0][1][2] / r:.2f}×" for _, (s, c, r) in rows[1:]) + " |")
+    same = {(b.get("turns"), b.get("conversations"), b.get("findings")) for b, _ in rows if "batch_s" in b}
+    lines += ["", "Turns, conversations and findings are the same on every tree." if len(same) == 1 else
+              "**The trees disagree** on turns / conversations / findings: " + "; ".join(f"{lb}: {b.get('turns')} / {b.get('conversations')} / {b.get('findings')}" for lb, (b, _) in zip(labels, rows, strict=True))]
     return lines
 
 
 def inspector(trees: list[tuple[str, Path]], path: Path) -> list[str]:
+    _compile(trees)
     labels = [label for label, _ in trees]
     apps = []
     for label, tree in trees:
@@ -343,7 +392,8 @@ def _write(section: str, block: list[str]) -> None:
             f"Generated by `python bench/perf.py --write` ({platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}), "
             "a section at a time. What is measured, and how: the docstring of `bench/perf.py`. The machine is shared with other people's "
             "test runs (the load average is given per section): compare the columns of a row with each other (the ratios), not with "
-            "another run.\n")
+            "another run. A speed change is checked for unchanged output (``show`` and ``show --json``, byte for byte, on the "
+            "corpus and the synthetic runs) with `python bench/same_output.py --against REF`.\n")
     blocks: dict[str, str] = {}
     if DOC.exists():
         for part in DOC.read_text().split("\n### ")[1:]:
@@ -355,7 +405,7 @@ def _write(section: str, block: list[str]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--against", nargs="*", default=["426db11", "main"], metavar="REF")
+    ap.add_argument("--against", nargs="*", default=["63aa822"], metavar="REF")
     ap.add_argument("-n", "--runs", type=int, default=9, help="start-up rounds (default 9)")
     ap.add_argument("--size", type=int, default=1000, help="the batch and inspector run, MB (default 1000)")
     ap.add_argument("--dir", type=Path, help="where the big run is written and kept (default: a temporary directory)")

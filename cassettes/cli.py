@@ -125,11 +125,31 @@ class _ShowFilter:
         """The analysis with only the findings and conversations asked for (a shallow copy)."""
         findings = [f for f in analysis.findings if self._place(f.conversation, f.turn) and self._finding({"layer": f.layer, "severity": f.severity.value})]
         with_findings = {f.conversation for f in findings}
-        convs = [
-            c for c in analysis.conversations
-            if (self.conversation is None or c.id == self.conversation) and ((self.layer is None and self.least is None) or c.id in with_findings)
-        ]
+        convs = _Kept(
+            analysis.conversations,
+            lambda c: (self.conversation is None or c.id == self.conversation) and ((self.layer is None and self.least is None) or c.id in with_findings),
+        )
         return analysis.model_copy(update={"findings": findings, "conversations": convs})
+
+
+class _Kept(Sequence[Any]):
+    """The conversations a filter keeps, read from the run's on each pass (never held: ``--turn 0``
+    of a million conversations keeps them all)."""
+
+    def __init__(self, items: Sequence[Any], keep: Callable[[Any], bool]) -> None:
+        self._items, self._keep = items, keep
+        self._len: int | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        return (c for c in self._items if self._keep(c))
+
+    def __len__(self) -> int:
+        if self._len is None:
+            self._len = sum(1 for _ in self)
+        return self._len
+
+    def __getitem__(self, i: Any) -> Any:
+        return list(self)[i]
 
 
 def _show_filter(args: argparse.Namespace, analysis: Any) -> _ShowFilter | None:
@@ -139,11 +159,12 @@ def _show_filter(args: argparse.Namespace, analysis: Any) -> _ShowFilter | None:
     layer, severity = getattr(args, "layer", None), getattr(args, "severity", None)
     if conversation is None and turn is None and layer is None and severity is None:
         return None
-    ids = [c.id for c in analysis.conversations]
-    if conversation is not None and conversation not in ids:
+    if conversation is not None and not any(c.id == conversation for c in analysis.conversations):
         from cassettes.untrusted import clean_line
 
-        listed = ", ".join(ids[:20]) + (f", … ({len(ids)} in all)" if len(ids) > 20 else "")
+        ids = [c.id for c, _ in zip(analysis.conversations, range(21), strict=False)]  # (not every id: a run may have millions)
+        n = len(analysis.conversations)
+        listed = ", ".join(ids[:20]) + (f", … ({n} in all)" if n > 20 else "")
         raise CassetteError(f"--conversation {clean_line(conversation)[:80]}: no such conversation in this run (it has {listed or 'none'})")
     return _ShowFilter(conversation, turn, layer, severity)
 

@@ -137,6 +137,8 @@ class InspectorApp(App[None]):
         self.conversation = ALL
         #: The turn whose full request and timeline were read (``None``: the selected one is loading).
         self._loaded: int | None = None
+        #: The turn whose E, A and C panes are drawn (read by another worker than the request).
+        self._panes_of: int | None = None
         self.playback = Playback(clock)
         # search
         self._query = ""
@@ -656,7 +658,7 @@ class InspectorApp(App[None]):
         self._label_tabs(turn)
         self._bring_up_findings(turn)
         self.messages.show_note(f"loading turn #{turn.seq}…")
-        self._loaded = None
+        self._loaded = self._panes_of = None
         self._load_panes(turn.seq)
         self._load_turn(turn.seq)
         self._dirty_growth = True
@@ -678,6 +680,7 @@ class InspectorApp(App[None]):
         self.pane_e.show_turn(message.turn, message.results, message.runs)
         self.pane_a.show_turn(message.turn)
         self.pane_c.show_turn(message.turn)
+        self._panes_of = message.seq
 
     def _refresh_selected_results(self, new_seqs: list[int]) -> None:
         """A live run grew: the selected turn may now have its next turn (and its results)."""

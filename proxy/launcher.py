@@ -9,14 +9,17 @@ a forward proxy with mitmproxy's CA for clients that only honour ``HTTPS_PROXY``
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import os
 import random
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,6 +160,42 @@ def _ca_bundle(confdir: Path) -> tuple[Path, Path]:
 
 #: The files looptap itself keeps in ``--confdir`` (beside mitmproxy's own).
 CONF_FILES = ("looptap-ca-bundle.pem", "looptap-node-extra-ca.pem")
+#: Locked (``flock``) while a recorder creates mitmproxy's CA or rewrites looptap's files in
+#: ``--confdir``: recorders that start at once on one confdir (two ``looptap run``, a recorder per
+#: xdist worker, all on ``~/.mitmproxy``) take turns, instead of one finding a file the other is
+#: writing (a start refused, or two CAs where clients trust only one).
+CONF_LOCK = "looptap-confdir.lock"
+
+
+@contextlib.contextmanager
+def confdir_lock(confdir: Path) -> Iterator[None]:
+    """Hold ``--confdir``'s lock (blocks while another recorder holds it). The lock file is a
+    regular file of this user, never followed through a link."""
+    path = confdir / CONF_LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise RecorderError(f"the --confdir lock {path} cannot be opened: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise RecorderError(f"the --confdir lock {path} is not a regular file of this user: looptap does not use it")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def prepare_confdir(confdir: Path, key_size: int = options.KEY_SIZE) -> tuple[Path, Path]:
+    """mitmproxy's CA in ``confdir`` (created whole if missing) and looptap's CA bundles (see
+    :func:`_ca_bundle`), under :func:`confdir_lock`: mitmproxy creates its CA file by file, and a
+    recorder starting meanwhile would read it half written or make its own."""
+    from mitmproxy.certs import CertStore
+
+    with confdir_lock(confdir):
+        if not (confdir / f"{options.CONF_BASENAME}-ca.pem").exists():
+            CertStore.create_store(confdir, options.CONF_BASENAME, key_size)
+        return _ca_bundle(confdir)
 
 
 def check_confdir(confdir: Path) -> None:
@@ -207,6 +246,8 @@ class Recorder:
         self.env: dict[str, str] = {}
         #: The ready file this recorder wrote (device, inode): the only one it removes.
         self._ready_id: FileId | None = None
+        #: The CA bundles for clients (``prepare_confdir``), written at start.
+        self._bundles: tuple[Path, Path] = (Path(), Path())
 
     async def start(self) -> None:
         cfg = self.config
@@ -217,6 +258,7 @@ class Recorder:
             confdir=str(cfg.confdir),
             ssl_insecure=cfg.ssl_insecure,
         )
+        self._bundles = prepare_confdir(cfg.confdir, opts.key_size)
         m = master.Master(opts)
         ready = _Ready()
         gate = [DurableGate()] if cfg.durable else []
@@ -287,7 +329,7 @@ class Recorder:
             else:
                 for var in lst.env:
                     env[var] = self.url(lst)
-        bundle, node = _ca_bundle(self.config.confdir)
+        bundle, node = self._bundles
         env.update(
             SSL_CERT_FILE=str(bundle),
             REQUESTS_CA_BUNDLE=str(bundle),

@@ -277,6 +277,12 @@ class Threader:
         """Remove the file the tables spilled to (if any)."""
         self._spill.close()
 
+    @property
+    def memo(self) -> _Memo:
+        """This threader's memo: the checks of a turn key the texts and parts its threading keyed
+        a moment before (a tool result, the previous answer)."""
+        return self._memo
+
     def _new_conversation(self) -> str:
         self._count += 1
         return f"c{self._count}"

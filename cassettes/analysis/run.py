@@ -396,7 +396,7 @@ class RunAnalyser:
             tokens=TokenCount(),
         )
         msgs = rt.request.messages
-        ctx = TurnContext(seq=seq, rt=rt, ex=ex, conv=conv, index=turn.index, prev=prev, messages=msgs, turn=turn, n_messages=len(msgs), mcp=self._mcp)
+        ctx = TurnContext(seq=seq, rt=rt, ex=ex, conv=conv, index=turn.index, prev=prev, messages=msgs, turn=turn, n_messages=len(msgs), mcp=self._mcp, memo=self._threader.memo)
         self._judge(ctx, link)
         conv.count += 1
         conv.turns[:] = [ctx]  # the end-of-run checks look at a conversation's last turn only

@@ -8,6 +8,12 @@ and writes the others, pickled, to an SQLite file in a private temporary directo
 the file 0600, removed when the table is dropped or the process exits). Nothing is written for a
 run small enough to fit: the file is made on the first spill.
 
+A process killed outright (SIGKILL, the OOM killer) cannot remove its directory: its name carries
+the process's pid and start time (``looptap-spill-<pid>-<start>-…``), and the first :class:`Spill`
+of every later looptap process removes the directories of processes that are gone
+(:func:`reclaim_stale`: only directories, never a symlink, owned by this user, mode 0700, whose
+pid is not running or now names another process).
+
 What a table holds is what the analysis derives from the cassette (hashes, ids, counts, titles):
 nothing the cassette does not already hold. An entry read back is a copy; the table writes an
 entry back when it evicts it, so a caller may change an entry it got — but must not keep it
@@ -21,6 +27,7 @@ import itertools
 import os
 import pickle
 import shutil
+import stat
 import tempfile
 import weakref
 from collections.abc import Callable, Iterator, MutableMapping
@@ -29,18 +36,98 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["KEEP", "Spill", "SpillMap"]
+__all__ = ["KEEP", "PREFIX", "Spill", "SpillMap", "reclaim_stale"]
 
 K = TypeVar("K", int, str)
 V = TypeVar("V")
 
 #: Entries a table keeps in memory before it spills the least recently used ones
 #: (``LOOPTAP_SPILL_KEEP`` sets another, e.g. a small one to test the spilled path on a small run).
+#: An analysis's tables together hold a few KB per conversation kept (its turn records, history
+#: hashes, checks' state): 4,096 of them (up to half as many again between trims) are ~40 MB;
+#: 20,000 were ~120 MB, all of a 100k run's growth over a 10k one. More conversations active at
+#: once than this is rare; past it, the least recently used are read back from disk.
 _KEEP = os.environ.get("LOOPTAP_SPILL_KEEP", "").strip()
-KEEP = int(_KEEP) if _KEEP.isdigit() and int(_KEEP) > 0 else 20_000
+KEEP = int(_KEEP) if _KEEP.isdigit() and int(_KEEP) > 0 else 4096
 
 _BLOOM_BITS = 1 << 24  # 2 MB: a few % of false positives at a few million spilled keys
 _MASK = _BLOOM_BITS - 1
+
+
+#: How a spill directory's name starts (then ``<pid>-<start time>-`` and mkdtemp's random part).
+PREFIX = "looptap-spill-"
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, from ``/proc``), ``"0"`` where
+    there is no ``/proc`` and the process exists; ``None`` when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        raw = b""
+    if raw:
+        fields = raw[raw.rfind(b")") + 2 :].split()  # (the command name may hold spaces and parentheses)
+        if len(fields) > 19 and fields[19].isdigit():
+            return fields[19].decode()
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:
+        pass
+    return "0"
+
+
+_reclaimed = False
+
+
+def reclaim_stale(directory: str | None = None) -> list[str]:
+    """Remove the spill directories left in ``directory`` (the temporary directory) by looptap
+    processes that died without cleaning up; the paths removed. A directory is removed only when
+    it is one (``lstat``: a symlink is never followed), is owned by this user with mode 0700, and
+    its name's pid is not running or runs a process started at another time (a reused pid)."""
+    where = directory if directory is not None else tempfile.gettempdir()
+    removed: list[str] = []
+    me = os.getuid() if hasattr(os, "getuid") else None
+    try:
+        entries = os.scandir(where)
+    except OSError:
+        return removed
+    with entries:
+        for entry in entries:
+            if not entry.name.startswith(PREFIX):
+                continue
+            parts = entry.name[len(PREFIX) :].split("-", 2)
+            if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+                continue  # not named by this scheme (an older looptap's): whose it is cannot be told
+            pid, start = int(parts[0]), parts[1]
+            if pid == os.getpid():
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode) or (me is not None and st.st_uid != me) or stat.S_IMODE(st.st_mode) != 0o700:
+                continue
+            now = _start_time(pid)
+            if now is not None and now in (start, "0"):
+                continue  # its process is still running
+            shutil.rmtree(entry.path, ignore_errors=True)  # (rmtree never follows a symlink inside)
+            removed.append(entry.path)
+    return removed
+
+
+def _reclaim_once() -> None:
+    global _reclaimed
+    if not _reclaimed:
+        _reclaimed = True
+        try:
+            reclaim_stale()
+        except OSError:  # best effort: never a reason to fail a command
+            pass
 
 
 def _close(db: sqlite3.Connection | None, where: str) -> None:
@@ -57,6 +144,7 @@ class Spill:
         self._dir: str | None = None
         self._tables = 0
         self._finalizer: weakref.finalize[Any, Any] | None = None
+        _reclaim_once()
 
     def table(self) -> str:
         self._tables += 1
@@ -66,7 +154,8 @@ class Spill:
         if self._db is None:
             import sqlite3
 
-            self._dir = tempfile.mkdtemp(prefix="looptap-spill-")  # 0700
+            pid = os.getpid()
+            self._dir = tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{_start_time(pid) or 0}-")  # 0700
             path = os.path.join(self._dir, "spill.db")
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -229,6 +318,14 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         for key, _ in out:
             self._mark(key)
         db = self._spill.db(self._table)
-        db.executemany(f"INSERT INTO {self._table} (k, v) VALUES (?, ?)", out)
+        # One transaction for the batch: in autocommit mode every row was a commit of its own
+        # (ten times the time for a batch of 10,000, the analysis's largest single cost at 1 GB).
+        db.execute("BEGIN")
+        try:
+            db.executemany(f"INSERT INTO {self._table} (k, v) VALUES (?, ?)", out)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
         self._cold += len(out)
 

@@ -116,12 +116,12 @@ class Cursor:
         """Place the cursor in ``matcher``'s recording (labelled by turn); raises
         :class:`CursorError` when it selects no recorded round trip."""
         matcher.label()
-        self._by_seq = {r.exchange.seq if r.exchange.seq is not None else r.index: r for r in matcher.recorded}
+        self._by_seq = {r.seq: r for r in matcher.recorded}
         if self.spec.seq is not None and self.spec.seq not in self._by_seq:
             raise CursorError(f"cursor {self.spec.text!r}: the run has no round trip seq {self.spec.seq} (0-{len(self._by_seq) - 1})")
         for r in matcher.recorded:
             if self.at(r):
-                seq = r.exchange.seq if r.exchange.seq is not None else r.index
+                seq = r.seq
                 self.starts.setdefault(r.conversation, seq)
         if not self.starts:
             convs = sorted({str(r.conversation) for r in matcher.recorded if r.conversation is not None})

@@ -17,9 +17,13 @@ of a conversation already under way.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+from array import array
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol, overload
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 import orjson
@@ -31,7 +35,12 @@ from cassettes.replay.jsondiff import ECHO, Change, clip, format_path, json_diff
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Exchange, Headers, header
 
-__all__ = ["Matcher", "Miss", "Recorded", "RequestKey", "Verdict", "attribute", "request_key"]
+__all__ = ["Matcher", "Miss", "Recorded", "Recordings", "RequestKey", "Verdict", "attribute", "request_key"]
+
+#: Request keys of a recording read from disk kept at hand (the most recently used).
+KEY_CACHE = 256
+#: Recorded exchanges read again from disk kept at hand (the most recently played).
+EXCHANGE_CACHE = 32
 
 #: Query parameters that carry credentials, never compared.
 _SECRET_QUERY = frozenset({"key", "api-key", "api_key", "token", "access_token", "x-goog-api-key"})
@@ -324,23 +333,132 @@ def _field_verdict(recorded: RequestKey, live: RequestKey, top: str, ch: Change)
 # The matcher
 
 
-@dataclass
 class Recorded:
-    """One recorded round trip and its place in the run."""
+    """One recorded round trip and its place in the run: a view of the matcher's arrays (its
+    exchange and request key are read again from the recording when asked for, so a matcher over
+    a million round trips holds a few integers per round trip, not the run)."""
 
-    index: int
-    exchange: Exchange
-    key: RequestKey
-    conversation: str | None = None
-    turn: int | None = None
-    plays: int = 0
+    __slots__ = ("_m", "index")
+
+    def __init__(self, matcher: Matcher, index: int) -> None:
+        self._m = matcher
+        self.index = index
+
+    @property
+    def exchange(self) -> Exchange:
+        return self._m._exchange(self.index)
+
+    @property
+    def key(self) -> RequestKey:
+        return self._m._key(self.index)
+
+    @property
+    def seq(self) -> int:
+        """The recorded seq (its position when it has none)."""
+        return self._m._seq(self.index)
+
+    @property
+    def plays(self) -> int:
+        return self._m._plays[self.index]
+
+    @plays.setter
+    def plays(self, n: int) -> None:
+        self._m._set_plays(self.index, n)
+
+    @property
+    def conversation(self) -> str | None:
+        return self._m._conversation(self.index)
+
+    @property
+    def turn(self) -> int | None:
+        t = self._m._turn[self.index] if self._m._turn else -1
+        return t if t >= 0 else None
 
     @property
     def label(self) -> str:
-        seq = self.exchange.seq if self.exchange.seq is not None else self.index
+        seq = self.seq
         if self.conversation is not None and self.turn is not None:
             return f"conversation {self.conversation}, turn {self.turn} (seq {seq})"
-        return f"round trip seq {seq} ({self.key.method} {self.key.path})"
+        key = self.key
+        return f"round trip seq {seq} ({key.method} {key.path})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Recorded) and other._m is self._m and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash((id(self._m), self.index))
+
+    def __repr__(self) -> str:
+        return f"Recorded({self.index}, seq {self.seq}, plays {self.plays})"
+
+
+class Recordings(Protocol):
+    """What a :class:`Matcher` serves from: the recorded exchanges by position, read again when
+    asked for (:class:`~cassettes.replay.indexed.IndexedRecordings`), or a list in memory."""
+
+    def __len__(self) -> int: ...
+    def exchange(self, i: int) -> Exchange: ...
+    def seq(self, i: int) -> int: ...
+    def scan(self) -> Iterator[Exchange]: ...
+    def labels(self) -> Iterator[tuple[int, str, int]]: ...
+
+
+class _InMemory:
+    """Exchanges held in a list (the pytest plugin, a fork, a run imported from another format)."""
+
+    def __init__(self, exchanges: Sequence[Exchange]) -> None:
+        self.exchanges = exchanges
+
+    def __len__(self) -> int:
+        return len(self.exchanges)
+
+    def exchange(self, i: int) -> Exchange:
+        return self.exchanges[i]
+
+    def seq(self, i: int) -> int:
+        s = self.exchanges[i].seq
+        return s if s is not None else i
+
+    def scan(self) -> Iterator[Exchange]:
+        return iter(self.exchanges)
+
+    def labels(self) -> Iterator[tuple[int, str, int]]:
+        """(position, conversation, turn) of every round trip the run analysis places in a turn."""
+        from cassettes.analysis import analyse
+
+        analysis = analyse(self.exchanges)
+        for i, ex in enumerate(self.exchanges):
+            turn = analysis.turns.get(ex.seq if ex.seq is not None else i)
+            if turn is not None:
+                yield i, turn.conversation, turn.index
+
+
+class _RecordedList(Sequence[Recorded]):
+    """Every recorded round trip, in recording order (views made on access)."""
+
+    def __init__(self, matcher: Matcher) -> None:
+        self._m = matcher
+
+    def __len__(self) -> int:
+        return len(self._m._plays)
+
+    @overload
+    def __getitem__(self, i: int) -> Recorded: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Recorded]: ...
+    def __getitem__(self, i: int | slice) -> Recorded | list[Recorded]:
+        n = len(self)
+        if isinstance(i, slice):
+            return [Recorded(self._m, j) for j in range(*i.indices(n))]
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        return Recorded(self._m, i)
+
+    def __iter__(self) -> Iterator[Recorded]:
+        m = self._m
+        return (Recorded(m, i) for i in range(len(self)))
 
 
 @dataclass
@@ -406,37 +524,132 @@ class Matcher:
     may answer, and the headers the adapter names as semantic must be equal too.
     """
 
-    def __init__(self, exchanges: Sequence[Exchange], strict: bool = False) -> None:
+    def __init__(self, exchanges: Sequence[Exchange] | Recordings, strict: bool = False) -> None:
         self.strict = strict
-        self._exchanges = exchanges
+        src: Recordings = exchanges if not isinstance(exchanges, Sequence) else _InMemory(exchanges)
+        self._src = src
         self._labelled = False
-        self.recorded: list[Recorded] = []
-        for i, ex in enumerate(exchanges):
-            key = request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json())
-            if ex.edits:  # a fork's edited request: the agent sends its own (cassettes.wire.edited)
-                key = _client_key(ex) or key
-            self.recorded.append(Recorded(i, ex, key))
-        self._by_digest: dict[bytes, list[Recorded]] = {}
-        for r in self.recorded:
-            self._by_digest.setdefault(r.key.digest, []).append(r)
+        self._lock = threading.Lock()
+        # Per recorded round trip: times played, the hash of its request key's digest, and once
+        # labelled its conversation (a number) and turn. Keys are kept only for a run held in
+        # memory; one read from disk has its keys made again when needed (a small cache).
+        self._plays: array[int] = array("q")
+        self._hashes: array[int] = array("q")
+        self._conv: array[int] = array("l")
+        self._turn: array[int] = array("l")
+        self._conv_ids: list[str] = []
+        self._keys: list[RequestKey] | None = [] if isinstance(src, _InMemory) else None
+        self._key_cache: OrderedDict[int, RequestKey] = OrderedDict()
+        self._ex_cache: OrderedDict[int, Exchange] = OrderedDict()
+        self._paths: set[str] = set()
+        for ex in src.scan():
+            key = _recorded_key(ex)
+            self._hashes.append(hash(key.digest))
+            self._paths.add(key.path)
+            if self._keys is not None:
+                self._keys.append(key)
+        n = len(self._hashes)
+        self._plays = array("q", bytes(8 * n))
+        # The keys' hashes in order, with their positions (equal hashes: in recording order).
+        order = sorted(range(n), key=self._hashes.__getitem__)
+        self._order: array[int] = array("q", order)
+        self._sorted: array[int] = array("q", (self._hashes[i] for i in order))
+        del order
+        self._unplayed_from = 0  # no round trip before this one is unplayed
+        self.recorded: Sequence[Recorded] = _RecordedList(self)
         self.misses: list[Miss] = []
-        self._paths = {r.key.path for r in self.recorded}
         #: The client's base path → the recording's (``/v1`` → ``/backend-api/codex``), learned
         #: from the first request that matched a recorded one only under that base (``_rebased``).
         self.bases: dict[str, str] = {}
+
+    # -- the recording, by position ------------------------------------------------------------
+    def _exchange(self, i: int) -> Exchange:
+        if isinstance(self._src, _InMemory):
+            return self._src.exchanges[i]
+        with self._lock:
+            hit = self._ex_cache.get(i)
+            if hit is not None:
+                self._ex_cache.move_to_end(i)
+                return hit
+            ex = self._src.exchange(i)
+            self._ex_cache[i] = ex
+            while len(self._ex_cache) > EXCHANGE_CACHE:
+                self._ex_cache.popitem(last=False)
+            return ex
+
+    def _key(self, i: int) -> RequestKey:
+        if self._keys is not None:
+            return self._keys[i]
+        with self._lock:
+            hit = self._key_cache.get(i)
+            if hit is not None:
+                self._key_cache.move_to_end(i)
+                return hit
+        key = _recorded_key(self._exchange(i))
+        with self._lock:
+            self._key_cache[i] = key
+            while len(self._key_cache) > KEY_CACHE:
+                self._key_cache.popitem(last=False)
+        return key
+
+    def _seq(self, i: int) -> int:
+        return self._src.seq(i)
+
+    def _conversation(self, i: int) -> str | None:
+        c = self._conv[i] if self._conv else -1
+        return self._conv_ids[c] if c >= 0 else None
+
+    def _candidates(self, digest: bytes) -> Iterator[int]:
+        """Positions whose key's digest has the hash of ``digest``, in recording order."""
+        h = hash(digest)
+        srt, order = self._sorted, self._order
+        j = bisect_left(srt, h)
+        while j < len(srt) and srt[j] == h:
+            yield order[j]
+            j += 1
+
+    def _same(self, i: int, digest: bytes) -> bool:
+        return self._key(i).digest == digest
+
+    def _first_unplayed(self, digest: bytes, after: int = -1) -> Recorded | None:
+        """The first round trip past ``after``, not yet played, whose request key is ``digest``."""
+        plays = self._plays
+        for i in self._candidates(digest):
+            if i > after and not plays[i] and self._same(i, digest):
+                return Recorded(self, i)
+        return None
+
+    def retried(self, rec: Recorded) -> bool:
+        """Whether the same request was recorded again later, not yet played (the SDK retried)."""
+        return self._first_unplayed(rec.key.digest, rec.index) is not None
+
+    def _next_unplayed(self) -> Recorded | None:
+        plays = self._plays
+        i = self._unplayed_from
+        while i < len(plays) and plays[i]:
+            i += 1
+        self._unplayed_from = i
+        return Recorded(self, i) if i < len(plays) else None
+
+    def _set_plays(self, i: int, n: int) -> None:
+        self._plays[i] = n
+        if not n and i < self._unplayed_from:
+            self._unplayed_from = i
 
     def label(self) -> None:
         """Place every recorded round trip in its conversation and turn (the run analysis). Done
         on first need — a miss or a report — so a large cassette starts serving at once."""
         if self._labelled:
             return
-        from cassettes.analysis import analyse
-
-        analysis = analyse(self._exchanges)
-        for r in self.recorded:
-            turn = analysis.turns.get(r.exchange.seq if r.exchange.seq is not None else r.index)
-            if turn is not None:
-                r.conversation, r.turn = turn.conversation, turn.index
+        n = len(self._plays)
+        conv = array("l", [-1]) * n
+        turn = array("l", [-1]) * n
+        ids: dict[str, int] = {}
+        for i, c, t in self._src.labels():
+            conv[i] = ids.setdefault(c, len(ids))
+            turn[i] = t
+        self._conv_ids = list(ids)
+        self._conv, self._turn = conv, turn
         self._labelled = True
 
     # -- matching ------------------------------------------------------------------------------
@@ -460,7 +673,7 @@ class Matcher:
         """The attempt ``rec`` was matched to did not get the recorded answer (a fault failed it,
         or it went live past a cursor): the next attempt at the same request gets it."""
         if rec.plays > 0:
-            rec.plays -= 1
+            self._set_plays(rec.index, rec.plays - 1)
 
     def resolve(self, miss: Miss) -> None:
         """A miss answered after all (passed on to a live upstream): no longer one."""
@@ -492,24 +705,25 @@ class Matcher:
             if base in self.bases:
                 continue
             alt = replace(key, path=path)
-            if any(not r.plays for r in self._by_digest.get(alt.digest, [])):
+            if self._first_unplayed(alt.digest) is not None:
                 self.bases[base] = recorded
                 return alt
         return key
 
     def _find(self, key: RequestKey) -> Recorded | Miss:
-        same = self._by_digest.get(key.digest, [])
+        digest = key.digest
         if self.strict:
-            nxt = next((r for r in self.recorded if not r.plays), None)
-            if nxt is not None and nxt in same and self._headers_match(nxt, key):
+            nxt = self._next_unplayed()
+            same = nxt is not None and hash(digest) == self._hashes[nxt.index] and self._same(nxt.index, digest)
+            if nxt is not None and same and self._headers_match(nxt, key):
                 return nxt
-            if nxt is not None and nxt in same:
+            if nxt is not None and same:
                 hdrs = ", ".join(h for h in self._semantic(nxt) if header(nxt.key.headers, h) != header(key.headers, h))
                 return Miss(key.method, key.target, f"strict: headers differ from the next recorded turn ({hdrs})", nxt)
             return self._miss(key, strict_next=nxt)
-        for r in same:
-            if not r.plays:
-                return r
+        found = self._first_unplayed(digest)
+        if found is not None:
+            return found
         return self._miss(key)
 
     def _semantic(self, r: Recorded) -> tuple[str, ...]:
@@ -573,8 +787,20 @@ class Matcher:
             self.label()
         return out
 
+    def count_unplayed(self) -> int:
+        return sum(1 for p in self._plays if not p)
+
     def played(self) -> list[Recorded]:
-        return [r for r in self.recorded if r.plays]
+        return [Recorded(self, i) for i, p in enumerate(self._plays) if p]
+
+
+def _recorded_key(ex: Exchange) -> RequestKey:
+    """The key a recorded round trip is matched by: its request's, or, for a fork's edited
+    request, the one the agent sends (:mod:`cassettes.wire.edited`)."""
+    key = request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json())
+    if ex.edits:
+        key = _client_key(ex) or key
+    return key
 
 
 def _learned(method: str, target: str, headers: Headers, body: bytes) -> Redactor:

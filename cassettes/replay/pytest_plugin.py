@@ -629,13 +629,13 @@ def _summary_lines(session: LooptapSession) -> list[str]:
         return lines
     from cassettes.replay.faults import STATUS_KINDS, parse_fault
 
-    by_seq = {r.exchange.seq: r for r in server.matcher.recorded}
-    answered = {r.exchange.seq for r in server.matcher.recorded if r.plays}
+    by_seq = {r.seq: r for r in server.matcher.recorded}
+    answered = {r.seq for r in server.matcher.played()}
     for _n, seq, text in fired:
         if seq is not None and parse_fault(text).kind not in (*STATUS_KINDS, "reset"):
             answered.add(seq)
     lines[0] = re.sub(r"played \d+ of", f"played {len(answered)} of", lines[0], count=1)
-    faulted = {f"  unplayed: {by_seq[seq].label}:" for seq in answered - {r.exchange.seq for r in server.matcher.recorded if r.plays} if seq in by_seq}
+    faulted = {f"  unplayed: {by_seq[seq].label}:" for seq in answered - {r.seq for r in server.matcher.played()} if seq in by_seq}
     lines = [ln for ln in lines if not any(ln.startswith(f) for f in faulted)]  # answered, by the fault
     lines.append(f"  faults injected: {len(fired)}")
     for n, seq, text in fired[:20]:

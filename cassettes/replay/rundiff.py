@@ -10,7 +10,7 @@ are not divergences.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from cassettes.replay.jsondiff import Change, json_diff, short
 from cassettes.replay.matcher import attribute, request_key
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["Divergence", "diff_runs", "divergence_lines"]
+__all__ = ["MAX_DIVERGENCES", "Divergence", "Divergences", "diff_runs", "divergence_lines"]
 
 
 @dataclass
@@ -157,9 +157,31 @@ def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes:
     return divs
 
 
-def diff_analysed(ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange]) -> list[Divergence]:
-    """The divergences of two analysed runs; ``exa``/``exb`` give a round trip's exchange by seq."""
-    out: list[Divergence] = []
+#: Divergences a diff keeps (the first ones, in order); past it they are counted, not kept: two
+#: runs of a million round trips that differ everywhere cost a bounded report, not the run again.
+MAX_DIVERGENCES = 5_000
+
+
+class Divergences(list[Divergence]):
+    """The divergences kept, and how many more there were (:data:`MAX_DIVERGENCES`)."""
+
+    left_out: int = 0
+
+    def add(self, found: Iterable[Divergence], limit: int) -> None:
+        for d in found:
+            if len(self) < limit:
+                self.append(d)
+            else:
+                self.left_out += 1
+
+
+def diff_analysed(
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], limit: int | None = None
+) -> Divergences:
+    """The divergences of two analysed runs; ``exa``/``exb`` give a round trip's exchange by seq.
+    At most ``limit`` (:data:`MAX_DIVERGENCES`) are kept; ``left_out`` counts the others."""
+    keep = MAX_DIVERGENCES if limit is None else limit
+    out = Divergences()
     for i in range(max(len(ra.conversations), len(rb.conversations))):
         ca = ra.conversations[i] if i < len(ra.conversations) else None
         cb = rb.conversations[i] if i < len(rb.conversations) else None
@@ -168,33 +190,29 @@ def diff_analysed(ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchang
             assert present is not None
             who = "A" if ca is not None else "B"
             other = "B" if who == "A" else "A"
-            out.append(Divergence("C", f"run {who} has a conversation run {other} never started ({len(present.turns)} turns)", ca.id if ca else None, cb.id if cb else None))
+            out.add([Divergence("C", f"run {who} has a conversation run {other} never started ({len(present.turns)} turns)", ca.id if ca else None, cb.id if cb else None)], keep)
             continue
-        out.extend(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id))
+        out.add(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id), keep)
     return out
 
 
 def _diff_conversation(
     ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], ta: list[int], tb: list[int], ida: str, idb: str,
     offset: int = 0,
-) -> list[Divergence]:
+) -> Iterator[Divergence]:
     """The divergences of two conversations turn by turn (``ta``/``tb``: their seqs; ``offset``:
-    the turn index of their first, when lined up from a fork's cursor)."""
-    out: list[Divergence] = []
+    the turn index of their first, when lined up from a fork's cursor), as they are found."""
     for k in range(min(len(ta), len(tb))):
-        out += _diff_turn(ra, rb, exa(ta[k]), exb(tb[k]), ta[k], tb[k], k + offset, ida, idb)
+        yield from _diff_turn(ra, rb, exa(ta[k]), exb(tb[k]), ta[k], tb[k], k + offset, ida, idb)
     if len(ta) != len(tb):
         longer, who = (ta, "A") if len(ta) > len(tb) else (tb, "B")
         n = abs(len(ta) - len(tb))
         k = min(len(ta), len(tb))
-        out.append(
-            Divergence(
-                "C",
-                f"run {who} went on for {n} more turn{'s' if n > 1 else ''} (from turn {k + offset}); the other stopped after turn {k + offset - 1}",
-                ida, idb, k + offset, longer[k] if who == "A" else None, longer[k] if who == "B" else None,
-            )
+        yield Divergence(
+            "C",
+            f"run {who} went on for {n} more turn{'s' if n > 1 else ''} (from turn {k + offset}); the other stopped after turn {k + offset - 1}",
+            ida, idb, k + offset, longer[k] if who == "A" else None, longer[k] if who == "B" else None,
         )
-    return out
 
 
 def _diff_turn(ra: RunAnalysis, rb: RunAnalysis, xa: Exchange, xb: Exchange, sa: int, sb: int, k: int, ida: str, idb: str) -> list[Divergence]:
@@ -314,7 +332,9 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
     """The text report: grouped by conversation, then turn."""
     if not divs:
         return [f"{title}: the runs do not diverge"]
-    lines = [f"{title}: {len(divs)} divergence{'s' if len(divs) > 1 else ''}"]
+    left_out = getattr(divs, "left_out", 0)
+    total = len(divs) + left_out
+    lines = [f"{title}: {total:{',' if left_out else ''}} divergence{'s' if total > 1 else ''}"]
     by_conv: dict[tuple[str | None, str | None], list[Divergence]] = {}
     for d in divs:
         by_conv.setdefault((d.conversation_a, d.conversation_b), []).append(d)
@@ -331,4 +351,6 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
                 lines.append(f"      {line}")
             if len(d.changes) > max_changes:
                 lines.append(f"      … and {len(d.changes) - max_changes} more")
+    if left_out:
+        lines.append(f"… and {left_out:,} more divergences, not listed (the first {len(divs):,} are)")
     return lines

@@ -39,6 +39,7 @@ from cassettes.providers import REVERSE_UPSTREAMS, Provider
 from cassettes.replay.background import BackgroundServer
 from cassettes.replay.faults import Fault, FaultPlan
 from cassettes.replay.http1 import HOP_BY_HOP, BadRequest, Request, Watchdog, read_request, refuse
+from cassettes.replay.indexed import IndexedRecordings
 from cassettes.replay.jsondiff import clip
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
 from cassettes.replay.plan import (
@@ -68,6 +69,9 @@ WRITE_TIMEOUT = 60.0
 #: to a recorded request (which are shared with the recording, free): past it, a served
 #: exchange keeps the body's size in a note instead of the body.
 RETAIN_BODIES = 64 << 20
+#: Unplayed round trips the report names one by one (then how many more): a run of a million
+#: round trips stopped after a few gets a short report, not a million lines.
+UNPLAYED_LISTED = 100
 
 #: Status and error code of the answer to a request the cassette cannot answer.
 MISS_STATUS = 400
@@ -169,26 +173,34 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         retain_bodies: int = RETAIN_BODIES,
         cursor: Router | None = None,
     ) -> None:
+        recordings: Sequence[Exchange] | IndexedRecordings
         if isinstance(cassette, (str, Path)):
-            # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file),
-            # held in memory: every recorded round trip is a candidate answer.
-            from cassettes.reading.run import open_run
+            # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file).
+            # A looptap cassette is served from its offset index (a played round trip is read
+            # again from disk); the others, small by nature, are held in memory.
+            from cassettes.reading.run import detect, open_run
 
-            run = open_run(cassette, whole=True)
             self.source = str(cassette)
-            self.problems = run.problems
-            exchanges: Sequence[Exchange] = list(run.exchanges)
+            if detect(cassette) == "looptap":
+                recordings = IndexedRecordings(cassette)
+            else:
+                run = open_run(cassette, whole=True)
+                self.problems = run.problems
+                recordings = list(run.exchanges)
         else:
             self.source = "<exchanges>"
             self.problems = []
-            exchanges = cassette
-        for i, ex in enumerate(exchanges):
-            if ex.seq is None:
-                ex.seq = i
+            recordings = cassette
+        if not isinstance(recordings, IndexedRecordings):
+            for i, ex in enumerate(recordings):
+                if ex.seq is None:
+                    ex.seq = i
         self.host = host
         self.port = port
         self.speed = parse_pace(pace)
-        self.matcher = Matcher(exchanges, strict=strict)
+        self.matcher = Matcher(recordings, strict=strict)
+        if isinstance(recordings, IndexedRecordings):
+            self.problems = recordings.problems  # (known once the file is read)
         #: Faults to inject (``--fault``); ``faults.fired`` lists what was injected.
         self.faults = faults
         if faults is not None and faults.needs_turns:
@@ -252,8 +264,17 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             out[0] += f", {self.write_timeouts} connections dropped (answer unread for {self.write_timeout:g} s)"
         if self.accept_pauses:
             out[0] += f", accepting paused {self.accept_pauses} times (out of file descriptors)"
-        for r in self.unplayed():
-            out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
+        unplayed = self.matcher.count_unplayed()
+        if unplayed:
+            self.matcher.label()
+        shown = 0
+        for r in self.matcher.recorded if unplayed else ():
+            if shown == UNPLAYED_LISTED:
+                out.append(f"  … and {unplayed - shown:,} more unplayed round trips")
+                break
+            if not r.plays:
+                shown += 1
+                out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
         for m in self.matcher.misses:
             out.append(f"  unmatched: {m.method} {clip(m.target)}: {clip(m.reason)}")
         for e in self.internal_errors[:20]:
@@ -494,7 +515,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
 
     def _recorded_retry(self, rec: Recorded) -> bool:
         """The recording shows the SDK retrying this error: the same request recorded again later."""
-        return any(r.index > rec.index and not r.plays and r.key.digest == rec.key.digest for r in self.matcher.recorded)
+        return self.matcher.retried(rec)
 
     async def _play(self, req: Request, writer: asyncio.StreamWriter, answer: Play, t0: float, dog: Watchdog | None = None) -> bool:
         rec, fault = answer.rec, answer.fault

@@ -385,21 +385,18 @@ _LAYER_NAMES = {"E": "E — model emission", "A": "A — API", "C": "C — clien
 _BRANCH_WORDS = {"sub_agent": "sub-agent of", "side_call": "side call on"}
 
 
-def analysis_lines(analysis: RunAnalysis) -> list[str]:
-    """Findings grouped by layer, then the token-cost growth table of each conversation."""
-    out: list[str] = []
-    out.append("")
-    out.append(
-        f"{count(len(analysis.conversations), 'conversation')}, {count(len(analysis.turns), 'turn')}, {count(len(analysis.findings), 'finding')}"
-    )
+def analysis_lines(analysis: RunAnalysis) -> Iterator[str]:
+    """Findings grouped by layer, then the token-cost growth table of each conversation, a line at
+    a time (a run of a million conversations has millions of lines: they are never held)."""
+    yield ""
+    yield f"{count(len(analysis.conversations), 'conversation')}, {count(len(analysis.turns), 'turn')}, {count(len(analysis.findings), 'finding')}"
     for layer in _LAYER_NAMES:
-        out += _layer_lines(analysis, layer)
+        yield from _layer_lines(analysis, layer)
     for conv in analysis.conversations:
-        out += _growth_lines(analysis, conv)
+        yield from _growth_lines(analysis, conv)
     if analysis.errors:
-        out.append("")
-        out.extend(f"(!) analysis: {e}" for e in analysis.errors)
-    return out
+        yield ""
+        yield from (f"(!) analysis: {e}" for e in analysis.errors)
 
 
 def _layer_lines(analysis: RunAnalysis, layer: str) -> list[str]:

@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -119,6 +120,10 @@ class MessagesView(VerticalScroll, can_focus=True):
         self._edited: dict[int, list[dict[str, Any]]] = {}
         #: What is drawn above the first new message (to scroll past it).
         self._before_new: list[RenderableType] = []
+        #: The view holds the turn's first new message at its top (re-measured whenever its size,
+        #: content or width changes: the layer panes below fill in from another worker, a
+        #: scrollbar appears, the terminal is resized) until the user scrolls it.
+        self._hold_new = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="messages-body")
@@ -135,29 +140,78 @@ class MessagesView(VerticalScroll, can_focus=True):
         self._edits = edits or []
         self._edited = edited_messages(request, self._edits) if request is not None and edits else {}
         self._draw()
-        # Bring what this turn appended into view once laid out (its first message at the top).
+        # Open on what this turn appended (its first message at the top), measured once laid out
+        # and again at every change of layout until the user scrolls (``on_resize``).
+        self._hold_new = True
         self.call_after_refresh(self._scroll_to_new)
 
     def show_note(self, note: str) -> None:
         self._request = None
         self._note = note
+        self._hold_new = False
         self._draw()
 
-    def watch_show_all(self) -> None:
+    def watch_show_all(self, show_all: bool) -> None:
         self._draw()
+        # Every message: from the first (the header says the mode); folded again: back on what
+        # this turn appended.
+        self._hold_new = not show_all
+        if show_all:
+            self._scroll_y(0)
+        else:
+            self.call_after_refresh(self._scroll_to_new)
 
     def action_toggle_all(self) -> None:
         self.show_all = not self.show_all
 
-    def _scroll_to_new(self) -> None:
+    @property
+    def new_offset(self) -> int:
+        """The line of the first new message at the body's present width (0: none before it)."""
         if not self._before_new:
-            self.scroll_home(animate=False)
-            return
+            return 0
         body = self.query_one("#messages-body", Static)
         console = self.app.console
         width = max(1, body.content_region.width)
-        lines = console.render_lines(Group(*self._before_new), console.options.update_width(width), pad=False)
-        self.scroll_to(y=len(lines), animate=False)
+        return len(console.render_lines(Group(*self._before_new), console.options.update_width(width), pad=False))
+
+    @property
+    def holding_new(self) -> bool:
+        """Whether the view holds the turn's first new message at its top (as far as it scrolls)."""
+        return self._hold_new
+
+    def _scroll_to_new(self) -> None:
+        if self._hold_new:
+            self._scroll_y(self.new_offset)
+
+    def _scroll_y(self, y: int) -> None:
+        """Scroll now, as far as the view scrolls (``scroll_to`` would wait for another refresh
+        and count as the user's scroll: ``release_anchor``)."""
+        self.scroll_target_y = self.scroll_y = y
+
+    # A new size, or a new virtual size (a scrollbar came or went, so the body's width and its
+    # wrapping changed): the first new message is elsewhere, or the view can now scroll as far as
+    # it (the panes below took their height). Measured once that layout is on screen.
+    def on_resize(self, event: events.Resize) -> None:
+        self._scroll_to_new()
+
+    def watch_virtual_size(self) -> None:
+        if self._hold_new:
+            self.call_after_refresh(self._scroll_to_new)
+
+    # The user scrolled (keys, scrollbar, wheel): the view stays where they put it.
+    def release_anchor(self) -> None:
+        self._hold_new = False
+        super().release_anchor()
+
+    def action_scroll_end(self) -> None:
+        self._hold_new = False
+        super().action_scroll_end()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._hold_new = False
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._hold_new = False
 
     def _draw(self) -> None:
         body = self.query_one("#messages-body", Static)

@@ -209,3 +209,43 @@ def test_a_spilled_analysis_equals_the_one_held_in_memory(tmp_path: Path, monkey
     assert {s: t.model_dump() for s, t in got.turns.items()} == {s: t.model_dump() for s, t in expected.turns.items()}
     held = analyse(read_records(path).exchanges)
     assert held.model_dump() == expected.model_dump()
+
+
+def test_the_tables_in_memory_stay_within_tens_of_megabytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a table keeps in memory before it spills (``spill.KEEP`` entries, and up to half as
+    many again between trims) times what the analysis holds per conversation kept in memory: the
+    part of a command's peak that grows with a run until the tables are full. With 20,000 entries
+    it was ~120 MB (show: 104 MB at 10k round trips, 227 MB at 100k)."""
+    from cassettes.analysis import spill
+
+    keep = spill.KEEP
+    monkeypatch.setattr(spill, "KEEP", 10**6)  # nothing spilled: every conversation's state held
+    _peak_kept(write_huge(tmp_path / "warm.jsonl", 100))
+    small = _peak_kept(write_huge(tmp_path / "small.jsonl", 200))
+    large = _peak_kept(write_huge(tmp_path / "large.jsonl", 600))
+    per_conversation = (large - small) / 400
+    held = per_conversation * keep * 1.5
+    assert held < 64 * 2**20, f"{per_conversation:.0f} bytes per conversation held × {keep:,} kept: {held / 2**20:.0f} MB"
+
+
+def test_show_with_a_filter_holds_neither_the_conversations_nor_the_lines(tmp_path: Path) -> None:
+    """``show --turn 0`` keeps every conversation of a one-turn run: the filtered analysis reads
+    them from the run on each pass, and the findings and growth tables are printed a line at a
+    time (a list of every conversation and of every line was ~2.5 KB per conversation: 2.5 GB
+    at a million)."""
+    from cassettes.cli import _ShowFilter
+    from cassettes.views.view import analysis_lines
+
+    run = open_run(write_huge(tmp_path / "run.jsonl", 400))
+    lines = 0
+    for _ in analysis_lines(_ShowFilter(None, 0, None, None).analysis(run.analysis)):  # warm
+        lines += 1
+    assert lines > 400 * 4
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for _ in analysis_lines(_ShowFilter(None, 0, None, None).analysis(run.analysis)):
+        pass
+    peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    assert peak < 300_000, f"{peak:,} bytes held while printing 400 conversations"

@@ -40,6 +40,23 @@ async def loaded(pilot: Pilot[None]) -> InspectorApp:
     return app
 
 
+def shown(app: InspectorApp, seq: int) -> bool:
+    """Turn ``seq`` is on screen: its request in the messages view and its E, A and C panes (two
+    workers read them, in either order)."""
+    return app._loaded == seq and app._panes_of == seq
+
+
+def settled(app: InspectorApp) -> bool:
+    """The messages view is where it stays until the user scrolls: on the selected turn's first
+    new message (as far as the view scrolls), measured at the layout now on screen."""
+    from inspector.widgets.messages import MessagesView
+
+    view = app.query_one(MessagesView)
+    if not view.holding_new or not view.region:  # (not on screen: another tab is up)
+        return True
+    return view.scroll_y == min(view.new_offset, view.max_scroll_y)
+
+
 def plain(widget: Static) -> str:
     """The text a Static shows, without styles."""
     console = Console(width=200, record=True, file=io.StringIO())

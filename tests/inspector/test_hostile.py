@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import until
 from textual.widgets import DataTable
 from textual.widgets._toast import Toast
 
@@ -50,17 +51,17 @@ async def test_findings_cells_and_toasts_show_markup_literally(hostile_file: Pat
     app = InspectorApp(hostile_file)
     # Pilot hides toasts and tooltips unless asked: here they are rendered and walked.
     async with app.run_test(size=(160, 45), notifications=True, tooltips=True) as pilot:
-        for _ in range(2400):
-            if app.complete or app.failed:
-                break
-            await pilot.pause(0.05)
+        await until(pilot, lambda: app.complete or app.failed)  # hung only when nothing progresses
         # A toast built from wire text: [type=x] once crashed the TUI with a MarkupError.
-        app.notify("tool failed: " + HOSTILE)
-        app.notify("title test", title=HOSTILE)
-        app.notify("[@click=app.quit]Q[/] [type=x]\x1b[2J")
-        await pilot.pause(0.3)
+        # (Kept up for an hour: on a busy machine the default few seconds ran out before they
+        # were read. Waited for by state, not by pauses.)
+        app.notify("tool failed: " + HOSTILE, timeout=3600)
+        app.notify("title test", title=HOSTILE, timeout=3600)
+        app.notify("[@click=app.quit]Q[/] [type=x]\x1b[2J", timeout=3600)
+        await until(pilot, lambda: len(app.screen.query(Toast)) >= 3)
         app.query_one("#tabs").active = "findings"  # type: ignore[attr-defined]
-        await pilot.pause(0.3)
+        await until(pilot, lambda: any(t.row_count for t in app.screen.query(DataTable)))
+        await pilot.pause()
         cells = [str(c) for t in app.screen.query(DataTable) for row in range(t.row_count) for c in t.get_row_at(row)]
         assert any("[@click=" in c for c in cells), cells[:5]
         lines = [line for w in app.screen.walk_children(with_self=True) for line in _rendered(w)]

@@ -6,11 +6,11 @@ recorder exits first."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -146,18 +146,39 @@ def test_shipped_recorder_process_says_why_the_recorder_exited(tmp_path: Path) -
     assert rec.proc is None
 
 
-def test_shipped_recorder_process_times_out_clearly(tmp_path: Path) -> None:
+def test_shipped_recorder_process_times_out_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A "recorder" that says something and never becomes ready, and ignores SIGINT (as any child
     # of a process that ignores it does, an xdist worker for one): it is killed after a short grace.
+    # Its start-up limit (1 s) passes only once it has said its line (a clock that moves then: on
+    # a busy machine the shell alone may take a second); it sleeps for a day, so a start that
+    # waited for it instead of killing it would stop progressing (Hung), not pass late.
+    import threading
+    from types import SimpleNamespace
+
+    from cassettes.replay import recording
+
+    pid_file = tmp_path / "fake.pid"
     fake = tmp_path / "python"
-    fake.write_text("#!/bin/sh\ntrap '' INT\necho 'looptap: still thinking' >&2\nexec sleep 60\n")
+    fake.write_text(f"#!/bin/sh\ntrap '' INT\necho $$ > {pid_file}\necho 'looptap: still thinking' >&2\nexec sleep 86400\n")
     fake.chmod(0o755)
     rec = RecorderProcess(tmp_path / "run.jsonl", python=fake, env=clean_env())
-    t0 = time.monotonic()
-    with pytest.raises(CassetteError, match=r"did not start within 1 s \(no ready file\): looptap: still thinking"):
-        rec.start(timeout=1)
-    assert time.monotonic() - t0 < 15
+    monkeypatch.setattr(recording, "time", SimpleNamespace(monotonic=lambda: 1e9 if "still thinking" in rec.log else 0.0))
+    raised: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            rec.start(timeout=1)
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    pid = int(progress.until(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the fake recorder's pid"))
+    progress.until(lambda: not thread.is_alive(), pids=[pid], what="the not-ready recorder's SIGKILL")
+    assert len(raised) == 1 and isinstance(raised[0], CassetteError), raised
+    assert re.search(r"did not start within 1 s \(no ready file\): looptap: still thinking", str(raised[0])), raised[0]
     assert rec.proc is None
+    assert not Path(f"/proc/{pid}").exists(), "the fake recorder is still there"
 
 
 def test_a_foreign_file_is_not_a_ready_file(tmp_path: Path) -> None:

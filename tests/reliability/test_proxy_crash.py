@@ -120,6 +120,13 @@ def _one_run(i: int, upstream: FakeUpstream, root: Path, rng: random.Random, dur
             lambda: proc.poll() is not None or (out.exists() and out.read_bytes().count(b"\n") >= 2), pids=[proc.pid], interval=0.02, what="round trips on disk"
         )
         time.sleep(rng.uniform(0.0, 1.5))
+    # The agent loops for ever: a recorder that is gone before the kill died on its own (once,
+    # two runs on a fresh --confdir raced to write its CA bundle: tests/proxy/test_confdir_race.py).
+    # Said with its stderr, not as the kill's ProcessLookupError (``poll`` reaped it). Between this
+    # check and the kill nothing reaps it, so the kill cannot miss.
+    if proc.poll() is not None:
+        _, err = proc.communicate()
+        raise AssertionError(f"run {i}: looptap run exited by itself (status {proc.returncode}) before the kill:\n{err.decode(errors='replace')[-2000:]}")
     helpers = children(proc.pid)
     if how == "group":
         os.killpg(proc.pid, signal.SIGKILL)

@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from cassettes.storage.store import read_records
+from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env
 from tests.support.reliability import needs_recorder
 from tests.support.ws_upstream import WsResponsesUpstream
@@ -110,13 +111,17 @@ def kill_run(i: int, upstream: WsResponsesUpstream, root: Path, rng: random.Rand
     if i % 5 == 4:
         time.sleep(rng.uniform(0.2, 5.0))
     else:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None and not (out.exists() and out.read_bytes().count(b"\n") >= 3):
-            time.sleep(0.02)
+        # Hung only when the run stops progressing, never after so many seconds (a busy machine).
+        progress.until(
+            lambda: proc.poll() is not None or (out.exists() and out.read_bytes().count(b"\n") >= 3), pids=[proc.pid], interval=0.02, what="turns on disk"
+        )
         time.sleep(rng.uniform(0.0, 1.5))
+    # The agent loops for ever: a run gone before the kill died on its own (said so, not as the
+    # kill's ProcessLookupError once ``poll`` reaped it).
+    assert proc.poll() is None, f"run {i}: looptap run exited by itself (status {proc.returncode}) before the kill"
     os.killpg(proc.pid, signal.SIGKILL)
     killed_at = time.time()
-    proc.wait(10)
+    progress.wait(proc)
     done = [json.loads(ln) for ln in proc.stdout.read().decode().splitlines() if ln.startswith("{")]
     proc.stdout.close()
     received = {d["marker"]: d["t"] for d in done if "marker" in d}

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from cassettes.storage.store import read_records
+from tests.support import progress
 from tests.support.recorder import RecorderProcess, clean_env, needs_recorder
 from tests.support.secret_streams import (
     bedrock_converse,
@@ -160,7 +161,7 @@ class EchoUpstream:
 
     def __enter__(self) -> EchoUpstream:
         self._thread.start()
-        assert self._ready.wait(10), "the upstream did not start"
+        progress.until(self._ready.is_set, what="the upstream's start")  # hung only when nothing progresses
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,7 +13,6 @@ import struct
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 from cassettes.replay import wsframes
 from cassettes.replay.server import ReplayServer
 from tests.replay.conftest import REPO, SYSTEM, USER, chat_request, chat_response, tool_loop
+from tests.support import progress
 
 #: A generous bound on any wait for the server (a hang shows as this running out).
 PATIENCE = 120.0
@@ -225,10 +225,7 @@ def test_at_the_fd_limit_it_backs_off_with_one_line_and_recovers(tmp_path: Path)
     try:
         for _ in range(200):
             held.append(socket.create_connection(("127.0.0.1", child.port), timeout=PATIENCE))
-        for _ in range(int(PATIENCE * 10)):  # until the server says it ran out (progress, not a time limit)
-            if "out of file descriptors" in child.err.read_text(errors="replace"):
-                break
-            time.sleep(0.1)
+        progress.until(lambda: "out of file descriptors" in child.err.read_text(errors="replace"), pids=[child.proc.pid], what="the server saying it ran out")
         got = _ask(child.port, b"GET /after HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
         assert got.startswith(b"HTTP/1.1 400 ") and b"looptap_replay_miss" in got
         closed = 0

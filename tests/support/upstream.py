@@ -47,7 +47,10 @@ request offers (name and schema-valid arguments), so a real agent loop can run i
                         a plain close)
 ``drip``                a recorded stream sent slowly: one event per ``delay``, or with
                         ``unit=byte`` its first ``bytes`` (default 256) bytes one byte per write,
-                        then the rest event by event (each write's send time is in ``sent_at``)
+                        then the rest event by event (each write's send time is in ``sent_at``);
+                        ``lockstep=KEY``: each write waits until the agent has every byte before
+                        it (it says so with ``FakeUpstream.ack``, an ``http_request`` ``stop``
+                        callback), then ``delay``: in step with the agent however loaded the machine
 ``malformed``           200 with a damaged body: ``kind=json`` (default; cut JSON, honest
                         Content-Length), ``kind=sse`` (a recorded stream with a non-JSON event and
                         no terminal event) or ``kind=binary`` (random bytes labelled as SSE)
@@ -797,6 +800,8 @@ class FakeUpstream(BackgroundServer):
         self.default_scenario = default_scenario
         self.corpus = Corpus(Path(corpus))
         self.served: list[Served] = []
+        #: ``lockstep=KEY`` streams: how many body bytes the agent said it has (``ack``).
+        self.acks: dict[str, int] = {}
         self._lock = threading.Lock()
         self._seq = itertools.count()
         self._init_background()
@@ -916,21 +921,31 @@ class FakeUpstream(BackgroundServer):
         s.complete = True
         return True
 
+    def ack(self, key: str, nbytes: int) -> bool:
+        """The agent of a ``lockstep=KEY`` stream has ``nbytes`` body bytes (a ``stop`` callback of
+        ``http_request``: returns ``False``, never hangs up)."""
+        self.acks[key] = nbytes
+        return False
+
     async def _send_stream(
         self, s: Served, writer: asyncio.StreamWriter, chunks: list[bytes], headers: list[tuple[str, str]], delay: float,
-        reset_after: int | None = None, reset_mode: str = "rst", linger: float = 0.0,
+        reset_after: int | None = None, reset_mode: str = "rst", linger: float = 0.0, lockstep: str | None = None,
     ) -> bool:
         hdrs = [(k, v) for k, v in headers if k.lower() not in ("content-length", "transfer-encoding")]
         hdrs.append(("transfer-encoding", "chunked"))
         hdrs += s.extra_headers
         s.status, s.response_headers = 200, hdrs
         await self._send_head(writer, 200, hdrs)
+        sent = 0
         for i, chunk in enumerate(chunks):
             if reset_after is not None and i >= reset_after:
                 await self._reset(writer, s, reset_mode)
                 return False
+            while lockstep is not None and self.acks.get(lockstep, 0) < sent:
+                await asyncio.sleep(0.001)  # the next write only once the agent has every byte so far
             if i and delay:
-                await asyncio.sleep(delay)
+                await asyncio.sleep(delay)  # (then the pause: each write at least ``delay`` after the agent had the last)
+            sent += len(chunk)
             writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             await writer.drain()
             s.chunks.append(chunk)
@@ -1134,7 +1149,7 @@ class FakeUpstream(BackgroundServer):
         if scenario == "reset_mid_stream":
             after = min(int(params.get("after", 3)), max(len(chunks) - 1, 1))
             return await self._send_stream(s, writer, chunks, headers, delay, reset_after=after, reset_mode=params.get("mode", "rst"))
-        return await self._send_stream(s, writer, chunks, headers, delay, linger=float(params.get("linger", 0)))
+        return await self._send_stream(s, writer, chunks, headers, delay, linger=float(params.get("linger", 0)), lockstep=params.get("lockstep"))
 
 
 # ---------------------------------------------------------------------------------------------

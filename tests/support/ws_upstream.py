@@ -21,6 +21,7 @@ import orjson
 
 from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
 from cassettes.providers.openai_responses import render_responses
+from tests.support import progress
 
 
 def _answer(req: dict[str, Any], rid: str) -> NormalisedResponse:
@@ -318,8 +319,7 @@ class WsResponsesUpstream:
 
     def __enter__(self) -> WsResponsesUpstream:
         self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the WebSocket upstream did not start")
+        progress.until(self._ready.is_set, what="the WebSocket upstream's start")  # hung only when nothing progresses
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -26,7 +26,7 @@ def check_dropped_tool_result(ctx: TurnContext) -> Iterator[Finding]:
     if not any(c.kind in ("function", "custom") for c in prev.rt.response.tool_calls):
         return
     appended = ctx.turn.c.appended
-    answer = response_message(prev.rt.response)
+    answer = response_message(prev.rt.response, ctx.memo)
     if answer is not None and appended and calls_as_text(answer, appended[0]):
         yield ctx.finding(
             "C.tool_calls_as_text",

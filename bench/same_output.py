@@ -1,0 +1,101 @@
+"""``show --json`` and ``show`` of real inputs, this tree against another commit, byte for byte.
+
+    python bench/same_output.py [--against REF] [--corpus DIR] [FILE.jsonl ...]
+
+Every vcrpy cassette under ``--corpus`` (default ``tests/corpus``) is imported once, by REF's
+looptap, into a temporary directory; the FILEs given (e.g. bench/inspector.py's synthetic run,
+tests/support/huge.py's one-turn run) are added as they are. Then each tree (this one, and REF
+checked out in a temporary ``git worktree``) runs ``looptap show --json`` and ``looptap show`` on
+every input, in one process per tree (``cassettes.cli.main``, stdout and stderr captured), and the
+outputs are compared byte for byte, exit codes included. Prints the number of inputs compared and
+each one that differs; exits 1 on any difference. A speed change must leave this at 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONPATH"))}
+
+#: The per-tree child: ``show --json`` and ``show`` of each input, one block per command.
+_CHILD = """
+import contextlib, io, sys
+from cassettes.cli import main
+out_path, files = sys.argv[1], [l for l in open(sys.argv[2]).read().splitlines() if l]
+with open(out_path, "wb") as out:
+    for f in files:
+        for argv in (["show", "--json", f], ["show", f]):
+            buf = io.BytesIO()
+            text = io.TextIOWrapper(buf, encoding="utf-8", write_through=True)
+            err = io.StringIO()
+            old, sys.stdout = sys.stdout, text
+            try:
+                with contextlib.redirect_stderr(err):
+                    try:
+                        rc = main(argv)
+                    except SystemExit as exc:
+                        rc = exc.code
+            finally:
+                text.flush()
+                sys.stdout = old
+            head = f"=== {argv[0]} {argv[1] if len(argv) == 3 else ''} {f} rc={rc}\\n".encode()
+            body = buf.getvalue() + b"\\n--- stderr\\n" + err.getvalue().encode("utf-8", "replace")
+            out.write(head + str(len(body)).encode() + b"\\n" + body + b"\\n")
+"""
+
+
+def _blocks(path: Path) -> dict[str, bytes]:
+    data, out, at = path.read_bytes(), {}, 0
+    while at < len(data):
+        end = data.index(b"\n", at)
+        head = data[at:end].decode()
+        nl = data.index(b"\n", end + 1)
+        size = int(data[end + 1 : nl])
+        out[head] = data[nl + 1 : nl + 1 + size]
+        at = nl + 1 + size + 1
+    return out
+
+
+def _run(tree: Path, files: Path, out: Path) -> dict[str, bytes]:
+    subprocess.run([sys.executable, "-c", _CHILD, str(out), str(files)], check=True, cwd=tree, env={**ENV, "PYTHONPATH": str(tree)})
+    return _blocks(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--against", default="63aa822", metavar="REF")
+    ap.add_argument("--corpus", type=Path, default=ROOT / "tests" / "corpus")
+    ap.add_argument("files", nargs="*", type=Path)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="looptap-same-") as tmp:
+        work = Path(tmp)
+        old = work / "old"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old), args.against], check=True)
+        try:
+            imported = work / "corpus"
+            subprocess.run([sys.executable, "-m", "cassettes.cli", "import", str(args.corpus), "-o", f"{imported}/"],
+                           cwd=old, env={**ENV, "PYTHONPATH": str(old)}, capture_output=True, check=False)
+            inputs = sorted(str(p) for p in imported.rglob("*.jsonl")) + [str(f.resolve()) for f in args.files]
+            listing = work / "files.txt"
+            listing.write_text("\n".join(inputs) + "\n")
+            new_out, old_out = _run(ROOT, listing, work / "new.txt"), _run(old, listing, work / "old.txt")
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)], check=False)
+    differ = sorted(k for k in new_out.keys() | old_out.keys() if new_out.get(k) != old_out.get(k))
+    digest = hashlib.sha256(b"".join(new_out[k] for k in sorted(new_out))).hexdigest()[:16]
+    print(f"{len(inputs)} inputs ({len(inputs) - len(args.files)} imported from {args.corpus}), {len(new_out)} outputs each; "
+          f"{len(differ)} differ from {args.against} (outputs' sha256 {digest})")
+    for k in differ[:50]:
+        print(f"  differs: {k}")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""A looptap cassette served from its offset index: what the replay server holds per recorded
+round trip is a few integers, not the exchange.
+
+:class:`IndexedRecordings` reads the file once, a block at a time (the reader every streaming
+command uses, :class:`~cassettes.storage.index.RecordIndex`), hands each exchange to the
+:class:`~cassettes.replay.matcher.Matcher` (which keeps a hash of its request key) and lets it
+go; a played round trip is read again from disk by its offset. The run analysis that places the
+round trips in conversations and turns (needed for a miss or the report only) is the streamed
+one (:func:`~cassettes.reading.run.open_run`). The memory budget of the commands that read a
+whole run (``LOOPTAP_MEMORY_BUDGET_MB``) holds here too: one line, never a ``MemoryError``.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+
+from cassettes.errors import CassetteFormatError
+from cassettes.storage.codec import loads_record, migrate
+from cassettes.storage.index import BLOCK, BODY_CACHE, RecordIndex, RequestBodies
+from cassettes.storage.store import Problem, open_regular
+from cassettes.wire.exchange import Exchange
+
+__all__ = ["WHOLE_BELOW", "IndexedRecordings"]
+
+#: A recording up to this size is read whole to place its round trips in turns (:meth:`labels`).
+WHOLE_BELOW = 16 << 20
+
+
+class IndexedRecordings:
+    """The exchanges of a looptap cassette by position (those that could be read, in file order),
+    read again from disk on each :meth:`exchange`. :attr:`problems` are the damage found, as the
+    whole-file reader reports it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.index = RecordIndex(self.path)
+        self._bodies = RequestBodies(self.index, BODY_CACHE)
+        self._lock = threading.Lock()
+        #: Index position of each readable record (a record whose history delta cannot be
+        #: rebuilt is skipped, as the whole-file reader skips it).
+        self._pos: array[int] = array("q")
+        self._extra: list[Problem] = []
+        self._scanned = False
+
+    @property
+    def problems(self) -> list[str]:
+        found = sorted([*self.index.problems, *self._extra], key=lambda p: p.line)
+        return [str(p) for p in found]
+
+    def __len__(self) -> int:
+        return len(self._pos)
+
+    def scan(self) -> Iterator[Exchange]:
+        """Every readable exchange, in file order (once: it builds the index)."""
+        if self._scanned:
+            raise RuntimeError("the recording was already scanned")
+        self._scanned = True
+        from cassettes.reading.run import RunTooLargeError, _rss, memory_budget
+
+        index = self.index
+        budget = memory_budget()
+        while True:
+            recs = index.poll(BLOCK)
+            at_end = index.consumed + index.pending >= index.size()
+            yield from self._take(recs, len(index) - len(recs))
+            used = _rss() if budget is not None else None
+            if used is not None and budget is not None and used > budget:
+                raise RunTooLargeError(
+                    f"{self.path}: serving this run needs more than the memory budget of {budget // 2**20:,} MB "
+                    f"({len(self._pos):,} round trips read, {index.consumed * 100 // max(index.size(), 1)} % of the file); "
+                    "set LOOPTAP_MEMORY_BUDGET_MB to allow more"
+                )
+            if at_end:
+                break
+        index.close_tail()
+        yield from self._take(index.tail, len(index) - len(index.tail))
+
+    def _take(self, recs: list[tuple[int, dict[str, object]]], first: int) -> Iterator[Exchange]:
+        for k, (line, rec) in enumerate(recs):
+            try:
+                ex = self._bodies.rebuild(rec, checked=True)  # type: ignore[arg-type]
+            except CassetteFormatError as exc:
+                self._extra.append(Problem(line, "unreadable", f"{exc}; skipped"))
+                continue
+            self._pos.append(first + k)
+            yield ex
+        recs.clear()  # (the block's records: the exchanges go with the caller)
+
+    def seq(self, i: int) -> int:
+        return self.index.seqs[self._pos[i]]
+
+    def exchange(self, i: int) -> Exchange:
+        """The ``i``-th readable exchange, read again from disk."""
+        index = self.index
+        pos = self._pos[i]
+        with open_regular(index.path) as fh:
+            fh.seek(index.offsets[pos])
+            raw = fh.read(index.lengths[pos])
+        rec = loads_record(raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf"))
+        if not isinstance(rec, dict):
+            raise CassetteFormatError(f"record {index.seqs[pos]} is not a JSON object (the file changed while it was served)")
+        rec = migrate(rec, index.format_version)
+        rec.setdefault("seq", index.seqs[pos])
+        with self._lock:
+            return self._bodies.rebuild(rec)
+
+    def labels(self) -> Iterator[tuple[int, str, int]]:
+        """(position, conversation, turn) of every round trip the run analysis places in a turn
+        (the streamed analysis: memory flat in the run's length)."""
+        from cassettes.reading.run import open_run
+
+        # A small run is analysed in memory, as a run held whole is (faster to start: a miss is
+        # answered while the client waits); a large one as a stream.
+        run = open_run(self.path, whole=self.index.size() <= WHOLE_BELOW)
+        turns = run.analysis.turns
+        for i in range(len(self._pos)):
+            turn = turns.get(self.seq(i))
+            if turn is not None:
+                yield i, turn.conversation, turn.index
