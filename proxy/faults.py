@@ -106,7 +106,7 @@ def _is_llm(flow: http.HTTPFlow) -> bool:
 
 
 def _adapter(flow: http.HTTPFlow) -> Provider:
-    from cassettes.replay.matcher import request_key
+    from cassettes.replay.requestkey import request_key
 
     key = request_key(flow.request.method, flow.request.pretty_url, list(flow.request.headers.items()), flow.request.get_content(strict=False) or b"")
     return key.adapter or Provider()

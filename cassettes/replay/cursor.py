@@ -206,7 +206,7 @@ def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None
     starts with (the providers' naming convention), so no provider is named here."""
 
     def live(method: str, target: str, body: bytes) -> str | None:
-        from cassettes.replay.matcher import request_key
+        from cassettes.replay.requestkey import request_key
 
         key = request_key(method, target, [], body)
         fam = key.adapter.family if key.adapter is not None else None

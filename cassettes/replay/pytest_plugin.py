@@ -306,7 +306,7 @@ def _listener_fallback(recorder_env: dict[str, str]) -> Any:
                 break
 
     def fallback(method: str, target: str, body: bytes) -> str | None:
-        from cassettes.replay.matcher import request_key
+        from cassettes.replay.requestkey import request_key
 
         key = request_key(method, target, [], body)
         fam = key.adapter.family if key.adapter is not None else None

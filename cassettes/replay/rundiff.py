@@ -17,7 +17,8 @@ from typing import Any
 
 from cassettes.analysis import RunAnalysis, Turn, analyse
 from cassettes.replay.jsondiff import Change, json_diff, short
-from cassettes.replay.matcher import attribute, request_key
+from cassettes.replay.requestkey import request_key
+from cassettes.replay.verdicts import attribute
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["MAX_DIVERGENCES", "Divergence", "Divergences", "diff_runs", "divergence_lines"]

@@ -1,0 +1,163 @@
+"""Request keys: what of a request the replay matcher compares.
+
+A request is reduced to a :class:`RequestKey`: method, path, query (credentials dropped) and the
+body. JSON bodies compare semantically (key order ignored, list order kept) after the volatile
+values are normalised: ids the provider adapter names as made up per run (tool-call ids …) become
+``<id:1>``, ``<id:2>`` … in order of first appearance; ISO-8601 timestamps become ``<timestamp>``;
+a multipart boundary becomes ``<boundary>``. Headers are ignored except, in strict mode, the few an
+adapter names as changing what the API does. :mod:`cassettes.replay.matcher` matches on them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import SplitResult, parse_qsl, urlsplit
+
+import orjson
+
+from cassettes import bounds, providers
+from cassettes.wire.exchange import Headers, header
+
+__all__ = ["RequestKey", "request_key"]
+
+#: Query parameters that carry credentials, never compared.
+_SECRET_QUERY = frozenset({"key", "api-key", "api_key", "token", "access_token", "x-goog-api-key"})
+_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
+_BOUNDARY = re.compile(r"boundary=\"?([^\";]+)\"?", re.I)
+
+
+@dataclass
+class RequestKey:
+    """A request reduced to what matching compares."""
+
+    method: str
+    path: str
+    query: tuple[tuple[str, str], ...]
+    #: The normalised JSON body, or the body bytes (boundary normalised) when it is not JSON.
+    body: Any
+    is_json: bool
+    #: The body as sent (JSON), for the layer attribution of a diff.
+    raw: Any
+    #: ``<id:N>`` placeholder → the id it replaced.
+    ids: dict[str, str]
+    url: SplitResult
+    adapter: providers.Provider | None
+    headers: Headers = field(default_factory=list)
+
+    @property
+    def digest(self) -> bytes:
+        body = orjson.dumps(self.body, option=orjson.OPT_SORT_KEYS) if self.is_json else self.body
+        return b"\0".join([self.method.encode(), self.path.encode(), repr(self.query).encode(), body])
+
+    @property
+    def target(self) -> str:
+        return self.path + ("?" + "&".join(f"{k}={v}" for k, v in self.query) if self.query else "")
+
+    def history_key(self) -> str | None:
+        if self.adapter is None or not isinstance(self.raw, dict):
+            return None
+        return self.adapter.history_key(self.raw)
+
+
+#: Content types of a lone text part that is the same as the bare string (``"content": "x"``).
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+#: Fields that take a string or a list of content parts.
+_CONTENT_FIELDS = frozenset({"content", "system"})
+
+
+def _normalise(
+    value: Any,
+    ids: set[str],
+    placeholders: dict[str, str],
+    drop: frozenset[str] = frozenset(),
+    free: frozenset[str] | None = None,
+) -> Any:
+    """The body as compared. With ``free`` (an adapter's free-form fields: the API's semantics
+    are known), what the API treats as the same request is written one way: a ``null`` field is
+    an absent one, and a content list that is one plain text part is its string; inside a
+    free-form field (a tool's schema, a call's input) nothing is rewritten but the ids."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if k in drop or (free is not None and v is None):
+                continue
+            inner = None if free is None or k in free else free
+            nv = _normalise(v, ids, placeholders, drop, inner)
+            if inner is not None and k in _CONTENT_FIELDS:
+                nv = _bare_text(nv)
+            out[k] = nv
+        return out
+    if isinstance(value, list):
+        return [_normalise(v, ids, placeholders, drop, free) for v in value]
+    if isinstance(value, str):
+        if value in ids:
+            ph = placeholders.get(value)
+            if ph is None:
+                ph = placeholders[value] = f"<id:{len(placeholders) + 1}>"
+            return ph
+        if _TIMESTAMP.match(value):
+            return "<timestamp>"
+    return value
+
+
+def _bare_text(content: Any) -> Any:
+    """``[{"type": "text", "text": "x"}]`` (nothing else in the part) → ``"x"``."""
+    if isinstance(content, list) and len(content) == 1:
+        part = content[0]
+        if isinstance(part, dict) and part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str) and set(part) == {"type", "text"}:
+            return part["text"]
+    return content
+
+
+def _without_defaults(body: Any, defaults: tuple[tuple[str, Any], ...]) -> Any:
+    """The body without top-level fields at their documented default (``"stream": false``)."""
+    if not defaults or not isinstance(body, dict):
+        return body
+    at_default = {k for k, v in defaults if k in body and body[k] == v and type(body[k]) is type(v)}
+    return {k: v for k, v in body.items() if k not in at_default} if at_default else body
+
+
+def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: Any = None) -> RequestKey:
+    """Normalise one request for matching (``parsed``: the body's JSON when already at hand)."""
+    try:
+        u = urlsplit(url)
+    except ValueError:
+        u = urlsplit("")
+    query = tuple(sorted((k, v) for k, v in parse_qsl(u.query, keep_blank_values=True) if k.lower() not in _SECRET_QUERY))
+    raw = parsed
+    if raw is None and body:
+        try:
+            raw = bounds.loads(body)
+        except orjson.JSONDecodeError:
+            raw = None
+    if raw is None:
+        return RequestKey(method.upper(), u.path, query, _opaque_body(headers, body), False, None, {}, u, None, list(headers))
+    adapter = providers.detect(method.upper(), u, raw)
+    placeholders: dict[str, str] = {}
+    norm = _normalised_json(raw, u, adapter, placeholders)
+    return RequestKey(method.upper(), u.path, query, norm, True, raw, {v: k for k, v in placeholders.items()}, u, adapter, list(headers))
+
+
+def _opaque_body(headers: Headers, body: bytes) -> bytes:
+    """A body that is not JSON, as compared: a multipart boundary written ``<boundary>``."""
+    ctype = header(headers, "content-type") or ""
+    m = _BOUNDARY.search(ctype) if ctype.lower().startswith("multipart/") else None
+    return body.replace(m.group(1).encode("latin-1", "replace"), b"<boundary>") if m else body
+
+
+def _normalised_json(raw: Any, u: SplitResult, adapter: providers.Provider | None, placeholders: dict[str, str]) -> Any:
+    """A JSON body as compared: the adapter's volatile ids, fields and defaults written one way."""
+    if adapter is None:  # an API looptap does not read: compared as sent (only ids and times normalised)
+        return _normalise(raw, set(), placeholders)
+    try:
+        vol = {i for i in adapter.volatile_ids(raw, u) if i}
+    except Exception:  # a lenient adapter that still chokes: compare the ids as they are
+        vol = set()
+    compared = raw
+    if adapter.volatile_top_fields and isinstance(raw, dict):
+        compared = {k: v for k, v in raw.items() if k not in adapter.volatile_top_fields}
+    compared = _without_defaults(compared, adapter.field_defaults)
+    return _normalise(compared, vol, placeholders, adapter.volatile_fields, adapter.free_form_fields)
+
