@@ -18,9 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cassettes.errors import CassetteFormatError
-from cassettes.storage.codec import loads_record, migrate
 from cassettes.storage.index import BLOCK, BODY_CACHE, RecordIndex, RequestBodies
-from cassettes.storage.store import Problem, open_regular
+from cassettes.storage.store import Problem
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["WHOLE_BELOW", "IndexedRecordings"]
@@ -94,16 +93,7 @@ class IndexedRecordings:
 
     def exchange(self, i: int) -> Exchange:
         """The ``i``-th readable exchange, read again from disk."""
-        index = self.index
-        pos = self._pos[i]
-        with open_regular(index.path) as fh:
-            fh.seek(index.offsets[pos])
-            raw = fh.read(index.lengths[pos])
-        rec = loads_record(raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf"))
-        if not isinstance(rec, dict):
-            raise CassetteFormatError(f"record {index.seqs[pos]} is not a JSON object (the file changed while it was served)")
-        rec = migrate(rec, index.format_version)
-        rec.setdefault("seq", index.seqs[pos])
+        rec = self.index.record_at(self._pos[i], regular=True, changed=" (the file changed while it was served)")
         with self._lock:
             return self._bodies.rebuild(rec)
 

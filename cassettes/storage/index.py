@@ -212,12 +212,18 @@ class RecordIndex:
         i = self.position(seq)
         if i is None:
             raise KeyError(seq)
-        with open(self.path, "rb") as f:
-            f.seek(self.offsets[i])
-            raw = f.read(self.lengths[i])
+        return self.record_at(i)
+
+    def record_at(self, pos: int, *, regular: bool = False, changed: str = "") -> dict[str, Any]:
+        """The record at position ``pos`` in reading order, read again from disk (``regular``:
+        refuse anything but a regular file; ``changed``: said after the error if it is no object)."""
+        seq = self.seqs[pos]
+        with open_regular(self.path) if regular else open(self.path, "rb") as f:
+            f.seek(self.offsets[pos])
+            raw = f.read(self.lengths[pos])
         rec = loads_record(raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf"))
         if not isinstance(rec, dict):
-            raise CassetteFormatError(f"record {seq} is not a JSON object")
+            raise CassetteFormatError(f"record {seq} is not a JSON object{changed}")
         rec = migrate(rec, self.format_version)
         rec.setdefault("seq", seq)
         return rec
