@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +78,21 @@ class Child:
         assert line.strip().isdigit(), self.err.read_text()
         self.port = int(line)
 
+    def threads(self) -> int:
+        """The server process's thread count (``/proc/<pid>/status``)."""
+        for ln in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if ln.startswith("Threads:"):
+                return int(ln.split()[1])
+        raise AssertionError("Threads")
+
+    def settled(self, threads: int) -> None:
+        """Wait until the connection threads have ended (back to ``threads``): on a loaded machine
+        the client has the answer before the server's thread lets go of the request it read."""
+        for _ in range(20_000):
+            if self.threads() <= threads:
+                return
+            time.sleep(0.01)
+
     def status(self, field: str) -> int:
         """A ``/proc/<pid>/status`` figure in bytes (``VmRSS``, ``VmHWM``)."""
         for ln in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -106,9 +122,11 @@ def test_large_requests_cost_no_memory_once_answered(tmp_path: Path) -> None:
     down after each (it kept every body twice: in the served log and in the miss's diff)."""
     child = Child(tmp_path)
     try:
+        idle = child.threads()
         with socket.create_connection(("127.0.0.1", child.port), timeout=PATIENCE) as s:  # warm up: a first miss
             s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
             _recv_all(s)
+        child.settled(idle)
         start = child.status("VmRSS")
         body = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "a" * (50 * MB)}]})
         for _ in range(5):
@@ -119,6 +137,7 @@ def test_large_requests_cost_no_memory_once_answered(tmp_path: Path) -> None:
                 got = _recv_all(s)
             assert got.startswith(b"HTTP/1.1 400 ") and b"looptap_replay_miss" in got, got[:300]
             assert len(got) < 20_000  # the miss message does not echo the 50 MB value
+        child.settled(idle)
         grown = child.status("VmRSS") - start
     finally:
         err = child.stop()
