@@ -19,7 +19,7 @@ import ssl
 import stat
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,24 +69,31 @@ def _ephemeral_range() -> tuple[int, int]:
     return lo, hi
 
 
-def free_port() -> int:
+def free_port(avoid: Collection[int] = ()) -> int:
     """A port free to listen on, chosen below the ephemeral range when there is room: a port the
     kernel just said was free inside that range can be taken as the source port of any outgoing
-    connection before mitmproxy binds it (seen in CI as "address already in use")."""
+    connection before mitmproxy binds it (seen in CI as "address already in use"). Never one of
+    ``avoid`` (the ports already given to the other listeners of one recorder: a port is free
+    again as soon as it is tested, so two draws can give the same one)."""
     lo, _ = _ephemeral_range()
     if lo > 11_000:
         rng = random.SystemRandom()
         for _ in range(64):
             port = rng.randrange(10_000, lo)
+            if port in avoid:
+                continue
             with socket.socket() as s:
                 try:
                     s.bind(("127.0.0.1", port))
                 except OSError:
                     continue
                 return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in avoid:
+            return port
 
 
 @dataclass
@@ -122,15 +129,23 @@ class RecorderConfig:
     ready_file: Path | None = None
 
     def listeners(self) -> list[Listener]:
+        """One listener per upstream and the forward proxy, each on a port of its own."""
         out: list[Listener] = []
         names = list(BUILTIN_UPSTREAMS) + [n for n in self.upstreams if n not in BUILTIN_UPSTREAMS]
         port = self.base_port
+        given: set[int] = set()
+
+        def pick() -> int:
+            got = port or free_port(given)
+            given.add(got)
+            return got
+
         for name in names:
             upstream, env, suffix = BUILTIN_UPSTREAMS.get(name, ("", (f"{name.upper().replace('-', '_')}_BASE_URL",), ""))
             upstream = self.upstreams.get(name, upstream)
-            out.append(Listener(name, upstream.rstrip("/"), port or free_port(), env, suffix))
+            out.append(Listener(name, upstream.rstrip("/"), pick(), env, suffix))
             port = port + 1 if port else 0
-        out.append(Listener("forward", None, port or free_port()))
+        out.append(Listener("forward", None, pick()))
         return out
 
 
