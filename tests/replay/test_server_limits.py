@@ -78,12 +78,16 @@ class Child:
         assert line.strip().isdigit(), self.err.read_text()
         self.port = int(line)
 
-    def threads(self) -> int:
-        """The server process's thread count (``/proc/<pid>/status``)."""
+    def _field(self, field: str) -> int:
+        """A ``/proc/<pid>/status`` figure as written there."""
         for ln in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if ln.startswith("Threads:"):
+            if ln.startswith(field + ":"):
                 return int(ln.split()[1])
-        raise AssertionError("Threads")
+        raise AssertionError(field)
+
+    def threads(self) -> int:
+        """The server process's thread count."""
+        return self._field("Threads")
 
     def settled(self, threads: int) -> None:
         """Wait until the connection threads have ended (back to ``threads``): on a loaded machine
@@ -95,10 +99,7 @@ class Child:
 
     def status(self, field: str) -> int:
         """A ``/proc/<pid>/status`` figure in bytes (``VmRSS``, ``VmHWM``)."""
-        for ln in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if ln.startswith(field + ":"):
-                return int(ln.split()[1]) * 1024
-        raise AssertionError(field)
+        return self._field(field) * 1024
 
     def stop(self) -> str:
         assert self.proc.stdin is not None
