@@ -162,7 +162,17 @@ def test_shipped_recorder_process_times_out_clearly(tmp_path: Path, monkeypatch:
     fake.write_text(f"#!/bin/sh\ntrap '' INT\necho $$ > {pid_file}\necho 'looptap: still thinking' >&2\nexec sleep 86400\n")
     fake.chmod(0o755)
     rec = RecorderProcess(tmp_path / "run.jsonl", python=fake, env=clean_env())
-    monkeypatch.setattr(recording, "time", SimpleNamespace(monotonic=lambda: 1e9 if "still thinking" in rec.log else 0.0))
+    now = [0.0]
+
+    def monotonic() -> float:
+        # Still until the line is said, then a day per reading: the limit passes at the first
+        # look after the line whether the start computed its deadline before or after it (on a
+        # busy machine the drain thread may read the line before the deadline is taken).
+        if "still thinking" in rec.log:
+            now[0] += 86400.0
+        return now[0]
+
+    monkeypatch.setattr(recording, "time", SimpleNamespace(monotonic=monotonic))
     raised: list[BaseException] = []
 
     def start() -> None:
