@@ -11,14 +11,26 @@ traceback for bad input.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
+from cassettes import interrupts
 from cassettes.errors import CassetteError, problem_lines
+
+interrupts.watch()  # first: a Ctrl-C swallowed by any later import is still honoured
+
+# orjson's module init assumes its own imports succeed: a Ctrl-C landing inside it (the first
+# ~0.1 s of every command) is a segmentation fault, not a KeyboardInterrupt (ijl/orjson#310).
+# SIGINT is held for the import and arrives right after it, as an ordinary KeyboardInterrupt.
+_HELD = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
+try:
+    import orjson
+finally:
+    if _HELD is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _HELD)
 
 if TYPE_CHECKING:
     from cassettes.storage.paths import Target

@@ -202,6 +202,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         server = build_server([str(Path(r)) for r in roots])
     except (QueryError, OSError) as exc:
         return _refuse(f"looptap mcp: error: {exc}", address is None)
+    from cassettes import interrupts
+
+    interrupts.check()  # a Ctrl-C during start-up that nothing raised: do not serve
     if address is not None:
         host, port = address
         import socket

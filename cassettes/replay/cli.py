@@ -110,6 +110,10 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        from cassettes import interrupts
+
+        if interrupts.seen():  # a Ctrl-C during start-up that nothing raised
+            stop.set()
         try:
             await server.start_async()
         except OSError as exc:

@@ -1,0 +1,50 @@
+"""A Ctrl-C is never lost.
+
+Python turns SIGINT into a ``KeyboardInterrupt`` raised wherever the main thread is at that moment.
+During start-up (the first second of every command: imports, the CA made on a first run) that can
+be a place that cannot raise: a weakref callback of the import machinery, a ``__del__``, a garbage
+collector callback. Python then prints ``Exception ignored in: …`` and goes on; a command that
+serves until Ctrl-C (``record``, ``run``, ``replay``, ``mcp --http``) printed its ready line and
+waited for a Ctrl-C that had already come.
+
+:func:`watch` notes such a swallowed interrupt (through :data:`sys.unraisablehook`, without replacing
+Python's SIGINT handler, so ``asyncio.run`` still turns Ctrl-C into cancelling its main task), and a
+command about to wait for Ctrl-C asks :func:`seen` first, or calls :func:`check`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["check", "seen", "watch"]
+
+_seen = False
+_previous: Any = None
+
+
+def _hook(unraisable: Any) -> None:
+    global _seen
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _seen = True  # honoured at the next check; nothing to print for a Ctrl-C
+        return
+    _previous(unraisable)
+
+
+def watch() -> None:
+    """Note Ctrl-Cs that Python swallows from now on (idempotent)."""
+    global _previous
+    if sys.unraisablehook is not _hook:
+        _previous = sys.unraisablehook
+        sys.unraisablehook = _hook
+
+
+def seen() -> bool:
+    """Whether a Ctrl-C came and was swallowed before it could stop anything."""
+    return _seen
+
+
+def check() -> None:
+    """Raise the ``KeyboardInterrupt`` a swallowed Ctrl-C should have raised."""
+    if _seen:
+        raise KeyboardInterrupt
