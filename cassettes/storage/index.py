@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from cassettes import interrupts
 from cassettes.errors import CassetteFormatError, CassetteIOError
 from cassettes.storage.codec import (
     HistoryDecoder,
@@ -104,6 +105,7 @@ class RecordIndex:
         Raises :class:`CassetteFormatError` when the first line is not a looptap header (or a newer
         one), and :class:`CassetteIOError` when the file cannot be read.
         """
+        interrupts.check()  # a Ctrl-C swallowed during start-up stops a long read here
         f = open_regular(self.path)
         out: list[tuple[int, dict[str, Any]]] = []
         with f:

@@ -88,6 +88,20 @@ def test_a_swallowed_ctrl_c_during_start_up_still_stops_the_command(tmp_path: Pa
     assert not (tmp_path / "started").exists(), "run started its command after the Ctrl-C"
 
 
+def test_a_swallowed_ctrl_c_stops_a_command_reading_a_run(tmp_path: Path) -> None:
+    # show (like textconv, export, diff, verify) reads a looptap cassette block by block: a
+    # swallowed Ctrl-C stops it at the first block instead of letting it run on (minutes on a
+    # huge run).
+    from cassettes.cli import main
+
+    run = tmp_path / "run.jsonl"
+    assert main(["import", "-q", str(EXAMPLE), "-o", str(run)]) == 0
+    proc = progress.run([str(PROXY_PYTHON), "-c", SWALLOWED, "show", str(run)], cwd=tmp_path, env=clean_env(HOME=str(tmp_path)), capture_output=True, text=True)
+    assert proc.returncode == 130, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout == "", proc.stdout
+
+
 def test_ctrl_c_while_orjson_initialises_is_no_crash(tmp_path: Path) -> None:
     # SIGINT arrives while orjson's module init runs: an import hook sends it at the first import
     # the init makes once the extension is loaded. Unheld, that is SIGSEGV (exit -11).
