@@ -23,7 +23,7 @@ Sections (``--only``):
   conversations: :data:`_BATCH`, the same code on every tree), and ``looptap show FILE`` to
   ``/dev/null``: wall seconds, CPU seconds (user + system, which the machine's load does not
   inflate as much) and peak RSS. With ``--batch-runs N`` each tree's batch runs N times, the trees
-  interleaved round by round, and the row gives the medians (the highest peak): on a shared machine
+  interleaved round by round (each round starting one tree later), and the row gives the medians (the highest peak): on a shared machine
   one run of each moves by a third between two runs of the same tree. Goal: 20 s, 500 MB. (Until 2026-11-24 this row measured
   ``read_cassette`` + ``analyse``, which holds the whole run: 45.8 s and 2,550 MB at 1 GB.)
 * ``inspector`` — the same run in the inspector (each tree's ``bench/inspector.py --child app``):
@@ -350,8 +350,11 @@ def batch(trees: list[tuple[str, Path]], path: Path, rounds: int = 1) -> list[st
     _compile(trees)
     labels = [label for label, _ in trees]
     each: list[list[dict[str, Any]]] = [[] for _ in trees]
-    for r in range(rounds):  # interleaved, round by round: a change in the machine's load hits every tree alike
-        for i, (label, tree) in enumerate(trees):  # every tree's batch, then every tree's show: the main figure first
+    for r in range(rounds):  # interleaved, round by round, each round starting one tree later: a change
+        # in the machine's load hits every tree alike, and no tree always runs first
+        for k in range(len(trees)):  # every tree's batch, then every tree's show: the main figure first
+            i = (k + r) % len(trees)
+            label, tree = trees[i]
             each[i].append(_stream_batch(tree, path))
             print(f"  batch {label} (round {r + 1}/{rounds}): {each[i][-1]} (load {_load()})", file=sys.stderr, flush=True)
     batches = [_median_batch(runs) for runs in each]
