@@ -1,6 +1,6 @@
 """The figures a user waits on, this tree side by side with older commits, in one run.
 
-    python bench/perf.py [--against REF ...] [-n RUNS] [--size MB] [--dir DIR] [--only SECTION ...] [--write]
+    python bench/perf.py [--against REF ...] [-n RUNS] [--size MB] [--batch-runs N] [--dir DIR] [--only SECTION ...] [--write]
 
 Each REF (default: ``63aa822``, main before session 14's work on issue 30) is checked out
 in a temporary ``git worktree`` and run from there (``PYTHONPATH`` = its tree), with the same
@@ -22,7 +22,9 @@ Sections (``--only``):
   (``cassettes.open_run(path)``, which streams a looptap cassette, then its findings, turns and
   conversations: :data:`_BATCH`, the same code on every tree), and ``looptap show FILE`` to
   ``/dev/null``: wall seconds, CPU seconds (user + system, which the machine's load does not
-  inflate as much) and peak RSS. Goal: 20 s, 500 MB. (Until 2026-11-24 this row measured
+  inflate as much) and peak RSS. With ``--batch-runs N`` each tree's batch runs N times, the trees
+  interleaved round by round (each round starting one tree later), and the row gives the medians (the highest peak): on a shared machine
+  one run of each moves by a third between two runs of the same tree. Goal: 20 s, 500 MB. (Until 2026-11-24 this row measured
   ``read_cassette`` + ``analyse``, which holds the whole run: 45.8 s and 2,550 MB at 1 GB.)
 * ``inspector`` — the same run in the inspector (each tree's ``bench/inspector.py --child app``):
   first screen, whole file read and analysed, peak RSS.
@@ -328,13 +330,34 @@ def _big_run(size: int, where: Path) -> Path:
     return path
 
 
-def batch(trees: list[tuple[str, Path]], path: Path) -> list[str]:
+def _median_batch(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One tree's :data:`_BATCH` runs as one: the median seconds and CPU seconds, the highest peak
+    RSS, the counts (an error when a run failed, or when the counts differ between runs)."""
+    failed = [r for r in runs if "batch_s" not in r]
+    if failed:
+        return failed[0]
+    if len({(r["turns"], r["conversations"], r["findings"]) for r in runs}) > 1:
+        return {"error": "turns / conversations / findings changed between runs of the same tree: " + "; ".join(f"{r['turns']} / {r['conversations']} / {r['findings']}" for r in runs)}
+    out = dict(runs[0])
+    out["batch_s"] = statistics.median(r["batch_s"] for r in runs)
+    out["cpu_s"] = statistics.median(r["cpu_s"] for r in runs)
+    out["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
+    out["runs"] = len(runs)
+    return out
+
+
+def batch(trees: list[tuple[str, Path]], path: Path, rounds: int = 1) -> list[str]:
     _compile(trees)
     labels = [label for label, _ in trees]
-    batches = []
-    for label, tree in trees:  # every tree's batch, then every tree's show: the main figure first
-        batches.append(_stream_batch(tree, path))
-        print(f"  batch {label}: {batches[-1]} (load {_load()})", file=sys.stderr, flush=True)
+    each: list[list[dict[str, Any]]] = [[] for _ in trees]
+    for r in range(rounds):  # interleaved, round by round, each round starting one tree later: a change
+        # in the machine's load hits every tree alike, and no tree always runs first
+        for k in range(len(trees)):  # every tree's batch, then every tree's show: the main figure first
+            i = (k + r) % len(trees)
+            label, tree = trees[i]
+            each[i].append(_stream_batch(tree, path))
+            print(f"  batch {label} (round {r + 1}/{rounds}): {each[i][-1]} (load {_load()})", file=sys.stderr, flush=True)
+    batches = [_median_batch(runs) for runs in each]
     rows = []
     for (label, tree), b in zip(trees, batches, strict=True):
         s = _show_big(tree, path)
@@ -354,7 +377,8 @@ def batch(trees: list[tuple[str, Path]], path: Path) -> list[str]:
     lines = [f"| {mb:,.0f} MB run, {head.get('turns', 0):,} turns, {head.get('conversations', 0):,} conversations, {head.get('findings', 0):,} findings | "
              + " | ".join(labels) + " | " + " | ".join(f"{labels[0]} / {lb} (time, peak)" for lb in labels[1:]) + " |",
              "|---|" + "---:|" * (2 * len(labels) - 1)]
-    lines.append("| `open_run(path)` + its analysis (goal ≤ 20 s, ≤ 500 MB) | " + " | ".join(cell(b) for b, _ in rows) + " | "
+    what = "`open_run(path)` + its analysis (goal ≤ 20 s, ≤ 500 MB)" + (f"; median of {rounds} interleaved runs, highest peak" if rounds > 1 else "")
+    lines.append(f"| {what} | " + " | ".join(cell(b) for b, _ in rows) + " | "
                  + " | ".join(ratio(head, b) for b, _ in rows[1:]) + " |")
     lines.append("| `looptap show FILE > /dev/null` | " + " | ".join(f"{s:.1f} s (CPU {c:.1f} s), {r:,.0f} MB" for _, (s, c, r) in rows) + " | "
                  + " | ".join(f"{rows[0][1][0] / s:.2f}× (CPU {rows[0][1][1] / c:.2f}×), {rows[0][1][2] / r:.2f}×" for _, (s, c, r) in rows[1:]) + " |")
@@ -408,6 +432,8 @@ def main() -> int:
     ap.add_argument("--against", nargs="*", default=["63aa822"], metavar="REF")
     ap.add_argument("-n", "--runs", type=int, default=9, help="start-up rounds (default 9)")
     ap.add_argument("--size", type=int, default=1000, help="the batch and inspector run, MB (default 1000)")
+    ap.add_argument("--batch-runs", type=int, default=1, metavar="N",
+                    help="batch rows: run each tree's batch N times, interleaved, and give the medians (default 1)")
     ap.add_argument("--dir", type=Path, help="where the big run is written and kept (default: a temporary directory)")
     ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     ap.add_argument("--write", action="store_true", help="write each section measured into docs/performance.md, as it ends")
@@ -436,7 +462,7 @@ def main() -> int:
                 if section in ("batch", "inspector") and big is None:
                     big = _big_run(args.size, args.dir or work / "big")
                 lines = (startup(trees, args.runs, work) if section == "startup" else replay(trees, work) if section == "replay"
-                         else batch(trees, big) if section == "batch" else inspector(trees, big))  # type: ignore[arg-type]
+                         else batch(trees, big, args.batch_runs) if section == "batch" else inspector(trees, big))  # type: ignore[arg-type]
                 block = [f"### {section}", "", f"Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; load average (1/5/15 min) at the start: "
                          f"{load}; took {time.perf_counter() - t0:.0f} s; trees: " + ", ".join(f"`{lb}`" for lb, _ in trees) + ".", "", *lines, ""]
                 print("\n".join(block), flush=True)
