@@ -33,6 +33,8 @@ import weakref
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from cassettes.storage.paths import process_gone, process_start
+
 if TYPE_CHECKING:
     import sqlite3
 
@@ -58,27 +60,6 @@ _MASK = _BLOOM_BITS - 1
 PREFIX = "looptap-spill-"
 
 
-def _start_time(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks since boot, from ``/proc``), ``"0"`` where
-    there is no ``/proc`` and the process exists; ``None`` when there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        return None
-    except OSError:
-        raw = b""
-    if raw:
-        fields = raw[raw.rfind(b")") + 2 :].split()  # (the command name may hold spaces and parentheses)
-        if len(fields) > 19 and fields[19].isdigit():
-            return fields[19].decode()
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except OSError:
-        pass
-    return "0"
 
 
 _reclaimed = False
@@ -112,8 +93,7 @@ def reclaim_stale(directory: str | None = None) -> list[str]:
                 continue
             if not stat.S_ISDIR(st.st_mode) or (me is not None and st.st_uid != me) or stat.S_IMODE(st.st_mode) != 0o700:
                 continue
-            now = _start_time(pid)
-            if now is not None and now in (start, "0"):
+            if not process_gone(pid, start):
                 continue  # its process is still running
             shutil.rmtree(entry.path, ignore_errors=True)  # (rmtree never follows a symlink inside)
             removed.append(entry.path)
@@ -155,7 +135,7 @@ class Spill:
             import sqlite3
 
             pid = os.getpid()
-            self._dir = tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{_start_time(pid) or 0}-")  # 0700
+            self._dir = tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{process_start(pid) or 0}-")  # 0700
             path = os.path.join(self._dir, "spill.db")
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

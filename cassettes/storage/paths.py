@@ -42,11 +42,44 @@ __all__ = [
     "check_target",
     "describe",
     "open_append",
+    "process_gone",
+    "process_start",
+    "reclaim_staged",
     "remove_if_same",
     "same_path",
     "staged",
     "write_new",
 ]
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, from ``/proc``), ``"0"`` where
+    there is no ``/proc`` and the process exists; ``None`` when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        raw = b""
+    if raw:
+        fields = raw[raw.rfind(b")") + 2 :].split()  # (the command name may hold spaces and parentheses)
+        if len(fields) > 19 and fields[19].isdigit():
+            return fields[19].decode()
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:
+        pass
+    return "0"
+
+
+def process_gone(pid: int, start: str) -> bool:
+    """Whether the process ``pid`` that started at ``start`` (:func:`process_start`) has ended
+    (a pid reused by a process started at another time counts as ended)."""
+    now = process_start(pid)
+    return now is None or now not in (start, "0")
 
 
 class UnsafePath(CassetteIOError):
@@ -155,10 +188,16 @@ def staged(target: Target, *, mode: int = 0o600) -> Iterator[Staged]:
     """A private, unpredictably named file (``mkstemp``, mode 0600) in the destination's directory
     to write; when the block ends without an exception it is flushed, synced and put in place by
     :func:`_place`, else removed. The caller may also write through ``.path`` (closing ``.file``
-    first is not needed)."""
+    first is not needed).
+
+    Its name carries the writer's pid and start time (``.NAME.<pid>-<start>-XXXX.tmp``): one left
+    by a writer killed outright (SIGKILL, a crash) is removed by the next write of the same target
+    (:func:`reclaim_staged`)."""
     directory = target.path.parent
+    reclaim_staged(target.path)
+    pid = os.getpid()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.path.name}.", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.path.name}.{pid}-{process_start(pid) or 0}-", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise CassetteIOError(f"cannot write in {directory}: {exc.strerror or exc}") from None
     tmp_path = Path(tmp)
@@ -173,6 +212,38 @@ def staged(target: Target, *, mode: int = 0o600) -> Iterator[Staged]:
     finally:
         with contextlib.suppress(OSError):
             tmp_path.unlink()
+
+
+def reclaim_staged(path: Path) -> list[Path]:
+    """Remove the staged files of ``path`` (:func:`staged`) whose writer has ended without
+    cleaning up; the paths removed. Only regular files of this user named by that scheme are
+    touched (``lstat``: never a link); never a reason for a write to fail."""
+    prefix = f".{path.name}."
+    me = os.getuid() if hasattr(os, "getuid") else None
+    removed: list[Path] = []
+    try:
+        entries = os.scandir(path.parent)
+    except OSError:
+        return removed
+    with entries:
+        for entry in entries:
+            name = entry.name
+            if not (name.startswith(prefix) and name.endswith(".tmp")):
+                continue
+            parts = name[len(prefix) : -len(".tmp")].split("-", 2)
+            if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or int(parts[0]) == os.getpid():
+                continue  # not named by this scheme, or this process's own
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or (me is not None and st.st_uid != me):
+                continue
+            if process_gone(int(parts[0]), parts[1]):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+    return removed
 
 
 def _place(tmp: Path, target: Target) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -121,7 +122,9 @@ def test_the_temporary_name_is_private_and_unpredictable(tmp_path: Path) -> None
     for _ in range(20):
         with staged(Target(tmp_path / "out.json")) as s:
             names.add(s.path.name)
-            assert s.path.parent == tmp_path and str(os.getpid()) not in s.path.name
+            # the writer's pid and start time (so a killed writer's file can be reclaimed), then
+            # mkstemp's random part: unpredictable, created O_EXCL
+            assert s.path.parent == tmp_path and re.fullmatch(rf"\.out\.json\.{os.getpid()}-\d+-[a-z0-9_]{{8}}\.tmp", s.path.name), s.path.name
             assert stat.S_IMODE(os.fstat(s.file.fileno()).st_mode) == 0o600
         (tmp_path / "out.json").unlink()
     assert len(names) == 20  # mkstemp: a fresh random name each time, created O_EXCL

@@ -15,6 +15,7 @@ import pytest
 
 from cassettes.analysis import spill
 from cassettes.cli import main
+from cassettes.storage.paths import process_start
 from tests.support.huge import write_huge
 
 _CHILD = """
@@ -62,7 +63,7 @@ def test_only_dead_processes_own_private_dirs_are_reclaimed(tmp_path: Path) -> N
     dead = left.name.split("-")[2:4]
     # a live process (this one's parent), with its true start time
     ppid = os.getppid()
-    live = tmp_path / f"{spill.PREFIX}{ppid}-{spill._start_time(ppid)}-abc"
+    live = tmp_path / f"{spill.PREFIX}{ppid}-{process_start(ppid)}-abc"
     live.mkdir(mode=0o700)
     # the dead pid, but a directory that is not private, a symlink to one, a name of no pid
     loose = tmp_path / f"{spill.PREFIX}{dead[0]}-{dead[1]}-loose"
