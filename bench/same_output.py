@@ -1,4 +1,4 @@
-"""``show --json`` and ``show`` of real inputs, this tree against another commit, byte for byte.
+"""``show --json``, ``show`` and ``textconv`` of real inputs, this tree against another commit, byte for byte.
 
     python bench/same_output.py [--against REF] [--corpus DIR] [FILE.jsonl ...]
 
@@ -6,7 +6,8 @@ Every vcrpy cassette under ``--corpus`` (default ``tests/corpus``) is imported o
 looptap, into a temporary directory; the FILEs given (e.g. bench/inspector.py's synthetic run,
 tests/support/huge.py's one-turn run) are added as they are. Then each tree (this one, and REF
 checked out in a temporary ``git worktree``) runs ``looptap show --json`` and ``looptap show`` on
-every input, in one process per tree (``cassettes.cli.main``, stdout and stderr captured), and the
+every input (and ``looptap textconv``, the line-per-item text that lists the findings), in one
+process per tree (``cassettes.cli.main``, stdout and stderr captured), and the
 outputs are compared byte for byte, exit codes included. Prints the number of inputs compared and
 each one that differs; exits 1 on any difference. A speed change must leave this at 0.
 """
@@ -24,14 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONPATH"))}
 
-#: The per-tree child: ``show --json`` and ``show`` of each input, one block per command.
+#: The per-tree child: ``show --json``, ``show`` and ``textconv`` of each input, one block per command.
 _CHILD = """
 import contextlib, io, sys
 from cassettes.cli import main
 out_path, files = sys.argv[1], [l for l in open(sys.argv[2]).read().splitlines() if l]
 with open(out_path, "wb") as out:
     for f in files:
-        for argv in (["show", "--json", f], ["show", f]):
+        for argv in (["show", "--json", f], ["show", f], ["textconv", f]):
             buf = io.BytesIO()
             text = io.TextIOWrapper(buf, encoding="utf-8", write_through=True)
             err = io.StringIO()
@@ -45,7 +46,7 @@ with open(out_path, "wb") as out:
             finally:
                 text.flush()
                 sys.stdout = old
-            head = f"=== {argv[0]} {argv[1] if len(argv) == 3 else ''} {f} rc={rc}\\n".encode()
+            head = f"=== {' '.join(argv)} rc={rc}\\n".encode()
             body = buf.getvalue() + b"\\n--- stderr\\n" + err.getvalue().encode("utf-8", "replace")
             out.write(head + str(len(body)).encode() + b"\\n" + body + b"\\n")
 """

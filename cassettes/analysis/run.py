@@ -65,7 +65,7 @@ _HEADER = "x-looptap-conversation"
 
 #: Stands in for the exchange of a turn whose checks have run.
 _NO_EXCHANGE = Exchange(method="", url="")
-_EMPTY_E, _EMPTY_A, _EMPTY_TOKENS = Emission(), ApiReport(), TokenCount()
+_EMPTY_E, _EMPTY_A, _EMPTY_C, _EMPTY_TOKENS = Emission(), ApiReport(), Dispatch(), TokenCount()
 _LINK_VIEWS: dict[str, Dispatch] = {}
 
 
@@ -390,10 +390,11 @@ class RunAnalyser:
             index=conv.count,
             previous_seq=prev.seq if prev is not None else None,
             family=rt.family,
-            e=Emission(),
-            a=ApiReport(),
-            c=Dispatch(),
-            tokens=TokenCount(),
+            # (placeholders, shared: _judge replaces each, layer by layer, before anything reads it)
+            e=_EMPTY_E,
+            a=_EMPTY_A,
+            c=_EMPTY_C,
+            tokens=_EMPTY_TOKENS,
         )
         msgs = rt.request.messages
         ctx = TurnContext(seq=seq, rt=rt, ex=ex, conv=conv, index=turn.index, prev=prev, messages=msgs, turn=turn, n_messages=len(msgs), mcp=self._mcp, memo=self._threader.memo)

@@ -31,7 +31,7 @@ import stat
 import tempfile
 import weakref
 from collections.abc import Callable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from cassettes.storage.paths import process_gone, process_start
 
@@ -42,6 +42,7 @@ __all__ = ["KEEP", "PREFIX", "Spill", "SpillMap", "reclaim_stale"]
 
 K = TypeVar("K", int, str)
 V = TypeVar("V")
+T = TypeVar("T")
 
 #: Entries a table keeps in memory before it spills the least recently used ones
 #: (``LOOPTAP_SPILL_KEEP`` sets another, e.g. a small one to test the spilled path on a small run).
@@ -169,6 +170,7 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         self._evictable: Callable[[K, V], bool] | None = evictable
         self._cold = 0  # entries on disk
         self._floor = 0  # entries in memory after the last trim
+        self._limit = keep  # trim writes nothing until more entries than this are in memory
         self._bloom: bytearray | None = None  # keys ever spilled (made on the first spill)
 
     # -- the bloom filter: most lookups of a key never spilled do not reach the file -------------
@@ -213,6 +215,25 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
             raise KeyError(key)
         hot[key] = got  # type: ignore[assignment]
         return got  # type: ignore[return-value]
+
+    @overload
+    def get(self, key: K, default: None = None) -> V | None: ...
+    @overload
+    def get(self, key: K, default: V | T) -> V | T: ...
+    def get(self, key: K, default: Any = None) -> Any:
+        """``self[key]`` (made recently used), else ``default``: what ``Mapping.get`` does, without
+        raising and catching a ``KeyError`` for each key not held (the analysis asks a few dozen
+        times per turn)."""
+        hot = self._hot
+        if key in hot:
+            value = hot.pop(key)
+            hot[key] = value  # most recently used last
+            return value
+        found, got = self._read(key, take=True)
+        if not found:
+            return default
+        hot[key] = got  # type: ignore[assignment]
+        return got
 
     def peek(self, key: K) -> V:
         """The entry, read without making it recently used (a copy when it is on disk: for reading)."""
@@ -275,8 +296,7 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         """Write the least recently used entries beyond ``keep`` to disk (those ``evictable``
         allows). Call only when no caller holds an entry it may still change."""
         hot = self._hot
-        # (past entries ``evictable`` kept, so that a table of many such is not scanned each time)
-        if len(hot) <= max(self._keep, self._floor + self._keep // 2):
+        if len(hot) <= self._limit:  # (called for every table on every turn: the common case first)
             return
         over = len(hot) - self._keep
         # Half of ``keep`` at a time, so a table at its limit does not write on every call.
@@ -291,6 +311,8 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
             del hot[key]
             out.append((key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
         self._floor = len(hot)
+        # (past entries ``evictable`` kept, so that a table of many such is not scanned each time)
+        self._limit = max(self._keep, self._floor + self._keep // 2)
         if not out:
             return
         if self._bloom is None:

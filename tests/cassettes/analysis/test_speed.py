@@ -83,6 +83,37 @@ def test_a_spilled_batch_is_one_transaction() -> None:
     spill.close()
 
 
+def test_a_spill_table_get_is_a_lookup_not_a_caught_key_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``get`` answers as ``Mapping.get`` does (entries in memory, entries on disk, missing keys,
+    and the entry made recently used), without going through ``__getitem__``'s ``KeyError`` for a
+    key it does not hold: the analysis asks a few dozen times per turn, mostly for keys not there."""
+    from cassettes.analysis.spill import Spill, SpillMap
+
+    spill = Spill()
+    table: SpillMap[int, str] = SpillMap(spill, keep=4)
+    for i in range(10):
+        table[i] = f"value {i}"
+    table.trim()  # 0..7 on disk, 8 and 9 in memory
+    assert table.in_memory == 2
+    raised: list[object] = []
+    real = SpillMap.__getitem__
+
+    def getitem(self: SpillMap[int, str], key: int) -> str:
+        try:
+            return real(self, key)
+        except KeyError:
+            raised.append(key)
+            raise
+
+    monkeypatch.setattr(SpillMap, "__getitem__", getitem)
+    assert [table.get(i) for i in (8, 3, 42)] == ["value 8", "value 3", None]
+    assert table.get(43, "default") == "default"
+    assert not raised, raised
+    assert list(table._hot) == [9, 8, 3]  # each entry read is the most recently used, 3 back from disk
+    assert [table.get(i) for i in range(10)] == [f"value {i}" for i in range(10)]
+    spill.close()
+
+
 @pytest.mark.parametrize("family", ["openai_chat", "anthropic"])
 def test_an_answer_is_squashed_once_per_run(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """An answer with tool calls is keyed by the threading (as this turn's answer, then as the
