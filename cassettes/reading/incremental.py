@@ -57,10 +57,10 @@ TURN_CACHE = 64
 #: request (its kept messages are its base's): the latest turn of that many conversations.
 SHOWN = 64
 #: A request's messages are kept whole every this many links of a chain of requests that each
-#: extend the previous one (:class:`_Parses`), so restoring one reads at most this many records
-#: (a few milliseconds, once: a restored parse is the base of the next). At 16, the whole
-#: histories were half of what a coding agent's run pickled into the store.
-CHECKPOINT = 64
+#: extend the previous one (:class:`_Parses`), so restoring one reads at most this many records.
+#: (At 64 a coding agent's run pickles half as much, but a printing pass over more conversations
+#: at once than :data:`SHOWN` keeps bases of reads up to 64 records per round trip.)
+CHECKPOINT = 16
 
 
 @dataclass

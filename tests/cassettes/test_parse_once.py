@@ -178,7 +178,6 @@ def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(tmp_path: Path, monke
         body = [lines[1 + c * quarter + k] for k in range(quarter) for c in range(4)]
         path.write_bytes(lines[0] + b"".join(body))
         monkeypatch.setattr(incremental, "SHOWN", 2)
-        monkeypatch.setattr(incremental, "CHECKPOINT", 16)  # (40 turns: past two checkpoints)
     fresh = _fresh(path)
     parses = Parses(monkeypatch)
     # show: one pass analyses (each body parsed once there), the printing pass parses nothing.
