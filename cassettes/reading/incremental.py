@@ -270,33 +270,13 @@ class _Pickler(pickle.Pickler):
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, BaseModel):
-            return _model, _parts(obj)
+            private = obj.__pydantic_private__
+            if private:
+                private = {k: v for k, v in private.items() if v is not PydanticUndefined}
+            return _model, (type(obj), obj.__dict__, obj.__pydantic_fields_set__, obj.__pydantic_extra__, private)
         if isinstance(obj, Enum):
             return type(obj), (obj._value_,)
-        if type(obj) is _Altered:
-            return _model, obj.parts
         return NotImplemented
-
-
-def _parts(obj: BaseModel, update: dict[str, Any] | None = None) -> tuple[Any, ...]:
-    """What :func:`_model` rebuilds ``obj`` from; with ``update``, as ``obj.model_copy(update=update)``
-    would be (those fields replaced and counted as set), without copying the model."""
-    private = obj.__pydantic_private__
-    if private:
-        private = {k: v for k, v in private.items() if v is not PydanticUndefined}
-    fields, fields_set = obj.__dict__, obj.__pydantic_fields_set__
-    if update:
-        fields, fields_set = {**fields, **update}, fields_set | update.keys()
-    return type(obj), fields, fields_set, obj.__pydantic_extra__, private
-
-
-class _Altered:
-    """A model to pickle as a changed copy of it (:func:`_parts`), the copy never made."""
-
-    __slots__ = ("parts",)
-
-    def __init__(self, parts: tuple[Any, ...]) -> None:
-        self.parts = parts
 
 
 def _dumps(obj: Any) -> bytes:
@@ -326,15 +306,12 @@ class _Parses:
         keep = 0
         base_seq: int | None = None
         depth = 0
-        request: BaseModel | _Altered | None = req
         if req is not None and reused is not None and base_pos is not None and base_pos < pos and self._depth[base_pos] + 1 < CHECKPOINT:
             base_seq, keep = reused
             depth = self._depth[base_pos] + 1
-            request = _Altered(_parts(req, {"messages": req.messages[keep:]}))
-        cls, fields, fields_set, extra, private = _parts(rt, {"request": request})
-        # (a restored parse is no base for parsing a request: as forget_history_base leaves it)
-        private = {**(private or {}), "_raw_history_len": None}
-        packed = _Altered((cls, fields, fields_set, extra, private))
+            req = req.model_copy(update={"messages": req.messages[keep:]})
+        packed = rt.model_copy(update={"request": req})
+        packed.forget_history_base()  # (a restored parse is no base for parsing a request)
         self._where.extend(self._store.put_data(_dumps((base_seq, keep, packed))))
         self._depth.append(depth)
 
