@@ -12,7 +12,8 @@ goes through three phases, each under cProfile:
   then every turn selected once in recording order (``by_seq``, the text timeline, ``full_turn``:
   what ``inspector/app.py`` does on a selection); then, opened again, every turn reached by a jump
   (last first: ``by_seq`` alone, no turn before it shown);
-* ``show``: ``looptap show`` of the file.
+* ``show``: ``looptap show`` of the file, and apart its two passes: ``show: analyse`` (``open_run``,
+  the analysis) and ``show: print`` (the printing pass, reading the round trips again from disk).
 
 For each phase, the calls of the functions that parse a body: the request side
 (``_parse_request``: the adapter reads the request's messages) and the response side
@@ -138,12 +139,29 @@ result["inspector: jump to every turn"] = counts(prof)
 run.close()
 
 from cassettes.cli import main
-prof = cProfile.Profile()
-prof.enable()
+import cassettes.reading.run as _reading
+# show in its two passes: open_run (the analysis) and what follows (the printing pass, which
+# reads the round trips again from disk, one at a time); cmd_show imports open_run when it runs.
+_open_run = _reading.open_run
+profs = [cProfile.Profile(), cProfile.Profile()]
+_analysed = {}
+def _opened(*args, **kwargs):
+    try:
+        return _open_run(*args, **kwargs)
+    finally:
+        profs[0].disable()
+        _analysed.update(counts(profs[0]))
+        profs[1].enable()
+_reading.open_run = _opened
+profs[0].enable()
 with contextlib.redirect_stdout(io.StringIO()):
     main(["show", str(out)])
-prof.disable()
-result["show"] = counts(prof)
+profs[1].disable()
+_reading.open_run = _open_run
+printed = counts(profs[1])
+result["show: analyse"] = _analysed
+result["show: print"] = printed
+result["show"] = {k: _analysed.get(k, 0) + printed.get(k, 0) for k in {*_analysed, *printed}}
 print(json.dumps(result))
 '''
 
@@ -164,7 +182,7 @@ def _table(name: str, r: dict[str, object]) -> list[str]:
     lines = [f"{name}: {n} round trips ({r['turns']} turns)"]
     labels = [label for label, _, _ in COUNTED] + ["request messages parsed"]
     lines.append(f"  {'phase':<30}" + "".join(f"{label:>25}" for label in labels))
-    for phase in ("recorder", "inspector: open", "inspector: select every turn", "inspector: jump to every turn", "show"):
+    for phase in ("recorder", "inspector: open", "inspector: select every turn", "inspector: jump to every turn", "show: analyse", "show: print", "show"):
         got = r[phase]
         assert isinstance(got, dict)
         lines.append(f"  {phase:<30}" + "".join(f"{got.get(label, 0):>17} ({got.get(label, 0) / n:5.2f})" for label in labels))

@@ -156,8 +156,10 @@ HOW = """
 ## What keeps it short
 
 - Heavy modules are imported inside the functions that use them (`looptap --help` loads no command's work).
-- The `--json` schema's models build their validators on first use (`defer_build`). The core models do not:
-  `show` and `replay` validate nearly all of them at once (measured: no gain), and pydantic before 2.14 may
+- The `--json` schema's models (`cassettes/views/schema.py`) are not even imported by `show`: it builds the
+  `looptap.roundtrip/1` objects from plain values (`cassettes/views/roundtrip_object.py`, whose key lists the
+  schema module checks against its models). The core models build their validators at import: `show` and
+  `replay` validate nearly all of them at once (`defer_build` measured: no gain), and pydantic before 2.14 may
   use a parent's validator when two threads build one model at once.
 - A subcommand the core provides (`replay`, `diff`, `export` …) is registered from `cassettes.cli._OWN_COMMANDS`;
   only the recorder's and the inspector's are looked up among the installed packages' entry points.
@@ -165,7 +167,9 @@ HOW = """
   arguments that are not plainly valid (`cassettes/analysis/plain_schema.py`); `replay` imports no analysis before
   it serves.
 - `looptap` freezes the heap at exit (`gc.freeze` from `atexit`): the interpreter's last collection walked
-  every object a command left, a fifth of a small `show`'s CPU time.
+  every object a command left, a fifth of a small `show`'s CPU time. `show` imports its modules (reader, analysis,
+  views, every provider adapter) with the collector paused and then freezes them (`cassettes.cli.loading`):
+  no collection walks those classes and validators, then or later.
 
 `tests/test_startup_imports.py` holds these boundaries by the modules a fresh interpreter loads (no timings in tests).
 """

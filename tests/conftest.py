@@ -1,17 +1,29 @@
 """Suite-wide: looptap's per-user state (the parse-once key of ``cassettes.parsing.sealed``) lives in a
 temporary directory for the session, never in the home of whoever runs the tests. Set in the
-environment, so the recorder and every other child process the tests start use it too."""
+environment, so the recorder and every other child process the tests start use it too.
+
+And the commands the tests start get Ctrl-C as a terminal gives it: a suite started as a background
+job of a non-interactive shell (``cmd &``, ``setsid nohup …``) inherits SIGINT *ignored*, and every
+child would too (an ignored signal stays ignored across exec). The tests that press Ctrl-C
+(test_lost_interrupt, test_doc_commands' servers, the recorder's stop) then waited on commands that
+never saw it: a fresh-clone run launched that way failed 7 of them.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 
 import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # Python's own handler (a KeyboardInterrupt), as for a suite started from a terminal: the
+        # children then start with SIGINT at its default (a handler is reset by exec, SIG_IGN is not).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     state = tempfile.mkdtemp(prefix="looptap-test-state-")
     os.environ["LOOPTAP_STATE_DIR"] = state
     config.add_cleanup(lambda: shutil.rmtree(state, ignore_errors=True))

@@ -1,10 +1,11 @@
-"""The ``looptap.roundtrip/1`` object: :func:`roundtrip_json` and its schema, the models.
+"""The schema of the ``looptap.roundtrip/1`` object: the models.
 
-:func:`roundtrip_json` is the stable, documented per-round-trip object of ``looptap show --json``
-(documented in ``docs/show-json.md``); it is also stored as the ``derived`` part of each cassette
-record so ``jq`` can read a cassette directly. Its schema is the model :class:`RoundTripJson`,
-from which the doc's field table and ``docs/roundtrip.schema.json`` are generated
-(``python -m cassettes.views.schema --doc``).
+:func:`~cassettes.views.roundtrip_object.roundtrip_json` (re-exported here) builds the stable,
+documented per-round-trip object of ``looptap show --json`` (documented in ``docs/show-json.md``)
+from plain values. Its schema is the model :class:`RoundTripJson`, from which the doc's field
+table and ``docs/roundtrip.schema.json`` are generated (``python -m cassettes.views.schema --doc``).
+Commands that print the object do not import this module (building the model classes is work no
+such command needs).
 """
 
 from __future__ import annotations
@@ -13,17 +14,14 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cassettes.models import ApiError, FinishReason, NormalisedRequest, NormalisedResponse, Part, Usage
-from cassettes.parsing.roundtrip import RoundTrip, side_call
-from cassettes.wire.exchange import Exchange
+from cassettes.models import FinishReason
+from cassettes.views.roundtrip_object import KEYS, SCHEMA, roundtrip_json
 
 __all__ = [
     "DOC_MARK",
@@ -41,19 +39,7 @@ __all__ = [
     "write_docs",
 ]
 
-SCHEMA = "looptap.roundtrip/1"
 _HTTP = "the HTTP request (query string not included; it is redacted in the cassette)"
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _joined(parts: list[Part], kind: str) -> str | None:
-    texts = [p.text for p in parts if p.kind == kind and p.text is not None]
-    return "".join(texts) if texts else None
 
 
 # -- the looptap.roundtrip/1 object ------------------------------------------------------------
@@ -215,119 +201,12 @@ class RoundTripJson(_Object):
     )
 
 
-#: Each model's JSON keys, in order.
-_KEYS: dict[type[BaseModel], tuple[str, ...]] = {
-    m: tuple(f.alias or name for name, f in m.model_fields.items())
-    for m in (RoundTripJson, FinishReasonJson, UsageJson, ToolCallJson, ErrorJson, TimingJson, RequestJson)
-}
-
-
-def _object(model: type[BaseModel], **values: Any) -> dict[str, Any]:
-    """``values``, checked to be the JSON keys of ``model`` in its order: what
-    ``model.model_validate(values).model_dump(mode="json", by_alias=True)`` gives for values that
-    are JSON values of the field types already (the tests check it on every corpus round trip).
-
-    Not that pydantic call itself: each recorded round trip is turned into this object once, by
-    the recorder's writer, and validating and dumping it doubles the cost of the whole function
-    (``model_construct`` and dumping triple it; this check adds a third). Keywords keep the order
-    they are passed in, so the check is a tuple comparison."""
-    if tuple(values) != _KEYS[model]:
-        raise TypeError(
-            f"{model.__name__} takes {', '.join(_KEYS[model])} in this order, not {', '.join(values)}"
-        )
-    return values
-
-
-def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
-    """``rt`` (and its exchange, when at hand) as a :class:`RoundTripJson` object, in JSON values."""
-    resp = rt.response
-    req = rt.request
-    url = urlsplit(rt.url)
-    complete = rt.complete
-    return _object(
-        RoundTripJson,
-        **{"schema": SCHEMA},  # (the key is the field's alias: ``schema`` is a BaseModel method)
-        seq=rt.seq,
-        started=_iso(ex.started) if ex is not None else None,
-        family=rt.family,
-        operation=rt.operation,
-        method=rt.method,
-        host=url.netloc,
-        path=url.path,
-        model_requested=req.model if req else None,
-        model_served=resp.model if resp else None,
-        stream=rt.stream,
-        transport=_transport(ex),
-        status=rt.status,
-        finish_reason=_finish_json(resp),
-        usage=_usage_json(resp.usage if resp else None),
-        tool_calls=_tool_calls_json(resp),
-        text=_joined(resp.parts, "text") if resp else None,
-        reasoning=_joined(resp.parts, "reasoning") if resp else None,
-        refusal=_joined(resp.parts, "refusal") if resp else None,
-        error=_error_json(resp.error if resp else None),
-        complete=complete,
-        truncated=complete is False,
-        timing=_object(TimingJson, ttfb=rt.ttfb, ttft=rt.ttft, duration=rt.duration),
-        request=_request_json(req, ex),
-        transport_error=rt.transport_error,
-        analysis_errors=list(rt.analysis_errors),
-        notes=list(rt.notes),
-        mcp=side_call(ex, rt) if ex is not None else None,
-    )
-
-
-def _transport(ex: Exchange | None) -> str:
-    # A turn recorded from a WebSocket session (cassettes.recording.websocket) says so in its notes.
-    return "websocket" if ex is not None and any(n.startswith("websocket ") for n in ex.notes) else "http"
-
-
-def _finish_json(resp: NormalisedResponse | None) -> dict[str, Any]:
-    return _object(
-        FinishReasonJson,
-        raw=resp.finish_reason_raw if resp else None,
-        normalised=resp.finish_reason.value if resp and resp.finish_reason else None,
-    )
-
-
-def _usage_json(usage: Usage | None) -> dict[str, Any]:
-    if usage is None:
-        return _object(UsageJson, input=None, output=None, cache_read=None, cache_write=None, reasoning=None, total=None)
-    return _object(
-        UsageJson,
-        input=usage.input_tokens,
-        output=usage.output_tokens,
-        cache_read=usage.cache_read_tokens,
-        cache_write=usage.cache_write_tokens,
-        reasoning=usage.reasoning_tokens,
-        total=usage.total_tokens,
-    )
-
-
-def _tool_calls_json(resp: NormalisedResponse | None) -> list[dict[str, Any]]:
-    return [
-        _object(ToolCallJson, id=tc.id, name=tc.name, arguments=tc.arguments, arguments_raw=tc.arguments_raw, arguments_error=tc.arguments_error)
-        for tc in (resp.tool_calls if resp else [])
-    ]
-
-
-def _error_json(err: ApiError | None) -> dict[str, Any] | None:
-    if err is None:
-        return None
-    return _object(ErrorJson, status=err.status, type=err.type, code=err.code, message=err.message, in_stream=err.in_stream)
-
-
-def _request_json(req: NormalisedRequest | None, ex: Exchange | None) -> dict[str, Any] | None:
-    if req is None:
-        return None
-    return _object(
-        RequestJson,
-        messages=len(req.messages),
-        tools=[t.name for t in req.tools],
-        tool_choice=req.tool_choice_mode,
-        previous_response_id=req.previous_response_id,
-        history=ex.history_delta if ex is not None else None,
-    )
+#: :mod:`cassettes.views.roundtrip_object` builds the object without these models, from its
+#: ``KEYS``: checked here against the models' field order, so a field added to a model and not to
+#: the builder fails wherever this module is imported (the docs' generation, the tests).
+for _model in (RoundTripJson, FinishReasonJson, UsageJson, ToolCallJson, ErrorJson, TimingJson, RequestJson):
+    if tuple(f.alias or name for name, f in _model.model_fields.items()) != KEYS[_model.__name__]:
+        raise TypeError(f"cassettes.views.roundtrip_object.KEYS[{_model.__name__!r}] is not the model's field order")
 
 
 # -- the doc table and the JSON Schema, generated from RoundTripJson ----------------------------
