@@ -9,7 +9,7 @@ waited for a Ctrl-C that had already come.
 
 :func:`watch` notes such a swallowed interrupt (through :data:`sys.unraisablehook`, without replacing
 Python's SIGINT handler, so ``asyncio.run`` still turns Ctrl-C into cancelling its main task), and a
-command about to wait for Ctrl-C asks :func:`seen` first, or calls :func:`check`; so does the reader
+command about to wait for Ctrl-C asks :func:`pending` (in ``asyncio.run``) first, or calls :func:`check`; so does the reader
 of looptap cassettes before each block (:meth:`~cassettes.storage.index.RecordIndex.poll`), so a
 command reading a huge run stops within a block instead of running on for minutes.
 """
@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["check", "seen", "watch"]
+__all__ = ["check", "pending", "seen", "watch"]
 
 _seen = False
 _previous: Any = None
@@ -45,6 +45,16 @@ def watch() -> None:
 def seen() -> bool:
     """Whether a Ctrl-C came and was swallowed before it could stop anything."""
     return _seen
+
+
+def pending() -> bool:
+    """For a server about to wait in ``asyncio.run`` for Ctrl-C: a Ctrl-C came and was swallowed
+    (:func:`seen`), or ``asyncio.run``'s Ctrl-C cancelled the running task and something let the
+    cancellation go."""
+    import asyncio  # (loaded already: this runs in a running loop)
+
+    task = asyncio.current_task()
+    return _seen or (task is not None and task.cancelling() > 0)
 
 
 def check() -> None:

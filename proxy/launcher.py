@@ -26,6 +26,7 @@ from pathlib import Path
 from mitmproxy import exceptions, master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
+from cassettes import interrupts
 from cassettes._version import __version__
 from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.replay.ready import SCHEMA as READY_SCHEMA
@@ -437,15 +438,6 @@ class Recorder:
 FLUSHED = "flushed:"
 
 
-def _interrupted() -> bool:
-    """A Ctrl-C came during start-up and was swallowed (cassettes/interrupts.py), or cancelled
-    this task (``asyncio.run``'s Ctrl-C) where something let the cancellation go."""
-    from cassettes import interrupts
-
-    task = asyncio.current_task()
-    return interrupts.seen() or (task is not None and task.cancelling() > 0)
-
-
 def export_lines(env: dict[str, str]) -> list[str]:
     return [f"export {k}={v}" for k, v in env.items()]
 
@@ -459,7 +451,7 @@ async def record_forever(config: RecorderConfig, out: Sequence[str] | None = Non
     # Handlers first: whoever reads the export lines may signal a stop at once.
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if _interrupted():  # a Ctrl-C during start-up that nothing raised: stop, do not wait for another
+    if interrupts.pending():  # a Ctrl-C during start-up that nothing raised: stop, do not wait for another
         stop.set()
     # SIGUSR1: store everything captured so far, then say how many round trips the cassette holds
     # (the pytest plugin records a whole test session through one recorder and cuts the session
@@ -551,7 +543,7 @@ async def run_child(
         rec.remove_ready()
         await rec.stop()
         raise RecorderError(f"cannot write the command's output to {child_log}: {exc}") from None
-    if _interrupted():  # a Ctrl-C during start-up that nothing raised: the command is not started
+    if interrupts.pending():  # a Ctrl-C during start-up that nothing raised: the command is not started
         if log is not None:
             log.close()
         rec.remove_ready()

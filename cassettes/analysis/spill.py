@@ -33,7 +33,7 @@ import weakref
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from cassettes.storage.paths import process_gone, process_start
+from cassettes.storage.paths import orphans, process_start
 
 if TYPE_CHECKING:
     import sqlite3
@@ -59,9 +59,6 @@ _MASK = _BLOOM_BITS - 1
 #: How a spill directory's name starts (then ``<pid>-<start time>-`` and mkdtemp's random part).
 PREFIX = "looptap-spill-"
 
-
-
-
 _reclaimed = False
 
 
@@ -72,29 +69,8 @@ def reclaim_stale(directory: str | None = None) -> list[str]:
     its name's pid is not running or runs a process started at another time (a reused pid)."""
     where = directory if directory is not None else tempfile.gettempdir()
     removed: list[str] = []
-    me = os.getuid() if hasattr(os, "getuid") else None
-    try:
-        entries = os.scandir(where)
-    except OSError:
-        return removed
-    with entries:
-        for entry in entries:
-            if not entry.name.startswith(PREFIX):
-                continue
-            parts = entry.name[len(PREFIX) :].split("-", 2)
-            if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
-                continue  # not named by this scheme (an older looptap's): whose it is cannot be told
-            pid, start = int(parts[0]), parts[1]
-            if pid == os.getpid():
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISDIR(st.st_mode) or (me is not None and st.st_uid != me) or stat.S_IMODE(st.st_mode) != 0o700:
-                continue
-            if not process_gone(pid, start):
-                continue  # its process is still running
+    for entry, st in orphans(where, PREFIX):
+        if stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700:
             shutil.rmtree(entry.path, ignore_errors=True)  # (rmtree never follows a symlink inside)
             removed.append(entry.path)
     return removed

@@ -112,7 +112,7 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
             loop.add_signal_handler(sig, stop.set)
         from cassettes import interrupts
 
-        if interrupts.seen():  # a Ctrl-C during start-up that nothing raised
+        if interrupts.pending():  # a Ctrl-C during start-up that nothing raised
             stop.set()
         try:
             await server.start_async()

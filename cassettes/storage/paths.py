@@ -42,6 +42,7 @@ __all__ = [
     "check_target",
     "describe",
     "open_append",
+    "orphans",
     "process_gone",
     "process_start",
     "reclaim_staged",
@@ -214,35 +215,42 @@ def staged(target: Target, *, mode: int = 0o600) -> Iterator[Staged]:
             tmp_path.unlink()
 
 
-def reclaim_staged(path: Path) -> list[Path]:
-    """Remove the staged files of ``path`` (:func:`staged`) whose writer has ended without
-    cleaning up; the paths removed. Only regular files of this user named by that scheme are
-    touched (``lstat``: never a link); never a reason for a write to fail."""
-    prefix = f".{path.name}."
+def orphans(directory: str | Path, prefix: str, suffix: str = "") -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
+    """The entries of ``directory`` named ``<prefix><pid>-<start>-…<suffix>`` (a looptap process's
+    private file or directory, :func:`process_start`) that belong to this user and whose process
+    has ended (a reused pid counts as ended), with their ``lstat``: never this process's own, never
+    a name of another scheme (whose it is cannot be told). The caller checks the kind."""
     me = os.getuid() if hasattr(os, "getuid") else None
-    removed: list[Path] = []
     try:
-        entries = os.scandir(path.parent)
+        entries = os.scandir(directory)
     except OSError:
-        return removed
+        return
     with entries:
         for entry in entries:
             name = entry.name
-            if not (name.startswith(prefix) and name.endswith(".tmp")):
+            if not (name.startswith(prefix) and name.endswith(suffix)):
                 continue
-            parts = name[len(prefix) : -len(".tmp")].split("-", 2)
+            parts = name[len(prefix) : len(name) - len(suffix)].split("-", 2)
             if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or int(parts[0]) == os.getpid():
-                continue  # not named by this scheme, or this process's own
+                continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if not stat.S_ISREG(st.st_mode) or (me is not None and st.st_uid != me):
-                continue
-            if process_gone(int(parts[0]), parts[1]):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
-                    removed.append(Path(entry.path))
+            if (me is None or st.st_uid == me) and process_gone(int(parts[0]), parts[1]):
+                yield entry, st
+
+
+def reclaim_staged(path: Path) -> list[Path]:
+    """Remove the staged files of ``path`` (:func:`staged`) whose writer has ended without
+    cleaning up; the paths removed. Only regular files of this user named by that scheme are
+    touched (``lstat``: never a link); never a reason for a write to fail."""
+    removed: list[Path] = []
+    for entry, st in orphans(path.parent, f".{path.name}.", ".tmp"):
+        if stat.S_ISREG(st.st_mode):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
     return removed
 
 
