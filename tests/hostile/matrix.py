@@ -4,9 +4,11 @@ too much memory). Used by ``tests/hostile/test_matrix.py`` and ``bench/hostile.p
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
+import select
 import signal
 import subprocess
 import sys
@@ -102,18 +104,167 @@ sys.exit(code)
 """
 
 
-def _run(argv: list[str], cpu: float, cwd: Path, stdin: bytes | None = None, stall: float = STALL) -> tuple[int | None, bytes, bytes, float, float, bool]:
+#: A server of looptap processes: imports looptap once (and every module the commands load, learned
+#: by a throwaway child that runs them on a clean file), then forks one child per request. Each
+#: child is a process of its own as ``python -m cassettes.cli ARGS`` would be: its own session,
+#: the address-space cap, stdin /dev/null, stdout and stderr to files, ``sys.argv`` as ``-m`` sets
+#: it, and the interpreter's own exit (uncaught exceptions print their traceback, exit handlers
+#: run). What it saves is the interpreter's start and the imports (most of a small command's CPU).
+#: Its peak RSS counts the pages it touches, the server's inherited ones included (as wait4 reports it).
+#: Protocol on stdin/stdout (one line each): a JSON request ``{"argv", "cwd", "out", "err"}`` is
+#: answered ``pid N`` once forked and ``done EXIT MAXRSS_KB`` once it ended.
+_ZYGOTE = r"""
+import json, os, resource, sys
+AS_LIMIT, WARM, NAMES = int(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
+
+def warm():
+    # The modules the commands import, from a child that runs them (its output goes nowhere),
+    # unless another server learned them already.
+    if NAMES:
+        return import_all(NAMES)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        from cassettes.cli import main
+        for cwd, argv in WARM:
+            os.chdir(cwd)
+            try:
+                main(argv)
+            except BaseException:
+                pass
+        os.write(w, "\n".join(sorted(sys.modules)).encode())
+        os._exit(0)
+    os.close(w)
+    names = b""
+    while chunk := os.read(r, 1 << 16):
+        names += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return import_all(names.decode().split())
+
+def import_all(names):
+    import importlib
+    for name in names:
+        if name not in sys.modules and name != "__main__":
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                pass
+    return names
+
+def serve():
+    import cassettes.cli
+    names = warm()
+    os.write(1, ("ready " + json.dumps(names) + "\n").encode())
+    buf = b""
+    while True:
+        while b"\n" not in buf:
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                return None
+            buf += chunk
+        line, buf = buf.split(b"\n", 1)
+        req = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            return req  # the child leaves the server's loop and runs the command as its main program
+        os.write(1, f"pid {pid}\n".encode())
+        _, status, usage = os.wait4(pid, 0)
+        os.write(1, f"done {os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}\n".encode())
+
+req = serve()
+if req is None:
+    sys.exit(0)
+os.setsid()
+resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
+os.chdir(req["cwd"])
+for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, req["out"], os.O_WRONLY), (2, req["err"], os.O_WRONLY)):
+    os.dup2(os.open(path, flags), fd)
+import cassettes.cli
+sys.argv = [cassettes.cli.__file__, *req["argv"]]
+del req
+sys.exit(cassettes.cli.main())
+"""
+
+
+class Zygote:
+    """One :data:`_ZYGOTE` server; serves one cell at a time (a pool uses one per thread)."""
+
+    def __init__(self, warm: list[tuple[Path, list[str]]], *, modules: list[str] | None = None, as_limit: int = AS_LIMIT) -> None:
+        """``warm``: the commands a throwaway child runs to learn the modules to import (or
+        ``modules``, another server's :attr:`modules`); ``as_limit``: each child's address-space cap."""
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
+        spec = json.dumps([(str(cwd), argv) for cwd, argv in warm])
+        argv = [sys.executable, "-c", _ZYGOTE, str(as_limit), spec, json.dumps(modules or [])]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._buf = b""
+        ready, _, names = self._line(Watch(self.proc.pid, what="the looptap process server")).partition(" ")
+        assert ready == "ready", ready
+        self.modules: list[str] = json.loads(names)
+
+    def _line(self, watch: Watch) -> str:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            if select.select([fd], [], [], POLL)[0]:  # a sampling interval, not a limit
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    raise RuntimeError(f"the looptap process server ended (exit {self.proc.wait()})")
+                self._buf += chunk
+            else:
+                watch.check()
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode()
+
+    def run(self, args: list[str], cwd: Path, out: str, err: str, cpu: float, stall: float) -> tuple[int, int, bool]:
+        """(exit, peak RSS KB, hung) of ``looptap ARGS`` forked from the server."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"argv": args, "cwd": str(cwd), "out": out, "err": err}).encode() + b"\n")
+        self.proc.stdin.flush()
+        pid = int(self._line(Watch(self.proc.pid, what="the looptap process server")).split()[1])
+        watch = Watch(pid, stall=stall, cpu=cpu, what=" ".join(args[-2:]))
+        hung = False
+        try:
+            line = self._line(watch)
+        except Hung:
+            hung = True
+            watch.kill()
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            line = self._line(Watch(self.proc.pid, what="the looptap process server"))
+        _, code, rss = line.split()
+        return int(code), int(rss), hung
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def _run(argv: list[str], cpu: float, cwd: Path, stdin: bytes | None = None, stall: float = STALL, zygote: Zygote | None = None) -> tuple[int | None, bytes, bytes, float, float, bool]:
     """(exit, stdout, stderr, seconds, peak RSS MB, hung) of one child, its RSS from wait4 in a
     small launcher (see :data:`_LAUNCH`). Hung means no progress (CPU time, I/O, processes of its
     tree) for ``stall`` seconds, or more than ``cpu`` seconds of CPU time spent (a runaway loop):
     never a wall-clock limit, so a child slowed by a busy machine is not killed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
+    if zygote is not None and argv[: len(LOOPTAP)] == LOOPTAP:
+        with tempfile.NamedTemporaryFile() as zout, tempfile.NamedTemporaryFile() as zerr:
+            t0 = time.monotonic()
+            code, rss_kb, hung = zygote.run(argv[len(LOOPTAP) :], cwd, zout.name, zerr.name, cpu, stall)
+            return code, zout.read(), zerr.read(), time.monotonic() - t0, rss_kb / 1024, hung
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r") as rss_file:
         t0 = time.monotonic()
         argv = [sys.executable, "-S", "-c", _LAUNCH, rss_file.name, *argv]
         p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env, preexec_fn=_limit)
         watch = Watch(p.pid, stall=stall, cpu=cpu, what=" ".join(argv[-3:]))
         hung = False
+        ended = os.pidfd_open(p.pid)  # readable once the child ends: no sleeping past its end
         while True:
             pid, status, usage = os.wait4(p.pid, os.WNOHANG)
             if pid:
@@ -129,7 +280,8 @@ def _run(argv: list[str], cpu: float, cwd: Path, stdin: bytes | None = None, sta
                     pass
                 _, status, usage = os.wait4(p.pid, 0)
                 break
-            time.sleep(POLL)
+            select.select([ended], [], [], POLL)  # a sampling interval, not a limit
+        os.close(ended)
         p.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.monotonic() - t0
         out.seek(0)
@@ -207,11 +359,18 @@ def _told(stderr: bytes, stdout: bytes) -> str:
     return ""
 
 
-def run_cell(command: str, file: Path, work: Path, clean_file: Path, cpu: float = 120, stall: float = STALL) -> Cell:
+def warm_argvs(work: Path, clean_file: Path) -> list[tuple[Path, list[str]]]:
+    """What a :class:`Zygote` runs once to learn the modules the commands import: every looptap
+    command of the matrix on the clean file."""
+    return [(work, argv_for(c, clean_file, work, clean_file)[len(LOOPTAP) :]) for c in COMMANDS if c not in ("replay", "inspect")]
+
+
+def run_cell(command: str, file: Path, work: Path, clean_file: Path, cpu: float = 120, stall: float = STALL, zygote: Zygote | None = None) -> Cell:
     """One command on one file; ``cpu`` is its CPU-time budget in seconds (load does not inflate
-    it as it does wall-clock time), ``stall`` how long it may go without any progress."""
+    it as it does wall-clock time), ``stall`` how long it may go without any progress; with a
+    ``zygote``, a looptap command is forked from it rather than started afresh."""
     argv = argv_for(command, file, work, clean_file)
-    code, out, err, seconds, rss, hung = _run(argv, cpu, work, stall=stall)
+    code, out, err, seconds, rss, hung = _run(argv, cpu, work, stall=stall, zygote=zygote)
     texts = (out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "surrogateescape"))
     leaks = sorted({repr(c) for c in RAW_CONTROLS for text in texts if c in text})
     return Cell(
