@@ -62,6 +62,9 @@ PREFIX = "looptap-spill-"
 
 _reclaimed = False
 
+#: What :meth:`SpillMap.get` gives for a key not held, to :meth:`SpillMap.__getitem__`.
+_ABSENT: Any = object()
+
 
 def reclaim_stale(directory: str | None = None) -> list[str]:
     """Remove the spill directories left in ``directory`` (the temporary directory) by looptap
@@ -181,16 +184,10 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
 
     # -- the mapping -------------------------------------------------------------------------
     def __getitem__(self, key: K) -> V:
-        hot = self._hot
-        if key in hot:
-            value = hot.pop(key)
-            hot[key] = value  # most recently used last
-            return value
-        found, got = self._read(key, take=True)
-        if not found:
+        got = self.get(key, _ABSENT)
+        if got is _ABSENT:
             raise KeyError(key)
-        hot[key] = got  # type: ignore[assignment]
-        return got  # type: ignore[return-value]
+        return got  # type: ignore[no-any-return]
 
     @overload
     def get(self, key: K, default: None = None) -> V | None: ...
