@@ -148,7 +148,6 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
         self._keep = keep
         self._evictable: Callable[[K, V], bool] | None = evictable
         self._cold = 0  # entries on disk
-        self._floor = 0  # entries in memory after the last trim
         self._limit = keep  # trim writes nothing until more entries than this are in memory
         self._bloom: bytearray | None = None  # keys ever spilled (made on the first spill)
 
@@ -283,9 +282,8 @@ class SpillMap(MutableMapping[K, V], Generic[K, V]):
                 continue
             del hot[key]
             out.append((key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
-        self._floor = len(hot)
         # (past entries ``evictable`` kept, so that a table of many such is not scanned each time)
-        self._limit = max(self._keep, self._floor + self._keep // 2)
+        self._limit = max(self._keep, len(hot) + self._keep // 2)
         if not out:
             return
         if self._bloom is None:
