@@ -66,6 +66,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     turns = run.analysis.turns
     keep = _show_filter(args, run.analysis)
     ran = {c.call_id: c for c in run.analysis.mcp_calls.values() if c.call_id}
+    from cassettes.views.view import GrowthRows
+
+    # Each turn is restored once, by views(); the growth tables printed after take its row from there.
+    growth = None if args.json else GrowthRows()
 
     def views() -> Iterator[dict[str, Any]]:  # one round trip at a time: the run is never held
         for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
@@ -74,6 +78,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)
             turn = turns.get(v["seq"])
             v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
+            if turn is not None and growth is not None:
+                growth.note(turn)
             link = run.analysis.mcp_calls.get(v["seq"])
             if link is not None and v.get("mcp") is not None:
                 v["mcp"]["linked"] = mcp_link_json(link)
@@ -98,11 +104,13 @@ def cmd_show(args: argparse.Namespace) -> int:
             out.write(orjson.dumps(v, option=orjson.OPT_APPEND_NEWLINE))
         out.flush()
     else:
+        assert growth is not None
         lines = summary_lines(kept(), run.problems, title=str(path), total=len(run.exchanges), families=run.families)
         for line in lines:
             print(line)
-        for line in analysis_lines(keep.analysis(run.analysis) if keep is not None else run.analysis):
+        for line in analysis_lines(keep.analysis(run.analysis) if keep is not None else run.analysis, growth):
             print(line)
+        growth.close()
         if keep is not None:
             from cassettes.hints import count
 

@@ -12,7 +12,7 @@ from typing import Any
 from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis, Turn
 from cassettes.errors import problem_lines
 
-__all__ = ["SEVERITY_MARK", "analysis_lines", "count", "edit_text", "edited_messages", "edits_json", "error_phrase", "finding_json", "mcp_link_json", "summary_lines", "turn_json"]
+__all__ = ["SEVERITY_MARK", "GrowthRows", "analysis_lines", "count", "edit_text", "edited_messages", "edits_json", "error_phrase", "finding_json", "mcp_link_json", "summary_lines", "turn_json"]
 
 def count(n: int, noun: str) -> str:
     """``1 turn``, ``2 turns``."""
@@ -385,15 +385,17 @@ _LAYER_NAMES = {"E": "E — model emission", "A": "A — API", "C": "C — clien
 _BRANCH_WORDS = {"sub_agent": "sub-agent of", "side_call": "side call on"}
 
 
-def analysis_lines(analysis: RunAnalysis) -> Iterator[str]:
+def analysis_lines(analysis: RunAnalysis, rows: GrowthRows | None = None) -> Iterator[str]:
     """Findings grouped by layer, then the token-cost growth table of each conversation, a line at
-    a time (a run of a million conversations has millions of lines: they are never held)."""
+    a time (a run of a million conversations has millions of lines: they are never held). The
+    table's rows are taken from ``rows`` where noted there (``show``: its printing pass had each
+    turn at hand), else from ``analysis.turns`` (each turn read once)."""
     yield ""
     yield f"{count(len(analysis.conversations), 'conversation')}, {count(len(analysis.turns), 'turn')}, {count(len(analysis.findings), 'finding')}"
     for layer in _LAYER_NAMES:
         yield from _layer_lines(analysis, layer)
     for conv in analysis.conversations:
-        yield from _growth_lines(analysis, conv)
+        yield from _growth_lines(analysis, conv, rows)
     if analysis.errors:
         yield ""
         yield from (f"(!) analysis: {e}" for e in analysis.errors)
@@ -410,28 +412,64 @@ def _layer_lines(analysis: RunAnalysis, layer: str) -> list[str]:
     return out
 
 
-def _growth_lines(analysis: RunAnalysis, conv: Conversation) -> list[str]:
-    """A conversation's token-cost growth table (nothing for a conversation with no turn)."""
-    turns = [analysis.turns[s] for s in conv.turns]
-    if not turns:
-        return []
+class GrowthRows:
+    """Each turn's row of the token-growth table, noted by a pass that has the turn at hand
+    (``show``'s printing pass, which restores each turn once) for :func:`analysis_lines`, which
+    prints the tables after that pass: so no turn is restored from the reader's store again.
+
+    A row is a line of text and a flag (its cost estimated). The most recently noted
+    :data:`~cassettes.analysis.spill.KEEP` rows stay in memory, the others go to a temporary file
+    (:class:`~cassettes.analysis.spill.SpillMap`): a run of a million turns holds no more than a
+    run of ten thousand. :meth:`close` removes the file."""
+
+    def __init__(self) -> None:
+        from cassettes.analysis import spill
+
+        self._spill = spill.Spill()
+        self._rows: spill.SpillMap[int, tuple[str, bool]] = spill.SpillMap(self._spill, keep=spill.KEEP)
+
+    def note(self, turn: Turn) -> None:
+        self._rows[turn.seq] = (_growth_row(turn), turn.tokens.price_estimated)
+        self._rows.trim()
+
+    def get(self, seq: int) -> tuple[str, bool] | None:
+        """The row noted for the turn ``seq`` (``None``: none was)."""
+        try:
+            return self._rows.peek(seq)
+        except KeyError:
+            return None
+
+    def close(self) -> None:
+        self._rows.clear()
+        self._spill.close()
+
+
+def _growth_lines(analysis: RunAnalysis, conv: Conversation, rows: GrowthRows | None = None) -> Iterator[str]:
+    """A conversation's token-cost growth table (nothing for a conversation with no turn), a line
+    at a time; each row from ``rows`` when noted there, else from its turn in ``analysis.turns``."""
+    if not conv.turns:
+        return
     branch = ""
     if conv.parent_seq is not None:
         branch = f", {_BRANCH_WORDS.get(conv.branch or '', 'branched from')} #{conv.parent_seq}"
     title = f" “{conv.label or conv.title}”" if conv.label or conv.title else ""
-    out = [
-        "",
-        f"token growth, conversation {conv.id}{title} ({conv.family}, {count(len(turns), 'turn')}{branch})",
+    yield ""
+    yield f"token growth, conversation {conv.id}{title} ({conv.family}, {count(len(conv.turns), 'turn')}{branch})"
+    yield (
         f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>7} {'written':>7} {'output':>6} {'reason':>6}  "
-        f"{'system':>6} {'tools':>6} {'user':>6} {'history':>7} {'results':>7} {'new':>6}  {'cost':>9} {'cumulative':>10}  source",
-    ]
-    out += [_growth_row(t) for t in turns]
-    out.append("  (input split by segment: estimated from text size, scaled to the reported input)")
-    if any(analysis.turns[s].tokens.price_estimated for s in conv.turns if s in analysis.turns):
-        out.append(
-            "  (~: estimated cost, the list price of the model by its name; the host is not a provider looptap knows)"
-        )
-    return out
+        f"{'system':>6} {'tools':>6} {'user':>6} {'history':>7} {'results':>7} {'new':>6}  {'cost':>9} {'cumulative':>10}  source"
+    )
+    estimated = False
+    for s in conv.turns:
+        row = rows.get(s) if rows is not None else None
+        if row is None:
+            t = analysis.turns[s]
+            row = (_growth_row(t), t.tokens.price_estimated)
+        yield row[0]
+        estimated = estimated or row[1]
+    yield "  (input split by segment: estimated from text size, scaled to the reported input)"
+    if estimated:
+        yield "  (~: estimated cost, the list price of the model by its name; the host is not a provider looptap knows)"
 
 
 def _growth_row(t: Turn) -> str:

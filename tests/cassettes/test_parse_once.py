@@ -321,3 +321,78 @@ def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_t
         assert full.request is not None
         assert [m.model_dump() for m in got.request.messages] == [m.model_dump() for m in full.request.messages], pos
     run.close()
+
+
+def _interleaved_run(path: Path, conversations: int = 3, turns: int = 8) -> Path:
+    """``conversations`` of ``turns`` turns each (history deltas), interleaved round trip by round
+    trip; the second one sent to a host looptap does not know (its costs estimated: the growth
+    table's ``~`` and its note)."""
+    from support.huge import write_huge
+
+    write_huge(path, conversations * turns, "long", turns=turns)
+    lines = path.read_bytes().splitlines(keepends=True)
+    body = [lines[1 + c * turns + k] for k in range(turns) for c in range(conversations)]
+    body = [b.replace(b"api.openai.com", b"llm.example.test") if i % conversations == 1 else b for i, b in enumerate(body)]
+    path.write_bytes(lines[0] + b"".join(body))
+    return path
+
+
+def _count_restores(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
+    """Turns restored from a reader's store of full turns, by seq (its read function wrapped)."""
+    restores: Counter[int] = Counter()
+    real = incremental._TurnStore.get
+
+    def get(self: incremental._TurnStore, block: int, offset: int, length: int) -> Any:
+        turn = real(self, block, offset, length)
+        restores[turn.seq] += 1
+        return turn
+
+    monkeypatch.setattr(incremental._TurnStore, "get", get)
+    return restores
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["show"], ["show", "--json"], ["textconv"], ["show", "--turn", "1"], ["show", "--conversation", "c2"], ["show", "--severity", "info"]],
+    ids=" ".join,
+)
+def test_a_command_restores_each_turn_at_most_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """``show`` restored every turn from the reader's store three times (to print it, for its row
+    of the growth table, and again for the table's note on estimated costs): its printing pass
+    restores each turn once and notes the turn's row for the tables printed after it."""
+    from cassettes.cli import main
+
+    path = _interleaved_run(tmp_path / "run.jsonl")
+    restores = _count_restores(monkeypatch)
+    assert main([*argv, str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out
+    assert restores and max(restores.values()) == 1, sorted(restores.items())
+    if argv == ["show"]:
+        assert set(restores) == set(range(24)) and "token growth, conversation c3" in out
+
+
+def test_the_growth_tables_rows_noted_by_the_printing_pass_are_the_turns_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The tables ``show`` prints from the rows its printing pass noted, most of them spilled to
+    disk (a table of 3 kept in memory), are the tables made from the turns themselves."""
+    from cassettes.analysis import spill
+    from cassettes.cli import main
+    from cassettes.views import view
+
+    path = _interleaved_run(tmp_path / "run.jsonl")
+    expected = "\n".join(view.analysis_lines(open_run(path, whole=True).analysis)) + "\n"
+    assert expected.count("(~: estimated cost") == 1 and expected.count("token growth, conversation") == 3
+    spilled: list[bool] = []
+    real_close = view.GrowthRows.close
+
+    def close(self: view.GrowthRows) -> None:
+        spilled.append(self._spill.used)
+        real_close(self)
+
+    monkeypatch.setattr(view.GrowthRows, "close", close)
+    monkeypatch.setattr(spill, "KEEP", 3)
+    restores = _count_restores(monkeypatch)
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert spilled == [True] and set(restores.values()) == {1}
+    assert out.endswith(expected), out[-3000:]
