@@ -100,6 +100,8 @@ class AppPanes(AppBase):
         if view is not None and view != self.view:
             self.show_view(view)
 
+    # -- focus: said in the playback line when it is not on the turn list ----------------------
+
     def action_focus_turns(self) -> None:
         self.turn_list.focus()
 
@@ -114,6 +116,8 @@ class AppPanes(AppBase):
             self.notice = f"focus: {name} · ↑↓ scroll · j/k turns · esc list"
         elif self.notice.startswith("focus:"):
             self.notice = ""
+
+    # -- the layer tabs' labels, and the layer a turn's findings bring up ------------------------
 
     def _label_tabs(self, turn: TurnSummary | None = None) -> None:
         """Each layer tab says its layer's findings (``E ✖1``); the long labels if they all fit the

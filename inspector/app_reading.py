@@ -206,6 +206,8 @@ class AppReading(AppNavigation):
             self.notice = "this run is a branch: 4 shows it beside its origin"
         self.query_one("#fork-view", ForkPane).show_view(message.view, message.note)
 
+    # -- worker failures: every worker's failure ends here --------------------------------------
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures end up."""
         if event.state != WorkerState.ERROR:
