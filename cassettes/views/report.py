@@ -252,30 +252,34 @@ def _detail(rt: Any, t: Turn, history: list[Any], pinned: bool) -> dict[str, Any
     }
 
 
-def _conversations(analysis: Any) -> tuple[list[dict[str, Any]], dict[str, list[list[Any]]]]:
-    """Each conversation, and its growth chart's bars."""
+def _bar(t: Turn) -> list[Any]:
+    """The turn's bar of its conversation's growth chart, as the page reads it."""
     from cassettes.views.growth import growth_bars
 
+    (b,) = growth_bars([t])  # (a bar is the turn's own: growth_bars reads no other turn)
+    return [b.seq, b.turn, b.system, b.tools, b.history, b.tool_results, b.new, b.output,
+            None if b.cumulative_cost is None else float(b.cumulative_cost), b.source]  # fmt: skip
+
+
+def _conversations(analysis: Any, bars: dict[int, list[Any]]) -> tuple[list[dict[str, Any]], dict[str, list[list[Any]]]]:
+    """Each conversation, and its growth chart's bars (``bars``: each turn's, by seq, made when the
+    pass over the round trips had the turn; a turn is restored again only when missing there)."""
     turns_by_seq = analysis.turns
     conversations = []
     growth: dict[str, list[list[Any]]] = {}
     for conv in analysis.conversations:
-        turns = [turns_by_seq[s] for s in conv.turns if s in turns_by_seq]
+        seqs = [s for s in conv.turns if s in turns_by_seq]
         conversations.append(
             {
                 "id": conv.id,
                 "title": conv.label or conv.title,
                 "family": conv.family,
-                "turns": [t.seq for t in turns],
+                "turns": seqs,
                 "parent_seq": conv.parent_seq,
                 "branch": conv.branch,
             }
         )
-        growth[conv.id] = [
-            [b.seq, b.turn, b.system, b.tools, b.history, b.tool_results, b.new, b.output,
-             None if b.cumulative_cost is None else float(b.cumulative_cost), b.source]
-            for b in growth_bars(turns)
-        ]  # fmt: skip
+        growth[conv.id] = [bars[s] if s in bars else _bar(turns_by_seq[s]) for s in seqs]
     return conversations, growth
 
 
@@ -288,6 +292,7 @@ def report_data(run: Any) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     detail: dict[str, Any] = {}
     answered: dict[tuple[str, str], int] = {}
+    bars: dict[int, list[Any]] = {}
     cost: Decimal | None = None
     cost_complete = True
     for rt in run.roundtrips:
@@ -305,12 +310,13 @@ def report_data(run: Any) -> dict[str, Any]:
             cost_complete = False
         rows.append(_row(t))
         detail[str(seq)] = _detail(rt, t, history, pinned)
+        bars[seq] = _bar(t)
     # Each tool call with the turn whose request carried its result (the inspector's "result").
     for row in rows:
         d = detail[str(row["seq"])]
         for call in d["layers"]["E"]["calls"]:
             call["answered_by"] = answered.get((row["conv"], call["id"])) if call["id"] else None
-    conversations, growth = _conversations(analysis)
+    conversations, growth = _conversations(analysis, bars)
     findings = [_finding(f) for f in ordered_findings(analysis.findings)]
     counts = {sev: sum(1 for f in analysis.findings if f.severity.value == sev) for sev in ("error", "warning", "info")}
     from cassettes._version import __version__
