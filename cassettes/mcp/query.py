@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +159,9 @@ class Runs:
 
     # -- answers ----------------------------------------------------------------------------
 
-    def _overview(self, path: Path, run: Run) -> dict[str, Any]:
+    def _overview(self, path: Path, run: Run, ends: Iterable[tuple[bool, Decimal | None]] | None = None) -> dict[str, Any]:
+        """The run in a few figures. ``ends``: each conversation's last turn, whether found and
+        its cumulative cost, when the caller has read them (else each is read here)."""
         a = run.analysis
         by: dict[str, dict[str, int]] = {}
         for f in a.findings:
@@ -166,12 +169,14 @@ class Runs:
             by[f.layer][f.severity.value] += 1
         cost = 0.0
         priced = True
-        for c in a.conversations:
-            last = a.turns.get(c.turns[-1]) if c.turns else None
-            if last is None or last.tokens.cumulative_cost is None:
-                priced = priced and last is None
+        if ends is None:
+            lasts = (a.turns.get(c.turns[-1]) if c.turns else None for c in a.conversations)
+            ends = ((t is not None, t.tokens.cumulative_cost if t is not None else None) for t in lasts)
+        for found, cumulative in ends:
+            if not found or cumulative is None:
+                priced = priced and not found
                 continue
-            cost += float(last.tokens.cumulative_cost)
+            cost += float(cumulative)
         return {
             "recorded_run": text(self._label(path), 300),
             "bytes": path.stat().st_size,
@@ -201,12 +206,13 @@ class Runs:
     def summary(self, run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         path, r = self.open(run)
         a = r.analysis
-        convs = [conversation_row(c, a) for c in a.conversations]
+        ends: list[tuple[bool, Decimal | None]] = []  # (each turn is read once: the overview takes the last ones from the rows)
+        convs = [conversation_row(c, a, ends) for c in a.conversations]
         # The root causes are the answer: their messages get room (the top one whole up to 1,000
         # characters), and the conversations are paged into what is left, before any text is cut.
         found = [f for f in ordered_findings(a.findings) if not is_consequence(f)][:8]
         roots = [finding_part(f, 1000 if i == 0 else 400) for i, f in enumerate(found)]
-        out = self._overview(path, r)
+        out = self._overview(path, r, ends)
         while len(roots) > 1 and json_size(out) + json_size(roots) > byte_budget(max_bytes) - 300:
             roots.pop()  # the least severe root causes go before the top one is cut
         budget = byte_budget(max_bytes) - json_size(out) - json_size(roots)

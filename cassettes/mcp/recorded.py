@@ -4,6 +4,7 @@ conversation's row and a turn's three layers, every recorded string made safe (:
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from cassettes.analysis.dispatch import ordered_findings
@@ -52,14 +53,18 @@ def message_part(m: Message, chars: int) -> dict[str, Any]:
     return {"role": m.role, "parts": parts}
 
 
-def conversation_row(c: Conversation, a: RunAnalysis) -> dict[str, Any]:
-    """One conversation of ``run_summary``: its size, cost so far and findings by code."""
-    last = a.turns.get(c.turns[-1]) if c.turns else None
+def conversation_row(c: Conversation, a: RunAnalysis, ends: list[tuple[bool, Decimal | None]] | None = None) -> dict[str, Any]:
+    """One conversation of ``run_summary``: its size, cost so far and findings by code. Each turn
+    is read once (a streamed run restores it from disk); ``ends``, when given, gets whether the
+    conversation's last turn was found and its cumulative cost (the run's overview adds them up)."""
+    last = None
     codes: dict[str, int] = {}
-    for s in c.turns:
-        t = a.turns.get(s)
+    for s in c.turns:  # (the last one read is the conversation's last turn)
+        last = t = a.turns.get(s)
         for f in t.findings if t is not None else []:
             codes[f.code] = codes.get(f.code, 0) + 1
+    if ends is not None:
+        ends.append((last is not None, last.tokens.cumulative_cost if last is not None else None))
     return {
         "conversation": c.id,
         "family": c.family,

@@ -399,3 +399,20 @@ def test_the_growth_tables_rows_noted_by_the_printing_pass_are_the_turns_rows(tm
     out = capsys.readouterr().out
     assert spilled == [True] and set(restores.values()) == {1}
     assert out.endswith(expected), out[-3000:]
+
+
+def test_the_mcp_run_summary_reads_each_turn_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run_summary`` read each conversation's last turn three times (for its row, again for the
+    row's findings, again for the run's cost): once now, its cost the same."""
+    from cassettes.mcp.query import Runs
+
+    _interleaved_run(tmp_path / "run.jsonl")
+    runs = Runs([tmp_path])
+    runs.open("run.jsonl")  # (opened and analysed before counting)
+    restores = _count_restores(monkeypatch)
+    got = runs.summary("run.jsonl")
+    assert set(restores) == set(range(24)) and set(restores.values()) == {1}, sorted(restores.items())
+    whole = open_run(tmp_path / "run.jsonl", whole=True).analysis
+    lasts = [whole.turns[c.turns[-1]].tokens.cumulative_cost for c in whole.conversations]
+    assert None not in lasts and got["cost_usd"] == round(sum(float(x) for x in lasts if x is not None), 6)
+    assert len(got["recorded"]["conversations"]) == 3
