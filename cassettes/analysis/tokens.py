@@ -58,8 +58,7 @@ import orjson
 from cassettes import providers
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.model import Segments, TokenCount
-from cassettes.analysis.price_data import get_snapshot
-from cassettes.analysis.pricing import PRICES_VERSION, calc_price
+from cassettes.analysis.price_memo import PRICES_VERSION, calc_price, provider_for_url
 from cassettes.models import Message, NormalisedResponse, Part, ToolSpec, Usage
 
 __all__ = [
@@ -333,7 +332,7 @@ def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str
     host = urlsplit(ctx.rt.url).netloc or ctx.rt.url
     how = ""
     try:
-        provider_id: str | None = get_snapshot().find_provider(None, None, ctx.rt.url).id
+        provider_id: str | None = provider_for_url(ctx.rt.url)
     except LookupError:
         provider_id = adapter.price_provider if adapter is not None else None
         if provider_id is None:
