@@ -49,7 +49,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -279,6 +278,8 @@ def _when(ctx: TurnContext) -> datetime | None:
             pass
     date = ctx.ex.response_header("date")
     if date:
+        from email.utils import parsedate_to_datetime  # a recording without its clock only
+
         try:
             when = parsedate_to_datetime(date)
         except (TypeError, ValueError, IndexError):
