@@ -39,6 +39,7 @@ from typing import IO, Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from cassettes.analysis import spill
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
 from cassettes.errors import CassetteFormatError
@@ -56,10 +57,12 @@ TURN_CACHE = 64
 #: Parses restored lately (their request side), kept as bases for restoring the next one's
 #: request (its kept messages are its base's): the latest turn of that many conversations.
 SHOWN = 64
-#: A request's messages are kept whole every this many links of a chain of requests that each
-#: extend the previous one (:class:`_Parses`), so restoring one reads at most this many records.
-#: (At 64 a coding agent's run pickles half as much, but a printing pass over more conversations
-#: at once than :data:`SHOWN` keeps bases of reads up to 64 records per round trip.)
+#: Links of a chain of requests that each extend the previous one (:class:`_Parses`) between two
+#: checkpoints, and checkpoints between two whole message lists: a checkpoint keeps the messages
+#: appended since the previous checkpoint, so restoring a round trip reads at most
+#: ``2 * CHECKPOINT - 1`` records, and a conversation of n turns keeps its history whole
+#: ``n / CHECKPOINT²`` times, not ``n / CHECKPOINT`` (whole lists were most of what a long
+#: conversation pickled: 114 of 178 MB for a 101 MB run of 100-turn conversations).
 CHECKPOINT = 16
 
 
@@ -290,13 +293,20 @@ class _Parses:
     in the index, kept compactly in a store like the turns' (compressed blocks in an anonymous
     temporary file of this process: what is read back is what this process wrote, so it is
     pickled). A request parsed against the one it extends keeps only the messages it appended
-    and names its base (seq, messages kept); every :data:`CHECKPOINT`-th link of such a chain
-    keeps its messages whole, so restoring a round trip reads at most that many records."""
+    and names its base (seq, messages kept). Every :data:`CHECKPOINT`-th link of such a chain is
+    a checkpoint: it names the previous checkpoint as its base instead (keeping what every link
+    since kept of its own base), and every :data:`CHECKPOINT`-th checkpoint keeps its messages
+    whole; restoring a round trip reads at most ``2 * CHECKPOINT - 1`` records."""
 
     def __init__(self, directory: str | Path | None) -> None:
         self._store = _TurnStore(directory)
         self._where = array("i")  # block, offset, length per position (-1: no parse kept; a block is 256 KB)
-        self._depth = array("B")  # per position: links to the nearest whole message list
+        self._depth = array("B")  # per position: links to the nearest checkpoint or whole message list
+        # position → (seq of its chain's latest checkpoint, messages every link since kept of its
+        # base, checkpoints since the last whole list), for the latest round trips: as many as the
+        # analysis holds conversations in memory (spill.KEEP); a request extending an older one
+        # keeps its messages whole at its next checkpoint
+        self._chains: OrderedDict[int, tuple[int, int, int]] = OrderedDict()
 
     def put(self, pos: int, rt: RoundTrip, base_pos: int | None) -> None:
         while len(self._depth) < pos:  # (a record the analysis skipped)
@@ -306,9 +316,25 @@ class _Parses:
         keep = 0
         base_seq: int | None = None
         depth = 0
-        if req is not None and reused is not None and base_pos is not None and base_pos < pos and self._depth[base_pos] + 1 < CHECKPOINT:
-            base_seq, keep = reused
-            depth = self._depth[base_pos] + 1
+        chain: tuple[int, int, int] | None = None
+        if req is not None and reused is not None and base_pos is not None and base_pos < pos:
+            held = self._chains.get(base_pos)
+            if self._depth[base_pos] + 1 < CHECKPOINT:  # a link: named against its own base
+                base_seq, keep = reused
+                depth = self._depth[base_pos] + 1
+                chain = (held[0], min(held[1], keep), held[2]) if held is not None else None
+            elif held is not None and held[2] + 1 < CHECKPOINT:  # a checkpoint: against the previous one
+                base_seq, keep = held[0], min(held[1], reused[1])
+                chain = (-1, 0, held[2] + 1)
+        if base_seq is None:
+            chain = (-1, 0, 0)  # its messages whole
+        if chain is not None and rt.seq is not None:
+            if chain[0] < 0:  # the chain's latest checkpoint: a later link keeps at most its messages
+                chain = (rt.seq, len(req.messages) if req is not None else 0, chain[2])
+            self._chains[pos] = chain
+            while len(self._chains) > spill.KEEP:
+                self._chains.popitem(last=False)
+        if req is not None and base_seq is not None:
             req = req.model_copy(update={"messages": req.messages[keep:]})
         packed = rt.model_copy(update={"request": req})
         packed.forget_history_base()  # (a restored parse is no base for parsing a request)

@@ -275,3 +275,49 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(tmp_path: Path, mo
             want.request.messages = want.request.messages[keep:]
         _same_tree(rt, want)
     run.close()
+
+
+def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain of requests that each extend the previous one is stored as deltas: links against
+    their base, checkpoints against the previous checkpoint, and whole message lists only every
+    ``CHECKPOINT``-th checkpoint (every 16th link kept its history whole before: most of what a
+    long conversation pickled). Every turn still restores to the messages a full parse of its
+    request gives, reading at most ``2 * CHECKPOINT - 1`` records, with no restored base to start
+    from."""
+    from support.huge import write_huge
+
+    turns = 300
+    path = write_huge(tmp_path / "long.jsonl", 2 * turns, "long", turns=turns)
+    wholes: list[int] = []
+    real_put = incremental._Parses.put
+
+    def put(self: incremental._Parses, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None) -> None:
+        real_put(self, pos, rt, base_pos)
+        got = self.get(pos)
+        if got is not None and got[0] is None:
+            wholes.append(pos)
+
+    monkeypatch.setattr(incremental._Parses, "put", put)
+    run = _opened(path)
+    reader = run._reader
+    assert reader is not None
+    step = incremental.CHECKPOINT**2
+    assert len(wholes) == 2 * -(-turns // step), wholes  # (38 before)
+    reads = Counter[int]()
+    real_get = incremental._Parses.get
+
+    def get(self: incremental._Parses, pos: int) -> Any:
+        reads[pos] += 1
+        return real_get(self, pos)
+
+    monkeypatch.setattr(incremental._Parses, "get", get)
+    for pos, ex in enumerate(open_run(path).exchanges):
+        reader._shown.clear()
+        reads.clear()
+        got = reader.parse_at(pos)
+        assert got is not None and got.request is not None
+        assert sum(reads.values()) <= 2 * incremental.CHECKPOINT - 1, (pos, sum(reads.values()))
+        full = roundtrip.parse_exchange(ex)
+        assert full.request is not None
+        assert [m.model_dump() for m in got.request.messages] == [m.model_dump() for m in full.request.messages], pos
+    run.close()
