@@ -218,7 +218,7 @@ def _sound_plan(p: Any) -> bool:
         if not set(contained) <= seen:
             return False
         seen.add(name)
-    return _is_str_list(p["needed"]) and all(r[0] in seen for r in resolved) and keys <= set(p["needed"]) | {"requests"}
+    return _is_str_list(p["needed"]) and all(r[0] in seen for r in resolved) and "requests" not in keys and keys <= set(p["needed"])
 
 
 def _sound(doc: Any) -> bool:
@@ -339,6 +339,14 @@ def _from_memo(usage: dict[str, int], model_ref: str, provider_id: str | None, w
     plan = doc["plans"].get(f"{model_key}|{_selection(model, ts, context)}", _MISSING)
     if plan is _MISSING or plan is None:
         return None
+    try:
+        return _total(doc, plan, usage, prov, model_id)
+    except (KeyError, TypeError, ValueError, ArithmeticError):  # a memo the shape checks let through: the library decides
+        return None
+
+
+def _total(doc: dict[str, Any], plan: dict[str, Any], usage: dict[str, int], prov: str, model_id: str) -> tuple[Decimal, str, str] | None:
+    """:func:`pricing._total` on a plan from the memo."""
     values = dict(usage)
     positive: str | None = None
     for k in plan["needed"]:
@@ -360,7 +368,6 @@ def _from_memo(usage: dict[str, int], model_ref: str, provider_id: str | None, w
     for usage_key, per, price in plan["resolved"]:
         total += _unit_price(price, counts[usage_key], total_input, per)
     return total, prov, model_id
-
 
 
 # --- filling the memo from the library ---------------------------------------------------------
