@@ -1,6 +1,6 @@
 """Reading the selected turn, in thread workers: what the panes and the messages view show.
 
-Two reads, each a message to the app: the turn restored from the store (a temp-file read, zlib,
+Two reads, each a message to the app: the turn restored from the store (a temp-file read, zstd,
 validation) with the tool results its next turn sent back and its MCP calls (:class:`TurnShown`,
 for the layer panes), and the round trip re-read in full (:class:`TurnLoaded`: its request and its
 text timeline, for the messages view and playback). The app's workers

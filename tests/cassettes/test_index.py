@@ -17,7 +17,6 @@ from cassettes.storage.store import read_records
 from cassettes.views.growth import growth_bars
 from cassettes.views.search import search_turns
 from cassettes.views.timeline import text_timeline
-from tests.support import progress
 
 DEMO = Path(__file__).resolve().parents[2] / "cassettes" / "examples" / "tool_loop_anthropic.yaml"
 
@@ -242,19 +241,17 @@ def test_a_file_that_shrinks_while_followed_is_an_error(fx: Path, tmp_path: Path
         run.step()
 
 
-@pytest.mark.parametrize("backlog", [8, 0])
-def test_turn_store_blocks_round_trip_from_memory_and_disk(
-    fx: Path, monkeypatch: pytest.MonkeyPatch, backlog: int
-) -> None:
-    """Full turns come back identical whether their block is being filled, waits for the
-    compressor, or was compressed to disk (by the background thread, or inline when it lags)."""
+def test_turn_store_blocks_round_trip_from_memory_and_disk(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full turns come back identical whether their block is being filled or was compressed to
+    disk, and the store runs no thread of its own: a full block is compressed by the put that
+    filled it (a compressor thread made a busy machine's reader wait for the interpreter lock)."""
     import threading
 
     from cassettes.reading.incremental import _TurnStore
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 3000)
-    monkeypatch.setattr(_TurnStore, "BACKLOG", backlog)
     want = analyse(read_records(fx).exchanges).turns
+    threads = threading.active_count()
     store = _TurnStore()
     where = {}
     for _ in range(3):  # enough turns for many blocks
@@ -262,35 +259,29 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(
             where[(_, seq)] = (turn, store.put(turn))
             got = store.get(*where[(_, seq)][1])  # readable at once, from the block being filled
             assert got.model_dump() == turn.model_dump()
+            assert not store._waiting  # a full block is on disk when its put returns
     blocks = {w[0] for _, w in where.values()}
     assert len(blocks) > 5
-    progress.until(lambda: not store._waiting, interval=0.01, what="the compressor's backlog")  # its thread's progress
-    assert not store._waiting and len(store._blocks) == len(blocks) - 1  # all but the one being filled
+    assert len(store._blocks) == len(blocks) - 1  # all but the one being filled
+    assert threading.active_count() == threads
     for turn, w in where.values():
         assert store.get(*w).model_dump() == turn.model_dump()
     assert 0 < store.size < sum(w[2] for _, w in where.values())  # compressed
-    if backlog:  # the compressor thread ends once idle, and starts again for the next block
-        progress.until(lambda: store._worker is None, interval=0.05, what="the idle compressor thread's end")
-        assert store._worker is None
-        for turn in want.values():
-            store.put(turn)
+    store.flush()
+    assert store.buffered() == 0 and len(store._blocks) == len(blocks)
+    for turn, w in where.values():
+        assert store.get(*w).model_dump() == turn.model_dump()
     store.close()
-    assert not [t for t in threading.enumerate() if t.name == "looptap-turn-store"]
     with pytest.raises(ValueError, match="closed"):
         store.put(next(iter(want.values())))
 
 
-@pytest.mark.parametrize("backlog", [0, 8])
-def test_turn_store_write_failure_surfaces_on_the_next_put(
-    fx: Path, monkeypatch: pytest.MonkeyPatch, backlog: int
-) -> None:
-    """A full disk fails the reader's next put, whether the block was compressed inline or by the
-    background thread."""
+def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk fails the reader's put that fills a block, with the system's error."""
 
     from cassettes.reading.incremental import _TurnStore
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 1000)
-    monkeypatch.setattr(_TurnStore, "BACKLOG", backlog)
 
     def no_space(*a: object, **k: object) -> object:
         raise OSError(28, "No space left on device")
@@ -298,8 +289,9 @@ def test_turn_store_write_failure_surfaces_on_the_next_put(
     monkeypatch.setattr("cassettes.reading.incremental.tempfile.TemporaryFile", no_space)
     turn = next(iter(analyse(read_records(fx).exchanges).turns.values()))
     store = _TurnStore()
-    with pytest.raises(OSError, match="No space"):  # puts until the failure surfaces (the thread's progress watched)
-        progress.until(lambda: store.put(turn) is None, interval=0.001, what="the write failure to surface")
+    with pytest.raises(OSError, match="No space"):
+        for _ in range(1000 // len(turn.model_dump_json()) + 2):
+            store.put(turn)
     store.close()
 
 
@@ -318,11 +310,9 @@ def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
         run.close()
 
 
-def test_finish_compresses_the_last_block_and_stops_the_compressor(
-    fx: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A finished run keeps no turn JSON in memory: the block being filled is compressed, the
-    compressor thread ends, and every full turn still comes back."""
+def test_finish_compresses_the_last_block(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finished run keeps no turn JSON in memory: the block being filled is compressed, and
+    every full turn still comes back."""
     from cassettes.reading.incremental import _TurnStore
 
     monkeypatch.setattr(_TurnStore, "BLOCK", 3000)
@@ -331,7 +321,7 @@ def test_finish_compresses_the_last_block_and_stops_the_compressor(
     assert run._store._filling  # a block still being filled before finish
     run.finish()
     store = run._store
-    assert not store._filling and not store._waiting and store._worker is None
+    assert not store._filling and not store._waiting
     want = analyse(read_records(fx).exchanges)
     assert run.whole().model_dump() == want.model_dump()
     run.close()
