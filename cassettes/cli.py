@@ -443,9 +443,12 @@ def loading() -> Iterator[None]:
     collectable. As :func:`tune_gc`: for the command line, never for library callers."""
     import gc
 
+    from cassettes.pydantic_plugins import discover_lazily
+
     enabled = gc.isenabled()
     gc.disable()
     try:
+        discover_lazily()  # pydantic's plugins found without importlib.metadata when none is declared
         yield
     finally:
         if not gc.get_freeze_count():

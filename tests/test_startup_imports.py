@@ -7,11 +7,13 @@ collector's state) of a fresh interpreter, not by time (the figures are bench/st
 
 from __future__ import annotations
 
+import os
 import sys
 import tomllib
 from pathlib import Path
 
 import orjson
+import pytest
 
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.wire.exchange import Exchange
@@ -56,16 +58,26 @@ def _run(path: Path, tools: bool, arguments: str = '{"city":"Paris"}') -> Path:
     return path
 
 
-def _modules(code: str) -> set[str]:
+def _modules(code: str, **env: str) -> set[str]:
     """The modules a fresh interpreter holds after ``code`` (its stdout goes nowhere)."""
+    return _modules_and_output(code, **env)[0]
+
+
+def _modules_and_output(code: str, **env: str) -> tuple[set[str], str]:
+    """The modules a fresh interpreter holds after ``code``, and what ``code`` printed (with ``env`` set)."""
     script = (
         "import os, sys\n"
         "real = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n"
+        "printed = os.open(sys.argv[1], os.O_WRONLY); sys.stdout.flush(); os.dup2(printed, 1)\n"
         f"{code}\n"
-        "os.write(real, '\\n'.join(sorted(sys.modules)).encode())\n"
+        "sys.stdout.flush(); os.write(real, '\\n'.join(sorted(sys.modules)).encode())\n"
     )
-    out = progress.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
-    return set(out.stdout.split())
+    import tempfile
+
+    with tempfile.NamedTemporaryFile() as printed:
+        out = progress.run([sys.executable, "-c", script, printed.name], capture_output=True, text=True, check=True,
+                           cwd=Path(__file__).parents[1], env={**os.environ, **env})
+        return set(out.stdout.split()), Path(printed.name).read_text()
 
 
 def _loaded(mods: set[str], names: tuple[str, ...]) -> list[str]:
@@ -75,7 +87,7 @@ def _loaded(mods: set[str], names: tuple[str, ...]) -> list[str]:
 def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_path: Path) -> None:
     path = _run(tmp_path / "chat.jsonl", tools=False)
     mods = _modules(f"from cassettes.cli import main\nmain(['show', {str(path)!r}])")
-    assert "cassettes.analysis.tokens" in mods and "genai_prices.data" in mods  # it did analyse and price the run
+    assert "cassettes.analysis.tokens" in mods and "cassettes.analysis.price_memo" in mods  # it did analyse and price the run
     assert _loaded(mods, NEVER) == []
     assert _loaded(mods, SCHEMA_CHECK) == []
     # a core command loads no other command's module (their entry points are not loaded)
@@ -83,6 +95,52 @@ def test_show_of_a_small_run_loads_no_network_client_nor_schema_validator(tmp_pa
     # the objects it prints are built without the schema's model classes (cassettes/views/roundtrip_object.py)
     assert "cassettes.views.roundtrip_object" in mods
     assert _loaded(mods, ("cassettes.views.schema",)) == []
+
+
+def test_show_prices_a_run_from_the_memo_without_genai_prices(tmp_path: Path) -> None:
+    """genai-prices' price table and types (a sixth of a small show) load the first time a model is
+    priced, which writes down what its answer was made of (``cassettes/analysis/price_memo.py``);
+    the next ``show`` prices the same run from that memo, to the same figures, without them."""
+    path = _run(tmp_path / "chat.jsonl", tools=False)
+    state = str(tmp_path / "state")
+    code = f"from cassettes.cli import main\nmain(['show', {str(path)!r}])\nmain(['show', '--json', {str(path)!r}])"
+    first, printed = _modules_and_output(code, LOOPTAP_STATE_DIR=state)
+    assert "genai_prices.data" in first and (tmp_path / "state" / "genai-prices-memo.json").is_file()
+    assert printed.count('"price_source":"genai-prices ') + printed.count('"price_source": "genai-prices ') == 2, printed  # both turns priced
+    again, printed_again = _modules_and_output(code, LOOPTAP_STATE_DIR=state)
+    # only the package's name (cassettes/analysis/price_data.py registers it, its __init__ deferred): none of its modules
+    assert _loaded(again, ("genai_prices",)) == ["genai_prices"] and "cassettes.analysis.pricing" not in again
+    assert printed_again == printed
+    # nor importlib.metadata: pydantic's plugins are looked for without it when none is declared (cassettes/pydantic_plugins.py)
+    assert _loaded(again, ("importlib.metadata", "email", "zipfile")) == []
+
+
+_PLUGIN = """
+import os
+class Plugin:
+    def new_schema_validator(self, schema, schema_type, schema_type_path, schema_kind, config, plugin_settings):
+        with open(os.environ["PLUGIN_SAW"], "a") as f:
+            f.write(schema_type_path.name + "\\n")
+        return None, None, None
+plugin = Plugin()
+"""
+
+
+def test_a_declared_pydantic_plugin_is_loaded_by_show(tmp_path: Path) -> None:
+    """The twin: a distribution that declares a ``pydantic`` entry point gets its plugin loaded, as
+    pydantic loads it, and it sees looptap's models being built."""
+    path = _run(tmp_path / "chat.jsonl", tools=False)
+    site = tmp_path / "site"
+    (site / "looptap_test_plugin-1.0.dist-info").mkdir(parents=True)
+    (site / "looptap_test_plugin-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: looptap-test-plugin\nVersion: 1.0\n")
+    (site / "looptap_test_plugin-1.0.dist-info" / "entry_points.txt").write_text("[pydantic]\nsaw = looptap_test_plugin:plugin\n")
+    (site / "looptap_test_plugin.py").write_text(_PLUGIN)
+    saw = tmp_path / "saw.txt"
+    saw.touch()
+    code = f"import sys\nsys.path.insert(0, {str(site)!r})\nfrom cassettes.cli import main\nmain(['show', {str(path)!r}])"
+    mods = _modules(code, PLUGIN_SAW=str(saw))
+    assert "importlib.metadata" in mods and "looptap_test_plugin" in mods
+    assert "NormalisedResponse" in saw.read_text().split()
 
 
 def test_show_checks_a_plain_call_without_the_schema_validator(tmp_path: Path) -> None:
@@ -194,3 +252,24 @@ def test_show_imports_with_the_collector_paused_and_freezes_what_it_imported(tmp
     assert int(while_importing) == 0, out
     assert int(frozen) > 10_000 and adapter_tracked == "False" and analyser_tracked == "False", out
 
+
+
+def test_pydantic_plugins_are_told_absent_only_where_importlib_metadata_would_find_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cassettes.pydantic_plugins import declared_nowhere
+
+    plain = tmp_path / "plain"
+    (plain / "a-1.0.dist-info").mkdir(parents=True)
+    (plain / "a-1.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\na = a:main\n")
+    (plain / "b-1.0.egg-info").mkdir()
+    monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "missing")])
+    assert declared_nowhere()
+    declared = tmp_path / "declared"
+    (declared / "Plug-2.0.egg-info").mkdir(parents=True)
+    (declared / "Plug-2.0.egg-info" / "entry_points.txt").write_text("[console_scripts]\np = p:main\n\n[ pydantic ]\np = p:plugin\n")
+    monkeypatch.setattr(sys, "path", [str(plain), str(declared)])
+    assert not declared_nowhere()
+    (tmp_path / "dists.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # a zip on the path: importlib.metadata's own search
+    monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "dists.zip")])
+    assert not declared_nowhere()
+    monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "x.egg")])
+    assert not declared_nowhere()

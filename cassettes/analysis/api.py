@@ -426,13 +426,9 @@ def check_tool_calls_without_calls(ctx: TurnContext) -> Iterator[Finding]:
 def _known_model(name: str) -> str | None:
     """The model genai-prices files ``name`` under (``gpt-4o-2024-08-06`` → ``openai/gpt-4o``), or
     ``None`` for a name that is no published model: an alias, a deployment, a router."""
-    try:
-        from cassettes.analysis.price_data import get_snapshot
+    from cassettes.analysis.price_memo import known_model
 
-        provider, model = get_snapshot().find_provider_model(name, None, None, None)
-    except (LookupError, ValueError):
-        return None
-    return f"{provider.id}/{model.id}"
+    return known_model(name)
 
 
 def _deployment(url: str) -> str | None:

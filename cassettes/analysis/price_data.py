@@ -21,9 +21,12 @@ import sys
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["PRICES_VERSION", "get_snapshot", "library"]
+if TYPE_CHECKING:
+    from genai_prices.data_snapshot import DataSnapshot
+
+__all__ = ["PRICES_VERSION", "data_file", "get_snapshot", "library"]
 
 _LOCK = threading.Lock()
 
@@ -87,7 +90,25 @@ def library() -> ModuleType:
     return genai_prices
 
 
+def data_file() -> Path | None:
+    """genai-prices' bundled price table (``genai_prices/data.py``), or ``None`` when it is not a plain file."""
+    spec = importlib.util.find_spec("genai_prices")
+    if spec is None or spec.submodule_search_locations is None:
+        return None
+    for d in spec.submodule_search_locations:
+        path = Path(d) / "data.py"
+        if path.is_file():
+            return path
+    return None
+
+
+def get_snapshot() -> DataSnapshot:
+    """genai-prices' price data (``genai_prices.data_snapshot.get_snapshot()``), imported on first use:
+    :mod:`cassettes.analysis.price_memo` answers most calls without it."""
+    from genai_prices.data_snapshot import get_snapshot as snapshot
+
+    return snapshot()
+
+
 _register()
 PRICES_VERSION = _version()
-
-from genai_prices.data_snapshot import get_snapshot  # noqa: E402 - after the package is registered

@@ -49,7 +49,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,8 +57,7 @@ import orjson
 from cassettes import providers
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.model import Segments, TokenCount
-from cassettes.analysis.price_data import get_snapshot
-from cassettes.analysis.pricing import PRICES_VERSION, calc_price
+from cassettes.analysis.price_memo import PRICES_VERSION, calc_price, provider_for_url
 from cassettes.models import Message, NormalisedResponse, Part, ToolSpec, Usage
 
 __all__ = [
@@ -280,6 +278,8 @@ def _when(ctx: TurnContext) -> datetime | None:
             pass
     date = ctx.ex.response_header("date")
     if date:
+        from email.utils import parsedate_to_datetime  # a recording without its clock only
+
         try:
             when = parsedate_to_datetime(date)
         except (TypeError, ValueError, IndexError):
@@ -333,7 +333,7 @@ def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str
     host = urlsplit(ctx.rt.url).netloc or ctx.rt.url
     how = ""
     try:
-        provider_id: str | None = get_snapshot().find_provider(None, None, ctx.rt.url).id
+        provider_id: str | None = provider_for_url(ctx.rt.url)
     except LookupError:
         provider_id = adapter.price_provider if adapter is not None else None
         if provider_id is None:

@@ -177,7 +177,7 @@ class _TurnStore:
         assert self._file is not None
         at, length = self._blocks[block]
         self._file.seek(at)
-        raw = _unzstd().decompress(self._file.read(length))
+        raw: bytes = _unzstd().decompress(self._file.read(length))
         self._recent[block] = raw
         while len(self._recent) > 4:
             self._recent.popitem(last=False)

@@ -1,0 +1,553 @@
+"""genai-prices' answers for the models a user's runs name, kept so that pricing a turn does not load its whole price table.
+
+genai-prices' bundled prices are a 1.6 MB Python module (``genai_prices.data``: every model of 47
+providers) and its types build pydantic validators at import: together about a sixth of a small
+``looptap show``. A run names a handful of models. So the first time a model (or a host, a usage
+shape, a price variant) is priced, the library answers (:mod:`cassettes.analysis.pricing`) and
+this module writes down what the answer was made of, as plain values; later calls, in this process
+or the next, compute the same figure from those values without importing genai-prices:
+
+* the providers' API URL patterns, in the library's order (a host is its provider as
+  ``DataSnapshot.find_provider`` finds it: the first pattern that ``re.match``-es the URL);
+* for each (provider id, model name) asked: the provider and model found, or the library's
+  ``LookupError`` message;
+* for each model found: the constraints of its conditional prices and of its price variants
+  (a start date, a time of day), chosen among as ``ModelInfo.get_prices`` chooses;
+* for each price so chosen: the priced units with their prices (decimal strings, tiers), the
+  order in which contained units are subtracted, the keys read (:class:`pricing._Plan`);
+* for each usage key a turn did not report: the value genai-prices infers for it, per set of
+  reported keys.
+
+The figure is then the same arithmetic as :func:`pricing._total` (``calc_unit_price``: price ×
+count / per, the tier chosen by the total input). Anything not written down yet, or outside the
+fast path (Groq's Whisper, a negative leaf, a usage value that is not a plain integer), goes to the
+library, which answers and fills the memo.
+
+The memo is a file in looptap's per-user state directory (that of :mod:`cassettes.parsing.sealed`),
+readable and writable by its owner only, written atomically, and signed with that machine's key
+over its contents and the identity of the installed price table (genai-prices' version and its
+data file's size and modification time). It is used only when the signature checks out, the file
+belongs to this user and no one else may write it, the identity matches and every value has its
+expected shape; otherwise it is ignored (and rewritten on the next fill): a bad memo costs the
+library's time, never a wrong or missing price. ``tests/cassettes/analysis/test_price_memo.py``
+compares both ways for every model of every provider.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import sys
+import threading
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cassettes.analysis.price_data import PRICES_VERSION, data_file
+
+__all__ = ["PRICES_VERSION", "calc_price", "known_model", "provider_for_url"]
+
+_FORMAT = 1
+_FILE = "genai-prices-memo.json"
+_LOCK = threading.RLock()
+#: At most this many entries per table: the memo holds what a user's runs named, not a copy of the library.
+_MAX = 4096
+
+
+def _empty() -> dict[str, Any]:
+    return {"known": None, "providers": None, "lookup": {}, "models": {}, "plans": {}, "inferred": {}}
+
+
+_memo: dict[str, Any] | None = None
+_MISSING: Any = object()
+
+
+def _identity() -> list[Any] | None:
+    path = data_file()
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [_FORMAT, PRICES_VERSION, str(path), st.st_size, st.st_mtime_ns]
+
+
+def _path_and_key() -> tuple[Path, bytes] | None:
+    from cassettes.parsing import sealed
+
+    key = sealed._key(create=True)
+    if key is None:
+        return None
+    try:
+        return sealed._state_dir() / _FILE, key
+    except RuntimeError:  # no home directory
+        return None
+
+
+def _mac(key: bytes, identity: list[Any], body: bytes) -> str:
+    return hmac.new(key, orjson.dumps(identity) + b"\0" + body, hashlib.sha256).hexdigest()
+
+
+def _owned(path: Path, fd: int) -> bool:
+    """The file and its directory belong to this user and no one else may write them."""
+    st = os.fstat(fd)
+    try:
+        dst = path.parent.stat()
+    except OSError:
+        return False
+    uid = os.getuid()
+    return st.st_uid == uid and dst.st_uid == uid and not (st.st_mode | dst.st_mode) & 0o022
+
+
+def _load() -> dict[str, Any]:
+    """The memo on disk when it is sound, else an empty one."""
+    identity = _identity()
+    where = _path_and_key()
+    if identity is None or where is None:
+        return _empty()
+    path, key = where
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return _empty()
+    try:
+        if not _owned(path, fd):
+            return _empty()
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read(1 << 24)
+    except OSError:
+        return _empty()
+    finally:
+        os.close(fd)
+    mac, _, body = raw.partition(b"\n")
+    if not hmac.compare_digest(mac, _mac(key, identity, body).encode()):
+        return _empty()
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return _empty()
+    return doc if _sound(doc) else _empty()
+
+
+def _save(doc: dict[str, Any]) -> None:
+    identity = _identity()
+    where = _path_and_key()
+    if identity is None or where is None:
+        return
+    path, key = where
+    body = orjson.dumps(doc)
+    tmp = path.with_name(f".{_FILE}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(_mac(key, identity, body).encode() + b"\n" + body)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def _memo_doc() -> dict[str, Any]:
+    global _memo
+    if _memo is None:
+        _memo = _load()
+    return _memo
+
+
+# --- the shapes a sound memo has -------------------------------------------------------------
+
+_DEC = re.compile(r"-?[0-9]+(\.[0-9]+)?(E[-+]?[0-9]+)?")
+
+
+def _is_str_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _sound_constraint(c: Any) -> bool:
+    if c is None:
+        return True
+    if not isinstance(c, list) or len(c) < 2 or not all(isinstance(x, str) for x in c):
+        return False
+    try:
+        if c[0] == "date" and len(c) == 2:
+            date.fromisoformat(c[1])
+            return True
+        if c[0] == "tod" and len(c) == 3:
+            time.fromisoformat(c[1]), time.fromisoformat(c[2])
+            return True
+    except ValueError:
+        return False
+    return False
+
+
+def _sound_price(p: Any) -> bool:
+    if isinstance(p, str):
+        return _DEC.fullmatch(p) is not None
+    return (isinstance(p, dict) and set(p) == {"base", "tiers"} and _sound_price(p["base"]) and isinstance(p["tiers"], list)
+            and all(isinstance(t, list) and len(t) == 2 and type(t[0]) is int and isinstance(t[1], str)
+                    and _DEC.fullmatch(t[1]) is not None for t in p["tiers"]))
+
+
+def _sound_plan(p: Any) -> bool:
+    if p is None:
+        return True
+    if not isinstance(p, dict) or set(p) != {"resolved", "leaves", "needed", "tiered"} or type(p["tiered"]) is not bool:
+        return False
+    resolved, leaves = p["resolved"], p["leaves"]
+    if not isinstance(resolved, list) or not all(
+        isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and type(r[1]) is int and r[1] > 0 and _sound_price(r[2])
+        for r in resolved
+    ):
+        return False
+    if not isinstance(leaves, list) or not all(
+        isinstance(leaf, list) and len(leaf) == 2 and isinstance(leaf[0], str) and _is_str_list(leaf[1]) for leaf in leaves
+    ):
+        return False
+    keys = {leaf[0] for leaf in leaves}
+    # every priced unit's count is computed before it is read, and each leaf subtracts only leaves before it
+    seen: set[str] = {"requests"}
+    for name, contained in leaves:
+        if not set(contained) <= seen:
+            return False
+        seen.add(name)
+    return _is_str_list(p["needed"]) and all(r[0] in seen for r in resolved) and "requests" not in keys and keys <= set(p["needed"])
+
+
+def _sound(doc: Any) -> bool:
+    if not isinstance(doc, dict) or set(doc) != set(_empty()):
+        return False
+    known, providers = doc["known"], doc["providers"]
+    if known is not None and not _is_str_list(known):
+        return False
+    if providers is not None and not (isinstance(providers, list) and all(
+            isinstance(p, list) and len(p) == 2 and _is_str_list(p) for p in providers)):
+        return False
+    lookup, models, plans, inferred = doc["lookup"], doc["models"], doc["plans"], doc["inferred"]
+    if not all(isinstance(t, dict) and len(t) <= _MAX for t in (lookup, models, plans, inferred)):
+        return False
+    for hit in lookup.values():
+        if not isinstance(hit, str) and not (isinstance(hit, list) and len(hit) == 4 and isinstance(hit[0], str) and isinstance(hit[1], str)
+                                    and type(hit[2]) is bool and isinstance(hit[3], str)):
+            return False
+    for m in models.values():
+        if not (isinstance(m, dict) and set(m) == {"cond", "variants"}):
+            return False
+        if m["cond"] is not None and not (isinstance(m["cond"], list) and m["cond"] and all(_sound_constraint(c) for c in m["cond"])):
+            return False
+        if not isinstance(m["variants"], list) or not all(
+            isinstance(v, list) and len(v) == 2 and _sound_constraint(v[0]) and isinstance(v[1], dict)
+            and all(isinstance(x, str) for x in v[1].values()) for v in m["variants"]
+        ):
+            return False
+    return all(_sound_plan(p) for p in plans.values()) and all(v is None or (type(v) is int and v == 0) for v in inferred.values())
+
+
+# --- computing from the memo -------------------------------------------------------------------
+
+
+def _utc_timetz(value: time) -> time:
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return datetime.combine(date(1970, 1, 1), value).astimezone(UTC).timetz()
+
+
+def _active(c: list[str] | None, ts: datetime) -> bool:
+    """genai-prices' ``StartDateConstraint.active`` / ``TimeOfDateConstraint.active``."""
+    if c is None:
+        return True
+    if c[0] == "date":
+        if ts.tzinfo is not None:
+            ts = ts.astimezone(UTC)
+        return ts.date() >= date.fromisoformat(c[1])
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    now = ts.astimezone(UTC).timetz()
+    start, end = _utc_timetz(time.fromisoformat(c[1])), _utc_timetz(time.fromisoformat(c[2]))
+    if end < start:
+        return now >= start or now < end
+    return start <= now < end
+
+
+def _selection(model: dict[str, Any], ts: datetime, context: dict[str, Any] | None) -> str:
+    """Which of the model's prices ``ModelInfo.get_prices`` returns: the conditional price (its
+    index, -1 for a model with one price) and the variants laid over it, in their order."""
+    cond = model["cond"]
+    chosen = -1
+    if cond is not None:
+        chosen = 0
+        for i in range(len(cond) - 1, -1, -1):
+            if _active(cond[i], ts):
+                chosen = i
+                break
+    if not context:
+        return str(chosen)
+    applied = [
+        str(i) for i, (constraint, when) in enumerate(model["variants"])
+        if _active(constraint, ts) and all(context.get(k) == v for k, v in when.items())
+    ]
+    return f"{chosen}:{','.join(applied)}"
+
+
+def _unit_price(price: Any, count: int, total_input: int, per: int) -> Decimal:
+    """genai-prices' ``calc_unit_price`` for a plain integer count."""
+    if isinstance(price, dict):
+        applicable = Decimal(price["base"])
+        for start, tier_price in reversed(price["tiers"]):
+            if total_input > start:
+                applicable = Decimal(tier_price)
+                break
+        return applicable * Decimal(count) / per
+    return Decimal(price) * Decimal(count) / per
+
+
+def _custom_snapshot() -> bool:
+    """Someone in this process set genai-prices' snapshot (its updater): the memo is not its data."""
+    snap = sys.modules.get("genai_prices.data_snapshot")
+    return snap is not None and getattr(snap, "_custom_snapshot", None) is not None
+
+
+def _lookup_key(model_ref: str, provider_id: str | None) -> str:
+    return f"{provider_id or ''}\0{model_ref}"
+
+
+def _from_memo(usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime | None,
+               price_context: dict[str, Any] | None) -> tuple[Decimal, str, str] | None:
+    doc = _memo_doc()
+    known = doc["known"]
+    if known is None or not all(type(v) is int and v >= 0 and k in known for k, v in usage.items()):
+        return None
+    key = _lookup_key(model_ref, provider_id)
+    if key not in doc["lookup"]:
+        return None
+    hit = doc["lookup"][key]
+    if isinstance(hit, str):
+        raise LookupError(hit)  # the library's own words
+    prov, model_id, own, model_key = hit
+    model = doc["models"].get(model_key)
+    if model is None or (prov == "groq" and model_id.startswith("whisper-")):
+        return None
+    ts = when or datetime.now(tz=UTC)
+    context = price_context if own else None  # a context applies only to the provider's own models
+    plan = doc["plans"].get(f"{model_key}|{_selection(model, ts, context)}", _MISSING)
+    if plan is _MISSING or plan is None:
+        return None
+    try:
+        return _total(doc, plan, usage, prov, model_id)
+    except (KeyError, TypeError, ValueError, ArithmeticError):  # a memo the shape checks let through: the library decides
+        return None
+
+
+def _total(doc: dict[str, Any], plan: dict[str, Any], usage: dict[str, int], prov: str, model_id: str) -> tuple[Decimal, str, str] | None:
+    """:func:`pricing._total` on a plan from the memo."""
+    values = dict(usage)
+    positive: str | None = None
+    for k in plan["needed"]:
+        if k not in values:
+            if positive is None:
+                positive = ",".join(sorted(k2 for k2, v in usage.items() if v > 0))
+            inferred = doc["inferred"].get(f"{k}|{positive}", _MISSING)
+            if inferred is _MISSING or inferred is None:
+                return None
+            values[k] = inferred
+    counts: dict[str, int] = {"requests": 1}
+    for k, contained in plan["leaves"]:
+        leaf = values[k] - sum(counts[d] for d in contained)
+        if leaf < 0:
+            return None  # the library rejects it with its own error
+        counts[k] = leaf
+    total_input = values["input_tokens"] if plan["tiered"] else 0
+    total = Decimal(0)
+    for usage_key, per, price in plan["resolved"]:
+        total += _unit_price(price, counts[usage_key], total_input, per)
+    return total, prov, model_id
+
+
+# --- filling the memo from the library ---------------------------------------------------------
+
+
+def _constraint(c: Any) -> list[str] | None:
+    from genai_prices.types import StartDateConstraint, TimeOfDateConstraint
+
+    if c is None:
+        return None
+    if type(c) is StartDateConstraint and type(c.start_date) is date:
+        return ["date", c.start_date.isoformat()]
+    if type(c) is TimeOfDateConstraint and all(
+            type(t) is time and (t.tzinfo is None or t.tzinfo is UTC) for t in (c.start_time, c.end_time)):
+        return ["tod", c.start_time.isoformat(), c.end_time.isoformat()]
+    raise TypeError(f"a constraint the memo does not know: {c!r}")
+
+
+def _price_spec(p: Any) -> Any:
+    from genai_prices.types import TieredPrices
+
+    if type(p) is Decimal:
+        return str(p)
+    if type(p) is TieredPrices and type(p.base) is Decimal and all(type(t.start) is int and type(t.price) is Decimal for t in p.tiers):
+        return {"base": str(p.base), "tiers": [[t.start, str(t.price)] for t in p.tiers]}
+    raise TypeError(f"a price the memo does not know: {p!r}")
+
+
+def _record_lookup(doc: dict[str, Any], model_ref: str, provider_id: str | None) -> tuple[Any, str, bool] | None:
+    """The library's (model, memo key of the model, whether it is the provider's own) for this
+    lookup, written down; ``None`` (and written down) when it finds none."""
+    from genai_prices.types import ModelPrice
+
+    from cassettes.analysis.price_data import get_snapshot
+
+    snapshot = get_snapshot()
+    key = _lookup_key(model_ref, provider_id)
+    try:
+        provider, model = snapshot.find_provider_model(model_ref, None, provider_id, None)
+    except LookupError as exc:
+        doc["lookup"][key] = str(exc)
+        return None
+    owner = next((i, j) for i, p in enumerate(snapshot.providers) for j, m in enumerate(p.models) if m is model)
+    model_key = f"{owner[0]}/{owner[1]}"
+    own = any(model is m for m in provider.models)
+    prices = model.prices
+    cond = None if isinstance(prices, ModelPrice) else [_constraint(c.constraint) for c in prices]
+    variants = [[_constraint(v.constraint), dict(v.when)] for v in model.price_variants or ()]
+    doc["models"][model_key] = {"cond": cond, "variants": variants}
+    doc["lookup"][key] = [provider.id, model.id, own, model_key]
+    return model, model_key, own
+
+
+def _record(doc: dict[str, Any], usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime | None,
+            price_context: dict[str, Any] | None) -> None:
+    """Write down what the library's answer to this call was made of."""
+    from cassettes.analysis import pricing
+
+    found = _record_lookup(doc, model_ref, provider_id)
+    if found is None:
+        return
+    model, model_key, own = found
+    ts = when or datetime.now(tz=UTC)
+    context = price_context if own else None
+    plan = pricing._plan(model.get_prices(ts, context))
+    doc["plans"][f"{model_key}|{_selection(doc['models'][model_key], ts, context)}"] = None if plan is None else {
+        "resolved": [[unit.usage_key, unit.per, _price_spec(p)] for unit, p in plan.resolved],
+        "leaves": [[k, list(contained)] for k, contained in plan.leaves],
+        "needed": sorted(plan.needed),
+        "tiered": plan.tiered,
+    }
+    if plan is not None:
+        positive = frozenset(k for k, v in usage.items() if v > 0)
+        for k in plan.needed:
+            if k not in usage:
+                doc["inferred"][f"{k}|{','.join(sorted(positive))}"] = pricing._inferred(k, positive)
+
+
+def _record_providers(doc: dict[str, Any]) -> None:
+    from cassettes.analysis.price_data import get_snapshot
+
+    doc["providers"] = [[p.id, p.api_pattern] for p in get_snapshot().providers]
+
+
+def _fill(what: Any, *args: Any) -> None:
+    """``what(entries, *args)`` writes entries (in the memo's shape) for one answer of the library;
+    they join the memo when they are sound, and the memo is saved when that changed it. An answer
+    of a shape the memo does not know is not written down (the library keeps answering it)."""
+    global _memo
+    with _LOCK:
+        doc = _memo_doc()
+        new = _empty()
+        try:
+            from genai_prices.types import _reported_usage_keys
+
+            new["known"] = doc["known"] if doc["known"] is not None else sorted(_reported_usage_keys())
+            what(new, *args)
+        except (ImportError, TypeError, ValueError, AttributeError, KeyError, LookupError, StopIteration, ArithmeticError):
+            return  # genai-prices' internals moved, or a shape the memo does not know
+        if not _sound(new):
+            return
+        if any(len(doc[t]) + len(new[t]) > _MAX for t in ("lookup", "models", "plans", "inferred")):
+            doc = _memo = _empty()  # a memo that outgrew its use starts again
+        changed = False
+        for name in ("known", "providers"):
+            if new[name] is not None and new[name] != doc[name]:
+                doc[name], changed = new[name], True
+        for name in ("lookup", "models", "plans", "inferred"):
+            for k, v in new[name].items():
+                if doc[name].get(k, _MISSING) != v:
+                    doc[name][k], changed = v, True
+        if changed:
+            _save(doc)
+
+
+# --- what the analysis asks ---------------------------------------------------------------------
+
+
+def calc_price(
+    usage: dict[str, int],
+    model_ref: str,
+    *,
+    provider_id: str | None = None,
+    when: datetime | None = None,
+    price_context: dict[str, Any] | None = None,
+) -> tuple[Decimal, str, str]:
+    """:func:`cassettes.analysis.pricing.calc_price`, from the memo when it holds the answer."""
+    if not _custom_snapshot():
+        with _LOCK:
+            hit = _from_memo(usage, model_ref, provider_id, when, price_context)
+        if hit is not None:
+            return hit
+    from cassettes.analysis import pricing
+
+    try:
+        result = pricing.calc_price(usage, model_ref, provider_id=provider_id, when=when, price_context=price_context)
+    except LookupError:
+        if not _custom_snapshot():
+            _fill(_record_lookup, model_ref, provider_id)  # no such model: asked again, the memo says so
+        raise
+    if not _custom_snapshot() and pricing._FAST and pricing._plain(usage):
+        _fill(_record, usage, model_ref, provider_id, when, price_context)
+    return result
+
+
+def provider_for_url(url: str) -> str:
+    """The id of the provider whose API ``url`` is (``DataSnapshot.find_provider(None, None, url)``);
+    ``LookupError`` when none."""
+    with _LOCK:
+        providers = _memo_doc()["providers"]
+    if providers is None or _custom_snapshot():
+        from cassettes.analysis.price_data import get_snapshot
+
+        snapshot = get_snapshot()
+        if not _custom_snapshot():
+            _fill(_record_providers)
+        return str(snapshot.find_provider(None, None, url).id)
+    for pid, pattern in providers:
+        if re.match(pattern, url):
+            return str(pid)
+    raise LookupError(f"Unable to find provider provider_api_url={url!r}")
+
+
+def known_model(name: str) -> str | None:
+    """``provider/model`` as genai-prices files ``name`` when looked up without a provider, or ``None``."""
+    key = _lookup_key(name, None)
+    if not _custom_snapshot():
+        with _LOCK:
+            doc = _memo_doc()
+            if key in doc["lookup"]:
+                hit = doc["lookup"][key]
+                return None if isinstance(hit, str) else f"{hit[0]}/{hit[1]}"
+    from cassettes.analysis.price_data import get_snapshot
+
+    try:
+        provider, model = get_snapshot().find_provider_model(name, None, None, None)
+    except (LookupError, ValueError):
+        found = None
+    else:
+        found = f"{provider.id}/{model.id}"
+    if not _custom_snapshot():
+        _fill(_record_lookup, name, None)
+    return found
