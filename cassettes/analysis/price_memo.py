@@ -49,19 +49,15 @@ from typing import Any
 import orjson
 
 from cassettes.analysis.price_data import PRICES_VERSION, data_file
+from cassettes.analysis.price_memo_shape import MAX as _MAX
+from cassettes.analysis.price_memo_shape import empty as _empty
+from cassettes.analysis.price_memo_shape import sound as _sound
 
 __all__ = ["PRICES_VERSION", "calc_price", "known_model", "provider_for_url"]
 
 _FORMAT = 1
 _FILE = "genai-prices-memo.json"
 _LOCK = threading.RLock()
-#: At most this many entries per table: the memo holds what a user's runs named, not a copy of the library.
-_MAX = 4096
-
-
-def _empty() -> dict[str, Any]:
-    return {"known": None, "providers": None, "lookup": {}, "models": {}, "plans": {}, "inferred": {}}
-
 
 _memo: dict[str, Any] | None = None
 _MISSING: Any = object()
@@ -160,94 +156,6 @@ def _memo_doc() -> dict[str, Any]:
     if _memo is None:
         _memo = _load()
     return _memo
-
-
-# --- the shapes a sound memo has -------------------------------------------------------------
-
-_DEC = re.compile(r"-?[0-9]+(\.[0-9]+)?(E[-+]?[0-9]+)?")
-
-
-def _is_str_list(v: Any) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-def _sound_constraint(c: Any) -> bool:
-    if c is None:
-        return True
-    if not isinstance(c, list) or len(c) < 2 or not all(isinstance(x, str) for x in c):
-        return False
-    try:
-        if c[0] == "date" and len(c) == 2:
-            date.fromisoformat(c[1])
-            return True
-        if c[0] == "tod" and len(c) == 3:
-            time.fromisoformat(c[1]), time.fromisoformat(c[2])
-            return True
-    except ValueError:
-        return False
-    return False
-
-
-def _sound_price(p: Any) -> bool:
-    if isinstance(p, str):
-        return _DEC.fullmatch(p) is not None
-    return (isinstance(p, dict) and set(p) == {"base", "tiers"} and _sound_price(p["base"]) and isinstance(p["tiers"], list)
-            and all(isinstance(t, list) and len(t) == 2 and type(t[0]) is int and isinstance(t[1], str)
-                    and _DEC.fullmatch(t[1]) is not None for t in p["tiers"]))
-
-
-def _sound_plan(p: Any) -> bool:
-    if p is None:
-        return True
-    if not isinstance(p, dict) or set(p) != {"resolved", "leaves", "needed", "tiered"} or type(p["tiered"]) is not bool:
-        return False
-    resolved, leaves = p["resolved"], p["leaves"]
-    if not isinstance(resolved, list) or not all(
-        isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and type(r[1]) is int and r[1] > 0 and _sound_price(r[2])
-        for r in resolved
-    ):
-        return False
-    if not isinstance(leaves, list) or not all(
-        isinstance(leaf, list) and len(leaf) == 2 and isinstance(leaf[0], str) and _is_str_list(leaf[1]) for leaf in leaves
-    ):
-        return False
-    keys = {leaf[0] for leaf in leaves}
-    # every priced unit's count is computed before it is read, and each leaf subtracts only leaves before it
-    seen: set[str] = {"requests"}
-    for name, contained in leaves:
-        if not set(contained) <= seen:
-            return False
-        seen.add(name)
-    return _is_str_list(p["needed"]) and all(r[0] in seen for r in resolved) and "requests" not in keys and keys <= set(p["needed"])
-
-
-def _sound(doc: Any) -> bool:
-    if not isinstance(doc, dict) or set(doc) != set(_empty()):
-        return False
-    known, providers = doc["known"], doc["providers"]
-    if known is not None and not _is_str_list(known):
-        return False
-    if providers is not None and not (isinstance(providers, list) and all(
-            isinstance(p, list) and len(p) == 2 and _is_str_list(p) for p in providers)):
-        return False
-    lookup, models, plans, inferred = doc["lookup"], doc["models"], doc["plans"], doc["inferred"]
-    if not all(isinstance(t, dict) and len(t) <= _MAX for t in (lookup, models, plans, inferred)):
-        return False
-    for hit in lookup.values():
-        if not isinstance(hit, str) and not (isinstance(hit, list) and len(hit) == 4 and isinstance(hit[0], str) and isinstance(hit[1], str)
-                                    and type(hit[2]) is bool and isinstance(hit[3], str)):
-            return False
-    for m in models.values():
-        if not (isinstance(m, dict) and set(m) == {"cond", "variants"}):
-            return False
-        if m["cond"] is not None and not (isinstance(m["cond"], list) and m["cond"] and all(_sound_constraint(c) for c in m["cond"])):
-            return False
-        if not isinstance(m["variants"], list) or not all(
-            isinstance(v, list) and len(v) == 2 and _sound_constraint(v[0]) and isinstance(v[1], dict)
-            and all(isinstance(x, str) for x in v[1].values()) for v in m["variants"]
-        ):
-            return False
-    return all(_sound_plan(p) for p in plans.values()) and all(v is None or (type(v) is int and v == 0) for v in inferred.values())
 
 
 # --- computing from the memo -------------------------------------------------------------------
