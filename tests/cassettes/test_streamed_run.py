@@ -134,20 +134,27 @@ def test_the_header_alone_is_an_empty_run(tmp_path: Path) -> None:
     assert len(run.exchanges) == 0 and list(run.roundtrips) == [] and len(run.analysis.turns) == 0
 
 
-def test_exports_written_in_pieces_hold_the_whole_documents(tmp_path: Path) -> None:
+def test_exports_written_in_pieces_hold_the_whole_documents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``export`` writes HAR an entry at a time and OTLP a thousand spans a line: the same
-    entries and spans as the documents built whole."""
+    entries and spans as the documents built whole. The OTLP piece is made 10 spans here (the
+    size is ``iter_requests``' parameter), so a run of 69 round trips is written in many pieces,
+    round-trip spans and conversation roots alike (a run of 1,000+ round trips cost 30 s here)."""
     from cassettes.cli import main
+    from cassettes.interop import otel as otel_module
     from cassettes.interop.har import build_har
     from cassettes.interop.otel import build_request
 
-    path = _cassette(tmp_path / "run.jsonl", hostile_exchanges() * 60)  # > 1,000 round trips
+    whole_requests = otel_module.iter_requests
+    piece = 10
+    monkeypatch.setattr(otel_module, "iter_requests", lambda run, content=True, project=None: whole_requests(run, content, project, spans_per_request=piece))
+    path = _cassette(tmp_path / "run.jsonl", hostile_exchanges() * 3)  # 69 round trips
     har, otel = tmp_path / "out.har", tmp_path / "out.otlp.json"
     assert main(["export", "--har", str(har), "--otel", str(otel), "-q", str(path)]) == 0
+    monkeypatch.undo()  # the whole document below is built in one piece, as without the patch
     run = open_run(path)
     assert orjson.loads(har.read_bytes()) == orjson.loads(orjson.dumps(build_har(run)))
     lines = [orjson.loads(line) for line in otel.read_bytes().splitlines()]
-    assert len(lines) >= len(run.exchanges) // 1000 >= 1
+    assert len(lines) > len(run.exchanges) // piece >= 6
     spans = [s for req in lines for s in req["resourceSpans"][0]["scopeSpans"][0]["spans"]]
     whole = build_request(run)["resourceSpans"][0]["scopeSpans"][0]["spans"]
     key = lambda s: s["spanId"]  # noqa: E731
