@@ -484,18 +484,11 @@ class _Totals:
         """The conversation's finding codes in turn order and its last turn's tokens (a turn the
         pass did not read, if any, is read here)."""
         turns = self._run.analysis.turns
-        codes: list[str] = []
-        last: int | None = None
-        for s in conv_rec.turns:
-            if s in self._seen:
-                codes.extend(self.codes.get(s, ()))
-            elif s in turns:
-                codes.extend(f.code for f in turns[s].findings)
-            else:
-                continue
-            last = s
-        if last is None:
+        present = [s for s in conv_rec.turns if s in self._seen or s in turns]
+        codes = [c for s in present for c in (self.codes.get(s, []) if s in self._seen else [f.code for f in turns[s].findings])]
+        if not present:
             return codes, None
+        last = present[-1]
         return codes, self.last_tokens[last] if last in self.last_tokens else turns[last].tokens
 
 
