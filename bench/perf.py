@@ -26,6 +26,13 @@ Sections (``--only``):
   interleaved round by round (each round starting one tree later), and the row gives the medians (the highest peak): on a shared machine
   one run of each moves by a third between two runs of the same tree. Goal: 20 s, 500 MB. (Until 2026-11-24 this row measured
   ``read_cassette`` + ``analyse``, which holds the whole run: 45.8 s and 2,550 MB at 1 GB.)
+* ``own`` — not in the default run: each tree reads and analyses a ~``--size`` MB run of its own
+  (its own bench/inspector.py's template, sealed by that tree, so every tree takes its stored
+  parses; a tree's run is kept in ``--dir``/own-REV), through its own entry point
+  (``open_run``, or for a tree from before it ``read_cassette``/``read_records`` + ``analyse``:
+  :data:`_BATCH_ANY`). The trees' runs differ in turns, so the row that compares is the CPU time
+  per turn. Issue 30's goal in these terms: its 20 s where ccd3e89 took 45.8 s is 0.44× of that
+  tree's time; measure it with ``--only own --against ccd3e89``.
 * ``inspector`` — the same run in the inspector (each tree's ``bench/inspector.py --child app``):
   first screen, whole file read and analysed, peak RSS.
 
@@ -58,7 +65,9 @@ PROXY_PY = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" /
 #: Without PYTHONDONTWRITEBYTECODE (a checkout's shell may set it): with it, every child compiles
 #: every module it imports whose bytecode is missing, and the start-up measured is the compiler's.
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"))}
-SECTIONS = ("startup", "replay", "batch", "inspector")
+SECTIONS = ("startup", "replay", "batch", "own", "inspector")
+#: What a run without ``--only`` measures (``own`` writes a large run per tree: asked for by name).
+DEFAULT_SECTIONS = ("startup", "replay", "batch", "inspector")
 
 
 def _metadata(tree: Path, where: Path) -> Path:
@@ -294,9 +303,50 @@ print(json.dumps(out))
 """
 
 
-def _stream_batch(tree: Path, path: Path) -> dict[str, Any]:
+#: :data:`_BATCH` for any tree, one from before ``open_run`` included (``own``).
+_BATCH_ANY = _BATCH.replace(
+    "from cassettes import open_run\nrun = open_run(sys.argv[1])\na = run.analysis\n",
+    """try:
+    from cassettes import open_run
+except ImportError:  # a tree from before open_run: its whole-run reader and analyse()
+    from cassettes.analysis import analyse
+    try:
+        from cassettes.storage.store import read_records as read
+    except ImportError:
+        from cassettes.storage.store import read_cassette as read
+    a = analyse(read(sys.argv[1]).exchanges)
+else:
+    a = open_run(sys.argv[1]).analysis
+""",
+)
+assert _BATCH_ANY != _BATCH
+
+#: A tree's own run (``own``), made by that tree's bench/inspector.py: argv = tree, where, MB.
+_OWN_RUN = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1] + "/bench")
+import inspector as b
+where, mb = Path(sys.argv[2]), int(sys.argv[3])
+where.mkdir(parents=True, exist_ok=True)
+tmpl = where / "template.jsonl"
+if tmpl.exists() and not b.sealed_ok(tmpl):
+    for old in where.glob("*.jsonl"):
+        old.unlink()
+if not tmpl.exists():
+    b.template(tmpl)
+if not b.sealed_ok(tmpl):
+    raise SystemExit("this tree does not take its own template's stored parses")
+path = where / f"run-{mb}mb.jsonl"
+if not path.exists() or path.stat().st_size < mb * 1_000_000:
+    b.generate(path, mb * 1_000_000, tmpl)
+print(path)
+"""
+
+
+def _stream_batch(tree: Path, path: Path, code: str | None = None) -> dict[str, Any]:
     """:data:`_BATCH` on ``tree``: seconds, CPU seconds and peak RSS (VmHWM, this process's own)."""
-    proc = subprocess.run([PY, "-c", _BATCH, str(path)], capture_output=True, text=True, env={**ENV, "PYTHONPATH": _path(tree)}, cwd=tree)
+    proc = subprocess.run([PY, "-c", code or _BATCH, str(path)], capture_output=True, text=True, env={**ENV, "PYTHONPATH": _path(tree)}, cwd=tree)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1][:200] if proc.stderr.strip() else f"exit {proc.returncode}"}
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -388,6 +438,44 @@ def batch(trees: list[tuple[str, Path]], path: Path, rounds: int = 1) -> list[st
     return lines
 
 
+def own(trees: list[tuple[str, Path]], size: int, where: Path, rounds: int = 1) -> list[str]:
+    """Each tree on a run of its own (see the ``own`` section in the module's docstring)."""
+    _compile(trees)
+    runs = [_big_run(size, where)]  # this tree's: the batch section's run
+    for label, tree in trees[1:]:
+        rev = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        made = subprocess.run([PY, "-c", _OWN_RUN, str(tree), str(where / f"own-{rev}"), str(size)], capture_output=True, text=True,
+                              env={**ENV, "PYTHONPATH": _path(tree)}, cwd=tree)  # fmt: skip
+        if made.returncode != 0:
+            raise SystemExit(f"{label}: its own run could not be made: {made.stderr.strip()[-800:]}")
+        runs.append(Path(made.stdout.strip().splitlines()[-1]))
+    for (label, _), run in zip(trees, runs, strict=True):
+        print(f"  own run of {label}: {run} ({run.stat().st_size / 1e6:,.0f} MB)", file=sys.stderr, flush=True)
+    each: list[list[dict[str, Any]]] = [[] for _ in trees]
+    for r in range(rounds):  # interleaved as the batch section's
+        for k in range(len(trees)):
+            i = (k + r) % len(trees)
+            each[i].append(_stream_batch(trees[i][1], runs[i], _BATCH_ANY))
+            print(f"  own {trees[i][0]} (round {r + 1}/{rounds}): {each[i][-1]} (load {_load()})", file=sys.stderr, flush=True)
+    got = [_median_batch(b) for b in each]
+    labels = [label for label, _ in trees]
+    ok = all("batch_s" in b for b in got)
+    per_turn = [b["cpu_s"] / b["turns"] * 1e3 if "batch_s" in b and b.get("turns") else None for b in got]
+    lines = [f"| each tree's own ~{size:,} MB run | " + " | ".join(labels) + " | " + " | ".join(f"{labels[0]} / {lb}" for lb in labels[1:]) + " |",
+             "|---|" + "---:|" * (2 * len(labels) - 1)]
+
+    def row(what: str, cells: list[str], ratios: list[str]) -> None:
+        lines.append(f"| {what} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+
+    row("file, turns", [f"{p.stat().st_size / 1e6:,.0f} MB, {b.get('turns', 0):,}" for p, b in zip(runs, got, strict=True)], ["" for _ in got[1:]])
+    row("read and analysed" + (f" (median of {rounds})" if rounds > 1 else ""),
+        [f"{b['batch_s']:.1f} s (CPU {b['cpu_s']:.1f} s), {b['peak_rss_mb']:,.0f} MB" if "batch_s" in b else f"failed: {b['error']}" for b in got],
+        [f"{got[0]['peak_rss_mb'] / b['peak_rss_mb']:.2f}× peak" if ok else "" for b in got[1:]])  # fmt: skip
+    row("CPU per turn", [f"{t:.2f} ms" if t is not None else "" for t in per_turn],
+        [f"{per_turn[0] / t:.2f}×" if per_turn[0] is not None and t else "" for t in per_turn[1:]])  # fmt: skip
+    return lines
+
+
 def inspector(trees: list[tuple[str, Path]], path: Path) -> list[str]:
     _compile(trees)
     labels = [label for label, _ in trees]
@@ -435,7 +523,7 @@ def main() -> int:
     ap.add_argument("--batch-runs", type=int, default=1, metavar="N",
                     help="batch rows: run each tree's batch N times, interleaved, and give the medians (default 1)")
     ap.add_argument("--dir", type=Path, help="where the big run is written and kept (default: a temporary directory)")
-    ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(DEFAULT_SECTIONS))
     ap.add_argument("--write", action="store_true", help="write each section measured into docs/performance.md, as it ends")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="looptap-perf-") as tmp:
@@ -459,9 +547,10 @@ def main() -> int:
                 load = _load()
                 print(f"{section} … (load average {load})", file=sys.stderr, flush=True)
                 t0 = time.perf_counter()
-                if section in ("batch", "inspector") and big is None:
+                if section in ("batch", "inspector") and big is None:  # (``own``: each tree's, made by it)
                     big = _big_run(args.size, args.dir or work / "big")
                 lines = (startup(trees, args.runs, work) if section == "startup" else replay(trees, work) if section == "replay"
+                         else own(trees, args.size, args.dir or work / "big", args.batch_runs) if section == "own"
                          else batch(trees, big, args.batch_runs) if section == "batch" else inspector(trees, big))  # type: ignore[arg-type]
                 block = [f"### {section}", "", f"Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; load average (1/5/15 min) at the start: "
                          f"{load}; took {time.perf_counter() - t0:.0f} s; trees: " + ", ".join(f"`{lb}`" for lb, _ in trees) + ".", "", *lines, ""]

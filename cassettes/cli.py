@@ -59,8 +59,11 @@ def cmd_show(args: argparse.Namespace) -> int:
 
         providers.FAMILIES  # noqa: B018 - the adapters, which the first round trip would load
 
+    from cassettes.views.progress import reading_line
+
     path = Path(args.file)
-    run = open_run(path)
+    with reading_line(path.name) as progress:
+        run = open_run(path, progress=progress)
     for p in problem_lines(run.problems):
         _err(f"warning: {path}: {p}")
     turns = run.analysis.turns

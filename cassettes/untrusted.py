@@ -187,6 +187,13 @@ class SafeTextStream:
         self._raw.write(clean(text))
         return len(text)
 
+    @property
+    def unguarded(self) -> Any:
+        """The stream beneath, for a line that must carry its own terminal controls (a progress
+        line rewritten in place: ``views.progress``); whatever comes from a file or the wire goes
+        through :func:`clean` first."""
+        return self._raw
+
     def writelines(self, lines: Any) -> None:
         for line in lines:
             self.write(line)

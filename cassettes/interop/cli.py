@@ -139,7 +139,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     otel_target = _export_target(args.otel, args) if args.otel else None
     har_target = _export_target(args.har, args) if args.har else None
     html_target = _export_target(html, args) if html else None
-    run = open_run(args.file)
+    from cassettes.views.progress import reading_line
+
+    with reading_line(Path(args.file).name) as progress:
+        run = open_run(args.file, progress=progress)
     from cassettes.errors import problem_lines
 
     for p in problem_lines(run.problems):
@@ -205,10 +208,12 @@ def cmd_textconv(args: argparse.Namespace) -> int:
         return 2
     from cassettes.interop.textconv import render
     from cassettes.reading.run import open_run
+    from cassettes.views.progress import reading_line
 
     path = Path(args.file)
     try:
-        run = open_run(path)
+        with reading_line(path.name) as progress:
+            run = open_run(path, progress=progress)
     except CassetteFormatError:
         # git runs the driver on every file the attribute matches; a JSONL file that is not a
         # cassette is shown as it is, so `git diff` keeps working on it.

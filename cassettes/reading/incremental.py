@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
@@ -256,6 +256,14 @@ def _dumps(obj: Any) -> bytes:
     return buf.getvalue()
 
 
+class _Chain(NamedTuple):
+    """Where a chain of parses stands after one of its links (see :class:`_Parses`)."""
+
+    checkpoint: int  # seq of the chain's latest checkpoint
+    kept: int  # messages every link since that checkpoint kept of its base
+    checkpoints: int  # checkpoints since the chain last kept its messages whole
+
+
 class _Parses:
     """Each round trip's parse as the analysis made it (:attr:`RunAnalyser.on_parse`), by position
     in the index, kept compactly in a store like the turns' (compressed blocks in an anonymous
@@ -274,7 +282,7 @@ class _Parses:
         # base, checkpoints since the last whole list), for the latest round trips: as many as the
         # analysis holds conversations in memory (spill.KEEP); a request extending an older one
         # keeps its messages whole at its next checkpoint
-        self._chains: OrderedDict[int, tuple[int, int, int]] = OrderedDict()
+        self._chains: OrderedDict[int, _Chain] = OrderedDict()
 
     def put(self, pos: int, rt: RoundTrip, base_pos: int | None) -> None:
         while len(self._depth) < pos:  # (a record the analysis skipped)
@@ -284,21 +292,22 @@ class _Parses:
         keep = 0
         base_seq: int | None = None
         depth = 0
-        chain: tuple[int, int, int] | None = None
+        chain: _Chain | None = None  # what a later link of this one's chain needs
+        checkpoints: int | None = None  # set when this one is a checkpoint: checkpoints since a whole list
         if req is not None and reused is not None and base_pos is not None and base_pos < pos:
             held = self._chains.get(base_pos)
             if self._depth[base_pos] + 1 < CHECKPOINT:  # a link: named against its own base
                 base_seq, keep = reused
                 depth = self._depth[base_pos] + 1
-                chain = (held[0], min(held[1], keep), held[2]) if held is not None else None
-            elif held is not None and held[2] + 1 < CHECKPOINT:  # a checkpoint: against the previous one
-                base_seq, keep = held[0], min(held[1], reused[1])
-                chain = (-1, 0, held[2] + 1)
+                chain = _Chain(held.checkpoint, min(held.kept, keep), held.checkpoints) if held is not None else None
+            elif held is not None and held.checkpoints + 1 < CHECKPOINT:  # a checkpoint: against the previous one
+                base_seq, keep = held.checkpoint, min(held.kept, reused[1])
+                checkpoints = held.checkpoints + 1
         if base_seq is None:
-            chain = (-1, 0, 0)  # its messages whole
+            checkpoints = 0  # its messages whole
+        if checkpoints is not None and rt.seq is not None:  # the chain's latest checkpoint: a later link keeps at most its messages
+            chain = _Chain(rt.seq, len(req.messages) if req is not None else 0, checkpoints)
         if chain is not None and rt.seq is not None:
-            if chain[0] < 0:  # the chain's latest checkpoint: a later link keeps at most its messages
-                chain = (rt.seq, len(req.messages) if req is not None else 0, chain[2])
             self._chains[pos] = chain
             while len(self._chains) > spill.KEEP:
                 self._chains.popitem(last=False)

@@ -486,7 +486,13 @@ def detect(path: str | Path) -> str:
         return sniff(fh.read(HEAD))
 
 
-def open_run(path: str | Path, *, whole: bool = False, follow: bool = False, formats: Collection[str] = FORMATS) -> Run:
+#: Called while a looptap cassette is read as a stream: (bytes read, file size, round trips read).
+Progress = Callable[[int, int, int], None]
+
+
+def open_run(
+    path: str | Path, *, whole: bool = False, follow: bool = False, formats: Collection[str] = FORMATS, progress: Progress | None = None
+) -> Run:
     """The run in the file at ``path``, in whichever of :data:`FORMATS` it is (told from its first
     bytes). A looptap cassette is read as a stream unless ``whole``; ``formats`` narrows what is
     accepted (``looptap import`` takes no looptap cassette). Raises
@@ -496,19 +502,22 @@ def open_run(path: str | Path, *, whole: bool = False, follow: bool = False, for
     ``follow``: a looptap cassette that may still be growing (a recording in progress), read as
     it is written: nothing is read yet; :meth:`Run.step` reads what the file gained, and
     :meth:`Run.finish` runs the end-of-run checks once it is complete (the inspector, the MCP
-    server's ``tail``). :func:`cassette_of` turns another format into a cassette to follow."""
+    server's ``tail``). :func:`cassette_of` turns another format into a cassette to follow.
+
+    ``progress``: called after each block a streamed read analyses, with the bytes read, the
+    file's size and the round trips read (a command's progress line, ``views.progress``)."""
     p = Path(path)
     if follow:
         return _follow(p, summaries=True)
     kind = detect(p)
     if kind not in formats:
         raise _refused(p, kind, formats)
-    return _read(p, kind, whole)
+    return _read(p, kind, whole, progress)
 
 
-def _read(p: Path, kind: str, whole: bool) -> Run:
+def _read(p: Path, kind: str, whole: bool, progress: Progress | None = None) -> Run:
     if kind == "looptap":
-        return _read_whole(p) if whole else _stream(p)
+        return _read_whole(p) if whole else _stream(p, progress)
     # Other tools' files hold what crossed the wire, keys included: they are redacted as they are
     # read, as `looptap import` redacts them, so no command (export --har, show, mcp) passes a
     # key on to a file or a terminal.
@@ -617,7 +626,7 @@ def _follow(p: Path, *, summaries: bool) -> Run:
     return Run(again.exchanges, name=p.name, roundtrips=again.roundtrips, kind="looptap", reader=reader, epoch=0.0)
 
 
-def _stream(path: str | Path) -> Run:
+def _stream(path: str | Path, progress: Progress | None = None) -> Run:
     """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`RunTooLargeError` (one clear line, not a ``MemoryError`` half-way) when the analysis
@@ -629,7 +638,9 @@ def _stream(path: str | Path) -> Run:
     budget = memory_budget()
     at_end = False
     while not at_end:
-        at_end = run.step().at_end
+        at_end = run.step(STEP_BYTES).at_end
+        if progress is not None:
+            progress(reader.index.consumed, reader.index.size(), reader.records)
         used = _rss() if budget is not None else None
         if used is not None and budget is not None and used > budget:
             run.close()

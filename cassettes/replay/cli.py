@@ -154,8 +154,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
     from cassettes.reading.run import open_run
     from cassettes.replay.rundiff import diff_analysed, divergence_lines, fork_lined_up
+    from cassettes.views.progress import reading_line
 
-    run_a, run_b = open_run(args.a), open_run(args.b)  # each read once, as a stream
+    with reading_line(Path(args.a).name) as progress:
+        run_a = open_run(args.a, progress=progress)  # each read once, as a stream
+    with reading_line(Path(args.b).name) as progress:
+        run_b = open_run(args.b, progress=progress)
     problems_a, problems_b = run_a.problems, run_b.problems
     notes: list[str] = []
     # A branch forked from A is lined up from its cursor; else runs on no common API are one line.

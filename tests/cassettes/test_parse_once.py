@@ -354,14 +354,16 @@ def _count_restores(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
 @pytest.mark.parametrize(
     "argv",
     [["show"], ["show", "--json"], ["textconv"], ["show", "--turn", "1"], ["show", "--conversation", "c2"], ["show", "--severity", "info"],
-     ["export", "--html", "-o", "{out}"]],
-    ids=lambda argv: " ".join(argv).replace(" -o {out}", ""),
+     ["export", "--html", "-o", "{out}"], ["export", "--otel", "{out}"]],
+    ids=lambda argv: " ".join(argv).replace(" -o {out}", "").replace(" {out}", ""),
 )  # fmt: skip
 def test_a_command_restores_each_turn_at_most_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     """``show`` restored every turn from the reader's store three times (to print it, for its row
     of the growth table, and again for the table's note on estimated costs): its printing pass
     restores each turn once and notes the turn's row for the tables printed after it. The HTML
-    page restored each turn again for its growth chart: its bars are made in its one pass."""
+    page restored each turn again for its growth chart: its bars are made in its one pass. The
+    OTLP export restored each conversation's turns again for its root span's totals: they are
+    noted as its round-trip spans read the turns."""
     from cassettes.cli import main
 
     path = _interleaved_run(tmp_path / "run.jsonl")
