@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterator
 from functools import cache
@@ -19,8 +20,24 @@ def corpus_files(pattern: str = "**/*.yaml") -> list[Path]:
 
 
 @cache
-def _load(path: Path) -> tuple[Exchange, ...]:
+def _pristine(path: Path) -> tuple[Exchange, ...]:
+    """``load_vcr(path)`` once per process; never handed out (see :func:`load`)."""
     return tuple(load_vcr(path))
+
+
+def load(path: Path) -> list[Exchange]:
+    """``load_vcr(path)`` of a corpus file, the YAML read once per process (a dozen test modules walk
+    the whole corpus: about 8 s each): a deep copy every call, so a test that changes its exchanges
+    (``seq``, a parse it caches, a body it edits) changes nobody else's. A file ``load_vcr``
+    refuses raises every time."""
+    from cassettes.wire.exchange import _UNSET
+
+    return list(copy.deepcopy(_pristine(path), {id(_UNSET): _UNSET}))  # the "not parsed yet" marker stays itself
+
+
+@cache
+def _load(path: Path) -> tuple[Exchange, ...]:
+    return tuple(load(path))
 
 
 def corpus_exchanges(pattern: str = "**/*.yaml") -> Iterator[tuple[Path, int, Exchange]]:

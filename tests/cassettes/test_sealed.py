@@ -10,13 +10,12 @@ from typing import Any
 
 import orjson
 import pytest
-from _corpus import corpus_exchanges, corpus_files, rel
+from _corpus import corpus_exchanges, corpus_files, load, rel
 
 from cassettes.parsing import sealed
 from cassettes.parsing.roundtrip import RoundTrip, parse_all
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_records
-from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 
 
@@ -66,7 +65,7 @@ def test_every_corpus_cassette_reads_back_as_parsing_its_raw_would(tmp_path: Pat
     records = sealed_records = 0
     for i, src in enumerate(files):
         out = tmp_path / f"{i}.jsonl"
-        _record(out, load_vcr(src))
+        _record(out, load(src))
         for line in out.read_bytes().splitlines()[1:]:
             rec = orjson.loads(line)
             records += 1

@@ -8,14 +8,13 @@ from typing import Any
 
 import orjson
 import pytest
-from _corpus import corpus_files, rel
+from _corpus import corpus_files, load, rel
 
 from cassettes.errors import CassetteFormatError, NewerFormatError
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.recording.redact import Redactor
 from cassettes.storage import codec
 from cassettes.storage.store import read_records
-from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 
 
@@ -43,7 +42,7 @@ def test_every_corpus_cassette_survives_write_and_read(tmp_path: Path) -> None:
     assert len(files) > 1000
     total = 0
     for i, path in enumerate(files):
-        exchanges = load_vcr(path)
+        exchanges = load(path)
         out = tmp_path / f"{i}.jsonl"
         red = Redactor()
         expected = [red.exchange(ex) for ex in exchanges]

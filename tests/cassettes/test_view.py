@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import orjson
 import pytest
+from _corpus import load
 from pydantic import BaseModel
 
 from cassettes.errors import CassetteError
@@ -22,7 +23,6 @@ from cassettes.models import Part
 from cassettes.parsing.roundtrip import RoundTrip, parse_all, parse_exchange, side_call
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.vcr import load_vcr
 from cassettes.views.roundtrip_object import KEYS, _object
 from cassettes.views.schema import (
     SCHEMA,
@@ -138,7 +138,7 @@ def _corpus_yaml() -> Iterator[list[tuple[RoundTrip, Exchange]]]:
     have no HTTP requests: ``load_vcr`` refuses them)."""
     for path in sorted(CORPUS.glob("**/*.yaml")):
         try:
-            exchanges = load_vcr(path)
+            exchanges = load(path)
         except CassetteError:
             assert path.name.endswith(".xai.yaml"), path
             continue

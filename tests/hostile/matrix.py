@@ -54,6 +54,9 @@ class Cell:
     raw_controls: list[str]
     hang: bool
     told: str
+    #: The inspector driver's own verdict (``inspect`` cells): its ``PROBLEM:`` lines and its
+    #: summary line (``inspect FILE: N problems; hostile text shown: B``), as it printed them cleaned.
+    verdict: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -383,4 +386,5 @@ def run_cell(command: str, file: Path, work: Path, clean_file: Path, cpu: float 
         raw_controls=leaks,
         hang=hung,
         told=_told(err, out),
+        verdict=tuple(line for line in texts[0].splitlines() if line.startswith(("PROBLEM:", "inspect "))) if command == "inspect" else (),
     )

@@ -74,6 +74,20 @@ def test_no_command_crashes_leaks_controls_or_hangs_on_any_hostile_file(matrix: 
     assert not bad, "\n".join(bad)
 
 
+def test_the_inspector_finds_nothing_unsafe_on_any_screen(matrix: list[Cell]) -> None:
+    """The inspector cells' own verdict (tests/hostile/drive_inspector.py walks every widget of
+    every screen it visited: no raw control rendered, no markup interpreted, no screenshot written):
+    no problem on any file it drives, and on the file of every hostile family the hostile strings
+    did reach the screen (else the walk would prove nothing). This is the check the inspector's own
+    suite made in process on the same file (tests/inspector/test_hostile.py), made once here."""
+    inspected = [c for c in matrix if c.command == "inspect"]
+    assert {c.file for c in inspected} == INSPECTED
+    for c in inspected:
+        assert c.exit == 0 and f"inspect {c.file}: 0 problems;" in "\n".join(c.verdict), (c.file, c.exit, c.verdict, c.told)
+    (hostile,) = [c for c in inspected if c.file == "hostile_all_families.jsonl"]
+    assert "hostile text shown: True" in hostile.verdict[-1], hostile.verdict
+
+
 def test_memory_stays_bounded(matrix: list[Cell]) -> None:
     heavy = [f"{c.command} {c.file}: {c.peak_rss_mb:.0f} MB" for c in matrix if c.peak_rss_mb > RSS_CEILING_MB]
     assert not heavy, heavy

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-from _corpus import corpus_files
+from _corpus import corpus_files, load
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from cassettes.interop.har import build_har
@@ -14,7 +14,6 @@ from cassettes.interop.otel import build_request
 from cassettes.interop.otlp import encode_request
 from cassettes.interop.textconv import render
 from cassettes.reading.run import Run
-from cassettes.storage.vcr import load_vcr
 from tests.interop.helpers import HAR_SCHEMA
 
 pytestmark = pytest.mark.corpus
@@ -27,7 +26,7 @@ def test_every_corpus_recording_exports() -> None:
     exported = 0
     for path in files:
         try:
-            exchanges = load_vcr(path)
+            exchanges = load(path)
         except Exception:
             continue  # the importer's own tests cover files it refuses
         run = Run.of(exchanges, path.name)

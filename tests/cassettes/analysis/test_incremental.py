@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _corpus import corpus_files, rel
+from _corpus import corpus_files, load, rel
 
 from cassettes.analysis import analyse
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import read_records
-from cassettes.storage.vcr import load_vcr
 
 pytestmark = pytest.mark.corpus
 
@@ -40,7 +39,7 @@ def test_incremental_parse_and_analysis_equal_the_full_ones(tmp_path: Path) -> N
     for i, path in enumerate(corpus_files()):
         out = tmp_path / f"{i}.jsonl"
         with CassetteWriter(out) as w:
-            for ex in load_vcr(path):
+            for ex in load(path):
                 w.append(ex)
         exchanges = read_records(out).exchanges
         parsed: dict[int, RoundTrip] = {}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from _corpus import corpus_files
+from _corpus import corpus_files, load
 from scenarios import (
     WEATHER,
     Call,
@@ -30,7 +30,6 @@ from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
 from cassettes.reading.incremental import RunReader
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 
 
@@ -46,7 +45,7 @@ def _keep_everything(exchanges: list[Exchange], active: int = 1_000_000) -> RunA
 def test_releasing_contexts_and_histories_changes_no_finding() -> None:
     """Every corpus round trip in one run (hundreds of conversations, interleaved or not):
     analysed keeping everything, releasing as usual, and releasing every history at once."""
-    per_file = [list(load_vcr(p)) for p in corpus_files()]
+    per_file = [load(p) for p in corpus_files()]
     in_order = list(itertools.chain.from_iterable(per_file))
     interleaved = [ex for group in itertools.zip_longest(*per_file) for ex in group if ex is not None]
     for exchanges in (in_order, interleaved):

@@ -14,11 +14,10 @@ from typing import Any
 
 import orjson
 import pytest
-from _corpus import corpus_files, rel
+from _corpus import corpus_files, load, rel
 
 from cassettes.analysis import analyse
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 
 Body = dict[str, Any]
@@ -181,7 +180,7 @@ def _candidates() -> list[tuple[str, list[Exchange], int, str, int, int]]:
     """(file, exchanges, seq, family, kept, previous seq): clean turns answering the previous turn's calls."""
     out = []
     for path in corpus_files():
-        exs = load_vcr(path)
+        exs = load(path)
         for i, ex in enumerate(exs):
             ex.seq = i
         ra = analyse(exs)
