@@ -367,17 +367,18 @@ def _show_big(tree: Path, path: Path) -> tuple[float, float, float]:
     return took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def _own_run(tree: Path, where: Path, size: int) -> Path:
+    """``tree``'s ~``size`` MB run in ``where``, made (or kept from an earlier run, if this tree
+    takes its template's stored parses) by that tree's own bench/inspector.py: :data:`_OWN_RUN`."""
+    made = subprocess.run([PY, "-c", _OWN_RUN, str(tree), str(where), str(size)], capture_output=True, text=True,
+                          env={**ENV, "PYTHONPATH": _path(tree)}, cwd=tree)  # fmt: skip
+    if made.returncode != 0:
+        raise SystemExit(f"{tree}: its own run could not be made: {made.stderr.strip()[-800:]}")
+    return Path(made.stdout.strip().splitlines()[-1])
+
+
 def _big_run(size: int, where: Path) -> Path:
-    bench = _module("inspector")
-    where.mkdir(parents=True, exist_ok=True)
-    tmpl = where / "template.jsonl"
-    if tmpl.exists() and not bench.sealed_ok(tmpl):
-        for old in where.glob("*.jsonl"):
-            old.unlink()
-    if not tmpl.exists():
-        bench.template(tmpl)
-    path: Path = bench._ensure(where, "run", size, tmpl)
-    return path
+    return _own_run(ROOT, where, size)
 
 
 def _median_batch(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -442,13 +443,9 @@ def own(trees: list[tuple[str, Path]], size: int, where: Path, rounds: int = 1) 
     """Each tree on a run of its own (see the ``own`` section in the module's docstring)."""
     _compile(trees)
     runs = [_big_run(size, where)]  # this tree's: the batch section's run
-    for label, tree in trees[1:]:
+    for _, tree in trees[1:]:
         rev = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        made = subprocess.run([PY, "-c", _OWN_RUN, str(tree), str(where / f"own-{rev}"), str(size)], capture_output=True, text=True,
-                              env={**ENV, "PYTHONPATH": _path(tree)}, cwd=tree)  # fmt: skip
-        if made.returncode != 0:
-            raise SystemExit(f"{label}: its own run could not be made: {made.stderr.strip()[-800:]}")
-        runs.append(Path(made.stdout.strip().splitlines()[-1]))
+        runs.append(_own_run(tree, where / f"own-{rev}", size))
     for (label, _), run in zip(trees, runs, strict=True):
         print(f"  own run of {label}: {run} ({run.stat().st_size / 1e6:,.0f} MB)", file=sys.stderr, flush=True)
     each: list[list[dict[str, Any]]] = [[] for _ in trees]
