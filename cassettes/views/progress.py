@@ -2,8 +2,8 @@
 ``export``, ``diff``): a 1 GB run takes minutes to read and analyse, and a command that prints
 nothing for that long looks hung.
 
-The line goes to stderr, only when stderr is a terminal and stdout is not a pipe (a pager such as
-``less`` would share the terminal with it). It appears after :data:`AFTER` seconds (a run read
+The line goes to stderr, only when stderr is a terminal (and not ``TERM=dumb``) and stdout is not
+a pipe (a pager such as ``less`` would share the terminal with it). It appears after :data:`AFTER` seconds (a run read
 faster shows none), is rewritten in place at most every :data:`EVERY` seconds, fits the
 terminal's width, and is erased once the run is read, so what the command prints next starts on
 a clean line. It is written beneath the CLI's guard of stderr (its erase and carriage return are
@@ -93,7 +93,10 @@ def _fit(text: str, columns: int) -> str:
 
 
 def wanted(err: IO[str], out: IO[str]) -> bool:
-    """Whether a progress line may be shown: stderr is a terminal and stdout is not a pipe."""
+    """Whether a progress line may be shown: stderr is a terminal that takes the erase sequence
+    (not ``TERM=dumb``: Emacs' shell, some log collectors) and stdout is not a pipe."""
+    if os.environ.get("TERM") == "dumb":
+        return False
     try:
         return err.isatty() and not stat.S_ISFIFO(os.fstat(out.fileno()).st_mode)
     except (AttributeError, OSError, ValueError):  # a stream without a file (a test's capture)

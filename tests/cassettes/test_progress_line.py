@@ -49,12 +49,12 @@ def test_open_run_reports_each_step_up_to_the_whole_file(tmp_path: Path, monkeyp
     assert calls[-1] == (size, size, len(run)) == (size, size, 24)
 
 
-def _on_a_terminal(argv: list[str], stdout: int | None, tmp_path: Path, columns: int = 200) -> tuple[int, bytes]:
+def _on_a_terminal(argv: list[str], stdout: int | None, tmp_path: Path, columns: int = 200, term: str = "xterm") -> tuple[int, bytes]:
     """``looptap ARGV`` with stderr (and stdin) on a pty ``columns`` wide: its exit code and what
     the terminal got."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "TERM": term}
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, *argv], stdin=slave, stdout=stdout, stderr=slave, cwd=tmp_path, env=env)
     os.close(slave)
     got = b""
@@ -104,11 +104,12 @@ def test_the_line_fits_a_narrow_terminal(tmp_path: Path) -> None:
         assert len(u) + sum(1 for ch in u if ch == "漢") <= 39 and u.endswith("…"), u
 
 
-@pytest.mark.parametrize("where", ["pipe", "capture"])
+@pytest.mark.parametrize("where", ["pipe", "dumb terminal", "capture"])
 def test_no_line_where_stdout_is_a_pipe_or_stderr_is_not_a_terminal(tmp_path: Path, where: str) -> None:
     path = _run(tmp_path)
-    if where == "pipe":  # `looptap show run.jsonl | less`: the pager shares the terminal
-        code, term = _on_a_terminal(["show", str(path)], subprocess.PIPE, tmp_path)
+    if where != "capture":  # `looptap show run.jsonl | less`: the pager shares the terminal; TERM=dumb: no erase
+        stdout = subprocess.PIPE if where == "pipe" else subprocess.DEVNULL
+        code, term = _on_a_terminal(["show", str(path)], stdout, tmp_path, term="dumb" if where == "dumb terminal" else "xterm")
         assert code == 0 and term == b"", term[:200]
         return
     proc = subprocess.run([sys.executable, "-c", _CHILD, "show", str(path)], capture_output=True, cwd=tmp_path,
