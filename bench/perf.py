@@ -344,9 +344,9 @@ print(path)
 """
 
 
-def _stream_batch(tree: Path, path: Path, code: str | None = None) -> dict[str, Any]:
+def _stream_batch(tree: Path, path: Path, code: str = _BATCH) -> dict[str, Any]:
     """:data:`_BATCH` on ``tree``: seconds, CPU seconds and peak RSS (VmHWM, this process's own)."""
-    proc = subprocess.run([PY, "-c", code or _BATCH, str(path)], capture_output=True, text=True, env={**ENV, "PYTHONPATH": _path(tree)}, cwd=tree)
+    proc = subprocess.run([PY, "-c", code, str(path)], capture_output=True, text=True, env={**ENV, "PYTHONPATH": _path(tree)}, cwd=tree)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1][:200] if proc.stderr.strip() else f"exit {proc.returncode}"}
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -397,18 +397,25 @@ def _median_batch(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _interleaved(trees: list[tuple[str, Path]], paths: list[Path], rounds: int, code: str, what: str) -> list[dict[str, Any]]:
+    """Each tree's batch child ``code`` on its path, ``rounds`` times, interleaved round by round,
+    each round starting one tree later (a change in the machine's load hits every tree alike, and
+    no tree always runs first): per tree, the medians (:func:`_median_batch`)."""
+    each: list[list[dict[str, Any]]] = [[] for _ in trees]
+    for r in range(rounds):
+        for k in range(len(trees)):
+            i = (k + r) % len(trees)
+            label, tree = trees[i]
+            each[i].append(_stream_batch(tree, paths[i], code))
+            print(f"  {what} {label} (round {r + 1}/{rounds}): {each[i][-1]} (load {_load()})", file=sys.stderr, flush=True)
+    return [_median_batch(runs) for runs in each]
+
+
 def batch(trees: list[tuple[str, Path]], path: Path, rounds: int = 1) -> list[str]:
     _compile(trees)
     labels = [label for label, _ in trees]
-    each: list[list[dict[str, Any]]] = [[] for _ in trees]
-    for r in range(rounds):  # interleaved, round by round, each round starting one tree later: a change
-        # in the machine's load hits every tree alike, and no tree always runs first
-        for k in range(len(trees)):  # every tree's batch, then every tree's show: the main figure first
-            i = (k + r) % len(trees)
-            label, tree = trees[i]
-            each[i].append(_stream_batch(tree, path))
-            print(f"  batch {label} (round {r + 1}/{rounds}): {each[i][-1]} (load {_load()})", file=sys.stderr, flush=True)
-    batches = [_median_batch(runs) for runs in each]
+    # every tree's batch, then every tree's show: the main figure first
+    batches = _interleaved(trees, [path] * len(trees), rounds, _BATCH, "batch")
     rows = []
     for (label, tree), b in zip(trees, batches, strict=True):
         s = _show_big(tree, path)
@@ -448,13 +455,7 @@ def own(trees: list[tuple[str, Path]], size: int, where: Path, rounds: int = 1) 
         runs.append(_own_run(tree, where / f"own-{rev}", size))
     for (label, _), run in zip(trees, runs, strict=True):
         print(f"  own run of {label}: {run} ({run.stat().st_size / 1e6:,.0f} MB)", file=sys.stderr, flush=True)
-    each: list[list[dict[str, Any]]] = [[] for _ in trees]
-    for r in range(rounds):  # interleaved as the batch section's
-        for k in range(len(trees)):
-            i = (k + r) % len(trees)
-            each[i].append(_stream_batch(trees[i][1], runs[i], _BATCH_ANY))
-            print(f"  own {trees[i][0]} (round {r + 1}/{rounds}): {each[i][-1]} (load {_load()})", file=sys.stderr, flush=True)
-    got = [_median_batch(b) for b in each]
+    got = _interleaved(trees, runs, rounds, _BATCH_ANY, "own")
     labels = [label for label, _ in trees]
     ok = all("batch_s" in b for b in got)
     per_turn = [b["cpu_s"] / b["turns"] * 1e3 if "batch_s" in b and b.get("turns") else None for b in got]

@@ -484,7 +484,7 @@ class _Totals:
         """The conversation's finding codes in turn order and its last turn's tokens (a turn the
         pass did not read, if any, is read here)."""
         turns = self._run.analysis.turns
-        present = [s for s in conv_rec.turns if s in self._seen or s in turns]
+        present = [s for s in conv_rec.turns if s in turns]  # (a turn the pass read is one of them)
         codes = [c for s in present for c in (self.codes.get(s, []) if s in self._seen else [f.code for f in turns[s].findings])]
         if not present:
             return codes, None
