@@ -433,7 +433,7 @@ def main() -> None:
     if tmpl.exists() and not sealed_ok(tmpl):
         # Written by a looptap whose parser differs, or under another machine key: start again.
         print("the kept template's stored parses are not this looptap's: regenerating", file=sys.stderr)
-        for old in root.glob("*.jsonl"):
+        for old in [tmpl, *root.glob("*-*mb.jsonl")]:  # what this script made (--dir may hold other files)
             old.unlink()
     if not tmpl.exists():
         template(tmpl)
