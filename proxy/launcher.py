@@ -10,25 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import os
-import random
 import signal
-import socket
 import ssl
 import stat
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mitmproxy import exceptions, master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
+from mitmproxy.proxy.mode_specs import ProxyMode
 
 from cassettes import interrupts
 from cassettes._version import __version__
 from cassettes.providers import REVERSE_UPSTREAMS
+from cassettes.replay.background import free_port
 from cassettes.replay.ready import SCHEMA as READY_SCHEMA
 from cassettes.replay.ready import VERSION as READY_VERSION
 from cassettes.replay.ready import (
@@ -58,43 +59,6 @@ class RecorderError(RuntimeError):
 
 class BusyPort(OSError):
     """A listener could not bind its port."""
-
-
-def _ephemeral_range() -> tuple[int, int]:
-    """The ports the kernel gives outgoing connections as their source ports."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            lo, hi = (int(x) for x in f.read().split())
-    except (OSError, ValueError):
-        return 32768, 60999  # Linux's default; other systems use 49152-65535 or this
-    return lo, hi
-
-
-def free_port(avoid: Collection[int] = ()) -> int:
-    """A port free to listen on, chosen below the ephemeral range when there is room: a port the
-    kernel just said was free inside that range can be taken as the source port of any outgoing
-    connection before mitmproxy binds it (seen in CI as "address already in use"). Never one of
-    ``avoid`` (the ports already given to the other listeners of one recorder: a port is free
-    again as soon as it is tested, so two draws can give the same one)."""
-    lo, _ = _ephemeral_range()
-    if lo > 11_000:
-        rng = random.SystemRandom()
-        for _ in range(64):
-            port = rng.randrange(10_000, lo)
-            if port in avoid:
-                continue
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in avoid:
-            return port
 
 
 @dataclass
@@ -148,6 +112,16 @@ class RecorderConfig:
             port = port + 1 if port else 0
         out.append(Listener("forward", None, pick()))
         return out
+
+
+#: How many times a listener whose port was taken meanwhile gets another one (see
+#: :meth:`Recorder._listen_elsewhere`).
+_REPICKS = 8
+
+
+def _in_use(cause: BaseException | None) -> bool:
+    """Whether a listener failed because its port was taken."""
+    return (isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE) or "already in use" in str(cause)
 
 
 class _Ready:
@@ -237,8 +211,6 @@ def _write_conf(path: Path, text: str) -> None:
 
 def _refused(listeners: Sequence[Listener]) -> str:
     """Why mitmproxy refuses a listener's mode, in one line."""
-    from mitmproxy.proxy.mode_specs import ProxyMode
-
     for lst in listeners:
         try:
             ProxyMode.parse(lst.spec)
@@ -308,14 +280,34 @@ class Recorder:
             # mitmproxy refused the modes (logged, not raised): nothing listens at all.
             await self.stop()
             raise RecorderError(f"mitmproxy cannot listen as asked: {_refused(self.listeners)}")
-        failed = [(s.mode.full_spec, s.last_exception) for s in ps.servers if not s.is_running]
+        failed = await self._listen_elsewhere(opts, ps)
         if failed:
             await self.stop()
             spec, cause = failed[0]
             port = spec.rsplit("@", 1)[-1]
-            why = "address already in use" if "already in use" in str(cause) else str(cause)
+            why = "address already in use" if _in_use(cause) else str(cause)
             raise BusyPort(f"cannot listen on {cfg.host}:{port}: {why}")
         self.env = self._environment()
+
+    async def _listen_elsewhere(self, opts: options.Options, ps: proxyserver.Proxyserver) -> list[tuple[str, Exception | None]]:
+        """The listeners that could not listen, as (mode spec, why). A port looptap chose itself
+        (no ``--port``) was free when tested, but anyone may bind it before mitmproxy does (another
+        recorder choosing at the same moment: seen in CI under load): such a listener gets another
+        port, a few times, before the start is refused. A port the user named is never changed."""
+        for _ in range(_REPICKS):
+            failed = [(s.mode.full_spec, s.last_exception) for s in ps.servers if not s.is_running]
+            if not failed or self.config.base_port or not all(_in_use(cause) for _, cause in failed):
+                return failed
+            busy = {spec for spec, _ in failed}
+            given = {lst.port for lst in self.listeners}
+            for lst in self.listeners:
+                if lst.spec in busy:
+                    lst.port = free_port(given)
+                    given.add(lst.port)
+            opts.update(mode=[lst.spec for lst in self.listeners])
+            # The update above queues the same change; whichever runs second finds nothing to do.
+            await ps.servers.update([ProxyMode.parse(lst.spec) for lst in self.listeners])
+        return [(s.mode.full_spec, s.last_exception) for s in ps.servers if not s.is_running]
 
     def _client_host(self) -> str:
         """The host a local client connects to (in a URL)."""

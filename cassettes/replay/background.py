@@ -17,12 +17,15 @@ import asyncio
 import contextlib
 import errno
 import logging
+import random
+import socket
 import ssl
 import threading
 import time
+from collections.abc import Collection
 from typing import Any, Self
 
-__all__ = ["BackgroundServer"]
+__all__ = ["BackgroundServer", "free_port"]
 
 _logger = logging.getLogger("looptap.server")
 #: What asyncio's accept loop reports when ``accept()`` fails for want of resources.
@@ -169,3 +172,42 @@ class BackgroundServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel gives outgoing connections as their source ports."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default; other systems use 49152-65535 or this
+    return lo, hi
+
+
+def free_port(avoid: Collection[int] = ()) -> int:
+    """A port free to listen on, for a listener another process opens (the recorder's mitmproxy,
+    a test's subprocess), so it cannot be handed a bound socket. A port is free again as soon as
+    it is tested, so it may be taken before that process binds it: a caller that chose it says
+    so and draws again (``Recorder`` does). To make that rare it is drawn below the ephemeral
+    range when there is room (a port the kernel just called free inside that range can become the
+    source port of any outgoing connection; seen in CI as "address already in use"). Never one of
+    ``avoid`` (the ports already given to the other listeners of one recorder)."""
+    lo, _ = _ephemeral_range()
+    if lo > 11_000:
+        rng = random.SystemRandom()
+        for _ in range(64):
+            port = rng.randrange(10_000, lo)
+            if port in avoid:
+                continue
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in avoid:
+            return port

@@ -16,6 +16,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from cassettes.replay.background import free_port
 from tests.support import progress
 from tests.support.upstream import FakeUpstream, Served
 
@@ -38,19 +39,12 @@ REQUESTS: list[tuple[str, dict[str, object] | None, dict[str, str]]] = [
 SECRET = "sk-looptap-flow-SENTINEL"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def record_flows(proxy_python: str, out: Path, confdir: Path) -> tuple[list[Served], list[bytes]]:
     """Run ``mitmdump -w out`` as a reverse proxy in front of a fresh fake upstream, send
     :data:`REQUESTS` through it, stop it; what the upstream served and what the client received."""
     received: list[bytes] = []
     with FakeUpstream(delay=0.002) as up:
-        port = _free_port()
+        port = free_port()
         code = "import sys; from mitmproxy.tools.main import mitmdump; mitmdump(sys.argv[1:])"
         args = ["--mode", f"reverse:{up.url}", "--listen-host", "127.0.0.1", "--listen-port", str(port)]
         args += ["-w", str(out), "--set", f"confdir={confdir}", "-q"]

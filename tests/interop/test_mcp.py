@@ -240,9 +240,9 @@ def test_streamable_http_on_loopback(root: Path) -> None:
     import socket
     import subprocess
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from cassettes.replay.background import free_port
+
+    port = free_port()
     refused = progress.run([sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(root), "--http", f"0.0.0.0:{port}"], capture_output=True, text=True)
     assert refused.returncode == 2 and "loopback only" in refused.stderr
     proc = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(root), "--http", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

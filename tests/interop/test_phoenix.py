@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ import pytest
 from cassettes.cli import main
 from cassettes.interop.otel import build_request
 from cassettes.reading.run import open_run
+from cassettes.replay.background import free_port
 from tests.interop.helpers import REASONING, write_cassette
 from tests.support import progress
 
@@ -39,13 +39,6 @@ pytestmark = pytest.mark.skipif(
 SAMPLE_OUT = os.environ.get("LOOPTAP_PHOENIX_SAMPLE")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=30) as resp:
         return json.loads(resp.read())
@@ -54,7 +47,8 @@ def _get(url: str) -> Any:
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     work = tmp_path_factory.mktemp("phoenix")
-    port, grpc = _free_port(), _free_port()
+    port = free_port()
+    grpc = free_port({port})
     env = {
         **os.environ,
         "PHOENIX_WORKING_DIR": str(work),

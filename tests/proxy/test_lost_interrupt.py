@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from cassettes.replay.background import free_port
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env, needs_recorder
 
@@ -46,21 +47,13 @@ sys.exit(cli.main(sys.argv[1:]))
 """
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _commands(tmp: Path) -> dict[str, list[str]]:
     conf = ["--confdir", str(tmp / "conf")]
     return {
         "record": ["record", "-o", str(tmp / "run.jsonl"), "--port", "0", *conf],
         "run": ["run", "-o", str(tmp / "run.jsonl"), *conf, "--", sys.executable, "-c", f"open({str(tmp / 'started')!r}, 'w')"],
         "replay": ["replay", str(EXAMPLE), "--port", "0"],
-        "mcp --http": ["mcp", "--root", str(tmp), "--http", f"127.0.0.1:{_free_port()}"],
+        "mcp --http": ["mcp", "--root", str(tmp), "--http", f"127.0.0.1:{free_port()}"],
     }
 
 

@@ -18,6 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from cassettes.parsing.roundtrip import parse_all  # noqa: E402
+from cassettes.replay.background import free_port  # noqa: E402
 from cassettes.storage.store import read_records  # noqa: E402
 from tests.support import progress  # noqa: E402
 from tests.support.upstream import FakeUpstream  # noqa: E402
@@ -29,12 +30,6 @@ pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
     pytest.mark.skipif(not (BIN / "mitmdump").exists(), reason=f"mitmproxy's tools are not installed beside {PROXY_PYTHON}"),
 ]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -64,7 +59,7 @@ def _chat(port: int, stream: bool) -> bytes:
 @pytest.mark.parametrize("tool", ["mitmdump", "mitmweb"])
 def test_addon_file_records_through_the_stock_tool(tool: str, tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
-    port = _port()
+    port = free_port()
     with FakeUpstream(delay=0.005) as up:
         cmd = [
             str(BIN / tool),
@@ -76,7 +71,7 @@ def test_addon_file_records_through_the_stock_tool(tool: str, tmp_path: Path) ->
             "-q",
         ]  # fmt: skip
         if tool == "mitmweb":
-            cmd += ["--web-host", "127.0.0.1", "--web-port", str(_port()), "--set", "web_open_browser=false"]
+            cmd += ["--web-host", "127.0.0.1", "--web-port", str(free_port({port})), "--set", "web_open_browser=false"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
         try:
             _wait_listening(port, proc)
