@@ -335,6 +335,8 @@ def looptap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp
             _start_replay(session, opts, monkeypatch)
     except BaseException:
         session.recorder = None
+        if session.recording is not None:
+            shutil.rmtree(session.recording.parent, ignore_errors=True)
         raise
     for k, v in session.env.items():
         monkeypatch.setenv(k, v)
@@ -407,7 +409,6 @@ def _check_recordable(path: Path, mode: str) -> None:
 
 
 def _start_recording(session: LooptapSession, config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> None:
-    session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"
     try:
         recorder = _session_recorder(config, tmp_path_factory)
         session.start_mark = recorder.mark()
@@ -415,6 +416,7 @@ def _start_recording(session: LooptapSession, config: pytest.Config, tmp_path_fa
         pytest.fail(f"looptap: cannot record {session.path} (mode {session.mode}): {exc}", pytrace=False)
     session.recorder = recorder
     session.env = dict(recorder.env)
+    session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"  # removed by _teardown
 
 
 def _start_replay(session: LooptapSession, opts: _Options, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -439,31 +441,36 @@ def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> No
     if session.server is not None:
         session.server.stop()
         reports.extend(f"{nodeid}: {line.removeprefix('looptap ')}" for line in _summary_lines(session))
+    rec = session.recording
     try:
         session.finish_recording()
+        if rec is not None and rec.exists():
+            _store_recording(session, rec, reports, nodeid)
     except CassetteError as exc:
         pytest.fail(f"looptap: could not store the round trips recorded for {session.path}: {exc}", pytrace=False)
-    rec = session.recording
-    if rec is not None and rec.exists():
-        from cassettes.reading.run import open_run
-        from cassettes.recording.pipeline import CassetteWriter
-
-        new = open_run(rec, whole=True).exchanges
-        try:
-            if new:
-                session.path.parent.mkdir(parents=True, exist_ok=True)
-                if session.server is not None:  # new_episodes: append what was recorded now
-                    with CassetteWriter(session.path) as w:
-                        for ex in new:
-                            w.append(ex)
-                    reports.append(f"{nodeid}: recorded {len(new)} new round trips into {session.path}")
-                else:
-                    _place_recording(rec, session.path)
-                    reports.append(f"{nodeid}: recorded {len(new)} round trips into {session.path}")
-        except CassetteError as exc:
-            pytest.fail(f"looptap: could not store the round trips recorded for {session.path}: {exc}", pytrace=False)
-        finally:
+    finally:
+        if rec is not None:  # a test that recorded nothing leaves its directory empty: removed too
             shutil.rmtree(rec.parent, ignore_errors=True)
+
+
+def _store_recording(session: LooptapSession, rec: Path, reports: list[str], nodeid: str) -> None:
+    """This test's recording put into its cassette (appended in ``new_episodes``). Raises
+    :class:`CassetteError`."""
+    from cassettes.reading.run import open_run
+    from cassettes.recording.pipeline import CassetteWriter
+
+    new = open_run(rec, whole=True).exchanges
+    if not new:
+        return
+    session.path.parent.mkdir(parents=True, exist_ok=True)
+    if session.server is not None:  # new_episodes: append what was recorded now
+        with CassetteWriter(session.path) as w:
+            for ex in new:
+                w.append(ex)
+        reports.append(f"{nodeid}: recorded {len(new)} new round trips into {session.path}")
+    else:
+        _place_recording(rec, session.path)
+        reports.append(f"{nodeid}: recorded {len(new)} round trips into {session.path}")
 
 
 def _place_recording(rec: Path, path: Path) -> None:

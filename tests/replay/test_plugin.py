@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -336,6 +337,10 @@ def test_city(looptap, city):
     run = looptap.run  # ends this test's recording: exactly its own round trips
     assert len(run) == 2 and [t.conversation for t in run.turns] == ["c1", "c1"]
     assert run.conversations[0].id == "c1" and len(run.conversations[0]) == 2
+
+@pytest.mark.looptap
+def test_quiet(looptap):
+    assert looptap.base_urls  # records, sends nothing
 '''
 
 
@@ -353,10 +358,16 @@ def test_a_session_records_every_test_through_one_recorder(pytester: pytest.Pyte
     monkeypatch.setenv("OPENAI_API_KEY", "sk-recording")
     monkeypatch.setenv("SEEN", str(seen))
     pytester.makepyfile(test_inner=SESSION_SUITE)
+    tmp = pytester.path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     with FakeUpstream(delay=0.002, default_scenario="tool_loop:1") as up:
         result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=all", "--looptap-upstream", f"openai={up.url}")
         served = len(up.llm_served())
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=4, failed=1)
+    # Every temporary directory the plugin and its recorder made is gone, a quiet test's too.
+    assert sorted(p.name for p in tmp.iterdir()) == []
+    assert not (pytester.path / "cassettes" / "test_inner" / "test_quiet.jsonl").exists()
     assert served == 8
     assert len(set(seen.read_text().split())) == 1  # one recorder: every test got the same listener
     for city in ["Paris", "Lyon", "Oslo", "Rome"]:
