@@ -120,7 +120,21 @@ class RecorderProcess:
         run here, :class:`CassetteError` when it exits first or is not ready within ``timeout``
         (with the end of what it said)."""
         self._dir = tempfile.mkdtemp(prefix="looptap-recorder-")
-        ready_file = Path(self._dir) / "ready.json"
+        try:
+            ready = self._start(Path(self._dir) / "ready.json", timeout)
+        except BaseException:
+            # Not started (it could not run, exited, was not ready, or a Ctrl-C came): nothing of
+            # it is left, neither a process nor its directory.
+            self.kill()
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir = None
+            raise
+        self.ready = ready
+        self.env = dict(ready["env"])
+        return self.env
+
+    def _start(self, ready_file: Path, timeout: float) -> Ready:
         argv = self.argv(ready_file)
         env = self.child_env if self.child_env is not None else {k: v for k, v in os.environ.items() if k not in _SCRUB}
         self.proc = proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -152,9 +166,7 @@ class RecorderProcess:
                 raise CassetteError(f"the recorder did not start within {timeout:.0f} s (no ready file): {text[-2000:]}")
             with self._said:
                 self._said.wait(min(left, 0.05))
-        self.ready = ready
-        self.env = dict(ready["env"])
-        return self.env
+        return ready
 
     def _drain_output(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None

@@ -191,6 +191,41 @@ def test_shipped_recorder_process_times_out_clearly(tmp_path: Path, monkeypatch:
     assert not Path(f"/proc/{pid}").exists(), "the fake recorder is still there"
 
 
+def test_a_recorder_that_did_not_start_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever stops a start (an interpreter that cannot be run, a Ctrl-C while waiting for the
+    ready file), no process and no temporary directory of it is left (the directory used to stay
+    when the interpreter could not be started)."""
+    import tempfile
+
+    from cassettes.replay import recording
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    missing = RecorderProcess(tmp_path / "run.jsonl", python=tmp_path / "no-such-python", env=clean_env())
+    with pytest.raises(OSError):
+        missing.start()
+    assert missing.proc is None and list(tmp.iterdir()) == []
+
+    pid_file = tmp_path / "fake.pid"
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 86400\n")
+    fake.chmod(0o755)
+    waiting = RecorderProcess(tmp_path / "run.jsonl", python=fake, env=clean_env())
+
+    def interrupted(path: Path) -> None:
+        if pid_file.exists() and pid_file.read_text().strip():
+            raise KeyboardInterrupt
+        return None
+
+    monkeypatch.setattr(recording, "read_ready", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        waiting.start()
+    pid = int(pid_file.read_text())
+    assert waiting.proc is None and list(tmp.iterdir()) == []
+    assert not Path(f"/proc/{pid}").exists(), "the interrupted recorder is still there"
+
+
 def test_a_foreign_file_is_not_a_ready_file(tmp_path: Path) -> None:
     path = tmp_path / "ready.json"
     assert read_ready(path) is None
