@@ -60,6 +60,7 @@ MODES = ("none", "once", "new_episodes", "all")
 _SESSION = pytest.StashKey["LooptapSession"]()
 _RECORDER = pytest.StashKey["SessionRecorder"]()
 _REPORTS = pytest.StashKey[list[str]]()
+_REPORTS_DIR = pytest.StashKey[Path]()
 #: The exception the test raised when a replay miss made it fail (the SDK's error, an assertion).
 _CAUSE = pytest.StashKey["BaseException | None"]()
 _PLACEHOLDER_KEY = "looptap-replay-placeholder-key"
@@ -661,6 +662,18 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(line)
 
 
+def _reports_folder(config: pytest.Config) -> Path:
+    """Where the session's web reports go: pytest's cache directory, or without the cache (``-p
+    no:cacheprovider``) one temporary directory for the whole session, made at its first report."""
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        return Path(cache.mkdir("looptap-reports"))
+    folder = config.stash.get(_REPORTS_DIR, None)
+    if folder is None or not folder.is_dir():
+        folder = config.stash[_REPORTS_DIR] = Path(tempfile.mkdtemp(prefix="looptap-reports-"))
+    return folder
+
+
 def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
     """A failed replayed test's run as a web page (``looptap export --html``), under pytest's cache
     directory (``.pytest_cache/d/looptap-reports/``): the line the failure shows. Never fails the
@@ -675,8 +688,7 @@ def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
             page = render_html(report_data(run))
         except HtmlExtraMissing as exc:
             return f"looptap: no web page of this run: {exc}"
-        cache = getattr(item.config, "cache", None)
-        folder = Path(cache.mkdir("looptap-reports")) if cache is not None else Path(tempfile.mkdtemp(prefix="looptap-reports-"))
+        folder = _reports_folder(item.config)
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid).strip("_")[-150:] or "test"
         from cassettes.storage.paths import check_target, staged
 

@@ -38,3 +38,22 @@ def test_a_failed_test_names_a_web_page_of_its_run_a_passing_one_gets_none(pytes
     page = Path(pages[0]).read_text()
     assert "Content-Security-Policy" in page and 'id="looptap-data"' in page
     assert "<title>looptap · test_inner.py::test_changed (loop.jsonl)</title>" in page
+
+
+def test_without_pytests_cache_a_session_keeps_its_pages_in_one_temporary_folder(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-p no:cacheprovider``: the pages go to a temporary folder, one per session (it was one
+    per failed test, each left in the temp dir)."""
+    import tempfile
+
+    pytest.importorskip("openai")
+    pytest.importorskip("jinja2")
+    tmp = pytester.path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    _inner(pytester, SDK_LOOP + CHANGED + CHANGED.replace("def test_changed", "def test_changed_too"))
+    result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none")
+    result.assert_outcomes(passed=1, failed=2)
+    pages = re.findall(r"looptap: the run as a web page: (\S+\.html)", result.stdout.str())
+    assert len(pages) == 2 and len({Path(p).parent for p in pages}) == 1, pages
+    assert [p.name for p in tmp.iterdir()] == [Path(pages[0]).parent.name]
+    assert sorted(p.name for p in Path(pages[0]).parent.iterdir()) == ["test_inner.py_test_changed.html", "test_inner.py_test_changed_too.html"]
