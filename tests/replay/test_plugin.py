@@ -41,10 +41,13 @@ def expect(result: pytest.RunResult, *literals: str) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for k in _SCRUB:
         monkeypatch.delenv(k, raising=False)
         monkeypatch.delenv(k.lower(), raising=False)
+    # What the inner sessions put in the temp dir (their web reports: no cache there) stays here.
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
 
 
 SDK_LOOP = '''
