@@ -124,6 +124,11 @@ def _in_use(cause: BaseException | None) -> bool:
     return (isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE) or "already in use" in str(cause)
 
 
+def _port_of(spec: str) -> int:
+    """The port of a listener's mode spec (``reverse:URL@PORT``, ``regular@PORT``)."""
+    return int(spec.rsplit("@", 1)[-1])
+
+
 class _Ready:
     def __init__(self) -> None:
         self.event = asyncio.Event()
@@ -284,9 +289,8 @@ class Recorder:
         if failed:
             await self.stop()
             spec, cause = failed[0]
-            port = spec.rsplit("@", 1)[-1]
             why = "address already in use" if _in_use(cause) else str(cause)
-            raise BusyPort(f"cannot listen on {cfg.host}:{port}: {why}")
+            raise BusyPort(f"cannot listen on {cfg.host}:{_port_of(spec)}: {why}")
         self.env = self._environment()
 
     async def _listen_elsewhere(self, opts: options.Options, ps: proxyserver.Proxyserver) -> list[tuple[str, Exception | None]]:
@@ -294,20 +298,20 @@ class Recorder:
         (no ``--port``) was free when tested, but anyone may bind it before mitmproxy does (another
         recorder choosing at the same moment: seen in CI under load): such a listener gets another
         port, a few times, before the start is refused. A port the user named is never changed."""
-        for _ in range(_REPICKS):
+        for attempt in range(_REPICKS + 1):
             failed = [(s.mode.full_spec, s.last_exception) for s in ps.servers if not s.is_running]
-            if not failed or self.config.base_port or not all(_in_use(cause) for _, cause in failed):
-                return failed
-            busy = {spec for spec, _ in failed}
+            if not failed or attempt == _REPICKS or self.config.base_port or not all(_in_use(cause) for _, cause in failed):
+                break
+            busy = {_port_of(spec) for spec, _ in failed}  # the ports of one recorder are distinct
             given = {lst.port for lst in self.listeners}
             for lst in self.listeners:
-                if lst.spec in busy:
+                if lst.port in busy:
                     lst.port = free_port(given)
                     given.add(lst.port)
             opts.update(mode=[lst.spec for lst in self.listeners])
             # The update above queues the same change; whichever runs second finds nothing to do.
             await ps.servers.update([ProxyMode.parse(lst.spec) for lst in self.listeners])
-        return [(s.mode.full_spec, s.last_exception) for s in ps.servers if not s.is_running]
+        return failed
 
     def _client_host(self) -> str:
         """The host a local client connects to (in a URL)."""

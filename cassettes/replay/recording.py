@@ -126,9 +126,6 @@ class RecorderProcess:
             # Not started (it could not run, exited, was not ready, or a Ctrl-C came): nothing of
             # it is left, neither a process nor its directory.
             self.kill()
-            if self._dir is not None:
-                shutil.rmtree(self._dir, ignore_errors=True)
-                self._dir = None
             raise
         self.ready = ready
         self.env = dict(ready["env"])
@@ -226,21 +223,20 @@ class RecorderProcess:
         """SIGKILL to the recorder and whatever of its session is left (its writer process);
         returns its exit code (``None`` if it was not started)."""
         proc = self.proc
-        if proc is None:
-            return None
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(5)
-        if self._drain is not None:
-            self._drain.join(5)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        if self._dir is not None:
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+            if self._drain is not None:
+                self._drain.join(5)
+            if proc.stdout is not None:
+                proc.stdout.close()
+            self.proc = None
+        if self._dir is not None:  # its ready file's directory, whether or not the recorder started
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
-        self.proc = None
-        return proc.returncode
+        return proc.returncode if proc is not None else None
 
 
 class SessionCassette:
