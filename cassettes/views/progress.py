@@ -2,12 +2,12 @@
 ``export``, ``diff``): a 1 GB run takes minutes to read and analyse, and a command that prints
 nothing for that long looks hung.
 
-The line goes to stderr, only when stderr is a terminal (and not ``TERM=dumb``) and stdout is not
-a pipe (a pager such as ``less`` would share the terminal with it). It appears after :data:`AFTER` seconds (a run read
-faster shows none), is rewritten in place at most every :data:`EVERY` seconds, fits the
-terminal's width, and is erased once the run is read, so what the command prints next starts on
-a clean line. It is written beneath the CLI's guard of stderr (its erase and carriage return are
-controls), so the one field that is not looptap's own, the file's name, is shown with its
+The line goes to stderr, only when stderr is a terminal (and not ``TERM=dumb``) and stdout is not a
+pipe (a pager such as ``less`` would share the terminal with it). It appears after :data:`AFTER`
+seconds (a run read faster shows none), is rewritten in place at most every :data:`EVERY` seconds,
+fits the terminal's width, and is erased once the run is read, so what the command prints next
+starts on a clean line. It is written beneath the CLI's guard of stderr (its erase and carriage
+return are controls), so the one field that is not looptap's own, the file's name, is shown with its
 controls made visible first (``untrusted.clean_line``).
 """
 
