@@ -260,7 +260,7 @@ def _import_one(src: Path, target: Target) -> str:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from cassettes.storage.paths import UnsafePath, check_target
+    from cassettes.storage.paths import UnsafePath, check_target, same_path
 
     inputs = [Path(p) for p in args.inputs]
     files = _import_plan(inputs)
@@ -279,7 +279,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         written.add(dest)
         try:
             # A link, a directory or a device is refused; an existing file unless --force.
-            target = check_target(dest, "the import's output", force=args.force, hint="use --force to replace it")
+            if same_path(dest, src):
+                raise UnsafePath(f"the import's output {dest} is the file it imports: give -o a path of its own")
+            target = check_target(dest, "the import's output", force=args.force, hint="use --force to replace it", parents=True)
         except UnsafePath as exc:
             _err(f"error: {exc}")
             failures += 1

@@ -116,8 +116,12 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
     from proxy.launcher import check_confdir
 
     path, append = _output(args.output)
+    if getattr(args, "from_run", None) is not None:
+        _check_fork_outputs(args, [("the cassette", path), ("the ready file", config.ready_file), ("the command's output log", child_log)])
+        if append:
+            raise UnsafePath(f"-o +{path}: a fork writes a branch of its own (its header names the run it forks), never appended to a cassette; give -o a new path")
     if append:
-        target = check_target(path, "the cassette", owned=is_cassette, hint="-o +FILE appends only to a looptap cassette")
+        target = check_target(path, "the cassette", owned=is_cassette, hint="-o +FILE appends only to a looptap cassette", appends=True)
     else:
         target = check_target(path, "the cassette", owned=is_cassette, force=args.force, hint="--force replaces it")
     if config.ready_file is not None:
@@ -125,12 +129,27 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
     if child_log is not None:
         if config.ready_file is not None and same_path(child_log, config.ready_file):
             raise UnsafePath(f"the ready file {config.ready_file} is the command's output log: give --ready-file a path of its own")
-        check_target(child_log, "the command's output log", owned=lambda _p: True)
+        check_target(child_log, "the command's output log", owned=lambda _p: True, appends=True)
     check_confdir(config.confdir)
     return target
 
 
-def _prepare_output(target: Any, append: bool) -> int:
+def _check_fork_outputs(args: argparse.Namespace, outputs: list[tuple[str, Path | None]]) -> None:
+    """A fork never writes what it reads: no output (``-o``, the ready file, the output log) may
+    be the run ``--from`` names or an ``--edit`` file, as a name, a link or a hard link
+    (:func:`~cassettes.storage.paths.same_path`: the same inode, or the same resolved path)."""
+    from cassettes.replay.fork import fork_inputs
+    from cassettes.storage.paths import UnsafePath, same_path
+
+    inputs = fork_inputs(args)
+    for what, out in outputs:
+        for i, src in enumerate(inputs):
+            if out is not None and same_path(out, src):
+                read = "the run --from forks" if i == 0 else "an --edit file"
+                raise UnsafePath(f"{what} {out} is {read} ({src}): a fork never writes over what it reads; give it a new path")
+
+
+def _prepare_output(target: Any, append: bool, fork: bool = False) -> int:
     """Replace an existing cassette (the checked file, and only while it is still that file),
     or count what is in it when appending (the summary describes this run only). Returns the
     number of round trips recorded before this run."""
@@ -150,7 +169,8 @@ def _prepare_output(target: Any, append: bool) -> int:
             earlier = is_cassette(path)
             if remove_if_same(path, target.replaces):
                 if earlier:
-                    messages.emit(f"replacing the earlier recording in {path} ({st.st_size:,} bytes); -o +{path} appends to it instead")
+                    instead = "" if fork else f"; -o +{path} appends to it instead"  # (a fork never appends)
+                    messages.emit(f"replacing the earlier recording in {path} ({st.st_size:,} bytes){instead}")
                 else:
                     messages.emit(f"replacing {path} ({st.st_size:,} bytes, not a cassette; --force)")
         return 0
@@ -277,28 +297,65 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
-    """``--repeat K``: K forks into OUTPUT.1 … OUTPUT.K, then how they agree turn by turn."""
+    """``--repeat K``: K forks into OUTPUT.1 … OUTPUT.K, then how they agree turn by turn. Every
+    output is checked (the rule of ``-o``) and the fork itself (run, cursor, edits) before the
+    first branch starts; every branch runs whatever the others did; the failed ones are listed,
+    and only branches written and finished in this run are compared (never a file an earlier run
+    left)."""
     import copy
 
-    out, _ = _output(args.output)
-    branches: list[str] = []
-    rc = 0
+    from cassettes.errors import CassetteError
+
+    messages.to_stderr()
+    out, append = _output(args.output)
+    if append:
+        messages.error(f"error: -o +{out}: a fork writes branches of their own, never appended to a cassette; give -o a new path")
+        return 2
+    ones: list[argparse.Namespace] = []
     for i in range(1, repeat + 1):
         one = copy.copy(args)
         one.output = str(out.with_name(f"{out.stem}.{i}{out.suffix}"))
+        ones.append(one)
+    try:
+        from proxy.launcher import RecorderError
+    except ImportError:
+        messages.error(_no_mitmproxy())
+        return 2
+    from cassettes.replay.fork import start_fork
+
+    try:
+        for one in ones:
+            _check_paths(one, _config(one))
+        start_fork(args)
+    except (CassetteError, RecorderError, ValueError, OSError) as exc:
+        messages.error(f"error: {exc}")
+        return 2
+    written: list[Path] = []
+    failed: list[tuple[int, int]] = []
+    for i, one in enumerate(ones, 1):
         messages.emit(f"--repeat: run {i} of {repeat} into {one.output}")
-        rc = rc or _run_once(one)
-        branches.append(one.output)
-    from cassettes.errors import CassetteError
+        mine: list[Path] = []
+        status = _run_once(one, mine)
+        if status:
+            failed.append((i, status))
+        else:
+            written += mine
+    if failed:
+        messages.error(f"--repeat: {len(failed)} of {repeat} runs failed, left out of the comparison: "
+                       + ", ".join(f"run {i} (exit status {status})" for i, status in failed))
+    rc = failed[0][1] if failed else 0
+    if not written:
+        messages.error("--repeat: no run finished: no branches to compare")
+        return rc or 1
     from cassettes.replay.fork import parse_from
     from cassettes.replay.repeat import agreement, agreement_lines
 
     try:
-        rows = agreement(parse_from(args.from_run).run, [b for b in branches if Path(b).exists()])
+        rows = agreement(parse_from(args.from_run).run, [str(b) for b in written])
     except CassetteError as exc:
         messages.error(f"error: the branches could not be compared: {exc}")
         return rc or 1
-    for line in agreement_lines(rows, repeat):
+    for line in agreement_lines(rows, len(written)):
         messages.emit(line)
     return rc
 
@@ -335,7 +392,9 @@ def _fork_status(fork: Any, rc: int) -> int:
     return rc
 
 
-def _run_once(args: argparse.Namespace) -> int:
+def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> int:
+    """One ``run`` (a fork with ``--from``); a fork's branch cassette, once begun, is added to
+    ``written`` (``--repeat`` compares only the branches it wrote)."""
     import asyncio  # here, not at the top: `looptap --help` loads every command module
 
     messages.to_stderr()
@@ -371,14 +430,23 @@ def _run_once(args: argparse.Namespace) -> int:
         messages.emit(f"the command's output goes to {child_log}")
     fork = None
     if args.from_run is not None:
+        from cassettes.errors import CassetteError
         from cassettes.replay.fork import start_fork
 
         try:
-            fork = start_fork(args, target)
-        except (CassetteIOError, ValueError, OSError) as exc:
+            fork = start_fork(args)  # everything checked, no file touched yet
+        except (CassetteError, ValueError, OSError) as exc:
             messages.error(f"error: {exc}")
             return 2
-    before = _prepare_output(target, fork is not None or _output(args.output)[1])
+    before = _prepare_output(target, _output(args.output)[1], fork is not None)
+    if fork is not None:
+        try:
+            fork.begin(target.path)
+        except (CassetteError, OSError) as exc:
+            messages.error(f"error: {exc}")
+            return 2
+        if written is not None:
+            written.append(target.path)
     try:
         rc, addon = asyncio.run(_run_child(run_child, config, argv, child_log, viewer, child_status, fork))
     except (BusyPort, RecorderError, CassetteIOError) as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import signal
 import sys
 from pathlib import Path
@@ -256,6 +257,8 @@ def register_diff(sub: Any) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     from decimal import Decimal, InvalidOperation
 
+    from cassettes.errors import CassetteError
+
     from cassettes.providers import REVERSE_UPSTREAMS
     from cassettes.reading.run import open_run
     from cassettes.replay.compare import BudgetError, check_budget, compare_run, plan_requests
@@ -283,6 +286,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
             _err("error: --header wants 'NAME: VALUE'")
             return 2
         headers.append((k.strip(), v.strip()))
+    try:  # checked before anything is read or sent (storage/paths.py), as every output is
+        report, redactor = _report_target(args), _report_redactor(headers)
+    except (CassetteError, ValueError) as exc:
+        _err(f"error: {exc}")
+        return 2
     run = open_run(args.file, whole=True)
     planned = plan_requests(run)
     try:
@@ -300,19 +308,75 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 0
     result = compare_run(run, planned, live_router(bases), args.model, args.samples, headers)
     result.run = str(args.file)
-    if args.report is not None:  # saved for later readers (looptap mcp's comparison tool): what --json prints
-        from pathlib import Path
-
-        saved = Path(args.report) if args.report else Path(str(args.file) + ".compare.json")
-        saved.write_bytes(orjson.dumps(result.as_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
-        _err(f"comparison saved to {saved}")
+    doc = redactor.document(result.as_json())  # the candidate's answers may echo a key, as a recorded body may
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(result.as_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
         sys.stdout.flush()
     else:
         for line in result.lines():
             print(line)
+    if report is not None:  # saved for later readers (looptap mcp's comparison tool): what --json prints
+        try:
+            _save_report(report, doc)
+        except CassetteError as exc:
+            _err(f"error: the comparison was not saved: {exc}")
+            return 2
     return 0
+
+
+#: What starts a saved comparison (``Comparison.as_json`` indented): a report looptap may replace.
+_REPORT_START = re.compile(rb'\A\{\s*"looptap"\s*:\s*"compare"')
+
+
+def _is_report(path: Path) -> bool:
+    """Whether ``path`` is a regular file that starts as a saved comparison does (read without
+    following a link or blocking)."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and _REPORT_START.match(f.read(256)) is not None
+
+
+def _report_target(args: argparse.Namespace) -> Any:
+    """Where ``--report`` saves (``None``: not asked), checked as every output is
+    (docs/reliability.md, "Paths looptap writes"): never the run itself; an earlier comparison is
+    replaced (said); any other file, a link, a directory, a device, a FIFO or a place that takes
+    no file is refused."""
+    from cassettes.storage.paths import UnsafePath, check_target, same_path
+
+    if args.report is None:
+        return None
+    saved = Path(args.report) if args.report else Path(str(args.file) + ".compare.json")
+    if same_path(saved, args.file):
+        raise UnsafePath(f"the report {saved} is the run it compares: give --report a path of its own")
+    return check_target(saved, "the report", owned=_is_report, hint="it is not a comparison looptap saved; give --report a new path")
+
+
+def _report_redactor(headers: list[tuple[str, str]]) -> Any:
+    """The cassettes' redactor (with the project's configuration), taught the credentials
+    ``--header`` sends, for what the comparison prints as JSON and saves."""
+    from cassettes.recording.redact import Redactor
+
+    redactor = Redactor.configured()
+    redactor.headers(headers)
+    return redactor
+
+
+def _save_report(target: Any, doc: Any) -> None:
+    """Write the comparison at the checked ``target`` whole, mode 0600 (storage/paths.py)."""
+    from cassettes.storage.paths import write_new
+
+    try:
+        replaced = target.replaces is not None and target.path.stat().st_size > 0
+    except OSError:
+        replaced = False
+    write_new(target, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+    _err(f"comparison saved to {target.path}" + (" (the earlier comparison there replaced)" if replaced else ""))
 
 
 def register_compare(sub: Any) -> None:

@@ -30,7 +30,7 @@ import orjson
 from cassettes.errors import CassetteError
 from cassettes.wire import edited
 
-__all__ = ["Edit", "EditError", "apply_edits", "edit_notes", "edited_headers", "parse_edit"]
+__all__ = ["Edit", "EditError", "apply_edits", "edit_file", "edit_notes", "edited_headers", "parse_edit"]
 
 _TARGET = re.compile(r"(tool_result|user)\[([^\]]{1,200})\]|(system)")
 #: Where the target starts (after an optional ``SELECTOR:``), and whether the value is ``@file``.
@@ -76,16 +76,27 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
     kind, key = t.group(1) or t.group(3), t.group(2)
     value = spec[m.end() :]
     if m.group(2):
+        from cassettes.errors import CassetteIOError
+        from cassettes.storage.paths import read_input
+
         path = (base or Path.cwd()) / value
-        try:
-            with open(path, "rb") as f:
-                data = f.read(_MAX_FILE + 1)
-        except OSError as exc:
-            raise EditError(f"--edit {spec[:80]!r}: cannot read {value[:200]!r}: {exc.strerror or exc}") from None
+        try:  # a FIFO, a device or a directory is refused, never read (it would block or never end)
+            data = read_input(path, "the edit file", _MAX_FILE + 1)
+        except CassetteIOError as exc:
+            raise EditError(f"--edit {spec[:80]!r}: {exc}") from None
         if len(data) > _MAX_FILE:
             raise EditError(f"--edit {spec[:80]!r}: {value[:200]!r} is larger than {_MAX_FILE:,} bytes")
         value = data.decode("utf-8", "replace")
     return Edit(spec, kind, key, value, selector)
+
+
+def edit_file(spec: str, base: Path | None = None) -> Path | None:
+    """The file an ``--edit`` reads its text from (``TARGET=@FILE``), not opened; ``None`` for an
+    inline text or a spec that cannot be read (:func:`parse_edit` says why)."""
+    m = _SPEC.search(spec)
+    if m is None or not m.group(2):
+        return None
+    return (base or Path.cwd()) / spec[m.end() :]
 
 
 def apply_edits(method: str, target: str, body: bytes, edits: list[Edit], selector: str | None = None) -> tuple[bytes, list[dict[str, Any]]]:

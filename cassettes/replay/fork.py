@@ -44,10 +44,22 @@ def parse_from(text: str) -> ForkSource:
     run, at, sel = text.rpartition("@")
     if not at or not run or not sel:
         raise CassetteError(f"--from wants RUN.jsonl@SELECTOR (e.g. run.jsonl@turn=2), not {text[:80]!r}")
+    from cassettes.storage.paths import check_input
+
     path = Path(run)
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise CassetteError(f"--from: no such run {run[:200]!r}")
-    return ForkSource(path, parse_cursor(sel))
+    return ForkSource(check_input(path, "--from"), parse_cursor(sel))
+
+
+def fork_inputs(args: Any) -> list[Path]:
+    """The files a fork reads (the run ``--from`` names, the ``--edit`` files), none opened: what
+    none of its outputs may be (docs/reliability.md, "Paths looptap writes")."""
+    from cassettes.replay.edits import edit_file
+
+    run = str(args.from_run).rpartition("@")[0]
+    files = [Path(run)] if run else []
+    return files + [f for f in (edit_file(e) for e in getattr(args, "edit", []) or []) if f is not None]
 
 
 def origin_meta(source: ForkSource, model: str | None, starts: dict[str | None, int] | None = None, edits: list[str] | None = None) -> dict[str, Any]:
@@ -61,16 +73,16 @@ def origin_meta(source: ForkSource, model: str | None, starts: dict[str | None, 
     }
 
 
-def write_branch_header(path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None) -> None:
-    """Start the branch cassette: its header names the origin (the recorder appends after it)."""
+def branch_meta(source: ForkSource, model: str | None, edits: list[str] | None = None) -> dict[str, Any]:
+    """The branch cassette's header ``meta``, naming its origin: the cursor bound to the run (a
+    cursor that selects no recorded turn is refused here, before any file is touched)."""
     from cassettes.reading.run import open_run
     from cassettes.replay.cursor import Cursor
     from cassettes.replay.matcher import Matcher
-    from cassettes.storage.store import CassetteFile
 
     cursor = Cursor(source.cursor, lambda *_: None)
     cursor.bind(Matcher(list(open_run(source.run, whole=True).exchanges)))
-    CassetteFile(path, meta={"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts, edits)}).close()
+    return {"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts, edits)}
 
 
 def origin_of(path: str | Path) -> dict[str, Any] | None:
@@ -121,7 +133,16 @@ class ForkReplay:
     report: list[str] = field(default_factory=list)
     #: The replay server's exit status once stopped (1: the prefix diverged).
     status: int = 0
+    #: The branch cassette's header ``meta`` (:func:`branch_meta`), written by :meth:`begin`.
+    meta: dict[str, Any] = field(default_factory=dict)
     _err: Any = None
+
+    def begin(self, path: Path) -> None:
+        """Start the branch cassette at ``path`` (free: checked, and an earlier one replaced, by
+        the caller): its header names the origin; the recorder appends after it."""
+        from cassettes.storage.store import CassetteFile
+
+        CassetteFile(path, meta=self.meta).close()
 
     def argv(self, bases: dict[str, str]) -> list[str]:
         argv = [self.python, "-m", "cassettes.cli", "replay", str(self.source.run), "--cursor", self.source.cursor.text]
@@ -186,21 +207,18 @@ def recorder_env_for_child(env: dict[str, str]) -> dict[str, str]:
     return {**os.environ, **env}
 
 
-def start_fork(args: Any, target: Any) -> ForkReplay:
-    """For ``looptap run --from``: the fork's replay server, not yet started; the branch cassette
-    ``-o`` (checked by the caller: ``target``) begun with a header naming its origin. Raises
-    :class:`CassetteError` (a ``--from`` that names no run or no turn)."""
+def start_fork(args: Any) -> ForkReplay:
+    """For ``looptap run --from``: the fork's replay server, not yet started, with the header of
+    its branch cassette (:meth:`ForkReplay.begin` writes it once the caller has put an earlier
+    cassette aside). Everything is checked here, and no file touched: raises
+    :class:`CassetteError` for a ``--from`` that names no run (or not a regular file) or no turn,
+    an ``--edit`` that cannot be read."""
     source = parse_from(args.from_run)
-    path = Path(target.path)
-    if target.replaces is not None:
-        from cassettes.storage.paths import remove_if_same
-
-        remove_if_same(path, target.replaces)
     from cassettes.replay.edits import parse_edit
 
     edits = [parse_edit(e) for e in args.edit]  # refused here, before anything starts
     for e in edits:
         if e.selector is not None and e.selector != source.cursor.text:
             raise CassetteError(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({source.cursor.text}) on; its selector, if given, is the cursor's")
-    write_branch_header(path, source, args.model, [e.label for e in edits])
-    return ForkReplay(source, model=args.model, edits=list(args.edit))
+    meta = branch_meta(source, args.model, [e.label for e in edits])
+    return ForkReplay(source, model=args.model, edits=list(args.edit), meta=meta)

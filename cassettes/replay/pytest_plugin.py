@@ -402,7 +402,7 @@ def _check_recordable(path: Path, mode: str) -> None:
 
     refused = None
     try:
-        check_target(path, "the test's cassette", owned=is_cassette, hint="give the marker another path")
+        check_target(path, "the test's cassette", owned=is_cassette, hint="give the marker another path", parents=True)
     except UnsafePath as exc:
         refused = str(exc)
     if refused is not None:

@@ -39,12 +39,14 @@ __all__ = [
     "Target",
     "UnsafePath",
     "check_dir",
+    "check_input",
     "check_target",
     "describe",
     "open_append",
     "orphans",
     "process_gone",
     "process_start",
+    "read_input",
     "reclaim_staged",
     "remove_if_same",
     "same_path",
@@ -144,25 +146,107 @@ def check_target(
     owned: Callable[[Path], bool] | None = None,
     force: bool = False,
     hint: str = "",
+    parents: bool = False,
+    appends: bool = False,
 ) -> Target:
     """Check ``path`` before looptap writes ``what`` there (``"the ready file"``, ``"the cassette"``).
 
     Refused (:class:`UnsafePath`) when the name is a symbolic link, a directory, a device, a FIFO
     or a socket, whatever ``force`` says; when it is a regular file, it may be replaced if
     ``owned(path)`` says it is looptap's own, if ``force``, or if it is empty and this user's;
-    anything else is refused, the message ending with ``hint`` (how to say otherwise)."""
+    anything else is refused, the message ending with ``hint`` (how to say otherwise). A file to
+    be created or replaced must also have a place that takes one (:func:`_check_place`: its
+    directory, or with ``parents`` the nearest that exists, the writer making the rest); a file
+    that exists and is appended to (``appends``) needs none."""
     path = Path(path)
     st = _lstat(path)
     if st is None:
+        _check_place(path, what, parents)
         return Target(path)
     if not stat.S_ISREG(st.st_mode):
         extra = "; name the file itself" if stat.S_ISLNK(st.st_mode) else ""
         raise UnsafePath(f"{what} {path} is {describe(st)}: looptap does not write to, replace or remove it{extra}")
     if force or (st.st_size == 0 and st.st_uid == os.geteuid()) or (owned is not None and owned(path)):
+        if not appends:
+            _check_place(path, what, parents)
         return Target(path, FileId.of(st))
     if owned is None:  # nothing looptap replaces on its own here: only --force does
         raise UnsafePath(f"{what} {path} exists{f' ({hint})' if hint else ': refused'}")
     raise UnsafePath(f"{what} {path} already exists and is not looptap's: refused{f' ({hint})' if hint else ''}")
+
+
+def _check_place(path: Path, what: str, parents: bool) -> None:
+    """Refuse (:class:`UnsafePath`) a ``path`` no file can be created at: its directory (with
+    ``parents``, the nearest one that exists) missing, not a directory, or not taking a new file.
+    Tried, not guessed from modes (which root ignores): a private file is created there and
+    removed at once (named as :func:`staged` names its files, so one a killed process left is
+    reclaimed), so a read-only file system, ``/proc``, a directory of another user or a path under
+    a file are refused before anything starts."""
+    directory = path.parent
+    for _ in range(256):
+        try:
+            st = os.stat(directory)
+        except FileNotFoundError:
+            if parents and directory.parent != directory:
+                directory = directory.parent
+                continue
+            raise UnsafePath(f"{what} {path} cannot be written: the directory {directory} does not exist") from None
+        except OSError as exc:
+            raise UnsafePath(f"{what} {path} cannot be written: {directory}: {exc.strerror or exc}") from None
+        break
+    else:
+        raise UnsafePath(f"{what} {path} cannot be written: no directory of it exists")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafePath(f"{what} {path} cannot be written: {directory} is {describe(st)}, not a directory")
+    pid = os.getpid()
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.{pid}-{process_start(pid) or 0}-", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise UnsafePath(f"{what} {path} cannot be written: no file can be created in {directory} ({exc.strerror or exc})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+
+
+def _input_kind(st: os.stat_result, what: str, path: Path) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise CassetteIOError(f"{what} {path} is {describe(st)}: looptap reads runs and edit files only from regular files")
+
+
+def check_input(path: str | Path, what: str) -> Path:
+    """A file looptap will read (the run ``--from`` forks, an ``--edit`` file): it must exist and
+    be a regular file (a link to one is followed). A FIFO, a device, a directory or a socket is
+    refused with one line (:class:`~cassettes.errors.CassetteIOError`), never opened: reading
+    one would block or never end."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise CassetteIOError(f"{what} {path}: no such file") from None
+    except OSError as exc:
+        raise CassetteIOError(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
+    _input_kind(st, what, path)
+    return path
+
+
+def read_input(path: str | Path, what: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of the regular file ``path``: opened without blocking (a FIFO
+    named in its place opens at once and is refused, :func:`check_input`'s line), checked on the
+    open file, then read."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise CassetteIOError(f"{what} {path}: no such file") from None
+    except OSError as exc:
+        raise CassetteIOError(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        _input_kind(os.fstat(fd), what, path)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        try:
+            return f.read(limit)
+        except OSError as exc:
+            raise CassetteIOError(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
 
 
 def same_path(a: str | Path, b: str | Path) -> bool:

@@ -107,8 +107,8 @@ def write_private(path: str | Path, data: bytes) -> None:
 def open_regular(path: str | Path) -> BinaryIO:
     """``path`` opened for reading, refused unless it is a regular file: a device, a FIFO or a
     socket (``/dev/zero``, ``/dev/stdin``) would never end. Raises :class:`CassetteIOError`."""
-    try:
-        f = open(path, "rb")
+    try:  # without blocking: a FIFO opens at once, and is refused below
+        f = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
     except OSError as exc:
         raise CassetteIOError(f"cannot open {path}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
