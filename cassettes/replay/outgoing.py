@@ -60,11 +60,15 @@ def header_problem(name: str, value: str) -> str | None:
     """Why ``name: value`` cannot be sent (``None``: it can), as h11 decides it."""
     k, v = _raw(name), _raw(value.strip(" \t"))
     if k is None or v is None:
-        return "cannot be encoded"
+        return "it cannot be encoded"
     try:
         h11.Response(status_code=200, headers=[(k, v)])
     except h11.LocalProtocolError:
-        return "its name is not a token, or its value holds CR, LF, NUL or another control character"
+        try:
+            h11.Response(status_code=200, headers=[(k, b"")])
+        except h11.LocalProtocolError:
+            return "its name is not a token (it would split the message)" if b"\r" in k or b"\n" in k else "its name is not a token"
+        return "its value holds CR, LF or NUL (it would split the message)" if set(v) & {10, 13, 0} else "its value holds a control character"
     return None
 
 
