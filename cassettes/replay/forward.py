@@ -115,7 +115,8 @@ class Upstream:
         :meth:`UpstreamResponse.pieces`). The request's hop-by-hop headers are not passed on; a
         header that cannot be sent (CR, LF, NUL, a name that is not a token) is dropped, and a
         line naming it is appended to ``said``. The message is h11's (:class:`~cassettes.replay.outgoing.Ask`)."""
-        keep = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
+        listed = {t.strip().lower() for k, v in headers if k.lower() == "connection" for t in v.split(",")}  # RFC 9110 7.6.1
+        keep = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and k.lower() not in listed]
         ask = Ask(_LINE)
         try:
             message = ask.request(method, f"{self.prefix}{target}", [("Host", self.netloc), *keep, ("Content-Length", str(len(body))), ("Connection", "close")], body, said)
