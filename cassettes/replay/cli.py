@@ -285,6 +285,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not sep or not k.strip():
             _err("error: --header wants 'NAME: VALUE'")
             return 2
+        from cassettes.replay.outgoing import header_problem, said_name
+
+        if header_problem(k.strip(), v.strip()) is not None:  # CR, LF, NUL: it would split the request
+            _err(f"error: --header {said_name(k.strip())} cannot be sent: {header_problem(k.strip(), v.strip())}")
+            return 2
         headers.append((k.strip(), v.strip()))
     try:  # checked before anything is read or sent (storage/paths.py), as every output is
         report, redactor = _report_target(args), _report_redactor(headers)

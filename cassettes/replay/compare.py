@@ -23,6 +23,7 @@ sent and sends nothing. Credentials are not in a cassette (redacted when recorde
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -38,8 +39,8 @@ from cassettes.wire.exchange import Exchange, Headers
 
 __all__ = ["ArgumentCheck", "BudgetError", "Comparison", "Sample", "TurnComparison", "compare_run", "plan_requests"]
 
-#: Request headers not sent to the candidate: the connection's, and what redaction left in place of a secret.
-_NOT_SENT = frozenset({"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive"})
+#: Recorded headers already said not to be sent: (round trip, name).
+_SAID: set[tuple[int, str]] = set()
 
 
 class BudgetError(CassetteError):
@@ -319,6 +320,32 @@ def check_budget(planned: list[Planned], samples: int, max_requests: int | None,
     return lines
 
 
+def _headers_sent(ex: Exchange, headers: Headers) -> tuple[Headers, list[str]]:
+    """The headers a recorded request is sent with: of the recorded ones only what says what the
+    body is and which API version it speaks (:func:`cassettes.replay.outgoing.recorded_request_headers`:
+    never a recorded credential, cookie or connection header), then the user's ``--header``
+    values. A recorded header that cannot be sent (CR, LF, NUL …) is dropped, and a line on
+    stderr names it (once per round trip; never its value)."""
+    from cassettes.replay.matcher import request_key
+    from cassettes.replay.outgoing import header_problem, recorded_request_headers, said_name
+
+    adapter = request_key(ex.method, ex.url, ex.request_headers, ex.request_body).adapter
+    said: list[str] = []
+    safe: Headers = []
+    for k, v in ex.request_headers:
+        why = header_problem(k, v)
+        if why is None:
+            safe.append((k, v))
+            continue
+        said.append(f"recorded header {said_name(k)} of round trip {ex.seq} not sent: {why}")
+        if (id(ex), k.lower()) not in _SAID:  # once per recorded round trip, not per sample
+            _SAID.add((id(ex), k.lower()))
+            print(f"looptap compare: {said[-1]}", file=sys.stderr)
+    names = {k.lower() for k, _ in headers}
+    recorded = recorded_request_headers(safe, adapter.replay_headers() if adapter is not None else ())
+    return [(k, v) for k, v in recorded if k.lower() not in names] + [(k, v) for k, v in headers if header_problem(k, v) is None], said
+
+
 async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> tuple[Exchange, float]:
     from urllib.parse import urlsplit
 
@@ -328,11 +355,10 @@ async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> t
     u = urlsplit(ex.url)
     target = u.path + (f"?{u.query}" if u.query else "")
     target, body, _ = with_model(ex.method, target, ex.request_body, model)
-    sent = [(k, v) for k, v in ex.request_headers if k.lower() not in _NOT_SENT and "redacted" not in v.lower()]
-    names = {k.lower() for k, _ in headers}
-    sent = [(k, v) for k, v in sent if k.lower() not in names] + list(headers)
+    sent, said = _headers_sent(ex, headers)
     t0 = time.monotonic()
     out = Exchange(ex.method, base + target, sent, body)
+    out.notes.extend(said)
     try:
         response = await Upstream(base).send(ex.method, target, sent, body)
         out.status = response.status

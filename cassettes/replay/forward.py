@@ -11,14 +11,17 @@ HTTP/1.1 raises :class:`UpstreamError`, as does an upstream that breaks off.
 from __future__ import annotations
 
 import asyncio
-import re
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import h11
+
 from cassettes.errors import CassetteError
 from cassettes.replay.http1 import HOP_BY_HOP
+from cassettes.replay.outgoing import Ask, Unsendable
+from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers, header
 
 __all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "Upstream", "UpstreamError", "UpstreamResponse"]
@@ -28,11 +31,8 @@ CONNECT_TIMEOUT = 30.0
 #: Seconds the upstream may take to start its answer, or pause inside it (a model thinking
 #: before its first token can take minutes: generous).
 READ_TIMEOUT = 600.0
-#: The longest status line, header line or chunk-size line read.
+#: The largest response head read (status line and headers).
 _LINE = 1 << 16
-_MAX_HEADERS = 256
-_STATUS = re.compile(rb"HTTP/1\.[01] ([0-9]{3})(?: [^\r\n]*)?\r\n")
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 class UpstreamError(CassetteError):
@@ -46,61 +46,52 @@ class UpstreamResponse:
     _reader: asyncio.StreamReader
     _writer: asyncio.StreamWriter
     _read_timeout: float | None
+    _conn: h11.Connection | None = None
 
     async def pieces(self) -> AsyncIterator[bytes]:
-        """The body as it arrives (a chunk of a chunked body is one piece), framing removed."""
+        """The body as it arrives (a chunk of a chunked body is one piece, or a part of it), framing removed."""
         try:
-            if (header(self.headers, "transfer-encoding") or "").lower() == "chunked":
-                async for piece in self._chunked():
-                    yield piece
-            elif (length := header(self.headers, "content-length")) is not None:
-                if not length.isascii() or not length.isdigit():
-                    raise UpstreamError(f"the upstream sent a bad Content-Length {length[:40]!r}")
-                left = int(length)
-                while left:
-                    data = await self._read(self._reader.read(min(left, 1 << 20)), "its body")
-                    if not data:
-                        raise UpstreamError(f"the upstream's body ended {left:,} bytes short")
-                    left -= len(data)
-                    yield data
-            elif self.status not in (204, 304) and self.status >= 200:
-                while data := await self._read(self._reader.read(1 << 20), "its body"):
-                    yield data
+            while True:
+                event = await self._event("its body")
+                if isinstance(event, h11.Data):
+                    yield bytes(event.data)
+                elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                    return
         finally:
             self.close()
 
-    async def _chunked(self) -> AsyncIterator[bytes]:
+    async def _event(self, part: str) -> object:
+        """h11's next event, reading from the upstream as it needs (at most ``read_timeout`` per read)."""
+        conn = self._conn
+        assert conn is not None
         while True:
-            line = await self._line()
-            size_text = line[:-2].split(b";")[0].strip()
-            if not _HEX.fullmatch(size_text):
-                raise UpstreamError(f"the upstream sent a bad chunk size {line[:40]!r}")
-            size = int(size_text, 16)
-            if size == 0:
-                for _ in range(_MAX_HEADERS):
-                    if await self._line() == b"\r\n":
-                        return
-                raise UpstreamError("the upstream sent too many trailer lines")
-            data = await self._read(self._reader.readexactly(size + 2), "a chunk")
-            yield data[:-2]
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise UpstreamError(f"the upstream's answer is not HTTP/1.1 ({part}): {clean_line(str(exc))[:120]}") from None
+            if event is not h11.NEED_DATA:
+                return event
+            data = await self._read(self._reader.read(1 << 20), part)
+            if not data and conn.their_state is h11.SEND_BODY and not _close_delimited(self.headers):
+                raise UpstreamError(f"the upstream closed the connection in the middle of {part}")
+            conn.receive_data(data)
 
-    async def _line(self) -> bytes:
-        return await self._read(self._reader.readuntil(b"\r\n"), "a line")
-
-    async def _read(self, what: asyncio.Future[bytes] | object, part: str) -> bytes:
+    async def _read(self, what: Awaitable[bytes], part: str) -> bytes:
         try:
             async with asyncio.timeout(self._read_timeout):
-                data: bytes = await what  # type: ignore[misc]
+                return await what
         except TimeoutError:
             raise UpstreamError(f"the upstream sent nothing for {self._read_timeout:g} s ({part})") from None
-        except asyncio.IncompleteReadError:
-            raise UpstreamError(f"the upstream closed the connection in the middle of {part}") from None
-        except asyncio.LimitOverrunError:
-            raise UpstreamError(f"the upstream sent a line longer than {_LINE:,} bytes ({part})") from None
-        return data
+        except (ConnectionError, ssl.SSLError) as exc:
+            raise UpstreamError(f"the upstream broke the connection off in the middle of {part}: {exc}") from None
 
     def close(self) -> None:
         self._writer.close()
+
+
+def _close_delimited(headers: Headers) -> bool:
+    """A body that ends when the connection does (neither a length nor chunked)."""
+    return header(headers, "content-length") is None and (header(headers, "transfer-encoding") or "").lower() != "chunked"
 
 
 class Upstream:
@@ -119,9 +110,18 @@ class Upstream:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
 
-    async def send(self, method: str, target: str, headers: Headers, body: bytes) -> UpstreamResponse:
+    async def send(self, method: str, target: str, headers: Headers, body: bytes, said: list[str] | None = None) -> UpstreamResponse:
         """Send one request; the response once its head has arrived (read its body with
-        :meth:`UpstreamResponse.pieces`). The request's hop-by-hop headers are not passed on."""
+        :meth:`UpstreamResponse.pieces`). The request's hop-by-hop headers are not passed on; a
+        header that cannot be sent (CR, LF, NUL, a name that is not a token) is dropped, and a
+        line naming it is appended to ``said``. The message is h11's (:class:`~cassettes.replay.outgoing.Ask`)."""
+        listed = {t.strip().lower() for k, v in headers if k.lower() == "connection" for t in v.split(",")}  # RFC 9110 7.6.1
+        keep = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and k.lower() not in listed]
+        ask = Ask(_LINE)
+        try:
+            message = ask.request(method, f"{self.prefix}{target}", [("Host", self.netloc), *keep, ("Content-Length", str(len(body))), ("Connection", "close")], body, said)
+        except Unsendable as exc:
+            raise UpstreamError(str(exc)) from None
         ctx = ssl.create_default_context() if self.tls else None
         try:
             async with asyncio.timeout(self.connect_timeout):
@@ -130,28 +130,19 @@ class Upstream:
             raise UpstreamError(f"connecting to {self.base} took longer than {self.connect_timeout:g} s") from None
         except (OSError, ssl.SSLError) as exc:
             raise UpstreamError(f"cannot connect to {self.base}: {exc.strerror or exc if isinstance(exc, OSError) else exc}") from None
-        keep = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
-        head = [f"{method} {self.prefix}{target} HTTP/1.1", f"Host: {self.netloc}", *(f"{k}: {v}" for k, v in keep), f"Content-Length: {len(body)}", "Connection: close"]
-        response = UpstreamResponse(0, [], reader, writer, self.read_timeout)
+        response = UpstreamResponse(0, [], reader, writer, self.read_timeout, ask.conn)
         try:
-            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace") + body)
+            writer.write(message)
             async with asyncio.timeout(self.read_timeout):
                 await writer.drain()
-            status_line = await response._line()
-            m = _STATUS.fullmatch(status_line)
-            if m is None:
-                raise UpstreamError(f"the upstream's answer does not start with an HTTP/1.1 status line: {status_line[:60]!r}")
-            response.status = int(m.group(1))
-            for _ in range(_MAX_HEADERS):
-                line = await response._line()
-                if line == b"\r\n":
+            while True:
+                event = await response._event("its head")
+                if isinstance(event, h11.Response):
                     break
-                k, colon, v = line.decode("latin-1").partition(":")
-                if not colon:
-                    raise UpstreamError(f"the upstream sent a bad header line {line[:60]!r}")
-                response.headers.append((k.strip(), v.strip()))
-            else:
-                raise UpstreamError(f"the upstream sent more than {_MAX_HEADERS} header lines")
+                if isinstance(event, h11.ConnectionClosed):
+                    raise UpstreamError("the upstream closed the connection in the middle of its head")
+            response.status = event.status_code
+            response.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in event.headers.raw_items()]
         except TimeoutError:
             writer.close()
             raise UpstreamError(f"the upstream did not take the request within {self.read_timeout:g} s") from None

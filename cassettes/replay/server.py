@@ -30,8 +30,8 @@ import struct
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from http import HTTPStatus
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import orjson
@@ -57,6 +57,9 @@ from cassettes.replay.plan import (
 from cassettes.replay.wsserve import WebSocketReplay
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange, Headers
+
+if TYPE_CHECKING:
+    from cassettes.replay.outgoing import Answer
 
 __all__ = ["IDLE_TIMEOUT", "MISS_CODE", "MISS_STATUS", "READ_TIMEOUT", "RETAIN_BODIES", "WRITE_TIMEOUT", "ReplayServer", "parse_pace", "replay_env"]
 
@@ -234,6 +237,10 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         self.refusals: list[str] = []
         #: Connections dropped because the client left its answer unread for ``write_timeout``.
         self.write_timeouts = 0
+        #: Headers not sent because they cannot be (a recorded name or value with CR, LF, NUL …):
+        #: how many, and the first lines saying which (names only, never values).
+        self.headers_dropped = 0
+        self.drops: list[str] = []
         #: ``None``: no limit (see :data:`IDLE_TIMEOUT`, :data:`READ_TIMEOUT`, :data:`WRITE_TIMEOUT`).
         self.idle_timeout = idle_timeout
         self.read_timeout = read_timeout
@@ -277,6 +284,8 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             out[0] += f", {self.write_timeouts} connections dropped (answer unread for {self.write_timeout:g} s)"
         if self.accept_pauses:
             out[0] += f", accepting paused {self.accept_pauses} times (out of file descriptors)"
+        if self.headers_dropped:
+            out[0] += f", {self.headers_dropped} headers not sent (they would have split the message)"
         unplayed = self.matcher.count_unplayed()
         if unplayed:
             self.matcher.label()
@@ -294,6 +303,8 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             out.append(f"  internal error (a looptap bug, answered 500): {clip(e)}")
         for why in self.refusals:
             out.append(f"  refused: {why}")
+        for line in self.drops:
+            out.append(f"  dropped: {line}")
         return out
 
     # -- HTTP/1.1 ------------------------------------------------------------------------------
@@ -380,19 +391,42 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
                     raise BadRequest(f"the request body could not be decoded ({clip(enc, 40)}): {clip(str(exc), 200)}") from None
         return req
 
-    async def _send_head(self, writer: asyncio.StreamWriter, status: int, headers: Headers, dog: Watchdog | None = None) -> None:
-        try:
-            reason = HTTPStatus(status).phrase
-        except ValueError:
-            reason = "Unknown"
-        head = [f"HTTP/1.1 {status} {reason}"] + [f"{k}: {v}" for k, v in headers]
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace"))
-        await self._drain(writer, dog)
+    async def _send_head(
+        self, writer: asyncio.StreamWriter, status: int, headers: Headers, dog: Watchdog | None = None, *, req: Request | None = None, logged: Exchange | None = None
+    ) -> Answer:
+        """The status line and headers, built by h11 (:class:`~cassettes.replay.outgoing.Answer`);
+        the answer to write the body with. A header that cannot be sent (a recorded name or value
+        holding CR, LF, NUL …) is dropped: ``logged`` (the served exchange) then lists only what
+        was sent, and a note and :meth:`report_lines` name the header, never its value."""
+        from cassettes.replay.outgoing import Answer
 
-    async def _send_whole(self, writer: asyncio.StreamWriter, status: int, headers: Headers, body: bytes, dog: Watchdog | None) -> None:
+        answer = Answer(req.method if req is not None else "GET", close=req is not None and (req.header("connection") or "").lower() == "close",
+                        upgrade=req is not None and (req.header("upgrade") or "").lower() == "websocket")
+        said: list[str] = []
+        head = answer.head(status, headers, said)
+        if said:
+            self._said(said, logged)
+        writer.write(head)
+        await self._drain(writer, dog)
+        return answer
+
+    def _said(self, said: list[str], logged: Exchange | None) -> None:
+        """Headers dropped from a message (see :meth:`_send_head`), kept for the report."""
+        from cassettes.replay.outgoing import header_problem
+
+        where = f" (round trip {logged.seq})" if logged is not None and logged.seq is not None else ""
+        with self._lock:
+            self.headers_dropped += len(said)
+            self.drops.extend(f"{line}{where}" for line in said[: max(0, 20 - len(self.drops))])
+        if logged is not None:
+            logged.notes.extend(f"looptap: {line}" for line in said)
+            logged.response_headers = [(k, v) for k, v in logged.response_headers if header_problem(k, v) is None]
+
+    async def _send_whole(self, writer: asyncio.StreamWriter, status: int, headers: Headers, body: bytes, dog: Watchdog | None, *,
+                          req: Request | None = None, logged: Exchange | None = None) -> None:
         """A whole answer at once (the caller has put its content-length in ``headers``)."""
-        await self._send_head(writer, status, headers, dog)
-        writer.write(body)
+        answer = await self._send_head(writer, status, headers, dog, req=req, logged=logged)
+        writer.write(answer.data(body) + answer.end())
         await self._drain(writer, dog)
 
     def _log(self, req: Request, status: int | None, headers: Headers, chunks: list[tuple[float | None, bytes]], answer: Recorded | Miss | str, transport_error: str | None = None, origin_of: Recorded | None = None) -> Exchange:
@@ -446,7 +480,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             msg = (f"looptap replay refuses CONNECT {req.target}: the run is replayed offline from {self.source}; "
                    "point the client's base URL at the replay server instead").encode()
             self._log(req, 403, [], [(0.0, msg)], "refused CONNECT")
-            await self._send_whole(writer, 403, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")], msg, dog)
+            await self._send_whole(writer, 403, [("content-type", "text/plain"), ("content-length", str(len(msg))), ("connection", "close")], msg, dog, req=req)
             return False
         answer = self.planner.plan(req)
         if isinstance(answer, Play):
@@ -474,8 +508,8 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             ("x-looptap-fault", answer.fault.describe()),
             ("content-length", str(len(body))),
         ]
-        self._log(req, answer.status, headers, [(0.0, body)], f"fault {answer.fault.text}", origin_of=answer.rec)
-        await self._send_whole(writer, answer.status, headers, body, dog)
+        logged = self._log(req, answer.status, headers, [(0.0, body)], f"fault {answer.fault.text}", origin_of=answer.rec)
+        await self._send_whole(writer, answer.status, headers, body, dog, req=req, logged=logged)
         return True
 
     async def _send_rewritten(self, req: Request, writer: asyncio.StreamWriter, answer: Rewritten, t0: float, dog: Watchdog | None) -> bool:
@@ -489,14 +523,13 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         else:
             headers.append(("content-length", str(sum(len(c) for c in rendered.chunks))))
         sent: list[tuple[float | None, bytes]] = []
-        self._log(req, 200, headers, sent, f"fault {answer.fault.text}", origin_of=answer.rec)
-        await self._send_head(writer, 200, headers, dog)
+        logged = self._log(req, 200, headers, sent, f"fault {answer.fault.text}", origin_of=answer.rec)
+        out = await self._send_head(writer, 200, headers, dog, req=req, logged=logged)
         loop = asyncio.get_running_loop()
         for chunk in rendered.chunks:
             sent.append((loop.time() - t0, chunk))
-            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if stream else chunk)
-        if stream:
-            writer.write(b"0\r\n\r\n")
+            writer.write(out.data(chunk))
+        writer.write(out.end())
         await self._drain(writer, dog)
         return True
 
@@ -522,8 +555,8 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             ("x-looptap-replay", "miss"),
             ("content-length", str(len(body))),
         ]
-        self._log(req, MISS_STATUS, headers, [(0.0, body)], miss)
-        await self._send_whole(writer, MISS_STATUS, headers, body, dog)
+        logged = self._log(req, MISS_STATUS, headers, [(0.0, body)], miss)
+        await self._send_whole(writer, MISS_STATUS, headers, body, dog, req=req, logged=logged)
         return True
 
     def _recorded_retry(self, rec: Recorded) -> bool:
@@ -556,21 +589,20 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         logged = self._log(req, ex.status, headers, sent, f"fault {fault.text}" if fault is not None else rec, ex.transport_error, origin_of=rec)
         if answer.note is not None:
             logged.notes.append(answer.note)
-        await self._send_head(writer, ex.status, headers, dog)
+        out = await self._send_head(writer, ex.status, headers, dog, req=req, logged=logged)
         if not chunked:
             await until(chunks[0][0] if chunks else None)
             body = b"".join(c for _, c in chunks)
             sent.append((loop.time() - t0, body))
-            writer.write(body)
+            writer.write(out.data(body))
             await self._drain(writer, dog)
-        elif not await self._send_chunks(writer, rec, chunks, fault, until, sent, logged, lambda: loop.time() - t0, dog):
+        elif not await self._send_chunks(writer, out, rec, chunks, fault, until, sent, logged, lambda: loop.time() - t0, dog):
             return fault is not None and fault.kind == "error_event"  # the stream ended after the error event
         if ex.transport_error:  # the recording broke off here: so does the replay
             writer.transport.abort()
             return False
-        if chunked:
-            writer.write(b"0\r\n\r\n")
-            await self._drain(writer, dog)
+        writer.write(out.end())
+        await self._drain(writer, dog)
         return True
 
     def _play_headers(self, rec: Recorded, fault: Fault | None) -> Headers:
@@ -615,6 +647,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
     async def _send_chunks(
         self,
         writer: asyncio.StreamWriter,
+        out: Answer,
         rec: Recorded,
         chunks: list[tuple[float | None, bytes]],
         fault: Fault | None,
@@ -636,7 +669,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             if fault is not None and i == half and fault.kind == "error_event":
                 event = (rec.key.adapter or Provider()).fault_event(fault.kind)
                 sent.append((now(), event))
-                writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
+                writer.write(out.data(event) + out.end())
                 await self._drain(writer, dog)
                 return False  # the stream ends after the error, without its terminal event
             if cut is not None and i >= cut:
@@ -645,7 +678,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
                 return False
             await until(offset)
             sent.append((now(), chunk))
-            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            writer.write(out.data(chunk))
             await self._drain(writer, dog)
         return True
 
@@ -659,8 +692,9 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         upstream = Upstream(answer.base)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
+        said: list[str] = []
         try:
-            response = await upstream.send(req.method, answer.target or req.target, answer.headers if answer.headers is not None else req.headers, answer.body)
+            response = await upstream.send(req.method, answer.target or req.target, answer.headers if answer.headers is not None else req.headers, answer.body, said)
         except UpstreamError as exc:
             if answer.miss is not None:
                 answer.miss.reason += f"; forwarding to {answer.base} failed: {exc}"
@@ -672,18 +706,21 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         sent: list[tuple[float | None, bytes]] = []
         logged = self._log(req, response.status, out, sent, answer.why, origin_of=answer.rec)
         logged.notes.extend(answer.notes)
-        await self._send_head(writer, response.status, out, dog)
+        if said:
+            self._said(said, None)
+            logged.notes.extend(f"looptap: {line} upstream" for line in said)
+        relay = await self._send_head(writer, response.status, out, dog, req=req, logged=logged)
         try:
             async for data in response.pieces():
                 if data:
                     sent.append((loop.time() - t0, data))
-                    writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    writer.write(relay.data(data))
                     await self._drain(writer, dog)
         except UpstreamError as exc:
             logged.transport_error = str(exc)
             writer.transport.abort()
             return False
-        writer.write(b"0\r\n\r\n")
+        writer.write(relay.end())
         await self._drain(writer, dog)
         return True
 
@@ -695,5 +732,5 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         headers: Headers = [("content-type", "application/json"), ("x-looptap-replay", answer.why), ("content-length", str(len(body)))]
         logged = self._log(req, 502, headers, [(0.0, body)], answer.why, why, origin_of=answer.rec)
         logged.notes.extend(answer.notes)
-        await self._send_whole(writer, 502, headers, body, dog)
+        await self._send_whole(writer, 502, headers, body, dog, req=req, logged=logged)
         return True

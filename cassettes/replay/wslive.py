@@ -37,7 +37,6 @@ __all__ = ["LiveSocket", "Threads", "as_sent_live", "threads_of"]
 #: Answers remembered (the oldest forgotten first), and the longest chain of answers walked.
 MAX_ANSWERS = 10_000
 _LINE = 1 << 16
-_MAX_HEADERS = 256
 
 
 class Threads:
@@ -88,10 +87,14 @@ class LiveSocket:
 
     @classmethod
     async def open(cls, base: str, target: str, headers: list[tuple[str, str]], connect_timeout: float = CONNECT_TIMEOUT,
-                   read_timeout: float = READ_TIMEOUT) -> LiveSocket:
+                   read_timeout: float = READ_TIMEOUT, said: list[str] | None = None) -> LiveSocket:
         """Open the session at ``base`` + ``target`` with the client's handshake headers (those of
         the connection and of the WebSocket handshake itself are this client's own)."""
+        import h11
+
+        from cassettes.replay.outgoing import Ask, Unsendable
         from cassettes.replay.wsframes import accept_key
+        from cassettes.untrusted import clean_line
 
         u = urlsplit(base)
         if u.scheme not in ("http", "https") or not u.hostname:
@@ -106,35 +109,35 @@ class LiveSocket:
             raise UpstreamError(f"cannot connect to {base[:80]}: {exc}") from None
         key = base64.b64encode(os.urandom(16)).decode("ascii")
         keep = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and not k.lower().startswith("sec-websocket-")]
-        head = [f"GET {u.path.rstrip('/')}{target} HTTP/1.1", f"Host: {u.netloc}", "Upgrade: websocket", "Connection: Upgrade",
-                f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13", *(f"{k}: {v}" for k, v in keep)]
+        # The handshake is h11's (cassettes.replay.outgoing: a header that cannot be sent is dropped);
+        # the answer's head is read up to its empty line (no frame after it is taken) and parsed by h11.
+        ask = Ask(_LINE)
         try:
-            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1", "replace"))
+            message = ask.request("GET", f"{u.path.rstrip('/')}{target}", [("Host", u.netloc), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                                  ("Sec-WebSocket-Key", key), ("Sec-WebSocket-Version", "13"), *keep], b"", said)
+        except Unsendable as exc:
+            writer.close()
+            raise UpstreamError(str(exc)) from None
+        try:
+            writer.write(message)
             async with asyncio.timeout(read_timeout):
                 await writer.drain()
-                status = await reader.readuntil(b"\r\n")
-                got: dict[str, str] = {}
-                for _ in range(_MAX_HEADERS):
-                    line = await reader.readuntil(b"\r\n")
-                    if line == b"\r\n":
-                        break
-                    k, _, v = line.decode("latin-1").partition(":")
-                    got[k.strip().lower()] = v.strip()
-                else:
-                    raise UpstreamError(f"the upstream sent more than {_MAX_HEADERS} header lines")
+                ask.conn.receive_data(await reader.readuntil(b"\r\n\r\n"))
+                event = ask.conn.next_event()
         except TimeoutError:
             writer.close()
             raise UpstreamError(f"the upstream did not answer the WebSocket handshake within {read_timeout:g} s") from None
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:
             writer.close()
             raise UpstreamError(f"the upstream broke off the WebSocket handshake: {exc}") from None
-        except UpstreamError:
+        except h11.RemoteProtocolError as exc:
             writer.close()
-            raise
-        code = status.split(b" ")[1:2]
-        if code != [b"101"] or got.get("sec-websocket-accept") != accept_key(key):
+            raise UpstreamError(f"the upstream's WebSocket handshake is not HTTP/1.1: {clean_line(str(exc))[:120]}") from None
+        status = getattr(event, "status_code", None)
+        got = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in getattr(event, "headers", [])}
+        if status != 101 or got.get("sec-websocket-accept") != accept_key(key):
             writer.close()
-            raise UpstreamError(f"the upstream did not open the WebSocket: {status.strip()[:80]!r}")
+            raise UpstreamError(f"the upstream did not open the WebSocket: {status}")
         return cls(reader, writer)
 
     async def send(self, opcode: int, payload: bytes) -> None:

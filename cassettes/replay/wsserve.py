@@ -118,11 +118,11 @@ class WebSocketReplay:
         if req.method != "GET" or not key or adapter is None or rules is None or rules.gathers is not None:
             refusal = f"looptap replay: no WebSocket session is replayed at {req.target}".encode()
             self._log(req, 400, [], [(0.0, refusal)], "refused WebSocket")
-            await self._send_head(writer, 400, [("content-type", "text/plain"), ("content-length", str(len(refusal))), ("connection", "close")], dog)
-            writer.write(refusal)
+            out = await self._send_head(writer, 400, [("content-type", "text/plain"), ("content-length", str(len(refusal))), ("connection", "close")], dog, req=req)
+            writer.write(out.data(refusal) + out.end())
             await self._drain(writer, dog)
             return
-        await self._send_head(writer, 101, [("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-accept", ws.accept_key(key))], dog)
+        await self._send_head(writer, 101, [("upgrade", "websocket"), ("connection", "Upgrade"), ("sec-websocket-accept", ws.accept_key(key))], dog, req=req)
         incoming = ws.MessageReader(reader)
         live: _Live | None = None
         try:

@@ -1,0 +1,168 @@
+"""The one place an outgoing HTTP/1.1 message is built: the replay server's answers (recorded
+response headers), the requests the fork and ``compare`` send upstream (recorded or live request
+headers), and WebSocket handshakes. Recorded data never becomes protocol.
+
+The bytes are h11's (:class:`Answer` for a server's response, :class:`Ask` for a client's
+request): h11 frames the body (``Content-Length`` or chunked, one HTTP chunk per piece) and
+refuses by construction a header name that is not a token and a value holding CR, LF, NUL or
+another control character. Before h11 sees them, :func:`sendable` checks each header on its own
+with h11's own validation, so one bad header is *dropped and said* (its name, escaped and cut;
+never its value, which may be a credential) instead of failing the whole message.
+
+Which recorded headers may go upstream at all is decided here too: :func:`recorded_request_headers`
+keeps only a small allow-list (``content-type``, ``accept``, the API's version and beta headers),
+so a recorded credential, cookie, connection header or client telemetry never reaches a candidate;
+the user's own ``--header`` values are added by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from http import HTTPStatus
+
+import h11
+
+from cassettes.untrusted import clean_line
+from cassettes.wire.exchange import Headers
+
+__all__ = ["CREDENTIAL_HEADERS", "SENT_FROM_RECORDING", "Answer", "Ask", "Unsendable", "header_problem", "recorded_request_headers", "sendable"]
+
+#: Request headers that carry a credential or a cookie: never taken from a recording.
+CREDENTIAL_HEADERS = frozenset({
+    "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "set-cookie",
+    "x-amz-security-token", "x-amz-credential", "x-auth-token", "x-access-token", "ocp-apim-subscription-key", "mcp-session-id",
+})
+#: The recorded request headers ``compare`` sends (besides the API's own version headers, which
+#: its adapter names: ``Provider.replay_headers``): what the body is, what answer is accepted.
+SENT_FROM_RECORDING = frozenset({"content-type", "accept"})
+
+#: The longest part of a header name said when it is dropped.
+_SAID = 60
+
+
+class Unsendable(ValueError):
+    """A message h11 refused as a whole (its target, its status); the text names no header value."""
+
+
+def _raw(text: str) -> bytes | None:
+    """A header name or value as bytes on the wire: latin-1 (as the readers decode), else UTF-8
+    (mitmproxy's surrogate escapes undone); ``None`` when it cannot be encoded at all."""
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            return None
+
+
+def header_problem(name: str, value: str) -> str | None:
+    """Why ``name: value`` cannot be sent (``None``: it can), as h11 decides it."""
+    k, v = _raw(name), _raw(value.strip(" \t"))
+    if k is None or v is None:
+        return "it cannot be encoded"
+    try:
+        h11.Response(status_code=200, headers=[(k, v)])
+    except h11.LocalProtocolError:
+        try:
+            h11.Response(status_code=200, headers=[(k, b"")])
+        except h11.LocalProtocolError:
+            return "its name is not a token (it would split the message)" if b"\r" in k or b"\n" in k else "its name is not a token"
+        return "its value holds CR, LF or NUL (it would split the message)" if set(v) & {10, 13, 0} else "its value holds a control character"
+    return None
+
+
+def said_name(name: str) -> str:
+    """A header's name as a line may show it: escaped (CR, LF shown), cut."""
+    shown = clean_line(name)
+    return repr(shown[:_SAID] + ("…" if len(shown) > _SAID else ""))
+
+
+def sendable(headers: Iterable[tuple[str, str]], said: list[str] | None, what: str = "header") -> list[tuple[bytes, bytes]]:
+    """``headers`` as h11 takes them; a header that cannot be sent is dropped, and a line naming it
+    (never its value) is appended to ``said``."""
+    out: list[tuple[bytes, bytes]] = []
+    for name, value in headers:
+        why = header_problem(name, value)
+        if why is not None:
+            if said is not None:
+                said.append(f"{what} {said_name(name)} not sent: {why}")
+            continue
+        k, v = _raw(name), _raw(value.strip(" \t"))
+        assert k is not None and v is not None
+        out.append((k, v))
+    return out
+
+
+def recorded_request_headers(headers: Headers, version_headers: Iterable[str] = ()) -> Headers:
+    """The recorded request headers that may be sent again: :data:`SENT_FROM_RECORDING` and the
+    API's ``version_headers``; never a credential, a cookie or a connection's header."""
+    allowed = (SENT_FROM_RECORDING | {h.lower() for h in version_headers}) - CREDENTIAL_HEADERS
+    return [(k, v) for k, v in headers if k.lower() in allowed]
+
+
+def _reason(status: int) -> bytes:
+    try:
+        return HTTPStatus(status).phrase.encode("ascii")
+    except ValueError:
+        return b"Unknown"
+
+
+class Answer:
+    """One response of a server, built by h11: :meth:`head`, then :meth:`data` per piece (one
+    HTTP chunk each when chunked), then :meth:`end`. ``method``, ``close`` and ``upgrade`` are
+    the request's (they decide the framing h11 chooses: a ``HEAD`` has no body, a ``close`` is
+    answered with ``Connection: close``, a WebSocket upgrade may be answered 101)."""
+
+    def __init__(self, method: str = "GET", *, close: bool = False, upgrade: bool = False) -> None:
+        self._conn = h11.Connection(h11.SERVER)
+        head = b"%s / HTTP/1.1\r\nhost: looptap\r\n" % (method.encode("ascii", "replace") if method.isascii() and method.isalpha() else b"GET")
+        if upgrade:
+            head += b"connection: upgrade\r\nupgrade: websocket\r\n"
+        elif close:
+            head += b"connection: close\r\n"
+        self._conn.receive_data(head + b"\r\n")
+        while not isinstance(self._conn.next_event(), h11.EndOfMessage):
+            pass
+        self.head_request = method.upper() == "HEAD"
+
+    def head(self, status: int, headers: Headers, said: list[str] | None = None) -> bytes:
+        """The status line and headers (a header that cannot be sent is dropped, and said)."""
+        items = sendable(headers, said, "response header")
+        cls = h11.InformationalResponse if status < 200 else h11.Response
+        try:
+            return self._conn.send(cls(status_code=status, headers=items, reason=_reason(status)))  # type: ignore[return-value]
+        except h11.LocalProtocolError as exc:
+            raise Unsendable(f"the response {status} cannot be sent: {exc}") from None
+
+    def data(self, piece: bytes) -> bytes:
+        if not piece or self.head_request:
+            return b""
+        out = self._conn.send(h11.Data(data=piece))
+        assert out is not None
+        return out
+
+    def end(self) -> bytes:
+        if self.head_request:
+            return b""
+        out = self._conn.send(h11.EndOfMessage())
+        assert out is not None
+        return out
+
+
+class Ask:
+    """One request of a client, built and its answer read by h11 (one request per connection)."""
+
+    def __init__(self, max_head: int = 1 << 16) -> None:
+        self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=max_head)
+
+    def request(self, method: str, target: str, headers: Headers, body: bytes, said: list[str] | None = None) -> bytes:
+        """The whole request (``Content-Length`` framed); a header that cannot be sent is dropped, and said."""
+        items = sendable(headers, said, "request header")
+        try:
+            head = self.conn.send(h11.Request(method=method, target=_raw(target) or b"", headers=items))
+            assert head is not None
+            return head + (self.conn.send(h11.Data(data=body)) or b"" if body else b"") + (self.conn.send(h11.EndOfMessage()) or b"")
+        except h11.LocalProtocolError as exc:
+            # h11 names the bad part (a method or target with spaces or controls): said escaped and cut.
+            raise Unsendable(f"the request cannot be sent: {clean_line(str(exc))[:120]}") from None
