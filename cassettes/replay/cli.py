@@ -303,7 +303,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 2
     if skipped:
         _err(f"skipped: {', '.join(skipped)} (recorded errors: --include-errors sends them)")
-    estimate_costs(planned, router, args.model)
+    estimate_costs(planned, router, args.model, [target for target, _ in targets])
     try:
         for line in check_budget(planned, args.samples, args.max_requests, max_cost, args.allow_unknown_price, args.model):
             _err(clean_line(line))
@@ -333,6 +333,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(line)
     if result.stopped is not None:  # the setup failed (transport, credentials): not a comparison
         _err(clean_line(f"error: the comparison stopped {result.stopped}"))
+        return 1
+    if result.turns and not result.verdict()["answers"]:  # every request answered with an error
+        _err(clean_line(f"error: no answers to compare: {result.verdict()['errors']} requests, every one answered with an error (see the report)"))
         return 1
     return 0
 

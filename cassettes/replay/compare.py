@@ -313,7 +313,7 @@ class Comparison:
             return line + (f" ({v['errors']} errors)" if v["errors"] else "")
         line = f"verdict: {who} agrees with the recording in {v['agree']}/{v['answers']} answers ({v['agreement']:.0%}) over {v['turns']} turns"
         if v["cost_ratio"] is not None:
-            line += f"; cost ×{v['cost_ratio']:.2f} the recorded (${v['cost_candidate']} against ${v['cost_recorded']} a sample of every turn, {v['cost_basis']})"
+            line += f"; cost ×{v['cost_ratio']:.2f} the recorded (${v['cost_candidate']} against ${v['cost_recorded']} for one answer to each turn, {v['cost_basis']})"
         else:
             line += "; cost ratio unknown (no price)"
         line += f"; latency ×{v['latency_ratio']:.2f}" if v["latency_ratio"] is not None else "; latency ratio unknown"
@@ -567,21 +567,22 @@ def where_sent(p: Planned, live: Callable[[str, str, bytes], str | None], model:
     return base + target, note
 
 
-def estimate_costs(planned: list[Planned], live: Callable[[str, str, bytes], str | None], model: str | None) -> None:
+def estimate_costs(planned: list[Planned], live: Callable[[str, str, bytes], str | None], model: str | None, urls: list[str | None] | None = None) -> None:
     """Price each turn for the candidate (``model``, else the model the turn recorded): its own
     price in genai-prices' offline data (the provider the target URL names, else the API family's,
-    else the model's name alone), applied to the recorded usage. Sets ``estimate`` and ``price_note``."""
+    else the model's name alone), applied to the recorded usage. Sets ``estimate`` and
+    ``price_note``. ``urls``: each turn's target (:func:`where_sent`) when the caller has them."""
     from cassettes import providers
     from cassettes.analysis.price_memo import PRICES_VERSION, provider_for_url
 
-    for p in planned:
+    for i, p in enumerate(planned):
         name = model or p.model
         if not name:
             p.price_note = "no price: the recorded request names no model"
             continue
         adapter = providers.by_family(p.family)
         ref = adapter.price_model(name) if adapter is not None else name
-        url, _ = where_sent(p, live, model)
+        url = urls[i] if urls is not None else where_sent(p, live, model)[0]
         try:
             provider_id: str | None = provider_for_url(url or p.ex.url)
         except LookupError:

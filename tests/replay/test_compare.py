@@ -305,7 +305,9 @@ class _Refusing:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 outer.requests += 1
-                body = orjson.dumps({"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error", "code": "invalid_api_key"}})
+                said = {401: ("Incorrect API key provided.", "invalid_api_key"), 403: ("Your key may not use this model.", "forbidden"),
+                        404: ("The model `gpt-4.1-mini` does not exist.", "model_not_found")}.get(outer.status, ("Unsupported parameter: 'store'.", "unsupported_parameter"))
+                body = orjson.dumps({"error": {"message": said[0], "type": "invalid_request_error", "code": said[1]}})
                 self.send_response(outer.status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
@@ -502,4 +504,18 @@ def test_a_verdict_heads_the_report_and_the_mcp_tool_shows_it(tmp_path: Path, ca
     assert v["latency_ratio"] == pytest.approx(lat, abs=1e-4)
     answer = comparison(Runs([tmp_path]), "run.jsonl")
     assert answer["verdict"]["agreement"] == 0.75 and answer["verdict"]["e_differences"] == 2 and answer["stopped"] is False
-    assert answer["recorded"]["verdict"]["text"] if isinstance(answer["recorded"]["verdict"], dict) else first in str(answer["recorded"]["verdict"])
+    assert answer["recorded"]["verdict"] == first and answer["recorded"]["skipped"] == []
+
+
+def test_every_request_answered_with_an_error_is_no_comparison(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A candidate that answers every request 400 (a chained Responses id it never issued, a
+    parameter it does not take): exit 1, no agreement figure; the errors are A differences."""
+    run = _priced_run(tmp_path, 2)
+    with _Refusing(400) as up:
+        assert main(["compare", str(run), "--upstream", f"openai={up.url}", "--samples", "2", "--json"]) == 1
+        assert up.requests == 4  # not a setup failure: every turn is asked
+    captured = capsys.readouterr()
+    doc = orjson.loads(captured.out)
+    assert [t["agreement"] for t in doc["turns"]] == [None, None] and doc["verdict"]["agreement"] is None
+    assert doc["verdict"]["errors"] == doc["verdict"]["a_differences"] == 4
+    assert "no answers to compare: 4 requests, every one answered with an error" in captured.err
