@@ -505,6 +505,12 @@ def test_a_verdict_heads_the_report_and_the_mcp_tool_shows_it(tmp_path: Path, ca
     answer = comparison(Runs([tmp_path]), "run.jsonl")
     assert answer["verdict"]["agreement"] == 0.75 and answer["verdict"]["e_differences"] == 2 and answer["stopped"] is False
     assert answer["recorded"]["verdict"] == first and answer["recorded"]["skipped"] == []
+    # A report saved before the verdict (none of the new keys) still reads: no verdict, the turns.
+    old = {k: v for k, v in doc.items() if k not in {"verdict", "verdict_line", "text_agreement", "skipped", "stopped"}}
+    old["turns"] = [{k: v for k, v in t.items() if k not in {"answers", "errors", "cost"}} for t in doc["turns"]]
+    (tmp_path / "old.json").write_bytes(orjson.dumps(old))
+    before = comparison(Runs([tmp_path]), "old.json")
+    assert before["verdict"] is None and before["agreement"] == 0.75 and before["turns"] == 4 and before["recorded"]["verdict"] is None
 
 
 def test_every_request_answered_with_an_error_is_no_comparison(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -519,3 +525,25 @@ def test_every_request_answered_with_an_error_is_no_comparison(tmp_path: Path, c
     assert [t["agreement"] for t in doc["turns"]] == [None, None] and doc["verdict"]["agreement"] is None
     assert doc["verdict"]["errors"] == doc["verdict"]["a_differences"] == 4
     assert "no answers to compare: 4 requests, every one answered with an error" in captured.err
+
+
+def test_the_real_command_stops_on_a_401_with_one_line(tmp_path: Path) -> None:
+    """``looptap compare`` as a process, with the user's key: exit 1 after one request, one error
+    line on stderr (no traceback), the key in neither stream."""
+    import sys
+
+    from tests.support import progress
+    from tests.support.recorder import clean_env
+
+    run = _priced_run(tmp_path)
+    key = "sk-test-" + "k" * 40
+    with _Refusing(401) as up:
+        done = progress.run([sys.executable, "-m", "cassettes.cli", "compare", str(run), "--upstream", f"openai={up.url}", "--samples", "5",
+                             "--header", f"authorization: Bearer {key}"], env=clean_env(), capture_output=True)
+        assert up.requests == 1
+    out, err = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 1 and "Traceback" not in err
+    assert [line for line in err.splitlines() if "error" in line] == [
+        f"looptap: error: the comparison stopped at seq 0, sample 1 of 5: HTTP 401 from {up.url}/v1/chat/completions: the credentials were refused"
+        " (Incorrect API key provided.); nothing more sent"]
+    assert "agrees with the recording" not in out and key not in out + err
