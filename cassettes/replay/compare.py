@@ -244,11 +244,12 @@ class TurnComparison:
 
     @property
     def measured_cost(self) -> Decimal | None:
-        """The mean cost of one sample at the candidate's price, from the usage it reported
-        (``None`` unless every sample's cost is known)."""
-        if not self.samples or any(s.cost is None for s in self.samples):
+        """The mean cost of one answer at the candidate's price, from the usage it reported
+        (``None`` unless every answer's cost is known; errors are not answers)."""
+        answers = self.answers
+        if not answers or any(s.cost is None for s in answers):
             return None
-        return sum((s.cost for s in self.samples if s.cost is not None), Decimal(0)) / len(self.samples)
+        return sum((s.cost for s in answers if s.cost is not None), Decimal(0)) / len(answers)
 
     @property
     def recorded_latency(self) -> float | None:
@@ -285,7 +286,7 @@ class Comparison:
         # it, else the estimate (its price on the recorded usage); over the turns with a recorded cost.
         measured = [t for t in self.turns if t.measured_cost is not None and t.recorded_cost is not None]
         how = "measured"
-        if not measured or len(measured) < sum(t.recorded_cost is not None and bool(t.samples) for t in self.turns):
+        if not measured or len(measured) < sum(t.recorded_cost is not None and bool(t.answers) for t in self.turns):
             measured, how = [t for t in self.turns if t.estimate is not None and t.recorded_cost is not None], "estimated"
         cand = sum(((t.measured_cost if how == "measured" else t.estimate) or Decimal(0) for t in measured), Decimal(0))
         rec = sum((t.recorded_cost or Decimal(0) for t in measured), Decimal(0))
@@ -409,7 +410,7 @@ def _api_line(t: TurnComparison) -> str:
         if t.recorded_latency is not None:
             line += f" (recorded {t.recorded_latency:.2f} s)"
     if t.measured_cost is not None or t.recorded_cost is not None:
-        line += f"; cost ${_money(t.measured_cost) or '?'} a sample (recorded ${_money(t.recorded_cost) or '?'})"
+        line += f"; cost ${_money(t.measured_cost) or '?'} an answer (recorded ${_money(t.recorded_cost) or '?'})"
     return line
 
 
@@ -427,7 +428,7 @@ def _sample(ex: Exchange, latency: float, tools: list[ToolSpec]) -> Sample:
 
     rt = parse_exchange(ex)
     r = rt.response
-    if r is None or ex.status is None or ex.status >= 400 or r.error is not None:
+    if r is None or ex.status is None or ex.status >= 400 or r.error is not None or ex.transport_error is not None:  # a broken stream is no answer
         return Sample(ex.status, [], "", False, None, None, latency, error=_failure(ex, r)[:500])
     calls = [c for c in r.tool_calls if c.name or c.id or (c.arguments_raw or "").strip() or c.arguments]  # not a zero-valued placeholder
     return Sample(ex.status, [(c.name or "?", c.arguments if c.arguments is not None else c.arguments_raw) for c in calls], r.text, _refused(r),
@@ -450,6 +451,8 @@ def _price_usage(family: str, usage: Any) -> dict[str, int] | None:
 def _failure(ex: Exchange, r: NormalisedResponse | None) -> str:
     """Why a sample has no answer: the API's error message, else the transport error, else its status."""
     why = (r.error.message if r is not None and r.error is not None else None) or ex.transport_error or f"status {ex.status}"
+    if ex.transport_error is not None and ex.status is not None and ex.status < 400:
+        why = f"the answer broke off: {ex.transport_error}"
     return str(why)
 
 
@@ -684,8 +687,10 @@ _FATAL = {401: "the credentials were refused", 403: "the credentials were refuse
 
 
 def _fatal(ex: Exchange, s: Sample) -> str | None:
-    """Why the sample in ``ex`` is the setup's failure, not an answer (``None``: it is an answer or an A error)."""
-    if ex.transport_error is not None:
+    """Why the sample in ``ex`` is the setup's failure, not an answer (``None``: it is an answer or an
+    A error). A transport failure before any status (cannot connect, closed or reset before
+    answering) is the setup's; one after the status (a stream that broke off) is the candidate's."""
+    if ex.transport_error is not None and ex.status is None:
         return f"the upstream {ex.url.split('/', 3)[2] if ex.url.count('/') >= 2 else ex.url} failed: {ex.transport_error}"
     if ex.status in _FATAL:
         return f"HTTP {ex.status} from {ex.url}: {_FATAL[ex.status]} ({(s.error or '')[:160]})"

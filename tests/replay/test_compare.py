@@ -547,3 +547,46 @@ def test_the_real_command_stops_on_a_401_with_one_line(tmp_path: Path) -> None:
         f"looptap: error: the comparison stopped at seq 0, sample 1 of 5: HTTP 401 from {up.url}/v1/chat/completions: the credentials were refused"
         " (Incorrect API key provided.); nothing more sent"]
     assert "agrees with the recording" not in out and key not in out + err
+
+
+def test_an_answer_that_breaks_off_is_an_a_error_not_a_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The candidate's first answer breaks off after its status line (a stream cut short): that is
+    the candidate's failure, an A-layer error sample, not a setup failure; the comparison goes on."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[int] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            req = orjson.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+            seen.append(1)
+            city = req["messages"][-1]["content"].split()[-1].rstrip("?")
+            body = _answer(call=("call_x", "get_weather", f'{{"city":"c{city}"}}'))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            if len(seen) == 1:
+                self.wfile.write(body[:20])
+                self.close_connection = True
+                return
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        run = _priced_run(tmp_path, 2)
+        assert main(["compare", str(run), "--upstream", f"openai=http://127.0.0.1:{server.server_address[1]}", "--samples", "2", "--json"]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(seen) == 4
+    doc = orjson.loads(capsys.readouterr().out)
+    assert doc["stopped"] is None and doc["verdict"]["errors"] == 1 and doc["verdict"]["answers"] == 3 and doc["verdict"]["agreement"] == 1.0
+    assert doc["turns"][0]["samples"][0]["error"].startswith("the answer broke off: ")
