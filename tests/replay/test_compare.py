@@ -590,3 +590,30 @@ def test_an_answer_that_breaks_off_is_an_a_error_not_a_stop(tmp_path: Path, caps
     doc = orjson.loads(capsys.readouterr().out)
     assert doc["stopped"] is None and doc["verdict"]["errors"] == 1 and doc["verdict"]["answers"] == 3 and doc["verdict"]["agreement"] == 1.0
     assert doc["turns"][0]["samples"][0]["error"].startswith("the answer broke off: ")
+
+
+@pytest.mark.parametrize("candidate", ["claude-3-5-haiku-20241022", "claude-sonnet-4-20250514", "claude-opus-4-20250514"])
+def test_haiku_sonnet_and_opus_are_each_estimated_at_their_own_price(tmp_path: Path, candidate: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """An Anthropic run recorded on Sonnet 4 (cache reads and writes in its usage), estimated for
+    three candidates behind a local upstream (a host genai-prices does not know: priced as the API
+    family's provider): each estimate is that model's price on the recorded usage."""
+    from cassettes.analysis.price_data import library
+
+    body = {"model": "claude-sonnet-4-20250514", "max_tokens": 512, "messages": [{"role": "user", "content": "Weather in Paris?"}]}
+    answer = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-20250514", "content": [{"type": "text", "text": "Sunny."}],
+              "stop_reason": "end_turn", "stop_sequence": None,
+              "usage": {"input_tokens": 2000, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 500, "output_tokens": 200}}
+    ex = Exchange("POST", "https://api.anthropic.com/v1/messages", [("content-type", "application/json"), ("anthropic-version", "2023-06-01")],
+                  orjson.dumps(body), status=200, response_headers=[("content-type", "application/json")], response_chunks=[(0.3, orjson.dumps(answer))], duration=0.3)
+    run = write(tmp_path / "run.jsonl", [ex, ex])
+    gp = library()
+    usage = gp.Usage(input_tokens=3500, cache_read_tokens=1000, cache_write_tokens=500, output_tokens=200)
+    own = gp.calc_price(usage, model_ref=candidate, provider_id="anthropic").total_price
+    recorded = gp.calc_price(usage, model_ref="claude-sonnet-4-20250514", provider_id="anthropic").total_price
+    assert main(["compare", str(run), "--model", candidate, "--upstream", "anthropic=http://127.0.0.1:9", "--samples", "3", "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert own * 6 >= Decimal("0.01")  # shown with 4 decimals
+    assert f"6 requests (2 turns × 3 samples); estimated cost ${own * 6:.4f} at {candidate}'s own price" in err
+    assert f"the recording cost ${recorded * 6:.4f} for as many (×{float(own / recorded):.2f})" in err
+    if "opus" in candidate:
+        assert own == 5 * recorded
