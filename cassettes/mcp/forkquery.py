@@ -61,6 +61,9 @@ MAX_REPORT_BYTES = 64 << 20
 #: What marks a file as a ``looptap compare --report`` (its ``looptap`` field).
 REPORT_KIND = "compare"
 _TALLY = ("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered")
+#: The verdict's figures (``looptap compare``'s verdict line, as numbers).
+_VERDICT = ("turns", "answers", "agree", "agreement", "cost_ratio", "latency_ratio", "e_differences", "schema_violations", "a_differences",
+            "finish_differences", "errors", "skipped")
 
 
 def report_path(runs: Runs, name: str) -> Path:
@@ -93,8 +96,10 @@ def _count(value: Any) -> int | float | None:
 
 
 def comparison(runs: Runs, report: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
-    """A saved comparison: per turn, agreement with the recording and with itself, the argument
-    checks (JSON, schema-valid, JSON-equal), what the recorded client never handled; paged by turn.
+    """A saved comparison: its verdict (agreement, cost and latency ratios, E and A differences;
+    whether it stopped early, which recorded turns it skipped), then per turn, agreement with the
+    recording and with itself, the argument checks (JSON, schema-valid, JSON-equal), what the
+    recorded client never handled; paged by turn.
     Every string of the report (it is a file: anything may have edited it) is under ``recorded``."""
     import orjson
 
@@ -112,12 +117,17 @@ def comparison(runs: Runs, report: str, offset: int = 0, limit: int = 20, max_by
     shown, nxt = page(items, 0, max(1, min(limit, 200)), _budget(max_bytes))
     tally = _dict(doc.get("arguments"))
     agreements = [a for a in (_count(t.get("agreement")) for t in turns) if a is not None]
+    verdict = _dict(doc.get("verdict"))  # reports saved before the verdict have none: None
     return _wrap({
         "samples": _count(doc.get("samples")),
         "turns": len(turns),
         "agreement": round(sum(agreements) / len(agreements), 4) if agreements else None,
+        "verdict": {k: _count(verdict.get(k)) for k in _VERDICT} if verdict else None,
+        "stopped": bool(doc.get("stopped")),
         "arguments": {k: _count(tally.get(k)) for k in _TALLY},
-        "recorded": {"report": text(str(path.name), 200), "run": text(doc.get("run"), 300), "model": text(doc.get("model"), 100), "turns": shown},
+        "recorded": {"report": text(str(path.name), 200), "run": text(doc.get("run"), 300), "model": text(doc.get("model"), 100),
+                     "verdict": text(doc.get("verdict_line"), 800), "stopped": text(doc.get("stopped"), 400),
+                     "skipped": [text(x, 80) for x in _list(doc.get("skipped"), 50)], "turns": shown},
         "next_offset": None if nxt is None else max(offset, 0) + nxt,
     })
 

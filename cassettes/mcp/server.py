@@ -155,8 +155,9 @@ def build_server(roots: list[str]) -> Any:
     @tool
     def comparison(report: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """A comparison saved by `looptap compare RUN --model NAME --report` (each recorded request sent
-        to a candidate model K times, teacher-forced): per turn, how often the candidate agrees with the
-        recording and with itself, its calls' arguments checked (JSON, valid against the tool's declared
+        to a candidate model K times, teacher-forced): its verdict (agreement, cost and latency against
+        the recording, E and A differences, whether it stopped early, the recorded error turns it
+        skipped); per turn, how often the candidate agrees with the recording and with itself, its calls' arguments checked (JSON, valid against the tool's declared
         schema, JSON-equal to the recording), what the recorded client never handled; paged by turn.
         `report` is the report's path, or the run's when the report was saved beside it. Read-only: it
         never starts a comparison or sends a request."""

@@ -261,7 +261,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from cassettes.providers import REVERSE_UPSTREAMS
     from cassettes.reading.run import open_run
-    from cassettes.replay.compare import BudgetError, check_budget, compare_run, plan_requests
+    from cassettes.replay.compare import (
+        BudgetError,
+        check_budget,
+        compare_run,
+        estimate_costs,
+        plan_requests,
+        send_list,
+        where_sent,
+    )
     from cassettes.replay.cursor import live_router
 
     if args.samples < 1:
@@ -297,21 +305,32 @@ def cmd_compare(args: argparse.Namespace) -> int:
         _err(f"error: {exc}")
         return 2
     run = open_run(args.file, whole=True)
-    planned = plan_requests(run)
+    from cassettes.untrusted import clean_line
+
+    planned, skipped = send_list(plan_requests(run), args.include_errors)
+    router = live_router(bases)
+    targets = [where_sent(p, router, args.model) for p in planned]
+    unserved = [p.seq for p, (target, _) in zip(planned, targets, strict=True) if target is None]
+    if unserved:
+        _err(f"error: no upstream serves the API of seq {', '.join(map(str, unserved[:5]))} (give one with --upstream NAME=URL): nothing sent")
+        return 2
+    if skipped:
+        _err(f"skipped: {', '.join(skipped)} (recorded errors: --include-errors sends them)")
+    estimate_costs(planned, router, args.model, [target for target, _ in targets])
     try:
-        for line in check_budget(planned, args.samples, args.max_requests, max_cost):
-            _err(line)
+        for line in check_budget(planned, args.samples, args.max_requests, max_cost, args.allow_unknown_price, args.model):
+            _err(clean_line(line))
     except BudgetError as exc:
-        _err(f"error: {exc}")
+        for line in exc.lines:
+            _err(clean_line(line))
+        _err(clean_line(f"error: {exc}"))
         return 2
     if args.dry_run:
-        from cassettes.untrusted import clean_line
-
-        for p in planned:
-            print(clean_line(f"would send {args.samples}×: seq {p.seq} (conversation {p.conversation}, turn {p.turn}) {p.ex.method} {p.ex.url}"
-                             + (f" with model {args.model}" if args.model else "")))
+        for p, (target, note) in zip(planned, targets, strict=True):
+            print(clean_line(f"would send {args.samples}×: seq {p.seq} (conversation {p.conversation}, turn {p.turn}) {p.ex.method} {target}"
+                             + (f" with model {args.model} ({note})" if args.model else "")))
         return 0
-    result = compare_run(run, planned, live_router(bases), args.model, args.samples, headers)
+    result = compare_run(run, planned, router, args.model, args.samples, headers, skipped)
     result.run = str(args.file)
     doc = redactor.document(result.as_json())  # the candidate's answers may echo a key, as a recorded body may
     if args.json:
@@ -326,6 +345,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         except CassetteError as exc:
             _err(f"error: the comparison was not saved: {exc}")
             return 2
+    if result.stopped is not None:  # the setup failed (transport, credentials): not a comparison
+        _err(clean_line(f"error: the comparison stopped {result.stopped}"))
+        return 1
+    if result.turns and not result.verdict()["answers"]:  # every request answered with an error
+        _err(clean_line(f"error: no answers to compare: {result.verdict()['errors']} requests, every one answered with an error (see the report)"))
+        return 1
     return 0
 
 
@@ -391,7 +416,9 @@ def register_compare(sub: Any) -> None:
     p.add_argument("--upstream", action="append", default=[], metavar="NAME=URL", help="where requests of that API go (default: the real API)")
     p.add_argument("--samples", type=int, default=1, metavar="K", help="answers per recorded turn (agreement rates with K > 1)")
     p.add_argument("--max-requests", type=int, metavar="N", help="refuse (before sending) when more requests would be sent")
-    p.add_argument("--max-cost", metavar="USD", help="refuse (before sending) when the estimated cost is higher")
+    p.add_argument("--max-cost", metavar="USD", help="refuse (before sending) when the estimated cost (the candidate's own price on the recorded usage) is higher")
+    p.add_argument("--allow-unknown-price", action="store_true", help="send under --max-cost although the candidate has no known price (the limit then bounds the priced turns only)")
+    p.add_argument("--include-errors", action="store_true", help="also send the turns the recording shows failing (a 429, a 500, a transport error): skipped by default")
     p.add_argument("--dry-run", action="store_true", help="list what would be sent; send nothing")
     p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="a request header to send (credentials: a cassette holds none)")
     p.add_argument("--json", action="store_true", help="the comparison as JSON")

@@ -6,26 +6,39 @@ Per turn: E — which tools were called with which arguments: whether they parse
 they satisfy the schema of the tool as the recorded request declared it (``tools``, ``functions``,
 ``functionDeclarations`` …: whatever the family's adapter reads; checked by
 :func:`cassettes.analysis.emission.schema_errors`, the same validator and bounds as the
-``E.arguments_schema`` check), whether they are JSON-equal to the recording; whether the text
-changed, refusals; A — finish reasons, usage, latency, errors; and whether the
-recorded client would be handed something it never handled in the recording (a tool never called
-in it, or not even offered by the request; a finish reason never seen). With K > 1, agreement rates: how often a sample agrees with the
-recording (same tool calls, same arguments; or, for a text answer, a text answer) and how often
-the samples agree with their own most common answer.
+``E.arguments_schema`` check), whether they are JSON-equal to the recording; how similar the text
+is (:data:`TEXT_MEASURE`, agreeing at :data:`TEXT_THRESHOLD`), refusals; A — finish reasons, usage,
+latency, errors; and whether the recorded client would be handed something it never handled in the
+recording (a tool never called in it, or not even offered by the request; a finish reason never
+seen). Agreement rates: how often an answer agrees with the recording (same tool calls, same
+arguments; or, for a text answer, text similar enough) and how often the samples agree with their
+own most common answer. A verdict heads the report: agreement, cost and latency against the
+recording, and the E and A differences counted.
+
+What is sent: the recorded turns that were answered; a turn the recording shows failing (HTTP
+status >= 400, or a transport error: a 429 then its retry) is skipped and listed, unless asked
+for. A transport failure or a refusal of the credentials (401, 403, 407) or of the model/path
+(404) stops the comparison at once (the remaining requests are not sent, nor paid): such a
+failure is the setup's, not an answer, and counts in no agreement. A 429 or 5xx is the
+candidate's answer at the A layer (an error, in the verdict's count), not retried and not an
+answer E agreement is measured on.
 
 Nothing is sent before the budget is checked: ``--max-requests`` (turns x K) and ``--max-cost``
-(the recorded cost of each turn, K times: an estimate; a turn whose cost is unknown makes the
-estimate a lower bound and is refused under ``--max-cost``). ``--dry-run`` lists what would be
-sent and sends nothing. Credentials are not in a cassette (redacted when recorded): give them with
-``--header 'authorization: Bearer …'``.
+(the candidate's own price, from genai-prices' offline data, applied to the recorded usage of
+each turn, K times: an estimate). A candidate without a known price makes the estimate unknown:
+``--max-cost`` then refuses unless ``allow_unknown`` (``--allow-unknown-price``). ``--dry-run``
+lists what would be sent, and where, and sends nothing. Credentials are not in a cassette
+(redacted when recorded): give them with ``--header 'authorization: Bearer …'``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -37,14 +50,71 @@ from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
 from cassettes.replay.cursor import with_model
 from cassettes.wire.exchange import Exchange, Headers
 
-__all__ = ["ArgumentCheck", "BudgetError", "Comparison", "Sample", "TurnComparison", "compare_run", "plan_requests"]
+__all__ = [
+    "TEXT_MEASURE",
+    "TEXT_THRESHOLD",
+    "ArgumentCheck",
+    "BudgetError",
+    "Comparison",
+    "Sample",
+    "TurnComparison",
+    "check_budget",
+    "compare_run",
+    "estimate_costs",
+    "plan_requests",
+    "send_list",
+    "text_similarity",
+    "where_sent",
+]
+
+#: How two text answers are compared (stated in every report's header and in docs/fork.md).
+TEXT_MEASURE = "word-level difflib ratio (difflib.SequenceMatcher over the whitespace-split words, the first 2,000 of each)"
+#: Two text answers agree when their similarity is at least this.
+TEXT_THRESHOLD = 0.7
+_MAX_WORDS = 2000
 
 #: Recorded headers already said not to be sent: (round trip, name).
 _SAID: set[tuple[int, str]] = set()
 
 
 class BudgetError(CassetteError):
-    """The comparison would exceed ``--max-requests`` or ``--max-cost``: nothing was sent."""
+    """The comparison would exceed ``--max-requests`` or ``--max-cost``: nothing was sent.
+    ``lines``: the estimate it was refused on."""
+
+    def __init__(self, message: str, lines: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.lines = lines or []
+
+
+def text_similarity(a: str, b: str) -> float:
+    """:data:`TEXT_MEASURE` of two texts, from 0 (nothing in common) to 1 (the same words; two
+    empty texts too). Whitespace and line breaks do not count; case and punctuation do."""
+    return _ratio(*sorted((a, b)))
+
+
+@functools.lru_cache(maxsize=512)
+def _ratio(a: str, b: str) -> float:
+    """The ratio of two texts (in a canonical order: the measure is symmetric), kept for the
+    report's several readers of one pair (up to 0.2 s for two answers of 2,000 words)."""
+    from difflib import SequenceMatcher
+
+    wa, wb = a.split()[:_MAX_WORDS], b.split()[:_MAX_WORDS]
+    if not wa and not wb:
+        return 1.0
+    return SequenceMatcher(None, wa, wb, autojunk=False).ratio()
+
+
+def _similar(a: str, b: str) -> bool:
+    """``text_similarity(a, b) >= TEXT_THRESHOLD``, ruled out first by difflib's cheap upper bounds
+    (the K x K pairs of self-agreement need no more than the answer)."""
+    from difflib import SequenceMatcher
+
+    wa, wb = a.split()[:_MAX_WORDS], b.split()[:_MAX_WORDS]
+    if wa and wb:
+        sm = SequenceMatcher(None, wa, wb, autojunk=False)
+        if sm.real_quick_ratio() < TEXT_THRESHOLD or sm.quick_ratio() < TEXT_THRESHOLD:
+            return False
+    return text_similarity(a, b) >= TEXT_THRESHOLD
 
 
 @dataclass
@@ -86,15 +156,33 @@ class Sample:
     error: str | None = None
     #: Each call's arguments checked (JSON, schema, offered), in the order of ``calls``.
     checks: list[ArgumentCheck] = field(default_factory=list)
+    #: The reported usage as genai-prices keys (``None``: none reported).
+    usage: dict[str, int] | None = None
+    #: What the answer cost at the candidate's price (``None``: unknown).
+    cost: Decimal | None = None
 
     @property
     def signature(self) -> str:
-        """What counts as the same answer: the calls and their arguments, or 'text' (or the error)."""
+        """The kind of answer: the calls and their arguments, 'refusal', 'text' (or the error).
+        Two answers agree when their signatures are equal and, for text, the texts are similar
+        (:meth:`agrees`)."""
         if self.error is not None:
             return f"error {self.status}"
         if self.calls:
             return orjson.dumps(self.calls, option=orjson.OPT_SORT_KEYS).decode()
         return "refusal" if self.refusal else "text"
+
+    @property
+    def answered(self) -> bool:
+        """An answer of the model (not an error): what agreement is measured on."""
+        return self.error is None
+
+    def agrees(self, other: Sample) -> bool:
+        """The same calls with the same arguments; both refusals; or two texts whose
+        :func:`text_similarity` is at least :data:`TEXT_THRESHOLD`."""
+        if self.signature != other.signature:
+            return False
+        return self.signature != "text" or _similar(self.text, other.text)
 
 
 @dataclass
@@ -106,18 +194,38 @@ class TurnComparison:
     samples: list[Sample] = field(default_factory=list)
     #: What the recorded client never handled in the run (a tool never called, a finish reason never seen).
     new_to_client: list[str] = field(default_factory=list)
+    #: The recorded turn's cost at the recorded model's own price (``None``: unknown).
+    recorded_cost: Decimal | None = None
+    #: The estimate of one sample: the candidate's price applied to the recorded usage.
+    estimate: Decimal | None = None
 
     @property
-    def agreement(self) -> float:
-        """Share of samples that agree with the recording."""
-        return sum(s.signature == self.recorded.signature for s in self.samples) / len(self.samples) if self.samples else 0.0
+    def answers(self) -> list[Sample]:
+        """The samples that are answers (errors are A-layer differences, not answers)."""
+        return [s for s in self.samples if s.answered]
 
     @property
-    def self_agreement(self) -> float:
-        """Share of samples equal to the samples' most common answer."""
-        if not self.samples:
-            return 0.0
-        return Counter(s.signature for s in self.samples).most_common(1)[0][1] / len(self.samples)
+    def agreement(self) -> float | None:
+        """Share of the answers that agree with the recording (``None``: no answer, or the
+        recording has none: a recorded error sent with ``--include-errors``)."""
+        answers = self.answers
+        if not answers or not self.recorded.answered:
+            return None
+        return sum(s.agrees(self.recorded) for s in answers) / len(answers)
+
+    @property
+    def self_agreement(self) -> float | None:
+        """Share of the answers that agree with the answers' most common one (``None``: no answer)."""
+        answers = self.answers
+        if not answers:
+            return None
+        return max(sum(a.agrees(b) for b in answers) for a in answers) / len(answers)
+
+    def similarity(self, s: Sample) -> float | None:
+        """:func:`text_similarity` of a text answer to the recorded text answer (else ``None``)."""
+        if s.signature != "text" or self.recorded.signature != "text":
+            return None
+        return text_similarity(s.text, self.recorded.text)
 
     @property
     def arguments(self) -> dict[str, int]:
@@ -141,13 +249,33 @@ class TurnComparison:
         return Counter(f"{c.name}: {e}" for s in self.samples for c in s.checks for e in c.schema_errors).most_common()
 
     def as_json(self) -> dict[str, Any]:
-        def sample(s: Sample) -> dict[str, Any]:
+        def sample(s: Sample, own: bool = False) -> dict[str, Any]:
             checks = s.checks if len(s.checks) == len(s.calls) else [None] * len(s.calls)
-            return {"status": s.status, "calls": [{"name": n, "arguments": a, **(c.as_json() if c is not None else {})} for (n, a), c in zip(s.calls, checks, strict=True)],
-                    "text": s.text[:2000], "refusal": s.refusal, "finish": s.finish, "output_tokens": s.output_tokens, "latency": round(s.latency, 4), "error": s.error}
+            out = {"status": s.status, "calls": [{"name": n, "arguments": a, **(c.as_json() if c is not None else {})} for (n, a), c in zip(s.calls, checks, strict=True)],
+                   "text": s.text[:2000], "refusal": s.refusal, "finish": s.finish, "output_tokens": s.output_tokens, "latency": round(s.latency, 4), "error": s.error,
+                   "cost": _money(s.cost)}
+            if not own:
+                sim = self.similarity(s)
+                out |= {"agrees": s.agrees(self.recorded) if s.answered else None, "similarity": None if sim is None else round(sim, 4)}
+            return out
 
         return {"seq": self.seq, "conversation": self.conversation, "turn": self.turn, "agreement": self.agreement, "self_agreement": self.self_agreement,
-                "arguments": self.arguments, "new_to_client": self.new_to_client, "recorded": sample(self.recorded), "samples": [sample(s) for s in self.samples]}
+                "answers": len(self.answers), "errors": len(self.samples) - len(self.answers),
+                "cost": {"recorded": _money(self.recorded_cost), "estimate": _money(self.estimate), "measured": _money(self.measured_cost)},
+                "arguments": self.arguments, "new_to_client": self.new_to_client, "recorded": sample(self.recorded, own=True), "samples": [sample(s) for s in self.samples]}
+
+    @property
+    def measured_cost(self) -> Decimal | None:
+        """The mean cost of one answer at the candidate's price, from the usage it reported
+        (``None`` unless every answer's cost is known; errors are not answers)."""
+        answers = self.answers
+        if not answers or any(s.cost is None for s in answers):
+            return None
+        return sum((s.cost for s in answers if s.cost is not None), Decimal(0)) / len(answers)
+
+    @property
+    def recorded_latency(self) -> float | None:
+        return self.recorded.latency if self.recorded.latency > 0 else None
 
 
 @dataclass
@@ -156,6 +284,10 @@ class Comparison:
     model: str | None
     samples: int
     turns: list[TurnComparison]
+    #: The recorded turns not sent (a recorded error: ``seq 3 (recorded 429)``).
+    skipped: list[str] = field(default_factory=list)
+    #: Why the comparison stopped before its end (a transport or credential failure), or ``None``.
+    stopped: str | None = None
 
     def summary(self) -> dict[str, int]:
         """The argument tallies of every turn added up (the E line of the whole comparison)."""
@@ -164,21 +296,88 @@ class Comparison:
             total.update(t.arguments)
         return {k: total[k] for k in ("calls", "json", "schema_checked", "schema_valid", "equal_to_recording", "not_offered")}
 
+    def verdict(self) -> dict[str, Any]:
+        """The whole comparison in figures: agreement over every answer, the cost and latency of the
+        candidate against the recording's, the E and A differences counted."""
+        pairs = [(t, s) for t in self.turns if t.recorded.answered for s in t.answers]
+        agree = sum(s.agrees(t.recorded) for t, s in pairs)
+        errors = sum(len(t.samples) - len(t.answers) for t in self.turns)
+        finish = sum(s.finish != t.recorded.finish for t, s in pairs)
+        tally = self.summary()
+        # Cost: per sample, measured (the candidate's own usage at its price) where every turn has
+        # it, else the estimate (its price on the recorded usage); over the turns with a recorded cost.
+        measured = [t for t in self.turns if t.measured_cost is not None and t.recorded_cost is not None]
+        how = "measured"
+        if not measured or len(measured) < sum(t.recorded_cost is not None and bool(t.answers) for t in self.turns):
+            measured, how = [t for t in self.turns if t.estimate is not None and t.recorded_cost is not None], "estimated"
+        cand = sum(((t.measured_cost if how == "measured" else t.estimate) or Decimal(0) for t in measured), Decimal(0))
+        rec = sum((t.recorded_cost or Decimal(0) for t in measured), Decimal(0))
+        timed = [t for t in self.turns if t.recorded_latency is not None and t.answers]
+        lat_c = sum(sum(s.latency for s in t.answers) / len(t.answers) for t in timed)
+        lat_r = sum(t.recorded_latency or 0.0 for t in timed)
+        return {
+            "turns": len(self.turns), "answers": len(pairs), "agree": agree,
+            "agreement": round(agree / len(pairs), 4) if pairs else None,
+            "cost_ratio": round(float(cand / rec), 4) if measured and rec > 0 else None, "cost_basis": how if measured else None,
+            "cost_candidate": _money(cand) if measured else None, "cost_recorded": _money(rec) if measured else None,
+            "latency_ratio": round(lat_c / lat_r, 4) if timed and lat_r > 0 else None,
+            "e_differences": len(pairs) - agree, "schema_violations": tally["schema_checked"] - tally["schema_valid"],
+            "a_differences": finish + errors, "finish_differences": finish, "errors": errors,
+            "skipped": len(self.skipped), "stopped": self.stopped,
+        }
+
+    def verdict_line(self) -> str:
+        v = self.verdict()
+        who = self.model or "the recorded model"
+        if not v["answers"]:
+            line = f"verdict: {who}: no answers to compare"
+            if self.stopped:
+                return f"{line} (the comparison stopped: {self.stopped})"
+            return line + (f" ({v['errors']} errors)" if v["errors"] else "")
+        line = f"verdict: {who} agrees with the recording in {v['agree']}/{v['answers']} answers ({v['agreement']:.0%}) over {v['turns']} turns"
+        if v["cost_ratio"] is not None:
+            line += f"; cost ×{v['cost_ratio']:.2f} the recorded (${v['cost_candidate']} against ${v['cost_recorded']} for one answer to each turn, {v['cost_basis']})"
+        else:
+            line += "; cost ratio unknown (no price)"
+        line += f"; latency ×{v['latency_ratio']:.2f}" if v["latency_ratio"] is not None else "; latency ratio unknown"
+        line += f"; E differences {v['e_differences']} (answers that differ), {v['schema_violations']} off the schema"
+        line += f"; A differences {v['a_differences']} ({v['finish_differences']} finish reasons, {v['errors']} errors)"
+        if self.stopped:
+            line += f"; INCOMPLETE, stopped: {self.stopped}"
+        return line
+
     def as_json(self) -> dict[str, Any]:
         # "looptap": what marks a saved report (``--report``) for ``looptap mcp``'s ``comparison``.
-        return {"looptap": "compare", "run": self.run, "model": self.model, "samples": self.samples, "arguments": self.summary(),
-                "turns": [t.as_json() for t in self.turns]}
+        return {"looptap": "compare", "run": self.run, "model": self.model, "samples": self.samples, "verdict": self.verdict(),
+                "verdict_line": self.verdict_line(), "text_agreement": {"measure": TEXT_MEASURE, "threshold": TEXT_THRESHOLD},
+                "skipped": self.skipped, "stopped": self.stopped, "arguments": self.summary(), "turns": [t.as_json() for t in self.turns]}
 
     def lines(self) -> list[str]:
         from cassettes.untrusted import clean_line
 
-        out = [f"looptap compare {self.run} → {self.model or 'the recorded model'}: {len(self.turns)} turns × {self.samples} samples, teacher-forced"]
+        out = [self.verdict_line(),
+               f"looptap compare {self.run} → {self.model or 'the recorded model'}: {len(self.turns)} turns × {self.samples} samples, teacher-forced;"
+               f" text answers agree at a {TEXT_MEASURE} of at least {TEXT_THRESHOLD:.2f}"]
+        if self.skipped:
+            out.append(f"skipped: {', '.join(self.skipped)} (recorded errors: --include-errors sends them)")
+        if self.stopped:
+            out.append(f"stopped: {self.stopped}")
         for t in self.turns:
             where = f"conversation {t.conversation}, turn {t.turn} (seq {t.seq})" if t.turn is not None else f"seq {t.seq}"
-            out.append(f"{where}: agrees with the recording {t.agreement:.0%}, with itself {t.self_agreement:.0%}")
+            of = f" of {len(t.answers)} answers" if len(t.answers) < len(t.samples) else ""
+            if t.self_agreement is None:
+                out.append(f"{where}: no answer ({len(t.samples)} errors)")
+            elif t.agreement is None:
+                out.append(f"{where}: the recording has no answer here (an error), nothing to agree with; the answers agree with each other {t.self_agreement:.0%}{of}")
+            else:
+                out.append(f"{where}: agrees with the recording {t.agreement:.0%}, with itself {t.self_agreement:.0%}{of}")
             out.append(f"  E recorded: {_said(t.recorded)}")
             for sig, n in Counter(_said(s) for s in t.samples).most_common(5):
                 out.append(f"  E {n}× {sig}")
+            sims = [x for x in (t.similarity(s) for s in t.samples) if x is not None]
+            if sims:
+                out.append(f"  E text similarity to the recording {sum(sims) / len(sims):.2f} avg, {min(sims):.2f} min"
+                           f" ({sum(x >= TEXT_THRESHOLD for x in sims)}/{len(sims)} at {TEXT_THRESHOLD:.2f} or more)")
             if t.arguments["calls"]:
                 out.append(f"  E arguments: {_tally(t.arguments)}")
             for violation, n in t.schema_violations()[:5]:
@@ -190,6 +389,13 @@ class Comparison:
         if summary["calls"]:
             out.append(f"E over all turns: {_tally(summary)}")
         return [clean_line(line) for line in out]
+
+
+def _money(x: Decimal | None) -> str | None:
+    """Dollars as text (a JSON number would lose digits): 4 decimals, 6 under a cent."""
+    if x is None:
+        return None
+    return f"{x:.4f}" if abs(x) >= Decimal("0.01") or x == 0 else f"{x:.6f}"
 
 
 def _tally(a: dict[str, int]) -> str:
@@ -223,6 +429,10 @@ def _api_line(t: TurnComparison) -> str:
         line += f"; output tokens {sum(toks) / len(toks):.0f} avg (recorded {t.recorded.output_tokens if t.recorded.output_tokens is not None else '-'})"
     if lat:
         line += f"; latency {sum(lat) / len(lat):.2f} s avg"
+        if t.recorded_latency is not None:
+            line += f" (recorded {t.recorded_latency:.2f} s)"
+    if t.measured_cost is not None or t.recorded_cost is not None:
+        line += f"; cost ${_money(t.measured_cost) or '?'} an answer (recorded ${_money(t.recorded_cost) or '?'})"
     return line
 
 
@@ -240,16 +450,31 @@ def _sample(ex: Exchange, latency: float, tools: list[ToolSpec]) -> Sample:
 
     rt = parse_exchange(ex)
     r = rt.response
-    if r is None or ex.status is None or ex.status >= 400 or r.error is not None:
+    if r is None or ex.status is None or ex.status >= 400 or r.error is not None or ex.transport_error is not None:  # a broken stream is no answer
         return Sample(ex.status, [], "", False, None, None, latency, error=_failure(ex, r)[:500])
     calls = [c for c in r.tool_calls if c.name or c.id or (c.arguments_raw or "").strip() or c.arguments]  # not a zero-valued placeholder
     return Sample(ex.status, [(c.name or "?", c.arguments if c.arguments is not None else c.arguments_raw) for c in calls], r.text, _refused(r),
-                  r.finish_reason_raw, r.usage.output_tokens if r.usage else None, latency, checks=[_check(c, tools) for c in calls])
+                  r.finish_reason_raw, r.usage.output_tokens if r.usage else None, latency, checks=[_check(c, tools) for c in calls],
+                  usage=_price_usage(rt.family, r.usage))
+
+
+def _price_usage(family: str, usage: Any) -> dict[str, int] | None:
+    """Reported usage as genai-prices' keys (the family's adapter knows its extras), or ``None``."""
+    from cassettes import providers
+
+    if usage is None or (usage.input_tokens is None and usage.output_tokens is None):
+        return None
+    adapter = providers.by_family(family)
+    if adapter is not None:
+        return adapter.price_usage(usage)
+    return {k: v for k, v in (("input_tokens", usage.input_tokens), ("output_tokens", usage.output_tokens)) if v is not None}
 
 
 def _failure(ex: Exchange, r: NormalisedResponse | None) -> str:
     """Why a sample has no answer: the API's error message, else the transport error, else its status."""
     why = (r.error.message if r is not None and r.error is not None else None) or ex.transport_error or f"status {ex.status}"
+    if ex.transport_error is not None and ex.status is not None and ex.status < 400:
+        why = f"the answer broke off: {ex.transport_error}"
     return str(why)
 
 
@@ -288,35 +513,168 @@ class Planned:
     seq: int
     conversation: str | None
     turn: int | None
+    #: The recorded turn's cost at the recorded model's own price (the analysis' figure).
     cost: Decimal | None
+    #: The recorded usage as genai-prices keys: what the candidate is priced on.
+    usage: dict[str, int] | None = None
+    #: ``usage`` was estimated by looptap (the call reported none), not reported.
+    usage_estimated: bool = False
+    family: str = "unknown"
+    #: The model the recorded request asked for.
+    model: str | None = None
+    #: What selects a price variant (the recorded service tier).
+    price_context: dict[str, str] = field(default_factory=dict)
+    #: Why the recording shows this turn failing (``recorded 429``), or ``None``.
+    recorded_error: str | None = None
+    #: The candidate's price (genai-prices provider id or ``None`` for by name, the model as it knows it).
+    price_ref: tuple[str | None, str] | None = None
+    #: One sample's estimated cost at the candidate's price, and where that price came from (or why none).
+    estimate: Decimal | None = None
+    price_note: str = ""
 
 
 def plan_requests(run: Any) -> list[Planned]:
-    """The recorded turns of ``run`` (model calls, in recording order)."""
+    """The recorded turns of ``run`` (model calls, in recording order), with their recorded usage
+    and whether the recording shows them failing."""
+    from cassettes import providers
+    from cassettes.parsing.roundtrip import parse_exchange
+
     out: list[Planned] = []
     by_seq = {ex.seq if ex.seq is not None else i: ex for i, ex in enumerate(run.exchanges)}
     for seq, t in sorted(run.analysis.turns.items()):
         ex = by_seq.get(seq)
-        if ex is not None:
-            out.append(Planned(ex, seq, t.conversation, t.index, t.tokens.cost))
+        if ex is None:
+            continue
+        rt = parse_exchange(ex)
+        adapter = providers.by_family(rt.family)
+        p = Planned(ex, seq, t.conversation, t.index, t.tokens.cost, family=rt.family,
+                    model=(rt.request.model if rt.request is not None else None) or (rt.response.model if rt.response is not None else None),
+                    price_context=adapter.price_context(rt.response) if adapter is not None else {})
+        if ex.transport_error:
+            p.recorded_error = "recorded transport error"
+        elif ex.status is None or ex.status >= 400:
+            p.recorded_error = f"recorded {ex.status}" if ex.status is not None else "recorded without a response"
+        tk = t.tokens
+        if tk.source == "reported":
+            p.usage = _price_usage(rt.family, rt.response.usage if rt.response is not None else None)
+        elif tk.source == "estimated" and tk.input is not None:
+            p.usage, p.usage_estimated = {"input_tokens": tk.input, "output_tokens": tk.output or 0}, True
+        elif tk.segments is not None:  # a failed call: the input from the request's size; the output below
+            sg = tk.segments
+            p.usage, p.usage_estimated = {"input_tokens": sg.system + sg.tools + sg.user + sg.assistant + sg.tool_results, "output_tokens": -1}, True
+        out.append(p)
+    # A failed call has no output to go by: the largest output of the run's answered turns.
+    longest = max((p.usage.get("output_tokens", 0) for p in out if p.usage and p.usage.get("output_tokens", 0) >= 0), default=0)
+    for p in out:
+        if p.usage is not None and p.usage.get("output_tokens") == -1:
+            p.usage["output_tokens"] = longest
     return out
 
 
-def check_budget(planned: list[Planned], samples: int, max_requests: int | None, max_cost: Decimal | None) -> list[str]:
-    """What the comparison will cost (lines); raises :class:`BudgetError` when over a limit."""
+def send_list(planned: list[Planned], include_errors: bool = False) -> tuple[list[Planned], list[str]]:
+    """(the turns to send, the turns skipped as ``seq 3 (recorded 429)``): a turn the recording
+    shows failing is not sent unless ``include_errors``."""
+    if include_errors:
+        return planned, []
+    return [p for p in planned if p.recorded_error is None], [f"seq {p.seq} ({p.recorded_error})" for p in planned if p.recorded_error is not None]
+
+
+def where_sent(p: Planned, live: Callable[[str, str, bytes], str | None], model: str | None) -> tuple[str | None, str | None]:
+    """(the URL the turn would be sent to, with the model rewrite applied; what the rewrite changed):
+    ``None`` when no upstream serves its API."""
+    from urllib.parse import urlsplit
+
+    base = live(p.ex.method, p.ex.url, p.ex.request_body)
+    if base is None:
+        return None, None
+    u = urlsplit(p.ex.url)
+    target, _body, note = with_model(p.ex.method, u.path + (f"?{u.query}" if u.query else ""), p.ex.request_body, model)
+    return base + target, note
+
+
+def estimate_costs(planned: list[Planned], live: Callable[[str, str, bytes], str | None], model: str | None, urls: list[str | None] | None = None) -> None:
+    """Price each turn for the candidate (``model``, else the model the turn recorded): its own
+    price in genai-prices' offline data (the provider the target URL names, else the API family's,
+    else the model's name alone), applied to the recorded usage. Sets ``estimate`` and
+    ``price_note``. ``urls``: each turn's target (:func:`where_sent`) when the caller has them."""
+    from cassettes import providers
+    from cassettes.analysis.price_memo import PRICES_VERSION, provider_for_url
+
+    for i, p in enumerate(planned):
+        name = model or p.model
+        if not name:
+            p.price_note = "no price: the recorded request names no model"
+            continue
+        adapter = providers.by_family(p.family)
+        ref = adapter.price_model(name) if adapter is not None else name
+        url = urls[i] if urls is not None else where_sent(p, live, model)[0]
+        try:
+            provider_id: str | None = provider_for_url(url or p.ex.url)
+        except LookupError:
+            provider_id = adapter.price_provider if adapter is not None else None
+        for pid in dict.fromkeys((provider_id, None)):  # the provider's own price, else by the name alone
+            try:
+                _price_of({"input_tokens": 1}, (pid, ref), p.price_context)
+            except LookupError:
+                continue
+            except (ValueError, ArithmeticError):
+                pass
+            p.price_ref = (pid, ref)
+            break
+        if p.price_ref is None:
+            p.price_note = f"no price: genai-prices {PRICES_VERSION} knows no model {ref!r}" + (f" at {provider_id}" if provider_id else "")
+            continue
+        if p.usage is None:
+            p.price_note = "no price: the recording has no usage for this turn"
+            continue
+        try:
+            p.estimate, where = _price_of(p.usage, p.price_ref, p.price_context)
+        except (LookupError, ValueError, ArithmeticError) as exc:
+            p.price_note = f"no price: genai-prices {PRICES_VERSION} rejected the usage: {exc}"
+            continue
+        p.price_note = f"genai-prices {PRICES_VERSION}: {where}" + ("" if p.price_ref[0] else ", by the model's name")
+
+
+def _price_of(usage: dict[str, int], ref: tuple[str | None, str], context: dict[str, str]) -> tuple[Decimal, str]:
+    """(the price of ``usage`` for the model ``ref`` names, "provider/model"); raises as genai-prices does."""
+    from cassettes.analysis.price_memo import calc_price
+
+    total, prov, model_id = calc_price(usage, ref[1], provider_id=ref[0], price_context=context or None)
+    return total, f"{prov}/{model_id}"
+
+
+def check_budget(planned: list[Planned], samples: int, max_requests: int | None, max_cost: Decimal | None, allow_unknown: bool = False,
+                 model: str | None = None) -> list[str]:
+    """What the comparison will cost (lines); raises :class:`BudgetError` when over a limit. The
+    estimate is the candidate's price (:func:`estimate_costs`) on the recorded usage, K times;
+    a turn the candidate has no price for makes ``--max-cost`` refuse unless ``allow_unknown``."""
     n = len(planned) * samples
-    known = [p.cost for p in planned if p.cost is not None]
-    unknown = len(planned) - len(known)
-    cost = sum(known, Decimal(0)) * samples
-    lines = [f"{n} requests ({len(planned)} turns × {samples} samples); estimated cost ${cost:.4f} at the recorded usage and prices"
-             + (f" (at least: {unknown} turns have no known price)" if unknown else "")]
+    known = [p for p in planned if p.estimate is not None]
+    unknown = [p for p in planned if p.estimate is None]
+    cost = sum((p.estimate for p in known if p.estimate is not None), Decimal(0)) * samples
+    who = model or "the recorded model"
+    notes = Counter(p.price_note for p in known).most_common(2)
+    line = f"{n} requests ({len(planned)} turns × {samples} samples); estimated cost ${_money(cost)} at {who}'s own price on the recorded usage"
+    if notes:
+        line += f" ({'; '.join(note for note, _ in notes)})"
+    if any(p.usage_estimated for p in known):
+        line += f" ({sum(p.usage_estimated for p in known)} turns on usage looptap estimated: the call reported none)"
+    rec = [p.cost for p in known if p.cost is not None]
+    if rec and sum(rec, Decimal(0)) > 0:
+        recorded = sum(rec, Decimal(0)) * samples
+        line += f"; the recording cost ${_money(recorded)} for as many (×{float(sum((p.estimate or Decimal(0) for p in known if p.cost is not None), Decimal(0)) * samples / recorded):.2f})"
+    lines = [line]
+    if unknown:
+        why = Counter(p.price_note for p in unknown).most_common(1)[0][0]
+        lines.append(f"the cost of {len(unknown)} of {len(planned)} turns is unknown: {why}" + (" (the estimate is a lower bound)" if known else ""))
     if max_requests is not None and n > max_requests:
-        raise BudgetError(f"{n} requests would be sent, over --max-requests {max_requests}: nothing sent")
+        raise BudgetError(f"{n} requests would be sent, over --max-requests {max_requests}: nothing sent", lines)
     if max_cost is not None:
-        if unknown:
-            raise BudgetError(f"the cost of {unknown} turns is unknown (no price), so --max-cost {max_cost} cannot be kept: nothing sent")
+        if unknown and not allow_unknown:
+            raise BudgetError(f"the candidate's price is unknown for {len(unknown)} turns, so --max-cost {max_cost} cannot be kept: nothing sent"
+                              " (--allow-unknown-price sends anyway; --max-cost then bounds the turns with a price)", lines)
         if cost > max_cost:
-            raise BudgetError(f"estimated ${cost:.4f}, over --max-cost {max_cost}: nothing sent")
+            raise BudgetError(f"estimated ${_money(cost)} at {who}'s price, over --max-cost {max_cost}: nothing sent", lines)
     return lines
 
 
@@ -369,24 +727,57 @@ async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> t
     return out, time.monotonic() - t0
 
 
-def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, samples: int, headers: Headers) -> Comparison:
+#: Statuses that say the setup is wrong, not the model: the credentials (401, 403, 407) or the
+#: model or path (404). Every further request would fail the same way: the comparison stops.
+_FATAL = {401: "the credentials were refused", 403: "the credentials were refused", 407: "the proxy refused the credentials",
+          404: "the model or the path is not served there"}
+
+
+def _fatal(ex: Exchange, s: Sample) -> str | None:
+    """Why the sample in ``ex`` is the setup's failure, not an answer (``None``: it is an answer or an
+    A error). A transport failure before any status (cannot connect, closed or reset before
+    answering) is the setup's; one after the status (a stream that broke off) is the candidate's."""
+    if ex.transport_error is not None and ex.status is None:
+        return f"the upstream {ex.url.split('/', 3)[2] if ex.url.count('/') >= 2 else ex.url} failed: {ex.transport_error}"
+    if ex.status in _FATAL:
+        return f"HTTP {ex.status} from {ex.url}: {_FATAL[ex.status]} ({(s.error or '')[:160]})"
+    return None
+
+
+def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, samples: int, headers: Headers, skipped: list[str] | None = None) -> Comparison:
     """Send every planned turn ``samples`` times (one after another) and compare; ``live`` maps a
-    request to the base URL of its API (:func:`cassettes.replay.cursor.live_router`)."""
+    request to the base URL of its API (:func:`cassettes.replay.cursor.live_router`). A transport
+    or credential failure stops it there (:attr:`Comparison.stopped`): the turn it happened in is
+    left out, nothing more is sent."""
     recorded_tools = {c.name for t in run.analysis.turns.values() for c in t.e.tool_calls}
     recorded_finish = {t.a.finish_reason_raw for t in run.analysis.turns.values()}
     turns: list[TurnComparison] = []
+    result = Comparison(str(getattr(run, "source", "")), model, samples, turns, skipped=list(skipped or []))
 
     async def go() -> None:
         for p in planned:
             base = live(p.ex.method, p.ex.url, p.ex.request_body)
+            if base is None:
+                result.stopped = f"seq {p.seq}: no upstream serves this API (give one with --upstream NAME=URL)"
+                return
             tools = _offered(p.ex)
-            tc = TurnComparison(p.seq, p.conversation, p.turn, _sample(p.ex, p.ex.duration or 0.0, tools))
-            for _ in range(samples):
-                if base is None:
-                    tc.samples.append(Sample(None, [], "", False, None, None, 0.0, error="no upstream serves this API (give one with --upstream NAME=URL)"))
-                    continue
-                ex, latency = await _send(base, p, model, headers)
-                tc.samples.append(_sample(ex, latency, tools))
+            tc = TurnComparison(p.seq, p.conversation, p.turn, _sample(p.ex, _recorded_latency(p.ex), tools), recorded_cost=p.cost, estimate=p.estimate)
+            for k in range(samples):
+                try:
+                    ex, latency = await _send(base, p, model, headers)
+                except OSError as exc:  # a socket error the transport did not wrap (a reset while sending)
+                    ex, latency = Exchange(p.ex.method, base, [], b"", transport_error=f"{type(exc).__name__}: {exc.strerror or exc}"), 0.0
+                s = _sample(ex, latency, tools)
+                why = _fatal(ex, s)
+                if why is not None:
+                    result.stopped = f"at seq {p.seq}, sample {k + 1} of {samples}: {why}; nothing more sent"
+                    return
+                if s.usage is not None and p.price_ref is not None:
+                    try:
+                        s.cost, _ = _price_of(s.usage, p.price_ref, p.price_context)
+                    except (LookupError, ValueError, ArithmeticError):
+                        s.cost = None
+                tc.samples.append(s)
             new = {n for s in tc.samples for n, _ in s.calls} - recorded_tools
             offered = {t.name for t in tools}
             tc.new_to_client += [f"the tool {n} (never called in the recording" + (")" if n in offered else "; not even offered by the request: the client has no handler for it)")
@@ -395,4 +786,12 @@ def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, 
             turns.append(tc)
 
     asyncio.run(go())
-    return Comparison(str(getattr(run, "source", "")), model, samples, turns)
+    return result
+
+
+def _recorded_latency(ex: Exchange) -> float:
+    """The recorded call's duration: measured, else the last chunk's arrival (0: unknown)."""
+    if ex.duration is not None:
+        return ex.duration
+    offsets = [t for t, _ in ex.response_chunks if t is not None]
+    return max(offsets) if offsets else 0.0
