@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -36,6 +36,9 @@ from cassettes.replay.edits import Edit, apply_edits, edited_headers
 from cassettes.replay.http1 import Request
 from cassettes.replay.matcher import Matcher, Miss, Recorded
 from cassettes.replay.plan import Answer, Forward, Missed
+
+if TYPE_CHECKING:
+    from cassettes.replay.chains import Threads
 
 __all__ = ["Cursor", "CursorError", "CursorSpec", "live_router", "parse_cursor", "with_model"]
 
@@ -108,14 +111,21 @@ class Cursor:
     #: Requests sent live, and what the report says about them (a model that could not be set …).
     sent: int = 0
     notes: list[str] = field(default_factory=list)
+    #: Requests sent self-contained (they continued an answer replayed from the recording).
+    chained: int = 0
     #: The first recorded round trip at the cursor, per conversation: conversation → seq.
     starts: dict[str | None, int] = field(default_factory=dict)
+    #: The ids of the answers the live upstream gave (a request continuing one goes as it is).
+    live_ids: set[str] = field(default_factory=set)
     _by_seq: dict[int, Recorded] = field(default_factory=dict)
+    _matcher: Matcher | None = None
+    _threads: Threads | None = None
 
     def bind(self, matcher: Matcher) -> None:
         """Place the cursor in ``matcher``'s recording (labelled by turn); raises
         :class:`CursorError` when it selects no recorded round trip."""
         matcher.label()
+        self._matcher = matcher
         self._by_seq = {r.seq: r for r in matcher.recorded}
         if self.spec.seq is not None and self.spec.seq not in self._by_seq:
             raise CursorError(f"cursor {self.spec.text!r}: the run has no round trip seq {self.spec.seq} (0-{len(self._by_seq) - 1})")
@@ -160,8 +170,49 @@ class Cursor:
         self.forked.add(rec.conversation)
         if websocket:  # the session goes live: wsserve sends each turn through outgoing() itself
             return Forward(base, req.body, "live past the cursor", miss=miss, rec=rec)
+        req, chained = self._self_contained(req)
         target, body, notes, headers = self.outgoing(req)
-        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target, headers=headers)
+        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=chained + notes, target=target, headers=headers)
+
+    def _self_contained(self, req: Request) -> tuple[Request, list[str]]:
+        """``req`` self-contained when it continues an answer replayed from the recording, which the
+        live upstream never gave (:mod:`cassettes.replay.chains`; the same rule as over a WebSocket)."""
+        from cassettes.replay.chains import chaining_of, self_contained
+
+        try:
+            doc = bounds.loads(req.body) if req.body else None
+        except (orjson.JSONDecodeError, ValueError):
+            return req, []
+        chain = chaining_of(req.method, req.target, doc)
+        if chain is None or chain.thread(doc, None)[0] is None:
+            return req, []
+        if self._threads is None:  # the recorded answers, read once when a request first needs them
+            self._threads = threads_of_recorded(self._matcher)
+        made, note = self_contained(self._threads, chain, doc, self.live_ids)
+        notes = [note] if note is not None else []
+        self.chained += made is not doc
+        return (Request(req.method, req.target, req.headers, orjson.dumps(made)) if made is not doc else req), notes
+
+    def relayed(self, method: str, target: str, sent: bytes, status: int, chunks: list[tuple[float | None, bytes]], headers: list[tuple[str, str]]) -> None:
+        """An answer the live upstream gave (``headers``, ``chunks`` as relayed) to a request sent
+        live (``sent``: its body as sent): a later request continuing it goes as it is."""
+        from cassettes.replay.chains import answer_of, chaining_of, remember
+        from cassettes.wire.decoding import decode_chunks
+        from cassettes.wire.exchange import header
+
+        if status >= 400 or not sent:
+            return
+        try:
+            doc = bounds.loads(sent)
+        except (orjson.JSONDecodeError, ValueError):
+            return
+        chain = chaining_of(method, target, doc)
+        if chain is None:
+            return
+        if self._threads is None:
+            self._threads = threads_of_recorded(self._matcher)
+        body = decode_chunks(chunks, header(headers, "content-encoding")).chunks
+        remember(self._threads, chain, doc, answer_of(body, header(headers, "content-type")), self.live_ids)
 
     def outgoing(self, req: Request) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]:
         """A request sent live, as it is sent: the model asked for (``--model``), the edits made
@@ -195,9 +246,18 @@ class Cursor:
         went = ", ".join(live[:10]) + (f", … {len(live) - 10} more" if len(live) > 10 else "")
         out = [f"fork at {self.spec.text}: {self.sent} requests sent live; went live: {went or 'none'} (cursor: {where})"]
         out += [f"  {n}" for n in self.notes]
+        if self.chained:
+            out.append(f"  {self.chained} requests sent self-contained: each continued an answer replayed from the recording, which the live upstream never gave")
         out += [f"  edit {e.label}: made in {e.applied} requests sent live" for e in self.edits if e.applied]
         out += [f"  error: edit {e.label} never applied: no request sent live carries it (check the call id / index, and that the cursor is at or before the turn that first sends it)" for e in self.unapplied()]
         return out
+
+
+def threads_of_recorded(matcher: Matcher | None) -> Threads:
+    """What every recorded answer stood for (:func:`cassettes.replay.chains.threads_of`)."""
+    from cassettes.replay.chains import threads_of
+
+    return threads_of(r.exchange for r in matcher.recorded) if matcher is not None else threads_of([])
 
 
 def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None]:

@@ -116,6 +116,8 @@ class Router(Protocol):
 
     def outgoing(self, req: Request) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]: ...
 
+    def relayed(self, method: str, target: str, sent: bytes, status: int, chunks: list[tuple[float | None, bytes]], headers: list[tuple[str, str]]) -> None: ...
+
 
 class Planner:
     """Decides every answer of one replay server (see the module docstring). ``cursor``, when
