@@ -61,14 +61,17 @@ def origin_meta(source: ForkSource, model: str | None, starts: dict[str | None, 
     }
 
 
-def write_branch_header(path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None) -> None:
-    """Start the branch cassette: its header names the origin (the recorder appends after it)."""
+def write_branch_header(path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None, check: list[Any] | None = None) -> None:
+    """Start the branch cassette: its header names the origin (the recorder appends after it).
+    The cursor is placed in the run first, with the model and the edits (``check``) it would
+    send: a model of another API family, or an edit whose target the recording does not have, is
+    refused here (:class:`~cassettes.replay.cursor.CursorError`), before anything is sent."""
     from cassettes.reading.run import open_run
     from cassettes.replay.cursor import Cursor
     from cassettes.replay.matcher import Matcher
     from cassettes.storage.store import CassetteFile
 
-    cursor = Cursor(source.cursor, lambda *_: None)
+    cursor = Cursor(source.cursor, lambda *_: None, model=model, edits=list(check or []))
     cursor.bind(Matcher(list(open_run(source.run, whole=True).exchanges)))
     CassetteFile(path, meta={"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts, edits)}).close()
 
@@ -202,5 +205,5 @@ def start_fork(args: Any, target: Any) -> ForkReplay:
     for e in edits:
         if e.selector is not None and e.selector != source.cursor.text:
             raise CassetteError(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({source.cursor.text}) on; its selector, if given, is the cursor's")
-    write_branch_header(path, source, args.model, [e.label for e in edits])
+    write_branch_header(path, source, args.model, [e.label for e in edits], check=edits)
     return ForkReplay(source, model=args.model, edits=list(args.edit))
