@@ -321,13 +321,15 @@ class Cursor:
         return [e for e in self.edits if not e.applied]
 
     def report_lines(self) -> list[str]:
+        from cassettes.untrusted import clean_line
+
         starts = sorted(self.starts.items(), key=lambda kv: kv[1])
         where = ", ".join(f"{c or '-'} from seq {s}" for c, s in starts[:10]) + (f", … {len(starts) - 10} more" if len(starts) > 10 else "")
         live = sorted(str(c) for c in self.forked)
         went = ", ".join(live[:10]) + (f", … {len(live) - 10} more" if len(live) > 10 else "")
         out = [f"fork at {self.spec.text}: {self.sent} requests sent live; went live: {went or 'none'} (cursor: {where})"]
         for conv, sent in sorted(self.live_turns.items(), key=lambda kv: str(kv[0]))[:10]:
-            models = ", ".join(dict.fromkeys(m or "?" for _, m in sent))
+            models = ", ".join(dict.fromkeys(clean_line(m or "?")[:80] for _, m in sent))
             turns = ", ".join(str(t) if t is not None else "?" for t, _ in sent[:20]) + (f", … {len(sent) - 20} more" if len(sent) > 20 else "")
             out.append(f"  live in {conv or '-'}: turns {turns} on {models}{' (--model)' if self.model is not None else ''}")
         out += [f"  {n}" for n in self.notes]
@@ -377,16 +379,16 @@ def with_model(method: str, target: str, body: bytes, model: str | None) -> tupl
 
     adapter = request_key(method, target, [], body).adapter
     path = adapter.url_with_model(urlsplit(target), model) if adapter is not None else None
+    named = adapter.model_from_url(urlsplit(target)) if path is not None and adapter is not None else None
     if path is None and (m := _MODEL_IN_PATH.search(target)) is not None:  # an API not recognised, a path as Gemini's
-        path = target[: m.start(2)] + model + target[m.end(2) :]
+        path, named = target[: m.start(2)] + model + target[m.end(2) :], m.group(2)
     in_path = f" (and in the path: {path.partition('?')[0][:120]})" if path is not None and path != target else ""
     if isinstance(doc, dict) and isinstance(doc.get("model"), str):
         was = doc["model"]
         doc["model"] = model
         return path or target, orjson.dumps(doc), f"model {was} → {model}{in_path}"
-    if path is not None:
-        was = adapter.model_from_url(urlsplit(target)) if adapter is not None else None
-        return path, body, f"model {was or '?'} → {model}{in_path}"
+    if path is not None:  # the path alone names the model (Gemini's /models/NAME:)
+        return path, body, f"model {named or '?'} → {model}"
     return target, body, f"could not set the model of {method} {target[:80]} to {model} (no model field in the body or path): sent as it was"
 
 
@@ -413,6 +415,6 @@ def other_family(model: str, adapters: Iterable[Provider]) -> str | None:
         return None
     for a in adapters:
         if a.model_vendor is not None and a.model_vendor != vendor:
-            return (f"--model {model}: a {vendor} model, and the run's requests at the cursor are {a.family} (a {a.model_vendor} API): "
-                    "a fork sends the agent's own requests, so the model must be one that API serves")
+            return (f"--model {model}: {vendor}'s model, and the run's requests at the cursor are {a.family} ({a.model_vendor}'s API, "
+                    "another API family): a fork sends the agent's own requests, so give a model that API serves")
     return None

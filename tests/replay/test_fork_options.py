@@ -63,14 +63,14 @@ def test_model_on_an_azure_deployment_rewrites_the_deployment_in_the_url() -> No
 
 def test_a_model_of_another_api_family_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
     for model in ("claude-sonnet-4-5", "gemini-2.5-pro"):
-        with pytest.raises(CursorError, match=rf"--model {model}: a (anthropic|google) model, and the run's requests at the cursor are openai_chat"):
+        with pytest.raises(CursorError, match=rf"--model {model}: (anthropic|google)'s model, and the run's requests at the cursor are openai_chat \(openai's API, another API family\)"):
             ReplayServer(tool_loop(), cursor=Cursor(parse_cursor("turn=1"), live_router({}), model=model))
     for model in ("gpt-5-mini", "my-local-model"):  # the same family, or a model the price library does not know: passes
         ReplayServer(tool_loop(), cursor=Cursor(parse_cursor("turn=1"), live_router({}), model=model))
     run = write(tmp_path / "run.jsonl", tool_loop())
     proc = _looptap("replay", str(run), "--cursor", "turn=1", "--live", "openai=http://127.0.0.1:9", "--model", "claude-haiku-4-5", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
-    assert proc.stderr.count("\n") == 1 and "--model claude-haiku-4-5: a anthropic model" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "--model claude-haiku-4-5: anthropic's model" in proc.stderr, proc.stderr
 
 
 @needs_recorder
