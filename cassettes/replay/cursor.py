@@ -17,8 +17,15 @@ Over a WebSocket the cursor places a session's turns the same way; the session's
 or past it makes the whole session live from there (:mod:`cassettes.replay.wsserve`), each turn
 sent through :meth:`Cursor.outgoing` as an HTTP request is.
 
-``--model`` rewrites the model of every request sent live (the top-level ``model`` field, or the
-``/models/NAME:`` part of the path); a request with neither is sent as it is and the report says so.
+A request past the cursor that continues an answer replayed from the recording (the Responses
+API's ``previous_response_id``), which the live upstream never gave, is sent self-contained
+(:mod:`cassettes.replay.chains`); one continuing an answer the live upstream gave goes as it is.
+
+``--model`` rewrites the model of every request sent live (the top-level ``model`` field, and the
+path's model where the adapter says the path names one: an Azure deployment, Gemini's
+``/models/NAME:``); a request with neither is sent as it is and the report says so. A model of
+another API family, and an edit whose target no recorded request at or past the cursor carries,
+are refused when the cursor is bound, before anything is sent.
 """
 
 from __future__ import annotations
