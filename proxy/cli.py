@@ -287,6 +287,10 @@ def _summary(path: Path, before: int = 0) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.from_run is None and (args.model is not None or args.edit):
+        messages.to_stderr()
+        messages.error("error: --model and --edit go with --from RUN@SELECTOR: they change what a fork sends live; a plain run records the agent as it is")
+        return 2
     repeat = getattr(args, "repeat", 1)
     if repeat < 1 or (repeat > 1 and args.from_run is None):
         messages.error("error: --repeat K (K from 1) goes with --from: the agent run K times from the cursor")

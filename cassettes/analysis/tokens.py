@@ -241,7 +241,9 @@ def _history(ctx: TurnContext, mem: _ConvTokens) -> tuple[Vec, Vec, Vec]:
     prev = ctx.prev
     msgs = ctx.messages
     appended_from = ctx.turn.c.appended_from
-    chained = req is not None and req.previous_response_id is not None and prev is not None
+    # chained: ``prev`` is the answer the request continues (not a failed attempt it retries,
+    # which a request naming an answer the server never gave can be linked to)
+    chained = req is not None and req.previous_response_id is not None and prev is not None and ctx.turn.c.link == "previous_response_id"
     if chained and prev is not None and mem.owner == prev.seq:
         mem.prefix.append(_add(mem.prefix[-1], _output_vec(prev.rt.response)))
         mem.base = len(mem.prefix) - 1

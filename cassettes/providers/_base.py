@@ -44,6 +44,7 @@ from cassettes.wire.framing import Event, Framed
 
 __all__ = [
     "WS_TURN",
+    "Chaining",
     "Provider",
     "Rendered",
     "WsTurns",
@@ -170,6 +171,44 @@ class Provider(ClientRules, Pricing, Telemetry, ReplayShape):
         """For an API that runs turns over a WebSocket, how its messages make turns (see
         :class:`WsTurns`). ``None``: this API's WebSocket sessions are not read as turns."""
         return None
+
+    def chaining(self) -> Chaining | None:
+        """For an API whose requests may continue an answer the server keeps (a fork sends such a
+        request self-contained when the live upstream never gave that answer; see
+        :class:`Chaining`). ``None``: every request carries its whole history."""
+        return None
+
+    def url_with_model(self, url: SplitResult, model: str) -> str | None:
+        """The request's path (with its query) naming ``model`` where it names one now
+        (:meth:`model_from_url`: an Azure deployment, Gemini's ``/models/NAME:``, a Bedrock model
+        id), or ``None`` when the path names no model."""
+        from urllib.parse import quote, unquote
+
+        named = self.model_from_url(url)
+        if not named:
+            return None
+        segs = url.path.split("/")
+        for i, seg in reversed(list(enumerate(segs))):  # the model comes after the API's prefix
+            head, colon, tail = seg.partition(":")
+            if unquote(seg) == named or (colon and unquote(head) == named):
+                segs[i] = quote(model, safe="") + (colon + tail if unquote(seg) != named else "")
+                return "/".join(segs) + (f"?{url.query}" if url.query else "")
+        return None
+
+
+@dataclass(frozen=True)
+class Chaining:
+    """How an API's request continues an answer the server keeps (the Responses API's
+    ``previous_response_id``), over HTTP and over a WebSocket alike. Each rule is given JSON."""
+
+    #: ``thread(request, answer)`` → (the id of the earlier answer the request continues, or
+    #: ``None``; the id of ``answer`` (the response as sent whole, or a stream's or a session's
+    #: closing event; ``None``: none); the items the turn adds to the conversation: its input,
+    #: then the answer's output).
+    thread: Callable[[Any, Any], tuple[str | None, str | None, list[Any]]]
+    #: ``standalone(request, history)`` → the request carrying ``history`` (the conversation's
+    #: items before it) itself, no longer continuing an earlier answer.
+    standalone: Callable[[Any, list[Any]], Any]
 
 
 #: The ``type`` of a WebSocket turn's request envelope (see :attr:`WsTurns.gathers`).

@@ -79,6 +79,10 @@ class Pricing:
     #: genai-prices does not recognise (a gateway or local proxy in front of the vendor's API).
     #: ``None`` when the wire format does not name the vendor (many hosts speak OpenAI's formats).
     price_provider: ClassVar[str | None] = None
+    #: genai-prices' provider id of the vendor whose own API this wire format is (its models are
+    #: this family's; a fork's ``--model`` of another such vendor is another API family and is
+    #: refused). ``None``: the format names no vendor's models.
+    model_vendor: ClassVar[str | None] = None
 
     def price_usage(self, usage: Usage) -> dict[str, int]:
         """``usage`` as genai-prices usage keys. Both use the inclusive convention: genai-prices'

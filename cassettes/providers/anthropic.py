@@ -73,6 +73,7 @@ class AnthropicMessages(Provider):
     free_form_fields = frozenset({*ReplayShape.free_form_fields, "input"})
     field_defaults = (("stream", False),)
     family = "anthropic"
+    model_vendor = "anthropic"
     results_in_one_message = True
     tool_error_flag = True
     #: ``metadata.user_id`` names the client's device and session (Claude Code puts a new

@@ -91,6 +91,7 @@ class Gemini(Provider):
     free_form_fields = frozenset({*ReplayShape.free_form_fields, "responseSchema", "responseJsonSchema", "parametersJsonSchema",
                                   "response_schema", "response_json_schema", "parameters_json_schema"})
     family = "gemini"
+    model_vendor = "google"
     price_provider = "google"
     otel_provider = "gcp.gemini"
     otel_operation = "generate_content"

@@ -275,6 +275,7 @@ def _last_chunks(head: dict[str, Any], finish: str, usage: dict[str, Any] | None
 class OpenAIChat(Provider):
     field_defaults = (("stream", False), ("n", 1))
     family = "openai_chat"
+    model_vendor = "openai"
     otel_provider = "openai"
     pairing_errors = (
         r"assistant message with 'tool_calls' must be followed by tool messages",

@@ -128,6 +128,7 @@ class _Completion(StreamParts):
 
 class OpenAICompletions(Provider):
     family = "openai_completions"
+    model_vendor = "openai"
     otel_provider = "openai"
     otel_operation = "text_completion"
 

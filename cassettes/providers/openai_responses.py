@@ -23,6 +23,7 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Chaining,
     Provider,
     Rendered,
     WsTurns,
@@ -126,12 +127,14 @@ def _ws_closes(msg: Any) -> bool:
 
 
 def _ws_thread(request: Any, closing: Any) -> tuple[str | None, str | None, list[Any]]:
-    """(previous_response_id, the answer's id, the turn's input items then its output items)."""
+    """(previous_response_id, the answer's id, the turn's input items then its output items).
+    ``closing``: the answer's closing event (a stream's or a WebSocket session's ``response.*``
+    event carrying the response) or the response object itself (an answer sent whole)."""
     req = request if isinstance(request, dict) else {}
     prev = req.get("previous_response_id")
     given = req.get("input")
     items: list[Any] = list(given) if isinstance(given, list) else [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else []
-    resp = closing.get("response") if isinstance(closing, dict) else None
+    resp = (closing.get("response") if closing.get("object") != "response" else closing) if isinstance(closing, dict) else None
     rid = None
     if isinstance(resp, dict):
         rid = resp.get("id") if isinstance(resp.get("id"), str) else None
@@ -153,6 +156,7 @@ def _ws_standalone(request: Any, history: list[Any]) -> Any:
 class OpenAIResponses(Provider):
     field_defaults = (("stream", False),)
     family = "openai_responses"
+    model_vendor = "openai"
     otel_provider = "openai"
     pairing_errors = (
         r"No tool output found for (function|custom tool|computer|shell) call",
@@ -180,6 +184,11 @@ class OpenAIResponses(Provider):
         """Responses over a WebSocket: each ``response.create`` message is a turn, answered by the
         HTTP stream's events one per message up to the terminal one (or an ``error`` message)."""
         return WsTurns(_ws_opens, _ws_closes, thread=_ws_thread, standalone=_ws_standalone)
+
+    def chaining(self) -> Chaining:
+        """``previous_response_id`` names an answer the server stored; the same request made
+        self-contained carries that answer's history in its ``input`` (over HTTP as over a WebSocket)."""
+        return Chaining(_ws_thread, _ws_standalone)
 
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
         return render_responses(answer, stream, request) if self.operation("POST", url) == "generate" else None

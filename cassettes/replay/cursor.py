@@ -17,16 +17,24 @@ Over a WebSocket the cursor places a session's turns the same way; the session's
 or past it makes the whole session live from there (:mod:`cassettes.replay.wsserve`), each turn
 sent through :meth:`Cursor.outgoing` as an HTTP request is.
 
-``--model`` rewrites the model of every request sent live (the top-level ``model`` field, or the
-``/models/NAME:`` part of the path); a request with neither is sent as it is and the report says so.
+A request past the cursor that continues an answer replayed from the recording (the Responses
+API's ``previous_response_id``), which the live upstream never gave, is sent self-contained
+(:mod:`cassettes.replay.chains`); one continuing an answer the live upstream gave goes as it is.
+
+``--model`` rewrites the model of every request sent live (the top-level ``model`` field, and the
+path's model where the adapter says the path names one: an Azure deployment, Gemini's
+``/models/NAME:``); a request with neither is sent as it is and the report says so. A model of
+another API family, and an edit whose target no recorded request at or past the cursor carries,
+are refused when the cursor is bound, before anything is sent.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -37,7 +45,11 @@ from cassettes.replay.http1 import Request
 from cassettes.replay.matcher import Matcher, Miss, Recorded
 from cassettes.replay.plan import Answer, Forward, Missed
 
-__all__ = ["Cursor", "CursorError", "CursorSpec", "live_router", "parse_cursor", "with_model"]
+if TYPE_CHECKING:
+    from cassettes.providers import Provider
+    from cassettes.replay.chains import Threads
+
+__all__ = ["Cursor", "CursorError", "CursorSpec", "live_router", "model_vendor", "other_family", "parse_cursor", "with_model"]
 
 _INT = re.compile(r"[0-9]{1,9}")
 _CONV = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -108,14 +120,27 @@ class Cursor:
     #: Requests sent live, and what the report says about them (a model that could not be set …).
     sent: int = 0
     notes: list[str] = field(default_factory=list)
+    #: Requests sent self-contained (they continued an answer replayed from the recording).
+    chained: int = 0
+    #: Per conversation, each request sent live: (the recording's turn it is, the model it asked for).
+    live_turns: dict[str | None, list[tuple[int | None, str | None]]] = field(default_factory=dict)
     #: The first recorded round trip at the cursor, per conversation: conversation → seq.
     starts: dict[str | None, int] = field(default_factory=dict)
+    #: The ids of the answers the live upstream gave (a request continuing one goes as it is).
+    live_ids: set[str] = field(default_factory=set)
     _by_seq: dict[int, Recorded] = field(default_factory=dict)
+    _matcher: Matcher | None = None
+    _threads: Threads | None = None
+    #: Per edit (its label): the value its item had where the recording first sends it.
+    _recorded_values: dict[str, Any] = field(default_factory=dict)
+    #: Per conversation: requests sent live so far (a live request's turn: the cursor's + this).
+    _live_count: dict[str | None, int] = field(default_factory=dict)
 
     def bind(self, matcher: Matcher) -> None:
         """Place the cursor in ``matcher``'s recording (labelled by turn); raises
         :class:`CursorError` when it selects no recorded round trip."""
         matcher.label()
+        self._matcher = matcher
         self._by_seq = {r.seq: r for r in matcher.recorded}
         if self.spec.seq is not None and self.spec.seq not in self._by_seq:
             raise CursorError(f"cursor {self.spec.text!r}: the run has no round trip seq {self.spec.seq} (0-{len(self._by_seq) - 1})")
@@ -126,6 +151,32 @@ class Cursor:
         if not self.starts:
             convs = sorted({str(r.conversation) for r in matcher.recorded if r.conversation is not None})
             raise CursorError(f"cursor {self.spec.text!r} selects no recorded turn (conversations: {', '.join(convs[:20]) or 'none'})")
+        if self.model is not None:  # refused before anything is sent
+            why = other_family(self.model, {id(a): a for r in matcher.recorded if self.at(r) and (a := r.key.adapter) is not None}.values())
+            if why is not None:
+                raise CursorError(why)
+        if self.edits:
+            self._check_edits(matcher)
+
+    def _check_edits(self, matcher: Matcher) -> None:
+        """Each edit's target must be in a recorded request at or past the cursor (as the fork
+        sends it: a chained one self-contained); raises :class:`CursorError`, before anything is
+        sent. Keeps the value each target had where the recording first sends it."""
+        from cassettes.replay.chains import as_sent_live
+        from cassettes.replay.edits import carried
+
+        past = sorted((r for r in matcher.recorded if self.at(r)), key=lambda r: r.seq)
+        sent = as_sent_live((r.exchange for r in matcher.recorded), lambda seq: self._by_seq[seq].exchange, self.starts.values())
+        for e in self.edits:
+            for r in past:
+                ex = sent(r.seq)
+                found = carried(ex.method, ex.url, ex.request_body, e)
+                if found:
+                    self._recorded_values[e.label] = found[0]
+                    break
+            else:
+                raise CursorError(f"--edit {e.label}: no recorded request at or past the cursor {self.spec.text} carries it "
+                                  "(a call id, user message index or system prompt the recording has; a tool result is first sent in the turn after its call): nothing was sent")
 
     def at(self, r: Recorded) -> bool:
         """Whether the recorded round trip ``r`` is at or past the cursor."""
@@ -158,15 +209,59 @@ class Cursor:
             why = "past the fork's cursor, but no live upstream serves this API (give one with --upstream NAME=URL)"
             return Missed(miss if miss is not None else Miss(req.method, req.target, why, rec))
         self.forked.add(rec.conversation)
+        turn = self._turn_of(rec, miss is None)
         if websocket:  # the session goes live: wsserve sends each turn through outgoing() itself
+            self._went_live(rec.conversation, turn, req.method, req.target, req.body)
             return Forward(base, req.body, "live past the cursor", miss=miss, rec=rec)
-        target, body, notes, headers = self.outgoing(req)
-        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=notes, target=target, headers=headers)
+        req, chained = self._self_contained(req)
+        target, body, notes, headers = self.outgoing(req, turn)
+        self._went_live(rec.conversation, turn, req.method, target, body)
+        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=chained + notes, target=target, headers=headers)
 
-    def outgoing(self, req: Request) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]:
+    def _self_contained(self, req: Request) -> tuple[Request, list[str]]:
+        """``req`` self-contained when it continues an answer replayed from the recording, which the
+        live upstream never gave (:mod:`cassettes.replay.chains`; the same rule as over a WebSocket)."""
+        from cassettes.replay.chains import chaining_of, self_contained
+
+        try:
+            doc = bounds.loads(req.body) if req.body else None
+        except (orjson.JSONDecodeError, ValueError):
+            return req, []
+        chain = chaining_of(req.method, req.target, doc)
+        if chain is None or chain.thread(doc, None)[0] is None:
+            return req, []
+        if self._threads is None:  # the recorded answers, read once when a request first needs them
+            self._threads = threads_of_recorded(self._matcher)
+        made, note = self_contained(self._threads, chain, doc, self.live_ids)
+        notes = [note] if note is not None else []
+        self.chained += made is not doc
+        return (Request(req.method, req.target, req.headers, orjson.dumps(made)) if made is not doc else req), notes
+
+    def relayed(self, method: str, target: str, sent: bytes, status: int, chunks: list[tuple[float | None, bytes]], headers: list[tuple[str, str]]) -> None:
+        """An answer the live upstream gave (``headers``, ``chunks`` as relayed) to a request sent
+        live (``sent``: its body as sent): a later request continuing it goes as it is."""
+        from cassettes.replay.chains import answer_of, chaining_of, remember
+        from cassettes.wire.decoding import decode_chunks
+        from cassettes.wire.exchange import header
+
+        if status >= 400 or not sent:
+            return
+        try:
+            doc = bounds.loads(sent)
+        except (orjson.JSONDecodeError, ValueError):
+            return
+        chain = chaining_of(method, target, doc)
+        if chain is None:
+            return
+        if self._threads is None:
+            self._threads = threads_of_recorded(self._matcher)
+        body = decode_chunks(chunks, header(headers, "content-encoding")).chunks
+        remember(self._threads, chain, doc, answer_of(body, header(headers, "content-type")), self.live_ids)
+
+    def outgoing(self, req: Request, turn: int | None = None) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]:
         """A request sent live, as it is sent: the model asked for (``--model``), the edits made
         (``--edit``; its marks carried to a looptap recorder, :func:`cassettes.replay.edits.edited_headers`); its target, body, notes, headers
-        (``None``: the request's own). Counted in :attr:`sent`."""
+        (``None``: the request's own). Counted in :attr:`sent`. ``turn``: the recording's turn it is (for the notes)."""
         self.sent += 1
         target, body, notes = self._rewritten(req)
         headers = None
@@ -174,8 +269,52 @@ class Cursor:
             body, marks = apply_edits(req.method, req.target, body, self.edits, self.spec.text)
             if marks:
                 notes.append(f"fork: edited {', '.join(dict.fromkeys(m['edit'] for m in marks))}")
+                notes += self._client_rewrote(marks, turn)
                 headers = edited_headers(req.headers, marks, self.via_recorder)
         return target, body, notes, headers
+
+    def _went_live(self, conversation: str | None, turn: int | None, method: str, target: str, body: bytes) -> None:
+        """Keep which turn of which conversation went live, on which model (for the report)."""
+        from cassettes.replay.requestkey import request_key
+
+        model = self.model
+        if model is None:
+            try:
+                doc = bounds.loads(body) if body else None
+            except (orjson.JSONDecodeError, ValueError):
+                doc = None
+            model = doc.get("model") if isinstance(doc, dict) and isinstance(doc.get("model"), str) else None
+            if model is None and (adapter := request_key(method, target, [], body).adapter) is not None:
+                model = adapter.model_from_url(urlsplit(target))
+        self.live_turns.setdefault(conversation, []).append((turn, model))
+
+    def _turn_of(self, rec: Recorded, matched: bool) -> int | None:
+        """The recording's turn a request sent live is: the recorded turn it matched, or (a
+        continuation the recording does not have) its conversation's turn at the cursor plus the
+        requests sent live in it before."""
+        k = self._live_count.get(rec.conversation, 0)
+        self._live_count[rec.conversation] = k + 1
+        if matched:
+            return rec.turn
+        start = self._by_seq.get(self.starts.get(rec.conversation, -1))
+        return start.turn + k if start is not None and start.turn is not None else None
+
+    def _client_rewrote(self, marks: list[dict[str, Any]], turn: int | None) -> list[str]:
+        """Notes for the items an edit replaced where the client had sent something else than it
+        recorded there (it rewrote the item: a summary for the full result): the model got the
+        edit, not the client's rewrite. Also in the report (:attr:`notes`)."""
+        out: list[str] = []
+        for m in marks:
+            label = str(m.get("edit"))
+            if label not in self._recorded_values or "before" not in m or m["before"] == self._recorded_values[label]:
+                continue
+            note = (f"edit {label}: the client sent a different value at turn {turn if turn is not None else '?'} than it recorded "
+                    "(it rewrote the item); the edit replaced it")
+            if note not in out:
+                out.append(note)
+            if note not in self.notes:
+                self.notes.append(note)
+        return out
 
     def _rewritten(self, req: Request) -> tuple[str, bytes, list[str]]:
         """The request as sent live: with the model asked for (``--model``), if it has one."""
@@ -189,15 +328,30 @@ class Cursor:
         return [e for e in self.edits if not e.applied]
 
     def report_lines(self) -> list[str]:
+        from cassettes.untrusted import clean_line
+
         starts = sorted(self.starts.items(), key=lambda kv: kv[1])
         where = ", ".join(f"{c or '-'} from seq {s}" for c, s in starts[:10]) + (f", … {len(starts) - 10} more" if len(starts) > 10 else "")
         live = sorted(str(c) for c in self.forked)
         went = ", ".join(live[:10]) + (f", … {len(live) - 10} more" if len(live) > 10 else "")
         out = [f"fork at {self.spec.text}: {self.sent} requests sent live; went live: {went or 'none'} (cursor: {where})"]
+        for conv, sent in sorted(self.live_turns.items(), key=lambda kv: str(kv[0]))[:10]:
+            models = ", ".join(dict.fromkeys(clean_line(m or "?")[:80] for _, m in sent))
+            turns = ", ".join(str(t) if t is not None else "?" for t, _ in sent[:20]) + (f", … {len(sent) - 20} more" if len(sent) > 20 else "")
+            out.append(f"  live in {conv or '-'}: turns {turns} on {models}{' (--model)' if self.model is not None else ''}")
         out += [f"  {n}" for n in self.notes]
+        if self.chained:
+            out.append(f"  {self.chained} requests sent self-contained: each continued an answer replayed from the recording, which the live upstream never gave")
         out += [f"  edit {e.label}: made in {e.applied} requests sent live" for e in self.edits if e.applied]
         out += [f"  error: edit {e.label} never applied: no request sent live carries it (check the call id / index, and that the cursor is at or before the turn that first sends it)" for e in self.unapplied()]
         return out
+
+
+def threads_of_recorded(matcher: Matcher | None) -> Threads:
+    """What every recorded answer stood for (:func:`cassettes.replay.chains.threads_of`)."""
+    from cassettes.replay.chains import threads_of
+
+    return threads_of(r.exchange for r in matcher.recorded) if matcher is not None else threads_of([])
 
 
 def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None]:
@@ -219,19 +373,55 @@ def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None
 
 
 def with_model(method: str, target: str, body: bytes, model: str | None) -> tuple[str, bytes, str | None]:
-    """(target, body) with the model set to ``model`` (the body's top-level ``model``, or the
-    ``/models/NAME:`` part of the path), and a note saying what changed or that it could not."""
+    """(target, body) with the model set to ``model``: the body's top-level ``model``, and the
+    path's model where the API's adapter says the path names one (an Azure deployment, Gemini's
+    ``/models/NAME:``); a note saying what changed or that it could not."""
     if model is None:
         return target, body, None
     try:
         doc = bounds.loads(body) if body else None
     except (orjson.JSONDecodeError, ValueError):
         doc = None
+    from cassettes.replay.requestkey import request_key
+
+    adapter = request_key(method, target, [], body).adapter
+    path = adapter.url_with_model(urlsplit(target), model) if adapter is not None else None
+    named = adapter.model_from_url(urlsplit(target)) if path is not None and adapter is not None else None
+    if path is None and (m := _MODEL_IN_PATH.search(target)) is not None:  # an API not recognised, a path as Gemini's
+        path, named = target[: m.start(2)] + model + target[m.end(2) :], m.group(2)
+    in_path = f" (and in the path: {path.partition('?')[0][:120]})" if path is not None and path != target else ""
     if isinstance(doc, dict) and isinstance(doc.get("model"), str):
         was = doc["model"]
         doc["model"] = model
-        return target, orjson.dumps(doc), f"model {was} → {model}"
-    m = _MODEL_IN_PATH.search(target)
-    if m is not None:
-        return target[: m.start(2)] + model + target[m.end(2) :], body, f"model {m.group(2)} → {model}"
+        return path or target, orjson.dumps(doc), f"model {was} → {model}{in_path}"
+    if path is not None:  # the path alone names the model (Gemini's /models/NAME:)
+        return path, body, f"model {named or '?'} → {model}"
     return target, body, f"could not set the model of {method} {target[:80]} to {model} (no model field in the body or path): sent as it was"
+
+
+def model_vendor(model: str) -> str | None:
+    """The vendor whose model ``model`` is, as the price library knows it (``None``: unknown)."""
+    try:
+        from cassettes.analysis.price_data import get_snapshot
+
+        provider, _ = get_snapshot().find_provider_model(model, None, None, None)
+    except (LookupError, ValueError, ImportError):
+        return None
+    return str(provider.id)
+
+
+def other_family(model: str, adapters: Iterable[Provider]) -> str | None:
+    """Why ``--model MODEL`` cannot be sent with requests of these APIs (a model of a vendor whose
+    own API is another family: a ``claude-…`` model on an OpenAI run), or ``None``. A model the
+    price library does not know, or an API that names no vendor, passes."""
+    from cassettes import providers
+
+    vendor = model_vendor(model)
+    homes = {a.model_vendor for f in providers.FAMILIES if (a := providers.by_family(f)) is not None and a.model_vendor}
+    if vendor is None or vendor not in homes:
+        return None
+    for a in adapters:
+        if a.model_vendor is not None and a.model_vendor != vendor:
+            return (f"--model {model}: {vendor}'s model, and the run's requests at the cursor are {a.family} ({a.model_vendor}'s API, "
+                    "another API family): a fork sends the agent's own requests, so give a model that API serves")
+    return None

@@ -30,7 +30,7 @@ import orjson
 from cassettes.errors import CassetteError
 from cassettes.wire import edited
 
-__all__ = ["Edit", "EditError", "apply_edits", "edit_file", "edit_notes", "edited_headers", "parse_edit"]
+__all__ = ["Edit", "EditError", "apply_edits", "carried", "edit_file", "edit_notes", "edited_headers", "parse_edit"]
 
 _TARGET = re.compile(r"(tool_result|user)\[([^\]]{1,200})\]|(system)")
 #: Where the target starts (after an optional ``SELECTOR:``), and whether the value is ``@file``.
@@ -210,3 +210,20 @@ def edit_notes(marks: list[dict[str, Any]], inside: str | None = None) -> list[s
         if inside is None or inside == item or inside.startswith((item + ".", item + "[")):
             out[f"{m['edit']} at {item}"] = None
     return list(out)
+
+
+def carried(method: str, target: str, body: bytes, e: Edit) -> list[Any]:
+    """The values of the items of ``body`` that ``e`` would rewrite (none: the request does not
+    carry its target), ``e`` and ``body`` left as they are."""
+    from cassettes import bounds
+
+    try:
+        doc = bounds.loads(body) if body else None
+    except (orjson.JSONDecodeError, ValueError):
+        return []
+    hits: list[tuple[list[str | int], Any, Any]] = []
+    if e.kind == "tool_result":
+        _tool_result(doc, e.key or "", e.value, [], hits)
+    elif (old := _adapter_text(method, target, doc, e)) is not None and old:
+        _replace_string(doc, old, e.value, [], hits)
+    return [before for _, before, _ in hits]

@@ -73,14 +73,17 @@ def origin_meta(source: ForkSource, model: str | None, starts: dict[str | None, 
     }
 
 
-def branch_meta(source: ForkSource, model: str | None, edits: list[str] | None = None) -> dict[str, Any]:
-    """The branch cassette's header ``meta``, naming its origin: the cursor bound to the run (a
-    cursor that selects no recorded turn is refused here, before any file is touched)."""
+def branch_meta(source: ForkSource, model: str | None, edits: list[str] | None = None, check: list[Any] | None = None) -> dict[str, Any]:
+    """The branch cassette's header ``meta``, naming its origin. The cursor is placed in the run
+    first, with the model and the edits (``check``) it would send: a cursor that selects no
+    recorded turn, a model of another API family, or an edit whose target the recording does not
+    have is refused here (:class:`~cassettes.replay.cursor.CursorError`), before any file is
+    touched and before anything is sent."""
     from cassettes.reading.run import open_run
     from cassettes.replay.cursor import Cursor
     from cassettes.replay.matcher import Matcher
 
-    cursor = Cursor(source.cursor, lambda *_: None)
+    cursor = Cursor(source.cursor, lambda *_: None, model=model, edits=list(check or []))
     cursor.bind(Matcher(list(open_run(source.run, whole=True).exchanges)))
     return {"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts, edits)}
 
@@ -220,5 +223,5 @@ def start_fork(args: Any) -> ForkReplay:
     for e in edits:
         if e.selector is not None and e.selector != source.cursor.text:
             raise CassetteError(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({source.cursor.text}) on; its selector, if given, is the cursor's")
-    meta = branch_meta(source, args.model, [e.label for e in edits])
+    meta = branch_meta(source, args.model, [e.label for e in edits], check=edits)
     return ForkReplay(source, model=args.model, edits=list(args.edit), meta=meta)

@@ -78,7 +78,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1', live={NAME: URL}, model=None: the cassette's prefix replayed, from the cursor on live (docs/fork.md)")
+    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1', live={NAME: URL}, model=None, edit=None ('TARGET=@FILE' or a list): the cassette's prefix replayed, from the cursor on live, as looptap run --from (docs/fork.md)")
     config.stash[_REPORTS] = []
 
 
@@ -266,21 +266,36 @@ def _fault_plan(marker: pytest.Mark | None) -> FaultPlan | None:
         raise pytest.UsageError(f"looptap: {exc}") from None
 
 
-def _fork_cursor(marker: pytest.Mark | None) -> Any:
-    """The marker's ``fork=`` cursor, with ``live=`` ({API name: base URL}) and ``model=``."""
-    given = marker.kwargs.get("fork") if marker is not None else None
+def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
+    """The marker's ``fork=`` cursor, with ``live=`` ({API name: base URL}), ``model=`` and
+    ``edit=`` (one ``TARGET=@FILE``/``TARGET=text`` or a list; a file relative to ``base``, the
+    test's directory): the options of ``looptap run --from`` (docs/fork.md). A value that cannot
+    be used fails the test in one line, before the replay starts."""
+    kw = marker.kwargs if marker is not None else {}
+    given = kw.get("fork")
     if not given:
+        if kw.get("model") is not None or kw.get("edit") or kw.get("live"):
+            pytest.fail("looptap: model=, edit= and live= go with fork='turn=N' (where the cassette goes live)", pytrace=False)
         return None
-    assert marker is not None
     from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
+    from cassettes.replay.edits import EditError, parse_edit
 
-    live = marker.kwargs.get("live") or {}
-    if not isinstance(live, dict) or not live:
-        raise pytest.UsageError("looptap: fork= needs live={NAME: 'http://…'} (NAME as --looptap-upstream names an API: where requests past the cursor go)")
+    live = kw.get("live") or {}
+    if not isinstance(live, dict) or not live or not all(isinstance(v, str) and v.startswith(("http://", "https://")) for v in live.values()):
+        pytest.fail("looptap: fork= needs live={NAME: 'http(s)://host[:port]'} (NAME as --looptap-upstream names an API: where requests past the cursor go)", pytrace=False)
+    model = kw.get("model")
+    edits = kw.get("edit") or []
+    if not isinstance(given, str) or (model is not None and not isinstance(model, str)) or not isinstance(edits, (str, list, tuple)):
+        pytest.fail("looptap: fork= is a cursor such as 'turn=1', model= a model name, edit= 'TARGET=@FILE' or a list of them", pytrace=False)
     try:
-        return Cursor(parse_cursor(str(given)), live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=marker.kwargs.get("model"))
-    except CursorError as exc:
-        raise pytest.UsageError(f"looptap: {exc}") from None
+        spec = parse_cursor(given)
+        parsed = [parse_edit(str(e), base) for e in ([edits] if isinstance(edits, str) else edits)]
+    except (CursorError, EditError) as exc:
+        pytest.fail(f"looptap: {exc}", pytrace=False)
+    for e in parsed:
+        if e.selector is not None and e.selector != spec.text:
+            pytest.fail(f"looptap: edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; its selector, if given, is the cursor's", pytrace=False)
+    return Cursor(spec, live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=model, edits=parsed)
 
 
 def _upstreams(config: pytest.Config) -> dict[str, str]:
@@ -380,7 +395,7 @@ class _Options:
             pytest.fail(f"looptap: faults are injected into a replayed run, and {path} is being recorded (mode {mode}); record it first", pytrace=False)
         if record:
             _check_recordable(path, mode)
-        return cls(mode, path, pace, strict, plan, replay, record, _fork_cursor(marker))
+        return cls(mode, path, pace, strict, plan, replay, record, _fork_cursor(marker, item.path.parent))
 
 
 def _pace(kw: Mapping[str, Any], config: pytest.Config) -> str:
@@ -538,6 +553,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.longrepr = _Explained(text, str(item.path), item.location[1] or 0)  # type: ignore[assignment]  # pytest's longrepr protocol: toterminal, reprcrash
     if report.when == "call" and report.failed and session is not None and session.server is not None:
         report.sections.append(("looptap", _write_html_report(item, session)))
+        from cassettes.replay.cursor import Cursor
+
+        cursor = session.server.planner.cursor
+        if isinstance(cursor, Cursor):  # a forked test: which turns went live, on which model
+            from cassettes.untrusted import clean_line
+
+            report.sections.append(("looptap fork", "\n".join(clean_line(ln) for ln in cursor.report_lines())))
     return report
 
 

@@ -144,10 +144,10 @@ def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes:
     if origin is None or Path(str(origin.get("run", ""))).name != Path(path_a).name:
         return None
 
-    from cassettes.replay.wslive import as_sent_live
+    from cassettes.replay.chains import as_sent_live
 
     starts = origin.get("starts")
-    # the origin's turns at the cursor as the fork sent them over a WebSocket (self-contained)
+    # the origin's turns at the cursor as the fork sent them (a chained turn self-contained)
     exa = as_sent_live(a.exchanges, a.exchange_by_seq, [s for s in starts.values() if isinstance(s, int)] if isinstance(starts, dict) else [])
     divs, said = diff_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin)
     cursor = origin.get("cursor")

@@ -720,6 +720,8 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             logged.transport_error = str(exc)
             writer.transport.abort()
             return False
+        if self.planner.cursor is not None:  # a later request continuing this answer goes as it is
+            self.planner.cursor.relayed(req.method, answer.target or req.target, answer.body, response.status, sent, out)
         writer.write(relay.end())
         await self._drain(writer, dog)
         return True

@@ -1,12 +1,11 @@
 """A WebSocket session sent live part-way (past a fork's cursor): the client side of the
-connection to the live upstream, and what the session's earlier answers stood for.
+connection to the live upstream.
 
 The replay server answers a session's turns from the recording until a turn reaches the cursor;
 from then on it relays the session to a live upstream (the recorder's listener, which records
 it). A turn there may continue an answer the live upstream never gave (a ``previous_response_id``
-of an answer replayed from the recording): :class:`Threads` keeps, for every answer the server
-gave or relayed, the items it left in its conversation, so that turn can be sent self-contained
-(the API's adapter says how: its turn rules' ``standalone``).
+of an answer replayed from the recording): it is sent self-contained, as an HTTP request is
+(:mod:`cassettes.replay.chains`, which keeps what every answer stood for).
 
 The connection is RFC 6455's client side: the opening handshake (no extension offered, so the
 upstream sends plain frames), masked frames out, the upstream's unmasked frames in. Connecting
@@ -20,58 +19,15 @@ import asyncio
 import base64
 import os
 import ssl
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from cassettes.replay.chains import MAX_ANSWERS, Threads, as_sent_live, threads_of
 from cassettes.replay.forward import CONNECT_TIMEOUT, READ_TIMEOUT, UpstreamError
 from cassettes.replay.http1 import HOP_BY_HOP
 
-if TYPE_CHECKING:
-    from cassettes.providers import WsTurns
-    from cassettes.wire.exchange import Exchange
+__all__ = ["MAX_ANSWERS", "LiveSocket", "Threads", "as_sent_live", "threads_of"]  # the chains' names, where they were
 
-__all__ = ["LiveSocket", "Threads", "as_sent_live", "threads_of"]
-
-#: Answers remembered (the oldest forgotten first), and the longest chain of answers walked.
-MAX_ANSWERS = 10_000
 _LINE = 1 << 16
-
-
-class Threads:
-    """Every answer given or relayed over the server's WebSocket sessions: its id → the answer it
-    continued and the items the turn added (its input, the answer's output). A chain, not a copy
-    of each history: memory grows with the turns, not with their square."""
-
-    def __init__(self, limit: int = MAX_ANSWERS) -> None:
-        self.limit = limit
-        self._answers: OrderedDict[str, tuple[str | None, list[Any]]] = OrderedDict()
-
-    def add(self, rid: str | None, prev: str | None, items: list[Any]) -> None:
-        if rid is None:
-            return
-        self._answers[rid] = (prev, items)
-        self._answers.move_to_end(rid)
-        while len(self._answers) > self.limit:
-            self._answers.popitem(last=False)
-
-    def history(self, rid: str) -> list[Any] | None:
-        """The conversation's items up to and with answer ``rid`` (``None``: an answer not known,
-        or a chain that leads to one)."""
-        parts: list[list[Any]] = []
-        at: str | None = rid
-        for _ in range(len(self._answers) + 1):  # each answer once; more is a loop
-            if at is None:
-                break
-            got = self._answers.get(at)
-            if got is None:
-                return None
-            at, items = got
-            parts.append(items)
-        else:
-            return None  # a chain longer than the answers kept: a loop
-        return [item for items in reversed(parts) for item in items]
 
 
 class LiveSocket:
@@ -152,82 +108,3 @@ class LiveSocket:
 
     def close(self) -> None:
         self.writer.close()
-
-
-def _ws_rules(ex: Exchange) -> WsTurns | None:
-    """The turn rules of a recorded WebSocket turn's API (``None``: not one, or an API whose
-    turns carry their whole history)."""
-    from cassettes import providers
-
-    if not any(n.startswith("websocket") for n in ex.notes):
-        return None
-    adapter = providers.detect("POST", urlsplit(ex.url), {"input": ""})
-    rules = adapter.ws_turns() if adapter is not None else None
-    return rules if rules is not None and rules.thread is not None and rules.standalone is not None else None
-
-
-def _closing(ex: Exchange, rules: WsTurns) -> Any:
-    """The recorded turn's closing message (its last event), or ``None``."""
-    import orjson
-
-    from cassettes import bounds
-    from cassettes.wire.framing import frame
-
-    events = frame(ex.response_chunks, ex.response_header("content-type")).events
-    if not events:
-        return None
-    try:
-        doc = bounds.loads(events[-1].data.encode("utf-8", "surrogateescape"))
-    except (orjson.JSONDecodeError, ValueError):
-        return None
-    return doc if rules.closes(doc) else None
-
-
-def threads_of(exchanges: Iterable[Exchange]) -> Threads:
-    """The answers of a recording's WebSocket turns, as the replay server keeps them."""
-    threads = Threads()
-    for ex in exchanges:
-        rules = _ws_rules(ex)
-        if rules is not None and rules.thread is not None:
-            prev, rid, items = rules.thread(ex.request_json(), _closing(ex, rules))
-            threads.add(rid, prev, items)
-    return threads
-
-
-def as_sent_live(exchanges: Iterable[Exchange], by_seq: Callable[[int], Exchange], starts: Iterable[int]) -> Callable[[int], Exchange]:
-    """``by_seq`` with the recorded turns at a fork's cursor (``starts``: their seqs) as the fork
-    sent them over a WebSocket: a turn that continued an earlier answer (replayed, so the live
-    upstream never gave it) self-contained, its input the history that answer stood for. So a
-    branch's first live turn is compared with what it was sent as, not with the shorthand."""
-    at = set(starts)
-    made: dict[int, Exchange] = {}
-    threads: list[Threads] = []
-
-    def lookup(seq: int) -> Exchange:
-        ex = by_seq(seq)
-        if seq not in at:
-            return ex
-        if seq in made:
-            return made[seq]
-        rules = _ws_rules(ex)
-        msg = ex.request_json()
-        prev = rules.thread(msg, None)[0] if rules is not None and rules.thread is not None else None
-        if rules is None or rules.standalone is None or prev is None:
-            return ex
-        if not threads:
-            threads.append(threads_of(exchanges))
-        history = threads[0].history(prev)
-        if history is None:
-            return ex
-        import copy
-
-        import orjson
-
-        doc = rules.standalone(msg, history)
-        out = copy.copy(ex)
-        out.request_body = orjson.dumps(doc)
-        out.set_request_json(doc)
-        made[seq] = out
-        return out
-
-    return lookup

@@ -33,9 +33,10 @@ from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:
     from cassettes.providers import WsTurns
+    from cassettes.replay.chains import Threads
     from cassettes.replay.matcher import Miss, Recorded
     from cassettes.replay.wsframes import MessageReader
-    from cassettes.replay.wslive import LiveSocket, Threads
+    from cassettes.replay.wslive import LiveSocket
 
 __all__ = ["WebSocketReplay", "sse_data"]
 
@@ -215,7 +216,7 @@ class WebSocketReplay:
     @property
     def ws_threads(self) -> Threads:
         """What every answer given or relayed over this server's sessions stood for."""
-        from cassettes.replay.wslive import Threads
+        from cassettes.replay.chains import Threads
 
         got = self.__dict__.get("_ws_threads")
         if got is None:
@@ -259,20 +260,16 @@ class WebSocketReplay:
     async def _ws_live_turn(self, live: _Live, turn: Request, msg: Any, rules: WsTurns, rec: Recorded | None) -> None:
         """Send one turn to the live upstream: self-contained if it continues an answer the
         upstream never gave (one replayed from the recording), with the fork's model and edits."""
+        from cassettes.providers._base import Chaining
         from cassettes.replay import wsframes as ws
+        from cassettes.replay.chains import self_contained
 
         notes: list[str] = []
         body = turn.body
-        if rules.thread is not None and rules.standalone is not None:
-            prev, _, _ = rules.thread(msg, None)
-            if prev is not None and prev not in live.sock.known:
-                history = self.ws_threads.history(prev)
-                if history is not None:
-                    body = orjson.dumps(rules.standalone(msg, history))
-                    notes.append(f"fork: sent self-contained: it continued {prev[:80]}, an answer the live upstream never gave; "
-                                 f"the {len(history)} items that answer stood for are its input instead")
-                else:
-                    notes.append(f"fork: continues {prev[:80]}, an answer this replay server never saw: sent as it is")
+        if rules.thread is not None and rules.standalone is not None:  # as an HTTP request past the cursor is
+            doc, note = self_contained(self.ws_threads, Chaining(rules.thread, rules.standalone), msg, live.sock.known)
+            body = orjson.dumps(doc) if doc is not msg else body
+            notes += [note] if note is not None else []
         cursor = self.planner.cursor
         if cursor is not None:
             _, body, more, _ = cursor.outgoing(Request(turn.method, turn.target, turn.headers, body))

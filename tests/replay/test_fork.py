@@ -277,13 +277,14 @@ def test_an_edit_that_never_applies_is_an_error(tmp_path: Path) -> None:
     from tests.replay.conftest import tool_loop, write
 
     run = write(tmp_path / "run.jsonl", tool_loop())
-    argv = [sys.executable, "-m", "cassettes.cli", "replay", str(run), "--cursor", "turn=1", "--live", "openai=http://127.0.0.1:9", "--edit", "tool_result[call_NOPE]=x"]
+    # the recording sends call_A1's result at turn 1, but no request reaches the cursor
+    argv = [sys.executable, "-m", "cassettes.cli", "replay", str(run), "--cursor", "turn=1", "--live", "openai=http://127.0.0.1:9", "--edit", "tool_result[call_A1]=x"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
     assert proc.stdout is not None
     next(iter(progress.lines(proc, proc.stdout, what="the export lines")))
     proc.send_signal(signal.SIGINT)
     _, err = progress.communicate(proc)
-    assert proc.returncode == 1 and "edit tool_result[call_NOPE] never applied" in err, err
+    assert proc.returncode == 1 and "edit tool_result[call_A1] never applied" in err, err
     for bad in ("tool_result=x", "nothing[1]=x", "user[a]=x", "system"):
         with pytest.raises(EditError):
             parse_edit(bad)

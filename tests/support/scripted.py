@@ -18,7 +18,9 @@ Wire formats written (docs/WIRE.md):
 
 * Anthropic Messages (``…/messages``): an SSE stream (``message_start`` … ``message_stop``) when the
   body asks ``stream``, else one JSON message. ``…/messages/count_tokens`` answers a count.
-* OpenAI Responses (``…/responses``): one JSON response (non-streamed only).
+* OpenAI Responses (``…/responses``): one JSON response, or its SSE stream when asked;
+  ``previous_response_id`` brings in the history of an answer this server gave, and one it never
+  gave is the API's 400 ``previous_response_not_found``.
 * OpenAI Chat Completions (``…/chat/completions``): one JSON completion (non-streamed only).
 
 Anything else gets a 404 JSON error. Tool-call ids are unique per server (``toolu_s0001``…), and
@@ -258,8 +260,10 @@ class ScriptedUpstream:
     """``validate=True`` answers a request whose tool results do not pair with its calls as the API
     does: a 400 with the API's exact text (docs/WIRE.md G.2), before the route is asked."""
 
-    def __init__(self, route: Route, *, delay: float = 0.002, validate: bool = False) -> None:
+    def __init__(self, route: Route, *, delay: float = 0.002, validate: bool = False, ids: str = "") -> None:
         self.route = route
+        #: Put in every id this server makes (``resp_s`` + ids + number): two servers' ids differ.
+        self.ids = ids
         self.delay = delay
         self.validate = validate
         #: Responses API: the function calls of each response served, by response id (what
@@ -281,7 +285,7 @@ class ScriptedUpstream:
 
     def new_id(self, prefix: str) -> str:
         with self._lock:
-            return f"{prefix}{next(self._ids):04d}"
+            return f"{prefix}{self.ids}{next(self._ids):04d}"
 
     def __enter__(self) -> ScriptedUpstream:
         upstream = self
@@ -308,7 +312,13 @@ class ScriptedUpstream:
                 fam = _family(path)
                 req = ScriptedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, fam or "unknown")
                 if fam == "openai_responses" and isinstance(body, dict) and body.get("previous_response_id"):
-                    req.prior = list(upstream.histories.get(str(body["previous_response_id"]), []))
+                    prev = str(body["previous_response_id"])
+                    if prev not in upstream.histories:  # as the API: an answer this server never gave
+                        upstream._record(req, Reply(what=f"rejected: previous_response_not_found {prev}"), 400)
+                        self._json(400, {"error": {"message": f"Previous response with id '{prev}' not found.", "type": "invalid_request_error",
+                                                   "param": "previous_response_id", "code": "previous_response_not_found"}})
+                        return
+                    req.prior = list(upstream.histories[prev])
                 if fam == "anthropic_count":
                     upstream._record(req, None, 200)
                     self._json(200, {"input_tokens": max(1, len(raw) // 4)})

@@ -613,3 +613,21 @@ def test_apportion_preserves_the_total_and_stays_within_one_of_the_quota(
     if s:
         for w, x in zip(weights, out, strict=True):
             assert abs(x - w * total / s) < 1
+
+
+def test_failed_requests_chained_to_an_answer_the_server_never_gave_are_measured_not_a_crash() -> None:
+    """A Responses agent forked with a recorded ``previous_response_id`` sent live (issue 42): each
+    attempt a 400 ``previous_response_not_found``, linked to the one before as a retry, not as
+    the answer it continues; the run is analysed (``looptap run``'s summary died on it)."""
+    err = orjson.dumps({"error": {"message": "Previous response with id 'resp_s0003' not found.", "type": "invalid_request_error",
+                                  "param": "previous_response_id", "code": "previous_response_not_found"}})
+    exs = []
+    for i, prev in enumerate(["resp_s0003", "resp_s0011", "resp_s0019"]):
+        body = {"model": "gpt-4o-mini", "instructions": "Use the weather tool.", "previous_response_id": prev,
+                "input": [{"type": "function_call_output", "call_id": f"call_{i}", "output": "sunny"}],
+                "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]}
+        exs.append(Exchange("POST", "https://api.openai.com/v1/responses", [("content-type", "application/json")], orjson.dumps(body), status=400,
+                            response_headers=[("content-type", "application/json")], response_chunks=[(0.0, err)], seq=i))
+    run = analyse(exs)
+    turns = [t for c in run.conversations for t in c.turns]
+    assert len(turns) == 3

@@ -1,0 +1,170 @@
+"""Answers a live upstream never gave: a fork's request that continues an answer replayed from the
+recording (the Responses API's ``previous_response_id``) sent self-contained, over HTTP and over a
+WebSocket alike (docs/fork.md).
+
+Past a fork's cursor requests go to a live upstream that never saw the answers replayed before
+it, so a request naming one of them would be refused there (the Responses API's
+``previous_response_not_found``). The API's adapter says how its requests chain
+(:meth:`~cassettes.providers.Provider.chaining`); :class:`Threads` keeps, for every answer, the
+answer it continued and the items its turn added (its input, the answer's output), and
+:func:`self_contained` gives the request carrying that history itself, without the id. A request
+continuing an answer the live upstream gave goes as the client sent it. Nothing here names an API.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from cassettes import bounds
+
+if TYPE_CHECKING:
+    from cassettes.providers._base import Chaining
+    from cassettes.wire.exchange import Exchange
+    from cassettes.wire.framing import Chunk
+
+__all__ = ["MAX_ANSWERS", "Threads", "answer_of", "as_sent_live", "chaining_of", "self_contained", "threads_of"]
+
+#: Answers remembered (the oldest forgotten first), and the longest chain of answers walked.
+MAX_ANSWERS = 10_000
+
+
+class Threads:
+    """Every answer known: its id → the answer it continued and the items the turn added (its
+    input, the answer's output). A chain, not a copy of each history: memory grows with the
+    turns, not with their square."""
+
+    def __init__(self, limit: int = MAX_ANSWERS) -> None:
+        self.limit = limit
+        self._answers: OrderedDict[str, tuple[str | None, list[Any]]] = OrderedDict()
+
+    def add(self, rid: str | None, prev: str | None, items: list[Any]) -> None:
+        if rid is None:
+            return
+        self._answers[rid] = (prev, items)
+        self._answers.move_to_end(rid)
+        while len(self._answers) > self.limit:
+            self._answers.popitem(last=False)
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._answers
+
+    def history(self, rid: str) -> list[Any] | None:
+        """The conversation's items up to and with answer ``rid`` (``None``: an answer not known,
+        or a chain that leads to one)."""
+        parts: list[list[Any]] = []
+        at: str | None = rid
+        for _ in range(len(self._answers) + 1):  # each answer once; more is a loop
+            if at is None:
+                break
+            got = self._answers.get(at)
+            if got is None:
+                return None
+            at, items = got
+            parts.append(items)
+        else:
+            return None  # a chain longer than the answers kept: a loop
+        return [item for items in reversed(parts) for item in items]
+
+
+def chaining_of(method: str, target: str, doc: Any) -> Chaining | None:
+    """How the request (its JSON ``doc``) chains to earlier answers, as its API's adapter says;
+    ``None``: an API whose requests carry their whole history (or no API known)."""
+    from cassettes import providers
+
+    if not isinstance(doc, dict):
+        return None
+    adapter = providers.detect(method.upper(), urlsplit(target), doc)
+    return adapter.chaining() if adapter is not None else None
+
+
+def answer_of(chunks: list[Chunk], content_type: str | None) -> Any:
+    """The answer a response body stands for, as JSON: the body sent whole, or a stream's last
+    event (the closing one, carrying the response); ``None`` when it is neither."""
+    from cassettes.wire.framing import frame
+
+    framed = frame(chunks, content_type)
+    if framed.kind == "json":
+        return framed.value
+    for ev in reversed(framed.events[-4:]):
+        try:
+            doc = bounds.loads(ev.data.encode("utf-8", "surrogateescape"))
+        except (orjson.JSONDecodeError, ValueError):
+            continue
+        if isinstance(doc, dict):
+            return doc
+    return None
+
+
+def remember(threads: Threads, chain: Chaining, request: Any, answer: Any, known: set[str] | None = None) -> str | None:
+    """Keep what ``answer`` (to ``request``, both JSON) stood for; its id (added to ``known``)."""
+    prev, rid, items = chain.thread(request, answer)
+    threads.add(rid, prev, items)
+    if known is not None and rid is not None:
+        known.add(rid)
+    return rid
+
+
+def self_contained(threads: Threads, chain: Chaining, request: Any, known: Collection[str]) -> tuple[Any, str | None]:
+    """``request`` as a fork sends it live: when it continues an answer the live upstream never gave
+    (not in ``known``), self-contained, its input the history that answer stood for. (The request,
+    a note for the log; the request is ``request`` itself when it goes as it is.)"""
+    prev, _, _ = chain.thread(request, None)
+    if prev is None or prev in known:
+        return request, None
+    history = threads.history(prev)
+    if history is None:
+        return request, f"fork: continues {prev[:80]}, an answer this replay server never saw: sent as it is"
+    return chain.standalone(request, history), (f"fork: sent self-contained: it continued {prev[:80]}, an answer the live upstream never gave; "
+                                                f"the {len(history)} items that answer stood for are its input instead")
+
+
+def threads_of(exchanges: Iterable[Exchange]) -> Threads:
+    """The answers of a recording's round trips (HTTP and WebSocket turns) whose API chains them."""
+    threads = Threads()
+    for ex in exchanges:
+        if ex.status is None or ex.status >= 400:
+            continue
+        doc = ex.request_json()
+        chain = chaining_of(ex.method, ex.url, doc)
+        if chain is not None:
+            remember(threads, chain, doc, answer_of(ex.response_chunks, ex.response_header("content-type")))
+    return threads
+
+
+def as_sent_live(exchanges: Iterable[Exchange], by_seq: Callable[[int], Exchange], starts: Iterable[int]) -> Callable[[int], Exchange]:
+    """``by_seq`` with the recorded turns at a fork's cursor (``starts``: their seqs) as the fork
+    sent them: a turn that continued an earlier answer (replayed, so the live upstream never gave
+    it) self-contained, its input the history that answer stood for. So a branch's first live
+    turn is compared with what it was sent as, not with the shorthand."""
+    at = set(starts)
+    made: dict[int, Exchange] = {}
+    threads: list[Threads] = []
+
+    def lookup(seq: int) -> Exchange:
+        ex = by_seq(seq)
+        if seq not in at:
+            return ex
+        if seq in made:
+            return made[seq]
+        msg = ex.request_json()
+        chain = chaining_of(ex.method, ex.url, msg)
+        if chain is None:
+            return ex
+        if not threads:
+            threads.append(threads_of(exchanges))
+        doc, _ = self_contained(threads[0], chain, msg, ())
+        if doc is msg:
+            return ex
+        out = copy.copy(ex)
+        out.request_body = orjson.dumps(doc)
+        out.set_request_json(doc)
+        made[seq] = out
+        return out
+
+    return lookup
