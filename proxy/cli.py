@@ -378,6 +378,8 @@ def _run_once(args: argparse.Namespace) -> int:
         except (CassetteIOError, ValueError, OSError) as exc:
             messages.error(f"error: {exc}")
             return 2
+        if fork.edits:
+            config.edit_key = fork.edit_key  # the recorder accepts the marks of this fork's replay server only
     before = _prepare_output(target, fork is not None or _output(args.output)[1])
     try:
         rc, addon = asyncio.run(_run_child(run_child, config, argv, child_log, viewer, child_status, fork))

@@ -100,9 +100,10 @@ class Cursor:
     model: str | None = None
     #: What-if edits made in every request sent live (:mod:`cassettes.replay.edits`).
     edits: list[Edit] = field(default_factory=list)
-    #: The live upstreams are looptap recorders: an edited request carries its marks to them
-    #: (:func:`cassettes.replay.edits.edited_headers`), so the branch keeps the client's request.
-    via_recorder: bool = False
+    #: The fork's per-run key when the live upstreams are its looptap recorders: an edited request
+    #: carries its marks to them, sealed with it (:func:`cassettes.replay.edits.edited_headers`), so
+    #: the branch keeps the client's request. ``None``: no marks are sent.
+    edit_key: str | None = field(default=None, repr=False)
     #: Conversations that went live (their requests past the cursor are the continuation).
     forked: set[str | None] = field(default_factory=set)
     #: Requests sent live, and what the report says about them (a model that could not be set …).
@@ -174,7 +175,7 @@ class Cursor:
             body, marks = apply_edits(req.method, req.target, body, self.edits, self.spec.text)
             if marks:
                 notes.append(f"fork: edited {', '.join(dict.fromkeys(m['edit'] for m in marks))}")
-                headers = edited_headers(req.headers, marks, self.via_recorder)
+                headers = edited_headers(req.headers, marks, self.edit_key)
         return target, body, notes, headers
 
     def _rewritten(self, req: Request) -> tuple[str, bytes, list[str]]:
