@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import orjson
-import pytest
 
 from tests.replay.conftest import tool_loop, write
 from tests.replay.test_fork import _env, _upstreams
@@ -74,8 +73,8 @@ def test_a_client_cannot_forge_edit_marks_through_a_plain_run(tmp_path: Path) ->
 
 
 def test_the_forks_replay_server_gets_the_key_in_its_environment_and_the_agent_never_does(tmp_path: Path) -> None:
-    from cassettes.replay.fork import ForkReplay, ForkSource
     from cassettes.replay.cursor import parse_cursor
+    from cassettes.replay.fork import ForkReplay, ForkSource
     from cassettes.wire import edited
 
     run = write(tmp_path / "run.jsonl", tool_loop())
@@ -129,5 +128,5 @@ def test_a_mark_stores_no_digest_a_word_list_can_reverse() -> None:
     for w in words:
         for form in (orjson.dumps(f'{{"password": "{w}"}}', option=orjson.OPT_SORT_KEYS), f'{{"password": "{w}"}}'.encode(), w.encode()):
             assert hashlib.sha256(form).hexdigest() not in rec
-    assert "sha256" not in rec
-    assert '"edits":[{"edit":"tool_result[call_A1]"' in rec  # the mark is kept
+    assert "sha256" not in rec and "hunter2" not in rec
+    assert '"edits":[{"edit":"tool_result[call_A1]"' in rec and '{\\"password\\": \\"[REDACTED]\\"}' in rec  # the mark kept, its value redacted
