@@ -108,3 +108,20 @@ def test_the_reader_of_json_in_strings_is_bounded() -> None:
     assert [(n, cut[s:e]) for n, s, e, _ in credential_values(cut)] == [("password", "hunt")]
     assert credential_values('{"properties": {"password": {"type": "string"}}}') == []  # a schema's parameter names
     assert credential_values('["password", "hunter2"]') == []  # a word, not a name
+
+
+def test_a_document_is_redacted_as_a_cassette_is() -> None:
+    """The public function a report written from recorded or live data goes through
+    (Redactor.document / document_bytes): names, JSON in strings, learned values, formats."""
+    from cassettes.recording.redact import Redactor
+
+    key = "sk-proj-" + "Q7w9E2r4T6y8U1i3" * 3
+    r = Redactor()
+    r.headers([("authorization", f"Bearer {key}")])  # the key the run sent: learned
+    doc = {"turns": [{"answer": f"your key is {key}", "arguments": '{"password": "hunter2"}', "max_tokens": 5, "api_key": "abc"}]}
+    out = r.document(doc)
+    text = orjson.dumps(out).decode()
+    assert key not in text and "hunter2" not in text and '"api_key":"[REDACTED]"' in text and '"max_tokens":5' in text
+    assert doc["turns"][0]["api_key"] == "abc"  # a copy
+    assert r.document({"plain": 1}) == {"plain": 1}
+    assert key.encode() not in r.document_bytes(orjson.dumps(doc)) and r.document_bytes(b"not json " + key.encode()) == b"not json [REDACTED]"
