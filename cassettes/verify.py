@@ -235,7 +235,37 @@ def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns:
                 finds.append(Find(path, n, field or "(record)", kind, _mask(secret, kind), form))
         finds.extend(_stream_finds(scanner, rec, path, n, {(f.kind, f.masked) for f in finds if f.line == n}))
         finds.extend(_digest_finds(rec, path, n))
+        finds.extend(_named_finds(rec, path, n))
     return finds
+
+
+def _named_finds(rec: Any, path: str, n: int) -> list[Find]:
+    """Values left under a credential's name in the record's JSON itself (a body stored as JSON,
+    the parse of a response): the redactor masks these whatever their length."""
+    from cassettes.recording.names import REDACTED, looks_secret, secret_name
+    from cassettes.untrusted import clean_line
+
+    out: list[Find] = []
+    stack: list[tuple[Any, str]] = [(rec, "")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node) if isinstance(v, dict | list))
+            continue
+        if not isinstance(node, dict):
+            continue
+        for k, v in node.items():
+            sub = f"{where}.{k}" if where else str(k)
+            if isinstance(v, dict | list):
+                if k != "headers":  # header pairs: the scan by format and by header name
+                    stack.append((v, sub))
+                continue
+            if isinstance(v, bool) or not v or v == REDACTED or not isinstance(v, str | int | float):
+                continue
+            kind = secret_name(k)
+            if kind == "always" or (kind == "if-secret" and isinstance(v, str) and looks_secret(v)):
+                out.append(Find(path, n, sub, f"credential field {clean_line(k[:60])!r}", f"{len(str(v))} chars"))
+    return out
 
 
 def _digest_finds(rec: Any, path: str, n: int) -> list[Find]:

@@ -125,3 +125,14 @@ def test_a_document_is_redacted_as_a_cassette_is() -> None:
     assert doc["turns"][0]["api_key"] == "abc"  # a copy
     assert r.document({"plain": 1}) == {"plain": 1}
     assert key.encode() not in r.document_bytes(orjson.dumps(doc)) and r.document_bytes(b"not json " + key.encode()) == b"not json [REDACTED]"
+
+
+def test_verify_reports_a_credential_left_under_its_name_in_a_stored_json_body(tmp_path: Path) -> None:
+    rec = {"type": "exchange", "seq": 0, "method": "POST", "url": "https://example.test/login",
+           "request": {"headers": [["content-type", "application/json"]], "body": {"json": {"user": "bob", "password": "hunter2", "max_tokens": 12,
+                                                                                             "key": "color", "pin": 0, "secret": "[REDACTED]"}}},
+           "response": None}
+    path = tmp_path / "other.jsonl"
+    path.write_bytes(b'{"type":"header","format":"looptap-cassette","format_version":1}\n' + orjson.dumps(rec) + b"\n")
+    proc = _verify(path)
+    assert proc.returncode == 1 and proc.stdout.splitlines() == [f"{path}:2:request.body.json.password: credential field 'password' (7 chars)"], proc.stdout
