@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import itertools
 import os
 import re
 import sys
@@ -75,7 +76,9 @@ class Find:
         return f"{self.path}:{self.line}:{self.field}: {self.kind} ({self.masked}{how})"
 
 
-def _mask(secret: str) -> str:
+def _mask(secret: str, kind: str = "") -> str:
+    if kind.startswith("credential field"):  # a short password's first six characters are most of it
+        return f"{len(secret)} chars"
     return f"{secret[:6]}… {len(secret)} chars"
 
 
@@ -118,6 +121,18 @@ class _Scanner:
                 if (kind, secret) not in seen:
                     seen.add((kind, secret))
                     yield kind, secret, "base64"
+
+    def named(self, text: str) -> Iterator[tuple[str, str, str]]:
+        """(kind, value, form) for every value under a credential's name in JSON held in a
+        string (tool-call arguments, a tool result) that is not redacted: the redactor masks
+        these whatever their length (:func:`cassettes.recording.names.credential_values`)."""
+        if text.lstrip()[:1] not in ("{", "["):
+            return
+        from cassettes.recording.names import credential_values
+        from cassettes.untrusted import clean_line
+
+        for name, s, e, _quoted in credential_values(text):
+            yield f"credential field {clean_line(name[:60])!r} in JSON in a string", text[s:e], "text"
 
     def blob(self, data: bytes) -> Iterator[tuple[str, str, str]]:
         """Secrets in bytes stored as base64 (a binary body, a non-UTF-8 header value), and in
@@ -213,13 +228,56 @@ def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns:
                     data = str(leaf["b64"]).encode()
                 hits = scanner.blob(data)
             elif isinstance(leaf, str):
-                hits = scanner.text(leaf)
+                hits = itertools.chain(scanner.text(leaf), scanner.named(leaf))
             else:
                 continue
             for kind, secret, form in hits:
-                finds.append(Find(path, n, field or "(record)", kind, _mask(secret), form))
+                finds.append(Find(path, n, field or "(record)", kind, _mask(secret, kind), form))
         finds.extend(_stream_finds(scanner, rec, path, n, {(f.kind, f.masked) for f in finds if f.line == n}))
+        finds.extend(_digest_finds(rec, path, n))
+        finds.extend(_named_finds(rec, path, n))
     return finds
+
+
+def _named_finds(rec: Any, path: str, n: int) -> list[Find]:
+    """Values left under a credential's name in the record's JSON itself (a body stored as JSON,
+    the parse of a response): the redactor masks these whatever their length."""
+    from cassettes.recording.names import REDACTED, looks_secret, secret_name
+    from cassettes.untrusted import clean_line
+
+    out: list[Find] = []
+    stack: list[tuple[Any, str]] = [(rec, "")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node) if isinstance(v, dict | list))
+            continue
+        if not isinstance(node, dict):
+            continue
+        for k, v in node.items():
+            sub = f"{where}.{k}" if where else str(k)
+            if isinstance(v, dict | list):
+                if k != "headers":  # header pairs: the scan by format and by header name
+                    stack.append((v, sub))
+                continue
+            if isinstance(v, bool) or not v or v == REDACTED or not isinstance(v, str | int | float):
+                continue
+            kind = secret_name(k)
+            if kind == "always" or (kind == "if-secret" and isinstance(v, str) and looks_secret(v)):
+                out.append(Find(path, n, sub, f"credential field {clean_line(k[:60])!r}", f"{len(str(v))} chars"))
+    return out
+
+
+def _digest_finds(rec: Any, path: str, n: int) -> list[Find]:
+    """The plain sha256 digests of unredacted values that edit marks of older looptaps kept
+    (``edits[i].before_sha256`` / ``after_sha256``): a word list reverses a short one."""
+    marks = rec.get("edits") if isinstance(rec, dict) else None
+    out: list[Find] = []
+    for i, m in enumerate(marks if isinstance(marks, list) else []):
+        for k in ("before_sha256", "after_sha256"):
+            if isinstance(m, dict) and isinstance(m.get(k), str):
+                out.append(Find(path, n, f"edits[{i}].{k}", "plain digest of an unredacted value (a word list reverses it)", f"{len(m[k])} chars"))
+    return out
 
 
 def _stream_finds(scanner: _Scanner, rec: Any, path: str, n: int, known: set[tuple[str, str]]) -> list[Find]:
@@ -239,10 +297,10 @@ def _stream_finds(scanner: _Scanner, rec: Any, path: str, n: int, known: set[tup
         return []
     out: list[Find] = []
     for text in stream_texts(data):
-        for kind, secret, form in scanner.text(text):
-            if (kind, _mask(secret)) not in known:
-                known.add((kind, _mask(secret)))
-                out.append(Find(path, n, "response.body (reassembled)", kind, _mask(secret), form))
+        for kind, secret, form in itertools.chain(scanner.text(text), scanner.named(text)):
+            if (kind, _mask(secret, kind)) not in known:
+                known.add((kind, _mask(secret, kind)))
+                out.append(Find(path, n, "response.body (reassembled)", kind, _mask(secret, kind), form))
     return out
 
 

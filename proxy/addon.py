@@ -54,6 +54,8 @@ __all__ = ["RECEIPT", "WS_RECEIPTS", "DurableGate", "LooptapRecorder", "Tee", "a
 RECEIPT = "looptap_receipt"
 #: The flow metadata key of a fork's edit marks, taken off the request (cassettes.wire.edited).
 EDITS = "looptap_edits"
+#: The flow metadata key set when a request carried edit marks not sealed with this run's key.
+EDITS_REFUSED = "looptap_edits_refused"
 #: The flow metadata key of the receipts of the WebSocket turns a message completed (durable mode).
 WS_RECEIPTS = "looptap_ws_receipts"
 
@@ -138,6 +140,8 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
             ex.duration = end - start
     if error:
         ex.transport_error = error
+    if flow.metadata.get(EDITS_REFUSED):
+        ex.notes.append("edits: the request carried edit marks that this run's fork did not make (sent by the client?); dropped")
     marks = flow.metadata.get(EDITS)
     if marks is not None:
         ex.edits = edited.from_header(marks)
@@ -164,6 +168,9 @@ class LooptapRecorder:
         #: How each upstream connection ended (reset or closed by the peer), to pass it on as it was.
         self._ends = failures.Ends()
         self._proxyserver: Any = None
+        #: The per-run key of this run's fork (``looptap run --from`` sets it, in process): edit
+        #: marks are accepted only when sealed with it. ``None``: none are ever accepted.
+        self.edit_key: str | None = None
 
     # -- options -------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
@@ -262,10 +269,20 @@ class LooptapRecorder:
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         """A fork's edit marks (:mod:`cassettes.wire.edited`) are for the cassette: taken off the
-        request here, before it goes upstream, whether the flow is recorded or not."""
-        if edited.HEADER in flow.request.headers:
-            flow.metadata[EDITS] = "\n".join(flow.request.headers.get_all(edited.HEADER))
-            del flow.request.headers[edited.HEADER]
+        request here, before it goes upstream, whether the flow is recorded or not, and kept only
+        when sealed with this run's key (its fork's replay server made them). Any other marks (a
+        client sending the header itself; a run with no fork has no key) are dropped, with a note."""
+        headers = flow.request.headers
+        if edited.HEADER not in headers and edited.AUTH_HEADER not in headers:
+            return
+        values, seals = headers.get_all(edited.HEADER), headers.get_all(edited.AUTH_HEADER)
+        for name in (edited.HEADER, edited.AUTH_HEADER):
+            if name in headers:
+                del headers[name]
+        if len(values) == 1 and len(seals) == 1 and edited.authentic(values[0], seals[0], self.edit_key):
+            flow.metadata[EDITS] = values[0]
+        else:
+            flow.metadata[EDITS_REFUSED] = True
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         assert flow.response is not None

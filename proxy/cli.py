@@ -442,6 +442,8 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         except (CassetteError, ValueError, OSError) as exc:
             messages.error(f"error: {exc}")
             return 2
+        if fork.edits:
+            config.edit_key = fork.edit_key  # the recorder accepts the marks of this fork's replay server only
     before = _prepare_output(target, _output(args.output)[1], fork is not None)
     if fork is not None:
         try:

@@ -92,6 +92,9 @@ class RecorderConfig:
     fault_seed: int = 0
     #: ``--ready-file``: where to write the ready file once listening (cassettes/replay/ready.py).
     ready_file: Path | None = None
+    #: A fork's per-run key for its edit marks (``looptap run --from``; cassettes.wire.edited):
+    #: held in this process only, never in an option, a file or the child's environment.
+    edit_key: str | None = field(default=None, repr=False)
 
     def listeners(self) -> list[Listener]:
         """One listener per upstream and the forward proxy, each on a port of its own."""
@@ -275,6 +278,7 @@ class Recorder:
                 opts.update(looptap_faults=list(cfg.faults), looptap_fault_seed=cfg.fault_seed)
         except exceptions.OptionsError as exc:
             raise RecorderError(str(exc).removeprefix("looptap_output: ")) from None
+        self.addon.edit_key = cfg.edit_key
         self.master = m
         self._task = asyncio.create_task(m.run())
         done, _ = await asyncio.wait({self._task, asyncio.create_task(ready.event.wait())}, return_when=asyncio.FIRST_COMPLETED)

@@ -21,7 +21,15 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from cassettes import bounds
-from cassettes.recording.names import REDACTED, looks_secret, named_spans, secret_name
+from cassettes.recording.names import (
+    _NAME_MARKERS,
+    EMBEDDED_MAX,
+    REDACTED,
+    credential_values,
+    looks_secret,
+    named_spans,
+    secret_name,
+)
 from cassettes.recording.scrub import Scrubber
 from cassettes.recording.streams import (
     STREAM_BYTES,
@@ -30,6 +38,7 @@ from cassettes.recording.streams import (
     json_frames,
     json_lines,
     mask_channel,
+    merge,
     rewrite,
     string_leaves,
 )
@@ -39,6 +48,8 @@ __all__ = ["BodyRedactor"]
 
 #: JSON bodies larger than this are scrubbed as bytes only, not string by string.
 _WHOLE_BYTES = 8 << 20
+#: How much JSON-in-string text :meth:`BodyRedactor._embedded` remembers the answer for (chars).
+_EMBEDDED_SEEN = 16 << 20
 
 
 def _json_rebuild(value: Any, it: Iterator[str]) -> Any:
@@ -67,6 +78,10 @@ class BodyRedactor(Scrubber):
         super().__init__(extra_patterns)
         #: Extra JSON / form field names to redact always (``body_keys`` of the configuration).
         self._body_keys: frozenset[str] = frozenset()
+        #: :meth:`_embedded`'s answers for the JSON strings already seen (an agent re-sends its
+        #: tool calls' arguments and results on every turn), up to :data:`_EMBEDDED_SEEN` chars.
+        self._embedded_seen: dict[str, str] = {}
+        self._embedded_chars = 0
 
     def _scrub_json(self, value: Any) -> tuple[Any, bool]:
         """``value`` (parsed JSON) with credential keys' values redacted and every string, keys
@@ -95,18 +110,59 @@ class BodyRedactor(Scrubber):
                     if named:  # its value is appended (as REDACTED) already
                         continue
                 if isinstance(v, str):
+                    if v[:1] in ("{", "[") and len(v) < EMBEDDED_MAX:
+                        masked = self._embedded(v)
+                        found = found or masked is not v
+                        v = masked
                     acc.append(v)
-                    if v[:1] == "{" and len(v) < (1 << 20):
-                        self._learn_embedded(v)
                 elif isinstance(v, (dict, list)) and self._json_collect(v, acc):
                     found = True
         elif isinstance(value, list):
             for v in value:
                 if isinstance(v, str):
+                    if v[:1] in ("{", "[") and len(v) < EMBEDDED_MAX:
+                        masked = self._embedded(v)
+                        found = found or masked is not v
+                        v = masked
                     acc.append(v)
                 elif isinstance(v, (dict, list)) and self._json_collect(v, acc):
                     found = True
         return found
+
+    def _name_kind(self, name: str) -> str | None:
+        """What a field's name says of its value (:func:`secret_name`), the configured
+        ``body_keys`` always a credential's."""
+        return "always" if name.lower() in self._body_keys else secret_name(name)
+
+    def _embedded(self, text: str) -> str:
+        """JSON inside a JSON string (tool-call arguments, a tool result, a serialised config):
+        ``text`` with the values of its credential names masked whatever their length
+        (:func:`credential_values`: ``{"password": "[REDACTED]"}``, a number as the string
+        ``"[REDACTED]"``), its formatting otherwise kept; ``text`` itself (the same object) when
+        it holds none. The values it masks, and the credential-shaped strings of its objects under
+        such names, are learned (those of 8 characters or more: a shorter one is masked only where
+        a name says it is one, never everywhere it occurs)."""
+        done = self._embedded_seen.get(text)
+        if done is not None:
+            return text if done == text else done
+        self._learn_embedded(text)
+        spans = credential_values(text, self._name_kind)
+        out = text
+        if spans:
+            pieces: list[str] = []
+            pos = 0
+            for _name, start, end, quoted in spans:
+                self._learn(text[start:end])
+                pieces += [text[pos:start], REDACTED if quoted else f'"{REDACTED}"']
+                pos = end
+            pieces.append(text[pos:])
+            out = "".join(pieces)
+        if self._embedded_chars + len(text) > _EMBEDDED_SEEN:
+            self._embedded_seen.clear()
+            self._embedded_chars = 0
+        self._embedded_seen[text] = out
+        self._embedded_chars += len(text)
+        return out
 
     def _collect_named(self, k: str, v: Any, acc: list[str]) -> bool | None:
         """A JSON key and what its name says of its value: the key is appended to ``acc``; a
@@ -144,12 +200,17 @@ class BodyRedactor(Scrubber):
 
     def _learn_embedded(self, text: str) -> None:
         """JSON inside a JSON string (tool-call arguments, a serialised config): learn the values
-        of its credential keys, which the scrub of the string then masks."""
+        of its credential keys, which the scrub of the string then masks too where they are
+        echoed elsewhere. (Only when it holds some credential word: most strings that start with
+        ``{`` are code or prose, and their parse is what this would cost.)"""
+        low = text.lower()
+        if not any(m.decode() in low for m in _NAME_MARKERS):
+            return
         try:
             inner = bounds.loads(text)
         except orjson.JSONDecodeError:
             return
-        if isinstance(inner, dict):
+        if isinstance(inner, dict | list):
             self._json_collect(inner, [])
 
     def _learn_form(self, body: bytes, ctype: str) -> None:
@@ -341,13 +402,19 @@ class BodyRedactor(Scrubber):
         for pieces in channels.values():
             joined = "".join(p[3] for p in pieces)
             spans = self._spans(joined)
-            if not spans:
+            # JSON the field carries across events (a tool call's arguments streamed): the values
+            # of its credential names, whatever their length (a number becomes the string).
+            creds = credential_values(joined, self._name_kind)
+            if not spans and not creds:
                 continue
             for s, e in spans:
                 found = joined[s:e]  # learned: masked wherever else it appears (request history, raw bytes)
                 if len(found) >= 8 and found != REDACTED and not any(c.isspace() for c in found):
                     self._literals.add(found)  # (not a key block's lines: "-----BEGIN" would mask every PEM)
-            for i in mask_channel(pieces, joined, spans):
+            instead = {s: f'"{REDACTED}"' for _n, s, _e, quoted in creds if not quoted}
+            for _n, s, e, _q in creds:
+                self._learn(joined[s:e])
+            for i in mask_channel(pieces, joined, merge(spans + [(s, e) for _n, s, e, _q in creds]), instead):
                 out[i] = new_docs[i]
         return out
 

@@ -9,8 +9,11 @@ import bisect
 import functools
 import itertools
 import re
+from collections.abc import Callable
 
-__all__ = ["REDACTED", "URL_TOKEN", "looks_secret", "name_words", "named_spans", "secret_name"]
+import orjson
+
+__all__ = ["EMBEDDED_MAX", "REDACTED", "URL_TOKEN", "credential_values", "looks_secret", "name_words", "named_spans", "secret_name"]
 
 REDACTED = "[REDACTED]"
 #: The replacement inside URLs (brackets would turn a netloc into an IPv6 literal).
@@ -142,3 +145,110 @@ def named_spans(data: bytes, spans: list[tuple[int, int]]) -> list[bool]:
         k = bisect.bisect_left(hits, a, k)
         out[j] = k < len(hits) and hits[k] < b
     return out
+
+
+#: The longest JSON text held in a string that :func:`credential_values` reads (characters).
+EMBEDDED_MAX = 1 << 20
+#: One JSON token: a string (group 1; or one cut short at the end of the text, group 2), a
+#: structural character (3), or a literal or number (4). Whitespace before it is skipped.
+_TOKEN = re.compile(r'\s*(?:("(?:[^"\\]|\\.)*")|("(?:[^"\\]|\\.)*\\?\Z)|([{}\[\],:])|([^\s{}\[\],:"]+))', re.S)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+
+
+def credential_values(text: str, kind: Callable[[str], str | None] = secret_name) -> list[tuple[str, int, int, bool]]:
+    """(name, start, end, quoted) of each value under a credential's name in ``text``, a JSON
+    document held in a string (a tool call's ``arguments``, a tool result, a serialised config).
+    For a string value the span is its content between the quotes (``quoted``), for a number the
+    number. A name ``kind`` calls ``"always"`` a credential's counts whatever the value's length
+    (``{"pin": "4711"}``); one it calls ``"if-secret"`` counts when the value looks like a
+    credential (:func:`looks_secret`). Values already ``[REDACTED]``, empty strings, zero and
+    objects or lists are not given (an object under such a name is the learned leaves' business).
+
+    Read token by token, never parsed whole: a document cut short (a stream's arguments so far,
+    its last string unterminated) is read as far as it goes, and several documents one after
+    another (tool calls' arguments joined) each in turn. Bounded: text over :data:`EMBEDDED_MAX`,
+    not starting with ``{`` or ``[``, or holding no credential word is not read."""
+    if len(text) > EMBEDDED_MAX or text.lstrip()[:1] not in ("{", "["):
+        return []
+    low = text.lower()
+    if not any(m.decode() in low for m in _NAME_MARKERS):
+        return []
+    try:  # a whole document: parsed first (30× faster than the token walk) to see if it is needed
+        if not _names_a_credential(orjson.loads(text), kind):
+            return []
+    except orjson.JSONDecodeError:
+        pass  # cut short, or several documents: read token by token
+    out: list[tuple[str, int, int, bool]] = []
+    stack: list[str] = []
+    prev = ""  # the last structural character (a key follows "{" or "," inside an object)
+    key: str | None = None  # a key read, awaiting its ":"
+    under: str | None = None  # the name whose value comes next
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            break
+        pos = m.end()
+        string, cut, punct, literal = m.group(1), m.group(2), m.group(3), m.group(4)
+        if punct is not None:
+            if punct in "{[":
+                stack.append(punct)
+            elif punct in "}]" and stack:
+                stack.pop()
+            if punct == ":" and key is not None:
+                under = key
+            else:
+                under = None
+            key = None
+            prev = punct
+            continue
+        name, under, was_key = under, None, key
+        key = None
+        if string is not None or cut is not None:
+            raw = string if string is not None else cut
+            start = m.start(1) if string is not None else m.start(2)
+            value = _json_string(raw if string is not None else raw.rstrip("\\") + '"')
+            if name is not None:
+                if value and value != REDACTED and _credential(name, value, kind):
+                    out.append((name, start + 1, start + len(raw) - (1 if string is not None else 0), True))
+            elif was_key is None and stack[-1:] == ["{"] and prev in ("{", ","):
+                key = value
+            prev = ""
+        elif literal is not None:
+            if name is not None and _NUMBER.fullmatch(literal) and literal.strip("-0.") and kind(name) == "always":
+                out.append((name, m.start(4), m.end(4), False))
+            prev = ""
+    return out
+
+
+def _names_a_credential(doc: object, kind: Callable[[str], str | None]) -> bool:
+    """Whether some string or number in ``doc`` stands under a name ``kind`` calls a
+    credential's (a walk with its own stack: orjson parses deeper than Python recurses)."""
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(v, dict | list):
+                    stack.append(v)
+                elif isinstance(v, str | int | float) and not isinstance(v, bool) and kind(k) is not None:
+                    return True
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, dict | list))
+    return False
+
+
+def _json_string(token: str) -> str:
+    """A JSON string token's text (its raw inside when an escape in it does not decode)."""
+    if "\\" not in token:
+        return token[1:-1]
+    try:
+        value = orjson.loads(token)
+    except orjson.JSONDecodeError:
+        return token[1:-1]
+    return value if isinstance(value, str) else token[1:-1]
+
+
+def _credential(name: str, value: str, kind: Callable[[str], str | None]) -> bool:
+    k = kind(name)
+    return k == "always" or (k == "if-secret" and looks_secret(value))

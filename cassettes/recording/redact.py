@@ -223,6 +223,27 @@ class Redactor(BodyRedactor):
             "decoded with the secret masked instead of the raw bytes"
         )
 
+    def document(self, value: Any) -> Any:
+        """A parsed JSON document redacted the way a cassette's JSON bodies are (a copy when
+        anything changed; ``value`` itself otherwise): credential names' values (in JSON held in
+        strings too, whatever their length), every value this redactor learned (from
+        :meth:`headers`, :meth:`exchange` …: a key the run sent, echoed back) and the known
+        formats, keys included. For what is written from recorded or live data besides a
+        cassette (a ``compare`` report): ``Redactor.configured()``, the exchanges or headers it
+        should learn from, then this."""
+        return self._scrub_json(value)[0]
+
+    def document_bytes(self, data: bytes) -> bytes:
+        """:meth:`document` of JSON text (bytes); text that is not JSON is scrubbed as text."""
+        from cassettes import bounds
+
+        try:
+            parsed = bounds.loads(data)
+        except (orjson.JSONDecodeError, ValueError):
+            return self.scrub_bytes(data)
+        out, changed = self._scrub_json(parsed)
+        return orjson.dumps(out) if changed else data
+
     def exchange(self, ex: Exchange) -> Exchange:
         """A redacted copy of ``ex`` (the original is not modified)."""
         req_headers = self.headers(ex.request_headers)  # learn header secrets first

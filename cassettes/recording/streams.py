@@ -203,11 +203,11 @@ def merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def mask_channel(pieces: list[tuple[int, Any, Any, str]], joined: str, spans: list[tuple[int, int]]) -> list[int]:
+def mask_channel(pieces: list[tuple[int, Any, Any, str]], joined: str, spans: list[tuple[int, int]], instead: dict[int, str] | None = None) -> list[int]:
     """Mask ``spans`` of a field's text across events (``joined``: its ``pieces`` joined, as
-    :func:`string_leaves` gathered them): ``[REDACTED]`` in the piece where a span starts, the
-    span removed from the pieces it continues into. Edits the events in place; returns the
-    indexes of the events changed."""
+    :func:`string_leaves` gathered them): ``[REDACTED]`` (or ``instead[start]``) in the piece
+    where a span starts, the span removed from the pieces it continues into. Edits the events in
+    place; returns the indexes of the events changed."""
     changed: list[int] = []
     pos = 0
     k = 0
@@ -226,7 +226,7 @@ def mask_channel(pieces: list[tuple[int, Any, Any, str]], joined: str, spans: li
             if ss > j:
                 parts.append(joined[j:ss])
             if ss >= lo:
-                parts.append(REDACTED)  # where the secret starts; removed from the pieces it continues into
+                parts.append(instead.get(ss, REDACTED) if instead else REDACTED)  # where the secret starts; removed from the pieces it continues into
             j = max(j, min(se, hi))
         parts.append(joined[j:hi])
         container[key] = "".join(parts)

@@ -72,7 +72,16 @@ def _cursor(args: argparse.Namespace) -> Any:
     for e in edits:
         if e.selector is not None and e.selector != spec.text:
             raise _Usage(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; its selector, if given, is the cursor's")
-    return Cursor(spec, live_router(bases), model=args.model, edits=edits, via_recorder=args.live_recorder)
+    key = None
+    if args.live_recorder:
+        import os
+
+        from cassettes.wire.edited import KEY_ENV
+
+        key = os.environ.pop(KEY_ENV, None)  # the fork's per-run key: read once, passed on to nothing
+        if not key:
+            raise _Usage(f"--live-recorder needs the fork's per-run key in {KEY_ENV} (looptap run --from gives it): without it the recorder accepts no edit marks")
+    return Cursor(spec, live_router(bases), model=args.model, edits=edits, edit_key=key)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -242,7 +251,7 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--live", action="append", default=[], metavar="NAME=URL", help="with --cursor: where requests of that API go past the cursor (NAME as --upstream names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)")
     p.add_argument("--model", help="with --cursor: the model of every request sent live")
     p.add_argument("--edit", action="append", default=[], metavar="TARGET=@FILE", help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)")
-    p.add_argument("--live-recorder", action="store_true", help="with --edit: the --live upstreams are looptap recorders (an edited request carries the client's original to them; looptap run --from sets this)")
+    p.add_argument("--live-recorder", action="store_true", help="with --edit: the --live upstreams are the fork's looptap recorders (an edited request carries the client's original to them, sealed with the per-run key in $LOOPTAP_EDIT_KEY; looptap run --from sets both)")
     p.set_defaults(func=cmd_replay)
 
 

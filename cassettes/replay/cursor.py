@@ -112,9 +112,10 @@ class Cursor:
     model: str | None = None
     #: What-if edits made in every request sent live (:mod:`cassettes.replay.edits`).
     edits: list[Edit] = field(default_factory=list)
-    #: The live upstreams are looptap recorders: an edited request carries its marks to them
-    #: (:func:`cassettes.replay.edits.edited_headers`), so the branch keeps the client's request.
-    via_recorder: bool = False
+    #: The fork's per-run key when the live upstreams are its looptap recorders: an edited request
+    #: carries its marks to them, sealed with it (:func:`cassettes.replay.edits.edited_headers`), so
+    #: the branch keeps the client's request. ``None``: no marks are sent.
+    edit_key: str | None = field(default=None, repr=False)
     #: Conversations that went live (their requests past the cursor are the continuation).
     forked: set[str | None] = field(default_factory=set)
     #: Requests sent live, and what the report says about them (a model that could not be set …).
@@ -270,7 +271,7 @@ class Cursor:
             if marks:
                 notes.append(f"fork: edited {', '.join(dict.fromkeys(m['edit'] for m in marks))}")
                 notes += self._client_rewrote(marks, turn)
-                headers = edited_headers(req.headers, marks, self.via_recorder)
+                headers = edited_headers(req.headers, marks, self.edit_key)
         return target, body, notes, headers
 
     def _went_live(self, conversation: str | None, turn: int | None, method: str, target: str, body: bytes) -> None:

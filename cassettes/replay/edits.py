@@ -7,9 +7,9 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
     …=text                             the new text inline instead of from a file
 
 The client keeps sending the original; the replay server rewrites each request it sends on, and
-marks each item it rewrote (:mod:`cassettes.wire.edited`: the item's path, the client's value,
-digests). Sent to a looptap recorder, the marks travel in a request header the recorder removes
-before the request goes upstream, and the branch records them beside the request the upstream
+marks each item it rewrote (:mod:`cassettes.wire.edited`: the item's path, the client's value).
+Sent to the fork's own looptap recorder, the marks travel in a request header sealed with the
+fork's per-run key, which the recorder checks and removes before the request goes upstream, and the branch records them beside the request the upstream
 received, so the client's own request is in the branch too. The rewriting is
 structural and API-neutral: a tool result is the JSON object that carries the call's id next to
 its content (``content``, ``output`` or ``response``); the system prompt and a user message are the
@@ -102,7 +102,7 @@ def edit_file(spec: str, base: Path | None = None) -> Path | None:
 def apply_edits(method: str, target: str, body: bytes, edits: list[Edit], selector: str | None = None) -> tuple[bytes, list[dict[str, Any]]]:
     """``body`` with every edit that applies to it made; a mark per item rewritten
     (:func:`cassettes.wire.edited.mark`: the edit, ``selector`` unless the edit names its own, the
-    item's JSON path, the client's value there and the digests of both)."""
+    item's JSON path and the client's value there)."""
     if not edits or not body:
         return body, []
     from cassettes import bounds
@@ -122,7 +122,7 @@ def apply_edits(method: str, target: str, body: bytes, edits: list[Edit], select
                 _replace_string(doc, old, e.value, [], hits)
         if hits:
             e.applied += 1
-            marks += [edited.mark(e.label, e.selector or selector, path, before, after) for path, before, after in hits]
+            marks += [edited.mark(e.label, e.selector or selector, path, before) for path, before, _after in hits]
     return (orjson.dumps(doc), marks) if marks else (body, [])
 
 
@@ -193,12 +193,18 @@ def _replace_string(node: Any, old: str, new: str, path: list[str | int], hits: 
             _replace_string(v, old, new, [*path, k], hits)
 
 
-def edited_headers(headers: list[tuple[str, str]], marks: list[dict[str, Any]], via_recorder: bool) -> list[tuple[str, str]]:
+def edited_headers(headers: list[tuple[str, str]], marks: list[dict[str, Any]], key: str | None) -> list[tuple[str, str]]:
     """The headers of an edited request as sent on: a marker the client sent never passes; to a
-    looptap recorder (``via_recorder``) the marks go in :data:`cassettes.wire.edited.HEADER`,
-    which the recorder removes before the request goes upstream. Any other upstream gets no mark."""
-    kept = [(k, v) for k, v in headers if k.lower() != edited.HEADER]
-    return [*kept, (edited.HEADER, edited.to_header(marks))] if via_recorder else kept
+    looptap recorder of this fork (``key``: the fork's per-run key) the marks go in
+    :data:`cassettes.wire.edited.HEADER`, sealed in :data:`~cassettes.wire.edited.AUTH_HEADER`;
+    the recorder checks the seal and removes both before the request goes upstream. Without a key
+    no mark is sent."""
+    ours = (edited.HEADER, edited.AUTH_HEADER)
+    kept = [(k, v) for k, v in headers if k.lower() not in ours]
+    if not key:
+        return kept
+    value = edited.to_header(marks)
+    return [*kept, (edited.HEADER, value), (edited.AUTH_HEADER, edited.seal(value, key))]
 
 
 def edit_notes(marks: list[dict[str, Any]], inside: str | None = None) -> list[str]:

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from cassettes.errors import CassetteError
 from cassettes.replay.cursor import CursorSpec, parse_cursor
+from cassettes.wire.edited import KEY_ENV, new_key
 
 __all__ = ["ForkReplay", "ForkSource", "origin_of", "parse_from"]
 
@@ -130,6 +131,10 @@ class ForkReplay:
     model: str | None = None
     #: ``--edit`` specs, passed on as given (checked by :func:`start_fork`).
     edits: list[str] = field(default_factory=list)
+    #: This run's key for the edit marks (cassettes.wire.edited): given to the replay server in
+    #: its environment and to the recorder in process (``RecorderConfig.edit_key``), never to the
+    #: agent nor on a command line.
+    edit_key: str = field(default_factory=new_key, repr=False)
     python: str = sys.executable
     proc: asyncio.subprocess.Process | None = None
     url: str | None = None
@@ -165,8 +170,10 @@ class ForkReplay:
         from cassettes.replay.server import replay_env
 
         self._err = tempfile.TemporaryFile()
+        own = {k: v for k, v in os.environ.items() if k != KEY_ENV}
         self.proc = await asyncio.create_subprocess_exec(
-            *self.argv(live_bases(recorder_env)), stdout=asyncio.subprocess.PIPE, stderr=self._err, stdin=asyncio.subprocess.DEVNULL
+            *self.argv(live_bases(recorder_env)), stdout=asyncio.subprocess.PIPE, stderr=self._err, stdin=asyncio.subprocess.DEVNULL,
+            env={**own, KEY_ENV: self.edit_key} if self.edits else own,
         )
         assert self.proc.stdout is not None
         want = len(replay_env("http://x"))

@@ -8,12 +8,19 @@ rewritten item::
     {"edit": "tool_result[call_A1]",          # the --edit target
      "selector": "turn=1",                    # where the edit applies from (the fork's cursor)
      "path": ["messages", 3, "content"],      # the item in the request body (JSON path)
-     "before": "sunny in Paris",              # what the client sent there
-     "before_sha256": "…", "after_sha256": "…"}   # digests of the two values (orjson bytes)
+     "before": "sunny in Paris"}              # what the client sent there (redacted as the rest)
 
 so the client's own request is the recorded one with each ``before`` put back
-(:func:`client_body`). The replay server hands the marks to the recorder in the :data:`HEADER`
-request header (base64url JSON), which the recorder removes before the request goes upstream.
+(:func:`client_body`). No digest of either value is kept: a plain hash of a short value beside
+its redacted copy gives it back to a word list.
+
+The replay server hands the marks to the recorder in the :data:`HEADER` request header (base64url
+JSON) with :data:`AUTH_HEADER`, an HMAC-SHA256 of that value under the fork's per-run key
+(:func:`new_key`: made by ``looptap run --from``, given to its recorder in process and to its
+replay server in the environment variable :data:`KEY_ENV`, never to the agent). The recorder
+accepts marks only when :func:`authentic` says so, and removes both headers from every request
+before it goes upstream; a client sending the header itself (through a plain ``looptap run``,
+which has no key) gets a note on its round trip, never marks.
 
 Everything here reads untrusted text (a header, a cassette): bounded and checked, never trusted.
 """
@@ -23,34 +30,57 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import re
+import secrets
 from typing import Any, TypeGuard
 
 import orjson
 
 from cassettes import bounds
 
-__all__ = ["HEADER", "MAX_HEADER", "MAX_MARKS", "checked", "client_body", "digest", "from_header", "item_of", "mark", "to_header"]
+__all__ = [
+    "AUTH_HEADER", "HEADER", "KEY_ENV", "MAX_HEADER", "MAX_MARKS", "authentic", "checked", "client_body", "from_header", "item_of",
+    "mark", "new_key", "seal", "to_header",
+]
 
 #: The request header carrying the marks from a fork's replay server to the recorder (stripped there).
 HEADER = "x-looptap-edit"
-#: The longest header value sent; past it the ``before`` values stay behind (their digests travel).
+#: The request header carrying :func:`seal` of :data:`HEADER`'s value (stripped there too).
+AUTH_HEADER = "x-looptap-edit-auth"
+#: The environment variable that gives a fork's replay server its per-run key (read and removed
+#: at its start; never in the agent's environment nor on a command line).
+KEY_ENV = "LOOPTAP_EDIT_KEY"
+#: The longest header value sent; past it the ``before`` values stay behind.
 MAX_HEADER = 1 << 20
 #: Marks per request.
 MAX_MARKS = 256
 _LABEL = re.compile(r"(tool_result\[[^\]\r\n]{1,200}\]|user\[[0-9]{1,6}\]|system)")
-_SHA = re.compile(r"[0-9a-f]{64}")
 _PATH_LEN = 64
 _KEY_LEN = 200
 
 
-def digest(value: Any) -> str:
-    """The sha256 of a JSON value as orjson writes it."""
-    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
+def new_key() -> str:
+    """A fork's per-run key for its edit marks (32 random bytes, URL-safe text)."""
+    return secrets.token_urlsafe(32)
 
 
-def mark(label: str, selector: str | None, path: list[str | int], before: Any, after: Any) -> dict[str, Any]:
-    return {"edit": label, "selector": selector, "path": list(path), "before": before, "before_sha256": digest(before), "after_sha256": digest(after)}
+def seal(value: str, key: str) -> str:
+    """The :data:`AUTH_HEADER` value for a :data:`HEADER` value: its HMAC-SHA256 under ``key``."""
+    return hmac.new(key.encode("utf-8"), value.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
+
+
+def authentic(value: str, auth: str, key: str | None) -> bool:
+    """Whether ``auth`` is :func:`seal` of ``value`` under ``key`` (never without a key)."""
+    if not key or not auth or len(value) > MAX_HEADER + 16:
+        return False
+    return hmac.compare_digest(seal(value, key).encode("ascii"), auth.strip().encode("utf-8", "surrogateescape"))
+
+
+def mark(label: str, selector: str | None, path: list[str | int], before: Any) -> dict[str, Any]:
+    """The mark of one rewritten item: ``before`` is the client's value there (the edit's value
+    is in the request itself; no digest of either is kept)."""
+    return {"edit": label, "selector": selector, "path": list(path), "before": before}
 
 
 def item_of(m: dict[str, Any]) -> str:
@@ -63,7 +93,7 @@ def item_of(m: dict[str, Any]) -> str:
 
 def to_header(marks: list[dict[str, Any]]) -> str:
     """The marks as the :data:`HEADER` value; over :data:`MAX_HEADER`, without their ``before``
-    values (``before_omitted``: the client's text is then known by its digest only)."""
+    values (``before_omitted``: the client's text is then not kept)."""
     value = base64.urlsafe_b64encode(orjson.dumps(marks)).decode("ascii")
     if len(value) <= MAX_HEADER:
         return value
@@ -99,9 +129,9 @@ def checked(value: Any) -> list[dict[str, Any]] | None:
 
 
 def _checked_mark(m: Any) -> dict[str, Any] | None:
-    """One mark in the shape above (unknown keys dropped), or ``None``: a label of the known
-    form, a short selector or none, a bounded path, both digests, and the client's value (or
-    word that it was omitted, also when it is too deep to keep)."""
+    """One mark in the shape above (unknown keys dropped, the digests older files kept
+    included), or ``None``: a label of the known form, a short selector or none, a bounded path,
+    and the client's value (or word that it was omitted, also when it is too deep to keep)."""
     if not isinstance(m, dict):
         return None
     label, sel, path = m.get("edit"), m.get("selector"), m.get("path")
@@ -112,10 +142,6 @@ def _checked_mark(m: Any) -> dict[str, Any] | None:
     if not _checked_path(path):
         return None
     one: dict[str, Any] = {"edit": label, "selector": sel, "path": list(path)}
-    for k in ("before_sha256", "after_sha256"):
-        if not (isinstance(m.get(k), str) and _SHA.fullmatch(m[k])):
-            return None
-        one[k] = m[k]
     if "before" in m and not bounds.too_deep(m["before"]):
         one["before"] = m["before"]
     elif m.get("before_omitted") is True or "before" in m:

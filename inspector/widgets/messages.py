@@ -85,7 +85,7 @@ def _client_sent(marks: list[dict[str, Any]], full: bool = False) -> Text:
     for m in marks:
         t.append(f"\n  ✎ {clean_line(str(m.get('edit')))}: the client sent ", style="yellow")
         if m.get("before_omitted"):
-            t.append("(too large to keep; known by its digest)", style="dim")
+            t.append("(too large to keep)", style="dim")
         else:
             t.append("\n")
             t.append(_cut_part(edit_text(m.get("before")), FULL_PART_LIMIT if full else PART_LIMIT, None if full else LINE_LIMIT), style="dim")

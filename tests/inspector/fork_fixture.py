@@ -58,7 +58,7 @@ def branch() -> list[Exchange]:
     h2 = [*h1, _call("call_B1", "Nice"), _result("call_B1", "sunny, 24 C in Nice")]
     out = [_exchange(h1, _answer(None, ("call_B1", "Nice"))), _exchange(h2, _answer("Go to Nice: the storm grounds Paris."))]
     for ex in out:
-        ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], ORIGINAL, EDITED)]
+        ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], ORIGINAL)]
     return out
 
 

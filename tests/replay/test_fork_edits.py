@@ -120,7 +120,7 @@ def test_show_marks_the_edited_turns_and_items(forked: dict[str, Any]) -> None:
     for v in views:
         (m,) = v["edits"]
         assert m["edit"].startswith("tool_result[") and m["item"].startswith("messages[") and m["before"] == "sunny, 21 C in Paris"
-        assert m["after_sha256"] != m["before_sha256"]
+        assert not any("sha256" in k for k in m), m  # no digest of a value is kept
     plain = progress.run([*RECORDER, "show", "--json", str(forked["run"])], capture_output=True, text=True, env=_env())
     assert all("edits" not in orjson.loads(ln) for ln in plain.stdout.splitlines() if '"looptap.roundtrip/1"' in ln)  # a plain run: no key
 
@@ -151,25 +151,31 @@ def test_marks_round_trip_through_the_header_and_give_the_client_body_back() -> 
     body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]})
     new, marks = apply_edits("POST", "/v1/chat/completions", body, [parse_edit("tool_result[call_1]=STORM")], "turn=1")
     assert orjson.loads(new)["messages"][1]["content"] == "STORM" and marks[0]["path"] == ["messages", 1, "content"] and marks[0]["before"] == "sunny"
-    hdrs = edited_headers([("X-Looptap-Edit", "forged"), ("a", "b")], marks, via_recorder=True)
-    assert [k for k, _ in hdrs] == ["a", edited.HEADER]  # a marker the client sent never passes
-    assert edited_headers([("a", "b")], marks, via_recorder=False) == [("a", "b")]  # no recorder: no marker at all
-    back = edited.from_header(hdrs[-1][1])
+    key = edited.new_key()
+    hdrs = edited_headers([("X-Looptap-Edit", "forged"), ("X-Looptap-Edit-Auth", "forged"), ("a", "b")], marks, key)
+    assert [k for k, _ in hdrs] == ["a", edited.HEADER, edited.AUTH_HEADER]  # a marker the client sent never passes
+    assert edited_headers([("a", "b"), ("x-looptap-edit", "forged")], marks, None) == [("a", "b")]  # no key: no marker at all
+    value, seal = hdrs[1][1], hdrs[2][1]
+    assert edited.authentic(value, seal, key) and not edited.authentic(value, seal, edited.new_key()) and not edited.authentic(value, seal, None)
+    assert not edited.authentic(value, edited.seal(value + "x", key), key) and not edited.authentic(value, "", key)
+    back = edited.from_header(value)
     assert back == marks and edited.client_body(orjson.loads(new), back) == orjson.loads(body)
     assert orjson.loads(new)["messages"][1]["content"] == "STORM"  # given back on a copy
     for bad in ("", "!!!", "e30", edited.to_header([{**marks[0], "edit": "rm -rf"}]), edited.to_header([{**marks[0], "path": []}]),
-                edited.to_header([{**marks[0], "before_sha256": "x"}]), edited.to_header([{k: v for k, v in marks[0].items() if k != "before"}])):
+                edited.to_header([{k: v for k, v in marks[0].items() if k != "before"}])):
         assert edited.from_header(bad) is None, bad
+    old = edited.from_header(edited.to_header([{**marks[0], "before_sha256": "0" * 64, "after_sha256": "1" * 64}]))
+    assert old == marks  # an older file's digests are read past and dropped
     assert edited.client_body({"messages": []}, marks) is None  # a path not in the body
 
 
-def test_a_mark_too_large_for_the_header_travels_by_its_digest(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_mark_too_large_for_the_header_travels_without_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
     from cassettes.wire import edited
 
-    m = edited.mark("system", "turn=0", ["system"], "x" * 5000, "short")
+    m = edited.mark("system", "turn=0", ["system"], "x" * 5000)
     monkeypatch.setattr(edited, "MAX_HEADER", 4000)
     (back,) = edited.from_header(edited.to_header([m])) or [None]
-    assert back is not None and back["before_omitted"] and "before" not in back and back["before_sha256"] == edited.digest("x" * 5000)
+    assert back is not None and back["before_omitted"] and "before" not in back and not any("sha256" in k for k in back)
     assert edited.client_body({"system": "short"}, [back]) is None
 
 
@@ -181,7 +187,7 @@ def test_the_marks_are_redacted_and_stored_and_a_malformed_one_is_dropped(tmp_pa
 
     ex = tool_loop()[1]
     secret = "sk-proj-" + "A1b2C3d4E5f6G7h8" * 4
-    ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], f"key {secret}", "STORM")]
+    ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], f"key {secret}")]
     red = Redactor().exchange(ex)
     assert red.edits is not None and secret not in orjson.dumps(red.edits).decode() and ex.edits[0]["before"] == f"key {secret}"
     rec = exchange_to_record(red, 1)
@@ -203,7 +209,7 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
 
     storm = {**RESULT, "content": "STORM"}
     ex = chat_exchange([SYSTEM, USER, CALL, storm], chat_response("Stay home: a storm."))
-    ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], RESULT["content"], "STORM")]
+    ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], RESULT["content"])]
     branch = write(tmp_path / "branch.jsonl", [ex])
     with ReplayServer(list(open_run(branch, whole=True).exchanges)) as srv:
         client = OpenAI(base_url=srv.url + "/v1", api_key="sk-x", max_retries=0)
