@@ -296,7 +296,9 @@ class Run:
         if self._analysis is None:
             from cassettes.analysis import analyse
 
-            self._analysis = analyse(list(self.exchanges), list(self.roundtrips))
+            from cassettes.replay.branch import first_turn, origin_in
+
+            self._analysis = analyse(list(self.exchanges), list(self.roundtrips), first_turn(origin_in(self.header)))
         return self._analysis
 
     @property

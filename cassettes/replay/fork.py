@@ -50,14 +50,27 @@ def parse_from(text: str) -> ForkSource:
     return ForkSource(path, parse_cursor(sel))
 
 
-def origin_meta(source: ForkSource, model: str | None, starts: dict[str | None, int] | None = None, edits: list[str] | None = None) -> dict[str, Any]:
+def origin_meta(
+    source: ForkSource, model: str | None, starts: dict[str | None, int] | None = None, edits: list[str] | None = None,
+    turns: dict[str | None, int | None] | None = None, branch: Path | None = None,
+) -> dict[str, Any]:
+    """``meta.origin`` of a branch: the run (as typed, absolute, relative to the branch, and its
+    sha256 as it was at the fork: :mod:`cassettes.replay.branch` checks it), the cursor, the first
+    seq at it and the origin's turn index there per conversation (``turn``: the number every view
+    gives the branch's first turn), the model asked for, the edits."""
+    from cassettes.replay.branch import origin_fields
+
+    known = [t for t in (turns or {}).values() if isinstance(t, int)]
     return {
         "edits": list(edits or []),
         "run": str(source.run),
         "cursor": source.cursor.as_json(),
         "seq": min(starts.values()) if starts else source.cursor.seq,
         "starts": {str(k): v for k, v in (starts or {}).items()},
+        "turn": min(known) if known else (source.cursor.turn or 0),
+        "turns": {str(k): v for k, v in (turns or {}).items()},
         "model": model,
+        **origin_fields(source.run, branch),
     }
 
 
@@ -69,8 +82,11 @@ def write_branch_header(path: Path, source: ForkSource, model: str | None, edits
     from cassettes.storage.store import CassetteFile
 
     cursor = Cursor(source.cursor, lambda *_: None)
-    cursor.bind(Matcher(list(open_run(source.run, whole=True).exchanges)))
-    CassetteFile(path, meta={"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts, edits)}).close()
+    matcher = Matcher(list(open_run(source.run, whole=True).exchanges))
+    cursor.bind(matcher)
+    turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in set(cursor.starts.values())}
+    meta = origin_meta(source, model, cursor.starts, edits, turns, path)
+    CassetteFile(path, meta={"source": "looptap run --from", ORIGIN: meta}).close()
 
 
 def origin_of(path: str | Path) -> dict[str, Any] | None:

@@ -193,7 +193,8 @@ def diff_analysed(
             other = "B" if who == "A" else "A"
             out.add([Divergence("C", f"run {who} has a conversation run {other} never started ({len(present.turns)} turns)", ca.id if ca else None, cb.id if cb else None)], keep)
             continue
-        out.add(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id), keep)
+        head = ra.turns.get(ca.turns[0]) if ca.turns else None  # numbered as A numbers them (a branch: its origin's numbers)
+        out.add(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id, offset=head.index if head is not None else 0), keep)
     return out
 
 
