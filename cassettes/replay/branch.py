@@ -23,9 +23,10 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Located", "branch_line", "changed_line", "file_digest", "first_turn", "locate", "origin_fields", "origin_in"]
+__all__ = ["Located", "Relation", "branch_line", "changed_line", "file_digest", "first_turn", "locate", "origin_fields", "origin_in", "relate"]
 
 
 def file_digest(path: str | Path) -> str | None:
@@ -128,12 +129,13 @@ def _candidates(branch: Path, origin: dict[str, Any]) -> list[Path]:
     return out
 
 
-def locate(branch: str | Path, origin: dict[str, Any], run: str | Path | None = None) -> Located:
+def locate(branch: str | Path, origin: dict[str, Any], run: str | Path | None = None, allowed: Callable[[Path], bool] | None = None) -> Located:
     """Find the origin of ``branch`` (or take ``run``, the file the user named as the origin) and
     check it against the digest the branch keeps. Among the places looked at, the first file
     whose digest is the one kept wins; when only other files are there, the first of them is
     returned with the line saying it changed. A branch without a digest (written before it was
-    kept) takes the first file found, unchecked."""
+    kept) takes the first file found, unchecked. ``allowed``: the places a reader may look (the
+    MCP server: under its roots); others are passed over."""
     b = Path(branch)
     want = origin.get("sha256") if isinstance(origin.get("sha256"), str) else None
     seen: set[Path] = set()
@@ -143,7 +145,7 @@ def locate(branch: str | Path, origin: dict[str, Any], run: str | Path | None = 
             if not p.is_file():
                 continue
             real = p.resolve()
-            if real == b.resolve() or real in seen:
+            if real == b.resolve() or real in seen or (allowed is not None and not allowed(real)):
                 continue
         except OSError:
             continue
@@ -158,3 +160,53 @@ def locate(branch: str | Path, origin: dict[str, Any], run: str | Path | None = 
     if first is None:
         return Located(origin, None)
     return Located(origin, first[0], changed_line(origin, first[0], first[1]))
+
+
+@dataclass
+class Relation:
+    """Two runs named to ``diff``, one the other's branch: ``origin``/``branch`` (the paths, in that
+    order whichever order they were named in; ``swapped``: the branch was named first), the
+    branch's ``meta.origin`` and ``changed`` (the origin file is not the run forked: one line)."""
+
+    origin: Path
+    branch: Path
+    meta: dict[str, Any]
+    swapped: bool
+    changed: str | None = None
+
+
+def _names(path: Path, meta: dict[str, Any]) -> bool:
+    """Whether ``meta`` (a branch's origin) names ``path``: by its absolute path, or its file name."""
+    kept = meta.get("path")
+    if isinstance(kept, str) and kept:
+        try:
+            if Path(kept).resolve() == path.resolve():
+                return True
+        except OSError:
+            pass
+    return Path(str(meta.get("run") or "")).name == path.name
+
+
+def relate(path_a: str | Path, path_b: str | Path) -> Relation | None:
+    """Whether one of two runs is the other's branch, in either order: B (or A) names the other as
+    its origin, by the digest kept at the fork (a renamed origin is still found) or, for a branch
+    without one, by name. A file the branch names whose digest is not the one kept is the origin
+    changed since the fork (:attr:`Relation.changed`). ``None``: neither is the other's branch."""
+    from cassettes.replay.fork import origin_of
+
+    a, b = Path(path_a), Path(path_b)
+    for origin, branch, swapped in ((a, b, False), (b, a, True)):
+        meta = origin_of(branch)
+        if meta is None:
+            continue
+        want = meta.get("sha256") if isinstance(meta.get("sha256"), str) else None
+        if want is None:
+            if _names(origin, meta):
+                return Relation(origin, branch, meta, swapped)
+            continue
+        digest = file_digest(origin)
+        if digest == want:
+            return Relation(origin, branch, meta, swapped)
+        if _names(origin, meta):
+            return Relation(origin, branch, meta, swapped, changed_line(meta, origin, digest))
+    return None

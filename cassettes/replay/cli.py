@@ -154,14 +154,26 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
     from cassettes.reading.run import open_run
     from cassettes.replay.rundiff import diff_analysed, divergence_lines, fork_lined_up
+    from cassettes.replay.branch import relate
     from cassettes.views.progress import reading_line
 
+    notes: list[str] = []
+    rel = relate(args.a, args.b)
+    if rel is not None and rel.changed is not None:  # one line, not a false divergence per turn
+        from cassettes.untrusted import clean_line
+
+        _err(f"looptap diff: {clean_line(rel.changed)}")
+        return 2
+    if rel is not None and rel.swapped:  # the branch named first: its origin is A all the same
+        from cassettes.untrusted import clean_line
+
+        notes.append(clean_line(f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} (the origin as A, the branch as B)"))
+        args.a, args.b = args.b, args.a
     with reading_line(Path(args.a).name) as progress:
         run_a = open_run(args.a, progress=progress)  # each read once, as a stream
     with reading_line(Path(args.b).name) as progress:
         run_b = open_run(args.b, progress=progress)
     problems_a, problems_b = run_a.problems, run_b.problems
-    notes: list[str] = []
     # A branch forked from A is lined up from its cursor; else runs on no common API are one line.
     forked = fork_lined_up(args.a, args.b, run_a, run_b, notes)
     unrelated = None if forked is not None else different_apis(run_a, run_b)

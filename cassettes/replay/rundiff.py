@@ -125,7 +125,13 @@ def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None =
     header names A as its origin), the two are lined up from the cursor (:func:`diff_fork`) and
     ``notes`` gets the lines saying how."""
     from cassettes.reading.run import open_run
+    from cassettes.replay.branch import relate
 
+    rel = relate(path_a, path_b)
+    if rel is not None and rel.swapped:  # the branch named first: compared origin first
+        if notes is not None:
+            notes.append(f"{path_a} is a branch of {path_b}: compared as diff {path_b} {path_a} (the origin as A)")
+        path_a, path_b = path_b, path_a
     a, b = open_run(path_a), open_run(path_b)
 
     forked = fork_lined_up(path_a, path_b, a, b, notes)
@@ -135,14 +141,21 @@ def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None =
 
 
 def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes: list[str] | None) -> list[Divergence] | None:
-    """When B (opened ``b``) is a branch forked from A (its header names A as its origin), the
-    divergences lined up from the cursor (:func:`diff_fork`), and ``notes`` gets the lines saying
-    how; ``None`` when B is not A's branch."""
-    from cassettes.replay.fork import origin_of
+    """When B (opened ``b``) is a branch forked from A (its header names A as its origin, checked
+    by the digest it keeps: :func:`cassettes.replay.branch.relate`), the divergences lined up
+    from the cursor (:func:`diff_fork`), and ``notes`` gets the lines saying how; ``None`` when B
+    is not A's branch. Raises :class:`~cassettes.errors.CassetteError` (one line) when A is the
+    file B names as its origin but not the run B was forked from (it changed since the fork):
+    the prefix cannot be compared, and a turn-by-turn diff would only invent divergences."""
+    from cassettes.errors import CassetteError
+    from cassettes.replay.branch import relate
 
-    origin = origin_of(path_b)
-    if origin is None or Path(str(origin.get("run", ""))).name != Path(path_a).name:
+    rel = relate(path_a, path_b)
+    if rel is None or rel.swapped:
         return None
+    if rel.changed is not None:
+        raise CassetteError(rel.changed)
+    origin = rel.meta
 
     from cassettes.replay.wslive import as_sent_live
 

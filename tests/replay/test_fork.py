@@ -8,6 +8,7 @@ fork is one ``looptap run --from``. Waits are by progress (tests.support.progres
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,6 +98,16 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(o
     o = origin_of(branch)
     assert o is not None and o["run"] == str(run) and o["cursor"]["turn"] == 2 and o["model"] == "new-model-1"
     assert len(o["starts"]) == 4 and o["seq"] == min(o["starts"].values())
+    import hashlib
+
+    # the origin's digest at the fork, and the origin's turn at the cursor: the branch's first turn is turn 2 (issue 42)
+    assert o["sha256"] == hashlib.sha256(run.read_bytes()).hexdigest() and o["path"] == str(run.resolve())
+    assert o["turn"] == 2 and set(o["turns"].values()) == {2}
+    show = progress.run([*RECORDER, "show", str(branch), "--json"], capture_output=True, text=True, env=_env())
+    assert show.returncode == 0, show.stderr
+    assert [orjson.loads(ln)["turn"] for ln in show.stdout.splitlines()] == [2, 2, 2, 2]
+    show = progress.run([*RECORDER, "show", str(branch), "--turn", "2"], capture_output=True, text=True, env=_env())
+    assert len(re.findall(r"^#\d+  c\d+/turn 2 ", show.stdout, re.M)) == 4 and f"branch of {run} at turn=2 (model new-model-1)" in show.stdout, show.stdout
     assert origin_of(run) is None  # a plain recording names no origin
     # The branch records what went live: the continuation only, with the model asked for.
     from cassettes.reading.run import open_run
