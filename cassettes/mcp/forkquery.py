@@ -51,7 +51,10 @@ def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None
     cursor = origin.get("cursor")
     items = [
         {"layer": d.layer, "conversation_origin": d.conversation_a, "conversation_branch": d.conversation_b, "turn": d.turn,
-         "seq_origin": d.seq_a, "seq_branch": d.seq_b, "path": text(d.path, 200), "recorded_message": text(d.message, DEFAULT_CHARS)}
+         "seq_origin": d.seq_a, "seq_branch": d.seq_b, "path": text(d.path, 200), "recorded_message": text(d.message, DEFAULT_CHARS),
+         # the later differences that follow from this one (the fork's change, the model's answer)
+         "folded": len(d.folded),
+         "folded_first": [{"turn": f.turn, "layer": f.layer, "seq_branch": f.seq_b, "recorded_message": text(f.message, 300)} for f in d.folded[:5]]}
         for d in divs
         if layer is None or d.layer == layer
     ]

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Located", "Relation", "branch_line", "changed_line", "file_digest", "first_turn", "locate", "origin_fields", "origin_in", "relate"]

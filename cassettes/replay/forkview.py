@@ -153,6 +153,8 @@ def _divergences_by_turn(divs: list[Any]) -> dict[tuple[int | None, int | None],
     by_turn: dict[tuple[int | None, int | None], list[str]] = {}
     for d in divs:
         by_turn.setdefault((d.seq_a, d.seq_b), []).append(f"{d.layer}: {d.message}")
+        for f in d.folded:  # shown at its own turn, saying what it follows from
+            by_turn.setdefault((f.seq_a, f.seq_b), []).append(f"↳ {f.layer}: {f.message} (follows from turn {d.turn}: {d.layer}: {d.message})")
     return by_turn
 
 

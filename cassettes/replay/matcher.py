@@ -28,7 +28,7 @@ import orjson
 
 from cassettes.errors import ReplayMiss
 from cassettes.recording.redact import Redactor
-from cassettes.replay.jsondiff import ECHO, Change, clip, json_diff, short
+from cassettes.replay.jsondiff import ECHO, Change, Shown, clip, json_diff, window
 from cassettes.replay.requestkey import RequestKey, request_key
 from cassettes.replay.verdicts import Verdict, attribute
 from cassettes.untrusted import clean_line
@@ -491,7 +491,10 @@ class Matcher:
     def _changes(recorded: RequestKey, live: RequestKey) -> list[Change]:
         if recorded.is_json and live.is_json:
             return json_diff(recorded.body, live.body)
-        return [] if recorded.body == live.body else [Change((), "changed", short(recorded.body), short(live.body))]
+        if recorded.body == live.body:
+            return []
+        a, b = window(recorded.body, live.body)  # around where the bodies differ
+        return [Change((), "changed", Shown(a), Shown(b))]
 
     # -- reporting -----------------------------------------------------------------------------
     def unplayed(self) -> list[Recorded]:

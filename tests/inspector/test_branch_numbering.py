@@ -54,7 +54,7 @@ import pytest
 from openai import OpenAI
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
-WEATHER = %r
+WEATHER = __WEATHER__
 
 @pytest.mark.looptap("run.jsonl", fork="turn=1", live={"openai": os.environ["FAKE_NEW_MODEL"]}, model="gpt-4o-mini")
 def test_forked(looptap):
@@ -68,7 +68,7 @@ def test_forked(looptap):
             {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
         msgs += [{"role": "tool", "tool_call_id": c.id, "content": WEATHER[__import__("json").loads(c.function.arguments)["city"]]} for c in m.tool_calls]
     assert m.content == "the recorded answer"  # fails: the test's web page shows the run as served
-''' % (WEATHER,)
+'''.replace("__WEATHER__", repr(WEATHER))
 
 
 def _pytest_turn(pytester: pytest.Pytester, run: Path, monkeypatch: pytest.MonkeyPatch) -> int:

@@ -119,14 +119,15 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(o
     assert "lined up from the cursor" in diff.stdout
     assert diff.stdout.count("turn 2 (seq") >= 4 and "E: the model emitted something else" in diff.stdout, diff.stdout
     first = next(ln for ln in diff.stdout.splitlines() if ln.strip().startswith("turn "))
-    assert first.strip().startswith("turn 2") and "C: the model requested changed" in first, diff.stdout  # the first difference: --model
+    assert first.strip().startswith("turn 2") and re.search(r"fork: model gpt-4o(-mini)? → new-model-1 \(asked with --model\)", first), diff.stdout  # the fork's own change
+    assert "C: the model requested changed" not in diff.stdout  # not blamed on the client (issue 42)
     # looptap mcp's read-only fork_diff says the same (the origin found from the branch's header)
     from cassettes.mcp.forkquery import fork_diff
     from cassettes.mcp.query import Runs
 
     answer = fork_diff(Runs([str(run.parent), str(tmp_path)]), str(branch))
     assert answer["cursor"] == "turn=2" and answer["model"] == "new-model-1" and answer["divergences"] == 8
-    assert {(d["turn"], d["layer"]) for d in answer["recorded"]["divergences"]} == {(2, "C"), (2, "E")}
+    assert {(d["turn"], d["layer"]) for d in answer["recorded"]["divergences"]} == {(2, "fork"), (2, "E")}
 
 
 @needs_recorder
