@@ -109,7 +109,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         assert growth is not None
         title = str(path)
-        from cassettes.replay.branch import branch_line, origin_in
+        from cassettes.reading.branch import branch_line, origin_in
 
         origin = origin_in(run.header)
         if origin is not None:  # a fork's branch says so first (its turns keep the origin's numbers)

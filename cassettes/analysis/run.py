@@ -328,7 +328,7 @@ class RunAnalyser:
         # (spilled when no list of findings is shared: see :meth:`finish`)
         self._parked: SpillMap[str, _Parked] = SpillMap(spill, keep, lambda _, p: not (p.findings or p.final or p.errors))
         #: The number of a conversation's first turn: 0, or for a fork's branch the origin's turn
-        #: at the cursor (:func:`cassettes.replay.branch.first_turn`), so a branch keeps its
+        #: at the cursor (:func:`cassettes.reading.branch.first_turn`), so a branch keeps its
         #: origin's numbers; a conversation started within the run (its parent turn is here) starts at 0.
         self.first_index = 0
         #: The API family of the round trip :meth:`add` took last ("none" when not an LLM API's).

@@ -34,7 +34,7 @@ def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None
     origin = origin_of(bpath)
     if origin is None:
         raise QueryError("this run is not a branch (its header names no origin: it was not made by looptap run --from)", run=branch)
-    from cassettes.replay.branch import locate
+    from cassettes.reading.branch import locate
 
     def under_roots(p: Path) -> bool:
         return any(p.is_relative_to(r) for r in runs.roots)

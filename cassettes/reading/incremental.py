@@ -454,7 +454,7 @@ class RunReader:
         """Analyse records the index just read (``first``: the index position of the first one)."""
         turns: list[TurnSummary] = []
         if recs and self.records == 0:  # a fork's branch keeps its origin's turn numbers
-            from cassettes.replay.branch import first_turn, origin_in
+            from cassettes.reading.branch import first_turn, origin_in
 
             self.analyser.first_index = first_turn(origin_in(self.index.header))
         for i, (line, rec) in enumerate(recs):

@@ -295,7 +295,7 @@ class Run:
             return self._reader.analysis
         if self._analysis is None:
             from cassettes.analysis import analyse
-            from cassettes.replay.branch import first_turn, origin_in
+            from cassettes.reading.branch import first_turn, origin_in
 
             self._analysis = analyse(list(self.exchanges), list(self.roundtrips), first_turn(origin_in(self.header)))
         return self._analysis

@@ -152,8 +152,8 @@ def _report(server: Any, plan: Any, cursor: Any) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
+    from cassettes.reading.branch import relate
     from cassettes.reading.run import open_run
-    from cassettes.replay.branch import relate
     from cassettes.replay.rundiff import diff_analysed, divergence_lines, fork_lined_up
     from cassettes.views.progress import reading_line
 

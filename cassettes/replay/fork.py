@@ -55,10 +55,10 @@ def origin_meta(
     turns: dict[str | None, int | None] | None = None, branch: Path | None = None,
 ) -> dict[str, Any]:
     """``meta.origin`` of a branch: the run (as typed, absolute, relative to the branch, and its
-    sha256 as it was at the fork: :mod:`cassettes.replay.branch` checks it), the cursor, the first
+    sha256 as it was at the fork: :mod:`cassettes.reading.branch` checks it), the cursor, the first
     seq at it and the origin's turn index there per conversation (``turn``: the number every view
     gives the branch's first turn), the model asked for, the edits."""
-    from cassettes.replay.branch import origin_fields
+    from cassettes.reading.branch import origin_fields
 
     known = [t for t in (turns or {}).values() if isinstance(t, int)]
     return {

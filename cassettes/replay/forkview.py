@@ -57,9 +57,9 @@ class ForkComparison:
 
 def find_origin(branch: Path, origin: dict[str, Any]) -> Path | None:
     """The origin file a branch names, when it is still the run forked
-    (:func:`cassettes.replay.branch.locate`: as written, at its absolute path, relative to the
+    (:func:`cassettes.reading.branch.locate`: as written, at its absolute path, relative to the
     branch, beside it by name; its digest checked)."""
-    from cassettes.replay.branch import locate
+    from cassettes.reading.branch import locate
 
     found = locate(branch, origin)
     return found.path if found.usable else None
@@ -93,7 +93,7 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
     origin = origin_of(path)
     if origin is None:
         return None
-    from cassettes.replay.branch import locate
+    from cassettes.reading.branch import locate
 
     located = locate(path, origin)
     found = located.path if located.usable else None

@@ -134,8 +134,8 @@ def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None =
     besides the analysis); also each file's problems. When B is a branch forked from A (its
     header names A as its origin), the two are lined up from the cursor (:func:`diff_fork`) and
     ``notes`` gets the lines saying how."""
+    from cassettes.reading.branch import relate
     from cassettes.reading.run import open_run
-    from cassettes.replay.branch import relate
 
     rel = relate(path_a, path_b)
     if rel is not None and rel.swapped:  # the branch named first: compared origin first
@@ -152,13 +152,13 @@ def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None =
 
 def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes: list[str] | None) -> list[Divergence] | None:
     """When B (opened ``b``) is a branch forked from A (its header names A as its origin, checked
-    by the digest it keeps: :func:`cassettes.replay.branch.relate`), the divergences lined up
+    by the digest it keeps: :func:`cassettes.reading.branch.relate`), the divergences lined up
     from the cursor (:func:`diff_fork`), and ``notes`` gets the lines saying how; ``None`` when B
     is not A's branch. Raises :class:`~cassettes.errors.CassetteError` (one line) when A is the
     file B names as its origin but not the run B was forked from (it changed since the fork):
     the prefix cannot be compared, and a turn-by-turn diff would only invent divergences."""
     from cassettes.errors import CassetteError
-    from cassettes.replay.branch import relate
+    from cassettes.reading.branch import relate
 
     rel = relate(path_a, path_b)
     if rel is None or rel.swapped:
@@ -445,8 +445,8 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
             if d.folded:
                 n = len(d.folded)
                 lines.append(f"      then {n} difference{'s' if n > 1 else ''} of B's requests that follow{'s' if n == 1 else ''} from it (not the client's own):")
-                for f in d.folded[:FOLDED_SHOWN]:
-                    lines.append(f"        turn {f.turn} (seq {f.seq_a if f.seq_a is not None else '-'} ↔ {f.seq_b if f.seq_b is not None else '-'}): {f.layer}: {f.message}")
+                for g in d.folded[:FOLDED_SHOWN]:
+                    lines.append(f"        turn {g.turn} (seq {g.seq_a if g.seq_a is not None else '-'} ↔ {g.seq_b if g.seq_b is not None else '-'}): {g.layer}: {g.message}")
                 if n > FOLDED_SHOWN:
                     lines.append(f"        … and {n - FOLDED_SHOWN} more (--json lists them)")
     if left_out:

@@ -92,14 +92,16 @@ def _pytest_turn(pytester: pytest.Pytester, run: Path, monkeypatch: pytest.Monke
     out = result.stdout.str()
     pages = re.findall(r"looptap: the run as a web page: (\S+\.html)", out)
     assert pages, out
-    page = Path(pages[0]).read_text()
+    return _page_turn(Path(pages[0]).read_text(), 2)  # the run as served: #0 replayed, #1 and #2 live
+
+
+def _page_turn(page: str, seq: int) -> int:
+    """The turn number a web page (``looptap export --html``) gives the round trip ``seq``."""
     data = re.search(r'<script[^>]*id="looptap-data"[^>]*>(.*?)</script>', page, re.S)
     assert data is not None
-    text = data.group(1)
-    # the answer to the last request: the second live turn (the branch's #1)
-    turns = re.findall(r'"turn":(\d+)', text)
-    assert turns, text[:2000]
-    return max(int(t) for t in turns)
+    found = re.search(r'"seq":%d,"conv":"[^"]*","turn":(\d+)' % seq, data.group(1))
+    assert found is not None, data.group(1)[:2000]
+    return int(found.group(1))
 
 
 def test_one_branch_turn_has_the_same_number_everywhere(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -160,6 +162,12 @@ def test_one_branch_turn_has_the_same_number_everywhere(tmp_path: Path, capsys: 
     by_number = runs.turn(str(branch), conversation="c1", turn=2)
     assert by_number["seq"] == 1, by_number
     seen["mcp turn"] = runs.turn(str(branch), seq=1)["turn"]
+
+    # the HTML export of the branch (what the pytest plugin writes for a failed test)
+    page = tmp_path / "branch.html"
+    assert main(["export", "--html", str(branch), "-o", str(page)]) == 0
+    capsys.readouterr()
+    seen["export --html"] = _page_turn(page.read_text(), 1)
 
     # pytest: the same fork made from a test with the marker
     seen["pytest"] = _pytest_turn(pytester, run, monkeypatch)
