@@ -30,9 +30,11 @@ __all__ = ["Located", "Relation", "branch_line", "changed_line", "file_digest", 
 
 
 def file_digest(path: str | Path) -> str | None:
-    """sha256 of the file's bytes (``None``: it cannot be read)."""
+    """sha256 of the file's bytes (``None``: it cannot be read, or is not a regular file)."""
     h = hashlib.sha256()
     try:
+        if not Path(path).is_file():
+            return None
         with open(path, "rb") as f:
             while chunk := f.read(1 << 20):
                 h.update(chunk)
@@ -195,6 +197,11 @@ def relate(path_a: str | Path, path_b: str | Path) -> Relation | None:
     from cassettes.replay.fork import origin_of
 
     a, b = Path(path_a), Path(path_b)
+    try:
+        if not (a.is_file() and b.is_file()):  # a FIFO, a device, a folder: nothing to read here (the reader says what it is)
+            return None
+    except OSError:
+        return None
     for origin, branch, swapped in ((a, b, False), (b, a, True)):
         meta = origin_of(branch)
         if meta is None:
