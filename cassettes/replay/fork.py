@@ -82,7 +82,10 @@ def write_branch_header(path: Path, source: ForkSource, model: str | None, edits
     from cassettes.storage.store import CassetteFile
 
     cursor = Cursor(source.cursor, lambda *_: None)
-    matcher = Matcher(list(open_run(source.run, whole=True).exchanges))
+    from cassettes.reading.branch import first_turn, origin_in
+
+    run = open_run(source.run, whole=True)  # (a branch forked again: numbered as show numbers it)
+    matcher = Matcher(list(run.exchanges), first_turn=first_turn(origin_in(run.header)))
     cursor.bind(matcher)
     turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in set(cursor.starts.values())}
     meta = origin_meta(source, model, cursor.starts, edits, turns, path)

@@ -139,3 +139,19 @@ def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> Non
     assert {d["turn"] for d in answer["recorded"]["divergences"]} == {1, 2}
     view = fork_view(sent / "branch.jsonl")
     assert view is not None and view.origin_path == str(sent / "run.jsonl")
+
+
+def test_a_branch_forked_or_replayed_again_is_numbered_as_show_numbers_it(tmp_path: Path) -> None:
+    """``looptap run --from branch.jsonl@turn=2``: the cursor's turn 2 is the turn show calls 2
+    (the branch's #1), in the fork's header and in the replay server that serves the branch."""
+    from cassettes.replay.fork import write_branch_header
+    from cassettes.replay.server import ReplayServer
+
+    _, branch = write_pair(tmp_path)
+    again = tmp_path / "again.jsonl"
+    write_branch_header(again, ForkSource(branch, parse_cursor("turn=2")), None, [])
+    o = origin_of(again)
+    assert o is not None and o["starts"] == {"c1": 1} and o["turn"] == 2
+    server = ReplayServer(branch)
+    server.matcher.label()
+    assert [(r.seq, r.turn) for r in server.matcher.recorded] == [(0, 1), (1, 2)]
