@@ -178,12 +178,15 @@ class Relation:
 
 
 def _names(path: Path, meta: dict[str, Any]) -> bool:
-    """Whether ``meta`` (a branch's origin) names ``path``: by its absolute path, or its file name."""
+    """Whether ``meta`` (a branch's origin) names ``path``: by its absolute path, or (when nothing
+    is at that path any more: the files were moved or sent on) by its file name."""
     kept = meta.get("path")
     if isinstance(kept, str) and kept:
         try:
             if Path(kept).resolve() == path.resolve():
                 return True
+            if Path(kept).is_file():
+                return False  # the origin is still where it was: this is another file of that name
         except OSError:
             pass
     return Path(str(meta.get("run") or "")).name == path.name

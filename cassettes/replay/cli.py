@@ -169,6 +169,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
         notes.append(clean_line(f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} (the origin as A, the branch as B)"))
         args.a, args.b = args.b, args.a
+    if rel is None:  # a branch named beside a run that is not its origin: said, then compared as two runs
+        from cassettes.replay.fork import origin_of
+        from cassettes.untrusted import clean_line
+
+        for branch, other in ((args.b, args.a), (args.a, args.b))[: 1 if args.a == args.b else 2]:
+            o = origin_of(branch) if Path(branch).is_file() else None
+            if o is not None:
+                notes.append(clean_line(f"{branch} is a branch of {o.get('run')}, not of {other} (not the run it was forked from): compared as two runs, turn by turn"))
     with reading_line(Path(args.a).name) as progress:
         run_a = open_run(args.a, progress=progress)  # each read once, as a stream
     with reading_line(Path(args.b).name) as progress:

@@ -155,3 +155,12 @@ def test_a_branch_forked_or_replayed_again_is_numbered_as_show_numbers_it(tmp_pa
     server = ReplayServer(branch)
     server.matcher.label()
     assert [(r.seq, r.turn) for r in server.matcher.recorded] == [(0, 1), (1, 2)]
+
+
+def test_diff_of_a_branch_and_a_run_that_is_not_its_origin_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, branch = write_pair(tmp_path / "one")
+    other, _ = write_pair(tmp_path / "two")
+    _replace_origin(other)  # another run, under the origin's name elsewhere: not the run forked, not named by the branch's paths
+    assert main(["diff", str(other), str(branch)]) in (0, 1)
+    out = capsys.readouterr().out
+    assert f"{branch} is a branch of " in out and f"not of {other}" in out and "compared as two runs" in out, out
