@@ -99,7 +99,7 @@ def _page_turn(page: str, seq: int) -> int:
     """The turn number a web page (``looptap export --html``) gives the round trip ``seq``."""
     data = re.search(r'<script[^>]*id="looptap-data"[^>]*>(.*?)</script>', page, re.S)
     assert data is not None
-    found = re.search(r'"seq":%d,"conv":"[^"]*","turn":(\d+)' % seq, data.group(1))
+    found = re.search(rf'"seq":{seq},"conv":"[^"]*","turn":(\d+)', data.group(1))
     assert found is not None, data.group(1)[:2000]
     return int(found.group(1))
 
