@@ -87,7 +87,8 @@ def write_branch_header(path: Path, source: ForkSource, model: str | None, edits
     run = open_run(source.run, whole=True)  # (a branch forked again: numbered as show numbers it)
     matcher = Matcher(list(run.exchanges), first_turn=first_turn(origin_in(run.header)))
     cursor.bind(matcher)
-    turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in set(cursor.starts.values())}
+    at = set(cursor.starts.values())
+    turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in at}  # the origin's turn at the cursor
     meta = origin_meta(source, model, cursor.starts, edits, turns, path)
     CassetteFile(path, meta={"source": "looptap run --from", ORIGIN: meta}).close()
 
