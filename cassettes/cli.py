@@ -108,7 +108,15 @@ def cmd_show(args: argparse.Namespace) -> int:
         out.flush()
     else:
         assert growth is not None
-        lines = summary_lines(kept(), run.problems, title=str(path), total=len(run.exchanges), families=run.families)
+        title = str(path)
+        from cassettes.reading.branch import branch_line, origin_in
+
+        origin = origin_in(run.header)
+        if origin is not None:  # a fork's branch says so first (its turns keep the origin's numbers)
+            from cassettes.untrusted import clean_line
+
+            title += "\n" + clean_line(branch_line(origin))
+        lines = summary_lines(kept(), run.problems, title=title, total=len(run.exchanges), families=run.families)
         for line in lines:
             print(line)
         for line in analysis_lines(keep.analysis(run.analysis) if keep is not None else run.analysis, growth):

@@ -28,8 +28,11 @@ class ConversationState:
     family: str
     #: The conversation's most recent turn (earlier ones are released as the run goes on).
     turns: list[TurnContext] = field(default_factory=list)
-    #: Turns analysed so far.
+    #: The number of the next turn (its index): :attr:`first`, then one more per turn analysed.
     count: int = 0
+    #: The number of its first turn: 0, or a fork branch's origin turn at the cursor
+    #: (:mod:`cassettes.reading.branch`).
+    first: int = 0
     #: Free-form memory for checks, keyed by the check's code.
     state: dict[str, Any] = field(default_factory=dict)
 

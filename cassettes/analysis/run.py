@@ -327,6 +327,10 @@ class RunAnalyser:
         # Quiet conversations whose latest context was dropped (see the module docstring).
         # (spilled when no list of findings is shared: see :meth:`finish`)
         self._parked: SpillMap[str, _Parked] = SpillMap(spill, keep, lambda _, p: not (p.findings or p.final or p.errors))
+        #: The number of a conversation's first turn: 0, or for a fork's branch the origin's turn
+        #: at the cursor (:func:`cassettes.reading.branch.first_turn`), so a branch keeps its
+        #: origin's numbers; a conversation started within the run (its parent turn is here) starts at 0.
+        self.first_index = 0
         #: The API family of the round trip :meth:`add` took last ("none" when not an LLM API's).
         self.last_family = "none"
         #: Called with each round trip :meth:`add` parses, before the analysis reads it (a reader
@@ -435,8 +439,9 @@ class RunAnalyser:
         if conv is not None:
             return conv
         assert rt.request is not None
-        conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family)
         parent = self._seq_of_tid[link.parent] if link.parent is not None and 0 <= link.parent < len(self._seq_of_tid) - 1 else None
+        first = self.first_index if parent is None else 0
+        conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family, count=first, first=first)
         record = _ConvRecord(link.conversation, rt.family, label, _title(rt.request.messages), parent, link.branch if parent is not None else None)
         self._records[link.conversation] = self._conversations._add(record)
         return conv
@@ -645,8 +650,9 @@ class RunAnalyser:
             self._flagged[f.seq] = (latest[1], findings)
 
 
-def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | None = None) -> RunAnalysis:
-    """Thread, build the layers of and check every generation round trip of a run.
+def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | None = None, first_index: int = 0) -> RunAnalysis:
+    """Thread, build the layers of and check every generation round trip of a run (``first_index``:
+    the number of a conversation's first turn, :attr:`RunAnalyser.first_index`).
 
     Without ``roundtrips`` the analyser parses the exchanges itself, incrementally where the
     cassette recorded history deltas, and keeps memory bounded; with them it uses them as given.
@@ -664,6 +670,7 @@ def analyse(exchanges: Sequence[Exchange], roundtrips: Sequence[RoundTrip] | Non
         return ex, roundtrips[i] if roundtrips is not None else parse_exchange(ex), a.result.turns[seq]
 
     a = RunAnalyser(reload)
+    a.first_index = first_index
     for i, ex in enumerate(exchanges):
         a.add(ex, roundtrips[i] if roundtrips is not None else None)
     return a.finish()

@@ -34,12 +34,27 @@ def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None
     origin = origin_of(bpath)
     if origin is None:
         raise QueryError("this run is not a branch (its header names no origin: it was not made by looptap run --from)", run=branch)
-    apath, a = runs.open(run if run is not None else str(origin.get("run", "")))
+    from cassettes.reading.branch import locate
+
+    def under_roots(p: Path) -> bool:
+        return any(p.is_relative_to(r) for r in runs.roots)
+
+    given = runs.resolve(run) if run is not None else None
+    located = locate(bpath, origin, given, allowed=under_roots)
+    if located.changed is not None:
+        raise QueryError("the origin changed since the fork: the prefix cannot be compared", run=branch, reason=located.changed)
+    if located.path is None:
+        raise QueryError("the origin this branch names is not under the roots (looked as written, at its absolute path, relative to and beside the branch)",
+                         run=branch, origin=str(origin.get("run", "")))
+    apath, a = runs.open(str(located.path.resolve()))
     divs, said = diff_fork(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq, origin)
     cursor = origin.get("cursor")
     items = [
         {"layer": d.layer, "conversation_origin": d.conversation_a, "conversation_branch": d.conversation_b, "turn": d.turn,
-         "seq_origin": d.seq_a, "seq_branch": d.seq_b, "path": text(d.path, 200), "recorded_message": text(d.message, DEFAULT_CHARS)}
+         "seq_origin": d.seq_a, "seq_branch": d.seq_b, "path": text(d.path, 200), "recorded_message": text(d.message, DEFAULT_CHARS),
+         # the later differences that follow from this one (the fork's change, the model's answer)
+         "folded": len(d.folded),
+         "folded_first": [{"turn": f.turn, "layer": f.layer, "seq_branch": f.seq_b, "recorded_message": text(f.message, 300)} for f in d.folded[:5]]}
         for d in divs
         if layer is None or d.layer == layer
     ]

@@ -264,9 +264,11 @@ class Runs:
         a = r.analysis
         if seq is None:
             conv = next((c for c in a.conversations if c.id == conversation), None)
-            if conv is None or turn is None or not 0 <= turn < len(conv.turns):
-                raise QueryError("name a turn by seq, or by conversation and turn (0-based); run_summary lists them")
-            seq = conv.turns[turn]
+            head = a.turns.get(conv.turns[0]) if conv is not None and conv.turns else None
+            first = head.index if head is not None else 0  # a fork's branch keeps its origin's numbers
+            if conv is None or turn is None or not first <= turn < first + len(conv.turns):
+                raise QueryError("name a turn by seq, or by conversation and turn (as run_summary numbers them: from 0, a branch from its origin's turn at the cursor)")
+            seq = conv.turns[turn - first]
         t = a.turns.get(seq)
         if t is None:
             if r.by_seq(seq) is None:

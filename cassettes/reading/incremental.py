@@ -453,6 +453,10 @@ class RunReader:
     def _analyse(self, recs: list[tuple[int, dict[str, Any]]], first: int) -> list[TurnSummary]:
         """Analyse records the index just read (``first``: the index position of the first one)."""
         turns: list[TurnSummary] = []
+        if recs and self.records == 0:  # a fork's branch keeps its origin's turn numbers
+            from cassettes.reading.branch import first_turn, origin_in
+
+            self.analyser.first_index = first_turn(origin_in(self.index.header))
         for i, (line, rec) in enumerate(recs):
             try:
                 ex = self._bodies.rebuild(rec, checked=True)

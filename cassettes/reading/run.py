@@ -295,8 +295,9 @@ class Run:
             return self._reader.analysis
         if self._analysis is None:
             from cassettes.analysis import analyse
+            from cassettes.reading.branch import first_turn, origin_in
 
-            self._analysis = analyse(list(self.exchanges), list(self.roundtrips))
+            self._analysis = analyse(list(self.exchanges), list(self.roundtrips), first_turn(origin_in(self.header)))
         return self._analysis
 
     @property

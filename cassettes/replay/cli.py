@@ -162,16 +162,36 @@ def _report(server: Any, plan: Any, cursor: Any) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
+    from cassettes.reading.branch import relate
     from cassettes.reading.run import open_run
     from cassettes.replay.rundiff import diff_analysed, divergence_lines, fork_lined_up
     from cassettes.views.progress import reading_line
 
+    notes: list[str] = []
+    rel = relate(args.a, args.b)
+    if rel is not None and rel.changed is not None:  # one line, not a false divergence per turn
+        from cassettes.untrusted import clean_line
+
+        _err(f"looptap diff: {clean_line(rel.changed)}")
+        return 2
+    if rel is not None and rel.swapped:  # the branch named first: its origin is A all the same
+        from cassettes.untrusted import clean_line
+
+        notes.append(clean_line(f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} (the origin as A, the branch as B)"))
+        args.a, args.b = args.b, args.a
+    if rel is None:  # a branch named beside a run that is not its origin: said, then compared as two runs
+        from cassettes.replay.fork import origin_of
+        from cassettes.untrusted import clean_line
+
+        for branch, other in ((args.b, args.a), (args.a, args.b))[: 1 if args.a == args.b else 2]:
+            o = origin_of(branch) if Path(branch).is_file() else None
+            if o is not None:
+                notes.append(clean_line(f"{branch} is a branch of {o.get('run')}, not of {other} (not the run it was forked from): compared as two runs, turn by turn"))
     with reading_line(Path(args.a).name) as progress:
         run_a = open_run(args.a, progress=progress)  # each read once, as a stream
     with reading_line(Path(args.b).name) as progress:
         run_b = open_run(args.b, progress=progress)
     problems_a, problems_b = run_a.problems, run_b.problems
-    notes: list[str] = []
     # A branch forked from A is lined up from its cursor; else runs on no common API are one line.
     forked = fork_lined_up(args.a, args.b, run_a, run_b, notes)
     unrelated = None if forked is not None else different_apis(run_a, run_b)
@@ -199,7 +219,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             print(clean_line(line))
         for line in divergence_lines(divs, f"looptap diff {args.a} {args.b}"):
             print(line)
-    return 1 if divs else 0
+    return 1 if any(d.layer != "fork" for d in divs) else 0  # what the fork itself changed is no divergence
 
 
 def _apis(run: Any) -> list[str]:

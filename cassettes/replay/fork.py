@@ -63,30 +63,58 @@ def fork_inputs(args: Any) -> list[Path]:
     return files + [f for f in (edit_file(e) for e in getattr(args, "edit", []) or []) if f is not None]
 
 
-def origin_meta(source: ForkSource, model: str | None, starts: dict[str | None, int] | None = None, edits: list[str] | None = None) -> dict[str, Any]:
+def origin_meta(
+    source: ForkSource, model: str | None, starts: dict[str | None, int] | None = None, edits: list[str] | None = None,
+    turns: dict[str | None, int | None] | None = None, branch: Path | None = None,
+) -> dict[str, Any]:
+    """``meta.origin`` of a branch: the run (as typed, absolute, relative to the branch, and its
+    sha256 as it was at the fork: :mod:`cassettes.reading.branch` checks it), the cursor, the first
+    seq at it and the origin's turn index there per conversation (``turn``: the number every view
+    gives the branch's first turn), the model asked for, the edits."""
+    from cassettes.reading.branch import origin_fields
+
+    known = [t for t in (turns or {}).values() if isinstance(t, int)]
     return {
         "edits": list(edits or []),
         "run": str(source.run),
         "cursor": source.cursor.as_json(),
         "seq": min(starts.values()) if starts else source.cursor.seq,
         "starts": {str(k): v for k, v in (starts or {}).items()},
+        "turn": min(known) if known else (source.cursor.turn or 0),
+        "turns": {str(k): v for k, v in (turns or {}).items()},
         "model": model,
+        **origin_fields(source.run, branch),
     }
 
 
-def branch_meta(source: ForkSource, model: str | None, edits: list[str] | None = None, check: list[Any] | None = None) -> dict[str, Any]:
-    """The branch cassette's header ``meta``, naming its origin. The cursor is placed in the run
-    first, with the model and the edits (``check``) it would send: a cursor that selects no
-    recorded turn, a model of another API family, or an edit whose target the recording does not
-    have is refused here (:class:`~cassettes.replay.cursor.CursorError`), before any file is
-    touched and before anything is sent."""
+def branch_meta(
+    source: ForkSource, model: str | None, edits: list[str] | None = None, check: list[Any] | None = None, branch: Path | None = None
+) -> dict[str, Any]:
+    """The branch cassette's header ``meta`` (for a branch at ``branch``), naming its origin. The
+    cursor is placed in the run first, with the model and the edits (``check``) it would send: a
+    cursor that selects no recorded turn, a model of another API family, or an edit whose target
+    the recording does not have is refused here (:class:`~cassettes.replay.cursor.CursorError`),
+    before any file is touched and before anything is sent."""
+    from cassettes.reading.branch import first_turn, origin_in
     from cassettes.reading.run import open_run
     from cassettes.replay.cursor import Cursor
     from cassettes.replay.matcher import Matcher
 
     cursor = Cursor(source.cursor, lambda *_: None, model=model, edits=list(check or []))
-    cursor.bind(Matcher(list(open_run(source.run, whole=True).exchanges)))
-    return {"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts, edits)}
+    run = open_run(source.run, whole=True)  # (a branch forked again: numbered as show numbers it)
+    matcher = Matcher(list(run.exchanges), first_turn=first_turn(origin_in(run.header)))
+    cursor.bind(matcher)
+    at = set(cursor.starts.values())
+    turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in at}  # the origin's turn at the cursor
+    return {"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts, edits, turns, branch)}
+
+
+def write_branch_header(path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None) -> None:
+    """Start a branch cassette at ``path`` with the header :func:`branch_meta` makes (what
+    ``looptap run --from`` writes through :meth:`ForkReplay.begin`)."""
+    from cassettes.storage.store import CassetteFile
+
+    CassetteFile(path, meta=branch_meta(source, model, edits, branch=path)).close()
 
 
 def origin_of(path: str | Path) -> dict[str, Any] | None:
@@ -230,5 +258,7 @@ def start_fork(args: Any) -> ForkReplay:
     for e in edits:
         if e.selector is not None and e.selector != source.cursor.text:
             raise CassetteError(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({source.cursor.text}) on; its selector, if given, is the cursor's")
-    meta = branch_meta(source, args.model, [e.label for e in edits], check=edits)
+    out = str(getattr(args, "output", "") or "")
+    branch = Path(out[1:] if out.startswith("+") and len(out) > 1 else out) if out else None
+    meta = branch_meta(source, args.model, [e.label for e in edits], check=edits, branch=branch)
     return ForkReplay(source, model=args.model, edits=list(args.edit), meta=meta)

@@ -56,15 +56,13 @@ class ForkComparison:
 
 
 def find_origin(branch: Path, origin: dict[str, Any]) -> Path | None:
-    """The origin file a branch names: as written (relative to the working directory), then
-    beside the branch (relative to its directory, then by name)."""
-    name = str(origin.get("run") or "")
-    if not name:
-        return None
-    for p in (Path(name), branch.parent / name, branch.parent / Path(name).name):
-        if p.is_file() and p.resolve() != branch.resolve():
-            return p
-    return None
+    """The origin file a branch names, when it is still the run forked
+    (:func:`cassettes.reading.branch.locate`: as written, at its absolute path, relative to the
+    branch, beside it by name; its digest checked)."""
+    from cassettes.reading.branch import locate
+
+    found = locate(branch, origin)
+    return found.path if found.usable else None
 
 
 def _emitted(turn: Any) -> str:
@@ -95,11 +93,14 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
     origin = origin_of(path)
     if origin is None:
         return None
-    found = find_origin(path, origin)
+    from cassettes.reading.branch import locate
+
+    located = locate(path, origin)
+    found = located.path if located.usable else None
     rb = open_run(path, whole=True)
     view = _header(path, origin, found)
     if found is None:
-        _branch_only(view, rb)
+        _branch_only(view, rb, located.changed)
         return view
     ra = open_run(found, whole=True)
     divs, said = diff_fork(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin)
@@ -132,12 +133,13 @@ def _header(path: Path, origin: dict[str, Any], found: Path | None) -> ForkCompa
     return ForkComparison(str(path), name, str(found) if found is not None else None, where, model, edits, [], [])
 
 
-def _branch_only(view: ForkComparison, rb: Any) -> None:
-    """The rows when the origin is not here: a note saying so, then each branch conversation's
-    first turns on their own."""
+def _branch_only(view: ForkComparison, rb: Any, changed: str | None = None) -> None:
+    """The rows when the origin is not here (or ``changed``: the file there is not the run forked):
+    a note saying so, then each branch conversation's first turns on their own."""
     from cassettes.replay.edits import edit_notes
 
-    view.notes.append(f"the origin {view.origin_name} is not here (looked as written and beside the branch): the turns before the cursor cannot be shown, only the branch's")
+    view.notes.append(changed if changed is not None else
+                      f"the origin {view.origin_name} is not here (looked as written, at its absolute path and beside the branch): the turns before the cursor cannot be shown, only the branch's")
     for conv in rb.analysis.conversations:
         view.rows.append(ForkRow(str(conv.id), "fork", None))
         for sb in conv.turns[:PAST_ROWS]:
@@ -151,6 +153,8 @@ def _divergences_by_turn(divs: list[Any]) -> dict[tuple[int | None, int | None],
     by_turn: dict[tuple[int | None, int | None], list[str]] = {}
     for d in divs:
         by_turn.setdefault((d.seq_a, d.seq_b), []).append(f"{d.layer}: {d.message}")
+        for f in d.folded:  # shown at its own turn, saying what it follows from
+            by_turn.setdefault((f.seq_a, f.seq_b), []).append(f"↳ {f.layer}: {f.message} (follows from turn {d.turn}: {d.layer}: {d.message})")
     return by_turn
 
 

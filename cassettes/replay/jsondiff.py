@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import orjson
 
-__all__ = ["Change", "format_path", "json_diff", "short"]
+__all__ = ["Change", "format_path", "json_diff", "short", "window"]
 
 PathItem = str | int
 ChangeKind = Literal["changed", "added", "removed"]
@@ -50,6 +50,40 @@ def short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _json_text(value: Any) -> str:
+    if isinstance(value, Shown):
+        return str(value)
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return repr(value)
+
+
+def window(a: Any, b: Any, limit: int = 80) -> tuple[str, str]:
+    """Two values that differ, each as compact JSON clipped to ``limit`` characters around the first
+    character where they differ (the same window in both, ``…`` where cut): a long prompt that
+    differs at its end shows its end, not twice the same beginning."""
+    ta, tb = _json_text(a), _json_text(b)
+    if len(ta) <= limit and len(tb) <= limit:
+        return ta, tb
+    i = 0
+    n = min(len(ta), len(tb))
+    while i < n and ta[i] == tb[i]:
+        i += 1
+    start = max(0, i - limit // 3)
+    return _cut(ta, start, limit), _cut(tb, start, limit)
+
+
+def _cut(text: str, start: int, limit: int) -> str:
+    if start >= len(text):  # the other value goes on past this one's end: show this one's end
+        start = max(0, len(text) - limit // 3)
+    body = limit - (1 if start else 0)
+    end = start + body
+    if end < len(text):
+        return ("…" if start else "") + text[start : end - 1] + "…"
+    return ("…" if start else "") + text[start:]
+
+
 #: The longest request target, path or value a miss message repeats (longer: cut, with a marker).
 ECHO = 2000
 
@@ -73,22 +107,33 @@ class Change:
         return format_path(self.path)
 
     def compact(self) -> Change:
-        """This change with each value too long to show whole replaced by how it is shown."""
+        """This change with each value too long to show whole replaced by how it is shown (two
+        changed values: the window around where they differ, :func:`window`)."""
+        if self.kind == "changed":
+            a, b = window(self.expected, self.actual)
+            return replace(self, expected=_compact(self.expected, a), actual=_compact(self.actual, b))
         return replace(self, expected=_compact(self.expected), actual=_compact(self.actual))
+
+    def shown(self) -> tuple[str, str]:
+        """(recorded, got) as shown: for a changed value, the window around the first difference."""
+        if self.kind == "changed":
+            return window(self.expected, self.actual)
+        return short(self.expected), short(self.actual)
 
     def describe(self) -> str:
         if self.kind == "added":
             return f"{self.where}: added {short(self.actual)}"
         if self.kind == "removed":
             return f"{self.where}: missing (recorded {short(self.expected)})"
-        return f"{self.where}: recorded {short(self.expected)}, got {short(self.actual)}"
+        a, b = self.shown()
+        return f"{self.where}: recorded {a}, got {b}"
 
 
-def _compact(value: Any) -> Any:
+def _compact(value: Any, shown: str | None = None) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
-    shown = short(value)
-    return Shown(shown) if shown.endswith("…") else value
+    shown = short(value) if shown is None else shown
+    return Shown(shown) if shown.endswith("…") or shown.startswith("…") else value
 
 
 def json_diff(expected: Any, actual: Any, path: tuple[PathItem, ...] = (), limit: int = 1000) -> list[Change]:

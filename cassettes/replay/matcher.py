@@ -28,7 +28,7 @@ import orjson
 
 from cassettes.errors import ReplayMiss
 from cassettes.recording.redact import Redactor
-from cassettes.replay.jsondiff import ECHO, Change, clip, json_diff, short
+from cassettes.replay.jsondiff import ECHO, Change, Shown, clip, json_diff, window
 from cassettes.replay.requestkey import RequestKey, request_key
 from cassettes.replay.verdicts import Verdict, attribute
 from cassettes.untrusted import clean_line
@@ -119,8 +119,9 @@ class Recordings(Protocol):
 class _InMemory:
     """Exchanges held in a list (the pytest plugin, a fork, a run imported from another format)."""
 
-    def __init__(self, exchanges: Sequence[Exchange]) -> None:
+    def __init__(self, exchanges: Sequence[Exchange], first_turn: int = 0) -> None:
         self.exchanges = exchanges
+        self.first_turn = first_turn
 
     def __len__(self) -> int:
         return len(self.exchanges)
@@ -139,7 +140,7 @@ class _InMemory:
         """(position, conversation, turn) of every round trip the run analysis places in a turn."""
         from cassettes.analysis import analyse
 
-        analysis = analyse(self.exchanges)
+        analysis = analyse(self.exchanges, first_index=self.first_turn)
         for i, ex in enumerate(self.exchanges):
             turn = analysis.turns.get(ex.seq if ex.seq is not None else i)
             if turn is not None:
@@ -237,9 +238,12 @@ class Matcher:
     may answer, and the headers the adapter names as semantic must be equal too.
     """
 
-    def __init__(self, exchanges: Sequence[Exchange] | Recordings, strict: bool = False) -> None:
+    def __init__(self, exchanges: Sequence[Exchange] | Recordings, strict: bool = False, first_turn: int = 0) -> None:
+        """``first_turn``: the number of a conversation's first turn in exchanges held in memory
+        (a fork's branch: its origin's turn at the cursor, :func:`cassettes.reading.branch.first_turn`;
+        a file read from disk is numbered from its own header)."""
         self.strict = strict
-        src: Recordings = exchanges if not isinstance(exchanges, Sequence) else _InMemory(exchanges)
+        src: Recordings = exchanges if not isinstance(exchanges, Sequence) else _InMemory(exchanges, first_turn)
         self._src = src
         self._labelled = False
         self._lock = threading.Lock()
@@ -491,7 +495,10 @@ class Matcher:
     def _changes(recorded: RequestKey, live: RequestKey) -> list[Change]:
         if recorded.is_json and live.is_json:
             return json_diff(recorded.body, live.body)
-        return [] if recorded.body == live.body else [Change((), "changed", short(recorded.body), short(live.body))]
+        if recorded.body == live.body:
+            return []
+        a, b = window(recorded.body, live.body)  # around where the bodies differ
+        return [Change((), "changed", Shown(a), Shown(b))]
 
     # -- reporting -----------------------------------------------------------------------------
     def unplayed(self) -> list[Recorded]:

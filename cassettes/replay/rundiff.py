@@ -10,13 +10,15 @@ are not divergences.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from cassettes.analysis import RunAnalysis, Turn, analyse
-from cassettes.replay.jsondiff import Change, json_diff, short
+from cassettes.replay.jsondiff import Change, json_diff, short, window
 from cassettes.replay.requestkey import request_key
 from cassettes.replay.verdicts import attribute
 from cassettes.wire.exchange import Exchange
@@ -45,6 +47,9 @@ class Divergence:
     findings_b: list[str] = field(default_factory=list)
     #: The items a fork's what-if edit rewrote in B's request (``tool_result[ID] at messages[3]``).
     edited_b: list[str] = field(default_factory=list)
+    #: Later differences of the conversation that follow from this one (a fork's change, or what
+    #: the model emitted differently), folded under it rather than listed as the client's own.
+    folded: list[Divergence] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -62,13 +67,18 @@ class Divergence:
             ],
             "findings_b": self.findings_b,
             "edited_b": self.edited_b,
+            **({"folded": [d.as_json() for d in self.folded]} if self.folded else {}),
         }
 
     def change_lines(self, limit: int) -> list[str]:
         """Each change with the ids each run really sent (not the placeholders they were compared as)."""
         out = []
         for c in self.changes[:limit]:
-            a, b = short(_real(c.expected, self.ids_a)), short(_real(c.actual, self.ids_b))
+            a, b = window(_real(c.expected, self.ids_a), _real(c.actual, self.ids_b)) if c.kind == "changed" else ("", "")
+            if c.kind == "added":
+                b = short(_real(c.actual, self.ids_b))
+            elif c.kind == "removed":
+                a = short(_real(c.expected, self.ids_a))
             if c.kind == "added":
                 out.append(f"{c.where}: only in B: {b}")
             elif c.kind == "removed":
@@ -124,8 +134,14 @@ def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None =
     besides the analysis); also each file's problems. When B is a branch forked from A (its
     header names A as its origin), the two are lined up from the cursor (:func:`diff_fork`) and
     ``notes`` gets the lines saying how."""
+    from cassettes.reading.branch import relate
     from cassettes.reading.run import open_run
 
+    rel = relate(path_a, path_b)
+    if rel is not None and rel.swapped:  # the branch named first: compared origin first
+        if notes is not None:
+            notes.append(f"{path_a} is a branch of {path_b}: compared as diff {path_b} {path_a} (the origin as A)")
+        path_a, path_b = path_b, path_a
     a, b = open_run(path_a), open_run(path_b)
 
     forked = fork_lined_up(path_a, path_b, a, b, notes)
@@ -135,14 +151,21 @@ def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None =
 
 
 def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes: list[str] | None) -> list[Divergence] | None:
-    """When B (opened ``b``) is a branch forked from A (its header names A as its origin), the
-    divergences lined up from the cursor (:func:`diff_fork`), and ``notes`` gets the lines saying
-    how; ``None`` when B is not A's branch."""
-    from cassettes.replay.fork import origin_of
+    """When B (opened ``b``) is a branch forked from A (its header names A as its origin, checked
+    by the digest it keeps: :func:`cassettes.reading.branch.relate`), the divergences lined up
+    from the cursor (:func:`diff_fork`), and ``notes`` gets the lines saying how; ``None`` when B
+    is not A's branch. Raises :class:`~cassettes.errors.CassetteError` (one line) when A is the
+    file B names as its origin but not the run B was forked from (it changed since the fork):
+    the prefix cannot be compared, and a turn-by-turn diff would only invent divergences."""
+    from cassettes.errors import CassetteError
+    from cassettes.reading.branch import relate
 
-    origin = origin_of(path_b)
-    if origin is None or Path(str(origin.get("run", ""))).name != Path(path_a).name:
+    rel = relate(path_a, path_b)
+    if rel is None or rel.swapped:
         return None
+    if rel.changed is not None:
+        raise CassetteError(rel.changed)
+    origin = rel.meta
 
     from cassettes.replay.chains import as_sent_live
 
@@ -193,18 +216,27 @@ def diff_analysed(
             other = "B" if who == "A" else "A"
             out.add([Divergence("C", f"run {who} has a conversation run {other} never started ({len(present.turns)} turns)", ca.id if ca else None, cb.id if cb else None)], keep)
             continue
-        out.add(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id), keep)
+        head = ra.turns.get(ca.turns[0]) if ca.turns else None  # numbered as A numbers them (a branch: its origin's numbers)
+        out.add(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id, offset=head.index if head is not None else 0), keep)
     return out
 
 
 def _diff_conversation(
     ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], ta: list[int], tb: list[int], ida: str, idb: str,
-    offset: int = 0,
+    offset: int = 0, fork: dict[str, Any] | None = None,
 ) -> Iterator[Divergence]:
     """The divergences of two conversations turn by turn (``ta``/``tb``: their seqs; ``offset``:
-    the turn index of their first, when lined up from a fork's cursor), as they are found."""
+    the turn index of their first, when lined up from a fork's cursor), as they are found. With
+    ``fork`` (B is a branch of A: its ``meta.origin``), what the fork itself changed is labelled
+    as the fork's (:func:`_fork_changes`) and the differences that follow fold under the change
+    they follow from (:class:`_Folding`)."""
+    folding = _Folding() if fork is not None else None
     for k in range(min(len(ta), len(tb))):
-        yield from _diff_turn(ra, rb, exa(ta[k]), exb(tb[k]), ta[k], tb[k], k + offset, ida, idb)
+        xa, xb = exa(ta[k]), exb(tb[k])
+        found = _diff_turn(ra, rb, xa, xb, ta[k], tb[k], k + offset, ida, idb)
+        if fork is not None and folding is not None:
+            found = folding.fold(_fork_changes(found, xa, xb, fork), k + offset)
+        yield from found
     if len(ta) != len(tb):
         longer, who = (ta, "A") if len(ta) > len(tb) else (tb, "B")
         n = abs(len(ta) - len(tb))
@@ -256,6 +288,60 @@ def _request_divergences(
             d.findings_b, said = said, []  # once per turn, on its first C divergence
         out.append(d)
     return out
+
+
+#: The layer of a difference the fork itself made (``--model``, ``--edit``): not the client's.
+FORK = "fork"
+_MODEL_IN_PATH = re.compile(r"/models/([^/:]+)(?=:)")
+
+
+def _fork_changes(found: list[Divergence], xa: Exchange, xb: Exchange, fork: dict[str, Any]) -> list[Divergence]:
+    """``found`` (one turn's divergences) with those the fork made labelled as the fork's: the
+    model it asked for (the body's ``model``, or a Gemini path's ``/models/NAME:``) and the items
+    its edits rewrote (B's edit marks)."""
+    model = fork.get("model") if isinstance(fork.get("model"), str) else None
+    for d in found:
+        if d.layer != "C":
+            continue
+        if d.edited_b:
+            d.layer, d.message = FORK, f"edited {', '.join(d.edited_b)} (asked with --edit)"
+        elif model is not None and d.path == "model" and d.changes and d.changes[0].actual == model:
+            d.layer, d.message = FORK, f"model {_said(d.changes[0].expected)} → {_said(model)} (asked with --model)"
+        elif model is not None and d.path == "(url)" and d.message.startswith("the agent called"):
+            pa, pb = urlsplit(xa.url).path, urlsplit(xb.url).path
+            ma, mb = _MODEL_IN_PATH.search(pa), _MODEL_IN_PATH.search(pb)
+            if ma is not None and mb is not None and mb.group(1) == model and pb[: mb.start(1)] + ma.group(1) + pb[mb.end(1):] == pa:
+                d.layer, d.message = FORK, f"model {_said(ma.group(1))} → {_said(model)} (asked with --model, in the path)"
+    return found
+
+
+def _said(value: Any) -> str:
+    """A model name as said in a line (a string as it is, clipped; anything else as JSON)."""
+    return value[:80] if isinstance(value, str) else short(value)
+
+
+class _Folding:
+    """A conversation's differences, turn by turn, folded under the change they follow from: the
+    conversation's first change (what the fork changed, or else what the model first emitted
+    differently) is listed, and every later difference of the client's request (its history now
+    holds the branch's own answers, the results of the calls they made, the edited item again)
+    and every repeat of the fork's change is folded under it. What the model emitted and what the
+    API reported stay listed turn by turn: that is the answer to the what-if."""
+
+    def __init__(self) -> None:
+        self.root: Divergence | None = None
+
+    def fold(self, found: list[Divergence], k: int) -> list[Divergence]:
+        out: list[Divergence] = []
+        for d in found:
+            later = self.root is not None and self.root.turn is not None and k > self.root.turn
+            if self.root is not None and ((d.layer == FORK and (later or d.message == self.root.message)) or (d.layer == "C" and later)):
+                self.root.folded.append(d)
+                continue
+            if self.root is None and d.layer in (FORK, "E"):
+                self.root = d
+            out.append(d)
+        return out
 
 
 def _pair_fork(
@@ -319,7 +405,7 @@ def diff_fork(
     for cid, seqs, turn, cb in pairs:
         said.append(f"conversation {cid} (A) ↔ {cb.id} (B): lined up from the cursor at turn {turn} (turns 0-{turn - 1} served from A)" if turn else
                     f"conversation {cid} (A) ↔ {cb.id} (B): live from its first turn")
-        out.extend(_diff_conversation(ra, rb, exa, exb, seqs, cb.turns, cid, cb.id, offset=turn))
+        out.extend(_diff_conversation(ra, rb, exa, exb, seqs, cb.turns, cid, cb.id, offset=turn, fork=origin))
     for cid, (seqs, turn) in free.items():
         out.append(Divergence("C", f"conversation {cid} reached the cursor (turn {turn}) in A but has no turn past it in the branch: the agent stopped before it", cid, None, turn, seqs[0]))
     gone_live = {cid for cid, *_ in pairs} | set(free)
@@ -327,6 +413,10 @@ def diff_fork(
     if replayed:
         said.append(f"replayed in full from A (not past the cursor, equal by construction): {', '.join(replayed[:20])}")
     return out, said
+
+
+#: Folded differences listed under their change in the text report (``--json``: all).
+FOLDED_SHOWN = 10
 
 
 def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 4) -> list[str]:
@@ -352,6 +442,13 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
                 lines.append(f"      {line}")
             if len(d.changes) > max_changes:
                 lines.append(f"      … and {len(d.changes) - max_changes} more")
+            if d.folded:
+                n = len(d.folded)
+                lines.append(f"      then {n} difference{'s' if n > 1 else ''} of B's requests that follow{'s' if n == 1 else ''} from it (not the client's own):")
+                for g in d.folded[:FOLDED_SHOWN]:
+                    lines.append(f"        turn {g.turn} (seq {g.seq_a if g.seq_a is not None else '-'} ↔ {g.seq_b if g.seq_b is not None else '-'}): {g.layer}: {g.message}")
+                if n > FOLDED_SHOWN:
+                    lines.append(f"        … and {n - FOLDED_SHOWN} more (--json lists them)")
     if left_out:
         lines.append(f"… and {left_out:,} more divergences, not listed (the first {len(divs):,} are)")
     return lines

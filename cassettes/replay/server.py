@@ -189,6 +189,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         cursor: Router | None = None,
     ) -> None:
         recordings: Sequence[Exchange] | IndexedRecordings
+        first = 0  # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading.branch)
         if isinstance(cassette, (str, Path)):
             # Any format a run is opened from (a looptap cassette, vcrpy, a mitmproxy flow file).
             # A large looptap cassette is served from its offset index (a played round trip is
@@ -200,9 +201,12 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             if detect(cassette) == "looptap" and _size(cassette) >= IN_MEMORY_BELOW:
                 recordings = IndexedRecordings(cassette)
             else:
+                from cassettes.reading.branch import first_turn, origin_in
+
                 run = open_run(cassette, whole=True)
                 self.problems = run.problems
                 recordings = list(run.exchanges)
+                first = first_turn(origin_in(run.header))
         else:
             self.source = "<exchanges>"
             self.problems = []
@@ -214,7 +218,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         self.host = host
         self.port = port
         self.speed = parse_pace(pace)
-        self.matcher = Matcher(recordings, strict=strict)
+        self.matcher = Matcher(recordings, strict=strict, first_turn=first)
         if isinstance(recordings, IndexedRecordings):
             self.problems = recordings.problems  # (known once the file is read)
         #: Faults to inject (``--fault``); ``faults.fired`` lists what was injected.

@@ -29,6 +29,12 @@ class Verdict:
 
 def _item_view(key: RequestKey, hkey: str, item: Any) -> tuple[str, list[str]]:
     """(role, [call ids of the tool results in it]) of one raw history item, via the adapter."""
+    role, results = _item_results(key, hkey, item)
+    return role, [cid for cid, _ in results]
+
+
+def _item_results(key: RequestKey, hkey: str, item: Any) -> tuple[str, list[tuple[str, tuple[str, bool | None]]]]:
+    """(role, [(call id, (content, is_error)) of each tool result in it]) of one raw history item."""
     if key.adapter is None or not isinstance(key.raw, dict):
         return "?", []
     try:
@@ -38,7 +44,8 @@ def _item_view(key: RequestKey, hkey: str, item: Any) -> tuple[str, list[str]]:
     if not req.messages:
         return "?", []
     msg = req.messages[0]
-    results = [p.tool_result.call_id or p.tool_result.name or "?" for m in req.messages for p in m.parts if p.tool_result is not None]
+    results = [(p.tool_result.call_id or p.tool_result.name or "?", (p.tool_result.content, p.tool_result.is_error))
+               for m in req.messages for p in m.parts if p.tool_result is not None]
     return ("tool" if results else msg.role), results
 
 
@@ -126,13 +133,17 @@ def _orig(key: RequestKey, ident: str) -> str:
 
 
 def _item_verdict(recorded: RequestKey, live: RequestKey, hkey: str, i: int, ch: Change) -> Verdict:
-    role, results = _item_view(recorded, hkey, recorded.raw[hkey][i])
+    role, results = _item_results(recorded, hkey, recorded.raw[hkey][i])
     where = ch.where
     if results:
-        _, lresults = _item_view(live, hkey, live.raw[hkey][i]) if i < len(live.raw.get(hkey, [])) else ("?", [])
-        ids = lresults or results
-        cid = _orig(live, ids[0]) if lresults else _orig(recorded, ids[0])
-        return Verdict("C", f"the tool result for {cid} changed ({where})", where)
+        _, lresults = _item_results(live, hkey, live.raw[hkey][i]) if i < len(live.raw.get(hkey, [])) else ("?", [])
+        # the results that differ, paired by call id (parallel results: not by position)
+        was = dict(results)
+        changed = [cid for cid, v in lresults if was.get(cid) != v] if lresults else []
+        ids = changed or [cid for cid, _ in lresults] or [cid for cid, _ in results]
+        key = live if lresults else recorded
+        names = ", ".join(_orig(key, c) for c in ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        return Verdict("C", f"the tool result{'s' if len(ids) > 1 else ''} for {names} changed ({where})", where)
     if role == "assistant":
         return Verdict("C", f"the assistant turn at {format_path((hkey, i))} was not sent back as recorded ({where})", where)
     if role in ("system", "developer"):

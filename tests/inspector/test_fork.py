@@ -54,7 +54,7 @@ async def test_a_branch_is_shown_beside_its_origin_with_the_fork_point_marked(tm
         assert 'get_weather({"city":"Paris"})' in lines[prefix]  # the origin's turn 0, read from the origin file
         assert 'get_weather({"city":"Nice"})' in lines[past[0]] and "≠" in lines[past[0]]
         assert "✎ EDITED tool_result[call_A1] at messages[3]" in text
-        assert "C: the tool result for call_A1 changed" in text and "E: the model emitted something else" in text
+        assert "fork: edited tool_result[call_A1] at messages[3] (asked with --edit)" in text and "E: the model emitted something else" in text
         await pilot.press("o")  # the origin's turns past the cursor instead
         await pilot.pause()
         text = pane_text(app, "#fork-view")

@@ -8,6 +8,7 @@ fork is one ``looptap run --from``. Waits are by progress (tests.support.progres
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,6 +98,16 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(o
     o = origin_of(branch)
     assert o is not None and o["run"] == str(run) and o["cursor"]["turn"] == 2 and o["model"] == "new-model-1"
     assert len(o["starts"]) == 4 and o["seq"] == min(o["starts"].values())
+    import hashlib
+
+    # the origin's digest at the fork, and the origin's turn at the cursor: the branch's first turn is turn 2 (issue 42)
+    assert o["sha256"] == hashlib.sha256(run.read_bytes()).hexdigest() and o["path"] == str(run.resolve())
+    assert o["turn"] == 2 and set(o["turns"].values()) == {2}
+    show = progress.run([*RECORDER, "show", str(branch), "--json"], capture_output=True, text=True, env=_env())
+    assert show.returncode == 0, show.stderr
+    assert [orjson.loads(ln)["turn"] for ln in show.stdout.splitlines()] == [2, 2, 2, 2]
+    show = progress.run([*RECORDER, "show", str(branch), "--turn", "2"], capture_output=True, text=True, env=_env())
+    assert len(re.findall(r"^#\d+  c\d+/turn 2 ", show.stdout, re.M)) == 4 and f"branch of {run} at turn=2 (model new-model-1)" in show.stdout, show.stdout
     assert origin_of(run) is None  # a plain recording names no origin
     # The branch records what went live: the continuation only, with the model asked for.
     from cassettes.reading.run import open_run
@@ -108,14 +119,15 @@ def test_fork_at_turn_2_serves_the_prefix_offline_and_records_the_continuation(o
     assert "lined up from the cursor" in diff.stdout
     assert diff.stdout.count("turn 2 (seq") >= 4 and "E: the model emitted something else" in diff.stdout, diff.stdout
     first = next(ln for ln in diff.stdout.splitlines() if ln.strip().startswith("turn "))
-    assert first.strip().startswith("turn 2") and "C: the model requested changed" in first, diff.stdout  # the first difference: --model
+    assert first.strip().startswith("turn 2") and re.search(r"fork: model gpt-4o(-mini)? → new-model-1 \(asked with --model\)", first), diff.stdout  # the fork's own change
+    assert "C: the model requested changed" not in diff.stdout  # not blamed on the client (issue 42)
     # looptap mcp's read-only fork_diff says the same (the origin found from the branch's header)
     from cassettes.mcp.forkquery import fork_diff
     from cassettes.mcp.query import Runs
 
     answer = fork_diff(Runs([str(run.parent), str(tmp_path)]), str(branch))
     assert answer["cursor"] == "turn=2" and answer["model"] == "new-model-1" and answer["divergences"] == 8
-    assert {(d["turn"], d["layer"]) for d in answer["recorded"]["divergences"]} == {(2, "C"), (2, "E")}
+    assert {(d["turn"], d["layer"]) for d in answer["recorded"]["divergences"]} == {(2, "fork"), (2, "E")}
 
 
 @needs_recorder

@@ -174,7 +174,7 @@ def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
                     path=_item(ctx, *_result_part(ctx, n)),
                     tool_call_id=p.call_id,
                 )
-        if p.in_history or ctx.index == 0:
+        if p.in_history or ctx.index == ctx.conv.first:
             continue
         yield ctx.finding(
             "C.orphan_tool_result",

@@ -1,0 +1,222 @@
+"""A branch (``looptap run --from``) and its origin, for every reader: the one place that says how a
+branch's turns are numbered, where its origin is, and whether that origin is still the run it was
+forked from (docs/fork.md, "The branch").
+
+**Numbering.** A branch holds only the turns sent live, from the cursor on; its first turn in each
+conversation is the origin's turn at the cursor, and it keeps that number everywhere (``show``,
+``--turn``, ``show --json``, the inspector, ``diff``, the Fork tab, MCP, HTML): the analysis numbers
+a conversation's first turn :func:`first_turn` (:class:`cassettes.analysis.run.RunAnalyser`,
+``first_index``), read from the branch header's ``meta.origin.turn``: the origin's turn index at the
+cursor, which is the same in every conversation that went live (``turn=N``: N in each;
+``conversation=ID[:turn=N]`` and ``seq=N``: one conversation). A conversation the branch started on
+its own past the cursor (a sub-agent, a side call: its parent turn is in the branch) starts at 0.
+
+**Origin.** The header names the run as typed, absolutely, relative to the branch, and its sha256
+as it was at the fork (:func:`origin_fields`). :func:`locate` finds it (as typed, at its absolute
+path, relative to the branch, beside the branch by name) and checks the digest: a changed origin is
+one line (:func:`changed_line`), never compared turn by turn as if it were the one forked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Located", "Relation", "branch_line", "changed_line", "file_digest", "first_turn", "locate", "origin_fields", "origin_in", "relate"]
+
+
+def file_digest(path: str | Path) -> str | None:
+    """sha256 of the file's bytes (``None``: it cannot be read, or is not a regular file)."""
+    h = hashlib.sha256()
+    try:
+        if not Path(path).is_file():
+            return None
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def origin_fields(run: Path, branch: Path | None) -> dict[str, Any]:
+    """What a branch header keeps of its origin besides the name typed: the absolute path, the
+    path relative to the branch's folder, and the sha256 of its bytes now (at the fork)."""
+    out: dict[str, Any] = {"path": str(Path(os.path.abspath(run)))}
+    if branch is not None:
+        try:
+            out["relative"] = os.path.relpath(os.path.abspath(run), os.path.dirname(os.path.abspath(branch)))
+        except ValueError:  # another drive (Windows)
+            pass
+    out["sha256"] = file_digest(run)
+    return out
+
+
+def origin_in(header: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``meta.origin`` of a cassette header (``None``: not a branch)."""
+    meta = header.get("meta") if isinstance(header, dict) else None
+    origin = meta.get("origin") if isinstance(meta, dict) else None
+    return origin if isinstance(origin, dict) else None
+
+
+def first_turn(origin: dict[str, Any] | None) -> int:
+    """The number of a branch's first turn in each conversation that continues one of its origin's
+    (0 for a run that is not a branch). Branches written before ``meta.origin.turn`` existed: the
+    cursor's ``turn=`` (a ``seq=`` cursor's turn is not known without the origin: 0)."""
+    if origin is None:
+        return 0
+    turn = origin.get("turn")
+    if isinstance(turn, int) and not isinstance(turn, bool) and 0 <= turn < 1 << 31:
+        return turn
+    cursor = origin.get("cursor")
+    t = cursor.get("turn") if isinstance(cursor, dict) else None
+    return t if isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 1 << 31 else 0
+
+
+def _cursor_text(origin: dict[str, Any]) -> str:
+    cursor = origin.get("cursor")
+    text = cursor.get("text") if isinstance(cursor, dict) else None
+    return str(text) if text else "?"
+
+
+def branch_line(origin: dict[str, Any]) -> str:
+    """``branch of run.jsonl at turn=2 (model gpt-4o-mini; edited tool_result[call_1])``: what a
+    reader says first of a branch (recorded text: the caller cleans it)."""
+    said = []
+    if isinstance(origin.get("model"), str):
+        said.append(f"model {origin['model']}")
+    edits = [str(e) for e in origin.get("edits") or [] if isinstance(e, str)]
+    if edits:
+        said.append("edited " + ", ".join(edits[:5]) + (f", … {len(edits) - 5} more" if len(edits) > 5 else ""))
+    more = f" ({'; '.join(said)})" if said else ""
+    return f"branch of {origin.get('run') or '?'} at {_cursor_text(origin)}{more}: its turns keep the origin's numbers, the first live one is turn {first_turn(origin)}"
+
+
+def changed_line(origin: dict[str, Any], found: Path, digest: str | None) -> str:
+    """The one line a reader gives for an origin that is not the run the branch was forked from."""
+    was = str(origin.get("sha256") or "")[:12]
+    now = (digest or "unreadable")[:12]
+    return f"the origin {found} changed since the fork (digest {was}… at the fork, {now}… now): the prefix cannot be compared"
+
+
+@dataclass
+class Located:
+    """Where a branch's origin is: ``path`` (``None``: not found), and ``changed`` (the line saying
+    the file found is not the run forked, or ``None``)."""
+
+    origin: dict[str, Any]
+    path: Path | None
+    changed: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.path is not None and self.changed is None
+
+
+def _candidates(branch: Path, origin: dict[str, Any]) -> list[Path]:
+    name = str(origin.get("run") or "")
+    out: list[Path] = []
+    if name:
+        out.append(Path(name))
+    for key in ("path", "relative"):
+        v = origin.get(key)
+        if isinstance(v, str) and v:
+            out.append(Path(v) if key == "path" else branch.parent / v)
+    if name:
+        out += [branch.parent / name, branch.parent / Path(name).name]
+    return out
+
+
+def locate(branch: str | Path, origin: dict[str, Any], run: str | Path | None = None, allowed: Callable[[Path], bool] | None = None) -> Located:
+    """Find the origin of ``branch`` (or take ``run``, the file the user named as the origin) and
+    check it against the digest the branch keeps. Among the places looked at, the first file
+    whose digest is the one kept wins; when only other files are there, the first of them is
+    returned with the line saying it changed. A branch without a digest (written before it was
+    kept) takes the first file found, unchecked. ``allowed``: the places a reader may look (the
+    MCP server: under its roots); others are passed over."""
+    b = Path(branch)
+    want = origin.get("sha256") if isinstance(origin.get("sha256"), str) else None
+    seen: set[Path] = set()
+    first: tuple[Path, str | None] | None = None
+    for p in [Path(run)] if run is not None else _candidates(b, origin):
+        try:
+            if not p.is_file():
+                continue
+            real = p.resolve()
+            if real == b.resolve() or real in seen or (allowed is not None and not allowed(real)):
+                continue
+        except OSError:
+            continue
+        seen.add(real)
+        if want is None:
+            return Located(origin, p)
+        digest = file_digest(p)
+        if digest == want:
+            return Located(origin, p)
+        if first is None:
+            first = (p, digest)
+    if first is None:
+        return Located(origin, None)
+    return Located(origin, first[0], changed_line(origin, first[0], first[1]))
+
+
+@dataclass
+class Relation:
+    """Two runs named to ``diff``, one the other's branch: ``origin``/``branch`` (the paths, in that
+    order whichever order they were named in; ``swapped``: the branch was named first), the
+    branch's ``meta.origin`` and ``changed`` (the origin file is not the run forked: one line)."""
+
+    origin: Path
+    branch: Path
+    meta: dict[str, Any]
+    swapped: bool
+    changed: str | None = None
+
+
+def _names(path: Path, meta: dict[str, Any]) -> bool:
+    """Whether ``meta`` (a branch's origin) names ``path``: by its absolute path, or (when nothing
+    is at that path any more: the files were moved or sent on) by its file name."""
+    kept = meta.get("path")
+    if isinstance(kept, str) and kept:
+        try:
+            if Path(kept).resolve() == path.resolve():
+                return True
+            if Path(kept).is_file():
+                return False  # the origin is still where it was: this is another file of that name
+        except OSError:
+            pass
+    return Path(str(meta.get("run") or "")).name == path.name
+
+
+def relate(path_a: str | Path, path_b: str | Path) -> Relation | None:
+    """Whether one of two runs is the other's branch, in either order: B (or A) names the other as
+    its origin, by the digest kept at the fork (a renamed origin is still found) or, for a branch
+    without one, by name. A file the branch names whose digest is not the one kept is the origin
+    changed since the fork (:attr:`Relation.changed`). ``None``: neither is the other's branch."""
+    from cassettes.replay.fork import origin_of
+
+    a, b = Path(path_a), Path(path_b)
+    try:
+        if not (a.is_file() and b.is_file()):  # a FIFO, a device, a folder: nothing to read here (the reader says what it is)
+            return None
+    except OSError:
+        return None
+    for origin, branch, swapped in ((a, b, False), (b, a, True)):
+        meta = origin_of(branch)
+        if meta is None:
+            continue
+        want = meta.get("sha256") if isinstance(meta.get("sha256"), str) else None
+        if want is None:
+            if _names(origin, meta):
+                return Relation(origin, branch, meta, swapped)
+            continue
+        digest = file_digest(origin)
+        if digest == want:
+            return Relation(origin, branch, meta, swapped)
+        if _names(origin, meta):
+            return Relation(origin, branch, meta, swapped, changed_line(meta, origin, digest))
+    return None
