@@ -78,7 +78,7 @@ def test_the_differences_that_follow_from_an_edit_fold_under_it(tmp_path: Path, 
     h2 = [*h1, _call("call_B1", "Nice"), _result("call_B1", "sunny, 24 C in Nice")]
     branch = [_exchange(h1, _answer(None, ("call_B1", "Nice"))), _exchange(h2, _answer("Go to Nice: the storm grounds Paris."))]
     for ex in branch:
-        ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], ORIGINAL, EDITED)]
+        ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], ORIGINAL)]
     run, path = _write(tmp_path, origin(), branch, "turn=1", None, ["tool_result[call_A1]"], 1)
     rc, out, doc = _diff(run, path, capsys)
     assert rc == 1
