@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=URL",
         help="a reverse listener forwarding to URL (a local model server, a gateway …); the NAME of a "
-        f"built-in listener ({', '.join(REVERSE_UPSTREAMS)}) redirects it",
+        f"built-in listener ({', '.join(REVERSE_UPSTREAMS)}) redirects it. Without it a built-in listener forwards "
+        "where the API's base-URL variable already points (OPENAI_BASE_URL …, said at start), else to the vendor",
     )
     p.add_argument("--record-host", action="append", default=[], metavar="HOST", help="also record this host (glob) in forward-proxy mode")
     p.add_argument("--ssl-insecure", action="store_true", help="do not verify upstream TLS certificates")
@@ -195,6 +197,7 @@ def _config(args: argparse.Namespace) -> Any:
         faults=tuple(args.fault),
         fault_seed=args.fault_seed,
         ready_file=Path(args.ready_file) if args.ready_file else None,
+        environ=dict(os.environ),
     )
 
 
