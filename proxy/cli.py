@@ -25,12 +25,13 @@ def _no_mitmproxy() -> str:
     )
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, output_required: bool = True) -> None:
     p.add_argument(
-        "-o", "--output", required=True, metavar="FILE",
+        "-o", "--output", required=output_required, metavar="FILE",
         help="cassette to record into; an existing cassette is replaced (said on stderr), any other existing file "
         "refused unless --force; a link, a directory or a device is always refused. -o +FILE appends to a cassette "
-        "instead (as mitmproxy's -w +FILE), and the summary then describes this run only",
+        "instead (as mitmproxy's -w +FILE), and the summary then describes this run only"
+        + ("" if output_required else "; with --inspect it may be left out: a new run-DATE-TIME.jsonl here"),
     )
     p.add_argument("--force", action="store_true", help="let -o replace an existing file that is not a looptap cassette")
     p.add_argument("--port", type=int, default=0, help="first port to listen on (default: free ports)")
@@ -269,7 +270,27 @@ def _summary(path: Path, before: int = 0) -> list[str]:
     return lines
 
 
+def _default_output() -> str:
+    """``--inspect`` without ``-o``: a new ``run-DATE-TIME.jsonl`` in the current directory (never
+    an existing file)."""
+    import time
+
+    stem = time.strftime("run-%Y%m%d-%H%M%S")
+    name, n = f"{stem}.jsonl", 1
+    while Path(name).exists() or Path(name + ".log").exists():
+        n += 1
+        name = f"{stem}-{n}.jsonl"
+    return name
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    messages.to_stderr()
+    if args.output is None:
+        if not args.inspect:
+            messages.error("error: -o FILE names the cassette to record into (looptap run -o run.jsonl -- python agent.py); only --inspect may leave it out")
+            return 2
+        args.output = _default_output()  # said with where the command's output goes (_run_once)
+        args.output_chosen = True
     repeat = getattr(args, "repeat", 1)
     if repeat < 1 or (repeat > 1 and args.from_run is None):
         messages.error("error: --repeat K (K from 1) goes with --from: the agent run K times from the cursor")
@@ -371,7 +392,8 @@ def _run_once(args: argparse.Namespace) -> int:
             messages.error(inspecting)
             return 2
         viewer, child_log, child_status = inspecting
-        messages.emit(f"the command's output goes to {child_log}")
+        chosen = f"recording into {config.output} (no -o given); " if getattr(args, "output_chosen", False) else ""
+        messages.emit(f"{chosen}the command's output goes to {child_log}")
     fork = None
     if args.from_run is not None:
         from cassettes.replay.fork import start_fork
@@ -434,7 +456,7 @@ def register_run(sub: Any) -> None:
         "(they are counted and named on stderr whatever the status); 2 the recorder could not start; 127 the "
         "command could not be started. See docs/recorder.md",
     )
-    _common(p)
+    _common(p, output_required=False)
     p.add_argument(
         "--inspect",
         action="store_true",
