@@ -81,7 +81,7 @@ def test_the_users_base_urls_are_the_upstreams(tmp_path: Path) -> None:
 def test_upstream_overrides_the_users_base_url(tmp_path: Path) -> None:
     """``--upstream`` wins over the variable; the variable's API is then not announced."""
     with FakeUpstream(delay=0.001) as up, FakeUpstream(delay=0.001) as other:
-        rc, stdout, stderr, out = _run(
+        rc, _stdout, stderr, _out = _run(
             tmp_path, "--upstream", f"openai={up.url}", "--upstream", f"anthropic={up.url}",
             OPENAI_BASE_URL=other.url + "/v1", ANTHROPIC_BASE_URL=other.url,
         )
@@ -95,7 +95,7 @@ def test_a_stale_looptap_export_is_not_followed(tmp_path: Path) -> None:
     an ``eval "$(looptap record)"`` since stopped) is not the user's set-up: not followed, said.
     (The child sends nothing: the built-in upstream is never reached.)"""
     stale = "127.0.0.1:9"  # nothing listens there: following it would be a 502
-    rc, stdout, stderr, out = _run(
+    rc, _stdout, stderr, _out = _run(
         tmp_path, child=("-c", "pass"), OPENAI_BASE_URL=f"http://{stale}/v1", LOOPTAP_RECORDER=f"{stale},127.0.0.1:10",
     )
     assert rc == 0, stderr
@@ -111,7 +111,7 @@ def test_the_recorder_itself_is_not_followed(tmp_path: Path) -> None:
     from cassettes.replay.background import free_port
 
     port = free_port(set())
-    rc, stdout, stderr, out = _run(
+    rc, stdout, stderr, _out = _run(
         tmp_path, "--port", str(port), child=("-c", "import os; print('AGENT', os.environ['OPENAI_BASE_URL'])"),
         OPENAI_BASE_URL=f"http://localhost:{port}/v1",
     )
@@ -126,7 +126,7 @@ def test_the_recorder_itself_is_not_followed(tmp_path: Path) -> None:
 def test_a_base_url_that_cannot_be_an_upstream_is_refused(tmp_path: Path) -> None:
     """A variable with a user or a query cannot be forwarded to as it is: one line, exit 2, nothing
     started (its requests must not go to the vendor instead). The password is not printed."""
-    rc, stdout, stderr, out = _run(tmp_path, child=("-c", "print('STARTED')"), OPENAI_BASE_URL="http://me:hunter2@127.0.0.1:9/v1")
+    rc, stdout, stderr, _out = _run(tmp_path, child=("-c", "print('STARTED')"), OPENAI_BASE_URL="http://me:hunter2@127.0.0.1:9/v1")
     assert rc == 2, stderr
     assert "STARTED" not in stdout
     assert stderr.strip().splitlines() == [

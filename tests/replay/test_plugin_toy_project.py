@@ -26,8 +26,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream
