@@ -135,9 +135,10 @@ def _follow(lst: Listener, environ: dict[str, str], host: str, own_ports: set[in
     """A base-URL variable the user already set for this listener's API (the first of its
     variables that is set) becomes its upstream, the URL's path the suffix the client gets
     (``http://127.0.0.1:8000/v1`` → upstream ``http://127.0.0.1:8000``, the client
-    ``http://127.0.0.1:LISTENER/v1``), and ``lst.note`` says so. A URL of a looptap recorder
-    (this one, or one named in :data:`RECORDER_VAR`) is ignored, and said: following it would loop
-    or reach a recorder that is gone. Raises :class:`RecorderError` for a URL that cannot be an
+    ``http://127.0.0.1:LISTENER/v1``), and ``lst.note`` says so. A URL of this recorder is ignored
+    (following it would loop), and so is one of a recorder named in :data:`RECORDER_VAR` that no
+    longer listens (a stale export); one that still listens (an enclosing ``looptap run``) is
+    followed: the traffic is recorded there too and goes on where it forwards. Raises :class:`RecorderError` for a URL that cannot be an
     upstream: nothing is sent to the vendor instead."""
     from urllib.parse import urlsplit
 
@@ -158,15 +159,32 @@ def _follow(lst: Listener, environ: dict[str, str], host: str, own_ports: set[in
         )
     hostname = u.hostname.lower()
     local = hostname in _LOCAL or hostname.startswith("127.") or hostname == host
-    exported = {tuple(item.rsplit(":", 1)) for item in environ.get(RECORDER_VAR, "").split(",") if ":" in item}
-    if local and (port in own_ports or any(p == str(port) for _h, p in exported)):
-        which = "this recorder itself" if port in own_ports else "a looptap recorder (an enclosing run, or a stale export)"
-        lst.note = f"{lst.name}: your {var} {shown} is {which}: not followed; the upstream is {lst.upstream}"
+    exported = {item.rsplit(":", 1)[-1] for item in environ.get(RECORDER_VAR, "").split(",") if ":" in item}
+    via = ""
+    if local and port in own_ports:
+        lst.note = f"{lst.name}: your {var} {shown} is this recorder itself: not followed; the upstream is {lst.upstream}"
         return
+    if local and str(port) in exported:
+        if not _listening(u.hostname, port):  # an `eval "$(looptap record)"` since stopped
+            lst.note = f"{lst.name}: your {var} {shown} is a looptap recorder that is gone (a stale export): not followed; the upstream is {lst.upstream}"
+            return
+        via = ", a looptap recorder that is running (an enclosing run): recorded there too"
     netloc = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
     lst.upstream = f"{u.scheme}://{netloc}" + (f":{u.port}" if u.port is not None else "")
     lst.suffix = u.path.rstrip("/")
-    lst.note = f"{lst.name}: your {var} {shown} is the upstream (--upstream {lst.name}=URL overrides)"
+    lst.note = f"{lst.name}: your {var} {shown} is the upstream{via} (--upstream {lst.name}=URL overrides)"
+
+
+def _listening(host: str, port: int) -> bool:
+    """Whether something accepts connections at ``host:port`` (a loopback address: one connect,
+    closed at once, nothing sent)."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 #: How many times a listener whose port was taken meanwhile gets another one (see

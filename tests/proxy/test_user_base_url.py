@@ -91,8 +91,8 @@ def test_upstream_overrides_the_users_base_url(tmp_path: Path) -> None:
 
 
 def test_a_stale_looptap_export_is_not_followed(tmp_path: Path) -> None:
-    """A base URL looptap exported (``LOOPTAP_RECORDER`` names its listeners: an enclosing run, or
-    an ``eval "$(looptap record)"`` since stopped) is not the user's set-up: not followed, said.
+    """A base URL looptap exported (``LOOPTAP_RECORDER`` names its listeners) whose recorder is gone
+    (an ``eval "$(looptap record)"`` since stopped) is not the user's set-up: not followed, said.
     (The child sends nothing: the built-in upstream is never reached.)"""
     stale = "127.0.0.1:9"  # nothing listens there: following it would be a 502
     rc, _stdout, stderr, _out = _run(
@@ -100,9 +100,50 @@ def test_a_stale_looptap_export_is_not_followed(tmp_path: Path) -> None:
     )
     assert rc == 0, stderr
     assert (
-        f"looptap: openai: your OPENAI_BASE_URL http://{stale}/v1 is a looptap recorder (an enclosing run, or a stale "
-        "export): not followed; the upstream is https://api.openai.com"
+        f"looptap: openai: your OPENAI_BASE_URL http://{stale}/v1 is a looptap recorder that is gone (a stale export): "
+        "not followed; the upstream is https://api.openai.com"
     ) in stderr.splitlines(), stderr
+
+
+def test_an_enclosing_recorder_is_followed(tmp_path: Path) -> None:
+    """``looptap run`` inside ``looptap run`` (the outer one listening, named in
+    ``LOOPTAP_RECORDER``): the inner one forwards to it, so the traffic still goes where the
+    outer one sends it (here the fake stands in for the outer recorder)."""
+    with FakeUpstream(delay=0.001) as up:
+        outer = urlsplit(up.url).netloc
+        rc, _stdout, stderr, _out = _run(
+            tmp_path, OPENAI_BASE_URL=up.url + "/v1", ANTHROPIC_BASE_URL=up.url, LOOPTAP_RECORDER=f"{outer},127.0.0.1:10",
+        )
+        served = up.llm_served()
+    assert rc == 0, stderr
+    assert len(served) == 2, stderr
+    assert (
+        f"looptap: openai: your OPENAI_BASE_URL {up.url}/v1 is the upstream, a looptap recorder that is running (an "
+        "enclosing run): recorded there too (--upstream openai=URL overrides)"
+    ) in stderr.splitlines(), stderr
+
+
+def test_looptap_record_reads_its_own_environment(tmp_path: Path) -> None:
+    """``looptap record`` too: its export lines point at its listener (the user's path kept), its
+    listener forwards to the user's base URL, and it exports ``LOOPTAP_RECORDER``."""
+    from cassettes.replay.recording import RecorderProcess
+    from tests.support.recorder import PROXY_PYTHON
+    from tests.support.wire import http_request
+
+    with FakeUpstream(delay=0.001) as up:
+        rec = RecorderProcess(tmp_path / "rec.jsonl", confdir=tmp_path / "conf", python=PROXY_PYTHON, env=clean_env(OPENAI_BASE_URL=up.url + "/v1"))
+        try:
+            env = rec.start()
+            listener = urlsplit(env["OPENAI_BASE_URL"])
+            assert listener.path == "/v1" and listener.port != urlsplit(up.url).port, env
+            assert f"127.0.0.1:{listener.port}" in env["LOOPTAP_RECORDER"].split(","), env
+            resp = http_request("127.0.0.1", listener.port, "POST", "/v1/chat/completions", [("content-type", "application/json")],
+                                b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}')
+            assert resp.complete and resp.status == 200
+            assert [urlsplit(s.target).path for s in up.llm_served()] == ["/v1/chat/completions"]
+        finally:
+            rec.stop()
+    assert f"looptap: openai: your OPENAI_BASE_URL {up.url}/v1 is the upstream (--upstream openai=URL overrides)" in rec.log.splitlines(), rec.log
 
 
 def test_the_recorder_itself_is_not_followed(tmp_path: Path) -> None:
