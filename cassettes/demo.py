@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -76,7 +77,8 @@ def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None]
                 "--", sys.executable, str(agent_path),
             ]  # fmt: skip
             say(f"looptap demo: the model is a loopback server replaying the recorded answers ({upstream.url})")
-            say(f"looptap demo: recording the agent: looptap run -o {dest} -- python {agent_path.name}\n")
+            say("looptap demo: recording the agent; with your ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL), this line records it live:")
+            say(f"  {_looptap(python)} run -o {shlex.quote(str(dest))} -- python3 {shlex.quote(str(agent_path))}\n")
             env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-api03-looptap-demo-key-never-written-to-disk"}
             sys.stdout.flush()
             rc = subprocess.run(cmd, env=env, check=False).returncode
@@ -89,18 +91,25 @@ def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None]
             say(f"looptap demo: the recorded run failed (exit status {rc})")
             return rc or 2
     say("")
-    return _next_steps(show(dest), dest, say)
+    return _next_steps(show(dest), dest, say, _looptap(python))
 
 
-def _next_steps(rc: int, dest: Path, say: Callable[[str], None]) -> int:
-    """What to try next, once the run was shown."""
-    import shlex
+def _looptap(python: str) -> str:
+    """How the user runs the recorder: as they run looptap when this is the recorder's
+    environment, else by the recorder's interpreter (``LOOPTAP_PROXY_PYTHON``)."""
+    from cassettes.hints import looptap_command
 
+    return looptap_command() if python == sys.executable else f"{shlex.quote(python)} -m cassettes.cli"
+
+
+def _next_steps(rc: int, dest: Path, say: Callable[[str], None], recorder: str | None = None) -> int:
+    """What to try next, once the run was shown (``recorder``: how to run the recorder, when it
+    is not this looptap)."""
     from cassettes.hints import looptap_command
 
     me = looptap_command()  # as the user runs looptap, so the lines run as printed
     say(f"\nnext: {me} inspect {shlex.quote(str(dest))}   (turn by turn in the terminal; ? for the keys)")
-    say(f"      {me} run -o run.jsonl -- python your_agent.py   (record your own agent)")
+    say(f"      {recorder or me} run -o run.jsonl -- python your_agent.py   (record your own agent)")
     return rc
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,13 @@ def _no_mitmproxy() -> str:
     )
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, output_required: bool = True) -> None:
     p.add_argument(
-        "-o", "--output", required=True, metavar="FILE",
+        "-o", "--output", required=output_required, metavar="FILE",
         help="cassette to record into; an existing cassette is replaced (said on stderr), any other existing file "
         "refused unless --force; a link, a directory or a device is always refused. -o +FILE appends to a cassette "
-        "instead (as mitmproxy's -w +FILE), and the summary then describes this run only",
+        "instead (as mitmproxy's -w +FILE), and the summary then describes this run only"
+        + ("" if output_required else "; with --inspect it may be left out: a new run-DATE-TIME.jsonl here"),
     )
     p.add_argument("--force", action="store_true", help="let -o replace an existing file that is not a looptap cassette")
     p.add_argument("--port", type=int, default=0, help="first port to listen on (default: free ports)")
@@ -39,7 +41,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=URL",
         help="a reverse listener forwarding to URL (a local model server, a gateway …); the NAME of a "
-        f"built-in listener ({', '.join(REVERSE_UPSTREAMS)}) redirects it",
+        f"built-in listener ({', '.join(REVERSE_UPSTREAMS)}) redirects it. Without it a built-in listener forwards "
+        "where the API's base-URL variable already points (OPENAI_BASE_URL …, said at start), else to the vendor",
     )
     p.add_argument("--record-host", action="append", default=[], metavar="HOST", help="also record this host (glob) in forward-proxy mode")
     p.add_argument("--ssl-insecure", action="store_true", help="do not verify upstream TLS certificates")
@@ -215,6 +218,7 @@ def _config(args: argparse.Namespace) -> Any:
         faults=tuple(args.fault),
         fault_seed=args.fault_seed,
         ready_file=Path(args.ready_file) if args.ready_file else None,
+        environ=dict(os.environ),
     )
 
 
@@ -286,11 +290,30 @@ def _summary(path: Path, before: int = 0) -> list[str]:
     return lines
 
 
+def _default_output() -> str:
+    """``--inspect`` without ``-o``: a new ``run-DATE-TIME.jsonl`` in the current directory (never
+    an existing file)."""
+    import time
+
+    stem = time.strftime("run-%Y%m%d-%H%M%S")
+    name, n = f"{stem}.jsonl", 1
+    while Path(name).exists() or Path(name + ".log").exists():
+        n += 1
+        name = f"{stem}-{n}.jsonl"
+    return name
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    messages.to_stderr()
     if args.from_run is None and (args.model is not None or args.edit):
-        messages.to_stderr()
         messages.error("error: --model and --edit go with --from RUN@SELECTOR: they change what a fork sends live; a plain run records the agent as it is")
         return 2
+    if args.output is None:
+        if not args.inspect:
+            messages.error("error: -o FILE names the cassette to record into (looptap run -o run.jsonl -- python agent.py); only --inspect may leave it out")
+            return 2
+        args.output = _default_output()  # said with where the command's output goes (_run_once)
+        args.output_chosen = True
     repeat = getattr(args, "repeat", 1)
     if repeat < 1 or (repeat > 1 and args.from_run is None):
         messages.error("error: --repeat K (K from 1) goes with --from: the agent run K times from the cursor")
@@ -431,7 +454,8 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
             messages.error(inspecting)
             return 2
         viewer, child_log, child_status = inspecting
-        messages.emit(f"the command's output goes to {child_log}")
+        chosen = f"recording into {config.output} (no -o given); " if getattr(args, "output_chosen", False) else ""
+        messages.emit(f"{chosen}the command's output goes to {child_log}")
     fork = None
     if args.from_run is not None:
         from cassettes.errors import CassetteError
@@ -505,7 +529,7 @@ def register_run(sub: Any) -> None:
         "(they are counted and named on stderr whatever the status); 2 the recorder could not start; 127 the "
         "command could not be started. See docs/recorder.md",
     )
-    _common(p)
+    _common(p, output_required=False)
     p.add_argument(
         "--inspect",
         action="store_true",

@@ -68,6 +68,9 @@ class Listener:
     port: int
     env: tuple[str, ...] = ()
     suffix: str = ""
+    #: What the start says about this listener's upstream (the user's base-URL variable followed
+    #: or ignored); empty when it forwards to the built-in API or a ``--upstream``.
+    note: str = ""
 
     @property
     def spec(self) -> str:
@@ -95,6 +98,10 @@ class RecorderConfig:
     #: A fork's per-run key for its edit marks (``looptap run --from``; cassettes.wire.edited):
     #: held in this process only, never in an option, a file or the child's environment.
     edit_key: str | None = field(default=None, repr=False)
+    #: The environment the agent would get (``looptap run``/``record`` pass their own): a built-in
+    #: listener without ``--upstream`` forwards where its base-URL variable there points
+    #: (:func:`_follow`). Empty: the vendors' APIs.
+    environ: dict[str, str] = field(default_factory=dict)
 
     def listeners(self) -> list[Listener]:
         """One listener per upstream and the forward proxy, each on a port of its own."""
@@ -114,7 +121,73 @@ class RecorderConfig:
             out.append(Listener(name, upstream.rstrip("/"), pick(), env, suffix))
             port = port + 1 if port else 0
         out.append(Listener("forward", None, pick()))
+        for lst in out:
+            if lst.name in BUILTIN_UPSTREAMS and lst.name not in self.upstreams:
+                _follow(lst, self.environ, self.host, given)
         return out
+
+
+#: Exported with the base URLs (``host:port,…`` of the recorder's listeners): a recorder finding
+#: one of these in its own environment knows it was set by looptap (an enclosing run, or a stale
+#: ``eval "$(looptap record)"``), not by the user, and does not forward to it.
+RECORDER_VAR = "LOOPTAP_RECORDER"
+_LOCAL = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
+
+
+def _follow(lst: Listener, environ: dict[str, str], host: str, own_ports: set[int]) -> None:
+    """A base-URL variable the user already set for this listener's API (the first of its
+    variables that is set) becomes its upstream, the URL's path the suffix the client gets
+    (``http://127.0.0.1:8000/v1`` → upstream ``http://127.0.0.1:8000``, the client
+    ``http://127.0.0.1:LISTENER/v1``), and ``lst.note`` says so. A URL of this recorder is ignored
+    (following it would loop), and so is one of a recorder named in :data:`RECORDER_VAR` that no
+    longer listens (a stale export); one that still listens (an enclosing ``looptap run``) is
+    followed: the traffic is recorded there too and goes on where it forwards. Raises :class:`RecorderError` for a URL that cannot be an
+    upstream: nothing is sent to the vendor instead."""
+    from urllib.parse import urlsplit
+
+    var = next((v for v in lst.env if environ.get(v, "").strip()), None)
+    if var is None:
+        return
+    value = environ[var].strip()
+    shown = bare_url(value) or "(not a URL)"
+    try:
+        u = urlsplit(value)
+        port = u.port or (443 if u.scheme == "https" else 80)
+    except ValueError:
+        u, port = None, 0
+    if u is None or u.scheme not in ("http", "https") or not u.hostname or u.username or u.password or u.query or u.fragment:
+        raise RecorderError(
+            f"your {var} {shown} cannot be {lst.name}'s upstream (http(s)://host[:port][/path], without user or query): "
+            f"give --upstream {lst.name}=URL, or unset {var}"
+        )
+    hostname = u.hostname.lower()
+    local = hostname in _LOCAL or hostname.startswith("127.") or hostname == host
+    exported = {item.rsplit(":", 1)[-1] for item in environ.get(RECORDER_VAR, "").split(",") if ":" in item}
+    via = ""
+    if local and port in own_ports:
+        lst.note = f"{lst.name}: your {var} {shown} is this recorder itself: not followed; the upstream is {lst.upstream}"
+        return
+    if local and str(port) in exported:
+        if not _listening(u.hostname, port):  # an `eval "$(looptap record)"` since stopped
+            lst.note = f"{lst.name}: your {var} {shown} is a looptap recorder that is gone (a stale export): not followed; the upstream is {lst.upstream}"
+            return
+        via = ", a looptap recorder that is running (an enclosing run): recorded there too"
+    netloc = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
+    lst.upstream = f"{u.scheme}://{netloc}" + (f":{u.port}" if u.port is not None else "")
+    lst.suffix = u.path.rstrip("/")
+    lst.note = f"{lst.name}: your {var} {shown} is the upstream{via} (--upstream {lst.name}=URL overrides)"
+
+
+def _listening(host: str, port: int) -> bool:
+    """Whether something accepts connections at ``host:port`` (a loopback address: one connect,
+    closed at once, nothing sent)."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 #: How many times a listener whose port was taken meanwhile gets another one (see
@@ -296,6 +369,9 @@ class Recorder:
             why = "address already in use" if _in_use(cause) else str(cause)
             raise BusyPort(f"cannot listen on {cfg.host}:{_port_of(spec)}: {why}")
         self.env = self._environment()
+        for lst in self.listeners:
+            if lst.note:
+                messages.emit(lst.note)
 
     async def _listen_elsewhere(self, opts: options.Options, ps: proxyserver.Proxyserver) -> list[tuple[str, Exception | None]]:
         """The listeners that could not listen, as (mode spec, why). A port looptap chose itself
@@ -345,6 +421,7 @@ class Recorder:
             else:
                 for var in lst.env:
                     env[var] = self.url(lst)
+        env[RECORDER_VAR] = ",".join(f"{self._client_host()}:{lst.port}" for lst in self.listeners if lst.upstream)
         bundle, node = self._bundles
         env.update(
             SSL_CERT_FILE=str(bundle),

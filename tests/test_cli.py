@@ -13,6 +13,7 @@ from _corpus import CORPUS
 
 from tests.support import progress
 
+REPO = Path(__file__).resolve().parents[1]
 STREAM = CORPUS / "pydantic-ai/tests/models/cassettes/test_openai/test_run_stream_sync_streams_real_model.yaml"
 
 
@@ -85,7 +86,8 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     out = tmp_path / "demo.jsonl"
     r = looptap("demo", "-o", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "recording the agent: looptap run" in r.stdout
+    assert "looptap demo: recording the agent; with your ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL), this line records it live:" in r.stdout
+    assert f"      {proxy_python} -m cassettes.cli run -o run.jsonl -- python your_agent.py" in r.stdout  # the recorder's own
     # The agent's own output: the answers it got after running its tools.
     assert "A: The current exchange rate is **1 USD = 0.92 EUR**" in r.stdout
     assert "A: The current stock price for AAPL (Apple Inc.) is **$150.00**." in r.stdout
@@ -98,6 +100,33 @@ def test_demo_records_the_example_agent_through_the_proxy(tmp_path: Path) -> Non
     data = out.read_bytes()
     assert b"looptap-demo-key-never-written-to-disk" not in data
     assert b"x-looptap-conversation" in data.lower()
+    # Its recording line runs as printed (fails on main: "python tool_search_agent.py", a file the
+    # user does not have): here against the user's own gateway (ANTHROPIC_BASE_URL), the same
+    # recorded answers served by a loopback replay.
+    from cassettes.replay.server import ReplayServer
+    from cassettes.storage.store import read_records
+    from cassettes.storage.vcr import load_vcr
+
+    said = r.stdout.splitlines()
+    line = said[said.index(next(ln for ln in said if ln.startswith("looptap demo: recording the agent;"))) + 1].strip()
+    assert line.endswith("cassettes/examples/tool_search_agent.py"), line
+    again = tmp_path / "again"
+    again.mkdir()
+    out.unlink()
+    with ReplayServer(load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml")) as up:
+        env = {**os.environ, "ANTHROPIC_BASE_URL": up.url, "ANTHROPIC_API_KEY": "sk-ant-test", "PYTHONPATH": str(REPO)}
+        rerun = progress.run(["bash", "-c", line], capture_output=True, text=True, cwd=again, env=env)
+    assert rerun.returncode == 0, line + "\n" + rerun.stdout[-2000:] + rerun.stderr[-2000:]
+    assert len(read_records(out).exchanges) == 11
+
+
+def test_the_demos_cassette_is_ignored_by_git() -> None:
+    """``looptap demo`` from the checkout (the README's first command) writes looptap-demo.jsonl
+    there: git ignores it (fails on main: it showed as untracked)."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    r = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", "looptap-demo.jsonl"], check=False)
+    assert r.returncode == 0
 
 
 @pytest.mark.parametrize(

@@ -88,6 +88,52 @@ def test_every_block_is_run_or_says_why_not() -> None:
                 assert len(b.reason) >= 10, f"{page.name}: a {b.kind} block says why: {b.lines[:1]}"
 
 
+_LOOPTAP = re.compile(r"^\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:\S*/)?looptap\s")
+#: Where a command starts inside a comment: ``# or: looptap run …``, ``# e.g. looptap …``.
+_IN_COMMENT = re.compile(r"(?:\bor|\be\.g\.):?\s+(looptap\s[^#(]*?)(?:\s{2,}|\s*\(|$)")
+
+
+def _looptap_lines(line: str) -> list[list[str]]:
+    """The ``looptap`` commands in a shell line, as argument lists: each ``&&``/``||``/``;``/``|``
+    segment whose first word (after ``VAR=value`` assignments) is ``looptap`` (or a path to it),
+    and a ``looptap …`` a comment offers as an alternative (``# or: looptap run --inspect …``)."""
+    code, hash_, comment = line.partition(" #")
+    texts = [seg for seg in re.split(r"\s(?:&&|\|\||;|\|)\s", code)]
+    texts += [m.group(1) for m in _IN_COMMENT.finditer(comment)] if hash_ else []
+    out = []
+    for text in texts:
+        if not _LOOPTAP.match(text):
+            continue
+        words = shlex.split(text)
+        while words and re.match(r"^[A-Za-z_]\w*=", words[0]):
+            words = words[1:]
+        if words and (words[0] == "looptap" or words[0].endswith("/looptap")):
+            out.append(words[1:])
+    return out
+
+
+def test_every_looptap_line_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every ``looptap`` command the pages show, run or skipped (a TUI, your own key, your project),
+    is a command line the CLI's argparse takes: a skipped block cannot hide a line that fails as
+    written (``looptap run --inspect -- python agent.py`` lacked ``-o``)."""
+    from cassettes.cli import _command, build_parser
+
+    seen = 0
+    refused = []
+    for page in PAGES:
+        for b in blocks(page):
+            for line in b.lines:
+                for argv in _looptap_lines(line):
+                    seen += 1
+                    try:
+                        build_parser(_command(argv)).parse_args(argv)
+                    except SystemExit as exc:
+                        if exc.code not in (0, None):
+                            refused.append(f"{page.name} ({b.kind}): looptap {shlex.join(argv)}\n  {capsys.readouterr().err.strip().splitlines()[-1:]}")
+    assert seen >= 40, seen
+    assert not refused, "\n".join(refused)
+
+
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not _PROXY.exists():

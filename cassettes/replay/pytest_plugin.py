@@ -101,10 +101,10 @@ class SessionRecorder:
     the session. :meth:`mark` says how many round trips it has stored; a test's round trips are
     those between its two marks (tests in one process run one after another)."""
 
-    def __init__(self, upstreams: dict[str, str], confdir: Path) -> None:
+    def __init__(self, upstreams: dict[str, str], confdir: Path, python: str | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="looptap-session-"))
         from cassettes.replay.recording import RecorderProcess, SessionCassette
-        self.process = RecorderProcess(self.dir / "session.jsonl", upstreams=upstreams, confdir=confdir)
+        self.process = RecorderProcess(self.dir / "session.jsonl", upstreams=upstreams, confdir=confdir, python=python)
         self.cassette = SessionCassette(self.process.output)
         self.env: dict[str, str] = {}
 
@@ -133,7 +133,12 @@ def _session_recorder(config: pytest.Config, tmp_path_factory: pytest.TempPathFa
         return rec
     if rec is not None:
         rec.stop()
-    rec = SessionRecorder(_upstreams(config), tmp_path_factory.getbasetemp() / "looptap-mitmproxy-conf")
+    from cassettes.replay.recording import recorder_python
+
+    # LOOPTAP_PROXY_PYTHON relative to where pytest was started, whatever directory a test is in
+    # now; a path that names nothing is said as missing (RecorderUnavailable) before anything starts.
+    python = recorder_python(config.invocation_params.dir)
+    rec = SessionRecorder(_upstreams(config), tmp_path_factory.getbasetemp() / "looptap-mitmproxy-conf", python)
     config.stash[_RECORDER] = rec
     try:
         rec.start()
@@ -425,11 +430,14 @@ def _check_recordable(path: Path, mode: str) -> None:
 
 
 def _start_recording(session: LooptapSession, config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> None:
+    why = None
     try:
         recorder = _session_recorder(config, tmp_path_factory)
         session.start_mark = recorder.mark()
     except CassetteError as exc:
-        pytest.fail(f"looptap: cannot record {session.path} (mode {session.mode}): {exc}", pytrace=False)
+        why = str(exc)
+    if why is not None:  # outside the handler: the failure is this one line, not a chain of two
+        pytest.fail(f"looptap: cannot record {session.path} (mode {session.mode}): {why}", pytrace=False)
     session.recorder = recorder
     session.env = dict(recorder.env)
     session.recording = Path(tempfile.mkdtemp(prefix="looptap-rec-")) / "recording.jsonl"  # removed by _teardown

@@ -54,11 +54,22 @@ def how_to_install() -> str:
 _SCRUB = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 
-def recorder_python() -> str | None:
-    """The interpreter that can run the recorder, or ``None``."""
-    named = os.environ.get("LOOPTAP_PROXY_PYTHON")
+def recorder_python(base: Path | None = None) -> str | None:
+    """The interpreter that can run the recorder, or ``None``. ``LOOPTAP_PROXY_PYTHON`` is read as
+    users write it: ``~`` expanded, a relative path taken from ``base`` (where pytest was started;
+    default: the current directory), never resolved through its links (a virtual environment's
+    ``python`` is one). Raises :class:`RecorderUnavailable` when it names no file: said as missing,
+    not as an environment to create."""
+    named = os.environ.get("LOOPTAP_PROXY_PYTHON", "").strip()
     if named:
-        return named if Path(named).exists() else None
+        path = Path(named).expanduser()
+        if not path.is_absolute():
+            path = Path(os.path.abspath(base or Path.cwd())) / path
+        if not path.exists():
+            shown = os.path.normpath(path)
+            where = "" if shown == named else f" ({shown}{', relative to where pytest runs' if not Path(named).expanduser().is_absolute() else ''})"
+            raise RecorderUnavailable(f"LOOPTAP_PROXY_PYTHON={named}: no such file{where}")
+        return str(path)
     if importlib.util.find_spec("mitmproxy") is not None:
         return sys.executable
     return None
@@ -87,7 +98,8 @@ class RecorderProcess:
         self.output = output
         self.upstreams = dict(upstreams or {})
         self.confdir = confdir
-        self.python = str(python) if python is not None else recorder_python()
+        #: ``None``: :func:`recorder_python`, read when the recorder starts.
+        self.python = str(python) if python is not None else None
         self.args = tuple(args)
         self.child_env = env
         self.env: dict[str, str] = {}
@@ -104,10 +116,11 @@ class RecorderProcess:
         self._said = threading.Condition()
 
     def argv(self, ready_file: Path) -> list[str]:
-        """The command line that starts the recorder."""
-        if self.python is None:
+        """The command line that starts the recorder (raises :class:`RecorderUnavailable`)."""
+        python = self.python if self.python is not None else recorder_python()
+        if python is None:
             raise RecorderUnavailable(how_to_install())
-        argv = [self.python, "-m", "cassettes.cli", "record", "-o", str(self.output)]
+        argv = [python, "-m", "cassettes.cli", "record", "-o", str(self.output)]
         if self.confdir is not None:
             argv += ["--confdir", str(self.confdir)]
         for name, url in self.upstreams.items():

@@ -114,3 +114,53 @@ def test_closing_the_inspector_early_says_the_command_still_runs(tmp_path: Path)
             subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)
     assert status.read_text().strip() == "0"
     assert "the command exited with status 0" in err and "11 round trips" in err, err
+
+
+def test_run_inspect_without_o_records_into_a_new_file(tmp_path: Path) -> None:
+    """The README's ``looptap run --inspect -- python agent.py``: without ``-o`` (refused on main:
+    "the following arguments are required: -o/--output") the run goes into a new
+    ``run-DATE-TIME.jsonl`` in the current directory, said before the inspector opens and in the
+    summary."""
+    has_textual = subprocess.run([str(PROXY_PYTHON), "-c", "import textual"], capture_output=True, check=False).returncode == 0
+    if not has_textual:
+        pytest.skip("the recorder's environment has no inspector (the 'inspector' extra)")
+    status = tmp_path / "status"
+    said = tmp_path / "said"
+    agent = REPO / "cassettes/examples/tool_search_agent.py"
+    session = f"looptap-{uuid.uuid4().hex[:8]}"
+    with ReplayServer(load_vcr(REPO / "cassettes/examples/tool_loop_anthropic.yaml"), pace="x4") as up:
+        cmd = " ".join(
+            shlex.quote(a)
+            for a in [
+                str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "--inspect",
+                "--upstream", f"anthropic={up.url}", "--confdir", str(tmp_path / "conf"),
+                "--", sys.executable, str(agent),
+            ]
+        )  # fmt: skip
+        script = f"cd {shlex.quote(str(tmp_path))} && ANTHROPIC_API_KEY=sk-ant-test-key {cmd} 2> >(tee {said} >&2); echo $? > {status}; sleep 60"
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "45", f"bash -c {shlex.quote(script)}"], check=True)
+        try:
+            screen = _wait_for(session, "11 turns")
+            assert "run-" in screen, screen
+            subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+            progress.until(status.exists, pids=_tmux_pids(), what="looptap run to end")
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)
+    assert status.read_text().strip() == "0"
+    runs = sorted(tmp_path.glob("run-*.jsonl"))
+    assert len(runs) == 1, sorted(p.name for p in tmp_path.iterdir())
+    err = said.read_text()
+    assert f"looptap: recording into {runs[0].name} (no -o given); the command's output goes to {runs[0].name}.log" in err, err
+    assert len(read_records(runs[0]).exchanges) == 11
+
+
+def test_run_without_o_or_inspect_says_o_is_needed(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [str(PROXY_PYTHON), "-m", "cassettes.cli", "run", "--", sys.executable, "-c", "print('STARTED')"],
+        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
+    )
+    assert proc.returncode == 2 and "STARTED" not in proc.stdout
+    assert proc.stderr.strip().splitlines() == [
+        "looptap: error: -o FILE names the cassette to record into (looptap run -o run.jsonl -- python agent.py); only --inspect may leave it out"
+    ], proc.stderr
+    assert list(tmp_path.iterdir()) == []

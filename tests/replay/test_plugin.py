@@ -138,7 +138,9 @@ def test_mode_none_without_a_cassette_fails_clearly(pytester: pytest.Pytester, m
 
 
 def test_recording_without_the_recorder_says_how_to_install(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LOOPTAP_PROXY_PYTHON", "/nonexistent/python")
+    # No LOOPTAP_PROXY_PYTHON (and no mitmproxy here); one that names no file is said as missing
+    # (tests/replay/test_plugin_toy_project.py).
+    monkeypatch.delenv("LOOPTAP_PROXY_PYTHON", raising=False)
     pytester.makepyfile(test_inner="import pytest\n@pytest.mark.looptap\ndef test_x():\n    pass\n")
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=once")
     result.assert_outcomes(errors=1)
