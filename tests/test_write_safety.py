@@ -392,3 +392,24 @@ def test_repeat_runs_every_branch_and_compares_only_what_it_wrote(tmp_path: Path
     assert proc.returncode == 1, err[-3000:]
     assert "1 of 2 runs failed, left out of the comparison: run 1 (exit status 1)" in err, err[-3000:]
     assert "turn 1: 1 branch," in err and "Oslo" not in (tmp_path / "branch.2.jsonl").read_text(), err[-3000:]
+
+
+# -- import: every output checked before any is written ------------------------------------------
+
+
+def test_import_writes_nothing_when_one_output_is_refused(tmp_path: Path) -> None:
+    """``import a.yaml b.yaml -o out/`` wrote out/a.jsonl, then refused out/b.jsonl: a refusal
+    that had already touched the directory. Now every output is checked first; and an output
+    that is one of the inputs is refused even with ``--force``."""
+    for name in ("a.yaml", "b.yaml"):
+        (tmp_path / name).write_text(VCR)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "b.jsonl").write_bytes(b"my notes\n")
+    before = _snapshot(tmp_path)
+    proc = _looptap([*CORE, "import", "a.yaml", "b.yaml", "-o", "out"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "out/b.jsonl exists" in proc.stderr, proc.stderr
+    assert _snapshot(tmp_path) == before  # out/a.jsonl not written
+    proc = _looptap([*CORE, "import", "a.yaml", "-o", "a.yaml", "--force"], tmp_path)
+    assert proc.returncode == 2 and "is a file it imports" in proc.stderr, proc.stderr
+    assert _snapshot(tmp_path) == before
