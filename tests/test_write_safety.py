@@ -343,7 +343,8 @@ def test_compare_report_is_redacted_private_and_replaces_only_an_earlier_report(
     """The report kept the candidate's answer unredacted (an echoed key) and was written 0644;
     a later comparison replaces an earlier one (said), nothing else."""
     run = _origin(tmp_path)
-    key = "sk-proj-Wr1teSafetyT3stKey0123456789abcdefABCDEF"
+    # A gateway's token of no known format: only what --header sent teaches the redactor it.
+    key = "gw7Hq2LmX9pR4tZ8vK1nB6wsafety"
     report = tmp_path / "run.jsonl.compare.json"
     with ScriptedUpstream(_echo_key) as candidate:
         argv = [*CORE, "compare", str(run), "--upstream", f"openai={candidate.url}", "--header", f"authorization: Bearer {key}", "--report"]
