@@ -130,13 +130,13 @@ def describe(st: os.stat_result) -> str:
     return "not a regular file"
 
 
-def _lstat(path: Path) -> os.stat_result | None:
+def _lstat(path: Path, what: str = "") -> os.stat_result | None:
     try:
         return os.lstat(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise UnsafePath(f"{path}: cannot be checked: {exc.strerror or exc}") from None
+        raise UnsafePath(f"{what + ' ' if what else ''}{path}: cannot be checked: {exc.strerror or exc}") from None
 
 
 def check_target(
@@ -159,7 +159,7 @@ def check_target(
     directory, or with ``parents`` the nearest that exists, the writer making the rest); a file
     that exists and is appended to (``appends``) needs none."""
     path = Path(path)
-    st = _lstat(path)
+    st = _lstat(path, what)
     if st is None:
         _check_place(path, what, parents)
         return Target(path)
