@@ -206,6 +206,15 @@ def _cell(command: str, kind: str, d: Path, kit: dict[str, Path], fake_url: str)
     raise AssertionError(command)
 
 
+def _named(command: str, kind: str) -> str:
+    """The file a cell's one line must name: the output refused, or the input it would have been."""
+    if kind == "input":
+        return {"run": "new.jsonl", "repeat": "run.2.jsonl", "import": "session.yaml"}.get(command, "run.jsonl")
+    if command == "repeat":  # in /proc the first output is refused already
+        return "out.1.jsonl" if kind == "unwritable" else "out.2.jsonl"
+    return {"run": "out.jsonl", "fork": "out.jsonl", "ready-file": "ready.json", "compare": "report.json", "export": "run.har", "import": "session.jsonl"}[command]
+
+
 COMMANDS = ("run", "fork", "repeat", "ready-file", "compare", "export", "import")
 NEEDS_RECORDER = ("run", "fork", "repeat", "ready-file")
 
@@ -225,6 +234,7 @@ def test_write_safety_matrix(command: str, kind: str, tmp_path: Path, kit: dict[
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert len(err) == 1 and err[0].startswith("looptap: error: "), proc.stderr[-2000:]
+    assert _named(command, kind) in err[0] or "/dev/null" in err[0], err[0]  # the line names the path refused
     assert "Traceback" not in proc.stderr
     assert len(fake.log) == sent, [x.line() for x in fake.log[sent:]]  # nothing paid for
     assert _snapshot(d) == before  # nothing destroyed, changed or made

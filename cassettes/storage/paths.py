@@ -240,8 +240,12 @@ def read_input(path: str | Path, what: str, limit: int) -> bytes:
         raise CassetteIOError(f"{what} {path}: no such file") from None
     except OSError as exc:
         raise CassetteIOError(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as f:
+    try:
         _input_kind(os.fstat(fd), what, path)
+    except CassetteIOError:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         try:
             return f.read(limit)
