@@ -267,8 +267,19 @@ def _import_one(src: Path, target: Target) -> str:
     return f"{src} → {dest}: {count(len(run.exchanges), 'round trip')}, {llm} LLM ({fam_text}){flagged}{extra}"
 
 
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """The device and inode ``path`` names (a link followed), ``None`` when there is no such file."""
+    import os
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def cmd_import(args: argparse.Namespace) -> int:
-    from cassettes.storage.paths import UnsafePath, check_target, same_path
+    from cassettes.storage.paths import UnsafePath, check_target
 
     inputs = [Path(p) for p in args.inputs]
     files = _import_plan(inputs)
@@ -282,18 +293,22 @@ def cmd_import(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     failures = 0
     written: set[Path] = set()  # --force replaces only files that existed before the run
-    for src, rel in files:
+    planned: list[tuple[Path, Target]] = []
+    sources = {_file_id(src) for src, _rel in files} - {None}
+    for src, rel in files:  # every output checked before any is written: a refusal writes nothing
         dest = _import_dest(src, rel, out, many, written, args.quiet)
         written.add(dest)
         try:
-            # A link, a directory or a device is refused; an existing file unless --force.
-            if same_path(dest, src):
-                raise UnsafePath(f"the import's output {dest} is the file it imports: give -o a path of its own")
-            target = check_target(dest, "the import's output", force=args.force, hint="use --force to replace it", parents=True)
+            # The input itself, a link, a directory or a device is refused; an existing file unless --force.
+            if _file_id(dest) in sources:
+                raise UnsafePath(f"the import's output {dest} is a file it imports: give -o a path of its own")
+            planned.append((src, check_target(dest, "the import's output", force=args.force, hint="use --force to replace it", parents=True)))
         except UnsafePath as exc:
             _err(f"error: {exc}")
             failures += 1
-            continue
+    if failures:
+        return EXIT_ERROR
+    for src, target in planned:
         try:
             line = _import_one(src, target)
         except CassetteError as exc:

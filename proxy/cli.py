@@ -445,17 +445,6 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
     except (CassetteIOError, RecorderError) as exc:
         messages.error(f"error: {exc}")
         return 2
-    viewer: list[str] | None = None
-    child_log: Path | None = None
-    child_status: Path | None = None
-    if args.inspect:
-        inspecting = _inspect_viewer(config)
-        if isinstance(inspecting, str):
-            messages.error(inspecting)
-            return 2
-        viewer, child_log, child_status = inspecting
-        chosen = f"recording into {config.output} (no -o given); " if getattr(args, "output_chosen", False) else ""
-        messages.emit(f"{chosen}the command's output goes to {child_log}")
     fork = None
     if args.from_run is not None:
         from cassettes.errors import CassetteError
@@ -468,6 +457,17 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
             return 2
         if fork.edits:
             config.edit_key = fork.edit_key  # the recorder accepts the marks of this fork's replay server only
+    viewer: list[str] | None = None
+    child_log: Path | None = None
+    child_status: Path | None = None
+    if args.inspect:
+        inspecting = _inspect_viewer(config)
+        if isinstance(inspecting, str):
+            messages.error(inspecting)
+            return 2
+        viewer, child_log, child_status = inspecting
+        chosen = f"recording into {config.output} (no -o given); " if getattr(args, "output_chosen", False) else ""
+        messages.emit(f"{chosen}the command's output goes to {child_log}")
     before = _prepare_output(target, _output(args.output)[1], fork is not None)
     if fork is not None:
         try:

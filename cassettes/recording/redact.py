@@ -300,11 +300,6 @@ class Redactor(BodyRedactor):
         self._learn_minted(ex.url, resp_chunks)
         return self.chunks(resp_chunks)
 
-    def document(self, doc: Any) -> Any:
-        """A JSON document looptap writes beside its cassettes (a ``compare --report``) redacted as
-        a recorded body is: credential keys' values, the secrets learned, the known formats."""
-        return self._scrub_json(doc)[0]
-
 
 def salvage_decode(data: bytes, limit: int = 64 << 20) -> bytes:
     """Whatever of a broken compressed body can be decoded (gzip with a bad CRC or followed by

@@ -287,7 +287,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from decimal import Decimal, InvalidOperation
 
     from cassettes.errors import CassetteError
-
     from cassettes.providers import REVERSE_UPSTREAMS
     from cassettes.reading.run import open_run
     from cassettes.replay.compare import (

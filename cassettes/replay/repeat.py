@@ -69,13 +69,14 @@ def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement
 
 
 def agreement_lines(rows: list[TurnAgreement], k: int) -> list[str]:
+    from cassettes.hints import count
     from cassettes.untrusted import clean_line
 
-    out = [f"looptap run --repeat {k}: per turn past the cursor, how the {k} branches agree"]
+    out = [f"looptap run --repeat: per turn past the cursor, how the {count(k, 'branch', 'branches')} written in this run agree"]
     for r in rows:
         distinct = len(set(r.answers))
         kind = ("systematic: every branch answers alike, unlike the recording" if distinct == 1 and r.with_recording == 0
                 else "as recorded in every branch" if r.with_recording == 1 else "the model's variance: the branches differ")
-        out.append(f"  conversation {r.conversation}, turn {r.turn}: {len(r.answers)} branches, with each other {r.with_each_other:.0%} "
+        out.append(f"  conversation {r.conversation}, turn {r.turn}: {count(len(r.answers), 'branch', 'branches')}, with each other {r.with_each_other:.0%} "
                    f"({distinct} distinct answer{'s' if distinct != 1 else ''}), with the recording {r.with_recording:.0%}: {kind}")
     return [clean_line(line) for line in out]

@@ -130,13 +130,13 @@ def describe(st: os.stat_result) -> str:
     return "not a regular file"
 
 
-def _lstat(path: Path) -> os.stat_result | None:
+def _lstat(path: Path, what: str = "") -> os.stat_result | None:
     try:
         return os.lstat(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise UnsafePath(f"{path}: cannot be checked: {exc.strerror or exc}") from None
+        raise UnsafePath(f"{what + ' ' if what else ''}{path}: cannot be checked: {exc.strerror or exc}") from None
 
 
 def check_target(
@@ -159,7 +159,7 @@ def check_target(
     directory, or with ``parents`` the nearest that exists, the writer making the rest); a file
     that exists and is appended to (``appends``) needs none."""
     path = Path(path)
-    st = _lstat(path)
+    st = _lstat(path, what)
     if st is None:
         _check_place(path, what, parents)
         return Target(path)
@@ -240,8 +240,12 @@ def read_input(path: str | Path, what: str, limit: int) -> bytes:
         raise CassetteIOError(f"{what} {path}: no such file") from None
     except OSError as exc:
         raise CassetteIOError(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as f:
+    try:
         _input_kind(os.fstat(fd), what, path)
+    except CassetteIOError:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         try:
             return f.read(limit)

@@ -205,3 +205,36 @@ def test_staged_cleans_up_on_failure(tmp_path: Path) -> None:
     with pytest.raises(CassetteIOError, match="cannot write in"):
         with staged(Target(tmp_path / "no" / "dir" / "out.har")):
             pass
+
+
+def test_a_place_that_takes_no_file_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """check_target tries the directory (issue 42): /proc, a missing directory, a path under a file
+    are refused whoever runs the tests (root ignores modes), and the try leaves nothing behind."""
+    from cassettes.storage.paths import UnsafePath, check_target
+
+    (tmp_path / "file.txt").write_bytes(b"x")
+    for path, why in (
+        (Path("/proc/looptap-place.json"), "no file can be created in /proc"),
+        (tmp_path / "missing" / "x.json", "does not exist"),
+        (tmp_path / "file.txt" / "x.json", "Not a directory"),
+    ):
+        with pytest.raises(UnsafePath, match=why):
+            check_target(path, "the report")
+    assert check_target(tmp_path / "missing" / "x.json", "the import's output", parents=True).replaces is None  # the writer makes it
+    assert check_target(tmp_path / "new.json", "the report").replaces is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]  # the tries left nothing
+
+
+def test_inputs_are_read_only_from_regular_files_without_blocking(tmp_path: Path) -> None:
+    """A FIFO, a directory or a device named as an input is one line, never a block (issue 42)."""
+    from cassettes.storage.paths import check_input, read_input
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path, kind in ((fifo, "a FIFO"), (tmp_path, "a directory"), (Path("/dev/zero"), "a character device")):
+        with pytest.raises(CassetteIOError, match=f"is {kind}: looptap reads runs and edit files only from regular files"):
+            read_input(path, "the edit file", 100)
+        with pytest.raises(CassetteIOError, match=f"is {kind}"):
+            check_input(path, "--from")
+    (tmp_path / "ok.txt").write_bytes(b"hello")
+    assert read_input(tmp_path / "ok.txt", "the edit file", 3) == b"hel"
