@@ -51,7 +51,7 @@ def hostile(tmp_path: Path) -> tuple[Path, list[Exchange]]:
     path.write_text(text)
     from cassettes.reading.run import open_run
 
-    got = list(open_run(path, whole=True).exchanges)[0]  # the hostile values are in the file, as a hand-made cassette has them
+    got = next(iter(open_run(path, whole=True).exchanges))  # the hostile values are in the file, as a hand-made cassette has them
     assert ("content-type", SMUGGLED) in got.request_headers and (BAD_NAME, "1") in got.request_headers
     assert ("cookie", "sid=RECORDED-COOKIE") in got.request_headers and INJECTED_RESPONSE[0] in got.response_headers
     return path, exchanges
