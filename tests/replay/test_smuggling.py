@@ -240,4 +240,5 @@ def test_a_fork_of_a_hostile_cassette_splits_nothing(tmp_path: Path) -> None:
     assert orjson.loads(_one_response(raws[0])) == orjson.loads(exchanges[0].response_chunks[0][1])  # the prefix, served whole and unsplit
     assert raws[1].count(b"HTTP/1.1 ") == 1 and b"(live)" in raws[1]
     assert "stolen" not in proc.stderr and USER_KEY not in proc.stderr
+    assert "dropped: response header 'x-note'" in proc.stderr and "'x-two'" in proc.stderr, proc.stderr[-3000:]  # said, by name
     print(f"fork: {len(up.requests())} request at the upstream ({checked:,} bytes checked), {sum(map(len, raws)):,} bytes read by the agent")
