@@ -242,3 +242,28 @@ def test_a_fork_of_a_hostile_cassette_splits_nothing(tmp_path: Path) -> None:
     assert "stolen" not in proc.stderr and USER_KEY not in proc.stderr
     assert "dropped: response header 'x-note'" in proc.stderr and "'x-two'" in proc.stderr, proc.stderr[-3000:]  # said, by name
     print(f"fork: {len(up.requests())} request at the upstream ({checked:,} bytes checked), {sum(map(len, raws)):,} bytes read by the agent")
+
+
+def test_the_forwarder_drops_a_header_that_would_split_the_request() -> None:
+    """forward.Upstream.send (a fork's live requests, compare's) builds the request with h11: a
+    header value holding CR/LF is dropped and said, never written as a second request."""
+    import asyncio
+
+    from cassettes.replay.forward import Upstream
+
+    body = b'{"model": "gpt-4o", "messages": []}'
+    headers = [("content-type", "application/json"), ("authorization", f"Bearer {USER_KEY}"),
+               ("x-note", "a\r\nContent-Length: 0\r\n\r\nDELETE /v1/files/file-abc HTTP/1.1\r\nHost: up\r\nX-Pad: b")]
+
+    async def send(up: RawUpstream, *said: list[str]) -> int:
+        response = await Upstream(up.url).send("POST", "/v1/chat/completions", headers, body, *said)
+        return len(b"".join([piece async for piece in response.pieces()]))
+
+    with RawUpstream() as up:
+        assert asyncio.run(send(up)) > 0
+    _checked_upstream(up, 1)  # one request: no DELETE after it
+    said: list[str] = []
+    with RawUpstream() as up:
+        assert asyncio.run(send(up, said)) > 0
+    _checked_upstream(up, 1)
+    assert said == ["request header 'x-note' not sent: its value holds CR, LF or NUL (it would split the message)"], said
