@@ -17,6 +17,7 @@ the user's own ``--header`` values are added by the caller.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from http import HTTPStatus
 
@@ -36,6 +37,8 @@ CREDENTIAL_HEADERS = frozenset({
 #: its adapter names: ``Provider.replay_headers``): what the body is, what answer is accepted.
 SENT_FROM_RECORDING = frozenset({"content-type", "accept"})
 
+#: A header naming an API version or a beta flag (``…-version``, ``…-beta``).
+_VERSIONED = re.compile(r"(?i)^[a-z0-9-]*-(version|beta)$")
 #: The longest part of a header name said when it is dropped.
 _SAID = 60
 
@@ -95,10 +98,12 @@ def sendable(headers: Iterable[tuple[str, str]], said: list[str] | None, what: s
 
 
 def recorded_request_headers(headers: Headers, version_headers: Iterable[str] = ()) -> Headers:
-    """The recorded request headers that may be sent again: :data:`SENT_FROM_RECORDING` and the
-    API's ``version_headers``; never a credential, a cookie or a connection's header."""
-    allowed = (SENT_FROM_RECORDING | {h.lower() for h in version_headers}) - CREDENTIAL_HEADERS
-    return [(k, v) for k, v in headers if k.lower() in allowed]
+    """The recorded request headers that may be sent again: :data:`SENT_FROM_RECORDING`, the
+    API's ``version_headers`` and any ``…-version`` / ``…-beta`` header (an API version or beta
+    flag: what the request means); never a credential, a cookie or a connection's header."""
+    allowed = SENT_FROM_RECORDING | {h.lower() for h in version_headers}
+    return [(k, v) for k, v in headers
+            if (k.lower() in allowed or _VERSIONED.search(k)) and k.lower() not in CREDENTIAL_HEADERS]
 
 
 def _reason(status: int) -> bytes:

@@ -42,7 +42,8 @@ def hostile(tmp_path: Path) -> tuple[Path, list[Exchange]]:
     exchanges = tool_loop()
     for ex in exchanges:
         ex.request_headers += [("cookie", "x"), ("authorization", "x"), ("x-goog-api-key", "x"),
-                               ("connection", "keep-alive, x-hop"), ("x-hop", "1"), (BAD_NAME, "1"), ("content-type", SMUGGLED)]
+                               ("connection", "keep-alive, x-hop"), ("x-hop", "1"), (BAD_NAME, "1"), ("content-type", SMUGGLED),
+                               ("openai-beta", "assistants=v2")]
         ex.response_headers += INJECTED_RESPONSE
     path = write(tmp_path / "hostile.jsonl", exchanges)
     text = path.read_text()  # the writer redacted them: put them back as a hand-made file holds them
@@ -144,8 +145,9 @@ def test_compare_sends_no_recorded_header_that_cannot_be_sent_and_no_recorded_cr
     assert rc == 0, err
     checked = _checked_upstream(up, 2)  # two recorded turns, one sample each: two requests, nothing else
     # each request carries the recorded content-type that can be sent, and the user's key
-    for _, _, raw in up.requests():
-        assert re.search(rb"(?im)^content-type: application/json\r$", raw)
+    for _, _, raw in up.requests():  # the recorded headers that say what the request means still go
+        assert re.search(rb"(?im)^content-type: application/json\r$", raw) and re.search(rb"(?im)^openai-beta: assistants=v2\r$", raw)
+        assert b"x-stainless-os" not in raw.lower()  # client telemetry is the recorded client's, not this one's
     # said by name (escaped), once per recorded round trip; never the value
     assert err.count("recorded header 'content-type'") == 2 and err.count("'x-a: 1␍␤x-injected' of round trip") == 2, err
     assert "DELETE" not in err and "file-abc" not in err and USER_KEY not in err
