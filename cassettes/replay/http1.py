@@ -1,23 +1,25 @@
 """The one HTTP/1.1 request reader of looptap's loopback servers: the replay server, and the test
 suite's fake upstream (``tests/support/upstream.py``).
 
-:func:`read_request` reads one request from an ``asyncio`` stream: the head (request line and
-headers, at most the stream's buffer limit: ``asyncio.start_server(limit=…)``), then the body by
-``Content-Length`` or ``Transfer-Encoding: chunked`` (at most ``max_body`` bytes), answering
-``Expect: 100-continue`` on the way. The body is returned as sent (no ``Content-Encoding`` is
-undone). A request that cannot be read raises :class:`BadRequest`, which :func:`refuse` answers
-with a short plain-text 400 (408, 413, 414, 431, 501, 505) before the connection is closed: a
-malformed or oversized request never reaches a handler, and never turns into a traceback.
+:func:`read_request` reads one request from an ``asyncio`` stream. The protocol is h11's: the head
+(request line and headers) and the body's framing (``Content-Length``, ``Transfer-Encoding:
+chunked``, its chunk-size lines and trailers) are parsed and checked by an ``h11`` server
+connection. What looptap keeps is its own: it takes from the stream only what belongs to this
+request (the head up to its empty line, at most the stream's buffer limit:
+``asyncio.start_server(limit=…)``; then each chunk-size line, chunk and trailer line, or the
+``Content-Length`` bytes, so the next request on the connection stays in the stream, whoever
+answers this one), the limits h11 leaves to a server (``max_body`` bytes, :data:`MAX_TARGET`,
+:data:`MAX_HEADERS`, :data:`MAX_TRAILERS`, HTTP/1.x only, no obsolete line folding, never both
+``Transfer-Encoding`` and ``Content-Length``), and the deadlines. ``Expect: 100-continue`` is
+answered on the way. The body is returned as sent (no ``Content-Encoding`` is undone). A request
+that cannot be read raises :class:`BadRequest`, which :func:`refuse` answers with a short
+plain-text 400 (408, 413, 414, 431, 501, 505) before the connection is closed: a malformed or
+oversized request never reaches a handler, and never turns into a traceback.
 
-The head is read as RFC 9112 says a server must: a request line of a method token, a target
-(origin, absolute, authority or asterisk form, visible ASCII only) and ``HTTP/1.x``; header lines
-``name: value`` with a token name and no whitespace before the colon (no obsolete line folding),
-exactly one ``Host`` in HTTP/1.1; ``Content-Length`` ASCII digits only, several values only when
-they agree; ``Transfer-Encoding`` only ``chunked``, never with a ``Content-Length``; chunk sizes
-hex digits only. Timeouts (``idle_timeout``, ``read_timeout``) are progress based: a connection
-with no request for ``idle_timeout`` seconds is closed, a head must arrive within
-``read_timeout`` and a body may not pause longer than that (answered 408). They are kept by one
-:class:`Watchdog` per connection (a deadline moved per phase, one timer), not a timer per read.
+Timeouts (``idle_timeout``, ``read_timeout``) are progress based: a connection with no request
+for ``idle_timeout`` seconds is closed, a head must arrive within ``read_timeout`` and a body may
+not pause longer than that (answered 408). They are kept by one :class:`Watchdog` per connection
+(a deadline moved per phase, one timer), not a timer per read.
 
 :data:`HOP_BY_HOP` is the one set of headers that belong to a connection, not to a message: no
 server or forwarder of looptap passes them on.
@@ -30,12 +32,15 @@ import contextlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from http import HTTPStatus
-from typing import NoReturn
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from cassettes.errors import CassetteError
+from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers, header
+
+if TYPE_CHECKING:
+    import h11
 
 __all__ = ["HOP_BY_HOP", "MAX_BODY", "MAX_HEADERS", "MAX_TARGET", "MAX_TRAILERS", "BadRequest", "Request", "Watchdog", "read_request", "refuse"]
 
@@ -59,11 +64,6 @@ _REFUSE_DRAIN = 10.0
 #: How much of a body is read at once (a body arrives in pieces of at most this).
 _PIECE = 1 << 20
 
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_VERSION = re.compile(r"HTTP/([0-9])\.([0-9])")
-_DIGITS = re.compile(r"[0-9]{1,19}")
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
-_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 @dataclass
@@ -184,6 +184,8 @@ async def _read_request(
     read_timeout: float | None,
     started: Callable[[], object] | None,
 ) -> Request | None:
+    import h11
+
     dog.arm(idle_timeout)
     try:
         first = await reader.readexactly(1)
@@ -210,119 +212,91 @@ async def _read_request(
         if dog.expired():
             raise BadRequest(f"the request head did not arrive within {read_timeout:g} s", 408) from None
         raise
-    req, codings, lengths = _parse_head(head)
+    # h11 reads the head (and, fed piece by piece below, the body's framing); looptap only takes
+    # from the stream what belongs to this request, and adds the limits h11 leaves to a server.
+    if _FOLDED.search(head):  # h11 would join it; RFC 9112 5.2 lets a server refuse it, as looptap did
+        raise BadRequest("a header line is folded (obsolete line folding is not accepted)")
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=max(len(head) + 1, _TRAILERS_SIZE))
+    event = _event(conn, head)
+    assert isinstance(event, h11.Request)
+    req = _request(event)
     if req.target.startswith(("http://", "https://")):  # absolute form: sent as to a proxy
         try:
             u = urlsplit(req.target)
         except ValueError:
             raise BadRequest(f"bad request target {_shown(req.target)}") from None
         req.target = (u.path or "/") + (f"?{u.query}" if u.query else "")
-    chunked, length = _framing(codings, lengths, max_body)
-    if (req.header("expect") or "").lower() == "100-continue":
-        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    chunked = (req.header("transfer-encoding") or "").lower() == "chunked"
+    if chunked and req.header("content-length") is not None:
+        raise BadRequest("a request with both Transfer-Encoding and Content-Length")  # RFC 9112 6.1: a smuggling shape
+    length = int((req.header("content-length") or "0").split(",")[0])  # h11 checked: digits, equal values
+    if length > max_body:
+        raise BadRequest(f"the request body ({length:,} bytes) is larger than {max_body:,} bytes", 413)
+    if conn.they_are_waiting_for_100_continue:
+        writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")) or b"")
         await writer.drain()
     if chunked:
-        req.body = await _chunked(reader, max_body, read_timeout, dog)
+        req.body = await _chunked(reader, conn, max_body, read_timeout, dog)
     elif length:
+        # exactly the length h11 read from the head; the bytes themselves are not h11's business
+        # (fed to it, a 50 MB body would be copied twice more)
         req.body = await _exactly(reader, length, read_timeout, "the request body", dog)
     return req
 
 
-#: A request line and a block of header lines as RFC 9112 allows them: one regular expression
-#: each checks the common case; a head that does not match is read line by line for the reason.
-_REQUEST_LINE = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP/1\.[0-9]")
-_FIELD_LINES = re.compile(r"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*\r\n)*")
-_FIELD = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\x00-\x08\x0a-\x1f\x7f]*)\r\n")
+_FOLDED = re.compile(rb"\r\n[ \t]")
+#: What h11 may hold of one incomplete part (the trailer block is fed to it line by line).
+_TRAILERS_SIZE = 1 << 20
+_H11_BYTES = re.compile(r"bytearray\((b'[^']*'|b\"[^\"]*\")\)")
+#: h11's reasons in looptap's words (an h11 reason not listed is shown as h11 gives it).
+_REASONS = (
+    ("illegal request line: ", "bad request line "),
+    ("illegal header line: ", "bad header line "),
+    ("illegal chunk header: ", "bad chunk size "),
+    ("malformed chunk footer", "a chunk does not end with CRLF"),
+    ("Missing mandatory Host", "an HTTP/1.1 request needs exactly one Host header"),
+    ("Found multiple Host", "an HTTP/1.1 request needs exactly one Host header"),
+    ("bad Content-Length", "bad Content-Length: digits only"),
+    ("conflicting Content-Length", "conflicting Content-Length values"),
+    ("Only Transfer-Encoding: chunked", "a Transfer-Encoding other than chunked is not supported"),
+)
 
 
-def _parse_head(head: bytes) -> tuple[Request, list[str], list[str]]:
-    """The request of ``head`` (ending with the empty line), with its Transfer-Encoding and
-    Content-Length values."""
-    text = head[:-2].decode("latin-1")
-    eol = text.index("\r\n")
-    line, block = text[:eol], text[eol + 2 :]
-    m = _REQUEST_LINE.fullmatch(line)
-    if m is None:
-        _bad_line(line)
-    method, target = m.group(1), m.group(2)
+def _said(exc: Exception) -> str:
+    """h11's reason for refusing a request, as an answer may show it (bytes shown escaped, cut)."""
+    text = _H11_BYTES.sub(lambda m: m.group(1), clean_line(str(exc)))
+    for h11_words, ours in _REASONS:
+        if text.startswith(h11_words):
+            text = ours + text[len(h11_words) :] if ours.endswith(" ") else ours
+            break
+    return text[:200]
+
+
+def _event(conn: h11.Connection, data: bytes) -> object:
+    """The next event of ``conn`` once ``data`` is fed to it; a request h11 refuses is a :class:`BadRequest`."""
+    import h11
+
+    if data:
+        conn.receive_data(data)
+    try:
+        return conn.next_event()
+    except h11.RemoteProtocolError as exc:
+        raise BadRequest(_said(exc), exc.error_status_hint) from None
+
+
+def _request(event: h11.Request) -> Request:
+    """The request h11 read, with the limits it leaves to a server (version, target, header count)."""
+    method, target = event.method.decode("ascii"), event.target.decode("latin-1")
+    if event.http_version[:1] != b"1":
+        raise BadRequest(f"HTTP version {event.http_version.decode('ascii', 'replace')} is not supported (HTTP/1.1 is)", 505)
     if len(target) > MAX_TARGET:
         raise BadRequest(f"the request target is {len(target):,} characters long, over {MAX_TARGET:,}", 414)
     if not (target[0] == "/" or target.startswith(("http://", "https://")) or method == "CONNECT" or (target == "*" and method == "OPTIONS")):
         raise BadRequest(f"bad request target {_shown(target)}")
-    if block.count("\r\n") > MAX_HEADERS:
+    raw = event.headers.raw_items()
+    if len(raw) > MAX_HEADERS:
         raise BadRequest(f"more than {MAX_HEADERS} header lines", 431)
-    if _FIELD_LINES.fullmatch(block) is None:
-        _bad_fields(block)
-    headers: Headers = []
-    hosts = 0
-    codings: list[str] = []
-    lengths: list[str] = []
-    for name, value in _FIELD.findall(block):
-        value = value.strip(" \t")
-        headers.append((name, value))
-        lname = name.lower()
-        if lname == "host":
-            hosts += 1
-        elif lname == "transfer-encoding":
-            codings.append(value)
-        elif lname == "content-length":
-            lengths.append(value)
-    if line.endswith("1.1") and hosts != 1:
-        raise BadRequest("an HTTP/1.1 request needs exactly one Host header")
-    return Request(method.upper(), target, headers, b""), codings, lengths
-
-
-def _bad_line(line: str) -> NoReturn:
-    """Why a request line is refused (it does not match :data:`_REQUEST_LINE`)."""
-    parts = line.split(" ")
-    if len(parts) != 3 or not _TOKEN.fullmatch(parts[0]) or not parts[1]:
-        raise BadRequest(f"bad request line {_shown(line, 200)}")
-    _method, target, version = parts
-    v = _VERSION.fullmatch(version)
-    if v is None:
-        raise BadRequest(f"bad request line {_shown(line, 200)}")
-    if v.group(1) != "1":
-        raise BadRequest(f"HTTP version {version} is not supported (HTTP/1.1 is)", 505)
-    if len(target) > MAX_TARGET:
-        raise BadRequest(f"the request target is {len(target):,} characters long, over {MAX_TARGET:,}", 414)
-    raise BadRequest(f"bad request target {_shown(target)}: visible ASCII only")
-
-
-def _bad_fields(block: str) -> NoReturn:
-    """Why a block of header lines is refused (it does not match :data:`_FIELD_LINES`)."""
-    for ln in block.split("\r\n"):
-        if ln[:1] in (" ", "\t"):
-            raise BadRequest("a header line is folded (obsolete line folding is not accepted)")
-        name, colon, value = ln.partition(":")
-        if not colon or not _TOKEN.fullmatch(name):
-            raise BadRequest(f"bad header line {_shown(ln)}")
-        if _BAD_VALUE.search(value):
-            raise BadRequest(f"header {_shown(name)} holds a control character")
-    raise BadRequest("bad header lines")
-
-
-def _framing(codings: list[str], lengths: list[str], max_body: int) -> tuple[bool, int]:
-    """(chunked, Content-Length) of the body, read as RFC 9112 section 6 says."""
-    if codings:
-        if lengths:
-            raise BadRequest("a request with both Transfer-Encoding and Content-Length")
-        codings = [c.strip().lower() for v in codings for c in v.split(",")]
-        if codings != ["chunked"]:
-            raise BadRequest(f"Transfer-Encoding {_shown(', '.join(codings))} is not supported (only chunked is)", 501)
-        return True, 0
-    if not lengths:
-        return False, 0
-    if len(lengths) > 1 or "," in lengths[0]:
-        lengths = [c.strip() for v in lengths for c in v.split(",")]
-    for value in lengths:
-        if not _DIGITS.fullmatch(value):
-            raise BadRequest(f"bad Content-Length {_shown(value)}: digits only")
-    if len({int(x) for x in lengths}) > 1:
-        raise BadRequest(f"conflicting Content-Length values {_shown(', '.join(lengths))}")
-    n = int(lengths[0])
-    if n > max_body:
-        raise BadRequest(f"the request body ({n:,} bytes) is larger than {max_body:,} bytes", 413)
-    return False, n
+    return Request(method.upper(), target, [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw], b"")
 
 
 async def _exactly(reader: asyncio.StreamReader, n: int, timeout: float | None, what: str, dog: Watchdog) -> bytes:
@@ -358,40 +332,40 @@ async def _line(reader: asyncio.StreamReader, timeout: float | None, dog: Watchd
         raise
 
 
-async def _chunked(reader: asyncio.StreamReader, max_body: int, timeout: float | None, dog: Watchdog) -> bytes:
+async def _chunked(reader: asyncio.StreamReader, conn: h11.Connection, max_body: int, timeout: float | None, dog: Watchdog) -> bytes:
+    """A chunked body: each chunk-size line, chunk and trailer line taken from the stream (never
+    beyond the body's end) and fed to h11, which reads the framing."""
+    import h11
+
     chunks: list[bytes] = []
     total = 0
     while True:
         line = await _line(reader, timeout, dog)
-        size_text = line[:-2].split(b";")[0].rstrip(b" \t")
-        if not _HEX.fullmatch(size_text):
-            raise BadRequest(f"bad chunk size {_shown(line)}")
-        size = int(size_text, 16)
+        event = _event(conn, line)  # h11 checks the chunk-size line
+        size = int(line.split(b";")[0].strip(b" \t\r\n"), 16)  # as h11 read it
         if size == 0:
             for _ in range(MAX_TRAILERS + 1):
-                if await _line(reader, timeout, dog) == b"\r\n":
+                if isinstance(event, h11.EndOfMessage):
                     return b"".join(chunks)
+                event = _event(conn, await _line(reader, timeout, dog))
             raise BadRequest(f"more than {MAX_TRAILERS} trailer lines")
         total += size
         if total > max_body:
             raise BadRequest(f"the request body is larger than {max_body:,} bytes", 413)
-        chunks.append(await _exactly(reader, size, timeout, "a chunk of the request body", dog))
-        if await _exactly(reader, 2, timeout, "a chunk of the request body", dog) != b"\r\n":
-            raise BadRequest("a chunk does not end with CRLF")
+        event = _event(conn, await _exactly(reader, size + 2, timeout, "a chunk of the request body", dog))
+        while isinstance(event, h11.Data):
+            chunks.append(bytes(event.data))
+            event = _event(conn, b"")
 
 
 async def refuse(writer: asyncio.StreamWriter, exc: BadRequest) -> None:
     """Answer a request that could not be read (the connection is to be closed after it)."""
+    from cassettes.replay.outgoing import Answer
+
     body = f"{exc}\n".encode()
-    try:
-        reason = HTTPStatus(exc.status).phrase
-    except ValueError:
-        reason = "Bad Request"
-    head = (
-        f"HTTP/1.1 {exc.status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    )
+    answer = Answer("GET", close=True)
     with contextlib.suppress(Exception):
-        writer.write(head.encode("latin-1") + body)
+        head = answer.head(exc.status, [("content-type", "text/plain; charset=utf-8"), ("content-length", str(len(body))), ("connection", "close")])
+        writer.write(head + answer.data(body) + answer.end())
         async with asyncio.timeout(_REFUSE_DRAIN):  # a client that does not read its answer
             await writer.drain()

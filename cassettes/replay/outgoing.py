@@ -17,6 +17,7 @@ the user's own ``--header`` values are added by the caller.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from http import HTTPStatus
 
@@ -25,7 +26,7 @@ import h11
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers
 
-__all__ = ["CREDENTIAL_HEADERS", "SENT_FROM_RECORDING", "Answer", "Ask", "Unsendable", "header_problem", "recorded_request_headers", "sendable"]
+__all__ = ["CREDENTIAL_HEADERS", "SENT_FROM_RECORDING", "Answer", "Ask", "Unsendable", "header_problem", "recorded_request_headers", "said_name", "sendable"]
 
 #: Request headers that carry a credential or a cookie: never taken from a recording.
 CREDENTIAL_HEADERS = frozenset({
@@ -36,6 +37,8 @@ CREDENTIAL_HEADERS = frozenset({
 #: its adapter names: ``Provider.replay_headers``): what the body is, what answer is accepted.
 SENT_FROM_RECORDING = frozenset({"content-type", "accept"})
 
+#: A header naming an API version or a beta flag (``…-version``, ``…-beta``).
+_VERSIONED = re.compile(r"(?i)^[a-z0-9-]*-(version|beta)$")
 #: The longest part of a header name said when it is dropped.
 _SAID = 60
 
@@ -95,10 +98,12 @@ def sendable(headers: Iterable[tuple[str, str]], said: list[str] | None, what: s
 
 
 def recorded_request_headers(headers: Headers, version_headers: Iterable[str] = ()) -> Headers:
-    """The recorded request headers that may be sent again: :data:`SENT_FROM_RECORDING` and the
-    API's ``version_headers``; never a credential, a cookie or a connection's header."""
-    allowed = (SENT_FROM_RECORDING | {h.lower() for h in version_headers}) - CREDENTIAL_HEADERS
-    return [(k, v) for k, v in headers if k.lower() in allowed]
+    """The recorded request headers that may be sent again: :data:`SENT_FROM_RECORDING`, the
+    API's ``version_headers`` and any ``…-version`` / ``…-beta`` header (an API version or beta
+    flag: what the request means); never a credential, a cookie or a connection's header."""
+    allowed = SENT_FROM_RECORDING | {h.lower() for h in version_headers}
+    return [(k, v) for k, v in headers
+            if (k.lower() in allowed or _VERSIONED.search(k)) and k.lower() not in CREDENTIAL_HEADERS]
 
 
 def _reason(status: int) -> bytes:
@@ -124,11 +129,13 @@ class Answer:
         self._conn.receive_data(head + b"\r\n")
         while not isinstance(self._conn.next_event(), h11.EndOfMessage):
             pass
-        self.head_request = method.upper() == "HEAD"
+        #: The answer carries no body (a HEAD request, a 1xx, 204 or 304 status): pieces are not sent.
+        self.bodyless = method.upper() == "HEAD"
 
     def head(self, status: int, headers: Headers, said: list[str] | None = None) -> bytes:
         """The status line and headers (a header that cannot be sent is dropped, and said)."""
         items = sendable(headers, said, "response header")
+        self.bodyless = self.bodyless or status < 200 or status in (204, 304)  # RFC 9110 6.4.1: no content, whatever was recorded
         cls = h11.InformationalResponse if status < 200 else h11.Response
         try:
             return self._conn.send(cls(status_code=status, headers=items, reason=_reason(status)))  # type: ignore[return-value]
@@ -136,14 +143,14 @@ class Answer:
             raise Unsendable(f"the response {status} cannot be sent: {exc}") from None
 
     def data(self, piece: bytes) -> bytes:
-        if not piece or self.head_request:
+        if not piece or self.bodyless:
             return b""
         out = self._conn.send(h11.Data(data=piece))
         assert out is not None
         return out
 
     def end(self) -> bytes:
-        if self.head_request:
+        if self.bodyless and self._conn.our_state is not h11.SEND_BODY:
             return b""
         out = self._conn.send(h11.EndOfMessage())
         assert out is not None

@@ -316,19 +316,19 @@ def _close_code(s: socket.socket) -> tuple[int, bytes]:
     return struct.unpack("!H", closes[0][:2])[0], closes[0][2:]
 
 
-BAD_FRAMES = [
-    (_masked(0x3, b"x"), 1002, b"reserved opcode 0x3"),
-    (_masked(0xB), 1002, b"reserved opcode 0xb"),
-    (_masked(wsframes.PING, b"p" * 126), 1002, b"control frame over 125 bytes"),
-    (_masked(wsframes.PING, b"p" * 65536), 1002, b"control frame over 125 bytes"),
-    (_masked(wsframes.PING, b"p", fin=False), 1002, b"fragmented control frame"),
-    (_masked(wsframes.CLOSE, struct.pack("!H", 0)), 1002, b"close code 0"),
-    (_masked(wsframes.CLOSE, struct.pack("!H", 1005)), 1002, b"close code 1005"),
-    (_masked(wsframes.CLOSE, struct.pack("!H", 2000)), 1002, b"close code 2000"),
-    (_masked(wsframes.CLOSE, b"\x03"), 1002, b"one-byte payload"),
-    (_masked(wsframes.CLOSE, struct.pack("!H", 1000) + b"\xff"), 1007, b"not UTF-8"),
-    (_masked(wsframes.TEXT, b"\xc3("), 1007, b"not UTF-8"),
-    (_masked(wsframes.TEXT, b"x", rsv=0x40), 1002, b"reserved bits"),
+BAD_FRAMES = [  # the reasons are wsproto's (cassettes/replay/wsframes.py reads frames with it)
+    (_masked(0x3, b"x"), 1002, b"Invalid opcode 0x3"),
+    (_masked(0xB), 1002, b"Invalid opcode 0xb"),
+    (_masked(wsframes.PING, b"p" * 126), 1002, b"Control frame with payload len > 125"),
+    (_masked(wsframes.PING, b"p" * 65536), 1002, b"Control frame with payload len > 125"),
+    (_masked(wsframes.PING, b"p", fin=False), 1002, b"fragment control frame"),
+    (_masked(wsframes.CLOSE, struct.pack("!H", 0)), 1002, b"CLOSE with invalid code"),
+    (_masked(wsframes.CLOSE, struct.pack("!H", 1005)), 1002, b"local-only reason"),
+    (_masked(wsframes.CLOSE, struct.pack("!H", 2000)), 1002, b"unknown reserved code"),
+    (_masked(wsframes.CLOSE, b"\x03"), 1002, b"1 byte payload"),
+    (_masked(wsframes.CLOSE, struct.pack("!H", 1000) + b"\xff"), 1007, b"Error decoding CLOSE reason"),
+    (_masked(wsframes.TEXT, b"\xc3("), 1007, b"can't decode"),
+    (_masked(wsframes.TEXT, b"x", rsv=0x40), 1002, b"Reserved bit set"),
 ]
 
 

@@ -42,7 +42,8 @@ def hostile(tmp_path: Path) -> tuple[Path, list[Exchange]]:
     exchanges = tool_loop()
     for ex in exchanges:
         ex.request_headers += [("cookie", "x"), ("authorization", "x"), ("x-goog-api-key", "x"),
-                               ("connection", "keep-alive, x-hop"), ("x-hop", "1"), (BAD_NAME, "1"), ("content-type", SMUGGLED)]
+                               ("connection", "keep-alive, x-hop"), ("x-hop", "1"), (BAD_NAME, "1"), ("content-type", SMUGGLED),
+                               ("openai-beta", "assistants=v2")]
         ex.response_headers += INJECTED_RESPONSE
     path = write(tmp_path / "hostile.jsonl", exchanges)
     text = path.read_text()  # the writer redacted them: put them back as a hand-made file holds them
@@ -51,7 +52,7 @@ def hostile(tmp_path: Path) -> tuple[Path, list[Exchange]]:
     path.write_text(text)
     from cassettes.reading.run import open_run
 
-    got = list(open_run(path, whole=True).exchanges)[0]  # the hostile values are in the file, as a hand-made cassette has them
+    got = next(iter(open_run(path, whole=True).exchanges))  # the hostile values are in the file, as a hand-made cassette has them
     assert ("content-type", SMUGGLED) in got.request_headers and (BAD_NAME, "1") in got.request_headers
     assert ("cookie", "sid=RECORDED-COOKIE") in got.request_headers and INJECTED_RESPONSE[0] in got.response_headers
     return path, exchanges
@@ -144,8 +145,9 @@ def test_compare_sends_no_recorded_header_that_cannot_be_sent_and_no_recorded_cr
     assert rc == 0, err
     checked = _checked_upstream(up, 2)  # two recorded turns, one sample each: two requests, nothing else
     # each request carries the recorded content-type that can be sent, and the user's key
-    for _, _, raw in up.requests():
-        assert re.search(rb"(?im)^content-type: application/json\r$", raw)
+    for _, _, raw in up.requests():  # the recorded headers that say what the request means still go
+        assert re.search(rb"(?im)^content-type: application/json\r$", raw) and re.search(rb"(?im)^openai-beta: assistants=v2\r$", raw)
+        assert b"x-stainless-os" not in raw.lower()  # client telemetry is the recorded client's, not this one's
     # said by name (escaped), once per recorded round trip; never the value
     assert err.count("recorded header 'content-type'") == 2 and err.count("'x-a: 1␍␤x-injected' of round trip") == 2, err
     assert "DELETE" not in err and "file-abc" not in err and USER_KEY not in err
@@ -240,4 +242,30 @@ def test_a_fork_of_a_hostile_cassette_splits_nothing(tmp_path: Path) -> None:
     assert orjson.loads(_one_response(raws[0])) == orjson.loads(exchanges[0].response_chunks[0][1])  # the prefix, served whole and unsplit
     assert raws[1].count(b"HTTP/1.1 ") == 1 and b"(live)" in raws[1]
     assert "stolen" not in proc.stderr and USER_KEY not in proc.stderr
+    assert "dropped: response header 'x-note'" in proc.stderr and "'x-two'" in proc.stderr, proc.stderr[-3000:]  # said, by name
     print(f"fork: {len(up.requests())} request at the upstream ({checked:,} bytes checked), {sum(map(len, raws)):,} bytes read by the agent")
+
+
+def test_the_forwarder_drops_a_header_that_would_split_the_request() -> None:
+    """forward.Upstream.send (a fork's live requests, compare's) builds the request with h11: a
+    header value holding CR/LF is dropped and said, never written as a second request."""
+    import asyncio
+
+    from cassettes.replay.forward import Upstream
+
+    body = b'{"model": "gpt-4o", "messages": []}'
+    headers = [("content-type", "application/json"), ("authorization", f"Bearer {USER_KEY}"),
+               ("x-note", "a\r\nContent-Length: 0\r\n\r\nDELETE /v1/files/file-abc HTTP/1.1\r\nHost: up\r\nX-Pad: b")]
+
+    async def send(up: RawUpstream, *said: list[str]) -> int:
+        response = await Upstream(up.url).send("POST", "/v1/chat/completions", headers, body, *said)
+        return len(b"".join([piece async for piece in response.pieces()]))
+
+    with RawUpstream() as up:
+        assert asyncio.run(send(up)) > 0
+    _checked_upstream(up, 1)  # one request: no DELETE after it
+    said: list[str] = []
+    with RawUpstream() as up:
+        assert asyncio.run(send(up, said)) > 0
+    _checked_upstream(up, 1)
+    assert said == ["request header 'x-note' not sent: its value holds CR, LF or NUL (it would split the message)"], said
