@@ -73,8 +73,6 @@ TEXT_MEASURE = "word-level difflib ratio (difflib.SequenceMatcher over the white
 TEXT_THRESHOLD = 0.7
 _MAX_WORDS = 2000
 
-#: Recorded headers already said not to be sent: (round trip, name).
-_SAID: set[tuple[int, str]] = set()
 
 
 class BudgetError(CassetteError):
@@ -528,6 +526,12 @@ class Planned:
     recorded_error: str | None = None
     #: The candidate's price (genai-prices provider id or ``None`` for by name, the model as it knows it).
     price_ref: tuple[str | None, str] | None = None
+    #: The recorded request as it is sent (set by :func:`compare_run`): a request continuing an
+    #: answer by its id (the Responses API's ``previous_response_id``) self-contained, since the
+    #: candidate never gave that answer; ``None``: the recorded body as it is.
+    body: bytes | None = None
+    #: Recorded headers already said (on stderr) not to be sent: once per turn, not per sample.
+    said: set[str] = field(default_factory=set)
     #: One sample's estimated cost at the candidate's price, and where that price came from (or why none).
     estimate: Decimal | None = None
     price_note: str = ""
@@ -678,7 +682,7 @@ def check_budget(planned: list[Planned], samples: int, max_requests: int | None,
     return lines
 
 
-def _headers_sent(ex: Exchange, headers: Headers) -> tuple[Headers, list[str]]:
+def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str] | None = None) -> tuple[Headers, list[str]]:
     """The headers a recorded request is sent with: of the recorded ones only what says what the
     body is and which API version it speaks (:func:`cassettes.replay.outgoing.recorded_request_headers`:
     never a recorded credential, cookie or connection header), then the user's ``--header``
@@ -696,8 +700,9 @@ def _headers_sent(ex: Exchange, headers: Headers) -> tuple[Headers, list[str]]:
             safe.append((k, v))
             continue
         said.append(f"recorded header {said_name(k)} of round trip {ex.seq} not sent: {why}")
-        if (id(ex), k.lower()) not in _SAID:  # once per recorded round trip, not per sample
-            _SAID.add((id(ex), k.lower()))
+        if said_once is None or k.lower() not in said_once:  # once per recorded round trip, not per sample
+            if said_once is not None:
+                said_once.add(k.lower())
             print(f"looptap compare: {said[-1]}", file=sys.stderr)
     names = {k.lower() for k, _ in headers}
     recorded = recorded_request_headers(safe, adapter.replay_headers() if adapter is not None else ())
@@ -712,8 +717,8 @@ async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> t
     ex = p.ex
     u = urlsplit(ex.url)
     target = u.path + (f"?{u.query}" if u.query else "")
-    target, body, _ = with_model(ex.method, target, ex.request_body, model)
-    sent, said = _headers_sent(ex, headers)
+    target, body, _ = with_model(ex.method, target, p.body if p.body is not None else ex.request_body, model)
+    sent, said = _headers_sent(ex, headers, p.said)
     t0 = time.monotonic()
     out = Exchange(ex.method, base + target, sent, body)
     out.notes.extend(said)
@@ -744,6 +749,27 @@ def _fatal(ex: Exchange, s: Sample) -> str | None:
     return None
 
 
+def _self_contained(run: Any, planned: list[Planned]) -> None:
+    """Each planned request that continues a recorded answer by its id (the Responses API's
+    ``previous_response_id``: its adapter says how its requests chain) gets :attr:`Planned.body`,
+    the request self-contained: the history that answer stood for as its input, the id removed.
+    The candidate never gave the recorded answers, so the id alone would be refused
+    (``previous_response_not_found``); teacher-forced means the recorded history, sent whole."""
+    from cassettes.replay.chains import chaining_of, self_contained, threads_of
+
+    threads = None
+    for p in planned:
+        doc = p.ex.request_json()
+        chain = chaining_of(p.ex.method, p.ex.url, doc)
+        if chain is None:
+            continue
+        if threads is None:
+            threads = threads_of(run.exchanges)
+        sent, _note = self_contained(threads, chain, doc, ())
+        if sent is not doc:
+            p.body = orjson.dumps(sent)
+
+
 def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, samples: int, headers: Headers, skipped: list[str] | None = None) -> Comparison:
     """Send every planned turn ``samples`` times (one after another) and compare; ``live`` maps a
     request to the base URL of its API (:func:`cassettes.replay.cursor.live_router`). A transport
@@ -753,6 +779,8 @@ def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, 
     recorded_finish = {t.a.finish_reason_raw for t in run.analysis.turns.values()}
     turns: list[TurnComparison] = []
     result = Comparison(str(getattr(run, "source", "")), model, samples, turns, skipped=list(skipped or []))
+
+    _self_contained(run, planned)
 
     async def go() -> None:
         for p in planned:

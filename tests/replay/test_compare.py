@@ -617,3 +617,49 @@ def test_haiku_sonnet_and_opus_are_each_estimated_at_their_own_price(tmp_path: P
     assert f"the recording cost ${recorded * 6:.4f} for as many (×{float(own / recorded):.2f})" in err
     if "opus" in candidate:
         assert own == 5 * recorded
+
+
+def test_a_responses_run_chained_by_previous_response_id_is_sent_self_contained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42: ``compare`` on a Responses run whose turns chain by ``previous_response_id`` sent
+    the recorded id to the candidate, which never gave that answer: every later turn was the API's
+    400 ``previous_response_not_found``, reported as "agrees 0%, with itself 100%", exit 0. Each
+    chained turn goes self-contained (the recorded history as its input, no id), so every turn
+    is answered and compared."""
+    import urllib.request
+
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+
+    def route(req: ScriptedRequest) -> Reply:
+        outputs = [i for i in req.body.get("input", []) if isinstance(i, dict) and i.get("type") == "function_call_output"]
+        return Reply.say("Sunny in Paris.") if outputs else Reply.tool("get_weather", {"city": "Paris"})
+
+    def post(url: str, doc: dict[str, object]) -> bytes:
+        r = urllib.request.Request(url + "/v1/responses", data=orjson.dumps(doc), headers={"content-type": "application/json"})
+        with urllib.request.urlopen(r, timeout=30) as resp:
+            data: bytes = resp.read()
+        return data
+
+    first = {"model": "gpt-4.1-mini", "instructions": "Use the tool.", "input": [{"role": "user", "content": "Weather in Paris?"}], "tools": tools}
+    with ScriptedUpstream(route) as origin:  # the recording: two turns, the second chained to the first's answer
+        a0 = post(origin.url, first)
+        answer = orjson.loads(a0)
+        call = next(o for o in answer["output"] if o["type"] == "function_call")
+        second = {"model": "gpt-4.1-mini", "instructions": "Use the tool.", "tools": tools, "previous_response_id": answer["id"],
+                  "input": [{"type": "function_call_output", "call_id": call["call_id"], "output": "sunny, 21 C"}]}
+        a1 = post(origin.url, second)
+    url = "https://api.openai.com/v1/responses"
+    exchanges = [Exchange("POST", url, [("content-type", "application/json")], orjson.dumps(doc), status=200,
+                          response_headers=[("content-type", "application/json")], response_chunks=[(0.1, body)], ttfb=0.1)
+                 for doc, body in ((first, a0), (second, a1))]
+    run = write(tmp_path / "run.jsonl", exchanges)
+    with ScriptedUpstream(route, ids="cand") as fake:
+        rc = main(["compare", str(run), "--upstream", f"openai={fake.url}", "--json"])
+    doc = orjson.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert [x.status for x in fake.log] == [200, 200], [x.line() for x in fake.log]
+    sent = fake.log[1].request.body
+    assert "previous_response_id" not in sent  # self-contained: the candidate never gave the recorded answer
+    kinds = [i.get("type", i.get("role")) for i in sent["input"]]
+    assert kinds[0] == "user" and "function_call" in kinds and kinds[-1] == "function_call_output", kinds
+    assert [t["agreement"] for t in doc["turns"]] == [1.0, 1.0]
+    assert all(s["error"] is None for t in doc["turns"] for s in t["samples"])
