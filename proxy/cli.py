@@ -124,9 +124,9 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
         if append:
             raise UnsafePath(f"-o +{path}: a fork writes a branch of its own (its header names the run it forks), never appended to a cassette; give -o a new path")
     if append:
-        target = check_target(path, "the cassette", owned=is_cassette, hint="-o +FILE appends only to a looptap cassette", appends=True)
+        target = check_target(path, "the cassette", owned=is_cassette, hint="-o +FILE appends only to a looptap cassette", appends=True, parents=True)
     else:
-        target = check_target(path, "the cassette", owned=is_cassette, force=args.force, hint="--force replaces it")
+        target = check_target(path, "the cassette", owned=is_cassette, force=args.force, hint="--force replaces it", parents=True)
     if config.ready_file is not None:
         check_ready_path(config.ready_file, cassette=path)
     if child_log is not None:

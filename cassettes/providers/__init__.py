@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
 
 if TYPE_CHECKING:
-    from cassettes.providers._base import WS_TURN, Provider, Rendered, WsTurns, is_ws_turn
+    from cassettes.providers._base import WS_TURN, Chaining, Provider, Rendered, WsTurns, is_ws_turn
 
 __all__ = [
     "FAMILIES",
@@ -18,6 +18,7 @@ __all__ = [
     "OTEL_PROVIDER_HOSTS",
     "REVERSE_UPSTREAMS",
     "WS_TURN",
+    "Chaining",
     "Provider",
     "Rendered",
     "WsTurns",
@@ -70,7 +71,7 @@ def _providers() -> list[Provider]:
 def __getattr__(name: str) -> Any:  # PEP 562: the names that need the adapters or the base module
     if name == "FAMILIES":
         return tuple(p.family for p in _providers())
-    if name in ("WS_TURN", "Provider", "Rendered", "WsTurns", "is_ws_turn"):
+    if name in ("WS_TURN", "Chaining", "Provider", "Rendered", "WsTurns", "is_ws_turn"):
         from cassettes.providers import _base
 
         return getattr(_base, name)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Located", "Relation", "branch_line", "changed_line", "file_digest", "first_turn", "locate", "origin_fields", "origin_in", "relate"]
+__all__ = ["Located", "Relation", "branch_line", "changed_line", "file_digest", "first_turn", "locate", "origin_fields", "origin_in", "origin_of", "relate"]
 
 
 def file_digest(path: str | Path) -> str | None:
@@ -197,8 +197,6 @@ def relate(path_a: str | Path, path_b: str | Path) -> Relation | None:
     its origin, by the digest kept at the fork (a renamed origin is still found) or, for a branch
     without one, by name. A file the branch names whose digest is not the one kept is the origin
     changed since the fork (:attr:`Relation.changed`). ``None``: neither is the other's branch."""
-    from cassettes.replay.fork import origin_of
-
     a, b = Path(path_a), Path(path_b)
     try:
         if not (a.is_file() and b.is_file()):  # a FIFO, a device, a folder: nothing to read here (the reader says what it is)
@@ -220,3 +218,27 @@ def relate(path_a: str | Path, path_b: str | Path) -> Relation | None:
         if _names(origin, meta):
             return Relation(origin, branch, meta, swapped, changed_line(meta, origin, digest))
     return None
+
+
+def origin_of(path: str | Path) -> dict[str, Any] | None:
+    """The origin a branch cassette names in its header (``meta.origin``), or ``None`` (not a
+    branch, or not a looptap cassette: older files have no such field). Only the first line is
+    read (at most 1 MiB)."""
+    import orjson
+
+    from cassettes import bounds
+
+    import stat
+
+    try:  # never blocks on a FIFO, never reads a device: a regular file's first line only
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            first = f.readline(1 << 20)
+        doc = bounds.loads(first)
+    except (OSError, ValueError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("type") != "header":
+        return None
+    return origin_in(doc)

@@ -5,7 +5,7 @@ WebSocket alike (docs/fork.md).
 Past a fork's cursor requests go to a live upstream that never saw the answers replayed before
 it, so a request naming one of them would be refused there (the Responses API's
 ``previous_response_not_found``). The API's adapter says how its requests chain
-(:meth:`~cassettes.providers.Provider.chaining`); :class:`Threads` keeps, for every answer, the
+(``Provider.chaining``); :class:`Threads` keeps, for every answer, the
 answer it continued and the items its turn added (its input, the answer's output), and
 :func:`self_contained` gives the request carrying that history itself, without the id. A request
 continuing an answer the live upstream gave goes as the client sent it. Nothing here names an API.
@@ -24,7 +24,7 @@ import orjson
 from cassettes import bounds
 
 if TYPE_CHECKING:
-    from cassettes.providers._base import Chaining
+    from cassettes.providers import Chaining
     from cassettes.wire.exchange import Exchange
     from cassettes.wire.framing import Chunk
 

@@ -22,7 +22,7 @@ API's ``previous_response_id``), which the live upstream never gave, is sent sel
 (:mod:`cassettes.replay.chains`); one continuing an answer the live upstream gave goes as it is.
 
 ``--model`` rewrites the model of every request sent live (the top-level ``model`` field, and the
-path's model where the adapter says the path names one: an Azure deployment, Gemini's
+path's model where the adapter says the path names one: a deployment, or a
 ``/models/NAME:``); a request with neither is sent as it is and the report says so. A model of
 another API family, and an edit whose target no recorded request at or past the cursor carries,
 are refused when the cursor is bound, before anything is sent.
@@ -375,7 +375,7 @@ def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None
 
 def with_model(method: str, target: str, body: bytes, model: str | None) -> tuple[str, bytes, str | None]:
     """(target, body) with the model set to ``model``: the body's top-level ``model``, and the
-    path's model where the API's adapter says the path names one (an Azure deployment, Gemini's
+    path's model where the API's adapter says the path names one (a deployment, or a
     ``/models/NAME:``); a note saying what changed or that it could not."""
     if model is None:
         return target, body, None
@@ -388,14 +388,14 @@ def with_model(method: str, target: str, body: bytes, model: str | None) -> tupl
     adapter = request_key(method, target, [], body).adapter
     path = adapter.url_with_model(urlsplit(target), model) if adapter is not None else None
     named = adapter.model_from_url(urlsplit(target)) if path is not None and adapter is not None else None
-    if path is None and (m := _MODEL_IN_PATH.search(target)) is not None:  # an API not recognised, a path as Gemini's
+    if path is None and (m := _MODEL_IN_PATH.search(target)) is not None:  # an API not recognised, a path that names its model
         path, named = target[: m.start(2)] + model + target[m.end(2) :], m.group(2)
     in_path = f" (and in the path: {path.partition('?')[0][:120]})" if path is not None and path != target else ""
     if isinstance(doc, dict) and isinstance(doc.get("model"), str):
         was = doc["model"]
         doc["model"] = model
         return path or target, orjson.dumps(doc), f"model {was} → {model}{in_path}"
-    if path is not None:  # the path alone names the model (Gemini's /models/NAME:)
+    if path is not None:  # the path alone names the model (/models/NAME:)
         return path, body, f"model {named or '?'} → {model}"
     return target, body, f"could not set the model of {method} {target[:80]} to {model} (no model field in the body or path): sent as it was"
 
@@ -413,7 +413,7 @@ def model_vendor(model: str) -> str | None:
 
 def other_family(model: str, adapters: Iterable[Provider]) -> str | None:
     """Why ``--model MODEL`` cannot be sent with requests of these APIs (a model of a vendor whose
-    own API is another family: a ``claude-…`` model on an OpenAI run), or ``None``. A model the
+    own API is another family: one vendor's model on another vendor's API), or ``None``. A model the
     price library does not know, or an API that names no vendor, passes."""
     from cassettes import providers
 

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cassettes.errors import CassetteError
+from cassettes.reading.branch import origin_of
 from cassettes.replay.cursor import CursorSpec, parse_cursor
 from cassettes.wire.edited import KEY_ENV, new_key
 
@@ -115,26 +116,6 @@ def write_branch_header(path: Path, source: ForkSource, model: str | None, edits
     from cassettes.storage.store import CassetteFile
 
     CassetteFile(path, meta=branch_meta(source, model, edits, branch=path)).close()
-
-
-def origin_of(path: str | Path) -> dict[str, Any] | None:
-    """The origin a branch cassette names in its header, or ``None`` (not a branch, or not a
-    looptap cassette: older files have no such field)."""
-    import orjson
-
-    from cassettes import bounds
-
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(1 << 20)
-        doc = bounds.loads(first)
-    except (OSError, ValueError, orjson.JSONDecodeError):
-        return None
-    if not isinstance(doc, dict) or doc.get("type") != "header":
-        return None
-    meta = doc.get("meta")
-    origin = meta.get(ORIGIN) if isinstance(meta, dict) else None
-    return origin if isinstance(origin, dict) else None
 
 
 def live_bases(recorder_env: dict[str, str]) -> dict[str, str]:

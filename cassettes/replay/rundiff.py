@@ -297,7 +297,7 @@ _MODEL_IN_PATH = re.compile(r"/models/([^/:]+)(?=:)")
 
 def _fork_changes(found: list[Divergence], xa: Exchange, xb: Exchange, fork: dict[str, Any]) -> list[Divergence]:
     """``found`` (one turn's divergences) with those the fork made labelled as the fork's: the
-    model it asked for (the body's ``model``, or a Gemini path's ``/models/NAME:``) and the items
+    model it asked for (the body's ``model``, or a path's ``/models/NAME:``) and the items
     its edits rewrote (B's edit marks)."""
     model = fork.get("model") if isinstance(fork.get("model"), str) else None
     for d in found:

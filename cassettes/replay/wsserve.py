@@ -260,7 +260,7 @@ class WebSocketReplay:
     async def _ws_live_turn(self, live: _Live, turn: Request, msg: Any, rules: WsTurns, rec: Recorded | None) -> None:
         """Send one turn to the live upstream: self-contained if it continues an answer the
         upstream never gave (one replayed from the recording), with the fork's model and edits."""
-        from cassettes.providers._base import Chaining
+        from cassettes.providers import Chaining
         from cassettes.replay import wsframes as ws
         from cassettes.replay.chains import self_contained
 

@@ -118,7 +118,7 @@ def test_unwritable_ready_file_stops_the_start(tmp_path: Path) -> None:
         capture_output=True, text=True, env=clean_env(),
     )  # fmt: skip
     assert proc.returncode == 2
-    assert "cannot write the ready file" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "the ready file" in proc.stderr and "cannot be written" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout == ""  # no export lines for a recorder that did not start
 
 
