@@ -216,9 +216,16 @@ def diff_analysed(
             other = "B" if who == "A" else "A"
             out.add([Divergence("C", f"run {who} has a conversation run {other} never started ({len(present.turns)} turns)", ca.id if ca else None, cb.id if cb else None)], keep)
             continue
-        head = ra.turns.get(ca.turns[0]) if ca.turns else None  # numbered as A numbers them (a branch: its origin's numbers)
-        out.add(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id, offset=head.index if head is not None else 0), keep)
+        out.add(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id, offset=_first_index(ra, ca.turns)), keep)
     return out
+
+
+def _first_index(ra: RunAnalysis, seqs: list[int]) -> int:
+    """The turn number of a conversation's first turn, as its run numbers it (a branch: its
+    origin's numbers). Only the number is kept: a turn held for the whole diff would pin what it
+    refers to (a huge run's bodies) in memory."""
+    head = ra.turns.get(seqs[0]) if seqs else None
+    return head.index if head is not None else 0
 
 
 def _diff_conversation(
@@ -236,6 +243,7 @@ def _diff_conversation(
         found = _diff_turn(ra, rb, xa, xb, ta[k], tb[k], k + offset, ida, idb)
         if fork is not None and folding is not None:
             found = folding.fold(_fork_changes(found, xa, xb, fork), k + offset)
+        del xa, xb  # not held while the caller takes this turn's divergences: a turn's bodies can be huge
         yield from found
     if len(ta) != len(tb):
         longer, who = (ta, "A") if len(ta) > len(tb) else (tb, "B")
