@@ -224,11 +224,11 @@ def origin_of(path: str | Path) -> dict[str, Any] | None:
     """The origin a branch cassette names in its header (``meta.origin``), or ``None`` (not a
     branch, or not a looptap cassette: older files have no such field). Only the first line is
     read (at most 1 MiB)."""
+    import stat
+
     import orjson
 
     from cassettes import bounds
-
-    import stat
 
     try:  # never blocks on a FIFO, never reads a device: a regular file's first line only
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)

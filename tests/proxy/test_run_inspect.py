@@ -148,7 +148,7 @@ def test_run_inspect_without_o_records_into_a_new_file(tmp_path: Path) -> None:
                 return bool(logs) and "Is there anything else I can help you with?" in logs[0].read_text(errors="replace")
 
             progress.until(agent_done, pids=_tmux_pids(), what="the agent to finish")
-            screen = _wait_for(session, "run-")  # the inspector names the file it follows
+            assert "run-" in _wait_for(session, "run-")  # the inspector names the file it follows
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
             progress.until(status.exists, pids=_tmux_pids(), what="looptap run to end")
         finally:
