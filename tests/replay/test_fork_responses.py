@@ -19,22 +19,13 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.replay.test_fork import origin_route  # the recorded model, as test_fork_edits takes it
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 AGENT = Path(__file__).with_name("responses_agent.py")
 LABELS = ("sdk", "sdk-stream", "agents")
-
-
-def origin_route(req: ScriptedRequest) -> Reply:
-    """The recorded model: Paris, then Lyon, then the answer."""
-    n = len(req.tool_results())
-    if n == 0:
-        return Reply.tool("get_weather", {"city": "Paris"})
-    if n == 1:
-        return Reply.tool("get_weather", {"city": "Lyon"})
-    return Reply.say("Sunny in Paris and Lyon.")
 
 
 def new_model_route(req: ScriptedRequest) -> Reply:
