@@ -22,6 +22,8 @@ from cassettes.models import NormalisedResponse
 __all__ = ["McpLinker", "ModelCall"]
 
 _LIMIT = 10_000
+#: tools/call round trips kept waiting for the model's answer that made them.
+_EARLY = 256
 
 
 class ModelCall(NamedTuple):
@@ -66,9 +68,13 @@ class McpLinker:
         self.calls: OrderedDict[str, ModelCall] = OrderedDict()
         #: Ids of model calls still awaiting their result.
         self.pending: OrderedDict[str, None] = OrderedDict()
+        #: tools/call round trips read before the model's answer that made them (by seq, with the
+        #: arguments' digest): a client that runs a tool as soon as its call has streamed (Claude
+        #: Code) can finish the call, and have it written, before the model's answer ends.
+        self.early: OrderedDict[int, tuple[McpCall, dict[str, Any], bytes]] = OrderedDict()
 
     def clear(self) -> None:
-        for table in (self.results, self.runs, self.listed, self.calls, self.pending):
+        for table in (self.results, self.runs, self.listed, self.calls, self.pending, self.early):
             table.clear()
 
     def model_turn(self, turn: Turn, response: NormalisedResponse | None) -> None:
@@ -83,8 +89,33 @@ class McpLinker:
         for tc in response.tool_calls if response is not None else []:
             tool = self.server_tool(tc.name)
             if tc.id and tc.name and tc.kind == "function" and tool is not None:
-                _put(self.calls, tc.id, ModelCall(turn.seq, turn.conversation, turn.index, tc.name, tool, _digest(tc.arguments)))
-                _put(self.pending, tc.id, None)
+                made = ModelCall(turn.seq, turn.conversation, turn.index, tc.name, tool, _digest(tc.arguments))
+                _put(self.calls, tc.id, made)
+                if not self._ran_early(tc.id, made):
+                    _put(self.pending, tc.id, None)
+
+    def _ran_early(self, call_id: str, made: ModelCall) -> bool:
+        """Link the model's call ``made`` to a tools/call already read that ran it (recorded after
+        the model's request started, written before its answer ended): by the id the client sent,
+        else the one such call of that tool with the same arguments. Whether one did."""
+        by_id = [s for s, (c, _, _) in self.early.items() if c.call_id == call_id]
+        fits = [
+            s
+            for s, (c, _, args) in self.early.items()
+            if c.call_id is None and c.candidates == 0 and s > made.seq and c.tool == made.tool and args == made.args
+        ]
+        if by_id:
+            seq = by_id[-1]
+        elif len(fits) == 1:
+            seq = fits[0]
+        else:
+            return False  # none, or several equal calls: a wrong link is worse than none
+        call, side, _ = self.early.pop(seq)
+        if call.call_id is None:
+            call.call_id, call.linked_by = call_id, "name_arguments"
+        call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
+        _put(self.results, call_id, (call.seq, side))
+        return True
 
     def side_call(self, seq: int, side: dict[str, Any]) -> McpCall | None:
         """Take one MCP round trip (``Provider.side_call``'s record); a ``tools/call`` comes back
@@ -110,11 +141,15 @@ class McpLinker:
             result=text[:300] if isinstance(text, str) else None,
         )
         self._link(call, side)
+        made = self.calls.get(call.call_id) if call.call_id is not None else None
+        if made is None and call.candidates == 0:  # its model call may not be read yet
+            _put(self.early, seq, (call, side, _digest(side.get("arguments"))))
+            while len(self.early) > _EARLY:
+                self.early.popitem(last=False)
         if call.call_id is None:
             return call
         self.pending.pop(call.call_id, None)
         _put(self.results, call.call_id, (seq, side))
-        made = self.calls.get(call.call_id)
         if made is not None:
             call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
         return call

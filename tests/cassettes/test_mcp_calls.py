@@ -224,3 +224,25 @@ def test_a_server_tool_is_found_behind_any_client_prefix() -> None:
     assert linker.server_tool("mcp__weather__forecast") is None
     assert linker.server_tool("weather__") is None
     assert linker.server_tool(None) is None
+
+
+def test_a_call_written_before_the_answer_that_made_it_is_still_linked() -> None:
+    """Claude Code runs a tool as soon as its call has streamed: the tools/call can end, and be
+    written, before the model's answer does (the CI run of stop 49 recorded exactly that). The
+    link is the same whichever was written first, by id or by tool and arguments."""
+    for meta in (True, False):
+        exs = run_exchanges(meta=meta)
+        for i, ex in enumerate(exs):
+            ex.seq = i
+        exs[3], exs[4] = exs[4], exs[3]  # seq order kept (3: the model's call, 4: the tools/call), file order swapped
+        run = analyse(exs)
+        link = run.mcp_calls[4]
+        by = "id" if meta else "name_arguments"
+        assert (link.call_id, link.linked_by, link.model_seq, link.conversation, link.turn) == ("toolu_01P", by, 3, "c1", 0), meta
+        assert not [f for f in run.findings if f.code.startswith("C.tool_call_not_executed")], meta
+        # the result sent back is still checked against what the server returned
+        bad = run_exchanges(bad_result=True, meta=meta)
+        for i, ex in enumerate(bad):
+            ex.seq = i
+        bad[3], bad[4] = bad[4], bad[3]
+        assert [(f.code, f.seq) for f in analyse(bad).findings if f.code == "C.tool_result_altered"] == [("C.tool_result_altered", 5)], meta
