@@ -2,7 +2,8 @@
 
 Real-world variants handled (all seen in ``../shared/corpus``): bodies as strings, as bytes
 (``!!binary``), as ``{string: …}`` mappings, already parsed under ``parsed_body`` (pydantic-ai's
-serializer) or as a parsed mapping under ``body`` itself; gzip bodies with or without a truthful ``Content-Encoding``; header names in any case
+serializer) or as a parsed mapping under ``body`` itself; vcrpy 4's httpx responses (``status_code``,
+``content``: the body as httpx decoded it, whatever ``Content-Encoding`` says); gzip bodies with or without a truthful ``Content-Encoding``; header names in any case
 and values as lists or scalars; a whole SSE stream stored as one string; non-LLM calls mixed in.
 An imported stream is one chunk with no timing (vcrpy records none).
 """
@@ -73,13 +74,20 @@ def _body(side: dict[str, Any]) -> bytes:
     return str(b).encode()
 
 
+def _code(raw: Any) -> int | None:
+    """An HTTP status code written as a number or digits (anything else, or out of range: none)."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)) or not str(raw).isdigit():
+        return None
+    code = int(raw)
+    return code if 100 <= code <= 999 else None
+
+
 def _status(raw: Any) -> tuple[int | None, str | None]:
+    """``status: {code, message}`` (vcrpy), or a bare code (``status_code``: vcrpy 4's httpx stub)."""
     if isinstance(raw, dict):
-        code = raw.get("code")
-        return (int(code) if isinstance(code, (int, str)) and str(code).isdigit() else None), raw.get("message")
-    if isinstance(raw, int):
-        return raw, None
-    return None, None
+        message = raw.get("message")
+        return _code(raw.get("code")), message if isinstance(message, str) else None
+    return _code(raw), None
 
 
 def _exchange(item: Any, index: int) -> Exchange:
@@ -97,11 +105,13 @@ def _exchange(item: Any, index: int) -> Exchange:
         ex.notes.append("vcr interaction has no response")
         decode_exchange(ex)
         return ex
-    ex.status, ex.reason = _status(resp.get("status"))
+    ex.status, ex.reason = _status(resp.get("status", resp.get("status_code")))
     ex.response_headers = _headers(resp.get("headers"))
-    body = _body(resp)
-    if "parsed_body" in resp:
-        # pydantic-ai's serializer stores the body parsed and already decoded.
+    # vcrpy 4's httpx stub stored ``content`` (httpx's decoded body) instead of ``body``.
+    legacy = "body" not in resp and "parsed_body" not in resp and "content" in resp
+    body = _body({"body": resp["content"]} if legacy else resp)
+    if "parsed_body" in resp or legacy:
+        # pydantic-ai's serializer stores the body parsed and already decoded; so did vcrpy 4's httpx stub.
         ex.response_chunks = [(None, body)] if body else []
         if header(ex.response_headers, "content-encoding"):
             ex.notes.append("Content-Encoding header kept from the recording; the body was stored decoded")
