@@ -41,7 +41,7 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.proxy import mode_specs
 
-from cassettes.providers import is_llm_host
+from cassettes.providers import is_llm_host, versioned_path
 from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
 from proxy import failures, messages
@@ -56,6 +56,9 @@ RECEIPT = "looptap_receipt"
 EDITS = "looptap_edits"
 #: The flow metadata key set when a request carried edit marks not sealed with this run's key.
 EDITS_REFUSED = "looptap_edits_refused"
+#: metadata key: the path the client sent, when a reverse listener put back the API's version
+#: segment its base URL lacked (:func:`cassettes.providers.versioned_path`).
+CLIENT_PATH = "looptap_client_path"
 #: The flow metadata key of the receipts of the WebSocket turns a message completed (durable mode).
 WS_RECEIPTS = "looptap_ws_receipts"
 
@@ -115,9 +118,13 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
     them, off the proxy's event loop."""
     req = flow.request
     start = req.timestamp_start
+    url = req.pretty_url
+    client_path = flow.metadata.get(CLIENT_PATH)
+    if isinstance(client_path, str) and url.endswith(req.path):
+        url = url[: len(url) - len(req.path)] + client_path  # what the client sent (replayed as such)
     ex = Exchange(
         method=req.method,
-        url=req.pretty_url,
+        url=url,
         request_headers=_fields(req.headers),
         request_body=req.raw_content or b"",
         started=start,
@@ -140,6 +147,10 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
             ex.duration = end - start
     if error:
         ex.transport_error = error
+    if isinstance(client_path, str):
+        ex.notes.append(
+            f"path: the client left out the API's version segment (its base URL lacks it, as the AI SDK's Anthropic provider expects); forwarded upstream as {req.path}"
+        )
     if flow.metadata.get(EDITS_REFUSED):
         ex.notes.append("edits: the request carried edit marks that this run's fork did not make (sent by the client?); dropped")
     marks = flow.metadata.get(EDITS)
@@ -268,6 +279,23 @@ class LooptapRecorder:
         return is_llm_host(flow.request.pretty_host, self._extra_hosts, flow.request.path) or _is_mcp(flow)
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        self._version_path(flow)
+        self._take_edit_marks(flow)
+
+    @staticmethod
+    def _version_path(flow: http.HTTPFlow) -> None:
+        """On a reverse listener, a client that expects the API's version segment inside its base
+        URL (the AI SDK's Anthropic provider posts ``$ANTHROPIC_BASE_URL/messages``) would reach
+        the API without it and get a 404 that looptap's exported base caused: the segment is put
+        back for the upstream; the cassette keeps the path the client sent, with a note."""
+        if not isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode):
+            return
+        fixed = versioned_path(flow.request.path, flow.request.headers.keys())
+        if fixed is not None:
+            flow.metadata[CLIENT_PATH] = flow.request.path
+            flow.request.path = fixed
+
+    def _take_edit_marks(self, flow: http.HTTPFlow) -> None:
         """A fork's edit marks (:mod:`cassettes.wire.edited`) are for the cassette: taken off the
         request here, before it goes upstream, whether the flow is recorded or not, and kept only
         when sealed with this run's key (its fork's replay server made them). Any other marks (a

@@ -6,6 +6,7 @@ request and talks to it through :class:`~cassettes.providers._base.Provider`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
 
@@ -17,6 +18,7 @@ __all__ = [
     "LLM_HOSTS",
     "OTEL_PROVIDER_HOSTS",
     "REVERSE_UPSTREAMS",
+    "VERSIONLESS_PATHS",
     "WS_TURN",
     "Chaining",
     "Provider",
@@ -26,6 +28,7 @@ __all__ = [
     "detect",
     "is_llm_host",
     "is_ws_turn",
+    "versioned_path",
 ]
 
 
@@ -154,6 +157,26 @@ REVERSE_UPSTREAMS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "anthropic": ("https://api.anthropic.com", ("ANTHROPIC_BASE_URL",), ""),
     "gemini": ("https://generativelanguage.googleapis.com", ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE"), ""),
 }
+
+
+#: Paths a client posts when it expects the API's version segment inside its base URL, which a
+#: reverse listener's exported base (a bare ``http://127.0.0.1:PORT``) lacks: (path, a request
+#: header only that API's clients send, the segment the API's paths start with). The AI SDK's
+#: Anthropic provider (and opencode, built on it) posts ``${ANTHROPIC_BASE_URL}/messages`` with a
+#: default base of ``https://api.anthropic.com/v1``; Anthropic's own SDKs post ``/v1/messages``.
+VERSIONLESS_PATHS: tuple[tuple[str, str, str], ...] = (("/messages", "anthropic-version", "/v1"),)
+
+
+def versioned_path(path: str, header_names: Iterable[str]) -> str | None:
+    """The path to forward a reverse listener's request to when the client left out the API's
+    version segment (:data:`VERSIONLESS_PATHS`: ``/messages?beta=true`` → ``/v1/messages?beta=true``),
+    else ``None`` (the path goes on as the client sent it)."""
+    bare = path.split("?", 1)[0]
+    names = {n.lower() for n in header_names}
+    for prefix, header, segment in VERSIONLESS_PATHS:
+        if (bare == prefix or bare.startswith(prefix + "/")) and header in names:
+            return segment + path
+    return None
 
 
 #: Hosts (glob patterns, first match wins) → OpenTelemetry GenAI ``gen_ai.provider.name`` (the

@@ -300,6 +300,22 @@ const { createOpenAI } = need("@ai-sdk/openai");
 })().catch((e) => { console.error(String(e)); process.exit(1); });
 '''
 
+VERCEL_AI_ANTHROPIC = '''
+const { generateText, streamText, tool, stepCountIs, jsonSchema } = need("ai");
+const { anthropic } = need("@ai-sdk/anthropic");  // reads ANTHROPIC_BASE_URL itself, posts ${base}/messages
+(async () => {
+  const tools = { get_weather: tool({ description: "The weather in a city", inputSchema: jsonSchema(PARAMS), execute: async ({ city }) => weather(city) }) };
+  const args = { model: anthropic("claude-sonnet-4-5"), system: SYSTEM, prompt: TASK, tools, stopWhen: stepCountIs(8) };
+  if (STREAM) {
+    const r = streamText(args);
+    for await (const _ of r.textStream) {}
+    out({ final: await r.text });
+  } else {
+    out({ final: (await generateText(args)).text });
+  }
+})().catch((e) => { console.error(String(e)); process.exit(1); });
+'''
+
 LANGCHAIN_JS = '''
 const { ChatOpenAI } = need("@langchain/openai");
 const { createReactAgent } = need("@langchain/langgraph/prebuilt");
@@ -343,6 +359,9 @@ CLIENTS: tuple[Client, ...] = (
     Client("vercel-ai chat", "ai", "openai_chat", "node", VERCEL_AI, (3,), "wrong_id"),
     Client("vercel-ai responses", "ai", "openai_responses", "node", VERCEL_AI, (3,), "drop_result", note="item references, store on"),
     Client("vercel-ai responses stream", "ai", "openai_responses", "node", VERCEL_AI, (3,), "mutate_history", stream=True),
+    Client("vercel-ai anthropic", "@ai-sdk/anthropic", "anthropic", "node", VERCEL_AI_ANTHROPIC, (3,), "drop_result",
+           note="base URL without /v1"),
+    Client("vercel-ai anthropic stream", "@ai-sdk/anthropic", "anthropic", "node", VERCEL_AI_ANTHROPIC, (3,), "wrong_id", stream=True),
     Client("langchain-js", "@langchain/langgraph", "openai_chat", "node", LANGCHAIN_JS, (3,), "wrong_id"),
 )
 

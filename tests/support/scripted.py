@@ -245,9 +245,10 @@ Route = Callable[[ScriptedRequest], Reply]
 def _family(path: str) -> str | None:
     if path.endswith((":generateContent", ":streamGenerateContent")):
         return "gemini"
-    if path.endswith("/messages/count_tokens"):
+    # As the Anthropic API: its paths are under /v1 (a client that leaves it out gets a 404 there).
+    if path.endswith("/v1/messages/count_tokens"):
         return "anthropic_count"
-    if path.endswith("/messages"):
+    if path.endswith("/v1/messages"):
         return "anthropic"
     if path.endswith("/responses"):
         return "openai_responses"
