@@ -1,8 +1,9 @@
 """Generation endpoints that are neither OpenAI's nor a chat vendor's own: IBM watsonx.ai, Hugging
 Face Text Generation Inference (TGI, also the HF Inference API) and Amazon SageMaker endpoints.
 
-**watsonx.ai** (``…/ml/v1/text/{generation,generation_stream,chat,chat_stream,embeddings}`` and
-``…/ml/v1/deployments/{id}/text/…``; documented in the watsonx.ai REST API reference):
+**watsonx.ai** (``…/ml/v1/text/{generation,generation_stream,chat,chat_stream,embeddings}``,
+``…/ml/v1/deployments/{id}/text/…`` and the beta API's ``…/ml/v1-beta/generation/{text,text_stream}``;
+documented in the watsonx.ai REST API reference):
 ``generation`` takes ``{"input", "model_id", "parameters"}`` and answers ``{"model_id",
 "results": [{"generated_text", "generated_token_count", "input_token_count", "stop_reason"}]}``;
 ``generation_stream`` sends the same object per SSE event (counts cumulative, ``stop_reason``
@@ -256,7 +257,13 @@ def _watsonx_route(url: SplitResult) -> str | None:
     host = (url.hostname or "").lower()
     if len(segs) >= 2 and segs[-2] == "text" and ("ml" in segs or host.endswith(".ibm.com")):
         return segs[-1]
+    # The beta API's ``/ml/v1-beta/generation/text`` and ``/text_stream`` (older SDKs): the same bodies.
+    if len(segs) >= 3 and segs[-3:-1] == ["v1-beta", "generation"] and segs[-1] in _BETA_ROUTES:
+        return _BETA_ROUTES[segs[-1]]
     return None
+
+
+_BETA_ROUTES = {"text": "generation", "text_stream": "generation_stream"}
 
 
 _WATSONX_OPS = {"generation": "generate", "generation_stream": "generate", "chat": "generate", "chat_stream": "generate", "embeddings": "embed"}

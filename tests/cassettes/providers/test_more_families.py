@@ -328,6 +328,24 @@ def test_watsonx_generation_and_stream() -> None:
     assert r.response is not None and r.response.text == "Paris" and r.response.finish_reason is FinishReason.TRUNCATED_LENGTH and r.response.complete
 
 
+def test_watsonx_beta_generation_routes_are_read() -> None:
+    """The beta API (``/ml/v1-beta/generation/text`` and ``text_stream``, older SDKs) takes and
+    answers the same bodies as ``/ml/v1/text/generation``: read as it, not as "not an LLM call"."""
+    url = "https://us-south.ml.cloud.ibm.com/ml/v1-beta/generation/text?version=2023-05-29"
+    body = {"model_id": "google/flan-ul2", "created_at": "2023-07-21T16:52:32.190Z", "results": [{"generated_text": "Paris", "generated_token_count": 2, "input_token_count": 6, "stop_reason": "eos_token"}]}
+    r = rt(url, {"input": "Capital of France?", "model_id": "google/flan-ul2", "project_id": "p", "parameters": {"max_new_tokens": 20}}, body)
+    assert (r.family, r.operation) == ("watsonx", "generate")
+    assert r.response is not None and r.response.text == "Paris" and r.response.finish_reason is FinishReason.COMPLETE
+    assert r.response.usage is not None and (r.response.usage.input_tokens, r.response.usage.output_tokens) == (6, 2)
+    first = {"model_id": "m", "results": [{"generated_text": "Par", "generated_token_count": 1, "input_token_count": 6, "stop_reason": "not_finished"}]}
+    last = {"model_id": "m", "results": [{"generated_text": "is", "generated_token_count": 2, "input_token_count": 6, "stop_reason": "max_tokens"}]}
+    r = rt(url.replace("/text?", "/text_stream?"), {"input": "x", "model_id": "m"}, b"", chunks=sse(first, last, event="message"))
+    assert (r.family, r.operation) == ("watsonx", "generate")
+    assert r.response is not None and r.response.text == "Paris" and r.response.finish_reason is FinishReason.TRUNCATED_LENGTH and r.response.complete
+    # other beta paths stay unread
+    assert rt("https://us-south.ml.cloud.ibm.com/ml/v1-beta/generation/other", {"input": "x"}, {}).family != "watsonx"
+
+
 def test_watsonx_chat_with_tool_call() -> None:
     url = "https://us-south.ml.cloud.ibm.com/ml/v1/text/chat?version=2024-05-01"
     body = {"id": "c", "model_id": "ibm/granite-3-8b-instruct", "choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}}
