@@ -149,7 +149,7 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         ex.transport_error = error
     if isinstance(client_path, str):
         ex.notes.append(
-            f"path: the client left out the API's version segment (its base URL lacks it, as the AI SDK's Anthropic provider expects); forwarded upstream as {req.path}"
+            f"path: the client left out the API's version segment (its base URL lacks it); forwarded upstream as {req.path}"
         )
     if flow.metadata.get(EDITS_REFUSED):
         ex.notes.append("edits: the request carried edit marks that this run's fork did not make (sent by the client?); dropped")
