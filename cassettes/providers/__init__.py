@@ -127,6 +127,8 @@ LLM_HOSTS: tuple[str, ...] = (
     "ollama.com",
     "api.writer.com",
     "api.replicate.com",
+    "stream.replicate.com",
+    "*.c.replicate.net",
     "api.aleph-alpha.com",
     "*.ml.cloud.ibm.com",
     "api.cohere.ai",

@@ -10,7 +10,9 @@ wait`` makes the create answer hold the output); the answer is a ``Prediction`` 
 (its schema's ``x-cog-array-display: concatenate``); an image model's is a list of URLs or data
 URIs (kept as media, no text). ``metrics`` carries ``input_token_count`` / ``output_token_count``
 on language models (``predict_time`` always). The create is the model call; a poll is a
-``retrieve`` of the same prediction.
+``retrieve`` of the same prediction, and so is a read of its ``urls.stream``
+(``…replicate.net/v1/streams/{id}``, ``stream.replicate.com/v1/files/{id}``): ``output`` /
+``logs`` / ``error`` / ``done`` server-sent events, the text joined.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ _STATUS = {
 
 def _route(url: SplitResult) -> str | None:
     segs = [s for s in url.path.split("/") if s]
+    if len(segs) == 3 and segs[0] == "v1" and segs[1] in ("streams", "files") and _replicate_host(url):
+        return "stream"  # a prediction's ``urls.stream``: its output as server-sent events
     if not segs or segs[0] != "v1" or "predictions" not in segs:
         return None
     i = segs.index("predictions")
@@ -52,6 +56,48 @@ def _route(url: SplitResult) -> str | None:
     if i == 1 and len(segs) == 4 and segs[3] == "cancel":
         return "cancel"
     return None
+
+
+def _replicate_host(url: SplitResult) -> bool:
+    host = (url.hostname or "").lower()
+    return host.endswith(("replicate.com", "replicate.net"))
+
+
+#: The ``done`` event's ``reason`` (its data is ``{}`` for a prediction that succeeded).
+_DONE = {"": FinishReason.COMPLETE, "canceled": FinishReason.CANCELLED, "error": FinishReason.ERROR}
+
+
+def _stream(framed: Framed) -> NormalisedResponse:
+    """A prediction's stream (``GET`` its ``urls.stream``; replicate-python's ``stream.py``):
+    ``output`` events carry the text (a multi-line piece as several ``data:`` lines), ``logs`` the
+    model's logs, ``error`` the failure's message, ``done`` the end (``{"reason": "canceled"}`` /
+    ``"error"`` when it did not succeed). Without ``done`` the stream was cut."""
+    text: list[str] = []
+    error: str | None = None
+    reason: str | None = None
+    for ev in framed.events:
+        if ev.event == "output":
+            text.append(ev.data)
+        elif ev.event == "error":
+            error = ev.data
+        elif ev.event == "done":
+            try:
+                data = ev.json()
+            except ValueError:
+                data = {}
+            reason = as_str(as_obj(data).get("reason")) or ""
+    joined = "".join(text)
+    done = reason is not None
+    resp = NormalisedResponse(
+        parts=[Part(kind="text", text=joined)] if joined else [],
+        finish_reason_raw=reason if reason else ("done" if done else None),
+        finish_reason=(FinishReason.ERROR if error else _DONE.get(reason or "", FinishReason.OTHER)) if done or error else None,
+        error=ApiError(message=error, type="prediction_failed", raw={"error": error}) if error else None,
+        complete=True if done or error else False,
+    )
+    if not done and not error:
+        resp.notes.append("prediction stream without its done event: cut")
+    return resp
 
 
 def _is_media(s: str) -> bool:
@@ -78,19 +124,21 @@ class Replicate(Provider):
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _route(url)
-        host = (url.hostname or "").lower()
-        if route is None or not (host.endswith("replicate.com") or host.endswith("replicate.net") or (isinstance(body, dict) and isinstance(body.get("input"), dict))):
+        if route is None or not (_replicate_host(url) or (isinstance(body, dict) and isinstance(body.get("input"), dict))):
             return 0
+        if route == "stream":
+            return 3 if method.upper() == "GET" else 0
         if route == "create":
             return 4 if method.upper() == "POST" else 0
         return 3 if method.upper() in ("GET", "POST") else 0
 
     def operation(self, method: str, url: SplitResult) -> str:
         route = _route(url)
-        return {"create": "generate", "get": "retrieve", "cancel": "cancel"}.get(route or "", "unknown")
+        return {"create": "generate", "get": "retrieve", "stream": "retrieve", "cancel": "cancel"}.get(route or "", "unknown")
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
-        return False  # ``stream: true`` asks for a stream URL; the create answer is JSON
+        # ``stream: true`` asks for a stream URL; the create answer is JSON, the URL's is the stream
+        return _route(url) == "stream"
 
     def history_key(self, body: Any) -> str | None:
         return None
@@ -138,6 +186,8 @@ class Replicate(Provider):
         return resp
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
+        if framed.kind == "sse":
+            return _stream(framed)
         return self.parse_response(framed.value if framed.kind == "json" else None)
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:

@@ -469,3 +469,40 @@ def test_watsonx_generation_stream_and_its_other_routes() -> None:
     # Another service's /v2/text/... is not watsonx's.
     r = rt("https://example.com/v2/text/generation", {"input": "x"}, {"ok": True})
     assert r.family != "watsonx"
+
+
+def _stream_read(events: bytes, url: str = "https://streaming-api.svc.rno2.c.replicate.net/v1/streams/b4yonjrmynb65tnkucuqc4duawdekslfzexk5itczufef2u36b7a") -> RoundTrip:
+    """A prediction's ``urls.stream`` read as replicate-python's ``stream()`` reads it (GET,
+    ``Accept: text/event-stream``), answered as Replicate's streaming API does."""
+    from cassettes.wire.exchange import Exchange
+
+    ex = Exchange("GET", url, [("accept", "text/event-stream"), ("cache-control", "no-store")], b"", status=200,
+                  response_headers=[("content-type", "text/event-stream")], response_chunks=[(0.05 * i, line + b"\n") for i, line in enumerate(events.split(b"\n"))])
+    return parse_exchange(ex)
+
+
+def test_replicate_prediction_stream_is_read() -> None:
+    """Was: the prediction was read, its stream URL's text was not (issue 45). ``output`` events
+    joined (a multi-line piece as several ``data:`` lines), ``logs`` left out, ``done`` ends it."""
+    body = (
+        b"event: output\nid: 1728065253:0\ndata: \ndata: \n\n"
+        b"event: output\nid: 1728065253:1\ndata: Fuzzy\n\n"
+        b"event: logs\nid: 1728065253:2\ndata: generation took 0.4s\n\n"
+        b"event: output\nid: 1728065253:3\ndata: , gentle beasts\n\n"
+        b"event: done\nid: 1728065253:4\ndata: {}\n\n"
+    )
+    r = _stream_read(body)
+    assert (r.family, r.operation) == ("replicate", "retrieve")
+    assert r.response is not None and r.response.text == "\nFuzzy, gentle beasts" and r.response.complete is True
+    assert r.response.finish_reason is FinishReason.COMPLETE
+    r = _stream_read(body, "https://stream.replicate.com/v1/files/bcwr-3okdfv3o2wehstv5f2okyftwxy57hhypqsi6osiim5iigrzm4fpe")
+    assert r.family == "replicate" and r.response is not None and r.response.text == "\nFuzzy, gentle beasts"
+    cut = _stream_read(body.split(b"event: done")[0])
+    assert cut.response is not None and cut.response.complete is False and cut.response.finish_reason is None
+    canceled = _stream_read(body.replace(b"data: {}", b'data: {"reason": "canceled"}'))
+    assert canceled.response is not None and canceled.response.finish_reason is FinishReason.CANCELLED
+    failed = _stream_read(b"event: output\nid: 1:0\ndata: Fu\n\nevent: error\nid: 1:1\ndata: CUDA out of memory\n\nevent: done\nid: 1:2\ndata: {\"reason\": \"error\"}\n\n")
+    assert failed.response is not None and failed.response.error is not None and failed.response.error.message == "CUDA out of memory"
+    assert failed.response.finish_reason is FinishReason.ERROR
+    # a stream path off Replicate's hosts is no one's
+    assert _stream_read(body, "https://example.com/v1/streams/abc").family != "replicate"
