@@ -612,6 +612,10 @@ async def run_child(
         rec.remove_ready()
         await rec.stop()
         raise
+    from cassettes.providers.clients import start_advice
+
+    for line in start_advice(argv, env):  # a client that will not work as started: what to change
+        messages.emit(line)
     # The child's output may echo prompts and answers: created 0600, like the cassette.
     # Appended to, never through a link, only a regular file of this user (storage/paths.py).
     try:
