@@ -328,23 +328,31 @@ class Runs:
         conv = next((c for c in r.analysis.conversations if c.id == conversation), None)
         if conv is None:
             raise QueryError("no conversation of this id in this run (run_summary lists them)", conversation=conversation)
+        from cassettes.views.growth import growth_bars, split_json
+        from cassettes.views.money import money
+
         rows = []
         for s in conv.turns:
             t = r.analysis.turns.get(s)
             if t is None:
                 continue
             k = t.tokens
-            seg = k.segments.model_dump() if k.segments is not None else None
+            (bar,) = growth_bars([t])  # the split every view shows (show, the inspector, HTML, OTel)
             rows.append(
                 {
                     "turn": t.index,
                     "seq": s,
                     "input": k.input,
                     "cache_read": k.cache_read,
+                    "cache_write": k.cache_write,
                     "output": k.output,
-                    "segments": seg,
+                    "split": split_json(bar),
                     "cost_usd": float(k.cost) if k.cost is not None else None,
+                    "cost_estimated": k.price_estimated,
+                    "cost": money(k.cost, k.price_estimated),
                     "cumulative_cost_usd": float(k.cumulative_cost) if k.cumulative_cost is not None else None,
+                    "cumulative_estimated": k.cumulative_estimated,
+                    "cumulative_cost": money(k.cumulative_cost, k.cumulative_estimated),
                     "source": k.source,
                 }
             )

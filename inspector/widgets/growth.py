@@ -14,6 +14,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from cassettes.views.growth import GrowthBar
+from cassettes.views.money import money
 
 __all__ = ["GrowthChart", "GrowthView"]
 
@@ -154,7 +155,6 @@ class GrowthView(Vertical):
             detail.update("")
             return
         b = bars[at]
-        cost = "unknown" if b.cumulative_cost is None else f"${b.cumulative_cost:.4f}"
         line = Text.assemble(
             (f"turn {b.turn} (#{b.seq}) ", "bold"),
             f"input {b.input:,} = ",
@@ -169,7 +169,8 @@ class GrowthView(Vertical):
                 )
                 for piece in ((f"{name} {value:,}", style), " · ")
             ][:-1],
-            f"  output {b.output:,}  cumulative {cost}",
+            f"  output {b.output:,}  cost {money(b.cost, b.cost_estimated)}"
+            f"  cumulative {money(b.cumulative_cost, b.cumulative_estimated)}",
             (f"  [{b.source}; split by segment estimated]", "dim"),
         )
         detail.update(line)

@@ -1,0 +1,234 @@
+"""Every view of a turn says the same thing (issue 43, item 3): one real turn's token split and
+cost, read through ``looptap show`` (text), ``show --json``, the inspector (its Growth tab and A
+pane, driven with Pilot), the HTML page (the data it embeds and writes), the MCP ``growth`` tool
+and the OTel export, are equal — same parts, same numbers, the same cost text with the same ``~``.
+
+The turn: a real recording of pydantic-ai's tool-search eval (OpenAI chat, a tool loop: turn 2 of
+its first conversation re-sends history and a tool result and appends new input), its URL moved to
+a local OpenAI-compatible gateway (``127.0.0.1``), as a user who records through their own gateway
+has it: the price is then the model's list price by its name, an estimate, shown ``~``.
+
+On main this fails: ``show`` printed the analysis' raw segments (``user``, ``history`` that was the
+assistant's part, and ``new`` overlapping them) where the inspector and HTML drew another split;
+``show --json``, MCP and OTel carried no split (MCP the raw segments); the inspector's cumulative
+cost had no ``~``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+pytest.importorskip("textual")
+pytest.importorskip("mcp")
+
+from helpers import loaded, plain, shown, until
+from textual.widgets import Static, TabbedContent
+
+from cassettes.cli import main
+from cassettes.reading.run import open_run
+from cassettes.recording.pipeline import CassetteWriter
+from cassettes.views.growth import growth_bars
+from cassettes.views.money import money
+from tests._corpus import CORPUS, load
+
+RECORDING = CORPUS / "pydantic-ai/tests/cassettes/test_tool_search/test_tool_search_eval[openai-chat].yaml"
+#: The turn read through every view: conversation c1, turn 2.
+SEQ = 2
+PARTS = ("system", "tools", "history", "tool_results", "new")
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def run_file(tmp_path: Path) -> Path:
+    """The recording as looptap's writer stores it, sent to a local gateway instead of api.openai.com."""
+    if not RECORDING.exists():
+        pytest.skip(f"the corpus recording is not here: {RECORDING}")
+    out = tmp_path / "gateway.jsonl"
+    with CassetteWriter(out, meta={"source": "vcr"}) as w:
+        for ex in load(RECORDING):
+            ex.url = ex.url.replace("https://api.openai.com/", "http://127.0.0.1:4000/")
+            w.append(ex)
+    return out
+
+
+def _expected(path: Path) -> dict[str, Any]:
+    """What the core computes for the turn: its split and its costs as text."""
+    run = open_run(path)
+    t = run.analysis.turns[SEQ]
+    (bar,) = growth_bars([t])
+    k = t.tokens
+    assert t.conversation == "c1" and t.index == 2
+    assert k.price_estimated and k.cumulative_estimated, k.price_source  # the gateway: a list price by name
+    split = {p: getattr(bar, p) for p in PARTS}
+    assert sum(split.values()) == k.input
+    assert split["history"] and split["tool_results"] and split["new"] and split["tools"]  # a turn that has them all
+    return {
+        "split": split,
+        "input": k.input,
+        "cost": money(k.cost, True),
+        "cumulative": money(k.cumulative_cost, True),
+        "cost_usd": float(k.cost),  # type: ignore[arg-type]
+        "cumulative_usd": float(k.cumulative_cost),  # type: ignore[arg-type]
+    }
+
+
+def _show_text(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """The turn's row in ``show``'s growth table, by its column headings."""
+    assert main(["show", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(ln for ln in lines if ln.split()[:3] == ["turn", "#", "input"])
+    names = head.split()
+    row = next(ln.split() for ln in lines if ln.split()[:2] == ["2", str(SEQ)] and len(ln.split()) == len(names))
+    cells = dict(zip(names, row, strict=True))
+    labels = {"system": "system", "tools": "tools", "history": "history", "tool_results": "results", "new": "new"}
+    assert "user" not in names  # the raw segments' column, overlapping the others
+    return {
+        "split": {p: int(cells[labels[p]]) for p in PARTS},
+        "input": int(cells["input"]),
+        "cost": cells["cost"],
+        "cumulative": cells["cumulative"],
+        "note": any(ln.strip().startswith("(~: estimated cost") for ln in lines),
+    }
+
+
+def _show_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(["show", "--json", str(path)]) == 0
+    objs = [orjson.loads(ln) for ln in capsys.readouterr().out.splitlines() if ln.startswith("{")]
+    k = next(o for o in objs if o.get("seq") == SEQ)["tokens"]
+    assert "segments" not in k  # the overlapping working figures are not another split to read
+    return {
+        "split": {p: k["split"][p] for p in PARTS},
+        "input": k["split"]["input"],
+        "cost_usd": float(k["cost"]),
+        "cumulative_usd": float(k["cumulative_cost"]),
+        "estimated": (k["price_estimated"], k["cumulative_estimated"]),
+    }
+
+
+async def _inspector(path: Path) -> dict[str, Any]:
+    """The Growth tab's line for the turn and the A pane's cost row, as the screen shows them."""
+    from inspector.app import build_app
+    from inspector.widgets.turn_list import TurnList
+
+    app = build_app(path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await loaded(pilot)
+        app.query_one(TurnList).select_seq(SEQ)
+        await until(pilot, lambda: shown(app, SEQ))
+        a_pane = plain(app.query_one("#pane-a Static", Static))
+        app.action_tab("growth")
+        await until(pilot, lambda: app.query_one(TabbedContent).active == "growth")
+        await until(pilot, lambda: f"(#{SEQ})" in plain(app.query_one("#growth-detail", Static)))
+        detail = " ".join(plain(app.query_one("#growth-detail", Static)).split())
+    m = re.search(
+        r"input ([\d,]+) = system ([\d,]+) · tools ([\d,]+) · history ([\d,]+) · results ([\d,]+) · new ([\d,]+)"
+        r" output [\d,]+ cost (\S+) cumulative (\S+)",
+        detail,
+    )
+    assert m, detail
+    nums = [int(g.replace(",", "")) for g in m.groups()[:6]]
+    cost_row = next(ln for ln in a_pane.splitlines() if ln.startswith("cost"))
+    return {
+        "split": dict(zip(PARTS, nums[1:], strict=True)),
+        "input": nums[0],
+        "cost": m.group(7),
+        "cumulative": m.group(8),
+        "a_pane": cost_row,
+    }
+
+
+def _html(path: Path, tmp_path: Path) -> dict[str, Any]:
+    """The data the HTML page embeds and writes out: the turn's A detail and its growth bar."""
+    from tests.interop.test_html_report import page_data
+
+    page = tmp_path / "run.html"
+    assert main(["export", "--html", str(path), "-o", str(page), "-q"]) == 0
+    data = page_data(page.read_text())
+    k = data["detail"][str(SEQ)]["layers"]["A"]["tokens"]
+    bar = next(b for b in data["growth"]["c1"] if b[0] == SEQ)
+    assert dict(zip(PARTS, bar[2:7], strict=True)) == {p: k["split"][p] for p in PARTS}  # chart = detail
+    return {
+        "split": {p: k["split"][p] for p in PARTS},
+        "input": k["split"]["input"],
+        "cost": k["cost_text"],
+        "cumulative": k["cumulative_cost_text"],
+        "chart_cumulative": bar[10],
+    }
+
+
+async def _mcp(path: Path) -> dict[str, Any]:
+    """The MCP server's ``growth`` tool, called as a client calls it."""
+    from mcp import Client
+
+    from cassettes.mcp.server import build_server
+
+    async def call() -> str:
+        async with Client(build_server([str(path.parent)])) as c:
+            r = await c.call_tool("growth", {"run": path.name, "conversation": "c1"})
+            assert not r.is_error
+            return "".join(getattr(p, "text", "") for p in r.content)
+
+    answer = orjson.loads(await call())
+    row = next(r for r in answer["growth"] if r["seq"] == SEQ)
+    return {
+        "split": {p: row["split"][p] for p in PARTS},
+        "input": row["split"]["input"],
+        "cost": row["cost"],
+        "cumulative": row["cumulative_cost"],
+        "cost_usd": row["cost_usd"],
+        "cumulative_usd": row["cumulative_cost_usd"],
+        "estimated": (row["cost_estimated"], row["cumulative_estimated"]),
+    }
+
+
+def _otel(path: Path) -> dict[str, Any]:
+    from cassettes.interop.otel import build_request
+    from tests.interop.test_otel import attrs, spans_of
+
+    span = next(s for s in spans_of(build_request(open_run(path))) if attrs(s).get("looptap.seq") == SEQ)
+    a = attrs(span)
+    return {
+        "split": {p: a[f"looptap.tokens.split.{p}"] for p in PARTS},
+        "input": a["gen_ai.usage.input_tokens"],
+        "cost_usd": a["looptap.cost.usd"],
+        "cumulative_usd": a["looptap.cost.cumulative_usd"],
+        "estimated": (a["looptap.cost.estimated"], a["looptap.cost.cumulative_estimated"]),
+    }
+
+
+async def test_one_turn_reads_the_same_split_and_cost_in_every_view(
+    run_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    want = _expected(run_file)
+    views = {
+        "show": _show_text(run_file, capsys),
+        "show --json": _show_json(run_file, capsys),
+        "inspector": await _inspector(run_file),
+        "html": _html(run_file, tmp_path),
+        "mcp": await _mcp(run_file),
+        "otel": _otel(run_file),
+    }
+    for name, got in views.items():
+        assert got["split"] == want["split"], name
+        assert got["input"] == want["input"], name
+        for key in ("cost", "cumulative", "cost_usd", "cumulative_usd"):
+            if key in got:
+                assert got[key] == want[key], (name, key, got[key], want[key])
+        if "estimated" in got:
+            assert got["estimated"] == (True, True), name
+    assert want["cost"].startswith("~$") and want["cumulative"].startswith("~$")
+    assert views["show"]["note"]  # what ``~`` means, under the table
+    assert views["html"]["chart_cumulative"] == want["cumulative"]
+    assert views["inspector"]["a_pane"].split()[1:5] == [want["cost"], "·", "so", "far"]
+    assert want["cumulative"] in views["inspector"]["a_pane"]
