@@ -395,21 +395,24 @@ def turn_json(turn: Turn) -> dict[str, Any]:
 #: inspector's C pane and the HTML page write it after the kind (docs/reading.md, "How a turn
 #: was linked"; the rules are cassettes/analysis/conversations.py's).
 LINK_MEANINGS: dict[str, str] = {
-    "start": "a new conversation: its first turn",
-    "extends": "its history extends the previous turn's (request + answer)",
-    "rewritten": "its history starts like the previous turn's, then was changed (trimmed, summarised, edited)",
-    "previous_response_id": "it names the previous turn's response by id (Responses API: the history is kept by the server)",
-    "header": "the client named the conversation in the X-Looptap-Conversation request header",
-    "retry": "the same request as the previous turn's, sent again after it failed",
+    "start": "a new conversation",
+    "extends": "the history of {prev}, plus new messages",
+    "rewritten": "the history of {prev}, changed (trimmed, summarised, edited)",
+    "previous_response_id": "names the response of {prev} by its id",
+    "header": "the X-Looptap-Conversation request header puts it after {prev}",
+    "retry": "the request of {prev}, sent again",
 }
 
 
 def link_text(link: str, previous_seq: int | None) -> str:
-    """``header — the client named the conversation in the X-Looptap-Conversation request header
-    (previous turn #3)``: the link kind, what it means, and the turn it links to."""
+    """``header — the X-Looptap-Conversation request header puts it after #3``: the link kind and
+    what it means, naming the turn it links to."""
     meaning = LINK_MEANINGS.get(link)
-    prev = f" (previous turn #{previous_seq})" if previous_seq is not None else ""
-    return f"{link} — {meaning}{prev}" if meaning else f"{link}{prev}"
+    if meaning is None:
+        return link
+    if previous_seq is None and "{prev}" in meaning:  # (a header naming a new conversation)
+        return f"{link} — a new conversation" + (", named by the X-Looptap-Conversation request header" if link == "header" else "")
+    return f"{link} — {meaning.format(prev=f'#{previous_seq}')}"
 
 
 #: The mark of each finding severity in text output (show, textconv).

@@ -232,3 +232,70 @@ async def test_one_turn_reads_the_same_split_and_cost_in_every_view(
     assert views["html"]["chart_cumulative"] == want["cumulative"]
     assert views["inspector"]["a_pane"].split()[1:5] == [want["cost"], "·", "so", "far"]
     assert want["cumulative"] in views["inspector"]["a_pane"]
+
+
+def test_a_transport_error_has_a_status_word_not_none(run_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A round trip that failed before an HTTP status came back (the upstream reset the connection)
+    reads ``transport-error`` where the status goes, in ``show`` and in ``textconv``; on main both
+    printed ``None``."""
+    exs = load(RECORDING)[:2]
+    exs[1].status, exs[1].reason, exs[1].response_chunks = None, None, []
+    exs[1].response_headers, exs[1].transport_error = [], "Connection reset by peer"
+    out = tmp_path / "reset.jsonl"
+    with CassetteWriter(out, meta={"source": "vcr"}) as w:
+        for ex in exs:
+            w.append(ex)
+    assert main(["show", str(out)]) == 0
+    text = capsys.readouterr().out
+    head = next(ln for ln in text.splitlines() if ln.startswith("#1 "))
+    assert "  transport-error  " in head and "None" not in head, head
+    assert "    transport error: Connection reset by peer" in text
+    assert "None" not in text.replace("finish: None", "")  # (a finish reason never came: said as sent)
+    assert main(["textconv", str(out)]) == 0
+    conv = capsys.readouterr().out
+    assert " transport-error" in next(ln for ln in conv.splitlines() if ln.startswith("#1")) and " None" not in conv
+
+
+async def test_the_c_panes_link_says_what_it_means(tmp_path: Path) -> None:
+    """A turn threaded by the ``X-Looptap-Conversation`` header (as ``looptap demo``'s agent sends
+    it) reads ``linked by header — the X-Looptap-Conversation request header puts it after #1`` in
+    the C pane and on the HTML page; on main the pane said ``link header (previous turn #1)`` and no
+    doc said what that was. docs/reading.md explains every link kind."""
+    from inspector.app import build_app
+    from inspector.widgets.turn_list import TurnList
+
+    if not RECORDING.exists():
+        pytest.skip(f"the corpus recording is not here: {RECORDING}")
+    out = tmp_path / "labelled.jsonl"
+    with CassetteWriter(out, meta={"source": "vcr"}) as w:
+        for ex in load(RECORDING)[:3]:
+            ex.request_headers = [*ex.request_headers, ("X-Looptap-Conversation", "agent-1")]
+            w.append(ex)
+    app = build_app(out)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await loaded(pilot)
+        app.query_one(TurnList).select_seq(2)
+        await until(pilot, lambda: shown(app, 2))
+        c = " ".join(plain(app.query_one("#pane-c Static", Static)).split())
+    assert "linked by header — the X-Looptap-Conversation request header puts it after #1" in c, c
+    from cassettes.views.report import report_data
+
+    assert report_data(open_run(out))["detail"]["2"]["layers"]["C"]["link_text"].startswith("header — the X-Looptap-Conversation")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "reading.md").read_text()
+    section = doc[doc.index("How a turn was linked") :]
+    for kind in ("start", "extends", "rewritten", "previous_response_id", "header", "retry"):
+        assert f"`{kind}`" in section, kind
+
+
+def test_one_cost_text() -> None:
+    """Four decimals from a tenth of a cent up, two significant digits below (a small cost never
+    reads ``$0.0000``), ``~`` for an estimated price, ``unknown`` for none."""
+    from decimal import Decimal
+
+    assert money(Decimal("0.0036")) == "$0.0036"
+    assert money(Decimal("0.0003855"), True) == "~$0.00039"
+    assert money(Decimal("0.0000123"), True) == "~$0.000012"
+    assert money(Decimal("1234.5"), True) == "~$1,234.5000"
+    assert money(Decimal(0)) == "$0.0000"
+    assert money(None) == money(None, True) == "unknown"
+    assert money(0.00004) == "$0.000040"
