@@ -299,3 +299,35 @@ def test_one_cost_text() -> None:
     assert money(Decimal(0)) == "$0.0000"
     assert money(None) == money(None, True) == "unknown"
     assert money(0.00004) == "$0.000040"
+
+
+def test_the_html_page_as_a_browser_shows_it(run_file: Path, tmp_path: Path) -> None:
+    """The same turn on the HTML page as Chromium renders it (its A pane's split and cost rows, the
+    page's summary): the text is the one the other views print (skips without Chromium)."""
+    pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    from tests.interop.test_html_browser import chromium, clean_run, open_page
+
+    exe = chromium()
+    if exe is None:
+        pytest.skip("no Chromium (apt-get install chromium, or LOOPTAP_CHROMIUM)")
+    from playwright.sync_api import sync_playwright
+
+    want = _expected(run_file)
+    page_file = tmp_path / "run.html"
+    assert main(["export", "--html", str(run_file), "-o", str(page_file), "-q"]) == 0
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = open_page(browser, page_file)
+            page.locator("#turnlist .row").nth(SEQ).click()
+            assert page.text_content("#detail h2").startswith(f"#{SEQ} · c1 turn 2")
+            a_pane = " ".join(page.text_content("#detail .layer-A").split())
+            clean_run(page)
+        finally:
+            browser.close()
+    s = want["split"]
+    assert (
+        f"input {want['input']} = system {s['system']} · tools {s['tools']} · history {s['history']}"
+        f" · results {s['tool_results']} · new {s['new']} (estimated)"
+    ) in a_pane, a_pane
+    assert f"cost{want['cost']} · cumulative {want['cumulative']}" in a_pane, a_pane
