@@ -173,14 +173,17 @@ async def _mcp(path: Path) -> dict[str, Any]:
 
     from cassettes.mcp.server import build_server
 
-    async def call() -> str:
+    async def call(tool: str, args: dict[str, Any]) -> Any:
         async with Client(build_server([str(path.parent)])) as c:
-            r = await c.call_tool("growth", {"run": path.name, "conversation": "c1"})
+            r = await c.call_tool(tool, args)
             assert not r.is_error
-            return "".join(getattr(p, "text", "") for p in r.content)
+            return orjson.loads("".join(getattr(p, "text", "") for p in r.content))
 
-    answer = orjson.loads(await call())
+    answer = await call("growth", {"run": path.name, "conversation": "c1"})
     row = next(r for r in answer["growth"] if r["seq"] == SEQ)
+    summary = await call("run_summary", {"run": path.name})
+    c1 = next(c for c in summary["recorded"]["conversations"] if c["conversation"] == "c1")
+    assert c1["cost_estimated"] is True and summary["cost_estimated"] is True  # the total's number carries its flag too
     return {
         "split": {p: row["split"][p] for p in PARTS},
         "input": row["split"]["input"],
