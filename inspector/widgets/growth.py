@@ -155,20 +155,27 @@ class GrowthView(Vertical):
             detail.update("")
             return
         b = bars[at]
+        split: list[str | tuple[str, Style]] = (
+            [f"input {b.input:,} (not split: the request was not parsed)"]
+            if b.unsplit
+            else [
+                f"input {b.input:,} = ",
+                *[
+                    piece
+                    for name, value, style in (
+                        ("system", b.system, swatch(SERIES[0][1])),
+                        ("tools", b.tools, swatch(SERIES[1][1])),
+                        ("history", b.history, swatch(SERIES[2][1])),
+                        ("results", b.tool_results, swatch(SERIES[3][1])),
+                        ("new", b.new, swatch(SERIES[4][1])),
+                    )
+                    for piece in ((f"{name} {value:,}", style), " · ")
+                ][:-1],
+            ]
+        )
         line = Text.assemble(
             (f"turn {b.turn} (#{b.seq}) ", "bold"),
-            f"input {b.input:,} = ",
-            *[
-                piece
-                for name, value, style in (
-                    ("system", b.system, swatch(SERIES[0][1])),
-                    ("tools", b.tools, swatch(SERIES[1][1])),
-                    ("history", b.history, swatch(SERIES[2][1])),
-                    ("results", b.tool_results, swatch(SERIES[3][1])),
-                    ("new", b.new, swatch(SERIES[4][1])),
-                )
-                for piece in ((f"{name} {value:,}", style), " · ")
-            ][:-1],
+            *split,
             f"  output {b.output:,}  cost {money(b.cost, b.cost_estimated)}"
             f"  cumulative {money(b.cumulative_cost, b.cumulative_estimated)}",
             (f"  [{b.source}; split by segment estimated]", "dim"),
