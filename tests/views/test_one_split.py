@@ -334,3 +334,13 @@ def test_the_html_page_as_a_browser_shows_it(run_file: Path, tmp_path: Path) -> 
         f" · results {s['tool_results']} · new {s['new']} (estimated)"
     ) in a_pane, a_pane
     assert f"cost{want['cost']} · cumulative {want['cumulative']}" in a_pane, a_pane
+
+
+def test_the_table_in_reading_md_is_what_show_prints(run_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/reading.md explains the growth table on this recording's table: it is show's, line for line."""
+    assert main(["show", str(run_file)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index(next(ln for ln in lines if ln.startswith("token growth, conversation c1 ")))
+    table = lines[start : lines.index("", start)]
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "reading.md").read_text()
+    assert "```text\n" + "\n".join(table) + "\n```" in doc
