@@ -344,3 +344,12 @@ def test_the_table_in_reading_md_is_what_show_prints(run_file: Path, capsys: pyt
     table = lines[start : lines.index("", start)]
     doc = (Path(__file__).resolve().parents[2] / "docs" / "reading.md").read_text()
     assert "```text\n" + "\n".join(table) + "\n```" in doc
+
+
+def test_the_recorders_closing_line_writes_the_run_cost_as_every_view(run_file: Path) -> None:
+    """``looptap run``'s last lines give the run's cost with the same formatting and ``~``."""
+    from proxy.cli import _summary
+
+    run = open_run(run_file)
+    line = next(ln for ln in _summary(run_file) if ln.startswith("tokens in "))
+    assert f"; cost {money(run.cost, True)} (estimated:" in line, line
