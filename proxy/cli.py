@@ -256,10 +256,12 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def _summary(path: Path, before: int = 0) -> list[str]:
     import shlex
+    from decimal import Decimal
 
     from cassettes.analysis import analyse
     from cassettes.hints import looptap_command
     from cassettes.reading.run import open_run
+    from cassettes.views.money import money
     from cassettes.views.view import count
 
     try:
@@ -275,7 +277,7 @@ def _summary(path: Path, before: int = 0) -> list[str]:
     known = [c for c in costs if c is not None]
     guessed = any(t.tokens.price_estimated for t in run.turns.values() if t.tokens.cost is not None)
     cost = (
-        ("~" if guessed else "") + f"${float(sum(known)):.4f}"
+        money(sum(known, Decimal(0)), guessed)
         + ("" if len(known) == len(costs) else " (some prices unknown)")
         + (" (estimated: list prices by model name; the host is not a known provider)" if guessed else "")
         if known

@@ -186,6 +186,8 @@ class TokenCount(_Model):
     #: The price is a guess: the host is not a provider genai-prices knows (a local server, a
     #: gateway), so the model's list price was taken by its name. Shown as ``~$…``.
     price_estimated: bool = False
+    #: ``cumulative_cost`` holds an estimated price (of this turn or an earlier one): ``~$…`` too.
+    cumulative_estimated: bool = False
 
 
 class Turn(_Model):

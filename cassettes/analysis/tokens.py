@@ -229,6 +229,8 @@ class _ConvTokens:
     #: Effective-history index of the request's first message (> 0 after ``previous_response_id``).
     base: int = 0
     cost: Decimal | None = None
+    #: A price in ``cost`` was estimated (a list price by model name).
+    estimated: bool = False
     unknown: int = 0
     input: int | None = None
     output: int | None = None
@@ -395,6 +397,7 @@ def build(ctx: TurnContext) -> TokenCount:
     if tv.output is not None:
         mem.output = (mem.output or 0) + tv.output
     tv.cumulative_cost = mem.cost
+    tv.cumulative_estimated = mem.estimated
     tv.cost_complete = None if mem.cost is None else mem.unknown == 0
     tv.cumulative_input = mem.input
     tv.cumulative_output = mem.output
@@ -442,5 +445,6 @@ def _cost(ctx: TurnContext, tv: TokenCount, usage: Usage | None, mem: _ConvToken
         mem.unknown += 1
         return
     mem.cost = (mem.cost or Decimal(0)) + tv.cost
+    mem.estimated = mem.estimated or tv.price_estimated
     if tv.source == "estimated":
         tv.price_source += " (on estimated tokens)"

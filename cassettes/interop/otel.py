@@ -21,7 +21,8 @@ the semconv asks for), ``gen_ai.conversation.id``, and — unless ``content=Fals
 strings ``gen_ai.system_instructions``, ``gen_ai.input.messages``, ``gen_ai.output.messages`` and
 ``gen_ai.tool.definitions`` with parts ``text``, ``tool_call``, ``tool_call_response`` and
 ``reasoning``. looptap's own view rides along as ``looptap.*`` attributes (the E/A/C views, token
-source and cost) and every finding as a ``looptap.finding`` span event.
+source, the input's split as ``show`` prints it — ``looptap.tokens.split.*`` — and cost with its
+``estimated`` flags) and every finding as a ``looptap.finding`` span event.
 
 The payload is OTLP/JSON (:func:`build_request`: hex ids, int64 as strings, per the OTLP
 spec); :mod:`cassettes.interop.otlp` encodes the same dict as OTLP protobuf for OTLP/HTTP.
@@ -331,12 +332,27 @@ def _turn_attributes(turn: Turn) -> dict[str, AttrValue | None]:
         "looptap.c.echoed_assistant": c.echoed_assistant,
         "looptap.c.tools_offered": list(c.tools_offered) or None,
         "looptap.tokens.source": k.source,
+        **_split_attributes(turn),
         "looptap.cost.usd": cost,
+        "looptap.cost.estimated": k.price_estimated if cost is not None else None,
         "looptap.cost.cumulative_usd": cumulative,
+        "looptap.cost.cumulative_estimated": k.cumulative_estimated if cumulative is not None else None,
         "looptap.layers.flagged": flagged or None,
         "looptap.findings.count": len(turn.findings),
         "looptap.findings.codes": [f.code for f in turn.findings] or None,
     }
+
+
+def _split_attributes(turn: Turn) -> dict[str, AttrValue | None]:
+    """``looptap.tokens.split.{system,tools,history,tool_results,new}``: the turn's input split as
+    every view shows it (:func:`cassettes.views.growth.growth_bars`; the parts add up to the input,
+    estimated from text size and scaled to it). None for a turn with nothing to split by."""
+    from cassettes.views.growth import SPLIT, growth_bars
+
+    (bar,) = growth_bars([turn])
+    if bar.unsplit:
+        return {}
+    return {f"looptap.tokens.split.{name}": getattr(bar, name) for name, _ in SPLIT}
 
 
 def _finding_event(f: Finding, t_ns: int) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from cassettes.analysis import Turn
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run
-from cassettes.views.view import SEVERITY_MARK, error_phrase
+from cassettes.views.view import SEVERITY_MARK, error_phrase, status_text
 
 __all__ = ["render"]
 
@@ -112,9 +112,9 @@ def _turn_lines(rt: RoundTrip, turn: Turn | None, ids: _Ids) -> Iterator[str]:
     op = "" if rt.operation in (None, "generate") else f" [{rt.operation}]"
     yield ""
     if rt.family == "none":
-        yield f"#{rt.seq} {rt.method} {url.netloc}{url.path} {rt.status} (not an LLM call)"
+        yield f"#{rt.seq} {rt.method} {url.netloc}{url.path} {status_text(rt.status, rt.transport_error)} (not an LLM call)"
         return
-    yield f"#{rt.seq}{where} {rt.family}{op} {model}{served} {mode} {rt.method} {url.netloc}{url.path} {rt.status}"
+    yield f"#{rt.seq}{where} {rt.family}{op} {model}{served} {mode} {rt.method} {url.netloc}{url.path} {status_text(rt.status, rt.transport_error)}"
     if req is not None:
         yield from _request_lines(req, turn, ids)
     if resp is not None:

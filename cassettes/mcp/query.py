@@ -159,7 +159,7 @@ class Runs:
 
     # -- answers ----------------------------------------------------------------------------
 
-    def _overview(self, path: Path, run: Run, ends: Iterable[tuple[bool, Decimal | None]] | None = None) -> dict[str, Any]:
+    def _overview(self, path: Path, run: Run, ends: Iterable[tuple[bool, Decimal | None, bool]] | None = None) -> dict[str, Any]:
         """The run in a few figures. ``ends``: each conversation's last turn, whether found and
         its cumulative cost, when the caller has read them (else each is read here)."""
         a = run.analysis
@@ -171,12 +171,14 @@ class Runs:
         priced = True
         if ends is None:
             lasts = (a.turns.get(c.turns[-1]) if c.turns else None for c in a.conversations)
-            ends = ((t is not None, t.tokens.cumulative_cost if t is not None else None) for t in lasts)
-        for found, cumulative in ends:
+            ends = ((t is not None, t.tokens.cumulative_cost if t is not None else None, t is not None and t.tokens.cumulative_estimated) for t in lasts)
+        estimated = False
+        for found, cumulative, guessed in ends:
             if not found or cumulative is None:
                 priced = priced and not found
                 continue
             cost += float(cumulative)
+            estimated = estimated or guessed
         return {
             "recorded_run": text(self._label(path), 300),
             "bytes": path.stat().st_size,
@@ -185,6 +187,7 @@ class Runs:
             "turns": len(a.turns),
             "findings": by,
             "cost_usd": round(cost, 6) if priced else None,
+            "cost_estimated": estimated if priced else None,
             "problems": len(run.problems),
         }
 
@@ -206,7 +209,7 @@ class Runs:
     def summary(self, run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         path, r = self.open(run)
         a = r.analysis
-        ends: list[tuple[bool, Decimal | None]] = []  # (each turn is read once: the overview takes the last ones from the rows)
+        ends: list[tuple[bool, Decimal | None, bool]] = []  # (each turn is read once: the overview takes the last ones from the rows)
         convs = [conversation_row(c, a, ends) for c in a.conversations]
         # The root causes are the answer: their messages get room (the top one whole up to 1,000
         # characters), and the conversations are paged into what is left, before any text is cut.
@@ -328,23 +331,31 @@ class Runs:
         conv = next((c for c in r.analysis.conversations if c.id == conversation), None)
         if conv is None:
             raise QueryError("no conversation of this id in this run (run_summary lists them)", conversation=conversation)
+        from cassettes.views.growth import growth_bars, split_json
+        from cassettes.views.money import money
+
         rows = []
         for s in conv.turns:
             t = r.analysis.turns.get(s)
             if t is None:
                 continue
             k = t.tokens
-            seg = k.segments.model_dump() if k.segments is not None else None
+            (bar,) = growth_bars([t])  # the split every view shows (show, the inspector, HTML, OTel)
             rows.append(
                 {
                     "turn": t.index,
                     "seq": s,
                     "input": k.input,
                     "cache_read": k.cache_read,
+                    "cache_write": k.cache_write,
                     "output": k.output,
-                    "segments": seg,
+                    "split": split_json(bar),
                     "cost_usd": float(k.cost) if k.cost is not None else None,
+                    "cost_estimated": k.price_estimated,
+                    "cost": money(k.cost, k.price_estimated),
                     "cumulative_cost_usd": float(k.cumulative_cost) if k.cumulative_cost is not None else None,
+                    "cumulative_estimated": k.cumulative_estimated,
+                    "cumulative_cost": money(k.cumulative_cost, k.cumulative_estimated),
                     "source": k.source,
                 }
             )

@@ -53,7 +53,7 @@ def message_part(m: Message, chars: int) -> dict[str, Any]:
     return {"role": m.role, "parts": parts}
 
 
-def conversation_row(c: Conversation, a: RunAnalysis, ends: list[tuple[bool, Decimal | None]] | None = None) -> dict[str, Any]:
+def conversation_row(c: Conversation, a: RunAnalysis, ends: list[tuple[bool, Decimal | None, bool]] | None = None) -> dict[str, Any]:
     """One conversation of ``run_summary``: its size, cost so far and findings by code. Each turn
     is read once (a streamed run restores it from disk); ``ends``, when given, gets whether the
     conversation's last turn was found and its cumulative cost (the run's overview adds them up)."""
@@ -64,7 +64,7 @@ def conversation_row(c: Conversation, a: RunAnalysis, ends: list[tuple[bool, Dec
         for f in t.findings if t is not None else []:
             codes[f.code] = codes.get(f.code, 0) + 1
     if ends is not None:
-        ends.append((last is not None, last.tokens.cumulative_cost if last is not None else None))
+        ends.append((last is not None, last.tokens.cumulative_cost if last is not None else None, last is not None and last.tokens.cumulative_estimated))
     return {
         "conversation": c.id,
         "family": c.family,
@@ -74,6 +74,7 @@ def conversation_row(c: Conversation, a: RunAnalysis, ends: list[tuple[bool, Dec
         "branch": text(c.branch, 40),
         "cumulative_input_tokens": last.tokens.cumulative_input if last else None,
         "cost_usd": float(last.tokens.cumulative_cost) if last and last.tokens.cumulative_cost is not None else None,
+        "cost_estimated": last.tokens.cumulative_estimated if last and last.tokens.cumulative_cost is not None else None,
         "finding_codes": codes,
         "recorded_title": text(c.label or c.title, 120),
     }
@@ -137,7 +138,8 @@ def _said(t: Turn, chars: int) -> dict[str, Any]:
         "model_requested": text(api.model_requested, 100),
         "model_served": text(api.model_served, 100),
         "error": safe_json(api.error.model_dump(mode="json", exclude={"raw"}), chars) if api.error else None,
-        "tokens": {"input": t.tokens.input, "cache_read": t.tokens.cache_read, "output": t.tokens.output, "cost_usd": float(t.tokens.cost) if t.tokens.cost is not None else None},
+        "tokens": {"input": t.tokens.input, "cache_read": t.tokens.cache_read, "output": t.tokens.output, "cost_usd": float(t.tokens.cost) if t.tokens.cost is not None else None,
+                   "cost_estimated": t.tokens.price_estimated if t.tokens.cost is not None else None},
     }
 
 

@@ -123,8 +123,9 @@ def build_server(roots: list[str]) -> Any:
     @tool
     def growth(run: str, conversation: str, offset: int = 0, limit: int = 50, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Token-cost growth of one conversation, turn by turn: input tokens (split into system, tools,
-        user, assistant, tool results and new), cached, output, cost and cumulative cost. Shows which part
-        of the history makes a long agent loop expensive."""
+        history, tool results and new, which add up to the input: the split `looptap show` prints),
+        cached, output, cost and cumulative cost (`~` and `*_estimated`: an estimated price). Shows
+        which part of the history makes a long agent loop expensive."""
         return runs.growth(run, conversation, offset, limit, max_bytes)
 
     @tool

@@ -417,7 +417,10 @@ class Run:
         if self.cost is None:
             raise AssertionError("the run's cost is unknown (no price for its model): cannot check it against a limit")
         if self.cost > limit:
-            raise AssertionError(f"the run cost ${self.cost:.6f}, more than ${limit}")
+            from cassettes.views.money import money
+
+            guessed = any(t.tokens.price_estimated for t in self.turns if t.tokens.cost is not None)
+            raise AssertionError(f"the run cost {money(self.cost, guessed)}, more than ${limit}")
 
     def __repr__(self) -> str:
         return f"Run({len(self)} round trips, {len(self.turns)} turns, {self.total_tokens} tokens)"

@@ -48,6 +48,7 @@ import orjson
 from cassettes.errors import CassetteError
 from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
 from cassettes.replay.cursor import with_model
+from cassettes.views.money import money
 from cassettes.wire.exchange import Exchange, Headers
 
 __all__ = [
@@ -196,6 +197,8 @@ class TurnComparison:
     recorded_cost: Decimal | None = None
     #: The estimate of one sample: the candidate's price applied to the recorded usage.
     estimate: Decimal | None = None
+    #: ``recorded_cost`` is an estimated price (the recorded host is no provider looptap knows: ``~``).
+    recorded_estimated: bool = False
 
     @property
     def answers(self) -> list[Sample]:
@@ -318,6 +321,7 @@ class Comparison:
             "agreement": round(agree / len(pairs), 4) if pairs else None,
             "cost_ratio": round(float(cand / rec), 4) if measured and rec > 0 else None, "cost_basis": how if measured else None,
             "cost_candidate": _money(cand) if measured else None, "cost_recorded": _money(rec) if measured else None,
+            "cost_recorded_estimated": any(t.recorded_estimated for t in measured),
             "latency_ratio": round(lat_c / lat_r, 4) if timed and lat_r > 0 else None,
             "e_differences": len(pairs) - agree, "schema_violations": tally["schema_checked"] - tally["schema_valid"],
             "a_differences": finish + errors, "finish_differences": finish, "errors": errors,
@@ -334,7 +338,7 @@ class Comparison:
             return line + (f" ({v['errors']} errors)" if v["errors"] else "")
         line = f"verdict: {who} agrees with the recording in {v['agree']}/{v['answers']} answers ({v['agreement']:.0%}) over {v['turns']} turns"
         if v["cost_ratio"] is not None:
-            line += f"; cost ×{v['cost_ratio']:.2f} the recorded (${v['cost_candidate']} against ${v['cost_recorded']} for one answer to each turn, {v['cost_basis']})"
+            line += f"; cost ×{v['cost_ratio']:.2f} the recorded ({money(Decimal(v['cost_candidate']))} against {money(Decimal(v['cost_recorded']), v['cost_recorded_estimated'])} for one answer to each turn, {v['cost_basis']})"
         else:
             line += "; cost ratio unknown (no price)"
         line += f"; latency ×{v['latency_ratio']:.2f}" if v["latency_ratio"] is not None else "; latency ratio unknown"
@@ -430,7 +434,7 @@ def _api_line(t: TurnComparison) -> str:
         if t.recorded_latency is not None:
             line += f" (recorded {t.recorded_latency:.2f} s)"
     if t.measured_cost is not None or t.recorded_cost is not None:
-        line += f"; cost ${_money(t.measured_cost) or '?'} an answer (recorded ${_money(t.recorded_cost) or '?'})"
+        line += f"; cost {money(t.measured_cost) if t.measured_cost is not None else '?'} an answer (recorded {money(t.recorded_cost, t.recorded_estimated) if t.recorded_cost is not None else '?'})"
     return line
 
 
@@ -513,6 +517,8 @@ class Planned:
     turn: int | None
     #: The recorded turn's cost at the recorded model's own price (the analysis' figure).
     cost: Decimal | None
+    #: ``cost`` is an estimated price (a list price by the model's name: ``~``).
+    cost_estimated: bool = False
     #: The recorded usage as genai-prices keys: what the candidate is priced on.
     usage: dict[str, int] | None = None
     #: ``usage`` was estimated by looptap (the call reported none), not reported.
@@ -551,7 +557,7 @@ def plan_requests(run: Any) -> list[Planned]:
             continue
         rt = parse_exchange(ex)
         adapter = providers.by_family(rt.family)
-        p = Planned(ex, seq, t.conversation, t.index, t.tokens.cost, family=rt.family,
+        p = Planned(ex, seq, t.conversation, t.index, t.tokens.cost, t.tokens.price_estimated, family=rt.family,
                     model=(rt.request.model if rt.request is not None else None) or (rt.response.model if rt.response is not None else None),
                     price_context=adapter.price_context(rt.response) if adapter is not None else {})
         if ex.transport_error:
@@ -658,7 +664,7 @@ def check_budget(planned: list[Planned], samples: int, max_requests: int | None,
     cost = sum((p.estimate for p in known if p.estimate is not None), Decimal(0)) * samples
     who = model or "the recorded model"
     notes = Counter(p.price_note for p in known).most_common(2)
-    line = f"{n} requests ({len(planned)} turns × {samples} samples); estimated cost ${_money(cost)} at {who}'s own price on the recorded usage"
+    line = f"{n} requests ({len(planned)} turns × {samples} samples); estimated cost {money(cost)} at {who}'s own price on the recorded usage"
     if notes:
         line += f" ({'; '.join(note for note, _ in notes)})"
     if any(p.usage_estimated for p in known):
@@ -666,7 +672,7 @@ def check_budget(planned: list[Planned], samples: int, max_requests: int | None,
     rec = [p.cost for p in known if p.cost is not None]
     if rec and sum(rec, Decimal(0)) > 0:
         recorded = sum(rec, Decimal(0)) * samples
-        line += f"; the recording cost ${_money(recorded)} for as many (×{float(sum((p.estimate or Decimal(0) for p in known if p.cost is not None), Decimal(0)) * samples / recorded):.2f})"
+        line += f"; the recording cost {money(recorded, any(p.cost_estimated for p in known if p.cost is not None))} for as many (×{float(sum((p.estimate or Decimal(0) for p in known if p.cost is not None), Decimal(0)) * samples / recorded):.2f})"
     lines = [line]
     if unknown:
         why = Counter(p.price_note for p in unknown).most_common(1)[0][0]
@@ -678,7 +684,7 @@ def check_budget(planned: list[Planned], samples: int, max_requests: int | None,
             raise BudgetError(f"the candidate's price is unknown for {len(unknown)} turns, so --max-cost {max_cost} cannot be kept: nothing sent"
                               " (--allow-unknown-price sends anyway; --max-cost then bounds the turns with a price)", lines)
         if cost > max_cost:
-            raise BudgetError(f"estimated ${_money(cost)} at {who}'s price, over --max-cost {max_cost}: nothing sent", lines)
+            raise BudgetError(f"estimated {money(cost)} at {who}'s price, over --max-cost {max_cost}: nothing sent", lines)
     return lines
 
 
@@ -789,7 +795,7 @@ def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, 
                 result.stopped = f"seq {p.seq}: no upstream serves this API (give one with --upstream NAME=URL)"
                 return
             tools = _offered(p.ex)
-            tc = TurnComparison(p.seq, p.conversation, p.turn, _sample(p.ex, _recorded_latency(p.ex), tools), recorded_cost=p.cost, estimate=p.estimate)
+            tc = TurnComparison(p.seq, p.conversation, p.turn, _sample(p.ex, _recorded_latency(p.ex), tools), recorded_cost=p.cost, estimate=p.estimate, recorded_estimated=p.cost_estimated)
             for k in range(samples):
                 try:
                     ex, latency = await _send(base, p, model, headers)

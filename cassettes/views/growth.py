@@ -7,6 +7,13 @@ categories it came from, in proportion to the estimated size of the appended mes
 (the segments are estimates scaled to the reported input; so is this split). System prompt and
 tool schemas are their own parts on every turn, the first one included. Bars stack:
 ``system + tools + history + tool_results + new == input``, then ``output`` on top.
+
+This is **the** token split of a turn: every view that shows one reads it from here — ``show``'s
+growth table and ``show --json`` (``tokens.split``), the inspector's Growth tab, the HTML page's
+chart, the MCP ``growth`` tool and the OTel export (``looptap.tokens.split.*``). The raw
+:class:`~cassettes.analysis.model.Segments` (``user`` and ``assistant`` apart, ``new`` overlapping
+them) are the analysis' working figures and are not shown (issue 43: ``show`` printed them while
+the inspector drew this split, and the two disagreed on the same turn).
 """
 
 from __future__ import annotations
@@ -19,7 +26,16 @@ from cassettes.analysis.model import Turn
 from cassettes.analysis.tokens import apportion, estimate_text
 from cassettes.models import Message
 
-__all__ = ["GrowthBar", "growth_bars"]
+__all__ = ["SPLIT", "GrowthBar", "growth_bars", "split_json"]
+
+#: The split's parts in order: (field and JSON key, column heading in text).
+SPLIT: tuple[tuple[str, str], ...] = (
+    ("system", "system"),
+    ("tools", "tools"),
+    ("history", "history"),
+    ("tool_results", "results"),
+    ("new", "new"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +55,14 @@ class GrowthBar:
     cumulative_cost: Decimal | None
     #: ``reported`` / ``estimated`` / ``missing`` (the turn's token source).
     source: str
+    #: The turn's own cost (``None``: unknown).
+    cost: Decimal | None = None
+    #: ``cost`` is an estimated price (``~``).
+    cost_estimated: bool = False
+    #: ``cumulative_cost`` holds an estimated price (``~``).
+    cumulative_estimated: bool = False
+    #: No split known (a turn whose request was not parsed): ``new`` is the whole input.
+    unsplit: bool = False
 
     @property
     def input(self) -> int:
@@ -68,9 +92,10 @@ def growth_bars(turns: Iterable[Turn]) -> list[GrowthBar]:
         k = t.tokens
         seg = k.segments
         output = k.output or 0
+        money = (k.cost, k.price_estimated, k.cumulative_estimated)
         if seg is None:
             out.append(
-                GrowthBar(t.seq, t.index, 0, 0, 0, 0, k.input or 0, output, k.cumulative_cost, k.source)
+                GrowthBar(t.seq, t.index, 0, 0, 0, 0, k.input or 0, output, k.cumulative_cost, k.source, *money, True)
             )
             continue
         talk = seg.user + seg.assistant
@@ -89,7 +114,19 @@ def growth_bars(turns: Iterable[Turn]) -> list[GrowthBar]:
             history, results = talk - new_talk, seg.tool_results - new_results
         out.append(
             GrowthBar(
-                t.seq, t.index, system, tools, history, results, new, output, k.cumulative_cost, k.source
+                t.seq, t.index, system, tools, history, results, new, output, k.cumulative_cost, k.source, *money
             )
         )
+    return out
+
+
+def split_json(bar: GrowthBar) -> dict[str, int | bool]:
+    """The split as JSON outputs carry it (``show --json``'s ``tokens.split``, the MCP ``growth``
+    tool): the five parts, their sum ``input``, and ``estimated`` — always true: the parts are
+    estimated from text size and scaled to the reported input (``unsplit``: nothing to split by)."""
+    out: dict[str, int | bool] = {name: getattr(bar, name) for name, _ in SPLIT}
+    out["input"] = bar.input
+    out["estimated"] = True
+    if bar.unsplit:
+        out["unsplit"] = True
     return out

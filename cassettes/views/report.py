@@ -30,6 +30,9 @@ from cassettes.analysis import Finding, Turn
 from cassettes.analysis.dispatch.roots import ordered_findings
 from cassettes.models import Message, Part
 from cassettes.untrusted import clean
+from cassettes.views.growth import growth_bars, split_json
+from cassettes.views.money import money
+from cassettes.views.view import link_text
 
 __all__ = ["PART_LIMIT", "SCHEMA", "report_data"]
 
@@ -147,10 +150,16 @@ def _layers(t: Turn) -> dict[str, Any]:
                 "cost": _money(k.cost),
                 "cumulative_cost": _money(k.cumulative_cost),
                 "price_estimated": k.price_estimated,
+                "cumulative_estimated": k.cumulative_estimated,
+                # The page writes what these say (cassettes.views.money, as every view).
+                "cost_text": money(k.cost, k.price_estimated),
+                "cumulative_cost_text": money(k.cumulative_cost, k.cumulative_estimated),
+                "split": split_json(growth_bars([t])[0]),
             },
         },
         "C": {
             "link": c.link,
+            "link_text": link_text(c.link, t.previous_seq),
             "kept": c.kept,
             "rewritten": c.rewritten,
             "appended_from": c.appended_from,
@@ -254,11 +263,10 @@ def _detail(rt: Any, t: Turn, history: list[Any], pinned: bool) -> dict[str, Any
 
 def _bar(t: Turn) -> list[Any]:
     """The turn's bar of its conversation's growth chart, as the page reads it."""
-    from cassettes.views.growth import growth_bars
-
     (b,) = growth_bars([t])  # (a bar is the turn's own: growth_bars reads no other turn)
     return [b.seq, b.turn, b.system, b.tools, b.history, b.tool_results, b.new, b.output,
-            None if b.cumulative_cost is None else float(b.cumulative_cost), b.source]  # fmt: skip
+            None if b.cumulative_cost is None else float(b.cumulative_cost), b.source,
+            money(b.cumulative_cost, b.cumulative_estimated)]  # fmt: skip
 
 
 def _conversations(analysis: Any, bars: dict[int, list[Any]]) -> tuple[list[dict[str, Any]], dict[str, list[list[Any]]]]:
@@ -295,6 +303,7 @@ def report_data(run: Any) -> dict[str, Any]:
     bars: dict[int, list[Any]] = {}
     cost: Decimal | None = None
     cost_complete = True
+    estimated = False
     for rt in run.roundtrips:
         seq = rt.seq
         if seq is None or seq not in turns_by_seq:
@@ -306,6 +315,7 @@ def report_data(run: Any) -> dict[str, Any]:
                 answered.setdefault((t.conversation, p.call_id), seq)
         if t.tokens.cost is not None:
             cost = (cost or Decimal(0)) + t.tokens.cost
+            estimated = estimated or t.tokens.price_estimated
         else:
             cost_complete = False
         rows.append(_row(t))
@@ -332,6 +342,8 @@ def report_data(run: Any) -> dict[str, Any]:
             "input": sum(r["in"] or 0 for r in rows),
             "output": sum(r["out"] or 0 for r in rows),
             "cost": _money(cost),
+            "cost_estimated": estimated,
+            "cost_text": money(cost, estimated),
             "cost_complete": cost_complete,
             "findings": counts,
         },

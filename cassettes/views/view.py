@@ -11,8 +11,9 @@ from typing import Any
 
 from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis, Turn
 from cassettes.errors import problem_lines
+from cassettes.views.money import ESTIMATED_NOTE, money
 
-__all__ = ["SEVERITY_MARK", "GrowthRows", "analysis_lines", "count", "edit_text", "edited_messages", "edits_json", "error_phrase", "finding_json", "mcp_link_json", "summary_lines", "turn_json"]
+__all__ = ["LINK_MEANINGS", "SEVERITY_MARK", "GrowthRows", "analysis_lines", "count", "edit_text", "edited_messages", "edits_json", "error_phrase", "finding_json", "link_text", "mcp_link_json", "status_text", "summary_lines", "turn_json"]
 
 def count(n: int, noun: str) -> str:
     """``1 turn``, ``2 turns``."""
@@ -82,7 +83,7 @@ def _mcp_lines(v: dict[str, Any], calls: Mapping[str, str]) -> list[str]:
     """An MCP tool server's round trip: the method, and for tools/call the tool, its arguments,
     the model's call it ran (by the tool-use id the client sent) and what came back."""
     m = v.get("mcp") or {}
-    head = f"#{v['seq']}  mcp {m.get('method', '?')}  {v['status']}  {v['method']} {v['host']}{v['path']}"
+    head = f"#{v['seq']}  mcp {m.get('method', '?')}  {status_text(v['status'], v.get('transport_error'))}  {v['method']} {v['host']}{v['path']}"
     out = ["", head]
     if m.get("method") == "tools/call":
         import orjson
@@ -127,7 +128,7 @@ def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) 
     if v["family"] == "mcp":
         return _mcp_lines(v, calls or {})
     if v["family"] == "none":
-        return ["", f"#{v['seq']}  {v['method']} {v['host']}{v['path']}  → {v['status']}  (not an LLM call)"]
+        return ["", f"#{v['seq']}  {v['method']} {v['host']}{v['path']}  → {status_text(v['status'], v.get('transport_error'))}  (not an LLM call)"]
     c = (v.get("layers") or {}).get("C") or {}
     return [
         "",
@@ -141,6 +142,15 @@ def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) 
     ]
 
 
+def status_text(status: int | None, transport_error: str | None) -> str:
+    """The round trip's HTTP status as ``show`` writes it: the number, else what stands in its
+    place — ``transport-error`` (the connection failed before a status came back: the
+    ``transport error:`` line under it says how) or ``-`` (no response recorded) — never ``None``."""
+    if status is not None:
+        return str(status)
+    return "transport-error" if transport_error else "-"
+
+
 def _head_line(v: dict[str, Any]) -> str:
     model = v["model_served"] or v["model_requested"] or "?"
     mode = "stream" if v["stream"] else "json"
@@ -148,7 +158,7 @@ def _head_line(v: dict[str, Any]) -> str:
         mode = f"websocket {mode}"
     op = "" if v["operation"] in (None, "generate") else f" [{v['operation']}]"
     where = f"  {v['conversation']}/turn {v['turn']}" if v.get("conversation") else ""
-    return f"#{v['seq']}{where}  {v['family']}{op}  {model}  {v['status']}  {mode}  {v['method']} {v['host']}{v['path']}"
+    return f"#{v['seq']}{where}  {v['family']}{op}  {model}  {status_text(v['status'], v.get('transport_error'))}  {mode}  {v['method']} {v['host']}{v['path']}"
 
 
 def _finish_lines(v: dict[str, Any]) -> list[str]:
@@ -277,7 +287,7 @@ def _answer_lines(v: dict[str, Any]) -> list[str]:
 
 def error_phrase(status: int | None, in_stream: bool, type_: str | None, message: str) -> str:
     """``error (in stream): type message`` / ``error (HTTP 429): …`` (show and textconv)."""
-    where = "in stream" if in_stream else f"HTTP {status}"
+    where = "in stream" if in_stream else (f"HTTP {status}" if status is not None else "no HTTP status")
     return f"error ({where}): {type_ or ''} {message}"
 
 
@@ -352,6 +362,16 @@ def mcp_link_json(call: McpCall) -> dict[str, Any]:
     }
 
 
+def _tokens_json(turn: Turn) -> dict[str, Any]:
+    """The turn's token accounting with its split as every view shows it (``split``, from
+    :func:`~cassettes.views.growth.growth_bars`); the analysis' overlapping working segments are
+    left out (they read as another split of the same input)."""
+    from cassettes.views.growth import growth_bars, split_json
+
+    (bar,) = growth_bars([turn])
+    return turn.tokens.model_dump(mode="json", exclude={"segments"}) | {"split": split_json(bar)}
+
+
 def turn_json(turn: Turn) -> dict[str, Any]:
     """The analysis additions to a round trip's JSON object (schema looptap.roundtrip/1)."""
     c = turn.c
@@ -366,17 +386,37 @@ def turn_json(turn: Turn) -> dict[str, Any]:
             "C": c.model_dump(mode="json", exclude={"appended", "params"})
             | {"appended": [_message_json(m) for m in c.appended]},
         },
-        "tokens": turn.tokens.model_dump(mode="json"),
+        "tokens": _tokens_json(turn),
         "findings": [finding_json(f) for f in turn.findings],
     }
 
 
+#: What each way a turn was threaded into its conversation (``Dispatch.link``) means, as the
+#: inspector's C pane and the HTML page write it after the kind (docs/reading.md, "How a turn
+#: was linked"; the rules are cassettes/analysis/conversations.py's).
+LINK_MEANINGS: dict[str, str] = {
+    "start": "a new conversation",
+    "extends": "the history of {prev}, plus new messages",
+    "rewritten": "the history of {prev}, changed (trimmed, summarised, edited)",
+    "previous_response_id": "names the response of {prev} by its id",
+    "header": "the X-Looptap-Conversation request header puts it after {prev}",
+    "retry": "the request of {prev}, sent again",
+}
+
+
+def link_text(link: str, previous_seq: int | None) -> str:
+    """``header — the X-Looptap-Conversation request header puts it after #3``: the link kind and
+    what it means, naming the turn it links to."""
+    meaning = LINK_MEANINGS.get(link)
+    if meaning is None:
+        return link
+    if previous_seq is None and "{prev}" in meaning:  # (a header naming a new conversation)
+        return f"{link} — a new conversation" + (", named by the X-Looptap-Conversation request header" if link == "header" else "")
+    return f"{link} — {meaning.format(prev=f'#{previous_seq}')}"
+
+
 #: The mark of each finding severity in text output (show, textconv).
 SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "·"}
-
-
-def _money(v: Any) -> str:
-    return "unknown" if v is None else f"${float(v):.4f}"
 
 
 #: Each finding layer's heading in text output, in the order they are shown.
@@ -429,7 +469,7 @@ class GrowthRows:
         self._rows: spill.SpillMap[int, tuple[str, bool]] = spill.SpillMap(self._spill, keep=spill.KEEP)
 
     def note(self, turn: Turn) -> None:
-        self._rows[turn.seq] = (_growth_row(turn), turn.tokens.price_estimated)
+        self._rows[turn.seq] = (_growth_row(turn), _estimated(turn))
         self._rows.trim()
 
     def get(self, seq: int) -> tuple[str, bool] | None:
@@ -457,37 +497,44 @@ def _growth_lines(analysis: RunAnalysis, conv: Conversation, rows: GrowthRows | 
     yield f"token growth, conversation {conv.id}{title} ({conv.family}, {count(len(conv.turns), 'turn')}{branch})"
     yield (
         f"  {'turn':>4} {'#':>4} {'input':>8} {'cached':>7} {'written':>7} {'output':>6} {'reason':>6}  "
-        f"{'system':>6} {'tools':>6} {'user':>6} {'history':>7} {'results':>7} {'new':>6}  {'cost':>9} {'cumulative':>10}  source"
+        f"{'system':>6} {'tools':>6} {'history':>7} {'results':>7} {'new':>6}  {'cost':>10} {'cumulative':>11}  source"
     )
     estimated = False
     for s in conv.turns:
         row = rows.get(s) if rows is not None else None
         if row is None:
             t = analysis.turns[s]
-            row = (_growth_row(t), t.tokens.price_estimated)
+            row = (_growth_row(t), _estimated(t))
         yield row[0]
         estimated = estimated or row[1]
-    yield "  (input split by segment: estimated from text size, scaled to the reported input)"
+    yield "  (system + tools + history + results + new = input: estimated from text size, scaled to the reported input; docs/reading.md)"
     if estimated:
-        yield "  (~: estimated cost, the list price of the model by its name; the host is not a provider looptap knows)"
+        yield f"  ({ESTIMATED_NOTE})"
+
+
+def _estimated(t: Turn) -> bool:
+    """The turn's row shows an estimated price (its own, or one in the cumulative)."""
+    return t.tokens.price_estimated or t.tokens.cumulative_estimated
 
 
 def _growth_row(t: Turn) -> str:
-    """One turn's row of the growth table (``-``: a count the response did not report)."""
+    """One turn's row of the growth table (``-``: a count the response did not report); the split
+    is :func:`~cassettes.views.growth.growth_bars`', as every other view's."""
+    from cassettes.views.growth import growth_bars
+
     k = t.tokens
-    seg = k.segments
+    (bar,) = growth_bars([t])
 
     def n(v: int | None) -> str:
         return "-" if v is None else str(v)
 
     split = (
-        f"{seg.system:>6} {seg.tools:>6} {seg.user:>6} {seg.assistant:>7} {seg.tool_results:>7} {seg.new:>6}"
-        if seg is not None
-        else f"{'':>6} {'':>6} {'':>6} {'':>7} {'':>7} {'':>6}"
+        f"{'':>6} {'':>6} {'':>7} {'':>7} {'':>6}"
+        if bar.unsplit
+        else f"{bar.system:>6} {bar.tools:>6} {bar.history:>7} {bar.tool_results:>7} {bar.new:>6}"
     )
     return (
         f"  {t.index:>4} {t.seq:>4} {n(k.input):>8} {n(k.cache_read):>7} {n(k.cache_write):>7} {n(k.output):>6} "
-        f"{n(k.reasoning):>6}  {split}  {('~' if k.price_estimated else '') + _money(k.cost):>9} {_money(k.cumulative_cost):>10}  {k.source}"
+        f"{n(k.reasoning):>6}  {split}  {money(bar.cost, bar.cost_estimated):>10} "
+        f"{money(bar.cumulative_cost, bar.cumulative_estimated):>11}  {k.source}"
     )
-
-

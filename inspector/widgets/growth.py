@@ -14,6 +14,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from cassettes.views.growth import GrowthBar
+from cassettes.views.money import money
 
 __all__ = ["GrowthChart", "GrowthView"]
 
@@ -154,22 +155,29 @@ class GrowthView(Vertical):
             detail.update("")
             return
         b = bars[at]
-        cost = "unknown" if b.cumulative_cost is None else f"${b.cumulative_cost:.4f}"
+        split: list[str | tuple[str, Style]] = (
+            [f"input {b.input:,} (not split: the request was not parsed)"]
+            if b.unsplit
+            else [
+                f"input {b.input:,} = ",
+                *[
+                    piece
+                    for name, value, style in (
+                        ("system", b.system, swatch(SERIES[0][1])),
+                        ("tools", b.tools, swatch(SERIES[1][1])),
+                        ("history", b.history, swatch(SERIES[2][1])),
+                        ("results", b.tool_results, swatch(SERIES[3][1])),
+                        ("new", b.new, swatch(SERIES[4][1])),
+                    )
+                    for piece in ((f"{name} {value:,}", style), " · ")
+                ][:-1],
+            ]
+        )
         line = Text.assemble(
             (f"turn {b.turn} (#{b.seq}) ", "bold"),
-            f"input {b.input:,} = ",
-            *[
-                piece
-                for name, value, style in (
-                    ("system", b.system, swatch(SERIES[0][1])),
-                    ("tools", b.tools, swatch(SERIES[1][1])),
-                    ("history", b.history, swatch(SERIES[2][1])),
-                    ("results", b.tool_results, swatch(SERIES[3][1])),
-                    ("new", b.new, swatch(SERIES[4][1])),
-                )
-                for piece in ((f"{name} {value:,}", style), " · ")
-            ][:-1],
-            f"  output {b.output:,}  cumulative {cost}",
+            *split,
+            f"  output {b.output:,}  cost {money(b.cost, b.cost_estimated)}"
+            f"  cumulative {money(b.cumulative_cost, b.cumulative_estimated)}",
             (f"  [{b.source}; split by segment estimated]", "dim"),
         )
         detail.update(line)

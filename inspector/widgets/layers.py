@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
@@ -18,7 +17,8 @@ from textual.widgets import Static
 from cassettes.analysis.model import Finding, Layer, McpCall, Turn
 from cassettes.models import ToolResult
 from cassettes.untrusted import clean, clean_line
-from cassettes.views.view import count
+from cassettes.views.money import money
+from cassettes.views.view import count, link_text
 from inspector.safe import wire, wire_line
 from inspector.widgets.badges import SEVERITY_MARK, severity_style, worst
 from inspector.widgets.messages import part_text
@@ -63,9 +63,6 @@ def _kv(rows: list[tuple[str, str | Text]]) -> Table:
 def _secs(v: float | None) -> str:
     return "-" if v is None else f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
 
-
-def _money(v: Decimal | None) -> str:
-    return "unknown" if v is None else f"${v:.4f}"
 
 
 def _n(v: int | None) -> str:
@@ -263,9 +260,9 @@ class ApiPane(LayerPane):
             ("output", f"{_n(k.output)} (reasoning {_n(k.reasoning)})  [{k.source}]"),
             (
                 "cost",
-                f"{'~' if k.price_estimated else ''}{_money(k.cost)} · so far {_money(k.cumulative_cost)}"
+                f"{money(k.cost, k.price_estimated)} · so far {money(k.cumulative_cost, k.cumulative_estimated)}"
                 f"{'' if k.cost_complete in (None, True) else ' (lower bound)'}"
-                f"{' (estimated: list price by model name)' if k.price_estimated else ''}",
+                f"{' (~: estimated, list price by model name)' if k.price_estimated or k.cumulative_estimated else ''}",
             ),
             ("latency", f"total {_secs(a.duration)} · headers {_secs(a.ttfb)} · first token {_secs(a.ttft)}"),
         ]
@@ -329,10 +326,7 @@ class DispatchPane(LayerPane):
         out: list[RenderableType] = _findings(turn.findings, "C")
         echoed = {None: "-", True: "yes", False: "NO"}[c.echoed_assistant]
         rows: list[tuple[str, str | Text]] = [
-            (
-                "link",
-                c.link + (f" (previous turn #{turn.previous_seq})" if turn.previous_seq is not None else ""),
-            ),
+            ("linked by", link_text(c.link, turn.previous_seq)),
             ("kept", count(c.kept, "message")),
             ("rewritten", Text(count(c.rewritten, "message"), style="bold yellow" if c.rewritten else "")),
             ("appended", f"{count(len(c.appended), 'message')} from [{c.appended_from}]"),

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
+from cassettes.views.money import money
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import SYSTEM, chat_exchange, chat_response, write
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -257,12 +258,12 @@ def test_the_candidate_is_priced_at_its_own_price(tmp_path: Path, weather: Scrip
         rc = main(["compare", str(run), "--model", DEAR, "--upstream", f"openai={fake.url}", "--samples", str(k), "--max-cost", str(limit)])
         err = capsys.readouterr().err
         assert rc == 2 and fake.log == []
-        assert f"estimated ${dear * turns * k:.4f} at {DEAR}'s price, over --max-cost {limit}: nothing sent" in err
-        assert f"the recording cost ${cheap * turns * k:.6f} for as many (×5.00)" in err
+        assert f"estimated {money(dear * turns * k)} at {DEAR}'s price, over --max-cost {limit}: nothing sent" in err
+        assert f"the recording cost {money(cheap * turns * k)} for as many (×5.00)" in err
         rc = main(["compare", str(run), "--model", CHEAP, "--upstream", f"openai={fake.url}", "--samples", str(k), "--max-cost", str(limit), "--json"])
         captured = capsys.readouterr()
         assert rc == 0 and len(fake.log) == turns * k
-    assert f"estimated cost ${cheap * turns * k:.6f} at {CHEAP}'s own price" in captured.err
+    assert f"estimated cost {money(cheap * turns * k)} at {CHEAP}'s own price" in captured.err
     doc = orjson.loads(captured.out)
     assert {t["cost"]["recorded"] for t in doc["turns"]} == {f"{cheap:.6f}"}  # the recorded model at its own price
     assert {t["cost"]["estimate"] for t in doc["turns"]} == {f"{cheap:.6f}"}
@@ -423,7 +424,7 @@ def test_recorded_error_turns_are_skipped_listed_and_priced(tmp_path: Path, weat
         captured = capsys.readouterr()
         assert len(fake.log) == 6  # 3 answered turns × 2
         assert "skipped: seq 1 (recorded 429), seq 3 (recorded 500)" in captured.err
-        assert f"6 requests (3 turns × 2 samples); estimated cost ${_list_price(CHEAP) * 6:.6f}" in captured.err
+        assert f"6 requests (3 turns × 2 samples); estimated cost {money(_list_price(CHEAP) * 6)}" in captured.err
         assert "skipped: seq 1 (recorded 429), seq 3 (recorded 500)" in captured.out
         assert "agrees with the recording 0%" not in captured.out and captured.out.count("agrees with the recording 100%") == 3
         assert main(["compare", str(run), "--upstream", f"openai={fake.url}", "--samples", "2", "--max-cost", "1", "--include-errors", "--json"]) == 0
@@ -613,8 +614,8 @@ def test_haiku_sonnet_and_opus_are_each_estimated_at_their_own_price(tmp_path: P
     assert main(["compare", str(run), "--model", candidate, "--upstream", "anthropic=http://127.0.0.1:9", "--samples", "3", "--dry-run"]) == 0
     err = capsys.readouterr().err
     assert own * 6 >= Decimal("0.01")  # shown with 4 decimals
-    assert f"6 requests (2 turns × 3 samples); estimated cost ${own * 6:.4f} at {candidate}'s own price" in err
-    assert f"the recording cost ${recorded * 6:.4f} for as many (×{float(own / recorded):.2f})" in err
+    assert f"6 requests (2 turns × 3 samples); estimated cost {money(own * 6)} at {candidate}'s own price" in err
+    assert f"the recording cost {money(recorded * 6)} for as many (×{float(own / recorded):.2f})" in err
     if "opus" in candidate:
         assert own == 5 * recorded
 

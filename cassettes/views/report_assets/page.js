@@ -18,7 +18,6 @@
   }
   function add(parent, ...kids) { for (const k of kids) if (k) parent.appendChild(k); return parent; }
   function num(v) { return v === null || v === undefined ? "-" : Number(v).toLocaleString("en-US"); }
-  function money(v) { return v === null || v === undefined ? "unknown" : "$" + Number(v).toFixed(4); }
 
   async function load() {
     const raw = document.getElementById("looptap-data").textContent;
@@ -76,7 +75,7 @@
     const t = data.totals;
     document.getElementById("summary").textContent =
       data.round_trips + " round trips · " + t.turns + " turns · " + t.conversations + " conversations · " +
-      num(t.input) + " → " + num(t.output) + " tokens · cost " + money(t.cost) + (t.cost_complete ? "" : " (partial)") +
+      num(t.input) + " → " + num(t.output) + " tokens · cost " + t.cost_text + (t.cost_complete ? "" : " (partial)") +
       " · findings: " + t.findings.error + " errors, " + t.findings.warning + " warnings, " + t.findings.info + " info";
     const probs = document.getElementById("problems");
     for (const p of data.problems.concat(data.analysis_errors)) probs.appendChild(el("li", null, p));
@@ -258,7 +257,9 @@
         ["model", (a.model_requested || "-") + (a.model_served && a.model_served !== a.model_requested ? " → served " + a.model_served : "")],
         ["tokens", num(k.input) + " in (" + num(k.cache_read) + " cached, " + num(k.cache_write) + " written) → " + num(k.output) + " out" +
           (k.reasoning ? " (" + num(k.reasoning) + " reasoning)" : "") + "  [" + k.source + "]"],
-        ["cost", (k.price_estimated ? "~" : "") + money(k.cost) + " · cumulative " + money(k.cumulative_cost)],
+        ["split", k.split.unsplit ? null : "input " + num(k.split.input) + " = system " + num(k.split.system) + " · tools " + num(k.split.tools) +
+          " · history " + num(k.split.history) + " · results " + num(k.split.tool_results) + " · new " + num(k.split.new) + "  (estimated)"],
+        ["cost", k.cost_text + " · cumulative " + k.cumulative_cost_text + (k.price_estimated || k.cumulative_estimated ? "  (~: estimated, the list price by model name)" : "")],
         ["timing", [secs(a.ttfb) && "headers " + secs(a.ttfb), secs(a.ttft) && "first token " + secs(a.ttft), secs(a.duration) && "done " + secs(a.duration)].filter(Boolean).join(" · ")],
         ["stream", a.stream ? (a.complete === false ? "yes, cut before its end" : "yes") : "no"],
         ["request id", a.request_id],
@@ -275,7 +276,7 @@
       sec.appendChild(el("h3", null, "C — what the client dispatched"));
       layerFindings(sec, d, "C");
       sec.appendChild(kv([
-        ["link", c.link],
+        ["linked by", c.link_text],
         ["history", c.kept + " kept, " + c.rewritten + " rewritten, new from [" + c.appended_from + "]"],
         ["echo of the last answer", c.echoed_assistant === null ? null : c.echoed_assistant ? "yes" : "no"],
         ["tools offered", c.tools_offered.join(", ") || "none"],
@@ -385,7 +386,7 @@
       }
       seriesData.push(cost);
       series.push({ label: "cumulative cost", stroke: "#CC79A7", width: 2, scale: "usd",
-        value: (u, v, si, idx) => (idx === null || idx === undefined ? "" : v === null ? "unknown" : "$" + v.toFixed(4)) });
+        value: (u, v, si, idx) => (idx === null || idx === undefined ? "" : bars[idx][10]) });
       const ints = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7];
       new uPlot({
         width: Math.max(480, growthBox.clientWidth - 24), height: 420,
@@ -402,7 +403,7 @@
         ],
         series,
       }, seriesData, growthBox);
-      growthBox.appendChild(el("p", "dim", "Input split by segment: estimated from text size and scaled to the reported input."));
+      growthBox.appendChild(el("p", "dim", "Input split: system + tools + history + tool results + new = input, estimated from text size and scaled to the reported input (as looptap show prints it)."));
     }
 
     renderList();
