@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes.analysis import Finding, Turn
-from cassettes.analysis.dispatch.replayed import CODE as DIVERGED
+from cassettes.analysis.dispatch.replayed import replay_miss
 from cassettes.analysis.dispatch.roots import ordered_findings
 from cassettes.models import Message, Part
 from cassettes.untrusted import clean
@@ -224,7 +224,7 @@ def _miss(t: Turn) -> dict[str, Any] | None:
     """What the replay said of a request its cassette has not (``C.diverged_from_recording``):
     the JSON path of the first difference, the closest recorded turn, the verdicts and the
     differences as the pytest failure prints them; ``None`` for any other turn."""
-    f = next((f for f in t.findings if f.code == DIVERGED), None)
+    f = replay_miss(t.findings)
     if f is None:
         return None
     d = f.details or {}

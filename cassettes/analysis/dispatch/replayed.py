@@ -9,12 +9,12 @@ turn it happened, with the JSON path and the differences the pytest failure prin
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.model import Finding, Severity
 
-__all__ = ["CODE", "check_diverged_from_recording"]
+__all__ = ["CODE", "check_diverged_from_recording", "replay_miss"]
 
 CODE = "C.diverged_from_recording"
 
@@ -38,3 +38,10 @@ def check_diverged_from_recording(ctx: TurnContext) -> Iterator[Finding]:
         verdicts=[f"{v.layer}: {v.message}" for v in note.verdicts],
         changes=list(note.changes),
     )
+
+
+def replay_miss(findings: Iterable[Finding]) -> Finding | None:
+    """The turn's ``C.diverged_from_recording`` finding, if any: every view asks this one question
+    to say "replay miss" where it would say the API's error (the page's row and panes, ``show``,
+    the inspector's turn list and A pane)."""
+    return next((f for f in findings if f.code == CODE), None)
