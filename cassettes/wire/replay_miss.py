@@ -63,17 +63,18 @@ class MissNote:
 
     def to_header(self) -> str:
         """The note as :data:`NOTE_HEADER`'s value: ASCII JSON, at most :data:`MAX_NOTE`
-        characters (the last changes, then verdicts, left out to fit)."""
+        characters (to fit, the verdicts after the first are left out, last first, then the
+        changes after the first, then those two)."""
         verdicts = [{"layer": v.layer, "message": _line(v.message), "path": v.path and _line(v.path)} for v in self.verdicts[:_MOST]]
         changes = [_line(c) for c in self.changes[:_MOST]]
         while True:
             text = json.dumps({"closest": self.closest and _line(self.closest), "reason": self.reason and _line(self.reason), "verdicts": verdicts, "changes": changes}, separators=(",", ":"))
             if len(text) <= MAX_NOTE or not (changes or verdicts):
                 return text if len(text) <= MAX_NOTE else "{}"
-            if changes:
-                changes.pop()
-            else:
+            if len(verdicts) > 1 or (len(changes) <= 1 and verdicts):
                 verdicts.pop()
+            else:
+                changes.pop()
 
 
 def _line(text: str) -> str:

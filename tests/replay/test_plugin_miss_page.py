@@ -155,3 +155,15 @@ def test_the_page_in_a_browser_opens_at_the_miss_and_says_what_it_is(pytester: p
             assert "A.http_error" not in a_pane and "looptap_replay_miss" not in a_pane and "looptap's replay, not the API" in a_pane, a_pane
         finally:
             browser.close()
+
+
+def test_the_note_stays_a_small_ascii_header_keeping_the_first_verdict_and_a_change() -> None:
+    """Clients cap a response's head (Node's at 16 KiB): a miss with long differences still fits."""
+    from cassettes.wire.exchange import Exchange
+    from cassettes.wire.replay_miss import MAX_NOTE, MissNote, MissVerdict, read_miss
+
+    note = MissNote("c" * 1000, "r" * 1000, [MissVerdict("C", "v\x1b[31m" * 200, "p" * 500)] * 20, ["x\u202e" * 400] * 20)
+    value = note.to_header()
+    assert len(value) <= MAX_NOTE and value.isascii()
+    back = read_miss(Exchange("POST", "http://127.0.0.1/v1", response_headers=[("x-looptap-replay", "miss"), ("x-looptap-miss", value)]))
+    assert back is not None and len(back.verdicts) == 1 and back.changes and "\x1b" not in back.verdicts[0].message
