@@ -21,6 +21,8 @@ CODE = "C.diverged_from_recording"
 
 def check_diverged_from_recording(ctx: TurnContext) -> Iterator[Finding]:
     """C.diverged_from_recording — the replay had no recorded answer for this request."""
+    if (ctx.rt.status or 0) < 400:
+        return  # (a miss is an error answer: most turns are done here, no header read)
     note = ctx.replay_miss
     if note is None:
         return
