@@ -19,8 +19,10 @@ code                           severity    fires when
 ``A.filtered``                 warning     a content filter / safety system blocked the output.
 ``A.prompt_blocked``           warning     the prompt itself was blocked before generation.
 ``A.http_error``               error       HTTP 4xx/5xx, with the provider's message — except pairing
-                                           errors (``C.*``: caused by the client's dispatch), 429
-                                           and overload statuses (below).
+                                           errors (``C.*``: caused by the client's dispatch), a
+                                           replay's answer to a request its cassette has not
+                                           (``C.diverged_from_recording``: the API was not asked),
+                                           429 and overload statuses (below).
 ``A.rate_limited``             warning     HTTP 429 (with ``retry-after`` / retry delay when sent).
 ``A.overloaded``               warning     HTTP 529 or 503: the service was overloaded/unavailable.
 ``A.error_in_200``             error       a 2xx response carries an error: an error event inside a
@@ -304,6 +306,8 @@ def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
     err = rt.response.error if rt.response else None
     if _is_pairing(ctx, err):
         return  # a C finding: the client mis-paired calls and results
+    if ctx.replay_miss is not None:
+        return  # looptap's replay answered, not the API: C.diverged_from_recording says why
     text = _err_text(err) if err is not None else ""
     if status == 429:
         after = ctx.turn.a.rate_limit.get("retry-after")

@@ -18,6 +18,7 @@ from cassettes.analysis.model import Finding, Layer, Severity, Turn
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, ToolSpec
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.wire.exchange import Exchange
+from cassettes.wire.replay_miss import MissNote, read_miss
 
 __all__ = ["Check", "ConversationState", "FinalCheck", "TurnContext", "provider_detail"]
 
@@ -76,6 +77,12 @@ class TurnContext:
     @property
     def response(self) -> NormalisedResponse | None:
         return self.rt.response
+
+    @property
+    def replay_miss(self) -> MissNote | None:
+        """The replay server's note when this round trip is its answer to a request the cassette
+        could not answer (looptap's own error, not the API's: layer C, ``C.diverged_from_recording``)."""
+        return read_miss(self.ex)
 
     @property
     def tools(self) -> list[ToolSpec]:

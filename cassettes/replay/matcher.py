@@ -33,6 +33,7 @@ from cassettes.replay.requestkey import RequestKey, request_key
 from cassettes.replay.verdicts import Verdict, attribute
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Exchange, Headers, header
+from cassettes.wire.replay_miss import MissNote, MissVerdict
 
 __all__ = ["Matcher", "Miss", "Recorded", "Recordings", "RequestKey", "Verdict", "attribute", "request_key"]
 
@@ -206,10 +207,23 @@ class Miss:
             out.extend(f"    {c.describe()}" for c in self.changes[:max_changes])
             if len(self.changes) > max_changes:
                 out.append(f"    … and {len(self.changes) - max_changes} more")
-        # What the agent sent is printed to a terminal and into test reports: redacted, one line
-        # each, and bounded (a 9 MB URL is not sent back): scrubbed with a margin, then cut.
+        return [self._shown(line) for line in out]
+
+    def _shown(self, line: str) -> str:
+        """What the agent sent is printed to a terminal and into test reports: redacted, one line
+        each, and bounded (a 9 MB URL is not sent back): scrubbed with a margin, then cut."""
         r = self.redactor or Redactor()
-        return [clean_line(r.scrub(line) if len(line) <= ECHO else f"{r.scrub(line[: ECHO + 4096])[:ECHO]}… [cut: {len(line):,} characters]") for line in out]
+        return clean_line(r.scrub(line) if len(line) <= ECHO else f"{r.scrub(line[: ECHO + 4096])[:ECHO]}… [cut: {len(line):,} characters]")
+
+    def note(self) -> MissNote:
+        """The miss as the analysis reads it off the answer (:mod:`cassettes.wire.replay_miss`):
+        the closest turn, the verdicts and the differences, shown as :meth:`lines` shows them."""
+        return MissNote(
+            closest=self.closest.label if self.closest is not None else None,
+            reason=self._shown(self.reason),
+            verdicts=[MissVerdict(v.layer, self._shown(v.message), self._shown(v.path)) for v in self.verdicts],
+            changes=[self._shown(c.describe()) for c in self.changes],
+        )
 
     def __str__(self) -> str:
         return "\n".join(self.lines())

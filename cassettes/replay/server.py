@@ -57,6 +57,8 @@ from cassettes.replay.plan import (
 from cassettes.replay.wsserve import WebSocketReplay
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire.replay_miss import HEADER as MISS_HEADER
+from cassettes.wire.replay_miss import NOTE_HEADER
 
 if TYPE_CHECKING:
     from cassettes.replay.outgoing import Answer
@@ -556,7 +558,8 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         headers: Headers = [
             ("content-type", "application/json"),
             *adapter.replay_error_headers(retry=False),
-            ("x-looptap-replay", "miss"),
+            (MISS_HEADER, "miss"),
+            (NOTE_HEADER, miss.note().to_header()),  # what the analysis reads (layer C, never the API's error)
             ("content-length", str(len(body))),
         ]
         logged = self._log(req, MISS_STATUS, headers, [(0.0, body)], miss)

@@ -30,6 +30,8 @@ from cassettes.providers import Provider
 from cassettes.replay.http1 import Request, Watchdog
 from cassettes.replay.plan import Answer, FaultStatus, Forward, Missed, Planner, Play, Reset, Rewritten
 from cassettes.wire.exchange import Exchange, Headers
+from cassettes.wire.replay_miss import HEADER as MISS_HEADER
+from cassettes.wire.replay_miss import NOTE_HEADER
 
 if TYPE_CHECKING:
     from cassettes.providers import WsTurns
@@ -314,7 +316,10 @@ class WebSocketReplay:
         status = status or self.miss_status
         code = self.miss_code if status == self.miss_status else "looptap_upstream_error"
         body = orjson.dumps({"type": "error", "status": status, **adapter.replay_error(status, str(miss), code)})
-        self._log(turn, status, [("content-type", "application/json")], [(0.0, body)], miss)
+        # The served turn carries the marks an HTTP miss sends (the analysis reads it as the
+        # client's divergence, not the API's error); over the WebSocket only the message goes.
+        marks = [(MISS_HEADER, "miss"), (NOTE_HEADER, miss.note().to_header())] if status == self.miss_status else []
+        self._log(turn, status, [("content-type", "application/json"), *marks], [(0.0, body)], miss)
         writer.write(ws.frame(ws.TEXT, body))
         await self._drain(writer, dog)
 

@@ -2,7 +2,7 @@
 
 The page (``cassettes/views/htmlpage.py`` and its assets) only lays out what this computes, as
 the inspector does for the terminal: the conversations, each turn's row (E/A/C badges, finish,
-tokens), its layers, the messages its request carried, the findings root cause first (a
+tokens; a replay miss named as one), its layers, the messages its request carried, the findings root cause first (a
 consequence right after its cause, with ``caused_by``, as ``looptap show`` orders them) and the
 token-cost growth bars.
 
@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes.analysis import Finding, Turn
+from cassettes.analysis.dispatch.replayed import replay_miss
 from cassettes.analysis.dispatch.roots import ordered_findings
 from cassettes.models import Message, Part
 from cassettes.untrusted import clean
@@ -228,9 +229,25 @@ def _history(msgs: _Messages, rt: Any, t: Turn) -> tuple[list[Any], bool]:
     return msgs.history(t.seq, ids, t.previous_seq), pinned
 
 
+def _miss(t: Turn) -> dict[str, Any] | None:
+    """What the replay said of a request its cassette has not (``C.diverged_from_recording``):
+    the JSON path of the first difference, the closest recorded turn, the verdicts and the
+    differences as the pytest failure prints them; ``None`` for any other turn."""
+    f = replay_miss(t.findings)
+    if f is None:
+        return None
+    d = f.details or {}
+    return {"path": f.path, "closest": d.get("closest"), "reason": d.get("reason"), "verdicts": _lines(d.get("verdicts")), "changes": _lines(d.get("changes"))}
+
+
+def _lines(v: Any) -> list[str]:
+    return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+
+
 def _row(t: Turn) -> dict[str, Any]:
-    """The turn's row in the page's turn list."""
+    """The turn's row in the page's turn list (a replay miss says so: looptap answered, not the API)."""
     k = t.tokens
+    miss = _miss(t)
     return {
         "seq": t.seq,
         "conv": t.conversation,
@@ -239,7 +256,8 @@ def _row(t: Turn) -> dict[str, Any]:
         "badges": _badges(t.findings),
         "finish": t.a.finish_reason_raw or (t.a.finish_reason.value if t.a.finish_reason else None),
         "status": t.a.status,
-        "error": t.a.error is not None,
+        "error": t.a.error is not None and miss is None,
+        "miss": None if miss is None else {"path": miss["path"]},
         "calls": len(t.e.tool_calls),
         "in": k.input,
         "out": k.output,
@@ -252,6 +270,7 @@ def _detail(rt: Any, t: Turn, history: list[Any], pinned: bool) -> dict[str, Any
     return {
         "layers": _layers(t),
         "findings": [_finding(f) for f in ordered_findings(t.findings)],
+        "miss": _miss(t),
         "history": history,
         "parsed": rt.request is not None,
         "appended_from": t.c.appended_from + (1 if pinned else 0),
@@ -304,6 +323,7 @@ def report_data(run: Any) -> dict[str, Any]:
     cost: Decimal | None = None
     cost_complete = True
     estimated = False
+    opened: int | None = None  # the turn the page opens at: the first replay miss (a failed test's)
     for rt in run.roundtrips:
         seq = rt.seq
         if seq is None or seq not in turns_by_seq:
@@ -319,6 +339,8 @@ def report_data(run: Any) -> dict[str, Any]:
         else:
             cost_complete = False
         rows.append(_row(t))
+        if opened is None and rows[-1]["miss"] is not None:
+            opened = seq
         detail[str(seq)] = _detail(rt, t, history, pinned)
         bars[seq] = _bar(t)
     # Each tool call with the turn whose request carried its result (the inspector's "result").
@@ -351,6 +373,7 @@ def report_data(run: Any) -> dict[str, Any]:
         "analysis_errors": list(analysis.errors),
         "conversations": conversations,
         "turns": rows,
+        "open": opened,
         "detail": detail,
         "messages": msgs.table,
         "findings": findings,

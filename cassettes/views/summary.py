@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from cassettes.analysis.dispatch.replayed import replay_miss
 from cassettes.analysis.model import Finding, Turn
 from cassettes.views.growth import GrowthBar, growth_bars
 
@@ -29,7 +30,7 @@ class TurnSummary:
     findings: list[Finding]
     #: HTTP status of the response.
     status: int | None
-    #: The API reported an error.
+    #: The API reported an error (a replay miss is not the API's: :attr:`replay_miss`).
     error: bool
     #: Tool calls the model emitted.
     tool_calls: int
@@ -41,6 +42,8 @@ class TurnSummary:
     appended_from: int
     #: The turn's bar in the token-cost growth chart.
     bar: GrowthBar
+    #: looptap's replay answered: the request is not in the recording (``C.diverged_from_recording``).
+    replay_miss: bool = False
 
 
 def _intern(s: str | None) -> str | None:
@@ -49,6 +52,7 @@ def _intern(s: str | None) -> str | None:
 
 def summarise(turn: Turn) -> TurnSummary:
     a = turn.a
+    miss = replay_miss(turn.findings) is not None
     return TurnSummary(
         seq=turn.seq,
         conversation=turn.conversation,
@@ -57,11 +61,12 @@ def summarise(turn: Turn) -> TurnSummary:
         family=turn.family,
         findings=turn.findings,
         status=a.status,
-        error=a.error is not None,
+        error=a.error is not None and not miss,
         tool_calls=len(turn.e.tool_calls),
         finish=_intern(a.finish_reason_raw or (a.finish_reason.value if a.finish_reason else None)),
         input=turn.tokens.input,
         output=turn.tokens.output,
         appended_from=turn.c.appended_from,
         bar=growth_bars([turn])[0],
+        replay_miss=miss,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from cassettes.analysis.dispatch.replayed import CODE as DIVERGED
 from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis, Turn
 from cassettes.errors import problem_lines
 from cassettes.views.money import ESTIMATED_NOTE, money
@@ -293,7 +294,8 @@ def error_phrase(status: int | None, in_stream: bool, type_: str | None, message
 
 def _trouble_lines(v: dict[str, Any]) -> list[str]:
     out = []
-    if v["error"]:
+    # A replay miss is looptap's answer, not the API's error: its C finding below says what diverged.
+    if v["error"] and not any(f.get("code") == DIVERGED for f in v.get("findings") or []):
         e = v["error"]
         out.append(
             "    " + error_phrase(e["status"], e["in_stream"], e["type"], _clip(e["message"] or "", 140))
@@ -305,6 +307,9 @@ def _trouble_lines(v: dict[str, Any]) -> list[str]:
         # A consequence sits under its root cause (details.caused_by), indented.
         under = "  ↳ " if (f.get("details") or {}).get("caused_by") else ""
         out.append(f"    {under}{SEVERITY_MARK[f['severity']]} {f['layer']} {f['code']}: {f['message']}{caused_by_note(f)}")
+        if f.get("code") == DIVERGED:  # the replay's diff, as the pytest failure prints it
+            changes = [x for x in (f.get("details") or {}).get("changes") or [] if isinstance(x, str)]
+            out += ["      differences (recording → this request):", *(f"        {x}" for x in changes)] if changes else []
     return out
 
 

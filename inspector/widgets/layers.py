@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from cassettes.analysis.dispatch.replayed import replay_miss
 from cassettes.analysis.model import Finding, Layer, McpCall, Turn
 from cassettes.models import ToolResult
 from cassettes.untrusted import clean, clean_line
@@ -44,6 +45,14 @@ def _findings(findings: list[Finding], layer: Layer) -> list[RenderableType]:
         out.append(t)
     return out
 
+
+def _miss_lines(turn: Turn) -> list[RenderableType]:
+    """A replay miss's differences (recording → this request), as the pytest failure prints them."""
+    f = replay_miss(turn.findings)
+    changes = [x for x in (f.details.get("changes") or []) if isinstance(x, str)] if f is not None else []
+    if not changes:
+        return []
+    return [Text("differences (recording → this request):", style="dim"), *(wire_line(f"  {x}") for x in changes)]
 
 
 _HIGHLIGHT = ReprHighlighter()
@@ -271,7 +280,10 @@ class ApiPane(LayerPane):
         for key, v in sorted(a.rate_limit.items()):
             rows.append((key, v))
         out.append(_kv(rows))
-        if a.error is not None:
+        if replay_miss(turn.findings) is not None:
+            out.append(Text("answered by looptap's replay, not the API: no recorded round trip matches this request "
+                            "(the client's divergence: see C)", style="bold"))
+        elif a.error is not None:
             err = a.error
             where = "error event in the stream" if err.in_stream else f"HTTP {err.status}"
             out.append(
@@ -324,6 +336,7 @@ class DispatchPane(LayerPane):
     def show_turn(self, turn: Turn) -> None:
         c = turn.c
         out: list[RenderableType] = _findings(turn.findings, "C")
+        out.extend(_miss_lines(turn))
         echoed = {None: "-", True: "yes", False: "NO"}[c.echoed_assistant]
         rows: list[tuple[str, str | Text]] = [
             ("linked by", link_text(c.link, turn.previous_seq)),

@@ -30,6 +30,8 @@ def _tokens(n: int | None) -> str:
 
 
 def _finish(turn: TurnSummary) -> str:
+    if turn.replay_miss:  # looptap's replay answered, not the API: its C finding says what diverged
+        return "replay miss"
     if turn.error or (turn.status or 0) >= 400:
         return f"HTTP {turn.status}" if turn.status else "error"
     if turn.tool_calls:

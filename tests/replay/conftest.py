@@ -117,3 +117,22 @@ def raw_request(url: str, method: str, target: str, body: bytes = b"", headers: 
         chunks.append((time.monotonic() - t0, f.read()))
     s.close()
     return status, rh, chunks
+
+
+def served_miss_run(path: Path) -> Path:
+    """The tool loop replayed with the tool's result changed at turn 1, as the replay server
+    served it (turn 0 played, turn 1 missed), written to ``path``."""
+    import urllib.error
+    import urllib.request
+
+    from cassettes.replay.server import ReplayServer
+
+    cassette = write(path.with_name("recorded.jsonl"), tool_loop())
+    with ReplayServer(cassette) as srv:
+        for messages in ([SYSTEM, USER], [SYSTEM, USER, CALL, {**RESULT, "content": "rainy, 9 C"}]):
+            req = urllib.request.Request(srv.url + "/v1/chat/completions", data=chat_request(messages), headers={"content-type": "application/json"})
+            try:
+                urllib.request.urlopen(req, timeout=60).read()
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 400 and exc.headers["x-looptap-replay"] == "miss"
+        return write(path, list(srv.served))

@@ -76,6 +76,12 @@ def test_a_turn_the_cassette_lacks_gets_the_apis_error_message(cassette: tuple[P
     with ReplayServer(path) as srv:
         assert agent(srv.url, question="Weather in Rome?") == [("error", "looptap_replay_miss")]
         assert len(srv.misses) == 1 and "input[0].content" in "\n".join(srv.misses[0].lines())
+    from cassettes.analysis import analyse
+
+    # The served session reads the miss as the client's divergence, never as the API's error.
+    findings = analyse(list(srv.served)).findings
+    assert [(f.code, f.layer) for f in findings] == [("C.diverged_from_recording", "C")], findings
+    assert findings[0].path is not None and findings[0].path.startswith("input[0]"), findings[0]
 
 
 def test_framing(tmp_path: Path) -> None:

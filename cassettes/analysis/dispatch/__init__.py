@@ -2,7 +2,7 @@
 
 The layer (``layer.build``) and the checks by theme: ``results`` (tool results and their calls),
 ``history`` (what the history sent back kept, echoed and changed), ``mcp_results`` (against what an
-MCP tool server returned), ``retry``, and ``roots`` (root causes first: a finding that follows from another, by the
+MCP tool server returned), ``retry``, ``replayed`` (a replay's request the recording has not), and ``roots`` (root causes first: a finding that follows from another, by the
 table ``roots.CAUSES``, is folded under it as info with ``details.caused_by``, everywhere).
 
 The layer compares each request with the previous turn of its conversation: what was kept, what
@@ -65,6 +65,9 @@ Catalogue (code, severity, when it fires):
                                               dropped that turn)
 ``C.stopped_with_pending_calls``    info      the conversation ended right after the model called
                                               tools (fine for a final-output tool, a bug otherwise)
+``C.diverged_from_recording``       error     a replayed request matched no recorded round trip:
+                                              looptap's replay answered with its own error (the
+                                              API was not asked); says what differs, where
 ==================================  ========  =====================================================
 """
 
@@ -82,6 +85,7 @@ from cassettes.analysis.dispatch.history import (
 )
 from cassettes.analysis.dispatch.layer import build
 from cassettes.analysis.dispatch.mcp_results import check_mcp_results
+from cassettes.analysis.dispatch.replayed import check_diverged_from_recording
 from cassettes.analysis.dispatch.results import (
     check_dropped_tool_result,
     check_orphan_tool_result,
@@ -97,6 +101,7 @@ from cassettes.analysis.dispatch.roots import CAUSES, fold_root_causes, is_conse
 __all__ = ["CAUSES", "CHECKS", "FINAL_CHECKS", "build", "fold_root_causes", "is_consequence", "ordered_findings"]
 
 CHECKS: tuple[Check, ...] = (
+    check_diverged_from_recording,
     check_dropped_tool_result,
     check_results_split,
     check_unanswered_history_call,

@@ -190,8 +190,8 @@ def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
 def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
     """C.pairing_error — the API rejected the request for mis-paired tool calls and results."""
     r = ctx.rt.response
-    if r is None or r.error is None or (ctx.rt.status or 0) < 400:
-        return
+    if r is None or r.error is None or (ctx.rt.status or 0) < 400 or ctx.replay_miss is not None:
+        return  # (a replay miss quotes the request's differences, never the API's pairing text)
     adapter = providers.by_family(ctx.rt.family)
     if adapter is None or not adapter.is_pairing_error(r.error.message):
         return

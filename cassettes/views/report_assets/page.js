@@ -125,7 +125,7 @@
         d.setAttribute("aria-selected", String(r.seq === selected));
         const b = el("span");
         add(b, badge("E", r.badges.E), badge("A", r.badges.A), badge("C", r.badges.C));
-        const fin = (r.error ? "error " : "") + (r.finish || (r.status !== null ? "HTTP " + r.status : "")) +
+        const fin = r.miss ? rowMiss(r.miss) : (r.error ? "error " : "") + (r.finish || (r.status !== null ? "HTTP " + r.status : "")) +
           " " + num(r.in) + "→" + num(r.out) + (r.calls ? " ⚙" + r.calls : "");
         add(d, el("span", null, "#" + r.seq + " " + r.conv + "/" + r.turn), b, el("span", "fin", fin));
         d.addEventListener("click", () => select(r.seq));
@@ -144,6 +144,9 @@
         list.appendChild(p);
       }
     }
+
+    // A replay miss: looptap's replay answered (the API was not asked, no tokens), the client diverged.
+    function rowMiss(m) { return "replay miss" + (m.path ? " at " + m.path : ": not in the recording"); }
 
     // -- the selected turn ---------------------------------------------------------------------
     function history(seq) {
@@ -263,7 +266,8 @@
         ["timing", [secs(a.ttfb) && "headers " + secs(a.ttfb), secs(a.ttft) && "first token " + secs(a.ttft), secs(a.duration) && "done " + secs(a.duration)].filter(Boolean).join(" · ")],
         ["stream", a.stream ? (a.complete === false ? "yes, cut before its end" : "yes") : "no"],
         ["request id", a.request_id],
-        ["error", a.error ? (a.error.in_stream ? "in stream: " : "HTTP " + a.error.status + ": ") + (a.error.type || "") + " " + (a.error.message || "") : null],
+        ["answered by", d.miss ? "looptap's replay, not the API: no recorded round trip matches this request (the client's divergence: see C)" : null],
+        ["error", a.error && !d.miss ? (a.error.in_stream ? "in stream: " : "HTTP " + a.error.status + ": ") + (a.error.type || "") + " " + (a.error.message || "") : null],
       ]));
       const rl = Object.entries(a.rate_limit || {});
       if (rl.length) sec.appendChild(kv(rl));
@@ -275,6 +279,11 @@
       const sec = el("section", "pane layer-C");
       sec.appendChild(el("h3", null, "C — what the client dispatched"));
       layerFindings(sec, d, "C");
+      if (d.miss) {
+        sec.appendChild(kv([["closest recorded turn", d.miss.closest], ["why", d.miss.reason]]));
+        if (d.miss.verdicts.length > 1) sec.appendChild(el("pre", null, d.miss.verdicts.slice(1).join("\n")));
+        if (d.miss.changes.length) sec.appendChild(el("pre", null, "differences (recording → this request):\n  " + d.miss.changes.join("\n  ")));
+      }
       sec.appendChild(kv([
         ["linked by", c.link_text],
         ["history", c.kept + " kept, " + c.rewritten + " rewritten, new from [" + c.appended_from + "]"],
@@ -406,8 +415,13 @@
       growthBox.appendChild(el("p", "dim", "Input split: system + tools + history + tool results + new = input, estimated from text size and scaled to the reported input (as looptap show prints it)."));
     }
 
+    // Open at the turn that failed (a replay miss: data.open), else at the first.
+    const opening = rows.findIndex((r) => r.seq === data.open);
+    page = Math.floor(Math.max(0, opening) / PAGE);
     renderList();
-    if (rows.length) select(rows[0].seq);
+    if (rows.length) select(rows[Math.max(0, opening)].seq);
+    const openRow = list.querySelector('.row[aria-selected="true"]');
+    if (opening > 0 && openRow && openRow.scrollIntoView) openRow.scrollIntoView({ block: "nearest" });
     document.body.dataset.ready = "1";
     if (performance.mark) performance.mark("looptap-ready");  // bench/html_report.py reads it
   }
