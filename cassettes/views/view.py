@@ -167,7 +167,9 @@ def _finish_lines(v: dict[str, Any]) -> list[str]:
     if fr["raw"] is not None or fr["normalised"] is not None:
         # The normalised reason says "complete"; the stream's end is worth a word only when missing.
         state = "" if v["complete"] else ("  TRUNCATED" if v["truncated"] else "  (end of response not seen)")
-        return [f"    finish: {fr['raw']} ({fr['normalised']}){state}  {_tokens(v)}"]
+        # A reason the API did not send is not printed as "None": the normalised one stands alone.
+        said = f"{fr['raw']} ({fr['normalised']})" if fr["raw"] is not None else f"({fr['normalised']})"
+        return [f"    finish: {said}{state}  {_tokens(v)}"]
     return [f"    TRUNCATED  {_tokens(v)}"] if v["truncated"] else []
 
 
