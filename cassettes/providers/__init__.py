@@ -40,6 +40,7 @@ _ADAPTERS = (
     ("anthropic", "AnthropicMessages"),
     ("gemini", "Gemini"),
     ("gemini_live", "GeminiLive"),
+    ("gemini_interactions", "GeminiInteractions"),
     ("ollama", "OllamaChat"),
     ("bedrock", "BedrockConverse"),
     ("bedrock_invoke", "BedrockInvoke"),
