@@ -62,14 +62,15 @@ class _Fake(BaseHTTPRequestHandler):
     def _answer(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
         status, ctype, out = self.script.pop(0)
+        headers = [(k.lower(), v) for k, v in self.headers.items() if k.lower() not in ("x-goog-api-key", "host")]
+        # kept before answering: the client may go on as soon as it has read the answer
+        self.seen.append(Exchange(self.command, UPSTREAM + self.path, headers, body, status=status,
+                                  response_headers=[("content-type", ctype)], response_chunks=[(0.05, out)], seq=len(self.seen)))
         self.send_response(status)
         self.send_header("content-type", ctype)
         self.send_header("content-length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
-        headers = [(k.lower(), v) for k, v in self.headers.items() if k.lower() not in ("x-goog-api-key", "host")]
-        self.seen.append(Exchange(self.command, UPSTREAM + self.path, headers, body, status=status,
-                                  response_headers=[("content-type", ctype)], response_chunks=[(0.05, out)], seq=len(self.seen)))
 
     do_GET = do_POST = _answer
 
