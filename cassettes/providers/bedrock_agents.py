@@ -242,9 +242,15 @@ def _rag(output_text: str | None, guardrail: str | None, citations: list[Any], c
 
 class BedrockAgents(Provider):
     family = "bedrock_agents"
-    model_vendor = None
-    price_provider = None
+    #: the agent's model invocations are billed as the foundation model's tokens
+    price_provider = "aws"
     otel_provider = "aws.bedrock"
+
+    def price_model(self, model: str) -> str:
+        """A trace's ``foundationModel`` may be an inference profile (``us.anthropic…``, an ARN)."""
+        from cassettes.providers.bedrock_invoke import BedrockInvoke
+
+        return BedrockInvoke().price_model(model)
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _route(url)

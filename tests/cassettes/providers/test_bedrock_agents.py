@@ -171,6 +171,7 @@ def test_invoke_agent_with_return_control_is_read_and_stays_clean(fake: tuple[st
     assert r3.response is not None and r3.response.text == got[2]["text"]
     run = analyse(handler.seen)
     assert [len(c.turns) for c in run.conversations] == [3]
+    assert all(run.turns[seq].tokens.cost is not None for seq in run.conversations[0].turns)  # priced as the foundation model's tokens
     assert not [f for f in run.findings if f.severity.value in ("warning", "error")], [(f.code, f.message) for f in run.findings]
 
 

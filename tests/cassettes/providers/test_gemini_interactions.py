@@ -255,8 +255,10 @@ def test_a_retrieve_is_read(fake: tuple[Any, type[_Fake]]) -> None:
 
 
 def test_the_first_version_outputs_and_content_events_are_read() -> None:
-    """The API's 1.x shape (google-genai ≤ 1.x ``_interactions/types``): ``outputs`` instead of steps,
-    ``interaction.start`` / ``content.*`` / ``interaction.complete`` events, ``/v1beta``."""
+    """The API's first shape (google-genai 1.x ``_interactions/types``): ``outputs`` instead of steps,
+    ``interaction.start`` / ``content.*`` / ``interaction.complete`` events, ``/v1beta``. The SDK
+    installed here speaks only steps: these bodies were checked once to validate as google-genai
+    1.70.0's ``Interaction`` and ``InteractionSSEEvent`` (pydantic, outside this suite)."""
     url = UPSTREAM + "/v1beta/interactions"
     body = {"id": "v1_o1", "model": MODEL, "status": "requires_action", "created": "2025-12-11T00:00:00Z", "updated": "2025-12-11T00:00:01Z",
             "outputs": [{"type": "thought", "signature": "c2ln"}, {"type": "function_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Nice"}}],
@@ -266,13 +268,14 @@ def test_the_first_version_outputs_and_content_events_are_read() -> None:
     rt = _rt(ex)
     assert rt.response is not None and rt.response.finish_reason is FinishReason.TOOL_CALL
     assert [(p.tool_call.name, p.tool_call.arguments) for p in rt.response.parts if p.tool_call] == [("get_weather", {"city": "Nice"})]
+    TIMES = {"created": "2025-12-11T00:00:00Z", "updated": "2025-12-11T00:00:02Z"}
     events = [
-        {"event_type": "interaction.start", "interaction": {"id": "v1_o2", "model": MODEL, "status": "in_progress"}},
-        {"event_type": "content.start", "index": 0, "content": {"type": "text"}},
+        {"event_type": "interaction.start", "interaction": {"id": "v1_o2", "model": MODEL, "status": "in_progress", **TIMES}},
+        {"event_type": "content.start", "index": 0, "content": {"type": "text", "text": ""}},
         {"event_type": "content.delta", "index": 0, "delta": {"type": "text", "text": "Bon"}},
         {"event_type": "content.delta", "index": 0, "delta": {"type": "text", "text": "jour"}},
         {"event_type": "content.stop", "index": 0},
-        {"event_type": "interaction.complete", "interaction": {"id": "v1_o2", "status": "completed", "usage": {"total_input_tokens": 3, "total_output_tokens": 2}}},
+        {"event_type": "interaction.complete", "interaction": {"id": "v1_o2", "status": "completed", **TIMES, "usage": {"total_input_tokens": 3, "total_output_tokens": 2}}},
     ]
     chunks = b"".join(b"event: " + e["event_type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in events)
     sx = Exchange("POST", url, [("content-type", "application/json")], orjson.dumps({"model": MODEL, "input": "Hi", "stream": True}), status=200,
@@ -292,3 +295,23 @@ def test_a_loopback_gateway_is_read_by_its_body_and_other_paths_are_not_taken(fa
     assert _rt(local).family == "gemini_interactions"
     other = Exchange("POST", "http://127.0.0.1:8080/api/interactions", [("content-type", "application/json")], b'{"input": "x", "model": "m"}')
     assert parse_exchange(other).family != "gemini_interactions"
+
+
+def test_a_chained_request_made_self_contained_carries_the_stored_steps(fake: tuple[Any, type[_Fake]]) -> None:
+    """What a fork sends when the live upstream never stored the interaction a request continues."""
+    from cassettes.providers import by_family
+
+    client, handler = fake
+    _loop(client, handler)
+    adapter = by_family("gemini_interactions")
+    chaining = adapter.chaining() if adapter is not None else None
+    assert chaining is not None
+    first_req, second_req = (orjson.loads(ex.request_body) for ex in handler.seen[:2])
+    first_answer = orjson.loads(handler.seen[0].response_chunks[0][1])
+    prev, rid, items = chaining.thread(first_req, first_answer)
+    assert (prev, rid) == (None, "v1_a1") and [i["type"] for i in items] == ["user_input", "thought", "function_call"]
+    assert chaining.thread(second_req, None)[0] == "v1_a1"
+    alone = chaining.standalone(second_req, items)
+    assert "previous_interaction_id" not in alone
+    rt = parse_exchange(Exchange("POST", UPSTREAM + "/v1/interactions", [("content-type", "application/json")], orjson.dumps(alone)))
+    assert rt.request is not None and [m.role for m in rt.request.messages] == ["user", "assistant", "tool"]
