@@ -430,6 +430,9 @@ class GeminiInteractions(Provider):
             return 0
         kind = route[0]
         m = method.upper()
+        segs = [s for s in url.path.split("/") if s]
+        if not _google_host(url) and not _VERSION.match(segs[segs.index("interactions") - 1] if segs.index("interactions") else ""):
+            return 0  # elsewhere only as the SDK writes it, ``…/{version}/interactions``
         if kind == "create":
             if m != "POST":
                 return 0

@@ -295,6 +295,8 @@ def test_a_loopback_gateway_is_read_by_its_body_and_other_paths_are_not_taken(fa
     assert _rt(local).family == "gemini_interactions"
     other = Exchange("POST", "http://127.0.0.1:8080/api/interactions", [("content-type", "application/json")], b'{"input": "x", "model": "m"}')
     assert parse_exchange(other).family != "gemini_interactions"
+    crm = Exchange("GET", "https://crm.example.com/v1/contacts/interactions/42", [], b"")
+    assert parse_exchange(crm).family != "gemini_interactions"
 
 
 def test_a_chained_request_made_self_contained_carries_the_stored_steps(fake: tuple[Any, type[_Fake]]) -> None:
