@@ -1,0 +1,343 @@
+"""The Bedrock Agents runtime (``bedrock-agent-runtime.{region}.amazonaws.com``): ``InvokeAgent``
+(``POST /agents/{agentId}/agentAliases/{agentAliasId}/sessions/{sessionId}/text``),
+``RetrieveAndGenerate`` (``POST /retrieveAndGenerate``) and ``RetrieveAndGenerateStream``
+(``POST /retrieveAndGenerateStream``). Shapes from botocore's service model
+(``bedrock-agent-runtime``).
+
+``InvokeAgent`` takes ``{"inputText", "enableTrace", "sessionState": {"invocationId",
+"returnControlInvocationResults"…}…}`` and answers an AWS event stream: ``chunk`` events (the
+answer's text as base64 ``bytes``), ``trace`` events (the agent's steps: each
+``modelInvocationInput`` names the ``foundationModel``, each ``modelInvocationOutput.metadata.usage``
+counts ``inputTokens`` / ``outputTokens``; an ``observation`` of type ``FINISH`` carries the
+final response; a ``failureTrace`` a failure; a ``guardrailTrace`` ``INTERVENED``),
+``returnControl`` (the action group calls handed to the client, answered by the next request's
+``sessionState.returnControlInvocationResults``), ``files``, and exception events. The stream
+has no end event of its own: the final observation (with traces on), a ``returnControl`` or an
+exception ends it; without traces its completeness is unknown.
+
+``RetrieveAndGenerate`` answers ``{"output": {"text"}, "citations", "sessionId",
+"guardrailAction"}``; the model is the request's ``retrieveAndGenerateConfiguration.*.modelArn``.
+Its stream sends ``output`` (``{"text"}``), ``citation`` and ``guardrail`` (``{"action"}``) events.
+Neither reports usage.
+
+The conversation lives on the server, in the session: a request carries only its new turn, and
+continues the session it names (the session id is the answer's id, and the request's
+``previous_response_id``, as Responses' ``previous_response_id``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import SplitResult, unquote
+
+from cassettes import bounds
+from cassettes.models import (
+    ApiError,
+    FinishReason,
+    Message,
+    NormalisedRequest,
+    NormalisedResponse,
+    Part,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from cassettes.providers._base import Provider, as_int, as_obj, as_str, compact_json
+from cassettes.wire.framing import Framed
+
+__all__ = ["BedrockAgents"]
+
+Item = dict[str, Any]
+
+_SESSION_HEADERS = ("x-amz-bedrock-agent-session-id", "x-amzn-bedrock-knowledge-base-session-id")
+
+
+def _route(url: SplitResult) -> str | None:
+    segs = [unquote(s) for s in url.path.split("/") if s]
+    if len(segs) == 7 and segs[0] == "agents" and segs[2] == "agentAliases" and segs[4] == "sessions" and segs[6] == "text":
+        return "invoke_agent"
+    if segs == ["retrieveAndGenerate"]:
+        return "rag"
+    if segs == ["retrieveAndGenerateStream"]:
+        return "rag_stream"
+    return None
+
+
+def _agent_host(url: SplitResult) -> bool:
+    host = (url.hostname or "").lower()
+    return host.startswith("bedrock-agent-runtime.") and host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+
+
+def _rag_model(body: Item) -> str | None:
+    conf = as_obj(body.get("retrieveAndGenerateConfiguration"))
+    for key in ("knowledgeBaseConfiguration", "externalSourcesConfiguration"):
+        arn = as_str(as_obj(conf.get(key)).get("modelArn"))
+        if arn:
+            return arn.rsplit("/", 1)[-1] if arn.startswith("arn:") else arn
+    return None
+
+
+def _call_id(invocation: str | None, i: int, n: int) -> str | None:
+    """An action group call has no id of its own: the ``invocationId`` of the hand-over names
+    them all, so each is that id, numbered when there are several."""
+    if invocation is None:
+        return None
+    return invocation if n == 1 else f"{invocation}#{i}"
+
+
+def _calls(rc: Item) -> list[Part]:
+    inputs = [as_obj(i) for i in rc.get("invocationInputs") or []]
+    inv = as_str(rc.get("invocationId"))
+    parts: list[Part] = []
+    for i, item in enumerate(inputs):
+        fn, api = as_obj(item.get("functionInvocationInput")), as_obj(item.get("apiInvocationInput"))
+        block = fn or api
+        params = {as_str(p.get("name")) or "": p.get("value") for p in block.get("parameters") or [] if isinstance(p, dict)}
+        if api:
+            name = f"{api.get('httpMethod') or ''} {api.get('apiPath') or ''}".strip()
+            body = as_obj(api.get("requestBody"))
+            args: Item = {**params, **({"requestBody": body} if body else {})}
+        else:
+            name = as_str(fn.get("function")) or ""
+            args = params
+        details = {k: block[k] for k in ("actionGroup", "actionInvocationType", "agentId", "collaboratorName") if block.get(k) is not None}
+        call = ToolCall(id=_call_id(inv, i, len(inputs)), name=name, arguments=args, arguments_raw=compact_json(args))
+        parts.append(Part(kind="tool_call", tool_call=call, provider_details=details or None))
+    return parts
+
+
+def _results(state: Item) -> list[Message]:
+    results = [as_obj(r) for r in state.get("returnControlInvocationResults") or []]
+    inv = as_str(state.get("invocationId"))
+    out: list[Message] = []
+    for i, r in enumerate(results):
+        fn, api = as_obj(r.get("functionResult")), as_obj(r.get("apiResult"))
+        block = fn or api
+        name = as_str(fn.get("function")) if fn else f"{api.get('httpMethod') or ''} {api.get('apiPath') or ''}".strip()
+        body = as_obj(block.get("responseBody"))
+        text = "".join(as_str(as_obj(v).get("body")) or "" for v in body.values()) if body else ""
+        state_ = as_str(block.get("responseState"))
+        res = ToolResult(call_id=_call_id(inv, i, len(results)), name=name, content=text, is_error=True if state_ == "FAILURE" else None)
+        out.append(Message(role="tool", parts=[Part(kind="tool_result", tool_result=res)]))
+    return out
+
+
+def _usage(total: list[Item]) -> Usage | None:
+    if not total:
+        return None
+    inp = sum(as_int(u.get("inputTokens")) or 0 for u in total)
+    out = sum(as_int(u.get("outputTokens")) or 0 for u in total)
+    return Usage(input_tokens=inp, output_tokens=out, total_tokens=inp + out, raw={"model_invocations": total})
+
+
+def _walk_traces(trace: Item, on: Callable[[str, Item], None]) -> None:
+    """Each step of a ``trace`` event (``orchestrationTrace``, ``preProcessingTrace`` …) to ``on``."""
+    inner = as_obj(trace.get("trace"))
+    for kind, step in inner.items():
+        if isinstance(step, dict):
+            on(kind, step)
+
+
+class _AgentStream:
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: list[Part] = []
+        self.models: list[str] = []
+        self.usage: list[Item] = []
+        self.final: str | None = None
+        self.error: ApiError | None = None
+        self.filtered = False
+        self.traces = 0
+        self.citations: list[Any] = []
+        self.files: list[Any] = []
+
+    def step(self, kind: str, step: Item) -> None:
+        if kind == "failureTrace":
+            self.error = ApiError(type="failureTrace", code=as_str(step.get("failureCode")), message=as_str(step.get("failureReason")), in_stream=True, raw=step)
+            return
+        if kind == "guardrailTrace" and step.get("action") == "INTERVENED":
+            self.filtered = True
+        model = as_str(as_obj(step.get("modelInvocationInput")).get("foundationModel"))
+        if model and model not in self.models:
+            self.models.append(model)
+        usage = as_obj(as_obj(as_obj(step.get("modelInvocationOutput")).get("metadata")).get("usage"))
+        if usage:
+            self.usage.append(usage)
+        obs = as_obj(step.get("observation"))
+        if obs.get("type") == "FINISH" or "finalResponse" in obs:
+            self.final = as_str(as_obj(obs.get("finalResponse")).get("text")) or ""
+
+    def event(self, name: str | None, msg_type: str | None, data: Any) -> None:
+        if msg_type in ("exception", "error"):
+            d = as_obj(data)
+            self.error = ApiError(type=name, message=as_str(d.get("message")) or as_str(d.get("Message")), in_stream=True, raw=d or data)
+        elif name == "chunk":
+            d = as_obj(data)
+            raw = d.get("bytes")
+            if isinstance(raw, str):
+                try:
+                    self.text.append(base64.b64decode(raw).decode("utf-8", "replace"))
+                except (binascii.Error, ValueError):
+                    pass
+            cites = as_obj(d.get("attribution")).get("citations")
+            self.citations.extend(cites if isinstance(cites, list) else [])
+        elif name == "trace":
+            self.traces += 1
+            _walk_traces(as_obj(data), self.step)
+        elif name == "returnControl":
+            self.calls.extend(_calls(as_obj(data)))
+        elif name == "files":
+            self.files.append(data)
+
+    def response(self, cut: bool) -> NormalisedResponse:
+        text = "".join(self.text)
+        parts: list[Part] = [Part(kind="text", text=text)] if text else []
+        parts += self.calls
+        raw: str | None
+        if self.error is not None:
+            raw, cls = self.error.type, FinishReason.ERROR
+        elif self.calls:
+            raw, cls = "returnControl", FinishReason.TOOL_CALL
+        elif self.filtered:
+            raw, cls = "INTERVENED", FinishReason.FILTERED
+        elif self.final is not None:
+            raw, cls = "FINISH", FinishReason.COMPLETE
+        else:
+            raw, cls = None, None
+        ended = cls is not None and not cut
+        resp = NormalisedResponse(
+            model=self.models[-1] if self.models else None,
+            parts=parts,
+            finish_reason_raw=raw,
+            finish_reason=cls if ended or self.error is not None else None,
+            usage=_usage(self.usage),
+            error=self.error,
+            complete=True if ended or self.error is not None else (False if cut or self.traces else None),
+            provider_details={k: v for k, v in (("foundation_models", self.models), ("citations", self.citations), ("files", self.files)) if v} or None,
+        )
+        if resp.complete is False:
+            resp.notes.append("agent stream without its final response, a returnControl or an exception: cut")
+        elif resp.complete is None:
+            resp.notes.append("agent stream without traces (enableTrace off): no event says it ended; completeness unknown")
+        return resp
+
+
+def _rag(output_text: str | None, guardrail: str | None, citations: list[Any], cut: bool, stream: bool) -> NormalisedResponse:
+    filtered = guardrail == "INTERVENED"
+    done = not cut and (not stream or output_text is not None or filtered)
+    resp = NormalisedResponse(
+        parts=[Part(kind="text", text=output_text)] if output_text else [],
+        finish_reason_raw=guardrail if filtered else ("end" if done and not stream else None),
+        finish_reason=FinishReason.FILTERED if filtered else (FinishReason.COMPLETE if done and not stream else None),
+        complete=False if cut else (True if not stream else None),
+        provider_details={"citations": citations} if citations else None,
+    )
+    if stream and not cut:
+        resp.notes.append("RetrieveAndGenerateStream has no end event: completeness unknown")
+    return resp
+
+
+class BedrockAgents(Provider):
+    family = "bedrock_agents"
+    #: the agent's model invocations are billed as the foundation model's tokens
+    price_provider = "aws"
+    otel_provider = "aws.bedrock"
+
+    def price_model(self, model: str) -> str:
+        """A trace's ``foundationModel`` may be an inference profile (``us.anthropic…``, an ARN)."""
+        from cassettes.providers.bedrock_invoke import BedrockInvoke
+
+        return BedrockInvoke().price_model(model)
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        route = _route(url)
+        if route is None or method.upper() != "POST":
+            return 0
+        if _agent_host(url):
+            return 5
+        b = as_obj(body)
+        if route == "invoke_agent":
+            return 4 if "inputText" in b or "sessionState" in b else 0
+        return 4 if "retrieveAndGenerateConfiguration" in b and "input" in b else 0
+
+    def is_stream(self, url: SplitResult, body: Any) -> bool:
+        return _route(url) in ("invoke_agent", "rag_stream")
+
+    def history_key(self, body: Any) -> str | None:
+        return None
+
+    def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
+        b = as_obj(body)
+        route = _route(url)
+        messages: list[Message] = []
+        if route == "invoke_agent":
+            segs = [unquote(s) for s in url.path.split("/") if s]
+            state = as_obj(b.get("sessionState"))
+            messages += _results(state)
+            if isinstance(b.get("inputText"), str) and b["inputText"]:
+                messages.append(Message(role="user", parts=[Part(kind="text", text=b["inputText"])]))
+            params = {k: v for k, v in b.items() if k != "inputText"}
+            params.update(agentId=segs[1], agentAliasId=segs[3])
+            return NormalisedRequest(family=self.family, model=None, stream=True, messages=messages, params=params, previous_response_id=segs[5])
+        text = as_str(as_obj(b.get("input")).get("text"))
+        if text:
+            messages.append(Message(role="user", parts=[Part(kind="text", text=text)]))
+        return NormalisedRequest(family=self.family, model=_rag_model(b), stream=route == "rag_stream", messages=messages,
+                                 params={k: v for k, v in b.items() if k != "input"}, previous_response_id=as_str(b.get("sessionId")))
+
+    def parse_response(self, body: Any) -> NormalisedResponse:
+        b = as_obj(body)
+        resp = _rag(as_str(as_obj(b.get("output")).get("text")), as_str(b.get("guardrailAction")), list(b.get("citations") or []), False, False)
+        resp.id = as_str(b.get("sessionId"))
+        return resp
+
+    def reassemble(self, framed: Framed) -> NormalisedResponse:
+        cut = bool(framed.tail)
+        events = [(ev.event, (ev.headers or {}).get(":message-type"), _json(ev.data)) for ev in framed.events]
+        if any(name in ("output", "citation", "guardrail") for name, _, _ in events):
+            return self._rag_stream(events, cut)
+        stream = _AgentStream()
+        for name, mtype, data in events:
+            stream.event(name, as_str(mtype), data)
+        resp = stream.response(cut)
+        resp.events = len(events)
+        return resp
+
+    def _rag_stream(self, events: list[tuple[str | None, Any, Any]], cut: bool) -> NormalisedResponse:
+        text: list[str] = []
+        citations: list[Any] = []
+        guardrail: str | None = None
+        error: ApiError | None = None
+        for name, mtype, data in events:
+            d = as_obj(data)
+            if mtype in ("exception", "error"):
+                error = ApiError(type=name, message=as_str(d.get("message")), in_stream=True, raw=d or data)
+            elif name == "output":
+                text.append(as_str(d.get("text")) or "")
+            elif name == "citation":
+                citations.append(d)
+            elif name == "guardrail":
+                guardrail = as_str(d.get("action"))
+        resp = _rag("".join(text) or None, guardrail, citations, cut, True)
+        resp.events = len(events)
+        if error is not None:
+            resp.error, resp.finish_reason, resp.finish_reason_raw, resp.complete = error, FinishReason.ERROR, error.type, True
+        return resp
+
+    def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
+        """The session the answer belongs to is in a response header (its id for the threader)."""
+        if response.id is None:
+            response.id = next((v for v in (header(h) for h in _SESSION_HEADERS) if v), None)
+
+    def api_key_env(self) -> tuple[str, ...]:
+        return ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK")
+
+
+def _json(data: str) -> Any:
+    try:
+        return bounds.loads(data) if data.strip() else None
+    except ValueError:
+        return None
