@@ -157,6 +157,7 @@ class AppNavigation(AppPlayback):
             ("Turn list", [b for b in TurnList.BINDINGS if isinstance(b, Binding)]),
             ("Messages", [b for b in MessagesView.BINDINGS if isinstance(b, Binding)]),
             ("Layer panes", [b for b in LayerPane.BINDINGS if isinstance(b, Binding)]),
+            ("Search (/): the query takes every key typed, enter searches; in the matches enter jumps to the turn", [b for b in SearchScreen.BINDINGS if isinstance(b, Binding)]),
             ("Other", HELP_OTHER),
         ]
         self.push_screen(HelpScreen(groups))

@@ -370,7 +370,9 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
         else:
             written += mine
     if failed:
-        messages.error(f"--repeat: {len(failed)} of {repeat} runs failed, left out of the comparison: "
+        from cassettes.hints import count
+
+        messages.error(f"--repeat: {len(failed)} of {count(repeat, 'run')} failed, left out of the comparison: "
                        + ", ".join(f"run {i} (exit status {status})" for i, status in failed))
     rc = failed[0][1] if failed else 0
     if not written:

@@ -145,15 +145,17 @@ def _serve(server: Any, args: argparse.Namespace) -> bool:
 
 
 def _report(server: Any, plan: Any, cursor: Any) -> None:
+    from cassettes.hints import count
+
     for line in server.report_lines():
         _err(line.removeprefix("looptap "))
     if cursor is not None:
         for line in cursor.report_lines():
             _err(line)
     if plan is not None:
-        _err(f"replay: {len(plan.fired)} faults injected" + "".join(f"\n  request {n} (recorded #{seq}): {text}" for n, seq, text in plan.fired[:50]))
+        _err(f"replay: {count(len(plan.fired), 'fault')} injected" + "".join(f"\n  request {n} (recorded #{seq}): {text}" for n, seq, text in plan.fired[:50]))
         if plan.skipped:
-            _err(f"replay: {len(plan.skipped)} faults not injected (the recorded answer was served)"
+            _err(f"replay: {count(len(plan.skipped), 'fault')} not injected (the recorded answer was served)"
                  + "".join(f"\n  request {n} (recorded #{seq}): {text}: {why}" for n, seq, text, why in plan.skipped[:50]))
     for m in server.misses:
         for line in m.lines():

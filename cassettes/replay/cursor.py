@@ -137,21 +137,25 @@ class Cursor:
     #: Per conversation: requests sent live so far (a live request's turn: the cursor's + this).
     _live_count: dict[str | None, int] = field(default_factory=dict)
 
-    def bind(self, matcher: Matcher) -> None:
+    def bind(self, matcher: Matcher, run: str = "the run") -> None:
         """Place the cursor in ``matcher``'s recording (labelled by turn); raises
-        :class:`CursorError` when it selects no recorded round trip."""
+        :class:`CursorError` when it selects no recorded round trip, saying what ``run`` (the
+        recording, as the user named it) has: its seqs, or its turns per conversation."""
+        from cassettes.untrusted import clean_line
+
         matcher.label()
         self._matcher = matcher
         self._by_seq = {r.seq: r for r in matcher.recorded}
+        name = clean_line(run)[:200]
         if self.spec.seq is not None and self.spec.seq not in self._by_seq:
-            raise CursorError(f"cursor {self.spec.text!r}: the run has no round trip seq {self.spec.seq} (0-{len(self._by_seq) - 1})")
+            seqs = f"seqs {min(self._by_seq)}–{max(self._by_seq)}" if self._by_seq else "no round trips"
+            raise CursorError(f"cursor {self.spec.text!r}: {name} has no round trip seq {self.spec.seq} ({seqs})")
         for r in matcher.recorded:
             if self.at(r):
                 seq = r.seq
                 self.starts.setdefault(r.conversation, seq)
         if not self.starts:
-            convs = sorted({str(r.conversation) for r in matcher.recorded if r.conversation is not None})
-            raise CursorError(f"cursor {self.spec.text!r} selects no recorded turn (conversations: {', '.join(convs[:20]) or 'none'})")
+            raise CursorError(f"cursor {self.spec.text!r} selects no recorded turn: {name} {turns_held(matcher.recorded, self.spec.conversation)}")
         if self.model is not None:  # refused before anything is sent
             why = other_family(self.model, {id(a): a for r in matcher.recorded if self.at(r) and (a := r.key.adapter) is not None}.values())
             if why is not None:
@@ -329,23 +333,53 @@ class Cursor:
         return [e for e in self.edits if not e.applied]
 
     def report_lines(self) -> list[str]:
+        from cassettes.hints import count
         from cassettes.untrusted import clean_line
 
         starts = sorted(self.starts.items(), key=lambda kv: kv[1])
         where = ", ".join(f"{c or '-'} from seq {s}" for c, s in starts[:10]) + (f", … {len(starts) - 10} more" if len(starts) > 10 else "")
         live = sorted(str(c) for c in self.forked)
         went = ", ".join(live[:10]) + (f", … {len(live) - 10} more" if len(live) > 10 else "")
-        out = [f"fork at {self.spec.text}: {self.sent} requests sent live; went live: {went or 'none'} (cursor: {where})"]
+        out = [f"fork at {self.spec.text}: {count(self.sent, 'request')} sent live; went live: {went or 'none'} (cursor: {where})"]
         for conv, sent in sorted(self.live_turns.items(), key=lambda kv: str(kv[0]))[:10]:
             models = ", ".join(dict.fromkeys(clean_line(m or "?")[:80] for _, m in sent))
             turns = ", ".join(str(t) if t is not None else "?" for t, _ in sent[:20]) + (f", … {len(sent) - 20} more" if len(sent) > 20 else "")
             out.append(f"  live in {conv or '-'}: turns {turns} on {models}{' (--model)' if self.model is not None else ''}")
         out += [f"  {n}" for n in self.notes]
         if self.chained:
-            out.append(f"  {self.chained} requests sent self-contained: each continued an answer replayed from the recording, which the live upstream never gave")
-        out += [f"  edit {e.label}: made in {e.applied} requests sent live" for e in self.edits if e.applied]
+            out.append(f"  {count(self.chained, 'request')} sent self-contained: each continued an answer replayed from the recording, which the live upstream never gave")
+        out += [f"  edit {e.label}: made in {count(e.applied, 'request')} sent live" for e in self.edits if e.applied]
         out += [f"  error: edit {e.label} never applied: no request sent live carries it (check the call id / index, and that the cursor is at or before the turn that first sends it)" for e in self.unapplied()]
         return out
+
+
+def turns_held(recorded: Iterable[Recorded], conversation: str | None = None) -> str:
+    """What a recording holds, for a cursor that selected nothing in it: ``has 3 turns (0–2) in
+    conversations c1, c2`` (conversations with the same turns said together), or, for a
+    ``conversation`` it does not have, the conversations it has."""
+    from cassettes.hints import count
+
+    turns: dict[str, set[int]] = {}
+    for r in recorded:
+        if r.conversation is not None and r.turn is not None:
+            turns.setdefault(r.conversation, set()).add(r.turn)
+    if conversation is not None and conversation not in turns:
+        listed = ", ".join(sorted(turns)[:20]) + (f", … {len(turns) - 20} more" if len(turns) > 20 else "")
+        return f"has no conversation {conversation} (its conversations: {listed or 'none'})"
+    if conversation is not None:
+        turns = {conversation: turns[conversation]}
+    if not turns:
+        return "has no turns"
+    alike: dict[tuple[int, int, int], list[str]] = {}
+    for conv, held in turns.items():
+        alike.setdefault((len(held), min(held), max(held)), []).append(conv)
+    said = []
+    for (n, lo, hi), convs in list(alike.items())[:5]:
+        names = ", ".join(convs[:10]) + (f", … {len(convs) - 10} more" if len(convs) > 10 else "")
+        span = f"{lo}–{hi}" if lo != hi else f"{lo}"
+        said.append(f"{count(n, 'turn')} ({span}) in conversation{'s' if len(convs) > 1 else ''} {names}")
+    more = f"; … {len(alike) - 5} more" if len(alike) > 5 else ""
+    return "has " + "; ".join(said) + more
 
 
 def threads_of_recorded(matcher: Matcher | None) -> Threads:

@@ -104,7 +104,7 @@ def branch_meta(
     cursor = Cursor(source.cursor, lambda *_: None, model=model, edits=list(check or []))
     run = open_run(source.run, whole=True)  # (a branch forked again: numbered as show numbers it)
     matcher = Matcher(list(run.exchanges), first_turn=first_turn(origin_in(run.header)))
-    cursor.bind(matcher)
+    cursor.bind(matcher, str(source.run))
     at = set(cursor.starts.values())
     turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in at}  # the origin's turn at the cursor
     return {"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts, edits, turns, branch)}
@@ -199,11 +199,13 @@ class ForkReplay:
         return {**{k: v for k, v in recorder_env.items() if not k.lower().endswith("_proxy") and k != "NODE_USE_ENV_PROXY"}, **env}
 
     def _said(self) -> list[str]:
+        """What the replay server said on stderr, each line without the ``looptap:`` its own CLI
+        put before it: the caller says them with its own (one prefix, not ``looptap: looptap:``)."""
         if self._err is None:
             return []
         self._err.seek(0)
         said: bytes = self._err.read(1 << 20)
-        return said.decode("utf-8", "replace").splitlines()
+        return [_unprefixed(line) for line in said.decode("utf-8", "replace").splitlines()]
 
     async def stop(self) -> int:
         """Stop the replay server; its exit status (1: a request before the cursor missed, the
@@ -219,6 +221,15 @@ class ForkReplay:
             self._err.close()
             self._err = None
         return rc
+
+
+def _unprefixed(line: str) -> str:
+    """A line of looptap's own stderr as a message: ``looptap: replaying …`` → ``replaying …``,
+    ``looptap replay: no recorded …`` → ``replay: no recorded …``."""
+    for prefix in ("looptap: ", "looptap "):
+        if line.startswith(prefix):
+            return line[len(prefix):]
+    return line
 
 
 def recorder_env_for_child(env: dict[str, str]) -> dict[str, str]:

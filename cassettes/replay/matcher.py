@@ -287,6 +287,9 @@ class Matcher:
         self._sorted: array[int] = array("q", (self._hashes[i] for i in order))
         del order
         self._unplayed_from = 0  # no round trip before this one is unplayed
+        #: Round trips a request was matched to past a fork's cursor and answered live, not from
+        #: the recording (:meth:`went_live`): matched (never offered again), not played.
+        self._live: set[int] = set()
         self.recorded: Sequence[Recorded] = _RecordedList(self)
         self.misses: list[Miss] = []
         #: The client's base path → the recording's (``/v1`` → ``/backend-api/codex``), learned
@@ -401,8 +404,8 @@ class Matcher:
         return found
 
     def release(self, rec: Recorded) -> None:
-        """The attempt ``rec`` was matched to did not get the recorded answer (a fault failed it,
-        or it went live past a cursor): the next attempt at the same request gets it."""
+        """The attempt ``rec`` was matched to did not get the recorded answer (a fault failed it):
+        the next attempt at the same request gets it."""
         if rec.plays > 0:
             self._set_plays(rec.index, rec.plays - 1)
 
@@ -525,7 +528,19 @@ class Matcher:
         return sum(1 for p in self._plays if not p)
 
     def played(self) -> list[Recorded]:
-        return [Recorded(self, i) for i, p in enumerate(self._plays) if p]
+        """The round trips played from the recording (not those that went live past a cursor)."""
+        live = self._live
+        return [Recorded(self, i) for i, p in enumerate(self._plays) if p and i not in live]
+
+    def went_live(self, rec: Recorded) -> None:
+        """The request matched to ``rec`` was sent live (past a fork's cursor): ``rec`` stays
+        matched, so neither offered again nor listed unplayed, and is not counted as played."""
+        with self._lock:
+            self._live.add(rec.index)
+
+    def count_live(self) -> int:
+        """Recorded round trips whose request went live past a fork's cursor (:meth:`went_live`)."""
+        return len(self._live)
 
 
 def _recorded_key(ex: Exchange) -> RequestKey:

@@ -110,7 +110,10 @@ class Router(Protocol):
     """A fork's cursor (:class:`cassettes.replay.cursor.Cursor`): the answer for a request past
     it (sent live), or ``None`` (replayed as any other)."""
 
-    def bind(self, matcher: Matcher) -> None: ...
+    #: Requests sent live so far.
+    sent: int
+
+    def bind(self, matcher: Matcher, run: str = "the run") -> None: ...
 
     def route(self, req: Request, found: Recorded | Miss, websocket: bool) -> Answer | None: ...
 
@@ -136,6 +139,8 @@ class Planner:
         if self.cursor is not None:
             live = self.cursor.route(req, found, websocket)
             if live is not None:
+                if isinstance(live, Forward) and isinstance(found, Recorded):
+                    self.matcher.went_live(found)  # answered live, not from the recording
                 return live
         if isinstance(found, Miss):
             base = self.fallback(req.method, req.target, req.body) if self.fallback is not None and not websocket else None

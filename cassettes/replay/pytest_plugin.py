@@ -661,7 +661,6 @@ def _summary_lines(session: LooptapSession) -> list[str]:
     server = session.server
     assert server is not None
     lines = server.report_lines()
-    lines[0] = re.sub(r"\b1 unmatched requests\b", "1 unmatched request", re.sub(r"\bof 1 recorded round trips\b", "of 1 recorded round trip", lines[0]))
     fired = session.faults.fired if session.faults is not None else []
     if not fired:
         return lines
@@ -672,7 +671,7 @@ def _summary_lines(session: LooptapSession) -> list[str]:
     for _n, seq, text in fired:
         if seq is not None and parse_fault(text).kind not in (*STATUS_KINDS, "reset"):
             answered.add(seq)
-    lines[0] = re.sub(r"played \d+ of", f"played {len(answered)} of", lines[0], count=1)
+    lines[0] = re.sub(r"played [\d,]+ of", f"played {len(answered):,} of", lines[0], count=1)
     faulted = {f"  unplayed: {by_seq[seq].label}:" for seq in answered - {r.seq for r in server.matcher.played()} if seq in by_seq}
     lines = [ln for ln in lines if not any(ln.startswith(f) for f in faulted)]  # answered, by the fault
     lines.append(f"  faults injected: {len(fired)}")

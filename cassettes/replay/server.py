@@ -228,7 +228,8 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         if faults is not None and faults.needs_turns:
             self.matcher.label()
         if cursor is not None:
-            cursor.bind(self.matcher)  # placed in the recording's turns (refused if it selects none)
+            # placed in the recording's turns (refused if it selects none, saying what the run has)
+            cursor.bind(self.matcher, self.source if self.source != "<exchanges>" else "the run")
         #: Decides every answer (the senders below only speak it).
         self.planner = Planner(self.matcher, faults, fallback, cursor)
         #: Every request answered, as an exchange: the live request and what was sent back.
@@ -279,26 +280,32 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         return self.matcher.unplayed()
 
     def report_lines(self) -> list[str]:
+        from cassettes.hints import count
+
         rec = self.matcher.recorded
-        played = [r for r in rec if r.plays]
-        out = [f"looptap replay {self.source}: played {len(played)} of {len(rec)} recorded round trips, {len(self.matcher.misses)} unmatched requests"]
+        played = len(self.matcher.played())  # from the recording: a fork's requests past its cursor went live
+        out = [f"looptap replay {self.source}: played {played:,} of {count(len(rec), 'recorded round trip')}"]
+        cursor = self.planner.cursor
+        if cursor is not None:
+            out[0] += f", {count(cursor.sent, 'request')} went live past the cursor"
+        out[0] += f", {count(len(self.matcher.misses), 'unmatched request')}"
         if self.internal_errors:
-            out[0] += f", {len(self.internal_errors)} internal errors"
+            out[0] += f", {count(len(self.internal_errors), 'internal error')}"
         if self.refused:
-            out[0] += f", {self.refused} unreadable requests refused"
+            out[0] += f", {count(self.refused, 'unreadable request')} refused"
         if self.write_timeouts:
-            out[0] += f", {self.write_timeouts} connections dropped (answer unread for {self.write_timeout:g} s)"
+            out[0] += f", {count(self.write_timeouts, 'connection')} dropped (answer unread for {self.write_timeout:g} s)"
         if self.accept_pauses:
-            out[0] += f", accepting paused {self.accept_pauses} times (out of file descriptors)"
+            out[0] += f", accepting paused {count(self.accept_pauses, 'time')} (out of file descriptors)"
         if self.headers_dropped:
-            out[0] += f", {self.headers_dropped} headers not sent (they would have split the message)"
+            out[0] += f", {count(self.headers_dropped, 'header')} not sent (they would have split the message)"
         unplayed = self.matcher.count_unplayed()
         if unplayed:
             self.matcher.label()
         shown = 0
         for r in self.matcher.recorded if unplayed else ():
             if shown == UNPLAYED_LISTED:
-                out.append(f"  … and {unplayed - shown:,} more unplayed round trips")
+                out.append(f"  … and {count(unplayed - shown, 'more unplayed round trip')}")
                 break
             if not r.plays:
                 shown += 1

@@ -1,4 +1,10 @@
-"""Search across the run: type, press enter, pick a hit to jump to its turn."""
+"""Search across the run: type, press enter, pick a hit to jump to its turn.
+
+Two places, two meanings for a letter: in the input every key types (``n`` is part of the query);
+once a search is submitted, focus moves to the matches, where ``n``/``N`` (or ``↓``/``↑``) move
+to the next / previous match, ``enter`` jumps to its turn and ``/`` goes back to the query. The
+border says which keys act where focus is; the help screen lists these bindings as "Search (/)".
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -28,8 +34,15 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", tooltip="Close the search without jumping", id="search.close"),
-        Binding("down", "to_hits", "Matches", show=False, tooltip="Move to the list of matches", id="search.hits"),
+        Binding("down", "to_hits", "Matches", show=False, tooltip="From the query: move to the list of matches", id="search.hits"),
+        Binding("n", "match(1)", "Next match", show=False, tooltip="In the matches (after enter): the next match", id="search.dialog_next"),
+        Binding("N", "match(-1)", "Prev match", show=False, tooltip="In the matches (after enter): the previous match", id="search.dialog_previous"),
+        Binding("slash", "to_query", "Edit query", key_display="/", show=False, tooltip="In the matches: back to the query", id="search.edit"),
     ]
+
+    #: What the border says, for where focus is: the query being typed, or the matches.
+    KEYS_TYPING = "enter: search · ↓: matches · esc: close"
+    KEYS_MATCHES = "n N ↓ ↑: next/prev match · enter: jump · /: query · esc: close"
 
     def __init__(self, searcher: Searcher, query: str = "") -> None:
         super().__init__()
@@ -40,7 +53,7 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
     def compose(self) -> ComposeResult:
         with Vertical(id="search-box") as box:
             box.border_title = "search the run"
-            box.border_subtitle = "enter: search · ↓ then enter: jump · esc: close"
+            box.border_subtitle = self.KEYS_TYPING
             yield Input(
                 value=self._query, placeholder="text, tool name, argument, finding code…", id="search-input"
             )
@@ -77,6 +90,13 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
             )
         if hits:
             options.highlighted = 0
+            if self.query_one("#search-input", Input).value == query:  # (not when typing on since)
+                options.focus()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """The border names the keys that act where focus now is."""
+        in_hits = event.widget.id == "search-hits"
+        self.query_one("#search-box").border_subtitle = self.KEYS_MATCHES if in_hits else self.KEYS_TYPING
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
@@ -90,6 +110,20 @@ class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):
             hits.focus()
             if hits.highlighted is None:
                 hits.highlighted = 0
+
+    def action_match(self, direction: int) -> None:
+        """``n``/``N`` in the matches: the next / previous one (round the ends). In the input the
+        keys type (the input takes them before any binding)."""
+        hits = self.query_one("#search-hits", OptionList)
+        if not hits.option_count:
+            return
+        hits.focus()
+        now = hits.highlighted if hits.highlighted is not None else -direction
+        hits.highlighted = (now + direction) % hits.option_count
+
+    def action_to_query(self) -> None:
+        """``/`` in the matches: back to the query, to change it."""
+        self.query_one("#search-input", Input).focus()
 
     def action_close(self) -> None:
         self.dismiss((self._query, self._hits, None))

@@ -11,7 +11,7 @@ import pytest
 from conftest import FakeClock
 from fixture_run import ANSWER, PACE
 from helpers import Recording, loaded, pane_text, plain, until
-from textual.widgets import Static, TabbedContent
+from textual.widgets import Input, OptionList, Static, TabbedContent
 
 from inspector.app import InspectorApp, build_app
 from inspector.screens.help import HelpScreen
@@ -163,7 +163,7 @@ async def test_search_jumps_to_the_hit_and_n_cycles(run_file: Path) -> None:
             (4, "C appended assistant"),
         ]
         assert "4 matches for 'snow'" in plain(screen.query_one("#search-summary", Static))
-        await pilot.press("tab", "down", "enter")  # the second hit
+        await pilot.press("down", "enter")  # the second hit (enter moved focus to the matches)
         assert not isinstance(app.screen, SearchScreen)
         assert _selected(app) == 3
         await pilot.press("n")
@@ -388,14 +388,57 @@ async def test_down_from_the_search_input_then_enter_jumps_as_the_dialog_says(ru
     app = build_app(run_file)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
-        await pilot.press("slash", *"snow", "enter")
+        await pilot.press("slash", *"sno")
         screen = app.screen
         assert isinstance(screen, SearchScreen)
+        assert "↓: matches" in str(screen.query_one("#search-box").border_subtitle)
+        await pilot.press("w", "enter")
         await until(pilot, lambda: bool(screen._hits))
-        assert "↓ then enter: jump" in str(screen.query_one("#search-box").border_subtitle)
-        await pilot.press("down", "enter")  # focus is still in the input: ↓ moves to the matches
+        await pilot.press("slash")  # from the matches back to the query
+        assert isinstance(app.focused, Input)
+        await pilot.press("down", "enter")  # ↓ from the query moves to the matches, as the border says
         assert not isinstance(app.screen, SearchScreen)
         assert _selected(app) == 3
+
+
+async def test_in_the_search_dialog_n_types_and_after_enter_moves_to_the_next_match(run_file: Path) -> None:
+    """Issue 43: inside the `/` dialog `n` typed into the box while the key table read as if it
+    moved to the next match. In the query every key types; enter searches and moves to the
+    matches, where `n`/`N` move; the help screen, the border and the docs say so."""
+    app = build_app(run_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("slash", *"sn")
+        screen = app.screen
+        assert isinstance(screen, SearchScreen)
+        query = screen.query_one("#search-input", Input)
+        assert query.value == "sn"  # n typed into the query
+        await pilot.press(*"ow", "enter")
+        await until(pilot, lambda: bool(screen._hits))
+        hits = screen.query_one("#search-hits", OptionList)
+        await pilot.pause()
+        assert app.focused is hits  # enter moved focus to the matches
+        assert hits.highlighted == 0 and "n N ↓ ↑: next/prev match" in str(screen.query_one("#search-box").border_subtitle)
+        await pilot.press("n")
+        assert hits.highlighted == 1 and query.value == "snow"  # the next match; nothing typed
+        await pilot.press("n", "n", "n")
+        assert hits.highlighted == 0  # round the end
+        await pilot.press("N")
+        assert hits.highlighted == 3
+        await pilot.press("N", "enter")  # the third match: turn 4
+        assert not isinstance(app.screen, SearchScreen) and _selected(app) == 4
+        await pilot.press("n")  # the dialog closed: n jumps to the next match's turn
+        assert _selected(app) == 4 and "match 4/4" in app.notice
+        await pilot.press("n")
+        assert _selected(app) == 3 and "match 1/4" in app.notice
+        # The key table says where each n acts.
+        await pilot.press("question_mark")
+        help_text = " ".join(plain(s) for s in app.screen.query(Static))
+        assert "Search (/): the query takes every key typed, enter searches" in help_text
+        assert "In the matches (after enter): the next match" in help_text
+        assert "After a search (/, a query, enter; the dialog closed): jump to the next" in help_text
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "inspector.md").read_text()
+    assert "In the dialog the query takes every key typed (`n` too); `enter` searches and moves to the matches, where `n` `N`" in docs
 
 
 async def test_a_shows_all_messages_from_wherever_focus_is(run_file: Path) -> None:

@@ -49,6 +49,44 @@ async def test_80x24_is_a_layout_of_its_own(run_file: Path) -> None:
         assert "max_tokens" in rows[3] and "→2 calls" in rows[2], rows
 
 
+async def test_at_80x24_the_turn_list_takes_only_the_rows_it_needs_and_the_a_pane_fits(run_file: Path, demo_file: Path) -> None:
+    """Issue 43: at 80×24 the turn list kept a blank row (5 turns in 6 rows) and, in the demo, a
+    sideways scrollbar's row, while the A pane of the turn with an A finding was cut (12 lines in
+    10 rows, its latency and price out of sight)."""
+    app = build_app(run_file)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        turn_list = app.query_one(TurnList)
+        assert len(turn_list.seqs) == 5
+        assert turn_list.scrollable_content_region.height == len(turn_list.seqs)  # every turn shown, no blank row
+        turn_list.select_seq(3)
+        await until(pilot, lambda: app._loaded == 3 and app._panes_of == 3)
+        for _ in range(4):  # l: M, E, A, C in turn (the turn's C error brought C up)
+            if app.view == "A":
+                break
+            await pilot.press("l")
+        assert app.view == "A"
+        await pilot.pause()
+        pane = app.query_one("#pane-a")
+        body = app.query_one("#pane-a Static", Static)
+        assert "A.truncated_length" in plain(body) and "price:" in plain(body)
+        assert pane.max_scroll_y == 0 and body.region.height <= pane.scrollable_content_region.height, (body.region, pane.region)
+        assert body.region.bottom <= pane.region.bottom - 1  # whole, above the pane's bottom border
+        await pilot.press("c")  # one conversation (c1: two turns): the list shrinks to them
+        await until(pilot, lambda: len(turn_list.seqs) == 2)
+        await pilot.pause()
+        assert turn_list.scrollable_content_region.height == 2
+    app = build_app(demo_file)  # 11 turns: the list scrolls within its share, with no sideways scrollbar
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        turn_list = app.query_one(TurnList)
+        assert not turn_list.show_horizontal_scrollbar
+        assert turn_list.region.height <= 24 // 4 and turn_list.max_scroll_y > 0
+        turn_list.select_seq(10)
+        await pilot.pause()
+        assert turn_list.scroll_offset.y <= 10 < turn_list.scroll_offset.y + turn_list.scrollable_content_region.height  # the cursor in view
+
+
 async def test_at_100x30_a_short_layer_pane_leaves_its_rows_to_the_messages(run_file: Path) -> None:
     """The E pane takes the height of its content (no blank rows under it) and the messages the
     rest (issue 32: messages 4 lines while the E pane below had 6 blank)."""

@@ -137,7 +137,7 @@ def test_the_exit_report_counts_internal_errors(tmp_path: Path) -> None:
             urllib.request.urlopen(req, timeout=30)
         assert err.value.code == 500
     lines = srv.report_lines()
-    assert "1 internal errors" in lines[0]
+    assert "1 internal error" in lines[0] and "1 internal errors" not in lines[0]
     assert any("internal error (a looptap bug, answered 500): POST /v1/chat/completions: RuntimeError: boom" in ln for ln in lines)
 
 
@@ -370,4 +370,4 @@ def test_replay_command_injects_and_reports(tmp_path: Path) -> None:
     finally:
         p.send_signal(2)
         _, err = progress.communicate(p)
-    assert "1 faults injected" in err and "request 1 (recorded #0): request=1:overloaded=0" in err
+    assert "1 fault injected" in err and "request 1 (recorded #0): request=1:overloaded=0" in err

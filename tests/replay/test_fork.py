@@ -155,6 +155,37 @@ def test_a_cursor_in_one_conversation_leaves_the_others_replayed_and_repeat_says
     assert f"conversation {conv}, turn 2: 2 branches, with each other 100% (1 distinct answer), with the recording 100%: as recorded in every branch" in err
 
 
+DIVERGING_AGENT = """
+from openai import OpenAI
+OpenAI(max_retries=0).chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Weather in Rome?"}])
+"""
+
+
+@needs_recorder
+def test_the_forks_lines_say_looptap_once_and_what_was_played_and_what_went_live(origin: tuple[Path, ScriptedUpstream, Path], tmp_path: Path) -> None:
+    """Issue 43: the fork's replay lines read "looptap: looptap: …" and "played 8 of 12 recorded
+    round trips" when 4 of those 8 went live; a client diverging before the cursor got the miss
+    lines doubled too."""
+    run, _, confdir = origin
+    proc, _, fake2 = _fork(origin, tmp_path, "turn=1")
+    err = proc.stderr  # type: ignore[attr-defined]
+    assert proc.returncode == 0 and len(fake2.log) == 8, err[-4000:]  # type: ignore[attr-defined]
+    assert not [ln for ln in err.splitlines() if ln.startswith("looptap: looptap")], err
+    # turn 0 of each conversation from the recording; turns 1 and 2 live (turn 1 matched its recorded turn)
+    assert f"looptap: replay {run}: played 4 of 12 recorded round trips, 8 requests went live past the cursor, 0 unmatched requests" in err.splitlines(), err
+    assert "looptap: fork at turn=1: 8 requests sent live; went live: c1, c2, c3, c4" in err, err
+    # refused: a client that diverges before the cursor (its first request is not the recording's)
+    with ScriptedUpstream(new_model_route) as fake3:
+        argv = [*RECORDER, "run", "--from", f"{run}@turn=1", "-o", str(tmp_path / "diverged.jsonl"), "--confdir", str(confdir), *_upstreams(fake3.url),
+                "--", sys.executable, "-c", DIVERGING_AGENT]
+        refused = progress.run(argv, env=_env(), capture_output=True, text=True, cwd=tmp_path)
+    assert refused.returncode == 1 and fake3.log == [], refused.stderr[-4000:]
+    lines = refused.stderr.splitlines()
+    assert not [ln for ln in lines if ln.startswith("looptap: looptap")], refused.stderr
+    assert "looptap: replay: no recorded round trip matches POST /v1/chat/completions" in "\n".join(lines), refused.stderr
+    assert f"looptap: replay {run}: played 0 of 12 recorded round trips, 0 requests went live past the cursor, 1 unmatched request" in lines, refused.stderr
+
+
 # -- in-process: the cursor's routing, without the recorder --------------------------------------
 
 
@@ -188,6 +219,28 @@ def test_the_cursor_routes_past_it_live_and_fails_closed_before_it() -> None:
             assert any("model gpt-4o → other-model" in n for n in served.notes)
         assert len(srv.misses) == 1 and "Weather in Rome" in str(srv.misses[0])
         assert cursor.forked == {srv.matcher.recorded[1].conversation} and cursor.sent == 1
+
+
+def test_the_summary_counts_the_round_trips_played_apart_from_those_that_went_live() -> None:
+    """Issue 43: a fork whose prefix was replayed and whose continuation went live said "played 2
+    of 2 recorded round trips" and "1 requests sent live"."""
+    from openai import BadRequestError, OpenAI
+
+    from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, tool_loop
+
+    with ScriptedUpstream(new_model_route) as live:
+        cursor = Cursor(parse_cursor("turn=1"), live_router({"openai": live.url}))
+        with ReplayServer(tool_loop(), cursor=cursor) as srv:
+            client = OpenAI(base_url=srv.url + "/v1", api_key="sk-x", max_retries=0)
+            tools = orjson.loads(_chat([]))["tools"]
+            with pytest.raises(BadRequestError):  # before the cursor, a request the recording does not have
+                client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, {"role": "user", "content": "Weather in Rome?"}], tools=tools)  # type: ignore[list-item]
+            client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER], tools=tools)  # type: ignore[list-item]
+            client.chat.completions.create(model="gpt-4o", messages=[SYSTEM, USER, CALL, RESULT], tools=tools)  # type: ignore[list-item]
+        assert len(live.log) == 1
+        assert srv.report_lines()[0] == "looptap replay <exchanges>: played 1 of 2 recorded round trips, 1 request went live past the cursor, 1 unmatched request"
+        assert [r.turn for r in srv.matcher.played()] == [0] and srv.unplayed() == []  # turn 1 went live: neither played nor unplayed
+        assert cursor.report_lines()[0].startswith("fork at turn=1: 1 request sent live; went live: ")
 
 
 def test_a_cursor_that_selects_nothing_is_refused() -> None:

@@ -96,6 +96,28 @@ def test_run_refuses_in_one_line_before_anything_is_sent(tmp_path: Path, extra: 
     assert fake.log == []  # nothing was sent
 
 
+def test_a_cursor_past_the_runs_turns_says_how_many_turns_the_run_has(tmp_path: Path) -> None:
+    """Issue 43: a refused ``@turn=2`` did not say how many turns the run has."""
+    write(tmp_path / "run.jsonl", tool_loop())  # one conversation, turns 0 and 1
+    for cursor, said in (
+        ("turn=2", "cursor 'turn=2' selects no recorded turn: run.jsonl has 2 turns (0–1) in conversation c1"),
+        ("conversation=c1:turn=7", "cursor 'conversation=c1:turn=7' selects no recorded turn: run.jsonl has 2 turns (0–1) in conversation c1"),
+        ("conversation=c9", "cursor 'conversation=c9' selects no recorded turn: run.jsonl has no conversation c9 (its conversations: c1)"),
+        ("seq=9", "cursor 'seq=9': run.jsonl has no round trip seq 9 (seqs 0–1)"),
+    ):
+        proc = _looptap("replay", "run.jsonl", "--cursor", cursor, "--live", "openai=http://127.0.0.1:9", cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.splitlines() == [f"looptap: error: {said}"], proc.stderr
+
+
+@needs_recorder
+def test_run_from_a_turn_past_the_end_says_how_many_turns_the_run_has(tmp_path: Path) -> None:
+    write(tmp_path / "run.jsonl", tool_loop())
+    argv = [*RECORDER, "run", "--from", "run.jsonl@turn=2", "-o", "branch.jsonl", "--confdir", str(tmp_path / "conf"), "--", sys.executable, "-c", "pass"]
+    proc = progress.run(argv, capture_output=True, text=True, cwd=tmp_path, env=clean_env(OPENAI_API_KEY="sk-x"))
+    assert proc.returncode == 2 and not (tmp_path / "branch.jsonl").exists(), proc.stderr
+    assert proc.stderr.splitlines() == ["looptap: error: cursor 'turn=2' selects no recorded turn: run.jsonl has 2 turns (0–1) in conversation c1"], proc.stderr
+
+
 # -- edits ------------------------------------------------------------------------------------------
 
 

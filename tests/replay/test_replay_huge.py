@@ -71,7 +71,7 @@ def test_answers_are_read_from_disk_by_offset(tmp_path: Path) -> None:
         status, body, _ = _ask(server, 0)  # played once: a repeat is a miss naming it
         assert status != 200 and b"already played" in body
     lines = server.report_lines()
-    assert f"played 10 of {n} recorded round trips" in lines[0], lines[0]
+    assert f"played 10 of {n:,} recorded round trips" in lines[0], lines[0]
     assert f"… and {n - 10 - UNPLAYED_LISTED:,} more unplayed round trips" in lines or n - 10 <= UNPLAYED_LISTED
 
 

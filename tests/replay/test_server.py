@@ -237,7 +237,7 @@ def test_replay_command_prints_exports_serves_and_reports(tmp_path: Path) -> Non
         proc.send_signal(signal.SIGINT)
         _out, err = progress.communicate(proc)
     assert proc.returncode == 1, err  # a miss happened
-    assert "played 1 of 2 recorded round trips, 1 unmatched requests" in err
+    assert "played 1 of 2 recorded round trips, 1 unmatched request\n" in err
     assert "C: the tool result for call_A1 changed (messages[3].content)" in err
 
 
