@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,7 @@ def web_report_answer(path: Path) -> dict[str, Any]:
     """The ``web_report`` answer for the run at ``path``: the ``looptap export --html`` command
     (with this interpreter, so it runs whatever is on PATH) and the page beside the run, if any."""
     import shlex
+    from importlib.util import find_spec
 
     from cassettes.hints import install_command
     from cassettes.mcp.query import UNTRUSTED_NOTE
@@ -240,14 +242,27 @@ def web_report_answer(path: Path) -> dict[str, Any]:
     page = path.with_name(path.name + ".html")
     command = shlex.join([sys.executable, "-m", "cassettes.cli", "export", "--html", str(path), "-o", str(page)])
     exists = page.is_file() and not page.is_symlink()
+    # The command runs with this interpreter: the extra is missing only if Jinja2 is not here.
+    missing = "" if _importable("jinja2", find_spec) else f" (first install the html extra it needs, missing here: {install_command('html')})"
     return {
         "note": UNTRUSTED_NOTE,
-        "how": f"run recorded.command in a shell to write the page (it needs the html extra: {install_command('html')}); "
+        "how": f"run recorded.command in a shell to write the page{missing}; "
         "it opens in any browser without a server"
         + ("; recorded.page is there already (add --force to the command to write it again)" if exists else ""),
         # The run's file name is the recording's: inside the fence, made safe.
         "recorded": {"command": clean(command), "page": clean(str(page)) if exists else None},
     }
+
+
+def _importable(module: str, find_spec: Callable[[str], Any]) -> bool:
+    """Whether ``module`` can be imported here (found without importing it; a module blocked in
+    ``sys.modules`` with ``None`` counts as missing)."""
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    try:
+        return find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 #: A JSON-RPC request line read by :func:`_refuse` (the client's ``initialize`` is small).

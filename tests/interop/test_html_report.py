@@ -9,6 +9,7 @@ import base64
 import gzip
 import hashlib
 import html
+import json
 import re
 import subprocess
 import sys
@@ -202,3 +203,25 @@ def test_export_html_never_writes_through_a_link_nor_over_its_run(demo_cassette:
     out = tmp_path / "new.html"
     assert _looptap("export", "--html", str(demo_cassette), "-o", str(out)).returncode == 0
     assert stat.S_IMODE(out.stat().st_mode) == 0o600  # like the cassette it shows
+
+
+def test_the_web_report_answer_asks_for_the_html_extra_only_where_it_is_missing(demo_cassette: Path, tmp_path: Path) -> None:
+    """The MCP ``web_report`` answer said the html extra was needed even where it is installed
+    (issue 43): it is said only when Jinja2 cannot be imported by the interpreter the command names."""
+    pytest.importorskip("jinja2")
+    from cassettes.mcp.server import web_report_answer
+
+    run = tmp_path / "demo.jsonl"
+    run.write_bytes(demo_cassette.read_bytes())
+    here = web_report_answer(run)
+    assert "html extra" not in here["how"] and "install" not in here["how"], here["how"]
+    code = (
+        "import sys, json; sys.modules['jinja2'] = None\n"
+        "from pathlib import Path\n"
+        "from cassettes.mcp.server import web_report_answer\n"
+        f"print(json.dumps(web_report_answer(Path({str(run)!r}))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    missing = json.loads(done.stdout)
+    assert "html extra" in missing["how"] and "pip install" in missing["how"], missing["how"]
+    assert missing["recorded"]["command"] == here["recorded"]["command"]
