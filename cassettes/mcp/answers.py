@@ -10,14 +10,17 @@ once more; answers carry :data:`UNTRUSTED_NOTE` (:func:`wrap`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from cassettes.errors import CassetteError
-from cassettes.recording.redact import Redactor
 from cassettes.untrusted import clean
+
+if TYPE_CHECKING:
+    from cassettes.recording.redact import Redactor
 
 __all__ = [
     "DEFAULT_BYTES",
@@ -70,7 +73,13 @@ class QueryError(CassetteError, ValueError):
         return out
 
 
-_redactor = Redactor()
+@functools.cache
+def _redactor() -> Redactor:
+    """The redactor of every recorded string answered (made on the first answer: its rules are a
+    large module, which ``initialize`` need not wait for)."""
+    from cassettes.recording.redact import Redactor
+
+    return Redactor()
 
 
 def text(value: Any, limit: int | None = DEFAULT_CHARS) -> Any:
@@ -78,7 +87,7 @@ def text(value: Any, limit: int | None = DEFAULT_CHARS) -> Any:
     clipped to ``limit`` characters with the full length said."""
     if value is None:
         return None
-    s = _redactor.scrub(clean(value if isinstance(value, str) else str(value)))
+    s = _redactor().scrub(clean(value if isinstance(value, str) else str(value)))
     if limit is not None and len(s) > limit:
         return f"{_whole_words(s, limit)}…[clipped: {len(s)} characters in all]"
     return s

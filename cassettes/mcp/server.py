@@ -14,7 +14,10 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cassettes.mcp.query import Runs
 
 __all__ = ["build_server", "cmd_mcp", "parse_http", "register_mcp", "web_report_answer"]
 
@@ -33,10 +36,10 @@ def build_server(roots: list[str]) -> Any:
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
     from cassettes._version import __version__
-    from cassettes.mcp.query import DEFAULT_BYTES, UNTRUSTED_NOTE, QueryError, Runs, cap_bytes, encode
+    from cassettes.mcp.answers import DEFAULT_BYTES, UNTRUSTED_NOTE, QueryError, cap_bytes, encode
     from cassettes.untrusted import clean
 
-    runs = Runs(roots)
+    runs = _Runs(roots)
     server = MCPServer(name="looptap", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
@@ -70,14 +73,14 @@ def build_server(roots: list[str]) -> Any:
         """List the recorded runs (cassettes) under the server's roots, newest first: for each, its path
         (recorded.runs[].recorded_run: pass it as `run` to the other tools), round trips, conversations, turns, findings by layer
         (E model, A API, C client) and severity, and cost in USD. Paged: pass next_offset as offset."""
-        return runs.list_runs(offset, limit, max_bytes)
+        return runs.get().list_runs(offset, limit, max_bytes)
 
     @tool
     def run_summary(run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Summarise one run: its conversations (id, turns, parent for sub-agents and side calls, cost,
         finding codes) and its root-cause findings, most severe first. Use this first to answer 'why did
         this run fail?', then `findings` and `turn` for the details."""
-        return runs.summary(run, max_bytes)
+        return runs.get().summary(run, max_bytes)
 
     @tool
     def findings(
@@ -94,7 +97,7 @@ def build_server(roots: list[str]) -> Any:
         caused_by). Filter by layer (E, A or C), least severity (error, warning or info; default info =
         all), code (e.g. C.dropped_tool_result) or conversation id. Each names its seq, conversation and
         turn: read that turn with `turn`. Paged by offset and limit."""
-        return runs.findings(run, layer, severity, code, conversation, offset, limit, max_bytes)
+        return runs.get().findings(run, layer, severity, code, conversation, offset, limit, max_bytes)
 
     @tool
     def turn(
@@ -112,14 +115,14 @@ def build_server(roots: list[str]) -> Any:
         their arguments parsed and fit the schema), what the API said (A: status, finish reason, error,
         tokens), what the client sent next, and the turn's findings. Texts are clipped to `chars`; pass
         message=N to read message N of the request whole."""
-        return runs.turn(run, seq, conversation, turn, message, chars, max_bytes)
+        return runs.get().turn(run, seq, conversation, turn, message, chars, max_bytes)
 
     @tool
     def search(query: str, run: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Search the recorded text of every run (or of one run): model text and reasoning, tool calls and
         their arguments, tool results, errors and finding messages. Case-insensitive; each hit names
         the run, seq, conversation, turn and where in the turn."""
-        return runs.search(query, run, limit, max_bytes)
+        return runs.get().search(query, run, limit, max_bytes)
 
     @tool
     def growth(run: str, conversation: str, offset: int = 0, limit: int = 50, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
@@ -127,20 +130,20 @@ def build_server(roots: list[str]) -> Any:
         history, tool results and new, which add up to the input: the split `looptap show` prints),
         cached, output, cost and cumulative cost (`~` and `*_estimated`: an estimated price). Shows
         which part of the history makes a long agent loop expensive."""
-        return runs.growth(run, conversation, offset, limit, max_bytes)
+        return runs.get().growth(run, conversation, offset, limit, max_bytes)
 
     @tool
     def diff(run_a: str, run_b: str, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Where two runs of the same agent diverge, by layer (E the model said something else, A the API
         answered differently, C the client sent something else), conversation by conversation and turn by
         turn. For 'this worked yesterday and fails today'."""
-        return runs.diff(run_a, run_b, layer, limit, max_bytes)
+        return runs.get().diff(run_a, run_b, layer, limit, max_bytes)
 
     @tool
     def tail(run: str, after_seq: int = -1, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """The round trips recorded after after_seq (default: from the start), with their findings: follow
         a recording in progress by calling again with the last_seq of the previous answer."""
-        return runs.tail(run, after_seq, limit, max_bytes)
+        return runs.get().tail(run, after_seq, limit, max_bytes)
 
     @tool
     def fork_diff(branch: str, run: str | None = None, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
@@ -150,7 +153,7 @@ def build_server(roots: list[str]) -> Any:
         never starts a run or sends a request. `run` defaults to the origin the branch names."""
         from cassettes.mcp.forkquery import fork_diff as answer_fork
 
-        return answer_fork(runs, branch, run, layer, limit, max_bytes)
+        return answer_fork(runs.get(), branch, run, layer, limit, max_bytes)
 
     del fork_diff
 
@@ -165,7 +168,7 @@ def build_server(roots: list[str]) -> Any:
         never starts a comparison or sends a request."""
         from cassettes.mcp.forkquery import comparison as answer_comparison
 
-        return answer_comparison(runs, report, offset, limit, max_bytes)
+        return answer_comparison(runs.get(), report, offset, limit, max_bytes)
 
     del comparison
 
@@ -174,11 +177,35 @@ def build_server(roots: list[str]) -> Any:
         """Where to get a run as one self-contained web page to show a person (turns with E/A/C badges,
         the messages, findings root cause first, the token-cost growth chart): the command that writes
         it (this server only reads, it writes nothing) and the page, if one is already beside the run."""
-        return web_report_answer(runs.resolve(run))
+        return web_report_answer(runs.get().resolve(run))
 
     del web_report
     del list_runs, run_summary, findings, turn, search, growth, diff, tail
     return server
+
+
+class _Runs:
+    """:class:`cassettes.mcp.query.Runs`, made on the first tool call: the analysis, the readers
+    and the providers it imports are loaded then, not before the server answers ``initialize`` (a
+    coding agent waits for that answer at its own start). The roots are checked at once."""
+
+    def __init__(self, roots: list[str]) -> None:
+        from cassettes.mcp.answers import QueryError
+
+        if not roots:
+            raise QueryError("give at least one root directory")
+        for r in roots:
+            if not Path(r).resolve(strict=True).is_dir():
+                raise QueryError(f"{r} is not a directory")
+        self._roots = roots
+        self._runs: Runs | None = None
+
+    def get(self) -> Runs:
+        if self._runs is None:
+            from cassettes.mcp.query import Runs as Opened
+
+            self._runs = Opened(self._roots)
+        return self._runs
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -195,7 +222,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         from cassettes.hints import install_command
 
         return _refuse(f"looptap mcp: error: the MCP server needs the mcp package, not installed in {sys.prefix}: {install_command('mcp')}", address is None)
-    from cassettes.mcp.query import QueryError
+    from cassettes.mcp.answers import QueryError
 
     roots = args.root or ["."]
     for r in roots:
@@ -236,7 +263,7 @@ def web_report_answer(path: Path) -> dict[str, Any]:
     from importlib.util import find_spec
 
     from cassettes.hints import install_command
-    from cassettes.mcp.query import UNTRUSTED_NOTE
+    from cassettes.mcp.answers import UNTRUSTED_NOTE
     from cassettes.untrusted import clean
 
     page = path.with_name(path.name + ".html")
