@@ -404,6 +404,20 @@ class Recorder:
         """What a client is pointed at: a reverse listener's base URL, the forward proxy's URL."""
         return f"http://{self._client_host()}:{lst.port}{lst.suffix if lst.upstream else ''}"
 
+    def exports(self, env: dict[str, str]) -> str:
+        """One line saying the recorder is up and what the command gets (read from ``env``, the
+        child's environment: a fork's replay server may stand in front): each API's base-URL
+        variables and where they point, the proxy for other hosts, the CA bundle. Only looptap's own
+        URLs and paths are said, never a value of the user's (a key)."""
+        parts: list[str] = []
+        for lst in self.listeners:
+            if lst.upstream is None:
+                parts.append(f"other hosts through HTTPS_PROXY={env.get('HTTPS_PROXY', self.url(lst))} (its CA in SSL_CERT_FILE)")
+            elif lst.env:
+                names = ", ".join(lst.env)
+                parts.append(f"{lst.name} {env.get(lst.env[0], self.url(lst))} ({names})")
+        return f"recorder up, recording into {self.config.output}; the command gets " + "; ".join(parts)
+
     def _environment(self) -> dict[str, str]:
         env: dict[str, str] = {}
         for lst in self.listeners:
@@ -612,6 +626,7 @@ async def run_child(
         rec.remove_ready()
         await rec.stop()
         raise
+    messages.emit(rec.exports(env))  # before the command starts: it may say nothing for a while
     from cassettes.providers.clients import start_advice
 
     for line in start_advice(argv, env):  # a client that will not work as started: what to change

@@ -174,3 +174,31 @@ def test_a_base_url_that_cannot_be_an_upstream_is_refused(tmp_path: Path) -> Non
         "looptap: error: your OPENAI_BASE_URL http://127.0.0.1:9/v1 cannot be openai's upstream (http(s)://host[:port][/path], "
         "without user or query): give --upstream openai=URL, or unset OPENAI_BASE_URL"
     ], stderr
+
+
+def test_the_recorder_says_it_is_up_and_what_the_command_gets_before_the_command_starts(tmp_path: Path) -> None:
+    """Issue 43 item 5: ``looptap run`` said nothing until the agent's own first output (18 s on a
+    busy machine). Now one line, before the command starts, says the recorder is up, where it
+    records and each base URL the command gets (the user's own base URL followed, said too);
+    never a key of the user's."""
+    code = (
+        "import os, sys\n"
+        "print('AGENT STARTED', file=sys.stderr, flush=True)\n"
+        "print('AGENT ' + os.environ['OPENAI_BASE_URL'] + ' ' + os.environ['ANTHROPIC_BASE_URL'] + ' ' + os.environ['HTTPS_PROXY'], file=sys.stderr)\n"
+    )
+    with FakeUpstream(delay=0.001) as up:
+        rc, _stdout, stderr, out = _run(tmp_path, child=("-c", code), ANTHROPIC_BASE_URL=up.url, GEMINI_API_KEY="AIza-do-not-print-me")
+    lines = stderr.splitlines()
+    assert rc == 0, stderr
+    up_at = next(i for i, ln in enumerate(lines) if ln.startswith("looptap: recorder up, recording into "))
+    assert up_at < lines.index("AGENT STARTED"), stderr
+    openai, anthropic, proxy = next(ln for ln in lines if ln.startswith("AGENT http")).split()[1:]
+    said = lines[up_at]
+    assert str(out) in said
+    assert f"openai {openai} (OPENAI_BASE_URL, OPENAI_API_BASE)" in said, said
+    assert f"anthropic {anthropic} (ANTHROPIC_BASE_URL)" in said, said
+    assert f"HTTPS_PROXY={proxy}" in said and "SSL_CERT_FILE" in said, said
+    assert anthropic != up.url  # the command gets the recorder; the user's URL is the upstream, said on its own line
+    assert any(ln.startswith("looptap: anthropic: your ANTHROPIC_BASE_URL") for ln in lines[:up_at]), stderr
+    for secret in ("sk-test", "sk-ant-test", "AIza-do-not-print-me"):
+        assert secret not in stderr
