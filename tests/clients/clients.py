@@ -284,28 +284,17 @@ const OpenAI = need("openai").default;
 
 VERCEL_AI = '''
 const { generateText, streamText, tool, stepCountIs, jsonSchema } = need("ai");
-const { createOpenAI } = need("@ai-sdk/openai");
 (async () => {
-  const openai = createOpenAI({ baseURL: process.env.OPENAI_BASE_URL });
-  const model = process.env.MATRIX_KIND === "chat" ? openai.chat("gpt-4o") : openai("gpt-4o");  // openai(): Responses, the default
+  const kind = process.env.MATRIX_KIND;
+  let model;
+  if (kind === "anthropic") {  // the provider reads ANTHROPIC_BASE_URL itself and posts ${base}/messages
+    model = need("@ai-sdk/anthropic").anthropic("claude-sonnet-4-5");
+  } else {
+    const openai = need("@ai-sdk/openai").createOpenAI({ baseURL: process.env.OPENAI_BASE_URL });
+    model = kind === "chat" ? openai.chat("gpt-4o") : openai("gpt-4o");  // openai(): Responses, the default
+  }
   const tools = { get_weather: tool({ description: "The weather in a city", inputSchema: jsonSchema(PARAMS), execute: async ({ city }) => weather(city) }) };
   const args = { model, system: SYSTEM, prompt: TASK, tools, stopWhen: stepCountIs(8) };
-  if (STREAM) {
-    const r = streamText(args);
-    for await (const _ of r.textStream) {}
-    out({ final: await r.text });
-  } else {
-    out({ final: (await generateText(args)).text });
-  }
-})().catch((e) => { console.error(String(e)); process.exit(1); });
-'''
-
-VERCEL_AI_ANTHROPIC = '''
-const { generateText, streamText, tool, stepCountIs, jsonSchema } = need("ai");
-const { anthropic } = need("@ai-sdk/anthropic");  // reads ANTHROPIC_BASE_URL itself, posts ${base}/messages
-(async () => {
-  const tools = { get_weather: tool({ description: "The weather in a city", inputSchema: jsonSchema(PARAMS), execute: async ({ city }) => weather(city) }) };
-  const args = { model: anthropic("claude-sonnet-4-5"), system: SYSTEM, prompt: TASK, tools, stopWhen: stepCountIs(8) };
   if (STREAM) {
     const r = streamText(args);
     for await (const _ of r.textStream) {}
@@ -359,9 +348,9 @@ CLIENTS: tuple[Client, ...] = (
     Client("vercel-ai chat", "ai", "openai_chat", "node", VERCEL_AI, (3,), "wrong_id"),
     Client("vercel-ai responses", "ai", "openai_responses", "node", VERCEL_AI, (3,), "drop_result", note="item references, store on"),
     Client("vercel-ai responses stream", "ai", "openai_responses", "node", VERCEL_AI, (3,), "mutate_history", stream=True),
-    Client("vercel-ai anthropic", "@ai-sdk/anthropic", "anthropic", "node", VERCEL_AI_ANTHROPIC, (3,), "drop_result",
+    Client("vercel-ai anthropic", "@ai-sdk/anthropic", "anthropic", "node", VERCEL_AI, (3,), "drop_result",
            note="base URL without /v1"),
-    Client("vercel-ai anthropic stream", "@ai-sdk/anthropic", "anthropic", "node", VERCEL_AI_ANTHROPIC, (3,), "wrong_id", stream=True),
+    Client("vercel-ai anthropic stream", "@ai-sdk/anthropic", "anthropic", "node", VERCEL_AI, (3,), "wrong_id", stream=True),
     Client("langchain-js", "@langchain/langgraph", "openai_chat", "node", LANGCHAIN_JS, (3,), "wrong_id"),
 )
 
@@ -383,5 +372,5 @@ def kind_of(c: Client) -> str:
     if c.script is OPENAI_AGENTS:
         return "handoff" if "handoff" in c.id else "as_tool"
     if c.script is VERCEL_AI:
-        return "chat" if c.api == "openai_chat" else "responses"
+        return {"openai_chat": "chat", "anthropic": "anthropic"}.get(c.api, "responses")
     return ""

@@ -22,7 +22,7 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.storage.store import read_records
-from tests.clients.clients import NODE_PRELUDE, VERCEL_AI_ANTHROPIC
+from tests.clients.clients import NODE_PRELUDE, VERCEL_AI
 from tests.clients.route import route
 from tests.proxy.test_e2e_node_agents import looptap_run, run_env
 from tests.support import progress
@@ -47,14 +47,14 @@ def _client(tmp_path: Path) -> Path:
     if not (NPM_CLIENTS / "node_modules" / "@ai-sdk" / "anthropic" / "package.json").exists():
         pytest.skip(f"@ai-sdk/anthropic is not installed in {NPM_CLIENTS} (bash .ci/run installs it)")
     script = tmp_path / "client.cjs"
-    script.write_text(NODE_PRELUDE + VERCEL_AI_ANTHROPIC)
+    script.write_text(NODE_PRELUDE + VERCEL_AI)
     return script
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_the_ai_sdk_anthropic_provider_records_and_replays(tmp_path: Path, confdir: Path, stream: bool) -> None:
     script = _client(tmp_path)
-    env = run_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-looptap-test", NPM_CLIENTS=str(NPM_CLIENTS), MATRIX_STREAM=str(int(stream)))
+    env = run_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-looptap-test", NPM_CLIENTS=str(NPM_CLIENTS), MATRIX_STREAM=str(int(stream)), MATRIX_KIND="anthropic")
     with ScriptedUpstream(route, validate=True) as up:
         proc, out = looptap_run(tmp_path, confdir, [str(NODE), str(script)], env, upstream=up)  # type: ignore[arg-type]
         paths = [e.request.path.split("?")[0] for e in up.log]
