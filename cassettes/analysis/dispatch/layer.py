@@ -292,11 +292,13 @@ def _pairing(ctx: TurnContext, tr: ToolResult, in_history: set[str], names: dict
             call_turn, found = queue.pop(0), True
         elif tr.call_id and tr.call_id in in_history:
             found = True
+    call_name = names.get(tr.call_id) if tr.call_id else None
     return Pairing(
         call_id=tr.call_id,
-        name=tr.name or (names.get(tr.call_id) if tr.call_id else None),
+        name=tr.name or call_name,
         call_turn=call_turn,
         in_history=found,
         is_error=tr.is_error,
         message_index=index,
+        call_name=call_name if tr.name and call_name and tr.name != call_name else None,
     )

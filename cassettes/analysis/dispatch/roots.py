@@ -28,6 +28,7 @@ CAUSES: dict[str, tuple[tuple[str, str], ...]] = {
         ("C.dropped_tool_result", "turn"),
         ("C.orphan_tool_result", "turn"),
         ("C.duplicate_tool_result", "turn"),
+        ("C.tool_result_wrong_name", "turn"),
     ),
     # a result sent as text leaves its call unanswered
     "C.dropped_tool_result": (("C.tool_result_as_text", "call"),),
