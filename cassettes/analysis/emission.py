@@ -22,8 +22,11 @@ code                         severity    fires when
 ``E.tool_not_offered``       error       a client-executed call (``function``/``custom``) names a tool
                                          that is not among the request's tools, or no tools were sent.
 ``E.repeated_call``          info /      the same call (tool + canonical arguments) was emitted on an
-                             warning     earlier turn of the conversation: *info* the 2nd time (a retry
-                                         or a poll is often legitimate), *warning* from the 3rd (a loop).
+                             warning     earlier turn of the same task (a user message after a final
+                                         answer starts a new one): *info* the 2nd time (a retry or a
+                                         poll is often legitimate), *warning* from the 3rd (a loop);
+                                         folded under ``C.dropped_tool_result`` when the client never
+                                         ran the earlier calls (the model retrying them is right).
 ``E.empty_response``         warning     a complete 2xx turn that ended normally carries no text, no
                                          tool call and no refusal (reasoning alone does not count).
 ``E.refusal``                warning     the model refused: a refusal part, or a ``refused`` finish.
@@ -493,6 +496,8 @@ def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
         return
     # key → [(turn, call id)] of earlier identical calls (one per turn)
     seen: dict[str, list[tuple[int, str | None]]] = ctx.conv.state.setdefault("E.repeated_call", {})
+    if _new_task(ctx):
+        seen.clear()  # the same question in a new task is asked afresh, not a loop
     here: set[str] = set()
     for i, c in enumerate(ctx.turn.e.tool_calls):
         if c.parse_error is not None or _kind_of(ctx, c) not in _CLIENT_KINDS:
@@ -504,7 +509,21 @@ def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
         earlier = [(t, cid) for t, cid in seen.get(key, []) if t != ctx.index]
         seen.setdefault(key, []).append((ctx.index, c.id))
         if earlier:
-            yield _repeated(ctx, i, c, [t for t, _ in earlier], _earlier_results(c, earlier, by_id, by_name))
+            results = _earlier_results(c, earlier, by_id, by_name)
+            never_run = [cid or "" for _, cid in earlier] if not results else None
+            yield _repeated(ctx, i, c, [t for t, _ in earlier], results, never_run)
+
+
+def _new_task(ctx: TurnContext) -> bool:
+    """This request starts a new task: the previous answer ended the loop (it called no tool)
+    and the client added a user message of its own (text, not tool results)."""
+    prev = ctx.prev
+    if prev is None or prev.turn.e.tool_calls:
+        return False
+    return any(
+        m.role == "user" and any(p.kind == "text" and (p.text or "").strip() for p in m.parts) and not any(p.kind == "tool_result" for p in m.parts)
+        for m in ctx.turn.c.appended
+    )
 
 
 def _earlier_results(
@@ -520,9 +539,15 @@ def _earlier_results(
     return results
 
 
-def _repeated(ctx: TurnContext, i: int, c: CallCheck, turns: list[int], results: set[int]) -> Finding:
+def _repeated(
+    ctx: TurnContext, i: int, c: CallCheck, turns: list[int], results: set[int], never_run: list[str] | None = None
+) -> Finding:
     """Call ``i`` repeats identical calls of ``turns``, whose results were ``results``: a warning
-    from the :data:`_LOOP_AT`-th time when the results did not differ, else a note."""
+    from the :data:`_LOOP_AT`-th time when the results did not differ, else a note. ``never_run``:
+    the earlier calls' ids (``""`` for none) when none of them got a result — the model retrying
+    calls the client never ran is right, and folds under the client's ``C.dropped_tool_result``
+    (``roots.CAUSES``)."""
+    extra: dict[str, Any] = {"never_run": never_run} if never_run is not None else {}
     n = len(turns) + 1
     varying = len(results) > 1
     loop = n >= _LOOP_AT and not varying
@@ -544,6 +569,7 @@ def _repeated(ctx: TurnContext, i: int, c: CallCheck, turns: list[int], results:
         times=n,
         turns=[*turns, ctx.index],
         results_differ=varying,
+        **extra,
     )
 
 

@@ -107,7 +107,9 @@ def _part_key(p: Part, memo: _Memo | None = None) -> Any:
         key = ("c", tc.name, args, tc.id)
     elif p.kind == "tool_result" and p.tool_result is not None:
         tr = p.tool_result
-        key = ("r", squash(tr.content), tr.call_id)
+        # The name the result is sent under is part of it (Gemini's model reads the result as that
+        # function's output): a later rename is a rewritten history, not the same message.
+        key = ("r", squash(tr.content), tr.name, tr.call_id)
     elif p.kind == "media":
         key = ("m", p.media_type)
     # reasoning and provider-specific parts are left out: clients may drop or re-sign them

@@ -126,6 +126,8 @@ class Pairing(_Model):
     is_error: bool | None = None
     #: Index of the result's message in this request's history.
     message_index: int | None = None
+    #: The name of the call the result's id belongs to, when the result names another function.
+    call_name: str | None = None
 
 
 class Dispatch(_Model):

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
+from cassettes import providers
 from cassettes.analysis import api, dispatch, emission, tokens
 from cassettes.analysis import spill as spill_tables
 from cassettes.analysis.context import Check, ConversationState, FinalCheck, TurnContext
@@ -43,7 +44,7 @@ from cassettes.analysis.model import (
     Turn,
 )
 from cassettes.analysis.spill import KEEP, Spill, SpillMap
-from cassettes.models import Message, NormalisedResponse, Part
+from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange, side_call
 from cassettes.wire.exchange import Exchange
 
@@ -279,6 +280,19 @@ class _Parked:
     errors: list[str] | None
 
 
+def _inherit(poll: NormalisedRequest, polled: NormalisedRequest) -> None:
+    """A poll read as a model call (``RoundTrip.polled``) sends nothing of its own: it stands for
+    the call it polls, whose model, instructions, tools and settings it takes (so its calls are
+    checked against the tools offered, and the next request's tools compare with the same)."""
+    poll.model = poll.model or polled.model
+    poll.system, poll.tools, poll.params = list(polled.system), list(polled.tools), dict(polled.params)
+    poll.tool_choice, poll.tool_choice_mode = polled.tool_choice, polled.tool_choice_mode
+
+
+#: How many answers' call ids are remembered to tell a poll that repeats one.
+_DELIVERED_MAX = 1024
+
+
 class RunAnalyser:
     """Incremental analysis: feed round trips in recording order, read turns as they complete.
 
@@ -324,6 +338,9 @@ class RunAnalyser:
         self._flagged: dict[int, tuple[int, list[Finding]]] = {}
         # Items of recent answers by id, for requests that refer to them instead of sending them.
         self._items = ItemReferences()
+        # Recent answers' tool calls by response id, in families whose answers may be polled
+        # again (:meth:`_delivered_before`).
+        self._delivered: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         # Quiet conversations whose latest context was dropped (see the module docstring).
         # (spilled when no list of findings is shared: see :meth:`finish`)
         self._parked: SpillMap[str, _Parked] = SpillMap(spill, keep, lambda _, p: not (p.findings or p.final or p.errors))
@@ -336,6 +353,26 @@ class RunAnalyser:
         #: Called with each round trip :meth:`add` parses, before the analysis reads it (a reader
         #: keeps that parse for its printers and viewers: parsed once, cassettes.reading.incremental).
         self.on_parse: Callable[[RoundTrip], None] | None = None
+
+    def _delivered_before(self, rt: RoundTrip) -> bool:
+        """A poll read as a model call (``RoundTrip.polled``) that returns calls an earlier round
+        trip already delivered under the same response id (the run polled twice at
+        ``requires_action``, a background stream resumed): no turn of its own, else the results
+        would answer one turn and look dropped on the other. Remembered only for families that poll."""
+        r = rt.response
+        if r is None or not r.id or not rt.request or not r.tool_calls:
+            return False
+        adapter = providers.by_family(rt.family)
+        if adapter is None or not adapter.poll_operations:
+            return False
+        calls = tuple(sorted(c.id or c.name or "" for c in r.tool_calls))
+        if rt.polled and self._delivered.get(r.id) == calls:
+            return True
+        self._delivered[r.id] = calls
+        self._delivered.move_to_end(r.id)
+        while len(self._delivered) > _DELIVERED_MAX:
+            self._delivered.popitem(last=False)
+        return False
 
     def _side_call(self, seq: int, ex: Exchange, rt: RoundTrip) -> None:
         """Take what an MCP tool server listed or answered, linked to the model's call it ran, for
@@ -370,7 +407,7 @@ class RunAnalyser:
                 self.on_parse(rt)
         seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
         self.last_family = rt.family
-        if rt.operation != "generate" or rt.request is None:
+        if rt.operation != "generate" or rt.request is None or self._delivered_before(rt):
             self._side_call(seq, ex, rt)
             self._remember(seq, rt, None)
             return None
@@ -388,6 +425,8 @@ class RunAnalyser:
         if parked is not None:  # a quiet conversation goes on: its latest turn read again
             self._unpark(parked.tid)
         prev = self._context(link.previous) if link.previous is not None else None
+        if rt.polled and prev is not None and prev.rt.request is not None:
+            _inherit(rt.request, prev.rt.request)
         turn = Turn(
             seq=seq,
             conversation=conv.id,

@@ -59,6 +59,20 @@ class RoundTrip(BaseModel):
     #: (stream, notes, analysis errors) as the request side left them: what the response side
     #: added comes after (``response_side``, which the writer seals into the record).
     _before_response: tuple[bool, int, int] | None = PrivateAttr(default=None)
+    #: For a poll read as the model call that delivered the calls it returned
+    #: (``_poll_delivered``): the operation its route named (``retrieve_run`` …).
+    _polled_from: str | None = PrivateAttr(default=None)
+
+    @property
+    def polled(self) -> bool:
+        """A poll read as the model call that delivered the tool calls it returned."""
+        return self._polled_from is not None
+
+    @property
+    def route_operation(self) -> str | None:
+        """The operation the request's route named, before a poll was read as a model call
+        (what the response side is sealed under: it is known before the response is)."""
+        return self._polled_from or self.operation
 
     @property
     def reused(self) -> tuple[int, int] | None:
@@ -256,8 +270,28 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
         side = sealed.restore(stored, ex, rt.family, rt.operation, rt.stream, body)
         if side is not None:
             _apply_side(rt, side)
+            _poll_delivered(rt, adapter)
             return
     _parse_response_side(rt, adapter, ex, body, parsed)
+    _poll_delivered(rt, adapter)
+
+
+def _poll_delivered(rt: RoundTrip, adapter: providers.Provider) -> None:
+    """A poll whose answer carries the model's calls for the client (an Assistants run polled to
+    ``requires_action``, a background response retrieved) is the model call that delivered them:
+    read as one, continuing the call it polls (``previous_response_id``), with no input of its own."""
+    r = rt.response
+    if rt.operation not in adapter.poll_operations or rt.request is not None or r is None or not r.id:
+        return
+    if not any(c.kind in ("function", "custom") for c in r.tool_calls):
+        return
+    rt.request = NormalisedRequest(family=rt.family, model=r.model, stream=rt.stream, previous_response_id=r.id)
+    rt._polled_from, rt.operation = rt.operation, "generate"
+    if _POLL_NOTE not in rt.notes:  # (a restored response side carries it already)
+        rt.notes.append(_POLL_NOTE)
+
+
+_POLL_NOTE = "a poll that returned the model's tool calls: read as the model call that delivered them"
 
 
 def _apply_side(rt: RoundTrip, side: sealed.ResponseSide) -> None:
@@ -307,7 +341,7 @@ def _parse_response_side(rt: RoundTrip, adapter: providers.Provider, ex: Exchang
         return
     # A retrieve of a stored response (Responses API, also resumed background streams) returns the
     # same response object as generate does.
-    if rt.operation != "retrieve" and not parsed:
+    if rt.operation != "retrieve" and rt.operation not in adapter.poll_operations and not parsed:
         return
     _parse_response(rt, adapter, framed)
     if rt.response is not None:

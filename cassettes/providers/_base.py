@@ -80,6 +80,11 @@ class Provider(ClientRules, Pricing, Telemetry, ReplayShape):
     defaults it inherits and overrides where its API differs."""
 
     family: ClassVar[str] = "unknown"
+    #: Operations that poll for a model call's answer (a stored response, a run's status). A poll
+    #: whose answer carries tool calls for the client is read as the model call that delivered
+    #: them (:func:`cassettes.parsing.roundtrip.parse_exchange`): a turn that continues the call it
+    #: polls, so the results the client sends next answer calls the analysis has seen.
+    poll_operations: ClassVar[frozenset[str]] = frozenset()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         raise NotImplementedError

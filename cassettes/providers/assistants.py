@@ -24,7 +24,10 @@ the response's, so a ``submit_tool_outputs`` threads onto the run that asked for
   finish and usage the run's terminal event.
 
 Every other route carries no model output and is labelled for what it is (``create_thread``,
-``messages``, ``retrieve_run``, ``run_steps``, ``assistant``, ``cancel_run`` …), not read as a turn.
+``messages``, ``retrieve_run``, ``run_steps``, ``assistant``, ``cancel_run`` …), not read as a turn
+— except a polled run (``GET …/runs/{run}``) that returns ``requires_action``: its tool calls are
+the model's answer to the run, and the poll is read as the call that delivered them
+(``Provider.poll_operations``).
 """
 
 from __future__ import annotations
@@ -198,6 +201,9 @@ class _RunStream(StreamParts):
 
 class OpenAIAssistants(Provider):
     family = "openai_assistants"
+    # A client that does not stream polls ``GET …/runs/{run}`` until the run ends; the poll that
+    # finds it ``requires_action`` is where the model's tool calls arrive.
+    poll_operations = frozenset({"retrieve_run"})
     price_provider = "openai"
     otel_provider = "openai"
 

@@ -38,6 +38,7 @@ from cassettes.providers._base import (
     error_from_body,
 )
 from cassettes.providers._facets import ReplayShape
+from cassettes.providers._parts import has_calls
 from cassettes.providers.bedrock_body import (
     _ACTIONS,
     _STRUCTURAL,
@@ -47,7 +48,7 @@ from cassettes.providers.bedrock_body import (
     _split,
     _tool_choice_mode,
     _tools,
-    finish_class,
+    converse_finish,
     usage_from,
 )
 from cassettes.wire.framing import Framed
@@ -128,11 +129,12 @@ class BedrockConverse(Provider):
         msg = _obj(_obj(b.get("output")).get("message"))
         content = msg.get("content")
         raw = as_str(b.get("stopReason"))
+        parts = [_block(c) for c in content] if isinstance(content, list) else []
         return NormalisedResponse(
             role=as_str(msg.get("role")) or "assistant",
-            parts=[_block(c) for c in content] if isinstance(content, list) else [],
+            parts=parts,
             finish_reason_raw=raw,
-            finish_reason=finish_class(raw),
+            finish_reason=converse_finish(raw, b.get("trace"), has_calls(parts)),
             usage=usage_from(b.get("usage")),
             complete=True,
             provider_details=_details(b) or None,

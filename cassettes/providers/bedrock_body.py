@@ -72,6 +72,39 @@ def finish_class(raw: str | None) -> FinishReason | None:
     return finish_lookup(_FINISH, raw)
 
 
+def _guardrail_actions(v: Any, into: set[str]) -> set[str]:
+    """Every policy ``action`` a guardrail trace names, at whatever depth its policies nest it
+    (``topicPolicy.topics[].action``, ``sensitiveInformationPolicy.piiEntities[].action`` …)."""
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if k == "action" and isinstance(x, str):
+                into.add(x)
+            else:
+                _guardrail_actions(x, into)
+    elif isinstance(v, list):
+        for x in v:
+            _guardrail_actions(x, into)
+    return into
+
+
+def guardrail_only_masked(trace: Any) -> bool:
+    """The guardrail trace says the guardrail only *masked* sensitive data (some ``ANONYMIZED``,
+    no ``BLOCKED``): Bedrock still reports that as an intervention (``guardrail_intervened``,
+    ``guardrailAction: INTERVENED``), but the answer is the model's whole answer with some words
+    replaced by ``{EMAIL}``-style tags, not an answer a filter cut or replaced."""
+    actions = _guardrail_actions(_obj(trace).get("guardrail"), set())
+    return "ANONYMIZED" in actions and "BLOCKED" not in actions
+
+
+def converse_finish(raw: str | None, trace: Any, calls: bool) -> FinishReason | None:
+    """Converse's stop reason, read with its guardrail trace: ``guardrail_intervened`` after a
+    guardrail that only masked is the end of a whole answer (Converse puts the guardrail's stop
+    reason in place of the model's, so the class comes from the content: calls or text)."""
+    if raw == "guardrail_intervened" and guardrail_only_masked(trace):
+        return FinishReason.TOOL_CALL if calls else FinishReason.COMPLETE
+    return finish_class(raw)
+
+
 def usage_from(u: Any) -> Usage | None:
     if not isinstance(u, dict):
         return None

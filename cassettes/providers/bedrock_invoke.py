@@ -29,7 +29,7 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.bedrock import BedrockConverse
-from cassettes.providers.bedrock_body import _obj, _split
+from cassettes.providers.bedrock_body import _obj, _split, guardrail_only_masked
 from cassettes.providers.bedrock_stream import _CONVERSE_EVENTS
 from cassettes.wire.framing import Framed
 
@@ -65,7 +65,8 @@ __all__ = ["BedrockInvoke"]
 # ``NONE``) and ``amazon-bedrock-trace`` beside the model's keys, in the body and in stream
 # chunks; they are taken out before the model's format is read (a key beside a known event never
 # hides it), and an intervention ends the answer as blocked (``prompt_blocked`` when the trace
-# says the input was, else ``filtered``), whole.
+# says the input was, else ``filtered``), whole — unless its trace says it only masked personal
+# data (``ANONYMIZED``, no ``BLOCKED``): then the model's answer and finish stand.
 #
 # Usage the body lacks comes from the ``x-amzn-bedrock-input-token-count`` /
 # ``-output-token-count`` response headers, and in streams from the last chunk's
@@ -180,12 +181,13 @@ def _input_blocked(trace: Any) -> bool:
 
 def _apply_guardrail(resp: NormalisedResponse, found: dict[str, Any]) -> NormalisedResponse:
     """A guardrail that intervened ended the answer: it is blocked (``prompt_blocked`` when the
-    trace says the input was, else ``filtered``), whole, never truncated."""
+    trace says the input was, else ``filtered``), whole, never truncated — unless its trace says it
+    only masked personal data (``ANONYMIZED``), which Bedrock reports as an intervention too."""
     if not found:
         return resp
     resp.provider_details = {**(resp.provider_details or {}), **{k.removeprefix("amazon-bedrock-"): v for k, v in found.items()}}
-    if found.get(_GUARDRAIL_ACTION) != "INTERVENED":
-        return resp
+    if found.get(_GUARDRAIL_ACTION) != "INTERVENED" or guardrail_only_masked(found.get("amazon-bedrock-trace")):
+        return resp  # a guardrail that only masked leaves the model's answer and finish as they were
     if resp.finish_reason not in (FinishReason.FILTERED, FinishReason.PROMPT_BLOCKED):
         resp.finish_reason = FinishReason.PROMPT_BLOCKED if _input_blocked(found.get("amazon-bedrock-trace")) else FinishReason.FILTERED
         resp.finish_reason_raw = resp.finish_reason_raw or "guardrailAction: INTERVENED"

@@ -23,8 +23,8 @@ from cassettes.providers._base import (
     as_str,
     tool_call_from_string,
 )
-from cassettes.providers._parts import StreamParts
-from cassettes.providers.bedrock_body import Block, _block, _obj, finish_class, usage_from
+from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.providers.bedrock_body import Block, _block, _obj, converse_finish, usage_from
 from cassettes.wire.framing import Framed
 
 __all__ = ["ConverseStream"]
@@ -119,7 +119,7 @@ class ConverseStream(StreamParts):
         return self.finish(parts=self.parts(convert=lambda st: _stream_part(st.block)))
 
     def classify(self, parts: list[Part]) -> FinishReason | None:
-        return finish_class(self.finish_raw)
+        return converse_finish(self.finish_raw, self.details.get("trace"), has_calls(parts))
 
     def complete(self) -> bool:
         return self.done and self.have_metadata

@@ -25,7 +25,18 @@ from cassettes.providers._base import (
     error_from_body,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.gemini_body import JSON, _camel, _g, _part, _snake, finish_class, usage_from
+from cassettes.providers.gemini_body import (
+    JSON,
+    _camel,
+    _g,
+    _part,
+    _snake,
+    block_name,
+    finish_class,
+    finish_name,
+    named_ratings,
+    usage_from,
+)
 from cassettes.wire.framing import Framed
 
 __all__ = ["GenerateStream"]
@@ -98,6 +109,9 @@ class GenerateStream(StreamParts):
         self._open_call: JSON | None = None
         #: json paths whose last fragment said ``willContinue`` (the next fragment appends).
         self._continuing: set[str] = set()
+        #: ``finishReason`` as it came: a name, or a proto number (``enum-encoding=int``), read
+        #: when the answer is closed, once the whole answer says which API sent it.
+        self.finish_value: Any = None
 
     def payloads(self, framed: Framed) -> list[tuple[str | None, Any]]:
         out: list[tuple[str | None, Any]] = []
@@ -129,7 +143,7 @@ class GenerateStream(StreamParts):
         if isinstance(feedback, dict):
             self.details["prompt_feedback"] = feedback
             if _g(feedback, "blockReason") is not None:
-                self.blocked = as_str(_g(feedback, "blockReason"))
+                self.blocked = block_name(_g(feedback, "blockReason"))
         candidates = _g(chunk, "candidates")
         for cand in candidates if isinstance(candidates, list) else []:
             if isinstance(cand, dict):
@@ -145,7 +159,7 @@ class GenerateStream(StreamParts):
             self._add(p)
         fr = _g(cand, "finishReason")
         if fr is not None:
-            self.finish_raw = as_str(fr)
+            self.finish_value = fr
             self.done = True
         extra = {_camel(k): v for k, v in cand.items() if _camel(k) not in ("content", "finishReason", "index")}
         if extra:
@@ -237,7 +251,17 @@ class GenerateStream(StreamParts):
                 self.error = ApiError(message=bad, in_stream=True, raw=bad)
         return self.finish(parts=self.parts(convert=lambda st: _part(st.block.get("_raw") if set(st.block) == {"_raw"} else st.block)))
 
+    def _vertex(self) -> bool:
+        """Vertex AI sent it: only Vertex's answers carry ``createTime``. Asked only where the
+        two APIs number an enum differently."""
+        return "create_time" in self.details
+
     def classify(self, parts: list[Part]) -> FinishReason | None:
+        if self.finish_value is not None:
+            self.finish_raw = finish_name(self.finish_value, self._vertex())
+        cand = self.details.get("candidate")
+        if isinstance(cand, dict) and "safetyRatings" in cand:
+            cand["safetyRatings"] = named_ratings(cand["safetyRatings"], self._vertex())
         finish = finish_class(self.finish_raw, has_calls(parts))
         if finish is None and self.blocked is not None:
             self.finish_raw = self.blocked

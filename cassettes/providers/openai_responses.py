@@ -156,6 +156,9 @@ def _ws_standalone(request: Any, history: list[Any]) -> Any:
 class OpenAIResponses(Provider):
     field_defaults = (("stream", False),)
     family = "openai_responses"
+    # A background response (``background: true``) is fetched by ``GET /responses/{id}``: the
+    # retrieve that returns its function calls is where the client gets them.
+    poll_operations = frozenset({"retrieve"})
     model_vendor = "openai"
     otel_provider = "openai"
     pairing_errors = (

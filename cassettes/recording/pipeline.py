@@ -125,7 +125,7 @@ class CassetteWriter:
             side = response_side(rt)
             stream = rt.requested_stream
             if side is not None and stream is not None:
-                sealed.seal(rec, side, rt.family, rt.operation, stream, clean.request_json())
+                sealed.seal(rec, side, rt.family, rt.route_operation, stream, clean.request_json())
             try:
                 data = dumps_record(rec)
             except orjson.JSONEncodeError:

@@ -19,6 +19,8 @@ Catalogue (code, severity, when it fires):
 ``C.orphan_tool_result``            error     a result whose call id matches no call of the
                                               conversation or of the history sent
 ``C.duplicate_tool_result``         warning   two results carry the same call id
+``C.tool_result_wrong_name``        warning   a result answers a call by id but names another
+                                              function (Gemini's ``functionResponse.name``)
 ``C.assistant_not_echoed``          warning   the previous answer is not in the history sent back
                                               (typographic normalisation, reasoning inlined as
                                               ``<think>`` text, and a text-protocol answer re-rendered
@@ -90,6 +92,7 @@ from cassettes.analysis.dispatch.results import (
     check_dropped_tool_result,
     check_orphan_tool_result,
     check_pairing_error,
+    check_result_name,
     check_results_split,
     check_tool_result_error,
     check_unanswered_history_call,
@@ -106,6 +109,7 @@ CHECKS: tuple[Check, ...] = (
     check_results_split,
     check_unanswered_history_call,
     check_orphan_tool_result,
+    check_result_name,
     check_assistant_echo,
     check_history_rewritten,
     check_pairing_error,

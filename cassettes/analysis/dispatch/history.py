@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import orjson
 
 from cassettes.analysis.context import TurnContext
-from cassettes.analysis.dispatch._shared import _continues, _hk, _prev_ok
+from cassettes.analysis.dispatch._shared import _continues, _hk, _item, _prev_ok
+from cassettes.analysis.message_keys import message_key
 from cassettes.analysis.model import Finding, Severity
 from cassettes.models import FinishReason, Message
 
@@ -44,6 +45,21 @@ def _is_compaction(m: Message) -> bool:
     return False
 
 
+def _changed_part(ctx: TurnContext, at: int) -> int | None:
+    """The first part of history message ``at`` that differs from the same message of the
+    previous request (``None``: the message as a whole, or no earlier history to compare with).
+    Where the wire spreads one normalised message over several items (Responses: reasoning,
+    calls and text are separate ``input`` items), the part says which item changed."""
+    before = ctx.prev.messages if ctx.prev is not None else []
+    if at >= len(before) or at >= len(ctx.messages):
+        return None
+    old, new = before[at].parts, ctx.messages[at].parts
+    for k, part in enumerate(new):
+        if k >= len(old) or message_key(Message(role="x", parts=[part])) != message_key(Message(role="x", parts=[old[k]])):
+            return k
+    return None
+
+
 def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     """C.history_trimmed (info) / C.history_mutated (warning) — the history was not only extended."""
     c = ctx.turn.c
@@ -58,19 +74,20 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
             Severity.INFO,
             f"The history was shortened or compacted: {prev_len} messages last turn, {len(ctx.messages)} "
             f"now (kept the first {c.kept}). Intentional trimming or summarising looks like this.",
-            path=f"{_hk(ctx)}[{c.kept}]",
+            path=_item(ctx, c.kept),
             related_turn=ctx.prev.index,
             kept=c.kept,
         )
     elif c.kept < len(ctx.messages) and all(m.role in ("system", "developer") for m in ctx.messages[: c.kept + 1]):
         return  # the opening system prompt was changed: reported by C.cache_prefix_broken
     else:
+        path = _item(ctx, c.kept, _changed_part(ctx, c.kept))
         yield ctx.finding(
             "C.history_mutated",
             Severity.WARNING,
-            f"Message {c.kept} of the history differs from what was sent on turn {ctx.prev.index}: "
+            f"History item {path} differs from what was sent on turn {ctx.prev.index}: "
             "the client rewrote earlier history instead of appending to it.",
-            path=f"{_hk(ctx)}[{c.kept}]",
+            path=path,
             related_turn=ctx.prev.index,
             changed=c.rewritten,
         )

@@ -19,9 +19,14 @@ _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 _TYPO = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2014": "-", "\u2013": "-", "\u2026": "..."})
 
 
+#: A code fence's info string (```` ```json ````): frameworks that re-render the model's markdown
+#: (ReAct parsers that pull the JSON out of a fence and write it back) drop or change the word.
+_FENCE_INFO = re.compile(r"(`{3,}|~{3,})[^\s`~]+")
+
+
 def _loose_text(m: Message) -> str:
     text = " ".join(p.text or "" for p in m.parts if p.kind in ("text", "refusal"))
-    text = _THINK.sub(" ", text).translate(_TYPO).replace("--", "-")
+    text = _FENCE_INFO.sub(r"\1", _THINK.sub(" ", text)).translate(_TYPO).replace("--", "-")
     return " ".join(text.split())
 
 
@@ -199,7 +204,8 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
         if p.kind == "tool_result" and (tr := p.tool_result) is not None
     ]
     if echoed is False and ctx.prev is not None and echo_at < len(ctx.messages):
-        echoed = _loosely_echoed(response_message(ctx.prev.rt.response), ctx.messages[echo_at])
+        answer = response_message(ctx.prev.rt.response)
+        echoed = _loosely_echoed(answer, ctx.messages[_after_inserted_user(ctx, echo_at)])
     return Dispatch(
         kept=kept,
         rewritten=link.rewritten,
@@ -212,6 +218,26 @@ def build(ctx: TurnContext, link: Link) -> Dispatch:
         params=req.params,
         link=link.how,  # type: ignore[arg-type]
     )
+
+
+#: At most this many user messages a framework puts between the request and the answer's echo.
+_INSERTED_MAX = 3
+
+
+def _after_inserted_user(ctx: TurnContext, at: int) -> int:
+    """Where the answer's echo is, past user messages a framework put before it (an image the
+    answer's tool produced, sent as a user message because tool results cannot carry one): the
+    first assistant message within :data:`_INSERTED_MAX` plain user messages (no tool results),
+    else ``at``. The echo found there is still compared word for word."""
+    i = at
+    while i < len(ctx.messages) and i - at < _INSERTED_MAX:
+        m = ctx.messages[i]
+        if m.role != "user" or any(p.kind == "tool_result" for p in m.parts):
+            break
+        i += 1
+    if i > at and i < len(ctx.messages) and ctx.messages[i].role in ("assistant", "model"):
+        return i
+    return at
 
 
 def _rewritten_in_place(ctx: TurnContext, link: Link, kept: int) -> int:
@@ -292,11 +318,13 @@ def _pairing(ctx: TurnContext, tr: ToolResult, in_history: set[str], names: dict
             call_turn, found = queue.pop(0), True
         elif tr.call_id and tr.call_id in in_history:
             found = True
+    call_name = names.get(tr.call_id) if tr.call_id else None
     return Pairing(
         call_id=tr.call_id,
-        name=tr.name or (names.get(tr.call_id) if tr.call_id else None),
+        name=tr.name or call_name,
         call_turn=call_turn,
         in_history=found,
         is_error=tr.is_error,
         message_index=index,
+        call_name=call_name if tr.name and call_name and tr.name != call_name else None,
     )

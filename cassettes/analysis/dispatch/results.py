@@ -187,6 +187,27 @@ def check_orphan_tool_result(ctx: TurnContext) -> Iterator[Finding]:
         )
 
 
+def check_result_name(ctx: TurnContext) -> Iterator[Finding]:
+    """C.tool_result_wrong_name — a result answers a call by its id but names another function.
+
+    Results pair by id, so the pairing holds; but the model reads the result under the name it
+    is sent with (Gemini's ``functionResponse.name``), as the output of a function it did not
+    call — the client mixed up its calls or re-labelled the result."""
+    for n, p in enumerate(ctx.turn.c.pairings):
+        if p.call_name is None:
+            continue
+        yield ctx.finding(
+            "C.tool_result_wrong_name",
+            Severity.WARNING,
+            f"The result for call {p.call_id} was sent under the name {p.name!r}, but that call was "
+            f"to {p.call_name!r}: the model reads it as another function's output.",
+            path=_item(ctx, *_result_part(ctx, n)),
+            tool_call_id=p.call_id,
+            tool=p.name,
+            call_tool=p.call_name,
+        )
+
+
 def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
     """C.pairing_error — the API rejected the request for mis-paired tool calls and results."""
     r = ctx.rt.response

@@ -18,7 +18,8 @@ from cassettes.analysis.model import Finding, Severity
 #: consequence code → its possible causes, most specific first: (cause code, scope). Scope
 #: ``turn``: a finding of that code on the same turn; ``call``: one about the same tool call
 #: (``tool_call_id``), on this turn or on the previous turn of the conversation (the model's call,
-#: then the client's result).
+#: then the client's result); ``unrun``: about one of the earlier calls a repeated call repeats,
+#: none of which got a result (``details.never_run``: their ids; by tool name where calls have none).
 CAUSES: dict[str, tuple[tuple[str, str], ...]] = {
     # the API's pairing 400 is its reaction to what the client did to the calls and results
     "C.pairing_error": (
@@ -28,9 +29,12 @@ CAUSES: dict[str, tuple[tuple[str, str], ...]] = {
         ("C.dropped_tool_result", "turn"),
         ("C.orphan_tool_result", "turn"),
         ("C.duplicate_tool_result", "turn"),
+        ("C.tool_result_wrong_name", "turn"),
     ),
     # a result sent as text leaves its call unanswered
     "C.dropped_tool_result": (("C.tool_result_as_text", "call"),),
+    # the model calls again what the client never ran: retrying is right, the drop is the cause
+    "E.repeated_call": (("C.dropped_tool_result", "unrun"),),
     # a tool that failed because the model called it wrongly
     "C.tool_result_error": (
         ("E.tool_not_offered", "call"),
@@ -59,13 +63,25 @@ def _cause_of(f: Finding, here: list[Finding], before: list[Finding]) -> Finding
         for c in here:
             if c is f or c.code != code or c.details.get("caused_by"):
                 continue
-            if scope == "turn" or _same_call(f, c):
+            if scope == "turn" or (scope == "call" and _same_call(f, c)) or (scope == "unrun" and _unrun_call(f, c)):
                 return c
-        if scope == "call":
+        if scope in ("call", "unrun"):
             for c in before:
-                if c.code == code and _same_call(f, c) and not c.details.get("caused_by"):
+                if c.code == code and (_same_call(f, c) if scope == "call" else _unrun_call(f, c)) and not c.details.get("caused_by"):
                     return c
     return None
+
+
+def _unrun_call(f: Finding, c: Finding) -> bool:
+    """``c`` is about one of the earlier calls ``f`` repeats that the client never ran: by id,
+    where calls have none by tool name."""
+    ids = f.details.get("never_run")
+    if not isinstance(ids, list):
+        return False
+    if c.tool_call_id:
+        return c.tool_call_id in ids
+    tool = f.details.get("tool")
+    return "" in ids and bool(tool) and tool == c.details.get("tool")
 
 
 def _same_call(a: Finding, b: Finding) -> bool:

@@ -1157,3 +1157,28 @@ def test_the_tool_fingerprint_covers_every_field_of_a_tool() -> None:
     from cassettes.models import ToolSpec
 
     assert set(ToolSpec.model_fields) == {"name", "description", "parameters", "kind"}
+
+
+def test_history_mutated_names_the_responses_input_item_that_changed() -> None:
+    """Issue 45: on Responses one normalised message spans several ``input`` items (the calls of
+    one answer, each result), so message 2 is not ``input[2]``. The client edits the second
+    call's result two turns later; the finding names that item, ``input[4]``. Was: ``input[2]``,
+    an unchanged function_call."""
+    s = Script("openai_responses")
+    s.user("Weather in Paris and in Rome?")
+    paris, rome = Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Rome"})
+    s.reply(calls=[paris, rome])
+    s.results("18 °C, sunny", "24 °C, clear")
+    s.reply("Paris is 18 °C and sunny; Rome 24 °C and clear.")
+    assert [i.get("type", "message") for i in s.history] == ["message", "function_call", "function_call", "function_call_output", "function_call_output", "message"]
+    s.user("And which is warmer?")
+    s.reply("Rome.")
+    s.history[4] = {**s.history[4], "output": "31 °C, heatwave"}
+    s.user("Thanks.")
+    s.reply("You're welcome.")
+    run = s.analyse()
+    f = one(run, "C.history_mutated")
+    assert (f.seq, f.path) == (3, "input[4]") and "input[4]" in f.message, f.message
+    # The clean twin: the same run without the edit.
+    s.exchanges[3] = edit_request(s.exchanges[3], lambda b: b["input"].__setitem__(4, {**b["input"][4], "output": "24 °C, clear"}))
+    assert not found(s.analyse(), "C.history_mutated")

@@ -271,6 +271,64 @@ def test_different_arguments_are_no_repeat(family: str) -> None:
     assert not found(s.analyse(), "E.repeated_call")
 
 
+def _never_run(family: str, times: int) -> RunAnalysis:
+    """The client echoes each call and sends no result (it never ran it); the model calls again.
+    Wires that do not pair by id (Gemini, Ollama) take such a request; the model retries."""
+    s = Script(family, tools=[WEATHER])
+    s.user("Weather in Paris?")
+    for _ in range(times):
+        s.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    s.reply("I could not get the weather.")
+    return s.analyse()
+
+
+@pytest.mark.parametrize("family", ["gemini", "ollama"])
+def test_repeating_calls_the_client_never_ran_folds_under_the_dropped_result(family: str) -> None:
+    """Issue 45. Was: E.repeated_call a warning of its own from the 3rd time, beside the client's
+    C.dropped_tool_result errors that explain it."""
+    run = _never_run(family, 3)
+    got = found(run, "E.repeated_call")
+    assert [(f.seq, f.severity, f.details.get("caused_by")) for f in got] == [
+        (1, Severity.INFO, "C.dropped_tool_result"),
+        (2, Severity.INFO, "C.dropped_tool_result"),
+    ]
+    serious = [(f.code, f.seq) for f in run.findings if f.severity is not Severity.INFO]
+    assert serious == [("C.dropped_tool_result", 1), ("C.dropped_tool_result", 2), ("C.dropped_tool_result", 3)], serious
+
+
+@pytest.mark.parametrize("family", ["gemini", "ollama"])
+def test_repeating_calls_the_client_ran_is_still_a_loop(family: str) -> None:
+    """Twin: the client ran each call and got the same result: the model is looping."""
+    got = found(_loop(family, 3), "E.repeated_call")
+    assert [(f.severity, f.details.get("caused_by")) for f in got] == [(Severity.INFO, None), (Severity.WARNING, None)]
+
+
+def _tasks(family: str, asks: int, loop_in_last: bool = False) -> RunAnalysis:
+    """One chat, ``asks`` separate user tasks that each ask the weather in Paris: each a call,
+    its result, a final answer. ``loop_in_last``: the last task calls it three times."""
+    s = Script(family, tools=[WEATHER])
+    for n in range(asks):
+        s.user("What's the weather in Paris right now?" if n == 0 else "And now? Check the weather in Paris again.")
+        for _ in range(3 if loop_in_last and n == asks - 1 else 1):
+            s.reply(calls=[Call("get_weather", {"city": "Paris"})])
+            s.results("14 °C, light rain")
+        s.reply("It is 14 °C with light rain in Paris.")
+    return s.analyse()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_same_call_in_separate_user_tasks_is_no_repeat(family: str) -> None:
+    """Issue 45: a new user message after a final answer starts a new task. Was: E.repeated_call,
+    a warning by the third task."""
+    assert not found(_tasks(family, 3), "E.repeated_call")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_loop_inside_one_task_after_others_is_still_a_loop(family: str) -> None:
+    got = found(_tasks(family, 2, loop_in_last=True), "E.repeated_call")
+    assert [f.severity for f in got] == [Severity.INFO, Severity.WARNING]
+
+
 def test_canonical_call_ignores_key_order_and_nulls() -> None:
     assert canonical_call("f", {"a": 1, "b": None, "c": [1, {"y": 2, "x": 1}]}, None) == canonical_call(
         "f", {"c": [1, {"x": 1, "y": 2}], "a": 1}, None

@@ -98,3 +98,67 @@ def test_calls_echoed_as_text_with_other_arguments_are_not_echoed() -> None:
     run = _smolagents("Osaka")
     assert "C.assistant_not_echoed" in codes(run, Severity.WARNING), run.findings
     assert "C.tool_calls_as_text" not in codes(run)
+
+
+# --- issue 45: echoes that differ only by a fence's language word, or sit after an inserted user message
+
+
+_FENCED = 'Thought: I need the weather.\nAction: get_weather\nAction Input:\n```json\n{"city": "Paris"}\n```'
+
+
+@pytest.mark.parametrize("family", REACT_FAMILIES)
+def test_react_echo_without_the_fences_language_word_is_echoed(family: str) -> None:
+    """The ReAct parser pulled the JSON out of the fence and wrote it back under a bare fence.
+    Was: C.assistant_not_echoed."""
+    run = _react(family, _FENCED.replace("```json", "```"), answer=_FENCED)
+    assert codes(run, Severity.WARNING) == [], run.findings
+    assert run.turns[1].c.echoed_assistant is True
+
+
+@pytest.mark.parametrize("family", REACT_FAMILIES)
+def test_react_fenced_echo_twins(family: str) -> None:
+    """The clean twin (echoed as it came) stays clean; a real change inside the fence is still
+    not an echo."""
+    assert codes(_react(family, _FENCED, answer=_FENCED), Severity.WARNING) == []
+    changed = _FENCED.replace("```json", "```").replace("Paris", "Lyon")
+    assert codes(_react(family, changed, answer=_FENCED), Severity.WARNING) == ["C.assistant_not_echoed"]
+
+
+_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+_IMAGE_USER = {
+    "openai_chat": {"role": "user", "content": [{"type": "text", "text": "Image returned by get_weather:"}, {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{_PNG}"}}]},
+    "anthropic": {"role": "user", "content": [{"type": "text", "text": "Image returned by get_weather:"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _PNG}}]},
+    "gemini": {"role": "user", "parts": [{"text": "Image returned by get_weather:"}, {"inlineData": {"mimeType": "image/png", "data": _PNG}}]},
+    "openai_responses": {"role": "user", "content": [{"type": "input_text", "text": "Image returned by get_weather:"}, {"type": "input_image", "image_url": f"data:image/png;base64,{_PNG}"}]},
+}
+_ANSWER = "Here is the radar picture for Paris: light rain moving east."
+
+
+def _inserted_image(family: str, echo: str | None) -> RunAnalysis:
+    """A tool answered with an image; the framework sends it as a user message it puts before the
+    model's answer, then the answer (``echo``; ``None``: dropped), then the next question."""
+    s = Script(family)
+    s.user("Show me the weather radar for Paris.")
+    s.reply(calls=[Call("get_weather", {"city": "Paris"})])
+    s.results("radar.png attached")
+    s.reply(_ANSWER, echo=False)
+    s.history.append(_IMAGE_USER[family])
+    if echo is not None:
+        s.history.extend(assistant_of(family, echo))
+    s.history.append(user_of(family, "Will it reach Lyon?"))
+    s.reply("Probably by the evening.")
+    return s.analyse()
+
+
+@pytest.mark.parametrize("family", list(_IMAGE_USER))
+def test_answer_echoed_after_an_inserted_image_message_is_echoed(family: str) -> None:
+    """Was: C.assistant_not_echoed (the echo was looked for at the image message)."""
+    run = _inserted_image(family, _ANSWER)
+    assert codes(run, Severity.WARNING) == [], run.findings
+    assert run.turns[2].c.echoed_assistant is True
+
+
+@pytest.mark.parametrize("family", list(_IMAGE_USER))
+def test_inserted_image_message_does_not_hide_a_changed_or_dropped_answer(family: str) -> None:
+    assert codes(_inserted_image(family, "Here is the radar picture for Lyon: sunny."), Severity.WARNING) == ["C.assistant_not_echoed"]
+    assert codes(_inserted_image(family, None), Severity.WARNING) == ["C.assistant_not_echoed"]

@@ -11,6 +11,7 @@ import orjson
 import pytest
 from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
+from cassettes.analysis import analyse
 from cassettes.models import FinishReason
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
 from cassettes.providers.openai_responses import OpenAIResponses
@@ -176,6 +177,20 @@ def test_background_resumed_stream_reassembles() -> None:
     assert resp.complete and resp.text == "2 + 2 equals 4." and resp.finish_reason is FinishReason.COMPLETE
 
 
+def test_background_retrieve_that_returns_the_call_is_the_turn_that_delivered_it() -> None:
+    """pydantic-ai's background mode with a tool: POST (queued), GET until the response holds the
+    function call, POST the output. The retrieve is the turn the call came on, and the output pairs
+    with it (issue 45; before, the call was never seen: pydantic-ai re-sends it in ``input``, so only
+    clients that continue by ``previous_response_id`` alone got a false orphan)."""
+    name = "test_background_mode_with_tool_vcr.yaml"
+    rt = _one(name, 1)
+    assert rt.operation == "generate" and rt.polled and [c.name for c in rt.response.tool_calls] == ["get_weather"]  # type: ignore[union-attr]
+    exs = [ex for r, _, ex, _ in _exchanges() if r.endswith(name)]
+    run = analyse(exs)
+    assert sorted(run.turns) == [0, 1, 2] and run.findings == []
+    assert [p.call_turn for p in run.turns[2].c.pairings] == [1]
+
+
 def test_http_error() -> None:
     resp = _one("test_openai_responses_model_http_error.yaml").response
     assert resp is not None and resp.error is not None
@@ -187,7 +202,8 @@ def test_http_error() -> None:
 
 
 def test_string_input_and_previous_response_id() -> None:
-    strings = [rt.request for *_, rt in _ours() if rt.request is not None and rt.request.history_key is None]
+    # (a retrieve read as the model call that delivered its calls sends no input: not a string input)
+    strings = [rt.request for *_, rt in _ours() if rt.request is not None and rt.request.history_key is None and not rt.polled]
     assert strings and all(len(r.messages) == 1 and r.messages[0].role == "user" for r in strings)
     req = _one("test_openai_responses/test_openai_previous_response_id.yaml", 1).request
     assert req is not None and req.previous_response_id == "resp_1234"

@@ -373,6 +373,129 @@ def test_assistants_tool_loop_has_no_false_finding() -> None:
     assert run.turns[0].conversation == run.turns[1].conversation  # the submit continues its run
 
 
+def _polled_run(polls: list[dict[str, Any]], submit_ids: tuple[str, ...] = ("call_w1", "call_t1")) -> Any:
+    """The SDK's ``create_and_poll`` / ``submit_tool_outputs_and_poll`` without streaming: create the
+    run (``queued``), poll ``GET …/runs/{run}`` until ``requires_action`` (``polls``), submit the
+    outputs (``queued``), poll to ``completed``, then list the thread's messages."""
+    from openai.types.beta.threads import Message as ThreadMessage
+
+    from cassettes.analysis import analyse
+    from cassettes.wire.exchange import Exchange
+
+    base = "https://api.openai.com/v1/threads/thread_1"
+
+    def ex(method: str, url: str, req: Any, resp: Any) -> Exchange:
+        return Exchange(
+            method, url, request_headers=[("openai-beta", "assistants=v2")], request_body=orjson.dumps(req) if req is not None else b"",
+            status=200, response_headers=[("content-type", "application/json")], response_chunks=[(0.2, orjson.dumps(resp))],
+        )
+
+    outputs = [{"tool_call_id": i, "output": o} for i, o in zip(submit_ids, ("18 °C, clear", "21:40"), strict=False)]
+    msg = {
+        "id": "msg_2", "object": "thread.message", "created_at": 1736935210, "thread_id": "thread_1", "role": "assistant", "assistant_id": "asst_1", "run_id": "run_abc",
+        "content": [{"type": "text", "text": {"value": "It is 18 °C and clear in Paris, at 21:40.", "annotations": []}}], "attachments": [], "metadata": {},
+        "status": "completed", "completed_at": 1736935210, "incomplete_at": None, "incomplete_details": None,
+    }
+    ThreadMessage.model_validate(msg)
+    exs = [
+        ex("POST", f"{base}/runs", {"assistant_id": "asst_1"}, _run("queued")),
+        *[ex("GET", f"{base}/runs/run_abc", None, p) for p in polls],
+        ex("POST", f"{base}/runs/run_abc/submit_tool_outputs", {"tool_outputs": outputs}, _run("queued")),
+        ex("GET", f"{base}/runs/run_abc", None, _run("in_progress")),
+        ex("GET", f"{base}/runs/run_abc", None, _run("completed", usage=USAGE, completed_at=1736935210)),
+        ex("GET", f"{base}/messages?order=desc", None, {"object": "list", "data": [msg], "first_id": "msg_2", "last_id": "msg_2", "has_more": False}),
+    ]
+    for i, e in enumerate(exs):
+        e.seq = i
+    return analyse(exs)
+
+
+_POLL_CALLS = [
+    {"id": "call_w1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+    {"id": "call_t1", "type": "function", "function": {"name": "get_time", "arguments": "{\"city\": \"Paris\"}"}},
+]
+_POLL_ACTION = {"type": "submit_tool_outputs", "submit_tool_outputs": {"tool_calls": _POLL_CALLS}}
+
+
+def test_assistants_tool_calls_from_a_polled_run_are_read() -> None:
+    """Issue 45. Was: the poll that returned ``requires_action`` was not read, so the submitted
+    outputs answered no call: two false C.orphan_tool_result errors."""
+    run = _polled_run([_run("in_progress"), _run("requires_action", required_action=_POLL_ACTION)])
+    assert [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")] == []
+    seqs = sorted(run.turns)
+    assert seqs == [0, 2, 3], seqs  # the create, the poll that delivered the calls, the submit
+    assert [c.name for c in run.turns[2].e.tool_calls] == ["get_weather", "get_time"]
+    assert len({run.turns[s].conversation for s in seqs}) == 1
+    assert [p.call_turn for p in run.turns[3].c.pairings] == [1, 1]
+
+
+def test_assistants_polled_twice_at_requires_action_is_one_delivery() -> None:
+    """A client that polls again after ``requires_action`` gets the same calls: one delivery, not
+    a second turn whose calls would look dropped."""
+    polls = [_run("requires_action", required_action=_POLL_ACTION), _run("requires_action", required_action=_POLL_ACTION)]
+    run = _polled_run(polls)
+    assert [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")] == []
+    assert sorted(run.turns) == [0, 1, 3]
+
+
+def test_assistants_polled_run_with_a_wrong_output_id_is_still_an_orphan() -> None:
+    """Twin: an output for a call the run never asked for is still an error."""
+    run = _polled_run([_run("requires_action", required_action=_POLL_ACTION)], submit_ids=("call_w1", "call_zz"))
+    serious = {f.code for f in run.findings if f.severity in ("warning", "error")}
+    assert serious & {"C.orphan_tool_result", "C.wrong_tool_call_id"}, run.findings
+
+
+def _background_response(status: str, output: list[dict[str, Any]], rid: str = "resp_bg1") -> dict[str, Any]:
+    from openai.types.responses import Response
+
+    body = {
+        "id": rid, "object": "response", "created_at": 1736935200, "status": status, "background": True, "error": None, "incomplete_details": None,
+        "instructions": None, "max_output_tokens": None, "model": "gpt-5-mini-2025-08-07", "output": output, "parallel_tool_calls": True,
+        "previous_response_id": None, "reasoning": {"effort": "minimal", "summary": None}, "store": True, "temperature": 1.0,
+        "text": {"format": {"type": "text"}, "verbosity": "medium"}, "tool_choice": "auto",
+        "tools": [{"type": "function", "name": "get_weather", "description": None, "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}, "strict": False}],
+        "top_p": 1.0, "truncation": "disabled", "usage": None,
+        "metadata": {},
+    }
+    Response.model_validate(body)
+    return body
+
+
+def test_responses_background_retrieve_that_returns_calls_is_read() -> None:
+    """Issue 45 (the same class as a polled Assistants run): a background response is fetched by
+    ``GET /responses/{id}``; the retrieve that returns its function call is where the client got
+    it. Was: the output answered no call (C.orphan_tool_result)."""
+    from cassettes.analysis import analyse
+    from cassettes.wire.exchange import Exchange
+
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    call = {"id": "fc_bg1", "type": "function_call", "status": "completed", "call_id": "call_bg1", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}
+    answer = {"id": "msg_bg2", "type": "message", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "18 °C and clear.", "annotations": []}]}
+
+    def ex(method: str, url: str, req: Any, resp: Any) -> Exchange:
+        return Exchange(method, url, request_body=orjson.dumps(req) if req is not None else b"", status=200,
+                        response_headers=[("content-type", "application/json")], response_chunks=[(0.2, orjson.dumps(resp))])
+
+    def run(output_for: str) -> Any:
+        exs = [
+            ex("POST", "https://api.openai.com/v1/responses", {"model": "gpt-5-mini", "input": "Weather in Paris?", "tools": tools, "background": True}, _background_response("queued", [])),
+            ex("GET", "https://api.openai.com/v1/responses/resp_bg1", None, _background_response("in_progress", [])),
+            ex("GET", "https://api.openai.com/v1/responses/resp_bg1", None, _background_response("completed", [call])),
+            ex("POST", "https://api.openai.com/v1/responses", {"model": "gpt-5-mini", "previous_response_id": "resp_bg1", "tools": tools,
+                "input": [{"type": "function_call_output", "call_id": output_for, "output": "18 °C, clear"}]}, _background_response("completed", [answer], "resp_bg2")),
+        ]
+        for i, e in enumerate(exs):
+            e.seq = i
+        return analyse(exs)
+
+    good = run("call_bg1")
+    assert [(f.code, f.seq) for f in good.findings if f.severity in ("warning", "error")] == []
+    assert sorted(good.turns) == [0, 2, 3] and [p.call_turn for p in good.turns[3].c.pairings] == [1]
+    # Twin: an output for a call never made is still an error (named for what it is: a wrong id).
+    bad = run("call_zz")
+    assert {f.code for f in bad.findings if f.severity == "error"} == {"C.wrong_tool_call_id"}
+
+
 # -- A2A -------------------------------------------------------------------------------------------
 #
 # a2a-python (compat/v0_3/types.py: SendStreamingMessageRequest ``method: "message/stream"``,

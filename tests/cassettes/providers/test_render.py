@@ -74,8 +74,8 @@ def test_corpus_answers_render_and_parse_back() -> None:
             continue
         rt = parse_exchange(ex)
         answer = rt.response
-        if answer is None or answer.error is not None or rt.request is None:
-            continue
+        if answer is None or answer.error is not None or rt.request is None or rt.polled:
+            continue  # (a poll read as a model call has no request body to render against)
         url, body = urlsplit(ex.url), ex.request_json()
         adapter = providers.detect(ex.method, url, body)
         if adapter is None or adapter.family not in RENDERED:
