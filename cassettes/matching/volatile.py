@@ -1,0 +1,213 @@
+"""Volatile spans: the parts of a request's text that legitimately change between two runs of one
+agent (today's date, a clock, a duration, a random id, a temp path, the working directory, a
+loopback port), found by shape and written as a typed placeholder (``<date>``, ``<uuid>``,
+``<cwd>`` …) for comparison only.
+
+Both sides of a comparison go through the same :class:`VolatileSpans`; what each detector
+replaced is kept (:class:`Span`), so that two requests equal only after the replacement yield the
+list of what was tolerated (:func:`tolerated`), never a silent match. Nothing here rewrites what
+is recorded or served: the caller compares the normalised text and keeps the original.
+
+The detectors are deliberately narrow. A number, a name or a word the model would read
+differently must never be tolerated (tests/matching/test_volatile_properties.py says so for
+generated text): a date needs a real date's shape, an epoch a timestamp's neighbour word (``ts=``,
+``"created":``), a duration a unit and a timing word (``took``, ``in``), an id a random-looking
+token (letters and digits, 16 or more), a span glued to a word or a path (``gpt-4o-2024-08-06``,
+``run-2026-11-25.log``) stays what it is. No provider is named: ids are recognised by shape.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal
+
+__all__ = ["DETECTORS", "Detector", "Span", "Tolerated", "VolatileSpans", "tolerated"]
+
+#: What a detector found; its name is also the placeholder's (``<date>``).
+Detector = Literal["datetime", "date", "time", "timestamp", "epoch", "duration", "uuid", "id", "tmp", "cwd", "home", "port"]
+DETECTORS: tuple[Detector, ...] = ("datetime", "date", "time", "timestamp", "epoch", "duration", "uuid", "id", "tmp", "cwd", "home", "port")
+
+PathItem = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One replacement: at JSON ``path`` (the string's place in the body), the ``detector`` that
+    fired and the ``text`` it replaced (in order of appearance within that string)."""
+
+    path: tuple[PathItem, ...]
+    detector: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerated:
+    """A difference two requests have only in a volatile span: where, which detector, the two values."""
+
+    path: tuple[PathItem, ...]
+    detector: str
+    recorded: str
+    live: str
+
+
+# ---------------------------------------------------------------------------------------------
+# The detectors, as one alternation: at each position the first alternative that matches wins,
+# so the longer shapes come first (a datetime before its date, a cwd before the tmp it is in).
+# A named group ``name__k`` is detector ``name``; a group ``name__k_v`` inside it, when present,
+# is the part replaced (the rest, a neighbour word such as ``ts=`` or a host, is kept).
+
+_MONTH = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+_WDAY = r"(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:r(?:s(?:day)?)?)?|Fri(?:day)?|Sat(?:urday)?|Sun(?:day)?)"
+_YEAR = r"(?:19[7-9]\d|20\d\d)"
+_MM = r"(?:0[1-9]|1[0-2])"
+_DD = r"(?:0[1-9]|[12]\d|3[01])"
+_D = r"(?:0?[1-9]|[12]\d|3[01])"
+_HMS = r"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:[.,]\d{1,9})?"
+_TZ = r"(?:Z|UTC|GMT|[ECMP][SD]T|CES?T|BST|JST|[+-](?:[01]\d):?[0-5]\d)"
+_ISO_TIME = r"(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:[.,]\d{1,9})?)?(?:Z|[+-](?:[01]\d):?[0-5]\d)?"
+_HUMAN_DATE = rf"(?:{_WDAY},?\s+)?(?:{_MONTH}\.?\s+{_D}(?:st|nd|rd|th)?,?\s+{_YEAR}|{_D}(?:st|nd|rd|th)?\s+{_MONTH}\.?,?\s+{_YEAR})"
+#: Not glued to a word, a number, a path or an id on the left (``v1.2``, ``gpt-4o-``, ``/``).
+_L = r"(?<![\w.:/+=-])"
+#: Nor on the right (``2026-11-25.log``, ``2026-11-25T``); a full stop that ends a sentence is fine.
+_R = r"(?![\w:/+=-]|\.\w)"
+#: A word that says a number is a time (``took 1.2s``, ``"ts": 1732…``), kept.
+_TIMING = r"\b(?i:took|elapsed|duration|latency|runtime|in|after|real|user|sys|time)[:=]?\s+"
+_TIMING_LONG = r"\b(?i:took|elapsed|duration|latency|runtime|ran\s+for|finished\s+in|completed\s+in|done\s+in)[:=]?\s+"
+_EPOCH_WORD = r"\b(?i:[\w]*(?:time|ts|epoch|date|created|updated|modified|expires?|started|ended|_at|since|until))[\"']?\s*[:=]\s*[\"']?"
+_TOKEN = r"[A-Za-z0-9]"
+
+_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("datetime__iso", rf"{_L}{_YEAR}-{_MM}-{_DD}[T ]{_ISO_TIME}{_R}"),
+    ("datetime__ctime", rf"{_L}{_WDAY}\s+{_MONTH}\s+{_D}\s+{_HMS}(?:\s+{_TZ})?\s+{_YEAR}{_R}"),
+    ("datetime__human", rf"{_L}{_HUMAN_DATE},?\s+(?:at\s+)?{_HMS}(?:\s?{_TZ})?{_R}"),
+    ("date__iso", rf"{_L}{_YEAR}-{_MM}-{_DD}{_R}"),
+    ("date__human", rf"{_L}{_HUMAN_DATE}{_R}"),
+    ("date__slash", rf"{_L}(?:{_D}/{_D}/{_YEAR}|{_D}\.{_D}\.{_YEAR}|{_YEAR}/{_MM}/{_DD}){_R}"),
+    ("time__hms", rf"{_L}{_HMS}(?:\s?(?i:am|pm))?(?:\s?{_TZ})?{_R}"),
+    ("time__ampm", rf"{_L}(?:1[0-2]|0?[1-9]):[0-5]\d\s?(?i:am|pm)\b"),
+    ("epoch__word", rf"{_EPOCH_WORD}(?P<epoch__word_v>1\d{{9}}(?:\d{{3}})?(?:\.\d+)?)(?![\w.])"),
+    ("duration__short", rf"{_TIMING}(?P<duration__short_v>\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s)|\d+m\d+(?:\.\d+)?s)(?!\w)"),
+    ("duration__long", rf"{_TIMING_LONG}(?P<duration__long_v>\d+(?:\.\d+)?\s?(?:milliseconds?|seconds?|secs?|minutes?|mins?))\b"),
+    ("duration__paren", r"\((?P<duration__paren_v>\d+\.\d+\s?(?:ms|s))\)"),
+    ("uuid__std", r"(?<![0-9A-Za-z-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9A-Za-z-])"),
+    # A prefixed random id (a kind word, then _ or -, then 16-64 letters and digits with at
+    # least two of each): the kind kept, the token replaced.
+    ("id__prefixed", rf"(?<![0-9A-Za-z_-])[A-Za-z]{{2,12}}(?:[_-][A-Za-z]{{2,12}})?[_-](?P<id__prefixed_v>(?=(?:[A-Za-z]*\d){{2}})(?=(?:\d*[A-Za-z]){{2}}){_TOKEN}{{16,64}})(?![0-9A-Za-z_+/=-])"),
+    # A bare hex token (a trace id, a digest) of 32-64 digits, with digits and letters in it.
+    ("id__hex", r"(?<![0-9A-Za-z_+/=.-])(?=[a-f]*\d)(?=\d*[a-f])[0-9a-f]{32,64}(?![0-9A-Za-z_+/=-])"),
+    ("id__hexu", r"(?<![0-9A-Za-z_+/=.-])(?=[A-F]*\d)(?=\d*[A-F])[0-9A-F]{32,64}(?![0-9A-Za-z_+/=-])"),
+    # A bare base62 token (an API's random id) of 24-64 with upper, lower and digits in it.
+    ("id__base62", rf"(?<![0-9A-Za-z_+/=.-])(?=[A-Za-z]*\d)(?=[a-z\d]*[A-Z])(?=[A-Z\d]*[a-z]){_TOKEN}{{24,64}}(?![0-9A-Za-z_+/=-])"),
+    ("port__loopback", r"(?<![\w.-])(?:127\.0\.0\.1|localhost|0\.0\.0\.0|\[::1\]):(?P<port__loopback_v>\d{2,5})(?!\d)"),
+)
+
+#: A temp directory: the system's temp roots, then a pytest base temp (to the test's own
+#: directory) or one random-looking name (with a digit, or ``tmp`` + 8 as mkdtemp names it).
+_TMP_ROOT = r"(?:/private)?(?:/var/folders/[\w-]{1,8}/[\w-]{8,64}/[TC]|/tmp|/var/tmp|/dev/shm)"
+_TMP = (
+    rf"(?<![\w.~-]){_TMP_ROOT}"
+    r"(?:/pytest-of-[\w.-]+/pytest-(?:\d+|current)(?:/[\w.\[\]-]+?\d+(?![\w.\[\]-]))?"
+    r"|/tmp[a-z0-9_]{8}(?![\w.-])|/(?=[\w.-]*\d)[\w.-]+)?(?![\w.-])"
+)
+
+#: Strings longer than this with no whitespace in them are encoded data (an image's base64, a
+#: data URL), not text a person or a model reads as words: left alone (a different image is a
+#: different request, and scanning megabytes of base64 for dates is time spent on nothing).
+BLOB = 4096
+
+
+class VolatileSpans:
+    """The built-in detectors, for one context: the working directory and home of this process
+    (``<cwd>``, ``<home>``), and those of the recording when known (a run recorded in another
+    checkout or on another machine: its ``/home/alice/proj`` is ``<cwd>`` as this one's is).
+
+    A cwd or home that is a temp directory itself is left to the tmp detector (both runs of a
+    test in pytest's ``tmp_path``: ``<tmp>`` on both sides); ``/`` and one-level paths are never
+    taken as a cwd or home (every absolute path would start with them).
+    """
+
+    def __init__(
+        self, cwd: str | None = None, home: str | None = None, recorded_cwd: Iterable[str] = (), recorded_home: Iterable[str] = ()
+    ) -> None:
+        if cwd is None:
+            try:
+                cwd = os.getcwd()
+            except OSError:  # the directory was removed under us
+                cwd = None
+        if home is None:
+            home = os.path.expanduser("~")
+        self.cwds = _places([cwd, *recorded_cwd])
+        self.homes = [h for h in _places([home, *recorded_home]) if h not in self.cwds]
+
+    @cached_property
+    def _regex(self) -> re.Pattern[str]:
+        places = [(f"cwd__{i}", p) for i, p in enumerate(self.cwds)] + [(f"home__{i}", p) for i, p in enumerate(self.homes)]
+        places.sort(key=lambda np: -len(np[1]))  # the longest first: a cwd inside the home wins
+        alts = [(name, rf"(?<![\w.~-]){re.escape(p)}(?![\w.-])") for name, p in places]
+        alts += [("tmp__path", _TMP), *_PATTERNS]
+        return re.compile("|".join(f"(?P<{name}>{rx})" for name, rx in alts))
+
+    def normalise(self, text: str) -> tuple[str, list[tuple[str, str]]]:
+        """``text`` with every volatile span written ``<detector>``, and what was replaced
+        (detector, original) in order; ``text`` itself and ``[]`` when nothing was."""
+        if (len(text) > BLOB and not _has_space(text)) or text.startswith("data:"):
+            return text, []
+        found: list[tuple[str, str]] = []
+        out: list[str] = []
+        at = 0
+        for m in self._regex.finditer(text):
+            name = m.lastgroup
+            assert name is not None
+            inner = name + "_v"
+            start, end = (m.start(inner), m.end(inner)) if inner in m.re.groupindex and m.start(inner) >= 0 else m.span()
+            detector = name.partition("__")[0]
+            out.append(text[at:start])
+            out.append(f"<{detector}>")
+            found.append((detector, text[start:end]))
+            at = end
+        if not found:
+            return text, []
+        out.append(text[at:])
+        return "".join(out), found
+
+
+def _places(paths: Sequence[str | None]) -> list[str]:
+    """Absolute directories (no trailing slash) of two levels or more, not temp ones, each once."""
+    out: list[str] = []
+    tmp = re.compile(_TMP)
+    for p in paths:
+        if not p:
+            continue
+        p = p.rstrip("/")
+        if not p.startswith("/") or p.count("/") < 2 or p in out or tmp.fullmatch(p):
+            continue
+        out.append(p)
+    return out
+
+
+def _has_space(text: str) -> bool:
+    head = text[:BLOB]
+    return " " in head or "\n" in head
+
+
+def tolerated(recorded: Sequence[Span], live: Sequence[Span]) -> list[Tolerated]:
+    """The spans where two requests with equal normalised bodies differ: the same paths hold the
+    same placeholders in the same order on both sides (that is what equal means), so the spans
+    pair up path by path, and every pair whose texts differ was tolerated."""
+    by_path: dict[tuple[PathItem, ...], list[Span]] = {}
+    for s in live:
+        by_path.setdefault(s.path, []).append(s)
+    out: list[Tolerated] = []
+    seen: dict[tuple[PathItem, ...], int] = {}
+    for s in recorded:
+        i = seen.get(s.path, 0)
+        seen[s.path] = i + 1
+        pair = by_path.get(s.path)
+        other = pair[i] if pair is not None and i < len(pair) else None
+        if other is not None and other.detector == s.detector and other.text != s.text:
+            out.append(Tolerated(s.path, s.detector, s.text, other.text))
+    return out
