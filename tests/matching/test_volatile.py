@@ -20,6 +20,7 @@ V = VolatileSpans(cwd="/home/bob/proj", home="/home/bob", recorded_cwd=["/home/a
         ("due 25/11/2026 or 11/25/2026", "due <date> or <date>", ["25/11/2026", "11/25/2026"]),
         ("started 2026-11-25T06:00:33.120Z", "started <datetime>", ["2026-11-25T06:00:33.120Z"]),
         ("at 06:00:33 UTC, or 10:30 am", "at <time>, or <time>", ["06:00:33 UTC", "10:30 am"]),
+        ("-rw-r--r-- 1 bob bob 1037 Nov 24 09:12 a.py", "-rw-r--r-- 1 bob bob 1037 <datetime> a.py", ["Nov 24 09:12"]),
         ('{"ts": 1732512033, "created_at": 1732512033123}', '{"ts": <epoch>, "created_at": <epoch>}', ["1732512033", "1732512033123"]),
         ("5 passed in 1.23s; took 12 ms; it took 3 seconds (0.52s)", "5 passed in <duration>; took <duration>; it took <duration> (<duration>)", ["1.23s", "12 ms", "3 seconds", "0.52s"]),
         ("id 123e4567-e89b-12d3-a456-426614174000", "id <uuid>", ["123e4567-e89b-12d3-a456-426614174000"]),
@@ -56,19 +57,19 @@ def test_each_detector_replaces_its_span_and_keeps_the_original(text: str, compa
     ],
 )
 def test_text_that_is_not_volatile_is_left_as_it_is(text: str) -> None:
-    assert V.normalise(text) == (text, [])
+    assert V.normalise(text) == (text, ())
 
 
 def test_encoded_data_is_never_scanned() -> None:
     blob = "a1B2" * 5000 + " 2026-11-25"  # no whitespace in its first 4 KB: an encoded blob
-    assert V.normalise(blob) == (blob, [])
-    assert V.normalise("data:text/plain;base64,MjAyNi0xMS0yNQ== 2026-11-25")[1] == []
+    assert V.normalise(blob) == (blob, ())
+    assert V.normalise("data:text/plain;base64,MjAyNi0xMS0yNQ== 2026-11-25")[1] == ()
 
 
 def test_cwd_and_home_only_when_they_can_mean_something() -> None:
     """``/`` or a one-level cwd would claim every path; a cwd in a temp directory is a temp path
     (both runs of a pytest test under ``tmp_path``: ``<tmp>`` on both sides)."""
-    assert VolatileSpans(cwd="/", home="/root").normalise("/usr/bin/env") == ("/usr/bin/env", [])
+    assert VolatileSpans(cwd="/", home="/root").normalise("/usr/bin/env") == ("/usr/bin/env", ())
     in_tmp = VolatileSpans(cwd="/tmp/pytest-of-bob/pytest-3/test_a0", home="/home/bob")
     assert in_tmp.cwds == []
     assert in_tmp.normalise("/tmp/pytest-of-bob/pytest-3/test_a0/x")[0] == "<tmp>/x"
@@ -79,7 +80,7 @@ def test_this_process_cwd_and_home_by_default(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setenv("HOME", "/home/carol")
     monkeypatch.chdir("/usr/lib")
     v = VolatileSpans()
-    assert v.normalise("/usr/lib/x and /home/carol/y") == ("<cwd>/x and <home>/y", [("cwd", "/usr/lib"), ("home", "/home/carol")])
+    assert v.normalise("/usr/lib/x and /home/carol/y") == ("<cwd>/x and <home>/y", (("cwd", "/usr/lib"), ("home", "/home/carol")))
 
 
 def test_tolerated_pairs_spans_path_by_path() -> None:

@@ -35,7 +35,7 @@ numbers = st.one_of(
     st.integers(0, 10**12).map(str),
     st.decimals(0, 10**6, places=2, allow_nan=False, allow_infinity=False).map(str),
     st.integers(1_000_000_000, 1_999_999_999).map(str),  # epoch-sized, but with no time word beside it
-    st.tuples(st.integers(0, 20), st.integers(0, 20), st.integers(0, 99)).map(lambda t: "%d.%d.%d" % t),
+    st.tuples(st.integers(0, 20), st.integers(0, 20), st.integers(0, 99)).map(lambda t: f"{t[0]}.{t[1]}.{t[2]}"),
 )
 tokens = st.one_of(st.sampled_from(WORDS), names, numbers)
 volatile = st.one_of(
