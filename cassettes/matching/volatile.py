@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-__all__ = ["DETECTORS", "Detector", "Span", "Tolerated", "VolatileSpans", "tolerated"]
+__all__ = ["DETECTORS", "NUMBERED", "Detector", "Span", "Tolerated", "VolatileSpans", "tolerated"]
 
 #: What a detector found; its name is also the placeholder's (``<date>``).
 Detector = Literal["datetime", "date", "time", "timestamp", "epoch", "duration", "uuid", "id", "tmp", "cwd", "home", "port"]
@@ -115,6 +115,10 @@ _TMP = (
     r"|/tmp[a-z0-9_]{8}(?![\w.-])|/(?=[\w.-]*\d)[\w.-]+)?(?![\w.-])"
 )
 
+#: Detectors whose spans are numbered by first appearance in a request (``<id:1>``): what
+#: they replace names something, and the same name must stay the same thing.
+NUMBERED = frozenset({"id", "uuid", "tmp", "port"})
+
 #: Strings longer than this with no whitespace in them are encoded data (an image's base64, a
 #: data URL), not text a person or a model reads as words: left alone (a different image is a
 #: different request, and scanning megabytes of base64 for dates is time spent on nothing).
@@ -164,9 +168,30 @@ class VolatileSpans:
         # (7x faster on an agent's history); the text is scanned with a space in front.
         return re.compile("[^A-Za-z0-9](?:" + "|".join(f"(?P<{name}>{rx})" for name, rx in alts) + ")")
 
-    def normalise(self, text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    def normalise(self, text: str, numbers: dict[tuple[str, str], int] | None = None) -> tuple[str, tuple[tuple[str, str], ...]]:
         """``text`` with every volatile span written ``<detector>``, and what was replaced
-        (detector, original) in order; ``text`` itself and ``()`` when nothing was."""
+        (detector, original) in order; ``text`` itself and ``()`` when nothing was.
+
+        With ``numbers`` (one dict per request body), the spans whose identity matters — ids,
+        uuids, temp directories, ports (:data:`NUMBERED`) — are written ``<uuid:1>``, ``<uuid:2>``
+        … by first appearance, so that a renaming is tolerated only where it is consistent: the
+        result for ``call_A`` must still go with ``call_A``, a file written to one temp directory
+        must still be read from that one."""
+        segments, found = self._segments(text)
+        if not found:
+            return text, ()
+        out = [segments[0]]
+        for (detector, original), seg in zip(found, segments[1:], strict=True):
+            if numbers is not None and detector in NUMBERED:
+                n = numbers.setdefault((detector, original), sum(1 for d, _ in numbers if d == detector) + 1)
+                out.append(f"<{detector}:{n}>")
+            else:
+                out.append(f"<{detector}>")
+            out.append(seg)
+        return "".join(out), found
+
+    def _segments(self, text: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+        """The text between the spans, and the spans; remembered for long texts."""
         if len(text) < MEMO_FROM:
             return self._scan(text)
         hit = self._memo.get(text)
@@ -179,11 +204,11 @@ class VolatileSpans:
             self._memo_chars += len(text)
         return hit
 
-    def _scan(self, text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    def _scan(self, text: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
         if (len(text) > BLOB and not _has_space(text)) or text.startswith("data:"):
-            return text, ()
+            return (text,), ()
         found: list[tuple[str, str]] = []
-        out: list[str] = []
+        segments: list[str] = []
         spaced = " " + text
         at = 1
         for m in self._regex.finditer(spaced):
@@ -194,14 +219,11 @@ class VolatileSpans:
             detector = name.partition("__")[0]
             if detector == "id" and not _random(name, spaced[start:end]):
                 continue
-            out.append(spaced[at:start])
-            out.append(f"<{detector}>")
+            segments.append(spaced[at:start])
             found.append((detector, spaced[start:end]))
             at = end
-        if not found:
-            return text, ()
-        out.append(spaced[at:])
-        return "".join(out), tuple(found)
+        segments.append(spaced[at:])
+        return tuple(segments), tuple(found)
 
 
 def _places(paths: Sequence[str | None]) -> list[str]:

@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cassettes.matching import VolatileSpans
@@ -134,6 +134,10 @@ slot_fillers = st.one_of(
 @SETTINGS
 @given(sentences(), sentences(), slot_fillers)
 def test_a_difference_only_in_a_date_uuid_tmp_path_or_port_is_tolerated(before: list[str], after: list[str], fill: tuple[str, str]) -> None:
+    # Ids, uuids, temp paths and ports are numbered by first appearance (a renaming must be
+    # consistent): the one that changes is not also one of the text around it.
+    around = "".join(before) + "".join(after)
+    assume(fill[0].split(":")[-1] not in around and fill[1].split(":")[-1] not in around)
     a = "".join(before) + " " + fill[0] + " " + "".join(after)
     b = "".join(before) + " " + fill[1] + " " + "".join(after)
     assert V.normalise(a)[0] == V.normalise(b)[0]

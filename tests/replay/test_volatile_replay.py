@@ -68,14 +68,14 @@ def test_turned_off_the_same_requests_miss() -> None:
 
 def test_a_real_change_beside_a_tolerated_one_still_misses_with_its_path() -> None:
     """A changed temperature in the tool result is not volatile: the replay fails closed, and the
-    diff names the path as it always did (the date beside it shown as compared: ``<date>``)."""
+    diff names the path as it always did (the uuid beside it shown as compared: ``<uuid:1>``)."""
     m = Matcher(monday(), volatile=CONTEXT)
     assert isinstance(m.match("POST", PATH, [], chat_request([TUESDAY, USER])), Recorded)
     changed = result(str(TUESDAY_RESULT["content"]).replace("21 C", "9 C"))
     miss = m.match("POST", PATH, [], chat_request([TUESDAY, USER, CALL, changed]))
     assert isinstance(miss, Miss)
     assert [c.where for c in miss.changes] == ["messages[3].content"]
-    assert "sunny, 9 C (request <uuid>" in miss.changes[0].describe()
+    assert "sunny, 9 C (request <uuid:1>, cache <tmp:1>, took <duration>)" in miss.changes[0].describe()
     assert any(v.layer == "C" for v in miss.verdicts)
 
 
@@ -86,6 +86,29 @@ def test_placeholder_text_sent_as_such_is_not_a_tolerated_value() -> None:
     a = request_key("POST", PATH, [], chat_request([literal, USER]), volatile=CONTEXT)
     b = request_key("POST", PATH, [], chat_request([MONDAY, USER]), volatile=CONTEXT)
     assert a.body == b.body and a.digest != b.digest
+
+
+def test_ids_renamed_consistently_are_tolerated_and_a_swap_is_not() -> None:
+    """Numbered by first appearance in the request: another run's uuids that pair the same way
+    match; the same two uuids crossed over (a result given to the wrong request) do not."""
+    a, b = "123e4567-e89b-12d3-a456-426614174000", "9b2f64c1-7d3e-4a5b-8c6d-0e1f2a3b4c5d"
+    c, d = "0f0e0d0c-0b0a-4909-8807-060504030201", "11111111-2222-4333-8444-555555555555"
+
+    def sent(x: str, y: str, z: str) -> bytes:
+        return chat_request([{"role": "user", "content": f"job {x} then job {y}"}, {"role": "user", "content": f"result of job {z}: done"}])
+
+    key = request_key("POST", PATH, [], sent(a, b, a), volatile=CONTEXT).digest
+    assert request_key("POST", PATH, [], sent(c, d, c), volatile=CONTEXT).digest == key
+    assert request_key("POST", PATH, [], sent(c, d, d), volatile=CONTEXT).digest != key
+
+
+def test_a_dated_version_is_a_version() -> None:
+    """MCP's ``protocolVersion: "2025-11-25"`` names what the server speaks: never tolerated."""
+    def init(version: str) -> bytes:
+        return f'{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{{}}}}}}'.encode()
+
+    a = request_key("POST", "/mcp", [], init("2025-06-18"), volatile=CONTEXT)
+    assert a.spans == () and a.digest != request_key("POST", "/mcp", [], init("2025-11-25"), volatile=CONTEXT).digest
 
 
 def test_request_key_without_detectors_is_unchanged() -> None:
