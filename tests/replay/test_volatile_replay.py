@@ -11,6 +11,7 @@ import pytest
 
 from cassettes.cli import build_parser
 from cassettes.matching import Tolerated, VolatileSpans
+from cassettes.replay.cursor import Cursor, live_router, parse_cursor
 from cassettes.replay.fork import ForkReplay, parse_from
 from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
 from cassettes.replay.server import ReplayServer
@@ -140,6 +141,16 @@ def test_the_server_turned_off_answers_the_miss(tmp_path: Path) -> None:
     with ReplayServer(cas, volatile=False) as srv:
         assert raw_request(srv.url, "POST", PATH, chat_request([shifted, USER]))[0] != 200
         assert len(srv.misses) == 1
+
+
+def test_a_forks_prefix_tolerates_them_as_replay_does() -> None:
+    """Before the cursor a request that differs only in volatile spans is answered from the
+    recording (nothing goes live: the live router has nowhere to send it); off, it is a divergence."""
+    for volatile, served in ((True, 200), (False, 400)):
+        with ReplayServer(monday(), cursor=Cursor(parse_cursor("turn=1"), live_router({})), volatile=CONTEXT if volatile else False) as srv:
+            status, _, _ = raw_request(srv.url, "POST", PATH, chat_request([TUESDAY, USER]))
+            assert status == served
+            assert (srv.served[0].notes[:1] == ["tolerated: date at messages[0].content: recorded '2026-11-24', this request '2026-11-25'"]) is volatile
 
 
 def test_the_commands_have_the_off_switch(tmp_path: Path) -> None:
