@@ -7,6 +7,15 @@ above the base, so every layer that compares or shows requests may use it.
 
 from __future__ import annotations
 
-from cassettes.matching.volatile import DETECTORS, Detector, Span, Tolerated, VolatileSpans, tolerated
+from cassettes.matching.volatile import (
+    DETECTORS,
+    NUMBERED,
+    Detector,
+    Numbering,
+    Span,
+    Tolerated,
+    VolatileSpans,
+    tolerated,
+)
 
-__all__ = ["DETECTORS", "Detector", "Span", "Tolerated", "VolatileSpans", "tolerated"]
+__all__ = ["DETECTORS", "NUMBERED", "Detector", "Numbering", "Span", "Tolerated", "VolatileSpans", "tolerated"]

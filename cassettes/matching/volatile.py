@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-__all__ = ["DETECTORS", "NUMBERED", "Detector", "Span", "Tolerated", "VolatileSpans", "tolerated"]
+__all__ = ["DETECTORS", "NUMBERED", "Detector", "Numbering", "Span", "Tolerated", "VolatileSpans", "tolerated"]
 
 #: What a detector found; its name is also the placeholder's (``<date>``).
 Detector = Literal["datetime", "date", "time", "timestamp", "epoch", "duration", "uuid", "id", "tmp", "cwd", "home", "port"]
@@ -168,11 +168,11 @@ class VolatileSpans:
         # (7x faster on an agent's history); the text is scanned with a space in front.
         return re.compile("[^A-Za-z0-9](?:" + "|".join(f"(?P<{name}>{rx})" for name, rx in alts) + ")")
 
-    def normalise(self, text: str, numbers: dict[tuple[str, str], int] | None = None) -> tuple[str, tuple[tuple[str, str], ...]]:
+    def normalise(self, text: str, numbers: Numbering | None = None) -> tuple[str, tuple[tuple[str, str], ...]]:
         """``text`` with every volatile span written ``<detector>``, and what was replaced
         (detector, original) in order; ``text`` itself and ``()`` when nothing was.
 
-        With ``numbers`` (one dict per request body), the spans whose identity matters — ids,
+        With ``numbers`` (one :class:`Numbering` per request body), the spans whose identity matters — ids,
         uuids, temp directories, ports (:data:`NUMBERED`) — are written ``<uuid:1>``, ``<uuid:2>``
         … by first appearance, so that a renaming is tolerated only where it is consistent: the
         result for ``call_A`` must still go with ``call_A``, a file written to one temp directory
@@ -183,8 +183,7 @@ class VolatileSpans:
         out = [segments[0]]
         for (detector, original), seg in zip(found, segments[1:], strict=True):
             if numbers is not None and detector in NUMBERED:
-                n = numbers.setdefault((detector, original), sum(1 for d, _ in numbers if d == detector) + 1)
-                out.append(f"<{detector}:{n}>")
+                out.append(f"<{detector}:{numbers.number(detector, original)}>")
             else:
                 out.append(f"<{detector}>")
             out.append(seg)
@@ -224,6 +223,22 @@ class VolatileSpans:
             at = end
         segments.append(spaced[at:])
         return tuple(segments), tuple(found)
+
+
+class Numbering:
+    """The numbers of one request body's ids, uuids, temp directories and ports, by first appearance."""
+
+    __slots__ = ("_counts", "_seen")
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], int] = {}
+        self._counts: dict[str, int] = {}
+
+    def number(self, detector: str, original: str) -> int:
+        n = self._seen.get((detector, original))
+        if n is None:
+            n = self._seen[(detector, original)] = self._counts[detector] = self._counts.get(detector, 0) + 1
+        return n
 
 
 def _places(paths: Sequence[str | None]) -> list[str]:

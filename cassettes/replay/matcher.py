@@ -11,8 +11,9 @@ uuids and random ids, temp paths, the working directory and home, loopback ports
 (:mod:`cassettes.matching.volatile`) — are written as placeholders on both sides too, and every
 one that differed between the recording and the request that matched it is kept
 (:attr:`Matcher.tolerated`): a tolerated difference, never a silent one, and never a rewrite of
-what is served. ``Matcher(…, volatile=False)`` compares them as sent. Headers are ignored (SDK telemetry, user agents, keys) except, in strict mode,
-the few an adapter names as changing what the API does.
+what is served. ``Matcher(…, volatile=False)`` compares them as sent. Headers are ignored (SDK
+telemetry, user agents, keys) except, in strict mode, the few an adapter names as changing what
+the API does.
 
 The recording is indexed per conversation and turn (the run analysis), so a miss names the turn
 the agent most likely meant: the unplayed turn whose request is closest, preferring the next turn

@@ -5,9 +5,9 @@ body. JSON bodies compare semantically (key order ignored, list order kept) afte
 values are normalised: ids the provider adapter names as made up per run (tool-call ids …) become
 ``<id:1>``, ``<id:2>`` … in order of first appearance; ISO-8601 timestamps become ``<timestamp>``;
 a multipart boundary becomes ``<boundary>``; with a :class:`~cassettes.matching.VolatileSpans`,
-the volatile spans inside the body's strings become ``<date>``, ``<uuid>``, ``<cwd>`` … (each
-kept, with its JSON path, in :attr:`RequestKey.spans`). Headers are ignored except, in strict mode, the few an
-adapter names as changing what the API does. :mod:`cassettes.replay.matcher` matches on them.
+the volatile spans inside the body's strings become ``<date>``, ``<uuid:1>``, ``<cwd>`` … (each
+kept, with its JSON path, in :attr:`RequestKey.spans`). Headers are ignored except, in strict
+mode, the few an adapter names as changing what the API does. :mod:`cassettes.replay.matcher` matches on them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from urllib.parse import SplitResult, parse_qsl, urlsplit
 import orjson
 
 from cassettes import bounds, providers
-from cassettes.matching.volatile import Span, VolatileSpans
+from cassettes.matching.volatile import Numbering, Span, VolatileSpans
 from cassettes.wire.exchange import Headers, header
 
 __all__ = ["RequestKey", "request_key"]
@@ -129,7 +129,7 @@ class _Found:
     def __init__(self, volatile: VolatileSpans) -> None:
         self.volatile = volatile
         self.spans: list[Span] = []
-        self.numbers: dict[tuple[str, str], int] = {}
+        self.numbers = Numbering()
 
     def normalise(self, text: str, path: tuple[str | int, ...]) -> str:
         if path and isinstance(path[-1], str) and "version" in path[-1].lower():
