@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
@@ -69,36 +69,36 @@ _D = r"(?:0?[1-9]|[12]\d|3[01])"
 _HMS = r"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:[.,]\d{1,9})?"
 _TZ = r"(?:Z|UTC|GMT|[ECMP][SD]T|CES?T|BST|JST|[+-](?:[01]\d):?[0-5]\d)"
 _ISO_TIME = r"(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:[.,]\d{1,9})?)?(?:Z|[+-](?:[01]\d):?[0-5]\d)?"
-_HUMAN_DATE = rf"(?:{_WDAY},?\s+)?(?:{_MONTH}\.?\s+{_D}(?:st|nd|rd|th)?,?\s+{_YEAR}|{_D}(?:st|nd|rd|th)?\s+{_MONTH}\.?,?\s+{_YEAR})"
+_HUMAN_DATE = rf"(?:{_WDAY},?\s{{1,8}})?(?:{_MONTH}\.?\s{{1,8}}{_D}(?:st|nd|rd|th)?,?\s{{1,8}}{_YEAR}|{_D}(?:st|nd|rd|th)?\s{{1,8}}{_MONTH}\.?,?\s{{1,8}}{_YEAR})"
 #: Not glued to a word, a number, a path or an id on the left (``v1.2``, ``gpt-4o-``, ``/``).
 _L = r"(?<![\w.:/+=-])"
 #: Nor on the right (``2026-11-25.log``, ``2026-11-25T``); a full stop that ends a sentence is fine.
 _R = r"(?![\w:/+=-]|\.\w)"
 #: A word that says a number is a time (``took 1.2s``, ``"ts": 1732…``), kept.
-_TIMING = r"\b(?i:took|elapsed|duration|latency|runtime|in|after|real|user|sys|time)[:=]?\s+"
-_TIMING_LONG = r"\b(?i:took|elapsed|duration|latency|runtime|ran\s+for|finished\s+in|completed\s+in|done\s+in)[:=]?\s+"
-_EPOCH_WORD = r"\b(?i:(?:[a-z]{1,16}_)?(?:timestamp|time|ts|epoch|date|created|updated|modified|expires?|started|ended|since|until)(?:_at|_ms|_s)?)[\"']?\s*[:=]\s*[\"']?"
+_TIMING = r"\b(?i:took|elapsed|duration|latency|runtime|in|after|real|user|sys|time)[:=]?\s{1,8}"
+_TIMING_LONG = r"\b(?i:took|elapsed|duration|latency|runtime|ran\s{1,8}for|finished\s{1,8}in|completed\s{1,8}in|done\s{1,8}in)[:=]?\s{1,8}"
+_EPOCH_WORD = r"\b(?i:(?:[a-z]{1,16}+_)?(?:timestamp|time|ts|epoch|date|created|updated|modified|expires?|started|ended|since|until)(?:_at|_ms|_s)?)[\"']?\s{0,8}[:=]\s{0,8}[\"']?"
 _TOKEN = r"[A-Za-z0-9]"
 
 _PATTERNS: tuple[tuple[str, str], ...] = (
     ("datetime__iso", rf"{_L}{_YEAR}-{_MM}-{_DD}[T ]{_ISO_TIME}{_R}"),
-    ("datetime__ctime", rf"{_L}{_WDAY}\s+{_MONTH}\s+{_D}\s+{_HMS}(?:\s+{_TZ})?\s+{_YEAR}{_R}"),
-    ("datetime__human", rf"{_L}{_HUMAN_DATE},?\s+(?:at\s+)?{_HMS}(?:\s?{_TZ})?{_R}"),
+    ("datetime__ctime", rf"{_L}{_WDAY}\s{{1,8}}{_MONTH}\s{{1,8}}{_D}\s{{1,8}}{_HMS}(?:\s{{1,8}}{_TZ})?\s{{1,8}}{_YEAR}{_R}"),
+    ("datetime__human", rf"{_L}{_HUMAN_DATE},?\s{{1,8}}(?:at\s{{1,8}})?{_HMS}(?:\s?{_TZ})?{_R}"),
     # ``ls -l`` and syslog: a month, a day and a clock, no year.
-    ("datetime__month", rf"{_L}{_MONTH}\s+{_D}\s+(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d)?{_R}"),
+    ("datetime__month", rf"{_L}{_MONTH}\s{{1,8}}{_D}\s{{1,8}}(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d)?{_R}"),
     ("date__iso", rf"{_L}{_YEAR}-{_MM}-{_DD}{_R}"),
     ("date__human", rf"{_L}{_HUMAN_DATE}{_R}"),
     ("date__slash", rf"{_L}(?:{_D}/{_D}/{_YEAR}|{_D}\.{_D}\.{_YEAR}|{_YEAR}/{_MM}/{_DD}){_R}"),
     ("time__hms", rf"{_L}{_HMS}(?:\s?(?i:am|pm))?(?:\s?{_TZ})?{_R}"),
     ("time__ampm", rf"{_L}(?:1[0-2]|0?[1-9]):[0-5]\d\s?(?i:am|pm)\b"),
-    ("epoch__word", rf"{_EPOCH_WORD}(?P<epoch__word_v>1\d{{9}}(?:\d{{3}})?(?:\.\d+)?)(?![\w.])"),
-    ("duration__short", rf"{_TIMING}(?P<duration__short_v>\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s)|\d+m\d+(?:\.\d+)?s)(?!\w)"),
-    ("duration__long", rf"{_TIMING_LONG}(?P<duration__long_v>\d+(?:\.\d+)?\s?(?:milliseconds?|seconds?|secs?|minutes?|mins?))\b"),
-    ("duration__paren", r"(?<=\()(?P<duration__paren_v>\d+\.\d+\s?(?:ms|s))\)"),
+    ("epoch__word", rf"{_EPOCH_WORD}(?P<epoch__word_v>1\d{{9}}(?:\d{{3}})?(?:\.\d{{1,9}})?)(?![\w.])"),
+    ("duration__short", rf"{_TIMING}(?P<duration__short_v>\d{{1,12}}(?:\.\d{{1,9}})?\s?(?:ns|µs|us|ms|s)|\d{{1,6}}m\d{{1,2}}(?:\.\d{{1,9}})?s)(?!\w)"),
+    ("duration__long", rf"{_TIMING_LONG}(?P<duration__long_v>\d{{1,12}}(?:\.\d{{1,9}})?\s?(?:milliseconds?|seconds?|secs?|minutes?|mins?))\b"),
+    ("duration__paren", r"(?<=\()(?P<duration__paren_v>\d{1,12}\.\d{1,9}\s?(?:ms|s))\)"),
     ("uuid__std", r"(?<![0-9A-Za-z-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9A-Za-z-])"),
     # A prefixed random id (a kind word, then _ or -, then 16-64 letters and digits with at
     # least two of each: _random): the kind kept, the token replaced.
-    ("id__prefixed", rf"(?<![0-9A-Za-z_-])[A-Za-z]{{2,12}}(?:[_-][A-Za-z]{{2,12}})?[_-](?P<id__prefixed_v>{_TOKEN}{{16,64}})(?![0-9A-Za-z_+/=-])"),
+    ("id__prefixed", rf"(?<![0-9A-Za-z_-])[A-Za-z]{{2,12}}+(?:[_-][A-Za-z]{{2,12}}+)?[_-](?P<id__prefixed_v>{_TOKEN}{{16,64}})(?![0-9A-Za-z_+/=-])"),
     # A bare hex token (a trace id, a digest) of 32-64 digits, with digits and letters in it (_random).
     ("id__hex", r"(?<![0-9A-Za-z_+/=.-])(?:[0-9a-f]{32,64}|[0-9A-F]{32,64})(?![0-9A-Za-z_+/=-])"),
     # A bare base62 token (an API's random id) of 24-64 with upper, lower and digits in it (_random).
@@ -111,9 +111,15 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
 _TMP_ROOT = r"(?:/private)?(?:/var/folders/[\w-]{1,8}/[\w-]{8,64}/[TC]|/tmp|/var/tmp|/dev/shm)"
 _TMP = (
     rf"(?<![\w.~-]){_TMP_ROOT}"
-    r"(?:/pytest-of-[\w.-]+/pytest-(?:\d+|current)(?:/[\w.\[\]-]+?\d+(?![\w.\[\]-]))?"
-    r"|/tmp[a-z0-9_]{8}(?![\w.-])|/(?=[\w.-]*\d)[\w.-]+)?(?![\w.-])"
+    r"(?:/pytest-of-[\w.-]{1,64}/pytest-(?:\d{1,9}|current)(?:/[\w.\[\]-]{1,128}?\d{1,9}(?![\w.\[\]-]))?"
+    r"|/tmp[a-z0-9_]{8}(?![\w.-])|/(?=[\w.-]{0,127}\d)[\w.-]{1,128})?(?![\w.-])"
 )
+
+#: Runs of digits and slashes no more than REACH apart: where the detectors are run.
+REACH = 128
+_CLUSTER = re.compile(r"[\d/](?:[^\d/]{0,128}[\d/])*")
+#: The longest a match of a built-in detector can be (its patterns' bounds added up, with room).
+SPAN = 400
 
 #: Detectors whose spans are numbered by first appearance in a request (``<id:1>``): what
 #: they replace names something, and the same name must stay the same thing.
@@ -124,9 +130,12 @@ NUMBERED = frozenset({"id", "uuid", "tmp", "port"})
 #: different request, and scanning megabytes of base64 for dates is time spent on nothing).
 BLOB = 4096
 #: Texts this long or longer are remembered once scanned, up to MEMO characters in all (a
-#: matcher's lifetime: its recording's messages and the live requests repeating them).
+#: matcher's lifetime: its recording's messages and the live requests repeating them); about
+#: 20 MB at most, whatever the run's size (a replay server over a huge run stays flat).
 MEMO_FROM = 256
-MEMO = 64 << 20
+MEMO = 8 << 20
+#: Nor a text longer than this (one 50 MB message would hold 50 MB after its request is answered).
+MEMO_UPTO = 1 << 20
 
 
 class VolatileSpans:
@@ -153,7 +162,7 @@ class VolatileSpans:
         self.homes = [h for h in _places([home, *recorded_home]) if h not in self.cwds]
         # Texts already scanned (an agent sends its whole history again every turn: each message
         # is scanned once, not once per later turn), up to MEMO characters, then started afresh.
-        self._memo: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {}
+        self._memo: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {}
         self._memo_chars = 0
 
     @cached_property
@@ -191,7 +200,7 @@ class VolatileSpans:
 
     def _segments(self, text: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
         """The text between the spans, and the spans; remembered for long texts."""
-        if len(text) < MEMO_FROM:
+        if not MEMO_FROM <= len(text) <= MEMO_UPTO:
             return self._scan(text)
         hit = self._memo.get(text)
         if hit is None:
@@ -203,6 +212,33 @@ class VolatileSpans:
             self._memo_chars += len(text)
         return hit
 
+    @cached_property
+    def _tail(self) -> int:
+        """How far past its start a match may reach (plus what a look-ahead reads after it)."""
+        return SPAN + max((len(p) for p in (*self.cwds, *self.homes)), default=0) + 8
+
+    def _matches(self, spaced: str) -> Iterator[re.Match[str]]:
+        """The detectors' matches in ``spaced``, as ``finditer`` would give them, searched only
+        near a digit or a slash: every span holds one (a date, a clock, an epoch, a duration, a
+        port; a uuid's version digit, a random id's digits) or starts with one (a temp path, the
+        cwd, the home) at most :data:`REACH` characters after its start, so text without them —
+        most prose — is skipped in C. Every quantifier in the patterns is bounded (:data:`SPAN`),
+        so a search that ends a little past the window never cuts a match short."""
+        rx, tail, n = self._regex, self._tail, len(spaced)
+        pos = 0
+        while pos < n:
+            cluster = _CLUSTER.search(spaced, pos)
+            if cluster is None:
+                return
+            start, hi = max(pos, cluster.start() - REACH), cluster.end()
+            while start <= hi:
+                m = rx.search(spaced, start, min(n, hi + tail))
+                if m is None or m.start() > hi:
+                    break
+                yield m
+                start = m.end()
+            pos = max(start, hi)
+
     def _scan(self, text: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
         if (len(text) > BLOB and not _has_space(text)) or text.startswith("data:"):
             return (text,), ()
@@ -210,7 +246,7 @@ class VolatileSpans:
         segments: list[str] = []
         spaced = " " + text
         at = 1
-        for m in self._regex.finditer(spaced):
+        for m in self._matches(spaced):
             name = m.lastgroup
             assert name is not None
             inner = name + "_v"

@@ -148,3 +148,16 @@ def test_a_difference_only_in_a_date_uuid_tmp_path_or_port_is_tolerated(before: 
 
 def test_uuid_module_and_this_test_agree_on_the_shape() -> None:
     assert V.normalise(str(uuid.uuid4()))[0] == "<uuid>"
+
+
+far_apart = st.lists(st.one_of(tokens, volatile, st.just("x" * 150), st.just(" " * 140), st.sampled_from(["/", "7", "took 3.5s", "Wed Nov 25 06:00:33 UTC 2026"])), max_size=40)
+
+
+@SETTINGS
+@given(far_apart, st.lists(SEP, min_size=40, max_size=40))
+def test_searching_only_near_digits_and_slashes_finds_what_a_full_scan_finds(parts: list[str], seps: list[str]) -> None:
+    """The scan skips text far from any digit or slash (VolatileSpans._matches): on text with
+    long stretches between them, it yields exactly the matches of the whole pattern over all of it."""
+    spaced = " " + "".join(p + s for p, s in zip(parts, seps, strict=False))
+    whole = [(m.span(), m.lastgroup) for m in V._regex.finditer(spaced)]
+    assert [(m.span(), m.lastgroup) for m in V._matches(spaced)] == whole
