@@ -310,6 +310,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.from_run is None and (args.model is not None or args.edit):
         messages.error("error: --model and --edit go with --from RUN@SELECTOR: they change what a fork sends live; a plain run records the agent as it is")
         return 2
+    if args.from_run is None and getattr(args, "no_volatile", False):
+        messages.error("error: --no-volatile goes with --from RUN@SELECTOR: it changes how the fork's prefix is matched; a plain run matches nothing")
+        return 2
     if args.output is None:
         if not args.inspect:
             messages.error("error: -o FILE names the cassette to record into (looptap run -o run.jsonl -- python agent.py); only --inspect may leave it out")
@@ -547,6 +550,10 @@ def register_run(sub: Any) -> None:
         "on (turn=2, seq=7, conversation=c2:turn=1) requests go live and are recorded into -o (docs/fork.md)",
     )
     p.add_argument("--model", help="with --from: the model of every request sent live (same API family)")
+    p.add_argument(
+        "--no-volatile", action="store_true",
+        help="with --from: the prefix's requests must equal the recorded ones as sent (no date, id, temp path, cwd or port tolerated; docs/testing.md)",
+    )
     p.add_argument("--repeat", type=int, default=1, metavar="K", help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) and say per turn how the branches agree")
     p.add_argument(
         "--edit", action="append", default=[], metavar="TARGET=@FILE",

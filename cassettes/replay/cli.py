@@ -93,7 +93,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         idle, read = _timeouts(args)
         cursor = _cursor(args)
         server = ReplayServer(
-            Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan, idle_timeout=idle, read_timeout=read, cursor=cursor
+            Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan, idle_timeout=idle, read_timeout=read, cursor=cursor,
+            volatile=not args.no_volatile,
         )
     except (_Usage, ValueError) as exc:
         _err(f"error: {exc}")
@@ -257,6 +258,10 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
     p.add_argument("--pace", default="instant", help="stream pace: recorded, instant (default) or xN (N times faster than recorded)")
     p.add_argument("--strict", action="store_true", help="requests must come in recorded order, with the same API version headers; exit 1 if any round trip was left unplayed")
+    p.add_argument(
+        "--no-volatile", action="store_true",
+        help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or loopback port tolerated (docs/testing.md)",
+    )
     p.add_argument(
         "--fault",
         action="append",

@@ -145,6 +145,8 @@ class ForkReplay:
     #: agent nor on a command line.
     edit_key: str = field(default_factory=new_key, repr=False)
     python: str = sys.executable
+    #: ``False``: the prefix compared as sent (``looptap run --from … --no-volatile``).
+    volatile: bool = True
     proc: asyncio.subprocess.Process | None = None
     url: str | None = None
     report: list[str] = field(default_factory=list)
@@ -170,7 +172,9 @@ class ForkReplay:
         for e in self.edits:
             argv += ["--edit", e]
         if self.edits:
-            argv.append("--live-recorder")  # the recorder keeps the client's request beside the edited one
+            argv.append("--live-recorder")
+        if not self.volatile:
+            argv.append("--no-volatile")  # the recorder keeps the client's request beside the edited one
         return argv
 
     async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:
@@ -253,4 +257,4 @@ def start_fork(args: Any) -> ForkReplay:
     out = str(getattr(args, "output", "") or "")
     branch = Path(out[1:] if out.startswith("+") and len(out) > 1 else out) if out else None
     meta = branch_meta(source, args.model, [e.label for e in edits], check=edits, branch=branch)
-    return ForkReplay(source, model=args.model, edits=list(args.edit), meta=meta)
+    return ForkReplay(source, model=args.model, edits=list(args.edit), meta=meta, volatile=not getattr(args, "no_volatile", False))

@@ -6,8 +6,14 @@ body. JSON bodies compare semantically (key order ignored, list order kept) afte
 values are normalised: ids the provider adapter names as made up per run (tool-call ids …) become
 ``<id:1>``, ``<id:2>`` … in order of first appearance, so a run whose ids differ but pair the same
 way still matches; ISO-8601 timestamps become ``<timestamp>``; a multipart boundary becomes
-``<boundary>``. Headers are ignored (SDK telemetry, user agents, keys) except, in strict mode,
-the few an adapter names as changing what the API does.
+``<boundary>``. By default the volatile spans inside the body's text — dates, clocks, durations,
+uuids and random ids, temp paths, the working directory and home, loopback ports
+(:mod:`cassettes.matching.volatile`) — are written as placeholders on both sides too, and every
+one that differed between the recording and the request that matched it is kept
+(:attr:`Matcher.tolerated`): a tolerated difference, never a silent one, and never a rewrite of
+what is served. ``Matcher(…, volatile=False)`` compares them as sent. Headers are ignored (SDK
+telemetry, user agents, keys) except, in strict mode, the few an adapter names as changing what
+the API does.
 
 The recording is indexed per conversation and turn (the run analysis), so a miss names the turn
 the agent most likely meant: the unplayed turn whose request is closest, preferring the next turn
@@ -27,15 +33,16 @@ from typing import Protocol, overload
 import orjson
 
 from cassettes.errors import ReplayMiss
+from cassettes.matching.volatile import Tolerated, VolatileSpans, tolerated
 from cassettes.recording.redact import Redactor
-from cassettes.replay.jsondiff import ECHO, Change, Shown, clip, json_diff, window
+from cassettes.replay.jsondiff import ECHO, Change, Shown, clip, format_path, json_diff, window
 from cassettes.replay.requestkey import RequestKey, request_key
 from cassettes.replay.verdicts import Verdict, attribute
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Exchange, Headers, header
 from cassettes.wire.replay_miss import MissNote, MissVerdict
 
-__all__ = ["Matcher", "Miss", "Recorded", "Recordings", "RequestKey", "Verdict", "attribute", "request_key"]
+__all__ = ["Matcher", "Miss", "Recorded", "Recordings", "RequestKey", "Verdict", "attribute", "request_key", "tolerated_notes"]
 
 #: Request keys of a recording read from disk kept at hand (the most recently used).
 KEY_CACHE = 256
@@ -232,7 +239,7 @@ class Miss:
         return ReplayMiss(str(self))
 
 
-def _client_key(ex: Exchange) -> RequestKey | None:
+def _client_key(ex: Exchange, volatile: VolatileSpans | None = None) -> RequestKey | None:
     """The key of the request the client sent, where a fork's what-if edit rewrote what was
     recorded as sent upstream; ``None`` when the marks do not give it back."""
     from cassettes.wire.edited import client_body
@@ -240,7 +247,7 @@ def _client_key(ex: Exchange) -> RequestKey | None:
     body = client_body(ex.request_json(), ex.edits or [])
     if body is None:
         return None
-    return request_key(ex.method, ex.url, ex.request_headers, orjson.dumps(body), body)
+    return request_key(ex.method, ex.url, ex.request_headers, orjson.dumps(body), body, volatile)
 
 
 class Matcher:
@@ -252,11 +259,21 @@ class Matcher:
     may answer, and the headers the adapter names as semantic must be equal too.
     """
 
-    def __init__(self, exchanges: Sequence[Exchange] | Recordings, strict: bool = False, first_turn: int = 0) -> None:
+    def __init__(
+        self, exchanges: Sequence[Exchange] | Recordings, strict: bool = False, first_turn: int = 0, volatile: bool | VolatileSpans = True
+    ) -> None:
         """``first_turn``: the number of a conversation's first turn in exchanges held in memory
         (a fork's branch: its origin's turn at the cursor, :func:`cassettes.reading.branch.first_turn`;
-        a file read from disk is numbered from its own header)."""
+        a file read from disk is numbered from its own header). ``volatile``: the built-in
+        volatile-span detectors, for this process's working directory and home (``True``), for
+        a context given (a :class:`~cassettes.matching.VolatileSpans`: the recording's cwd and
+        home when known), or none (``False``: the text compared as sent)."""
         self.strict = strict
+        #: The detectors both sides of every comparison go through (``None``: off).
+        self.volatile: VolatileSpans | None = VolatileSpans() if volatile is True else volatile if isinstance(volatile, VolatileSpans) else None
+        #: Per recorded round trip (its position), what its last match tolerated: the volatile
+        #: spans whose text differed between the recording and the request it answered.
+        self.tolerated: dict[int, list[Tolerated]] = {}
         src: Recordings = exchanges if not isinstance(exchanges, Sequence) else _InMemory(exchanges, first_turn)
         self._src = src
         self._labelled = False
@@ -274,7 +291,7 @@ class Matcher:
         self._ex_cache: OrderedDict[int, Exchange] = OrderedDict()
         self._paths: set[str] = set()
         for ex in src.scan():
-            key = _recorded_key(ex)
+            key = _recorded_key(ex, self.volatile)
             self._hashes.append(hash(key.digest))
             self._paths.add(key.path)
             if self._keys is not None:
@@ -319,7 +336,7 @@ class Matcher:
             if hit is not None:
                 self._key_cache.move_to_end(i)
                 return hit
-        key = _recorded_key(self._exchange(i))
+        key = _recorded_key(self._exchange(i), self.volatile)
         with self._lock:
             self._key_cache[i] = key
             while len(self._key_cache) > KEY_CACHE:
@@ -389,11 +406,16 @@ class Matcher:
     # -- matching ------------------------------------------------------------------------------
     def match(self, method: str, target: str, headers: Headers, body: bytes) -> Recorded | Miss:
         """The recorded round trip answering this request (marked played), or why there is none."""
-        live = request_key(method, target, headers, body)
+        live = request_key(method, target, headers, body, volatile=self.volatile)
         key = self._rebased(live)
         found = self._find(key)
         if isinstance(found, Recorded):
             found.plays += 1
+            tol = tolerated(found.key.spans, key.spans) if key.spans else []
+            if tol:
+                self.tolerated[found.index] = tol
+            else:
+                self.tolerated.pop(found.index, None)
             return found
         if key.path != live.path:
             found.target = live.target
@@ -543,12 +565,25 @@ class Matcher:
         return len(self._live)
 
 
-def _recorded_key(ex: Exchange) -> RequestKey:
+#: How a tolerated difference opens in a served exchange's notes.
+TOLERATED = "tolerated:"
+
+
+def tolerated_notes(found: Sequence[Tolerated]) -> list[str]:
+    """One note line per tolerated difference: the detector, the JSON path, the recorded value
+    and the request's (wire text: one line, clipped)."""
+    return [
+        clean_line(f"{TOLERATED} {t.detector} at {clip(format_path(t.path), 200)}: recorded {clip(t.recorded, 200)!r}, this request {clip(t.live, 200)!r}")
+        for t in found
+    ]
+
+
+def _recorded_key(ex: Exchange, volatile: VolatileSpans | None = None) -> RequestKey:
     """The key a recorded round trip is matched by: its request's, or, for a fork's edited
     request, the one the agent sends (:mod:`cassettes.wire.edited`)."""
-    key = request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json())
+    key = request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile)
     if ex.edits:
-        key = _client_key(ex) or key
+        key = _client_key(ex, volatile) or key
     return key
 
 

@@ -72,13 +72,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--looptap-fail-unplayed", action="store_true", default=False, help="fail a test that leaves recorded round trips unplayed")
     group.addoption("--looptap-pace", default=None, help="stream pace when replaying: instant (default), recorded or xN")
     group.addoption("--looptap-strict", action="store_true", default=False, help="requests must come in recorded order (with the same API version headers)")
+    group.addoption("--looptap-no-volatile", action="store_true", default=False, help="compare requests as sent: no date, id, temp path, cwd or loopback port tolerated")
     group.addoption("--looptap-upstream", action="append", default=[], metavar="NAME=URL", help="when recording: forward NAME's API to URL instead of the real one")
     parser.addini("looptap_record_mode", "default record mode", default="")
     parser.addini("looptap_fail_unplayed", "fail a test that leaves recorded round trips unplayed", type="bool", default=False)
+    parser.addini("looptap_volatile", "tolerate volatile spans (dates, ids, temp paths, cwd, loopback ports) when matching a replay", type="bool", default=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1', live={NAME: URL}, model=None, edit=None ('TARGET=@FILE' or a list): the cassette's prefix replayed, from the cursor on live, as looptap run --from (docs/fork.md)")
+    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, volatile=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1', live={NAME: URL}, model=None, edit=None ('TARGET=@FILE' or a list): the cassette's prefix replayed, from the cursor on live, as looptap run --from (docs/fork.md)")
     config.stash[_REPORTS] = []
 
 
@@ -381,6 +383,8 @@ class _Options:
     record: bool
     #: ``fork=``: the cursor past which requests go live (``None``: all replayed).
     cursor: Any = None
+    #: Volatile spans tolerated when matching (marker ``volatile=``, else ``--looptap-no-volatile``, else the ini).
+    volatile: bool = True
 
     @classmethod
     def of(cls, item: pytest.Item, config: pytest.Config, marker: pytest.Mark | None) -> _Options:
@@ -400,7 +404,17 @@ class _Options:
             pytest.fail(f"looptap: faults are injected into a replayed run, and {path} is being recorded (mode {mode}); record it first", pytrace=False)
         if record:
             _check_recordable(path, mode)
-        return cls(mode, path, pace, strict, plan, replay, record, _fork_cursor(marker, item.path.parent))
+        return cls(mode, path, pace, strict, plan, replay, record, _fork_cursor(marker, item.path.parent), _volatile(kw, config))
+
+
+def _volatile(kw: Mapping[str, Any], config: pytest.Config) -> bool:
+    """Whether the replay tolerates volatile spans: the marker's ``volatile=`` if given, else
+    off with ``--looptap-no-volatile``, else the ``looptap_volatile`` ini value (on by default)."""
+    if kw.get("volatile") is not None:
+        return bool(kw["volatile"])
+    if config.getoption("--looptap-no-volatile"):
+        return False
+    return bool(config.getini("looptap_volatile"))
 
 
 def _pace(kw: Mapping[str, Any], config: pytest.Config) -> str:
@@ -448,7 +462,7 @@ def _start_replay(session: LooptapSession, opts: _Options, monkeypatch: pytest.M
 
     fallback = _listener_fallback(session.env) if opts.record else None
     try:
-        session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan, cursor=opts.cursor).start()
+        session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan, cursor=opts.cursor, volatile=opts.volatile).start()
     except CassetteError as exc:  # a cursor that selects nothing in the cassette
         pytest.fail(f"looptap: {exc}", pytrace=False)
     session.env = {**session.server.env}

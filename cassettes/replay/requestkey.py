@@ -4,8 +4,10 @@ A request is reduced to a :class:`RequestKey`: method, path, query (credentials 
 body. JSON bodies compare semantically (key order ignored, list order kept) after the volatile
 values are normalised: ids the provider adapter names as made up per run (tool-call ids …) become
 ``<id:1>``, ``<id:2>`` … in order of first appearance; ISO-8601 timestamps become ``<timestamp>``;
-a multipart boundary becomes ``<boundary>``. Headers are ignored except, in strict mode, the few an
-adapter names as changing what the API does. :mod:`cassettes.replay.matcher` matches on them.
+a multipart boundary becomes ``<boundary>``; with a :class:`~cassettes.matching.VolatileSpans`,
+the volatile spans inside the body's strings become ``<date>``, ``<uuid:1>``, ``<cwd>`` … (each
+kept, with its JSON path, in :attr:`RequestKey.spans`). Headers are ignored except, in strict
+mode, the few an adapter names as changing what the API does. :mod:`cassettes.replay.matcher` matches on them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from urllib.parse import SplitResult, parse_qsl, urlsplit
 import orjson
 
 from cassettes import bounds, providers
+from cassettes.matching.volatile import Numbering, Span, VolatileSpans
 from cassettes.wire.exchange import Headers, header
 
 __all__ = ["RequestKey", "request_key"]
@@ -45,11 +48,17 @@ class RequestKey:
     url: SplitResult
     adapter: providers.Provider | None
     headers: Headers = field(default_factory=list)
+    #: What the volatile-span detectors replaced in the body (``request_key(volatile=…)``), in
+    #: body order: the original of every ``<date>``, ``<uuid>`` … the compared body holds.
+    spans: tuple[Span, ...] = ()
 
     @property
     def digest(self) -> bytes:
         body = orjson.dumps(self.body, option=orjson.OPT_SORT_KEYS) if self.is_json else self.body
-        return b"\0".join([self.method.encode(), self.path.encode(), repr(self.query).encode(), body])
+        parts = [self.method.encode(), self.path.encode(), repr(self.query).encode(), body]
+        if self.spans:  # a ``<date>`` the text held as such is not a date a detector replaced
+            parts.append(repr(sorted((repr(s.path), s.detector) for s in self.spans)).encode())
+        return b"\0".join(parts)
 
     @property
     def target(self) -> str:
@@ -73,24 +82,29 @@ def _normalise(
     placeholders: dict[str, str],
     drop: frozenset[str] = frozenset(),
     free: frozenset[str] | None = None,
+    found: _Found | None = None,
+    path: tuple[str | int, ...] = (),
 ) -> Any:
     """The body as compared. With ``free`` (an adapter's free-form fields: the API's semantics
     are known), what the API treats as the same request is written one way: a ``null`` field is
     an absent one, and a content list that is one plain text part is its string; inside a
-    free-form field (a tool's schema, a call's input) nothing is rewritten but the ids."""
+    free-form field (a tool's schema, a call's input) nothing is rewritten but the ids and, with
+    ``found``, the volatile spans (noted in it, with their ``path``)."""
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
             if k in drop or (free is not None and v is None):
                 continue
             inner = None if free is None or k in free else free
-            nv = _normalise(v, ids, placeholders, drop, inner)
+            nv = _normalise(v, ids, placeholders, drop, inner, found, (*path, k) if found is not None else path)
             if inner is not None and k in _CONTENT_FIELDS:
                 nv = _bare_text(nv)
             out[k] = nv
         return out
     if isinstance(value, list):
-        return [_normalise(v, ids, placeholders, drop, free) for v in value]
+        if found is None:
+            return [_normalise(v, ids, placeholders, drop, free) for v in value]
+        return [_normalise(v, ids, placeholders, drop, free, found, (*path, i)) for i, v in enumerate(value)]
     if isinstance(value, str):
         if value in ids:
             ph = placeholders.get(value)
@@ -98,8 +112,31 @@ def _normalise(
                 ph = placeholders[value] = f"<id:{len(placeholders) + 1}>"
             return ph
         if _TIMESTAMP.match(value):
+            if found is not None:
+                found.spans.append(Span(path, "timestamp", value))
             return "<timestamp>"
+        if found is not None:
+            return found.normalise(value, path)
     return value
+
+
+class _Found:
+    """The volatile spans of one body, found as it is normalised (ids, uuids, temp directories
+    and ports numbered across the whole body: :data:`cassettes.matching.volatile.NUMBERED`)."""
+
+    __slots__ = ("numbers", "spans", "volatile")
+
+    def __init__(self, volatile: VolatileSpans) -> None:
+        self.volatile = volatile
+        self.spans: list[Span] = []
+        self.numbers = Numbering()
+
+    def normalise(self, text: str, path: tuple[str | int, ...]) -> str:
+        if path and isinstance(path[-1], str) and "version" in path[-1].lower():
+            return text  # a dated version (MCP's protocolVersion "2025-11-25") is what it says
+        out, found = self.volatile.normalise(text, self.numbers)
+        self.spans.extend(Span(path, d, t) for d, t in found)
+        return out
 
 
 def _bare_text(content: Any) -> Any:
@@ -119,8 +156,11 @@ def _without_defaults(body: Any, defaults: tuple[tuple[str, Any], ...]) -> Any:
     return {k: v for k, v in body.items() if k not in at_default} if at_default else body
 
 
-def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: Any = None) -> RequestKey:
-    """Normalise one request for matching (``parsed``: the body's JSON when already at hand)."""
+def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: Any = None, volatile: VolatileSpans | None = None) -> RequestKey:
+    """Normalise one request for matching (``parsed``: the body's JSON when already at hand).
+    With ``volatile``, the strings of a JSON body have their volatile spans (dates, ids, temp
+    paths …: :mod:`cassettes.matching.volatile`) written as placeholders too, each kept in
+    :attr:`RequestKey.spans`; without, they compare as sent."""
     try:
         u = urlsplit(url)
     except ValueError:
@@ -136,8 +176,10 @@ def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: An
         return RequestKey(method.upper(), u.path, query, _opaque_body(headers, body), False, None, {}, u, None, list(headers))
     adapter = providers.detect(method.upper(), u, raw)
     placeholders: dict[str, str] = {}
-    norm = _normalised_json(raw, u, adapter, placeholders)
-    return RequestKey(method.upper(), u.path, query, norm, True, raw, {v: k for k, v in placeholders.items()}, u, adapter, list(headers))
+    found = _Found(volatile) if volatile is not None else None
+    norm = _normalised_json(raw, u, adapter, placeholders, found)
+    spans = tuple(found.spans) if found is not None else ()
+    return RequestKey(method.upper(), u.path, query, norm, True, raw, {v: k for k, v in placeholders.items()}, u, adapter, list(headers), spans)
 
 
 def _opaque_body(headers: Headers, body: bytes) -> bytes:
@@ -147,10 +189,10 @@ def _opaque_body(headers: Headers, body: bytes) -> bytes:
     return body.replace(m.group(1).encode("latin-1", "replace"), b"<boundary>") if m else body
 
 
-def _normalised_json(raw: Any, u: SplitResult, adapter: providers.Provider | None, placeholders: dict[str, str]) -> Any:
+def _normalised_json(raw: Any, u: SplitResult, adapter: providers.Provider | None, placeholders: dict[str, str], found: _Found | None = None) -> Any:
     """A JSON body as compared: the adapter's volatile ids, fields and defaults written one way."""
-    if adapter is None:  # an API looptap does not read: compared as sent (only ids and times normalised)
-        return _normalise(raw, set(), placeholders)
+    if adapter is None:  # an API looptap does not read: compared as sent (only ids, times and volatile spans normalised)
+        return _normalise(raw, set(), placeholders, found=found)
     try:
         vol = {i for i in adapter.volatile_ids(raw, u) if i}
     except Exception:  # a lenient adapter that still chokes: compare the ids as they are
@@ -159,5 +201,5 @@ def _normalised_json(raw: Any, u: SplitResult, adapter: providers.Provider | Non
     if adapter.volatile_top_fields and isinstance(raw, dict):
         compared = {k: v for k, v in raw.items() if k not in adapter.volatile_top_fields}
     compared = _without_defaults(compared, adapter.field_defaults)
-    return _normalise(compared, vol, placeholders, adapter.volatile_fields, adapter.free_form_fields)
+    return _normalise(compared, vol, placeholders, adapter.volatile_fields, adapter.free_form_fields, found)
 

@@ -36,13 +36,14 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from cassettes.matching.volatile import VolatileSpans
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
 from cassettes.replay.background import BackgroundServer
 from cassettes.replay.faults import Fault, FaultPlan
 from cassettes.replay.http1 import HOP_BY_HOP, BadRequest, Request, Watchdog, read_request, refuse
 from cassettes.replay.indexed import IndexedRecordings
 from cassettes.replay.jsondiff import clip
-from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
+from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key, tolerated_notes
 from cassettes.replay.plan import (
     Fallback,
     FaultStatus,
@@ -189,6 +190,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         write_timeout: float | None = WRITE_TIMEOUT,
         retain_bodies: int = RETAIN_BODIES,
         cursor: Router | None = None,
+        volatile: bool | VolatileSpans = True,
     ) -> None:
         recordings: Sequence[Exchange] | IndexedRecordings
         first = 0  # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading.branch)
@@ -220,7 +222,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         self.host = host
         self.port = port
         self.speed = parse_pace(pace)
-        self.matcher = Matcher(recordings, strict=strict, first_turn=first)
+        self.matcher = Matcher(recordings, strict=strict, first_turn=first, volatile=volatile)
         if isinstance(recordings, IndexedRecordings):
             self.problems = recordings.problems  # (known once the file is read)
         #: Faults to inject (``--fault``); ``faults.fired`` lists what was injected.
@@ -310,6 +312,9 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             if not r.plays:
                 shown += 1
                 out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
+        if self.matcher.tolerated:
+            n = len(self.matcher.tolerated)
+            out.append(f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that differed only in volatile spans (dates, ids, paths …: listed in the served exchanges' notes)")
         for m in self.matcher.misses:
             out.append(f"  unmatched: {m.method} {clip(m.target)}: {clip(m.reason)}")
         for e in self.internal_errors[:20]:
@@ -465,6 +470,8 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             transport_error=transport_error,
         )
         ex.request_body = self._retained(req.body, source, ex)
+        if isinstance(answer, Recorded):
+            ex.notes.extend(tolerated_notes(self.matcher.tolerated.get(answer.index, ())))
         with self._lock:
             ex.seq = len(self.served)
             self.served.append(ex)

@@ -80,7 +80,8 @@ def test_a_model_of_another_api_family_is_refused_before_anything_is_sent(tmp_pa
     ["--from", "RUN@turn=0", "--edit", "user[5]=x"],
     ["--model", "gpt-5"],  # without --from
     ["--edit", "system=x"],
-], ids=["model-family", "edit-call-nope", "edit-user-5", "model-without-from", "edit-without-from"])
+    ["--no-volatile"],
+], ids=["model-family", "edit-call-nope", "edit-user-5", "model-without-from", "edit-without-from", "no-volatile-without-from"])
 def test_run_refuses_in_one_line_before_anything_is_sent(tmp_path: Path, extra: list[str]) -> None:
     run = write(tmp_path / "run.jsonl", tool_loop())
     out = tmp_path / "branch.jsonl"
