@@ -83,6 +83,10 @@ class ToolResult(_Model):
 
     call_id: str | None = None
     name: str | None = None
+    #: The wire names the result itself (Gemini's ``functionResponse.name``): the name is part of
+    #: what the model reads. Elsewhere ``name`` is looked up from the call (it may be missing when
+    #: the call is not in the same request), so it is not part of the result's identity.
+    named: bool = Field(default=False, exclude=True)
     #: The result flattened to text (non-text parts are described, e.g. ``[image/png]``).
     content: str = ""
     #: Only Anthropic has an explicit flag; ``None`` where the wire has none.

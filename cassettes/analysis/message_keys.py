@@ -107,9 +107,11 @@ def _part_key(p: Part, memo: _Memo | None = None) -> Any:
         key = ("c", tc.name, args, tc.id)
     elif p.kind == "tool_result" and p.tool_result is not None:
         tr = p.tool_result
-        # The name the result is sent under is part of it (Gemini's model reads the result as that
-        # function's output): a later rename is a rewritten history, not the same message.
-        key = ("r", squash(tr.content), tr.name, tr.call_id)
+        # The name a result is sent under, where the wire has one, is part of it (Gemini's model
+        # reads the result as that function's output): a later rename is a rewritten history. A
+        # name looked up from the call (Anthropic, OpenAI) is not: it is there only when the call
+        # is in the same request.
+        key = ("r", squash(tr.content), tr.name if tr.named else None, tr.call_id)
     elif p.kind == "media":
         key = ("m", p.media_type)
     # reasoning and provider-specific parts are left out: clients may drop or re-sign them

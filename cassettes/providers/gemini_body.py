@@ -320,6 +320,7 @@ def _part(p: Any) -> Part:
         result = ToolResult(
             call_id=as_str(_g(fr, "id")),
             name=as_str(_g(fr, "name")),
+            named=True,
             content=_flatten_response(_g(fr, "response"), _g(fr, "parts")),
         )
         return Part(

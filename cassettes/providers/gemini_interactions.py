@@ -166,7 +166,7 @@ def _thought_part(item: Item) -> Part:
 def _result_part(item: Item) -> Part:
     result = item.get("result")
     content = result if isinstance(result, str) else text_of(result) if isinstance(result, list) else compact_json(result)
-    return Part(kind="tool_result", tool_result=ToolResult(call_id=as_str(item.get("call_id")), name=as_str(item.get("name")),
+    return Part(kind="tool_result", tool_result=ToolResult(call_id=as_str(item.get("call_id")), name=as_str(item.get("name")), named=True,
                                                            content=content, is_error=item.get("is_error") if isinstance(item.get("is_error"), bool) else None))
 
 

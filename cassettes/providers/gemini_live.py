@@ -164,7 +164,7 @@ class _LiveRequest:
 def _function_response(fr: Item) -> Part:
     out = _g(fr, "response")
     return Part(kind="tool_result", tool_result=ToolResult(
-        call_id=as_str(_g(fr, "id")), name=as_str(_g(fr, "name")),
+        call_id=as_str(_g(fr, "id")), name=as_str(_g(fr, "name")), named=True,
         content=out if isinstance(out, str) else compact_json(out)))
 
 

@@ -105,3 +105,18 @@ def test_a_later_change_of_a_results_name_is_history_rewritten() -> None:
 def test_right_names_stay_clean() -> None:
     """Clean twin: the same run with each result under its call's name."""
     assert _codes(_run(_results())) == []
+
+
+def test_a_name_looked_up_from_the_call_is_not_part_of_the_results_identity() -> None:
+    """Anthropic and OpenAI results carry no name on the wire: looptap looks it up from the call,
+    which a later request may not hold (a history delta, a trimmed history). Claude Code's clean
+    runs read as C.history_mutated when that lookup entered the history key; a name the wire
+    carries (Gemini's functionResponse.name) still does."""
+    from cassettes.analysis.message_keys import message_key
+    from cassettes.models import Message, Part, ToolResult
+
+    def msg(name: str | None, named: bool) -> Message:
+        return Message(role="user", parts=[Part(kind="tool_result", tool_result=ToolResult(call_id="toolu_1", name=name, named=named, content="sunny"))])
+
+    assert message_key(msg("get_weather", False)) == message_key(msg(None, False))
+    assert message_key(msg("get_weather", True)) != message_key(msg("get_time", True))
