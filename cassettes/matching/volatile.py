@@ -79,6 +79,9 @@ _TIMING = r"\b(?i:took|elapsed|duration|latency|runtime|in|after|real|user|sys|t
 _TIMING_LONG = r"\b(?i:took|elapsed|duration|latency|runtime|ran\s{1,8}for|finished\s{1,8}in|completed\s{1,8}in|done\s{1,8}in)[:=]?\s{1,8}"
 _EPOCH_WORD = r"\b(?i:(?:[a-z]{1,16}+_)?(?:timestamp|time|ts|epoch|date|created|updated|modified|expires?|started|ended|since|until)(?:_at|_ms|_s)?)[\"']?\s{0,8}[:=]\s{0,8}[\"']?"
 _TOKEN = r"[A-Za-z0-9]"
+#: The kind words of credentials' formats (OpenAI/Anthropic/Stripe-style ``sk-``, GitHub, GitLab,
+#: Slack, Hugging Face tokens): such a token is a key, not an id that changes between runs.
+_SECRET_KINDS = r"(?!(?:sk|pk|rk|ghp|gho|ghu|ghs|ghr|github_pat|glpat|xox[abpr]|hf|AKIA|ASIA)[_-])"
 
 #: The groups of a first character (below), each with the look-ahead that admits it.
 _FIRST = {"d": r"\d", "u": "[A-Z]", "l": "[a-z]", "s": "/", "b": r"\["}
@@ -107,8 +110,9 @@ _PATTERNS: tuple[tuple[str, str, str], ...] = (
     ("duration__paren", "d", r"(?<=\()(?P<duration__paren_v>\d{1,12}\.\d{1,9}\s?(?:ms|s))\)"),
     ("uuid__std", "dul", r"(?<![0-9A-Za-z-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9A-Za-z-])"),
     # A prefixed random id (a kind word, then _ or -, then 16-64 letters and digits with at
-    # least two of each: _random): the kind kept, the token replaced.
-    ("id__prefixed", "ul", rf"(?<![0-9A-Za-z_-])[A-Za-z]{{2,12}}+(?:[_-][A-Za-z]{{2,12}}+)?[_-](?P<id__prefixed_v>{_TOKEN}{{16,64}})(?![0-9A-Za-z_+/=-])"),
+    # least two of each: _random): the kind kept, the token replaced. Never a credential's
+    # format (an API key in a body is not a volatile id: left whole, so every printer redacts it).
+    ("id__prefixed", "ul", rf"(?<![0-9A-Za-z_-]){_SECRET_KINDS}[A-Za-z]{{2,12}}+(?:[_-][A-Za-z]{{2,12}}+)?[_-](?P<id__prefixed_v>{_TOKEN}{{16,64}})(?![0-9A-Za-z_+/=-])"),
     # A bare hex token (a trace id, a digest) of 32-64 digits, with digits and letters in it (_random).
     ("id__hex", "dul", r"(?<![0-9A-Za-z_+/=.-])(?:[0-9a-f]{32,64}|[0-9A-F]{32,64})(?![0-9A-Za-z_+/=-])"),
     # A bare base62 token (an API's random id) of 24-64 with upper, lower and digits in it (_random).

@@ -47,7 +47,26 @@ def short(value: Any, limit: int = 80) -> str:
         text = orjson.dumps(value).decode()
     except TypeError:
         text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= limit else _whole_tokens(text[: limit - 1], end=True) + "…"
+
+
+#: What a token (a key, an id, a word) is made of: a cut never leaves part of one on show.
+_TOKEN = re.compile(r"[A-Za-z0-9_+/=-]+")
+
+
+def _whole_tokens(text: str, *, start: bool = False, end: bool = False) -> str:
+    """``text`` cut out of a longer one, without the part-token at a cut edge: a secret cut in
+    the middle no longer reads as one (no redactor would find it) and its first characters would
+    be printed. A cut edge inside a token drops that token's piece."""
+    if end:
+        m = _TOKEN.search(text[::-1])
+        if m is not None and m.start() == 0:
+            text = text[: len(text) - m.end()]
+    if start:
+        m = _TOKEN.match(text)
+        if m is not None:
+            text = text[m.end() :]
+    return text
 
 
 def _json_text(value: Any) -> str:
@@ -80,8 +99,8 @@ def _cut(text: str, start: int, limit: int) -> str:
     body = limit - (1 if start else 0)
     end = start + body
     if end < len(text):
-        return ("…" if start else "") + text[start : end - 1] + "…"
-    return ("…" if start else "") + text[start:]
+        return ("…" if start else "") + _whole_tokens(text[start : end - 1], start=start > 0, end=True) + "…"
+    return ("…" if start else "") + _whole_tokens(text[start:], start=start > 0)
 
 
 #: The longest request target, path or value a miss message repeats (longer: cut, with a marker).
