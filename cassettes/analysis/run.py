@@ -540,7 +540,7 @@ class RunAnalyser:
         parked = self._unpark(tid)
         if parked is not None:
             return parked
-        ex, rt, turn = self._reload(self._seq_of_tid[tid])
+        ex, rt, turn = self._reloaded(self._seq_of_tid[tid])
         assert rt.request is not None
         conv = self._convs[turn.conversation]
         msgs = rt.request.messages
@@ -584,6 +584,17 @@ class RunAnalyser:
         conv.turns = []
         conv.state = {}
 
+    def _reloaded(self, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
+        """A turn's round trip read again, as the analysis first read it: a poll read as a model
+        call with what it took from the call it polls (:func:`_inherit`)."""
+        assert self._reload is not None
+        ex, rt, turn = self._reload(seq)
+        if rt.polled and rt.request is not None and turn.previous_seq is not None:
+            polled = self._reload(turn.previous_seq)[1].request
+            if polled is not None:
+                _inherit(rt.request, polled)
+        return ex, rt, turn
+
     def _unpark(self, tid: int) -> TurnContext | None:
         """The context of a parked conversation's latest turn, read again, as it stood when it was
         parked (history released, exchange dropped), and the conversation live again."""
@@ -593,7 +604,7 @@ class RunAnalyser:
         if conv_id is None or parked is None or parked.tid != tid:
             return None
         seq = self._seq_of_tid[tid]
-        _, rt, turn = self._reload(seq)
+        _, rt, turn = self._reloaded(seq)
         assert rt.request is not None
         del self._parked[conv_id]
         conv = self._convs[conv_id]
