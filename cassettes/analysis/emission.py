@@ -515,22 +515,21 @@ def check_repeated_call(ctx: TurnContext) -> Iterator[Finding]:
 
 
 def _new_task(ctx: TurnContext) -> bool:
-    """This request starts a new task: the client added a user message of its own (text, not tool
-    results) after an answer that ended the loop (it called no tool). Read off this request's own
-    history (a released earlier turn holds no layers to ask); a chained request that sends only
-    its new items never starts one."""
-    appended = ctx.turn.c.appended
-    if ctx.prev is None or not appended:
+    """This request starts a new task: the previous answer ended the loop (it called no tool) and
+    the client added a user message of its own (text, not tool results). The previous answer is
+    read where this request echoes it (right after the previous request's messages), not from the
+    previous turn's layers, which a released turn does not hold; a request that does not echo it
+    (a chained one sends only its new items) never starts one."""
+    prev = ctx.prev
+    if prev is None or not ctx.turn.c.appended:
         return False
-    first = len(ctx.messages) - len(appended)
-    for i in range(max(first, 0), len(ctx.messages)):
-        m = ctx.messages[i]
-        asks = m.role == "user" and any(p.kind == "text" and (p.text or "").strip() for p in m.parts) and not any(p.kind == "tool_result" for p in m.parts)
-        if not asks:
-            continue
-        answer = next((ctx.messages[j] for j in range(i - 1, -1, -1) if ctx.messages[j].role == "assistant"), None)
-        return answer is not None and not any(p.kind == "tool_call" for p in answer.parts)
-    return False
+    k = prev.n_messages
+    if k >= len(ctx.messages) or ctx.messages[k].role != "assistant" or any(p.kind == "tool_call" for p in ctx.messages[k].parts):
+        return False
+    return any(
+        m.role == "user" and any(p.kind == "text" and (p.text or "").strip() for p in m.parts) and not any(p.kind == "tool_result" for p in m.parts)
+        for m in ctx.messages[k + 1 :]
+    )
 
 
 def _earlier_results(
