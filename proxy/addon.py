@@ -44,6 +44,7 @@ from mitmproxy.proxy import mode_specs
 from cassettes.providers import is_llm_host, versioned_path
 from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
+from cassettes.wire.own import OWN_RESPONSE_HEADERS
 from proxy import failures, messages
 from proxy.handoff import Handoff, HandoffError, Receipt
 from proxy.pipe import SETTLE
@@ -56,6 +57,7 @@ RECEIPT = "looptap_receipt"
 EDITS = "looptap_edits"
 #: The flow metadata key set when a request carried edit marks not sealed with this run's key.
 EDITS_REFUSED = "looptap_edits_refused"
+MARKS_REFUSED = "looptap_marks_refused"
 #: metadata key: the path the client sent, when a reverse listener put back the API's version
 #: segment its base URL lacked (:func:`cassettes.providers.versioned_path`).
 CLIENT_PATH = "looptap_client_path"
@@ -151,6 +153,9 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         ex.notes.append(
             f"path: the client left out the API's version segment (its base URL lacks it); forwarded upstream as {req.path}"
         )
+    refused = flow.metadata.get(MARKS_REFUSED)
+    if refused:
+        ex.notes.append(f"marks: the upstream's response carried looptap's own headers ({', '.join(refused)}) that this recorder did not write; dropped")
     if flow.metadata.get(EDITS_REFUSED):
         ex.notes.append("edits: the request carried edit marks that this run's fork did not make (sent by the client?); dropped")
     marks = flow.metadata.get(EDITS)
@@ -314,6 +319,7 @@ class LooptapRecorder:
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         assert flow.response is not None
+        self._drop_own_marks(flow)
         if self._records(flow):
             length = _content_length(flow.response.headers)
             if self._durable and length is not None:
@@ -332,6 +338,21 @@ class LooptapRecorder:
             flow.metadata["looptap_tee"] = tee
         else:
             flow.response.stream = True  # never buffer traffic we do not record
+
+    @staticmethod
+    def _drop_own_marks(flow: http.HTTPFlow) -> None:
+        """An upstream's response never speaks for looptap: ``x-looptap-fault`` would make its own
+        error read as an injected one, ``x-looptap-replay: miss`` as a replay's miss (the client's
+        divergence). This hook sees only responses from the upstream (a live fault the proxy makes
+        itself is answered in the request hook), so such headers are dropped, for the client and
+        the cassette alike, and the round trip says so."""
+        assert flow.response is not None
+        headers = flow.response.headers
+        found = [name for name in OWN_RESPONSE_HEADERS if name in headers]
+        for name in found:
+            del headers[name]
+        if found:
+            flow.metadata[MARKS_REFUSED] = found
 
     def response(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None and flow.response.status_code == 101 and self._records(flow):

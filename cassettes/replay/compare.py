@@ -719,6 +719,7 @@ async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> t
     from urllib.parse import urlsplit
 
     from cassettes.replay.forward import Upstream, UpstreamError
+    from cassettes.wire.own import without_own
 
     ex = p.ex
     u = urlsplit(ex.url)
@@ -731,7 +732,9 @@ async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> t
     try:
         response = await Upstream(base).send(ex.method, target, sent, body)
         out.status = response.status
-        out.response_headers = list(response.headers)
+        out.response_headers, own = without_own(list(response.headers))
+        if own:
+            out.notes.append(f"marks: the candidate's response carried looptap's own headers ({', '.join(own)}); dropped")
         out.response_chunks = [(time.monotonic() - t0, piece) async for piece in response.pieces()]
     except UpstreamError as exc:
         out.transport_error = str(exc)

@@ -23,6 +23,7 @@ from cassettes.replay.http1 import HOP_BY_HOP
 from cassettes.replay.outgoing import Ask, Unsendable
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers, header
+from cassettes.wire.own import without_own
 
 __all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "Upstream", "UpstreamError", "UpstreamResponse"]
 
@@ -151,6 +152,11 @@ class Upstream:
             raise
         return response
 
-    def relayed_headers(self, response: UpstreamResponse) -> Headers:
-        """The response headers a relay passes on (hop-by-hop ones dropped: it frames the body itself)."""
-        return [(k, v) for k, v in response.headers if k.lower() not in HOP_BY_HOP]
+    def relayed_headers(self, response: UpstreamResponse, dropped: list[str] | None = None) -> Headers:
+        """The response headers a relay passes on: hop-by-hop ones dropped (it frames the body
+        itself), and looptap's own marks (:mod:`cassettes.wire.own`: an upstream's answer never
+        speaks for looptap), whose names go to ``dropped``."""
+        kept, own = without_own([(k, v) for k, v in response.headers if k.lower() not in HOP_BY_HOP])
+        if dropped is not None:
+            dropped.extend(own)
+        return kept

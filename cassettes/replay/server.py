@@ -721,12 +721,15 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
                 answer.miss.reason += f"; forwarding to {answer.base} failed: {exc}"
                 return await self._send_miss(req, writer, answer.miss, dog)
             return await self._send_upstream_error(req, writer, answer, str(exc), dog)
-        out = upstream.relayed_headers(response) + [("transfer-encoding", "chunked"), ("x-looptap-replay", answer.why)]
+        own: list[str] = []
+        out = upstream.relayed_headers(response, own) + [("transfer-encoding", "chunked"), ("x-looptap-replay", answer.why)]
         if answer.miss is not None:
             self.matcher.resolve(answer.miss)  # answered after all: recorded as a new episode
         sent: list[tuple[float | None, bytes]] = []
         logged = self._log(req, response.status, out, sent, answer.why, origin_of=answer.rec)
         logged.notes.extend(answer.notes)
+        if own:
+            logged.notes.append(f"marks: the upstream's response carried looptap's own headers ({', '.join(own)}) that this replay did not write; dropped")
         if said:
             self._said(said, None)
             logged.notes.extend(f"looptap: {line} upstream" for line in said)
