@@ -58,6 +58,8 @@ EDITS = "looptap_edits"
 #: The flow metadata key set when a request carried edit marks not sealed with this run's key.
 EDITS_REFUSED = "looptap_edits_refused"
 MARKS_REFUSED = "looptap_marks_refused"
+#: Flow metadata set on a response the proxy made itself (a live fault, :mod:`proxy.faults`), not an upstream's.
+OWN_RESPONSE = "looptap_own_response"
 #: metadata key: the path the client sent, when a reverse listener put back the API's version
 #: segment its base URL lacked (:func:`cassettes.providers.versioned_path`).
 CLIENT_PATH = "looptap_client_path"
@@ -343,10 +345,12 @@ class LooptapRecorder:
     def _drop_own_marks(flow: http.HTTPFlow) -> None:
         """An upstream's response never speaks for looptap: ``x-looptap-fault`` would make its own
         error read as an injected one, ``x-looptap-replay: miss`` as a replay's miss (the client's
-        divergence). This hook sees only responses from the upstream (a live fault the proxy makes
-        itself is answered in the request hook), so such headers are dropped, for the client and
-        the cassette alike, and the round trip says so."""
+        divergence). Such headers are dropped, for the client and the cassette alike, and the round
+        trip says so, unless the proxy made the response itself (a live fault, marked by
+        :data:`OWN_RESPONSE`)."""
         assert flow.response is not None
+        if flow.metadata.get(OWN_RESPONSE):
+            return
         headers = flow.response.headers
         found = [name for name in OWN_RESPONSE_HEADERS if name in headers]
         for name in found:

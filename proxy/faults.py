@@ -23,6 +23,7 @@ from mitmproxy.proxy import mode_specs
 
 from cassettes.providers import Provider, is_llm_host
 from cassettes.replay.faults import STATUS_KINDS, Fault, FaultPlan, FaultSpecError, parse_fault
+from proxy.addon import OWN_RESPONSE
 
 __all__ = ["LIVE_KINDS", "LiveFaults", "live_plan"]
 
@@ -99,6 +100,7 @@ class LiveFaults:
         status, body = adapter.fault_bodies.get(fault.kind) or Provider.fault_bodies[fault.kind]
         headers = [("content-type", "application/json"), *adapter.fault_headers(fault.kind, fault.arg if fault.arg is not None else 1.0), ("x-looptap-fault", fault.describe())]
         flow.response = http.Response.make(status, orjson.dumps(body), [(k.encode(), v.encode()) for k, v in headers])
+        flow.metadata[OWN_RESPONSE] = True  # looptap's own answer: its x-looptap-fault stands (proxy.addon)
 
 
 def _is_llm(flow: http.HTTPFlow) -> bool:
