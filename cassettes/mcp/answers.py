@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -71,6 +72,18 @@ class QueryError(CassetteError, ValueError):
         if self.recorded:
             out = {"note": UNTRUSTED_NOTE, **out, "recorded": self.recorded}
         return out
+
+
+def checked_roots(roots: Sequence[str | Path]) -> list[Path]:
+    """The server's root directories, resolved (symlinks followed): at least one, each an
+    existing directory, else :class:`QueryError` saying which."""
+    if not roots:
+        raise QueryError("give at least one root directory")
+    resolved = [Path(r).resolve(strict=True) for r in roots]
+    for r in resolved:
+        if not r.is_dir():
+            raise QueryError(f"{r} is not a directory")
+    return resolved
 
 
 @functools.cache

@@ -40,6 +40,7 @@ from cassettes.mcp.answers import (
     QueryError,
     byte_budget,
     cap_bytes,
+    checked_roots,
     encode,
     json_size,
     layer_of,
@@ -83,12 +84,7 @@ class Runs:
     """The runs under some root directories, opened on demand (the latest few kept open)."""
 
     def __init__(self, roots: Sequence[str | Path], keep: int = 4) -> None:
-        if not roots:
-            raise QueryError("give at least one root directory")
-        self.roots = [Path(r).resolve(strict=True) for r in roots]
-        for r in self.roots:
-            if not r.is_dir():
-                raise QueryError(f"{r} is not a directory")
+        self.roots = checked_roots(roots)
         self._open: OrderedDict[Path, _Open] = OrderedDict()
         self._live: OrderedDict[Path, tuple[Any, int]] = OrderedDict()  # file → (Run followed as it grows, inode)
         self._keep = keep

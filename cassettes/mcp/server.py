@@ -190,14 +190,9 @@ class _Runs:
     coding agent waits for that answer at its own start). The roots are checked at once."""
 
     def __init__(self, roots: list[str]) -> None:
-        from cassettes.mcp.answers import QueryError
+        from cassettes.mcp.answers import checked_roots
 
-        if not roots:
-            raise QueryError("give at least one root directory")
-        for r in roots:
-            if not Path(r).resolve(strict=True).is_dir():
-                raise QueryError(f"{r} is not a directory")
-        self._roots = roots
+        self._roots = checked_roots(roots)
         self._runs: Runs | None = None
 
     def get(self) -> Runs:
