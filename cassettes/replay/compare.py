@@ -199,6 +199,9 @@ class TurnComparison:
     estimate: Decimal | None = None
     #: ``recorded_cost`` is an estimated price (the recorded host is no provider looptap knows: ``~``).
     recorded_estimated: bool = False
+    #: The candidate's costs (``estimate``, each sample's) are priced by the model's name alone, no
+    #: provider's own price list vouching for them (``~``, as for the recorded cost).
+    candidate_estimated: bool = False
 
     @property
     def answers(self) -> list[Sample]:
@@ -262,7 +265,8 @@ class TurnComparison:
 
         return {"seq": self.seq, "conversation": self.conversation, "turn": self.turn, "agreement": self.agreement, "self_agreement": self.self_agreement,
                 "answers": len(self.answers), "errors": len(self.samples) - len(self.answers),
-                "cost": {"recorded": _money(self.recorded_cost), "estimate": _money(self.estimate), "measured": _money(self.measured_cost)},
+                "cost": {"recorded": _money(self.recorded_cost), "estimate": _money(self.estimate), "measured": _money(self.measured_cost),
+                         "recorded_estimated": self.recorded_estimated, "candidate_estimated": self.candidate_estimated},
                 "arguments": self.arguments, "new_to_client": self.new_to_client, "recorded": sample(self.recorded, own=True), "samples": [sample(s) for s in self.samples]}
 
     @property
@@ -322,6 +326,7 @@ class Comparison:
             "cost_ratio": round(float(cand / rec), 4) if measured and rec > 0 else None, "cost_basis": how if measured else None,
             "cost_candidate": _money(cand) if measured else None, "cost_recorded": _money(rec) if measured else None,
             "cost_recorded_estimated": any(t.recorded_estimated for t in measured),
+            "cost_candidate_estimated": any(t.candidate_estimated for t in measured),
             "latency_ratio": round(lat_c / lat_r, 4) if timed and lat_r > 0 else None,
             "e_differences": len(pairs) - agree, "schema_violations": tally["schema_checked"] - tally["schema_valid"],
             "a_differences": finish + errors, "finish_differences": finish, "errors": errors,
@@ -338,7 +343,7 @@ class Comparison:
             return line + (f" ({v['errors']} errors)" if v["errors"] else "")
         line = f"verdict: {who} agrees with the recording in {v['agree']}/{v['answers']} answers ({v['agreement']:.0%}) over {v['turns']} turns"
         if v["cost_ratio"] is not None:
-            line += f"; cost ×{v['cost_ratio']:.2f} the recorded ({money(Decimal(v['cost_candidate']))} against {money(Decimal(v['cost_recorded']), v['cost_recorded_estimated'])} for one answer to each turn, {v['cost_basis']})"
+            line += f"; cost ×{v['cost_ratio']:.2f} the recorded ({money(Decimal(v['cost_candidate']), v['cost_candidate_estimated'])} against {money(Decimal(v['cost_recorded']), v['cost_recorded_estimated'])} for one answer to each turn, {v['cost_basis']})"
         else:
             line += "; cost ratio unknown (no price)"
         line += f"; latency ×{v['latency_ratio']:.2f}" if v["latency_ratio"] is not None else "; latency ratio unknown"
@@ -434,7 +439,7 @@ def _api_line(t: TurnComparison) -> str:
         if t.recorded_latency is not None:
             line += f" (recorded {t.recorded_latency:.2f} s)"
     if t.measured_cost is not None or t.recorded_cost is not None:
-        line += f"; cost {money(t.measured_cost) if t.measured_cost is not None else '?'} an answer (recorded {money(t.recorded_cost, t.recorded_estimated) if t.recorded_cost is not None else '?'})"
+        line += f"; cost {money(t.measured_cost, t.candidate_estimated) if t.measured_cost is not None else '?'} an answer (recorded {money(t.recorded_cost, t.recorded_estimated) if t.recorded_cost is not None else '?'})"
     return line
 
 
@@ -664,7 +669,7 @@ def check_budget(planned: list[Planned], samples: int, max_requests: int | None,
     cost = sum((p.estimate for p in known if p.estimate is not None), Decimal(0)) * samples
     who = model or "the recorded model"
     notes = Counter(p.price_note for p in known).most_common(2)
-    line = f"{n} requests ({len(planned)} turns × {samples} samples); estimated cost {money(cost)} at {who}'s own price on the recorded usage"
+    line = f"{n} requests ({len(planned)} turns × {samples} samples); estimated cost {money(cost, any(p.price_ref is not None and p.price_ref[0] is None for p in known))} at {who}'s own price on the recorded usage"
     if notes:
         line += f" ({'; '.join(note for note, _ in notes)})"
     if any(p.usage_estimated for p in known):
@@ -798,7 +803,8 @@ def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, 
                 result.stopped = f"seq {p.seq}: no upstream serves this API (give one with --upstream NAME=URL)"
                 return
             tools = _offered(p.ex)
-            tc = TurnComparison(p.seq, p.conversation, p.turn, _sample(p.ex, _recorded_latency(p.ex), tools), recorded_cost=p.cost, estimate=p.estimate, recorded_estimated=p.cost_estimated)
+            tc = TurnComparison(p.seq, p.conversation, p.turn, _sample(p.ex, _recorded_latency(p.ex), tools), recorded_cost=p.cost, estimate=p.estimate, recorded_estimated=p.cost_estimated,
+                                candidate_estimated=p.price_ref is not None and p.price_ref[0] is None)
             for k in range(samples):
                 try:
                     ex, latency = await _send(base, p, model, headers)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -263,7 +264,8 @@ def test_the_candidate_is_priced_at_its_own_price(tmp_path: Path, weather: Scrip
         rc = main(["compare", str(run), "--model", CHEAP, "--upstream", f"openai={fake.url}", "--samples", str(k), "--max-cost", str(limit), "--json"])
         captured = capsys.readouterr()
         assert rc == 0 and len(fake.log) == turns * k
-    assert f"estimated cost {money(cheap * turns * k)} at {CHEAP}'s own price" in captured.err
+    # the candidate's host (a loopback fake) is no provider's: its price is by the model's name, ``~``
+    assert f"estimated cost {money(cheap * turns * k, True)} at {CHEAP}'s own price" in captured.err
     doc = orjson.loads(captured.out)
     assert {t["cost"]["recorded"] for t in doc["turns"]} == {f"{cheap:.6f}"}  # the recorded model at its own price
     assert {t["cost"]["estimate"] for t in doc["turns"]} == {f"{cheap:.6f}"}
@@ -424,7 +426,7 @@ def test_recorded_error_turns_are_skipped_listed_and_priced(tmp_path: Path, weat
         captured = capsys.readouterr()
         assert len(fake.log) == 6  # 3 answered turns × 2
         assert "skipped: seq 1 (recorded 429), seq 3 (recorded 500)" in captured.err
-        assert f"6 requests (3 turns × 2 samples); estimated cost {money(_list_price(CHEAP) * 6)}" in captured.err
+        assert f"6 requests (3 turns × 2 samples); estimated cost {money(_list_price(CHEAP) * 6, True)}" in captured.err
         assert "skipped: seq 1 (recorded 429), seq 3 (recorded 500)" in captured.out
         assert "agrees with the recording 0%" not in captured.out and captured.out.count("agrees with the recording 100%") == 3
         assert main(["compare", str(run), "--upstream", f"openai={fake.url}", "--samples", "2", "--max-cost", "1", "--include-errors", "--json"]) == 0
@@ -664,3 +666,23 @@ def test_a_responses_run_chained_by_previous_response_id_is_sent_self_contained(
     assert kinds[0] == "user" and "function_call" in kinds and kinds[-1] == "function_call_output", kinds
     assert [t["agreement"] for t in doc["turns"]] == [1.0, 1.0]
     assert all(s["error"] is None for t in doc["turns"] for s in t["samples"])
+
+
+def test_a_candidate_priced_by_its_name_alone_carries_the_tilde(tmp_path: Path, weather: ScriptedUpstream, capsys: pytest.CaptureFixture[str]) -> None:
+    """A candidate sent to a host no provider's price list is for (a gateway; here a loopback
+    fake) is priced by its name alone: an estimated price, ``~`` on every figure of it, as the
+    recorded cost gets for an unknown host (docs/reading.md's cost rules)."""
+    run = _priced_run(tmp_path, n=2)
+    with weather as fake:
+        assert main(["compare", str(run), "--model", "deepseek-chat", "--upstream", f"openai={fake.url}", "--json"]) == 0
+        captured = capsys.readouterr()
+    assert "estimated cost ~$" in captured.err and "by the model's name" in captured.err, captured.err
+    doc = orjson.loads(captured.out)
+    assert {t["cost"]["candidate_estimated"] for t in doc["turns"]} == {True}
+    assert {t["cost"]["recorded_estimated"] for t in doc["turns"]} == {False}
+    assert doc["verdict"]["cost_candidate_estimated"] is True
+    with weather as fake:
+        assert main(["compare", str(run), "--model", "deepseek-chat", "--upstream", f"openai={fake.url}"]) == 0
+    out = capsys.readouterr().out
+    verdict = out.splitlines()[0]
+    assert re.search(r"cost ×[0-9.]+ the recorded \(~\$[0-9.]+ against \$[0-9.]+ for one answer", verdict), verdict
