@@ -75,6 +75,8 @@ class UpstreamResponse:
             data = await self._read(self._reader.read(1 << 20), part)
             if not data and conn.their_state is h11.SEND_BODY and not _close_delimited(self.headers):
                 raise UpstreamError(f"the upstream closed the connection in the middle of {part}")
+            if not data and conn.their_state is h11.SEND_RESPONSE:
+                raise UpstreamError("the upstream closed the connection before answering")
             conn.receive_data(data)
 
     async def _read(self, what: Awaitable[bytes], part: str) -> bytes:

@@ -406,6 +406,8 @@ def test_an_unreachable_upstream_stops_at_the_first_request(tmp_path: Path, rese
         assert up.connections == 1
     _no_agreement(captured.out)
     assert "the upstream 127.0.0.1:" in captured.err and "failed: " in captured.err
+    if not reset:  # in plain words, not the HTTP library's ("can't handle event type ConnectionClosed …")
+        assert "the upstream closed the connection before answering" in captured.err and "ConnectionClosed" not in captured.err, captured.err
     with socket.create_server(("127.0.0.1", 0)) as s:
         closed = s.getsockname()[1]  # nothing listens there once closed
     assert main(["compare", str(run), "--upstream", f"openai=http://127.0.0.1:{closed}", "--samples", "3", "--json"]) == 1
