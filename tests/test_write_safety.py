@@ -371,6 +371,27 @@ def test_compare_report_is_redacted_private_and_replaces_only_an_earlier_report(
         assert stat.S_IMODE(report.stat().st_mode) == 0o600 and key not in report.read_text()
 
 
+
+def test_the_mcp_comparison_tool_serves_the_report_redacted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The MCP ``comparison`` tool served the report's answers as stored: a candidate that echoed
+    the user's key put it in what an MCP client reads. It reads the redacted report now."""
+    from cassettes.cli import main
+    from cassettes.mcp.forkquery import comparison
+    from cassettes.mcp.query import Runs
+
+    def echo_bare_key(req: ScriptedRequest) -> Reply:  # without "Bearer ", which the MCP text cleaner masks on its own
+        return Reply.say("your key is " + req.headers.get("authorization", "").removeprefix("Bearer "))
+
+    _origin(tmp_path)
+    key = "gw3Kp8QzL5mW2xR7tN4vB9mcpsafety"  # of no known format: only what --header sent teaches the redactor it
+    with ScriptedUpstream(echo_bare_key) as candidate:
+        assert main(["compare", str(tmp_path / "run.jsonl"), "--upstream", f"openai={candidate.url}", "--header", f"authorization: Bearer {key}", "--report"]) == 0
+        assert key in candidate.log[0].request.headers.get("authorization", "")
+    capsys.readouterr()
+    served = orjson.dumps(comparison(Runs([tmp_path]), "run.jsonl")).decode()
+    assert "your key is [REDACTED]" in served, served[:2000]  # the candidate's answer is served, the key in it redacted
+    assert key not in served and key[:20] not in served, served[:2000]
+
 # -- --repeat ------------------------------------------------------------------------------------
 
 
