@@ -1,5 +1,6 @@
 """The Bedrock Agents runtime (``bedrock-agent-runtime.{region}.amazonaws.com``): ``InvokeAgent``
 (``POST /agents/{agentId}/agentAliases/{agentAliasId}/sessions/{sessionId}/text``),
+``InvokeInlineAgent`` (``POST /agents/{sessionId}``),
 ``RetrieveAndGenerate`` (``POST /retrieveAndGenerate``) and ``RetrieveAndGenerateStream``
 (``POST /retrieveAndGenerateStream``). Shapes from botocore's service model
 (``bedrock-agent-runtime``).
@@ -14,6 +15,13 @@ final response; a ``failureTrace`` a failure; a ``guardrailTrace`` ``INTERVENED`
 ``sessionState.returnControlInvocationResults``), ``files``, and exception events. The stream
 has no end event of its own: the final observation (with traces on), a ``returnControl`` or an
 exception ends it; without traces its completeness is unknown.
+
+``InvokeInlineAgent`` is the same loop with the agent defined in the request: ``foundationModel``
+(the model), ``instruction`` (its system prompt), ``actionGroups`` (its tools: each group's
+``functionSchema.functions``, parameters as a name → ``{type, description, required}`` map, or a
+built-in ``parentActionGroupSignature`` such as ``AMAZON.UserInput``), ``inputText`` and
+``inlineSessionState`` (``invocationId``, ``returnControlInvocationResults``, and a
+``conversationHistory`` of ``{role, content: [{text}]}`` messages). It answers the same event stream.
 
 ``RetrieveAndGenerate`` answers ``{"output": {"text"}, "citations", "sessionId",
 "guardrailAction"}``; the model is the request's ``retrieveAndGenerateConfiguration.*.modelArn``.
@@ -43,6 +51,7 @@ from cassettes.models import (
     Part,
     ToolCall,
     ToolResult,
+    ToolSpec,
     Usage,
 )
 from cassettes.providers._base import Provider, as_int, as_obj, as_str, compact_json
@@ -59,6 +68,8 @@ def _route(url: SplitResult) -> str | None:
     segs = [unquote(s) for s in url.path.split("/") if s]
     if len(segs) == 7 and segs[0] == "agents" and segs[2] == "agentAliases" and segs[4] == "sessions" and segs[6] == "text":
         return "invoke_agent"
+    if len(segs) == 2 and segs[0] == "agents":
+        return "invoke_inline_agent"
     if segs == ["retrieveAndGenerate"]:
         return "rag"
     if segs == ["retrieveAndGenerateStream"]:
@@ -123,6 +134,54 @@ def _results(state: Item) -> list[Message]:
         res = ToolResult(call_id=_call_id(inv, i, len(results)), name=name, content=text, is_error=True if state_ == "FAILURE" else None)
         out.append(Message(role="tool", parts=[Part(kind="tool_result", tool_result=res)]))
     return out
+
+
+def _inline_request(family: str, b: Item, session: str) -> NormalisedRequest:
+    """An ``InvokeInlineAgent`` request: the agent it defines (model, instruction, action groups)
+    and its turn (the history it carries, the results handed back, the new input)."""
+    state = as_obj(b.get("inlineSessionState"))
+    messages: list[Message] = []
+    for m in as_obj(state.get("conversationHistory")).get("messages") or []:
+        m = as_obj(m)
+        role = as_str(m.get("role"))
+        texts = [as_str(as_obj(c).get("text")) for c in m.get("content") or []]
+        if role in ("user", "assistant"):
+            messages.append(Message(role=role, parts=[Part(kind="text", text=t) for t in texts if t]))
+    messages += _results(state)
+    if isinstance(b.get("inputText"), str) and b["inputText"]:
+        messages.append(Message(role="user", parts=[Part(kind="text", text=b["inputText"])]))
+    instruction = as_str(b.get("instruction"))
+    params = {k: v for k, v in b.items() if k not in ("inputText", "instruction", "foundationModel", "actionGroups", "inlineSessionState")}
+    model = as_str(b.get("foundationModel"))
+    if model and model.startswith("arn:"):
+        model = model.rsplit("/", 1)[-1]
+    return NormalisedRequest(family=family, model=model, stream=True, system=[Part(kind="text", text=instruction)] if instruction else [],
+                             messages=messages, tools=_action_group_tools(b.get("actionGroups")), params=params, previous_response_id=session)
+
+
+def _action_group_tools(groups: Any) -> list[ToolSpec]:
+    """The tools an inline agent's action groups declare: each function (its parameters map made
+    a JSON Schema), or the built-in a group stands for (``AMAZON.UserInput`` …)."""
+    tools: list[ToolSpec] = []
+    for g in groups if isinstance(groups, list) else []:
+        g = as_obj(g)
+        builtin = as_str(g.get("parentActionGroupSignature"))
+        if builtin:
+            tools.append(ToolSpec(name=builtin, description=as_str(g.get("description")), kind=builtin))
+            continue
+        for fn in as_obj(g.get("functionSchema")).get("functions") or []:
+            fn = as_obj(fn)
+            name = as_str(fn.get("name"))
+            if not name:
+                continue
+            props = {k: {"type": as_str(as_obj(v).get("type")) or "string", **({"description": d} if (d := as_str(as_obj(v).get("description"))) else {})}
+                     for k, v in as_obj(fn.get("parameters")).items()}
+            required = [k for k, v in as_obj(fn.get("parameters")).items() if as_obj(v).get("required") is True]
+            schema: Item = {"type": "object", "properties": props, **({"required": required} if required else {})}
+            tools.append(ToolSpec(name=name, description=as_str(fn.get("description")), parameters=schema))
+        if g.get("apiSchema") is not None and not as_obj(g.get("functionSchema")).get("functions"):
+            tools.append(ToolSpec(name=as_str(g.get("actionGroupName")) or "api", description=as_str(g.get("description")), kind="api_schema"))
+    return tools
 
 
 def _usage(total: list[Item]) -> Usage | None:
@@ -261,10 +320,12 @@ class BedrockAgents(Provider):
         b = as_obj(body)
         if route == "invoke_agent":
             return 4 if "inputText" in b or "sessionState" in b else 0
+        if route == "invoke_inline_agent":
+            return 4 if "foundationModel" in b and "instruction" in b else 0
         return 4 if "retrieveAndGenerateConfiguration" in b and "input" in b else 0
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
-        return _route(url) in ("invoke_agent", "rag_stream")
+        return _route(url) in ("invoke_agent", "invoke_inline_agent", "rag_stream")
 
     def history_key(self, body: Any) -> str | None:
         return None
@@ -282,6 +343,8 @@ class BedrockAgents(Provider):
             params = {k: v for k, v in b.items() if k != "inputText"}
             params.update(agentId=segs[1], agentAliasId=segs[3])
             return NormalisedRequest(family=self.family, model=None, stream=True, messages=messages, params=params, previous_response_id=segs[5])
+        if route == "invoke_inline_agent":
+            return _inline_request(self.family, b, unquote(url.path.split("/")[-1]))
         text = as_str(as_obj(b.get("input")).get("text"))
         if text:
             messages.append(Message(role="user", parts=[Part(kind="text", text=text)]))

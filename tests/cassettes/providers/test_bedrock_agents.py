@@ -1,4 +1,4 @@
-"""The Bedrock Agents runtime (``InvokeAgent``, ``RetrieveAndGenerate``, ``RetrieveAndGenerateStream``)
+"""The Bedrock Agents runtime (``InvokeAgent``, ``InvokeInlineAgent``, ``RetrieveAndGenerate``, ``RetrieveAndGenerateStream``)
 read as LLM calls (issue 45, "LLM calls left unread": it was "not an LLM call").
 
 The recordings are made here: boto3 (in ``.venv-clients``, run as a subprocess) calls a loopback
@@ -43,7 +43,7 @@ for op, kwargs in json.loads(sys.argv[2]):
     got = {"op": op}
     try:
         r = getattr(c, op)(**kwargs)
-        if op == "invoke_agent":
+        if op in ("invoke_agent", "invoke_inline_agent"):
             text, traces, rc = "", [], []
             for ev in r["completion"]:
                 if "chunk" in ev: text += ev["chunk"]["bytes"].decode()
@@ -195,6 +195,45 @@ def test_invoke_agent_cut_untraced_and_exceptions(fake: tuple[str, type[_Fake]])
     assert throttled.response.finish_reason is FinishReason.ERROR and throttled.response.text == "Sun"
     assert invalid.family == "bedrock_agents" and invalid.response is not None and invalid.response.error is not None
     assert (invalid.response.error.status, invalid.response.error.message) == (400, "agentAliasId is invalid")
+
+
+INLINE = {"sessionId": "inline-s-1", "foundationModel": MODEL, "instruction": "You are a weather assistant. Use get_weather for every city.",
+          "enableTrace": True, "actionGroups": [
+              {"actionGroupName": "weather", "actionGroupExecutor": {"customControl": "RETURN_CONTROL"}, "functionSchema": {"functions": [
+                  {"name": "get_weather", "description": "The weather in a city", "parameters": {"city": {"type": "string", "required": True}}}]}},
+              {"actionGroupName": "ask", "parentActionGroupSignature": "AMAZON.UserInput"}]}
+
+
+def test_invoke_inline_agent_is_read_with_its_model_instruction_and_tools(fake: tuple[str, type[_Fake]]) -> None:
+    """``InvokeInlineAgent`` (``POST /agents/{sessionId}``) defines the agent in the request: its
+    model, instruction and action groups are the call's model, system prompt and tools; the
+    return-control loop pairs as InvokeAgent's does (it was "not an LLM call")."""
+    url, handler = fake
+    rc = {**RC, "invocationId": "inv-9"}
+    handler.script += [
+        _agent(_trace(_model_step("t-1", (0, 0))), _trace(_model_step("t-1", (290, 30), "x")), _frame("returnControl", rc), session="inline-s-1"),
+        _agent(_trace(_model_step("t-2", (0, 0))), _trace(_model_step("t-2", (350, 12), "x")), _trace(FINAL), _chunk("Sunny, 21C in Paris."), session="inline-s-1"),
+    ]
+    result = {"invocationId": "inv-9", "returnControlInvocationResults": [{"functionResult": {
+        "actionGroup": "weather", "function": "get_weather", "responseBody": {"TEXT": {"body": "sunny, 21C"}}}}]}
+    got = _boto(url, ("invoke_inline_agent", {**INLINE, "inputText": "Weather in Paris?"}),
+                ("invoke_inline_agent", {**INLINE, "inlineSessionState": result}))
+    assert [g.get("error") for g in got] == [None, None], got
+    r1, r2 = (_rt(ex) for ex in handler.seen)
+    assert [(r.family, r.operation, r.stream) for r in (r1, r2)] == [("bedrock_agents", "generate", True)] * 2
+    assert r1.request is not None and r1.request.model == MODEL
+    assert [p.text for p in r1.request.system] == [INLINE["instruction"]]
+    assert [(t.name, t.kind) for t in r1.request.tools] == [("get_weather", "function"), ("AMAZON.UserInput", "AMAZON.UserInput")]
+    assert r1.request.tools[0].parameters == {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    assert r1.response is not None and r1.response.finish_reason is FinishReason.TOOL_CALL
+    (call,) = [p.tool_call for p in r1.response.parts if p.tool_call is not None]
+    assert (call.id, call.name, call.arguments) == ("inv-9", "get_weather", {"city": "Paris"})
+    assert r2.request is not None and r2.request.messages[0].parts[0].tool_result is not None
+    assert r2.request.messages[0].parts[0].tool_result.call_id == "inv-9"
+    assert r2.response is not None and r2.response.text == got[1]["text"] == "Sunny, 21C in Paris." and r2.response.complete is True
+    run = analyse(handler.seen)
+    assert [len(c.turns) for c in run.conversations] == [2]
+    assert not [f for f in run.findings if f.severity.value in ("warning", "error")], [(f.code, f.message) for f in run.findings]
 
 
 RAG_CONF = {"type": "KNOWLEDGE_BASE", "knowledgeBaseConfiguration": {
