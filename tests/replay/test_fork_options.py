@@ -59,6 +59,20 @@ def test_model_on_an_azure_deployment_rewrites_the_deployment_in_the_url() -> No
         assert sent.request.path.startswith("/openai/deployments/gpt-5/chat/completions?api-version=2024-10-21"), sent.request.path
         assert sent.request.model == "gpt-5"
         assert any("model gpt-4o → gpt-5 (and in the path: /openai/deployments/gpt-5/chat/completions)" in n for n in srv.served[-1].notes)
+        served = list(srv.served)
+    # the branch is read, and priced, as the model the deployment now names: gpt-5, as the URL says
+    from cassettes.analysis import analyse
+    from cassettes.analysis.price_data import library
+    from cassettes.parsing.roundtrip import parse_all
+
+    run = analyse(served, parse_all(served))
+    live_turn = run.turns[max(run.turns)]
+    assert live_turn.a.model_served == "gpt-5", live_turn.a
+    usage = parse_all(served)[-1].response.usage  # type: ignore[union-attr]
+    assert usage is not None and live_turn.tokens.cost is not None
+    gp = library()
+    price = gp.calc_price(gp.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens), model_ref="gpt-5", provider_id="azure").total_price
+    assert live_turn.tokens.cost == price, (live_turn.tokens.cost, price)
 
 
 def test_a_model_of_another_api_family_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
