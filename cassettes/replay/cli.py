@@ -92,9 +92,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         plan = _fault_plan(args)
         idle, read = _timeouts(args)
         cursor = _cursor(args)
+        from cassettes.replay.userrules import rules_of_args
+
+        rules = rules_of_args(args, args.file)  # refused here, before the cassette is read or anything listens
         server = ReplayServer(
             Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan, idle_timeout=idle, read_timeout=read, cursor=cursor,
-            volatile=not args.no_volatile,
+            volatile=not args.no_volatile and rules.volatile is not False, rules=rules,
         )
     except (_Usage, ValueError) as exc:
         _err(f"error: {exc}")
@@ -262,6 +265,9 @@ def register_replay(sub: Any) -> None:
         "--no-volatile", action="store_true",
         help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or loopback port tolerated (docs/testing.md)",
     )
+    from cassettes.replay.userrules import add_rule_flags
+
+    add_rule_flags(p)
     p.add_argument(
         "--fault",
         action="append",
