@@ -227,7 +227,7 @@ def parse_substitution(spec: str, replacement: str | None = None, family: str | 
         rx = re.compile(pattern)
     except re.error as exc:
         raise RuleError(f"substitute {shown!r}: not a regular expression: {exc}") from None
-    if rx.fullmatch("") is not None or rx.search("") is not None:
+    if rx.search("") is not None or _min_width(pattern) == 0:
         raise RuleError(f"substitute {shown!r}: the pattern matches the empty string (it would rewrite every position of every string)")
     if _runaway(pattern):
         raise RuleError(f"substitute {shown!r}: the pattern repeats a repetition (as in (a+)+): its matching time can explode on a long string; write one repetition")
@@ -245,11 +245,15 @@ def _runaway(pattern: str) -> bool:
     fail the day it moves)."""
     import re._parser as parser  # type: ignore[import-not-found]
 
-    try:
-        tree = parser.parse(pattern)
-    except Exception:
-        return False  # compiled above; a parser that changed shape is caught by the tests
-    return _nested(tree, False)
+    return _nested(parser.parse(pattern), False)
+
+
+def _min_width(pattern: str) -> int:
+    """The fewest characters a match of ``pattern`` spans (0: it can match nothing, as ``(?=a)``)."""
+    import re._parser as parser  # type: ignore[import-not-found]
+
+    lo: int = parser.parse(pattern).getwidth()[0]
+    return lo
 
 
 def _nested(items: Iterable[Any], inside: bool) -> bool:
