@@ -261,7 +261,7 @@ def _nested(items: Iterable[Any], inside: bool) -> bool:
 
     for op, av in items:
         if op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)):
-            lo, hi, sub = av
+            _lo, hi, sub = av
             unbounded = hi == c.MAXREPEAT or hi > 1000
             if inside and unbounded:
                 return True

@@ -306,7 +306,7 @@ def _text_kind(a: str, b: str, vs: VolatileSpans) -> tuple[str, list[str] | None
 
 
 def _token_kind(x: str, y: str) -> str:
-    if x in _WEEKDAYS and y in _WEEKDAYS or x in _MONTHS and y in _MONTHS:
+    if (x in _WEEKDAYS and y in _WEEKDAYS) or (x in _MONTHS and y in _MONTHS):
         return "date"
     if x.isdigit() and y.isdigit():
         return "number"

@@ -15,7 +15,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cassettes.matching.config import find_config, rules_from_config
-from cassettes.matching.rules import ANY_INDEX, ANY_KEY, RuleError, Rules, format_rule_path, from_flags, from_table, parse_path, parse_substitution
+from cassettes.matching.rules import (
+    ANY_INDEX,
+    ANY_KEY,
+    RuleError,
+    Rules,
+    format_rule_path,
+    from_flags,
+    from_table,
+    parse_path,
+    parse_substitution,
+)
 from cassettes.matching.volatile import Tolerated
 from cassettes.replay.matcher import Matcher, Miss, Recorded, tolerated_notes
 from cassettes.replay.userrules import project_rules
@@ -112,7 +122,7 @@ def test_a_substitution_applies_to_both_sides_and_names_itself() -> None:
     ("a" * 1001 + "=x", "longer than 1000"),
 ])
 def test_a_pattern_that_cannot_be_used_or_could_run_away_is_refused(spec: str, why: str) -> None:
-    with pytest.raises(RuleError, match="^substitute ") as e:
+    with pytest.raises(RuleError, match=r"^substitute ") as e:
         parse_substitution(spec)
     assert why in str(e.value) and "\n" not in str(e.value)
 

@@ -24,7 +24,7 @@ from tests.replay.test_plugin import NOPLUG, _clean_env, expect  # noqa: F401 (_
 from tests.replay.test_rules_propose import MONDAY, TUESDAY, agent
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
-from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
+from tests.support.scripted import Reply, ScriptedUpstream
 
 PATH = "/v1/chat/completions"
 #: What ``looptap rules propose monday.jsonl tuesday.jsonl`` printed (tests/replay/test_rules_propose.py), pasted.
