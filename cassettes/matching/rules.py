@@ -324,9 +324,14 @@ class Rules:
 
     def check_families(self, known: Collection[str]) -> None:
         """Refuse a rule scoped to a family no adapter speaks (a typo would make it apply nowhere)."""
-        for r in (*self.ignore, *self.substitute):
-            if r.family is not None and r.family not in known:
+        for r in self.scoped():
+            if r.family not in known:
                 raise RuleError(f"{r.text[:100]}: unknown API family {r.family!r} (one of: {', '.join(sorted(known))})")
+
+    def scoped(self) -> list[IgnorePath | Substitution]:
+        """The rules scoped to one API family."""
+        out: list[IgnorePath | Substitution] = [r for r in self.ignore if r.family is not None]
+        return out + [s for s in self.substitute if s.family is not None]
 
     def texts(self) -> list[str]:
         return [r.text for r in self.ignore] + [s.text for s in self.substitute] + [f"volatile tool {n}" for n in self.volatile_tools]
@@ -395,7 +400,7 @@ def _drop(value: Any, rule: IgnorePath, i: int, at: tuple[PathItem, ...], spans:
     seg = rule.path[i]
     last = i == len(rule.path) - 1
     if isinstance(value, dict) and (seg is ANY_KEY or isinstance(seg, str)):
-        keys = list(value) if seg is ANY_KEY else ([seg] if seg in value else [])
+        keys: list[str] = list(value) if seg is ANY_KEY else ([seg] if isinstance(seg, str) and seg in value else [])
         if not keys:
             return value
         out = dict(value)

@@ -386,6 +386,7 @@ def _ignored(recorded: Sequence[Span], live: Sequence[Span]) -> list[Tolerated]:
     for path in dict.fromkeys([*mine, *theirs]):
         a, b = mine.get(path), theirs.get(path)
         rec, got = (a.text if a else ABSENT), (b.text if b else ABSENT)
-        if rec != got:
-            out.append(Tolerated(path, IGNORED, rec, got, (a or b).rule if (a or b) else ""))
+        first = a or b
+        if rec != got and first is not None:
+            out.append(Tolerated(path, IGNORED, rec, got, first.rule))
     return out

@@ -77,7 +77,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("looptap_record_mode", "default record mode", default="")
     parser.addini("looptap_fail_unplayed", "fail a test that leaves recorded round trips unplayed", type="bool", default=False)
     parser.addini("looptap_volatile", "tolerate volatile spans (dates, ids, temp paths, cwd, loopback ports) when matching a replay", type="bool", default=True)
-    parser.addini("looptap_ignore", "JSON paths of the request body not compared when matching a replay (one a line; metadata.*, anthropic:metadata.user_id)", type="linelist", default=[])
+    parser.addini("looptap_ignore", "JSON paths of the request body not compared when matching a replay (one a line; metadata.*, or FAMILY:PATH for one API family)", type="linelist", default=[])
     parser.addini("looptap_substitute", "REGEX=REPLACEMENT applied to the request's strings on both sides when matching a replay (one a line)", type="linelist", default=[])
     parser.addini("looptap_volatile_tools", "tools whose results are not compared when matching a replay (one a line)", type="linelist", default=[])
 

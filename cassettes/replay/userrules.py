@@ -30,7 +30,7 @@ def project_rules(
     from cassettes.matching.rules import from_flags
 
     rules = rules_from_config(cassette).extend(from_flags(ignore, substitute, volatile_tools, where))
-    if any(r.family is not None for r in (*rules.ignore, *rules.substitute)):  # the adapters loaded only then
+    if rules.scoped():  # the adapters loaded only then
         from cassettes import providers
 
         rules.check_families(set(providers.FAMILIES))
