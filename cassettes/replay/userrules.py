@@ -43,7 +43,7 @@ def add_rule_flags(p: Any, fork: bool = False) -> None:
     p.add_argument(
         "--ignore", action="append", default=[], metavar="PATH",
         help=f"when matching {what}: ignore this JSON path of the request body (wildcards: metadata.*, messages[*].content[*].cache_control; "
-        "one API family only: anthropic:metadata.user_id); repeatable; added to pyproject.toml's [tool.looptap] (docs/testing.md)",
+        "one API family only: FAMILY:PATH); repeatable; added to pyproject.toml's [tool.looptap] (docs/testing.md)",
     )
     p.add_argument(
         "--substitute", action="append", default=[], metavar="REGEX=REPLACEMENT",
