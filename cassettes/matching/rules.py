@@ -67,6 +67,8 @@ MAX_PATTERN = 1000
 MAX_RULES = 500
 #: The longest text a span keeps of an ignored value or a tool result (the rest is summarised).
 MAX_SHOWN = 4096
+#: Matches of one substitution in one string kept as spans (the rest counted in one).
+MAX_MATCHES = 200
 
 
 class RuleError(CassetteError, ValueError):
@@ -360,13 +362,17 @@ class Rules:
 
 
 def substitute(subs: Sequence[Substitution], text: str, path: tuple[PathItem, ...]) -> tuple[str, list[Span]]:
-    """``text`` with every substitution applied in turn, and a span per match (the text it replaced)."""
+    """``text`` with every substitution applied in turn, and a span per match (the text it
+    replaced): at most :data:`MAX_MATCHES` per rule and string, then one span counting the rest
+    (a pattern that matches every word of a long text keeps a bounded record, the same on both sides)."""
     spans: list[Span] = []
     for s in subs:
         found = [m.group(0) for m in s.pattern.finditer(text)]
         if found:
             text = s.pattern.sub(s.replacement, text)
-            spans.extend(Span(path, SUBSTITUTED, f, s.text) for f in found)
+            spans.extend(Span(path, SUBSTITUTED, f, s.text) for f in found[:MAX_MATCHES])
+            if len(found) > MAX_MATCHES:
+                spans.append(Span(path, SUBSTITUTED, f"(and {len(found) - MAX_MATCHES:,} more matches)", s.text))
     return text, spans
 
 

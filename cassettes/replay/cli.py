@@ -305,6 +305,7 @@ def cmd_rules_propose(args: argparse.Namespace) -> int:
     """Exit 0: the proposed rules (and the built-in detectors) make the runs match; 1: a real
     divergence remains (listed); 2: a run could not be read."""
     from cassettes.errors import CassetteError
+    from cassettes.recording.redact import Redactor
     from cassettes.replay.propose import propose_files
     from cassettes.untrusted import clean_line
 
@@ -315,8 +316,9 @@ def cmd_rules_propose(args: argparse.Namespace) -> int:
         return 2
     for p in problems:
         _err(f"warning: {p}")
+    redactor = Redactor.configured()  # the values shown are the runs' request text: a key in one is not printed
     if args.json:
-        print(orjson.dumps({**proposal.as_json(), "toml": proposal.toml()}, option=orjson.OPT_INDENT_2).decode())
+        print(orjson.dumps(redactor.document({**proposal.as_json(), "toml": proposal.toml()}), option=orjson.OPT_INDENT_2).decode())
         return 0 if proposal.matches else 1
     lines = [f"{len(proposal.differences)} difference{'s' if len(proposal.differences) != 1 else ''} between the requests of {args.a} and {args.b} ({proposal.pairs} turns lined up):"]
     lines += [f"  {d.line()}" for d in proposal.differences]
@@ -327,10 +329,10 @@ def cmd_rules_propose(args: argparse.Namespace) -> int:
         lines.append(f"with the rules below (and the built-in detectors) {proposal.pairs - len(proposal.remaining)} of {proposal.pairs} turns match; still diverging:")
         lines += [f"  {c} turn {t} at {p}" for c, t, p in proposal.remaining[:20]]
     for line in lines:
-        print(clean_line(line))
+        print(clean_line(redactor.scrub(line)))
     print()
     for line in proposal.toml().splitlines():  # TOML to paste: its anchors are recorded text, cleaned like the rest
-        print(clean_line(line))
+        print(clean_line(redactor.scrub(line)))
     return 0 if proposal.matches else 1
 
 

@@ -265,3 +265,14 @@ def test_the_file_beside_the_cassettes_wins_then_the_first_pyproject_upward_then
     (project / "pyproject.toml").write_text("[tool.looptap]\nignore = [\n")
     with pytest.raises(RuleError, match=r"pyproject.toml: not valid TOML"):
         rules_from_config(project / "run.jsonl")
+
+
+def test_a_substitution_matching_everywhere_keeps_a_bounded_record() -> None:
+    from cassettes.matching.rules import MAX_MATCHES, substitute
+
+    subs = from_flags(substitute=[r"[0-9]=N"]).substitute
+    text, spans = substitute(subs, "7" * 5000, ("system",))
+    assert text == "N" * 5000 and len(spans) == MAX_MATCHES + 1 and spans[-1].text == f"(and {5000 - MAX_MATCHES:,} more matches)"
+    got, tol = match(CHAT, {"model": "m", "messages": [{"role": "system", "content": "1" * 5000}]}, {"model": "m", "messages": [{"role": "system", "content": "2" * 5000}]},
+                     from_flags(substitute=[r"[0-9]=N"]))
+    assert isinstance(got, Recorded) and len(tol) == MAX_MATCHES  # the counted rest is the same on both sides
