@@ -350,6 +350,7 @@ _OWN_COMMANDS = {
     "replay": "cassettes.replay.cli:register_replay",
     "diff": "cassettes.replay.cli:register_diff",
     "compare": "cassettes.replay.cli:register_compare",
+    "rules": "cassettes.replay.cli:register_rules",
     "export": "cassettes.interop.cli:register_export",
     "textconv": "cassettes.interop.cli:register_textconv",
     "mcp": "cassettes.mcp.server:register_mcp",

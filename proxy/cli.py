@@ -313,6 +313,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.from_run is None and getattr(args, "no_volatile", False):
         messages.error("error: --no-volatile goes with --from RUN@SELECTOR: it changes how the fork's prefix is matched; a plain run matches nothing")
         return 2
+    if args.from_run is None and (getattr(args, "ignore", None) or getattr(args, "substitute", None) or getattr(args, "volatile_tool", None)):
+        messages.error("error: --ignore, --substitute and --volatile-tool go with --from RUN@SELECTOR: they change how the fork's prefix is matched; a plain run matches nothing")
+        return 2
     if args.output is None:
         if not args.inspect:
             messages.error("error: -o FILE names the cassette to record into (looptap run -o run.jsonl -- python agent.py); only --inspect may leave it out")
@@ -554,6 +557,9 @@ def register_run(sub: Any) -> None:
         "--no-volatile", action="store_true",
         help="with --from: the prefix's requests must equal the recorded ones as sent (no date, id, temp path, cwd or port tolerated; docs/testing.md)",
     )
+    from cassettes.replay.userrules import add_rule_flags
+
+    add_rule_flags(p, fork=True)
     p.add_argument("--repeat", type=int, default=1, metavar="K", help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) and say per turn how the branches agree")
     p.add_argument(
         "--edit", action="append", default=[], metavar="TARGET=@FILE",

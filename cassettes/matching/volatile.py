@@ -42,16 +42,20 @@ class Span:
     path: tuple[PathItem, ...]
     detector: str
     text: str
+    #: The user rule that made the span (:mod:`cassettes.matching.rules`); ``""``: a built-in detector.
+    rule: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Tolerated:
-    """A difference two requests have only in a volatile span: where, which detector, the two values."""
+    """A difference two requests have only in a volatile span: where, which detector, the two
+    values, and the user rule that tolerated it (``""``: a built-in detector)."""
 
     path: tuple[PathItem, ...]
     detector: str
     recorded: str
     live: str
+    rule: str = ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -343,20 +347,46 @@ def _has_space(text: str) -> bool:
     return " " in head or "\n" in head
 
 
+#: The detector of a span an ignore rule made: the key it names is left out of the compared body
+#: (its presence ignored too), so such a span may have no counterpart on the other side.
+IGNORED = "ignored"
+#: How an ignored key that one request lacks reads in a :class:`Tolerated`.
+ABSENT = "(absent)"
+
+
 def tolerated(recorded: Sequence[Span], live: Sequence[Span]) -> list[Tolerated]:
     """The spans where two requests with equal normalised bodies differ: the same paths hold the
     same placeholders in the same order on both sides (that is what equal means), so the spans
-    pair up path by path, and every pair whose texts differ was tolerated."""
+    pair up path by path, and every pair whose texts differ was tolerated. An ignored value
+    (:data:`IGNORED`) pairs with the other side's at its path, or with its absence."""
+    out = _ignored(recorded, live)
     by_path: dict[tuple[PathItem, ...], list[Span]] = {}
     for s in live:
+        if s.detector == IGNORED:
+            continue
         by_path.setdefault(s.path, []).append(s)
-    out: list[Tolerated] = []
     seen: dict[tuple[PathItem, ...], int] = {}
     for s in recorded:
+        if s.detector == IGNORED:
+            continue
         i = seen.get(s.path, 0)
         seen[s.path] = i + 1
         pair = by_path.get(s.path)
         other = pair[i] if pair is not None and i < len(pair) else None
         if other is not None and other.detector == s.detector and other.text != s.text:
-            out.append(Tolerated(s.path, s.detector, s.text, other.text))
+            out.append(Tolerated(s.path, s.detector, s.text, other.text, s.rule))
+    return out
+
+
+def _ignored(recorded: Sequence[Span], live: Sequence[Span]) -> list[Tolerated]:
+    """The ignored values that differ (or are there on one side only), in the recording's order."""
+    mine = {s.path: s for s in recorded if s.detector == IGNORED}
+    theirs = {s.path: s for s in live if s.detector == IGNORED}
+    out: list[Tolerated] = []
+    for path in dict.fromkeys([*mine, *theirs]):
+        a, b = mine.get(path), theirs.get(path)
+        rec, got = (a.text if a else ABSENT), (b.text if b else ABSENT)
+        first = a or b
+        if rec != got and first is not None:
+            out.append(Tolerated(path, IGNORED, rec, got, first.rule))
     return out

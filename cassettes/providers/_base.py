@@ -151,6 +151,24 @@ class Provider(ClientRules, Pricing, Telemetry, ReplayShape):
                     out.append(p.tool_result.call_id)
         return out
 
+    def tool_result_paths(self, body: Any, url: SplitResult) -> list[tuple[tuple[str | int, ...], str | None]]:
+        """(Replay, beside :meth:`volatile_ids`.) Where each tool result of a request body holds
+        what the tool returned — the JSON path of that value — and the tool's name (looked up
+        from the call when the wire does not carry it), for a rule that treats a tool's results
+        as volatile (:mod:`cassettes.matching.rules`). A result not found is left out: it is
+        compared as sent (fail closed). This reading finds, for each parsed result in order, the
+        object that carries its call id (or, without one, its name) and a value that flattens
+        to the parsed content; an adapter whose wire hides results otherwise overrides it."""
+        try:
+            req = self.parse_request(body, url)
+        except Exception:
+            return []
+        names = {p.tool_call.id: p.tool_call.name for m in req.messages for p in m.parts if p.tool_call is not None and p.tool_call.id}
+        results = [p.tool_result for m in req.messages for p in m.parts if p.tool_result is not None]
+        if not results:
+            return []
+        return _locate_results(body, [(r.call_id, r.name or (names.get(r.call_id) if r.call_id else None), r.content) for r in results])
+
     def side_call(self, body: Any, framed: Framed) -> dict[str, Any] | None:
         """For a call that is not a model call but belongs to the loop (an MCP tool server's
         ``tools/call``): what it did, for ``show`` and ``show --json``. ``None``: nothing to say."""
@@ -515,3 +533,57 @@ def error_from_body(body: Any, status: int | None, in_stream: bool = False) -> A
             raw=body,
         )
     return ApiError(status=status, message=as_str(body) if body is not None else None, in_stream=in_stream, raw=body)
+
+
+#: Keys of a tool *call*'s object (its arguments): an object with one is never a result's.
+_CALL_KEYS = frozenset({"input", "arguments", "args", "function"})
+#: How deep and how many objects :func:`_locate_results` looks at (a body is untrusted).
+_LOCATE_DEPTH = 16
+_LOCATE_NODES = 200_000
+
+
+def _locate_results(body: Any, results: list[tuple[str | None, str | None, str]]) -> list[tuple[tuple[str | int, ...], str | None]]:
+    """For :meth:`Provider.tool_result_paths`: each result's content path, found in body order."""
+    out: list[tuple[tuple[str | int, ...], str | None]] = []
+    pending = [r for r in results if r[2] and (r[0] or r[1])]
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(body, ())]
+    seen = 0
+    order: list[tuple[dict[str, Any], tuple[str | int, ...]]] = []
+    while stack and seen < _LOCATE_NODES:  # objects in document order (a pre-order walk)
+        node, path = stack.pop()
+        seen += 1
+        if len(path) > _LOCATE_DEPTH:
+            continue
+        if isinstance(node, dict):
+            order.append((node, path))
+            stack.extend((v, (*path, k)) for k, v in reversed(list(node.items())) if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((v, (*path, i)) for i, v in reversed(list(enumerate(node))) if isinstance(v, (dict, list)))
+    for node, path in order:
+        if not pending:
+            break
+        if _CALL_KEYS & node.keys():
+            continue
+        values = {v for v in node.values() if isinstance(v, str)}
+        for j, (call_id, name, content) in enumerate(pending):
+            ident = call_id or name
+            if ident not in values:
+                continue
+            key = next((k for k, v in node.items() if not (isinstance(v, str) and v in (call_id, name)) and _flattens_to(v, content)), None)
+            if key is not None:
+                out.append(((*path, key), name))
+                del pending[j]
+                break
+    return out
+
+
+def _flattens_to(value: Any, content: str) -> bool:
+    """Whether ``value`` is what an adapter flattened to ``content`` (its text, or its JSON)."""
+    if isinstance(value, str):
+        return value == content
+    try:
+        return text_of(value) == content or compact_json(value) == content or (
+            isinstance(value, dict) and len(value) == 1 and next(iter(value.values())) == content
+        )
+    except Exception:
+        return False

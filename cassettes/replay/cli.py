@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["cmd_compare", "cmd_diff", "cmd_replay", "different_apis", "register_compare", "register_diff", "register_replay"]
+__all__ = ["cmd_compare", "cmd_diff", "cmd_replay", "cmd_rules_propose", "different_apis", "register_compare", "register_diff", "register_replay", "register_rules"]
 
 
 def _err(msg: str) -> None:
@@ -92,9 +92,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         plan = _fault_plan(args)
         idle, read = _timeouts(args)
         cursor = _cursor(args)
+        from cassettes.replay.userrules import rules_of_args
+
+        rules = rules_of_args(args, args.file)  # refused here, before the cassette is read or anything listens
         server = ReplayServer(
             Path(args.file), host=args.host, port=args.port, pace=args.pace, strict=args.strict, faults=plan, idle_timeout=idle, read_timeout=read, cursor=cursor,
-            volatile=not args.no_volatile,
+            volatile=not args.no_volatile and rules.volatile is not False, rules=rules,
         )
     except (_Usage, ValueError) as exc:
         _err(f"error: {exc}")
@@ -262,6 +265,9 @@ def register_replay(sub: Any) -> None:
         "--no-volatile", action="store_true",
         help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or loopback port tolerated (docs/testing.md)",
     )
+    from cassettes.replay.userrules import add_rule_flags
+
+    add_rule_flags(p)
     p.add_argument(
         "--fault",
         action="append",
@@ -280,6 +286,54 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--edit", action="append", default=[], metavar="TARGET=@FILE", help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)")
     p.add_argument("--live-recorder", action="store_true", help="with --edit: the --live upstreams are the fork's looptap recorders (an edited request carries the client's original to them, sealed with the per-run key in $LOOPTAP_EDIT_KEY; looptap run --from sets both)")
     p.set_defaults(func=cmd_replay)
+
+
+def register_rules(sub: Any) -> None:
+    p = sub.add_parser("rules", help="matching rules: propose them from two recordings of the same agent (docs/testing.md)")
+    rsub = p.add_subparsers(dest="rules_command", metavar="{propose}")
+    rsub.required = True
+    q = rsub.add_parser(
+        "propose", help="the rules that would make B's requests match A's (two runs of the same agent, e.g. on two days): printed, never written",
+    )
+    q.add_argument("a", help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file): the recording")
+    q.add_argument("b", help="the second run of the same agent (the same formats)")
+    q.add_argument("--json", action="store_true", help="the differences, the proposed rules and what still differs, as JSON")
+    q.set_defaults(func=cmd_rules_propose)
+
+
+def cmd_rules_propose(args: argparse.Namespace) -> int:
+    """Exit 0: the proposed rules (and the built-in detectors) make the runs match; 1: a real
+    divergence remains (listed); 2: a run could not be read."""
+    from cassettes.errors import CassetteError
+    from cassettes.recording.redact import Redactor
+    from cassettes.replay.propose import propose_files
+    from cassettes.untrusted import clean_line
+
+    try:
+        proposal, problems = propose_files(args.a, args.b)
+    except CassetteError as exc:
+        _err(f"error: {exc}")
+        return 2
+    for p in problems:
+        _err(f"warning: {p}")
+    redactor = Redactor.configured()  # the values shown are the runs' request text: a key in one is not printed
+    if args.json:
+        print(orjson.dumps(redactor.document({**proposal.as_json(), "toml": proposal.toml()}), option=orjson.OPT_INDENT_2).decode())
+        return 0 if proposal.matches else 1
+    lines = [f"{len(proposal.differences)} difference{'s' if len(proposal.differences) != 1 else ''} between the requests of {args.a} and {args.b} ({proposal.pairs} turns lined up):"]
+    lines += [f"  {d.line()}" for d in proposal.differences]
+    lines += [f"  {u}" for u in proposal.unpaired]
+    if proposal.matches:
+        lines.append(f"with the rules below (and the built-in detectors) all {proposal.pairs} turns match")
+    else:
+        lines.append(f"with the rules below (and the built-in detectors) {proposal.pairs - len(proposal.remaining)} of {proposal.pairs} turns match; still diverging:")
+        lines += [f"  {c} turn {t} at {p}" for c, t, p in proposal.remaining[:20]]
+    for line in lines:
+        print(clean_line(redactor.scrub(line)))
+    print()
+    for line in proposal.toml().splitlines():  # TOML to paste: its anchors are recorded text, cleaned like the rest
+        print(clean_line(redactor.scrub(line)))
+    return 0 if proposal.matches else 1
 
 
 def register_diff(sub: Any) -> None:

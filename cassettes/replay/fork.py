@@ -147,6 +147,9 @@ class ForkReplay:
     python: str = sys.executable
     #: ``False``: the prefix compared as sent (``looptap run --from … --no-volatile``).
     volatile: bool = True
+    #: The rule flags given (``--ignore``, ``--substitute``, ``--volatile-tool``: checked by
+    #: :func:`start_fork`), passed on; the replay server reads the project's file itself.
+    rule_flags: list[str] = field(default_factory=list)
     proc: asyncio.subprocess.Process | None = None
     url: str | None = None
     report: list[str] = field(default_factory=list)
@@ -175,7 +178,7 @@ class ForkReplay:
             argv.append("--live-recorder")
         if not self.volatile:
             argv.append("--no-volatile")  # the recorder keeps the client's request beside the edited one
-        return argv
+        return argv + self.rule_flags
 
     async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:
         """Start the replay server with the recorder's listeners as its live upstreams; the
@@ -256,5 +259,8 @@ def start_fork(args: Any) -> ForkReplay:
             raise CassetteError(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({source.cursor.text}) on; its selector, if given, is the cursor's")
     out = str(getattr(args, "output", "") or "")
     branch = Path(out[1:] if out.startswith("+") and len(out) > 1 else out) if out else None
+    from cassettes.replay.userrules import rule_argv, rules_of_args
+
+    rules_of_args(args, source.run)  # the project's rules and the flags, refused here (RuleError) before anything starts
     meta = branch_meta(source, args.model, [e.label for e in edits], check=edits, branch=branch)
-    return ForkReplay(source, model=args.model, edits=list(args.edit), meta=meta, volatile=not getattr(args, "no_volatile", False))
+    return ForkReplay(source, model=args.model, edits=list(args.edit), meta=meta, volatile=not getattr(args, "no_volatile", False), rule_flags=rule_argv(args))

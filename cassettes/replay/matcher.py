@@ -11,7 +11,9 @@ uuids and random ids, temp paths, the working directory and home, loopback ports
 (:mod:`cassettes.matching.volatile`) — are written as placeholders on both sides too, and every
 one that differed between the recording and the request that matched it is kept
 (:attr:`Matcher.tolerated`): a tolerated difference, never a silent one, and never a rewrite of
-what is served. ``Matcher(…, volatile=False)`` compares them as sent. Headers are ignored (SDK
+what is served. ``Matcher(…, volatile=False)`` compares them as sent. ``Matcher(…, rules=…)``
+adds the user's rules (:mod:`cassettes.matching.rules`: ignored paths, substitutions, volatile
+tools), tolerated and kept the same way, each with the rule that tolerated it. Headers are ignored (SDK
 telemetry, user agents, keys) except, in strict mode, the few an adapter names as changing what
 the API does.
 
@@ -33,6 +35,7 @@ from typing import Protocol, overload
 import orjson
 
 from cassettes.errors import ReplayMiss
+from cassettes.matching.rules import Rules
 from cassettes.matching.volatile import Tolerated, VolatileSpans, tolerated
 from cassettes.recording.redact import Redactor
 from cassettes.replay.jsondiff import ECHO, Change, Shown, clip, format_path, json_diff, window
@@ -239,7 +242,7 @@ class Miss:
         return ReplayMiss(str(self))
 
 
-def _client_key(ex: Exchange, volatile: VolatileSpans | None = None) -> RequestKey | None:
+def _client_key(ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None) -> RequestKey | None:
     """The key of the request the client sent, where a fork's what-if edit rewrote what was
     recorded as sent upstream; ``None`` when the marks do not give it back."""
     from cassettes.wire.edited import client_body
@@ -247,7 +250,7 @@ def _client_key(ex: Exchange, volatile: VolatileSpans | None = None) -> RequestK
     body = client_body(ex.request_json(), ex.edits or [])
     if body is None:
         return None
-    return request_key(ex.method, ex.url, ex.request_headers, orjson.dumps(body), body, volatile)
+    return request_key(ex.method, ex.url, ex.request_headers, orjson.dumps(body), body, volatile, rules)
 
 
 class Matcher:
@@ -260,15 +263,19 @@ class Matcher:
     """
 
     def __init__(
-        self, exchanges: Sequence[Exchange] | Recordings, strict: bool = False, first_turn: int = 0, volatile: bool | VolatileSpans = True
+        self, exchanges: Sequence[Exchange] | Recordings, strict: bool = False, first_turn: int = 0, volatile: bool | VolatileSpans = True,
+        rules: Rules | None = None,
     ) -> None:
         """``first_turn``: the number of a conversation's first turn in exchanges held in memory
         (a fork's branch: its origin's turn at the cursor, :func:`cassettes.reading.branch.first_turn`;
         a file read from disk is numbered from its own header). ``volatile``: the built-in
         volatile-span detectors, for this process's working directory and home (``True``), for
         a context given (a :class:`~cassettes.matching.VolatileSpans`: the recording's cwd and
-        home when known), or none (``False``: the text compared as sent)."""
+        home when known), or none (``False``: the text compared as sent). ``rules``: the user's
+        rules (:mod:`cassettes.matching.rules`), applied to both sides as well."""
         self.strict = strict
+        #: The user's rules both sides of every comparison go through (``None``: none).
+        self.rules: Rules | None = rules or None
         #: The detectors both sides of every comparison go through (``None``: off).
         self.volatile: VolatileSpans | None = VolatileSpans() if volatile is True else volatile if isinstance(volatile, VolatileSpans) else None
         #: Per recorded round trip (its position), what its last match tolerated: the volatile
@@ -291,7 +298,7 @@ class Matcher:
         self._ex_cache: OrderedDict[int, Exchange] = OrderedDict()
         self._paths: set[str] = set()
         for ex in src.scan():
-            key = _recorded_key(ex, self.volatile)
+            key = _recorded_key(ex, self.volatile, self.rules)
             self._hashes.append(hash(key.digest))
             self._paths.add(key.path)
             if self._keys is not None:
@@ -336,7 +343,7 @@ class Matcher:
             if hit is not None:
                 self._key_cache.move_to_end(i)
                 return hit
-        key = _recorded_key(self._exchange(i), self.volatile)
+        key = _recorded_key(self._exchange(i), self.volatile, self.rules)
         with self._lock:
             self._key_cache[i] = key
             while len(self._key_cache) > KEY_CACHE:
@@ -406,12 +413,12 @@ class Matcher:
     # -- matching ------------------------------------------------------------------------------
     def match(self, method: str, target: str, headers: Headers, body: bytes) -> Recorded | Miss:
         """The recorded round trip answering this request (marked played), or why there is none."""
-        live = request_key(method, target, headers, body, volatile=self.volatile)
+        live = request_key(method, target, headers, body, volatile=self.volatile, rules=self.rules)
         key = self._rebased(live)
         found = self._find(key)
         if isinstance(found, Recorded):
             found.plays += 1
-            tol = tolerated(found.key.spans, key.spans) if key.spans else []
+            tol = tolerated(found.key.spans, key.spans) if key.spans or found.key.spans else []
             if tol:
                 self.tolerated[found.index] = tol
             else:
@@ -570,20 +577,20 @@ TOLERATED = "tolerated:"
 
 
 def tolerated_notes(found: Sequence[Tolerated]) -> list[str]:
-    """One note line per tolerated difference: the detector, the JSON path, the recorded value
-    and the request's (wire text: one line, clipped)."""
+    """One note line per tolerated difference: the detector (and the user rule, when one
+    tolerated it), the JSON path, the recorded value and the request's (wire text: one line, clipped)."""
     return [
-        clean_line(f"{TOLERATED} {t.detector} at {clip(format_path(t.path), 200)}: recorded {clip(t.recorded, 200)!r}, this request {clip(t.live, 200)!r}")
+        clean_line(f"{TOLERATED} {t.detector}{f' (rule: {clip(t.rule, 200)})' if t.rule else ''} at {clip(format_path(t.path), 200)}: recorded {clip(t.recorded, 200)!r}, this request {clip(t.live, 200)!r}")
         for t in found
     ]
 
 
-def _recorded_key(ex: Exchange, volatile: VolatileSpans | None = None) -> RequestKey:
+def _recorded_key(ex: Exchange, volatile: VolatileSpans | None = None, rules: Rules | None = None) -> RequestKey:
     """The key a recorded round trip is matched by: its request's, or, for a fork's edited
     request, the one the agent sends (:mod:`cassettes.wire.edited`)."""
-    key = request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile)
+    key = request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile, rules)
     if ex.edits:
-        key = _client_key(ex, volatile) or key
+        key = _client_key(ex, volatile, rules) or key
     return key
 
 

@@ -77,10 +77,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("looptap_record_mode", "default record mode", default="")
     parser.addini("looptap_fail_unplayed", "fail a test that leaves recorded round trips unplayed", type="bool", default=False)
     parser.addini("looptap_volatile", "tolerate volatile spans (dates, ids, temp paths, cwd, loopback ports) when matching a replay", type="bool", default=True)
+    parser.addini("looptap_ignore", "JSON paths of the request body not compared when matching a replay (one a line; metadata.*, or FAMILY:PATH for one API family)", type="linelist", default=[])
+    parser.addini("looptap_substitute", "REGEX=REPLACEMENT applied to the request's strings on both sides when matching a replay (one a line)", type="linelist", default=[])
+    parser.addini("looptap_volatile_tools", "tools whose results are not compared when matching a replay (one a line)", type="linelist", default=[])
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, volatile=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1', live={NAME: URL}, model=None, edit=None ('TARGET=@FILE' or a list): the cassette's prefix replayed, from the cursor on live, as looptap run --from (docs/fork.md)")
+    _ini_rules(config)  # a rule that cannot be used: one usage error line, before any test runs
+    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, volatile=None, ignore=None, substitute=None, volatile_tools=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1', live={NAME: URL}, model=None, edit=None ('TARGET=@FILE' or a list): the cassette's prefix replayed, from the cursor on live, as looptap run --from (docs/fork.md)")
     config.stash[_REPORTS] = []
 
 
@@ -385,6 +389,8 @@ class _Options:
     cursor: Any = None
     #: Volatile spans tolerated when matching (marker ``volatile=``, else ``--looptap-no-volatile``, else the ini).
     volatile: bool = True
+    #: The user rules (the project's file, the ini's, the marker's: :func:`_rules`).
+    rules: Any = None
 
     @classmethod
     def of(cls, item: pytest.Item, config: pytest.Config, marker: pytest.Mark | None) -> _Options:
@@ -404,17 +410,56 @@ class _Options:
             pytest.fail(f"looptap: faults are injected into a replayed run, and {path} is being recorded (mode {mode}); record it first", pytrace=False)
         if record:
             _check_recordable(path, mode)
-        return cls(mode, path, pace, strict, plan, replay, record, _fork_cursor(marker, item.path.parent), _volatile(kw, config))
+        rules = _rules(kw, config, path)
+        return cls(mode, path, pace, strict, plan, replay, record, _fork_cursor(marker, item.path.parent), _volatile(kw, config, rules.volatile), rules)
 
 
-def _volatile(kw: Mapping[str, Any], config: pytest.Config) -> bool:
+def _volatile(kw: Mapping[str, Any], config: pytest.Config, table: bool | None = None) -> bool:
     """Whether the replay tolerates volatile spans: the marker's ``volatile=`` if given, else
-    off with ``--looptap-no-volatile``, else the ``looptap_volatile`` ini value (on by default)."""
+    off with ``--looptap-no-volatile``, else the ``looptap_volatile`` ini value (on by default),
+    else the project's ``[tool.looptap] volatile``."""
     if kw.get("volatile") is not None:
         return bool(kw["volatile"])
     if config.getoption("--looptap-no-volatile"):
         return False
-    return bool(config.getini("looptap_volatile"))
+    return bool(config.getini("looptap_volatile")) and table is not False
+
+
+def _ini_rules(config: pytest.Config) -> None:
+    """The ini's rules and the project's file (found from the rootdir), checked at start-up."""
+    from cassettes.matching.rules import RuleError
+    from cassettes.replay.userrules import project_rules
+
+    try:
+        project_rules(
+            Path(str(config.rootpath)) / "_", config.getini("looptap_ignore"), config.getini("looptap_substitute"), config.getini("looptap_volatile_tools"), "pytest's ini",
+        )
+    except RuleError as exc:
+        raise pytest.UsageError(f"looptap: {exc}") from None
+
+
+def _rules(kw: Mapping[str, Any], config: pytest.Config, cassette: Path) -> Any:
+    """The rules of one test: the project's file for its cassette, the ini's and the marker's
+    ``ignore=``, ``substitute=`` and ``volatile_tools=`` (each one string or a list)."""
+    from cassettes.matching.rules import RuleError
+    from cassettes.replay.userrules import project_rules
+
+    def listed(name: str) -> list[str]:
+        v = kw.get(name)
+        return [] if v is None else [v] if isinstance(v, str) else [str(x) for x in v]
+
+    why = None
+    try:
+        return project_rules(
+            cassette,
+            [*config.getini("looptap_ignore"), *listed("ignore")],
+            [*config.getini("looptap_substitute"), *listed("substitute")],
+            [*config.getini("looptap_volatile_tools"), *listed("volatile_tools")],
+            "pytest's ini and marker",
+        )
+    except (RuleError, TypeError) as exc:
+        why = str(exc)
+    pytest.fail(f"looptap: {why}", pytrace=False)
 
 
 def _pace(kw: Mapping[str, Any], config: pytest.Config) -> str:
@@ -462,7 +507,7 @@ def _start_replay(session: LooptapSession, opts: _Options, monkeypatch: pytest.M
 
     fallback = _listener_fallback(session.env) if opts.record else None
     try:
-        session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan, cursor=opts.cursor, volatile=opts.volatile).start()
+        session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan, cursor=opts.cursor, volatile=opts.volatile, rules=opts.rules).start()
     except CassetteError as exc:  # a cursor that selects nothing in the cassette
         pytest.fail(f"looptap: {exc}", pytrace=False)
     session.env = {**session.server.env}

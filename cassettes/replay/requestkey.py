@@ -6,7 +6,8 @@ values are normalised: ids the provider adapter names as made up per run (tool-c
 ``<id:1>``, ``<id:2>`` … in order of first appearance; ISO-8601 timestamps become ``<timestamp>``;
 a multipart boundary becomes ``<boundary>``; with a :class:`~cassettes.matching.VolatileSpans`,
 the volatile spans inside the body's strings become ``<date>``, ``<uuid:1>``, ``<cwd>`` … (each
-kept, with its JSON path, in :attr:`RequestKey.spans`). Headers are ignored except, in strict
+kept, with its JSON path, in :attr:`RequestKey.spans`); with :class:`~cassettes.matching.rules.Rules`,
+the user's ignored paths, substitutions and volatile tools' results too. Headers are ignored except, in strict
 mode, the few an adapter names as changing what the API does. :mod:`cassettes.replay.matcher` matches on them.
 """
 
@@ -20,7 +21,8 @@ from urllib.parse import SplitResult, parse_qsl, urlsplit
 import orjson
 
 from cassettes import bounds, providers
-from cassettes.matching.volatile import Numbering, Span, VolatileSpans
+from cassettes.matching.rules import Rules, Substitution, substitute
+from cassettes.matching.volatile import IGNORED, Numbering, Span, VolatileSpans
 from cassettes.wire.exchange import Headers, header
 
 __all__ = ["RequestKey", "request_key"]
@@ -56,8 +58,11 @@ class RequestKey:
     def digest(self) -> bytes:
         body = orjson.dumps(self.body, option=orjson.OPT_SORT_KEYS) if self.is_json else self.body
         parts = [self.method.encode(), self.path.encode(), repr(self.query).encode(), body]
-        if self.spans:  # a ``<date>`` the text held as such is not a date a detector replaced
-            parts.append(repr(sorted((repr(s.path), s.detector) for s in self.spans)).encode())
+        # A ``<date>`` the text held as such is not a date a detector replaced; an ignored key
+        # leaves nothing in the body (its presence is ignored too), so it is not counted.
+        marked = sorted((repr(s.path), s.detector) for s in self.spans if s.detector != IGNORED)
+        if marked:
+            parts.append(repr(marked).encode())
         return b"\0".join(parts)
 
     @property
@@ -122,17 +127,22 @@ def _normalise(
 
 class _Found:
     """The volatile spans of one body, found as it is normalised (ids, uuids, temp directories
-    and ports numbered across the whole body: :data:`cassettes.matching.volatile.NUMBERED`)."""
+    and ports numbered across the whole body: :data:`cassettes.matching.volatile.NUMBERED`), and
+    the user's substitutions applied first (each match a span named after its rule)."""
 
-    __slots__ = ("numbers", "spans", "volatile")
+    __slots__ = ("numbers", "spans", "subs", "volatile")
 
-    def __init__(self, volatile: VolatileSpans) -> None:
+    def __init__(self, volatile: VolatileSpans | None, subs: list[Substitution] | None = None) -> None:
         self.volatile = volatile
+        self.subs = subs or []
         self.spans: list[Span] = []
         self.numbers = Numbering()
 
     def normalise(self, text: str, path: tuple[str | int, ...]) -> str:
-        if path and isinstance(path[-1], str) and "version" in path[-1].lower():
+        if self.subs:
+            text, subbed = substitute(self.subs, text, path)
+            self.spans.extend(subbed)
+        if self.volatile is None or (path and isinstance(path[-1], str) and "version" in path[-1].lower()):
             return text  # a dated version (MCP's protocolVersion "2025-11-25") is what it says
         out, found = self.volatile.normalise(text, self.numbers)
         self.spans.extend(Span(path, d, t) for d, t in found)
@@ -156,11 +166,14 @@ def _without_defaults(body: Any, defaults: tuple[tuple[str, Any], ...]) -> Any:
     return {k: v for k, v in body.items() if k not in at_default} if at_default else body
 
 
-def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: Any = None, volatile: VolatileSpans | None = None) -> RequestKey:
+def request_key(
+    method: str, url: str, headers: Headers, body: bytes, parsed: Any = None, volatile: VolatileSpans | None = None, rules: Rules | None = None
+) -> RequestKey:
     """Normalise one request for matching (``parsed``: the body's JSON when already at hand).
     With ``volatile``, the strings of a JSON body have their volatile spans (dates, ids, temp
     paths …: :mod:`cassettes.matching.volatile`) written as placeholders too, each kept in
-    :attr:`RequestKey.spans`; without, they compare as sent."""
+    :attr:`RequestKey.spans`; without, they compare as sent. With ``rules``, the user's ignored
+    paths, substitutions and volatile tools' results are written out as well (each a span too)."""
     try:
         u = urlsplit(url)
     except ValueError:
@@ -176,10 +189,31 @@ def request_key(method: str, url: str, headers: Headers, body: bytes, parsed: An
         return RequestKey(method.upper(), u.path, query, _opaque_body(headers, body), False, None, {}, u, None, list(headers))
     adapter = providers.detect(method.upper(), u, raw)
     placeholders: dict[str, str] = {}
-    found = _Found(volatile) if volatile is not None else None
-    norm = _normalised_json(raw, u, adapter, placeholders, found)
+    family = adapter.family if adapter is not None else None
+    subs = rules.substitutions(family) if rules else []
+    found = _Found(volatile, subs) if volatile is not None or subs else None
+    compared: Any = raw
+    ruled: list[Span] = []
+    if rules:
+        results = _result_paths(adapter, raw, u) if rules.wants_results() else []
+        compared, ruled = rules.prepare(raw, family, results)
+        if found is None and ruled:
+            found = _Found(None)
+    norm = _normalised_json(compared, u, adapter, placeholders, found)
+    if found is not None:
+        found.spans[:0] = ruled
     spans = tuple(found.spans) if found is not None else ()
     return RequestKey(method.upper(), u.path, query, norm, True, raw, {v: k for k, v in placeholders.items()}, u, adapter, list(headers), spans)
+
+
+def _result_paths(adapter: providers.Provider | None, raw: Any, u: SplitResult) -> list[tuple[tuple[str | int, ...], str | None]]:
+    """Where the body's tool results are (the adapter locates them), for a volatile-tool rule."""
+    if adapter is None:
+        return []
+    try:
+        return adapter.tool_result_paths(raw, u)
+    except Exception:  # a lenient adapter that still chokes: the results are compared as sent
+        return []
 
 
 def _opaque_body(headers: Headers, body: bytes) -> bytes:

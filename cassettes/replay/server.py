@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from cassettes.matching.rules import Rules
 from cassettes.matching.volatile import VolatileSpans
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
 from cassettes.replay.background import BackgroundServer
@@ -191,6 +192,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         retain_bodies: int = RETAIN_BODIES,
         cursor: Router | None = None,
         volatile: bool | VolatileSpans = True,
+        rules: Rules | None = None,
     ) -> None:
         recordings: Sequence[Exchange] | IndexedRecordings
         first = 0  # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading.branch)
@@ -222,7 +224,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         self.host = host
         self.port = port
         self.speed = parse_pace(pace)
-        self.matcher = Matcher(recordings, strict=strict, first_turn=first, volatile=volatile)
+        self.matcher = Matcher(recordings, strict=strict, first_turn=first, volatile=volatile, rules=rules)
         if isinstance(recordings, IndexedRecordings):
             self.problems = recordings.problems  # (known once the file is read)
         #: Faults to inject (``--fault``); ``faults.fired`` lists what was injected.

@@ -1,0 +1,82 @@
+"""Where a project's matching rules live: one file it commits, found from the cassette.
+
+Precedence (docs/testing.md, "Rules"): a ``looptap.toml`` in the cassette's own directory (beside
+the cassettes) is read, and nothing else; without one, the first ``pyproject.toml`` found from the
+cassette's directory upward, else from the working directory upward, and its ``[tool.looptap]``
+table (a ``pyproject.toml`` without the table stops the search too: it is the project's, and the
+project says nothing). The rules given on the command line or in pytest's ini and marker are added
+to the file's (:meth:`~cassettes.matching.rules.Rules.extend`).
+
+A file is untrusted input: read with the standard library's TOML reader, at most :data:`MAX_FILE`
+bytes, the walk upward at most :data:`MAX_UP` directories; what cannot be used is one
+:class:`~cassettes.matching.rules.RuleError` line naming the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cassettes.matching.rules import RuleError, Rules, from_table
+
+__all__ = ["BESIDE", "MAX_FILE", "PYPROJECT", "find_config", "rules_from_config"]
+
+BESIDE = "looptap.toml"
+PYPROJECT = "pyproject.toml"
+MAX_FILE = 1 << 20
+MAX_UP = 64
+
+
+def find_config(cassette: str | Path | None = None, cwd: str | Path | None = None) -> tuple[Path, bool] | None:
+    """The file the rules are read from and whether it is a ``pyproject.toml`` (``False``: a
+    ``looptap.toml``), or ``None``. See the module docstring for the order."""
+    starts: list[Path] = []
+    if cassette is not None:
+        folder = Path(cassette).absolute().parent
+        beside = folder / BESIDE
+        if beside.is_file():
+            return beside, False
+        starts.append(folder)
+    starts.append(Path(cwd) if cwd is not None else Path.cwd())
+    for start in starts:
+        here = start.absolute()
+        for _ in range(MAX_UP):
+            candidate = here / PYPROJECT
+            if candidate.is_file():
+                return candidate, True
+            if here.parent == here:
+                break
+            here = here.parent
+    return None
+
+
+def rules_from_config(cassette: str | Path | None = None, cwd: str | Path | None = None) -> Rules:
+    """The rules of the project's file (:func:`find_config`); none when there is no file or table."""
+    found = find_config(cassette, cwd)
+    if found is None:
+        return Rules()
+    path, is_pyproject = found
+    data = _read(path)
+    if is_pyproject:
+        tool = data.get("tool")
+        table = tool.get("looptap") if isinstance(tool, dict) else None
+        if table is None:
+            return Rules()
+        return from_table(table, f"{path} [tool.looptap]")
+    return from_table(data, str(path))
+
+
+def _read(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE + 1)
+    except OSError as exc:
+        raise RuleError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE:
+        raise RuleError(f"{path}: larger than {MAX_FILE // 1024} KiB; not read as the project's looptap rules")
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise RuleError(f"{path}: not valid TOML: {exc}") from None

@@ -1,0 +1,507 @@
+"""User rules: what a project says legitimately changes between two runs of its agent, beyond
+what the built-in detectors find (:mod:`cassettes.matching.volatile`).
+
+Three kinds, one mechanism:
+
+- **ignore a JSON path** of the request body, with wildcards (``metadata.*``,
+  ``messages[*].content[*].cache_control``), optionally for one API family only
+  (``anthropic:metadata.user_id``): a path that ends in a key ignores the key's value and its
+  presence; one that ends in an index ignores the element's value (the list keeps its length);
+- **substitute by regular expression** (``run-[0-9a-f]{8}`` → ``run-<id>``), applied to every
+  string of both bodies before comparing;
+- **a tool's results are volatile** (by the tool's name): what the tool returned is not compared.
+
+Each rule, applied, is a :class:`~cassettes.matching.volatile.Span` named after it (``rule``),
+so that two requests equal only thanks to it yield a :class:`~cassettes.matching.volatile.Tolerated`
+saying which rule tolerated what — never a silent match, never a rewrite of what is recorded or
+served: the caller compares what :meth:`Rules.prepare` and :meth:`Rules.substitute` give and
+keeps the original.
+
+Rules are untrusted input too (a project's file, a command line): a path or a pattern that
+cannot be used is one :class:`RuleError` line, and a pattern is refused when its matching time
+could explode (a repetition inside a repetition) or when it matches the empty string.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+import orjson
+
+from cassettes.errors import CassetteError
+from cassettes.matching.volatile import IGNORED, PathItem, Span
+
+__all__ = [
+    "ANY_INDEX",
+    "ANY_KEY",
+    "IGNORED",
+    "SUBSTITUTED",
+    "TOOL_RESULT",
+    "IgnorePath",
+    "RuleError",
+    "Rules",
+    "Substitution",
+    "format_rule_path",
+    "parse_ignore",
+    "parse_path",
+    "parse_substitution",
+    "parse_volatile_tool",
+]
+
+#: The detector names of the spans user rules make (a :class:`Tolerated`'s ``detector``; an
+#: ignored value's, :data:`~cassettes.matching.volatile.IGNORED`, is the volatile module's).
+SUBSTITUTED: Final = "substituted"
+TOOL_RESULT: Final = "tool_result"
+
+#: What an ignored list element, and a volatile tool's result, are compared as.
+IGNORED_MARK: Final = "<ignored>"
+TOOL_RESULT_MARK: Final = "<tool result>"
+
+#: Bounds on what a rule may be: a path's length and segments, a pattern's length, rules in all.
+MAX_PATH = 1000
+MAX_SEGMENTS = 64
+MAX_PATTERN = 1000
+MAX_RULES = 500
+#: The longest text a span keeps of an ignored value or a tool result (the rest is summarised).
+MAX_SHOWN = 4096
+#: Matches of one substitution in one string kept as spans (the rest counted in one).
+MAX_MATCHES = 200
+
+
+class RuleError(CassetteError, ValueError):
+    """A rule that cannot be used (a path that does not parse, a pattern that does not compile or
+    could run away, an unknown API family or table key): one line saying which and why."""
+
+
+class _Any:
+    """A wildcard segment of a rule's path: any key (``*``) or any index (``[*]``)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+ANY_KEY: Final = _Any("*")
+ANY_INDEX: Final = _Any("[*]")
+Segment = str | int | _Any
+_T = TypeVar("_T")
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths
+
+_SEGMENT = re.compile(
+    r"""(?P<dot>\.)?(?:
+        (?P<key>\*|[A-Za-z_$@][A-Za-z0-9_$@\-]*)
+      | \[(?P<index>\*|\d{1,9})\]
+      | \[(?P<quoted>"(?:[^"\\]|\\.){0,200}")\]
+    )""",
+    re.X,
+)
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
+def parse_path(text: str) -> tuple[Segment, ...]:
+    """``messages[*].content[*].cache_control`` → ``("messages", ANY_INDEX, "content", ANY_INDEX,
+    "cache_control")``; keys that are not identifiers are written ``["a b"]`` (JSON strings), a
+    leading ``$.`` is allowed. Raises :class:`RuleError`."""
+    src = text.strip()
+    if src.startswith("$"):
+        src = src[1:].lstrip(".")
+    if not src:
+        raise RuleError(f"ignore path {text[:80]!r}: empty (write a path such as metadata.user_id or messages[*].content[*].cache_control)")
+    if len(src) > MAX_PATH:
+        raise RuleError(f"ignore path {text[:80]!r}…: longer than {MAX_PATH} characters")
+    out: list[Segment] = []
+    at = 0
+    while at < len(src):
+        m = _SEGMENT.match(src, at)
+        dotted = m is not None and m.group("dot") is not None
+        if m is None or (dotted != bool(out) and m.group("key") is not None) or (dotted and m.group("key") is None) or m.end() == at:
+            raise RuleError(f"ignore path {text[:80]!r}: cannot read it at character {at + 1} ({src[at:at + 20]!r}); write keys as a.b, indexes as [0] or [*], other keys as [\"a b\"]")
+        if m.group("key") is not None:
+            out.append(ANY_KEY if m.group("key") == "*" else m.group("key"))
+        elif m.group("index") is not None:
+            out.append(ANY_INDEX if m.group("index") == "*" else int(m.group("index")))
+        else:
+            out.append(orjson.loads(m.group("quoted")))
+        at = m.end()
+    if len(out) > MAX_SEGMENTS:
+        raise RuleError(f"ignore path {text[:80]!r}: more than {MAX_SEGMENTS} segments")
+    return tuple(out)
+
+
+def format_rule_path(path: Sequence[Segment]) -> str:
+    """A path as :func:`parse_path` reads it (``messages[*].content``)."""
+    out = ""
+    for p in path:
+        if isinstance(p, _Any):
+            out += p.text if p is ANY_INDEX else ("." if out else "") + "*"
+        elif isinstance(p, int):
+            out += f"[{p}]"
+        elif _IDENT.match(p):
+            out += f".{p}" if out else p
+        else:
+            out += "[" + orjson.dumps(p).decode() + "]"
+    return out
+
+
+def _fits(pattern: Sequence[Segment], path: Sequence[PathItem]) -> bool:
+    """Whether a concrete body path is one the pattern names."""
+    if len(pattern) != len(path):
+        return False
+    for want, got in zip(pattern, path, strict=True):
+        if want is ANY_KEY:
+            if not isinstance(got, str):
+                return False
+        elif want is ANY_INDEX:
+            if not isinstance(got, int):
+                return False
+        elif want != got or type(want) is not type(got):
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# The rules
+
+
+@dataclass(frozen=True)
+class IgnorePath:
+    """Ignore the value at ``path`` (and, when it ends in a key, its presence)."""
+
+    path: tuple[Segment, ...]
+    #: Only in requests of this API family (``None``: every family).
+    family: str | None = None
+
+    @property
+    def text(self) -> str:
+        return f"ignore {self.family + ':' if self.family else ''}{format_rule_path(self.path)}"
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """Write every match of ``pattern`` in a string as ``replacement`` (both sides)."""
+
+    pattern: re.Pattern[str]
+    replacement: str
+    family: str | None = None
+
+    @property
+    def text(self) -> str:
+        return f"substitute {self.family + ':' if self.family else ''}{self.pattern.pattern}={self.replacement}"
+
+
+def parse_ignore(spec: str, family: str | None = None) -> IgnorePath:
+    """``PATH`` or ``FAMILY:PATH`` (``anthropic:metadata.user_id``)."""
+    head, colon, rest = spec.partition(":")
+    if colon and family is None and re.fullmatch(r"[a-z][a-z0-9_]*", head.strip()) and not rest.startswith(("[", ".")):
+        family, spec = head.strip(), rest
+    return IgnorePath(parse_path(spec), family)
+
+
+def parse_substitution(spec: str, replacement: str | None = None, family: str | None = None) -> Substitution:
+    """``REGEX=REPLACEMENT`` (split at the last ``=``: a pattern may hold look-arounds such as
+    ``(?<=id=)``; a replacement with ``=`` in it is written in the table form), or the pattern and
+    its replacement given apart. Refused: a pattern that does not compile, that is longer than
+    :data:`MAX_PATTERN`, that matches the empty string, or that nests an unbounded repetition
+    inside another (``(a+)+``: catastrophic backtracking); a replacement naming a group the
+    pattern lacks."""
+    if replacement is None:
+        pattern, eq, replacement = spec.rpartition("=")
+        if not eq:
+            raise RuleError(f"substitute {spec[:80]!r}: write REGEX=REPLACEMENT (the replacement follows the last '=')")
+    else:
+        pattern = spec
+    shown = pattern[:80]
+    if not pattern:
+        raise RuleError(f"substitute {spec[:80]!r}: the pattern is empty")
+    if len(pattern) > MAX_PATTERN:
+        raise RuleError(f"substitute {shown!r}…: the pattern is longer than {MAX_PATTERN} characters")
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise RuleError(f"substitute {shown!r}: not a regular expression: {exc}") from None
+    if rx.search("") is not None or _min_width(pattern) == 0:
+        raise RuleError(f"substitute {shown!r}: the pattern matches the empty string (it would rewrite every position of every string)")
+    if _runaway(pattern):
+        raise RuleError(f"substitute {shown!r}: the pattern repeats a repetition (as in (a+)+): its matching time can explode on a long string; write one repetition")
+    try:
+        rx.sub(replacement, "")
+    except (re.error, IndexError) as exc:
+        raise RuleError(f"substitute {shown!r}: the replacement {replacement[:40]!r} cannot be used: {exc}") from None
+    return Substitution(rx, replacement, family)
+
+
+def _runaway(pattern: str) -> bool:
+    """Whether an unbounded repetition sits inside another repetition (``(a+)+``, ``(a|aa)*``
+    with a ``*`` inside, ``(.*x)*``): the shape whose backtracking is exponential. Read with the
+    standard library's own parser (``re._parser``: private, used here only; the rules' tests
+    fail the day it moves)."""
+    import re._parser as parser  # type: ignore[import-not-found]
+
+    return _nested(parser.parse(pattern), False)
+
+
+def _min_width(pattern: str) -> int:
+    """The fewest characters a match of ``pattern`` spans (0: it can match nothing, as ``(?=a)``)."""
+    import re._parser as parser  # type: ignore[import-not-found]
+
+    lo: int = parser.parse(pattern).getwidth()[0]
+    return lo
+
+
+def _nested(items: Iterable[Any], inside: bool) -> bool:
+    import re._constants as c  # type: ignore[import-not-found]
+
+    for op, av in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)):
+            _lo, hi, sub = av
+            unbounded = hi == c.MAXREPEAT or hi > 1000
+            if inside and unbounded:
+                return True
+            if _nested(sub, inside or hi > 1):
+                return True
+        elif op == c.SUBPATTERN:
+            if _nested(av[-1], inside):
+                return True
+        elif op == c.BRANCH:
+            if any(_nested(alt, inside) for alt in av[1]):
+                return True
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            if _nested(av[1], inside):
+                return True
+        elif op == getattr(c, "ATOMIC_GROUP", None):
+            if _nested(av, inside):
+                return True
+    return False
+
+
+def parse_volatile_tool(name: str) -> str:
+    n = name.strip()
+    if not n or len(n) > 200 or any(ch.isspace() for ch in n):
+        raise RuleError(f"volatile tool {name[:80]!r}: a tool's name, as the agent declares it (no spaces)")
+    return n
+
+
+@dataclass
+class Rules:
+    """The user rules of one replay, pytest test or fork (see the module docstring)."""
+
+    ignore: list[IgnorePath] = field(default_factory=list)
+    substitute: list[Substitution] = field(default_factory=list)
+    volatile_tools: list[str] = field(default_factory=list)
+    #: Where the rules were read (``pyproject.toml [tool.looptap]``, ``--ignore`` …), for messages.
+    sources: list[str] = field(default_factory=list)
+    #: The table's ``volatile`` (the built-in detectors on or off), when it says.
+    volatile: bool | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.ignore or self.substitute or self.volatile_tools)
+
+    def extend(self, other: Rules) -> Rules:
+        """These rules and ``other``'s (each once); the other's ``volatile``, when it says."""
+        out = Rules(list(self.ignore), list(self.substitute), list(self.volatile_tools), [*self.sources, *other.sources], self.volatile)
+        for r in other.ignore:
+            if r not in out.ignore:
+                out.ignore.append(r)
+        for s in other.substitute:
+            if all(s.text != t.text for t in out.substitute):
+                out.substitute.append(s)
+        for n in other.volatile_tools:
+            if n not in out.volatile_tools:
+                out.volatile_tools.append(n)
+        if other.volatile is not None:
+            out.volatile = other.volatile
+        if len(out.ignore) + len(out.substitute) + len(out.volatile_tools) > MAX_RULES:
+            raise RuleError(f"more than {MAX_RULES} rules")
+        return out
+
+    def check_families(self, known: Collection[str]) -> None:
+        """Refuse a rule scoped to a family no adapter speaks (a typo would make it apply nowhere)."""
+        for r in self.scoped():
+            if r.family not in known:
+                raise RuleError(f"{r.text[:100]}: unknown API family {r.family!r} (one of: {', '.join(sorted(known))})")
+
+    def scoped(self) -> list[IgnorePath | Substitution]:
+        """The rules scoped to one API family."""
+        out: list[IgnorePath | Substitution] = [r for r in self.ignore if r.family is not None]
+        return out + [s for s in self.substitute if s.family is not None]
+
+    def texts(self) -> list[str]:
+        return [r.text for r in self.ignore] + [s.text for s in self.substitute] + [f"volatile tool {n}" for n in self.volatile_tools]
+
+    # -- applying ----------------------------------------------------------------------------
+    def wants_results(self) -> bool:
+        """Whether :meth:`prepare` needs the body's tool results located (a tool rule is set)."""
+        return bool(self.volatile_tools)
+
+    def prepare(self, body: Any, family: str | None, results: Sequence[tuple[tuple[PathItem, ...], str | None]] = ()) -> tuple[Any, list[Span]]:
+        """The body as compared: the results of volatile tools (``results``: each result's content
+        path and tool name, as the family's adapter locates them) and the ignored paths written
+        out; and a span for each, with the value it stood for. ``body`` itself is not changed."""
+        spans: list[Span] = []
+        tools = set(self.volatile_tools)
+        for path, name in results:
+            if name in tools:
+                body = _replace_at(body, path, 0, spans, f"volatile tool {name}")
+        for rule in self.ignore:
+            if rule.family is None or rule.family == family:
+                body = _drop(body, rule, 0, (), spans)
+        return body, spans
+
+    def substitutions(self, family: str | None) -> list[Substitution]:
+        return [s for s in self.substitute if s.family is None or s.family == family]
+
+
+def substitute(subs: Sequence[Substitution], text: str, path: tuple[PathItem, ...]) -> tuple[str, list[Span]]:
+    """``text`` with every substitution applied in turn, and a span per match (the text it
+    replaced): at most :data:`MAX_MATCHES` per rule and string, then one span counting the rest
+    (a pattern that matches every word of a long text keeps a bounded record, the same on both sides)."""
+    spans: list[Span] = []
+    for s in subs:
+        found = [m.group(0) for m in s.pattern.finditer(text)]
+        if found:
+            text = s.pattern.sub(s.replacement, text)
+            spans.extend(Span(path, SUBSTITUTED, f, s.text) for f in found[:MAX_MATCHES])
+            if len(found) > MAX_MATCHES:
+                spans.append(Span(path, SUBSTITUTED, f"(and {len(found) - MAX_MATCHES:,} more matches)", s.text))
+    return text, spans
+
+
+def _shown(value: Any) -> str:
+    """An ignored value as a span keeps it: its text, bounded (equal values give equal texts)."""
+    text = value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    if len(text) <= MAX_SHOWN:
+        return text
+    import hashlib
+
+    return f"{text[:MAX_SHOWN]}… [{len(text):,} characters, sha256 {hashlib.sha256(text.encode()).hexdigest()[:16]}]"
+
+
+def _replace_at(body: Any, path: tuple[PathItem, ...], i: int, spans: list[Span], rule: str) -> Any:
+    """``body`` with the value at ``path`` written :data:`TOOL_RESULT_MARK` (copied along the path)."""
+    if i == len(path):
+        spans.append(Span(path, TOOL_RESULT, _shown(body), rule))
+        return TOOL_RESULT_MARK
+    step = path[i]
+    if isinstance(body, dict) and isinstance(step, str) and step in body:
+        return {**body, step: _replace_at(body[step], path, i + 1, spans, rule)}
+    if isinstance(body, list) and isinstance(step, int) and 0 <= step < len(body):
+        out = list(body)
+        out[step] = _replace_at(body[step], path, i + 1, spans, rule)
+        return out
+    return body
+
+
+def _drop(value: Any, rule: IgnorePath, i: int, at: tuple[PathItem, ...], spans: list[Span]) -> Any:
+    """``value`` (at body path ``at``) without what ``rule.path[i:]`` names; unchanged parts shared."""
+    seg = rule.path[i]
+    last = i == len(rule.path) - 1
+    if isinstance(value, dict) and (seg is ANY_KEY or isinstance(seg, str)):
+        keys: list[str] = list(value) if seg is ANY_KEY else ([seg] if isinstance(seg, str) and seg in value else [])
+        if not keys:
+            return value
+        out = dict(value)
+        for k in keys:
+            if last:
+                spans.append(Span((*at, k), IGNORED, _shown(value[k]), rule.text))
+                del out[k]
+            else:
+                out[k] = _drop(value[k], rule, i + 1, (*at, k), spans)
+        return out
+    if isinstance(value, list) and (seg is ANY_INDEX or isinstance(seg, int)):
+        idx = range(len(value)) if seg is ANY_INDEX else ([seg] if isinstance(seg, int) and seg < len(value) else [])
+        if not idx:
+            return value
+        lst = list(value)
+        for j in idx:
+            if last:
+                spans.append(Span((*at, j), IGNORED, _shown(value[j]), rule.text))
+                lst[j] = IGNORED_MARK
+            else:
+                lst[j] = _drop(value[j], rule, i + 1, (*at, j), spans)
+        return lst
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading rules from a table (pyproject.toml's [tool.looptap], looptap.toml) and flags
+
+_TABLE_KEYS = ("ignore", "substitute", "volatile_tools", "volatile")
+
+
+def from_table(table: Mapping[str, Any], where: str) -> Rules:
+    """The rules a ``[tool.looptap]`` table (or a ``looptap.toml``) gives. Keys: ``ignore`` (paths,
+    each a string ``PATH`` / ``FAMILY:PATH`` or a table ``{path, family}``), ``substitute`` (each
+    ``"REGEX=REPLACEMENT"`` or ``{pattern, replacement, family}``), ``volatile_tools`` (names),
+    ``volatile`` (the built-in detectors, true by default). Anything else is refused."""
+    if not isinstance(table, Mapping):
+        raise RuleError(f"{where}: [tool.looptap] must be a table")
+    for k in table:
+        if k not in _TABLE_KEYS:
+            raise RuleError(f"{where}: unknown key {str(k)[:40]!r} in the looptap table (known: {', '.join(_TABLE_KEYS)})")
+    rules = Rules(sources=[where])
+    for item in _list(table, "ignore", where):
+        if isinstance(item, str):
+            rules.ignore.append(_at(where, parse_ignore, item))
+        elif isinstance(item, Mapping) and isinstance(item.get("path"), str) and set(item) <= {"path", "family"}:
+            fam = item.get("family")
+            if fam is not None and not isinstance(fam, str):
+                raise RuleError(f"{where}: ignore: family must be a string")
+            rules.ignore.append(_at(where, parse_ignore, item["path"], fam))
+        else:
+            raise RuleError(f"{where}: ignore: each entry is a path (\"metadata.*\") or {{path = \"…\", family = \"…\"}}")
+    for item in _list(table, "substitute", where):
+        if isinstance(item, str):
+            rules.substitute.append(_at(where, parse_substitution, item))
+        elif isinstance(item, Mapping) and isinstance(item.get("pattern"), str) and isinstance(item.get("replacement"), str) and set(item) <= {"pattern", "replacement", "family"}:
+            fam = item.get("family")
+            if fam is not None and not isinstance(fam, str):
+                raise RuleError(f"{where}: substitute: family must be a string")
+            rules.substitute.append(_at(where, parse_substitution, item["pattern"], item["replacement"], fam))
+        else:
+            raise RuleError(f"{where}: substitute: each entry is \"REGEX=REPLACEMENT\" or {{pattern = \"…\", replacement = \"…\"}}")
+    for item in _list(table, "volatile_tools", where):
+        if not isinstance(item, str):
+            raise RuleError(f"{where}: volatile_tools: each entry is a tool's name")
+        rules.volatile_tools.append(_at(where, parse_volatile_tool, item))
+    if "volatile" in table:
+        if not isinstance(table["volatile"], bool):
+            raise RuleError(f"{where}: volatile must be true or false")
+        rules.volatile = table["volatile"]
+    return Rules().extend(rules)
+
+
+def _list(table: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    v = table.get(key, [])
+    if not isinstance(v, list):
+        raise RuleError(f"{where}: {key} must be a list")
+    if len(v) > MAX_RULES:
+        raise RuleError(f"{where}: {key}: more than {MAX_RULES} entries")
+    return v
+
+
+def _at(where: str, make: Callable[..., _T], *args: Any) -> _T:
+    try:
+        return make(*args)
+    except RuleError as exc:
+        raise RuleError(f"{where}: {exc}") from None
+
+
+def from_flags(ignore: Iterable[str] = (), substitute: Iterable[str] = (), volatile_tools: Iterable[str] = (), where: str = "the command line") -> Rules:
+    """The rules given as flags (``--ignore PATH``, ``--substitute REGEX=REPLACEMENT``,
+    ``--volatile-tool NAME``) or as pytest ini lines and marker arguments."""
+    rules = Rules(
+        [parse_ignore(s) for s in ignore], [parse_substitution(s) for s in substitute], [parse_volatile_tool(n) for n in volatile_tools]
+    )
+    if rules:
+        rules.sources.append(where)
+    return Rules().extend(rules)
