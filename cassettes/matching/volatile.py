@@ -183,7 +183,8 @@ class VolatileSpans:
     def _regex(self) -> re.Pattern[str]:
         places = [(f"cwd__{i}", p) for i, p in enumerate(self.cwds)] + [(f"home__{i}", p) for i, p in enumerate(self.homes)]
         places.sort(key=lambda np: -len(np[1]))  # the longest first: a cwd inside the home wins
-        alts = [(name, "s", rf"(?<![\w.~-]){re.escape(p)}(?![\w.-])") for name, p in places]
+        # (a full stop after it ends a sentence: ``Working directory: /home/me/proj.``)
+        alts = [(name, "s", rf"(?<![\w.~-]){re.escape(p)}(?![\w-]|\.[\w.-])") for name, p in places]
         alts += [("tmp__path", "s", _TMP), *_PATTERNS]
         # Every detector wants something other than a letter or digit before its span (its own
         # look-behind says what): that character is matched first, outside the alternatives, so
