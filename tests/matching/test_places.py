@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
+from cassettes.matching import VolatileSpans
 from cassettes.matching.places import MAX_PATH, here, path_value, recorded, volatile_for
 from cassettes.replay.fork import branch_meta, parse_from
 from cassettes.replay.server import ReplayServer
@@ -129,3 +130,13 @@ def test_a_cwd_that_ends_a_sentence_is_the_cwd() -> None:
     v = volatile_for({"meta": {"cwd": ALICE}})
     assert v.normalise(f"Working directory: {ALICE}. Read {ALICE}/a.py.")[0] == "Working directory: <cwd>. Read <cwd>/a.py."
     assert v.normalise(f"Clone {ALICE}.git and {ALICE}.d/x, {ALICE}-old")[0] == f"Clone {ALICE}.git and {ALICE}.d/x, {ALICE}-old"
+
+
+def test_the_cwd_as_a_folder_name_is_the_cwd() -> None:
+    """Claude Code's memory folder is named after the cwd (``~/.claude/projects/-home-alice-work-proj/``):
+    another checkout's is the same ``<cwd>``; a longer name is another folder."""
+    mine = VolatileSpans(cwd="/srv/bob/co_2", home="/srv/bob", recorded_cwd=[ALICE], recorded_home=["/home/alice"])
+    recorded = "memory at `/home/alice/.claude/projects/-home-alice-work-proj/memory/`."
+    live = "memory at `/srv/bob/.claude/projects/-srv-bob-co-2/memory/`."
+    assert mine.normalise(recorded)[0] == mine.normalise(live)[0] == "memory at `<home>/.claude/projects/<cwd>/memory/`."
+    assert mine.normalise("see -home-alice-work-proj-old/ and x-home-alice-work-proj")[1] == ()
