@@ -213,7 +213,8 @@ class VolatileSpans:
                 parts.append(f"(?P<{n}>{rx})")
             if tokens:
                 parts.append(_TOKEN_GATE + "(?:" + "|".join(tokens) + ")")
-            groups.append(f"(?={ahead})(?:" + "|".join(parts) + ")")
+            if parts:  # (no cwd known: nothing starts with a ``-``, and an empty group would match anywhere)
+                groups.append(f"(?={ahead})(?:" + "|".join(parts) + ")")
         return re.compile("[^A-Za-z0-9](?:" + "|".join(groups) + ")")
 
     def normalise(self, text: str, numbers: Numbering | None = None) -> tuple[str, tuple[tuple[str, str], ...]]:

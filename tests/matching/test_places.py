@@ -140,3 +140,11 @@ def test_the_cwd_as_a_folder_name_is_the_cwd() -> None:
     live = "memory at `/srv/bob/.claude/projects/-srv-bob-co-2/memory/`."
     assert mine.normalise(recorded)[0] == mine.normalise(live)[0] == "memory at `<home>/.claude/projects/<cwd>/memory/`."
     assert mine.normalise("see -home-alice-work-proj-old/ and x-home-alice-work-proj")[1] == ()
+
+
+def test_without_a_cwd_or_home_the_detectors_still_run() -> None:
+    """A process whose cwd is a temp directory (pytest's ``tmp_path``) and whose home is ``/root``
+    knows no place: the other detectors work as ever (a ``-`` starts no span)."""
+    v = VolatileSpans(cwd="/tmp/tmpabcdefgh", home="/root")
+    assert (v.cwds, v.homes) == ([], [])
+    assert v.normalise("a -b 2026-11-25 in /tmp/tmpabcdefgh/x -c")[0] == "a -b <date> in <tmp>/x -c"
