@@ -122,12 +122,15 @@ def _fork_agent(agent: str, tmp: Path, command: Any, env_of: Any, route: Any) ->
         rec = _looptap(["run", "-o", str(run), "--confdir", str(confdir), *_upstreams(fake1.url), "--", *command(a)], repo_a, env_of(a))
         assert rec.returncode == 0, explain(rec) + "\n--- scripted\n" + "\n".join(x.line() for x in fake1.log)
         recorded = len(fake1.log)
-        today = dt.date.today().isoformat()
+        # the date the agent sent (read from its request, not the clock: a run across midnight stays right)
+        m = re.search(r"(?:Today's date is |<current_date>)(\d{4}-\d{2}-\d{2})", json.dumps(fake1.log[0].request.body))
+        assert m, f"{agent}'s first request carries no date"
+        today = m.group(1)
         if agent == "codex":  # its static binary ignores libfaketime: the recording is made yesterday's (module docstring)
-            yesterday = (dt.date.today() - dt.timedelta(days=1)).isoformat()
+            yesterday = (dt.date.fromisoformat(today) - dt.timedelta(days=1)).isoformat()
             raw = run.read_bytes()
             tag = f"<current_date>{today}</current_date>".encode()
-            assert tag in raw, "Codex's request carries no <current_date> (the date shift has nothing to move)"
+            assert tag in raw, "the cassette does not hold Codex's <current_date> as sent"
             run.write_bytes(raw.replace(tag, f"<current_date>{yesterday}</current_date>".encode()))
             today = yesterday
         shutil.copytree(repo_a, b / "repo")  # checkout B: the same files, another path
@@ -214,13 +217,14 @@ def test_claude_code_forked_next_day_in_another_checkout(claude: Fork) -> None:
     result = outputs(claude.proc)[-1]  # the agent finished, on the live model's answer
     assert (result["subtype"], result["is_error"], result["result"]) == ("success", False, "FORKED: read 2 files"), result
     assert f"Today's date is {claude.recorded_date}." in json.dumps(claude.origin_log[0].request.body)
-    tomorrow = (dt.date.fromisoformat(claude.recorded_date) + dt.timedelta(days=1)).isoformat()
-    assert f"Today's date is {tomorrow}" in json.dumps(claude.live_log[0].request.body), "faketime did not move Claude Code's clock"
+    sent = re.search(r"Today's date is (\d{4}-\d{2}-\d{2})", json.dumps(claude.live_log[0].request.body))
+    assert sent and dt.date.fromisoformat(sent.group(1)) > dt.date.fromisoformat(claude.recorded_date), "libfaketime did not move Claude Code's clock"
     assert f"Primary working directory: {claude.b}" in json.dumps(claude.live_log[0].request.body)
 
 
 def test_codex_forked_next_day_in_another_checkout(codex: Fork) -> None:
     _check_fork(codex)
     live = json.dumps(codex.live_log[0].request.body)
-    assert f"<cwd>{codex.b}</cwd>" in live and f"<current_date>{dt.date.today().isoformat()}</current_date>" in live
+    sent = re.search(r"<current_date>(\S+)</current_date>", live)
+    assert f"<cwd>{codex.b}</cwd>" in live and sent and dt.date.fromisoformat(sent.group(1)) > dt.date.fromisoformat(codex.recorded_date)
     assert f"<current_date>{codex.recorded_date}</current_date>" in codex.run.read_text()
