@@ -88,7 +88,7 @@ _TOKEN = r"[A-Za-z0-9]"
 _SECRET_KINDS = r"(?!(?:sk|pk|rk|ghp|gho|ghu|ghs|ghr|github_pat|glpat|xox[abpr]|hf|AKIA|ASIA)[_-])"
 
 #: The groups of a first character (below), each with the look-ahead that admits it.
-_FIRST = {"d": r"\d", "u": "[A-Z]", "l": "[a-z]", "s": "/", "b": r"\["}
+_FIRST = {"d": r"\d", "u": "[A-Z]", "l": "[a-z]", "s": "/", "b": r"\[", "m": "-"}
 
 _TOKEN_GATE = r"(?=[A-Za-z]{0,64}+[\d_-])"
 #: Cheap look-aheads that every epoch and duration match passes (a key then ``:`` or ``=``; a
@@ -186,8 +186,12 @@ class VolatileSpans:
     @cached_property
     def _regex(self) -> re.Pattern[str]:
         places = [(f"cwd__{i}", p) for i, p in enumerate(self.cwds)] + [(f"home__{i}", p) for i, p in enumerate(self.homes)]
+        # The cwd as a folder name too, every character but letters and digits a ``-`` (Claude
+        # Code keeps a project's memory in ``~/.claude/projects/-home-me-proj/``).
+        places += [(f"cwd__slug{i}", slug(p)) for i, p in enumerate(self.cwds)]
         places.sort(key=lambda np: -len(np[1]))  # the longest first: a cwd inside the home wins
-        alts = [(name, "s", rf"(?<![\w.~-]){re.escape(p)}(?![\w.-])") for name, p in places]
+        # (a full stop after it ends a sentence: ``Working directory: /home/me/proj.``)
+        alts = [(name, "m" if p.startswith("-") else "s", rf"(?<![\w.~-]){re.escape(p)}(?![\w-]|\.[\w.-])") for name, p in places]
         alts += [("tmp__path", "s", _TMP), *_PATTERNS]
         # Every detector wants something other than a letter or digit before its span (its own
         # look-behind says what): that character is matched first, outside the alternatives, so
@@ -213,7 +217,8 @@ class VolatileSpans:
                 parts.append(f"(?P<{n}>{rx})")
             if tokens:
                 parts.append(_TOKEN_GATE + "(?:" + "|".join(tokens) + ")")
-            groups.append(f"(?={ahead})(?:" + "|".join(parts) + ")")
+            if parts:  # (no cwd known: nothing starts with a ``-``, and an empty group would match anywhere)
+                groups.append(f"(?={ahead})(?:" + "|".join(parts) + ")")
         return re.compile("[^A-Za-z0-9](?:" + "|".join(groups) + ")")
 
     def normalise(self, text: str, numbers: Numbering | None = None) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -328,6 +333,11 @@ def _places(paths: Sequence[str | None]) -> list[str]:
             continue
         out.append(p)
     return out
+
+
+def slug(path: str) -> str:
+    """``path`` as a folder name: every character but an ASCII letter or digit a ``-``."""
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
 
 
 def _random(name: str, token: str) -> bool:

@@ -107,7 +107,10 @@ def branch_meta(
     cursor.bind(matcher, str(source.run))
     at = set(cursor.starts.values())
     turns = {r.conversation: r.turn for r in matcher.recorded if r.seq in at}  # the origin's turn at the cursor
-    return {"source": "looptap run --from", ORIGIN: origin_meta(source, model, cursor.starts, edits, turns, branch)}
+    from cassettes.matching.places import here
+
+    # the branch's own cwd and home (its agent is this process's child), as a recording's header has them
+    return {"source": "looptap run --from", **here(), ORIGIN: origin_meta(source, model, cursor.starts, edits, turns, branch)}
 
 
 def write_branch_header(path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None) -> None:

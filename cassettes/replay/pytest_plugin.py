@@ -226,9 +226,11 @@ class LooptapSession:
         end = rec.mark()
         mine = rec.between(self.start_mark, end)
         if mine:
+            from cassettes.matching.places import here
             from cassettes.recording.pipeline import CassetteWriter
 
-            with CassetteWriter(self.recording) as w:
+            # the agent runs in this process: its cwd and home are the run's (a replay elsewhere tolerates them)
+            with CassetteWriter(self.recording, meta=here()) as w:
                 for ex in mine:
                     w.append(ex)
 

@@ -110,6 +110,24 @@ def _size(path: str | Path) -> int:
         return IN_MEMORY_BELOW  # let the index reader say what is wrong with it
 
 
+def _recorded_places(path: str | Path) -> VolatileSpans:
+    """The volatile detectors for replaying the looptap cassette at ``path`` here: this process's
+    cwd and home and those its header says the run was recorded in (cassettes.matching.places).
+    Only the first line is read (at most 1 MiB); a header that cannot be read adds nothing (the
+    readers that follow say what is wrong with the file)."""
+    from cassettes.errors import CassetteError
+    from cassettes.matching.places import volatile_for
+    from cassettes.storage.store import open_regular, read_header
+
+    try:
+        with open_regular(path) as f:
+            first = f.readline(1 << 20)
+        header = read_header(path, first.rstrip(b"\r\n"))[0]
+    except (CassetteError, OSError, ValueError):
+        header = None
+    return volatile_for(header)
+
+
 def parse_pace(value: str | float) -> float:
     """``instant`` → 0, ``recorded`` → 1, ``x2``/``2x``/``2`` → 2 (times faster than recorded)."""
     if isinstance(value, (int, float)):
@@ -204,7 +222,10 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             from cassettes.reading.run import detect, open_run
 
             self.source = str(cassette)
-            if detect(cassette) == "looptap" and _size(cassette) >= IN_MEMORY_BELOW:
+            looptap = detect(cassette) == "looptap"
+            if looptap and volatile is True:
+                volatile = _recorded_places(cassette)
+            if looptap and _size(cassette) >= IN_MEMORY_BELOW:
                 recordings = IndexedRecordings(cassette)
             else:
                 from cassettes.reading.branch import first_turn, origin_in
