@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Located", "Relation", "branch_line", "changed_line", "file_digest", "first_turn", "locate", "origin_fields", "origin_in", "origin_of", "relate"]
+__all__ = ["Located", "Relation", "branch_line", "changed_line", "file_digest", "first_turn", "fork_notes", "locate", "origin_fields", "origin_in", "origin_of", "relate", "with_notes"]
 
 
 def file_digest(path: str | Path) -> str | None:
@@ -242,3 +242,64 @@ def origin_of(path: str | Path) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or doc.get("type") != "header":
         return None
     return origin_in(doc)
+
+
+#: Bytes at the end of a branch read for the fork's note record (written last, after the recorder stopped).
+NOTES_TAIL = 16 << 20
+
+
+def fork_notes(path: str | Path) -> dict[str, Any]:
+    """What a fork appended to its branch after the run (``looptap run --from``: a ``note`` record,
+    :meth:`cassettes.replay.fork.ForkReplay.finish`): ``tolerated``, per recorded turn of the
+    prefix, what was tolerated there (:mod:`cassettes.replay.tolerated`), and ``starts``, for an
+    ``@divergence`` fork, where each conversation went live (conversation → [seq, turn]). Empty
+    when the branch has none. Only the file's last :data:`NOTES_TAIL` bytes are read."""
+    import stat
+
+    import orjson
+
+    from cassettes import bounds
+    from cassettes.replay.tolerated import read_entries
+
+    out: dict[str, Any] = {"tolerated": [], "starts": {}}
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return out
+            f.seek(max(0, st.st_size - NOTES_TAIL))
+            tail = f.read(NOTES_TAIL)
+    except OSError:
+        return out
+    for line in tail.splitlines():
+        if not line.startswith(b'{"type":"note"'):
+            continue
+        try:
+            doc = bounds.loads(line)
+        except (ValueError, orjson.JSONDecodeError):
+            continue
+        if not isinstance(doc, dict) or doc.get("note") != "fork":
+            continue
+        out["tolerated"] += read_entries(doc.get("tolerated"))
+        starts = doc.get("starts")
+        if isinstance(starts, dict):
+            out["starts"].update({str(k): v for k, v in starts.items() if isinstance(v, list) and len(v) == 2})
+    return out
+
+
+def with_notes(path: str | Path, origin: dict[str, Any]) -> dict[str, Any]:
+    """``origin`` (a branch's ``meta.origin``) with what the fork noted after the run: where each
+    conversation of an ``@divergence`` fork went live (``starts``, ``turns``, ``turn``, ``seq``:
+    not known when the header was written), and ``tolerated``."""
+    notes = fork_notes(path)
+    out = dict(origin, tolerated=notes["tolerated"])
+    starts = {c: v for c, v in notes["starts"].items() if isinstance(v[0], int)}
+    if starts and not origin.get("starts"):
+        out["starts"] = {c: v[0] for c, v in starts.items()}
+        out["turns"] = {c: v[1] for c, v in starts.items()}
+        out["seq"] = min(v[0] for v in starts.values())
+        turns = [v[1] for v in starts.values() if isinstance(v[1], int)]
+        if turns:
+            out["turn"] = min(turns)
+    return out

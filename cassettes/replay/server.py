@@ -313,8 +313,12 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
                 shown += 1
                 out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
         if self.matcher.tolerated:
+            from cassettes.replay.tolerated import report_lines, turn_entries
+            from cassettes.untrusted import clean_line
+
             n = len(self.matcher.tolerated)
-            out.append(f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that differed only in volatile spans (dates, ids, paths …: listed in the served exchanges' notes)")
+            out.append(f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that differed only in what was tolerated (also in the served exchanges' notes):")
+            out += [clean_line(line) for line in report_lines(turn_entries(self.matcher), "    ")]
         for m in self.matcher.misses:
             out.append(f"  unmatched: {m.method} {clip(m.target)}: {clip(m.reason)}")
         for e in self.internal_errors[:20]:
