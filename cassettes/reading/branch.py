@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Located", "Relation", "branch_line", "changed_line", "file_digest", "first_turn", "fork_notes", "locate", "origin_fields", "origin_in", "origin_of", "relate", "with_notes"]
+__all__ = ["Located", "Relation", "branch_line", "branch_origin", "changed_line", "file_digest", "first_turn", "fork_notes", "locate", "origin_fields", "origin_in", "origin_of", "relate", "tolerated_by_conversation", "with_notes"]
 
 
 def file_digest(path: str | Path) -> str | None:
@@ -303,3 +303,26 @@ def with_notes(path: str | Path, origin: dict[str, Any]) -> dict[str, Any]:
         if turns:
             out["turn"] = min(turns)
     return out
+
+
+def tolerated_by_conversation(notes: list[dict[str, Any]], conversations: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The prefix's tolerated differences (:func:`fork_notes`' ``tolerated``, by the origin's
+    conversation) for each conversation of the branch that continues one: the origin's
+    conversation of the same id, or, when each has one conversation, that one."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for t in notes:
+        by.setdefault(str(t.get("conversation")), []).append(t)
+    if len(by) == 1 and len(conversations) == 1:
+        return {conversations[0]: next(iter(by.values()))}
+    return {c: by[c] for c in conversations if c in by}
+
+
+def branch_origin(header: dict[str, Any] | None, path: str | Path | None = None) -> dict[str, Any] | None:
+    """:func:`origin_in`, and for an ``@divergence`` fork's branch at ``path`` what its fork noted
+    after the run (where each conversation went live: :func:`with_notes`), so its turns keep the
+    origin's numbers as every branch's do."""
+    origin = origin_in(header)
+    cursor = origin.get("cursor") if origin is not None else None
+    if origin is None or path is None or not isinstance(cursor, dict) or not cursor.get("divergence"):
+        return origin
+    return with_notes(path, origin)

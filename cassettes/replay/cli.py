@@ -235,6 +235,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             _err(f"warning: {path}: {p}")
     if args.json:
         doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "notes": notes, "divergences": [d.as_json() for d in divs]}
+        if getattr(divs, "tolerated", None):  # a branch beside its origin: what its prefix mode tolerated
+            doc["tolerated"] = divs.tolerated  # type: ignore[attr-defined]
         if getattr(divs, "left_out", 0):  # past MAX_DIVERGENCES: counted, not kept
             doc["left_out"] = divs.left_out  # type: ignore[attr-defined]
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))

@@ -63,10 +63,10 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, S
         yield run, fake, confdir, root
 
 
-def _fork(recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path, at: str, *extra: str, **env: str) -> tuple[object, Path, ScriptedUpstream]:
+def _fork(recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path, at: str, *extra: str, model: object = live_route, **env: str) -> tuple[object, Path, ScriptedUpstream]:
     run, _, confdir, root = recorded
     branch = tmp_path / "branch.jsonl"
-    with ScriptedUpstream(live_route, validate=True) as live:
+    with ScriptedUpstream(model, validate=True) as live:  # type: ignore[arg-type]
         proc = progress.run([*RECORDER, "run", "--from", f"{run}@{at}", *extra, "-o", str(branch), "--confdir", str(confdir),
                              "--upstream", f"openai={live.url}", "--", sys.executable, str(AGENT)],
                             env=_env(root, **env), capture_output=True, text=True, cwd=tmp_path)
@@ -123,10 +123,10 @@ def test_strict_fails_closed_on_the_changed_tool_result_and_divergence_goes_live
     proc, _, live = _fork(recorded, tmp_path, "turn=3")
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 1 and not live.log and len(fake.log) == before, err[-3000:]
-    assert "conversation c1, turn 1 (seq 1): C: the tool result for call_" in err and "changed (messages[3].content)" in err, err
+    assert "closest recorded turn: conversation c1, turn 1 (seq 1)" in err and "C: the tool result for call_s0001 changed (messages[3].content)" in err, err
     # @divergence: the prefix served up to the first changed turn, live from it on
     (tmp_path / "d").mkdir()
-    proc, branch, live = _fork(recorded, tmp_path / "d", "divergence")
+    proc, branch, live = _fork(recorded, tmp_path / "d", "divergence", model=route)  # the live model goes on listing
     err = proc.stderr  # type: ignore[attr-defined]
     assert proc.returncode == 0, err[-3000:]
     assert len(fake.log) == before
