@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Located", "Relation", "branch_line", "branch_origin", "changed_line", "file_digest", "first_turn", "fork_notes", "locate", "origin_fields", "origin_in", "origin_of", "relate", "tolerated_by_conversation", "with_notes"]
+__all__ = ["Located", "Relation", "branch_line", "branch_origin", "changed_line", "file_digest", "first_turn", "fork_notes", "locate", "origin_fields", "origin_in", "origin_of", "read_entries", "relate", "tolerated_by_conversation", "with_notes"]
 
 
 def file_digest(path: str | Path) -> str | None:
@@ -259,7 +259,6 @@ def fork_notes(path: str | Path) -> dict[str, Any]:
     import orjson
 
     from cassettes import bounds
-    from cassettes.replay.tolerated import read_entries
 
     out: dict[str, Any] = {"tolerated": [], "starts": {}}
     try:
@@ -326,3 +325,31 @@ def branch_origin(header: dict[str, Any] | None, path: str | Path | None = None)
     if origin is None or path is None or not isinstance(cursor, dict) or not cursor.get("divergence"):
         return origin
     return with_notes(path, origin)
+
+
+#: Turns, and entries per turn, read back from a fork's note record (a bounded walk).
+NOTED_TURNS = 10_000
+NOTED_ENTRIES = 1_000
+
+
+def read_entries(value: Any) -> list[dict[str, Any]]:
+    """What a fork noted as tolerated, per recorded turn (:mod:`cassettes.replay.tolerated` writes
+    it), read back from a file (a branch's note record): only well-formed entries, bounded."""
+    out: list[dict[str, Any]] = []
+    if not isinstance(value, list):
+        return out
+    for t in value[:NOTED_TURNS]:
+        if not isinstance(t, dict) or not isinstance(t.get("tolerated"), list):
+            continue
+        entries = [
+            {k: str(e.get(k, "")) for k in ("path", "by", "recorded", "live")} for e in t["tolerated"][:NOTED_ENTRIES] if isinstance(e, dict)
+        ]
+        conv = t.get("conversation")
+        turn, seq = t.get("turn"), t.get("seq")
+        out.append({
+            "conversation": str(conv) if conv is not None else None,
+            "turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
+            "seq": seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+            "tolerated": entries,
+        })
+    return out

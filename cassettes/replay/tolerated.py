@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cassettes.matching.volatile import Tolerated
+from cassettes.reading.branch import read_entries
 from cassettes.replay.jsondiff import format_path, window
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ __all__ = ["KEPT", "by_of", "entries_of", "entry_line", "read_entries", "report_
 
 #: Characters of each value kept around where the two differ (before, after).
 KEPT = (400, 1600)
-#: Turns and entries read back from a file or listed in a report (a bounded walk).
+#: Turns listed (a bounded walk) and entries listed in a report.
 MAX_TURNS = 10_000
 MAX_ENTRIES = 200
 
@@ -98,26 +99,4 @@ def report_lines(turns: Sequence[Mapping[str, Any]], indent: str = "  ") -> list
                 return out
             out.append(f"{indent}tolerated at {turn_label(t)}: {entry_line(e)}")
             n += 1
-    return out
-
-
-def read_entries(value: Any) -> list[dict[str, Any]]:
-    """Turn entries read back from a file (a branch's note record): only well-formed ones, bounded."""
-    out: list[dict[str, Any]] = []
-    if not isinstance(value, list):
-        return out
-    for t in value[:MAX_TURNS]:
-        if not isinstance(t, dict) or not isinstance(t.get("tolerated"), list):
-            continue
-        entries = [
-            {k: str(e.get(k, "")) for k in ("path", "by", "recorded", "live")} for e in t["tolerated"][:MAX_ENTRIES] if isinstance(e, dict)
-        ]
-        conv = t.get("conversation")
-        turn, seq = t.get("turn"), t.get("seq")
-        out.append({
-            "conversation": str(conv) if conv is not None else None,
-            "turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
-            "seq": seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
-            "tolerated": entries,
-        })
     return out

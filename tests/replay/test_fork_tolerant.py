@@ -23,6 +23,7 @@ from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 AGENT = Path(__file__).with_name("listing_agent.py")
+pytest_plugins = ["pytester"]
 FOLDERS = ("docs", "src", "docs")
 
 
@@ -118,7 +119,7 @@ def test_the_tolerant_prefix_serves_changed_tool_results_in_position_and_lists_t
 
 @needs_recorder
 def test_strict_fails_closed_on_the_changed_tool_result_and_divergence_goes_live_there(recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path) -> None:
-    run, fake, _, _ = recorded
+    _, fake, _, _ = recorded
     before = len(fake.log)
     proc, _, live = _fork(recorded, tmp_path, "turn=3")
     err = proc.stderr  # type: ignore[attr-defined]
@@ -148,3 +149,71 @@ def test_a_changed_user_instruction_fails_closed_in_the_tolerant_prefix(recorded
     assert proc.returncode == 1 and not live.log and len(fake.log) == before, err[-3000:]
     assert "C: the user input at messages[1] changed" in err, err
     assert "served in position" not in err
+
+
+# -- from a pytest test: the marker's prefix= and fork="divergence" ----------------------------------
+
+PYTEST_FORK = '''
+import os
+import pytest
+from openai import OpenAI
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+def agent():
+    client = OpenAI(max_retries=0)
+    msgs = [{"role": "system", "content": "Answer with the weather tool."}, {"role": "user", "content": "Weather in Paris?"}]
+    for _ in range(5):
+        m = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
+        if not m.tool_calls:
+            return m.content
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
+        msgs += [{"role": "tool", "tool_call_id": c.id, "content": "rainy, 9 C"} for c in m.tool_calls]  # the world changed: recorded "sunny, 21 C"
+
+@pytest.mark.looptap("cassettes/loop.jsonl", fork=os.environ["FORK_AT"], prefix=os.environ["FORK_PREFIX"], live={"openai": os.environ["FAKE_LIVE"]})
+def test_forked(looptap):
+    assert agent() == "LIVE"
+'''
+
+
+def _three_turns() -> list[object]:
+    """A weather loop of three turns: two calls (each result "sunny, 21 C"), then the answer."""
+    from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_exchange, chat_response
+
+    call2 = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_B2", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Lyon"}'}}]}
+    result2 = {"role": "tool", "tool_call_id": "call_B2", "content": "sunny, 21 C"}
+    return [
+        chat_exchange([SYSTEM, USER], chat_response(call=("call_A1", "get_weather", '{"city":"Paris"}'))),
+        chat_exchange([SYSTEM, USER, CALL, RESULT], chat_response(call=("call_B2", "get_weather", '{"city":"Lyon"}'))),
+        chat_exchange([SYSTEM, USER, CALL, RESULT, call2, result2], chat_response("It is sunny.")),
+    ]
+
+
+@pytest.mark.parametrize(("at", "prefix", "outcome", "live_turns"), [
+    ("turn=2", "tolerant", "passed", [2]),      # turn 1 served in position, its changed result listed
+    ("divergence", "strict", "passed", [1, 2]),  # live from turn 1, where the result first changed
+])
+def test_a_pytest_fork_takes_prefix_and_divergence(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, at: str, prefix: str, outcome: str, live_turns: list[int]) -> None:
+    pytest.importorskip("openai")
+    from tests.replay.conftest import write
+
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "HTTP_PROXY", "HTTPS_PROXY", "CI"):
+        monkeypatch.delenv(k, raising=False)
+    pytester.makepyfile(test_inner=PYTEST_FORK)
+    (pytester.path / "cassettes").mkdir()
+    write(pytester.path / "cassettes" / "loop.jsonl", _three_turns())  # type: ignore[arg-type]
+
+    def live(req: ScriptedRequest) -> Reply:
+        return Reply.tool("get_weather", {"city": "Lyon"}) if len(req.tool_results()) < 2 else Reply.say("LIVE")
+
+    monkeypatch.setenv("FORK_AT", at)
+    monkeypatch.setenv("FORK_PREFIX", prefix)
+    with ScriptedUpstream(live) as fake:
+        monkeypatch.setenv("FAKE_LIVE", fake.url)
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=none", "-rP")
+    result.assert_outcomes(**{outcome: 1})
+    assert [len(x.request.tool_results()) for x in fake.log] == live_turns
+    out = result.stdout.str()
+    if prefix == "tolerant":  # the test's report lists what was tolerated, with what tolerated it
+        assert "looptap tolerated" in out and 'tolerated at c1/turn 1 (seq 1): messages[3].content: recorded "sunny, 21 C", live "rainy, 9 C" (by tool_result)' in out, out
