@@ -474,8 +474,11 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             transport_error=transport_error,
         )
         ex.request_body = self._retained(req.body, source, ex)
-        if isinstance(answer, Recorded):
-            ex.notes.extend(tolerated_notes(self.matcher.tolerated.get(answer.index, ())))
+        if isinstance(answer, Recorded) and answer.index in self.matcher.tolerated:
+            from cassettes.recording.redact import Redactor
+
+            scrub = Redactor().scrub  # a changed tool result is the client's text: no secret in a note
+            ex.notes.extend(scrub(n) for n in tolerated_notes(self.matcher.tolerated[answer.index]))
         with self._lock:
             ex.seq = len(self.served)
             self.served.append(ex)

@@ -132,3 +132,17 @@ def test_an_answer_served_in_position_stands_for_what_the_client_sent_when_a_liv
     sent = orjson.loads(live.body)
     assert "previous_response_id" not in sent
     assert [i.get("output") for i in sent["input"] if i.get("type") == "function_call_output"] == ["4 files", "4 files"]
+
+
+def test_a_tolerated_value_is_redacted_and_cut_around_the_difference() -> None:
+    """What is on the record is wire text: a key in a changed listing never reaches a report line
+    or the branch, and a long value is kept around where the two differ."""
+    from cassettes.matching.volatile import Tolerated
+    from cassettes.replay.tolerated import entries_of, report_lines
+
+    key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    found = entries_of([Tolerated(("messages", 3, "content"), "tool_result", "x" * 5000 + "a.md", "x" * 5000 + f"a.md\n.env: {key}")])
+    assert key not in orjson.dumps(found).decode() and "[REDACTED]" in found[0]["live"]
+    assert len(found[0]["recorded"]) < 2500 and found[0]["recorded"].startswith("…")
+    line = report_lines([{"conversation": "c1", "turn": 1, "seq": 1, "tolerated": found}])[0]
+    assert line.startswith("  tolerated at c1/turn 1 (seq 1): messages[3].content: recorded ") and "(by tool_result)" in line and key not in line
