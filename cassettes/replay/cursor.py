@@ -167,6 +167,9 @@ class Cursor:
         if self.spec.divergence:  # placed as each conversation diverges (route)
             if self.edits:
                 raise CursorError("--edit needs a cursor at a turn (an edit applies from it on); @divergence has none until the client diverges")
+            why = other_family(self.model, {id(a): a for r in matcher.recorded if (a := r.key.adapter) is not None}.values()) if self.model is not None else None
+            if why is not None:  # any turn may go live: checked against every recorded one
+                raise CursorError(why)
             return
         for r in matcher.recorded:
             if self.at(r):

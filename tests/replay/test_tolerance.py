@@ -146,3 +146,17 @@ def test_a_tolerated_value_is_redacted_and_cut_around_the_difference() -> None:
     assert len(found[0]["recorded"]) < 2500 and found[0]["recorded"].startswith("…")
     line = report_lines([{"conversation": "c1", "turn": 1, "seq": 1, "tolerated": found}])[0]
     assert line.startswith("  tolerated at c1/turn 1 (seq 1): messages[3].content: recorded ") and "(by tool_result)" in line and key not in line
+
+
+def test_divergence_is_a_cursor_of_its_own_and_refuses_what_needs_a_turn() -> None:
+    from cassettes.replay.cursor import Cursor, CursorError, parse_cursor
+    from cassettes.replay.edits import parse_edit
+
+    spec = parse_cursor("divergence")
+    assert spec.divergence and spec.as_json()["divergence"] is True and not parse_cursor("turn=1").divergence
+    recording = [_ex(_chat("a.md"), "done")]
+    with pytest.raises(CursorError, match="--edit needs a cursor at a turn"):
+        Cursor(spec, lambda *_: None, edits=[parse_edit("system=be brief")]).bind(Matcher(recording))
+    with pytest.raises(CursorError, match="--model claude-sonnet-4-5: anthropic's model"):
+        Cursor(spec, lambda *_: None, model="claude-sonnet-4-5").bind(Matcher(recording))
+    Cursor(spec, lambda *_: None, model="gpt-4o-mini").bind(Matcher(recording))  # nothing placed until a conversation diverges
