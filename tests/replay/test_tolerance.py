@@ -160,3 +160,17 @@ def test_divergence_is_a_cursor_of_its_own_and_refuses_what_needs_a_turn() -> No
     with pytest.raises(CursorError, match="--model claude-sonnet-4-5: anthropic's model"):
         Cursor(spec, lambda *_: None, model="claude-sonnet-4-5").bind(Matcher(recording))
     Cursor(spec, lambda *_: None, model="gpt-4o-mini").bind(Matcher(recording))  # nothing placed until a conversation diverges
+
+
+def test_a_prefix_mode_without_a_fork_is_refused(tmp_path: Any) -> None:
+    import sys
+
+    from tests.replay.conftest import tool_loop, write
+    from tests.support import progress
+
+    run = write(tmp_path / "run.jsonl", tool_loop())
+    for argv, said in ((["run", "--prefix", "tolerant", "-o", str(tmp_path / "b.jsonl"), "--", "true"], "--prefix goes with --from RUN@SELECTOR"),
+                       (["replay", str(run), "--prefix", "tolerant"], "--prefix go with --cursor")):
+        proc = progress.run([sys.executable, "-m", "cassettes.cli", *argv], capture_output=True, text=True)
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    assert not (tmp_path / "b.jsonl").exists()
