@@ -73,6 +73,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     # Each turn is restored once, by views(); the growth tables printed after take its row from there.
     growth = None if args.json else GrowthRows()
+    prefix = _prefix_tolerated(path, run)
+    firsts: set[str] = set()
 
     def views() -> Iterator[dict[str, Any]]:  # one round trip at a time: the run is never held
         for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
@@ -90,6 +92,10 @@ def cmd_show(args: argparse.Namespace) -> int:
                 by = ran.get(tc.get("id") or "")
                 if by is not None:
                     tc["mcp"] = {"seq": by.seq, "tool": by.tool, "by": by.linked_by}
+            conv = str(v.get("conversation"))
+            if conv in prefix and conv not in firsts:  # a branch's first turn: what its prefix tolerated
+                firsts.add(conv)
+                v["tolerated"] = prefix[conv]
             yield v
 
     shown = 0
@@ -109,13 +115,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         assert growth is not None
         title = str(path)
-        from cassettes.reading.branch import branch_line, origin_in
+        from cassettes.reading.branch import branch_line, branch_origin
 
-        origin = origin_in(run.header)
+        origin = branch_origin(run.header, path)
         if origin is not None:  # a fork's branch says so first (its turns keep the origin's numbers)
             from cassettes.untrusted import clean_line
 
             title += "\n" + clean_line(branch_line(origin))
+            title += "".join("\n" + clean_line(line) for line in _prefix_lines(path, origin))
         lines = summary_lines(kept(), run.problems, title=title, total=len(run.exchanges), families=run.families)
         for line in lines:
             print(line)
@@ -127,6 +134,28 @@ def cmd_show(args: argparse.Namespace) -> int:
 
             print(f"\nfiltered ({keep.said}): {count(shown, 'round trip')} of {len(run.exchanges):,} shown")
     return EXIT_OK
+
+
+def _prefix_tolerated(path: Path, run: Any) -> dict[str, list[dict[str, Any]]]:
+    """For a fork's branch: per conversation, what its prefix tolerated (docs/fork.md)."""
+    from cassettes.reading.branch import fork_notes, origin_in, tolerated_by_conversation
+
+    if origin_in(run.header) is None:
+        return {}
+    notes = fork_notes(path)["tolerated"]
+    return tolerated_by_conversation(notes, [str(c.id) for c in run.analysis.conversations]) if notes else {}
+
+
+def _prefix_lines(path: Path, origin: dict[str, Any]) -> list[str]:
+    """``show``'s lines for what a branch's prefix tolerated (recorded text: the caller cleans them)."""
+    from cassettes.reading.branch import fork_notes
+    from cassettes.replay.tolerated import report_lines
+
+    notes = fork_notes(path)["tolerated"]
+    if not notes:
+        return []
+    mode = origin.get("prefix") if isinstance(origin.get("prefix"), str) else "strict"
+    return [f"tolerated in the prefix (--prefix {mode}), each turn served from the origin in position:", *report_lines(notes)]
 
 
 _SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}

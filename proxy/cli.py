@@ -310,6 +310,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.from_run is None and (args.model is not None or args.edit):
         messages.error("error: --model and --edit go with --from RUN@SELECTOR: they change what a fork sends live; a plain run records the agent as it is")
         return 2
+    if args.from_run is None and getattr(args, "prefix", None) is not None:
+        messages.error("error: --prefix goes with --from RUN@SELECTOR: it says how the fork's prefix is matched; a plain run matches nothing")
+        return 2
     if args.from_run is None and getattr(args, "no_volatile", False):
         messages.error("error: --no-volatile goes with --from RUN@SELECTOR: it changes how the fork's prefix is matched; a plain run matches nothing")
         return 2
@@ -424,7 +427,7 @@ def _fork_status(fork: Any, rc: int) -> int:
     for line in fork.report:
         messages.emit(line)
     if fork.status and not rc:
-        messages.error("the fork failed (above): a request before the cursor matched no recorded turn (the client diverged), or an edit never applied; exit status 1")
+        messages.error("the fork failed (above): a request before the cursor matched no recorded turn (the client diverged beyond what the prefix mode tolerates), or an edit never applied; exit status 1")
         return 1
     return rc
 
@@ -505,6 +508,11 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
     from proxy.launcher import report_lost
 
     if fork is not None:
+        try:
+            fork.finish(target.path)  # what the prefix tolerated, on the branch's record
+        except (CassetteIOError, OSError) as exc:
+            messages.error(f"error: the tolerated differences could not be added to {target.path}: {exc}")
+            rc = rc or 1
         rc = _fork_status(fork, rc)
     if report_lost(addon):
         return int(rc or 3)
@@ -550,9 +558,15 @@ def register_run(sub: Any) -> None:
     p.add_argument(
         "--from", dest="from_run", metavar="RUN@SELECTOR",
         help="fork a recorded run: its prefix is served from RUN (nothing leaves the machine), from the selected turn "
-        "on (turn=2, seq=7, conversation=c2:turn=1) requests go live and are recorded into -o (docs/fork.md)",
+        "on (turn=2, seq=7, conversation=c2:turn=1; divergence: each conversation from its first request that differs) "
+        "requests go live and are recorded into -o (docs/fork.md)",
     )
     p.add_argument("--model", help="with --from: the model of every request sent live (same API family)")
+    p.add_argument(
+        "--prefix", choices=("strict", "tolerant"),
+        help="with --from: how the prefix is matched: strict (default: as replay, volatile spans tolerated) or tolerant "
+        "(a request that differs from its recorded turn only in tool results is answered in position; every difference listed; docs/fork.md)",
+    )
     p.add_argument(
         "--no-volatile", action="store_true",
         help="with --from: the prefix's requests must equal the recorded ones as sent (no date, id, temp path, cwd or port tolerated; docs/testing.md)",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Located", "Relation", "branch_line", "changed_line", "file_digest", "first_turn", "locate", "origin_fields", "origin_in", "origin_of", "relate"]
+__all__ = ["Located", "Relation", "branch_line", "branch_origin", "changed_line", "file_digest", "first_turn", "fork_notes", "locate", "origin_fields", "origin_in", "origin_of", "read_entries", "relate", "tolerated_by_conversation", "with_notes"]
 
 
 def file_digest(path: str | Path) -> str | None:
@@ -242,3 +242,114 @@ def origin_of(path: str | Path) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or doc.get("type") != "header":
         return None
     return origin_in(doc)
+
+
+#: Bytes at the end of a branch read for the fork's note record (written last, after the recorder stopped).
+NOTES_TAIL = 16 << 20
+
+
+def fork_notes(path: str | Path) -> dict[str, Any]:
+    """What a fork appended to its branch after the run (``looptap run --from``: a ``note`` record,
+    :meth:`cassettes.replay.fork.ForkReplay.finish`): ``tolerated``, per recorded turn of the
+    prefix, what was tolerated there (:mod:`cassettes.replay.tolerated`), and ``starts``, for an
+    ``@divergence`` fork, where each conversation went live (conversation → [seq, turn]). Empty
+    when the branch has none. Only the file's last :data:`NOTES_TAIL` bytes are read."""
+    import stat
+
+    import orjson
+
+    from cassettes import bounds
+
+    out: dict[str, Any] = {"tolerated": [], "starts": {}}
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return out
+            f.seek(max(0, st.st_size - NOTES_TAIL))
+            tail = f.read(NOTES_TAIL)
+    except OSError:
+        return out
+    for line in tail.splitlines():
+        if not line.startswith(b'{"type":"note"'):
+            continue
+        try:
+            doc = bounds.loads(line)
+        except (ValueError, orjson.JSONDecodeError):
+            continue
+        if not isinstance(doc, dict) or doc.get("note") != "fork":
+            continue
+        out["tolerated"] += read_entries(doc.get("tolerated"))
+        starts = doc.get("starts")
+        if isinstance(starts, dict):
+            out["starts"].update({str(k): v for k, v in starts.items() if isinstance(v, list) and len(v) == 2})
+    return out
+
+
+def with_notes(path: str | Path, origin: dict[str, Any]) -> dict[str, Any]:
+    """``origin`` (a branch's ``meta.origin``) with what the fork noted after the run: where each
+    conversation of an ``@divergence`` fork went live (``starts``, ``turns``, ``turn``, ``seq``:
+    not known when the header was written), and ``tolerated``."""
+    notes = fork_notes(path)
+    out = dict(origin, tolerated=notes["tolerated"])
+    starts = {c: v for c, v in notes["starts"].items() if isinstance(v[0], int)}
+    if starts and not origin.get("starts"):
+        out["starts"] = {c: v[0] for c, v in starts.items()}
+        out["turns"] = {c: v[1] for c, v in starts.items()}
+        out["seq"] = min(v[0] for v in starts.values())
+        turns = [v[1] for v in starts.values() if isinstance(v[1], int)]
+        if turns:
+            out["turn"] = min(turns)
+    return out
+
+
+def tolerated_by_conversation(notes: list[dict[str, Any]], conversations: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The prefix's tolerated differences (:func:`fork_notes`' ``tolerated``, by the origin's
+    conversation) for each conversation of the branch that continues one: the origin's
+    conversation of the same id, or, when each has one conversation, that one."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for t in notes:
+        by.setdefault(str(t.get("conversation")), []).append(t)
+    if len(by) == 1 and len(conversations) == 1:
+        return {conversations[0]: next(iter(by.values()))}
+    return {c: by[c] for c in conversations if c in by}
+
+
+def branch_origin(header: dict[str, Any] | None, path: str | Path | None = None) -> dict[str, Any] | None:
+    """:func:`origin_in`, and for an ``@divergence`` fork's branch at ``path`` what its fork noted
+    after the run (where each conversation went live: :func:`with_notes`), so its turns keep the
+    origin's numbers as every branch's do."""
+    origin = origin_in(header)
+    cursor = origin.get("cursor") if origin is not None else None
+    if origin is None or path is None or not isinstance(cursor, dict) or not cursor.get("divergence"):
+        return origin
+    return with_notes(path, origin)
+
+
+#: Turns, and entries per turn, read back from a fork's note record (a bounded walk).
+NOTED_TURNS = 10_000
+NOTED_ENTRIES = 1_000
+
+
+def read_entries(value: Any) -> list[dict[str, Any]]:
+    """What a fork noted as tolerated, per recorded turn (:mod:`cassettes.replay.tolerated` writes
+    it), read back from a file (a branch's note record): only well-formed entries, bounded."""
+    out: list[dict[str, Any]] = []
+    if not isinstance(value, list):
+        return out
+    for t in value[:NOTED_TURNS]:
+        if not isinstance(t, dict) or not isinstance(t.get("tolerated"), list):
+            continue
+        entries = [
+            {k: str(e.get(k, "")) for k in ("path", "by", "recorded", "live")} for e in t["tolerated"][:NOTED_ENTRIES] if isinstance(e, dict)
+        ]
+        conv = t.get("conversation")
+        turn, seq = t.get("turn"), t.get("seq")
+        out.append({
+            "conversation": str(conv) if conv is not None else None,
+            "turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
+            "seq": seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+            "tolerated": entries,
+        })
+    return out

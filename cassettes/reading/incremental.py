@@ -454,9 +454,9 @@ class RunReader:
         """Analyse records the index just read (``first``: the index position of the first one)."""
         turns: list[TurnSummary] = []
         if recs and self.records == 0:  # a fork's branch keeps its origin's turn numbers
-            from cassettes.reading.branch import first_turn, origin_in
+            from cassettes.reading.branch import branch_origin, first_turn
 
-            self.analyser.first_index = first_turn(origin_in(self.index.header))
+            self.analyser.first_index = first_turn(branch_origin(self.index.header, self.index.path))
         for i, (line, rec) in enumerate(recs):
             try:
                 ex = self._bodies.rebuild(rec, checked=True)

@@ -295,9 +295,10 @@ class Run:
             return self._reader.analysis
         if self._analysis is None:
             from cassettes.analysis import analyse
-            from cassettes.reading.branch import first_turn, origin_in
+            from cassettes.reading.branch import branch_origin, first_turn
 
-            self._analysis = analyse(list(self.exchanges), list(self.roundtrips), first_turn(origin_in(self.header)))
+            path = self._reader.index.path if self._reader is not None else None
+            self._analysis = analyse(list(self.exchanges), list(self.roundtrips), first_turn(branch_origin(self.header, path)))
         return self._analysis
 
     @property

@@ -52,8 +52,8 @@ def _timeouts(args: argparse.Namespace) -> list[float | None]:
 def _cursor(args: argparse.Namespace) -> Any:
     """``--cursor`` with its ``--live`` upstreams and ``--model`` (a fork's replay server)."""
     if args.cursor is None:
-        if args.live or args.model or args.edit:
-            raise _Usage("--live, --model and --edit go with --cursor (where the run goes live)")
+        if args.live or args.model or args.edit or args.prefix != "strict":
+            raise _Usage("--live, --model, --edit and --prefix go with --cursor (where the run goes live)")
         return None
     from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
     from cassettes.replay.edits import EditError, parse_edit
@@ -81,7 +81,7 @@ def _cursor(args: argparse.Namespace) -> Any:
         key = os.environ.pop(KEY_ENV, None)  # the fork's per-run key: read once, passed on to nothing
         if not key:
             raise _Usage(f"--live-recorder needs the fork's per-run key in {KEY_ENV} (looptap run --from gives it): without it the recorder accepts no edit marks")
-    return Cursor(spec, live_router(bases), model=args.model, edits=edits, edit_key=key)
+    return Cursor(spec, live_router(bases), model=args.model, edits=edits, edit_key=key, prefix=args.prefix)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -109,7 +109,33 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not _serve(server, args):
         return 2
     _report(server, plan, cursor)
+    if args.tolerated_out:
+        _write_tolerated(server, args.tolerated_out)
     return 1 if server.misses or server.internal_errors or (args.strict and server.unplayed()) or (cursor is not None and cursor.unapplied()) else 0
+
+
+def _write_tolerated(server: Any, path: str) -> None:
+    """What the replay tolerated, per recorded turn (:mod:`cassettes.replay.tolerated`: redacted,
+    cut), as JSON into ``path``, a file ``looptap run --from`` made for it and reads back into the
+    branch cassette; never over another file (created anew, private)."""
+    import orjson
+
+    from cassettes.replay.tolerated import turn_entries
+    from cassettes.storage.store import write_private
+
+    try:
+        write_private(path, orjson.dumps({"tolerated": turn_entries(server.matcher), "starts": _starts(server)}))
+    except OSError as exc:
+        _err(f"warning: the tolerated differences could not be written for the branch: {exc.strerror or exc}")
+
+
+def _starts(server: Any) -> dict[str, Any]:
+    """Where each conversation went live (``@divergence``: known only now): conversation → (seq, turn)."""
+    cursor = server.planner.cursor
+    if cursor is None or not cursor.spec.divergence:
+        return {}
+    by_seq = {r.seq: r for r in server.matcher.recorded}
+    return {str(c): [s, by_seq[s].turn if s in by_seq else None] for c, s in cursor.starts.items()}
 
 
 def _serve(server: Any, args: argparse.Namespace) -> bool:
@@ -212,6 +238,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             _err(f"warning: {path}: {p}")
     if args.json:
         doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "notes": notes, "divergences": [d.as_json() for d in divs]}
+        if getattr(divs, "tolerated", None):  # a branch beside its origin: what its prefix mode tolerated
+            doc["tolerated"] = divs.tolerated  # type: ignore[attr-defined]
         if getattr(divs, "left_out", 0):  # past MAX_DIVERGENCES: counted, not kept
             doc["left_out"] = divs.left_out  # type: ignore[attr-defined]
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
@@ -280,9 +308,13 @@ def register_replay(sub: Any) -> None:
     p.add_argument("--fault-seed", type=int, default=0, help="seed of the p= selectors (the same seed, the same faults)")
     p.add_argument("--idle-timeout", type=float, metavar="SECONDS", help="close a connection idle this long between requests or WebSocket frames (default 120; 0: never)")
     p.add_argument("--read-timeout", type=float, metavar="SECONDS", help="a request head must arrive, and a body may pause, at most this long (default 30; 0: no limit)")
-    p.add_argument("--cursor", metavar="SELECTOR", help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1) requests go to --live upstreams (docs/fork.md)")
+    p.add_argument("--cursor", metavar="SELECTOR", help="fork: from this recorded turn on (turn=2, seq=7, conversation=c2:turn=1; divergence: each conversation from its first request that differs) requests go to --live upstreams (docs/fork.md)")
     p.add_argument("--live", action="append", default=[], metavar="NAME=URL", help="with --cursor: where requests of that API go past the cursor (NAME as --upstream names an API, e.g. NAME=http://127.0.0.1:8001; repeatable)")
     p.add_argument("--model", help="with --cursor: the model of every request sent live")
+    p.add_argument("--prefix", choices=("strict", "tolerant"), default="strict",
+                   help="with --cursor: strict (default): a request before the cursor must match its recorded turn (volatile spans tolerated); "
+                   "tolerant: one that differs only in tool results is answered with its recorded turn, in position, the difference listed (docs/fork.md)")
+    p.add_argument("--tolerated-out", metavar="FILE", help=argparse.SUPPRESS)  # looptap run --from: what was tolerated, for the branch
     p.add_argument("--edit", action="append", default=[], metavar="TARGET=@FILE", help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)")
     p.add_argument("--live-recorder", action="store_true", help="with --edit: the --live upstreams are the fork's looptap recorders (an edited request carries the client's original to them, sealed with the per-run key in $LOOPTAP_EDIT_KEY; looptap run --from sets both)")
     p.set_defaults(func=cmd_replay)

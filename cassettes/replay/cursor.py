@@ -43,7 +43,7 @@ from cassettes.errors import CassetteError
 from cassettes.replay.edits import Edit, apply_edits, edited_headers
 from cassettes.replay.http1 import Request
 from cassettes.replay.matcher import Matcher, Miss, Recorded
-from cassettes.replay.plan import Answer, Forward, Missed
+from cassettes.replay.plan import Answer, Forward, Missed, Play
 
 if TYPE_CHECKING:
     from cassettes.providers import Provider
@@ -69,21 +69,29 @@ class CursorSpec:
     turn: int | None = None
     conversation: str | None = None
     seq: int | None = None
+    #: ``divergence``: no turn given; each conversation goes live at its first request that
+    #: differs from the recording beyond what the prefix mode tolerates.
+    divergence: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        return {"text": self.text, "turn": self.turn, "conversation": self.conversation, "seq": self.seq}
+        out: dict[str, Any] = {"text": self.text, "turn": self.turn, "conversation": self.conversation, "seq": self.seq}
+        if self.divergence:
+            out["divergence"] = True
+        return out
 
 
 def parse_cursor(text: str) -> CursorSpec:
-    """Read ``turn=N``, ``seq=N``, ``conversation=ID``, ``conversation=ID:turn=N``."""
+    """Read ``turn=N``, ``seq=N``, ``conversation=ID``, ``conversation=ID:turn=N``, ``divergence``."""
     raw = text.strip()
+    if raw == "divergence":
+        return CursorSpec(raw, divergence=True)
     turn = seq = None
     conversation = None
     for part in raw.split(":"):
         name, eq, value = part.partition("=")
         name, value = name.strip(), value.strip()
         if not eq or not value:
-            raise CursorError(f"a cursor is turn=N, seq=N, conversation=ID or conversation=ID:turn=N, not {raw[:60]!r}")
+            raise CursorError(f"a cursor is turn=N, seq=N, conversation=ID, conversation=ID:turn=N or divergence, not {raw[:60]!r}")
         if name in ("turn", "seq"):
             if not _INT.fullmatch(value):
                 raise CursorError(f"cursor {raw[:60]!r}: {name}= wants a number in digits, not {value[:20]!r}")
@@ -129,6 +137,12 @@ class Cursor:
     starts: dict[str | None, int] = field(default_factory=dict)
     #: The ids of the answers the live upstream gave (a request continuing one goes as it is).
     live_ids: set[str] = field(default_factory=set)
+    #: How the prefix is matched (:data:`cassettes.replay.tolerance.PREFIX_MODES`): ``strict``, or
+    #: ``tolerant`` (a request that differs from its recorded turn only in tool results is
+    #: answered with that turn, in position, and the difference kept).
+    prefix: str = "strict"
+    #: Recorded round trips answered in position in the tolerant prefix (their positions).
+    in_position: list[int] = field(default_factory=list)
     _by_seq: dict[int, Recorded] = field(default_factory=dict)
     _matcher: Matcher | None = None
     _threads: Threads | None = None
@@ -150,6 +164,13 @@ class Cursor:
         if self.spec.seq is not None and self.spec.seq not in self._by_seq:
             seqs = f"seqs {min(self._by_seq)}–{max(self._by_seq)}" if self._by_seq else "no round trips"
             raise CursorError(f"cursor {self.spec.text!r}: {name} has no round trip seq {self.spec.seq} ({seqs})")
+        if self.spec.divergence:  # placed as each conversation diverges (route)
+            if self.edits:
+                raise CursorError("--edit needs a cursor at a turn (an edit applies from it on); @divergence has none until the client diverges")
+            why = other_family(self.model, {id(a): a for r in matcher.recorded if (a := r.key.adapter) is not None}.values()) if self.model is not None else None
+            if why is not None:  # any turn may go live: checked against every recorded one
+                raise CursorError(why)
+            return
         for r in matcher.recorded:
             if self.at(r):
                 seq = r.seq
@@ -184,8 +205,12 @@ class Cursor:
                                   "(a call id, user message index or system prompt the recording has; a tool result is first sent in the turn after its call): nothing was sent")
 
     def at(self, r: Recorded) -> bool:
-        """Whether the recorded round trip ``r`` is at or past the cursor."""
+        """Whether the recorded round trip ``r`` is at or past the cursor (``divergence``: in a
+        conversation that diverged, from the turn where it did)."""
         spec = self.spec
+        if spec.divergence:
+            start = self._by_seq.get(self.starts.get(r.conversation, -1)) if r.conversation in self.forked else None
+            return start is not None and r.index >= start.index
         if spec.seq is not None:
             start = self._by_seq.get(spec.seq)
             if start is None:
@@ -207,7 +232,12 @@ class Cursor:
         else:
             closest = found.closest
             if closest is None or not (self.at(closest) or closest.conversation in self.forked):
-                return None  # before the cursor: the client diverged (fails closed)
+                served = self._before_cursor(req, found)
+                if served is not None:
+                    return served
+                if not self.spec.divergence or closest is None:
+                    return None  # before the cursor: the client diverged (fails closed)
+                self.starts.setdefault(closest.conversation, closest.seq)  # @divergence: live from here
             rec, miss = closest, found
         base = self.live(req.method, req.target, req.body)
         if base is None:
@@ -222,6 +252,37 @@ class Cursor:
         target, body, notes, headers = self.outgoing(req, turn)
         self._went_live(rec.conversation, turn, req.method, target, body)
         return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=chained + notes, target=target, headers=headers)
+
+    def _before_cursor(self, req: Request, miss: Miss) -> Answer | None:
+        """A request before the cursor that matched no recorded turn: in the tolerant prefix, the
+        recorded turn in position when the request differs from it only in tool results
+        (:meth:`Matcher.in_position`: played, the differences kept as tolerated); else ``None``."""
+        if self.prefix != "tolerant" or self._matcher is None:
+            return None
+        rec = self._matcher.in_position(req.method, req.target, req.headers, req.body, lambda r: not self.at(r) and r.conversation not in self.forked, miss)
+        if rec is None:
+            return None
+        self.in_position.append(rec.index)
+        self._rethread(req, rec)
+        return Play(rec, note=f"fork: served in position ({rec.label}): the request differs from it only in tool results (--prefix tolerant)")
+
+    def _rethread(self, req: Request, rec: Recorded) -> None:
+        """The recorded answer ``rec`` stood, in this run, for the request as the client sent it (its
+        changed tool results), not as recorded: a later request past the cursor continuing it
+        (``previous_response_id``) is made self-contained from what the client really sent."""
+        from cassettes.replay.chains import answer_of, chaining_of, remember
+
+        try:
+            doc = bounds.loads(req.body) if req.body else None
+        except (orjson.JSONDecodeError, ValueError):
+            return
+        chain = chaining_of(req.method, req.target, doc)
+        if chain is None:
+            return
+        if self._threads is None:
+            self._threads = threads_of_recorded(self._matcher)
+        ex = rec.exchange
+        remember(self._threads, chain, doc, answer_of(ex.response_chunks, ex.response_header("content-type")))
 
     def _self_contained(self, req: Request) -> tuple[Request, list[str]]:
         """``req`` self-contained when it continues an answer replayed from the recording, which the
@@ -346,6 +407,8 @@ class Cursor:
             turns = ", ".join(str(t) if t is not None else "?" for t, _ in sent[:20]) + (f", … {len(sent) - 20} more" if len(sent) > 20 else "")
             out.append(f"  live in {conv or '-'}: turns {turns} on {models}{' (--model)' if self.model is not None else ''}")
         out += [f"  {n}" for n in self.notes]
+        if self.in_position:
+            out.append(f"  {count(len(self.in_position), 'recorded round trip')} served in position in the tolerant prefix: the request differed from it only in tool results (listed as tolerated)")
         if self.chained:
             out.append(f"  {count(self.chained, 'request')} sent self-contained: each continued an answer replayed from the recording, which the live upstream never gave")
         out += [f"  edit {e.label}: made in {count(e.applied, 'request')} sent live" for e in self.edits if e.applied]

@@ -33,6 +33,8 @@ __all__ = ["ForkReplay", "ForkSource", "origin_of", "parse_from"]
 
 #: The key of the branch's origin in the cassette header's ``meta``.
 ORIGIN = "origin"
+#: The ``note`` of the record a fork appends to its branch (what the prefix tolerated).
+NOTE = "fork"
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ def fork_inputs(args: Any) -> list[Path]:
 
 def origin_meta(
     source: ForkSource, model: str | None, starts: dict[str | None, int] | None = None, edits: list[str] | None = None,
-    turns: dict[str | None, int | None] | None = None, branch: Path | None = None,
+    turns: dict[str | None, int | None] | None = None, branch: Path | None = None, prefix: str = "strict",
 ) -> dict[str, Any]:
     """``meta.origin`` of a branch: the run (as typed, absolute, relative to the branch, and its
     sha256 as it was at the fork: :mod:`cassettes.reading.branch` checks it), the cursor, the first
@@ -84,12 +86,14 @@ def origin_meta(
         "turn": min(known) if known else (source.cursor.turn or 0),
         "turns": {str(k): v for k, v in (turns or {}).items()},
         "model": model,
+        "prefix": prefix,
         **origin_fields(source.run, branch),
     }
 
 
 def branch_meta(
-    source: ForkSource, model: str | None, edits: list[str] | None = None, check: list[Any] | None = None, branch: Path | None = None
+    source: ForkSource, model: str | None, edits: list[str] | None = None, check: list[Any] | None = None, branch: Path | None = None,
+    prefix: str = "strict",
 ) -> dict[str, Any]:
     """The branch cassette's header ``meta`` (for a branch at ``branch``), naming its origin. The
     cursor is placed in the run first, with the model and the edits (``check``) it would send: a
@@ -110,7 +114,7 @@ def branch_meta(
     from cassettes.matching.places import here
 
     # the branch's own cwd and home (its agent is this process's child), as a recording's header has them
-    return {"source": "looptap run --from", **here(), ORIGIN: origin_meta(source, model, cursor.starts, edits, turns, branch)}
+    return {"source": "looptap run --from", **here(), ORIGIN: origin_meta(source, model, cursor.starts, edits, turns, branch, prefix)}
 
 
 def write_branch_header(path: Path, source: ForkSource, model: str | None, edits: list[str] | None = None) -> None:
@@ -153,6 +157,12 @@ class ForkReplay:
     #: The rule flags given (``--ignore``, ``--substitute``, ``--volatile-tool``: checked by
     #: :func:`start_fork`), passed on; the replay server reads the project's file itself.
     rule_flags: list[str] = field(default_factory=list)
+    #: How the prefix is matched: ``strict`` or ``tolerant`` (``--prefix``; docs/fork.md).
+    prefix: str = "strict"
+    #: What the replay server tolerated (per recorded turn) and, for ``@divergence``, where each
+    #: conversation went live: read back when it stops, written into the branch (:meth:`finish`).
+    tolerated: dict[str, Any] = field(default_factory=dict)
+    _dir: str | None = None
     proc: asyncio.subprocess.Process | None = None
     url: str | None = None
     report: list[str] = field(default_factory=list)
@@ -181,6 +191,10 @@ class ForkReplay:
             argv.append("--live-recorder")
         if not self.volatile:
             argv.append("--no-volatile")  # the recorder keeps the client's request beside the edited one
+        if self.prefix != "strict":
+            argv += ["--prefix", self.prefix]
+        if self._dir is not None:
+            argv += ["--tolerated-out", os.path.join(self._dir, "tolerated.json")]
         return argv + self.rule_flags
 
     async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:
@@ -189,6 +203,7 @@ class ForkReplay:
         from cassettes.replay.server import replay_env
 
         self._err = tempfile.TemporaryFile()
+        self._dir = tempfile.mkdtemp(prefix="looptap-fork-")  # private (0700): the replay server's list of what it tolerated
         own = {k: v for k, v in os.environ.items() if k != KEY_ENV}
         self.proc = await asyncio.create_subprocess_exec(
             *self.argv(live_bases(recorder_env)), stdout=asyncio.subprocess.PIPE, stderr=self._err, stdin=asyncio.subprocess.DEVNULL,
@@ -230,7 +245,46 @@ class ForkReplay:
         if self._err is not None:
             self._err.close()
             self._err = None
+        self._read_tolerated()
         return rc
+
+    def _read_tolerated(self) -> None:
+        """What the replay server wrote of what it tolerated (its own file, in this fork's private
+        directory), into :attr:`tolerated`; the directory removed."""
+        import shutil
+
+        import orjson
+
+        from cassettes import bounds
+        from cassettes.replay.tolerated import read_entries
+
+        if self._dir is None:
+            return
+        try:
+            with open(os.path.join(self._dir, "tolerated.json"), "rb") as f:
+                doc = bounds.loads(f.read(64 << 20))
+        except (OSError, orjson.JSONDecodeError, ValueError):
+            doc = None
+        finally:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+        if isinstance(doc, dict):
+            starts = doc.get("starts")
+            self.tolerated = {"tolerated": read_entries(doc.get("tolerated")), "starts": starts if isinstance(starts, dict) else {}}
+
+    def finish(self, path: Path) -> None:
+        """Append to the branch cassette at ``path`` (once its recorder has stopped) what the prefix
+        tolerated and, for ``@divergence``, where each conversation went live: a ``note`` record
+        (:func:`cassettes.reading.branch.fork_notes` reads it), when there is anything to say."""
+        if not self.tolerated.get("tolerated") and not self.tolerated.get("starts"):
+            return
+        import orjson
+
+        from cassettes.storage.store import CassetteFile
+
+        record = {"type": "note", "note": NOTE, "prefix": self.prefix, **self.tolerated}
+        with CassetteFile(path) as f:
+            f.append(orjson.dumps(record) + b"\n")
 
 
 def _unprefixed(line: str) -> str:
@@ -265,5 +319,7 @@ def start_fork(args: Any) -> ForkReplay:
     from cassettes.replay.userrules import rule_argv, rules_of_args
 
     rules_of_args(args, source.run)  # the project's rules and the flags, refused here (RuleError) before anything starts
-    meta = branch_meta(source, args.model, [e.label for e in edits], check=edits, branch=branch)
-    return ForkReplay(source, model=args.model, edits=list(args.edit), meta=meta, volatile=not getattr(args, "no_volatile", False), rule_flags=rule_argv(args))
+    prefix = getattr(args, "prefix", None) or "strict"
+    meta = branch_meta(source, args.model, [e.label for e in edits], check=edits, branch=branch, prefix=prefix)
+    return ForkReplay(source, model=args.model, edits=list(args.edit), meta=meta, volatile=not getattr(args, "no_volatile", False), prefix=prefix,
+                      rule_flags=rule_argv(args))

@@ -39,6 +39,9 @@ class ForkRow:
     edited: list[str] = field(default_factory=list)
     #: What diff_fork says differs at this turn (``C: …``, ``E: …``).
     divergences: list[str] = field(default_factory=list)
+    #: What was tolerated at this turn (the fork's prefix mode), one line each:
+    #: ``messages[3].content: recorded "…", live "…" (by tool_result)`` (:mod:`cassettes.replay.tolerated`).
+    tolerated: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -93,7 +96,9 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
     origin = origin_of(path)
     if origin is None:
         return None
-    from cassettes.reading.branch import locate
+    from cassettes.reading.branch import locate, with_notes
+
+    origin = with_notes(path, origin)  # what the fork noted after the run (tolerated, @divergence's starts)
 
     located = locate(path, origin)
     found = located.path if located.usable else None
@@ -106,18 +111,19 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
     divs, said = diff_fork(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin)
     view.notes += said
     by_turn = _divergences_by_turn(divs)
+    tolerated = _tolerated_by_turn(getattr(divs, "tolerated", []))
     pairs = fork_pairs(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin)
     convs = {str(c.id): c for c in ra.analysis.conversations}
     done: set[str] = set()
     for cid, k, sa, sb in pairs:
         if cid not in done:
             done.add(cid)
-            _prefix_rows(view, ra, cid, k, convs[cid].turns if cid in convs else [])
+            _prefix_rows(view, ra, cid, k, convs[cid].turns if cid in convs else [], tolerated)
         if sum(1 for r in view.rows if r.conversation == cid and r.part == "past") >= PAST_ROWS:
             continue
         xb = rb.exchange_by_seq(sb)
         row = ForkRow(cid, "past", k, sa, sb, _emitted(ra.analysis.turns.get(sa)) if sa is not None else "(the origin stopped before this turn)",
-                      _emitted(rb.analysis.turns.get(sb)), edit_notes(xb.edits or []), by_turn.get((sa, sb), []))
+                      _emitted(rb.analysis.turns.get(sb)), edit_notes(xb.edits or []), by_turn.get((sa, sb), []), tolerated.get(("", sa, sb), []))
         view.rows.append(row)
     return view
 
@@ -158,12 +164,24 @@ def _divergences_by_turn(divs: list[Any]) -> dict[tuple[int | None, int | None],
     return by_turn
 
 
-def _prefix_rows(view: ForkComparison, ra: Any, cid: str, k: int, seqs: list[int]) -> None:
+def _tolerated_by_turn(turns: list[dict[str, Any]]) -> dict[tuple[str, int | None, int | None], list[str]]:
+    """What was tolerated, as lines, by turn: a prefix turn by (its conversation, its origin seq,
+    ``None``), a turn past the cursor by (``""``, origin seq, branch seq)."""
+    from cassettes.replay.tolerated import entry_line
+
+    out: dict[tuple[str, int | None, int | None], list[str]] = {}
+    for t in turns:
+        where = ("", t.get("seq"), t["seq_b"]) if "seq_b" in t else (str(t.get("conversation")), t.get("seq"), None)
+        out.setdefault(where, []).extend(entry_line(e) for e in t.get("tolerated") or [])
+    return out
+
+
+def _prefix_rows(view: ForkComparison, ra: Any, cid: str, k: int, seqs: list[int], tolerated: dict[tuple[str, int | None, int | None], list[str]] | None = None) -> None:
     """The origin's turns before the cursor (turn ``k``) of conversation ``cid``: the last
     :data:`PREFIX_ROWS` of them (a line counting the earlier ones), then the fork row."""
     prefix = seqs[:k]
     if len(prefix) > PREFIX_ROWS:
         view.rows.append(ForkRow(cid, "prefix", None, origin=f"… {len(prefix) - PREFIX_ROWS} earlier turns"))
     for i, s in enumerate(prefix[-PREFIX_ROWS:], start=max(0, len(prefix) - PREFIX_ROWS)):
-        view.rows.append(ForkRow(cid, "prefix", i, s, None, _emitted(ra.analysis.turns.get(s))))
+        view.rows.append(ForkRow(cid, "prefix", i, s, None, _emitted(ra.analysis.turns.get(s)), tolerated=(tolerated or {}).get((cid, s, None), [])))
     view.rows.append(ForkRow(cid, "fork", k))

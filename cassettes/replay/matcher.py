@@ -28,7 +28,7 @@ import threading
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, overload
 
@@ -431,6 +431,37 @@ class Matcher:
         found.changes = [c.compact() for c in found.changes]  # kept for the report: no large values
         self.misses.append(found)
         return found
+
+    def in_position(self, method: str, target: str, headers: Headers, body: bytes, allowed: Callable[[Recorded], bool], miss: Miss | None = None) -> Recorded | None:
+        """A fork's tolerant prefix (:mod:`cassettes.replay.tolerance`): the recorded turn *in
+        position* for a request that matched none — the next unplayed turn of a conversation
+        (``allowed``: before the cursor) whose request differs from this one only in tool results'
+        text — marked played, with what was tolerated (the changed results, and the volatile spans
+        elsewhere) in :attr:`tolerated`; ``miss``, the request's miss, is no longer one. ``None``:
+        no turn in position differs only so (the miss stands)."""
+        from cassettes.replay.tolerance import tool_result_changes
+
+        self.label()
+        live = self._rebased(request_key(method, target, headers, body, volatile=self.volatile))
+        best: tuple[int, Recorded, list[Tolerated]] | None = None
+        for i in sorted(self._frontier()):
+            rec = Recorded(self, i)
+            if not allowed(rec):
+                continue
+            changes = self._changes(rec.key, live)
+            found = tool_result_changes(rec.key, live, changes)
+            if found is not None and (best is None or len(changes) < best[0]):
+                best = (len(changes), rec, found)
+        if best is None:
+            return None
+        _, rec, found = best
+        rec.plays += 1
+        items = {t.path[:2] for t in found}
+        spans = [t for t in tolerated(rec.key.spans, live.spans) if t.path[:2] not in items] if live.spans else []
+        self.tolerated[rec.index] = spans + found
+        if miss is not None:
+            self.resolve(miss)
+        return rec
 
     def release(self, rec: Recorded) -> None:
         """The attempt ``rec`` was matched to did not get the recorded answer (a fault failed it):

@@ -84,7 +84,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     _ini_rules(config)  # a rule that cannot be used: one usage error line, before any test runs
-    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, volatile=None, ignore=None, substitute=None, volatile_tools=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1', live={NAME: URL}, model=None, edit=None ('TARGET=@FILE' or a list): the cassette's prefix replayed, from the cursor on live, as looptap run --from (docs/fork.md)")
+    config.addinivalue_line("markers", "looptap(path=None, *, record_mode=None, pace=None, strict=None, volatile=None, ignore=None, substitute=None, volatile_tools=None, fail_unplayed=None, fault=None, fault_seed=0): replay (or record) this test's LLM traffic from a looptap cassette; fault='turn=1:overloaded*2' (or a list) injects API faults into the replay; fork='turn=1' (or 'divergence'), live={NAME: URL}, model=None, edit=None ('TARGET=@FILE' or a list), prefix='strict' (or 'tolerant'): the cassette's prefix replayed, from the cursor on live, as looptap run --from (docs/fork.md)")
     config.stash[_REPORTS] = []
 
 
@@ -287,8 +287,8 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
     kw = marker.kwargs if marker is not None else {}
     given = kw.get("fork")
     if not given:
-        if kw.get("model") is not None or kw.get("edit") or kw.get("live"):
-            pytest.fail("looptap: model=, edit= and live= go with fork='turn=N' (where the cassette goes live)", pytrace=False)
+        if kw.get("model") is not None or kw.get("edit") or kw.get("live") or kw.get("prefix") is not None:
+            pytest.fail("looptap: model=, edit=, live= and prefix= go with fork='turn=N' (where the cassette goes live)", pytrace=False)
         return None
     from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
     from cassettes.replay.edits import EditError, parse_edit
@@ -298,6 +298,9 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
         pytest.fail("looptap: fork= needs live={NAME: 'http(s)://host[:port]'} (NAME as --looptap-upstream names an API: where requests past the cursor go)", pytrace=False)
     model = kw.get("model")
     edits = kw.get("edit") or []
+    prefix = kw.get("prefix") or "strict"
+    if prefix not in ("strict", "tolerant"):
+        pytest.fail(f"looptap: prefix= is 'strict' (the default) or 'tolerant', not {str(prefix)[:40]!r}", pytrace=False)
     if not isinstance(given, str) or (model is not None and not isinstance(model, str)) or not isinstance(edits, (str, list, tuple)):
         pytest.fail("looptap: fork= is a cursor such as 'turn=1', model= a model name, edit= 'TARGET=@FILE' or a list of them", pytrace=False)
     try:
@@ -308,7 +311,7 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
     for e in parsed:
         if e.selector is not None and e.selector != spec.text:
             pytest.fail(f"looptap: edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; its selector, if given, is the cursor's", pytrace=False)
-    return Cursor(spec, live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=model, edits=parsed)
+    return Cursor(spec, live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=model, edits=parsed, prefix=str(prefix))
 
 
 def _upstreams(config: pytest.Config) -> dict[str, str]:
@@ -629,7 +632,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             from cassettes.untrusted import clean_line
 
             report.sections.append(("looptap fork", "\n".join(clean_line(ln) for ln in cursor.report_lines())))
+    if report.when == "call" and session is not None and session.server is not None and session.server.matcher.tolerated:
+        report.sections.append(("looptap tolerated", _tolerated_text(session.server.matcher)))
     return report
+
+
+def _tolerated_text(matcher: Any) -> str:
+    """Every difference the replay tolerated, by recorded turn, with what tolerated it (a volatile
+    span's detector, a rule, a changed tool result in a fork's tolerant prefix): in the test's
+    report (shown with a failure, and with ``-rP`` for a test that passed)."""
+    from cassettes.hints import count
+    from cassettes.replay.tolerated import report_lines, turn_entries
+    from cassettes.untrusted import clean_line
+
+    lines = report_lines(turn_entries(matcher), "")
+    head = f"{count(len(matcher.tolerated), 'recorded round trip')} answered a request that differed only in what was tolerated:"
+    return "\n".join(clean_line(ln) for ln in [head, *lines])
 
 
 class _Crash:

@@ -165,7 +165,9 @@ def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes:
         return None
     if rel.changed is not None:
         raise CassetteError(rel.changed)
-    origin = rel.meta
+    from cassettes.reading.branch import with_notes
+
+    origin = with_notes(path_b, rel.meta)  # what the fork noted after the run (tolerated, @divergence's starts)
 
     from cassettes.replay.chains import as_sent_live
 
@@ -187,9 +189,16 @@ MAX_DIVERGENCES = 5_000
 
 
 class Divergences(list[Divergence]):
-    """The divergences kept, and how many more there were (:data:`MAX_DIVERGENCES`)."""
+    """The divergences kept, and how many more there were (:data:`MAX_DIVERGENCES`); for a branch
+    beside its origin, what was tolerated (:mod:`cassettes.replay.tolerated`: per turn, the
+    prefix's as the fork noted it, then the requests that differed only so)."""
 
     left_out: int = 0
+    tolerated: list[dict[str, Any]]
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.tolerated = []
 
     def add(self, found: Iterable[Divergence], limit: int) -> None:
         for d in found:
@@ -230,17 +239,19 @@ def _first_index(ra: RunAnalysis, seqs: list[int]) -> int:
 
 def _diff_conversation(
     ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], ta: list[int], tb: list[int], ida: str, idb: str,
-    offset: int = 0, fork: dict[str, Any] | None = None,
+    offset: int = 0, fork: dict[str, Any] | None = None, tolerated: list[dict[str, Any]] | None = None,
 ) -> Iterator[Divergence]:
     """The divergences of two conversations turn by turn (``ta``/``tb``: their seqs; ``offset``:
     the turn index of their first, when lined up from a fork's cursor), as they are found. With
     ``fork`` (B is a branch of A: its ``meta.origin``), what the fork itself changed is labelled
     as the fork's (:func:`_fork_changes`) and the differences that follow fold under the change
-    they follow from (:class:`_Folding`)."""
+    they follow from (:class:`_Folding`). With ``tolerated`` (a branch forked with ``--prefix
+    tolerant``), a request that differs only in tool results is no divergence: the difference is
+    added there, as the fork's prefix tolerated it (:mod:`cassettes.replay.tolerance`)."""
     folding = _Folding() if fork is not None else None
     for k in range(min(len(ta), len(tb))):
         xa, xb = exa(ta[k]), exb(tb[k])
-        found = _diff_turn(ra, rb, xa, xb, ta[k], tb[k], k + offset, ida, idb)
+        found = _diff_turn(ra, rb, xa, xb, ta[k], tb[k], k + offset, ida, idb, tolerated)
         if fork is not None and folding is not None:
             found = folding.fold(_fork_changes(found, xa, xb, fork), k + offset)
         del xa, xb  # not held while the caller takes this turn's divergences: a turn's bodies can be huge
@@ -256,11 +267,14 @@ def _diff_conversation(
         )
 
 
-def _diff_turn(ra: RunAnalysis, rb: RunAnalysis, xa: Exchange, xb: Exchange, sa: int, sb: int, k: int, ida: str, idb: str) -> list[Divergence]:
-    """One pair of turns: the request (layer C, as replay matches), what the model emitted (E)
-    and what the API reported (A)."""
+def _diff_turn(
+    ra: RunAnalysis, rb: RunAnalysis, xa: Exchange, xb: Exchange, sa: int, sb: int, k: int, ida: str, idb: str, tolerated: list[dict[str, Any]] | None = None
+) -> list[Divergence]:
+    """One pair of turns: the request (layer C, as replay matches; with ``tolerated``, a request
+    that differs only in tool results is put there instead), what the model emitted (E) and what
+    the API reported (A)."""
     turn_a, turn_b = ra.turns[sa], rb.turns[sb]
-    out = _request_divergences(xa, xb, _new_client_findings(turn_a, turn_b), sa, sb, k, ida, idb)
+    out = _request_divergences(xa, xb, _new_client_findings(turn_a, turn_b), sa, sb, k, ida, idb, tolerated)
     for layer, view, what in (("E", _emission, "the model emitted something else"), ("A", _api, "the API reported something else")):
         ch = json_diff(view(turn_a), view(turn_b), ("response",))
         if ch:
@@ -281,14 +295,23 @@ def _new_client_findings(turn_a: Turn, turn_b: Turn) -> list[str]:
 
 
 def _request_divergences(
-    xa: Exchange, xb: Exchange, said: list[str], sa: int, sb: int, k: int, ida: str, idb: str
+    xa: Exchange, xb: Exchange, said: list[str], sa: int, sb: int, k: int, ida: str, idb: str, tolerated: list[dict[str, Any]] | None = None
 ) -> list[Divergence]:
     """How two requests differ as replay matches them (each with its body changes), the first
-    C divergence carrying ``said`` (B's new client findings at this turn)."""
+    C divergence carrying ``said`` (B's new client findings at this turn). With ``tolerated``,
+    requests that differ only in tool results are no divergence: the changes go there."""
     out: list[Divergence] = []
     ka = request_key(xa.method, xa.url, xa.request_headers, xa.request_body, xa.request_json())
     kb = request_key(xb.method, xb.url, xb.request_headers, xb.request_body, xb.request_json())
     changes = json_diff(ka.body, kb.body) if ka.is_json and kb.is_json else []
+    if tolerated is not None and changes:
+        from cassettes.replay.tolerance import tool_result_changes
+        from cassettes.replay.tolerated import entries_of
+
+        results = tool_result_changes(ka, kb, changes)
+        if results is not None:
+            tolerated.append({"conversation": ida, "turn": k, "seq": sa, "seq_b": sb, "tolerated": entries_of(results)})
+            return out
     for v in attribute(ka, kb, changes):
         mine = [c for c in changes if c.where.startswith(v.path)] if v.path not in ("(url)", "(body)") else []
         d = Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3], dict(ka.ids), dict(kb.ids))
@@ -406,20 +429,24 @@ def diff_fork(
     first request is closest to; the turns before the cursor are the origin's (served from it,
     equal by construction) and are not compared. Also lines that say how the two were lined up."""
     pairs, lone, free = _pair_fork(ra, rb, exa, exb, origin)
-    out: list[Divergence] = []
+    out = Divergences()
     said: list[str] = []
+    sink: list[dict[str, Any]] | None = [] if origin.get("prefix") == "tolerant" else None
     for cb in lone:
         out.append(Divergence("C", f"the branch has a conversation past the cursor that no conversation of the origin continues ({len(cb.turns)} turns)", None, cb.id))
     for cid, seqs, turn, cb in pairs:
         said.append(f"conversation {cid} (A) ↔ {cb.id} (B): lined up from the cursor at turn {turn} (turns 0-{turn - 1} served from A)" if turn else
                     f"conversation {cid} (A) ↔ {cb.id} (B): live from its first turn")
-        out.extend(_diff_conversation(ra, rb, exa, exb, seqs, cb.turns, cid, cb.id, offset=turn, fork=origin))
+        out.extend(_diff_conversation(ra, rb, exa, exb, seqs, cb.turns, cid, cb.id, offset=turn, fork=origin, tolerated=sink))
     for cid, (seqs, turn) in free.items():
         out.append(Divergence("C", f"conversation {cid} reached the cursor (turn {turn}) in A but has no turn past it in the branch: the agent stopped before it", cid, None, turn, seqs[0]))
     gone_live = {cid for cid, *_ in pairs} | set(free)
     replayed = [str(c.id) for c in ra.conversations if str(c.id) not in gone_live]
     if replayed:
         said.append(f"replayed in full from A (not past the cursor, equal by construction): {', '.join(replayed[:20])}")
+    from cassettes.replay.tolerated import read_entries
+
+    out.tolerated = read_entries(origin.get("tolerated")) + (sink or [])
     return out, said
 
 
@@ -428,12 +455,20 @@ FOLDED_SHOWN = 10
 
 
 def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 4) -> list[str]:
-    """The text report: grouped by conversation, then turn."""
+    """The text report: what was tolerated (a branch beside its origin), then the divergences
+    grouped by conversation, then turn."""
+    from cassettes.replay.tolerated import report_lines
+
+    tolerated = report_lines(getattr(divs, "tolerated", []), "")
+    if tolerated:
+        tolerated.insert(0, "tolerated (not divergences: what the fork's prefix mode tolerates, each with what tolerated it):")
+        tolerated = [tolerated[0], *(f"  {line}" for line in tolerated[1:])]
     if not divs:
-        return [f"{title}: the runs do not diverge"]
+        return [*tolerated, f"{title}: the runs do not diverge"]
+    head = tolerated
     left_out = getattr(divs, "left_out", 0)
     total = len(divs) + left_out
-    lines = [f"{title}: {total:{',' if left_out else ''}} divergence{'s' if total > 1 else ''}"]
+    lines = [*head, f"{title}: {total:{',' if left_out else ''}} divergence{'s' if total > 1 else ''}"]
     by_conv: dict[tuple[str | None, str | None], list[Divergence]] = {}
     for d in divs:
         by_conv.setdefault((d.conversation_a, d.conversation_b), []).append(d)

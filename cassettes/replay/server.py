@@ -336,8 +336,12 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
                 shown += 1
                 out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
         if self.matcher.tolerated:
+            from cassettes.replay.tolerated import report_lines, turn_entries
+            from cassettes.untrusted import clean_line
+
             n = len(self.matcher.tolerated)
-            out.append(f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that differed only in volatile spans (dates, ids, paths …: listed in the served exchanges' notes)")
+            out.append(f"  {n} recorded round trip{'s' if n != 1 else ''} answered a request that differed only in what was tolerated (also in the served exchanges' notes):")
+            out += [clean_line(line) for line in report_lines(turn_entries(self.matcher), "    ")]
         for m in self.matcher.misses:
             out.append(f"  unmatched: {m.method} {clip(m.target)}: {clip(m.reason)}")
         for e in self.internal_errors[:20]:
@@ -493,8 +497,11 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             transport_error=transport_error,
         )
         ex.request_body = self._retained(req.body, source, ex)
-        if isinstance(answer, Recorded):
-            ex.notes.extend(tolerated_notes(self.matcher.tolerated.get(answer.index, ())))
+        if isinstance(answer, Recorded) and answer.index in self.matcher.tolerated:
+            from cassettes.recording.redact import Redactor
+
+            scrub = Redactor().scrub  # a changed tool result is the client's text: no secret in a note
+            ex.notes.extend(scrub(n) for n in tolerated_notes(self.matcher.tolerated[answer.index]))
         with self._lock:
             ex.seq = len(self.served)
             self.served.append(ex)

@@ -91,6 +91,7 @@ class ForkPane(VerticalScroll, can_focus=True):
             t.append(f"origin #{row.origin_seq} " if row.origin_seq is not None else "", style="dim")
             t.append("served from the origin  ", style="dim italic")
             t.append_text(wire_line(row.origin or "", style="dim"))
+            self._tolerated(t, row)
             return t
         mine = row.branch if self.side == "branch" else row.origin
         other = row.origin if self.side == "branch" else row.branch
@@ -110,7 +111,17 @@ class ForkPane(VerticalScroll, can_focus=True):
             t.append_text(wire_line(d, style="red" if d.startswith("E") else "yellow"))
         if len(row.divergences) > 6:
             t.append(f"\n    … {len(row.divergences) - 6} more differences (looptap diff)", style="dim")
+        self._tolerated(t, row)
         return t
+
+    @staticmethod
+    def _tolerated(t: Text, row: ForkRow) -> None:
+        """What the fork's prefix mode tolerated at this turn (the core's lines, as wire text)."""
+        for line in row.tolerated[:6]:
+            t.append("\n    ≈ tolerated ", style="cyan")
+            t.append_text(wire_line(line, style="cyan"))
+        if len(row.tolerated) > 6:
+            t.append(f"\n    … {len(row.tolerated) - 6} more tolerated (looptap diff)", style="dim")
 
 
 class ForkRead(Message):

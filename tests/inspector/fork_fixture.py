@@ -77,3 +77,30 @@ def write(folder: Path, *, with_origin: bool = True) -> Path:
         for ex in branch():
             w.append(ex)
     return path
+
+
+CHANGED = "rainy, 9 C in Paris"
+
+
+def write_tolerant(folder: Path) -> Path:
+    """``run.jsonl`` and ``branch.jsonl``, as ``looptap run --from run.jsonl@turn=2 --prefix tolerant``
+    writes them after the world changed (the Paris weather tool now says "rainy"): turn 1 served in
+    position, its changed result in the fork's note record; turn 2 live."""
+    run = folder / "run.jsonl"
+    with CassetteWriter(run) as w:
+        for ex in origin():
+            w.append(ex)
+    h1 = [SYSTEM, USER, _call("call_A1", "Paris"), _result("call_A1", CHANGED)]
+    h2 = [*h1, _call("call_A2", "Lyon"), _result("call_A2", "sunny, 19 C in Lyon")]
+    meta = {"source": "looptap run --from", "origin": {"edits": [], "run": "run.jsonl", "prefix": "tolerant",
+                                                       "cursor": {"text": "turn=2", "turn": 2, "conversation": None, "seq": None},
+                                                       "seq": 2, "starts": {"c1": 2}, "turn": 2, "turns": {"c1": 2}, "model": None}}
+    path = folder / "branch.jsonl"
+    with CassetteWriter(path, meta=meta) as w:
+        w.append(_exchange(h2, _answer("Rain in Paris, sun in Lyon.")))
+    note = {"type": "note", "note": "fork", "prefix": "tolerant", "starts": {},
+            "tolerated": [{"conversation": "c1", "turn": 1, "seq": 1,
+                           "tolerated": [{"path": "messages[3].content", "by": "tool_result", "recorded": ORIGINAL, "live": CHANGED}]}]}
+    with path.open("ab") as f:
+        f.write(orjson.dumps(note) + b"\n")
+    return path

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fork_fixture import EDITED, ORIGINAL, write
+from fork_fixture import CHANGED, EDITED, ORIGINAL, write, write_tolerant
 from helpers import loaded, pane_text, until
 
 from inspector.app import InspectorApp, build_app
@@ -63,6 +63,21 @@ async def test_a_branch_is_shown_beside_its_origin_with_the_fork_point_marked(tm
         await pilot.press("o")
         await pilot.pause()
         assert 'get_weather({"city":"Nice"})' in pane_text(app, "#fork-view")
+
+
+async def test_what_a_tolerant_prefix_tolerated_is_shown_under_its_turn(tmp_path: Path) -> None:
+    """Issue 44: the changed tool result served in position (turn 1, from the fork's note) and the
+    same result in the live turn's request (turn 2: no C divergence) are listed as tolerated."""
+    app = build_app(write_tolerant(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        text = await _fork_tab(pilot, app)
+        lines = text.splitlines()
+        served = next(i for i, ln in enumerate(lines) if "turn 1 origin #1" in ln)
+        tolerated = [i for i, ln in enumerate(lines) if "≈ tolerated messages[3].content" in ln]
+        assert len(tolerated) == 2 and tolerated[0] == served + 1, text
+        assert f'recorded "{ORIGINAL}", live "{CHANGED}" (by tool_result)' in lines[tolerated[0]]
+        assert "C: the tool result" not in text and "fork point: live from turn 2" in text
 
 
 async def test_a_branch_without_its_origin_says_so_and_shows_its_own_turns(tmp_path: Path) -> None:

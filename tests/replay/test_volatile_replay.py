@@ -130,7 +130,7 @@ def test_the_server_serves_the_recording_and_notes_what_it_tolerated(tmp_path: P
         "tolerated: date at messages[0].content: recorded '2026-11-24', this request '2026-11-25'",
         "tolerated: cwd at messages[0].content: recorded '/home/alice/proj', this request '/home/bob/checkout'",
     ]
-    assert "1 recorded round trip answered a request that differed only in volatile spans" in "\n".join(lines)
+    assert "1 recorded round trip answered a request that differed only in what was tolerated" in "\n".join(lines)
 
 
 def test_the_server_turned_off_answers_the_miss(tmp_path: Path) -> None:
