@@ -47,7 +47,10 @@ def _err(msg: str) -> None:
     print(f"looptap: {msg}", file=sys.stderr)
 
 
-_EMPTY_TURN: dict[str, Any] = {"conversation": None, "turn": None, "previous_seq": None, "layers": None, "tokens": None, "findings": []}
+_EMPTY_TURN: dict[str, Any] = {
+    "conversation": None, "turn": None, "previous_seq": None, "conversation_kind": None, "conversation_parent_seq": None,
+    "layers": None, "tokens": None, "findings": [],
+}  # fmt: skip
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -55,7 +58,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         from cassettes import providers
         from cassettes.reading.run import open_run
         from cassettes.views.roundtrip_object import roundtrip_json
-        from cassettes.views.view import analysis_lines, edits_json, mcp_link_json, summary_lines, turn_json
+        from cassettes.views.view import (
+            analysis_lines,
+            conversation_json,
+            edits_json,
+            mcp_link_json,
+            summary_lines,
+            turn_json,
+        )
 
         providers.FAMILIES  # noqa: B018 - the adapters, which the first round trip would load
 
@@ -69,6 +79,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     turns = run.analysis.turns
     keep = _show_filter(args, run.analysis)
     ran = {c.call_id: c for c in run.analysis.mcp_calls.values() if c.call_id}
+    # The conversations that branched from another (few): every other one is a main one.
+    branched = {c.id: c for c in run.analysis.conversations if c.parent_seq is not None} if args.json else {}
     from cassettes.views.view import GrowthRows
 
     # Each turn is restored once, by views(); the growth tables printed after take its row from there.
@@ -83,6 +95,9 @@ def cmd_show(args: argparse.Namespace) -> int:
                 v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)
             turn = turns.get(v["seq"])
             v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
+            if turn is not None:
+                conv = branched.get(turn.conversation)
+                v.update(conversation_json(conv) if conv is not None else {"conversation_kind": "main", "conversation_parent_seq": None})
             if turn is not None and growth is not None:
                 growth.note(turn)
             link = run.analysis.mcp_calls.get(v["seq"])

@@ -38,11 +38,25 @@ In order:
    (Claude Code's Task tool, an agent-as-tool) is that call's sub-agent, branched from its turn —
    unless it quotes the prompt as a JSON argument value (``"prompt": "…"``): a request that
    quotes the call is about the call (a summary of the tools used), a side call of that turn.
+
+Agents (docs/threading.md, "Agents, and what each conversation is"): an agent is its system
+prompt, its tool names and the name the wire gives it. Under another system prompt, a turn's
+history followed by its answer as a *user* message is another agent of a group chat
+(``group_chat``); another agent over a conversation's history, while a transfer call naming it (in
+its system prompt) waits, is the run handed over (``handoff``); another agent sending exactly a
+turn's request whose only question a pending call handed over word for word is an agent used as a
+tool (``agent_tool``). A prompt built like a conversation's latest one but for its last question,
+after an answer that called no tool, is a ``sibling`` (a few-shot prompt); exactly a later turn's
+request again after it was answered is that conversation going back (``retry``: the answer was
+discarded); a history that opens with a conversation's latest answer continues it (the question
+before was dropped); and the next step of a re-rendered trajectory (:mod:`.trajectory`) continues
+the conversation whose latest request it re-renders.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -63,6 +77,7 @@ from cassettes.analysis.message_keys import (
     squashed,
 )
 from cassettes.analysis.spill import KEEP, Spill, SpillMap
+from cassettes.analysis.trajectory import Fields, Step, fields_of, follows, step_of
 from cassettes.models import Message, NormalisedResponse, Part
 
 __all__ = ["Link", "Threader", "message_key", "response_message", "squashed"]
@@ -147,6 +162,17 @@ class _TurnInfo:
     family: str
     #: Tool names of the answer's calls (for APIs whose results name the tool, not a call id).
     echo_names: frozenset[str] = frozenset()
+    #: The turn started its conversation (a repeat of a later turn's request is the conversation
+    #: going back; a first request again is a new start).
+    opens: bool = False
+    #: The agents the answer's transfer calls name (``transfer_to_agent(agent_name=…)``,
+    #: ``transfer_to_<agent>``), casefolded: a request under a system prompt naming one is the
+    #: agent the run was handed to.
+    handoff_to: frozenset[str] = frozenset()
+    #: A re-rendered trajectory's fields (its only user message's) and the answer's ``next_*``
+    #: fields; like ``keys``, kept only while the turn is its conversation's latest.
+    fields: Fields | None = None
+    step: Step | None = None
 
 
 #: Registrations kept per prefix hash once pruned: those still their conversation's latest (up
@@ -210,6 +236,36 @@ def _quoted_only(text: str, prompt: str) -> bool:
     return True
 
 
+#: System prompt text kept to look for a handoff's agent name in (characters).
+_SYSTEM_TEXT = 8192
+#: What a transfer call's name says (openai-agents' ``transfer_to_<agent>``, Google ADK's
+#: ``transfer_to_agent``, swarm's handoffs): the call hands the run over.
+_TRANSFER_WORDS = ("transfer", "handoff", "hand_off")
+#: An agent's name as a transfer call's argument carries it: one identifier-like word.
+_AGENT_NAME = re.compile(r"[\w.-]{3,64}")
+
+
+def _handoff_targets(answer: Message) -> frozenset[str]:
+    """The agents an answer's transfer calls name, casefolded: an identifier-like string argument
+    (``{"agent_name": "weather_agent"}``) or the name's tail after ``transfer_to_``."""
+    out: set[str] = set()
+    for p in answer.parts[:64]:
+        call = p.tool_call
+        if call is None or not call.name or not any(w in call.name.casefold() for w in _TRANSFER_WORDS):
+            continue
+        name = call.name.casefold()
+        if name.startswith("transfer_to_") and name != "transfer_to_agent":
+            out.add(name.removeprefix("transfer_to_"))
+        if isinstance(call.arguments, dict):
+            out.update(v.casefold() for v in list(call.arguments.values())[:8] if isinstance(v, str) and _AGENT_NAME.fullmatch(v))
+    return frozenset(out) if out else _NO_NAMES
+
+
+def _names_agent(system_text: str, targets: frozenset[str]) -> bool:
+    """The system prompt names one of ``targets`` as a word of its own."""
+    return any(re.search(rf"(?<![\w-]){re.escape(t)}(?![\w-])", system_text) for t in targets)
+
+
 class _TurnInfos:
     """The threader's turns by id: a list whose older entries live in a :class:`SpillMap`."""
 
@@ -256,6 +312,17 @@ class Threader:
     _ids: set[str] = field(default_factory=set)
     #: Tool-call ids of the answers of conversations' latest turns → that turn.
     _id_turn: SpillMap[str, int] = field(init=False)
+    #: The request's system prompt text, casefolded (bounded): where a handoff's agent is named.
+    _system_text: str = ""
+    #: The request's trajectory fields, when it is one (:meth:`_trajectory`).
+    _fields: Fields | None = None
+    #: Answers by their key (family, loose key) → the turn that gave them: a history that starts
+    #: with an answer continues that turn's conversation (the question before it was dropped).
+    _by_answer: SpillMap[int, int] = field(init=False)
+    #: Re-rendered trajectories' latest turns by (family, agent, first input field) → turn id.
+    _by_head: SpillMap[int, int] = field(init=False)
+    #: Sibling conversations → the turn their group started from (one parent for all siblings).
+    _sibling_root: SpillMap[str, int] = field(init=False)
     #: This threader's memo of squashed texts and part keys (:class:`_Memo`).
     _memo: _Memo = field(default_factory=_Memo)
     #: Where the tables above keep what does not fit in memory (``keep`` entries each).
@@ -266,11 +333,12 @@ class Threader:
         self.turns = _TurnInfos(spill, self.keep)
         self._prefix, self._by_start = SpillMap(spill, self.keep), SpillMap(spill, self.keep)
         self._by_response, self._last_of, self._id_turn = SpillMap(spill, self.keep), SpillMap(spill, self.keep), SpillMap(spill, self.keep)
+        self._by_answer, self._sibling_root, self._by_head = SpillMap(spill, self.keep), SpillMap(spill, self.keep), SpillMap(spill, self.keep)
 
     def _trim(self) -> None:
         """Spill what does not fit (between requests: no entry is held then)."""
         self.turns.trim()
-        for table in (self._prefix, self._by_start, self._by_response, self._last_of, self._id_turn):
+        for table in (self._prefix, self._by_start, self._by_response, self._last_of, self._id_turn, self._by_answer, self._sibling_root, self._by_head):
             table.trim()
 
     def close(self) -> None:
@@ -350,6 +418,8 @@ class Threader:
         memo = self._memo
         self._system = hash(orjson.dumps(_part_keys(system or [], memo=memo), option=orjson.OPT_NON_STR_KEYS))
         self._tools = hash(tuple(sorted(tools or ())))
+        self._system_text = " ".join(p.text[:_SYSTEM_TEXT] for p in (system or ())[:16] if p.kind == "text" and p.text)[:_SYSTEM_TEXT].casefold()
+        self._fields = self._trajectory(messages)
         self._ids = set()
         for m in messages[-8:]:  # what the request answers sits at its end
             self._ids |= _call_ids(m.parts)
@@ -371,6 +441,10 @@ class Threader:
             response_id=response.id if response is not None else None,
             failed=failed,
             family=family,
+            opens=link.previous is None,
+            handoff_to=_handoff_targets(echo) if echo is not None else _NO_NAMES,
+            fields=self._fields,
+            step=step_of(" ".join(p.text for p in echo.parts if p.kind == "text" and p.text)) if self._fields is not None and echo is not None else None,
         )
         self.turns.append(info)
         self._supersede(link.conversation, tid, info)
@@ -379,7 +453,12 @@ class Threader:
         if info.response_id:
             self._by_response[info.response_id] = tid
         self._register_history(family, keys, messages, link.conversation, tid)
+        if self._fields is not None and self._fields.head:
+            self._by_head[self._head_key(family, self._fields)] = tid
+        if link.branch == "sibling" and link.parent is not None:
+            self._sibling_root[link.conversation] = link.parent
         if echo is not None and echo_keys is not None:
+            self._by_answer[hash((family, echo_keys[0]))] = tid
             self._register_echo(family, keys, len(messages), echo, echo_keys, link.conversation, tid)
         return link
 
@@ -390,6 +469,7 @@ class Threader:
             old = self.turns[superseded]
             old.keys = None
             old.last_parts = old.echo_parts = None  # released: read only while the latest
+            old.fields = old.step = None
             for i in old.echo_ids:
                 if self._id_turn.get(i) == superseded:
                     del self._id_turn[i]
@@ -492,6 +572,35 @@ class Threader:
         # By call id; where the API names only the tool (Gemini, Ollama), by name.
         return all(r.call_id in prev.echo_ids if r.call_id else (r.name is not None and r.name in prev.echo_names) for r in results)
 
+    def _receives_answer(self, best: _Registered, prev: _TurnInfo) -> bool:
+        """The request, under another system prompt, carries ``prev``'s history and then ``prev``'s
+        answer as a *user* message (a named one, AutoGen's group chats): another agent hearing what
+        this one said, not this agent's next step (which echoes its answer as its own)."""
+        n = best.length
+        if best.with_echo or n != prev.length or prev.failed or prev.system == self._system or not prev.echo_parts:
+            return False
+        if len(self._messages) <= n or _ROLE.get(self._messages[n].role, self._messages[n].role) != "user":
+            return False
+        return _part_keys(self._messages[n].parts, memo=self._memo) == prev.echo_parts
+
+    def _handed_to(self, t: _TurnInfo) -> bool:
+        """``t``'s answer made a transfer call naming an agent, this request is made under a system
+        prompt that names that agent, and it answers none of ``t``'s calls: the run was handed to it
+        (Google ADK's ``transfer_to_agent``: the next agent tells the transfer as context text)."""
+        return bool(t.handoff_to) and not (self._ids & t.echo_ids) and _names_agent(self._system_text, t.handoff_to)
+
+    def _agent_tool(self) -> int | None:
+        """The turn, its conversation's latest, whose pending call handed this request's only
+        question over word for word (an agent used as a tool: ADK's AgentTool, openai-agents'
+        ``as_tool``), if any."""
+        asked = [m for m in self._messages[:_SCAN_OPENING] if _ROLE.get(m.role, m.role) != "system"]
+        if len(asked) != 1 or _ROLE.get(asked[0].role, asked[0].role) != "user":
+            return None
+        tid = self._prompts.get(_norm_prompt(" ".join(p.text for p in asked[0].parts if p.kind == "text" and p.text)))
+        if tid is None or self._last_of.get(self.turns[tid].conversation) != tid:
+            return None
+        return tid
+
     def _other_agent(self, t: _TurnInfo) -> bool:
         """``t`` was made under another system prompt and another tool set than this request."""
         return t.system != self._system and t.tools != self._tools
@@ -554,12 +663,63 @@ class Threader:
         if previous_response_id and previous_response_id in self._by_response:
             tid = self._by_response[previous_response_id]
             return Link(self.turns[tid].conversation, tid, "previous_response_id", kept=0, echoed=None)
-        link, repeat = self._by_history(family, keys, self._use_strict(family, keys))
+        use_strict = self._use_strict(family, keys)
+        link, repeat = self._by_history(family, keys, use_strict)
         if link is not None:
             return link
+        if repeat:
+            again = self._discarded(family, keys, use_strict)
+            if again is not None:
+                return again
+            sibling = self._sibling(family, keys, messages)
+            if sibling is not None:
+                return sibling
         if repeat or not messages:
             return self._start(messages)
         return self._by_opening(family, keys, messages)
+
+    def _discarded(self, family: str, keys: _Keys, use_strict: bool) -> Link | None:
+        """Exactly the request of a conversation's latest turn again, though that turn was
+        answered: the client threw the answer away and asked again (``retry``; the C layer says
+        the answer was discarded). Only past a conversation's first turn (an identical first
+        request is a new agent starting alike) and when one conversation alone sent it."""
+        n = len(keys.key)
+        length, regs = next(self._matches(family, keys, strict=use_strict), (0, []))
+        if length != n:
+            return None
+        live = [r for r in regs[-_MAX_PER_PREFIX:] if not r.with_echo and self._live(r)]
+        if len({r.conversation for r in live}) != 1:
+            return None
+        t = self.turns[live[-1].turn]
+        if t.failed or t.opens or t.system != self._system or t.tools != self._tools:
+            return None
+        return Link(t.conversation, live[-1].turn, "retry", kept=n, echoed=None)
+
+    def _sibling(self, family: str, keys: _Keys, messages: list[Message]) -> Link | None:
+        """An independent prompt built like a conversation's latest request: the same messages but
+        the last, a question of its own (a prompt optimiser's few-shot prompts: system, demo
+        question, demo answer, new question), after an answer that called no tool. Its own
+        conversation, a sibling of the first prompt of the group (no history was rewritten)."""
+        start = self._start_len(messages)
+        n = len(messages)
+        if n < start + 2:  # (nothing shared beyond the opening: not a few-shot prompt)
+            return None
+        cands = self._by_start.get(hash((family, keys.key[start - 1])))
+        if not cands:
+            return None
+        tid = max(cands[-_MAX_PER_PREFIX:], key=lambda t: (self._rank(t, self._last_of.get(self.turns[t].conversation) == t), t))
+        t = self.turns[tid]
+        if self._last_of.get(t.conversation) != tid or t.keys is None or t.length != n or t.failed:
+            return None
+        if t.echo_ids or t.echo_names or t.system != self._system or t.tools != self._tools:
+            return None
+        last = messages[-1]
+        if _ROLE.get(last.role, last.role) != "user" or any(p.tool_result is not None for p in last.parts):
+            return None
+        if any(k[0] == "r" for k in t.last_parts or ()) or t.keys.key[: n - 1] != keys.key[: n - 1]:
+            return None
+        root = self._sibling_root.get(t.conversation, tid)
+        return Link(self._new_conversation(), None, "start", parent=root, branch="sibling")
 
     def _use_strict(self, family: str, keys: _Keys) -> bool:
         """Whether the keys with tool-call ids decide: when they reach as far as the loose ones, or
@@ -614,9 +774,16 @@ class Threader:
             return retry, regs, None, False
         regs = [r for r in regs if r.with_echo]
         if not regs and all(self._other_agent(self.turns[r.turn]) for r in again):
-            # Another agent sent exactly what a turn sent (a title call on the first
-            # message): a side call over that history, branched from the turn.
+            # Another agent sent exactly what a turn sent: an agent a pending call handed the
+            # question to (an agent used as a tool), else a title call on the first message: a
+            # side call over that history, branched from the turn.
+            tool_of = self._agent_tool()
+            if tool_of is not None:
+                return Link(self._new_conversation(), None, "start", parent=tool_of, branch="agent_tool"), regs, None, False
             best, _ = self._choose(again)
+            latest = self._last_of[best.conversation]
+            if self._handed_to(self.turns[latest]):
+                return Link(self._new_conversation(), None, "start", parent=latest, branch="handoff"), regs, None, False
             return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call"), regs, None, False
         owner = self._choose(again)[0] if use_strict and keys.strict[n - 1] != keys.loose[n - 1] else None
         # Otherwise the same history as another conversation's request: a parallel agent one
@@ -639,9 +806,16 @@ class Threader:
         """The request goes on from the best of the turns whose history it extends."""
         best, tied = self._choose(regs)
         prev_info = self.turns[best.turn]
+        if self._receives_answer(best, prev_info):
+            # Another agent of a group chat: it got the turn's answer as input of its own.
+            return Link(self._new_conversation(), None, "start", parent=best.turn, branch="group_chat")
         if self._other_agent(prev_info) and not self._hands_over(prev_info):
-            # Another agent (another system prompt and other tools) over this history: a
-            # summary, compaction or title call. Its own conversation, branched here.
+            # Another agent (another system prompt and other tools) over this history: the agent
+            # a pending transfer call named (a handoff), else a summary, compaction or title call.
+            # Its own conversation, branched here.
+            latest = self._last_of[best.conversation]
+            if self._handed_to(self.turns[latest]):
+                return Link(self._new_conversation(), None, "start", parent=latest, branch="handoff")
             return Link(self._new_conversation(), None, "start", parent=best.turn, branch="side_call")
         # Compared with the conversation's latest turn, not the older turn it matched best: a
         # history that extends an earlier turn has dropped or rewritten what came after it.
@@ -659,7 +833,10 @@ class Threader:
         start = self._start_len(messages)
         cands = self._by_start.get(hash((family, keys.key[start - 1])))
         if not cands:
-            return self._start(messages)
+            return self._re_rendered(family) or self._after_answer(family, keys, messages, start) or self._start(messages)
+        sibling = self._sibling(family, keys, messages)
+        if sibling is not None:
+            return sibling
         best_tid = max(cands, key=lambda t: (self._rank(t, self._last_of.get(self.turns[t].conversation) == t), t))
         info = self.turns[best_tid]
         conv = info.conversation
@@ -670,6 +847,56 @@ class Threader:
             # conversation after them: another agent (a sub-agent, a title call).
             return self._start(messages)
         return self._describe(conv, latest, keys.key, "rewritten")
+
+    @staticmethod
+    def _trajectory(messages: list[Message]) -> Fields | None:
+        """The fields of a request that is system messages and one user message written in
+        ``[[ ## name ## ]]`` fields (a re-rendered trajectory: DSPy), else ``None``."""
+        asked = [m for m in messages[:_SCAN_OPENING] if _ROLE.get(m.role, m.role) != "system"]
+        if len(asked) != 1 or len(messages) > _SCAN_OPENING or _ROLE.get(asked[0].role, asked[0].role) != "user":
+            return None
+        return fields_of("\n".join(p.text for p in asked[0].parts if p.kind == "text" and p.text))
+
+    def _head_key(self, family: str, f: Fields) -> int:
+        return hash((family, self._system, self._tools, f.head[0]))
+
+    def _re_rendered(self, family: str) -> Link | None:
+        """The next step of a re-rendered trajectory (:mod:`.trajectory`): the same agent and
+        question, every step field its conversation's latest request had and the one step more
+        that request's answer asked for. A step field rendered otherwise than it was sent (an
+        observation the client rewrote) is the history rewritten in place."""
+        now = self._fields
+        if now is None or not now.head:
+            return None
+        tid = self._by_head.get(self._head_key(family, now))
+        if tid is None:
+            return None
+        t = self.turns[tid]
+        if self._last_of.get(t.conversation) != tid or t.fields is None or t.failed or t.step is None:
+            return None
+        found = follows(t.fields, now, t.step)
+        if found is None or not found[0]:
+            return None  # not the step the answer asked for: another run of the program
+        if found[1]:
+            return Link(t.conversation, tid, "rewritten", kept=t.length - 1, echoed=True, rewritten=1)
+        return Link(t.conversation, tid, "extends", kept=t.length, echoed=True)
+
+    def _after_answer(self, family: str, keys: _Keys, messages: list[Message], start: int) -> Link | None:
+        """A history that opens (after its system messages) with the answer a conversation's
+        latest turn gave: that conversation goes on, the messages before the answer dropped (a
+        Responses client sending the answer back by id without the question). The C layer says
+        what was dropped."""
+        first = messages[start - 1]
+        if _ROLE.get(first.role, first.role) not in ("assistant", "model"):
+            return None
+        tid = self._by_answer.get(hash((family, keys.key[start - 1])))
+        if tid is None:
+            return None
+        t = self.turns[tid]
+        if self._last_of.get(t.conversation) != tid or t.failed or t.system != self._system:
+            return None
+        kept = start - 1 if t.keys is not None and t.keys.key[: start - 1] == keys.key[: start - 1] else 0
+        return Link(t.conversation, tid, "rewritten", kept=kept, echoed=True, rewritten=t.length - kept)
 
     def _start(self, messages: list[Message]) -> Link:
         """A new conversation; a sub-agent's when its first user words are a pending call's prompt."""

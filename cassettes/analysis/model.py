@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from cassettes.models import ApiError, FinishReason, Message, Usage
 
 __all__ = [
+    "KIND_WORDS",
     "ApiReport",
     "CallCheck",
     "Conversation",
@@ -32,6 +33,7 @@ __all__ = [
     "Severity",
     "TokenCount",
     "Turn",
+    "kind_text",
 ]
 
 Layer = Literal["E", "A", "C"]
@@ -216,14 +218,44 @@ class Conversation(_Model):
     #: The first words of its first user message (at most 60 characters), to tell conversations
     #: apart at a glance; recorded text, so shown only through the untrusted-text boundary.
     title: str | None = None
-    #: seq of the turn this conversation branched from (a sub-agent or retry fork), if any.
+    #: seq of the turn this conversation branched from (its parent), if any.
     parent_seq: int | None = None
-    #: How it branched: ``sub_agent`` (its first words are the prompt a tool call of the parent
-    #: turn asked for: Claude Code's Task tool, an agent used as a tool) or ``side_call`` (something
-    #: asked over the parent's history or about its call: another system prompt and tool set over
-    #: it — a summary, compaction, a title —, a question asked while the parent's calls run — a
-    #: progress summary —, or a request quoting the parent's call — a label for the tools used).
+    #: How it branched from its parent (docs/threading.md; :data:`KIND_WORDS` says each in words):
+    #: ``sub_agent`` (its first words are the prompt a tool call of the parent turn asked for:
+    #: Claude Code's Task tool), ``agent_tool`` (an agent used as a tool, handed the user's
+    #: question word for word while the parent waits for the tool's result), ``handoff`` (the run
+    #: went on under the agent the parent's transfer call named), ``group_chat`` (another agent of a
+    #: group chat: it received the parent turn's answer as a user message), ``sibling`` (an
+    #: independent prompt that shares its opening with the parent's: a few-shot prompt of an
+    #: optimiser) or ``side_call`` (something asked over the parent's history or about its call:
+    #: another system prompt and tool set over it — a summary, compaction, a title —, a question
+    #: asked while the parent's calls run — a progress summary —, or a request quoting the
+    #: parent's call — a label for the tools used).
     branch: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """``main`` for a conversation of its own, else how it branched (:attr:`branch`)."""
+        return self.branch or "main"
+
+
+#: How a view says a conversation's kind, before its parent's ``#seq`` (``show``, the inspector,
+#: the HTML page): one wording for every view.
+KIND_WORDS: dict[str, str] = {
+    "sub_agent": "sub-agent of",
+    "agent_tool": "agent used as a tool by",
+    "handoff": "handoff from",
+    "group_chat": "group chat with",
+    "sibling": "sibling of",
+    "side_call": "side call on",
+}
+
+
+def kind_text(kind: str, parent_seq: int | None) -> str:
+    """``handoff from #3``: a conversation's kind and parent in words (empty for a main one)."""
+    if parent_seq is None:
+        return ""
+    return f"{KIND_WORDS.get(kind, 'branched from')} #{parent_seq}"
 
 
 class McpCall(_Model):

@@ -318,6 +318,9 @@ class RunAnalyser:
         self._keep = keep
         self._threader = Threader(keep=keep)
         self._mcp = McpLinker()
+        #: seqs of turns whose transfer call handed the run to another agent (a ``handoff``
+        #: conversation branched from them): their calls are not left pending.
+        self._handed_off: set[int] = set()
         self._seq_of_tid = array("q")  # threader turn id → seq
         # Contexts a later turn may take as its previous one, by threader turn id: the latest
         # turn of each conversation (every turn when nothing can be reloaded).
@@ -482,6 +485,8 @@ class RunAnalyser:
         first = self.first_index if parent is None else 0
         conv = self._convs[link.conversation] = ConversationState(link.conversation, rt.family, count=first, first=first)
         record = _ConvRecord(link.conversation, rt.family, label, _title(rt.request.messages), parent, link.branch if parent is not None else None)
+        if parent is not None and link.branch == "handoff":
+            self._handed_off.add(parent)
         self._records[link.conversation] = self._conversations._add(record)
         return conv
 
@@ -684,9 +689,14 @@ class RunAnalyser:
             parked = self._parked.peek(conv_id)  # one with findings to add to is in memory
             last[parked.seq] = (parked.findings, self._latest.peek(conv_id)[1])
             self.result.errors.extend(parked.errors or ())
-            return parked.final or ()
+            return [f for f in parked.final or () if not self._handed_over(f)]
         conv = self._convs.peek(conv_id)
-        return [f for final in FINAL_CHECKS for f in _run(final, conv, self.result.errors)]
+        return [f for final in FINAL_CHECKS for f in _run(final, conv, self.result.errors) if not self._handed_over(f)]
+
+    def _handed_over(self, f: Finding) -> bool:
+        """``f`` says a turn's calls were left pending, but the turn handed the run to another
+        agent, which went on (a ``handoff`` conversation branched from it)."""
+        return f.code == "C.stopped_with_pending_calls" and f.seq in self._handed_off
 
     def _apply_final(self, f: Finding, last: SpillMap[int, tuple[list[Finding], int]]) -> None:
         """Add an end-of-run finding to its turn's findings."""

@@ -524,6 +524,7 @@ def _conversation_span(run: Run, conv_rec: Conversation, bounds: tuple[int, int]
         "looptap.turns": len(conv_rec.turns),
         "looptap.label": conv_rec.label,
         "looptap.parent_seq": conv_rec.parent_seq,
+        "looptap.conversation.kind": conv_rec.kind,
         "looptap.findings.count": len(codes),
         "looptap.findings.codes": codes or None,
         "looptap.tokens.cumulative_input": last.cumulative_input if last else None,

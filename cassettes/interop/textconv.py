@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from cassettes.analysis import Turn
+from cassettes.analysis.model import kind_text
 from cassettes.models import Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.parsing.roundtrip import RoundTrip
 from cassettes.reading.run import Run
@@ -183,7 +184,7 @@ def render(run: Run, raw_ids: bool = False) -> Iterator[str]:
     for p in run.problems:
         yield f"! {_one_line(p)}"
     for conv in a.conversations:
-        parent = f", branched from #{conv.parent_seq}" if conv.parent_seq is not None else ""
+        parent = f", {kind_text(conv.kind, conv.parent_seq)}" if conv.parent_seq is not None else ""
         label = f" label={conv.label}" if conv.label else ""
         yield f"conversation {conv.id} ({conv.family}): turns {' '.join(f'#{s}' for s in conv.turns)}{parent}{label}"
     for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):

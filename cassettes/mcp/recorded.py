@@ -72,6 +72,7 @@ def conversation_row(c: Conversation, a: RunAnalysis, ends: list[tuple[bool, Dec
         "first_seq": c.turns[0] if c.turns else None,
         "parent_seq": c.parent_seq,
         "branch": text(c.branch, 40),
+        "kind": c.kind,
         "cumulative_input_tokens": last.tokens.cumulative_input if last else None,
         "cost_usd": float(last.tokens.cumulative_cost) if last and last.tokens.cumulative_cost is not None else None,
         "cost_estimated": last.tokens.cumulative_estimated if last and last.tokens.cumulative_cost is not None else None,

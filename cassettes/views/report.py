@@ -29,6 +29,7 @@ import orjson
 from cassettes.analysis import Finding, Turn
 from cassettes.analysis.dispatch.replayed import replay_miss
 from cassettes.analysis.dispatch.roots import ordered_findings
+from cassettes.analysis.model import kind_text
 from cassettes.models import Message, Part
 from cassettes.untrusted import clean
 from cassettes.views.growth import growth_bars, split_json
@@ -304,6 +305,8 @@ def _conversations(analysis: Any, bars: dict[int, list[Any]]) -> tuple[list[dict
                 "turns": seqs,
                 "parent_seq": conv.parent_seq,
                 "branch": conv.branch,
+                "kind": conv.kind,
+                "kind_text": kind_text(conv.kind, conv.parent_seq),
             }
         )
         growth[conv.id] = [bars[s] if s in bars else _bar(turns_by_seq[s]) for s in seqs]

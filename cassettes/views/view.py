@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cassettes.analysis.dispatch.replayed import CODE as DIVERGED
-from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis, Turn
+from cassettes.analysis.model import Conversation, Finding, McpCall, RunAnalysis, Turn, kind_text
 from cassettes.errors import problem_lines
 from cassettes.views.money import ESTIMATED_NOTE, money
 
@@ -379,6 +379,15 @@ def _tokens_json(turn: Turn) -> dict[str, Any]:
     return turn.tokens.model_dump(mode="json", exclude={"segments"}) | {"split": split_json(bar)}
 
 
+def conversation_json(conv: Conversation | None) -> dict[str, Any]:
+    """A round trip's conversation's kind and parent in ``show --json`` (``conversation_kind``:
+    ``main``, ``side_call``, ``sub_agent``, ``agent_tool``, ``handoff``, ``group_chat``,
+    ``sibling``; ``conversation_parent_seq``: the turn it branched from), as the core found them."""
+    if conv is None:
+        return {"conversation_kind": None, "conversation_parent_seq": None}
+    return {"conversation_kind": conv.kind, "conversation_parent_seq": conv.parent_seq}
+
+
 def turn_json(turn: Turn) -> dict[str, Any]:
     """The analysis additions to a round trip's JSON object (schema looptap.roundtrip/1)."""
     c = turn.c
@@ -428,8 +437,6 @@ SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "·"}
 
 #: Each finding layer's heading in text output, in the order they are shown.
 _LAYER_NAMES = {"E": "E — model emission", "A": "A — API", "C": "C — client dispatch"}
-#: How a conversation's heading says what it branched from, by its ``branch`` kind.
-_BRANCH_WORDS = {"sub_agent": "sub-agent of", "side_call": "side call on"}
 
 
 def analysis_lines(analysis: RunAnalysis, rows: GrowthRows | None = None) -> Iterator[str]:
@@ -496,9 +503,7 @@ def _growth_lines(analysis: RunAnalysis, conv: Conversation, rows: GrowthRows | 
     at a time; each row from ``rows`` when noted there, else from its turn in ``analysis.turns``."""
     if not conv.turns:
         return
-    branch = ""
-    if conv.parent_seq is not None:
-        branch = f", {_BRANCH_WORDS.get(conv.branch or '', 'branched from')} #{conv.parent_seq}"
+    branch = f", {kind_text(conv.kind, conv.parent_seq)}" if conv.parent_seq is not None else ""
     title = f" “{conv.label or conv.title}”" if conv.label or conv.title else ""
     yield ""
     yield f"token growth, conversation {conv.id}{title} ({conv.family}, {count(len(conv.turns), 'turn')}{branch})"

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Select
 
-from cassettes.analysis.model import Conversation
+from cassettes.analysis.model import Conversation, kind_text
 from cassettes.views.view import count
 from inspector.safe import wire_line
 
@@ -57,12 +57,9 @@ class ConversationSwitcher(Select[str]):
             self.post_message(self.ConversationChosen(self, event.value))
 
 
-_BRANCH = {"sub_agent": "sub-agent of", "side_call": "side call on"}
-
-
 def _label(c: Conversation) -> str:
     """What a conversation is: its label or family, and where it branched from."""
     label = c.label or (f"“{c.title}”" if c.title else c.family)
     if c.parent_seq is not None:
-        label += f" · {_BRANCH.get(c.branch or '', 'branched from')} #{c.parent_seq}"
+        label += f" · {kind_text(c.kind, c.parent_seq)}"
     return label

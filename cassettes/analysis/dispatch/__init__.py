@@ -27,7 +27,9 @@ Catalogue (code, severity, when it fires):
                                               with the same words or its observation replaced are
                                               tolerated)
 ``C.history_mutated``               warning   an earlier message was changed in place
-``C.history_trimmed``               info      the history was shortened or compacted (intentional)
+``C.history_trimmed``               info      the history was shortened or compacted (intentional);
+                                              also when it starts with the previous answer, the
+                                              question before it dropped
 ``C.pairing_error``                 error     the API rejected the request with a pairing text
                                               (WIRE.md §G.2): reported by A, caused by C, linked
                                               to the turn whose calls were mishandled
@@ -52,6 +54,9 @@ Catalogue (code, severity, when it fires):
 ``C.retry_before_retry_after``      warning   ... sooner than the ``retry-after`` the API asked for
 ``C.retry_storm``                   warning   five attempts at one request, each within 0.5 s of the last failure
 ``C.gave_up_on_retryable_error``    info      the conversation ended on a 429, 5xx or transport error
+``C.answer_discarded``              info      a turn's request sent again word for word after it was
+                                              answered: the answer thrown away (a parse or
+                                              validation retry) and paid for twice
 ``C.tool_result_as_text``           error     a call's result sent as user text, not as a tool result
 ``C.tool_calls_as_text``            info      the client echoed the answer's calls as text and sends
                                               the results as text: a transcript (smolagents), no

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import orjson
 
 from cassettes.analysis.context import TurnContext
 from cassettes.analysis.dispatch._shared import _continues, _hk, _item, _prev_ok
-from cassettes.analysis.message_keys import message_key
+from cassettes.analysis.message_keys import message_key, response_message
 from cassettes.analysis.model import Finding, Severity
 from cassettes.models import FinishReason, Message
 
 #: A text-protocol step: the model asks the client's own loop to act (ReAct's "Action: tool" /
-#: "Action Input: …", smolagents' "Action:" JSON blob or "Code:" block), so the answer is not final.
-TEXT_ACTION = re.compile(r"^[ \t]*(Action|Action Input|Code)[ \t]*:", re.M)
+#: "Action Input: …", smolagents' "Action:" JSON blob or "Code:" block, DSPy's
+#: ``[[ ## next_tool_name ## ]]`` field), so the answer is not final.
+TEXT_ACTION = re.compile(r"^[ \t]*(Action|Action Input|Code)[ \t]*:|^\[\[ ## next_tool_name ## \]\]", re.M)
 
 
 def check_assistant_echo(ctx: TurnContext) -> Iterator[Finding]:
@@ -66,6 +68,20 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
     if c.rewritten <= 0 or ctx.prev is None or c.link == "previous_response_id":
         return
     prev_len = ctx.prev.n_messages
+    dropped = _dropped_before_answer(ctx)
+    if dropped:
+        asked = " (the user's question among them)" if dropped[1] else ""
+        yield ctx.finding(
+            "C.history_trimmed",
+            Severity.INFO,
+            f"The history starts with turn {ctx.prev.index}'s answer: the {dropped[0]} message(s) of its request before "
+            f"it were dropped{asked}, so the model no longer sees what it was asked.",
+            path=_item(ctx, c.kept),
+            related_turn=ctx.prev.index,
+            kept=c.kept,
+            dropped=dropped[0],
+        )
+        return
     # A provider item standing for earlier history (a compaction summary) marks a deliberate rewrite.
     compacted = any(_is_compaction(m) for m in ctx.messages[: c.kept + 1])
     if len(ctx.messages) < prev_len or compacted:
@@ -82,15 +98,53 @@ def check_history_rewritten(ctx: TurnContext) -> Iterator[Finding]:
         return  # the opening system prompt was changed: reported by C.cache_prefix_broken
     else:
         path = _item(ctx, c.kept, _changed_part(ctx, c.kept))
+        steps = _rewritten_steps(ctx)
+        extra: dict[str, Any] = {"fields": steps} if steps else {}
+        what = f" (its trajectory's {', '.join(steps[:5])} rendered otherwise than on turn {ctx.prev.index})" if steps else ""
         yield ctx.finding(
             "C.history_mutated",
             Severity.WARNING,
-            f"History item {path} differs from what was sent on turn {ctx.prev.index}: "
+            f"History item {path} differs from what was sent on turn {ctx.prev.index}{what}: "
             "the client rewrote earlier history instead of appending to it.",
             path=path,
             related_turn=ctx.prev.index,
             changed=c.rewritten,
+            **extra,
         )
+
+
+def _rewritten_steps(ctx: TurnContext) -> list[str]:
+    """The step fields (``observation_0`` …) a re-rendered trajectory renders otherwise than the
+    previous request sent them (:mod:`cassettes.analysis.trajectory`); empty for other histories."""
+    from cassettes.analysis.trajectory import fields_of, follows, step_of
+
+    prev = ctx.prev
+    if prev is None or prev.rt.request is None or not ctx.messages or not prev.rt.request.messages:
+        return []
+
+    def text(m: Message) -> str:
+        return "\n".join(p.text for p in m.parts if p.kind == "text" and p.text)
+
+    before, now = fields_of(text(prev.rt.request.messages[-1])), fields_of(text(ctx.messages[-1]))
+    if before is None or now is None:
+        return []
+    answer = response_message(prev.rt.response)
+    found = follows(before, now, step_of(text(answer)) if answer is not None else None)
+    return found[1] if found is not None else []
+
+
+def _dropped_before_answer(ctx: TurnContext) -> tuple[int, bool] | None:
+    """(messages dropped, a user message among them) when the history, after the messages it
+    kept, goes on with the previous answer itself: the previous request's messages after those
+    were dropped (a Responses continuation sending the answer back by id without the question)."""
+    c, prev = ctx.turn.c, ctx.prev
+    if prev is None or c.link != "rewritten" or not c.echoed_assistant or c.kept >= prev.n_messages or c.kept >= len(ctx.messages):
+        return None
+    answer = response_message(prev.rt.response)
+    if answer is None or message_key(ctx.messages[c.kept]) != message_key(answer):
+        return None
+    before = prev.rt.request.messages[c.kept : prev.n_messages] if prev.rt.request is not None else []
+    return prev.n_messages - c.kept, any(m.role == "user" for m in before)
 
 
 def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:

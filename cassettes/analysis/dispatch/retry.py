@@ -39,6 +39,9 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
     if ctx.turn.c.link != "retry" or ctx.prev is None:
         return
     p = ctx.prev.rt
+    if _answered(ctx):
+        yield _answer_discarded(ctx)
+        return
     status = p.status or 0
     if p.transport_error:
         why = "a transport error"
@@ -98,6 +101,30 @@ def check_retry(ctx: TurnContext) -> Iterator[Finding]:
             f"The identical request was re-sent after turn {ctx.prev.index} failed ({why}).",
             related_turn=ctx.prev.index,
         )
+
+
+def _answered(ctx: TurnContext) -> bool:
+    """The previous attempt was answered whole (the threader links an answered turn's request sent
+    again as a ``retry`` only when the answer was thrown away)."""
+    p = ctx.prev.rt if ctx.prev is not None else None
+    r = p.response if p is not None else None
+    return p is not None and r is not None and not p.transport_error and (p.status or 0) < 400 and r.error is None and r.complete is not False
+
+
+def _answer_discarded(ctx: TurnContext) -> Finding:
+    """C.answer_discarded — the request of a turn that was answered, sent again: the client threw
+    the answer away (a parse or validation retry, a lost response) and paid for it twice."""
+    assert ctx.prev is not None
+    r = ctx.prev.rt.response
+    what = "calls to " + ", ".join(sorted({c.name or "?" for c in r.tool_calls})[:5]) if r is not None and r.tool_calls else "its answer"
+    return ctx.finding(
+        "C.answer_discarded",
+        Severity.INFO,
+        f"The client sent turn {ctx.prev.index}'s request again, word for word, though the model had answered it "
+        f"({what}): that answer was thrown away and paid for twice. A retry after a parse or validation failure "
+        "does this; tell the model what was wrong instead, or keep the answer.",
+        related_turn=ctx.prev.index,
+    )
 
 
 #: The official SDKs honour a retry-after up to 60 s and fall back to their own backoff above it

@@ -86,7 +86,7 @@
     all.value = "";
     sw.appendChild(all);
     for (const c of data.conversations) {
-      const o = el("option", null, c.id + (c.title ? " “" + c.title + "”" : "") + " · " + c.turns.length + " turns · " + c.family);
+      const o = el("option", null, c.id + (c.title ? " “" + c.title + "”" : "") + " · " + c.turns.length + " turns · " + c.family + (c.kind_text ? " · " + c.kind_text : ""));
       o.value = c.id;
       sw.appendChild(o);
     }
