@@ -318,6 +318,29 @@ const { tool } = need("@langchain/core/tools");
 })().catch((e) => { console.error(String(e)); process.exit(1); });
 '''
 
+OPENAI_AGENTS_JS = '''
+const { Agent, run, tool, setTracingDisabled } = need("@openai/agents");
+const { z } = need("zod");
+setTracingDisabled(true);
+(async () => {
+  const getWeather = tool({ name: "get_weather", description: "The weather in a city", parameters: z.object({ city: z.string() }),
+                            execute: async ({ city }) => weather(city) });
+  const weatherAgent = new Agent({ name: "weather_agent", instructions: SYSTEM, tools: [getWeather], model: "gpt-4o" });
+  const front = process.env.MATRIX_KIND === "handoff"
+    ? Agent.create({ name: "front_desk", instructions: "Hand weather questions to the weather agent.", handoffs: [weatherAgent], model: "gpt-4o" })
+    : new Agent({ name: "orchestrator", instructions: "Ask the weather expert, then relay its answer.", model: "gpt-4o",
+                  tools: [weatherAgent.asTool({ toolName: "weather_expert", toolDescription: "Answers weather questions" })] });
+  if (STREAM) {
+    const r = await run(front, TASK, { stream: true });
+    for await (const _ of r) {}
+    await r.completed;
+    out({ final: r.finalOutput });
+  } else {
+    out({ final: (await run(front, TASK)).finalOutput });
+  }
+})().catch((e) => { console.error(String(e && e.stack || e)); process.exit(1); });
+'''
+
 CLIENTS: tuple[Client, ...] = (
     Client("openai-python chat", "openai", "openai_chat", "test", OPENAI_CHAT, (3,), "drop_result"),
     Client("openai-python chat stream", "openai", "openai_chat", "test", OPENAI_CHAT, (3,), "wrong_id", stream=True),
@@ -352,6 +375,10 @@ CLIENTS: tuple[Client, ...] = (
            note="base URL without /v1"),
     Client("vercel-ai anthropic stream", "@ai-sdk/anthropic", "anthropic", "node", VERCEL_AI, (3,), "wrong_id", stream=True),
     Client("langchain-js", "@langchain/langgraph", "openai_chat", "node", LANGCHAIN_JS, (3,), "wrong_id"),
+    Client("openai-agents-js handoff", "@openai/agents", "openai_responses", "node", OPENAI_AGENTS_JS, (4,), "drop_result",
+           note="handoff to a second agent"),
+    Client("openai-agents-js agent-as-tool", "@openai/agents", "openai_responses", "node", OPENAI_AGENTS_JS, (2, 3), "wrong_id",
+           stream=True, note="a sub-agent run as a tool"),
 )
 
 #: The coding agents (tests/clients/test_agents.py drives them; their runs are not a script of this
@@ -369,7 +396,7 @@ def kind_of(c: Client) -> str:
     """MATRIX_KIND for scripts shared by several rows."""
     if c.script is PYDANTIC_AI or c.script.endswith(PYDANTIC_AI):
         return {"openai_chat": "chat", "openai_responses": "responses"}.get(c.api, "anthropic")
-    if c.script is OPENAI_AGENTS:
+    if c.script is OPENAI_AGENTS or c.script is OPENAI_AGENTS_JS:
         return "handoff" if "handoff" in c.id else "as_tool"
     if c.script is VERCEL_AI:
         return {"openai_chat": "chat", "anthropic": "anthropic"}.get(c.api, "responses")
