@@ -4,7 +4,7 @@ names looptap: every client reads the base URL ``looptap run`` exports).
 
 A :class:`Client` says which environment runs it (``test``: the suite's own, with the current
 openai/anthropic/google-genai SDKs, pydantic-ai and openai-agents; ``frameworks``: ``.venv-clients``,
-the frameworks that pin ``openai<3``; ``node``: ``.npm-clients``), what a clean run must look like
+the frameworks that pin ``openai<3``; ``agents_py``: ``.venv-agents``, the agent frameworks whose pins sit beside neither; ``node``: ``.npm-clients``), what a clean run must look like
 (conversations and their turns), and which client bug is injected into its requests for the bug run.
 """
 
@@ -26,7 +26,7 @@ class Client:
     #: What the table shows: the package whose version is reported, and the API family spoken.
     package: str
     api: str
-    runtime: str  # "test" | "frameworks" | "node" | "agent" (a coding agent of .npm-agents: tests/clients/test_agents.py)
+    runtime: str  # "test" | "frameworks" | "agents_py" | "node" | "agent" (a coding agent of .npm-agents: tests/clients/test_agents.py)
     script: str
     #: Turns of each conversation of a clean run, sorted (one entry per conversation).
     turns: tuple[int, ...]
@@ -257,6 +257,59 @@ async def main():
 asyncio.run(main())
 '''
 
+GOOGLE_ADK = '''
+import asyncio
+from google.adk.agents import LlmAgent
+from google.adk.runners import InMemoryRunner
+from google.adk.tools.agent_tool import AgentTool
+from google.genai import types
+KIND = os.environ["MATRIX_KIND"]
+weather_agent = LlmAgent(name="weather_agent", model="gemini-2.5-flash", instruction=SYSTEM, tools=[get_weather],
+                         description="Answers weather questions")
+if KIND == "handoff":  # a coordinator with the weather agent as a sub-agent: the model transfers to it
+    root = LlmAgent(name="front_desk", model="gemini-2.5-flash", instruction="Transfer weather questions to weather_agent.",
+                    sub_agents=[weather_agent])
+elif KIND == "as_tool":
+    expert = LlmAgent(name="weather_expert", model="gemini-2.5-flash", instruction=SYSTEM, tools=[get_weather],
+                      description="Answers weather questions")
+    root = LlmAgent(name="orchestrator", model="gemini-2.5-flash", instruction="Ask the weather expert, then relay its answer.",
+                    tools=[AgentTool(agent=expert)])
+else:
+    root = weather_agent
+async def main():
+    runner = InMemoryRunner(agent=root, app_name="weather")
+    session = await runner.session_service.create_session(app_name="weather", user_id="user")
+    final = None
+    async for event in runner.run_async(user_id="user", session_id=session.id,
+                                        new_message=types.Content(role="user", parts=[types.Part(text=TASK)])):
+        if event.is_final_response() and event.content and event.content.parts:
+            final = "".join(p.text or "" for p in event.content.parts)
+    out(final=final)
+asyncio.run(main())
+'''
+
+AUTOGEN = '''
+import asyncio
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import TextMentionTermination
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_ext.models.openai import OpenAIChatCompletionClient
+async def main():
+    model = OpenAIChatCompletionClient(model="gpt-4o")
+    agent = AssistantAgent("weather_agent", model_client=model, tools=[get_weather], system_message=SYSTEM,
+                           max_tool_iterations=5, reflect_on_tool_use=True, model_client_stream=STREAM)
+    if os.environ["MATRIX_KIND"] == "team":
+        reviewer = AssistantAgent("reviewer", model_client=model, model_client_stream=STREAM,
+                                  system_message="You review weather reports. Say APPROVE when the report covers every city.")
+        runner = RoundRobinGroupChat([agent, reviewer], termination_condition=TextMentionTermination("APPROVE"))
+    else:
+        runner = agent
+    result = await runner.run(task=TASK)
+    out(final=result.messages[-1].content)
+    await model.close()
+asyncio.run(main())
+'''
+
 NODE_PRELUDE = '''
 const { createRequire } = require("node:module");
 const need = createRequire(process.env.NPM_CLIENTS + "/package.json");
@@ -367,6 +420,16 @@ CLIENTS: tuple[Client, ...] = (
            note="ToolCallingAgent, ends with final_answer"),
     Client("llama-index react", "llama-index-core", "openai_chat", "frameworks", LLAMA_REACT, (4,), "mutate_history",
            note="ReAct in text, no API tools"),
+    Client("google-adk", "google-adk", "gemini", "agents_py", GOOGLE_ADK, (3,), "drop_result", note="LlmAgent + InMemoryRunner"),
+    Client("google-adk agent-as-tool", "google-adk", "gemini", "agents_py", GOOGLE_ADK, (2, 3), "mutate_history", note="AgentTool"),
+    # Threaded today as the front desk's turn and the weather agent's loop under it (a child
+    # conversation, not yet labelled a handoff: issue 45, item 1).
+    Client("google-adk handoff", "google-adk", "gemini", "agents_py", GOOGLE_ADK, (1, 3), "drop_result",
+           note="sub_agents, transfer_to_agent"),
+    Client("autogen agent", "autogen-agentchat", "openai_chat", "agents_py", AUTOGEN, (3,), "wrong_id",
+           note="AssistantAgent with tools, reflect_on_tool_use"),
+    Client("autogen team", "autogen-agentchat", "openai_chat", "agents_py", AUTOGEN, (1, 3), "drop_result", stream=True,
+           note="RoundRobinGroupChat of two agents"),
     Client("openai-node runTools", "openai", "openai_chat", "node", OPENAI_NODE, (3,), "drop_result", stream=True),
     Client("vercel-ai chat", "ai", "openai_chat", "node", VERCEL_AI, (3,), "wrong_id"),
     Client("vercel-ai responses", "ai", "openai_responses", "node", VERCEL_AI, (3,), "drop_result", note="item references, store on"),
@@ -398,6 +461,10 @@ def kind_of(c: Client) -> str:
         return {"openai_chat": "chat", "openai_responses": "responses"}.get(c.api, "anthropic")
     if c.script is OPENAI_AGENTS or c.script is OPENAI_AGENTS_JS:
         return "handoff" if "handoff" in c.id else "as_tool"
+    if c.script is GOOGLE_ADK:
+        return "handoff" if "handoff" in c.id else "as_tool" if "agent-as-tool" in c.id else "loop"
+    if c.script is AUTOGEN:
+        return "team" if "team" in c.id else "agent"
     if c.script is VERCEL_AI:
         return {"openai_chat": "chat", "anthropic": "anthropic"}.get(c.api, "responses")
     return ""

@@ -15,6 +15,7 @@ For each client of :mod:`clients` two runs:
 
 Environments: ``test`` clients run in the suite's own environment; ``frameworks`` in
 ``.venv-clients`` (``LOOPTAP_CLIENTS_PYTHON``), made by ``.ci/run`` from tests/clients/requirements.txt;
+``agents_py`` in ``.venv-agents`` (``LOOPTAP_AGENTS_PYTHON``), from tests/clients/requirements-agents.txt;
 ``node`` with the packages of ``.npm-clients`` (``LOOPTAP_NPM_CLIENTS``), installed by ``.ci/run``
 from tests/clients/package.json. A missing environment skips its rows, saying how to make it.
 """
@@ -45,6 +46,7 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 INJECT = HERE / "inject"
 CLIENTS_PYTHON = Path(os.environ.get("LOOPTAP_CLIENTS_PYTHON") or REPO / ".venv-clients" / "bin" / "python")
+AGENTS_PYTHON = Path(os.environ.get("LOOPTAP_AGENTS_PYTHON") or REPO / ".venv-agents" / "bin" / "python")
 NPM_CLIENTS = Path(os.environ.get("LOOPTAP_NPM_CLIENTS") or REPO / ".npm-clients")
 NODE = shutil.which("node")
 REPORT = os.environ.get("LOOPTAP_CLIENTS_REPORT")  # a directory: each run's outcome as JSON, for bench/clients.py
@@ -67,6 +69,10 @@ def _interpreter(c: Client) -> list[str]:
         if not CLIENTS_PYTHON.exists():
             pytest.skip(f"no frameworks environment at {CLIENTS_PYTHON} (bash .ci/run makes it from tests/clients/requirements.txt)")
         return [str(CLIENTS_PYTHON)]
+    if c.runtime == "agents_py":
+        if not AGENTS_PYTHON.exists():
+            pytest.skip(f"no agent frameworks environment at {AGENTS_PYTHON} (bash .ci/run makes it from tests/clients/requirements-agents.txt)")
+        return [str(AGENTS_PYTHON)]
     if NODE is None:
         pytest.skip("node is not on PATH")
     if not (NPM_CLIENTS / "node_modules" / c.package / "package.json").exists():
