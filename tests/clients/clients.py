@@ -310,6 +310,44 @@ async def main():
 asyncio.run(main())
 '''
 
+STRANDS = '''
+from strands import Agent, tool
+KIND = os.environ["MATRIX_KIND"]
+if KIND == "chat":
+    from strands.models.openai import OpenAIModel
+    model = OpenAIModel(client_args={"api_key": os.environ["OPENAI_API_KEY"]}, model_id="gpt-4o")
+elif KIND == "responses":
+    from strands.models.openai_responses import OpenAIResponsesModel
+    model = OpenAIResponsesModel(client_args={"api_key": os.environ["OPENAI_API_KEY"]}, model_id="gpt-4o")
+else:
+    from strands.models.gemini import GeminiModel
+    model = GeminiModel(client_args={"api_key": os.environ["GEMINI_API_KEY"]}, model_id="gemini-2.5-flash")
+agent = Agent(model=model, tools=[tool(get_weather)], system_prompt=SYSTEM, callback_handler=None)
+out(final=str(agent(TASK)))
+'''
+
+AGNO = '''
+from agno.agent import Agent
+from agno.models.openai import OpenAIChat
+agent = Agent(model=OpenAIChat(id="gpt-4o"), tools=[get_weather], instructions=SYSTEM, telemetry=False)
+if STREAM:
+    text = "".join(e.content or "" for e in agent.run(TASK, stream=True) if type(e).__name__ == "RunContentEvent" and isinstance(e.content, str))
+    out(final=text)
+else:
+    out(final=agent.run(TASK).content)
+'''
+
+HAYSTACK = '''
+from haystack.components.agents import Agent
+from haystack.components.generators.chat import OpenAIChatGenerator
+from haystack.dataclasses import ChatMessage
+from haystack.tools import create_tool_from_function
+agent = Agent(chat_generator=OpenAIChatGenerator(model="gpt-4o"), tools=[create_tool_from_function(get_weather)], system_prompt=SYSTEM,
+              streaming_callback=(lambda chunk: None) if STREAM else None)
+agent.warm_up()
+out(final=agent.run(messages=[ChatMessage.from_user(TASK)])["messages"][-1].text)
+'''
+
 NODE_PRELUDE = '''
 const { createRequire } = require("node:module");
 const need = createRequire(process.env.NPM_CLIENTS + "/package.json");
@@ -430,6 +468,15 @@ CLIENTS: tuple[Client, ...] = (
            note="AssistantAgent with tools, reflect_on_tool_use"),
     Client("autogen team", "autogen-agentchat", "openai_chat", "agents_py", AUTOGEN, (1, 3), "drop_result", stream=True,
            note="RoundRobinGroupChat of two agents"),
+    Client("strands chat", "strands-agents", "openai_chat", "agents_py", STRANDS, (3,), "drop_result", stream=True,
+           note="OpenAIModel"),
+    Client("strands responses", "strands-agents", "openai_responses", "agents_py", STRANDS, (3,), "wrong_id", stream=True,
+           note="OpenAIResponsesModel"),
+    Client("strands gemini", "strands-agents", "gemini", "agents_py", STRANDS, (3,), "mutate_history", stream=True,
+           note="GeminiModel"),
+    Client("agno", "agno", "openai_chat", "agents_py", AGNO, (3,), "mutate_history", note="Agent with OpenAIChat"),
+    Client("agno stream", "agno", "openai_chat", "agents_py", AGNO, (3,), "wrong_id", stream=True),
+    Client("haystack", "haystack-ai", "openai_chat", "agents_py", HAYSTACK, (3,), "drop_result", note="Agent with OpenAIChatGenerator"),
     Client("openai-node runTools", "openai", "openai_chat", "node", OPENAI_NODE, (3,), "drop_result", stream=True),
     Client("vercel-ai chat", "ai", "openai_chat", "node", VERCEL_AI, (3,), "wrong_id"),
     Client("vercel-ai responses", "ai", "openai_responses", "node", VERCEL_AI, (3,), "drop_result", note="item references, store on"),
@@ -465,6 +512,8 @@ def kind_of(c: Client) -> str:
         return "handoff" if "handoff" in c.id else "as_tool" if "agent-as-tool" in c.id else "loop"
     if c.script is AUTOGEN:
         return "team" if "team" in c.id else "agent"
+    if c.script is STRANDS:
+        return {"openai_chat": "chat", "openai_responses": "responses"}.get(c.api, "gemini")
     if c.script is VERCEL_AI:
         return {"openai_chat": "chat", "anthropic": "anthropic"}.get(c.api, "responses")
     return ""

@@ -92,7 +92,8 @@ def _run(c: Client, bug: str | None, tmp_path: Path, confdir: Path, upstream: Sc
         HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONUNBUFFERED="1",
         OPENAI_API_KEY=secret, ANTHROPIC_API_KEY=secret, GEMINI_API_KEY=secret,
         OPENAI_AGENTS_DISABLE_TRACING="1", LITELLM_LOCAL_MODEL_COST_MAP="True", HF_HUB_OFFLINE="1",
-        LANGSMITH_TRACING="false", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false",
+        LANGSMITH_TRACING="false", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false", AGNO_TELEMETRY="false",
+        HAYSTACK_TELEMETRY_ENABLED="False", OTEL_SDK_DISABLED="true",
     )
     child: list[str] = ["env", f"MATRIX_STREAM={int(c.stream)}", f"MATRIX_KIND={kind_of(c)}", f"NPM_CLIENTS={NPM_CLIENTS}"]
     if bug:
