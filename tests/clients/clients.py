@@ -432,6 +432,25 @@ setTracingDisabled(true);
 })().catch((e) => { console.error(String(e && e.stack || e)); process.exit(1); });
 '''
 
+MASTRA = '''
+const { Agent } = need("@mastra/core/agent");
+const { createTool } = need("@mastra/core/tools");
+const { z } = need("zod");
+(async () => {
+  const getWeather = createTool({ id: "get_weather", description: "The weather in a city", inputSchema: z.object({ city: z.string() }),
+                                  execute: async (input) => weather(input.city) });
+  const agent = new Agent({ id: "weather-agent", name: "Weather agent", instructions: SYSTEM, model: "openai/gpt-4o",
+                            tools: { get_weather: getWeather } });
+  if (STREAM) {
+    const r = await agent.stream(TASK, { maxSteps: 8 });
+    for await (const _ of r.textStream) {}
+    out({ final: await r.text });
+  } else {
+    out({ final: (await agent.generate(TASK, { maxSteps: 8 })).text });
+  }
+})().catch((e) => { console.error(String(e && e.stack || e)); process.exit(1); });
+'''
+
 CLIENTS: tuple[Client, ...] = (
     Client("openai-python chat", "openai", "openai_chat", "test", OPENAI_CHAT, (3,), "drop_result"),
     Client("openai-python chat stream", "openai", "openai_chat", "test", OPENAI_CHAT, (3,), "wrong_id", stream=True),
@@ -485,6 +504,8 @@ CLIENTS: tuple[Client, ...] = (
            note="base URL without /v1"),
     Client("vercel-ai anthropic stream", "@ai-sdk/anthropic", "anthropic", "node", VERCEL_AI, (3,), "wrong_id", stream=True),
     Client("langchain-js", "@langchain/langgraph", "openai_chat", "node", LANGCHAIN_JS, (3,), "wrong_id"),
+    Client("mastra", "@mastra/core", "openai_responses", "node", MASTRA, (3,), "drop_result", note="Agent with a createTool tool"),
+    Client("mastra stream", "@mastra/core", "openai_responses", "node", MASTRA, (3,), "mutate_history", stream=True),
     Client("openai-agents-js handoff", "@openai/agents", "openai_responses", "node", OPENAI_AGENTS_JS, (4,), "drop_result",
            note="handoff to a second agent"),
     Client("openai-agents-js agent-as-tool", "@openai/agents", "openai_responses", "node", OPENAI_AGENTS_JS, (2, 3), "wrong_id",
