@@ -60,7 +60,8 @@ def _row(c: Client, reports: Path) -> str:
     else:
         named = bug.get("named") or []
         roots = bug.get("roots") or []
-        bug_cell = (("ok · " if bug.get("ok") else "**FAIL** · ") + f"`{c.bug}` at turn {bug.get('turn')}: "
+        verdict = "ok · " if bug.get("ok") else f"pending ({c.pending}) · " if c.pending else "**FAIL** · "
+        bug_cell = (verdict + f"`{c.bug}` at turn {bug.get('turn')}: "
                     + (", ".join(f"`{n}`" for n in named) if named else "not named; roots: " + "; ".join(map(str, roots))[:200]))
     stream = "streamed" if c.stream else "not streamed"
     note = f" ({c.note})" if c.note else ""

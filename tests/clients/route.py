@@ -40,6 +40,8 @@ def route(req: ScriptedRequest) -> Reply:
     results = req.tool_results()
     if not tools and "Action Input" in (req.system + _history_text(req)):
         return _react(req)
+    if not tools and "[[ ## next_tool_name ## ]]" in req.system + _history_text(req) or "[[ ## trajectory ## ]]" in _history_text(req):
+        return _dspy(req)
     if "transfer_to_weather_agent" in tools and "get_weather" not in tools:
         return Reply.tool("transfer_to_weather_agent", {}, what="handoff")
     if "transfer_to_agent" in tools and "get_weather" not in tools:  # Google ADK: one tool, the agent named
@@ -67,6 +69,24 @@ def _first_parameter(req: ScriptedRequest, tool: str) -> str:
     """The name of the tool's first parameter (``input`` for openai-agents, ``request`` for ADK)."""
     props = (req.tool_schema(tool) or {}).get("properties")
     return next(iter(props), "input") if isinstance(props, dict) and props else "input"
+
+
+def _fields(**fields: str) -> str:
+    """DSPy's text protocol: each output field under its ``[[ ## name ## ]]`` header."""
+    return "\n\n".join(f"[[ ## {k} ## ]]\n{v}" for k, v in fields.items()) + "\n\n[[ ## completed ## ]]"
+
+
+def _dspy(req: ScriptedRequest) -> Reply:
+    """DSPy's ReAct: a step asks next_thought / next_tool_name / next_tool_args, the trajectory so far
+    re-rendered into the one user message; the last call extracts the answer from the trajectory."""
+    history = _history_text(req)
+    if "next_tool_name" not in req.system:
+        return Reply.say(_fields(reasoning="Every city has its weather.", answer=FINAL), what="dspy answer")
+    todo = [c for c in ("Paris", "Tokyo", "Berlin") if f"WEATHER: {c}" not in history]
+    if todo:
+        return Reply.say(_fields(next_thought=f"I need the weather in {todo[0]}.", next_tool_name="get_weather",
+                                 next_tool_args=json.dumps({"city": todo[0]})), what=f"dspy {todo[0]}")
+    return Reply.say(_fields(next_thought="I have every city.", next_tool_name="finish", next_tool_args="{}"), what="dspy finish")
 
 
 def _react(req: ScriptedRequest) -> Reply:

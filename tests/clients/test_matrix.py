@@ -171,7 +171,9 @@ def test_clean_run_has_no_false_finding(c: Client, tmp_path: Path, confdir: Path
 
 
 @pytest.mark.parametrize("c", CLIENTS, ids=[c.id for c in CLIENTS])
-def test_injected_bug_is_named(c: Client, tmp_path: Path, confdir: Path) -> None:
+def test_injected_bug_is_named(c: Client, tmp_path: Path, confdir: Path, request: pytest.FixtureRequest) -> None:
+    if c.pending:
+        request.applymarker(pytest.mark.xfail(reason=c.pending, strict=True))
     with ScriptedUpstream(route, validate=True) as up:
         proc, out = _run(c, c.bug, tmp_path, confdir, up)
     why = _explain(proc, up)
