@@ -8,7 +8,7 @@ Runs tests/clients (the real ``looptap run`` around each client, tests/clients/t
 reports of an earlier run instead; ``--reports DIR`` keeps this run's reports and recordings there
 (bench/precision.py --matrix DIR judges them). ``--write`` writes docs/clients.md. Versions are read
 from the environments the clients ran in (the suite's, ``.venv-clients``, ``.venv-agents``,
-``.npm-clients``, ``.npm-agents``).
+``.venv-crewai``, ``.npm-clients``, ``.npm-agents``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.clients.clients import AGENTS, CLIENTS, Client  # noqa: E402
-from tests.clients.test_matrix import AGENTS_PYTHON, CLIENTS_PYTHON, NPM_CLIENTS  # noqa: E402
+from tests.clients.test_matrix import NPM_CLIENTS, PYTHONS  # noqa: E402
 
 
 def _version(c: Client) -> str:
@@ -36,7 +36,7 @@ def _version(c: Client) -> str:
             return str(json.loads((root / "node_modules" / c.package / "package.json").read_text())["version"])
         except (OSError, ValueError, KeyError):
             return "not installed"
-    py = {"test": sys.executable, "agents_py": str(AGENTS_PYTHON)}.get(c.runtime, str(CLIENTS_PYTHON))
+    py = sys.executable if c.runtime == "test" else str(PYTHONS[c.runtime][0])
     proc = subprocess.run([py, "-c", f"import importlib.metadata as m; print(m.version({c.package!r}))"], capture_output=True, text=True)
     return proc.stdout.strip() or "not installed"
 

@@ -4,7 +4,8 @@ names looptap: every client reads the base URL ``looptap run`` exports).
 
 A :class:`Client` says which environment runs it (``test``: the suite's own, with the current
 openai/anthropic/google-genai SDKs, pydantic-ai and openai-agents; ``frameworks``: ``.venv-clients``,
-the frameworks that pin ``openai<3``; ``agents_py``: ``.venv-agents``, the agent frameworks whose pins sit beside neither; ``node``: ``.npm-clients``), what a clean run must look like
+the frameworks that pin ``openai<3``; ``agents_py``: ``.venv-agents``, the agent
+frameworks whose pins sit beside neither; ``crewai``: ``.venv-crewai``; ``node``: ``.npm-clients``), what a clean run must look like
 (conversations and their turns), and which client bug is injected into its requests for the bug run.
 """
 
@@ -26,7 +27,7 @@ class Client:
     #: What the table shows: the package whose version is reported, and the API family spoken.
     package: str
     api: str
-    runtime: str  # "test" | "frameworks" | "agents_py" | "node" | "agent" (a coding agent of .npm-agents: tests/clients/test_agents.py)
+    runtime: str  # "test" | "frameworks" | "agents_py" | "crewai" | "node" | "agent" (a coding agent of .npm-agents: tests/clients/test_agents.py)
     script: str
     #: Turns of each conversation of a clean run, sorted (one entry per conversation).
     turns: tuple[int, ...]
@@ -358,6 +359,16 @@ react = dspy.ReAct("question -> answer", tools=[get_weather], max_iters=6)
 out(final=react(question=TASK).answer)
 '''
 
+CREWAI = '''
+from crewai import LLM, Agent, Crew, Task
+from crewai.tools import tool
+weather_tool = tool("get_weather")(get_weather)
+agent = Agent(role="Weather assistant", goal="Report the weather in every city asked about", backstory=SYSTEM,
+              tools=[weather_tool], llm=LLM(model="gpt-4o", stream=STREAM), verbose=False)
+task = Task(description=TASK, expected_output="The weather in each city", agent=agent)
+out(final=str(Crew(agents=[agent], tasks=[task], verbose=False).kickoff()))
+'''
+
 NODE_PRELUDE = '''
 const { createRequire } = require("node:module");
 const need = createRequire(process.env.NPM_CLIENTS + "/package.json");
@@ -511,6 +522,7 @@ CLIENTS: tuple[Client, ...] = (
     Client("dspy react", "dspy", "openai_chat", "agents_py", DSPY_REACT, (1, 1, 1, 1, 1), "mutate_history",
            note="ReAct in text, the trajectory re-rendered each step",
            pending="a re-rendered trajectory is one conversation per step (issue 45, item 1)"),
+    Client("crewai", "crewai", "openai_chat", "crewai", CREWAI, (3,), "wrong_id", note="a one-agent Crew with a tool"),
     Client("openai-node runTools", "openai", "openai_chat", "node", OPENAI_NODE, (3,), "drop_result", stream=True),
     Client("vercel-ai chat", "ai", "openai_chat", "node", VERCEL_AI, (3,), "wrong_id"),
     Client("vercel-ai responses", "ai", "openai_responses", "node", VERCEL_AI, (3,), "drop_result", note="item references, store on"),
@@ -535,6 +547,9 @@ AGENTS: tuple[Client, ...] = (
            note="sub-agent, side calls, remote MCP server"),
     Client("codex", "@openai/codex", "openai_responses", "agent", "", (1, 3), "wrong_id", stream=True,
            note="default settings: WebSocket, spawn_agent and wait_agent"),
+    # Its clean turns: the model router's call before each user prompt is a one-turn side conversation.
+    Client("gemini-cli", "@google/gemini-cli", "gemini", "agent", "", (), "drop_result", stream=True,
+           note='-p, a remote MCP tool, settings: selectedType "gemini-api-key"'),
 )
 
 
