@@ -40,7 +40,7 @@ def route(req: ScriptedRequest) -> Reply:
     results = req.tool_results()
     if not tools and "Action Input" in (req.system + _history_text(req)):
         return _react(req)
-    if not tools and "[[ ## next_tool_name ## ]]" in req.system + _history_text(req) or "[[ ## trajectory ## ]]" in _history_text(req):
+    if not tools and ("[[ ## next_tool_name ## ]]" in req.system or "[[ ## trajectory ## ]]" in _history_text(req)):
         return _dspy(req)
     if "transfer_to_weather_agent" in tools and "get_weather" not in tools:
         return Reply.tool("transfer_to_weather_agent", {}, what="handoff")
