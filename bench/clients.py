@@ -7,8 +7,8 @@ Runs tests/clients (the real ``looptap run`` around each client, tests/clients/t
 ``LOOPTAP_CLIENTS_REPORT`` set, then renders what each run reported; ``--from DIR`` renders the
 reports of an earlier run instead; ``--reports DIR`` keeps this run's reports and recordings there
 (bench/precision.py --matrix DIR judges them). ``--write`` writes docs/clients.md. Versions are read
-from the environments the clients ran in (the suite's, ``.venv-clients``, ``.npm-clients``,
-``.npm-agents``).
+from the environments the clients ran in (the suite's, ``.venv-clients``, ``.venv-agents``,
+``.venv-crewai``, ``.npm-clients``, ``.npm-agents``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.clients.clients import AGENTS, CLIENTS, Client  # noqa: E402
-from tests.clients.test_matrix import CLIENTS_PYTHON, NPM_CLIENTS  # noqa: E402
+from tests.clients.test_matrix import NPM_CLIENTS, PYTHONS  # noqa: E402
 
 
 def _version(c: Client) -> str:
@@ -36,9 +36,26 @@ def _version(c: Client) -> str:
             return str(json.loads((root / "node_modules" / c.package / "package.json").read_text())["version"])
         except (OSError, ValueError, KeyError):
             return "not installed"
-    py = sys.executable if c.runtime == "test" else str(CLIENTS_PYTHON)
+    py = sys.executable if c.runtime == "test" else str(PYTHONS[c.runtime][0])
     proc = subprocess.run([py, "-c", f"import importlib.metadata as m; print(m.version({c.package!r}))"], capture_output=True, text=True)
     return proc.stdout.strip() or "not installed"
+
+
+def _kinds(c: Client, reports: Path) -> str:
+    """The clean run's conversations as threading labels them: each one's turns and kind (``main``
+    for a conversation of its own, else its branch: ``sub_agent``, ``side_call``), from the run's
+    recording kept beside its report."""
+    from cassettes.analysis import analyse
+    from cassettes.parsing.roundtrip import parse_all
+    from cassettes.storage.store import read_records
+
+    rec = reports / f"{c.id.replace(' ', '_')}.clean.jsonl"
+    if not rec.exists():
+        return "-"
+    cas = read_records(rec)
+    an = analyse(cas.exchanges, parse_all(cas.exchanges))
+    kinds = sorted((c.branch or ("main" if c.parent_seq is None else "child"), len(c.turns)) for c in an.conversations if c.turns)
+    return ", ".join(f"{kind} {turns}" for kind, turns in kinds)
 
 
 def _row(c: Client, reports: Path) -> str:
@@ -60,11 +77,12 @@ def _row(c: Client, reports: Path) -> str:
     else:
         named = bug.get("named") or []
         roots = bug.get("roots") or []
-        bug_cell = (("ok · " if bug.get("ok") else "**FAIL** · ") + f"`{c.bug}` at turn {bug.get('turn')}: "
+        verdict = "ok · " if bug.get("ok") else f"pending ({c.pending}) · " if c.pending else "**FAIL** · "
+        bug_cell = (verdict + f"`{c.bug}` at turn {bug.get('turn')}: "
                     + (", ".join(f"`{n}`" for n in named) if named else "not named; roots: " + "; ".join(map(str, roots))[:200]))
     stream = "streamed" if c.stream else "not streamed"
     note = f" ({c.note})" if c.note else ""
-    return f"| {c.id}{note} | {c.package} {_version(c)} | {c.api} ({stream}) | {clean_cell} | {bug_cell} |"
+    return f"| {c.id}{note} | {c.package} {_version(c)} | {c.api} ({stream}) | {_kinds(c, reports)} | {clean_cell} | {bug_cell} |"
 
 
 def main() -> int:
@@ -88,15 +106,17 @@ def main() -> int:
         f"{datetime.date.today().isoformat()}. Each client runs its own tool loop (parallel calls, 3–4 turns) through the",
         "real `looptap run` against a scripted upstream that answers like the API, including its 400s for",
         "mis-paired tool results. **Clean**: what looptap found at warning or worse (must be none), the",
-        "conversations and their turns. **Injected bug**: one client bug injected inside the client process",
+        "conversations and their turns. **Kinds**: how threading labels each conversation of the clean run",
+        "(`main`: one of its own; `sub_agent`, `side_call`: a branch under a parent turn; `child`: under a",
+        "parent turn, without a kind yet). **Injected bug**: one client bug injected inside the client process",
         "(an httpx or fetch wrapper: `drop_result` drops a tool result, `wrong_id` sends one under an id no call",
         "has, `mutate_history` rewrites an earlier tool output), and the root cause looptap names at the round",
         "trip that carries it (layer C).",
         "",
         f"{ok} of {len(rows)} rows pass both.",
         "",
-        "| client | package | API | clean run | injected bug |",
-        "|---|---|---|---|---|",
+        "| client | package | API | kinds (clean run: each conversation's kind and turns) | clean run | injected bug |",
+        "|---|---|---|---|---|---|",
         *rows,
         "",
         "## Wire habits of these clients, and how looptap reads them",
@@ -109,6 +129,11 @@ def main() -> int:
         "| smolagents `ToolCallingAgent` | the model's tool calls are echoed as text (`Calling tools: [{'id': …}]`) and results sent as `Observation:` user text; the run ends with a `final_answer` call that is never answered | no call is pending for the API: info `C.tool_calls_as_text`, no dropped result; the unanswered final-output call is info (`C.stopped_with_pending_calls`) |",
         "| openai-agents | a handoff is a `transfer_to_…` call answered by the SDK; an agent used as a tool runs its own loop | the handoff continues the conversation; the sub-agent is its own conversation under the turn that called it |",
         "| Vercel AI SDK (Responses) | with `store` on (its default) it may refer back to the model's items with `item_reference` | a reference to an item of the previous response counts as the item echoed |",
+        "| Google ADK | async runs send with aiohttp (google-genai's async transport); a handoff is `transfer_to_agent` answered by the runner, after which the sub-agent sees the coordinator's turns re-rendered as `For context:` user text under its own system prompt; an `AgentTool` runs the sub-agent's own loop | the handoff's sub-agent is a conversation under the coordinator's turn, not yet labelled a handoff (issue 45); the agent used as a tool is its own conversation under the turn that called it |",
+        "| AutoGen AgentChat (`RoundRobinGroupChat`) | the next agent receives the previous agent's answer as a user message, under its own system prompt and no tools | each agent is a conversation of its own |",
+        "| DSPy `ReAct` | no API tools: each step re-renders the whole trajectory (`[[ ## observation_0 ## ]]` …) into one user message | one conversation per step today, so an observation rewritten between steps is not seen: the row's bug run is pending (issue 45) |",
+        "| Gemini CLI 0.61 | a model-router call (a JSON complexity score) before each prompt; the model's calls carry no ids, the CLI invents them (`<tool>_<time>_<n>`) for its echo and results; with `GOOGLE_GEMINI_BASE_URL` set it needs `security.auth.selectedType: \"gemini-api-key\"` in its settings | the router call is a conversation of one turn; results pair through the echoed ids, each result answering one call (a lost one is `C.dropped_tool_result`) |",
+        "| Mastra | a model string (`openai/gpt-4o`) goes through its own bundled `@ai-sdk/openai` (Responses) | as the AI SDK's Responses rows |",
         "",
         "| Claude Code (`-p`) | a sub-agent runs in the background: the Agent call's result says it was launched, its answer comes later in a `<task-notification>`; with an SDK host's switches it asks tool-use summaries and a running sub-agent's progress summary | the sub-agent is its own conversation under the turn that spawned it, each side call its own under the turn it was made over |",
         "| Codex (default settings) | Responses over a WebSocket, turns chained by `previous_response_id`, tools in an `additional_tools` item of namespaces; a `spawn_agent` sub-agent's task arrives as an `agent_message` | namespaced tools are offered tools; the sub-agent is linked to the spawning turn |",

@@ -6,9 +6,11 @@ whose result starts with ``WEATHER:``. The model answers in three turns: two par
 shapes on top of that:
 
 * a handoff tool ``transfer_to_weather_agent`` offered without ``get_weather``: the model hands off
-  first (openai-agents handoffs);
+  first (openai-agents handoffs); Google ADK's one ``transfer_to_agent`` tool, given the agent's name;
 * an agent offered as a tool, ``weather_expert``: the model asks it once, then relays its answer
   (openai-agents ``as_tool``: the sub-agent's own loop is a conversation of its own);
+* no tools and a forecast in the history: a reviewer of a two-agent team (AutoGen's round robin),
+  which approves it;
 * a ``final_answer`` tool (smolagents): the model ends by calling it instead of answering in text;
 * no tools but a ReAct prompt (``Action Input``): the same three steps written as
   Thought / Action / Action Input text, with the observations read back from the history.
@@ -38,12 +40,18 @@ def route(req: ScriptedRequest) -> Reply:
     results = req.tool_results()
     if not tools and "Action Input" in (req.system + _history_text(req)):
         return _react(req)
+    if not tools and ("[[ ## next_tool_name ## ]]" in req.system or "[[ ## trajectory ## ]]" in _history_text(req)):
+        return _dspy(req)
     if "transfer_to_weather_agent" in tools and "get_weather" not in tools:
         return Reply.tool("transfer_to_weather_agent", {}, what="handoff")
+    if "transfer_to_agent" in tools and "get_weather" not in tools:  # Google ADK: one tool, the agent named
+        return Reply.tool("transfer_to_agent", {"agent_name": "weather_agent"}, what="handoff")
     if "weather_expert" in tools:
         if any("FORECAST" in r for r in results):
             return Reply.say("The weather expert says: " + FINAL, what="relay")
-        return Reply.tool("weather_expert", {"input": TASK}, what="ask expert")
+        return Reply.tool("weather_expert", {_first_parameter(req, "weather_expert"): TASK}, what="ask expert")
+    if not tools and "FORECAST" in _history_text(req):  # a reviewer of a team: approves the forecast it was shown
+        return Reply.say("APPROVE. " + FINAL, what="review")
     # Cities whose weather the history holds, however the client sent it back: as tool results, or
     # as text (smolagents renders calls and observations as plain messages).
     history = _history_text(req)
@@ -55,6 +63,30 @@ def route(req: ScriptedRequest) -> Reply:
     if "final_answer" in tools:
         return Reply.tool("final_answer", {"answer": FINAL}, what="final tool")
     return Reply.say(FINAL, what="final")
+
+
+def _first_parameter(req: ScriptedRequest, tool: str) -> str:
+    """The name of the tool's first parameter (``input`` for openai-agents, ``request`` for ADK)."""
+    props = (req.tool_schema(tool) or {}).get("properties")
+    return next(iter(props), "input") if isinstance(props, dict) and props else "input"
+
+
+def _fields(**fields: str) -> str:
+    """DSPy's text protocol: each output field under its ``[[ ## name ## ]]`` header."""
+    return "\n\n".join(f"[[ ## {k} ## ]]\n{v}" for k, v in fields.items()) + "\n\n[[ ## completed ## ]]"
+
+
+def _dspy(req: ScriptedRequest) -> Reply:
+    """DSPy's ReAct: a step asks next_thought / next_tool_name / next_tool_args, the trajectory so far
+    re-rendered into the one user message; the last call extracts the answer from the trajectory."""
+    history = _history_text(req)
+    if "next_tool_name" not in req.system:
+        return Reply.say(_fields(reasoning="Every city has its weather.", answer=FINAL), what="dspy answer")
+    todo = [c for c in ("Paris", "Tokyo", "Berlin") if f"WEATHER: {c}" not in history]
+    if todo:
+        return Reply.say(_fields(next_thought=f"I need the weather in {todo[0]}.", next_tool_name="get_weather",
+                                 next_tool_args=json.dumps({"city": todo[0]})), what=f"dspy {todo[0]}")
+    return Reply.say(_fields(next_thought="I have every city.", next_tool_name="finish", next_tool_args="{}"), what="dspy finish")
 
 
 def _react(req: ScriptedRequest) -> Reply:

@@ -38,11 +38,11 @@ from tests.clients.test_matrix import INJECT, _keep, _report
 from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, explain, looptap_run, need, run_env
 from tests.support.harness import outputs
 from tests.support.recorder import needs_recorder
-from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream, claude_code_side_call
+from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream, claude_code_side_call
 
 pytestmark = [needs_recorder]
 
-CLAUDE, CODEX = AGENTS
+CLAUDE, CODEX, GEMINI_CLI = AGENTS
 MODEL = "claude-sonnet-4-5"
 MCP_TOOL = "mcp__weather__get_weather"
 TASK = "Count the vowels in the word looptap and report the number."
@@ -113,6 +113,85 @@ def _claude(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any]:
     assert out.exists(), explain(proc) + "\n--- scripted\n" + log
     assert secret.encode() not in out.read_bytes()
     return {"proc": proc, "out": out, "log": log, "what": what, "why": explain(proc) + "\n--- scripted\n" + log}
+
+
+def _gemini_route(req: ScriptedRequest) -> Reply:
+    """Gemini CLI: its model router asks a small model for a JSON complexity score; the main loop
+    calls the MCP weather tool for Paris and Tokyo at once, then Berlin, then answers."""
+    if "complexity_score" in json.dumps(req.body.get("generationConfig") or {}):
+        return Reply.say(json.dumps({"complexity_reasoning": "a simple lookup", "complexity_score": 5}), what="router")
+    tool = next((t for t in req.tools if t.endswith("get_weather")), None)
+    done = len(req.tool_results())
+    if tool is None:
+        return Reply.say("(side call)", what="side")
+    if done == 0:
+        return Reply(calls=(Call(tool, {"city": "Paris"}), Call(tool, {"city": "Tokyo"})), what="main:parallel")
+    if done < 3:
+        return Reply.tool(tool, {"city": "Berlin"}, what="main:one")
+    return Reply.say(GEMINI_ANSWER, what="main:answer")
+
+
+GEMINI_ANSWER = "FORECAST: Paris sunny, Tokyo rainy, Berlin cloudy."
+
+
+def _gemini_cli(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any]:
+    """``gemini -p`` with the weather MCP server in its settings (trusted: headless runs ask no
+    one) and the auth type its headless mode needs beside a base URL (docs/recorder.md)."""
+    from tests.support.mcp_server import McpServer
+
+    gemini = need("@google/gemini-cli", bin_name="gemini")
+    env = run_env(tmp_path, GEMINI_API_KEY=f"AIza-matrix-{tmp_path.name}", GEMINI_CLI_TRUST_WORKSPACE="true")
+    if bug:
+        env.update(LOOPTAP_MATRIX_BUG=bug, NODE_OPTIONS=f"--import={(INJECT / 'inject.mjs').as_uri()}")
+    settings = tmp_path / "home" / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    script = tmp_path / "gemini.sh"
+    # the MCP server through looptap's listener (MCP_BASE_URL), as Claude Code's above
+    script.write_text(
+        "#!/bin/sh\nset -e\n"
+        'printf \'{"security": {"auth": {"selectedType": "gemini-api-key"}}, '
+        '"mcpServers": {"weather": {"httpUrl": "%s/mcp", "trust": true}}}\' "$MCP_BASE_URL" > ' f'"{settings}"\n'
+        f'exec "{gemini}" -p "What is the weather in Paris, Tokyo and Berlin?"\n'
+    )
+    script.chmod(0o755)
+    with McpServer("2025-06-18") as mcp, ScriptedUpstream(_gemini_route, validate=True) as up:
+        proc, out = looptap_run(tmp_path, confdir, [str(script)], env, upstream=up,  # type: ignore[arg-type]
+                                extra=("--upstream", f"mcp={mcp.url}"))
+        log = "\n".join(x.line() for x in up.log)
+        what = [x.reply.what for x in up.log if x.reply is not None]
+    assert out.exists(), explain(proc) + "\n--- scripted\n" + log
+    return {"proc": proc, "out": out, "what": what, "why": explain(proc) + "\n--- scripted\n" + log}
+
+
+@pytest.fixture(scope="module")
+def gemini_clean(tmp_path_factory: pytest.TempPathFactory, confdir: Path) -> dict[str, Any]:
+    return _gemini_cli(tmp_path_factory.mktemp("gemini-clean"), confdir, None)
+
+
+@pytest.fixture(scope="module")
+def gemini_bug(tmp_path_factory: pytest.TempPathFactory, confdir: Path) -> dict[str, Any]:
+    return _gemini_cli(tmp_path_factory.mktemp("gemini-bug"), confdir, GEMINI_CLI.bug)
+
+
+def test_gemini_cli_clean_run(gemini_clean: dict[str, Any]) -> None:
+    proc, out, what, why = gemini_clean["proc"], gemini_clean["out"], gemini_clean["what"], gemini_clean["why"]
+    assert proc.returncode == 0 and GEMINI_ANSWER in proc.stdout, why
+    a = open_run(out, whole=True).analysis
+    llm = [c for c in a.conversations if c.turns]
+    serious = _serious(a)
+    turns = tuple(sorted(len(c.turns) for c in llm))
+    # the main loop's turns, and each other call (the router's) a conversation of one turn
+    expected = tuple(sorted([sum(w.startswith("main:") for w in what), *[1] * sum(not w.startswith("main:") for w in what)]))
+    _keep(GEMINI_CLI, "clean", out)
+    _report(GEMINI_CLI, "clean", conversations=len(llm), turns=turns, expected_turns=expected,
+            serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious], ok=not serious and turns == expected)
+    assert what.count("main:parallel") == 1 and what.count("main:answer") == 1, why
+    assert not serious, [(f.code, f.seq, f.message) for f in serious]
+    assert turns == expected, ([(c.id, c.turns, c.branch, c.parent_seq) for c in llm], what)
+
+
+def test_gemini_cli_injected_bug_is_named(gemini_bug: dict[str, Any]) -> None:
+    _named(GEMINI_CLI, gemini_bug["out"], gemini_bug["why"], lambda ex: any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers))
 
 
 def _codex_bug(tmp_path: Path, confdir: Path, bug: str) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from typing import Any
 
 __all__ = ["McpLogged", "McpServer"]
 
-REVISIONS = ("2025-11-25", "2026-07-28")
+#: 2025-06-18: stateful as 2025-11-25, for clients whose SDK knows no later revision (Gemini CLI 0.61).
+REVISIONS = ("2025-06-18", "2025-11-25", "2026-07-28")
 _TOOLS = [
     {"name": "get_weather", "description": "The weather in a city now.",
      "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},

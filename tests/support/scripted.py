@@ -126,7 +126,13 @@ class ScriptedRequest:
     def tool_schema(self, name: str) -> dict[str, Any] | None:
         b = self.body if isinstance(self.body, dict) else {}
         for t in b.get("tools") or []:
-            if isinstance(t, dict) and (t.get("name") == name or (t.get("function") or {}).get("name") == name):
+            if not isinstance(t, dict):
+                continue
+            for decl in t.get("functionDeclarations") or t.get("function_declarations") or []:  # Gemini
+                if isinstance(decl, dict) and decl.get("name") == name:
+                    schema = decl.get("parameters") or decl.get("parametersJsonSchema") or decl.get("parameters_json_schema")
+                    return schema if isinstance(schema, dict) else None
+            if t.get("name") == name or (t.get("function") or {}).get("name") == name:
                 schema = t.get("input_schema") or t.get("parameters") or (t.get("function") or {}).get("parameters")
                 return schema if isinstance(schema, dict) else None
         return None

@@ -48,14 +48,16 @@ def _unanswered_calls(ctx: TurnContext, prev_turn: int, calls: list[ToolCall]) -
     result of that tool per call)."""
     answered_ids = {p.call_id for p in ctx.turn.c.pairings if p.call_id}
     echo_ids = _echo_ids(ctx, ctx.turn.c.appended)
+    by_id = {i for i, c in enumerate(calls) if (c.id and c.id in answered_ids) or echo_ids.get(i) in answered_ids}
+    # A result already answering a call by id (the model's, or the one the client echoed it under:
+    # Gemini CLI invents ids for calls that have none) answers no other call by name.
+    used = {c.id for i, c in enumerate(calls) if i in by_id and c.id} | {echo_ids[i] for i in by_id if i in echo_ids}
     answered_names: dict[str, int] = {}
     for p in ctx.turn.c.pairings:
-        if p.call_turn == prev_turn and p.name:
+        if p.call_turn == prev_turn and p.name and p.call_id not in used:
             answered_names[p.name] = answered_names.get(p.name, 0) + 1
     for i, c in enumerate(calls):
-        if c.kind not in ("function", "custom"):
-            continue
-        if (c.id and c.id in answered_ids) or echo_ids.get(i) in answered_ids:
+        if c.kind not in ("function", "custom") or i in by_id:
             continue
         if not c.id and c.name and answered_names.get(c.name, 0) > 0:
             answered_names[c.name] -= 1

@@ -298,6 +298,28 @@ def test_ids_rewritten_by_a_framework_are_not_orphans(family: str) -> None:
     assert all((p.call_id or "").startswith("pyd_ai_") for p in c1.pairings)
 
 
+def test_a_result_answering_an_echoed_id_does_not_also_answer_another_call_by_name() -> None:
+    """Gemini CLI invents ids for the model's calls (the wire's calls have none) and sends its
+    results under them: a client that then loses the second result has dropped it, although the
+    first result's tool name is the second call's too (the one result answers one call, not two)."""
+    s, _, _ = paris_rome("gemini")
+    s.results("sunny", "cloudy")
+    ex = s.reply("Paris is sunny.")
+    seen: dict[str, int] = {}
+
+    def new(old: str) -> str:
+        seen[old] = seen.get(old, -1) + 1
+        return f"get_weather_{seen[old]}"
+
+    def drop_last(body: Any) -> None:
+        rewrite_call_ids("gemini", body, new)
+        body["contents"][-1]["parts"].pop()
+
+    edit_request(ex, drop_last)
+    f = one(s.analyse(), "C.dropped_tool_result")
+    assert (f.turn, f.related_turn) == (1, 0) and "get_weather" in f.message and "Rome" in f.message, f.message
+
+
 # --- C.duplicate_tool_result --------------------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
 // The JavaScript twin of mutate.py (read that first): loaded with `node --import` into every Node
 // client of the matrix; with LOOPTAP_MATRIX_BUG set, the first qualifying LLM request of the process
-// is mutated on its way out through fetch (openai-node, the Vercel AI SDK and LangChain.js all send
-// with the global fetch) and marked with the header x-matrix-injected.
+// is mutated on its way out through fetch (openai-node, the Vercel AI SDK, LangChain.js, the OpenAI
+// Agents SDK, Mastra and Gemini CLI all send with the global fetch) and marked with the header x-matrix-injected.
 const KIND = process.env.LOOPTAP_MATRIX_BUG;
 const MARK = "x-matrix-injected";
 
@@ -21,6 +21,9 @@ function results(family, body) {
   if (family === "anthropic")
     for (const m of body.messages || []) if (Array.isArray(m && m.content))
       m.content.forEach((b, i, a) => { if (b && b.type === "tool_result") out.push([a, i, b]); });
+  if (family === "gemini")
+    for (const m of body.contents || []) if (Array.isArray(m && m.parts))
+      m.parts.forEach((p, i, a) => { if (p && p.functionResponse) out.push([a, i, p]); });
   return out;
 }
 
@@ -41,13 +44,15 @@ function mutate(path, body) {
   if ((KIND === "drop_result" || KIND === "wrong_id") && rs.length) {
     const [box, i, item] = rs[rs.length - 1];
     if (KIND === "drop_result") box.splice(i, 1);
+    else if (family === "gemini") item.functionResponse.name = "not_a_called_tool";  // Gemini pairs by name
     else item[{ openai_chat: "tool_call_id", openai_responses: "call_id", anthropic: "tool_use_id" }[family]] =
       family === "anthropic" ? "toolu_matrix_wrong_id_0001" : "call_matrix_wrong_id_0001";
     hit = true;
   }
   let seen = rs.length;
   if (KIND === "mutate_history") {
-    const history = family === "openai_responses" ? (Array.isArray(body.input) ? body.input : []) : body.messages || [];
+    const history = family === "openai_responses" ? (Array.isArray(body.input) ? body.input : [])
+      : family === "gemini" ? body.contents || [] : body.messages || [];
     const carriers = history.filter((m) => JSON.stringify(m).includes("WEATHER:"));
     if (state.seen && carriers.length > state.seen) {
       rewrite(carriers[0]);

@@ -11,7 +11,9 @@ test can find the mutated round trip in the cassette.
   has (the API answers 400);
 * ``mutate_history``: the first request that re-sends a tool's output from an earlier turn (a tool
   result, or the observation a text-protocol client writes as a message) changes its text (the API
-  accepts it; the model sees a history that never happened).
+  accepts it; the model sees a history that never happened); for a client that re-renders its
+  whole trajectory into one message each step (DSPy), the first step's output in the first request
+  that carries a later one.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class Injector:
         self.kind = kind
         self.done = False
         self.seen_results = 0  # the most results any earlier request carried
+        self.seen_outputs = 0  # the most tool outputs (``WEATHER:``) any earlier request carried
 
     def mutate(self, path: str, body: Any) -> bool:
         """Mutates ``body`` in place when this is the request to break; True if it did."""
@@ -84,9 +87,15 @@ class Injector:
             hit = True
         elif self.kind == "mutate_history":
             carriers = [m for m in _history(family, body) if "WEATHER:" in json.dumps(m)]
+            outputs = sum(json.dumps(m).count("WEATHER:") for m in carriers)
             if self.seen_results and len(carriers) > self.seen_results:
                 _rewrite(carriers[0])  # sent on an earlier turn, re-sent now
                 hit = True
+            elif self.seen_outputs and len(carriers) == self.seen_results and outputs > self.seen_outputs:
+                # a trajectory re-rendered into one message each step (DSPy): its first output, re-sent
+                _rewrite(carriers[0], once=True)
+                hit = True
+            self.seen_outputs = max(self.seen_outputs, outputs)
             results = carriers
         self.seen_results = max(self.seen_results, len(results))
         self.done = hit
@@ -99,14 +108,19 @@ def _history(family: str, body: dict[str, Any]) -> list[Any]:
     return items if isinstance(items, list) else []
 
 
-def _rewrite(node: Any) -> Any:
-    """Every string of ``node`` that carries a tool's output, rewritten in place."""
+def _rewrite(node: Any, once: bool = False) -> Any:
+    """Every string of ``node`` that carries a tool's output, rewritten in place (``once``: only
+    the first output of the first such string)."""
     if isinstance(node, dict):
         for k, v in node.items():
-            node[k] = _rewrite(v)
+            node[k] = _rewrite(v, once)
+            if once and node[k] is not v:
+                break
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            node[i] = _rewrite(v)
+            node[i] = _rewrite(v, once)
+            if once and node[i] is not v:
+                break
     elif isinstance(node, str) and "WEATHER:" in node:
-        return node.replace("WEATHER:", "MUTATED: the client rewrote this after the fact;")
+        return node.replace("WEATHER:", "MUTATED: the client rewrote this after the fact;", 1 if once else -1)
     return node
