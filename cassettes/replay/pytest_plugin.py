@@ -803,7 +803,28 @@ def _write_html_report(item: pytest.Item, session: LooptapSession) -> str:
         path = folder / f"{name}.html"
         with staged(check_target(path, "the test's web report", force=True)) as s:
             s.file.write(page.encode())
-        return f"looptap: the run as a web page: {path}  ({len(run.exchanges)} round trips; open it in a browser)"
+        line = f"looptap: the run as a web page: {path}  ({len(run.exchanges)} round trips; open it in a browser)"
     except Exception as exc:  # a report is a help, never a second failure
         return f"looptap: could not write a web page of this run: {type(exc).__name__}: {exc}"
+    return line + _write_failed_run(session, folder / f"{name}.jsonl")
+
+
+def _write_failed_run(session: LooptapSession, path: Path) -> str:
+    """What the agent sent in a failed replayed test (with the answers it got, misses included),
+    as a cassette beside its web page, redacted as every cassette is: the evidence
+    ``looptap rules propose`` reads against the recorded cassette. Never fails the test."""
+    if session.server is None or not session.server.misses:
+        return ""
+    try:
+        from cassettes.matching.places import here
+        from cassettes.recording.pipeline import CassetteWriter
+        from cassettes.storage.paths import check_target, staged
+
+        with staged(check_target(path, "the failed run's cassette", force=True)) as s, CassetteWriter(s.path, meta=here()) as w:
+            for ex in list(session.server.served):
+                w.append(ex)
+        return (f"\nlooptap: what this test sent: {path}; rules that would make it match, if what differs is volatile: "
+                f"looptap rules propose {session.path} {path}")
+    except Exception as exc:  # a help, never a second failure
+        return f"\nlooptap: could not keep what this test sent: {type(exc).__name__}: {exc}"
 

@@ -113,6 +113,18 @@ def test_a_dated_agent_recorded_once_replays_the_next_day_and_a_real_change_fail
     assert "FAILED tests/test_agent.py::test_measures_after_the_file_grew" in replay.stdout, out[-4000:]
     assert "replay miss at conversation c1, turn 1 (seq 1)" in out, out[-4000:]
     assert "messages[3].content" in out and "121 bytes" in out, out[-4000:]
+    # The failed test keeps what it sent, as a cassette beside its web page: the evidence the rule
+    # proposal reads against the recording (issue 44 item 5, "or a failed replay"). Proposed from
+    # that pair: the date and the scan's uuid are the built-in detectors' (nothing to add), the size
+    # is a real divergence, never proposed.
+    kept = re.search(r"looptap: what this test sent: (\S+\.jsonl); rules that would make it match", out)
+    assert kept is not None, out[-4000:]
+    assert f"looptap rules propose {cassette} {kept.group(1)}" in out, out[-4000:]
+    proposed = progress.run([sys.executable, "-m", "cassettes.cli", "rules", "propose", str(cassette), kept.group(1)], env=env, capture_output=True, text=True)
+    assert proposed.returncode == 1, proposed.stdout + proposed.stderr  # a real divergence remains
+    assert "a real divergence: not proposed" in proposed.stdout and "in the result of tool file_size" in proposed.stdout, proposed.stdout
+    assert "still diverging:\n  c1 turn 1 at messages[3].content" in proposed.stdout, proposed.stdout
+    assert "sk-test-next-day" not in Path(kept.group(1)).read_text()
     replayed_prompt = (project / "prompt.txt").read_text()
     when = [dt.datetime.fromisoformat(re.search(r"Now: (\S+)\.$", p).group(1)) for p in (recorded_prompt, replayed_prompt)]  # type: ignore[union-attr]
     assert dt.timedelta(hours=23) < when[1] - when[0] < dt.timedelta(hours=25), (recorded_prompt, replayed_prompt)
