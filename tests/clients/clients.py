@@ -519,9 +519,8 @@ CLIENTS: tuple[Client, ...] = (
     Client("haystack", "haystack-ai", "openai_chat", "agents_py", HAYSTACK, (3,), "drop_result", note="Agent with OpenAIChatGenerator"),
     # Threaded today as one conversation per step: the re-rendered trajectory is not yet followed as
     # one loop (issue 45, item 1), so the rewritten observation goes unseen.
-    Client("dspy react", "dspy", "openai_chat", "agents_py", DSPY_REACT, (1, 1, 1, 1, 1), "mutate_history",
-           note="ReAct in text, the trajectory re-rendered each step",
-           pending="a re-rendered trajectory is one conversation per step (issue 45, item 1)"),
+    Client("dspy react", "dspy", "openai_chat", "agents_py", DSPY_REACT, (1, 4), "mutate_history",
+           note="ReAct in text, the trajectory re-rendered each step: one loop of 4 steps, then the extract call under its own signature"),
     Client("crewai", "crewai", "openai_chat", "crewai", CREWAI, (3,), "wrong_id", note="a one-agent Crew with a tool"),
     Client("openai-node runTools", "openai", "openai_chat", "node", OPENAI_NODE, (3,), "drop_result", stream=True),
     Client("vercel-ai chat", "ai", "openai_chat", "node", VERCEL_AI, (3,), "wrong_id"),
