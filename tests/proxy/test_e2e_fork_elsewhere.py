@@ -40,7 +40,7 @@ from tests.proxy.test_e2e_node_agents import CLAUDE_OFFLINE, CODEX_CONFIG, expla
 from tests.support import progress
 from tests.support.clock import LIBFAKETIME, moved, needs_faketime
 from tests.support.harness import outputs
-from tests.support.recorder import RECORDER, needs_recorder
+from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
 REPO = Path(__file__).resolve().parents[2]
@@ -204,10 +204,17 @@ def _check_fork(f: Fork) -> None:
     last = f.live_log[-1].request
     assert any(f"{FILES['todo.txt']} b" in r for r in last.tool_results()), (why, last.tool_results())  # read in checkout B
     # what the prefix tolerated: the date and the working directory (the replay server's report)
-    assert "1 recorded round trip answered a request that differed only in volatile spans" in f.proc.stderr, why
+    assert "1 recorded round trip answered a request that differed only in what was tolerated" in f.proc.stderr, why
     branch = open_run(f.branch)
     assert branch.header is not None and branch.header["meta"]["cwd"] == str(f.b) and branch.header["meta"]["home"] == str(f.b.parent / "home")
     assert len(branch.exchanges) == len(f.live_log)  # the branch records what went live
+    # ... and the branch and `show` list them, each by the detector that tolerated it
+    show = progress.run([*RECORDER, "show", str(f.branch)], env=clean_env(), capture_output=True, text=True)
+    assert show.returncode == 0, show.stderr[-2000:]
+    assert "tolerated in the prefix (--prefix strict)" in show.stdout, show.stdout[-4000:]
+    tolerated = [ln for ln in show.stdout.splitlines() if ln.strip().startswith("tolerated at ")]
+    assert any("(by cwd)" in ln for ln in tolerated), tolerated
+    assert any("(by date)" in ln or "(by datetime)" in ln for ln in tolerated), tolerated
     assert SECRET.encode() not in f.run.read_bytes() + f.branch.read_bytes()
 
 
