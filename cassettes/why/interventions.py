@@ -99,6 +99,9 @@ def interventions(run: Any, results: dict[str, str] | None = None, model: str | 
             out.append(_a(f, seqs, ex))
             if out[-1].kind == "a-retry":
                 retried.add(where)
+            elif not any(x.code == "C.truncated_treated_as_complete" for x in a.findings):  # the client took the cut answer as it was
+                out.append(Intervention("C", f.conversation, f.turn, "the truncated answer not treated as complete (the rest asked for)", "c-continue",
+                                        f.code, seqs=seqs, missing=_NO_REPAIR["C.truncated_treated_as_complete"]))
     out = [i for n, i in enumerate(out) if i.layer != "C" or all((j.key, j.edits) != (i.key, i.edits) for j in out[:n])]
     last = max(a.turns.values(), key=lambda t: t.seq, default=None)
     if last is not None:

@@ -189,3 +189,39 @@ def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(c
     assert origin is not None and origin["edits"] == [f"restore_result[{call}]"] and origin["cursor"]["text"] == "conversation=c1:turn=1", origin
     state = orjson.loads((tmp_path / "w" / "why.json").read_bytes())
     assert state["verdict"] == v and state["recorded"]["failed"] is True
+
+
+@needs_recorder
+@SLOW
+def test_e_cause_re_sampling_the_wrong_tool_flips_at_about_its_rate_and_no_c_repair_applies(tmp_path: Path) -> None:
+    run = _record(tmp_path, ERoute(seed=1), "--expect", "Sunny")  # seed 1: the first draw is the wrong tool
+    with ScriptedUpstream(ERoute(seed=4)) as fake:  # seed 4: 3 of the first 10 draws are the right tool
+        rc, out, err = _why(tmp_path, run, fake, "--answer-not-matches", "Sunny", "--samples", "10", "-o", str(tmp_path / "w"), "--json",
+                            agent=("--expect", "Sunny"))
+    assert rc == 0, err[-4000:]
+    doc = orjson.loads(out)
+    assert not [i for i in doc["interventions"] if i["layer"] == "C"], doc["interventions"]  # the client is correct: nothing to repair
+    e0 = next(i for i in doc["interventions"] if i["layer"] == "E" and i["turn"] == 0)
+    assert (e0["flips"], e0["samples"]) == (3, 10) and e0["low"] <= 0.3 <= e0["high"], e0
+    e1 = next(i for i in doc["interventions"] if i["layer"] == "E" and i["turn"] == 1)
+    assert e1["flips"] == 0 and e1["samples"] == 10, e1
+    v = doc["verdict"]
+    assert (v["layer"], v["conversation"], v["turn"], v["flips"], v["samples"]) == ("E", "c1", 0, 3, 10), v
+
+
+@needs_recorder
+@SLOW
+def test_a_cause_lifting_the_cap_flips_it_and_the_c_side_is_reported(tmp_path: Path) -> None:
+    run = _record(tmp_path, a_route, "--expect", "sunny")
+    with ScriptedUpstream(a_route) as fake:
+        rc, out, err = _why(tmp_path, run, fake, "--samples", "5", "-o", str(tmp_path / "w"), "--json", agent=("--expect", "sunny"))
+    assert rc == 0, err[-4000:]
+    doc = orjson.loads(out)
+    a = next(i for i in doc["interventions"] if i["layer"] == "A")
+    assert a["turn"] == 1 and a["edits"] == ["max_tokens=4156"] and (a["flips"], a["samples"]) == (5, 5), a
+    assert all(x.request.body["max_tokens"] == 4156 for x in fake.log if x.request.tool_results() and x.reply and not x.reply.cut)
+    c = next(i for i in doc["interventions"] if i["layer"] == "C")
+    assert c["kind"] == "c-continue" and c["runnable"] is False and "lifts the cap instead" in c["missing"], c
+    assert all(i["flips"] == 0 for i in doc["interventions"] if i["layer"] == "E"), doc["interventions"]
+    v = doc["verdict"]
+    assert (v["layer"], v["conversation"], v["turn"], v["determined"]) == ("A", "c1", 1, True), v
