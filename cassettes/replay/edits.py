@@ -41,9 +41,9 @@ __all__ = ["Edit", "EditError", "apply_edits", "carried", "edit_file", "edit_not
 _TARGET = re.compile(r"(tool_result|user|restore_result)\[([^\]]{1,200})\]|(system|max_tokens)")
 #: Where the target starts (after an optional ``SELECTOR:``), and whether the value is ``@file``.
 _SPEC = re.compile(r"(?:^|(?<=:))((?:restore_result|tool_result)\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]|system|max_tokens)=(@?)")
-#: The fields that carry a request's output token cap (Chat's two, Anthropic's, Responses',
-#: Gemini's under ``generationConfig``, Ollama's ``num_predict`` under ``options``), as the OTel
-#: export reads them: the names are the wire's, not a provider's.
+#: The fields that carry a request's output token cap, at the top level or under the generation
+#: settings (``generationConfig``, ``options``), as the OTel export reads them: field names of the
+#: wire (docs/WIRE.md), whichever API the request is in.
 _CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxOutputTokens", "num_predict")
 _CAP_PARENTS = ("generationConfig", "generation_config", "options")
 #: Bytes read from an ``@file``.
@@ -184,7 +184,7 @@ def _restore_result(node: Any, call_id: str, value: str, path: list[str | int], 
             last = node[results[-1]]
             if _direct_result(last, calls):
                 into, at, where = node, results[-1] + 1, list(path)
-            else:  # a message holding the results (Anthropic's user turn): the block goes in beside them
+            else:  # a message holding the result blocks (a user turn of them): the block goes in beside them
                 into = last["content"]
                 at, where = max(i for i, y in enumerate(into) if _result_of(y, calls)) + 1, [*path, results[-1], "content"]
             before = list(into)
