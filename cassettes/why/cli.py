@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["register_why"]
+__all__ = ["register_why", "split_options"]
 
 
 def _err(msg: str) -> None:
@@ -56,7 +56,7 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the verdict and every intervention as one JSON object")
 
 
-def _split(args: argparse.Namespace) -> None:
+def split_options(args: argparse.Namespace) -> None:
     """The options written after the run: argparse gives a positional's remainder everything that
     follows it, options included; those before ``--`` are read here, the rest is the command."""
     rest = list(args.cmd)
@@ -73,13 +73,22 @@ def _split(args: argparse.Namespace) -> None:
 
 
 def cmd_why(args: argparse.Namespace) -> int:
+    import orjson
+
     from cassettes.why.investigation import Refused, investigate
 
-    _split(args)
+    split_options(args)
     try:
-        return investigate(args)
+        result = investigate(args)
     except Refused as exc:
         for line in exc.lines:
             _err(line)
         _err(str(exc))
         return 2
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(result.doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        sys.stdout.flush()
+    else:
+        for line in result.lines:
+            print(line)
+    return result.status

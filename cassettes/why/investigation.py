@@ -6,18 +6,34 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from cassettes.errors import CassetteError
 from cassettes.why.interventions import Intervention, interventions
 from cassettes.why.outcome import Outcome, OutcomeError, judged_from, parse_outcome
 from cassettes.why.verdict import Tally, Verdict, verdict
 
-__all__ = ["Refused", "investigate"]
+__all__ = ["Refused", "Result", "investigate"]
+
+
+@dataclass
+class Result:
+    """What an investigation ends with: its exit status, the JSON document ``--json`` prints and
+    the text report's lines (cleaned for a terminal)."""
+
+    status: int
+    doc: dict[str, Any]
+    lines: list[str]
+
+    @property
+    def verdict(self) -> dict[str, Any]:
+        """The verdict (``layer``, ``conversation``, ``turn``, ``flips``, ``samples``, ``low``,
+        ``high`` …); empty for a dry run."""
+        v = self.doc.get("verdict")
+        return v if isinstance(v, dict) else {}
 
 
 class Refused(CassetteError):
@@ -63,7 +79,7 @@ def _options(args: argparse.Namespace) -> tuple[Outcome, list[str], Decimal | No
     return outcome, argv, max_cost, results
 
 
-def investigate(args: argparse.Namespace) -> int:
+def investigate(args: argparse.Namespace) -> Result:
     from cassettes.reading.run import open_run
     from cassettes.replay.compare import BudgetError, upstream_bases
     from cassettes.storage.paths import check_input
@@ -145,25 +161,20 @@ def _forget(state: Any) -> None:
         state.directory.rmdir()
 
 
-def _dry_run(args: argparse.Namespace, outcome: Outcome, found: list[Intervention], lines: list[str]) -> int:
+def _dry_run(args: argparse.Namespace, outcome: Outcome, found: list[Intervention], lines: list[str]) -> Result:
     from cassettes.untrusted import clean_line
 
-    if args.json:
-        doc = {"looptap": "why", "dry_run": True, "run": str(args.file), "outcome": outcome.as_json(), "samples": args.samples,
-               "budget": lines, "interventions": [i.as_json() for i in found]}
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-        return 0
-    print(clean_line(f"outcome: failed means {outcome.describe()}" + (" (judged first by running the command against the recording; not in --dry-run)" if outcome.needs_run else "")))
+    doc = {"looptap": "why", "dry_run": True, "run": str(args.file), "outcome": outcome.as_json(), "samples": args.samples,
+           "budget": lines, "interventions": [i.as_json() for i in found]}
+    out = [f"outcome: failed means {outcome.describe()}" + (" (judged first by running the command against the recording; not in --dry-run)" if outcome.needs_run else "")]
     for i in found:
         cost = f"{len(i.seqs) * args.samples} live requests ({len(i.seqs)} × {args.samples} samples)" if i.missing is None else f"not run: {i.missing}"
         edits = f" [--edit {' --edit '.join(i.edits)}]" if i.edits else ""
-        print(clean_line(f"would fork at {i.cursor}{edits}{f' --model {i.model}' if i.model else ''}: {i.layer}: {i.what}: {cost}"))
-    for line in lines:
-        print(clean_line(line))
-    return 0
+        out.append(f"would fork at {i.cursor}{edits}{f' --model {i.model}' if i.model else ''}: {i.layer}: {i.what}: {cost}")
+    return Result(0, doc, [clean_line(ln) for ln in [*out, *lines]])
 
 
-def _run(args: argparse.Namespace, run: Any, path: Path, state: Any, outcome: Outcome, found: list[Intervention], argv: list[str], python: str) -> int:
+def _run(args: argparse.Namespace, run: Any, path: Path, state: Any, outcome: Outcome, found: list[Intervention], argv: list[str], python: str) -> Result:
     from concurrent.futures import ThreadPoolExecutor
 
     from cassettes.why.branches import Branches
@@ -190,12 +201,7 @@ def _run(args: argparse.Namespace, run: Any, path: Path, state: Any, outcome: Ou
     doc = {"looptap": "why", "run": str(args.file), "outcome": outcome.as_json(), "samples": args.samples, "output": str(state.directory), **v.as_json()}
     state.put("verdict", doc["verdict"])
     state.put("report", doc["interventions"])
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-    else:
-        for line in report_lines(v, outcome, state.directory, path):
-            print(line)
-    return 0 if v.best is not None or any(t.samples for t in v.ranked) else 1
+    return Result(0 if any(t.samples for t in v.ranked) else 1, doc, report_lines(v, outcome, state.directory, path))
 
 
 def _tallies(state: Any, found: list[Intervention], samples: int) -> list[Tally]:

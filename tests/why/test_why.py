@@ -225,3 +225,25 @@ def test_a_cause_lifting_the_cap_flips_it_and_the_c_side_is_reported(tmp_path: P
     assert all(i["flips"] == 0 for i in doc["interventions"] if i["layer"] == "E"), doc["interventions"]
     v = doc["verdict"]
     assert (v["layer"], v["conversation"], v["turn"], v["determined"]) == ("A", "c1", 1, True), v
+
+
+@needs_recorder
+def test_why_from_a_pytest_test_on_a_recorded_cassette(c_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The helper a test calls (cassettes.why.api.why): the command's code, the verdict returned."""
+    from cassettes.why.api import Refused, why
+
+    for k, v in _env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)
+    call = _c_call(c_run)
+    agent = [sys.executable, str(AGENT), "--drop-second", "--expect", "rain"]
+    with ScriptedUpstream(c_route) as fake:
+        with pytest.raises(Refused, match="does not fail by the outcome"):
+            why(c_run, agent, output=tmp_path / "no", answer_matches="Lyon: rain", upstream={"openai": fake.url})
+        plan = why(c_run, agent, dry_run=True, samples=3)
+        assert plan.status == 0 and plan.verdict == {} and any(i["layer"] == "C" and not i["runnable"] for i in plan.doc["interventions"])
+        assert fake.log == []
+        result = why(c_run, agent, output=tmp_path / "w", samples=1, layers=["C"], results={call: "rain"}, upstream={"openai": fake.url},
+                     confdir=c_run.parent / "conf")
+    assert result.status == 0 and len(fake.log) == 1
+    assert (result.verdict["layer"], result.verdict["turn"], result.verdict["flips"], result.verdict["samples"]) == ("C", 1, 1, 1), result.verdict
