@@ -16,6 +16,7 @@ Each intervention forks at ``conversation=C:turn=T``: the other conversations st
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,8 @@ class Intervention:
     seqs: list[int] = field(default_factory=list)
     #: Why it cannot run (``None``: it can).
     missing: str | None = None
+    #: What tells it from another of its kind at the same turn (the call a result is put back for, the finding's code).
+    tag: str = ""
 
     @property
     def cursor(self) -> str:
@@ -61,8 +64,8 @@ class Intervention:
     @property
     def key(self) -> str:
         """A stable name (the branch files and the state file use it)."""
-        extra = f"-{self.model}" if self.model else ""
-        return f"{self.layer}-{self.conversation}-t{self.turn}-{self.kind}{extra}".replace("/", "_")[:120]
+        extra = "".join(f"-{x}" for x in (self.tag, self.model) if x)
+        return re.sub(r"[^A-Za-z0-9._-]", "_", f"{self.layer}-{self.conversation}-t{self.turn}-{self.kind}{extra}")[:160]
 
     def as_json(self) -> dict[str, Any]:
         return {"key": self.key, "layer": self.layer, "conversation": self.conversation, "turn": self.turn, "what": self.what,
@@ -102,7 +105,7 @@ def interventions(run: Any, results: dict[str, str] | None = None, model: str | 
             elif not any(x.code == "C.truncated_treated_as_complete" for x in a.findings):  # the client took the cut answer as it was
                 out.append(Intervention("C", f.conversation, f.turn, "the truncated answer not treated as complete (the rest asked for)", "c-continue",
                                         f.code, seqs=seqs, missing=_NO_REPAIR["C.truncated_treated_as_complete"]))
-    out = [i for n, i in enumerate(out) if i.layer != "C" or all((j.key, j.edits) != (i.key, i.edits) for j in out[:n])]
+    out = [i for n, i in enumerate(out) if all(j.key != i.key for j in out[:n])]  # one finding per call and turn is enough
     last = max(a.turns.values(), key=lambda t: t.seq, default=None)
     if last is not None:
         conv = next((c for c in a.conversations if c.id == last.conversation), None)
@@ -124,7 +127,7 @@ def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
     assert f.conversation is not None and f.turn is not None
     if f.code == "C.dropped_tool_result" and f.tool_call_id:
         cid = str(f.tool_call_id)
-        i = Intervention("C", f.conversation, f.turn, f"the dropped result of call {cid} put back", "c-restore-result", f.code, seqs=seqs)
+        i = Intervention("C", f.conversation, f.turn, f"the dropped result of call {cid} put back", "c-restore-result", f.code, seqs=seqs, tag=cid)
         if cid in results:
             i.edits = [f"restore_result[{cid}]={results[cid]}"]
         else:
@@ -132,7 +135,7 @@ def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
                          "(what the tool returned) to run this repair")
         return i
     why = _NO_REPAIR.get(f.code, f"looptap has no repair for {f.code} yet")
-    return Intervention("C", f.conversation, f.turn, f"the client's dispatch repaired ({f.code})", "c-none", f.code, seqs=seqs, missing=why)
+    return Intervention("C", f.conversation, f.turn, f"the client's dispatch repaired ({f.code})", "c-none", f.code, seqs=seqs, missing=why, tag=f.code)
 
 
 def _a(f: Any, seqs: list[int], ex: Any) -> Intervention:
