@@ -5,6 +5,7 @@ applies (a dropped result put back, a token cap lifted) in each API's shape."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import orjson
 import pytest
@@ -121,3 +122,34 @@ def test_the_repairs_put_a_dropped_result_back_and_lift_the_cap_in_the_apis_shap
 def test_a_cap_edit_wants_a_number() -> None:
     with pytest.raises(EditError):
         parse_edit("max_tokens=lots")
+
+
+def test_interventions_from_a_runs_findings_and_turns(tmp_path: Path) -> None:
+    """Two results dropped at one turn: a C repair each (the one whose text is given runs, the other
+    says what it needs); the last answer cut at the cap: the A intervention lifts it and the C side
+    is listed as not run; every turn of the conversation re-sampled at E."""
+    from cassettes.reading.run import open_run
+    from cassettes.why.interventions import interventions
+    from tests.replay.conftest import SYSTEM, USER, chat_exchange, write
+
+    calls = [{"id": f"call_{x}", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"' + x + '"}'}} for x in "ABC"]
+    first = orjson.dumps({"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
+                          "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": calls}, "finish_reason": "tool_calls"}],
+                          "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}})
+    cut = orjson.dumps({"id": "chatcmpl-2", "object": "chat.completion", "model": "gpt-4o",
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": "The weather in"}, "finish_reason": "length"}],
+                        "usage": {"prompt_tokens": 80, "completion_tokens": 60, "total_tokens": 140}})
+    echo = {"role": "assistant", "content": None, "tool_calls": calls}
+    run = write(tmp_path / "run.jsonl", [
+        chat_exchange([SYSTEM, USER], first, max_tokens=60),
+        chat_exchange([SYSTEM, USER, echo, {"role": "tool", "tool_call_id": "call_A", "content": "sunny"}], cut, max_tokens=60),
+    ])
+    found = interventions(open_run(run, whole=True), {"call_B": "rain"})
+    by_key = {i.key: i for i in found}
+    b, c = by_key["C-c1-t1-c-restore-result-call_B"], by_key["C-c1-t1-c-restore-result-call_C"]
+    assert b.edits == ["restore_result[call_B]=rain"] and b.missing is None and b.cursor == "conversation=c1:turn=1" and b.seqs == [1]
+    assert c.edits == [] and c.missing is not None and "--result call_C=@FILE" in c.missing
+    a = by_key["A-c1-t1-a-cap"]
+    assert a.edits == ["max_tokens=4156"] and a.finding == "A.truncated_length"
+    assert by_key["C-c1-t1-c-continue"].missing is not None
+    assert sorted(i.turn for i in found if i.layer == "E") == [0, 1] and by_key["E-c1-t0-e-resample"].seqs == [0, 1]
