@@ -30,7 +30,7 @@ WHY = [sys.executable, "-m", "cassettes.cli", "why"]
 def _env() -> dict[str, str]:
     from tests.support.recorder import PROXY_PYTHON
 
-    return clean_env(OPENAI_API_KEY="sk-test-why", LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON))
+    return clean_env(OPENAI_API_KEY="sk-test-why", ANTHROPIC_API_KEY="sk-ant-test-why", LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON))
 
 
 def c_route(req: ScriptedRequest) -> Reply:
@@ -70,7 +70,7 @@ def a_route(req: ScriptedRequest) -> Reply:
 def _record(tmp: Path, route: Callable[[ScriptedRequest], Reply], *agent_args: str, status: int = 1) -> Path:
     run = tmp / "run.jsonl"
     with ScriptedUpstream(route) as fake:
-        proc = progress.run([*RECORDER, "run", "-o", str(run), "--confdir", str(tmp / "conf"), "--upstream", f"openai={fake.url}",
+        proc = progress.run([*RECORDER, "run", "-o", str(run), "--confdir", str(tmp / "conf"), "--upstream", f"openai={fake.url}", "--upstream", f"anthropic={fake.url}",
                              "--", sys.executable, str(AGENT), *agent_args], env=_env(), capture_output=True, text=True, cwd=tmp)
     assert proc.returncode == status, proc.stdout + proc.stderr[-3000:]
     return run
@@ -247,3 +247,21 @@ def test_why_from_a_pytest_test_on_a_recorded_cassette(c_run: Path, tmp_path: Pa
                      confdir=c_run.parent / "conf")
     assert result.status == 0 and len(fake.log) == 1
     assert (result.verdict["layer"], result.verdict["turn"], result.verdict["flips"], result.verdict["samples"]) == ("C", 1, 1, 1), result.verdict
+
+
+@needs_recorder
+@SLOW
+@pytest.mark.parametrize("family", ["responses", "anthropic"])
+def test_the_c_repair_on_the_other_apis(family: str, tmp_path: Path) -> None:
+    """The C case on the openai Responses and Anthropic SDKs: the result put back in their shapes."""
+    run = _record(tmp_path, c_route, "--drop-second", "--expect", "rain", "--family", family)
+    call = _c_call(run)
+    up = "anthropic" if family == "anthropic" else "openai"
+    with ScriptedUpstream(c_route) as fake:
+        proc = progress.run([*WHY, str(run), "--upstream", f"{up}={fake.url}", "--confdir", str(tmp_path / "conf"), "--layer", "C", "--samples", "3",
+                             "--result", f"{call}=rain", "-o", str(tmp_path / "w"), "--json", "--", sys.executable, str(AGENT), "--drop-second",
+                             "--expect", "rain", "--family", family], env=_env(), capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    v = orjson.loads(proc.stdout)["verdict"]
+    assert (v["layer"], v["turn"], v["flips"], v["samples"]) == ("C", 1, 3, 3), v
+    assert all(len(x.request.tool_results()) == 2 for x in fake.log), [x.line() for x in fake.log]
