@@ -265,3 +265,20 @@ def test_the_c_repair_on_the_other_apis(family: str, tmp_path: Path) -> None:
     v = orjson.loads(proc.stdout)["verdict"]
     assert (v["layer"], v["turn"], v["flips"], v["samples"]) == ("C", 1, 3, 3), v
     assert all(len(x.request.tool_results()) == 2 for x in fake.log), [x.line() for x in fake.log]
+
+
+@needs_recorder
+def test_a_check_judges_the_recording_by_running_it_and_each_branch_after_it(c_run: Path, tmp_path: Path) -> None:
+    """--check: the recorded outcome from the command run against the whole recording (nothing
+    sent), then the check after each branch."""
+    call = _c_call(c_run)
+    with ScriptedUpstream(c_route) as fake:
+        rc, out, err = _why(tmp_path, c_run, fake, "--check", "grep -q rain answer.txt", "--layer", "C", "--samples", "1", "--result", f"{call}=rain",
+                            "-o", str(tmp_path / "w"), "--json", agent=("--drop-second", "--expect", "rain", "--answer-file", "answer.txt"))
+    assert rc == 0, err[-3000:]
+    assert len(fake.log) == 1  # the baseline sent nothing; the one branch sent its one live request
+    state = orjson.loads((tmp_path / "w" / "why.json").read_bytes())
+    assert state["recorded"] == {"failed": True, "exit": 1, "check": 1} and state["outcome"] == {"kind": "check", "value": "grep -q rain answer.txt"}
+    v = orjson.loads(out)["verdict"]
+    assert (v["layer"], v["flips"], v["samples"]) == ("C", 1, 1), v
+    assert "rain" in (tmp_path / "answer.txt").read_text()

@@ -89,9 +89,13 @@ def main() -> int:
     ap.add_argument("--drop-second", action="store_true")
     ap.add_argument("--expect", default="sunny")
     ap.add_argument("--family", choices=("chat", "responses", "anthropic"), default="chat")
+    ap.add_argument("--answer-file", help="also write the answer there (what a --check reads)")
     opts = ap.parse_args()
     text = {"chat": chat, "responses": responses, "anthropic": anthropic}[opts.family](opts)
     print(f"answer: {text}")
+    if opts.answer_file:
+        with open(opts.answer_file, "w") as f:
+            f.write(text)
     return 0 if opts.expect in text else 1
 
 
