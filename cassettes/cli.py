@@ -399,6 +399,7 @@ _OWN_COMMANDS = {
     "textconv": "cassettes.interop.cli:register_textconv",
     "mcp": "cassettes.mcp.server:register_mcp",
     "verify": "cassettes.verify:register_verify",
+    "why": "cassettes.why.cli:register_why",
 }
 
 

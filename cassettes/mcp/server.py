@@ -173,6 +173,19 @@ def build_server(roots: list[str]) -> Any:
     del comparison
 
     @tool
+    def why_report(why: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+        """A `looptap why` (which layer made a recorded run fail: the run forked with one suspect changed,
+        K branches each), read from its output directory: the verdict (layer, conversation, turn, flips,
+        samples, Wilson 95% interval, whether K sufficed) and every intervention ranked, with its branch
+        cassettes; an interrupted one shows what finished. `why` is the directory given to -o. Read-only:
+        it never runs a branch or sends a request."""
+        from cassettes.mcp.whyquery import why_report as answer_why
+
+        return answer_why(runs.get(), why, offset, limit, max_bytes)
+
+    del why_report
+
+    @tool
     def web_report(run: str, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Where to get a run as one self-contained web page to show a person (turns with E/A/C badges,
         the messages, findings root cause first, the token-cost growth chart): the command that writes

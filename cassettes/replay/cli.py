@@ -380,7 +380,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from decimal import Decimal, InvalidOperation
 
     from cassettes.errors import CassetteError
-    from cassettes.providers import REVERSE_UPSTREAMS
     from cassettes.reading.run import open_run
     from cassettes.replay.compare import (
         BudgetError,
@@ -389,6 +388,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         estimate_costs,
         plan_requests,
         send_list,
+        upstream_bases,
         where_sent,
     )
     from cassettes.replay.cursor import live_router
@@ -401,13 +401,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except InvalidOperation:
         _err(f"error: --max-cost wants dollars (0.50), not {args.max_cost[:40]!r}")
         return 2
-    bases = {name: up for name, (up, _v, _s) in REVERSE_UPSTREAMS.items()}
-    for item in args.upstream:
-        name, sep, url = str(item).partition("=")
-        if not sep or not url.startswith(("http://", "https://")):
-            _err(f"error: --upstream wants NAME=http(s)://host[:port], not {item[:80]!r}")
-            return 2
-        bases[name.strip().lower()] = url.strip().rstrip("/")
+    try:
+        bases = upstream_bases(args.upstream)
+    except ValueError as exc:
+        _err(f"error: {exc}")
+        return 2
     headers = []
     for h in args.header:
         k, sep, v = str(h).partition(":")

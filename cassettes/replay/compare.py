@@ -65,6 +65,7 @@ __all__ = [
     "plan_requests",
     "send_list",
     "text_similarity",
+    "upstream_bases",
     "where_sent",
 ]
 
@@ -584,6 +585,20 @@ def plan_requests(run: Any) -> list[Planned]:
         if p.usage is not None and p.usage.get("output_tokens") == -1:
             p.usage["output_tokens"] = longest
     return out
+
+
+def upstream_bases(items: list[str]) -> dict[str, str]:
+    """Where each API's requests go: the vendor's base URL, or ``--upstream NAME=URL`` instead;
+    raises ``ValueError`` for an item of another form."""
+    from cassettes.providers import REVERSE_UPSTREAMS
+
+    bases = {name: up for name, (up, _v, _s) in REVERSE_UPSTREAMS.items()}
+    for item in items:
+        name, sep, url = str(item).partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
+            raise ValueError(f"--upstream wants NAME=http(s)://host[:port], not {item[:80]!r}")
+        bases[name.strip().lower()] = url.strip().rstrip("/")
+    return bases
 
 
 def send_list(planned: list[Planned], include_errors: bool = False) -> tuple[list[Planned], list[str]]:

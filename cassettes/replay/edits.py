@@ -4,7 +4,13 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
     tool_result[CALL_ID]=@file.txt     the result of that tool call (any API: the item carrying the id)
     system=@prompt.txt                 the system prompt (instructions)
     user[N]=@question.txt              the N-th user message (0: the first)
+    restore_result[CALL_ID]=@file.txt  a result the client never sent for that call, put back
+                                       beside the results it sent for the same answer's calls
+    max_tokens=N                       the token cap, whatever the API calls the field
     …=text                             the new text inline instead of from a file
+
+The last two are repairs ``looptap why`` makes (docs/why.md): a dropped result put back, a
+truncated answer's cap lifted.
 
 The client keeps sending the original; the replay server rewrites each request it sends on, and
 marks each item it rewrote (:mod:`cassettes.wire.edited`: the item's path, the client's value).
@@ -32,9 +38,14 @@ from cassettes.wire import edited
 
 __all__ = ["Edit", "EditError", "apply_edits", "carried", "edit_file", "edit_notes", "edited_headers", "parse_edit"]
 
-_TARGET = re.compile(r"(tool_result|user)\[([^\]]{1,200})\]|(system)")
+_TARGET = re.compile(r"(tool_result|user|restore_result)\[([^\]]{1,200})\]|(system|max_tokens)")
 #: Where the target starts (after an optional ``SELECTOR:``), and whether the value is ``@file``.
-_SPEC = re.compile(r"(?:^|(?<=:))(tool_result\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]|system)=(@?)")
+_SPEC = re.compile(r"(?:^|(?<=:))((?:restore_result|tool_result)\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]|system|max_tokens)=(@?)")
+#: The fields that carry a request's output token cap, at the top level or under the generation
+#: settings (``generationConfig``, ``options``), as the OTel export reads them: field names of the
+#: wire (docs/WIRE.md), whichever API the request is in.
+_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxOutputTokens", "num_predict")
+_CAP_PARENTS = ("generationConfig", "generation_config", "options")
 #: Bytes read from an ``@file``.
 _MAX_FILE = 8 << 20
 #: Depth of the JSON walk (a request nested deeper is not edited below it).
@@ -49,7 +60,7 @@ class EditError(CassetteError, ValueError):
 @dataclass
 class Edit:
     spec: str
-    #: ``tool_result``, ``system`` or ``user``.
+    #: ``tool_result``, ``system``, ``user``, ``restore_result`` or ``max_tokens``.
     kind: str
     #: The call id (tool_result) or the index (user).
     key: str | None
@@ -87,7 +98,9 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
         if len(data) > _MAX_FILE:
             raise EditError(f"--edit {spec[:80]!r}: {value[:200]!r} is larger than {_MAX_FILE:,} bytes")
         value = data.decode("utf-8", "replace")
-    return Edit(spec, kind, key, value, selector)
+    if kind == "max_tokens" and not (value.strip().isdigit() and 0 < int(value.strip()) < 1 << 31):
+        raise EditError(f"--edit {spec[:80]!r}: max_tokens wants a positive number of tokens")
+    return Edit(spec, kind, key, value.strip() if kind == "max_tokens" else value, selector)
 
 
 def edit_file(spec: str, base: Path | None = None) -> Path | None:
@@ -113,17 +126,145 @@ def apply_edits(method: str, target: str, body: bytes, edits: list[Edit], select
         return body, []
     marks: list[dict[str, Any]] = []
     for e in edits:
-        hits: list[tuple[list[str | int], Any, Any]] = []
-        if e.kind == "tool_result":
-            _tool_result(doc, e.key or "", e.value, [], hits)
-        else:
-            old = _adapter_text(method, target, doc, e)
-            if old:
-                _replace_string(doc, old, e.value, [], hits)
+        hits = _hits(method, target, doc, e)
         if hits:
             e.applied += 1
             marks += [edited.mark(e.label, e.selector or selector, path, before) for path, before, _after in hits]
     return (orjson.dumps(doc), marks) if marks else (body, [])
+
+
+def _hits(method: str, target: str, doc: Any, e: Edit) -> list[tuple[list[str | int], Any, Any]]:
+    """Make ``e`` in ``doc`` (changed in place); each item rewritten as (path, before, after)."""
+    hits: list[tuple[list[str | int], Any, Any]] = []
+    if e.kind == "tool_result":
+        _tool_result(doc, e.key or "", e.value, [], hits)
+    elif e.kind == "restore_result":
+        _restore_result(doc, e.key or "", e.value, [], hits)
+    elif e.kind == "max_tokens":
+        _cap(doc, int(e.value), hits)
+    else:
+        old = _adapter_text(method, target, doc, e)
+        if old:
+            _replace_string(doc, old, e.value, [], hits)
+    return hits
+
+
+def _carries_id(node: dict[str, Any], call_id: str) -> bool:
+    return any(isinstance(v, str) and v == call_id and "id" in k.lower() for k, v in node.items())
+
+
+def _is_call(node: dict[str, Any]) -> bool:
+    return any(k in node for k in ("arguments", "input", "args", "function"))
+
+
+def _ids_of(node: dict[str, Any]) -> list[str]:
+    return [v for k, v in node.items() if isinstance(v, str) and "id" in k.lower()]
+
+
+def _restore_result(node: Any, call_id: str, value: str, path: list[str | int], hits: list[tuple[list[str | int], Any, Any]]) -> None:
+    """Put back the result of ``call_id`` where the client sent none: in the list that holds the
+    results of the same answer's other calls, a copy of the first of them with the call's id and
+    ``value`` as its content, right after the last. Structural, as :func:`_tool_result` is (a
+    result is the object carrying a call's id beside its content): the copy has the API's own
+    shape. A request that already carries the result, or carries no sibling result to copy (all
+    the answer's results dropped), is left as it is. The mark's path is the list and its
+    ``before`` the list the client sent, so the client's request is that list put back."""
+    if len(path) > _DEPTH or hits:
+        return
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _restore_result(v, call_id, value, [*path, k], hits)
+        return
+    if not isinstance(node, list):
+        return
+    calls = _calls_with(node, call_id)
+    if calls is not None:
+        results = [i for i, x in enumerate(node) if _result_of(x, calls)]
+        if results and not any(_result_of(x, {call_id}) for x in node):
+            last = node[results[-1]]
+            if _direct_result(last, calls):
+                into, at, where = node, results[-1] + 1, list(path)
+            else:  # a message holding the result blocks (a user turn of them): the block goes in beside them
+                into = last["content"]
+                at, where = max(i for i, y in enumerate(into) if _result_of(y, calls)) + 1, [*path, results[-1], "content"]
+            before = list(into)
+            copy = _with_id(into[at - 1], calls, call_id, value)
+            into.insert(at, copy)
+            hits.append((where, before, copy))
+            return
+    for i, v in enumerate(node):
+        _restore_result(v, call_id, value, [*path, i], hits)
+
+
+def _calls_with(items: list[Any], call_id: str) -> set[str] | None:
+    """The ids of the calls made beside ``call_id`` (the answer that made it: the calls in the
+    same object, or, where each call is an item of its own, the call items of ``items``), when
+    ``items`` holds that answer or its calls; else ``None``."""
+    found: set[str] | None = None
+
+    def walk(x: Any, depth: int, group: set[str]) -> None:
+        nonlocal found
+        if depth > _DEPTH or found is not None:
+            return
+        if isinstance(x, dict):
+            if _is_call(x) and _carries_id(x, call_id):
+                found = group
+                return
+            for v in x.values():
+                walk(v, depth + 1, group)
+        elif isinstance(x, list):
+            calls = {i for y in x if isinstance(y, dict) and _is_call(y) for i in _ids_of(y)}
+            for y in x:
+                walk(y, depth + 1, calls or group)
+
+    for item in items:
+        if isinstance(item, dict) and _is_call(item) and _carries_id(item, call_id):  # a call item of its own
+            return {i for y in items if isinstance(y, dict) and _is_call(y) for i in _ids_of(y)} - {call_id}
+        walk(item, 0, set())
+        if found is not None:
+            return found - {call_id}
+    return None
+
+
+def _direct_result(x: Any, calls: set[str]) -> bool:
+    """Whether ``x`` is itself a result of one of ``calls`` (its id beside its content)."""
+    return isinstance(x, dict) and not _is_call(x) and any(k in x for k in _CONTENT_KEYS) and any(i in calls for i in _ids_of(x))
+
+
+def _result_of(x: Any, calls: set[str]) -> bool:
+    """Whether ``x`` is, or holds one level down, a result of one of ``calls``."""
+    if _direct_result(x, calls):
+        return True
+    inner = x.get("content") if isinstance(x, dict) else None
+    return isinstance(inner, list) and any(_direct_result(y, calls) for y in inner)
+
+
+def _with_id(item: dict[str, Any], calls: set[str], call_id: str, value: str) -> dict[str, Any]:
+    """A copy of the result ``item`` answering ``call_id`` with ``value``."""
+    import copy as copying
+
+    out: dict[str, Any] = copying.deepcopy(item)
+    for k, v in list(out.items()):
+        if isinstance(v, str) and v in calls and "id" in k.lower():
+            out[k] = call_id
+    slot = next(k for k in _CONTENT_KEYS if k in out)
+    out[slot] = _as_content(out[slot], value)
+    return out
+
+
+def _cap(doc: Any, tokens: int, hits: list[tuple[list[str | int], Any, Any]]) -> None:
+    """Set the request's output token cap to ``tokens`` where it has one (top level, or under
+    the generation settings); a request without a cap is left as it is (none to lift)."""
+    if not isinstance(doc, dict):
+        return
+    places: list[tuple[dict[str, Any], list[str | int]]] = [(doc, [])]
+    places += [(doc[p], [p]) for p in _CAP_PARENTS if isinstance(doc.get(p), dict)]
+    for node, path in places:
+        for k in _CAPS:
+            if isinstance(node.get(k), int) and not isinstance(node.get(k), bool) and node[k] != tokens:
+                before = node[k]
+                node[k] = tokens
+                hits.append(([*path, k], before, tokens))
 
 
 def _tool_result(node: Any, call_id: str, value: str, path: list[str | int], hits: list[tuple[list[str | int], Any, Any]]) -> None:
@@ -227,9 +368,4 @@ def carried(method: str, target: str, body: bytes, e: Edit) -> list[Any]:
         doc = bounds.loads(body) if body else None
     except (orjson.JSONDecodeError, ValueError):
         return []
-    hits: list[tuple[list[str | int], Any, Any]] = []
-    if e.kind == "tool_result":
-        _tool_result(doc, e.key or "", e.value, [], hits)
-    elif (old := _adapter_text(method, target, doc, e)) is not None and old:
-        _replace_string(doc, old, e.value, [], hits)
-    return [before for _, before, _ in hits]
+    return [before for _, before, _ in _hits(method, target, doc, e)]

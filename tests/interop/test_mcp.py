@@ -232,7 +232,7 @@ def test_the_stdio_server_as_a_coding_agent_starts_it(root: Path) -> None:
             return tools, "".join(getattr(p, "text", "") for p in r.content)
 
     tools, body = asyncio.run(go())
-    assert tools == ["list_runs", "run_summary", "findings", "turn", "search", "growth", "diff", "tail", "fork_diff", "comparison", "web_report"]
+    assert tools == ["list_runs", "run_summary", "findings", "turn", "search", "growth", "diff", "tail", "fork_diff", "comparison", "why_report", "web_report"]
     assert orjson.loads(body)["conversations"] == 4
 
 

@@ -63,10 +63,17 @@ class Reply:
     calls: tuple[Call, ...] = ()
     #: A label for the log ("main:task", "side:title"...): what the route took this request for.
     what: str = ""
+    #: The answer was cut at the token cap (Chat's finish reason ``length``, Anthropic's
+    #: ``max_tokens``): the text is sent as it is, the finish reason says it is cut.
+    cut: bool = False
 
     @classmethod
     def say(cls, text: str, what: str = "") -> Reply:
         return cls(text=text, what=what)
+
+    @classmethod
+    def truncated(cls, text: str, what: str = "") -> Reply:
+        return cls(text=text, what=what, cut=True)
 
     @classmethod
     def tool(cls, name: str, arguments: dict[str, Any] | str, what: str = "", text: str = "") -> Reply:
@@ -402,7 +409,7 @@ class ScriptedUpstream:
                     tid = upstream.new_id("toolu_s")
                     logged.ids.append(tid)
                     blocks.append({"type": "tool_use", "id": tid, "name": c.name, "input": c.arguments})
-                stop = "tool_use" if reply.calls else "end_turn"
+                stop = "max_tokens" if reply.cut else "tool_use" if reply.calls else "end_turn"
                 out_tokens = max(1, len(json.dumps(blocks)) // 4)
                 usage = {"input_tokens": usage_in, "output_tokens": out_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
                 if not req.stream:
@@ -529,7 +536,7 @@ class ScriptedUpstream:
         logged.response_id = self.new_id("chatcmpl-s")
         return {
             "id": logged.response_id, "object": "chat.completion", "created": int(time.time()), "model": req.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop", "logprobs": None}],
+            "choices": [{"index": 0, "message": message, "finish_reason": "length" if reply.cut else "tool_calls" if calls else "stop", "logprobs": None}],
             "usage": {"prompt_tokens": usage_in, "completion_tokens": out_tokens, "total_tokens": usage_in + out_tokens},
         }
 

@@ -1,0 +1,78 @@
+"""The MCP answer about a finished ``looptap why`` (docs/why.md): its verdict and every
+intervention's flips, samples and Wilson interval, read from the ``why.json`` of its output
+directory. Read-only: it reads the file under the roots, never runs a branch or sends a request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cassettes.mcp.query import DEFAULT_BYTES, QueryError, Runs, _budget, _wrap, page, text
+
+__all__ = ["why_report"]
+
+#: A why.json larger than this is refused (it lists interventions and branch names, not contents).
+MAX_STATE_BYTES = 16 << 20
+_NUMBERS = ("flips", "samples", "low", "high")
+
+
+def _state_path(runs: Runs, name: str) -> Path:
+    """The ``why.json`` ``name`` names: the output directory of a ``why`` under a root, or the file."""
+    from cassettes.why.state import STATE
+
+    if not isinstance(name, str) or not name or "\x00" in name or len(name) > 4096:
+        raise QueryError("a why is named by its output directory (looptap why -o DIR), under the roots")
+    given = Path(name)
+    for c in [given] if given.is_absolute() else [r / given for r in runs.roots]:
+        try:
+            real = c.resolve(strict=True)
+        except (OSError, RuntimeError):
+            continue
+        if not any(real.is_relative_to(r) for r in runs.roots):
+            raise QueryError("this is outside the directories this server may read", why=name)
+        state = real / STATE if real.is_dir() else real
+        if state.name != STATE or not state.is_file() or state.is_symlink():
+            raise QueryError("no why.json here (looptap why -o DIR writes it)", why=name)
+        return state
+    raise QueryError("nothing of this name under the roots", why=name)
+
+
+def _count(value: Any) -> int | float | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def why_report(runs: Runs, why: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+    """A finished (or interrupted) why: the verdict's figures, then the interventions ranked, paged;
+    every string of the file (anything may have edited it) under ``recorded``."""
+    import orjson
+
+    path = _state_path(runs, why)
+    if path.stat().st_size > MAX_STATE_BYTES:
+        raise QueryError(f"this why.json is over {MAX_STATE_BYTES >> 20} MiB: not read", why=why)
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise QueryError("this why.json is not JSON", why=why, reason=str(exc)) from None
+    if not isinstance(doc, dict) or doc.get("looptap") != "why":
+        raise QueryError("this file is not the state of a looptap why", why=why)
+    verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
+    report = [i for i in doc.get("report") or [] if isinstance(i, dict)] if isinstance(doc.get("report"), list) else []
+    items = [{
+        "layer": text(i.get("layer"), 2), "conversation": text(i.get("conversation"), 40), "turn": _count(i.get("turn")),
+        **{k: _count(i.get(k)) for k in _NUMBERS}, "invalid": _count(i.get("invalid")), "runnable": i.get("runnable") is True,
+        "what": text(i.get("what"), 300), "missing": text(i.get("missing"), 400), "edits": [text(e, 200) for e in (i.get("edits") or [])[:10]],
+        "branches": [text(b.get("branch"), 200) for b in (i.get("branches") or [])[:50] if isinstance(b, dict)],
+    } for i in report[max(offset, 0):]]
+    shown, nxt = page(items, 0, max(1, min(limit, 200)), _budget(max_bytes))
+    return _wrap({
+        "finished": verdict is not None,
+        "samples": _count(doc.get("samples")),
+        "interventions": len(report),
+        "verdict": None if verdict is None else {"determined": verdict.get("determined") is True, "turn": _count(verdict.get("turn")),
+                                                 **{k: _count(verdict.get(k)) for k in _NUMBERS}},
+        "recorded": {"run": text(doc.get("run"), 300), "outcome": text(str(doc.get("outcome")), 300),
+                     "layer": text(verdict.get("layer"), 2) if verdict else None,
+                     "conversation": text(verdict.get("conversation"), 40) if verdict else None,
+                     "headline": text(verdict.get("headline"), 800) if verdict else None, "interventions": shown},
+        "next_offset": None if nxt is None else max(offset, 0) + nxt,
+    })

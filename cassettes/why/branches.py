@@ -1,0 +1,162 @@
+"""The processes of an investigation: the command run once against the whole recording (the
+baseline: nothing sent), and each branch, an ordinary ``looptap run --from RUN@CURSOR [--edit …]
+[--model M] -o DIR/KEY.K.jsonl -- CMD`` started in the recorder's environment (the interpreter
+``LOOPTAP_PROXY_PYTHON`` names, found as the pytest plugin finds it), so every branch is a branch
+cassette ``show``, ``diff`` and the inspector read, and nothing of the fork is re-implemented here.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cassettes.errors import CassetteError
+from cassettes.why.interventions import Intervention
+from cassettes.why.outcome import Judged, Outcome, judged_from
+
+__all__ = ["Baseline", "Branches", "WhyRunError", "baseline"]
+
+#: Lines of a branch's stderr kept in its result when it could not be run.
+_SAID = 6
+#: What ``looptap run --from`` says when the fork itself failed (the command's status is then not the outcome).
+_FORK_FAILED = ("the fork failed (above)", "could NOT be stored", "looptap: error:")
+
+
+class WhyRunError(CassetteError):
+    """A process of the investigation could not be run as it must (no recorder, a diverging command)."""
+
+
+def _scrubbed(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without proxy variables (they would send the agent past the replay)."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Baseline:
+    judged: Judged
+    #: What the replay server said (a miss: the command does not reproduce the recording).
+    said: list[str] = field(default_factory=list)
+
+
+def baseline(run: Path, argv: list[str], outcome: Outcome, cwd: Path | None = None) -> Baseline:
+    """Run ``argv`` once against the whole recording (``looptap replay RUN``: every answer served
+    from it, nothing sent) and judge ``outcome`` on it; raises :class:`WhyRunError` when a
+    request of the command matched no recorded round trip (the command does not reproduce the
+    recorded run, so no fork of it can be trusted)."""
+    import tempfile
+
+    from cassettes.replay.server import replay_env
+
+    with tempfile.TemporaryFile() as err:
+        server = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(run)], stdout=subprocess.PIPE, stderr=err,
+                                  stdin=subprocess.DEVNULL, env=_scrubbed())
+        assert server.stdout is not None
+        env: dict[str, str] = {}
+        try:
+            while len(env) < len(replay_env("http://x")):
+                line = server.stdout.readline().decode("utf-8", "replace").strip()
+                if not line:
+                    break
+                name, _, value = line.removeprefix("export ").partition("=")
+                env[name] = value
+            if len(env) < len(replay_env("http://x")):
+                server.wait()
+                raise WhyRunError("the replay of the recording did not start: " + " ".join(_said(err)[-3:]))
+            status = subprocess.run(argv, env=_scrubbed(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL).returncode
+        finally:
+            if server.poll() is None:
+                server.send_signal(signal.SIGINT)
+            rc = server.wait()
+        said = _said(err)
+    if rc != 0:
+        raise WhyRunError("the command does not reproduce the recorded run: against the recording (nothing sent) it made a request the "
+                          "recording does not have, so no fork of it can be trusted: " + " | ".join(said[-_SAID:]))
+    judged = Judged(exit=status)
+    if outcome.kind == "check":
+        judged.check = run_check(outcome.value, cwd)
+    return Baseline(judged, said)
+
+
+def run_check(command: str, cwd: Path | None) -> int:
+    """``--check``: the shell command's exit status."""
+    return subprocess.run(["/bin/sh", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode
+
+
+def _said(err: Any) -> list[str]:
+    from cassettes.untrusted import clean_line
+
+    err.seek(0)
+    return [clean_line(ln) for ln in err.read(1 << 20).decode("utf-8", "replace").splitlines() if ln.strip()]
+
+
+@dataclass
+class Branches:
+    """How every branch of one investigation is run."""
+
+    run: Path
+    argv: list[str]
+    outcome: Outcome
+    directory: Path
+    #: ``looptap run``'s options passed to every branch (``--upstream``, ``--confdir``).
+    passed: list[str] = field(default_factory=list)
+    python: str = ""
+    cwd: Path | None = None
+
+    def path(self, i: Intervention, k: int) -> Path:
+        return self.directory / f"{i.key}.{k}.jsonl"
+
+    def command(self, i: Intervention, k: int) -> list[str]:
+        """The ``looptap run --from`` of sample ``k`` of ``i``."""
+        argv = [self.python, "-m", "cassettes.cli", "run", "--from", f"{self.run}@{i.cursor}"]
+        for e in i.edits:
+            argv += ["--edit", e]
+        if i.model is not None:
+            argv += ["--model", i.model]
+        return [*argv, *self.passed, "-o", str(self.path(i, k)), "--", *self.argv]
+
+    def one(self, i: Intervention, k: int) -> dict[str, Any]:
+        """Run sample ``k`` of ``i``; its result for the state file: the branch file and
+        ``result``: ``flipped``, ``failed`` or ``invalid`` (with ``why``)."""
+        out = self.path(i, k)
+        log = out.with_name(out.name + ".log")
+        with open(log, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)
+            rc = subprocess.run(self.command(i, k), cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                                env=_scrubbed()).returncode
+        said = _tail(log)
+        base = {"branch": out.name, "log": log.name, "status": rc}
+        broken = next((ln for ln in said if any(m in ln for m in _FORK_FAILED)), None)
+        if rc == 127 or broken is not None or not out.exists():
+            return {**base, "result": "invalid", "why": broken or (said[-1] if said else f"looptap run exited {rc}")}
+        judged = Judged(exit=rc)
+        if self.outcome.kind == "check":
+            judged.check = run_check(self.outcome.value, self.cwd)
+        elif not self.outcome.needs_run:
+            from cassettes.reading.run import open_run
+
+            try:
+                judged = judged_from(open_run(out, whole=True))
+            except CassetteError as exc:
+                return {**base, "result": "invalid", "why": f"the branch cannot be read: {exc}"}
+        failed = self.outcome.failed(judged)
+        if failed is None:
+            return {**base, "result": "invalid", "why": "the outcome cannot be told on this branch (no final answer)"}
+        return {**base, "result": "failed" if failed else "flipped"}
+
+
+def _tail(log: Path) -> list[str]:
+    from cassettes.untrusted import clean_line
+
+    with open(log, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - (1 << 16)))
+        text = f.read().decode("utf-8", "replace")
+    return [clean_line(ln) for ln in text.splitlines() if ln.strip()]

@@ -1,0 +1,44 @@
+"""What an investigation sends and costs, checked before anything is sent: compare's budget guard
+(:func:`cassettes.replay.compare.check_budget`), on the recorded turns each branch re-runs live.
+
+A branch re-runs live the recorded turns of its conversation from the cursor on (the agent may
+make more or fewer: the estimate is the recorded continuation's). Each turn is priced by the model
+the branch actually uses (``--model``, else the one the turn recorded), at that model's own price
+on the recorded usage, as ``looptap compare`` prices a candidate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from decimal import Decimal
+from typing import Any
+
+from cassettes.why.interventions import Intervention
+
+__all__ = ["check", "planned_for"]
+
+
+def planned_for(run: Any, chosen: list[Intervention], bases: dict[str, str]) -> list[Any]:
+    """One :class:`~cassettes.replay.compare.Planned` per live request of one sample of every
+    intervention in ``chosen``, priced for the model that intervention uses."""
+    from cassettes.replay.compare import estimate_costs, plan_requests
+    from cassettes.replay.cursor import live_router
+
+    by_seq = {p.seq: p for p in plan_requests(run)}
+    router = live_router(bases)
+    out: list[Any] = []
+    for i in chosen:
+        mine = [dataclasses.replace(by_seq[s], said=set()) for s in i.seqs if s in by_seq]
+        estimate_costs(mine, router, i.model)
+        out += mine
+    return out
+
+
+def check(run: Any, chosen: list[Intervention], samples: int, bases: dict[str, str], max_requests: int | None,
+          max_cost: Decimal | None, allow_unknown: bool = False) -> list[str]:
+    """The budget lines; raises :class:`~cassettes.replay.compare.BudgetError` when over a limit."""
+    from cassettes.replay.compare import check_budget
+
+    models = sorted({i.model for i in chosen if i.model})
+    who = "the recorded model" + (f" and {', '.join(models)}" if models else "")
+    return check_budget(planned_for(run, chosen, bases), samples, max_requests, max_cost, allow_unknown, who)

@@ -1,0 +1,162 @@
+"""Suspects → interventions: from a run's findings and turns, what to change at which turn, per
+layer (docs/why.md "Interventions").
+
+* **E** — the model's emission at turn t re-sampled: the run forked at t, the same request sent
+  live to the same model (and, with ``--model``, to that model too).
+* **A** — the API's answer at turn t replaced by a clean one: the same request sent live; for a
+  truncation (``A.truncated_length``) with the cap lifted (the ``max_tokens`` edit); for an error
+  or a cut stream, the retry the client did not make.
+* **C** — the client's dispatch at turn t repaired as its finding says it should have been, an
+  edit applied to every request sent live from t on: ``C.dropped_tool_result`` → the result put
+  back (``restore_result[CALL_ID]``, its text given with ``--result CALL_ID=@FILE``: the recording
+  never had it). A C finding without a repair a fork can make is listed, not run, saying why.
+
+Each intervention forks at ``conversation=C:turn=T``: the other conversations stay replayed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Intervention", "interventions"]
+
+#: A findings whose clean answer is the same request sent again (a retry).
+_RETRY = ("A.http_error", "A.rate_limited", "A.overloaded", "A.transport_error", "A.malformed_response", "A.stream_truncated", "A.empty_response")
+#: E re-samples at most this many turns of the conversation that gave the final answer (its last).
+_LAST_TURNS = 6
+#: The lifted cap: this many times the recorded one, and at least this many tokens more.
+_CAP_FACTOR, _CAP_MORE = 4, 4096
+#: Why a C finding has no repair here.
+_NO_REPAIR = {
+    "C.truncated_treated_as_complete": "the repair (asking for the rest of the cut answer) is a request the client never made, which a fork cannot send for it; "
+                                       "the A intervention at the truncated turn lifts the cap instead",
+}
+
+
+@dataclass
+class Intervention:
+    layer: str
+    conversation: str
+    turn: int
+    #: What is changed, in a few words.
+    what: str
+    #: ``e-resample``, ``e-model``, ``a-cap``, ``a-retry``, ``c-restore-result``.
+    kind: str
+    #: The finding it answers, if any.
+    finding: str | None = None
+    #: ``--edit`` specs the fork makes.
+    edits: list[str] = field(default_factory=list)
+    #: ``--model`` of the fork (``None``: the recorded model).
+    model: str | None = None
+    #: The recorded round trips the branch re-runs live, by seq (what the budget counts).
+    seqs: list[int] = field(default_factory=list)
+    #: Why it cannot run (``None``: it can).
+    missing: str | None = None
+    #: What tells it from another of its kind at the same turn (the call a result is put back for, the finding's code).
+    tag: str = ""
+
+    @property
+    def cursor(self) -> str:
+        return f"conversation={self.conversation}:turn={self.turn}"
+
+    @property
+    def key(self) -> str:
+        """A stable name (the branch files and the state file use it)."""
+        extra = "".join(f"-{x}" for x in (self.tag, self.model) if x)
+        return re.sub(r"[^A-Za-z0-9._-]", "_", f"{self.layer}-{self.conversation}-t{self.turn}-{self.kind}{extra}")[:160]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"key": self.key, "layer": self.layer, "conversation": self.conversation, "turn": self.turn, "what": self.what,
+                "kind": self.kind, "finding": self.finding, "cursor": self.cursor, "edits": list(self.edits), "model": self.model,
+                "live_requests_per_sample": len(self.seqs), "runnable": self.missing is None, "missing": self.missing}
+
+
+def interventions(run: Any, results: dict[str, str] | None = None, model: str | None = None) -> list[Intervention]:
+    """The interventions for ``run`` (an opened run with its analysis), C first, then A, then E,
+    each in turn order. ``results``: the text to put back per call id (``--result``: a file spec
+    ``@PATH`` or the text); ``model``: also re-sample each E turn on that model."""
+    a = run.analysis
+    by_turn = {(t.conversation, t.index): t for t in a.turns.values()}
+    later: dict[tuple[str, int], list[int]] = {}
+    for c in a.conversations:
+        idx = [(a.turns[s].index, s) for s in c.turns if s in a.turns]
+        for i, _s in idx:
+            later[(c.id, i)] = [s for j, s in idx if j >= i]
+    out: list[Intervention] = []
+    named: set[tuple[str, int]] = set()
+    retried: set[tuple[str, int]] = set()
+    for f in sorted(a.findings, key=lambda f: ({"C": 0, "A": 1, "E": 2}[f.layer], f.conversation or "", f.turn or 0)):
+        if f.severity.value == "info" or f.conversation is None or f.turn is None:
+            continue
+        where = (f.conversation, f.turn)
+        named.add(where)
+        if f.related_turn is not None:
+            named.add((f.conversation, f.related_turn))
+        seqs = later.get(where, [])
+        if f.layer == "C":
+            out.append(_c(f, seqs, results or {}))
+        elif f.layer == "A" and (f.code == "A.truncated_length" or f.code in _RETRY) and not any(i.layer == "A" and (i.conversation, i.turn) == where for i in out):
+            ex = _exchange(run, by_turn.get(where))
+            out.append(_a(f, seqs, ex))
+            if out[-1].kind == "a-retry":
+                retried.add(where)
+            elif not any(x.code == "C.truncated_treated_as_complete" for x in a.findings):  # the client took the cut answer as it was
+                out.append(Intervention("C", f.conversation, f.turn, "the truncated answer not treated as complete (the rest asked for)", "c-continue",
+                                        f.code, seqs=seqs, missing=_NO_REPAIR["C.truncated_treated_as_complete"]))
+    out = [i for n, i in enumerate(out) if all(j.key != i.key for j in out[:n])]  # one finding per call and turn is enough
+    last = max(a.turns.values(), key=lambda t: t.seq, default=None)
+    if last is not None:
+        conv = next((c for c in a.conversations if c.id == last.conversation), None)
+        for s in (conv.turns if conv is not None else [])[-_LAST_TURNS:]:
+            if s in a.turns:
+                named.add((last.conversation, a.turns[s].index))
+    for where in sorted(named):
+        t = by_turn.get(where)
+        if t is None or where in retried or t.a.status is None or t.a.status >= 400:
+            continue  # a failed call has no emission to re-sample: its A retry is that intervention
+        seqs = later.get(where, [])
+        out.append(Intervention("E", where[0], where[1], "the model's emission re-sampled (same request, same model)", "e-resample", seqs=seqs))
+        if model is not None:
+            out.append(Intervention("E", where[0], where[1], f"the model's emission re-sampled on {model}", "e-model", model=model, seqs=seqs))
+    return out
+
+
+def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
+    assert f.conversation is not None and f.turn is not None
+    if f.code == "C.dropped_tool_result" and f.tool_call_id:
+        cid = str(f.tool_call_id)
+        i = Intervention("C", f.conversation, f.turn, f"the dropped result of call {cid} put back", "c-restore-result", f.code, seqs=seqs, tag=cid)
+        if cid in results:
+            i.edits = [f"restore_result[{cid}]={results[cid]}"]
+        else:
+            i.missing = (f"the text of the dropped result is not in the recording: give it with --result {cid}=@FILE "
+                         "(what the tool returned) to run this repair")
+        return i
+    why = _NO_REPAIR.get(f.code, f"looptap has no repair for {f.code} yet")
+    return Intervention("C", f.conversation, f.turn, f"the client's dispatch repaired ({f.code})", "c-none", f.code, seqs=seqs, missing=why, tag=f.code)
+
+
+def _a(f: Any, seqs: list[int], ex: Any) -> Intervention:
+    assert f.conversation is not None and f.turn is not None
+    if f.code != "A.truncated_length":
+        return Intervention("A", f.conversation, f.turn, f"the request re-sent live: the retry the client did not make ({f.code})", "a-retry", f.code, seqs=seqs)
+    from cassettes.replay.edits import carried, parse_edit
+
+    caps = [c for c in (carried(ex.method, ex.url, ex.request_body, parse_edit("max_tokens=1")) if ex is not None else []) if isinstance(c, int)]
+    i = Intervention("A", f.conversation, f.turn, "the request re-sent live with the token cap lifted", "a-cap", f.code, seqs=seqs)
+    if not caps:
+        i.missing = "the request sets no token cap to lift (the API's own limit cut the answer)"
+        return i
+    lifted = max(max(caps) * _CAP_FACTOR, max(caps) + _CAP_MORE)
+    i.what = f"the request re-sent live with the token cap lifted ({max(caps)} → {lifted})"
+    i.edits = [f"max_tokens={lifted}"]
+    return i
+
+
+def _exchange(run: Any, turn: Any) -> Any:
+    if turn is None:
+        return None
+    found = run.by_seq(turn.seq)
+    return found[0] if found is not None else None

@@ -1,0 +1,234 @@
+"""One ``looptap why``, start to end: read the run, judge the recorded outcome, list the
+interventions, check the budget, run the branches, say the verdict. Every refusal comes before
+anything is sent (:class:`Refused`, exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from cassettes.errors import CassetteError
+from cassettes.why.interventions import Intervention, interventions
+from cassettes.why.outcome import Outcome, OutcomeError, judged_from, parse_outcome
+from cassettes.why.verdict import Tally, Verdict, verdict
+
+__all__ = ["Refused", "Result", "investigate"]
+
+
+@dataclass
+class Result:
+    """What an investigation ends with: its exit status, the JSON document ``--json`` prints and
+    the text report's lines (cleaned for a terminal)."""
+
+    status: int
+    doc: dict[str, Any]
+    lines: list[str]
+
+    @property
+    def verdict(self) -> dict[str, Any]:
+        """The verdict (``layer``, ``conversation``, ``turn``, ``flips``, ``samples``, ``low``,
+        ``high`` …); empty for a dry run."""
+        v = self.doc.get("verdict")
+        return v if isinstance(v, dict) else {}
+
+
+class Refused(CassetteError):
+    """Nothing was sent: why, in one line (and the lines before it: the budget)."""
+
+    def __init__(self, message: str, lines: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.lines = list(lines or [])
+
+
+def _say(line: str) -> None:
+    from cassettes.untrusted import clean_line
+
+    print(clean_line(f"looptap why: {line}"), file=sys.stderr, flush=True)
+
+
+def _options(args: argparse.Namespace) -> tuple[Outcome, list[str], Decimal | None, dict[str, str]]:
+    if args.samples < 1 or args.jobs < 1:
+        raise Refused("--samples and --jobs want a count from 1")
+    try:
+        outcome = parse_outcome(args)
+        max_cost = Decimal(args.max_cost) if args.max_cost is not None else None
+    except OutcomeError as exc:
+        raise Refused(str(exc)) from None
+    except InvalidOperation:
+        raise Refused(f"--max-cost wants dollars (0.50), not {str(args.max_cost)[:40]!r}") from None
+    argv = list(args.cmd)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv and not args.dry_run:
+        raise Refused("nothing to run: every branch runs the agent again; give its command after -- (looptap why run.jsonl -o why/ -- python agent.py)")
+    results: dict[str, str] = {}
+    for item in args.result:
+        cid, sep, value = str(item).partition("=")
+        if not sep or not cid:
+            raise Refused(f"--result wants CALL_ID=@FILE or CALL_ID=TEXT, not {str(item)[:60]!r}")
+        if value.startswith("@"):  # read by the fork from its own working directory: made absolute
+            path = Path(value[1:]).expanduser().resolve()
+            if not path.is_file():
+                raise Refused(f"--result {cid}: no such file {value[1:][:200]!r}")
+            value = f"@{path}"
+        results[cid] = value
+    return outcome, argv, max_cost, results
+
+
+def investigate(args: argparse.Namespace) -> Result:
+    from cassettes.reading.run import open_run
+    from cassettes.replay.compare import BudgetError, upstream_bases
+    from cassettes.storage.paths import check_input
+    from cassettes.why import budget
+
+    outcome, argv, max_cost, results = _options(args)
+    try:
+        bases = upstream_bases(args.upstream)
+        path = check_input(Path(args.file), "the run")
+        run = open_run(path, whole=True, formats=("looptap",))
+    except (CassetteError, ValueError) as exc:
+        raise Refused(str(exc)) from None
+    found = [i for i in interventions(run, results, args.model) if not args.layer or i.layer in args.layer]
+    recorded = None
+    if not outcome.needs_run:
+        recorded = outcome.failed(judged_from(run))
+        if not recorded:
+            raise Refused(f"the recorded run does not fail by the outcome ({outcome.describe()}): nothing to explain, nothing sent")
+    runnable = [i for i in found if i.missing is None]
+    try:
+        lines = budget.check(run, runnable, args.samples, bases, args.max_requests, max_cost, args.allow_unknown_price)
+    except BudgetError as exc:
+        raise Refused(str(exc), exc.lines) from None
+    if args.dry_run:
+        return _dry_run(args, outcome, found, lines)
+    if args.output is None:
+        raise Refused("-o DIR names where the branches go (a new directory)")
+    from cassettes.replay.recording import how_to_install, recorder_python
+
+    python = recorder_python()
+    if python is None:
+        raise Refused(how_to_install())
+    from cassettes.why.state import State, WhyDirError, run_digest
+
+    fresh = {"outcome": outcome.as_json(), "samples": args.samples, "command": argv}
+    try:
+        state = State.open(Path(args.output), path, run_digest(path), args.resume, fresh)
+    except (WhyDirError, OSError) as exc:
+        raise Refused(str(exc)) from None
+    if recorded is None:
+        try:
+            _recorded_by_running(state, path, argv, outcome)
+        except Refused:
+            if not args.resume:
+                _forget(state)  # refused before anything ran: the new directory goes again
+            raise
+    for line in lines:
+        _say(line)
+    return _run(args, run, path, state, outcome, found, argv, python)
+
+
+def _recorded_by_running(state: Any, path: Path, argv: list[str], outcome: Outcome) -> None:
+    """The recorded outcome of an exit status or a check: the command run once against the whole
+    recording (nothing sent), kept in the state (a resumed why does not run it again)."""
+    from cassettes.why.branches import WhyRunError, baseline
+
+    kept = state.doc.get("recorded")
+    if isinstance(kept, dict) and isinstance(kept.get("failed"), bool):
+        failed: bool = kept["failed"]
+    else:
+        try:
+            base = baseline(path, argv, outcome)
+        except WhyRunError as exc:
+            raise Refused(str(exc)) from None
+        failed = bool(outcome.failed(base.judged))
+        state.put("recorded", {"failed": failed, "exit": base.judged.exit, "check": base.judged.check})
+    if not failed:
+        raise Refused(f"the recorded run does not fail by the outcome ({outcome.describe()}): nothing to explain, nothing sent")
+
+
+def _forget(state: Any) -> None:
+    """Remove the output directory this why just made (its state file only, nothing else in it)."""
+    import contextlib
+
+    from cassettes.why.state import STATE
+
+    with contextlib.suppress(OSError):
+        (state.directory / STATE).unlink()
+        state.directory.rmdir()
+
+
+def _dry_run(args: argparse.Namespace, outcome: Outcome, found: list[Intervention], lines: list[str]) -> Result:
+    from cassettes.untrusted import clean_line
+
+    doc = {"looptap": "why", "dry_run": True, "run": str(args.file), "outcome": outcome.as_json(), "samples": args.samples,
+           "budget": lines, "interventions": [i.as_json() for i in found]}
+    out = [f"outcome: failed means {outcome.describe()}" + (" (judged first by running the command against the recording; not in --dry-run)" if outcome.needs_run else "")]
+    for i in found:
+        cost = f"{len(i.seqs) * args.samples} live requests ({len(i.seqs)} × {args.samples} samples)" if i.missing is None else f"not run: {i.missing}"
+        edits = f" [--edit {' --edit '.join(i.edits)}]" if i.edits else ""
+        out.append(f"would fork at {i.cursor}{edits}{f' --model {i.model}' if i.model else ''}: {i.layer}: {i.what}: {cost}")
+    return Result(0, doc, [clean_line(ln) for ln in [*out, *lines]])
+
+
+def _run(args: argparse.Namespace, run: Any, path: Path, state: Any, outcome: Outcome, found: list[Intervention], argv: list[str], python: str) -> Result:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cassettes.why.branches import Branches
+
+    passed = [x for u in args.upstream for x in ("--upstream", u)] + (["--confdir", args.confdir] if args.confdir else [])
+    runner = Branches(path.resolve(), argv, outcome, state.directory, passed, python)
+    todo = [(i, k) for i in found if i.missing is None for k in range(1, args.samples + 1) if state.branch(i.key, k) is None]
+    done = sum(1 for i in found if i.missing is None for k in range(1, args.samples + 1)) - len(todo)
+    if done:
+        _say(f"--resume: {done} branches kept from the earlier run, {len(todo)} to run")
+    state.put("interventions", [i.as_json() for i in found])
+
+    def one(item: tuple[Intervention, int]) -> None:
+        i, k = item
+        result = runner.one(i, k)
+        state.put_branch(i.key, k, result)
+        _say(f"{i.layer} {i.conversation} turn {i.turn} ({i.kind}) sample {k}/{args.samples}: {result['result']}"
+             + (f": {result['why']}" if result.get("why") else ""))
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for _ in pool.map(one, todo):
+            pass
+    v = verdict(_tallies(state, found, args.samples), args.samples)
+    doc = {"looptap": "why", "run": str(args.file), "outcome": outcome.as_json(), "samples": args.samples, "output": str(state.directory), **v.as_json()}
+    state.put("verdict", doc["verdict"])
+    state.put("report", doc["interventions"])
+    return Result(0 if any(t.samples for t in v.ranked) else 1, doc, report_lines(v, outcome, state.directory, path))
+
+
+def _tallies(state: Any, found: list[Intervention], samples: int) -> list[Tally]:
+    out = []
+    for i in found:
+        t = Tally(i)
+        for k in range(1, samples + 1) if i.missing is None else ():
+            r = state.branch(i.key, k)
+            if r is None:
+                continue
+            t.branches.append(r)
+            if r.get("result") == "flipped":
+                t.flips += 1
+                t.samples += 1
+            elif r.get("result") == "failed":
+                t.samples += 1
+            else:
+                t.invalid += 1
+        out.append(t)
+    return out
+
+
+def report_lines(v: Verdict, outcome: Outcome, directory: Path, run: Path) -> list[str]:
+    """The report as text (each line cleaned for a terminal)."""
+    from cassettes.untrusted import clean_line
+
+    lines = [f"verdict: {v.headline}", f"outcome: failed means {outcome.describe()}; a flip is a branch that does not fail", "interventions, ranked:"]
+    lines += [f"  {t.line()}" for t in v.ranked]
+    lines.append(f"branches (ordinary branch cassettes) in {directory}: looptap diff {run} {directory}/BRANCH.jsonl shows what each changed")
+    return [clean_line(ln) for ln in lines]

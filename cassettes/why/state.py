@@ -1,0 +1,114 @@
+"""The output directory of ``looptap why -o DIR``: the branch cassettes and ``why.json``, the
+state the verdict is computed from, written after every branch (so an interrupted run keeps what
+finished, and ``--resume`` continues it).
+
+``-o DIR`` is refused when it exists and is not an earlier ``why`` of the same run (the run's
+sha256 in its ``why.json``); an earlier one is continued only with ``--resume``. Nothing in a
+directory looptap did not make is touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cassettes.errors import CassetteError
+
+__all__ = ["STATE", "State", "WhyDirError", "run_digest"]
+
+#: The state file's name inside the output directory.
+STATE = "why.json"
+#: Bytes of a state file read (it lists branches, not their contents).
+_MAX_STATE = 16 << 20
+
+
+class WhyDirError(CassetteError):
+    """An output directory ``why`` may not write in."""
+
+
+def run_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _read_state(path: Path) -> dict[str, Any] | None:
+    from cassettes.storage.paths import read_input
+
+    try:
+        doc = orjson.loads(read_input(path, "the state file", _MAX_STATE))
+    except (CassetteError, orjson.JSONDecodeError, OSError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("looptap") == "why" else None
+
+
+class State:
+    """``why.json`` in the output directory, kept in memory and written (atomically) on every change."""
+
+    def __init__(self, directory: Path, doc: dict[str, Any]) -> None:
+        self.directory = directory
+        self.doc = doc
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, directory: Path, run: Path, digest: str, resume: bool, fresh: dict[str, Any]) -> State:
+        """The state of ``directory`` (created when missing); raises :class:`WhyDirError` (see
+        the module docstring)."""
+        import os
+        import stat
+
+        from cassettes.storage.paths import describe
+
+        try:
+            st = os.lstat(directory)
+        except FileNotFoundError:
+            st = None
+        if st is None:
+            if resume:
+                raise WhyDirError(f"--resume: {directory} does not exist: nothing to continue (leave --resume out to start)")
+            try:
+                directory.mkdir(mode=0o700, parents=True)
+            except OSError as exc:
+                raise WhyDirError(f"-o {directory} cannot be created: {exc.strerror or exc}") from None
+            state = cls(directory, {"looptap": "why", "run": str(run), "sha256": digest, **fresh, "branches": {}})
+            state.save()
+            return state
+        if not stat.S_ISDIR(st.st_mode):
+            raise WhyDirError(f"-o {directory} is {describe(st)}, not a directory of an earlier looptap why: refused (give a new directory)")
+        doc = _read_state(directory / STATE)
+        if doc is None:
+            raise WhyDirError(f"-o {directory} exists and is not the output of an earlier looptap why: refused (give a new directory)")
+        if doc.get("sha256") != digest:
+            raise WhyDirError(f"-o {directory} holds a looptap why of another run ({str(doc.get('run'))[:200]!r}): refused (give a new directory)")
+        if not resume:
+            raise WhyDirError(f"-o {directory} holds an earlier looptap why of this run: --resume continues it (its finished branches are kept), or give a new directory")
+        for k in ("outcome", "samples"):
+            if k in fresh and doc.get(k) != fresh[k]:
+                raise WhyDirError(f"--resume: {directory} was started with another {k} ({doc.get(k)!r}): give the same, or a new directory")
+        return cls(directory, doc)
+
+    def branch(self, key: str, k: int) -> dict[str, Any] | None:
+        got = (self.doc.get("branches") or {}).get(key, {}).get(str(k))
+        return got if isinstance(got, dict) else None
+
+    def put_branch(self, key: str, k: int, result: dict[str, Any]) -> None:
+        with self._lock:
+            self.doc.setdefault("branches", {}).setdefault(key, {})[str(k)] = result
+            self.save()
+
+    def put(self, name: str, value: Any) -> None:
+        with self._lock:
+            self.doc[name] = value
+            self.save()
+
+    def save(self) -> None:
+        from cassettes.storage.paths import check_target, write_new
+
+        target = check_target(self.directory / STATE, "the state file", owned=lambda p: _read_state(p) is not None)
+        write_new(target, orjson.dumps(self.doc, option=orjson.OPT_INDENT_2, default=str))

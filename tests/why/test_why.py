@@ -1,0 +1,284 @@
+"""``looptap why`` (issue 46) against scripted fakes whose behaviour is known, each driving a real
+openai SDK tool loop (tests/why/why_agent.py) through the real fork (``looptap run --from``).
+
+Requests are counted at the fakes: a refusal, the budget guard and ``--dry-run`` send none; the
+baseline (the command against the whole recording) sends none either. Waits are by progress.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.support import progress
+from tests.support.recorder import RECORDER, clean_env, needs_recorder
+from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
+
+AGENT = Path(__file__).with_name("why_agent.py")
+#: The must-show claims with K=10 (30 branches a case: minutes on a loaded machine): LOOPTAP_SLOW=1.
+SLOW = pytest.mark.skipif(os.environ.get("LOOPTAP_SLOW") != "1", reason="K=10 per intervention: LOOPTAP_SLOW=1 runs it")
+WHY = [sys.executable, "-m", "cassettes.cli", "why"]
+
+
+def _env() -> dict[str, str]:
+    from tests.support.recorder import PROXY_PYTHON
+
+    return clean_env(OPENAI_API_KEY="sk-test-why", ANTHROPIC_API_KEY="sk-ant-test-why", LOOPTAP_PROXY_PYTHON=str(PROXY_PYTHON))
+
+
+def c_route(req: ScriptedRequest) -> Reply:
+    """Both cities in one answer; the right answer only when both results came back."""
+    results = req.tool_results()
+    if not results:
+        return Reply(calls=(Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Lyon"})))
+    return Reply.say("Paris: sunny; Lyon: rain." if any("rain" in r for r in results) else "Paris: sunny; Lyon: sunny too, I guess.")
+
+
+class ERoute:
+    """The wrong tool (``get_time``) with probability 0.7 at the first turn, drawn from a seeded
+    generator per first-turn request (the n-th such request always draws the same), so the
+    distribution is known and a test's counts do not depend on which branch came first."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+
+    def __call__(self, req: ScriptedRequest) -> Reply:
+        results = req.tool_results()
+        if not results:
+            with self.lock:
+                wrong = self.rng.random() < 0.7
+            return Reply.tool("get_time" if wrong else "get_weather", {"city": "Paris"})
+        return Reply.say("Sunny in Paris." if "sunny" in results[0] else f"It is {results[0]}.")
+
+
+def a_route(req: ScriptedRequest) -> Reply:
+    """The answer is longer than the agent's cap of 60 tokens: cut there, unless the cap is lifted."""
+    if not req.tool_results():
+        return Reply.tool("get_weather", {"city": "Paris"})
+    cap = req.body.get("max_tokens") or 0
+    return Reply.say("The weather in Paris is sunny today.") if cap >= 100 else Reply.truncated("The weather in Paris is")
+
+
+def _record(tmp: Path, route: Callable[[ScriptedRequest], Reply], *agent_args: str, status: int = 1) -> Path:
+    run = tmp / "run.jsonl"
+    with ScriptedUpstream(route) as fake:
+        proc = progress.run([*RECORDER, "run", "-o", str(run), "--confdir", str(tmp / "conf"), "--upstream", f"openai={fake.url}", "--upstream", f"anthropic={fake.url}",
+                             "--", sys.executable, str(AGENT), *agent_args], env=_env(), capture_output=True, text=True, cwd=tmp)
+    assert proc.returncode == status, proc.stdout + proc.stderr[-3000:]
+    return run
+
+
+def _why(tmp: Path, run: Path, fake: ScriptedUpstream | None, *args: str, agent: tuple[str, ...] = ()) -> tuple[int, str, str]:
+    up = ["--upstream", f"openai={fake.url}"] if fake is not None else []
+    proc = progress.run([*WHY, str(run), *up, "--confdir", str(tmp / "conf"), *args, "--", sys.executable, str(AGENT), *agent],
+                        env=_env(), capture_output=True, text=True, cwd=tmp)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def c_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    if RECORDER[0] == "None":
+        pytest.skip("no recorder environment")
+    tmp = tmp_path_factory.mktemp("why-c")
+    yield _record(tmp, c_route, "--drop-second", "--expect", "rain")
+
+
+def _c_call(run: Path) -> str:
+    from cassettes.reading.run import open_run
+
+    f = next(f for f in open_run(run, whole=True).analysis.findings if f.code == "C.dropped_tool_result")
+    assert f.tool_call_id
+    return str(f.tool_call_id)
+
+
+@needs_recorder
+def test_dry_run_and_the_budget_guard_send_nothing(c_run: Path, tmp_path: Path) -> None:
+    call = _c_call(c_run)
+    (tmp_path / "lyon.txt").write_text("rain")
+    with ScriptedUpstream(c_route) as fake:
+        rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", "--samples", "10", "--result", f"{call}=@lyon.txt", "-o", str(tmp_path / "w"),
+                            agent=("--drop-second", "--expect", "rain"))
+        assert rc == 0, err
+        lines = out.splitlines()
+        assert any(ln.startswith("would fork at conversation=c1:turn=1 [--edit restore_result[") and ": C: the dropped result of call" in ln
+                   and ln.endswith("10 live requests (1 × 10 samples)") for ln in lines), out
+        assert any("E: the model's emission re-sampled" in ln and "conversation=c1:turn=0" in ln and "20 live requests (2 × 10 samples)" in ln for ln in lines), out
+        assert not (tmp_path / "w").exists()
+        rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", "--json", "--samples", "3")
+        doc = orjson.loads(out)
+        c = next(i for i in doc["interventions"] if i["layer"] == "C")
+        assert rc == 0 and c["runnable"] is False and f"--result {call}=@FILE" in c["missing"], doc
+        rc, out, err = _why(tmp_path, c_run, fake, "--samples", "10", "--max-requests", "20", "-o", str(tmp_path / "w"),
+                            agent=("--drop-second", "--expect", "rain"))
+        assert rc == 2 and "over --max-requests 20: nothing sent" in err, err
+        rc, out, err = _why(tmp_path, c_run, fake, "--samples", "2", "--max-cost", "0.000001", "-o", str(tmp_path / "w"),
+                            agent=("--drop-second", "--expect", "rain"))
+        assert rc == 2 and "over --max-cost 0.000001: nothing sent" in err, err
+        assert fake.log == [] and not (tmp_path / "w").exists()
+
+
+@needs_recorder
+def test_a_run_that_does_not_fail_is_refused_in_one_line_with_no_request(tmp_path: Path) -> None:
+    run = _record(tmp_path, c_route, "--expect", "rain", status=0)  # a correct client: the right answer
+    with ScriptedUpstream(c_route) as fake:
+        rc, _out, err = _why(tmp_path, run, fake, "-o", str(tmp_path / "w"), agent=("--expect", "rain"))
+        assert rc == 2 and fake.log == [], err
+        assert err.splitlines() == ["looptap why: the recorded run does not fail by the outcome (the command exits with a status other than 0): "
+                                    "nothing to explain, nothing sent"], err
+        rc, _out, err = _why(tmp_path, run, fake, "--answer-matches", "sunny too", "-o", str(tmp_path / "w2"), agent=("--expect", "rain"))
+        assert rc == 2 and fake.log == [] and err.splitlines() == [
+            "looptap why: the recorded run does not fail by the outcome (the final answer matches 'sunny too'): nothing to explain, nothing sent"], err
+        assert not (tmp_path / "w").exists()
+        assert not (tmp_path / "w2").exists()
+
+
+@needs_recorder
+def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(c_run: Path, tmp_path: Path) -> None:
+    """The default suite's look at a real investigation: the C repair only, K=2."""
+    call = _c_call(c_run)
+    with ScriptedUpstream(c_route) as fake:
+        rc, out, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "2", "--result", f"{call}=rain", "-o", str(tmp_path / "w"),
+                            agent=("--drop-second", "--expect", "rain"))
+        assert rc == 0, err[-4000:]
+        assert len(fake.log) == 2 and all(len(x.request.tool_results()) == 2 for x in fake.log)  # the result put back in each live request
+        assert out.splitlines()[0].startswith("verdict: the client (C): C at c1 turn 1 (the dropped result of call"), out
+        assert "flipped 2/2 (95% CI 0.34–1.00)" in out.splitlines()[0], out
+        # an earlier why of the same run: refused without --resume; with it, nothing is run again
+        rc, _out, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "2", "--result", f"{call}=rain", "-o", str(tmp_path / "w"),
+                             agent=("--drop-second", "--expect", "rain"))
+        assert rc == 2 and "--resume continues it" in err, err
+        rc, out2, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "2", "--result", f"{call}=rain", "-o", str(tmp_path / "w"), "--resume",
+                             agent=("--drop-second", "--expect", "rain"))
+        assert rc == 0 and "2 branches kept from the earlier run, 0 to run" in err and out2 == out, err
+        assert len(fake.log) == 2
+    branches = sorted(p.name for p in (tmp_path / "w").glob("*.jsonl"))
+    assert len(branches) == 2
+    show = progress.run([*RECORDER, "show", str(tmp_path / "w" / branches[0])], capture_output=True, text=True, env=_env())
+    assert show.returncode == 0 and f"branch of {c_run} at conversation=c1:turn=1" in show.stdout and "EDITED" in show.stdout, show.stdout
+
+
+@needs_recorder
+@SLOW
+def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(c_run: Path, tmp_path: Path) -> None:
+    call = _c_call(c_run)
+    (tmp_path / "lyon.txt").write_text("rain")
+    with ScriptedUpstream(c_route) as fake:
+        rc, out, err = _why(tmp_path, c_run, fake, "--samples", "10", "--jobs", "2", "--result", f"{call}=@lyon.txt", "-o", str(tmp_path / "w"),
+                            "--json", agent=("--drop-second", "--expect", "rain"))
+    assert rc == 0, err[-4000:]
+    doc = orjson.loads(out)
+    v = doc["verdict"]
+    assert (v["layer"], v["conversation"], v["turn"], v["determined"]) == ("C", "c1", 1, True), doc["verdict"]
+    assert v["flips"] >= 9 and v["samples"] == 10 and v["low"] > 0.5, v
+    es = [i for i in doc["interventions"] if i["layer"] == "E"]
+    assert es and all(i["samples"] == 10 and i["flips"] <= 1 for i in es), es
+    c = next(i for i in doc["interventions"] if i["layer"] == "C")
+    branch = tmp_path / "w" / c["branches"][0]["branch"]
+    from cassettes.reading.branch import origin_in
+    from cassettes.reading.run import open_run
+
+    origin = origin_in(open_run(branch, whole=True).header)  # an ordinary branch cassette, its origin named
+    assert origin is not None and origin["edits"] == [f"restore_result[{call}]"] and origin["cursor"]["text"] == "conversation=c1:turn=1", origin
+    state = orjson.loads((tmp_path / "w" / "why.json").read_bytes())
+    assert state["verdict"] == v and state["recorded"]["failed"] is True
+
+
+@needs_recorder
+@SLOW
+def test_e_cause_re_sampling_the_wrong_tool_flips_at_about_its_rate_and_no_c_repair_applies(tmp_path: Path) -> None:
+    run = _record(tmp_path, ERoute(seed=1), "--expect", "Sunny")  # seed 1: the first draw is the wrong tool
+    with ScriptedUpstream(ERoute(seed=4)) as fake:  # seed 4: 3 of the first 10 draws are the right tool
+        rc, out, err = _why(tmp_path, run, fake, "--answer-not-matches", "Sunny", "--samples", "10", "-o", str(tmp_path / "w"), "--json",
+                            agent=("--expect", "Sunny"))
+    assert rc == 0, err[-4000:]
+    doc = orjson.loads(out)
+    assert not [i for i in doc["interventions"] if i["layer"] == "C"], doc["interventions"]  # the client is correct: nothing to repair
+    e0 = next(i for i in doc["interventions"] if i["layer"] == "E" and i["turn"] == 0)
+    assert (e0["flips"], e0["samples"]) == (3, 10) and e0["low"] <= 0.3 <= e0["high"], e0
+    e1 = next(i for i in doc["interventions"] if i["layer"] == "E" and i["turn"] == 1)
+    assert e1["flips"] == 0 and e1["samples"] == 10, e1
+    v = doc["verdict"]
+    assert (v["layer"], v["conversation"], v["turn"], v["flips"], v["samples"]) == ("E", "c1", 0, 3, 10), v
+
+
+@needs_recorder
+@SLOW
+def test_a_cause_lifting_the_cap_flips_it_and_the_c_side_is_reported(tmp_path: Path) -> None:
+    run = _record(tmp_path, a_route, "--expect", "sunny")
+    with ScriptedUpstream(a_route) as fake:
+        rc, out, err = _why(tmp_path, run, fake, "--samples", "5", "-o", str(tmp_path / "w"), "--json", agent=("--expect", "sunny"))
+    assert rc == 0, err[-4000:]
+    doc = orjson.loads(out)
+    a = next(i for i in doc["interventions"] if i["layer"] == "A")
+    assert a["turn"] == 1 and a["edits"] == ["max_tokens=4156"] and (a["flips"], a["samples"]) == (5, 5), a
+    assert all(x.request.body["max_tokens"] == 4156 for x in fake.log if x.request.tool_results() and x.reply and not x.reply.cut)
+    c = next(i for i in doc["interventions"] if i["layer"] == "C")
+    assert c["kind"] == "c-continue" and c["runnable"] is False and "lifts the cap instead" in c["missing"], c
+    assert all(i["flips"] == 0 for i in doc["interventions"] if i["layer"] == "E"), doc["interventions"]
+    v = doc["verdict"]
+    assert (v["layer"], v["conversation"], v["turn"], v["determined"]) == ("A", "c1", 1, True), v
+
+
+@needs_recorder
+def test_why_from_a_pytest_test_on_a_recorded_cassette(c_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The helper a test calls (cassettes.why.api.why): the command's code, the verdict returned."""
+    from cassettes.why.api import Refused, why
+
+    for k, v in _env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)
+    call = _c_call(c_run)
+    agent = [sys.executable, str(AGENT), "--drop-second", "--expect", "rain"]
+    with ScriptedUpstream(c_route) as fake:
+        with pytest.raises(Refused, match="does not fail by the outcome"):
+            why(c_run, agent, output=tmp_path / "no", answer_matches="Lyon: rain", upstream={"openai": fake.url})
+        plan = why(c_run, agent, dry_run=True, samples=3)
+        assert plan.status == 0 and plan.verdict == {} and any(i["layer"] == "C" and not i["runnable"] for i in plan.doc["interventions"])
+        assert fake.log == []
+        result = why(c_run, agent, output=tmp_path / "w", samples=1, layers=["C"], results={call: "rain"}, upstream={"openai": fake.url},
+                     confdir=c_run.parent / "conf")
+    assert result.status == 0 and len(fake.log) == 1
+    assert (result.verdict["layer"], result.verdict["turn"], result.verdict["flips"], result.verdict["samples"]) == ("C", 1, 1, 1), result.verdict
+
+
+@needs_recorder
+@SLOW
+@pytest.mark.parametrize("family", ["responses", "anthropic"])
+def test_the_c_repair_on_the_other_apis(family: str, tmp_path: Path) -> None:
+    """The C case on the openai Responses and Anthropic SDKs: the result put back in their shapes."""
+    run = _record(tmp_path, c_route, "--drop-second", "--expect", "rain", "--family", family)
+    call = _c_call(run)
+    up = "anthropic" if family == "anthropic" else "openai"
+    with ScriptedUpstream(c_route) as fake:
+        proc = progress.run([*WHY, str(run), "--upstream", f"{up}={fake.url}", "--confdir", str(tmp_path / "conf"), "--layer", "C", "--samples", "3",
+                             "--result", f"{call}=rain", "-o", str(tmp_path / "w"), "--json", "--", sys.executable, str(AGENT), "--drop-second",
+                             "--expect", "rain", "--family", family], env=_env(), capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    v = orjson.loads(proc.stdout)["verdict"]
+    assert (v["layer"], v["turn"], v["flips"], v["samples"]) == ("C", 1, 3, 3), v
+    assert all(len(x.request.tool_results()) == 2 for x in fake.log), [x.line() for x in fake.log]
+
+
+@needs_recorder
+def test_a_check_judges_the_recording_by_running_it_and_each_branch_after_it(c_run: Path, tmp_path: Path) -> None:
+    """--check: the recorded outcome from the command run against the whole recording (nothing
+    sent), then the check after each branch."""
+    call = _c_call(c_run)
+    with ScriptedUpstream(c_route) as fake:
+        rc, out, err = _why(tmp_path, c_run, fake, "--check", "grep -q rain answer.txt", "--layer", "C", "--samples", "1", "--result", f"{call}=rain",
+                            "-o", str(tmp_path / "w"), "--json", agent=("--drop-second", "--expect", "rain", "--answer-file", "answer.txt"))
+    assert rc == 0, err[-3000:]
+    assert len(fake.log) == 1  # the baseline sent nothing; the one branch sent its one live request
+    state = orjson.loads((tmp_path / "w" / "why.json").read_bytes())
+    assert state["recorded"] == {"failed": True, "exit": 1, "check": 1} and state["outcome"] == {"kind": "check", "value": "grep -q rain answer.txt"}
+    v = orjson.loads(out)["verdict"]
+    assert (v["layer"], v["flips"], v["samples"]) == ("C", 1, 1), v
+    assert "rain" in (tmp_path / "answer.txt").read_text()

@@ -1,0 +1,57 @@
+"""``looptap mcp``'s read-only ``why_report`` (issue 46): a finished why read from its output
+directory, its strings made safe, nothing outside the roots read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from cassettes.mcp.query import QueryError, Runs
+from cassettes.mcp.whyquery import why_report
+from cassettes.why.interventions import Intervention
+from cassettes.why.verdict import Tally, verdict
+
+
+def _why_dir(root: Path, finished: bool = True) -> Path:
+    d = root / "why-run"
+    d.mkdir()
+    c = Tally(Intervention("C", "c1", 1, "the dropped result of call \x1b[31mcall_1 put back", "c-restore-result", edits=["restore_result[call_1]=@x"]),
+              flips=10, samples=10, branches=[{"branch": "C-c1-t1-c-restore-result.1.jsonl", "result": "flipped"}])
+    e = Tally(Intervention("E", "c1", 0, "re-sampled", "e-resample"), flips=1, samples=10)
+    doc: dict[str, object] = {"looptap": "why", "run": "run.jsonl", "sha256": "0" * 64, "samples": 10, "outcome": {"kind": "exit", "value": ""}}
+    if finished:
+        v = verdict([c, e], 10).as_json()
+        doc |= {"verdict": v["verdict"], "report": v["interventions"]}
+    (d / "why.json").write_bytes(orjson.dumps(doc))
+    return d
+
+
+def test_why_report_reads_the_verdict_and_the_interventions_ranked(tmp_path: Path) -> None:
+    _why_dir(tmp_path)
+    answer = why_report(Runs([str(tmp_path)]), "why-run")
+    assert answer["finished"] is True and answer["interventions"] == 2
+    assert answer["verdict"] == {"determined": True, "turn": 1, "flips": 10, "samples": 10, "low": 0.7225, "high": 1.0}
+    rec = answer["recorded"]
+    assert rec["layer"] == "C" and rec["conversation"] == "c1" and rec["headline"].startswith("the client (C)")
+    first = rec["interventions"][0]
+    assert (first["layer"], first["flips"], first["samples"], first["branches"]) == ("C", 10, 10, ["C-c1-t1-c-restore-result.1.jsonl"])
+    assert "\x1b" not in orjson.dumps(answer).decode()  # a string of the file never reaches a terminal raw
+    assert why_report(Runs([str(tmp_path)]), str(tmp_path / "why-run" / "why.json"))["interventions"] == 2
+
+
+def test_an_interrupted_why_has_no_verdict_and_other_files_are_refused(tmp_path: Path) -> None:
+    _why_dir(tmp_path, finished=False)
+    assert why_report(Runs([str(tmp_path)]), "why-run")["finished"] is False
+    (tmp_path / "other").mkdir()
+    with pytest.raises(QueryError, match=r"no why\.json here"):
+        why_report(Runs([str(tmp_path)]), "other")
+    inside = tmp_path / "in"
+    inside.mkdir()
+    with pytest.raises(QueryError, match="outside the directories"):
+        why_report(Runs([str(inside)]), str(tmp_path / "why-run"))
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "why.json").write_text('{"looptap": "compare"}')
+    with pytest.raises(QueryError, match="not the state of a looptap why"):
+        why_report(Runs([str(tmp_path)]), "fake")
