@@ -214,9 +214,10 @@ class Run:
     def finish(self) -> None:
         """The file is complete: report a torn tail and run the end-of-run checks (once)."""
         r = self._reader
-        if r is None or r.finished:
+        if r is None:
             return
-        r.finish()
+        if not r.finished:
+            r.finish()
         header = r.index.header or {}
         self.header = header
         created = _created(header)
@@ -271,6 +272,22 @@ class Run:
         if self._reader is not None:
             return self._reader.full_turn(seq, remember=remember)
         return self.analysis.turns[seq]
+
+    def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+        """Each round trip's printed view (``show``'s, a JSON-able object per round trip, in
+        order): those kept with the run's kept analysis when they check out, else ``make()``'s,
+        kept for the next reader as they pass (docs/kept-analysis.md)."""
+        r = self._reader
+        if r is None or r.kept_mac is None:
+            made: Iterator[Any] = make()
+            return made
+        from cassettes.reading import kept
+
+        blocks = kept.views(r.index.path, r.kept_mac)
+        if blocks is not None:
+            taken: Iterator[Any] = kept.iter_views(blocks)
+            return taken
+        return _keeping(make(), kept.ViewsWriter(r.index.path, r.kept_mac))
 
     def close(self) -> None:
         """Let go of what the reader keeps on disk (the store of full turns and parses)."""
@@ -424,6 +441,17 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run({len(self)} round trips, {len(self.turns)} turns, {self.total_tokens} tokens)"
+
+
+def _keeping(views: Iterator[Any], writer: Any) -> Iterator[Any]:
+    """``views``, each kept by ``writer`` before it is handed on; committed once all went by."""
+    try:
+        for v in views:
+            writer.add(v)
+            yield v
+        writer.commit()
+    finally:
+        writer.abandon()
 
 
 def _created(header: dict[str, Any]) -> float | None:
@@ -640,7 +668,8 @@ def _stream(path: str | Path, progress: Progress | None = None) -> Run:
     reader = run._reader
     assert reader is not None
     budget = memory_budget()
-    at_end = False
+    taken = reader.take_kept()  # the analysis a reader of these same bytes kept (docs/kept-analysis.md)
+    at_end = taken
     while not at_end:
         at_end = run.step(STEP_BYTES).at_end
         if progress is not None:
@@ -659,6 +688,8 @@ def _stream(path: str | Path, progress: Progress | None = None) -> Run:
     except CassetteFormatError as exc:  # nothing but an unfinished header line
         raise CassetteFormatError(str(exc)) from None
     reader.analyser.release()  # the run is complete: keep its analysis, not the analyser's working state
+    if not taken:
+        reader.keep_analysis()
     again = reader.reread()
     turns: Mapping[int, Any] = again.turns
     run._analysis = reader.analysis.model_copy(update={"turns": turns})  # every other field as the analysis left it
