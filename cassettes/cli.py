@@ -11,7 +11,6 @@ traceback for bad input.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -63,10 +62,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     from cassettes.views.progress import reading_line
 
     path = Path(args.file)
-    if args.no_cache:
-        os.environ["LOOPTAP_NO_CACHE"] = "1"  # (docs/kept-analysis.md)
     with reading_line(path.name) as progress:
-        run = open_run(path, progress=progress)
+        run = open_run(path, progress=progress, cache=not args.no_cache)
     for p in problem_lines(run.problems):
         _err(f"warning: {path}: {p}")
     turns = run.analysis.turns

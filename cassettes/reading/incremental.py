@@ -424,8 +424,11 @@ class RunReader:
         store_dir: str | Path | None = None,
         *,
         summaries: bool = True,
+        cache: bool = False,
     ) -> None:
         self.index = RecordIndex(path)
+        # Take a kept analysis on the first step, or keep this one once finished (docs/kept-analysis.md).
+        self._cache = cache
         self._dir = store_dir
         self._bodies = RequestBodies(self.index, body_cache)
         # Bodies for viewers re-reading one round trip: a cache of their own, so a viewer thread
@@ -472,6 +475,10 @@ class RunReader:
 
     def step(self, max_bytes: int | None = BLOCK) -> Batch:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
+        if self._cache:
+            self._cache = False
+            if self.take_kept():
+                return Batch(turns=list(self.summaries.values()), records=self.records, problems=list(self.index.problems), at_end=True)
         before = len(self.index.problems)
         recs = self.index.poll(max_bytes)
         turns = self._analyse(recs, len(self.index) - len(recs))
@@ -566,6 +573,7 @@ class RunReader:
             self.analyser.finish()
             self._store.flush()
             self._parses.flush()
+            self.keep_analysis()  # when the file was hashed as it was read (take_kept)
 
     def take_kept(self) -> bool:
         """Before the first :meth:`step`: take the kept analysis of this file when one checks
@@ -615,6 +623,8 @@ class RunReader:
         index = self.index
         if not self.finished or index.digest is None or index.hashed != index.consumed or index.pending:
             return False
+        if len(self.analyser.result.conversations) > kept.MAX_CONVERSATIONS:
+            return False  # (a kept analysis holds its conversations in memory)
         turns_file, turns_end, turns = self._store.kept()
         parses_file, parses_end, parses = self._parses.kept()
         result, flagged = self.analyser.kept()

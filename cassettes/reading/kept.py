@@ -41,11 +41,14 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-__all__ = ["MIN_BYTES", "Kept", "disabled", "hasher", "keep", "location", "take"]
+__all__ = ["MAX_CONVERSATIONS", "MIN_BYTES", "Kept", "disabled", "hasher", "keep", "location", "take"]
 
 #: Runs smaller than this are analysed without a kept analysis (analysing them is quicker than
 #: checking one; tests lower it).
 MIN_BYTES = 1 << 20
+#: Runs of more conversations are not kept: a kept analysis' conversations are held in memory
+#: when it is written and read (about 300 bytes each), where the analysis spills them to disk.
+MAX_CONVERSATIONS = 200_000
 #: The kept file's first bytes (the format's version: another one is not read).
 MAGIC = b"looptap kept analysis 1\n"
 #: Bytes copied at a time between files.

@@ -523,7 +523,13 @@ Progress = Callable[[int, int, int], None]
 
 
 def open_run(
-    path: str | Path, *, whole: bool = False, follow: bool = False, formats: Collection[str] = FORMATS, progress: Progress | None = None
+    path: str | Path,
+    *,
+    whole: bool = False,
+    follow: bool = False,
+    formats: Collection[str] = FORMATS,
+    progress: Progress | None = None,
+    cache: bool | None = None,
 ) -> Run:
     """The run in the file at ``path``, in whichever of :data:`FORMATS` it is (told from its first
     bytes). A looptap cassette is read as a stream unless ``whole``; ``formats`` narrows what is
@@ -537,19 +543,25 @@ def open_run(
     server's ``tail``). :func:`cassette_of` turns another format into a cassette to follow.
 
     ``progress``: called after each block a streamed read analyses, with the bytes read, the
-    file's size and the round trips read (a command's progress line, ``views.progress``)."""
+    file's size and the round trips read (a command's progress line, ``views.progress``).
+
+    ``cache``: a looptap cassette read as a stream takes the analysis a previous read of the same
+    bytes kept, and keeps its own (docs/kept-analysis.md); ``False`` (or ``LOOPTAP_NO_CACHE=1``)
+    analyses it afresh and keeps nothing. A followed one does so only with ``cache=True`` (a file
+    that is not being written: the inspector of a finished run)."""
     p = Path(path)
     if follow:
-        return _follow(p, summaries=True)
+        return _follow(p, summaries=True, cache=bool(cache))
+    cache = cache is not False
     kind = detect(p)
     if kind not in formats:
         raise _refused(p, kind, formats)
-    return _read(p, kind, whole, progress)
+    return _read(p, kind, whole, progress, cache)
 
 
-def _read(p: Path, kind: str, whole: bool, progress: Progress | None = None) -> Run:
+def _read(p: Path, kind: str, whole: bool, progress: Progress | None = None, cache: bool = True) -> Run:
     if kind == "looptap":
-        return _read_whole(p) if whole else _stream(p, progress)
+        return _read_whole(p) if whole else _stream(p, progress, cache)
     # Other tools' files hold what crossed the wire, keys included: they are redacted as they are
     # read, as `looptap import` redacts them, so no command (export --har, show, mcp) passes a
     # key on to a file or a terminal.
@@ -649,16 +661,16 @@ def _rss() -> int | None:
         return None
 
 
-def _follow(p: Path, *, summaries: bool) -> Run:
+def _follow(p: Path, *, summaries: bool, cache: bool = False) -> Run:
     """A run over the reader of a looptap cassette, nothing read yet (see :func:`open_run`)."""
     from cassettes.reading.incremental import RunReader
 
-    reader = RunReader(p, summaries=summaries)
+    reader = RunReader(p, summaries=summaries, cache=cache)
     again = reader.reread()
     return Run(again.exchanges, name=p.name, roundtrips=again.roundtrips, kind="looptap", reader=reader, epoch=0.0)
 
 
-def _stream(path: str | Path, progress: Progress | None = None) -> Run:
+def _stream(path: str | Path, progress: Progress | None = None, cache: bool = True) -> Run:
     """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`RunTooLargeError` (one clear line, not a ``MemoryError`` half-way) when the analysis
@@ -668,7 +680,7 @@ def _stream(path: str | Path, progress: Progress | None = None) -> Run:
     reader = run._reader
     assert reader is not None
     budget = memory_budget()
-    taken = reader.take_kept()  # the analysis a reader of these same bytes kept (docs/kept-analysis.md)
+    taken = cache and reader.take_kept()  # the analysis a reader of these same bytes kept (docs/kept-analysis.md)
     at_end = taken
     while not at_end:
         at_end = run.step(STEP_BYTES).at_end
@@ -688,8 +700,6 @@ def _stream(path: str | Path, progress: Progress | None = None) -> Run:
     except CassetteFormatError as exc:  # nothing but an unfinished header line
         raise CassetteFormatError(str(exc)) from None
     reader.analyser.release()  # the run is complete: keep its analysis, not the analyser's working state
-    if not taken:
-        reader.keep_analysis()
     again = reader.reread()
     turns: Mapping[int, Any] = again.turns
     run._analysis = reader.analysis.model_copy(update={"turns": turns})  # every other field as the analysis left it
