@@ -120,7 +120,7 @@ def main() -> int:
             insp_here = _inspector(ROOT, path, here)
             print(f"  inspector (kept): {insp_here}", file=sys.stderr, flush=True)
             insp_ref = _inspector(ref, path, there)
-            print(f"  inspector (kept): {insp_here}\n  inspector ({rev}): {insp_ref}", file=sys.stderr, flush=True)
+            print(f"  inspector ({rev}): {insp_ref}", file=sys.stderr, flush=True)
             kept_mb = sum(p.stat().st_size for p in here.iterdir()) / 1e6 if here.exists() else 0.0
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(ref)], check=False)
