@@ -636,8 +636,12 @@ class RunReader:
             "turns": turns, "turns_end": turns_end, "parses": parses, "parses_end": parses_end,
             "records": self.records, "families": self.families, "first_started": self.first_started, "skipped": self._skipped,
         }  # fmt: skip
+        try:
+            data = _dumps(state)
+        except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError):  # (not kept: analysed again next time)
+            return False
         empty = io.BytesIO()
-        self.kept_mac = kept.keep(index.path, index.hashed, index.digest.digest(), _dumps(state),
+        self.kept_mac = kept.keep(index.path, index.hashed, index.digest.digest(), data,
                                   turns_file or empty, turns_end, parses_file or empty, parses_end)  # fmt: skip
         return self.kept_mac is not None
 
