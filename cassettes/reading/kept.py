@@ -47,8 +47,9 @@ __all__ = ["MAX_CONVERSATIONS", "MIN_BYTES", "Kept", "disabled", "hasher", "keep
 #: checking one; tests lower it).
 MIN_BYTES = 1 << 20
 #: Runs of more conversations are not kept: a kept analysis' conversations are held in memory
-#: when it is written and read (about 300 bytes each), where the analysis spills them to disk.
-MAX_CONVERSATIONS = 200_000
+#: when it is written and read (a model of about 1 KB each while pickled), where the analysis
+#: spills them to disk.
+MAX_CONVERSATIONS = 20_000
 #: The kept file's first bytes (the format's version: another one is not read).
 MAGIC = b"looptap kept analysis 1\n"
 #: Bytes copied at a time between files.
