@@ -62,6 +62,9 @@ SHOWN = 64
 #: ``n / CHECKPOINT²`` times, not ``n / CHECKPOINT`` (whole lists were most of what a long
 #: conversation pickled: 114 of 178 MB for a 101 MB run of 100-turn conversations).
 CHECKPOINT = 16
+#: Turns of a kept analysis a :meth:`RunReader.step` summarises (a few hundred ms of work: the
+#: inspector shows the first ones without waiting for all).
+KEPT_STEP = 2048
 
 
 @dataclass
@@ -462,6 +465,8 @@ class RunReader:
         self.finished = False
         #: The MAC of the kept analysis this reader took or kept (``None``: neither).
         self.kept_mac: bytes | None = None
+        # The turns of a kept analysis not yet summarised (a step summarises KEPT_STEP of them).
+        self._unsummarised: Iterator[int] | None = None
 
     @property
     def analysis(self) -> RunAnalysis:
@@ -478,7 +483,9 @@ class RunReader:
         if self._cache:
             self._cache = False
             if self.take_kept():
-                return Batch(turns=list(self.summaries.values()), records=self.records, problems=list(self.index.problems), at_end=True)
+                return self._summarised(self.records, list(self.index.problems))
+        if self._unsummarised is not None:
+            return self._summarised(0, [])
         before = len(self.index.problems)
         recs = self.index.poll(max_bytes)
         turns = self._analyse(recs, len(self.index) - len(recs))
@@ -599,6 +606,20 @@ class RunReader:
         self.kept_mac = found.mac
         return True
 
+    def _summarised(self, records: int, problems: list[Problem]) -> Batch:
+        """The next :data:`KEPT_STEP` turns of a kept analysis, summarised (a viewer's first
+        screen need not wait for all of them); at the end when none is left."""
+        turns: list[TurnSummary] = []
+        if self._unsummarised is not None:
+            for seq in self._unsummarised:
+                turns.append(summarise(self.full_turn(seq, remember=False)))
+                self.summaries[seq] = turns[-1]
+                if len(turns) >= KEPT_STEP:
+                    break
+            else:
+                self._unsummarised = None
+        return Batch(turns=turns, records=records, problems=problems, at_end=self._unsummarised is None)
+
     def _adopt(self, state: dict[str, Any], found: Any) -> None:
         index = self.index
         for name in ("header", "format_version", "problems", "offsets", "lengths", "seqs", "tail"):
@@ -611,8 +632,8 @@ class RunReader:
         self._parses.adopt(found.parses, state["parses_end"], state["parses"])
         self.records, self.families, self.first_started = state["records"], state["families"], state["first_started"]
         self._skipped = state["skipped"]
-        if self._summarise:
-            self.summaries = {seq: summarise(self.full_turn(seq, remember=False)) for seq in self._places}
+        if self._summarise:  # summarised a step at a time (:meth:`_summarised`)
+            self._unsummarised = iter(list(self._places))
         self.finished = True
 
     def keep_analysis(self) -> bool:

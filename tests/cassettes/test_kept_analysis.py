@@ -231,3 +231,25 @@ def test_an_unusable_cache_location_reads_the_run_without_a_word(where: str, tmp
     assert _show("show", path) == fresh
     assert _show("show", path) == fresh
     assert blocker.read_text() == "not a directory"
+
+
+def test_a_followed_kept_analysis_gives_its_turns_a_few_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inspector's first screen does not wait for every turn of a kept analysis to be summarised."""
+    from cassettes.reading import incremental
+
+    path = _cassette(tmp_path / "run.jsonl", [200, 500, 200, 200, 200])
+    first = _read(path)
+    monkeypatch.setattr(incremental, "KEPT_STEP", 2)
+    counted = _Counted(monkeypatch)
+    run = open_run(path, follow=True, cache=True)
+    sizes = []
+    while True:
+        batch = run.step()
+        sizes.append(len(batch.turns))
+        if batch.at_end:
+            break
+    run.finish()
+    assert counted.added == 0 and sizes == [2, 2, 1]
+    assert sorted(run.summaries) == [0, 1, 2, 3, 4]
+    assert [(f.code, f.seq) for f in run.analysis.findings] == first[0]
+    run.close()
