@@ -64,7 +64,7 @@ SHOWN = 64
 CHECKPOINT = 16
 #: Turns of a kept analysis a :meth:`RunReader.step` summarises (a few hundred ms of work: the
 #: inspector shows the first ones without waiting for all).
-KEPT_STEP = 2048
+KEPT_STEP = 512
 
 
 @dataclass
