@@ -8,7 +8,10 @@ tests/support/huge.py's one-turn run) are added as they are. Then each tree (thi
 checked out in a temporary ``git worktree``) runs ``looptap show --json`` and ``looptap show`` on
 every input (and ``looptap textconv``, the line-per-item text that lists the findings), in one
 process per tree (``cassettes.cli.main``, stdout and stderr captured), and the
-outputs are compared byte for byte, exit codes included. Prints the number of inputs compared and
+outputs are compared byte for byte, exit codes included. Each tree has a cache directory of its
+own, empty at the start: on a tree that keeps a run's analysis (docs/kept-analysis.md), ``show
+--json`` of an input of 1 MiB or more analyses it and keeps the analysis, and ``show`` and
+``textconv`` take it, so what is compared is the kept analysis' output against REF's. Prints the number of inputs compared and
 each one that differs; exits 1 on any difference. A speed change must leave this at 0.
 """
 
@@ -65,7 +68,9 @@ def _blocks(path: Path) -> dict[str, bytes]:
 
 
 def _run(tree: Path, files: Path, out: Path) -> dict[str, bytes]:
-    subprocess.run([sys.executable, "-c", _CHILD, str(out), str(files)], check=True, cwd=tree, env={**ENV, "PYTHONPATH": str(tree)})
+    cache = out.with_suffix(".cache")  # kept analyses (docs/kept-analysis.md), each tree its own, empty at first
+    subprocess.run([sys.executable, "-c", _CHILD, str(out), str(files)], check=True, cwd=tree,
+                   env={**ENV, "PYTHONPATH": str(tree), "LOOPTAP_CACHE_DIR": str(cache)})  # fmt: skip
     return _blocks(out)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,22 +73,23 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     path = Path(args.file)
     with reading_line(path.name) as progress:
-        run = open_run(path, progress=progress)
+        run = open_run(path, progress=progress, cache=not args.no_cache)
     for p in problem_lines(run.problems):
         _err(f"warning: {path}: {p}")
     turns = run.analysis.turns
     keep = _show_filter(args, run.analysis)
     ran = {c.call_id: c for c in run.analysis.mcp_calls.values() if c.call_id}
-    # The conversations that branched from another (few): every other one is a main one.
-    branched = {c.id: c for c in run.analysis.conversations if c.parent_seq is not None} if args.json else {}
-    from cassettes.views.view import GrowthRows
+    # The conversations that branched from another (few): every other one is a main one. (Made for
+    # text too: the printed views are kept with a kept analysis, and a later --json reads them.)
+    branched = {c.id: c for c in run.analysis.conversations if c.parent_seq is not None}
+    from cassettes.views.view import GrowthRows, growth_row
 
-    # Each turn is restored once, by views(); the growth tables printed after take its row from there.
+    # Each turn is restored once, by made(); the growth tables printed after take its row from there.
     growth = None if args.json else GrowthRows()
     prefix = _prefix_tolerated(path, run)
     firsts: set[str] = set()
 
-    def views() -> Iterator[dict[str, Any]]:  # one round trip at a time: the run is never held
+    def made() -> Iterator[list[Any]]:  # one round trip at a time: the run is never held
         for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
             v = roundtrip_json(rt, ex)
             if ex.edits:
@@ -96,10 +97,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             turn = turns.get(v["seq"])
             v.update(turn_json(turn) if turn is not None else _EMPTY_TURN)
             if turn is not None:
-                conv = branched.get(turn.conversation)
-                v.update(conversation_json(conv) if conv is not None else {"conversation_kind": "main", "conversation_parent_seq": None})
-            if turn is not None and growth is not None:
-                growth.note(turn)
+                parent = branched.get(turn.conversation)
+                v.update(conversation_json(parent) if parent is not None else {"conversation_kind": "main", "conversation_parent_seq": None})
             link = run.analysis.mcp_calls.get(v["seq"])
             if link is not None and v.get("mcp") is not None:
                 v["mcp"]["linked"] = mcp_link_json(link)
@@ -111,6 +110,12 @@ def cmd_show(args: argparse.Namespace) -> int:
             if conv in prefix and conv not in firsts:  # a branch's first turn: what its prefix tolerated
                 firsts.add(conv)
                 v["tolerated"] = prefix[conv]
+            yield [v, growth_row(turn) if turn is not None else None]
+
+    def views() -> Iterator[dict[str, Any]]:  # those kept with a kept analysis, else made (and kept)
+        for v, row in run.printed(made):
+            if row is not None and growth is not None:
+                growth.put(v["seq"], row)
             yield v
 
     shown = 0
@@ -138,11 +143,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
             title += "\n" + clean_line(branch_line(origin))
             title += "".join("\n" + clean_line(line) for line in _prefix_lines(path, origin))
-        lines = summary_lines(kept(), run.problems, title=title, total=len(run.exchanges), families=run.families)
-        for line in lines:
-            print(line)
-        for line in analysis_lines(keep.analysis(run.analysis) if keep is not None else run.analysis, growth):
-            print(line)
+        _print_lines(summary_lines(kept(), run.problems, title=title, total=len(run.exchanges), families=run.families))
+        _print_lines(analysis_lines(keep.analysis(run.analysis) if keep is not None else run.analysis, growth))
         growth.close()
         if keep is not None:
             from cassettes.hints import count
@@ -171,6 +173,20 @@ def _prefix_lines(path: Path, origin: dict[str, Any]) -> list[str]:
         return []
     mode = origin.get("prefix") if isinstance(origin.get("prefix"), str) else "strict"
     return [f"tolerated in the prefix (--prefix {mode}), each turn served from the origin in position:", *report_lines(notes)]
+
+
+def _print_lines(lines: Iterable[str]) -> None:
+    """Print each line, a few hundred at a time: one write of many lines through the guarded
+    stdout costs a fraction of one write per line (the same bytes)."""
+    out = sys.stdout
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) >= 256:
+            out.write("\n".join(chunk) + "\n")
+            chunk = []
+    if chunk:
+        out.write("\n".join(chunk) + "\n")
 
 
 _SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -465,6 +481,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--turn", type=int, metavar="N", help="only turn N (0-based) of each conversation shown")
     p.add_argument("--layer", choices=("E", "A", "C"), help="only round trips with a finding of this layer, and those findings")
     p.add_argument("--severity", choices=("error", "warning", "info"), help="only round trips with a finding at least this severe, and those findings")
+    p.add_argument("--no-cache", action="store_true", help="analyse the run afresh and keep nothing (as LOOPTAP_NO_CACHE=1; docs/kept-analysis.md)")
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("import", help="import vcrpy / pytest-recording YAML cassettes and mitmproxy flow files")
     p.add_argument("inputs", nargs="+", help="vcrpy cassettes or mitmproxy flow files (mitmdump -w), or directories of them (*.yaml, *.yml, *.mitm, *.flow, *.flows)")

@@ -97,7 +97,7 @@ class AppBase(App[None]):
         #: ``looptap run --inspect``: where the recorder writes the command's exit status.
         self.child_status = Path(child_status) if child_status is not None else None
         self.clock = clock
-        self.source: TurnSource = open_source(self.path)
+        self.source: TurnSource = open_source(self.path, live=live)
         # Seq indexes into the source's summaries (the one copy of the turns).
         self.index = TurnIndex(self.source)
         self.conversation = ALL

@@ -55,10 +55,11 @@ class _Followed:
     """A :class:`cassettes.Run` followed as its file grows (``open_run(path, follow=True)``)
     behind :class:`TurnSource`."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, live: bool = False) -> None:
         from cassettes.reading.run import open_run
 
-        self.run = open_run(path, follow=True)
+        # A finished run takes the analysis kept by an earlier reader (docs/kept-analysis.md).
+        self.run = open_run(path, follow=True, cache=not live)
 
     @property
     def summaries(self) -> Mapping[int, TurnSummary]:
@@ -97,5 +98,5 @@ class _Followed:
         return found
 
 
-def open_source(path: Path) -> TurnSource:
-    return _Followed(path)
+def open_source(path: Path, *, live: bool = False) -> TurnSource:
+    return _Followed(path, live=live)

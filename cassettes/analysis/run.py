@@ -631,6 +631,15 @@ class RunAnalyser:
         flagged = self._flagged.get(seq)
         return flagged[1] if flagged is not None else None
 
+    def kept(self) -> tuple[RunAnalysis, dict[int, tuple[int, list[Finding]]]]:
+        """What a reader reads of a finished analysis (its result, and with ``keep_turns`` off the
+        findings by turn of :meth:`findings_of`): what a kept analysis keeps of it."""
+        return self.result, self._flagged
+
+    def take(self, result: RunAnalysis, flagged: dict[int, tuple[int, list[Finding]]]) -> None:
+        """Stand for a finished analysis that was kept (:meth:`kept`): nothing is added after."""
+        self.result, self._flagged = result, flagged
+
     def turns_conversation(self, tid: int) -> str | None:
         """The conversation the threader put turn ``tid`` in."""
         turns = self._threader.turns

@@ -62,6 +62,9 @@ SHOWN = 64
 #: ``n / CHECKPOINT²`` times, not ``n / CHECKPOINT`` (whole lists were most of what a long
 #: conversation pickled: 114 of 178 MB for a 101 MB run of 100-turn conversations).
 CHECKPOINT = 16
+#: Turns of a kept analysis a :meth:`RunReader.step` summarises (a few hundred ms of work: the
+#: inspector shows the first ones without waiting for all).
+KEPT_STEP = 512
 
 
 @dataclass
@@ -210,6 +213,21 @@ class _TurnStore:
         with self._lock:
             return self._end + len(self._filling) + sum(len(d) for d in self._waiting.values())
 
+    def kept(self) -> tuple[IO[bytes] | None, int, dict[str, Any]]:
+        """Its file (``None``: nothing written yet), the bytes it holds, and where each block is
+        in it: what a kept analysis keeps of it (the store must be flushed)."""
+        with self._lock:
+            assert not self._filling and not self._waiting, "flush the store before keeping it"
+            return self._file, self._end, {"blocks": dict(self._blocks), "block": self._block}
+
+    def adopt(self, file: IO[bytes], end: int, state: dict[str, Any]) -> None:
+        """Read the blocks of a kept analysis' store from ``file`` (this process's own copy)."""
+        with self._lock:
+            self._file, self._end = file, end
+            self._blocks, self._block = dict(state["blocks"]), int(state["block"])
+            self._filling, self._waiting = bytearray(), {}
+            self._recent.clear()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -330,6 +348,16 @@ class _Parses:
         """Bytes held in memory for the store (bounded, whatever the run's length)."""
         return self._store.buffered()
 
+    def kept(self) -> tuple[IO[bytes] | None, int, dict[str, Any]]:
+        """What a kept analysis keeps of it (see :meth:`_TurnStore.kept`); no chain is continued
+        after the run is finished, so the chains' state is not kept."""
+        file, end, state = self._store.kept()
+        return file, end, {**state, "where": self._where, "depth": self._depth}
+
+    def adopt(self, file: IO[bytes], end: int, state: dict[str, Any]) -> None:
+        self._store.adopt(file, end, state)
+        self._where, self._depth = state["where"], state["depth"]
+
     def flush(self) -> None:
         self._store.flush()
 
@@ -399,8 +427,12 @@ class RunReader:
         store_dir: str | Path | None = None,
         *,
         summaries: bool = True,
+        cache: bool = False,
     ) -> None:
         self.index = RecordIndex(path)
+        # Take a kept analysis on the first step, or keep this one once finished (docs/kept-analysis.md).
+        self._cache = cache
+        self._dir = store_dir
         self._bodies = RequestBodies(self.index, body_cache)
         # Bodies for viewers re-reading one round trip: a cache of their own, so a viewer thread
         # can read while another thread steps the analysis.
@@ -431,6 +463,10 @@ class RunReader:
         # Positions in the index of records the analysis could not read (skipped on every pass).
         self._skipped: set[int] = set()
         self.finished = False
+        #: The MAC of the kept analysis this reader took or kept (``None``: neither).
+        self.kept_mac: bytes | None = None
+        # The turns of a kept analysis not yet summarised (a step summarises KEPT_STEP of them).
+        self._unsummarised: Iterator[int] | None = None
 
     @property
     def analysis(self) -> RunAnalysis:
@@ -444,6 +480,12 @@ class RunReader:
 
     def step(self, max_bytes: int | None = BLOCK) -> Batch:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
+        if self._cache:
+            self._cache = False
+            if self.take_kept():
+                return self._summarised(self.records, list(self.index.problems))
+        if self._unsummarised is not None:
+            return self._summarised(0, [])
         before = len(self.index.problems)
         recs = self.index.poll(max_bytes)
         turns = self._analyse(recs, len(self.index) - len(recs))
@@ -538,6 +580,91 @@ class RunReader:
             self.analyser.finish()
             self._store.flush()
             self._parses.flush()
+            self.keep_analysis()  # when the file was hashed as it was read (take_kept)
+
+    def take_kept(self) -> bool:
+        """Before the first :meth:`step`: take the kept analysis of this file when one checks
+        out (:mod:`cassettes.reading.kept`), and stand finished, as if the file had been read and
+        analysed; else hash the file as it is read, so that :meth:`keep_analysis` can keep it."""
+        from cassettes.reading import kept
+
+        assert self.records == 0 and self.index.consumed == 0, "a kept analysis is taken before anything is read"
+        if kept.disabled() or self.index.size() < kept.MIN_BYTES:
+            return False
+        found = kept.take(self.index.path, self._dir)
+        if found is None:
+            self.index.digest = kept.hasher()
+            return False
+        try:  # written by this analyser's source, checked by this machine's key first (kept.take)
+            state = pickle.loads(found.state)
+        except Exception:  # a kept analysis only ever saves time: analysed afresh
+            found.turns.close()
+            found.parses.close()
+            self.index.digest = kept.hasher()
+            return False
+        self._adopt(state, found)
+        self.kept_mac = found.mac
+        return True
+
+    def _summarised(self, records: int, problems: list[Problem]) -> Batch:
+        """The next :data:`KEPT_STEP` turns of a kept analysis, summarised (a viewer's first
+        screen need not wait for all of them); at the end when none is left."""
+        turns: list[TurnSummary] = []
+        if self._unsummarised is not None:
+            for seq in self._unsummarised:
+                turns.append(summarise(self.full_turn(seq, remember=False)))
+                self.summaries[seq] = turns[-1]
+                if len(turns) >= KEPT_STEP:
+                    break
+            else:
+                self._unsummarised = None
+        return Batch(turns=turns, records=records, problems=problems, at_end=self._unsummarised is None)
+
+    def _adopt(self, state: dict[str, Any], found: Any) -> None:
+        index = self.index
+        for name in ("header", "format_version", "problems", "offsets", "lengths", "seqs", "tail"):
+            setattr(index, name, state["index"][name])
+        index._pos_of_seq, index._pos, index._line = state["index"]["pos_of_seq"], state["index"]["pos"], state["index"]["line"]
+        self.analyser.first_index = state["first_index"]
+        self.analyser.take(state["result"], state["flagged"])
+        self._places = state["places"]
+        self._store.adopt(found.turns, state["turns_end"], state["turns"])
+        self._parses.adopt(found.parses, state["parses_end"], state["parses"])
+        self.records, self.families, self.first_started = state["records"], state["families"], state["first_started"]
+        self._skipped = state["skipped"]
+        if self._summarise:  # summarised a step at a time (:meth:`_summarised`)
+            self._unsummarised = iter(list(self._places))
+        self.finished = True
+
+    def keep_analysis(self) -> bool:
+        """Once finished: keep the analysis, for the next reader of the same bytes (when the file
+        was hashed from its first byte as it was read: :meth:`take_kept`). Never raises."""
+        from cassettes.reading import kept
+
+        index = self.index
+        if not self.finished or index.digest is None or index.hashed != index.consumed or index.pending:
+            return False
+        if len(self.analyser.result.conversations) > kept.MAX_CONVERSATIONS:
+            return False  # (a kept analysis holds its conversations in memory)
+        turns_file, turns_end, turns = self._store.kept()
+        parses_file, parses_end, parses = self._parses.kept()
+        result, flagged = self.analyser.kept()
+        state = {
+            "index": {"header": index.header, "format_version": index.format_version, "problems": index.problems, "offsets": index.offsets,
+                      "lengths": index.lengths, "seqs": index.seqs, "tail": index.tail, "pos_of_seq": index._pos_of_seq, "pos": index._pos,
+                      "line": index._line},
+            "first_index": self.analyser.first_index, "result": result, "flagged": flagged, "places": self._places,
+            "turns": turns, "turns_end": turns_end, "parses": parses, "parses_end": parses_end,
+            "records": self.records, "families": self.families, "first_started": self.first_started, "skipped": self._skipped,
+        }  # fmt: skip
+        try:
+            data = _dumps(state)
+        except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError):  # (not kept: analysed again next time)
+            return False
+        empty = io.BytesIO()
+        self.kept_mac = kept.keep(index.path, index.hashed, index.digest.digest(), data,
+                                  turns_file or empty, turns_end, parses_file or empty, parses_end)  # fmt: skip
+        return self.kept_mac is not None
 
     def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
         """A turn with everything the analysis gave it, restored from the store (a small cache

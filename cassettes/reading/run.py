@@ -214,9 +214,10 @@ class Run:
     def finish(self) -> None:
         """The file is complete: report a torn tail and run the end-of-run checks (once)."""
         r = self._reader
-        if r is None or r.finished:
+        if r is None:
             return
-        r.finish()
+        if not r.finished:
+            r.finish()
         header = r.index.header or {}
         self.header = header
         created = _created(header)
@@ -271,6 +272,22 @@ class Run:
         if self._reader is not None:
             return self._reader.full_turn(seq, remember=remember)
         return self.analysis.turns[seq]
+
+    def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+        """Each round trip's printed view (``show``'s, a JSON-able object per round trip, in
+        order): those kept with the run's kept analysis when they check out, else ``make()``'s,
+        kept for the next reader as they pass (docs/kept-analysis.md)."""
+        r = self._reader
+        if r is None or r.kept_mac is None:
+            made: Iterator[Any] = make()
+            return made
+        from cassettes.reading import kept
+
+        blocks = kept.views(r.index.path, r.kept_mac)
+        if blocks is not None:
+            taken: Iterator[Any] = kept.iter_views(blocks)
+            return taken
+        return _keeping(make(), kept.ViewsWriter(r.index.path, r.kept_mac))
 
     def close(self) -> None:
         """Let go of what the reader keeps on disk (the store of full turns and parses)."""
@@ -427,6 +444,17 @@ class Run:
         return f"Run({len(self)} round trips, {len(self.turns)} turns, {self.total_tokens} tokens)"
 
 
+def _keeping(views: Iterator[Any], writer: Any) -> Iterator[Any]:
+    """``views``, each kept by ``writer`` before it is handed on; committed once all went by."""
+    try:
+        for v in views:
+            writer.add(v)
+            yield v
+        writer.commit()
+    finally:
+        writer.abandon()
+
+
 def _created(header: dict[str, Any]) -> float | None:
     created = header.get("created")
     if not isinstance(created, str):
@@ -496,7 +524,13 @@ Progress = Callable[[int, int, int], None]
 
 
 def open_run(
-    path: str | Path, *, whole: bool = False, follow: bool = False, formats: Collection[str] = FORMATS, progress: Progress | None = None
+    path: str | Path,
+    *,
+    whole: bool = False,
+    follow: bool = False,
+    formats: Collection[str] = FORMATS,
+    progress: Progress | None = None,
+    cache: bool | None = None,
 ) -> Run:
     """The run in the file at ``path``, in whichever of :data:`FORMATS` it is (told from its first
     bytes). A looptap cassette is read as a stream unless ``whole``; ``formats`` narrows what is
@@ -510,19 +544,25 @@ def open_run(
     server's ``tail``). :func:`cassette_of` turns another format into a cassette to follow.
 
     ``progress``: called after each block a streamed read analyses, with the bytes read, the
-    file's size and the round trips read (a command's progress line, ``views.progress``)."""
+    file's size and the round trips read (a command's progress line, ``views.progress``).
+
+    ``cache``: a looptap cassette read as a stream takes the analysis a previous read of the same
+    bytes kept, and keeps its own (docs/kept-analysis.md); ``False`` (or ``LOOPTAP_NO_CACHE=1``)
+    analyses it afresh and keeps nothing. A followed one does so only with ``cache=True`` (a file
+    that is not being written: the inspector of a finished run)."""
     p = Path(path)
     if follow:
-        return _follow(p, summaries=True)
+        return _follow(p, summaries=True, cache=bool(cache))
+    cache = cache is not False
     kind = detect(p)
     if kind not in formats:
         raise _refused(p, kind, formats)
-    return _read(p, kind, whole, progress)
+    return _read(p, kind, whole, progress, cache)
 
 
-def _read(p: Path, kind: str, whole: bool, progress: Progress | None = None) -> Run:
+def _read(p: Path, kind: str, whole: bool, progress: Progress | None = None, cache: bool = True) -> Run:
     if kind == "looptap":
-        return _read_whole(p) if whole else _stream(p, progress)
+        return _read_whole(p) if whole else _stream(p, progress, cache)
     # Other tools' files hold what crossed the wire, keys included: they are redacted as they are
     # read, as `looptap import` redacts them, so no command (export --har, show, mcp) passes a
     # key on to a file or a terminal.
@@ -622,16 +662,16 @@ def _rss() -> int | None:
         return None
 
 
-def _follow(p: Path, *, summaries: bool) -> Run:
+def _follow(p: Path, *, summaries: bool, cache: bool = False) -> Run:
     """A run over the reader of a looptap cassette, nothing read yet (see :func:`open_run`)."""
     from cassettes.reading.incremental import RunReader
 
-    reader = RunReader(p, summaries=summaries)
+    reader = RunReader(p, summaries=summaries, cache=cache)
     again = reader.reread()
     return Run(again.exchanges, name=p.name, roundtrips=again.roundtrips, kind="looptap", reader=reader, epoch=0.0)
 
 
-def _stream(path: str | Path, progress: Progress | None = None) -> Run:
+def _stream(path: str | Path, progress: Progress | None = None, cache: bool = True) -> Run:
     """A looptap cassette analysed in one pass and read again, a round trip at a time, on each
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`RunTooLargeError` (one clear line, not a ``MemoryError`` half-way) when the analysis
@@ -641,7 +681,8 @@ def _stream(path: str | Path, progress: Progress | None = None) -> Run:
     reader = run._reader
     assert reader is not None
     budget = memory_budget()
-    at_end = False
+    taken = cache and reader.take_kept()  # the analysis a reader of these same bytes kept (docs/kept-analysis.md)
+    at_end = taken
     while not at_end:
         at_end = run.step(STEP_BYTES).at_end
         if progress is not None:

@@ -71,6 +71,11 @@ class RecordIndex:
         self._pending = b""  # bytes of a line whose newline has not arrived yet
         #: The last record, when :meth:`close_tail` found it complete without its newline.
         self.tail: list[tuple[int, dict[str, Any]]] = []
+        #: A hash fed every byte :meth:`poll` reads, in order (a kept analysis names the bytes it
+        #: is the analysis of: ``cassettes.reading.kept``); ``None``: not hashed.
+        self.digest: Any = None
+        #: Bytes fed to :attr:`digest`.
+        self.hashed = 0
 
     @property
     def consumed(self) -> int:
@@ -121,6 +126,9 @@ class RecordIndex:
                 block = f.read(BLOCK if budget < 0 else min(BLOCK, budget))
                 if not block:
                     break
+                if self.digest is not None:
+                    self.digest.update(block)
+                    self.hashed += len(block)
                 if budget > 0:
                     budget = max(0, budget - len(block))
                 data = self._pending + block if self._pending else block

@@ -483,7 +483,11 @@ class GrowthRows:
         self._rows: spill.SpillMap[int, tuple[str, bool]] = spill.SpillMap(self._spill, keep=spill.KEEP)
 
     def note(self, turn: Turn) -> None:
-        self._rows[turn.seq] = (_growth_row(turn), _estimated(turn))
+        self.put(turn.seq, growth_row(turn))
+
+    def put(self, seq: int, row: tuple[str, bool] | list[Any]) -> None:
+        """Note turn ``seq``'s row (:func:`growth_row`; a list when read back from a kept view)."""
+        self._rows[seq] = (row[0], row[1])
         self._rows.trim()
 
     def get(self, seq: int) -> tuple[str, bool] | None:
@@ -496,6 +500,11 @@ class GrowthRows:
     def close(self) -> None:
         self._rows.clear()
         self._spill.close()
+
+
+def growth_row(turn: Turn) -> tuple[str, bool]:
+    """A turn's row of the token-growth table, and whether its cost is estimated (:class:`GrowthRows`)."""
+    return _growth_row(turn), _estimated(turn)
 
 
 def _growth_lines(analysis: RunAnalysis, conv: Conversation, rows: GrowthRows | None = None) -> Iterator[str]:

@@ -1,0 +1,422 @@
+"""Analyse a run once: a looptap cassette's analysis, kept after a reader computed it, and taken by
+every later reader of the same bytes instead of analysing them again (docs/kept-analysis.md).
+
+What is kept is what :class:`~cassettes.reading.incremental.RunReader` holds once it has read a
+run to its end: the offset index, the analysis (conversations, findings, errors, MCP links), the
+store of full turns and the store of the analysis' parses (``show``'s printing pass, the exports
+and a viewer restore those, and parse nothing). It is kept in a cache file, not in the cassette
+(the user's file is never written by a reader): ``$LOOPTAP_CACHE_DIR``, else
+``$XDG_CACHE_HOME/looptap/analyses``, else ``~/.cache/looptap/analyses`` (directory 0700, file
+0600, written to a temporary name and renamed), one file per cassette path.
+
+A kept analysis is taken only when all of this holds, and analysed afresh otherwise (never
+trusted blindly):
+
+- the cassette has the size it had when it was analysed (a file that grew, a recording that went
+  on, is analysed again, and its new analysis kept);
+- the analyser is the same: a digest of looptap's source (every module under ``cassettes/``),
+  the Python and pydantic versions;
+- a MAC under this machine's key (the parse-once key of :mod:`cassettes.parsing.sealed`) checks
+  out over the analyser's digest, **every byte of the cassette** and every byte of the kept
+  file. So an edited cassette, an edited or swapped cache file, or one written with another key
+  cannot hide a finding: the run is analysed again. The cassette is hashed as the analysis reads
+  it (no second read); a later reader hashes it again before taking the kept analysis (about a
+  second per GB: docs/kept-analysis.md).
+
+Nothing is read from the kept file before its MAC is checked: its sections are copied to this
+process's own anonymous temporary files as they are hashed, and only then unpickled.
+``LOOPTAP_NO_CACHE=1`` (or ``--no-cache`` on the commands that read a run) neither takes nor keeps
+one; a run under :data:`MIN_BYTES` is analysed faster than it is checked, and is not kept. Any
+error while keeping (a read-only or full disk) leaves the run analysed as before, silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+__all__ = ["MAX_CONVERSATIONS", "MIN_BYTES", "Kept", "disabled", "hasher", "keep", "location", "take"]
+
+#: Runs smaller than this are analysed without a kept analysis (analysing them is quicker than
+#: checking one; tests lower it).
+MIN_BYTES = 1 << 20
+#: Runs of more conversations are not kept: a kept analysis' conversations are held in memory
+#: when it is written and read (a model of about 1 KB each while pickled), where the analysis
+#: spills them to disk.
+MAX_CONVERSATIONS = 20_000
+#: The kept file's first bytes (the format's version: another one is not read).
+MAGIC = b"looptap kept analysis 1\n"
+#: Bytes copied at a time between files.
+_CHUNK = 1 << 20
+
+_cache: dict[str, bytes | None] = {}
+
+
+def disabled() -> bool:
+    """``LOOPTAP_NO_CACHE`` is set (to anything but ``0`` or nothing)."""
+    return os.environ.get("LOOPTAP_NO_CACHE", "").strip() not in ("", "0")
+
+
+def _dir() -> Path:
+    if os.environ.get("LOOPTAP_CACHE_DIR"):
+        return Path(os.environ["LOOPTAP_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "looptap" / "analyses"
+
+
+def location(cassette: str | Path) -> Path | None:
+    """Where the analysis of the cassette at this path is kept (``None``: no cache directory,
+    e.g. no home). Named by a digest of the cassette's resolved path."""
+    try:
+        name = hashlib.blake2b(str(Path(cassette).resolve()).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+        return _dir() / f"{name}.kept"
+    except (OSError, RuntimeError):
+        return None
+
+
+def analyser_digest() -> bytes | None:
+    """A digest of what decides a run's analysis: looptap's source (every module under
+    ``cassettes/``), the Python and pydantic versions (``None`` when the source cannot be read:
+    nothing is then kept or taken)."""
+    if "analyser" in _cache:
+        return _cache["analyser"]
+    import pydantic
+
+    root = Path(__file__).resolve().parents[1]  # cassettes/
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{sys.version}\0{pydantic.VERSION}\0".encode())
+    try:
+        for f in sorted(root.rglob("*.py")):
+            data = f.read_bytes()
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + len(data).to_bytes(8, "big"))
+            h.update(data)
+        digest: bytes | None = h.digest()
+    except OSError:
+        digest = None
+    _cache["analyser"] = digest
+    return digest
+
+
+def _key() -> bytes | None:
+    from cassettes.parsing.sealed import _key as machine_key
+
+    return machine_key(create=True)
+
+
+def hasher() -> Any | None:
+    """A keyed hash to feed the cassette's bytes to as they are read (``None``: no key, nothing kept)."""
+    if disabled():
+        return None
+    key = _key()
+    return _run_hash(key) if key is not None else None
+
+
+def _run_hash(key: bytes) -> Any:
+    """HMAC-SHA-256: twice BLAKE2b's speed here (SHA extensions), which hashing a GB shows."""
+    return hmac.new(key, b"looptap-run\0", "sha256")
+
+
+class Kept(NamedTuple):
+    """A kept analysis, checked: the reader's state (pickled by the reader) and its two stores,
+    each in an anonymous temporary file of this process."""
+
+    state: bytes
+    turns: IO[bytes]
+    parses: IO[bytes]
+    #: The kept file's MAC (what its printed views are bound to: :func:`views`).
+    mac: bytes
+
+
+def _mac(key: bytes, analyser: bytes, size: int, run_digest: bytes) -> Any:
+    h = hashlib.blake2b(key=key, digest_size=32, person=b"looptap-kept")
+    h.update(analyser + size.to_bytes(8, "big") + run_digest)
+    return h
+
+
+def keep(cassette: Path, size: int, run_digest: bytes, state: bytes, turns: IO[bytes], turns_len: int, parses: IO[bytes], parses_len: int) -> bytes | None:
+    """Write the kept analysis of the cassette's first ``size`` bytes (whose keyed hash, fed as
+    the analysis read them, is ``run_digest``). ``turns`` and ``parses`` are read from their
+    start. Never raises: its MAC, ``None`` when it could not be kept."""
+    where = location(cassette)
+    key = _key()
+    analyser = analyser_digest()
+    if where is None or key is None or analyser is None:
+        return None
+    tmp: str | None = None
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=".kept-", dir=where.parent)  # 0600
+        mac = _mac(key, analyser, size, run_digest)
+        meta = json.dumps({"size": size, "analyser": analyser.hex()}).encode()
+        with os.fdopen(fd, "wb") as out:
+
+            def put(data: bytes) -> None:
+                mac.update(data)
+                out.write(data)
+
+            put(MAGIC)
+            for section, length in ((meta, None), (state, None), (turns, turns_len), (parses, parses_len)):
+                if isinstance(section, bytes):
+                    put(len(section).to_bytes(8, "big"))
+                    put(section)
+                    continue
+                assert length is not None
+                put(length.to_bytes(8, "big"))
+                section.seek(0)
+                left = length
+                while left:
+                    chunk = section.read(min(_CHUNK, left))
+                    if not chunk:
+                        raise OSError("a store ended early")
+                    put(chunk)
+                    left -= len(chunk)
+            digest: bytes = mac.digest()
+            out.write(digest)
+        os.replace(tmp, where)
+        tmp = None
+        return digest
+    except (OSError, ValueError):
+        return None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _run_digest(key: bytes, cassette: Path, size: int) -> bytes | None:
+    """The keyed hash of the cassette's first ``size`` bytes, as :func:`hasher` gives it; ``None``
+    when the file holds fewer."""
+    from cassettes.storage.store import open_regular
+
+    h = _run_hash(key)
+    with open_regular(cassette) as f:
+        left = size
+        while left:
+            chunk = f.read(min(4 * _CHUNK, left))
+            if not chunk:
+                return None
+            h.update(chunk)
+            left -= len(chunk)
+    digest: bytes = h.digest()
+    return digest
+
+
+def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
+    """The kept analysis of the cassette as it is now, checked (see the module's docstring);
+    ``None`` when there is none, or it does not check out. Never raises."""
+    if disabled():
+        return None
+    from cassettes.errors import CassetteError
+
+    where = location(cassette)
+    analyser = analyser_digest()
+    if where is None or analyser is None:
+        return None
+    made: list[IO[bytes]] = []
+    try:
+        with open(where, "rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:
+                return None
+            meta_raw = _section(f, 4096)
+            if meta_raw is None:
+                return None
+            meta = json.loads(meta_raw)
+            if not isinstance(meta, dict) or meta.get("analyser") != analyser.hex():
+                return None
+            size = meta.get("size")
+            if not isinstance(size, int) or size != os.stat(cassette).st_size:
+                return None  # the file grew (or shrank) since: analysed again
+            key = _key()
+            run_digest = _run_digest(key, cassette, size) if key is not None else None
+            if key is None or run_digest is None:
+                return None
+            mac = _mac(key, analyser, size, run_digest)
+            mac.update(MAGIC + len(meta_raw).to_bytes(8, "big") + meta_raw)
+            state = _section(f, 1 << 34, mac)
+            if state is None:
+                return None
+            stores: list[IO[bytes]] = []
+            for _ in range(2):
+                tmp: IO[bytes] = tempfile.TemporaryFile(prefix="looptap-kept-", dir=store_dir)
+                made.append(tmp)
+                if not _copy_section(f, tmp, mac):
+                    return None
+                stores.append(tmp)
+            digest = mac.digest()
+            if not hmac.compare_digest(f.read(33), digest):
+                return None
+        made = []
+        return Kept(state, stores[0], stores[1], digest)
+    except (OSError, ValueError, CassetteError):
+        return None
+    finally:
+        for tmp in made:
+            tmp.close()
+
+
+def _section(f: IO[bytes], limit: int, mac: Any = None) -> bytes | None:
+    head = f.read(8)
+    if len(head) != 8:
+        return None
+    n = int.from_bytes(head, "big")
+    if n > limit:
+        return None
+    data = f.read(n)
+    if len(data) != n:
+        return None
+    if mac is not None:
+        mac.update(head + data)
+    return data
+
+
+def _copy_section(f: IO[bytes], out: IO[bytes], mac: Any) -> bool:
+    head = f.read(8)
+    if len(head) != 8:
+        return False
+    mac.update(head)
+    left = int.from_bytes(head, "big")
+    while left:
+        chunk = f.read(min(_CHUNK, left))
+        if not chunk:
+            return False
+        mac.update(chunk)
+        out.write(chunk)
+        left -= len(chunk)
+    out.flush()
+    return True
+
+
+# -- printed views: what show's printing pass made of each round trip ---------------------------
+
+#: The views file's first bytes.
+VIEWS_MAGIC = b"looptap kept views 1\n"
+#: Uncompressed bytes of views per compressed block.
+_VIEWS_BLOCK = 1 << 20
+
+
+def _views_mac(key: bytes, kept_mac: bytes) -> Any:
+    h = hashlib.blake2b(key=key, digest_size=32, person=b"looptap-views")
+    h.update(kept_mac)
+    return h
+
+
+class ViewsWriter:
+    """Keeps each round trip's printed view (a JSON-able object) as a printing pass makes them,
+    bound to the kept analysis they were made from (its MAC): :meth:`commit` once the pass went
+    through every round trip. Never raises: a view that cannot be kept ends the keeping."""
+
+    def __init__(self, cassette: Path, kept_mac: bytes) -> None:
+        self._where = location(cassette)
+        self._tmp: str | None = None
+        self._out: IO[bytes] | None = None
+        self._buf = bytearray()
+        key = _key()
+        if self._where is None or key is None:
+            return
+        self._mac = _views_mac(key, kept_mac)
+        try:
+            fd, self._tmp = tempfile.mkstemp(prefix=".views-", dir=self._where.parent)
+            self._out = os.fdopen(fd, "wb")
+            self._put(VIEWS_MAGIC)
+        except OSError:
+            self.abandon()
+
+    def _put(self, data: bytes) -> None:
+        assert self._out is not None
+        self._mac.update(data)
+        self._out.write(data)
+
+    def add(self, view: Any) -> None:
+        if self._out is None:
+            return
+        import orjson
+
+        try:
+            self._buf += orjson.dumps(view, option=orjson.OPT_APPEND_NEWLINE)
+            if len(self._buf) >= _VIEWS_BLOCK:
+                self._block()
+        except (OSError, TypeError, orjson.JSONEncodeError):
+            self.abandon()
+
+    def _block(self) -> None:
+        from cassettes.reading.incremental import _zstd
+
+        packed = _zstd().compress(bytes(self._buf))
+        self._buf = bytearray()
+        self._put(len(packed).to_bytes(8, "big") + packed)
+
+    def commit(self) -> None:
+        if self._out is None or self._where is None or self._tmp is None:
+            return
+        try:
+            if self._buf:
+                self._block()
+            self._out.write(self._mac.digest())
+            self._out.close()
+            self._out = None
+            os.replace(self._tmp, self._where.with_suffix(".views"))
+            self._tmp = None
+        except OSError:
+            self.abandon()
+
+    def abandon(self) -> None:
+        if self._out is not None:
+            try:
+                self._out.close()
+            except OSError:
+                pass
+            self._out = None
+        if self._tmp is not None:
+            try:
+                os.unlink(self._tmp)
+            except OSError:
+                pass
+            self._tmp = None
+
+
+def views(cassette: Path, kept_mac: bytes) -> list[bytes] | None:
+    """The printed views kept for the kept analysis whose MAC is ``kept_mac``, checked, as
+    compressed blocks of JSON lines (:func:`iter_views`); ``None`` when there are none that check
+    out. Never raises."""
+    if disabled():
+        return None
+    where = location(cassette)
+    key = _key()
+    if where is None or key is None:
+        return None
+    try:
+        data = where.with_suffix(".views").read_bytes()
+    except OSError:
+        return None
+    if len(data) < len(VIEWS_MAGIC) + 32 or not data.startswith(VIEWS_MAGIC):
+        return None
+    body, mac = data[:-32], data[-32:]
+    h = _views_mac(key, kept_mac)
+    h.update(body)
+    if not hmac.compare_digest(h.digest(), mac):
+        return None
+    blocks, at = [], len(VIEWS_MAGIC)
+    while at < len(body):
+        n = int.from_bytes(body[at : at + 8], "big")
+        blocks.append(body[at + 8 : at + 8 + n])
+        at += 8 + n
+    return blocks if at == len(body) else None
+
+
+def iter_views(blocks: list[bytes]) -> Any:
+    """Each view kept in ``blocks`` (from :func:`views`), in order."""
+    import orjson
+
+    from cassettes.reading.incremental import _unzstd
+
+    for block in blocks:
+        for line in _unzstd().decompress(block).splitlines():
+            yield orjson.loads(line)

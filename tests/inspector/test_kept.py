@@ -1,0 +1,48 @@
+"""Issue 48: the inspector of a finished run takes the analysis an earlier reader kept (its whole-file
+read is then no analysis at all: docs/kept-analysis.md), and shows the same turns and findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import loaded
+
+from cassettes.analysis.run import RunAnalyser
+from cassettes.reading import kept
+from inspector.app import build_app
+from inspector.widgets.turn_list import TurnList, turn_line
+
+pytestmark = pytest.mark.anyio
+
+
+async def _seen(path: Path) -> tuple[list[str], list[tuple[str, int | None]]]:
+    app = build_app(path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await loaded(pilot)
+        turn_list = app.query_one(TurnList)
+        rows = [turn_line(t, True, 150).plain for t in turn_list.turns]
+        findings = sorted((f.code, f.seq) for s in app.source.summaries.values() for f in s.findings)
+        return rows, findings
+
+
+async def test_the_inspector_of_a_finished_run_takes_its_kept_analysis(run_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(run_file.read_bytes())
+    monkeypatch.setattr(kept, "MIN_BYTES", 0)
+    monkeypatch.setenv("LOOPTAP_CACHE_DIR", str(tmp_path / "cache"))
+    added = []
+    real = RunAnalyser.add
+
+    def add(analyser: RunAnalyser, *a: Any, **k: Any) -> Any:
+        added.append(1)
+        return real(analyser, *a, **k)
+
+    monkeypatch.setattr(RunAnalyser, "add", add)
+    first = await _seen(path)
+    analysed = len(added)
+    assert analysed and list((tmp_path / "cache").glob("*.kept"))
+    assert await _seen(path) == first
+    assert len(added) == analysed  # nothing analysed: the kept analysis was taken
+    assert first[1]  # (findings in E, A and C)
