@@ -583,6 +583,23 @@ class Threader:
             return False
         return _part_keys(self._messages[n].parts, memo=self._memo) == prev.echo_parts
 
+    def _hears_final_answer(self, best: _Registered, keys: _Keys) -> int | None:
+        """The latest turn of ``best``'s conversation, when this request (under another system
+        prompt) is an opening that turn's history began with and then that turn's final answer
+        (no calls) as a user message, and nothing more: another agent of a group chat hearing what
+        this one concluded. The agent's own tool steps stay its own (AutoGen's teams share an
+        agent's response, not its inner calls), so the shared history skips them."""
+        latest = self._last_of.get(self.turns[best.turn].conversation)
+        n = best.length
+        if latest is None or latest == best.turn or best.with_echo or len(self._messages) != n + 1:
+            return None
+        t = self.turns[latest]
+        if t.failed or t.echo_ids or t.echo_names or not t.echo_parts or t.system == self._system or t.keys is None:
+            return None
+        if len(t.keys.loose) < n or t.keys.loose[n - 1] != keys.loose[n - 1] or _ROLE.get(self._messages[n].role, self._messages[n].role) != "user":
+            return None
+        return latest if _part_keys(self._messages[n].parts, memo=self._memo) == t.echo_parts else None
+
     def _handed_to(self, t: _TurnInfo) -> bool:
         """``t``'s answer made a transfer call naming an agent, this request is made under a system
         prompt that names that agent, and it answers none of ``t``'s calls: the run was handed to it
@@ -809,6 +826,9 @@ class Threader:
         if self._receives_answer(best, prev_info):
             # Another agent of a group chat: it got the turn's answer as input of its own.
             return Link(self._new_conversation(), None, "start", parent=best.turn, branch="group_chat")
+        heard = self._hears_final_answer(best, keys)
+        if heard is not None:
+            return Link(self._new_conversation(), None, "start", parent=heard, branch="group_chat")
         if self._other_agent(prev_info) and not self._hands_over(prev_info):
             # Another agent (another system prompt and other tools) over this history: the agent
             # a pending transfer call named (a handoff), else a summary, compaction or title call.

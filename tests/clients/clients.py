@@ -37,6 +37,9 @@ class Client:
     #: Why the bug run cannot be judged right yet (a threading case of issue 45 item 1): the bug
     #: test is then a strict expected failure, which flips to a failure the day it is read.
     pending: str = ""
+    #: The clean run's conversations with turns, in order, as (kind, parent turn's seq) — the
+    #: threader's labels checked against the real framework (issue 45 item 1); empty: not checked.
+    kinds: tuple[tuple[str, int | None], ...] = ()
 
 
 PY_PRELUDE = '''
@@ -487,9 +490,9 @@ CLIENTS: tuple[Client, ...] = (
     Client("pydantic-ai responses stream", "pydantic-ai-slim", "openai_responses", "test", PYDANTIC_AI, (3,), "drop_result", stream=True),
     Client("pydantic-ai anthropic", "pydantic-ai-slim", "anthropic", "test", PYDANTIC_AI, (3,), "mutate_history"),
     Client("openai-agents handoff", "openai-agents", "openai_responses", "test", OPENAI_AGENTS, (4,), "wrong_id",
-           note="handoff to a second agent"),
+           note="handoff to a second agent", kinds=(("main", None),)),
     Client("openai-agents agent-as-tool", "openai-agents", "openai_responses", "test", OPENAI_AGENTS, (2, 3), "drop_result", stream=True,
-           note="a sub-agent run as a tool"),
+           note="a sub-agent run as a tool", kinds=(("main", None), ("agent_tool", 0))),
     Client("langgraph", "langgraph", "openai_chat", "frameworks", LANGGRAPH, (3,), "mutate_history", stream=True,
            note="create_react_agent + langchain-openai"),
     Client("litellm", "litellm", "openai_chat", "frameworks", LITELLM, (3,), "wrong_id"),
@@ -499,15 +502,16 @@ CLIENTS: tuple[Client, ...] = (
     Client("llama-index react", "llama-index-core", "openai_chat", "frameworks", LLAMA_REACT, (4,), "mutate_history",
            note="ReAct in text, no API tools"),
     Client("google-adk", "google-adk", "gemini", "agents_py", GOOGLE_ADK, (3,), "drop_result", note="LlmAgent + InMemoryRunner"),
-    Client("google-adk agent-as-tool", "google-adk", "gemini", "agents_py", GOOGLE_ADK, (2, 3), "mutate_history", note="AgentTool"),
-    # Threaded today as the front desk's turn and the weather agent's loop under it (a child
-    # conversation, not yet labelled a handoff: issue 45, item 1).
+    Client("google-adk agent-as-tool", "google-adk", "gemini", "agents_py", GOOGLE_ADK, (2, 3), "mutate_history", note="AgentTool",
+           kinds=(("main", None), ("agent_tool", 0))),
+    # The front desk's turn, and the weather agent's loop as a handoff under it (transfer_to_agent
+    # names weather_agent, which ADK's system prompt for that agent names too).
     Client("google-adk handoff", "google-adk", "gemini", "agents_py", GOOGLE_ADK, (1, 3), "drop_result",
-           note="sub_agents, transfer_to_agent"),
+           note="sub_agents, transfer_to_agent", kinds=(("main", None), ("handoff", 0))),
     Client("autogen agent", "autogen-agentchat", "openai_chat", "agents_py", AUTOGEN, (3,), "wrong_id",
            note="AssistantAgent with tools, reflect_on_tool_use"),
     Client("autogen team", "autogen-agentchat", "openai_chat", "agents_py", AUTOGEN, (1, 3), "drop_result", stream=True,
-           note="RoundRobinGroupChat of two agents"),
+           note="RoundRobinGroupChat of two agents", kinds=(("main", None), ("group_chat", 2))),
     Client("strands chat", "strands-agents", "openai_chat", "agents_py", STRANDS, (3,), "drop_result", stream=True,
            note="OpenAIModel"),
     Client("strands responses", "strands-agents", "openai_responses", "agents_py", STRANDS, (3,), "wrong_id", stream=True,
@@ -533,9 +537,9 @@ CLIENTS: tuple[Client, ...] = (
     Client("mastra", "@mastra/core", "openai_responses", "node", MASTRA, (3,), "drop_result", note="Agent with a createTool tool"),
     Client("mastra stream", "@mastra/core", "openai_responses", "node", MASTRA, (3,), "mutate_history", stream=True),
     Client("openai-agents-js handoff", "@openai/agents", "openai_responses", "node", OPENAI_AGENTS_JS, (4,), "drop_result",
-           note="handoff to a second agent"),
+           note="handoff to a second agent", kinds=(("main", None),)),
     Client("openai-agents-js agent-as-tool", "@openai/agents", "openai_responses", "node", OPENAI_AGENTS_JS, (2, 3), "wrong_id",
-           stream=True, note="a sub-agent run as a tool"),
+           stream=True, note="a sub-agent run as a tool", kinds=(("main", None), ("agent_tool", 0))),
 )
 
 #: The coding agents (tests/clients/test_agents.py drives them; their runs are not a script of this

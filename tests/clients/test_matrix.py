@@ -164,13 +164,16 @@ def test_clean_run_has_no_false_finding(c: Client, tmp_path: Path, confdir: Path
     cas, an = _findings(out)
     llm = [conv for conv in an.conversations if conv.turns]
     turns = tuple(sorted(len(conv.turns) for conv in llm))
+    kinds = tuple((conv.kind, conv.parent_seq) for conv in llm)
     serious = _serious(an)
     _keep(c, "clean", out)
-    _report(c, "clean", conversations=len(llm), turns=turns, expected_turns=c.turns,
-            serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious], ok=not serious and turns == c.turns)
+    kinds_ok = not c.kinds or kinds == c.kinds
+    _report(c, "clean", conversations=len(llm), turns=turns, expected_turns=c.turns, kinds=kinds,
+            serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious], ok=not serious and turns == c.turns and kinds_ok)
     assert not serious, [f"{f.code} {f.severity} conv={f.conversation} turn={f.turn}: {f.message}" for f in serious]
     assert turns == c.turns, (turns, [(conv.id, conv.turns, conv.parent_seq) for conv in an.conversations], why)
     assert all(e.status == 200 for e in cas.exchanges), why
+    assert kinds_ok, (kinds, c.kinds)
 
 
 @pytest.mark.parametrize("c", CLIENTS, ids=[c.id for c in CLIENTS])

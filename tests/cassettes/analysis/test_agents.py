@@ -122,6 +122,41 @@ def test_clean_twin_one_agent_whose_system_prompt_changed_stays_one_conversation
     assert codes(run) == [("C.cache_prefix_broken", 1)]
 
 
+REVIEWER = "You review weather reports. Say APPROVE when the report covers every city."
+REPORT = "FORECAST: Paris sunny 21 C, Tokyo rain 18 C."
+
+
+def _team(final: str = REPORT, told: str = REPORT, name: str | None = "weather_agent") -> list[Exchange]:
+    """AutoGen AgentChat's team as recorded for real (tests/clients, 'autogen team'): the first
+    agent runs its own tool loop; the reviewer then gets the task and that agent's final answer as
+    a named user message — not its tool calls and results, which stay the first agent's own."""
+    agent = AgentScript("openai_chat", system="You are a weather assistant.", tools=(WEATHER,))
+    agent.user("What is the weather in Paris and Tokyo?")
+    out = [agent.reply(calls=[Call("get_weather", {"city": "Paris"}), Call("get_weather", {"city": "Tokyo"})])]
+    agent.results("sunny", "rainy")
+    out.append(agent.reply(final))
+    reviewer = AgentScript("openai_chat", system=REVIEWER, tools=())
+    reviewer.user("What is the weather in Paris and Tokyo?")
+    reviewer.history.append(_named(told, name) if name else {"role": "user", "content": told})
+    out.append(reviewer.reply("APPROVE"))
+    return out
+
+
+def test_a_team_member_hearing_the_final_answer_without_the_tool_steps_is_a_group_chat() -> None:
+    run = run_of(_team())
+    assert threads(run) == [[0, 1], [2]]
+    assert kinds(run) == [("main", None), ("group_chat", 1)]
+    assert serious(run) == []
+
+
+def test_clean_twin_a_reviewer_told_other_words_stays_a_side_call() -> None:
+    """The same shape, but the user message is not the answer word for word (a summary of it):
+    nothing says this agent heard that one, so it stays what it was."""
+    run = run_of(_team(told="Summarise: FORECAST: Paris sunny 21 C, Tokyo rain 18 C."))
+    assert threads(run) == [[0, 1], [2]]
+    assert kinds(run) == [("main", None), ("side_call", 0)]
+
+
 # --- a prompt optimiser's few-shot prompts -------------------------------------------------------
 
 CLASSIFY = "Classify the sentiment of the review as positive or negative."
