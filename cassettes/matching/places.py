@@ -11,12 +11,11 @@ tolerates this machine's paths only, as before the fields existed).
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from cassettes.matching.volatile import VolatileSpans
+from cassettes.matching.volatile import VolatileSpans, this_process
 
 __all__ = ["MAX_PATH", "PLACES", "here", "recorded", "volatile_for"]
 
@@ -39,13 +38,7 @@ def here(cwd: str | None = None, home: str | None = None) -> dict[str, str]:
     """The header fields for a run recorded now by an agent in ``cwd`` with ``home`` (this
     process's by default: ``looptap run``'s child inherits both); a field that cannot be known
     or fails :func:`path_value` is left out."""
-    if cwd is None:
-        try:
-            cwd = os.getcwd()
-        except OSError:  # the directory was removed under us
-            cwd = None
-    if home is None:
-        home = os.path.expanduser("~")
+    cwd, home = this_process(cwd, home)
     out: dict[str, str] = {}
     for name, value in zip(PLACES, (cwd, home), strict=True):
         p = path_value(value)

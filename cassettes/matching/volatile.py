@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-__all__ = ["DETECTORS", "NUMBERED", "Detector", "Numbering", "Span", "Tolerated", "VolatileSpans", "tolerated"]
+__all__ = ["DETECTORS", "NUMBERED", "Detector", "Numbering", "Span", "Tolerated", "VolatileSpans", "this_process", "tolerated"]
 
 #: What a detector found; its name is also the placeholder's (``<date>``).
 Detector = Literal["datetime", "date", "time", "timestamp", "epoch", "duration", "uuid", "id", "tmp", "cwd", "home", "port"]
@@ -156,6 +156,17 @@ MEMO = 8 << 20
 MEMO_UPTO = 1 << 20
 
 
+def this_process(cwd: str | None = None, home: str | None = None) -> tuple[str | None, str]:
+    """``cwd`` and ``home``, each this process's where not given (``None`` for a working
+    directory removed under us)."""
+    if cwd is None:
+        try:
+            cwd = os.getcwd()
+        except OSError:  # the directory was removed under us
+            cwd = None
+    return cwd, home if home is not None else os.path.expanduser("~")
+
+
 class VolatileSpans:
     """The built-in detectors, for one context: the working directory and home of this process
     (``<cwd>``, ``<home>``), and those of the recording when known (a run recorded in another
@@ -169,13 +180,7 @@ class VolatileSpans:
     def __init__(
         self, cwd: str | None = None, home: str | None = None, recorded_cwd: Iterable[str] = (), recorded_home: Iterable[str] = ()
     ) -> None:
-        if cwd is None:
-            try:
-                cwd = os.getcwd()
-            except OSError:  # the directory was removed under us
-                cwd = None
-        if home is None:
-            home = os.path.expanduser("~")
+        cwd, home = this_process(cwd, home)
         self.cwds = _places([cwd, *recorded_cwd])
         self.homes = [h for h in _places([home, *recorded_home]) if h not in self.cwds]
         # Texts already scanned (an agent sends its whole history again every turn: each message

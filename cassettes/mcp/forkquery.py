@@ -84,16 +84,8 @@ _VERDICT = ("turns", "answers", "agree", "agreement", "cost_ratio", "latency_rat
 def report_path(runs: Runs, name: str) -> Path:
     """The saved comparison ``name`` names: a ``.json`` report under a root, or a run whose report
     was saved beside it (``RUN.compare.json``, what ``--report`` without a file writes)."""
-    if not isinstance(name, str) or not name or "\x00" in name or len(name) > 4096:
-        raise QueryError("a comparison is named by the path of its report (.json) or of its run, under the roots")
-    given = Path(name)
-    for c in [given] if given.is_absolute() else [r / given for r in runs.roots]:
-        try:
-            real = c.resolve(strict=True)
-        except (OSError, RuntimeError):
-            continue
-        if not any(real.is_relative_to(r) for r in runs.roots):
-            raise QueryError("this file is outside the directories this server may read", report=name)
+    real = runs.under_roots(name, "a comparison is named by the path of its report (.json) or of its run, under the roots", "report")
+    if real is not None:
         if real.is_file() and real.suffix.lower() != ".json":
             beside = real.with_name(real.name + ".compare.json")
             if beside.is_file() and not beside.is_symlink():

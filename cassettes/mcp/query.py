@@ -94,17 +94,8 @@ class Runs:
     def resolve(self, name: str) -> Path:
         """A run's file from its name as listed (relative to a root) or an absolute path; refused
         unless it is a regular cassette file under a root once symlinks are resolved."""
-        if not isinstance(name, str) or not name or "\x00" in name or len(name) > 4096:
-            raise QueryError("a run is named by its path as list_runs gives it (recorded.runs[].run)")
-        given = Path(name)
-        candidates = [given] if given.is_absolute() else [r / given for r in self.roots]
-        for c in candidates:
-            try:
-                real = c.resolve(strict=True)
-            except (OSError, RuntimeError):
-                continue
-            if not any(real.is_relative_to(r) for r in self.roots):
-                raise QueryError("this run is outside the directories this server may read", run=name)
+        real = self.under_roots(name, "a run is named by its path as list_runs gives it (recorded.runs[].run)", "run")
+        if real is not None:
             if not real.is_file() or real.suffix.lower() not in RUN_SUFFIXES:
                 raise QueryError("this run is not a cassette (.jsonl) or vcrpy (.yaml) file", run=name)
             return real
@@ -112,6 +103,23 @@ class Runs:
             if text(self._label(path), 300) == name:
                 return path
         raise QueryError("no run of this name under the roots (list_runs names them)", run=name)
+
+    def under_roots(self, name: str, how: str, field: str) -> Path | None:
+        """What ``name`` (absolute, or relative to a root) is once symlinks are resolved, or ``None``
+        when it exists under no root; a name that is no name is refused with ``how``, a path that
+        resolves outside the roots as such (the error's ``field`` holding the name)."""
+        if not isinstance(name, str) or not name or "\x00" in name or len(name) > 4096:
+            raise QueryError(how)
+        given = Path(name)
+        for c in [given] if given.is_absolute() else [r / given for r in self.roots]:
+            try:
+                real = c.resolve(strict=True)
+            except (OSError, RuntimeError):
+                continue
+            if not any(real.is_relative_to(r) for r in self.roots):
+                raise QueryError("this is outside the directories this server may read", **{field: name})
+            return real
+        return None
 
     def _label(self, path: Path) -> str:
         for r in self.roots:

@@ -20,16 +20,8 @@ def _state_path(runs: Runs, name: str) -> Path:
     """The ``why.json`` ``name`` names: the output directory of a ``why`` under a root, or the file."""
     from cassettes.why.state import STATE
 
-    if not isinstance(name, str) or not name or "\x00" in name or len(name) > 4096:
-        raise QueryError("a why is named by its output directory (looptap why -o DIR), under the roots")
-    given = Path(name)
-    for c in [given] if given.is_absolute() else [r / given for r in runs.roots]:
-        try:
-            real = c.resolve(strict=True)
-        except (OSError, RuntimeError):
-            continue
-        if not any(real.is_relative_to(r) for r in runs.roots):
-            raise QueryError("this is outside the directories this server may read", why=name)
+    real = runs.under_roots(name, "a why is named by its output directory (looptap why -o DIR), under the roots", "why")
+    if real is not None:
         state = real / STATE if real.is_dir() else real
         if state.name != STATE or not state.is_file() or state.is_symlink():
             raise QueryError("no why.json here (looptap why -o DIR writes it)", why=name)

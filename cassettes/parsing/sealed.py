@@ -121,23 +121,27 @@ def _make_key(path: Path) -> bytes | None:
 def parser_digest() -> bytes | None:
     """A digest of the parser's source; ``None`` when its files cannot be read (then nothing is
     sealed or trusted)."""
-    if "parser" in _cache:
-        return _cache["parser"]
-    root = Path(__file__).resolve().parents[1]  # cassettes/
+    if "parser" not in _cache:
+        root = Path(__file__).resolve().parents[1]  # cassettes/
+        _cache["parser"] = source_digest(root, [root / name for name in _PARSER_SOURCES])
+    return _cache["parser"]
+
+
+def source_digest(root: Path, paths: list[Path], extra: bytes = b"") -> bytes | None:
+    """A digest of ``extra`` and of the Python source under ``paths`` (a directory: every ``.py``
+    below it), each file by its path relative to ``root``, its length and its bytes; ``None``
+    when a file cannot be read."""
     h = hashlib.blake2b(digest_size=16)
+    h.update(extra)
     try:
-        for name in _PARSER_SOURCES:
-            p = root / name
-            files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
-            for f in files:
+        for p in paths:
+            for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
                 data = f.read_bytes()
                 h.update(f.relative_to(root).as_posix().encode() + b"\0" + len(data).to_bytes(8, "big"))
                 h.update(data)
-        digest: bytes | None = h.digest()
     except OSError:
-        digest = None
-    _cache["parser"] = digest
-    return digest
+        return None
+    return h.digest()
 
 
 def _mac(

@@ -88,17 +88,10 @@ def analyser_digest() -> bytes | None:
         return _cache["analyser"]
     import pydantic
 
+    from cassettes.parsing.sealed import source_digest
+
     root = Path(__file__).resolve().parents[1]  # cassettes/
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{sys.version}\0{pydantic.VERSION}\0".encode())
-    try:
-        for f in sorted(root.rglob("*.py")):
-            data = f.read_bytes()
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + len(data).to_bytes(8, "big"))
-            h.update(data)
-        digest: bytes | None = h.digest()
-    except OSError:
-        digest = None
+    digest = source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0".encode())
     _cache["analyser"] = digest
     return digest
 
