@@ -73,7 +73,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     path = Path(args.file)
     with reading_line(path.name) as progress:
-        run = open_run(path, progress=progress, cache=not args.no_cache)
+        run = open_run(path, progress=progress, cache=not getattr(args, "no_cache", False))
     for p in problem_lines(run.problems):
         _err(f"warning: {path}: {p}")
     turns = run.analysis.turns
