@@ -71,8 +71,14 @@ class BackgroundServer:
         """The error :meth:`start` raises when the server could not listen."""
         return OSError(f"{self.label} could not listen on {self.host}:{self.port}: {exc}")
 
+    def _preload(self) -> None:
+        """Import what serving a request needs, before listening: imported on the first request
+        instead, it would need file descriptors exactly when a server out of them cannot open
+        one (the module's file), and the request would fail with a traceback."""
+
     # -- in a running event loop ---------------------------------------------------------------
     async def start_async(self) -> None:
+        self._preload()
         self._server = await asyncio.start_server(
             self._connected, self.host, self.port, limit=self.read_limit, ssl=self._ssl_context()
         )

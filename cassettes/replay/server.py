@@ -186,6 +186,12 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
     """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
 
     label = "the replay server"
+
+    def _preload(self) -> None:
+        import h11  # noqa: F401  # the HTTP/1.1 reader and writer (cassettes.replay.http1, outgoing)
+        import wsproto.connection  # WebSocket sessions (cassettes.replay.wsframes)
+        import wsproto.events  # noqa: F401
+
     #: The largest request head (and chunk-size line) read; a larger one is answered 431.
     read_limit = 1 << 20
     #: The largest request body read; a larger one is answered 413.

@@ -56,4 +56,6 @@ def test_without_pytests_cache_a_session_keeps_its_pages_in_one_temporary_folder
     pages = re.findall(r"looptap: the run as a web page: (\S+\.html)", result.stdout.str())
     assert len(pages) == 2 and len({Path(p).parent for p in pages}) == 1, pages
     assert [p.name for p in tmp.iterdir()] == [Path(pages[0]).parent.name]
-    assert sorted(p.name for p in Path(pages[0]).parent.iterdir()) == ["test_inner.py_test_changed.html", "test_inner.py_test_changed_too.html"]
+    # each failed test's page, and what the test sent (for looptap rules propose) beside it
+    assert sorted(p.name for p in Path(pages[0]).parent.iterdir()) == [
+        "test_inner.py_test_changed.html", "test_inner.py_test_changed.jsonl", "test_inner.py_test_changed_too.html", "test_inner.py_test_changed_too.jsonl"]

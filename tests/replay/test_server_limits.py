@@ -400,3 +400,14 @@ def test_the_message_bound_counts_each_frame() -> None:
 
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux" or not os.path.exists("/proc/self/status"), reason="reads /proc/<pid>/status")
+
+
+def test_what_serving_needs_is_loaded_before_listening() -> None:
+    """The HTTP/1.1 and WebSocket libraries are imported when the server starts, not on its first
+    request: out of file descriptors, a first request would need one to open the module's file
+    (the fd-limit test above failed so under load: 'Too many open files: …/h11/__init__.py')."""
+    code = ("import sys\nfrom cassettes.replay.server import ReplayServer\nfrom tests.replay.conftest import tool_loop\n"
+            "assert 'h11' not in sys.modules\nsrv = ReplayServer(tool_loop()).start()\n"
+            "print('h11' in sys.modules, 'wsproto.events' in sys.modules)\nsrv.stop()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.split() == ["True", "True"], out.stdout + out.stderr
