@@ -10,6 +10,7 @@ sees a split response. Each dropped header is said, by name, never by value.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import sys
@@ -75,6 +76,10 @@ class RawUpstream:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # close() alone does not wake a thread blocked in accept() on Linux (it waited out the
+        # join's 30 s on every upstream); shutdown() does (accept fails with EINVAL).
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self._accept.join(30)
         for t in self._threads:
