@@ -2,17 +2,20 @@
 recorded request header's name and value (a smuggled ``DELETE /v1/files/…`` that would carry the
 user's key), in recorded response headers (an injected ``Set-Cookie``, a second status line), and
 recorded credentials and cookies — goes through ``compare``, ``run --from`` (a fork) and the
-replay server, against a raw-socket upstream that logs every byte it receives and a raw-socket
-client that reads every byte it is sent. Exactly the expected requests arrive, the user's
-credential is in its own request only, no recorded credential or cookie is sent, and no client
-sees a split response. Each dropped header is said, by name, never by value.
+replay server (in process, as ``looptap replay`` runs it and as the pytest plugin runs it for a
+test), against a raw-socket upstream that logs every byte it receives and a raw-socket client that
+reads every byte it is sent. Exactly the expected requests arrive, the user's credential is in its
+own request only, no recorded credential or cookie is sent, and no client sees a split response.
+Each dropped header is said, by name, never by value.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import signal
 import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -27,6 +30,8 @@ from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import chat_response, tool_loop, write
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
+
+pytest_plugins = ["pytester"]
 
 USER_KEY = "sk-user-own-key-7f3a9c"
 SMUGGLED = "application/json\r\nContent-Length: 0\r\n\r\nDELETE /v1/files/file-abc HTTP/1.1\r\nHost: up"
@@ -208,6 +213,65 @@ def test_the_replay_server_never_splits_a_response(tmp_path: Path) -> None:
         assert not {k for k, _ in ex.response_headers} & {"x-note", "x-two", "x-nul"}
         assert sum("response header" in n and "not sent" in n for n in ex.notes) == 3
     print(f"replay: {len(raws)} responses, {sum(map(len, raws)):,} bytes read by the raw client, one status line each")
+
+
+def test_looptap_replay_never_splits_a_response(tmp_path: Path) -> None:
+    """The same server as the ``looptap replay`` command runs it (a process, its own exports)."""
+    run, exchanges = hostile(tmp_path)
+    p = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=tmp_path, env=clean_env())
+    try:
+        assert p.stdout is not None
+        url = ""
+        while not url:
+            line = p.stdout.readline()
+            assert line, "looptap replay printed no OPENAI_BASE_URL"
+            if line.startswith("export OPENAI_BASE_URL="):
+                url = line.strip().partition("=")[2]
+        raws = [_raw_exchange(url, ex.request_body) for ex in exchanges]
+    finally:
+        p.send_signal(signal.SIGINT)
+        _, err = progress.communicate(p)
+    for raw, ex in zip(raws, exchanges, strict=True):
+        assert orjson.loads(_one_response(raw)) == orjson.loads(ex.response_chunks[0][1])
+    assert "stolen" not in err, err[-3000:]
+    print(f"looptap replay: {len(raws)} responses, {sum(map(len, raws)):,} bytes read by the raw client, one status line each")
+
+
+PLUGIN_TEST = """
+import os, socket
+from urllib.parse import urlsplit
+import pytest
+
+@pytest.mark.looptap("hostile.jsonl")
+def test_raw_client(looptap):
+    u = urlsplit(os.environ["OPENAI_BASE_URL"])
+    for i in range(2):
+        body = open(f"turn{i}.json", "rb").read()
+        with socket.create_connection((u.hostname, u.port), timeout=120) as s:
+            s.sendall(f"POST /v1/chat/completions HTTP/1.1\\r\\nhost: {u.netloc}\\r\\ncontent-type: application/json\\r\\n"
+                      f"content-length: {len(body)}\\r\\nconnection: close\\r\\n\\r\\n".encode() + body)
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+        open(f"answer{i}.http", "wb").write(out)
+"""
+
+
+def test_the_pytest_plugin_never_splits_a_response(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same server as the pytest plugin runs it for a test (the ``looptap`` marker)."""
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "HTTP_PROXY", "HTTPS_PROXY", "CI"):
+        monkeypatch.delenv(k, raising=False)
+    _, exchanges = hostile(pytester.path)
+    for i, ex in enumerate(exchanges):
+        (pytester.path / f"turn{i}.json").write_bytes(ex.request_body)
+    pytester.makepyfile(test_inner=PLUGIN_TEST)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=none")
+    result.assert_outcomes(passed=1)
+    raws = [(pytester.path / f"answer{i}.http").read_bytes() for i in range(2)]
+    for raw, ex in zip(raws, exchanges, strict=True):
+        assert orjson.loads(_one_response(raw)) == orjson.loads(ex.response_chunks[0][1])
+    print(f"pytest plugin: {len(raws)} responses, {sum(map(len, raws)):,} bytes read by the raw client, one status line each")
 
 
 AGENT = '''
