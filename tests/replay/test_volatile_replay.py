@@ -229,12 +229,17 @@ def test_pytest_replay_of_a_dated_agent_passes_and_a_real_change_fails(pytester:
     expect(failed, "messages[3].content")
 
 
-@pytest.mark.parametrize(("how", "mark", "ini"), [("option", "", ""), ("marker", ", volatile=False", ""), ("ini", "", "[pytest]\nlooptap_volatile = false\n")])
+@pytest.mark.parametrize(("how", "mark", "ini"), [
+    ("option", "", ""), ("marker", ", volatile=False", ""), ("ini", "", "[pytest]\nlooptap_volatile = false\n"),
+    ("looptap.toml", "", "volatile = false\n"), ("pyproject.toml", "", "[tool.looptap]\nvolatile = false\n"),
+])
 def test_pytest_replay_turned_off_fails_on_the_date(pytester: pytest.Pytester, how: str, mark: str, ini: str) -> None:
     pytest.importorskip("openai")
     _dated(pytester, mark=mark)
-    if ini:
+    if how == "ini":
         pytester.makefile(".ini", pytest=ini)
+    elif ini:  # the project's file: beside the cassettes, or its pyproject.toml
+        (pytester.path / ("cassettes" if how == "looptap.toml" else "") / how).write_text(ini)
     args = ["--looptap-no-volatile"] if how == "option" else []
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none", *args)
     result.assert_outcomes(failed=1)
