@@ -111,6 +111,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _report(server, plan, cursor)
     if args.tolerated_out:
         _write_tolerated(server, args.tolerated_out)
+    if args.sent_out and server.misses:
+        _keep_sent(server, args.sent_out)
     return 1 if server.misses or server.internal_errors or (args.strict and server.unplayed()) or (cursor is not None and cursor.unapplied()) else 0
 
 
@@ -127,6 +129,17 @@ def _write_tolerated(server: Any, path: str) -> None:
         write_private(path, orjson.dumps({"tolerated": turn_entries(server.matcher), "starts": _starts(server)}))
     except OSError as exc:
         _err(f"warning: the tolerated differences could not be written for the branch: {exc.strerror or exc}")
+
+
+def _keep_sent(server: Any, path: str) -> None:
+    """What the client sent, misses included, as a cassette at ``path`` (a file ``looptap run
+    --from`` made room for in its private directory): the evidence for ``looptap rules propose``."""
+    from cassettes.errors import CassetteError
+
+    try:
+        server.keep_sent(Path(path))
+    except (CassetteError, OSError) as exc:
+        _err(f"warning: what the client sent could not be kept: {exc}")
 
 
 def _starts(server: Any) -> dict[str, Any]:
@@ -315,6 +328,7 @@ def register_replay(sub: Any) -> None:
                    help="with --cursor: strict (default): a request before the cursor must match its recorded turn (volatile spans tolerated); "
                    "tolerant: one that differs only in tool results is answered with its recorded turn, in position, the difference listed (docs/fork.md)")
     p.add_argument("--tolerated-out", metavar="FILE", help=argparse.SUPPRESS)  # looptap run --from: what was tolerated, for the branch
+    p.add_argument("--sent-out", metavar="FILE", help=argparse.SUPPRESS)  # looptap run --from: what the client sent, kept when the prefix missed
     p.add_argument("--edit", action="append", default=[], metavar="TARGET=@FILE", help="with --cursor: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)")
     p.add_argument("--live-recorder", action="store_true", help="with --edit: the --live upstreams are the fork's looptap recorders (an edited request carries the client's original to them, sealed with the per-run key in $LOOPTAP_EDIT_KEY; looptap run --from sets both)")
     p.set_defaults(func=cmd_replay)

@@ -162,6 +162,9 @@ class ForkReplay:
     #: What the replay server tolerated (per recorded turn) and, for ``@divergence``, where each
     #: conversation went live: read back when it stops, written into the branch (:meth:`finish`).
     tolerated: dict[str, Any] = field(default_factory=dict)
+    #: When the prefix missed: what the agent sent (a cassette the replay server wrote), kept in a
+    #: private directory of its own for ``looptap rules propose`` (:meth:`_keep_sent`).
+    sent: Path | None = None
     _dir: str | None = None
     proc: asyncio.subprocess.Process | None = None
     url: str | None = None
@@ -194,7 +197,7 @@ class ForkReplay:
         if self.prefix != "strict":
             argv += ["--prefix", self.prefix]
         if self._dir is not None:
-            argv += ["--tolerated-out", os.path.join(self._dir, "tolerated.json")]
+            argv += ["--tolerated-out", os.path.join(self._dir, "tolerated.json"), "--sent-out", os.path.join(self._dir, "sent.jsonl")]
         return argv + self.rule_flags
 
     async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:
@@ -245,8 +248,34 @@ class ForkReplay:
         if self._err is not None:
             self._err.close()
             self._err = None
+        self._keep_sent()
         self._read_tolerated()
         return rc
+
+    def _keep_sent(self) -> None:
+        """When the prefix missed, what the agent sent (the replay server wrote it into this fork's
+        private directory) moved to a private directory of its own, which outlives the run, and the
+        next steps said in :attr:`report`: the rules proposed from it, the other prefix modes."""
+        import shlex
+        import shutil
+
+        sent = os.path.join(self._dir, "sent.jsonl") if self._dir is not None else None
+        if sent is None or not os.path.isfile(sent):
+            return
+        kept = Path(tempfile.mkdtemp(prefix="looptap-fork-sent-")) / "sent.jsonl"
+        try:
+            shutil.move(sent, kept)
+        except OSError as exc:
+            self.report.append(f"what the agent sent could not be kept: {exc.strerror or exc}")
+            return
+        self.sent = kept
+        run = shlex.quote(str(self.source.run))
+        self.report.append(f"what the agent sent: {kept}; rules that would make it match, if what differs is volatile: looptap rules propose {run} {shlex.quote(str(kept))}")
+        modes = ["--prefix tolerant answers a request that differs only in tool results with its recorded turn"] if self.prefix == "strict" else []
+        if not self.source.cursor.divergence:
+            modes.append(f"--from {run}@divergence goes live at the first difference instead of failing")
+        if modes:
+            self.report.append("; ".join(modes) + " (docs/fork.md)")
 
     def _read_tolerated(self) -> None:
         """What the replay server wrote of what it tolerated (its own file, in this fork's private

@@ -594,9 +594,11 @@ class Matcher:
 
     def went_live(self, rec: Recorded) -> None:
         """The request matched to ``rec`` was sent live (past a fork's cursor): ``rec`` stays
-        matched, so neither offered again nor listed unplayed, and is not counted as played."""
+        matched, so neither offered again nor listed unplayed, and is not counted as played; what
+        the match tolerated is dropped (:attr:`tolerated` lists the recorded answers served)."""
         with self._lock:
             self._live.add(rec.index)
+            self.tolerated.pop(rec.index, None)
 
     def count_live(self) -> int:
         """Recorded round trips whose request went live past a fork's cursor (:meth:`went_live`)."""

@@ -816,13 +816,7 @@ def _write_failed_run(session: LooptapSession, path: Path) -> str:
     if session.server is None or not session.server.misses:
         return ""
     try:
-        from cassettes.matching.places import here
-        from cassettes.recording.pipeline import CassetteWriter
-        from cassettes.storage.paths import check_target, staged
-
-        with staged(check_target(path, "the failed run's cassette", force=True)) as s, CassetteWriter(s.path, meta=here()) as w:
-            for ex in list(session.server.served):
-                w.append(ex)
+        session.server.keep_sent(path)
         return (f"\nlooptap: what this test sent: {path}; rules that would make it match, if what differs is volatile: "
                 f"looptap rules propose {session.path} {path}")
     except Exception as exc:  # a help, never a second failure

@@ -310,6 +310,19 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
     def unplayed(self) -> list[Recorded]:
         return self.matcher.unplayed()
 
+    def keep_sent(self, path: Path) -> None:
+        """What the client sent (with the answers it got, misses included), as a cassette at
+        ``path``, redacted as every cassette is, with this machine's cwd and home in its header: the
+        evidence ``looptap rules propose`` reads against the recording. Raises :class:`OSError`,
+        :class:`~cassettes.errors.CassetteError`."""
+        from cassettes.matching.places import here
+        from cassettes.recording.pipeline import CassetteWriter
+        from cassettes.storage.paths import check_target, staged
+
+        with staged(check_target(path, "the failed run's cassette", force=True)) as s, CassetteWriter(s.path, meta=here()) as w:
+            for ex in list(self.served):
+                w.append(ex)
+
     def report_lines(self) -> list[str]:
         from cassettes.hints import count
 

@@ -11,6 +11,7 @@ One recording per module; each fork is one ``looptap run --from``. Waits are by 
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,6 +139,33 @@ def test_strict_fails_closed_on_the_changed_tool_result_and_divergence_goes_live
     assert fork_notes(branch)["starts"] == {"c1": [1, 1]}
     show = _looptap("show", str(branch), "--json")
     assert [orjson.loads(ln)["turn"] for ln in show.stdout.splitlines()] == [1, 2, 3], show.stdout  # type: ignore[attr-defined]
+
+
+@needs_recorder
+def test_a_prefix_that_missed_keeps_what_the_agent_sent_for_the_rule_proposal(recorded: tuple[Path, ScriptedUpstream, Path, Path], tmp_path: Path) -> None:
+    """Issue 44 item 5 ("or a failed replay") for a fork: the strict prefix misses on the changed
+    listing; what the agent sent is kept, and the fork says the next steps: the proposal from the
+    recording and it (the listing is a tool's result: listed, never proposed), the prefix modes."""
+    run, fake, _, _ = recorded
+    before = len(fake.log)
+    proc, _, live = _fork(recorded, tmp_path, "turn=3")
+    err = proc.stderr  # type: ignore[attr-defined]
+    assert proc.returncode == 1 and not live.log and len(fake.log) == before, err[-3000:]  # type: ignore[attr-defined]
+    said = re.search(r"what the agent sent: (\S+); rules that would make it match, if what differs is volatile: looptap rules propose (\S+) (\S+)\n", err)
+    assert said is not None, err
+    kept = Path(said.group(1))
+    assert Path(said.group(2)).resolve() == run.resolve() and said.group(3) == str(kept)
+    assert f"--prefix tolerant answers a request that differs only in tool results with its recorded turn; --from {said.group(2)}@divergence goes live" in err, err
+    from cassettes.reading.run import open_run
+
+    sent = open_run(kept, whole=True).exchanges
+    assert [ex.request_json()["messages"][3]["content"] for ex in sent[1:]] == ["a.md\nb.md\nc.md"]  # the miss, as the agent sent it
+    assert "sk-test-tolerant" not in kept.read_text()  # redacted as every cassette is
+    proposed = _looptap("rules", "propose", said.group(2), said.group(3))
+    out = proposed.stdout  # type: ignore[attr-defined]
+    assert proposed.returncode == 1, out + proposed.stderr  # type: ignore[attr-defined]
+    assert "c1 turn 1 messages[3].content" in out and "in the result of tool list_files" in out and "a real divergence: not proposed" in out, out
+    assert "still diverging:\n  c1 turn 1 at messages[3].content" in out, out
 
 
 @needs_recorder

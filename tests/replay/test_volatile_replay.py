@@ -153,6 +153,21 @@ def test_a_forks_prefix_tolerates_them_as_replay_does() -> None:
             assert (srv.served[0].notes[:1] == ["tolerated: date at messages[0].content: recorded '2026-11-24', this request '2026-11-25'"]) is volatile
 
 
+def test_a_request_past_the_cursor_is_not_listed_as_tolerated() -> None:
+    """At the cursor the request matches its recorded turn only through the date and goes live:
+    its recorded answer was not served, so nothing of it is listed as tolerated (the prefix's
+    turn 0 is); the branch's note and ``show`` read this list as turns served from the origin."""
+    from cassettes.replay.tolerated import turn_entries
+    from tests.support.scripted import Reply, ScriptedUpstream
+
+    with ScriptedUpstream(lambda req: Reply.say("live")) as up, ReplayServer(monday(), cursor=Cursor(parse_cursor("turn=1"), live_router({"openai": up.url})), volatile=CONTEXT) as srv:
+        for body in (chat_request([TUESDAY, USER]), chat_request([TUESDAY, USER, CALL, TUESDAY_RESULT])):
+            assert raw_request(srv.url, "POST", PATH, body)[0] == 200
+        assert len(srv.matcher.played()) == 1 and srv.matcher.count_live() == 1  # turn 0 served, turn 1 live
+        assert [(t["turn"], [e["by"] for e in t["tolerated"]]) for t in turn_entries(srv.matcher)] == [(0, ["date", "cwd"])]
+        assert "1 recorded round trip answered a request that differed only in what was tolerated" in "\n".join(srv.report_lines())
+
+
 def test_the_commands_have_the_off_switch(tmp_path: Path) -> None:
     assert build_parser("replay").parse_args(["replay", "run.jsonl", "--no-volatile"]).no_volatile is True
     assert build_parser("replay").parse_args(["replay", "run.jsonl"]).no_volatile is False
@@ -214,12 +229,17 @@ def test_pytest_replay_of_a_dated_agent_passes_and_a_real_change_fails(pytester:
     expect(failed, "messages[3].content")
 
 
-@pytest.mark.parametrize(("how", "mark", "ini"), [("option", "", ""), ("marker", ", volatile=False", ""), ("ini", "", "[pytest]\nlooptap_volatile = false\n")])
+@pytest.mark.parametrize(("how", "mark", "ini"), [
+    ("option", "", ""), ("marker", ", volatile=False", ""), ("ini", "", "[pytest]\nlooptap_volatile = false\n"),
+    ("looptap.toml", "", "volatile = false\n"), ("pyproject.toml", "", "[tool.looptap]\nvolatile = false\n"),
+])
 def test_pytest_replay_turned_off_fails_on_the_date(pytester: pytest.Pytester, how: str, mark: str, ini: str) -> None:
     pytest.importorskip("openai")
     _dated(pytester, mark=mark)
-    if ini:
+    if how == "ini":
         pytester.makefile(".ini", pytest=ini)
+    elif ini:  # the project's file: beside the cassettes, or its pyproject.toml
+        (pytester.path / ("cassettes" if how == "looptap.toml" else "") / how).write_text(ini)
     args = ["--looptap-no-volatile"] if how == "option" else []
     result = pytester.runpytest_inprocess(*NOPLUG, "--looptap-record-mode=none", *args)
     result.assert_outcomes(failed=1)
