@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -187,16 +188,30 @@ def _run(args: argparse.Namespace, run: Any, path: Path, state: Any, outcome: Ou
         _say(f"--resume: {done} branches kept from the earlier run, {len(todo)} to run")
     state.put("interventions", [i.as_json() for i in found])
 
+    stopping = threading.Event()
+
     def one(item: tuple[Intervention, int]) -> None:
         i, k = item
+        if stopping.is_set():
+            return
         result = runner.one(i, k)
+        # A branch that ended after a Ctrl-C is no sample (the interrupt it was passed decided its
+        # status, not the outcome): not kept, --resume runs it again.
+        if stopping.is_set():
+            _say(f"{i.layer} {i.conversation} turn {i.turn} ({i.kind}) sample {k}/{args.samples}: interrupted, not kept (--resume runs it again)")
+            return
         state.put_branch(i.key, k, result)
         _say(f"{i.layer} {i.conversation} turn {i.turn} ({i.kind}) sample {k}/{args.samples}: {result['result']}"
              + (f": {result['why']}" if result.get("why") else ""))
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for _ in pool.map(one, todo):
-            pass
+        try:
+            for _ in pool.map(one, todo):
+                pass
+        except KeyboardInterrupt:
+            stopping.set()  # first, then the branches still running are interrupted, then waited for
+            runner.interrupt()
+            raise
     v = verdict(_tallies(state, found, args.samples), args.samples)
     doc = {"looptap": "why", "run": str(args.file), "outcome": outcome.as_json(), "samples": args.samples, "output": str(state.directory), **v.as_json()}
     state.put("verdict", doc["verdict"])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -18,6 +20,7 @@ import orjson
 import pytest
 
 from tests.support import progress
+from tests.support.progress import CEILING
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstream
 
@@ -163,6 +166,45 @@ def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(c_run: P
     assert len(branches) == 2
     show = progress.run([*RECORDER, "show", str(tmp_path / "w" / branches[0])], capture_output=True, text=True, env=_env())
     assert show.returncode == 0 and f"branch of {c_run} at conversation=c1:turn=1" in show.stdout and "EDITED" in show.stdout, show.stdout
+
+
+@needs_recorder
+def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(c_run: Path, tmp_path: Path) -> None:
+    """A Ctrl-C (to why's process group, as a terminal sends it) stops the branch running then too:
+    its status is the interrupt's, no sample of the outcome. Kept: the finished branches only;
+    --resume runs the rest, the interrupted one again."""
+    call = _c_call(c_run)
+    held, release = threading.Event(), threading.Event()
+    live = iter(range(1 << 30))
+
+    def route(req: ScriptedRequest) -> Reply:
+        if next(live) == 1:  # the second branch's request: held until the Ctrl-C has come
+            held.set()
+            release.wait(CEILING)
+        return c_route(req)
+
+    cmd = [*WHY, str(c_run), "--confdir", str(tmp_path / "conf"), "--layer", "C", "--samples", "3", "--jobs", "1", "--result", f"{call}=rain",
+           "-o", str(tmp_path / "w")]
+    agent = ["--", sys.executable, str(AGENT), "--drop-second", "--expect", "rain"]
+    with ScriptedUpstream(route) as fake:
+        up = ["--upstream", f"openai={fake.url}"]
+        proc = subprocess.Popen([*cmd, *up, *agent], env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            progress.until(held.is_set, pids=[proc.pid], what="the second branch's request")
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+            _out, err = progress.communicate(proc)
+        finally:
+            release.set()
+        assert proc.returncode == 130, err[-3000:]
+        state = orjson.loads((tmp_path / "w" / "why.json").read_bytes())
+        kept = state["branches"][f"C-c1-t1-c-restore-result-{call}"]
+        assert list(kept) == ["1"] and kept["1"]["result"] == "flipped", kept
+        assert "sample 2/3: interrupted, not kept" in err, err[-3000:]
+        rc, out, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "3", "--jobs", "1", "--result", f"{call}=rain",
+                            "-o", str(tmp_path / "w"), "--resume", agent=("--drop-second", "--expect", "rain"))
+    assert rc == 0 and "--resume: 1 branches kept from the earlier run, 2 to run" in err, err[-3000:]
+    assert "flipped 3/3 (95% CI 0.44–1.00)" in out.splitlines()[0], out
 
 
 @needs_recorder
