@@ -201,6 +201,7 @@ def test_a_finding_outcome_is_judged_on_each_branchs_own_round_trips(c_run: Path
                             "--result", f"{_c_call(c_run)}=rain", "-o", str(tmp_path / "w"), "--json", agent=("--drop-second", "--expect", "rain"))
         assert rc == 0, err[-3000:]
         assert len(fake.log) == 1  # the branch's one live request; no baseline
+    assert err.splitlines()[0] == "looptap why: the recorded run fails by the outcome (the run has a finding C.dropped_tool_result): read from the recording", err
     v = orjson.loads(out)["verdict"]
     assert (v["layer"], v["turn"], v["flips"], v["samples"]) == ("C", 1, 1, 1), v
     rc, _out, err = _why(tmp_path, c_run, None, "--finding", "A.truncated_length", "-o", str(tmp_path / "w2"), agent=("--drop-second",))
@@ -233,6 +234,8 @@ def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(c_run: P
         assert rc == 0, err[-4000:]
         assert len(fake.log) == 2 and all(len(x.request.tool_results()) == 2 for x in fake.log)  # the result put back in each live request
         assert out.splitlines()[0].startswith("verdict: the client (C): C at c1 turn 1 (the dropped result of call"), out
+        assert err.splitlines()[0] == ("looptap why: the recorded run fails by the outcome (the command exits with a status other than 0): "
+                                       "against the recording (nothing sent) the command exited 1"), err
         assert "flipped 2/2 (95% CI 0.34–1.00)" in out.splitlines()[0], out
         # an earlier why of the same run: refused without --resume; with it, nothing is run again
         rc, _out, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "2", "--result", f"{call}=rain", "-o", str(tmp_path / "w"),
@@ -391,6 +394,9 @@ def test_a_check_judges_the_recording_by_running_it_and_each_branch_after_it(c_r
     assert len(fake.log) == 1  # the baseline sent nothing; the one branch sent its one live request
     state = orjson.loads((tmp_path / "w" / "why.json").read_bytes())
     assert state["recorded"] == {"failed": True, "exit": 1, "check": 1} and state["outcome"] == {"kind": "check", "value": "grep -q rain answer.txt"}
+    assert err.splitlines()[0] == ("looptap why: the recorded run fails by the outcome (the check 'grep -q rain answer.txt' exits with a status other than 0): "
+                                   "after the command against the recording (nothing sent) the check exited 1"), err  # said first
+    assert orjson.loads(out)["recorded"] == state["recorded"]
     v = orjson.loads(out)["verdict"]
     assert (v["layer"], v["flips"], v["samples"]) == ("C", 1, 1), v
     assert "rain" in (tmp_path / "answer.txt").read_text()
