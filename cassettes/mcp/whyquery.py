@@ -33,6 +33,28 @@ def _count(value: Any) -> int | float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _so_far(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """An interrupted why (no report yet): each intervention it listed with the branches that
+    finished, counted as the verdict counts them (flipped, failed; the rest no sample)."""
+    from cassettes.why.stats import wilson
+
+    listed = doc.get("interventions")
+    done = doc.get("branches")
+    done = done if isinstance(done, dict) else {}
+    out = []
+    for i in listed if isinstance(listed, list) else []:
+        if not isinstance(i, dict):
+            continue
+        mine = done.get(i.get("key")) if isinstance(i.get("key"), str) else None
+        results = [b for b in (mine.values() if isinstance(mine, dict) else []) if isinstance(b, dict)]
+        flips = sum(b.get("result") == "flipped" for b in results)
+        samples = flips + sum(b.get("result") == "failed" for b in results)
+        low, high = wilson(flips, samples)
+        out.append({**i, "flips": flips, "samples": samples, "invalid": len(results) - samples, "low": round(low, 4), "high": round(high, 4),
+                    "branches": results})
+    return out
+
+
 def why_report(runs: Runs, why: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
     """A finished (or interrupted) why: the verdict's figures, then the interventions ranked, paged;
     every string of the file (anything may have edited it) under ``recorded``."""
@@ -49,6 +71,8 @@ def why_report(runs: Runs, why: str, offset: int = 0, limit: int = 20, max_bytes
         raise QueryError("this file is not the state of a looptap why", why=why)
     verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
     report = [i for i in doc.get("report") or [] if isinstance(i, dict)] if isinstance(doc.get("report"), list) else []
+    if verdict is None and not report:
+        report = _so_far(doc)
     items = [{
         "layer": text(i.get("layer"), 2), "conversation": text(i.get("conversation"), 40), "turn": _count(i.get("turn")),
         **{k: _count(i.get(k)) for k in _NUMBERS}, "invalid": _count(i.get("invalid")), "runnable": i.get("runnable") is True,

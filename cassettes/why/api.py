@@ -1,5 +1,5 @@
 """``looptap why`` from Python: a pytest test (or any script) asks which layer made a recorded run
-fail, and asserts on the verdict (docs/why.md "From a pytest test")::
+fail, and asserts on the verdict (docs/why.md "From a pytest test, and from an MCP client")::
 
     from cassettes.why.api import why
 

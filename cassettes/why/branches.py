@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,9 @@ class Branches:
     passed: list[str] = field(default_factory=list)
     python: str = ""
     cwd: Path | None = None
+    #: The branches' processes now running, each the leader of a process group of its own.
+    running: set[subprocess.Popen[bytes]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def path(self, i: Intervention, k: int) -> Path:
         return self.directory / f"{i.key}.{k}.jsonl"
@@ -130,8 +134,17 @@ class Branches:
         log = out.with_name(out.name + ".log")
         with open(log, "wb") as f:
             os.fchmod(f.fileno(), 0o600)
-            rc = subprocess.run(self.command(i, k), cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                                env=_scrubbed()).returncode
+            # A session of its own: a Ctrl-C reaches the branch only through interrupt(), after this
+            # investigation knows it is stopping (the branch's status is then no outcome).
+            proc = subprocess.Popen(self.command(i, k), cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                                    env=_scrubbed(), start_new_session=True)
+            with self._lock:
+                self.running.add(proc)
+            try:
+                rc = proc.wait()
+            finally:
+                with self._lock:
+                    self.running.discard(proc)
         said = _tail(log)
         base = {"branch": out.name, "log": log.name, "status": rc}
         broken = next((ln for ln in said if any(m in ln for m in _FORK_FAILED)), None)
@@ -151,6 +164,15 @@ class Branches:
         if failed is None:
             return {**base, "result": "invalid", "why": "the outcome cannot be told on this branch (no final answer)"}
         return {**base, "result": "failed" if failed else "flipped"}
+
+    def interrupt(self) -> None:
+        """Pass a Ctrl-C on to every branch running (its recorder stops, its agent gets it)."""
+        import contextlib
+
+        with self._lock:
+            for proc in self.running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGINT)
 
 
 def _tail(log: Path) -> list[str]:

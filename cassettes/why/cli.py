@@ -2,7 +2,7 @@
 
 A core command: it only starts processes (the baseline replay, then each branch as ``looptap run
 --from`` in the recorder's environment), so it needs no mitmproxy here, runs from either
-environment, and the pytest helper (:mod:`cassettes.why.pytest_helper`) calls the same code.
+environment, and the Python/pytest helper (:mod:`cassettes.why.api`) calls the same code.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -126,6 +127,9 @@ def investigate(args: argparse.Namespace) -> Result:
             if not args.resume:
                 _forget(state)  # refused before anything ran: the new directory goes again
             raise
+    else:
+        state.put("recorded", {"failed": True, "read": "the recording"})
+    _say(_fails(outcome, state.doc["recorded"]))  # first: what every branch is measured against
     for line in lines:
         _say(line)
     return _run(args, run, path, state, outcome, found, argv, python)
@@ -148,6 +152,17 @@ def _recorded_by_running(state: Any, path: Path, argv: list[str], outcome: Outco
         state.put("recorded", {"failed": failed, "exit": base.judged.exit, "check": base.judged.check})
     if not failed:
         raise Refused(f"the recorded run does not fail by the outcome ({outcome.describe()}): nothing to explain, nothing sent")
+
+
+def _fails(outcome: Outcome, recorded: dict[str, Any]) -> str:
+    """The line that says the recorded run fails by the outcome, and how that was told."""
+    if outcome.kind == "exit":
+        how = f"against the recording (nothing sent) the command exited {recorded.get('exit')}"
+    elif outcome.kind == "check":
+        how = f"after the command against the recording (nothing sent) the check exited {recorded.get('check')}"
+    else:
+        how = "read from the recording"
+    return f"the recorded run fails by the outcome ({outcome.describe()}): {how}"
 
 
 def _forget(state: Any) -> None:
@@ -187,18 +202,33 @@ def _run(args: argparse.Namespace, run: Any, path: Path, state: Any, outcome: Ou
         _say(f"--resume: {done} branches kept from the earlier run, {len(todo)} to run")
     state.put("interventions", [i.as_json() for i in found])
 
+    stopping = threading.Event()
+
     def one(item: tuple[Intervention, int]) -> None:
         i, k = item
+        if stopping.is_set():
+            return
         result = runner.one(i, k)
+        # A branch that ended after a Ctrl-C is no sample (the interrupt it was passed decided its
+        # status, not the outcome): not kept, --resume runs it again.
+        if stopping.is_set():
+            _say(f"{i.layer} {i.conversation} turn {i.turn} ({i.kind}) sample {k}/{args.samples}: interrupted, not kept (--resume runs it again)")
+            return
         state.put_branch(i.key, k, result)
         _say(f"{i.layer} {i.conversation} turn {i.turn} ({i.kind}) sample {k}/{args.samples}: {result['result']}"
              + (f": {result['why']}" if result.get("why") else ""))
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for _ in pool.map(one, todo):
-            pass
+        try:
+            for _ in pool.map(one, todo):
+                pass
+        except KeyboardInterrupt:
+            stopping.set()  # first, then the branches still running are interrupted, then waited for
+            runner.interrupt()
+            raise
     v = verdict(_tallies(state, found, args.samples), args.samples)
-    doc = {"looptap": "why", "run": str(args.file), "outcome": outcome.as_json(), "samples": args.samples, "output": str(state.directory), **v.as_json()}
+    doc = {"looptap": "why", "run": str(args.file), "outcome": outcome.as_json(), "recorded": state.doc.get("recorded"), "samples": args.samples,
+           "output": str(state.directory), **v.as_json()}
     state.put("verdict", doc["verdict"])
     state.put("report", doc["interventions"])
     return Result(0 if any(t.samples for t in v.ranked) else 1, doc, report_lines(v, outcome, state.directory, path))

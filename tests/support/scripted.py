@@ -64,7 +64,8 @@ class Reply:
     #: A label for the log ("main:task", "side:title"...): what the route took this request for.
     what: str = ""
     #: The answer was cut at the token cap (Chat's finish reason ``length``, Anthropic's
-    #: ``max_tokens``): the text is sent as it is, the finish reason says it is cut.
+    #: ``max_tokens``, a Responses answer ``incomplete`` for ``max_output_tokens``): the text is
+    #: sent as it is, the finish reason says it is cut.
     cut: bool = False
 
     @classmethod
@@ -498,10 +499,13 @@ class ScriptedUpstream:
             self.response_calls[logged.response_id] = [o["call_id"] for o in output if o["type"] == "function_call"]
             self.items.update((o["id"], o) for o in output)
             self.histories[logged.response_id] = [*req.messages, *output]
+        if reply.cut:
+            for o in output:
+                o["status"] = "incomplete"
         return {
-            "id": logged.response_id, "object": "response", "created_at": int(time.time()), "status": "completed",
+            "id": logged.response_id, "object": "response", "created_at": int(time.time()), "status": "incomplete" if reply.cut else "completed",
             "model": req.model, "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
-            "error": None, "incomplete_details": None, "instructions": req.body.get("instructions"), "metadata": {},
+            "error": None, "incomplete_details": {"reason": "max_output_tokens"} if reply.cut else None, "instructions": req.body.get("instructions"), "metadata": {},
             "temperature": 1.0, "top_p": 1.0, "text": {"format": {"type": "text"}}, "truncation": "disabled",
             "usage": {"input_tokens": usage_in, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": out_tokens,
                       "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": usage_in + out_tokens},

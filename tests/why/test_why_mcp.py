@@ -24,6 +24,11 @@ def _why_dir(root: Path, finished: bool = True) -> Path:
     if finished:
         v = verdict([c, e], 10).as_json()
         doc |= {"verdict": v["verdict"], "report": v["interventions"]}
+    else:  # as an interrupted why leaves it: what it planned, the branches that finished
+        doc |= {"interventions": [c.intervention.as_json(), e.intervention.as_json()],
+                "branches": {c.intervention.key: {"1": {"branch": f"{c.intervention.key}.1.jsonl", "result": "flipped"},
+                                                  "2": {"branch": f"{c.intervention.key}.2.jsonl", "result": "flipped"}},
+                             e.intervention.key: {"1": {"branch": f"{e.intervention.key}.1.jsonl", "result": "invalid", "why": "x"}}}}
     (d / "why.json").write_bytes(orjson.dumps(doc))
     return d
 
@@ -43,7 +48,12 @@ def test_why_report_reads_the_verdict_and_the_interventions_ranked(tmp_path: Pat
 
 def test_an_interrupted_why_has_no_verdict_and_other_files_are_refused(tmp_path: Path) -> None:
     _why_dir(tmp_path, finished=False)
-    assert why_report(Runs([str(tmp_path)]), "why-run")["finished"] is False
+    answer = why_report(Runs([str(tmp_path)]), "why-run")
+    assert answer["finished"] is False and answer["verdict"] is None and answer["interventions"] == 2
+    c, e = answer["recorded"]["interventions"]  # what finished, counted as the verdict counts
+    assert (c["layer"], c["flips"], c["samples"], c["invalid"], c["low"], c["high"]) == ("C", 2, 2, 0, 0.3424, 1.0), c
+    assert c["branches"] == ["C-c1-t1-c-restore-result.1.jsonl", "C-c1-t1-c-restore-result.2.jsonl"]
+    assert (e["layer"], e["flips"], e["samples"], e["invalid"]) == ("E", 0, 0, 1), e
     (tmp_path / "other").mkdir()
     with pytest.raises(QueryError, match=r"no why\.json here"):
         why_report(Runs([str(tmp_path)]), "other")
