@@ -15,7 +15,7 @@ trusted blindly):
 - the cassette has the size it had when it was analysed (a file that grew, a recording that went
   on, is analysed again, and its new analysis kept);
 - the analyser is the same: a digest of looptap's source (every module under ``cassettes/``),
-  the Python and pydantic versions;
+  the Python and pydantic versions and genai-prices' price table (its version and data file);
 - a MAC under this machine's key (the parse-once key of :mod:`cassettes.parsing.sealed`) checks
   out over the analyser's digest, **every byte of the cassette** and every byte of the kept
   file. So an edited cassette, an edited or swapped cache file, or one written with another key
@@ -82,16 +82,19 @@ def location(cassette: str | Path) -> Path | None:
 
 def analyser_digest() -> bytes | None:
     """A digest of what decides a run's analysis: looptap's source (every module under
-    ``cassettes/``), the Python and pydantic versions (``None`` when the source cannot be read:
-    nothing is then kept or taken)."""
+    ``cassettes/``), the Python and pydantic versions, and genai-prices' price table (its version
+    and data file, as the price memo names them: the turns' costs are part of the analysis).
+    ``None`` when the source cannot be read: nothing is then kept or taken."""
     if "analyser" in _cache:
         return _cache["analyser"]
     import pydantic
 
+    from cassettes.analysis import price_memo
     from cassettes.parsing.sealed import source_digest
 
     root = Path(__file__).resolve().parents[1]  # cassettes/
-    digest = source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0".encode())
+    prices = json.dumps(price_memo._identity())
+    digest = source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{prices}\0".encode())
     _cache["analyser"] = digest
     return digest
 

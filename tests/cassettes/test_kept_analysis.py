@@ -171,6 +171,34 @@ def test_another_analyser_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
     assert counted.added == 3
 
 
+def test_other_price_data_analyses_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path) -> None:
+    """genai-prices' price table is part of the analyser: after it changed (an upgrade), show prints
+    the new table's costs, as a fresh analysis does, not the kept analysis' (nor its kept views)."""
+    from cassettes.analysis import price_memo, tokens
+
+    monkeypatch.setenv("LOOPTAP_STATE_DIR", str(tmp_path / "state"))  # the price memo below is the test's own
+    monkeypatch.setattr(price_memo, "_memo", None)
+    path = str(_cassette(tmp_path / "run.jsonl", [200, 200, 200]))
+    old = _show("show", "--json", path)
+    assert old == _show("show", "--json", path)  # (the kept analysis and its views, taken)
+    real, identity = tokens.calc_price, price_memo._identity()
+    assert identity is not None and b'"cost"' in old[1]
+
+    def doubled(*a: Any, **k: Any) -> Any:  # the new table's prices
+        total, prov, model = real(*a, **k)
+        return total * 2, prov, model
+
+    monkeypatch.setattr(tokens, "calc_price", doubled)
+    monkeypatch.setattr(price_memo, "_identity", lambda: [*identity[:-1], identity[-1] + 1])  # its data file, rewritten
+    monkeypatch.setattr(price_memo, "_memo", None)
+    monkeypatch.delitem(kept._cache, "analyser", raising=False)  # (a new process)
+    fresh = _show("show", "--json", "--no-cache", path)
+    assert fresh != old
+    counted = _Counted(monkeypatch)
+    assert _show("show", "--json", path) == fresh
+    assert counted.added == 3
+
+
 def test_a_grown_file_is_analysed_again_with_its_new_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lines = _cassette(tmp_path / "whole.jsonl", [200, 200, 500]).read_bytes().splitlines(keepends=True)
     path = tmp_path / "run.jsonl"
