@@ -339,6 +339,7 @@ class _Hangup:
         self.reset = reset
 
     def __enter__(self) -> _Hangup:
+        import contextlib
         import socket
         import struct
         import threading
@@ -356,6 +357,17 @@ class _Hangup:
                 self.connections += 1
                 if self.reset:
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    conn.close()
+                    continue
+                # A plain close is a FIN only once what the client sent has been read: a socket
+                # closed with unread bytes is reset by the kernel, which made this case a reset
+                # whenever the request arrived before the close (seen under load in CI).
+                conn.settimeout(60)
+                with contextlib.suppress(OSError):
+                    conn.recv(65536)
+                    conn.shutdown(socket.SHUT_WR)
+                    while conn.recv(65536):
+                        pass
                 conn.close()
 
         self.thread = threading.Thread(target=serve, daemon=True)
