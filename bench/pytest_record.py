@@ -31,7 +31,8 @@ from tests.support.upstream import FakeUpstream  # noqa: E402
 
 BEFORE = "0d7e090"  # any commit from before one recorder per session (issue 16)
 
-SUITE = '''
+#: The agent both pytest benches run: the openai SDK's tool loop, three calls at most.
+AGENT = '''
 import pytest
 from openai import OpenAI
 
@@ -47,7 +48,9 @@ def agent(city):
         msgs.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
         msgs += [{"role": "tool", "tool_call_id": c.id, "content": "sunny"} for c in m.tool_calls]
+'''
 
+SUITE = AGENT + '''
 @pytest.mark.parametrize("n", range(10))
 @pytest.mark.looptap
 def test_agent(looptap, n):

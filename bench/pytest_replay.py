@@ -39,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.pytest_record import AGENT  # noqa: E402
 from tests.support.upstream import FakeUpstream  # noqa: E402
 
 ENV = REPO / ".venv-bench-replay"
@@ -46,23 +47,7 @@ ENV = REPO / ".venv-bench-replay"
 #: vcrpy release patches).
 PACKAGES = ["openai>=2,<3", "pytest>=8", "vcrpy>=7", "pytest-recording>=0.13"]
 
-SUITE = '''
-import pytest
-from openai import OpenAI
-
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
-
-def agent(city):
-    client = OpenAI(max_retries=0)
-    msgs = [{"role": "user", "content": f"Weather in {city}?"}]
-    for _ in range(3):
-        m = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
-        if not m.tool_calls:
-            return m.content
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
-        msgs += [{"role": "tool", "tool_call_id": c.id, "content": "sunny"} for c in m.tool_calls]
-
+SUITE = AGENT + '''
 @pytest.mark.parametrize("n", range(COUNT))
 @MARK
 def test_agent(FIXTURE, n):
