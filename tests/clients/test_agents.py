@@ -256,7 +256,11 @@ def test_opencode_clean_run(c: Client, tmp_path: Path, confdir: Path) -> None:
     assert sorted(what) == ["main:answer", "main:one", "main:parallel", "side"] and r["mcp_calls"] == 3, why
     assert not serious, [(f.code, f.seq, f.message) for f in serious]
     assert turns == c.turns, ([(conv.id, conv.turns, conv.kind, conv.parent_seq) for conv in llm], what)
-    assert all(e.status in (200, 202, 405) for e in run.exchanges), why  # 405: the MCP server's GET stream, which it does not offer
+    assert all(e.status in (200, 202, 405) for e in run.exchanges), why
+    # each tools/call linked to the model's call it ran (opencode names it weather_get_weather: no id sent, by tool and arguments)
+    (main,) = [conv for conv in llm if len(conv.turns) == 3]
+    ran = sorted((link.model_seq or -1, link.linked_by) for link in a.mcp_calls.values())
+    assert ran == [(main.turns[0], "name_arguments"), (main.turns[0], "name_arguments"), (main.turns[1], "name_arguments")], ran  # 405: the MCP server's GET stream, which it does not offer
 
 
 @pytest.mark.parametrize("c", OPENCODE, ids=[c.id for c in OPENCODE])
