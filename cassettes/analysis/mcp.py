@@ -3,7 +3,11 @@ the state the C checks of a later turn read (``dispatch.check_mcp_results``).
 
 A call is linked by the model's tool-use id when the client sends it to the server (Claude Code's
 ``_meta``); otherwise by tool name and arguments to the one model call still awaiting its result
-(sent before it, answered after it). Two awaiting calls that fit equally (concurrent agents doing
+(sent before it, answered after it). The model knows a server's tool by its listed name, or behind
+a prefix the client adds: ``mcp__server__tool``, ``server__tool``, or ``server_tool`` (opencode).
+A single underscore is too common inside tool names to be read as a prefix on the name alone
+(``read_file`` beside a server's ``file``): such a call is linked when a ``tools/call`` runs it,
+and only once one has is its prefix the server's, for the "never run" check. Two awaiting calls that fit equally (concurrent agents doing
 the same thing) leave it unlinked: a wrong link is worse than none. Everything is bounded: the
 newest 10,000 calls of each table.
 """
@@ -38,6 +42,9 @@ class ModelCall(NamedTuple):
     tool: str
     #: A digest of the arguments (:func:`_digest`).
     args: bytes
+    #: The prefix when the name was read as ``<prefix>_<tool>`` (``weather_get_weather``): the
+    #: server's only once a tools/call ran a call of that prefix (``McpLinker.prefixes``).
+    prefix: str | None = None
 
 
 def _digest(arguments: Any) -> bytes:
@@ -68,13 +75,15 @@ class McpLinker:
         self.calls: OrderedDict[str, ModelCall] = OrderedDict()
         #: Ids of model calls still awaiting their result.
         self.pending: OrderedDict[str, None] = OrderedDict()
+        #: Single-underscore prefixes (``weather_``'s ``weather``) a tools/call has shown a server's.
+        self.prefixes: OrderedDict[str, None] = OrderedDict()
         #: tools/call round trips read before the model's answer that made them (by seq, with the
         #: arguments' digest): a client that runs a tool as soon as its call has streamed (Claude
         #: Code) can finish the call, and have it written, before the model's answer ends.
         self.early: OrderedDict[int, tuple[McpCall, dict[str, Any], bytes]] = OrderedDict()
 
     def clear(self) -> None:
-        for table in (self.results, self.runs, self.listed, self.calls, self.pending, self.early):
+        for table in (self.results, self.runs, self.listed, self.calls, self.pending, self.early, self.prefixes):
             table.clear()
 
     def model_turn(self, turn: Turn, response: NormalisedResponse | None) -> None:
@@ -87,9 +96,11 @@ class McpLinker:
         if not self.listed:
             return  # no MCP server listed tools in this run (yet): nothing to link a call to
         for tc in response.tool_calls if response is not None else []:
-            tool = self.server_tool(tc.name)
+            tool, prefix = self.server_tool(tc.name), None
+            if tool is None:
+                prefix, tool = self.underscored(tc.name)
             if tc.id and tc.name and tc.kind == "function" and tool is not None:
-                made = ModelCall(turn.seq, turn.conversation, turn.index, tc.name, tool, _digest(tc.arguments))
+                made = ModelCall(turn.seq, turn.conversation, turn.index, tc.name, tool, _digest(tc.arguments), prefix)
                 _put(self.calls, tc.id, made)
                 if not self._ran_early(tc.id, made):
                     _put(self.pending, tc.id, None)
@@ -114,6 +125,7 @@ class McpLinker:
         if call.call_id is None:
             call.call_id, call.linked_by = call_id, "name_arguments"
         call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
+        self._ran(made)
         _put(self.results, call_id, (call.seq, side))
         return True
 
@@ -152,7 +164,13 @@ class McpLinker:
         _put(self.results, call.call_id, (seq, side))
         if made is not None:
             call.model_seq, call.conversation, call.turn = made.seq, made.conversation, made.turn
+            self._ran(made)
         return call
+
+    def _ran(self, made: ModelCall) -> None:
+        """A tools/call ran the model's call ``made``: a prefix it was read behind is a server's."""
+        if made.prefix is not None:
+            _put(self.prefixes, made.prefix, None)
 
     def _link(self, call: McpCall, side: dict[str, Any]) -> None:
         """Which model call ``call`` ran: the id the client sent with it, else the one pending call
@@ -183,6 +201,22 @@ class McpLinker:
             if not sep:
                 return None
         return name or None
+
+    def underscored(self, model_name: str | None) -> tuple[str | None, str | None]:
+        """``(prefix, tool)`` when the model's name is a listed tool behind a prefix joined by one
+        underscore (opencode's ``<server>_<tool>``; the longest listed tool), else ``(None, None)``."""
+        name = model_name or ""
+        at = name.find("_")
+        while at > 0:
+            if name[at + 1 :] in self.listed:
+                return name[:at], name[at + 1 :]
+            at = name.find("_", at + 1)
+        return None, None
+
+    def confirmed(self, made: ModelCall) -> bool:
+        """Whether ``made`` is a server tool's call for certain: its name says so, or its prefix is
+        one a tools/call has shown a server's."""
+        return made.prefix is None or made.prefix in self.prefixes
 
     def ran_since(self, tool: str, seq: int) -> bool:
         """Whether a tools/call of ``tool`` was recorded after round trip ``seq``."""

@@ -246,3 +246,49 @@ def test_a_call_written_before_the_answer_that_made_it_is_still_linked() -> None
             ex.seq = i
         bad[3], bad[4] = bad[4], bad[3]
         assert [(f.code, f.seq) for f in analyse(bad).findings if f.code == "C.tool_result_altered"] == [("C.tool_result_altered", 5)], meta
+
+
+def _renamed(exs: list[Exchange], names: dict[bytes, bytes]) -> list[Exchange]:
+    """The same run with tool names changed on the wire (longest first)."""
+    for ex in exs:
+        for old, new in names.items():
+            ex.request_body = ex.request_body.replace(old, new)
+            ex.response_chunks = [(t, data.replace(old, new)) for t, data in ex.response_chunks]
+    return exs
+
+
+OPENCODE = {b"mcp__weather__get_weather": b"weather_get_weather"}  # opencode 1.18: <server>_<tool>, no id sent to the server
+
+
+def test_a_server_tool_behind_a_one_underscore_prefix_is_linked_when_a_call_runs_it() -> None:
+    exs = _renamed(run_exchanges(meta=False), OPENCODE)
+    for i, ex in enumerate(exs):
+        ex.seq = i
+    link = analyse(exs).mcp_calls[4]
+    assert (link.call_id, link.linked_by, link.model_seq, link.conversation, link.turn) == ("toolu_01P", "name_arguments", 3, "c1", 0)
+    # and the result sent back is checked against what the server returned
+    hidden = {"type": "tool_result", "tool_use_id": "toolu_01P", "content": "done"}
+    assert _c(_renamed(run_exchanges(server_error="City not found: Parus", sent=hidden, meta=False), OPENCODE)) == [("C.mcp_error_hidden", "warning", 5)]
+    assert _c(_renamed(run_exchanges(bad_result=True, meta=False), OPENCODE)) == [("C.tool_result_altered", "info", 5)]
+    assert _c(_renamed(run_exchanges(meta=False), OPENCODE)) == []
+
+
+def test_a_one_underscore_prefix_is_a_servers_only_once_a_call_of_it_ran() -> None:
+    made_up = {"type": "tool_result", "tool_use_id": "toolu_01P", "content": "sunny, 21 C"}
+    # the client's own read_file beside a server that lists "file": no tools/call, nothing said
+    local = _renamed(run_exchanges(sent=made_up, meta=False, run=False), {b"mcp__weather__get_weather": b"read_file", b"get_weather": b"file"})
+    assert _c(local) == []
+    # the same shape as opencode's call, never run: no call of that prefix ran yet, so it cannot be told from a tool of the client's
+    assert _c(_renamed(run_exchanges(sent=made_up, meta=False, run=False), OPENCODE)) == []
+    # once a call of the prefix ran, a later call of it that no tools/call ran is said
+    exs = _renamed(run_exchanges(meta=False), OPENCODE)
+    user = {"role": "user", "content": "Weather in Paris?"}
+    first = {"type": "tool_use", "id": "toolu_01P", "name": "weather_get_weather", "input": {"city": "Paris"}}
+    second = {"type": "tool_use", "id": "toolu_02T", "name": "weather_get_weather", "input": {"city": "Tokyo"}}
+    history = [user, {"role": "assistant", "content": [first]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01P", "content": "sunny, 21 C"}]}]
+    exs[5] = _anthropic(history, [second], "tool_use")
+    exs.append(_anthropic([*history, {"role": "assistant", "content": [second]},
+                           {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_02T", "content": "rainy"}]}],
+                          [{"type": "text", "text": "Sunny in Paris, rainy in Tokyo."}], "end_turn"))
+    assert _c(exs) == [("C.tool_call_not_executed", "warning", 6)]

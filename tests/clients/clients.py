@@ -553,6 +553,11 @@ AGENTS: tuple[Client, ...] = (
     # Its clean turns: the model router's call before each user prompt is a one-turn side conversation.
     Client("gemini-cli", "@google/gemini-cli", "gemini", "agent", "", (), "drop_result", stream=True,
            note='-p, a remote MCP tool, settings: selectedType "gemini-api-key"'),
+    # Its clean turns: a title generator's call (one turn, no tools) beside the main loop's three.
+    Client("opencode anthropic", "opencode-ai", "anthropic", "agent", "", (1, 3), "wrong_id", stream=True,
+           note="run -m anthropic/…, a remote MCP tool; the AI SDK's provider: base URL without /v1"),
+    Client("opencode responses", "opencode-ai", "openai_responses", "agent", "", (1, 3), "drop_result", stream=True,
+           note="run -m openai/…, a remote MCP tool"),
 )
 
 

@@ -1,6 +1,6 @@
-"""The coding agents as rows of the client matrix: Claude Code and Codex, each run once per mode
-(a module-scoped run shared by the tests that judge it), through the real ``looptap run`` against
-scripted models.
+"""The coding agents as rows of the client matrix: Claude Code, Codex, Gemini CLI and opencode, each
+run once per mode (a module-scoped run shared by the tests that judge it), through the real
+``looptap run`` against scripted models.
 
 * **Claude Code, clean**: one ``claude -p`` run with a remote MCP tool server (through looptap's
   ``--upstream mcp=`` listener), a background sub-agent (its Agent tool) that runs two Bash calls,
@@ -13,13 +13,19 @@ scripted models.
   WebSocket to wss://api.openai.com through ``HTTPS_PROXY``, in a network namespace where that
   host is ours: tests/proxy/codex_default_ns.py), the model calling ``spawn_agent`` then
   ``wait_agent`` then answering: the sub-agent linked to the spawning turn, no warning or error;
-* **bug runs**: the agents are native executables (Claude Code's Bun build, Codex's Rust binary),
+* **opencode, clean**: ``opencode run`` on Anthropic and on OpenAI Responses, a remote MCP weather
+  tool in its config, nothing else configured: its providers (the AI SDK's) read the base URLs
+  ``looptap run`` exports. Its title generator's call is a conversation of one turn beside the
+  main loop's three; no warning or error;
+* **bug runs**: the agents are native executables (Claude Code's and opencode's Bun builds, Codex's Rust binary),
   which neither ``--require``/``--import`` nor ``PYTHONPATH`` reaches, so the bug is injected by a
   relay in the agent's own process tree (tests/clients/inject/relay.py) between the agent and
   looptap's listener: looptap records what an agent with that bug sends. Claude Code drops a tool
   result (the scripted model answers the API's 400); Codex, on its default provider pointed at the
   relay (``openai_base_url``), sends the ``spawn_agent`` result under a wrong id over its
-  WebSocket. looptap must name the bug (layer C) at the round trip that carries it, first.
+  WebSocket; opencode sends a result under a wrong id (Anthropic) or drops one (Responses), and
+  the scripted model answers the API's 400. looptap must name the bug (layer C) at the round trip
+  that carries it, first.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from tests.support.scripted import Call, Reply, ScriptedRequest, ScriptedUpstrea
 
 pytestmark = [needs_recorder]
 
-CLAUDE, CODEX, GEMINI_CLI = AGENTS
+CLAUDE, CODEX, GEMINI_CLI, *OPENCODE = AGENTS
 MODEL = "claude-sonnet-4-5"
 MCP_TOOL = "mcp__weather__get_weather"
 TASK = "Count the vowels in the word looptap and report the number."
@@ -115,9 +121,11 @@ def _claude(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any]:
     return {"proc": proc, "out": out, "log": log, "what": what, "why": explain(proc) + "\n--- scripted\n" + log}
 
 
-def _gemini_route(req: ScriptedRequest) -> Reply:
-    """Gemini CLI: its model router asks a small model for a JSON complexity score; the main loop
-    calls the MCP weather tool for Paris and Tokyo at once, then Berlin, then answers."""
+def _weather_route(req: ScriptedRequest) -> Reply:
+    """Gemini CLI and opencode: the main loop calls the MCP weather tool (whatever prefix the agent
+    gives its name) for Paris and Tokyo at once, then Berlin, then answers; a call offered no such
+    tool (opencode's title generator) is a side call. Gemini CLI's model router asks a small model
+    for a JSON complexity score."""
     if "complexity_score" in json.dumps(req.body.get("generationConfig") or {}):
         return Reply.say(json.dumps({"complexity_reasoning": "a simple lookup", "complexity_score": 5}), what="router")
     tool = next((t for t in req.tools if t.endswith("get_weather")), None)
@@ -128,10 +136,10 @@ def _gemini_route(req: ScriptedRequest) -> Reply:
         return Reply(calls=(Call(tool, {"city": "Paris"}), Call(tool, {"city": "Tokyo"})), what="main:parallel")
     if done < 3:
         return Reply.tool(tool, {"city": "Berlin"}, what="main:one")
-    return Reply.say(GEMINI_ANSWER, what="main:answer")
+    return Reply.say(WEATHER_ANSWER, what="main:answer")
 
 
-GEMINI_ANSWER = "FORECAST: Paris sunny, Tokyo rainy, Berlin cloudy."
+WEATHER_ANSWER = "FORECAST: Paris sunny, Tokyo rainy, Berlin cloudy."
 
 
 def _gemini_cli(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any]:
@@ -154,7 +162,7 @@ def _gemini_cli(tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any
         f'exec "{gemini}" -p "What is the weather in Paris, Tokyo and Berlin?"\n'
     )
     script.chmod(0o755)
-    with McpServer("2025-06-18") as mcp, ScriptedUpstream(_gemini_route, validate=True) as up:
+    with McpServer("2025-06-18") as mcp, ScriptedUpstream(_weather_route, validate=True) as up:
         proc, out = looptap_run(tmp_path, confdir, [str(script)], env, upstream=up,  # type: ignore[arg-type]
                                 extra=("--upstream", f"mcp={mcp.url}"))
         log = "\n".join(x.line() for x in up.log)
@@ -175,7 +183,7 @@ def gemini_bug(tmp_path_factory: pytest.TempPathFactory, confdir: Path) -> dict[
 
 def test_gemini_cli_clean_run(gemini_clean: dict[str, Any]) -> None:
     proc, out, what, why = gemini_clean["proc"], gemini_clean["out"], gemini_clean["what"], gemini_clean["why"]
-    assert proc.returncode == 0 and GEMINI_ANSWER in proc.stdout, why
+    assert proc.returncode == 0 and WEATHER_ANSWER in proc.stdout, why
     a = open_run(out, whole=True).analysis
     llm = [c for c in a.conversations if c.turns]
     serious = _serious(a)
@@ -192,6 +200,73 @@ def test_gemini_cli_clean_run(gemini_clean: dict[str, Any]) -> None:
 
 def test_gemini_cli_injected_bug_is_named(gemini_bug: dict[str, Any]) -> None:
     _named(GEMINI_CLI, gemini_bug["out"], gemini_bug["why"], lambda ex: any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers))
+
+
+#: Nothing but looptap's listeners asked: no update check, and the models catalogue from the
+#: snapshot the binary carries (models.dev not fetched). 1.18.33 asked no other host without them
+#: either, run here; the switches keep a later version from trying.
+OPENCODE_OFFLINE = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"}
+OPENCODE_MODEL = {"anthropic": "anthropic/claude-sonnet-4-5", "openai_responses": "openai/gpt-4o"}
+
+
+def _opencode(c: Client, tmp_path: Path, confdir: Path, bug: str | None) -> dict[str, Any]:
+    """``opencode run`` on the row's provider, the weather MCP server in its global config at
+    looptap's MCP listener (``{env:MCP_BASE_URL}``, opencode's own substitution). No provider is
+    configured: the AI SDK's providers read ``ANTHROPIC_BASE_URL`` (without ``/v1``: the listener
+    puts it back) and ``OPENAI_BASE_URL`` as ``looptap run`` exports them. The bug goes through the
+    relay, which points those two variables at itself."""
+    from tests.support.mcp_server import McpServer
+
+    opencode = need("opencode-ai", bin_name="opencode", node=False)
+    secret = f"sk-matrix-{tmp_path.name}"
+    env = run_env(tmp_path, ANTHROPIC_API_KEY=secret, OPENAI_API_KEY=secret, **OPENCODE_OFFLINE)
+    config = tmp_path / "home" / ".config" / "opencode" / "opencode.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps({"mcp": {"weather": {"type": "remote", "url": "{env:MCP_BASE_URL}/mcp"}}}))
+    cmd = [str(opencode), "run", "-m", OPENCODE_MODEL[c.api], "What is the weather in Paris, Tokyo and Berlin?"]
+    if bug:
+        env["LOOPTAP_MATRIX_BUG"] = bug
+        cmd = [sys.executable, str(INJECT / "relay.py"), "--", *cmd]
+    with McpServer("2025-11-25") as mcp, ScriptedUpstream(_weather_route, validate=True) as up:
+        proc, out = looptap_run(tmp_path, confdir, cmd, env, upstream=up,  # type: ignore[arg-type]
+                                extra=("--upstream", f"mcp={mcp.url}"))
+        log = "\n".join(x.line() for x in up.log)
+        what = [x.reply.what for x in up.log if x.reply is not None]
+        mcp_calls = [e.rpc_method for e in mcp.log].count("tools/call")
+    why = explain(proc) + "\n--- scripted\n" + log
+    assert out.exists(), why
+    assert secret.encode() not in out.read_bytes()
+    return {"proc": proc, "out": out, "what": what, "mcp_calls": mcp_calls, "why": why}
+
+
+@pytest.mark.parametrize("c", OPENCODE, ids=[c.id for c in OPENCODE])
+def test_opencode_clean_run(c: Client, tmp_path: Path, confdir: Path) -> None:
+    r = _opencode(c, tmp_path, confdir, None)
+    proc, out, what, why = r["proc"], r["out"], r["what"], r["why"]
+    assert proc.returncode == 0 and WEATHER_ANSWER in proc.stdout, why
+    run = open_run(out, whole=True)
+    a = run.analysis
+    llm = [conv for conv in a.conversations if conv.turns]
+    serious = _serious(a)
+    turns = tuple(sorted(len(conv.turns) for conv in llm))
+    _keep(c, "clean", out)
+    _report(c, "clean", conversations=len(llm), turns=turns, expected_turns=c.turns,
+            serious=[f"{f.code} (turn {f.turn}): {f.message}" for f in serious], ok=not serious and turns == c.turns and proc.returncode == 0)
+    # the title generator's call, the loop's three turns, each city's tool run on the MCP server
+    assert sorted(what) == ["main:answer", "main:one", "main:parallel", "side"] and r["mcp_calls"] == 3, why
+    assert not serious, [(f.code, f.seq, f.message) for f in serious]
+    assert turns == c.turns, ([(conv.id, conv.turns, conv.kind, conv.parent_seq) for conv in llm], what)
+    assert all(e.status in (200, 202, 405) for e in run.exchanges), why
+    # each tools/call linked to the model's call it ran (opencode names it weather_get_weather: no id sent, by tool and arguments)
+    (main,) = [conv for conv in llm if len(conv.turns) == 3]
+    ran = sorted((link.model_seq or -1, link.linked_by) for link in a.mcp_calls.values())
+    assert ran == [(main.turns[0], "name_arguments"), (main.turns[0], "name_arguments"), (main.turns[1], "name_arguments")], ran  # 405: the MCP server's GET stream, which it does not offer
+
+
+@pytest.mark.parametrize("c", OPENCODE, ids=[c.id for c in OPENCODE])
+def test_opencode_injected_bug_is_named(c: Client, tmp_path: Path, confdir: Path) -> None:
+    r = _opencode(c, tmp_path, confdir, c.bug)
+    _named(c, r["out"], r["why"], lambda ex: any(k.lower() == "x-matrix-injected" for k, _ in ex.request_headers))
 
 
 def _codex_bug(tmp_path: Path, confdir: Path, bug: str) -> dict[str, Any]:

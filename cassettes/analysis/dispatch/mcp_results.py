@@ -71,7 +71,7 @@ def _mcp_not_run(ctx: TurnContext, tr: ToolResult) -> Iterator[Finding]:
     the result an error (a declined or failed call, said as such)."""
     mcp = ctx.mcp
     made = mcp.calls.get(tr.call_id or "")
-    if made is None or tr.is_error is True:
+    if made is None or tr.is_error is True or not mcp.confirmed(made):
         return
     model_seq, name, tool = made.seq, made.name, made.tool
     if mcp.ran_since(tool, model_seq):
