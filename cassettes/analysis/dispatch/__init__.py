@@ -54,9 +54,9 @@ Catalogue (code, severity, when it fires):
 ``C.retry_before_retry_after``      warning   ... sooner than the ``retry-after`` the API asked for
 ``C.retry_storm``                   warning   five attempts at one request, each within 0.5 s of the last failure
 ``C.gave_up_on_retryable_error``    info      the conversation ended on a 429, 5xx or transport error
-``C.answer_discarded``              info      a turn's request sent again word for word after it was
-                                              answered: the answer thrown away (a parse or
-                                              validation retry) and paid for twice
+``C.answer_discarded``              info      a turn's messages sent again (the same text, calls and
+                                              results) after it was answered: the answer thrown
+                                              away (a parse or validation retry), paid for twice
 ``C.tool_result_as_text``           error     a call's result sent as user text, not as a tool result
 ``C.tool_calls_as_text``            info      the client echoed the answer's calls as text and sends
                                               the results as text: a transcript (smolagents), no

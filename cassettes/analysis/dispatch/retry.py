@@ -120,7 +120,8 @@ def _answer_discarded(ctx: TurnContext) -> Finding:
     return ctx.finding(
         "C.answer_discarded",
         Severity.INFO,
-        f"The client sent turn {ctx.prev.index}'s request again, word for word, though the model had answered it "
+        f"The client sent turn {ctx.prev.index}'s messages again (the same text, tool calls and results; reasoning "
+        f"is not compared), though the model had answered it "
         f"({what}): that answer was thrown away and paid for twice. A retry after a parse or validation failure "
         "does this; tell the model what was wrong instead, or keep the answer.",
         related_turn=ctx.prev.index,
