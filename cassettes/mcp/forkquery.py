@@ -19,6 +19,8 @@ from cassettes.mcp.query import (
     _wrap,
     page,
     text,
+    tolerated_count,
+    tolerated_lines,
 )
 
 __all__ = ["comparison", "fork_diff"]
@@ -47,7 +49,7 @@ def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None
         raise QueryError("the origin this branch names is not under the roots (looked as written, at its absolute path, relative to and beside the branch)",
                          run=branch, origin=str(origin.get("run", "")))
     apath, a = runs.open(str(located.path.resolve()))
-    divs, said = diff_fork(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq, origin)
+    divs, said = diff_fork(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq, origin, compare=runs.comparing(apath, a, b))
     cursor = origin.get("cursor")
     items = [
         {"layer": d.layer, "conversation_origin": d.conversation_a, "conversation_branch": d.conversation_b, "turn": d.turn,
@@ -65,7 +67,8 @@ def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None
         "model": text(origin.get("model"), 100),
         "edits": [text(e, 200) for e in origin.get("edits") or [] if isinstance(e, str)][:20],
         "divergences": len(items),
-        "recorded": {"lined_up": [text(s, 300) for s in said[:50]], "divergences": shown},
+        "tolerated": tolerated_count(getattr(divs, "tolerated", [])),
+        "recorded": {"lined_up": [text(s, 300) for s in said[:50]], "divergences": shown, "tolerated": tolerated_lines(getattr(divs, "tolerated", []))},
         "more": nxt is not None,
     })
 

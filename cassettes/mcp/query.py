@@ -80,6 +80,24 @@ class _Open:
     stamp: tuple[int, int]
 
 
+#: Tolerated differences listed in a ``diff`` or ``fork_diff`` answer (the others counted).
+TOLERATED_SHOWN = 20
+
+
+def tolerated_count(turns: Sequence[dict[str, Any]]) -> int:
+    """How many differences were tolerated (:mod:`cassettes.replay.tolerated` entries, every turn)."""
+    return sum(len(t.get("tolerated") or []) for t in turns)
+
+
+def tolerated_lines(turns: Sequence[dict[str, Any]]) -> list[str]:
+    """The first :data:`TOLERATED_SHOWN` tolerated differences, one line each as ``looptap diff``
+    prints them (``tolerated at c1/turn 0 (seq 0): messages[0].content: recorded …, live … (by
+    date)``), clipped: recorded text."""
+    from cassettes.replay.tolerated import report_lines
+
+    return [text(line, 300) for line in report_lines(turns, "")[:TOLERATED_SHOWN]]
+
+
 class Runs:
     """The runs under some root directories, opened on demand (the latest few kept open)."""
 
@@ -120,6 +138,23 @@ class Runs:
                 raise QueryError("this is outside the directories this server may read", **{field: name})
             return real
         return None
+
+    def comparing(self, path_a: Path, a: Run, b: Run) -> Any:
+        """How ``diff`` and ``fork_diff`` compare two runs' requests: as ``looptap diff`` does
+        (:func:`cassettes.replay.rundiff.comparing`: the built-in detectors, each run's with its
+        own working directory and home, and the project's rules for A's cassette), the project's
+        file read only when it is under a root (else no rules: this server reads nothing else)."""
+        from cassettes.matching.config import find_config
+        from cassettes.matching.rules import RuleError
+        from cassettes.replay.rundiff import comparing, diff_rules
+
+        found = find_config(path_a)  # (as diff_rules finds it)
+        try:
+            inside = found is not None and any(found[0].resolve().is_relative_to(r) for r in self.roots)
+            rules = diff_rules(path_a) if inside else None
+        except (RuleError, OSError) as exc:
+            raise QueryError("the project's looptap rules for this run cannot be used", run=self._label(path_a), reason=str(exc)) from None
+        return comparing(rules, a.header, b.header)
 
     def _label(self, path: Path) -> str:
         for r in self.roots:
@@ -370,12 +405,13 @@ class Runs:
         from cassettes.replay.rundiff import diff_analysed
 
         layer = layer_of(layer)
-        (_, a), (_, b) = self.open(run_a), self.open(run_b)
+        (apath, a), (_, b) = self.open(run_a), self.open(run_b)
 
         from cassettes.replay.cli import different_apis
 
         unrelated = different_apis(a, b)  # the CLI's rule: runs on different APIs, one divergence
-        divs = [unrelated] if unrelated is not None else diff_analysed(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq)
+        divs = [unrelated] if unrelated is not None else diff_analysed(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq,
+                                                                       compare=self.comparing(apath, a, b))
         items = [
             {
                 "layer": d.layer,
@@ -393,7 +429,9 @@ class Runs:
             if layer is None or d.layer == layer
         ]
         shown, nxt = page(items, 0, max(1, min(limit, 200)), byte_budget(max_bytes))
-        return wrap({"divergences": len(items), "same": not divs, "recorded": {"divergences": shown}, "more": nxt is not None})
+        tol = getattr(divs, "tolerated", [])
+        return wrap({"divergences": len(items), "same": not divs, "tolerated": tolerated_count(tol),
+                     "recorded": {"divergences": shown, "tolerated": tolerated_lines(tol)}, "more": nxt is not None})
 
     def tail(self, run: str, after_seq: int = -1, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
         """Round trips recorded after ``after_seq``. A recording in progress is followed as it

@@ -207,9 +207,10 @@ def _report(server: Any, plan: Any, cursor: Any) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
+    from cassettes.matching.rules import RuleError
     from cassettes.reading.branch import relate
     from cassettes.reading.run import open_run
-    from cassettes.replay.rundiff import diff_analysed, divergence_lines, fork_lined_up
+    from cassettes.replay.rundiff import comparing, diff_analysed, diff_rules, divergence_lines, fork_lined_up
     from cassettes.views.progress import reading_line
 
     notes: list[str] = []
@@ -232,27 +233,36 @@ def cmd_diff(args: argparse.Namespace) -> int:
             o = origin_of(branch) if Path(branch).is_file() else None
             if o is not None:
                 notes.append(clean_line(f"{branch} is a branch of {o.get('run')}, not of {other} (not the run it was forked from): compared as two runs, turn by turn"))
+    try:  # refused before either run is read
+        rules = diff_rules(args.a, args)
+    except RuleError as exc:
+        _err(f"error: {exc}")
+        return 2
     with reading_line(Path(args.a).name) as progress:
         run_a = open_run(args.a, progress=progress)  # each read once, as a stream
     with reading_line(Path(args.b).name) as progress:
         run_b = open_run(args.b, progress=progress)
     problems_a, problems_b = run_a.problems, run_b.problems
+    # the requests compared as `looptap replay A` matches them: A's project rules and the flags, each run's detectors
+    compare = comparing(rules, run_a.header, run_b.header, volatile=not args.no_volatile)
     # A branch forked from A is lined up from its cursor; else runs on no common API are one line.
-    forked = fork_lined_up(args.a, args.b, run_a, run_b, notes)
+    forked = fork_lined_up(args.a, args.b, run_a, run_b, notes, compare=compare)
     unrelated = None if forked is not None else different_apis(run_a, run_b)
     if forked is not None:
         divs = forked
     elif unrelated is not None:  # nothing to pair turn by turn: one line says so
         divs = [unrelated]
     else:
-        divs = diff_analysed(run_a.analysis, run_b.analysis, run_a.exchange_by_seq, run_b.exchange_by_seq)
+        divs = diff_analysed(run_a.analysis, run_b.analysis, run_a.exchange_by_seq, run_b.exchange_by_seq, compare=compare)
     for path, problems in ((args.a, problems_a), (args.b, problems_b)):
         for p in problem_lines(problems):
             _err(f"warning: {path}: {p}")
     if args.json:
         doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "notes": notes, "divergences": [d.as_json() for d in divs]}
-        if getattr(divs, "tolerated", None):  # a branch beside its origin: what its prefix mode tolerated
+        if getattr(divs, "tolerated", None):  # what the matching tolerated (a branch: its prefix's first)
             doc["tolerated"] = divs.tolerated  # type: ignore[attr-defined]
+        if getattr(divs, "tolerated_left_out", 0):  # past tolerated.MAX_TURNS turns: counted, not kept
+            doc["tolerated_left_out"] = divs.tolerated_left_out  # type: ignore[attr-defined]
         if getattr(divs, "left_out", 0):  # past MAX_DIVERGENCES: counted, not kept
             doc["left_out"] = divs.left_out  # type: ignore[attr-defined]
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
@@ -387,6 +397,13 @@ def register_diff(sub: Any) -> None:
     p.add_argument("a", help="the first run (a looptap cassette, a vcrpy cassette or a mitmproxy flow file)")
     p.add_argument("b", help="the second run (the same formats)")
     p.add_argument("--json", action="store_true", help="the divergences as JSON")
+    p.add_argument(
+        "--no-volatile", action="store_true",
+        help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or loopback port tolerated (docs/testing.md)",
+    )
+    from cassettes.replay.userrules import add_rule_flags
+
+    add_rule_flags(p, what="the requests")
     p.set_defaults(func=cmd_diff)
 
 

@@ -90,7 +90,7 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
     from cassettes.reading.run import open_run
     from cassettes.replay.edits import edit_notes
     from cassettes.replay.fork import origin_of
-    from cassettes.replay.rundiff import diff_fork, fork_pairs
+    from cassettes.replay.rundiff import comparing_files, diff_fork, fork_pairs
 
     path = Path(branch)
     origin = origin_of(path)
@@ -108,11 +108,12 @@ def fork_view(branch: str | Path) -> ForkComparison | None:
         _branch_only(view, rb, located.changed)
         return view
     ra = open_run(found, whole=True)
-    divs, said = diff_fork(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin)
+    compare = comparing_files(found, ra.header, rb.header)  # as `looptap diff` compares them
+    divs, said = diff_fork(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin, compare=compare)
     view.notes += said
     by_turn = _divergences_by_turn(divs)
     tolerated = _tolerated_by_turn(getattr(divs, "tolerated", []))
-    pairs = fork_pairs(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin)
+    pairs = fork_pairs(ra.analysis, rb.analysis, ra.exchange_by_seq, rb.exchange_by_seq, origin, compare=compare)
     convs = {str(c.id): c for c in ra.analysis.conversations}
     done: set[str] = set()
     for cid, k, sa, sb in pairs:

@@ -49,7 +49,7 @@ def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement
     """Per (origin conversation, turn) past the cursor: the K branches' answers and the recording's."""
     from cassettes.reading.run import open_run
     from cassettes.replay.fork import origin_of
-    from cassettes.replay.rundiff import fork_pairs
+    from cassettes.replay.rundiff import comparing_files, fork_pairs
 
     a = open_run(run, whole=True)
     by_a = {ex.seq: ex for ex in a.exchanges}
@@ -60,7 +60,8 @@ def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement
             continue
         b = open_run(path, whole=True)
         by_b = {ex.seq: ex for ex in b.exchanges}
-        for conv_a, turn, seq_a, seq_b in fork_pairs(a.analysis, b.analysis, by_a.__getitem__, by_b.__getitem__, origin):
+        compare = comparing_files(run, a.header, b.header)  # conversations paired as `looptap diff` pairs them
+        for conv_a, turn, seq_a, seq_b in fork_pairs(a.analysis, b.analysis, by_a.__getitem__, by_b.__getitem__, origin, compare=compare):
             rec = a.analysis.turns.get(seq_a) if seq_a is not None else None
             ta = out.setdefault((conv_a, turn), TurnAgreement(conv_a, turn, _answer(rec) if rec is not None else None))
             tb = b.analysis.turns.get(seq_b) if seq_b is not None else None

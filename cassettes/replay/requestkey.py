@@ -25,7 +25,7 @@ from cassettes.matching.rules import Rules, Substitution, substitute
 from cassettes.matching.volatile import IGNORED, Numbering, Span, VolatileSpans
 from cassettes.wire.exchange import Headers, header
 
-__all__ = ["RequestKey", "request_key"]
+__all__ = ["RequestKey", "bare_text", "request_key"]
 
 #: Query parameters that carry credentials, never compared.
 _SECRET_QUERY = frozenset({"key", "api-key", "api_key", "token", "access_token", "x-goog-api-key"})
@@ -103,7 +103,7 @@ def _normalise(
             inner = None if free is None or k in free else free
             nv = _normalise(v, ids, placeholders, drop, inner, found, (*path, k) if found is not None else path)
             if inner is not None and k in _CONTENT_FIELDS:
-                nv = _bare_text(nv)
+                nv = bare_text(nv)
             out[k] = nv
         return out
     if isinstance(value, list):
@@ -149,7 +149,7 @@ class _Found:
         return out
 
 
-def _bare_text(content: Any) -> Any:
+def bare_text(content: Any) -> Any:
     """``[{"type": "text", "text": "x"}]`` (nothing else in the part) → ``"x"``."""
     if isinstance(content, list) and len(content) == 1:
         part = content[0]

@@ -1,11 +1,14 @@
 """Where two runs of the same agent diverge, by conversation, turn and layer (``looptap diff``).
 
 Conversations are paired in the order they started, turns by their index in the conversation.
-For each pair of turns: the requests are compared the way replay matches them (volatile ids and
-timestamps normalised; the differences attributed to the client's dispatch, layer C), then what
-the model emitted (text, tool calls, refusal: layer E) and what the API reported (status, finish
-reason, error, completeness: layer A). Token counts and latencies differ on every real run and
-are not divergences.
+For each pair of turns: the requests are compared the way replay matches them (:class:`Comparing`:
+ids and timestamps normalised, and, as ``looptap replay`` has them, the built-in volatile detectors
+— each run's with its own working directory and home — and the project's rules; the differences
+attributed to the client's dispatch, layer C; a difference only in what the matching tolerates is
+listed as tolerated, :mod:`cassettes.replay.tolerated`, not as a divergence), then what the model
+emitted (text, tool calls, refusal: layer E, compared as emitted: a date the model wrote otherwise
+is something it said otherwise) and what the API reported (status, finish reason, error,
+completeness: layer A). Token counts and latencies differ on every real run and are not divergences.
 """
 
 from __future__ import annotations
@@ -18,12 +21,82 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cassettes.analysis import RunAnalysis, Turn, analyse
+from cassettes.matching.rules import Rules
+from cassettes.matching.volatile import IGNORED, Tolerated, VolatileSpans, tolerated
 from cassettes.replay.jsondiff import Change, json_diff, short, window
-from cassettes.replay.requestkey import request_key
+from cassettes.replay.requestkey import RequestKey, request_key
 from cassettes.replay.verdicts import attribute
 from cassettes.wire.exchange import Exchange
 
-__all__ = ["MAX_DIVERGENCES", "Divergence", "Divergences", "diff_runs", "divergence_lines"]
+__all__ = ["AS_SENT", "MAX_DIVERGENCES", "Comparing", "Divergence", "Divergences", "comparing", "comparing_files", "diff_rules", "diff_runs", "divergence_lines"]
+
+
+@dataclass(frozen=True)
+class Comparing:
+    """How the requests of run A and run B are compared: the detectors each side's text goes
+    through (``None``: compared as sent) and the user's rules both go through (``None``: none) —
+    what a replay or a fork's prefix matches by (:mod:`cassettes.matching`), so that a difference
+    the replay would tolerate is listed as tolerated, and anything else is a divergence.
+    :func:`comparing` makes it for two cassettes; :data:`AS_SENT` compares the text as sent."""
+
+    volatile_a: VolatileSpans | None = None
+    volatile_b: VolatileSpans | None = None
+    rules: Rules | None = None
+
+    def key_a(self, ex: Exchange) -> RequestKey:
+        return request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile=self.volatile_a, rules=self.rules)
+
+    def key_b(self, ex: Exchange) -> RequestKey:
+        return request_key(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_json(), volatile=self.volatile_b, rules=self.rules)
+
+
+#: The requests' text compared as sent: no detector, no rule (ids and timestamps still normalised).
+AS_SENT = Comparing()
+
+
+def _detectors(header_a: Any, header_b: Any) -> VolatileSpans:
+    """The built-in detectors for two runs' requests: for the working directories and homes both
+    headers name (``meta.cwd``, ``meta.home``: :mod:`cassettes.matching.places`), on both sides —
+    as a fork's prefix knows the recording's and its own: a branch's requests hold the origin's
+    paths too, in the answers served from it — and where a header does not say, this process's
+    (as a replay reads a recording made before the fields existed)."""
+    from cassettes.matching.places import recorded
+    from cassettes.matching.volatile import this_process
+
+    cwd, home = this_process()
+    (cwd_a, home_a), (cwd_b, home_b) = recorded(header_a), recorded(header_b)
+    here = [cwd] if cwd else []
+    cwds = [*(cwd_a or here), *(cwd_b or here)]
+    homes = [*(home_a or [home]), *(home_b or [home])]
+    return VolatileSpans(cwds[0] if cwds else None, homes[0], cwds[1:], homes[1:])
+
+
+def comparing(rules: Rules | None, header_a: Any, header_b: Any, volatile: bool = True) -> Comparing:
+    """How ``looptap diff A B`` compares requests: as ``looptap replay A`` matches them — the
+    ``rules`` (:func:`diff_rules`: the project's for A's cassette with the command line's), and
+    the built-in detectors unless turned off (``volatile=False``: ``--no-volatile``; or the
+    project's ``volatile = false``), for the working directories and homes the two headers name."""
+    if not volatile or (rules is not None and rules.volatile is False):
+        return Comparing(None, None, rules or None)
+    spans = _detectors(header_a, header_b)  # one for both sides (a text both hold is scanned once)
+    return Comparing(spans, spans, rules or None)
+
+
+def diff_rules(cassette_a: str | Path | None, args: Any = None) -> Rules:
+    """The rules two runs' requests are compared by: the project's, found from A's cassette as
+    the replay finds them (its ``looptap.toml``, else ``pyproject.toml``'s ``[tool.looptap]``:
+    :mod:`cassettes.matching.config`), with a command line's ``--ignore``, ``--substitute`` and
+    ``--volatile-tool`` added (``args``). Raises :class:`~cassettes.matching.rules.RuleError`
+    (one line) for a rule that cannot be used."""
+    from cassettes.replay.userrules import rules_of_args
+
+    return rules_of_args(args, cassette_a)
+
+
+def comparing_files(cassette_a: str | Path, header_a: Any, header_b: Any) -> Comparing:
+    """:func:`comparing` for two cassettes and no command line (MCP, the inspector): the
+    project's rules for A's, the detectors unless the project turns them off."""
+    return comparing(diff_rules(cassette_a), header_a, header_b)
 
 
 @dataclass
@@ -123,17 +196,24 @@ def _by_seq(exchanges: Sequence[Exchange]) -> dict[int, Exchange]:
     return {ex.seq if ex.seq is not None else i: ex for i, ex in enumerate(exchanges)}
 
 
-def diff_runs(a: Sequence[Exchange], b: Sequence[Exchange]) -> list[Divergence]:
-    """Every divergence between run ``a`` and run ``b`` (empty: they did the same)."""
+def diff_runs(a: Sequence[Exchange], b: Sequence[Exchange], compare: Comparing | None = None) -> list[Divergence]:
+    """Every divergence between run ``a`` and run ``b`` (empty: they did the same). ``compare``:
+    how their requests are compared (default: as a replay in this process matches them, the
+    built-in detectors for this process's working directory and home, no rules)."""
     exa, exb = _by_seq(a), _by_seq(b)
-    return diff_analysed(analyse(a), analyse(b), exa.__getitem__, exb.__getitem__)
+    if compare is None:
+        compare = Comparing(VolatileSpans(), VolatileSpans())
+    return diff_analysed(analyse(a), analyse(b), exa.__getitem__, exb.__getitem__, compare=compare)
 
 
-def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None = None) -> tuple[list[Divergence], list[str], list[str]]:
+def diff_files(
+    path_a: str | Path, path_b: str | Path, notes: list[str] | None = None, compare: Comparing | None = None
+) -> tuple[list[Divergence], list[str], list[str]]:
     """:func:`diff_runs` of two recorded files, each read as a stream (one round trip at a time
     besides the analysis); also each file's problems. When B is a branch forked from A (its
     header names A as its origin), the two are lined up from the cursor (:func:`diff_fork`) and
-    ``notes`` gets the lines saying how."""
+    ``notes`` gets the lines saying how. ``compare``: default, :func:`comparing` of the two
+    files (A's project rules, each run's detectors)."""
     from cassettes.reading.branch import relate
     from cassettes.reading.run import open_run
 
@@ -143,14 +223,16 @@ def diff_files(path_a: str | Path, path_b: str | Path, notes: list[str] | None =
             notes.append(f"{path_a} is a branch of {path_b}: compared as diff {path_b} {path_a} (the origin as A)")
         path_a, path_b = path_b, path_a
     a, b = open_run(path_a), open_run(path_b)
+    if compare is None:
+        compare = comparing_files(path_a, a.header, b.header)
 
-    forked = fork_lined_up(path_a, path_b, a, b, notes)
+    forked = fork_lined_up(path_a, path_b, a, b, notes, compare=compare)
     if forked is not None:
         return forked, a.problems, b.problems
-    return diff_analysed(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq), a.problems, b.problems
+    return diff_analysed(a.analysis, b.analysis, a.exchange_by_seq, b.exchange_by_seq, compare=compare), a.problems, b.problems
 
 
-def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes: list[str] | None) -> list[Divergence] | None:
+def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes: list[str] | None, *, compare: Comparing) -> list[Divergence] | None:
     """When B (opened ``b``) is a branch forked from A (its header names A as its origin, checked
     by the digest it keeps: :func:`cassettes.reading.branch.relate`), the divergences lined up
     from the cursor (:func:`diff_fork`), and ``notes`` gets the lines saying how; ``None`` when B
@@ -174,7 +256,7 @@ def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes:
     starts = origin.get("starts")
     # the origin's turns at the cursor as the fork sent them (a chained turn self-contained)
     exa = as_sent_live(a.exchanges, a.exchange_by_seq, [s for s in starts.values() if isinstance(s, int)] if isinstance(starts, dict) else [])
-    divs, said = diff_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin)
+    divs, said = diff_fork(a.analysis, b.analysis, exa, b.exchange_by_seq, origin, compare=compare)
     cursor = origin.get("cursor")
     where = cursor.get("text") if isinstance(cursor, dict) else None
     if notes is not None:
@@ -189,11 +271,14 @@ MAX_DIVERGENCES = 5_000
 
 
 class Divergences(list[Divergence]):
-    """The divergences kept, and how many more there were (:data:`MAX_DIVERGENCES`); for a branch
-    beside its origin, what was tolerated (:mod:`cassettes.replay.tolerated`: per turn, the
-    prefix's as the fork noted it, then the requests that differed only so)."""
+    """The divergences kept, and how many more there were (:data:`MAX_DIVERGENCES`); what was
+    tolerated (:mod:`cassettes.replay.tolerated`: per turn, for a branch beside its origin the
+    prefix's as the fork noted it, then the requests that differed only in what the matching
+    tolerates; the first :data:`~cassettes.replay.tolerated.MAX_TURNS` turns, the others counted
+    in ``tolerated_left_out``)."""
 
     left_out: int = 0
+    tolerated_left_out: int = 0
     tolerated: list[dict[str, Any]]
 
     def __init__(self, *args: Any) -> None:
@@ -209,10 +294,11 @@ class Divergences(list[Divergence]):
 
 
 def diff_analysed(
-    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], limit: int | None = None
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], limit: int | None = None, *, compare: Comparing
 ) -> Divergences:
-    """The divergences of two analysed runs; ``exa``/``exb`` give a round trip's exchange by seq.
-    At most ``limit`` (:data:`MAX_DIVERGENCES`) are kept; ``left_out`` counts the others."""
+    """The divergences of two analysed runs; ``exa``/``exb`` give a round trip's exchange by seq;
+    ``compare``: how their requests are compared (:func:`comparing`; what it tolerates goes to
+    ``tolerated``). At most ``limit`` (:data:`MAX_DIVERGENCES`) are kept; ``left_out`` counts the others."""
     keep = MAX_DIVERGENCES if limit is None else limit
     out = Divergences()
     for i in range(max(len(ra.conversations), len(rb.conversations))):
@@ -225,7 +311,7 @@ def diff_analysed(
             other = "B" if who == "A" else "A"
             out.add([Divergence("C", f"run {who} has a conversation run {other} never started ({len(present.turns)} turns)", ca.id if ca else None, cb.id if cb else None)], keep)
             continue
-        out.add(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id, offset=_first_index(ra, ca.turns)), keep)
+        out.add(_diff_conversation(ra, rb, exa, exb, ca.turns, cb.turns, ca.id, cb.id, offset=_first_index(ra, ca.turns), compare=compare, sink=out), keep)
     return out
 
 
@@ -239,19 +325,20 @@ def _first_index(ra: RunAnalysis, seqs: list[int]) -> int:
 
 def _diff_conversation(
     ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], ta: list[int], tb: list[int], ida: str, idb: str,
-    offset: int = 0, fork: dict[str, Any] | None = None, tolerated: list[dict[str, Any]] | None = None,
+    offset: int = 0, fork: dict[str, Any] | None = None, *, compare: Comparing, sink: Divergences, results: bool = False,
 ) -> Iterator[Divergence]:
     """The divergences of two conversations turn by turn (``ta``/``tb``: their seqs; ``offset``:
-    the turn index of their first, when lined up from a fork's cursor), as they are found. With
+    the turn index of their first, when lined up from a fork's cursor), as they are found; the
+    requests compared as ``compare`` says, what it tolerates added to ``sink.tolerated``. With
     ``fork`` (B is a branch of A: its ``meta.origin``), what the fork itself changed is labelled
     as the fork's (:func:`_fork_changes`) and the differences that follow fold under the change
-    they follow from (:class:`_Folding`). With ``tolerated`` (a branch forked with ``--prefix
+    they follow from (:class:`_Folding`). With ``results`` (a branch forked with ``--prefix
     tolerant``), a request that differs only in tool results is no divergence: the difference is
-    added there, as the fork's prefix tolerated it (:mod:`cassettes.replay.tolerance`)."""
+    tolerated, as the fork's prefix tolerated it (:mod:`cassettes.replay.tolerance`)."""
     folding = _Folding() if fork is not None else None
     for k in range(min(len(ta), len(tb))):
         xa, xb = exa(ta[k]), exb(tb[k])
-        found = _diff_turn(ra, rb, xa, xb, ta[k], tb[k], k + offset, ida, idb, tolerated)
+        found = _diff_turn(ra, rb, xa, xb, ta[k], tb[k], k + offset, ida, idb, compare, sink, results)
         if fork is not None and folding is not None:
             found = folding.fold(_fork_changes(found, xa, xb, fork), k + offset)
         del xa, xb  # not held while the caller takes this turn's divergences: a turn's bodies can be huge
@@ -268,13 +355,14 @@ def _diff_conversation(
 
 
 def _diff_turn(
-    ra: RunAnalysis, rb: RunAnalysis, xa: Exchange, xb: Exchange, sa: int, sb: int, k: int, ida: str, idb: str, tolerated: list[dict[str, Any]] | None = None
+    ra: RunAnalysis, rb: RunAnalysis, xa: Exchange, xb: Exchange, sa: int, sb: int, k: int, ida: str, idb: str, compare: Comparing, sink: Divergences,
+    results: bool = False,
 ) -> list[Divergence]:
-    """One pair of turns: the request (layer C, as replay matches; with ``tolerated``, a request
-    that differs only in tool results is put there instead), what the model emitted (E) and what
-    the API reported (A)."""
+    """One pair of turns: the request (layer C, as replay matches; what the matching tolerates
+    goes to ``sink``, and with ``results`` a request that differs only in tool results too), what
+    the model emitted (E) and what the API reported (A)."""
     turn_a, turn_b = ra.turns[sa], rb.turns[sb]
-    out = _request_divergences(xa, xb, _new_client_findings(turn_a, turn_b), sa, sb, k, ida, idb, tolerated)
+    out = _request_divergences(xa, xb, _new_client_findings(turn_a, turn_b), sa, sb, k, ida, idb, compare, sink, results)
     for layer, view, what in (("E", _emission, "the model emitted something else"), ("A", _api, "the API reported something else")):
         ch = json_diff(view(turn_a), view(turn_b), ("response",))
         if ch:
@@ -295,23 +383,30 @@ def _new_client_findings(turn_a: Turn, turn_b: Turn) -> list[str]:
 
 
 def _request_divergences(
-    xa: Exchange, xb: Exchange, said: list[str], sa: int, sb: int, k: int, ida: str, idb: str, tolerated: list[dict[str, Any]] | None = None
+    xa: Exchange, xb: Exchange, said: list[str], sa: int, sb: int, k: int, ida: str, idb: str, compare: Comparing, sink: Divergences,
+    results: bool = False,
 ) -> list[Divergence]:
-    """How two requests differ as replay matches them (each with its body changes), the first
-    C divergence carrying ``said`` (B's new client findings at this turn). With ``tolerated``,
-    requests that differ only in tool results are no divergence: the changes go there."""
+    """How two requests differ as replay matches them (``compare``: each with its body changes),
+    the first C divergence carrying ``said`` (B's new client findings at this turn). A difference
+    only in what the matching tolerates is no divergence: it is added to ``sink.tolerated``
+    (with ``results``, requests that differ only in tool results too)."""
     out: list[Divergence] = []
-    ka = request_key(xa.method, xa.url, xa.request_headers, xa.request_body, xa.request_json())
-    kb = request_key(xb.method, xb.url, xb.request_headers, xb.request_body, xb.request_json())
+    ka, kb = compare.key_a(xa), compare.key_b(xb)
     changes = json_diff(ka.body, kb.body) if ka.is_json and kb.is_json else []
-    if tolerated is not None and changes:
+    if ka.spans or kb.spans:
+        changes += _marked_apart(ka, kb, changes)
+    spans = _tolerated_spans(ka, kb, changes)
+    if results and changes:
         from cassettes.replay.tolerance import tool_result_changes
-        from cassettes.replay.tolerated import entries_of
 
-        results = tool_result_changes(ka, kb, changes)
-        if results is not None:
-            tolerated.append({"conversation": ida, "turn": k, "seq": sa, "seq_b": sb, "tolerated": entries_of(results)})
+        found = tool_result_changes(ka, kb, changes)
+        if found is not None:  # (the spans elsewhere: as the prefix lists them, Matcher.in_position)
+            items = {t.path[:2] for t in found}
+            _tolerate(sink, ida, k, sa, sb, [t for t in spans if t.path[:2] not in items] + found)
             return out
+    _tolerate(sink, ida, k, sa, sb, spans)
+    if changes and (ka.spans or kb.spans):
+        changes = [_as_sent(c, ka, kb) for c in changes]
     for v in attribute(ka, kb, changes):
         mine = [c for c in changes if c.where.startswith(v.path)] if v.path not in ("(url)", "(body)") else []
         d = Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3], dict(ka.ids), dict(kb.ids))
@@ -319,6 +414,96 @@ def _request_divergences(
             d.findings_b, said = said, []  # once per turn, on its first C divergence
         out.append(d)
     return out
+
+
+def _tolerate(sink: Divergences, ida: str, k: int, sa: int, sb: int, found: list[Tolerated]) -> None:
+    """One turn's tolerated differences added to ``sink`` (the first :data:`MAX_TURNS` turns)."""
+    if not found:
+        return
+    from cassettes.replay.tolerated import MAX_TURNS, entries_of
+
+    if len(sink.tolerated) >= MAX_TURNS:
+        sink.tolerated_left_out += 1
+        return
+    sink.tolerated.append({"conversation": ida, "turn": k, "seq": sa, "seq_b": sb, "tolerated": entries_of(found)})
+
+
+def _under(path: tuple[Any, ...], changed: list[tuple[Any, ...]]) -> bool:
+    return any(path[: len(p)] == p for p in changed)
+
+
+def _tolerated_spans(ka: RequestKey, kb: RequestKey, changes: list[Change]) -> list[Tolerated]:
+    """Where two requests differ only in a tolerated span (:func:`cassettes.matching.volatile.tolerated`),
+    outside the values that differ anyway (``changes``: there the spans need not pair up); none
+    when the body diff was cut short (what lies past it is not known to be equal)."""
+    if (not ka.spans and not kb.spans) or len(changes) >= _DIFF_LIMIT:
+        return []
+    found = tolerated(ka.spans, kb.spans)
+    if not changes:
+        return found
+    changed = [c.path for c in changes]
+    return [t for t in found if not _under(t.path, changed)]
+
+
+#: What :func:`~cassettes.replay.jsondiff.json_diff` lists at most.
+_DIFF_LIMIT = 1000
+
+
+def _marks(key: RequestKey) -> dict[tuple[Any, ...], list[str]]:
+    out: dict[tuple[Any, ...], list[str]] = {}
+    for s in key.spans:
+        if s.detector != IGNORED:
+            out.setdefault(s.path, []).append(s.detector)
+    return out
+
+
+def _marked_apart(ka: RequestKey, kb: RequestKey, changes: list[Change]) -> list[Change]:
+    """The values equal as compared whose spans differ — a request that says ``<date>``
+    literally is not the one that had a date there (the replay's digest tells them apart): each a
+    change of the values as sent. Fail closed: what the spans do not pair up is not tolerated."""
+    ma, mb = _marks(ka), _marks(kb)
+    if ma == mb:
+        return []
+    changed = [c.path for c in changes]
+    out = []
+    for path in dict.fromkeys([*ma, *mb]):
+        if ma.get(path) != mb.get(path) and not _under(path, changed):
+            out.append(Change(path, "changed", _at(ka.raw, path), _at(kb.raw, path)))
+    return out
+
+
+_MISSING = object()
+
+
+def _at(raw: Any, path: tuple[Any, ...]) -> Any:
+    """The value at ``path`` in a request body as sent (:data:`_MISSING` where there is none)."""
+    for p in path:
+        if isinstance(raw, dict) and isinstance(p, str) and p in raw:
+            raw = raw[p]
+        elif isinstance(raw, list) and isinstance(p, int) and 0 <= p < len(raw):
+            raw = raw[p]
+        else:
+            return _MISSING
+    return raw
+
+
+def _as_sent(c: Change, ka: RequestKey, kb: RequestKey) -> Change:
+    """``c`` with each value that holds a span (``<date>``, ``<cwd>``, a rule's replacement) shown
+    as the run sent it, where the body as sent has a value of the same kind at that path (a
+    content list compared as its one text part: that text); other values as compared."""
+    from dataclasses import replace
+
+    from cassettes.replay.requestkey import bare_text
+
+    def sent(key: RequestKey, value: Any) -> Any:
+        if not any(s.path[: len(c.path)] == c.path for s in key.spans):
+            return value
+        got = _at(key.raw, c.path)
+        if isinstance(value, str):
+            got = bare_text(got)
+        return got if type(got) is type(value) else value
+
+    return replace(c, expected=sent(ka, c.expected) if c.kind != "added" else None, actual=sent(kb, c.actual) if c.kind != "removed" else None)
 
 
 #: The layer of a difference the fork itself made (``--model``, ``--edit``): not the client's.
@@ -376,7 +561,7 @@ class _Folding:
 
 
 def _pair_fork(
-    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any]
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any], compare: Comparing
 ) -> tuple[list[tuple[str, list[int], int, Any]], list[Any], dict[str, tuple[list[int], int]]]:
     """How a branch lines up with its origin: (origin conversation, its seqs from the cursor, turn
     index there, branch conversation) per pair; the branch conversations no origin conversation
@@ -392,12 +577,10 @@ def _pair_fork(
     lone: list[Any] = []
     free = dict(at)
     for cb in rb.conversations:
-        xb = exb(cb.turns[0])
-        kb = request_key(xb.method, xb.url, xb.request_headers, xb.request_body, xb.request_json())
+        kb = compare.key_b(exb(cb.turns[0]))
         best: tuple[int, str] | None = None
         for cid, (seqs, _) in free.items():
-            xa = exa(seqs[0])
-            ka = request_key(xa.method, xa.url, xa.request_headers, xa.request_body, xa.request_json())
+            ka = compare.key_a(exa(seqs[0]))
             n = len(json_diff(ka.body, kb.body)) if ka.is_json and kb.is_json else (0 if ka.body == kb.body else 1)
             if best is None or n < best[0]:
                 best = (n, cid)
@@ -410,43 +593,44 @@ def _pair_fork(
 
 
 def fork_pairs(
-    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any]
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any], *, compare: Comparing
 ) -> list[tuple[str, int, int | None, int]]:
     """Every turn of a branch lined up with its origin: (origin conversation, turn index, the
     origin's seq of that turn or ``None`` when the origin stopped before it, the branch's seq)."""
     out: list[tuple[str, int, int | None, int]] = []
-    for cid, seqs, turn, cb in _pair_fork(ra, rb, exa, exb, origin)[0]:
+    for cid, seqs, turn, cb in _pair_fork(ra, rb, exa, exb, origin, compare)[0]:
         for k, sb in enumerate(cb.turns):
             out.append((cid, turn + k, seqs[k] if k < len(seqs) else None, sb))
     return out
 
 
 def diff_fork(
-    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any]
+    ra: RunAnalysis, rb: RunAnalysis, exa: Callable[[int], Exchange], exb: Callable[[int], Exchange], origin: dict[str, Any], *, compare: Comparing
 ) -> tuple[list[Divergence], list[str]]:
     """A branch (``rb``, forked from ``ra`` at ``origin``'s cursor) lined up from the cursor: each
     conversation of the branch continues the origin's conversation whose turn at the cursor its
     first request is closest to; the turns before the cursor are the origin's (served from it,
-    equal by construction) and are not compared. Also lines that say how the two were lined up."""
-    pairs, lone, free = _pair_fork(ra, rb, exa, exb, origin)
+    equal by construction) and are not compared; past it the requests are compared as ``compare``
+    says (:func:`comparing`). Also lines that say how the two were lined up."""
+    pairs, lone, free = _pair_fork(ra, rb, exa, exb, origin, compare)
     out = Divergences()
     said: list[str] = []
-    sink: list[dict[str, Any]] | None = [] if origin.get("prefix") == "tolerant" else None
+    from cassettes.replay.tolerated import read_entries
+
+    out.tolerated = read_entries(origin.get("tolerated"))  # the prefix's, as the fork noted it; then past the cursor
     for cb in lone:
         out.append(Divergence("C", f"the branch has a conversation past the cursor that no conversation of the origin continues ({len(cb.turns)} turns)", None, cb.id))
     for cid, seqs, turn, cb in pairs:
         said.append(f"conversation {cid} (A) ↔ {cb.id} (B): lined up from the cursor at turn {turn} (turns 0-{turn - 1} served from A)" if turn else
                     f"conversation {cid} (A) ↔ {cb.id} (B): live from its first turn")
-        out.extend(_diff_conversation(ra, rb, exa, exb, seqs, cb.turns, cid, cb.id, offset=turn, fork=origin, tolerated=sink))
+        out.extend(_diff_conversation(ra, rb, exa, exb, seqs, cb.turns, cid, cb.id, offset=turn, fork=origin, compare=compare, sink=out,
+                                      results=origin.get("prefix") == "tolerant"))
     for cid, (seqs, turn) in free.items():
         out.append(Divergence("C", f"conversation {cid} reached the cursor (turn {turn}) in A but has no turn past it in the branch: the agent stopped before it", cid, None, turn, seqs[0]))
     gone_live = {cid for cid, *_ in pairs} | set(free)
     replayed = [str(c.id) for c in ra.conversations if str(c.id) not in gone_live]
     if replayed:
         said.append(f"replayed in full from A (not past the cursor, equal by construction): {', '.join(replayed[:20])}")
-    from cassettes.replay.tolerated import read_entries
-
-    out.tolerated = read_entries(origin.get("tolerated")) + (sink or [])
     return out, said
 
 
@@ -455,14 +639,18 @@ FOLDED_SHOWN = 10
 
 
 def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 4) -> list[str]:
-    """The text report: what was tolerated (a branch beside its origin), then the divergences
-    grouped by conversation, then turn."""
+    """The text report: what was tolerated (the requests' differences a replay tolerates; for a
+    branch beside its origin, first what its prefix tolerated), then the divergences grouped by
+    conversation, then turn."""
     from cassettes.replay.tolerated import report_lines
 
     tolerated = report_lines(getattr(divs, "tolerated", []), "")
     if tolerated:
-        tolerated.insert(0, "tolerated (not divergences: what the fork's prefix mode tolerates, each with what tolerated it):")
+        tolerated.insert(0, "tolerated (not divergences: what a replay or the fork's prefix tolerates, each with what tolerated it):")
         tolerated = [tolerated[0], *(f"  {line}" for line in tolerated[1:])]
+    more = getattr(divs, "tolerated_left_out", 0)
+    if more:
+        tolerated.append(f"  … and {more:,} more turns with tolerated differences, not listed")
     if not divs:
         return [*tolerated, f"{title}: the runs do not diverge"]
     head = tolerated

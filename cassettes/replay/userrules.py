@@ -2,7 +2,7 @@
 place, checked before anything listens or is sent (:mod:`cassettes.matching.rules`,
 :mod:`cassettes.matching.config`).
 
-``looptap replay`` and ``looptap run --from`` take the same flags (:func:`add_rule_flags`); the fork
+``looptap replay``, ``looptap run --from`` and ``looptap diff`` take the same flags (:func:`add_rule_flags`); the fork
 passes them on to its replay server (:func:`rule_argv`), which reads the project's file itself
 from the same run and working directory, so both read the same rules.
 """
@@ -37,9 +37,10 @@ def project_rules(
     return rules
 
 
-def add_rule_flags(p: Any, fork: bool = False) -> None:
-    """``--ignore``, ``--substitute`` and ``--volatile-tool`` (repeatable) on a command's parser."""
-    what = "the fork's prefix" if fork else "the replay"
+def add_rule_flags(p: Any, fork: bool = False, what: str | None = None) -> None:
+    """``--ignore``, ``--substitute`` and ``--volatile-tool`` (repeatable) on a command's parser
+    (``what``: what they match, in the help; ``looptap diff`` compares the requests so too)."""
+    what = what or ("the fork's prefix" if fork else "the replay")
     p.add_argument(
         "--ignore", action="append", default=[], metavar="PATH",
         help=f"when matching {what}: ignore this JSON path of the request body (wildcards: metadata.*, messages[*].content[*].cache_control; "

@@ -216,6 +216,31 @@ def _check_fork(f: Fork) -> None:
     assert any("(by cwd)" in ln for ln in tolerated), tolerated
     assert any("(by date)" in ln or "(by datetime)" in ln for ln in tolerated), tolerated
     assert SECRET.encode() not in f.run.read_bytes() + f.branch.read_bytes()
+    _check_diff(f)
+
+
+def _check_diff(f: Fork) -> None:
+    """``looptap diff run branch`` compares the live turns with the recording's as the prefix was
+    matched (each run's own cwd and home, the detectors): no C divergence (folded ones included)
+    differs only in the checkout, the home or the date; those are listed as tolerated."""
+    from cassettes.matching.volatile import slug
+
+    diff = progress.run([*RECORDER, "diff", "--json", str(f.run), str(f.branch)], env={**clean_env(), "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
+    assert diff.returncode in (0, 1), diff.stderr[-2000:]
+    doc = json.loads(diff.stdout)
+    places = [(str(f.b), str(f.a)), (str(f.b.parent / "home"), str(f.a.parent / "home")), (slug(str(f.b)), slug(str(f.a)))]
+
+    def here(value: Any) -> str:  # B's value as it reads in checkout A on the recording's day
+        text = json.dumps(value)
+        for b, a in places:
+            text = text.replace(b, a)
+        return re.sub(r"\d{4}-\d{2}-\d{2}", "<date>", text)
+
+    divs = [d for top in doc["divergences"] for d in (top, *top.get("folded", []))]
+    only_places = [d for d in divs if d["layer"] == "C" and d["changes"] and all(here(c["a"]) == here(c["b"]) for c in d["changes"])]
+    assert not only_places, json.dumps(only_places, indent=1)[-4000:]
+    past = [e for t in doc.get("tolerated", []) if "seq_b" in t for e in t["tolerated"]]
+    assert any(e["by"] == "cwd" for e in past), (doc.get("tolerated"), divs)
 
 
 @needs_faketime
