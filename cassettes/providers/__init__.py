@@ -32,23 +32,23 @@ __all__ = [
 ]
 
 
-#: (module, class) of every adapter, in recognition order.
+#: (module or family package, class) of every adapter, in recognition order.
 _ADAPTERS = (
     ("openai_chat", "OpenAIChat"),
     ("openai_responses", "OpenAIResponses"),
     ("openai_realtime", "OpenAIRealtime"),
     ("anthropic", "AnthropicMessages"),
     ("gemini", "Gemini"),
-    ("gemini_live", "GeminiLive"),
-    ("gemini_interactions", "GeminiInteractions"),
+    ("gemini", "GeminiLive"),
+    ("gemini", "GeminiInteractions"),
     ("ollama", "OllamaChat"),
     ("bedrock", "BedrockConverse"),
-    ("bedrock_invoke", "BedrockInvoke"),
-    ("bedrock_agents", "BedrockAgents"),
+    ("bedrock", "BedrockInvoke"),
+    ("bedrock", "BedrockAgents"),
     ("openai_completions", "OpenAICompletions"),
     ("embeddings", "Embeddings"),
     ("cohere", "CohereChat"),
-    ("anthropic_complete", "AnthropicComplete"),
+    ("anthropic", "AnthropicComplete"),
     ("text_generation", "Watsonx"),
     ("text_generation", "TextGenerationInference"),
     ("text_generation", "SageMaker"),

@@ -30,7 +30,7 @@ from cassettes.providers._base import (
     as_int,
     as_str,
 )
-from cassettes.providers.openai_responses_items import (
+from cassettes.providers.openai_responses._items import (
     _CLIENT_CALLS,
     _additional_tools,
     _item_joins,
@@ -42,7 +42,7 @@ from cassettes.providers.openai_responses_items import (
     _tool_choice_mode,
     _tools,
 )
-from cassettes.providers.openai_responses_render import render_responses
+from cassettes.providers.openai_responses._render import render_responses
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIResponses", "render_responses"]
@@ -360,7 +360,7 @@ class OpenAIResponses(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """The SDK's ``ResponseStreamState`` accumulation (WIRE.md §B.4), lenient for other servers."""
-        from cassettes.providers.openai_responses_stream import ResponsesStream
+        from cassettes.providers.openai_responses._stream import ResponsesStream
 
         return ResponsesStream(self._response).read(framed)
 

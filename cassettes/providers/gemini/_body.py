@@ -1,6 +1,6 @@
 """Gemini's request and answer bodies read into the normalised models: routes, parts, messages,
 tools, finish classes and usage; shared by the adapter (:mod:`cassettes.providers.gemini`), its
-stream reader (:mod:`cassettes.providers.gemini_stream`) and Gemini Live."""
+stream reader (:mod:`cassettes.providers.gemini._stream`) and Gemini Live."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers.gemini_body import _g, _message, _parts, _tools, usage_from
+from cassettes.providers.gemini._body import _g, _message, _parts, _tools, usage_from
 from cassettes.wire.framing import Framed
 
 __all__ = ["GeminiLive"]

@@ -55,7 +55,7 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._facets import ReplayShape
 from cassettes.providers._parts import StreamParts
-from cassettes.providers.gemini_body import (
+from cassettes.providers.gemini._body import (
     _METHODS,
     _STRUCTURAL,
     _camel,
@@ -69,16 +69,18 @@ from cassettes.providers.gemini_body import (
     finish_class,
     usage_from,
 )
-from cassettes.providers.gemini_render import render_generate
+from cassettes.providers.gemini._interactions import GeminiInteractions
+from cassettes.providers.gemini._live import GeminiLive
+from cassettes.providers.gemini._render import render_generate
 from cassettes.wire.framing import Framed
 
-__all__ = ["Gemini", "finish_class", "render_generate", "usage_from"]
+__all__ = ["Gemini", "GeminiInteractions", "GeminiLive", "finish_class", "render_generate", "usage_from"]
 
 
 def _reader(in_stream: bool = True) -> StreamParts:
-    """The stream reader (:mod:`cassettes.providers.gemini_stream`, which reads parts with this
+    """The stream reader (:mod:`cassettes.providers.gemini._stream`, which reads parts with this
     module's helpers)."""
-    from cassettes.providers.gemini_stream import GenerateStream
+    from cassettes.providers.gemini._stream import GenerateStream
 
     return GenerateStream(in_stream=in_stream)
 

@@ -2,7 +2,7 @@
 (``messageStart``, ``contentBlockStart/Delta/Stop``, ``messageStop``, ``metadata``) into the
 answer. Complete when ``messageStop`` *and* the trailing ``metadata`` event (the only carrier of
 usage) were both seen. Nova's InvokeModel streams carry the same events
-(:mod:`cassettes.providers.bedrock_invoke`)."""
+(:mod:`cassettes.providers.bedrock._invoke`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.bedrock_body import Block, _block, _obj, converse_finish, usage_from
+from cassettes.providers.bedrock._body import Block, _block, _obj, converse_finish, usage_from
 from cassettes.wire.framing import Framed
 
 __all__ = ["ConverseStream"]

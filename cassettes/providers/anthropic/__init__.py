@@ -47,7 +47,7 @@ from cassettes.providers._base import (
     as_str,
 )
 from cassettes.providers._facets import ReplayShape, _seconds, reset_at
-from cassettes.providers.anthropic_body import (
+from cassettes.providers.anthropic._body import (
     _BEDROCK_PATH,
     _STRUCTURAL,
     _VERTEX_PATH,
@@ -62,10 +62,19 @@ from cassettes.providers.anthropic_body import (
     finish_class,
     usage_from,
 )
-from cassettes.providers.anthropic_render import render_messages
+from cassettes.providers.anthropic._complete import AnthropicComplete, complete_request, complete_response
+from cassettes.providers.anthropic._render import render_messages
 from cassettes.wire.framing import Framed
 
-__all__ = ["AnthropicMessages", "finish_class", "render_messages", "usage_from"]
+__all__ = [
+    "AnthropicComplete",
+    "AnthropicMessages",
+    "complete_request",
+    "complete_response",
+    "finish_class",
+    "render_messages",
+    "usage_from",
+]
 
 
 class AnthropicMessages(Provider):
@@ -214,7 +223,7 @@ class AnthropicMessages(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """``accumulate_event`` of the SDK (WIRE.md §C.4), lenient about order and unknown events."""
-        from cassettes.providers.anthropic_stream import MessagesStream
+        from cassettes.providers.anthropic._stream import MessagesStream
 
         return MessagesStream(bedrock=framed.kind == "aws_eventstream").read(framed)
 

@@ -1,7 +1,7 @@
 """Bedrock Converse bodies read into the normalised models: routes, finish classes, usage, content
 blocks, tools and tool choice; shared by the Converse adapter (:mod:`cassettes.providers.bedrock`),
-the stream reader (:mod:`cassettes.providers.bedrock_stream`) and InvokeModel
-(:mod:`cassettes.providers.bedrock_invoke`)."""
+the stream reader (:mod:`cassettes.providers.bedrock._stream`) and InvokeModel
+(:mod:`cassettes.providers.bedrock._invoke`)."""
 
 from __future__ import annotations
 

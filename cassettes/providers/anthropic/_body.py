@@ -1,7 +1,7 @@
 """Anthropic Messages bodies read into the normalised models: finish classes, usage, parts, messages,
 tools, the answer, API errors and Bedrock payloads; shared by the adapter
 (:mod:`cassettes.providers.anthropic`) and its stream reader
-(:mod:`cassettes.providers.anthropic_stream`)."""
+(:mod:`cassettes.providers.anthropic._stream`)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 Not in WIRE.md; the shapes follow the recordings in the corpus (pydantic-ai ``test_bedrock``) and
 the Bedrock Runtime API reference. ``/model/{id}/invoke*`` with Anthropic's Messages body belongs
 to the Anthropic adapter; every other InvokeModel body is :class:`BedrockInvoke`'s
-(:mod:`cassettes.providers.bedrock_invoke`); the stream reader is in
-:mod:`cassettes.providers.bedrock_stream`.
+(:mod:`cassettes.providers.bedrock._invoke`); the stream reader is in
+:mod:`cassettes.providers.bedrock._stream`.
 
 Usage: Bedrock's ``inputTokens`` *excludes* cache reads and writes. Every cached recording in the
 corpus has ``totalTokens == inputTokens + outputTokens + cacheReadInputTokens +
@@ -39,7 +39,7 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._facets import ReplayShape
 from cassettes.providers._parts import has_calls
-from cassettes.providers.bedrock_body import (
+from cassettes.providers.bedrock._body import (
     _ACTIONS,
     _STRUCTURAL,
     _block,
@@ -53,7 +53,7 @@ from cassettes.providers.bedrock_body import (
 )
 from cassettes.wire.framing import Framed
 
-__all__ = ["BedrockConverse"]
+__all__ = ["BedrockAgents", "BedrockConverse", "BedrockInvoke"]
 
 
 class BedrockConverse(Provider):
@@ -152,7 +152,12 @@ class BedrockConverse(Provider):
         return error_from_body(body, status)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        from cassettes.providers.bedrock_stream import ConverseStream
+        from cassettes.providers.bedrock._stream import ConverseStream
 
         return ConverseStream().read(framed)
 
+
+# InvokeModel and the agent runtime read Converse's shapes (BedrockConverse above), so they are
+# imported once it is defined.
+from cassettes.providers.bedrock._agents import BedrockAgents  # noqa: E402
+from cassettes.providers.bedrock._invoke import BedrockInvoke  # noqa: E402

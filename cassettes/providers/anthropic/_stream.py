@@ -19,7 +19,7 @@ from cassettes.providers._base import (
     as_str,
 )
 from cassettes.providers._parts import Slot, StreamParts
-from cassettes.providers.anthropic_body import JSONObject, _anthropic_error, _bedrock_payload, _response
+from cassettes.providers.anthropic._body import JSONObject, _anthropic_error, _bedrock_payload, _response
 from cassettes.wire.framing import Framed
 
 __all__ = ["MessagesStream"]

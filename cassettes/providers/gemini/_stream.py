@@ -25,7 +25,7 @@ from cassettes.providers._base import (
     error_from_body,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.gemini_body import (
+from cassettes.providers.gemini._body import (
     JSON,
     _camel,
     _g,

@@ -29,8 +29,8 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.bedrock import BedrockConverse
-from cassettes.providers.bedrock_body import _obj, _split, guardrail_only_masked
-from cassettes.providers.bedrock_stream import _CONVERSE_EVENTS
+from cassettes.providers.bedrock._body import _obj, _split, guardrail_only_masked
+from cassettes.providers.bedrock._stream import _CONVERSE_EVENTS
 from cassettes.wire.framing import Framed
 
 __all__ = ["BedrockInvoke"]
@@ -271,7 +271,7 @@ class BedrockInvoke(Provider):
         return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        from cassettes.providers.anthropic_complete import complete_request
+        from cassettes.providers.anthropic import complete_request
         from cassettes.providers.cohere import v1_request
         from cassettes.providers.openai_chat import OpenAIChat
         from cassettes.providers.openai_completions import prompt_messages
@@ -343,7 +343,7 @@ def _embedding_body(b: dict[str, Any]) -> NormalisedResponse:
 
 
 def _complete_body(b: dict[str, Any]) -> NormalisedResponse:
-    from cassettes.providers.anthropic_complete import complete_response
+    from cassettes.providers.anthropic import complete_response
 
     return complete_response(b)
 
@@ -459,7 +459,7 @@ _NOVA_EVENTS = frozenset({*_CONVERSE_EVENTS, "contentBlockStop"})
 
 
 def _read_chunks(chunks: list[dict[str, Any]]) -> NormalisedResponse:
-    from cassettes.providers.anthropic_complete import AnthropicComplete
+    from cassettes.providers.anthropic import AnthropicComplete
     from cassettes.providers.cohere import reassemble_v1
     from cassettes.providers.openai_chat import OpenAIChat
 
