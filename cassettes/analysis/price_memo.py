@@ -77,11 +77,11 @@ def _identity() -> list[Any] | None:
 def _path_and_key() -> tuple[Path, bytes] | None:
     from cassettes.parsing import sealed
 
-    key = sealed._key(create=True)
+    key = sealed.machine_key(create=True)
     if key is None:
         return None
     try:
-        return sealed._state_dir() / _FILE, key
+        return sealed.state_dir() / _FILE, key
     except RuntimeError:  # no home directory
         return None
 

@@ -84,18 +84,35 @@ def __getattr__(name: str) -> Any:  # PEP 562: the names that need the adapters 
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def detect(method: str, url: SplitResult, body: Any) -> Provider | None:
-    """The adapter with the highest positive recognition score, or ``None``."""
+def detect(method: str, url: SplitResult, body: Any, errors: list[str] | None = None) -> Provider | None:
+    """The adapter with the highest positive recognition score, or ``None``.
+
+    A recogniser that raises is a bug in its adapter, not a verdict: that adapter is left out
+    and the failure is named, appended to ``errors`` when the caller keeps them (the parser's
+    round trip shows them as analysis errors) and otherwise logged on ``looptap.providers``.
+    It is never raised: detecting runs in the recorder, which must never break the agent's traffic.
+    """
     best: Provider | None = None
     best_score = 0
     for p in _PROVIDERS or _providers():
         try:
             score = p.recognise(method, url, body)
-        except Exception:
-            score = 0
+        except Exception as exc:
+            _recogniser_failed(p, exc, errors)
+            continue
         if score > best_score:
             best, best_score = p, score
     return best
+
+
+def _recogniser_failed(p: Provider, exc: Exception, errors: list[str] | None) -> None:
+    label = f"the {p.family} adapter's recogniser raised {type(exc).__name__}: {exc}; left out of detection"
+    if errors is not None:
+        errors.append(label)
+    else:
+        import logging
+
+        logging.getLogger("looptap.providers").warning("%s", label)
 
 
 def by_family(family: str) -> Provider | None:

@@ -100,7 +100,7 @@ def analyser_digest() -> bytes | None:
 
 
 def _key() -> bytes | None:
-    from cassettes.parsing.sealed import _key as machine_key
+    from cassettes.parsing.sealed import machine_key
 
     return machine_key(create=True)
 
