@@ -1,4 +1,4 @@
-"""Provider adapters, one module per API family, and the registry that picks one.
+"""Provider adapters, a module or a package per API family, and the registry that picks one.
 
 Shared code never names a provider: it asks :func:`detect` for the adapter that recognises a
 request and talks to it through :class:`~cassettes.providers._base.Provider`.
@@ -106,7 +106,11 @@ def detect(method: str, url: SplitResult, body: Any, errors: list[str] | None = 
 
 
 def _recogniser_failed(p: Provider, exc: Exception, errors: list[str] | None) -> None:
-    label = f"the {p.family} adapter's recogniser raised {type(exc).__name__}: {exc}; left out of detection"
+    try:
+        why = f"{type(exc).__name__}: {exc}"
+    except Exception:  # an exception whose text cannot be made still gets its name reported
+        why = type(exc).__name__
+    label = f"the {p.family} adapter's recogniser raised {why}; left out of detection"
     if errors is not None:
         errors.append(label)
     else:

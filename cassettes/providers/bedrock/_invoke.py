@@ -1,6 +1,7 @@
 """Amazon Bedrock InvokeModel with the model's own body: ``/model/{modelId}/invoke`` and
 ``/invoke-with-response-stream`` for every body but Anthropic Messages (the Anthropic adapter's).
-The Converse API and the helpers both share are in :mod:`cassettes.providers.bedrock`.
+The Converse API is :mod:`cassettes.providers.bedrock`; the helpers both share are in its
+:mod:`~cassettes.providers.bedrock._body`.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 
-__all__: list[str] = []  # read by the adapter (openai_responses.py) only
+__all__: list[str] = []  # read by the adapter (the package's __init__) only
 
 Item = dict[str, Any]
 

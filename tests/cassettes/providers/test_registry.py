@@ -56,3 +56,18 @@ def test_the_round_trip_carries_it(broken_ollama: providers.Provider) -> None:
     rt = parse_exchange(ex)
     assert rt.family != "ollama"
     assert "the ollama adapter's recogniser raised KeyError: 'done_reason'; left out of detection" in rt.analysis_errors
+
+
+def test_an_exception_without_text_is_still_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    def recognise(method: str, url: SplitResult, body: Any) -> int:
+        raise Unprintable
+
+    adapter = providers.by_family("ollama")
+    monkeypatch.setattr(adapter, "recognise", recognise)
+    errors: list[str] = []
+    providers.detect("POST", urlsplit(CHAT), BODY, errors)
+    assert errors == ["the ollama adapter's recogniser raised Unprintable; left out of detection"]
