@@ -1,6 +1,6 @@
 """``show --json``, ``show`` and ``textconv`` of real inputs, this tree against another commit, byte for byte.
 
-    python bench/same_output.py [--against REF] [--corpus DIR] [FILE.jsonl ...]
+    python bench/same_output.py [--against REF] [--corpus DIR] [--exports] [FILE.jsonl ...]
 
 Every vcrpy cassette under ``--corpus`` (default ``tests/corpus``) is imported once, by REF's
 looptap, into a temporary directory; the FILEs given (e.g. bench/inspector.py's synthetic run,
@@ -13,6 +13,11 @@ own, empty at the start: on a tree that keeps a run's analysis (docs/kept-analys
 --json`` of an input of 1 MiB or more analyses it and keeps the analysis, and ``show`` and
 ``textconv`` take it, so what is compared is the kept analysis' output against REF's. Prints the number of inputs compared and
 each one that differs; exits 1 on any difference. A speed change must leave this at 0.
+
+``--exports`` adds, per input, ``export --otel -``, ``export --har`` and ``export --html`` (the
+file each writes is part of its output) and ``diff`` and ``diff --json`` of the input with the
+next one in the list: a restructuring that must change no output compares these too (about
+twice as long).
 """
 
 from __future__ import annotations
@@ -28,14 +33,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "LOOPTAP", "PYTHONPATH"))}
 
-#: The per-tree child: ``show --json``, ``show`` and ``textconv`` of each input, one block per command.
+#: The per-tree child: ``show --json``, ``show`` and ``textconv`` of each input, one block per command;
+#: with ``--exports``, also ``export --otel``, ``--har`` and ``--html`` (the file written is the
+#: output) and ``diff`` / ``diff --json`` of each input with the next.
 _CHILD = """
-import contextlib, io, sys
+import contextlib, io, os, sys, tempfile
 from cassettes.cli import main
 out_path, files = sys.argv[1], [l for l in open(sys.argv[2]).read().splitlines() if l]
+exports = sys.argv[3:] == ["exports"]
+scratch = tempfile.mkdtemp()
+har, html = os.path.join(scratch, "run.har"), os.path.join(scratch, "run.html")
 with open(out_path, "wb") as out:
-    for f in files:
-        for argv in (["show", "--json", f], ["show", f], ["textconv", f]):
+    for i, f in enumerate(files):
+        commands = [["show", "--json", f], ["show", f], ["textconv", f]]
+        if exports:
+            commands += [["export", "--otel", "-", f], ["export", "--har", har, "-q", f], ["export", "--html", f, "-o", html, "-q"]]
+            if i + 1 < len(files):
+                commands += [["diff", f, files[i + 1]], ["diff", "--json", f, files[i + 1]]]
+        for argv in commands:
             buf = io.BytesIO()
             text = io.TextIOWrapper(buf, encoding="utf-8", write_through=True)
             err = io.StringIO()
@@ -49,8 +64,13 @@ with open(out_path, "wb") as out:
             finally:
                 text.flush()
                 sys.stdout = old
-            head = f"=== {' '.join(argv)} rc={rc}\\n".encode()
-            body = buf.getvalue() + b"\\n--- stderr\\n" + err.getvalue().encode("utf-8", "replace")
+            head = f"=== {' '.join(argv).replace(scratch, 'OUT')} rc={rc}\\n".encode()
+            body = buf.getvalue() + b"\\n--- stderr\\n" + err.getvalue().replace(scratch, "OUT").encode("utf-8", "replace")
+            for written in (har, html):
+                if written in argv and os.path.exists(written):
+                    with open(written, "rb") as fh:
+                        body += b"\\n--- " + os.path.basename(written).encode() + b"\\n" + fh.read()
+                    os.unlink(written)
             out.write(head + str(len(body)).encode() + b"\\n" + body + b"\\n")
 """
 
@@ -67,9 +87,10 @@ def _blocks(path: Path) -> dict[str, bytes]:
     return out
 
 
-def _run(tree: Path, files: Path, out: Path) -> dict[str, bytes]:
+def _run(tree: Path, files: Path, out: Path, exports: bool) -> dict[str, bytes]:
     cache = out.with_suffix(".cache")  # kept analyses (docs/kept-analysis.md), each tree its own, empty at first
-    subprocess.run([sys.executable, "-c", _CHILD, str(out), str(files)], check=True, cwd=tree,
+    extra = ["exports"] if exports else []
+    subprocess.run([sys.executable, "-c", _CHILD, str(out), str(files), *extra], check=True, cwd=tree,
                    env={**ENV, "PYTHONPATH": str(tree), "LOOPTAP_CACHE_DIR": str(cache)})  # fmt: skip
     return _blocks(out)
 
@@ -78,6 +99,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--against", default="63aa822", metavar="REF")
     ap.add_argument("--corpus", type=Path, default=ROOT / "tests" / "corpus")
+    ap.add_argument("--exports", action="store_true", help="also export --otel/--har/--html and diff (each input with the next)")
     ap.add_argument("files", nargs="*", type=Path)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="looptap-same-") as tmp:
@@ -91,7 +113,7 @@ def main() -> int:
             inputs = sorted(str(p) for p in imported.rglob("*.jsonl")) + [str(f.resolve()) for f in args.files]
             listing = work / "files.txt"
             listing.write_text("\n".join(inputs) + "\n")
-            new_out, old_out = _run(ROOT, listing, work / "new.txt"), _run(old, listing, work / "old.txt")
+            new_out, old_out = _run(ROOT, listing, work / "new.txt", args.exports), _run(old, listing, work / "old.txt", args.exports)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)], check=False)
     differ = sorted(k for k in new_out.keys() | old_out.keys() if new_out.get(k) != old_out.get(k))

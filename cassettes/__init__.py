@@ -40,6 +40,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from cassettes._version import __version__
     from cassettes.errors import (
         CassetteError,
         CassetteFormatError,

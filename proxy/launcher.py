@@ -26,8 +26,7 @@ from mitmproxy import exceptions, master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 from mitmproxy.proxy.mode_specs import ProxyMode
 
-from cassettes import interrupts
-from cassettes._version import __version__
+from cassettes import __version__, interrupts
 from cassettes.providers import REVERSE_UPSTREAMS
 from cassettes.replay.background import free_port
 from cassettes.replay.ready import SCHEMA as READY_SCHEMA

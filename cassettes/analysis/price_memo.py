@@ -53,7 +53,7 @@ from cassettes.analysis.price_memo_shape import MAX as _MAX
 from cassettes.analysis.price_memo_shape import empty as _empty
 from cassettes.analysis.price_memo_shape import sound as _sound
 
-__all__ = ["PRICES_VERSION", "calc_price", "known_model", "provider_for_url"]
+__all__ = ["PRICES_VERSION", "calc_price", "known_model", "provider_for_url", "table_identity"]
 
 _FORMAT = 1
 _FILE = "genai-prices-memo.json"
@@ -63,7 +63,10 @@ _memo: dict[str, Any] | None = None
 _MISSING: Any = object()
 
 
-def _identity() -> list[Any] | None:
+def table_identity() -> list[Any] | None:
+    """Which price table is loaded (the library's version; its data file's path, size and time),
+    ``None`` when that file cannot be found: what the memo on disk is signed with, and part of the
+    kept analysis' digest (:mod:`cassettes.reading.kept`)."""
     path = data_file()
     if path is None:
         return None
@@ -77,11 +80,11 @@ def _identity() -> list[Any] | None:
 def _path_and_key() -> tuple[Path, bytes] | None:
     from cassettes.parsing import sealed
 
-    key = sealed._key(create=True)
+    key = sealed.machine_key(create=True)
     if key is None:
         return None
     try:
-        return sealed._state_dir() / _FILE, key
+        return sealed.state_dir() / _FILE, key
     except RuntimeError:  # no home directory
         return None
 
@@ -103,7 +106,7 @@ def _owned(path: Path, fd: int) -> bool:
 
 def _load() -> dict[str, Any]:
     """The memo on disk when it is sound, else an empty one."""
-    identity = _identity()
+    identity = table_identity()
     where = _path_and_key()
     if identity is None or where is None:
         return _empty()
@@ -132,7 +135,7 @@ def _load() -> dict[str, Any]:
 
 
 def _save(doc: dict[str, Any]) -> None:
-    identity = _identity()
+    identity = table_identity()
     where = _path_and_key()
     if identity is None or where is None:
         return

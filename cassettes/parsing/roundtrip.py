@@ -242,7 +242,7 @@ def _request_body(rt: RoundTrip, ex: Exchange) -> tuple[bool, Any]:
 
 def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip | None = None, request: bool = True) -> None:
     too_big_req, body = _request_body(rt, ex)
-    adapter = providers.detect(ex.method, url, body)
+    adapter = providers.detect(ex.method, url, body, rt.analysis_errors)
     if adapter is None:
         if _looks_llm(url, body) or too_big_req:
             rt.family = "unknown"

@@ -35,7 +35,7 @@ from cassettes.models import NormalisedResponse
 from cassettes.storage.codec import read_response
 from cassettes.wire.exchange import Exchange, Headers
 
-__all__ = ["ResponseSide", "restore", "seal"]
+__all__ = ["ResponseSide", "machine_key", "restore", "seal", "state_dir"]
 
 #: A response side whose stored form is larger than this is not sealed (a reader parses the raw):
 #: it would double the record for a response whose parse is a small part of reading it.
@@ -68,7 +68,8 @@ class ResponseSide(NamedTuple):
     response: NormalisedResponse | None
 
 
-def _state_dir() -> Path:
+def state_dir() -> Path:
+    """Where looptap keeps this machine's state (the sealing key; the price memo)."""
     if os.environ.get("LOOPTAP_STATE_DIR"):
         return Path(os.environ["LOOPTAP_STATE_DIR"])
     xdg = os.environ.get("XDG_STATE_HOME")
@@ -78,14 +79,14 @@ def _state_dir() -> Path:
 _cache: dict[str, bytes | None] = {}
 
 
-def _key(create: bool) -> bytes | None:
+def machine_key(create: bool) -> bytes | None:
     """This machine's sealing key (``None`` when there is none and it may not or cannot be made)."""
     where = "key:" + "\0".join(os.environ.get(v, "") for v in ("LOOPTAP_STATE_DIR", "XDG_STATE_HOME", "HOME"))
     cached = _cache.get(where)
     if cached is not None:
         return cached
     try:
-        path = _state_dir() / _KEY_FILE
+        path = state_dir() / _KEY_FILE
     except RuntimeError:  # no home directory
         return None
     key: bytes | None
@@ -190,7 +191,7 @@ def seal(rec: dict[str, Any], side: ResponseSide, family: str, operation: str | 
     record* (a JSON body is re-serialised, offsets are rounded), so the reader's check compares
     like with like. Leaves ``rec`` without the block whenever it cannot be sealed; never raises
     for anything a response holds (the recorder calls it)."""
-    key = _key(create=True)
+    key = machine_key(create=True)
     if key is None:
         return
     try:
@@ -214,7 +215,7 @@ def restore(stored: Any, ex: Exchange, family: str, operation: str | None, strea
     caller parses the raw). Never raises."""
     if not isinstance(stored, dict) or not isinstance(stored.get("mac"), str):
         return None
-    key = _key(create=False)
+    key = machine_key(create=False)
     if key is None:
         return None
     block = {k: v for k, v in stored.items() if k != "mac"}

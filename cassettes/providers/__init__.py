@@ -1,4 +1,4 @@
-"""Provider adapters, one module per API family, and the registry that picks one.
+"""Provider adapters, a module or a package per API family, and the registry that picks one.
 
 Shared code never names a provider: it asks :func:`detect` for the adapter that recognises a
 request and talks to it through :class:`~cassettes.providers._base.Provider`.
@@ -32,23 +32,23 @@ __all__ = [
 ]
 
 
-#: (module, class) of every adapter, in recognition order.
+#: (module or family package, class) of every adapter, in recognition order.
 _ADAPTERS = (
     ("openai_chat", "OpenAIChat"),
     ("openai_responses", "OpenAIResponses"),
     ("openai_realtime", "OpenAIRealtime"),
     ("anthropic", "AnthropicMessages"),
     ("gemini", "Gemini"),
-    ("gemini_live", "GeminiLive"),
-    ("gemini_interactions", "GeminiInteractions"),
+    ("gemini", "GeminiLive"),
+    ("gemini", "GeminiInteractions"),
     ("ollama", "OllamaChat"),
     ("bedrock", "BedrockConverse"),
-    ("bedrock_invoke", "BedrockInvoke"),
-    ("bedrock_agents", "BedrockAgents"),
+    ("bedrock", "BedrockInvoke"),
+    ("bedrock", "BedrockAgents"),
     ("openai_completions", "OpenAICompletions"),
     ("embeddings", "Embeddings"),
     ("cohere", "CohereChat"),
-    ("anthropic_complete", "AnthropicComplete"),
+    ("anthropic", "AnthropicComplete"),
     ("text_generation", "Watsonx"),
     ("text_generation", "TextGenerationInference"),
     ("text_generation", "SageMaker"),
@@ -84,18 +84,39 @@ def __getattr__(name: str) -> Any:  # PEP 562: the names that need the adapters 
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def detect(method: str, url: SplitResult, body: Any) -> Provider | None:
-    """The adapter with the highest positive recognition score, or ``None``."""
+def detect(method: str, url: SplitResult, body: Any, errors: list[str] | None = None) -> Provider | None:
+    """The adapter with the highest positive recognition score, or ``None``.
+
+    A recogniser that raises is a bug in its adapter, not a verdict: that adapter is left out
+    and the failure is named, appended to ``errors`` when the caller keeps them (the parser's
+    round trip shows them as analysis errors) and otherwise logged on ``looptap.providers``.
+    It is never raised: detecting runs in the recorder, which must never break the agent's traffic.
+    """
     best: Provider | None = None
     best_score = 0
     for p in _PROVIDERS or _providers():
         try:
             score = p.recognise(method, url, body)
-        except Exception:
-            score = 0
+        except Exception as exc:
+            _recogniser_failed(p, exc, errors)
+            continue
         if score > best_score:
             best, best_score = p, score
     return best
+
+
+def _recogniser_failed(p: Provider, exc: Exception, errors: list[str] | None) -> None:
+    try:
+        why = f"{type(exc).__name__}: {exc}"
+    except Exception:  # an exception whose text cannot be made still gets its name reported
+        why = type(exc).__name__
+    label = f"the {p.family} adapter's recogniser raised {why}; left out of detection"
+    if errors is not None:
+        errors.append(label)
+    else:
+        import logging
+
+        logging.getLogger("looptap.providers").warning("%s", label)
 
 
 def by_family(family: str) -> Provider | None:

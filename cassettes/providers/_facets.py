@@ -19,10 +19,10 @@ from urllib.parse import SplitResult
 
 from cassettes.models import NormalisedResponse, Usage
 
-__all__ = ["ClientRules", "Pricing", "Rendered", "ReplayShape", "Telemetry"]
+__all__ = ["ClientRules", "Pricing", "Rendered", "ReplayShape", "Telemetry", "reset_at", "retry_after_value"]
 
 
-def _seconds(value: float) -> str:
+def retry_after_value(value: float) -> str:
     """A ``retry-after`` value: whole seconds when whole, else with decimals (the SDKs parse both)."""
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
@@ -193,10 +193,10 @@ class ReplayShape:
         headers on a rate limit."""
         out = [("x-request-id", "req_looptap_fault")]
         if kind == "rate_limit":
-            out += [("retry-after", _seconds(retry_after)), ("x-ratelimit-limit-requests", "500"),
-                    ("x-ratelimit-remaining-requests", "0"), ("x-ratelimit-reset-requests", f"{_seconds(retry_after)}s")]
+            out += [("retry-after", retry_after_value(retry_after)), ("x-ratelimit-limit-requests", "500"),
+                    ("x-ratelimit-remaining-requests", "0"), ("x-ratelimit-reset-requests", f"{retry_after_value(retry_after)}s")]
         elif kind in ("overloaded", "server_error"):
-            out.append(("retry-after", _seconds(retry_after)))
+            out.append(("retry-after", retry_after_value(retry_after)))
         return out
 
     def fault_event(self, kind: str) -> bytes:

@@ -57,7 +57,7 @@ from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.openai_completions import prompt_messages
 from cassettes.wire.framing import Event, Framed, frame
 
-__all__ = ["SageMaker", "TextGenerationInference", "Watsonx", "tgi_response", "tgi_stream"]
+__all__ = ["SageMaker", "TextGenerationInference", "Watsonx", "chat_stream_without_done", "tgi_response", "tgi_stream"]
 
 JSON = dict[str, Any]
 
@@ -109,7 +109,7 @@ def _chat_request(b: JSON, family: str, model: str | None, url: SplitResult) -> 
     return req
 
 
-def _chat_stream(framed: Framed) -> NormalisedResponse:
+def chat_stream_without_done(framed: Framed) -> NormalisedResponse:
     """OpenAI chunks from a server that may not send ``[DONE]``: complete when a finish was seen."""
     resp = _CHAT.reassemble(framed)
     if not resp.complete and resp.finish_reason_raw is not None and resp.error is None:
@@ -342,7 +342,7 @@ class Watsonx(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         if any(isinstance(ev, dict) and "choices" in ev for _, ev in json_events(framed)):
-            return _chat_stream(framed)
+            return chat_stream_without_done(framed)
         return _WatsonxStream(self.parse_error).read(framed)
 
     def api_key_env(self) -> tuple[str, ...]:
@@ -447,7 +447,7 @@ class SageMaker(Provider):
             resp.complete = False
             return resp
         if any(isinstance(ev, dict) and "choices" in ev for _, ev in json_events(inner)):
-            return _chat_stream(inner)
+            return chat_stream_without_done(inner)
         if inner.kind == "json":  # a container that streams one JSON body
             return self.parse_response(inner.value)
         return tgi_stream(inner)

@@ -93,14 +93,14 @@ def analyser_digest() -> bytes | None:
     from cassettes.parsing.sealed import source_digest
 
     root = Path(__file__).resolve().parents[1]  # cassettes/
-    prices = json.dumps(price_memo._identity())
+    prices = json.dumps(price_memo.table_identity())
     digest = source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{prices}\0".encode())
     _cache["analyser"] = digest
     return digest
 
 
 def _key() -> bytes | None:
-    from cassettes.parsing.sealed import _key as machine_key
+    from cassettes.parsing.sealed import machine_key
 
     return machine_key(create=True)
 

@@ -60,6 +60,7 @@ __all__ = [
     "detect",
     "memory_budget",
     "open_run",
+    "rss",
     "sniff",
     "timeline",
 ]
@@ -651,7 +652,7 @@ def memory_budget() -> int | None:
     return budget
 
 
-def _rss() -> int | None:
+def rss() -> int | None:
     """This process's resident memory in bytes (Linux; ``None`` elsewhere)."""
     import os
 
@@ -687,7 +688,7 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
         at_end = run.step(STEP_BYTES).at_end
         if progress is not None:
             progress(reader.index.consumed, reader.index.size(), reader.records)
-        used = _rss() if budget is not None else None
+        used = rss() if budget is not None else None
         if used is not None and budget is not None and used > budget:
             run.close()
             raise RunTooLargeError(

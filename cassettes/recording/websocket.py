@@ -38,7 +38,7 @@ from cassettes.providers import WS_TURN
 from cassettes.wire.exchange import Exchange, Headers
 
 if TYPE_CHECKING:
-    from cassettes.providers._base import WsTurns
+    from cassettes.providers import WsTurns
 
 __all__ = ["MAX_PENDING_BYTES", "WsSession"]
 

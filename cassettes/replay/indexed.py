@@ -57,7 +57,7 @@ class IndexedRecordings:
         if self._scanned:
             raise RuntimeError("the recording was already scanned")
         self._scanned = True
-        from cassettes.reading.run import RunTooLargeError, _rss, memory_budget
+        from cassettes.reading.run import RunTooLargeError, memory_budget, rss
 
         index = self.index
         budget = memory_budget()
@@ -65,7 +65,7 @@ class IndexedRecordings:
             recs = index.poll(BLOCK)
             at_end = index.consumed + index.pending >= index.size()
             yield from self._take(recs, len(index) - len(recs))
-            used = _rss() if budget is not None else None
+            used = rss() if budget is not None else None
             if used is not None and budget is not None and used > budget:
                 raise RunTooLargeError(
                     f"{self.path}: serving this run needs more than the memory budget of {budget // 2**20:,} MB "

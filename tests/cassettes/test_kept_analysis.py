@@ -181,7 +181,7 @@ def test_other_price_data_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
     path = str(_cassette(tmp_path / "run.jsonl", [200, 200, 200]))
     old = _show("show", "--json", path)
     assert old == _show("show", "--json", path)  # (the kept analysis and its views, taken)
-    real, identity = tokens.calc_price, price_memo._identity()
+    real, identity = tokens.calc_price, price_memo.table_identity()
     assert identity is not None and b'"cost"' in old[1]
 
     def doubled(*a: Any, **k: Any) -> Any:  # the new table's prices
@@ -189,7 +189,7 @@ def test_other_price_data_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
         return total * 2, prov, model
 
     monkeypatch.setattr(tokens, "calc_price", doubled)
-    monkeypatch.setattr(price_memo, "_identity", lambda: [*identity[:-1], identity[-1] + 1])  # its data file, rewritten
+    monkeypatch.setattr(price_memo, "table_identity", lambda: [*identity[:-1], identity[-1] + 1])  # its data file, rewritten
     monkeypatch.setattr(price_memo, "_memo", None)
     monkeypatch.delitem(kept._cache, "analyser", raising=False)  # (a new process)
     fresh = _show("show", "--json", "--no-cache", path)

@@ -121,10 +121,10 @@ def _signed(memo: Path, doc: Any) -> None:
     """``doc`` written as the memo, with a valid signature: only the shape checks can refuse it."""
     from cassettes.parsing import sealed
 
-    key = sealed._key(create=True)
-    assert key is not None and price_memo._identity() is not None
+    key = sealed.machine_key(create=True)
+    assert key is not None and price_memo.table_identity() is not None
     body = orjson.dumps(doc)
-    memo.write_bytes(price_memo._mac(key, price_memo._identity() or [], body).encode() + b"\n" + body)
+    memo.write_bytes(price_memo._mac(key, price_memo.table_identity() or [], body).encode() + b"\n" + body)
 
 
 def _tamper_price(memo: Path) -> None:

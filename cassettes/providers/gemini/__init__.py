@@ -1,8 +1,8 @@
 """Gemini ``generateContent`` / ``streamGenerateContent``, AI Studio and Vertex (WIRE.md §D).
 
 The REST API is protobuf-JSON: it answers in lowerCamelCase but accepts snake_case too, and both
-occur in recorded requests, so every key is looked up in both spellings (:func:`_g`). Protobuf-JSON
-also omits zero values, which matters for usage (see :func:`usage_from`).
+occur in recorded requests, so every key is looked up in both spellings (``_body.either_case``).
+Protobuf-JSON also omits zero values, which matters for usage (see :func:`usage_from`).
 
 Recognised by path only (``…/models/{m}:{method}``), whatever the host: AI Studio ``/v1beta/`` and
 ``/v1/``, Vertex regional, global, multi-region and express mode (``…/publishers/google/models/…``),
@@ -55,30 +55,32 @@ from cassettes.providers._base import (
 )
 from cassettes.providers._facets import ReplayShape
 from cassettes.providers._parts import StreamParts
-from cassettes.providers.gemini_body import (
-    _METHODS,
-    _STRUCTURAL,
-    _camel,
-    _g,
-    _message,
-    _method,
-    _parts,
-    _side_api,
-    _tool_choice_mode,
-    _tools,
+from cassettes.providers.gemini._body import (
+    METHODS,
+    STRUCTURAL,
+    camel,
+    either_case,
     finish_class,
+    message_of,
+    model_method,
+    parts_of,
+    side_api,
+    tool_choice_of,
+    tools_of,
     usage_from,
 )
-from cassettes.providers.gemini_render import render_generate
+from cassettes.providers.gemini._interactions import GeminiInteractions
+from cassettes.providers.gemini._live import GeminiLive
+from cassettes.providers.gemini._render import render_generate
 from cassettes.wire.framing import Framed
 
-__all__ = ["Gemini", "finish_class", "render_generate", "usage_from"]
+__all__ = ["Gemini", "GeminiInteractions", "GeminiLive", "finish_class", "render_generate", "usage_from"]
 
 
 def _reader(in_stream: bool = True) -> StreamParts:
-    """The stream reader (:mod:`cassettes.providers.gemini_stream`, which reads parts with this
+    """The stream reader (:mod:`cassettes.providers.gemini._stream`, which reads parts with this
     module's helpers)."""
-    from cassettes.providers.gemini_stream import GenerateStream
+    from cassettes.providers.gemini._stream import GenerateStream
 
     return GenerateStream(in_stream=in_stream)
 
@@ -107,57 +109,57 @@ class Gemini(Provider):
         return model.rsplit("models/", 1)[-1]
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
-        hit = _method(url)
+        hit = model_method(url)
         if hit is not None:
-            op = _METHODS.get(hit[1])
+            op = METHODS.get(hit[1])
             if op is None:
                 return 0
             if op == "generate":
                 return 3 if isinstance(body, dict) and "contents" in body else 2
             return 1
-        return 1 if _side_api(url) is not None else 0
+        return 1 if side_api(url) is not None else 0
 
     def operation(self, method: str, url: SplitResult) -> str:
-        hit = _method(url)
+        hit = model_method(url)
         if hit is not None:
-            return _METHODS.get(hit[1], hit[1])
-        return _side_api(url) or "other"
+            return METHODS.get(hit[1], hit[1])
+        return side_api(url) or "other"
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
-        hit = _method(url)
+        hit = model_method(url)
         return hit is not None and hit[1] == "streamGenerateContent"
 
     def model_from_url(self, url: SplitResult) -> str | None:
-        hit = _method(url)
+        hit = model_method(url)
         return hit[0] if hit is not None else None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b = body if isinstance(body, dict) else {}
-        contents = _g(b, "contents")
+        contents = either_case(b, "contents")
         if isinstance(contents, dict):  # a single Content is tolerated by some clients
             contents = [contents]
-        messages = [_message(c) for c in contents] if isinstance(contents, list) else []
-        tool_config = _g(b, "toolConfig")
+        messages = [message_of(c) for c in contents] if isinstance(contents, list) else []
+        tool_config = either_case(b, "toolConfig")
         params: dict[str, Any] = {}
-        gen = _g(b, "generationConfig")
+        gen = either_case(b, "generationConfig")
         if isinstance(gen, dict):
-            params.update({_camel(k): v for k, v in gen.items()})
+            params.update({camel(k): v for k, v in gen.items()})
         for k, v in b.items():
-            if _camel(k) not in _STRUCTURAL:
-                params[_camel(k)] = v
+            if camel(k) not in STRUCTURAL:
+                params[camel(k)] = v
         if isinstance(tool_config, dict):
             # includeServerSideToolInvocations and friends shape generation too.
-            rest = {_camel(k): v for k, v in tool_config.items() if _camel(k) != "functionCallingConfig"}
+            rest = {camel(k): v for k, v in tool_config.items() if camel(k) != "functionCallingConfig"}
             params.update(rest)
         return NormalisedRequest(
             family=self.family,
             model=self.model_from_url(url) or as_str(b.get("model")),
             stream=self.is_stream(url, body),
-            system=_parts(_g(b, "systemInstruction")),
+            system=parts_of(either_case(b, "systemInstruction")),
             messages=messages,
-            tools=_tools(_g(b, "tools")),
+            tools=tools_of(either_case(b, "tools")),
             tool_choice=tool_config,
-            tool_choice_mode=_tool_choice_mode(tool_config),
+            tool_choice_mode=tool_choice_of(tool_config),
             params=params,
             history_key="contents",
         )
@@ -181,7 +183,7 @@ class Gemini(Provider):
         return ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
-        hit = _method(url)
+        hit = model_method(url)
         if hit is None or hit[1] not in ("generateContent", "streamGenerateContent"):
             return None
         return render_generate(answer, stream, "alt=sse" in url.query.lower())
@@ -224,7 +226,7 @@ class Gemini(Provider):
                 return ApiError(status=status, message=text or None, raw=text)
         err = error_from_body(body, status)
         inner = body[0] if isinstance(body, list) and body else body
-        e = _g(inner, "error")
+        e = either_case(inner, "error")
         if isinstance(e, dict):
             for d in e.get("details") or []:
                 if (

@@ -1,6 +1,7 @@
 """Amazon Bedrock InvokeModel with the model's own body: ``/model/{modelId}/invoke`` and
 ``/invoke-with-response-stream`` for every body but Anthropic Messages (the Anthropic adapter's).
-The Converse API and the helpers both share are in :mod:`cassettes.providers.bedrock`.
+The Converse API is :mod:`cassettes.providers.bedrock`; the helpers both share are in its
+:mod:`~cassettes.providers.bedrock._body`.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from cassettes.models import (
 from cassettes.providers._base import (
     Provider,
     as_int,
+    as_obj,
     as_str,
     aws_payload_bytes,
     finish_lookup,
 )
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.bedrock import BedrockConverse
-from cassettes.providers.bedrock_body import _obj, _split, guardrail_only_masked
-from cassettes.providers.bedrock_stream import _CONVERSE_EVENTS
+from cassettes.providers.bedrock._body import guardrail_only_masked, model_action
+from cassettes.providers.bedrock._stream import CONVERSE_EVENTS
 from cassettes.wire.framing import Framed
 
 __all__ = ["BedrockInvoke"]
@@ -99,7 +101,7 @@ _TEXT_FINISH = {
 
 
 def _invoke_target(url: SplitResult) -> tuple[str, str] | None:
-    found = _split(url)
+    found = model_action(url)
     return found if found is not None and found[1] in _INVOKE_ACTIONS else None
 
 
@@ -121,7 +123,7 @@ def _text_chunk(d: dict[str, Any]) -> TextChunk:
 
 
 def _first(d: dict[str, Any], key: str) -> dict[str, Any]:
-    return _obj((d.get(key) or [{}])[0])
+    return as_obj((d.get(key) or [{}])[0])
 
 
 def _titan(d: dict[str, Any]) -> TextChunk:
@@ -131,11 +133,11 @@ def _titan(d: dict[str, Any]) -> TextChunk:
 
 def _jurassic(d: dict[str, Any]) -> TextChunk:
     c = _first(d, "completions")
-    prompt_tokens = _obj(d.get("prompt")).get("tokens")
-    out_tokens = _obj(c.get("data")).get("tokens")
+    prompt_tokens = as_obj(d.get("prompt")).get("tokens")
+    out_tokens = as_obj(c.get("data")).get("tokens")
     return (
-        as_str(_obj(c.get("data")).get("text")) or "",
-        as_str(_obj(c.get("finishReason")).get("reason")),
+        as_str(as_obj(c.get("data")).get("text")) or "",
+        as_str(as_obj(c.get("finishReason")).get("reason")),
         len(prompt_tokens) if isinstance(prompt_tokens, list) else None,
         len(out_tokens) if isinstance(out_tokens, list) else None,
     )
@@ -145,10 +147,10 @@ def _chat_choice(d: dict[str, Any]) -> TextChunk:
     """Mistral / Jamba chat (a message, or a chunk with a delta) and the OpenAI Completions body of
     a custom-imported or OpenAI-compatible model (``choices[0].text``, ``usage``)."""
     ch = _first(d, "choices")
-    text = _obj(ch.get("message") or ch.get("delta")).get("content")
+    text = as_obj(ch.get("message") or ch.get("delta")).get("content")
     if not isinstance(text, str):
         text = ch.get("text")
-    usage = _obj(d.get("usage"))
+    usage = as_obj(d.get("usage"))
     return (
         text if isinstance(text, str) else "",
         as_str(ch.get("finish_reason") or ch.get("stop_reason")),
@@ -175,7 +177,7 @@ def _pop_guardrail(d: dict[str, Any], into: dict[str, Any]) -> None:
 
 def _input_blocked(trace: Any) -> bool:
     """The guardrail trace says the *input* was blocked (``guardrail.input.{id}.…action: BLOCKED``)."""
-    guard = _obj(_obj(trace).get("guardrail"))
+    guard = as_obj(as_obj(trace).get("guardrail"))
     return "BLOCKED" in orjson.dumps(guard.get("input")).decode() if guard.get("input") else False
 
 
@@ -210,7 +212,7 @@ _TEXT_SHAPES: tuple[tuple[str, Callable[[dict[str, Any]], TextChunk]], ...] = (
 
 
 def _metrics_usage(usage: Usage | None, metrics: Any) -> Usage | None:
-    m = _obj(metrics)
+    m = as_obj(metrics)
     inp, out = as_int(m.get("inputTokenCount")), as_int(m.get("outputTokenCount"))
     if inp is None and out is None:
         return usage
@@ -254,7 +256,7 @@ class BedrockInvoke(Provider):
         return found is not None and found[1] == "invoke-with-response-stream"
 
     def model_from_url(self, url: SplitResult) -> str | None:
-        found = _split(url)
+        found = model_action(url)
         return found[0] if found else None
 
     def price_model(self, model: str) -> str:
@@ -271,7 +273,7 @@ class BedrockInvoke(Provider):
         return None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
-        from cassettes.providers.anthropic_complete import complete_request
+        from cassettes.providers.anthropic import complete_request
         from cassettes.providers.cohere import v1_request
         from cassettes.providers.openai_chat import OpenAIChat
         from cassettes.providers.openai_completions import prompt_messages
@@ -343,7 +345,7 @@ def _embedding_body(b: dict[str, Any]) -> NormalisedResponse:
 
 
 def _complete_body(b: dict[str, Any]) -> NormalisedResponse:
-    from cassettes.providers.anthropic_complete import complete_response
+    from cassettes.providers.anthropic import complete_response
 
     return complete_response(b)
 
@@ -455,11 +457,11 @@ def _chunk_format(chunks: list[dict[str, Any]]) -> str:
 
 
 #: The Converse stream's event names (Nova's InvokeModel chunks are keyed by them).
-_NOVA_EVENTS = frozenset({*_CONVERSE_EVENTS, "contentBlockStop"})
+_NOVA_EVENTS = frozenset({*CONVERSE_EVENTS, "contentBlockStop"})
 
 
 def _read_chunks(chunks: list[dict[str, Any]]) -> NormalisedResponse:
-    from cassettes.providers.anthropic_complete import AnthropicComplete
+    from cassettes.providers.anthropic import AnthropicComplete
     from cassettes.providers.cohere import reassemble_v1
     from cassettes.providers.openai_chat import OpenAIChat
 

@@ -36,7 +36,7 @@ from cassettes.providers._base import (
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers.gemini_body import _g, _message, _parts, _tools, usage_from
+from cassettes.providers.gemini._body import either_case, message_of, parts_of, tools_of, usage_from
 from cassettes.wire.framing import Framed
 
 __all__ = ["GeminiLive"]
@@ -49,19 +49,19 @@ def _is_live(url: SplitResult) -> bool:
 
 
 def _has(msg: Any, key: str) -> bool:
-    return isinstance(msg, dict) and _g(msg, key) is not None
+    return isinstance(msg, dict) and either_case(msg, key) is not None
 
 
 def _closes(msg: Any) -> bool:
     if _has(msg, "toolCall"):
         return True
-    content = _g(msg, "serverContent") if isinstance(msg, dict) else None
-    return isinstance(content, dict) and bool(_g(content, "turnComplete"))
+    content = either_case(msg, "serverContent") if isinstance(msg, dict) else None
+    return isinstance(content, dict) and bool(either_case(content, "turnComplete"))
 
 
 def _scrub(msg: Any) -> Any:
     """``realtimeInput`` media chunks by size and hash (``audio``/``video``/``mediaChunks`` data)."""
-    rt = _g(msg, "realtimeInput") if isinstance(msg, dict) else None
+    rt = either_case(msg, "realtimeInput") if isinstance(msg, dict) else None
     if not isinstance(rt, dict):
         return None
     out = dict(rt)
@@ -137,34 +137,34 @@ class _LiveRequest:
         self.messages: list[Message] = []
 
     def take(self, ev: Item) -> None:
-        setup = _g(ev, "setup")
+        setup = either_case(ev, "setup")
         if isinstance(setup, dict):
             self.setup(setup)
-        content = _g(ev, "clientContent")
+        content = either_case(ev, "clientContent")
         if isinstance(content, dict):
-            self.messages.extend(_message(turn) for turn in _g(content, "turns") or [])
-        rt = _g(ev, "realtimeInput")
-        if isinstance(rt, dict) and isinstance(_g(rt, "text"), str):
-            self.messages.append(Message(role="user", parts=[Part(kind="text", text=_g(rt, "text"))]))
-        resp = _g(ev, "toolResponse")
+            self.messages.extend(message_of(turn) for turn in either_case(content, "turns") or [])
+        rt = either_case(ev, "realtimeInput")
+        if isinstance(rt, dict) and isinstance(either_case(rt, "text"), str):
+            self.messages.append(Message(role="user", parts=[Part(kind="text", text=either_case(rt, "text"))]))
+        resp = either_case(ev, "toolResponse")
         if isinstance(resp, dict):
-            self.messages.append(Message(role="user", parts=[_function_response(fr) for fr in _g(resp, "functionResponses") or [] if isinstance(fr, dict)]))
+            self.messages.append(Message(role="user", parts=[_function_response(fr) for fr in either_case(resp, "functionResponses") or [] if isinstance(fr, dict)]))
 
     def setup(self, setup: Item) -> None:
-        self.model = as_str(_g(setup, "model")) or self.model
-        si = _g(setup, "systemInstruction")
+        self.model = as_str(either_case(setup, "model")) or self.model
+        si = either_case(setup, "systemInstruction")
         if si is not None:
-            self.system = _parts(si)
-        self.tools = _tools(_g(setup, "tools")) or self.tools
-        gen = _g(setup, "generationConfig")
+            self.system = parts_of(si)
+        self.tools = tools_of(either_case(setup, "tools")) or self.tools
+        gen = either_case(setup, "generationConfig")
         if isinstance(gen, dict):
             self.params["generationConfig"] = gen
 
 
 def _function_response(fr: Item) -> Part:
-    out = _g(fr, "response")
+    out = either_case(fr, "response")
     return Part(kind="tool_result", tool_result=ToolResult(
-        call_id=as_str(_g(fr, "id")), name=as_str(_g(fr, "name")), named=True,
+        call_id=as_str(either_case(fr, "id")), name=as_str(either_case(fr, "name")), named=True,
         content=out if isinstance(out, str) else compact_json(out)))
 
 
@@ -179,32 +179,32 @@ class _LiveTurn(StreamParts):
     payloads = StreamParts.dict_events
 
     def on(self, name: str | None, obj: Any) -> None:
-        content = _g(obj, "serverContent")
+        content = either_case(obj, "serverContent")
         if isinstance(content, dict):
             self._content(content)
-        call = _g(obj, "toolCall")
+        call = either_case(obj, "toolCall")
         if isinstance(call, dict):
-            for fc in _g(call, "functionCalls") or []:
+            for fc in either_case(call, "functionCalls") or []:
                 if isinstance(fc, dict):
-                    self.add(Part(kind="tool_call", tool_call=tool_call_from_object(_g(fc, "id"), _g(fc, "name"), _g(fc, "args"))))
+                    self.add(Part(kind="tool_call", tool_call=tool_call_from_object(either_case(fc, "id"), either_case(fc, "name"), either_case(fc, "args"))))
             self.finish_class, self.finish_raw = FinishReason.TOOL_CALL, "toolCall"
-        if _g(obj, "usageMetadata") is not None:
-            self.usage = usage_from(_g(obj, "usageMetadata"))
+        if either_case(obj, "usageMetadata") is not None:
+            self.usage = usage_from(either_case(obj, "usageMetadata"))
         if "error" in obj:
             self.error = error_from_body(obj, None, in_stream=True)
 
     def _content(self, content: dict[str, Any]) -> None:
-        turn = _g(content, "modelTurn")
+        turn = either_case(content, "modelTurn")
         if isinstance(turn, dict):
-            for p in _parts(turn):
+            for p in parts_of(turn):
                 last = self.last()
                 if p.kind == "text" and last is not None and last.kind == "text" and p.text is not None:
                     last.whole = Part(kind="text", text=(last.part().text or "") + p.text)
                 else:
                     self.add(p)
-        if _g(content, "interrupted"):
+        if either_case(content, "interrupted"):
             self.finish_class, self.finish_raw = FinishReason.CANCELLED, "interrupted"
-        elif _g(content, "turnComplete"):
+        elif either_case(content, "turnComplete"):
             self.finish_class, self.finish_raw = self.finish_class or FinishReason.COMPLETE, self.finish_raw or "turnComplete"
 
     def close(self) -> NormalisedResponse:

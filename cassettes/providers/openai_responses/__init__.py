@@ -30,19 +30,19 @@ from cassettes.providers._base import (
     as_int,
     as_str,
 )
-from cassettes.providers.openai_responses_items import (
-    _CLIENT_CALLS,
-    _additional_tools,
-    _item_joins,
-    _item_role_parts,
-    _joins,
-    _messages,
-    _output_parts,
-    _system,
-    _tool_choice_mode,
-    _tools,
+from cassettes.providers.openai_responses._items import (
+    CLIENT_CALLS,
+    additional_tools,
+    item_joins,
+    item_role_parts,
+    messages_of,
+    output_parts,
+    roles_join,
+    system_of,
+    tool_choice_of,
+    tools_of,
 )
-from cassettes.providers.openai_responses_render import render_responses
+from cassettes.providers.openai_responses._render import render_responses
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIResponses", "render_responses"]
@@ -174,7 +174,7 @@ class OpenAIResponses(Provider):
                 b'your request. Sorry about that!","param":null,"sequence_number":0}\n\n')
 
     def history_tools(self, items: list[Any]) -> list[ToolSpec]:
-        return _additional_tools(items)
+        return additional_tools(items)
 
     def body_operation(self, operation: str, body: Any) -> str:
         # Over a WebSocket, ``generate: false`` warms the connection up (tools, instructions)
@@ -235,28 +235,28 @@ class OpenAIResponses(Provider):
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b: Item = body if isinstance(body, dict) else {}
         inp = b.get("input")
-        messages = _messages(inp)
+        messages = messages_of(inp)
         tc = b.get("tool_choice")
         return NormalisedRequest(
             family=self.family,
             model=as_str(b.get("model")),
             stream=b.get("stream") is True,
-            system=_system(b, messages),
+            system=system_of(b, messages),
             messages=messages,
-            tools=_tools(b.get("tools")) + _additional_tools(b.get("input")),
+            tools=tools_of(b.get("tools")) + additional_tools(b.get("input")),
             tool_choice=tc,
-            tool_choice_mode=_tool_choice_mode(tc),
+            tool_choice_mode=tool_choice_of(tc),
             params={k: v for k, v in b.items() if k not in _STRUCTURAL},
             previous_response_id=as_str(b.get("previous_response_id")),
             history_key="input" if isinstance(inp, list) else None,
         )
 
     def joins(self, prev: Any, item: Any) -> bool:
-        return _item_joins(prev, item)
+        return item_joins(prev, item)
 
     def item_path(self, body: Any, message_index: int, part_index: int | None = None) -> str | None:
         """Consecutive model-side items (reasoning, calls, text) are one normalised message: walk the
-        items as :func:`_messages` merges them to find the one that holds the part."""
+        items as ``_items.messages_of`` merges them to find the one that holds the part."""
         inp = body.get("input") if isinstance(body, dict) else None
         if not isinstance(inp, list):
             return None
@@ -264,8 +264,8 @@ class OpenAIResponses(Provider):
         last_role = ""
         seen_parts = 0
         for i, item in enumerate(inp[: bounds.MAX_LIST]):
-            role, parts = _item_role_parts(item)
-            if not (msg >= 0 and _joins(last_role, role)):
+            role, parts = item_role_parts(item)
+            if not (msg >= 0 and roles_join(last_role, role)):
                 msg += 1
                 seen_parts = 0
                 last_role = role
@@ -308,9 +308,9 @@ class OpenAIResponses(Provider):
         return self._response(b, in_stream=False)
 
     def _response(self, r: Item, *, in_stream: bool) -> NormalisedResponse:
-        parts = _output_parts(r.get("output"))
+        parts = output_parts(r.get("output"))
         has_calls = any(
-            isinstance(it, dict) and it.get("type") in _CLIENT_CALLS for it in r.get("output") or []
+            isinstance(it, dict) and it.get("type") in CLIENT_CALLS for it in r.get("output") or []
         )
         inc = r.get("incomplete_details")
         reason = as_str(inc.get("reason")) if isinstance(inc, dict) else None
@@ -360,7 +360,7 @@ class OpenAIResponses(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """The SDK's ``ResponseStreamState`` accumulation (WIRE.md §B.4), lenient for other servers."""
-        from cassettes.providers.openai_responses_stream import ResponsesStream
+        from cassettes.providers.openai_responses._stream import ResponsesStream
 
         return ResponsesStream(self._response).read(framed)
 

@@ -25,16 +25,16 @@ from cassettes.providers._base import (
     error_from_body,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.gemini_body import (
+from cassettes.providers.gemini._body import (
     JSON,
-    _camel,
-    _g,
-    _part,
-    _snake,
     block_name,
+    camel,
+    either_case,
     finish_class,
     finish_name,
     named_ratings,
+    part_of,
+    snake,
     usage_from,
 )
 from cassettes.wire.framing import Framed
@@ -82,10 +82,10 @@ def _at(node: Any, tok: str | int) -> Any:
 
 def _partial_value(pa: JSON) -> tuple[bool, Any]:
     for key in ("stringValue", "numberValue", "boolValue"):
-        v = _g(pa, key)
+        v = either_case(pa, key)
         if v is not None:
             return True, v
-    if _g(pa, "nullValue") is not None:
+    if either_case(pa, "nullValue") is not None:
         return True, None
     return False, None
 
@@ -129,39 +129,39 @@ class GenerateStream(StreamParts):
     def on(self, name: str | None, chunk: Any) -> None:
         if not isinstance(chunk, dict):
             return
-        if "error" in chunk and not _g(chunk, "candidates"):
+        if "error" in chunk and not either_case(chunk, "candidates"):
             self.error = error_from_body(chunk, None, in_stream=self.in_stream)
             return
-        self.first("id", _g(chunk, "responseId"))
-        self.first("model", _g(chunk, "modelVersion"))
-        if _g(chunk, "usageMetadata") is not None:
-            self.usage = usage_from(_g(chunk, "usageMetadata"))
+        self.first("id", either_case(chunk, "responseId"))
+        self.first("model", either_case(chunk, "modelVersion"))
+        if either_case(chunk, "usageMetadata") is not None:
+            self.usage = usage_from(either_case(chunk, "usageMetadata"))
         for key in ("createTime", "modelStatus"):
-            if _g(chunk, key) is not None:
-                self.details[_snake(key)] = _g(chunk, key)
-        feedback = _g(chunk, "promptFeedback")
+            if either_case(chunk, key) is not None:
+                self.details[snake(key)] = either_case(chunk, key)
+        feedback = either_case(chunk, "promptFeedback")
         if isinstance(feedback, dict):
             self.details["prompt_feedback"] = feedback
-            if _g(feedback, "blockReason") is not None:
-                self.blocked = block_name(_g(feedback, "blockReason"))
-        candidates = _g(chunk, "candidates")
+            if either_case(feedback, "blockReason") is not None:
+                self.blocked = block_name(either_case(feedback, "blockReason"))
+        candidates = either_case(chunk, "candidates")
         for cand in candidates if isinstance(candidates, list) else []:
             if isinstance(cand, dict):
                 self._candidate(cand)
 
     def _candidate(self, cand: JSON) -> None:
-        idx = as_int(_g(cand, "index")) or 0
+        idx = as_int(either_case(cand, "index")) or 0
         if idx != 0:
             self.details["candidates"] = max(self.details.get("candidates", 1), idx + 1)
             return
-        parts = _g(_g(cand, "content"), "parts")
+        parts = either_case(either_case(cand, "content"), "parts")
         for p in parts if isinstance(parts, list) else []:
             self._add(p)
-        fr = _g(cand, "finishReason")
+        fr = either_case(cand, "finishReason")
         if fr is not None:
             self.finish_value = fr
             self.done = True
-        extra = {_camel(k): v for k, v in cand.items() if _camel(k) not in ("content", "finishReason", "index")}
+        extra = {camel(k): v for k, v in cand.items() if camel(k) not in ("content", "finishReason", "index")}
         if extra:
             self.details.setdefault("candidate", {}).update(extra)
 
@@ -169,7 +169,7 @@ class GenerateStream(StreamParts):
         if not isinstance(p, dict):
             self.append("wire", {"_raw": p})
             return
-        fc = _g(p, "functionCall")
+        fc = either_case(p, "functionCall")
         if isinstance(fc, dict):
             self._add_call(p, fc)
             return
@@ -180,15 +180,15 @@ class GenerateStream(StreamParts):
     def _add_text(self, p: JSON) -> bool:
         """A part of text only (a thought, a signature): joined to the text before it when they
         are alike. ``False`` when ``p`` is not one."""
-        text = _g(p, "text")
-        sig = _g(p, "thoughtSignature")
-        if not all(_camel(k) in ("text", "thought", "thoughtSignature") for k in p):
+        text = either_case(p, "text")
+        sig = either_case(p, "thoughtSignature")
+        if not all(camel(k) in ("text", "thought", "thoughtSignature") for k in p):
             return False
         if text is None and sig is not None:
             text = ""  # a signature-only part: protobuf-JSON may drop the empty text beside it
         if not isinstance(text, str):
             return False
-        thought = _g(p, "thought") is True
+        thought = either_case(p, "thought") is True
         last = self.last()
         prev = last.block if last is not None else None
         if prev is not None and _joins(prev, thought, sig):
@@ -205,39 +205,39 @@ class GenerateStream(StreamParts):
         return True
 
     def _add_call(self, p: JSON, fc: JSON) -> None:
-        name = _g(fc, "name")
+        name = either_case(fc, "name")
         cur = self._open_call
         if cur is not None and (name is None or name == cur["functionCall"].get("name")):
             call = cur["functionCall"]
-            if _g(fc, "id") is not None and call.get("id") is None:
-                call["id"] = _g(fc, "id")
-            if isinstance(_g(fc, "args"), dict):
-                call.setdefault("args", {}).update(_g(fc, "args"))
-            sig = _g(p, "thoughtSignature")
+            if either_case(fc, "id") is not None and call.get("id") is None:
+                call["id"] = either_case(fc, "id")
+            if isinstance(either_case(fc, "args"), dict):
+                call.setdefault("args", {}).update(either_case(fc, "args"))
+            sig = either_case(p, "thoughtSignature")
             if sig is not None:
                 cur.setdefault("thoughtSignature", sig)
         else:
-            call = {k: v for k, v in ((_camel(k), v) for k, v in fc.items()) if k not in ("partialArgs", "willContinue")}
-            cur = {_camel(k): v for k, v in p.items() if _camel(k) != "functionCall"}
+            call = {k: v for k, v in ((camel(k), v) for k, v in fc.items()) if k not in ("partialArgs", "willContinue")}
+            cur = {camel(k): v for k, v in p.items() if camel(k) != "functionCall"}
             cur["functionCall"] = call
             self.append("wire", cur)
             self._continuing = set()
-        partial = _g(fc, "partialArgs")
+        partial = either_case(fc, "partialArgs")
         if isinstance(partial, list):
             self._partial_args(call.setdefault("args", {}), partial)
-        self._open_call = cur if _g(fc, "willContinue") is True else None
+        self._open_call = cur if either_case(fc, "willContinue") is True else None
 
     def _partial_args(self, args: JSON, partial: list[Any]) -> None:
         """Vertex's streamed arguments: values set at json paths, strings continued over fragments."""
         for pa in partial:
             if not isinstance(pa, dict):
                 continue
-            path = as_str(_g(pa, "jsonPath"))
+            path = as_str(either_case(pa, "jsonPath"))
             has, value = _partial_value(pa)
             if path is None or not has:
                 continue
             _set_path(args, path, value, append=path in self._continuing)
-            if _g(pa, "willContinue") is True:
+            if either_case(pa, "willContinue") is True:
                 self._continuing.add(path)
             else:
                 self._continuing.discard(path)
@@ -249,7 +249,7 @@ class GenerateStream(StreamParts):
             bad = next((u for u in self.not_json if u.lstrip("[ \n").startswith('{"error"')), None)
             if bad is not None and self.error is None:
                 self.error = ApiError(message=bad, in_stream=True, raw=bad)
-        return self.finish(parts=self.parts(convert=lambda st: _part(st.block.get("_raw") if set(st.block) == {"_raw"} else st.block)))
+        return self.finish(parts=self.parts(convert=lambda st: part_of(st.block.get("_raw") if set(st.block) == {"_raw"} else st.block)))
 
     def _vertex(self) -> bool:
         """Vertex AI sent it: only Vertex's answers carry ``createTime``. Asked only where the

@@ -3,8 +3,8 @@
 Not in WIRE.md; the shapes follow the recordings in the corpus (pydantic-ai ``test_bedrock``) and
 the Bedrock Runtime API reference. ``/model/{id}/invoke*`` with Anthropic's Messages body belongs
 to the Anthropic adapter; every other InvokeModel body is :class:`BedrockInvoke`'s
-(:mod:`cassettes.providers.bedrock_invoke`); the stream reader is in
-:mod:`cassettes.providers.bedrock_stream`.
+(:mod:`cassettes.providers.bedrock._invoke`); the stream reader is in
+:mod:`cassettes.providers.bedrock._stream`.
 
 Usage: Bedrock's ``inputTokens`` *excludes* cache reads and writes. Every cached recording in the
 corpus has ``totalTokens == inputTokens + outputTokens + cacheReadInputTokens +
@@ -34,26 +34,26 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     Provider,
+    as_obj,
     as_str,
     error_from_body,
 )
 from cassettes.providers._facets import ReplayShape
 from cassettes.providers._parts import has_calls
-from cassettes.providers.bedrock_body import (
-    _ACTIONS,
-    _STRUCTURAL,
-    _block,
-    _details,
-    _obj,
-    _split,
-    _tool_choice_mode,
-    _tools,
+from cassettes.providers.bedrock._body import (
+    ACTIONS,
+    STRUCTURAL,
     converse_finish,
+    details_of,
+    model_action,
+    part_of,
+    tool_choice_of,
+    tools_of,
     usage_from,
 )
 from cassettes.wire.framing import Framed
 
-__all__ = ["BedrockConverse"]
+__all__ = ["BedrockAgents", "BedrockConverse", "BedrockInvoke"]
 
 
 class BedrockConverse(Provider):
@@ -72,21 +72,21 @@ class BedrockConverse(Provider):
     )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
-        found = _split(url)
-        if method.upper() != "POST" or found is None or found[1] not in _ACTIONS:
+        found = model_action(url)
+        if method.upper() != "POST" or found is None or found[1] not in ACTIONS:
             return 0
         return 3 if found[1] != "count-tokens" else 2
 
     def operation(self, method: str, url: SplitResult) -> str:
-        found = _split(url)
-        return _ACTIONS.get(found[1], "unknown") if found else "unknown"
+        found = model_action(url)
+        return ACTIONS.get(found[1], "unknown") if found else "unknown"
 
     def is_stream(self, url: SplitResult, body: Any) -> bool:
-        found = _split(url)
+        found = model_action(url)
         return found is not None and found[1] == "converse-stream"
 
     def model_from_url(self, url: SplitResult) -> str | None:
-        found = _split(url)
+        found = model_action(url)
         return found[0] if found else None
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
@@ -99,12 +99,12 @@ class BedrockConverse(Provider):
                 )
                 continue
             content = m.get("content")
-            parts = [_block(c) for c in content] if isinstance(content, list) else [_block(content)]
+            parts = [part_of(c) for c in content] if isinstance(content, list) else [part_of(content)]
             messages.append(Message(role=as_str(m.get("role")) or "unknown", parts=parts))
-        system = [_block(s) for s in b.get("system") or []] if isinstance(b.get("system"), list) else []
+        system = [part_of(s) for s in b.get("system") or []] if isinstance(b.get("system"), list) else []
         tool_config = b.get("toolConfig")
         tc = tool_config.get("toolChoice") if isinstance(tool_config, dict) else None
-        params = {k: v for k, v in b.items() if k not in _STRUCTURAL}
+        params = {k: v for k, v in b.items() if k not in STRUCTURAL}
         if isinstance(b.get("inferenceConfig"), dict):
             params.update(b["inferenceConfig"])  # maxTokens, temperature, topP, stopSequences
         return NormalisedRequest(
@@ -113,9 +113,9 @@ class BedrockConverse(Provider):
             stream=self.is_stream(url, b),
             system=system,
             messages=messages,
-            tools=_tools(tool_config),
+            tools=tools_of(tool_config),
             tool_choice=tc,
-            tool_choice_mode=_tool_choice_mode(tc),
+            tool_choice_mode=tool_choice_of(tc),
             params=params,
             history_key="messages",
         )
@@ -126,10 +126,10 @@ class BedrockConverse(Provider):
             return NormalisedResponse(
                 error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
             )
-        msg = _obj(_obj(b.get("output")).get("message"))
+        msg = as_obj(as_obj(b.get("output")).get("message"))
         content = msg.get("content")
         raw = as_str(b.get("stopReason"))
-        parts = [_block(c) for c in content] if isinstance(content, list) else []
+        parts = [part_of(c) for c in content] if isinstance(content, list) else []
         return NormalisedResponse(
             role=as_str(msg.get("role")) or "assistant",
             parts=parts,
@@ -137,7 +137,7 @@ class BedrockConverse(Provider):
             finish_reason=converse_finish(raw, b.get("trace"), has_calls(parts)),
             usage=usage_from(b.get("usage")),
             complete=True,
-            provider_details=_details(b) or None,
+            provider_details=details_of(b) or None,
         )
 
     def replay_error(self, status: int, message: str, code: str) -> Any:
@@ -152,7 +152,12 @@ class BedrockConverse(Provider):
         return error_from_body(body, status)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
-        from cassettes.providers.bedrock_stream import ConverseStream
+        from cassettes.providers.bedrock._stream import ConverseStream
 
         return ConverseStream().read(framed)
 
+
+# InvokeModel and the agent runtime read Converse's shapes (BedrockConverse above), so they are
+# imported once it is defined.
+from cassettes.providers.bedrock._agents import BedrockAgents  # noqa: E402
+from cassettes.providers.bedrock._invoke import BedrockInvoke  # noqa: E402

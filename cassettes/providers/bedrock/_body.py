@@ -1,7 +1,7 @@
 """Bedrock Converse bodies read into the normalised models: routes, finish classes, usage, content
 blocks, tools and tool choice; shared by the Converse adapter (:mod:`cassettes.providers.bedrock`),
-the stream reader (:mod:`cassettes.providers.bedrock_stream`) and InvokeModel
-(:mod:`cassettes.providers.bedrock_invoke`)."""
+the stream reader (:mod:`cassettes.providers.bedrock._stream`) and InvokeModel
+(:mod:`cassettes.providers.bedrock._invoke`)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     as_int,
+    as_obj,
     as_str,
     finish_lookup,
     media_part,
@@ -27,7 +28,7 @@ from cassettes.providers._base import (
 
 Block = dict[str, Any]
 
-_ACTIONS = {"converse": "generate", "converse-stream": "generate", "count-tokens": "count_tokens"}
+ACTIONS = {"converse": "generate", "converse-stream": "generate", "count-tokens": "count_tokens"}
 
 _FINISH = {
     "end_turn": FinishReason.COMPLETE,
@@ -41,7 +42,7 @@ _FINISH = {
     "malformed_tool_use": FinishReason.TOOL_CALL_ERROR,
 }
 
-_STRUCTURAL = {"messages", "system", "toolConfig", "inferenceConfig", "modelId"}
+STRUCTURAL = {"messages", "system", "toolConfig", "inferenceConfig", "modelId"}
 
 _DOC_TYPES = {
     "pdf": "application/pdf",
@@ -52,7 +53,7 @@ _DOC_TYPES = {
 }
 
 
-def _split(url: SplitResult) -> tuple[str, str] | None:
+def model_action(url: SplitResult) -> tuple[str, str] | None:
     """(modelId, action) from ``…/model/{modelId}/{action}``; the id may contain encoded ``/``."""
     path = url.path.rstrip("/")
     i = path.find("/model/")
@@ -62,10 +63,6 @@ def _split(url: SplitResult) -> tuple[str, str] | None:
     if not sep or not head:
         return None
     return unquote(head), action
-
-
-def _obj(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
 
 
 def finish_class(raw: str | None) -> FinishReason | None:
@@ -92,7 +89,7 @@ def guardrail_only_masked(trace: Any) -> bool:
     no ``BLOCKED``): Bedrock still reports that as an intervention (``guardrail_intervened``,
     ``guardrailAction: INTERVENED``), but the answer is the model's whole answer with some words
     replaced by ``{EMAIL}``-style tags, not an answer a filter cut or replaced."""
-    actions = _guardrail_actions(_obj(trace).get("guardrail"), set())
+    actions = _guardrail_actions(as_obj(trace).get("guardrail"), set())
     return "ANONYMIZED" in actions and "BLOCKED" not in actions
 
 
@@ -147,7 +144,7 @@ def _result_text(content: Any) -> str:
     return "".join(out)
 
 
-def _block(block: Any) -> Part:
+def part_of(block: Any) -> Part:
     if not isinstance(block, dict):
         return Part(kind="other", provider_details={"block": block})
     if isinstance(block.get("text"), str):
@@ -173,7 +170,7 @@ def _block(block: Any) -> Part:
         )
     if isinstance(block.get("reasoningContent"), dict):
         rc = block["reasoningContent"]
-        rt = _obj(rc.get("reasoningText"))
+        rt = as_obj(rc.get("reasoningText"))
         details: dict[str, Any] = {}
         if rt.get("signature") is not None:
             details["signature"] = rt["signature"]
@@ -186,7 +183,7 @@ def _block(block: Any) -> Part:
     return Part(kind="other", provider_details={"block": block})
 
 
-def _tools(tool_config: Any) -> list[ToolSpec]:
+def tools_of(tool_config: Any) -> list[ToolSpec]:
     out: list[ToolSpec] = []
     tools = tool_config.get("tools") if isinstance(tool_config, dict) else None
     for t in tools if isinstance(tools, list) else []:
@@ -209,7 +206,7 @@ def _tools(tool_config: Any) -> list[ToolSpec]:
     return out
 
 
-def _tool_choice_mode(tc: Any) -> str | None:
+def tool_choice_of(tc: Any) -> str | None:
     if not isinstance(tc, dict):
         return None
     if "auto" in tc:
@@ -221,7 +218,7 @@ def _tool_choice_mode(tc: Any) -> str | None:
     return next(iter(tc), None)
 
 
-def _details(b: dict[str, Any]) -> dict[str, Any]:
+def details_of(b: dict[str, Any]) -> dict[str, Any]:
     return {
         k: b[k]
         for k in ("metrics", "trace", "additionalModelResponseFields", "performanceConfig", "serviceTier")

@@ -22,12 +22,24 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 
-__all__: list[str] = []  # read by the adapter (openai_responses.py) only
+#: What the adapter (the package's ``__init__``) reads.
+__all__ = [
+    "CLIENT_CALLS",
+    "additional_tools",
+    "item_joins",
+    "item_role_parts",
+    "messages_of",
+    "output_parts",
+    "roles_join",
+    "system_of",
+    "tool_choice_of",
+    "tools_of",
+]
 
 Item = dict[str, Any]
 
 #: Output items the *client* must execute: their presence makes a ``completed`` turn a tool call.
-_CLIENT_CALLS = {
+CLIENT_CALLS = {
     "function_call",
     "custom_tool_call",
     "computer_call",
@@ -152,7 +164,7 @@ def _result_part(item: Item) -> Part:
     )
 
 
-def _item_role_parts(item: Any) -> tuple[str, list[Part]]:
+def item_role_parts(item: Any) -> tuple[str, list[Part]]:
     """One input or output item → (role, parts). Roles: the message's own, ``assistant`` for
     model-produced items, ``tool`` for client-executed results."""
     if not isinstance(item, dict):
@@ -162,7 +174,7 @@ def _item_role_parts(item: Any) -> tuple[str, list[Part]]:
         role = as_str(item.get("role")) or "unknown"
         details = {k: item[k] for k in ("id", "phase", "status") if item.get(k) is not None}
         return role, _content_parts(item.get("content"), details or None)
-    if t in _CLIENT_CALLS:
+    if t in CLIENT_CALLS:
         return "assistant", [_call_part(item)]
     if t in _CLIENT_OUTPUTS:
         return "tool", [_result_part(item)]
@@ -199,22 +211,22 @@ def _agent_message_parts(item: Item) -> list[Part]:
     return parts
 
 
-def _messages(input_value: Any) -> list[Message]:
+def messages_of(input_value: Any) -> list[Message]:
     if input_value is None:
         return []
     if isinstance(input_value, str):
         return [Message(role="user", parts=[Part(kind="text", text=input_value)])]
     out: list[Message] = []
     for item in input_value if isinstance(input_value, list) else [input_value]:
-        role, parts = _item_role_parts(item)
-        if out and _joins(out[-1].role, role):
+        role, parts = item_role_parts(item)
+        if out and roles_join(out[-1].role, role):
             out[-1].parts.extend(parts)
         else:
             out.append(Message(role=role, parts=parts))
     return out
 
 
-def _joins(last_role: str, role: str) -> bool:
+def roles_join(last_role: str, role: str) -> bool:
     """Whether an item of ``role`` continues the message before it (of ``last_role``): consecutive
     model-side items (reasoning, calls, assistant text) form one assistant turn. Everything else is
     one message per item: user and system messages, and each tool result (as Chat's ``tool``
@@ -226,32 +238,32 @@ def _joins(last_role: str, role: str) -> bool:
     return role == "assistant" and last_role == "assistant"
 
 
-def _item_joins(prev: Any, item: Any) -> bool:
+def item_joins(prev: Any, item: Any) -> bool:
     """Whether the input ``item`` continues the normalised message of the item before it, ``prev``."""
-    return _joins(_item_role_parts(prev)[0], _item_role_parts(item)[0])
+    return roles_join(item_role_parts(prev)[0], item_role_parts(item)[0])
 
 
-def _output_parts(output: Any) -> list[Part]:
+def output_parts(output: Any) -> list[Part]:
     parts: list[Part] = []
     for item in output if isinstance(output, list) else []:
-        parts.extend(_item_role_parts(item)[1])
+        parts.extend(item_role_parts(item)[1])
     return parts
 
 
 # --- tools ------------------------------------------------------------------------------------
 
 
-def _additional_tools(input_value: Any) -> list[ToolSpec]:
+def additional_tools(input_value: Any) -> list[ToolSpec]:
     """Tools offered in the input: Codex's ``additional_tools`` items (``{"type":
     "additional_tools", "role": "developer", "tools": [...]}``) carry its tools, namespaces and all."""
     out: list[ToolSpec] = []
     for item in input_value if isinstance(input_value, list) else []:
         if isinstance(item, dict) and item.get("type") == "additional_tools":
-            out.extend(_tools(item.get("tools")))
+            out.extend(tools_of(item.get("tools")))
     return out
 
 
-def _tools(tools: Any) -> list[ToolSpec]:
+def tools_of(tools: Any) -> list[ToolSpec]:
     out: list[ToolSpec] = []
     for t in tools if isinstance(tools, list) else []:
         if not isinstance(t, dict):
@@ -273,7 +285,7 @@ def _tools(tools: Any) -> list[ToolSpec]:
                 )
             )
         elif kind == "namespace":
-            out.extend(_tools(t.get("tools")))
+            out.extend(tools_of(t.get("tools")))
         else:
             name = t.get("name") or t.get("server_label") or kind
             out.append(
@@ -282,7 +294,7 @@ def _tools(tools: Any) -> list[ToolSpec]:
     return out
 
 
-def _tool_choice_mode(tc: Any) -> str | None:
+def tool_choice_of(tc: Any) -> str | None:
     if tc is None:
         return None
     if isinstance(tc, str):
@@ -301,14 +313,14 @@ def _tool_choice_mode(tc: Any) -> str | None:
     return as_str(tc.get("mode") or t)
 
 
-def _system(body: Item, messages: list[Message]) -> list[Part]:
+def system_of(body: Item, messages: list[Message]) -> list[Part]:
     parts: list[Part] = []
     instr = body.get("instructions")
     if isinstance(instr, str):
         if instr:
             parts.append(Part(kind="text", text=instr, provider_details={"field": "instructions"}))
     elif isinstance(instr, list):
-        for m in _messages(instr):
+        for m in messages_of(instr):
             parts.extend(m.parts)
     parts.extend(p for m in messages if m.role in ("system", "developer") for p in m.parts)
     return parts

@@ -1,6 +1,6 @@
 """Gemini's request and answer bodies read into the normalised models: routes, parts, messages,
 tools, finish classes and usage; shared by the adapter (:mod:`cassettes.providers.gemini`), its
-stream reader (:mod:`cassettes.providers.gemini_stream`) and Gemini Live."""
+stream reader (:mod:`cassettes.providers.gemini._stream`) and Gemini Live."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ _METHOD_RE = re.compile(r"/(?:models|tunedModels|endpoints)/([^/:]+):([A-Za-z]+)
 _PUBLISHER_RE = re.compile(r"/publishers/([^/]+)/")
 _VERSION_RE = re.compile(r"^v1(?:alpha|beta\d*)?$")
 
-_METHODS: dict[str, str] = {
+METHODS: dict[str, str] = {
     "generateContent": "generate",
     "streamGenerateContent": "generate",
     "countTokens": "count_tokens",
@@ -61,7 +61,7 @@ _SIDE_APIS: dict[str, str] = {
 _UNIQUE_SIDE_APIS = {"cachedContents", "fileSearchStores", "corpora", "tunedModels", "generatedFiles"}
 
 
-def _method(url: SplitResult) -> tuple[str, str] | None:
+def model_method(url: SplitResult) -> tuple[str, str] | None:
     """(model, method) when the path is a Gemini model method, else ``None``."""
     path = url.path.rstrip("/")
     m = _METHOD_RE.search(path)
@@ -73,7 +73,7 @@ def _method(url: SplitResult) -> tuple[str, str] | None:
     return unquote(m.group(1)), m.group(2)
 
 
-def _side_api(url: SplitResult) -> str | None:
+def side_api(url: SplitResult) -> str | None:
     segs = [s for s in url.path.split("/") if s]
     if segs and segs[0] == "upload":
         segs = segs[1:]
@@ -91,20 +91,20 @@ def _side_api(url: SplitResult) -> str | None:
 # Casing
 
 
-def _snake(key: str) -> str:
+def snake(key: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
 
 
-def _g(d: Any, key: str, default: Any = None) -> Any:
+def either_case(d: Any, key: str, default: Any = None) -> Any:
     """``d[key]`` in lowerCamelCase or in snake_case (the API accepts both on input)."""
     if not isinstance(d, dict):
         return default
     if key in d:
         return d[key]
-    return d.get(_snake(key), default)
+    return d.get(snake(key), default)
 
 
-def _camel(key: str) -> str:
+def camel(key: str) -> str:
     head, *rest = key.split("_")
     return head + "".join(w[:1].upper() + w[1:] for w in rest)
 
@@ -221,11 +221,11 @@ def usage_from(u: Any) -> Usage | None:
     """
     if not isinstance(u, dict):
         return None
-    prompt = as_int(_g(u, "promptTokenCount"))
-    tool_use = as_int(_g(u, "toolUsePromptTokenCount"))
-    candidates = as_int(_g(u, "candidatesTokenCount"))
-    thoughts = as_int(_g(u, "thoughtsTokenCount"))
-    total = as_int(_g(u, "totalTokenCount"))
+    prompt = as_int(either_case(u, "promptTokenCount"))
+    tool_use = as_int(either_case(u, "toolUsePromptTokenCount"))
+    candidates = as_int(either_case(u, "candidatesTokenCount"))
+    thoughts = as_int(either_case(u, "thoughtsTokenCount"))
+    total = as_int(either_case(u, "totalTokenCount"))
     input_tokens = _sum(prompt, tool_use)
     output_tokens = _sum(candidates, thoughts)
     if output_tokens is None and total is not None and input_tokens is not None:
@@ -233,7 +233,7 @@ def usage_from(u: Any) -> Usage | None:
     return Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
-        cache_read_tokens=as_int(_g(u, "cachedContentTokenCount")),
+        cache_read_tokens=as_int(either_case(u, "cachedContentTokenCount")),
         cache_write_tokens=None,
         reasoning_tokens=thoughts,
         total_tokens=total,
@@ -261,11 +261,11 @@ _CONTENT_KEYS = (
 def _details(part: JSON, used: set[str]) -> dict[str, Any] | None:
     """Provider-only data of a part: its signature and any metadata keys not already consumed."""
     out: dict[str, Any] = {}
-    sig = _g(part, "thoughtSignature")
+    sig = either_case(part, "thoughtSignature")
     if sig is not None:
         out["thought_signature"] = sig
     for k, v in part.items():
-        ck = _camel(k)
+        ck = camel(k)
         if ck in used or ck in ("thoughtSignature", "thought"):
             continue
         out[ck] = v
@@ -273,7 +273,7 @@ def _details(part: JSON, used: set[str]) -> dict[str, Any] | None:
 
 
 def _media_type(block: Any) -> str | None:
-    return as_str(_g(block, "mimeType"))
+    return as_str(either_case(block, "mimeType"))
 
 
 def _flatten_response(resp: Any, parts: Any) -> str:
@@ -291,60 +291,60 @@ def _flatten_response(resp: Any, parts: Any) -> str:
     for p in parts if isinstance(parts, list) else []:
         if not isinstance(p, dict):
             continue
-        if isinstance(_g(p, "text"), str):
+        if isinstance(either_case(p, "text"), str):
             text += p["text"]
             continue
-        blob = _g(p, "inlineData") or _g(p, "fileData")
+        blob = either_case(p, "inlineData") or either_case(p, "fileData")
         text += f"[{_media_type(blob) or 'media'}]"
     return text
 
 
-def _part(p: Any) -> Part:
+def part_of(p: Any) -> Part:
     """One wire part → a normalised part."""
     if not isinstance(p, dict):
         return Part(kind="other", provider_details={"block": p})
-    text = _g(p, "text")
+    text = either_case(p, "text")
     if isinstance(text, str):
-        kind: PartKind = "reasoning" if _g(p, "thought") is True else "text"
+        kind: PartKind = "reasoning" if either_case(p, "thought") is True else "text"
         return Part(kind=kind, text=text, provider_details=_details(p, {"text"}))
-    fc = _g(p, "functionCall")
+    fc = either_case(p, "functionCall")
     if isinstance(fc, dict):
-        call = tool_call_from_object(_g(fc, "id"), _g(fc, "name"), _g(fc, "args"))
-        extra = {_camel(k): v for k, v in fc.items() if _camel(k) not in ("id", "name", "args")}
+        call = tool_call_from_object(either_case(fc, "id"), either_case(fc, "name"), either_case(fc, "args"))
+        extra = {camel(k): v for k, v in fc.items() if camel(k) not in ("id", "name", "args")}
         det = _details(p, {"functionCall"}) or {}
         if extra:
             det["function_call"] = extra
         return Part(kind="tool_call", tool_call=call, provider_details=det or None)
-    fr = _g(p, "functionResponse")
+    fr = either_case(p, "functionResponse")
     if isinstance(fr, dict):
         result = ToolResult(
-            call_id=as_str(_g(fr, "id")),
-            name=as_str(_g(fr, "name")),
+            call_id=as_str(either_case(fr, "id")),
+            name=as_str(either_case(fr, "name")),
             named=True,
-            content=_flatten_response(_g(fr, "response"), _g(fr, "parts")),
+            content=_flatten_response(either_case(fr, "response"), either_case(fr, "parts")),
         )
         return Part(
             kind="tool_result", tool_result=result, provider_details=_details(p, {"functionResponse"})
         )
     for key in ("inlineData", "fileData"):
-        blob = _g(p, key)
+        blob = either_case(p, key)
         if isinstance(blob, dict):
             part = media_part(p, _media_type(blob))
-            sig = _g(p, "thoughtSignature")
+            sig = either_case(p, "thoughtSignature")
             if sig is not None and part.provider_details is not None:
                 part.provider_details["thought_signature"] = sig
             return part
-    tc = _g(p, "toolCall")
+    tc = either_case(p, "toolCall")
     if isinstance(tc, dict):
-        tool_type = as_str(_g(tc, "toolType"))
-        call = tool_call_from_object(_g(tc, "id"), tool_type, _g(tc, "args"), kind="server")
+        tool_type = as_str(either_case(tc, "toolType"))
+        call = tool_call_from_object(either_case(tc, "id"), tool_type, either_case(tc, "args"), kind="server")
         return Part(kind="tool_call", tool_call=call, provider_details=_details(p, {"toolCall"}))
-    tr = _g(p, "toolResponse")
+    tr = either_case(p, "toolResponse")
     if isinstance(tr, dict):
         result = ToolResult(
-            call_id=as_str(_g(tr, "id")),
-            name=as_str(_g(tr, "toolType")),
-            content=_flatten_response(_g(tr, "response"), None),
+            call_id=as_str(either_case(tr, "id")),
+            name=as_str(either_case(tr, "toolType")),
+            content=_flatten_response(either_case(tr, "response"), None),
         )
         det = _details(p, {"toolResponse"}) or {}
         det["server"] = True
@@ -355,11 +355,11 @@ def _part(p: Any) -> Part:
     return Part(kind="other", provider_details=det)
 
 
-def _parts(content: Any) -> list[Part]:
+def parts_of(content: Any) -> list[Part]:
     if isinstance(content, str):  # SDK shorthand; not valid on the wire but harmless
         return [Part(kind="text", text=content)]
-    raw = _g(content, "parts")
-    return [_part(p) for p in raw] if isinstance(raw, list) else []
+    raw = either_case(content, "parts")
+    return [part_of(p) for p in raw] if isinstance(raw, list) else []
 
 
 def _role(raw: Any) -> str:
@@ -370,17 +370,17 @@ def _role(raw: Any) -> str:
     return str(raw)
 
 
-def _message(c: Any) -> Message:
+def message_of(c: Any) -> Message:
     if not isinstance(c, dict):
         return Message(role="unknown", parts=[Part(kind="other", provider_details={"block": c})])
     extra = {k: v for k, v in c.items() if k not in ("role", "parts")}
-    return Message(role=_role(c.get("role")), parts=_parts(c), provider_details=extra or None)
+    return Message(role=_role(c.get("role")), parts=parts_of(c), provider_details=extra or None)
 
 
 # ---------------------------------------------------------------------------------------------
 # Request
 
-_STRUCTURAL = {
+STRUCTURAL = {
     "contents",
     "systemInstruction",
     "tools",
@@ -390,24 +390,24 @@ _STRUCTURAL = {
 }
 
 
-def _tools(raw: Any) -> list[ToolSpec]:
+def tools_of(raw: Any) -> list[ToolSpec]:
     out: list[ToolSpec] = []
     for t in raw if isinstance(raw, list) else []:
         if not isinstance(t, dict):
             continue
         for key, val in t.items():
-            ck = _camel(key)
+            ck = camel(key)
             if ck == "functionDeclarations":
                 for f in val if isinstance(val, list) else []:
                     if not isinstance(f, dict):
                         continue
-                    params = _g(f, "parametersJsonSchema")
+                    params = either_case(f, "parametersJsonSchema")
                     if params is None:
-                        params = _g(f, "parameters")
+                        params = either_case(f, "parameters")
                     out.append(
                         ToolSpec(
-                            name=as_str(_g(f, "name")) or "",
-                            description=as_str(_g(f, "description")),
+                            name=as_str(either_case(f, "name")) or "",
+                            description=as_str(either_case(f, "description")),
                             parameters=params if isinstance(params, dict) else None,
                         )
                     )
@@ -420,14 +420,14 @@ def _tools(raw: Any) -> list[ToolSpec]:
 _MODES = {"AUTO": "auto", "ANY": "required", "NONE": "none", "VALIDATED": "validated"}
 
 
-def _tool_choice_mode(tool_config: Any) -> str | None:
-    fcc = _g(tool_config, "functionCallingConfig")
+def tool_choice_of(tool_config: Any) -> str | None:
+    fcc = either_case(tool_config, "functionCallingConfig")
     if not isinstance(fcc, dict):
         return None
-    mode = as_str(_g(fcc, "mode"))
+    mode = as_str(either_case(fcc, "mode"))
     if mode is None:
         return None
-    names = _g(fcc, "allowedFunctionNames")
+    names = either_case(fcc, "allowedFunctionNames")
     if mode == "ANY" and isinstance(names, list) and len(names) == 1:
         return f"tool:{names[0]}"
     return _MODES.get(mode.upper(), mode.lower())

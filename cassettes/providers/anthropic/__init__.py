@@ -46,26 +46,35 @@ from cassettes.providers._base import (
     as_int,
     as_str,
 )
-from cassettes.providers._facets import ReplayShape, _seconds, reset_at
-from cassettes.providers.anthropic_body import (
-    _BEDROCK_PATH,
-    _STRUCTURAL,
-    _VERTEX_PATH,
+from cassettes.providers._facets import ReplayShape, reset_at, retry_after_value
+from cassettes.providers.anthropic._body import (
+    BEDROCK_PATH,
+    STRUCTURAL,
+    VERTEX_PATH,
     JSONObject,
-    _anthropic_error,
-    _call_names,
-    _message,
-    _parts,
-    _response,
-    _tool_choice_mode,
-    _tools,
+    anthropic_error,
+    call_names,
     finish_class,
+    message_of,
+    parts_of,
+    response_of,
+    tool_choice_of,
+    tools_of,
     usage_from,
 )
-from cassettes.providers.anthropic_render import render_messages
+from cassettes.providers.anthropic._complete import AnthropicComplete, complete_request, complete_response
+from cassettes.providers.anthropic._render import render_messages
 from cassettes.wire.framing import Framed
 
-__all__ = ["AnthropicMessages", "finish_class", "render_messages", "usage_from"]
+__all__ = [
+    "AnthropicComplete",
+    "AnthropicMessages",
+    "complete_request",
+    "complete_response",
+    "finish_class",
+    "render_messages",
+    "usage_from",
+]
 
 
 class AnthropicMessages(Provider):
@@ -109,9 +118,9 @@ class AnthropicMessages(Provider):
             return 3
         if path.endswith("/v1/messages"):
             return 3 if is_dict and "messages" in body else 2
-        if _VERTEX_PATH.search(path) or path.endswith("/publishers/anthropic/models/count-tokens:rawPredict"):
+        if VERTEX_PATH.search(path) or path.endswith("/publishers/anthropic/models/count-tokens:rawPredict"):
             return 3
-        if _BEDROCK_PATH.search(path):
+        if BEDROCK_PATH.search(path):
             return 3 if is_dict and "anthropic_version" in body else 0
         if (
             path.endswith("/messages")
@@ -137,7 +146,7 @@ class AnthropicMessages(Provider):
 
     def model_from_url(self, url: SplitResult) -> str | None:
         path = url.path.rstrip("/")
-        m = _VERTEX_PATH.search(path) or _BEDROCK_PATH.search(path)
+        m = VERTEX_PATH.search(path) or BEDROCK_PATH.search(path)
         model = unquote(m.group("model")) if m else None
         return None if model == "count-tokens" else model  # Vertex's token-counting pseudo-model
 
@@ -145,9 +154,9 @@ class AnthropicMessages(Provider):
         b: JSONObject = body if isinstance(body, dict) else {}
         msgs = b.get("messages")
         raw_messages: list[Any] = msgs if isinstance(msgs, list) else []
-        names = _call_names(raw_messages)
-        messages = [_message(m, names) for m in raw_messages]
-        system = _parts(b.get("system"), names)
+        names = call_names(raw_messages)
+        messages = [message_of(m, names) for m in raw_messages]
+        system = parts_of(b.get("system"), names)
         system += [p for m in messages if m.role == "system" for p in m.parts]
         tc = b.get("tool_choice")
         return NormalisedRequest(
@@ -156,10 +165,10 @@ class AnthropicMessages(Provider):
             stream=self.is_stream(url, b),
             system=system,
             messages=messages,
-            tools=_tools(b),
+            tools=tools_of(b),
             tool_choice=tc,
-            tool_choice_mode=_tool_choice_mode(tc),
-            params={k: v for k, v in b.items() if k not in _STRUCTURAL},
+            tool_choice_mode=tool_choice_of(tc),
+            params={k: v for k, v in b.items() if k not in STRUCTURAL},
             history_key="messages",
         )
 
@@ -169,13 +178,13 @@ class AnthropicMessages(Provider):
             return NormalisedResponse(
                 error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
             )
-        return _response(b)
+        return response_of(b)
 
     def replay_headers(self) -> tuple[str, ...]:
         return ("anthropic-version", "anthropic-beta")
 
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
-        if _BEDROCK_PATH.search(url.path.rstrip("/")):
+        if BEDROCK_PATH.search(url.path.rstrip("/")):
             return None  # Bedrock frames the events in its binary event stream
         return render_messages(answer, stream)
 
@@ -196,10 +205,10 @@ class AnthropicMessages(Provider):
     def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
         out = [("request-id", "req_looptap_fault")]
         if kind == "rate_limit":
-            out += [("retry-after", _seconds(retry_after)), ("anthropic-ratelimit-requests-limit", "50"),
+            out += [("retry-after", retry_after_value(retry_after)), ("anthropic-ratelimit-requests-limit", "50"),
                     ("anthropic-ratelimit-requests-remaining", "0"), ("anthropic-ratelimit-requests-reset", reset_at(retry_after))]
         elif kind in ("overloaded", "server_error"):
-            out.append(("retry-after", _seconds(retry_after)))
+            out.append(("retry-after", retry_after_value(retry_after)))
         return out
 
     def fault_event(self, kind: str) -> bytes:
@@ -210,11 +219,11 @@ class AnthropicMessages(Provider):
         return {"type": "error", "error": {"type": kind, "message": message, "code": code}, "request_id": None}
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
-        return _anthropic_error(body, status)
+        return anthropic_error(body, status)
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         """``accumulate_event`` of the SDK (WIRE.md §C.4), lenient about order and unknown events."""
-        from cassettes.providers.anthropic_stream import MessagesStream
+        from cassettes.providers.anthropic._stream import MessagesStream
 
         return MessagesStream(bedrock=framed.kind == "aws_eventstream").read(framed)
 

@@ -25,7 +25,7 @@ from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import Provider, as_str
-from cassettes.providers.writer_stream import is_value_stream, value_stream
+from cassettes.providers.writer._stream import is_value_stream, value_stream
 from cassettes.wire.framing import Framed
 
 __all__ = ["Writer", "is_value_stream", "value_stream"]
@@ -91,9 +91,9 @@ class Writer(Provider):
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         if is_value_stream(framed):
             return value_stream(framed)
-        from cassettes.providers.text_generation import _chat_stream
+        from cassettes.providers.text_generation import chat_stream_without_done
 
-        return _chat_stream(framed)
+        return chat_stream_without_done(framed)
 
     def api_key_env(self) -> tuple[str, ...]:
         return ("WRITER_API_KEY",)

@@ -1,7 +1,7 @@
 """Anthropic Messages bodies read into the normalised models: finish classes, usage, parts, messages,
 tools, the answer, API errors and Bedrock payloads; shared by the adapter
 (:mod:`cassettes.providers.anthropic`) and its stream reader
-(:mod:`cassettes.providers.anthropic_stream`)."""
+(:mod:`cassettes.providers.anthropic._stream`)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ _FINISH = {
     "refusal": FinishReason.REFUSED,
 }
 
-_STRUCTURAL = {"model", "messages", "system", "tools", "tool_choice", "stream"}
+STRUCTURAL = {"model", "messages", "system", "tools", "tool_choice", "stream"}
 
 #: Blocks whose ``input`` is streamed as ``input_json_delta`` fragments, with the call kind.
 _CALL_KINDS = {"tool_use": "function", "server_tool_use": "server", "mcp_tool_use": "mcp"}
@@ -57,8 +57,8 @@ _CALL_KINDS = {"tool_use": "function", "server_tool_use": "server", "mcp_tool_us
 _TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
 
 _VERSION_SUFFIX = re.compile(r"_\d{8}$")
-_BEDROCK_PATH = re.compile(r"/model/(?P<model>[^/]+)/(?P<op>invoke|invoke-with-response-stream)$")
-_VERTEX_PATH = re.compile(
+BEDROCK_PATH = re.compile(r"/model/(?P<model>[^/]+)/(?P<op>invoke|invoke-with-response-stream)$")
+VERTEX_PATH = re.compile(
     r"/publishers/anthropic/models/(?P<model>[^/:]+):(?P<op>rawPredict|streamRawPredict)$"
 )
 
@@ -172,7 +172,7 @@ def _block_part(block: Any, names: dict[str, str], json_buf: str | None = None) 
     return Part(kind="other", provider_details=details)
 
 
-def _parts(content: Any, names: dict[str, str]) -> list[Part]:
+def parts_of(content: Any, names: dict[str, str]) -> list[Part]:
     if content is None:
         return []
     if isinstance(content, str):
@@ -180,17 +180,17 @@ def _parts(content: Any, names: dict[str, str]) -> list[Part]:
     return [_block_part(b, names) for b in (content if isinstance(content, list) else [content])]
 
 
-def _message(m: Any, names: dict[str, str]) -> Message:
+def message_of(m: Any, names: dict[str, str]) -> Message:
     if not isinstance(m, dict):
         return Message(role="unknown", parts=[Part(kind="other", provider_details={"block": m})])
     return Message(
         role=as_str(m.get("role")) or "unknown",
-        parts=_parts(m.get("content"), names),
+        parts=parts_of(m.get("content"), names),
         provider_details=_extra(m, {"role", "content"}),
     )
 
 
-def _call_names(messages: list[Any]) -> dict[str, str]:
+def call_names(messages: list[Any]) -> dict[str, str]:
     """Call id → tool name for every call in the history (tool_result blocks carry only the id)."""
     out: dict[str, str] = {}
     for m in messages:
@@ -201,7 +201,7 @@ def _call_names(messages: list[Any]) -> dict[str, str]:
     return out
 
 
-def _tools(body: JSONObject) -> list[ToolSpec]:
+def tools_of(body: JSONObject) -> list[ToolSpec]:
     out: list[ToolSpec] = []
     for t in body.get("tools") or []:
         if not isinstance(t, dict):
@@ -230,7 +230,7 @@ def _tools(body: JSONObject) -> list[ToolSpec]:
     return out
 
 
-def _tool_choice_mode(tc: Any) -> str | None:
+def tool_choice_of(tc: Any) -> str | None:
     if tc is None:
         return None
     typ = tc.get("type") if isinstance(tc, dict) else tc
@@ -241,7 +241,7 @@ def _tool_choice_mode(tc: Any) -> str | None:
     return _TOOL_CHOICE.get(typ, typ)
 
 
-def _response(msg: JSONObject, bufs: dict[int, str] | None = None) -> NormalisedResponse:
+def response_of(msg: JSONObject, bufs: dict[int, str] | None = None) -> NormalisedResponse:
     """A message object (non-streamed body or reassembled snapshot) → the normalised response."""
     bufs = bufs or {}
     content = msg.get("content")
@@ -274,7 +274,7 @@ def _response(msg: JSONObject, bufs: dict[int, str] | None = None) -> Normalised
     )
 
 
-def _anthropic_error(body: Any, status: int | None, in_stream: bool = False) -> ApiError:
+def anthropic_error(body: Any, status: int | None, in_stream: bool = False) -> ApiError:
     """``{"type":"error","error":{type,message},"request_id"}``, also wrapped by Vertex or Bedrock."""
     if isinstance(body, (str, bytes)):
         try:
@@ -319,7 +319,7 @@ def _anthropic_error(body: Any, status: int | None, in_stream: bool = False) -> 
     return error_from_body(body, status, in_stream=in_stream)
 
 
-def _bedrock_payload(ev: Event) -> tuple[str | None, Any]:
+def bedrock_payload(ev: Event) -> tuple[str | None, Any]:
     """One AWS event-stream frame → (event name, Anthropic event JSON). Exceptions become ``error``."""
     headers = ev.headers or {}
     mtype = headers.get(":message-type")

@@ -2,7 +2,7 @@
 (``messageStart``, ``contentBlockStart/Delta/Stop``, ``messageStop``, ``metadata``) into the
 answer. Complete when ``messageStop`` *and* the trailing ``metadata`` event (the only carrier of
 usage) were both seen. Nova's InvokeModel streams carry the same events
-(:mod:`cassettes.providers.bedrock_invoke`)."""
+(:mod:`cassettes.providers.bedrock._invoke`)."""
 
 from __future__ import annotations
 
@@ -20,14 +20,15 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     as_int,
+    as_obj,
     as_str,
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers.bedrock_body import Block, _block, _obj, converse_finish, usage_from
+from cassettes.providers.bedrock._body import Block, converse_finish, part_of, usage_from
 from cassettes.wire.framing import Framed
 
-__all__ = ["ConverseStream"]
+__all__ = ["CONVERSE_EVENTS", "ConverseStream"]
 
 
 class ConverseStream(StreamParts):
@@ -57,7 +58,7 @@ class ConverseStream(StreamParts):
             yield ev.event or headers.get(":event-type"), d
 
     def on(self, name: str | None, d: Any) -> None:
-        handler = _CONVERSE_EVENTS.get(name or "")
+        handler = CONVERSE_EVENTS.get(name or "")
         if handler is not None:
             handler(self, d)
         elif name != "contentBlockStop":
@@ -74,7 +75,7 @@ class ConverseStream(StreamParts):
         self.role = as_str(d.get("role")) or self.role
 
     def block_start(self, d: Block) -> None:
-        start = _obj(d.get("start"))
+        start = as_obj(d.get("start"))
         if isinstance(start.get("toolUse"), dict):
             st = self.block(d.get("contentBlockIndex"), "toolUse")
             st["start"] = start["toolUse"]
@@ -85,7 +86,7 @@ class ConverseStream(StreamParts):
             self.block(d.get("contentBlockIndex"), "other")["start"] = start
 
     def block_delta(self, d: Block) -> None:
-        delta = _obj(d.get("delta"))
+        delta = as_obj(d.get("delta"))
         idx = d.get("contentBlockIndex")
         if isinstance(delta.get("text"), str):
             st = self.block(idx, "text")
@@ -125,7 +126,7 @@ class ConverseStream(StreamParts):
         return self.done and self.have_metadata
 
 
-_CONVERSE_EVENTS: dict[str, Callable[[ConverseStream, Block], None]] = {
+CONVERSE_EVENTS: dict[str, Callable[[ConverseStream, Block], None]] = {
     "messageStart": ConverseStream.message_start,
     "contentBlockStart": ConverseStream.block_start,
     "contentBlockDelta": ConverseStream.block_delta,
@@ -161,5 +162,5 @@ def _stream_part(st: Block) -> Part:
         return Part(kind="reasoning", text=st.get("text"), provider_details=details or None)
     if kind == "toolResult":
         start = st.get("start") or {}
-        return _block({"toolResult": {**start, "content": st.get("content", [])}})
+        return part_of({"toolResult": {**start, "content": st.get("content", [])}})
     return Part(kind="other", provider_details={k: v for k, v in st.items() if k != "kind"})

@@ -307,7 +307,7 @@ class BedrockAgents(Provider):
 
     def price_model(self, model: str) -> str:
         """A trace's ``foundationModel`` may be an inference profile (``us.anthropic…``, an ARN)."""
-        from cassettes.providers.bedrock_invoke import BedrockInvoke
+        from cassettes.providers.bedrock._invoke import BedrockInvoke
 
         return BedrockInvoke().price_model(model)
 

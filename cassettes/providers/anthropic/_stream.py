@@ -19,7 +19,7 @@ from cassettes.providers._base import (
     as_str,
 )
 from cassettes.providers._parts import Slot, StreamParts
-from cassettes.providers.anthropic_body import JSONObject, _anthropic_error, _bedrock_payload, _response
+from cassettes.providers.anthropic._body import JSONObject, anthropic_error, bedrock_payload, response_of
 from cassettes.wire.framing import Framed
 
 __all__ = ["MessagesStream"]
@@ -39,7 +39,7 @@ class MessagesStream(StreamParts):
     def payloads(self, framed: Framed) -> Iterator[tuple[str | None, Any]]:
         for ev in framed.events:
             if self.bedrock:
-                name, data = _bedrock_payload(ev)
+                name, data = bedrock_payload(ev)
             else:
                 if not ev.data.strip():
                     continue
@@ -116,7 +116,7 @@ class MessagesStream(StreamParts):
             self.details.update(extra)
 
     def error_event(self, data: JSONObject) -> None:
-        self.error = _anthropic_error(data, None, in_stream=True)
+        self.error = anthropic_error(data, None, in_stream=True)
 
     def close(self) -> NormalisedResponse:
         order = sorted(i for i in self.slots if isinstance(i, int))  # block indices (all of the keys)
@@ -125,7 +125,7 @@ class MessagesStream(StreamParts):
         if self.usage_raw is not None:
             self.snapshot["usage"] = self.usage_raw
         bufs = {pos: st.arguments for pos, st in enumerate(blocks) if st.arguments is not None}
-        resp = _response(self.snapshot, bufs)
+        resp = response_of(self.snapshot, bufs)
         unfinished = [i for i, st in zip(order, blocks, strict=True) if not st.closed]
         if unfinished and not self.done:
             self.details["unfinished_blocks"] = unfinished
