@@ -2,7 +2,7 @@
 
 Used for new episodes (the cassette lacks the answer: the request goes to a recorder) and past a
 fork's cursor. One request per connection (``Connection: close``), ``http`` or ``https`` (the
-system's CA store). Every wait is bounded and progress based: connecting within
+system's CA store, or the one a :class:`Trust` kept). Every wait is bounded and progress based: connecting within
 ``connect_timeout``, the status line and headers within ``read_timeout``, and the body may not
 pause longer than ``read_timeout``; a status line, header block or chunk size that is not
 HTTP/1.1 raises :class:`UpstreamError`, as does an upstream that breaks off.
@@ -25,7 +25,7 @@ from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers, header
 from cassettes.wire.own import without_own
 
-__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "Upstream", "UpstreamError", "UpstreamResponse"]
+__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "Trust", "Upstream", "UpstreamError", "UpstreamResponse", "tls_context"]
 
 #: Seconds to connect to the upstream (and finish TLS).
 CONNECT_TIMEOUT = 30.0
@@ -38,6 +38,33 @@ _LINE = 1 << 16
 
 class UpstreamError(CassetteError):
     """The upstream could not be reached, or answered something that is not HTTP/1.1."""
+
+
+@dataclass(frozen=True)
+class Trust:
+    """The CA store TLS to a live upstream verifies against, as it was when :meth:`now` took it.
+    The pytest plugin takes it before it points ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` at a store
+    that trusts no host for a replayed test (docs/testing.md): a fork's live requests, made in
+    the test's process while those are set, keep the store the test started with."""
+
+    cafile: str | None
+    capath: str | None
+
+    @classmethod
+    def now(cls) -> Trust:
+        """The store ``ssl.create_default_context()`` would load now (the environment's, else OpenSSL's own)."""
+        paths = ssl.get_default_verify_paths()
+        return cls(paths.cafile, paths.capath)
+
+    def context(self) -> ssl.SSLContext:
+        if self.cafile is None and self.capath is None:  # no store found: the platform's default, as before
+            return ssl.create_default_context()
+        return ssl.create_default_context(cafile=self.cafile, capath=self.capath)
+
+
+def tls_context(trust: Trust | None) -> ssl.SSLContext:
+    """A client context verifying against ``trust``, or (``None``) the store the environment names now."""
+    return trust.context() if trust is not None else ssl.create_default_context()
 
 
 @dataclass
@@ -98,9 +125,10 @@ def _close_delimited(headers: Headers) -> bool:
 
 
 class Upstream:
-    """Where requests go live: ``base`` (``http(s)://host[:port]``, a path prefix kept)."""
+    """Where requests go live: ``base`` (``http(s)://host[:port]``, a path prefix kept), verified
+    against ``trust`` (``None``: the store the environment names when connecting)."""
 
-    def __init__(self, base: str, connect_timeout: float | None = CONNECT_TIMEOUT, read_timeout: float | None = READ_TIMEOUT) -> None:
+    def __init__(self, base: str, connect_timeout: float | None = CONNECT_TIMEOUT, read_timeout: float | None = READ_TIMEOUT, trust: Trust | None = None) -> None:
         u = urlsplit(base)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"an upstream is http(s)://host[:port], not {base[:80]!r}")
@@ -112,6 +140,7 @@ class Upstream:
         self.prefix = u.path.rstrip("/")
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.trust = trust
 
     async def send(self, method: str, target: str, headers: Headers, body: bytes, said: list[str] | None = None) -> UpstreamResponse:
         """Send one request; the response once its head has arrived (read its body with
@@ -125,7 +154,7 @@ class Upstream:
             message = ask.request(method, f"{self.prefix}{target}", [("Host", self.netloc), *keep, ("Content-Length", str(len(body))), ("Connection", "close")], body, said)
         except Unsendable as exc:
             raise UpstreamError(str(exc)) from None
-        ctx = ssl.create_default_context() if self.tls else None
+        ctx = tls_context(self.trust) if self.tls else None
         try:
             async with asyncio.timeout(self.connect_timeout):
                 reader, writer = await asyncio.open_connection(self.host, self.port, ssl=ctx, limit=_LINE)

@@ -9,7 +9,10 @@
 
 The ``looptap`` fixture (requested, or implied by the ``looptap`` marker) points the SDKs' base-URL
 variables at an in-process replay server for the test, and sets a placeholder API key where none
-is set. Record modes, as in pytest-recording (``--looptap-record-mode``):
+is set. A replayed test also gets the proxy variables and a CA store that trusts no host
+(:data:`NO_HOST_CA`), so a client that ignores the base URL reaches nothing real (docs/testing.md,
+"What a replayed test's environment gets"). Record modes, as in pytest-recording
+(``--looptap-record-mode``):
 
 * ``none`` — replay only; a missing cassette is an error (the default when ``CI`` is set);
 * ``once`` — replay when the cassette exists, else record it (the default otherwise);
@@ -51,6 +54,7 @@ from cassettes.errors import CassetteError, ReplayMiss
 if TYPE_CHECKING:
     from cassettes.reading.run import Run
     from cassettes.replay.faults import FaultPlan
+    from cassettes.replay.forward import Trust
     from cassettes.replay.server import ReplayServer
     from cassettes.wire.exchange import Exchange
 
@@ -511,8 +515,11 @@ def _start_replay(session: LooptapSession, opts: _Options, monkeypatch: pytest.M
     from cassettes.replay.server import ReplayServer
 
     fallback = _listener_fallback(session.env) if opts.record else None
+    # taken before the test's environment is set: a fork's live requests keep the real store
+    trust = None if opts.record else _replaced_trust(os.environ)
     try:
-        session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan, cursor=opts.cursor, volatile=opts.volatile, rules=opts.rules).start()
+        session.server = ReplayServer(opts.path, pace=opts.pace, strict=opts.strict, fallback=fallback, faults=opts.plan, cursor=opts.cursor, volatile=opts.volatile,
+                                      rules=opts.rules, trust=trust).start()
     except CassetteError as exc:  # a cursor that selects nothing in the cassette
         pytest.fail(f"looptap: {exc}", pytrace=False)
     session.env = {**session.server.env}
@@ -521,7 +528,51 @@ def _start_replay(session: LooptapSession, opts: _Options, monkeypatch: pytest.M
     # server refuses CONNECT, so nothing reaches a real API.
     no_proxy = ",".join(dict.fromkeys([*(v for v in os.environ.get("NO_PROXY", "").split(",") if v), "127.0.0.1", "localhost"]))
     session.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url, NO_PROXY=no_proxy, no_proxy=no_proxy)
+    if trust is not None:
+        # ... and for those that ignore the proxy too: TLS to any host fails verification. The
+        # SDKs' HTTP clients load this one certificate instead of the whole CA bundle, for each
+        # transport they make (httpx makes one per proxy variable): most of a replayed test's cost.
+        session.env.update(SSL_CERT_FILE=str(NO_HOST_CA), SSL_CERT_DIR=str(NO_HOST_CA.parent))
     _api_keys(monkeypatch)
+
+
+#: The CA store of a replayed test: one self-signed CA certificate whose private key was never
+#: kept (made once with ``openssl req -x509 -keyout /dev/null``), so it vouches for no host.
+NO_HOST_CA = Path(__file__).parent / "trust" / "replay-ca.pem"
+
+
+def _replaced_trust(env: Mapping[str, str]) -> Trust | None:
+    """The store a replayed test's TLS would verify against (a
+    :class:`~cassettes.replay.forward.Trust`), when it is to be replaced by :data:`NO_HOST_CA`;
+    ``None`` when it is left alone: ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` name a store of the
+    user's own (not OpenSSL's default file or directory), or ``NO_PROXY`` names a host that is
+    not loopback (reached directly, over TLS verified as usual)."""
+    import ssl
+
+    from cassettes.replay.forward import Trust
+
+    paths = ssl.get_default_verify_paths()
+    for var, default in (("SSL_CERT_FILE", paths.openssl_cafile), ("SSL_CERT_DIR", paths.openssl_capath)):
+        given = env.get(var)
+        if given and os.path.realpath(given) != os.path.realpath(default):
+            return None
+    if any(not _loopback(h) for var in ("NO_PROXY", "no_proxy") for h in env.get(var, "").split(",") if h.strip()):
+        return None
+    return Trust.now()
+
+
+def _loopback(entry: str) -> bool:
+    """A ``NO_PROXY`` entry (a host, ``.domain``, ``host:port``, an address or a CIDR block) that names only this machine."""
+    import ipaddress
+
+    host = entry.strip().lower().lstrip(".").partition("/")[0]
+    host = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0] if host.count(":") == 1 else host
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _teardown(session: LooptapSession, config: pytest.Config, nodeid: str) -> None:

@@ -63,6 +63,7 @@ from cassettes.wire.replay_miss import HEADER as MISS_HEADER
 from cassettes.wire.replay_miss import NOTE_HEADER
 
 if TYPE_CHECKING:
+    from cassettes.replay.forward import Trust
     from cassettes.replay.outgoing import Answer
 
 __all__ = ["IDLE_TIMEOUT", "MISS_CODE", "MISS_STATUS", "READ_TIMEOUT", "RETAIN_BODIES", "WRITE_TIMEOUT", "ReplayServer", "parse_pace", "replay_env"]
@@ -217,6 +218,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         cursor: Router | None = None,
         volatile: bool | VolatileSpans = True,
         rules: Rules | None = None,
+        trust: Trust | None = None,
     ) -> None:
         recordings: Sequence[Exchange] | IndexedRecordings
         first = 0  # a fork's branch held in memory keeps its origin's turn numbers (cassettes.reading.branch)
@@ -261,6 +263,8 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         if cursor is not None:
             # placed in the recording's turns (refused if it selects none, saying what the run has)
             cursor.bind(self.matcher, self.source if self.source != "<exchanges>" else "the run")
+        #: The CA store requests sent live verify TLS against (``None``: the environment's when connecting).
+        self.trust = trust
         #: Decides every answer (the senders below only speak it).
         self.planner = Planner(self.matcher, faults, fallback, cursor)
         #: Every request answered, as an exchange: the live request and what was sent back.
@@ -759,7 +763,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         miss for new episodes) or by breaking the connection off the same way."""
         from cassettes.replay.forward import Upstream, UpstreamError
 
-        upstream = Upstream(answer.base)
+        upstream = Upstream(answer.base, trust=self.trust)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         said: list[str] = []

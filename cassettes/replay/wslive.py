@@ -22,7 +22,7 @@ import ssl
 from urllib.parse import urlsplit
 
 from cassettes.replay.chains import MAX_ANSWERS, Threads, as_sent_live, threads_of
-from cassettes.replay.forward import CONNECT_TIMEOUT, READ_TIMEOUT, UpstreamError
+from cassettes.replay.forward import CONNECT_TIMEOUT, READ_TIMEOUT, Trust, UpstreamError, tls_context
 from cassettes.replay.http1 import HOP_BY_HOP
 
 __all__ = ["MAX_ANSWERS", "LiveSocket", "Threads", "as_sent_live", "threads_of"]  # the chains' names, where they were
@@ -43,9 +43,10 @@ class LiveSocket:
 
     @classmethod
     async def open(cls, base: str, target: str, headers: list[tuple[str, str]], connect_timeout: float = CONNECT_TIMEOUT,
-                   read_timeout: float = READ_TIMEOUT, said: list[str] | None = None) -> LiveSocket:
+                   read_timeout: float = READ_TIMEOUT, said: list[str] | None = None, trust: Trust | None = None) -> LiveSocket:
         """Open the session at ``base`` + ``target`` with the client's handshake headers (those of
-        the connection and of the WebSocket handshake itself are this client's own)."""
+        the connection and of the WebSocket handshake itself are this client's own); TLS verified
+        against ``trust`` (:class:`~cassettes.replay.forward.Trust`)."""
         import h11
 
         from cassettes.replay.outgoing import Ask, Unsendable
@@ -58,7 +59,7 @@ class LiveSocket:
         tls = u.scheme == "https"
         try:
             async with asyncio.timeout(connect_timeout):
-                reader, writer = await asyncio.open_connection(u.hostname, u.port or (443 if tls else 80), ssl=ssl.create_default_context() if tls else None, limit=_LINE)
+                reader, writer = await asyncio.open_connection(u.hostname, u.port or (443 if tls else 80), ssl=tls_context(trust) if tls else None, limit=_LINE)
         except TimeoutError:
             raise UpstreamError(f"connecting to {base[:80]} took longer than {connect_timeout:g} s") from None
         except (OSError, ssl.SSLError) as exc:

@@ -36,6 +36,7 @@ from cassettes.wire.replay_miss import NOTE_HEADER
 if TYPE_CHECKING:
     from cassettes.providers import WsTurns
     from cassettes.replay.chains import Threads
+    from cassettes.replay.forward import Trust
     from cassettes.replay.matcher import Miss, Recorded
     from cassettes.replay.wsframes import MessageReader
     from cassettes.replay.wslive import LiveSocket
@@ -105,6 +106,7 @@ class WebSocketReplay:
     miss_status: int
     miss_code: str
     drop_headers: frozenset[str]
+    trust: Trust | None
     _log: Callable[..., Exchange]
     _send_head: Callable[..., Any]
 
@@ -248,7 +250,7 @@ class WebSocketReplay:
         from cassettes.replay.wslive import LiveSocket
 
         try:
-            sock = await LiveSocket.open(answer.base, req.target, req.headers)
+            sock = await LiveSocket.open(answer.base, req.target, req.headers, trust=self.trust)
         except UpstreamError as exc:
             rec = answer.rec
             why = f"past the fork's cursor; opening the live session at {answer.base} failed: {exc}"

@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -275,8 +277,10 @@ class ScriptedUpstream:
     """``validate=True`` answers a request whose tool results do not pair with its calls as the API
     does: a 400 with the API's exact text (docs/WIRE.md G.2), before the route is asked."""
 
-    def __init__(self, route: Route, *, delay: float = 0.002, validate: bool = False, ids: str = "") -> None:
+    def __init__(self, route: Route, *, delay: float = 0.002, validate: bool = False, ids: str = "", tls: tuple[Path, Path] | None = None) -> None:
         self.route = route
+        #: (certificate, key): served over HTTPS with them (:attr:`url` then starts with ``https://``).
+        self.tls = tls
         #: Put in every id this server makes (``resp_s`` + ids + number): two servers' ids differ.
         self.ids = ids
         self.delay = delay
@@ -296,7 +300,7 @@ class ScriptedUpstream:
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self._server.server_address[1]}"
 
     def new_id(self, prefix: str) -> str:
         with self._lock:
@@ -468,6 +472,10 @@ class ScriptedUpstream:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(*self.tls)
+            self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-upstream", daemon=True)
         self._thread.start()
         return self
