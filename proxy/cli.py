@@ -577,7 +577,8 @@ def register_run(sub: Any) -> None:
     p.add_argument("--repeat", type=int, default=1, metavar="K", help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) and say per turn how the branches agree")
     p.add_argument(
         "--edit", action="append", default=[], metavar="TARGET=@FILE",
-        help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every request sent live (repeatable; docs/fork.md)",
+        help="with --from: what if: rewrite tool_result[CALL_ID], system or user[N] in every request sent live; or continue=N: "
+             "continue an answer cut at the token cap, the agent handed one answer (repeatable; docs/fork.md)",
     )
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=cmd_run)

@@ -208,3 +208,12 @@ class ReplayShape:
         when ``stream`` as the API streams, in the form the request at ``url`` asked for; parsing
         them gives ``answer`` back. ``None``: this API (or this endpoint) has no such form here."""
         return None
+
+    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
+        """``request`` (a JSON body) asking the model to go on with ``partial``, the text of its
+        answer cut at the token cap, in the form this API documents (docs/WIRE.md): what a client
+        that does not take a cut answer as complete sends (``looptap run --from --edit continue``).
+        ``prompt``: the words asking for the rest, where the API needs them. With the text the
+        answer so far is taken to be (the new answer continues it); ``None``: no such form here.
+        ``request`` is left as it is."""
+        return None

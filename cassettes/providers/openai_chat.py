@@ -320,6 +320,13 @@ class OpenAIChat(Provider):
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
         return render_chat(answer, stream, request)
 
+    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
+        """The cut answer as an assistant message, then a user message asking for the rest."""
+        if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+            return None
+        more = [{"role": "assistant", "content": partial}, {"role": "user", "content": prompt}]
+        return {**request, "messages": [*request["messages"], *more]}, partial
+
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}
         if "error" in b and not b.get("choices"):

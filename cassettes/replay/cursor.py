@@ -48,6 +48,7 @@ from cassettes.replay.plan import Answer, Forward, Missed, Play
 if TYPE_CHECKING:
     from cassettes.providers import Provider
     from cassettes.replay.chains import Threads
+    from cassettes.replay.continuation import Continuation
 
 __all__ = ["Cursor", "CursorError", "CursorSpec", "live_router", "model_vendor", "other_family", "parse_cursor", "with_model"]
 
@@ -150,6 +151,10 @@ class Cursor:
     _recorded_values: dict[str, Any] = field(default_factory=dict)
     #: Per conversation: requests sent live so far (a live request's turn: the cursor's + this).
     _live_count: dict[str | None, int] = field(default_factory=dict)
+    #: The marks of the request :meth:`outgoing` made last (a continuation of its answer keeps them).
+    _last_marks: list[dict[str, Any]] = field(default_factory=list)
+    #: Continuation requests sent (the ``continue`` edit), and the answers joined for the client.
+    continued: int = 0
 
     def bind(self, matcher: Matcher, run: str = "the run") -> None:
         """Place the cursor in ``matcher``'s recording (labelled by turn); raises
@@ -248,10 +253,27 @@ class Cursor:
         if websocket:  # the session goes live: wsserve sends each turn through outgoing() itself
             self._went_live(rec.conversation, turn, req.method, req.target, req.body)
             return Forward(base, req.body, "live past the cursor", miss=miss, rec=rec)
+        client = req.body
         req, chained = self._self_contained(req)
         target, body, notes, headers = self.outgoing(req, turn)
         self._went_live(rec.conversation, turn, req.method, target, body)
-        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=chained + notes, target=target, headers=headers)
+        return Forward(base, body, "live past the cursor", miss=miss, rec=rec, notes=chained + notes, target=target, headers=headers,
+                       cont=self._continuation(req.method, target, body, client))
+
+    def _continuation(self, method: str, target: str, body: bytes, client: bytes) -> Continuation | None:
+        """How the answer to a request sent live is continued when the cap cuts it (the
+        ``continue`` edit, :mod:`cassettes.replay.continuation`), or ``None``."""
+        from cassettes.replay.continuation import Continuation
+        from cassettes.replay.requestkey import request_key
+
+        edit = next((e for e in self.edits if e.kind == "continue"), None)
+        adapter = request_key(method, target, [], body).adapter if edit is not None else None
+        if edit is None or adapter is None:
+            return None
+        return Continuation(edit, self.spec.text, self.edit_key, adapter, client, list(self._last_marks), on_continued=self._count_continued)
+
+    def _count_continued(self, requests: int) -> None:
+        self.continued += requests
 
     def _before_cursor(self, req: Request, miss: Miss) -> Answer | None:
         """A request before the cursor that matched no recorded turn: in the tolerant prefix, the
@@ -331,8 +353,10 @@ class Cursor:
         self.sent += 1
         target, body, notes = self._rewritten(req)
         headers = None
+        self._last_marks = []
         if self.edits:
             body, marks = apply_edits(req.method, req.target, body, self.edits, self.spec.text)
+            self._last_marks = marks
             if marks:
                 notes.append(f"fork: edited {', '.join(dict.fromkeys(m['edit'] for m in marks))}")
                 notes += self._client_rewrote(marks, turn)
@@ -390,8 +414,9 @@ class Cursor:
         return target, body, [f"fork: {note}"] if note is not None else []
 
     def unapplied(self) -> list[Edit]:
-        """Edits whose target no request sent live carried (an error: the fork exits 1)."""
-        return [e for e in self.edits if not e.applied]
+        """Edits whose target no request sent live carried (an error: the fork exits 1). A
+        ``continue`` that continued nothing is none: no answer sent live was cut (the report says so)."""
+        return [e for e in self.edits if not e.applied and e.kind != "continue"]
 
     def report_lines(self) -> list[str]:
         from cassettes.hints import count
@@ -411,7 +436,10 @@ class Cursor:
             out.append(f"  {count(len(self.in_position), 'recorded round trip')} served in position in the tolerant prefix: the request differed from it only in tool results (listed as tolerated)")
         if self.chained:
             out.append(f"  {count(self.chained, 'request')} sent self-contained: each continued an answer replayed from the recording, which the live upstream never gave")
-        out += [f"  edit {e.label}: made in {count(e.applied, 'request')} sent live" for e in self.edits if e.applied]
+        out += [f"  edit {e.label}: made in {count(e.applied, 'request')} sent live" for e in self.edits if e.applied and e.kind != "continue"]
+        out += [f"  edit continue: {count(e.applied, 'answer')} cut at the token cap continued by looptap ({count(self.continued, 'continuation request')}), "
+                "each handed to the client as one answer" if e.applied else
+                "  edit continue: no answer sent live was cut at the token cap: nothing continued" for e in self.edits if e.kind == "continue"]
         out += [f"  error: edit {e.label} never applied: no request sent live carries it (check the call id / index, and that the cursor is at or before the turn that first sends it)" for e in self.unapplied()]
         return out
 

@@ -7,10 +7,13 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
     restore_result[CALL_ID]=@file.txt  a result the client never sent for that call, put back
                                        beside the results it sent for the same answer's calls
     max_tokens=N                       the token cap, whatever the API calls the field
+    continue=N                         an answer cut at the token cap continued, at most N more
+                                       requests per answer, the client handed one answer
+                                       (:mod:`cassettes.replay.continuation`; no item rewritten)
     …=text                             the new text inline instead of from a file
 
-The last two are repairs ``looptap why`` makes (docs/why.md): a dropped result put back, a
-truncated answer's cap lifted.
+The last three are repairs ``looptap why`` makes (docs/why.md): a dropped result put back, a
+truncated answer's cap lifted, a truncated answer not taken as complete.
 
 The client keeps sending the original; the replay server rewrites each request it sends on, and
 marks each item it rewrote (:mod:`cassettes.wire.edited`: the item's path, the client's value).
@@ -36,16 +39,18 @@ import orjson
 from cassettes.errors import CassetteError
 from cassettes.wire import edited
 
-__all__ = ["Edit", "EditError", "apply_edits", "carried", "edit_file", "edit_notes", "edited_headers", "parse_edit"]
+__all__ = ["MAX_CONTINUE", "Edit", "EditError", "apply_edits", "carried", "continuable", "edit_file", "edit_notes", "edited_headers", "parse_edit"]
 
-_TARGET = re.compile(r"(tool_result|user|restore_result)\[([^\]]{1,200})\]|(system|max_tokens)")
+_TARGET = re.compile(r"(tool_result|user|restore_result)\[([^\]]{1,200})\]|(system|max_tokens|continue)")
 #: Where the target starts (after an optional ``SELECTOR:``), and whether the value is ``@file``.
-_SPEC = re.compile(r"(?:^|(?<=:))((?:restore_result|tool_result)\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]|system|max_tokens)=(@?)")
+_SPEC = re.compile(r"(?:^|(?<=:))((?:restore_result|tool_result)\[[^\]]{1,200}\]|user\[[0-9]{1,6}\]|system|max_tokens|continue)=(@?)")
 #: The fields that carry a request's output token cap, at the top level or under the generation
 #: settings (``generationConfig``, ``options``), as the OTel export reads them: field names of the
 #: wire (docs/WIRE.md), whichever API the request is in.
 _CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxOutputTokens", "num_predict")
 _CAP_PARENTS = ("generationConfig", "generation_config", "options")
+#: The most continuation requests ``continue=N`` may ask for per answer.
+MAX_CONTINUE = 8
 #: Bytes read from an ``@file``.
 _MAX_FILE = 8 << 20
 #: Depth of the JSON walk (a request nested deeper is not edited below it).
@@ -60,14 +65,14 @@ class EditError(CassetteError, ValueError):
 @dataclass
 class Edit:
     spec: str
-    #: ``tool_result``, ``system``, ``user``, ``restore_result`` or ``max_tokens``.
+    #: ``tool_result``, ``system``, ``user``, ``restore_result``, ``max_tokens`` or ``continue``.
     kind: str
     #: The call id (tool_result) or the index (user).
     key: str | None
     value: str
     #: The selector written before the target (``turn=1:``), or ``None``.
     selector: str | None = None
-    #: Requests this edit changed.
+    #: Requests this edit changed (``continue``: answers it continued).
     applied: int = 0
 
     @property
@@ -100,7 +105,9 @@ def parse_edit(spec: str, base: Path | None = None) -> Edit:
         value = data.decode("utf-8", "replace")
     if kind == "max_tokens" and not (value.strip().isdigit() and 0 < int(value.strip()) < 1 << 31):
         raise EditError(f"--edit {spec[:80]!r}: max_tokens wants a positive number of tokens")
-    return Edit(spec, kind, key, value.strip() if kind == "max_tokens" else value, selector)
+    if kind == "continue" and not (value.strip().isdigit() and 0 < int(value.strip()) <= MAX_CONTINUE):
+        raise EditError(f"--edit {spec[:80]!r}: continue wants the most continuation requests per cut answer, 1 to {MAX_CONTINUE}")
+    return Edit(spec, kind, key, value.strip() if kind in ("max_tokens", "continue") else value, selector)
 
 
 def edit_file(spec: str, base: Path | None = None) -> Path | None:
@@ -142,6 +149,8 @@ def _hits(method: str, target: str, doc: Any, e: Edit) -> list[tuple[list[str | 
         _restore_result(doc, e.key or "", e.value, [], hits)
     elif e.kind == "max_tokens":
         _cap(doc, int(e.value), hits)
+    elif e.kind == "continue":
+        pass  # no item of the request: the answer is continued (cassettes.replay.continuation)
     else:
         old = _adapter_text(method, target, doc, e)
         if old:
@@ -368,4 +377,15 @@ def carried(method: str, target: str, body: bytes, e: Edit) -> list[Any]:
         doc = bounds.loads(body) if body else None
     except (orjson.JSONDecodeError, ValueError):
         return []
+    if e.kind == "continue":  # a request whose API can be asked to go on with a cut answer
+        return [int(e.value)] if continuable(method, target, doc) else []
     return [before for _, before, _ in _hits(method, target, doc, e)]
+
+
+def continuable(method: str, target: str, doc: Any) -> bool:
+    """Whether a cut answer to this request can be continued: its API's adapter has a form for
+    it (:meth:`~cassettes.providers.Provider.continuation_body`)."""
+    from cassettes import providers
+
+    adapter = providers.detect(method.upper(), urlsplit(target), doc) if isinstance(doc, dict) else None
+    return adapter is not None and adapter.continuation_body(doc, "…", "…") is not None

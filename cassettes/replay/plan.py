@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
@@ -24,6 +24,9 @@ from cassettes.providers import Provider, Rendered
 from cassettes.replay.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
 from cassettes.replay.http1 import Request
 from cassettes.replay.matcher import Matcher, Miss, Recorded
+
+if TYPE_CHECKING:
+    from cassettes.replay.continuation import Continuation
 
 __all__ = ["Answer", "FaultStatus", "Forward", "Missed", "Planner", "Play", "Reset", "Rewritten"]
 
@@ -94,6 +97,8 @@ class Forward:
     #: The target and headers as sent on (``None``: the request's own).
     target: str | None = None
     headers: list[tuple[str, str]] | None = None
+    #: How the answer is continued when the token cap cuts it (a fork's ``--edit continue``), or ``None``.
+    cont: Continuation | None = None
 
 
 @dataclass

@@ -63,7 +63,9 @@ from cassettes.wire.replay_miss import HEADER as MISS_HEADER
 from cassettes.wire.replay_miss import NOTE_HEADER
 
 if TYPE_CHECKING:
-    from cassettes.replay.forward import Trust
+    from typing import Any
+
+    from cassettes.replay.forward import Trust, Upstream, UpstreamResponse
     from cassettes.replay.outgoing import Answer
 
 __all__ = ["IDLE_TIMEOUT", "MISS_CODE", "MISS_STATUS", "READ_TIMEOUT", "RETAIN_BODIES", "WRITE_TIMEOUT", "ReplayServer", "parse_pace", "replay_env"]
@@ -774,6 +776,8 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
                 answer.miss.reason += f"; forwarding to {answer.base} failed: {exc}"
                 return await self._send_miss(req, writer, answer.miss, dog)
             return await self._send_upstream_error(req, writer, answer, str(exc), dog)
+        if answer.cont is not None:
+            return await self._forward_continued(req, writer, answer, upstream, response, t0, said, dog)
         own: list[str] = []
         out = upstream.relayed_headers(response, own) + [("transfer-encoding", "chunked"), ("x-looptap-replay", answer.why)]
         if answer.miss is not None:
@@ -799,6 +803,94 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             return False
         if self.planner.cursor is not None:  # a later request continuing this answer goes as it is
             self.planner.cursor.relayed(req.method, answer.target or req.target, answer.body, response.status, sent, out)
+        writer.write(relay.end())
+        await self._drain(writer, dog)
+        return True
+
+    async def _forward_continued(
+        self, req: Request, writer: asyncio.StreamWriter, answer: Forward, upstream: Upstream, response: UpstreamResponse, t0: float, said: list[str],
+        dog: Watchdog | None,
+    ) -> bool:
+        """A fork's ``--edit continue`` (:mod:`cassettes.replay.continuation`): the upstream's
+        answer read whole; when the token cap cut it, the model asked to go on (each request
+        through the same recorder, marked as the fork's), and the client handed one answer
+        joining the parts, in the format it asked for; any other answer relayed as it came."""
+        from cassettes.hints import count
+        from cassettes.replay.continuation import cut_text, joined, parsed, rendered_for
+        from cassettes.replay.forward import Upstream, UpstreamError
+
+        cont = answer.cont
+        assert cont is not None
+        if answer.miss is not None:
+            self.matcher.resolve(answer.miss)  # answered after all (a continuation past the cursor)
+        loop = asyncio.get_running_loop()
+        target = answer.target or req.target
+        first: list[bytes] = []
+        broke: str | None = None
+        try:
+            async for data in response.pieces():
+                if data:
+                    first.append(data)
+        except UpstreamError as exc:
+            broke = str(exc)
+        url = upstream.base + target
+        sent_headers = answer.headers if answer.headers is not None else req.headers
+        cut = parsed(cont.adapter, req.method, url, answer.body, response.status, response.headers, first) if broke is None else None
+        so_far = cut_text(cut) if cut is not None else None
+        parts: list[tuple[str, Any]] = []
+        notes = list(answer.notes)
+        while so_far is not None and cont.sent < cont.rounds:
+            made = cont.request(answer.body, so_far, sent_headers)
+            if made is None:
+                notes.append("fork: continue: this API has no form to continue this answer; relayed as it came")
+                break
+            body, headers, continues = made
+            try:
+                more_response = await Upstream(answer.base, trust=self.trust).send(req.method, target, headers, body, said)
+                got = [d async for d in more_response.pieces() if d]
+            except UpstreamError as exc:
+                notes.append(f"fork: continue: continuation request {cont.sent} failed ({exc}); the answer so far handed to the client")
+                break
+            more = parsed(cont.adapter, req.method, url, body, more_response.status, more_response.headers, got)
+            if more is None:
+                notes.append(f"fork: continue: continuation request {cont.sent} got status {more_response.status}, no answer; the answer so far handed to the client")
+                break
+            parts.append((continues, more))
+            still = cut_text(more)
+            so_far = continues + still if still is not None else None
+        rendered = rendered_for(cont.adapter, target, cont.client_body, joined(cut, parts)) if cut is not None and parts else None
+        sent: list[tuple[float | None, bytes]] = []
+        own: list[str] = []
+        if rendered is None:  # not cut, or nothing to join: the answer as it came
+            out = upstream.relayed_headers(response, own) + [("transfer-encoding", "chunked"), ("x-looptap-replay", answer.why)]
+            logged = self._log(req, response.status, out, sent, answer.why, origin_of=answer.rec)
+            chunks = first
+        else:
+            cont.done(len(parts))
+            stream = len(rendered.chunks) > 1 or rendered.content_type == "text/event-stream"
+            out = [("content-type", rendered.content_type), ("x-looptap-replay", answer.why), ("x-looptap-continued", str(len(parts))),
+                   ("transfer-encoding", "chunked") if stream else ("content-length", str(sum(len(c) for c in rendered.chunks)))]
+            logged = self._log(req, 200, out, sent, answer.why, origin_of=answer.rec)
+            notes.append(f"fork: the answer was cut at the token cap; looptap continued it ({count(len(parts), 'continuation request')}, --edit continue) "
+                         "and handed the client one answer joining the parts")
+            chunks = list(rendered.chunks)
+        logged.notes.extend(notes)
+        if own:
+            logged.notes.append(f"marks: the upstream's response carried looptap's own headers ({', '.join(own)}) that this replay did not write; dropped")
+        if said:
+            self._said(said, None)
+            logged.notes.extend(f"looptap: {line} upstream" for line in said)
+        relay = await self._send_head(writer, logged.status or 200, out, dog, req=req, logged=logged)
+        for data in chunks:
+            sent.append((loop.time() - t0, data))
+            writer.write(relay.data(data))
+            await self._drain(writer, dog)
+        if broke is not None:
+            logged.transport_error = broke
+            writer.transport.abort()
+            return False
+        if self.planner.cursor is not None:
+            self.planner.cursor.relayed(req.method, target, answer.body, logged.status or 200, sent, out)
         writer.write(relay.end())
         await self._drain(writer, dog)
         return True

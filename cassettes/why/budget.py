@@ -2,7 +2,8 @@
 (:func:`cassettes.replay.compare.check_budget`), on the recorded turns each branch re-runs live.
 
 A branch re-runs live the recorded turns of its conversation from the cursor on (the agent may
-make more or fewer: the estimate is the recorded continuation's). Each turn is priced by the model
+make more or fewer: the estimate is the recorded continuation's), and the requests an
+intervention may add (a cut answer's continuations: each counted, priced as the turn it continues). Each turn is priced by the model
 the branch actually uses (``--model``, else the one the turn recorded), at that model's own price
 on the recorded usage, as ``looptap compare`` prices a candidate.
 """
@@ -29,6 +30,9 @@ def planned_for(run: Any, chosen: list[Intervention], bases: dict[str, str]) -> 
     out: list[Any] = []
     for i in chosen:
         mine = [dataclasses.replace(by_seq[s], said=set()) for s in i.seqs if s in by_seq]
+        # the requests a sample may send beyond (a cut answer's continuations): each priced as its turn
+        start = by_seq.get(i.seqs[0]) if i.seqs else None
+        mine += [dataclasses.replace(start, said=set()) for _ in range(i.extra)] if start is not None else []
         estimate_costs(mine, router, i.model)
         out += mine
     return out

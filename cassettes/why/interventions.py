@@ -9,7 +9,11 @@ layer (docs/why.md "Interventions").
 * **C** — the client's dispatch at turn t repaired as its finding says it should have been, an
   edit applied to every request sent live from t on: ``C.dropped_tool_result`` → the result put
   back (``restore_result[CALL_ID]``, its text given with ``--result CALL_ID=@FILE``: the recording
-  never had it). A C finding without a repair a fork can make is listed, not run, saying why.
+  never had it); a truncated answer taken as complete (``C.truncated_treated_as_complete``, or an
+  ``A.truncated_length`` the client carried on from) → the cut answer continued, as a correct
+  client does (``continue=N``: the fork asks the model for the rest in the API's own form, at most
+  N more requests, and hands the client one answer; the budget counts those N). A C finding
+  without a repair a fork can make is listed, not run, saying why.
 
 Each intervention forks at ``conversation=C:turn=T``: the other conversations stay replayed.
 """
@@ -28,11 +32,10 @@ _RETRY = ("A.http_error", "A.rate_limited", "A.overloaded", "A.transport_error",
 _LAST_TURNS = 6
 #: The lifted cap: this many times the recorded one, and at least this many tokens more.
 _CAP_FACTOR, _CAP_MORE = 4, 4096
-#: Why a C finding has no repair here.
-_NO_REPAIR = {
-    "C.truncated_treated_as_complete": "the repair (asking for the rest of the cut answer) is a request the client never made, which a fork cannot send for it; "
-                                       "the A intervention at the truncated turn lifts the cap instead",
-}
+#: The most continuation requests a C repair of a truncated answer sends per sample (``continue=N``).
+CONTINUE_ROUNDS = 3
+#: C findings a fork has no repair for.
+_NO_REPAIR: dict[str, str] = {}
 
 
 @dataclass
@@ -42,7 +45,7 @@ class Intervention:
     turn: int
     #: What is changed, in a few words.
     what: str
-    #: ``e-resample``, ``e-model``, ``a-cap``, ``a-retry``, ``c-restore-result``.
+    #: ``e-resample``, ``e-model``, ``a-cap``, ``a-retry``, ``c-restore-result``, ``c-continue``.
     kind: str
     #: The finding it answers, if any.
     finding: str | None = None
@@ -52,6 +55,8 @@ class Intervention:
     model: str | None = None
     #: The recorded round trips the branch re-runs live, by seq (what the budget counts).
     seqs: list[int] = field(default_factory=list)
+    #: Requests a sample may send beyond those (the continuations of a cut answer, at most).
+    extra: int = 0
     #: Why it cannot run (``None``: it can).
     missing: str | None = None
     #: What tells it from another of its kind at the same turn (the call a result is put back for, the finding's code).
@@ -62,6 +67,11 @@ class Intervention:
         return f"conversation={self.conversation}:turn={self.turn}"
 
     @property
+    def live_requests(self) -> int:
+        """The live requests one sample may send: the recorded ones it re-runs, and its extra."""
+        return len(self.seqs) + self.extra
+
+    @property
     def key(self) -> str:
         """A stable name (the branch files and the state file use it)."""
         extra = "".join(f"-{x}" for x in (self.tag, self.model) if x)
@@ -70,7 +80,7 @@ class Intervention:
     def as_json(self) -> dict[str, Any]:
         return {"key": self.key, "layer": self.layer, "conversation": self.conversation, "turn": self.turn, "what": self.what,
                 "kind": self.kind, "finding": self.finding, "cursor": self.cursor, "edits": list(self.edits), "model": self.model,
-                "live_requests_per_sample": len(self.seqs), "runnable": self.missing is None, "missing": self.missing}
+                "live_requests_per_sample": self.live_requests, "runnable": self.missing is None, "missing": self.missing}
 
 
 def interventions(run: Any, results: dict[str, str] | None = None, model: str | None = None) -> list[Intervention]:
@@ -95,7 +105,10 @@ def interventions(run: Any, results: dict[str, str] | None = None, model: str | 
         if f.related_turn is not None:
             named.add((f.conversation, f.related_turn))
         seqs = later.get(where, [])
-        if f.layer == "C":
+        if f.layer == "C" and f.code == "C.truncated_treated_as_complete":
+            cut = (f.conversation, f.related_turn if f.related_turn is not None else f.turn)  # the cut answer's turn: continued there
+            out.append(_continue(run, cut, f.code, later.get(cut, seqs), _exchange(run, by_turn.get(cut))))
+        elif f.layer == "C":
             out.append(_c(f, seqs, results or {}))
         elif f.layer == "A" and (f.code == "A.truncated_length" or f.code in _RETRY) and not any(i.layer == "A" and (i.conversation, i.turn) == where for i in out):
             ex = _exchange(run, by_turn.get(where))
@@ -103,8 +116,7 @@ def interventions(run: Any, results: dict[str, str] | None = None, model: str | 
             if out[-1].kind == "a-retry":
                 retried.add(where)
             elif not any(x.code == "C.truncated_treated_as_complete" for x in a.findings):  # the client took the cut answer as it was
-                out.append(Intervention("C", f.conversation, f.turn, "the truncated answer not treated as complete (the rest asked for)", "c-continue",
-                                        f.code, seqs=seqs, missing=_NO_REPAIR["C.truncated_treated_as_complete"]))
+                out.append(_continue(run, where, f.code, seqs, ex))
     out = [i for n, i in enumerate(out) if all(j.key != i.key for j in out[:n])]  # one finding per call and turn is enough
     last = max(a.turns.values(), key=lambda t: t.seq, default=None)
     if last is not None:
@@ -136,6 +148,20 @@ def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
         return i
     why = _NO_REPAIR.get(f.code, f"looptap has no repair for {f.code} yet")
     return Intervention("C", f.conversation, f.turn, f"the client's dispatch repaired ({f.code})", "c-none", f.code, seqs=seqs, missing=why, tag=f.code)
+
+
+def _continue(run: Any, where: tuple[str, int], code: str, seqs: list[int], ex: Any) -> Intervention:
+    """The C repair of a truncated answer: the fork continues it where the cap cut it (``continue=N``)."""
+    from cassettes.replay.edits import carried, parse_edit
+
+    edit = f"continue={CONTINUE_ROUNDS}"
+    i = Intervention("C", where[0], where[1], "the truncated answer not treated as complete: the rest asked for (continued by looptap)", "c-continue",
+                     code, seqs=seqs)
+    if ex is None or not carried(ex.method, ex.url, ex.request_body, parse_edit(edit)):
+        i.missing = "this API has no form looptap can ask for the rest of a cut answer in"
+        return i
+    i.edits, i.extra = [edit], CONTINUE_ROUNDS
+    return i
 
 
 def _a(f: Any, seqs: list[int], ex: Any) -> Intervention:

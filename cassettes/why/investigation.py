@@ -183,7 +183,8 @@ def _dry_run(args: argparse.Namespace, outcome: Outcome, found: list[Interventio
            "budget": lines, "interventions": [i.as_json() for i in found]}
     out = [f"outcome: failed means {outcome.describe()}" + (" (judged first by running the command against the recording; not in --dry-run)" if outcome.needs_run else "")]
     for i in found:
-        cost = f"{len(i.seqs) * args.samples} live requests ({len(i.seqs)} × {args.samples} samples)" if i.missing is None else f"not run: {i.missing}"
+        per = f"{len(i.seqs)} + {i.extra} continuations" if i.extra else f"{len(i.seqs)}"
+        cost = f"{i.live_requests * args.samples} live requests ({per} × {args.samples} samples)" if i.missing is None else f"not run: {i.missing}"
         edits = f" [--edit {' --edit '.join(i.edits)}]" if i.edits else ""
         out.append(f"would fork at {i.cursor}{edits}{f' --model {i.model}' if i.model else ''}: {i.layer}: {i.what}: {cost}")
     return Result(0, doc, [clean_line(ln) for ln in [*out, *lines]])

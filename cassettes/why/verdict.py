@@ -1,5 +1,6 @@
 """The verdict: per intervention, how often it flipped the outcome, with a Wilson interval,
-ranked; a headline naming the layer and turn whose change flips it most reliably, or saying
+ranked; a headline naming the layer and turn whose change flips it most reliably, naming every
+one when several flipped it every time (each is enough: no K tells them apart), or saying
 plainly that K samples cannot tell (docs/why.md "Reading the verdict").
 
 A *flip* is a branch that does not fail by the outcome, where the recording did. A branch the
@@ -62,6 +63,8 @@ class Verdict:
     tied: list[Tally]
     ranked: list[Tally]
     samples: int
+    #: The best and every tied one flipped the outcome in every sample: each is enough on its own.
+    either: bool = False
 
     def as_json(self) -> dict[str, Any]:
         b = self.best
@@ -71,7 +74,7 @@ class Verdict:
             "layer": b.intervention.layer if b else None, "conversation": b.intervention.conversation if b else None,
             "turn": b.intervention.turn if b else None, "intervention": b.intervention.key if b else None,
             "flips": b.flips if b else 0, "samples": b.samples if b else 0, "low": round(low, 4), "high": round(high, 4),
-            "tied": [t.intervention.key for t in self.tied],
+            "tied": [t.intervention.key for t in self.tied], "either": self.either,
         }
         return {"verdict": head, "interventions": [t.as_json() for t in self.ranked]}
 
@@ -94,6 +97,14 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     tied = [t for t in ranked[1:len(ran)] if t.flips and t.interval[1] >= low]
     i = best.intervention
     said = f"{i.layer} at {i.conversation} turn {i.turn} ({i.what}): flipped {best.flips}/{best.samples} (95% CI {low:.2f}–{best.interval[1]:.2f})"
+    if tied and best.flips == best.samples and all(t.flips == t.samples for t in tied):
+        # every one flipped it every time: more samples cannot separate two sufficient changes
+        both = " and ".join([f"{i.layer} ({i.what}) {best.flips}/{best.samples} (95% CI {low:.2f}–{best.interval[1]:.2f})"] + [
+            f"{t.intervention.layer} ({t.intervention.what}) {t.flips}/{t.samples} (95% CI {t.interval[0]:.2f}–{t.interval[1]:.2f})" for t in tied])
+        where = {(t.intervention.conversation, t.intervention.turn) for t in [best, *tied]}
+        at = f" at {i.conversation} turn {i.turn}" if len(where) == 1 else ""
+        return Verdict(True, f"either change flips it{at}: {both}; each is enough on its own (more samples cannot tell two sufficient fixes apart)",
+                       best, tied, ranked, samples, either=True)
     if tied:
         others = "; ".join(f"{t.intervention.layer} at {t.intervention.conversation} turn {t.intervention.turn} ({t.intervention.what}) "
                            f"{t.flips}/{t.samples}" for t in tied)

@@ -55,7 +55,7 @@ KEY_ENV = "LOOPTAP_EDIT_KEY"
 MAX_HEADER = 1 << 20
 #: Marks per request.
 MAX_MARKS = 256
-_LABEL = re.compile(r"((?:restore_result|tool_result)\[[^\]\r\n]{1,200}\]|user\[[0-9]{1,6}\]|system|max_tokens)")
+_LABEL = re.compile(r"((?:restore_result|tool_result)\[[^\]\r\n]{1,200}\]|user\[[0-9]{1,6}\]|system|max_tokens|continue)")
 _PATH_LEN = 64
 _KEY_LEN = 200
 

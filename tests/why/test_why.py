@@ -66,12 +66,19 @@ class ERoute:
         return Reply.say("Sunny in Paris." if "sunny" in results[0] else f"It is {results[0]}.")
 
 
+#: The answer the cap cuts (its first words).
+CUT = "The weather in Paris is"
+
+
 def a_route(req: ScriptedRequest) -> Reply:
-    """The answer is longer than the agent's cap of 60 tokens: cut there, unless the cap is lifted."""
+    """The answer is longer than the agent's cap of 60 tokens: cut there, unless the cap is lifted
+    or the request asks for the rest of the cut answer (it carries it: a continuation)."""
     if not req.tool_results():
         return Reply.tool("get_weather", {"city": "Paris"})
     cap = req.body.get("max_tokens") or req.body.get("max_output_tokens") or 0  # Chat and Anthropic / Responses
-    return Reply.say("The weather in Paris is sunny today.") if cap >= 100 else Reply.truncated("The weather in Paris is")
+    if cap >= 100:
+        return Reply.say(f"{CUT} sunny today.")
+    return Reply.say(" sunny today.") if CUT.encode() in orjson.dumps(req.body) else Reply.truncated(CUT)
 
 
 def _record(tmp: Path, route: Callable[[ScriptedRequest], Reply], *agent_args: str, status: int = 1) -> Path:
@@ -342,7 +349,7 @@ def test_e_cause_re_sampling_the_wrong_tool_flips_at_about_its_rate_and_no_c_rep
 @needs_recorder
 @SLOW
 @pytest.mark.parametrize("family", FAMILIES)
-def test_a_cause_lifting_the_cap_flips_it_and_the_c_side_is_reported(family: str, tmp_path: Path) -> None:
+def test_a_cause_lifting_the_cap_flips_it_and_continuing_the_cut_answer_flips_it_too(family: str, tmp_path: Path) -> None:
     run = _record(tmp_path, a_route, "--expect", "sunny", "--family", family)
     with ScriptedUpstream(a_route) as fake:
         rc, out, err = _why(tmp_path, run, fake, "--samples", "5", "-o", str(tmp_path / "w"), "--json", agent=("--expect", "sunny"), family=family)
@@ -351,13 +358,82 @@ def test_a_cause_lifting_the_cap_flips_it_and_the_c_side_is_reported(family: str
     a = next(i for i in doc["interventions"] if i["layer"] == "A")
     assert a["turn"] == 1 and a["edits"] == ["max_tokens=4156"] and (a["flips"], a["samples"]) == (5, 5), a
     cap = "max_output_tokens" if family == "responses" else "max_tokens"  # the field the API calls it
-    lifted = [x for x in fake.log if x.request.tool_results() and x.reply and not x.reply.cut]
-    assert len(lifted) == 5 and all(x.request.body[cap] == 4156 for x in lifted), [x.line() for x in fake.log]
+    lifted = [x for x in fake.log if x.request.body.get(cap) == 4156]
+    assert len(lifted) == 5 and all(x.reply and not x.reply.cut for x in lifted), [x.line() for x in fake.log]
+    # the C repair: each C branch's cut answer continued once, in the API's own form (the cut text in the history it sends)
+    continued = [x for x in fake.log if CUT.encode() in orjson.dumps(x.request.body)]
+    assert len(continued) == 5 and all(x.request.body.get(cap) == 60 and x.reply and not x.reply.cut for x in continued), [x.line() for x in fake.log]
     c = next(i for i in doc["interventions"] if i["layer"] == "C")
-    assert c["kind"] == "c-continue" and c["runnable"] is False and "lifts the cap instead" in c["missing"], c
+    assert c["kind"] == "c-continue" and c["runnable"] is True and c["edits"] == ["continue=3"] and c["turn"] == 1, c
+    assert (c["flips"], c["samples"]) == (5, 5) and c["low"] > 0.5, c
     assert all(i["flips"] == 0 for i in doc["interventions"] if i["layer"] == "E"), doc["interventions"]
     v = doc["verdict"]
-    assert (v["layer"], v["conversation"], v["turn"], v["determined"]) == ("A", "c1", 1, True), v
+    # two sufficient fixes: no K separates them, so the report names both (not "not determined … try K=20")
+    assert (v["layer"], v["conversation"], v["turn"], v["determined"], v["either"]) == ("A", "c1", 1, True, True), v
+    assert v["tied"] == [c["key"]] and "try K=" not in v["headline"], v
+    assert v["headline"].startswith("either change flips it at c1 turn 1: A (the request re-sent live with the token cap lifted (60 → 4156)) 5/5 (95% CI 0.57–1.00) "
+                                    "and C (the truncated answer not treated as complete: the rest asked for (continued by looptap)) 5/5 (95% CI 0.57–1.00)"), v
+    # the branch says the answer at turn 1 was continued by looptap: the continuation request marked as the fork's edit, no C finding on the client
+    from cassettes.reading.run import open_run
+
+    branch = open_run(tmp_path / "w" / c["branches"][0]["branch"], whole=True)
+    marked = [ex for ex in branch.exchanges if ex.edits]
+    assert len(marked) == 1 and [m["edit"] for m in marked[0].edits or []] == ["continue"], [ex.edits for ex in branch.exchanges]
+    assert not [f.code for f in branch.analysis.findings if f.layer == "C"], [f.code for f in branch.analysis.findings]
+
+
+@pytest.fixture(scope="module")
+def a_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """The A case's failing run of an API family (the answer cut at the cap), recorded once for the module."""
+    made: dict[str, Path] = {}
+
+    def recorded(family: str) -> Path:
+        if RECORDER[0] == "None":
+            pytest.skip("no recorder environment")
+        if family not in made:
+            made[family] = _record(tmp_path_factory.mktemp(f"why-a-{family}"), a_route, "--expect", "sunny", "--family", family)
+        return made[family]
+
+    return recorded
+
+
+@needs_recorder
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_continuations_of_a_cut_answer_are_counted_before_anything_is_sent(family: str, a_runs: Callable[[str], Path], tmp_path: Path) -> None:
+    """The C repair of a truncated turn may send up to 3 continuation requests per sample: --dry-run
+    lists them, and --max-requests / --max-cost count them (the A, E and C branches: (1 + 2 + 1 +
+    1 + 3) × 5 = 40 requests), nothing sent."""
+    run = a_runs(family)
+    with ScriptedUpstream(a_route) as fake:
+        rc, out, err = _why(tmp_path, run, fake, "--dry-run", "--samples", "5", agent=("--expect", "sunny"), family=family)
+        assert rc == 0, err
+        assert any(ln.startswith("would fork at conversation=c1:turn=1 [--edit continue=3]: C: the truncated answer not treated as complete")
+                   and ln.endswith("20 live requests (1 + 3 continuations × 5 samples)") for ln in out.splitlines()), out
+        assert "40 requests (8 turns × 5 samples)" in out, out
+        rc, out, err = _why(tmp_path, run, fake, "--dry-run", "--json", "--samples", "5", agent=("--expect", "sunny"), family=family)
+        c = next(i for i in orjson.loads(out)["interventions"] if i["layer"] == "C")
+        assert (c["kind"], c["runnable"], c["live_requests_per_sample"], c["edits"]) == ("c-continue", True, 4, ["continue=3"]), c
+        rc, out, err = _why(tmp_path, run, fake, "--samples", "5", "--max-requests", "39", "-o", str(tmp_path / "w"), agent=("--expect", "sunny"), family=family)
+        assert rc == 2 and "40 requests would be sent, over --max-requests 39: nothing sent" in err, err
+        rc, out, err = _why(tmp_path, run, fake, "--samples", "5", "--layer", "C", "--max-cost", "0.000001", "-o", str(tmp_path / "w"),
+                            agent=("--expect", "sunny"), family=family)
+        assert rc == 2 and "over --max-cost 0.000001: nothing sent" in err and "20 requests (4 turns × 5 samples)" in err, err
+        assert fake.log == [] and not (tmp_path / "w").exists()
+
+
+@needs_recorder
+def test_the_c_repair_of_a_truncated_turn_continues_the_cut_answer_and_flips_it(a_runs: Callable[[str], Path], tmp_path: Path) -> None:
+    """The default suite's look at the C repair of a truncated turn: one branch, the cut answer
+    continued by the fork (one continuation request, the cut text in it), the agent handed one
+    answer and passing."""
+    run = a_runs("chat")
+    with ScriptedUpstream(a_route) as fake:
+        rc, out, err = _why(tmp_path, run, fake, "--layer", "C", "--samples", "1", "-o", str(tmp_path / "w"), "--json", agent=("--expect", "sunny"))
+    assert rc == 0, err[-4000:]
+    assert [x.reply is not None and x.reply.cut for x in fake.log] == [True, False], [x.line() for x in fake.log]
+    assert CUT.encode() in orjson.dumps(fake.log[1].request.body["messages"])
+    v = orjson.loads(out)["verdict"]
+    assert (v["layer"], v["turn"], v["flips"], v["samples"], v["intervention"]) == ("C", 1, 1, 1, "C-c1-t1-c-continue"), v
 
 
 @needs_recorder

@@ -51,12 +51,21 @@ def test_the_verdict_names_the_one_that_flips_and_says_when_k_cannot_tell() -> N
     doc = v.as_json()
     assert doc["verdict"] | {"headline": ""} == {"determined": True, "headline": "", "layer": "C", "conversation": "c1", "turn": 1,
                                                  "intervention": "C-c1-t1-c-restore-result", "flips": 10, "samples": 10, "low": 0.7225,
-                                                 "high": 1.0, "tied": []}
+                                                 "high": 1.0, "tied": [], "either": False}
     assert [i["layer"] for i in doc["interventions"]] == ["C", "E", "E"]
     # overlapping intervals: not determined, and K quadrupled is suggested
     v = verdict([_tally("A", 2, 4, 5, "a-cap"), _tally("C", 2, 3, 5, "c-restore-result")], 5)
     assert not v.determined and "not determined with K=5" in v.headline and "try K=20" in v.headline
     assert v.as_json()["verdict"]["tied"] == ["C-c1-t2-c-restore-result"]
+    # two that flip every time: no K separates two sufficient fixes, so both are named (not "try K=20")
+    v = verdict([_tally("E", 1, 0, 5), _tally("C", 1, 5, 5, "c-continue"), _tally("A", 1, 5, 5, "a-cap")], 5)
+    assert v.determined and v.either and v.best is not None and v.best.intervention.layer == "A", v.headline
+    assert v.headline == ("either change flips it at c1 turn 1: A (A change) 5/5 (95% CI 0.57–1.00) and C (C change) 5/5 (95% CI 0.57–1.00); "
+                          "each is enough on its own (more samples cannot tell two sufficient fixes apart)"), v.headline
+    assert v.as_json()["verdict"]["tied"] == ["C-c1-t1-c-continue"] and v.as_json()["verdict"]["either"] is True
+    # one of them short of every time: still not determined, and more samples may tell
+    v = verdict([_tally("A", 1, 5, 5, "a-cap"), _tally("C", 1, 4, 5, "c-continue")], 5)
+    assert not v.determined and not v.either and "try K=20" in v.headline
     # nothing flips
     v = verdict([_tally("E", 0, 0, 5), _tally("E", 1, 0, 5)], 5)
     assert not v.determined and v.best is None and v.headline.startswith("nothing flipped the outcome") and "try K=20" in v.headline
@@ -151,5 +160,6 @@ def test_interventions_from_a_runs_findings_and_turns(tmp_path: Path) -> None:
     assert c.edits == [] and c.missing is not None and "--result call_C=@FILE" in c.missing
     a = by_key["A-c1-t1-a-cap"]
     assert a.edits == ["max_tokens=4156"] and a.finding == "A.truncated_length"
-    assert by_key["C-c1-t1-c-continue"].missing is not None
+    cont = by_key["C-c1-t1-c-continue"]  # the C repair of the truncated turn: the cut answer continued, its 3 continuations counted
+    assert cont.missing is None and cont.edits == ["continue=3"] and cont.extra == 3 and cont.live_requests == len(cont.seqs) + 3
     assert sorted(i.turn for i in found if i.layer == "E") == [0, 1] and by_key["E-c1-t0-e-resample"].seqs == [0, 1]

@@ -172,10 +172,17 @@ def check_continued_after_final(ctx: TurnContext) -> Iterator[Finding]:
     )
 
 
+def continued_by_fork(ex: Any) -> bool:
+    """Whether this request is a fork's continuation of a cut answer (its ``continue`` edit
+    mark, :mod:`cassettes.replay.continuation`): the cut answer echoed in it is looptap asking for
+    the rest, not the client carrying on."""
+    return any(m.get("edit") == "continue" for m in (getattr(ex, "edits", None) or []))
+
+
 def check_truncated_treated_as_complete(ctx: TurnContext) -> Iterator[Finding]:
     """C.truncated_treated_as_complete — a cut-off answer was carried on as if it were whole."""
     prev = ctx.prev
-    if prev is None or not _continues(ctx) or prev.rt.response is None:
+    if prev is None or not _continues(ctx) or prev.rt.response is None or continued_by_fork(ctx.ex):
         return
     r = prev.rt.response
     cut = r.finish_reason in (FinishReason.TRUNCATED_LENGTH, FinishReason.TRUNCATED_CONTEXT) or r.complete is False

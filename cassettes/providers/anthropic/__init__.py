@@ -188,6 +188,14 @@ class AnthropicMessages(Provider):
             return None  # Bedrock frames the events in its binary event stream
         return render_messages(answer, stream)
 
+    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
+        """The cut answer as the final assistant message (a prefill: the output continues it); the
+        API refuses a prefill ending in whitespace, so it goes without its trailing whitespace."""
+        if not isinstance(request, dict) or not isinstance(request.get("messages"), list) or not partial.strip():
+            return None
+        prefill = partial.rstrip()
+        return {**request, "messages": [*request["messages"], {"role": "assistant", "content": prefill}]}, prefill
+
     def api_key_env(self) -> tuple[str, ...]:
         return ("ANTHROPIC_API_KEY",)
 

@@ -196,6 +196,18 @@ class OpenAIResponses(Provider):
     def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
         return render_responses(answer, stream, request) if self.operation("POST", url) == "generate" else None
 
+    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
+        """The input, then the cut answer as the output message item it was (its text), then a
+        user message asking for the rest."""
+        if not isinstance(request, dict):
+            return None
+        given = request.get("input")
+        items = [{"role": "user", "content": given}] if isinstance(given, str) else list(given) if isinstance(given, list) else None
+        if items is None:
+            return None
+        said = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": partial}]}
+        return {**request, "input": [*items, said, {"role": "user", "content": prompt}]}, partial
+
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         found = _responses_index(url)
         if found is None:
