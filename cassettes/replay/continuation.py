@@ -5,7 +5,7 @@ complete does, made by looptap for the client.
 Past the cursor, the client's request goes live as any other. When the upstream's answer is cut
 by the cap (the API's own finish reason: ``length``, ``max_tokens``, ``incomplete`` with
 ``max_output_tokens``) and holds text only, looptap asks the model to go on, in the API's own
-form (its adapter's :meth:`~cassettes.providers.Provider.continuation_body`: the cut text as an
+form (its adapter's ``Provider.continuation_body``: the cut text as an
 assistant message and a request for the rest, or an assistant prefill), at most N times while
 the answer stays cut; then hands the client ONE answer joining the parts, in the format the
 client asked for (JSON, or the API's event stream if it streamed: the adapter's
@@ -33,8 +33,7 @@ from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
 from cassettes.wire import edited
 
 if TYPE_CHECKING:
-    from cassettes.providers import Provider
-    from cassettes.providers._facets import Rendered
+    from cassettes.providers import Provider, Rendered
     from cassettes.replay.edits import Edit
     from cassettes.wire.exchange import Headers
 

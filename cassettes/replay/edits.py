@@ -384,7 +384,7 @@ def carried(method: str, target: str, body: bytes, e: Edit) -> list[Any]:
 
 def continuable(method: str, target: str, doc: Any) -> bool:
     """Whether a cut answer to this request can be continued: its API's adapter has a form for
-    it (:meth:`~cassettes.providers.Provider.continuation_body`)."""
+    it (``Provider.continuation_body``)."""
     from cassettes import providers
 
     adapter = providers.detect(method.upper(), urlsplit(target), doc) if isinstance(doc, dict) else None
