@@ -244,11 +244,17 @@ def _user_index(msgs: list[Any], n: int) -> int | None:
     return users[n] if n < len(users) else None
 
 
+#: What a ``continue`` mark's ``before`` is: the request is looptap's own (the client sent none of
+#: it); the client's history is what looptap extended with the cut answer and a request for the rest.
+CONTINUED = "looptap asked for the rest of the cut answer; the client's history"
+
+
 def _edit_lines(v: dict[str, Any]) -> list[str]:
     out = []
     for m in v.get("edits") or []:
         sel = f" (from {m['selector']})" if m.get("selector") else ""
-        was = "the client's text not kept" if m.get("before_omitted") else f"client sent → {_clip(edit_text(m.get('before')), 80)}"
+        who = CONTINUED if m.get("edit") == "continue" else "client sent"
+        was = "the client's text not kept" if m.get("before_omitted") else f"{who} → {_clip(edit_text(m.get('before')), 80)}"
         out.append(f"    edited: {m['edit']} at {m['item']}{sel}: {was}")
     return out
 

@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from cassettes.models import Message, NormalisedRequest, Part
 from cassettes.untrusted import clean, clean_line
-from cassettes.views.view import edit_text, edited_messages
+from cassettes.views.view import CONTINUED, edit_text, edited_messages
 from inspector.safe import wire, wire_line
 
 __all__ = ["MessagesView", "part_text"]
@@ -83,7 +83,8 @@ def _client_sent(marks: list[dict[str, Any]], full: bool = False) -> Text:
     """Below an edited message: what the client had sent there (the model saw the edit)."""
     t = Text()
     for m in marks:
-        t.append(f"\n  ✎ {clean_line(str(m.get('edit')))}: the client sent ", style="yellow")
+        who = CONTINUED if m.get("edit") == "continue" else "the client sent"
+        t.append(f"\n  ✎ {clean_line(str(m.get('edit')))}: {who} ", style="yellow")
         if m.get("before_omitted"):
             t.append("(too large to keep)", style="dim")
         else:
