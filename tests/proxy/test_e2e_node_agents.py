@@ -59,7 +59,7 @@ from tests.support.upstream import FakeUpstream, Served  # noqa: E402
 NPM = Path(os.environ.get("LOOPTAP_NPM_AGENTS") or REPO / ".npm-agents")
 MODULES = NPM / "node_modules"
 NODE = shutil.which("node")
-INSTALL_HINT = f"npm install --prefix {NPM} openai @anthropic-ai/claude-code @openai/codex 'undici@^7'"
+INSTALL_HINT = f"npm install --prefix {NPM} openai @anthropic-ai/claude-code @openai/codex @google/gemini-cli opencode-ai 'undici@^7' (.ci/run pins the versions)"
 
 pytestmark = [needs_recorder]
 
