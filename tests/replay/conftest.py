@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import orjson
@@ -42,6 +43,33 @@ SYSTEM = {"role": "system", "content": "Answer with the weather tool."}
 USER = {"role": "user", "content": "Weather in Paris?"}
 CALL = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_A1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]}
 RESULT = {"role": "tool", "tool_call_id": "call_A1", "content": "sunny, 21 C"}
+
+
+def fork_agent(result: str = RESULT["content"]) -> str:
+    """An inner pytest project's module head: the openai SDK's weather loop over the system prompt,
+    question and tool of :func:`tool_loop`'s recording, its tool answering ``result`` (the marked
+    tests that fork or replay that recording follow it)."""
+    return AGENT_HEAD + f"""        msgs += [{{"role": "tool", "tool_call_id": c.id, "content": {json.dumps(result)}}} for c in m.tool_calls]
+"""
+
+
+AGENT_HEAD = '''
+import os
+import pytest
+from openai import OpenAI
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+def agent():
+    client = OpenAI(max_retries=0)
+    msgs = [{"role": "system", "content": "Answer with the weather tool."}, {"role": "user", "content": "Weather in Paris?"}]
+    for _ in range(5):
+        m = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
+        if not m.tool_calls:
+            return m.content
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
+'''
 
 
 def tool_loop() -> list[Exchange]:

@@ -19,6 +19,7 @@ import pytest
 from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
 from cassettes.replay.fork import origin_of
 from cassettes.replay.server import ReplayServer
+from tests.replay.conftest import fork_agent
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -257,24 +258,7 @@ def test_a_cursor_that_selects_nothing_is_refused() -> None:
 
 # -- from a pytest test: the marker's fork= ---------------------------------------------------------
 
-FORK_TEST = '''
-import os
-import pytest
-from openai import OpenAI
-
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
-
-def agent():
-    client = OpenAI(max_retries=0)
-    msgs = [{"role": "system", "content": "Answer with the weather tool."}, {"role": "user", "content": "Weather in Paris?"}]
-    for _ in range(5):
-        m = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
-        if not m.tool_calls:
-            return m.content
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
-        msgs += [{"role": "tool", "tool_call_id": c.id, "content": "sunny, 21 C"} for c in m.tool_calls]
-
+FORK_TEST = fork_agent() + '''
 @pytest.mark.looptap("cassettes/loop.jsonl", fork="turn=1", live={"openai": os.environ["FAKE_NEW_MODEL"]}, model="new-model-2")
 def test_forked(looptap):
     answer = agent()

@@ -20,7 +20,7 @@ from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_curs
 from cassettes.replay.edits import parse_edit
 from cassettes.replay.server import ReplayServer
 from cassettes.wire.exchange import Exchange
-from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, tool_loop, write
+from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, fork_agent, tool_loop, write
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -174,24 +174,7 @@ def test_an_edit_that_meets_an_item_the_client_rewrote_says_so() -> None:
 
 # -- the pytest marker -----------------------------------------------------------------------------
 
-MARKED = '''
-import os
-import pytest
-from openai import OpenAI
-
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
-
-def agent():
-    client = OpenAI(max_retries=0)
-    msgs = [{"role": "system", "content": "Answer with the weather tool."}, {"role": "user", "content": "Weather in Paris?"}]
-    for _ in range(5):
-        m = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
-        if not m.tool_calls:
-            return m.content
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
-        msgs += [{"role": "tool", "tool_call_id": c.id, "content": "sunny, 21 C"} for c in m.tool_calls]
-
+MARKED = fork_agent() + '''
 LIVE = {"openai": os.environ["FAKE_NEW_MODEL"]}
 
 @pytest.mark.looptap("cassettes/loop.jsonl", fork="turn=1", live=LIVE, model="new-model-3", edit="tool_result[call_A1]=@storm.txt")

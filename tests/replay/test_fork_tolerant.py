@@ -19,6 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.replay.conftest import fork_agent
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
@@ -181,24 +182,8 @@ def test_a_changed_user_instruction_fails_closed_in_the_tolerant_prefix(recorded
 
 # -- from a pytest test: the marker's prefix= and fork="divergence" ----------------------------------
 
-PYTEST_FORK = '''
-import os
-import pytest
-from openai import OpenAI
-
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
-
-def agent():
-    client = OpenAI(max_retries=0)
-    msgs = [{"role": "system", "content": "Answer with the weather tool."}, {"role": "user", "content": "Weather in Paris?"}]
-    for _ in range(5):
-        m = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS).choices[0].message
-        if not m.tool_calls:
-            return m.content
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in m.tool_calls]})
-        msgs += [{"role": "tool", "tool_call_id": c.id, "content": "rainy, 9 C"} for c in m.tool_calls]  # the world changed: recorded "sunny, 21 C"
-
+#: The world changed: the recording's tool answered "sunny, 21 C".
+PYTEST_FORK = fork_agent("rainy, 9 C") + '''
 @pytest.mark.looptap("cassettes/loop.jsonl", fork=os.environ["FORK_AT"], prefix=os.environ["FORK_PREFIX"], live={"openai": os.environ["FAKE_LIVE"]})
 def test_forked(looptap):
     assert agent() == "LIVE"
