@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from cassettes.analysis import analyse
-from cassettes.analysis.model import RunAnalysis
+from cassettes.analysis.model import Conversation, RunAnalysis
 from cassettes.wire.exchange import Exchange
 
 __all__ = [
@@ -1000,3 +1000,29 @@ def rewrite_call_ids(family: str, body: Json, new: Callable[[str], str]) -> None
                 for kind in ("functionCall", "functionResponse"):
                     if kind in p:
                         p[kind]["id"] = new(kind)
+
+
+# -- reading an analysed run -------------------------------------------------------------------
+
+
+def run_of(exchanges: Sequence[Exchange]) -> RunAnalysis:
+    """Analyse round trips in the given (recording) order."""
+    exchanges = list(exchanges)
+    for i, ex in enumerate(exchanges):
+        ex.seq = i
+    return analyse(exchanges)
+
+
+def threads(run: RunAnalysis) -> list[list[int]]:
+    """Each conversation's turns (their seqs)."""
+    return [c.turns for c in run.conversations]
+
+
+def conv_of(run: RunAnalysis, seq: int) -> Conversation:
+    """The conversation that holds round trip ``seq``."""
+    return next(c for c in run.conversations if seq in c.turns)
+
+
+def serious(run: RunAnalysis) -> list[tuple[str, int | None]]:
+    """The warnings and errors, each as (code, seq)."""
+    return [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")]

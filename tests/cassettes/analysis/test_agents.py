@@ -23,33 +23,28 @@ frameworks add (a user message's ``name``, ADK's "For context:" parts) written a
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from typing import Any
 
 import orjson
 import pytest
-from scenarios import WEATHER, AgentScript, Call, Tool, openai_responses_turn
+from scenarios import (
+    WEATHER,
+    AgentScript,
+    Call,
+    Tool,
+    openai_responses_turn,
+    run_of,
+    serious,
+    threads,
+)
 
-from cassettes.analysis import analyse
-from cassettes.analysis.model import Conversation, RunAnalysis
+from cassettes.analysis.model import RunAnalysis
 from cassettes.wire.exchange import Exchange
 
 Json = dict[str, Any]
 
 
-def run_of(exchanges: Sequence[Exchange]) -> RunAnalysis:
-    exchanges = list(exchanges)
-    for i, ex in enumerate(exchanges):
-        ex.seq = i
-    return analyse(exchanges)
 
-
-def threads(run: RunAnalysis) -> list[list[int]]:
-    return [c.turns for c in run.conversations]
-
-
-def conv_of(run: RunAnalysis, seq: int) -> Conversation:
-    return next(c for c in run.conversations if seq in c.turns)
 
 
 def kinds(run: RunAnalysis) -> list[tuple[str, int | None]]:
@@ -59,9 +54,6 @@ def kinds(run: RunAnalysis) -> list[tuple[str, int | None]]:
 def codes(run: RunAnalysis) -> list[tuple[str, int | None]]:
     return [(f.code, f.seq) for f in run.findings]
 
-
-def serious(run: RunAnalysis) -> list[tuple[str, int | None]]:
-    return [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")]
 
 
 # --- a group chat ------------------------------------------------------------------------------

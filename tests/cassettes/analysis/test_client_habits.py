@@ -19,28 +19,24 @@ from typing import Any
 
 import orjson
 import pytest
-from scenarios import FAMILIES, WEATHER, AgentScript, Call, edit_request, openai_responses_turn
+from scenarios import (
+    FAMILIES,
+    WEATHER,
+    AgentScript,
+    Call,
+    conv_of,
+    edit_request,
+    openai_responses_turn,
+    run_of,
+    serious,
+)
 
-from cassettes.analysis import analyse
-from cassettes.analysis.model import Conversation, RunAnalysis
 from cassettes.wire.exchange import Exchange
 
 Json = dict[str, Any]
 
 
-def run_of(exchanges: Sequence[Exchange]) -> RunAnalysis:
-    exchanges = list(exchanges)
-    for i, ex in enumerate(exchanges):
-        ex.seq = i
-    return analyse(exchanges)
 
-
-def serious(run: RunAnalysis) -> list[tuple[str, int | None]]:
-    return [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")]
-
-
-def conv_of(run: RunAnalysis, seq: int) -> Conversation:
-    return next(c for c in run.conversations if seq in c.turns)
 
 
 # --- Codex: namespaces in an additional_tools item, turns chained by previous_response_id ---------

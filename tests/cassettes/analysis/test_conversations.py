@@ -22,11 +22,12 @@ from scenarios import (
     openai_responses_turn,
     openai_responses_user,
     rewrite_call_ids,
+    run_of,
     set_request_body,
+    threads,
     user_of,
 )
 
-from cassettes.analysis import analyse
 from cassettes.analysis.model import Finding, RunAnalysis
 from cassettes.wire.exchange import Exchange
 
@@ -36,13 +37,6 @@ Json = dict[str, Any]
 SYSTEM_APART = ("openai_responses", "anthropic", "gemini", "bedrock")
 
 
-def run_of(exchanges: Sequence[Exchange]) -> RunAnalysis:
-    """Analyse round trips in the given (recording) order."""
-    exchanges = list(exchanges)
-    for i, ex in enumerate(exchanges):
-        ex.seq = i
-    return analyse(exchanges)
-
 
 def c_findings(run: RunAnalysis) -> list[Finding]:
     return [f for f in run.findings if f.layer == "C"]
@@ -51,9 +45,6 @@ def c_findings(run: RunAnalysis) -> list[Finding]:
 def c_codes(run: RunAnalysis) -> list[tuple[str, int | None]]:
     return [(f.code, f.seq) for f in c_findings(run)]
 
-
-def threads(run: RunAnalysis) -> list[list[int]]:
-    return [c.turns for c in run.conversations]
 
 
 def links(run: RunAnalysis) -> list[str]:

@@ -16,15 +16,22 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from scenarios import FAMILIES, WEATHER, AgentScript, Call, Tool, results_of, user_of
-
-from cassettes.analysis import analyse
-from cassettes.analysis.model import Conversation, RunAnalysis
-from cassettes.wire.exchange import Exchange
+from scenarios import (
+    FAMILIES,
+    WEATHER,
+    AgentScript,
+    Call,
+    Tool,
+    conv_of,
+    results_of,
+    run_of,
+    serious,
+    threads,
+    user_of,
+)
 
 Json = dict[str, Any]
 
@@ -43,23 +50,8 @@ TASK = Tool(
 )
 
 
-def run_of(exchanges: Sequence[Exchange]) -> RunAnalysis:
-    exchanges = list(exchanges)
-    for i, ex in enumerate(exchanges):
-        ex.seq = i
-    return analyse(exchanges)
 
 
-def threads(run: RunAnalysis) -> list[list[int]]:
-    return [c.turns for c in run.conversations]
-
-
-def conv_of(run: RunAnalysis, seq: int) -> Conversation:
-    return next(c for c in run.conversations if seq in c.turns)
-
-
-def serious(run: RunAnalysis) -> list[tuple[str, int | None]]:
-    return [(f.code, f.seq) for f in run.findings if f.severity in ("warning", "error")]
 
 
 def with_question(family: str, history: list[Json], text: str, merged: bool) -> list[Json]:
