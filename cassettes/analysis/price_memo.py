@@ -60,21 +60,30 @@ _FILE = "genai-prices-memo.json"
 _LOCK = threading.RLock()
 
 _memo: dict[str, Any] | None = None
+#: The digest and length of the price table's data file, by its path, size and time (hashed once a process).
+_digests: dict[tuple[str, int, int], tuple[str, int]] = {}
 _MISSING: Any = object()
 
 
 def table_identity() -> list[Any] | None:
-    """Which price table is loaded (the library's version; its data file's path, size and time),
-    ``None`` when that file cannot be found: what the memo on disk is signed with, and part of the
-    kept analysis' digest (:mod:`cassettes.reading.kept`)."""
+    """Which price table is loaded (the library's version; a digest of its data file's bytes and
+    their length), ``None`` when that file cannot be found: what the memo on disk is signed with,
+    and part of the kept analysis' digest (:mod:`cassettes.reading.kept`). By content, not by path
+    and time: the same table installed in the recorder's environment and in the reader's is one
+    table, so the analysis the recorder keeps is taken by ``looptap show`` (proxy/keeper.py)."""
     path = data_file()
     if path is None:
         return None
     try:
         st = path.stat()
+        seen = (str(path), st.st_size, st.st_mtime_ns)
+        digest = _digests.get(seen)
+        if digest is None:
+            data = path.read_bytes()
+            digest = _digests[seen] = (hashlib.blake2b(data, digest_size=16).hexdigest(), len(data))
     except OSError:
         return None
-    return [_FORMAT, PRICES_VERSION, str(path), st.st_size, st.st_mtime_ns]
+    return [_FORMAT, PRICES_VERSION, *digest]
 
 
 def _path_and_key() -> tuple[Path, bytes] | None:

@@ -204,3 +204,22 @@ def test_a_sound_memo_is_used(memo: Path, monkeypatch: pytest.MonkeyPatch) -> No
     price_memo.calc_price({"input_tokens": 1000, "output_tokens": 100, "cache_read_tokens": 10}, "gpt-4o", provider_id="openai",
                           when=datetime(2026, 11, 24, tzinfo=UTC))
     assert calls == [1]
+
+
+def test_the_same_table_installed_elsewhere_is_the_same_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The price table is known by its bytes, not by where it is installed nor when: the recorder's
+    environment and the reader's hold one table, so the analysis the recorder keeps is the one
+    ``looptap show`` takes (proxy/keeper.py). Another table is another table."""
+    from cassettes.analysis import price_data
+
+    real = price_data.data_file()
+    assert real is not None
+    here = price_memo.table_identity()
+    copy = tmp_path / "elsewhere" / "genai_prices" / "data.py"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(real.read_bytes())
+    os.utime(copy, ns=(1, 1))
+    monkeypatch.setattr(price_memo, "data_file", lambda: copy)
+    assert price_memo.table_identity() == here
+    copy.write_bytes(real.read_bytes().replace(b"0.", b"1.", 1))
+    assert price_memo.table_identity() != here
