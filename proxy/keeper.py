@@ -1,0 +1,163 @@
+"""The keeper: the analysis of the run the recorder's writer records, kept as it is recorded, so
+that the first ``looptap show`` or inspector after a recording takes it instead of analysing the run
+(issue 48; docs/kept-analysis.md).
+
+The writer (:mod:`proxy.writer`) starts it with :func:`start` once the cassette reaches
+:data:`cassettes.reading.kept.MIN_BYTES`: a process of its own, off the request path (neither the
+proxy's process nor the writer's, so it takes no GIL from either), at the lowest priority the
+system has (``SCHED_IDLE``, else nice 19: it runs on what the proxy, the writer and the agent leave
+idle), in a session of its own (a Ctrl-C at the terminal is the recorder's to handle), with its
+output going nowhere and a pipe from the writer as its input.
+
+It follows the cassette as it grows with the reader every command uses (``open_run(path,
+follow=True, cache=True)``), which hashes every byte as it reads it: its memory is a reader's, and
+past :func:`~cassettes.reading.run.memory_budget` (or :data:`~cassettes.reading.kept.MAX_CONVERSATIONS`)
+it gives up. After a clean stop the writer, having closed the cassette, writes ``end SIZE``: the
+keeper reads to that size, runs the end-of-run checks and keeps the analysis of exactly the bytes it
+read (:func:`cassettes.reading.kept.keep`: a MAC under this machine's key over all of them), then
+exits. It keeps nothing when the writer's end of the pipe closes without that line (the writer was
+killed), when the file does not end where the writer said (something appended since), or on any
+error. A reader checks a kept analysis anyway (size, analyser, every byte): what the keeper keeps is
+taken for exactly the bytes it analysed, never for others.
+
+This module imports only the standard library; :class:`Keeper` imports the core where it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO
+
+__all__ = ["Keeper", "main", "start"]
+
+#: Seconds between two looks at the cassette while it is recorded (the file's end is read then).
+POLL = 1.0
+#: What the writer says after a clean stop, followed by the cassette's size and a newline.
+END = b"end "
+
+# Run by the keeper's interpreter (isolated: neither the working directory nor PYTHONPATH decides
+# what it imports): the lowest priority first, then the writer's own import path.
+_BOOT = (
+    "import os, sys\n"
+    "try:\n"
+    "    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+    "except (AttributeError, OSError):\n"
+    "    try:\n"
+    "        os.nice(19)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "import json\n"
+    "sys.path[:] = json.loads(sys.argv[2])\n"
+    "from proxy.keeper import main\n"
+    "sys.exit(main(sys.argv[1]))\n"
+)
+
+
+def start(path: str | Path) -> subprocess.Popen[bytes] | None:
+    """Start the keeper of the cassette at ``path``; ``None`` when it could not be started (the
+    recording goes on as without it). Its input is the pipe :func:`end` writes to."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-I", "-c", _BOOT, os.path.abspath(path), json.dumps(sys.path)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, cwd="/",
+        )  # fmt: skip
+    except (OSError, ValueError):
+        return None
+
+
+def end(keeper: subprocess.Popen[bytes], size: int | None) -> None:
+    """Tell the keeper the recording stopped cleanly with the cassette at ``size`` bytes (``None``:
+    not cleanly, nothing is to be kept), and let it finish on its own. Never raises, never waits."""
+    pipe = keeper.stdin
+    if pipe is None:
+        return
+    try:
+        if size is not None:
+            pipe.write(END + b"%d\n" % size)
+        pipe.close()
+    except OSError:  # the keeper gave up already
+        pass
+    keeper.poll()  # (reaped, if it has ended)
+
+
+class Keeper:
+    """The analysis of one cassette, followed as it grows and kept once it is complete."""
+
+    def __init__(self, path: str | Path) -> None:
+        from cassettes.reading.run import memory_budget, open_run
+
+        self.path = Path(path)
+        self.run = open_run(self.path, follow=True, cache=True)
+        self._budget = memory_budget()
+
+    def follow(self) -> bool:
+        """Analyse what the file gained since; ``False`` when it is no longer worth keeping (more
+        memory than a reader may take, more conversations than are kept)."""
+        from cassettes.reading import kept
+        from cassettes.reading.run import rss
+
+        while True:
+            batch = self.run.step()
+            used = rss() if self._budget is not None else None
+            if used is not None and self._budget is not None and used > self._budget:
+                return False
+            if len(self.run.analysis.conversations) > kept.MAX_CONVERSATIONS:
+                return False
+            if batch.at_end:
+                return True
+
+    def finish(self, size: int) -> bool:
+        """The writer stopped cleanly with the cassette at ``size`` bytes: read to there, run the
+        end-of-run checks and keep the analysis. ``False`` (nothing kept) when the file does not end
+        there."""
+        if not self.follow():
+            return False
+        if self.run.read_bytes != size or self.run.still_written:
+            return False
+        self.run.finish()  # the reader keeps the analysis of every byte it hashed
+        return True
+
+    def close(self) -> None:
+        self.run.close()
+
+
+def main(path: str, control: IO[bytes] | None = None) -> int:
+    """The keeper process: follow the cassette at ``path`` until the writer says where it ended
+    (``end SIZE`` on ``control``, standard input by default), then keep its analysis. 0: kept."""
+    from cassettes.errors import CassetteError
+
+    fd = (control or sys.stdin.buffer).fileno()
+    said = b""
+    keeper: Keeper | None = None
+    try:
+        keeper = Keeper(path)
+        while True:
+            if not keeper.follow():
+                return 1
+            if not select.select([fd], [], [], POLL)[0]:
+                continue
+            data = os.read(fd, 64)
+            if not data:
+                return 1  # the writer is gone without a clean stop: nothing is kept
+            said += data
+            if b"\n" in said:
+                size = _size(said)
+                return 0 if size is not None and keeper.finish(size) else 1
+    except (CassetteError, OSError, ValueError, MemoryError):
+        return 1
+    finally:
+        if keeper is not None:
+            keeper.close()
+
+
+def _size(said: bytes) -> int | None:
+    line = said.split(b"\n", 1)[0]
+    if not line.startswith(END) or not line[len(END) :].isdigit():
+        return None
+    return int(line[len(END) :])
