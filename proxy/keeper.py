@@ -15,7 +15,8 @@ past :func:`~cassettes.reading.run.memory_budget` (or :data:`~cassettes.reading.
 it gives up. After a clean stop the writer, having closed the cassette, writes ``end SIZE``: the
 keeper reads to that size, runs the end-of-run checks and keeps the analysis of exactly the bytes it
 read (:func:`cassettes.reading.kept.keep`: a MAC under this machine's key over all of them), then
-exits. It keeps nothing when the writer's end of the pipe closes without that line (the writer was
+``show``'s printed views of it (a ``looptap show --json`` whose output goes nowhere: the first
+``show`` after the recording then reads neither the records nor the stores), and exits. It keeps nothing when the writer's end of the pipe closes without that line (the writer was
 killed), when the file does not end where the writer said (something appended since), or on any
 error. A reader checks a kept analysis anyway (size, analyser, every byte): what the keeper keeps is
 taken for exactly the bytes it analysed, never for others.
@@ -25,6 +26,7 @@ This module imports only the standard library; :class:`Keeper` imports the core 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -148,12 +150,28 @@ def main(path: str, control: IO[bytes] | None = None) -> int:
             said += data
             if b"\n" in said:
                 size = _size(said)
-                return 0 if size is not None and keeper.finish(size) else 1
+                if size is None or not keeper.finish(size):
+                    return 1
+                keeper.close()
+                keeper = None
+                return _views(path)
     except (CassetteError, OSError, ValueError, MemoryError):
         return 1
     finally:
         if keeper is not None:
             keeper.close()
+
+
+def _views(path: str) -> int:
+    """Keep ``show``'s printed views of the analysis just kept: ``looptap show --json`` (which takes
+    that analysis), its output going nowhere. 0: shown."""
+    from cassettes.cli import main as cli
+
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        try:
+            return cli(["show", "--json", path])
+        except SystemExit as exc:
+            return 0 if exc.code in (0, None) else 1
 
 
 def _size(said: bytes) -> int | None:

@@ -86,6 +86,21 @@ class _Counted:
         monkeypatch.setattr(RunAnalyser, "add", add)
 
 
+def _views_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each printed view ``show`` makes (none when it takes the views kept with the analysis)."""
+    import cassettes.views.roundtrip_object as made
+
+    views: list[int] = []
+    real = made.roundtrip_json
+
+    def counted(*a: Any, **k: Any) -> Any:
+        views.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(made, "roundtrip_json", counted)
+    return views
+
+
 def _fresh(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bytes, str]]:
     with monkeypatch.context() as m:
         m.setenv("LOOPTAP_NO_CACHE", "1")
@@ -159,9 +174,13 @@ def test_a_keeper_told_where_the_cassette_ends_keeps_it(recorded: bytes, tmp_pat
     os.close(w)
     with os.fdopen(r, "rb") as control:
         assert keeper_main(str(path), control) == 0
+    assert sorted(p.suffix for p in _cache.iterdir()) == [".kept", ".views"]  # the analysis and show's views of it
+    views = _views_made(monkeypatch)
     counted = _Counted(monkeypatch)
-    assert _shows(path) == _fresh(path, monkeypatch)
-    assert counted.added == 2 * (len(recorded.splitlines()) - 1)  # the fresh shows' only
+    taken = _shows(path)
+    assert counted.added == 0 and views == []  # neither analysed nor printed anew: both taken
+    assert taken == _fresh(path, monkeypatch)
+    assert counted.added == 2 * (len(recorded.splitlines()) - 1)
 
 
 def _exchange(i: int, size: int) -> Exchange:
