@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-__all__ = ["Keeper", "main", "start"]
+__all__ = ["Keeper", "end", "main", "start"]
 
 #: Seconds between two looks at the cassette while it is recorded (the file's end is read then).
 POLL = 1.0
@@ -51,7 +51,7 @@ _BOOT = (
     "except (AttributeError, OSError):\n"
     "    try:\n"
     "        os.nice(19)\n"
-    "    except OSError:\n"
+    "    except (AttributeError, OSError):\n"
     "        pass\n"
     "import json\n"
     "sys.path[:] = json.loads(sys.argv[2])\n"
@@ -65,7 +65,7 @@ def start(path: str | Path) -> subprocess.Popen[bytes] | None:
     recording goes on as without it). Its input is the pipe :func:`end` writes to."""
     try:
         return subprocess.Popen(
-            [sys.executable, "-I", "-c", _BOOT, os.path.abspath(path), json.dumps(sys.path)],
+            [sys.executable, "-I", "-c", _BOOT, os.path.abspath(path), json.dumps([os.path.abspath(p) for p in sys.path])],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, cwd="/",
         )  # fmt: skip
