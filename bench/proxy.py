@@ -1063,15 +1063,9 @@ def _seed(workdir: Path) -> int:
 
 def _keepers(cassette: Path) -> list[int]:
     """The keeper processes of ``cassette`` (found by their command line)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
-        except OSError:
-            continue
-        if any(b"proxy.keeper" in a for a in argv) and os.fsencode(cassette) in argv:
-            found.append(int(entry.name))
-    return found
+    from tests.support.recorder import keepers
+
+    return keepers(cassette)
 
 
 def _keeper_cpu(cassette: Path) -> float | None:
