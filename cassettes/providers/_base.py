@@ -11,9 +11,11 @@ An adapter recognises its traffic and parses it into :mod:`cassettes.models`:
   non-streamed call would give, with ``complete`` decided by the terminal event;
 * :meth:`Provider.parse_error` — an error body → :class:`ApiError`.
 
-Besides parsing, an adapter plays four smaller roles, each a base class with its defaults in
-:mod:`cassettes.providers._facets` (client rules, pricing, telemetry, replay): ``Provider``
-inherits them and an adapter overrides, in its one class, what its API does differently.
+Besides parsing, an adapter holds two objects it does not inherit: ``profile``, the API's
+constants and capabilities as data (:class:`~cassettes.providers._profile.Profile`: pairing
+errors, result layout, price and telemetry names, what replay matching ignores, key variables),
+and ``replay``, how replay answers as the API (:class:`~cassettes.providers._replay.ReplayShapes`:
+error and fault bodies, a rendered answer, a continuation), a family's own in its module.
 
 Adapters must be lenient: unknown keys and enum values are kept (``provider_details``), missing
 fields become ``None``. They may raise on hopeless input; the caller turns that into a labelled
@@ -39,7 +41,8 @@ from cassettes.models import (
     ToolCall,
     ToolSpec,
 )
-from cassettes.providers._facets import ClientRules, Pricing, Rendered, ReplayShape, Telemetry
+from cassettes.providers._profile import Profile
+from cassettes.providers._replay import Rendered, ReplayShapes
 from cassettes.wire.framing import Event, Framed
 
 __all__ = [
@@ -74,12 +77,15 @@ __all__ = [
 ]
 
 
-class Provider(ClientRules, Pricing, Telemetry, ReplayShape):
-    """One API family's adapter: recognising and parsing its traffic (below), and the roles in
-    :mod:`cassettes.providers._facets` (client rules, pricing, telemetry, replay), whose
-    defaults it inherits and overrides where its API differs."""
+class Provider:
+    """One API family's adapter: recognising and parsing its traffic (below), with its
+    ``profile`` (the API's constants) and its ``replay`` shapes, which it holds."""
 
     family: ClassVar[str] = "unknown"
+    #: The API's constants and capabilities (the defaults: an API that says none of them).
+    profile: ClassVar[Profile] = Profile()
+    #: How replay answers as this API (the default: OpenAI's shapes).
+    replay: ClassVar[ReplayShapes] = ReplayShapes()
     #: Operations that poll for a model call's answer (a stored response, a run's status). A poll
     #: whose answer carries tool calls for the client is read as the model call that delivered
     #: them (:func:`cassettes.parsing.roundtrip.parse_exchange`): a turn that continues the call it
@@ -136,7 +142,7 @@ class Provider(ClientRules, Pricing, Telemetry, ReplayShape):
         return None
 
     def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:
-        """(Replay, beside :class:`ReplayShape`: it needs the parser.) Ids in a request body that differ from run to run (tool-call ids, made up by the
+        """(Replay, beside ``replay``: it needs the parser.) Ids in a request body that differ from run to run (tool-call ids, made up by the
         model or the client): matching remaps them consistently instead of comparing them."""
         try:
             req = self.parse_request(body, url)

@@ -31,6 +31,7 @@ from cassettes.providers._base import (
     media_part,
 )
 from cassettes.providers._parts import StreamParts
+from cassettes.providers._profile import Profile
 from cassettes.wire.framing import Framed
 
 __all__ = ["AlephAlpha"]
@@ -99,9 +100,7 @@ class _CompleteStream(StreamParts):
 
 class AlephAlpha(Provider):
     family = "aleph_alpha"
-    price_provider = None
-    otel_provider = "aleph_alpha"
-    otel_operation = "text_completion"
+    profile = Profile(price_provider=None, otel_provider="aleph_alpha", otel_operation="text_completion", api_key_env=("AA_TOKEN",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         path = url.path.rstrip("/")
@@ -150,6 +149,3 @@ class AlephAlpha(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return _CompleteStream().read(framed)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("AA_TOKEN",)

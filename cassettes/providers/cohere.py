@@ -64,6 +64,8 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.providers._profile import Profile
+from cassettes.providers._replay import ReplayShapes
 from cassettes.wire.framing import Framed
 
 __all__ = ["CohereChat", "finish_class", "usage_from", "v1_request", "v1_response"]
@@ -424,10 +426,17 @@ def reassemble_v1(framed: Framed) -> NormalisedResponse:
     return _V1Stream().read(framed)
 
 
+class CohereReplay(ReplayShapes):
+    """How replay answers as Cohere: its error body is ``{"message": …}``."""
+
+    def error(self, status: int, message: str, code: str) -> Any:
+        return {"message": message}
+
+
 class CohereChat(Provider):
     family = "cohere"
-    price_provider = "cohere"
-    otel_provider = "cohere"
+    profile = Profile(price_provider="cohere", otel_provider="cohere", api_key_env=("CO_API_KEY", "COHERE_API_KEY"))
+    replay = CohereReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         v = _version(url)
@@ -482,9 +491,3 @@ class CohereChat(Provider):
         if framed.kind == "ndjson" or any(isinstance(ev, dict) and "event_type" in ev for _, ev in json_events(framed)):
             return reassemble_v1(framed)
         return _V2Stream().read(framed)
-
-    def replay_error(self, status: int, message: str, code: str) -> Any:
-        return {"message": message}
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("CO_API_KEY", "COHERE_API_KEY")

@@ -40,6 +40,8 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import StreamParts, has_calls
+from cassettes.providers._profile import Profile
+from cassettes.providers._replay import ReplayShapes
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIChat"]
@@ -272,17 +274,36 @@ def _last_chunks(head: dict[str, Any], finish: str, usage: dict[str, Any] | None
     return [_chunk(head, {}, finish)]
 
 
+class ChatReplay(ReplayShapes):
+    """How replay answers as Chat Completions: OpenAI's error and fault shapes, and its answers
+    rendered as JSON or SSE chunks."""
+
+    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+        return render_chat(answer, stream, request)
+
+    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
+        """The cut answer as an assistant message, then a user message asking for the rest."""
+        if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+            return None
+        more = [{"role": "assistant", "content": partial}, {"role": "user", "content": prompt}]
+        return {**request, "messages": [*request["messages"], *more]}, partial
+
+
 class OpenAIChat(Provider):
-    field_defaults = (("stream", False), ("n", 1))
     family = "openai_chat"
-    model_vendor = "openai"
-    otel_provider = "openai"
-    pairing_errors = (
-        r"assistant message with 'tool_calls' must be followed by tool messages",
-        r"(?i)messages with role 'tool' must be a response to a prece",
-        r"'tool_call_id' of '[^']*' not found in 'tool_calls'",
-        r"(?i)tool_call_id.{0,40}(not found|did not have response|must be a response)",
+    profile = Profile(
+        pairing_errors=(
+            r"assistant message with 'tool_calls' must be followed by tool messages",
+            r"(?i)messages with role 'tool' must be a response to a prece",
+            r"'tool_call_id' of '[^']*' not found in 'tool_calls'",
+            r"(?i)tool_call_id.{0,40}(not found|did not have response|must be a response)",
+        ),
+        model_vendor="openai",
+        otel_provider="openai",
+        field_defaults=(("stream", False), ("n", 1)),
+        api_key_env=("OPENAI_API_KEY",),
     )
+    replay = ChatReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST" or not url.path.rstrip("/").endswith("/chat/completions"):
@@ -313,19 +334,6 @@ class OpenAIChat(Provider):
             params={k: v for k, v in b.items() if k not in _STRUCTURAL},
             history_key="messages",
         )
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("OPENAI_API_KEY",)
-
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
-        return render_chat(answer, stream, request)
-
-    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
-        """The cut answer as an assistant message, then a user message asking for the rest."""
-        if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
-            return None
-        more = [{"role": "assistant", "content": partial}, {"role": "user", "content": prompt}]
-        return {**request, "messages": [*request["messages"], *more]}, partial
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}

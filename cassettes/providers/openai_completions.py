@@ -32,6 +32,7 @@ from cassettes.providers._base import (
     json_events,
 )
 from cassettes.providers._parts import StreamParts
+from cassettes.providers._profile import Profile
 from cassettes.providers.openai_chat import usage_from
 from cassettes.wire.framing import Framed
 
@@ -128,9 +129,7 @@ class _Completion(StreamParts):
 
 class OpenAICompletions(Provider):
     family = "openai_completions"
-    model_vendor = "openai"
-    otel_provider = "openai"
-    otel_operation = "text_completion"
+    profile = Profile(model_vendor="openai", otel_provider="openai", otel_operation="text_completion", api_key_env=("OPENAI_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         path = url.path.rstrip("/")
@@ -183,6 +182,3 @@ class OpenAICompletions(Provider):
         if is_value_stream(framed):  # Writer's completions behind another host: no [DONE] to expect
             return value_stream(framed)
         return _Completion().read(framed)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("OPENAI_API_KEY",)

@@ -41,6 +41,7 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import Slot, StreamParts
+from cassettes.providers._profile import Profile
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIRealtime"]
@@ -169,8 +170,7 @@ def _response(resp: Item, events: int | None, complete: bool) -> NormalisedRespo
 
 class OpenAIRealtime(WsProvider):
     family = "openai_realtime"
-    otel_provider = "openai"
-    price_provider = "openai"
+    profile = Profile(price_provider="openai", otel_provider="openai")
 
     turns = _TURNS
 

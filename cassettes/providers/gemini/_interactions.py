@@ -60,6 +60,7 @@ from cassettes.providers._base import (
     text_of,
     tool_call_from_object,
 )
+from cassettes.providers._profile import Profile
 from cassettes.wire.framing import Framed
 
 __all__ = ["GeminiInteractions"]
@@ -420,9 +421,9 @@ def _standalone(request: Any, history: list[Any]) -> Any:
 
 class GeminiInteractions(Provider):
     family = "gemini_interactions"
-    model_vendor = "google"
-    price_provider = "google"
-    otel_provider = "gcp.gemini"
+    profile = Profile(
+        price_provider="google", model_vendor="google", otel_provider="gcp.gemini", api_key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _route(url)
@@ -521,6 +522,3 @@ class GeminiInteractions(Provider):
             if isinstance(ev, dict):
                 stream.feed(name, ev)
         return stream.response()
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("GEMINI_API_KEY", "GOOGLE_API_KEY")
