@@ -74,6 +74,7 @@ __all__ = [
     "text_of",
     "tool_call_from_object",
     "tool_call_from_string",
+    "tool_choice_mode",
 ]
 
 
@@ -476,6 +477,30 @@ def tool_call_from_object(call_id: Any, name: Any, args: Any, kind: str = "funct
         arguments_raw=compact_json(args) if args is not None else None,
         kind=kind,
     )
+
+
+#: The modes a ``tool_choice`` string names, in the normalised spelling (Cohere v2 sends capitals).
+_MODES = {"AUTO": "auto", "NONE": "none", "REQUIRED": "required"}
+
+
+def tool_choice_mode(tc: Any) -> str | None:
+    """The normalised mode of an OpenAI-style ``tool_choice`` (Chat Completions, and Cohere v2's
+    ``REQUIRED`` / ``NONE``): ``auto``, ``none`` or ``required`` in any case, another string as
+    sent, ``tool:NAME`` for a forced function or custom tool, an ``allowed_tools`` object's mode."""
+    if tc is None:
+        return None
+    if isinstance(tc, str):
+        return _MODES.get(tc.upper(), tc)
+    if isinstance(tc, dict):
+        for key in ("function", "custom"):
+            if isinstance(tc.get(key), dict) and tc[key].get("name"):
+                return f"tool:{tc[key]['name']}"
+        if tc.get("name"):
+            return f"tool:{tc['name']}"
+        if isinstance(tc.get("allowed_tools"), dict):
+            return as_str(tc["allowed_tools"].get("mode"))
+        return as_str(tc.get("mode") or tc.get("type"))
+    return None
 
 
 def text_of(content: Any) -> str:

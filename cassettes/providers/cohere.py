@@ -62,6 +62,7 @@ from cassettes.providers._base import (
     text_of,
     tool_call_from_object,
     tool_call_from_string,
+    tool_choice_mode,
 )
 from cassettes.providers._parts import StreamParts, has_calls
 from cassettes.providers._profile import Profile
@@ -196,13 +197,6 @@ def _v2_tools(tools: Any) -> list[ToolSpec]:
             params = fn.get("parameters")
             out.append(ToolSpec(name=as_str(fn.get("name")) or "", description=as_str(fn.get("description")), parameters=params if isinstance(params, dict) else None))
     return out
-
-
-def _tool_choice_mode(tc: Any) -> str | None:
-    """v2 ``tool_choice`` is ``REQUIRED`` or ``NONE``; absent means auto."""
-    if tc is None:
-        return None
-    return {"REQUIRED": "required", "NONE": "none", "AUTO": "auto"}.get(str(tc).upper(), str(tc))
 
 
 def _v2_response(b: JSON) -> NormalisedResponse:
@@ -474,7 +468,7 @@ class CohereChat(Provider):
             messages=messages,
             tools=_v2_tools(b.get("tools")),
             tool_choice=b.get("tool_choice"),
-            tool_choice_mode=_tool_choice_mode(b.get("tool_choice")),
+            tool_choice_mode=tool_choice_mode(b.get("tool_choice")),  # v2: REQUIRED or NONE; absent is auto
             params={k: v for k, v in b.items() if k not in _V2_STRUCTURAL},
             history_key="messages",
         )

@@ -38,6 +38,7 @@ from cassettes.providers._base import (
     sse,
     text_of,
     tool_call_from_string,
+    tool_choice_mode,
 )
 from cassettes.providers._parts import StreamParts, has_calls
 from cassettes.providers._profile import Profile
@@ -181,23 +182,6 @@ def _tools(body: dict[str, Any]) -> list[ToolSpec]:
     return out
 
 
-def _tool_choice_mode(tc: Any) -> str | None:
-    if tc is None:
-        return None
-    if isinstance(tc, str):
-        return tc
-    if isinstance(tc, dict):
-        for key in ("function", "custom"):
-            if isinstance(tc.get(key), dict) and tc[key].get("name"):
-                return f"tool:{tc[key]['name']}"
-        if tc.get("name"):
-            return f"tool:{tc['name']}"
-        if isinstance(tc.get("allowed_tools"), dict):
-            return as_str(tc["allowed_tools"].get("mode"))
-        return as_str(tc.get("mode") or tc.get("type"))
-    return None
-
-
 #: The finish reason this API sends for a normalised class (rendering an answer).
 _RAW_FINISH = {
     FinishReason.COMPLETE: "stop",
@@ -330,7 +314,7 @@ class OpenAIChat(Provider):
             messages=messages,
             tools=_tools(b),
             tool_choice=tc,
-            tool_choice_mode=_tool_choice_mode(tc),
+            tool_choice_mode=tool_choice_mode(tc),
             params={k: v for k, v in b.items() if k not in _STRUCTURAL},
             history_key="messages",
         )
