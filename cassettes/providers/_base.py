@@ -577,10 +577,26 @@ def _locate_results(body: Any, results: list[tuple[str | None, str | None, str]]
     """For :meth:`Provider.tool_result_paths`: each result's content path, found in body order."""
     out: list[tuple[tuple[str | int, ...], str | None]] = []
     pending = [r for r in results if r[2] and (r[0] or r[1])]
+    for node, path in _objects_in_order(body):
+        if not pending:
+            break
+        if _CALL_KEYS & node.keys():
+            continue
+        found = _result_in(node, pending)
+        if found is not None:
+            j, key = found
+            out.append(((*path, key), pending[j][1]))
+            del pending[j]
+    return out
+
+
+def _objects_in_order(body: Any) -> list[tuple[dict[str, Any], tuple[str | int, ...]]]:
+    """The objects of ``body`` with their paths, in document order (a pre-order walk), no deeper
+    than ``_LOCATE_DEPTH`` and within ``_LOCATE_NODES`` nodes visited."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(body, ())]
     seen = 0
     order: list[tuple[dict[str, Any], tuple[str | int, ...]]] = []
-    while stack and seen < _LOCATE_NODES:  # objects in document order (a pre-order walk)
+    while stack and seen < _LOCATE_NODES:
         node, path = stack.pop()
         seen += 1
         if len(path) > _LOCATE_DEPTH:
@@ -590,22 +606,22 @@ def _locate_results(body: Any, results: list[tuple[str | None, str | None, str]]
             stack.extend((v, (*path, k)) for k, v in reversed(list(node.items())) if isinstance(v, (dict, list)))
         elif isinstance(node, list):
             stack.extend((v, (*path, i)) for i, v in reversed(list(enumerate(node))) if isinstance(v, (dict, list)))
-    for node, path in order:
-        if not pending:
-            break
-        if _CALL_KEYS & node.keys():
+    return order
+
+
+def _result_in(node: dict[str, Any], pending: list[tuple[str | None, str | None, str]]) -> tuple[int, str] | None:
+    """The first pending result ``node`` holds — it carries the result's call id (or, without one,
+    its name) and a value that flattens to its content — as (its index in ``pending``, the key
+    of that value); ``None`` when it holds none."""
+    values = {v for v in node.values() if isinstance(v, str)}
+    for j, (call_id, name, content) in enumerate(pending):
+        ident = call_id or name
+        if ident not in values:
             continue
-        values = {v for v in node.values() if isinstance(v, str)}
-        for j, (call_id, name, content) in enumerate(pending):
-            ident = call_id or name
-            if ident not in values:
-                continue
-            key = next((k for k, v in node.items() if not (isinstance(v, str) and v in (call_id, name)) and _flattens_to(v, content)), None)
-            if key is not None:
-                out.append(((*path, key), name))
-                del pending[j]
-                break
-    return out
+        key = next((k for k, v in node.items() if not (isinstance(v, str) and v in (call_id, name)) and _flattens_to(v, content)), None)
+        if key is not None:
+            return j, key
+    return None
 
 
 def _flattens_to(value: Any, content: str) -> bool:
