@@ -41,15 +41,18 @@ from cassettes.models import (
     ToolCall,
     ToolSpec,
 )
-from cassettes.providers._profile import Profile
-from cassettes.providers._replay import Rendered, ReplayShapes
+from cassettes.providers._profile import FREE_FORM_FIELDS, Profile, usage_keys
+from cassettes.providers._replay import Rendered, ReplayShapes, reset_at, retry_after_value
 from cassettes.wire.framing import Event, Framed
 
 __all__ = [
+    "FREE_FORM_FIELDS",
     "WS_TURN",
     "Chaining",
+    "Profile",
     "Provider",
     "Rendered",
+    "ReplayShapes",
     "WsTurns",
     "answer_calls",
     "answer_text",
@@ -70,11 +73,14 @@ __all__ = [
     "media_part",
     "parse_arguments",
     "pieces",
+    "reset_at",
+    "retry_after_value",
     "sse",
     "text_of",
     "tool_call_from_object",
     "tool_call_from_string",
     "tool_choice_mode",
+    "usage_keys",
 ]
 
 

@@ -22,6 +22,7 @@ from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
 from cassettes.providers._base import (
+    Profile,
     Provider,
     as_int,
     as_obj,
@@ -31,7 +32,6 @@ from cassettes.providers._base import (
     media_part,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers._profile import Profile
 from cassettes.wire.framing import Framed
 
 __all__ = ["AlephAlpha"]

@@ -45,9 +45,16 @@ from cassettes.models import (
     ToolResult,
     ToolSpec,
 )
-from cassettes.providers._base import Provider, as_obj, as_str, json_events, text_of, tool_call_from_string
+from cassettes.providers._base import (
+    Profile,
+    Provider,
+    as_obj,
+    as_str,
+    json_events,
+    text_of,
+    tool_call_from_string,
+)
 from cassettes.providers._parts import StreamParts
-from cassettes.providers._profile import Profile
 from cassettes.providers.openai_chat import usage_from
 from cassettes.wire.framing import Framed
 

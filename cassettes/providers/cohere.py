@@ -50,7 +50,9 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     Provider,
+    ReplayShapes,
     as_int,
     as_obj,
     as_str,
@@ -65,8 +67,6 @@ from cassettes.providers._base import (
     tool_choice_mode,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers._profile import Profile
-from cassettes.providers._replay import ReplayShapes
 from cassettes.wire.framing import Framed
 
 __all__ = ["CohereChat", "finish_class", "usage_from", "v1_request", "v1_response"]

@@ -36,8 +36,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
-from cassettes.providers._base import Provider, as_int, as_str, azure_deployment
-from cassettes.providers._profile import Profile
+from cassettes.providers._base import Profile, Provider, as_int, as_str, azure_deployment
 from cassettes.providers.openai_completions import prompt_messages
 
 __all__ = ["Embeddings", "embedding_usage", "vectors_summary"]

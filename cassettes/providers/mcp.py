@@ -17,9 +17,7 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes.providers._base import Provider, as_str, compact_json, json_events
-from cassettes.providers._profile import Profile
-from cassettes.providers._replay import ReplayShapes
+from cassettes.providers._base import Profile, Provider, ReplayShapes, as_str, compact_json, json_events
 from cassettes.wire.framing import Framed
 
 __all__ = ["Mcp", "is_mcp_request"]

@@ -39,8 +39,10 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     Provider,
     Rendered,
+    ReplayShapes,
     answer_calls,
     answer_text,
     arguments_not_json,
@@ -54,8 +56,6 @@ from cassettes.providers._base import (
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers._profile import Profile
-from cassettes.providers._replay import ReplayShapes
 from cassettes.wire.framing import Framed
 
 __all__ = ["OllamaChat", "finish_class", "usage_from"]

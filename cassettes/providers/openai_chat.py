@@ -24,8 +24,10 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     Provider,
     Rendered,
+    ReplayShapes,
     answer_calls,
     answer_text,
     as_int,
@@ -41,8 +43,6 @@ from cassettes.providers._base import (
     tool_choice_mode,
 )
 from cassettes.providers._parts import StreamParts, has_calls
-from cassettes.providers._profile import Profile
-from cassettes.providers._replay import ReplayShapes
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIChat"]

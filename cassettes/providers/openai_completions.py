@@ -24,6 +24,7 @@ from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import (
+    Profile,
     Provider,
     as_str,
     azure_deployment,
@@ -32,7 +33,6 @@ from cassettes.providers._base import (
     json_events,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers._profile import Profile
 from cassettes.providers.openai_chat import usage_from
 from cassettes.wire.framing import Framed
 

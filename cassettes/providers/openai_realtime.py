@@ -31,6 +31,7 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     WsProvider,
     WsTurns,
     as_int,
@@ -41,7 +42,6 @@ from cassettes.providers._base import (
     tool_call_from_string,
 )
 from cassettes.providers._parts import Slot, StreamParts
-from cassettes.providers._profile import Profile
 from cassettes.wire.framing import Framed
 
 __all__ = ["OpenAIRealtime"]

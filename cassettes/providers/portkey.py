@@ -18,8 +18,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import NormalisedRequest, NormalisedResponse
-from cassettes.providers._base import Provider, as_str
-from cassettes.providers._profile import Profile
+from cassettes.providers._base import Profile, Provider, as_str
 from cassettes.wire.framing import Framed
 
 __all__ = ["PortkeyPrompt"]

@@ -29,8 +29,7 @@ from cassettes.models import (
     Part,
     Usage,
 )
-from cassettes.providers._base import Provider, as_int, as_obj, as_str, media_part, text_of
-from cassettes.providers._profile import Profile
+from cassettes.providers._base import Profile, Provider, as_int, as_obj, as_str, media_part, text_of
 from cassettes.wire.framing import Framed
 
 __all__ = ["Replicate"]

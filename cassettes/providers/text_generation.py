@@ -43,6 +43,7 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     Provider,
     as_int,
     as_obj,
@@ -53,7 +54,6 @@ from cassettes.providers._base import (
     json_events,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers._profile import Profile
 from cassettes.providers.openai_chat import OpenAIChat
 from cassettes.providers.openai_completions import prompt_messages
 from cassettes.wire.framing import Event, Framed, frame

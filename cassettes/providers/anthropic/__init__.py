@@ -41,13 +41,17 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    FREE_FORM_FIELDS,
+    Profile,
     Provider,
     Rendered,
+    ReplayShapes,
     as_int,
     as_str,
+    reset_at,
+    retry_after_value,
+    usage_keys,
 )
-from cassettes.providers._profile import FREE_FORM_FIELDS, Profile, usage_keys
-from cassettes.providers._replay import ReplayShapes, reset_at, retry_after_value
 from cassettes.providers.anthropic._body import (
     BEDROCK_PATH,
     STRUCTURAL,

@@ -22,9 +22,8 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.providers._base import Provider, as_str, error_from_body, finish_lookup, json_events
+from cassettes.providers._base import Profile, Provider, as_str, error_from_body, finish_lookup, json_events
 from cassettes.providers._parts import StreamParts
-from cassettes.providers._profile import Profile
 from cassettes.wire.framing import Framed
 
 __all__ = ["AnthropicComplete", "complete_request", "complete_response", "prompt_turns"]

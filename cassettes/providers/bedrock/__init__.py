@@ -33,14 +33,15 @@ from cassettes.models import (
     Part,
 )
 from cassettes.providers._base import (
+    FREE_FORM_FIELDS,
+    Profile,
     Provider,
+    ReplayShapes,
     as_obj,
     as_str,
     error_from_body,
 )
 from cassettes.providers._parts import has_calls
-from cassettes.providers._profile import FREE_FORM_FIELDS, Profile
-from cassettes.providers._replay import ReplayShapes
 from cassettes.providers.bedrock._body import (
     ACTIONS,
     STRUCTURAL,

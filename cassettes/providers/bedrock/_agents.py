@@ -54,8 +54,7 @@ from cassettes.models import (
     ToolSpec,
     Usage,
 )
-from cassettes.providers._base import Provider, as_int, as_obj, as_str, compact_json
-from cassettes.providers._profile import Profile
+from cassettes.providers._base import Profile, Provider, as_int, as_obj, as_str, compact_json
 from cassettes.providers.bedrock._body import priced_model
 from cassettes.wire.framing import Framed
 

@@ -22,6 +22,7 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     Provider,
     as_int,
     as_obj,
@@ -30,7 +31,6 @@ from cassettes.providers._base import (
     finish_lookup,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers._profile import Profile
 from cassettes.providers.bedrock import BedrockConverse, BedrockReplay
 from cassettes.providers.bedrock._body import guardrail_only_masked, model_action, priced_model
 from cassettes.providers.bedrock._stream import CONVERSE_EVENTS

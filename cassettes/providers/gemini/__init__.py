@@ -48,14 +48,15 @@ from cassettes.models import (
     NormalisedResponse,
 )
 from cassettes.providers._base import (
+    FREE_FORM_FIELDS,
+    Profile,
     Provider,
     Rendered,
+    ReplayShapes,
     as_str,
     error_from_body,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers._profile import FREE_FORM_FIELDS, Profile
-from cassettes.providers._replay import ReplayShapes
 from cassettes.providers.gemini._body import (
     METHODS,
     STRUCTURAL,

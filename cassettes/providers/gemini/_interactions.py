@@ -49,6 +49,7 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     Chaining,
+    Profile,
     Provider,
     as_int,
     as_obj,
@@ -60,7 +61,6 @@ from cassettes.providers._base import (
     text_of,
     tool_call_from_object,
 )
-from cassettes.providers._profile import Profile
 from cassettes.wire.framing import Framed
 
 __all__ = ["GeminiInteractions"]

@@ -27,6 +27,7 @@ from cassettes.models import (
     ToolSpec,
 )
 from cassettes.providers._base import (
+    Profile,
     WsProvider,
     WsTurns,
     as_str,
@@ -36,7 +37,6 @@ from cassettes.providers._base import (
     tool_call_from_object,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers._profile import Profile
 from cassettes.providers.gemini._body import either_case, message_of, parts_of, tools_of, usage_from
 from cassettes.wire.framing import Framed
 

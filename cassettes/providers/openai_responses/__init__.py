@@ -24,14 +24,14 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     Chaining,
+    Profile,
     Provider,
     Rendered,
+    ReplayShapes,
     WsTurns,
     as_int,
     as_str,
 )
-from cassettes.providers._profile import Profile
-from cassettes.providers._replay import ReplayShapes
 from cassettes.providers.openai_responses._items import (
     CLIENT_CALLS,
     additional_tools,

@@ -24,8 +24,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
-from cassettes.providers._base import Provider, as_str
-from cassettes.providers._profile import Profile
+from cassettes.providers._base import Profile, Provider, as_str
 from cassettes.providers.writer._stream import is_value_stream, value_stream
 from cassettes.wire.framing import Framed
 
