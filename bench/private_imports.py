@@ -6,7 +6,7 @@ Walks the AST of every tracked ``.py`` file (``git ls-files``) and counts each u
 name of this tree's own modules: ``from X import _name``, ``import X._mod``, ``from X._mod import
 name`` and ``alias._name`` where ``alias`` is bound to one of our modules by an import. A name
 is private when it starts with one underscore (dunders are not). Each use is counted against the
-module ``M`` that holds the private name (``cassettes.providers._facets`` for ``_seconds``,
+module ``M`` that holds the private name (``cassettes.providers._base`` for ``_locate_results``,
 ``cassettes.providers`` for its submodule ``_base``):
 
 - **across modules**: the importing module is not ``M``; split into functions, classes or

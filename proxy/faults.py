@@ -2,7 +2,7 @@
 proxy, instead of forwarding them, for chaos runs against the real API (or any upstream).
 
 The faults and their wire format are the replay's (:mod:`cassettes.replay.faults`, the provider
-adapters' ``fault_bodies``): a status fault is a response in the API's own shape with
+adapters' ``replay.fault_bodies``): a status fault is a response in the API's own shape with
 ``x-looptap-fault`` (so the cassette labels it injected, never the API's own), ``reset`` kills the
 connection before any response, ``slow_first_byte=S`` holds the request S seconds and forwards it.
 Live, nothing is known of a request's turn before its answer: requests are selected by number
@@ -97,8 +97,8 @@ class LiveFaults:
             flow.kill()
             return
         adapter = _adapter(flow)
-        status, body = adapter.fault_bodies.get(fault.kind) or Provider.fault_bodies[fault.kind]
-        headers = [("content-type", "application/json"), *adapter.fault_headers(fault.kind, fault.arg if fault.arg is not None else 1.0), ("x-looptap-fault", fault.describe())]
+        status, body = adapter.replay.fault_bodies.get(fault.kind) or Provider.replay.fault_bodies[fault.kind]
+        headers = [("content-type", "application/json"), *adapter.replay.fault_headers(fault.kind, fault.arg if fault.arg is not None else 1.0), ("x-looptap-fault", fault.describe())]
         flow.response = http.Response.make(status, orjson.dumps(body), [(k.encode(), v.encode()) for k, v in headers])
         flow.metadata[OWN_RESPONSE] = True  # looptap's own answer: its x-looptap-fault stands (proxy.addon)
 

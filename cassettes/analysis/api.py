@@ -200,7 +200,7 @@ def _is_pairing(ctx: TurnContext, err: ApiError | None) -> bool:
     if err is None:
         return False
     p = providers.by_family(ctx.rt.family)
-    return p is not None and p.is_pairing_error(err.message)
+    return p is not None and p.profile.is_pairing_error(err.message)
 
 
 def _output(r: NormalisedResponse) -> str:

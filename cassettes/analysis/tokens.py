@@ -32,7 +32,7 @@ each turn, so a turn costs time proportional to what it added, not to the whole 
 
 **Cost.** From ``genai-prices`` (offline data shipped with the library; never a hand-typed
 table): the provider is found from the request URL when genai-prices knows the host; otherwise
-the adapter's :attr:`~cassettes.providers.Provider.price_provider` (the vendor its wire format
+the adapter's :attr:`~cassettes.providers.Profile.price_provider` (the vendor its wire format
 implies; OpenAI-format hosts have none), else the price is unknown. The model is the served one,
 or the requested one when nothing was served or the two name the same model
 (``models/gemini-2.5-pro`` vs ``gemini-2.5-pro``). The usage passed uses genai-prices' keys, which
@@ -304,8 +304,8 @@ def _price_models(ctx: TurnContext, adapter: providers.Provider | None) -> list[
     served = resp.model if resp is not None else None
     requested = req.model if req is not None else None
     if adapter is not None:
-        served = adapter.price_model(served) if served else served
-        requested = adapter.price_model(requested) if requested else requested
+        served = adapter.profile.price_model(served) if served else served
+        requested = adapter.profile.price_model(requested) if requested else requested
     if served and requested and not _same_model(served, requested):
         return [served]  # another model answered: its price, or none
     return [m for m in (served, requested) if m]
@@ -339,11 +339,11 @@ def _price(ctx: TurnContext, usage: dict[str, int]) -> tuple[Decimal | None, str
     try:
         provider_id: str | None = provider_for_url(ctx.rt.url)
     except LookupError:
-        provider_id = adapter.price_provider if adapter is not None else None
+        provider_id = adapter.profile.price_provider if adapter is not None else None
         if provider_id is None:
             return _price_by_name(ctx, usage, models, host)
         how = f" (host {host} not known to genai-prices; priced as {provider_id}, from the API family)"
-    context = adapter.price_context(ctx.rt.response) if adapter is not None else {}
+    context = adapter.profile.price_context(ctx.rt.response) if adapter is not None else {}
     for model in models:
         try:
             total, prov, model_id = calc_price(
@@ -436,7 +436,7 @@ def _cost(ctx: TurnContext, tv: TokenCount, usage: Usage | None, mem: _ConvToken
         return
     if usage is not None and tv.source == "reported":
         adapter = providers.by_family(ctx.rt.family)
-        price_usage = adapter.price_usage(usage) if adapter is not None else {}
+        price_usage = adapter.profile.price_usage(usage) if adapter is not None else {}
     else:
         price_usage = {"input_tokens": tv.input or 0, "output_tokens": tv.output or 0}
     tv.cost, tv.price_source = _price(ctx, price_usage)

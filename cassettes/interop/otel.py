@@ -238,8 +238,8 @@ def _gen_ai_attributes(rt: RoundTrip, url: SplitResult, conversation_id: str | N
     # OpenInference (Phoenix) reads the kind from here; without it a span shows as UNKNOWN.
     attrs: dict[str, AttrValue | None] = {"openinference.span.kind": "LLM" if rt.family != "none" else None}
     if adapter is not None:
-        attrs["gen_ai.operation.name"] = adapter.otel_operation if rt.operation == "generate" else rt.operation
-        attrs["gen_ai.provider.name"] = adapter.otel_provider_name(url.hostname or "")
+        attrs["gen_ai.operation.name"] = adapter.profile.otel_operation if rt.operation == "generate" else rt.operation
+        attrs["gen_ai.provider.name"] = adapter.profile.otel_provider_name(url.hostname or "")
     if req is not None:
         attrs["gen_ai.request.model"] = req.model
         attrs["gen_ai.request.stream"] = rt.stream

@@ -12,6 +12,8 @@ from urllib.parse import SplitResult
 
 if TYPE_CHECKING:
     from cassettes.providers._base import WS_TURN, Chaining, Provider, Rendered, WsTurns, is_ws_turn
+    from cassettes.providers._profile import Profile
+    from cassettes.providers._replay import ReplayShapes
 
 __all__ = [
     "FAMILIES",
@@ -21,8 +23,10 @@ __all__ = [
     "VERSIONLESS_PATHS",
     "WS_TURN",
     "Chaining",
+    "Profile",
     "Provider",
     "Rendered",
+    "ReplayShapes",
     "WsTurns",
     "by_family",
     "detect",
@@ -77,7 +81,7 @@ def _providers() -> list[Provider]:
 def __getattr__(name: str) -> Any:  # PEP 562: the names that need the adapters or the base module
     if name == "FAMILIES":
         return tuple(p.family for p in _providers())
-    if name in ("WS_TURN", "Chaining", "Provider", "Rendered", "WsTurns", "is_ws_turn"):
+    if name in ("WS_TURN", "Chaining", "Profile", "Provider", "Rendered", "ReplayShapes", "WsTurns", "is_ws_turn"):
         from cassettes.providers import _base
 
         return getattr(_base, name)
@@ -209,7 +213,7 @@ def versioned_path(path: str, header_names: Iterable[str]) -> str | None:
 
 #: Hosts (glob patterns, first match wins) → OpenTelemetry GenAI ``gen_ai.provider.name`` (the
 #: semconv well-known values). A family's format served elsewhere (a local server, a gateway) is
-#: named after the family (``Provider.otel_provider``).
+#: named after the family (``Profile.otel_provider``).
 OTEL_PROVIDER_HOSTS: tuple[tuple[str, str], ...] = (
     ("api.openai.com", "openai"),
     ("*.openai.azure.com", "azure.ai.openai"),

@@ -11,9 +11,11 @@ An adapter recognises its traffic and parses it into :mod:`cassettes.models`:
   non-streamed call would give, with ``complete`` decided by the terminal event;
 * :meth:`Provider.parse_error` — an error body → :class:`ApiError`.
 
-Besides parsing, an adapter plays four smaller roles, each a base class with its defaults in
-:mod:`cassettes.providers._facets` (client rules, pricing, telemetry, replay): ``Provider``
-inherits them and an adapter overrides, in its one class, what its API does differently.
+Besides parsing, an adapter holds two objects it does not inherit: ``profile``, the API's
+constants and capabilities as data (:class:`~cassettes.providers._profile.Profile`: pairing
+errors, result layout, price and telemetry names, what replay matching ignores, key variables),
+and ``replay``, how replay answers as the API (:class:`~cassettes.providers._replay.ReplayShapes`:
+error and fault bodies, a rendered answer, a continuation), a family's own in its module.
 
 Adapters must be lenient: unknown keys and enum values are kept (``provider_details``), missing
 fields become ``None``. They may raise on hopeless input; the caller turns that into a labelled
@@ -39,14 +41,18 @@ from cassettes.models import (
     ToolCall,
     ToolSpec,
 )
-from cassettes.providers._facets import ClientRules, Pricing, Rendered, ReplayShape, Telemetry
+from cassettes.providers._profile import FREE_FORM_FIELDS, Profile, usage_keys
+from cassettes.providers._replay import Rendered, ReplayShapes, reset_at, retry_after_value
 from cassettes.wire.framing import Event, Framed
 
 __all__ = [
+    "FREE_FORM_FIELDS",
     "WS_TURN",
     "Chaining",
+    "Profile",
     "Provider",
     "Rendered",
+    "ReplayShapes",
     "WsTurns",
     "answer_calls",
     "answer_text",
@@ -67,19 +73,26 @@ __all__ = [
     "media_part",
     "parse_arguments",
     "pieces",
+    "reset_at",
+    "retry_after_value",
     "sse",
     "text_of",
     "tool_call_from_object",
     "tool_call_from_string",
+    "tool_choice_mode",
+    "usage_keys",
 ]
 
 
-class Provider(ClientRules, Pricing, Telemetry, ReplayShape):
-    """One API family's adapter: recognising and parsing its traffic (below), and the roles in
-    :mod:`cassettes.providers._facets` (client rules, pricing, telemetry, replay), whose
-    defaults it inherits and overrides where its API differs."""
+class Provider:
+    """One API family's adapter: recognising and parsing its traffic (below), with its
+    ``profile`` (the API's constants) and its ``replay`` shapes, which it holds."""
 
     family: ClassVar[str] = "unknown"
+    #: The API's constants and capabilities (the defaults: an API that says none of them).
+    profile: ClassVar[Profile] = Profile()
+    #: How replay answers as this API (the default: OpenAI's shapes).
+    replay: ClassVar[ReplayShapes] = ReplayShapes()
     #: Operations that poll for a model call's answer (a stored response, a run's status). A poll
     #: whose answer carries tool calls for the client is read as the model call that delivered
     #: them (:func:`cassettes.parsing.roundtrip.parse_exchange`): a turn that continues the call it
@@ -136,7 +149,7 @@ class Provider(ClientRules, Pricing, Telemetry, ReplayShape):
         return None
 
     def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:
-        """(Replay, beside :class:`ReplayShape`: it needs the parser.) Ids in a request body that differ from run to run (tool-call ids, made up by the
+        """(Replay, beside ``replay``: it needs the parser.) Ids in a request body that differ from run to run (tool-call ids, made up by the
         model or the client): matching remaps them consistently instead of comparing them."""
         try:
             req = self.parse_request(body, url)
@@ -472,6 +485,30 @@ def tool_call_from_object(call_id: Any, name: Any, args: Any, kind: str = "funct
     )
 
 
+#: The modes a ``tool_choice`` string names, in the normalised spelling (Cohere v2 sends capitals).
+_MODES = {"AUTO": "auto", "NONE": "none", "REQUIRED": "required"}
+
+
+def tool_choice_mode(tc: Any) -> str | None:
+    """The normalised mode of an OpenAI-style ``tool_choice`` (Chat Completions, and Cohere v2's
+    ``REQUIRED`` / ``NONE``): ``auto``, ``none`` or ``required`` in any case, another string as
+    sent, ``tool:NAME`` for a forced function or custom tool, an ``allowed_tools`` object's mode."""
+    if tc is None:
+        return None
+    if isinstance(tc, str):
+        return _MODES.get(tc.upper(), tc)
+    if isinstance(tc, dict):
+        for key in ("function", "custom"):
+            if isinstance(tc.get(key), dict) and tc[key].get("name"):
+                return f"tool:{tc[key]['name']}"
+        if tc.get("name"):
+            return f"tool:{tc['name']}"
+        if isinstance(tc.get("allowed_tools"), dict):
+            return as_str(tc["allowed_tools"].get("mode"))
+        return as_str(tc.get("mode") or tc.get("type"))
+    return None
+
+
 def text_of(content: Any) -> str:
     """Flatten a content value (string, list of text-ish blocks, object) to text."""
     if content is None:
@@ -546,10 +583,26 @@ def _locate_results(body: Any, results: list[tuple[str | None, str | None, str]]
     """For :meth:`Provider.tool_result_paths`: each result's content path, found in body order."""
     out: list[tuple[tuple[str | int, ...], str | None]] = []
     pending = [r for r in results if r[2] and (r[0] or r[1])]
+    for node, path in _objects_in_order(body):
+        if not pending:
+            break
+        if _CALL_KEYS & node.keys():
+            continue
+        found = _result_in(node, pending)
+        if found is not None:
+            j, key = found
+            out.append(((*path, key), pending[j][1]))
+            del pending[j]
+    return out
+
+
+def _objects_in_order(body: Any) -> list[tuple[dict[str, Any], tuple[str | int, ...]]]:
+    """The objects of ``body`` with their paths, in document order (a pre-order walk), no deeper
+    than ``_LOCATE_DEPTH`` and within ``_LOCATE_NODES`` nodes visited."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(body, ())]
     seen = 0
     order: list[tuple[dict[str, Any], tuple[str | int, ...]]] = []
-    while stack and seen < _LOCATE_NODES:  # objects in document order (a pre-order walk)
+    while stack and seen < _LOCATE_NODES:
         node, path = stack.pop()
         seen += 1
         if len(path) > _LOCATE_DEPTH:
@@ -559,22 +612,22 @@ def _locate_results(body: Any, results: list[tuple[str | None, str | None, str]]
             stack.extend((v, (*path, k)) for k, v in reversed(list(node.items())) if isinstance(v, (dict, list)))
         elif isinstance(node, list):
             stack.extend((v, (*path, i)) for i, v in reversed(list(enumerate(node))) if isinstance(v, (dict, list)))
-    for node, path in order:
-        if not pending:
-            break
-        if _CALL_KEYS & node.keys():
+    return order
+
+
+def _result_in(node: dict[str, Any], pending: list[tuple[str | None, str | None, str]]) -> tuple[int, str] | None:
+    """The first pending result ``node`` holds — it carries the result's call id (or, without one,
+    its name) and a value that flattens to its content — as (its index in ``pending``, the key
+    of that value); ``None`` when it holds none."""
+    values = {v for v in node.values() if isinstance(v, str)}
+    for j, (call_id, name, content) in enumerate(pending):
+        ident = call_id or name
+        if ident not in values:
             continue
-        values = {v for v in node.values() if isinstance(v, str)}
-        for j, (call_id, name, content) in enumerate(pending):
-            ident = call_id or name
-            if ident not in values:
-                continue
-            key = next((k for k, v in node.items() if not (isinstance(v, str) and v in (call_id, name)) and _flattens_to(v, content)), None)
-            if key is not None:
-                out.append(((*path, key), name))
-                del pending[j]
-                break
-    return out
+        key = next((k for k, v in node.items() if not (isinstance(v, str) and v in (call_id, name)) and _flattens_to(v, content)), None)
+        if key is not None:
+            return j, key
+    return None
 
 
 def _flattens_to(value: Any, content: str) -> bool:

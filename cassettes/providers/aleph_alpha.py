@@ -22,6 +22,7 @@ from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
 from cassettes.providers._base import (
+    Profile,
     Provider,
     as_int,
     as_obj,
@@ -99,9 +100,7 @@ class _CompleteStream(StreamParts):
 
 class AlephAlpha(Provider):
     family = "aleph_alpha"
-    price_provider = None
-    otel_provider = "aleph_alpha"
-    otel_operation = "text_completion"
+    profile = Profile(price_provider=None, otel_provider="aleph_alpha", otel_operation="text_completion", api_key_env=("AA_TOKEN",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         path = url.path.rstrip("/")
@@ -150,6 +149,3 @@ class AlephAlpha(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return _CompleteStream().read(framed)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("AA_TOKEN",)

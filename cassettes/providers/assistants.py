@@ -45,7 +45,15 @@ from cassettes.models import (
     ToolResult,
     ToolSpec,
 )
-from cassettes.providers._base import Provider, as_obj, as_str, json_events, text_of, tool_call_from_string
+from cassettes.providers._base import (
+    Profile,
+    Provider,
+    as_obj,
+    as_str,
+    json_events,
+    text_of,
+    tool_call_from_string,
+)
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.openai_chat import usage_from
 from cassettes.wire.framing import Framed
@@ -204,8 +212,7 @@ class OpenAIAssistants(Provider):
     # A client that does not stream polls ``GET …/runs/{run}`` until the run ends; the poll that
     # finds it ``requires_action`` is where the model's tool calls arrive.
     poll_operations = frozenset({"retrieve_run"})
-    price_provider = "openai"
-    otel_provider = "openai"
+    profile = Profile(price_provider="openai", otel_provider="openai", api_key_env=("OPENAI_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         segs = [s for s in url.path.split("/") if s]
@@ -268,6 +275,3 @@ class OpenAIAssistants(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return _RunStream().read(framed)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("OPENAI_API_KEY",)

@@ -50,7 +50,9 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     Provider,
+    ReplayShapes,
     as_int,
     as_obj,
     as_str,
@@ -62,6 +64,7 @@ from cassettes.providers._base import (
     text_of,
     tool_call_from_object,
     tool_call_from_string,
+    tool_choice_mode,
 )
 from cassettes.providers._parts import StreamParts, has_calls
 from cassettes.wire.framing import Framed
@@ -194,13 +197,6 @@ def _v2_tools(tools: Any) -> list[ToolSpec]:
             params = fn.get("parameters")
             out.append(ToolSpec(name=as_str(fn.get("name")) or "", description=as_str(fn.get("description")), parameters=params if isinstance(params, dict) else None))
     return out
-
-
-def _tool_choice_mode(tc: Any) -> str | None:
-    """v2 ``tool_choice`` is ``REQUIRED`` or ``NONE``; absent means auto."""
-    if tc is None:
-        return None
-    return {"REQUIRED": "required", "NONE": "none", "AUTO": "auto"}.get(str(tc).upper(), str(tc))
 
 
 def _v2_response(b: JSON) -> NormalisedResponse:
@@ -424,10 +420,17 @@ def reassemble_v1(framed: Framed) -> NormalisedResponse:
     return _V1Stream().read(framed)
 
 
+class CohereReplay(ReplayShapes):
+    """How replay answers as Cohere: its error body is ``{"message": …}``."""
+
+    def error(self, status: int, message: str, code: str) -> Any:
+        return {"message": message}
+
+
 class CohereChat(Provider):
     family = "cohere"
-    price_provider = "cohere"
-    otel_provider = "cohere"
+    profile = Profile(price_provider="cohere", otel_provider="cohere", api_key_env=("CO_API_KEY", "COHERE_API_KEY"))
+    replay = CohereReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         v = _version(url)
@@ -465,7 +468,7 @@ class CohereChat(Provider):
             messages=messages,
             tools=_v2_tools(b.get("tools")),
             tool_choice=b.get("tool_choice"),
-            tool_choice_mode=_tool_choice_mode(b.get("tool_choice")),
+            tool_choice_mode=tool_choice_mode(b.get("tool_choice")),  # v2: REQUIRED or NONE; absent is auto
             params={k: v for k, v in b.items() if k not in _V2_STRUCTURAL},
             history_key="messages",
         )
@@ -482,9 +485,3 @@ class CohereChat(Provider):
         if framed.kind == "ndjson" or any(isinstance(ev, dict) and "event_type" in ev for _, ev in json_events(framed)):
             return reassemble_v1(framed)
         return _V2Stream().read(framed)
-
-    def replay_error(self, status: int, message: str, code: str) -> Any:
-        return {"message": message}
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("CO_API_KEY", "COHERE_API_KEY")

@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part, Usage
-from cassettes.providers._base import Provider, as_int, as_str, azure_deployment
+from cassettes.providers._base import Profile, Provider, as_int, as_str, azure_deployment
 from cassettes.providers.openai_completions import prompt_messages
 
 __all__ = ["Embeddings", "embedding_usage", "vectors_summary"]
@@ -113,7 +113,7 @@ def vectors_summary(vectors: Any) -> dict[str, Any]:
 
 class Embeddings(Provider):
     family = "embeddings"
-    otel_operation = "embeddings"
+    profile = Profile(otel_operation="embeddings", api_key_env=("OPENAI_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _route(url)
@@ -180,6 +180,3 @@ class Embeddings(Provider):
             complete=True,
             provider_details=details or None,
         )
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("OPENAI_API_KEY",)

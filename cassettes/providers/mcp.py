@@ -17,7 +17,7 @@ from urllib.parse import SplitResult
 
 import orjson
 
-from cassettes.providers._base import Provider, as_str, compact_json, json_events
+from cassettes.providers._base import Profile, Provider, ReplayShapes, as_str, compact_json, json_events
 from cassettes.wire.framing import Framed
 
 __all__ = ["Mcp", "is_mcp_request"]
@@ -45,23 +45,10 @@ def _result_text(result: Any, limit: int = 2000) -> str:
     return "\n".join(out)[:limit]
 
 
-class Mcp(Provider):
-    family = "mcp"
+class McpReplay(ReplayShapes):
+    """How replay answers an MCP server's request: with the client's own JSON-RPC id."""
 
-    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
-        return 3 if method.upper() == "POST" and is_mcp_request(body) else 0
-
-    def operation(self, method: str, url: SplitResult) -> str:
-        return "mcp"
-
-    def body_operation(self, operation: str, body: Any) -> str:
-        return f"mcp {body['method']}" if is_mcp_request(body) else operation
-
-    #: The JSON-RPC id is the client's counter: replay matches without it and answers with the
-    #: client's own (``replay_chunks``).
-    volatile_top_fields = frozenset({"id"})
-
-    def replay_chunks(self, chunks: list[tuple[float | None, bytes]], content_type: str, recorded: Any, live: bytes) -> list[tuple[float | None, bytes]]:
+    def chunks(self, chunks: list[tuple[float | None, bytes]], content_type: str, recorded: Any, live: bytes) -> list[tuple[float | None, bytes]]:
         try:
             new_id = orjson.loads(live).get("id")
         except (orjson.JSONDecodeError, AttributeError):
@@ -86,6 +73,23 @@ class Mcp(Provider):
             return [(last, swap(body))]
         lines = [b"data: " + swap(line[5:].strip()) if line.startswith(b"data:") else line for line in body.split(b"\n")]
         return [(last, b"\n".join(lines))]
+
+
+class Mcp(Provider):
+    family = "mcp"
+    #: The JSON-RPC id is the client's counter: replay matches without it and answers with the
+    #: client's own (``McpReplay.chunks``).
+    profile = Profile(volatile_top_fields=frozenset({"id"}))
+    replay = McpReplay()
+
+    def recognise(self, method: str, url: SplitResult, body: Any) -> int:
+        return 3 if method.upper() == "POST" and is_mcp_request(body) else 0
+
+    def operation(self, method: str, url: SplitResult) -> str:
+        return "mcp"
+
+    def body_operation(self, operation: str, body: Any) -> str:
+        return f"mcp {body['method']}" if is_mcp_request(body) else operation
 
     def side_call(self, body: Any, framed: Framed) -> dict[str, Any] | None:
         """What one MCP request did: ``method``, and for ``tools/call`` the ``tool``, its

@@ -39,8 +39,10 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     Provider,
     Rendered,
+    ReplayShapes,
     answer_calls,
     answer_text,
     arguments_not_json,
@@ -299,9 +301,34 @@ class _Lines(StreamParts):
 _RANK = {"reasoning": 0, "text": 1}
 
 
+class OllamaReplay(ReplayShapes):
+    """How replay answers as Ollama's native API: its bare-string errors and NDJSON answers."""
+
+    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+        route = _route(url)
+        return render_native(answer, stream, route) if route in _GENERATE_ROUTES else None
+
+    fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
+        "rate_limit": (429, {"error": "too many requests"}),
+        "overloaded": (503, {"error": "server busy, please try again.  maximum pending requests exceeded"}),
+        "server_error": (500, {"error": "an error was encountered while running the model"}),
+        "context_length": (400, {"error": "the input length exceeds the context length"}),
+    }
+
+    def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
+        return []
+
+    def fault_event(self, kind: str) -> bytes:
+        return b'{"error":"an error was encountered while running the model"}\n'
+
+    def error(self, status: int, message: str, code: str) -> Any:
+        return {"error": message}  # Ollama's native error body is a bare string
+
+
 class OllamaChat(Provider):
     family = "ollama"
-    otel_provider = "ollama"  # not a semconv well-known value; custom values are allowed
+    profile = Profile(otel_provider="ollama")  # not a semconv well-known value; custom values are allowed
+    replay = OllamaReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _route(url)
@@ -367,26 +394,6 @@ class OllamaChat(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return _Lines().read(framed)
-
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
-        route = _route(url)
-        return render_native(answer, stream, route) if route in _GENERATE_ROUTES else None
-
-    fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
-        "rate_limit": (429, {"error": "too many requests"}),
-        "overloaded": (503, {"error": "server busy, please try again.  maximum pending requests exceeded"}),
-        "server_error": (500, {"error": "an error was encountered while running the model"}),
-        "context_length": (400, {"error": "the input length exceeds the context length"}),
-    }
-
-    def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
-        return []
-
-    def fault_event(self, kind: str) -> bytes:
-        return b'{"error":"an error was encountered while running the model"}\n'
-
-    def replay_error(self, status: int, message: str, code: str) -> Any:
-        return {"error": message}  # Ollama's native error body is a bare string
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         """``{"error": "<text>"}`` (a string), or whatever a proxy in front put there."""

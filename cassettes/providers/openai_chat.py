@@ -24,8 +24,10 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     Provider,
     Rendered,
+    ReplayShapes,
     answer_calls,
     answer_text,
     as_int,
@@ -38,6 +40,7 @@ from cassettes.providers._base import (
     sse,
     text_of,
     tool_call_from_string,
+    tool_choice_mode,
 )
 from cassettes.providers._parts import StreamParts, has_calls
 from cassettes.wire.framing import Framed
@@ -179,23 +182,6 @@ def _tools(body: dict[str, Any]) -> list[ToolSpec]:
     return out
 
 
-def _tool_choice_mode(tc: Any) -> str | None:
-    if tc is None:
-        return None
-    if isinstance(tc, str):
-        return tc
-    if isinstance(tc, dict):
-        for key in ("function", "custom"):
-            if isinstance(tc.get(key), dict) and tc[key].get("name"):
-                return f"tool:{tc[key]['name']}"
-        if tc.get("name"):
-            return f"tool:{tc['name']}"
-        if isinstance(tc.get("allowed_tools"), dict):
-            return as_str(tc["allowed_tools"].get("mode"))
-        return as_str(tc.get("mode") or tc.get("type"))
-    return None
-
-
 #: The finish reason this API sends for a normalised class (rendering an answer).
 _RAW_FINISH = {
     FinishReason.COMPLETE: "stop",
@@ -272,17 +258,36 @@ def _last_chunks(head: dict[str, Any], finish: str, usage: dict[str, Any] | None
     return [_chunk(head, {}, finish)]
 
 
+class ChatReplay(ReplayShapes):
+    """How replay answers as Chat Completions: OpenAI's error and fault shapes, and its answers
+    rendered as JSON or SSE chunks."""
+
+    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+        return render_chat(answer, stream, request)
+
+    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
+        """The cut answer as an assistant message, then a user message asking for the rest."""
+        if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+            return None
+        more = [{"role": "assistant", "content": partial}, {"role": "user", "content": prompt}]
+        return {**request, "messages": [*request["messages"], *more]}, partial
+
+
 class OpenAIChat(Provider):
-    field_defaults = (("stream", False), ("n", 1))
     family = "openai_chat"
-    model_vendor = "openai"
-    otel_provider = "openai"
-    pairing_errors = (
-        r"assistant message with 'tool_calls' must be followed by tool messages",
-        r"(?i)messages with role 'tool' must be a response to a prece",
-        r"'tool_call_id' of '[^']*' not found in 'tool_calls'",
-        r"(?i)tool_call_id.{0,40}(not found|did not have response|must be a response)",
+    profile = Profile(
+        pairing_errors=(
+            r"assistant message with 'tool_calls' must be followed by tool messages",
+            r"(?i)messages with role 'tool' must be a response to a prece",
+            r"'tool_call_id' of '[^']*' not found in 'tool_calls'",
+            r"(?i)tool_call_id.{0,40}(not found|did not have response|must be a response)",
+        ),
+        model_vendor="openai",
+        otel_provider="openai",
+        field_defaults=(("stream", False), ("n", 1)),
+        api_key_env=("OPENAI_API_KEY",),
     )
+    replay = ChatReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST" or not url.path.rstrip("/").endswith("/chat/completions"):
@@ -309,23 +314,10 @@ class OpenAIChat(Provider):
             messages=messages,
             tools=_tools(b),
             tool_choice=tc,
-            tool_choice_mode=_tool_choice_mode(tc),
+            tool_choice_mode=tool_choice_mode(tc),
             params={k: v for k, v in b.items() if k not in _STRUCTURAL},
             history_key="messages",
         )
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("OPENAI_API_KEY",)
-
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
-        return render_chat(answer, stream, request)
-
-    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
-        """The cut answer as an assistant message, then a user message asking for the rest."""
-        if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
-            return None
-        more = [{"role": "assistant", "content": partial}, {"role": "user", "content": prompt}]
-        return {**request, "messages": [*request["messages"], *more]}, partial
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b = body if isinstance(body, dict) else {}

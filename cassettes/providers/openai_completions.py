@@ -24,6 +24,7 @@ from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
 from cassettes.providers._base import (
+    Profile,
     Provider,
     as_str,
     azure_deployment,
@@ -128,9 +129,7 @@ class _Completion(StreamParts):
 
 class OpenAICompletions(Provider):
     family = "openai_completions"
-    model_vendor = "openai"
-    otel_provider = "openai"
-    otel_operation = "text_completion"
+    profile = Profile(model_vendor="openai", otel_provider="openai", otel_operation="text_completion", api_key_env=("OPENAI_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         path = url.path.rstrip("/")
@@ -183,6 +182,3 @@ class OpenAICompletions(Provider):
         if is_value_stream(framed):  # Writer's completions behind another host: no [DONE] to expect
             return value_stream(framed)
         return _Completion().read(framed)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("OPENAI_API_KEY",)

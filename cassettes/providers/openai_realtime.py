@@ -31,6 +31,7 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     WsProvider,
     WsTurns,
     as_int,
@@ -169,8 +170,7 @@ def _response(resp: Item, events: int | None, complete: bool) -> NormalisedRespo
 
 class OpenAIRealtime(WsProvider):
     family = "openai_realtime"
-    otel_provider = "openai"
-    price_provider = "openai"
+    profile = Profile(price_provider="openai", otel_provider="openai")
 
     turns = _TURNS
 

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import NormalisedRequest, NormalisedResponse
-from cassettes.providers._base import Provider, as_str
+from cassettes.providers._base import Profile, Provider, as_str
 from cassettes.wire.framing import Framed
 
 __all__ = ["PortkeyPrompt"]
@@ -33,7 +33,7 @@ def _prompt_id(url: SplitResult) -> str | None:
 
 class PortkeyPrompt(Provider):
     family = "portkey_prompt"
-    otel_provider = "portkey"
+    profile = Profile(otel_provider="portkey", api_key_env=("PORTKEY_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST" or _prompt_id(url) is None:
@@ -78,6 +78,3 @@ class PortkeyPrompt(Provider):
             chat = data.get("object") == "chat.completion.chunk" or any(isinstance(c, dict) and "delta" in c for c in data.get("choices") or [])
             return OpenAIChat().reassemble(framed) if chat else OpenAICompletions().reassemble(framed)
         return OpenAIChat().reassemble(framed)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("PORTKEY_API_KEY",)

@@ -29,7 +29,7 @@ from cassettes.models import (
     Part,
     Usage,
 )
-from cassettes.providers._base import Provider, as_int, as_obj, as_str, media_part, text_of
+from cassettes.providers._base import Profile, Provider, as_int, as_obj, as_str, media_part, text_of
 from cassettes.wire.framing import Framed
 
 __all__ = ["Replicate"]
@@ -119,8 +119,7 @@ def _output_parts(output: Any) -> list[Part]:
 
 class Replicate(Provider):
     family = "replicate"
-    price_provider = None
-    otel_provider = "replicate"
+    profile = Profile(price_provider=None, otel_provider="replicate", api_key_env=("REPLICATE_API_TOKEN",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _route(url)
@@ -196,6 +195,3 @@ class Replicate(Provider):
         if "detail" in b or "title" in b:
             return ApiError(status=status, type=as_str(b.get("title")), message=as_str(b.get("detail")), raw=b)
         return super().parse_error(body, status)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("REPLICATE_API_TOKEN",)

@@ -43,6 +43,7 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     Provider,
     as_int,
     as_obj,
@@ -191,8 +192,7 @@ def _header_usage(response: NormalisedResponse, inp: str | None, out: str | None
 
 class TextGenerationInference(Provider):
     family = "tgi"
-    otel_provider = "huggingface"
-    otel_operation = "text_completion"
+    profile = Profile(otel_provider="huggingface", otel_operation="text_completion", api_key_env=("HF_TOKEN",))
 
     def _route(self, url: SplitResult) -> str | None:
         path = url.path.rstrip("/")
@@ -242,9 +242,6 @@ class TextGenerationInference(Provider):
         _header_usage(response, header("x-prompt-tokens"), header("x-generated-tokens"))
         response.model = response.model or header("x-model-id")
 
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("HF_TOKEN",)
-
 
 # -- watsonx -----------------------------------------------------------------------------------
 
@@ -282,8 +279,7 @@ def _watsonx_result(b: JSON) -> tuple[list[Part], str | None, int | None, int | 
 
 class Watsonx(Provider):
     family = "watsonx"
-    price_provider = None
-    otel_provider = "ibm.watsonx.ai"
+    profile = Profile(price_provider=None, otel_provider="ibm.watsonx.ai", api_key_env=("WATSONX_APIKEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _watsonx_route(url)
@@ -345,9 +341,6 @@ class Watsonx(Provider):
             return chat_stream_without_done(framed)
         return _WatsonxStream(self.parse_error).read(framed)
 
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("WATSONX_APIKEY",)
-
 
 class _WatsonxStream(StreamParts):
     """watsonx.ai ``generation_stream`` events: each a ``results`` piece, the last with the stop reason."""
@@ -398,7 +391,7 @@ def _endpoint(url: SplitResult) -> tuple[str, str] | None:
 
 class SageMaker(Provider):
     family = "sagemaker"
-    otel_provider = "aws.sagemaker"
+    profile = Profile(otel_provider="aws.sagemaker")
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST" or _endpoint(url) is None:
@@ -454,9 +447,6 @@ class SageMaker(Provider):
 
     def add_header_facts(self, response: NormalisedResponse, header: Callable[[str], str | None]) -> None:
         _header_usage(response, header("x-prompt-tokens"), header("x-generated-tokens"))
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ()
 
 
 def _unwrap(framed: Framed) -> tuple[Framed, list[Event]]:

@@ -474,7 +474,7 @@ def _price_usage(family: str, usage: Any) -> dict[str, int] | None:
         return None
     adapter = providers.by_family(family)
     if adapter is not None:
-        return adapter.price_usage(usage)
+        return adapter.profile.price_usage(usage)
     return {k: v for k, v in (("input_tokens", usage.input_tokens), ("output_tokens", usage.output_tokens)) if v is not None}
 
 
@@ -565,7 +565,7 @@ def plan_requests(run: Any) -> list[Planned]:
         adapter = providers.by_family(rt.family)
         p = Planned(ex, seq, t.conversation, t.index, t.tokens.cost, t.tokens.price_estimated, family=rt.family,
                     model=(rt.request.model if rt.request is not None else None) or (rt.response.model if rt.response is not None else None),
-                    price_context=adapter.price_context(rt.response) if adapter is not None else {})
+                    price_context=adapter.profile.price_context(rt.response) if adapter is not None else {})
         if ex.transport_error:
             p.recorded_error = "recorded transport error"
         elif ex.status is None or ex.status >= 400:
@@ -636,12 +636,12 @@ def estimate_costs(planned: list[Planned], live: Callable[[str, str, bytes], str
             p.price_note = "no price: the recorded request names no model"
             continue
         adapter = providers.by_family(p.family)
-        ref = adapter.price_model(name) if adapter is not None else name
+        ref = adapter.profile.price_model(name) if adapter is not None else name
         url = urls[i] if urls is not None else where_sent(p, live, model)[0]
         try:
             provider_id: str | None = provider_for_url(url or p.ex.url)
         except LookupError:
-            provider_id = adapter.price_provider if adapter is not None else None
+            provider_id = adapter.profile.price_provider if adapter is not None else None
         for pid in dict.fromkeys((provider_id, None)):  # the provider's own price, else by the name alone
             try:
                 _price_of({"input_tokens": 1}, (pid, ref), p.price_context)
@@ -731,7 +731,7 @@ def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str] | None = N
                 said_once.add(k.lower())
             print(f"looptap compare: {said[-1]}", file=sys.stderr)
     names = {k.lower() for k, _ in headers}
-    recorded = recorded_request_headers(safe, adapter.replay_headers() if adapter is not None else ())
+    recorded = recorded_request_headers(safe, adapter.profile.replay_headers if adapter is not None else ())
     return [(k, v) for k, v in recorded if k.lower() not in names] + [(k, v) for k, v in headers if header_problem(k, v) is None], said
 
 

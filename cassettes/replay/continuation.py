@@ -5,7 +5,7 @@ complete does, made by looptap for the client.
 Past the cursor, the client's request goes live as any other. When the upstream's answer is cut
 by the cap (the API's own finish reason: ``length``, ``max_tokens``, ``incomplete`` with
 ``max_output_tokens``) and holds text only, looptap asks the model to go on, in the API's own
-form (its adapter's ``Provider.continuation_body``: the cut text as an
+form (its adapter's ``Provider.replay.continuation_body``: the cut text as an
 assistant message and a request for the rest, or an assistant prefill), at most N times while
 the answer stays cut; then hands the client ONE answer joining the parts, in the format the
 client asked for (JSON, or the API's event stream if it streamed: the adapter's
@@ -83,7 +83,7 @@ class Continuation:
             return None
         if not isinstance(doc, dict):
             return None
-        made = self.adapter.continuation_body(doc, so_far, PROMPT)
+        made = self.adapter.replay.continuation_body(doc, so_far, PROMPT)
         if made is None:
             return None
         body, continues = made
@@ -162,4 +162,4 @@ def rendered_for(adapter: Provider, target: str, client_body: bytes, answer: Nor
     except (orjson.JSONDecodeError, ValueError):
         doc = None
     url = urlsplit(target)
-    return adapter.render_answer(answer, adapter.is_stream(url, doc), url, doc)
+    return adapter.replay.render_answer(answer, adapter.is_stream(url, doc), url, doc)

@@ -543,11 +543,11 @@ def other_family(model: str, adapters: Iterable[Provider]) -> str | None:
     from cassettes import providers
 
     vendor = model_vendor(model)
-    homes = {a.model_vendor for f in providers.FAMILIES if (a := providers.by_family(f)) is not None and a.model_vendor}
+    homes = {a.profile.model_vendor for f in providers.FAMILIES if (a := providers.by_family(f)) is not None and a.profile.model_vendor}
     if vendor is None or vendor not in homes:
         return None
     for a in adapters:
-        if a.model_vendor is not None and a.model_vendor != vendor:
-            return (f"--model {model}: {vendor}'s model, and the run's requests at the cursor are {a.family} ({a.model_vendor}'s API, "
+        if a.profile.model_vendor is not None and a.profile.model_vendor != vendor:
+            return (f"--model {model}: {vendor}'s model, and the run's requests at the cursor are {a.family} ({a.profile.model_vendor}'s API, "
                     "another API family): a fork sends the agent's own requests, so give a model that API serves")
     return None

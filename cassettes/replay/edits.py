@@ -384,8 +384,8 @@ def carried(method: str, target: str, body: bytes, e: Edit) -> list[Any]:
 
 def continuable(method: str, target: str, doc: Any) -> bool:
     """Whether a cut answer to this request can be continued: its API's adapter has a form for
-    it (``Provider.continuation_body``)."""
+    it (``Provider.replay.continuation_body``)."""
     from cassettes import providers
 
     adapter = providers.detect(method.upper(), urlsplit(target), doc) if isinstance(doc, dict) else None
-    return adapter is not None and adapter.continuation_body(doc, "…", "…") is not None
+    return adapter is not None and adapter.replay.continuation_body(doc, "…", "…") is not None

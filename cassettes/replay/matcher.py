@@ -521,7 +521,7 @@ class Matcher:
         return self._miss(key)
 
     def _semantic(self, r: Recorded) -> tuple[str, ...]:
-        return r.key.adapter.replay_headers() if r.key.adapter is not None else ()
+        return r.key.adapter.profile.replay_headers if r.key.adapter is not None else ()
 
     def _headers_match(self, r: Recorded, key: RequestKey) -> bool:
         return all(header(r.key.headers, h) == header(key.headers, h) for h in self._semantic(r))

@@ -34,7 +34,7 @@ CREDENTIAL_HEADERS = frozenset({
     "x-amz-security-token", "x-amz-credential", "x-auth-token", "x-access-token", "ocp-apim-subscription-key", "mcp-session-id",
 })
 #: The recorded request headers ``compare`` sends (besides the API's own version headers, which
-#: its adapter names: ``Provider.replay_headers``): what the body is, what answer is accepted.
+#: its adapter names: ``Provider.profile.replay_headers``): what the body is, what answer is accepted.
 SENT_FROM_RECORDING = frozenset({"content-type", "accept"})
 
 #: A header naming an API version or a beta flag (``…-version``, ``…-beta``).

@@ -170,8 +170,8 @@ class Planner:
         if fault.kind == "reset":
             return Reset(rec, fault)
         if fault.kind in STATUS_KINDS:
-            status, obj = adapter.fault_bodies.get(fault.kind) or Provider.fault_bodies[fault.kind]
-            headers = adapter.fault_headers(fault.kind, fault.arg if fault.arg is not None else 1.0)
+            status, obj = adapter.replay.fault_bodies.get(fault.kind) or Provider.replay.fault_bodies[fault.kind]
+            headers = adapter.replay.fault_headers(fault.kind, fault.arg if fault.arg is not None else 1.0)
             return FaultStatus(rec, fault, status, obj, list(headers))
         return Play(rec, fault)  # slow_first_byte, stall, stream_cut, error_event
 
@@ -198,7 +198,7 @@ class Planner:
             if isinstance(new, str):
                 why = new
             else:
-                rendered = adapter.render_answer(new, adapter.is_stream(url, body) if stream is None else stream, url, body)
+                rendered = adapter.replay.render_answer(new, adapter.is_stream(url, body) if stream is None else stream, url, body)
                 if rendered is not None:
                     return rendered
                 why = _NO_FORM.get(fault.kind, "this API has no form for that answer here")

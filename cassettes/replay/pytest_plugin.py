@@ -264,7 +264,7 @@ def _api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     from cassettes import providers
     for fam in providers.FAMILIES:
         adapter = providers.by_family(fam)
-        names = adapter.api_key_env() if adapter is not None else ()
+        names = adapter.profile.api_key_env if adapter is not None else ()
         if names and not any(os.environ.get(n) for n in names):
             monkeypatch.setenv(names[0], _PLACEHOLDER_KEY)
 

@@ -232,8 +232,8 @@ def _normalised_json(raw: Any, u: SplitResult, adapter: providers.Provider | Non
     except Exception:  # a lenient adapter that still chokes: compare the ids as they are
         vol = set()
     compared = raw
-    if adapter.volatile_top_fields and isinstance(raw, dict):
-        compared = {k: v for k, v in raw.items() if k not in adapter.volatile_top_fields}
-    compared = _without_defaults(compared, adapter.field_defaults)
-    return _normalise(compared, vol, placeholders, adapter.volatile_fields, adapter.free_form_fields, found)
+    if adapter.profile.volatile_top_fields and isinstance(raw, dict):
+        compared = {k: v for k, v in raw.items() if k not in adapter.profile.volatile_top_fields}
+    compared = _without_defaults(compared, adapter.profile.field_defaults)
+    return _normalise(compared, vol, placeholders, adapter.profile.volatile_fields, adapter.profile.free_form_fields, found)
 

@@ -616,17 +616,17 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
                 writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1011) + clip(f"looptap replay: internal error: {type(exc).__name__}", 100).encode()))
                 await writer.drain()
             return
-        body = orjson.dumps(Provider().replay_error(500, f"looptap replay: internal error: {type(exc).__name__}: {clip(str(exc))}", "looptap_replay_error"))
+        body = orjson.dumps(Provider.replay.error(500, f"looptap replay: internal error: {type(exc).__name__}: {clip(str(exc))}", "looptap_replay_error"))
         with contextlib.suppress(Exception):
             await self._send_whole(writer, 500, [("content-type", "application/json"), ("x-should-retry", "false"), ("content-length", str(len(body))), ("connection", "close")], body, None)
 
     async def _send_miss(self, req: Request, writer: asyncio.StreamWriter, miss: Miss, dog: Watchdog | None = None) -> bool:
         key = request_key(req.method, req.target, req.headers, req.body)
         adapter = key.adapter or (miss.closest.key.adapter if miss.closest is not None else None) or Provider()
-        body = orjson.dumps(adapter.replay_error(MISS_STATUS, str(miss), MISS_CODE))
+        body = orjson.dumps(adapter.replay.error(MISS_STATUS, str(miss), MISS_CODE))
         headers: Headers = [
             ("content-type", "application/json"),
-            *adapter.replay_error_headers(retry=False),
+            *adapter.replay.error_headers(retry=False),
             (MISS_HEADER, "miss"),
             (NOTE_HEADER, miss.note().to_header()),  # what the analysis reads (layer C, never the API's error)
             ("content-length", str(len(body))),
@@ -690,7 +690,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         if ex.status >= 400:
             adapter = rec.key.adapter or Provider()
             retry = self._recorded_retry(rec)
-            headers += adapter.replay_error_headers(retry=retry)
+            headers += adapter.replay.error_headers(retry=retry)
             if retry:
                 headers += [("retry-after", "0"), ("retry-after-ms", "0")]
             else:
@@ -702,13 +702,13 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
 
     def _play_chunks(self, req: Request, rec: Recorded, fault: Fault | None) -> list[tuple[float | None, bytes]]:
         """The recorded body's pieces as replay sends them: echoing what the request carries
-        (``Provider.replay_chunks``), and cut event by event when a stream fault needs it."""
+        (``Provider.replay.chunks``), and cut event by event when a stream fault needs it."""
         ex = rec.exchange
         assert ex.status is not None
         chunks = [(t, c) for t, c in ex.response_chunks if c]
         ctype = (ex.response_header("content-type") or "").lower()
         if rec.key.adapter is not None and rec.key.is_json:
-            chunks = rec.key.adapter.replay_chunks(chunks, ctype, rec.key.raw, req.body)
+            chunks = rec.key.adapter.replay.chunks(chunks, ctype, rec.key.raw, req.body)
         if fault is None or fault.kind not in ("stream_cut", "error_event", "stall") or ex.status >= 400:
             return chunks
         events = _events(b"".join(c for _, c in chunks), ctype)
@@ -743,7 +743,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             if fault is not None and i == half and fault.kind == "stall":
                 await asyncio.sleep(fault.arg or 0.0)
             if fault is not None and i == half and fault.kind == "error_event":
-                event = (rec.key.adapter or Provider()).fault_event(fault.kind)
+                event = (rec.key.adapter or Provider()).replay.fault_event(fault.kind)
                 sent.append((now(), event))
                 writer.write(out.data(event) + out.end())
                 await self._drain(writer, dog)
@@ -899,7 +899,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         """The live upstream past the cursor failed: a 502 in the API's error shape."""
         key = request_key(req.method, req.target, req.headers, req.body)
         adapter = key.adapter or Provider()
-        body = orjson.dumps(adapter.replay_error(502, f"looptap: the live upstream failed: {why}", "looptap_upstream_error"))
+        body = orjson.dumps(adapter.replay.error(502, f"looptap: the live upstream failed: {why}", "looptap_upstream_error"))
         headers: Headers = [("content-type", "application/json"), ("x-looptap-replay", answer.why), ("content-length", str(len(body)))]
         logged = self._log(req, 502, headers, [(0.0, body)], answer.why, why, origin_of=answer.rec)
         logged.notes.extend(answer.notes)

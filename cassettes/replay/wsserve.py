@@ -317,7 +317,7 @@ class WebSocketReplay:
 
         status = status or self.miss_status
         code = self.miss_code if status == self.miss_status else "looptap_upstream_error"
-        body = orjson.dumps({"type": "error", "status": status, **adapter.replay_error(status, str(miss), code)})
+        body = orjson.dumps({"type": "error", "status": status, **adapter.replay.error(status, str(miss), code)})
         # The served turn carries the marks an HTTP miss sends (the analysis reads it as the
         # client's divergence, not the API's error); over the WebSocket only the message goes.
         marks = [(MISS_HEADER, "miss"), (NOTE_HEADER, miss.note().to_header())] if status == self.miss_status else []
@@ -353,7 +353,7 @@ class WebSocketReplay:
             return _Turn(status, messages, headers, cut=min(int(fault.arg or 0), max(0, len(messages) - 1)))
         if fault.kind == "error_event":
             half = max(1, len(messages) // 2)
-            data = sse_data(adapter.fault_event(fault.kind))
+            data = sse_data(adapter.replay.fault_event(fault.kind))
             return _Turn(status, [*messages[:half], (messages[half - 1][0] if messages else None, "error", data)], headers)
         if fault.kind == "stall":
             return _Turn(status, messages, headers, stall=fault.arg or 0.0)

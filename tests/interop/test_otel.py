@@ -213,7 +213,7 @@ def test_provider_names_follow_the_host_then_the_family() -> None:
     def name(family: str, host: str) -> str:
         adapter = providers.by_family(family)
         assert adapter is not None
-        return adapter.otel_provider_name(host)
+        return adapter.profile.otel_provider_name(host)
 
     assert name("openai_chat", "127.0.0.1") == "openai"
     assert name("openai_chat", "api.groq.com") == "groq"
@@ -223,7 +223,7 @@ def test_provider_names_follow_the_host_then_the_family() -> None:
     assert name("anthropic", "us-east5-aiplatform.googleapis.com") == "gcp.vertex_ai"
     assert name("bedrock", "bedrock-runtime.us-east-1.amazonaws.com") == "aws.bedrock"
     assert name("ollama", "localhost") == "ollama"
-    assert providers.by_family("gemini").otel_operation == "generate_content"  # type: ignore[union-attr]
+    assert providers.by_family("gemini").profile.otel_operation == "generate_content"  # type: ignore[union-attr]
 
 
 # -- looptap's view -----------------------------------------------------------------------------------

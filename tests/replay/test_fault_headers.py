@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 
 from cassettes import providers
-from cassettes.providers._facets import reset_at
+from cassettes.providers._replay import reset_at
 
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 _WAIT = re.compile(r"^(\d+(\.\d+)?)(ms|s)?$")
@@ -28,7 +28,7 @@ def test_reset_and_retry_headers_are_relative_to_now(family: str, kind: str, wai
     adapter = providers.by_family(family)
     assert adapter is not None
     before = time.time()
-    headers = adapter.fault_headers(kind, wait)
+    headers = adapter.replay.fault_headers(kind, wait)
     after = time.time()
     for name, value in headers:
         low = name.lower()

@@ -59,7 +59,7 @@ def test_the_parts_join_into_one_answer_in_the_format_the_client_asked(family: s
     path, request, history = APIS[family]
     client = orjson.dumps({**request, "stream": True} if stream else request)
     ctype = "text/event-stream" if stream else "application/json"
-    first = adapter.render_answer(_answer(CUT + " ", True, 60), stream, urlsplit(path), orjson.loads(client))
+    first = adapter.replay.render_answer(_answer(CUT + " ", True, 60), stream, urlsplit(path), orjson.loads(client))
     assert first is not None and first.content_type == ctype
     cut = parsed(adapter, "POST", "http://up" + path, client, 200, [("content-type", ctype)], list(first.chunks))
     assert cut is not None and cut_text(cut) == CUT + " "
@@ -81,7 +81,7 @@ def test_the_parts_join_into_one_answer_in_the_format_the_client_asked(family: s
     marks = edited.from_header(dict(headers)[edited.HEADER])
     assert marks == [{"edit": "continue", "selector": "turn=0", "path": [history], "before": request[history]}], marks
     rest = REST.lstrip() if family != "anthropic" else REST  # the model goes on after the text it was given
-    more_r = adapter.render_answer(_answer(rest, False, 5), stream, urlsplit(path), sent)
+    more_r = adapter.replay.render_answer(_answer(rest, False, 5), stream, urlsplit(path), sent)
     more = parsed(adapter, "POST", "http://up" + path, body, 200, [("content-type", ctype)], list(more_r.chunks))
     assert more is not None and cut_text(more) is None
     one = rendered_for(adapter, path, client, joined(cut, [(continues, more)]))
@@ -107,7 +107,7 @@ def _route(req: ScriptedRequest) -> Reply:
 
 def _recorded(family: str, body: bytes) -> list[Exchange]:
     path, _, _ = APIS[family]
-    answer = _adapter(family).render_answer(_answer("recorded", False, 1), False, urlsplit(path), orjson.loads(body))
+    answer = _adapter(family).replay.render_answer(_answer("recorded", False, 1), False, urlsplit(path), orjson.loads(body))
     return [Exchange("POST", "https://api.example" + path, [("content-type", "application/json")], body, 200, "OK",
                      [("content-type", "application/json")], [(0.0, answer.chunks[0])], seq=0)]
 

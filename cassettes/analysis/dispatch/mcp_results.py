@@ -77,7 +77,7 @@ def _mcp_not_run(ctx: TurnContext, tr: ToolResult) -> Iterator[Finding]:
     if mcp.ran_since(tool, model_seq):
         return
     adapter = providers.by_family(ctx.rt.family)
-    flagged = adapter is not None and adapter.tool_error_flag
+    flagged = adapter is not None and adapter.profile.tool_error_flag
     yield ctx.finding(
         "C.tool_call_not_executed",
         Severity.WARNING if flagged else Severity.INFO,

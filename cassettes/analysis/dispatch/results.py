@@ -112,7 +112,7 @@ def check_results_split(ctx: TurnContext) -> Iterator[Finding]:
     """C.tool_results_split — an API that wants one turn's results together got them spread."""
     adapter = providers.by_family(ctx.rt.family)
     prev = ctx.prev
-    if adapter is None or not adapter.results_in_one_message or prev is None:
+    if adapter is None or not adapter.profile.results_in_one_message or prev is None:
         return
     where = sorted({p.message_index for p in ctx.turn.c.pairings if p.call_turn == prev.index and p.message_index is not None})
     if len(where) < 2:
@@ -216,7 +216,7 @@ def check_pairing_error(ctx: TurnContext) -> Iterator[Finding]:
     if r is None or r.error is None or (ctx.rt.status or 0) < 400 or ctx.replay_miss is not None:
         return  # (a replay miss quotes the request's differences, never the API's pairing text)
     adapter = providers.by_family(ctx.rt.family)
-    if adapter is None or not adapter.is_pairing_error(r.error.message):
+    if adapter is None or not adapter.profile.is_pairing_error(r.error.message):
         return
     attempt = ctx
     while attempt.turn.c.link == "retry" and attempt.prev is not None:

@@ -41,12 +41,17 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    FREE_FORM_FIELDS,
+    Profile,
     Provider,
     Rendered,
+    ReplayShapes,
     as_int,
     as_str,
+    reset_at,
+    retry_after_value,
+    usage_keys,
 )
-from cassettes.providers._facets import ReplayShape, reset_at, retry_after_value
 from cassettes.providers.anthropic._body import (
     BEDROCK_PATH,
     STRUCTURAL,
@@ -77,37 +82,89 @@ __all__ = [
 ]
 
 
-class AnthropicMessages(Provider):
-    # a tool_use block's ``input`` is the call's arguments as the model gave them
-    free_form_fields = frozenset({*ReplayShape.free_form_fields, "input"})
-    field_defaults = (("stream", False),)
-    family = "anthropic"
-    model_vendor = "anthropic"
-    results_in_one_message = True
-    tool_error_flag = True
-    #: ``metadata.user_id`` names the client's device and session (Claude Code puts a new
-    #: session id there every run); it changes nothing the model does.
-    volatile_top_fields = frozenset({"metadata"})
-    price_provider = "anthropic"
-    otel_provider = "anthropic"
-    pairing_errors = (
-        r"`tool_use` ids were found without `tool_result` blocks immediately after",
-        r"unexpected `tool_use_id` found in `tool_result` blocks",
-        r"Did not find \d+ `tool_result` block\(s\) at the beginning of this message",
-        r"If an assistant message contains any thinking blocks, the first block must be thinking",
-        r"Expected thinking or redacted_thinking, but found",
-    )
+def _price_usage(usage: Usage) -> dict[str, int]:
+    """Adds the 5-minute / 1-hour split of cache writes (``usage.cache_creation``), priced apart."""
+    out = usage_keys(usage)
+    split = (usage.raw or {}).get("cache_creation")
+    if "cache_write_tokens" in out and isinstance(split, dict):
+        for wire, key in (("ephemeral_5m_input_tokens", "cache_write_5m_tokens"), ("ephemeral_1h_input_tokens", "cache_write_1h_tokens")):
+            n = as_int(split.get(wire))
+            if n:
+                out[key] = n
+    return out
 
-    def price_usage(self, usage: Usage) -> dict[str, int]:
-        """Adds the 5-minute / 1-hour split of cache writes (``usage.cache_creation``), priced apart."""
-        out = super().price_usage(usage)
-        split = (usage.raw or {}).get("cache_creation")
-        if "cache_write_tokens" in out and isinstance(split, dict):
-            for wire, key in (("ephemeral_5m_input_tokens", "cache_write_5m_tokens"), ("ephemeral_1h_input_tokens", "cache_write_1h_tokens")):
-                n = as_int(split.get(wire))
-                if n:
-                    out[key] = n
+
+class MessagesReplay(ReplayShapes):
+    """How replay answers as the Messages API: its error and fault shapes (WIRE.md §C.6), and its
+    answers rendered (not on Bedrock, which frames the events in its binary event stream)."""
+
+    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+        if BEDROCK_PATH.search(url.path.rstrip("/")):
+            return None  # Bedrock frames the events in its binary event stream
+        return render_messages(answer, stream)
+
+    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
+        """The cut answer as the final assistant message (a prefill: the output continues it); the
+        API refuses a prefill ending in whitespace, so it goes without its trailing whitespace."""
+        if not isinstance(request, dict) or not isinstance(request.get("messages"), list) or not partial.strip():
+            return None
+        prefill = partial.rstrip()
+        return {**request, "messages": [*request["messages"], {"role": "assistant", "content": prefill}]}, prefill
+
+    fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
+        "rate_limit": (429, {"type": "error", "error": {"type": "rate_limit_error", "message":
+            "This request would exceed the rate limit for your organization of 50 requests per minute. For details, "
+            "refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers for current usage."},
+            "request_id": "req_looptap_fault"}),
+        "overloaded": (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}, "request_id": "req_looptap_fault"}),
+        "server_error": (500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}, "request_id": "req_looptap_fault"}),
+        "context_length": (400, {"type": "error", "error": {"type": "invalid_request_error",
+            "message": "prompt is too long: 210000 tokens > 200000 maximum"}, "request_id": "req_looptap_fault"}),
+    }
+
+    def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
+        out = [("request-id", "req_looptap_fault")]
+        if kind == "rate_limit":
+            out += [("retry-after", retry_after_value(retry_after)), ("anthropic-ratelimit-requests-limit", "50"),
+                    ("anthropic-ratelimit-requests-remaining", "0"), ("anthropic-ratelimit-requests-reset", reset_at(retry_after))]
+        elif kind in ("overloaded", "server_error"):
+            out.append(("retry-after", retry_after_value(retry_after)))
         return out
+
+    def fault_event(self, kind: str) -> bytes:
+        return b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+
+    def error(self, status: int, message: str, code: str) -> Any:
+        kind = "invalid_request_error" if status < 500 else "api_error"
+        return {"type": "error", "error": {"type": kind, "message": message, "code": code}, "request_id": None}
+
+
+class AnthropicMessages(Provider):
+    family = "anthropic"
+    profile = Profile(
+        pairing_errors=(
+            r"`tool_use` ids were found without `tool_result` blocks immediately after",
+            r"unexpected `tool_use_id` found in `tool_result` blocks",
+            r"Did not find \d+ `tool_result` block\(s\) at the beginning of this message",
+            r"If an assistant message contains any thinking blocks, the first block must be thinking",
+            r"Expected thinking or redacted_thinking, but found",
+        ),
+        results_in_one_message=True,
+        tool_error_flag=True,
+        price_provider="anthropic",
+        model_vendor="anthropic",
+        price_usage=_price_usage,
+        otel_provider="anthropic",
+        replay_headers=("anthropic-version", "anthropic-beta"),
+        # ``metadata.user_id`` names the client's device and session (Claude Code puts a new
+        # session id there every run); it changes nothing the model does.
+        volatile_top_fields=frozenset({"metadata"}),
+        # a tool_use block's ``input`` is the call's arguments as the model gave them
+        free_form_fields=frozenset({*FREE_FORM_FIELDS, "input"}),
+        field_defaults=(("stream", False),),
+        api_key_env=("ANTHROPIC_API_KEY",),
+    )
+    replay = MessagesReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST":
@@ -179,52 +236,6 @@ class AnthropicMessages(Provider):
                 error=self.parse_error(b, None), finish_reason=FinishReason.ERROR, complete=True
             )
         return response_of(b)
-
-    def replay_headers(self) -> tuple[str, ...]:
-        return ("anthropic-version", "anthropic-beta")
-
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
-        if BEDROCK_PATH.search(url.path.rstrip("/")):
-            return None  # Bedrock frames the events in its binary event stream
-        return render_messages(answer, stream)
-
-    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
-        """The cut answer as the final assistant message (a prefill: the output continues it); the
-        API refuses a prefill ending in whitespace, so it goes without its trailing whitespace."""
-        if not isinstance(request, dict) or not isinstance(request.get("messages"), list) or not partial.strip():
-            return None
-        prefill = partial.rstrip()
-        return {**request, "messages": [*request["messages"], {"role": "assistant", "content": prefill}]}, prefill
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("ANTHROPIC_API_KEY",)
-
-    fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
-        "rate_limit": (429, {"type": "error", "error": {"type": "rate_limit_error", "message":
-            "This request would exceed the rate limit for your organization of 50 requests per minute. For details, "
-            "refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers for current usage."},
-            "request_id": "req_looptap_fault"}),
-        "overloaded": (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}, "request_id": "req_looptap_fault"}),
-        "server_error": (500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}, "request_id": "req_looptap_fault"}),
-        "context_length": (400, {"type": "error", "error": {"type": "invalid_request_error",
-            "message": "prompt is too long: 210000 tokens > 200000 maximum"}, "request_id": "req_looptap_fault"}),
-    }
-
-    def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
-        out = [("request-id", "req_looptap_fault")]
-        if kind == "rate_limit":
-            out += [("retry-after", retry_after_value(retry_after)), ("anthropic-ratelimit-requests-limit", "50"),
-                    ("anthropic-ratelimit-requests-remaining", "0"), ("anthropic-ratelimit-requests-reset", reset_at(retry_after))]
-        elif kind in ("overloaded", "server_error"):
-            out.append(("retry-after", retry_after_value(retry_after)))
-        return out
-
-    def fault_event(self, kind: str) -> bytes:
-        return b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
-
-    def replay_error(self, status: int, message: str, code: str) -> Any:
-        kind = "invalid_request_error" if status < 500 else "api_error"
-        return {"type": "error", "error": {"type": kind, "message": message, "code": code}, "request_id": None}
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         return anthropic_error(body, status)

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, Message, NormalisedRequest, NormalisedResponse, Part
-from cassettes.providers._base import Provider, as_str, error_from_body, finish_lookup, json_events
+from cassettes.providers._base import Profile, Provider, as_str, error_from_body, finish_lookup, json_events
 from cassettes.providers._parts import StreamParts
 from cassettes.wire.framing import Framed
 
@@ -81,9 +81,13 @@ def complete_response(b: dict[str, Any]) -> NormalisedResponse:
 
 class AnthropicComplete(Provider):
     family = "anthropic_complete"
-    price_provider = "anthropic"
-    otel_provider = "anthropic"
-    otel_operation = "text_completion"
+    profile = Profile(
+        price_provider="anthropic",
+        otel_provider="anthropic",
+        otel_operation="text_completion",
+        replay_headers=("anthropic-version",),
+        api_key_env=("ANTHROPIC_API_KEY",),
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST" or not url.path.rstrip("/").endswith("/v1/complete"):
@@ -105,12 +109,6 @@ class AnthropicComplete(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return _CompletionStream().read(framed)
-
-    def replay_headers(self) -> tuple[str, ...]:
-        return ("anthropic-version",)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("ANTHROPIC_API_KEY",)
 
 
 class _CompletionStream(StreamParts):

@@ -33,12 +33,14 @@ from cassettes.models import (
     Part,
 )
 from cassettes.providers._base import (
+    FREE_FORM_FIELDS,
+    Profile,
     Provider,
+    ReplayShapes,
     as_obj,
     as_str,
     error_from_body,
 )
-from cassettes.providers._facets import ReplayShape
 from cassettes.providers._parts import has_calls
 from cassettes.providers.bedrock._body import (
     ACTIONS,
@@ -53,23 +55,34 @@ from cassettes.providers.bedrock._body import (
 )
 from cassettes.wire.framing import Framed
 
-__all__ = ["BedrockAgents", "BedrockConverse", "BedrockInvoke"]
+__all__ = ["BedrockAgents", "BedrockConverse", "BedrockInvoke", "BedrockReplay"]
+
+
+class BedrockReplay(ReplayShapes):
+    """How replay answers as the Bedrock runtime (Converse, InvokeModel): its error body is
+    ``{"message", "__type"}``."""
+
+    def error(self, status: int, message: str, code: str) -> Any:
+        return {"message": message, "__type": code}
 
 
 class BedrockConverse(Provider):
-    # toolUse.input and a toolResult's {"json": …} are the caller's data
-    free_form_fields = frozenset({*ReplayShape.free_form_fields, "input", "json"})
     family = "bedrock"
-    price_provider = "aws"
-    otel_provider = "aws.bedrock"
-    tool_error_flag = True  # toolResult.status
-    pairing_errors = (
-        r"(?i)toolResult blocks? .{0,80}exceeds? the number of toolUse blocks",
-        r"(?i)number of toolResult blocks .{0,60}toolUse blocks",
-        r"(?i)`tool_use` ids were found without `tool_result` blocks",
-        r"(?i)toolUse.{0,60}without.{0,20}toolResult",
-        r"Expected toolResult blocks at messages\.\d+\.content",
+    profile = Profile(
+        pairing_errors=(
+            r"(?i)toolResult blocks? .{0,80}exceeds? the number of toolUse blocks",
+            r"(?i)number of toolResult blocks .{0,60}toolUse blocks",
+            r"(?i)`tool_use` ids were found without `tool_result` blocks",
+            r"(?i)toolUse.{0,60}without.{0,20}toolResult",
+            r"Expected toolResult blocks at messages\.\d+\.content",
+        ),
+        tool_error_flag=True,  # toolResult.status
+        price_provider="aws",
+        otel_provider="aws.bedrock",
+        # toolUse.input and a toolResult's {"json": …} are the caller's data
+        free_form_fields=frozenset({*FREE_FORM_FIELDS, "input", "json"}),
     )
+    replay = BedrockReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         found = model_action(url)
@@ -139,9 +152,6 @@ class BedrockConverse(Provider):
             complete=True,
             provider_details=details_of(b) or None,
         )
-
-    def replay_error(self, status: int, message: str, code: str) -> Any:
-        return {"message": message, "__type": code}
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         if isinstance(body, str):

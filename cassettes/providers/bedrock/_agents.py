@@ -54,7 +54,8 @@ from cassettes.models import (
     ToolSpec,
     Usage,
 )
-from cassettes.providers._base import Provider, as_int, as_obj, as_str, compact_json
+from cassettes.providers._base import Profile, Provider, as_int, as_obj, as_str, compact_json
+from cassettes.providers.bedrock._body import priced_model
 from cassettes.wire.framing import Framed
 
 __all__ = ["BedrockAgents"]
@@ -301,15 +302,14 @@ def _rag(output_text: str | None, guardrail: str | None, citations: list[Any], c
 
 class BedrockAgents(Provider):
     family = "bedrock_agents"
-    #: the agent's model invocations are billed as the foundation model's tokens
-    price_provider = "aws"
-    otel_provider = "aws.bedrock"
-
-    def price_model(self, model: str) -> str:
-        """A trace's ``foundationModel`` may be an inference profile (``us.anthropic…``, an ARN)."""
-        from cassettes.providers.bedrock._invoke import BedrockInvoke
-
-        return BedrockInvoke().price_model(model)
+    profile = Profile(
+        # the agent's model invocations are billed as the foundation model's tokens, and a trace's
+        # ``foundationModel`` may be an inference profile (``us.anthropic…``, an ARN)
+        price_provider="aws",
+        price_model=priced_model,
+        otel_provider="aws.bedrock",
+        api_key_env=("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK"),
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _route(url)
@@ -394,9 +394,6 @@ class BedrockAgents(Provider):
         """The session the answer belongs to is in a response header (its id for the threader)."""
         if response.id is None:
             response.id = next((v for v in (header(h) for h in _SESSION_HEADERS) if v), None)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK")
 
 
 def _json(data: str) -> Any:

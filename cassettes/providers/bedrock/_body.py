@@ -65,6 +65,13 @@ def model_action(url: SplitResult) -> tuple[str, str] | None:
     return unquote(head), action
 
 
+def priced_model(model: str) -> str:
+    """``us.amazon.nova-pro-v1:0`` / an inference-profile ARN → the model id genai-prices knows."""
+    m = model.rsplit("/", 1)[-1]
+    head, _, rest = m.partition(".")
+    return rest if head in ("us", "eu", "apac", "global", "jp", "au", "ca") and rest else m
+
+
 def finish_class(raw: str | None) -> FinishReason | None:
     return finish_lookup(_FINISH, raw)
 

@@ -22,6 +22,7 @@ from cassettes.models import (
     Usage,
 )
 from cassettes.providers._base import (
+    Profile,
     Provider,
     as_int,
     as_obj,
@@ -30,8 +31,8 @@ from cassettes.providers._base import (
     finish_lookup,
 )
 from cassettes.providers._parts import StreamParts
-from cassettes.providers.bedrock import BedrockConverse
-from cassettes.providers.bedrock._body import guardrail_only_masked, model_action
+from cassettes.providers.bedrock import BedrockConverse, BedrockReplay
+from cassettes.providers.bedrock._body import guardrail_only_masked, model_action, priced_model
 from cassettes.providers.bedrock._stream import CONVERSE_EVENTS
 from cassettes.wire.framing import Framed
 
@@ -233,8 +234,8 @@ def _synthetic(kind: Any, items: Sequence[tuple[str | None, Any]]) -> Framed:
 
 class BedrockInvoke(Provider):
     family = "bedrock_invoke"
-    price_provider = "aws"
-    otel_provider = "aws.bedrock"
+    profile = Profile(price_provider="aws", price_model=priced_model, otel_provider="aws.bedrock")
+    replay = BedrockReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         if method.upper() != "POST" or _invoke_target(url) is None:
@@ -258,12 +259,6 @@ class BedrockInvoke(Provider):
     def model_from_url(self, url: SplitResult) -> str | None:
         found = model_action(url)
         return found[0] if found else None
-
-    def price_model(self, model: str) -> str:
-        """``us.amazon.nova-pro-v1:0`` / an inference-profile ARN → the model id genai-prices knows."""
-        m = model.rsplit("/", 1)[-1]
-        head, _, rest = m.partition(".")
-        return rest if head in ("us", "eu", "apac", "global", "jp", "au", "ca") and rest else m
 
     def history_key(self, body: Any) -> str | None:
         if isinstance(body, dict):
@@ -323,9 +318,6 @@ class BedrockInvoke(Provider):
             response.usage,
             {"inputTokenCount": header("x-amzn-bedrock-input-token-count"), "outputTokenCount": header("x-amzn-bedrock-output-token-count")},
         )
-
-    def replay_error(self, status: int, message: str, code: str) -> Any:
-        return {"message": message, "__type": code}
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         return BedrockConverse().parse_error(body, status)

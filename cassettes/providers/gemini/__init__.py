@@ -48,12 +48,14 @@ from cassettes.models import (
     NormalisedResponse,
 )
 from cassettes.providers._base import (
+    FREE_FORM_FIELDS,
+    Profile,
     Provider,
     Rendered,
+    ReplayShapes,
     as_str,
     error_from_body,
 )
-from cassettes.providers._facets import ReplayShape
 from cassettes.providers._parts import StreamParts
 from cassettes.providers.gemini._body import (
     METHODS,
@@ -89,24 +91,64 @@ def _reader(in_stream: bool = True) -> StreamParts:
 # Adapter
 
 
-class Gemini(Provider):
-    free_form_fields = frozenset({*ReplayShape.free_form_fields, "responseSchema", "responseJsonSchema", "parametersJsonSchema",
-                                  "response_schema", "response_json_schema", "parameters_json_schema"})
-    family = "gemini"
-    model_vendor = "google"
-    price_provider = "google"
-    otel_provider = "gcp.gemini"
-    otel_operation = "generate_content"
-    pairing_errors = (
-        r"number of function response parts is equal to the number of function call parts",
-        r"function call turn comes immediately after a user turn or after a function response turn",
-        r"function response turn comes immediately after a function call turn",
-        r"missing a `?thought_signature`?",
-    )
+def _price_model(model: str) -> str:
+    """``modelVersion`` can come back as a resource name (``models/gemini-2.5-pro``)."""
+    return model.rsplit("models/", 1)[-1]
 
-    def price_model(self, model: str) -> str:
-        """``modelVersion`` can come back as a resource name (``models/gemini-2.5-pro``)."""
-        return model.rsplit("models/", 1)[-1]
+
+class GenerateReplay(ReplayShapes):
+    """How replay answers as ``generateContent``: google.rpc error bodies (WIRE.md §D.6), and its
+    answers rendered, as JSON, a JSON array or SSE (``alt=sse``)."""
+
+    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+        hit = model_method(url)
+        if hit is None or hit[1] not in ("generateContent", "streamGenerateContent"):
+            return None
+        return render_generate(answer, stream, "alt=sse" in url.query.lower())
+
+    fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
+        "rate_limit": (429, {"error": {"code": 429, "message": "You exceeded your current quota, please check your plan and billing details. "
+            "For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.",
+            "status": "RESOURCE_EXHAUSTED", "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}]}}),
+        "overloaded": (503, {"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}),
+        "server_error": (500, {"error": {"code": 500, "message": "An internal error has occurred. Please retry or report in "
+            "https://developers.generativeai.google/guide/troubleshooting", "status": "INTERNAL"}}),
+        "context_length": (400, {"error": {"code": 400, "message": "The input token count (1048577) exceeds the maximum number of "
+            "tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}),
+    }
+
+    def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
+        return []  # no rate-limit headers: the wait is RetryInfo.retryDelay in the body (WIRE.md §D.6)
+
+    def fault_event(self, kind: str) -> bytes:
+        return b'data: {"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}\r\n\r\n'
+
+    def error(self, status: int, message: str, code: str) -> Any:
+        # google-genai's APIError reads error.code / message / status (WIRE.md §D); it does not
+        # retry unless the caller configured retry options, so the retry header is harmless.
+        st = "FAILED_PRECONDITION" if status < 500 else "INTERNAL"
+        return {"error": {"code": status, "message": message, "status": st, "details": [{"reason": code}]}}
+
+
+class Gemini(Provider):
+    family = "gemini"
+    profile = Profile(
+        pairing_errors=(
+            r"number of function response parts is equal to the number of function call parts",
+            r"function call turn comes immediately after a user turn or after a function response turn",
+            r"function response turn comes immediately after a function call turn",
+            r"missing a `?thought_signature`?",
+        ),
+        price_provider="google",
+        model_vendor="google",
+        price_model=_price_model,
+        otel_provider="gcp.gemini",
+        otel_operation="generate_content",
+        free_form_fields=frozenset({*FREE_FORM_FIELDS, "responseSchema", "responseJsonSchema", "parametersJsonSchema",
+                                    "response_schema", "response_json_schema", "parameters_json_schema"}),
+        api_key_env=("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    )
+    replay = GenerateReplay()
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         hit = model_method(url)
@@ -178,38 +220,6 @@ class Gemini(Provider):
 
     def reassemble(self, framed: Framed) -> NormalisedResponse:
         return _reader().read(framed)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("GOOGLE_API_KEY", "GEMINI_API_KEY")
-
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
-        hit = model_method(url)
-        if hit is None or hit[1] not in ("generateContent", "streamGenerateContent"):
-            return None
-        return render_generate(answer, stream, "alt=sse" in url.query.lower())
-
-    fault_bodies: ClassVar[dict[str, tuple[int, Any]]] = {
-        "rate_limit": (429, {"error": {"code": 429, "message": "You exceeded your current quota, please check your plan and billing details. "
-            "For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.",
-            "status": "RESOURCE_EXHAUSTED", "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}]}}),
-        "overloaded": (503, {"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}),
-        "server_error": (500, {"error": {"code": 500, "message": "An internal error has occurred. Please retry or report in "
-            "https://developers.generativeai.google/guide/troubleshooting", "status": "INTERNAL"}}),
-        "context_length": (400, {"error": {"code": 400, "message": "The input token count (1048577) exceeds the maximum number of "
-            "tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}),
-    }
-
-    def fault_headers(self, kind: str, retry_after: float) -> list[tuple[str, str]]:
-        return []  # no rate-limit headers: the wait is RetryInfo.retryDelay in the body (WIRE.md §D.6)
-
-    def fault_event(self, kind: str) -> bytes:
-        return b'data: {"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}\r\n\r\n'
-
-    def replay_error(self, status: int, message: str, code: str) -> Any:
-        # google-genai's APIError reads error.code / message / status (WIRE.md §D); it does not
-        # retry unless the caller configured retry options, so the retry header is harmless.
-        st = "FAILED_PRECONDITION" if status < 500 else "INTERNAL"
-        return {"error": {"code": status, "message": message, "status": st, "details": [{"reason": code}]}}
 
     def parse_error(self, body: Any, status: int | None) -> ApiError:
         """``{"error":{code,message,status,details}}``, bare or wrapped in a list (WIRE.md §D.6).

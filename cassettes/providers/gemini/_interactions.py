@@ -49,6 +49,7 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     Chaining,
+    Profile,
     Provider,
     as_int,
     as_obj,
@@ -176,12 +177,22 @@ def _item_parts(item: Any) -> tuple[str, list[Part]]:
     if not isinstance(item, dict):
         return ("user", [Part(kind="text", text=item)]) if isinstance(item, str) else ("user", [Part(kind="other", provider_details={"block": item})])
     t = item.get("type")
-    if t is None and "role" in item:  # a 1.x turn
-        role = "assistant" if item.get("role") == "model" else as_str(item.get("role")) or "user"
-        parts = _content_parts(item.get("content"))
-        if role == "user" and parts and all(p.kind == "tool_result" for p in parts):
-            role = "tool"
-        return role, parts
+    if t is None and "role" in item:
+        return _turn_parts(item)
+    return _step_parts(t, item)
+
+
+def _turn_parts(item: Item) -> tuple[str, list[Part]]:
+    """A 1.x turn (``role`` and ``content``): a user turn of function results only is the tool's."""
+    role = "assistant" if item.get("role") == "model" else as_str(item.get("role")) or "user"
+    parts = _content_parts(item.get("content"))
+    if role == "user" and parts and all(p.kind == "tool_result" for p in parts):
+        role = "tool"
+    return role, parts
+
+
+def _step_parts(t: Any, item: Item) -> tuple[str, list[Part]]:
+    """A step or content block of type ``t``."""
     if t == "user_input":
         return "user", _content_parts(item.get("content"))
     if t == "model_output":
@@ -246,6 +257,17 @@ def _output_items(r: Item) -> list[Any]:
     return outputs if isinstance(outputs, list) else []
 
 
+def _interaction_error(r: Item, status: str | None, cls: FinishReason | None, in_stream: bool) -> ApiError | None:
+    """The error of an interaction that failed or is not finished: its last step's error, else the
+    last of its ``errors``."""
+    errors = [e for e in r.get("errors") or [] if isinstance(e, dict)]
+    step_errors = [as_obj(s.get("error")) for s in r.get("steps") or [] if isinstance(s, dict) and isinstance(s.get("error"), dict)]
+    err = (step_errors or errors or [None])[-1]
+    if isinstance(err, dict) and (status == "failed" or cls is None):
+        return ApiError(code=as_str(err.get("code")), message=as_str(err.get("message")), in_stream=in_stream, raw=err)
+    return None
+
+
 def _interaction(r: Item, *, in_stream: bool = False, parts: list[Part] | None = None) -> NormalisedResponse:
     if parts is None:
         parts = []
@@ -254,12 +276,7 @@ def _interaction(r: Item, *, in_stream: bool = False, parts: list[Part] | None =
     has_calls = any(p.tool_call is not None for p in parts)
     status = as_str(r.get("status"))
     cls, complete = _finish(status, has_calls)
-    error: ApiError | None = None
-    errors = [e for e in r.get("errors") or [] if isinstance(e, dict)]
-    step_errors = [as_obj(s.get("error")) for s in r.get("steps") or [] if isinstance(s, dict) and isinstance(s.get("error"), dict)]
-    err = (step_errors or errors or [None])[-1]
-    if isinstance(err, dict) and (status == "failed" or cls is None):
-        error = ApiError(code=as_str(err.get("code")), message=as_str(err.get("message")), in_stream=in_stream, raw=err)
+    error = _interaction_error(r, status, cls, in_stream)
     details = {k: r[k] for k in ("agent", "previous_interaction_id", "continuation_token", "service_tier", "errors") if r.get(k) is not None}
     resp = NormalisedResponse(
         id=as_str(r.get("id")) or None,
@@ -420,9 +437,9 @@ def _standalone(request: Any, history: list[Any]) -> Any:
 
 class GeminiInteractions(Provider):
     family = "gemini_interactions"
-    model_vendor = "google"
-    price_provider = "google"
-    otel_provider = "gcp.gemini"
+    profile = Profile(
+        price_provider="google", model_vendor="google", otel_provider="gcp.gemini", api_key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    )
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _route(url)
@@ -521,6 +538,3 @@ class GeminiInteractions(Provider):
             if isinstance(ev, dict):
                 stream.feed(name, ev)
         return stream.response()
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("GEMINI_API_KEY", "GOOGLE_API_KEY")

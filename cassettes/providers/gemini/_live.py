@@ -27,6 +27,7 @@ from cassettes.models import (
     ToolSpec,
 )
 from cassettes.providers._base import (
+    Profile,
     WsProvider,
     WsTurns,
     as_str,
@@ -94,16 +95,12 @@ _TURNS = WsTurns(
 
 class GeminiLive(WsProvider):
     family = "gemini_live"
-    otel_provider = "gcp.gemini"
-    price_provider = "google"
+    profile = Profile(price_provider="google", otel_provider="gcp.gemini", api_key_env=("GOOGLE_API_KEY", "GEMINI_API_KEY"))
 
     turns = _TURNS
 
     def at(self, url: SplitResult) -> bool:
         return _is_live(url)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 
     def parse_request(self, body: Any, url: SplitResult) -> NormalisedRequest:
         b: Item = body if isinstance(body, dict) else {}

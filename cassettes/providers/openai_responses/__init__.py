@@ -24,8 +24,10 @@ from cassettes.models import (
 )
 from cassettes.providers._base import (
     Chaining,
+    Profile,
     Provider,
     Rendered,
+    ReplayShapes,
     WsTurns,
     as_int,
     as_str,
@@ -153,25 +155,51 @@ def _ws_standalone(request: Any, history: list[Any]) -> Any:
     return {**{k: v for k, v in request.items() if k != "previous_response_id"}, "input": [*history, *own]}
 
 
-class OpenAIResponses(Provider):
-    field_defaults = (("stream", False),)
-    family = "openai_responses"
-    # A background response (``background: true``) is fetched by ``GET /responses/{id}``: the
-    # retrieve that returns its function calls is where the client gets them.
-    poll_operations = frozenset({"retrieve"})
-    model_vendor = "openai"
-    otel_provider = "openai"
-    pairing_errors = (
-        r"No tool output found for (function|custom tool|computer|shell) call",
-        r"No tool call found for (function|custom tool)? ?call output with call_id",
-        r"Duplicate item found with id",
-        r"of type 'reasoning' was provided without its required following item",
-    )
-
+class ResponsesReplay(ReplayShapes):
+    """How replay answers as the Responses API: OpenAI's error and fault shapes with the API's own
+    ``error`` stream event, and its answers rendered as JSON or its event stream."""
 
     def fault_event(self, kind: str) -> bytes:
         return (b'event: error\ndata: {"type":"error","code":"server_error","message":"The server had an error while processing '
                 b'your request. Sorry about that!","param":null,"sequence_number":0}\n\n')
+
+    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
+        return render_responses(answer, stream, request) if OpenAIResponses().operation("POST", url) == "generate" else None
+
+    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
+        """The input, then the cut answer as the output message item it was (its text), then a
+        user message asking for the rest."""
+        if not isinstance(request, dict):
+            return None
+        given = request.get("input")
+        items = [{"role": "user", "content": given}] if isinstance(given, str) else list(given) if isinstance(given, list) else None
+        if items is None:
+            return None
+        said = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": partial}]}
+        return {**request, "input": [*items, said, {"role": "user", "content": prompt}]}, partial
+
+
+class OpenAIResponses(Provider):
+    family = "openai_responses"
+    # A background response (``background: true``) is fetched by ``GET /responses/{id}``: the
+    # retrieve that returns its function calls is where the client gets them.
+    poll_operations = frozenset({"retrieve"})
+    profile = Profile(
+        pairing_errors=(
+            r"No tool output found for (function|custom tool|computer|shell) call",
+            r"No tool call found for (function|custom tool)? ?call output with call_id",
+            r"Duplicate item found with id",
+            r"of type 'reasoning' was provided without its required following item",
+        ),
+        model_vendor="openai",
+        otel_provider="openai",
+        # Codex's per-session telemetry: thread, window and session ids and a start time in ms
+        # (``client_metadata``), a turn id and creation time on every input item.
+        volatile_fields=frozenset({"client_metadata", "internal_chat_message_metadata_passthrough"}),
+        field_defaults=(("stream", False),),
+        api_key_env=("OPENAI_API_KEY",),
+    )
+    replay = ResponsesReplay()
 
     def history_tools(self, items: list[Any]) -> list[ToolSpec]:
         return additional_tools(items)
@@ -192,21 +220,6 @@ class OpenAIResponses(Provider):
         """``previous_response_id`` names an answer the server stored; the same request made
         self-contained carries that answer's history in its ``input`` (over HTTP as over a WebSocket)."""
         return Chaining(_ws_thread, _ws_standalone)
-
-    def render_answer(self, answer: NormalisedResponse, stream: bool, url: SplitResult, request: Any) -> Rendered | None:
-        return render_responses(answer, stream, request) if self.operation("POST", url) == "generate" else None
-
-    def continuation_body(self, request: Any, partial: str, prompt: str) -> tuple[Any, str] | None:
-        """The input, then the cut answer as the output message item it was (its text), then a
-        user message asking for the rest."""
-        if not isinstance(request, dict):
-            return None
-        given = request.get("input")
-        items = [{"role": "user", "content": given}] if isinstance(given, str) else list(given) if isinstance(given, list) else None
-        if items is None:
-            return None
-        said = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": partial}]}
-        return {**request, "input": [*items, said, {"role": "user", "content": prompt}]}, partial
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         found = _responses_index(url)
@@ -289,9 +302,6 @@ class OpenAIResponses(Provider):
                 break
         return None
 
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("OPENAI_API_KEY",)
-
     def volatile_ids(self, body: Any, url: SplitResult) -> list[str]:
         # Besides call ids: the ids of echoed output items (fc_…, rs_…, msg_…) and the chained
         # response id are made up by the API per run.
@@ -306,10 +316,6 @@ class OpenAIResponses(Provider):
         if isinstance(b.get("prompt_cache_key"), str):  # Codex: its session id, new every run
             out.append(b["prompt_cache_key"])
         return out
-
-    #: Codex's per-session telemetry: thread, window and session ids and a start time in ms
-    #: (``client_metadata``), a turn id and creation time on every input item.
-    volatile_fields = frozenset({"client_metadata", "internal_chat_message_metadata_passthrough"})
 
     def parse_response(self, body: Any) -> NormalisedResponse:
         b: Item = body if isinstance(body, dict) else {}
@@ -375,5 +381,3 @@ class OpenAIResponses(Provider):
         from cassettes.providers.openai_responses._stream import ResponsesStream
 
         return ResponsesStream(self._response).read(framed)
-
-

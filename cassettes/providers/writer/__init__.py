@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import SplitResult
 
 from cassettes.models import FinishReason, NormalisedRequest, NormalisedResponse, Part
-from cassettes.providers._base import Provider, as_str
+from cassettes.providers._base import Profile, Provider, as_str
 from cassettes.providers.writer._stream import is_value_stream, value_stream
 from cassettes.wire.framing import Framed
 
@@ -47,8 +47,7 @@ def _writer_host(url: SplitResult) -> bool:
 
 class Writer(Provider):
     family = "writer"
-    otel_provider = "writer"
-    price_provider = None
+    profile = Profile(price_provider=None, otel_provider="writer", api_key_env=("WRITER_API_KEY",))
 
     def recognise(self, method: str, url: SplitResult, body: Any) -> int:
         route = _route(url)
@@ -94,7 +93,3 @@ class Writer(Provider):
         from cassettes.providers.text_generation import chat_stream_without_done
 
         return chat_stream_without_done(framed)
-
-    def api_key_env(self) -> tuple[str, ...]:
-        return ("WRITER_API_KEY",)
-

@@ -178,6 +178,31 @@ def test_cohere_v1_chat_with_tool_results_and_stream() -> None:
     assert r.response is not None and r.response.text == "22C." and r.response.complete and r.stream
 
 
+CHAT = "https://api.openai.com/v1/chat/completions"
+
+
+@pytest.mark.parametrize(
+    ("url", "choice", "mode"),
+    [
+        ("https://api.cohere.com/v2/chat", "REQUIRED", "required"),
+        ("https://api.cohere.com/v2/chat", "NONE", "none"),
+        ("https://api.cohere.com/v2/chat", None, None),
+        (CHAT, "auto", "auto"),
+        (CHAT, {"type": "function", "function": {"name": "get_weather"}}, "tool:get_weather"),
+        (CHAT, {"type": "custom", "custom": {"name": "grep"}}, "tool:grep"),
+        (CHAT, {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}}, "required"),
+        (CHAT, {"name": "get_weather"}, "tool:get_weather"),  # the legacy function_call
+    ],
+)
+def test_tool_choice_mode_of_chat_and_cohere_v2(url: str, choice: Any, mode: str | None) -> None:
+    """Cohere v2 and Chat Completions share one reading of ``tool_choice``; Cohere's capitals
+    come out in the normalised spelling."""
+    key = "function_call" if isinstance(choice, dict) and set(choice) == {"name"} else "tool_choice"
+    req = {"model": "m", "messages": [{"role": "user", "content": "Weather?"}], **({key: choice} if choice is not None else {})}
+    r = rt(url, req, {"message": "bad request"}, status=400)
+    assert r.request is not None and r.request.tool_choice_mode == mode
+
+
 # -- Bedrock InvokeModel -------------------------------------------------------------------------
 
 BEDROCK = "https://bedrock-runtime.us-east-1.amazonaws.com/model/{}/invoke"

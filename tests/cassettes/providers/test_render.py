@@ -54,7 +54,7 @@ def _parse_rendered(ex: Exchange, url: str, body: bytes, adapter: Any, answer: N
     parts = urlsplit(url)
     request = orjson.loads(body)
     stream = adapter.is_stream(parts, request)
-    r = adapter.render_answer(answer, stream, parts, request)
+    r = adapter.replay.render_answer(answer, stream, parts, request)
     if r is None:
         return None
     headers = [("content-type", r.content_type)] + ([("transfer-encoding", "chunked")] if stream else [])

@@ -1,0 +1,129 @@
+"""An API family's profile: its constants and capabilities, as data the shared code reads.
+
+One frozen :class:`Profile` per adapter (``Provider.profile``), beside parsing (the adapter's own
+methods) and replay's shapes (``Provider.replay``, :mod:`cassettes.providers._replay`):
+
+* what the API demands of a client's tool loop (pairing errors, results in one message, a
+  tool-result error flag): read by the C-layer checks;
+* how a call is looked up in genai-prices (cost columns);
+* OpenTelemetry GenAI names (``looptap export --otel``);
+* what replay matching ignores or takes as the same request (volatile fields, defaults, the
+  headers it compares) and the variables the API's SDKs read their key from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cassettes.models import NormalisedResponse, Usage
+
+__all__ = ["FREE_FORM_FIELDS", "Profile", "usage_keys"]
+
+
+def usage_keys(usage: Usage) -> dict[str, int]:
+    """``usage`` as genai-prices usage keys. Both use the inclusive convention: genai-prices'
+    ``input_tokens`` counts cache reads and writes, its ``output_tokens`` counts reasoning."""
+    pairs = (
+        ("input_tokens", usage.input_tokens),
+        ("output_tokens", usage.output_tokens),
+        ("cache_read_tokens", usage.cache_read_tokens),
+        ("cache_write_tokens", usage.cache_write_tokens),
+        ("output_reasoning_tokens", usage.reasoning_tokens),
+    )
+    return {key: v for key, v in pairs if v is not None and v >= 0}
+
+
+def _model_as_sent(model: str) -> str:
+    return model
+
+
+#: Fields whose value is the caller's own data in most APIs (tool schemas, a tool call's input, a
+#: function's response, metadata): :attr:`Profile.free_form_fields` unless a family adds its own.
+FREE_FORM_FIELDS = frozenset(
+    {"parameters", "input_schema", "schema", "json_schema", "arguments", "args", "response", "metadata"}
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one API family's wire is and demands, as data (the defaults: an API that says none of it)."""
+
+    # -- what the API demands of the client's dispatch (WIRE.md §G) ---------------------------
+
+    #: Regexes matching the API's error texts for mis-paired tool calls and results (WIRE.md
+    #: §G.2). Such a 400 is reported by the API (A) but caused by the client's dispatch (C).
+    pairing_errors: tuple[str, ...] = ()
+    #: The API wants every result of one turn's calls in the single message right after it
+    #: (Anthropic's rule: results spread over several user messages get a 400).
+    results_in_one_message: bool = False
+    #: Whether a tool result carries an error flag (``is_error``, a status) a client sets for a
+    #: failed or declined call; without one such a call can only be said in the result's text.
+    tool_error_flag: bool = False
+
+    # -- pricing with genai-prices -------------------------------------------------------------
+
+    #: genai-prices' provider id for this family's own API, used to price a call whose host
+    #: genai-prices does not recognise (a gateway or local proxy in front of the vendor's API).
+    #: ``None`` when the wire format does not name the vendor (many hosts speak OpenAI's formats).
+    price_provider: str | None = None
+    #: genai-prices' provider id of the vendor whose own API this wire format is (its models are
+    #: this family's; a fork's ``--model`` of another such vendor is another API family and is
+    #: refused). ``None``: the format names no vendor's models.
+    model_vendor: str | None = None
+    #: ``price_model(model)``: a model name as genai-prices knows it (the wire may decorate it
+    #: with a resource path or a region prefix).
+    price_model: Callable[[str], str] = _model_as_sent
+    #: ``price_usage(usage)``: ``usage`` as genai-prices usage keys (:func:`usage_keys`, which a
+    #: family whose usage carries more, priced apart, extends).
+    price_usage: Callable[[Usage], dict[str, int]] = usage_keys
+
+    # -- OpenTelemetry GenAI names -------------------------------------------------------------
+
+    #: ``gen_ai.provider.name`` for this family's own API, used when the host is not a known
+    #: vendor's (a local server, a gateway): the wire format names the flavour.
+    otel_provider: str = "unknown"
+    #: ``gen_ai.operation.name`` of a generate call.
+    otel_operation: str = "chat"
+
+    # -- replay matching and start-up ----------------------------------------------------------
+
+    #: Request headers that change what the API does (versions, beta flags): compared when
+    #: replay is strict. Every other header (SDK telemetry, user agent, auth) is ignored.
+    replay_headers: tuple[str, ...] = ()
+    #: Request fields replay does not compare, wherever they occur in the body: client telemetry
+    #: that differs every run and does not change what the API does.
+    volatile_fields: frozenset[str] = frozenset()
+    #: The same, only at the top level of the body (the name may mean something deeper down,
+    #: e.g. a tool parameter).
+    volatile_top_fields: frozenset[str] = frozenset()
+    #: Fields whose value is the caller's own data, not the API's fields (tool schemas, a tool
+    #: call's input, a function's response, metadata): inside them ``null`` is a value, kept by
+    #: replay matching. Everywhere else ``null`` and an absent field are the same request.
+    free_form_fields: frozenset[str] = FREE_FORM_FIELDS
+    #: Top-level fields at their documented default, the same request as without them.
+    field_defaults: tuple[tuple[str, Any], ...] = ()
+    #: Environment variables this API's SDKs read their key from (the first is set to a
+    #: placeholder when replaying with none set, so a keyless CI run can start the client).
+    api_key_env: tuple[str, ...] = ()
+
+    def is_pairing_error(self, message: str | None) -> bool:
+        return bool(message) and any(re.search(p, message or "") for p in self.pairing_errors)
+
+    def price_context(self, response: NormalisedResponse | None) -> dict[str, str]:
+        """What selects a price variant in genai-prices (the service tier the response reports)."""
+        details = (response.provider_details or {}) if response is not None else {}
+        tier = details.get("service_tier")
+        return {"service_tier": tier} if isinstance(tier, str) and tier else {}
+
+    def otel_provider_name(self, host: str) -> str:
+        """``gen_ai.provider.name`` of a call to ``host`` in this family's format: the vendor the
+        host belongs to when it is a known one (OTEL_PROVIDER_HOSTS), else the family's own."""
+        from fnmatch import fnmatch
+
+        from cassettes.providers import OTEL_PROVIDER_HOSTS
+
+        h = host.lower().rstrip(".")
+        return next((name for pat, name in OTEL_PROVIDER_HOSTS if fnmatch(h, pat)), self.otel_provider)
