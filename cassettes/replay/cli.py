@@ -29,7 +29,7 @@ class _Usage(Exception):
 def _fault_plan(args: argparse.Namespace) -> Any:
     if not args.fault:
         return None
-    from cassettes.replay.faults import FaultPlan, FaultSpecError, parse_fault
+    from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
 
     try:
         return FaultPlan([parse_fault(f) for f in args.fault], seed=args.fault_seed)
@@ -38,7 +38,7 @@ def _fault_plan(args: argparse.Namespace) -> Any:
 
 
 def _timeouts(args: argparse.Namespace) -> list[float | None]:
-    from cassettes.replay.server import IDLE_TIMEOUT, READ_TIMEOUT
+    from cassettes.replay.serving.server import IDLE_TIMEOUT, READ_TIMEOUT
 
     timeouts: list[float | None] = []
     for name, default in (("idle_timeout", IDLE_TIMEOUT), ("read_timeout", READ_TIMEOUT)):
@@ -55,8 +55,8 @@ def _cursor(args: argparse.Namespace) -> Any:
         if args.live or args.model or args.edit or args.prefix != "strict":
             raise _Usage("--live, --model, --edit and --prefix go with --cursor (where the run goes live)")
         return None
-    from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
-    from cassettes.replay.edits import EditError, parse_edit
+    from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
+    from cassettes.replay.live.edits import EditError, parse_edit
 
     bases: dict[str, str] = {}
     for item in args.live:
@@ -85,14 +85,14 @@ def _cursor(args: argparse.Namespace) -> Any:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from cassettes.replay.server import ReplayServer, parse_pace
+    from cassettes.replay.serving.server import ReplayServer, parse_pace
 
     try:
         parse_pace(args.pace)
         plan = _fault_plan(args)
         idle, read = _timeouts(args)
         cursor = _cursor(args)
-        from cassettes.replay.userrules import rules_of_args
+        from cassettes.replay.matching.userrules import rules_of_args
 
         rules = rules_of_args(args, args.file)  # refused here, before the cassette is read or anything listens
         server = ReplayServer(
@@ -117,12 +117,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _write_tolerated(server: Any, path: str) -> None:
-    """What the replay tolerated, per recorded turn (:mod:`cassettes.replay.tolerated`: redacted,
+    """What the replay tolerated, per recorded turn (:mod:`cassettes.replay.matching.tolerated`: redacted,
     cut), as JSON into ``path``, a file ``looptap run --from`` made for it and reads back into the
     branch cassette; never over another file (created anew, private)."""
     import orjson
 
-    from cassettes.replay.tolerated import turn_entries
+    from cassettes.replay.matching.tolerated import turn_entries
     from cassettes.storage.store import write_private
 
     try:
@@ -210,7 +210,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.matching.rules import RuleError
     from cassettes.reading.branch import relate
     from cassettes.reading.run import open_run
-    from cassettes.replay.rundiff import comparing, diff_analysed, diff_rules, divergence_lines, fork_lined_up
+    from cassettes.replay.forking.rundiff import (
+        comparing,
+        diff_analysed,
+        diff_rules,
+        divergence_lines,
+        fork_lined_up,
+    )
     from cassettes.views.progress import reading_line
 
     notes: list[str] = []
@@ -226,7 +232,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         notes.append(clean_line(f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} (the origin as A, the branch as B)"))
         args.a, args.b = args.b, args.a
     if rel is None:  # a branch named beside a run that is not its origin: said, then compared as two runs
-        from cassettes.replay.fork import origin_of
+        from cassettes.replay.forking.fork import origin_of
         from cassettes.untrusted import clean_line
 
         for branch, other in ((args.b, args.a), (args.a, args.b))[: 1 if args.a == args.b else 2]:
@@ -297,7 +303,7 @@ def different_apis(a: Any, b: Any) -> Any:
     """A single divergence when the two runs share no API (family and path): their turns are not
     two runs of one agent, and a turn-by-turn diff would only list every field of every request;
     ``None`` when they share one (or either has no LLM turn)."""
-    from cassettes.replay.rundiff import Divergence
+    from cassettes.replay.forking.rundiff import Divergence
 
     apis_a, apis_b = _apis(a), _apis(b)
     if not apis_a or not apis_b or set(apis_a) & set(apis_b):
@@ -316,7 +322,7 @@ def register_replay(sub: Any) -> None:
         "--no-volatile", action="store_true",
         help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or loopback port tolerated (docs/testing.md)",
     )
-    from cassettes.replay.userrules import add_rule_flags
+    from cassettes.replay.matching.userrules import add_rule_flags
 
     add_rule_flags(p)
     p.add_argument(
@@ -362,7 +368,7 @@ def cmd_rules_propose(args: argparse.Namespace) -> int:
     divergence remains (listed); 2: a run could not be read."""
     from cassettes.errors import CassetteError
     from cassettes.recording.redact import Redactor
-    from cassettes.replay.propose import propose_files
+    from cassettes.replay.forking.propose import propose_files
     from cassettes.untrusted import clean_line
 
     try:
@@ -401,7 +407,7 @@ def register_diff(sub: Any) -> None:
         "--no-volatile", action="store_true",
         help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or loopback port tolerated (docs/testing.md)",
     )
-    from cassettes.replay.userrules import add_rule_flags
+    from cassettes.replay.matching.userrules import add_rule_flags
 
     add_rule_flags(p, what="the requests")
     p.set_defaults(func=cmd_diff)
@@ -412,7 +418,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from cassettes.errors import CassetteError
     from cassettes.reading.run import open_run
-    from cassettes.replay.compare import (
+    from cassettes.replay.forking.compare import (
         BudgetError,
         check_budget,
         compare_run,
@@ -422,7 +428,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         upstream_bases,
         where_sent,
     )
-    from cassettes.replay.cursor import live_router
+    from cassettes.replay.forking.cursor import live_router
 
     if args.samples < 1:
         _err("error: --samples wants a count from 1")
@@ -443,7 +449,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not sep or not k.strip():
             _err("error: --header wants 'NAME: VALUE'")
             return 2
-        from cassettes.replay.outgoing import header_problem, said_name
+        from cassettes.replay.transports.outgoing import header_problem, said_name
 
         if header_problem(k.strip(), v.strip()) is not None:  # CR, LF, NUL: it would split the request
             _err(f"error: --header {said_name(k.strip())} cannot be sent: {header_problem(k.strip(), v.strip())}")

@@ -144,7 +144,7 @@ def test_each_familys_tool_declarations_are_read_for_the_schema(family: str) -> 
     ``input_schema``, Gemini's ``functionDeclarations`` with OpenAPI upper-case types, Responses'
     flat ``function`` tools)."""
     from cassettes.models import ToolCall
-    from cassettes.replay.compare import _check, _offered
+    from cassettes.replay.forking.compare import _check, _offered
     from cassettes.wire.exchange import Exchange
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

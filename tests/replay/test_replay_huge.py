@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.server import UNPLAYED_LISTED, ReplayServer
+from cassettes.replay.serving.server import UNPLAYED_LISTED, ReplayServer
 from tests.support.huge import write_huge
 
 
@@ -121,7 +121,7 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(tmp_path: Path, m
 
 def test_a_small_run_is_held_in_memory_and_a_large_one_indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from cassettes.replay import server
-    from cassettes.replay.matcher import _InMemory
+    from cassettes.replay.matching.matcher import _InMemory
 
     path = write_huge(tmp_path / "run.jsonl", 20)
     monkeypatch.setattr(server, "IN_MEMORY_BELOW", path.stat().st_size + 1)

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.server import MISS_CODE, ReplayServer, parse_pace
+from cassettes.replay.serving.server import MISS_CODE, ReplayServer, parse_pace
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import (
     CALL,

@@ -1,5 +1,5 @@
 """The replay server's WebSocket sender: a session (Responses over a WebSocket) answered turn by
-turn from the recording, each turn decided by the same :class:`~cassettes.replay.plan.Planner`
+turn from the recording, each turn decided by the same :class:`~cassettes.replay.serving.plan.Planner`
 as an HTTP request and spoken here as WebSocket messages.
 
 Each message that opens a turn (its API's ``ws_turns``) is planned like an HTTP request to the
@@ -8,8 +8,8 @@ WebSocket the API's failures are messages: a miss or a status fault is the API's
 (the session goes on), a stream fault acts on the turn's event messages, a reset closes the
 connection.
 
-Past a fork's cursor (:mod:`cassettes.replay.cursor`) the session goes live: at its first turn at
-or past the cursor the server opens a WebSocket to the live upstream (:mod:`cassettes.replay.wslive`)
+Past a fork's cursor (:mod:`cassettes.replay.forking.cursor`) the session goes live: at its first turn at
+or past the cursor the server opens a WebSocket to the live upstream (:mod:`cassettes.replay.live.wslive`)
 and relays the session both ways to its end, each turn sent self-contained when it continues an
 answer the live upstream never gave, with the fork's model and edits (docs/fork.md).
 """
@@ -27,19 +27,28 @@ import orjson
 
 from cassettes import bounds, providers
 from cassettes.providers import Provider
-from cassettes.replay.http1 import Request, Watchdog
-from cassettes.replay.plan import Answer, FaultStatus, Forward, Missed, Planner, Play, Reset, Rewritten
+from cassettes.replay.serving.plan import (
+    Answer,
+    FaultStatus,
+    Forward,
+    Missed,
+    Planner,
+    Play,
+    Reset,
+    Rewritten,
+)
+from cassettes.replay.transports.http1 import Request, Watchdog
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
 from cassettes.wire.replay_miss import NOTE_HEADER
 
 if TYPE_CHECKING:
     from cassettes.providers import WsTurns
-    from cassettes.replay.chains import Threads
-    from cassettes.replay.forward import Trust
-    from cassettes.replay.matcher import Miss, Recorded
-    from cassettes.replay.wsframes import MessageReader
-    from cassettes.replay.wslive import LiveSocket
+    from cassettes.replay.live.chains import Threads
+    from cassettes.replay.live.forward import Trust
+    from cassettes.replay.live.wslive import LiveSocket
+    from cassettes.replay.matching.matcher import Miss, Recorded
+    from cassettes.replay.transports.wsframes import MessageReader
 
 __all__ = ["WebSocketReplay", "sse_data"]
 
@@ -81,7 +90,7 @@ class _Live:
 
     def stop(self) -> None:
         """The client's session ended: close the live one (1000) and stop relaying."""
-        from cassettes.replay import wsframes as ws
+        from cassettes.replay.transports import wsframes as ws
 
         if self.pump is not None:
             self.pump.cancel()
@@ -91,7 +100,7 @@ class _Live:
 
 
 def _miss(turn: Request, why: str, rec: Recorded | None) -> Miss:
-    from cassettes.replay.matcher import Miss
+    from cassettes.replay.matching.matcher import Miss
 
     return Miss(turn.method, turn.target, why, rec)
 
@@ -115,7 +124,7 @@ class WebSocketReplay:
 
     async def _websocket(self, req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dog: Watchdog | None = None) -> None:
         """Answer a WebSocket session from the recorded turns (see the module docstring)."""
-        from cassettes.replay import wsframes as ws
+        from cassettes.replay.transports import wsframes as ws
 
         key = req.header("sec-websocket-key")
         adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
@@ -160,7 +169,7 @@ class WebSocketReplay:
         session ends (a close; a protocol error answered with its close code, 1002 mostly; no
         frame for ``idle_timeout`` seconds, answered 1001: not while the session is live, when
         the client may wait as long as the live model takes)."""
-        from cassettes.replay import wsframes as ws
+        from cassettes.replay.transports import wsframes as ws
 
         idle = self.idle_timeout if idles else None
         while True:
@@ -220,7 +229,7 @@ class WebSocketReplay:
     @property
     def ws_threads(self) -> Threads:
         """What every answer given or relayed over this server's sessions stood for."""
-        from cassettes.replay.chains import Threads
+        from cassettes.replay.live.chains import Threads
 
         got = self.__dict__.get("_ws_threads")
         if got is None:
@@ -246,8 +255,8 @@ class WebSocketReplay:
         """The session reaches the cursor: open it at the live upstream (the recorder's listener)
         and send this turn; from now on the session is relayed both ways. An upstream that cannot
         be reached is the API's error message (the session goes on, not live)."""
-        from cassettes.replay.forward import UpstreamError
-        from cassettes.replay.wslive import LiveSocket
+        from cassettes.replay.live.forward import UpstreamError
+        from cassettes.replay.live.wslive import LiveSocket
 
         try:
             sock = await LiveSocket.open(answer.base, req.target, req.headers, trust=self.trust)
@@ -265,8 +274,8 @@ class WebSocketReplay:
         """Send one turn to the live upstream: self-contained if it continues an answer the
         upstream never gave (one replayed from the recording), with the fork's model and edits."""
         from cassettes.providers import Chaining
-        from cassettes.replay import wsframes as ws
-        from cassettes.replay.chains import self_contained
+        from cassettes.replay.live.chains import self_contained
+        from cassettes.replay.transports import wsframes as ws
 
         notes: list[str] = []
         body = turn.body
@@ -287,7 +296,7 @@ class WebSocketReplay:
     async def _ws_pump(self, live: _Live, writer: asyncio.StreamWriter, rules: WsTurns) -> None:
         """The live upstream's messages to the client as they come, each logged with its turn;
         the upstream's close closes the client's session, an upstream that breaks off breaks it."""
-        from cassettes.replay import wsframes as ws
+        from cassettes.replay.transports import wsframes as ws
 
         loop = asyncio.get_running_loop()
         try:
@@ -313,7 +322,7 @@ class WebSocketReplay:
             writer.transport.abort()
 
     async def _ws_miss(self, turn: Request, writer: asyncio.StreamWriter, adapter: Provider, miss: Miss, dog: Watchdog | None, status: int | None = None) -> None:
-        from cassettes.replay import wsframes as ws
+        from cassettes.replay.transports import wsframes as ws
 
         status = status or self.miss_status
         code = self.miss_code if status == self.miss_status else "looptap_upstream_error"
@@ -362,7 +371,7 @@ class WebSocketReplay:
     async def _ws_send(self, writer: asyncio.StreamWriter, turn: _Turn, logged: Exchange, sent: list[tuple[float | None, bytes]], dog: Watchdog | None) -> bool:
         """Send a turn's messages at their recorded pace (a stall halfway, a cut closing the
         connection: ``False``), logged as the SSE stream they were recorded as."""
-        from cassettes.replay import wsframes as ws
+        from cassettes.replay.transports import wsframes as ws
 
         loop = asyncio.get_running_loop()
         t0 = loop.time()

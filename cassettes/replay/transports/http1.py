@@ -360,7 +360,7 @@ async def _chunked(reader: asyncio.StreamReader, conn: h11.Connection, max_body:
 
 async def refuse(writer: asyncio.StreamWriter, exc: BadRequest) -> None:
     """Answer a request that could not be read (the connection is to be closed after it)."""
-    from cassettes.replay.outgoing import Answer
+    from cassettes.replay.transports.outgoing import Answer
 
     body = f"{exc}\n".encode()
     answer = Answer("GET", close=True)

@@ -47,7 +47,7 @@ import orjson
 
 from cassettes.errors import CassetteError
 from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
-from cassettes.replay.cursor import with_model
+from cassettes.replay.forking.cursor import with_model
 from cassettes.views.money import money
 from cassettes.wire.exchange import Exchange, Headers
 
@@ -710,12 +710,12 @@ def check_budget(planned: list[Planned], samples: int, max_requests: int | None,
 
 def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str] | None = None) -> tuple[Headers, list[str]]:
     """The headers a recorded request is sent with: of the recorded ones only what says what the
-    body is and which API version it speaks (:func:`cassettes.replay.outgoing.recorded_request_headers`:
+    body is and which API version it speaks (:func:`cassettes.replay.transports.outgoing.recorded_request_headers`:
     never a recorded credential, cookie or connection header), then the user's ``--header``
     values. A recorded header that cannot be sent (CR, LF, NUL …) is dropped, and a line on
     stderr names it (once per round trip; never its value)."""
-    from cassettes.replay.matcher import request_key
-    from cassettes.replay.outgoing import header_problem, recorded_request_headers, said_name
+    from cassettes.replay.matching.matcher import request_key
+    from cassettes.replay.transports.outgoing import header_problem, recorded_request_headers, said_name
 
     adapter = request_key(ex.method, ex.url, ex.request_headers, ex.request_body).adapter
     said: list[str] = []
@@ -738,7 +738,7 @@ def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str] | None = N
 async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> tuple[Exchange, float]:
     from urllib.parse import urlsplit
 
-    from cassettes.replay.forward import Upstream, UpstreamError
+    from cassettes.replay.live.forward import Upstream, UpstreamError
     from cassettes.wire.own import without_own
 
     ex = p.ex
@@ -784,7 +784,7 @@ def _self_contained(run: Any, planned: list[Planned]) -> None:
     the request self-contained: the history that answer stood for as its input, the id removed.
     The candidate never gave the recorded answers, so the id alone would be refused
     (``previous_response_not_found``); teacher-forced means the recorded history, sent whole."""
-    from cassettes.replay.chains import chaining_of, self_contained, threads_of
+    from cassettes.replay.live.chains import chaining_of, self_contained, threads_of
 
     threads = None
     for p in planned:
@@ -801,7 +801,7 @@ def _self_contained(run: Any, planned: list[Planned]) -> None:
 
 def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, samples: int, headers: Headers, skipped: list[str] | None = None) -> Comparison:
     """Send every planned turn ``samples`` times (one after another) and compare; ``live`` maps a
-    request to the base URL of its API (:func:`cassettes.replay.cursor.live_router`). A transport
+    request to the base URL of its API (:func:`cassettes.replay.forking.cursor.live_router`). A transport
     or credential failure stops it there (:attr:`Comparison.stopped`): the turn it happened in is
     left out, nothing more is sent."""
     recorded_tools = {c.name for t in run.analysis.turns.values() for c in t.e.tool_calls}

@@ -39,13 +39,11 @@ import orjson
 from cassettes.matching.rules import Rules
 from cassettes.matching.volatile import VolatileSpans
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
-from cassettes.replay.background import BackgroundServer
-from cassettes.replay.faults import Fault, FaultPlan
-from cassettes.replay.http1 import HOP_BY_HOP, BadRequest, Request, Watchdog, read_request, refuse
-from cassettes.replay.indexed import IndexedRecordings
-from cassettes.replay.jsondiff import clip
-from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key, tolerated_notes
-from cassettes.replay.plan import (
+from cassettes.replay.matching.indexed import IndexedRecordings
+from cassettes.replay.matching.jsondiff import clip
+from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, request_key, tolerated_notes
+from cassettes.replay.serving.faults import Fault, FaultPlan
+from cassettes.replay.serving.plan import (
     Fallback,
     FaultStatus,
     Forward,
@@ -56,7 +54,9 @@ from cassettes.replay.plan import (
     Rewritten,
     Router,
 )
-from cassettes.replay.wsserve import WebSocketReplay
+from cassettes.replay.serving.wsserve import WebSocketReplay
+from cassettes.replay.transports.background import BackgroundServer
+from cassettes.replay.transports.http1 import HOP_BY_HOP, BadRequest, Request, Watchdog, read_request, refuse
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
@@ -65,8 +65,8 @@ from cassettes.wire.replay_miss import NOTE_HEADER
 if TYPE_CHECKING:
     from typing import Any
 
-    from cassettes.replay.forward import Trust, Upstream, UpstreamResponse
-    from cassettes.replay.outgoing import Answer
+    from cassettes.replay.live.forward import Trust, Upstream, UpstreamResponse
+    from cassettes.replay.transports.outgoing import Answer
 
 __all__ = ["IDLE_TIMEOUT", "MISS_CODE", "MISS_STATUS", "READ_TIMEOUT", "RETAIN_BODIES", "WRITE_TIMEOUT", "ReplayServer", "parse_pace", "replay_env"]
 
@@ -191,8 +191,8 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
     label = "the replay server"
 
     def _preload(self) -> None:
-        import h11  # noqa: F401  # the HTTP/1.1 reader and writer (cassettes.replay.http1, outgoing)
-        import wsproto.connection  # WebSocket sessions (cassettes.replay.wsframes)
+        import h11  # noqa: F401  # the HTTP/1.1 reader and writer (cassettes.replay.transports.http1, outgoing)
+        import wsproto.connection  # WebSocket sessions (cassettes.replay.transports.wsframes)
         import wsproto.events  # noqa: F401
 
     #: The largest request head (and chunk-size line) read; a larger one is answered 431.
@@ -361,7 +361,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
                 shown += 1
                 out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
         if self.matcher.tolerated:
-            from cassettes.replay.tolerated import report_lines, turn_entries
+            from cassettes.replay.matching.tolerated import report_lines, turn_entries
             from cassettes.untrusted import clean_line
 
             n = len(self.matcher.tolerated)
@@ -464,11 +464,11 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
     async def _send_head(
         self, writer: asyncio.StreamWriter, status: int, headers: Headers, dog: Watchdog | None = None, *, req: Request | None = None, logged: Exchange | None = None
     ) -> Answer:
-        """The status line and headers, built by h11 (:class:`~cassettes.replay.outgoing.Answer`);
+        """The status line and headers, built by h11 (:class:`~cassettes.replay.transports.outgoing.Answer`);
         the answer to write the body with. A header that cannot be sent (a recorded name or value
         holding CR, LF, NUL …) is dropped: ``logged`` (the served exchange) then lists only what
         was sent, and a note and :meth:`report_lines` name the header, never its value."""
-        from cassettes.replay.outgoing import Answer
+        from cassettes.replay.transports.outgoing import Answer
 
         answer = Answer(req.method if req is not None else "GET", close=req is not None and (req.header("connection") or "").lower() == "close",
                         upgrade=req is not None and (req.header("upgrade") or "").lower() == "websocket")
@@ -482,7 +482,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
 
     def _said(self, said: list[str], logged: Exchange | None) -> None:
         """Headers dropped from a message (see :meth:`_send_head`), kept for the report."""
-        from cassettes.replay.outgoing import header_problem
+        from cassettes.replay.transports.outgoing import header_problem
 
         where = f" (round trip {logged.seq})" if logged is not None and logged.seq is not None else ""
         with self._lock:
@@ -610,7 +610,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
 
     async def _send_internal_error(self, writer: asyncio.StreamWriter, exc: Exception, websocket: bool = False) -> None:
         if websocket:  # the session is open: close it as an internal error (1011)
-            from cassettes.replay import wsframes as ws
+            from cassettes.replay.transports import wsframes as ws
 
             with contextlib.suppress(Exception):
                 writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1011) + clip(f"looptap replay: internal error: {type(exc).__name__}", 100).encode()))
@@ -763,7 +763,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         """Send the request on to ``answer.base`` and relay its answer as it arrives (chunked);
         an upstream that cannot be reached or breaks off is said in the API's error shape (a
         miss for new episodes) or by breaking the connection off the same way."""
-        from cassettes.replay.forward import Upstream, UpstreamError
+        from cassettes.replay.live.forward import Upstream, UpstreamError
 
         upstream = Upstream(answer.base, trust=self.trust)
         loop = asyncio.get_running_loop()
@@ -811,13 +811,13 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         self, req: Request, writer: asyncio.StreamWriter, answer: Forward, upstream: Upstream, response: UpstreamResponse, t0: float, said: list[str],
         dog: Watchdog | None,
     ) -> bool:
-        """A fork's ``--edit continue`` (:mod:`cassettes.replay.continuation`): the upstream's
+        """A fork's ``--edit continue`` (:mod:`cassettes.replay.live.continuation`): the upstream's
         answer read whole; when the token cap cut it, the model asked to go on (each request
         through the same recorder, marked as the fork's), and the client handed one answer
         joining the parts, in the format it asked for; any other answer relayed as it came."""
         from cassettes.hints import count
-        from cassettes.replay.continuation import cut_text, joined, parsed, rendered_for
-        from cassettes.replay.forward import Upstream, UpstreamError
+        from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
+        from cassettes.replay.live.forward import Upstream, UpstreamError
 
         cont = answer.cont
         assert cont is not None

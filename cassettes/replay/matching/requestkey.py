@@ -8,7 +8,7 @@ a multipart boundary becomes ``<boundary>``; with a :class:`~cassettes.matching.
 the volatile spans inside the body's strings become ``<date>``, ``<uuid:1>``, ``<cwd>`` … (each
 kept, with its JSON path, in :attr:`RequestKey.spans`); with :class:`~cassettes.matching.rules.Rules`,
 the user's ignored paths, substitutions and volatile tools' results too. Headers are ignored except, in strict
-mode, the few an adapter names as changing what the API does. :mod:`cassettes.replay.matcher` matches on them.
+mode, the few an adapter names as changing what the API does. :mod:`cassettes.replay.matching.matcher` matches on them.
 """
 
 from __future__ import annotations
