@@ -23,12 +23,30 @@ from cassettes import bounds
 from cassettes.providers import Provider, Rendered
 from cassettes.replay.matching.matcher import Matcher, Miss, Recorded
 from cassettes.replay.serving.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
-from cassettes.replay.transports.http1 import Request
+from cassettes.replay.transports.http1 import HOP_BY_HOP, Request
 
 if TYPE_CHECKING:
     from cassettes.replay.live.continuation import Continuation
 
-__all__ = ["Answer", "FaultStatus", "Forward", "Missed", "Planner", "Play", "Reset", "Rewritten"]
+__all__ = ["MISS_CODE", "MISS_STATUS", "NOT_REPLAYED", "Answer", "FaultStatus", "Forward", "Missed", "Planner", "Play", "Reset", "Rewritten"]
+
+#: Status and error code of the answer to a request the cassette cannot answer (over HTTP, and as a
+#: WebSocket session's error message).
+MISS_STATUS = 400
+MISS_CODE = "looptap_replay_miss"
+
+#: Recorded response headers that are not replayed: framing and connection (the server frames
+#: the body itself), encodings (bodies are stored decoded), and per-connection values.
+NOT_REPLAYED = HOP_BY_HOP | {
+    "content-encoding",
+    "date",
+    "set-cookie",
+    "alt-svc",
+    "strict-transport-security",
+    "x-should-retry",
+    "retry-after",
+    "retry-after-ms",
+}
 
 #: Where a request the cassette has no answer for goes (``new_episodes`` recording): the live
 #: request (method, target, body) → base URL of a recording proxy, or ``None``.
