@@ -208,7 +208,6 @@ def _report(server: Any, plan: Any, cursor: Any) -> None:
 def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
     from cassettes.matching.rules import RuleError
-    from cassettes.reading.branch import relate
     from cassettes.reading.run import open_run
     from cassettes.replay.forking.rundiff import (
         comparing,
@@ -220,25 +219,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.views.progress import reading_line
 
     notes: list[str] = []
-    rel = relate(args.a, args.b)
-    if rel is not None and rel.changed is not None:  # one line, not a false divergence per turn
-        from cassettes.untrusted import clean_line
-
-        _err(f"looptap diff: {clean_line(rel.changed)}")
+    if not _related(args, notes):
         return 2
-    if rel is not None and rel.swapped:  # the branch named first: its origin is A all the same
-        from cassettes.untrusted import clean_line
-
-        notes.append(clean_line(f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} (the origin as A, the branch as B)"))
-        args.a, args.b = args.b, args.a
-    if rel is None:  # a branch named beside a run that is not its origin: said, then compared as two runs
-        from cassettes.replay.forking.fork import origin_of
-        from cassettes.untrusted import clean_line
-
-        for branch, other in ((args.b, args.a), (args.a, args.b))[: 1 if args.a == args.b else 2]:
-            o = origin_of(branch) if Path(branch).is_file() else None
-            if o is not None:
-                notes.append(clean_line(f"{branch} is a branch of {o.get('run')}, not of {other} (not the run it was forked from): compared as two runs, turn by turn"))
     try:  # refused before either run is read
         rules = diff_rules(args.a, args)
     except RuleError as exc:
@@ -264,14 +246,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         for p in problem_lines(problems):
             _err(f"warning: {path}: {p}")
     if args.json:
-        doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "notes": notes, "divergences": [d.as_json() for d in divs]}
-        if getattr(divs, "tolerated", None):  # what the matching tolerated (a branch: its prefix's first)
-            doc["tolerated"] = divs.tolerated  # type: ignore[attr-defined]
-        if getattr(divs, "tolerated_left_out", 0):  # past tolerated.MAX_TURNS turns: counted, not kept
-            doc["tolerated_left_out"] = divs.tolerated_left_out  # type: ignore[attr-defined]
-        if getattr(divs, "left_out", 0):  # past MAX_DIVERGENCES: counted, not kept
-            doc["left_out"] = divs.left_out  # type: ignore[attr-defined]
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        sys.stdout.buffer.write(orjson.dumps(_diff_doc(args, notes, divs), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
         sys.stdout.flush()
     elif unrelated is not None:
         print(f"looptap diff {args.a} {args.b}: {unrelated.message}")
@@ -283,6 +258,42 @@ def cmd_diff(args: argparse.Namespace) -> int:
         for line in divergence_lines(divs, f"looptap diff {args.a} {args.b}"):
             print(line)
     return 1 if any(d.layer != "fork" for d in divs) else 0  # what the fork itself changed is no divergence
+
+
+def _related(args: argparse.Namespace, notes: list[str]) -> bool:
+    """How ``args.a`` and ``args.b`` are related, said before either is read: a branch named
+    first is compared from its origin (``args`` swapped), a branch beside a run it was not forked
+    from is noted; ``False`` (said on stderr) when a branch's origin changed since the fork."""
+    from cassettes.reading.branch import relate
+    from cassettes.untrusted import clean_line
+
+    rel = relate(args.a, args.b)
+    if rel is not None and rel.changed is not None:  # one line, not a false divergence per turn
+        _err(f"looptap diff: {clean_line(rel.changed)}")
+        return False
+    if rel is not None and rel.swapped:  # the branch named first: its origin is A all the same
+        notes.append(clean_line(f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} (the origin as A, the branch as B)"))
+        args.a, args.b = args.b, args.a
+    if rel is None:  # a branch named beside a run that is not its origin: said, then compared as two runs
+        from cassettes.replay.forking.fork import origin_of
+
+        for branch, other in ((args.b, args.a), (args.a, args.b))[: 1 if args.a == args.b else 2]:
+            o = origin_of(branch) if Path(branch).is_file() else None
+            if o is not None:
+                notes.append(clean_line(f"{branch} is a branch of {o.get('run')}, not of {other} (not the run it was forked from): compared as two runs, turn by turn"))
+    return True
+
+
+def _diff_doc(args: argparse.Namespace, notes: list[str], divs: list[Any]) -> dict[str, Any]:
+    """``looptap diff --json``'s document."""
+    doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "notes": notes, "divergences": [d.as_json() for d in divs]}
+    if getattr(divs, "tolerated", None):  # what the matching tolerated (a branch: its prefix's first)
+        doc["tolerated"] = divs.tolerated  # type: ignore[attr-defined]
+    if getattr(divs, "tolerated_left_out", 0):  # past tolerated.MAX_TURNS turns: counted, not kept
+        doc["tolerated_left_out"] = divs.tolerated_left_out  # type: ignore[attr-defined]
+    if getattr(divs, "left_out", 0):  # past MAX_DIVERGENCES: counted, not kept
+        doc["left_out"] = divs.left_out  # type: ignore[attr-defined]
+    return doc
 
 
 def _apis(run: Any) -> list[str]:
@@ -419,8 +430,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from cassettes.errors import CassetteError
     from cassettes.reading.run import open_run
     from cassettes.replay.forking.compare import (
-        BudgetError,
-        check_budget,
         compare_run,
         estimate_costs,
         plan_requests,
@@ -443,26 +452,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err(f"error: {exc}")
         return 2
-    headers = []
-    for h in args.header:
-        k, sep, v = str(h).partition(":")
-        if not sep or not k.strip():
-            _err("error: --header wants 'NAME: VALUE'")
-            return 2
-        from cassettes.replay.transports.outgoing import header_problem, said_name
-
-        if header_problem(k.strip(), v.strip()) is not None:  # CR, LF, NUL: it would split the request
-            _err(f"error: --header {said_name(k.strip())} cannot be sent: {header_problem(k.strip(), v.strip())}")
-            return 2
-        headers.append((k.strip(), v.strip()))
+    headers = _extra_headers(args.header)
+    if headers is None:
+        return 2
     try:  # checked before anything is read or sent (storage/paths.py), as every output is
         report, redactor = _report_target(args), _report_redactor(headers)
     except (CassetteError, ValueError) as exc:
         _err(f"error: {exc}")
         return 2
     run = open_run(args.file, whole=True)
-    from cassettes.untrusted import clean_line
-
     planned, skipped = send_list(plan_requests(run), args.include_errors)
     router = live_router(bases)
     targets = [where_sent(p, router, args.model) for p in planned]
@@ -473,18 +471,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if skipped:
         _err(f"skipped: {', '.join(skipped)} (recorded errors: --include-errors sends them)")
     estimate_costs(planned, router, args.model, [target for target, _ in targets])
-    try:
-        for line in check_budget(planned, args.samples, args.max_requests, max_cost, args.allow_unknown_price, args.model):
-            _err(clean_line(line))
-    except BudgetError as exc:
-        for line in exc.lines:
-            _err(clean_line(line))
-        _err(clean_line(f"error: {exc}"))
+    if not _within_budget(args, planned, max_cost):
         return 2
     if args.dry_run:
-        for p, (target, note) in zip(planned, targets, strict=True):
-            print(clean_line(f"would send {args.samples}×: seq {p.seq} (conversation {p.conversation}, turn {p.turn}) {p.ex.method} {target}"
-                             + (f" with model {args.model} ({note})" if args.model else "")))
+        _would_send(args, planned, targets)
         return 0
     result = compare_run(run, planned, router, args.model, args.samples, headers, skipped)
     result.run = str(args.file)
@@ -501,6 +491,56 @@ def cmd_compare(args: argparse.Namespace) -> int:
         except CassetteError as exc:
             _err(f"error: the comparison was not saved: {exc}")
             return 2
+    return _compared(result)
+
+
+def _would_send(args: argparse.Namespace, planned: list[Any], targets: list[tuple[str | None, str | None]]) -> None:
+    """``looptap compare --dry-run``: what would be sent, a line per recorded request."""
+    from cassettes.untrusted import clean_line
+
+    for p, (target, note) in zip(planned, targets, strict=True):
+        print(clean_line(f"would send {args.samples}×: seq {p.seq} (conversation {p.conversation}, turn {p.turn}) {p.ex.method} {target}"
+                         + (f" with model {args.model} ({note})" if args.model else "")))
+
+
+def _extra_headers(given: list[str]) -> list[tuple[str, str]] | None:
+    """``--header NAME: VALUE``, each as sent with every request; ``None`` (said on stderr) when
+    one is not a header or cannot be sent (CR, LF, NUL: it would split the request)."""
+    from cassettes.replay.transports.outgoing import header_problem, said_name
+
+    headers = []
+    for h in given:
+        k, sep, v = str(h).partition(":")
+        if not sep or not k.strip():
+            _err("error: --header wants 'NAME: VALUE'")
+            return None
+        if header_problem(k.strip(), v.strip()) is not None:
+            _err(f"error: --header {said_name(k.strip())} cannot be sent: {header_problem(k.strip(), v.strip())}")
+            return None
+        headers.append((k.strip(), v.strip()))
+    return headers
+
+
+def _within_budget(args: argparse.Namespace, planned: list[Any], max_cost: Any) -> bool:
+    """The budget's lines on stderr; ``False`` (said) when the comparison would go over it."""
+    from cassettes.replay.forking.compare import BudgetError, check_budget
+    from cassettes.untrusted import clean_line
+
+    try:
+        for line in check_budget(planned, args.samples, args.max_requests, max_cost, args.allow_unknown_price, args.model):
+            _err(clean_line(line))
+    except BudgetError as exc:
+        for line in exc.lines:
+            _err(clean_line(line))
+        _err(clean_line(f"error: {exc}"))
+        return False
+    return True
+
+
+def _compared(result: Any) -> int:
+    """``looptap compare``'s exit code: 1 when the setup failed or no request got an answer."""
+    from cassettes.untrusted import clean_line
+
     if result.stopped is not None:  # the setup failed (transport, credentials): not a comparison
         _err(clean_line(f"error: the comparison stopped {result.stopped}"))
         return 1

@@ -31,7 +31,7 @@ are refused when the cursor is bound, before anything is sent.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -423,25 +423,35 @@ class Cursor:
         from cassettes.untrusted import clean_line
 
         starts = sorted(self.starts.items(), key=lambda kv: kv[1])
-        where = ", ".join(f"{c or '-'} from seq {s}" for c, s in starts[:10]) + (f", … {len(starts) - 10} more" if len(starts) > 10 else "")
-        live = sorted(str(c) for c in self.forked)
-        went = ", ".join(live[:10]) + (f", … {len(live) - 10} more" if len(live) > 10 else "")
+        where = _listed([f"{c or '-'} from seq {s}" for c, s in starts], 10)
+        went = _listed(sorted(str(c) for c in self.forked), 10)
         out = [f"fork at {self.spec.text}: {count(self.sent, 'request')} sent live; went live: {went or 'none'} (cursor: {where})"]
         for conv, sent in sorted(self.live_turns.items(), key=lambda kv: str(kv[0]))[:10]:
             models = ", ".join(dict.fromkeys(clean_line(m or "?")[:80] for _, m in sent))
-            turns = ", ".join(str(t) if t is not None else "?" for t, _ in sent[:20]) + (f", … {len(sent) - 20} more" if len(sent) > 20 else "")
+            turns = _listed([str(t) if t is not None else "?" for t, _ in sent], 20)
             out.append(f"  live in {conv or '-'}: turns {turns} on {models}{' (--model)' if self.model is not None else ''}")
         out += [f"  {n}" for n in self.notes]
         if self.in_position:
             out.append(f"  {count(len(self.in_position), 'recorded round trip')} served in position in the tolerant prefix: the request differed from it only in tool results (listed as tolerated)")
         if self.chained:
             out.append(f"  {count(self.chained, 'request')} sent self-contained: each continued an answer replayed from the recording, which the live upstream never gave")
-        out += [f"  edit {e.label}: made in {count(e.applied, 'request')} sent live" for e in self.edits if e.applied and e.kind != "continue"]
+        return out + self._edit_lines()
+
+    def _edit_lines(self) -> list[str]:
+        """What each what-if edit did, for :meth:`report_lines`; an edit never applied is an error."""
+        from cassettes.hints import count
+
+        out = [f"  edit {e.label}: made in {count(e.applied, 'request')} sent live" for e in self.edits if e.applied and e.kind != "continue"]
         out += [f"  edit continue: {count(e.applied, 'answer')} cut at the token cap continued by looptap ({count(self.continued, 'continuation request')}), "
                 "each handed to the client as one answer" if e.applied else
                 "  edit continue: no answer sent live was cut at the token cap: nothing continued" for e in self.edits if e.kind == "continue"]
         out += [f"  error: edit {e.label} never applied: no request sent live carries it (check the call id / index, and that the cursor is at or before the turn that first sends it)" for e in self.unapplied()]
         return out
+
+
+def _listed(items: Sequence[str], limit: int) -> str:
+    """The first ``limit`` of ``items``, joined by commas, then how many more there are."""
+    return ", ".join(items[:limit]) + (f", … {len(items) - limit} more" if len(items) > limit else "")
 
 
 def turns_held(recorded: Iterable[Recorded], conversation: str | None = None) -> str:

@@ -407,6 +407,13 @@ def _request_divergences(
     _tolerate(sink, ida, k, sa, sb, spans)
     if changes and (ka.spans or kb.spans):
         changes = [_as_sent(c, ka, kb) for c in changes]
+    return _attributed(ka, kb, changes, said, sa, sb, k, ida, idb)
+
+
+def _attributed(ka: RequestKey, kb: RequestKey, changes: list[Change], said: list[str], sa: int, sb: int, k: int, ida: str, idb: str) -> list[Divergence]:
+    """The differences of two requests as divergences, by the layer each group implicates; the
+    first C divergence carries ``said``."""
+    out: list[Divergence] = []
     for v in attribute(ka, kb, changes):
         mine = [c for c in changes if c.where.startswith(v.path)] if v.path not in ("(url)", "(body)") else []
         d = Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3], dict(ka.ids), dict(kb.ids))
@@ -642,15 +649,7 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
     """The text report: what was tolerated (the requests' differences a replay tolerates; for a
     branch beside its origin, first what its prefix tolerated), then the divergences grouped by
     conversation, then turn."""
-    from cassettes.replay.matching.tolerated import report_lines
-
-    tolerated = report_lines(getattr(divs, "tolerated", []), "")
-    if tolerated:
-        tolerated.insert(0, "tolerated (not divergences: what a replay or the fork's prefix tolerates, each with what tolerated it):")
-        tolerated = [tolerated[0], *(f"  {line}" for line in tolerated[1:])]
-    more = getattr(divs, "tolerated_left_out", 0)
-    if more:
-        tolerated.append(f"  … and {more:,} more turns with tolerated differences, not listed")
+    tolerated = _tolerated_lines(divs)
     if not divs:
         return [*tolerated, f"{title}: the runs do not diverge"]
     head = tolerated
@@ -663,23 +662,43 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
     for (ca, cb), group in by_conv.items():
         lines.append(f"conversation {ca or '-'} (A) ↔ {cb or '-'} (B):")
         for d in group:
-            where = f"turn {d.turn} (seq {d.seq_a if d.seq_a is not None else '-'} ↔ {d.seq_b if d.seq_b is not None else '-'})" if d.turn is not None else "whole conversation"
-            lines.append(f"  {where}: {d.layer}: {d.message}")
-            for f in d.findings_b:
-                lines.append(f"      looptap on B's turn: {f}")
-            if d.edited_b and d.layer == "C":
-                lines.append(f"      EDITED by the fork in B's request: {', '.join(d.edited_b)}")
-            for line in d.change_lines(max_changes):
-                lines.append(f"      {line}")
-            if len(d.changes) > max_changes:
-                lines.append(f"      … and {len(d.changes) - max_changes} more")
-            if d.folded:
-                n = len(d.folded)
-                lines.append(f"      then {n} difference{'s' if n > 1 else ''} of B's requests that follow{'s' if n == 1 else ''} from it (not the client's own):")
-                for g in d.folded[:FOLDED_SHOWN]:
-                    lines.append(f"        turn {g.turn} (seq {g.seq_a if g.seq_a is not None else '-'} ↔ {g.seq_b if g.seq_b is not None else '-'}): {g.layer}: {g.message}")
-                if n > FOLDED_SHOWN:
-                    lines.append(f"        … and {n - FOLDED_SHOWN} more (--json lists them)")
+            lines += _divergence_lines(d, max_changes)
     if left_out:
         lines.append(f"… and {left_out:,} more divergences, not listed (the first {len(divs):,} are)")
+    return lines
+
+
+def _tolerated_lines(divs: Sequence[Divergence]) -> list[str]:
+    """What was tolerated, as :func:`divergence_lines` opens with it."""
+    from cassettes.replay.matching.tolerated import report_lines
+
+    tolerated = report_lines(getattr(divs, "tolerated", []), "")
+    if tolerated:
+        tolerated.insert(0, "tolerated (not divergences: what a replay or the fork's prefix tolerates, each with what tolerated it):")
+        tolerated = [tolerated[0], *(f"  {line}" for line in tolerated[1:])]
+    more = getattr(divs, "tolerated_left_out", 0)
+    if more:
+        tolerated.append(f"  … and {more:,} more turns with tolerated differences, not listed")
+    return tolerated
+
+
+def _divergence_lines(d: Divergence, max_changes: int) -> list[str]:
+    """One divergence of :func:`divergence_lines`: where, what, its changes and what follows from it."""
+    where = f"turn {d.turn} (seq {d.seq_a if d.seq_a is not None else '-'} ↔ {d.seq_b if d.seq_b is not None else '-'})" if d.turn is not None else "whole conversation"
+    lines = [f"  {where}: {d.layer}: {d.message}"]
+    for f in d.findings_b:
+        lines.append(f"      looptap on B's turn: {f}")
+    if d.edited_b and d.layer == "C":
+        lines.append(f"      EDITED by the fork in B's request: {', '.join(d.edited_b)}")
+    for line in d.change_lines(max_changes):
+        lines.append(f"      {line}")
+    if len(d.changes) > max_changes:
+        lines.append(f"      … and {len(d.changes) - max_changes} more")
+    if d.folded:
+        n = len(d.folded)
+        lines.append(f"      then {n} difference{'s' if n > 1 else ''} of B's requests that follow{'s' if n == 1 else ''} from it (not the client's own):")
+        for g in d.folded[:FOLDED_SHOWN]:
+            lines.append(f"        turn {g.turn} (seq {g.seq_a if g.seq_a is not None else '-'} ↔ {g.seq_b if g.seq_b is not None else '-'}): {g.layer}: {g.message}")
+        if n > FOLDED_SHOWN:
+            lines.append(f"        … and {n - FOLDED_SHOWN} more (--json lists them)")
     return lines

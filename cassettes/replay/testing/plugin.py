@@ -297,16 +297,7 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
     from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
     from cassettes.replay.live.edits import EditError, parse_edit
 
-    live = kw.get("live") or {}
-    if not isinstance(live, dict) or not live or not all(isinstance(v, str) and v.startswith(("http://", "https://")) for v in live.values()):
-        pytest.fail("looptap: fork= needs live={NAME: 'http(s)://host[:port]'} (NAME as --looptap-upstream names an API: where requests past the cursor go)", pytrace=False)
-    model = kw.get("model")
-    edits = kw.get("edit") or []
-    prefix = kw.get("prefix") or "strict"
-    if prefix not in ("strict", "tolerant"):
-        pytest.fail(f"looptap: prefix= is 'strict' (the default) or 'tolerant', not {str(prefix)[:40]!r}", pytrace=False)
-    if not isinstance(given, str) or (model is not None and not isinstance(model, str)) or not isinstance(edits, (str, list, tuple)):
-        pytest.fail("looptap: fork= is a cursor such as 'turn=1', model= a model name, edit= 'TARGET=@FILE' or a list of them", pytrace=False)
+    live, model, edits, prefix = _fork_options(kw)
     try:
         spec = parse_cursor(given)
         parsed = [parse_edit(str(e), base) for e in ([edits] if isinstance(edits, str) else edits)]
@@ -315,7 +306,23 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
     for e in parsed:
         if e.selector is not None and e.selector != spec.text:
             pytest.fail(f"looptap: edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; its selector, if given, is the cursor's", pytrace=False)
-    return Cursor(spec, live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=model, edits=parsed, prefix=str(prefix))
+    return Cursor(spec, live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=model, edits=parsed, prefix=prefix)
+
+
+def _fork_options(kw: Mapping[str, Any]) -> tuple[dict[Any, Any], str | None, str | list[Any] | tuple[Any, ...], str]:
+    """The marker's ``live=``, ``model=``, ``edit=`` and ``prefix=`` beside its ``fork=``, each
+    checked: a value that cannot be used fails the test in one line."""
+    live = kw.get("live") or {}
+    if not isinstance(live, dict) or not live or not all(isinstance(v, str) and v.startswith(("http://", "https://")) for v in live.values()):
+        pytest.fail("looptap: fork= needs live={NAME: 'http(s)://host[:port]'} (NAME as --looptap-upstream names an API: where requests past the cursor go)", pytrace=False)
+    model = kw.get("model")
+    edits = kw.get("edit") or []
+    prefix = kw.get("prefix") or "strict"
+    if prefix not in ("strict", "tolerant"):
+        pytest.fail(f"looptap: prefix= is 'strict' (the default) or 'tolerant', not {str(prefix)[:40]!r}", pytrace=False)
+    if not isinstance(kw.get("fork"), str) or (model is not None and not isinstance(model, str)) or not isinstance(edits, (str, list, tuple)):
+        pytest.fail("looptap: fork= is a cursor such as 'turn=1', model= a model name, edit= 'TARGET=@FILE' or a list of them", pytrace=False)
+    return live, model, edits, str(prefix)
 
 
 def _upstreams(config: pytest.Config) -> dict[str, str]:
@@ -329,8 +336,11 @@ def _upstreams(config: pytest.Config) -> dict[str, str]:
 
 
 def _listener_fallback(recorder_env: dict[str, str]) -> Any:
-    """new_episodes: a request the cassette lacks goes to the recorder's listener for its API."""
+    """new_episodes: a request the cassette lacks goes to the recorder's listener for its API (the
+    fork's router: a listener is named after the vendor, and its families share the prefix)."""
     from urllib.parse import urlsplit
+
+    from cassettes.replay.forking.cursor import live_router
 
     bases: dict[str, str] = {}
     from cassettes import providers
@@ -340,20 +350,7 @@ def _listener_fallback(recorder_env: dict[str, str]) -> Any:
                 u = urlsplit(recorder_env[var])
                 bases[name] = f"{u.scheme}://{u.netloc}"
                 break
-
-    def fallback(method: str, target: str, body: bytes) -> str | None:
-        from cassettes.replay.matching.requestkey import request_key
-
-        key = request_key(method, target, [], body)
-        fam = key.adapter.family if key.adapter is not None else None
-        # A listener is named after the vendor; its families share the prefix (the registry's
-        # convention), so the family picks the listener without naming a provider here.
-        for name, base in bases.items():
-            if fam is not None and fam.startswith(name):
-                return base
-        return None
-
-    return fallback
+    return live_router(bases)
 
 
 @pytest.fixture
