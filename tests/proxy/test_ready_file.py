@@ -155,7 +155,7 @@ def test_shipped_recorder_process_times_out_clearly(tmp_path: Path, monkeypatch:
     import threading
     from types import SimpleNamespace
 
-    from cassettes.replay import recording
+    from cassettes.replay.testing import recording
 
     pid_file = tmp_path / "fake.pid"
     fake = tmp_path / "python"
@@ -197,7 +197,7 @@ def test_a_recorder_that_did_not_start_leaves_nothing_behind(tmp_path: Path, mon
     when the interpreter could not be started)."""
     import tempfile
 
-    from cassettes.replay import recording
+    from cassettes.replay.testing import recording
 
     tmp = tmp_path / "tmp"
     tmp.mkdir()

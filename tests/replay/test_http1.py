@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from cassettes.replay import http1
 from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.transports import http1
 from cassettes.replay.transports.background import BackgroundServer
 from cassettes.wire.exchange import Exchange
 from tests.support.upstream import FakeUpstream

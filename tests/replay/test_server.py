@@ -54,7 +54,7 @@ def _sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The delays the replay server's ``asyncio.sleep`` is asked for (then slept as asked)."""
     import asyncio
 
-    from cassettes.replay import server
+    from cassettes.replay.serving import server
 
     slept: list[float] = []
 
