@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from cassettes.analysis import analyse  # noqa: E402
 from cassettes.recording.pipeline import CassetteWriter  # noqa: E402
-from cassettes.replay.faults import FaultPlan, parse_fault  # noqa: E402
-from cassettes.replay.server import ReplayServer  # noqa: E402
+from cassettes.replay.serving.faults import FaultPlan, parse_fault  # noqa: E402
+from cassettes.replay.serving.server import ReplayServer  # noqa: E402
 from cassettes.wire.exchange import Exchange  # noqa: E402
 
 FAULTS = ["rate_limit", "overloaded", "server_error", "context_length", "reset", "slow_first_byte=1", "stream_cut=2", "error_event", "stall=1",

@@ -238,7 +238,7 @@ def _ws_event(i: int, turn: bytes, sent: float) -> bytes:
 async def _serve_ws(lines: list[bytes], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """A WebSocket session (RFC 6455 framing from looptap's replay server): each text message is
     a turn, answered with N_EVENTS messages GAP apart."""
-    from cassettes.replay import wsframes
+    from cassettes.replay.transports import wsframes
 
     loop = asyncio.get_running_loop()
     key = next(v.strip() for k, _, v in (ln.partition(b":") for ln in lines[1:]) if k.strip().lower() == b"sec-websocket-key")

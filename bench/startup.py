@@ -9,7 +9,7 @@ across a run. ``--write`` writes docs/startup.md. Targets:
 
 * ``looptap --help`` (goal: at most 0.15 s over bare Python);
 * ``looptap show`` on the demo cassette (the bundled example, imported once);
-* ``import cassettes.replay.pytest_plugin`` over ``import pytest``, and a pytest session that does not use the plugin,
+* ``import cassettes.replay.testing.plugin`` over ``import pytest``, and a pytest session that does not use the plugin,
   with and without it (goal: the plugin adds at most 50 ms);
 * ``looptap run -o X -- true`` in the recorder's environment (``.venv-proxy``), when it exists.
 
@@ -227,8 +227,8 @@ def main() -> int:
         pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_nothing.py"]
         rows.append(("`looptap --help`", "`python -c pass`", _pairs([*looptap, "--help"], bare, args.runs, env, work), "≤ 0.15 s over"))
         rows.append(("`looptap show demo.jsonl`", "`python -c pass`", _pairs([*looptap, "show", str(demo)], bare, args.runs, env, work), ""))
-        rows.append(("`import pytest, cassettes.replay.pytest_plugin`", "`import pytest`",
-                     _pairs([py, "-c", "import pytest, cassettes.replay.pytest_plugin"], [py, "-c", "import pytest"], args.runs, env, work), ""))
+        rows.append(("`import pytest, cassettes.replay.testing.plugin`", "`import pytest`",
+                     _pairs([py, "-c", "import pytest, cassettes.replay.testing.plugin"], [py, "-c", "import pytest"], args.runs, env, work), ""))
         rows.append(("pytest session, plugin loaded, unused", "the same with `-p no:looptap`",
                      _pairs(pytest, [*pytest, "-p", "no:looptap"], args.runs, env, work), "≤ 50 ms over"))
         proxy_py = Path(os.environ.get("LOOPTAP_PROXY_PYTHON") or ROOT / ".venv-proxy" / "bin" / "python")

@@ -46,7 +46,7 @@ def recorder_python() -> str | None:
 
 def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None] = print) -> int:
     """Record the demo agent into ``dest`` and ``show`` it; the exit status of the two."""
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.serving.server import ReplayServer
     from cassettes.storage.paths import UnsafePath, check_target, remove_if_same
     from cassettes.storage.store import is_cassette
     from cassettes.storage.vcr import load_vcr

@@ -113,7 +113,7 @@ def _check_paths(args: argparse.Namespace, config: Any, child_log: Path | None =
     docs/reliability.md "Paths looptap writes"): the cassette, the ready file, the command's
     output log, ``--confdir``. The cassette's :class:`~cassettes.storage.paths.Target`; raises
     :class:`~cassettes.storage.paths.UnsafePath` or the launcher's ``RecorderError``."""
-    from cassettes.replay.ready import check_ready_path
+    from cassettes.replay.testing.ready import check_ready_path
     from cassettes.storage.paths import UnsafePath, check_target, same_path
     from cassettes.storage.store import is_cassette
     from proxy.launcher import check_confdir
@@ -141,7 +141,7 @@ def _check_fork_outputs(args: argparse.Namespace, outputs: list[tuple[str, Path 
     """A fork never writes what it reads: no output (``-o``, the ready file, the output log) may
     be the run ``--from`` names or an ``--edit`` file, as a name, a link or a hard link
     (:func:`~cassettes.storage.paths.same_path`: the same inode, or the same resolved path)."""
-    from cassettes.replay.fork import fork_inputs
+    from cassettes.replay.forking.fork import fork_inputs
     from cassettes.storage.paths import UnsafePath, same_path
 
     inputs = fork_inputs(args)
@@ -189,7 +189,7 @@ def _config(args: argparse.Namespace) -> Any:
     from proxy.launcher import RecorderConfig
 
     if args.fault:
-        from cassettes.replay.faults import FaultSpecError
+        from cassettes.replay.serving.faults import FaultSpecError
         from proxy.faults import live_plan
 
         try:
@@ -359,7 +359,7 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     except ImportError:
         messages.error(_no_mitmproxy())
         return 2
-    from cassettes.replay.fork import start_fork
+    from cassettes.replay.forking.fork import start_fork
 
     try:
         for one in ones:
@@ -387,8 +387,8 @@ def _run_repeated(args: argparse.Namespace, repeat: int) -> int:
     if not written:
         messages.error("--repeat: no run finished: no branches to compare")
         return rc or 1
-    from cassettes.replay.fork import parse_from
-    from cassettes.replay.repeat import agreement, agreement_lines
+    from cassettes.replay.forking.fork import parse_from
+    from cassettes.replay.forking.repeat import agreement, agreement_lines
 
     try:
         rows = agreement(parse_from(args.from_run).run, [str(b) for b in written])
@@ -461,7 +461,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
     fork = None
     if args.from_run is not None:
         from cassettes.errors import CassetteError
-        from cassettes.replay.fork import start_fork
+        from cassettes.replay.forking.fork import start_fork
 
         try:
             fork = start_fork(args)  # everything checked, no file touched yet
@@ -571,7 +571,7 @@ def register_run(sub: Any) -> None:
         "--no-volatile", action="store_true",
         help="with --from: the prefix's requests must equal the recorded ones as sent (no date, id, temp path, cwd or port tolerated; docs/testing.md)",
     )
-    from cassettes.replay.userrules import add_rule_flags
+    from cassettes.replay.matching.userrules import add_rule_flags
 
     add_rule_flags(p, fork=True)
     p.add_argument("--repeat", type=int, default=1, metavar="K", help="with --from: run the agent K times from the cursor (into OUTPUT.1 … OUTPUT.K) and say per turn how the branches agree")

@@ -1,7 +1,7 @@
 """Live faults: ``looptap run --fault …`` answers chosen requests with an API failure in the
 proxy, instead of forwarding them, for chaos runs against the real API (or any upstream).
 
-The faults and their wire format are the replay's (:mod:`cassettes.replay.faults`, the provider
+The faults and their wire format are the replay's (:mod:`cassettes.replay.serving.faults`, the provider
 adapters' ``replay.fault_bodies``): a status fault is a response in the API's own shape with
 ``x-looptap-fault`` (so the cassette labels it injected, never the API's own), ``reset`` kills the
 connection before any response, ``slow_first_byte=S`` holds the request S seconds and forwards it.
@@ -22,7 +22,7 @@ from mitmproxy import ctx, http
 from mitmproxy.proxy import mode_specs
 
 from cassettes.providers import Provider, is_llm_host
-from cassettes.replay.faults import STATUS_KINDS, Fault, FaultPlan, FaultSpecError, parse_fault
+from cassettes.replay.serving.faults import STATUS_KINDS, Fault, FaultPlan, FaultSpecError, parse_fault
 from proxy.addon import OWN_RESPONSE
 
 __all__ = ["LIVE_KINDS", "LiveFaults", "live_plan"]
@@ -108,7 +108,7 @@ def _is_llm(flow: http.HTTPFlow) -> bool:
 
 
 def _adapter(flow: http.HTTPFlow) -> Provider:
-    from cassettes.replay.requestkey import request_key
+    from cassettes.replay.matching.requestkey import request_key
 
     key = request_key(flow.request.method, flow.request.pretty_url, list(flow.request.headers.items()), flow.request.get_content(strict=False) or b"")
     return key.adapter or Provider()

@@ -28,10 +28,9 @@ from mitmproxy.proxy.mode_specs import ProxyMode
 
 from cassettes import __version__, interrupts
 from cassettes.providers import REVERSE_UPSTREAMS
-from cassettes.replay.background import free_port
-from cassettes.replay.ready import SCHEMA as READY_SCHEMA
-from cassettes.replay.ready import VERSION as READY_VERSION
-from cassettes.replay.ready import (
+from cassettes.replay.testing.ready import SCHEMA as READY_SCHEMA
+from cassettes.replay.testing.ready import VERSION as READY_VERSION
+from cassettes.replay.testing.ready import (
     Ready,
     ReadyListener,
     bare_url,
@@ -40,6 +39,7 @@ from cassettes.replay.ready import (
     remove_ready,
     write_ready,
 )
+from cassettes.replay.transports.background import free_port
 from cassettes.storage.paths import FileId, UnsafePath, check_dir, check_target, write_new
 from cassettes.storage.store import private_open
 from proxy import messages
@@ -92,7 +92,7 @@ class RecorderConfig:
     #: ``--fault`` specs answered in the proxy (proxy/faults.py), and the seed of their ``p=``.
     faults: tuple[str, ...] = ()
     fault_seed: int = 0
-    #: ``--ready-file``: where to write the ready file once listening (cassettes/replay/ready.py).
+    #: ``--ready-file``: where to write the ready file once listening (cassettes/replay/testing/ready.py).
     ready_file: Path | None = None
     #: A fork's per-run key for its edit marks (``looptap run --from``; cassettes.wire.edited):
     #: held in this process only, never in an option, a file or the child's environment.
@@ -445,7 +445,7 @@ class Recorder:
         return env
 
     def ready(self) -> Ready:
-        """What the ready file says (cassettes/replay/ready.py): where this recorder listens and
+        """What the ready file says (cassettes/replay/testing/ready.py): where this recorder listens and
         what a client needs; no secret (the environment is the export lines')."""
         forward = next(lst for lst in self.listeners if lst.upstream is None)
         proxy_vars = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")

@@ -118,14 +118,14 @@ def test_the_pytest_plugin_loads_nothing_heavy() -> None:
     it added 1.4-2.0 s). Loading it must import no analysis, server, recorder, pydantic or models:
     a fixture or marker imports what it needs when a test uses it."""
     code = (
-        "import sys, pytest; before = set(sys.modules); import cassettes.replay.pytest_plugin; "
+        "import sys, pytest; before = set(sys.modules); import cassettes.replay.testing.plugin; "
         "new = sorted(set(sys.modules) - before); print('\\n'.join(new))"
     )
     out = progress.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     heavy = [m for m in out if m.split(".")[0] in ("pydantic", "jsonschema", "genai_prices", "yaml", "orjson", "httpx", "mcp")]
     ours = [m for m in out if m.startswith("cassettes")]
     assert not heavy, heavy
-    assert sorted(ours) == ["cassettes", "cassettes.errors", "cassettes.replay", "cassettes.replay.pytest_plugin"], ours
+    assert sorted(ours) == ["cassettes", "cassettes.errors", "cassettes.replay", "cassettes.replay.testing", "cassettes.replay.testing.plugin"], ours
 
 
 def test_the_package_exports_load_on_first_use() -> None:

@@ -1,6 +1,6 @@
 """The MCP answers about a fork and a comparison. ``fork_diff``: where a branch (``looptap run
 --from``) differs from the run it was forked from, lined up from the cursor
-(:func:`cassettes.replay.rundiff.diff_fork`). ``comparison``: a report ``looptap compare --report``
+(:func:`cassettes.replay.forking.rundiff.diff_fork`). ``comparison``: a report ``looptap compare --report``
 saved (teacher-forced samples of a candidate model, by turn and layer). Read-only: they read files
 under the roots, never start a run or send a request."""
 
@@ -28,8 +28,8 @@ __all__ = ["comparison", "fork_diff"]
 
 def fork_diff(runs: Runs, branch: str, run: str | None = None, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
     """The divergences of ``branch`` from its origin (named in its header, or ``run``)."""
-    from cassettes.replay.fork import origin_of
-    from cassettes.replay.rundiff import diff_fork
+    from cassettes.replay.forking.fork import origin_of
+    from cassettes.replay.forking.rundiff import diff_fork
 
     layer = _layer(layer)
     bpath, b = runs.open(branch)

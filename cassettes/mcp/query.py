@@ -85,7 +85,7 @@ TOLERATED_SHOWN = 20
 
 
 def tolerated_count(turns: Sequence[dict[str, Any]]) -> int:
-    """How many differences were tolerated (:mod:`cassettes.replay.tolerated` entries, every turn)."""
+    """How many differences were tolerated (:mod:`cassettes.replay.matching.tolerated` entries, every turn)."""
     return sum(len(t.get("tolerated") or []) for t in turns)
 
 
@@ -93,7 +93,7 @@ def tolerated_lines(turns: Sequence[dict[str, Any]]) -> list[str]:
     """The first :data:`TOLERATED_SHOWN` tolerated differences, one line each as ``looptap diff``
     prints them (``tolerated at c1/turn 0 (seq 0): messages[0].content: recorded …, live … (by
     date)``), clipped: recorded text."""
-    from cassettes.replay.tolerated import report_lines
+    from cassettes.replay.matching.tolerated import report_lines
 
     return [text(line, 300) for line in report_lines(turns, "")[:TOLERATED_SHOWN]]
 
@@ -141,12 +141,12 @@ class Runs:
 
     def comparing(self, path_a: Path, a: Run, b: Run) -> Any:
         """How ``diff`` and ``fork_diff`` compare two runs' requests: as ``looptap diff`` does
-        (:func:`cassettes.replay.rundiff.comparing`: the built-in detectors, each run's with its
+        (:func:`cassettes.replay.forking.rundiff.comparing`: the built-in detectors, each run's with its
         own working directory and home, and the project's rules for A's cassette), the project's
         file read only when it is under a root (else no rules: this server reads nothing else)."""
         from cassettes.matching.config import find_config
         from cassettes.matching.rules import RuleError
-        from cassettes.replay.rundiff import comparing, diff_rules
+        from cassettes.replay.forking.rundiff import comparing, diff_rules
 
         found = find_config(path_a)  # (as diff_rules finds it)
         try:
@@ -402,7 +402,7 @@ class Runs:
         return wrap({"conversation": conv.id, "turns": len(rows), "next_offset": nxt, "growth": shown})
 
     def diff(self, run_a: str, run_b: str, layer: str | None = None, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
-        from cassettes.replay.rundiff import diff_analysed
+        from cassettes.replay.forking.rundiff import diff_analysed
 
         layer = layer_of(layer)
         (apath, a), (_, b) = self.open(run_a), self.open(run_b)

@@ -250,8 +250,8 @@ NOTES_TAIL = 16 << 20
 
 def fork_notes(path: str | Path) -> dict[str, Any]:
     """What a fork appended to its branch after the run (``looptap run --from``: a ``note`` record,
-    :meth:`cassettes.replay.fork.ForkReplay.finish`): ``tolerated``, per recorded turn of the
-    prefix, what was tolerated there (:mod:`cassettes.replay.tolerated`), and ``starts``, for an
+    :meth:`cassettes.replay.forking.fork.ForkReplay.finish`): ``tolerated``, per recorded turn of the
+    prefix, what was tolerated there (:mod:`cassettes.replay.matching.tolerated`), and ``starts``, for an
     ``@divergence`` fork, where each conversation went live (conversation → [seq, turn]). Empty
     when the branch has none. Only the file's last :data:`NOTES_TAIL` bytes are read."""
     import stat
@@ -333,7 +333,7 @@ NOTED_ENTRIES = 1_000
 
 
 def read_entries(value: Any) -> list[dict[str, Any]]:
-    """What a fork noted as tolerated, per recorded turn (:mod:`cassettes.replay.tolerated` writes
+    """What a fork noted as tolerated, per recorded turn (:mod:`cassettes.replay.matching.tolerated` writes
     it), read back from a file (a branch's note record): only well-formed entries, bounded."""
     out: list[dict[str, Any]] = []
     if not isinstance(value, list):

@@ -1,5 +1,7 @@
-"""Replay: serve a cassette to the real agent code, match its requests LLM-aware, explain misses
-by layer, diff two runs, and the pytest plugin that ties it together.
+"""Replay, by what a user does: serve a cassette to the real agent code (``serving``), fork and
+compare runs (``forking``), test an agent with pytest (``testing``: the plugin), with what they share
+below them: matching requests LLM-aware and explaining misses by layer (``matching``), requests sent
+to a live upstream (``live``), the loopback wire (``transports``); ``cli`` registers the commands.
 
     ReplayServer   the loopback HTTP/1.1 server (``looptap replay``), threaded or in a loop
     Matcher        which recorded round trip answers a request; ``Miss`` when none does
@@ -14,30 +16,30 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# Loaded on first use (PEP 562): the pytest plugin lives in this package and loads in every test
+# Loaded on first use (PEP 562): the pytest plugin lives under this package and loads in every test
 # session, so importing the package must not import the server, the matcher and the analysis.
 _EXPORTS = {
-    "Change": "cassettes.replay.jsondiff",
-    "json_diff": "cassettes.replay.jsondiff",
-    "Matcher": "cassettes.replay.matcher",
-    "Miss": "cassettes.replay.matcher",
-    "Recorded": "cassettes.replay.matcher",
-    "Verdict": "cassettes.replay.verdicts",
-    "request_key": "cassettes.replay.requestkey",
-    "Divergence": "cassettes.replay.rundiff",
-    "diff_runs": "cassettes.replay.rundiff",
+    "Change": "cassettes.replay.matching.jsondiff",
+    "json_diff": "cassettes.replay.matching.jsondiff",
+    "Matcher": "cassettes.replay.matching.matcher",
+    "Miss": "cassettes.replay.matching.matcher",
+    "Recorded": "cassettes.replay.matching.matcher",
+    "Verdict": "cassettes.replay.matching.verdicts",
+    "request_key": "cassettes.replay.matching.requestkey",
+    "Divergence": "cassettes.replay.forking.rundiff",
+    "diff_runs": "cassettes.replay.forking.rundiff",
     "Run": "cassettes.reading.run",
-    "ReplayServer": "cassettes.replay.server",
-    "parse_pace": "cassettes.replay.server",
-    "replay_env": "cassettes.replay.server",
+    "ReplayServer": "cassettes.replay.serving.server",
+    "parse_pace": "cassettes.replay.serving.server",
+    "replay_env": "cassettes.replay.serving.server",
 }
 
 if TYPE_CHECKING:
     from cassettes.reading.run import Run
-    from cassettes.replay.jsondiff import Change, json_diff
-    from cassettes.replay.matcher import Matcher, Miss, Recorded, Verdict, request_key
-    from cassettes.replay.rundiff import Divergence, diff_runs
-    from cassettes.replay.server import ReplayServer, parse_pace, replay_env
+    from cassettes.replay.forking.rundiff import Divergence, diff_runs
+    from cassettes.replay.matching.jsondiff import Change, json_diff
+    from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, Verdict, request_key
+    from cassettes.replay.serving.server import ReplayServer, parse_pace, replay_env
 
 
 def __getattr__(name: str) -> Any:

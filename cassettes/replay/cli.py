@@ -29,7 +29,7 @@ class _Usage(Exception):
 def _fault_plan(args: argparse.Namespace) -> Any:
     if not args.fault:
         return None
-    from cassettes.replay.faults import FaultPlan, FaultSpecError, parse_fault
+    from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
 
     try:
         return FaultPlan([parse_fault(f) for f in args.fault], seed=args.fault_seed)
@@ -38,7 +38,7 @@ def _fault_plan(args: argparse.Namespace) -> Any:
 
 
 def _timeouts(args: argparse.Namespace) -> list[float | None]:
-    from cassettes.replay.server import IDLE_TIMEOUT, READ_TIMEOUT
+    from cassettes.replay.serving.server import IDLE_TIMEOUT, READ_TIMEOUT
 
     timeouts: list[float | None] = []
     for name, default in (("idle_timeout", IDLE_TIMEOUT), ("read_timeout", READ_TIMEOUT)):
@@ -55,8 +55,8 @@ def _cursor(args: argparse.Namespace) -> Any:
         if args.live or args.model or args.edit or args.prefix != "strict":
             raise _Usage("--live, --model, --edit and --prefix go with --cursor (where the run goes live)")
         return None
-    from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
-    from cassettes.replay.edits import EditError, parse_edit
+    from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
+    from cassettes.replay.live.edits import EditError, parse_edit
 
     bases: dict[str, str] = {}
     for item in args.live:
@@ -85,14 +85,14 @@ def _cursor(args: argparse.Namespace) -> Any:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from cassettes.replay.server import ReplayServer, parse_pace
+    from cassettes.replay.serving.server import ReplayServer, parse_pace
 
     try:
         parse_pace(args.pace)
         plan = _fault_plan(args)
         idle, read = _timeouts(args)
         cursor = _cursor(args)
-        from cassettes.replay.userrules import rules_of_args
+        from cassettes.replay.matching.userrules import rules_of_args
 
         rules = rules_of_args(args, args.file)  # refused here, before the cassette is read or anything listens
         server = ReplayServer(
@@ -117,12 +117,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _write_tolerated(server: Any, path: str) -> None:
-    """What the replay tolerated, per recorded turn (:mod:`cassettes.replay.tolerated`: redacted,
+    """What the replay tolerated, per recorded turn (:mod:`cassettes.replay.matching.tolerated`: redacted,
     cut), as JSON into ``path``, a file ``looptap run --from`` made for it and reads back into the
     branch cassette; never over another file (created anew, private)."""
     import orjson
 
-    from cassettes.replay.tolerated import turn_entries
+    from cassettes.replay.matching.tolerated import turn_entries
     from cassettes.storage.store import write_private
 
     try:
@@ -208,31 +208,19 @@ def _report(server: Any, plan: Any, cursor: Any) -> None:
 def cmd_diff(args: argparse.Namespace) -> int:
     from cassettes.errors import problem_lines
     from cassettes.matching.rules import RuleError
-    from cassettes.reading.branch import relate
     from cassettes.reading.run import open_run
-    from cassettes.replay.rundiff import comparing, diff_analysed, diff_rules, divergence_lines, fork_lined_up
+    from cassettes.replay.forking.rundiff import (
+        comparing,
+        diff_analysed,
+        diff_rules,
+        divergence_lines,
+        fork_lined_up,
+    )
     from cassettes.views.progress import reading_line
 
     notes: list[str] = []
-    rel = relate(args.a, args.b)
-    if rel is not None and rel.changed is not None:  # one line, not a false divergence per turn
-        from cassettes.untrusted import clean_line
-
-        _err(f"looptap diff: {clean_line(rel.changed)}")
+    if not _related(args, notes):
         return 2
-    if rel is not None and rel.swapped:  # the branch named first: its origin is A all the same
-        from cassettes.untrusted import clean_line
-
-        notes.append(clean_line(f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} (the origin as A, the branch as B)"))
-        args.a, args.b = args.b, args.a
-    if rel is None:  # a branch named beside a run that is not its origin: said, then compared as two runs
-        from cassettes.replay.fork import origin_of
-        from cassettes.untrusted import clean_line
-
-        for branch, other in ((args.b, args.a), (args.a, args.b))[: 1 if args.a == args.b else 2]:
-            o = origin_of(branch) if Path(branch).is_file() else None
-            if o is not None:
-                notes.append(clean_line(f"{branch} is a branch of {o.get('run')}, not of {other} (not the run it was forked from): compared as two runs, turn by turn"))
     try:  # refused before either run is read
         rules = diff_rules(args.a, args)
     except RuleError as exc:
@@ -258,14 +246,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         for p in problem_lines(problems):
             _err(f"warning: {path}: {p}")
     if args.json:
-        doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "notes": notes, "divergences": [d.as_json() for d in divs]}
-        if getattr(divs, "tolerated", None):  # what the matching tolerated (a branch: its prefix's first)
-            doc["tolerated"] = divs.tolerated  # type: ignore[attr-defined]
-        if getattr(divs, "tolerated_left_out", 0):  # past tolerated.MAX_TURNS turns: counted, not kept
-            doc["tolerated_left_out"] = divs.tolerated_left_out  # type: ignore[attr-defined]
-        if getattr(divs, "left_out", 0):  # past MAX_DIVERGENCES: counted, not kept
-            doc["left_out"] = divs.left_out  # type: ignore[attr-defined]
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
+        sys.stdout.buffer.write(orjson.dumps(_diff_doc(args, notes, divs), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE, default=str))
         sys.stdout.flush()
     elif unrelated is not None:
         print(f"looptap diff {args.a} {args.b}: {unrelated.message}")
@@ -277,6 +258,42 @@ def cmd_diff(args: argparse.Namespace) -> int:
         for line in divergence_lines(divs, f"looptap diff {args.a} {args.b}"):
             print(line)
     return 1 if any(d.layer != "fork" for d in divs) else 0  # what the fork itself changed is no divergence
+
+
+def _related(args: argparse.Namespace, notes: list[str]) -> bool:
+    """How ``args.a`` and ``args.b`` are related, said before either is read: a branch named
+    first is compared from its origin (``args`` swapped), a branch beside a run it was not forked
+    from is noted; ``False`` (said on stderr) when a branch's origin changed since the fork."""
+    from cassettes.reading.branch import relate
+    from cassettes.untrusted import clean_line
+
+    rel = relate(args.a, args.b)
+    if rel is not None and rel.changed is not None:  # one line, not a false divergence per turn
+        _err(f"looptap diff: {clean_line(rel.changed)}")
+        return False
+    if rel is not None and rel.swapped:  # the branch named first: its origin is A all the same
+        notes.append(clean_line(f"{args.a} is a branch of {args.b}: compared as looptap diff {args.b} {args.a} (the origin as A, the branch as B)"))
+        args.a, args.b = args.b, args.a
+    if rel is None:  # a branch named beside a run that is not its origin: said, then compared as two runs
+        from cassettes.replay.forking.fork import origin_of
+
+        for branch, other in ((args.b, args.a), (args.a, args.b))[: 1 if args.a == args.b else 2]:
+            o = origin_of(branch) if Path(branch).is_file() else None
+            if o is not None:
+                notes.append(clean_line(f"{branch} is a branch of {o.get('run')}, not of {other} (not the run it was forked from): compared as two runs, turn by turn"))
+    return True
+
+
+def _diff_doc(args: argparse.Namespace, notes: list[str], divs: list[Any]) -> dict[str, Any]:
+    """``looptap diff --json``'s document."""
+    doc: dict[str, Any] = {"a": str(args.a), "b": str(args.b), "notes": notes, "divergences": [d.as_json() for d in divs]}
+    if getattr(divs, "tolerated", None):  # what the matching tolerated (a branch: its prefix's first)
+        doc["tolerated"] = divs.tolerated  # type: ignore[attr-defined]
+    if getattr(divs, "tolerated_left_out", 0):  # past tolerated.MAX_TURNS turns: counted, not kept
+        doc["tolerated_left_out"] = divs.tolerated_left_out  # type: ignore[attr-defined]
+    if getattr(divs, "left_out", 0):  # past MAX_DIVERGENCES: counted, not kept
+        doc["left_out"] = divs.left_out  # type: ignore[attr-defined]
+    return doc
 
 
 def _apis(run: Any) -> list[str]:
@@ -297,7 +314,7 @@ def different_apis(a: Any, b: Any) -> Any:
     """A single divergence when the two runs share no API (family and path): their turns are not
     two runs of one agent, and a turn-by-turn diff would only list every field of every request;
     ``None`` when they share one (or either has no LLM turn)."""
-    from cassettes.replay.rundiff import Divergence
+    from cassettes.replay.forking.rundiff import Divergence
 
     apis_a, apis_b = _apis(a), _apis(b)
     if not apis_a or not apis_b or set(apis_a) & set(apis_b):
@@ -316,7 +333,7 @@ def register_replay(sub: Any) -> None:
         "--no-volatile", action="store_true",
         help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or loopback port tolerated (docs/testing.md)",
     )
-    from cassettes.replay.userrules import add_rule_flags
+    from cassettes.replay.matching.userrules import add_rule_flags
 
     add_rule_flags(p)
     p.add_argument(
@@ -362,7 +379,7 @@ def cmd_rules_propose(args: argparse.Namespace) -> int:
     divergence remains (listed); 2: a run could not be read."""
     from cassettes.errors import CassetteError
     from cassettes.recording.redact import Redactor
-    from cassettes.replay.propose import propose_files
+    from cassettes.replay.forking.propose import propose_files
     from cassettes.untrusted import clean_line
 
     try:
@@ -401,7 +418,7 @@ def register_diff(sub: Any) -> None:
         "--no-volatile", action="store_true",
         help="compare the requests' text as sent: no date, clock, duration, id, temp path, cwd, home or loopback port tolerated (docs/testing.md)",
     )
-    from cassettes.replay.userrules import add_rule_flags
+    from cassettes.replay.matching.userrules import add_rule_flags
 
     add_rule_flags(p, what="the requests")
     p.set_defaults(func=cmd_diff)
@@ -412,9 +429,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from cassettes.errors import CassetteError
     from cassettes.reading.run import open_run
-    from cassettes.replay.compare import (
-        BudgetError,
-        check_budget,
+    from cassettes.replay.forking.compare import (
         compare_run,
         estimate_costs,
         plan_requests,
@@ -422,7 +437,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         upstream_bases,
         where_sent,
     )
-    from cassettes.replay.cursor import live_router
+    from cassettes.replay.forking.cursor import live_router
 
     if args.samples < 1:
         _err("error: --samples wants a count from 1")
@@ -437,26 +452,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err(f"error: {exc}")
         return 2
-    headers = []
-    for h in args.header:
-        k, sep, v = str(h).partition(":")
-        if not sep or not k.strip():
-            _err("error: --header wants 'NAME: VALUE'")
-            return 2
-        from cassettes.replay.outgoing import header_problem, said_name
-
-        if header_problem(k.strip(), v.strip()) is not None:  # CR, LF, NUL: it would split the request
-            _err(f"error: --header {said_name(k.strip())} cannot be sent: {header_problem(k.strip(), v.strip())}")
-            return 2
-        headers.append((k.strip(), v.strip()))
+    headers = _extra_headers(args.header)
+    if headers is None:
+        return 2
     try:  # checked before anything is read or sent (storage/paths.py), as every output is
         report, redactor = _report_target(args), _report_redactor(headers)
     except (CassetteError, ValueError) as exc:
         _err(f"error: {exc}")
         return 2
     run = open_run(args.file, whole=True)
-    from cassettes.untrusted import clean_line
-
     planned, skipped = send_list(plan_requests(run), args.include_errors)
     router = live_router(bases)
     targets = [where_sent(p, router, args.model) for p in planned]
@@ -467,18 +471,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if skipped:
         _err(f"skipped: {', '.join(skipped)} (recorded errors: --include-errors sends them)")
     estimate_costs(planned, router, args.model, [target for target, _ in targets])
-    try:
-        for line in check_budget(planned, args.samples, args.max_requests, max_cost, args.allow_unknown_price, args.model):
-            _err(clean_line(line))
-    except BudgetError as exc:
-        for line in exc.lines:
-            _err(clean_line(line))
-        _err(clean_line(f"error: {exc}"))
+    if not _within_budget(args, planned, max_cost):
         return 2
     if args.dry_run:
-        for p, (target, note) in zip(planned, targets, strict=True):
-            print(clean_line(f"would send {args.samples}×: seq {p.seq} (conversation {p.conversation}, turn {p.turn}) {p.ex.method} {target}"
-                             + (f" with model {args.model} ({note})" if args.model else "")))
+        _would_send(args, planned, targets)
         return 0
     result = compare_run(run, planned, router, args.model, args.samples, headers, skipped)
     result.run = str(args.file)
@@ -495,6 +491,56 @@ def cmd_compare(args: argparse.Namespace) -> int:
         except CassetteError as exc:
             _err(f"error: the comparison was not saved: {exc}")
             return 2
+    return _compared(result)
+
+
+def _would_send(args: argparse.Namespace, planned: list[Any], targets: list[tuple[str | None, str | None]]) -> None:
+    """``looptap compare --dry-run``: what would be sent, a line per recorded request."""
+    from cassettes.untrusted import clean_line
+
+    for p, (target, note) in zip(planned, targets, strict=True):
+        print(clean_line(f"would send {args.samples}×: seq {p.seq} (conversation {p.conversation}, turn {p.turn}) {p.ex.method} {target}"
+                         + (f" with model {args.model} ({note})" if args.model else "")))
+
+
+def _extra_headers(given: list[str]) -> list[tuple[str, str]] | None:
+    """``--header NAME: VALUE``, each as sent with every request; ``None`` (said on stderr) when
+    one is not a header or cannot be sent (CR, LF, NUL: it would split the request)."""
+    from cassettes.replay.transports.outgoing import header_problem, said_name
+
+    headers = []
+    for h in given:
+        k, sep, v = str(h).partition(":")
+        if not sep or not k.strip():
+            _err("error: --header wants 'NAME: VALUE'")
+            return None
+        if header_problem(k.strip(), v.strip()) is not None:
+            _err(f"error: --header {said_name(k.strip())} cannot be sent: {header_problem(k.strip(), v.strip())}")
+            return None
+        headers.append((k.strip(), v.strip()))
+    return headers
+
+
+def _within_budget(args: argparse.Namespace, planned: list[Any], max_cost: Any) -> bool:
+    """The budget's lines on stderr; ``False`` (said) when the comparison would go over it."""
+    from cassettes.replay.forking.compare import BudgetError, check_budget
+    from cassettes.untrusted import clean_line
+
+    try:
+        for line in check_budget(planned, args.samples, args.max_requests, max_cost, args.allow_unknown_price, args.model):
+            _err(clean_line(line))
+    except BudgetError as exc:
+        for line in exc.lines:
+            _err(clean_line(line))
+        _err(clean_line(f"error: {exc}"))
+        return False
+    return True
+
+
+def _compared(result: Any) -> int:
+    """``looptap compare``'s exit code: 1 when the setup failed or no request got an answer."""
+    from cassettes.untrusted import clean_line
+
     if result.stopped is not None:  # the setup failed (transport, credentials): not a comparison
         _err(clean_line(f"error: the comparison stopped {result.stopped}"))
         return 1

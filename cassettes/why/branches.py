@@ -53,7 +53,7 @@ def baseline(run: Path, argv: list[str], outcome: Outcome, cwd: Path | None = No
     recorded run, so no fork of it can be trusted)."""
     import tempfile
 
-    from cassettes.replay.server import replay_env
+    from cassettes.replay.serving.server import replay_env
 
     with tempfile.TemporaryFile() as err:
         server = subprocess.Popen([sys.executable, "-m", "cassettes.cli", "replay", str(run)], stdout=subprocess.PIPE, stderr=err,

@@ -1,5 +1,5 @@
 """What an investigation sends and costs, checked before anything is sent: compare's budget guard
-(:func:`cassettes.replay.compare.check_budget`), on the recorded turns each branch re-runs live.
+(:func:`cassettes.replay.forking.compare.check_budget`), on the recorded turns each branch re-runs live.
 
 A branch re-runs live the recorded turns of its conversation from the cursor on (the agent may
 make more or fewer: the estimate is the recorded continuation's), and the requests an
@@ -20,10 +20,10 @@ __all__ = ["check", "planned_for"]
 
 
 def planned_for(run: Any, chosen: list[Intervention], bases: dict[str, str]) -> list[Any]:
-    """One :class:`~cassettes.replay.compare.Planned` per live request of one sample of every
+    """One :class:`~cassettes.replay.forking.compare.Planned` per live request of one sample of every
     intervention in ``chosen``, priced for the model that intervention uses."""
-    from cassettes.replay.compare import estimate_costs, plan_requests
-    from cassettes.replay.cursor import live_router
+    from cassettes.replay.forking.compare import estimate_costs, plan_requests
+    from cassettes.replay.forking.cursor import live_router
 
     by_seq = {p.seq: p for p in plan_requests(run)}
     router = live_router(bases)
@@ -40,8 +40,8 @@ def planned_for(run: Any, chosen: list[Intervention], bases: dict[str, str]) -> 
 
 def check(run: Any, chosen: list[Intervention], samples: int, bases: dict[str, str], max_requests: int | None,
           max_cost: Decimal | None, allow_unknown: bool = False) -> list[str]:
-    """The budget lines; raises :class:`~cassettes.replay.compare.BudgetError` when over a limit."""
-    from cassettes.replay.compare import check_budget
+    """The budget lines; raises :class:`~cassettes.replay.forking.compare.BudgetError` when over a limit."""
+    from cassettes.replay.forking.compare import check_budget
 
     models = sorted({i.model for i in chosen if i.model})
     who = "the recorded model" + (f" and {', '.join(models)}" if models else "")

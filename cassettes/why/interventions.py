@@ -152,7 +152,7 @@ def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:
 
 def _continue(run: Any, where: tuple[str, int], code: str, seqs: list[int], ex: Any) -> Intervention:
     """The C repair of a truncated answer: the fork continues it where the cap cut it (``continue=N``)."""
-    from cassettes.replay.edits import carried, parse_edit
+    from cassettes.replay.live.edits import carried, parse_edit
 
     edit = f"continue={CONTINUE_ROUNDS}"
     i = Intervention("C", where[0], where[1], "the truncated answer not treated as complete: the rest asked for (continued by looptap)", "c-continue",
@@ -168,7 +168,7 @@ def _a(f: Any, seqs: list[int], ex: Any) -> Intervention:
     assert f.conversation is not None and f.turn is not None
     if f.code != "A.truncated_length":
         return Intervention("A", f.conversation, f.turn, f"the request re-sent live: the retry the client did not make ({f.code})", "a-retry", f.code, seqs=seqs)
-    from cassettes.replay.edits import carried, parse_edit
+    from cassettes.replay.live.edits import carried, parse_edit
 
     caps = [c for c in (carried(ex.method, ex.url, ex.request_body, parse_edit("max_tokens=1")) if ex is not None else []) if isinstance(c, int)]
     i = Intervention("A", f.conversation, f.turn, "the request re-sent live with the token cap lifted", "a-cap", f.code, seqs=seqs)

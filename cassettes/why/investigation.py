@@ -82,7 +82,7 @@ def _options(args: argparse.Namespace) -> tuple[Outcome, list[str], Decimal | No
 
 def investigate(args: argparse.Namespace) -> Result:
     from cassettes.reading.run import open_run
-    from cassettes.replay.compare import BudgetError, upstream_bases
+    from cassettes.replay.forking.compare import BudgetError, upstream_bases
     from cassettes.storage.paths import check_input
     from cassettes.why import budget
 
@@ -108,7 +108,7 @@ def investigate(args: argparse.Namespace) -> Result:
         return _dry_run(args, outcome, found, lines)
     if args.output is None:
         raise Refused("-o DIR names where the branches go (a new directory)")
-    from cassettes.replay.recording import how_to_install, recorder_python
+    from cassettes.replay.testing.recording import how_to_install, recorder_python
 
     python = recorder_python()
     if python is None:

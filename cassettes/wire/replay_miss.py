@@ -10,7 +10,7 @@ shape (so the agent's SDK raises it) with the response header :data:`HEADER` set
                    "path": "messages[3].content"}],
      "changes": ["messages[3].content: recorded \\"sunny, 21 C\\", got \\"rainy, 9 C\\""]}
 
-— the lines the pytest failure prints, redacted and cleaned as they are (``cassettes.replay.matcher``
+— the lines the pytest failure prints, redacted and cleaned as they are (``cassettes.replay.matching.matcher``
 writes them). The analysis turns such a round trip into the client's divergence (layer C), never
 an API error, in every view: the test page, ``looptap show``, the inspector.
 
@@ -43,7 +43,7 @@ _MOST = 8
 
 @dataclass(frozen=True)
 class MissVerdict:
-    """A layer's verdict on a group of differences (``cassettes.replay.verdicts.Verdict``)."""
+    """A layer's verdict on a group of differences (``cassettes.replay.matching.verdicts.Verdict``)."""
 
     layer: str
     message: str

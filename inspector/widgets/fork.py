@@ -1,7 +1,7 @@
 """The Fork tab of a branch (a run forked with ``looptap run --from``): the origin's turns before
 the cursor, the fork point, and each turn past it as the branch has it or, with ``o``, as the
 origin had it; what a what-if edit rewrote and what differs, marked. Draws a
-:class:`cassettes.replay.forkview.ForkComparison` (the core computes it)."""
+:class:`cassettes.replay.forking.forkview.ForkComparison` (the core computes it)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cassettes.replay.forkview import ForkComparison, ForkRow
+from cassettes.replay.forking.forkview import ForkComparison, ForkRow
 from cassettes.untrusted import clean_line
 from inspector.safe import wire, wire_line
 
@@ -136,7 +136,7 @@ class ForkRead(Message):
 def read_fork(path: Path) -> ForkRead | None:
     """In a thread worker: the branch beside its origin, or ``None`` when the run is no branch."""
     from cassettes.errors import CassetteError
-    from cassettes.replay.forkview import fork_view
+    from cassettes.replay.forking.forkview import fork_view
 
     try:
         view = fork_view(path)

@@ -89,7 +89,7 @@ def test_an_edit_marks_client_value_is_redacted_like_the_request() -> None:
     """The mark's ``before`` (what the client sent, never sent upstream) goes through the same
     redaction as the cassette: a tool result holding ``{"password": "hunter2"}`` is masked there."""
     from cassettes.recording.redact import Redactor
-    from cassettes.replay.edits import apply_edits, parse_edit
+    from cassettes.replay.live.edits import apply_edits, parse_edit
 
     body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_A1", "content": '{"password": "hunter2"}'}]})
     _new, marks = apply_edits("POST", "/v1/chat/completions", body, [parse_edit("tool_result[call_A1]=STORM")], "turn=1")

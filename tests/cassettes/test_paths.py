@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cassettes.errors import CassetteIOError
-from cassettes.replay.ready import SCHEMA, VERSION, Ready, check_ready_path, remove_ready, write_ready
+from cassettes.replay.testing.ready import SCHEMA, VERSION, Ready, check_ready_path, remove_ready, write_ready
 from cassettes.storage.paths import (
     FileId,
     Target,

@@ -18,8 +18,8 @@ import pytest
 from fork_fixture import _answer, _call, _exchange, _result, origin
 
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.cursor import parse_cursor
-from cassettes.replay.fork import ForkSource, origin_meta
+from cassettes.replay.forking.cursor import parse_cursor
+from cassettes.replay.forking.fork import ForkSource, origin_meta
 from cassettes.wire.exchange import Exchange
 
 pytest_plugins = ["pytester"]

@@ -180,7 +180,7 @@ def test_without_the_html_extra_the_command_says_how_to_install(demo_cassette: P
 
 def test_start_up_imports_neither_jinja2_nor_the_report() -> None:
     code = (
-        "import sys, cassettes.cli, cassettes.interop.cli, cassettes.mcp.server, cassettes.replay.pytest_plugin\n"
+        "import sys, cassettes.cli, cassettes.interop.cli, cassettes.mcp.server, cassettes.replay.testing.plugin\n"
         "print(sorted(m for m in ('jinja2', 'cassettes.views.report', 'cassettes.views.htmlpage') if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)

@@ -240,7 +240,7 @@ def test_streamable_http_on_loopback(root: Path) -> None:
     import socket
     import subprocess
 
-    from cassettes.replay.background import free_port
+    from cassettes.replay.transports.background import free_port
 
     port = free_port()
     refused = progress.run([sys.executable, "-m", "cassettes.cli", "mcp", "--root", str(root), "--http", f"0.0.0.0:{port}"], capture_output=True, text=True)

@@ -125,7 +125,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _poisoned_comparison() -> bytes:
     """A comparison report (``looptap compare --report``) whose every string carries the marker:
     the run, the model, tool names, arguments, texts, errors, finish reasons, schema violations."""
-    from cassettes.replay.compare import ArgumentCheck, Comparison, Sample, TurnComparison
+    from cassettes.replay.forking.compare import ArgumentCheck, Comparison, Sample, TurnComparison
 
     def sample(i: int) -> Sample:
         check = ArgumentCheck(POISON, json=True, offered=False, checked=True, schema_errors=[f"$.{MARK}: {POISON}"])

@@ -12,8 +12,8 @@ import pytest
 
 from cassettes.matching import VolatileSpans
 from cassettes.matching.places import MAX_PATH, here, path_value, recorded, volatile_for
-from cassettes.replay.fork import branch_meta, parse_from
-from cassettes.replay.server import ReplayServer
+from cassettes.replay.forking.fork import branch_meta, parse_from
+from cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import USER, chat_exchange, chat_request, chat_response, raw_request, write
 
 PATH = "/v1/chat/completions"

@@ -27,8 +27,8 @@ from cassettes.matching.rules import (
     parse_substitution,
 )
 from cassettes.matching.volatile import Tolerated
-from cassettes.replay.matcher import Matcher, Miss, Recorded, tolerated_notes
-from cassettes.replay.userrules import project_rules
+from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, tolerated_notes
+from cassettes.replay.matching.userrules import project_rules
 from cassettes.wire.exchange import Exchange
 
 CHAT = "https://api.openai.com/v1/chat/completions"

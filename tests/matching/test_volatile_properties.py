@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cassettes.matching import VolatileSpans
-from cassettes.replay.requestkey import request_key
+from cassettes.replay.matching.requestkey import request_key
 
 V = VolatileSpans(cwd="/home/bob/proj", home="/home/bob")
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

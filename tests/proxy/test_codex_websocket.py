@@ -61,7 +61,7 @@ def test_codex_exec_over_a_websocket(tmp_path: Path, confdir: Path, secret: str)
     # The same session replayed offline to Codex from the cassette: no recorder, no upstream.
     import subprocess
 
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.serving.server import ReplayServer
 
     with ReplayServer(out) as srv:
         (codex_home / "config.toml").write_text(CODEX_WS_CONFIG.replace("@OPENAI_BASE_URL@", srv.url + "/v1"))

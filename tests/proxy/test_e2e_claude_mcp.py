@@ -108,7 +108,7 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(tmp_p
     assert f"⇄ MCP server #{mcp_seq} ran get_weather → sunny, 21 C in Paris" in _inspector_pane(out, call_seq)
 
     # Offline: the model *and* the MCP server answered from the cassette; nothing else listens.
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.serving.server import ReplayServer
 
     with ReplayServer(out) as srv:
         env = {**_env(tmp_path, secret), "ANTHROPIC_BASE_URL": srv.url}

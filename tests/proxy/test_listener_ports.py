@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = r"""
 import json, socket
 from pathlib import Path
-import cassettes.replay.background as background
+import cassettes.replay.transports.background as background
 import proxy.launcher as launcher
 
 with socket.socket() as s:
@@ -52,7 +52,7 @@ def test_each_listener_of_a_recorder_has_its_own_port() -> None:
 STOLEN = r"""
 import asyncio, json, socket, sys
 from pathlib import Path
-import cassettes.replay.background as background
+import cassettes.replay.transports.background as background
 import proxy.launcher as launcher
 
 tmp = Path(sys.argv[1])

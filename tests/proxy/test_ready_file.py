@@ -1,6 +1,6 @@
 """The recorder's ready file (``--ready-file``): written once listening, atomically and 0600, with
 the environment the export lines give and no secret; removed when the recorder stops; and what the
-shipped :class:`cassettes.replay.recording.RecorderProcess` waits for, with a clear error when the
+shipped :class:`cassettes.replay.testing.recording.RecorderProcess` waits for, with a clear error when the
 recorder exits first."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from cassettes.errors import CassetteError, CassetteFormatError
-from cassettes.replay.ready import SCHEMA, VERSION, bare_url, read_ready
-from cassettes.replay.recording import RecorderProcess
+from cassettes.replay.testing.ready import SCHEMA, VERSION, bare_url, read_ready
+from cassettes.replay.testing.recording import RecorderProcess
 from tests.support import progress
 from tests.support.recorder import PROXY_PYTHON, RECORDER, clean_env, needs_recorder
 from tests.support.upstream import FakeUpstream
@@ -155,7 +155,7 @@ def test_shipped_recorder_process_times_out_clearly(tmp_path: Path, monkeypatch:
     import threading
     from types import SimpleNamespace
 
-    from cassettes.replay import recording
+    from cassettes.replay.testing import recording
 
     pid_file = tmp_path / "fake.pid"
     fake = tmp_path / "python"
@@ -197,7 +197,7 @@ def test_a_recorder_that_did_not_start_leaves_nothing_behind(tmp_path: Path, mon
     when the interpreter could not be started)."""
     import tempfile
 
-    from cassettes.replay import recording
+    from cassettes.replay.testing import recording
 
     tmp = tmp_path / "tmp"
     tmp.mkdir()

@@ -126,7 +126,7 @@ def test_an_enclosing_recorder_is_followed(tmp_path: Path) -> None:
 def test_looptap_record_reads_its_own_environment(tmp_path: Path) -> None:
     """``looptap record`` too: its export lines point at its listener (the user's path kept), its
     listener forwards to the user's base URL, and it exports ``LOOPTAP_RECORDER``."""
-    from cassettes.replay.recording import RecorderProcess
+    from cassettes.replay.testing.recording import RecorderProcess
     from tests.support.recorder import PROXY_PYTHON
     from tests.support.wire import http_request
 
@@ -149,7 +149,7 @@ def test_looptap_record_reads_its_own_environment(tmp_path: Path) -> None:
 def test_the_recorder_itself_is_not_followed(tmp_path: Path) -> None:
     """``--port P`` with ``OPENAI_BASE_URL`` at P (the export of an earlier ``looptap record
     --port P``): forwarding there would loop through the recorder forever."""
-    from cassettes.replay.background import free_port
+    from cassettes.replay.transports.background import free_port
 
     port = free_port(set())
     rc, stdout, stderr, _out = _run(

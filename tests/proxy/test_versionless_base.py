@@ -72,7 +72,7 @@ def test_the_ai_sdk_anthropic_provider_records_and_replays(tmp_path: Path, confd
     assert not [f for f in an.findings if f.severity.value in ("warning", "error")], [(f.code, f.message) for f in an.findings]
 
     # The same client, offline, from the cassette: every request answered, none missed.
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.serving.server import ReplayServer
 
     with ReplayServer(out) as srv:
         again = progress.run(

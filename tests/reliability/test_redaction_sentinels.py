@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.matcher import Matcher
+from cassettes.replay.matching.matcher import Matcher
 from cassettes.storage.store import read_records
 from cassettes.wire.exchange import Exchange
 from tests.support import progress

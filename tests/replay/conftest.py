@@ -153,7 +153,7 @@ def served_miss_run(path: Path) -> Path:
     import urllib.error
     import urllib.request
 
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.serving.server import ReplayServer
 
     cassette = write(path.with_name("recorded.jsonl"), tool_loop())
     with ReplayServer(cassette) as srv:

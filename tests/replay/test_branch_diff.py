@@ -13,8 +13,8 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.cursor import parse_cursor
-from cassettes.replay.fork import ForkSource, origin_meta
+from cassettes.replay.forking.cursor import parse_cursor
+from cassettes.replay.forking.fork import ForkSource, origin_meta
 from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
 from tests.inspector.fork_fixture import EDITED, ORIGINAL, _answer, _call, _exchange, _result, origin
@@ -97,8 +97,8 @@ PROMPT = "You are a careful travel agent. " * 8  # 256 characters the two reques
 
 
 def test_a_divergence_shows_a_window_around_the_first_differing_character(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from cassettes.replay.jsondiff import json_diff
-    from cassettes.replay.matcher import Matcher, Miss
+    from cassettes.replay.matching.jsondiff import json_diff
+    from cassettes.replay.matching.matcher import Matcher, Miss
 
     rec, got = PROMPT + "Current mood of the user: calm and patient.", PROMPT + "Current mood of the user: angry and hurried."
     (change,) = json_diff({"system": rec}, {"system": got})
@@ -145,7 +145,7 @@ def _parallel(paris: str, lyon: str) -> list[dict[str, object]]:
 
 
 def test_parallel_anthropic_results_name_the_call_whose_result_differs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from cassettes.replay.matcher import Matcher, Miss
+    from cassettes.replay.matching.matcher import Matcher, Miss
 
     recorded = _anthropic(_parallel("sunny, 21 C", "sunny, 19 C"))
     miss = Matcher([recorded]).match("POST", "/v1/messages", [("anthropic-version", "2023-06-01")], _anthropic(_parallel("sunny, 21 C", "STORM")).request_body)

@@ -17,8 +17,8 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.cursor import parse_cursor
-from cassettes.replay.fork import ForkSource, origin_meta, origin_of
+from cassettes.replay.forking.cursor import parse_cursor
+from cassettes.replay.forking.fork import ForkSource, origin_meta, origin_of
 from tests.inspector.fork_fixture import _answer, _call, _exchange, _result, origin
 
 SYSTEM = {"role": "system", "content": "Use the weather tool."}
@@ -61,7 +61,7 @@ def _replace_origin(run: Path) -> None:
 def test_the_branch_header_keeps_the_origins_digest_and_paths(tmp_path: Path) -> None:
     import hashlib
 
-    from cassettes.replay.fork import write_branch_header
+    from cassettes.replay.forking.fork import write_branch_header
 
     run, _ = write_pair(tmp_path)
     branch = tmp_path / "new-branch.jsonl"
@@ -84,7 +84,7 @@ def test_a_changed_origin_is_one_line_in_diff_the_fork_tab_and_mcp(tmp_path: Pat
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "the origin " in lines[0] and "changed since the fork (digest " in lines[0], err
         assert lines[0].endswith("the prefix cannot be compared"), err
-    from cassettes.replay.forkview import fork_view
+    from cassettes.replay.forking.forkview import fork_view
 
     view = fork_view(branch)
     assert view is not None and view.origin_path is None
@@ -132,7 +132,7 @@ def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> Non
     shutil.rmtree(made.parent)
     from cassettes.mcp.forkquery import fork_diff
     from cassettes.mcp.query import Runs
-    from cassettes.replay.forkview import fork_view
+    from cassettes.replay.forking.forkview import fork_view
 
     answer = fork_diff(Runs([str(sent)]), str(sent / "branch.jsonl"))
     assert answer["origin"] == "run.jsonl" and answer["divergences"] > 0
@@ -144,8 +144,8 @@ def test_mcp_fork_diff_finds_the_origin_beside_the_branch(tmp_path: Path) -> Non
 def test_a_branch_forked_or_replayed_again_is_numbered_as_show_numbers_it(tmp_path: Path) -> None:
     """``looptap run --from branch.jsonl@turn=2``: the cursor's turn 2 is the turn show calls 2
     (the branch's #1), in the fork's header and in the replay server that serves the branch."""
-    from cassettes.replay.fork import write_branch_header
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.forking.fork import write_branch_header
+    from cassettes.replay.serving.server import ReplayServer
 
     _, branch = write_pair(tmp_path)
     again = tmp_path / "again.jsonl"

@@ -144,7 +144,7 @@ def test_each_familys_tool_declarations_are_read_for_the_schema(family: str) -> 
     ``input_schema``, Gemini's ``functionDeclarations`` with OpenAPI upper-case types, Responses'
     flat ``function`` tools)."""
     from cassettes.models import ToolCall
-    from cassettes.replay.compare import _check, _offered
+    from cassettes.replay.forking.compare import _check, _offered
     from cassettes.wire.exchange import Exchange
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -489,7 +489,7 @@ def test_text_answers_agree_by_a_stated_similarity(tmp_path: Path, capsys: pytes
     out = capsys.readouterr().out
     assert "text answers agree at a word-level difflib ratio" in out and f"of at least {TEXT_THRESHOLD:.2f}" in out
     assert "  E text similarity to the recording " in out and "(3/4 at 0.70 or more)" in out
-    from cassettes.replay import compare
+    from cassettes.replay.forking import compare
 
     assert compare.TEXT_THRESHOLD == TEXT_THRESHOLD and compare.text_similarity(recorded, other) == text_similarity(recorded, other)
 

@@ -17,8 +17,8 @@ import pytest
 
 from cassettes.cli import main
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.cursor import parse_cursor
-from cassettes.replay.fork import ForkSource, origin_meta
+from cassettes.replay.forking.cursor import parse_cursor
+from cassettes.replay.forking.fork import ForkSource, origin_meta
 from tests.inspector.fork_fixture import _answer, _call, _exchange, _result
 
 MONDAY = {"day": "2026-11-24", "cwd": "/home/alice/proj", "home": "/home/alice", "uuid": "3f2a9c1e-7b4d-4e8a-9c2b-1d5e6f7a8b9c"}
@@ -185,7 +185,7 @@ def test_past_a_forks_cursor_diff_mcp_and_the_fork_view_read_it_alike(tmp_path: 
     assert (1, "messages[0].content", "date", MONDAY["day"], TUESDAY["day"]) in found and (1, "messages[3].content", "cwd", MONDAY["cwd"], TUESDAY["cwd"]) in found
     from cassettes.mcp.forkquery import fork_diff
     from cassettes.mcp.query import Runs
-    from cassettes.replay.forkview import fork_view
+    from cassettes.replay.forking.forkview import fork_view
 
     answer = fork_diff(Runs([str(tmp_path)]), str(branch))
     assert answer["divergences"] == 0 and answer["tolerated"] == len(found), answer

@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.faults import FaultPlan, FaultSpecError, parse_fault
-from cassettes.replay.server import ReplayServer
+from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
+from cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import (
     REPO,
     SYSTEM,

@@ -16,9 +16,9 @@ import orjson
 import pytest
 
 from cassettes.models import FinishReason, NormalisedResponse, Part, Usage
-from cassettes.replay.cursor import Cursor, live_router, parse_cursor
-from cassettes.replay.edits import EditError, parse_edit
-from cassettes.replay.server import ReplayServer
+from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
+from cassettes.replay.live.edits import EditError, parse_edit
+from cassettes.replay.serving.server import ReplayServer
 from cassettes.wire.exchange import Exchange
 from tests.support.scripted import Reply, ScriptedRequest, ScriptedUpstream
 
@@ -53,7 +53,7 @@ def test_the_parts_join_into_one_answer_in_the_format_the_client_asked(family: s
     """Each API's cut answer (as it sends it: JSON or its event stream) is read as cut, the
     continuation asks in the API's own form, and the parts join into one answer rendered as the
     client asked; reading that answer back gives the whole text, finished, the usage summed."""
-    from cassettes.replay.continuation import Continuation, cut_text, joined, parsed, rendered_for
+    from cassettes.replay.live.continuation import Continuation, cut_text, joined, parsed, rendered_for
 
     adapter = _adapter(family)
     path, request, history = APIS[family]

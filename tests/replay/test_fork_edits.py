@@ -81,7 +81,7 @@ def test_every_request_the_upstream_receives_carries_the_edit_and_no_marker(fork
 @needs_recorder
 def test_the_branch_keeps_the_clients_own_requests_beside_what_the_upstream_received(forked: dict[str, Any]) -> None:
     from cassettes.reading.run import open_run
-    from cassettes.replay.fork import origin_of
+    from cassettes.replay.forking.fork import origin_of
 
     branch = open_run(forked["branch"], whole=True)
     assert len(branch.exchanges) == 4
@@ -147,7 +147,7 @@ def test_diff_marks_the_edited_requests(forked: dict[str, Any]) -> None:
 
 
 def test_marks_round_trip_through_the_header_and_give_the_client_body_back() -> None:
-    from cassettes.replay.edits import apply_edits, edited_headers, parse_edit
+    from cassettes.replay.live.edits import apply_edits, edited_headers, parse_edit
     from cassettes.wire import edited
 
     body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]})
@@ -205,7 +205,7 @@ def test_replaying_a_branch_serves_the_agent_that_sends_its_own_tool_result(tmp_
     from openai import OpenAI
 
     from cassettes.reading.run import open_run
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.serving.server import ReplayServer
     from cassettes.wire import edited
     from tests.replay.conftest import CALL, RESULT, SYSTEM, USER, chat_exchange, chat_response, write
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
-from cassettes.replay.edits import parse_edit
-from cassettes.replay.server import ReplayServer
+from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
+from cassettes.replay.live.edits import parse_edit
+from cassettes.replay.serving.server import ReplayServer
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import CALL, RESULT, SYSTEM, TOOLS, USER, fork_agent, tool_loop, write
 from tests.support import progress
@@ -222,7 +222,7 @@ def test_the_marker_takes_the_forks_options_and_says_what_went_live(pytester: py
 
 
 def test_the_marker_refuses_model_and_edit_without_fork() -> None:
-    from cassettes.replay.pytest_plugin import _fork_cursor
+    from cassettes.replay.testing.plugin import _fork_cursor
 
     mark = pytest.mark.looptap("x.jsonl", model="gpt-5").mark
     with pytest.raises(pytest.fail.Exception, match="go with fork="):

@@ -23,7 +23,7 @@ import pytest
 
 from cassettes.models import FinishReason, NormalisedResponse, Part, ToolCall, Usage
 from cassettes.reading.run import open_run
-from cassettes.replay.fork import origin_of
+from cassettes.replay.forking.fork import origin_of
 from tests.support import progress
 from tests.support.recorder import RECORDER, clean_env, needs_recorder
 
@@ -195,9 +195,9 @@ def test_a_session_past_the_cursor_is_relayed_self_contained_with_the_model_and_
     then replayed with the cursor at turn 1 (the result): turn 0 from the recording, turn 1 sent
     live over a WebSocket, self-contained, with the model asked for and the tool result edited."""
     pytest.importorskip("websockets")
-    from cassettes.replay.cursor import Cursor, live_router, parse_cursor
-    from cassettes.replay.edits import parse_edit
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
+    from cassettes.replay.live.edits import parse_edit
+    from cassettes.replay.serving.server import ReplayServer
     from tests.replay.test_websocket_replay import TOOLS
     from tests.support.ws_upstream import WsResponsesUpstream
 
@@ -232,8 +232,8 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(sdk_ca
     pytest.importorskip("websockets")
     import socket
 
-    from cassettes.replay.cursor import Cursor, live_router, parse_cursor
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
+    from cassettes.replay.serving.server import ReplayServer
 
     path = sdk_cassette[0]
     with socket.socket() as s:  # a port nothing listens on
@@ -247,7 +247,7 @@ def test_a_live_upstream_that_cannot_be_reached_is_the_apis_error_message(sdk_ca
 
 
 def test_threads_walk_the_chain_of_answers_and_say_when_they_cannot() -> None:
-    from cassettes.replay.wslive import Threads
+    from cassettes.replay.live.wslive import Threads
 
     t = Threads(limit=3)
     t.add("r0", None, [])
@@ -266,7 +266,7 @@ def test_threads_walk_the_chain_of_answers_and_say_when_they_cannot() -> None:
 def test_client_side_frames_are_masked_and_a_servers_are_read_unmasked() -> None:
     import asyncio
 
-    from cassettes.replay import wsframes as ws
+    from cassettes.replay.transports import wsframes as ws
 
     async def read(data: bytes, from_server: bool) -> tuple[int, bytes]:
         r = asyncio.StreamReader()

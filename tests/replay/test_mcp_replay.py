@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.replay.server import ReplayServer
+from cassettes.replay.serving.server import ReplayServer
 from tests.cassettes.test_mcp_calls import run_exchanges
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}

@@ -104,7 +104,7 @@ def test_the_replay_server_relays_an_upstreams_answer_without_looptaps_marks(for
     import urllib.error
     import urllib.request
 
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.serving.server import ReplayServer
     from cassettes.storage.vcr import load_vcr
 
     repo = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ def test_replay_names_no_provider() -> None:
 
 def test_plugin_and_server_import_without_mitmproxy_or_the_proxy_package() -> None:
     code = (
-        "import sys, cassettes.replay.pytest_plugin, cassettes.replay.cli, cassettes.replay\n"
+        "import sys, cassettes.replay.testing.plugin, cassettes.replay.cli, cassettes.replay\n"
         "print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in ('mitmproxy', 'proxy', 'textual', 'inspector'))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

@@ -14,14 +14,14 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.server import UNPLAYED_LISTED, ReplayServer
+from cassettes.replay.serving.server import UNPLAYED_LISTED, ReplayServer
 from tests.support.huge import write_huge
 
 
 @pytest.fixture(autouse=True)
 def _served_from_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
     """These runs are small: serve them from the offset index as a large one would be."""
-    from cassettes.replay import server
+    from cassettes.replay.serving import server
 
     monkeypatch.setattr(server, "IN_MEMORY_BELOW", 0)
 
@@ -58,7 +58,7 @@ def _ask(server: ReplayServer, k: int) -> tuple[int, bytes, str | None]:
 
 
 def test_answers_are_read_from_disk_by_offset(tmp_path: Path) -> None:
-    from cassettes.replay import matcher
+    from cassettes.replay.matching import matcher
 
     path = write_huge(tmp_path / "run.jsonl", 3 * matcher.EXCHANGE_CACHE)
     n = 3 * matcher.EXCHANGE_CACHE
@@ -79,7 +79,7 @@ def test_a_diff_keeps_a_bounded_number_of_divergences(tmp_path: Path, monkeypatc
     """Two runs that differ on every turn: the first MAX_DIVERGENCES are kept and printed, the
     others counted in one line (text) and ``left_out`` (JSON), never held."""
     from cassettes.cli import main
-    from cassettes.replay import rundiff
+    from cassettes.replay.forking import rundiff
 
     a = write_huge(tmp_path / "a.jsonl", 12)
     b = tmp_path / "b.jsonl"
@@ -120,8 +120,8 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(tmp_path: Path, m
 
 
 def test_a_small_run_is_held_in_memory_and_a_large_one_indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cassettes.replay import server
-    from cassettes.replay.matcher import _InMemory
+    from cassettes.replay.matching.matcher import _InMemory
+    from cassettes.replay.serving import server
 
     path = write_huge(tmp_path / "run.jsonl", 20)
     monkeypatch.setattr(server, "IN_MEMORY_BELOW", path.stat().st_size + 1)

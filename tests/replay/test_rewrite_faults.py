@@ -14,7 +14,7 @@ import pytest
 
 from cassettes.analysis import analyse
 from cassettes.analysis.emission import schema_errors
-from cassettes.replay.faults import REFUSAL_TEXT
+from cassettes.replay.serving.faults import REFUSAL_TEXT
 from tests.replay.rewrite_support import Seen, cassette_for, is_json, replay, sdk_call
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the SDKs' notes on old model names
@@ -87,7 +87,7 @@ def test_sdk_sees_the_rewritten_answer(cassettes: Any, family: str, stream: bool
     findings = [f for f in analyse(list(srv.served)).findings if f.code == FINDING[fault]]
     assert findings and all(f.message.startswith("[injected by looptap: ") for f in findings), [f.message for f in analyse(list(srv.served)).findings]
     # the fault cleared: the same request now gets the recorded answer
-    with __import__("cassettes.replay.server", fromlist=["ReplayServer"]).ReplayServer(cas, faults=plan) as again:
+    with __import__("cassettes.replay.serving.server", fromlist=["ReplayServer"]).ReplayServer(cas, faults=plan) as again:
         assert sdk_call(family, stream, again.url, tool, schema) == clean
 
 
@@ -104,7 +104,7 @@ def sdk_call_recorded(cas: Path, family: str, stream: bool, tool: str, schema: d
 
 
 def test_rewriting_fault_specs() -> None:
-    from cassettes.replay.faults import FaultSpecError, parse_fault
+    from cassettes.replay.serving.faults import FaultSpecError, parse_fault
 
     assert parse_fault("turn=1:truncate=0.25").arg == 0.25
     assert parse_fault("tool=get_weather:schema_arguments*2").times == 2

@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from cassettes.matching.rules import Rules, from_table
-from cassettes.replay.matcher import Matcher, Miss, Recorded
-from cassettes.replay.propose import propose_files
+from cassettes.replay.forking.propose import propose_files
+from cassettes.replay.matching.matcher import Matcher, Miss, Recorded
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import REPO, chat_response, write
 

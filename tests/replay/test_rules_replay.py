@@ -15,10 +15,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay.cursor import Cursor, live_router, parse_cursor
-from cassettes.replay.fork import ForkReplay, parse_from
-from cassettes.replay.server import ReplayServer
-from cassettes.replay.userrules import rule_argv, rules_of_args
+from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
+from cassettes.replay.forking.fork import ForkReplay, parse_from
+from cassettes.replay.matching.userrules import rule_argv, rules_of_args
+from cassettes.replay.serving.server import ReplayServer
 from tests.replay.conftest import raw_request, write
 from tests.replay.test_plugin import NOPLUG, _clean_env, expect  # noqa: F401 (_clean_env: autouse here too)
 from tests.replay.test_rules_propose import MONDAY, TUESDAY, agent

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.server import MISS_CODE, ReplayServer, parse_pace
+from cassettes.replay.serving.server import MISS_CODE, ReplayServer, parse_pace
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import (
     CALL,
@@ -54,7 +54,7 @@ def _sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The delays the replay server's ``asyncio.sleep`` is asked for (then slept as asked)."""
     import asyncio
 
-    from cassettes.replay import server
+    from cassettes.replay.serving import server
 
     slept: list[float] = []
 

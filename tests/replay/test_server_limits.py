@@ -20,8 +20,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cassettes.replay import wsframes
-from cassettes.replay.server import ReplayServer
+from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.transports import wsframes
 from tests.replay.conftest import REPO, SYSTEM, USER, chat_request, chat_response, tool_loop
 from tests.support import progress
 
@@ -56,7 +56,7 @@ class Child:
     def __init__(self, tmp_path: Path, nofile: int | None = None, **kwargs: object) -> None:
         code = textwrap.dedent(f"""
             import sys, time
-            from cassettes.replay.server import ReplayServer
+            from cassettes.replay.serving.server import ReplayServer
             from tests.replay.conftest import tool_loop
             srv = ReplayServer(tool_loop(), **{kwargs!r}).start()
             print(srv.port, flush=True)
@@ -316,7 +316,7 @@ def _close_code(s: socket.socket) -> tuple[int, bytes]:
     return struct.unpack("!H", closes[0][:2])[0], closes[0][2:]
 
 
-BAD_FRAMES = [  # the reasons are wsproto's (cassettes/replay/wsframes.py reads frames with it)
+BAD_FRAMES = [  # the reasons are wsproto's (cassettes/replay/transports/wsframes.py reads frames with it)
     (_masked(0x3, b"x"), 1002, b"Invalid opcode 0x3"),
     (_masked(0xB), 1002, b"Invalid opcode 0xb"),
     (_masked(wsframes.PING, b"p" * 126), 1002, b"Control frame with payload len > 125"),
@@ -406,7 +406,7 @@ def test_what_serving_needs_is_loaded_before_listening() -> None:
     """The HTTP/1.1 and WebSocket libraries are imported when the server starts, not on its first
     request: out of file descriptors, a first request would need one to open the module's file
     (the fd-limit test above failed so under load: 'Too many open files: …/h11/__init__.py')."""
-    code = ("import sys\nfrom cassettes.replay.server import ReplayServer\nfrom tests.replay.conftest import tool_loop\n"
+    code = ("import sys\nfrom cassettes.replay.serving.server import ReplayServer\nfrom tests.replay.conftest import tool_loop\n"
             "assert 'h11' not in sys.modules\nsrv = ReplayServer(tool_loop()).start()\n"
             "print('h11' in sys.modules, 'wsproto.events' in sys.modules)\nsrv.stop()\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)

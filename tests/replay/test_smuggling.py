@@ -25,7 +25,7 @@ import orjson
 import pytest
 
 from cassettes.cli import main
-from cassettes.replay.server import ReplayServer
+from cassettes.replay.serving.server import ReplayServer
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import chat_response, tool_loop, write
 from tests.support import progress
@@ -320,7 +320,7 @@ def test_the_forwarder_drops_a_header_that_would_split_the_request() -> None:
     header value holding CR/LF is dropped and said, never written as a second request."""
     import asyncio
 
-    from cassettes.replay.forward import Upstream
+    from cassettes.replay.live.forward import Upstream
 
     body = b'{"model": "gpt-4o", "messages": []}'
     headers = [("content-type", "application/json"), ("authorization", f"Bearer {USER_KEY}"),

@@ -1,6 +1,6 @@
 """The tolerant prefix's rule (issue 44, item 3): a request that differs from its recorded turn only
 in what the client's tools returned is that turn, in position; anything else the model reads
-differently is not (cassettes/replay/tolerance.py, Matcher.in_position)."""
+differently is not (cassettes/replay/matching/tolerance.py, Matcher.in_position)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from cassettes.replay.jsondiff import json_diff
-from cassettes.replay.matcher import Matcher, Recorded
-from cassettes.replay.requestkey import request_key
-from cassettes.replay.tolerance import tool_result_changes
+from cassettes.replay.matching.jsondiff import json_diff
+from cassettes.replay.matching.matcher import Matcher, Recorded
+from cassettes.replay.matching.requestkey import request_key
+from cassettes.replay.matching.tolerance import tool_result_changes
 from cassettes.wire.exchange import Exchange
 
 CHAT = "https://api.openai.com/v1/chat/completions"
@@ -108,9 +108,9 @@ def _resp_ex(body: dict[str, Any], rid: str, output: list[dict[str, Any]]) -> Ex
 def test_an_answer_served_in_position_stands_for_what_the_client_sent_when_a_live_request_continues_it() -> None:
     """Responses chains: the turn past the cursor continues an answer served in position; sent
     self-contained, its history holds the tool output the client sent, not the recorded one."""
-    from cassettes.replay.cursor import Cursor, parse_cursor
-    from cassettes.replay.http1 import Request
-    from cassettes.replay.plan import Forward, Planner, Play
+    from cassettes.replay.forking.cursor import Cursor, parse_cursor
+    from cassettes.replay.serving.plan import Forward, Planner, Play
+    from cassettes.replay.transports.http1 import Request
 
     def call(cid: str) -> dict[str, Any]:
         return {"type": "function_call", "call_id": cid, "name": "ls", "arguments": "{}"}
@@ -138,7 +138,7 @@ def test_a_tolerated_value_is_redacted_and_cut_around_the_difference() -> None:
     """What is on the record is wire text: a key in a changed listing never reaches a report line
     or the branch, and a long value is kept around where the two differ."""
     from cassettes.matching.volatile import Tolerated
-    from cassettes.replay.tolerated import entries_of, report_lines
+    from cassettes.replay.matching.tolerated import entries_of, report_lines
 
     key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
     found = entries_of([Tolerated(("messages", 3, "content"), "tool_result", "x" * 5000 + "a.md", "x" * 5000 + f"a.md\n.env: {key}")])
@@ -149,8 +149,8 @@ def test_a_tolerated_value_is_redacted_and_cut_around_the_difference() -> None:
 
 
 def test_divergence_is_a_cursor_of_its_own_and_refuses_what_needs_a_turn() -> None:
-    from cassettes.replay.cursor import Cursor, CursorError, parse_cursor
-    from cassettes.replay.edits import parse_edit
+    from cassettes.replay.forking.cursor import Cursor, CursorError, parse_cursor
+    from cassettes.replay.live.edits import parse_edit
 
     spec = parse_cursor("divergence")
     assert spec.divergence and spec.as_json()["divergence"] is True and not parse_cursor("turn=1").divergence

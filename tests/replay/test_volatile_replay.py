@@ -11,10 +11,10 @@ import pytest
 
 from cassettes.cli import build_parser
 from cassettes.matching import Tolerated, VolatileSpans
-from cassettes.replay.cursor import Cursor, live_router, parse_cursor
-from cassettes.replay.fork import ForkReplay, parse_from
-from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key
-from cassettes.replay.server import ReplayServer
+from cassettes.replay.forking.cursor import Cursor, live_router, parse_cursor
+from cassettes.replay.forking.fork import ForkReplay, parse_from
+from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, request_key
+from cassettes.replay.serving.server import ReplayServer
 from cassettes.wire.exchange import Exchange
 from tests.replay.conftest import USER, chat_exchange, chat_request, chat_response, raw_request, write
 from tests.replay.test_plugin import NOPLUG, _clean_env, expect  # noqa: F401 (_clean_env: autouse here too)
@@ -157,7 +157,7 @@ def test_a_request_past_the_cursor_is_not_listed_as_tolerated() -> None:
     """At the cursor the request matches its recorded turn only through the date and goes live:
     its recorded answer was not served, so nothing of it is listed as tolerated (the prefix's
     turn 0 is); the branch's note and ``show`` read this list as turns served from the origin."""
-    from cassettes.replay.tolerated import turn_entries
+    from cassettes.replay.matching.tolerated import turn_entries
     from tests.support.scripted import Reply, ScriptedUpstream
 
     with ScriptedUpstream(lambda req: Reply.say("live")) as up, ReplayServer(monday(), cursor=Cursor(parse_cursor("turn=1"), live_router({"openai": up.url})), volatile=CONTEXT) as srv:

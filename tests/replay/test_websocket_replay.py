@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from cassettes.replay import wsframes
-from cassettes.replay.server import ReplayServer
+from cassettes.replay.serving.server import ReplayServer
+from cassettes.replay.transports import wsframes
 from tests.replay.conftest import write
 from tests.support.ws_upstream import WsResponsesUpstream
 
@@ -144,7 +144,7 @@ def test_faults_over_a_websocket(cassette: tuple[Path, list[Any]], fault: str, w
     """``looptap replay --fault`` on a WebSocket session: a status fault is the API's error message
     with that status, a rewriting fault the rewritten answer's events; the served turn is labelled."""
     from cassettes.analysis import analyse
-    from cassettes.replay.faults import FaultPlan, parse_fault
+    from cassettes.replay.serving.faults import FaultPlan, parse_fault
 
     path, _ = cassette
     plan = FaultPlan([parse_fault(fault)])
@@ -159,7 +159,7 @@ def test_faults_over_a_websocket(cassette: tuple[Path, list[Any]], fault: str, w
 
 def test_a_stream_cut_over_a_websocket_closes_the_connection_mid_turn(cassette: tuple[Path, list[Any]]) -> None:
     from cassettes.analysis import analyse
-    from cassettes.replay.faults import FaultPlan, parse_fault
+    from cassettes.replay.serving.faults import FaultPlan, parse_fault
 
     path, _ = cassette
     plan = FaultPlan([parse_fault("request=2:stream_cut=2")])

@@ -102,8 +102,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from cassettes.parsing.roundtrip import parse_exchange
-from cassettes.replay import http1
-from cassettes.replay.background import BackgroundServer
+from cassettes.replay.transports import http1
+from cassettes.replay.transports.background import BackgroundServer
 from cassettes.storage.vcr import load_vcr
 from cassettes.wire.exchange import Exchange
 

@@ -5,7 +5,7 @@ For each pair of turns: the requests are compared the way replay matches them (:
 ids and timestamps normalised, and, as ``looptap replay`` has them, the built-in volatile detectors
 — each run's with its own working directory and home — and the project's rules; the differences
 attributed to the client's dispatch, layer C; a difference only in what the matching tolerates is
-listed as tolerated, :mod:`cassettes.replay.tolerated`, not as a divergence), then what the model
+listed as tolerated, :mod:`cassettes.replay.matching.tolerated`, not as a divergence), then what the model
 emitted (text, tool calls, refusal: layer E, compared as emitted: a date the model wrote otherwise
 is something it said otherwise) and what the API reported (status, finish reason, error,
 completeness: layer A). Token counts and latencies differ on every real run and are not divergences.
@@ -23,9 +23,9 @@ from urllib.parse import urlsplit
 from cassettes.analysis import RunAnalysis, Turn, analyse
 from cassettes.matching.rules import Rules
 from cassettes.matching.volatile import IGNORED, Tolerated, VolatileSpans, tolerated
-from cassettes.replay.jsondiff import Change, json_diff, short, window
-from cassettes.replay.requestkey import RequestKey, request_key
-from cassettes.replay.verdicts import attribute
+from cassettes.replay.matching.jsondiff import Change, json_diff, short, window
+from cassettes.replay.matching.requestkey import RequestKey, request_key
+from cassettes.replay.matching.verdicts import attribute
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["AS_SENT", "MAX_DIVERGENCES", "Comparing", "Divergence", "Divergences", "comparing", "comparing_files", "diff_rules", "diff_runs", "divergence_lines"]
@@ -88,7 +88,7 @@ def diff_rules(cassette_a: str | Path | None, args: Any = None) -> Rules:
     :mod:`cassettes.matching.config`), with a command line's ``--ignore``, ``--substitute`` and
     ``--volatile-tool`` added (``args``). Raises :class:`~cassettes.matching.rules.RuleError`
     (one line) for a rule that cannot be used."""
-    from cassettes.replay.userrules import rules_of_args
+    from cassettes.replay.matching.userrules import rules_of_args
 
     return rules_of_args(args, cassette_a)
 
@@ -251,7 +251,7 @@ def fork_lined_up(path_a: str | Path, path_b: str | Path, a: Any, b: Any, notes:
 
     origin = with_notes(path_b, rel.meta)  # what the fork noted after the run (tolerated, @divergence's starts)
 
-    from cassettes.replay.chains import as_sent_live
+    from cassettes.replay.live.chains import as_sent_live
 
     starts = origin.get("starts")
     # the origin's turns at the cursor as the fork sent them (a chained turn self-contained)
@@ -272,9 +272,9 @@ MAX_DIVERGENCES = 5_000
 
 class Divergences(list[Divergence]):
     """The divergences kept, and how many more there were (:data:`MAX_DIVERGENCES`); what was
-    tolerated (:mod:`cassettes.replay.tolerated`: per turn, for a branch beside its origin the
+    tolerated (:mod:`cassettes.replay.matching.tolerated`: per turn, for a branch beside its origin the
     prefix's as the fork noted it, then the requests that differed only in what the matching
-    tolerates; the first :data:`~cassettes.replay.tolerated.MAX_TURNS` turns, the others counted
+    tolerates; the first :data:`~cassettes.replay.matching.tolerated.MAX_TURNS` turns, the others counted
     in ``tolerated_left_out``)."""
 
     left_out: int = 0
@@ -334,7 +334,7 @@ def _diff_conversation(
     as the fork's (:func:`_fork_changes`) and the differences that follow fold under the change
     they follow from (:class:`_Folding`). With ``results`` (a branch forked with ``--prefix
     tolerant``), a request that differs only in tool results is no divergence: the difference is
-    tolerated, as the fork's prefix tolerated it (:mod:`cassettes.replay.tolerance`)."""
+    tolerated, as the fork's prefix tolerated it (:mod:`cassettes.replay.matching.tolerance`)."""
     folding = _Folding() if fork is not None else None
     for k in range(min(len(ta), len(tb))):
         xa, xb = exa(ta[k]), exb(tb[k])
@@ -369,7 +369,7 @@ def _diff_turn(
             fields = ", ".join(dict.fromkeys(str(c.path[1]) for c in ch if len(c.path) > 1))
             out.append(Divergence(layer, f"{what} ({fields})", ida, idb, k, sa, sb, ch[0].where, ch))
     if xb.edits:
-        from cassettes.replay.edits import edit_notes
+        from cassettes.replay.live.edits import edit_notes
 
         for d in out:  # a C divergence inside an item the fork's edit rewrote is that edit
             d.edited_b = edit_notes(xb.edits, d.path) if d.layer == "C" else []
@@ -397,7 +397,7 @@ def _request_divergences(
         changes += _marked_apart(ka, kb, changes)
     spans = _tolerated_spans(ka, kb, changes)
     if results and changes:
-        from cassettes.replay.tolerance import tool_result_changes
+        from cassettes.replay.matching.tolerance import tool_result_changes
 
         found = tool_result_changes(ka, kb, changes)
         if found is not None:  # (the spans elsewhere: as the prefix lists them, Matcher.in_position)
@@ -407,6 +407,13 @@ def _request_divergences(
     _tolerate(sink, ida, k, sa, sb, spans)
     if changes and (ka.spans or kb.spans):
         changes = [_as_sent(c, ka, kb) for c in changes]
+    return _attributed(ka, kb, changes, said, sa, sb, k, ida, idb)
+
+
+def _attributed(ka: RequestKey, kb: RequestKey, changes: list[Change], said: list[str], sa: int, sb: int, k: int, ida: str, idb: str) -> list[Divergence]:
+    """The differences of two requests as divergences, by the layer each group implicates; the
+    first C divergence carries ``said``."""
+    out: list[Divergence] = []
     for v in attribute(ka, kb, changes):
         mine = [c for c in changes if c.where.startswith(v.path)] if v.path not in ("(url)", "(body)") else []
         d = Divergence(v.layer, v.message, ida, idb, k, sa, sb, v.path, mine or changes[:3], dict(ka.ids), dict(kb.ids))
@@ -420,7 +427,7 @@ def _tolerate(sink: Divergences, ida: str, k: int, sa: int, sb: int, found: list
     """One turn's tolerated differences added to ``sink`` (the first :data:`MAX_TURNS` turns)."""
     if not found:
         return
-    from cassettes.replay.tolerated import MAX_TURNS, entries_of
+    from cassettes.replay.matching.tolerated import MAX_TURNS, entries_of
 
     if len(sink.tolerated) >= MAX_TURNS:
         sink.tolerated_left_out += 1
@@ -445,7 +452,7 @@ def _tolerated_spans(ka: RequestKey, kb: RequestKey, changes: list[Change]) -> l
     return [t for t in found if not _under(t.path, changed)]
 
 
-#: What :func:`~cassettes.replay.jsondiff.json_diff` lists at most.
+#: What :func:`~cassettes.replay.matching.jsondiff.json_diff` lists at most.
 _DIFF_LIMIT = 1000
 
 
@@ -493,7 +500,7 @@ def _as_sent(c: Change, ka: RequestKey, kb: RequestKey) -> Change:
     content list compared as its one text part: that text); other values as compared."""
     from dataclasses import replace
 
-    from cassettes.replay.requestkey import bare_text
+    from cassettes.replay.matching.requestkey import bare_text
 
     def sent(key: RequestKey, value: Any) -> Any:
         if not any(s.path[: len(c.path)] == c.path for s in key.spans):
@@ -615,7 +622,7 @@ def diff_fork(
     pairs, lone, free = _pair_fork(ra, rb, exa, exb, origin, compare)
     out = Divergences()
     said: list[str] = []
-    from cassettes.replay.tolerated import read_entries
+    from cassettes.replay.matching.tolerated import read_entries
 
     out.tolerated = read_entries(origin.get("tolerated"))  # the prefix's, as the fork noted it; then past the cursor
     for cb in lone:
@@ -642,15 +649,7 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
     """The text report: what was tolerated (the requests' differences a replay tolerates; for a
     branch beside its origin, first what its prefix tolerated), then the divergences grouped by
     conversation, then turn."""
-    from cassettes.replay.tolerated import report_lines
-
-    tolerated = report_lines(getattr(divs, "tolerated", []), "")
-    if tolerated:
-        tolerated.insert(0, "tolerated (not divergences: what a replay or the fork's prefix tolerates, each with what tolerated it):")
-        tolerated = [tolerated[0], *(f"  {line}" for line in tolerated[1:])]
-    more = getattr(divs, "tolerated_left_out", 0)
-    if more:
-        tolerated.append(f"  … and {more:,} more turns with tolerated differences, not listed")
+    tolerated = _tolerated_lines(divs)
     if not divs:
         return [*tolerated, f"{title}: the runs do not diverge"]
     head = tolerated
@@ -663,23 +662,43 @@ def divergence_lines(divs: Sequence[Divergence], title: str, max_changes: int = 
     for (ca, cb), group in by_conv.items():
         lines.append(f"conversation {ca or '-'} (A) ↔ {cb or '-'} (B):")
         for d in group:
-            where = f"turn {d.turn} (seq {d.seq_a if d.seq_a is not None else '-'} ↔ {d.seq_b if d.seq_b is not None else '-'})" if d.turn is not None else "whole conversation"
-            lines.append(f"  {where}: {d.layer}: {d.message}")
-            for f in d.findings_b:
-                lines.append(f"      looptap on B's turn: {f}")
-            if d.edited_b and d.layer == "C":
-                lines.append(f"      EDITED by the fork in B's request: {', '.join(d.edited_b)}")
-            for line in d.change_lines(max_changes):
-                lines.append(f"      {line}")
-            if len(d.changes) > max_changes:
-                lines.append(f"      … and {len(d.changes) - max_changes} more")
-            if d.folded:
-                n = len(d.folded)
-                lines.append(f"      then {n} difference{'s' if n > 1 else ''} of B's requests that follow{'s' if n == 1 else ''} from it (not the client's own):")
-                for g in d.folded[:FOLDED_SHOWN]:
-                    lines.append(f"        turn {g.turn} (seq {g.seq_a if g.seq_a is not None else '-'} ↔ {g.seq_b if g.seq_b is not None else '-'}): {g.layer}: {g.message}")
-                if n > FOLDED_SHOWN:
-                    lines.append(f"        … and {n - FOLDED_SHOWN} more (--json lists them)")
+            lines += _divergence_lines(d, max_changes)
     if left_out:
         lines.append(f"… and {left_out:,} more divergences, not listed (the first {len(divs):,} are)")
+    return lines
+
+
+def _tolerated_lines(divs: Sequence[Divergence]) -> list[str]:
+    """What was tolerated, as :func:`divergence_lines` opens with it."""
+    from cassettes.replay.matching.tolerated import report_lines
+
+    tolerated = report_lines(getattr(divs, "tolerated", []), "")
+    if tolerated:
+        tolerated.insert(0, "tolerated (not divergences: what a replay or the fork's prefix tolerates, each with what tolerated it):")
+        tolerated = [tolerated[0], *(f"  {line}" for line in tolerated[1:])]
+    more = getattr(divs, "tolerated_left_out", 0)
+    if more:
+        tolerated.append(f"  … and {more:,} more turns with tolerated differences, not listed")
+    return tolerated
+
+
+def _divergence_lines(d: Divergence, max_changes: int) -> list[str]:
+    """One divergence of :func:`divergence_lines`: where, what, its changes and what follows from it."""
+    where = f"turn {d.turn} (seq {d.seq_a if d.seq_a is not None else '-'} ↔ {d.seq_b if d.seq_b is not None else '-'})" if d.turn is not None else "whole conversation"
+    lines = [f"  {where}: {d.layer}: {d.message}"]
+    for f in d.findings_b:
+        lines.append(f"      looptap on B's turn: {f}")
+    if d.edited_b and d.layer == "C":
+        lines.append(f"      EDITED by the fork in B's request: {', '.join(d.edited_b)}")
+    for line in d.change_lines(max_changes):
+        lines.append(f"      {line}")
+    if len(d.changes) > max_changes:
+        lines.append(f"      … and {len(d.changes) - max_changes} more")
+    if d.folded:
+        n = len(d.folded)
+        lines.append(f"      then {n} difference{'s' if n > 1 else ''} of B's requests that follow{'s' if n == 1 else ''} from it (not the client's own):")
+        for g in d.folded[:FOLDED_SHOWN]:
+            lines.append(f"        turn {g.turn} (seq {g.seq_a if g.seq_a is not None else '-'} ↔ {g.seq_b if g.seq_b is not None else '-'}): {g.layer}: {g.message}")
+        if n > FOLDED_SHOWN:
+            lines.append(f"        … and {n - FOLDED_SHOWN} more (--json lists them)")
     return lines

@@ -6,7 +6,7 @@ report all read (docs/fork.md, "What is tolerated is on the record").
 An entry keeps the JSON path, what tolerated it (the rule, else the detector: ``date``,
 ``tool_result`` …) and the two values, redacted and cut around where they differ (a value is
 wire text: never a secret, never a megabyte). Shown with :func:`entry_line`, the window of
-:func:`cassettes.replay.jsondiff.window` as every diff shows a changed value.
+:func:`cassettes.replay.matching.jsondiff.window` as every diff shows a changed value.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from cassettes.matching.volatile import Tolerated
 from cassettes.reading.branch import read_entries
-from cassettes.replay.jsondiff import format_path, window
+from cassettes.replay.matching.jsondiff import format_path, window
 
 if TYPE_CHECKING:
-    from cassettes.replay.matcher import Matcher
+    from cassettes.replay.matching.matcher import Matcher
 
 __all__ = ["KEPT", "by_of", "entries_of", "entry_line", "read_entries", "report_lines", "turn_entries", "turn_label"]
 

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from cassettes.errors import CassetteError
 from cassettes.reading.branch import origin_of
-from cassettes.replay.cursor import CursorSpec, parse_cursor
+from cassettes.replay.forking.cursor import CursorSpec, parse_cursor
 from cassettes.wire.edited import KEY_ENV, new_key
 
 __all__ = ["ForkReplay", "ForkSource", "origin_of", "parse_from"]
@@ -59,7 +59,7 @@ def parse_from(text: str) -> ForkSource:
 def fork_inputs(args: Any) -> list[Path]:
     """The files a fork reads (the run ``--from`` names, the ``--edit`` files), none opened: what
     none of its outputs may be (docs/reliability.md, "Paths looptap writes")."""
-    from cassettes.replay.edits import edit_file
+    from cassettes.replay.live.edits import edit_file
 
     run = str(args.from_run).rpartition("@")[0]
     files = [Path(run)] if run else []
@@ -98,12 +98,12 @@ def branch_meta(
     """The branch cassette's header ``meta`` (for a branch at ``branch``), naming its origin. The
     cursor is placed in the run first, with the model and the edits (``check``) it would send: a
     cursor that selects no recorded turn, a model of another API family, or an edit whose target
-    the recording does not have is refused here (:class:`~cassettes.replay.cursor.CursorError`),
+    the recording does not have is refused here (:class:`~cassettes.replay.forking.cursor.CursorError`),
     before any file is touched and before anything is sent."""
     from cassettes.reading.branch import first_turn, origin_in
     from cassettes.reading.run import open_run
-    from cassettes.replay.cursor import Cursor
-    from cassettes.replay.matcher import Matcher
+    from cassettes.replay.forking.cursor import Cursor
+    from cassettes.replay.matching.matcher import Matcher
 
     cursor = Cursor(source.cursor, lambda *_: None, model=model, edits=list(check or []))
     run = open_run(source.run, whole=True)  # (a branch forked again: numbered as show numbers it)
@@ -203,7 +203,7 @@ class ForkReplay:
     async def start(self, recorder_env: dict[str, str]) -> dict[str, str]:
         """Start the replay server with the recorder's listeners as its live upstreams; the
         environment the agent runs with (every base URL at the replay server)."""
-        from cassettes.replay.server import replay_env
+        from cassettes.replay.serving.server import replay_env
 
         self._err = tempfile.TemporaryFile()
         self._dir = tempfile.mkdtemp(prefix="looptap-fork-")  # private (0700): the replay server's list of what it tolerated
@@ -285,7 +285,7 @@ class ForkReplay:
         import orjson
 
         from cassettes import bounds
-        from cassettes.replay.tolerated import read_entries
+        from cassettes.replay.matching.tolerated import read_entries
 
         if self._dir is None:
             return
@@ -337,7 +337,7 @@ def start_fork(args: Any) -> ForkReplay:
     :class:`CassetteError` for a ``--from`` that names no run (or not a regular file) or no turn,
     an ``--edit`` that cannot be read."""
     source = parse_from(args.from_run)
-    from cassettes.replay.edits import parse_edit
+    from cassettes.replay.live.edits import parse_edit
 
     edits = [parse_edit(e) for e in args.edit]  # refused here, before anything starts
     for e in edits:
@@ -345,7 +345,7 @@ def start_fork(args: Any) -> ForkReplay:
             raise CassetteError(f"--edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({source.cursor.text}) on; its selector, if given, is the cursor's")
     out = str(getattr(args, "output", "") or "")
     branch = Path(out[1:] if out.startswith("+") and len(out) > 1 else out) if out else None
-    from cassettes.replay.userrules import rule_argv, rules_of_args
+    from cassettes.replay.matching.userrules import rule_argv, rules_of_args
 
     rules_of_args(args, source.run)  # the project's rules and the flags, refused here (RuleError) before anything starts
     prefix = getattr(args, "prefix", None) or "strict"

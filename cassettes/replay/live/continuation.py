@@ -34,7 +34,7 @@ from cassettes.wire import edited
 
 if TYPE_CHECKING:
     from cassettes.providers import Provider, Rendered
-    from cassettes.replay.edits import Edit
+    from cassettes.replay.live.edits import Edit
     from cassettes.wire.exchange import Headers
 
 __all__ = ["PROMPT", "Continuation", "cut_text", "joined", "parsed", "rendered_for"]
@@ -97,7 +97,7 @@ class Continuation:
         before = copy.deepcopy(client.get(where) if isinstance(client, dict) else None)
         marks = [m for m in self.marks if not (m.get("path") or [None])[0] == where]
         marks.append(edited.mark(self.edit.label, self.selector, [where], before))
-        from cassettes.replay.edits import edited_headers
+        from cassettes.replay.live.edits import edited_headers
 
         self.sent += 1
         return orjson.dumps(body), edited_headers(headers, marks, self.key), continues

@@ -23,7 +23,7 @@ Recording runs ``looptap record`` (the mitmproxy recorder, like ``looptap run``)
 from ``LOOPTAP_PROXY_PYTHON``; it forwards to the real APIs or to ``--looptap-upstream NAME=URL``.
 One recorder serves the whole session (per xdist worker), started when the first test records:
 each test's round trips are cut out of the session's recording at the test's start and end
-(:mod:`cassettes.replay.recording`). Replay needs nothing but this package.
+(:mod:`cassettes.replay.testing.recording`). Replay needs nothing but this package.
 
 A request the cassette cannot answer fails the test with the closest recorded turn, the JSON
 paths that differ and the layer they implicate, even when the agent swallowed the SDK's error:
@@ -53,9 +53,9 @@ from cassettes.errors import CassetteError, ReplayMiss
 # project that has looptap installed, whether a test uses it or not.
 if TYPE_CHECKING:
     from cassettes.reading.run import Run
-    from cassettes.replay.faults import FaultPlan
-    from cassettes.replay.forward import Trust
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.live.forward import Trust
+    from cassettes.replay.serving.faults import FaultPlan
+    from cassettes.replay.serving.server import ReplayServer
     from cassettes.wire.exchange import Exchange
 
 __all__ = ["LooptapSession", "looptap"]
@@ -113,7 +113,7 @@ class SessionRecorder:
 
     def __init__(self, upstreams: dict[str, str], confdir: Path, python: str | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="looptap-session-"))
-        from cassettes.replay.recording import RecorderProcess, SessionCassette
+        from cassettes.replay.testing.recording import RecorderProcess, SessionCassette
         self.process = RecorderProcess(self.dir / "session.jsonl", upstreams=upstreams, confdir=confdir, python=python)
         self.cassette = SessionCassette(self.process.output)
         self.env: dict[str, str] = {}
@@ -143,7 +143,7 @@ def _session_recorder(config: pytest.Config, tmp_path_factory: pytest.TempPathFa
         return rec
     if rec is not None:
         rec.stop()
-    from cassettes.replay.recording import recorder_python
+    from cassettes.replay.testing.recording import recorder_python
 
     # LOOPTAP_PROXY_PYTHON relative to where pytest was started, whatever directory a test is in
     # now; a path that names nothing is said as missing (RecorderUnavailable) before anything starts.
@@ -274,7 +274,7 @@ def _fault_plan(marker: pytest.Mark | None) -> FaultPlan | None:
     given = marker.kwargs.get("fault") if marker is not None else None
     if not given:
         return None
-    from cassettes.replay.faults import FaultPlan, FaultSpecError, parse_fault
+    from cassettes.replay.serving.faults import FaultPlan, FaultSpecError, parse_fault
 
     specs = [given] if isinstance(given, str) else list(given)
     try:
@@ -294,19 +294,10 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
         if kw.get("model") is not None or kw.get("edit") or kw.get("live") or kw.get("prefix") is not None:
             pytest.fail("looptap: model=, edit=, live= and prefix= go with fork='turn=N' (where the cassette goes live)", pytrace=False)
         return None
-    from cassettes.replay.cursor import Cursor, CursorError, live_router, parse_cursor
-    from cassettes.replay.edits import EditError, parse_edit
+    from cassettes.replay.forking.cursor import Cursor, CursorError, live_router, parse_cursor
+    from cassettes.replay.live.edits import EditError, parse_edit
 
-    live = kw.get("live") or {}
-    if not isinstance(live, dict) or not live or not all(isinstance(v, str) and v.startswith(("http://", "https://")) for v in live.values()):
-        pytest.fail("looptap: fork= needs live={NAME: 'http(s)://host[:port]'} (NAME as --looptap-upstream names an API: where requests past the cursor go)", pytrace=False)
-    model = kw.get("model")
-    edits = kw.get("edit") or []
-    prefix = kw.get("prefix") or "strict"
-    if prefix not in ("strict", "tolerant"):
-        pytest.fail(f"looptap: prefix= is 'strict' (the default) or 'tolerant', not {str(prefix)[:40]!r}", pytrace=False)
-    if not isinstance(given, str) or (model is not None and not isinstance(model, str)) or not isinstance(edits, (str, list, tuple)):
-        pytest.fail("looptap: fork= is a cursor such as 'turn=1', model= a model name, edit= 'TARGET=@FILE' or a list of them", pytrace=False)
+    live, model, edits, prefix = _fork_options(kw)
     try:
         spec = parse_cursor(given)
         parsed = [parse_edit(str(e), base) for e in ([edits] if isinstance(edits, str) else edits)]
@@ -315,7 +306,23 @@ def _fork_cursor(marker: pytest.Mark | None, base: Path | None = None) -> Any:
     for e in parsed:
         if e.selector is not None and e.selector != spec.text:
             pytest.fail(f"looptap: edit {e.spec[:60]!r}: an edit applies from the fork's cursor ({spec.text}) on; its selector, if given, is the cursor's", pytrace=False)
-    return Cursor(spec, live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=model, edits=parsed, prefix=str(prefix))
+    return Cursor(spec, live_router({str(k).lower(): str(v).rstrip("/") for k, v in live.items()}), model=model, edits=parsed, prefix=prefix)
+
+
+def _fork_options(kw: Mapping[str, Any]) -> tuple[dict[Any, Any], str | None, str | list[Any] | tuple[Any, ...], str]:
+    """The marker's ``live=``, ``model=``, ``edit=`` and ``prefix=`` beside its ``fork=``, each
+    checked: a value that cannot be used fails the test in one line."""
+    live = kw.get("live") or {}
+    if not isinstance(live, dict) or not live or not all(isinstance(v, str) and v.startswith(("http://", "https://")) for v in live.values()):
+        pytest.fail("looptap: fork= needs live={NAME: 'http(s)://host[:port]'} (NAME as --looptap-upstream names an API: where requests past the cursor go)", pytrace=False)
+    model = kw.get("model")
+    edits = kw.get("edit") or []
+    prefix = kw.get("prefix") or "strict"
+    if prefix not in ("strict", "tolerant"):
+        pytest.fail(f"looptap: prefix= is 'strict' (the default) or 'tolerant', not {str(prefix)[:40]!r}", pytrace=False)
+    if not isinstance(kw.get("fork"), str) or (model is not None and not isinstance(model, str)) or not isinstance(edits, (str, list, tuple)):
+        pytest.fail("looptap: fork= is a cursor such as 'turn=1', model= a model name, edit= 'TARGET=@FILE' or a list of them", pytrace=False)
+    return live, model, edits, str(prefix)
 
 
 def _upstreams(config: pytest.Config) -> dict[str, str]:
@@ -329,8 +336,11 @@ def _upstreams(config: pytest.Config) -> dict[str, str]:
 
 
 def _listener_fallback(recorder_env: dict[str, str]) -> Any:
-    """new_episodes: a request the cassette lacks goes to the recorder's listener for its API."""
+    """new_episodes: a request the cassette lacks goes to the recorder's listener for its API (the
+    fork's router: a listener is named after the vendor, and its families share the prefix)."""
     from urllib.parse import urlsplit
+
+    from cassettes.replay.forking.cursor import live_router
 
     bases: dict[str, str] = {}
     from cassettes import providers
@@ -340,20 +350,7 @@ def _listener_fallback(recorder_env: dict[str, str]) -> Any:
                 u = urlsplit(recorder_env[var])
                 bases[name] = f"{u.scheme}://{u.netloc}"
                 break
-
-    def fallback(method: str, target: str, body: bytes) -> str | None:
-        from cassettes.replay.requestkey import request_key
-
-        key = request_key(method, target, [], body)
-        fam = key.adapter.family if key.adapter is not None else None
-        # A listener is named after the vendor; its families share the prefix (the registry's
-        # convention), so the family picks the listener without naming a provider here.
-        for name, base in bases.items():
-            if fam is not None and fam.startswith(name):
-                return base
-        return None
-
-    return fallback
+    return live_router(bases)
 
 
 @pytest.fixture
@@ -437,7 +434,7 @@ def _volatile(kw: Mapping[str, Any], config: pytest.Config, table: bool | None =
 def _ini_rules(config: pytest.Config) -> None:
     """The ini's rules and the project's file (found from the rootdir), checked at start-up."""
     from cassettes.matching.rules import RuleError
-    from cassettes.replay.userrules import project_rules
+    from cassettes.replay.matching.userrules import project_rules
 
     try:
         project_rules(
@@ -451,7 +448,7 @@ def _rules(kw: Mapping[str, Any], config: pytest.Config, cassette: Path) -> Any:
     """The rules of one test: the project's file for its cassette, the ini's and the marker's
     ``ignore=``, ``substitute=`` and ``volatile_tools=`` (each one string or a list)."""
     from cassettes.matching.rules import RuleError
-    from cassettes.replay.userrules import project_rules
+    from cassettes.replay.matching.userrules import project_rules
 
     def listed(name: str) -> list[str]:
         v = kw.get(name)
@@ -473,7 +470,7 @@ def _rules(kw: Mapping[str, Any], config: pytest.Config, cassette: Path) -> Any:
 
 def _pace(kw: Mapping[str, Any], config: pytest.Config) -> str:
     """The replay pace the marker or the command line asks for (``instant`` by default), checked."""
-    from cassettes.replay.server import parse_pace
+    from cassettes.replay.serving.server import parse_pace
 
     pace: str = kw.get("pace") or config.getoption("--looptap-pace") or "instant"
     try:
@@ -512,7 +509,7 @@ def _start_recording(session: LooptapSession, config: pytest.Config, tmp_path_fa
 
 
 def _start_replay(session: LooptapSession, opts: _Options, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cassettes.replay.server import ReplayServer
+    from cassettes.replay.serving.server import ReplayServer
 
     fallback = _listener_fallback(session.env) if opts.record else None
     # taken before the test's environment is set: a fork's live requests keep the real store
@@ -543,13 +540,13 @@ NO_HOST_CA = Path(__file__).parent / "trust" / "replay-ca.pem"
 
 def _replaced_trust(env: Mapping[str, str]) -> Trust | None:
     """The store a replayed test's TLS would verify against (a
-    :class:`~cassettes.replay.forward.Trust`), when it is to be replaced by :data:`NO_HOST_CA`;
+    :class:`~cassettes.replay.live.forward.Trust`), when it is to be replaced by :data:`NO_HOST_CA`;
     ``None`` when it is left alone: ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` name a store of the
     user's own (not OpenSSL's default file or directory), or ``NO_PROXY`` names a host that is
     not loopback (reached directly, over TLS verified as usual)."""
     import ssl
 
-    from cassettes.replay.forward import Trust
+    from cassettes.replay.live.forward import Trust
 
     paths = ssl.get_default_verify_paths()
     for var, default in (("SSL_CERT_FILE", paths.openssl_cafile), ("SSL_CERT_DIR", paths.openssl_capath)):
@@ -676,7 +673,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.longrepr = _Explained(text, str(item.path), item.location[1] or 0)  # type: ignore[assignment]  # pytest's longrepr protocol: toterminal, reprcrash
     if report.when == "call" and report.failed and session is not None and session.server is not None:
         report.sections.append(("looptap", _write_html_report(item, session)))
-        from cassettes.replay.cursor import Cursor
+        from cassettes.replay.forking.cursor import Cursor
 
         cursor = session.server.planner.cursor
         if isinstance(cursor, Cursor):  # a forked test: which turns went live, on which model
@@ -693,7 +690,7 @@ def _tolerated_text(matcher: Any) -> str:
     span's detector, a rule, a changed tool result in a fork's tolerant prefix): in the test's
     report (shown with a failure, and with ``-rP`` for a test that passed)."""
     from cassettes.hints import count
-    from cassettes.replay.tolerated import report_lines, turn_entries
+    from cassettes.replay.matching.tolerated import report_lines, turn_entries
     from cassettes.untrusted import clean_line
 
     lines = report_lines(turn_entries(matcher), "")
@@ -794,7 +791,7 @@ def _summary_lines(session: LooptapSession) -> list[str]:
     fired = session.faults.fired if session.faults is not None else []
     if not fired:
         return lines
-    from cassettes.replay.faults import STATUS_KINDS, parse_fault
+    from cassettes.replay.serving.faults import STATUS_KINDS, parse_fault
 
     by_seq = {r.seq: r for r in server.matcher.recorded}
     answered = {r.seq for r in server.matcher.played()}

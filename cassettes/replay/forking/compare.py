@@ -47,7 +47,7 @@ import orjson
 
 from cassettes.errors import CassetteError
 from cassettes.models import NormalisedResponse, ToolCall, ToolSpec
-from cassettes.replay.cursor import with_model
+from cassettes.replay.forking.cursor import with_model
 from cassettes.views.money import money
 from cassettes.wire.exchange import Exchange, Headers
 
@@ -310,29 +310,39 @@ class Comparison:
         errors = sum(len(t.samples) - len(t.answers) for t in self.turns)
         finish = sum(s.finish != t.recorded.finish for t, s in pairs)
         tally = self.summary()
-        # Cost: per sample, measured (the candidate's own usage at its price) where every turn has
-        # it, else the estimate (its price on the recorded usage); over the turns with a recorded cost.
-        measured = [t for t in self.turns if t.measured_cost is not None and t.recorded_cost is not None]
-        how = "measured"
-        if not measured or len(measured) < sum(t.recorded_cost is not None and bool(t.answers) for t in self.turns):
-            measured, how = [t for t in self.turns if t.estimate is not None and t.recorded_cost is not None], "estimated"
-        cand = sum(((t.measured_cost if how == "measured" else t.estimate) or Decimal(0) for t in measured), Decimal(0))
-        rec = sum((t.recorded_cost or Decimal(0) for t in measured), Decimal(0))
         timed = [t for t in self.turns if t.recorded_latency is not None and t.answers]
         lat_c = sum(sum(s.latency for s in t.answers) / len(t.answers) for t in timed)
         lat_r = sum(t.recorded_latency or 0.0 for t in timed)
         return {
             "turns": len(self.turns), "answers": len(pairs), "agree": agree,
             "agreement": round(agree / len(pairs), 4) if pairs else None,
-            "cost_ratio": round(float(cand / rec), 4) if measured and rec > 0 else None, "cost_basis": how if measured else None,
-            "cost_candidate": _money(cand) if measured else None, "cost_recorded": _money(rec) if measured else None,
-            "cost_recorded_estimated": any(t.recorded_estimated for t in measured),
-            "cost_candidate_estimated": any(t.candidate_estimated for t in measured),
+            **self._costs(),
             "latency_ratio": round(lat_c / lat_r, 4) if timed and lat_r > 0 else None,
             "e_differences": len(pairs) - agree, "schema_violations": tally["schema_checked"] - tally["schema_valid"],
             "a_differences": finish + errors, "finish_differences": finish, "errors": errors,
             "skipped": len(self.skipped), "stopped": self.stopped,
         }
+
+    def _costs(self) -> dict[str, Any]:
+        """The cost figures of :meth:`verdict`. Cost: per sample, measured (the candidate's own
+        usage at its price) where every turn has it, else the estimate (its price on the recorded
+        usage); over the turns with a recorded cost."""
+        measured, how = self._costed()
+        cand = sum(((t.measured_cost if how == "measured" else t.estimate) or Decimal(0) for t in measured), Decimal(0))
+        rec = sum((t.recorded_cost or Decimal(0) for t in measured), Decimal(0))
+        return {
+            "cost_ratio": round(float(cand / rec), 4) if measured and rec > 0 else None, "cost_basis": how if measured else None,
+            "cost_candidate": _money(cand) if measured else None, "cost_recorded": _money(rec) if measured else None,
+            "cost_recorded_estimated": any(t.recorded_estimated for t in measured),
+            "cost_candidate_estimated": any(t.candidate_estimated for t in measured),
+        }
+
+    def _costed(self) -> tuple[list[TurnComparison], str]:
+        """The turns the cost is compared over, and how the candidate's is had (see :meth:`_costs`)."""
+        measured = [t for t in self.turns if t.measured_cost is not None and t.recorded_cost is not None]
+        if not measured or len(measured) < sum(t.recorded_cost is not None and bool(t.answers) for t in self.turns):
+            return [t for t in self.turns if t.estimate is not None and t.recorded_cost is not None], "estimated"
+        return measured, "measured"
 
     def verdict_line(self) -> str:
         v = self.verdict()
@@ -371,28 +381,7 @@ class Comparison:
         if self.stopped:
             out.append(f"stopped: {self.stopped}")
         for t in self.turns:
-            where = f"conversation {t.conversation}, turn {t.turn} (seq {t.seq})" if t.turn is not None else f"seq {t.seq}"
-            of = f" of {len(t.answers)} answers" if len(t.answers) < len(t.samples) else ""
-            if t.self_agreement is None:
-                out.append(f"{where}: no answer ({len(t.samples)} errors)")
-            elif t.agreement is None:
-                out.append(f"{where}: the recording has no answer here (an error), nothing to agree with; the answers agree with each other {t.self_agreement:.0%}{of}")
-            else:
-                out.append(f"{where}: agrees with the recording {t.agreement:.0%}, with itself {t.self_agreement:.0%}{of}")
-            out.append(f"  E recorded: {_said(t.recorded)}")
-            for sig, n in Counter(_said(s) for s in t.samples).most_common(5):
-                out.append(f"  E {n}× {sig}")
-            sims = [x for x in (t.similarity(s) for s in t.samples) if x is not None]
-            if sims:
-                out.append(f"  E text similarity to the recording {sum(sims) / len(sims):.2f} avg, {min(sims):.2f} min"
-                           f" ({sum(x >= TEXT_THRESHOLD for x in sims)}/{len(sims)} at {TEXT_THRESHOLD:.2f} or more)")
-            if t.arguments["calls"]:
-                out.append(f"  E arguments: {_tally(t.arguments)}")
-            for violation, n in t.schema_violations()[:5]:
-                out.append(f"  E {n}× off the schema: {violation[:200]}")
-            out.append(_api_line(t))
-            for new in t.new_to_client:
-                out.append(f"  C new to the client: {new}")
+            out += _turn_lines(t)
         summary = self.summary()
         if summary["calls"]:
             out.append(f"E over all turns: {_tally(summary)}")
@@ -424,6 +413,34 @@ def _canon(name: str, arguments: Any) -> str:
         return name + "\x00" + orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
         return name + "\x00" + repr(arguments)
+
+
+def _turn_lines(t: TurnComparison) -> list[str]:
+    """One turn of :meth:`Comparison.lines`: how its answers agree, then by layer."""
+    out = []
+    where = f"conversation {t.conversation}, turn {t.turn} (seq {t.seq})" if t.turn is not None else f"seq {t.seq}"
+    of = f" of {len(t.answers)} answers" if len(t.answers) < len(t.samples) else ""
+    if t.self_agreement is None:
+        out.append(f"{where}: no answer ({len(t.samples)} errors)")
+    elif t.agreement is None:
+        out.append(f"{where}: the recording has no answer here (an error), nothing to agree with; the answers agree with each other {t.self_agreement:.0%}{of}")
+    else:
+        out.append(f"{where}: agrees with the recording {t.agreement:.0%}, with itself {t.self_agreement:.0%}{of}")
+    out.append(f"  E recorded: {_said(t.recorded)}")
+    for sig, n in Counter(_said(s) for s in t.samples).most_common(5):
+        out.append(f"  E {n}× {sig}")
+    sims = [x for x in (t.similarity(s) for s in t.samples) if x is not None]
+    if sims:
+        out.append(f"  E text similarity to the recording {sum(sims) / len(sims):.2f} avg, {min(sims):.2f} min"
+                   f" ({sum(x >= TEXT_THRESHOLD for x in sims)}/{len(sims)} at {TEXT_THRESHOLD:.2f} or more)")
+    if t.arguments["calls"]:
+        out.append(f"  E arguments: {_tally(t.arguments)}")
+    for violation, n in t.schema_violations()[:5]:
+        out.append(f"  E {n}× off the schema: {violation[:200]}")
+    out.append(_api_line(t))
+    for new in t.new_to_client:
+        out.append(f"  C new to the client: {new}")
+    return out
 
 
 def _api_line(t: TurnComparison) -> str:
@@ -570,14 +587,7 @@ def plan_requests(run: Any) -> list[Planned]:
             p.recorded_error = "recorded transport error"
         elif ex.status is None or ex.status >= 400:
             p.recorded_error = f"recorded {ex.status}" if ex.status is not None else "recorded without a response"
-        tk = t.tokens
-        if tk.source == "reported":
-            p.usage = _price_usage(rt.family, rt.response.usage if rt.response is not None else None)
-        elif tk.source == "estimated" and tk.input is not None:
-            p.usage, p.usage_estimated = {"input_tokens": tk.input, "output_tokens": tk.output or 0}, True
-        elif tk.segments is not None:  # a failed call: the input from the request's size; the output below
-            sg = tk.segments
-            p.usage, p.usage_estimated = {"input_tokens": sg.system + sg.tools + sg.user + sg.assistant + sg.tool_results, "output_tokens": -1}, True
+        _recorded_usage(p, t.tokens, rt)
         out.append(p)
     # A failed call has no output to go by: the largest output of the run's answered turns.
     longest = max((p.usage.get("output_tokens", 0) for p in out if p.usage and p.usage.get("output_tokens", 0) >= 0), default=0)
@@ -585,6 +595,19 @@ def plan_requests(run: Any) -> list[Planned]:
         if p.usage is not None and p.usage.get("output_tokens") == -1:
             p.usage["output_tokens"] = longest
     return out
+
+
+def _recorded_usage(p: Planned, tk: Any, rt: Any) -> None:
+    """``p``'s recorded usage (``tk``: its turn's tokens, ``rt``: its round trip): as reported,
+    as estimated, or for a failed call the input from the request's size (the output an output
+    of -1, filled in by :func:`plan_requests`)."""
+    if tk.source == "reported":
+        p.usage = _price_usage(rt.family, rt.response.usage if rt.response is not None else None)
+    elif tk.source == "estimated" and tk.input is not None:
+        p.usage, p.usage_estimated = {"input_tokens": tk.input, "output_tokens": tk.output or 0}, True
+    elif tk.segments is not None:  # a failed call: the input from the request's size; the output below
+        sg = tk.segments
+        p.usage, p.usage_estimated = {"input_tokens": sg.system + sg.tools + sg.user + sg.assistant + sg.tool_results, "output_tokens": -1}, True
 
 
 def upstream_bases(items: list[str]) -> dict[str, str]:
@@ -683,17 +706,7 @@ def check_budget(planned: list[Planned], samples: int, max_requests: int | None,
     unknown = [p for p in planned if p.estimate is None]
     cost = sum((p.estimate for p in known if p.estimate is not None), Decimal(0)) * samples
     who = model or "the recorded model"
-    notes = Counter(p.price_note for p in known).most_common(2)
-    line = f"{n} requests ({len(planned)} turns × {samples} samples); estimated cost {money(cost, any(p.price_ref is not None and p.price_ref[0] is None for p in known))} at {who}'s own price on the recorded usage"
-    if notes:
-        line += f" ({'; '.join(note for note, _ in notes)})"
-    if any(p.usage_estimated for p in known):
-        line += f" ({sum(p.usage_estimated for p in known)} turns on usage looptap estimated: the call reported none)"
-    rec = [p.cost for p in known if p.cost is not None]
-    if rec and sum(rec, Decimal(0)) > 0:
-        recorded = sum(rec, Decimal(0)) * samples
-        line += f"; the recording cost {money(recorded, any(p.cost_estimated for p in known if p.cost is not None))} for as many (×{float(sum((p.estimate or Decimal(0) for p in known if p.cost is not None), Decimal(0)) * samples / recorded):.2f})"
-    lines = [line]
+    lines = [f"{n} requests ({len(planned)} turns × {samples} samples); " + _estimate_said(known, samples, cost, who)]
     if unknown:
         why = Counter(p.price_note for p in unknown).most_common(1)[0][0]
         lines.append(f"the cost of {len(unknown)} of {len(planned)} turns is unknown: {why}" + (" (the estimate is a lower bound)" if known else ""))
@@ -708,14 +721,30 @@ def check_budget(planned: list[Planned], samples: int, max_requests: int | None,
     return lines
 
 
+def _estimate_said(known: list[Planned], samples: int, cost: Decimal, who: str) -> str:
+    """The estimated cost of the turns with a price, as :func:`check_budget` says it: how it was
+    priced, and beside what the recording cost for as many."""
+    notes = Counter(p.price_note for p in known).most_common(2)
+    line = f"estimated cost {money(cost, any(p.price_ref is not None and p.price_ref[0] is None for p in known))} at {who}'s own price on the recorded usage"
+    if notes:
+        line += f" ({'; '.join(note for note, _ in notes)})"
+    if any(p.usage_estimated for p in known):
+        line += f" ({sum(p.usage_estimated for p in known)} turns on usage looptap estimated: the call reported none)"
+    rec = [p.cost for p in known if p.cost is not None]
+    if rec and sum(rec, Decimal(0)) > 0:
+        recorded = sum(rec, Decimal(0)) * samples
+        line += f"; the recording cost {money(recorded, any(p.cost_estimated for p in known if p.cost is not None))} for as many (×{float(sum((p.estimate or Decimal(0) for p in known if p.cost is not None), Decimal(0)) * samples / recorded):.2f})"
+    return line
+
+
 def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str] | None = None) -> tuple[Headers, list[str]]:
     """The headers a recorded request is sent with: of the recorded ones only what says what the
-    body is and which API version it speaks (:func:`cassettes.replay.outgoing.recorded_request_headers`:
+    body is and which API version it speaks (:func:`cassettes.replay.transports.outgoing.recorded_request_headers`:
     never a recorded credential, cookie or connection header), then the user's ``--header``
     values. A recorded header that cannot be sent (CR, LF, NUL …) is dropped, and a line on
     stderr names it (once per round trip; never its value)."""
-    from cassettes.replay.matcher import request_key
-    from cassettes.replay.outgoing import header_problem, recorded_request_headers, said_name
+    from cassettes.replay.matching.matcher import request_key
+    from cassettes.replay.transports.outgoing import header_problem, recorded_request_headers, said_name
 
     adapter = request_key(ex.method, ex.url, ex.request_headers, ex.request_body).adapter
     said: list[str] = []
@@ -738,7 +767,7 @@ def _headers_sent(ex: Exchange, headers: Headers, said_once: set[str] | None = N
 async def _send(base: str, p: Planned, model: str | None, headers: Headers) -> tuple[Exchange, float]:
     from urllib.parse import urlsplit
 
-    from cassettes.replay.forward import Upstream, UpstreamError
+    from cassettes.replay.live.forward import Upstream, UpstreamError
     from cassettes.wire.own import without_own
 
     ex = p.ex
@@ -784,7 +813,7 @@ def _self_contained(run: Any, planned: list[Planned]) -> None:
     the request self-contained: the history that answer stood for as its input, the id removed.
     The candidate never gave the recorded answers, so the id alone would be refused
     (``previous_response_not_found``); teacher-forced means the recorded history, sent whole."""
-    from cassettes.replay.chains import chaining_of, self_contained, threads_of
+    from cassettes.replay.live.chains import chaining_of, self_contained, threads_of
 
     threads = None
     for p in planned:
@@ -801,7 +830,7 @@ def _self_contained(run: Any, planned: list[Planned]) -> None:
 
 def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, samples: int, headers: Headers, skipped: list[str] | None = None) -> Comparison:
     """Send every planned turn ``samples`` times (one after another) and compare; ``live`` maps a
-    request to the base URL of its API (:func:`cassettes.replay.cursor.live_router`). A transport
+    request to the base URL of its API (:func:`cassettes.replay.forking.cursor.live_router`). A transport
     or credential failure stops it there (:attr:`Comparison.stopped`): the turn it happened in is
     left out, nothing more is sent."""
     recorded_tools = {c.name for t in run.analysis.turns.values() for c in t.e.tool_calls}

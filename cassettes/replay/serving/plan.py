@@ -5,7 +5,7 @@
 it is sent), a rewritten one (:class:`Rewritten`), an injected API error (:class:`FaultStatus`),
 a reset (:class:`Reset`), a request passed on to a live upstream (:class:`Forward`: new episodes
 being recorded, or a conversation past its cursor) or a miss (:class:`Missed`). The senders
-(:mod:`cassettes.replay.server` for HTTP, :mod:`cassettes.replay.wsserve` for WebSocket) only
+(:mod:`cassettes.replay.serving.server` for HTTP, :mod:`cassettes.replay.serving.wsserve` for WebSocket) only
 speak what was decided. The matcher's bookkeeping stays the matcher's: an attempt that does not
 get the recorded answer gives it back with :meth:`Matcher.release`.
 """
@@ -21,14 +21,32 @@ import orjson
 
 from cassettes import bounds
 from cassettes.providers import Provider, Rendered
-from cassettes.replay.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
-from cassettes.replay.http1 import Request
-from cassettes.replay.matcher import Matcher, Miss, Recorded
+from cassettes.replay.matching.matcher import Matcher, Miss, Recorded
+from cassettes.replay.serving.faults import REWRITE_KINDS, STATUS_KINDS, Fault, FaultPlan, rewrite_answer
+from cassettes.replay.transports.http1 import HOP_BY_HOP, Request
 
 if TYPE_CHECKING:
-    from cassettes.replay.continuation import Continuation
+    from cassettes.replay.live.continuation import Continuation
 
-__all__ = ["Answer", "FaultStatus", "Forward", "Missed", "Planner", "Play", "Reset", "Rewritten"]
+__all__ = ["MISS_CODE", "MISS_STATUS", "NOT_REPLAYED", "Answer", "FaultStatus", "Forward", "Missed", "Planner", "Play", "Reset", "Rewritten"]
+
+#: Status and error code of the answer to a request the cassette cannot answer (over HTTP, and as a
+#: WebSocket session's error message).
+MISS_STATUS = 400
+MISS_CODE = "looptap_replay_miss"
+
+#: Recorded response headers that are not replayed: framing and connection (the server frames
+#: the body itself), encodings (bodies are stored decoded), and per-connection values.
+NOT_REPLAYED = HOP_BY_HOP | {
+    "content-encoding",
+    "date",
+    "set-cookie",
+    "alt-svc",
+    "strict-transport-security",
+    "x-should-retry",
+    "retry-after",
+    "retry-after-ms",
+}
 
 #: Where a request the cassette has no answer for goes (``new_episodes`` recording): the live
 #: request (method, target, body) → base URL of a recording proxy, or ``None``.
@@ -112,7 +130,7 @@ Answer = Play | Rewritten | FaultStatus | Reset | Forward | Missed
 
 
 class Router(Protocol):
-    """A fork's cursor (:class:`cassettes.replay.cursor.Cursor`): the answer for a request past
+    """A fork's cursor (:class:`cassettes.replay.forking.cursor.Cursor`): the answer for a request past
     it (sent live), or ``None`` (replayed as any other)."""
 
     #: Requests sent live so far.

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from cassettes.models import NormalisedRequest, NormalisedResponse, Part
-    from cassettes.replay.matcher import Recorded
+    from cassettes.replay.matching.matcher import Recorded
 
 
 class Attempt(Protocol):

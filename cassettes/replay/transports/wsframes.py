@@ -19,8 +19,12 @@ import base64
 import hashlib
 import struct
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from cassettes.untrusted import clean_line
+
+if TYPE_CHECKING:
+    from wsproto.events import Message
 
 __all__ = ["CLOSE", "FRAME_COST", "MAX_MESSAGE", "PING", "PONG", "TEXT", "MessageReader", "WsProtocolError", "accept_key", "frame"]
 
@@ -92,6 +96,22 @@ class MessageReader:
         self._parts: list[bytes | str] = []
         self._cost = 0
 
+    def _fragment(self, event: Message[Any], text: bool) -> tuple[int, bytes] | None:
+        """A data frame (wsproto's ``Message``) added to the message it is part of: the whole
+        message once this frame ends it, else ``None``; raises :class:`WsProtocolError` (1009)
+        past :data:`MAX_MESSAGE`."""
+        self._cost += len(event.data) + (FRAME_COST if event.frame_finished else 0)
+        if self._cost > MAX_MESSAGE:
+            raise WsProtocolError(f"a message over {MAX_MESSAGE:,} bytes (frames counted with {FRAME_COST} bytes each)", 1009)
+        self._parts.append(event.data)
+        if not event.message_finished:
+            return None
+        parts, self._parts, self._cost = self._parts, [], 0
+        if text:
+            return TEXT, "".join(p for p in parts if isinstance(p, str)).encode("utf-8")
+        pieces = [p for p in parts if isinstance(p, bytes | bytearray)]
+        return BINARY, bytes(pieces[0]) if len(pieces) == 1 else b"".join(pieces)
+
     async def next(self) -> tuple[int, bytes]:
         """The next message (``TEXT``/``BINARY``, reassembled from its fragments) or control
         frame (``PING``, ``PONG``, ``CLOSE``), as (opcode, payload). Raises
@@ -111,17 +131,8 @@ class MessageReader:
                     if int(event.code) == 1005:  # a close frame without a code
                         return CLOSE, b""
                     return CLOSE, struct.pack("!H", int(event.code)) + (event.reason or "").encode("utf-8")
-                if isinstance(event, Message):
-                    self._cost += len(event.data) + (FRAME_COST if event.frame_finished else 0)
-                    if self._cost > MAX_MESSAGE:
-                        raise WsProtocolError(f"a message over {MAX_MESSAGE:,} bytes (frames counted with {FRAME_COST} bytes each)", 1009)
-                    self._parts.append(event.data)
-                    if event.message_finished:
-                        parts, self._parts, self._cost = self._parts, [], 0
-                        if isinstance(event, TextMessage):
-                            return TEXT, "".join(p for p in parts if isinstance(p, str)).encode("utf-8")
-                        pieces = [p for p in parts if isinstance(p, bytes | bytearray)]
-                        return BINARY, bytes(pieces[0]) if len(pieces) == 1 else b"".join(pieces)
+                if isinstance(event, Message) and (whole := self._fragment(event, isinstance(event, TextMessage))) is not None:
+                    return whole
             data = await self.reader.read(_READ)
             if not data:
                 raise asyncio.IncompleteReadError(b"", None)

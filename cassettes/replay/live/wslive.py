@@ -5,12 +5,12 @@ The replay server answers a session's turns from the recording until a turn reac
 from then on it relays the session to a live upstream (the recorder's listener, which records
 it). A turn there may continue an answer the live upstream never gave (a ``previous_response_id``
 of an answer replayed from the recording): it is sent self-contained, as an HTTP request is
-(:mod:`cassettes.replay.chains`, which keeps what every answer stood for).
+(:mod:`cassettes.replay.live.chains`, which keeps what every answer stood for).
 
 The connection is RFC 6455's client side: the opening handshake (no extension offered, so the
 upstream sends plain frames), masked frames out, the upstream's unmasked frames in. Connecting
 and the handshake are bounded; an upstream that refuses or breaks off raises
-:class:`~cassettes.replay.forward.UpstreamError`.
+:class:`~cassettes.replay.live.forward.UpstreamError`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import os
 import ssl
 from urllib.parse import urlsplit
 
-from cassettes.replay.chains import MAX_ANSWERS, Threads, as_sent_live, threads_of
-from cassettes.replay.forward import CONNECT_TIMEOUT, READ_TIMEOUT, Trust, UpstreamError, tls_context
-from cassettes.replay.http1 import HOP_BY_HOP
+from cassettes.replay.live.chains import MAX_ANSWERS, Threads, as_sent_live, threads_of
+from cassettes.replay.live.forward import CONNECT_TIMEOUT, READ_TIMEOUT, Trust, UpstreamError, tls_context
+from cassettes.replay.transports.http1 import HOP_BY_HOP
 
 __all__ = ["MAX_ANSWERS", "LiveSocket", "Threads", "as_sent_live", "threads_of"]  # the chains' names, where they were
 
@@ -35,7 +35,7 @@ class LiveSocket:
     upstream gave on this connection (a turn continuing one of them is sent as it is)."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from cassettes.replay.wsframes import MessageReader
+        from cassettes.replay.transports.wsframes import MessageReader
 
         self.writer = writer
         self.incoming = MessageReader(reader, from_server=True)
@@ -46,11 +46,11 @@ class LiveSocket:
                    read_timeout: float = READ_TIMEOUT, said: list[str] | None = None, trust: Trust | None = None) -> LiveSocket:
         """Open the session at ``base`` + ``target`` with the client's handshake headers (those of
         the connection and of the WebSocket handshake itself are this client's own); TLS verified
-        against ``trust`` (:class:`~cassettes.replay.forward.Trust`)."""
+        against ``trust`` (:class:`~cassettes.replay.live.forward.Trust`)."""
         import h11
 
-        from cassettes.replay.outgoing import Ask, Unsendable
-        from cassettes.replay.wsframes import accept_key
+        from cassettes.replay.transports.outgoing import Ask, Unsendable
+        from cassettes.replay.transports.wsframes import accept_key
         from cassettes.untrusted import clean_line
 
         u = urlsplit(base)
@@ -66,7 +66,7 @@ class LiveSocket:
             raise UpstreamError(f"cannot connect to {base[:80]}: {exc}") from None
         key = base64.b64encode(os.urandom(16)).decode("ascii")
         keep = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and not k.lower().startswith("sec-websocket-")]
-        # The handshake is h11's (cassettes.replay.outgoing: a header that cannot be sent is dropped);
+        # The handshake is h11's (cassettes.replay.transports.outgoing: a header that cannot be sent is dropped);
         # the answer's head is read up to its empty line (no frame after it is taken) and parsed by h11.
         ask = Ask(_LINE)
         try:
@@ -98,7 +98,7 @@ class LiveSocket:
         return cls(reader, writer)
 
     async def send(self, opcode: int, payload: bytes) -> None:
-        from cassettes.replay.wsframes import frame
+        from cassettes.replay.transports.wsframes import frame
 
         self.writer.write(frame(opcode, payload, masked=True))
         await self.writer.drain()

@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 import h11
 
 from cassettes.errors import CassetteError
-from cassettes.replay.http1 import HOP_BY_HOP
-from cassettes.replay.outgoing import Ask, Unsendable
+from cassettes.replay.transports.http1 import HOP_BY_HOP
+from cassettes.replay.transports.outgoing import Ask, Unsendable
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Headers, header
 from cassettes.wire.own import without_own
@@ -146,7 +146,7 @@ class Upstream:
         """Send one request; the response once its head has arrived (read its body with
         :meth:`UpstreamResponse.pieces`). The request's hop-by-hop headers are not passed on; a
         header that cannot be sent (CR, LF, NUL, a name that is not a token) is dropped, and a
-        line naming it is appended to ``said``. The message is h11's (:class:`~cassettes.replay.outgoing.Ask`)."""
+        line naming it is appended to ``said``. The message is h11's (:class:`~cassettes.replay.transports.outgoing.Ask`)."""
         listed = {t.strip().lower() for k, v in headers if k.lower() == "connection" for t in v.split(",")}  # RFC 9110 7.6.1
         keep = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and k.lower() not in listed]
         ask = Ask(_LINE)

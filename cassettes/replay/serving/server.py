@@ -29,7 +29,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -39,13 +39,14 @@ import orjson
 from cassettes.matching.rules import Rules
 from cassettes.matching.volatile import VolatileSpans
 from cassettes.providers import REVERSE_UPSTREAMS, Provider
-from cassettes.replay.background import BackgroundServer
-from cassettes.replay.faults import Fault, FaultPlan
-from cassettes.replay.http1 import HOP_BY_HOP, BadRequest, Request, Watchdog, read_request, refuse
-from cassettes.replay.indexed import IndexedRecordings
-from cassettes.replay.jsondiff import clip
-from cassettes.replay.matcher import Matcher, Miss, Recorded, request_key, tolerated_notes
-from cassettes.replay.plan import (
+from cassettes.replay.matching.indexed import IndexedRecordings
+from cassettes.replay.matching.jsondiff import clip
+from cassettes.replay.matching.matcher import Matcher, Miss, Recorded, request_key, tolerated_notes
+from cassettes.replay.serving.faults import Fault, FaultPlan
+from cassettes.replay.serving.plan import (
+    MISS_CODE,
+    MISS_STATUS,
+    NOT_REPLAYED,
     Fallback,
     FaultStatus,
     Forward,
@@ -56,7 +57,9 @@ from cassettes.replay.plan import (
     Rewritten,
     Router,
 )
-from cassettes.replay.wsserve import WebSocketReplay
+from cassettes.replay.serving.wsserve import WebSocketReplay
+from cassettes.replay.transports.background import BackgroundServer
+from cassettes.replay.transports.http1 import BadRequest, Request, Watchdog, read_request, refuse
 from cassettes.wire.decoding import decode_chunks
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
@@ -65,8 +68,9 @@ from cassettes.wire.replay_miss import NOTE_HEADER
 if TYPE_CHECKING:
     from typing import Any
 
-    from cassettes.replay.forward import Trust, Upstream, UpstreamResponse
-    from cassettes.replay.outgoing import Answer
+    from cassettes.providers import Rendered
+    from cassettes.replay.live.forward import Trust, Upstream, UpstreamResponse
+    from cassettes.replay.transports.outgoing import Answer
 
 __all__ = ["IDLE_TIMEOUT", "MISS_CODE", "MISS_STATUS", "READ_TIMEOUT", "RETAIN_BODIES", "WRITE_TIMEOUT", "ReplayServer", "parse_pace", "replay_env"]
 
@@ -84,26 +88,10 @@ RETAIN_BODIES = 64 << 20
 #: round trips stopped after a few gets a short report, not a million lines.
 UNPLAYED_LISTED = 100
 
-#: Status and error code of the answer to a request the cassette cannot answer.
 #: A looptap cassette at least this large is served from its offset index; a smaller one is
 #: held in memory (about 16 bytes per byte of the file: 8 MB costs ~130 MB, and answers ~3x
 #: faster than reading each played round trip again from disk).
 IN_MEMORY_BELOW = 8 << 20
-MISS_STATUS = 400
-MISS_CODE = "looptap_replay_miss"
-
-#: Recorded response headers that are not replayed: framing and connection (the server frames
-#: the body itself), encodings (bodies are stored decoded), and per-connection values.
-_DROP = HOP_BY_HOP | {
-    "content-encoding",
-    "date",
-    "set-cookie",
-    "alt-svc",
-    "strict-transport-security",
-    "x-should-retry",
-    "retry-after",
-    "retry-after-ms",
-}
 
 
 def _size(path: str | Path) -> int:
@@ -178,6 +166,19 @@ def _events(body: bytes, ctype: str) -> list[bytes]:
     return out
 
 
+async def _each(chunks: Sequence[bytes]) -> AsyncIterator[bytes]:
+    """The pieces of a body already read, as a relay sends pieces that arrive."""
+    for chunk in chunks:
+        yield chunk
+
+
+def _joined_headers(rendered: Rendered, why: str, parts: int) -> Headers:
+    """The headers of an answer a continuation joined (``parts`` continuation requests)."""
+    stream = len(rendered.chunks) > 1 or rendered.content_type == "text/event-stream"
+    return [("content-type", rendered.content_type), ("x-looptap-replay", why), ("x-looptap-continued", str(parts)),
+            ("transfer-encoding", "chunked") if stream else ("content-length", str(sum(len(c) for c in rendered.chunks)))]
+
+
 def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Fault | None) -> bool:
     """Whether a recorded answer is replayed chunked (a stream, several pieces, a stream fault)."""
     ctype = (ex.response_header("content-type") or "").lower()
@@ -185,23 +186,20 @@ def _chunked(ex: Exchange, chunks: list[tuple[float | None, bytes]], fault: Faul
     return cutting or len(chunks) > 1 or "event-stream" in ctype or "ndjson" in ctype or (ex.response_header("transfer-encoding") or "").lower() == "chunked"
 
 
-class ReplayServer(WebSocketReplay, BackgroundServer):
+class ReplayServer(BackgroundServer):
     """Serve a cassette on ``host:port`` (0: a free port). See the module docstring."""
 
     label = "the replay server"
 
     def _preload(self) -> None:
-        import h11  # noqa: F401  # the HTTP/1.1 reader and writer (cassettes.replay.http1, outgoing)
-        import wsproto.connection  # WebSocket sessions (cassettes.replay.wsframes)
+        import h11  # noqa: F401  # the HTTP/1.1 reader and writer (cassettes.replay.transports.http1, outgoing)
+        import wsproto.connection  # WebSocket sessions (cassettes.replay.transports.wsframes)
         import wsproto.events  # noqa: F401
 
     #: The largest request head (and chunk-size line) read; a larger one is answered 431.
     read_limit = 1 << 20
     #: The largest request body read; a larger one is answered 413.
     max_body = 256 << 20
-    miss_status = MISS_STATUS
-    miss_code = MISS_CODE
-    drop_headers = _DROP
 
     def __init__(
         self,
@@ -269,6 +267,9 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         self.trust = trust
         #: Decides every answer (the senders below only speak it).
         self.planner = Planner(self.matcher, faults, fallback, cursor)
+        #: Answers the WebSocket sessions, turn by turn, as the planner decides.
+        self.websockets = WebSocketReplay(self.planner, log=self._log, send_head=self._send_head, drain=self._drain,
+                                          speed=self.speed, idle_timeout=idle_timeout, trust=trust)
         #: Every request answered, as an exchange: the live request and what was sent back.
         self.served: list[Exchange] = []
         #: Per served exchange: the recorded round trip that answered it, or the miss.
@@ -361,7 +362,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
                 shown += 1
                 out.append(f"  unplayed: {r.label}: {r.key.method} {clip(r.key.target)}")
         if self.matcher.tolerated:
-            from cassettes.replay.tolerated import report_lines, turn_entries
+            from cassettes.replay.matching.tolerated import report_lines, turn_entries
             from cassettes.untrusted import clean_line
 
             n = len(self.matcher.tolerated)
@@ -414,7 +415,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             websocket = (req.header("upgrade") or "").lower() == "websocket"
             try:
                 if websocket:
-                    await self._websocket(req, reader, writer, dog)
+                    await self.websockets.serve(req, reader, writer, dog)
                     return
                 keep = await self._respond(req, writer, dog)
             except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -464,11 +465,11 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
     async def _send_head(
         self, writer: asyncio.StreamWriter, status: int, headers: Headers, dog: Watchdog | None = None, *, req: Request | None = None, logged: Exchange | None = None
     ) -> Answer:
-        """The status line and headers, built by h11 (:class:`~cassettes.replay.outgoing.Answer`);
+        """The status line and headers, built by h11 (:class:`~cassettes.replay.transports.outgoing.Answer`);
         the answer to write the body with. A header that cannot be sent (a recorded name or value
         holding CR, LF, NUL …) is dropped: ``logged`` (the served exchange) then lists only what
         was sent, and a note and :meth:`report_lines` name the header, never its value."""
-        from cassettes.replay.outgoing import Answer
+        from cassettes.replay.transports.outgoing import Answer
 
         answer = Answer(req.method if req is not None else "GET", close=req is not None and (req.header("connection") or "").lower() == "close",
                         upgrade=req is not None and (req.header("upgrade") or "").lower() == "websocket")
@@ -482,7 +483,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
 
     def _said(self, said: list[str], logged: Exchange | None) -> None:
         """Headers dropped from a message (see :meth:`_send_head`), kept for the report."""
-        from cassettes.replay.outgoing import header_problem
+        from cassettes.replay.transports.outgoing import header_problem
 
         where = f" (round trip {logged.seq})" if logged is not None and logged.seq is not None else ""
         with self._lock:
@@ -610,7 +611,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
 
     async def _send_internal_error(self, writer: asyncio.StreamWriter, exc: Exception, websocket: bool = False) -> None:
         if websocket:  # the session is open: close it as an internal error (1011)
-            from cassettes.replay import wsframes as ws
+            from cassettes.replay.transports import wsframes as ws
 
             with contextlib.suppress(Exception):
                 writer.write(ws.frame(ws.CLOSE, struct.pack("!H", 1011) + clip(f"looptap replay: internal error: {type(exc).__name__}", 100).encode()))
@@ -686,7 +687,7 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
         advice as the adapter gives it, the replay and fault labels added."""
         ex = rec.exchange
         assert ex.status is not None
-        headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in _DROP]
+        headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in NOT_REPLAYED]
         if ex.status >= 400:
             adapter = rec.key.adapter or Provider()
             retry = self._recorded_retry(rec)
@@ -762,83 +763,94 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
     async def _forward(self, req: Request, writer: asyncio.StreamWriter, answer: Forward, dog: Watchdog | None = None) -> bool:
         """Send the request on to ``answer.base`` and relay its answer as it arrives (chunked);
         an upstream that cannot be reached or breaks off is said in the API's error shape (a
-        miss for new episodes) or by breaking the connection off the same way."""
-        from cassettes.replay.forward import Upstream, UpstreamError
+        miss for new episodes) or by breaking the connection off the same way. Under a fork's
+        ``--edit continue`` the answer is read whole first, and handed over joined when the
+        token cap cut it (:meth:`_continued`)."""
+        from cassettes.replay.live.forward import Upstream, UpstreamError
 
         upstream = Upstream(answer.base, trust=self.trust)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         said: list[str] = []
+        target = answer.target or req.target
         try:
-            response = await upstream.send(req.method, answer.target or req.target, answer.headers if answer.headers is not None else req.headers, answer.body, said)
+            response = await upstream.send(req.method, target, answer.headers if answer.headers is not None else req.headers, answer.body, said)
         except UpstreamError as exc:
             if answer.miss is not None:
                 answer.miss.reason += f"; forwarding to {answer.base} failed: {exc}"
                 return await self._send_miss(req, writer, answer.miss, dog)
             return await self._send_upstream_error(req, writer, answer, str(exc), dog)
-        if answer.cont is not None:
-            return await self._forward_continued(req, writer, answer, upstream, response, t0, said, dog)
-        own: list[str] = []
-        out = upstream.relayed_headers(response, own) + [("transfer-encoding", "chunked"), ("x-looptap-replay", answer.why)]
         if answer.miss is not None:
-            self.matcher.resolve(answer.miss)  # answered after all: recorded as a new episode
+            self.matcher.resolve(answer.miss)  # answered after all: recorded as a new episode (or continued)
+        notes = list(answer.notes)
+        status, broke, rendered, parts = response.status, None, None, 0
+        own: list[str] = []
+        pieces: AsyncIterator[bytes] = (data async for data in response.pieces() if data)
+        if answer.cont is not None:
+            first: list[bytes] = []
+            try:
+                first += [data async for data in pieces]
+            except UpstreamError as exc:
+                broke = str(exc)
+            continued = await self._continued(req, answer, upstream, response, first, said, notes) if broke is None else None
+            if continued is not None:
+                rendered, parts = continued
+            pieces = _each(first if rendered is None else rendered.chunks)
+        if rendered is None:  # the answer as it comes
+            out = upstream.relayed_headers(response, own) + [("transfer-encoding", "chunked"), ("x-looptap-replay", answer.why)]
+        else:
+            status, out = 200, _joined_headers(rendered, answer.why, parts)
         sent: list[tuple[float | None, bytes]] = []
-        logged = self._log(req, response.status, out, sent, answer.why, origin_of=answer.rec)
-        logged.notes.extend(answer.notes)
+        logged = self._log(req, status, out, sent, answer.why, origin_of=answer.rec)
+        self._relay_notes(logged, notes, own, said)
+        relay = await self._send_head(writer, status, out, dog, req=req, logged=logged)
+        try:
+            async for data in pieces:
+                sent.append((loop.time() - t0, data))
+                writer.write(relay.data(data))
+                await self._drain(writer, dog)
+        except UpstreamError as exc:
+            broke = str(exc)
+        if broke is not None:
+            logged.transport_error = broke
+            writer.transport.abort()
+            return False
+        if self.planner.cursor is not None:  # a later request continuing this answer goes as it is
+            self.planner.cursor.relayed(req.method, target, answer.body, status, sent, out)
+        writer.write(relay.end())
+        await self._drain(writer, dog)
+        return True
+
+    def _relay_notes(self, logged: Exchange, notes: list[str], own: list[str], said: list[str]) -> None:
+        """A relayed answer's notes: the plan's and the continuation's, looptap's own marks the
+        upstream's answer carried (dropped), the headers that could not be sent upstream."""
+        logged.notes.extend(notes)
         if own:
             logged.notes.append(f"marks: the upstream's response carried looptap's own headers ({', '.join(own)}) that this replay did not write; dropped")
         if said:
             self._said(said, None)
             logged.notes.extend(f"looptap: {line} upstream" for line in said)
-        relay = await self._send_head(writer, response.status, out, dog, req=req, logged=logged)
-        try:
-            async for data in response.pieces():
-                if data:
-                    sent.append((loop.time() - t0, data))
-                    writer.write(relay.data(data))
-                    await self._drain(writer, dog)
-        except UpstreamError as exc:
-            logged.transport_error = str(exc)
-            writer.transport.abort()
-            return False
-        if self.planner.cursor is not None:  # a later request continuing this answer goes as it is
-            self.planner.cursor.relayed(req.method, answer.target or req.target, answer.body, response.status, sent, out)
-        writer.write(relay.end())
-        await self._drain(writer, dog)
-        return True
 
-    async def _forward_continued(
-        self, req: Request, writer: asyncio.StreamWriter, answer: Forward, upstream: Upstream, response: UpstreamResponse, t0: float, said: list[str],
-        dog: Watchdog | None,
-    ) -> bool:
-        """A fork's ``--edit continue`` (:mod:`cassettes.replay.continuation`): the upstream's
-        answer read whole; when the token cap cut it, the model asked to go on (each request
-        through the same recorder, marked as the fork's), and the client handed one answer
-        joining the parts, in the format it asked for; any other answer relayed as it came."""
+    async def _continued(self, req: Request, answer: Forward, upstream: Upstream, response: UpstreamResponse, first: list[bytes], said: list[str],
+                         notes: list[str]) -> tuple[Rendered, int] | None:
+        """A fork's ``--edit continue`` (:mod:`cassettes.replay.live.continuation`) on the
+        upstream's answer (``first``, read whole): when the token cap cut it, the model asked to go
+        on (each request through the same recorder, marked as the fork's), and the one answer
+        joining the parts, in the format the client asked for, with how many continuation requests it
+        took; ``None`` when there is nothing to join (the answer is relayed as it came). What
+        happened goes to ``notes``."""
         from cassettes.hints import count
-        from cassettes.replay.continuation import cut_text, joined, parsed, rendered_for
-        from cassettes.replay.forward import Upstream, UpstreamError
+        from cassettes.replay.live.continuation import cut_text, joined, parsed, rendered_for
+        from cassettes.replay.live.forward import Upstream, UpstreamError
 
         cont = answer.cont
         assert cont is not None
-        if answer.miss is not None:
-            self.matcher.resolve(answer.miss)  # answered after all (a continuation past the cursor)
-        loop = asyncio.get_running_loop()
         target = answer.target or req.target
-        first: list[bytes] = []
-        broke: str | None = None
-        try:
-            async for data in response.pieces():
-                if data:
-                    first.append(data)
-        except UpstreamError as exc:
-            broke = str(exc)
         url = upstream.base + target
         sent_headers = answer.headers if answer.headers is not None else req.headers
-        cut = parsed(cont.adapter, req.method, url, answer.body, response.status, response.headers, first) if broke is None else None
+        cut = parsed(cont.adapter, req.method, url, answer.body, response.status, response.headers, first)
         so_far = cut_text(cut) if cut is not None else None
         parts: list[tuple[str, Any]] = []
-        notes = list(answer.notes)
         while so_far is not None and cont.sent < cont.rounds:
             made = cont.request(answer.body, so_far, sent_headers)
             if made is None:
@@ -859,41 +871,12 @@ class ReplayServer(WebSocketReplay, BackgroundServer):
             still = cut_text(more)
             so_far = continues + still if still is not None else None
         rendered = rendered_for(cont.adapter, target, cont.client_body, joined(cut, parts)) if cut is not None and parts else None
-        sent: list[tuple[float | None, bytes]] = []
-        own: list[str] = []
-        if rendered is None:  # not cut, or nothing to join: the answer as it came
-            out = upstream.relayed_headers(response, own) + [("transfer-encoding", "chunked"), ("x-looptap-replay", answer.why)]
-            logged = self._log(req, response.status, out, sent, answer.why, origin_of=answer.rec)
-            chunks = first
-        else:
-            cont.done(len(parts))
-            stream = len(rendered.chunks) > 1 or rendered.content_type == "text/event-stream"
-            out = [("content-type", rendered.content_type), ("x-looptap-replay", answer.why), ("x-looptap-continued", str(len(parts))),
-                   ("transfer-encoding", "chunked") if stream else ("content-length", str(sum(len(c) for c in rendered.chunks)))]
-            logged = self._log(req, 200, out, sent, answer.why, origin_of=answer.rec)
-            notes.append(f"fork: the answer was cut at the token cap; looptap continued it ({count(len(parts), 'continuation request')}, --edit continue) "
-                         "and handed the client one answer joining the parts")
-            chunks = list(rendered.chunks)
-        logged.notes.extend(notes)
-        if own:
-            logged.notes.append(f"marks: the upstream's response carried looptap's own headers ({', '.join(own)}) that this replay did not write; dropped")
-        if said:
-            self._said(said, None)
-            logged.notes.extend(f"looptap: {line} upstream" for line in said)
-        relay = await self._send_head(writer, logged.status or 200, out, dog, req=req, logged=logged)
-        for data in chunks:
-            sent.append((loop.time() - t0, data))
-            writer.write(relay.data(data))
-            await self._drain(writer, dog)
-        if broke is not None:
-            logged.transport_error = broke
-            writer.transport.abort()
-            return False
-        if self.planner.cursor is not None:
-            self.planner.cursor.relayed(req.method, target, answer.body, logged.status or 200, sent, out)
-        writer.write(relay.end())
-        await self._drain(writer, dog)
-        return True
+        if rendered is None:
+            return None
+        cont.done(len(parts))
+        notes.append(f"fork: the answer was cut at the token cap; looptap continued it ({count(len(parts), 'continuation request')}, --edit continue) "
+                     "and handed the client one answer joining the parts")
+        return rendered, len(parts)
 
     async def _send_upstream_error(self, req: Request, writer: asyncio.StreamWriter, answer: Forward, why: str, dog: Watchdog | None) -> bool:
         """The live upstream past the cursor failed: a 502 in the API's error shape."""

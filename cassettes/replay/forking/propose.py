@@ -25,8 +25,8 @@ from typing import Any
 from cassettes.analysis import RunAnalysis
 from cassettes.matching.rules import RuleError, Rules, format_rule_path, parse_ignore, parse_substitution
 from cassettes.matching.volatile import Numbering, VolatileSpans
-from cassettes.replay.jsondiff import Change, clip, format_path, json_diff, window
-from cassettes.replay.requestkey import RequestKey, request_key
+from cassettes.replay.matching.jsondiff import Change, clip, format_path, json_diff, window
+from cassettes.replay.matching.requestkey import RequestKey, request_key
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["Difference", "Proposal", "propose", "propose_files"]

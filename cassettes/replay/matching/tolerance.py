@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from cassettes.matching.volatile import Tolerated
-from cassettes.replay.jsondiff import Change, json_diff
-from cassettes.replay.requestkey import RequestKey
+from cassettes.replay.matching.jsondiff import Change, json_diff
+from cassettes.replay.matching.requestkey import RequestKey
 
 __all__ = ["PREFIX_MODES", "TOOL_RESULT", "tool_result_changes"]
 

@@ -1,5 +1,5 @@
 """The replay server's WebSocket sender: a session (Responses over a WebSocket) answered turn by
-turn from the recording, each turn decided by the same :class:`~cassettes.replay.plan.Planner`
+turn from the recording, each turn decided by the same :class:`~cassettes.replay.serving.plan.Planner`
 as an HTTP request and spoken here as WebSocket messages.
 
 Each message that opens a turn (its API's ``ws_turns``) is planned like an HTTP request to the
@@ -8,8 +8,8 @@ WebSocket the API's failures are messages: a miss or a status fault is the API's
 (the session goes on), a stream fault acts on the turn's event messages, a reset closes the
 connection.
 
-Past a fork's cursor (:mod:`cassettes.replay.cursor`) the session goes live: at its first turn at
-or past the cursor the server opens a WebSocket to the live upstream (:mod:`cassettes.replay.wslive`)
+Past a fork's cursor (:mod:`cassettes.replay.forking.cursor`) the session goes live: at its first turn at
+or past the cursor the server opens a WebSocket to the live upstream (:mod:`cassettes.replay.live.wslive`)
 and relays the session both ways to its end, each turn sent self-contained when it continues an
 answer the live upstream never gave, with the fork's model and edits (docs/fork.md).
 """
@@ -18,28 +18,41 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import orjson
 
 from cassettes import bounds, providers
 from cassettes.providers import Provider
-from cassettes.replay.http1 import Request, Watchdog
-from cassettes.replay.plan import Answer, FaultStatus, Forward, Missed, Planner, Play, Reset, Rewritten
+from cassettes.replay.serving.plan import (
+    MISS_CODE,
+    MISS_STATUS,
+    NOT_REPLAYED,
+    Answer,
+    FaultStatus,
+    Forward,
+    Missed,
+    Planner,
+    Play,
+    Reset,
+    Rewritten,
+)
+from cassettes.replay.transports.http1 import Request, Watchdog
 from cassettes.wire.exchange import Exchange, Headers
 from cassettes.wire.replay_miss import HEADER as MISS_HEADER
 from cassettes.wire.replay_miss import NOTE_HEADER
 
 if TYPE_CHECKING:
     from cassettes.providers import WsTurns
-    from cassettes.replay.chains import Threads
-    from cassettes.replay.forward import Trust
-    from cassettes.replay.matcher import Miss, Recorded
-    from cassettes.replay.wsframes import MessageReader
-    from cassettes.replay.wslive import LiveSocket
+    from cassettes.replay.live.chains import Threads
+    from cassettes.replay.live.forward import Trust
+    from cassettes.replay.live.wslive import LiveSocket
+    from cassettes.replay.matching.matcher import Miss, Recorded
+    from cassettes.replay.transports.outgoing import Answer as HttpAnswer
+    from cassettes.replay.transports.wsframes import MessageReader
 
 __all__ = ["WebSocketReplay", "sse_data"]
 
@@ -81,7 +94,7 @@ class _Live:
 
     def stop(self) -> None:
         """The client's session ended: close the live one (1000) and stop relaying."""
-        from cassettes.replay import wsframes as ws
+        from cassettes.replay.transports import wsframes as ws
 
         if self.pump is not None:
             self.pump.cancel()
@@ -91,31 +104,42 @@ class _Live:
 
 
 def _miss(turn: Request, why: str, rec: Recorded | None) -> Miss:
-    from cassettes.replay.matcher import Miss
+    from cassettes.replay.matching.matcher import Miss
 
     return Miss(turn.method, turn.target, why, rec)
 
 
 class WebSocketReplay:
-    """Mixed into the replay server (which provides what is declared here)."""
+    """The WebSocket sessions of one replay server, a collaborator it holds: the server hands each
+    upgrade request to :meth:`serve`. What it needs is given here: the ``planner`` that decides
+    every turn, the ``speed`` (0: instant) and ``idle_timeout`` of the server, the CA store a
+    session sent live verifies (``trust``), and three of the server's own services: ``log`` (the
+    served exchange a turn is recorded as), ``send_head`` (an HTTP head, built by h11) and
+    ``drain`` (a write waited for within the server's write deadline)."""
 
-    planner: Planner
-    speed: float
-    idle_timeout: float | None
-    write_timeout: float | None
-    miss_status: int
-    miss_code: str
-    drop_headers: frozenset[str]
-    trust: Trust | None
-    _log: Callable[..., Exchange]
-    _send_head: Callable[..., Any]
+    def __init__(
+        self,
+        planner: Planner,
+        *,
+        log: Callable[..., Exchange],
+        send_head: Callable[..., Awaitable[HttpAnswer]],
+        drain: Callable[[asyncio.StreamWriter, Watchdog | None], Awaitable[None]],
+        speed: float = 0.0,
+        idle_timeout: float | None = None,
+        trust: Trust | None = None,
+    ) -> None:
+        self.planner = planner
+        self.speed = speed
+        self.idle_timeout = idle_timeout
+        self.trust = trust
+        self._log = log
+        self._send_head = send_head
+        self._drain = drain
+        self._threads: Threads | None = None
 
-    async def _drain(self, writer: asyncio.StreamWriter, dog: Watchdog | None) -> None:
-        raise NotImplementedError
-
-    async def _websocket(self, req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dog: Watchdog | None = None) -> None:
+    async def serve(self, req: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dog: Watchdog | None = None) -> None:
         """Answer a WebSocket session from the recorded turns (see the module docstring)."""
-        from cassettes.replay import wsframes as ws
+        from cassettes.replay.transports import wsframes as ws
 
         key = req.header("sec-websocket-key")
         adapter = providers.detect("POST", urlsplit(req.target), {"input": ""})
@@ -132,7 +156,7 @@ class WebSocketReplay:
         live: _Live | None = None
         try:
             while True:
-                data = await self._ws_next(incoming, writer, dog, live is None)
+                data = await self._next(incoming, writer, dog, live is None)
                 if data is None:
                     return  # closed, or broken by the client
                 try:
@@ -142,25 +166,25 @@ class WebSocketReplay:
                 opened = rules.opens(msg)
                 turn = Request("POST", req.target, req.headers, data)
                 if live is not None:  # past the cursor: every message goes on to the live upstream
-                    await (self._ws_live_turn(live, turn, msg, rules, None) if opened else live.sock.send(ws.TEXT, data))
+                    await (self._live_turn(live, turn, msg, rules, None) if opened else live.sock.send(ws.TEXT, data))
                     continue
                 if not opened:
                     continue  # a session message opens no turn: nothing is answered for it
                 answer = self.planner.plan(turn, websocket=True)
                 if isinstance(answer, Forward):
-                    live = await self._ws_go_live(req, turn, msg, answer, writer, adapter, rules, dog)
-                elif not await self._ws_turn(turn, answer, writer, adapter, rules, msg, dog):
+                    live = await self._go_live(req, turn, msg, answer, writer, adapter, rules, dog)
+                elif not await self._turn(turn, answer, writer, adapter, rules, msg, dog):
                     return  # a fault closed the connection
         finally:
             if live is not None:
                 live.stop()
 
-    async def _ws_next(self, incoming: MessageReader, writer: asyncio.StreamWriter, dog: Watchdog | None, idles: bool = True) -> bytes | None:
+    async def _next(self, incoming: MessageReader, writer: asyncio.StreamWriter, dog: Watchdog | None, idles: bool = True) -> bytes | None:
         """The next data message, answering control frames on the way; ``None`` when the
         session ends (a close; a protocol error answered with its close code, 1002 mostly; no
         frame for ``idle_timeout`` seconds, answered 1001: not while the session is live, when
         the client may wait as long as the live model takes)."""
-        from cassettes.replay import wsframes as ws
+        from cassettes.replay.transports import wsframes as ws
 
         idle = self.idle_timeout if idles else None
         while True:
@@ -191,11 +215,11 @@ class WebSocketReplay:
             elif op != ws.PONG:
                 return bytes(data)
 
-    async def _ws_turn(self, turn: Request, answer: Answer, writer: asyncio.StreamWriter, adapter: Provider, rules: WsTurns, msg: Any, dog: Watchdog | None) -> bool:
+    async def _turn(self, turn: Request, answer: Answer, writer: asyncio.StreamWriter, adapter: Provider, rules: WsTurns, msg: Any, dog: Watchdog | None) -> bool:
         """Answer one turn of a WebSocket session as planned; ``False`` when the connection was closed."""
         assert not isinstance(answer, Forward)
         if isinstance(answer, Missed):
-            await self._ws_miss(turn, writer, adapter, answer.miss, dog)
+            await self._send_miss(turn, writer, adapter, answer.miss, dog)
             return True
         if isinstance(answer, Reset):
             self._log(turn, None, [], [], f"fault {answer.fault.text}", "looptap fault: reset (connection closed)", origin_of=answer.rec)
@@ -205,7 +229,7 @@ class WebSocketReplay:
         fault = answer.fault
         if fault is not None and fault.kind == "slow_first_byte":
             await asyncio.sleep(fault.arg or 0.0)
-        spoken = self._ws_spoken(answer, adapter)
+        spoken = self._spoken(answer, adapter)
         label: Recorded | str = f"fault {fault.text}" if fault is not None else rec
         sent: list[tuple[float | None, bytes]] = []
         logged = self._log(turn, spoken.status, spoken.headers, sent, label, origin_of=rec)
@@ -213,21 +237,20 @@ class WebSocketReplay:
         if isinstance(answer, Play) and answer.note is not None:
             logged.notes.append(answer.note)
         if rules.thread is not None and self.planner.cursor is not None and isinstance(answer, Play) and spoken.messages:
-            self._ws_thread(rules, msg, spoken.messages[-1][2])
-        return await self._ws_send(writer, spoken, logged, sent, dog)
+            self._remember(rules, msg, spoken.messages[-1][2])
+        return await self._send(writer, spoken, logged, sent, dog)
 
     # -- past a fork's cursor: the session relayed to a live upstream ------------------------------
     @property
-    def ws_threads(self) -> Threads:
+    def threads(self) -> Threads:
         """What every answer given or relayed over this server's sessions stood for."""
-        from cassettes.replay.chains import Threads
+        from cassettes.replay.live.chains import Threads
 
-        got = self.__dict__.get("_ws_threads")
-        if got is None:
-            got = self.__dict__["_ws_threads"] = Threads()
-        return cast("Threads", got)
+        if self._threads is None:
+            self._threads = Threads()
+        return self._threads
 
-    def _ws_thread(self, rules: WsTurns, msg: Any, closing: bytes, known: set[str] | None = None) -> None:
+    def _remember(self, rules: WsTurns, msg: Any, closing: bytes, known: set[str] | None = None) -> None:
         """Remember what the answer closing a turn (``closing``, a message) stood for."""
         assert rules.thread is not None
         try:
@@ -237,41 +260,41 @@ class WebSocketReplay:
         if not rules.closes(doc):
             return
         prev, rid, items = rules.thread(msg, doc)
-        self.ws_threads.add(rid, prev, items)
+        self.threads.add(rid, prev, items)
         if known is not None and rid is not None:
             known.add(rid)
 
-    async def _ws_go_live(self, req: Request, turn: Request, msg: Any, answer: Forward, writer: asyncio.StreamWriter, adapter: Provider,
-                          rules: WsTurns, dog: Watchdog | None) -> _Live | None:
+    async def _go_live(self, req: Request, turn: Request, msg: Any, answer: Forward, writer: asyncio.StreamWriter, adapter: Provider,
+                      rules: WsTurns, dog: Watchdog | None) -> _Live | None:
         """The session reaches the cursor: open it at the live upstream (the recorder's listener)
         and send this turn; from now on the session is relayed both ways. An upstream that cannot
         be reached is the API's error message (the session goes on, not live)."""
-        from cassettes.replay.forward import UpstreamError
-        from cassettes.replay.wslive import LiveSocket
+        from cassettes.replay.live.forward import UpstreamError
+        from cassettes.replay.live.wslive import LiveSocket
 
         try:
             sock = await LiveSocket.open(answer.base, req.target, req.headers, trust=self.trust)
         except UpstreamError as exc:
             rec = answer.rec
             why = f"past the fork's cursor; opening the live session at {answer.base} failed: {exc}"
-            await self._ws_miss(turn, writer, adapter, answer.miss if answer.miss is not None else _miss(turn, why, rec), dog, status=502)
+            await self._send_miss(turn, writer, adapter, answer.miss if answer.miss is not None else _miss(turn, why, rec), dog, status=502)
             return None
         live = _Live(sock)
-        live.pump = asyncio.create_task(self._ws_pump(live, writer, rules))
-        await self._ws_live_turn(live, turn, msg, rules, answer.rec)
+        live.pump = asyncio.create_task(self._pump(live, writer, rules))
+        await self._live_turn(live, turn, msg, rules, answer.rec)
         return live
 
-    async def _ws_live_turn(self, live: _Live, turn: Request, msg: Any, rules: WsTurns, rec: Recorded | None) -> None:
+    async def _live_turn(self, live: _Live, turn: Request, msg: Any, rules: WsTurns, rec: Recorded | None) -> None:
         """Send one turn to the live upstream: self-contained if it continues an answer the
         upstream never gave (one replayed from the recording), with the fork's model and edits."""
         from cassettes.providers import Chaining
-        from cassettes.replay import wsframes as ws
-        from cassettes.replay.chains import self_contained
+        from cassettes.replay.live.chains import self_contained
+        from cassettes.replay.transports import wsframes as ws
 
         notes: list[str] = []
         body = turn.body
         if rules.thread is not None and rules.standalone is not None:  # as an HTTP request past the cursor is
-            doc, note = self_contained(self.ws_threads, Chaining(rules.thread, rules.standalone), msg, live.sock.known)
+            doc, note = self_contained(self.threads, Chaining(rules.thread, rules.standalone), msg, live.sock.known)
             body = orjson.dumps(doc) if doc is not msg else body
             notes += [note] if note is not None else []
         cursor = self.planner.cursor
@@ -284,10 +307,10 @@ class WebSocketReplay:
         live.turn(sent, logged, bounds.loads(body) if body is not turn.body else msg)
         await live.sock.send(ws.TEXT, body)
 
-    async def _ws_pump(self, live: _Live, writer: asyncio.StreamWriter, rules: WsTurns) -> None:
+    async def _pump(self, live: _Live, writer: asyncio.StreamWriter, rules: WsTurns) -> None:
         """The live upstream's messages to the client as they come, each logged with its turn;
         the upstream's close closes the client's session, an upstream that breaks off breaks it."""
-        from cassettes.replay import wsframes as ws
+        from cassettes.replay.transports import wsframes as ws
 
         loop = asyncio.get_running_loop()
         try:
@@ -306,26 +329,26 @@ class WebSocketReplay:
                 writer.write(ws.frame(op, data))
                 await writer.drain()
                 if rules.thread is not None:
-                    self._ws_thread(rules, live.request, data, live.sock.known)
+                    self._remember(rules, live.request, data, live.sock.known)
         except (ws.WsProtocolError, asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
             if live.logged is not None:
                 live.logged.transport_error = f"the live upstream broke off the session: {exc}"
             writer.transport.abort()
 
-    async def _ws_miss(self, turn: Request, writer: asyncio.StreamWriter, adapter: Provider, miss: Miss, dog: Watchdog | None, status: int | None = None) -> None:
-        from cassettes.replay import wsframes as ws
+    async def _send_miss(self, turn: Request, writer: asyncio.StreamWriter, adapter: Provider, miss: Miss, dog: Watchdog | None, status: int | None = None) -> None:
+        from cassettes.replay.transports import wsframes as ws
 
-        status = status or self.miss_status
-        code = self.miss_code if status == self.miss_status else "looptap_upstream_error"
+        status = status or MISS_STATUS
+        code = MISS_CODE if status == MISS_STATUS else "looptap_upstream_error"
         body = orjson.dumps({"type": "error", "status": status, **adapter.replay.error(status, str(miss), code)})
         # The served turn carries the marks an HTTP miss sends (the analysis reads it as the
         # client's divergence, not the API's error); over the WebSocket only the message goes.
-        marks = [(MISS_HEADER, "miss"), (NOTE_HEADER, miss.note().to_header())] if status == self.miss_status else []
+        marks = [(MISS_HEADER, "miss"), (NOTE_HEADER, miss.note().to_header())] if status == MISS_STATUS else []
         self._log(turn, status, [("content-type", "application/json"), *marks], [(0.0, body)], miss)
         writer.write(ws.frame(ws.TEXT, body))
         await self._drain(writer, dog)
 
-    def _ws_spoken(self, answer: Play | Rewritten | FaultStatus, adapter: Provider) -> _Turn:
+    def _spoken(self, answer: Play | Rewritten | FaultStatus, adapter: Provider) -> _Turn:
         """The recorded turn as messages, as the decided answer changes them."""
         from cassettes.wire.framing import frame as frame_stream
 
@@ -337,7 +360,7 @@ class WebSocketReplay:
         else:
             framed = frame_stream(ex.response_chunks, ex.response_header("content-type"))
             messages = [(e.offset, e.event, e.data.encode("utf-8", "surrogateescape")) for e in framed.events]
-        headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in self.drop_headers]
+        headers: Headers = [(k, v) for k, v in ex.response_headers if k.lower() not in NOT_REPLAYED]
         headers.append(("x-looptap-replay", f"seq={ex.seq}"))
         fault = answer.fault
         if fault is None:
@@ -359,10 +382,10 @@ class WebSocketReplay:
             return _Turn(status, messages, headers, stall=fault.arg or 0.0)
         return _Turn(status, messages, headers)
 
-    async def _ws_send(self, writer: asyncio.StreamWriter, turn: _Turn, logged: Exchange, sent: list[tuple[float | None, bytes]], dog: Watchdog | None) -> bool:
+    async def _send(self, writer: asyncio.StreamWriter, turn: _Turn, logged: Exchange, sent: list[tuple[float | None, bytes]], dog: Watchdog | None) -> bool:
         """Send a turn's messages at their recorded pace (a stall halfway, a cut closing the
         connection: ``False``), logged as the SSE stream they were recorded as."""
-        from cassettes.replay import wsframes as ws
+        from cassettes.replay.transports import wsframes as ws
 
         loop = asyncio.get_running_loop()
         t0 = loop.time()

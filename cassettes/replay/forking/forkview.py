@@ -1,7 +1,7 @@
 """A branch beside its origin, for the inspector's Fork tab (docs/inspector.md): per conversation,
 the origin's turns before the cursor (served from it), the fork point, then each turn past the
 cursor as the origin had it and as the branch has it, the items a what-if edit rewrote and the
-divergences :func:`cassettes.replay.rundiff.diff_fork` finds there.
+divergences :func:`cassettes.replay.forking.rundiff.diff_fork` finds there.
 
 Computed here (the core); the inspector only draws :class:`ForkComparison`. The origin is found from the
 branch's header (``meta.origin.run``): as written, then beside the branch; when it is in neither
@@ -40,7 +40,7 @@ class ForkRow:
     #: What diff_fork says differs at this turn (``C: …``, ``E: …``).
     divergences: list[str] = field(default_factory=list)
     #: What was tolerated at this turn (the fork's prefix mode), one line each:
-    #: ``messages[3].content: recorded "…", live "…" (by tool_result)`` (:mod:`cassettes.replay.tolerated`).
+    #: ``messages[3].content: recorded "…", live "…" (by tool_result)`` (:mod:`cassettes.replay.matching.tolerated`).
     tolerated: list[str] = field(default_factory=list)
 
 
@@ -88,9 +88,9 @@ def _emitted(turn: Any) -> str:
 def fork_view(branch: str | Path) -> ForkComparison | None:
     """The view of ``branch`` beside its origin, or ``None`` when its header names no origin."""
     from cassettes.reading.run import open_run
-    from cassettes.replay.edits import edit_notes
-    from cassettes.replay.fork import origin_of
-    from cassettes.replay.rundiff import comparing_files, diff_fork, fork_pairs
+    from cassettes.replay.forking.fork import origin_of
+    from cassettes.replay.forking.rundiff import comparing_files, diff_fork, fork_pairs
+    from cassettes.replay.live.edits import edit_notes
 
     path = Path(branch)
     origin = origin_of(path)
@@ -143,7 +143,7 @@ def _header(path: Path, origin: dict[str, Any], found: Path | None) -> ForkCompa
 def _branch_only(view: ForkComparison, rb: Any, changed: str | None = None) -> None:
     """The rows when the origin is not here (or ``changed``: the file there is not the run forked):
     a note saying so, then each branch conversation's first turns on their own."""
-    from cassettes.replay.edits import edit_notes
+    from cassettes.replay.live.edits import edit_notes
 
     view.notes.append(changed if changed is not None else
                       f"the origin {view.origin_name} is not here (looked as written, at its absolute path and beside the branch): the turns before the cursor cannot be shown, only the branch's")
@@ -168,7 +168,7 @@ def _divergences_by_turn(divs: list[Any]) -> dict[tuple[int | None, int | None],
 def _tolerated_by_turn(turns: list[dict[str, Any]]) -> dict[tuple[str, int | None, int | None], list[str]]:
     """What was tolerated, as lines, by turn: a prefix turn by (its conversation, its origin seq,
     ``None``), a turn past the cursor by (``""``, origin seq, branch seq)."""
-    from cassettes.replay.tolerated import entry_line
+    from cassettes.replay.matching.tolerated import entry_line
 
     out: dict[tuple[str, int | None, int | None], list[str]] = {}
     for t in turns:

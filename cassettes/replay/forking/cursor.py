@@ -14,12 +14,12 @@ the recording: they are the continuation). A request that misses *before* the cu
 divergence of the client and fails closed with the replay diff, as in replay.
 
 Over a WebSocket the cursor places a session's turns the same way; the session's first turn at
-or past it makes the whole session live from there (:mod:`cassettes.replay.wsserve`), each turn
+or past it makes the whole session live from there (:mod:`cassettes.replay.serving.wsserve`), each turn
 sent through :meth:`Cursor.outgoing` as an HTTP request is.
 
 A request past the cursor that continues an answer replayed from the recording (the Responses
 API's ``previous_response_id``), which the live upstream never gave, is sent self-contained
-(:mod:`cassettes.replay.chains`); one continuing an answer the live upstream gave goes as it is.
+(:mod:`cassettes.replay.live.chains`); one continuing an answer the live upstream gave goes as it is.
 
 ``--model`` rewrites the model of every request sent live (the top-level ``model`` field, and the
 path's model where the adapter says the path names one: a deployment, or a
@@ -31,7 +31,7 @@ are refused when the cursor is bound, before anything is sent.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -40,15 +40,15 @@ import orjson
 
 from cassettes import bounds
 from cassettes.errors import CassetteError
-from cassettes.replay.edits import Edit, apply_edits, edited_headers
-from cassettes.replay.http1 import Request
-from cassettes.replay.matcher import Matcher, Miss, Recorded
-from cassettes.replay.plan import Answer, Forward, Missed, Play
+from cassettes.replay.live.edits import Edit, apply_edits, edited_headers
+from cassettes.replay.matching.matcher import Matcher, Miss, Recorded
+from cassettes.replay.serving.plan import Answer, Forward, Missed, Play
+from cassettes.replay.transports.http1 import Request
 
 if TYPE_CHECKING:
     from cassettes.providers import Provider
-    from cassettes.replay.chains import Threads
-    from cassettes.replay.continuation import Continuation
+    from cassettes.replay.live.chains import Threads
+    from cassettes.replay.live.continuation import Continuation
 
 __all__ = ["Cursor", "CursorError", "CursorSpec", "live_router", "model_vendor", "other_family", "parse_cursor", "with_model"]
 
@@ -119,10 +119,10 @@ class Cursor:
     spec: CursorSpec
     live: Callable[[str, str, bytes], str | None]
     model: str | None = None
-    #: What-if edits made in every request sent live (:mod:`cassettes.replay.edits`).
+    #: What-if edits made in every request sent live (:mod:`cassettes.replay.live.edits`).
     edits: list[Edit] = field(default_factory=list)
     #: The fork's per-run key when the live upstreams are its looptap recorders: an edited request
-    #: carries its marks to them, sealed with it (:func:`cassettes.replay.edits.edited_headers`), so
+    #: carries its marks to them, sealed with it (:func:`cassettes.replay.live.edits.edited_headers`), so
     #: the branch keeps the client's request. ``None``: no marks are sent.
     edit_key: str | None = field(default=None, repr=False)
     #: Conversations that went live (their requests past the cursor are the continuation).
@@ -138,7 +138,7 @@ class Cursor:
     starts: dict[str | None, int] = field(default_factory=dict)
     #: The ids of the answers the live upstream gave (a request continuing one goes as it is).
     live_ids: set[str] = field(default_factory=set)
-    #: How the prefix is matched (:data:`cassettes.replay.tolerance.PREFIX_MODES`): ``strict``, or
+    #: How the prefix is matched (:data:`cassettes.replay.matching.tolerance.PREFIX_MODES`): ``strict``, or
     #: ``tolerant`` (a request that differs from its recorded turn only in tool results is
     #: answered with that turn, in position, and the difference kept).
     prefix: str = "strict"
@@ -193,8 +193,8 @@ class Cursor:
         """Each edit's target must be in a recorded request at or past the cursor (as the fork
         sends it: a chained one self-contained); raises :class:`CursorError`, before anything is
         sent. Keeps the value each target had where the recording first sends it."""
-        from cassettes.replay.chains import as_sent_live
-        from cassettes.replay.edits import carried
+        from cassettes.replay.live.chains import as_sent_live
+        from cassettes.replay.live.edits import carried
 
         past = sorted((r for r in matcher.recorded if self.at(r)), key=lambda r: r.seq)
         sent = as_sent_live((r.exchange for r in matcher.recorded), lambda seq: self._by_seq[seq].exchange, self.starts.values())
@@ -262,9 +262,9 @@ class Cursor:
 
     def _continuation(self, method: str, target: str, body: bytes, client: bytes) -> Continuation | None:
         """How the answer to a request sent live is continued when the cap cuts it (the
-        ``continue`` edit, :mod:`cassettes.replay.continuation`), or ``None``."""
-        from cassettes.replay.continuation import Continuation
-        from cassettes.replay.requestkey import request_key
+        ``continue`` edit, :mod:`cassettes.replay.live.continuation`), or ``None``."""
+        from cassettes.replay.live.continuation import Continuation
+        from cassettes.replay.matching.requestkey import request_key
 
         edit = next((e for e in self.edits if e.kind == "continue"), None)
         adapter = request_key(method, target, [], body).adapter if edit is not None else None
@@ -292,7 +292,7 @@ class Cursor:
         """The recorded answer ``rec`` stood, in this run, for the request as the client sent it (its
         changed tool results), not as recorded: a later request past the cursor continuing it
         (``previous_response_id``) is made self-contained from what the client really sent."""
-        from cassettes.replay.chains import answer_of, chaining_of, remember
+        from cassettes.replay.live.chains import answer_of, chaining_of, remember
 
         try:
             doc = bounds.loads(req.body) if req.body else None
@@ -308,8 +308,8 @@ class Cursor:
 
     def _self_contained(self, req: Request) -> tuple[Request, list[str]]:
         """``req`` self-contained when it continues an answer replayed from the recording, which the
-        live upstream never gave (:mod:`cassettes.replay.chains`; the same rule as over a WebSocket)."""
-        from cassettes.replay.chains import chaining_of, self_contained
+        live upstream never gave (:mod:`cassettes.replay.live.chains`; the same rule as over a WebSocket)."""
+        from cassettes.replay.live.chains import chaining_of, self_contained
 
         try:
             doc = bounds.loads(req.body) if req.body else None
@@ -328,7 +328,7 @@ class Cursor:
     def relayed(self, method: str, target: str, sent: bytes, status: int, chunks: list[tuple[float | None, bytes]], headers: list[tuple[str, str]]) -> None:
         """An answer the live upstream gave (``headers``, ``chunks`` as relayed) to a request sent
         live (``sent``: its body as sent): a later request continuing it goes as it is."""
-        from cassettes.replay.chains import answer_of, chaining_of, remember
+        from cassettes.replay.live.chains import answer_of, chaining_of, remember
         from cassettes.wire.decoding import decode_chunks
         from cassettes.wire.exchange import header
 
@@ -348,7 +348,7 @@ class Cursor:
 
     def outgoing(self, req: Request, turn: int | None = None) -> tuple[str, bytes, list[str], list[tuple[str, str]] | None]:
         """A request sent live, as it is sent: the model asked for (``--model``), the edits made
-        (``--edit``; its marks carried to a looptap recorder, :func:`cassettes.replay.edits.edited_headers`); its target, body, notes, headers
+        (``--edit``; its marks carried to a looptap recorder, :func:`cassettes.replay.live.edits.edited_headers`); its target, body, notes, headers
         (``None``: the request's own). Counted in :attr:`sent`. ``turn``: the recording's turn it is (for the notes)."""
         self.sent += 1
         target, body, notes = self._rewritten(req)
@@ -365,7 +365,7 @@ class Cursor:
 
     def _went_live(self, conversation: str | None, turn: int | None, method: str, target: str, body: bytes) -> None:
         """Keep which turn of which conversation went live, on which model (for the report)."""
-        from cassettes.replay.requestkey import request_key
+        from cassettes.replay.matching.requestkey import request_key
 
         model = self.model
         if model is None:
@@ -423,25 +423,35 @@ class Cursor:
         from cassettes.untrusted import clean_line
 
         starts = sorted(self.starts.items(), key=lambda kv: kv[1])
-        where = ", ".join(f"{c or '-'} from seq {s}" for c, s in starts[:10]) + (f", … {len(starts) - 10} more" if len(starts) > 10 else "")
-        live = sorted(str(c) for c in self.forked)
-        went = ", ".join(live[:10]) + (f", … {len(live) - 10} more" if len(live) > 10 else "")
+        where = _listed([f"{c or '-'} from seq {s}" for c, s in starts], 10)
+        went = _listed(sorted(str(c) for c in self.forked), 10)
         out = [f"fork at {self.spec.text}: {count(self.sent, 'request')} sent live; went live: {went or 'none'} (cursor: {where})"]
         for conv, sent in sorted(self.live_turns.items(), key=lambda kv: str(kv[0]))[:10]:
             models = ", ".join(dict.fromkeys(clean_line(m or "?")[:80] for _, m in sent))
-            turns = ", ".join(str(t) if t is not None else "?" for t, _ in sent[:20]) + (f", … {len(sent) - 20} more" if len(sent) > 20 else "")
+            turns = _listed([str(t) if t is not None else "?" for t, _ in sent], 20)
             out.append(f"  live in {conv or '-'}: turns {turns} on {models}{' (--model)' if self.model is not None else ''}")
         out += [f"  {n}" for n in self.notes]
         if self.in_position:
             out.append(f"  {count(len(self.in_position), 'recorded round trip')} served in position in the tolerant prefix: the request differed from it only in tool results (listed as tolerated)")
         if self.chained:
             out.append(f"  {count(self.chained, 'request')} sent self-contained: each continued an answer replayed from the recording, which the live upstream never gave")
-        out += [f"  edit {e.label}: made in {count(e.applied, 'request')} sent live" for e in self.edits if e.applied and e.kind != "continue"]
+        return out + self._edit_lines()
+
+    def _edit_lines(self) -> list[str]:
+        """What each what-if edit did, for :meth:`report_lines`; an edit never applied is an error."""
+        from cassettes.hints import count
+
+        out = [f"  edit {e.label}: made in {count(e.applied, 'request')} sent live" for e in self.edits if e.applied and e.kind != "continue"]
         out += [f"  edit continue: {count(e.applied, 'answer')} cut at the token cap continued by looptap ({count(self.continued, 'continuation request')}), "
                 "each handed to the client as one answer" if e.applied else
                 "  edit continue: no answer sent live was cut at the token cap: nothing continued" for e in self.edits if e.kind == "continue"]
         out += [f"  error: edit {e.label} never applied: no request sent live carries it (check the call id / index, and that the cursor is at or before the turn that first sends it)" for e in self.unapplied()]
         return out
+
+
+def _listed(items: Sequence[str], limit: int) -> str:
+    """The first ``limit`` of ``items``, joined by commas, then how many more there are."""
+    return ", ".join(items[:limit]) + (f", … {len(items) - limit} more" if len(items) > limit else "")
 
 
 def turns_held(recorded: Iterable[Recorded], conversation: str | None = None) -> str:
@@ -474,8 +484,8 @@ def turns_held(recorded: Iterable[Recorded], conversation: str | None = None) ->
 
 
 def threads_of_recorded(matcher: Matcher | None) -> Threads:
-    """What every recorded answer stood for (:func:`cassettes.replay.chains.threads_of`)."""
-    from cassettes.replay.chains import threads_of
+    """What every recorded answer stood for (:func:`cassettes.replay.live.chains.threads_of`)."""
+    from cassettes.replay.live.chains import threads_of
 
     return threads_of(r.exchange for r in matcher.recorded) if matcher is not None else threads_of([])
 
@@ -486,7 +496,7 @@ def live_router(bases: dict[str, str]) -> Callable[[str, str, bytes], str | None
     starts with (the providers' naming convention), so no provider is named here."""
 
     def live(method: str, target: str, body: bytes) -> str | None:
-        from cassettes.replay.requestkey import request_key
+        from cassettes.replay.matching.requestkey import request_key
 
         key = request_key(method, target, [], body)
         fam = key.adapter.family if key.adapter is not None else None
@@ -508,7 +518,7 @@ def with_model(method: str, target: str, body: bytes, model: str | None) -> tupl
         doc = bounds.loads(body) if body else None
     except (orjson.JSONDecodeError, ValueError):
         doc = None
-    from cassettes.replay.requestkey import request_key
+    from cassettes.replay.matching.requestkey import request_key
 
     adapter = request_key(method, target, [], body).adapter
     path = adapter.url_with_model(urlsplit(target), model) if adapter is not None else None

@@ -9,7 +9,7 @@ cursor, so "what if the tool had returned X" needs no change to the agent (docs/
     max_tokens=N                       the token cap, whatever the API calls the field
     continue=N                         an answer cut at the token cap continued, at most N more
                                        requests per answer, the client handed one answer
-                                       (:mod:`cassettes.replay.continuation`; no item rewritten)
+                                       (:mod:`cassettes.replay.live.continuation`; no item rewritten)
     …=text                             the new text inline instead of from a file
 
 The last three are repairs ``looptap why`` makes (docs/why.md): a dropped result put back, a
@@ -150,7 +150,7 @@ def _hits(method: str, target: str, doc: Any, e: Edit) -> list[tuple[list[str | 
     elif e.kind == "max_tokens":
         _cap(doc, int(e.value), hits)
     elif e.kind == "continue":
-        pass  # no item of the request: the answer is continued (cassettes.replay.continuation)
+        pass  # no item of the request: the answer is continued (cassettes.replay.live.continuation)
     else:
         old = _adapter_text(method, target, doc, e)
         if old:

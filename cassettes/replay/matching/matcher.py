@@ -38,9 +38,9 @@ from cassettes.errors import ReplayMiss
 from cassettes.matching.rules import Rules
 from cassettes.matching.volatile import Tolerated, VolatileSpans, tolerated
 from cassettes.recording.redact import Redactor
-from cassettes.replay.jsondiff import ECHO, Change, Shown, clip, format_path, json_diff, window
-from cassettes.replay.requestkey import RequestKey, request_key
-from cassettes.replay.verdicts import Verdict, attribute
+from cassettes.replay.matching.jsondiff import ECHO, Change, Shown, clip, format_path, json_diff, window
+from cassettes.replay.matching.requestkey import RequestKey, request_key
+from cassettes.replay.matching.verdicts import Verdict, attribute
 from cassettes.untrusted import clean_line
 from cassettes.wire.exchange import Exchange, Headers, header
 from cassettes.wire.replay_miss import MissNote, MissVerdict
@@ -118,7 +118,7 @@ class Recorded:
 
 class Recordings(Protocol):
     """What a :class:`Matcher` serves from: the recorded exchanges by position, read again when
-    asked for (:class:`~cassettes.replay.indexed.IndexedRecordings`), or a list in memory."""
+    asked for (:class:`~cassettes.replay.matching.indexed.IndexedRecordings`), or a list in memory."""
 
     def __len__(self) -> int: ...
     def exchange(self, i: int) -> Exchange: ...
@@ -433,13 +433,13 @@ class Matcher:
         return found
 
     def in_position(self, method: str, target: str, headers: Headers, body: bytes, allowed: Callable[[Recorded], bool], miss: Miss | None = None) -> Recorded | None:
-        """A fork's tolerant prefix (:mod:`cassettes.replay.tolerance`): the recorded turn *in
+        """A fork's tolerant prefix (:mod:`cassettes.replay.matching.tolerance`): the recorded turn *in
         position* for a request that matched none — the next unplayed turn of a conversation
         (``allowed``: before the cursor) whose request differs from this one only in tool results'
         text — marked played, with what was tolerated (the changed results, and the volatile spans
         elsewhere) in :attr:`tolerated`; ``miss``, the request's miss, is no longer one. ``None``:
         no turn in position differs only so (the miss stands)."""
-        from cassettes.replay.tolerance import tool_result_changes
+        from cassettes.replay.matching.tolerance import tool_result_changes
 
         self.label()
         live = self._rebased(request_key(method, target, headers, body, volatile=self.volatile))

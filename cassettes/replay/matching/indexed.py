@@ -3,7 +3,7 @@ round trip is a few integers, not the exchange.
 
 :class:`IndexedRecordings` reads the file once, a block at a time (the reader every streaming
 command uses, :class:`~cassettes.storage.index.RecordIndex`), hands each exchange to the
-:class:`~cassettes.replay.matcher.Matcher` (which keeps a hash of its request key) and lets it
+:class:`~cassettes.replay.matching.matcher.Matcher` (which keeps a hash of its request key) and lets it
 go; a played round trip is read again from disk by its offset. The run analysis that places the
 round trips in conversations and turns (needed for a miss or the report only) is the streamed
 one (:func:`~cassettes.reading.run.open_run`). The memory budget of the commands that read a

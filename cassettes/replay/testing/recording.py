@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cassettes.errors import CassetteError, RecorderUnavailable
-from cassettes.replay.ready import Ready, read_ready
+from cassettes.replay.testing.ready import Ready, read_ready
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["RecorderProcess", "how_to_install", "recorder_python"]
@@ -80,7 +80,7 @@ _NOT_READY_GRACE = 3.0
 
 class RecorderProcess:
     """``looptap record -o OUTPUT`` in a child process, started by :meth:`start`, which waits for
-    its ready file (:mod:`cassettes.replay.ready`): ``ready`` holds that file, ``env`` what it says
+    its ready file (:mod:`cassettes.replay.testing.ready`): ``ready`` holds that file, ``env`` what it says
     to export. ``args`` are more options for ``looptap record``; ``env`` replaces the child's
     environment (default: this one without proxy variables). The recorder runs in a session of its
     own, so :meth:`stop` and :meth:`kill` end it and its writer process together."""

@@ -4,7 +4,7 @@ branches share is systematic (the model or the edit), one they do not is the mod
 
 A turn's answer is compared as ``looptap compare`` does: the tool calls with their arguments (or
 text / a refusal / an error). Each branch is lined up with the origin from the cursor
-(:func:`cassettes.replay.rundiff.fork_pairs`).
+(:func:`cassettes.replay.forking.rundiff.fork_pairs`).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def _answer(turn: Any) -> str:
 def agreement(run: str | Path, branches: list[str | Path]) -> list[TurnAgreement]:
     """Per (origin conversation, turn) past the cursor: the K branches' answers and the recording's."""
     from cassettes.reading.run import open_run
-    from cassettes.replay.fork import origin_of
-    from cassettes.replay.rundiff import comparing_files, fork_pairs
+    from cassettes.replay.forking.fork import origin_of
+    from cassettes.replay.forking.rundiff import comparing_files, fork_pairs
 
     a = open_run(run, whole=True)
     by_a = {ex.seq: ex for ex in a.exchanges}

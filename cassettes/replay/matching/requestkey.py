@@ -8,7 +8,7 @@ a multipart boundary becomes ``<boundary>``; with a :class:`~cassettes.matching.
 the volatile spans inside the body's strings become ``<date>``, ``<uuid:1>``, ``<cwd>`` … (each
 kept, with its JSON path, in :attr:`RequestKey.spans`); with :class:`~cassettes.matching.rules.Rules`,
 the user's ignored paths, substitutions and volatile tools' results too. Headers are ignored except, in strict
-mode, the few an adapter names as changing what the API does. :mod:`cassettes.replay.matcher` matches on them.
+mode, the few an adapter names as changing what the API does. :mod:`cassettes.replay.matching.matcher` matches on them.
 """
 
 from __future__ import annotations
@@ -111,17 +111,24 @@ def _normalise(
             return [_normalise(v, ids, placeholders, drop, free) for v in value]
         return [_normalise(v, ids, placeholders, drop, free, found, (*path, i)) for i, v in enumerate(value)]
     if isinstance(value, str):
-        if value in ids:
-            ph = placeholders.get(value)
-            if ph is None:
-                ph = placeholders[value] = f"<id:{len(placeholders) + 1}>"
-            return ph
-        if _TIMESTAMP.match(value):
-            if found is not None:
-                found.spans.append(Span(path, "timestamp", value))
-            return "<timestamp>"
+        return _normalised_text(value, ids, placeholders, found, path)
+    return value
+
+
+def _normalised_text(value: str, ids: set[str], placeholders: dict[str, str], found: _Found | None, path: tuple[str | int, ...]) -> str:
+    """A string of the body as compared (see :func:`_normalise`): a volatile id as its
+    placeholder, a timestamp as ``<timestamp>``, with ``found`` its volatile spans written as theirs."""
+    if value in ids:
+        ph = placeholders.get(value)
+        if ph is None:
+            ph = placeholders[value] = f"<id:{len(placeholders) + 1}>"
+        return ph
+    if _TIMESTAMP.match(value):
         if found is not None:
-            return found.normalise(value, path)
+            found.spans.append(Span(path, "timestamp", value))
+        return "<timestamp>"
+    if found is not None:
+        return found.normalise(value, path)
     return value
 
 

@@ -186,32 +186,12 @@ async def _read_request(
 ) -> Request | None:
     import h11
 
-    dog.arm(idle_timeout)
-    try:
-        first = await reader.readexactly(1)
-        for _ in range(4):  # RFC 9112 2.2: ignore empty lines before the request line
-            if first not in (b"\r", b"\n"):
-                break
-            first = await reader.readexactly(1)
-    except asyncio.IncompleteReadError:
+    first = await _first_byte(reader, dog, idle_timeout)
+    if first is None:
         return None
-    except asyncio.CancelledError:
-        if dog.expired():
-            return None
-        raise
     if started is not None:
         started()
-    dog.arm(read_timeout)
-    try:
-        head = first + await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        raise BadRequest(f"the request ended before its head did ({len(exc.partial) + 1:,} bytes)") from None
-    except asyncio.LimitOverrunError:
-        raise BadRequest("the request head is too large", 431) from None
-    except asyncio.CancelledError:
-        if dog.expired():
-            raise BadRequest(f"the request head did not arrive within {read_timeout:g} s", 408) from None
-        raise
+    head = await _head(reader, first, dog, read_timeout)
     # h11 reads the head (and, fed piece by piece below, the body's framing); looptap only takes
     # from the stream what belongs to this request, and adds the limits h11 leaves to a server.
     if _FOLDED.search(head):  # h11 would join it; RFC 9112 5.2 lets a server refuse it, as looptap did
@@ -242,6 +222,41 @@ async def _read_request(
         # (fed to it, a 50 MB body would be copied twice more)
         req.body = await _exactly(reader, length, read_timeout, "the request body", dog)
     return req
+
+
+async def _first_byte(reader: asyncio.StreamReader, dog: Watchdog, idle_timeout: float | None) -> bytes | None:
+    """The request's first byte, waited for at most ``idle_timeout``; ``None`` when the client
+    closed the connection or stayed idle."""
+    dog.arm(idle_timeout)
+    try:
+        first = await reader.readexactly(1)
+        for _ in range(4):  # RFC 9112 2.2: ignore empty lines before the request line
+            if first not in (b"\r", b"\n"):
+                break
+            first = await reader.readexactly(1)
+    except asyncio.IncompleteReadError:
+        return None
+    except asyncio.CancelledError:
+        if dog.expired():
+            return None
+        raise
+    return first
+
+
+async def _head(reader: asyncio.StreamReader, first: bytes, dog: Watchdog, read_timeout: float | None) -> bytes:
+    """The request head after its ``first`` byte, up to its empty line, within ``read_timeout``;
+    raises :class:`BadRequest` (431 too large, 408 too slow)."""
+    dog.arm(read_timeout)
+    try:
+        return first + await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as exc:
+        raise BadRequest(f"the request ended before its head did ({len(exc.partial) + 1:,} bytes)") from None
+    except asyncio.LimitOverrunError:
+        raise BadRequest("the request head is too large", 431) from None
+    except asyncio.CancelledError:
+        if dog.expired():
+            raise BadRequest(f"the request head did not arrive within {read_timeout:g} s", 408) from None
+        raise
 
 
 _FOLDED = re.compile(rb"\r\n[ \t]")
@@ -360,7 +375,7 @@ async def _chunked(reader: asyncio.StreamReader, conn: h11.Connection, max_body:
 
 async def refuse(writer: asyncio.StreamWriter, exc: BadRequest) -> None:
     """Answer a request that could not be read (the connection is to be closed after it)."""
-    from cassettes.replay.outgoing import Answer
+    from cassettes.replay.transports.outgoing import Answer
 
     body = f"{exc}\n".encode()
     answer = Answer("GET", close=True)
