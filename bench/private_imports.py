@@ -8,8 +8,9 @@ name`` and ``alias._name`` where ``alias`` is bound to one of our modules by an 
 forms ``setattr(alias, "_name", …)`` (``monkeypatch.setattr``, ``getattr``, ``patch.object`` …)
 and ``patch("our.module._name")``. A bare import is resolved as Python would find it through the
 directories the tests and bench scripts put on ``sys.path`` (pyproject's pytest ``pythonpath``:
-``from _corpus import load`` is ``tests._corpus``). A name is private when it starts with an
-underscore and is not a dunder (``__all__``) nor ``_`` alone. Each use is counted against the
+``from test_bedrock import _frame`` is ``tests.cassettes.providers.test_bedrock._frame``). A
+name is private when it starts with an underscore and is not a dunder (``__all__``) nor ``_``
+alone. Each use is counted against the
 module ``M`` that holds the private name (``cassettes.providers._facets`` for ``_seconds``,
 ``cassettes.providers`` for its submodule ``_base``; a directory without ``__init__.py``, such as
 tests/, is a package too):
