@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The functions counted: (label, module, its names: today's and an older tree's).
 COUNTED = (
     ("request parsed", "cassettes/parsing/roundtrip.py", ("parse_request_side", "_parse_request")),
-    ("response parsed", "cassettes/parsing/roundtrip.py", ("parse_response_side", "_parse_response_side")),
+    ("response parsed", "cassettes/parsing/roundtrip.py",
+     ("parse_response_side", "_parse_response_side")),
     ("response framed", "cassettes/wire/framing.py", ("frame",)),
     ("sealed parse checked", "cassettes/parsing/sealed.py", ("restore",)),
 )
@@ -70,7 +71,9 @@ counted = json.loads(sys.argv[4])
 # Request messages parsed (a counting hook: all of a request's messages, or only those appended to
 # the base it was parsed against).
 from cassettes.parsing import roundtrip
-_name = "parse_request_side" if hasattr(roundtrip, "parse_request_side") else "_parse_request"  # an older tree's
+_name = "parse_request_side"
+if not hasattr(roundtrip, _name):  # an older tree
+    _name = "_parse_request"
 _real = getattr(roundtrip, _name)
 _messages = [0]
 def _counting(rt, *args):

@@ -4,13 +4,13 @@
 
 Walks the AST of every tracked ``.py`` file (``git ls-files``) and counts each use of a private
 name of this tree's own modules: ``from X import _name``, ``import X._mod``, ``from X._mod import
-name`` and ``alias._name`` where ``alias`` is bound to one of our modules by an import, and the string
-forms ``setattr(alias, "_name", …)`` (``monkeypatch.setattr``, ``getattr``, ``patch.object`` …)
-and ``patch("our.module._name")``. A bare import is resolved as Python would find it through the
-directories the tests and bench scripts put on ``sys.path`` (pyproject's pytest ``pythonpath``:
-``from test_bedrock import _frame`` is ``tests.cassettes.providers.test_bedrock._frame``). A
-name is private when it starts with an underscore and is not a dunder (``__all__``) nor ``_``
-alone. Each use is counted against the
+name`` and ``alias._name`` where ``alias`` is bound to one of our modules by an import, and
+the string forms ``setattr(alias, "_name", …)`` (``monkeypatch.setattr``, ``getattr``,
+``patch.object`` …) and ``patch("our.module._name")``. A bare import is resolved as Python
+would find it through the directories the tests and bench scripts put on ``sys.path``
+(pyproject's pytest ``pythonpath``: ``from test_bedrock import _frame`` is
+``tests.cassettes.providers.test_bedrock._frame``). A name is private when it starts with an
+underscore and is not a dunder (``__all__``) nor ``_`` alone. Each use is counted against the
 module ``M`` that holds the private name (``cassettes.providers._facets`` for ``_seconds``,
 ``cassettes.providers`` for its submodule ``_base``; a directory without ``__init__.py``, such as
 tests/, is a package too):
@@ -43,7 +43,8 @@ CODE = ("cassettes", "proxy", "inspector")
 
 
 def _is_private(part: str) -> bool:
-    return part.startswith("_") and part != "_" and not (part.startswith("__") and part.endswith("__"))
+    dunder = part.startswith("__") and part.endswith("__")
+    return part.startswith("_") and part != "_" and not dunder
 
 
 def _module_name(path: Path) -> tuple[str, bool]:
@@ -69,16 +70,18 @@ class _Tree:
             name, pkg = _module_name(f)
             self.modules[name] = pkg
         self.tops = {m.split(".")[0] for m in self.modules}
-        pytest = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
-        self.path = [p.strip("/").replace("/", ".") for p in pytest.get("pythonpath", []) if p.strip("./")]
+        config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+        on_path = config["tool"]["pytest"]["ini_options"].get("pythonpath", [])
+        self.path = [p.strip("/").replace("/", ".") for p in on_path if p.strip("./")]
 
     def absolute(self, dotted: str) -> str:
-        """``dotted`` as imported by a bare name through a directory on the test path (else as is)."""
+        """``dotted`` imported by a bare name through a directory on the test path (else as is)."""
         if not dotted or dotted.split(".")[0] in self.tops:
             return dotted
         for d in self.path:
-            if f"{d}.{dotted}" in self.modules or any(m.startswith(f"{d}.{dotted}.") for m in self.modules):
-                return f"{d}.{dotted}"
+            found = f"{d}.{dotted}"
+            if found in self.modules or any(m.startswith(found + ".") for m in self.modules):
+                return found
         return dotted
 
     def is_ours(self, dotted: str) -> bool:
@@ -111,7 +114,8 @@ def _uses(tree: _Tree, importer: str, is_pkg: bool, src: str) -> Iterator[tuple[
                 elif name == a.name:
                     aliases[parts[0]] = parts[0]
                 else:  # ``import fixture_run`` found through the test path binds ``fixture_run``
-                    aliases[a.name.split(".")[0]] = name[: len(name) - len(a.name)] + a.name.split(".")[0]
+                    first = a.name.split(".")[0]
+                    aliases[first] = name[: len(name) - len(a.name)] + first
         elif isinstance(n, ast.ImportFrom):
             mod = tree.absolute(_resolve(importer, is_pkg, n.module, n.level))
             if not tree.is_ours(mod):
@@ -142,7 +146,9 @@ def _uses(tree: _Tree, importer: str, is_pkg: bool, src: str) -> Iterator[tuple[
             yield from _named_in_a_call(tree, aliases, n)
 
 
-def _named_in_a_call(tree: _Tree, aliases: dict[str, str], n: ast.Call) -> Iterator[tuple[int, str, str]]:
+def _named_in_a_call(
+    tree: _Tree, aliases: dict[str, str], n: ast.Call
+) -> Iterator[tuple[int, str, str]]:
     """``setattr(alias, "_name", …)`` and its kin (``monkeypatch.setattr``, ``patch.object``,
     ``getattr``), and ``patch("our.module._name")``: a private name reached by its string."""
     first = n.args[0]
@@ -151,9 +157,8 @@ def _named_in_a_call(tree: _Tree, aliases: dict[str, str], n: ast.Call) -> Itera
         if holder in tree.modules and _is_private(name):
             yield n.lineno, first.value, holder
         return
-    if len(n.args) < 2 or not isinstance(n.args[1], ast.Constant) or not isinstance(n.args[1].value, str):
-        return
-    if not _is_private(n.args[1].value):
+    attr = n.args[1].value if len(n.args) > 1 and isinstance(n.args[1], ast.Constant) else None
+    if not isinstance(attr, str) or not _is_private(attr):
         return
     chain: list[str] = []
     v: ast.expr = first
@@ -163,7 +168,7 @@ def _named_in_a_call(tree: _Tree, aliases: dict[str, str], n: ast.Call) -> Itera
     if isinstance(v, ast.Name) and v.id in aliases:
         dotted = ".".join([aliases[v.id], *reversed(chain)])
         if dotted in tree.modules:
-            yield n.lineno, f"{dotted}.{n.args[1].value}", dotted
+            yield n.lineno, f"{dotted}.{attr}", dotted
 
 
 def _count(scope: str) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str]]]:
