@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.hostile.corpus import BOMB_ENCODINGS, _bombs_flows, _bombs_vcr, _cassette, bomb, bomb_exchange  # noqa: E402
-from tests.hostile.matrix import _LAUNCH  # noqa: E402
+from tests.hostile.corpus import BOMB_ENCODINGS, bomb, bomb_exchange, bombs_flows, bombs_vcr, write_cassette  # noqa: E402
+from tests.hostile.matrix import LAUNCH  # noqa: E402
 
 
 def _cell(tree: Path, argv: list[str], cap: int, timeout: float, cwd: Path) -> str:
@@ -41,7 +41,7 @@ def _cell(tree: Path, argv: list[str], cap: int, timeout: float, cwd: Path) -> s
 
     with tempfile.NamedTemporaryFile("r") as rss:
         t0 = time.monotonic()
-        p = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCH, rss.name, *argv], stdout=subprocess.PIPE,
+        p = subprocess.Popen([sys.executable, "-S", "-c", LAUNCH, rss.name, *argv], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, cwd=cwd, env=env, preexec_fn=limit)
         try:
             out, err = p.communicate(timeout=timeout)
@@ -103,9 +103,9 @@ def main() -> None:
         for enc in args.encodings:
             tag = enc.replace(", ", "_")
             vcr, flows, cassette, body = work / f"{tag}.yaml", work / f"{tag}.mitm", work / f"{tag}.jsonl", work / f"{tag}.body"
-            _bombs_vcr(vcr, (enc,))
-            _bombs_flows(flows, (enc,))
-            _cassette(cassette, [bomb_exchange(enc)])  # the recorder keeps both bodies compressed
+            bombs_vcr(vcr, (enc,))
+            bombs_flows(flows, (enc,))
+            write_cassette(cassette, [bomb_exchange(enc)])  # the recorder keeps both bodies compressed
             body.write_bytes(bomb(enc))
             argvs = {
                 "vcrpy show": [*py, "show", "--json", str(vcr)],

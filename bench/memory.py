@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.hostile.corpus import _delta_bomb, million_tiny  # noqa: E402
-from tests.hostile.matrix import LOOPTAP, _run  # noqa: E402
+from tests.hostile.corpus import delta_bomb, million_tiny  # noqa: E402
+from tests.hostile.matrix import LOOPTAP, run_limited  # noqa: E402
 
 COMMANDS = {
     "show": ["show"],
@@ -51,13 +51,13 @@ def main() -> int:
         work = Path(tmp)
         files = {f"{args.records:,} tiny records": work / "tiny.jsonl", "delta bomb": work / "bomb.jsonl"}
         million_tiny(files[f"{args.records:,} tiny records"], args.records)
-        _delta_bomb(files["delta bomb"])
+        delta_bomb(files["delta bomb"])
         for label, path in files.items():
             size = path.stat().st_size / 1e6
             cmds = {name: [*LOOPTAP, *[str(path) if a == "SELF" else str(work / "export.otlp") if a == "OUT" else a for a in argv], str(path)] for name, argv in COMMANDS.items()}
             cmds["inspect (reader + analysis)"] = [sys.executable, "-c", READER, str(path)]
             for name, argv in cmds.items():
-                code, out, err, secs, rss, hung = _run(argv, args.timeout, work)
+                code, out, err, secs, rss, hung = run_limited(argv, args.timeout, work)
                 first = (err or out).decode("utf-8", "replace").strip().splitlines()[:1]
                 told = (first[0][:90] if first else "").replace("|", "\\|")
                 rows.append(f"| {label} | {size:.0f} | {name} | {'hang' if hung else code} | {rss:.0f} | {secs:.0f} | {told} |")

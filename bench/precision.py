@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _corpus import corpus_files, rel  # noqa: E402
+from real_corpus import corpus_files, rel  # noqa: E402
 
 from cassettes.analysis import analyse  # noqa: E402
 from cassettes.storage.vcr import load_vcr  # noqa: E402

@@ -4,10 +4,16 @@
 
 Walks the AST of every tracked ``.py`` file (``git ls-files``) and counts each use of a private
 name of this tree's own modules: ``from X import _name``, ``import X._mod``, ``from X._mod import
-name`` and ``alias._name`` where ``alias`` is bound to one of our modules by an import. A name
-is private when it starts with one underscore (dunders are not). Each use is counted against the
+name`` and ``alias._name`` where ``alias`` is bound to one of our modules by an import, and
+the string forms ``setattr(alias, "_name", …)`` (``monkeypatch.setattr``, ``getattr``,
+``patch.object`` …) and ``patch("our.module._name")``. A bare import is resolved as Python
+would find it through the directories the tests and bench scripts put on ``sys.path``
+(pyproject's pytest ``pythonpath``: ``from test_bedrock import _frame`` is
+``tests.cassettes.providers.test_bedrock._frame``). A name is private when it starts with an
+underscore and is not a dunder (``__all__``) nor ``_`` alone. Each use is counted against the
 module ``M`` that holds the private name (``cassettes.providers._base`` for ``_locate_results``,
-``cassettes.providers`` for its submodule ``_base``):
+``cassettes.providers`` for its submodule ``_base``; a directory without ``__init__.py``, such as
+tests/, is a package too):
 
 - **across modules**: the importing module is not ``M``; split into functions, classes or
   constants (what issue 47 counted, by its own means, as 84 at its start; 96 here at fb1ad46) and
@@ -19,7 +25,8 @@ module ``M`` that holds the private name (``cassettes.providers._base`` for ``_l
 
 ``--scope code`` (the default) counts the shipped packages (cassettes, proxy, inspector);
 ``--scope all`` adds tests/ and bench/. ``--list`` prints each crossing as ``file:line  name``.
-Imports of another library's private names are not counted here (issue 47, item 6).
+Imports of another library's private names are not counted here (issue 47, item 6), nor
+imports written inside a string of code that a script runs (bench/parse_once.py's child).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 import argparse
 import ast
 import subprocess
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,7 +43,8 @@ CODE = ("cassettes", "proxy", "inspector")
 
 
 def _is_private(part: str) -> bool:
-    return part.startswith("_") and not part.startswith("__")
+    dunder = part.startswith("__") and part.endswith("__")
+    return part.startswith("_") and part != "_" and not dunder
 
 
 def _module_name(path: Path) -> tuple[str, bool]:
@@ -60,13 +69,28 @@ class _Tree:
         for f in files:
             name, pkg = _module_name(f)
             self.modules[name] = pkg
+        self.tops = {m.split(".")[0] for m in self.modules}
+        config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+        on_path = config["tool"]["pytest"]["ini_options"].get("pythonpath", [])
+        self.path = [p.strip("/").replace("/", ".") for p in on_path if p.strip("./")]
+
+    def absolute(self, dotted: str) -> str:
+        """``dotted`` imported by a bare name through a directory on the test path (else as is)."""
+        if not dotted or dotted.split(".")[0] in self.tops:
+            return dotted
+        for d in self.path:
+            found = f"{d}.{dotted}"
+            if found in self.modules or any(m.startswith(found + ".") for m in self.modules):
+                return found
+        return dotted
 
     def is_ours(self, dotted: str) -> bool:
-        return dotted.split(".")[0] in self.modules or dotted.split(".")[0] in {m.split(".")[0] for m in self.modules}
+        return dotted.split(".")[0] in self.tops
 
     def owner_package(self, holder: str) -> str:
-        """The package a private name held by module ``holder`` belongs to."""
-        if self.modules.get(holder, False):
+        """The package a private name held by module ``holder`` belongs to (a directory without
+        ``__init__.py`` is not in ``modules`` and is a package)."""
+        if self.modules.get(holder, holder not in self.modules):
             return holder
         return holder.rpartition(".")[0]
 
@@ -78,18 +102,22 @@ def _uses(tree: _Tree, importer: str, is_pkg: bool, src: str) -> Iterator[tuple[
     for n in ast.walk(node):
         if isinstance(n, ast.Import):
             for a in n.names:
-                if not tree.is_ours(a.name):
+                name = tree.absolute(a.name)
+                if not tree.is_ours(name):
                     continue
-                parts = a.name.split(".")
+                parts = name.split(".")
                 for i, p in enumerate(parts):
                     if _is_private(p) and i > 0:
-                        yield n.lineno, a.name, ".".join(parts[:i])
+                        yield n.lineno, name, ".".join(parts[:i])
                 if a.asname:
-                    aliases[a.asname] = a.name
-                else:
+                    aliases[a.asname] = name
+                elif name == a.name:
                     aliases[parts[0]] = parts[0]
+                else:  # ``import fixture_run`` found through the test path binds ``fixture_run``
+                    first = a.name.split(".")[0]
+                    aliases[first] = name[: len(name) - len(a.name)] + first
         elif isinstance(n, ast.ImportFrom):
-            mod = _resolve(importer, is_pkg, n.module, n.level)
+            mod = tree.absolute(_resolve(importer, is_pkg, n.module, n.level))
             if not tree.is_ours(mod):
                 continue
             parts = mod.split(".")
@@ -114,6 +142,33 @@ def _uses(tree: _Tree, importer: str, is_pkg: bool, src: str) -> Iterator[tuple[
             dotted = ".".join([aliases[v.id], *reversed(chain[1:])])
             if dotted in tree.modules:  # alias(.submodule)*._name: a private name of that module
                 yield n.lineno, f"{dotted}.{n.attr}", dotted
+        elif isinstance(n, ast.Call) and n.args:
+            yield from _named_in_a_call(tree, aliases, n)
+
+
+def _named_in_a_call(
+    tree: _Tree, aliases: dict[str, str], n: ast.Call
+) -> Iterator[tuple[int, str, str]]:
+    """``setattr(alias, "_name", …)`` and its kin (``monkeypatch.setattr``, ``patch.object``,
+    ``getattr``), and ``patch("our.module._name")``: a private name reached by its string."""
+    first = n.args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        holder, _, name = first.value.rpartition(".")
+        if holder in tree.modules and _is_private(name):
+            yield n.lineno, first.value, holder
+        return
+    attr = n.args[1].value if len(n.args) > 1 and isinstance(n.args[1], ast.Constant) else None
+    if not isinstance(attr, str) or not _is_private(attr):
+        return
+    chain: list[str] = []
+    v: ast.expr = first
+    while isinstance(v, ast.Attribute):
+        chain.append(v.attr)
+        v = v.value
+    if isinstance(v, ast.Name) and v.id in aliases:
+        dotted = ".".join([aliases[v.id], *reversed(chain)])
+        if dotted in tree.modules:
+            yield n.lineno, f"{dotted}.{attr}", dotted
 
 
 def _count(scope: str) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str]]]:

@@ -161,7 +161,7 @@ HOW = """
   schema module checks against its models). The core models build their validators at import: `show` and
   `replay` validate nearly all of them at once (`defer_build` measured: no gain), and pydantic before 2.14 may
   use a parent's validator when two threads build one model at once.
-- A subcommand the core provides (`replay`, `diff`, `export` …) is registered from `cassettes.cli._OWN_COMMANDS`;
+- A subcommand the core provides (`replay`, `diff`, `export` …) is registered from `cassettes.cli.OWN_COMMANDS`;
   only the recorder's and the inspector's are looked up among the installed packages' entry points.
 - genai-prices' price table (a 1.6 MB Python module) and its types load only the first time a model, host, usage
   shape or price variant is priced: what the library's answer was made of is written down in looptap's state

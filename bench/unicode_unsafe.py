@@ -1,4 +1,4 @@
-"""Generate cassettes/_unsafe_chars.py: the characters the untrusted-text sanitiser shows or removes.
+"""Generate cassettes/unsafe_chars.py: the characters the untrusted-text sanitiser shows or removes.
 
 The set is defined by Unicode properties, not by a hand list:
 
@@ -28,7 +28,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "cassettes" / "_unsafe_chars.py"
+OUT = Path(__file__).resolve().parents[1] / "cassettes" / "unsafe_chars.py"
 CATEGORIES = ("Cc", "Cf", "Zl", "Zp", "Cs")
 
 

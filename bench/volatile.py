@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _corpus import corpus_files, load  # noqa: E402
+from real_corpus import corpus_files, load  # noqa: E402
 
 from cassettes.replay.matching.matcher import Matcher, Recorded, request_key  # noqa: E402
 from cassettes.wire.exchange import Exchange  # noqa: E402

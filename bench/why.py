@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.recorder import RECORDER, clean_env  # noqa: E402
 from tests.support.scripted import ScriptedUpstream  # noqa: E402
-from tests.why.test_why import AGENT, _c_call, c_route  # noqa: E402
+from tests.why.test_why import AGENT, c_call, c_route  # noqa: E402
 
 AGENT_ARGS = ["--drop-second", "--expect", "rain"]
 
@@ -69,7 +69,7 @@ def main() -> int:
         up = ["--upstream", f"openai={fake.url}", "--confdir", str(tmp / "conf")]
         run = tmp / "run.jsonl"
         subprocess.run([*RECORDER, "run", "-o", str(run), *up, "--", sys.executable, str(AGENT), *AGENT_ARGS], env=env, cwd=tmp, capture_output=True)
-        call = _c_call(run)
+        call = c_call(run)
         fork_wall = fork_cpu = 0.0
         for k in range(opts.n):
             w, c = _timed([*RECORDER, "run", "--from", f"{run}@conversation=c1:turn=1", "--edit", f"restore_result[{call}]=rain", *up,

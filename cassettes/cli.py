@@ -192,7 +192,7 @@ def _print_lines(lines: Iterable[str]) -> None:
 _SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
-class _ShowFilter:
+class ShowFilter:
     """``show --conversation/--turn/--layer/--severity``: which round trips and findings print.
     A round trip is kept when it is in the conversation and turn asked for and, with a layer or
     severity, has a finding of that layer at least that severe."""
@@ -248,7 +248,7 @@ class _Kept(Sequence[Any]):
         return list(self)[i]
 
 
-def _show_filter(args: argparse.Namespace, analysis: Any) -> _ShowFilter | None:
+def _show_filter(args: argparse.Namespace, analysis: Any) -> ShowFilter | None:
     """The filter ``show`` was asked for, ``None`` for none; a :class:`CassetteError` when it
     names a conversation the run does not have."""
     conversation, turn = getattr(args, "conversation", None), getattr(args, "turn", None)
@@ -262,7 +262,7 @@ def _show_filter(args: argparse.Namespace, analysis: Any) -> _ShowFilter | None:
         n = len(analysis.conversations)
         listed = ", ".join(ids[:20]) + (f", … ({n} in all)" if n > 20 else "")
         raise CassetteError(f"--conversation {clean_line(conversation)[:80]}: no such conversation in this run (it has {listed or 'none'})")
-    return _ShowFilter(conversation, turn, layer, severity)
+    return ShowFilter(conversation, turn, layer, severity)
 
 
 #: What ``import`` picks up in a directory (a file named on the command line is read whatever its name).
@@ -406,7 +406,7 @@ _CORE_COMMANDS = ("show", "import", "demo")
 #: installed package's entry points cost more than the command's own start-up). The commands of
 #: the recorder and the inspector, which may live in another environment, are found as entry points.
 #: tests/test_startup_imports.py checks this table against pyproject.toml.
-_OWN_COMMANDS = {
+OWN_COMMANDS = {
     "replay": "cassettes.replay.cli:register_replay",
     "diff": "cassettes.replay.cli:register_diff",
     "compare": "cassettes.replay.cli:register_compare",
@@ -423,7 +423,7 @@ def _plugins(sub: Any, command: str | None = None) -> None:
     """Subcommands contributed by other packages through the ``looptap.commands`` entry points:
     only ``command``'s when one by that name is installed (a command line runs one command; the
     others' modules need not load), else all of them (help, or a name to complain about)."""
-    own = _OWN_COMMANDS.get(command or "")
+    own = OWN_COMMANDS.get(command or "")
     if own is not None:  # the core's own: no need to read every installed package's metadata
         from importlib import import_module
 
@@ -458,7 +458,7 @@ class _Version(argparse.Action):
         parser.exit(message=f"looptap {__version__}\n")
 
 
-def _command(argv: Sequence[str] | None) -> str | None:
+def subcommand_of(argv: Sequence[str] | None) -> str | None:
     """The subcommand a command line names: its first argument that is not an option (the
     top-level options, ``-h`` and ``--version``, take no value)."""
     args = sys.argv[1:] if argv is None else argv
@@ -549,7 +549,7 @@ def loading() -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser(_command(argv))
+    parser = build_parser(subcommand_of(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

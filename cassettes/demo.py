@@ -91,7 +91,7 @@ def run_demo(dest: Path, show: Callable[[Path], int], say: Callable[[str], None]
             say(f"looptap demo: the recorded run failed (exit status {rc})")
             return rc or 2
     say("")
-    return _next_steps(show(dest), dest, say, _looptap(python))
+    return next_steps(show(dest), dest, say, _looptap(python))
 
 
 def _looptap(python: str) -> str:
@@ -102,7 +102,7 @@ def _looptap(python: str) -> str:
     return looptap_command() if python == sys.executable else f"{shlex.quote(python)} -m cassettes.cli"
 
 
-def _next_steps(rc: int, dest: Path, say: Callable[[str], None], recorder: str | None = None) -> int:
+def next_steps(rc: int, dest: Path, say: Callable[[str], None], recorder: str | None = None) -> int:
     """What to try next, once the run was shown (``recorder``: how to run the recorder, when it
     is not this looptap)."""
     from cassettes.hints import looptap_command
@@ -123,4 +123,4 @@ def _import_and_show(src: Path, target: Target, show: Callable[[Path], int], say
         for ex in load_vcr(src):
             w.append(ex)
     say(f"{src.name} → {dest}\n")
-    return _next_steps(show(dest), dest, say)
+    return next_steps(show(dest), dest, say)

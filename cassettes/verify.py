@@ -82,7 +82,7 @@ def _mask(secret: str, kind: str = "") -> str:
     return f"{secret[:6]}… {len(secret)} chars"
 
 
-class _Scanner:
+class Scanner:
     def __init__(self, extra_patterns: Iterable[str]) -> None:
         # (imported on use: ``looptap --help`` imports this module)
         from cassettes.recording.redact import detector
@@ -204,7 +204,7 @@ def _fields(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
 
 def scan_lines(lines: Iterable[bytes], path: str = "<cassette>", extra_patterns: Iterable[str] = ()) -> list[Find]:
     """Every secret in ``lines`` (the lines of a cassette, without their newlines)."""
-    scanner = _Scanner(extra_patterns)
+    scanner = Scanner(extra_patterns)
     finds: list[Find] = []
     for n, raw in enumerate(lines, start=1):
         if not raw.strip():
@@ -280,7 +280,7 @@ def _digest_finds(rec: Any, path: str, n: int) -> list[Find]:
     return out
 
 
-def _stream_finds(scanner: _Scanner, rec: Any, path: str, n: int, known: set[tuple[str, str]]) -> list[Find]:
+def _stream_finds(scanner: Scanner, rec: Any, path: str, n: int, known: set[tuple[str, str]]) -> list[Find]:
     """Secrets in a record's response stream reassembled (a key split across events), not
     already found in one piece."""
     resp = rec.get("response") if isinstance(rec, dict) else None

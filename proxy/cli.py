@@ -254,7 +254,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         return 2
 
 
-def _summary(path: Path, before: int = 0) -> list[str]:
+def summary_lines(path: Path, before: int = 0) -> list[str]:
     import shlex
     from decimal import Decimal
 
@@ -503,7 +503,7 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
 
         shutil.rmtree(child_status.parent, ignore_errors=True)
         messages.emit(f"the command exited with status {rc}")
-    for line in _summary(config.output, before):
+    for line in summary_lines(config.output, before):
         messages.emit(line)
     from proxy.launcher import report_lost
 

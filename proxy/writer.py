@@ -83,7 +83,7 @@ def writer_main(
     try:
         redactor = Redactor.configured(headers=redact[0], patterns=redact[1])
         messages.set_redactor(redactor)  # what the cassette's redactor learns is masked in messages too
-        writer = CassetteWriter(Path(path), meta={"source": "looptap proxy", **_places(redactor)}, redactor=redactor, fsync=fsync, requests=False)
+        writer = CassetteWriter(Path(path), meta={"source": "looptap proxy", **header_places(redactor)}, redactor=redactor, fsync=fsync, requests=False)
     except (CassetteError, OSError, ValueError) as exc:
         answers.send("storage_error", messages.safe(f"cannot open {path}: {exc}"))
         return
@@ -164,7 +164,7 @@ class _Keeping:
             self._keeper = None
 
 
-def _places(redactor: Any) -> dict[str, str]:
+def header_places(redactor: Any) -> dict[str, str]:
     """The agent's working directory and home for the header (this process's: the recorder's,
     which ``looptap run``'s child inherits), so that a replay elsewhere tolerates them
     (cassettes.matching.places). A path the redactor would mask (a key in a folder's name) is

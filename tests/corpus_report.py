@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _corpus import corpus_exchanges, corpus_files, rel
+from real_corpus import corpus_exchanges, corpus_files, rel
 
 from cassettes.parsing.roundtrip import parse_exchange
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _corpus import corpus_files, rel
+from real_corpus import corpus_files, rel
 
 from cassettes.analysis import analyse
 from cassettes.storage.vcr import load_vcr

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from _corpus import CORPUS
+from real_corpus import CORPUS
 
 from tests.support import progress
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from _corpus import CORPUS
+from real_corpus import CORPUS
 
 from cassettes.cli import main
 from tests.support import progress
@@ -150,7 +150,7 @@ def test_the_demo_next_line_runs_as_printed(monkeypatch: pytest.MonkeyPatch) -> 
 
     said: list[str] = []
     monkeypatch.setattr("cassettes.hints.looptap_command", lambda: ".venv-proxy/bin/looptap")
-    demo_mod._next_steps(0, Path("looptap-demo.jsonl"), said.append)
+    demo_mod.next_steps(0, Path("looptap-demo.jsonl"), said.append)
     assert said[0].strip().startswith("next: .venv-proxy/bin/looptap inspect looptap-demo.jsonl")
 
 

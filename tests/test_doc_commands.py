@@ -116,7 +116,7 @@ def test_every_looptap_line_parses(capsys: pytest.CaptureFixture[str]) -> None:
     """Every ``looptap`` command the pages show, run or skipped (a TUI, your own key, your project),
     is a command line the CLI's argparse takes: a skipped block cannot hide a line that fails as
     written (``looptap run --inspect -- python agent.py`` lacked ``-o``)."""
-    from cassettes.cli import _command, build_parser
+    from cassettes.cli import build_parser, subcommand_of
 
     seen = 0
     refused = []
@@ -126,7 +126,7 @@ def test_every_looptap_line_parses(capsys: pytest.CaptureFixture[str]) -> None:
                 for argv in _looptap_lines(line):
                     seen += 1
                     try:
-                        build_parser(_command(argv)).parse_args(argv)
+                        build_parser(subcommand_of(argv)).parse_args(argv)
                     except SystemExit as exc:
                         if exc.code not in (0, None):
                             refused.append(f"{page.name} ({b.kind}): looptap {shlex.join(argv)}\n  {capsys.readouterr().err.strip().splitlines()[-1:]}")

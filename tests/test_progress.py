@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.matrix import _run
+from tests.hostile.matrix import run_limited
 from tests.support import progress
 
 #: Works for ~3 s of CPU time, printing now and then: slow, never stalled.
@@ -39,9 +39,9 @@ def test_a_wall_clock_limit_would_have_killed_the_slow_child() -> None:
 
 
 def test_the_hostile_matrix_waits_for_a_slow_cell_and_kills_a_stalled_one(tmp_path: Path) -> None:
-    code, out, _, _, _, hung = _run([sys.executable, "-c", SLOW], 60, tmp_path, stall=2)
+    code, out, _, _, _, hung = run_limited([sys.executable, "-c", SLOW], 60, tmp_path, stall=2)
     assert (code, out.strip(), hung) == (0, b"done", False)
-    code, _, _, _, _, hung = _run(["sleep", "600"], 60, tmp_path, stall=2)
+    code, _, _, _, _, hung = run_limited(["sleep", "600"], 60, tmp_path, stall=2)
     assert hung and code is not None and code < 0
 
 

@@ -194,16 +194,16 @@ def test_genai_prices_is_whole_for_whoever_asks() -> None:
 
 def test_a_core_subcommand_is_registered_without_reading_package_metadata() -> None:
     """``looptap replay`` (and every other subcommand the core itself provides) is registered from
-    :data:`cassettes.cli._OWN_COMMANDS`, not by scanning every installed package's entry points;
+    :data:`cassettes.cli.OWN_COMMANDS`, not by scanning every installed package's entry points;
     the table says what pyproject.toml's ``looptap.commands`` says for the core's commands."""
-    from cassettes.cli import _OWN_COMMANDS
+    from cassettes.cli import OWN_COMMANDS
 
     declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["entry-points"]["looptap.commands"]
-    assert _OWN_COMMANDS == {name: target for name, target in declared.items() if target.startswith("cassettes.")}
+    assert OWN_COMMANDS == {name: target for name, target in declared.items() if target.startswith("cassettes.")}
     code = (
         "import sys\n"
         "import cassettes.cli as c\n"
-        f"for name in {sorted(_OWN_COMMANDS)!r}:\n"
+        f"for name in {sorted(OWN_COMMANDS)!r}:\n"
         "    assert name in c.build_parser(name)._subparsers._group_actions[0].choices\n"
         "print('LOADED', *sorted(n for n in ('importlib.metadata',) if n in sys.modules))\n"
     )

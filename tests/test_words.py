@@ -7,12 +7,12 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cassettes.views.search import _snippet
+from cassettes.views.search import snippet_of
 
 
 def test_a_search_snippet_keeps_whole_words() -> None:
     text = "The weather in Paris is sunny with a light breeze from the northwest, temperatures around 21 degrees and no rain expected until the weekend."
-    snip = _snippet(text, text.find("temperatures"), len("temperatures"))
+    snip = snippet_of(text, text.find("temperatures"), len("temperatures"))
     assert "temperatures" in snip
     words = set(text.replace(",", " ").replace(".", " ").split())
     for w in snip.strip("…").replace(",", " ").replace(".", " ").split():
@@ -24,7 +24,7 @@ def test_a_snippet_always_holds_the_whole_match_and_whole_words(words: list[str]
     text = " ".join(words)
     i = data.draw(st.integers(0, len(words) - 1))
     at = len(" ".join(words[:i])) + (1 if i else 0)
-    snip = _snippet(text, at, len(words[i]))
+    snip = snippet_of(text, at, len(words[i]))
     assert words[i] in snip
     assert all(w in {"alpha", "beta", "gamma", "delta", "epsilon"} for w in re.split(r"\s+", snip.strip("…")) if w)
 

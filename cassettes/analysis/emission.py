@@ -88,10 +88,10 @@ _LOOP_AT = 3
 # --- schema validation --------------------------------------------------------------------------
 
 
-def _normalise_schema(schema: Any) -> Any:
+def normalise_schema(schema: Any) -> Any:
     """OpenAPI-subset schemas (Gemini) → JSON Schema: lower-case ``type``, ``nullable`` → null allowed."""
     if isinstance(schema, list):
-        return [_normalise_schema(s) for s in schema]
+        return [normalise_schema(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
@@ -101,11 +101,11 @@ def _normalise_schema(schema: Any) -> Any:
         elif k == "type" and isinstance(v, list):
             out[k] = [t.lower() if isinstance(t, str) else t for t in v]
         elif k in ("properties", "$defs", "definitions", "patternProperties") and isinstance(v, dict):
-            out[k] = {name: _normalise_schema(sub) for name, sub in v.items()}
+            out[k] = {name: normalise_schema(sub) for name, sub in v.items()}
         elif k in ("enum", "const", "default", "example", "examples", "required"):
             out[k] = v
         else:
-            out[k] = _normalise_schema(v)
+            out[k] = normalise_schema(v)
     if out.get("nullable") is True and isinstance(out.get("type"), str):
         out["type"] = [out["type"], "null"]
         if isinstance(out.get("enum"), list) and None not in out["enum"]:
@@ -132,7 +132,7 @@ def _validator(schema: dict[str, Any]) -> Validator | None:
 
     v: Validator | None
     try:
-        norm = _normalise_schema(schema)
+        norm = normalise_schema(schema)
         cls = validator_for(norm, default=Draft202012Validator)
         cls.check_schema(norm)
         v = cls(norm)
@@ -170,7 +170,7 @@ def schema_errors(arguments: Any, schema: dict[str, Any] | None) -> list[str]:
     """Violations of ``schema`` by ``arguments``, each ``$.path: reason``; [] when it cannot check."""
     if schema is None:
         return []
-    if surely_valid(arguments, _normalise_schema(schema)):
+    if surely_valid(arguments, normalise_schema(schema)):
         return []  # what jsonschema would say, without loading it (cassettes/analysis/plain_schema.py)
     v = _validator(schema)
     if v is None:

@@ -27,7 +27,7 @@ __all__ = ["DEPTH", "surely_valid"]
 DEPTH = 32
 
 #: Keywords that assert nothing about an instance (annotations; ``nullable`` is the OpenAPI
-#: marker ``emission._normalise_schema`` has already turned into a ``null`` type).
+#: marker ``emission.normalise_schema`` has already turned into a ``null`` type).
 _NEUTRAL = frozenset({"description", "title", "default", "examples", "format", "$comment", "deprecated", "readOnly", "writeOnly", "nullable"})
 _KNOWN = _NEUTRAL | {"type", "properties", "required", "additionalProperties", "items", "enum"}
 _SCALAR = (str, int, bool, type(None))

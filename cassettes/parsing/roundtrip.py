@@ -192,7 +192,7 @@ def _incremental(
     return partial, kept_system + appended_system
 
 
-def _parse_request(
+def parse_request_side(
     rt: RoundTrip, adapter: providers.Provider, body: Any, url: SplitResult, ex: Exchange, base: RoundTrip | None
 ) -> None:
     got = None
@@ -261,7 +261,7 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
     rt.stream = adapter.is_stream(url, body)
     if body is not None and parsed and request:
         try:
-            _parse_request(rt, adapter, body, url, ex, base)
+            parse_request_side(rt, adapter, body, url, ex, base)
         except Exception as exc:
             rt.analysis_errors.append(f"request could not be parsed: {type(exc).__name__}: {exc}")
     rt._before_response = (rt.stream, len(rt.notes), len(rt.analysis_errors))
@@ -272,7 +272,7 @@ def _parse_into(rt: RoundTrip, ex: Exchange, url: SplitResult, base: RoundTrip |
             _apply_side(rt, side)
             _poll_delivered(rt, adapter)
             return
-    _parse_response_side(rt, adapter, ex, body, parsed)
+    parse_response_side(rt, adapter, ex, body, parsed)
     _poll_delivered(rt, adapter)
 
 
@@ -318,7 +318,7 @@ def response_side(rt: RoundTrip) -> sealed.ResponseSide | None:
     )
 
 
-def _parse_response_side(rt: RoundTrip, adapter: providers.Provider, ex: Exchange, body: Any, parsed: bool) -> None:
+def parse_response_side(rt: RoundTrip, adapter: providers.Provider, ex: Exchange, body: Any, parsed: bool) -> None:
     """Everything parsing the response does. It reads the exchange's response, status, headers
     and transport error, and of the request only what :func:`sealed.restore` checks."""
     if ex.status is None and not ex.response_chunks:

@@ -52,7 +52,7 @@ def _joined(parts: list[Part], kind: str) -> str | None:
     return "".join(texts) if texts else None
 
 
-def _object(model: str, **values: Any) -> dict[str, Any]:
+def ordered_object(model: str, **values: Any) -> dict[str, Any]:
     """``values``, checked to be the JSON keys of the model named ``model`` in its order (:data:`KEYS`):
     what ``model.model_validate(values).model_dump(mode="json", by_alias=True)`` gives for values
     that are JSON values of the field types already (the tests check it on every corpus round trip).
@@ -73,7 +73,7 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
     req = rt.request
     url = urlsplit(rt.url)
     complete = rt.complete
-    return _object(
+    return ordered_object(
         "RoundTripJson",
         **{"schema": SCHEMA},  # (the key is the field's alias: ``schema`` is a BaseModel method)
         seq=rt.seq,
@@ -97,7 +97,7 @@ def roundtrip_json(rt: RoundTrip, ex: Exchange | None = None) -> dict[str, Any]:
         error=_error_json(resp.error if resp else None),
         complete=complete,
         truncated=complete is False,
-        timing=_object("TimingJson", ttfb=rt.ttfb, ttft=rt.ttft, duration=rt.duration),
+        timing=ordered_object("TimingJson", ttfb=rt.ttfb, ttft=rt.ttft, duration=rt.duration),
         request=_request_json(req, ex),
         transport_error=rt.transport_error,
         analysis_errors=list(rt.analysis_errors),
@@ -112,7 +112,7 @@ def _transport(ex: Exchange | None) -> str:
 
 
 def _finish_json(resp: NormalisedResponse | None) -> dict[str, Any]:
-    return _object(
+    return ordered_object(
         "FinishReasonJson",
         raw=resp.finish_reason_raw if resp else None,
         normalised=resp.finish_reason.value if resp and resp.finish_reason else None,
@@ -121,8 +121,8 @@ def _finish_json(resp: NormalisedResponse | None) -> dict[str, Any]:
 
 def _usage_json(usage: Usage | None) -> dict[str, Any]:
     if usage is None:
-        return _object("UsageJson", input=None, output=None, cache_read=None, cache_write=None, reasoning=None, total=None)
-    return _object(
+        return ordered_object("UsageJson", input=None, output=None, cache_read=None, cache_write=None, reasoning=None, total=None)
+    return ordered_object(
         "UsageJson",
         input=usage.input_tokens,
         output=usage.output_tokens,
@@ -135,7 +135,7 @@ def _usage_json(usage: Usage | None) -> dict[str, Any]:
 
 def _tool_calls_json(resp: NormalisedResponse | None) -> list[dict[str, Any]]:
     return [
-        _object("ToolCallJson", id=tc.id, name=tc.name, arguments=tc.arguments, arguments_raw=tc.arguments_raw, arguments_error=tc.arguments_error)
+        ordered_object("ToolCallJson", id=tc.id, name=tc.name, arguments=tc.arguments, arguments_raw=tc.arguments_raw, arguments_error=tc.arguments_error)
         for tc in (resp.tool_calls if resp else [])
     ]
 
@@ -143,13 +143,13 @@ def _tool_calls_json(resp: NormalisedResponse | None) -> list[dict[str, Any]]:
 def _error_json(err: ApiError | None) -> dict[str, Any] | None:
     if err is None:
         return None
-    return _object("ErrorJson", status=err.status, type=err.type, code=err.code, message=err.message, in_stream=err.in_stream)
+    return ordered_object("ErrorJson", status=err.status, type=err.type, code=err.code, message=err.message, in_stream=err.in_stream)
 
 
 def _request_json(req: NormalisedRequest | None, ex: Exchange | None) -> dict[str, Any] | None:
     if req is None:
         return None
-    return _object(
+    return ordered_object(
         "RequestJson",
         messages=len(req.messages),
         tools=[t.name for t in req.tools],

@@ -51,8 +51,9 @@ _HTTP = "the HTTP request (query string not included; it is redacted in the cass
 
 class _Object(BaseModel):
     """An object of the schema. Its fields say what the JSON holds; ``roundtrip_json`` builds the
-    JSON itself (:func:`_object`), so these models are instantiated only to validate it: their
-    validators are built then (``defer_build``), not by every command that imports this module."""
+    JSON itself (:func:`ordered_object`), so these models are instantiated only to validate it:
+    their validators are built then (``defer_build``), not by every command that imports this
+    module."""
 
     model_config = ConfigDict(frozen=True, defer_build=True)
 

@@ -49,7 +49,7 @@ def turn_fields(turn: Turn) -> Iterator[tuple[str, str]]:
         yield "finding", f"{f.code}: {f.message}"
 
 
-def _snippet(text: str, at: int, n: int, width: int = 70) -> str:
+def snippet_of(text: str, at: int, n: int, width: int = 70) -> str:
     """Around the match, cut at word boundaries (a word is never shown in part), the match whole."""
     start = max(0, at - width // 3)
     end = max(start + width, at + n)
@@ -78,7 +78,7 @@ def search_turns(turns: Iterable[Turn], query: str, limit: int = 500) -> list[Se
             at = text.casefold().find(q)
             if at >= 0:
                 hits.append(
-                    SearchHit(turn.seq, turn.conversation, turn.index, where, _snippet(text, at, len(q)))
+                    SearchHit(turn.seq, turn.conversation, turn.index, where, snippet_of(text, at, len(q)))
                 )
                 if len(hits) >= limit:
                     return hits

@@ -136,7 +136,7 @@ def _roundtrip_lines(v: dict[str, Any], calls: Mapping[str, str] | None = None) 
         _head_line(v) + ("  EDITED" if v.get("edits") else ""),
         *_finish_lines(v),
         *_request_lines(v, c),
-        *_edit_lines(v),
+        *edit_lines(v),
         *_result_lines(c),
         *_answer_lines(v),
         *_trouble_lines(v),
@@ -249,7 +249,7 @@ def _user_index(msgs: list[Any], n: int) -> int | None:
 CONTINUED = "looptap asked for the rest of the cut answer; the client's history"
 
 
-def _edit_lines(v: dict[str, Any]) -> list[str]:
+def edit_lines(v: dict[str, Any]) -> list[str]:
     out = []
     for m in v.get("edits") or []:
         sel = f" (from {m['selector']})" if m.get("selector") else ""

@@ -64,14 +64,14 @@ def sniff_encoding(head: bytes) -> str | None:
     return None
 
 
-def _brotli_limits() -> bool:
+def brotli_limits() -> bool:
     """Whether the installed brotli caps one call's output (``output_buffer_limit``, brotli ≥ 1.2)."""
     import brotli
 
     return hasattr(brotli.Decompressor(), "can_accept_more_data")
 
 
-class _Decoder:
+class Decoder:
     """An incremental decoder: ``feed`` chunks, get decoded bytes (maybe empty); raises
     :class:`OverBudget` as soon as the output passes ``budget`` bytes in all.
 
@@ -145,7 +145,7 @@ class _Decoder:
             import brotli
 
             self._d = brotli.Decompressor()
-            self._br_limits = _brotli_limits()
+            self._br_limits = brotli_limits()
         d = self._d
         if self._br_limits:
             self._count(d.process(data, output_buffer_limit=self._room()), pieces)
@@ -170,9 +170,9 @@ def _head(chunks: Sequence[Chunk], n: int) -> bytes:
     return out
 
 
-def _decoder(encoding: str, budget: int = MAX_DECODED_BYTES) -> _Decoder | None:
+def _decoder(encoding: str, budget: int = MAX_DECODED_BYTES) -> Decoder | None:
     if encoding in ("gzip", "x-gzip", "deflate", "br", "zstd"):
-        return _Decoder(encoding, budget)
+        return Decoder(encoding, budget)
     return None
 
 
@@ -273,7 +273,7 @@ def salvage(data: bytes, limit: int = MAX_DECODED_BYTES) -> bytes:
             break  # brotli and zstd only for what zlib could not read at all
         if (enc == "gzip") != (sniffed == "gzip") or (enc == "zstd" and sniffed != "zstd"):
             continue
-        dec = _Decoder(enc, limit)
+        dec = Decoder(enc, limit)
         got: list[bytes] = []
         try:
             for i in range(0, len(data), 1 << 16):

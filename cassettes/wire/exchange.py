@@ -29,7 +29,7 @@ def header(headers: Headers, name: str) -> str | None:
     return None
 
 
-_UNSET: Any = object()
+UNSET: Any = object()
 
 
 @dataclass(eq=False)
@@ -73,7 +73,7 @@ class Exchange:
     #: place of parsing the raw when it checks out (``cassettes.parsing.sealed``), then dropped.
     stored_parse: Any = field(default=None, repr=False)
     # Not init fields: ``dataclasses.replace`` must not carry a parse of the old body over.
-    _request_json: Any = field(default=_UNSET, repr=False, init=False)
+    _request_json: Any = field(default=UNSET, repr=False, init=False)
     _body_pending: bool = field(default=False, repr=False, init=False)
     _request_cut: bool = field(default=False, repr=False, init=False)
     #: Why :meth:`request_json` is a cut copy ("nested deeper than 128 levels"), when it is one.
@@ -92,7 +92,7 @@ class Exchange:
         """The request body parsed as JSON, or ``None`` when it is not JSON (cached). Bounded: a
         body nested deeper than :data:`cassettes.bounds.WALK_DEPTH` is cut there (see
         :attr:`request_json_cut`), so whoever walks it is bounded too."""
-        if self._request_json is _UNSET:
+        if self._request_json is UNSET:
             self._request_cut = False
             try:
                 value, why = bounds.parse(self.request_body) if self.request_body else (None, None)
@@ -123,7 +123,7 @@ class Exchange:
         """Drop the cached parse (after the body bytes were replaced)."""
         if self._body_pending:
             _ = self.request_body  # serialise a lazily held body before its JSON goes
-        self._request_json = _UNSET
+        self._request_json = UNSET
 
     def request_header(self, name: str) -> str | None:
         return header(self.request_headers, name)

@@ -71,7 +71,7 @@ def test_truncated_streams_are_the_ones_cut_by_an_error(report: CorpusReport) ->
 
 def test_hand_edited_recordings_are_flagged() -> None:
     """The corpus README: some responses were edited by hand (`status: complete`). Flag, never crash."""
-    from _corpus import corpus_exchanges, rel
+    from real_corpus import corpus_exchanges, rel
 
     from cassettes.parsing.roundtrip import parse_exchange
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 import pytest
-from _corpus import CORPUS
+from real_corpus import CORPUS
 
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.store import RecordFile, read_records

@@ -233,18 +233,18 @@ def test_show_with_a_filter_holds_neither_the_conversations_nor_the_lines(tmp_pa
     them from the run on each pass, and the findings and growth tables are printed a line at a
     time (a list of every conversation and of every line was ~2.5 KB per conversation: 2.5 GB
     at a million)."""
-    from cassettes.cli import _ShowFilter
+    from cassettes.cli import ShowFilter
     from cassettes.views.view import analysis_lines
 
     run = open_run(write_huge(tmp_path / "run.jsonl", 400))
     lines = 0
-    for _ in analysis_lines(_ShowFilter(None, 0, None, None).analysis(run.analysis)):  # warm
+    for _ in analysis_lines(ShowFilter(None, 0, None, None).analysis(run.analysis)):  # warm
         lines += 1
     assert lines > 400 * 4
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    for _ in analysis_lines(_ShowFilter(None, 0, None, None).analysis(run.analysis)):
+    for _ in analysis_lines(ShowFilter(None, 0, None, None).analysis(run.analysis)):
         pass
     peak = tracemalloc.get_traced_memory()[1] - before
     tracemalloc.stop()

@@ -28,9 +28,9 @@ import orjson
 import pytest
 import yaml
 import zstandard
-from _corpus import CORPUS, corpus_exchanges
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from real_corpus import CORPUS, corpus_exchanges
 
 from cassettes.errors import CassetteError, CassetteFormatError, CassetteIOError, NewerFormatError
 from cassettes.parsing.roundtrip import MAX_PARSE_BYTES, RoundTrip, parse_exchange

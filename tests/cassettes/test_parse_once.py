@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _corpus import corpus_files
+from real_corpus import corpus_files
 
 from cassettes.parsing import roundtrip
 from cassettes.reading import incremental
@@ -51,7 +51,7 @@ class Parses:
         self.requests: Counter[int] = Counter()
         self.responses: Counter[int] = Counter()
         self.messages = 0
-        real_request, real_response = roundtrip._parse_request, roundtrip._parse_response_side
+        real_request, real_response = roundtrip.parse_request_side, roundtrip.parse_response_side
 
         def request(rt: roundtrip.RoundTrip, *args: Any) -> None:
             real_request(rt, *args)
@@ -65,8 +65,8 @@ class Parses:
             self.responses[rt.seq] += 1
             real_response(rt, *args)
 
-        monkeypatch.setattr(roundtrip, "_parse_request", request)
-        monkeypatch.setattr(roundtrip, "_parse_response_side", response)
+        monkeypatch.setattr(roundtrip, "parse_request_side", request)
+        monkeypatch.setattr(roundtrip, "parse_response_side", response)
 
     def clear(self) -> None:
         self.requests.clear()

@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
 
 import orjson
 import pytest
-from _corpus import corpus_exchanges
+from real_corpus import corpus_exchanges
 
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.recording.pipeline import CassetteWriter

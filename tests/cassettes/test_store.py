@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
-from _corpus import corpus_files, load, rel
+from real_corpus import corpus_files, load, rel
 
 from cassettes.errors import CassetteFormatError, NewerFormatError
 from cassettes.recording.pipeline import CassetteWriter

@@ -17,8 +17,8 @@ from cassettes.storage.store import read_records
 from cassettes.storage.vcr import load_vcr
 from cassettes.views.schema import roundtrip_json
 from cassettes.views.view import turn_json
-from tests._corpus import corpus_files
 from tests.hostile.corpus import hostile_exchanges, million_tiny
+from tests.real_corpus import corpus_files
 
 
 def _views(run: Any) -> list[dict[str, Any]]:

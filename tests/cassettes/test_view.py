@@ -15,15 +15,15 @@ from urllib.parse import urlsplit
 import jsonschema
 import orjson
 import pytest
-from _corpus import load
 from pydantic import BaseModel
+from real_corpus import load
 
 from cassettes.errors import CassetteError
 from cassettes.models import Part
 from cassettes.parsing.roundtrip import RoundTrip, parse_all, parse_exchange, side_call
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
-from cassettes.views.roundtrip_object import KEYS, _object
+from cassettes.views.roundtrip_object import KEYS, ordered_object
 from cassettes.views.schema import (
     SCHEMA,
     RoundTripJson,
@@ -230,9 +230,9 @@ def test_the_object_is_what_the_model_dumps(
 
 def test_a_key_out_of_the_models_order_is_refused() -> None:
     with pytest.raises(TypeError, match="TimingJson takes ttfb, ttft, duration in this order"):
-        _object("TimingJson", ttft=None, ttfb=None, duration=None)
+        ordered_object("TimingJson", ttft=None, ttfb=None, duration=None)
     with pytest.raises(TypeError):
-        _object("TimingJson", ttfb=None, ttft=None)
+        ordered_object("TimingJson", ttfb=None, ttft=None)
 
 
 def test_the_builders_keys_are_the_models(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -309,10 +309,10 @@ def claude_bug(tmp_path_factory: pytest.TempPathFactory, confdir: Path) -> dict[
 
 @pytest.fixture(scope="module")
 def codex_clean(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from tests.proxy.test_codex_websocket import _in_namespace
+    from tests.proxy.test_codex_websocket import in_namespace
 
     tmp = tmp_path_factory.mktemp("codex-clean")
-    r = _in_namespace(tmp, f"sk-matrix-{tmp.name}", "spawn")
+    r = in_namespace(tmp, f"sk-matrix-{tmp.name}", "spawn")
     return {"r": r, "out": tmp / "run.jsonl", "why": json.dumps({k: v for k, v in r.items() if "std" in k}, indent=1)}
 
 

@@ -141,7 +141,7 @@ def hostile_exchanges(hostile: str = HOSTILE) -> list[Exchange]:
     return out
 
 
-def _cassette(path: Path, exchanges: list[Exchange]) -> None:
+def write_cassette(path: Path, exchanges: list[Exchange]) -> None:
     with CassetteWriter(path) as w:
         for ex in exchanges:
             w.append(ex)
@@ -196,7 +196,7 @@ def _good_record_line() -> bytes:
 
     with tempfile.TemporaryDirectory() as tmp:
         p = Path(tmp) / "one.jsonl"
-        _cassette(p, [_chat({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+        write_cassette(p, [_chat({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
                             {"id": "x", "object": "chat.completion", "model": "gpt-4o",
                              "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]})])
         return p.read_bytes().splitlines()[1]
@@ -254,7 +254,7 @@ def _nan_and_url(path: Path) -> None:
     _raw_lines(path, recs)
 
 
-def _delta_bomb(path: Path, records: int = 3_000, keep: int = 2_000_000) -> None:
+def delta_bomb(path: Path, records: int = 3_000, keep: int = 2_000_000) -> None:
     """A first request whose history holds ``keep`` tiny items, then ``records`` deltas that each
     keep all of them: 4 MB on disk, billions of items if every delta were rebuilt."""
     good = orjson.loads(_good_record_line())
@@ -389,10 +389,10 @@ def bomb_exchange(encoding: str) -> Exchange:
 
 def _bombs_cassette(path: Path) -> None:
     """Every bomb through the recorder's pipeline: what it keeps (the bodies as received, labelled)."""
-    _cassette(path, [bomb_exchange(enc) for enc in BOMB_ENCODINGS])
+    write_cassette(path, [bomb_exchange(enc) for enc in BOMB_ENCODINGS])
 
 
-def _bombs_vcr(path: Path, encodings: tuple[str, ...] = BOMB_ENCODINGS) -> None:
+def bombs_vcr(path: Path, encodings: tuple[str, ...] = BOMB_ENCODINGS) -> None:
     """A vcrpy cassette answered by one bomb per encoding (its requests are plain: the request side
     decodes through the same code, shown by the cassette and the replay server)."""
     import yaml
@@ -422,7 +422,7 @@ def bomb_flow(encoding: str, index: int = 0) -> bytes:
                  "timestamp_created": 1700000000.0, "request": req, "response": resp, "websocket": None, "backup": None})
 
 
-def _bombs_flows(path: Path, encodings: tuple[str, ...] = BOMB_ENCODINGS) -> None:
+def bombs_flows(path: Path, encodings: tuple[str, ...] = BOMB_ENCODINGS) -> None:
     path.write_bytes(b"".join(bomb_flow(enc, i) for i, enc in enumerate(encodings)))
 
 
@@ -437,7 +437,7 @@ _OK = {"id": "x", "object": "chat.completion", "model": "gpt-4o", "choices": [{"
 
 def _deep_param_recorded(path: Path, depth: int) -> None:
     """The deep parameter recorded live: what the recorder keeps."""
-    _cassette(path, [_chat(_deep_param_body(depth), _OK)])
+    write_cassette(path, [_chat(_deep_param_body(depth), _OK)])
 
 
 def _deep_param_stored_json(path: Path, depth: int) -> None:
@@ -461,27 +461,27 @@ def million_tiny(path: Path, n: int = 1_000_000) -> None:
 
 #: name → writer. Kept small enough that the whole matrix runs in the default suite.
 FILES: dict[str, Callable[[Path], None]] = {
-    "hostile_all_families.jsonl": lambda p: _cassette(p, hostile_exchanges()),
+    "hostile_all_families.jsonl": lambda p: write_cassette(p, hostile_exchanges()),
     "hostile.yaml": _vcr_hostile,
-    "deep_args_100.jsonl": lambda p: _cassette(p, [_deep_args(100)]),
-    "deep_args_255.jsonl": lambda p: _cassette(p, [_deep_args(255)]),
-    "deep_args_256.jsonl": lambda p: _cassette(p, [_deep_args(256)]),
-    "deep_args_1000.jsonl": lambda p: _cassette(p, [_deep_args(1000)]),
-    "deep_args_100000.jsonl": lambda p: _cassette(p, [_deep_args(100_000)]),
-    "deep_body_300.jsonl": lambda p: _cassette(p, [_deep_body(300)]),
-    "deep_body_100000.jsonl": lambda p: _cassette(p, [_deep_body(100_000)]),
+    "deep_args_100.jsonl": lambda p: write_cassette(p, [_deep_args(100)]),
+    "deep_args_255.jsonl": lambda p: write_cassette(p, [_deep_args(255)]),
+    "deep_args_256.jsonl": lambda p: write_cassette(p, [_deep_args(256)]),
+    "deep_args_1000.jsonl": lambda p: write_cassette(p, [_deep_args(1000)]),
+    "deep_args_100000.jsonl": lambda p: write_cassette(p, [_deep_args(100_000)]),
+    "deep_body_300.jsonl": lambda p: write_cassette(p, [_deep_body(300)]),
+    "deep_body_100000.jsonl": lambda p: write_cassette(p, [_deep_body(100_000)]),
     "deep_record_field_1000.jsonl": lambda p: _record_field_deep(p, 1000),
     "deep_record_field_100000.jsonl": lambda p: _record_field_deep(p, 100_000),
     "deep_line_100000.jsonl": lambda p: _jsonl_deep(p, 100_000),
     "yaml_alias_bomb.yaml": _yaml_bomb,
     "yaml_deep_flow.yaml": lambda p: _yaml_deep(p, 50_000),
     "yaml_deep_block.yaml": lambda p: _yaml_deep_block(p, 1_000),
-    "delta_bomb.jsonl": _delta_bomb,
+    "delta_bomb.jsonl": delta_bomb,
     "wrong_types.jsonl": _wrong_types,
     "bad_records.jsonl": _nan_and_url,
     "binary.jsonl": lambda p: p.write_bytes(os.urandom(4096)),
-    "truncated.jsonl": lambda p: (_cassette(p, hostile_exchanges()[:3]), p.write_bytes(p.read_bytes()[:-777])),
-    "truncated_utf8.jsonl": lambda p: (_cassette(p, hostile_exchanges()[:2]), p.write_bytes(p.read_bytes().rstrip(b"\n") + b'\n{"type":"exchange","x":"\xe2\x80')),
+    "truncated.jsonl": lambda p: (write_cassette(p, hostile_exchanges()[:3]), p.write_bytes(p.read_bytes()[:-777])),
+    "truncated_utf8.jsonl": lambda p: (write_cassette(p, hostile_exchanges()[:2]), p.write_bytes(p.read_bytes().rstrip(b"\n") + b'\n{"type":"exchange","x":"\xe2\x80')),
     "empty.jsonl": lambda p: p.write_bytes(b""),
     "header_only.jsonl": lambda p: _raw_lines(p, []),
     "newer_version.jsonl": lambda p: p.write_bytes(orjson.dumps({**header_record({}), "format_version": 99}) + b"\n"),
@@ -489,17 +489,17 @@ FILES: dict[str, Callable[[Path], None]] = {
     "deep_param_240.jsonl": lambda p: _deep_param_stored_json(p, 240),
     "deep_param_200_recorded.jsonl": lambda p: _deep_param_recorded(p, 200),
     "deep_param_10000_recorded.jsonl": lambda p: _deep_param_recorded(p, 10_000),
-    "bomb_stacked.jsonl": lambda p: _cassette(p, [bomb_exchange("gzip, br")]),
-    "bomb_br.yaml": lambda p: _bombs_vcr(p, ("br",)),
-    "bomb_zstd.mitm": lambda p: _bombs_flows(p, ("zstd",)),
+    "bomb_stacked.jsonl": lambda p: write_cassette(p, [bomb_exchange("gzip, br")]),
+    "bomb_br.yaml": lambda p: bombs_vcr(p, ("br",)),
+    "bomb_zstd.mitm": lambda p: bombs_flows(p, ("zstd",)),
 }
 #: Built only when named (tests/hostile/test_bombs.py): every bomb in each format.
 #: Reading one costs seconds of CPU per bomb (each is decoded to the budget and redacted, like any
 #: other tool's file), too much for every command of the matrix.
 NAMED_ONLY: dict[str, Callable[[Path], None]] = {
     "bombs.jsonl": _bombs_cassette,
-    "bombs.yaml": _bombs_vcr,
-    "bombs.mitm": _bombs_flows,
+    "bombs.yaml": bombs_vcr,
+    "bombs.mitm": bombs_flows,
 }
 
 

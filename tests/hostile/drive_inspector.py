@@ -29,7 +29,7 @@ from inspector.app import InspectorApp
 from tests.hostile.corpus import PWNED_DIR
 
 
-def _rendered(widget: Widget) -> list[str]:
+def rendered_lines(widget: Widget) -> list[str]:
     try:
         lines = widget.render_lines(widget.region.reset_offset) if widget.region.area else []
     except Exception as exc:  # a widget that cannot render is itself a finding
@@ -44,7 +44,7 @@ async def drive(path: Path, shots: Path) -> tuple[list[str], list[str], bool]:
 
     def walk(label: str) -> None:
         for widget in app.screen.walk_children(with_self=True):
-            for line in _rendered(widget):
+            for line in rendered_lines(widget):
                 seen_text.append(line)
                 if has_unsafe(line):
                     problems.append(f"{label}: {type(widget).__name__}#{widget.id}: raw control in {clean_line(line)[:100]!r}")

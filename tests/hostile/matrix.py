@@ -85,7 +85,7 @@ def _limit() -> None:
 #: first. Linux carries a process's RSS high-water mark across fork and exec, so a command started
 #: straight from this (large) process would report this process's size as its own peak; started
 #: from a small launcher, its figure is its own.
-_LAUNCH = """
+LAUNCH = """
 import os, signal, sys
 path, argv = sys.argv[1], sys.argv[2:]
 pid = os.fork()
@@ -250,9 +250,9 @@ class Zygote:
         self.proc.wait()
 
 
-def _run(argv: list[str], cpu: float, cwd: Path, stdin: bytes | None = None, stall: float = STALL, zygote: Zygote | None = None) -> tuple[int | None, bytes, bytes, float, float, bool]:
+def run_limited(argv: list[str], cpu: float, cwd: Path, stdin: bytes | None = None, stall: float = STALL, zygote: Zygote | None = None) -> tuple[int | None, bytes, bytes, float, float, bool]:
     """(exit, stdout, stderr, seconds, peak RSS MB, hung) of one child, its RSS from wait4 in a
-    small launcher (see :data:`_LAUNCH`). Hung means no progress (CPU time, I/O, processes of its
+    small launcher (see :data:`LAUNCH`). Hung means no progress (CPU time, I/O, processes of its
     tree) for ``stall`` seconds, or more than ``cpu`` seconds of CPU time spent (a runaway loop):
     never a wall-clock limit, so a child slowed by a busy machine is not killed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
@@ -263,7 +263,7 @@ def _run(argv: list[str], cpu: float, cwd: Path, stdin: bytes | None = None, sta
             return code, zout.read(), zerr.read(), time.monotonic() - t0, rss_kb / 1024, hung
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r") as rss_file:
         t0 = time.monotonic()
-        argv = [sys.executable, "-S", "-c", _LAUNCH, rss_file.name, *argv]
+        argv = [sys.executable, "-S", "-c", LAUNCH, rss_file.name, *argv]
         p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env, preexec_fn=_limit)
         watch = Watch(p.pid, stall=stall, cpu=cpu, what=" ".join(argv[-3:]))
         hung = False
@@ -373,7 +373,7 @@ def run_cell(command: str, file: Path, work: Path, clean_file: Path, cpu: float 
     it as it does wall-clock time), ``stall`` how long it may go without any progress; with a
     ``zygote``, a looptap command is forked from it rather than started afresh."""
     argv = argv_for(command, file, work, clean_file)
-    code, out, err, seconds, rss, hung = _run(argv, cpu, work, stall=stall, zygote=zygote)
+    code, out, err, seconds, rss, hung = run_limited(argv, cpu, work, stall=stall, zygote=zygote)
     texts = (out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "surrogateescape"))
     leaks = sorted({repr(c) for c in RAW_CONTROLS for text in texts if c in text})
     return Cell(

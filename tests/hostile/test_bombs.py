@@ -32,7 +32,7 @@ import pytest
 
 from cassettes.bounds import MAX_DECODED_BYTES
 from tests.hostile.corpus import BOMB_ENCODINGS, build
-from tests.hostile.matrix import _LAUNCH, INSPECT_DRIVER, ROOT
+from tests.hostile.matrix import INSPECT_DRIVER, LAUNCH, ROOT
 from tests.support import progress
 
 #: The address-space cap of every child here (a bomb took 2 to 8.4 GB before).
@@ -56,7 +56,7 @@ def run_capped(argv: list[str], cwd: Path, timeout: float = 1800) -> tuple[int, 
     keeps a wedged child from holding the suite forever; nothing here asserts on time."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "160"}
     with tempfile.NamedTemporaryFile("r") as rss:
-        p = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCH, rss.name, *argv], stdout=subprocess.PIPE,
+        p = subprocess.Popen([sys.executable, "-S", "-c", LAUNCH, rss.name, *argv], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, cwd=cwd, env=env, preexec_fn=_cap)
         try:
             stdout, stderr = progress.communicate(p)
@@ -128,11 +128,11 @@ def test_brotli_without_an_output_limit_is_fed_a_byte_at_a_time(monkeypatch: pyt
     from cassettes.wire import decoding
     from tests.hostile.corpus import bomb
 
-    monkeypatch.setattr(decoding, "_brotli_limits", lambda: False)
+    monkeypatch.setattr(decoding, "brotli_limits", lambda: False)
     plain = b"data: {}\n\n" * 5000
     res = decoding.decode_chunks([(0.0, brotli.compress(plain))], "br")
     assert b"".join(c for _, c in res.chunks) == plain
-    dec = decoding._Decoder("br", 1 << 20)
+    dec = decoding.Decoder("br", 1 << 20)
     with pytest.raises(decoding.OverBudget):
         dec.feed(bomb("br"))
     assert dec.total <= (1 << 20) + (16 << 20)  # at most one meta-block past the limit

@@ -21,15 +21,15 @@ ORIGINAL = "sunny, 21 C in Paris"
 EDITED = "STORM WARNING: no flights from Paris"
 
 
-def _call(cid: str, city: str) -> dict[str, object]:
+def tool_call(cid: str, city: str) -> dict[str, object]:
     return {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": f'{{"city":"{city}"}}'}}]}
 
 
-def _result(cid: str, text: str) -> dict[str, object]:
+def tool_result(cid: str, text: str) -> dict[str, object]:
     return {"role": "tool", "tool_call_id": cid, "content": text}
 
 
-def _answer(content: str | None, call: tuple[str, str] | None = None) -> bytes:
+def answer_body(content: str | None, call: tuple[str, str] | None = None) -> bytes:
     msg: dict[str, object] = {"role": "assistant", "content": content}
     if call is not None:
         msg["tool_calls"] = [{"id": call[0], "type": "function", "function": {"name": "get_weather", "arguments": f'{{"city":"{call[1]}"}}'}}]
@@ -38,7 +38,7 @@ def _answer(content: str | None, call: tuple[str, str] | None = None) -> bytes:
                          "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}})
 
 
-def _exchange(messages: list[dict[str, object]], response: bytes, model: str = "gpt-4o") -> Exchange:
+def chat_exchange(messages: list[dict[str, object]], response: bytes, model: str = "gpt-4o") -> Exchange:
     body = orjson.dumps({"model": model, "messages": messages, "tools": TOOLS})
     return Exchange("POST", URL, [("content-type", "application/json")], body, status=200, response_headers=[("content-type", "application/json")],
                     response_chunks=[(0.01, response)], ttfb=0.01, started=1763768400.0)
@@ -47,16 +47,16 @@ def _exchange(messages: list[dict[str, object]], response: bytes, model: str = "
 def origin() -> list[Exchange]:
     """Paris, then Lyon, then the answer."""
     h0 = [SYSTEM, USER]
-    h1 = [*h0, _call("call_A1", "Paris"), _result("call_A1", ORIGINAL)]
-    h2 = [*h1, _call("call_A2", "Lyon"), _result("call_A2", "sunny, 19 C in Lyon")]
-    return [_exchange(h0, _answer(None, ("call_A1", "Paris"))), _exchange(h1, _answer(None, ("call_A2", "Lyon"))), _exchange(h2, _answer("Sunny in Paris and Lyon."))]
+    h1 = [*h0, tool_call("call_A1", "Paris"), tool_result("call_A1", ORIGINAL)]
+    h2 = [*h1, tool_call("call_A2", "Lyon"), tool_result("call_A2", "sunny, 19 C in Lyon")]
+    return [chat_exchange(h0, answer_body(None, ("call_A1", "Paris"))), chat_exchange(h1, answer_body(None, ("call_A2", "Lyon"))), chat_exchange(h2, answer_body("Sunny in Paris and Lyon."))]
 
 
 def branch() -> list[Exchange]:
     """From turn 1, live: the model saw the storm and went to Nice; each request marked."""
-    h1 = [SYSTEM, USER, _call("call_A1", "Paris"), _result("call_A1", EDITED)]
-    h2 = [*h1, _call("call_B1", "Nice"), _result("call_B1", "sunny, 24 C in Nice")]
-    out = [_exchange(h1, _answer(None, ("call_B1", "Nice"))), _exchange(h2, _answer("Go to Nice: the storm grounds Paris."))]
+    h1 = [SYSTEM, USER, tool_call("call_A1", "Paris"), tool_result("call_A1", EDITED)]
+    h2 = [*h1, tool_call("call_B1", "Nice"), tool_result("call_B1", "sunny, 24 C in Nice")]
+    out = [chat_exchange(h1, answer_body(None, ("call_B1", "Nice"))), chat_exchange(h2, answer_body("Go to Nice: the storm grounds Paris."))]
     for ex in out:
         ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], ORIGINAL)]
     return out
@@ -90,14 +90,14 @@ def write_tolerant(folder: Path) -> Path:
     with CassetteWriter(run) as w:
         for ex in origin():
             w.append(ex)
-    h1 = [SYSTEM, USER, _call("call_A1", "Paris"), _result("call_A1", CHANGED)]
-    h2 = [*h1, _call("call_A2", "Lyon"), _result("call_A2", "sunny, 19 C in Lyon")]
+    h1 = [SYSTEM, USER, tool_call("call_A1", "Paris"), tool_result("call_A1", CHANGED)]
+    h2 = [*h1, tool_call("call_A2", "Lyon"), tool_result("call_A2", "sunny, 19 C in Lyon")]
     meta = {"source": "looptap run --from", "origin": {"edits": [], "run": "run.jsonl", "prefix": "tolerant",
                                                        "cursor": {"text": "turn=2", "turn": 2, "conversation": None, "seq": None},
                                                        "seq": 2, "starts": {"c1": 2}, "turn": 2, "turns": {"c1": 2}, "model": None}}
     path = folder / "branch.jsonl"
     with CassetteWriter(path, meta=meta) as w:
-        w.append(_exchange(h2, _answer("Rain in Paris, sun in Lyon.")))
+        w.append(chat_exchange(h2, answer_body("Rain in Paris, sun in Lyon.")))
     note = {"type": "note", "note": "fork", "prefix": "tolerant", "starts": {},
             "tolerated": [{"conversation": "c1", "turn": 1, "seq": 1,
                            "tolerated": [{"path": "messages[3].content", "by": "tool_result", "recorded": ORIGINAL, "live": CHANGED}]}]}

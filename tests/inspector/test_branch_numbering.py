@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from fork_fixture import _answer, _call, _exchange, _result, origin
+from fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.forking.cursor import parse_cursor
@@ -31,9 +31,9 @@ WEATHER = {"Paris": "sunny, 21 C in Paris", "Lyon": "sunny, 19 C in Lyon", "Nice
 
 def branch_exchanges() -> list[Exchange]:
     """From turn 1, live on another model: Nice instead of Lyon, then the answer (no edit)."""
-    h1 = [SYSTEM, USER, _call("call_A1", "Paris"), _result("call_A1", WEATHER["Paris"])]
-    h2 = [*h1, _call("call_B1", "Nice"), _result("call_B1", WEATHER["Nice"])]
-    return [_exchange(h1, _answer(None, ("call_B1", "Nice")), "gpt-4o-mini"), _exchange(h2, _answer("Go to Nice."), "gpt-4o-mini")]
+    h1 = [SYSTEM, USER, tool_call("call_A1", "Paris"), tool_result("call_A1", WEATHER["Paris"])]
+    h2 = [*h1, tool_call("call_B1", "Nice"), tool_result("call_B1", WEATHER["Nice"])]
+    return [chat_exchange(h1, answer_body(None, ("call_B1", "Nice")), "gpt-4o-mini"), chat_exchange(h2, answer_body("Go to Nice."), "gpt-4o-mini")]
 
 
 def write_pair(folder: Path) -> tuple[Path, Path]:

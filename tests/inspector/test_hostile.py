@@ -19,7 +19,7 @@ from cassettes.untrusted import has_unsafe
 from inspector.app import InspectorApp
 from inspector.safe import wire, wire_line
 from tests.hostile.corpus import HOSTILE, PWNED_DIR, hostile_exchanges
-from tests.hostile.drive_inspector import _rendered
+from tests.hostile.drive_inspector import rendered_lines
 
 pytestmark = pytest.mark.anyio
 
@@ -63,8 +63,8 @@ async def test_findings_cells_and_toasts_show_markup_literally(hostile_file: Pat
         await pilot.pause()
         cells = [str(c) for t in app.screen.query(DataTable) for row in range(t.row_count) for c in t.get_row_at(row)]
         assert any("[@click=" in c for c in cells), cells[:5]
-        lines = [line for w in app.screen.walk_children(with_self=True) for line in _rendered(w)]
-        toasts = " ".join(line for t in app.screen.query(Toast) for line in _rendered(t))
+        lines = [line for w in app.screen.walk_children(with_self=True) for line in rendered_lines(w)]
+        toasts = " ".join(line for t in app.screen.query(Toast) for line in rendered_lines(t))
         assert "tool failed" in toasts and "title test" in toasts
         assert "[@click=app.quit]Q[/] [type=x]␛[2J" in toasts, toasts
         assert not [line for line in lines if has_unsafe(line)]

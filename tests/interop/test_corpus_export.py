@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-from _corpus import corpus_files, load
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from real_corpus import corpus_files, load
 
 from cassettes.interop.har import build_har
 from cassettes.interop.otel import build_request

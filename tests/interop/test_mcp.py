@@ -22,9 +22,9 @@ from mcp.client.stdio import StdioServerParameters
 from cassettes.mcp.query import DEFAULT_BYTES, UNTRUSTED_NOTE
 from cassettes.mcp.server import build_server
 from cassettes.recording.pipeline import CassetteWriter
-from tests._corpus import corpus_files
 from tests.hostile.corpus import hostile_exchanges
 from tests.interop.helpers import write_cassette
+from tests.real_corpus import corpus_files
 from tests.support import progress
 
 #: A raw control or invisible format character in an answer: what must never reach a model raw.

@@ -57,7 +57,7 @@ def test_the_diff_carries_both_values(root: Path) -> None:
 
 
 def test_a_diff_of_runs_on_different_apis_is_one_divergence(root: Path, tmp_path: Path) -> None:
-    from _corpus import CORPUS
+    from real_corpus import CORPUS
 
     from cassettes.cli import main
 

@@ -112,15 +112,15 @@ def test_the_plugins_and_the_proxys_writers_put_them_in_the_header(tmp_path: Pat
     """The recorder's writer process (proxy.writer) writes this process's places, less a path the
     redactor would mask (a key in a folder's name never reaches the header)."""
     from cassettes.recording.redact import Redactor
-    from proxy.writer import _places
+    from proxy.writer import header_places
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", "/home/alice")
-    assert _places(Redactor.configured()) == {"cwd": str(tmp_path), "home": "/home/alice"}
+    assert header_places(Redactor.configured()) == {"cwd": str(tmp_path), "home": "/home/alice"}
     keyed = tmp_path / "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcd"
     keyed.mkdir()
     monkeypatch.chdir(keyed)
-    assert _places(Redactor.configured()) == {"home": "/home/alice"}
+    assert header_places(Redactor.configured()) == {"home": "/home/alice"}
     # (the header the real recorder writes: tests/proxy/test_e2e_fork_elsewhere.py)
 
 

@@ -84,7 +84,7 @@ def _can_unshare() -> bool:
     return probe.returncode == 0
 
 
-def _in_namespace(tmp_path: Path, secret: str, *mode: str) -> dict[str, Any]:
+def in_namespace(tmp_path: Path, secret: str, *mode: str) -> dict[str, Any]:
     """codex_default_ns.py in a fresh network and mount namespace (``mode``: its extra argument);
     the JSON line it prints. Skips where Codex, websockets, cryptography or unshare are missing."""
     import json
@@ -111,7 +111,7 @@ def test_codex_default_configuration_in_a_network_namespace(tmp_path: Path, secr
     to a loopback TLS WebSocket server of ours; looptap run records (trusting that server with
     --ssl-insecure, Codex trusting looptap's CA the way looptap run arranges), then the cassette is
     replayed offline to Codex through its openai_base_url key."""
-    r = _in_namespace(tmp_path, secret)
+    r = in_namespace(tmp_path, secret)
     assert r["record_rc"] == 0 and "It is sunny in Paris." in r["record_stdout"], r
     assert r["upstream_paths"] == ["/v1/responses"] and r["upstream_received"] == ["response.create"] * 3, r
     run = open_run(tmp_path / "run.jsonl")
@@ -162,7 +162,7 @@ def test_codex_chatgpt_login_in_a_network_namespace(tmp_path: Path, secret: str)
     (``Matcher.bases``). ``chatgpt_base_url`` is pointed at the replay server too, so the backend's
     side calls stay on the machine: the discovery and the settings are misses (fail-closed), which
     Codex goes on without."""
-    r = _in_namespace(tmp_path, secret, "chatgpt")
+    r = in_namespace(tmp_path, secret, "chatgpt")
     assert r["record_rc"] == 0 and "It is sunny in Paris." in r["record_stdout"], r
     assert r["upstream_paths"] == ["/backend-api/codex/responses"] and r["upstream_received"] == ["response.create"] * 3, r
     wire = r["upstream_requests"]
@@ -205,4 +205,4 @@ def test_codex_chatgpt_login_in_a_network_namespace(tmp_path: Path, secret: str)
 
 
 # Codex's spawn_agent / wait_agent on its default settings: the client matrix's Codex row
-# (tests/clients/test_agents.py, through _in_namespace's "spawn" mode).
+# (tests/clients/test_agents.py, through in_namespace's "spawn" mode).

@@ -230,7 +230,6 @@ def test_every_message_is_redacted_and_cleaned_by_the_logger_itself(caplog: pyte
     from proxy import messages
 
     key = "ltmsgQ" + secrets.token_hex(16)
-    old = messages._redactor
     messages.set_redactor(Redactor())
     try:
         messages.learn_headers([("x-llm-key", key), ("authorization", f"Bearer {key}x")])
@@ -249,4 +248,4 @@ def test_every_message_is_redacted_and_cleaned_by_the_logger_itself(caplog: pyte
         assert all(r.exc_info is None for r in caplog.records if r.name == "looptap.recorder")
         assert len(messages.safe("x" * 10_000)) <= messages.MAX_CHARS
     finally:
-        messages._redactor = old
+        messages.set_redactor(Redactor())  # what a new process starts with: nothing learned

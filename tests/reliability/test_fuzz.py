@@ -36,9 +36,9 @@ import orjson
 import pytest
 import yaml
 import zstandard
-from _corpus import CORPUS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from real_corpus import CORPUS
 
 from cassettes.errors import CassetteFormatError, ImportFormatError
 from cassettes.parsing.roundtrip import parse_all, parse_exchange

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from _corpus import CORPUS
+from real_corpus import CORPUS
 
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.storage.vcr import load_vcr
@@ -61,8 +61,8 @@ def test_patterns_are_the_redactors() -> None:
     def rules(d: Any) -> list[tuple[str, str]]:
         return [(r.id, r.source) for r in d.rules]
 
-    assert rules(verify._Scanner(["corp-[0-9]{6}"]).detector) == rules(Redactor(["corp-[0-9]{6}"])._detector)
-    assert len(verify._Scanner([]).detector.rules) > 200  # gitleaks' ruleset and looptap's
+    assert rules(verify.Scanner(["corp-[0-9]{6}"]).detector) == rules(Redactor(["corp-[0-9]{6}"])._detector)
+    assert len(verify.Scanner([]).detector.rules) > 200  # gitleaks' ruleset and looptap's
 
 
 def test_clean_cassette_exits_0_and_a_leak_exits_1(tmp_path: Path) -> None:

@@ -17,7 +17,15 @@ from cassettes.replay.forking.cursor import parse_cursor
 from cassettes.replay.forking.fork import ForkSource, origin_meta
 from cassettes.wire import edited
 from cassettes.wire.exchange import Exchange
-from tests.inspector.fork_fixture import EDITED, ORIGINAL, _answer, _call, _exchange, _result, origin
+from tests.inspector.fork_fixture import (
+    EDITED,
+    ORIGINAL,
+    answer_body,
+    chat_exchange,
+    origin,
+    tool_call,
+    tool_result,
+)
 
 SYSTEM = {"role": "system", "content": "Use the weather tool."}
 USER = {"role": "user", "content": "Weather in Paris, then somewhere warm?"}
@@ -43,9 +51,9 @@ def _diff(run: Path, branch: Path, capsys: pytest.CaptureFixture[str]) -> tuple[
 
 
 def test_the_model_the_fork_asked_for_is_the_forks_not_the_clients(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    h1 = [SYSTEM, USER, _call("call_A1", "Paris"), _result("call_A1", ORIGINAL)]
-    h2 = [*h1, _call("call_A2", "Lyon"), _result("call_A2", "sunny, 19 C in Lyon")]
-    same = [_exchange(h1, _answer(None, ("call_A2", "Lyon")), "gpt-4o-mini"), _exchange(h2, _answer("Sunny in Paris and Lyon."), "gpt-4o-mini")]
+    h1 = [SYSTEM, USER, tool_call("call_A1", "Paris"), tool_result("call_A1", ORIGINAL)]
+    h2 = [*h1, tool_call("call_A2", "Lyon"), tool_result("call_A2", "sunny, 19 C in Lyon")]
+    same = [chat_exchange(h1, answer_body(None, ("call_A2", "Lyon")), "gpt-4o-mini"), chat_exchange(h2, answer_body("Sunny in Paris and Lyon."), "gpt-4o-mini")]
     run, branch = _write(tmp_path, origin(), same, "turn=1", "gpt-4o-mini", [], 1)
     rc, out, doc = _diff(run, branch, capsys)
     assert "turn 1 (seq 1 ↔ 0): fork: model gpt-4o → gpt-4o-mini (asked with --model)" in out, out
@@ -74,9 +82,9 @@ def test_on_gemini_the_model_in_the_path_is_the_forks(tmp_path: Path, capsys: py
 
 
 def test_the_differences_that_follow_from_an_edit_fold_under_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    h1 = [SYSTEM, USER, _call("call_A1", "Paris"), _result("call_A1", EDITED)]
-    h2 = [*h1, _call("call_B1", "Nice"), _result("call_B1", "sunny, 24 C in Nice")]
-    branch = [_exchange(h1, _answer(None, ("call_B1", "Nice"))), _exchange(h2, _answer("Go to Nice: the storm grounds Paris."))]
+    h1 = [SYSTEM, USER, tool_call("call_A1", "Paris"), tool_result("call_A1", EDITED)]
+    h2 = [*h1, tool_call("call_B1", "Nice"), tool_result("call_B1", "sunny, 24 C in Nice")]
+    branch = [chat_exchange(h1, answer_body(None, ("call_B1", "Nice"))), chat_exchange(h2, answer_body("Go to Nice: the storm grounds Paris."))]
     for ex in branch:
         ex.edits = [edited.mark("tool_result[call_A1]", "turn=1", ["messages", 3, "content"], ORIGINAL)]
     run, path = _write(tmp_path, origin(), branch, "turn=1", None, ["tool_result[call_A1]"], 1)
@@ -106,7 +114,7 @@ def test_a_divergence_shows_a_window_around_the_first_differing_character(tmp_pa
     assert "calm" in line and "angry" in line, line  # the part that differs, on both sides
     assert line.count("…") >= 2 and len(line) < 240, line
     # a replay miss (the fork's prefix, pytest, replay): the kept change shows the same window
-    exs = [_exchange([{"role": "system", "content": rec}, USER], _answer("Hello."))]
+    exs = [chat_exchange([{"role": "system", "content": rec}, USER], answer_body("Hello."))]
     miss = Matcher(exs).match("POST", "/v1/chat/completions", [], orjson.dumps({"model": "gpt-4o", "messages": [{"role": "system", "content": got}, USER],
                                                                                    "tools": orjson.loads(exs[0].request_body)["tools"]}))
     assert isinstance(miss, Miss)
@@ -116,7 +124,7 @@ def test_a_divergence_shows_a_window_around_the_first_differing_character(tmp_pa
     run_a, run_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     for path, system in ((run_a, rec), (run_b, got)):
         with CassetteWriter(path) as w:
-            w.append(_exchange([{"role": "system", "content": system}, USER], _answer("Hello.")))
+            w.append(chat_exchange([{"role": "system", "content": system}, USER], answer_body("Hello.")))
     assert main(["diff", str(run_a), str(run_b)]) == 1
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("messages[0].content:"))

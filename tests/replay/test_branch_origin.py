@@ -19,16 +19,16 @@ from cassettes.cli import main
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.forking.cursor import parse_cursor
 from cassettes.replay.forking.fork import ForkSource, origin_meta, origin_of
-from tests.inspector.fork_fixture import _answer, _call, _exchange, _result, origin
+from tests.inspector.fork_fixture import answer_body, chat_exchange, origin, tool_call, tool_result
 
 SYSTEM = {"role": "system", "content": "Use the weather tool."}
 USER = {"role": "user", "content": "Weather in Paris, then somewhere warm?"}
 
 
 def _branch_exchanges() -> list:
-    h1 = [SYSTEM, USER, _call("call_A1", "Paris"), _result("call_A1", "sunny, 21 C in Paris")]
-    h2 = [*h1, _call("call_B1", "Nice"), _result("call_B1", "sunny, 24 C in Nice")]
-    return [_exchange(h1, _answer(None, ("call_B1", "Nice"))), _exchange(h2, _answer("Go to Nice."))]
+    h1 = [SYSTEM, USER, tool_call("call_A1", "Paris"), tool_result("call_A1", "sunny, 21 C in Paris")]
+    h2 = [*h1, tool_call("call_B1", "Nice"), tool_result("call_B1", "sunny, 24 C in Nice")]
+    return [chat_exchange(h1, answer_body(None, ("call_B1", "Nice"))), chat_exchange(h2, answer_body("Go to Nice."))]
 
 
 def write_pair(folder: Path, typed: str | None = None) -> tuple[Path, Path]:
@@ -51,7 +51,7 @@ def write_pair(folder: Path, typed: str | None = None) -> tuple[Path, Path]:
 def _replace_origin(run: Path) -> None:
     """Another run written over the origin: at turn 0 the model asked about Lyon."""
     exs = origin()
-    exs[0] = _exchange([SYSTEM, USER], _answer(None, ("call_A1", "Lyon")))
+    exs[0] = chat_exchange([SYSTEM, USER], answer_body(None, ("call_A1", "Lyon")))
     run.unlink()
     with CassetteWriter(run) as w:
         for ex in exs:

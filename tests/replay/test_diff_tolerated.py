@@ -19,7 +19,7 @@ from cassettes.cli import main
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.replay.forking.cursor import parse_cursor
 from cassettes.replay.forking.fork import ForkSource, origin_meta
-from tests.inspector.fork_fixture import _answer, _call, _exchange, _result
+from tests.inspector.fork_fixture import answer_body, chat_exchange, tool_call, tool_result
 
 MONDAY = {"day": "2026-11-24", "cwd": "/home/alice/proj", "home": "/home/alice", "uuid": "3f2a9c1e-7b4d-4e8a-9c2b-1d5e6f7a8b9c"}
 TUESDAY = {"day": "2026-11-25", "cwd": "/srv/ci/checkout", "home": "/home/ci", "uuid": "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d"}
@@ -32,10 +32,10 @@ def _run(
     uuid and a build number; its tool reads a file under the working directory (or ``read``)."""
     system = {"role": "system", "content": f"Today's date is {when['day']}. Working directory: {when['cwd']}. Session {when['uuid']}. Build {build}. {rule}"}
     user = {"role": "user", "content": f"Weather in {city}?"}
-    h1 = [system, user, _call("call_A1", city), _result("call_A1", f"sunny, 21 C (read {read or when['cwd']}/notes.txt)")]
+    h1 = [system, user, tool_call("call_A1", city), tool_result("call_A1", f"sunny, 21 C (read {read or when['cwd']}/notes.txt)")]
     with CassetteWriter(path, meta={"cwd": when["cwd"], "home": when["home"], **(meta or {})}) as w:
-        w.append(_exchange([system, user], _answer(None, ("call_A1", city))))
-        w.append(_exchange(h1, _answer("Sunny.")))
+        w.append(chat_exchange([system, user], answer_body(None, ("call_A1", city))))
+        w.append(chat_exchange(h1, answer_body("Sunny.")))
     return path
 
 

@@ -187,12 +187,12 @@ def test_the_continuations_are_bounded() -> None:
 def test_a_continuation_mark_says_the_request_was_looptaps_not_the_clients() -> None:
     """show and the inspector's message pane: a ``continue`` mark's request is looptap's own (the
     client sent none of it), not "client sent → …" as an edit of the client's request reads."""
-    from cassettes.views.view import CONTINUED, _edit_lines
+    from cassettes.views.view import CONTINUED, edit_lines
     from inspector.widgets.messages import _client_sent
 
     marks = [{"edit": "continue", "item": "messages", "before": [{"role": "user", "content": "Weather in Paris?"}]},
              {"edit": "max_tokens", "item": "max_tokens", "before": 60}]
-    lines = _edit_lines({"edits": marks})
+    lines = edit_lines({"edits": marks})
     assert lines[0].startswith(f"    edited: continue at messages: {CONTINUED} → ") and "client sent" not in lines[0]
     assert "client sent → 60" in lines[1]
     pane = _client_sent(marks).plain

@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from _corpus import corpus_files
+from real_corpus import corpus_files
 
 from cassettes.errors import CassetteError
 from cassettes.recording.pipeline import CassetteWriter

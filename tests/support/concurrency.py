@@ -39,7 +39,7 @@ BUG_CODES = {
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 
 
-def _count_results(family: str, body: Any) -> int:
+def count_results(family: str, body: Any) -> int:
     n = 0
     if family == "openai_chat":
         n = sum(1 for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "tool")
@@ -57,7 +57,7 @@ def _count_results(family: str, body: Any) -> int:
     return n
 
 
-def _family(path: str) -> str | None:
+def family_of(path: str) -> str | None:
     if path.endswith("/chat/completions"):
         return "openai_chat"
     if path.endswith("/responses"):
@@ -69,7 +69,7 @@ def _family(path: str) -> str | None:
     return None
 
 
-def _answer(family: str, ids: list[str] | None, turn: int) -> dict[str, Any]:
+def upstream_answer(family: str, ids: list[str] | None, turn: int) -> dict[str, Any]:
     """The upstream's answer: calls with ``ids``, or the final text when ``ids`` is None."""
     usage_in, usage_out = 100 + 20 * turn, 12
     if family == "openai_chat":
@@ -129,7 +129,7 @@ class BenchUpstream:
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                family = _family(self.path.split("?")[0])
+                family = family_of(self.path.split("?")[0])
                 try:
                     body = json.loads(raw)
                 except ValueError:
@@ -141,11 +141,11 @@ class BenchUpstream:
                 turn = int(self.headers.get("x-bench-turn", "0"))
                 two = self.headers.get("x-bench-two") == "1"
                 ids = None
-                if _count_results(family, body) < 4:
+                if count_results(family, body) < 4:
                     ids = [bench._new_id(agent) for _ in range(2 if two else 1)]
                 with bench.lock:
                     bench.served += 1
-                self._send(200, _answer(family, ids, turn))
+                self._send(200, upstream_answer(family, ids, turn))
 
             def _send(self, status: int, obj: Any) -> None:
                 data = json.dumps(obj).encode()

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
-from test_agents import _adk_handoff, _agent_as_tool
+from test_agents import adk_handoff, agent_as_tool
 
 from cassettes.cli import main
 from cassettes.reading.run import open_run
@@ -31,7 +31,7 @@ def anyio_backend() -> str:
 def run_file(tmp_path: Path) -> Path:
     out = tmp_path / "agents.jsonl"
     with CassetteWriter(out, meta={"source": "test"}) as w:
-        for i, ex in enumerate([*_adk_handoff(), *_agent_as_tool()]):
+        for i, ex in enumerate([*adk_handoff(), *agent_as_tool()]):
             ex.seq = i
             w.append(ex)
     return out

@@ -34,7 +34,7 @@ from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
 from cassettes.views.growth import growth_bars
 from cassettes.views.money import money
-from tests._corpus import CORPUS, load
+from tests.real_corpus import CORPUS, load
 
 RECORDING = CORPUS / "pydantic-ai/tests/cassettes/test_tool_search/test_tool_search_eval[openai-chat].yaml"
 #: The turn read through every view: conversation c1, turn 2.
@@ -348,8 +348,8 @@ def test_the_table_in_reading_md_is_what_show_prints(run_file: Path, capsys: pyt
 
 def test_the_recorders_closing_line_writes_the_run_cost_as_every_view(run_file: Path) -> None:
     """``looptap run``'s last lines give the run's cost with the same formatting and ``~``."""
-    from proxy.cli import _summary
+    from proxy.cli import summary_lines
 
     run = open_run(run_file)
-    line = next(ln for ln in _summary(run_file) if ln.startswith("tokens in "))
+    line = next(ln for ln in summary_lines(run_file) if ln.startswith("tokens in "))
     assert f"; cost {money(run.cost, True)} (estimated:" in line, line

@@ -117,7 +117,7 @@ def c_run(c_runs: Callable[[str], Path]) -> Iterator[Path]:
     yield c_runs("chat")
 
 
-def _c_call(run: Path) -> str:
+def c_call(run: Path) -> str:
     from cassettes.reading.run import open_run
 
     f = next(f for f in open_run(run, whole=True).analysis.findings if f.code == "C.dropped_tool_result")
@@ -129,7 +129,7 @@ def _c_call(run: Path) -> str:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_dry_run_and_the_budget_guard_send_nothing(family: str, c_runs: Callable[[str], Path], tmp_path: Path) -> None:
     c_run = c_runs(family)
-    call = _c_call(c_run)
+    call = c_call(c_run)
     (tmp_path / "lyon.txt").write_text("rain")
     with ScriptedUpstream(c_route) as fake:
         rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", "--samples", "10", "--result", f"{call}=@lyon.txt", "-o", str(tmp_path / "w"),
@@ -159,7 +159,7 @@ def test_another_model_is_re_sampled_too_and_priced_at_its_own_price(c_run: Path
     branches (gpt-4o costs about 16× gpt-4o-mini): a --max-cost the recorded model's 40 requests fit
     under refuses the 30 more on gpt-4o, before anything is sent."""
     with ScriptedUpstream(c_route) as fake:
-        args = ("--samples", "10", "--result", f"{_c_call(c_run)}=rain", "--max-cost", "0.01")
+        args = ("--samples", "10", "--result", f"{c_call(c_run)}=rain", "--max-cost", "0.01")
         rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", *args)
         assert rc == 0 and "40 requests (4 turns × 10 samples)" in out and "openai/gpt-4o-mini" in out, out + err
         rc, out, err = _why(tmp_path, c_run, fake, "--dry-run", "--model", "gpt-4o", *args)
@@ -193,7 +193,7 @@ def test_branches_run_in_parallel_up_to_jobs(c_run: Path, tmp_path: Path) -> Non
                 now -= 1
 
     with ScriptedUpstream(route) as fake:
-        rc, out, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "3", "--jobs", "2", "--result", f"{_c_call(c_run)}=rain",
+        rc, out, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "3", "--jobs", "2", "--result", f"{c_call(c_run)}=rain",
                             "-o", str(tmp_path / "w"), agent=("--drop-second", "--expect", "rain"))
     assert rc == 0 and "flipped 3/3" in out.splitlines()[0], out + err[-3000:]
     assert len(fake.log) == 3 and most == 2, (most, [x.line() for x in fake.log])
@@ -205,7 +205,7 @@ def test_a_finding_outcome_is_judged_on_each_branchs_own_round_trips(c_run: Path
     a branch fails when its own round trips, from the cursor on, have it."""
     with ScriptedUpstream(c_route) as fake:
         rc, out, err = _why(tmp_path, c_run, fake, "--finding", "C.dropped_tool_result", "--layer", "C", "--samples", "1",
-                            "--result", f"{_c_call(c_run)}=rain", "-o", str(tmp_path / "w"), "--json", agent=("--drop-second", "--expect", "rain"))
+                            "--result", f"{c_call(c_run)}=rain", "-o", str(tmp_path / "w"), "--json", agent=("--drop-second", "--expect", "rain"))
         assert rc == 0, err[-3000:]
         assert len(fake.log) == 1  # the branch's one live request; no baseline
     assert err.splitlines()[0] == "looptap why: the recorded run fails by the outcome (the run has a finding C.dropped_tool_result): read from the recording", err
@@ -234,7 +234,7 @@ def test_a_run_that_does_not_fail_is_refused_in_one_line_with_no_request(family:
 @needs_recorder
 def test_the_c_repair_runs_as_ordinary_branches_and_a_resume_keeps_them(c_run: Path, tmp_path: Path) -> None:
     """The default suite's look at a real investigation: the C repair only, K=2."""
-    call = _c_call(c_run)
+    call = c_call(c_run)
     with ScriptedUpstream(c_route) as fake:
         rc, out, err = _why(tmp_path, c_run, fake, "--layer", "C", "--samples", "2", "--result", f"{call}=rain", "-o", str(tmp_path / "w"),
                             agent=("--drop-second", "--expect", "rain"))
@@ -263,7 +263,7 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(c_run: Pa
     """A Ctrl-C (to why's process group, as a terminal sends it) stops the branch running then too:
     its status is the interrupt's, no sample of the outcome. Kept: the finished branches only;
     --resume runs the rest, the interrupted one again."""
-    call = _c_call(c_run)
+    call = c_call(c_run)
     held, release = threading.Event(), threading.Event()
     live = iter(range(1 << 30))
 
@@ -302,7 +302,7 @@ def test_a_ctrl_c_keeps_the_finished_branches_and_not_the_one_it_ended(c_run: Pa
 @pytest.mark.parametrize("family", FAMILIES)
 def test_c_cause_the_dropped_result_put_back_flips_it_and_re_sampling_does_not(family: str, tmp_path: Path) -> None:
     c_run = _record(tmp_path, c_route, "--drop-second", "--expect", "rain", "--family", family)
-    call = _c_call(c_run)
+    call = c_call(c_run)
     (tmp_path / "lyon.txt").write_text("rain")
     with ScriptedUpstream(c_route) as fake:
         rc, out, err = _why(tmp_path, c_run, fake, "--samples", "10", "--jobs", "2", "--result", f"{call}=@lyon.txt", "-o", str(tmp_path / "w"),
@@ -444,7 +444,7 @@ def test_why_from_a_pytest_test_on_a_recorded_cassette(c_run: Path, tmp_path: Pa
     for k, v in _env().items():
         monkeypatch.setenv(k, v)
     monkeypatch.chdir(tmp_path)
-    call = _c_call(c_run)
+    call = c_call(c_run)
     agent = [sys.executable, str(AGENT), "--drop-second", "--expect", "rain"]
     with ScriptedUpstream(c_route) as fake:
         with pytest.raises(Refused, match="does not fail by the outcome"):
@@ -462,7 +462,7 @@ def test_why_from_a_pytest_test_on_a_recorded_cassette(c_run: Path, tmp_path: Pa
 def test_a_check_judges_the_recording_by_running_it_and_each_branch_after_it(c_run: Path, tmp_path: Path) -> None:
     """--check: the recorded outcome from the command run against the whole recording (nothing
     sent), then the check after each branch."""
-    call = _c_call(c_run)
+    call = c_call(c_run)
     with ScriptedUpstream(c_route) as fake:
         rc, out, err = _why(tmp_path, c_run, fake, "--check", "grep -q rain answer.txt", "--layer", "C", "--samples", "1", "--result", f"{call}=rain",
                             "-o", str(tmp_path / "w"), "--json", agent=("--drop-second", "--expect", "rain", "--answer-file", "answer.txt"))

@@ -211,7 +211,7 @@ TRANSFER = Tool(
 ASK = "What is the weather like in Paris today?"
 
 
-def _adk_handoff(context: bool = True, system: str = WEATHER_AGENT) -> list[Exchange]:
+def adk_handoff(context: bool = True, system: str = WEATHER_AGENT) -> list[Exchange]:
     """Google ADK: root calls transfer_to_agent; the run goes on under weather_agent, whose request
     carries the question and the transfer told "For context:" as user text (ADK presents another
     agent's events so; ``context=False``: without it), then weather_agent's own loop."""
@@ -241,7 +241,7 @@ def _adk_handoff(context: bool = True, system: str = WEATHER_AGENT) -> list[Exch
 
 @pytest.mark.parametrize("context", [True, False])
 def test_transfer_to_agent_is_a_handoff(context: bool) -> None:
-    run = run_of(_adk_handoff(context))
+    run = run_of(adk_handoff(context))
     assert threads(run) == [[0], [1, 2]]
     assert kinds(run) == [("main", None), ("handoff", 0)]
     assert codes(run) == []  # the root is not left with C.stopped_with_pending_calls
@@ -255,7 +255,7 @@ def test_clean_twin_an_agent_the_transfer_did_not_name_stays_a_side_call(context
     """Another agent over the same opening while the transfer waits, under a system prompt that
     does not name the agent the call asked for (a summariser): a side call, as before, and the call
     left unanswered is still said."""
-    run = run_of(_adk_handoff(context, system="Summarise the conversation for the log."))
+    run = run_of(adk_handoff(context, system="Summarise the conversation for the log."))
     assert kinds(run)[1] == ("side_call", 0)
     assert ("C.stopped_with_pending_calls", 0) in codes(run)
 
@@ -263,7 +263,7 @@ def test_clean_twin_an_agent_the_transfer_did_not_name_stays_a_side_call(context
 AGENT_TOOL = Tool("weather_agent", {"type": "object", "properties": {"request": {"type": "string"}}, "required": ["request"]}, "Ask the weather agent.")
 
 
-def _agent_as_tool(title: bool = False) -> list[Exchange]:
+def agent_as_tool(title: bool = False) -> list[Exchange]:
     """ADK's AgentTool (openai-agents' as_tool alike): the parent calls the agent as a tool with the
     user's question word for word; the agent's request is that question under its own system prompt;
     the parent gets the agent's answer as the tool's result."""
@@ -280,7 +280,7 @@ def _agent_as_tool(title: bool = False) -> list[Exchange]:
 
 
 def test_agent_used_as_a_tool_is_labelled_so() -> None:
-    run = run_of(_agent_as_tool())
+    run = run_of(agent_as_tool())
     assert threads(run) == [[0, 2], [1]]
     assert kinds(run) == [("main", None), ("agent_tool", 0)]
     assert serious(run) == []

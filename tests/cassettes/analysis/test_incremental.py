@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _corpus import corpus_files, load, rel
+from real_corpus import corpus_files, load, rel
 
 from cassettes.analysis import analyse
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange

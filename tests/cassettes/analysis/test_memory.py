@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from _corpus import corpus_files, load
+from real_corpus import corpus_files, load
 from scenarios import (
     WEATHER,
     Call,

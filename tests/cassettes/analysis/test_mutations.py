@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
-from _corpus import corpus_files, load, rel
+from real_corpus import corpus_files, load, rel
 
 from cassettes.analysis import analyse
 from cassettes.parsing.roundtrip import parse_exchange

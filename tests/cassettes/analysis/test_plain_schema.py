@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
 
-from cassettes.analysis.emission import _normalise_schema, schema_errors
+from cassettes.analysis.emission import normalise_schema, schema_errors
 from cassettes.analysis.plain_schema import surely_valid
 
 NAMES = ["string", "integer", "number", "boolean", "null", "object", "array", "bogus"]
@@ -57,7 +57,7 @@ def _schemas(exotic: bool) -> st.SearchStrategy[Any]:
 
 def _jsonschema_errors(arguments: Any, schema: Any) -> list[str] | None:
     """jsonschema's violations, ``None`` where it checks nothing (an invalid schema, a raise)."""
-    norm = _normalise_schema(schema)
+    norm = normalise_schema(schema)
     try:
         cls = validator_for(norm, default=Draft202012Validator)
         cls.check_schema(norm)
@@ -67,7 +67,7 @@ def _jsonschema_errors(arguments: Any, schema: Any) -> list[str] | None:
 
 
 def _agrees(schema: Any, arguments: Any) -> None:
-    if surely_valid(arguments, _normalise_schema(schema)):
+    if surely_valid(arguments, normalise_schema(schema)):
         assert not _jsonschema_errors(arguments, schema), (schema, arguments)
 
 
@@ -96,7 +96,7 @@ def test_plain_schemas_are_told_without_jsonschema() -> None:
     assert surely_valid({"city": "Paris"}, WEATHER)
     assert surely_valid({"city": "Paris", "days": 3, "unit": "c", "tags": ["a"]}, WEATHER)
     assert surely_valid({"anything": [1, {"x": None}]}, {"type": "object"})
-    assert surely_valid({"q": "x"}, _normalise_schema({"type": "OBJECT", "properties": {"q": {"type": "STRING", "nullable": True}}}))  # Gemini's
+    assert surely_valid({"q": "x"}, normalise_schema({"type": "OBJECT", "properties": {"q": {"type": "STRING", "nullable": True}}}))  # Gemini's
 
 
 #: Each a violation jsonschema reports, of a keyword plain_schema reads: it must not say "valid".

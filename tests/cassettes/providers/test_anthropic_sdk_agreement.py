@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from _corpus import corpus_exchanges, rel
+from real_corpus import corpus_exchanges, rel
 
 from cassettes.models import NormalisedResponse
 from cassettes.parsing.roundtrip import parse_exchange

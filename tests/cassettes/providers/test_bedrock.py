@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import orjson
 import pytest
-from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
+from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
 from cassettes.models import FinishReason
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange

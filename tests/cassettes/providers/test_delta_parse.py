@@ -33,9 +33,9 @@ from tests.support.concurrency import (
     FAMILIES,
     SCHEMA,
     VARIANTS,
-    _answer,
-    _count_results,
-    _family,
+    count_results,
+    family_of,
+    upstream_answer,
 )
 
 BASES = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9"}
@@ -55,11 +55,11 @@ def _agent_exchanges(family: str, variant: str, monkeypatch: pytest.MonkeyPatch)
     class Opener:
         def open(self, req: Any, timeout: float) -> io.BytesIO:
             body = json.loads(req.data)
-            fam = _family(req.full_url.split("?")[0])
+            fam = family_of(req.full_url.split("?")[0])
             assert fam == family
             two = req.headers.get("X-bench-two") == "1"
             turn = int(req.headers.get("X-bench-turn", "0"))
-            answer = _answer(family, [f"call_{next(ids):04d}" for _ in range(2 if two else 1)] if _count_results(family, body) < 4 else None, turn)
+            answer = upstream_answer(family, [f"call_{next(ids):04d}" for _ in range(2 if two else 1)] if count_results(family, body) < 4 else None, turn)
             data = json.dumps(answer).encode()
             out.append(Exchange("POST", req.full_url, [("content-type", "application/json")], req.data, status=200,
                                 response_headers=[("content-type", "application/json")], response_chunks=[(0.01, data)], ttfb=0.01))

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import orjson
 import pytest
-from _corpus import corpus_exchanges, rel
+from real_corpus import corpus_exchanges, rel
 
 from cassettes.models import FinishReason, NormalisedResponse
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange

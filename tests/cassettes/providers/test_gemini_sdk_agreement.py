@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from _corpus import corpus_exchanges, rel
+from real_corpus import corpus_exchanges, rel
 
 from cassettes.parsing.roundtrip import parse_exchange
 from cassettes.wire.exchange import Exchange

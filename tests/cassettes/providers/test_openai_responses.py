@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import orjson
 import pytest
-from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
+from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
 from cassettes.analysis import analyse
 from cassettes.models import FinishReason

@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from _corpus import CORPUS, corpus_exchanges, corpus_files, rel
+from real_corpus import CORPUS, corpus_exchanges, corpus_files, rel
 
 from cassettes.models import NormalisedResponse
 from cassettes.parsing.roundtrip import parse_exchange

@@ -10,7 +10,7 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import orjson
 import pytest
-from _corpus import corpus_exchanges
+from real_corpus import corpus_exchanges
 
 from cassettes import providers
 from cassettes.models import FinishReason, NormalisedResponse

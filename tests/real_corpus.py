@@ -30,9 +30,9 @@ def load(path: Path) -> list[Exchange]:
     the whole corpus: about 8 s each): a deep copy every call, so a test that changes its exchanges
     (``seq``, a parse it caches, a body it edits) changes nobody else's. A file ``load_vcr``
     refuses raises every time."""
-    from cassettes.wire.exchange import _UNSET
+    from cassettes.wire.exchange import UNSET
 
-    return list(copy.deepcopy(_pristine(path), {id(_UNSET): _UNSET}))  # the "not parsed yet" marker stays itself
+    return list(copy.deepcopy(_pristine(path), {id(UNSET): UNSET}))  # the "not parsed yet" marker stays itself
 
 
 @cache
