@@ -50,6 +50,7 @@ __all__ = ["BodyLearner", "JsonRedactor", "StreamRedactor"]
 
 #: JSON bodies larger than this are scrubbed as bytes only, not string by string.
 _WHOLE_BYTES = 8 << 20
+_REDACTED_BYTES = REDACTED.encode()
 #: How much JSON-in-string text :meth:`JsonRedactor._embedded` remembers the answer for (chars).
 _EMBEDDED_SEEN = 16 << 20
 
@@ -71,6 +72,20 @@ def _json_rebuild(value: Any, it: Iterator[str]) -> Any:
     if isinstance(value, list):
         return [next(it) if isinstance(v, str) else _json_rebuild(v, it) if isinstance(v, (dict, list)) else v for v in value]
     return value
+
+
+def _redactions(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int, bytes]]:
+    """``spans`` of ``text`` (decoded with ``surrogateescape``) as edits of its bytes, each to
+    ``REDACTED``, for :func:`apply_edits`."""
+    edits: list[tuple[int, int, bytes]] = []
+    at = at_bytes = 0
+    for s, e in spans:
+        at_bytes += len(text[at:s].encode("utf-8", "surrogateescape"))
+        start = at_bytes
+        at_bytes += len(text[s:e].encode("utf-8", "surrogateescape"))
+        at = e
+        edits.append((start, at_bytes, _REDACTED_BYTES))
+    return edits
 
 
 class JsonRedactor:
@@ -322,31 +337,7 @@ class StreamRedactor:
         spans = self._scrubber.spans(joined)
         if not spans:
             return list(chunks)
-        result: list[tuple[float | None, bytes]] = []
-        pos = 0
-        k = 0
-        for (t, data), text in zip(chunks, texts, strict=True):
-            lo, hi = pos, pos + len(text)
-            pos = hi
-            pieces: list[str] = []
-            i = lo
-            while i < hi:
-                while k < len(spans) and spans[k][1] <= i:
-                    k += 1
-                if k < len(spans) and spans[k][0] < hi:
-                    s, e = spans[k]
-                    if s > i:
-                        pieces.append(joined[i:s])
-                        i = s
-                    if s >= lo:
-                        pieces.append(REDACTED)
-                    i = min(e, hi)
-                else:
-                    pieces.append(joined[i:hi])
-                    i = hi
-            new = "".join(pieces)
-            result.append((t, data if new == text else new.encode("utf-8", "surrogateescape")))
-        return result
+        return apply_edits(chunks, b"".join(c for _, c in chunks), _redactions(joined, spans))
 
     # -- streams as their reader sees them -------------------------------------------------------
     def _stream_lines(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
