@@ -135,37 +135,47 @@ def flow_to_exchange(flow: http.HTTPFlow, tee: Tee | None, error: str | None) ->
         request_encoded=True,
         response_encoded=True,
     )
-    resp = flow.response
-    if resp is not None:
-        ex.status = resp.status_code
-        ex.reason = resp.reason
-        ex.response_headers = _fields(resp.headers)
-        if tee is not None and tee.chunks:
-            ex.response_chunks = [(max(0.0, t - start), c) for t, c in tee.chunks]
-        elif resp.raw_content:  # not streamed through the tee (a response an addon made, e.g. a live fault)
-            ex.response_chunks = [((resp.timestamp_end or start) - start, resp.raw_content)]
-        if resp.timestamp_start:
-            ex.ttfb = resp.timestamp_start - start
-        end = resp.timestamp_end or (tee.chunks[-1][0] if tee is not None and tee.chunks else None)
-        if end:
-            ex.duration = end - start
+    if flow.response is not None:
+        _response_into(ex, flow.response, tee, start)
     if error:
         ex.transport_error = error
     if isinstance(client_path, str):
         ex.notes.append(
             f"path: the client left out the API's version segment (its base URL lacks it); forwarded upstream as {req.path}"
         )
-    refused = flow.metadata.get(MARKS_REFUSED)
+    _marks_into(ex, flow.metadata)
+    return ex
+
+
+def _response_into(ex: Exchange, resp: http.Response, tee: Tee | None, start: float) -> None:
+    """The response's status, headers, chunks (as the tee timed them) and timings, into ``ex``."""
+    ex.status = resp.status_code
+    ex.reason = resp.reason
+    ex.response_headers = _fields(resp.headers)
+    if tee is not None and tee.chunks:
+        ex.response_chunks = [(max(0.0, t - start), c) for t, c in tee.chunks]
+    elif resp.raw_content:  # not streamed through the tee (a response an addon made, e.g. a live fault)
+        ex.response_chunks = [((resp.timestamp_end or start) - start, resp.raw_content)]
+    if resp.timestamp_start:
+        ex.ttfb = resp.timestamp_start - start
+    end = resp.timestamp_end or (tee.chunks[-1][0] if tee is not None and tee.chunks else None)
+    if end:
+        ex.duration = end - start
+
+
+def _marks_into(ex: Exchange, metadata: dict[str, Any]) -> None:
+    """looptap's own marks the flow carried: the fork's edit marks read into ``ex``, and a note for
+    each mark that was dropped (not this recorder's or this fork's, or unreadable)."""
+    refused = metadata.get(MARKS_REFUSED)
     if refused:
         ex.notes.append(f"marks: the upstream's response carried looptap's own headers ({', '.join(refused)}) that this recorder did not write; dropped")
-    if flow.metadata.get(EDITS_REFUSED):
+    if metadata.get(EDITS_REFUSED):
         ex.notes.append("edits: the request carried edit marks that this run's fork did not make (sent by the client?); dropped")
-    marks = flow.metadata.get(EDITS)
+    marks = metadata.get(EDITS)
     if marks is not None:
         ex.edits = edited.from_header(marks)
         if ex.edits is None:
             ex.notes.append("edits: the request's edit marks could not be read; dropped")
-    return ex
 
 
 class LooptapRecorder:

@@ -451,36 +451,23 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
         return 2
     config = _config(args)
     _warn_exposure(args)
-    from cassettes.errors import CassetteIOError
+    from cassettes.errors import CassetteError, CassetteIOError
 
     try:
         target = _check_paths(args, config, Path(str(config.output) + ".log") if args.inspect else None)
     except (CassetteIOError, RecorderError) as exc:
         messages.error(f"error: {exc}")
         return 2
-    fork = None
-    if args.from_run is not None:
-        from cassettes.errors import CassetteError
-        from cassettes.replay.forking.fork import start_fork
-
-        try:
-            fork = start_fork(args)  # everything checked, no file touched yet
-        except (CassetteError, ValueError, OSError) as exc:
-            messages.error(f"error: {exc}")
-            return 2
-        if fork.edits:
-            config.edit_key = fork.edit_key  # the recorder accepts the marks of this fork's replay server only
-    viewer: list[str] | None = None
-    child_log: Path | None = None
-    child_status: Path | None = None
-    if args.inspect:
-        inspecting = _inspect_viewer(config)
-        if isinstance(inspecting, str):
-            messages.error(inspecting)
-            return 2
-        viewer, child_log, child_status = inspecting
-        chosen = f"recording into {config.output} (no -o given); " if getattr(args, "output_chosen", False) else ""
-        messages.emit(f"{chosen}the command's output goes to {child_log}")
+    try:
+        fork = _start_fork(args, config)
+    except (CassetteError, ValueError, OSError) as exc:
+        messages.error(f"error: {exc}")
+        return 2
+    inspecting = _inspecting(args, config)
+    if isinstance(inspecting, str):
+        messages.error(inspecting)
+        return 2
+    viewer, child_log, child_status = inspecting
     before = _prepare_output(target, _output(args.output)[1], fork is not None)
     if fork is not None:
         try:
@@ -508,15 +495,50 @@ def _run_once(args: argparse.Namespace, written: list[Path] | None = None) -> in
     from proxy.launcher import report_lost
 
     if fork is not None:
-        try:
-            fork.finish(target.path)  # what the prefix tolerated, on the branch's record
-        except (CassetteIOError, OSError) as exc:
-            messages.error(f"error: the tolerated differences could not be added to {target.path}: {exc}")
-            rc = rc or 1
-        rc = _fork_status(fork, rc)
+        rc = _finish_fork(fork, target.path, rc)
     if report_lost(addon):
         return int(rc or 3)
     return int(rc)
+
+
+def _inspecting(args: argparse.Namespace, config: Any) -> tuple[list[str] | None, Path | None, Path | None] | str:
+    """With ``--inspect``: the viewer's command, the file the command's output goes to (said
+    here) and the one its exit status goes to (:func:`_inspect_viewer`), or why not; without it,
+    none of them."""
+    if not args.inspect:
+        return None, None, None
+    inspecting = _inspect_viewer(config)
+    if isinstance(inspecting, str):
+        return inspecting
+    chosen = f"recording into {config.output} (no -o given); " if getattr(args, "output_chosen", False) else ""
+    messages.emit(f"{chosen}the command's output goes to {inspecting[1]}")
+    return inspecting
+
+
+def _start_fork(args: argparse.Namespace, config: Any) -> Any:
+    """The fork ``--from`` asks for, everything checked and no file touched yet (``None`` without
+    ``--from``); with edits, the recorder accepts the marks of this fork's replay server only."""
+    if args.from_run is None:
+        return None
+    from cassettes.replay.forking.fork import start_fork
+
+    fork = start_fork(args)
+    if fork.edits:
+        config.edit_key = fork.edit_key
+    return fork
+
+
+def _finish_fork(fork: Any, path: Path, rc: int) -> int:
+    """The end of a fork's run: what the prefix tolerated added to the branch's record; the run's
+    status, with the fork's (:func:`_fork_status`)."""
+    from cassettes.errors import CassetteIOError
+
+    try:
+        fork.finish(path)  # what the prefix tolerated, on the branch's record
+    except (CassetteIOError, OSError) as exc:
+        messages.error(f"error: the tolerated differences could not be added to {path}: {exc}")
+        rc = rc or 1
+    return _fork_status(fork, rc)
 
 
 async def _run_child(run_child: Any, config: Any, argv: list[str], child_log: Any, viewer: Any, child_status: Any, fork: Any) -> Any:

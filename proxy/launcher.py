@@ -21,6 +21,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mitmproxy import exceptions, master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
@@ -45,6 +46,9 @@ from cassettes.storage.store import private_open
 from proxy import messages
 from proxy.addon import DurableGate, LooptapRecorder
 from proxy.faults import LiveFaults
+
+if TYPE_CHECKING:
+    from urllib.parse import SplitResult
 
 __all__ = ["BUILTIN_UPSTREAMS", "BusyPort", "Listener", "Recorder", "RecorderConfig", "RecorderError", "free_port"]
 
@@ -142,23 +146,13 @@ def _follow(lst: Listener, environ: dict[str, str], host: str, own_ports: set[in
     longer listens (a stale export); one that still listens (an enclosing ``looptap run``) is
     followed: the traffic is recorded there too and goes on where it forwards. Raises :class:`RecorderError` for a URL that cannot be an
     upstream: nothing is sent to the vendor instead."""
-    from urllib.parse import urlsplit
-
     var = next((v for v in lst.env if environ.get(v, "").strip()), None)
     if var is None:
         return
     value = environ[var].strip()
     shown = bare_url(value) or "(not a URL)"
-    try:
-        u = urlsplit(value)
-        port = u.port or (443 if u.scheme == "https" else 80)
-    except ValueError:
-        u, port = None, 0
-    if u is None or u.scheme not in ("http", "https") or not u.hostname or u.username or u.password or u.query or u.fragment:
-        raise RecorderError(
-            f"your {var} {shown} cannot be {lst.name}'s upstream (http(s)://host[:port][/path], without user or query): "
-            f"give --upstream {lst.name}=URL, or unset {var}"
-        )
+    u, port = _upstream_url(value, var, shown, lst.name)
+    assert u.hostname is not None
     hostname = u.hostname.lower()
     local = hostname in _LOCAL or hostname.startswith("127.") or hostname == host
     exported = {item.rsplit(":", 1)[-1] for item in environ.get(RECORDER_VAR, "").split(",") if ":" in item}
@@ -175,6 +169,25 @@ def _follow(lst: Listener, environ: dict[str, str], host: str, own_ports: set[in
     lst.upstream = f"{u.scheme}://{netloc}" + (f":{u.port}" if u.port is not None else "")
     lst.suffix = u.path.rstrip("/")
     lst.note = f"{lst.name}: your {var} {shown} is the upstream{via} (--upstream {lst.name}=URL overrides)"
+
+
+def _upstream_url(value: str, var: str, shown: str, name: str) -> tuple[SplitResult, int]:
+    """``value`` (of the variable ``var``) split, and its port, when it can be listener ``name``'s
+    upstream: http(s)://host[:port][/path], without user or query. Raises :class:`RecorderError`
+    otherwise."""
+    from urllib.parse import urlsplit
+
+    try:
+        u = urlsplit(value)
+        port = u.port or (443 if u.scheme == "https" else 80)
+    except ValueError:
+        u, port = None, 0
+    if u is None or u.scheme not in ("http", "https") or not u.hostname or u.username or u.password or u.query or u.fragment:
+        raise RecorderError(
+            f"your {var} {shown} cannot be {name}'s upstream (http(s)://host[:port][/path], without user or query): "
+            f"give --upstream {name}=URL, or unset {var}"
+        )
+    return u, port
 
 
 def _listening(host: str, port: int) -> bool:
@@ -662,30 +675,40 @@ async def run_child(
         for sig in (signal.SIGINT, signal.SIGTERM):
             # The child gets the terminal's SIGINT itself; SIGTERM is passed on.
             loop.add_signal_handler(sig, pass_on, sig)
-        view = None
-        if viewer:
-            try:
-                view = await asyncio.create_subprocess_exec(*viewer)
-            except OSError as exc:
-                messages.error(f"cannot start the inspector: {exc}")
-        child = asyncio.ensure_future(proc.wait())
-        if view is not None:
-            viewing = asyncio.ensure_future(view.wait())
-            done, _ = await asyncio.wait({child, viewing}, return_when=asyncio.FIRST_COMPLETED)
-            if viewing in done and child not in done:
-                where = f"; its output goes to {child_log}" if child_log is not None else ""
-                messages.emit(f"the inspector was closed; the command is still running{where} (Ctrl-C stops it)")
-        rc = await child
-        if child_status is not None:
-            try:
-                child_status.write_text(str(rc))
-            except OSError:
-                pass
-        if view is not None:
-            await view.wait()
+        rc = await _child_beside_viewer(proc, viewer, child_log, child_status)
         rec.remove_ready()
         await rec.stop()
     finally:
         if log is not None:
             log.close()
     return rc, rec.addon
+
+
+async def _child_beside_viewer(
+    proc: asyncio.subprocess.Process, viewer: Sequence[str] | None, child_log: Path | None, child_status: Path | None
+) -> int:
+    """The child's exit status, once it has exited and the ``viewer`` started here beside it (if
+    any) has been closed; a viewer closed first leaves a line saying the child still runs. The
+    status is written to ``child_status`` as soon as the child exits (a viewer still open reads it)."""
+    view = None
+    if viewer:
+        try:
+            view = await asyncio.create_subprocess_exec(*viewer)
+        except OSError as exc:
+            messages.error(f"cannot start the inspector: {exc}")
+    child = asyncio.ensure_future(proc.wait())
+    if view is not None:
+        viewing = asyncio.ensure_future(view.wait())
+        done, _ = await asyncio.wait({child, viewing}, return_when=asyncio.FIRST_COMPLETED)
+        if viewing in done and child not in done:
+            where = f"; its output goes to {child_log}" if child_log is not None else ""
+            messages.emit(f"the inspector was closed; the command is still running{where} (Ctrl-C stops it)")
+    rc = await child
+    if child_status is not None:
+        try:
+            child_status.write_text(str(rc))
+        except OSError:
+            pass
+    if view is not None:
+        await view.wait()
+    return rc

@@ -310,19 +310,7 @@ def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
         return  # looptap's replay answered, not the API: C.diverged_from_recording says why
     text = _err_text(err) if err is not None else ""
     if status == 429:
-        after = ctx.turn.a.rate_limit.get("retry-after")
-        delay = _find_key(err.raw, "retryDelay") if err is not None else None
-        wait = f" The API asked to retry after {after} s." if after else (f" The API asked to retry in {delay}." if delay else "")
-        limits = {k: v for k, v in ctx.turn.a.rate_limit.items() if "remaining" in k}
-        yield ctx.finding(
-            "A.rate_limited",
-            Severity.WARNING,
-            f"Rate limited (HTTP 429){text}.{wait}".replace("..", "."),
-            status=status,
-            retry_after=after or delay,
-            remaining=limits,
-            error=err.message if err else None,
-        )
+        yield _rate_limited(ctx, err, text)
         return
     if status in _OVERLOADED:
         yield ctx.finding(
@@ -340,6 +328,24 @@ def check_http_error(ctx: TurnContext) -> Iterator[Finding]:
         status=status,
         type=err.type if err else None,
         error_code=err.code if err else None,
+        error=err.message if err else None,
+    )
+
+
+def _rate_limited(ctx: TurnContext, err: ApiError | None, text: str) -> Finding:
+    """HTTP 429, with when the API asked to be tried again (its ``retry-after`` header or the
+    error's ``retryDelay``) and the rate-limit counters left."""
+    after = ctx.turn.a.rate_limit.get("retry-after")
+    delay = _find_key(err.raw, "retryDelay") if err is not None else None
+    wait = f" The API asked to retry after {after} s." if after else (f" The API asked to retry in {delay}." if delay else "")
+    limits = {k: v for k, v in ctx.turn.a.rate_limit.items() if "remaining" in k}
+    return ctx.finding(
+        "A.rate_limited",
+        Severity.WARNING,
+        f"Rate limited (HTTP 429){text}.{wait}".replace("..", "."),
+        status=429,
+        retry_after=after or delay,
+        remaining=limits,
         error=err.message if err else None,
     )
 

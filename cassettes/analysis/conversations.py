@@ -413,21 +413,57 @@ class Threader:
         system: list[Part] | None,
         tools: list[str] | None,
     ) -> Link:
+        keys = self._read_request(messages, reuse, system, tools)
+        link = self._link(family, keys, messages, label, previous_response_id)
+        tid = len(self.turns)
+        echo = response_message(response, self._memo)
+        echo_keys = _message_keys(echo, self._memo) if echo is not None else None
+        info = self._turn_info(family, keys, messages, link, response, failed, echo, echo_keys)
+        self.turns.append(info)
+        self._supersede(link.conversation, tid, info)
+        if label:
+            self._by_label[label] = link.conversation
+        if info.response_id:
+            self._by_response[info.response_id] = tid
+        self._register_history(family, keys, messages, link.conversation, tid)
+        if self._fields is not None and self._fields.head:
+            self._by_head[self._head_key(family, self._fields)] = tid
+        if link.branch == "sibling" and link.parent is not None:
+            self._sibling_root[link.conversation] = link.parent
+        if echo is not None and echo_keys is not None:
+            self._by_answer[hash((family, echo_keys[0]))] = tid
+            self._register_echo(family, keys, len(messages), echo, echo_keys, link.conversation, tid)
+        return link
+
+    def _read_request(self, messages: list[Message], reuse: tuple[int, int] | None, system: list[Part] | None, tools: list[str] | None) -> _Keys:
+        """The request being threaded, as the links read it: its messages' keys (returned), its
+        system prompt and tools, its trajectory's fields, the call ids it answers."""
         keys = self._keys(messages, reuse)
         self._messages = messages
-        memo = self._memo
-        self._system = hash(orjson.dumps(_part_keys(system or [], memo=memo), option=orjson.OPT_NON_STR_KEYS))
+        self._system = hash(orjson.dumps(_part_keys(system or [], memo=self._memo), option=orjson.OPT_NON_STR_KEYS))
         self._tools = hash(tuple(sorted(tools or ())))
         self._system_text = " ".join(p.text[:_SYSTEM_TEXT] for p in (system or ())[:16] if p.kind == "text" and p.text)[:_SYSTEM_TEXT].casefold()
         self._fields = self._trajectory(messages)
         self._ids = set()
         for m in messages[-8:]:  # what the request answers sits at its end
             self._ids |= _call_ids(m.parts)
-        link = self._link(family, keys, messages, label, previous_response_id)
-        tid = len(self.turns)
-        echo = response_message(response, memo)
-        echo_keys = _message_keys(echo, memo) if echo is not None else None
-        info = _TurnInfo(
+        return keys
+
+    def _turn_info(
+        self,
+        family: str,
+        keys: _Keys,
+        messages: list[Message],
+        link: Link,
+        response: NormalisedResponse | None,
+        failed: bool,
+        echo: Message | None,
+        echo_keys: tuple[int, int, int] | None,
+    ) -> _TurnInfo:
+        """What is kept of a threaded turn: its request's keys and shape, and its answer (``echo``)
+        as the next request should send it back."""
+        memo = self._memo
+        return _TurnInfo(
             conversation=link.conversation,
             keys=keys,
             system=self._system,
@@ -446,21 +482,6 @@ class Threader:
             fields=self._fields,
             step=step_of(" ".join(p.text for p in echo.parts if p.kind == "text" and p.text)) if self._fields is not None and echo is not None else None,
         )
-        self.turns.append(info)
-        self._supersede(link.conversation, tid, info)
-        if label:
-            self._by_label[label] = link.conversation
-        if info.response_id:
-            self._by_response[info.response_id] = tid
-        self._register_history(family, keys, messages, link.conversation, tid)
-        if self._fields is not None and self._fields.head:
-            self._by_head[self._head_key(family, self._fields)] = tid
-        if link.branch == "sibling" and link.parent is not None:
-            self._sibling_root[link.conversation] = link.parent
-        if echo is not None and echo_keys is not None:
-            self._by_answer[hash((family, echo_keys[0]))] = tid
-            self._register_echo(family, keys, len(messages), echo, echo_keys, link.conversation, tid)
-        return link
 
     def _supersede(self, conversation: str, tid: int, info: _TurnInfo) -> None:
         """Turn ``tid`` is now its conversation's latest: release what only the latest keeps."""

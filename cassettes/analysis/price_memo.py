@@ -35,6 +35,7 @@ compares both ways for every model of every provider.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -57,11 +58,7 @@ __all__ = ["PRICES_VERSION", "calc_price", "known_model", "provider_for_url", "t
 
 _FORMAT = 1
 _FILE = "genai-prices-memo.json"
-_LOCK = threading.RLock()
 
-_memo: dict[str, Any] | None = None
-#: The digest and length of the price table's data file, by its path, size and time (hashed once a process).
-_digests: dict[tuple[str, int, int], tuple[str, int]] = {}
 _MISSING: Any = object()
 
 
@@ -76,14 +73,18 @@ def table_identity() -> list[Any] | None:
         return None
     try:
         st = path.stat()
-        seen = (str(path), st.st_size, st.st_mtime_ns)
-        digest = _digests.get(seen)
-        if digest is None:
-            data = path.read_bytes()
-            digest = _digests[seen] = (hashlib.blake2b(data, digest_size=16).hexdigest(), len(data))
+        digest = _file_digest(str(path), st.st_size, st.st_mtime_ns)
     except OSError:
         return None
     return [_FORMAT, PRICES_VERSION, *digest]
+
+
+@functools.lru_cache(maxsize=4)
+def _file_digest(path: str, size: int, mtime_ns: int) -> tuple[str, int]:
+    """The digest and length of the price table's data file, by its path, size and time (hashed
+    once a process while the file stays as it was)."""
+    data = Path(path).read_bytes()
+    return hashlib.blake2b(data, digest_size=16).hexdigest(), len(data)
 
 
 def _path_and_key() -> tuple[Path, bytes] | None:
@@ -163,11 +164,56 @@ def _save(doc: dict[str, Any]) -> None:
             pass
 
 
-def _memo_doc() -> dict[str, Any]:
-    global _memo
-    if _memo is None:
-        _memo = _load()
-    return _memo
+class _PriceMemo:
+    """The memo as this process holds it: read from its file on first use, grown by :meth:`fill`
+    (and saved when that changed it). Its lock is held around every read and fill."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._doc: dict[str, Any] | None = None
+
+    def doc(self) -> dict[str, Any]:
+        if self._doc is None:
+            self._doc = _load()
+        return self._doc
+
+    def fill(self, what: Any, *args: Any) -> None:
+        """``what(entries, *args)`` writes entries (in the memo's shape) for one answer of the
+        library; they join the memo when they are sound, and the memo is saved when that changed
+        it. An answer of a shape the memo does not know is not written down (the library keeps
+        answering it)."""
+        with self.lock:
+            doc = self.doc()
+            new = _empty()
+            try:
+                from genai_prices.types import _reported_usage_keys
+
+                new["known"] = doc["known"] if doc["known"] is not None else sorted(_reported_usage_keys())
+                what(new, *args)
+            except (ImportError, TypeError, ValueError, AttributeError, KeyError, LookupError, StopIteration, ArithmeticError):
+                return  # genai-prices' internals moved, or a shape the memo does not know
+            if not _sound(new):
+                return
+            if any(len(doc[t]) + len(new[t]) > _MAX for t in ("lookup", "models", "plans", "inferred")):
+                doc = self._doc = _empty()  # a memo that outgrew its use starts again
+            changed = False
+            for name in ("known", "providers"):
+                if new[name] is not None and new[name] != doc[name]:
+                    doc[name], changed = new[name], True
+            for name in ("lookup", "models", "plans", "inferred"):
+                for k, v in new[name].items():
+                    if doc[name].get(k, _MISSING) != v:
+                        doc[name][k], changed = v, True
+            if changed:
+                _save(doc)
+
+
+@functools.cache
+def _memo() -> _PriceMemo:
+    """The memo of this process. One for the process, not one per analysis: it holds only what the
+    installed price table answers, the same for every analysis, and its file is shared with the
+    next process anyway (tests give a process a fresh one by setting its ``_doc`` to ``None``)."""
+    return _PriceMemo()
 
 
 # --- computing from the memo -------------------------------------------------------------------
@@ -240,7 +286,7 @@ def _lookup_key(model_ref: str, provider_id: str | None) -> str:
 
 def _from_memo(usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime | None,
                price_context: dict[str, Any] | None) -> tuple[Decimal, str, str] | None:
-    doc = _memo_doc()
+    doc = _memo().doc()
     known = doc["known"]
     if known is None or not all(type(v) is int and v >= 0 and k in known for k, v in usage.items()):
         return None
@@ -372,37 +418,6 @@ def _record_providers(doc: dict[str, Any]) -> None:
     doc["providers"] = [[p.id, p.api_pattern] for p in get_snapshot().providers]
 
 
-def _fill(what: Any, *args: Any) -> None:
-    """``what(entries, *args)`` writes entries (in the memo's shape) for one answer of the library;
-    they join the memo when they are sound, and the memo is saved when that changed it. An answer
-    of a shape the memo does not know is not written down (the library keeps answering it)."""
-    global _memo
-    with _LOCK:
-        doc = _memo_doc()
-        new = _empty()
-        try:
-            from genai_prices.types import _reported_usage_keys
-
-            new["known"] = doc["known"] if doc["known"] is not None else sorted(_reported_usage_keys())
-            what(new, *args)
-        except (ImportError, TypeError, ValueError, AttributeError, KeyError, LookupError, StopIteration, ArithmeticError):
-            return  # genai-prices' internals moved, or a shape the memo does not know
-        if not _sound(new):
-            return
-        if any(len(doc[t]) + len(new[t]) > _MAX for t in ("lookup", "models", "plans", "inferred")):
-            doc = _memo = _empty()  # a memo that outgrew its use starts again
-        changed = False
-        for name in ("known", "providers"):
-            if new[name] is not None and new[name] != doc[name]:
-                doc[name], changed = new[name], True
-        for name in ("lookup", "models", "plans", "inferred"):
-            for k, v in new[name].items():
-                if doc[name].get(k, _MISSING) != v:
-                    doc[name][k], changed = v, True
-        if changed:
-            _save(doc)
-
-
 # --- what the analysis asks ---------------------------------------------------------------------
 
 
@@ -416,7 +431,7 @@ def calc_price(
 ) -> tuple[Decimal, str, str]:
     """:func:`cassettes.analysis.pricing.calc_price`, from the memo when it holds the answer."""
     if not _custom_snapshot():
-        with _LOCK:
+        with _memo().lock:
             hit = _from_memo(usage, model_ref, provider_id, when, price_context)
         if hit is not None:
             return hit
@@ -426,24 +441,25 @@ def calc_price(
         result = pricing.calc_price(usage, model_ref, provider_id=provider_id, when=when, price_context=price_context)
     except LookupError:
         if not _custom_snapshot():
-            _fill(_record_lookup, model_ref, provider_id)  # no such model: asked again, the memo says so
+            _memo().fill(_record_lookup, model_ref, provider_id)  # no such model: asked again, the memo says so
         raise
     if not _custom_snapshot() and pricing._FAST and pricing._plain(usage):
-        _fill(_record, usage, model_ref, provider_id, when, price_context)
+        _memo().fill(_record, usage, model_ref, provider_id, when, price_context)
     return result
 
 
 def provider_for_url(url: str) -> str:
     """The id of the provider whose API ``url`` is (``DataSnapshot.find_provider(None, None, url)``);
     ``LookupError`` when none."""
-    with _LOCK:
-        providers = _memo_doc()["providers"]
+    memo = _memo()
+    with memo.lock:
+        providers = memo.doc()["providers"]
     if providers is None or _custom_snapshot():
         from cassettes.analysis.price_data import get_snapshot
 
         snapshot = get_snapshot()
         if not _custom_snapshot():
-            _fill(_record_providers)
+            _memo().fill(_record_providers)
         return str(snapshot.find_provider(None, None, url).id)
     for pid, pattern in providers:
         if re.match(pattern, url):
@@ -455,8 +471,9 @@ def known_model(name: str) -> str | None:
     """``provider/model`` as genai-prices files ``name`` when looked up without a provider, or ``None``."""
     key = _lookup_key(name, None)
     if not _custom_snapshot():
-        with _LOCK:
-            doc = _memo_doc()
+        memo = _memo()
+        with memo.lock:
+            doc = memo.doc()
             if key in doc["lookup"]:
                 hit = doc["lookup"][key]
                 return None if isinstance(hit, str) else f"{hit[0]}/{hit[1]}"
@@ -469,5 +486,5 @@ def known_model(name: str) -> str | None:
     else:
         found = f"{provider.id}/{model.id}"
     if not _custom_snapshot():
-        _fill(_record_lookup, name, None)
+        _memo().fill(_record_lookup, name, None)
     return found

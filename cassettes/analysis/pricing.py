@@ -21,7 +21,7 @@ computes the usage-dependent part with genai-prices' own functions:
 Anything outside that path goes to ``genai_prices.calc_price`` unchanged: usage values that are
 not plain non-negative integers or keys genai-prices does not know, Groq's Whisper models (billed
 by a minimum duration), a price it rejects, or a genai-prices whose internals moved (the imports
-below fail, or a release other than 0.2.x, which the package pins). ``tests/analysis/test_pricing.py``
+below fail, or a release other than 0.2.x, which the package pins). ``tests/cassettes/analysis/test_pricing.py``
 compares the two for every model of every provider in the bundled snapshot on usages that cover
 cache reads and writes, audio, reasoning, tiers, zeros and rejected ones.
 """

@@ -403,11 +403,7 @@ class RunAnalyser:
         self._pos += 1
         owned = rt is None
         if rt is None:
-            base_seq = (ex.history_delta or {}).get("base")
-            base = self._rts.get(base_seq) if isinstance(base_seq, int) else None
-            rt = parse_exchange(ex, base[0] if base is not None else None)
-            if self.on_parse is not None:
-                self.on_parse(rt)
+            rt = self._parse(ex)
         seq = rt.seq if rt.seq is not None else (ex.seq if ex.seq is not None else pos)
         self.last_family = rt.family
         if rt.operation != "generate" or rt.request is None or self._delivered_before(rt):
@@ -427,9 +423,7 @@ class RunAnalyser:
         parked = self._parked.get(conv.id)
         if parked is not None:  # a quiet conversation goes on: its latest turn read again
             self._unpark(parked.tid)
-        prev = self._context(link.previous) if link.previous is not None else None
-        if rt.polled and prev is not None and prev.rt.request is not None:
-            _inherit(rt.request, prev.rt.request)
+        prev = self._previous(link, rt)
         turn = Turn(
             seq=seq,
             conversation=conv.id,
@@ -457,6 +451,24 @@ class RunAnalyser:
         elif turn.findings:
             self._flagged[seq] = (pos, turn.findings)
         return turn
+
+    def _parse(self, ex: Exchange) -> RoundTrip:
+        """``ex`` parsed (on the round trip its history delta is based on, when there is one)."""
+        base_seq = (ex.history_delta or {}).get("base")
+        base = self._rts.get(base_seq) if isinstance(base_seq, int) else None
+        rt = parse_exchange(ex, base[0] if base is not None else None)
+        if self.on_parse is not None:
+            self.on_parse(rt)
+        return rt
+
+    def _previous(self, link: Link, rt: RoundTrip) -> TurnContext | None:
+        """The context of the turn ``rt`` continues, if any; a poll read as a model call takes
+        that turn's request's model, instructions, tools and settings (:func:`_inherit`)."""
+        prev = self._context(link.previous) if link.previous is not None else None
+        if rt.polled and prev is not None and prev.rt.request is not None:
+            assert rt.request is not None
+            _inherit(rt.request, prev.rt.request)
+        return prev
 
     def _thread(self, rt: RoundTrip, label: str | None) -> Link:
         """The conversation and turn this request continues (the threader's link)."""

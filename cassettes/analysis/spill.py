@@ -23,6 +23,7 @@ entry). ``evictable`` keeps an entry in memory while something else refers to it
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import pickle
@@ -60,8 +61,6 @@ _MASK = _BLOOM_BITS - 1
 #: How a spill directory's name starts (then ``<pid>-<start time>-`` and mkdtemp's random part).
 PREFIX = "looptap-spill-"
 
-_reclaimed = False
-
 #: What :meth:`SpillMap.get` gives for a key not held, to :meth:`SpillMap.__getitem__`.
 _ABSENT: Any = object()
 
@@ -80,14 +79,13 @@ def reclaim_stale(directory: str | None = None) -> list[str]:
     return removed
 
 
+@functools.cache
 def _reclaim_once() -> None:
-    global _reclaimed
-    if not _reclaimed:
-        _reclaimed = True
-        try:
-            reclaim_stale()
-        except OSError:  # best effort: never a reason to fail a command
-            pass
+    """:func:`reclaim_stale` the first time this process spills (the cache is the "once")."""
+    try:
+        reclaim_stale()
+    except OSError:  # best effort: never a reason to fail a command
+        pass
 
 
 def _close(db: sqlite3.Connection | None, where: str) -> None:

@@ -450,25 +450,9 @@ def from_table(table: Mapping[str, Any], where: str) -> Rules:
             raise RuleError(f"{where}: unknown key {str(k)[:40]!r} in the looptap table (known: {', '.join(_TABLE_KEYS)})")
     rules = Rules(sources=[where])
     for item in _list(table, "ignore", where):
-        if isinstance(item, str):
-            rules.ignore.append(_at(where, parse_ignore, item))
-        elif isinstance(item, Mapping) and isinstance(item.get("path"), str) and set(item) <= {"path", "family"}:
-            fam = item.get("family")
-            if fam is not None and not isinstance(fam, str):
-                raise RuleError(f"{where}: ignore: family must be a string")
-            rules.ignore.append(_at(where, parse_ignore, item["path"], fam))
-        else:
-            raise RuleError(f"{where}: ignore: each entry is a path (\"metadata.*\") or {{path = \"…\", family = \"…\"}}")
+        rules.ignore.append(_ignore_entry(item, where))
     for item in _list(table, "substitute", where):
-        if isinstance(item, str):
-            rules.substitute.append(_at(where, parse_substitution, item))
-        elif isinstance(item, Mapping) and isinstance(item.get("pattern"), str) and isinstance(item.get("replacement"), str) and set(item) <= {"pattern", "replacement", "family"}:
-            fam = item.get("family")
-            if fam is not None and not isinstance(fam, str):
-                raise RuleError(f"{where}: substitute: family must be a string")
-            rules.substitute.append(_at(where, parse_substitution, item["pattern"], item["replacement"], fam))
-        else:
-            raise RuleError(f"{where}: substitute: each entry is \"REGEX=REPLACEMENT\" or {{pattern = \"…\", replacement = \"…\"}}")
+        rules.substitute.append(_substitute_entry(item, where))
     for item in _list(table, "volatile_tools", where):
         if not isinstance(item, str):
             raise RuleError(f"{where}: volatile_tools: each entry is a tool's name")
@@ -478,6 +462,32 @@ def from_table(table: Mapping[str, Any], where: str) -> Rules:
             raise RuleError(f"{where}: volatile must be true or false")
         rules.volatile = table["volatile"]
     return Rules().extend(rules)
+
+
+def _ignore_entry(item: Any, where: str) -> IgnorePath:
+    """One entry of ``ignore``: a string ``PATH`` / ``FAMILY:PATH`` or a table ``{path, family}``."""
+    if isinstance(item, str):
+        return _at(where, parse_ignore, item)
+    if isinstance(item, Mapping) and isinstance(item.get("path"), str) and set(item) <= {"path", "family"}:
+        return _at(where, parse_ignore, item["path"], _family(item, "ignore", where))
+    raise RuleError(f"{where}: ignore: each entry is a path (\"metadata.*\") or {{path = \"…\", family = \"…\"}}")
+
+
+def _substitute_entry(item: Any, where: str) -> Substitution:
+    """One entry of ``substitute``: ``"REGEX=REPLACEMENT"`` or a table ``{pattern, replacement, family}``."""
+    if isinstance(item, str):
+        return _at(where, parse_substitution, item)
+    if isinstance(item, Mapping) and isinstance(item.get("pattern"), str) and isinstance(item.get("replacement"), str) and set(item) <= {"pattern", "replacement", "family"}:
+        return _at(where, parse_substitution, item["pattern"], item["replacement"], _family(item, "substitute", where))
+    raise RuleError(f"{where}: substitute: each entry is \"REGEX=REPLACEMENT\" or {{pattern = \"…\", replacement = \"…\"}}")
+
+
+def _family(item: Mapping[str, Any], key: str, where: str) -> str | None:
+    """An entry's ``family``: a string, or absent."""
+    fam = item.get("family")
+    if fam is not None and not isinstance(fam, str):
+        raise RuleError(f"{where}: {key}: family must be a string")
+    return fam
 
 
 def _list(table: Mapping[str, Any], key: str, where: str) -> list[Any]:

@@ -55,9 +55,8 @@ def _so_far(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def why_report(runs: Runs, why: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
-    """A finished (or interrupted) why: the verdict's figures, then the interventions ranked, paged;
-    every string of the file (anything may have edited it) under ``recorded``."""
+def _read_state(runs: Runs, why: str) -> dict[str, Any]:
+    """The state file of the why ``why``, as JSON: within :data:`MAX_STATE_BYTES`, a why's."""
     import orjson
 
     path = _state_path(runs, why)
@@ -69,16 +68,28 @@ def why_report(runs: Runs, why: str, offset: int = 0, limit: int = 20, max_bytes
         raise QueryError("this why.json is not JSON", why=why, reason=str(exc)) from None
     if not isinstance(doc, dict) or doc.get("looptap") != "why":
         raise QueryError("this file is not the state of a looptap why", why=why)
-    verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
-    report = [i for i in doc.get("report") or [] if isinstance(i, dict)] if isinstance(doc.get("report"), list) else []
-    if verdict is None and not report:
-        report = _so_far(doc)
-    items = [{
+    return doc
+
+
+def _intervention(i: dict[str, Any]) -> dict[str, Any]:
+    """One intervention of the report as the answer shows it (every string as recorded, cut)."""
+    return {
         "layer": text(i.get("layer"), 2), "conversation": text(i.get("conversation"), 40), "turn": _count(i.get("turn")),
         **{k: _count(i.get(k)) for k in _NUMBERS}, "invalid": _count(i.get("invalid")), "runnable": i.get("runnable") is True,
         "what": text(i.get("what"), 300), "missing": text(i.get("missing"), 400), "edits": [text(e, 200) for e in (i.get("edits") or [])[:10]],
         "branches": [text(b.get("branch"), 200) for b in (i.get("branches") or [])[:50] if isinstance(b, dict)],
-    } for i in report[max(offset, 0):]]
+    }
+
+
+def why_report(runs: Runs, why: str, offset: int = 0, limit: int = 20, max_bytes: int = DEFAULT_BYTES) -> dict[str, Any]:
+    """A finished (or interrupted) why: the verdict's figures, then the interventions ranked, paged;
+    every string of the file (anything may have edited it) under ``recorded``."""
+    doc = _read_state(runs, why)
+    verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
+    report = [i for i in doc.get("report") or [] if isinstance(i, dict)] if isinstance(doc.get("report"), list) else []
+    if verdict is None and not report:
+        report = _so_far(doc)
+    items = [_intervention(i) for i in report[max(offset, 0):]]
     shown, nxt = page(items, 0, max(1, min(limit, 200)), _budget(max_bytes))
     return _wrap({
         "finished": verdict is not None,

@@ -1,20 +1,22 @@
 """The redactor's net by name in bodies: JSON bodies, forms, and streams as their reader
-reassembles them.
+reassembles them; three parts of the :class:`~cassettes.recording.redact.Redactor`'s pipeline.
 
-A JSON body's credential fields (``api_key``, ``access_token``, ``password`` …, and the configured
-``body_keys``) are masked and learned, and every string is scrubbed decoded (a secret behind a
-JSON escape is found too). Each JSON event of an SSE, NDJSON, WebSocket or AWS event stream is
-redacted the same way, and the strings a field carries across events are joined and searched, so
-a key streamed a few characters per event is masked in every event it spans. Responses that mint
-or return credentials teach them to the redactor first. Built on :class:`Scrubber`; the headers,
-URLs and whole exchanges are :class:`cassettes.recording.redact.Redactor`'s.
+:class:`JsonRedactor`: a JSON body's credential fields (``api_key``, ``access_token``, ``password``
+…, and the configured ``body_keys``) are masked and learned, and every string is scrubbed decoded
+(a secret behind a JSON escape is found too). :class:`StreamRedactor`: each JSON event of an SSE,
+NDJSON, WebSocket or AWS event stream is redacted the same way, and the strings a field carries
+across events are joined and searched, so a key streamed a few characters per event is masked in
+every event it spans. :class:`BodyLearner`: forms, and responses that mint or return credentials,
+teach them to the redactor first. All three share the redactor's
+:class:`~cassettes.recording.scrub.Secrets` and :class:`~cassettes.recording.scrub.Scrubber`; the
+headers and URLs are :mod:`cassettes.recording.redact`'s.
 """
 
 from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -30,7 +32,7 @@ from cassettes.recording.names import (
     named_spans,
     secret_name,
 )
-from cassettes.recording.scrub import Scrubber
+from cassettes.recording.scrub import Scrubber, Secrets
 from cassettes.recording.streams import (
     STREAM_BYTES,
     apply_edits,
@@ -44,16 +46,17 @@ from cassettes.recording.streams import (
 )
 from cassettes.wire.framing import is_aws_eventstream, reseal_aws_eventstream
 
-__all__ = ["BodyRedactor"]
+__all__ = ["BodyLearner", "JsonRedactor", "StreamRedactor"]
 
 #: JSON bodies larger than this are scrubbed as bytes only, not string by string.
 _WHOLE_BYTES = 8 << 20
-#: How much JSON-in-string text :meth:`BodyRedactor._embedded` remembers the answer for (chars).
+_REDACTED_BYTES = REDACTED.encode()
+#: How much JSON-in-string text :meth:`JsonRedactor._embedded` remembers the answer for (chars).
 _EMBEDDED_SEEN = 16 << 20
 
 
 def _json_rebuild(value: Any, it: Iterator[str]) -> Any:
-    """``value`` with its strings (keys included) replaced, in :meth:`Redactor._json_collect`
+    """``value`` with its strings (keys included) replaced, in :meth:`JsonRedactor.collect`
     order, from ``it``."""
     if isinstance(value, str):
         return next(it)
@@ -71,19 +74,36 @@ def _json_rebuild(value: Any, it: Iterator[str]) -> Any:
     return value
 
 
-class BodyRedactor(Scrubber):
-    """Redacts bodies and streams by field name, on top of the scrub by value."""
+def _redactions(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int, bytes]]:
+    """``spans`` of ``text`` (decoded with ``surrogateescape``) as edits of its bytes, each to
+    ``REDACTED``, for :func:`apply_edits`."""
+    edits: list[tuple[int, int, bytes]] = []
+    at = at_bytes = 0
+    for s, e in spans:
+        at_bytes += len(text[at:s].encode("utf-8", "surrogateescape"))
+        start = at_bytes
+        at_bytes += len(text[s:e].encode("utf-8", "surrogateescape"))
+        at = e
+        edits.append((start, at_bytes, _REDACTED_BYTES))
+    return edits
 
-    def __init__(self, extra_patterns: Iterable[str] = ()) -> None:
-        super().__init__(extra_patterns)
+
+class JsonRedactor:
+    """Redacts parsed JSON by field name: a credential name's value is masked and learned, JSON
+    held in a string is read for the same, and every string, keys included, is scrubbed decoded
+    (a secret behind a JSON escape is found too)."""
+
+    def __init__(self, secrets: Secrets, scrubber: Scrubber, body_keys: frozenset[str] = frozenset()) -> None:
+        self._secrets = secrets
+        self._scrubber = scrubber
         #: Extra JSON / form field names to redact always (``body_keys`` of the configuration).
-        self._body_keys: frozenset[str] = frozenset()
+        self._body_keys = body_keys
         #: :meth:`_embedded`'s answers for the JSON strings already seen (an agent re-sends its
         #: tool calls' arguments and results on every turn), up to :data:`_EMBEDDED_SEEN` chars.
         self._embedded_seen: dict[str, str] = {}
         self._embedded_chars = 0
 
-    def _scrub_json(self, value: Any) -> tuple[Any, bool]:
+    def scrub_json(self, value: Any) -> tuple[Any, bool]:
         """``value`` (parsed JSON) with credential keys' values redacted and every string, keys
         included, scrubbed; and whether anything changed. Scans the decoded strings, so a secret
         behind a JSON escape is found too."""
@@ -91,13 +111,13 @@ class BodyRedactor(Scrubber):
         found = value if isinstance(value, str) else None
         if found is not None:
             texts.append(found)
-        keys = self._json_collect(value, texts) if found is None else False
-        done = self._scrub_strings(texts)  # after the walk: it learned the credential values
+        keys = self.collect(value, texts) if found is None else False
+        done = self._scrubber.scrub_strings(texts)  # after the walk: it learned the credential values
         if not keys and done == texts:
             return value, False
         return _json_rebuild(value, iter(done)), True
 
-    def _json_collect(self, value: Any, acc: list[str]) -> bool:
+    def collect(self, value: Any, acc: list[str]) -> bool:
         """Appends the strings inside ``value`` (a dict or list) to ``acc`` in
         :func:`_json_rebuild` order; a credential key's string value is learned and appended as
         ``REDACTED``. Returns whether there was one. (One walk: this is the writer's hot path.)"""
@@ -109,27 +129,26 @@ class BodyRedactor(Scrubber):
                     found = True
                     if named:  # its value is appended (as REDACTED) already
                         continue
-                if isinstance(v, str):
-                    if v[:1] in ("{", "[") and len(v) < EMBEDDED_MAX:
-                        masked = self._embedded(v)
-                        found = found or masked is not v
-                        v = masked
-                    acc.append(v)
-                elif isinstance(v, (dict, list)) and self._json_collect(v, acc):
-                    found = True
+                found = self._collect_value(v, acc) or found
         elif isinstance(value, list):
             for v in value:
-                if isinstance(v, str):
-                    if v[:1] in ("{", "[") and len(v) < EMBEDDED_MAX:
-                        masked = self._embedded(v)
-                        found = found or masked is not v
-                        v = masked
-                    acc.append(v)
-                elif isinstance(v, (dict, list)) and self._json_collect(v, acc):
-                    found = True
+                found = self._collect_value(v, acc) or found
         return found
 
-    def _name_kind(self, name: str) -> str | None:
+    def _collect_value(self, v: Any, acc: list[str]) -> bool:
+        """:meth:`collect` of one value of an object or list: a string appended (JSON held in it
+        with its credential names' values masked, :meth:`_embedded`), an object or list walked;
+        whether a credential was found."""
+        if isinstance(v, str):
+            if v[:1] in ("{", "[") and len(v) < EMBEDDED_MAX:
+                masked = self._embedded(v)
+                acc.append(masked)
+                return masked is not v
+            acc.append(v)
+            return False
+        return isinstance(v, (dict, list)) and self.collect(v, acc)
+
+    def name_kind(self, name: str) -> str | None:
         """What a field's name says of its value (:func:`secret_name`), the configured
         ``body_keys`` always a credential's."""
         return "always" if name.lower() in self._body_keys else secret_name(name)
@@ -146,13 +165,13 @@ class BodyRedactor(Scrubber):
         if done is not None:
             return text if done == text else done
         self._learn_embedded(text)
-        spans = credential_values(text, self._name_kind)
+        spans = credential_values(text, self.name_kind)
         out = text
         if spans:
             pieces: list[str] = []
             pos = 0
             for _name, start, end, quoted in spans:
-                self._learn(text[start:end])
+                self._secrets.learn(text[start:end])
                 pieces += [text[pos:start], REDACTED if quoted else f'"{REDACTED}"']
                 pos = end
             pieces.append(text[pos:])
@@ -174,11 +193,11 @@ class BodyRedactor(Scrubber):
         if kind is None:
             return None
         if isinstance(v, str) and (kind == "always" or looks_secret(v)):
-            self._learn(v)
+            self._secrets.learn(v)
             acc.append(REDACTED)
             return True
         if kind == "always" and isinstance(v, int | float):
-            self._learn(str(v))
+            self._secrets.learn(str(v))
             return False
         if kind == "always" and isinstance(v, dict | list):
             self._learn_leaves(v)  # {"secret": {"value": "…"}}: what looks like one
@@ -192,9 +211,9 @@ class BodyRedactor(Scrubber):
             return
         for v in value.values() if isinstance(value, dict) else value:
             if isinstance(v, str) and looks_secret(v):
-                self._learn(v)
+                self._secrets.learn(v)
             elif isinstance(v, int | float) and not isinstance(v, bool) and len(str(v)) >= 8:
-                self._learn(str(v))
+                self._secrets.learn(str(v))
             elif isinstance(v, dict | list):
                 self._learn_leaves(v, depth + 1)
 
@@ -211,25 +230,35 @@ class BodyRedactor(Scrubber):
         except orjson.JSONDecodeError:
             return
         if isinstance(inner, dict | list):
-            self._json_collect(inner, [])
+            self.collect(inner, [])
 
-    def _learn_form(self, body: bytes, ctype: str) -> None:
+
+class BodyLearner:
+    """Learns the credentials a body carries where no JSON walk of the redaction meets them by
+    name: a form's fields, a response's (a token it returns), a credential an endpoint mints. The
+    scrub of the bytes then masks them, here and wherever they come back."""
+
+    def __init__(self, secrets: Secrets, json: JsonRedactor) -> None:
+        self._secrets = secrets
+        self._json = json
+
+    def form(self, body: bytes, ctype: str) -> None:
         """Learn the credential fields of a form-urlencoded or multipart body (``client_secret``,
         ``refresh_token``, ``api_key``), so that scrubbing the bytes masks them."""
         if "x-www-form-urlencoded" in ctype:
             for k, v in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
                 kind = secret_name(k)
                 if v and (kind == "always" or (kind and looks_secret(v))):
-                    self._learn(v)
+                    self._secrets.learn(v)
         elif "multipart/" in ctype:
             for m in re.finditer(rb'name="([^"\r\n]{1,200})"[^\n]*\n(?:[^\r\n]+\r?\n){0,8}\r?\n(.{0,4096}?)\r?\n--', body, re.S):
                 name = m.group(1).decode("utf-8", "replace")
                 value = m.group(2).decode("utf-8", "replace").strip()
                 kind = secret_name(name)
                 if value and (kind == "always" or (kind and looks_secret(value))):
-                    self._learn(value)
+                    self._secrets.learn(value)
 
-    def _learn_response(self, chunks: list[tuple[float | None, bytes]]) -> None:
+    def response(self, chunks: list[tuple[float | None, bytes]]) -> None:
         """Learn the credential fields of a JSON response (an OAuth ``access_token``, a created
         key) or of the JSON events of a stream, so that scrubbing the chunks masks them."""
         data = b"".join(c for _, c in chunks)
@@ -247,9 +276,9 @@ class BodyRedactor(Scrubber):
                         continue
         for doc in docs:
             if isinstance(doc, dict | list):
-                self._json_collect(doc, [])
+                self._json.collect(doc, [])
 
-    def _learn_minted(self, url: str, chunks: list[tuple[float | None, bytes]]) -> None:
+    def minted(self, url: str, chunks: list[tuple[float | None, bytes]]) -> None:
         """A credential minted by an endpoint named for one (``POST /v1/realtime/client_secrets``
         → ``{"value": "ek_…"}``, Gemini's ``auth_tokens`` → ``{"name": "auth_tokens/…"}``,
         ``…/api_keys``, ``…/tokens``): its top-level ``value`` / ``token`` / ``key`` / ``secret`` /
@@ -277,7 +306,18 @@ class BodyRedactor(Scrubber):
             if isinstance(v, str):
                 for piece in {v, v.rsplit("/", 1)[-1]}:
                     if looks_secret(piece):
-                        self._learn(piece)
+                        self._secrets.learn(piece)
+
+
+class StreamRedactor:
+    """Redacts response chunks as their reader reassembles them: the JSON events of an SSE, NDJSON,
+    WebSocket or AWS event stream by field name and across events, and a secret split across
+    chunks, keeping the chunks' number, times and framing."""
+
+    def __init__(self, secrets: Secrets, scrubber: Scrubber, json: JsonRedactor) -> None:
+        self._secrets = secrets
+        self._scrubber = scrubber
+        self._json = json
 
     def chunks(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
         """Scrub stream chunks, including a secret split across a chunk boundary.
@@ -291,43 +331,19 @@ class BodyRedactor(Scrubber):
             return self._binary_frames(self._stream_frames(chunks))
         chunks = self._stream_lines(chunks)
         if len(chunks) < 2:
-            return [(t, self.scrub_bytes(c)) for t, c in chunks]
+            return [(t, self._scrubber.scrub_bytes(c)) for t, c in chunks]
         texts = [c.decode("utf-8", "surrogateescape") for _, c in chunks]
         joined = "".join(texts)
-        spans = self._spans(joined)
+        spans = self._scrubber.spans(joined)
         if not spans:
             return list(chunks)
-        result: list[tuple[float | None, bytes]] = []
-        pos = 0
-        k = 0
-        for (t, data), text in zip(chunks, texts, strict=True):
-            lo, hi = pos, pos + len(text)
-            pos = hi
-            pieces: list[str] = []
-            i = lo
-            while i < hi:
-                while k < len(spans) and spans[k][1] <= i:
-                    k += 1
-                if k < len(spans) and spans[k][0] < hi:
-                    s, e = spans[k]
-                    if s > i:
-                        pieces.append(joined[i:s])
-                        i = s
-                    if s >= lo:
-                        pieces.append(REDACTED)
-                    i = min(e, hi)
-                else:
-                    pieces.append(joined[i:hi])
-                    i = hi
-            new = "".join(pieces)
-            result.append((t, data if new == text else new.encode("utf-8", "surrogateescape")))
-        return result
+        return apply_edits(chunks, b"".join(c for _, c in chunks), _redactions(joined, spans))
 
     # -- streams as their reader sees them -------------------------------------------------------
     def _stream_lines(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
         """A stream of JSON events, one per line (SSE ``data:`` lines, NDJSON, a WebSocket
         session's ``> `` / ``< `` messages), redacted as its reader reassembles it: each event's
-        fields by name (:meth:`_scrub_json`), and the strings a field carries across events (the
+        fields by name (:meth:`JsonRedactor.scrub_json`), and the strings a field carries across events (the
         text deltas) joined, so a secret streamed a few characters per event is found and masked
         in every event it spans. Events that change are written back in place; the chunks keep
         their number and times."""
@@ -380,43 +396,55 @@ class BodyRedactor(Scrubber):
         anywhere (``named``: :func:`named_spans`), then the strings each field carries across events,
         joined (a text delta's whole text; a field seen once is its own), scanned for learned
         values and known formats. Returns the events that changed, by index."""
-        texts: list[str] = []
-        slices: list[tuple[int, int, int, bool]] = []
-        for i, (doc, walk) in enumerate(zip(docs, named, strict=True)):
-            if walk and isinstance(doc, dict | list):
-                start = len(texts)
-                keys = self._json_collect(doc, texts)
-                slices.append((i, start, len(texts), keys))
-        out: dict[int, Any] = {}
-        new_docs = list(docs)
-        if slices:
-            done = self._scrub_strings(texts)
-            for i, a, b, keys in slices:
-                if keys or done[a:b] != texts[a:b]:
-                    new_docs[i] = out[i] = _json_rebuild(docs[i], iter(done[a:b]))
+        new_docs, out = self._mask_by_name(docs, named)
         # The strings each field carries across events, in order: a text delta's channel.
         channels: dict[str, list[tuple[int, Any, Any, str]]] = {}
         for i, doc in enumerate(new_docs):
             if isinstance(doc, dict | list):
                 string_leaves(doc, "", i, channels)
         for pieces in channels.values():
-            joined = "".join(p[3] for p in pieces)
-            spans = self._spans(joined)
-            # JSON the field carries across events (a tool call's arguments streamed): the values
-            # of its credential names, whatever their length (a number becomes the string).
-            creds = credential_values(joined, self._name_kind)
-            if not spans and not creds:
-                continue
-            for s, e in spans:
-                found = joined[s:e]  # learned: masked wherever else it appears (request history, raw bytes)
-                if len(found) >= 8 and found != REDACTED and not any(c.isspace() for c in found):
-                    self._literals.add(found)  # (not a key block's lines: "-----BEGIN" would mask every PEM)
-            instead = {s: f'"{REDACTED}"' for _n, s, _e, quoted in creds if not quoted}
-            for _n, s, e, _q in creds:
-                self._learn(joined[s:e])
-            for i in mask_channel(pieces, joined, merge(spans + [(s, e) for _n, s, e, _q in creds]), instead):
+            for i in self._mask_channel(pieces):
                 out[i] = new_docs[i]
         return out
+
+    def _mask_by_name(self, docs: list[Any], named: list[bool]) -> tuple[list[Any], dict[int, Any]]:
+        """The events with the ones ``named`` redacted by field name and their strings scrubbed (in
+        one pass over the strings of them all); and the events that changed, by index."""
+        texts: list[str] = []
+        slices: list[tuple[int, int, int, bool]] = []
+        for i, (doc, walk) in enumerate(zip(docs, named, strict=True)):
+            if walk and isinstance(doc, dict | list):
+                start = len(texts)
+                keys = self._json.collect(doc, texts)
+                slices.append((i, start, len(texts), keys))
+        out: dict[int, Any] = {}
+        new_docs = list(docs)
+        if slices:
+            done = self._scrubber.scrub_strings(texts)
+            for i, a, b, keys in slices:
+                if keys or done[a:b] != texts[a:b]:
+                    new_docs[i] = out[i] = _json_rebuild(docs[i], iter(done[a:b]))
+        return new_docs, out
+
+    def _mask_channel(self, pieces: list[tuple[int, Any, Any, str]]) -> list[int]:
+        """One field's strings across events, joined and scanned for learned values and known
+        formats (what is found learned), and read as JSON for its credential names' values: masked
+        in the events in place; the indexes of the events it changed."""
+        joined = "".join(p[3] for p in pieces)
+        spans = self._scrubber.spans(joined)
+        # JSON the field carries across events (a tool call's arguments streamed): the values
+        # of its credential names, whatever their length (a number becomes the string).
+        creds = credential_values(joined, self._json.name_kind)
+        if not spans and not creds:
+            return []
+        for s, e in spans:
+            found = joined[s:e]  # learned: masked wherever else it appears (request history, raw bytes)
+            if len(found) >= 8 and found != REDACTED and not any(c.isspace() for c in found):
+                self._secrets.add(found)  # (not a key block's lines: "-----BEGIN" would mask every PEM)
+        instead = {s: f'"{REDACTED}"' for _n, s, _e, quoted in creds if not quoted}
+        for _n, s, e, _q in creds:
+            self._secrets.learn(joined[s:e])
+        return mask_channel(pieces, joined, merge(spans + [(s, e) for _n, s, e, _q in creds]), instead)
 
     def _binary_frames(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
         """Length-prefixed, CRC-checked frames (AWS event-stream): mask secrets with ``*`` of the
@@ -424,7 +452,7 @@ class BodyRedactor(Scrubber):
         boundaries, so the stream still parses and replays frame for frame."""
         data = b"".join(c for _, c in chunks)
         text = data.decode("utf-8", "surrogateescape")
-        spans = self._spans(text)
+        spans = self._scrubber.spans(text)
         if not spans:
             return list(chunks)
         masked = list(text)

@@ -168,57 +168,86 @@ def credential_values(text: str, kind: Callable[[str], str | None] = secret_name
     its last string unterminated) is read as far as it goes, and several documents one after
     another (tool calls' arguments joined) each in turn. Bounded: text over :data:`EMBEDDED_MAX`,
     not starting with ``{`` or ``[``, or holding no credential word is not read."""
-    if len(text) > EMBEDDED_MAX or text.lstrip()[:1] not in ("{", "["):
+    if not _worth_reading(text, kind):
         return []
-    low = text.lower()
-    if not any(m.decode() in low for m in _NAME_MARKERS):
-        return []
-    try:  # a whole document: parsed first (30× faster than the token walk) to see if it is needed
-        if not _names_a_credential(orjson.loads(text), kind):
-            return []
-    except orjson.JSONDecodeError:
-        pass  # cut short, or several documents: read token by token
-    out: list[tuple[str, int, int, bool]] = []
-    stack: list[str] = []
-    prev = ""  # the last structural character (a key follows "{" or "," inside an object)
-    key: str | None = None  # a key read, awaiting its ":"
-    under: str | None = None  # the name whose value comes next
+    walk = _NamedValues(kind)
     pos = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
             break
         pos = m.end()
-        string, cut, punct, literal = m.group(1), m.group(2), m.group(3), m.group(4)
+        walk.token(m)
+    return walk.found
+
+
+def _worth_reading(text: str, kind: Callable[[str], str | None]) -> bool:
+    """Whether :func:`credential_values` reads ``text`` token by token: a JSON object or list
+    within the bound, holding a credential word, and (when it parses whole) some value under a
+    name ``kind`` calls a credential's."""
+    if len(text) > EMBEDDED_MAX or text.lstrip()[:1] not in ("{", "["):
+        return False
+    low = text.lower()
+    if not any(m.decode() in low for m in _NAME_MARKERS):
+        return False
+    try:  # a whole document: parsed first (30× faster than the token walk) to see if it is needed
+        return _names_a_credential(orjson.loads(text), kind)
+    except orjson.JSONDecodeError:
+        return True  # cut short, or several documents: read token by token
+
+
+class _NamedValues:
+    """:func:`credential_values`' walk over :data:`_TOKEN` matches: which name the next value
+    stands under (a key follows ``{`` or ``,`` inside an object, its value its ``:``), and the
+    values under a credential's name found so far (:attr:`found`)."""
+
+    def __init__(self, kind: Callable[[str], str | None]) -> None:
+        self._kind = kind
+        self.found: list[tuple[str, int, int, bool]] = []
+        self._stack: list[str] = []
+        self._prev = ""  # the last structural character
+        self._key: str | None = None  # a key read, awaiting its ":"
+        self._under: str | None = None  # the name whose value comes next
+
+    def token(self, m: re.Match[str]) -> None:
+        punct = m.group(3)
         if punct is not None:
-            if punct in "{[":
-                stack.append(punct)
-            elif punct in "}]" and stack:
-                stack.pop()
-            if punct == ":" and key is not None:
-                under = key
-            else:
-                under = None
-            key = None
-            prev = punct
-            continue
-        name, under, was_key = under, None, key
-        key = None
-        if string is not None or cut is not None:
-            raw = string if string is not None else cut
-            start = m.start(1) if string is not None else m.start(2)
-            value = _json_string(raw if string is not None else raw.rstrip("\\") + '"')
-            if name is not None:
-                if value and value != REDACTED and _credential(name, value, kind):
-                    out.append((name, start + 1, start + len(raw) - (1 if string is not None else 0), True))
-            elif was_key is None and stack[-1:] == ["{"] and prev in ("{", ","):
-                key = value
-            prev = ""
-        elif literal is not None:
-            if name is not None and _NUMBER.fullmatch(literal) and literal.strip("-0.") and kind(name) == "always":
-                out.append((name, m.start(4), m.end(4), False))
-            prev = ""
-    return out
+            self._punct(punct)
+            return
+        name, self._under, was_key = self._under, None, self._key
+        self._key = None
+        if m.group(1) is not None or m.group(2) is not None:
+            self._string(m, name, was_key)
+        else:
+            literal = m.group(4)
+            if name is not None and _NUMBER.fullmatch(literal) and literal.strip("-0.") and self._kind(name) == "always":
+                self.found.append((name, m.start(4), m.end(4), False))
+        self._prev = ""
+
+    def _punct(self, punct: str) -> None:
+        if punct in "{[":
+            self._stack.append(punct)
+        elif punct in "}]" and self._stack:
+            self._stack.pop()
+        if punct == ":" and self._key is not None:
+            self._under = self._key
+        else:
+            self._under = None
+        self._key = None
+        self._prev = punct
+
+    def _string(self, m: re.Match[str], name: str | None, was_key: str | None) -> None:
+        """A string token (or one cut short at the end): a credential's value under ``name``, or
+        a key when it stands where one does."""
+        string, cut = m.group(1), m.group(2)
+        raw = string if string is not None else cut
+        start = m.start(1) if string is not None else m.start(2)
+        value = _json_string(raw if string is not None else raw.rstrip("\\") + '"')
+        if name is not None:
+            if value and value != REDACTED and _credential(name, value, self._kind):
+                self.found.append((name, start + 1, start + len(raw) - (1 if string is not None else 0), True))
+        elif was_key is None and self._stack[-1:] == ["{"] and self._prev in ("{", ","):
+            self._key = value
 
 
 def _names_a_credential(doc: object, kind: Callable[[str], str | None]) -> bool:

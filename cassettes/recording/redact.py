@@ -17,9 +17,11 @@ an SSE, NDJSON, WebSocket or AWS event stream is redacted by field name, and the
 carries across events are joined and searched, so a key streamed a few characters per event is
 masked in every event it spans (and learned, for the next request that sends it back).
 
-The nets live in three layers: :class:`~cassettes.recording.scrub.Scrubber` (by value learned and
-by pattern), :class:`~cassettes.recording.bodies.BodyRedactor` (bodies and streams by field name)
-and :class:`Redactor` here (headers, URLs, whole exchanges).
+The nets are parts of one pipeline, each with one job, composed by :class:`Redactor` and sharing
+the secrets learned (:class:`~cassettes.recording.scrub.Secrets`): the
+:class:`~cassettes.recording.scrub.Scrubber` (by value learned and by pattern), the
+:class:`HeaderRedactor` and :class:`UrlRedactor` here, and the bodies' parts
+(:mod:`cassettes.recording.bodies`: JSON by field name, streams, the credentials bodies teach).
 
 The replacement keeps the shape readable (``Bearer [REDACTED]``) and never contains characters
 that would break the JSON or SSE it sits in.
@@ -36,7 +38,7 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 import orjson
 
-from cassettes.recording.bodies import BodyRedactor
+from cassettes.recording.bodies import BodyLearner, JsonRedactor, StreamRedactor
 from cassettes.recording.names import (
     _SAFE_HEADER_NAME,
     _SECRET_HEADER_NAME,
@@ -47,7 +49,7 @@ from cassettes.recording.names import (
     looks_secret,
     secret_name,
 )
-from cassettes.recording.scrub import detector
+from cassettes.recording.scrub import Scrubber, Secrets, detector
 from cassettes.recording.streams import stream_texts
 from cassettes.wire.exchange import Exchange, Headers
 
@@ -59,12 +61,145 @@ def find_secrets(text: str, extra_patterns: Iterable[str] = ()) -> list[tuple[st
     return [(kind, text[s:e]) for kind, s, e in detector(extra_patterns).find(text)]
 
 
-class Redactor(BodyRedactor):
-    """Redacts exchanges. Remembers the literal secrets it removed, to scrub them everywhere."""
+class HeaderRedactor:
+    """Redacts headers: a credential header's value (by its name: the built-in names, any name
+    that says key/token/secret/auth, the configured ones) masked and its secret parts learned; the
+    credentials a WebSocket's subprotocol list carries; then every value scrubbed."""
 
-    def __init__(self, extra_patterns: Iterable[str] = (), extra_headers: Iterable[str] = ()) -> None:
-        super().__init__(extra_patterns)
-        self._headers = _SECRET_HEADERS | {h.lower() for h in extra_headers}
+    def __init__(self, secrets: Secrets, scrubber: Scrubber, extra_headers: Iterable[str] = ()) -> None:
+        self._secrets = secrets
+        self._scrubber = scrubber
+        self._names = _SECRET_HEADERS | {h.lower() for h in extra_headers}
+
+    def _learn_header(self, lname: str, value: str) -> None:
+        """Learn only the secret parts of a credential header, not its syntax.
+
+        Cookie attributes (``Domain=api.anthropic.com; HttpOnly``) and SigV4 field names
+        (``SignedHeaders=content-type;host``) are not secrets: learning them would scrub the host
+        from every later URL and ordinary words from every later body.
+        """
+        if lname in ("cookie", "set-cookie"):
+            pairs = value.split(";")
+            for pair in pairs[:1] if lname == "set-cookie" else pairs:
+                _, eq, v = pair.partition("=")
+                self._secrets.learn(v if eq else pair)
+        elif value[:17].lower() == "aws4-hmac-sha256 ":
+            for m in re.finditer(r"(?i)\b(Credential|Signature)=([^,\s]+)", value):
+                self._secrets.learn(m.group(2).split("/")[0])
+        else:
+            self._secrets.learn(value)
+
+    def _subprotocols(self, value: str) -> str:
+        """``Sec-WebSocket-Protocol``: browsers cannot set headers on a WebSocket, so credentials
+        ride in the subprotocol list (``openai-insecure-api-key.<key>``, ``token, <key>``,
+        ``base64url.bearer.authorization.k8s.io.<token>``). A part after a credential's name is
+        masked and learned; the protocol names stay."""
+        out: list[str] = []
+        after_name = False
+        for raw in value.split(","):
+            token = raw.strip()
+            parts = token.split(".")
+            cut = next((i for i, p in enumerate(parts[:-1]) if secret_name(p) is not None or p.lower() in ("bearer", "token")), None)
+            if after_name and token:
+                self._secrets.learn(token)
+                token = REDACTED
+            elif cut is not None:
+                secret = ".".join(parts[cut + 1 :])
+                self._secrets.learn(secret)
+                token = ".".join(parts[: cut + 1]) + "." + REDACTED
+            after_name = token.lower() in ("token", "bearer", "authorization", "api-key", "apikey")
+            out.append(token)
+        return ", ".join(out)
+
+    def _header_value(self, name: str, value: str) -> str:
+        lname = name.lower()
+        if lname == "sec-websocket-protocol":
+            return self._subprotocols(value)
+        named = _SECRET_HEADER_NAME.search(lname) or secret_name(lname) is not None
+        if lname in self._names or (named and not _SAFE_HEADER_NAME.search(lname)):
+            if not value:
+                return value
+            self._learn_header(lname, value)
+            scheme, sep, _ = value.partition(" ")
+            if sep and scheme.lower() in ("bearer", "basic", "token", "aws4-hmac-sha256", "digest"):
+                return f"{scheme} {REDACTED}"
+            return REDACTED
+        return value
+
+    def headers(self, headers: Headers) -> Headers:
+        first = [(k, self._header_value(k, v)) for k, v in headers]
+        return [(k, self._scrubber.scrub(v)) for k, v in first]
+
+
+class UrlRedactor:
+    """Redacts URLs: credential query parameters and userinfo masked and learned, a credential in
+    the path learned, then the whole URL scrubbed (``REDACTED`` without brackets)."""
+
+    def __init__(self, secrets: Secrets, scrubber: Scrubber) -> None:
+        self._secrets = secrets
+        self._scrubber = scrubber
+
+    def url(self, url: str) -> str:
+        """Redacted URL. Uses ``REDACTED`` without brackets, which would read as an IPv6 host."""
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return self._scrubber.scrub(url, URL_TOKEN)
+        if parts.query:
+            parts = parts._replace(query=self._query(parts.query))
+        self._learn_path(parts.path)
+        if parts.username or parts.password:
+            host = parts.hostname or ""
+            if parts.port:
+                host = f"{host}:{parts.port}"
+            if parts.password:
+                self._secrets.learn(parts.password)
+            parts = parts._replace(netloc=f"{URL_TOKEN}@{host}")
+        return self._scrubber.scrub(urlunsplit(parts), URL_TOKEN)
+
+    def _query(self, query: str) -> str:
+        """A query string with its credential parameters' values learned and masked."""
+        pairs = parse_qsl(query, keep_blank_values=True)
+        secret = [bool(_SECRET_QUERY.match(k) and v) for k, v in pairs]
+        if not any(secret):
+            return query
+        for (_, v), s in zip(pairs, secret, strict=True):
+            if s:
+                self._secrets.learn(v)
+        return "&".join(f"{quote(k, safe='')}={URL_TOKEN if s else quote(v, safe='')}" for (k, v), s in zip(pairs, secret, strict=True))
+
+    def _learn_path(self, path: str) -> None:
+        """Learn a credential in a URL's path: /key/<key>/, /token/<token>, /bot<id>:<token>
+        (the scrub of the whole URL then masks it)."""
+        segments = path.split("/")
+        for i in range(1, len(segments)):
+            seg = segments[i]
+            if looks_secret(seg) and (secret_name(segments[i - 1]) is not None or segments[i - 1].lower() in ("bot", "keys")):
+                self._secrets.learn(seg)
+            elif seg.lower().startswith("bot") and ":" in seg and looks_secret(seg[3:].split(":", 1)[1] + "0a"):
+                self._secrets.learn(seg[3:])
+
+
+class Redactor:
+    """Redacts exchanges. Remembers the literal secrets it removed, to scrub them everywhere.
+
+    A pipeline of parts sharing what was learned (:class:`~cassettes.recording.scrub.Secrets`):
+    the :class:`~cassettes.recording.scrub.Scrubber` (by value learned and by pattern), the
+    :class:`HeaderRedactor`, the :class:`UrlRedactor`, and for bodies the
+    :class:`~cassettes.recording.bodies.JsonRedactor`,
+    :class:`~cassettes.recording.bodies.BodyLearner` and
+    :class:`~cassettes.recording.bodies.StreamRedactor`. This class only composes them, in the
+    order an exchange needs (a request's headers learned before its body is scrubbed …).
+    """
+
+    def __init__(self, extra_patterns: Iterable[str] = (), extra_headers: Iterable[str] = (), body_keys: Iterable[str] = ()) -> None:
+        self._secrets = Secrets()
+        self._scrubber = Scrubber(self._secrets, detector(extra_patterns))
+        self._json = JsonRedactor(self._secrets, self._scrubber, frozenset(k.lower() for k in body_keys))
+        self._learner = BodyLearner(self._secrets, self._json)
+        self._streams = StreamRedactor(self._secrets, self._scrubber, self._json)
+        self._headers = HeaderRedactor(self._secrets, self._scrubber, extra_headers)
+        self._url = UrlRedactor(self._secrets, self._scrubber)
 
     @classmethod
     def configured(
@@ -97,108 +232,30 @@ class Redactor(BodyRedactor):
                 re.compile(pat)
             except re.error as exc:
                 raise ValueError(f"invalid redaction pattern {pat!r}: {exc}") from None
-        r = cls(extra_patterns, extra_headers)
-        r._body_keys = frozenset(k.lower() for k in keys)
-        return r
-
-    def _learn_header(self, lname: str, value: str) -> None:
-        """Learn only the secret parts of a credential header, not its syntax.
-
-        Cookie attributes (``Domain=api.anthropic.com; HttpOnly``) and SigV4 field names
-        (``SignedHeaders=content-type;host``) are not secrets: learning them would scrub the host
-        from every later URL and ordinary words from every later body.
-        """
-        if lname in ("cookie", "set-cookie"):
-            pairs = value.split(";")
-            for pair in pairs[:1] if lname == "set-cookie" else pairs:
-                _, eq, v = pair.partition("=")
-                self._learn(v if eq else pair)
-        elif value[:17].lower() == "aws4-hmac-sha256 ":
-            for m in re.finditer(r"(?i)\b(Credential|Signature)=([^,\s]+)", value):
-                self._learn(m.group(2).split("/")[0])
-        else:
-            self._learn(value)
-
-    def _subprotocols(self, value: str) -> str:
-        """``Sec-WebSocket-Protocol``: browsers cannot set headers on a WebSocket, so credentials
-        ride in the subprotocol list (``openai-insecure-api-key.<key>``, ``token, <key>``,
-        ``base64url.bearer.authorization.k8s.io.<token>``). A part after a credential's name is
-        masked and learned; the protocol names stay."""
-        out: list[str] = []
-        after_name = False
-        for raw in value.split(","):
-            token = raw.strip()
-            parts = token.split(".")
-            cut = next((i for i, p in enumerate(parts[:-1]) if secret_name(p) is not None or p.lower() in ("bearer", "token")), None)
-            if after_name and token:
-                self._learn(token)
-                token = REDACTED
-            elif cut is not None:
-                secret = ".".join(parts[cut + 1 :])
-                self._learn(secret)
-                token = ".".join(parts[: cut + 1]) + "." + REDACTED
-            after_name = token.lower() in ("token", "bearer", "authorization", "api-key", "apikey")
-            out.append(token)
-        return ", ".join(out)
-
-    def _header_value(self, name: str, value: str) -> str:
-        lname = name.lower()
-        if lname == "sec-websocket-protocol":
-            return self._subprotocols(value)
-        named = _SECRET_HEADER_NAME.search(lname) or secret_name(lname) is not None
-        if lname in self._headers or (named and not _SAFE_HEADER_NAME.search(lname)):
-            if not value:
-                return value
-            self._learn_header(lname, value)
-            scheme, sep, _ = value.partition(" ")
-            if sep and scheme.lower() in ("bearer", "basic", "token", "aws4-hmac-sha256", "digest"):
-                return f"{scheme} {REDACTED}"
-            return REDACTED
-        return value
+        return cls(extra_patterns, extra_headers, keys)
 
     def headers(self, headers: Headers) -> Headers:
-        first = [(k, self._header_value(k, v)) for k, v in headers]
-        return [(k, self.scrub(v)) for k, v in first]
+        return self._headers.headers(headers)
 
     def url(self, url: str) -> str:
         """Redacted URL. Uses ``REDACTED`` without brackets, which would read as an IPv6 host."""
-        try:
-            parts = urlsplit(url)
-        except ValueError:
-            return self.scrub(url, URL_TOKEN)
-        if parts.query:
-            parts = parts._replace(query=self._query(parts.query))
-        self._learn_path(parts.path)
-        if parts.username or parts.password:
-            host = parts.hostname or ""
-            if parts.port:
-                host = f"{host}:{parts.port}"
-            if parts.password:
-                self._learn(parts.password)
-            parts = parts._replace(netloc=f"{URL_TOKEN}@{host}")
-        return self.scrub(urlunsplit(parts), URL_TOKEN)
+        return self._url.url(url)
 
-    def _query(self, query: str) -> str:
-        """A query string with its credential parameters' values learned and masked."""
-        pairs = parse_qsl(query, keep_blank_values=True)
-        secret = [bool(_SECRET_QUERY.match(k) and v) for k, v in pairs]
-        if not any(secret):
-            return query
-        for (_, v), s in zip(pairs, secret, strict=True):
-            if s:
-                self._learn(v)
-        return "&".join(f"{quote(k, safe='')}={URL_TOKEN if s else quote(v, safe='')}" for (k, v), s in zip(pairs, secret, strict=True))
+    def scrub(self, text: str, token: str = REDACTED) -> str:
+        """``text`` with every learned secret and every known-format one masked."""
+        return self._scrubber.scrub(text, token)
 
-    def _learn_path(self, path: str) -> None:
-        """Learn a credential in a URL's path: /key/<key>/, /token/<token>, /bot<id>:<token>
-        (the scrub of the whole URL then masks it)."""
-        segments = path.split("/")
-        for i in range(1, len(segments)):
-            seg = segments[i]
-            if looks_secret(seg) and (secret_name(segments[i - 1]) is not None or segments[i - 1].lower() in ("bot", "keys")):
-                self._learn(seg)
-            elif seg.lower().startswith("bot") and ":" in seg and looks_secret(seg[3:].split(":", 1)[1] + "0a"):
-                self._learn(seg[3:])
+    def scrub_bytes(self, data: bytes) -> bytes:
+        return self._scrubber.scrub_bytes(data)
+
+    def chunks(self, chunks: list[tuple[float | None, bytes]]) -> list[tuple[float | None, bytes]]:
+        """Response chunks redacted (:meth:`StreamRedactor.chunks`)."""
+        return self._streams.chunks(chunks)
+
+    def forget_seen(self) -> None:
+        """Drop the cache of strings already scrubbed (what was learned stays): for a redactor
+        kept only to scrub a few lines later, such as a replay miss's."""
+        self._scrubber.forget_seen()
 
     def _undecoded(self, data: bytes, encoding: str | None) -> tuple[bytes, str] | None:
         """A body kept as received because its Content-Encoding failed to decode hides whatever
@@ -211,10 +268,10 @@ class Redactor(BodyRedactor):
             return None
         text = out.decode("utf-8", "surrogateescape")
         try:
-            parsed, changed = self._scrub_json(orjson.loads(out))
+            parsed, changed = self._json.scrub_json(orjson.loads(out))
             scrubbed = orjson.dumps(parsed) if changed else out
         except orjson.JSONDecodeError:
-            scrubbed = self.scrub(text).encode("utf-8", "surrogateescape")
+            scrubbed = self._scrubber.scrub(text).encode("utf-8", "surrogateescape")
             changed = scrubbed != out
         if not changed:
             return None
@@ -231,7 +288,7 @@ class Redactor(BodyRedactor):
         formats, keys included. For what is written from recorded or live data besides a
         cassette (a ``compare`` report): ``Redactor.configured()``, the exchanges or headers it
         should learn from, then this."""
-        return self._scrub_json(value)[0]
+        return self._json.scrub_json(value)[0]
 
     def document_bytes(self, data: bytes) -> bytes:
         """:meth:`document` of JSON text (bytes); text that is not JSON is scrubbed as text."""
@@ -240,8 +297,8 @@ class Redactor(BodyRedactor):
         try:
             parsed = bounds.loads(data)
         except (orjson.JSONDecodeError, ValueError):
-            return self.scrub_bytes(data)
-        out, changed = self._scrub_json(parsed)
+            return self._scrubber.scrub_bytes(data)
+        out, changed = self._json.scrub_json(parsed)
         return orjson.dumps(out) if changed else data
 
     def exchange(self, ex: Exchange) -> Exchange:
@@ -259,9 +316,9 @@ class Redactor(BodyRedactor):
             request_body=body,
             response_headers=resp_headers,
             response_chunks=chunks,
-            transport_error=self.scrub(ex.transport_error) if ex.transport_error else None,
-            notes=[self.scrub(n) for n in notes],
-            edits=self._scrub_json(ex.edits)[0] if ex.edits else ex.edits,
+            transport_error=self._scrubber.scrub(ex.transport_error) if ex.transport_error else None,
+            notes=[self._scrubber.scrub(n) for n in notes],
+            edits=self._json.scrub_json(ex.edits)[0] if ex.edits else ex.edits,
         )
         out.forget_request_json()
         if body is ex.request_body and parsed is not None:
@@ -280,11 +337,11 @@ class Redactor(BodyRedactor):
             body = salvaged[0]
         ctype = (ex.request_header("content-type") or "").lower()
         if "form" in ctype:
-            self._learn_form(body, ctype)
+            self._learner.form(body, ctype)
         parsed = ex.request_json() if salvaged is None else None
         if parsed is None or ex.request_json_cut:
-            return self.scrub_bytes(body), None
-        new_parsed, changed = self._scrub_json(parsed)
+            return self._scrubber.scrub_bytes(body), None
+        new_parsed, changed = self._json.scrub_json(parsed)
         return (orjson.dumps(new_parsed), None) if changed else (body, parsed)
 
     def _response_chunks(self, ex: Exchange, notes: list[str]) -> list[tuple[float | None, bytes]]:
@@ -296,9 +353,9 @@ class Redactor(BodyRedactor):
             if salvaged is not None:
                 resp_chunks = [(resp_chunks[0][0], salvaged[0])]
                 notes.append(salvaged[1])
-        self._learn_response(resp_chunks)
-        self._learn_minted(ex.url, resp_chunks)
-        return self.chunks(resp_chunks)
+        self._learner.response(resp_chunks)
+        self._learner.minted(ex.url, resp_chunks)
+        return self._streams.chunks(resp_chunks)
 
 
 def salvage_decode(data: bytes, limit: int = 64 << 20) -> bytes:

@@ -313,6 +313,29 @@ def _conversations(analysis: Any, bars: dict[int, list[Any]]) -> tuple[list[dict
     return conversations, growth
 
 
+def _mark_answered(rows: list[dict[str, Any]], detail: dict[str, Any], answered: dict[tuple[str, str], int]) -> None:
+    """Each tool call with the turn whose request carried its result (the inspector's "result")."""
+    for row in rows:
+        d = detail[str(row["seq"])]
+        for call in d["layers"]["E"]["calls"]:
+            call["answered_by"] = answered.get((row["conv"], call["id"])) if call["id"] else None
+
+
+def _total_cost(turns: list[Turn]) -> tuple[Decimal | None, bool, bool]:
+    """The cost of ``turns`` (``None`` when none is priced), whether an estimate is in it, and
+    whether every turn was priced."""
+    cost: Decimal | None = None
+    estimated = False
+    complete = True
+    for t in turns:
+        if t.tokens.cost is not None:
+            cost = (cost or Decimal(0)) + t.tokens.cost
+            estimated = estimated or t.tokens.price_estimated
+        else:
+            complete = False
+    return cost, estimated, complete
+
+
 def report_data(run: Any) -> dict[str, Any]:
     """The page's data for ``run`` (a :class:`cassettes.reading.run.Run`), every string cleaned.
     One pass over the round trips (read from disk one at a time for a streamed cassette)."""
@@ -323,9 +346,7 @@ def report_data(run: Any) -> dict[str, Any]:
     detail: dict[str, Any] = {}
     answered: dict[tuple[str, str], int] = {}
     bars: dict[int, list[Any]] = {}
-    cost: Decimal | None = None
-    cost_complete = True
-    estimated = False
+    shown: list[Turn] = []
     opened: int | None = None  # the turn the page opens at: the first replay miss (a failed test's)
     for rt in run.roundtrips:
         seq = rt.seq
@@ -336,21 +357,14 @@ def report_data(run: Any) -> dict[str, Any]:
         for p in t.c.pairings:
             if p.call_id:
                 answered.setdefault((t.conversation, p.call_id), seq)
-        if t.tokens.cost is not None:
-            cost = (cost or Decimal(0)) + t.tokens.cost
-            estimated = estimated or t.tokens.price_estimated
-        else:
-            cost_complete = False
+        shown.append(t)
         rows.append(_row(t))
         if opened is None and rows[-1]["miss"] is not None:
             opened = seq
         detail[str(seq)] = _detail(rt, t, history, pinned)
         bars[seq] = _bar(t)
-    # Each tool call with the turn whose request carried its result (the inspector's "result").
-    for row in rows:
-        d = detail[str(row["seq"])]
-        for call in d["layers"]["E"]["calls"]:
-            call["answered_by"] = answered.get((row["conv"], call["id"])) if call["id"] else None
+    _mark_answered(rows, detail, answered)
+    cost, estimated, cost_complete = _total_cost(shown)
     conversations, growth = _conversations(analysis, bars)
     findings = [_finding(f) for f in ordered_findings(analysis.findings)]
     counts = {sev: sum(1 for f in analysis.findings if f.severity.value == sev) for sev in ("error", "warning", "info")}

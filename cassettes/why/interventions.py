@@ -89,42 +89,11 @@ def interventions(run: Any, results: dict[str, str] | None = None, model: str | 
     ``@PATH`` or the text); ``model``: also re-sample each E turn on that model."""
     a = run.analysis
     by_turn = {(t.conversation, t.index): t for t in a.turns.values()}
-    later: dict[tuple[str, int], list[int]] = {}
-    for c in a.conversations:
-        idx = [(a.turns[s].index, s) for s in c.turns if s in a.turns]
-        for i, _s in idx:
-            later[(c.id, i)] = [s for j, s in idx if j >= i]
-    out: list[Intervention] = []
-    named: set[tuple[str, int]] = set()
-    retried: set[tuple[str, int]] = set()
-    for f in sorted(a.findings, key=lambda f: ({"C": 0, "A": 1, "E": 2}[f.layer], f.conversation or "", f.turn or 0)):
-        if f.severity.value == "info" or f.conversation is None or f.turn is None:
-            continue
-        where = (f.conversation, f.turn)
-        named.add(where)
-        if f.related_turn is not None:
-            named.add((f.conversation, f.related_turn))
-        seqs = later.get(where, [])
-        if f.layer == "C" and f.code == "C.truncated_treated_as_complete":
-            cut = (f.conversation, f.related_turn if f.related_turn is not None else f.turn)  # the cut answer's turn: continued there
-            out.append(_continue(run, cut, f.code, later.get(cut, seqs), _exchange(run, by_turn.get(cut))))
-        elif f.layer == "C":
-            out.append(_c(f, seqs, results or {}))
-        elif f.layer == "A" and (f.code == "A.truncated_length" or f.code in _RETRY) and not any(i.layer == "A" and (i.conversation, i.turn) == where for i in out):
-            ex = _exchange(run, by_turn.get(where))
-            out.append(_a(f, seqs, ex))
-            if out[-1].kind == "a-retry":
-                retried.add(where)
-            elif not any(x.code == "C.truncated_treated_as_complete" for x in a.findings):  # the client took the cut answer as it was
-                out.append(_continue(run, where, f.code, seqs, ex))
+    later = _later_turns(a)
+    findings = _serious_findings(a)
+    out, retried = _for_findings(run, findings, by_turn, later, results or {})
     out = [i for n, i in enumerate(out) if all(j.key != i.key for j in out[:n])]  # one finding per call and turn is enough
-    last = max(a.turns.values(), key=lambda t: t.seq, default=None)
-    if last is not None:
-        conv = next((c for c in a.conversations if c.id == last.conversation), None)
-        for s in (conv.turns if conv is not None else [])[-_LAST_TURNS:]:
-            if s in a.turns:
-                named.add((last.conversation, a.turns[s].index))
-    for where in sorted(named):
+    for where in sorted(_named_turns(findings) | _last_turns(a)):
         t = by_turn.get(where)
         if t is None or where in retried or t.a.status is None or t.a.status >= 400:
             continue  # a failed call has no emission to re-sample: its A retry is that intervention
@@ -133,6 +102,66 @@ def interventions(run: Any, results: dict[str, str] | None = None, model: str | 
         if model is not None:
             out.append(Intervention("E", where[0], where[1], f"the model's emission re-sampled on {model}", "e-model", model=model, seqs=seqs))
     return out
+
+
+def _serious_findings(a: Any) -> list[Any]:
+    """The findings that call for an intervention (not info, placed at a turn), C first, then A,
+    then E, each in turn order."""
+    ordered = sorted(a.findings, key=lambda f: ({"C": 0, "A": 1, "E": 2}[f.layer], f.conversation or "", f.turn or 0))
+    return [f for f in ordered if f.severity.value != "info" and f.conversation is not None and f.turn is not None]
+
+
+def _named_turns(findings: list[Any]) -> set[tuple[str, int]]:
+    """The turns ``findings`` name, their own and the ones they relate to: each an E re-sample."""
+    named = {(f.conversation, f.turn) for f in findings}
+    return named | {(f.conversation, f.related_turn) for f in findings if f.related_turn is not None}
+
+
+def _later_turns(a: Any) -> dict[tuple[str, int], list[int]]:
+    """Per (conversation, turn index): the seqs of that turn and of the conversation's later ones."""
+    later: dict[tuple[str, int], list[int]] = {}
+    for c in a.conversations:
+        idx = [(a.turns[s].index, s) for s in c.turns if s in a.turns]
+        for i, _s in idx:
+            later[(c.id, i)] = [s for j, s in idx if j >= i]
+    return later
+
+
+def _for_findings(run: Any, findings: list[Any], by_turn: dict[tuple[str, int], Any], later: dict[tuple[str, int], list[int]],
+                  results: dict[str, str]) -> tuple[list[Intervention], set[tuple[str, int]]]:
+    """The C and A interventions ``findings`` (in layer then turn order) call for; and the turns
+    an A retry stands for (not re-sampled)."""
+    a = run.analysis
+    out: list[Intervention] = []
+    retried: set[tuple[str, int]] = set()
+    for f in findings:
+        where = (f.conversation, f.turn)
+        seqs = later.get(where, [])
+        if f.layer == "C" and f.code == "C.truncated_treated_as_complete":
+            cut = (f.conversation, f.related_turn if f.related_turn is not None else f.turn)  # the cut answer's turn: continued there
+            out.append(_continue(run, cut, f.code, later.get(cut, seqs), _exchange(run, by_turn.get(cut))))
+        elif f.layer == "C":
+            out.append(_c(f, seqs, results))
+        elif f.layer == "A" and (f.code == "A.truncated_length" or f.code in _RETRY) and not any(i.layer == "A" and (i.conversation, i.turn) == where for i in out):
+            ex = _exchange(run, by_turn.get(where))
+            out.append(_a(f, seqs, ex))
+            if out[-1].kind == "a-retry":
+                retried.add(where)
+            elif not any(x.code == "C.truncated_treated_as_complete" for x in a.findings):  # the client took the cut answer as it was
+                out.append(_continue(run, where, f.code, seqs, ex))
+    return out, retried
+
+
+def _last_turns(a: Any) -> set[tuple[str, int]]:
+    """The last :data:`_LAST_TURNS` turns of the conversation of the run's last turn."""
+    named: set[tuple[str, int]] = set()
+    last = max(a.turns.values(), key=lambda t: t.seq, default=None)
+    if last is not None:
+        conv = next((c for c in a.conversations if c.id == last.conversation), None)
+        for s in (conv.turns if conv is not None else [])[-_LAST_TURNS:]:
+            if s in a.turns:
+                named.add((last.conversation, a.turns[s].index))
+    return named
 
 
 def _c(f: Any, seqs: list[int], results: dict[str, str]) -> Intervention:

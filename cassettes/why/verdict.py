@@ -99,18 +99,25 @@ def verdict(tallies: list[Tally], samples: int) -> Verdict:
     said = f"{i.layer} at {i.conversation} turn {i.turn} ({i.what}): flipped {best.flips}/{best.samples} (95% CI {low:.2f}–{best.interval[1]:.2f})"
     if tied and best.flips == best.samples and all(t.flips == t.samples for t in tied):
         # every one flipped it every time: more samples cannot separate two sufficient changes
-        both = " and ".join([f"{i.layer} ({i.what}) {best.flips}/{best.samples} (95% CI {low:.2f}–{best.interval[1]:.2f})"] + [
-            f"{t.intervention.layer} ({t.intervention.what}) {t.flips}/{t.samples} (95% CI {t.interval[0]:.2f}–{t.interval[1]:.2f})" for t in tied])
-        where = {(t.intervention.conversation, t.intervention.turn) for t in [best, *tied]}
-        at = f" at {i.conversation} turn {i.turn}" if len(where) == 1 else ""
-        return Verdict(True, f"either change flips it{at}: {both}; each is enough on its own (more samples cannot tell two sufficient fixes apart)",
-                       best, tied, ranked, samples, either=True)
+        return _either(best, tied, ranked, samples)
     if tied:
         others = "; ".join(f"{t.intervention.layer} at {t.intervention.conversation} turn {t.intervention.turn} ({t.intervention.what}) "
                            f"{t.flips}/{t.samples}" for t in tied)
         return Verdict(False, f"not determined with K={samples}: {said}, and its interval overlaps {others}; {more}", best, tied, ranked, samples)
     rest = " no other intervention flipped it" if all(t.flips == 0 for t in ranked[1:len(ran)]) else " the others flipped it clearly less often"
     return Verdict(True, f"{_layer_name(i.layer)}: {said};{rest}", best, [], ranked, samples)
+
+
+def _either(best: Tally, tied: list[Tally], ranked: list[Tally], samples: int) -> Verdict:
+    """The verdict when ``best`` and every one ``tied`` with it flipped the outcome every time:
+    each is enough on its own, and more samples cannot tell them apart."""
+    i, low = best.intervention, best.interval[0]
+    both = " and ".join([f"{i.layer} ({i.what}) {best.flips}/{best.samples} (95% CI {low:.2f}–{best.interval[1]:.2f})"] + [
+        f"{t.intervention.layer} ({t.intervention.what}) {t.flips}/{t.samples} (95% CI {t.interval[0]:.2f}–{t.interval[1]:.2f})" for t in tied])
+    where = {(t.intervention.conversation, t.intervention.turn) for t in [best, *tied]}
+    at = f" at {i.conversation} turn {i.turn}" if len(where) == 1 else ""
+    return Verdict(True, f"either change flips it{at}: {both}; each is enough on its own (more samples cannot tell two sufficient fixes apart)",
+                   best, tied, ranked, samples, either=True)
 
 
 def _layer_name(layer: str) -> str:

@@ -722,8 +722,8 @@ def test_history_scrub_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> Non
     red = Redactor()
     for i in range(50):
         red.exchange(_chat({"messages": [{"content": f"{i:04d} " + "w" * 995}]}))
-    assert red._seen_chars <= 10_000
-    assert len(red._seen) <= 11
+    assert red._scrubber._seen_chars <= 10_000
+    assert len(red._scrubber._seen) <= 11
 
 
 # -- issue 13 item 4: names, non-string values, URL paths, configuration, the OTLP endpoint ---------
@@ -766,7 +766,7 @@ def test_values_under_credential_names_whatever_their_type() -> None:
         "messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "login", "arguments": orjson.dumps({"token": arg, "user": "ada"}).decode()}}]}],
         "echo": f"the server said {nested} and {arg}",
     }
-    out, changed = r._scrub_json(body)
+    out, changed = r._json.scrub_json(body)
     text = orjson.dumps(out).decode()
     assert changed and out["api_key"] == REDACTED and out["secret"]["kind"] == "static"
     for value in (nested, arg, str(number)):

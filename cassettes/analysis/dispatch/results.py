@@ -46,12 +46,7 @@ def _unanswered_calls(ctx: TurnContext, prev_turn: int, calls: list[ToolCall]) -
     """The client-side calls of the previous turn this request answers neither by id (the
     model's, or the one the client echoed it under) nor, for calls without ids, by tool name (one
     result of that tool per call)."""
-    answered_ids = {p.call_id for p in ctx.turn.c.pairings if p.call_id}
-    echo_ids = _echo_ids(ctx, ctx.turn.c.appended)
-    by_id = {i for i, c in enumerate(calls) if (c.id and c.id in answered_ids) or echo_ids.get(i) in answered_ids}
-    # A result already answering a call by id (the model's, or the one the client echoed it under:
-    # Gemini CLI invents ids for calls that have none) answers no other call by name.
-    used = {c.id for i, c in enumerate(calls) if i in by_id and c.id} | {echo_ids[i] for i in by_id if i in echo_ids}
+    by_id, used = _answered_by_id(ctx, calls)
     answered_names: dict[str, int] = {}
     for p in ctx.turn.c.pairings:
         if p.call_turn == prev_turn and p.name and p.call_id not in used:
@@ -63,6 +58,18 @@ def _unanswered_calls(ctx: TurnContext, prev_turn: int, calls: list[ToolCall]) -
             answered_names[c.name] -= 1
             continue
         yield c
+
+
+def _answered_by_id(ctx: TurnContext, calls: list[ToolCall]) -> tuple[set[int], set[str]]:
+    """The indexes of ``calls`` this request answers by id (the model's, or the one the client
+    echoed it under), and the ids those results use up."""
+    answered_ids = {p.call_id for p in ctx.turn.c.pairings if p.call_id}
+    echo_ids = _echo_ids(ctx, ctx.turn.c.appended)
+    by_id = {i for i, c in enumerate(calls) if (c.id and c.id in answered_ids) or echo_ids.get(i) in answered_ids}
+    # A result already answering a call by id (the model's, or the one the client echoed it under:
+    # Gemini CLI invents ids for calls that have none) answers no other call by name.
+    used = {c.id for i, c in enumerate(calls) if i in by_id and c.id} | {echo_ids[i] for i in by_id if i in echo_ids}
+    return by_id, used
 
 
 def _dropped(ctx: TurnContext, prev_turn: int, c: ToolCall) -> Iterator[Finding]:

@@ -27,7 +27,7 @@ def memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh state directory, and an empty memo in this process."""
     state = tmp_path / "state"
     monkeypatch.setenv("LOOPTAP_STATE_DIR", str(state))
-    monkeypatch.setattr(price_memo, "_memo", None)
+    monkeypatch.setattr(price_memo._memo(), "_doc", None)
     return state / price_memo._FILE
 
 
@@ -58,9 +58,9 @@ def test_the_memo_gives_the_library_figures_for_every_model(memo: Path, monkeypa
     calls = _library_calls(monkeypatch)
     first = [_call(u, ref, pid, when, ctx) for ref, pid, when, ctx, u in cases]  # the library fills the memo as it goes
     assert calls and len(calls) < len(cases)
-    doc = orjson.loads(orjson.dumps(price_memo._memo))  # the memo as its file holds it
+    doc = orjson.loads(orjson.dumps(price_memo._memo().doc()))  # the memo as its file holds it
     assert price_memo._sound(doc)
-    monkeypatch.setattr(price_memo, "_memo", doc)
+    monkeypatch.setattr(price_memo._memo(), "_doc", doc)
     calls.clear()
     second = [_call(u, ref, pid, when, ctx) for ref, pid, when, ctx, u in cases]
     for got in (first, second):
@@ -102,7 +102,7 @@ def test_a_host_and_a_model_name_from_the_memo(memo: Path, monkeypatch: pytest.M
             want.append(None)
     assert answers() == want
     assert memo.is_file()
-    monkeypatch.setattr(price_memo, "_memo", None)  # the next process: from the file
+    monkeypatch.setattr(price_memo._memo(), "_doc", None)  # the next process: from the file
     monkeypatch.setattr("cassettes.analysis.price_data.get_snapshot", _forbidden)
     assert answers() == want
 
@@ -186,7 +186,7 @@ def test_a_memo_that_is_not_sound_is_not_used(memo: Path, monkeypatch: pytest.Mo
     else:
         memo.unlink()
         memo.mkdir()
-    monkeypatch.setattr(price_memo, "_memo", None)
+    monkeypatch.setattr(price_memo._memo(), "_doc", None)
     calls = _library_calls(monkeypatch)
     got = price_memo.calc_price({"input_tokens": 1000, "output_tokens": 100}, "gpt-4o", provider_id="openai", when=NOW)
     assert got == want and calls == [1]  # the library answered
@@ -196,7 +196,7 @@ def test_a_sound_memo_is_used(memo: Path, monkeypatch: pytest.MonkeyPatch) -> No
     """The twin of the above: the same memo, unspoiled, answers without the library."""
     want = _fill(memo)
     assert memo.stat().st_mode & 0o777 == 0o600
-    monkeypatch.setattr(price_memo, "_memo", None)
+    monkeypatch.setattr(price_memo._memo(), "_doc", None)
     calls = _library_calls(monkeypatch)
     got = price_memo.calc_price({"input_tokens": 1000, "output_tokens": 100}, "gpt-4o", provider_id="openai", when=NOW)
     assert got == want and calls == []
