@@ -39,7 +39,7 @@ from cassettes.storage.paths import orphans, process_start
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["KEEP", "PREFIX", "Spill", "SpillMap", "reclaim_stale"]
+__all__ = ["KEEP", "PREFIX", "Spill", "SpillMap", "reclaim_once", "reclaim_stale"]
 
 K = TypeVar("K", int, str)
 V = TypeVar("V")
@@ -80,7 +80,7 @@ def reclaim_stale(directory: str | None = None) -> list[str]:
 
 
 @functools.cache
-def _reclaim_once() -> None:
+def reclaim_once() -> None:
     """:func:`reclaim_stale` the first time this process spills (the cache is the "once")."""
     try:
         reclaim_stale()
@@ -102,7 +102,7 @@ class Spill:
         self._dir: str | None = None
         self._tables = 0
         self._finalizer: weakref.finalize[Any, Any] | None = None
-        _reclaim_once()
+        reclaim_once()
 
     def table(self) -> str:
         self._tables += 1

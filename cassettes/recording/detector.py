@@ -23,7 +23,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-__all__ = ["LOOPTAP_RULES", "Detector", "Rule", "default_detector", "entropy"]
+__all__ = ["LOOPTAP_RULES", "WINDOW", "Detector", "Rule", "default_detector", "entropy"]
 
 #: (id, regex, keywords, entropy floor, secret group). The boundary guard is a look-behind placed
 #: *after* the literal prefix (so ``task-…`` does not match ``sk-``): the regex engine scans for the
@@ -52,7 +52,7 @@ LOOPTAP_RULES: tuple[tuple[str, str, tuple[str, ...], float, int], ...] = (
 
 
 #: Characters of text the keyword search reads at a time (:meth:`Detector._present`).
-_WINDOW = 1 << 20
+WINDOW = 1 << 20
 
 
 def entropy(text: str) -> float:
@@ -139,7 +139,7 @@ class Detector:
         RSS in the recorder's writer), a window's is bounded. Windows overlap by the longest
         keyword less one character, so a keyword across their border is found whole in one."""
         present: set[str] = set()
-        step = _WINDOW
+        step = WINDOW
         overlap = self._overlap
         for start in range(0, max(len(text), 1), step):
             low = text[start : start + step + overlap].lower()

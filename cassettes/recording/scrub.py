@@ -19,12 +19,12 @@ from cassettes.recording.detector import Detector, default_detector
 from cassettes.recording.names import REDACTED
 from cassettes.recording.streams import merge
 
-__all__ = ["Scrubber", "Secrets", "detector"]
+__all__ = ["SEEN_CHARS", "Scrubber", "Secrets", "detector"]
 
 #: Joins the strings of a JSON body for one scrub: no known pattern matches a NUL or a newline.
 _SEP = "\n\x00\n"
 #: How much already-scrubbed text a redactor remembers (characters; a few agents' histories).
-_SEEN_CHARS = 64 << 20
+SEEN_CHARS = 64 << 20
 
 
 def detector(extra_patterns: Iterable[str] = ()) -> Detector:
@@ -134,7 +134,7 @@ class Scrubber:
                 seen[t] = r
                 self._seen_chars += len(t)
         out = [seen.get(t, t) for t in texts]
-        while self._seen_chars > _SEEN_CHARS and seen:  # forget the oldest first
+        while self._seen_chars > SEEN_CHARS and seen:  # forget the oldest first
             old = next(iter(seen))
             self._seen_chars -= len(old)
             del seen[old]

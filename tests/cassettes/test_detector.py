@@ -59,7 +59,7 @@ def test_a_keyword_across_the_search_windows_border_is_found() -> None:
     d = default_detector()
     key = "ghp_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hI6"
     for shift in range(-6, 3):
-        pad = det._WINDOW + shift
+        pad = det.WINDOW + shift
         text = "x " * (pad // 2) + "." * (pad % 2) + key + " done"
         assert text.index(key) == pad
         assert {text[s:e] for _, s, e in d.find(text)} == {key}, shift

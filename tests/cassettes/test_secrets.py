@@ -718,7 +718,7 @@ def test_a_pattern_that_crosses_lines_falls_back_to_one_scrub_per_string() -> No
 def test_history_scrub_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     import cassettes.recording.scrub as scrub
 
-    monkeypatch.setattr(scrub, "_SEEN_CHARS", 10_000)
+    monkeypatch.setattr(scrub, "SEEN_CHARS", 10_000)
     red = Redactor()
     for i in range(50):
         red.exchange(_chat({"messages": [{"content": f"{i:04d} " + "w" * 995}]}))

@@ -52,7 +52,7 @@ def test_the_next_run_removes_the_spill_dir_of_a_killed_process(tmp_path: Path, 
     assert left.name.startswith(f"{spill.PREFIX}")
     run = write_huge(tmp_path / "run.jsonl", 3)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(spill, "_reclaimed", False)  # as in a new process
+    spill.reclaim_once.cache_clear()  # as in a new process
     assert main(["show", str(run)]) == 0
     capsys.readouterr()
     assert not left.exists()
