@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult
 
 if TYPE_CHECKING:
-    from cassettes.providers._base import WS_TURN, Chaining, Provider, Rendered, WsTurns, is_ws_turn
+    from cassettes.providers._base import WS_TURN, Chaining, Provider, Rendered, WsTurns, is_ws_turn, reset_at
     from cassettes.providers._profile import Profile
     from cassettes.providers._replay import ReplayShapes
 
@@ -32,6 +32,7 @@ __all__ = [
     "detect",
     "is_llm_host",
     "is_ws_turn",
+    "reset_at",
     "versioned_path",
 ]
 
@@ -81,7 +82,7 @@ def _providers() -> list[Provider]:
 def __getattr__(name: str) -> Any:  # PEP 562: the names that need the adapters or the base module
     if name == "FAMILIES":
         return tuple(p.family for p in _providers())
-    if name in ("WS_TURN", "Chaining", "Profile", "Provider", "Rendered", "ReplayShapes", "WsTurns", "is_ws_turn"):
+    if name in ("WS_TURN", "Chaining", "Profile", "Provider", "Rendered", "ReplayShapes", "WsTurns", "is_ws_turn", "reset_at"):
         from cassettes.providers import _base
 
         return getattr(_base, name)

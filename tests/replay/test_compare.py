@@ -144,7 +144,7 @@ def test_each_familys_tool_declarations_are_read_for_the_schema(family: str) -> 
     ``input_schema``, Gemini's ``functionDeclarations`` with OpenAPI upper-case types, Responses'
     flat ``function`` tools)."""
     from cassettes.models import ToolCall
-    from cassettes.replay.forking.compare import _check, _offered
+    from cassettes.replay.forking.compare import check_arguments, offered_tools
     from cassettes.wire.exchange import Exchange
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -156,12 +156,12 @@ def test_each_familys_tool_declarations_are_read_for_the_schema(family: str) -> 
                        "type": "OBJECT", "properties": {"city": {"type": "STRING"}}, "required": ["city"]}}]}]}),
         "openai_responses": ("https://api.openai.com/v1/responses", {"model": "m", "input": "hi", "tools": [{"type": "function", "name": "get_weather", "parameters": schema}]}),
     }[family]
-    tools = _offered(Exchange("POST", url, [("content-type", "application/json")], orjson.dumps(body)))
+    tools = offered_tools(Exchange("POST", url, [("content-type", "application/json")], orjson.dumps(body)))
     assert [t.name for t in tools] == ["get_weather"]
-    assert _check(ToolCall(name="get_weather", arguments={"city": "Oslo"}), tools).schema_valid is True
-    bad = _check(ToolCall(name="get_weather", arguments={"town": "Oslo"}), tools)
+    assert check_arguments(ToolCall(name="get_weather", arguments={"city": "Oslo"}), tools).schema_valid is True
+    bad = check_arguments(ToolCall(name="get_weather", arguments={"town": "Oslo"}), tools)
     assert bad.schema_valid is False and bad.schema_errors == ["$: missing required property 'city'"]
-    other = _check(ToolCall(name="get_time", arguments={}), tools)
+    other = check_arguments(ToolCall(name="get_time", arguments={}), tools)
     assert other.offered is False and other.schema_valid is None
 
 

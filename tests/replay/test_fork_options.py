@@ -221,10 +221,23 @@ def test_the_marker_takes_the_forks_options_and_says_what_went_live(pytester: py
     assert "looptap fork" in out and "live in " in out and "turns 1, 2 on new-model-3 (--model)" in out, out
 
 
-def test_the_marker_refuses_model_and_edit_without_fork() -> None:
-    from cassettes.replay.testing.plugin import _fork_cursor
+def test_the_marker_refuses_model_and_edit_without_fork(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_inner='''
+import pytest
 
-    mark = pytest.mark.looptap("x.jsonl", model="gpt-5").mark
-    with pytest.raises(pytest.fail.Exception, match="go with fork="):
-        _fork_cursor(mark)
+@pytest.mark.looptap("cassettes/loop.jsonl", model="gpt-5")
+def test_model_alone(looptap):
+    pass
+
+@pytest.mark.looptap("cassettes/loop.jsonl", edit="tool_result[call_A1]=x")
+def test_edit_alone(looptap):
+    pass
+''')
+    (pytester.path / "cassettes").mkdir()
+    write(pytester.path / "cassettes" / "loop.jsonl", tool_loop())
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:textual-snapshot", "--looptap-record-mode=none")
+    result.assert_outcomes(errors=2)
+    out = result.stdout.str()
+    assert out.count("looptap: model=, edit=, live= and prefix= go with fork='turn=N'") == 2, out
+    assert "pytest_plugin.py" not in out and "Traceback" not in out, out
     assert orjson  # (imported for the fixtures' JSON)

@@ -59,9 +59,11 @@ __all__ = [
     "Comparison",
     "Sample",
     "TurnComparison",
+    "check_arguments",
     "check_budget",
     "compare_run",
     "estimate_costs",
+    "offered_tools",
     "plan_requests",
     "send_list",
     "text_similarity",
@@ -479,7 +481,7 @@ def _sample(ex: Exchange, latency: float, tools: list[ToolSpec]) -> Sample:
         return Sample(ex.status, [], "", False, None, None, latency, error=_failure(ex, r)[:500])
     calls = [c for c in r.tool_calls if c.name or c.id or (c.arguments_raw or "").strip() or c.arguments]  # not a zero-valued placeholder
     return Sample(ex.status, [(c.name or "?", c.arguments if c.arguments is not None else c.arguments_raw) for c in calls], r.text, _refused(r),
-                  r.finish_reason_raw, r.usage.output_tokens if r.usage else None, latency, checks=[_check(c, tools) for c in calls],
+                  r.finish_reason_raw, r.usage.output_tokens if r.usage else None, latency, checks=[check_arguments(c, tools) for c in calls],
                   usage=_price_usage(rt.family, r.usage))
 
 
@@ -508,7 +510,7 @@ def _refused(r: NormalisedResponse) -> bool:
     return any(p.kind == "refusal" for p in r.parts) or (r.finish_reason is not None and str(r.finish_reason.value) == "refusal")
 
 
-def _check(c: ToolCall, tools: list[ToolSpec]) -> ArgumentCheck:
+def check_arguments(c: ToolCall, tools: list[ToolSpec]) -> ArgumentCheck:
     """``c``'s arguments: JSON? valid against the declared schema of its tool? (jsonschema is
     imported with the check, when a comparison first needs it.)"""
     from cassettes.analysis.emission import schema_errors
@@ -522,7 +524,7 @@ def _check(c: ToolCall, tools: list[ToolSpec]) -> ArgumentCheck:
     return out
 
 
-def _offered(ex: Exchange) -> list[ToolSpec]:
+def offered_tools(ex: Exchange) -> list[ToolSpec]:
     """The tools the recorded request declared (as its family's adapter reads them)."""
     from cassettes.parsing.roundtrip import parse_exchange
 
@@ -846,7 +848,7 @@ def compare_run(run: Any, planned: list[Planned], live: Any, model: str | None, 
             if base is None:
                 result.stopped = f"seq {p.seq}: no upstream serves this API (give one with --upstream NAME=URL)"
                 return
-            tools = _offered(p.ex)
+            tools = offered_tools(p.ex)
             tc = TurnComparison(p.seq, p.conversation, p.turn, _sample(p.ex, _recorded_latency(p.ex), tools), recorded_cost=p.cost, estimate=p.estimate, recorded_estimated=p.cost_estimated,
                                 candidate_estimated=p.price_ref is not None and p.price_ref[0] is None)
             for k in range(samples):
