@@ -50,14 +50,16 @@ from typing import Any
 import orjson
 
 from cassettes.analysis.price_data import PRICES_VERSION, data_file
-from cassettes.analysis.price_memo_shape import MAX as _MAX
+from cassettes.analysis.price_memo_shape import MAX
 from cassettes.analysis.price_memo_shape import empty as _empty
 from cassettes.analysis.price_memo_shape import sound as _sound
 
-__all__ = ["PRICES_VERSION", "calc_price", "known_model", "provider_for_url", "table_identity"]
+__all__ = ["FILE_NAME", "MAX", "PRICES_VERSION", "PriceMemo", "calc_price", "known_model", "process_memo", "provider_for_url", "save", "signature",
+           "table_identity"]
 
 _FORMAT = 1
-_FILE = "genai-prices-memo.json"
+#: The memo's file, in looptap's per-user state directory.
+FILE_NAME = "genai-prices-memo.json"
 
 _MISSING: Any = object()
 
@@ -94,12 +96,13 @@ def _path_and_key() -> tuple[Path, bytes] | None:
     if key is None:
         return None
     try:
-        return sealed.state_dir() / _FILE, key
+        return sealed.state_dir() / FILE_NAME, key
     except RuntimeError:  # no home directory
         return None
 
 
-def _mac(key: bytes, identity: list[Any], body: bytes) -> str:
+def signature(key: bytes, identity: list[Any], body: bytes) -> str:
+    """The memo file's first line: the machine key's HMAC over the price table's identity and the body."""
     return hmac.new(key, orjson.dumps(identity) + b"\0" + body, hashlib.sha256).hexdigest()
 
 
@@ -135,7 +138,7 @@ def _load() -> dict[str, Any]:
     finally:
         os.close(fd)
     mac, _, body = raw.partition(b"\n")
-    if not hmac.compare_digest(mac, _mac(key, identity, body).encode()):
+    if not hmac.compare_digest(mac, signature(key, identity, body).encode()):
         return _empty()
     try:
         doc = orjson.loads(body)
@@ -144,18 +147,19 @@ def _load() -> dict[str, Any]:
     return doc if _sound(doc) else _empty()
 
 
-def _save(doc: dict[str, Any]) -> None:
+def save(doc: dict[str, Any]) -> None:
+    """Write ``doc`` as the memo's file, signed (nothing when there is no state directory or price table)."""
     identity = table_identity()
     where = _path_and_key()
     if identity is None or where is None:
         return
     path, key = where
     body = orjson.dumps(doc)
-    tmp = path.with_name(f".{_FILE}.{os.getpid()}.{threading.get_ident()}")
+    tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}.{threading.get_ident()}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         with os.fdopen(fd, "wb") as f:
-            f.write(_mac(key, identity, body).encode() + b"\n" + body)
+            f.write(signature(key, identity, body).encode() + b"\n" + body)
         os.replace(tmp, path)
     except OSError:
         try:
@@ -164,7 +168,7 @@ def _save(doc: dict[str, Any]) -> None:
             pass
 
 
-class _PriceMemo:
+class PriceMemo:
     """The memo as this process holds it: read from its file on first use, grown by :meth:`fill`
     (and saved when that changed it). Its lock is held around every read and fill."""
 
@@ -176,6 +180,11 @@ class _PriceMemo:
         if self._doc is None:
             self._doc = _load()
         return self._doc
+
+    def forget(self) -> None:
+        """Drop what this process holds: the next read comes from the file."""
+        with self.lock:
+            self._doc = None
 
     def fill(self, what: Any, *args: Any) -> None:
         """``what(entries, *args)`` writes entries (in the memo's shape) for one answer of the
@@ -194,7 +203,7 @@ class _PriceMemo:
                 return  # genai-prices' internals moved, or a shape the memo does not know
             if not _sound(new):
                 return
-            if any(len(doc[t]) + len(new[t]) > _MAX for t in ("lookup", "models", "plans", "inferred")):
+            if any(len(doc[t]) + len(new[t]) > MAX for t in ("lookup", "models", "plans", "inferred")):
                 doc = self._doc = _empty()  # a memo that outgrew its use starts again
             changed = False
             for name in ("known", "providers"):
@@ -205,15 +214,15 @@ class _PriceMemo:
                     if doc[name].get(k, _MISSING) != v:
                         doc[name][k], changed = v, True
             if changed:
-                _save(doc)
+                save(doc)
 
 
 @functools.cache
-def _memo() -> _PriceMemo:
+def process_memo() -> PriceMemo:
     """The memo of this process. One for the process, not one per analysis: it holds only what the
     installed price table answers, the same for every analysis, and its file is shared with the
-    next process anyway (tests give a process a fresh one by setting its ``_doc`` to ``None``)."""
-    return _PriceMemo()
+    next process anyway (tests give a process a fresh one with :meth:`PriceMemo.forget`)."""
+    return PriceMemo()
 
 
 # --- computing from the memo -------------------------------------------------------------------
@@ -286,7 +295,7 @@ def _lookup_key(model_ref: str, provider_id: str | None) -> str:
 
 def _from_memo(usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime | None,
                price_context: dict[str, Any] | None) -> tuple[Decimal, str, str] | None:
-    doc = _memo().doc()
+    doc = process_memo().doc()
     known = doc["known"]
     if known is None or not all(type(v) is int and v >= 0 and k in known for k, v in usage.items()):
         return None
@@ -431,7 +440,7 @@ def calc_price(
 ) -> tuple[Decimal, str, str]:
     """:func:`cassettes.analysis.pricing.calc_price`, from the memo when it holds the answer."""
     if not _custom_snapshot():
-        with _memo().lock:
+        with process_memo().lock:
             hit = _from_memo(usage, model_ref, provider_id, when, price_context)
         if hit is not None:
             return hit
@@ -441,17 +450,17 @@ def calc_price(
         result = pricing.calc_price(usage, model_ref, provider_id=provider_id, when=when, price_context=price_context)
     except LookupError:
         if not _custom_snapshot():
-            _memo().fill(_record_lookup, model_ref, provider_id)  # no such model: asked again, the memo says so
+            process_memo().fill(_record_lookup, model_ref, provider_id)  # no such model: asked again, the memo says so
         raise
     if not _custom_snapshot() and pricing._FAST and pricing._plain(usage):
-        _memo().fill(_record, usage, model_ref, provider_id, when, price_context)
+        process_memo().fill(_record, usage, model_ref, provider_id, when, price_context)
     return result
 
 
 def provider_for_url(url: str) -> str:
     """The id of the provider whose API ``url`` is (``DataSnapshot.find_provider(None, None, url)``);
     ``LookupError`` when none."""
-    memo = _memo()
+    memo = process_memo()
     with memo.lock:
         providers = memo.doc()["providers"]
     if providers is None or _custom_snapshot():
@@ -459,7 +468,7 @@ def provider_for_url(url: str) -> str:
 
         snapshot = get_snapshot()
         if not _custom_snapshot():
-            _memo().fill(_record_providers)
+            process_memo().fill(_record_providers)
         return str(snapshot.find_provider(None, None, url).id)
     for pid, pattern in providers:
         if re.match(pattern, url):
@@ -471,7 +480,7 @@ def known_model(name: str) -> str | None:
     """``provider/model`` as genai-prices files ``name`` when looked up without a provider, or ``None``."""
     key = _lookup_key(name, None)
     if not _custom_snapshot():
-        memo = _memo()
+        memo = process_memo()
         with memo.lock:
             doc = memo.doc()
             if key in doc["lookup"]:
@@ -486,5 +495,5 @@ def known_model(name: str) -> str | None:
     else:
         found = f"{provider.id}/{model.id}"
     if not _custom_snapshot():
-        _memo().fill(_record_lookup, name, None)
+        process_memo().fill(_record_lookup, name, None)
     return found

@@ -177,7 +177,7 @@ def test_other_price_data_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
     from cassettes.analysis import price_memo, tokens
 
     monkeypatch.setenv("LOOPTAP_STATE_DIR", str(tmp_path / "state"))  # the price memo below is the test's own
-    monkeypatch.setattr(price_memo._memo(), "_doc", None)
+    price_memo.process_memo().forget()
     path = str(_cassette(tmp_path / "run.jsonl", [200, 200, 200]))
     old = _show("show", "--json", path)
     assert old == _show("show", "--json", path)  # (the kept analysis and its views, taken)
@@ -190,7 +190,7 @@ def test_other_price_data_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(tokens, "calc_price", doubled)
     monkeypatch.setattr(price_memo, "table_identity", lambda: [*identity[:-1], identity[-1] + 1])  # its data file, rewritten
-    monkeypatch.setattr(price_memo._memo(), "_doc", None)
+    price_memo.process_memo().forget()
     monkeypatch.delitem(kept._cache, "analyser", raising=False)  # (a new process)
     fresh = _show("show", "--json", "--no-cache", path)
     assert fresh != old

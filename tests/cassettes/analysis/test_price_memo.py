@@ -10,6 +10,7 @@ library forbidden. The figures, providers, models and errors must be the same.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -19,16 +20,17 @@ import orjson
 import pytest
 from test_pricing import NOW, USAGES, _cases, _ours
 
-from cassettes.analysis import price_memo, pricing
+from cassettes.analysis import price_memo, price_memo_shape, pricing
 
 
 @pytest.fixture
-def memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh state directory, and an empty memo in this process."""
+def memo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh state directory, and an empty memo in this process (forgotten again after the test)."""
     state = tmp_path / "state"
     monkeypatch.setenv("LOOPTAP_STATE_DIR", str(state))
-    monkeypatch.setattr(price_memo._memo(), "_doc", None)
-    return state / price_memo._FILE
+    price_memo.process_memo().forget()
+    yield state / price_memo.FILE_NAME
+    price_memo.process_memo().forget()
 
 
 def _call(usage: dict[str, int], model_ref: str, provider_id: str | None, when: datetime, ctx: Any) -> Any:
@@ -51,16 +53,19 @@ def _library_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_the_memo_gives_the_library_figures_for_every_model(memo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(price_memo, "_MAX", 1 << 20)  # every model at once (a user's memo holds what their runs name)
-    monkeypatch.setattr(price_memo, "_save", lambda doc: None)  # the file round trip is done once, below
+    monkeypatch.setattr(price_memo, "MAX", 1 << 20)  # every model at once (a user's memo holds what their runs name)
+    save = price_memo.save
+    monkeypatch.setattr(price_memo, "save", lambda doc: None)  # the file round trip is done once, below
     cases = _cases() + [(ref, None, NOW, None, u) for ref in ("gpt-4o", "claude-3-5-haiku-latest", "no-such-model-xyz") for u in USAGES]
     want = [_ours(u, ref, pid, when, ctx) for ref, pid, when, ctx, u in cases]  # pricing.calc_price: the library's figures (test_pricing)
     calls = _library_calls(monkeypatch)
     first = [_call(u, ref, pid, when, ctx) for ref, pid, when, ctx, u in cases]  # the library fills the memo as it goes
     assert calls and len(calls) < len(cases)
-    doc = orjson.loads(orjson.dumps(price_memo._memo().doc()))  # the memo as its file holds it
-    assert price_memo._sound(doc)
-    monkeypatch.setattr(price_memo._memo(), "_doc", doc)
+    doc = orjson.loads(orjson.dumps(price_memo.process_memo().doc()))  # the memo as its file holds it
+    assert price_memo_shape.sound(doc)
+    save(doc)
+    price_memo.process_memo().forget()  # the next process: from the file
+    assert price_memo.process_memo().doc() == doc
     calls.clear()
     second = [_call(u, ref, pid, when, ctx) for ref, pid, when, ctx, u in cases]
     for got in (first, second):
@@ -102,7 +107,7 @@ def test_a_host_and_a_model_name_from_the_memo(memo: Path, monkeypatch: pytest.M
             want.append(None)
     assert answers() == want
     assert memo.is_file()
-    monkeypatch.setattr(price_memo._memo(), "_doc", None)  # the next process: from the file
+    price_memo.process_memo().forget()  # the next process: from the file
     monkeypatch.setattr("cassettes.analysis.price_data.get_snapshot", _forbidden)
     assert answers() == want
 
@@ -124,7 +129,7 @@ def _signed(memo: Path, doc: Any) -> None:
     key = sealed.machine_key(create=True)
     assert key is not None and price_memo.table_identity() is not None
     body = orjson.dumps(doc)
-    memo.write_bytes(price_memo._mac(key, price_memo.table_identity() or [], body).encode() + b"\n" + body)
+    memo.write_bytes(price_memo.signature(key, price_memo.table_identity() or [], body).encode() + b"\n" + body)
 
 
 def _tamper_price(memo: Path) -> None:
@@ -186,7 +191,7 @@ def test_a_memo_that_is_not_sound_is_not_used(memo: Path, monkeypatch: pytest.Mo
     else:
         memo.unlink()
         memo.mkdir()
-    monkeypatch.setattr(price_memo._memo(), "_doc", None)
+    price_memo.process_memo().forget()
     calls = _library_calls(monkeypatch)
     got = price_memo.calc_price({"input_tokens": 1000, "output_tokens": 100}, "gpt-4o", provider_id="openai", when=NOW)
     assert got == want and calls == [1]  # the library answered
@@ -196,7 +201,7 @@ def test_a_sound_memo_is_used(memo: Path, monkeypatch: pytest.MonkeyPatch) -> No
     """The twin of the above: the same memo, unspoiled, answers without the library."""
     want = _fill(memo)
     assert memo.stat().st_mode & 0o777 == 0o600
-    monkeypatch.setattr(price_memo._memo(), "_doc", None)
+    price_memo.process_memo().forget()
     calls = _library_calls(monkeypatch)
     got = price_memo.calc_price({"input_tokens": 1000, "output_tokens": 100}, "gpt-4o", provider_id="openai", when=NOW)
     assert got == want and calls == []
