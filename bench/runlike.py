@@ -129,6 +129,8 @@ def zips(root: Path) -> list[str]:
     out = []
     for folder in ("cassettes", "inspector", "proxy", "tests", "bench"):
         for path in sorted((root / folder).rglob("*.py")):
+            if path.name == "runlike.py":  # (this file's own pattern)
+                continue
             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
                 if pat.search(line):
                     out.append(f"{path.relative_to(root)}:{n}")
