@@ -25,8 +25,13 @@ __all__: list[str] = []  # what Run holds for exchanges in memory: not a second 
 class Held:
     """Exchanges in a list, their parses and analysis made on first use."""
 
-    def __init__(self, exchanges: list[Exchange], analysis: RunAnalysis | None = None, problems: Sequence[str] = (),
-                 first_turn: Callable[[], int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        exchanges: list[Exchange],
+        analysis: RunAnalysis | None = None,
+        problems: Sequence[str] = (),
+        first_turn: Callable[[], int] | None = None,
+    ) -> None:
         self.exchanges = exchanges
         self._roundtrips: list[RoundTrip] | None = None
         self._pairs: list[tuple[Exchange, RoundTrip]] | None = None

@@ -4,9 +4,9 @@ to its end, and ``open_run(path, follow=True)``, which follows it as it grows). 
 read a run: :class:`RunReader` is what :class:`~cassettes.reading.run.Run` delegates to.
 
 :class:`RunReader` reads the file through :class:`cassettes.storage.source.RecordSource` (record
-offsets, request bodies, a torn tail, a file still growing) and feeds the records, batch by batch, through the
-incremental layer analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which releases what later
-turns no longer need), then releases each exchange's raw bytes. Each analysed turn is kept as a
+offsets, request bodies, a torn tail, a file still growing) and feeds the records, batch by batch,
+through the incremental layer analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which
+releases what later turns no longer need), then releases each exchange's raw bytes. Each analysed turn is kept as a
 :class:`~cassettes.views.summary.TurnSummary` (what a turn list, the findings, the growth chart and
 navigation read: a few hundred bytes); the full turn goes, compressed, to an anonymous temporary
 file and :meth:`RunReader.full_turn` restores it (a small cache keeps the recently shown
@@ -559,7 +559,8 @@ class RunReader:
         self.analyser.release()  # keep the run's analysis, not the analyser's working state
         self._again = self.reread()
         turns: Mapping[int, Any] = self._again.turns
-        self._settled = self.analyser.result.model_copy(update={"turns": turns})  # every other field as the analysis left it
+        # every other field as the analysis left it
+        self._settled = self.analyser.result.model_copy(update={"turns": turns})
 
     def step(self, max_bytes: int | None = BLOCK) -> Batch:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
@@ -582,7 +583,7 @@ class RunReader:
             from cassettes.reading.branch import branch_origin, first_turn
 
             self.analyser.first_index = first_turn(branch_origin(self.index.header, self.index.path))
-        for pos, ex in self.source.take(recs, first):  # (a record that cannot be read: skipped on every pass)
+        for pos, ex in self.source.take(recs, first):  # (one that cannot be read: skipped)
             self.records += 1
             if ex.started is not None and self.first_started is None:
                 self.first_started = ex.started
@@ -910,7 +911,8 @@ class _Column:
         return self._get()(self._reread._records.nth(k % n))
 
     def _get(self) -> Any:
-        return (self._reread.exchange_at, self._reread.roundtrip_at, self._reread.pair_at)[self._which]
+        r = self._reread
+        return (r.exchange_at, r.roundtrip_at, r.pair_at)[self._which]
 
 
 class _Turns(Mapping[int, Turn]):

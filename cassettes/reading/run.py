@@ -189,7 +189,9 @@ class Run:
         #: The cassette header (``{}`` for inputs that have none, like vcrpy YAML).
         self.header: dict[str, Any] = header if header is not None else {}
         # What the run reads through: a looptap cassette's reader, or the exchanges held in memory.
-        self._reader: Reader = reader if reader is not None else Held(list(exchanges), analysis, problems, self._first_turn)
+        self._reader: Reader = reader if reader is not None else Held(
+            list(exchanges), analysis, problems, self._first_turn
+        )
         #: Epoch seconds to lay out round trips whose start time was not recorded (imports): the
         #: cassette's creation time, so an export of the same file is the same every time.
         self.epoch = epoch if epoch is not None else _epoch(self.header, self.exchanges)
@@ -247,10 +249,10 @@ class Run:
         finished = self._reader.finish()
         if finished is None:  # (exchanges in memory: nothing was still to come)
             return
-        self.header, first_started, families = finished
+        self.header, first_started, self._families = finished
         created = _created(self.header)
-        self.epoch = created if created is not None else (first_started if first_started is not None else 0.0)
-        self._families = families
+        started = first_started if first_started is not None else 0.0
+        self.epoch = created if created is not None else started
 
     def progress(self) -> float | None:
         """Share of the file read so far (``None``: unknown, or an empty file)."""
@@ -686,7 +688,7 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
         run.finish()
     except CassetteFormatError as exc:  # nothing but an unfinished header line
         raise CassetteFormatError(str(exc)) from None
-    reader.settle()  # the run is complete: its analysis kept, its round trips read again on each pass
+    reader.settle()  # complete: its analysis kept, its round trips read again on each pass
     return run
 
 

@@ -2,12 +2,12 @@
 round trip is a few integers, not the exchange.
 
 :class:`IndexedRecordings` reads the file once, a block at a time (the reader of a cassette's
-records every streaming command uses, :class:`~cassettes.storage.source.RecordSource`), hands each exchange to the
-:class:`~cassettes.replay.matcher.Matcher` (which keeps a hash of its request key) and lets it
-go; a played round trip is read again from disk by its offset. The run analysis that places the
-round trips in conversations and turns (needed for a miss or the report only) is the streamed
-one (:func:`~cassettes.reading.run.open_run`). The memory budget of the commands that read a
-whole run (``LOOPTAP_MEMORY_BUDGET_MB``) holds here too: one line, never a ``MemoryError``.
+records every streaming command uses, :class:`~cassettes.storage.source.RecordSource`), hands each
+exchange to the :class:`~cassettes.replay.matcher.Matcher` (which keeps a hash of its request key)
+and lets it go; a played round trip is read again from disk by its offset. The run analysis that
+places the round trips in conversations and turns (needed for a miss or the report only) is the
+streamed one (:func:`~cassettes.reading.run.open_run`). The memory budget of the commands that
+read a whole run (``LOOPTAP_MEMORY_BUDGET_MB``) holds here too: one line, never a ``MemoryError``.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ class IndexedRecordings:
 
     def exchange(self, i: int) -> Exchange:
         """The ``i``-th readable exchange, read again from disk."""
-        return self.source.exchange_at(self.source.nth(i), changed=" (the file changed while it was served)")
+        changed = " (the file changed while it was served)"
+        return self.source.exchange_at(self.source.nth(i), changed=changed)
 
     def labels(self) -> Iterator[tuple[int, str, int]]:
         """(position, conversation, turn) of every round trip the run analysis places in a turn

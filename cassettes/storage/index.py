@@ -224,7 +224,9 @@ class RecordIndex:
             raise KeyError(seq)
         return self.record_at(i)
 
-    def record_at(self, pos: int, *, regular: bool = False, changed: str = "", fh: BinaryIO | None = None) -> dict[str, Any]:
+    def record_at(
+        self, pos: int, *, regular: bool = False, changed: str = "", fh: BinaryIO | None = None
+    ) -> dict[str, Any]:
         """The record at position ``pos`` in reading order, read again from disk (``regular``:
         refuse anything but a regular file; ``changed``: said after the error if it is no object;
         ``fh``: read through this handle on the file, kept open by the caller)."""

@@ -31,6 +31,11 @@ from cassettes.wire.exchange import Exchange
 
 __all__ = ["RecordSource"]
 
+#: Records as the index reads them: (line number, record).
+Polled = list[tuple[int, dict[str, Any]]]
+#: Said after the error when the bytes at a record's offset are no record any more.
+_CHANGED = " (the file changed while it was read)"
+
 
 class RecordSource:
     """The exchange records of a looptap cassette, by position in the file (read so far).
@@ -41,8 +46,15 @@ class RecordSource:
     file handle kept open (a pass over the whole run), else the file is opened for each.
     """
 
-    def __init__(self, path: str | Path, body_cache: int = BODY_CACHE, *, index: RecordIndex | None = None,
-                 skipped: set[int] | None = None, keep_open: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        path: str | Path,
+        body_cache: int = BODY_CACHE,
+        *,
+        index: RecordIndex | None = None,
+        skipped: set[int] | None = None,
+        keep_open: bool = False,
+    ) -> None:
         self.index = index if index is not None else RecordIndex(path)
         self.bodies = RequestBodies(self.index, body_cache)
         #: Positions of the records that could not be rebuilt (shared with every fork).
@@ -55,7 +67,9 @@ class RecordSource:
     def fork(self, body_cache: int = BODY_CACHE, *, keep_open: bool = False) -> RecordSource:
         """The same records for another reader (a viewer's thread, a pass over the run again):
         the same index and skipped records, a cache of bodies (and file handle) of its own."""
-        return RecordSource(self.index.path, body_cache, index=self.index, skipped=self.skipped, keep_open=keep_open)
+        return RecordSource(
+            self.index.path, body_cache, index=self.index, skipped=self.skipped, keep_open=keep_open
+        )
 
     @property
     def path(self) -> Path:
@@ -63,25 +77,25 @@ class RecordSource:
 
     @property
     def problems(self) -> list[Problem]:
-        """Damage found so far (torn, corrupt, unreadable …), as the index and :meth:`take` found it."""
+        """Damage found so far (torn, corrupt, unreadable …): the index's and :meth:`take`'s."""
         return self.index.problems
 
     # -- reading ahead -------------------------------------------------------------------------
-    def poll(self, max_bytes: int | None = None) -> list[tuple[int, dict[str, Any]]]:
-        """The complete records the file gained, as ``(line, record)`` (see :meth:`RecordIndex.poll`)."""
+    def poll(self, max_bytes: int | None = None) -> Polled:
+        """The complete records the file gained (see :meth:`RecordIndex.poll`)."""
         return self.index.poll(max_bytes)
 
-    def close_tail(self) -> list[tuple[int, dict[str, Any]]]:
+    def close_tail(self) -> Polled:
         """The file is finished: a torn last record is reported; a complete one lacking only its
         newline is returned, to be taken like the others."""
         self.index.close_tail()
         return self.index.tail
 
     def rebuild(self, rec: dict[str, Any], checked: bool = False) -> Exchange:
-        """The exchange of a record (raises :class:`CassetteFormatError` when it cannot be rebuilt)."""
+        """The exchange of a record (:class:`CassetteFormatError` when it cannot be rebuilt)."""
         return self.bodies.rebuild(rec, checked=checked)
 
-    def take(self, recs: list[tuple[int, dict[str, Any]]], first: int) -> Iterator[tuple[int, Exchange]]:
+    def take(self, recs: Polled, first: int) -> Iterator[tuple[int, Exchange]]:
         """``(position, exchange)`` of each record :meth:`poll` just gave (``first``: the position
         of the first one); one that cannot be rebuilt is a problem (``unreadable``) and skipped."""
         for k, (line, rec) in enumerate(recs):
@@ -112,7 +126,7 @@ class RecordSource:
             pos += 1
         return pos
 
-    def exchange_at(self, pos: int, changed: str = " (the file changed while it was read)") -> Exchange:
+    def exchange_at(self, pos: int, changed: str = _CHANGED) -> Exchange:
         """The exchange at position ``pos``, read again from disk (``changed``: said after the error
         when the bytes there are no record any more)."""
         with self._lock:

@@ -73,7 +73,9 @@ def test_pairs_are_each_round_trip_with_its_exchange(tmp_path: Path, how: str) -
     assert [rt.model_dump() for _, rt in pairs] == [rt.model_dump() for rt in run.roundtrips]
     for k in (0, 1, -1):
         ex, rt = run.at(k)
-        assert (ex.seq, rt.seq) == (pairs[k][0].seq, pairs[k][1].seq) == (run.pairs[k][0].seq, run.pairs[k][1].seq)
+        again = run.pairs[k]
+        want = (pairs[k][0].seq, pairs[k][1].seq)
+        assert (ex.seq, rt.seq) == want == (again[0].seq, again[1].seq)
     found = run.by_seq(3)
     assert found is not None and found[0].seq == found[1].seq == 3
     assert run.exchange_by_seq(2).seq == 2
