@@ -120,7 +120,7 @@ def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(tmp_path: Path
     # response parsed again either.
     parses.clear()
     every = open_run(path)
-    assert sum(1 for _ in zip(every.roundtrips, every.exchanges, strict=True)) == len(exchanges)
+    assert sum(1 for _ in every.pairs) == len(exchanges)
     assert not parses.responses, f"stored responses parsed again by open_run: {sorted(parses.responses)}"
 
 
@@ -186,7 +186,7 @@ def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(tmp_path: Path, monke
     every = open_run(path)
     assert set(parses.requests.values()) == {1} and len(parses.requests) >= len(fresh) // 2
     parses.clear()
-    printed = {rt.seq: rt.model_dump() for rt, _ in zip(every.roundtrips, every.exchanges, strict=True)}
+    printed = {rt.seq: rt.model_dump() for _, rt in every.pairs}
     assert not parses.requests, f"requests parsed again to print: {sorted(parses.requests)}"
     assert not parses.responses, f"responses parsed again to print: {sorted(parses.responses)}"
     assert printed == fresh
