@@ -1,3 +1,3 @@
-"""Modal screens: help and search."""
+"""The screens: the main one (the run), and the modal ones, help and search."""
 
 from __future__ import annotations
