@@ -15,7 +15,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from cassettes.analysis.dispatch.replayed import replay_miss
-from cassettes.analysis.model import Finding, Layer, McpCall, Turn
+from cassettes.analysis.model import ApiReport, CallCheck, Dispatch, Finding, Layer, McpCall, TokenCount, Turn
 from cassettes.models import ToolResult
 from cassettes.untrusted import clean, clean_line
 from cassettes.views.money import money
@@ -162,49 +162,46 @@ class EmissionPane(LayerPane):
         if e.reasoning:
             out.append(Text.assemble(("reasoning\n", "bold"), (clean(e.reasoning[:_TEXT_LIMIT]), "italic dim")))
         if e.text:
-            shown = self.shown_text
-            body = Text.assemble(("text", "bold"))
-            if self.reveal is not None and self.reveal < len(e.text):
-                body.append(f"  ▶ streaming {self.reveal:,}/{len(e.text):,}", style="bold yellow")
-            body.append("\n")
-            body.append(clean(shown[:_TEXT_LIMIT]))
-            if len(shown) > _TEXT_LIMIT:
-                body.append(f" … ({len(shown) - _TEXT_LIMIT:,} more characters)", style="dim")
-            out.append(body)
+            out.append(self._text(e.text))
         if e.refusal:
             out.append(Text.assemble(("refusal  ", "bold red"), clean(e.refusal)))
         if len(e.tool_calls) > PANE_ITEMS:
             out.append(Text(f"… {len(e.tool_calls) - PANE_ITEMS:,} more tool calls not drawn (the first {PANE_ITEMS} are)", style="dim italic"))
-        for call in e.tool_calls[:PANE_ITEMS]:
-            t = Text.assemble(
-                ("⚙ ", "magenta"),
-                (clean_line(call.name or "?"), "bold"),
-                f"({clean((call.arguments_raw or '')[:_TEXT_LIMIT])})",
-                (f"  id={clean_line(call.id or '')}", "dim"),
-            )
-            if call.parse_error:
-                t.append(f"\n  ✖ arguments are not JSON: {clean(call.parse_error)}", style="red")
-            for err in call.schema_errors:
-                t.append(f"\n  ✖ schema: {clean(err)}", style="red")
-            if call.offered is False:
-                t.append("\n  ✖ this tool was not offered", style="red")
-            elif not call.parse_error and not call.schema_errors:
-                t.append(
-                    "\n  ✔ arguments fit the schema" if call.offered else "\n  ✔ arguments parse",
-                    style="green",
-                )
-            run = self._runs.get(call.id or "")
-            if run is not None:
-                t.append("\n")
-                t.append_text(_mcp_line(run))
-            t.append("\n")
-            t.append_text(self._result_line(call.id))
-            out.append(t)
+        out.extend(self._call(call) for call in e.tool_calls[:PANE_ITEMS])
         if e.empty:
             out.append(Text("(empty response: no text, no tool call)", style="yellow"))
         if not out:
             out.append(Text("nothing emitted (the call failed)", style="dim italic"))
         self._set(out, turn)
+
+    def _text(self, text: str) -> Text:
+        """The emitted text as shown (while re-streaming: how far it is)."""
+        shown = self.shown_text
+        body = Text.assemble(("text", "bold"))
+        if self.reveal is not None and self.reveal < len(text):
+            body.append(f"  ▶ streaming {self.reveal:,}/{len(text):,}", style="bold yellow")
+        body.append("\n")
+        body.append(clean(shown[:_TEXT_LIMIT]))
+        if len(shown) > _TEXT_LIMIT:
+            body.append(f" … ({len(shown) - _TEXT_LIMIT:,} more characters)", style="dim")
+        return body
+
+    def _call(self, call: CallCheck) -> Text:
+        """A tool call, its argument checks, the MCP server that ran it, and its result."""
+        t = Text.assemble(
+            ("⚙ ", "magenta"),
+            (clean_line(call.name or "?"), "bold"),
+            f"({clean((call.arguments_raw or '')[:_TEXT_LIMIT])})",
+            (f"  id={clean_line(call.id or '')}", "dim"),
+        )
+        t.append_text(_checks(call))
+        run = self._runs.get(call.id or "")
+        if run is not None:
+            t.append("\n")
+            t.append_text(_mcp_line(run))
+        t.append("\n")
+        t.append_text(self._result_line(call.id))
+        return t
 
     def _result_line(self, call_id: str | None) -> Text:
         if self._results is None:
@@ -218,6 +215,23 @@ class EmissionPane(LayerPane):
         head.append(": ")
         head.append_text(part_text_result(res))
         return head
+
+
+def _checks(call: CallCheck) -> Text:
+    """What was checked of a call's arguments: JSON, the schema, whether the tool was offered."""
+    t = Text()
+    if call.parse_error:
+        t.append(f"\n  ✖ arguments are not JSON: {clean(call.parse_error)}", style="red")
+    for err in call.schema_errors:
+        t.append(f"\n  ✖ schema: {clean(err)}", style="red")
+    if call.offered is False:
+        t.append("\n  ✖ this tool was not offered", style="red")
+    elif not call.parse_error and not call.schema_errors:
+        t.append(
+            "\n  ✔ arguments fit the schema" if call.offered else "\n  ✔ arguments parse",
+            style="green",
+        )
+    return t
 
 
 def _mcp_line(run: McpCall) -> Text:
@@ -247,54 +261,76 @@ class ApiPane(LayerPane):
     TITLE = "A · API verdict"
 
     def show_turn(self, turn: Turn) -> None:
-        a, k = turn.a, turn.tokens
+        k = turn.tokens
         out: list[RenderableType] = _findings(turn.findings, "A")
-        finish = f"{a.finish_reason_raw or '-'} ({a.finish_reason.value if a.finish_reason else '-'})"
-        complete = "complete" if a.complete else ("TRUNCATED" if a.complete is False else "?")
-        model = a.model_served or "-"
-        if a.model_requested and a.model_served and not a.model_served.startswith(a.model_requested):
-            model = f"{a.model_served} (asked {a.model_requested})"
-        elif a.model_requested and not a.model_served:
-            model = f"{a.model_requested} (requested)"
-        usage = f"in {_n(k.input)} (uncached {_n(k.input_uncached)}, cache read {_n(k.cache_read)}, written {_n(k.cache_write)})"
-        rows: list[tuple[str, str | Text]] = [
-            (
-                "status",
-                Text(str(a.status or "-"), style="bold red" if (a.status or 0) >= 400 else "bold green"),
-            ),
-            ("finish", finish),
-            ("stream", f"{'streamed' if a.stream else 'json'}, {complete}"),
-            ("model", model),
-            ("input", usage),
-            ("output", f"{_n(k.output)} (reasoning {_n(k.reasoning)})  [{k.source}]"),
-            (
-                "cost",
-                f"{money(k.cost, k.price_estimated)} · so far {money(k.cumulative_cost, k.cumulative_estimated)}"
-                f"{'' if k.cost_complete in (None, True) else ' (lower bound)'}"
-                f"{' (~: estimated, list price by model name)' if k.price_estimated or k.cumulative_estimated else ''}",
-            ),
-            ("latency", f"total {_secs(a.duration)} · headers {_secs(a.ttfb)} · first token {_secs(a.ttft)}"),
-        ]
-        if a.request_id:
-            rows.append(("request id", a.request_id))
-        for key, v in sorted(a.rate_limit.items()):
-            rows.append((key, v))
-        out.append(_kv(rows))
-        if replay_miss(turn.findings) is not None:
-            out.append(Text("answered by looptap's replay, not the API: no recorded round trip matches this request "
-                            "(the client's divergence: see C)", style="bold"))
-        elif a.error is not None:
-            err = a.error
-            where = "error event in the stream" if err.in_stream else f"HTTP {err.status}"
-            out.append(
-                Text.assemble(
-                    (f"{where}: ", "bold red"),
-                    clean(f"{err.type or ''} {err.code or ''} {err.message or ''}".strip()),
-                )
-            )
+        out.append(_kv(_api_rows(turn)))
+        verdict = _api_verdict(turn)
+        if verdict is not None:
+            out.append(verdict)
         if k.price_source:
             out.append(wire_line(f"price: {k.price_source}", style="dim"))
         self._set(out, turn)
+
+
+def _model_text(a: ApiReport) -> str:
+    """The model that answered, and the one asked for when it differs (or only that one)."""
+    model = a.model_served or "-"
+    if a.model_requested and a.model_served and not a.model_served.startswith(a.model_requested):
+        model = f"{a.model_served} (asked {a.model_requested})"
+    elif a.model_requested and not a.model_served:
+        model = f"{a.model_requested} (requested)"
+    return model
+
+
+def _cost_text(k: TokenCount) -> str:
+    """This turn's cost and the conversation's so far (``~``: estimated; a lower bound when not
+    every turn had a price)."""
+    return (
+        f"{money(k.cost, k.price_estimated)} · so far {money(k.cumulative_cost, k.cumulative_estimated)}"
+        f"{'' if k.cost_complete in (None, True) else ' (lower bound)'}"
+        f"{' (~: estimated, list price by model name)' if k.price_estimated or k.cumulative_estimated else ''}"
+    )
+
+
+def _api_rows(turn: Turn) -> list[tuple[str, str | Text]]:
+    """The A pane's table: status, finish, stream, model, usage, cost, latency, ids, rate limits."""
+    a, k = turn.a, turn.tokens
+    finish = f"{a.finish_reason_raw or '-'} ({a.finish_reason.value if a.finish_reason else '-'})"
+    complete = "complete" if a.complete else ("TRUNCATED" if a.complete is False else "?")
+    usage = f"in {_n(k.input)} (uncached {_n(k.input_uncached)}, cache read {_n(k.cache_read)}, written {_n(k.cache_write)})"
+    rows: list[tuple[str, str | Text]] = [
+        (
+            "status",
+            Text(str(a.status or "-"), style="bold red" if (a.status or 0) >= 400 else "bold green"),
+        ),
+        ("finish", finish),
+        ("stream", f"{'streamed' if a.stream else 'json'}, {complete}"),
+        ("model", _model_text(a)),
+        ("input", usage),
+        ("output", f"{_n(k.output)} (reasoning {_n(k.reasoning)})  [{k.source}]"),
+        ("cost", _cost_text(k)),
+        ("latency", f"total {_secs(a.duration)} · headers {_secs(a.ttfb)} · first token {_secs(a.ttft)}"),
+    ]
+    if a.request_id:
+        rows.append(("request id", a.request_id))
+    for key, v in sorted(a.rate_limit.items()):
+        rows.append((key, v))
+    return rows
+
+
+def _api_verdict(turn: Turn) -> Text | None:
+    """Who answered when the API did not (looptap's replay), or the API's error."""
+    if replay_miss(turn.findings) is not None:
+        return Text("answered by looptap's replay, not the API: no recorded round trip matches this request "
+                    "(the client's divergence: see C)", style="bold")
+    err = turn.a.error
+    if err is None:
+        return None
+    where = "error event in the stream" if err.in_stream else f"HTTP {err.status}"
+    return Text.assemble(
+        (f"{where}: ", "bold red"),
+        clean(f"{err.type or ''} {err.code or ''} {err.message or ''}".strip()),
+    )
 
 
 #: Longest parameters line, and longest value in it.
@@ -337,45 +373,65 @@ class DispatchPane(LayerPane):
         c = turn.c
         out: list[RenderableType] = _findings(turn.findings, "C")
         out.extend(_miss_lines(turn))
-        echoed = {None: "-", True: "yes", False: "NO"}[c.echoed_assistant]
-        rows: list[tuple[str, str | Text]] = [
-            ("linked by", link_text(c.link, turn.previous_seq)),
-            ("kept", count(c.kept, "message")),
-            ("rewritten", Text(count(c.rewritten, "message"), style="bold yellow" if c.rewritten else "")),
-            ("appended", f"{count(len(c.appended), 'message')} from [{c.appended_from}]"),
-            ("echoed reply", echoed),
-            ("tool choice", c.tool_choice or "-"),
-            ("tools", ", ".join(c.tools_offered) or "-"),
-        ]
-        if c.params:
-            rows.append(("params", params_text(c.params)))
-        out.append(_kv(rows))
-        names = {q.tool_call.id: q.tool_call.name for x in c.appended for q in x.parts if q.tool_call is not None and q.tool_call.id and q.tool_call.name}
-        names |= {pr.call_id: pr.name for pr in c.pairings if pr.call_id and pr.name}
-        skipped = max(0, len(c.appended) - PANE_ITEMS)
-        if skipped:
-            out.append(Text(f"… the first {skipped:,} appended messages not drawn (the last {PANE_ITEMS} are)", style="dim italic"))
-        for i, m in enumerate(c.appended[skipped:], start=skipped):
-            t = Text.assemble(("+ ", "bold green"), (clean_line(f"[{c.appended_from + i}] {m.role}"), "bold"))
-            for p in m.parts:
-                piece = part_text(p, names)
-                piece.truncate(200, overflow="ellipsis")
-                t.append("\n  ")
-                t.append_text(piece)
-            out.append(t)
-        if len(c.pairings) > PANE_ITEMS:
-            out.append(Text(f"… {len(c.pairings) - PANE_ITEMS:,} more pairings not drawn", style="dim italic"))
-        for pr in c.pairings[-PANE_ITEMS:]:
-            where = (
-                f"turn {pr.call_turn}"
-                if pr.call_turn is not None
-                else ("history" if pr.in_history else "no call")
-            )
-            style = "red" if not pr.in_history else ("yellow" if pr.is_error else "green")
-            out.append(
-                wire_line(
-                    f"↔ result {pr.call_id} ({pr.name or '?'}) answers a call from {where}{' · error' if pr.is_error else ''}",
-                    style=style,
-                )
-            )
+        out.append(_kv(_dispatch_rows(turn)))
+        out.extend(_appended_lines(c))
+        out.extend(_pairing_lines(c))
         self._set(out, turn)
+
+
+def _dispatch_rows(turn: Turn) -> list[tuple[str, str | Text]]:
+    """The C pane's table: how the turn was linked, kept, rewritten, appended, echoed, tools, params."""
+    c = turn.c
+    echoed = {None: "-", True: "yes", False: "NO"}[c.echoed_assistant]
+    rows: list[tuple[str, str | Text]] = [
+        ("linked by", link_text(c.link, turn.previous_seq)),
+        ("kept", count(c.kept, "message")),
+        ("rewritten", Text(count(c.rewritten, "message"), style="bold yellow" if c.rewritten else "")),
+        ("appended", f"{count(len(c.appended), 'message')} from [{c.appended_from}]"),
+        ("echoed reply", echoed),
+        ("tool choice", c.tool_choice or "-"),
+        ("tools", ", ".join(c.tools_offered) or "-"),
+    ]
+    if c.params:
+        rows.append(("params", params_text(c.params)))
+    return rows
+
+
+def _appended_lines(c: Dispatch) -> list[RenderableType]:
+    """The messages this turn appended (the last :data:`PANE_ITEMS`), each part on a line."""
+    names = {q.tool_call.id: q.tool_call.name for x in c.appended for q in x.parts if q.tool_call is not None and q.tool_call.id and q.tool_call.name}
+    names |= {pr.call_id: pr.name for pr in c.pairings if pr.call_id and pr.name}
+    out: list[RenderableType] = []
+    skipped = max(0, len(c.appended) - PANE_ITEMS)
+    if skipped:
+        out.append(Text(f"… the first {skipped:,} appended messages not drawn (the last {PANE_ITEMS} are)", style="dim italic"))
+    for i, m in enumerate(c.appended[skipped:], start=skipped):
+        t = Text.assemble(("+ ", "bold green"), (clean_line(f"[{c.appended_from + i}] {m.role}"), "bold"))
+        for p in m.parts:
+            piece = part_text(p, names)
+            piece.truncate(200, overflow="ellipsis")
+            t.append("\n  ")
+            t.append_text(piece)
+        out.append(t)
+    return out
+
+
+def _pairing_lines(c: Dispatch) -> list[RenderableType]:
+    """How each tool result pairs with a call (the last :data:`PANE_ITEMS`)."""
+    out: list[RenderableType] = []
+    if len(c.pairings) > PANE_ITEMS:
+        out.append(Text(f"… {len(c.pairings) - PANE_ITEMS:,} more pairings not drawn", style="dim italic"))
+    for pr in c.pairings[-PANE_ITEMS:]:
+        where = (
+            f"turn {pr.call_turn}"
+            if pr.call_turn is not None
+            else ("history" if pr.in_history else "no call")
+        )
+        style = "red" if not pr.in_history else ("yellow" if pr.is_error else "green")
+        out.append(
+            wire_line(
+                f"↔ result {pr.call_id} ({pr.name or '?'}) answers a call from {where}{' · error' if pr.is_error else ''}",
+                style=style,
+            )
+        )
+    return out
