@@ -37,7 +37,9 @@ class TurnPane(TabPane):
 
     def compose(self) -> ComposeResult:
         yield MessagesView(id="messages")
-        yield Tabs(*(Tab(TAB_LABEL[x][0], id=f"layer-{x}") for x in VIEWS), id="layer-tabs")
+        # Active from the start on the view shown: a first activation of another tab would arrive
+        # here as a message and bring that one up.
+        yield Tabs(*(Tab(TAB_LABEL[x][0], id=f"layer-{x}") for x in VIEWS), active=f"layer-{self.view}", id="layer-tabs")
         with Horizontal(id="layers"):
             yield EmissionPane(id="pane-e")
             yield ApiPane(id="pane-a")
