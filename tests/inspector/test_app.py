@@ -17,8 +17,8 @@ from inspector.app import InspectorApp, build_app
 from inspector.screens.help import HelpScreen
 from inspector.screens.search import SearchScreen
 from inspector.widgets.conversations import ALL, ConversationSwitcher
+from inspector.widgets.emission import EmissionPane
 from inspector.widgets.findings import FindingsTable
-from inspector.widgets.layers import EmissionPane
 from inspector.widgets.turn_list import TurnList, turn_line
 
 pytestmark = pytest.mark.anyio
