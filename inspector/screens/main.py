@@ -118,7 +118,9 @@ class MainScreen(Screen[None]):
         read_turn: TurnReader,
     ) -> None:
         super().__init__()
-        self.reading = RunReading(self, path, live=live, child_status=child_status, read_panes=read_panes, read_turn=read_turn)
+        self.reading = RunReading(
+            self, path, live=live, child_status=child_status, read_panes=read_panes, read_turn=read_turn
+        )
         self.player = Player(self, clock)
         self.navigation = Navigation(self)
         self._dirty_findings = True
@@ -147,7 +149,9 @@ class MainScreen(Screen[None]):
         self.turn_pane.show_view(self.turn_pane.view)
         path = self.reading.path
         waiting = self.live and not path.exists()
-        self.turn_pane.show_note(f"waiting for {path.name} to be created…" if waiting else f"reading {path.name}…")
+        self.turn_pane.show_note(
+            f"waiting for {path.name} to be created…" if waiting else f"reading {path.name}…"
+        )
         self.watch(self, "focused", self._focus_moved)
         self.player.start()
         self.reading.start()

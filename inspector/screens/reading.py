@@ -65,7 +65,12 @@ class RunReading:
     # -- the run (worker): inspector/reader.py reads, these show what it posts --------------------
 
     def start(self) -> None:
-        self.screen.run_worker(self._read_run, name="reader", group="reader", exclusive=True, exit_on_error=False, thread=True)
+        self._work(self._read_run, "reader")
+
+    def _work(self, read: Callable[[], None], name: str) -> None:
+        """``read`` in a thread worker of the screen, the one of its group: a new one cancels the
+        one before; its failure ends in the screen's ``on_worker_state_changed``."""
+        self.screen.run_worker(read, name=name, group=name, exclusive=True, exit_on_error=False, thread=True)
 
     def _read_run(self) -> None:
         worker = get_current_worker()
@@ -174,7 +179,7 @@ class RunReading:
         screen.complete = True
         screen.progress = None
         screen.sidebar.update_switcher()
-        screen.run_worker(self._read_fork, name="fork", group="fork", exclusive=True, exit_on_error=False, thread=True)
+        self._work(self._read_fork, "fork")
         torn = [p for p in self.source.problems if p.kind == "torn"]
         if torn:
             screen.notify(
@@ -212,16 +217,12 @@ class RunReading:
     def load_selected(self, seq: int) -> None:
         self.request_of = self.panes_of = None
         self.load_panes(seq)
-        self.screen.run_worker(
-            lambda: self._load_turn(seq), name="turn", group="turn", exclusive=True, exit_on_error=False, thread=True
-        )
+        self._work(lambda: self._load_turn(seq), "turn")
 
     def load_panes(self, seq: int) -> None:
         """The selected turn from the store and the tool results its next turn sent back: disk
         reads, so in a worker."""
-        self.screen.run_worker(
-            lambda: self._load_panes(seq), name="panes", group="panes", exclusive=True, exit_on_error=False, thread=True
-        )
+        self._work(lambda: self._load_panes(seq), "panes")
 
     def _load_panes(self, seq: int) -> None:
         shown = self._read_panes(self.source, self.index, seq)
