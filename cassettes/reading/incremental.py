@@ -54,7 +54,7 @@ TURN_CACHE = 64
 #: Parses restored lately (their request side), kept as bases for restoring the next one's
 #: request (its kept messages are its base's): the latest turn of that many conversations.
 SHOWN = 64
-#: Links of a chain of requests that each extend the previous one (:class:`_Parses`) between two
+#: Links of a chain of requests that each extend the previous one (:class:`ParseStore`) between two
 #: checkpoints, and checkpoints between two whole message lists: a checkpoint keeps the messages
 #: appended since the previous checkpoint, so restoring a round trip reads at most
 #: ``2 * CHECKPOINT - 1`` records, and a conversation of n turns keeps its history whole
@@ -93,7 +93,7 @@ def _unzstd() -> Any:
     return zstandard.ZstdDecompressor()
 
 
-class _TurnStore:
+class TurnStore:
     """Full turns as JSON, compressed a block of turns at a time into an anonymous temporary file
     (gone when closed): one thread puts while viewer threads get.
 
@@ -249,7 +249,7 @@ def _model(cls: type[BaseModel], fields: dict[str, Any], fields_set: set[str], e
 
 
 class _Pickler(pickle.Pickler):
-    """The pickler of :class:`_Parses`: a model is its fields, fields set, extra and private
+    """The pickler of :class:`ParseStore`: a model is its fields, fields set, extra and private
     attributes, as with pydantic's own ``__getstate__``, but without a state dict built per model
     by a Python method, and an enum member is its value. What it writes unpickles to an equal
     tree (the same types, fields set and private attributes; ``tests/cassettes/test_parse_once.py``)
@@ -274,14 +274,14 @@ def _dumps(obj: Any) -> bytes:
 
 
 class _Chain(NamedTuple):
-    """Where a chain of parses stands after one of its links (see :class:`_Parses`)."""
+    """Where a chain of parses stands after one of its links (see :class:`ParseStore`)."""
 
     checkpoint: int  # seq of the chain's latest checkpoint
     kept: int  # messages every link since that checkpoint kept of its base
     checkpoints: int  # checkpoints since the chain last kept its messages whole
 
 
-class _Parses:
+class ParseStore:
     """Each round trip's parse as the analysis made it (:attr:`RunAnalyser.on_parse`), by position
     in the index, kept compactly in a store like the turns' (compressed blocks in an anonymous
     temporary file of this process: what is read back is what this process wrote, so it is
@@ -292,7 +292,7 @@ class _Parses:
     whole; restoring a round trip reads at most ``2 * CHECKPOINT - 1`` records."""
 
     def __init__(self, directory: str | Path | None) -> None:
-        self._store = _TurnStore(directory)
+        self._store = TurnStore(directory)
         self._where = array("i")  # block, offset, length per position (-1: no parse kept; a block is 256 KB)
         self._depth = array("B")  # per position: links to the nearest checkpoint or whole message list
         # position → (seq of its chain's latest checkpoint, messages every link since kept of its
@@ -348,7 +348,7 @@ class _Parses:
         return self._store.buffered()
 
     def kept(self) -> tuple[IO[bytes] | None, int, dict[str, Any]]:
-        """What a kept analysis keeps of it (see :meth:`_TurnStore.kept`); no chain is continued
+        """What a kept analysis keeps of it (see :meth:`TurnStore.kept`); no chain is continued
         after the run is finished, so the chains' state is not kept."""
         file, end, state = self._store.kept()
         return file, end, {**state, "where": self._where, "depth": self._depth}
@@ -441,7 +441,7 @@ class RunReader:
         self._shown: OrderedDict[int, RoundTrip] = OrderedDict()
         self.analyser = RunAnalyser(self._reload, keep_turns=False)
         # The analysis' parse of each round trip, kept for the printers and viewers (parse once).
-        self._parses = _Parses(store_dir)
+        self._parses = ParseStore(store_dir)
         self._at = 0  # position in the index of the record being analysed
         self.analyser.on_parse = self._keep_parse
         #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`); left
@@ -450,7 +450,7 @@ class RunReader:
         self.summaries: dict[int, TurnSummary] = {}
         self._summarise = summaries
         self._places = _Places()
-        self._store = _TurnStore(store_dir)
+        self._store = TurnStore(store_dir)
         self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
         self._turn_cache = turn_cache
         self._lock = threading.Lock()

@@ -85,7 +85,7 @@ def _result_text(r: ToolResult, names: dict[str, str] | None, cut: Callable[[str
     return Text.assemble(head, "\n", cut(r.content))
 
 
-def _client_sent(marks: list[dict[str, Any]], full: bool = False) -> Text:
+def client_sent(marks: list[dict[str, Any]], full: bool = False) -> Text:
     """Below an edited message: what the client had sent there (the model saw the edit)."""
     t = Text()
     for m in marks:
@@ -267,7 +267,7 @@ class MessagesView(VerticalScroll, can_focus=True):
             out.append(Text(""))
             msg = self._message(i, msgs[i], i >= new_from, names, self.show_all, i in self._edited)
             if i in self._edited:
-                msg.append_text(_client_sent(self._edited[i], self.show_all))
+                msg.append_text(client_sent(self._edited[i], self.show_all))
             out.append(msg)
         body.update(Group(*out))
 
@@ -298,7 +298,7 @@ class MessagesView(VerticalScroll, can_focus=True):
         sys_text = Text.assemble(("system", "bold yellow"), "\n")
         sys_text.append_text(Text("\n").join(part_text(p) for p in req.system))
         if -1 in self._edited:
-            sys_text.append_text(_client_sent(self._edited[-1]))
+            sys_text.append_text(client_sent(self._edited[-1]))
         return sys_text
 
     def _first_drawn(self, count: int, new_from: int) -> tuple[int, bool]:
