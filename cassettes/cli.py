@@ -90,7 +90,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     firsts: set[str] = set()
 
     def made() -> Iterator[list[Any]]:  # one round trip at a time: the run is never held
-        for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
+        for ex, rt in run.pairs:
             v = roundtrip_json(rt, ex)
             if ex.edits:
                 v["edits"] = edits_json(ex.edits)  # a fork's what-if edits (docs/fork.md)

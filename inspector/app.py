@@ -1,59 +1,41 @@
-"""The inspector app: reads a run in a worker, shows it turn by turn, plays it back.
+"""The inspector app: a thin :class:`textual.app.App` over one :class:`inspector.screens.main.MainScreen`.
 
-Data flow (STYLE.md): the app owns the run being read (an :class:`inspector.source.TurnSource`,
-which holds the turns' summaries: the app keeps only seq indexes into them) and hands each widget
-what it shows (attributes down); widgets report what the user did with their own messages
-(``TurnList.TurnSelected``, ``FindingsTable.FindingChosen`` …, messages up). Every disk read runs
-in a thread worker — reading the run, restoring the selected turn and the results its next turn
-sent, re-reading its full history — and every worker failure ends in
-:meth:`inspector.app_reading.AppReading.on_worker_state_changed`. The status and playback lines
-are reactives computed from the app's reactive state (``run_state``, ``play_state``). The key
-bindings are listed in :mod:`inspector.bindings`.
+The app holds what is the terminal's and the program's, not the run's: the stylesheet and the
+keys (:mod:`inspector.bindings`; they act on every screen, a modal one included, so they stay the
+app's and each calls the main screen's action), the terminal's size passed to the main screen as
+it changes, the command palette's commands, and the output boundary (every line drawn and every
+toast goes through :mod:`inspector.safe` / :func:`cassettes.untrusted.clean`).
 
-:class:`InspectorApp` is built in parts, each a module, each using only the parts below it:
-
-- :mod:`inspector.app_base` — the run, the reactive state and the status lines computed from it,
-  an accessor for each widget, the output boundary;
-- :mod:`inspector.app_panes` — the three layouts applied (:mod:`inspector.layout` decides);
-- :mod:`inspector.app_playback` — playback applied (:mod:`inspector.playback` decides);
-- :mod:`inspector.app_navigation` — findings, conversations, search, tabs, help, the command palette;
-- :mod:`inspector.app_reading` — the reader and fork workers and what they post
-  (:mod:`inspector.reader` reads), worker failures;
-- this module — the screen the app composes, its start, and the selected turn: its two workers
-  (:mod:`inspector.selected` reads) and what they post.
+The run, its reading workers, the selected turn and playback are the main screen's
+(:mod:`inspector.screens.main`); what each part of the screen shows is its widget's
+(:mod:`inspector.widgets`): tests and embedders read it there (``app.main``).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from textual import on, work
-from textual.app import ComposeResult
+from textual import events
+from textual.app import App, SystemCommand
 from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical
-from textual.widgets import Static, Tab, TabbedContent, TabPane, Tabs
-from textual.worker import get_current_worker
+from textual.filter import LineFilter
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
 
-from inspector.app_reading import AppReading
+from cassettes.untrusted import clean, clean_line
 from inspector.bindings import APP_BINDINGS
-from inspector.layout import TAB_LABEL, VIEWS
 from inspector.playback import Clock
-from inspector.selected import TurnLoaded, TurnShown, read_panes, read_turn
-from inspector.widgets.conversations import ConversationSwitcher
-from inspector.widgets.findings import FindingsView
-from inspector.widgets.growth import GrowthView
-from inspector.widgets.keys import KeyBar
-from inspector.widgets.layers import ApiPane, DispatchPane, EmissionPane
-from inspector.widgets.messages import MessagesView
-from inspector.widgets.status import PlaybackBar, RunStatus
-from inspector.widgets.turn_list import TurnList
+from inspector.safe import UntrustedFilter
+from inspector.screens.main import MainScreen
+from inspector.selected import read_panes, read_turn
 
 __all__ = ["InspectorApp", "build_app"]
 
 
-class InspectorApp(AppReading):
+class InspectorApp(App[None]):
     """``looptap inspect``: a recorded run, turn by turn."""
 
     CSS_PATH = "inspector.tcss"
@@ -61,105 +43,116 @@ class InspectorApp(AppReading):
 
     BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
 
-    # -- the screen ----------------------------------------------------------------------------------
-
-    def compose(self) -> ComposeResult:
-        yield RunStatus(id="run-status").data_bind(state=InspectorApp.run_state)
-        with Horizontal(id="main"):
-            with Vertical(id="sidebar"):
-                yield ConversationSwitcher(id="conversations")
-                yield TurnList(id="turn-list")
-            with TabbedContent(id="tabs", initial="turn"):
-                with TabPane("Turn", id="turn"):
-                    yield MessagesView(id="messages")
-                    yield Tabs(*(Tab(TAB_LABEL[x][0], id=f"layer-{x}") for x in VIEWS), id="layer-tabs")
-                    with Horizontal(id="layers"):
-                        yield EmissionPane(id="pane-e")
-                        yield ApiPane(id="pane-a")
-                        yield DispatchPane(id="pane-c")
-                with TabPane("Growth", id="growth"):
-                    yield GrowthView(id="growth-view")
-                with TabPane("Findings", id="findings"):
-                    yield FindingsView(id="findings-view")
-        yield Static(id="error-view")
-        yield PlaybackBar(id="playback").data_bind(state=InspectorApp.play_state)
-        yield KeyBar(id="keys")
-
-    def on_mount(self) -> None:
-        self.turn_list.focus()
-        # Clicks and ``l`` switch the layer tabs; focus stays where the user is (the turn list).
-        self.layer_tabs.can_focus = False
-        self.show_view(self.view)
-        waiting = self.live and not self.path.exists()
-        self.messages.show_note(
-            f"waiting for {self.path.name} to be created…" if waiting else f"reading {self.path.name}…"
+    def __init__(
+        self, path: str | Path, *, live: bool = False, clock: Clock = time.monotonic, child_status: str | Path | None = None
+    ) -> None:
+        super().__init__()
+        # The selected turn's reads are handed to the screen from here, where a test can hold one
+        # (tests/inspector/test_messages_scroll.py: either of the two workers answers first).
+        self.main = MainScreen(
+            Path(path),
+            live=live,
+            clock=clock,
+            child_status=Path(child_status) if child_status is not None else None,
+            read_panes=read_panes,
+            read_turn=read_turn,
         )
-        self.watch(self.screen, "focused", self._focus_moved)
-        # Runs only while playing or re-streaming: an idle timer would take the GIL from the reader.
-        self._ticker = self.set_interval(1 / 30, self._tick, pause=True)
-        self._read_run()
+        self._untrusted_filter = UntrustedFilter()
 
-    # -- the selected turn -------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen[None]:
+        return self.main
 
-    @on(TurnList.TurnSelected)
-    def _turn_selected(self, message: TurnList.TurnSelected) -> None:
-        turn = self.summary(message.seq)
-        if turn is None or not self._screen_stack:
-            return
-        self.selected = turn.seq
-        self.position = self.turn_list.cursor
-        self.listed = len(self.turn_list.seqs)
-        self.following = self.turn_list.following
-        self._apply(self.playback.turn_selected())
-        self._sync_playback()
-        self._label_tabs(turn)
-        self._bring_up_findings(turn)
-        self.messages.show_note(f"loading turn #{turn.seq}…")
-        self._loaded = self._panes_of = None
-        self._load_panes(turn.seq)
-        self._load_turn(turn.seq)
-        self._dirty_growth = True
-        self._refresh_tabs()
+    def on_resize(self, event: events.Resize) -> None:
+        """The layout follows the terminal's size at once (the screen gets its own resize later)."""
+        if self.main.is_mounted:
+            self.main.fit(event.size)
 
-    @work(thread=True, exclusive=True, group="panes", exit_on_error=False, name="panes")
-    def _load_panes(self, seq: int) -> None:
-        """The selected turn from the store and the tool results its next turn sent back: disk
-        reads, so in a worker."""
-        shown = read_panes(self.source, self.index, seq)
-        if shown is not None and not get_current_worker().is_cancelled:
-            self.post_message(shown)
+    # -- the keys: each the main screen's, or its navigation's or player's ---------------------------
 
-    def on_turn_shown(self, message: TurnShown) -> None:
-        if not self._screen_stack:
-            return  # (a worker's message as the app closed)
-        if message.seq != self.selected:
-            return
-        self.pane_e.show_turn(message.turn, message.results, message.runs)
-        self.pane_a.show_turn(message.turn)
-        self.pane_c.show_turn(message.turn)
-        self._panes_of = message.seq
+    def action_help(self) -> None:
+        self.main.action_help()
 
-    @work(thread=True, exclusive=True, group="turn", exit_on_error=False, name="turn")
-    def _load_turn(self, seq: int) -> None:
-        loaded = read_turn(self.source, seq)
-        if not get_current_worker().is_cancelled:
-            self.post_message(loaded)
+    def action_search(self) -> None:
+        self.main.navigation.search()
 
-    def on_turn_loaded(self, message: TurnLoaded) -> None:
-        if not self._screen_stack:
-            return  # (a worker's message as the app closed)
-        if message.seq != self.selected:
-            return
-        turn = self.summary(message.seq)
-        if turn is None:
-            return
-        self._loaded = message.seq
-        if message.request is None:
-            self.messages.show_note(f"turn #{message.seq}: the request could not be parsed")
-        else:
-            self.messages.show_request(message.request, turn.appended_from, edits=message.edits)
-        self._apply(self.playback.turn_loaded(message.timeline))
-        self._sync_playback()
+    def action_finding(self, direction: int) -> None:
+        self.main.navigation.finding(direction)
+
+    def action_next_conversation(self) -> None:
+        self.main.navigation.next_conversation()
+
+    def action_next_layer(self) -> None:
+        self.main.navigation.next_layer()
+
+    def action_next_hit(self, direction: int) -> None:
+        self.main.navigation.next_hit(direction)
+
+    def action_all_messages(self) -> None:
+        self.main.navigation.all_messages()
+
+    def action_play_pause(self) -> None:
+        self.main.player.play_pause()
+
+    def action_step(self, delta: int) -> None:
+        self.main.player.move(delta)
+
+    def action_turn(self, delta: int) -> None:
+        """``j``/``k`` from a pane (``app.turn``): the turn list moves, focus stays."""
+        self.main.player.move(delta)
+
+    def action_speed(self, direction: int) -> None:
+        self.main.player.change_speed(direction)
+
+    def action_restream(self) -> None:
+        self.main.player.restream()
+
+    def action_tab(self, tab: str) -> None:
+        self.main.action_tab(tab)
+
+    def action_focus_turns(self) -> None:
+        """``esc`` from a pane (``app.focus_turns``): focus back on the turn list."""
+        self.main.action_focus_turns()
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        main = self.main
+        yield SystemCommand("Play / pause", "Play the turns at recorded pace", main.player.play_pause)
+        yield SystemCommand(
+            "Next finding", "Jump to the next turn with a finding", lambda: main.navigation.finding(1)
+        )
+        yield SystemCommand(
+            "Search the run", "Search text, tool calls, results, findings", main.navigation.search
+        )
+        yield SystemCommand(
+            "Show the growth chart",
+            "Token-cost growth of the conversation",
+            lambda: main.action_tab("growth"),
+        )
+        yield SystemCommand(
+            "Show the findings", "Every finding of the run", lambda: main.action_tab("findings")
+        )
+        yield SystemCommand(
+            "Next conversation", "Cycle through the run's conversations", main.navigation.next_conversation
+        )
+
+    # -- the output boundary (inspector/safe.py) -----------------------------------------------
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then the one that strips any control a widget let through."""
+        return [*super().get_line_filters(), self._untrusted_filter]
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Toasts carry file and wire text (problems, error messages, search queries): cleaned,
+        and never read as markup, whatever the caller asks."""
+        super().notify(clean(message), title=clean_line(title), severity=severity, timeout=timeout, markup=False)
 
 
 def build_app(

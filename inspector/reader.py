@@ -3,8 +3,8 @@
 The loop decides when to show what it read (the first batch at once, then a few times a second
 while a big file is read, since every screen update takes the interpreter from the reader) and
 when a recording followed live is over (the recorded command exited, or the recorder closed the
-file). It runs in :meth:`inspector.app_reading.AppReading._read_run`'s worker; the app applies the
-messages (:mod:`inspector.app_reading`).
+file). It runs in :meth:`inspector.screens.reading.RunReading.start`'s worker; the screen applies
+the messages.
 """
 
 from __future__ import annotations

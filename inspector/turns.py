@@ -2,7 +2,7 @@
 
 Recording order, each conversation's turns and each seq's place in recording order; a seq the
 run reports twice (records appended again) keeps one place, and moves to the conversation of its
-later record. Plain Python (no Textual): the app holds one (:class:`inspector.app_base.AppBase`).
+later record. Plain Python (no Textual): the run being read holds one (:class:`inspector.screens.reading.RunReading`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ def test_a_snippet_always_holds_the_whole_match_and_whole_words(words: list[str]
 
 
 def test_params_are_json_pairs_cut_whole() -> None:
-    from inspector.widgets.layers import PARAMS_LIMIT, params_text
+    from inspector.widgets.dispatch import PARAMS_LIMIT, params_text
 
     line = params_text({"stream_options": {"include_usage": True}, "temperature": 0.2, "metadata": {"k": "v" * 500}, "stop": None})
     assert "stream_options={\"include_usage\":true}" in line  # JSON, not {'include_usage': True}

@@ -169,7 +169,7 @@ def _log(run: Run) -> dict[str, Any]:
 
 def iter_entries(run: Run) -> Iterator[dict[str, Any]]:
     """The run's HAR entries, one round trip at a time."""
-    for rt, ex, (start, length, synthetic) in zip(run.roundtrips, run.exchanges, timeline(run), strict=True):
+    for (ex, rt), (start, length, synthetic) in zip(run.pairs, timeline(run), strict=True):
         yield _entry(rt, ex, start, length, synthetic, run)
 
 

@@ -411,7 +411,7 @@ def iter_requests(run: Run, content: bool = True, project: str | None = None, sp
     spans: list[dict[str, Any]] = []
     bounds: dict[str, tuple[int, int]] = {}  # each conversation's first start and last end
     totals = _Totals(run)
-    for rt, ex, (start, length, synthetic) in zip(run.roundtrips, run.exchanges, timeline(run), strict=True):
+    for (ex, rt), (start, length, synthetic) in zip(run.pairs, timeline(run), strict=True):
         seq = ex.seq if ex.seq is not None else 0
         turn = turns.get(seq)
         if turn is not None:

@@ -187,7 +187,7 @@ def render(run: Run, raw_ids: bool = False) -> Iterator[str]:
         parent = f", {kind_text(conv.kind, conv.parent_seq)}" if conv.parent_seq is not None else ""
         label = f" label={conv.label}" if conv.label else ""
         yield f"conversation {conv.id} ({conv.family}): turns {' '.join(f'#{s}' for s in conv.turns)}{parent}{label}"
-    for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
+    for ex, rt in run.pairs:
         yield from _turn_lines(rt, a.turns.get(ex.seq) if ex.seq is not None else None, ids)
     for e in a.errors:
         yield f"(!) analysis: {_one_line(e)}"

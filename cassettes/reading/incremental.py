@@ -3,10 +3,10 @@ for very large files and for recordings still being written (``open_run(path)``,
 to its end, and ``open_run(path, follow=True)``, which follows it as it grows). Not a second way to
 read a run: :class:`RunReader` is what :class:`~cassettes.reading.run.Run` delegates to.
 
-:class:`RunReader` reads the file through :class:`cassettes.storage.index.RecordIndex` (record
-offsets, a torn tail, a file still growing) and feeds the records, batch by batch, through the
-incremental layer analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which releases what later
-turns no longer need), then releases each exchange's raw bytes. Each analysed turn is kept as a
+:class:`RunReader` reads the file through :class:`cassettes.storage.source.RecordSource` (record
+offsets, request bodies, a torn tail, a file still growing) and feeds the records, batch by batch,
+through the incremental layer analysis (:class:`~cassettes.analysis.run.RunAnalyser`, which
+releases what later turns no longer need), then releases each exchange's raw bytes. Each analysed turn is kept as a
 :class:`~cassettes.views.summary.TurnSummary` (what a turn list, the findings, the growth chart and
 navigation read: a few hundred bytes); the full turn goes, compressed, to an anonymous temporary
 file and :meth:`RunReader.full_turn` restores it (a small cache keeps the recently shown
@@ -28,7 +28,7 @@ import threading
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -40,11 +40,10 @@ from pydantic_core import PydanticUndefined
 from cassettes.analysis import spill
 from cassettes.analysis.model import RunAnalysis, Turn
 from cassettes.analysis.run import RunAnalyser
-from cassettes.errors import CassetteFormatError
 from cassettes.parsing.roundtrip import RoundTrip, parse_exchange
-from cassettes.storage.codec import loads_record, migrate
-from cassettes.storage.index import BLOCK, BODY_CACHE, RecordIndex, RequestBodies
-from cassettes.storage.store import Problem, open_regular
+from cassettes.storage.index import BLOCK, BODY_CACHE
+from cassettes.storage.source import RecordSource
+from cassettes.storage.store import Problem
 from cassettes.views.summary import TurnSummary, summarise
 from cassettes.wire.exchange import Exchange
 
@@ -55,7 +54,7 @@ TURN_CACHE = 64
 #: Parses restored lately (their request side), kept as bases for restoring the next one's
 #: request (its kept messages are its base's): the latest turn of that many conversations.
 SHOWN = 64
-#: Links of a chain of requests that each extend the previous one (:class:`_Parses`) between two
+#: Links of a chain of requests that each extend the previous one (:class:`ParseStore`) between two
 #: checkpoints, and checkpoints between two whole message lists: a checkpoint keeps the messages
 #: appended since the previous checkpoint, so restoring a round trip reads at most
 #: ``2 * CHECKPOINT - 1`` records, and a conversation of n turns keeps its history whole
@@ -94,7 +93,7 @@ def _unzstd() -> Any:
     return zstandard.ZstdDecompressor()
 
 
-class _TurnStore:
+class TurnStore:
     """Full turns as JSON, compressed a block of turns at a time into an anonymous temporary file
     (gone when closed): one thread puts while viewer threads get.
 
@@ -250,7 +249,7 @@ def _model(cls: type[BaseModel], fields: dict[str, Any], fields_set: set[str], e
 
 
 class _Pickler(pickle.Pickler):
-    """The pickler of :class:`_Parses`: a model is its fields, fields set, extra and private
+    """The pickler of :class:`ParseStore`: a model is its fields, fields set, extra and private
     attributes, as with pydantic's own ``__getstate__``, but without a state dict built per model
     by a Python method, and an enum member is its value. What it writes unpickles to an equal
     tree (the same types, fields set and private attributes; ``tests/cassettes/test_parse_once.py``)
@@ -275,14 +274,14 @@ def _dumps(obj: Any) -> bytes:
 
 
 class _Chain(NamedTuple):
-    """Where a chain of parses stands after one of its links (see :class:`_Parses`)."""
+    """Where a chain of parses stands after one of its links (see :class:`ParseStore`)."""
 
     checkpoint: int  # seq of the chain's latest checkpoint
     kept: int  # messages every link since that checkpoint kept of its base
     checkpoints: int  # checkpoints since the chain last kept its messages whole
 
 
-class _Parses:
+class ParseStore:
     """Each round trip's parse as the analysis made it (:attr:`RunAnalyser.on_parse`), by position
     in the index, kept compactly in a store like the turns' (compressed blocks in an anonymous
     temporary file of this process: what is read back is what this process wrote, so it is
@@ -293,7 +292,7 @@ class _Parses:
     whole; restoring a round trip reads at most ``2 * CHECKPOINT - 1`` records."""
 
     def __init__(self, directory: str | Path | None) -> None:
-        self._store = _TurnStore(directory)
+        self._store = TurnStore(directory)
         self._where = array("i")  # block, offset, length per position (-1: no parse kept; a block is 256 KB)
         self._depth = array("B")  # per position: links to the nearest checkpoint or whole message list
         # position → (seq of its chain's latest checkpoint, messages every link since kept of its
@@ -349,7 +348,7 @@ class _Parses:
         return self._store.buffered()
 
     def kept(self) -> tuple[IO[bytes] | None, int, dict[str, Any]]:
-        """What a kept analysis keeps of it (see :meth:`_TurnStore.kept`); no chain is continued
+        """What a kept analysis keeps of it (see :meth:`TurnStore.kept`); no chain is continued
         after the run is finished, so the chains' state is not kept."""
         file, end, state = self._store.kept()
         return file, end, {**state, "where": self._where, "depth": self._depth}
@@ -429,19 +428,20 @@ class RunReader:
         summaries: bool = True,
         cache: bool = False,
     ) -> None:
-        self.index = RecordIndex(path)
+        #: The cassette's records (index and request bodies), read ahead by :meth:`step`.
+        self.source = RecordSource(path, body_cache)
+        self.index = self.source.index
         # Take a kept analysis on the first step, or keep this one once finished (docs/kept-analysis.md).
         self._cache = cache
         self._dir = store_dir
-        self._bodies = RequestBodies(self.index, body_cache)
-        # Bodies for viewers re-reading one round trip: a cache of their own, so a viewer thread
-        # can read while another thread steps the analysis.
-        self._viewer_bodies = RequestBodies(self.index, 16)
+        # The records for viewers re-reading one round trip: a cache of bodies of their own, so a
+        # viewer thread can read while another thread steps the analysis.
+        self._viewer = self.source.fork(16)
         # Parses restored lately, by position, request side only (bases for the next ones).
         self._shown: OrderedDict[int, RoundTrip] = OrderedDict()
         self.analyser = RunAnalyser(self._reload, keep_turns=False)
         # The analysis' parse of each round trip, kept for the printers and viewers (parse once).
-        self._parses = _Parses(store_dir)
+        self._parses = ParseStore(store_dir)
         self._at = 0  # position in the index of the record being analysed
         self.analyser.on_parse = self._keep_parse
         #: Every turn read so far, by seq, as a summary (the full turn: :meth:`full_turn`); left
@@ -450,7 +450,7 @@ class RunReader:
         self.summaries: dict[int, TurnSummary] = {}
         self._summarise = summaries
         self._places = _Places()
-        self._store = _TurnStore(store_dir)
+        self._store = TurnStore(store_dir)
         self._turns: OrderedDict[int, Turn] = OrderedDict()  # recently restored full turns
         self._turn_cache = turn_cache
         self._lock = threading.Lock()
@@ -460,23 +460,107 @@ class RunReader:
         self.families: dict[str, int] = {}
         #: The first recorded start time among the round trips read (epoch seconds).
         self.first_started: float | None = None
-        # Positions in the index of records the analysis could not read (skipped on every pass).
-        self._skipped: set[int] = set()
         self.finished = False
         #: The MAC of the kept analysis this reader took or kept (``None``: neither).
         self.kept_mac: bytes | None = None
         # The turns of a kept analysis not yet summarised (a step summarises KEPT_STEP of them).
         self._unsummarised: Iterator[int] | None = None
+        # The pass over the records read so far that :attr:`pairs` and its columns go through.
+        self._again: _Reread | None = None
+        # Once :meth:`settle` ran: the analysis of the whole run, its turns restored on lookup.
+        self._settled: RunAnalysis | None = None
 
     @property
     def analysis(self) -> RunAnalysis:
         """The run's conversations, errors and (once finished) findings; its ``turns`` stay empty
-        (see :attr:`summaries`, :meth:`full_turn`, and :meth:`whole` for small runs)."""
-        return self.analyser.result
+        (see :attr:`summaries`, :meth:`full_turn`, and :meth:`whole` for small runs) until
+        :meth:`settle`, which maps them from the store."""
+        return self._settled if self._settled is not None else self.analyser.result
 
     @property
     def problems(self) -> list[Problem]:
         return self.index.problems
+
+    # -- what a Run reads through it (the same members as a run held in memory, reading.held) ----
+    @property
+    def damage(self) -> list[Problem]:
+        """Damage found while reading, by line and kind (``torn``, ``corrupt`` …)."""
+        return self.index.problems
+
+    @property
+    def pairs(self) -> _Column:
+        """(exchange, round trip) of every round trip read so far, read again from disk in
+        recording order on each pass; :attr:`exchanges` and :attr:`roundtrips` one side of it."""
+        return self._pass().pairs
+
+    @property
+    def exchanges(self) -> _Column:
+        return self._pass().exchanges
+
+    @property
+    def roundtrips(self) -> _Column:
+        return self._pass().roundtrips
+
+    def _pass(self) -> _Reread:
+        if self._again is None:
+            self._again = self.reread()
+        return self._again
+
+    @property
+    def seqs(self) -> Sequence[int]:
+        return self.index.seqs
+
+    @property
+    def read_bytes(self) -> int:
+        return self.index.consumed
+
+    @property
+    def still_written(self) -> bool:
+        return self.index.pending > 0
+
+    def progress(self) -> float | None:
+        """Share of the file read so far (``None``: unknown, or an empty file)."""
+        size = self.index.size()
+        return self.index.consumed / size if size else None
+
+    def find(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
+        """The round trip with this seq: once settled, from the pass over the run (``None`` when
+        there is none); before, as :meth:`by_seq` reads it for a viewer (``KeyError``)."""
+        if self._settled is not None:
+            return self._pass().by_seq(seq)
+        return self.by_seq(seq)
+
+    def find_exchange(self, seq: int) -> Exchange:
+        """The exchange with this seq (``KeyError`` when there is none; see :meth:`find`)."""
+        if self._settled is None:
+            return self.exchange_by_seq(seq)
+        found = self._pass().by_seq(seq)
+        if found is None:
+            raise KeyError(seq)
+        return found[0]
+
+    def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+        """Each round trip's printed view: those kept with the run's kept analysis when they check
+        out, else ``make()``'s, kept for the next reader as they pass (docs/kept-analysis.md)."""
+        if self.kept_mac is None:
+            made: Iterator[Any] = make()
+            return made
+        from cassettes.reading import kept
+
+        blocks = kept.views(self.index.path, self.kept_mac)
+        if blocks is not None:
+            taken: Iterator[Any] = kept.iter_views(blocks)
+            return taken
+        return _keeping(make(), kept.ViewsWriter(self.index.path, self.kept_mac))
+
+    def settle(self) -> None:
+        """The run is read to its end and finished: hold its analysis with every turn mapped from
+        the store, and go through its round trips by a fresh pass (a command's output pass)."""
+        self.analyser.release()  # keep the run's analysis, not the analyser's working state
+        self._again = self.reread()
+        turns: Mapping[int, Any] = self._again.turns
+        # every other field as the analysis left it
+        self._settled = self.analyser.result.model_copy(update={"turns": turns})
 
     def step(self, max_bytes: int | None = BLOCK) -> Batch:
         """Read and analyse what the file gained (up to about ``max_bytes``)."""
@@ -499,17 +583,11 @@ class RunReader:
             from cassettes.reading.branch import branch_origin, first_turn
 
             self.analyser.first_index = first_turn(branch_origin(self.index.header, self.index.path))
-        for i, (line, rec) in enumerate(recs):
-            try:
-                ex = self._bodies.rebuild(rec, checked=True)
-            except CassetteFormatError as exc:
-                self.index.problems.append(Problem(line, "unreadable", f"{exc}; skipped"))
-                self._skipped.add(first + i)
-                continue
+        for pos, ex in self.source.take(recs, first):  # (one that cannot be read: skipped)
             self.records += 1
             if ex.started is not None and self.first_started is None:
                 self.first_started = ex.started
-            self._at = first + i
+            self._at = pos
             turn = self.analyser.add(ex)
             family = self.analyser.last_family
             self.families[family] = self.families.get(family, 0) + 1
@@ -570,17 +648,20 @@ class RunReader:
             base = rt
         return base
 
-    def finish(self) -> None:
+    def finish(self) -> tuple[dict[str, Any], float | None, dict[str, int]]:
         """The file is complete: report a torn tail and run the end-of-run checks (once; the
-        findings they add appear in the summaries' ``findings``)."""
+        findings they add appear in the summaries' ``findings``). Returns the run's header, the
+        creation time it names else the first recorded start (``None``: neither), and the round
+        trips by API family."""
         if not self.finished:
             self.finished = True
-            self.index.close_tail()
-            self._analyse(self.index.tail, len(self.index) - len(self.index.tail))
+            tail = self.source.close_tail()
+            self._analyse(tail, len(self.index) - len(tail))
             self.analyser.finish()
             self._store.flush()
             self._parses.flush()
             self.keep_analysis()  # when the file was hashed as it was read (take_kept)
+        return self.index.header or {}, self.first_started, dict(self.families)
 
     def take_kept(self) -> bool:
         """Before the first :meth:`step`: take the kept analysis of this file when one checks
@@ -631,7 +712,8 @@ class RunReader:
         self._store.adopt(found.turns, state["turns_end"], state["turns"])
         self._parses.adopt(found.parses, state["parses_end"], state["parses"])
         self.records, self.families, self.first_started = state["records"], state["families"], state["first_started"]
-        self._skipped = state["skipped"]
+        self.source.skipped.clear()  # (the set its forks share)
+        self.source.skipped.update(state["skipped"])
         if self._summarise:  # summarised a step at a time (:meth:`_summarised`)
             self._unsummarised = iter(list(self._places))
         self.finished = True
@@ -655,7 +737,7 @@ class RunReader:
                       "line": index._line},
             "first_index": self.analyser.first_index, "result": result, "flagged": flagged, "places": self._places,
             "turns": turns, "turns_end": turns_end, "parses": parses, "parses_end": parses_end,
-            "records": self.records, "families": self.families, "first_started": self.first_started, "skipped": self._skipped,
+            "records": self.records, "families": self.families, "first_started": self.first_started, "skipped": self.source.skipped,
         }  # fmt: skip
         try:
             data = _dumps(state)
@@ -698,13 +780,13 @@ class RunReader:
     def _reload(self, seq: int) -> tuple[Exchange, RoundTrip, Turn]:
         """An earlier round trip, read again for the analysis (a ``previous_response_id`` that
         points back at a turn whose context was released)."""
-        ex = self._bodies.rebuild(self.index.read_record(seq))
+        ex = self.source.exchange_by_seq(seq)
         return ex, parse_exchange(ex), self.full_turn(seq).model_copy()
 
     def exchange_by_seq(self, seq: int) -> Exchange:
         """The full exchange of the round trip with this seq, already read, rebuilt from disk (safe to call from
         another thread than the one calling :meth:`step`)."""
-        return self._viewer_bodies.rebuild(self.index.read_record(seq))
+        return self._viewer.exchange_by_seq(seq)
 
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip]:
         """The exchange and parsed round trip with this seq, with the complete message history.
@@ -727,46 +809,48 @@ class RunReader:
         self._parses.close()
 
 
+def _keeping(views: Iterator[Any], writer: Any) -> Iterator[Any]:
+    """``views``, each kept by ``writer`` before it is handed on; committed once all went by."""
+    try:
+        for v in views:
+            writer.add(v)
+            yield v
+        writer.commit()
+    finally:
+        writer.abandon()
+
+
 class _Reread:
     """The exchanges and parsed round trips of an :class:`RunReader`, read again from disk in
-    recording order on every pass. :attr:`exchanges` and :attr:`roundtrips` are sized iterables
-    that may be zipped (a small cache of the latest records serves the same record to both), and
-    :attr:`turns` maps a turn's seq to its full turn, restored from the run's store.
+    recording order on every pass: :attr:`pairs` (exchange and round trip together),
+    :attr:`exchanges` and :attr:`roundtrips` are sized iterables (a small cache of the latest
+    records serves the same record to each), and :attr:`turns` maps a turn's seq to its full turn,
+    restored from the run's store.
 
     The records the analysis skipped (unreadable) are skipped here too."""
 
     def __init__(self, run: RunReader, cache: int = 8) -> None:
         self._run = run
-        self._bodies = RequestBodies(run.index, BODY_CACHE)
+        # The run's records again, through a file handle and a cache of bodies of this pass's own.
+        self._records = run.source.fork(BODY_CACHE, keep_open=True)
         self._recent: OrderedDict[int, list[Any]] = OrderedDict()  # position → [exchange, round trip or None]
         self._cache = cache
-        self._fh: IO[bytes] | None = None
         self.exchanges = _Column(self, 0)
         self.roundtrips = _Column(self, 1)
+        self.pairs = _Column(self, 2)
         self.turns = _Turns(run)
 
     def __len__(self) -> int:
-        return len(self._run.index) - len(self._run._skipped)
+        return len(self._records)
 
     def positions(self) -> Iterator[int]:
-        skipped = self._run._skipped
-        return (i for i in range(len(self._run.index)) if i not in skipped)
+        return self._records.positions()
 
     def _entry(self, pos: int) -> list[Any]:
         hit = self._recent.get(pos)
         if hit is not None:
             return hit
-        index = self._run.index
-        if self._fh is None:
-            self._fh = open_regular(index.path)
-        self._fh.seek(index.offsets[pos])
-        raw = self._fh.read(index.lengths[pos])
-        rec = loads_record(raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf"))
-        if not isinstance(rec, dict):
-            raise CassetteFormatError(f"record {index.seqs[pos]} is not a JSON object (the file changed while it was read)")
-        rec = migrate(rec, index.format_version)
-        rec.setdefault("seq", index.seqs[pos])
-        entry = [self._bodies.rebuild(rec), None]
+        entry = [self._records.exchange_at(pos), None]
         self._recent[pos] = entry
         while len(self._recent) > self._cache:
             self._recent.popitem(last=False)
@@ -775,9 +859,9 @@ class _Reread:
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
         """The round trip with this seq (the last one when a seq repeats), read again from disk."""
         pos = self._run.index.position(seq)
-        if pos is None or pos in self._run._skipped:
+        if pos is None or pos in self._records.skipped:
             return None
-        return self.exchange_at(pos), self.roundtrip_at(pos)
+        return self.pair_at(pos)
 
     def exchange_at(self, pos: int) -> Exchange:
         ex: Exchange = self._entry(pos)[0]
@@ -797,14 +881,16 @@ class _Reread:
         rt: RoundTrip = entry[1]
         return rt
 
+    def pair_at(self, pos: int) -> tuple[Exchange, RoundTrip]:
+        return self.exchange_at(pos), self.roundtrip_at(pos)
+
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        self._records.close()
 
 
 class _Column:
-    """One column of a :class:`_Reread` (exchanges or round trips): sized, iterable, read lazily."""
+    """One column of a :class:`_Reread` (exchanges, round trips, or both in pairs): sized,
+    iterable, read lazily."""
 
     def __init__(self, reread: _Reread, which: int) -> None:
         self._reread = reread
@@ -822,13 +908,11 @@ class _Column:
         n = len(self)
         if not -n <= k < n:
             raise IndexError(k)
-        k %= n
-        skipped = self._reread._run._skipped
-        pos = k if not skipped else next(p for i, p in enumerate(self._reread.positions()) if i == k)
-        return self._get()(pos)
+        return self._get()(self._reread._records.nth(k % n))
 
     def _get(self) -> Any:
-        return self._reread.exchange_at if self._which == 0 else self._reread.roundtrip_at
+        r = self._reread
+        return (r.exchange_at, r.roundtrip_at, r.pair_at)[self._which]
 
 
 class _Turns(Mapping[int, Turn]):

@@ -32,6 +32,7 @@ error while keeping (a read-only or full disk) leaves the run analysed as before
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -41,7 +42,10 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-__all__ = ["MAX_CONVERSATIONS", "MIN_BYTES", "Kept", "disabled", "hasher", "keep", "location", "take"]
+__all__ = [
+    "MAX_CONVERSATIONS", "MIN_BYTES", "Kept", "analyser_digest", "analysis_mac", "disabled", "hasher", "keep",
+    "location", "run_digest_of", "take",
+]
 
 #: Runs smaller than this are analysed without a kept analysis (analysing them is quicker than
 #: checking one; tests lower it).
@@ -54,9 +58,6 @@ MAX_CONVERSATIONS = 20_000
 MAGIC = b"looptap kept analysis 1\n"
 #: Bytes copied at a time between files.
 _CHUNK = 1 << 20
-
-_cache: dict[str, bytes | None] = {}
-
 
 def disabled() -> bool:
     """``LOOPTAP_NO_CACHE`` is set (to anything but ``0`` or nothing)."""
@@ -80,13 +81,12 @@ def location(cassette: str | Path) -> Path | None:
         return None
 
 
+@functools.cache
 def analyser_digest() -> bytes | None:
     """A digest of what decides a run's analysis: looptap's source (every module under
     ``cassettes/``), the Python and pydantic versions, and genai-prices' price table (its version
     and data file, as the price memo names them: the turns' costs are part of the analysis).
-    ``None`` when the source cannot be read: nothing is then kept or taken."""
-    if "analyser" in _cache:
-        return _cache["analyser"]
+    ``None`` when the source cannot be read: nothing is then kept or taken. Computed once a process."""
     import pydantic
 
     from cassettes.analysis import price_memo
@@ -94,9 +94,7 @@ def analyser_digest() -> bytes | None:
 
     root = Path(__file__).resolve().parents[1]  # cassettes/
     prices = json.dumps(price_memo.table_identity())
-    digest = source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{prices}\0".encode())
-    _cache["analyser"] = digest
-    return digest
+    return source_digest(root, [root], f"{sys.version}\0{pydantic.VERSION}\0{prices}\0".encode())
 
 
 def _key() -> bytes | None:
@@ -129,7 +127,9 @@ class Kept(NamedTuple):
     mac: bytes
 
 
-def _mac(key: bytes, analyser: bytes, size: int, run_digest: bytes) -> Any:
+def analysis_mac(key: bytes, analyser: bytes, size: int, run_digest: bytes) -> Any:
+    """The MAC a kept analysis carries, begun: over the analyser, the cassette's size and its keyed
+    hash; the kept file's bytes are fed to it next."""
     h = hashlib.blake2b(key=key, digest_size=32, person=b"looptap-kept")
     h.update(analyser + size.to_bytes(8, "big") + run_digest)
     return h
@@ -148,7 +148,7 @@ def keep(cassette: Path, size: int, run_digest: bytes, state: bytes, turns: IO[b
     try:
         where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(prefix=".kept-", dir=where.parent)  # 0600
-        mac = _mac(key, analyser, size, run_digest)
+        mac = analysis_mac(key, analyser, size, run_digest)
         meta = json.dumps({"size": size, "analyser": analyser.hex()}).encode()
         with os.fdopen(fd, "wb") as out:
 
@@ -187,7 +187,7 @@ def keep(cassette: Path, size: int, run_digest: bytes, state: bytes, turns: IO[b
                 pass
 
 
-def _run_digest(key: bytes, cassette: Path, size: int) -> bytes | None:
+def run_digest_of(key: bytes, cassette: Path, size: int) -> bytes | None:
     """The keyed hash of the cassette's first ``size`` bytes, as :func:`hasher` gives it; ``None``
     when the file holds fewer."""
     from cassettes.storage.store import open_regular
@@ -231,10 +231,10 @@ def take(cassette: Path, store_dir: str | Path | None = None) -> Kept | None:
             if not isinstance(size, int) or size != os.stat(cassette).st_size:
                 return None  # the file grew (or shrank) since: analysed again
             key = _key()
-            run_digest = _run_digest(key, cassette, size) if key is not None else None
+            run_digest = run_digest_of(key, cassette, size) if key is not None else None
             if key is None or run_digest is None:
                 return None
-            mac = _mac(key, analyser, size, run_digest)
+            mac = analysis_mac(key, analyser, size, run_digest)
             mac.update(MAGIC + len(meta_raw).to_bytes(8, "big") + meta_raw)
             state = _section(f, 1 << 34, mac)
             if state is None:

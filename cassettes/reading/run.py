@@ -3,14 +3,14 @@ the pytest plugin and the MCP server use (both exported from :mod:`cassettes`).
 
     run = open_run("run.jsonl")        # or a vcrpy cassette, or a mitmproxy flow file
     run.assert_no_findings(layer="C")
-    for rt, ex in zip(run.roundtrips, run.exchanges): ...   # recording order, one at a time
+    for ex, rt in run.pairs: ...       # recording order, one round trip at a time
     run.by_seq(4)                      # (exchange, round trip) with seq 4, read from disk
     len(run)                           # how many round trips
 
 **Seq and position.** A round trip's *seq* is the number the recorder gave it (``#4`` in
 ``looptap show``); its *position* is its place in the file. ``by_seq`` takes a seq, ``at`` a
-position; ``run.exchanges`` and ``run.roundtrips`` are in position order (``run.roundtrips[k]`` is
-the k-th, read again).
+position; ``run.pairs`` (each round trip with its exchange), ``run.exchanges`` and
+``run.roundtrips`` are in position order (``run.pairs[k]`` is the k-th, read again).
 
 **The format is told from the file's first bytes, once** (:func:`sniff`), never from its name: a
 looptap cassette (JSON lines opening with the looptap header), a vcrpy / pytest-recording cassette
@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cassettes.errors import CassetteError, CassetteFormatError
-from cassettes.parsing.roundtrip import RoundTrip, parse_all
+from cassettes.parsing.roundtrip import RoundTrip
+from cassettes.reading.held import Held
 from cassettes.wire.exchange import Exchange
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed: replay serves without it
@@ -96,6 +97,43 @@ class Records(Sized, Iterable[T], Protocol[T]):
     def __getitem__(self, k: int) -> T: ...
 
 
+class Reader(Protocol):
+    """What a :class:`Run` reads through: :class:`~cassettes.reading.incremental.RunReader` (a
+    looptap cassette read as a stream or followed) or :class:`~cassettes.reading.held.Held`
+    (exchanges in memory)."""
+
+    @property
+    def pairs(self) -> Records[tuple[Exchange, RoundTrip]]: ...
+    @property
+    def exchanges(self) -> Records[Exchange]: ...
+    @property
+    def roundtrips(self) -> Records[RoundTrip]: ...
+    @property
+    def analysis(self) -> RunAnalysis: ...
+    @property
+    def problems(self) -> Sequence[object]: ...
+    @property
+    def damage(self) -> list[Problem]: ...
+    @property
+    def records(self) -> int: ...
+    @property
+    def seqs(self) -> Sequence[int]: ...
+    @property
+    def read_bytes(self) -> int: ...
+    @property
+    def still_written(self) -> bool: ...
+    @property
+    def summaries(self) -> Mapping[int, TurnSummary]: ...
+    def progress(self) -> float | None: ...
+    def step(self, max_bytes: int | None) -> Batch: ...
+    def finish(self) -> tuple[dict[str, Any], float | None, dict[str, int]] | None: ...
+    def close(self) -> None: ...
+    def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]: ...
+    def full_turn(self, seq: int, *, remember: bool = ...) -> Turn: ...
+    def find(self, seq: int) -> tuple[Exchange, RoundTrip] | None: ...
+    def find_exchange(self, seq: int) -> Exchange: ...
+
+
 _RANK = {"info": 0, "warning": 1, "error": 2}  # by Severity (a StrEnum: its members are these keys)
 
 
@@ -121,8 +159,15 @@ class Run:
     helpers a regression test uses (``cassettes.replay.Run`` is this class).
 
     :func:`open_run` opens a file; :meth:`Run.of` takes exchanges held in memory (parsed and
-    analysed on first use). ``roundtrips`` are the parsed round trips, ``len(run)`` their number,
-    :meth:`by_seq` one of them by seq.
+    analysed on first use). ``pairs`` are the round trips with their exchanges (``roundtrips``
+    and ``exchanges`` one side of them), ``len(run)`` their number, :meth:`by_seq` one of them by
+    seq.
+
+    Every run reads through one reader: a looptap cassette read as a stream or followed, through
+    :class:`~cassettes.reading.incremental.RunReader` (its records through the one
+    :class:`~cassettes.storage.source.RecordSource`); exchanges held in memory, through
+    :class:`~cassettes.reading.held.Held`. Both have the members below, so this class has one
+    way of doing each.
     """
 
     def __init__(
@@ -131,35 +176,26 @@ class Run:
         analysis: RunAnalysis | None = None,
         *,
         name: str = "<run>",
-        roundtrips: Records[RoundTrip] | None = None,
         header: dict[str, Any] | None = None,
         problems: Sequence[str] = (),
         epoch: float | None = None,
         families: dict[str, int] | None = None,
-        finder: Callable[[int], tuple[Exchange, RoundTrip] | None] | None = None,
         kind: str = "exchanges",
         skipped: dict[str, int] | None = None,
         reader: RunReader | None = None,
     ) -> None:
         #: What the run was read from (shown in exports; never used for identity).
         self.name = name
-        self.exchanges: Records[Exchange] = list(exchanges) if isinstance(exchanges, (list, tuple)) else exchanges
-        self._roundtrips = roundtrips
-        #: ``analysis.turns`` may be a lazy mapping (turns restored one at a time): read it with
-        #: ``[]``, ``get`` and ``in``; never hold all of it.
-        self._analysis = analysis
         #: The cassette header (``{}`` for inputs that have none, like vcrpy YAML).
         self.header: dict[str, Any] = header if header is not None else {}
-        self._problems: list[str] = list(problems)
-        # A looptap cassette read as a stream, or followed as it grows: the reader behind this run.
-        self._reader = reader
+        # What the run reads through: a looptap cassette's reader, or the exchanges held in memory.
+        self._reader: Reader = reader if reader is not None else Held(
+            list(exchanges), analysis, problems, self._first_turn
+        )
         #: Epoch seconds to lay out round trips whose start time was not recorded (imports): the
         #: cassette's creation time, so an export of the same file is the same every time.
         self.epoch = epoch if epoch is not None else _epoch(self.header, self.exchanges)
         self._families = families
-        self._summaries: dict[int, TurnSummary] | None = None
-        #: Finds one round trip by seq without a pass over the run (set for a streamed cassette).
-        self.finder = finder
         #: The format it was read from: one of :data:`FORMATS`, or ``"exchanges"`` (in memory).
         self.kind = kind
         #: Flows a mitmproxy file held that are not HTTP (TCP, UDP, DNS), by type: not imported.
@@ -180,6 +216,12 @@ class Run:
         """Deprecated spelling of ``open_run(path, whole=True)`` (docs/testing.md names it)."""
         return open_run(path, whole=True)
 
+    def _first_turn(self) -> int:
+        """The number of a conversation's first turn (a fork's branch keeps its origin's)."""
+        from cassettes.reading.branch import branch_origin, first_turn
+
+        return first_turn(branch_origin(self.header, None))
+
     def __len__(self) -> int:
         """How many round trips the run holds (so far, for a run being followed)."""
         return len(self.exchanges)
@@ -187,137 +229,103 @@ class Run:
     @property
     def problems(self) -> list[str]:
         """Damage found while reading (never raised), one line each (:attr:`damage`: the same, by line and kind)."""
-        if self._reader is not None:
-            return [str(p) for p in self._reader.problems]
-        return self._problems
-
-    @problems.setter
-    def problems(self, value: list[str]) -> None:
-        self._problems = list(value)
+        return [str(p) for p in self._reader.problems]
 
     @property
     def damage(self) -> list[Problem]:
         """Damage found while reading a looptap cassette, by line and kind (``torn``, ``corrupt`` …);
         empty for other inputs (their readers say what they skipped in :attr:`problems`)."""
-        return self._reader.problems if self._reader is not None else []
+        return self._reader.damage
 
     # -- a run followed as it grows (``open_run(path, follow=True)``; the inspector, the MCP tail)
     def step(self, max_bytes: int | None = STEP_BYTES) -> Batch:
         """Read and analyse what the file gained (up to about ``max_bytes``): the turns analysed,
         the damage found, and whether the end of what the file holds was reached. A run that is
         not followed is read already (``at_end``, nothing new)."""
-        if self._reader is None:
-            from cassettes.reading.incremental import Batch
-
-            return Batch(turns=[], records=0, problems=[], at_end=True)
         return self._reader.step(max_bytes)
 
     def finish(self) -> None:
         """The file is complete: report a torn tail and run the end-of-run checks (once)."""
-        r = self._reader
-        if r is None:
+        finished = self._reader.finish()
+        if finished is None:  # (exchanges in memory: nothing was still to come)
             return
-        if not r.finished:
-            r.finish()
-        header = r.index.header or {}
-        self.header = header
-        created = _created(header)
-        self.epoch = created if created is not None else (r.first_started if r.first_started is not None else 0.0)
-        self._families = dict(r.families)
+        self.header, first_started, self._families = finished
+        created = _created(self.header)
+        started = first_started if first_started is not None else 0.0
+        self.epoch = created if created is not None else started
 
     def progress(self) -> float | None:
         """Share of the file read so far (``None``: unknown, or an empty file)."""
-        if self._reader is None:
-            return 1.0
-        size = self._reader.index.size()
-        return self._reader.index.consumed / size if size else None
+        return self._reader.progress()
 
     @property
     def records(self) -> int:
         """Round trips read so far (all of them for a run that is not followed)."""
-        return self._reader.records if self._reader is not None else len(self)
+        return self._reader.records
 
     @property
     def seqs(self) -> Sequence[int]:
         """The seqs of the round trips read so far, in recording order."""
-        if self._reader is not None:
-            return self._reader.index.seqs
-        return [ex.seq for ex in self.exchanges if ex.seq is not None]
+        return self._reader.seqs
 
     @property
     def read_bytes(self) -> int:
         """How far into the file the reader got (bytes; 0 for a run not read from a looptap cassette)."""
-        return self._reader.index.consumed if self._reader is not None else 0
+        return self._reader.read_bytes
 
     @property
     def still_written(self) -> bool:
         """The file ends in a record not yet complete (a recording in progress, or a torn one)."""
-        return self._reader is not None and self._reader.index.pending > 0
+        return self._reader.still_written
 
     @property
     def summaries(self) -> Mapping[int, TurnSummary]:
         """Every turn read so far, by seq, as a summary (what a turn list shows); the full turn:
         :meth:`full_turn`."""
-        if self._reader is not None:
-            return self._reader.summaries
-        if self._summaries is None:
-            from cassettes.views.summary import summarise
-
-            turns = self.analysis.turns
-            self._summaries = {s: summarise(turns[s]) for s in sorted(turns)}
-        return self._summaries
+        return self._reader.summaries
 
     def full_turn(self, seq: int, *, remember: bool = True) -> Turn:
         """Turn ``seq`` with everything the analysis gave it (``KeyError`` when there is none);
         ``remember=False`` for a pass over many turns (a search): not kept in the reader's cache."""
-        if self._reader is not None:
-            return self._reader.full_turn(seq, remember=remember)
-        return self.analysis.turns[seq]
+        return self._reader.full_turn(seq, remember=remember)
 
     def printed(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
         """Each round trip's printed view (``show``'s, a JSON-able object per round trip, in
         order): those kept with the run's kept analysis when they check out, else ``make()``'s,
         kept for the next reader as they pass (docs/kept-analysis.md)."""
-        r = self._reader
-        if r is None or r.kept_mac is None:
-            made: Iterator[Any] = make()
-            return made
-        from cassettes.reading import kept
-
-        blocks = kept.views(r.index.path, r.kept_mac)
-        if blocks is not None:
-            taken: Iterator[Any] = kept.iter_views(blocks)
-            return taken
-        return _keeping(make(), kept.ViewsWriter(r.index.path, r.kept_mac))
+        return self._reader.printed(make)
 
     def close(self) -> None:
         """Let go of what the reader keeps on disk (the store of full turns and parses)."""
-        if self._reader is not None:
-            self._reader.close()
+        self._reader.close()
 
     def __bool__(self) -> bool:  # a run is a run, even an empty one
         return True
 
-    # -- the parsed round trips and the analysis (computed on first use for exchanges in memory)
+    # -- the round trips and the analysis (computed on first use for exchanges in memory)
+    @property
+    def pairs(self) -> Records[tuple[Exchange, RoundTrip]]:
+        """Every round trip as ``(exchange, round trip)``: what crossed the wire and its parse,
+        in recording order (``run.pairs[k]`` is the k-th; a run read from disk reads them again
+        on each pass, one at a time)."""
+        return self._reader.pairs
+
+    @property
+    def exchanges(self) -> Records[Exchange]:
+        """The raw exchanges, in recording order (one side of :attr:`pairs`)."""
+        return self._reader.exchanges
+
     @property
     def roundtrips(self) -> Records[RoundTrip]:
-        if self._roundtrips is None:
-            self._roundtrips = parse_all(list(self.exchanges))
-        return self._roundtrips
+        """The parsed round trips, in recording order (the other side of :attr:`pairs`)."""
+        return self._reader.roundtrips
 
     @property
     def analysis(self) -> RunAnalysis:
-        if self._analysis is None and self._reader is not None:
-            # Followed and not finished (or not yet settled): the conversations, errors and findings
-            # so far; its ``turns`` stay empty (:attr:`summaries`, :meth:`full_turn`).
-            return self._reader.analysis
-        if self._analysis is None:
-            from cassettes.analysis import analyse
-            from cassettes.reading.branch import branch_origin, first_turn
-
-            path = self._reader.index.path if self._reader is not None else None
-            self._analysis = analyse(list(self.exchanges), list(self.roundtrips), first_turn(branch_origin(self.header, path)))
-        return self._analysis
+        """The layer analysis. A run followed and not finished (or not yet settled) has the
+        conversations, errors and findings so far, and its ``turns`` stay empty
+        (:attr:`summaries`, :meth:`full_turn`)."""
+        return self._reader.analysis
 
     @property
     def families(self) -> dict[str, int]:
@@ -330,27 +338,17 @@ class Run:
 
     def by_seq(self, seq: int) -> tuple[Exchange, RoundTrip] | None:
         """The exchange and parsed round trip with this seq (not a position), if the run holds it."""
-        if self.finder is None and self._reader is not None:
-            return self._reader.by_seq(seq)
-        if self.finder is None:
-            by_seq = {ex.seq: (ex, rt) for ex, rt in zip(self.exchanges, self.roundtrips, strict=True)}
-            self.finder = by_seq.get
-        return self.finder(seq)
+        return self._reader.find(seq)
 
     def at(self, pos: int) -> tuple[Exchange, RoundTrip]:
         """The exchange and parsed round trip at this position (the ``pos``-th in the file, from 0;
-        negative counts from the end), not a seq: ``run.at(k)`` is ``run.exchanges[k]`` with its parse."""
-        return self.exchanges[pos], self.roundtrips[pos]
+        negative counts from the end), not a seq: ``run.at(k)`` is ``run.pairs[k]``."""
+        return self.pairs[pos]
 
     def exchange_by_seq(self, seq: int) -> Exchange:
         """The exchange with this seq; ``KeyError`` when the run holds none (what a diff reads of
         each paired turn)."""
-        if self._reader is not None and self.finder is None:
-            return self._reader.exchange_by_seq(seq)
-        found = self.by_seq(seq)
-        if found is None:
-            raise KeyError(seq)
-        return found[0]
+        return self._reader.find_exchange(seq)
 
     # -- what happened -------------------------------------------------------------------------
     @property
@@ -443,17 +441,6 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run({len(self)} round trips, {len(self.turns)} turns, {self.total_tokens} tokens)"
-
-
-def _keeping(views: Iterator[Any], writer: Any) -> Iterator[Any]:
-    """``views``, each kept by ``writer`` before it is handed on; committed once all went by."""
-    try:
-        for v in views:
-            writer.add(v)
-            yield v
-        writer.commit()
-    finally:
-        writer.abandon()
 
 
 def _created(header: dict[str, Any]) -> float | None:
@@ -668,8 +655,7 @@ def _follow(p: Path, *, summaries: bool, cache: bool = False) -> Run:
     from cassettes.reading.incremental import RunReader
 
     reader = RunReader(p, summaries=summaries, cache=cache)
-    again = reader.reread()
-    return Run(again.exchanges, name=p.name, roundtrips=again.roundtrips, kind="looptap", reader=reader, epoch=0.0)
+    return Run((), name=p.name, kind="looptap", reader=reader, epoch=0.0)
 
 
 def _stream(path: str | Path, progress: Progress | None = None, cache: bool = True) -> Run:
@@ -677,10 +663,11 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
     later pass. Raises :class:`~cassettes.errors.CassetteError` for a file that is not one, and
     :class:`RunTooLargeError` (one clear line, not a ``MemoryError`` half-way) when the analysis
     outgrows :func:`memory_budget`."""
+    from cassettes.reading.incremental import RunReader
+
     p = Path(path)
-    run = _follow(p, summaries=False)
-    reader = run._reader
-    assert reader is not None
+    reader = RunReader(p, summaries=False)
+    run = Run((), name=p.name, kind="looptap", reader=reader, epoch=0.0)
     budget = memory_budget()
     taken = cache and reader.take_kept()  # the analysis a reader of these same bytes kept (docs/kept-analysis.md)
     at_end = taken
@@ -701,11 +688,7 @@ def _stream(path: str | Path, progress: Progress | None = None, cache: bool = Tr
         run.finish()
     except CassetteFormatError as exc:  # nothing but an unfinished header line
         raise CassetteFormatError(str(exc)) from None
-    reader.analyser.release()  # the run is complete: keep its analysis, not the analyser's working state
-    again = reader.reread()
-    turns: Mapping[int, Any] = again.turns
-    run._analysis = reader.analysis.model_copy(update={"turns": turns})  # every other field as the analysis left it
-    run.exchanges, run._roundtrips, run.finder = again.exchanges, again.roundtrips, again.by_seq
+    reader.settle()  # complete: its analysis kept, its round trips read again on each pass
     return run
 
 

@@ -22,7 +22,7 @@ import os
 from array import array
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -224,13 +224,20 @@ class RecordIndex:
             raise KeyError(seq)
         return self.record_at(i)
 
-    def record_at(self, pos: int, *, regular: bool = False, changed: str = "") -> dict[str, Any]:
+    def record_at(
+        self, pos: int, *, regular: bool = False, changed: str = "", fh: BinaryIO | None = None
+    ) -> dict[str, Any]:
         """The record at position ``pos`` in reading order, read again from disk (``regular``:
-        refuse anything but a regular file; ``changed``: said after the error if it is no object)."""
+        refuse anything but a regular file; ``changed``: said after the error if it is no object;
+        ``fh``: read through this handle on the file, kept open by the caller)."""
         seq = self.seqs[pos]
-        with open_regular(self.path) if regular else open(self.path, "rb") as f:
-            f.seek(self.offsets[pos])
-            raw = f.read(self.lengths[pos])
+        if fh is not None:
+            fh.seek(self.offsets[pos])
+            raw = fh.read(self.lengths[pos])
+        else:
+            with open_regular(self.path) if regular else open(self.path, "rb") as f:
+                f.seek(self.offsets[pos])
+                raw = f.read(self.lengths[pos])
         rec = loads_record(raw.rstrip(b"\r").removeprefix(b"\xef\xbb\xbf"))
         if not isinstance(rec, dict):
             raise CassetteFormatError(f"record {seq} is not a JSON object{changed}")

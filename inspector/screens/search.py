@@ -24,9 +24,37 @@ from cassettes.untrusted import clean_line
 from cassettes.views.search import SearchHit
 from inspector.safe import wire_line
 
-__all__ = ["SearchScreen"]
+__all__ = ["Matches", "SearchScreen"]
 
 Searcher = Callable[[str], list[SearchHit]]
+
+
+class Matches:
+    """The last search once the dialog closed: its query, its hits and the one ``n``/``N`` is on."""
+
+    def __init__(self) -> None:
+        self.query = ""
+        self.hits: list[SearchHit] = []
+        self.at = -1
+
+    def found(self, query: str, hits: list[SearchHit], chosen: SearchHit | None) -> SearchHit | None:
+        """What the dialog was dismissed with; the hit chosen in it (if any) becomes the current one."""
+        self.query, self.hits = query, hits
+        if chosen is not None:
+            self.at = hits.index(chosen)
+        return chosen
+
+    def step(self, direction: int) -> SearchHit | None:
+        """The next (``1``) or previous (``-1``) hit, round the ends (``None``: no search yet)."""
+        if not self.hits:
+            return None
+        self.at = (self.at + direction) % len(self.hits)
+        return self.hits[self.at]
+
+    def notice(self) -> str:
+        """What the playback line says of the current hit."""
+        hit = self.hits[self.at]
+        return f"match {self.at + 1}/{len(self.hits)} for {self.query!r}: {hit.where}: {' '.join(hit.snippet.split())}"
 
 
 class SearchScreen(ModalScreen[tuple[str, list[SearchHit], SearchHit | None]]):

@@ -39,7 +39,7 @@ class ConversationSwitcher(Select[str]):
 
     def show_conversations(self, conversations: Sequence[Conversation], total_turns: int) -> None:
         """The conversations found so far, each with its turn count (attributes down)."""
-        known = [(c.id, _label(c), len(c.turns)) for c in conversations]
+        known = [(c.id, conversation_label(c), len(c.turns)) for c in conversations]
         if known == self._known:
             return
         self._known = known
@@ -57,7 +57,7 @@ class ConversationSwitcher(Select[str]):
             self.post_message(self.ConversationChosen(self, event.value))
 
 
-def _label(c: Conversation) -> str:
+def conversation_label(c: Conversation) -> str:
     """What a conversation is: its label or family, and where it branched from."""
     label = c.label or (f"“{c.title}”" if c.title else c.family)
     if c.parent_seq is not None:

@@ -86,13 +86,7 @@ class ForkPane(VerticalScroll, can_focus=True):
             where = f"turn {row.turn}" if row.turn is not None else "its first turn"
             return Text(f"── ⑂ fork point: live from {where} ──", style="bold yellow")
         if row.part == "prefix":
-            t = Text("  ", style="dim")
-            t.append(f"turn {row.turn if row.turn is not None else '…'} ", style="dim")
-            t.append(f"origin #{row.origin_seq} " if row.origin_seq is not None else "", style="dim")
-            t.append("served from the origin  ", style="dim italic")
-            t.append_text(wire_line(row.origin or "", style="dim"))
-            self._tolerated(t, row)
-            return t
+            return self._prefix_row(row)
         mine = row.branch if self.side == "branch" else row.origin
         other = row.origin if self.side == "branch" else row.branch
         seq = row.branch_seq if self.side == "branch" else row.origin_seq
@@ -103,6 +97,23 @@ class ForkPane(VerticalScroll, can_focus=True):
         t.append_text(wire_line(mine or "-"))
         if mine != other:
             t.append("  ≠", style="bold red")
+        self._differences(t, row)
+        self._tolerated(t, row)
+        return t
+
+    def _prefix_row(self, row: ForkRow) -> Text:
+        """A turn before the cursor, served from the origin."""
+        t = Text("  ", style="dim")
+        t.append(f"turn {row.turn if row.turn is not None else '…'} ", style="dim")
+        t.append(f"origin #{row.origin_seq} " if row.origin_seq is not None else "", style="dim")
+        t.append("served from the origin  ", style="dim italic")
+        t.append_text(wire_line(row.origin or "", style="dim"))
+        self._tolerated(t, row)
+        return t
+
+    @staticmethod
+    def _differences(t: Text, row: ForkRow) -> None:
+        """What a what-if edit rewrote at this turn, and what differs there (the core's lines)."""
         for e in row.edited:
             t.append("\n    ✎ EDITED ", style="bold yellow")
             t.append_text(wire_line(e))
@@ -111,8 +122,6 @@ class ForkPane(VerticalScroll, can_focus=True):
             t.append_text(wire_line(d, style="red" if d.startswith("E") else "yellow"))
         if len(row.divergences) > 6:
             t.append(f"\n    … {len(row.divergences) - 6} more differences (looptap diff)", style="dim")
-        self._tolerated(t, row)
-        return t
 
     @staticmethod
     def _tolerated(t: Text, row: ForkRow) -> None:

@@ -81,17 +81,21 @@ class GrowthChart(PlotextPlot):
         ticks = nice_ticks(top)
         loose.yticks(ticks, [token_label(t) for t in ticks])
         loose.ylim(0, ticks[-1])
-        costs = [float(b.cumulative_cost) if b.cumulative_cost is not None else None for b in bars]
-        known = [(x, c) for x, c in zip(xs, costs, strict=True) if c is not None]
-        if known:
-            plt.plot(
-                [x for x, _ in known], [c for _, c in known], yside="right", color=COST_COLOUR, marker="braille"
-            )
-            cost_ticks = nice_ticks(max(c for _, c in known))
-            loose.yticks(cost_ticks, [dollars(t) for t in cost_ticks], yside="right")
-            loose.ylim(0, cost_ticks[-1], yside="right")
-            loose.ylabel("cumulative cost (USD)", yside="right")
+        _cost_line(loose, xs, bars)
         self.refresh()
+
+
+def _cost_line(plt: Any, xs: list[int], bars: list[GrowthBar]) -> None:
+    """The cumulative cost on the right axis, in dollars (turns without a known cost left out)."""
+    costs = [float(b.cumulative_cost) if b.cumulative_cost is not None else None for b in bars]
+    known = [(x, c) for x, c in zip(xs, costs, strict=True) if c is not None]
+    if not known:
+        return
+    plt.plot([x for x, _ in known], [c for _, c in known], yside="right", color=COST_COLOUR, marker="braille")
+    cost_ticks = nice_ticks(max(c for _, c in known))
+    plt.yticks(cost_ticks, [dollars(t) for t in cost_ticks], yside="right")
+    plt.ylim(0, cost_ticks[-1], yside="right")
+    plt.ylabel("cumulative cost (USD)", yside="right")
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
@@ -13,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cassettes.models import Message, NormalisedRequest, Part
+from cassettes.models import Message, NormalisedRequest, Part, ToolResult
 from cassettes.untrusted import clean, clean_line
 from cassettes.views.view import CONTINUED, edit_text, edited_messages
 from inspector.safe import wire, wire_line
@@ -62,12 +63,7 @@ def part_text(p: Part, names: dict[str, str] | None = None, full: bool = False) 
             (clean_line(f"  id={c.id}"), "dim"),
         )
     if p.tool_result is not None:
-        r = p.tool_result
-        name = r.name or (names or {}).get(r.call_id or "")
-        head = Text.assemble(("↩ result ", "bold cyan"), (clean_line(f"for {name} ") if name else "", "bold"), (clean_line(f"id={r.call_id}"), "dim"))
-        if r.is_error:
-            head.append("  error", style="bold red")
-        return Text.assemble(head, "\n", _cut(r.content))
+        return _result_text(p.tool_result, names, _cut)
     if p.kind == "reasoning":
         return Text(_cut(p.text or ""), style="italic dim")
     if p.kind == "refusal":
@@ -79,7 +75,17 @@ def part_text(p: Part, names: dict[str, str] | None = None, full: bool = False) 
     return Text(_cut(p.text or ""))
 
 
-def _client_sent(marks: list[dict[str, Any]], full: bool = False) -> Text:
+def _result_text(r: ToolResult, names: dict[str, str] | None, cut: Callable[[str], str]) -> Text:
+    """A tool result: which call it answers (named after the call when it carries no name), then
+    its content, ``cut`` to size."""
+    name = r.name or (names or {}).get(r.call_id or "")
+    head = Text.assemble(("↩ result ", "bold cyan"), (clean_line(f"for {name} ") if name else "", "bold"), (clean_line(f"id={r.call_id}"), "dim"))
+    if r.is_error:
+        head.append("  error", style="bold red")
+    return Text.assemble(head, "\n", cut(r.content))
+
+
+def client_sent(marks: list[dict[str, Any]], full: bool = False) -> Text:
     """Below an edited message: what the client had sent there (the model saw the edit)."""
     t = Text()
     for m in marks:
@@ -91,6 +97,30 @@ def _client_sent(marks: list[dict[str, Any]], full: bool = False) -> Text:
             t.append("\n")
             t.append(_cut_part(edit_text(m.get("before")), FULL_PART_LIMIT if full else PART_LIMIT, None if full else LINE_LIMIT), style="dim")
     return t
+
+
+def _left_out(start: int, capped: bool) -> list[RenderableType]:
+    """The line saying how many earlier messages are not drawn (past the limit, or folded)."""
+    if capped:
+        note = (
+            f"… {start:,} earlier messages not drawn (at most the last {SHOW_AT_MOST:,} of a turn are; "
+            "looptap show --json has them all)"
+        )
+    elif start:
+        note = f"… {start:,} earlier messages folded (press a to show all)"
+    else:
+        return []
+    return [Text(""), Text(note, style="dim italic")]
+
+
+def _call_names(msgs: list[Message]) -> dict[str, str]:
+    """Each tool call's name by its id (a result in OpenAI's format names only the call)."""
+    return {
+        p.tool_call.id: p.tool_call.name
+        for m in msgs
+        for p in m.parts
+        if p.tool_call is not None and p.tool_call.id and p.tool_call.name
+    }
 
 
 class MessagesView(VerticalScroll, can_focus=True):
@@ -223,7 +253,27 @@ class MessagesView(VerticalScroll, can_focus=True):
             return
         msgs = req.messages
         new_from = self._appended_from if self._appended_from is not None else len(msgs)
-        out: list[RenderableType] = []
+        out: list[RenderableType] = [self._head(req, new_from)]
+        if req.system and not any(m.role in ("system", "developer") for m in msgs):
+            # Pinned only when it travels apart from the history (a history's own system message
+            # is shown in place, once).
+            out += [Text(""), self._system(req)]
+        start, capped = self._first_drawn(len(msgs), new_from)
+        out += _left_out(start, capped)
+        names = _call_names(msgs)
+        for i in range(start, len(msgs)):
+            if i == new_from and i > start:
+                self._before_new = list(out)
+            out.append(Text(""))
+            msg = self._message(i, msgs[i], i >= new_from, names, self.show_all, i in self._edited)
+            if i in self._edited:
+                msg.append_text(client_sent(self._edited[i], self.show_all))
+            out.append(msg)
+        body.update(Group(*out))
+
+    def _head(self, req: NormalisedRequest, new_from: int) -> Text:
+        """The first line: how many messages and tools, the model, what is new, the mode, the note."""
+        msgs = req.messages
         head = Text.assemble(
             (f"{len(msgs)} message{'' if len(msgs) == 1 else 's'}", "bold"),
             f" · {len(req.tools)} tool{'' if len(req.tools) == 1 else 's'} offered",
@@ -241,42 +291,25 @@ class MessagesView(VerticalScroll, can_focus=True):
         if self._edits:
             labels = ", ".join(dict.fromkeys(str(m.get("edit")) for m in self._edits))
             head.append(f" · ✎ EDITED by the fork: {clean_line(labels)}", style="bold yellow")
-        out.append(head)
-        if req.system and not any(m.role in ("system", "developer") for m in msgs):
-            # Pinned only when it travels apart from the history (a history's own system message
-            # is shown in place, once).
-            sys_text = Text.assemble(("system", "bold yellow"), "\n")
-            sys_text.append_text(Text("\n").join(part_text(p) for p in req.system))
-            if -1 in self._edited:
-                sys_text.append_text(_client_sent(self._edited[-1]))
-            out.append(Text(""))
-            out.append(sys_text)
+        return head
+
+    def _system(self, req: NormalisedRequest) -> Text:
+        """The system prompt sent apart from the history (and what the client had sent, if edited)."""
+        sys_text = Text.assemble(("system", "bold yellow"), "\n")
+        sys_text.append_text(Text("\n").join(part_text(p) for p in req.system))
+        if -1 in self._edited:
+            sys_text.append_text(client_sent(self._edited[-1]))
+        return sys_text
+
+    def _first_drawn(self, count: int, new_from: int) -> tuple[int, bool]:
+        """The first message drawn, and whether :data:`SHOW_AT_MOST` set it: older ones are folded
+        beyond :data:`FOLD_AFTER` (unless ``a``), and never more than the limit are drawn."""
         start = 0
-        if not self.show_all and len(msgs) > FOLD_AFTER:
-            start = min(new_from, len(msgs) - FOLD_AFTER)
-        if len(msgs) - start > SHOW_AT_MOST:
-            start = len(msgs) - SHOW_AT_MOST
-            out.append(Text(""))
-            out.append(
-                Text(
-                    f"… {start:,} earlier messages not drawn (at most the last {SHOW_AT_MOST:,} of a turn are; "
-                    "looptap show --json has them all)",
-                    style="dim italic",
-                )
-            )
-        elif start:
-            out.append(Text(""))
-            out.append(Text(f"… {start:,} earlier messages folded (press a to show all)", style="dim italic"))
-        names = {p.tool_call.id: p.tool_call.name for m in msgs for p in m.parts if p.tool_call is not None and p.tool_call.id and p.tool_call.name}
-        for i in range(start, len(msgs)):
-            if i == new_from and i > start:
-                self._before_new = list(out)
-            out.append(Text(""))
-            msg = self._message(i, msgs[i], i >= new_from, names, self.show_all, i in self._edited)
-            if i in self._edited:
-                msg.append_text(_client_sent(self._edited[i], self.show_all))
-            out.append(msg)
-        body.update(Group(*out))
+        if not self.show_all and count > FOLD_AFTER:
+            start = min(new_from, count - FOLD_AFTER)
+        if count - start > SHOW_AT_MOST:
+            return count - SHOW_AT_MOST, True
+        return start, False
 
     @staticmethod
     def _message(i: int, m: Message, new: bool, names: dict[str, str] | None = None, full: bool = False, edited: bool = False) -> Text:

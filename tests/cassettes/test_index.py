@@ -247,12 +247,12 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(fx: Path, monkeypatch
     filled it (a compressor thread made a busy machine's reader wait for the interpreter lock)."""
     import threading
 
-    from cassettes.reading.incremental import _TurnStore
+    from cassettes.reading.incremental import TurnStore
 
-    monkeypatch.setattr(_TurnStore, "BLOCK", 3000)
+    monkeypatch.setattr(TurnStore, "BLOCK", 3000)
     want = analyse(read_records(fx).exchanges).turns
     threads = threading.active_count()
-    store = _TurnStore()
+    store = TurnStore()
     where = {}
     for _ in range(3):  # enough turns for many blocks
         for seq, turn in want.items():
@@ -279,16 +279,16 @@ def test_turn_store_blocks_round_trip_from_memory_and_disk(fx: Path, monkeypatch
 def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A full disk fails the reader's put that fills a block, with the system's error."""
 
-    from cassettes.reading.incremental import _TurnStore
+    from cassettes.reading.incremental import TurnStore
 
-    monkeypatch.setattr(_TurnStore, "BLOCK", 1000)
+    monkeypatch.setattr(TurnStore, "BLOCK", 1000)
 
     def no_space(*a: object, **k: object) -> object:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("cassettes.reading.incremental.tempfile.TemporaryFile", no_space)
     turn = next(iter(analyse(read_records(fx).exchanges).turns.values()))
-    store = _TurnStore()
+    store = TurnStore()
     with pytest.raises(OSError, match="No space"):
         for _ in range(1000 // len(turn.model_dump_json()) + 2):
             store.put(turn)
@@ -298,9 +298,9 @@ def test_turn_store_write_failure_surfaces_on_the_put_that_fills_a_block(fx: Pat
 def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
     fx: Path, demo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cassettes.reading.incremental import _TurnStore
+    from cassettes.reading.incremental import TurnStore
 
-    monkeypatch.setattr(_TurnStore, "BLOCK", 2000)
+    monkeypatch.setattr(TurnStore, "BLOCK", 2000)
     for path in (fx, demo):
         run = RunReader(path, turn_cache=1)
         _read_all(run, 3000)
@@ -313,9 +313,9 @@ def test_incremental_run_with_small_store_blocks_matches_the_batch_analysis(
 def test_finish_compresses_the_last_block(fx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A finished run keeps no turn JSON in memory: the block being filled is compressed, and
     every full turn still comes back."""
-    from cassettes.reading.incremental import _TurnStore
+    from cassettes.reading.incremental import TurnStore
 
-    monkeypatch.setattr(_TurnStore, "BLOCK", 3000)
+    monkeypatch.setattr(TurnStore, "BLOCK", 3000)
     run = RunReader(fx)
     _read_all(run)
     assert run._store._filling  # a block still being filled before finish

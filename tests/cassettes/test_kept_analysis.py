@@ -6,6 +6,7 @@ ones a reader without any kept analysis gets."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import pickle
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from cassettes.analysis.run import RunAnalyser
 from cassettes.cli import main
+from cassettes.parsing.sealed import machine_key
 from cassettes.reading import kept
 from cassettes.reading.run import open_run
 from cassettes.recording.pipeline import CassetteWriter
@@ -125,11 +127,11 @@ def _forged(path: Path, kept_file: Path, key: bytes) -> bytes:
     state["flagged"] = {}
     data = kept.MAGIC + b"".join(len(s).to_bytes(8, "big") + s for s in (meta, pickle.dumps(state), turns, parses))
     size = path.stat().st_size
-    run_digest = kept._run_digest(key, path, size)
+    run_digest = kept.run_digest_of(key, path, size)
     assert run_digest is not None
     analyser = kept.analyser_digest()
     assert analyser is not None
-    mac = kept._mac(key, analyser, size, run_digest)
+    mac = kept.analysis_mac(key, analyser, size, run_digest)
     mac.update(data)
     return data + mac.digest()
 
@@ -146,7 +148,7 @@ def test_a_kept_analysis_with_a_finding_removed_is_not_taken(how: str, tmp_path:
         forged = data.replace(b"A.http_error", b"A.http_errox")  # the MAC no longer checks out
     else:  # a well-formed kept file, findings removed, MAC'd under a key that is not this machine's
         forged = _forged(path, kept_file, b"\x01" * 32)
-        key = kept._key()
+        key = machine_key(create=True)
         assert key is not None
         taken = _forged(path, kept_file, key)  # (this machine's key would vouch for it: the key is what guards)
         kept_file.write_bytes(taken)
@@ -163,7 +165,8 @@ def test_another_analyser_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
     first = _read(path)
     digest = kept.analyser_digest()
     assert digest is not None
-    monkeypatch.setitem(kept._cache, "analyser", bytes(b ^ 0xFF for b in digest))  # a changed source
+    changed = bytes(b ^ 0xFF for b in digest)
+    monkeypatch.setattr(kept, "analyser_digest", lambda: changed)  # a changed source
     counted = _Counted(monkeypatch)
     assert _read(path) == first
     assert counted.added == 3
@@ -191,7 +194,7 @@ def test_other_price_data_analyses_again(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(tokens, "calc_price", doubled)
     monkeypatch.setattr(price_memo, "table_identity", lambda: [*identity[:-1], identity[-1] + 1])  # its data file, rewritten
     price_memo.process_memo().forget()
-    monkeypatch.delitem(kept._cache, "analyser", raising=False)  # (a new process)
+    monkeypatch.setattr(kept, "analyser_digest", functools.cache(kept.analyser_digest.__wrapped__))  # (a new process)
     fresh = _show("show", "--json", "--no-cache", path)
     assert fresh != old
     counted = _Counted(monkeypatch)

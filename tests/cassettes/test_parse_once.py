@@ -120,7 +120,7 @@ def test_each_body_is_parsed_once_from_the_recorder_to_the_screen(tmp_path: Path
     # response parsed again either.
     parses.clear()
     every = open_run(path)
-    assert sum(1 for _ in zip(every.roundtrips, every.exchanges, strict=True)) == len(exchanges)
+    assert sum(1 for _ in every.pairs) == len(exchanges)
     assert not parses.responses, f"stored responses parsed again by open_run: {sorted(parses.responses)}"
 
 
@@ -186,7 +186,7 @@ def test_show_and_a_jump_to_a_turn_take_the_analysis_parse(tmp_path: Path, monke
     every = open_run(path)
     assert set(parses.requests.values()) == {1} and len(parses.requests) >= len(fresh) // 2
     parses.clear()
-    printed = {rt.seq: rt.model_dump() for rt, _ in zip(every.roundtrips, every.exchanges, strict=True)}
+    printed = {rt.seq: rt.model_dump() for _, rt in every.pairs}
     assert not parses.requests, f"requests parsed again to print: {sorted(parses.requests)}"
     assert not parses.responses, f"responses parsed again to print: {sorted(parses.responses)}"
     assert printed == fresh
@@ -242,9 +242,9 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(tmp_path: Path, mo
     path = tmp_path / "run.jsonl"
     _record(path, _multi_turn(), requests=False)
     kept: list[tuple[int, bytes]] = []
-    real_put = incremental._Parses.put
+    real_put = incremental.ParseStore.put
 
-    def put(self: incremental._Parses, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None) -> None:
+    def put(self: incremental.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None) -> None:
         states = Counter[str]()
         real_state = BaseModel.__getstate__
 
@@ -262,7 +262,7 @@ def test_the_store_of_parses_gives_back_the_tree_it_was_given(tmp_path: Path, mo
         assert not states, f"BaseModel.__getstate__ called {states['called']} times to keep one parse"
         kept.append((pos, pickle.dumps(packed, pickle.HIGHEST_PROTOCOL)))
 
-    monkeypatch.setattr(incremental._Parses, "put", put)
+    monkeypatch.setattr(incremental.ParseStore, "put", put)
     run = _opened(path)
     reader = run._reader
     assert len(kept) > 20
@@ -291,28 +291,28 @@ def test_a_long_conversation_keeps_its_history_whole_rarely_and_restores_every_t
     turns = 300
     path = write_huge(tmp_path / "long.jsonl", 2 * turns, "long", turns=turns)
     wholes: list[int] = []
-    real_put = incremental._Parses.put
+    real_put = incremental.ParseStore.put
 
-    def put(self: incremental._Parses, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None) -> None:
+    def put(self: incremental.ParseStore, pos: int, rt: roundtrip.RoundTrip, base_pos: int | None) -> None:
         real_put(self, pos, rt, base_pos)
         got = self.get(pos)
         if got is not None and got[0] is None:
             wholes.append(pos)
 
-    monkeypatch.setattr(incremental._Parses, "put", put)
+    monkeypatch.setattr(incremental.ParseStore, "put", put)
     run = _opened(path)
     reader = run._reader
     assert reader is not None
     step = incremental.CHECKPOINT**2
     assert len(wholes) == 2 * -(-turns // step), wholes  # (38 before)
     reads = Counter[int]()
-    real_get = incremental._Parses.get
+    real_get = incremental.ParseStore.get
 
-    def get(self: incremental._Parses, pos: int) -> Any:
+    def get(self: incremental.ParseStore, pos: int) -> Any:
         reads[pos] += 1
         return real_get(self, pos)
 
-    monkeypatch.setattr(incremental._Parses, "get", get)
+    monkeypatch.setattr(incremental.ParseStore, "get", get)
     for pos, ex in enumerate(open_run(path).exchanges):
         reader._shown.clear()
         reads.clear()
@@ -342,14 +342,14 @@ def _interleaved_run(path: Path, conversations: int = 3, turns: int = 8) -> Path
 def _count_restores(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     """Turns restored from a reader's store of full turns, by seq (its read function wrapped)."""
     restores: Counter[int] = Counter()
-    real = incremental._TurnStore.get
+    real = incremental.TurnStore.get
 
-    def get(self: incremental._TurnStore, block: int, offset: int, length: int) -> Any:
+    def get(self: incremental.TurnStore, block: int, offset: int, length: int) -> Any:
         turn = real(self, block, offset, length)
         restores[turn.seq] += 1
         return turn
 
-    monkeypatch.setattr(incremental._TurnStore, "get", get)
+    monkeypatch.setattr(incremental.TurnStore, "get", get)
     return restores
 
 

@@ -23,7 +23,7 @@ from tests.real_corpus import corpus_files
 
 def _views(run: Any) -> list[dict[str, Any]]:
     out = []
-    for rt, ex in zip(run.roundtrips, run.exchanges, strict=True):
+    for ex, rt in run.pairs:
         v = roundtrip_json(rt, ex)
         turn = run.analysis.turns.get(v["seq"])
         v["analysis"] = turn_json(turn) if turn is not None else None
@@ -117,7 +117,7 @@ def test_memory_does_not_grow_with_the_records(tmp_path: Path) -> None:
         tracemalloc.start()
         try:
             run = open_run(path)
-            n = sum(1 for _ in zip(run.roundtrips, run.exchanges, strict=True))
+            n = sum(1 for _ in run.pairs)
             assert n == len(run.exchanges)
             current, peak = tracemalloc.get_traced_memory()
             return current, peak

@@ -162,7 +162,7 @@ def cassette_pairs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Round
             for _, ex in run:
                 w.append(ex)
         read = open_run(dest, whole=True)
-        pairs.extend(zip(read.roundtrips, read.exchanges, strict=True))
+        pairs.extend((rt, ex) for ex, rt in read.pairs)
     return pairs
 
 

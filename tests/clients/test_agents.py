@@ -338,7 +338,7 @@ def test_claude_code_clean_run(claude_clean: dict[str, Any]) -> None:
     serious = _serious(a)
     turns = tuple(sorted(len(c.turns) for c in llm))
     # The right conversations, from the scripted model's own log: main loop, sub-agent, one per side call.
-    what = {int(ex.seq): what_by_id[rt.response.id] for ex, rt in zip(run.exchanges, run.roundtrips, strict=True)  # type: ignore[arg-type]
+    what = {int(ex.seq): what_by_id[rt.response.id] for ex, rt in run.pairs  # type: ignore[arg-type]
             if rt.response is not None and rt.response.id in what_by_id}
     main_seqs = sorted(s for s, w in what.items() if w.startswith("main:"))
     sub_seqs = sorted(s for s, w in what.items() if w.startswith("sub"))
@@ -355,7 +355,7 @@ def test_claude_code_clean_run(claude_clean: dict[str, Any]) -> None:
     convs = [(c.id, c.turns, c.branch, c.parent_seq, [what.get(t) for t in c.turns]) for c in a.conversations]
     (spawn,) = [s for s, w in what.items() if w == "main:spawn"]
     (mcp_turn,) = [s for s, w in what.items() if w == "main:mcp"]
-    rts = {int(ex.seq): rt for ex, rt in zip(run.exchanges, run.roundtrips, strict=True)}  # type: ignore[arg-type]
+    rts = {int(ex.seq): rt for ex, rt in run.pairs}  # type: ignore[arg-type]
     main = conv_of[spawn]
     assert main.turns == main_seqs and main.parent_seq is None, convs
     sub = conv_of[sub_seqs[0]]
@@ -372,7 +372,7 @@ def test_claude_code_clean_run(claude_clean: dict[str, Any]) -> None:
             assert side.parent_seq == parent, (s, quoted[:300], convs)
     assert turns == expected, convs
     # every call paired: the MCP tools/call ran the model's call, every call has its result
-    (mcp_seq,) = [ex.seq for ex, rt in zip(run.exchanges, run.roundtrips, strict=True) if rt.operation == "mcp tools/call"]
+    (mcp_seq,) = [ex.seq for ex, rt in run.pairs if rt.operation == "mcp tools/call"]
     link = a.mcp_calls[mcp_seq]
     assert (link.linked_by, link.model_seq, link.result) == ("id", mcp_turn, "sunny, 21 C in Paris"), link
     assert not [f for f in a.findings if f.code in ("C.dropped_tool_result", "C.orphan_tool_result", "C.stopped_with_pending_calls")]

@@ -53,13 +53,13 @@ async def drive(path: Path, shots: Path) -> tuple[list[str], list[str], bool]:
 
     async with app.run_test(size=(160, 45)) as pilot:
         waited = 0.0
-        while not (app.complete or app.failed) and waited < 120:
+        while not (app.main.complete or app.main.failed) and waited < 120:
             await pilot.pause(0.05)
             waited += 0.05
         await pilot.pause(0.2)
         walk("first screen")
         turn_list = app.query_one("#turn-list")
-        for t in list(app.turns)[:30]:
+        for t in list(app.main.reading.index.turns)[:30]:
             turn_list.select_seq(t.seq)  # type: ignore[attr-defined]
             await pilot.pause(0.05)
             walk(f"turn #{t.seq}")
@@ -97,8 +97,8 @@ async def drive(path: Path, shots: Path) -> tuple[list[str], list[str], bool]:
         walk("after clicks")
         still_running = app.is_running
         told = [clean_line(str(n.message))[:160] for n in app._notifications]  # the toasts shown
-        if app.failed:
-            told.insert(0, clean_line(app.failed)[:160])
+        if app.main.failed:
+            told.insert(0, clean_line(app.main.failed)[:160])
         await pilot.press("q")
     if not still_running:
         problems.append("the app stopped while being driven (an interpreted [@click=app.quit]?)")

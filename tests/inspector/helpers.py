@@ -34,8 +34,8 @@ async def loaded(pilot: Pilot[None]) -> InspectorApp:
     """Wait until the run is read, analysed and the first turn's details are on screen."""
     app = pilot.app
     assert isinstance(app, InspectorApp)
-    await until(pilot, lambda: app.complete or app.failed)
-    await until(pilot, lambda: app.failed or not app.turns or app._loaded is not None)
+    await until(pilot, lambda: app.main.complete or app.main.failed)
+    await until(pilot, lambda: app.main.failed or not app.main.reading.index.turns or app.main.reading.request_of is not None)
     await pilot.pause()
     return app
 
@@ -43,7 +43,7 @@ async def loaded(pilot: Pilot[None]) -> InspectorApp:
 def shown(app: InspectorApp, seq: int) -> bool:
     """Turn ``seq`` is on screen: its request in the messages view and its E, A and C panes (two
     workers read them, in either order)."""
-    return app._loaded == seq and app._panes_of == seq
+    return app.main.reading.request_of == seq and app.main.reading.panes_of == seq
 
 
 def settled(app: InspectorApp) -> bool:

@@ -33,7 +33,7 @@ async def shot(path: Path, size: tuple[int, int], seq: int, keys: tuple[str, ...
     async with app.run_test(size=size) as pilot:
         await loaded(pilot)
         app.query_one(TurnList).select_seq(seq)
-        await until(pilot, lambda: app._loaded == seq)
+        await until(pilot, lambda: app.main.reading.request_of == seq)
         for k in keys:
             await pilot.press(k)
         await pilot.pause(0.5)

@@ -17,8 +17,8 @@ from inspector.app import InspectorApp, build_app
 from inspector.screens.help import HelpScreen
 from inspector.screens.search import SearchScreen
 from inspector.widgets.conversations import ALL, ConversationSwitcher
+from inspector.widgets.emission import EmissionPane
 from inspector.widgets.findings import FindingsTable
-from inspector.widgets.layers import EmissionPane
 from inspector.widgets.turn_list import TurnList, turn_line
 
 pytestmark = pytest.mark.anyio
@@ -63,7 +63,7 @@ async def test_navigation_moves_through_turns_and_marks_what_each_added(run_file
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         await pilot.press("down")
-        await until(pilot, lambda: app._loaded == 1)
+        await until(pilot, lambda: app.main.reading.request_of == 1)
         messages = pane_text(app, "#messages")
         assert "3 messages" in messages and "new this turn: [1]…[2]" in messages
         assert "  [0] user" in messages  # kept from the previous turn: not marked
@@ -81,7 +81,7 @@ async def test_navigation_moves_through_turns_and_marks_what_each_added(run_file
         assert _selected(app) == 1
         await pilot.press("j", "j", "k")
         assert _selected(app) == 2
-        await until(pilot, lambda: app._loaded == 2)
+        await until(pilot, lambda: app.main.reading.request_of == 2)
         e = pane_text(app, "#pane-e")
         assert "E.arguments_schema" in e and "missing required property 'city'" in e
         assert "the next turn sent no result for this call" in e  # toolu_rome was dropped
@@ -94,18 +94,18 @@ async def test_conversation_switching(run_file: Path) -> None:
         await loaded(pilot)
         turn_list = app.query_one(TurnList)
         await pilot.press("c")
-        assert app.conversation == "c1" and [t.seq for t in turn_list.turns] == [0, 1]
+        assert app.main.sidebar.conversation == "c1" and [t.seq for t in turn_list.turns] == [0, 1]
         assert turn_line(turn_list.turns[1], turn_list.show_conversation).plain.startswith("#1    turn 1 ")
         await pilot.press("c")
-        assert app.conversation == "c2" and [t.seq for t in turn_list.turns] == [2, 3, 4]
+        assert app.main.sidebar.conversation == "c2" and [t.seq for t in turn_list.turns] == [2, 3, 4]
         assert _selected(app) == 2
         assert app.query_one(ConversationSwitcher).value == "c2"
         await pilot.press("c")
-        assert app.conversation == ALL and len(turn_list.turns) == 5
+        assert app.main.sidebar.conversation == ALL and len(turn_list.turns) == 5
         # the switcher itself
         app.query_one(ConversationSwitcher).value = "c1"
         await pilot.pause()
-        assert app.conversation == "c1" and [t.seq for t in turn_list.turns] == [0, 1]
+        assert app.main.sidebar.conversation == "c1" and [t.seq for t in turn_list.turns] == [0, 1]
         # conversations are told apart by their first user words, not only c1/c2 and the family
         labels = [str(prompt) for prompt, _ in app.query_one(ConversationSwitcher)._options]
         assert all("“" in label for label in labels[1:]), labels
@@ -134,14 +134,14 @@ async def test_jump_to_findings_by_key_and_from_the_findings_table(run_file: Pat
             "C.truncated_treated_as_complete",
         ]
         await pilot.press("c")  # viewing c1 only: the jump must switch conversation
-        assert app.conversation == "c1"
+        assert app.main.sidebar.conversation == "c1"
         table.focus()
         table.move_cursor(row=2)
         await pilot.press("enter")
         assert app.query_one(TabbedContent).active == "turn"
         assert _selected(app) == 3
         assert 3 in [t.seq for t in app.query_one(TurnList).turns]
-        await until(pilot, lambda: app._loaded == 3)
+        await until(pilot, lambda: app.main.reading.request_of == 3)
         assert "C.dropped_tool_result" in pane_text(app, "#pane-c")
         assert "A.truncated_length" in pane_text(app, "#pane-a")
 
@@ -179,7 +179,7 @@ async def test_restream_reveals_the_text_at_recorded_pace(run_file: Path, clock:
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         await pilot.press("down")
-        await until(pilot, lambda: app._loaded == 1 and bool(app.playback.timeline))
+        await until(pilot, lambda: app.main.reading.request_of == 1 and bool(app.main.player.playback.timeline))
         pane = app.query_one(EmissionPane)
         await pilot.press("r")
         assert pane.reveal == 0
@@ -190,7 +190,7 @@ async def test_restream_reveals_the_text_at_recorded_pace(run_file: Path, clock:
         assert "▶ streaming 12/" in pane_text(app, "#pane-e")
         assert "It is sunny" in pane_text(app, "#pane-e") and "Paris today" not in pane_text(app, "#pane-e")
         await pilot.press("plus")  # 2×: the position is kept, the rest comes twice as fast
-        assert app.speed == 2.0
+        assert app.main.speed == 2.0
         clock.advance(4 * PACE / 2)
         await until(pilot, lambda: pane.reveal == len("It is sunny and 21 degrees in "))
         clock.advance(5.0)
@@ -205,21 +205,21 @@ async def test_play_steps_through_turns_and_pauses(run_file: Path, clock: FakeCl
         await loaded(pilot)
         pane = app.query_one(EmissionPane)
         await pilot.press("space")
-        assert app.playing
+        assert app.main.playing
         await until(pilot, lambda: pane.reveal == 0)  # turn 0 was streamed: it re-streams first
         assert "▶ playing" in plain(app.query_one("#playback", Static))
         clock.advance(10.0)
-        await until(pilot, lambda: pane.reveal is None and app.playback.advance_at is not None)
+        await until(pilot, lambda: pane.reveal is None and app.main.player.playback.advance_at is not None)
         assert _selected(app) == 0
         clock.advance(1.1)  # the dwell after the text
         await until(pilot, lambda: _selected(app) == 1)
         await pilot.press("space")
-        assert not app.playing and pane.reveal is None
+        assert not app.main.playing and pane.reveal is None
         clock.advance(100.0)
         await pilot.pause(0.1)
         assert _selected(app) == 1
         await pilot.press("minus", "minus")
-        assert app.speed == 0.25
+        assert app.main.speed == 0.25
 
 
 async def test_play_pauses_at_the_end_of_the_list(run_file: Path, clock: FakeClock) -> None:
@@ -227,15 +227,15 @@ async def test_play_pauses_at_the_end_of_the_list(run_file: Path, clock: FakeClo
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         await pilot.press("end")
-        await until(pilot, lambda: app._loaded == 4)
+        await until(pilot, lambda: app.main.reading.request_of == 4)
         await pilot.press("space")
-        assert app.playing
+        assert app.main.playing
         for _ in range(200):  # the last turn streams (or not), dwells, then finds no next turn
-            if not app.playing:
+            if not app.main.playing:
                 break
             clock.advance(1.0)
             await pilot.pause(0.05)
-        assert not app.playing and _selected(app) == 4
+        assert not app.main.playing and _selected(app) == 4
         assert app.query_one(EmissionPane).reveal is None
         assert "⏸ paused" in plain(app.query_one("#playback", Static))
         assert "end of the turn list" in plain(app.query_one("#playback", Static))
@@ -248,21 +248,21 @@ async def test_live_follow_shows_new_turns_as_the_file_grows(run_file: Path, tmp
     recorder.write(b"".join(lines[:3]))
     app = build_app(live, live=True)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: len(app.turns) == 2)
+        await until(pilot, lambda: len(app.main.reading.index.turns) == 2)
         assert "● live" in plain(app.query_one("#run-status", Static))
-        await until(pilot, lambda: app._loaded == 0)
+        await until(pilot, lambda: app.main.reading.request_of == 0)
         assert "no next turn yet" not in pane_text(app, "#pane-e")
         half = len(lines[3]) // 2
         recorder.write(lines[3][:half])  # the recorder is mid-write: nothing new, no problem
         await pilot.pause(0.6)
-        assert len(app.turns) == 2 and app.source.problems == []
+        assert len(app.main.reading.index.turns) == 2 and app.main.reading.source.problems == []
         recorder.write(lines[3][half:] + lines[4])
-        await until(pilot, lambda: len(app.turns) == 4)
+        await until(pilot, lambda: len(app.main.reading.index.turns) == 4)
         recorder.write(lines[5])
-        await until(pilot, lambda: len(app.turns) == 5)
+        await until(pilot, lambda: len(app.main.reading.index.turns) == 5)
         assert [t.seq for t in app.query_one(TurnList).turns] == [0, 1, 2, 3, 4]
         assert _selected(app) == 0  # the selection stayed
-        assert not app.complete
+        assert not app.main.complete
         recorder.close()
 
 
@@ -272,16 +272,16 @@ async def test_live_follow_waits_for_the_file_and_fills_in_results(run_file: Pat
     app = build_app(live, live=True)  # `looptap run --inspect`: the recorder has not written yet
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.5)
-        assert app.failed is None and "waiting for live.jsonl to be created" in pane_text(app, "#messages")
+        assert app.main.failed is None and "waiting for live.jsonl to be created" in pane_text(app, "#messages")
         with Recording(live) as recorder:
             recorder.write(lines[0])  # the header alone
             await until(pilot, lambda: "waiting for the first turn" in pane_text(app, "#messages"))
-            assert app.failed is None and "no turns yet" in pane_text(app, "#messages")
+            assert app.main.failed is None and "no turns yet" in pane_text(app, "#messages")
             recorder.write(lines[1])  # turn 0: its tool call has no result yet
-            await until(pilot, lambda: app._loaded == 0)
+            await until(pilot, lambda: app.main.reading.request_of == 0)
             await until(pilot, lambda: "no next turn yet" in pane_text(app, "#pane-e"))
             recorder.write(lines[2])
-            await until(pilot, lambda: len(app.turns) == 2)
+            await until(pilot, lambda: len(app.main.reading.index.turns) == 2)
             await until(pilot, lambda: '"temp_c": 21' in pane_text(app, "#pane-e"))
 
 
@@ -301,7 +301,7 @@ async def test_bad_files_give_a_message_on_screen(tmp_path: Path) -> None:
     for path, first, second in cases:
         app = build_app(path)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda app=app: app.failed is not None)  # type: ignore[misc]
+            await until(pilot, lambda app=app: app.main.failed is not None)  # type: ignore[misc]
             text = plain(app.query_one("#error-view", Static))
             assert first in text and second in text, text
             assert app.screen.has_class("-failed")
@@ -317,7 +317,7 @@ async def test_truncated_file_shows_what_it_has_with_a_notice(run_file: Path, tm
     app = build_app(torn)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
-        assert len(app.turns) == 4
+        assert len(app.main.reading.index.turns) == 4
         status = plain(app.query_one("#run-status", Static))
         assert "truncated: the last record was cut off" in status and "1 problem" in status
         assert any(
@@ -380,7 +380,7 @@ async def test_tiny_and_huge_terminals(run_file: Path) -> None:
             await pilot.press("2", "3", "1")
         await pilot.press("down")
         assert _selected(app) == 1
-        await until(pilot, lambda: app._loaded == 1)
+        await until(pilot, lambda: app.main.reading.request_of == 1)
         assert ANSWER[:20] in pane_text(app, "#pane-e")
 
 
@@ -428,9 +428,9 @@ async def test_in_the_search_dialog_n_types_and_after_enter_moves_to_the_next_ma
         await pilot.press("N", "enter")  # the third match: turn 4
         assert not isinstance(app.screen, SearchScreen) and _selected(app) == 4
         await pilot.press("n")  # the dialog closed: n jumps to the next match's turn
-        assert _selected(app) == 4 and "match 4/4" in app.notice
+        assert _selected(app) == 4 and "match 4/4" in app.main.notice
         await pilot.press("n")
-        assert _selected(app) == 3 and "match 1/4" in app.notice
+        assert _selected(app) == 3 and "match 1/4" in app.main.notice
         # The key table says where each n acts.
         await pilot.press("question_mark")
         help_text = " ".join(plain(s) for s in app.screen.query(Static))
@@ -569,37 +569,37 @@ async def test_narrow_terminal_shows_the_layers_as_tabs(run_file: Path) -> None:
     app = build_app(run_file)
     async with app.run_test(size=(100, 30)) as pilot:
         await loaded(pilot)
-        assert app.narrow
+        assert app.main.narrow
         shown = [p.id for p in app.query("LayerPane") if p.display]
         assert shown == ["pane-e"]
         e = app.query_one("#pane-e")
         assert e.size.width >= 50 and e.size.height >= 4, e.size  # a real pane, not a sliver
         await pilot.press("f")  # #2: the schema violation is E's
-        await until(pilot, lambda: app._loaded == 2)
-        assert app.view == "E" and "E.arguments_schema" in pane_text(app, "#pane-e")
+        await until(pilot, lambda: app.main.reading.request_of == 2)
+        assert app.main.turn_pane.view == "E" and "E.arguments_schema" in pane_text(app, "#pane-e")
         await pilot.press("j")  # #3: an A warning and a C error: the error's layer comes up
-        await until(pilot, lambda: app._loaded == 3)
-        assert app.view == "C" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-c"]
+        await until(pilot, lambda: app.main.reading.request_of == 3)
+        assert app.main.turn_pane.view == "C" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-c"]
         labels = [str(t.label) for t in app.query("#layer-tabs Tab") if t.display]
         assert labels == ["E emission ok", "A API verdict ▲1", "C client ✖1"]
         await pilot.press("l")
-        assert app.view == "E"
+        assert app.main.turn_pane.view == "E"
         await pilot.click("#layer-A")
-        assert app.view == "A" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-a"]
+        assert app.main.turn_pane.view == "A" and [p.id for p in app.query("LayerPane") if p.display] == ["pane-a"]
         assert "A.truncated_length" in pane_text(app, "#pane-a")
         await pilot.press("j")  # #4: only a C warning; A, shown, has none: C comes up
-        await until(pilot, lambda: app._loaded == 4)
-        assert app.view == "C"
+        await until(pilot, lambda: app.main.reading.request_of == 4)
+        assert app.main.turn_pane.view == "C"
         await pilot.press("g")  # #0: no findings: the layer stays
-        await until(pilot, lambda: app._loaded == 0)
-        assert app.view == "C"
+        await until(pilot, lambda: app.main.reading.request_of == 0)
+        assert app.main.turn_pane.view == "C"
 
 
 async def test_wide_terminal_shows_the_three_layers_side_by_side(run_file: Path) -> None:
     app = build_app(run_file)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
-        assert not app.narrow and not app.query_one("#layer-tabs").display
+        assert not app.main.narrow and not app.query_one("#layer-tabs").display
         assert [p.id for p in app.query("LayerPane") if p.display] == ["pane-e", "pane-a", "pane-c"]
         await pilot.press("l")  # focuses the next pane
         assert app.focused is not None and app.focused.id == "pane-a"

@@ -23,7 +23,7 @@ async def _fork_tab(pilot: object, app: InspectorApp) -> str:
     await until(pilot, lambda: bool(app.query("#fork-view")) and app.query_one("#fork-view", ForkPane)._view is not None)  # type: ignore[arg-type]
     await pilot.press("4")  # type: ignore[attr-defined]
     await pilot.pause()  # type: ignore[attr-defined]
-    assert app.tabs.active == "fork"
+    assert app.main.tabs.active == "fork"
     return pane_text(app, "#fork-view")
 
 
@@ -96,5 +96,5 @@ async def test_a_plain_run_has_no_fork_tab(run_file: Path) -> None:
         await loaded(pilot)
         await pilot.press("4")
         await pilot.pause()
-        assert not app.query("#fork-view") and app.tabs.active == "turn" and "not a branch" in app.notice
+        assert not app.query("#fork-view") and app.main.tabs.active == "turn" and "not a branch" in app.main.notice
         assert "EDITED" not in pane_text(app, "#messages")

@@ -23,7 +23,7 @@ async def _seen(path: Path) -> tuple[list[str], list[tuple[str, int | None]]]:
         await loaded(pilot)
         turn_list = app.query_one(TurnList)
         rows = [turn_line(t, True, 150).plain for t in turn_list.turns]
-        findings = sorted((f.code, f.seq) for s in app.source.summaries.values() for f in s.findings)
+        findings = sorted((f.code, f.seq) for s in app.main.reading.source.summaries.values() for f in s.findings)
         return rows, findings
 
 

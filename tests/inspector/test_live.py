@@ -32,7 +32,7 @@ async def test_g_follows_new_turns(run_file: Path, tmp_path: Path) -> None:
         rec.write(b"".join(lines[:3]))
         app = build_app(live, live=True)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: len(app.turns) == 2)
+            await until(pilot, lambda: len(app.main.reading.index.turns) == 2)
             turns = app.query_one(TurnList)
             await pilot.press("G")
             assert turns.selected_seq == 1 and turns.following
@@ -42,7 +42,7 @@ async def test_g_follows_new_turns(run_file: Path, tmp_path: Path) -> None:
             assert "following new turns" in bar and "(3/3)" in bar, bar
             await pilot.press("k")  # moving away stops following
             rec.write(lines[4])
-            await until(pilot, lambda: len(app.turns) == 4)
+            await until(pilot, lambda: len(app.main.reading.index.turns) == 4)
             assert turns.selected_seq == 1 and not turns.following
 
 
@@ -55,20 +55,20 @@ async def test_space_at_the_end_of_a_live_run_waits_for_the_next_turn(
         rec.write(b"".join(lines[:3]))
         app = build_app(live, live=True, clock=clock)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: len(app.turns) == 2)
+            await until(pilot, lambda: len(app.main.reading.index.turns) == 2)
             await pilot.press("G")
-            await until(pilot, lambda: app._loaded == 1)
+            await until(pilot, lambda: app.main.reading.request_of == 1)
             await pilot.press("space")
 
             def at_the_end() -> bool:  # time passes: the stream, then the dwell, then the end of the list
                 clock.advance(5)
-                return app.waiting
+                return app.main.waiting
 
             await until(pilot, at_the_end)
-            assert app.playing and "waiting for the next turn" in plain(app.query_one("#playback", Static))
+            assert app.main.playing and "waiting for the next turn" in plain(app.query_one("#playback", Static))
             rec.write(lines[3])
             await until(pilot, lambda: app.query_one(TurnList).selected_seq == 2)
-            assert app.playing and not app.waiting
+            assert app.main.playing and not app.main.waiting
 
 
 async def test_live_goes_when_the_recorder_closes_the_file(run_file: Path, tmp_path: Path) -> None:
@@ -78,14 +78,14 @@ async def test_live_goes_when_the_recorder_closes_the_file(run_file: Path, tmp_p
     rec.write(b"".join(lines[:3]))
     app = build_app(live, live=True)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: len(app.turns) == 2)
+        await until(pilot, lambda: len(app.main.reading.index.turns) == 2)
         assert "● live" in plain(app.query_one("#run-status", Static))
         rec.write(b"".join(lines[3:]))
         rec.close()  # the recorder exits
-        await until(pilot, lambda: app.complete)
+        await until(pilot, lambda: app.main.complete)
         status = plain(app.query_one("#run-status", Static))
         assert "● live" not in status and "recording ended" in status, status
-        assert len(app.turns) == 5 and not app.live
+        assert len(app.main.reading.index.turns) == 5 and not app.main.live
 
 
 def test_a_cassette_writer_marks_its_file_as_being_written(tmp_path: Path) -> None:
@@ -154,10 +154,10 @@ async def test_r_in_the_narrow_layout_streams_where_it_can_be_seen(run_file: Pat
         async with app.run_test(size=size) as pilot:
             await loaded(pilot)
             await pilot.press("down")
-            await until(pilot, lambda app=app: app._loaded == 1)  # type: ignore[misc]
-            app.show_view("C")
+            await until(pilot, lambda app=app: app.main.reading.request_of == 1)  # type: ignore[misc]
+            app.main.show_view("C")
             await pilot.press("r")
-            assert app.streaming and app.view == "E", size
+            assert app.main.streaming and app.main.turn_pane.view == "E", size
             assert app.query_one("#pane-e").display
 
 
@@ -181,8 +181,8 @@ async def test_a_concatenated_file_is_refused_on_screen_as_the_run_refuses_it(ru
     joined.write_bytes(run_file.read_bytes() * 2)
     app = build_app(joined)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.failed is not None or app.complete)
-        assert app.failed is not None and "cassettes joined" in app.failed, app.failed
+        await until(pilot, lambda: app.main.failed is not None or app.main.complete)
+        assert app.main.failed is not None and "cassettes joined" in app.main.failed, app.main.failed
         assert "several cassettes joined" in plain(app.query_one("#error-view", Static))
 
 
@@ -201,12 +201,12 @@ async def test_a_run_reporting_seqs_twice_shows_one_row_per_seq_and_agrees_every
         assert seqs == sorted(set(seqs)) == [0, 1, 2, 3, 4]
         assert "5 turns" in plain(app.query_one("#run-status", Static))
         await pilot.press("G")
-        await until(pilot, lambda: app._loaded == 4)
-        summary = app.source.summaries[4]
+        await until(pilot, lambda: app.main.reading.request_of == 4)
+        summary = app.main.reading.source.summaries[4]
         assert f"#4 {summary.conversation}/turn {summary.index}" in plain(app.query_one("#playback", Static))
         assert any(n.title == "repeated turns" for n in app._notifications)
-        convs = {app.source.summaries[s].conversation for s in seqs}
-        assert set(app.conv_turns) == convs
+        convs = {app.main.reading.source.summaries[s].conversation for s in seqs}
+        assert set(app.main.reading.index.conv) == convs
 
 
 async def test_disk_reads_for_the_selected_turn_run_in_workers(run_file: Path) -> None:
@@ -214,7 +214,7 @@ async def test_disk_reads_for_the_selected_turn_run_in_workers(run_file: Path) -
     history happen off the UI thread (issue 30 item 6)."""
     app = build_app(run_file)
     threads: list[str] = []
-    full_turn, roundtrip = app.source.full_turn, app.source.by_seq
+    full_turn, roundtrip = app.main.reading.source.full_turn, app.main.reading.source.by_seq
 
     def spy_full(seq: int, *, remember: bool = True) -> object:
         threads.append(threading.current_thread().name)
@@ -224,15 +224,15 @@ async def test_disk_reads_for_the_selected_turn_run_in_workers(run_file: Path) -
         threads.append(threading.current_thread().name)
         return roundtrip(seq)
 
-    app.source.full_turn = spy_full  # type: ignore[method-assign,assignment]
-    app.source.by_seq = spy_rt  # type: ignore[method-assign,assignment]
+    app.main.reading.source.full_turn = spy_full  # type: ignore[method-assign,assignment]
+    app.main.reading.source.by_seq = spy_rt  # type: ignore[method-assign,assignment]
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         for key in ("j", "j", "G", "g"):
             await pilot.press(key)
-        await until(pilot, lambda: app._loaded == 0)
+        await until(pilot, lambda: app.main.reading.request_of == 0)
         app.query_one(TurnList).select_seq(3)
-        await until(pilot, lambda: app._loaded == 3)
+        await until(pilot, lambda: app.main.reading.request_of == 3)
     assert threads and threading.main_thread().name not in threads, threads
 
 

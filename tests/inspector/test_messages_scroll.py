@@ -53,9 +53,9 @@ async def _open(app: InspectorApp, pilot: Any, first: str, gate: threading.Event
     await loaded(pilot)
     app.query_one("#turn-list").select_seq(SEQ)  # type: ignore[attr-defined]
     if first == "request":
-        await until(pilot, lambda: app._loaded == SEQ)
+        await until(pilot, lambda: app.main.reading.request_of == SEQ)
     else:
-        await until(pilot, lambda: app._panes_of == SEQ)
+        await until(pilot, lambda: app.main.reading.panes_of == SEQ)
     for _ in range(3):  # the first of the two is laid out (and was measured) on its own
         await pilot.wait_for_scheduled_animations()
     gate.set()

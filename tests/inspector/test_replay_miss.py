@@ -20,7 +20,7 @@ async def test_a_replay_miss_reads_as_the_clients_divergence(tmp_path: Path) -> 
     app = build_app(served_miss_run(tmp_path / "served.jsonl"))
     async with app.run_test(size=(160, 45)) as pilot:
         await loaded(pilot)
-        rows = [turn_line(t, show_conversation=True).plain for t in app.turns]
+        rows = [turn_line(t, show_conversation=True).plain for t in app.main.reading.index.turns]
         assert "replay miss" in rows[1] and "HTTP 400" not in rows[1], rows
         await pilot.press("down")
         await until(pilot, lambda: shown(app, 1))

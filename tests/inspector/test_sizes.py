@@ -33,7 +33,7 @@ async def test_80x24_is_a_layout_of_its_own(run_file: Path) -> None:
     app = build_app(run_file)
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(pilot)
-        assert app.compact
+        assert app.main.compact
         turn_list = app.query_one(TurnList)
         pane = app.query_one("#pane-e")
         assert turn_list.region.width == 80 and pane.region.width == 80  # stacked, full width
@@ -41,7 +41,7 @@ async def test_80x24_is_a_layout_of_its_own(run_file: Path) -> None:
         assert pane.region.height >= 10  # a real pane, not a sliver
         assert not app.query_one("#conversations").display  # `c` cycles; the status counts them
         app.query_one(TurnList).select_seq(3)
-        await until(pilot, lambda: app._loaded == 3)
+        await until(pilot, lambda: app.main.reading.request_of == 3)
         labels = _tab_labels(app)
         assert [lab.split()[-1] for lab in labels] == ["Messages", "ok", "▲1", "✖1"] or labels[0] == "Msgs", labels
         assert all(_on_screen(app, t) for t in app.query("#layer-tabs Tab") if t.display)
@@ -60,12 +60,12 @@ async def test_at_80x24_the_turn_list_takes_only_the_rows_it_needs_and_the_a_pan
         assert len(turn_list.seqs) == 5
         assert turn_list.scrollable_content_region.height == len(turn_list.seqs)  # every turn shown, no blank row
         turn_list.select_seq(3)
-        await until(pilot, lambda: app._loaded == 3 and app._panes_of == 3)
+        await until(pilot, lambda: app.main.reading.request_of == 3 and app.main.reading.panes_of == 3)
         for _ in range(4):  # l: M, E, A, C in turn (the turn's C error brought C up)
-            if app.view == "A":
+            if app.main.turn_pane.view == "A":
                 break
             await pilot.press("l")
-        assert app.view == "A"
+        assert app.main.turn_pane.view == "A"
         await pilot.pause()
         pane = app.query_one("#pane-a")
         body = app.query_one("#pane-a Static", Static)
@@ -120,10 +120,10 @@ async def test_f_to_a_turn_whose_only_finding_is_in_c_shows_c(demo_file: Path) -
         app = build_app(demo_file)
         async with app.run_test(size=size) as pilot:
             await loaded(pilot)
-            assert app.view == "E"
+            assert app.main.turn_pane.view == "E"
             await pilot.press("f")
             assert app.query_one(TurnList).selected_seq == 1
-            assert app.view == "C", size
+            assert app.main.turn_pane.view == "C", size
             assert [p.id for p in app.query("LayerPane") if p.display] == ["pane-c"]
 
 
@@ -184,13 +184,13 @@ async def test_n_and_n_show_one_short_notice_not_a_stack_of_toasts(run_file: Pat
         await pilot.press("slash", *"weather", "enter")
         await until(pilot, lambda: bool(getattr(app.screen, "_hits", None)))
         await pilot.press("escape")
-        await until(pilot, lambda: app.screen is app.screen_stack[0] and bool(app._hits))
+        await until(pilot, lambda: app.screen is app.screen_stack[0] and bool(app.main.navigation.matches.hits))
         for key in ("n", "n", "N", "n"):
             await pilot.press(key)
         await pilot.pause()
         assert len(app._notifications) == 0  # nothing over the right column
         bar = plain(app.query_one("#playback", Static))
-        assert bar.count("match ") == 1 and f"/{len(app._hits)} for 'weather'" in bar, bar
+        assert bar.count("match ") == 1 and f"/{len(app.main.navigation.matches.hits)} for 'weather'" in bar, bar
 
 
 async def test_at_200x60_focus_in_a_layer_pane_keeps_the_keys_working_and_says_so(run_file: Path) -> None:
@@ -203,7 +203,7 @@ async def test_at_200x60_focus_in_a_layer_pane_keeps_the_keys_working_and_says_s
         await pilot.press("j", "j")
         assert app.query_one(TurnList).selected_seq == 2
         await pilot.press("2")
-        assert app.tabs.active == "growth"
+        assert app.main.tabs.active == "growth"
         await pilot.press("j")
         assert app.query_one(TurnList).selected_seq == 3
         await pilot.press("1", "l", "escape")

@@ -85,7 +85,7 @@ def test_claude_code_with_a_remote_mcp_server_recorded_linked_and_replayed(tmp_p
         assert all(h == m for _, m, _, h, _ in mcp_log), mcp_log
 
     run = open_run(out)
-    rts = list(zip(run.exchanges, run.roundtrips, strict=True))
+    rts = list(run.pairs)
     assert [rt.operation for _, rt in rts if rt.family == "mcp" and rt.operation != "mcp"] == [f"mcp {m}" for m in [*first, "tools/call"]]
     (call_seq, call_id), = [(ex.seq, c.id) for ex, rt in rts if rt.response is not None for c in rt.response.tool_calls if c.name == TOOL]
     (mcp_seq,) = [ex.seq for ex, rt in rts if rt.operation == "mcp tools/call"]

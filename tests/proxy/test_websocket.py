@@ -130,7 +130,7 @@ def test_openai_realtime_in_text_mode_is_recorded_turn_by_turn(tmp_path, confdir
     assert outputs(proc) == [{"call": "get_weather", "args": '{"city":"Paris"}'}, {"final": "It is sunny in Paris."}], explain(proc)
     assert "is not one looptap reads as turns" not in proc.stderr
     run = open_run(out)
-    turns = [(ex, rt) for ex, rt in zip(run.exchanges, run.roundtrips, strict=True) if rt.operation == "generate"]
+    turns = [(ex, rt) for ex, rt in run.pairs if rt.operation == "generate"]
     assert len(turns) == 2 and all(rt.family == "openai_realtime" for _, rt in turns), [(ex.method, ex.url, ex.status) for ex in run.exchanges]
     (_, first), (_, second) = turns
     assert first.request is not None and [t.name for t in first.request.tools] == ["get_weather"]

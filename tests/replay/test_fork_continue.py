@@ -188,12 +188,12 @@ def test_a_continuation_mark_says_the_request_was_looptaps_not_the_clients() -> 
     """show and the inspector's message pane: a ``continue`` mark's request is looptap's own (the
     client sent none of it), not "client sent → …" as an edit of the client's request reads."""
     from cassettes.views.view import CONTINUED, edit_lines
-    from inspector.widgets.messages import _client_sent
+    from inspector.widgets.messages import client_sent
 
     marks = [{"edit": "continue", "item": "messages", "before": [{"role": "user", "content": "Weather in Paris?"}]},
              {"edit": "max_tokens", "item": "max_tokens", "before": 60}]
     lines = edit_lines({"edits": marks})
     assert lines[0].startswith(f"    edited: continue at messages: {CONTINUED} → ") and "client sent" not in lines[0]
     assert "client sent → 60" in lines[1]
-    pane = _client_sent(marks).plain
+    pane = client_sent(marks).plain
     assert f"continue: {CONTINUED}" in pane and "max_tokens: the client sent" in pane

@@ -120,11 +120,11 @@ def test_a_run_beyond_the_memory_budget_is_refused_in_one_line(tmp_path: Path, m
 
 
 def test_a_small_run_is_held_in_memory_and_a_large_one_indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cassettes.replay.matching.matcher import _InMemory
+    from cassettes.replay.matching.matcher import InMemory
     from cassettes.replay.serving import server
 
     path = write_huge(tmp_path / "run.jsonl", 20)
     monkeypatch.setattr(server, "IN_MEMORY_BELOW", path.stat().st_size + 1)
-    assert isinstance(ReplayServer(path).matcher._src, _InMemory)
+    assert isinstance(ReplayServer(path).matcher._src, InMemory)
     monkeypatch.setattr(server, "IN_MEMORY_BELOW", path.stat().st_size)
     assert isinstance(ReplayServer(path).matcher._src, server.IndexedRecordings)

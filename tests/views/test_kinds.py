@@ -58,9 +58,9 @@ async def test_every_view_reads_the_kind_and_parent_the_core_found(run_file: Pat
     by_conv = {o["conversation"]: (o["conversation_kind"], o["conversation_parent_seq"]) for o in objs}
     assert [by_conv[c.id] for c in convs] == WANT
 
-    from inspector.widgets.conversations import _label
+    from inspector.widgets.conversations import conversation_label
 
-    assert [_label(c).rsplit(" · ", 1)[-1] for c in convs[1::2]] == ["handoff from #0", "agent used as a tool by #3"]
+    assert [conversation_label(c).rsplit(" · ", 1)[-1] for c in convs[1::2]] == ["handoff from #0", "agent used as a tool by #3"]
 
     from tests.interop.test_html_report import page_data
 

@@ -1,25 +1,22 @@
 """A looptap cassette served from its offset index: what the replay server holds per recorded
 round trip is a few integers, not the exchange.
 
-:class:`IndexedRecordings` reads the file once, a block at a time (the reader every streaming
-command uses, :class:`~cassettes.storage.index.RecordIndex`), hands each exchange to the
-:class:`~cassettes.replay.matching.matcher.Matcher` (which keeps a hash of its request key) and lets it
-go; a played round trip is read again from disk by its offset. The run analysis that places the
-round trips in conversations and turns (needed for a miss or the report only) is the streamed
-one (:func:`~cassettes.reading.run.open_run`). The memory budget of the commands that read a
-whole run (``LOOPTAP_MEMORY_BUDGET_MB``) holds here too: one line, never a ``MemoryError``.
+:class:`IndexedRecordings` reads the file once, a block at a time (the reader of a cassette's
+records every streaming command uses, :class:`~cassettes.storage.source.RecordSource`), hands each
+exchange to the :class:`~cassettes.replay.matching.matcher.Matcher` (which keeps a hash of its request key)
+and lets it go; a played round trip is read again from disk by its offset. The run analysis that
+places the round trips in conversations and turns (needed for a miss or the report only) is the
+streamed one (:func:`~cassettes.reading.run.open_run`). The memory budget of the commands that
+read a whole run (``LOOPTAP_MEMORY_BUDGET_MB``) holds here too: one line, never a ``MemoryError``.
 """
 
 from __future__ import annotations
 
-import threading
-from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
-from cassettes.errors import CassetteFormatError
-from cassettes.storage.index import BLOCK, BODY_CACHE, RecordIndex, RequestBodies
-from cassettes.storage.store import Problem
+from cassettes.storage.index import BLOCK
+from cassettes.storage.source import RecordSource
 from cassettes.wire.exchange import Exchange
 
 __all__ = ["WHOLE_BELOW", "IndexedRecordings"]
@@ -35,22 +32,18 @@ class IndexedRecordings:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.index = RecordIndex(self.path)
-        self._bodies = RequestBodies(self.index, BODY_CACHE)
-        self._lock = threading.Lock()
-        #: Index position of each readable record (a record whose history delta cannot be
-        #: rebuilt is skipped, as the whole-file reader skips it).
-        self._pos: array[int] = array("q")
-        self._extra: list[Problem] = []
+        # The readable records (one whose history delta cannot be rebuilt is skipped, as the
+        # whole-file reader skips it), re-read through the cache of bodies the scan filled.
+        self.source = RecordSource(self.path)
+        self.index = self.source.index
         self._scanned = False
 
     @property
     def problems(self) -> list[str]:
-        found = sorted([*self.index.problems, *self._extra], key=lambda p: p.line)
-        return [str(p) for p in found]
+        return [str(p) for p in sorted(self.source.problems, key=lambda p: p.line)]
 
     def __len__(self) -> int:
-        return len(self._pos)
+        return len(self.source)
 
     def scan(self) -> Iterator[Exchange]:
         """Every readable exchange, in file order (once: it builds the index)."""
@@ -62,40 +55,33 @@ class IndexedRecordings:
         index = self.index
         budget = memory_budget()
         while True:
-            recs = index.poll(BLOCK)
+            recs = self.source.poll(BLOCK)
             at_end = index.consumed + index.pending >= index.size()
             yield from self._take(recs, len(index) - len(recs))
             used = rss() if budget is not None else None
             if used is not None and budget is not None and used > budget:
                 raise RunTooLargeError(
                     f"{self.path}: serving this run needs more than the memory budget of {budget // 2**20:,} MB "
-                    f"({len(self._pos):,} round trips read, {index.consumed * 100 // max(index.size(), 1)} % of the file); "
+                    f"({len(self.source):,} round trips read, {index.consumed * 100 // max(index.size(), 1)} % of the file); "
                     "set LOOPTAP_MEMORY_BUDGET_MB to allow more"
                 )
             if at_end:
                 break
-        index.close_tail()
-        yield from self._take(index.tail, len(index) - len(index.tail))
+        tail = self.source.close_tail()
+        yield from self._take(tail, len(index) - len(tail))
 
     def _take(self, recs: list[tuple[int, dict[str, object]]], first: int) -> Iterator[Exchange]:
-        for k, (line, rec) in enumerate(recs):
-            try:
-                ex = self._bodies.rebuild(rec, checked=True)  # type: ignore[arg-type]
-            except CassetteFormatError as exc:
-                self._extra.append(Problem(line, "unreadable", f"{exc}; skipped"))
-                continue
-            self._pos.append(first + k)
+        for _, ex in self.source.take(recs, first):  # type: ignore[arg-type]
             yield ex
         recs.clear()  # (the block's records: the exchanges go with the caller)
 
     def seq(self, i: int) -> int:
-        return self.index.seqs[self._pos[i]]
+        return self.index.seqs[self.source.nth(i)]
 
     def exchange(self, i: int) -> Exchange:
         """The ``i``-th readable exchange, read again from disk."""
-        rec = self.index.record_at(self._pos[i], regular=True, changed=" (the file changed while it was served)")
-        with self._lock:
-            return self._bodies.rebuild(rec)
+        changed = " (the file changed while it was served)"
+        return self.source.exchange_at(self.source.nth(i), changed=changed)
 
     def labels(self) -> Iterator[tuple[int, str, int]]:
         """(position, conversation, turn) of every round trip the run analysis places in a turn
@@ -106,7 +92,7 @@ class IndexedRecordings:
         # answered while the client waits); a large one as a stream.
         run = open_run(self.path, whole=self.index.size() <= WHOLE_BELOW)
         turns = run.analysis.turns
-        for i in range(len(self._pos)):
+        for i in range(len(self.source)):
             turn = turns.get(self.seq(i))
             if turn is not None:
                 yield i, turn.conversation, turn.index

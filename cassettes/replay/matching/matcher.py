@@ -127,7 +127,7 @@ class Recordings(Protocol):
     def labels(self) -> Iterator[tuple[int, str, int]]: ...
 
 
-class _InMemory:
+class InMemory:
     """Exchanges held in a list (the pytest plugin, a fork, a run imported from another format)."""
 
     def __init__(self, exchanges: Sequence[Exchange], first_turn: int = 0) -> None:
@@ -281,7 +281,7 @@ class Matcher:
         #: Per recorded round trip (its position), what its last match tolerated: the volatile
         #: spans whose text differed between the recording and the request it answered.
         self.tolerated: dict[int, list[Tolerated]] = {}
-        src: Recordings = exchanges if not isinstance(exchanges, Sequence) else _InMemory(exchanges, first_turn)
+        src: Recordings = exchanges if not isinstance(exchanges, Sequence) else InMemory(exchanges, first_turn)
         self._src = src
         self._labelled = False
         self._lock = threading.Lock()
@@ -293,7 +293,7 @@ class Matcher:
         self._conv: array[int] = array("l")
         self._turn: array[int] = array("l")
         self._conv_ids: list[str] = []
-        self._keys: list[RequestKey] | None = [] if isinstance(src, _InMemory) else None
+        self._keys: list[RequestKey] | None = [] if isinstance(src, InMemory) else None
         self._key_cache: OrderedDict[int, RequestKey] = OrderedDict()
         self._ex_cache: OrderedDict[int, Exchange] = OrderedDict()
         self._paths: set[str] = set()
@@ -322,7 +322,7 @@ class Matcher:
 
     # -- the recording, by position ------------------------------------------------------------
     def _exchange(self, i: int) -> Exchange:
-        if isinstance(self._src, _InMemory):
+        if isinstance(self._src, InMemory):
             return self._src.exchanges[i]
         with self._lock:
             hit = self._ex_cache.get(i)

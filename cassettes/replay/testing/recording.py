@@ -254,17 +254,16 @@ class RecorderProcess:
 
 class SessionCassette:
     """The pytest plugin's reader of the cassette its recorder is still appending to, read as far as
-    the plugin asks: the offset index and request bodies the inspector reads a growing run with
-    (:mod:`cassettes.storage.index`), each round trip rebuilt once (a session's cassette is read
-    once in all, not once per test), requests stored as deltas rebuilt in full."""
+    the plugin asks: the records of a growing cassette as the inspector reads them
+    (:class:`~cassettes.storage.source.RecordSource`), each round trip rebuilt once (a session's
+    cassette is read once in all, not once per test), requests stored as deltas rebuilt in full."""
 
     def __init__(self, path: Path) -> None:
-        from cassettes.storage.index import RecordIndex, RequestBodies
+        from cassettes.storage.source import RecordSource
 
         self.path = path
         self.exchanges: list[Exchange] = []
-        self._index = RecordIndex(path)
-        self._bodies = RequestBodies(self._index)
+        self._records = RecordSource(path)
 
     def upto(self, n: int) -> list[Exchange]:
         """The first ``n`` round trips (read from the file as far as needed)."""
@@ -275,7 +274,7 @@ class SessionCassette:
         return self.exchanges[:n]
 
     def _read(self) -> None:
-        for _, rec in self._index.poll():  # whole lines only: the writer may be mid-record
-            self.exchanges.append(self._bodies.rebuild(rec, checked=True))
-        if self._index.problems:
-            raise CassetteError(f"{self.path}: unreadable record in the session recording: {self._index.problems[0]}")
+        for _, rec in self._records.poll():  # whole lines only: the writer may be mid-record
+            self.exchanges.append(self._records.rebuild(rec, checked=True))
+        if self._records.problems:
+            raise CassetteError(f"{self.path}: unreadable record in the session recording: {self._records.problems[0]}")

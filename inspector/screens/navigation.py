@@ -1,0 +1,114 @@
+"""Moving about the run on the main screen: to a layer, a finding, a conversation, a search match.
+
+:class:`Navigation` holds the last search (:class:`inspector.screens.search.Matches`) and carries out
+the keys that move the selection or the view (``l``, ``f``/``F``, ``c``, ``/``, ``n``/``N``, ``a``) and
+a finding chosen in the Findings tab, through the screen's sidebar, Turn tab and tabs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cassettes.views.search import SearchHit, search_turns
+from inspector.layout import VIEWS, View
+from inspector.screens.search import Matches, SearchScreen
+from inspector.widgets.badges import LAYERS
+from inspector.widgets.conversations import ALL
+from inspector.widgets.findings import FindingsTable
+
+if TYPE_CHECKING:
+    from inspector.screens.main import MainScreen
+
+__all__ = ["Navigation"]
+
+
+class Navigation:
+    """The main screen's moves between layers, findings, conversations and search matches."""
+
+    def __init__(self, screen: MainScreen) -> None:
+        self.screen = screen
+        self.matches = Matches()
+
+    def next_layer(self) -> None:
+        screen = self.screen
+        order: tuple[View, ...] = VIEWS if screen.compact else LAYERS
+        view = screen.turn_pane.view
+        i = (order.index(view) + 1) % len(order) if view in order else 0
+        screen.show_view(order[i])
+        screen.action_tab("turn")
+        if not screen.narrow:
+            # Wide: the three panes are all shown; ``l`` moves focus into the next one (to scroll
+            # it), and the playback line says so (j/k still move the turns, esc goes back).
+            screen.turn_pane.layer_panes[LAYERS[i]].focus()
+
+    def finding(self, direction: int) -> None:
+        screen = self.screen
+        rows = screen.turn_list.turns
+        i = screen.turn_list.cursor + direction
+        while 0 <= i < len(rows):
+            turn = rows[i]
+            if turn.findings:
+                screen.turn_list.move_to(i)
+                screen.action_tab("turn")
+                screen.bring_up_findings(turn, jump=True)
+                return
+            i += direction
+        screen.notice = "no further turn with findings in this list"
+
+    def finding_chosen(self, message: FindingsTable.FindingChosen) -> None:
+        f = message.finding
+        self.jump(f.seq, f.conversation)
+        if self.screen.narrow:
+            self.screen.show_view(f.layer)
+
+    def jump(self, seq: int | None, conversation: str | None) -> None:
+        if seq is None:
+            return
+        screen = self.screen
+        if not screen.turn_list.select_seq(seq):
+            self.show_conversation(conversation or ALL, select=seq)
+        screen.action_tab("turn")
+        screen.turn_list.focus()
+
+    def show_conversation(self, conversation: str, select: int | None = None) -> None:
+        screen = self.screen
+        screen.listed = screen.sidebar.show_conversation(conversation, select=select)
+        screen.dirty()
+        screen.refresh_tabs()
+
+    def next_conversation(self) -> None:
+        self.show_conversation(self.screen.sidebar.next_conversation())
+
+    def all_messages(self) -> None:
+        """``a`` from anywhere: every message, parts whole (or folded again); in the compact
+        layout the messages tab comes up, so the change is seen."""
+        screen = self.screen
+        if not screen.pane_visible("M"):
+            screen.show_view("M")
+        screen.action_tab("turn")
+        screen.turn_pane.messages.action_toggle_all()
+
+    def search(self) -> None:
+        seqs = list(self.screen.reading.index.order)
+        source = self.screen.reading.source
+
+        def searcher(query: str) -> list[SearchHit]:
+            return search_turns((source.full_turn(s, remember=False) for s in seqs), query)
+
+        def done(result: tuple[str, list[SearchHit], SearchHit | None] | None) -> None:
+            if result is None:
+                return
+            chosen = self.matches.found(*result)
+            if chosen is not None:
+                self.jump(chosen.seq, chosen.conversation)
+
+        self.screen.app.push_screen(SearchScreen(searcher, self.matches.query), done)
+
+    def next_hit(self, direction: int) -> None:
+        """``n``/``N``: the next match; the playback line says which (one notice, replaced)."""
+        hit = self.matches.step(direction)
+        if hit is None:
+            self.screen.notice = "no search yet: press / to search"
+            return
+        self.jump(hit.seq, hit.conversation)
+        self.screen.notice = self.matches.notice()

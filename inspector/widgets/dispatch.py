@@ -1,0 +1,131 @@
+"""C, the selected turn's client dispatch: what the client sent relative to the previous turn (kept,
+rewritten, appended), how the tool results pair with the calls, tools offered and parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from cassettes.analysis.dispatch.replayed import replay_miss
+from cassettes.analysis.model import Dispatch, Layer, Turn
+from cassettes.untrusted import clean_line
+from cassettes.views.view import count, link_text
+from inspector.safe import wire_line
+from inspector.widgets.layers import PANE_ITEMS, LayerPane
+from inspector.widgets.messages import part_text
+
+__all__ = ["PARAMS_LIMIT", "DispatchPane", "params_text"]
+
+#: Longest parameters line, and longest value in it.
+PARAMS_LIMIT = 300
+PARAM_VALUE_LIMIT = 60
+
+
+def params_text(params: dict[str, Any]) -> str:
+    """Request parameters as ``name=value`` pairs, each value as compact JSON (not a Python repr),
+    a long value shortened whole (``…`` inside it, never a cut mid-pair), the line bounded."""
+    import orjson
+
+    out: list[str] = []
+    size = 0
+    items = sorted(params.items())
+    for i, (k, v) in enumerate(items):
+        try:
+            text = orjson.dumps(v, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:
+            text = str(v)
+        if len(text) > PARAM_VALUE_LIMIT:
+            text = text[: PARAM_VALUE_LIMIT - 1] + "…"
+        pair = f"{k}={text}"
+        if size + len(pair) > PARAMS_LIMIT:
+            out.append(f"(+{len(items) - i} more)")
+            break
+        out.append(pair)
+        size += len(pair) + 2
+    return ", ".join(out)
+
+
+class DispatchPane(LayerPane):
+    """C — what the client sent this turn relative to the previous one: kept, rewritten, appended,
+    how the tool results pair with the calls, tools offered and parameters."""
+
+    LAYER: Layer = "C"
+    TITLE = "C · client dispatch"
+
+    def show_turn(self, turn: Turn) -> None:
+        c = turn.c
+        out: list[RenderableType] = self._findings(turn.findings, "C")
+        out.extend(_miss_lines(turn))
+        out.append(self._kv(_dispatch_rows(turn)))
+        out.extend(_appended_lines(c))
+        out.extend(_pairing_lines(c))
+        self._set(out, turn)
+
+
+def _dispatch_rows(turn: Turn) -> list[tuple[str, str | Text]]:
+    """The C pane's table: how the turn was linked, kept, rewritten, appended, echoed, tools, params."""
+    c = turn.c
+    echoed = {None: "-", True: "yes", False: "NO"}[c.echoed_assistant]
+    rows: list[tuple[str, str | Text]] = [
+        ("linked by", link_text(c.link, turn.previous_seq)),
+        ("kept", count(c.kept, "message")),
+        ("rewritten", Text(count(c.rewritten, "message"), style="bold yellow" if c.rewritten else "")),
+        ("appended", f"{count(len(c.appended), 'message')} from [{c.appended_from}]"),
+        ("echoed reply", echoed),
+        ("tool choice", c.tool_choice or "-"),
+        ("tools", ", ".join(c.tools_offered) or "-"),
+    ]
+    if c.params:
+        rows.append(("params", params_text(c.params)))
+    return rows
+
+
+def _appended_lines(c: Dispatch) -> list[RenderableType]:
+    """The messages this turn appended (the last :data:`PANE_ITEMS`), each part on a line."""
+    names = {q.tool_call.id: q.tool_call.name for x in c.appended for q in x.parts if q.tool_call is not None and q.tool_call.id and q.tool_call.name}
+    names |= {pr.call_id: pr.name for pr in c.pairings if pr.call_id and pr.name}
+    out: list[RenderableType] = []
+    skipped = max(0, len(c.appended) - PANE_ITEMS)
+    if skipped:
+        out.append(Text(f"… the first {skipped:,} appended messages not drawn (the last {PANE_ITEMS} are)", style="dim italic"))
+    for i, m in enumerate(c.appended[skipped:], start=skipped):
+        t = Text.assemble(("+ ", "bold green"), (clean_line(f"[{c.appended_from + i}] {m.role}"), "bold"))
+        for p in m.parts:
+            piece = part_text(p, names)
+            piece.truncate(200, overflow="ellipsis")
+            t.append("\n  ")
+            t.append_text(piece)
+        out.append(t)
+    return out
+
+
+def _pairing_lines(c: Dispatch) -> list[RenderableType]:
+    """How each tool result pairs with a call (the last :data:`PANE_ITEMS`)."""
+    out: list[RenderableType] = []
+    if len(c.pairings) > PANE_ITEMS:
+        out.append(Text(f"… {len(c.pairings) - PANE_ITEMS:,} more pairings not drawn", style="dim italic"))
+    for pr in c.pairings[-PANE_ITEMS:]:
+        where = (
+            f"turn {pr.call_turn}"
+            if pr.call_turn is not None
+            else ("history" if pr.in_history else "no call")
+        )
+        style = "red" if not pr.in_history else ("yellow" if pr.is_error else "green")
+        out.append(
+            wire_line(
+                f"↔ result {pr.call_id} ({pr.name or '?'}) answers a call from {where}{' · error' if pr.is_error else ''}",
+                style=style,
+            )
+        )
+    return out
+
+
+def _miss_lines(turn: Turn) -> list[RenderableType]:
+    """A replay miss's differences (recording → this request), as the pytest failure prints them."""
+    f = replay_miss(turn.findings)
+    changes = [x for x in (f.details.get("changes") or []) if isinstance(x, str)] if f is not None else []
+    if not changes:
+        return []
+    return [Text("differences (recording → this request):", style="dim"), *(wire_line(f"  {x}") for x in changes)]

@@ -1,0 +1,158 @@
+"""The Turn tab: the selected turn's messages as the model saw them, and its E, A and C panes.
+
+:class:`TurnPane` owns what it shows and how: the request in the messages view, the restored turn in
+the three layer panes, and which pane is up in the narrow and compact layouts (its :attr:`view`,
+the layer tab that is active, each tab's findings label). The screen hands it the turn's data
+(attributes down: :meth:`show_request`, :meth:`show_panes`) and the layout it is in (``narrow``,
+``compact``, as arguments); a click on a layer tab is handled here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Tab, TabPane, Tabs
+
+from cassettes.analysis.model import Finding, Layer, McpCall, Turn
+from cassettes.models import NormalisedRequest, ToolResult
+from inspector.layout import TAB_LABEL, VIEWS, View, layer_to_bring_up, tab_labels, tab_view
+from inspector.widgets.api import ApiPane
+from inspector.widgets.dispatch import DispatchPane
+from inspector.widgets.emission import EmissionPane
+from inspector.widgets.layers import LayerPane
+from inspector.widgets.messages import MessagesView
+
+__all__ = ["TurnPane"]
+
+
+class TurnPane(TabPane):
+    """The Turn tab (``1``): the messages view above the layer panes (or their tabs)."""
+
+    def __init__(self, title: str, *, id: str | None = None) -> None:
+        super().__init__(title, id=id)
+        #: The pane shown in the narrow and compact layouts (``M``: the messages, compact only).
+        self.view: View = "E"
+
+    def compose(self) -> ComposeResult:
+        yield MessagesView(id="messages")
+        # Active from the start on the view shown: a first activation of another tab would arrive
+        # here as a message and bring that one up.
+        yield Tabs(*(Tab(TAB_LABEL[x][0], id=f"layer-{x}") for x in VIEWS), active=f"layer-{self.view}", id="layer-tabs")
+        with Horizontal(id="layers"):
+            yield EmissionPane(id="pane-e")
+            yield ApiPane(id="pane-a")
+            yield DispatchPane(id="pane-c")
+
+    def on_mount(self) -> None:
+        # Clicks and ``l`` switch the layer tabs; focus stays where the user is (the turn list).
+        self.layer_tabs.can_focus = False
+
+    # -- the widgets ---------------------------------------------------------------------------------
+
+    @cached_property
+    def messages(self) -> MessagesView:
+        return self.query_one(MessagesView)
+
+    @cached_property
+    def pane_e(self) -> EmissionPane:
+        return self.query_one(EmissionPane)
+
+    @cached_property
+    def pane_a(self) -> ApiPane:
+        return self.query_one(ApiPane)
+
+    @cached_property
+    def pane_c(self) -> DispatchPane:
+        return self.query_one(DispatchPane)
+
+    @cached_property
+    def layer_panes(self) -> dict[Layer, LayerPane]:
+        return {"E": self.pane_e, "A": self.pane_a, "C": self.pane_c}
+
+    @cached_property
+    def layer_tabs(self) -> Tabs:
+        return self.query_one("#layer-tabs", Tabs)
+
+    # -- what the turn holds (attributes down) -------------------------------------------------------
+
+    def show_note(self, note: str) -> None:
+        self.messages.show_note(note)
+
+    def show_request(
+        self, request: NormalisedRequest | None, seq: int, appended_from: int | None, edits: list[dict[str, Any]] | None
+    ) -> None:
+        """The turn's request in the messages view (``None``: it could not be parsed)."""
+        if request is None:
+            self.messages.show_note(f"turn #{seq}: the request could not be parsed")
+        else:
+            self.messages.show_request(request, appended_from, edits=edits)
+
+    def show_panes(self, turn: Turn, results: dict[str, ToolResult] | None, runs: dict[str, McpCall]) -> None:
+        """The restored turn in the E, A and C panes, with what its next turn sent back."""
+        self.pane_e.show_turn(turn, results, runs)
+        self.pane_a.show_turn(turn)
+        self.pane_c.show_turn(turn)
+
+    # -- the layer panes: side by side, or (narrow, compact) one at a time under tabs --------------
+
+    def show_view(self, view: View) -> None:
+        """Make ``view``'s pane the one shown in the narrow and compact layouts (its tab active)."""
+        self.view = view
+        if not self.is_attached:
+            return
+        for layer, pane in self.layer_panes.items():
+            pane.set_class(layer == view, "-shown")
+        self.set_class(view == "M", "-messages-shown")
+        if self.layer_tabs.active != f"layer-{view}":
+            self.layer_tabs.active = f"layer-{view}"
+
+    def fit(self, *, compact: bool) -> None:
+        """The messages are a tab of their own only in the compact layout."""
+        if compact:
+            self.layer_tabs.show("layer-M")
+        else:
+            self.layer_tabs.hide("layer-M")
+            if self.view == "M":
+                self.show_view("E")
+
+    def pane_visible(self, view: View, *, narrow: bool, compact: bool) -> bool:
+        """Whether ``view``'s pane is on screen in this layout."""
+        if view == "M":
+            return not compact or self.view == "M"
+        return not narrow or self.view == view
+
+    @on(Tabs.TabActivated, "#layer-tabs")
+    def _layer_tab(self, event: Tabs.TabActivated) -> None:
+        event.stop()  # not the main tabs
+        # Activations arrive as messages: one this pane itself caused before a later change of
+        # ``active`` is stale, and would undo that change.
+        if event.tab.id != self.layer_tabs.active or not self.is_attached:
+            return
+        view = tab_view(event.tab.id)
+        if view is not None and view != self.view:
+            self.show_view(view)
+
+    # -- the layer tabs' labels, and the layer a turn's findings bring up ------------------------
+
+    def label_tabs(self, findings: Sequence[Finding], *, compact: bool, width: int) -> None:
+        """Each layer tab says its layer's findings (``E ✖1``); the long labels if they all fit the
+        tab strip, else the short ones, so every layer's count is always on screen."""
+        room = (self.layer_tabs.size.width or width) - 2
+        labels = tab_labels(findings, compact=compact, room=room)
+        for v, label in labels.items():
+            self.layer_tabs.query_one(f"#layer-{v}", Tab).label = label
+
+    def bring_up(self, findings: Sequence[Finding], *, narrow: bool, jump: bool = False) -> None:
+        """One pane at a time: a turn whose findings are in another layer than the one shown brings
+        that layer up (the worst first) — a warning or an error always, any finding when the shown
+        layer has none. ``jump`` (``f``, a finding chosen): even from the messages tab."""
+        if not narrow or (self.view == "M" and not jump):
+            return
+        layer = layer_to_bring_up(findings, self.view)
+        if layer is not None:
+            self.show_view(layer)
